@@ -1,0 +1,84 @@
+//! The logic contract: a switching logic classifies a whole batch into
+//! verdicts; the fabric does everything else (grouping, reservation,
+//! copying, accounting). A logic never touches rings, buffers or locks.
+//!
+//! Implementations live in the `logic` crate, one file each, listed in its
+//! table. The trait lives here because the worker loop calls it.
+//!
+//! Threading: one logic object is shared by every worker (`&self`), so state
+//! the workers update (a learning table) must be lock-free or read-mostly.
+//! The fabric swaps the whole logic atomically between batches; a batch is
+//! always classified by exactly one logic.
+
+use crate::batch::Pkt;
+use crate::drop::DropReason;
+use crate::port::PortId;
+
+/// Index of a port group defined by a logic (mirroring, multi-output).
+pub type GroupId = u16;
+
+/// Where one packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// To exactly one port.
+    Port(PortId),
+    /// To every port but the ingress.
+    Flood,
+    /// To every member of a group defined by the logic (see
+    /// [`Logic::group_members`]), except the ingress.
+    Group(GroupId),
+    /// Nowhere, for this reason.
+    Drop(DropReason),
+}
+
+/// Per-batch context handed to `classify`.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    /// Monotonic time at the start of the batch, in nanoseconds (coarse).
+    pub now_ns: u64,
+    /// Index of the calling worker.
+    pub worker: u16,
+}
+
+/// Error answered by a logic command; lower-case message for the API.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommandError(pub String);
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// A switching logic.
+pub trait Logic: Send + Sync {
+    /// Name as listed in the logic table.
+    fn name(&self) -> &'static str;
+
+    /// Sets `verdicts[i]` for every `pkts[i]` received on `ingress`.
+    /// `verdicts.len() == pkts.len()`; every frame is at least 14 bytes
+    /// (the fabric drops runts first). A logic that rewrites headers does so
+    /// in place through `Pkt::data_mut`. Must not allocate or block.
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]);
+
+    /// Members of group `g`, or an empty slice if there is no such group.
+    fn group_members(&self, _g: GroupId) -> &[PortId] {
+        &[]
+    }
+
+    /// Runs a control command (add an entry, show the table...). Control
+    /// path: may allocate; must not stop the data path.
+    fn command(&self, cmd: &str, _args: &serde_json::Value) -> Result<serde_json::Value, CommandError> {
+        Err(CommandError(format!("logic {} has no command {cmd:?}", self.name())))
+    }
+
+    /// Names of the commands `command` understands, with one-line help.
+    fn commands(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    /// A port was removed: forget state that points at it.
+    fn port_removed(&self, _port: PortId) {}
+}

@@ -1,0 +1,2 @@
+//! Switching logics.
+pub use fabric::{Ctx, Logic, Verdict};

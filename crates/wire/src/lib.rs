@@ -1,0 +1,1 @@
+//! Zero-copy header views (filled in by the wire work).
