@@ -1,0 +1,153 @@
+"""SQLite schema of the results database, versioned with PRAGMA user_version.
+
+Each entry of ``MIGRATIONS`` moves the database from version ``i`` to
+``i + 1``; a database is migrated forward on open, in one transaction per
+step. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "user_version"]
+
+_POINT_COLUMNS = """
+    sut TEXT NOT NULL,
+    scenario TEXT NOT NULL,
+    direction TEXT NOT NULL CHECK (direction IN ('uni', 'bi')),
+    frame_size_b INTEGER NOT NULL,
+    flows INTEGER NOT NULL DEFAULT 1,
+    burst INTEGER NOT NULL DEFAULT 32,
+    vnfs INTEGER NOT NULL DEFAULT 0,
+    ports INTEGER NOT NULL DEFAULT 2,
+    pairs INTEGER NOT NULL DEFAULT 1,
+    virtual_port TEXT NOT NULL DEFAULT '',
+    method TEXT NOT NULL,
+    repetition INTEGER NOT NULL DEFAULT 0,
+"""
+
+_V1 = f"""
+CREATE TABLE hosts (
+    id INTEGER PRIMARY KEY,
+    fingerprint_hash TEXT NOT NULL UNIQUE,
+    hostname TEXT NOT NULL,
+    cpu_model TEXT NOT NULL,
+    cores INTEGER NOT NULL,
+    kernel TEXT NOT NULL,
+    governor TEXT NOT NULL,
+    turbo TEXT NOT NULL,
+    smt TEXT NOT NULL,
+    thp TEXT NOT NULL,
+    git_commit TEXT NOT NULL,
+    tools_json TEXT NOT NULL,
+    pinning_json TEXT NOT NULL,
+    extra_json TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE campaigns (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    file TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    host_id INTEGER REFERENCES hosts(id),
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    status TEXT NOT NULL
+);
+CREATE INDEX campaigns_name ON campaigns(name);
+CREATE TABLE suts (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    UNIQUE (name, version, config_json)
+);
+CREATE TABLE results (
+    id INTEGER PRIMARY KEY,
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    sut_id INTEGER REFERENCES suts(id),
+    host_id INTEGER REFERENCES hosts(id),
+    key TEXT NOT NULL,
+    {_POINT_COLUMNS}
+    loss_target REAL NOT NULL DEFAULT 0,
+    rate_pps REAL NOT NULL DEFAULT 0,
+    rx_pps REAL NOT NULL DEFAULT 0,
+    gbps REAL NOT NULL DEFAULT 0,
+    trials_count INTEGER NOT NULL DEFAULT 0,
+    searcher TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL,
+    duration_s REAL NOT NULL DEFAULT 0,
+    extra_json TEXT NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX results_campaign ON results(campaign_id, key);
+CREATE TABLE trials (
+    id INTEGER PRIMARY KEY,
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    sut_id INTEGER REFERENCES suts(id),
+    host_id INTEGER REFERENCES hosts(id),
+    result_id INTEGER REFERENCES results(id),
+    key TEXT NOT NULL,
+    {_POINT_COLUMNS}
+    load_fraction REAL,
+    offered_pps REAL NOT NULL,
+    sent INTEGER NOT NULL DEFAULT 0,
+    received INTEGER NOT NULL DEFAULT 0,
+    lost INTEGER NOT NULL DEFAULT 0,
+    loss_ratio REAL NOT NULL DEFAULT 0,
+    rx_pps REAL NOT NULL DEFAULT 0,
+    gbps REAL NOT NULL DEFAULT 0,
+    latency_min_ns REAL,
+    latency_mean_ns REAL,
+    latency_p50_ns REAL,
+    latency_p90_ns REAL,
+    latency_p99_ns REAL,
+    latency_p999_ns REAL,
+    latency_max_ns REAL,
+    latency_cdf_json TEXT NOT NULL DEFAULT '[]',
+    jitter_ns REAL,
+    cpu_json TEXT NOT NULL DEFAULT '[]',
+    cycles_per_packet REAL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    started_at REAL NOT NULL,
+    duration_s REAL NOT NULL DEFAULT 0,
+    extra_json TEXT NOT NULL DEFAULT '{{}}'
+);
+CREATE INDEX trials_campaign ON trials(campaign_id, key);
+CREATE INDEX trials_result ON trials(result_id);
+"""
+
+#: MIGRATIONS[i] takes a database at user_version i to i + 1.
+MIGRATIONS: list[str] = [_V1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def user_version(conn: sqlite3.Connection) -> int:
+    """The schema version stored in the database file."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database up to SCHEMA_VERSION; return the version it had.
+
+    Raises ValueError for a database newer than this code knows.
+    """
+    start = user_version(conn)
+    if start > SCHEMA_VERSION:
+        raise ValueError(
+            f"results database has schema version {start}, newer than this turnout "
+            f"({SCHEMA_VERSION}); upgrade turnout"
+        )
+    for version in range(start, SCHEMA_VERSION):
+        script = (
+            "BEGIN;\n" + MIGRATIONS[version] + f"\nPRAGMA user_version = {version + 1};\nCOMMIT;\n"
+        )
+        try:  # one transaction per step: a failed step leaves the previous version
+            conn.executescript(script)
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+    return start
