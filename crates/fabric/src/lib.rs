@@ -5,19 +5,40 @@
 //! - [`logic`]: the contract every switching logic implements (classify a
 //!   batch into verdicts).
 //! - [`batch`]: fixed-capacity batches of packet views.
-//! - [`drop`]: named drop reasons.
+//! - [`fabric`]: the two-pass forwarding algorithm and destination-port
+//!   parallelism (leases published in order).
+//! - [`worker`]: the per-core loop and its wake-up model.
+//! - [`switch`]: workers + port table + logic, and the control operations.
+//! - [`pipe`]: the in-process port used by tests and benches.
+//! - [`drop`], [`counters`]: named drop reasons and counters.
 //!
 //! Invariants: the data path (receive, classify, forward) never allocates,
 //! never blocks on anything but a destination's short reservation lock, makes
 //! no system call per packet and returns no `Result`: every packet not
-//! delivered is counted under one [`drop::DropReason`].
+//! delivered is counted under one [`drop::DropReason`]. Counters add up:
+//! for unicast verdicts, frames received = frames sent + drops by reason.
+//!
+//! Threading: each receive queue belongs to one worker; transmit queues are
+//! shared by all workers through the fabric's per-queue lease lock; the port
+//! table and the logic are immutable snapshots swapped atomically between
+//! batches (arc-swap), never locked by workers.
 
 pub mod batch;
+pub mod counters;
 pub mod drop;
+pub mod fabric;
 pub mod logic;
+pub mod pipe;
 pub mod port;
+pub mod switch;
+pub mod sys;
+pub mod worker;
 
 pub use batch::{Pkt, RxBatch};
 pub use drop::DropReason;
+pub use fabric::{Forwarder, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
+pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{Port, PortId, PortInfo, QueueId, RxQueue, TxQueue};
+pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats};
+pub use worker::WakeupMode;

@@ -1,0 +1,109 @@
+//! Counters. Hot counters are updated once per batch (not per packet) with
+//! relaxed atomics; every struct is cache-line aligned so workers updating
+//! different ports or queues do not share lines.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::drop::DropReason;
+
+/// Counters of one queue pair of a port.
+#[repr(align(64))]
+#[derive(Default, Debug)]
+pub struct QueueCounters {
+    /// Frames received on this queue (including those later dropped).
+    pub rx_packets: AtomicU64,
+    /// Bytes received on this queue.
+    pub rx_bytes: AtomicU64,
+    /// Frames written to this queue's transmit ring.
+    pub tx_packets: AtomicU64,
+    /// Bytes written to this queue's transmit ring.
+    pub tx_bytes: AtomicU64,
+}
+
+/// Counters of one port. Drops on the way in (runt, the logic's reasons,
+/// hairpin, no_port) are counted on the ingress port; drops on the way out
+/// (oversize, tx_full, link_down) on the destination port.
+#[derive(Debug)]
+pub struct PortCounters {
+    /// One entry per queue pair.
+    pub queues: Box<[QueueCounters]>,
+    drops: Box<[DropCell]>,
+}
+
+#[repr(align(64))]
+#[derive(Default, Debug)]
+struct DropCell(AtomicU64);
+
+impl PortCounters {
+    /// Zeroed counters for a port with `queues` queue pairs.
+    pub fn new(queues: u16) -> Self {
+        Self {
+            queues: (0..queues.max(1)).map(|_| QueueCounters::default()).collect(),
+            drops: (0..DropReason::COUNT).map(|_| DropCell::default()).collect(),
+        }
+    }
+
+    /// Adds `n` drops for `reason`.
+    #[inline]
+    pub fn add_drops(&self, reason: DropReason, n: u64) {
+        if n != 0 {
+            self.drops[reason.index()].0.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// Drops counted for `reason`.
+    pub fn drops(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()].0.load(Relaxed)
+    }
+
+    /// Sum over all reasons.
+    pub fn total_drops(&self) -> u64 {
+        DropReason::ALL.iter().map(|r| self.drops(*r)).sum()
+    }
+
+    /// Sum of a queue field over all queues.
+    pub fn sum(&self, f: impl Fn(&QueueCounters) -> &AtomicU64) -> u64 {
+        self.queues.iter().map(|q| f(q).load(Relaxed)).sum()
+    }
+
+    /// Zeroes everything (stats.reset).
+    pub fn reset(&self) {
+        for q in self.queues.iter() {
+            q.rx_packets.store(0, Relaxed);
+            q.rx_bytes.store(0, Relaxed);
+            q.tx_packets.store(0, Relaxed);
+            q.tx_bytes.store(0, Relaxed);
+        }
+        for d in self.drops.iter() {
+            d.0.store(0, Relaxed);
+        }
+    }
+}
+
+/// Counters of one worker thread. Cycles come from the TSC (see
+/// `sys::cycles`); busy = loop iterations that moved at least one packet.
+#[repr(align(64))]
+#[derive(Default, Debug)]
+pub struct WorkerCounters {
+    /// Frames received (before any drop).
+    pub packets: AtomicU64,
+    /// Non-empty bursts processed.
+    pub batches: AtomicU64,
+    /// Cycles spent in iterations that moved packets.
+    pub busy_cycles: AtomicU64,
+    /// Cycles spent polling empty queues or sleeping.
+    pub idle_cycles: AtomicU64,
+    /// Times the worker went to sleep waiting for a notification.
+    pub sleeps: AtomicU64,
+    /// Receive queues currently owned.
+    pub rx_queues: AtomicU64,
+}
+
+impl WorkerCounters {
+    /// Zeroes the counters (not `rx_queues`).
+    pub fn reset(&self) {
+        for c in [&self.packets, &self.batches, &self.busy_cycles, &self.idle_cycles, &self.sleeps] {
+            c.store(0, Relaxed);
+        }
+    }
+}

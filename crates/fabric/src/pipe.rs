@@ -1,0 +1,381 @@
+//! The in-process port: a pair of shared-memory slot rings between the
+//! switch and a peer thread (a test, a bench, an in-process VNF). It is the
+//! reference implementation of the port contract and what the tests and
+//! criterion benches of the fabric run on.
+//!
+//! Each queue pair has two rings of fixed-size slots:
+//! - *in* (peer → switch): the peer writes frames and publishes its head;
+//!   the switch's [`RxQueue`] reads them and releases by moving the tail;
+//! - *out* (switch → peer): the fabric reserves, writes and publishes; the
+//!   peer reads and releases.
+//!
+//! Head and tail live on their own cache lines; each side caches the other
+//! side's index (rtrb style). Notifications: a side that wants to be woken
+//! sets its `want_notify` flag, then re-checks the ring; the producer
+//! publishes, fences, and writes the eventfd only if the flag is set.
+
+use std::cell::Cell;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::batch::RxBatch;
+use crate::port::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+use crate::sys::EventFd;
+
+#[repr(align(64))]
+struct Padded<T>(T);
+
+/// One single-producer single-consumer ring of fixed-size slots.
+struct SlotRing {
+    mem: *mut u8,
+    mem_len: usize,
+    lens: Box<[AtomicU32]>,
+    mask: u64,
+    slot_b: usize,
+    /// Published by the producer (next slot to be written).
+    head: Padded<AtomicU64>,
+    /// Released by the consumer (next slot to be read).
+    tail: Padded<AtomicU64>,
+    /// Consumer asked to be notified.
+    want_notify: Padded<AtomicBool>,
+    notify: EventFd,
+    /// Producer-side reservation cursor (touched only by the producer, or
+    /// under the fabric lock for the out ring).
+    reserved: Padded<Cell<u64>>,
+}
+
+// SAFETY: the ring memory is shared by exactly one producer and one consumer
+// (the fabric serialises multiple producing workers under its lock); slot
+// ownership is handed over by the Acquire/Release head and tail indexes.
+unsafe impl Send for SlotRing {}
+// SAFETY: see above; `reserved` is only touched by the single producer.
+unsafe impl Sync for SlotRing {}
+
+impl SlotRing {
+    fn new(slots: usize, slot_b: usize) -> std::io::Result<Self> {
+        let slots = slots.next_power_of_two().max(2);
+        let mem_len = slots * slot_b;
+        let mem = Box::into_raw(vec![0u8; mem_len].into_boxed_slice()) as *mut u8;
+        Ok(Self {
+            mem,
+            mem_len,
+            lens: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            mask: slots as u64 - 1,
+            slot_b,
+            head: Padded(AtomicU64::new(0)),
+            tail: Padded(AtomicU64::new(0)),
+            want_notify: Padded(AtomicBool::new(false)),
+            notify: EventFd::new()?,
+            reserved: Padded(Cell::new(0)),
+        })
+    }
+
+    fn size(&self) -> u64 {
+        self.mask + 1
+    }
+
+    #[inline]
+    fn slot_ptr(&self, idx: u64) -> *mut u8 {
+        // SAFETY: (idx & mask) < slots, so the offset is inside `mem`.
+        unsafe { self.mem.add((idx & self.mask) as usize * self.slot_b) }
+    }
+
+    /// Producer: make everything before `head` visible and wake the consumer
+    /// if it asked.
+    #[inline]
+    fn publish(&self, head: u64) {
+        self.head.0.store(head, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if self.want_notify.0.load(Ordering::Relaxed) {
+            self.notify.notify();
+        }
+    }
+
+    /// Consumer: enable/disable notification; on enable, re-check.
+    fn set_notify(&self, on: bool) -> bool {
+        self.want_notify.0.store(on, Ordering::SeqCst);
+        if on {
+            fence(Ordering::SeqCst);
+            self.head.0.load(Ordering::Acquire) != self.tail.0.load(Ordering::Relaxed)
+        } else {
+            false
+        }
+    }
+}
+
+impl Drop for SlotRing {
+    fn drop(&mut self) {
+        // SAFETY: mem came from Box<[u8]> of exactly mem_len bytes.
+        unsafe { drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.mem, self.mem_len))) };
+    }
+}
+
+struct QueuePair {
+    inbound: SlotRing,
+    outbound: SlotRing,
+    rx_taken: AtomicBool,
+}
+
+struct Shared {
+    name: String,
+    queues: Box<[QueuePair]>,
+    slot_b: usize,
+    link: AtomicBool,
+}
+
+/// Sizes of a pipe.
+#[derive(Clone, Copy, Debug)]
+pub struct PipeConfig {
+    /// Queue pairs.
+    pub queues: u16,
+    /// Slots per ring (rounded up to a power of two).
+    pub ring_slots: usize,
+    /// Bytes per slot: the largest frame the pipe carries.
+    pub slot_b: usize,
+}
+
+impl Default for PipeConfig {
+    fn default() -> Self {
+        Self { queues: 1, ring_slots: 1024, slot_b: 2048 }
+    }
+}
+
+/// The switch side of a pipe.
+pub struct PipePort(Arc<Shared>);
+
+/// The peer side of a pipe (one per pipe; use from one thread at a time).
+pub struct PipePeer {
+    shared: Arc<Shared>,
+    /// Per queue: cached head of the outbound ring and count read in the
+    /// last `recv` (released by the next `recv`).
+    out_head: Vec<u64>,
+}
+
+/// Creates a pipe: the port to add to a switch and its peer.
+pub fn pipe(name: &str, cfg: PipeConfig) -> std::io::Result<(PipePort, PipePeer)> {
+    let queues = cfg.queues.max(1);
+    let mut qs = Vec::with_capacity(queues as usize);
+    for _ in 0..queues {
+        qs.push(QueuePair {
+            inbound: SlotRing::new(cfg.ring_slots, cfg.slot_b)?,
+            outbound: SlotRing::new(cfg.ring_slots, cfg.slot_b)?,
+            rx_taken: AtomicBool::new(false),
+        });
+    }
+    let shared = Arc::new(Shared {
+        name: name.to_string(),
+        queues: qs.into_boxed_slice(),
+        slot_b: cfg.slot_b,
+        link: AtomicBool::new(true),
+    });
+    Ok((PipePort(shared.clone()), PipePeer { shared, out_head: vec![0; queues as usize] }))
+}
+
+impl Port for PipePort {
+    fn info(&self) -> PortInfo {
+        PortInfo {
+            name: self.0.name.clone(),
+            kind: "pipe",
+            queues: self.0.queues.len() as u16,
+            max_frame_b: self.0.slot_b as u32,
+        }
+    }
+
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let qp = self.0.queues.get(q as usize)?;
+        if qp.rx_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Box::new(PipeRx { shared: self.0.clone(), q: q as usize, head: 0, taken: 0 }))
+    }
+
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        let q = (q as usize).min(self.0.queues.len() - 1);
+        &self.0.queues[q].outbound
+    }
+
+    fn link_up(&self) -> bool {
+        self.0.link.load(Ordering::Relaxed)
+    }
+}
+
+struct PipeRx {
+    shared: Arc<Shared>,
+    q: usize,
+    /// Cached producer head.
+    head: u64,
+    /// Frames handed out by the last burst.
+    taken: u64,
+}
+
+impl RxQueue for PipeRx {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        let ring = &self.shared.queues[self.q].inbound;
+        let tail = ring.tail.0.load(Ordering::Relaxed) + self.taken;
+        if self.head == tail {
+            self.head = ring.head.0.load(Ordering::Acquire);
+        }
+        let avail = (self.head - tail).min(batch.room() as u64);
+        for i in 0..avail {
+            let idx = tail + i;
+            let len = ring.lens[(idx & ring.mask) as usize].load(Ordering::Relaxed);
+            // SAFETY: slot idx was published by the producer (idx < head) and
+            // stays ours until release moves the tail past it.
+            unsafe { batch.push(ring.slot_ptr(idx), len) };
+        }
+        self.taken += avail;
+        avail as usize
+    }
+
+    fn release(&mut self) {
+        if self.taken != 0 {
+            let ring = &self.shared.queues[self.q].inbound;
+            let t = ring.tail.0.load(Ordering::Relaxed) + self.taken;
+            ring.tail.0.store(t, Ordering::Release);
+            self.taken = 0;
+        }
+    }
+
+    fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.shared.queues[self.q].inbound.notify.fd())
+    }
+
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.shared.queues[self.q].inbound.set_notify(enabled)
+    }
+
+    fn ack_notify(&mut self) {
+        self.shared.queues[self.q].inbound.notify.drain();
+    }
+}
+
+impl Drop for PipeRx {
+    fn drop(&mut self) {
+        self.release();
+        self.shared.queues[self.q].rx_taken.store(false, Ordering::Release);
+    }
+}
+
+impl TxQueue for SlotRing {
+    fn slots_for(&self, len: usize) -> u32 {
+        u32::from(len <= self.slot_b)
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        let used = self.reserved.0.get() - self.tail.0.load(Ordering::Acquire);
+        (self.size() - used) as u32
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        let first = self.reserved.0.get();
+        self.reserved.0.set(first + n as u64);
+        first
+    }
+
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let len = frame.len().min(self.slot_b);
+        // SAFETY: the caller owns slot (reserved, unpublished); the slot has
+        // slot_b bytes and len <= slot_b.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
+        self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+    }
+
+    unsafe fn publish(&self, tail: u64) {
+        SlotRing::publish(self, tail);
+    }
+}
+
+impl PipePeer {
+    /// Number of queue pairs.
+    pub fn queues(&self) -> usize {
+        self.shared.queues.len()
+    }
+
+    /// Largest frame, in bytes.
+    pub fn slot_b(&self) -> usize {
+        self.shared.slot_b
+    }
+
+    /// Sets the link state the switch sees (a detached peer).
+    pub fn set_link(&self, up: bool) {
+        self.shared.link.store(up, Ordering::Relaxed);
+    }
+
+    /// Free slots in queue `q`'s inbound ring.
+    pub fn send_room(&self, q: usize) -> usize {
+        let r = &self.shared.queues[q].inbound;
+        (r.size() - (r.reserved.0.get() - r.tail.0.load(Ordering::Acquire))) as usize
+    }
+
+    /// Sends up to `n` frames into the switch on queue `q`: `fill(i, buf)`
+    /// writes frame `i` into `buf` (of `slot_b` bytes) and returns its
+    /// length. Returns how many were sent (fewer when the ring is full).
+    pub fn send_with(&mut self, q: usize, n: usize, mut fill: impl FnMut(usize, &mut [u8]) -> usize) -> usize {
+        let r = &self.shared.queues[q].inbound;
+        let n = n.min(self.send_room(q));
+        let first = r.reserved.0.get();
+        for i in 0..n {
+            let idx = first + i as u64;
+            // SAFETY: slots [first, first+n) are free (room checked) and owned
+            // by this single producer until published.
+            let buf = unsafe { std::slice::from_raw_parts_mut(r.slot_ptr(idx), r.slot_b) };
+            let len = fill(i, buf).min(r.slot_b);
+            r.lens[(idx & r.mask) as usize].store(len as u32, Ordering::Relaxed);
+        }
+        r.reserved.0.set(first + n as u64);
+        if n > 0 {
+            r.publish(first + n as u64);
+        }
+        n
+    }
+
+    /// Sends copies of `frames` on queue `q`; returns how many fit.
+    pub fn send(&mut self, q: usize, frames: &[&[u8]]) -> usize {
+        self.send_with(q, frames.len(), |i, buf| {
+            let f = frames[i];
+            let len = f.len().min(buf.len());
+            buf[..len].copy_from_slice(&f[..len]);
+            f.len()
+        })
+    }
+
+    /// Receives up to `max` frames the switch sent on queue `q`, calling
+    /// `f` on each; releases them afterwards. Returns how many.
+    pub fn recv(&mut self, q: usize, max: usize, mut f: impl FnMut(&[u8])) -> usize {
+        let r = &self.shared.queues[q].outbound;
+        let tail = r.tail.0.load(Ordering::Relaxed);
+        if self.out_head[q] == tail {
+            self.out_head[q] = r.head.0.load(Ordering::Acquire);
+        }
+        let n = (self.out_head[q] - tail).min(max as u64);
+        for i in 0..n {
+            let idx = tail + i;
+            let len = r.lens[(idx & r.mask) as usize].load(Ordering::Relaxed) as usize;
+            // SAFETY: idx < published head, so the slot is written and ours
+            // to read until the tail moves past it.
+            let data = unsafe { std::slice::from_raw_parts(r.slot_ptr(idx), len) };
+            f(data);
+        }
+        if n > 0 {
+            r.tail.0.store(tail + n, Ordering::Release);
+        }
+        n as usize
+    }
+
+    /// Frames waiting on queue `q`'s outbound ring.
+    pub fn pending(&self, q: usize) -> usize {
+        let r = &self.shared.queues[q].outbound;
+        (r.head.0.load(Ordering::Acquire) - r.tail.0.load(Ordering::Relaxed)) as usize
+    }
+
+    /// Eventfd that becomes readable when the switch sends on queue `q`
+    /// while [`PipePeer::set_notify`] is on.
+    pub fn notify_fd(&self, q: usize) -> std::os::fd::RawFd {
+        self.shared.queues[q].outbound.notify.fd()
+    }
+
+    /// Enables notification on queue `q`; true if frames already wait.
+    pub fn set_notify(&self, q: usize, on: bool) -> bool {
+        self.shared.queues[q].outbound.set_notify(on)
+    }
+}

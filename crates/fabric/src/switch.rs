@@ -1,0 +1,407 @@
+//! The switch: a fabric (port table + logic), its worker threads, and the
+//! control-path operations on them. Everything here is control path: it may
+//! allocate and take locks the workers never take.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::batch::{MAX_BATCH, MIN_BATCH};
+use crate::counters::WorkerCounters;
+use crate::drop::DropReason;
+use crate::fabric::{PortEntry, PortTable, MAX_WORKERS};
+use crate::logic::Logic;
+use crate::port::{Port, PortId};
+use crate::sys;
+use crate::worker::{self, LogicSlot, Mailbox, WakeupMode, WorkerCmd, WorkerShared};
+
+/// Errors of the switch's control operations.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SwitchError {
+    /// A setting is out of range.
+    BadConfig(String),
+    /// No port with that name or id.
+    NoSuchPort(String),
+    /// A port with that name exists.
+    DuplicatePort(String),
+    /// The port table is full.
+    TableFull,
+    /// No worker with that index.
+    NoSuchWorker(usize),
+    /// A system call failed.
+    Os(String),
+}
+
+impl std::fmt::Display for SwitchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SwitchError::BadConfig(m) => write!(f, "bad switch config: {m}"),
+            SwitchError::NoSuchPort(p) => write!(f, "no port {p:?}"),
+            SwitchError::DuplicatePort(p) => write!(f, "a port named {p:?} exists"),
+            SwitchError::TableFull => write!(f, "port table full"),
+            SwitchError::NoSuchWorker(w) => write!(f, "no worker {w}"),
+            SwitchError::Os(m) => write!(f, "system error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for SwitchError {}
+
+/// Switch settings.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    /// Frames per batch, `MIN_BATCH..=MAX_BATCH`.
+    pub batch: usize,
+    /// Size of the port table.
+    pub max_ports: usize,
+    /// One entry per worker: the CPU to pin it to, if any.
+    pub workers: Vec<Option<usize>>,
+    /// Wake-up model.
+    pub wakeup: WakeupMode,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        Self { batch: crate::batch::DEFAULT_BATCH, max_ports: 1024, workers: vec![None], wakeup: WakeupMode::Adaptive }
+    }
+}
+
+struct Worker {
+    shared: Arc<WorkerShared>,
+    cpu: Option<usize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A running switch.
+pub struct Switch {
+    cfg: SwitchConfig,
+    table: Arc<ArcSwap<PortTable>>,
+    logic: Arc<ArcSwap<LogicSlot>>,
+    workers: Vec<Worker>,
+    /// Which worker owns each port's receive queues.
+    owners: Mutex<Vec<(PortId, usize)>>,
+    control: Mutex<()>,
+    next_worker: Mutex<usize>,
+    cycles_hz: u64,
+}
+
+/// Snapshot of one port's counters.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PortStats {
+    /// Port id.
+    pub id: PortId,
+    /// Port name.
+    pub name: String,
+    /// Backend kind.
+    pub kind: &'static str,
+    /// Peer attached.
+    pub link_up: bool,
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Per queue: (rx_packets, rx_bytes, tx_packets, tx_bytes).
+    pub queues: Vec<[u64; 4]>,
+    /// Drops by reason name (only non-zero).
+    pub drops: Vec<(&'static str, u64)>,
+    /// Backend counters.
+    pub backend: Vec<(&'static str, u64)>,
+}
+
+/// Snapshot of one worker's counters.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct WorkerStats {
+    /// Worker index.
+    pub id: usize,
+    /// Pinned CPU.
+    pub cpu: Option<usize>,
+    /// Linux thread id.
+    pub tid: i32,
+    /// Receive queues owned.
+    pub rx_queues: u64,
+    /// Frames received.
+    pub packets: u64,
+    /// Non-empty batches.
+    pub batches: u64,
+    /// Cycles in iterations that moved packets.
+    pub busy_cycles: u64,
+    /// Cycles idle (polling nothing or sleeping).
+    pub idle_cycles: u64,
+    /// Busy time, ns.
+    pub busy_ns: u64,
+    /// Idle time, ns.
+    pub idle_ns: u64,
+    /// Times it went to sleep.
+    pub sleeps: u64,
+    /// busy_cycles / packets.
+    pub cycles_per_packet: f64,
+}
+
+impl Switch {
+    /// Starts the workers with `logic`.
+    pub fn new(cfg: SwitchConfig, logic: Box<dyn Logic>) -> Result<Self, SwitchError> {
+        if !(MIN_BATCH..=MAX_BATCH).contains(&cfg.batch) {
+            return Err(SwitchError::BadConfig(format!("batch {} not in {MIN_BATCH}..={MAX_BATCH}", cfg.batch)));
+        }
+        if cfg.workers.is_empty() || cfg.workers.len() > MAX_WORKERS {
+            return Err(SwitchError::BadConfig(format!("workers must be 1..={MAX_WORKERS}")));
+        }
+        if cfg.max_ports < 2 || cfg.max_ports >= u16::MAX as usize {
+            return Err(SwitchError::BadConfig(format!("max_ports {} not in 2..65535", cfg.max_ports)));
+        }
+        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        for cpu in cfg.workers.iter().flatten() {
+            if *cpu >= ncpu.max(libc_cpus()) {
+                return Err(SwitchError::BadConfig(format!("cpu {cpu} does not exist")));
+            }
+        }
+        let table = Arc::new(ArcSwap::from_pointee(PortTable::new(cfg.max_ports)));
+        let logic = Arc::new(ArcSwap::from_pointee(LogicSlot(logic)));
+        let mut workers = Vec::new();
+        for (i, cpu) in cfg.workers.iter().enumerate() {
+            let shared = Arc::new(WorkerShared {
+                id: i as u16,
+                counters: WorkerCounters::default(),
+                mailbox: Mailbox::new().map_err(|e| SwitchError::Os(e.to_string()))?,
+                tid: AtomicI32::new(0),
+            });
+            let (s, t, l, b, m, cpu) = (shared.clone(), table.clone(), logic.clone(), cfg.batch, cfg.wakeup, *cpu);
+            let thread = std::thread::Builder::new()
+                .name(format!("turnout-w{i}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        let _ = sys::pin_to_cpu(cpu);
+                    }
+                    worker::run(s, t, l, b, m)
+                })
+                .map_err(|e| SwitchError::Os(e.to_string()))?;
+            workers.push(Worker { shared, cpu, thread: Some(thread) });
+        }
+        Ok(Self {
+            cfg,
+            table,
+            logic,
+            workers,
+            owners: Mutex::new(Vec::new()),
+            control: Mutex::new(()),
+            next_worker: Mutex::new(0),
+            cycles_hz: sys::calibrate_cycles_hz(),
+        })
+    }
+
+    /// The settings the switch runs with.
+    pub fn config(&self) -> &SwitchConfig {
+        &self.cfg
+    }
+
+    /// Adds a port; its receive queues go to `worker` (default: round-robin
+    /// over workers, one port at a time). Returns its id.
+    pub fn add_port(&self, name: &str, port: Arc<dyn Port>, worker: Option<usize>) -> Result<PortId, SwitchError> {
+        let _g = self.control.lock();
+        let cur = self.table.load();
+        if cur.by_name(name).is_some() {
+            return Err(SwitchError::DuplicatePort(name.to_string()));
+        }
+        let id = cur.free_id().ok_or(SwitchError::TableFull)?;
+        let w = match worker {
+            Some(w) if w >= self.workers.len() => return Err(SwitchError::NoSuchWorker(w)),
+            Some(w) => w,
+            None => {
+                let mut n = self.next_worker.lock();
+                let w = *n % self.workers.len();
+                *n += 1;
+                w
+            }
+        };
+        let entry = Arc::new(PortEntry::new(id, name, port.clone()));
+        let queues = entry.queues();
+        self.table.store(Arc::new(cur.with(entry)));
+        for q in 0..queues {
+            if let Some(rxq) = port.take_rx(q) {
+                self.workers[w].shared.mailbox.post(WorkerCmd::AddRx { port: id, queue: q, rxq });
+            }
+        }
+        self.owners.lock().push((id, w));
+        Ok(id)
+    }
+
+    /// Removes a port under traffic: no new frames are sent to it, its
+    /// receive queues are dropped by their worker, and frames in flight
+    /// finish with the table snapshot they started with.
+    pub fn remove_port(&self, name: &str) -> Result<(), SwitchError> {
+        let _g = self.control.lock();
+        let cur = self.table.load();
+        let id = cur.by_name(name).ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?.id;
+        self.table.store(Arc::new(cur.without(id)));
+        let mut waits = Vec::new();
+        for w in &self.workers {
+            let done = Arc::new(AtomicBool::new(false));
+            w.shared.mailbox.post(WorkerCmd::RemovePort { port: id, done: done.clone() });
+            waits.push(done);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while waits.iter().any(|d| !d.load(Ordering::Acquire)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.owners.lock().retain(|(p, _)| *p != id);
+        self.logic.load().0.port_removed(id);
+        Ok(())
+    }
+
+    /// Id of the port named `name`.
+    pub fn port_id(&self, name: &str) -> Option<PortId> {
+        self.table.load().by_name(name).map(|e| e.id)
+    }
+
+    /// The current port table snapshot.
+    pub fn ports(&self) -> Arc<PortTable> {
+        self.table.load_full()
+    }
+
+    /// Worker owning port `id`'s receive queues.
+    pub fn port_worker(&self, id: PortId) -> Option<usize> {
+        self.owners.lock().iter().find(|(p, _)| *p == id).map(|(_, w)| *w)
+    }
+
+    /// Replaces the logic; takes effect at each worker's next batch. Batches
+    /// in flight finish with the old logic, so nothing is lost or doubled.
+    pub fn replace_logic(&self, logic: Box<dyn Logic>) {
+        let _g = self.control.lock();
+        self.logic.store(Arc::new(LogicSlot(logic)));
+    }
+
+    /// Runs `f` with the current logic (for its commands).
+    pub fn with_logic<R>(&self, f: impl FnOnce(&dyn Logic) -> R) -> R {
+        let g = self.logic.load();
+        f(g.0.as_ref())
+    }
+
+    /// Measured cycle-counter frequency.
+    pub fn cycles_hz(&self) -> u64 {
+        self.cycles_hz
+    }
+
+    /// Counters of every port.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        let t = self.table.load();
+        t.present()
+            .iter()
+            .filter_map(|id| t.get(*id))
+            .map(|e| {
+                let c = &e.counters;
+                PortStats {
+                    id: e.id,
+                    name: e.name.clone(),
+                    kind: e.port.info().kind,
+                    link_up: e.port.link_up(),
+                    rx_packets: c.sum(|q| &q.rx_packets),
+                    rx_bytes: c.sum(|q| &q.rx_bytes),
+                    tx_packets: c.sum(|q| &q.tx_packets),
+                    tx_bytes: c.sum(|q| &q.tx_bytes),
+                    queues: c
+                        .queues
+                        .iter()
+                        .map(|q| {
+                            [
+                                q.rx_packets.load(Ordering::Relaxed),
+                                q.rx_bytes.load(Ordering::Relaxed),
+                                q.tx_packets.load(Ordering::Relaxed),
+                                q.tx_bytes.load(Ordering::Relaxed),
+                            ]
+                        })
+                        .collect(),
+                    drops: DropReason::ALL
+                        .iter()
+                        .map(|r| (r.name(), c.drops(*r)))
+                        .filter(|(_, n)| *n != 0)
+                        .collect(),
+                    backend: e.port.backend_counters(),
+                }
+            })
+            .collect()
+    }
+
+    /// Counters of every worker.
+    pub fn worker_stats(&self) -> Vec<WorkerStats> {
+        let hz = self.cycles_hz.max(1) as u128;
+        self.workers
+            .iter()
+            .map(|w| {
+                let c = &w.shared.counters;
+                let (busy, idle, pk) = (
+                    c.busy_cycles.load(Ordering::Relaxed),
+                    c.idle_cycles.load(Ordering::Relaxed),
+                    c.packets.load(Ordering::Relaxed),
+                );
+                WorkerStats {
+                    id: w.shared.id as usize,
+                    cpu: w.cpu,
+                    tid: w.shared.tid.load(Ordering::Relaxed),
+                    rx_queues: c.rx_queues.load(Ordering::Relaxed),
+                    packets: pk,
+                    batches: c.batches.load(Ordering::Relaxed),
+                    busy_cycles: busy,
+                    idle_cycles: idle,
+                    busy_ns: (busy as u128 * 1_000_000_000 / hz) as u64,
+                    idle_ns: (idle as u128 * 1_000_000_000 / hz) as u64,
+                    sleeps: c.sleeps.load(Ordering::Relaxed),
+                    cycles_per_packet: if pk == 0 { 0.0 } else { busy as f64 / pk as f64 },
+                }
+            })
+            .collect()
+    }
+
+    /// Zeroes every counter.
+    pub fn reset_stats(&self) {
+        let t = self.table.load();
+        for id in t.present() {
+            if let Some(e) = t.get(*id) {
+                e.counters.reset();
+            }
+        }
+        for w in &self.workers {
+            w.shared.counters.reset();
+        }
+    }
+
+    /// Stops the workers and waits for them.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        for w in &self.workers {
+            w.shared.mailbox.post(WorkerCmd::Stop);
+        }
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn libc_cpus() -> usize {
+    // Pinning to a CPU outside our affinity mask but online is allowed.
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
