@@ -1,0 +1,18 @@
+"""R+: the average received rate under saturating input (seeds/000 §4.4)."""
+
+from __future__ import annotations
+
+from ..measure.counts import Measurer
+from .base import LoggingMeasurer, SearchResult
+
+__all__ = ["rplus"]
+
+
+def rplus(measurer: Measurer, duration_s: float, max_load_pps: float = 0.0) -> SearchResult:
+    """One trial at saturating input: ``max_load_pps`` or, when 0, as fast as
+    the tester can send. The rate is what was received per second."""
+    log = LoggingMeasurer(measurer)
+    counts = log.measure(duration_s, max_load_pps)
+    return SearchResult(
+        rate_pps=counts.rx_pps, loss_target=1.0, searcher="rplus", at=counts, trials=log.trials
+    )
