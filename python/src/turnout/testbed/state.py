@@ -1,0 +1,189 @@
+"""What a run created, on disk, so a crashed run's leftovers can be removed.
+
+Each run writes ``<state dir>/<prefix>.json`` listing every object it made
+(namespaces, root-namespace interfaces, processes with their start time,
+directories, mounts, hugepage reservations, OVS bridges) *before* making it.
+``cleanup_stale()`` removes what runs whose owner process is gone left
+behind. The state dir is ``$TURNOUT_STATE_DIR`` or ``/run/turnout-bench``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RunState",
+    "cleanup_stale",
+    "pid_start_time",
+    "remove_objects",
+    "state_dir",
+    "stop_pid",
+]
+
+
+def state_dir() -> Path:
+    """Where state files live."""
+    return Path(os.environ.get("TURNOUT_STATE_DIR", "/run/turnout-bench"))
+
+
+def pid_start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (None if it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def stop_pid(pid: int, start_time: int | None, timeout_s: float = 3.0) -> bool:
+    """SIGTERM then SIGKILL one process we started, only if it is still the
+    same process (same start time). Return True if it is gone."""
+    if start_time is not None and pid_start_time(pid) != start_time:
+        return True
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            if pid_start_time(pid) != start_time or not Path(f"/proc/{pid}").exists():
+                return True
+            time.sleep(0.02)
+    return pid_start_time(pid) is None
+
+
+@dataclass
+class RunState:
+    """The objects of one run; every add_* is written to disk at once."""
+
+    prefix: str
+    owner_pid: int = field(default_factory=os.getpid)
+    owner_start: int | None = None
+    netns: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)  # root-namespace interfaces
+    pids: list[list[int]] = field(default_factory=list)  # [pid, start_time]
+    dirs: list[str] = field(default_factory=list)
+    mounts: list[str] = field(default_factory=list)
+    hugepages: list[list[Any]] = field(default_factory=list)  # [sysfs path, previous value]
+    sysctls: list[list[str]] = field(default_factory=list)  # [path, previous value]
+    ovs: list[list[str]] = field(default_factory=list)  # [db socket, bridge]
+    cgroups: list[str] = field(default_factory=list)  # cgroup v2 directories
+
+    def __post_init__(self) -> None:
+        if self.owner_start is None:
+            self.owner_start = pid_start_time(self.owner_pid)
+
+    @property
+    def path(self) -> Path:
+        return state_dir() / f"{self.prefix}.json"
+
+    def save(self) -> None:
+        state_dir().mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(self.path)
+
+    def add(self, kind: str, item: Any) -> None:
+        """Record an object before it is created (kind = a list field)."""
+        getattr(self, kind).append(item)
+        self.save()
+
+    def discard(self, kind: str, item: Any) -> None:
+        """Forget an object after it was removed."""
+        lst = getattr(self, kind)
+        if item in lst:
+            lst.remove(item)
+            self.save()
+
+    def delete(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+    def owner_alive(self) -> bool:
+        return pid_start_time(self.owner_pid) == self.owner_start
+
+    @classmethod
+    def load(cls, path: Path) -> RunState:
+        return cls(**json.loads(path.read_text()))
+
+
+def _run(*cmd: str) -> None:
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def remove_objects(st: RunState) -> list[str]:
+    """Remove everything a state lists, most dependent first; return what was
+    done (for the log). Errors on one object do not stop the others."""
+    from pyroute2 import IPRoute, netns
+
+    done: list[str] = []
+    for pid, start in reversed(st.pids):
+        if pid_start_time(pid) == start:
+            stop_pid(pid, start)
+            done.append(f"process {pid}")
+    for sock, bridge in st.ovs:
+        if Path(sock).exists():
+            _run("ovs-vsctl", f"--db=unix:{sock}", "--timeout=5", "--if-exists", "del-br", bridge)
+    for name in st.links:
+        with IPRoute() as ipr, contextlib.suppress(Exception):
+            idx = ipr.link_lookup(ifname=name)
+            if idx:
+                ipr.link("del", index=idx[0])
+                done.append(f"link {name}")
+    existing = set(netns.listnetns())
+    for name in reversed(st.netns):
+        if name in existing:
+            with contextlib.suppress(Exception):
+                netns.remove(name)
+                done.append(f"netns {name}")
+    for cg in reversed(st.cgroups):
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
+            done.append(f"cgroup {cg}")
+    for m in reversed(st.mounts):
+        if os.path.ismount(m):
+            _run("umount", "-l", m)
+            done.append(f"mount {m}")
+    for path, previous in reversed(st.hugepages):
+        with contextlib.suppress(OSError):
+            Path(path).write_text(str(previous))
+            done.append(f"hugepages {path}={previous}")
+    for path, previous in reversed(st.sysctls):
+        with contextlib.suppress(OSError):
+            Path(path).write_text(previous)
+            done.append(f"sysctl {path}={previous}")
+    for d in reversed(st.dirs):
+        if Path(d).exists():
+            shutil.rmtree(d, ignore_errors=True)
+            done.append(f"dir {d}")
+    return done
+
+
+def cleanup_stale() -> list[str]:
+    """Remove leftovers of runs whose owner is dead; return what was removed."""
+    removed: list[str] = []
+    d = state_dir()
+    if not d.is_dir():
+        return removed
+    for path in sorted(d.glob("*.json")):
+        try:
+            st = RunState.load(path)
+        except (OSError, ValueError, TypeError):
+            continue
+        if st.owner_alive():
+            continue
+        removed += remove_objects(st)
+        st.delete()
+    return removed

@@ -1,0 +1,107 @@
+"""Testbed objects are created, recorded and removed, also after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import needs_root
+from turnout.testbed import Testbed, cleanup_stale, state_dir
+
+
+def _netns() -> set[str]:
+    from pyroute2 import netns
+
+    return set(netns.listnetns())
+
+
+def _links() -> set[str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return {str(link.get("ifname")) for link in ipr.get_links()}
+
+
+@needs_root
+def test_testbed_creates_and_removes_everything():
+    with Testbed() as tb:
+        t = tb.namespace("t")
+        s = tb.namespace("s")
+        w = tb.veth(t, s)
+        r = tb.veth(None, s)  # one end in the root namespace
+        br = tb.bridge(s, [w.b, r.b])
+        p = tb.spawn(["sleep", "30"], netns=t)
+        assert {t, s} <= _netns() and r.a in _links()
+        assert len(w.mac_a) == 17 and w.mac_a != w.mac_b
+        assert br.startswith(tb.prefix)
+        state = json.loads((state_dir() / f"{tb.prefix}.json").read_text())
+        assert state["netns"] == [t, s] and state["pids"][0][0] == p.pid
+        workdir = tb.workdir
+    assert not ({t, s} & _netns()) and r.a not in _links()
+    assert p.poll() is not None and not workdir.exists()
+    assert not list(state_dir().glob("*.json"))
+
+
+@needs_root
+def test_testbed_is_removed_on_exception():
+    with pytest.raises(RuntimeError, match="boom"), Testbed() as tb:
+        ns = tb.namespace("x")
+        raise RuntimeError("boom")
+    assert ns not in _netns()
+
+
+@needs_root
+def test_leftovers_of_a_killed_run_are_removed_by_the_next():
+    script = textwrap.dedent("""
+        import sys, time
+        from turnout.testbed import Testbed
+        tb = Testbed()
+        ns = tb.namespace("crash")
+        v = tb.veth(None, ns)
+        p = tb.spawn(["sleep", "60"])
+        print(ns, v.a, p.pid, flush=True)
+        time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+    try:
+        ns, link, sleeper = child.stdout.readline().split()
+        assert ns in _netns() and link in _links()
+    finally:
+        child.send_signal(signal.SIGKILL)  # a crash: no teardown
+        child.wait()
+    assert ns in _netns()  # really left behind
+    removed = cleanup_stale()
+    assert f"netns {ns}" in removed and f"link {link}" in removed
+    assert ns not in _netns() and link not in _links()
+    time.sleep(0.1)
+    stat = Path(f"/proc/{sleeper}/stat")
+    assert not stat.exists() or " Z " in stat.read_text()
+
+
+@needs_root
+def test_sigterm_tears_down():
+    script = textwrap.dedent("""
+        import time
+        from turnout.testbed import Testbed
+        with Testbed() as tb:
+            ns = tb.namespace("term")
+            print(ns, flush=True)
+            time.sleep(60)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+    ns = child.stdout.readline().strip()
+    assert ns in _netns()
+    child.terminate()
+    child.wait(timeout=10)
+    assert ns not in _netns()
+    assert not list(state_dir().glob("*.json"))
