@@ -73,7 +73,11 @@ class Testbed:
 
     # ------------------------------------------------------------ lifecycle
     def __enter__(self) -> Testbed:
+        owner = os.getpid()
+
         def on_term(signum: int, frame: FrameType | None) -> None:
+            if os.getpid() != owner:  # a forked helper (pyroute2 NetNS): just die
+                os._exit(128 + signum)
             raise _SigTerm()
 
         with contextlib.suppress(ValueError):  # not the main thread

@@ -1,0 +1,228 @@
+"""Drives turnout-gen (docs/turnout-gen.md) as a Measurer.
+
+A ``GenMeasurer`` knows the streams of a scenario (where each one is sent
+and received) and, per trial, starts receivers, then senders, waits, and
+turns the JSON documents into one ``TrialCounts``: counts summed over
+streams, ``lost = sent - received`` (clamped at 0), latency from the first
+stream's receiver (all receivers' summaries are in ``extra``), CPU of the
+SUT's threads over the trial. ``load_pps`` is per stream (per sending
+port, as in MLRsearch); 0 means as fast as possible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .counts import TrialCounts
+from .cpu import cpu_delta, cpu_hz, sample_threads
+
+__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "find_gen", "gen_version"]
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+class GenError(RuntimeError):
+    """turnout-gen failed (exit code and stderr in the message)."""
+
+
+def find_gen(allow_pygen: bool = True) -> list[str] | None:
+    """The turnout-gen command: $TURNOUT_GEN, target/release/turnout-gen,
+    turnout-gen on PATH, else the Python reference tester (when allowed)."""
+    env = os.environ.get("TURNOUT_GEN")
+    if env:
+        return env.split()
+    built = REPO / "target" / "release" / "turnout-gen"
+    if built.exists():
+        return [str(built)]
+    on_path = shutil.which("turnout-gen")
+    if on_path:
+        return [on_path]
+    if allow_pygen:
+        return [sys.executable, "-m", "turnout.measure.pygen"]
+    return None
+
+
+def gen_version(cmd: list[str]) -> str:
+    """The tester's version from a 1-frame dry run is not possible without a
+    port, so: the binary's --version, or pygen's constant."""
+    if cmd[-1].endswith("pygen"):
+        from .pygen import VERSION
+
+        return VERSION
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or out.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+@dataclass
+class Stream:
+    """One direction of traffic: sent on ``tx_port`` in ``tx_ns``, received
+    on ``rx_port`` in ``rx_ns`` (turnout-gen port specs)."""
+
+    tx_port: str
+    rx_port: str
+    tx_ns: str | None
+    rx_ns: str | None
+    src_mac: str
+    dst_mac: str
+    id: int = 0
+    tx_cpu: int | None = None
+    rx_cpu: int | None = None
+
+
+@dataclass
+class GenProc:
+    """A long-running turnout-gen helper (a ``fwd`` VNF or a reflector)."""
+
+    args: list[str]
+    netns: str | None = None
+    cpu: int | None = None
+
+
+Spawner = Callable[..., subprocess.Popen[bytes]]
+
+
+@dataclass
+class GenMeasurer:
+    """Measurer over turnout-gen processes started with ``spawn`` (Testbed.spawn)."""
+
+    cmd: list[str]
+    streams: list[Stream]
+    spawn: Spawner
+    size_b: int = 64
+    flows: int = 1
+    burst: int = 32
+    sut_pids: Callable[[], list[int]] = field(default=lambda: [])
+    cooldown_s: float = 0.2
+    wait_peer_s: float = 5.0
+    timeout_margin_s: float = 15.0
+
+    def _traffic_args(self, s: Stream, duration_s: float, load_pps: float) -> list[str]:
+        a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
+             "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
+             "--duration-s", f"{duration_s:g}", "--cooldown-s", f"{self.cooldown_s:g}",
+             "--wait-peer-s", f"{self.wait_peer_s:g}"]
+        if load_pps > 0:
+            a += ["--rate-pps", f"{load_pps:.0f}"]
+        return a
+
+    def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+        procs: list[tuple[str, Stream, subprocess.Popen[bytes]]] = []
+        receivers = []
+        pids = self.sut_pids()
+        before = sample_threads(pids)
+        t0 = time.monotonic()
+        try:
+            for s in self.streams:  # receivers first, so nothing sent is missed
+                if s.tx_ns == s.rx_ns:
+                    continue
+                args = [*self.cmd, "rx", "--port", s.rx_port, "--wait-peer-s",
+                        f"{self.wait_peer_s:g}"]
+                if s.rx_cpu is not None:
+                    args += ["--cpu", str(s.rx_cpu)]
+                p = self.spawn(args, netns=s.rx_ns)
+                receivers.append(p)
+                procs.append(("rx", s, p))
+            if receivers:
+                time.sleep(0.3)  # let receivers bind
+            for s in self.streams:
+                role = "txrx" if s.tx_ns == s.rx_ns else "tx"
+                args = [*self.cmd, role, "--port", s.tx_port]
+                if role == "txrx":
+                    args += ["--rx-port", s.rx_port]
+                args += self._traffic_args(s, duration_s, load_pps)
+                if s.tx_cpu is not None:
+                    args += ["--cpu", str(s.tx_cpu)]
+                procs.append((role, s, self.spawn(args, netns=s.tx_ns)))
+            docs: list[tuple[str, Stream, dict[str, Any]]] = []
+            deadline = time.monotonic() + duration_s + self.wait_peer_s + self.timeout_margin_s
+            senders = [x for x in procs if x[0] != "rx"]
+            for role, s, p in senders:
+                docs.append((role, s, self._collect(p, deadline)))
+            wall = time.monotonic() - t0
+            after = sample_threads(pids)
+            time.sleep(self.cooldown_s)
+            for role, s, p in procs:
+                if role == "rx":
+                    p.send_signal(signal.SIGINT)
+                    docs.append((role, s, self._collect(p, time.monotonic() + 5)))
+        finally:
+            for _, _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return self._combine(docs, duration_s, load_pps, before, after, wall)
+
+    @staticmethod
+    def _collect(p: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
+        try:
+            out, err = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired as e:
+            p.kill()
+            p.communicate()
+            cmd = " ".join(map(str, p.args))
+            raise GenError(f"turnout-gen did not finish in time: {cmd}") from e
+        if p.returncode != 0:
+            raise GenError(
+                f"turnout-gen exited {p.returncode}: {err.decode(errors='replace').strip()[-500:]}"
+            )
+        try:
+            lines = [ln for ln in out.decode().splitlines() if ln.strip()]
+            doc = json.loads(lines[-1])
+        except (ValueError, IndexError) as e:
+            raise GenError(f"turnout-gen printed no JSON document: {out[-300:]!r}") from e
+        if not str(doc.get("schema", "")).startswith("turnout-gen/1"):
+            raise GenError(f"unexpected turnout-gen schema {doc.get('schema')!r}")
+        return doc
+
+    def _combine(self, docs: list[tuple[str, Stream, dict[str, Any]]], duration_s: float,
+                 load_pps: float, before: dict, after: dict, wall_s: float) -> TrialCounts:
+        sent = received = 0
+        tx_dur = 0.0
+        latencies = []
+        jitter = None
+        first_lat: dict[str, Any] | None = None
+        for _role, s, doc in docs:
+            if "tx" in doc:
+                sent += int(doc["tx"]["packets"])
+                tx_dur = max(tx_dur, float(doc["tx"].get("duration_s", 0.0)))
+            if "rx" in doc:
+                rx = doc["rx"]
+                mine = [st for st in rx.get("streams", []) if st.get("id") == s.id]
+                received += int(mine[0]["received"]) if mine else int(rx["packets"])
+                lat = rx.get("latency_ns")
+                if lat:
+                    latencies.append({"stream": s.id, **{k: v for k, v in lat.items()
+                                                          if k != "cdf"}})
+                    if first_lat is None:
+                        first_lat, jitter = lat, rx.get("jitter_ns")
+        dur = tx_dur or duration_s
+        cpu = cpu_delta(before, after, wall_s) if after else []
+        cycles = None
+        if cpu and received > 0 and cpu_hz() > 0:
+            cycles = sum(r["user_s"] + r["sys_s"] for r in cpu) * cpu_hz() / received
+        lat_fields = {}
+        cdf: list[list[float]] = []
+        if first_lat:
+            lat_fields = {k: float(first_lat[k]) for k in
+                          ("min", "mean", "p50", "p90", "p99", "p999", "max") if k in first_lat}
+            cdf = [[float(v), float(f)] for v, f in first_lat.get("cdf", [])]
+        return TrialCounts(
+            offered_pps=load_pps, duration_s=dur, sent=sent, received=received,
+            lost=max(0, sent - received), latency_ns=lat_fields, latency_cdf=cdf,
+            jitter_ns=jitter, cpu=cpu, cycles_per_packet=cycles,
+            extra={"latency_by_stream": latencies, "streams": len(self.streams),
+                   "tester": os.path.basename(self.cmd[-1])},
+        )
