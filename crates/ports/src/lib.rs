@@ -1,1 +1,3 @@
 //! Port backends.
+pub mod af_packet;
+pub mod netdev;

@@ -1,0 +1,296 @@
+//! AF_PACKET port: any kernel interface, through mmapped packet rings.
+//!
+//! Per queue: one receive socket with a TPACKET_V3 ring (blocks of frames
+//! the kernel fills and hands over whole; a block goes back to the kernel on
+//! `release()` once every frame in it was read), joined to a
+//! `PACKET_FANOUT` group when there are several queues, and one transmit
+//! socket with a TPACKET_V2 ring (the fabric copies frames into ring slots
+//! and `publish()` marks them and makes one `sendto()`).
+//!
+//! The receive socket sets `PACKET_IGNORE_OUTGOING`, so the port never sees
+//! what it (or anyone else) transmits on the interface. Frames are passed up
+//! as the kernel delivered them; a VLAN tag the kernel stripped into the
+//! ring's metadata is put back in front of the payload.
+//!
+//! Threading: each `RxRing` belongs to one worker; `TxRing` follows the
+//! fabric's lock protocol. Link state comes from a [`LinkWatch`] thread.
+
+mod sys;
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+
+use crate::netdev::{self, KernelPortError, LinkWatch};
+
+pub use sys::{RxStats, TxStats};
+
+const BACKEND: &str = "af_packet";
+
+/// How frames are spread over the receive queues (`PACKET_FANOUT` mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fanout {
+    /// By flow hash: a flow stays on one queue (default).
+    Hash,
+    /// Round robin.
+    LoadBalance,
+    /// By the CPU the frame arrived on.
+    Cpu,
+    /// By the interface's receive queue.
+    QueueMapping,
+}
+
+impl Fanout {
+    fn mode(self) -> u32 {
+        match self {
+            Fanout::Hash => 0,
+            Fanout::LoadBalance => 1,
+            Fanout::Cpu => 2,
+            Fanout::QueueMapping => 7,
+        }
+    }
+}
+
+/// Configuration of an AF_PACKET port.
+#[derive(Clone, Debug)]
+pub struct AfPacketConfig {
+    /// Kernel interface to attach to.
+    pub ifname: String,
+    /// Queue pairs (receive sockets in one fanout group, transmit sockets).
+    pub queues: u16,
+    /// Receive ring block size in bytes (a power of two, ≥ page size).
+    pub rx_block_size_b: u32,
+    /// Receive ring blocks per queue.
+    pub rx_blocks: u32,
+    /// Milliseconds after which the kernel hands over a partly filled block.
+    pub rx_block_timeout_ms: u32,
+    /// Transmit ring frames per queue (a power of two).
+    pub tx_frames: u32,
+    /// Transmit frame size in bytes (a power of two ≥ 2048); `None` sizes it
+    /// for the interface's MTU at open time.
+    pub tx_frame_size_b: Option<u32>,
+    /// Send with `PACKET_QDISC_BYPASS` (straight to the driver).
+    pub qdisc_bypass: bool,
+    /// Spreading of received frames over queues.
+    pub fanout: Fanout,
+}
+
+impl AfPacketConfig {
+    /// Defaults for interface `ifname`: one queue, 16 × 256 KiB receive
+    /// blocks, 1024 transmit frames, qdisc bypass, hash fanout.
+    pub fn new(ifname: &str) -> Self {
+        Self {
+            ifname: ifname.to_string(),
+            queues: 1,
+            rx_block_size_b: 256 * 1024,
+            rx_blocks: 16,
+            rx_block_timeout_ms: 1,
+            tx_frames: 1024,
+            tx_frame_size_b: None,
+            qdisc_bypass: true,
+            fanout: Fanout::Hash,
+        }
+    }
+}
+
+/// An AF_PACKET port.
+pub struct AfPacketPort {
+    name: String,
+    cfg: AfPacketConfig,
+    watch: LinkWatch,
+    rx: Mutex<Vec<Option<sys::RxRing>>>,
+    rx_socks: Vec<Arc<OwnedFd>>,
+    rx_stats: Vec<Arc<RxStats>>,
+    tx: Vec<sys::TxRing>,
+    /// Kernel receive statistics, accumulated (reading them resets them).
+    kstats: Mutex<[u64; 3]>,
+}
+
+static FANOUT_SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn is_pow2(x: u32) -> bool {
+    x != 0 && x & (x - 1) == 0
+}
+
+impl AfPacketPort {
+    /// Opens the port `name` on `cfg.ifname`.
+    pub fn open(name: &str, cfg: AfPacketConfig) -> Result<Self, KernelPortError> {
+        let ifn = cfg.ifname.as_str();
+        let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
+        if cfg.queues == 0 {
+            return Err(bad("queues must be at least 1".into()));
+        }
+        if !is_pow2(cfg.rx_block_size_b) || cfg.rx_block_size_b < 4096 || cfg.rx_blocks < 2 {
+            return Err(bad(format!(
+                "rx_block_size_b must be a power of two >= 4096 and rx_blocks >= 2 (got {} and {})",
+                cfg.rx_block_size_b, cfg.rx_blocks
+            )));
+        }
+        if !is_pow2(cfg.tx_frames) || cfg.tx_frames < 8 {
+            return Err(bad(format!("tx_frames must be a power of two >= 8 (got {})", cfg.tx_frames)));
+        }
+        let ifindex =
+            netdev::ifindex(ifn).map_err(|e| KernelPortError::os(BACKEND, ifn, "interface not found", e))?;
+        let watch =
+            LinkWatch::start(ifindex).map_err(|e| KernelPortError::os(BACKEND, ifn, "link state query failed", e))?;
+        let mtu = watch.state().mtu();
+        let tx_frame = match cfg.tx_frame_size_b {
+            Some(f) if is_pow2(f) && f >= 2048 => f,
+            Some(f) => return Err(bad(format!("tx_frame_size_b must be a power of two >= 2048 (got {f})"))),
+            None => (mtu + 18 + sys::TX_DATA_OFF as u32).next_power_of_two().max(2048),
+        };
+        if (cfg.rx_block_size_b as u64) < mtu as u64 + 18 + 128 {
+            return Err(bad(format!("rx_block_size_b {} cannot hold a {mtu} B MTU frame", cfg.rx_block_size_b)));
+        }
+        let os = |what: &str, e| KernelPortError::os(BACKEND, ifn, what.to_string(), e);
+
+        let mut fanout_id = 0u32;
+        let mut rx = Vec::new();
+        let mut rx_socks = Vec::new();
+        let mut rx_stats = Vec::new();
+        for q in 0..cfg.queues {
+            let sock = Arc::new(sys::packet_socket().map_err(|e| os("socket(AF_PACKET) failed", e))?);
+            let fd = sock.as_raw_fd();
+            sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V3)
+                .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V3) failed", e))?;
+            sys::set_int(fd, sys::PACKET_IGNORE_OUTGOING, 1)
+                .map_err(|e| os("setsockopt(PACKET_IGNORE_OUTGOING) failed", e))?;
+            let stats = Arc::new(RxStats::default());
+            let ring = sys::rx_ring(
+                sock.clone(),
+                cfg.rx_block_size_b,
+                cfg.rx_blocks,
+                2048,
+                cfg.rx_block_timeout_ms.max(1),
+                stats.clone(),
+            )
+            .map_err(|e| os("setsockopt(PACKET_RX_RING) or mmap failed", e))?;
+            sys::bind_ll(fd, ifindex, sys::ETH_P_ALL).map_err(|e| os("bind(AF_PACKET) failed", e))?;
+            if cfg.queues > 1 {
+                if q == 0 {
+                    // Fanout ids are per network namespace: pick one that is
+                    // free.
+                    let mut last = None;
+                    for _ in 0..64 {
+                        let seq = FANOUT_SEQ.fetch_add(1, Ordering::Relaxed);
+                        let id = (std::process::id().wrapping_mul(2_654_435_761) ^ ifindex ^ seq.wrapping_mul(40_503))
+                            & 0xffff;
+                        match sys::set_int(fd, sys::PACKET_FANOUT, (id | (cfg.fanout.mode() << 16)) as i32) {
+                            Ok(()) => {
+                                fanout_id = id;
+                                last = None;
+                                break;
+                            }
+                            Err(e) => last = Some(e),
+                        }
+                    }
+                    if let Some(e) = last {
+                        return Err(os("setsockopt(PACKET_FANOUT) failed", e));
+                    }
+                } else {
+                    sys::set_int(fd, sys::PACKET_FANOUT, (fanout_id | (cfg.fanout.mode() << 16)) as i32)
+                        .map_err(|e| os("setsockopt(PACKET_FANOUT) failed", e))?;
+                }
+            }
+            rx.push(Some(ring));
+            rx_socks.push(sock);
+            rx_stats.push(stats);
+        }
+
+        let mut tx = Vec::new();
+        for _ in 0..cfg.queues {
+            let sock = sys::packet_socket().map_err(|e| os("socket(AF_PACKET) failed", e))?;
+            let fd = sock.as_raw_fd();
+            sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V2)
+                .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V2) failed", e))?;
+            sys::set_int(fd, sys::PACKET_LOSS, 1).map_err(|e| os("setsockopt(PACKET_LOSS) failed", e))?;
+            if cfg.qdisc_bypass {
+                sys::set_int(fd, sys::PACKET_QDISC_BYPASS, 1)
+                    .map_err(|e| os("setsockopt(PACKET_QDISC_BYPASS) failed", e))?;
+            }
+            let ring = sys::tx_ring(sock, tx_frame, cfg.tx_frames, watch.state().clone(), Arc::default())
+                .map_err(|e| os("setsockopt(PACKET_TX_RING) or mmap failed", e))?;
+            // Protocol 0: the transmit socket receives nothing.
+            sys::bind_ll(ring_fd(&ring), ifindex, 0).map_err(|e| os("bind(AF_PACKET) failed", e))?;
+            tx.push(ring);
+        }
+        Ok(Self {
+            name: name.to_string(),
+            cfg,
+            watch,
+            rx: Mutex::new(rx),
+            rx_socks,
+            rx_stats,
+            tx,
+            kstats: Mutex::new([0; 3]),
+        })
+    }
+
+    /// The interface this port is attached to.
+    pub fn ifname(&self) -> &str {
+        &self.cfg.ifname
+    }
+
+    /// True once the interface was removed: the port is dead and should be
+    /// taken out of the switch.
+    pub fn removed(&self) -> bool {
+        self.watch.state().removed()
+    }
+}
+
+fn ring_fd(r: &sys::TxRing) -> std::os::fd::RawFd {
+    r.fd()
+}
+
+impl Port for AfPacketPort {
+    fn info(&self) -> PortInfo {
+        let mtu_max = self.watch.state().mtu() + 18;
+        PortInfo {
+            name: self.name.clone(),
+            kind: BACKEND,
+            queues: self.cfg.queues,
+            max_frame_b: mtu_max.min(self.tx[0].capacity() as u32),
+        }
+    }
+
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        rx.get_mut(q as usize)?.take().map(|r| Box::new(r) as Box<dyn RxQueue>)
+    }
+
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        &self.tx[q as usize]
+    }
+
+    fn link_up(&self) -> bool {
+        self.watch.state().up()
+    }
+
+    fn backend_counters(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(&'static str, u64)> = self.watch.state().counters().to_vec();
+        let mut k = self.kstats.lock().unwrap_or_else(|e| e.into_inner());
+        for s in &self.rx_socks {
+            if let Ok((p, d, f)) = sys::take_stats(s.as_raw_fd()) {
+                k[0] += p;
+                k[1] += d;
+                k[2] += f;
+            }
+        }
+        out.push(("kernel_rx_packets", k[0]));
+        out.push(("kernel_rx_drops", k[1]));
+        out.push(("kernel_rx_ring_freezes", k[2]));
+        let sum = |f: &dyn Fn(&RxStats) -> u64| self.rx_stats.iter().map(|s| f(s)).sum::<u64>();
+        out.push(("rx_frames", sum(&|s| s.frames.load(Ordering::Relaxed))));
+        out.push(("rx_vlan_restored", sum(&|s| s.vlan_restored.load(Ordering::Relaxed))));
+        out.push(("rx_truncated", sum(&|s| s.truncated.load(Ordering::Relaxed))));
+        out.push(("rx_csum_not_ready", sum(&|s| s.csum_not_ready.load(Ordering::Relaxed))));
+        let tsum = |f: &dyn Fn(&TxStats) -> u64| self.tx.iter().map(|t| f(&t.stats)).sum::<u64>();
+        out.push(("tx_frames", tsum(&|s| s.frames.load(Ordering::Relaxed))));
+        out.push(("tx_kicks", tsum(&|s| s.kicks.load(Ordering::Relaxed))));
+        out.push(("tx_kick_errors", tsum(&|s| s.kick_errors.load(Ordering::Relaxed))));
+        out.push(("tx_rejected", tsum(&|s| s.rejected.load(Ordering::Relaxed))));
+        out
+    }
+}

@@ -1,0 +1,597 @@
+//! System calls and mapped-ring access of the AF_PACKET backend: the
+//! TPACKET_V3 receive ring (blocks handed between kernel and user by a status
+//! word), the TPACKET_V2 transmit ring (frames handed over one status word
+//! each, sent by one `sendto()` per publish), and the socket options. Every
+//! `unsafe` block of `af_packet` lives here.
+
+use std::cell::UnsafeCell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use fabric::{RxBatch, RxQueue, TxQueue};
+
+use crate::netdev::LinkState;
+
+pub const SOL_PACKET: i32 = 263;
+pub const PACKET_RX_RING: i32 = 5;
+pub const PACKET_STATISTICS: i32 = 6;
+pub const PACKET_VERSION: i32 = 10;
+pub const PACKET_TX_RING: i32 = 13;
+pub const PACKET_LOSS: i32 = 14;
+pub const PACKET_FANOUT: i32 = 18;
+pub const PACKET_QDISC_BYPASS: i32 = 20;
+pub const PACKET_IGNORE_OUTGOING: i32 = 23;
+pub const TPACKET_V2: i32 = 1;
+pub const TPACKET_V3: i32 = 2;
+pub const ETH_P_ALL: u16 = 0x0003;
+
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_CSUMNOTREADY: u32 = 1 << 3;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+
+/// Offset of the frame data in a TPACKET_V2 transmit frame:
+/// `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))`.
+pub const TX_DATA_OFF: usize = 32;
+/// Room before `tp_mac` that the kernel leaves free in a V3 receive frame:
+/// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr)) + sizeof(struct sockaddr_ll)`.
+const RX_HDR_END: usize = 48 + 20;
+
+#[repr(C)]
+struct TpacketReq3 {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+    retire_blk_tov: u32,
+    sizeof_priv: u32,
+    feature_req_word: u32,
+}
+
+#[repr(C)]
+struct TpacketReq {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+}
+
+/// `struct tpacket_block_desc` with its `tpacket_hdr_v1`.
+#[repr(C)]
+struct BlockDesc {
+    version: u32,
+    offset_to_priv: u32,
+    block_status: AtomicU32,
+    num_pkts: u32,
+    offset_to_first_pkt: u32,
+    blk_len: u32,
+    seq_num: u64,
+    ts_first: [u32; 2],
+    ts_last: [u32; 2],
+}
+
+/// `struct tpacket3_hdr`.
+#[repr(C)]
+struct Tpacket3Hdr {
+    next_offset: u32,
+    sec: u32,
+    nsec: u32,
+    snaplen: u32,
+    len: u32,
+    status: u32,
+    mac: u16,
+    net: u16,
+    rxhash: u32,
+    vlan_tci: u32,
+    vlan_tpid: u16,
+    padding: u16,
+}
+
+/// `struct tpacket2_hdr`.
+#[repr(C)]
+struct Tpacket2Hdr {
+    status: AtomicU32,
+    len: u32,
+    snaplen: u32,
+    mac: u16,
+    net: u16,
+    sec: u32,
+    nsec: u32,
+    vlan_tci: u16,
+    vlan_tpid: u16,
+    padding: [u8; 4],
+}
+
+/// `struct tpacket_stats_v3`.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStatsV3 {
+    packets: u32,
+    drops: u32,
+    freeze_q_cnt: u32,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// A raw AF_PACKET socket that receives nothing until bound with a protocol.
+pub fn packet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2) call; the result is checked before use.
+    let fd = cvt(unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+    })?;
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn setsockopt_raw<T>(fd: RawFd, level: i32, opt: i32, val: &T) -> io::Result<()> {
+    // SAFETY: `val` points to a live T of the given size.
+    cvt(unsafe {
+        libc::setsockopt(fd, level, opt, (val as *const T).cast(), std::mem::size_of::<T>() as u32)
+    })
+    .map(|_| ())
+}
+
+/// `setsockopt(SOL_PACKET, opt, int)`.
+pub fn set_int(fd: RawFd, opt: i32, val: i32) -> io::Result<()> {
+    setsockopt_raw(fd, SOL_PACKET, opt, &val)
+}
+
+/// Binds to `ifindex`; `proto` 0 binds for sending only.
+pub fn bind_ll(fd: RawFd, ifindex: u32, proto: u16) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as u16;
+    sa.sll_protocol = proto.to_be();
+    sa.sll_ifindex = ifindex as i32;
+    // SAFETY: `sa` is a valid sockaddr_ll of the given length.
+    cvt(unsafe {
+        libc::bind(
+            fd,
+            &sa as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Reads and resets the socket's receive statistics:
+/// (packets, drops, ring freezes).
+pub fn take_stats(fd: RawFd) -> io::Result<(u64, u64, u64)> {
+    let mut st = TpacketStatsV3::default();
+    let mut len = std::mem::size_of::<TpacketStatsV3>() as u32;
+    // SAFETY: `st` is writable for `len` bytes and `len` is updated by the kernel.
+    cvt(unsafe {
+        libc::getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, (&mut st as *mut TpacketStatsV3).cast(), &mut len)
+    })?;
+    Ok((st.packets as u64, st.drops as u64, st.freeze_q_cnt as u64))
+}
+
+/// A shared memory mapping of a packet ring, unmapped on drop.
+struct Mmap {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Mmap {
+    fn map(fd: RawFd, len: usize) -> io::Result<Self> {
+        // SAFETY: maps the socket's ring with the length it was configured
+        // with; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { ptr: p.cast(), len })
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the region mapped in `map`; no view into it
+        // outlives the ring that owns this Mmap.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Data-path counters of one receive queue.
+#[derive(Default, Debug)]
+pub struct RxStats {
+    /// Frames handed to the fabric.
+    pub frames: AtomicU64,
+    /// Frames whose VLAN tag the kernel had stripped and we put back.
+    pub vlan_restored: AtomicU64,
+    /// Frames cut by the ring (snaplen < len): passed up as they are.
+    pub truncated: AtomicU64,
+    /// Frames with an unfinished checksum (peer's tx checksum offload on).
+    pub csum_not_ready: AtomicU64,
+}
+
+/// The TPACKET_V3 receive ring of one queue.
+pub struct RxRing {
+    sock: Arc<OwnedFd>,
+    map: Mmap,
+    block_size: usize,
+    block_nr: u32,
+    /// Block being read.
+    cur: u32,
+    /// Next frame in `cur`, or null when `cur` was not opened yet.
+    next: *mut u8,
+    /// Frames left in `cur`.
+    left: u32,
+    /// First fully read block not yet given back, and how many there are.
+    done_from: u32,
+    done_count: u32,
+    stats: Arc<RxStats>,
+}
+
+// SAFETY: the ring's memory is owned by this value (and the kernel); the raw
+// pointers never leave the worker thread that owns the queue.
+unsafe impl Send for RxRing {}
+
+/// Configures a TPACKET_V3 receive ring on `sock` and maps it.
+pub fn rx_ring(
+    sock: Arc<OwnedFd>,
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    timeout_ms: u32,
+    stats: Arc<RxStats>,
+) -> io::Result<RxRing> {
+    let req = TpacketReq3 {
+        block_size,
+        block_nr,
+        frame_size,
+        frame_nr: block_nr * (block_size / frame_size),
+        retire_blk_tov: timeout_ms,
+        sizeof_priv: 0,
+        feature_req_word: 0,
+    };
+    setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_RX_RING, &req)?;
+    let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
+    Ok(RxRing {
+        sock,
+        map,
+        block_size: block_size as usize,
+        block_nr,
+        cur: 0,
+        next: std::ptr::null_mut(),
+        left: 0,
+        done_from: 0,
+        done_count: 0,
+        stats,
+    })
+}
+
+impl RxRing {
+    fn block(&self, i: u32) -> *mut BlockDesc {
+        // SAFETY: i < block_nr, so the block lies inside the mapping.
+        unsafe { self.map.ptr.add(i as usize * self.block_size).cast() }
+    }
+
+    fn block_ready(&self, i: u32) -> bool {
+        // SAFETY: the block descriptor is inside the mapping; its status is
+        // the word the kernel and we hand the block over with.
+        unsafe { (*self.block(i)).block_status.load(Ordering::Acquire) & TP_STATUS_USER != 0 }
+    }
+
+    fn finish_block(&mut self) {
+        self.done_count += 1;
+        self.cur = (self.cur + 1) % self.block_nr;
+        self.next = std::ptr::null_mut();
+        self.left = 0;
+    }
+}
+
+impl RxQueue for RxRing {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        let mut n = 0;
+        let (mut vlan, mut trunc, mut csum) = (0u64, 0u64, 0u64);
+        while batch.room() > 0 {
+            if self.next.is_null() {
+                // Blocks read but not released are still marked USER: never
+                // lap them.
+                if self.done_count == self.block_nr || !self.block_ready(self.cur) {
+                    break;
+                }
+                let bd = self.block(self.cur);
+                // SAFETY: the block is ours (status USER); its header was
+                // written by the kernel before the status (Acquire above).
+                let (num, first) = unsafe { ((*bd).num_pkts, (*bd).offset_to_first_pkt as usize) };
+                if num == 0 || first >= self.block_size {
+                    self.finish_block();
+                    continue;
+                }
+                // SAFETY: `first` was checked to be inside the block.
+                self.next = unsafe { (bd as *mut u8).add(first) };
+                self.left = num;
+            }
+            let h = self.next as *mut Tpacket3Hdr;
+            // SAFETY: `h` points at a frame header inside our block (the
+            // kernel's offsets are kept inside the block by construction;
+            // `frame_bounds` re-checks them).
+            let (status, mac, snaplen, len, next_off, tci, tpid) = unsafe {
+                (
+                    (*h).status,
+                    (*h).mac as usize,
+                    (*h).snaplen as usize,
+                    (*h).len,
+                    (*h).next_offset as usize,
+                    (*h).vlan_tci,
+                    (*h).vlan_tpid,
+                )
+            };
+            let hdr_off = self.next as usize - self.block(self.cur) as usize;
+            if hdr_off + mac + snaplen > self.block_size || mac < RX_HDR_END {
+                // Inconsistent header: give the rest of the block back.
+                self.finish_block();
+                continue;
+            }
+            // SAFETY: checked above to lie inside our block.
+            let mut data = unsafe { self.next.add(mac) };
+            let mut flen = snaplen;
+            if (snaplen as u32) < len {
+                trunc += 1;
+            }
+            if status & TP_STATUS_CSUMNOTREADY != 0 {
+                csum += 1;
+            }
+            if status & TP_STATUS_VLAN_VALID != 0 && mac >= RX_HDR_END + 4 && snaplen >= 12 {
+                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
+                // SAFETY: the 4 bytes before the frame are unused room of our
+                // block (mac >= header end + 4); the 12 address bytes move
+                // back into it and the tag fills the gap.
+                unsafe {
+                    let dst = data.sub(4);
+                    std::ptr::copy(data, dst, 12);
+                    let tag = [(tpid >> 8) as u8, tpid as u8, (tci >> 8) as u8, tci as u8];
+                    std::ptr::copy_nonoverlapping(tag.as_ptr(), dst.add(12), 4);
+                    data = dst;
+                }
+                flen += 4;
+                vlan += 1;
+            }
+            // SAFETY: data..data+flen lies in our block, which stays ours
+            // until release() gives it back.
+            unsafe { batch.push(data, flen as u32) };
+            n += 1;
+            self.left -= 1;
+            if self.left == 0 || next_off == 0 || hdr_off + next_off >= self.block_size {
+                self.finish_block();
+            } else {
+                // SAFETY: checked to stay inside the block.
+                self.next = unsafe { self.next.add(next_off) };
+            }
+        }
+        if n > 0 {
+            self.stats.frames.fetch_add(n as u64, Ordering::Relaxed);
+            if vlan | trunc | csum != 0 {
+                self.stats.vlan_restored.fetch_add(vlan, Ordering::Relaxed);
+                self.stats.truncated.fetch_add(trunc, Ordering::Relaxed);
+                self.stats.csum_not_ready.fetch_add(csum, Ordering::Relaxed);
+            }
+        }
+        n
+    }
+
+    fn release(&mut self) {
+        for i in 0..self.done_count {
+            let b = self.block((self.done_from + i) % self.block_nr);
+            // SAFETY: the block is ours and no view into it is live any
+            // more; the status store hands it back to the kernel.
+            unsafe { (*b).block_status.store(TP_STATUS_KERNEL, Ordering::Release) };
+        }
+        self.done_from = (self.done_from + self.done_count) % self.block_nr;
+        self.done_count = 0;
+    }
+
+    fn notify_fd(&self) -> Option<RawFd> {
+        Some(self.sock.as_raw_fd())
+    }
+
+    fn set_notify(&mut self, _enabled: bool) -> bool {
+        // The socket is always readable when a block is ready (level
+        // triggered); the re-check is whether one is ready now.
+        !self.next.is_null() || (self.done_count < self.block_nr && self.block_ready(self.cur))
+    }
+}
+
+/// Data-path counters of one transmit queue.
+#[derive(Default, Debug)]
+pub struct TxStats {
+    /// Frames published to the kernel.
+    pub frames: AtomicU64,
+    /// `sendto()` kicks issued.
+    pub kicks: AtomicU64,
+    /// Kicks that failed (ENOBUFS, ENETDOWN...); the frames stay queued.
+    pub kick_errors: AtomicU64,
+    /// Frames the kernel rejected as malformed (discarded, PACKET_LOSS).
+    pub rejected: AtomicU64,
+}
+
+struct TxState {
+    reserved: u64,
+    published: u64,
+    completed: u64,
+    kick_pending: bool,
+}
+
+/// The TPACKET_V2 transmit ring of one queue.
+pub struct TxRing {
+    sock: OwnedFd,
+    map: Mmap,
+    frame_size: usize,
+    block_size: usize,
+    frames_per_block: usize,
+    nframes: u64,
+    st: UnsafeCell<TxState>,
+    link: Arc<LinkState>,
+    /// Counters, shared with the port.
+    pub stats: Arc<TxStats>,
+}
+
+// SAFETY: `st` is only touched in free_slots/reserve/publish, which the
+// fabric serialises under the destination lock; `write` touches disjoint
+// frames reserved to its caller. The mapping is owned by this value.
+unsafe impl Sync for TxRing {}
+// SAFETY: see above; nothing in TxRing is tied to a thread.
+unsafe impl Send for TxRing {}
+
+/// Configures a TPACKET_V2 transmit ring of `frame_nr` frames on `sock`
+/// (version, loss and bind already set) and maps it.
+pub fn tx_ring(
+    sock: OwnedFd,
+    frame_size: u32,
+    frame_nr: u32,
+    link: Arc<LinkState>,
+    stats: Arc<TxStats>,
+) -> io::Result<TxRing> {
+    let block_size = frame_size.max(page_size() as u32);
+    let fpb = block_size / frame_size;
+    let block_nr = frame_nr.div_ceil(fpb);
+    let req = TpacketReq { block_size, block_nr, frame_size, frame_nr: block_nr * fpb };
+    setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_TX_RING, &req)?;
+    let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
+    Ok(TxRing {
+        sock,
+        map,
+        frame_size: frame_size as usize,
+        block_size: block_size as usize,
+        frames_per_block: fpb as usize,
+        nframes: (block_nr * fpb) as u64,
+        st: UnsafeCell::new(TxState { reserved: 0, published: 0, completed: 0, kick_pending: false }),
+        link,
+        stats,
+    })
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+impl TxRing {
+    fn frame(&self, slot: u64) -> *mut u8 {
+        let i = (slot % self.nframes) as usize;
+        let off = (i / self.frames_per_block) * self.block_size + (i % self.frames_per_block) * self.frame_size;
+        // SAFETY: i < nframes, so the frame lies inside the mapping.
+        unsafe { self.map.ptr.add(off) }
+    }
+
+    fn status(&self, slot: u64) -> &AtomicU32 {
+        // SAFETY: the frame header is inside the mapping and its first word
+        // is the status the kernel and we exchange the frame with.
+        unsafe { &(*(self.frame(slot) as *const Tpacket2Hdr)).status }
+    }
+
+    /// Largest frame a slot holds.
+    pub fn capacity(&self) -> usize {
+        self.frame_size - TX_DATA_OFF
+    }
+
+    /// The transmit socket.
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    fn kick(&self, st: &mut TxState) {
+        self.stats.kicks.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: a zero-length sendto with no buffer asks the kernel to
+        // send the frames marked SEND_REQUEST in the mapped ring.
+        let r = unsafe {
+            libc::sendto(self.sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0)
+        };
+        st.kick_pending = r < 0;
+        if r < 0 {
+            self.stats.kick_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl TxQueue for TxRing {
+    fn slots_for(&self, len: usize) -> u32 {
+        // The kernel accepts up to MTU + Ethernet header (+ 4 for a tagged
+        // frame).
+        let mtu_max = self.link.mtu() as usize + 14 + 4;
+        (len <= self.capacity() && len <= mtu_max) as u32
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        // SAFETY: the caller holds the destination lock (trait contract).
+        let st = unsafe { &mut *self.st.get() };
+        while st.completed < st.published {
+            let s = self.status(st.completed).load(Ordering::Acquire);
+            if s == TP_STATUS_AVAILABLE {
+                st.completed += 1;
+            } else if s & TP_STATUS_WRONG_FORMAT != 0 {
+                self.status(st.completed).store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
+                self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                st.completed += 1;
+            } else {
+                break;
+            }
+        }
+        if st.kick_pending && st.published > st.completed {
+            self.kick(st);
+        }
+        (self.nframes - (st.reserved - st.completed)) as u32
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        // SAFETY: the caller holds the destination lock (trait contract).
+        let st = unsafe { &mut *self.st.get() };
+        let first = st.reserved;
+        st.reserved += n as u64;
+        first
+    }
+
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let len = frame.len().min(self.capacity());
+        let f = self.frame(slot);
+        // SAFETY: the slot was reserved to this caller and is free (the
+        // kernel gave it back: completed > slot - nframes); nobody else
+        // touches it until publish.
+        unsafe {
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF), len);
+            (*(f as *mut Tpacket2Hdr)).len = len as u32;
+        }
+    }
+
+    unsafe fn publish(&self, tail: u64) {
+        // SAFETY: the caller holds the destination lock (trait contract).
+        let st = unsafe { &mut *self.st.get() };
+        if tail <= st.published {
+            return;
+        }
+        for s in st.published..tail {
+            self.status(s).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        }
+        self.stats.frames.fetch_add(tail - st.published, Ordering::Relaxed);
+        st.published = tail;
+        self.kick(st);
+    }
+}
