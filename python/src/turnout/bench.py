@@ -1,0 +1,95 @@
+"""The real bench: a testbed per session, the SUT set up on it, turnout-gen
+(or the pygen reference tester) as the Measurer."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from .campaign.runner import Session, SkipSession
+from .campaign.spec import CampaignSpec
+from .measure.gen import GenMeasurer, find_gen, gen_version
+from .results.models import Host, Sut
+from .scenarios import Point, build
+from .sut import SUTS, make_sut
+from .system.fingerprint import fingerprint
+from .testbed import Testbed, is_root
+
+__all__ = ["RealBench", "tester_roles", "tool_versions"]
+
+
+def _is_pygen(cmd: list[str]) -> bool:
+    return cmd[-1].endswith("pygen")
+
+
+def tester_roles(cmd: list[str]) -> set[str]:
+    """Roles the tester implements (pygen: tx, rx, txrx)."""
+    if _is_pygen(cmd):
+        return {"tx", "rx", "txrx"}
+    return {"tx", "rx", "txrx", "reflect", "fwd"}
+
+
+def tool_versions() -> dict[str, str]:
+    """Version of every tool the bench may use (empty string when absent)."""
+    out: dict[str, str] = {}
+    gen = find_gen()
+    if gen:
+        out["turnout-gen"] = gen_version(gen)
+    for name, cls in SUTS.items():
+        sut = cls()
+        out[f"sut:{name}"] = sut.version() if sut.available() is None else ""
+    return out
+
+
+class RealBench:
+    """Sessions on a fresh testbed each; needs root."""
+
+    def __init__(self, gen_cmd: list[str] | None = None) -> None:
+        self.gen = gen_cmd or find_gen() or []
+        self._host: Host | None = None
+
+    def host(self) -> Host:
+        if self._host is None:
+            self._host = fingerprint(tool_versions())
+        return self._host
+
+    @contextlib.contextmanager
+    def session(self, sut_name: str, point: Point, spec: CampaignSpec) -> Iterator[Session]:
+        if not is_root():
+            raise SkipSession("the bench needs root (namespaces, veths)")
+        sut = make_sut(sut_name, spec.sut_options.get(sut_name))
+        why = sut.available()
+        if why:
+            raise SkipSession(f"{sut_name}: {why}")
+        roles = tester_roles(self.gen)
+        with Testbed() as tb:
+            built = build(tb, sut, point, memif_tester=not _is_pygen(self.gen),
+                          tester_roles=roles, sut_cpus=spec.sut_cpus)
+            if spec.tester_cpu is not None:
+                for s in built.streams:
+                    s.tx_cpu = s.rx_cpu = spec.tester_cpu
+            sut.setup(tb, built.topology)
+            try:
+                for h in built.helpers:  # chain VNFs (turnout-gen fwd)
+                    tb.spawn([*self.gen, *h.args], netns=h.netns)
+                if built.helpers:
+                    time.sleep(0.5)
+                measurer = GenMeasurer(
+                    cmd=self.gen, streams=built.streams, spawn=tb.spawn,
+                    size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
+                    sut_pids=sut.pids,
+                )
+                cfg: dict[str, Any] = dict(sut.config())
+                cfg["tester"] = " ".join(self.gen[-1:])
+                note = sut.kernel_threads_note()
+                if note:
+                    cfg["cpu_note"] = note
+                yield Session(measurer=measurer,
+                              sut=Sut(name=sut_name, version=sut.version(), config=cfg),
+                              virtual_port=built.virtual_port)
+            finally:
+                sut.teardown()
+
+

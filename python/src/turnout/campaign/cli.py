@@ -1,0 +1,98 @@
+"""``turnout bench run CAMPAIGN.toml [--db F] [--resume]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..cli import Command
+from ..results import ResultsDB
+from ..results.cli import DEFAULT_DB
+from .runner import run_campaign
+from .spec import CampaignError, WorkItem, load
+
+__all__ = ["COMMANDS"]
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("campaign", help="campaign TOML file")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest run of this campaign, skipping finished trials")
+    p.add_argument("--dry-run", action="store_true", help="list the work items and exit")
+    p.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
+
+
+def _describe(item: WorkItem) -> str:
+    p = item.point
+    s = f"{item.sut} {p.scenario}/{p.direction} {p.frame_size_b}B"
+    if p.scenario == "loopback":
+        s += f" vnfs={p.vnfs}"
+    if p.scenario == "density":
+        s += f" ports={p.ports}"
+    if p.scenario == "nvsn":
+        s += f" pairs={p.pairs}"
+    arg = f" x{item.arg:g}" if item.method == "latency" else (
+        f" @{item.arg:g}pps" if item.method == "fixed" else "")
+    return f"{s} {item.method}{arg} rep{item.repetition}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        spec = load(args.campaign)
+    except CampaignError as e:
+        print(f"turnout bench: {e}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for item in spec.work():
+            print(_describe(item))
+        print(f"{len(spec.work())} work items")
+        return 0
+    from ..bench import RealBench
+
+    bench = RealBench()
+    with ResultsDB(args.db) as db:
+        if args.no_progress or not sys.stderr.isatty():
+            t0 = time.monotonic()
+
+            def progress(done: int, total: int, item: WorkItem | None, msg: str) -> None:
+                if item is None and not msg:
+                    return
+                el = time.monotonic() - t0
+                eta = el / max(done, 1) * (total - done) if done else 0
+                print(f"[{done}/{total} eta {eta:.0f}s] {msg or _describe(item)}",
+                      file=sys.stderr, flush=True)
+
+            c = run_campaign(spec, db, bench, resume=args.resume, progress=progress)
+        else:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()) as bar:
+                task = bar.add_task(spec.name, total=len(spec.work()))
+
+                def progress(done: int, total: int, item: WorkItem | None, msg: str) -> None:
+                    bar.update(task, completed=done,
+                               description=_describe(item) if item else spec.name)
+
+                c = run_campaign(spec, db, bench, resume=args.resume, progress=progress)
+        counts = {}
+        for t in db.trials(c.id):
+            counts[t.status] = counts.get(t.status, 0) + 1
+        print(f"campaign {c.name} (id {c.id}) {c.status}: "
+              + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+              + f"; results in {args.db}")
+        for t in db.trials(c.id, status=["skipped", "failed"])[:20]:
+            print(f"  {t.status}: {t.sut} {t.scenario}/{t.direction} {t.method}: {t.reason}")
+    return 0 if c.status == "done" else 1
+
+
+COMMANDS = [Command("bench run", "run (or resume) a campaign", _configure, _run)]

@@ -1,0 +1,255 @@
+"""Runs a campaign: work items → trials and results in the database.
+
+Resumable: every finished work item is in the database under its key, and
+a resumed run skips those keys. A search interrupted half-way is marked
+``interrupted`` (its trials stay) and run again. Work items of one test
+point on one SUT share one set-up of the testbed (a *session*).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..measure.counts import Measurer, TrialCounts
+from ..measure.stats import gbps
+from ..results import Campaign, Result, ResultsDB, Sut, Trial
+from ..scenarios import Point, Unsupported
+from ..search import ndr_pdr, rplus
+from ..search.base import LoggingMeasurer, SearchResult
+from .spec import CampaignSpec, WorkItem
+
+__all__ = ["Bench", "Session", "SkipSession", "run_campaign"]
+
+
+class SkipSession(Exception):
+    """The session cannot run (SUT missing, scenario unsupported): skip its items."""
+
+
+@dataclass
+class Session:
+    """A SUT set up for one test point."""
+
+    measurer: Measurer
+    sut: Sut
+    virtual_port: str = ""
+
+
+class Bench(Protocol):
+    """Makes sessions. ``session`` raises SkipSession with the reason."""
+
+    def host(self) -> Any: ...
+
+    def session(
+        self, sut: str, point: Point, spec: CampaignSpec
+    ) -> contextlib.AbstractContextManager[Session]: ...
+
+
+Progress = Callable[[int, int, WorkItem | None, str], None]
+
+
+def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
+           result_id: int | None = None, key: str | None = None,
+           load_fraction: float | None = None) -> Trial:
+    p = item.point
+    lat = c.latency_ns
+    return Trial(
+        campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"],
+        result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.scenario,
+        direction=p.direction, frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst,
+        vnfs=p.vnfs, ports=p.ports, pairs=p.pairs, virtual_port=ctx["virtual_port"],
+        method=method, load_fraction=load_fraction, offered_pps=c.offered_pps,
+        repetition=item.repetition, sent=c.sent, received=c.received, lost=c.lost,
+        loss_ratio=c.loss_ratio, rx_pps=c.rx_pps, gbps=gbps(c.rx_pps, p.frame_size_b),
+        latency_min_ns=lat.get("min"), latency_mean_ns=lat.get("mean"),
+        latency_p50_ns=lat.get("p50"), latency_p90_ns=lat.get("p90"),
+        latency_p99_ns=lat.get("p99"), latency_p999_ns=lat.get("p999"),
+        latency_max_ns=lat.get("max"), latency_cdf=c.latency_cdf, jitter_ns=c.jitter_ns,
+        cpu=c.cpu, cycles_per_packet=c.cycles_per_packet, status="ok",
+        started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=c.extra,
+    )
+
+
+def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Result:
+    p = item.point
+    return Result(
+        campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"], key=key,
+        sut=item.sut, scenario=p.scenario, direction=p.direction, frame_size_b=p.frame_size_b,
+        flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports, pairs=p.pairs,
+        virtual_port=ctx["virtual_port"], method=method, repetition=item.repetition,
+        status="running", started_at=time.time(),
+    )
+
+
+def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reason: str) -> None:
+    p = item.point
+    db.add_trial(Trial(
+        campaign_id=ctx["campaign_id"], sut_id=ctx.get("sut_id"), host_id=ctx["host_id"],
+        key=item.key, sut=item.sut, scenario=p.scenario, direction=p.direction,
+        frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
+        pairs=p.pairs, virtual_port=ctx.get("virtual_port", ""), method=item.method,
+        load_fraction=item.arg if item.method == "latency" else None,
+        offered_pps=item.arg if item.method == "fixed" else 0.0, repetition=item.repetition,
+        status=status, reason=reason, started_at=time.time(),
+    ))
+
+
+def _rplus_of(db: ResultsDB, campaign_id: int, item: WorkItem) -> float | None:
+    key = WorkItem(item.sut, item.point, "rplus", item.repetition).key
+    rs = db.results(campaign_id, key=key, status="ok")
+    return rs[-1].rate_pps if rs else None
+
+
+def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
+            ctx: dict[str, Any], done: set[str]) -> None:
+    """R+ or NDR/PDR for one item (NDR and PDR are searched together)."""
+    cid = ctx["campaign_id"]
+    if item.method == "rplus":
+        methods = ["rplus"]
+    else:
+        methods = [m for m in ("ndr", "pdr") if m in spec.methods]
+    keys = {m: WorkItem(item.sut, item.point, m, item.repetition).key for m in methods}
+    results = {m: _result(item, ctx, m, keys[m]) for m in methods if keys[m] not in done}
+    if not results:
+        return
+    for r in results.values():
+        db.add_result(r)
+    first = next(iter(results.values()))
+
+    def store(c: TrialCounts) -> None:
+        db.add_trial(_trial(item, c, ctx, first.method, result_id=first.id,
+                            key=f"{first.key}/t{first.trials_count}"))
+        first.trials_count += 1
+
+    logm = LoggingMeasurer(session.measurer, on_trial=store)
+    t0 = time.time()
+    found: dict[str, SearchResult]
+    if item.method == "rplus":
+        found = {"rplus": rplus(logm, spec.duration_s)}
+    else:
+        rp = _rplus_of(db, cid, item)
+        if rp is None or rp <= 0:
+            rp = rplus(logm, spec.duration_s).rate_pps
+        max_load = spec.max_load_pps or max(rp * 1.1, spec.min_load_pps * 2)
+        ndr, pdr = ndr_pdr(logm, max_load_pps=max_load, duration_s=spec.duration_s,
+                           min_load_pps=spec.min_load_pps, relative_width=spec.search_width,
+                           strategy=spec.search)
+        found = {"ndr": ndr, "pdr": pdr}
+    for m, r in results.items():
+        f = found[m]
+        r.rate_pps = f.rate_pps
+        r.loss_target = f.loss_target
+        r.searcher = f.searcher
+        r.rx_pps = f.at.rx_pps if f.at else 0.0
+        r.gbps = gbps(r.rx_pps if m == "rplus" else f.rate_pps, item.point.frame_size_b)
+        r.trials_count = first.trials_count
+        r.status = "ok"
+        r.duration_s = time.time() - t0
+        if r is not first:
+            r.extra = {"trials_of": first.id}
+        db.update_result(r)
+        done.add(r.key)
+
+
+def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: bool = False,
+                 progress: Progress | None = None) -> Campaign:
+    """Run (or resume) a campaign; return its database row."""
+    host = bench.host()
+    host_id = db.add_host(host)
+    campaign = db.campaign(spec.name) if resume else None
+    if campaign is None:
+        campaign = Campaign(name=spec.name, spec=spec.raw, file=spec.file, host_id=host_id)
+        db.add_campaign(campaign)
+    else:
+        db.mark_interrupted(campaign.id or 0)
+        db.set_campaign_status(campaign.id or 0, "running")
+    assert campaign.id is not None
+    done = db.done_keys(campaign.id)
+    items = spec.work()
+    todo = [i for i in items if i.key not in done]
+    total = len(items)
+    finished = total - len(todo)
+    if progress:
+        progress(finished, total, None, f"{finished} of {total} already done")
+    # group consecutive items of the same (sut, point, repetition) into sessions
+    groups: list[list[WorkItem]] = []
+    for it in todo:
+        if groups and (groups[-1][0].sut, groups[-1][0].point, groups[-1][0].repetition) == (
+                it.sut, it.point, it.repetition):
+            groups[-1].append(it)
+        else:
+            groups.append([it])
+    status = "interrupted"
+    try:
+        for group in groups:
+            first = group[0]
+            ctx: dict[str, Any] = {"campaign_id": campaign.id, "host_id": host_id,
+                                   "virtual_port": ""}
+            try:
+                with bench.session(first.sut, first.point, spec) as session:
+                    ctx["sut_id"] = db.add_sut(session.sut)
+                    ctx["virtual_port"] = session.virtual_port
+                    for item in group:
+                        if item.key in done:
+                            finished += 1
+                            continue
+                        if progress:
+                            progress(finished, total, item, "")
+                        try:
+                            _run_item(db, spec, item, session, ctx, done)
+                        except (Unsupported, SkipSession) as e:
+                            _skip(db, item, ctx, "skipped", str(e))
+                        except Exception as e:  # a failed trial is recorded, the rest goes on
+                            if isinstance(e, KeyboardInterrupt):
+                                raise
+                            _skip(db, item, ctx, "failed", f"{type(e).__name__}: {e}")
+                        done.add(item.key)
+                        finished += 1
+            except (SkipSession, Unsupported) as e:
+                for item in group:
+                    if item.key not in done:
+                        _skip(db, item, ctx, "skipped", str(e))
+                        done.add(item.key)
+                        finished += 1
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:  # setting up the session failed
+                for item in group:
+                    if item.key not in done:
+                        _skip(db, item, ctx, "failed", f"setup: {type(e).__name__}: {e}")
+                        done.add(item.key)
+                        finished += 1
+            if progress:
+                progress(finished, total, None, "")
+        status = "done"
+    finally:
+        db.mark_interrupted(campaign.id)
+        db.set_campaign_status(campaign.id, status)
+        campaign.status = status
+    return campaign
+
+
+def _run_item(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
+              ctx: dict[str, Any], done: set[str]) -> None:
+    ctx["t"] = time.time()
+    if item.method in ("rplus", "ndr", "pdr"):
+        _search(db, spec, item, session, ctx, done)
+        return
+    if item.method == "latency":
+        rp = _rplus_of(db, ctx["campaign_id"], item)
+        if rp is None or rp <= 0:
+            raise SkipSession("no R+ for this point (its R+ failed or was skipped)")
+        load = rp * item.arg
+        c = session.measurer.measure(spec.duration_s, load)
+        db.add_trial(_trial(item, c, ctx, "latency", load_fraction=item.arg))
+        return
+    if item.method == "fixed":
+        c = session.measurer.measure(spec.duration_s, item.arg)
+        db.add_trial(_trial(item, c, ctx, "fixed"))
+        return
+    raise ValueError(f"unknown method {item.method!r}")
+
+

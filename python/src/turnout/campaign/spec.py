@@ -1,0 +1,226 @@
+"""Campaign files (TOML): the (D, L, S, V, P, R, B) tuple of seeds/001 plus
+flows, repetitions, methods and scenarios, expanded into work items.
+
+See docs/bench.md for the format; campaigns/smoke.toml is the smallest one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..scenarios import SCENARIOS, Point
+
+__all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse"]
+
+#: methods in the order they run at a test point (latency needs R+ first)
+METHODS = ("rplus", "ndr", "pdr", "latency", "fixed")
+DIMENSIONS = {"throughput": ("rplus", "ndr", "pdr", "fixed"), "latency": ("rplus", "latency")}
+
+
+class CampaignError(ValueError):
+    """The campaign file is wrong; the message names the key and why."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """One unit of resumable work: a method at a point on a SUT, one repetition.
+
+    ``arg`` is the offered load for ``fixed`` (pps) and the fraction of R+
+    for ``latency``; 0 otherwise."""
+
+    sut: str
+    point: Point
+    method: str
+    repetition: int
+    arg: float = 0.0
+
+    @property
+    def key(self) -> str:
+        p = self.point
+        return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
+                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}|{self.method}|{self.arg:g}|r{self.repetition}")
+
+
+@dataclass
+class CampaignSpec:
+    """A parsed campaign file."""
+
+    name: str
+    file: str
+    raw: dict[str, Any]
+    duration_s: float = 1.0
+    repetitions: int = 1
+    methods: tuple[str, ...] = ("rplus",)
+    search: str = "auto"
+    search_width: float = 0.05
+    min_load_pps: float = 1000.0
+    max_load_pps: float = 0.0  # 0 = 1.1 x R+
+    latency_fractions: tuple[float, ...] = (0.1, 0.5, 0.99)
+    rates_pps: tuple[float, ...] = ()
+    suts: tuple[str, ...] = ("wire",)
+    sut_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    points: list[Point] = field(default_factory=list)
+    sut_cpus: str = "1"
+    tester_cpu: int | None = 0
+    interleave: bool = True
+
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
+
+    def work(self) -> list[WorkItem]:
+        """Every work item, in run order: repetition, point, SUT (interleaved
+        A, B, A, B when several SUTs are compared), method."""
+        items: list[WorkItem] = []
+        suts_outer = not self.interleave
+        for rep in range(self.repetitions):
+            groups = (
+                [(s, p) for s in self.suts for p in self.points] if suts_outer
+                else [(s, p) for p in self.points for s in self.suts]
+            )
+            for sut, point in groups:
+                for m in self.methods:
+                    args: tuple[float, ...] = (0.0,)
+                    if m == "latency":
+                        args = self.latency_fractions
+                    elif m == "fixed":
+                        args = self.rates_pps
+                    items += [WorkItem(sut, point, m, rep, a) for a in args]
+        return items
+
+
+def _list(d: dict[str, Any], key: str, default: list[Any], typ: type, where: str) -> list[Any]:
+    v = d.get(key, default)
+    if not isinstance(v, list):
+        v = [v]
+    out = []
+    for x in v:
+        if typ is float and isinstance(x, int) and not isinstance(x, bool):
+            x = float(x)
+        if not isinstance(x, typ) or isinstance(x, bool):
+            raise CampaignError(f"{where}.{key}: expected {typ.__name__} values, got {x!r}")
+        out.append(x)
+    if not out:
+        raise CampaignError(f"{where}.{key}: must not be empty")
+    return out
+
+
+def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
+    """Validate a campaign document (already read from TOML)."""
+    from ..sut import SUTS
+
+    known = {"campaign", "matrix", "sut"}
+    for k in doc:
+        if k not in known:
+            raise CampaignError(f"unknown table [{k}] (expected campaign, matrix, sut)")
+    c = doc.get("campaign", {})
+    m = doc.get("matrix", {})
+    if "name" not in c or not isinstance(c["name"], str) or not c["name"]:
+        raise CampaignError("campaign.name: required, a non-empty string")
+    ckeys = {"name", "description", "dimension", "location", "duration_s", "repetitions",
+             "methods", "search", "search_width", "min_load_pps", "max_load_pps",
+             "latency_fractions", "sut_cpus", "tester_cpu", "interleave"}
+    for k in c:
+        if k not in ckeys:
+            raise CampaignError(f"campaign.{k}: unknown key")
+    mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
+             "ports", "pairs", "rates_pps"}
+    for k in m:
+        if k not in mkeys:
+            raise CampaignError(f"matrix.{k}: unknown key")
+    if c.get("location", "local") != "local":
+        raise CampaignError("campaign.location: only 'local' (one host) is supported")
+    dims = _list(c, "dimension", ["throughput"], str, "campaign")
+    for d in dims:
+        if d not in DIMENSIONS:
+            raise CampaignError(f"campaign.dimension: unknown {d!r} (throughput, latency)")
+    default_methods = sorted({x for d in dims for x in DIMENSIONS[d]}, key=METHODS.index)
+    methods = _list(c, "methods", default_methods, str, "campaign")
+    for x in methods:
+        if x not in METHODS:
+            raise CampaignError(f"campaign.methods: unknown {x!r} ({', '.join(METHODS)})")
+    methods = sorted(set(methods), key=METHODS.index)
+    if "latency" in methods and "rplus" not in methods:
+        methods.insert(0, "rplus")  # latency loads are fractions of R+
+    duration = float(c.get("duration_s", 1.0))
+    if not 0.1 <= duration <= 600:
+        raise CampaignError("campaign.duration_s: must be within 0.1..600")
+    reps = c.get("repetitions", 1)
+    if not isinstance(reps, int) or reps < 1:
+        raise CampaignError("campaign.repetitions: a positive integer")
+    search = c.get("search", "auto")
+    if search not in ("auto", "mlrsearch", "binary"):
+        raise CampaignError("campaign.search: auto, mlrsearch or binary")
+    suts = _list(m, "suts", ["wire"], str, "matrix")
+    for s in suts:
+        if s not in SUTS:
+            raise CampaignError(f"matrix.suts: unknown SUT {s!r} ({', '.join(SUTS)})")
+    scenarios = _list(m, "scenarios", ["p2p"], str, "matrix")
+    for s in scenarios:
+        if s not in SCENARIOS:
+            raise CampaignError(f"matrix.scenarios: unknown {s!r} ({', '.join(SCENARIOS)})")
+    directions = _list(m, "directions", ["uni"], str, "matrix")
+    for d in directions:
+        if d not in ("uni", "bi"):
+            raise CampaignError(f"matrix.directions: {d!r} is not uni or bi")
+    sizes = _list(m, "frame_sizes_b", [64], int, "matrix")
+    for sz in sizes:
+        if not 64 <= sz <= 9000:
+            raise CampaignError(f"matrix.frame_sizes_b: {sz} outside 64..9000")
+    flows = _list(m, "flows", [1], int, "matrix")
+    bursts = _list(m, "bursts", [32], int, "matrix")
+    vnfs = _list(m, "vnfs", [1], int, "matrix")
+    ports = _list(m, "ports", [2], int, "matrix")
+    pairs = _list(m, "pairs", [1], int, "matrix")
+    for name, vals, lo in (("flows", flows, 1), ("bursts", bursts, 1), ("vnfs", vnfs, 0),
+                           ("ports", ports, 2), ("pairs", pairs, 1)):
+        if min(vals) < lo:
+            raise CampaignError(f"matrix.{name}: values must be ≥ {lo}")
+    rates = _list(m, "rates_pps", [1e4], float, "matrix") if "fixed" in methods else []
+    fractions = _list(c, "latency_fractions", [0.1, 0.5, 0.99], float, "campaign")
+    for f in fractions:
+        if not 0 < f <= 1:
+            raise CampaignError(f"campaign.latency_fractions: {f} outside (0, 1]")
+    points = []
+    for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
+        extra: list[dict[str, int]] = [{}]
+        if sc == "loopback":
+            extra = [{"vnfs": v} for v in vnfs]
+        elif sc == "density":
+            extra = [{"ports": p} for p in ports]
+        elif sc == "nvsn":
+            extra = [{"pairs": p} for p in pairs]
+        points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
+                   for e in extra]
+    sut_opts = doc.get("sut", {})
+    for k in sut_opts:
+        if k not in SUTS:
+            raise CampaignError(f"[sut.{k}]: unknown SUT")
+    tester_cpu = c.get("tester_cpu", 0)
+    return CampaignSpec(
+        name=c["name"], file=file, raw=doc, duration_s=duration, repetitions=reps,
+        methods=tuple(methods), search=search, search_width=float(c.get("search_width", 0.05)),
+        min_load_pps=float(c.get("min_load_pps", 1000.0)),
+        max_load_pps=float(c.get("max_load_pps", 0.0)),
+        latency_fractions=tuple(fractions), rates_pps=tuple(rates), suts=tuple(suts),
+        sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
+        tester_cpu=None if tester_cpu < 0 else int(tester_cpu),
+        interleave=bool(c.get("interleave", True)),
+    )
+
+
+def load(path: str | Path) -> CampaignSpec:
+    """Read and validate a campaign file."""
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise CampaignError(f"cannot read {p}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise CampaignError(f"{p}: {e}") from e
+    return parse(doc, str(p))

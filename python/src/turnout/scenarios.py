@@ -1,0 +1,191 @@
+"""Scenarios (seeds/000 §4.1, seeds/001 Fig. 3): who sends where through the SUT.
+
+A scenario is described as *endpoints* (interfaces of the tester or of a
+VNF, each in a namespace) and *links* (pairs of endpoints the SUT must
+connect, both ways). ``build`` turns that into a testbed:
+
+- for a switch, every endpoint gets a SUT port — a veth into the SUT's
+  namespace, or a memif socket served by the SUT for virtual endpoints when
+  the SUT and the tester both support memif — and every link becomes a
+  cross-connect the SUT is told to forward;
+- for the bare wire (``direct``), every link becomes one veth pair.
+
+Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
+turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
+``density`` (p2p plus idle ports up to ``ports``). ``direction`` ``bi`` adds
+the reverse stream of every stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .measure.gen import GenProc, Stream
+from .sut.base import SutAdapter, SutPort, Topology
+from .testbed import Testbed
+
+__all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
+
+SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density")
+
+
+class Unsupported(Exception):
+    """This scenario cannot run with this SUT/tester (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """The parameters that select one test point (besides SUT and method)."""
+
+    scenario: str = "p2p"
+    direction: str = "uni"
+    frame_size_b: int = 64
+    flows: int = 1
+    burst: int = 32
+    vnfs: int = 0
+    ports: int = 2
+    pairs: int = 1
+
+
+@dataclass
+class _Endpoint:
+    name: str
+    ns: str
+    virtual: bool
+    iface: str = ""  # kernel interface (veth end) in ns
+    mac: str = ""
+    memif: str = ""  # socket path when the endpoint is on memif
+
+
+@dataclass
+class Built:
+    """A wired-up scenario: the SUT's topology and the traffic to run."""
+
+    topology: Topology
+    streams: list[Stream]
+    helpers: list[GenProc] = field(default_factory=list)
+    virtual_port: str = ""  # memif | veth | "" (no virtual port)
+
+
+def check(point: Point, sut: SutAdapter, tester_roles: set[str]) -> None:
+    """Raise Unsupported when this combination cannot run."""
+    if point.scenario not in SCENARIOS:
+        raise Unsupported(f"unknown scenario {point.scenario!r}")
+    if point.direction not in ("uni", "bi"):
+        raise Unsupported(f"unknown direction {point.direction!r}")
+    if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
+        raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
+    if point.scenario == "density":
+        if sut.direct:
+            raise Unsupported("port density has no meaning without a switch")
+        if point.ports > sut.max_ports:
+            raise Unsupported(f"{sut.name} takes at most {sut.max_ports} ports")
+        if point.ports < 2:
+            raise Unsupported("port density needs at least 2 ports")
+
+
+def _mac(i: int) -> str:
+    return f"02:74:6e:{(i >> 16) & 0xFF:02x}:{(i >> 8) & 0xFF:02x}:{i & 0xFF:02x}"
+
+
+def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
+          tester_roles: set[str], sut_cpus: str = "1") -> Built:
+    """Create namespaces, wires and sockets for ``point`` (see module doc)."""
+    check(point, sut, tester_roles)
+    tester = tb.namespace("tester")
+    sut_ns = tb.namespace("sut")
+    endpoints: dict[str, _Endpoint] = {}
+    links: list[tuple[str, str]] = []
+    flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)
+    helpers: list[tuple[str, str, str]] = []  # fwd VNF: (in endpoint, out endpoint, next hop)
+    ns_cache: dict[str, str] = {"tester": tester}
+
+    def ns(role: str) -> str:
+        if role not in ns_cache:
+            ns_cache[role] = tb.namespace(role)
+        return ns_cache[role]
+
+    def ep(name: str, role: str, virtual: bool) -> str:
+        endpoints[name] = _Endpoint(name, ns(role), virtual)
+        return name
+
+    s = point.scenario
+    if s == "p2p" or s == "density":
+        links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
+        flows.append(("t0", "t1"))
+    elif s in ("p2v", "v2p"):
+        links.append((ep("t0", "tester", False), ep("v0", "vnf0", True)))
+        flows.append(("t0", "v0") if s == "p2v" else ("v0", "t0"))
+    elif s == "v2v":
+        links.append((ep("v0", "vnf0", True), ep("v1", "vnf1", True)))
+        flows.append(("v0", "v1"))
+    elif s == "loopback":
+        prev = ep("t0", "tester", False)
+        for i in range(point.vnfs):
+            a = ep(f"v{i}a", f"vnf{i}", True)
+            b = ep(f"v{i}b", f"vnf{i}", True)
+            links.append((prev, a))
+            helpers.append((a, b, ""))
+            prev = b
+        links.append((prev, ep("t1", "tester", False)))
+        flows.append(("t0", "t1"))
+    elif s == "nvsn":
+        for i in range(point.pairs):
+            links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
+            flows.append((f"s{i}", f"r{i}"))
+    if point.direction == "bi":
+        flows += [(b, a) for a, b in flows]
+
+    use_memif = sut.supports_memif and memif_tester and not sut.direct
+    virtual_port = ""
+    if any(e.virtual for e in endpoints.values()):
+        virtual_port = "memif" if use_memif else "veth"
+
+    ports: list[SutPort] = []
+    xconnects: list[tuple[str, str]] = []
+    if sut.direct:
+        for a, b in links:
+            v = tb.veth(endpoints[a].ns, endpoints[b].ns, tag="w")
+            endpoints[a].iface, endpoints[a].mac = v.a, v.mac_a
+            endpoints[b].iface, endpoints[b].mac = v.b, v.mac_b
+    else:
+        memif_dir = tb.directory("memif") if use_memif else None
+        for i, e in enumerate(endpoints.values()):
+            if e.virtual and memif_dir is not None:
+                e.memif = str(memif_dir / f"{e.name}.sock")
+                e.mac = _mac(i + 1)
+                ports.append(SutPort(name=e.name, kind="memif", socket=e.memif, macs=[e.mac]))
+            else:
+                v = tb.veth(e.ns, sut_ns, tag="p")
+                e.iface, e.mac = v.a, v.mac_a
+                ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))
+        xconnects = list(links)
+        if s == "density":
+            idle = tb.namespace("idle")
+            for _ in range(point.ports - 2):
+                v = tb.veth(idle, sut_ns, tag="i")
+                ports.append(SutPort(name=v.b, kind="veth", iface=v.b, idle=True))
+
+    def spec(e: _Endpoint) -> str:
+        return f"memif:{e.memif}" if e.memif else f"afpacket:{e.iface}"
+
+    # the next hop of a frame leaving endpoint x is the endpoint linked to it
+    peer = {a: b for a, b in links} | {b: a for a, b in links}
+    streams = []
+    for sid, (src, dst) in enumerate(flows):
+        first_hop = endpoints[peer[src]]
+        streams.append(Stream(
+            tx_port=spec(endpoints[src]), rx_port=spec(endpoints[dst]),
+            tx_ns=endpoints[src].ns, rx_ns=endpoints[dst].ns,
+            src_mac=endpoints[src].mac, dst_mac=first_hop.mac, id=sid,
+        ))
+    gen_helpers = []
+    for a, b, _ in helpers:
+        nxt = endpoints[peer[b]]
+        args = ["fwd", "--port", spec(endpoints[a]), "--port2", spec(endpoints[b]),
+                "--dst-mac", nxt.mac]
+        if point.direction == "bi":
+            args.append("--bidir")
+        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns))
+    topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
+    return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port)

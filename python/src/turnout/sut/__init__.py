@@ -1,0 +1,22 @@
+"""SUT adapters, one per file, listed in one table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import SutAdapter, SutError, SutPort, Topology
+from .linux_bridge import LinuxBridge
+from .wire import BareWire
+
+__all__ = ["SUTS", "SutAdapter", "SutError", "SutPort", "Topology", "make_sut"]
+
+#: name -> adapter class. Adding a SUT: one file and one line here.
+SUTS: dict[str, type[SutAdapter]] = {
+    "wire": BareWire,
+    "bridge": LinuxBridge,
+}
+
+
+def make_sut(name: str, options: dict[str, Any] | None = None) -> SutAdapter:
+    """An adapter instance by table name."""
+    return SUTS[name](options)

@@ -1,0 +1,106 @@
+"""The SUT adapter interface and the topology a scenario hands to it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..testbed import Testbed
+
+__all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
+
+
+class SutError(RuntimeError):
+    """Setting up or running a SUT failed."""
+
+
+@dataclass
+class SutPort:
+    """A port of the SUT. ``kind`` is ``veth`` (``iface`` in the SUT's
+    namespace) or ``memif`` (the SUT is the server at ``socket``).
+    ``macs`` are the MAC addresses reachable behind it (for static FDBs)."""
+
+    name: str
+    kind: str
+    iface: str = ""
+    socket: str = ""
+    macs: list[str] = field(default_factory=list)
+    idle: bool = False
+
+
+@dataclass
+class Topology:
+    """What the SUT must do: ports, and the pairs it cross-connects (both ways)."""
+
+    ns: str  # the SUT's network namespace
+    ports: list[SutPort]
+    xconnects: list[tuple[str, str]]
+    cpus: str = "1"  # CPUs the SUT may use (taskset list)
+
+    def port(self, name: str) -> SutPort:
+        for p in self.ports:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+
+def command_version(cmd: list[str], line: int = 0) -> str:
+    """First (or given) line of a command's version output; '' when it fails."""
+    if shutil.which(cmd[0]) is None and not cmd[0].startswith("/"):
+        return ""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = (out.stdout or out.stderr).strip().splitlines()
+    return lines[line].strip() if len(lines) > line else ""
+
+
+class SutAdapter(ABC):
+    """One switch under test. ``available()`` returns None when it can run,
+    else the reason it cannot (then it is skipped, never failed)."""
+
+    #: name used in campaigns and results
+    name: str = ""
+    #: whether it can serve memif ports (virtual ports are veths otherwise)
+    supports_memif: bool = False
+    #: no switch at all: the scenario wires endpoints directly (bare wire)
+    direct: bool = False
+    #: most ports it can take (port density)
+    max_ports: int = 1024
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
+        self.tb: Testbed | None = None
+        self.topo: Topology | None = None
+
+    @abstractmethod
+    def available(self) -> str | None:
+        """None if the software is there, else why not."""
+
+    @abstractmethod
+    def version(self) -> str:
+        """Version of the switch software."""
+
+    def config(self) -> dict[str, Any]:
+        """The configuration in force (stored with every result)."""
+        return {"options": self.options}
+
+    @abstractmethod
+    def setup(self, tb: Testbed, topo: Topology) -> None:
+        """Start the switch and connect ``topo``; raise SutError when it cannot."""
+
+    def teardown(self) -> None:
+        """Stop it; the testbed removes whatever is left."""
+        return None
+
+    def pids(self) -> list[int]:
+        """Processes whose threads are the switch (for CPU accounting)."""
+        return []
+
+    def kernel_threads_note(self) -> str:
+        """Where the switch's CPU goes when it has no process of its own."""
+        return ""
