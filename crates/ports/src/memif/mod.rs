@@ -1,0 +1,447 @@
+//! memif: the shared-memory packet interface of VPP and DPDK (protocol 2.0).
+//!
+//! One implementation of the protocol serves both roles:
+//! - **server** ([`MemifServer`]): listens on a SOCK_SEQPACKET unix socket
+//!   (mode 0600 by default) and serves many interfaces on it, told apart by
+//!   interface id. turnoutd uses this role.
+//! - **client** ([`MemifPort::client`]): connects to a server (ours, DPDK's
+//!   `net_memif` with `role=server`, VPP), allocates the shared memory
+//!   (one sealed memfd holding rings and buffers) and the rings. turnout-gen
+//!   uses this role.
+//!
+//! Both are a [`fabric::Port`]. A control thread per server socket (or per
+//! client port) runs the socket protocol; the data path (receive bursts,
+//! transmit reserve/write/publish) never takes a lock, never allocates and
+//! makes at most one system call per publish (the eventfd kick, only when the
+//! peer asked for interrupts).
+//!
+//! Connection state (the mapped regions and rings) lives in an immutable
+//! `Connection` swapped atomically in an `ArcSwapOption`; a receive burst
+//! holds its `Arc` until `release`, so a disconnect never unmaps memory a
+//! worker is reading: the mapping goes away with the last reference.
+//!
+//! Everything the peer writes into shared memory is untrusted and validated
+//! (see `docs/memif.md`); a violation disconnects that peer with a reason and
+//! is counted in [`fabric::Port::backend_counters`]. All `unsafe` code and
+//! system calls are in `sys.rs`.
+
+pub mod proto;
+mod ring;
+mod client;
+mod server;
+mod sys;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwapOption;
+use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+
+pub use client::ClientConfig;
+pub use server::{MemifServer, ServerConfig};
+
+use proto::Violation;
+use ring::{Connection, MemifRx, MemifTx};
+
+/// Default buffer size (bytes), as DPDK's `bsize`.
+pub const DEFAULT_BUFFER_SIZE: u32 = 2048;
+/// Default ring size (log2), as DPDK's `rsize`.
+pub const DEFAULT_LOG2_RING_SIZE: u8 = 10;
+/// Default largest frame (bytes): 9000-byte jumbo payloads plus headers.
+pub const DEFAULT_MAX_FRAME_B: u32 = 9216;
+/// Default bound on descriptors per frame.
+pub const DEFAULT_MAX_CHAIN: u16 = 64;
+/// Hard bound on descriptors per frame.
+pub const MAX_CHAIN: u16 = 256;
+/// Largest number of queue pairs per interface.
+pub const MAX_QUEUES: u16 = 256;
+
+/// Which side of the protocol this port plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Receives the peer's regions (master).
+    Server,
+    /// Allocates the regions (slave).
+    Client,
+}
+
+/// Configuration of one memif interface (either role).
+#[derive(Clone, Debug)]
+pub struct MemifConfig {
+    /// Port name (also sent to the peer as our interface name).
+    pub name: String,
+    /// Interface id on the socket.
+    pub id: u32,
+    /// Interface secret (at most 23 bytes); the peer must present it.
+    pub secret: Option<String>,
+    /// Queue pairs: receive queue i pairs with transmit queue i.
+    pub queues: u16,
+    /// Ring size (log2, 1..=14). The client allocates rings of this size;
+    /// a server accepts any size in 1..=14 (the client chooses).
+    pub log2_ring_size: u8,
+    /// Buffer size in bytes. The client allocates buffers of this size; the
+    /// server chains transmitted frames in pieces of this size and requires
+    /// the buffers the client offers to be at least this large.
+    pub buffer_size: u32,
+    /// Largest frame sent or received; larger received frames are dropped
+    /// and counted (`rx_oversize`).
+    pub max_frame_b: u32,
+    /// Most descriptors one received frame may chain; more is a violation.
+    pub max_chain: u16,
+    /// Per receive queue scratch space where chained frames are linearised
+    /// (bytes; at least `max_frame_b`). A burst stops early when it is full.
+    pub scratch_b: usize,
+    /// Server: refuse regions whose memfd is not sealed against shrinking
+    /// (a peer could otherwise truncate it and make our reads fault).
+    pub require_seal: bool,
+}
+
+impl MemifConfig {
+    /// A configuration with defaults for everything but name and id.
+    pub fn new(name: impl Into<String>, id: u32) -> Self {
+        MemifConfig {
+            name: name.into(),
+            id,
+            secret: None,
+            queues: 1,
+            log2_ring_size: DEFAULT_LOG2_RING_SIZE,
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            max_frame_b: DEFAULT_MAX_FRAME_B,
+            max_chain: DEFAULT_MAX_CHAIN,
+            scratch_b: 32 * DEFAULT_MAX_FRAME_B as usize,
+            require_seal: true,
+        }
+    }
+
+    /// Checks every field; the error names the field and why.
+    pub fn validate(&self) -> Result<(), MemifError> {
+        let bad = |m: String| Err(MemifError::Config(m));
+        if self.name.is_empty() {
+            return bad("name: must not be empty".into());
+        }
+        if let Some(s) = &self.secret {
+            if proto::secret_field(s).is_none() {
+                return bad(format!("secret: at most {} bytes without NUL", proto::SECRET_SZ - 1));
+            }
+        }
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return bad(format!("queues: {} not in 1..={MAX_QUEUES}", self.queues));
+        }
+        if !(proto::MIN_LOG2_RING..=proto::MAX_LOG2_RING).contains(&self.log2_ring_size) {
+            return bad(format!(
+                "log2_ring_size: {} not in {}..={}",
+                self.log2_ring_size,
+                proto::MIN_LOG2_RING,
+                proto::MAX_LOG2_RING
+            ));
+        }
+        if !(64..=65535).contains(&self.buffer_size) {
+            return bad(format!("buffer_size: {} not in 64..=65535", self.buffer_size));
+        }
+        if !(60..=(1 << 20)).contains(&self.max_frame_b) {
+            return bad(format!("max_frame_b: {} not in 60..=1048576", self.max_frame_b));
+        }
+        let need = self.max_frame_b.div_ceil(self.buffer_size);
+        if need > (1u32 << self.log2_ring_size) {
+            return bad(format!(
+                "max_frame_b: {} needs {need} buffers of {} B, more than the ring's {}",
+                self.max_frame_b,
+                self.buffer_size,
+                1u32 << self.log2_ring_size
+            ));
+        }
+        if self.max_chain == 0 || self.max_chain > MAX_CHAIN || (self.max_chain as u32) < need {
+            return bad(format!("max_chain: {} not in {need}..={MAX_CHAIN}", self.max_chain));
+        }
+        if self.scratch_b < self.max_frame_b as usize || self.scratch_b > 1 << 30 {
+            return bad(format!("scratch_b: {} not in max_frame_b..=1 GiB", self.scratch_b));
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the memif control path.
+#[derive(Debug)]
+pub enum MemifError {
+    /// A configuration value is invalid (the message names it).
+    Config(String),
+    /// A system call failed.
+    Io(String, io::Error),
+    /// Another interface on this server already has this id.
+    IdInUse(u32),
+}
+
+impl fmt::Display for MemifError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemifError::Config(m) => write!(f, "invalid memif configuration: {m}"),
+            MemifError::Io(what, e) => write!(f, "{what}: {e}"),
+            MemifError::IdInUse(id) => write!(f, "memif interface id {id} already exists on this socket"),
+        }
+    }
+}
+
+impl std::error::Error for MemifError {}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> MemifError {
+    let w = what.into();
+    move |e| MemifError::Io(w, e)
+}
+
+/// Port counters (control path reads them; the data path adds once per
+/// burst or publish, never per packet).
+#[derive(Default)]
+pub(crate) struct Counters {
+    connects: AtomicU64,
+    disconnects: AtomicU64,
+    peer_hangups: AtomicU64,
+    ctrl_errors: AtomicU64,
+    violations: [AtomicU64; Violation::COUNT],
+    rx_frames: AtomicU64,
+    rx_chained: AtomicU64,
+    rx_oversize: AtomicU64,
+    tx_kicks: AtomicU64,
+    rx_kicks_masked: AtomicU64,
+}
+
+impl Counters {
+    fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut v = vec![
+            ("connects", g(&self.connects)),
+            ("disconnects", g(&self.disconnects)),
+            ("peer_hangups", g(&self.peer_hangups)),
+            ("ctrl_errors", g(&self.ctrl_errors)),
+        ];
+        let total: u64 = self.violations.iter().map(g).sum();
+        v.push(("violations", total));
+        for k in Violation::ALL {
+            v.push((k.name(), g(&self.violations[k.index()])));
+        }
+        v.extend([
+            ("rx_frames", g(&self.rx_frames)),
+            ("rx_chained", g(&self.rx_chained)),
+            ("rx_oversize", g(&self.rx_oversize)),
+            ("tx_kicks", g(&self.tx_kicks)),
+        ]);
+        let _ = &self.rx_kicks_masked;
+        v
+    }
+}
+
+/// Human-readable connection status (control path).
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    /// Link is up.
+    pub connected: bool,
+    /// Peer application name (from hello or init).
+    pub peer_app: String,
+    /// Peer interface name (from connect or connected).
+    pub peer_if: String,
+    /// Why the last connection ended (ours or the peer's reason).
+    pub last_disconnect: String,
+    /// Negotiated rings (receive, transmit) and ring size.
+    pub rings: (usize, usize, u32),
+}
+
+/// State of an interface that outlives connections; shared by the port,
+/// its queues, the control thread and each `Connection`.
+pub(crate) struct Core {
+    cfg: MemifConfig,
+    role: Role,
+    up: AtomicBool,
+    gen: AtomicU64,
+    counters: Counters,
+    /// Per receive queue: the stable notify fd.
+    rx_epoll: Vec<sys::Epoll>,
+    rx_taken: Vec<AtomicBool>,
+    /// Server: a control connection has claimed this interface.
+    busy: AtomicBool,
+    /// Wakes the control thread (data-path violations, port removal).
+    wake: Arc<sys::EventFd>,
+    status: Mutex<Status>,
+}
+
+impl Core {
+    fn new(cfg: MemifConfig, role: Role, wake: Arc<sys::EventFd>) -> Result<Core, MemifError> {
+        let mut rx_epoll = Vec::new();
+        for _ in 0..cfg.queues {
+            rx_epoll.push(sys::Epoll::new().map_err(io_err("epoll_create"))?);
+        }
+        Ok(Core {
+            rx_taken: (0..cfg.queues).map(|_| AtomicBool::new(false)).collect(),
+            cfg,
+            role,
+            up: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            gen: AtomicU64::new(0),
+            counters: Counters::default(),
+            rx_epoll,
+            wake,
+            status: Mutex::new(Status::default()),
+        })
+    }
+
+    fn set_status(&self, f: impl FnOnce(&mut Status)) {
+        if let Ok(mut s) = self.status.lock() {
+            f(&mut s)
+        }
+    }
+}
+
+/// What the queues and the control thread share: the core and the current
+/// connection.
+pub(crate) struct Shared {
+    core: Arc<Core>,
+    conn: ArcSwapOption<Connection>,
+}
+
+impl Shared {
+    /// Installs a new connection: bumps the generation, publishes it and
+    /// raises the link.
+    fn attach(&self, conn: Connection) {
+        self.conn.store(Some(Arc::new(conn)));
+        self.core.up.store(true, Ordering::Release);
+        self.core.counters.connects.fetch_add(1, Ordering::Relaxed);
+        self.core.set_status(|s| s.connected = true);
+    }
+
+    /// Drops the current connection (memory is unmapped when the last
+    /// burst holding it releases) and records why.
+    fn detach(&self, reason: &str, hangup: bool) {
+        self.core.up.store(false, Ordering::Release);
+        let had = self.conn.swap(None).is_some();
+        if had {
+            self.core.counters.disconnects.fetch_add(1, Ordering::Relaxed);
+            if hangup {
+                self.core.counters.peer_hangups.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.core.set_status(|s| {
+            s.connected = false;
+            s.last_disconnect = reason.to_string();
+        });
+    }
+
+    /// The next connection generation.
+    fn next_gen(&self) -> u64 {
+        self.core.gen.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+enum Ctl {
+    Server(std::sync::Weak<server::Inner>),
+    Client(Option<client::Handle>),
+}
+
+/// A memif interface as a fabric port (either role).
+pub struct MemifPort {
+    shared: Arc<Shared>,
+    tx: Vec<MemifTx>,
+    ctl: Ctl,
+}
+
+impl MemifPort {
+    fn build(cfg: MemifConfig, role: Role, wake: Arc<sys::EventFd>, ctl: Ctl) -> Result<MemifPort, MemifError> {
+        cfg.validate()?;
+        let queues = cfg.queues;
+        let core = Arc::new(Core::new(cfg, role, wake)?);
+        let shared = Arc::new(Shared { core, conn: ArcSwapOption::empty() });
+        let tx = (0..queues).map(|q| MemifTx::new(shared.clone(), q)).collect();
+        Ok(MemifPort { shared, tx, ctl })
+    }
+
+    /// A client port that connects to the server at `client.socket` and
+    /// reconnects whenever the connection ends, until dropped.
+    pub fn client(cfg: MemifConfig, client: ClientConfig) -> Result<MemifPort, MemifError> {
+        let wake = Arc::new(sys::EventFd::new().map_err(io_err("eventfd"))?);
+        let mut port = MemifPort::build(cfg, Role::Client, wake, Ctl::Client(None))?;
+        let h = client::spawn(port.shared.clone(), client)?;
+        port.ctl = Ctl::Client(Some(h));
+        Ok(port)
+    }
+
+    /// Current connection status.
+    pub fn status(&self) -> Status {
+        let mut s = self.shared.core.status.lock().map(|s| s.clone()).unwrap_or_default();
+        s.connected = self.link_up();
+        s
+    }
+
+    /// Role of this port.
+    pub fn role(&self) -> Role {
+        self.shared.core.role
+    }
+
+    /// Interface id.
+    pub fn id(&self) -> u32 {
+        self.shared.core.cfg.id
+    }
+
+    /// Value of one backend counter by name (tests, stats).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.shared.core.counters.snapshot().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+    }
+}
+
+impl Port for MemifPort {
+    fn info(&self) -> PortInfo {
+        let c = &self.shared.core.cfg;
+        PortInfo { name: c.name.clone(), kind: "memif", queues: c.queues, max_frame_b: c.max_frame_b }
+    }
+
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let taken = self.shared.core.rx_taken.get(q as usize)?;
+        if taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Box::new(MemifRx::new(self.shared.clone(), q)))
+    }
+
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        // The contract says q < queues; fall back to queue 0 rather than panic.
+        self.tx.get(q as usize).unwrap_or(&self.tx[0])
+    }
+
+    fn link_up(&self) -> bool {
+        self.shared.core.up.load(Ordering::Acquire)
+    }
+
+    fn backend_counters(&self) -> Vec<(&'static str, u64)> {
+        self.shared.core.counters.snapshot()
+    }
+}
+
+impl Drop for MemifPort {
+    fn drop(&mut self) {
+        match &mut self.ctl {
+            Ctl::Server(inner) => {
+                if let Some(inner) = inner.upgrade() {
+                    inner.remove_interface(self.shared.core.cfg.id, &self.shared);
+                }
+            }
+            Ctl::Client(h) => {
+                if let Some(h) = h.take() {
+                    h.stop();
+                }
+            }
+        }
+        self.shared.detach("interface removed", false);
+    }
+}
+
+/// Socket path type used by both roles.
+pub type SocketPath = PathBuf;
+
+/// Waits up to `timeout_ms` for a notify fd (from [`RxQueue::notify_fd`])
+/// to become readable. For callers driving a single queue without their
+/// own epoll loop (turnout-gen, tests).
+pub fn wait_notify(fd: std::os::fd::RawFd, timeout_ms: i32) -> bool {
+    sys::wait_readable(fd, timeout_ms).unwrap_or(false)
+}

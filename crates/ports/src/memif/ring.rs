@@ -1,0 +1,659 @@
+//! The memif data path: a connection's mapped state, and the receive and
+//! transmit queues that work on it.
+//!
+//! Who owns which ring index (both roles, one implementation):
+//!
+//! | ring | producer       | consumer | producer moves | consumer moves |
+//! |------|----------------|----------|----------------|----------------|
+//! | C2S  | client         | server   | `head`         | `tail`         |
+//! | S2C  | server         | client   | `tail`         | `head` (refill: offers empty buffers) |
+//!
+//! So a server receives frames in `[tail, head)` of a C2S ring and sends into
+//! the buffers the client offered in `[tail, head)` of an S2C ring; a client
+//! receives in `[last_tail, tail)` of an S2C ring and sends by moving `head`
+//! of a C2S ring. Every index the peer moves is checked against the ring
+//! size; indexes we move are kept locally and never read back.
+
+use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use fabric::{RxBatch, RxQueue, TxQueue};
+
+use super::proto::{
+    self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
+    RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR_B, RING_HEAD_OFF, RING_TAIL_OFF,
+};
+use super::sys::{self, EventFd, LockCell, Region};
+use super::{Core, Role, Shared};
+
+/// One ring of a connection.
+pub(crate) struct Ring {
+    /// Region holding the ring header and descriptors.
+    pub region: usize,
+    /// Offset of the ring header in that region.
+    pub off: usize,
+    /// Number of descriptors (a power of two).
+    pub size: u32,
+    /// `size - 1`.
+    pub mask: u16,
+    /// The ring's interrupt line (shared with the peer).
+    pub irq: EventFd,
+    /// Client only: region and offset of the buffer of slot 0 (slot j's
+    /// buffer follows at `j * buffer_size`).
+    pub buf_region: u16,
+    /// See `buf_region`.
+    pub buf_base: usize,
+}
+
+impl Ring {
+    #[inline]
+    fn desc_off(&self, slot: u16) -> usize {
+        self.off + RING_HDR_B + (slot & self.mask) as usize * DESC_B
+    }
+}
+
+/// A live connection: the mapped regions and the rings. Immutable once
+/// built, except for its violation flag; dropped (and unmapped) when the
+/// control thread and every queue holding it let go.
+pub(crate) struct Connection {
+    pub gen: u64,
+    pub role: Role,
+    pub regions: Vec<Region>,
+    pub region_lens: Vec<usize>,
+    /// Rings we receive from (server: C2S; client: S2C), by queue.
+    pub rx: Vec<Ring>,
+    /// Rings we send on (server: S2C; client: C2S), by queue.
+    pub tx: Vec<Ring>,
+    /// Buffer size: the chaining unit on transmit.
+    pub buffer_b: usize,
+    violation: AtomicU8,
+    core: Arc<Core>,
+}
+
+impl Connection {
+    /// Builds a connection and hooks its receive interrupts to the queues'
+    /// notify fds.
+    pub fn new(
+        core: Arc<Core>,
+        gen: u64,
+        regions: Vec<Region>,
+        rx: Vec<Ring>,
+        tx: Vec<Ring>,
+    ) -> Result<Connection, String> {
+        let region_lens = regions.iter().map(|r| r.len()).collect();
+        let buffer_b = core.cfg.buffer_size as usize;
+        let role = core.role;
+        let c = Connection {
+            gen,
+            role,
+            regions,
+            region_lens,
+            rx,
+            tx,
+            buffer_b,
+            violation: AtomicU8::new(0),
+            core,
+        };
+        for (q, r) in c.rx.iter().enumerate() {
+            if let Some(ep) = c.core.rx_epoll.get(q) {
+                ep.add(r.irq.raw(), q as u64).map_err(|e| format!("epoll add interrupt fd: {e}"))?;
+            }
+        }
+        Ok(c)
+    }
+
+    /// Records a shared-memory violation: counted once per connection, the
+    /// link goes down at once and the control thread is woken to send the
+    /// disconnect.
+    #[cold]
+    pub fn fail(&self, v: Violation) {
+        if self.violation.compare_exchange(0, v.code(), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.core.counters.violations[v.index()].fetch_add(1, Ordering::Relaxed);
+            self.core.up.store(false, Ordering::Release);
+            self.core.wake.signal();
+        }
+    }
+
+    /// The violation that killed this connection, if any.
+    #[inline]
+    pub fn violated(&self) -> Option<Violation> {
+        match self.violation.load(Ordering::Acquire) {
+            0 => None,
+            c => Violation::from_code(c),
+        }
+    }
+
+    /// Offset (in the ring header) of the index the producer of our
+    /// receive rings moves.
+    #[inline]
+    fn rx_prod_off(&self) -> usize {
+        match self.role {
+            Role::Server => RING_HEAD_OFF,
+            Role::Client => RING_TAIL_OFF,
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for (q, r) in self.rx.iter().enumerate() {
+            if let Some(ep) = self.core.rx_epoll.get(q) {
+                ep.del(r.irq.raw());
+            }
+        }
+    }
+}
+
+/// Writes the initial state of a ring header (client side, and the server's
+/// reset at connect).
+pub(crate) fn reset_ring(region: &Region, off: usize, flags: u16) {
+    region.store_u16(off + RING_HEAD_OFF, 0, Ordering::Relaxed);
+    region.store_u16(off + RING_TAIL_OFF, 0, Ordering::Relaxed);
+    region.store_u16(off + RING_FLAGS_OFF, flags, Ordering::Release);
+}
+
+/// Client: offers every slot's buffer on a receive (S2C) ring.
+pub(crate) fn offer_all(region: &Region, ring: &Ring, buffer_b: usize) {
+    for j in 0..ring.size {
+        let d = Desc {
+            flags: 0,
+            region: ring.buf_region,
+            length: buffer_b as u32,
+            offset: (ring.buf_base + j as usize * buffer_b) as u32,
+            metadata: 0,
+        };
+        region.write16(ring.desc_off(j as u16), d.to_bytes());
+    }
+    region.store_u16(ring.off + RING_HEAD_OFF, ring.size as u16, Ordering::Release);
+}
+
+// ---------------------------------------------------------------------------
+// Receive
+// ---------------------------------------------------------------------------
+
+/// A receive queue, owned by one worker.
+pub(crate) struct MemifRx {
+    shared: Arc<Shared>,
+    q: u16,
+    /// The connection the frames of the last burst live in.
+    held: Option<Arc<Connection>>,
+    /// Generation our indexes refer to.
+    gen: u64,
+    /// Consumer position released to the peer.
+    cons: u16,
+    /// Consumer position after the last burst (not yet released).
+    pending: u16,
+    notify: bool,
+    scratch: Box<[u8]>,
+    scratch_used: usize,
+    /// Validated pieces of the chain being linearised: (region, offset, len).
+    chain: Box<[(usize, usize, usize)]>,
+    max_frame: usize,
+    max_chain: usize,
+}
+
+impl MemifRx {
+    pub fn new(shared: Arc<Shared>, q: u16) -> Self {
+        let cfg = &shared.core.cfg;
+        let scratch = vec![0u8; cfg.scratch_b].into_boxed_slice();
+        let chain = vec![(0, 0, 0); cfg.max_chain as usize].into_boxed_slice();
+        let (max_frame, max_chain) = (cfg.max_frame_b as usize, cfg.max_chain as usize);
+        MemifRx {
+            shared,
+            q,
+            held: None,
+            gen: 0,
+            cons: 0,
+            pending: 0,
+            notify: false,
+            scratch,
+            scratch_used: 0,
+            chain,
+            max_frame,
+            max_chain,
+        }
+    }
+
+    /// Starts tracking a new connection: indexes from 0, our notify wish
+    /// written into the ring.
+    fn adopt(&mut self, c: &Connection) {
+        self.gen = c.gen;
+        self.cons = 0;
+        self.pending = 0;
+        self.scratch_used = 0;
+        if let Some(ring) = c.rx.get(self.q as usize) {
+            let flags = if self.notify { 0 } else { RING_FLAG_MASK_INT };
+            c.regions[ring.region].store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
+        }
+    }
+
+    fn burst_on(&mut self, c: &Connection, batch: &mut RxBatch) -> usize {
+        if c.violated().is_some() {
+            return 0;
+        }
+        let Some(ring) = c.rx.get(self.q as usize) else { return 0 };
+        let region = &c.regions[ring.region];
+        if region.load_u32(ring.off + RING_COOKIE_OFF) != COOKIE {
+            c.fail(Violation::BadCookie);
+            return 0;
+        }
+        let prod = region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire);
+        let filled = match ring_fill(prod, self.cons, ring.size) {
+            Ok(n) => n,
+            Err(v) => {
+                c.fail(v);
+                return 0;
+            }
+        };
+        let mut todo = prod.wrapping_sub(self.pending) as u32;
+        if todo > filled {
+            // The producer moved its index backwards past frames we hold.
+            c.fail(Violation::BadRingIndex);
+            return 0;
+        }
+        let mut pos = self.pending;
+        let (mut n, mut chained, mut oversize) = (0usize, 0u64, 0u64);
+        'frames: while todo > 0 && batch.room() > 0 {
+            let d = Desc::from_bytes(region.read16(ring.desc_off(pos)));
+            let (r, off, len) = match check_desc(&d, &c.region_lens) {
+                Ok(x) => x,
+                Err(v) => {
+                    c.fail(v);
+                    break 'frames;
+                }
+            };
+            if !d.has_next() {
+                if len > self.max_frame {
+                    oversize += 1;
+                } else if sys::push_region(batch, &c.regions[r], off, len) {
+                    n += 1;
+                }
+                pos = pos.wrapping_add(1);
+                todo -= 1;
+                continue;
+            }
+            // A chain: collect its validated pieces (one read per descriptor).
+            let mut k = 0usize;
+            let mut total = 0usize;
+            let mut piece = (r, off, len);
+            let mut dk = d;
+            loop {
+                self.chain[k] = piece;
+                total += piece.2;
+                k += 1;
+                if !dk.has_next() {
+                    break;
+                }
+                if k as u32 == todo {
+                    // The rest of the frame is not published yet. If nothing
+                    // we hold can make room, it never will be.
+                    if filled == ring.size && self.pending == self.cons {
+                        c.fail(Violation::ChainTooLong);
+                    }
+                    break 'frames;
+                }
+                if k == self.max_chain {
+                    c.fail(Violation::ChainTooLong);
+                    break 'frames;
+                }
+                dk = Desc::from_bytes(region.read16(ring.desc_off(pos.wrapping_add(k as u16))));
+                piece = match check_desc(&dk, &c.region_lens) {
+                    Ok(x) => x,
+                    Err(v) => {
+                        c.fail(v);
+                        break 'frames;
+                    }
+                };
+            }
+            if total > self.max_frame {
+                oversize += 1;
+            } else {
+                if self.scratch_used + total > self.scratch.len() {
+                    break 'frames; // scratch full: the frame waits for the next burst
+                }
+                let start = self.scratch_used;
+                let mut at = start;
+                for &(pr, po, pl) in &self.chain[..k] {
+                    c.regions[pr].copy_out(po, &mut self.scratch[at..at + pl]);
+                    at += pl;
+                }
+                self.scratch_used = at;
+                if sys::push_scratch(batch, &mut self.scratch[start..at]) {
+                    n += 1;
+                    chained += 1;
+                }
+            }
+            pos = pos.wrapping_add(k as u16);
+            todo -= k as u32;
+        }
+        self.pending = pos;
+        let ctr = &self.shared.core.counters;
+        if n > 0 {
+            ctr.rx_frames.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if chained > 0 {
+            ctr.rx_chained.fetch_add(chained, Ordering::Relaxed);
+        }
+        if oversize > 0 {
+            ctr.rx_oversize.fetch_add(oversize, Ordering::Relaxed);
+        }
+        n
+    }
+
+    /// Gives the slots consumed by the last burst back to the producer.
+    fn commit(&mut self, c: &Connection) {
+        self.scratch_used = 0;
+        if c.gen != self.gen || self.pending == self.cons {
+            return;
+        }
+        if c.violated().is_some() {
+            self.cons = self.pending;
+            return;
+        }
+        let Some(ring) = c.rx.get(self.q as usize) else { return };
+        let region = &c.regions[ring.region];
+        match c.role {
+            Role::Server => region.store_u16(ring.off + RING_TAIL_OFF, self.pending, Ordering::Release),
+            Role::Client => {
+                // Offer the freed buffers again, with the values we chose:
+                // whatever the server wrote into these descriptors is
+                // overwritten.
+                let size = ring.size as u16;
+                let mut s = self.cons.wrapping_add(size);
+                let end = self.pending.wrapping_add(size);
+                while s != end {
+                    let d = Desc {
+                        flags: 0,
+                        region: ring.buf_region,
+                        length: c.buffer_b as u32,
+                        offset: (ring.buf_base + (s & ring.mask) as usize * c.buffer_b) as u32,
+                        metadata: 0,
+                    };
+                    region.write16(ring.desc_off(s), d.to_bytes());
+                    s = s.wrapping_add(1);
+                }
+                region.store_u16(ring.off + RING_HEAD_OFF, end, Ordering::Release);
+            }
+        }
+        self.cons = self.pending;
+    }
+}
+
+impl RxQueue for MemifRx {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        let c = match self.held.take() {
+            Some(c) => c,
+            None => {
+                if !self.shared.core.up.load(Ordering::Acquire) {
+                    return 0;
+                }
+                let Some(c) = self.shared.conn.load_full() else { return 0 };
+                if c.gen != self.gen {
+                    self.adopt(&c);
+                }
+                c
+            }
+        };
+        let n = self.burst_on(&c, batch);
+        if n == 0 && self.scratch_used == 0 {
+            // Nothing handed out: release at once (dropped frames included)
+            // so an idle queue holds no connection.
+            self.commit(&c);
+        } else {
+            self.held = Some(c);
+        }
+        n
+    }
+
+    fn release(&mut self) {
+        if let Some(c) = self.held.take() {
+            self.commit(&c);
+        }
+    }
+
+    fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.shared.core.rx_epoll.get(self.q as usize).map(|e| e.raw())
+    }
+
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.notify = enabled;
+        let c = match &self.held {
+            Some(c) => c.clone(),
+            None => match self.shared.conn.load_full() {
+                Some(c) => c,
+                None => return false,
+            },
+        };
+        if c.gen != self.gen {
+            // Not adopted yet: the next burst writes the flag; poll first.
+            return enabled;
+        }
+        let Some(ring) = c.rx.get(self.q as usize) else { return false };
+        let region = &c.regions[ring.region];
+        let flags = if enabled { 0 } else { RING_FLAG_MASK_INT };
+        region.store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
+        if !enabled {
+            return false;
+        }
+        // Pairs with the producer's fence between moving its index and
+        // reading our flags: either it sees the flag clear and kicks, or we
+        // see its frames here.
+        fence(Ordering::SeqCst);
+        region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire) != self.pending
+    }
+
+    fn ack_notify(&mut self) {
+        let c = match &self.held {
+            Some(c) => Some(c.clone()),
+            None => self.shared.conn.load_full(),
+        };
+        if let Some(ring) = c.as_ref().and_then(|c| c.rx.get(self.q as usize)) {
+            ring.irq.drain();
+        }
+    }
+}
+
+impl Drop for MemifRx {
+    fn drop(&mut self) {
+        self.release();
+        if let Some(t) = self.shared.core.rx_taken.get(self.q as usize) {
+            t.store(false, Ordering::Release);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transmit
+// ---------------------------------------------------------------------------
+
+/// Fabric slot indexes, only touched under the destination's fabric lock.
+struct Idx {
+    reserved: u64,
+    published: u64,
+}
+
+/// The connection transmit slots are written into, and the fabric slot
+/// index that maps to ring position 0 of it. Changed (under the lock) only
+/// when no reservation is in flight; read by `write` without the lock.
+struct Pin {
+    conn: Option<Arc<Connection>>,
+    base: u64,
+}
+
+/// A transmit queue, shared by all workers (see `fabric::port`).
+pub(crate) struct MemifTx {
+    shared: Arc<Shared>,
+    q: u16,
+    buf_b: usize,
+    max_frame: usize,
+    idx: LockCell<Idx>,
+    pin: LockCell<Pin>,
+}
+
+impl MemifTx {
+    pub fn new(shared: Arc<Shared>, q: u16) -> Self {
+        let buf_b = shared.core.cfg.buffer_size as usize;
+        let max_frame = shared.core.cfg.max_frame_b as usize;
+        MemifTx {
+            shared,
+            q,
+            buf_b,
+            max_frame,
+            idx: LockCell::new(Idx { reserved: 0, published: 0 }),
+            pin: LockCell::new(Pin { conn: None, base: 0 }),
+        }
+    }
+
+    /// Our producer index field and the peer's field that bounds it.
+    #[inline]
+    fn fields(role: Role) -> (usize, usize) {
+        match role {
+            Role::Server => (RING_TAIL_OFF, RING_HEAD_OFF),
+            Role::Client => (RING_HEAD_OFF, RING_TAIL_OFF),
+        }
+    }
+}
+
+impl TxQueue for MemifTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        if len > self.max_frame {
+            0
+        } else {
+            len.div_ceil(self.buf_b).max(1) as u32
+        }
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        // SAFETY: the caller holds the fabric lock; `pin` is only mutated
+        // when no reservation is in flight, so no `write` reads it now.
+        let idx = self.idx.get_mut();
+        if idx.reserved == idx.published {
+            let pin = self.pin.get_mut();
+            let cur = self.shared.conn.load();
+            let same = match (&*cur, &pin.conn) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                pin.conn = (*cur).clone();
+                pin.base = idx.reserved;
+            }
+        }
+        // SAFETY: as above; no `get_mut` of `pin` is live any more.
+        let pin = self.pin.get();
+        let Some(c) = &pin.conn else { return 0 };
+        if c.violated().is_some() {
+            return 0;
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else { return 0 };
+        let region = &c.regions[ring.region];
+        if region.load_u32(ring.off + RING_COOKIE_OFF) != COOKIE {
+            c.fail(Violation::BadCookie);
+            return 0;
+        }
+        let in_flight = (idx.reserved - idx.published) as u32;
+        let pub_pos = idx.published.wrapping_sub(pin.base) as u16;
+        let (_, peer_off) = Self::fields(c.role);
+        let peer = region.load_u16(ring.off + peer_off, Ordering::Acquire);
+        let room = match c.role {
+            // head - tail: buffers the client offered us.
+            Role::Server => ring_fill(peer, pub_pos, ring.size),
+            // size - (head - tail): slots the server has not consumed.
+            Role::Client => ring_fill(pub_pos, peer, ring.size).map(|used| ring.size - used),
+        };
+        match room {
+            Ok(r) => r.saturating_sub(in_flight),
+            Err(v) => {
+                c.fail(v);
+                0
+            }
+        }
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        // SAFETY: the caller holds the fabric lock.
+        let idx = self.idx.get_mut();
+        let first = idx.reserved;
+        idx.reserved += n as u64;
+        first
+    }
+
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: a reservation is in flight (ours), so `pin` does not
+        // change until it is published.
+        let pin = self.pin.get();
+        let Some(c) = &pin.conn else { return };
+        if c.violated().is_some() {
+            return;
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else { return };
+        let region = &c.regions[ring.region];
+        let mut pos = slot.wrapping_sub(pin.base) as u16;
+        let mut rest = frame;
+        for i in 0..nslots.max(1) {
+            let last = i + 1 >= nslots;
+            let doff = ring.desc_off(pos);
+            let (breg, boff, cap) = match c.role {
+                Role::Server => {
+                    // The client offered this buffer: check it (flags left
+                    // over from a previous use are irrelevant here).
+                    let d = Desc::from_bytes(region.read16(doff));
+                    let offered = Desc { flags: 0, ..d };
+                    match check_desc(&offered, &c.region_lens) {
+                        Ok((r, off, cap)) if cap >= self.buf_b => (r, off, cap),
+                        Ok(_) => return c.fail(Violation::SmallBuffer),
+                        Err(v) => return c.fail(v),
+                    }
+                }
+                Role::Client => {
+                    (ring.buf_region as usize, ring.buf_base + (pos & ring.mask) as usize * c.buffer_b, c.buffer_b)
+                }
+            };
+            let take = if last { rest.len().min(cap) } else { rest.len().min(self.buf_b) };
+            c.regions[breg].copy_in(boff, &rest[..take]);
+            let d = Desc {
+                flags: if last { 0 } else { DESC_FLAG_NEXT },
+                region: breg as u16,
+                length: take as u32,
+                offset: boff as u32,
+                metadata: 0,
+            };
+            region.write16(doff, d.to_bytes());
+            rest = &rest[take..];
+            pos = pos.wrapping_add(1);
+        }
+    }
+
+    unsafe fn publish(&self, tail: u64) {
+        // SAFETY: the caller holds the fabric lock.
+        let idx = self.idx.get_mut();
+        if tail <= idx.published {
+            return;
+        }
+        idx.published = tail;
+        // SAFETY: under the lock; `pin` is only mutated in free_slots, which
+        // the lock serialises with us.
+        let pin = self.pin.get();
+        let Some(c) = &pin.conn else { return };
+        if c.violated().is_some() {
+            return;
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else { return };
+        let region = &c.regions[ring.region];
+        let (own_off, _) = Self::fields(c.role);
+        region.store_u16(ring.off + own_off, tail.wrapping_sub(pin.base) as u16, Ordering::Release);
+        // Pairs with the receiver's fence between clearing MASK_INT and
+        // re-reading our index (no lost wake-up).
+        fence(Ordering::SeqCst);
+        if region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
+            ring.irq.signal();
+            self.shared.core.counters.tx_kicks.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Bytes of a ring (re-exported for the control paths).
+pub(crate) fn ring_span(log2: u8) -> usize {
+    proto::ring_span_b(log2)
+}

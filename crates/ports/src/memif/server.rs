@@ -1,0 +1,522 @@
+//! The server (master) role: one listening socket, many interfaces told
+//! apart by id, one control thread running the handshake of every client.
+//!
+//! Per control connection: `hello` is sent on accept; then `init` (version,
+//! id, mode, secret) must come first, followed by `add_region`s (memfd
+//! attached) and `add_ring`s (eventfd attached), each acknowledged, and
+//! `connect`, answered by `connected` once regions are mapped and rings
+//! checked. Anything else, at any point, ends that control connection with a
+//! `disconnect` carrying the reason; other connections are not affected.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::proto::{self, AddRing, Disconnect, Hello, Msg, COOKIE, MSG_SIZE};
+use super::ring::{reset_ring, Connection, Ring};
+use super::sys::{self, EventFd, Region};
+use super::{io_err, Ctl, MemifConfig, MemifError, MemifPort, Role, Shared};
+
+/// Highest region index a client may announce.
+pub const MAX_REGION_INDEX: u16 = 63;
+/// Largest region a client may announce (offsets are 32-bit).
+pub const MAX_REGION_B: u64 = 1 << 32;
+
+/// Server socket configuration.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Socket file path.
+    pub socket: PathBuf,
+    /// Permissions of the socket file (0600 by default: only our user).
+    pub mode: u32,
+    /// Application name sent in `hello`.
+    pub app_name: String,
+    /// A control connection not connected within this time is closed.
+    pub handshake_timeout: Duration,
+    /// Most control connections at once (connected or not).
+    pub max_channels: usize,
+}
+
+impl ServerConfig {
+    /// Defaults for a socket at `socket`.
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            socket: socket.into(),
+            mode: 0o600,
+            app_name: "turnout".into(),
+            handshake_timeout: Duration::from_secs(5),
+            max_channels: 256,
+        }
+    }
+}
+
+#[derive(Default)]
+struct ServerCounters {
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    ctrl_errors: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    cfg: ServerConfig,
+    listener: OwnedFd,
+    wake: Arc<EventFd>,
+    stop: AtomicBool,
+    ifaces: Mutex<HashMap<u32, Arc<Shared>>>,
+    counters: ServerCounters,
+}
+
+impl Inner {
+    pub(crate) fn remove_interface(&self, id: u32, shared: &Arc<Shared>) {
+        if let Ok(mut m) = self.ifaces.lock() {
+            if m.get(&id).is_some_and(|s| Arc::ptr_eq(s, shared)) {
+                m.remove(&id);
+            }
+        }
+        self.wake.signal();
+    }
+
+    fn lookup(&self, id: u32) -> Option<Arc<Shared>> {
+        self.ifaces.lock().ok()?.get(&id).cloned()
+    }
+
+    fn registered(&self, sh: &Arc<Shared>) -> bool {
+        self.ifaces
+            .lock()
+            .map(|m| m.get(&sh.core.cfg.id).is_some_and(|s| Arc::ptr_eq(s, sh)))
+            .unwrap_or(false)
+    }
+}
+
+/// A memif server socket and its control thread.
+pub struct MemifServer {
+    inner: Arc<Inner>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MemifServer {
+    /// Creates the socket file (mode `cfg.mode`) and starts the control
+    /// thread.
+    pub fn bind(cfg: ServerConfig) -> Result<MemifServer, MemifError> {
+        let listener =
+            sys::listen(&cfg.socket, cfg.mode).map_err(io_err(format!("listen on {}", cfg.socket.display())))?;
+        let wake = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
+        let inner = Arc::new(Inner {
+            cfg,
+            listener,
+            wake,
+            stop: AtomicBool::new(false),
+            ifaces: Mutex::new(HashMap::new()),
+            counters: ServerCounters::default(),
+        });
+        let i2 = inner.clone();
+        let thread = std::thread::Builder::new()
+            .name("memif-server".into())
+            .spawn(move || run(i2))
+            .map_err(io_err("spawn memif control thread"))?;
+        Ok(MemifServer { inner, thread: Some(thread) })
+    }
+
+    /// Adds an interface with id `cfg.id`; a client presenting that id (and
+    /// the secret, if set) gets it. Dropping the port removes it.
+    pub fn add_interface(&self, cfg: MemifConfig) -> Result<MemifPort, MemifError> {
+        let id = cfg.id;
+        let port = MemifPort::build(cfg, Role::Server, self.inner.wake.clone(), Ctl::Server(Arc::downgrade(&self.inner)))?;
+        let mut m = self.inner.ifaces.lock().map_err(|_| MemifError::Config("server state poisoned".into()))?;
+        if m.contains_key(&id) {
+            drop(m);
+            // Do not let the port's Drop remove the existing interface.
+            let mut port = port;
+            port.ctl = Ctl::Server(std::sync::Weak::new());
+            return Err(MemifError::IdInUse(id));
+        }
+        m.insert(id, port.shared.clone());
+        Ok(port)
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.inner.cfg.socket
+    }
+
+    /// Socket-level counters: control connections accepted, refused
+    /// (too many), and ended for a protocol error before naming an interface.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.inner.counters;
+        vec![
+            ("accepted", c.accepted.load(Ordering::Relaxed)),
+            ("refused", c.refused.load(Ordering::Relaxed)),
+            ("ctrl_errors", c.ctrl_errors.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
+impl Drop for MemifServer {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.wake.signal();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        sys::unlink(&self.inner.cfg.socket);
+    }
+}
+
+#[derive(PartialEq, Eq, Clone, Copy)]
+enum St {
+    AwaitInit,
+    Setup,
+    Connected,
+}
+
+struct PendingRing {
+    region: usize,
+    off: usize,
+    log2: u8,
+    irq: EventFd,
+}
+
+struct Channel {
+    sock: OwnedFd,
+    st: St,
+    iface: Option<Arc<Shared>>,
+    regions: Vec<Region>,
+    c2s: Vec<Option<PendingRing>>,
+    s2c: Vec<Option<PendingRing>>,
+    created: Instant,
+    peer_app: String,
+}
+
+/// How a control connection ends.
+pub(crate) enum End {
+    /// Socket closed or failed.
+    Hangup,
+    /// The peer sent `disconnect`.
+    Peer(String),
+    /// The peer broke the control protocol: we send `disconnect`, count it.
+    Reject(String),
+    /// We end it (violation, removal, shutdown, timeout): we send `disconnect`.
+    Local(String),
+}
+
+const TOKEN_LISTEN: u64 = 0;
+const TOKEN_WAKE: u64 = 1;
+
+fn run(inner: Arc<Inner>) {
+    let Ok(ep) = sys::Epoll::new() else { return };
+    if ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN).is_err() || ep.add(inner.wake.raw(), TOKEN_WAKE).is_err() {
+        return;
+    }
+    let mut chans: HashMap<u64, Channel> = HashMap::new();
+    let mut next_token = 2u64;
+    let mut events = Vec::new();
+    while !inner.stop.load(Ordering::Acquire) {
+        events.clear();
+        if ep.wait(&mut events, 500).is_err() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for &(tok, _ev) in &events {
+            match tok {
+                TOKEN_LISTEN => {
+                    while let Ok(Some(sock)) = sys::accept(inner.listener.as_raw_fd()) {
+                        if chans.len() >= inner.cfg.max_channels {
+                            inner.counters.refused.fetch_add(1, Ordering::Relaxed);
+                            continue; // dropped: closed
+                        }
+                        let hello = Msg::Hello(Hello {
+                            name: inner.cfg.app_name.clone(),
+                            min_version: proto::VERSION,
+                            max_version: proto::VERSION,
+                            max_region: MAX_REGION_INDEX,
+                            max_s2c_ring: super::MAX_QUEUES - 1,
+                            max_c2s_ring: super::MAX_QUEUES - 1,
+                            max_log2_ring_size: proto::MAX_LOG2_RING,
+                        });
+                        if sys::send_msg(sock.as_raw_fd(), &hello.encode(), None).is_err() {
+                            continue;
+                        }
+                        let t = next_token;
+                        next_token += 1;
+                        if ep.add(sock.as_raw_fd(), t).is_err() {
+                            continue;
+                        }
+                        inner.counters.accepted.fetch_add(1, Ordering::Relaxed);
+                        chans.insert(
+                            t,
+                            Channel {
+                                sock,
+                                st: St::AwaitInit,
+                                iface: None,
+                                regions: Vec::new(),
+                                c2s: Vec::new(),
+                                s2c: Vec::new(),
+                                created: Instant::now(),
+                                peer_app: String::new(),
+                            },
+                        );
+                    }
+                }
+                TOKEN_WAKE => {
+                    inner.wake.drain();
+                }
+                t => {
+                    let Some(ch) = chans.get_mut(&t) else { continue };
+                    if let Err(end) = on_readable(&inner, ch) {
+                        if let Some(ch) = chans.remove(&t) {
+                            close(&inner, &ep, ch, end);
+                        }
+                    }
+                }
+            }
+        }
+        // Housekeeping: violations flagged by workers, removed interfaces,
+        // handshakes that take too long.
+        let mut ended = Vec::new();
+        for (&t, ch) in &chans {
+            let end = if let Some(sh) = &ch.iface {
+                if !inner.registered(sh) {
+                    Some(End::Local("interface removed".into()))
+                } else if let Some(v) = sh.conn.load().as_ref().and_then(|c| c.violated()) {
+                    Some(End::Local(v.reason().into()))
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            let end = end.or_else(|| {
+                (ch.st != St::Connected && ch.created.elapsed() > inner.cfg.handshake_timeout)
+                    .then(|| End::Local("handshake timeout".into()))
+            });
+            if let Some(e) = end {
+                ended.push((t, e));
+            }
+        }
+        for (t, e) in ended {
+            if let Some(ch) = chans.remove(&t) {
+                close(&inner, &ep, ch, e);
+            }
+        }
+    }
+    for (_, ch) in chans.drain() {
+        close(&inner, &ep, ch, End::Local("server shutting down".into()));
+    }
+}
+
+fn close(inner: &Inner, ep: &sys::Epoll, ch: Channel, end: End) {
+    let (reason, send, hangup, error) = match end {
+        End::Hangup => ("peer hung up".to_string(), false, true, false),
+        End::Peer(r) => (format!("peer disconnected: {r}"), false, false, false),
+        End::Reject(r) => (r, true, false, true),
+        End::Local(r) => (r, true, false, false),
+    };
+    if send {
+        let m = Msg::Disconnect(Disconnect { code: 0, reason: reason.clone() });
+        let _ = sys::send_msg(ch.sock.as_raw_fd(), &m.encode(), None);
+    }
+    ep.del(ch.sock.as_raw_fd());
+    match &ch.iface {
+        Some(sh) => {
+            if error {
+                sh.core.counters.ctrl_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            sh.detach(&reason, hangup);
+            sh.core.busy.store(false, Ordering::Release);
+        }
+        None => {
+            if error {
+                inner.counters.ctrl_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    // Dropping `ch` closes the socket and unmaps regions not handed over.
+}
+
+fn on_readable(inner: &Inner, ch: &mut Channel) -> Result<(), End> {
+    let mut buf = [0u8; 2 * MSG_SIZE];
+    loop {
+        let r = match sys::recv_msg(ch.sock.as_raw_fd(), &mut buf) {
+            Ok(None) => return Ok(()),
+            Ok(Some(r)) => r,
+            Err(_) => return Err(End::Hangup),
+        };
+        if r.len == 0 && r.fd.is_none() {
+            return Err(End::Hangup);
+        }
+        if r.truncated || r.len != MSG_SIZE {
+            return Err(End::Reject(format!("invalid message size {}", r.len)));
+        }
+        if r.extra_fds {
+            return Err(End::Reject("more than one file descriptor attached".into()));
+        }
+        let msg = Msg::decode(&buf[..r.len]).map_err(|e| End::Reject(e.to_string()))?;
+        on_msg(inner, ch, msg, r.fd)?;
+    }
+}
+
+fn ack(ch: &Channel) -> Result<(), End> {
+    sys::send_msg(ch.sock.as_raw_fd(), &Msg::Ack.encode(), None).map_err(|_| End::Hangup)
+}
+
+fn on_msg(inner: &Inner, ch: &mut Channel, msg: Msg, fd: Option<OwnedFd>) -> Result<(), End> {
+    let rej = |s: String| Err(End::Reject(s));
+    if let Msg::Disconnect(d) = &msg {
+        return Err(End::Peer(d.reason.clone()));
+    }
+    let needs_fd = matches!(msg, Msg::AddRegion(_) | Msg::AddRing(_));
+    if fd.is_some() && !needs_fd {
+        return rej(format!("unexpected file descriptor with {}", msg.name()));
+    }
+    match (ch.st, msg) {
+        (St::AwaitInit, Msg::Init(i)) => {
+            if i.version != proto::VERSION {
+                return rej(format!("incompatible memif version {:#x}", i.version));
+            }
+            let Some(sh) = inner.lookup(i.id) else {
+                return rej(format!("ID {} not found", i.id));
+            };
+            let cfg = &sh.core.cfg;
+            // From here on errors are counted on the interface.
+            if sh.core.busy.swap(true, Ordering::AcqRel) {
+                sh.core.counters.ctrl_errors.fetch_add(1, Ordering::Relaxed);
+                return rej("already connected".into());
+            }
+            ch.iface = Some(sh.clone());
+            if i.mode != proto::MODE_ETHERNET {
+                return rej("only ethernet mode supported".into());
+            }
+            if let Some(s) = &cfg.secret {
+                let want = proto::secret_field(s).unwrap_or([0; proto::SECRET_SZ]);
+                if i.secret.iter().all(|&b| b == 0) {
+                    return rej("secret required".into());
+                }
+                if !proto::secret_matches(&want, &i.secret) {
+                    return rej("incorrect secret".into());
+                }
+            }
+            ch.peer_app = i.name.clone();
+            let q = cfg.queues as usize;
+            ch.c2s = (0..q).map(|_| None).collect();
+            ch.s2c = (0..q).map(|_| None).collect();
+            ch.st = St::Setup;
+            ack(ch)
+        }
+        (St::Setup, Msg::AddRegion(ar)) => {
+            let Some(fd) = fd else { return rej("missing region fd".into()) };
+            if ar.index as usize != ch.regions.len() || ar.index > MAX_REGION_INDEX {
+                return rej(format!("invalid region index {}", ar.index));
+            }
+            if ar.size > MAX_REGION_B {
+                return rej(format!("region size {} exceeds {}", ar.size, MAX_REGION_B));
+            }
+            let require = ch.iface.as_ref().is_some_and(|s| s.core.cfg.require_seal);
+            let region = Region::map_peer(fd, ar.size, require).map_err(End::Reject)?;
+            ch.regions.push(region);
+            ack(ch)
+        }
+        (St::Setup, Msg::AddRing(ar)) => {
+            let Some(fd) = fd else { return rej("missing interrupt fd".into()) };
+            add_ring(ch, &ar, fd)?;
+            ack(ch)
+        }
+        (St::Setup, Msg::Connect(name)) => {
+            let sh = ch.iface.clone().ok_or_else(|| End::Reject("connect before init".into()))?;
+            let conn = build_connection(ch, &sh)?;
+            sh.core.set_status(|s| {
+                s.peer_app = ch.peer_app.clone();
+                s.peer_if = name.clone();
+                s.rings = (conn.rx.len(), conn.tx.len(), conn.rx.first().map_or(0, |r| r.size));
+            });
+            let reply = Msg::Connected(sh.core.cfg.name.clone());
+            sys::send_msg(ch.sock.as_raw_fd(), &reply.encode(), None).map_err(|_| End::Hangup)?;
+            sh.attach(conn);
+            ch.st = St::Connected;
+            Ok(())
+        }
+        (st, m) => {
+            let when = match st {
+                St::AwaitInit => "before init",
+                St::Setup => "during setup",
+                St::Connected => "while connected",
+            };
+            rej(format!("unexpected {} message {when}", m.name()))
+        }
+    }
+}
+
+fn add_ring(ch: &mut Channel, ar: &AddRing, fd: OwnedFd) -> Result<(), End> {
+    let rej = |s: String| Err(End::Reject(s));
+    let table = if ar.is_c2s() { &ch.c2s } else { &ch.s2c };
+    if ar.flags & !proto::ADD_RING_FLAG_C2S != 0 {
+        return rej(format!("unknown ring flags {:#x}", ar.flags));
+    }
+    let idx = ar.index as usize;
+    if idx >= table.len() {
+        return rej(format!("invalid ring index {} (interface has {} queues)", ar.index, table.len()));
+    }
+    if table[idx].is_some() {
+        return rej(format!("ring {} added twice", ar.index));
+    }
+    let Some(region) = ch.regions.get(ar.region as usize) else {
+        return rej(format!("ring region index {} out of range", ar.region));
+    };
+    proto::check_ring_placement(ar, region.len() as u64).map_err(End::Reject)?;
+    let irq = EventFd::from_peer(fd).map_err(End::Reject)?;
+    let p = PendingRing { region: ar.region as usize, off: ar.offset as usize, log2: ar.log2_ring_size, irq };
+    let table = if ar.is_c2s() { &mut ch.c2s } else { &mut ch.s2c };
+    table[idx] = Some(p);
+    Ok(())
+}
+
+/// Checks the announced rings and builds the connection (server side).
+fn build_connection(ch: &mut Channel, sh: &Arc<Shared>) -> Result<Connection, End> {
+    let rej = |s: String| End::Reject(s);
+    if ch.regions.is_empty() {
+        return Err(rej("connect without any region".into()));
+    }
+    let take = |v: &mut Vec<Option<PendingRing>>, dir: &str| -> Result<Vec<PendingRing>, End> {
+        let n = v.iter().take_while(|r| r.is_some()).count();
+        if n == 0 {
+            return Err(rej(format!("connect without any {dir} ring")));
+        }
+        if v[n..].iter().any(|r| r.is_some()) {
+            return Err(rej(format!("{dir} ring indexes are not contiguous from 0")));
+        }
+        Ok(v.drain(..n).flatten().collect())
+    };
+    let c2s = take(&mut ch.c2s, "client-to-server")?;
+    let s2c = take(&mut ch.s2c, "server-to-client")?;
+    // Two rings on the same header would let the peer drive both.
+    let mut spans: Vec<(usize, usize, usize)> =
+        c2s.iter().chain(&s2c).map(|r| (r.region, r.off, r.off + super::ring::ring_span(r.log2))).collect();
+    spans.sort();
+    if spans.windows(2).any(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2) {
+        return Err(rej("rings overlap".into()));
+    }
+    let mk = |p: PendingRing, regions: &[Region], c2s: bool| -> Result<Ring, End> {
+        let region = &regions[p.region];
+        if region.load_u32(p.off) != COOKIE {
+            return Err(rej(format!("ring at region {} offset {} has a bad cookie", p.region, p.off)));
+        }
+        // Fresh indexes; our receive rings start with interrupts enabled
+        // (a queue that wants to poll masks them at its first burst).
+        reset_ring(region, p.off, if c2s { 0 } else { region.load_u16(p.off + proto::RING_FLAGS_OFF, Ordering::Relaxed) });
+        let size = 1u32 << p.log2;
+        Ok(Ring { region: p.region, off: p.off, size, mask: (size - 1) as u16, irq: p.irq, buf_region: 0, buf_base: 0 })
+    };
+    let mut rx = Vec::new();
+    for p in c2s {
+        rx.push(mk(p, &ch.regions, true)?);
+    }
+    let mut tx = Vec::new();
+    for p in s2c {
+        tx.push(mk(p, &ch.regions, false)?);
+    }
+    let regions = std::mem::take(&mut ch.regions);
+    let gen = sh.next_gen();
+    Connection::new(sh.core.clone(), gen, regions, rx, tx).map_err(End::Local)
+}

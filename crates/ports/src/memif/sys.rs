@@ -1,0 +1,644 @@
+//! Everything of the memif backend that is `unsafe` or a system call:
+//! memfd regions and their mappings, eventfds, epoll, SOCK_SEQPACKET unix
+//! sockets with `SCM_RIGHTS`, and the two places where frame views are handed
+//! to the fabric.
+//!
+//! The rest of the backend is safe code. Shared memory is only reached
+//! through [`Region`], whose accessors check every offset against the
+//! mapping's length, so no value a peer writes can make us touch memory
+//! outside a mapping. The peer can still change bytes while we read them;
+//! every descriptor is therefore copied out once and validated on the copy.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+
+use fabric::RxBatch;
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_isize(r: isize) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+fn own(fd: libc::c_int) -> OwnedFd {
+    // SAFETY: `fd` was just returned by a successful syscall that creates a
+    // new descriptor; nobody else owns it.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+// ---------------------------------------------------------------------------
+// Shared memory regions
+// ---------------------------------------------------------------------------
+
+/// A shared memory region mapped read/write into this process.
+///
+/// The mapping lives as long as the `Region`; it is unmapped on drop. Every
+/// accessor checks its offset and length against the mapping.
+pub struct Region {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// The memfd, kept by the side that created it (the client) so it can be
+    /// sent to the server.
+    fd: Option<OwnedFd>,
+}
+
+// SAFETY: the region is plain shared memory; concurrent access is mediated by
+// the memif ring protocol (atomics for indexes, disjoint slots for data) and
+// all accessors are bounds-checked.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Creates a sealed (cannot shrink) memfd of `len` bytes and maps it.
+    pub fn create(name: &str, len: usize) -> io::Result<Region> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty region"));
+        }
+        let cname = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: cname is a valid NUL-terminated string.
+        let fd = own(cvt(unsafe {
+            libc::memfd_create(cname.as_ptr(), libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC)
+        })?);
+        // SAFETY: plain syscalls on a descriptor we own.
+        cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
+        // SAFETY: as above.
+        cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL) })?;
+        let ptr = map(fd.as_raw_fd(), len)?;
+        Ok(Region { ptr, len, fd: Some(fd) })
+    }
+
+    /// Maps a region received from a peer. The file must be at least `len`
+    /// bytes long and, if `require_seal`, sealed against shrinking (otherwise
+    /// the peer could truncate it under us and turn our reads into SIGBUS).
+    /// The descriptor is closed once mapped.
+    pub fn map_peer(fd: OwnedFd, len: u64, require_seal: bool) -> Result<Region, String> {
+        if len == 0 {
+            return Err("region size 0".into());
+        }
+        let len_us = usize::try_from(len).map_err(|_| format!("region size {len} too large"))?;
+        // SAFETY: fstat fills a plain struct we own.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd and pointer.
+        cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }).map_err(|e| format!("region fd: {e}"))?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err("region fd is not a regular file or memfd".into());
+        }
+        if (st.st_size as u64) < len {
+            return Err(format!("region file is {} bytes, announced {len}", st.st_size));
+        }
+        if require_seal {
+            // SAFETY: plain fcntl on a descriptor we own.
+            let seals = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GET_SEALS) };
+            if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
+                return Err("region memfd is not sealed against shrinking (F_SEAL_SHRINK)".into());
+            }
+        }
+        let ptr = map(fd.as_raw_fd(), len_us).map_err(|e| format!("mmap region of {len} bytes: {e}"))?;
+        Ok(Region { ptr, len: len_us, fd: None })
+    }
+
+    /// Size of the mapping.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The memfd, if this side created the region.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    #[inline]
+    fn fits(&self, off: usize, n: usize) -> bool {
+        off <= self.len && n <= self.len - off
+    }
+
+    #[inline]
+    fn atomic_u16(&self, off: usize) -> Option<&AtomicU16> {
+        if !self.fits(off, 2) || off % 2 != 0 {
+            return None;
+        }
+        // SAFETY: in bounds and 2-byte aligned (the mapping is page aligned);
+        // the memory lives as long as &self; AtomicU16 has u16's layout.
+        Some(unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU16) })
+    }
+
+    /// Atomic load of a ring index or flags word (0 if out of bounds, which
+    /// validated ring placements rule out).
+    #[inline]
+    pub fn load_u16(&self, off: usize, o: Ordering) -> u16 {
+        self.atomic_u16(off).map_or(0, |a| a.load(o))
+    }
+
+    /// Atomic store of a ring index or flags word (ignored if out of bounds).
+    #[inline]
+    pub fn store_u16(&self, off: usize, v: u16, o: Ordering) {
+        if let Some(a) = self.atomic_u16(off) {
+            a.store(v, o)
+        }
+    }
+
+    /// Atomic load of a 32-bit word (the ring cookie).
+    #[inline]
+    pub fn load_u32(&self, off: usize) -> u32 {
+        if !self.fits(off, 4) || off % 4 != 0 {
+            return 0;
+        }
+        // SAFETY: in bounds, aligned, AtomicU32 has u32's layout.
+        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }.load(Ordering::Relaxed)
+    }
+
+    /// Stores a 32-bit word.
+    #[inline]
+    pub fn store_u32(&self, off: usize, v: u32) {
+        if !self.fits(off, 4) || off % 4 != 0 {
+            return;
+        }
+        // SAFETY: in bounds, aligned, AtomicU32 has u32's layout.
+        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }.store(v, Ordering::Relaxed)
+    }
+
+    /// Copies out 16 bytes (a descriptor) with one volatile read, so the
+    /// value validated is the value used. Zeroes if out of bounds.
+    #[inline]
+    pub fn read16(&self, off: usize) -> [u8; 16] {
+        if !self.fits(off, 16) {
+            return [0; 16];
+        }
+        // SAFETY: in bounds; [u8; 16] has alignment 1.
+        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off) as *const [u8; 16]) }
+    }
+
+    /// Writes 16 bytes (a descriptor). Ignored if out of bounds.
+    #[inline]
+    pub fn write16(&self, off: usize, v: [u8; 16]) {
+        if !self.fits(off, 16) {
+            return;
+        }
+        // SAFETY: in bounds; [u8; 16] has alignment 1.
+        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off) as *mut [u8; 16], v) }
+    }
+
+    /// Copies `src` into the region at `off`; false (nothing copied) if it
+    /// does not fit.
+    #[inline]
+    pub fn copy_in(&self, off: usize, src: &[u8]) -> bool {
+        if !self.fits(off, src.len()) {
+            return false;
+        }
+        // SAFETY: destination in bounds of the mapping; source is a Rust
+        // slice; they cannot overlap (the slice is not in this mapping's
+        // slots being written, which the ring protocol reserves for us).
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len()) };
+        true
+    }
+
+    /// Copies `dst.len()` bytes at `off` into `dst`; false if out of bounds.
+    #[inline]
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) -> bool {
+        if !self.fits(off, dst.len()) {
+            return false;
+        }
+        // SAFETY: source in bounds of the mapping; destination is a Rust
+        // slice in our own memory.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Fills `n` bytes at `off` with `v` (tests, initialisation).
+    pub fn fill(&self, off: usize, n: usize, v: u8) -> bool {
+        if !self.fits(off, n) {
+            return false;
+        }
+        // SAFETY: in bounds.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), v, n) };
+        true
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len is exactly the mapping created in `map`, and no
+        // reference into it outlives the Region (frame views are released
+        // before the last Arc<Connection> drops).
+        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
+    }
+}
+
+fn map(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: new shared mapping of a file we hold; the kernel picks the
+    // address.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(p as *mut u8).ok_or_else(|| io::Error::from(io::ErrorKind::Other))
+}
+
+/// Appends a zero-copy view of `len` bytes of `region` at `off` to `batch`.
+/// False if out of bounds or the batch is full.
+///
+/// The view stays valid because the receive queue holds the region's
+/// connection (an `Arc`) until `release`, and the ring protocol gives the
+/// slot to us until we move the consumer index past it.
+#[inline]
+pub fn push_region(batch: &mut RxBatch, region: &Region, off: usize, len: usize) -> bool {
+    if !region.fits(off, len) || len > u32::MAX as usize {
+        return false;
+    }
+    // SAFETY: in bounds of a mapping kept alive until release (see above).
+    unsafe { batch.push(region.ptr.as_ptr().add(off), len as u32) }
+}
+
+/// Appends a view of a slice of the queue's scratch buffer to `batch`.
+///
+/// The scratch buffer is a boxed slice owned by the receive queue, never
+/// resized, and not written again before `release`.
+#[inline]
+pub fn push_scratch(batch: &mut RxBatch, bytes: &mut [u8]) -> bool {
+    // SAFETY: see above; the &mut borrow proves no other view aliases it now.
+    unsafe { batch.push(bytes.as_mut_ptr(), bytes.len() as u32) }
+}
+
+// ---------------------------------------------------------------------------
+// A cell whose exclusion is provided by the fabric's transmit protocol
+// ---------------------------------------------------------------------------
+
+/// Interior mutability for transmit-queue state whose exclusion is the
+/// fabric's lock protocol (see `fabric::port`): `free_slots`, `reserve` and
+/// `publish` run under the destination lock; `write` runs without it on a
+/// reserved range and only reads.
+pub struct LockCell<T>(std::cell::UnsafeCell<T>);
+
+// SAFETY: access is serialised by the fabric lock (mutation) or happens on
+// data that is not mutated while reservations are in flight (reads from
+// `write`); see `get` and `get_mut`.
+unsafe impl<T: Send> Sync for LockCell<T> {}
+
+impl<T> LockCell<T> {
+    /// Wraps a value.
+    pub fn new(v: T) -> Self {
+        Self(std::cell::UnsafeCell::new(v))
+    }
+
+    /// Mutable access.
+    ///
+    /// # Safety
+    /// Caller holds the destination's fabric lock, and no `get` borrow of
+    /// the same data is live (writers read only while a reservation is in
+    /// flight, during which the caller must not mutate what they read).
+    #[allow(clippy::mut_from_ref)]
+    #[inline]
+    pub unsafe fn get_mut(&self) -> &mut T {
+        &mut *self.0.get()
+    }
+
+    /// Shared access.
+    ///
+    /// # Safety
+    /// No `get_mut` borrow is live and none is created while this one is.
+    #[inline]
+    pub unsafe fn get(&self) -> &T {
+        &*self.0.get()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// eventfd and epoll
+// ---------------------------------------------------------------------------
+
+/// An eventfd: a ring's interrupt line, or a control thread's wake-up.
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A new non-blocking eventfd.
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain syscall.
+        Ok(EventFd(own(cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?)))
+    }
+
+    /// Adopts an eventfd received from a peer: checks it really is an
+    /// eventfd (a pipe or socket could block or be misused) and makes it
+    /// non-blocking.
+    pub fn from_peer(fd: OwnedFd) -> Result<EventFd, String> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|e| format!("interrupt fd: {e}"))?;
+        if link.as_os_str().as_bytes() != b"anon_inode:[eventfd]" {
+            return Err(format!("interrupt fd is not an eventfd ({})", link.display()));
+        }
+        set_nonblocking(fd.as_raw_fd()).map_err(|e| format!("interrupt fd: {e}"))?;
+        Ok(EventFd(fd))
+    }
+
+    /// Raw descriptor (to send it, or register it in epoll).
+    #[inline]
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Adds 1 to the counter (one `write`); false if it failed.
+    #[inline]
+    pub fn signal(&self) -> bool {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a local into our descriptor.
+        let r = unsafe { libc::write(self.raw(), &one as *const u64 as *const libc::c_void, 8) };
+        r == 8
+    }
+
+    /// Reads and clears the counter (one `read`); 0 if it was clear.
+    #[inline]
+    pub fn drain(&self) -> u64 {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a local from our descriptor.
+        let r = unsafe { libc::read(self.raw(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        if r == 8 {
+            v
+        } else {
+            0
+        }
+    }
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: plain fcntl calls on a descriptor the caller owns.
+    let fl = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// An epoll instance. A receive queue's notify fd is one of these: the
+/// interrupt eventfd of each connection is added to it while the connection
+/// lives, so the fd the worker sleeps on never changes across reconnects.
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    /// A new epoll instance.
+    pub fn new() -> io::Result<Epoll> {
+        // SAFETY: plain syscall.
+        Ok(Epoll(own(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?)))
+    }
+
+    /// Raw descriptor.
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    /// Watches `fd` for input (level-triggered), reporting `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: token };
+        // SAFETY: valid epoll fd and event struct.
+        cvt(unsafe { libc::epoll_ctl(self.raw(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    /// Stops watching `fd`.
+    pub fn del(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: valid epoll fd; a stale fd only yields an error.
+        unsafe { libc::epoll_ctl(self.raw(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// Waits up to `timeout_ms` and appends `(token, events)` to `out`.
+    pub fn wait(&self, out: &mut Vec<(u64, u32)>, timeout_ms: i32) -> io::Result<()> {
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        // SAFETY: the buffer holds 32 events.
+        let n = unsafe { libc::epoll_wait(self.raw(), evs.as_mut_ptr(), 32, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        for ev in &evs[..n as usize] {
+            let (t, e) = (ev.u64, ev.events);
+            out.push((t, e));
+        }
+        Ok(())
+    }
+}
+
+/// Waits until `fd` is readable (or hung up) for at most `timeout_ms`.
+pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(n > 0)
+}
+
+// ---------------------------------------------------------------------------
+// SOCK_SEQPACKET unix sockets
+// ---------------------------------------------------------------------------
+
+fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let b = path.as_os_str().as_bytes();
+    if b.is_empty() || b.len() >= a.sun_path.len() || b.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket path must be 1..{} bytes without NUL", a.sun_path.len() - 1),
+        ));
+    }
+    for (d, s) in a.sun_path.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    Ok((a, std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t))
+}
+
+fn seqpacket() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall.
+    Ok(own(cvt(unsafe {
+        libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+    })?))
+}
+
+/// Connects a non-blocking SOCK_SEQPACKET socket to `path`.
+pub fn connect(path: &Path) -> io::Result<OwnedFd> {
+    let (a, l) = sockaddr(path)?;
+    let fd = seqpacket()?;
+    // SAFETY: valid socket and address. A unix-domain connect completes
+    // immediately or fails (EAGAIN when the backlog is full).
+    cvt(unsafe { libc::connect(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, l) })?;
+    Ok(fd)
+}
+
+/// Binds and listens on `path` with permissions `mode`.
+///
+/// The socket is bound under a temporary name, chmod-ed, then renamed onto
+/// `path`, so it is never reachable with looser permissions. A stale socket
+/// file (nobody listening) is replaced; a live one is an `AddrInUse` error.
+pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        use std::os::unix::fs::FileTypeExt;
+        if !md.file_type().is_socket() {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "path exists and is not a socket"));
+        }
+        match connect(path) {
+            Ok(_) => return Err(io::Error::new(io::ErrorKind::AddrInUse, "a server is listening on it")),
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
+                return Err(io::Error::new(io::ErrorKind::AddrInUse, "a server is listening on it"))
+            }
+            Err(_) => std::fs::remove_file(path)?,
+        }
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let (a, l) = sockaddr(&tmp)?;
+    let fd = seqpacket()?;
+    // SAFETY: valid socket and address.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, l) })?;
+    let res = (|| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+        // SAFETY: valid bound socket.
+        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = res {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+/// Accepts one pending connection (non-blocking); `None` if none is pending.
+pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
+    // SAFETY: valid listening socket; we do not want the peer address.
+    let r = unsafe {
+        libc::accept4(listener, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::ECONNABORTED) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(own(r)))
+}
+
+/// Sends one message, with `pass` attached as `SCM_RIGHTS` if given. Never
+/// blocks (a peer that does not read its control socket gets an error).
+pub fn send_msg(fd: RawFd, msg: &[u8], pass: Option<RawFd>) -> io::Result<()> {
+    let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut libc::c_void, iov_len: msg.len() };
+    // u64 array: aligned for cmsghdr.
+    let mut ctl = [0u64; 8];
+    // SAFETY: msghdr is plain data.
+    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+    mh.msg_iov = &mut iov;
+    mh.msg_iovlen = 1;
+    if let Some(pfd) = pass {
+        // SAFETY: CMSG_SPACE is a pure computation.
+        let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+        mh.msg_control = ctl.as_mut_ptr() as *mut libc::c_void;
+        mh.msg_controllen = space;
+        // SAFETY: the control buffer (64 bytes) holds one cmsg with one fd;
+        // CMSG_FIRSTHDR returns a pointer inside it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&mh);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, pfd);
+        }
+    }
+    // SAFETY: valid socket and fully initialised msghdr.
+    let n = cvt_isize(unsafe { libc::sendmsg(fd, &mh, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) })?;
+    if n != msg.len() {
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short send"));
+    }
+    Ok(())
+}
+
+/// What one `recv_msg` got.
+pub struct Received {
+    /// Bytes of the message (0 = the peer hung up).
+    pub len: usize,
+    /// The message was longer than the buffer.
+    pub truncated: bool,
+    /// First descriptor passed with it, if any.
+    pub fd: Option<OwnedFd>,
+    /// Descriptors passed beyond the first (closed), or lost to a truncated
+    /// control buffer.
+    pub extra_fds: bool,
+}
+
+/// Receives one message without blocking. `Ok(None)` if nothing is pending.
+pub fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut ctl = [0u64; 16]; // room for several fds; extras are closed
+    // SAFETY: msghdr is plain data.
+    let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
+    mh.msg_iov = &mut iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl.as_mut_ptr() as *mut libc::c_void;
+    mh.msg_controllen = std::mem::size_of_val(&ctl);
+    // SAFETY: valid socket and msghdr pointing at our buffers.
+    let r = unsafe { libc::recvmsg(fd, &mut mh, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let mut out = Received {
+        len: r as usize,
+        truncated: mh.msg_flags & libc::MSG_TRUNC != 0,
+        fd: None,
+        extra_fds: mh.msg_flags & libc::MSG_CTRUNC != 0,
+    };
+    // SAFETY: walking the control messages the kernel wrote into `ctl`,
+    // with the kernel-provided lengths; every received descriptor is taken
+    // into an OwnedFd exactly once.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&mh);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c);
+                let hdr = libc::CMSG_LEN(0) as usize;
+                let n = ((*c).cmsg_len as usize).saturating_sub(hdr) / std::mem::size_of::<RawFd>();
+                for i in 0..n {
+                    let raw = std::ptr::read_unaligned((data as *const RawFd).add(i));
+                    let o = OwnedFd::from_raw_fd(raw);
+                    if out.fd.is_none() {
+                        out.fd = Some(o);
+                    } else {
+                        out.extra_fds = true; // dropped = closed
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&mh, c);
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Removes a socket file (ignoring a missing one).
+pub fn unlink(path: &Path) {
+    let _ = std::fs::remove_file(path);
+}

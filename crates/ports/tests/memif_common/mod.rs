@@ -1,0 +1,131 @@
+//! Helpers shared by the memif integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use fabric::{Port, RxBatch, RxQueue};
+
+/// A private directory under /tmp, removed on drop (also when a test fails).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = PathBuf::from(format!(
+            "/tmp/turnout-memif-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `f` until true or `timeout`; returns the last value.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if t0.elapsed() > timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Sends one frame the way the fabric does (single-threaded caller, so the
+/// fabric lock is trivially held). False if it does not fit now.
+pub fn send(port: &dyn Port, q: u16, frame: &[u8]) -> bool {
+    let tx = port.tx(q);
+    let n = tx.slots_for(frame.len());
+    if n == 0 {
+        return false;
+    }
+    // SAFETY: one thread drives this queue: it holds the (virtual) fabric
+    // lock for free_slots/reserve/publish and writes only its reservation.
+    unsafe {
+        if tx.free_slots() < n {
+            return false;
+        }
+        let s = tx.reserve(n);
+        tx.write(s, n, frame);
+        tx.publish(s + n as u64);
+    }
+    true
+}
+
+/// Sends a batch of frames with one publish. Returns how many were sent.
+pub fn send_batch(port: &dyn Port, q: u16, frames: &[&[u8]]) -> usize {
+    let tx = port.tx(q);
+    // SAFETY: as in `send`.
+    unsafe {
+        let mut free = tx.free_slots();
+        let mut first = None;
+        let mut end = 0;
+        let mut sent = 0;
+        for f in frames {
+            let n = tx.slots_for(f.len());
+            if n == 0 || n > free {
+                break;
+            }
+            let s = tx.reserve(n);
+            first.get_or_insert(s);
+            tx.write(s, n, f);
+            end = s + n as u64;
+            free -= n;
+            sent += 1;
+        }
+        if first.is_some() {
+            tx.publish(end);
+        }
+        sent
+    }
+}
+
+/// Receives until `want` frames arrived or `timeout`; returns copies.
+pub fn recv(rx: &mut dyn RxQueue, want: usize, timeout: Duration) -> Vec<Vec<u8>> {
+    let mut b = RxBatch::with_capacity(256);
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.len() < want && t0.elapsed() < timeout {
+        b.clear();
+        let n = rx.burst(&mut b);
+        for p in b.pkts() {
+            out.push(p.data().to_vec());
+        }
+        rx.release();
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    out
+}
+
+/// A frame of `len` bytes whose content depends on `seq`.
+pub fn frame(len: usize, seq: u32) -> Vec<u8> {
+    let mut f: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();
+    if len >= 8 {
+        f[0..4].copy_from_slice(&seq.to_le_bytes());
+        f[4..8].copy_from_slice(&(len as u32).to_le_bytes());
+    }
+    f
+}
+
+/// Value of a named backend counter.
+pub fn counter(port: &dyn Port, name: &str) -> u64 {
+    port.backend_counters().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+}
