@@ -1,0 +1,152 @@
+//! Classify cost per packet of every logic on a 256-frame batch of 64-byte
+//! UDP/IPv4 frames, next to `patch` measured in the same run (mSwitch
+//! Fig. 16 at the logic level).
+//!
+//! Run: `cargo bench -p logic --bench logics -- --quick`. Criterion reports
+//! the time per batch and the packet rate; a summary table at the end gives
+//! ns/packet and the ratio to `patch` from a separate timed loop (median of
+//! 15 runs of 2000 batches each).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use criterion::{criterion_group, Criterion, Throughput};
+use logic::{Ctx, Logic, Pkt, PortId, Verdict};
+use serde_json::json;
+use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
+use wire::MacAddr;
+
+const BATCH: usize = 256;
+const FRAME_B: usize = 64;
+
+fn mac(side: u8, i: u32) -> MacAddr {
+    let b = i.to_be_bytes();
+    MacAddr([0x02, side, b[0], b[1], b[2], b[3]])
+}
+
+/// `hosts` distinct source and destination MACs / IPs / ports, cycled.
+fn frames(hosts: u32) -> Vec<Vec<u8>> {
+    (0..BATCH as u32)
+        .map(|i| {
+            let h = i % hosts;
+            let spec = UdpFrameSpec::new(mac(0, h), mac(1, h), IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()), 40000 + h as u16, 5001);
+            let mut b = vec![0u8; FRAME_B];
+            write_udp_frame(&spec, &mut b, FRAME_B).unwrap();
+            b
+        })
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    logic: Box<dyn Logic>,
+    frames: Vec<Vec<u8>>,
+    ingress: PortId,
+}
+
+fn cases(plugin_path: &str) -> Vec<Case> {
+    let bridge = |hosts: u32| {
+        let b = logic::build("bridge", &json!({"table_size": 4096})).unwrap();
+        // Learn every destination on port 1 first, so all frames hit.
+        let mut learn: Vec<Vec<u8>> = (0..hosts)
+            .map(|h| {
+                let mut f = frames(1).remove(0);
+                f[6..12].copy_from_slice(&mac(1, h).0);
+                f
+            })
+            .collect();
+        classify(&*b, 1, &mut learn);
+        b
+    };
+    let demux_entries: Vec<_> = (0..1000u32)
+        .map(|i| json!({"proto": "udp", "ip": format!("10.1.{}.{}", i / 256, i % 256), "port": 5001, "to": 3}))
+        .chain([json!({"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3})])
+        .collect();
+    vec![
+        Case { name: "patch", logic: logic::build("patch", &json!({"pairs": [[0, 1]]})).unwrap(), frames: frames(64), ingress: 0 },
+        Case { name: "bridge/1-host", logic: bridge(1), frames: frames(1), ingress: 0 },
+        Case { name: "bridge/64-hosts", logic: bridge(64), frames: frames(64), ingress: 0 },
+        Case {
+            name: "l4filter",
+            logic: logic::build("l4filter", &json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap(),
+            frames: frames(64),
+            ingress: 0,
+        },
+        Case {
+            name: "demux/1001-entries",
+            logic: logic::build("demux", &json!({"default": 1, "uplink": 0, "entries": demux_entries})).unwrap(),
+            frames: frames(64),
+            ingress: 0,
+        },
+        Case { name: "plugin/ip_low8", logic: logic::build("plugin", &json!({"path": plugin_path})).unwrap(), frames: frames(64), ingress: 0 },
+    ]
+}
+
+fn classify(l: &dyn Logic, ingress: PortId, frames: &mut [Vec<u8>]) -> [Verdict; BATCH] {
+    let mut views = views(frames, ingress);
+    let mut v = [Verdict::Flood; BATCH];
+    l.classify(&Ctx { now_ns: 1_000_000_000, worker: 0 }, ingress, &mut views, &mut v[..frames.len()]);
+    v
+}
+
+/// Views over `frames`, built once per case so the loop measures classify only.
+fn views(frames: &mut [Vec<u8>], ingress: PortId) -> Vec<Pkt> {
+    frames
+        .iter_mut()
+        // SAFETY: the frames outlive the views (both live until the end of
+        // the case) and are only accessed through them.
+        .map(|f| unsafe { Pkt::new(f.as_mut_ptr(), f.len() as u32, ingress, 0) })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = logic::plugin::build::TempDir::new("logic-bench");
+    let so = logic::plugin::build::cc_shared(&logic::plugin::build::repo_dir("plugins/ip_low8.c"), &dir.0, "libip_low8.so").unwrap();
+    let mut cases = cases(so.to_str().unwrap());
+    let ctx = Ctx { now_ns: 1_000_000_000, worker: 0 };
+
+    // Every case must forward every frame, else we would time drop paths.
+    for case in cases.iter_mut() {
+        let v = classify(&*case.logic, case.ingress, &mut case.frames);
+        assert!(v.iter().all(|v| matches!(v, Verdict::Port(_))), "{}: {:?}", case.name, &v[..4]);
+    }
+
+    let mut g = c.benchmark_group("classify_256");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    for case in cases.iter_mut() {
+        let mut pkts = views(&mut case.frames, case.ingress);
+        let mut v = vec![Verdict::Flood; BATCH];
+        g.bench_function(case.name, |b| b.iter(|| case.logic.classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v))));
+    }
+    g.finish();
+
+    // Summary: ns/packet and ratio to patch, measured back to back.
+    let mut rows = Vec::new();
+    for case in cases.iter_mut() {
+        let mut pkts = views(&mut case.frames, case.ingress);
+        let mut v = vec![Verdict::Flood; BATCH];
+        let mut runs: Vec<f64> = (0..15)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..2000 {
+                    case.logic.classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v));
+                }
+                t.elapsed().as_nanos() as f64 / (2000 * BATCH) as f64
+            })
+            .collect();
+        runs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        rows.push((case.name, runs[runs.len() / 2]));
+    }
+    let patch = rows[0].1;
+    println!("\nlogic                ns/packet   x patch   (median of 15 x 2000 batches of {BATCH} x {FRAME_B} B)");
+    for (name, ns) in rows {
+        println!("{name:<20} {ns:>9.2}   {:>7.2}", ns / patch);
+    }
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

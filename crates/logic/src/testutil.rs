@@ -1,0 +1,82 @@
+//! Test support: owned frames handed to a logic as a batch of `Pkt` views.
+
+use crate::{Ctx, Logic, Pkt, PortId, Verdict};
+
+/// Owns frame buffers and classifies them as one batch.
+pub struct Batch {
+    pub frames: Vec<Vec<u8>>,
+}
+
+impl Batch {
+    pub fn new(frames: Vec<Vec<u8>>) -> Self {
+        Batch { frames }
+    }
+
+    /// Classifies every frame as received on `ingress` at `now_ns`.
+    pub fn classify(&mut self, logic: &dyn Logic, ingress: PortId, now_ns: u64) -> Vec<Verdict> {
+        let mut pkts: Vec<Pkt> = self
+            .frames
+            .iter_mut()
+            // SAFETY: each Vec outlives `pkts` (dropped at the end of this
+            // function) and is not touched while the views exist.
+            .map(|f| unsafe { Pkt::new(f.as_mut_ptr(), f.len() as u32, ingress, 0) })
+            .collect();
+        let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); pkts.len()];
+        logic.classify(&Ctx { now_ns, worker: 0 }, ingress, &mut pkts, &mut v);
+        v
+    }
+}
+
+/// Classifies one frame.
+pub fn classify1(logic: &dyn Logic, ingress: PortId, now_ns: u64, frame: &[u8]) -> Verdict {
+    Batch::new(vec![frame.to_vec()]).classify(logic, ingress, now_ns)[0]
+}
+
+/// Ethernet + IPv4 + UDP frame of 60 bytes.
+pub fn udp4(src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
+    let mut b = vec![0u8; 60];
+    let spec = UdpFrameSpec::new(wire::MacAddr(src_mac), wire::MacAddr(dst_mac), IpPair::V4(src.into(), dst.into()), sport, dport);
+    write_udp_frame(&spec, &mut b, 60).unwrap();
+    b
+}
+
+/// A minimal Ethernet frame (60 B) with the given addresses and EtherType.
+pub fn eth(src_mac: [u8; 6], dst_mac: [u8; 6], ethertype: u16) -> Vec<u8> {
+    let mut b = vec![0u8; 60];
+    b[0..6].copy_from_slice(&dst_mac);
+    b[6..12].copy_from_slice(&src_mac);
+    b[12..14].copy_from_slice(&ethertype.to_be_bytes());
+    b
+}
+
+/// proptest strategy: random frames of 14..=200 bytes, sometimes starting
+/// with a plausible Ethernet/VLAN/IP prefix so deeper parsers are reached.
+pub fn random_frames() -> impl proptest::strategy::Strategy<Value = Vec<Vec<u8>>> {
+    use proptest::prelude::*;
+    let frame = (0u8..6, proptest::collection::vec(any::<u8>(), 14..=200)).prop_map(|(shape, mut b)| {
+        match shape {
+            0 => b[12..14].copy_from_slice(&[0x08, 0x00]),
+            1 => b[12..14].copy_from_slice(&[0x86, 0xdd]),
+            2 if b.len() >= 18 => {
+                b[12..14].copy_from_slice(&[0x81, 0x00]);
+                b[16..18].copy_from_slice(&[0x08, 0x00]);
+            }
+            3 if b.len() >= 22 => {
+                b[12..14].copy_from_slice(&[0x88, 0xa8]);
+                b[16..18].copy_from_slice(&[0x81, 0x00]);
+                b[20..22].copy_from_slice(&[0x86, 0xdd]);
+            }
+            _ => {}
+        }
+        // Make an IP version nibble plausible when an IP EtherType is set.
+        if let Ok(t) = wire::ethernet::parse_tags(&b) {
+            if t.l3_offset < b.len() {
+                let v = if t.ethertype == 0x86dd { 0x60 } else { 0x40 };
+                b[t.l3_offset] = v | (b[t.l3_offset] & 0x0f);
+            }
+        }
+        b
+    });
+    proptest::collection::vec(frame, 1..40)
+}
