@@ -1,4 +1,6 @@
 //! Port backends.
 pub mod af_packet;
+pub mod af_xdp;
 pub mod memif;
 pub mod netdev;
+pub mod tap;

@@ -91,19 +91,6 @@ pub fn ifname(index: u32) -> io::Result<String> {
     sys::if_indextoname(index)
 }
 
-/// Number of receive queues the interface exposes (from sysfs), at least 1.
-pub fn rx_queue_count(name: &str) -> u32 {
-    let dir = format!("/sys/class/net/{name}/queues");
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count() as u32
-        })
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// One snapshot of an interface's state, from rtnetlink.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkInfo {
@@ -113,6 +100,8 @@ pub struct LinkInfo {
     pub carrier: bool,
     /// MTU in bytes.
     pub mtu: u32,
+    /// Number of receive queues (0 if the kernel did not say).
+    pub rx_queues: u32,
 }
 
 impl LinkInfo {
@@ -191,6 +180,7 @@ const RTM_GETLINK: u16 = 18;
 const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
 const IFLA_MTU: u16 = 4;
+const IFLA_NUM_RX_QUEUES: u16 = 32;
 const IFF_UP: u32 = 0x1;
 const IFF_LOWER_UP: u32 = 0x1_0000;
 const NLMSG_HDRLEN: usize = 16;
@@ -233,6 +223,7 @@ fn parse_messages(buf: &[u8], ifindex: u32, seq: u32, mut f: impl FnMut(Event)) 
                     } else {
                         let flags = rd_u32(body, 8);
                         let mut mtu = 0;
+                        let mut rx_queues = 0;
                         let mut a = IFINFOMSG_LEN;
                         while a + 4 <= body.len() {
                             let alen = rd_u16(body, a) as usize;
@@ -243,12 +234,16 @@ fn parse_messages(buf: &[u8], ifindex: u32, seq: u32, mut f: impl FnMut(Event)) 
                             if aty == IFLA_MTU && alen >= 8 {
                                 mtu = rd_u32(body, a + 4);
                             }
+                            if aty == IFLA_NUM_RX_QUEUES && alen >= 8 {
+                                rx_queues = rd_u32(body, a + 4);
+                            }
                             a += (alen + 3) & !3;
                         }
                         f(Event::Info(LinkInfo {
                             admin_up: flags & IFF_UP != 0,
                             carrier: flags & IFF_LOWER_UP != 0,
                             mtu,
+                            rx_queues,
                         }));
                     }
                 }
@@ -415,7 +410,7 @@ mod tests {
         buf.extend(newlink(RTM_NEWLINK, 8, IFF_UP, Some(1500)));
         let mut ev = Vec::new();
         parse_messages(&buf, 7, 0, |e| ev.push(e));
-        assert_eq!(ev, vec![Event::Info(LinkInfo { admin_up: true, carrier: true, mtu: 9000 })]);
+        assert_eq!(ev, vec![Event::Info(LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 })]);
     }
 
     #[test]
@@ -425,7 +420,7 @@ mod tests {
         let mut ev = Vec::new();
         parse_messages(&buf, 3, 0, |e| ev.push(e));
         assert_eq!(ev.len(), 2);
-        assert_eq!(ev[0], Event::Info(LinkInfo { admin_up: true, carrier: false, mtu: 1500 }));
+        assert_eq!(ev[0], Event::Info(LinkInfo { admin_up: true, carrier: false, mtu: 1500, rx_queues: 0 }));
         assert_eq!(ev[1], Event::Removed);
     }
 
@@ -442,15 +437,15 @@ mod tests {
     #[test]
     fn state_counts_transitions_and_removal() {
         let s = LinkState::default();
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 1500 });
-        s.apply(&LinkInfo { admin_up: false, carrier: true, mtu: 1500 });
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000 });
+        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 1500, rx_queues: 0 });
+        s.apply(&LinkInfo { admin_up: false, carrier: true, mtu: 1500, rx_queues: 0 });
+        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 });
         assert!(s.up());
         assert_eq!(s.changes.load(Ordering::Relaxed), 3);
         assert_eq!(s.mtu_changes.load(Ordering::Relaxed), 1);
         s.mark_removed();
         assert!(!s.up() && s.removed());
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000 });
+        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 });
         assert!(!s.up(), "a removed link stays down");
     }
 
@@ -466,6 +461,7 @@ mod tests {
         let info = query_link(idx).unwrap();
         assert!(info.admin_up);
         assert!(info.mtu >= 1500);
+        assert!(info.rx_queues >= 1);
         let e = query_link(999_999).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
     }

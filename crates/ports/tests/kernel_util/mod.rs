@@ -529,3 +529,126 @@ pub fn wait_for(timeout: Duration, cond: impl Fn() -> bool) -> bool {
 pub fn counter(port: &dyn Port, name: &str) -> u64 {
     port.backend_counters().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v).unwrap_or_else(|| panic!("no counter {name}"))
 }
+
+// ---- test bodies shared by the backends ----------------------------------
+
+/// Opens a port of the backend under test inside the switch namespace:
+/// `(switch ns, interface, queues)`.
+pub type Opener = dyn Fn(&Netns, &str, u16) -> Arc<dyn Port>;
+
+pub const SIZES: [usize; 8] = [60, 61, 64, 128, 511, 1000, 1500, 1514];
+
+/// Frames sent by a raw socket in the namespace arrive intact through rx.
+pub fn check_rx_intact(open: &Opener) {
+    require_root();
+    let sw = switch_ns();
+    let h = Netns::new();
+    let v = Veth::new(&sw, &h, 1);
+    let port = open(&sw, &v.sw, 1);
+    let mut rx = port.take_rx(0).unwrap();
+    assert!(port.take_rx(0).is_none(), "a queue is handed out once");
+    let sock = RawSock::open(&h, &v.host);
+    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, i as u32)).collect();
+    for f in &frames {
+        sock.send(f);
+    }
+    let got = rx_collect(&mut *rx, frames.len(), Duration::from_secs(3), is_test_frame);
+    assert_eq!(got, frames, "frames arrive intact and in order");
+    assert!(counter(&*port, "rx_frames") >= frames.len() as u64);
+}
+
+/// Frames written through tx arrive in the namespace; the port does not
+/// receive its own transmits; frames over the MTU take no slot.
+pub fn check_tx_arrives(open: &Opener) {
+    require_root();
+    let sw = switch_ns();
+    let h = Netns::new();
+    let v = Veth::new(&sw, &h, 1);
+    let port = open(&sw, &v.sw, 1);
+    let mut rx = port.take_rx(0).unwrap();
+    let sock = RawSock::open(&h, &v.host);
+    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, 100 + i as u32)).collect();
+    assert_eq!(tx_send(&*port, 0, &frames), frames.len());
+    let got = sock.recv_matching(frames.len(), Duration::from_secs(3), is_test_frame);
+    assert_eq!(got, frames);
+    let echo = rx_collect(&mut *rx, 1, Duration::from_millis(200), is_test_frame);
+    assert!(echo.is_empty(), "own transmits must not be received");
+    assert_eq!(port.tx(0).slots_for(1519), 0);
+    assert_eq!(port.tx(0).slots_for(1514), 1);
+    // A full burst (more than one kick's worth) goes out completely.
+    let many: Vec<Vec<u8>> = (0..200).map(|i| test_frame(64, 1000 + i)).collect();
+    assert_eq!(tx_send(&*port, 0, &many), 200);
+    assert_eq!(sock.recv_matching(200, Duration::from_secs(3), is_test_frame).len(), 200);
+}
+
+/// Two queues: flows spread over both receive queues; both transmit.
+pub fn check_two_queues(open: &Opener) {
+    require_root();
+    let sw = switch_ns();
+    let h = Netns::new();
+    let v = Veth::new(&sw, &h, 2);
+    let port = open(&sw, &v.sw, 2);
+    let mut q0 = port.take_rx(0).unwrap();
+    let mut q1 = port.take_rx(1).unwrap();
+    let sock = RawSock::open(&h, &v.host);
+    let frames: Vec<Vec<u8>> = (0..64u16).map(|i| udp_frame(100, i, i as u32)).collect();
+    for f in &frames {
+        sock.send(f);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let a = rx_collect(&mut *q0, 64, Duration::from_millis(500), is_udp_test_frame);
+    let b = rx_collect(&mut *q1, 64 - a.len(), Duration::from_secs(2), is_udp_test_frame);
+    assert_eq!(a.len() + b.len(), 64, "every frame arrives on one queue ({} / {})", a.len(), b.len());
+    assert!(!a.is_empty() && !b.is_empty(), "64 flows spread onto both queues ({} / {})", a.len(), b.len());
+    assert_eq!(tx_send(&*port, 1, &frames[..8]), 8);
+    assert_eq!(tx_send(&*port, 0, &frames[8..16]), 8);
+    assert_eq!(sock.recv_matching(16, Duration::from_secs(3), is_udp_test_frame).len(), 16);
+}
+
+/// Peer down/up, MTU change and removal are noticed; traffic recovers.
+pub fn check_link_events(open: &Opener) {
+    require_root();
+    let sw = switch_ns();
+    let h = Netns::new();
+    let v = Veth::new(&sw, &h, 1);
+    let port = open(&sw, &v.sw, 1);
+    let mut rx = port.take_rx(0).unwrap();
+    assert!(port.link_up());
+    h.exec(&["ip", "link", "set", &v.host, "down"]);
+    assert!(wait_for(Duration::from_secs(3), || !port.link_up()), "peer down → link down");
+    h.exec(&["ip", "link", "set", &v.host, "up"]);
+    assert!(wait_for(Duration::from_secs(3), || port.link_up()), "peer up → link up");
+    assert!(counter(&*port, "link_changes") >= 2);
+    let sock = RawSock::open(&h, &v.host);
+    let f = test_frame(200, 7);
+    sock.send(&f);
+    assert_eq!(rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame), vec![f.clone()], "rx after up");
+    assert_eq!(tx_send(&*port, 0, std::slice::from_ref(&f)), 1);
+    assert_eq!(sock.recv_matching(1, Duration::from_secs(3), is_test_frame), vec![f.clone()], "tx after up");
+    sw.exec(&["ip", "link", "set", &v.sw, "mtu", "1400"]);
+    assert!(wait_for(Duration::from_secs(3), || counter(&*port, "mtu") == 1400));
+    assert_eq!(port.tx(0).slots_for(1500), 0);
+    sw.exec(&["ip", "link", "del", &v.sw]);
+    assert!(wait_for(Duration::from_secs(3), || counter(&*port, "link_removed") == 1), "removal noticed");
+    assert!(!port.link_up());
+    assert!(rx_collect(&mut *rx, 1, Duration::from_millis(100), |_| true).is_empty());
+    // Sending into a removed interface must not panic or hang.
+    tx_send(&*port, 0, std::slice::from_ref(&f));
+    let _ = port.backend_counters();
+}
+
+/// ping v4/v6 and a 3 s iperf3 TCP run through a forwarding harness
+/// between two namespaces.
+pub fn check_forwarding(open: &Opener) {
+    require_root();
+    let sw = switch_ns();
+    let t = TwoHosts::new(&sw, None);
+    let a = open(&sw, &t.va.sw, 1);
+    let b = open(&sw, &t.vb.sw, 1);
+    let fwd = Forwarder::start(a.clone(), b.clone());
+    t.ping_both(None);
+    let bps = t.iperf3(3);
+    assert!(bps > 1e6, "iperf3 moved {bps} bit/s");
+    eprintln!("iperf3 through the harness: {:.0} Mbit/s", bps / 1e6);
+    assert_eq!(fwd.stats.dropped_size.load(Ordering::Relaxed), 0);
+}

@@ -1,0 +1,153 @@
+//! TAP port: the host-stack port (mSwitch's "host port").
+//!
+//! The port creates TAP interface `ifname` through `/dev/net/tun`
+//! (`IFF_TAP | IFF_NO_PI`, `IFF_MULTI_QUEUE` for several queues, one
+//! non-blocking descriptor per queue). Frames the host stack sends out of
+//! the interface are received by the switch; frames the switch transmits
+//! enter the host stack as if they arrived on the interface. The interface
+//! lives as long as the port (it is not persistent); its addresses and
+//! admin state are the host's business, and `link_up()` follows them.
+//!
+//! A TAP device has no shared ring: each frame costs one `read()` or one
+//! `write()` system call. They are batched — a burst reads until the device
+//! is empty or the batch is full, a publish writes every published frame —
+//! but this backend is the one exception to "no per-packet system call".
+
+mod sys;
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+
+use crate::netdev::{self, KernelPortError, LinkWatch};
+
+pub use sys::{RxStats, TxStats};
+
+const BACKEND: &str = "tap";
+
+/// Configuration of a TAP port.
+#[derive(Clone, Debug)]
+pub struct TapConfig {
+    /// Name of the TAP interface to create (≤ 15 bytes).
+    pub ifname: String,
+    /// Queues (`IFF_MULTI_QUEUE` when more than one).
+    pub queues: u16,
+    /// Receive buffers and transmit slots per queue.
+    pub slots: u32,
+    /// Buffer size in bytes: the largest frame carried.
+    pub frame_size_b: u32,
+    /// The tun device (normally `/dev/net/tun`).
+    pub dev_path: String,
+}
+
+impl TapConfig {
+    /// Defaults for `ifname`: one queue, 256 slots of 9216 B.
+    pub fn new(ifname: &str) -> Self {
+        Self {
+            ifname: ifname.to_string(),
+            queues: 1,
+            slots: 256,
+            frame_size_b: 9216,
+            dev_path: "/dev/net/tun".to_string(),
+        }
+    }
+}
+
+/// A TAP port.
+pub struct TapPort {
+    name: String,
+    cfg: TapConfig,
+    rx: Mutex<Vec<Option<sys::TapRx>>>,
+    rx_stats: Vec<Arc<RxStats>>,
+    tx: Vec<sys::TapTx>,
+    watch: LinkWatch,
+}
+
+impl TapPort {
+    /// Creates the TAP interface `cfg.ifname` and the port `name` on it.
+    pub fn open(name: &str, cfg: TapConfig) -> Result<Self, KernelPortError> {
+        let ifn = cfg.ifname.clone();
+        let ifn = ifn.as_str();
+        let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
+        let os = |what: String, e| KernelPortError::os(BACKEND, ifn, what, e);
+        if ifn.is_empty() || ifn.len() > 15 || ifn.contains('%') || ifn.contains('/') {
+            return Err(bad("the interface name must be 1 to 15 bytes, without '%' or '/'".into()));
+        }
+        if cfg.queues == 0 || cfg.slots == 0 || cfg.frame_size_b < 64 {
+            return Err(bad("queues and slots must be at least 1, frame_size_b at least 64".into()));
+        }
+        let mut fds: Vec<Arc<OwnedFd>> = Vec::new();
+        for _ in 0..cfg.queues {
+            let fd = sys::open_queue(&cfg.dev_path, ifn, cfg.queues > 1).map_err(|(what, e)| os(what.into(), e))?;
+            fds.push(Arc::new(fd));
+        }
+        let ifindex = netdev::ifindex(ifn).map_err(|e| os("interface not found after creation".into(), e))?;
+        let watch = LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
+        let (slots, size) = (cfg.slots as usize, cfg.frame_size_b as usize);
+        let mut rx = Vec::new();
+        let mut rx_stats = Vec::new();
+        let mut tx = Vec::new();
+        for fd in &fds {
+            let st = Arc::new(RxStats::default());
+            rx.push(Some(
+                sys::tap_rx(fd.clone(), slots, size, st.clone()).map_err(|e| os("buffer allocation failed".into(), e))?,
+            ));
+            rx_stats.push(st);
+            tx.push(
+                sys::tap_tx(fd.clone(), slots, size, watch.state().clone())
+                    .map_err(|e| os("buffer allocation failed".into(), e))?,
+            );
+        }
+        Ok(Self { name: name.to_string(), cfg, rx: Mutex::new(rx), rx_stats, tx, watch })
+    }
+
+    /// The TAP interface's name.
+    pub fn ifname(&self) -> &str {
+        &self.cfg.ifname
+    }
+
+    /// True once the interface was removed (or moved away): the port is dead.
+    pub fn removed(&self) -> bool {
+        self.watch.state().removed()
+    }
+}
+
+impl Port for TapPort {
+    fn info(&self) -> PortInfo {
+        let mtu_max = self.watch.state().mtu() + 18;
+        PortInfo {
+            name: self.name.clone(),
+            kind: BACKEND,
+            queues: self.cfg.queues,
+            max_frame_b: mtu_max.min(self.tx[0].capacity() as u32),
+        }
+    }
+
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        rx.get_mut(q as usize)?.take().map(|r| Box::new(r) as Box<dyn RxQueue>)
+    }
+
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        &self.tx[q as usize]
+    }
+
+    fn link_up(&self) -> bool {
+        self.watch.state().up()
+    }
+
+    fn backend_counters(&self) -> Vec<(&'static str, u64)> {
+        let mut out: Vec<(&'static str, u64)> = self.watch.state().counters().to_vec();
+        let r = |f: &dyn Fn(&RxStats) -> u64| self.rx_stats.iter().map(|s| f(s)).sum::<u64>();
+        out.push(("rx_frames", r(&|s| s.frames.load(Ordering::Relaxed))));
+        out.push(("rx_reads", r(&|s| s.reads.load(Ordering::Relaxed))));
+        out.push(("rx_truncated", r(&|s| s.truncated.load(Ordering::Relaxed))));
+        out.push(("rx_errors", r(&|s| s.errors.load(Ordering::Relaxed))));
+        let t = |f: &dyn Fn(&TxStats) -> u64| self.tx.iter().map(|q| f(&q.stats)).sum::<u64>();
+        out.push(("tx_frames", t(&|s| s.frames.load(Ordering::Relaxed))));
+        out.push(("tx_errors", t(&|s| s.errors.load(Ordering::Relaxed))));
+        out
+    }
+}

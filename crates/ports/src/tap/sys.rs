@@ -1,0 +1,276 @@
+//! System calls of the TAP backend: opening `/dev/net/tun` and attaching a
+//! queue with `TUNSETIFF`, and the per-frame `read()`/`write()` that a TAP
+//! device requires (batched per burst and per publish). Every `unsafe` block
+//! of `tap` lives here.
+
+use std::cell::UnsafeCell;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use fabric::{RxBatch, RxQueue, TxQueue};
+
+use crate::netdev::LinkState;
+
+const IFF_TAP: i16 = 0x0002;
+const IFF_NO_PI: i16 = 0x1000;
+const IFF_MULTI_QUEUE: i16 = 0x0100;
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+
+#[repr(C)]
+struct IfReqFlags {
+    name: [u8; 16],
+    flags: i16,
+    pad: [u8; 22],
+}
+
+/// Opens `dev` (normally `/dev/net/tun`) non-blocking. Returns the step that
+/// failed with the error.
+pub fn open_queue(dev: &str, ifname: &str, multi_queue: bool) -> Result<OwnedFd, (&'static str, io::Error)> {
+    let path = CString::new(dev).map_err(|_| ("open of the tun device failed", io::Error::from_raw_os_error(libc::EINVAL)))?;
+    // SAFETY: `path` is a valid C string; the result is checked.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(("open of the tun device failed", io::Error::last_os_error()));
+    }
+    // SAFETY: fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = IfReqFlags { name: [0; 16], flags: IFF_TAP | IFF_NO_PI, pad: [0; 22] };
+    if multi_queue {
+        req.flags |= IFF_MULTI_QUEUE;
+    }
+    let n = ifname.len().min(15);
+    req.name[..n].copy_from_slice(&ifname.as_bytes()[..n]);
+    // SAFETY: `req` is a valid ifreq-shaped buffer of 40 bytes.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF as _, &mut req) };
+    if r < 0 {
+        return Err(("ioctl(TUNSETIFF) failed", io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
+/// A block of anonymous memory holding `n` buffers of `size` bytes.
+struct Buffers {
+    base: *mut u8,
+    size: usize,
+    n: usize,
+}
+
+impl Buffers {
+    fn new(n: usize, size: usize) -> io::Result<Self> {
+        // SAFETY: anonymous private mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                n * size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self { base: p.cast(), size, n })
+    }
+
+    fn buf(&self, i: usize) -> *mut u8 {
+        // SAFETY: i % n < n, inside the mapping.
+        unsafe { self.base.add((i % self.n) * self.size) }
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `new` mapped; no view outlives self.
+        unsafe { libc::munmap(self.base.cast(), self.n * self.size) };
+    }
+}
+
+/// Data-path counters of one receive queue.
+#[derive(Default, Debug)]
+pub struct RxStats {
+    /// Frames handed to the fabric.
+    pub frames: AtomicU64,
+    /// `read()` calls (frames + the one that found the queue empty).
+    pub reads: AtomicU64,
+    /// Frames longer than a buffer (the kernel cut them; passed up as read).
+    pub truncated: AtomicU64,
+    /// Reads that failed with something else than "empty".
+    pub errors: AtomicU64,
+}
+
+/// The receive side of one TAP queue: up to `n` frames read per burst into
+/// preallocated buffers.
+pub struct TapRx {
+    fd: Arc<OwnedFd>,
+    bufs: Buffers,
+    stats: Arc<RxStats>,
+}
+
+// SAFETY: the buffers are owned by this value; the pointers never leave the
+// worker that owns the queue.
+unsafe impl Send for TapRx {}
+
+/// A receive queue with `n` buffers of `size` bytes.
+pub fn tap_rx(fd: Arc<OwnedFd>, n: usize, size: usize, stats: Arc<RxStats>) -> io::Result<TapRx> {
+    Ok(TapRx { fd, bufs: Buffers::new(n, size)?, stats })
+}
+
+impl RxQueue for TapRx {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        let want = batch.room().min(self.bufs.n);
+        let mut n = 0;
+        let mut reads = 0;
+        while n < want {
+            let b = self.bufs.buf(n);
+            reads += 1;
+            // SAFETY: `b` is a buffer of `size` bytes owned by this queue and
+            // not handed out (buffers 0..n are, this one is the next).
+            let r = unsafe { libc::read(self.fd.as_raw_fd(), b.cast(), self.bufs.size) };
+            if r <= 0 {
+                if r < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+                    self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                break;
+            }
+            if r as usize == self.bufs.size {
+                self.stats.truncated.fetch_add(1, Ordering::Relaxed);
+            }
+            // SAFETY: the buffer holds `r` bytes and stays ours until the
+            // next burst (release() has nothing to give back).
+            unsafe { batch.push(b, r as u32) };
+            n += 1;
+        }
+        self.stats.reads.fetch_add(reads, Ordering::Relaxed);
+        if n > 0 {
+            self.stats.frames.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        n
+    }
+
+    fn release(&mut self) {}
+
+    fn notify_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
+    fn set_notify(&mut self, _enabled: bool) -> bool {
+        let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd, zero timeout.
+        unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
+    }
+}
+
+/// Data-path counters of one transmit queue.
+#[derive(Default, Debug)]
+pub struct TxStats {
+    /// Frames written to the device.
+    pub frames: AtomicU64,
+    /// Frames the device refused (EAGAIN: its queue is full; EIO: down...).
+    pub errors: AtomicU64,
+}
+
+struct TxState {
+    reserved: u64,
+    published: u64,
+}
+
+/// The transmit side of one TAP queue: the fabric copies into a ring of
+/// buffers; `publish` writes each published frame with one `write()`.
+pub struct TapTx {
+    fd: Arc<OwnedFd>,
+    bufs: Buffers,
+    lens: Box<[UnsafeCell<u32>]>,
+    st: UnsafeCell<TxState>,
+    link: Arc<LinkState>,
+    /// Counters, shared with the port.
+    pub stats: Arc<TxStats>,
+}
+
+// SAFETY: `st` is touched only in free_slots/reserve/publish under the
+// fabric's destination lock; `write` touches the disjoint buffers and
+// lengths of its reserved slots.
+unsafe impl Sync for TapTx {}
+// SAFETY: as above.
+unsafe impl Send for TapTx {}
+
+/// A transmit queue with `n` slots of `size` bytes.
+pub fn tap_tx(fd: Arc<OwnedFd>, n: usize, size: usize, link: Arc<LinkState>) -> io::Result<TapTx> {
+    Ok(TapTx {
+        fd,
+        bufs: Buffers::new(n, size)?,
+        lens: (0..n).map(|_| UnsafeCell::new(0)).collect(),
+        st: UnsafeCell::new(TxState { reserved: 0, published: 0 }),
+        link,
+        stats: Arc::default(),
+    })
+}
+
+impl TapTx {
+    /// Largest frame a slot holds.
+    pub fn capacity(&self) -> usize {
+        self.bufs.size
+    }
+}
+
+impl TxQueue for TapTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        let mtu_max = self.link.mtu() as usize + 14 + 4;
+        (len <= self.bufs.size && len <= mtu_max) as u32
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        // SAFETY: caller holds the destination lock; publish writes
+        // synchronously, so every published slot is free again.
+        let st = unsafe { &*self.st.get() };
+        (self.bufs.n as u64 - (st.reserved - st.published)) as u32
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        // SAFETY: caller holds the destination lock (trait contract).
+        let st = unsafe { &mut *self.st.get() };
+        let first = st.reserved;
+        st.reserved += n as u64;
+        first
+    }
+
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let i = (slot % self.bufs.n as u64) as usize;
+        let len = frame.len().min(self.bufs.size);
+        // SAFETY: slot reserved to this caller and not published: nobody
+        // else touches its buffer or length.
+        unsafe {
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), self.bufs.buf(i), len);
+            *self.lens[i].get() = len as u32;
+        }
+    }
+
+    unsafe fn publish(&self, tail: u64) {
+        // SAFETY: caller holds the destination lock (trait contract).
+        let st = unsafe { &mut *self.st.get() };
+        let (mut ok, mut err) = (0, 0);
+        for s in st.published..tail {
+            let i = (s % self.bufs.n as u64) as usize;
+            // SAFETY: all slots before `tail` were written (trait contract);
+            // the buffer holds `len` bytes.
+            let r = unsafe {
+                let len = *self.lens[i].get() as usize;
+                libc::write(self.fd.as_raw_fd(), self.bufs.buf(i).cast(), len)
+            };
+            if r < 0 {
+                err += 1;
+            } else {
+                ok += 1;
+            }
+        }
+        st.published = st.published.max(tail);
+        self.stats.frames.fetch_add(ok, Ordering::Relaxed);
+        if err > 0 {
+            self.stats.errors.fetch_add(err, Ordering::Relaxed);
+        }
+    }
+}
