@@ -1,1 +1,64 @@
-fn main() {}
+//! turnout-gen: the traffic generator, receiver, reflector and chain VNF of
+//! turnout (docs/turnout-gen.md is the contract with the bench).
+//!
+//! One thread does everything (the data path of a role, pacing, stats), so
+//! a run costs exactly one core, pinned with `--cpu`. The ports are the
+//! project's own backends (crates/ports) used through the `fabric::Port`
+//! trait. The data path never allocates or blocks; every frame not sent or
+//! not forwarded is counted under a reason.
+//!
+//! Exit codes: 0 success, 1 error while running, 2 bad command line,
+//! 3 the port's peer never came up.
+
+mod cli;
+mod engine;
+mod frame;
+mod latency;
+mod pacing;
+mod ports;
+mod report;
+mod run;
+mod seq;
+mod spec;
+mod sys;
+
+use std::io::Write;
+
+use clap::Parser;
+
+fn main() {
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        // clap exits 0 for --help/--version and 2 for usage errors.
+        Err(e) => e.exit(),
+    };
+    if let Err(e) = sys::install_stop_handlers() {
+        eprintln!("turnout-gen: cannot install signal handlers: {e}");
+        std::process::exit(1);
+    }
+    let doc = match run::run(&cli.role) {
+        Ok(d) => d,
+        Err(f) => {
+            eprintln!("turnout-gen {}: {}", cli.role.name(), f.msg);
+            std::process::exit(f.code);
+        }
+    };
+    let text = match serde_json::to_string(&doc) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("turnout-gen: cannot encode the document: {e}");
+            std::process::exit(1);
+        }
+    };
+    let target = &cli.role.general().json;
+    let res = if target == "-" {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{text}").and_then(|_| out.flush())
+    } else {
+        std::fs::write(target, format!("{text}\n"))
+    };
+    if let Err(e) = res {
+        eprintln!("turnout-gen: cannot write the document to {target}: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,368 @@
+//! The command line (docs/turnout-gen.md). Each role is a subcommand that
+//! accepts only the options that apply to it, so a misplaced option is an
+//! error (exit 2), not silently ignored.
+
+use std::net::IpAddr;
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+use wire::MacAddr;
+
+use crate::spec::PortSpec;
+
+/// turnout-gen: traffic generator, receiver, reflector and chain VNF.
+#[derive(Parser, Debug)]
+#[command(name = "turnout-gen", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub role: Role,
+}
+
+/// The roles.
+#[derive(Subcommand, Debug)]
+pub enum Role {
+    /// Send frames on --port.
+    Tx(TxArgs),
+    /// Receive on --port, count and time them.
+    Rx(RxArgs),
+    /// Send on --port and receive on --rx-port (default --port) in one thread.
+    Txrx(TxrxArgs),
+    /// Receive on --port, swap source/destination MAC, send back on it.
+    Reflect(ReflectArgs),
+    /// Chain VNF: receive on --port, rewrite the destination MAC, send on --port2.
+    Fwd(FwdArgs),
+}
+
+impl Role {
+    /// The role's name as printed in the document.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Role::Tx(_) => "tx",
+            Role::Rx(_) => "rx",
+            Role::Txrx(_) => "txrx",
+            Role::Reflect(_) => "reflect",
+            Role::Fwd(_) => "fwd",
+        }
+    }
+
+    /// The general options of any role.
+    pub fn general(&self) -> &General {
+        match self {
+            Role::Tx(a) => &a.general,
+            Role::Rx(a) => &a.general,
+            Role::Txrx(a) => &a.general,
+            Role::Reflect(a) => &a.general,
+            Role::Fwd(a) => &a.general,
+        }
+    }
+}
+
+/// `tx` options.
+#[derive(Args, Debug)]
+pub struct TxArgs {
+    /// Port to send on (memif:SOCKET[,..] | afxdp:IFACE[,..] | afpacket:IFACE[,..]).
+    #[arg(long, value_name = "SPEC")]
+    pub port: PortSpec,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub traffic: Traffic,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub general: General,
+}
+
+/// `rx` options.
+#[derive(Args, Debug)]
+pub struct RxArgs {
+    /// Port to receive on.
+    #[arg(long, value_name = "SPEC")]
+    pub port: PortSpec,
+    /// Read every payload byte (checksum), to model a real VNF.
+    #[arg(long)]
+    pub touch: bool,
+    /// Stop after S seconds (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "S", value_parser = pos_f64)]
+    pub duration_s: Option<f64>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub general: General,
+}
+
+/// `txrx` options.
+#[derive(Args, Debug)]
+pub struct TxrxArgs {
+    /// Port to send on.
+    #[arg(long, value_name = "SPEC")]
+    pub port: PortSpec,
+    /// Port to receive on (default: --port).
+    #[arg(long, value_name = "SPEC")]
+    pub rx_port: Option<PortSpec>,
+    /// Read every payload byte (checksum), to model a real VNF.
+    #[arg(long)]
+    pub touch: bool,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub traffic: Traffic,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub general: General,
+}
+
+/// `reflect` options.
+#[derive(Args, Debug)]
+pub struct ReflectArgs {
+    /// Port to receive on and send back on.
+    #[arg(long, value_name = "SPEC")]
+    pub port: PortSpec,
+    /// Stop after S seconds (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "S", value_parser = pos_f64)]
+    pub duration_s: Option<f64>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub general: General,
+}
+
+/// `fwd` options.
+#[derive(Args, Debug)]
+pub struct FwdArgs {
+    /// Port A (frames received here go to port B).
+    #[arg(long, value_name = "SPEC")]
+    pub port: PortSpec,
+    /// Port B.
+    #[arg(long, value_name = "SPEC")]
+    pub port2: PortSpec,
+    /// Destination MAC written into frames going A → B (default: unchanged).
+    #[arg(long, value_name = "MAC", value_parser = parse_mac)]
+    pub dst_mac: Option<MacAddr>,
+    /// Also forward B → A.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Destination MAC written into frames going B → A (default: unchanged).
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "bidir")]
+    pub dst_mac2: Option<MacAddr>,
+    /// Touch every payload byte of forwarded frames (checksum).
+    #[arg(long)]
+    pub touch: bool,
+    /// Stop after S seconds (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "S", value_parser = pos_f64)]
+    pub duration_s: Option<f64>,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub general: General,
+}
+
+/// Header fields a flow index is added to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum VaryField {
+    /// UDP source port.
+    SrcPort,
+    /// UDP destination port.
+    DstPort,
+    /// IP source address.
+    SrcIp,
+    /// IP destination address.
+    DstIp,
+    /// Ethernet source address.
+    SrcMac,
+    /// Ethernet destination address.
+    DstMac,
+}
+
+/// Traffic options (tx, txrx).
+#[derive(Args, Debug, Clone)]
+#[command(group(ArgGroup::new("sizing").args(["size", "imix", "sizes"]).multiple(false)))]
+pub struct Traffic {
+    /// Frame size in bytes without FCS, 64..9000 [default: 64].
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u32).range(64..=9000))]
+    pub size: Option<u32>,
+    /// 7:4:1 mix of 64/570/1518 B.
+    #[arg(long)]
+    pub imix: bool,
+    /// Custom mix, e.g. 64,64,570,1518 (sent in this order, repeatedly).
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(64..=9000))]
+    pub sizes: Vec<u32>,
+    /// Number of flows; frame i belongs to flow i mod N.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
+    pub flows: u32,
+    /// Fields the flow index is added to [src-port, dst-port, src-ip, dst-ip, src-mac, dst-mac].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "src-port")]
+    pub vary: Vec<VaryField>,
+    /// Source MAC.
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, default_value = "02:00:00:00:00:01")]
+    pub src_mac: MacAddr,
+    /// Destination MAC.
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, default_value = "02:00:00:00:00:02")]
+    pub dst_mac: MacAddr,
+    /// Source IP [default: 10.0.0.1, or fd00::1 with --ipv6].
+    #[arg(long, value_name = "A")]
+    pub src_ip: Option<IpAddr>,
+    /// Destination IP [default: 10.0.0.2, or fd00::2 with --ipv6].
+    #[arg(long, value_name = "A")]
+    pub dst_ip: Option<IpAddr>,
+    /// UDP source port.
+    #[arg(long, value_name = "P", default_value_t = 1024)]
+    pub src_port: u16,
+    /// UDP destination port.
+    #[arg(long, value_name = "P", default_value_t = 1024)]
+    pub dst_port: u16,
+    /// IPv6/UDP instead of IPv4/UDP.
+    #[arg(long)]
+    pub ipv6: bool,
+    /// Add an 802.1Q tag with this VLAN id (0..4095).
+    #[arg(long, value_name = "ID", value_parser = clap::value_parser!(u16).range(0..=4095))]
+    pub vlan: Option<u16>,
+    /// Stream id carried in every frame.
+    #[arg(long, value_name = "ID", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=crate::frame::MAX_STREAM as i64))]
+    pub stream: u32,
+    /// Offered load in frames per second; 0 = as fast as possible.
+    #[arg(long, value_name = "R", default_value_t = 0.0, value_parser = nonneg_f64)]
+    pub rate_pps: f64,
+    /// Frames per burst (1..1024).
+    #[arg(long, value_name = "N", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub burst: u32,
+    /// How long to send, in seconds (after the warm-up).
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = pos_f64)]
+    pub duration_s: f64,
+    /// Stop after N measured frames instead of a duration.
+    #[arg(long, value_name = "N", conflicts_with = "duration_s",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Seconds sent first and excluded from the statistics.
+    #[arg(long, value_name = "S", default_value_t = 0.0, value_parser = nonneg_f64)]
+    pub warmup_s: f64,
+    /// Seconds to wait for stragglers after sending stops.
+    #[arg(long, value_name = "S", default_value_t = 0.2, value_parser = nonneg_f64)]
+    pub cooldown_s: f64,
+}
+
+impl Traffic {
+    /// The size pattern the sender cycles through.
+    pub fn size_pattern(&self) -> Vec<u32> {
+        if self.imix {
+            crate::frame::IMIX.to_vec()
+        } else if !self.sizes.is_empty() {
+            self.sizes.clone()
+        } else {
+            vec![self.size.unwrap_or(64)]
+        }
+    }
+}
+
+/// Options of every role.
+#[derive(Args, Debug, Clone)]
+pub struct General {
+    /// Pin the (single) thread to CPU N.
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Also print one JSON line per interval of S seconds on stderr.
+    #[arg(long, value_name = "S", value_parser = pos_f64)]
+    pub interval_s: Option<f64>,
+    /// How long to wait for the port's peer to come up (exit 3 if it does not).
+    #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = nonneg_f64)]
+    pub wait_peer_s: f64,
+    /// Write the final document to FILE ('-' = stdout).
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    pub json: String,
+}
+
+fn parse_f64(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("'{s}' is not a number"))?;
+    if !v.is_finite() {
+        return Err(format!("'{s}' is not a finite number"));
+    }
+    Ok(v)
+}
+
+/// A finite number ≥ 0.
+pub fn nonneg_f64(s: &str) -> Result<f64, String> {
+    let v = parse_f64(s)?;
+    if v < 0.0 {
+        return Err(format!("{s} is negative"));
+    }
+    Ok(v)
+}
+
+/// A finite number > 0.
+pub fn pos_f64(s: &str) -> Result<f64, String> {
+    let v = parse_f64(s)?;
+    if v <= 0.0 {
+        return Err(format!("{s} must be greater than 0"));
+    }
+    Ok(v)
+}
+
+/// `aa:bb:cc:dd:ee:ff` (or with '-').
+pub fn parse_mac(s: &str) -> Result<MacAddr, String> {
+    s.parse().map_err(|_| format!("'{s}' is not a MAC address (expected aa:bb:cc:dd:ee:ff)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("turnout-gen").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults_of_tx() {
+        let c = parse(&["tx", "--port", "memif:/tmp/s"]).unwrap();
+        let Role::Tx(a) = c.role else { panic!() };
+        assert_eq!(a.traffic.size_pattern(), vec![64]);
+        assert_eq!((a.traffic.burst, a.traffic.flows, a.traffic.duration_s), (32, 1, 10.0));
+        assert_eq!(a.traffic.vary, vec![VaryField::SrcPort]);
+        assert_eq!(a.general.json, "-");
+        assert_eq!(a.traffic.cooldown_s, 0.2);
+    }
+
+    #[test]
+    fn mixes() {
+        let c = parse(&["tx", "--port", "memif:/s", "--imix"]).unwrap();
+        let Role::Tx(a) = c.role else { panic!() };
+        assert_eq!(a.traffic.size_pattern().len(), 12);
+        let c = parse(&["txrx", "--port", "memif:/s", "--sizes", "64,1518,9000"]).unwrap();
+        let Role::Txrx(a) = c.role else { panic!() };
+        assert_eq!(a.traffic.size_pattern(), vec![64, 1518, 9000]);
+    }
+
+    #[test]
+    fn bad_options_are_rejected() {
+        for args in [
+            &["tx"][..],
+            &["tx", "--port", "memif:/s", "--size", "63"],
+            &["tx", "--port", "memif:/s", "--size", "9001"],
+            &["tx", "--port", "memif:/s", "--size", "64", "--imix"],
+            &["tx", "--port", "memif:/s", "--sizes", "64,10"],
+            &["tx", "--port", "memif:/s", "--rate-pps", "-1"],
+            &["tx", "--port", "memif:/s", "--rate-pps", "inf"],
+            &["tx", "--port", "memif:/s", "--burst", "0"],
+            &["tx", "--port", "memif:/s", "--flows", "0"],
+            &["tx", "--port", "memif:/s", "--vlan", "4096"],
+            &["tx", "--port", "memif:/s", "--dst-mac", "02:00:00:00:00"],
+            &["tx", "--port", "memif:/s", "--count", "5", "--duration-s", "1"],
+            &["tx", "--port", "memif:/s", "--duration-s", "0"],
+            &["tx", "--port", "memif:/s", "--touch"],
+            &["tx", "--port", "nic0"],
+            &["rx", "--port", "memif:/s", "--rate-pps", "5"],
+            &["fwd", "--port", "memif:/a"],
+            &["fwd", "--port", "memif:/a", "--port2", "memif:/b", "--dst-mac2", "02:00:00:00:00:01"],
+            &["bounce", "--port", "memif:/s"],
+        ] {
+            let e = parse(args).expect_err(&format!("{args:?} should fail"));
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn macs() {
+        assert_eq!(parse_mac("02:00:0a:FF:00:01").unwrap(), MacAddr([2, 0, 10, 255, 0, 1]));
+        assert_eq!(parse_mac("02-00-0a-ff-00-01").unwrap(), MacAddr([2, 0, 10, 255, 0, 1]));
+        assert!(parse_mac("02:00:0a:ff:00").is_err());
+        assert!(parse_mac("02:00:0a:ff:00:0g").is_err());
+    }
+}

@@ -1,0 +1,764 @@
+//! The data path of every role: the sender (pacing, warm-up, stamping,
+//! reserve/write/publish), the receiver (parse, sequence accounting,
+//! latency, jitter, touch) and the forwarder (reflect and fwd).
+//!
+//! Invariants: after construction nothing here allocates per frame (the
+//! receiver allocates once per *new stream*, at most [`MAX_STREAMS`]
+//! times), blocks, or makes a system call other than the vDSO clock read
+//! (once per burst). A frame that is not sent or not forwarded is counted
+//! under a named reason.
+
+use fabric::{RxBatch, RxQueue};
+use serde::Serialize;
+use wire::{ethernet, MacAddr};
+
+use crate::frame::{self, FrameGen, WARMUP_BIT};
+use crate::latency::{Jitter, Latency};
+use crate::pacing::Pacer;
+use crate::seq::{SeqTracker, DEFAULT_WINDOW};
+use crate::sys::{now_ns, OwnedTx};
+
+/// Most distinct streams a receiver tracks; frames of further streams are
+/// counted in `untracked`.
+pub const MAX_STREAMS: usize = 1024;
+
+/// Sender counters (`tx` in the document).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TxStats {
+    /// Frames handed to the port in the measured window.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames due in the measured window that did not fit (paced only).
+    pub full: u64,
+    /// Frames sent during the warm-up.
+    pub warmup_packets: u64,
+    /// Frames due during the warm-up that did not fit (paced only).
+    pub warmup_full: u64,
+    /// Largest number of frames the sender was behind its schedule.
+    pub behind_max: u64,
+}
+
+/// What the sender should do.
+#[derive(Clone, Debug)]
+pub struct SendPlan {
+    /// Stream id (< 2^31).
+    pub stream: u32,
+    /// Frames per burst.
+    pub burst: u32,
+    /// Offered load, 0 = as fast as possible.
+    pub rate_pps: f64,
+    /// Length of the warm-up.
+    pub warmup_ns: u64,
+    /// Length of the measured window (ignored with `count`).
+    pub duration_ns: u64,
+    /// Stop after this many measured frames instead.
+    pub count: Option<u64>,
+}
+
+/// The sender of one stream on one transmit queue.
+pub struct Sender<'a> {
+    tx: OwnedTx<'a>,
+    gen: FrameGen,
+    nslots: Vec<u32>,
+    lens: Vec<u32>,
+    plan: SendPlan,
+    pacer: Pacer,
+    start_ns: u64,
+    seq: u64,
+    warm_seq: u64,
+    measure_start: Option<u64>,
+    end_ns: Option<u64>,
+    last_send_ns: u64,
+    /// Counters.
+    pub stats: TxStats,
+}
+
+/// A frame size the port cannot carry.
+#[derive(Debug)]
+pub struct Oversize {
+    /// The size.
+    pub size: usize,
+    /// The port's limit.
+    pub max_frame_b: u32,
+}
+
+impl<'a> Sender<'a> {
+    /// A sender starting its schedule at `start_ns`.
+    pub fn new(tx: OwnedTx<'a>, gen: FrameGen, plan: SendPlan, start_ns: u64, max_frame_b: u32) -> Result<Self, Oversize> {
+        let lens: Vec<u32> = gen.template_sizes().iter().map(|&l| l as u32).collect();
+        let mut nslots = Vec::with_capacity(lens.len());
+        for &l in &lens {
+            let n = tx.slots_for(l as usize);
+            if n == 0 {
+                return Err(Oversize { size: l as usize, max_frame_b });
+            }
+            nslots.push(n);
+        }
+        Ok(Self {
+            tx,
+            gen,
+            nslots,
+            lens,
+            pacer: Pacer::new(start_ns, plan.rate_pps),
+            plan,
+            start_ns,
+            seq: 0,
+            warm_seq: 0,
+            measure_start: None,
+            end_ns: None,
+            last_send_ns: start_ns,
+            stats: TxStats::default(),
+        })
+    }
+
+    /// True once the measured window is over.
+    #[inline]
+    pub fn done(&self) -> bool {
+        self.end_ns.is_some()
+    }
+
+    /// Measured frames sent so far: the next sequence number.
+    pub fn sent_seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Requested rate.
+    pub fn requested_pps(&self) -> f64 {
+        self.plan.rate_pps
+    }
+
+    /// Start and end of the measured window (end = now if still running).
+    pub fn window(&self, now: u64) -> (u64, u64) {
+        let s = self.measure_start.unwrap_or(now);
+        (s, self.end_ns.unwrap_or(now).max(s))
+    }
+
+    /// Ends the run now (signal).
+    pub fn stop(&mut self, now: u64) {
+        if self.end_ns.is_none() {
+            self.end_ns = Some(now.max(self.measure_start.unwrap_or(now)));
+        }
+    }
+
+    /// Sends one burst if one is due at `now`. Returns frames sent.
+    #[inline]
+    pub fn poll(&mut self, now: u64) -> u64 {
+        if self.end_ns.is_some() || !self.pacer.due(now) {
+            return 0;
+        }
+        let paced = self.pacer.paced();
+        // The schedule's time of this burst decides its phase, so catching
+        // up never moves frames across the warm-up boundary.
+        let t = if paced { self.pacer.next_deadline() } else { now };
+        let warm = self.measure_start.is_none() && t < self.start_ns + self.plan.warmup_ns;
+        if !warm && self.measure_start.is_none() {
+            self.measure_start = Some(t);
+        }
+        let mut n = self.plan.burst as u64;
+        if !warm {
+            let ms = self.measure_start.unwrap_or(t);
+            let over = match self.plan.count {
+                Some(c) => {
+                    n = n.min(c - self.stats.packets);
+                    n == 0
+                }
+                None => t >= ms + self.plan.duration_ns,
+            };
+            if over {
+                let end = if paced { t.max(self.last_send_ns) } else { now };
+                self.end_ns = Some(end);
+                return 0;
+            }
+        }
+        if paced {
+            let behind = self.pacer.backlog(now);
+            if behind > self.stats.behind_max {
+                self.stats.behind_max = behind;
+            }
+        }
+        // How many of the next n frames fit.
+        let free = self.tx.free_slots() as u64;
+        let mut slots = 0u64;
+        let mut k = 0u64;
+        while k < n {
+            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
+            if slots + s > free {
+                break;
+            }
+            slots += s;
+            k += 1;
+        }
+        if k > 0 {
+            let first = self.tx.reserve(slots as u32);
+            let mut slot = first;
+            let ts = now_ns();
+            let mut bytes = 0u64;
+            for _ in 0..k {
+                let ti = self.gen.peek_template(0);
+                let (word, seq) = if warm {
+                    self.warm_seq += 1;
+                    (self.plan.stream | WARMUP_BIT, self.warm_seq - 1)
+                } else {
+                    self.seq += 1;
+                    (self.plan.stream, self.seq - 1)
+                };
+                let f = self.gen.next(word, seq, ts);
+                let ns = self.nslots[ti];
+                self.tx.write(slot, ns, f);
+                slot += ns as u64;
+                bytes += self.lens[ti] as u64;
+            }
+            self.tx.publish(first + slots);
+            self.last_send_ns = ts;
+            if warm {
+                self.stats.warmup_packets += k;
+            } else {
+                self.stats.packets += k;
+                self.stats.bytes += bytes;
+            }
+        }
+        if paced {
+            if warm {
+                self.stats.warmup_full += n - k;
+            } else {
+                self.stats.full += n - k;
+            }
+            self.pacer.advance(n);
+        }
+        k
+    }
+}
+
+/// Per-stream receive state.
+pub struct StreamState {
+    /// Stream id.
+    pub id: u32,
+    /// Sequence accounting.
+    pub seq: SeqTracker,
+    /// Interarrival jitter of this stream.
+    pub jitter: Jitter,
+}
+
+/// One stream in the document.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamReport {
+    /// Stream id.
+    pub id: u32,
+    /// Frames received (duplicates included).
+    pub received: u64,
+    /// Lost (see seq.rs).
+    pub lost: u64,
+    /// Reordered.
+    pub reordered: u64,
+    /// Duplicated.
+    pub duplicated: u64,
+    /// Late frames older than the reorder window (classified by guess).
+    pub beyond_window: u64,
+    /// RFC 3550 jitter of this stream.
+    pub jitter_ns: f64,
+}
+
+/// The receiver.
+pub struct Receiver {
+    streams: Vec<StreamState>,
+    last: usize,
+    /// Latency of every measured frame.
+    pub latency: Latency,
+    /// Jitter over all measured frames in arrival order.
+    pub jitter: Jitter,
+    /// Measured frames of ours.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Frames that are not ours.
+    pub foreign: u64,
+    /// Their bytes.
+    pub foreign_bytes: u64,
+    /// Warm-up frames of ours (not in any statistic).
+    pub warmup: u64,
+    /// Frames of streams beyond [`MAX_STREAMS`].
+    pub untracked: u64,
+    /// First and last arrival of a measured frame.
+    pub first_ns: Option<u64>,
+    /// See `first_ns`.
+    pub last_ns: u64,
+    touch: bool,
+    /// Running sum of the touched bytes (printed, so it cannot be elided).
+    pub touch_sum: u64,
+}
+
+impl Receiver {
+    /// A receiver; `touch` reads every payload byte.
+    pub fn new(touch: bool) -> Self {
+        Self {
+            streams: Vec::with_capacity(MAX_STREAMS),
+            last: 0,
+            latency: Latency::new(),
+            jitter: Jitter::default(),
+            packets: 0,
+            bytes: 0,
+            foreign: 0,
+            foreign_bytes: 0,
+            warmup: 0,
+            untracked: 0,
+            first_ns: None,
+            last_ns: 0,
+            touch,
+            touch_sum: 0,
+        }
+    }
+
+    #[inline]
+    fn stream_index(&mut self, id: u32) -> Option<usize> {
+        if let Some(s) = self.streams.get(self.last) {
+            if s.id == id {
+                return Some(self.last);
+            }
+        }
+        let i = match self.streams.iter().position(|s| s.id == id) {
+            Some(i) => i,
+            None if self.streams.len() < MAX_STREAMS => {
+                // Once per new stream: the window bitmap.
+                self.streams.push(StreamState { id, seq: SeqTracker::new(DEFAULT_WINDOW), jitter: Jitter::default() });
+                self.streams.len() - 1
+            }
+            None => return None,
+        };
+        self.last = i;
+        Some(i)
+    }
+
+    /// Accounts one frame received at `now`.
+    #[inline]
+    pub fn frame(&mut self, data: &[u8], now: u64) {
+        let Some(o) = frame::parse(data) else {
+            self.foreign += 1;
+            self.foreign_bytes += data.len() as u64;
+            return;
+        };
+        if o.stream & WARMUP_BIT != 0 {
+            self.warmup += 1;
+            return;
+        }
+        let Some(i) = self.stream_index(o.stream) else {
+            self.untracked += 1;
+            return;
+        };
+        let s = &mut self.streams[i];
+        s.seq.record(o.seq);
+        s.jitter.record(o.ts_ns, now);
+        self.latency.record(o.ts_ns, now);
+        self.jitter.record(o.ts_ns, now);
+        self.packets += 1;
+        self.bytes += data.len() as u64;
+        if self.first_ns.is_none() {
+            self.first_ns = Some(now);
+        }
+        self.last_ns = now;
+        if self.touch {
+            self.touch_sum = frame::touch(self.touch_sum, &data[o.payload_offset..o.payload_end]);
+        }
+    }
+
+    /// Receives one burst from `rxq` and accounts it. Returns frames seen.
+    #[inline]
+    pub fn poll(&mut self, rxq: &mut dyn RxQueue, batch: &mut RxBatch) -> usize {
+        batch.clear();
+        let n = rxq.burst(batch);
+        if n > 0 {
+            let now = now_ns();
+            for p in batch.pkts() {
+                self.frame(p.data(), now);
+            }
+            batch.clear();
+            rxq.release();
+        }
+        n
+    }
+
+    /// Counts the tail of stream `id` lost up to `end` (the sender's count).
+    pub fn finish_stream(&mut self, id: u32, end: u64) {
+        if end == 0 {
+            return;
+        }
+        match self.stream_index(id) {
+            Some(i) => self.streams[i].seq.finish(end),
+            None => {}
+        }
+    }
+
+    /// Total lost over streams.
+    pub fn lost(&self) -> u64 {
+        self.streams.iter().map(|s| s.seq.lost).sum()
+    }
+
+    /// Per-stream reports, by id.
+    pub fn stream_reports(&self) -> Vec<StreamReport> {
+        let mut v: Vec<StreamReport> = self
+            .streams
+            .iter()
+            .map(|s| StreamReport {
+                id: s.id,
+                received: s.seq.received,
+                lost: s.seq.lost,
+                reordered: s.seq.reordered,
+                duplicated: s.seq.duplicated,
+                beyond_window: s.seq.beyond_window,
+                jitter_ns: s.jitter.ns(),
+            })
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+}
+
+/// How a forwarder rewrites frames.
+#[derive(Clone, Copy, Debug)]
+pub enum Rewrite {
+    /// Swap source and destination MAC (reflect).
+    SwapMacs,
+    /// Set the destination MAC, or leave the frame as is.
+    SetDst(Option<MacAddr>),
+}
+
+/// Forwarding counters of one direction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FwdStats {
+    /// Frames received.
+    pub received: u64,
+    /// Frames sent on.
+    pub packets: u64,
+    /// Bytes sent on.
+    pub bytes: u64,
+    /// Dropped: the output ring was full.
+    pub dropped_tx_full: u64,
+    /// Dropped: larger than the output port carries.
+    pub dropped_oversize: u64,
+    /// Dropped: shorter than an Ethernet header.
+    pub dropped_runt: u64,
+    /// Touch checksum (with --touch).
+    pub touch_sum: u64,
+}
+
+impl FwdStats {
+    /// All drops.
+    pub fn dropped(&self) -> u64 {
+        self.dropped_tx_full + self.dropped_oversize + self.dropped_runt
+    }
+}
+
+/// Receives a burst on `rxq`, rewrites and sends what fits on `tx`.
+#[inline]
+pub fn forward_burst(
+    rxq: &mut dyn RxQueue,
+    batch: &mut RxBatch,
+    tx: &mut OwnedTx<'_>,
+    rewrite: Rewrite,
+    touch: bool,
+    st: &mut FwdStats,
+) -> usize {
+    batch.clear();
+    let n = rxq.burst(batch);
+    if n == 0 {
+        return 0;
+    }
+    st.received += n as u64;
+    let mut free = tx.free_slots() as u64;
+    // Pass 1: rewrite, decide, and count the slots of what will be sent.
+    let mut slots = 0u64;
+    let mut keep = 0usize;
+    for p in batch.pkts_mut() {
+        let len = p.len();
+        if len < ethernet::HEADER_LEN {
+            st.dropped_runt += 1;
+            p.truncate(0);
+            continue;
+        }
+        let ns = tx.slots_for(len) as u64;
+        if ns == 0 {
+            st.dropped_oversize += 1;
+            p.truncate(0);
+            continue;
+        }
+        if ns > free {
+            st.dropped_tx_full += 1;
+            p.truncate(0);
+            continue;
+        }
+        free -= ns;
+        slots += ns;
+        keep += 1;
+        let d = p.data_mut();
+        let mut eth = ethernet::Frame::new_unchecked(&mut *d);
+        match rewrite {
+            Rewrite::SwapMacs => {
+                let (s, dst) = (eth.src_addr(), eth.dst_addr());
+                eth.set_src_addr(dst);
+                eth.set_dst_addr(s);
+            }
+            Rewrite::SetDst(Some(m)) => eth.set_dst_addr(m),
+            Rewrite::SetDst(None) => {}
+        }
+        if touch {
+            st.touch_sum = frame::touch(st.touch_sum, &d[ethernet::HEADER_LEN..]);
+        }
+    }
+    if keep > 0 {
+        let first = tx.reserve(slots as u32);
+        let mut slot = first;
+        for p in batch.pkts() {
+            if p.is_empty() {
+                continue;
+            }
+            let ns = tx.slots_for(p.len());
+            tx.write(slot, ns, p.data());
+            slot += ns as u64;
+            st.bytes += p.len() as u64;
+        }
+        tx.publish(first + slots);
+        st.packets += keep as u64;
+    }
+    batch.clear();
+    rxq.release();
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::VaryField;
+    use crate::frame::FrameSpec;
+    use fabric::{pipe, PipeConfig, Port};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn spec() -> FrameSpec {
+        FrameSpec {
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_port: 1000,
+            dst_port: 2000,
+            vlan: None,
+            flows: 4,
+            vary: vec![VaryField::SrcPort],
+        }
+    }
+
+    fn plan(rate: f64, count: Option<u64>, duration_ns: u64, warmup_ns: u64) -> SendPlan {
+        SendPlan { stream: 9, burst: 32, rate_pps: rate, warmup_ns, duration_ns, count }
+    }
+
+    /// A wire on the peer side of a pipe: what the port sends comes back
+    /// into it, with frame i (counting every frame) dropped when
+    /// `drop(i)`, sent twice when `dup(i)`, and frames i, i+1 swapped when
+    /// `swap(i)`.
+    fn spawn_wire(
+        mut peer: fabric::PipePeer,
+        stop: Arc<AtomicBool>,
+        drop: fn(u64) -> bool,
+        dup: fn(u64) -> bool,
+        swap: fn(u64) -> bool,
+    ) -> std::thread::JoinHandle<u64> {
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            let mut held: Option<Vec<u8>> = None;
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            let mut idle_after_stop = 0;
+            loop {
+                let n = peer.recv(0, 64, |f| {
+                    let f = f.to_vec();
+                    let k = i;
+                    i += 1;
+                    if drop(k) {
+                        return;
+                    }
+                    if let Some(h) = held.take() {
+                        out.push(f.clone());
+                        out.push(h);
+                    } else if swap(k) {
+                        held = Some(f.clone());
+                    } else {
+                        out.push(f.clone());
+                    }
+                    if dup(k) {
+                        out.push(f);
+                    }
+                });
+                while !out.is_empty() {
+                    let refs: Vec<&[u8]> = out.iter().map(|v| v.as_slice()).collect();
+                    let sent = peer.send(0, &refs);
+                    out.drain(..sent);
+                    if sent == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                if n == 0 {
+                    if stop.load(Ordering::Relaxed) {
+                        idle_after_stop += 1;
+                        if idle_after_stop > 1000 {
+                            return i;
+                        }
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        })
+    }
+
+    /// Runs a txrx loop over the pipe until the sender is done, then drains.
+    fn txrx(port: &Arc<dyn Port>, p: SendPlan, sizes: &[u32]) -> (TxStats, Receiver, (u64, u64)) {
+        let gen = FrameGen::new(&spec(), sizes).unwrap();
+        // SAFETY: the test thread is the only sender on this queue.
+        let tx = unsafe { OwnedTx::new(port.tx(0)) };
+        let mut rxq = port.take_rx(0).unwrap();
+        let mut batch = RxBatch::with_capacity(64);
+        let mut r = Receiver::new(true);
+        let start = now_ns();
+        let mut s = Sender::new(tx, gen, p, start, 2048).unwrap();
+        while !s.done() {
+            r.poll(rxq.as_mut(), &mut batch);
+            s.poll(now_ns());
+        }
+        let window = s.window(now_ns());
+        let end = now_ns() + 200_000_000;
+        while now_ns() < end {
+            r.poll(rxq.as_mut(), &mut batch);
+        }
+        r.finish_stream(9, s.sent_seq());
+        (s.stats.clone(), r, window)
+    }
+
+    #[test]
+    fn txrx_over_a_lossy_reordering_wire_counts_exactly() {
+        let (port, peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 256, slot_b: 2048 }).unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let stop = Arc::new(AtomicBool::new(false));
+        // Frame numbers seen by the wire include no warm-up (warmup 0).
+        let w = spawn_wire(peer, stop.clone(), |i| i % 97 == 5, |i| i % 101 == 7, |i| i % 89 == 11);
+        let n = 50_000u64;
+        let (tx, r, _) = txrx(&port, plan(0.0, Some(n), 0, 0), &[100, 200, 1500]);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(w.join().unwrap(), n);
+        assert_eq!(tx.packets, n);
+        let dropped = (0..n).filter(|i| i % 97 == 5).count() as u64;
+        let dups = (0..n).filter(|i| i % 101 == 7 && i % 97 != 5).count() as u64;
+        // A swap holds frame i and emits it after i+1 (after i+2 if i+1 is
+        // dropped): one late frame per swap, unless i itself was dropped, or
+        // duplicated (its copy goes out at once, the held one is then a
+        // duplicate, not a late frame).
+        let swaps = (0..n - 1).filter(|i| i % 89 == 11 && i % 97 != 5 && i % 101 != 7).count() as u64;
+        let s = &r.stream_reports()[0];
+        assert_eq!(s.id, 9);
+        assert_eq!(s.lost, dropped);
+        assert_eq!(s.duplicated, dups);
+        assert_eq!(s.reordered, swaps);
+        assert_eq!(s.received, n - dropped + dups);
+        assert_eq!(r.packets, s.received);
+        assert_eq!((r.foreign, r.warmup), (0, 0));
+        assert_eq!(r.latency.summary().unwrap().count, r.packets);
+        assert_ne!(r.touch_sum, 0);
+    }
+
+    #[test]
+    fn warm_up_frames_are_marked_and_excluded() {
+        let (port, peer) = pipe("t", PipeConfig::default()).unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let stop = Arc::new(AtomicBool::new(false));
+        let w = spawn_wire(peer, stop.clone(), |_| false, |_| false, |_| false);
+        // 100 ms of warm-up at 100 kpps, then 10 000 measured frames.
+        let (tx, r, window) = txrx(&port, plan(100_000.0, Some(10_000), 0, 100_000_000), &[128]);
+        stop.store(true, Ordering::Relaxed);
+        let total = w.join().unwrap();
+        assert_eq!(tx.packets, 10_000);
+        // 100 ms at 100 kpps were scheduled as warm-up (sent or refused by
+        // a full ring when the wire thread is starved of CPU).
+        let warm = tx.warmup_packets + tx.warmup_full;
+        assert!((9_900..=10_100).contains(&warm), "{warm}");
+        assert_eq!(total, tx.packets + tx.warmup_packets);
+        assert_eq!(r.warmup, tx.warmup_packets);
+        assert_eq!(r.packets, 10_000);
+        assert_eq!(r.lost(), 0);
+        // Paced: 10 000 frames at 100 kpps take at least 100 ms (exactly
+        // that when nothing was refused and the sender kept up).
+        let d = (window.1 - window.0) as f64 / 1e9;
+        assert!(d > 0.0999 && d < 0.5, "window {d}");
+        if tx.full == 0 && tx.behind_max < 64 {
+            assert!((d - 0.1).abs() < 0.001, "window {d}");
+        }
+        let lat = r.latency.summary().unwrap();
+        assert!(lat.min > 0 && lat.max < 1_000_000_000);
+    }
+
+    #[test]
+    fn a_full_port_counts_full_and_sends_no_sequence_gaps() {
+        // Nobody drains the pipe: 64 slots, paced at 1 Mpps for 10 ms.
+        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let gen = FrameGen::new(&spec(), &[64 + 2]).unwrap();
+        // SAFETY: the test thread is the only sender on this queue.
+        let tx = unsafe { OwnedTx::new(port.tx(0)) };
+        let mut s = Sender::new(tx, gen, plan(1e6, None, 10_000_000, 0), now_ns(), 2048).unwrap();
+        while !s.done() {
+            s.poll(now_ns());
+        }
+        assert_eq!(s.stats.packets, 64);
+        let due = s.stats.packets + s.stats.full;
+        assert!((9_900..=10_100).contains(&due), "{due}");
+        let mut seqs = Vec::new();
+        peer.recv(0, 1000, |f| seqs.push(frame::parse(f).unwrap().seq));
+        assert_eq!(seqs, (0..64).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn reflect_swaps_macs_and_counts_drops_by_reason() {
+        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let mut rxq = port.take_rx(0).unwrap();
+        // SAFETY: the test thread is the only sender on this queue.
+        let mut tx = unsafe { OwnedTx::new(port.tx(0)) };
+        let mut batch = RxBatch::with_capacity(256);
+        let mut g = FrameGen::new(&spec(), &[100]).unwrap();
+        let good = g.next(1, 0, 0).to_vec();
+        let runt = vec![0u8; 10];
+        assert_eq!(peer.send(0, &[&good, &runt, &good]), 3);
+        let mut st = FwdStats::default();
+        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        assert_eq!((st.received, st.packets, st.dropped_runt), (3, 2, 1));
+        let mut back = Vec::new();
+        peer.recv(0, 10, |f| back.push(f.to_vec()));
+        assert_eq!(back.len(), 2);
+        for f in &back {
+            assert_eq!(&f[0..6], &good[6..12]);
+            assert_eq!(&f[6..12], &good[0..6]);
+            assert_eq!(&f[12..], &good[12..]);
+        }
+        // Fill the output ring (64 slots): 70 in, 64 out, 6 tx_full.
+        let frames: Vec<&[u8]> = (0..64).map(|_| good.as_slice()).collect();
+        assert_eq!(peer.send(0, &frames), 64);
+        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SetDst(Some(MacAddr([2, 9, 9, 9, 9, 9]))), true, &mut st);
+        assert_eq!(peer.send(0, &frames[..6]), 6);
+        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SetDst(None), false, &mut st);
+        assert_eq!(st.dropped_tx_full, 6);
+        assert_eq!(st.received, st.packets + st.dropped());
+        let mut n = 0;
+        peer.recv(0, 100, |f| {
+            assert_eq!(&f[0..6], &[2, 9, 9, 9, 9, 9]);
+            n += 1;
+        });
+        assert_eq!(n, 64);
+        assert_ne!(st.touch_sum, 0);
+    }
+
+    #[test]
+    fn foreign_frames_are_counted_not_parsed() {
+        let mut r = Receiver::new(false);
+        r.frame(&[0u8; 60], 5);
+        r.frame(&[], 5);
+        r.frame(&[0xff; 1500], 5);
+        assert_eq!((r.foreign, r.packets), (3, 0));
+        assert_eq!(r.foreign_bytes, 1560);
+    }
+}

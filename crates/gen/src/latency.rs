@@ -1,0 +1,279 @@
+//! One-way latency (HdrHistogram) and RFC 3550 interarrival jitter.
+//!
+//! Latency is `receive time - send timestamp`, both CLOCK_MONOTONIC on the
+//! same host. The histogram is allocated once at start (1 ns .. 60 s, three
+//! significant digits); recording is a bounded array increment. Min, max and
+//! mean are kept exactly beside it; percentiles and the CDF come from the
+//! histogram (relative error ≤ 0.1 %).
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Highest latency the histogram resolves; larger values are clamped (and
+/// counted in `clamped`).
+pub const MAX_TRACKABLE_NS: u64 = 60_000_000_000;
+/// Most points in the exported CDF.
+pub const MAX_CDF_POINTS: usize = 200;
+
+/// Latency accumulator.
+pub struct Latency {
+    hist: Histogram<u64>,
+    count: u64,
+    sum_ns: u128,
+    min_ns: u64,
+    max_ns: u64,
+    /// Frames whose send timestamp lies in the receiver's future (not
+    /// possible on one host unless the timestamp is bogus): recorded as 0.
+    pub future: u64,
+    /// Values above [`MAX_TRACKABLE_NS`], recorded at that value.
+    pub clamped: u64,
+}
+
+/// Latency summary as printed in the JSON document (`rx.latency_ns`).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Smallest sample (exact).
+    pub min: u64,
+    /// Mean (exact).
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest sample (exact).
+    pub max: u64,
+    /// `[value_ns, cumulative_fraction]`, ascending, at most 200 points,
+    /// ending with `[max, 1.0]`.
+    pub cdf: Vec<(u64, f64)>,
+}
+
+impl Default for Latency {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Latency {
+    /// An empty accumulator (allocates the histogram).
+    pub fn new() -> Self {
+        Self {
+            hist: Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, 3)
+                .expect("constant histogram bounds are valid"),
+            count: 0,
+            sum_ns: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            future: 0,
+            clamped: 0,
+        }
+    }
+
+    /// Records one frame sent at `sent_ns` and received at `recv_ns`.
+    #[inline]
+    pub fn record(&mut self, sent_ns: u64, recv_ns: u64) {
+        let v = match recv_ns.checked_sub(sent_ns) {
+            Some(v) => v,
+            None => {
+                self.future += 1;
+                0
+            }
+        };
+        self.record_value(v);
+    }
+
+    /// Records one latency value in ns.
+    #[inline]
+    pub fn record_value(&mut self, v: u64) {
+        let h = if v > MAX_TRACKABLE_NS {
+            self.clamped += 1;
+            MAX_TRACKABLE_NS
+        } else {
+            v
+        };
+        // Cannot fail: 0 ..= MAX_TRACKABLE_NS is within the bounds.
+        self.hist.saturating_record(h);
+        self.count += 1;
+        self.sum_ns += v as u128;
+        self.min_ns = self.min_ns.min(v);
+        self.max_ns = self.max_ns.max(v);
+    }
+
+    /// Number of samples.
+    #[cfg(test)]
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Summary with percentiles and a CDF, or `None` without samples.
+    pub fn summary(&self) -> Option<LatencySummary> {
+        if self.count == 0 {
+            return None;
+        }
+        let q = |x: f64| self.hist.value_at_quantile(x).clamp(self.min_ns, self.max_ns);
+        Some(LatencySummary {
+            count: self.count,
+            min: self.min_ns,
+            mean: self.sum_ns as f64 / self.count as f64,
+            p50: q(0.50),
+            p90: q(0.90),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: self.max_ns,
+            cdf: self.cdf(),
+        })
+    }
+
+    /// CDF points: 150 evenly spaced quantiles, then the tail (99 %, 99.5 %,
+    /// 99.9 % ...) that a linear grid would miss, each mapped to a recorded
+    /// value and the exact fraction of samples at or below it.
+    fn cdf(&self) -> Vec<(u64, f64)> {
+        let mut qs: Vec<f64> = (1..=150).map(|i| i as f64 / 150.0).collect();
+        for k in 2..=7 {
+            let t = 10f64.powi(-k);
+            qs.push(1.0 - t);
+            qs.push(1.0 - t / 2.0);
+        }
+        qs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let total = self.hist.len() as f64;
+        let mut out: Vec<(u64, f64)> = Vec::with_capacity(MAX_CDF_POINTS);
+        // The minimum first, so the curve starts where the data does.
+        let lo = self.hist.highest_equivalent(self.hist.min());
+        out.push((self.min_ns, self.hist.count_between(0, lo) as f64 / total));
+        for q in qs {
+            let v = self.hist.value_at_quantile(q);
+            let frac = self.hist.count_between(0, v) as f64 / total;
+            let shown = v.clamp(self.min_ns, self.max_ns);
+            if out.last().map_or(true, |&(lv, _)| shown > lv) {
+                out.push((shown, frac.min(1.0)));
+            }
+        }
+        // End exactly at the maximum with fraction 1.
+        match out.last_mut() {
+            Some(last) if last.0 == self.max_ns => last.1 = 1.0,
+            _ => out.push((self.max_ns, 1.0)),
+        }
+        out.truncate(MAX_CDF_POINTS);
+        out
+    }
+}
+
+/// RFC 3550 §6.4.1 interarrival jitter: for consecutive frames i, j the
+/// transit-time difference `D = (Rj - Ri) - (Sj - Si)`, and
+/// `J += (|D| - J) / 16`.
+#[derive(Clone, Debug, Default)]
+pub struct Jitter {
+    last_transit: Option<i64>,
+    j: f64,
+}
+
+impl Jitter {
+    /// Feeds one arrival.
+    #[inline]
+    pub fn record(&mut self, sent_ns: u64, recv_ns: u64) {
+        let transit = recv_ns.wrapping_sub(sent_ns) as i64;
+        if let Some(prev) = self.last_transit {
+            let d = (transit - prev).unsigned_abs() as f64;
+            self.j += (d - self.j) / 16.0;
+        }
+        self.last_transit = Some(transit);
+    }
+
+    /// Current estimate in ns.
+    pub fn ns(&self) -> f64 {
+        self.j
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_uniform_input() {
+        let mut l = Latency::new();
+        for v in 1..=10_000u64 {
+            l.record(1_000_000, 1_000_000 + v * 100); // 100 ns .. 1 ms
+        }
+        let s = l.summary().unwrap();
+        assert_eq!(s.count, 10_000);
+        assert_eq!(s.min, 100);
+        assert_eq!(s.max, 1_000_000);
+        assert!((s.mean - 500_050.0).abs() < 1e-6);
+        let close = |got: u64, want: u64| {
+            let err = (got as f64 - want as f64).abs() / want as f64;
+            assert!(err <= 0.002, "got {got}, want {want}");
+        };
+        close(s.p50, 500_000);
+        close(s.p90, 900_000);
+        close(s.p99, 990_000);
+        close(s.p999, 999_000);
+    }
+
+    #[test]
+    fn cdf_is_monotone_bounded_and_ends_at_max() {
+        let mut l = Latency::new();
+        let mut x: u64 = 12345;
+        for _ in 0..100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            l.record_value(500 + (x >> 40) % 50_000);
+        }
+        l.record_value(10_000_000); // one outlier
+        let s = l.summary().unwrap();
+        assert!(s.cdf.len() <= MAX_CDF_POINTS && s.cdf.len() > 100);
+        for w in s.cdf.windows(2) {
+            assert!(w[1].0 > w[0].0 && w[1].1 >= w[0].1, "{:?}", w);
+        }
+        assert_eq!(s.cdf[0].0, s.min);
+        assert_eq!(*s.cdf.last().unwrap(), (10_000_000, 1.0));
+        assert!(s.cdf[0].1 > 0.0 && s.cdf[0].1 < 0.01);
+        // The outlier is 1 in 100 001: the point before it is in the bulk
+        // (< 50 500 ns) at a fraction of at least 99.99 %.
+        let before = s.cdf[s.cdf.len() - 2];
+        assert!(before.0 < 50_600 && before.1 >= 0.9999 && before.1 < 1.0, "{before:?}");
+    }
+
+    #[test]
+    fn constant_latency() {
+        let mut l = Latency::new();
+        for _ in 0..1000 {
+            l.record_value(2500);
+        }
+        let s = l.summary().unwrap();
+        assert_eq!((s.min, s.p50, s.p99, s.max), (2500, 2500, 2500, 2500));
+        assert_eq!(s.cdf, vec![(2500, 1.0)]);
+    }
+
+    #[test]
+    fn future_timestamps_and_huge_values_are_counted() {
+        let mut l = Latency::new();
+        l.record(2000, 1000);
+        l.record(0, MAX_TRACKABLE_NS * 2);
+        assert_eq!((l.future, l.clamped, l.count()), (1, 1, 2));
+        assert!(Latency::new().summary().is_none());
+    }
+
+    #[test]
+    fn jitter_follows_rfc3550() {
+        // Constant transit: no jitter.
+        let mut j = Jitter::default();
+        for i in 0..100u64 {
+            j.record(i * 1000, i * 1000 + 500);
+        }
+        assert_eq!(j.ns(), 0.0);
+        // Alternating transit 500/700: |D| = 200 every time; J converges to
+        // 200 as J_n = 200 (1 - (15/16)^n).
+        let mut j = Jitter::default();
+        for i in 0..=64u64 {
+            let t = if i % 2 == 0 { 500 } else { 700 };
+            j.record(i * 1000, i * 1000 + t);
+        }
+        let want = 200.0 * (1.0 - (15.0f64 / 16.0).powi(64));
+        assert!((j.ns() - want).abs() < 1e-9, "{} vs {}", j.ns(), want);
+    }
+}

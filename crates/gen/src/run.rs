@@ -1,0 +1,459 @@
+//! The roles: set up (validate, open ports, wait for peers, pin), run the
+//! loop of the role, and build the document.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric::{Port, RxBatch, RxQueue};
+use clap::ValueEnum;
+use serde_json::json;
+
+use crate::cli::{FwdArgs, General, ReflectArgs, Role, RxArgs, Traffic, TxArgs, TxrxArgs};
+use crate::engine::{forward_burst, FwdStats, Receiver, Rewrite, SendPlan, Sender};
+use crate::frame::{FrameGen, FrameSpec};
+use crate::ports::{open_and_wait, OpenError};
+use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
+use crate::sys::{now_ns, pin_to_cpu, stop_requested, OwnedTx};
+
+/// Frames per receive burst.
+pub const RX_BATCH: usize = 256;
+
+/// A failure with its exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// 1 (run time), 2 (bad option), 3 (peer never came up).
+    pub code: i32,
+    /// Message for stderr.
+    pub msg: String,
+}
+
+impl Failure {
+    fn usage(msg: impl Into<String>) -> Self {
+        Failure { code: 2, msg: msg.into() }
+    }
+    fn runtime(msg: impl Into<String>) -> Self {
+        Failure { code: 1, msg: msg.into() }
+    }
+}
+
+impl From<OpenError> for Failure {
+    fn from(e: OpenError) -> Self {
+        let code = match e {
+            OpenError::PeerAbsent(_) => 3,
+            OpenError::Failed(_) => 1,
+            OpenError::Unsupported(_) => 2,
+        };
+        Failure { code, msg: e.to_string() }
+    }
+}
+
+/// Runs the role and returns its document.
+pub fn run(role: &Role) -> Result<Doc, Failure> {
+    match role {
+        Role::Tx(a) => run_tx(a),
+        Role::Rx(a) => run_rx(a),
+        Role::Txrx(a) => run_txrx(a),
+        Role::Reflect(a) => run_reflect(a),
+        Role::Fwd(a) => run_fwd(a),
+    }
+}
+
+/// Per-interval JSON lines on stderr.
+struct Interval {
+    every_ns: u64,
+    start: u64,
+    next: u64,
+    prev: u64,
+    prev_tx: u64,
+    prev_rx: u64,
+    buf: String,
+}
+
+impl Interval {
+    fn new(g: &General, start: u64) -> Option<Self> {
+        let every_ns = (g.interval_s? * 1e9) as u64;
+        Some(Interval {
+            every_ns: every_ns.max(1_000_000),
+            start,
+            next: start + every_ns.max(1_000_000),
+            prev: start,
+            prev_tx: 0,
+            prev_rx: 0,
+            buf: String::with_capacity(256),
+        })
+    }
+
+    #[inline]
+    fn tick(&mut self, now: u64, tx: u64, rx: u64, lost: u64) {
+        if now < self.next {
+            return;
+        }
+        let dt = (now - self.prev) as f64 / 1e9;
+        let t = (now - self.start) as f64 / 1e9;
+        interval_line(&mut self.buf, t, dt, tx - self.prev_tx, rx - self.prev_rx, lost, tx, rx);
+        eprintln!("{}", self.buf);
+        self.prev = now;
+        self.prev_tx = tx;
+        self.prev_rx = rx;
+        while self.next <= now {
+            self.next += self.every_ns;
+        }
+    }
+}
+
+fn tick(iv: &mut Option<Interval>, now: u64, tx: u64, rx: u64, lost: u64) {
+    if let Some(i) = iv {
+        i.tick(now, tx, rx, lost);
+    }
+}
+
+fn pin(g: &General) -> Result<(), Failure> {
+    if let Some(cpu) = g.cpu {
+        pin_to_cpu(cpu).map_err(|e| Failure::usage(format!("--cpu {cpu}: cannot pin to it: {e}")))?;
+    }
+    Ok(())
+}
+
+fn wait_of(g: &General) -> Duration {
+    Duration::from_secs_f64(g.wait_peer_s)
+}
+
+fn take_rx(port: &Arc<dyn Port>, what: &str) -> Result<Box<dyn RxQueue>, Failure> {
+    port.take_rx(0).ok_or_else(|| Failure::runtime(format!("{what}: receive queue 0 is not available")))
+}
+
+fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
+    let (ds, dd): (IpAddr, IpAddr) = if t.ipv6 {
+        ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap())
+    } else {
+        ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
+    };
+    let src_ip = t.src_ip.unwrap_or(ds);
+    let dst_ip = t.dst_ip.unwrap_or(dd);
+    for (name, ip) in [("--src-ip", src_ip), ("--dst-ip", dst_ip)] {
+        if ip.is_ipv6() != t.ipv6 {
+            return Err(Failure::usage(if t.ipv6 {
+                format!("{name} {ip} is not an IPv6 address, but --ipv6 was given")
+            } else {
+                format!("{name} {ip} is an IPv6 address: add --ipv6")
+            }));
+        }
+    }
+    Ok(FrameSpec {
+        src_mac: t.src_mac,
+        dst_mac: t.dst_mac,
+        src_ip,
+        dst_ip,
+        src_port: t.src_port,
+        dst_port: t.dst_port,
+        vlan: t.vlan,
+        flows: t.flows,
+        vary: t.vary.clone(),
+    })
+}
+
+/// The frame generator for the traffic options (exit 2 on a bad combination).
+pub fn frame_gen(t: &Traffic) -> Result<(FrameGen, Vec<u32>), Failure> {
+    let spec = frame_spec(t)?;
+    let mut sizes = t.size_pattern();
+    if t.imix {
+        // IMIX's 64 B frames become the smallest frame that carries the
+        // payload header (docs/turnout-gen.md).
+        let min = spec.min_size().map_err(|e| Failure::usage(e.to_string()))?;
+        for s in &mut sizes {
+            *s = (*s).max(min);
+        }
+    }
+    let g = FrameGen::new(&spec, &sizes).map_err(|e| {
+        let opt = if t.imix { "--imix" } else if t.sizes.is_empty() { "--size" } else { "--sizes" };
+        Failure::usage(format!("{opt}: {e}"))
+    })?;
+    Ok((g, sizes))
+}
+
+fn plan(t: &Traffic) -> SendPlan {
+    SendPlan {
+        stream: t.stream,
+        burst: t.burst,
+        rate_pps: t.rate_pps,
+        warmup_ns: (t.warmup_s * 1e9) as u64,
+        duration_ns: (t.duration_s * 1e9) as u64,
+        count: t.count,
+    }
+}
+
+fn traffic_config(t: &Traffic, sizes: &[u32]) -> serde_json::Value {
+    let mut c = json!({
+        "rate_pps": t.rate_pps,
+        "burst": t.burst,
+        "flows": t.flows,
+        "vary": t.vary.iter().filter_map(|v| v.to_possible_value()).map(|v| v.get_name().to_string()).collect::<Vec<_>>(),
+        "stream": t.stream,
+        "ipv6": t.ipv6,
+        "warmup_s": t.warmup_s,
+        "cooldown_s": t.cooldown_s,
+        "src_mac": t.src_mac.to_string(),
+        "dst_mac": t.dst_mac.to_string(),
+    });
+    let m = c.as_object_mut().unwrap();
+    if sizes.len() == 1 {
+        m.insert("size_b".into(), json!(sizes[0]));
+    } else {
+        m.insert("sizes_b".into(), json!(sizes));
+    }
+    match t.count {
+        Some(n) => m.insert("count".into(), json!(n)),
+        None => m.insert("duration_s".into(), json!(t.duration_s)),
+    };
+    if let Some(v) = t.vlan {
+        m.insert("vlan".into(), json!(v));
+    }
+    c
+}
+
+fn general_config(c: &mut serde_json::Value, g: &General) {
+    let m = c.as_object_mut().unwrap();
+    if let Some(cpu) = g.cpu {
+        m.insert("cpu".into(), json!(cpu));
+    }
+}
+
+fn doc(role: &'static str, stopped_by: &'static str, config: serde_json::Value) -> Doc {
+    Doc {
+        schema: SCHEMA,
+        role,
+        version: env!("CARGO_PKG_VERSION"),
+        stopped_by,
+        config,
+        tx: None,
+        rx: None,
+        fwd: None,
+        ports: Vec::new(),
+    }
+}
+
+fn sender<'a>(port: &'a Arc<dyn Port>, gen: FrameGen, t: &Traffic, start: u64) -> Result<Sender<'a>, Failure> {
+    // SAFETY: this thread is the only user of the port's transmit queue 0
+    // for the whole run (turnout-gen is single-threaded on its data path).
+    let tx = unsafe { OwnedTx::new(port.tx(0)) };
+    let max = port.info().max_frame_b;
+    Sender::new(tx, gen, plan(t), start, max).map_err(|o| {
+        Failure::usage(format!("frame size {} B is larger than the port carries ({} B)", o.size, o.max_frame_b))
+    })
+}
+
+fn cooldown_wait(s: f64) {
+    let end = now_ns() + (s * 1e9) as u64;
+    while now_ns() < end && !stop_requested() {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
+    let (gen, sizes) = frame_gen(&a.traffic)?;
+    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    pin(&a.general)?;
+    let start = now_ns();
+    let mut s = sender(&port, gen, &a.traffic, start)?;
+    let mut iv = Interval::new(&a.general, start);
+    let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
+    loop {
+        let now = now_ns();
+        if stop_requested() {
+            s.stop(now);
+            stopped_by = "signal";
+            break;
+        }
+        s.poll(now);
+        if s.done() {
+            break;
+        }
+        tick(&mut iv, now, s.stats.packets + s.stats.warmup_packets, 0, 0);
+    }
+    let window = s.window(now_ns());
+    cooldown_wait(a.traffic.cooldown_s);
+    let mut config = traffic_config(&a.traffic, &sizes);
+    config["port"] = json!(a.port.to_string());
+    general_config(&mut config, &a.general);
+    let mut d = doc("tx", stopped_by, config);
+    d.tx = Some(TxSection::new(&s.stats, window, s.requested_pps()));
+    d.ports.push(PortSection::of("port", port.as_ref()));
+    Ok(d)
+}
+
+fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
+    let (gen, sizes) = frame_gen(&a.traffic)?;
+    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    let rx_port = match &a.rx_port {
+        Some(spec) => open_and_wait(spec, "rx_port", wait_of(&a.general))?,
+        None => port.clone(),
+    };
+    let mut rxq = take_rx(&rx_port, "rx port")?;
+    pin(&a.general)?;
+    let mut batch = RxBatch::with_capacity(RX_BATCH);
+    let mut r = Receiver::new(a.touch);
+    let start = now_ns();
+    let mut s = sender(&port, gen, &a.traffic, start)?;
+    let mut iv = Interval::new(&a.general, start);
+    let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
+    loop {
+        let now = now_ns();
+        if stop_requested() {
+            s.stop(now);
+            stopped_by = "signal";
+            break;
+        }
+        r.poll(rxq.as_mut(), &mut batch);
+        s.poll(now);
+        if s.done() {
+            break;
+        }
+        tick(&mut iv, now, s.stats.packets + s.stats.warmup_packets, r.packets + r.warmup, r.lost());
+    }
+    let window = s.window(now_ns());
+    // Cool-down: keep receiving the frames still in flight.
+    let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
+    while !stop_requested() {
+        r.poll(rxq.as_mut(), &mut batch);
+        if now_ns() >= end {
+            break;
+        }
+    }
+    r.finish_stream(a.traffic.stream, s.sent_seq());
+    let mut config = traffic_config(&a.traffic, &sizes);
+    config["port"] = json!(a.port.to_string());
+    config["rx_port"] = json!(a.rx_port.as_ref().unwrap_or(&a.port).to_string());
+    config["touch"] = json!(a.touch);
+    general_config(&mut config, &a.general);
+    let mut d = doc("txrx", stopped_by, config);
+    d.tx = Some(TxSection::new(&s.stats, window, s.requested_pps()));
+    d.rx = Some(RxSection::new(&r, a.touch));
+    d.ports.push(PortSection::of("port", port.as_ref()));
+    if a.rx_port.is_some() {
+        d.ports.push(PortSection::of("rx_port", rx_port.as_ref()));
+    }
+    Ok(d)
+}
+
+fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
+    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    let mut rxq = take_rx(&port, "port")?;
+    pin(&a.general)?;
+    let mut batch = RxBatch::with_capacity(RX_BATCH);
+    let mut r = Receiver::new(a.touch);
+    let start = now_ns();
+    let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
+    let mut iv = Interval::new(&a.general, start);
+    let stopped_by;
+    loop {
+        if stop_requested() {
+            stopped_by = "signal";
+            break;
+        }
+        r.poll(rxq.as_mut(), &mut batch);
+        let now = now_ns();
+        if end.is_some_and(|e| now >= e) {
+            stopped_by = "duration";
+            break;
+        }
+        tick(&mut iv, now, 0, r.packets + r.warmup, r.lost());
+    }
+    let mut config = json!({ "port": a.port.to_string(), "touch": a.touch });
+    if let Some(d) = a.duration_s {
+        config["duration_s"] = json!(d);
+    }
+    general_config(&mut config, &a.general);
+    let mut d = doc("rx", stopped_by, config);
+    d.rx = Some(RxSection::new(&r, a.touch));
+    d.ports.push(PortSection::of("port", port.as_ref()));
+    Ok(d)
+}
+
+fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
+    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    let mut rxq = take_rx(&port, "port")?;
+    pin(&a.general)?;
+    // SAFETY: this thread is the only sender on the port's queue 0.
+    let mut tx = unsafe { OwnedTx::new(port.tx(0)) };
+    let mut batch = RxBatch::with_capacity(RX_BATCH);
+    let mut st = FwdStats::default();
+    let start = now_ns();
+    let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
+    let mut iv = Interval::new(&a.general, start);
+    let stopped_by;
+    loop {
+        if stop_requested() {
+            stopped_by = "signal";
+            break;
+        }
+        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        let now = now_ns();
+        if end.is_some_and(|e| now >= e) {
+            stopped_by = "duration";
+            break;
+        }
+        tick(&mut iv, now, st.packets, st.received, 0);
+    }
+    let dur = (now_ns() - start) as f64 / 1e9;
+    let mut config = json!({ "port": a.port.to_string() });
+    general_config(&mut config, &a.general);
+    let mut d = doc("reflect", stopped_by, config);
+    d.fwd = Some(FwdSection::new(vec![("reflect", st)], dur));
+    d.ports.push(PortSection::of("port", port.as_ref()));
+    Ok(d)
+}
+
+fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
+    let pa = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    let pb = open_and_wait(&a.port2, "port2", wait_of(&a.general))?;
+    let mut rx_a = take_rx(&pa, "port")?;
+    let mut rx_b = if a.bidir { Some(take_rx(&pb, "port2")?) } else { None };
+    pin(&a.general)?;
+    // SAFETY: this thread is the only sender on queue 0 of both ports.
+    let mut tx_b = unsafe { OwnedTx::new(pb.tx(0)) };
+    // SAFETY: as above.
+    let mut tx_a = unsafe { OwnedTx::new(pa.tx(0)) };
+    let mut batch = RxBatch::with_capacity(RX_BATCH);
+    let (mut ab, mut ba) = (FwdStats::default(), FwdStats::default());
+    let start = now_ns();
+    let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
+    let mut iv = Interval::new(&a.general, start);
+    let stopped_by;
+    loop {
+        if stop_requested() {
+            stopped_by = "signal";
+            break;
+        }
+        forward_burst(rx_a.as_mut(), &mut batch, &mut tx_b, Rewrite::SetDst(a.dst_mac), a.touch, &mut ab);
+        if let Some(rb) = rx_b.as_mut() {
+            forward_burst(rb.as_mut(), &mut batch, &mut tx_a, Rewrite::SetDst(a.dst_mac2), a.touch, &mut ba);
+        }
+        let now = now_ns();
+        if end.is_some_and(|e| now >= e) {
+            stopped_by = "duration";
+            break;
+        }
+        tick(&mut iv, now, ab.packets + ba.packets, ab.received + ba.received, 0);
+    }
+    let dur = (now_ns() - start) as f64 / 1e9;
+    let mut config = json!({
+        "port": a.port.to_string(), "port2": a.port2.to_string(), "bidir": a.bidir, "touch": a.touch,
+    });
+    if let Some(m) = a.dst_mac {
+        config["dst_mac"] = json!(m.to_string());
+    }
+    if let Some(m) = a.dst_mac2 {
+        config["dst_mac2"] = json!(m.to_string());
+    }
+    general_config(&mut config, &a.general);
+    let mut d = doc("fwd", stopped_by, config);
+    let mut dirs = vec![("a_to_b", ab)];
+    if a.bidir {
+        dirs.push(("b_to_a", ba));
+    }
+    d.fwd = Some(FwdSection::new(dirs, dur));
+    d.ports.push(PortSection::of("port", pa.as_ref()));
+    d.ports.push(PortSection::of("port2", pb.as_ref()));
+    Ok(d)
+}

@@ -1,0 +1,166 @@
+//! Every system call turnout-gen makes itself (the ports make their own in
+//! their `sys.rs`): the monotonic clock, CPU pinning and the SIGINT/SIGTERM
+//! flag. All `unsafe` of the crate lives here.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call on Linux/x86-64).
+/// This is the clock of the payload header's send timestamp, shared by every
+/// process on the host, so one-way latency between processes is exact.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} is out of range"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` < CPU_SETSIZE was checked above, `set` is valid.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
+    // size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Installs SIGINT and SIGTERM handlers that set the stop flag (the run then
+/// ends normally and prints its document). A second signal still only sets
+/// the flag; the loops check it every iteration so they end promptly.
+pub fn install_stop_handlers() -> std::io::Result<()> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: sigaction is plain data; zeroed is a valid empty mask with
+        // no flags.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+        // SAFETY: `sa.sa_mask` is a valid sigset_t owned by us.
+        unsafe { libc::sigemptyset(&mut sa.sa_mask) };
+        // SAFETY: `sa` is fully initialised and the handler only does an
+        // atomic store, which is async-signal-safe.
+        let rc = unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// True once SIGINT or SIGTERM arrived.
+#[inline]
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// A transmit queue this process is the only sender on, with the port
+/// contract's reserve → write → publish protocol checked at run time (a
+/// write outside the reserved, unpublished range or a publish past the
+/// reservation panics instead of corrupting the ring).
+pub struct OwnedTx<'a> {
+    q: &'a dyn fabric::TxQueue,
+    /// Everything before this index was published.
+    published: u64,
+    /// Everything before this index was reserved.
+    reserved: u64,
+    started: bool,
+}
+
+impl<'a> OwnedTx<'a> {
+    /// Wraps `q`.
+    ///
+    /// # Safety
+    /// Nobody else calls `free_slots`, `reserve` or `publish` on `q` while
+    /// the wrapper lives (turnout-gen has one thread per port queue, so the
+    /// fabric lock the contract asks for is implied).
+    pub unsafe fn new(q: &'a dyn fabric::TxQueue) -> Self {
+        Self { q, published: 0, reserved: 0, started: false }
+    }
+
+    /// Slots a frame of `len` bytes takes (0: the port cannot carry it).
+    #[inline]
+    pub fn slots_for(&self, len: usize) -> u32 {
+        self.q.slots_for(len)
+    }
+
+    /// Slots that may be reserved now.
+    #[inline]
+    pub fn free_slots(&mut self) -> u32 {
+        // SAFETY: single sender (constructor contract), so "the lock" is held.
+        unsafe { self.q.free_slots() }
+    }
+
+    /// Reserves `n` slots (`n <= free_slots()`), returning the first index.
+    #[inline]
+    pub fn reserve(&mut self, n: u32) -> u64 {
+        // SAFETY: single sender (constructor contract).
+        let first = unsafe { self.q.reserve(n) };
+        if !self.started {
+            // Backends number slots from wherever their ring starts.
+            self.started = true;
+            self.published = first;
+        }
+        assert_eq!(first, self.reserved.max(self.published), "reservation is not contiguous");
+        self.reserved = first + n as u64;
+        first
+    }
+
+    /// Copies `frame` into `nslots` reserved slots starting at `slot`.
+    #[inline]
+    pub fn write(&mut self, slot: u64, nslots: u32, frame: &[u8]) {
+        assert!(slot >= self.published && slot + nslots as u64 <= self.reserved, "write outside the reservation");
+        // SAFETY: the range was reserved by this (only) sender and is not
+        // yet published, checked just above.
+        unsafe { self.q.write(slot, nslots, frame) }
+    }
+
+    /// Publishes every slot before `tail`.
+    #[inline]
+    pub fn publish(&mut self, tail: u64) {
+        assert!(tail >= self.published && tail <= self.reserved, "publish outside the reservation");
+        self.published = tail;
+        // SAFETY: single sender; every slot before `tail` was reserved and
+        // written by the caller (writes happen between reserve and publish).
+        unsafe { self.q.publish(tail) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_is_monotonic_and_in_nanoseconds() {
+        let a = now_ns();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let b = now_ns();
+        assert!(b > a);
+        let d = b - a;
+        assert!((20_000_000..2_000_000_000).contains(&d), "20 ms measured as {d} ns");
+    }
+
+    #[test]
+    fn pinning_to_cpu0_works_and_out_of_range_is_refused() {
+        let t = std::thread::spawn(|| pin_to_cpu(0));
+        t.join().unwrap().unwrap();
+        assert!(pin_to_cpu(1 << 20).is_err());
+    }
+}
