@@ -1,0 +1,195 @@
+"""Plain data behind every plot and table of the report.
+
+Query functions (``queries.py``) turn the results database into these
+dataclasses; plot functions (``plots.py``) and the page (``page.py``) only
+read them. Tests check these objects, never pixels.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Figure",
+    "Panel",
+    "Point",
+    "Section",
+    "Series",
+    "Spread",
+    "Table",
+    "slug",
+    "spread_of",
+    "within_noise",
+]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median of repetitions with their range (min..max) and count."""
+
+    median: float
+    min: float
+    max: float
+    n: int
+
+    @property
+    def width(self) -> float:
+        """max - min: the measured spread, in the unit of the values."""
+        return self.max - self.min
+
+    @property
+    def rel(self) -> float:
+        """(max - min) / |median| (0 when every value is 0)."""
+        if self.median == 0:
+            return 0.0 if self.width == 0 else math.inf
+        return self.width / abs(self.median)
+
+    def scaled(self, k: float) -> Spread:
+        """The same spread in another unit (k ≥ 0)."""
+        return Spread(self.median * k, self.min * k, self.max * k, self.n)
+
+
+def spread_of(values: Sequence[float]) -> Spread:
+    """Median, min, max and count of a non-empty sequence."""
+    if not values:
+        raise ValueError("spread of no values")
+    return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def within_noise(a: Spread, b: Spread) -> bool | None:
+    """Whether the difference between two medians is no larger than the
+    measured spread (max - min) of either side.
+
+    None when neither side has two or more repetitions: then the spread is
+    unknown and no claim can be checked.
+    """
+    if a.n < 2 and b.n < 2:
+        return None
+    spread = max(a.width if a.n >= 2 else 0.0, b.width if b.n >= 2 else 0.0)
+    return abs(a.median - b.median) <= spread
+
+
+@dataclass
+class Point:
+    """One plotted point: x and the median of y with its range.
+
+    ``noisy`` marks a point whose claimed difference (to the next SUT below
+    it, or to the reference) is within the measured spread; it is drawn
+    hollow.
+    """
+
+    x: float | str
+    y: float
+    lo: float | None = None
+    hi: float | None = None
+    n: int = 1
+    noisy: bool = False
+
+
+@dataclass
+class Series:
+    """One line (or set of markers) of a panel."""
+
+    label: str
+    points: list[Point] = field(default_factory=list)
+    style: str = "-"  # matplotlib line style: '-', '--', ':', '' (markers only)
+    step: bool = False  # draw as a step function (CDFs)
+
+    def xs(self) -> list[float | str]:
+        """x values in plotting order."""
+        return [p.x for p in self.points]
+
+    def ys(self) -> list[float]:
+        """y values (medians) in plotting order."""
+        return [p.y for p in self.points]
+
+
+@dataclass
+class Panel:
+    """One axes of a figure.
+
+    ``kind``: ``line`` (lines with min..max error bars), ``cdf`` (step
+    curves), ``scatter`` (markers joined in x order), ``errbar`` (categorical
+    x, median marker with min..max bar: parameter error bars).
+    """
+
+    title: str
+    xlabel: str
+    ylabel: str
+    series: list[Series] = field(default_factory=list)
+    kind: str = "line"
+    xlog: bool = False
+    ylog: bool = False
+    hline: float | None = None  # a reference line (1.0 for normalised plots)
+
+
+@dataclass
+class Figure:
+    """One plot file pair (``<key>.png`` and ``<key>.svg``) of one or more panels."""
+
+    key: str
+    title: str
+    panels: list[Panel] = field(default_factory=list)
+    caption: str = ""
+
+    @property
+    def png(self) -> str:
+        """File name of the PNG next to the page."""
+        return f"{self.key}.png"
+
+    @property
+    def svg(self) -> str:
+        """File name of the SVG next to the page."""
+        return f"{self.key}.svg"
+
+    def is_empty(self) -> bool:
+        """True when no panel has a single point."""
+        return not any(s.points for p in self.panels for s in p.series)
+
+
+@dataclass
+class Table:
+    """A table of the page (and of the terminal summary).
+
+    ``flags[i]`` is a short mark for row i (e.g. "within noise"), shown
+    highlighted; empty for an unmarked row.
+    """
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    note: str = ""
+    mono: list[int] = field(default_factory=list)  # columns shown as preformatted code
+
+
+@dataclass
+class Section:
+    """A heading with its explanation, figures and tables; ``empty`` says
+    why there is nothing to show (the page prints it instead of plots)."""
+
+    key: str
+    title: str
+    intro: str
+    figures: list[Figure] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    empty: str = ""
+
+    def has_data(self) -> bool:
+        """True when the section has at least one non-empty figure or table row."""
+        return any(not f.is_empty() for f in self.figures) or any(t.rows for t in self.tables)
+
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slug(*parts: object) -> str:
+    """A file-name-safe key from parts: lower case, [a-z0-9-] only."""
+    s = "-".join(str(p) for p in parts if p is not None and str(p) != "")
+    s = _SLUG.sub("-", s.lower()).strip("-")
+    return s or "plot"

@@ -1,0 +1,167 @@
+"""Drawing: one ``Figure`` of plain data to a PNG and an SVG file.
+
+matplotlib with the Agg backend (no display needed). The plot functions
+read only the ``model`` dataclasses; what they draw is checked in tests
+through that data, and the files through their existence and size.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+from .model import Figure, Panel, Series
+
+__all__ = ["PNG_DPI", "render_figure"]
+
+#: Resolution of the PNG files (the SVG is vector).
+PNG_DPI = 110
+_PANEL_W_IN = 5.4
+_PANEL_H_IN = 3.9
+_COLORS = plt.get_cmap("tab10").colors
+
+
+def _color_map(fig: Figure) -> dict[str, tuple]:
+    """One colour per SUT label (the series label up to its method/percentile
+    suffix), the same in every panel of the figure."""
+    names: list[str] = []
+    for p in fig.panels:
+        for s in p.series:
+            base = _sut_of(s.label)
+            if base not in names:
+                names.append(base)
+    return {n: _COLORS[i % len(_COLORS)] for i, n in enumerate(names)}
+
+
+def _sut_of(label: str) -> str:
+    for suffix in (" R+", " PDR", " NDR", " p50", " p99"):
+        if label.endswith(suffix):
+            return label[: -len(suffix)]
+    return label
+
+
+def _errs(series: Series) -> tuple[list[float], list[float]] | None:
+    if not any(p.lo is not None and p.hi is not None and p.hi > p.lo for p in series.points):
+        return None
+    lo = [max(p.y - (p.lo if p.lo is not None else p.y), 0.0) for p in series.points]
+    hi = [max((p.hi if p.hi is not None else p.y) - p.y, 0.0) for p in series.points]
+    return lo, hi
+
+
+def _draw_xy(ax, s: Series, color, kind: str) -> None:
+    xs = [float(p.x) for p in s.points]
+    ys = [p.y for p in s.points]
+    style = s.style if kind != "scatter" else "-"
+    ax.plot(xs, ys, linestyle=style or "none", color=color, label=s.label, linewidth=1.4)
+    filled = [(x, y) for x, y, p in zip(xs, ys, s.points, strict=True) if not p.noisy]
+    hollow = [(x, y) for x, y, p in zip(xs, ys, s.points, strict=True) if p.noisy]
+    if filled:
+        ax.plot(*zip(*filled, strict=True), linestyle="none", marker="o", markersize=4.5,
+                color=color)
+    if hollow:
+        ax.plot(*zip(*hollow, strict=True), linestyle="none", marker="o", markersize=6,
+                markerfacecolor="white", markeredgecolor=color, markeredgewidth=1.4)
+    errs = _errs(s)
+    if errs is not None:
+        ax.errorbar(xs, ys, yerr=errs, fmt="none", ecolor=color, elinewidth=1, capsize=3)
+
+
+def _draw_panel(ax, panel: Panel, colors: dict[str, tuple]) -> None:
+    if panel.kind == "errbar":
+        _draw_errbar(ax, panel)
+    else:
+        for s in panel.series:
+            if not s.points:
+                continue
+            color = colors[_sut_of(s.label)]
+            if panel.kind == "cdf" or s.step:
+                xs = [float(p.x) for p in s.points]
+                ys = [p.y for p in s.points]
+                ax.step(xs, ys, where="post", color=color, label=s.label, linewidth=1.4)
+            else:
+                _draw_xy(ax, s, color, panel.kind)
+        if panel.kind == "cdf":
+            ax.set_ylim(0, 1.02)
+        if panel.xlog and _all_positive(panel, "x"):
+            ax.set_xscale("log")
+        if panel.ylog and _all_positive(panel, "y"):
+            ax.set_yscale("log")
+        if panel.kind in ("line", "scatter") and not panel.ylog:
+            ax.set_ylim(bottom=0)
+        xs = sorted({float(p.x) for s in panel.series for p in s.points})
+        if panel.kind == "line" and 0 < len(xs) <= 8 and all(x == int(x) for x in xs) \
+                and not panel.xlog:
+            ax.set_xticks(xs)
+    if panel.hline is not None:
+        ax.axhline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
+    ax.set_title(panel.title, fontsize=10)
+    ax.set_xlabel(panel.xlabel)
+    ax.set_ylabel(panel.ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    if any(s.points for s in panel.series) and panel.kind != "errbar":
+        ax.legend(fontsize=7, loc="best")
+
+
+def _all_positive(panel: Panel, axis: str) -> bool:
+    vals = [float(p.x) if axis == "x" else p.y for s in panel.series for p in s.points]
+    return bool(vals) and all(v > 0 for v in vals)
+
+
+def _draw_errbar(ax, panel: Panel) -> None:
+    labels: list[str] = []
+    for si, s in enumerate(panel.series):
+        color = _COLORS[si % len(_COLORS)]
+        for p in s.points:
+            if str(p.x) not in labels:
+                labels.append(str(p.x))
+            x = labels.index(str(p.x))
+            lo = p.y - (p.lo if p.lo is not None else p.y)
+            hi = (p.hi if p.hi is not None else p.y) - p.y
+            ax.errorbar([x], [p.y], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o",
+                        color=color, capsize=6, elinewidth=1.6, markersize=6)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=7, rotation=30 if len(labels) > 4 else 0, ha="right"
+                       if len(labels) > 4 else "center")
+    ax.set_xlim(-0.6, max(len(labels) - 0.4, 0.6))
+    ys = [v for s in panel.series for p in s.points for v in (p.lo, p.hi) if v is not None]
+    if ys:
+        ax.set_ylim(min(0.0, min(ys) - 0.05), max(ys) * 1.08 if max(ys) > 0 else 1.0)
+
+
+def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
+    """Draw a figure; write ``<key>.png`` and ``<key>.svg`` into outdir.
+
+    Raises ValueError for a figure without a single point (the page says
+    "no data" instead of drawing an empty plot).
+    """
+    if fig.is_empty():
+        raise ValueError(f"figure {fig.key!r} has no data")
+    n = len(fig.panels)
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    wide = any(p.kind == "errbar" and sum(len(s.points) for s in p.series) > 4
+               for p in fig.panels)
+    w = _PANEL_W_IN * cols * (1.3 if wide and cols < 3 else 1.0)
+    mfig, axes = plt.subplots(rows, cols, figsize=(w, _PANEL_H_IN * rows + 0.5), squeeze=False)
+    try:
+        colors = _color_map(fig)
+        for i, panel in enumerate(fig.panels):
+            _draw_panel(axes[i // cols][i % cols], panel, colors)
+        for j in range(n, rows * cols):
+            axes[j // cols][j % cols].set_visible(False)
+        mfig.suptitle(fig.title, fontsize=11)
+        mfig.tight_layout()
+        outdir.mkdir(parents=True, exist_ok=True)
+        png = outdir / fig.png
+        svg = outdir / fig.svg
+        mfig.savefig(png, dpi=PNG_DPI)
+        mfig.savefig(svg)
+    finally:
+        plt.close(mfig)
+    return png, svg

@@ -1,0 +1,837 @@
+"""From the results database to the plain data of the report.
+
+Every function here reads one campaign and returns dataclasses of
+``model.py``: figures as lists of series of points, tables as rows of
+strings. Nothing here draws. Only rows with status ``ok`` are plotted;
+the others are listed in the "not measured" table with their reason.
+
+Grouping rules (docs/report.md has the long form):
+
+- A *test point* is everything that defines a measurement except the
+  repetition: SUT, scenario, direction, frame size, flows, burst, VNFs,
+  ports, pairs, virtual port, method. Repetitions of one test point give a
+  median and a range (min..max).
+- Throughput is the ``rate_pps`` of search results (R+, NDR, PDR).
+- The *base* of a scenario is its smallest flows, VNF, port and pair counts
+  and its most common burst: the throughput-vs-frame-size plots use only
+  base points; the other values have their own plots.
+- A difference between two SUTs at the same test point is *within noise*
+  when it is no larger than the spread (max - min) of either; such points
+  are drawn hollow and flagged in tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import Any
+
+from ..results import Campaign, Result, ResultsDB, Trial
+from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
+from .model import within_noise as _within_noise
+from .units import GBPS_DEFINITION, gbps_l1
+
+__all__ = [
+    "LOAD_FRACTIONS",
+    "REFERENCE_SUTS",
+    "THROUGHPUT_METHODS",
+    "CampaignData",
+    "PointKey",
+    "ThroughputPoint",
+    "campaign_section",
+    "cpu_section",
+    "error_bar_section",
+    "fingerprint_section",
+    "latency_cdf_section",
+    "latency_load_section",
+    "load_campaign",
+    "loopback_section",
+    "not_measured_section",
+    "scale_sections",
+    "throughput_points",
+    "throughput_section",
+]
+
+#: Search methods whose rate_pps is a throughput, in order of preference.
+THROUGHPUT_METHODS = ("rplus", "pdr", "ndr")
+METHOD_LABEL = {"rplus": "R+", "pdr": "PDR", "ndr": "NDR", "fixed": "fixed", "latency": "latency"}
+METHOD_STYLE = {"rplus": "-", "pdr": "--", "ndr": ":"}
+#: SUT names taken as the physical reference every ratio is taken against.
+REFERENCE_SUTS = ("wire", "bare-wire", "bare_wire", "barewire")
+#: Latency loads of seeds/000 §4.4, as fractions of R+.
+LOAD_FRACTIONS = (0.1, 0.5, 0.99)
+
+_DEFAULTS = {"flows": 1, "burst": 32, "vnfs": 0, "ports": 2, "pairs": 1}
+
+
+@dataclass(frozen=True, order=True)
+class PointKey:
+    """A test point: everything but the repetition."""
+
+    scenario: str
+    direction: str
+    frame_size_b: int
+    flows: int
+    burst: int
+    vnfs: int
+    ports: int
+    pairs: int
+    sut: str
+    virtual_port: str
+    method: str
+
+    @classmethod
+    def of(cls, r: Result | Trial) -> PointKey:
+        """The test point of a stored result or trial."""
+        return cls(r.scenario, r.direction, int(r.frame_size_b), int(r.flows), int(r.burst),
+                   int(r.vnfs), int(r.ports), int(r.pairs), r.sut, r.virtual_port, r.method)
+
+    def group(self) -> tuple:
+        """Everything but the SUT (and its virtual port): points comparable across SUTs."""
+        return (self.scenario, self.direction, self.frame_size_b, self.flows, self.burst,
+                self.vnfs, self.ports, self.pairs, self.method)
+
+    def sut_label(self) -> str:
+        """SUT name, with the virtual port kind when there is one."""
+        return f"{self.sut} [{self.virtual_port}]" if self.virtual_port else self.sut
+
+    def extras(self) -> str:
+        """Non-default flows/burst/VNFs/ports/pairs, compactly (for tables)."""
+        parts = [f"{k}={getattr(self, k)}" for k, v in _DEFAULTS.items() if getattr(self, k) != v]
+        return " ".join(parts)
+
+
+@dataclass
+class ThroughputPoint:
+    """Repetitions of one throughput test point, and the claims made on them."""
+
+    key: PointKey
+    by_rep: dict[int, float]  # repetition -> rate_pps
+    spread: Spread = field(init=False)
+    #: the next SUT below it at the same test point is within noise of it
+    noisy: bool = False
+    #: paired ratio to the reference SUT (median, min, max, n) when there is one
+    ratio: Spread | None = None
+    ratio_noisy: bool | None = None
+
+    def __post_init__(self) -> None:
+        self.spread = spread_of(list(self.by_rep.values()))
+
+    @property
+    def mpps(self) -> Spread:
+        """The spread in Mpps."""
+        return self.spread.scaled(1e-6)
+
+    @property
+    def gbps(self) -> Spread:
+        """The spread as layer-1 Gbps (see units.py)."""
+        return self.spread.scaled(gbps_l1(1.0, self.key.frame_size_b))
+
+
+@dataclass
+class CampaignData:
+    """Everything of one campaign the report reads, loaded once."""
+
+    db: ResultsDB
+    campaign: Campaign
+    results: list[Result]
+    trials: list[Trial]
+    reference_suts: tuple[str, ...] = REFERENCE_SUTS
+
+    @property
+    def ok_results(self) -> list[Result]:
+        """Search results that finished."""
+        return [r for r in self.results if r.status == "ok"]
+
+    @property
+    def ok_trials(self) -> list[Trial]:
+        """Trials that were measured."""
+        return [t for t in self.trials if t.status == "ok"]
+
+
+def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
+    """Load a campaign (name, id or Campaign; default the latest run).
+
+    Raises KeyError when there is no such campaign (or none at all).
+    """
+    if campaign is None:
+        all_c = db.campaigns()
+        if not all_c:
+            raise KeyError(f"no campaigns in {db.path}")
+        c = all_c[-1]
+    else:
+        c = db.campaign(campaign)
+        if c is None:
+            raise KeyError(f"no campaign {campaign!r} in {db.path}")
+    assert c.id is not None
+    return CampaignData(db, c, db.results(c.id), db.trials(c.id))
+
+
+# ---------------------------------------------------------------- formatting
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number with `digits` significant digits; '–' for None/NaN."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "∞"
+    if x == 0:
+        return "0"
+    return f"{x:.{digits}g}" if abs(x) < 10 ** digits else f"{x:.0f}"
+
+
+def fmt_spread(s: Spread | None, digits: int = 3) -> str:
+    """'median [min–max]' (just the median when n == 1)."""
+    if s is None:
+        return "–"
+    if s.n < 2:
+        return fmt(s.median, digits)
+    return f"{fmt(s.median, digits)} [{fmt(s.min, digits)}–{fmt(s.max, digits)}]"
+
+
+def fmt_pct(x: float) -> str:
+    """A ratio as a percentage."""
+    return "∞" if math.isinf(x) else f"{100 * x:.1f} %"
+
+
+def _time(ts: float | None) -> str:
+    if not ts:
+        return "–"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# ---------------------------------------------------------------- throughput
+def _base(points: Iterable[PointKey]) -> dict[tuple[str, str], dict[str, int]]:
+    """Per (scenario, direction): the base flows/burst/vnfs/ports/pairs."""
+    by: dict[tuple[str, str], list[PointKey]] = defaultdict(list)
+    for k in points:
+        by[(k.scenario, k.direction)].append(k)
+    out = {}
+    for sd, keys in by.items():
+        bursts = Counter(k.burst for k in keys)
+        top = max(bursts.values())
+        out[sd] = {
+            "flows": min(k.flows for k in keys),
+            "burst": min(b for b, c in bursts.items() if c == top),
+            "vnfs": min(k.vnfs for k in keys),
+            "ports": min(k.ports for k in keys),
+            "pairs": min(k.pairs for k in keys),
+        }
+    return out
+
+
+def _is_base(k: PointKey, base: dict[tuple[str, str], dict[str, int]], *free: str) -> bool:
+    b = base[(k.scenario, k.direction)]
+    return all(getattr(k, f) == v for f, v in b.items() if f not in free)
+
+
+def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
+    """Every throughput test point of the campaign with its noise and ratio claims.
+
+    For each group of SUTs measured at the same test point, SUTs are ranked
+    by median; a SUT whose median differs from the next one below it by no
+    more than either's spread is marked ``noisy`` (and so is that next one).
+    The ratio to the reference SUT is taken repetition by repetition
+    (interleaved runs, so host drift cancels) when both have the same
+    repetition numbers, else median over median.
+    """
+    reps: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    for r in data.ok_results:
+        if r.method in THROUGHPUT_METHODS:
+            reps[PointKey.of(r)][int(r.repetition)] = float(r.rate_pps)
+    points = [ThroughputPoint(k, v) for k, v in sorted(reps.items())]
+    groups: dict[tuple, list[ThroughputPoint]] = defaultdict(list)
+    for p in points:
+        groups[p.key.group()].append(p)
+    for members in groups.values():
+        ranked = sorted(members, key=lambda p: p.spread.median, reverse=True)
+        for hi, lo in pairwise(ranked):
+            if _within_noise(hi.spread, lo.spread):
+                hi.noisy = lo.noisy = True
+        refs = [p for p in members if p.key.sut in data.reference_suts]
+        if not refs:
+            continue
+        ref = refs[0]
+        for p in members:
+            if p is ref:
+                continue
+            common = sorted(set(p.by_rep) & set(ref.by_rep))
+            pairs = [p.by_rep[i] / ref.by_rep[i] for i in common if ref.by_rep[i] > 0]
+            if len(pairs) >= 2 and len(common) == len(p.by_rep) == len(ref.by_rep):
+                p.ratio = spread_of(pairs)
+                p.ratio_noisy = abs(p.ratio.median - 1.0) <= p.ratio.width
+            elif ref.spread.median > 0:
+                m = p.spread.median / ref.spread.median
+                p.ratio = Spread(m, m, m, 1)
+                p.ratio_noisy = _within_noise(p.spread, ref.spread)
+    return points
+
+
+def _tp_point(p: ThroughputPoint, x: float, unit: str) -> Point:
+    s = p.mpps if unit == "mpps" else p.gbps
+    return Point(x=x, y=s.median, lo=s.min, hi=s.max, n=s.n, noisy=p.noisy)
+
+
+def _series_by_sut(points: list[ThroughputPoint], xattr: str, unit: str) -> list[Series]:
+    by: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
+    for p in points:
+        by[(p.key.sut_label(), p.key.method)].append(p)
+    out = []
+    for (label, method), pts in sorted(by.items()):
+        pts.sort(key=lambda p: getattr(p.key, xattr))
+        out.append(Series(
+            label=f"{label} {METHOD_LABEL.get(method, method)}",
+            points=[_tp_point(p, float(getattr(p.key, xattr)), unit) for p in pts],
+            style=METHOD_STYLE.get(method, "-"),
+        ))
+    return out
+
+
+def _throughput_table(key: str, title: str, points: list[ThroughputPoint]) -> Table:
+    t = Table(
+        key=key, title=title,
+        columns=["scenario", "dir", "size B", "point", "SUT", "method", "n",
+                 "Mpps median [min–max]", "spread", "Gbps (L1)", "× reference [min–max]"],
+        note="A flagged row's difference to the next SUT below it (or its ratio to the "
+             "reference) is within the measured spread (max − min) of the repetitions.",
+    )
+    for p in sorted(points, key=lambda p: (p.key.group(), -p.spread.median)):
+        k = p.key
+        flag = []
+        if p.noisy:
+            flag.append("within noise of the next SUT")
+        if p.ratio_noisy:
+            flag.append("ratio within noise")
+        if p.spread.n < 2:
+            flag.append("n=1: spread unknown")
+        t.rows.append([
+            k.scenario, k.direction, str(k.frame_size_b), k.extras(), k.sut_label(),
+            METHOD_LABEL.get(k.method, k.method), str(p.spread.n), fmt_spread(p.mpps),
+            fmt_pct(p.spread.rel), fmt_spread(p.gbps), fmt_spread(p.ratio),
+        ])
+        t.flags.append("; ".join(flag))
+    return t
+
+
+def throughput_section(data: CampaignData, points: list[ThroughputPoint]) -> Section:
+    """Throughput in Mpps and Gbps vs frame size, one figure per scenario and direction."""
+    sec = Section(
+        key="throughput", title="Throughput vs frame size",
+        intro="Median over repetitions of each search result (R+ solid, PDR dashed, NDR "
+              "dotted), with min–max bars, at each scenario's base point (fewest flows, "
+              "VNFs, ports and pairs; most common burst). " + GBPS_DEFINITION +
+              " Hollow markers: the difference to the next SUT below is within noise.",
+    )
+    if not points:
+        sec.empty = "No throughput results (R+, NDR or PDR) in this campaign."
+        return sec
+    base = _base(p.key for p in points)
+    by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
+    for p in points:
+        if _is_base(p.key, base):
+            by_sd[(p.key.scenario, p.key.direction)].append(p)
+    for (scen, d), pts in sorted(by_sd.items()):
+        b = base[(scen, d)]
+        extra = PointKey(scen, d, 0, b["flows"], b["burst"], b["vnfs"], b["ports"], b["pairs"],
+                         "", "", "").extras()
+        title = f"{scen} {d}" + (f" ({extra})" if extra else "")
+        sec.figures.append(Figure(
+            key=slug("throughput", scen, d), title=f"Throughput vs frame size: {title}",
+            panels=[
+                Panel("packet rate", "frame size (B, without FCS)", "Mpps",
+                      _series_by_sut(pts, "frame_size_b", "mpps")),
+                Panel("line rate (L1)", "frame size (B, without FCS)", "Gbps (L1)",
+                      _series_by_sut(pts, "frame_size_b", "gbps")),
+            ],
+        ))
+    sec.tables.append(_throughput_table("throughput-table", "Throughput at every test point",
+                                        points))
+    return sec
+
+
+def _is_loop(scenario: str) -> bool:
+    return "loop" in scenario.lower() or "chain" in scenario.lower()
+
+
+def loopback_section(data: CampaignData, points: list[ThroughputPoint]) -> Section:
+    """Loopback throughput vs the number of chained VNFs, a panel per frame size."""
+    sec = Section(
+        key="loopback", title="Loopback throughput vs chain length",
+        intro="tester → SUT → VNF₁ → SUT → … → VNF_N → SUT → tester (seeds/000 Fig. 7): "
+              "median throughput with min–max bars against the number of chained VNFs, "
+              "one panel per frame size.",
+    )
+    loop = [p for p in points if _is_loop(p.key.scenario) or p.key.vnfs > 0]
+    if not loop:
+        sec.empty = "No loopback (chained VNF) results in this campaign."
+        return sec
+    base = _base(p.key for p in loop)
+    by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
+    for p in loop:
+        if _is_base(p.key, base, "vnfs"):
+            by_sd[(p.key.scenario, p.key.direction)].append(p)
+    for (scen, d), pts in sorted(by_sd.items()):
+        sizes = sorted({p.key.frame_size_b for p in pts})
+        sec.figures.append(Figure(
+            key=slug("loopback", scen, d), title=f"Loopback throughput vs chain length: {scen} {d}",
+            panels=[Panel(f"{size} B", "VNFs in the chain", "Mpps",
+                          _series_by_sut([p for p in pts if p.key.frame_size_b == size],
+                                         "vnfs", "mpps"))
+                    for size in sizes],
+        ))
+    return sec
+
+
+def _scale_kind(points: list[ThroughputPoint], attr: str, names: tuple[str, ...],
+                default: int) -> list[ThroughputPoint]:
+    by_scen: dict[str, list[ThroughputPoint]] = defaultdict(list)
+    for p in points:
+        by_scen[p.key.scenario].append(p)
+    out = []
+    for scen, pts in by_scen.items():
+        named = any(n in scen.lower() for n in names)
+        varies = len({getattr(p.key, attr) for p in pts}) > 1
+        if named or (varies and any(getattr(p.key, attr) != default for p in pts)):
+            out.extend(pts)
+    return out
+
+
+def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Section]:
+    """NvsN (throughput vs sender/receiver pairs) and port density (vs ports attached)."""
+    out = []
+    for key, title, intro, attr, names, default, xlabel in (
+        ("nvsn", "NvsN scale", "N sender/receiver pairs through one SUT (seeds/001): "
+         "aggregate received throughput against N.", "pairs", ("nvsn", "pairs"), 1,
+         "sender/receiver pairs"),
+        ("density", "Port density", "Ports attached to the SUT with one pair active "
+         "(mSwitch §4.3): throughput between the active pair against the number of ports "
+         "attached.", "ports", ("density", "ports"), 2, "ports attached"),
+    ):
+        sec = Section(key=key, title=title, intro=intro + " Median with min–max bars.")
+        pts = _scale_kind(points, attr, names, default)
+        if not pts:
+            sec.empty = f"No {title.lower()} results in this campaign."
+            out.append(sec)
+            continue
+        base = _base(p.key for p in pts)
+        by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
+        for p in pts:
+            if _is_base(p.key, base, attr):
+                by_sd[(p.key.scenario, p.key.direction)].append(p)
+        for (scen, d), sp in sorted(by_sd.items()):
+            sizes = sorted({p.key.frame_size_b for p in sp})
+            xs = [getattr(p.key, attr) for p in sp]
+            xlog = min(xs) > 0 and max(xs) / min(xs) >= 20
+            sec.figures.append(Figure(
+                key=slug(key, scen, d), title=f"{title}: {scen} {d}",
+                panels=[Panel(f"{size} B", xlabel, "Mpps",
+                              _series_by_sut([p for p in sp if p.key.frame_size_b == size],
+                                             attr, "mpps"), xlog=xlog)
+                        for size in sizes],
+            ))
+        out.append(sec)
+    return out
+
+
+# ---------------------------------------------------------------- error bars
+def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Section:
+    """Parameter error bars (seeds/003 §3.2) per SUT and scenario."""
+    sec = Section(
+        key="stability", title="Performance stability: parameter error bars",
+        intro="For each SUT and scenario, the throughput (median of repetitions) at every "
+              "measured combination of frame size, flows and burst; the marker is the median "
+              "over those combinations, the bar spans the minimum and maximum, all "
+              "normalised to that median (seeds/003 §3.2). A short bar means the switch "
+              "behaves the same whatever the traffic; one combination gives no bar. Uses R+ "
+              "where measured, else PDR, else NDR.",
+    )
+    base = _base(p.key for p in points) if points else {}
+    by: dict[tuple, dict[str, list[ThroughputPoint]]] = defaultdict(lambda: defaultdict(list))
+    for p in points:
+        if _is_base(p.key, base, "frame_size_b", "flows", "burst"):
+            k = p.key
+            by[(k.sut_label(), k.scenario, k.direction)][k.method].append(p)
+    rows = []
+    for (label, scen, d), methods in sorted(by.items()):
+        method = next(m for m in THROUGHPUT_METHODS if m in methods)
+        combos = methods[method]
+        rows.append((label, scen, d, method, combos))
+    if not rows:
+        sec.empty = "No throughput results to build parameter error bars from."
+        return sec
+    t = Table(key="stability-table", title="Parameter error bars",
+              columns=["SUT", "scenario", "dir", "method", "combinations", "frame sizes",
+                       "flows", "bursts", "median Mpps", "min/median", "max/median",
+                       "Gbps (L1) min/median", "Gbps max/median"])
+    mpps_s = Series("Mpps", style="")
+    gbps_s = Series("Gbps (L1)", style="")
+    for label, scen, d, method, combos in rows:
+        m = spread_of([p.spread.median for p in combos])
+        g = spread_of([p.gbps.median for p in combos])
+        x = f"{label}\n{scen} {d}"
+        if m.median > 0:
+            mpps_s.points.append(Point(x, 1.0, m.min / m.median, m.max / m.median, m.n))
+        if g.median > 0:
+            gbps_s.points.append(Point(x, 1.0, g.min / g.median, g.max / g.median, g.n))
+        t.rows.append([
+            label, scen, d, METHOD_LABEL[method], str(m.n),
+            ",".join(str(s) for s in sorted({p.key.frame_size_b for p in combos})),
+            ",".join(str(s) for s in sorted({p.key.flows for p in combos})),
+            ",".join(str(s) for s in sorted({p.key.burst for p in combos})),
+            fmt(m.median * 1e-6), fmt(m.min / m.median if m.median else math.nan),
+            fmt(m.max / m.median if m.median else math.nan),
+            fmt(g.min / g.median if g.median else math.nan),
+            fmt(g.max / g.median if g.median else math.nan),
+        ])
+        t.flags.append("")
+    sec.figures.append(Figure(
+        key="stability", title="Parameter error bars (normalised to the median)",
+        panels=[Panel("packet rate", "", "throughput / median", [mpps_s], kind="errbar", hline=1.0),
+                Panel("line rate (L1)", "", "throughput / median", [gbps_s], kind="errbar",
+                      hline=1.0)],
+    ))
+    sec.tables.append(t)
+    return sec
+
+
+# ---------------------------------------------------------------- latency
+def _offered_pps(t: Trial) -> float:
+    if t.offered_pps > 0:
+        return float(t.offered_pps)
+    return t.sent / t.duration_s if t.duration_s > 0 else 0.0
+
+
+def _cdf_at(cdf: Sequence[Sequence[float]], x: float) -> float:
+    """Right-continuous step CDF of [value, fraction] points evaluated at x."""
+    f = 0.0
+    for v, frac in cdf:
+        if v <= x:
+            f = frac
+        else:
+            break
+    return f
+
+
+def merge_cdfs(
+    cdfs: Sequence[tuple[Sequence[Sequence[float]], float]],
+) -> list[tuple[float, float]]:
+    """Pool the CDFs of several repetitions, weighting each by its packet count.
+
+    The pooled CDF at x is Σ wᵢ·Fᵢ(x) / Σ wᵢ, evaluated at every x of every
+    input; each Fᵢ is read as a step function.
+    """
+    parts = [(sorted((float(v), float(f)) for v, f in c), w) for c, w in cdfs if c]
+    total = sum(w for _, w in parts)
+    if not parts or total <= 0:
+        parts = [(c, 1.0) for c, _ in parts]
+        total = float(len(parts))
+    if not parts:
+        return []
+    xs = sorted({v for c, _ in parts for v, _ in c})
+    return [(x, sum(w * _cdf_at(c, x) for c, w in parts) / total) for x in xs]
+
+
+_PCT_FIELDS = (("p50", "latency_p50_ns"), ("p90", "latency_p90_ns"),
+               ("p99", "latency_p99_ns"), ("p99.9", "latency_p999_ns"),
+               ("max", "latency_max_ns"))
+
+
+def _lat_trials(data: CampaignData) -> list[Trial]:
+    return [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None]
+
+
+def _fig_group(t: Trial) -> tuple:
+    return (t.scenario, t.direction, int(t.frame_size_b), int(t.flows), int(t.burst),
+            int(t.vnfs), int(t.ports), int(t.pairs))
+
+
+def _group_title(g: tuple) -> str:
+    scen, d, size, flows, burst, vnfs, ports, pairs = g
+    k = PointKey(scen, d, size, flows, burst, vnfs, ports, pairs, "", "", "")
+    extra = k.extras()
+    return f"{scen} {d}, {size} B" + (f", {extra}" if extra else "")
+
+
+def latency_cdf_section(data: CampaignData) -> Section:
+    """Latency CDFs at each load fraction of R+ (seeds/000 Fig. 8) and percentile tables."""
+    sec = Section(
+        key="latency-cdf", title="Latency CDFs at 0.1, 0.5 and 0.99 × R+",
+        intro="One-way latency measured by turnout-gen (send and receive timestamps on the "
+              "same monotonic clock), at loads of 0.99, 0.5 and 0.1 × the SUT's own R+ "
+              "(seeds/000 §4.4, Fig. 8). Each curve pools the repetitions' CDFs weighted by "
+              "their received packets; x is logarithmic. The tables give each percentile as "
+              "the median over repetitions [min–max]; a flagged row's p99 is within noise of "
+              "the next SUT's at the same load.",
+    )
+    trials = _lat_trials(data)
+    if not trials:
+        sec.empty = "No latency trials (method 'latency' at a fraction of R+) in this campaign."
+        return sec
+    by_fig: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in trials:
+        by_fig[_fig_group(t)].append(t)
+    for g, ts in sorted(by_fig.items()):
+        fractions = sorted({round(float(t.load_fraction), 4) for t in ts}, reverse=True)
+        panels = []
+        table = Table(
+            key=slug("latency-pct", *g), title=f"Latency percentiles (µs): {_group_title(g)}",
+            columns=["SUT", "× R+", "offered Mpps", "n", *[f[0] for f in _PCT_FIELDS],
+                     "jitter µs", "loss ratio"],
+        )
+        for frac in fractions:
+            at = [t for t in ts if round(float(t.load_fraction), 4) == frac]
+            by_sut: dict[str, list[Trial]] = defaultdict(list)
+            for t in at:
+                by_sut[f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut].append(t)
+            series = []
+            p99s: dict[str, Spread] = {}
+            rows: list[tuple[float, list[str], str]] = []
+            for label, st in sorted(by_sut.items()):
+                merged = merge_cdfs([(t.latency_cdf, float(t.received)) for t in st])
+                series.append(Series(label, [Point(v / 1e3, f) for v, f in merged], step=True))
+                pct = {}
+                for name, attr in _PCT_FIELDS:
+                    vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
+                    pct[name] = spread_of(vals).scaled(1e-3) if vals else None
+                if pct["p99"] is not None:
+                    p99s[label] = pct["p99"]
+                jit = [t.jitter_ns for t in st if t.jitter_ns is not None]
+                rows.append((
+                    pct["p99"].median if pct["p99"] else math.inf,
+                    [label, fmt(frac), fmt_spread(spread_of([_offered_pps(t) for t in st])
+                                                  .scaled(1e-6)),
+                     str(len(st)), *[fmt_spread(pct[n]) for n, _ in _PCT_FIELDS],
+                     fmt_spread(spread_of(jit).scaled(1e-3)) if jit else "–",
+                     fmt_spread(spread_of([t.loss_ratio for t in st]))],
+                    label,
+                ))
+            rows.sort(key=lambda r: r[0])
+            noisy: set[str] = set()
+            ranked = [r[2] for r in rows if r[2] in p99s]
+            for a, b in pairwise(ranked):
+                if _within_noise(p99s[a], p99s[b]):
+                    noisy |= {a, b}
+            for _, row, label in rows:
+                table.rows.append(row)
+                table.flags.append("p99 within noise of the next SUT" if label in noisy else "")
+            panels.append(Panel(f"{fmt(frac)} × R+", "latency (µs)", "fraction of packets",
+                                series, kind="cdf", xlog=True))
+        sec.figures.append(Figure(key=slug("latency-cdf", *g),
+                                  title=f"Latency CDF: {_group_title(g)}", panels=panels))
+        sec.tables.append(table)
+    return sec
+
+
+def latency_load_section(data: CampaignData) -> Section:
+    """Latency against offered load (seeds/004 Fig. 13), p50 and p99 per SUT."""
+    sec = Section(
+        key="latency-load", title="Latency vs offered load",
+        intro="Median (solid) and 99th percentile (dashed) one-way latency against the "
+              "offered load, for every trial that measured latency (latency trials at "
+              "fractions of R+, fixed-rate trials, search trials), grouped by offered load; "
+              "bars span the repetitions' min–max (seeds/004 Fig. 13). The y axis is "
+              "logarithmic: overload shows as a step up by orders of magnitude.",
+    )
+    trials = [t for t in data.ok_trials if t.latency_p50_ns is not None and _offered_pps(t) > 0]
+    if not trials:
+        sec.empty = "No trials with latency measurements in this campaign."
+        return sec
+    by_fig: dict[tuple, list[Trial]] = defaultdict(list)
+    for t in trials:
+        by_fig[_fig_group(t)].append(t)
+    for g, ts in sorted(by_fig.items()):
+        by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
+        for t in ts:
+            label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+            by[(label, float(f"{_offered_pps(t):.3g}"))].append(t)
+        suts = sorted({k[0] for k in by})
+        series = []
+        for label in suts:
+            for pname, attr, style in (("p50", "latency_p50_ns", "-"),
+                                       ("p99", "latency_p99_ns", "--")):
+                pts = []
+                for (lab, _load), st in sorted(by.items()):
+                    if lab != label:
+                        continue
+                    vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
+                    if not vals:
+                        continue
+                    s = spread_of(vals).scaled(1e-3)
+                    x = statistics_median([_offered_pps(t) for t in st]) / 1e6
+                    pts.append(Point(x, s.median, s.min, s.max, s.n))
+                pts.sort(key=lambda p: float(p.x))
+                series.append(Series(f"{label} {pname}", pts, style=style))
+        sec.figures.append(Figure(
+            key=slug("latency-load", *g), title=f"Latency vs offered load: {_group_title(g)}",
+            panels=[Panel("", "offered load (Mpps)", "latency (µs)", series, ylog=True)],
+        ))
+    return sec
+
+
+def statistics_median(values: Sequence[float]) -> float:
+    """Median of a non-empty sequence."""
+    return spread_of(values).median
+
+
+# ---------------------------------------------------------------- CPU
+def cpu_util(t: Trial) -> float | None:
+    """Total CPU of the SUT's threads during a trial, in % of one core."""
+    if not t.cpu:
+        return None
+    return 100.0 * sum(float(c.get("util", 0.0)) for c in t.cpu)
+
+
+def cpu_section(data: CampaignData) -> Section:
+    """CPU of the SUT against received throughput (seeds/001 Fig. 6)."""
+    sec = Section(
+        key="cpu", title="CPU vs throughput",
+        intro="CPU time of every SUT thread (from /proc, user + system) per wall second of "
+              "the trial, summed, in % of one core, against the received rate (seeds/001 "
+              "Fig. 6). Trials at the same offered load are one point (median, min–max "
+              "bars); saturating trials are at the right end of each line. A switch whose "
+              "CPU follows load rises with throughput; a poll-mode switch is flat at 100 % "
+              "per polling thread.",
+    )
+    trials = [t for t in data.ok_trials if t.cpu]
+    if not trials:
+        sec.empty = "No trials with CPU samples in this campaign."
+        return sec
+    table = Table(key="cpu-table", title="CPU at the lowest and highest load",
+                  columns=["scenario", "dir", "size B", "SUT", "lowest Mpps", "CPU % there",
+                           "highest Mpps", "CPU % there", "cycles/packet there"])
+    by_fig: dict[tuple[str, str], list[Trial]] = defaultdict(list)
+    for t in trials:
+        by_fig[(t.scenario, t.direction)].append(t)
+    for (scen, d), ts in sorted(by_fig.items()):
+        panels = []
+        for size in sorted({int(t.frame_size_b) for t in ts}):
+            by: dict[tuple, list[Trial]] = defaultdict(list)
+            for t in ts:
+                if int(t.frame_size_b) != size:
+                    continue
+                label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+                by[(label, t.method, t.load_fraction, float(f"{t.offered_pps:.3g}"),
+                    t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
+            per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)
+            for k, st in by.items():
+                rx = spread_of([t.rx_pps for t in st]).scaled(1e-6)
+                cpu = spread_of([cpu_util(t) or 0.0 for t in st])
+                per_sut[k[0]].append((rx, cpu, st))
+            series = []
+            for label, pts in sorted(per_sut.items()):
+                pts.sort(key=lambda p: p[0].median)
+                series.append(Series(label, [Point(rx.median, c.median, c.min, c.max, c.n)
+                                             for rx, c, _ in pts]))
+                lo, hi = pts[0], pts[-1]
+                cpp = [t.cycles_per_packet for t in hi[2] if t.cycles_per_packet is not None]
+                table.rows.append([scen, d, str(size), label, fmt(lo[0].median), fmt(lo[1].median),
+                                   fmt(hi[0].median), fmt(hi[1].median),
+                                   fmt_spread(spread_of(cpp)) if cpp else "–"])
+                table.flags.append("")
+            panels.append(Panel(f"{size} B", "received Mpps", "SUT CPU (% of one core)", series,
+                                kind="scatter"))
+        sec.figures.append(Figure(key=slug("cpu", scen, d), title=f"CPU vs throughput: {scen} {d}",
+                                  panels=panels))
+    sec.tables.append(table)
+    return sec
+
+
+# ---------------------------------------------------------------- context
+def campaign_section(data: CampaignData) -> Section:
+    """The campaign: name, file, times, status, and its spec."""
+    import json
+
+    c = data.campaign
+    t = Table(key="campaign-table", title="Campaign", columns=["field", "value"], mono=[1])
+    for k, v in (("name", c.name), ("id", str(c.id)), ("file", c.file or "–"),
+                 ("started", _time(c.started_at)), ("finished", _time(c.finished_at)),
+                 ("status", c.status),
+                 ("results", f"{len(data.ok_results)} ok of {len(data.results)}"),
+                 ("trials", f"{len(data.ok_trials)} ok of {len(data.trials)}"),
+                 ("spec", json.dumps(c.spec, indent=2, sort_keys=True, default=str))):
+        t.rows.append([k, v])
+        t.flags.append("")
+    return Section(key="campaign", title="Campaign", intro="", tables=[t])
+
+
+def fingerprint_section(data: CampaignData) -> Section:
+    """Host fingerprint(s) and every SUT's version and configuration."""
+    import json
+
+    sec = Section(
+        key="setup", title="Host and SUT configuration",
+        intro="The host fingerprint stored with the results (CPU, kernel, frequency "
+              "governor, turbo, SMT, THP, git commit, tool versions, CPU pinning of every "
+              "process) and the version and configuration of every SUT measured.",
+    )
+    host_ids = {data.campaign.host_id} | {r.host_id for r in data.results} | \
+        {t.host_id for t in data.trials}
+    for hid in sorted(h for h in host_ids if h is not None):
+        h = data.db.host(hid)
+        if h is None:
+            continue
+        t = Table(key=slug("host", hid), title=f"Host {h.hostname or hid}",
+                  columns=["field", "value"], mono=[1])
+        for k, v in (("hostname", h.hostname), ("CPU", h.cpu_model), ("cores", str(h.cores)),
+                     ("kernel", h.kernel), ("governor", h.governor), ("turbo", h.turbo),
+                     ("SMT", h.smt), ("THP", h.thp), ("git commit", h.git_commit),
+                     ("tools", json.dumps(h.tools, indent=1, sort_keys=True)),
+                     ("pinning", json.dumps(h.pinning, indent=1, sort_keys=True)),
+                     ("other", json.dumps(h.extra, indent=1, sort_keys=True, default=str))):
+            t.rows.append([k, v or "–"])
+            t.flags.append("")
+        sec.tables.append(t)
+    suts = data.db.suts(data.campaign.id)
+    st = Table(key="suts", title="SUTs", columns=["SUT", "version", "configuration"], mono=[2])
+    for s in suts:
+        st.rows.append([s.name, s.version or "–",
+                        json.dumps(s.config, indent=1, sort_keys=True, default=str)])
+        st.flags.append("")
+    sec.tables.append(st)
+    if not sec.has_data():
+        sec.empty = "No host fingerprint or SUT configuration stored with this campaign."
+    return sec
+
+
+def not_measured_section(data: CampaignData) -> Section:
+    """Results and trials that were skipped, failed or left unfinished, with the reason."""
+    sec = Section(key="not-measured", title="Not measured",
+                  intro="Searches and standalone trials that did not produce a value, with "
+                        "the reason the bench recorded. They are left out of every plot.")
+    t = Table(key="not-measured-table", title="Skipped, failed or unfinished",
+              columns=["kind", "SUT", "scenario", "dir", "size B", "method", "status", "reason"])
+    for r in data.results:
+        if r.status != "ok":
+            t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
+                           METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"])
+            t.flags.append("")
+    for tr in data.trials:
+        if tr.status != "ok" and tr.result_id is None:
+            t.rows.append(["trial", tr.sut, tr.scenario, tr.direction, str(tr.frame_size_b),
+                           METHOD_LABEL.get(tr.method, tr.method), tr.status, tr.reason or "–"])
+            t.flags.append("")
+    if t.rows:
+        sec.tables.append(t)
+    else:
+        sec.empty = "Everything in this campaign was measured."
+    return sec
+
+
+def all_sections(data: CampaignData) -> list[Section]:
+    """The sections of the page, in order."""
+    points = throughput_points(data)
+    return [
+        campaign_section(data),
+        throughput_section(data, points),
+        loopback_section(data, points),
+        latency_cdf_section(data),
+        latency_load_section(data),
+        cpu_section(data),
+        *scale_sections(data, points),
+        error_bar_section(data, points),
+        fingerprint_section(data),
+        not_measured_section(data),
+    ]

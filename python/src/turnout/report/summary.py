@@ -1,0 +1,114 @@
+"""The terminal summary printed after every campaign and by ``turnout report``."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..results import ResultsDB
+from .model import spread_of
+from .queries import (
+    METHOD_LABEL,
+    CampaignData,
+    fmt,
+    fmt_pct,
+    fmt_spread,
+    load_campaign,
+    throughput_points,
+)
+from .units import GBPS_DEFINITION
+
+__all__ = ["format_table", "print_summary", "summary_text"]
+
+
+def format_table(columns: list[str], rows: list[list[str]]) -> str:
+    """Plain-text table with aligned columns (no colours, safe to pipe)."""
+    widths = [len(c) for c in columns]
+    for r in rows:
+        for i, cell in enumerate(r):
+            widths[i] = max(widths[i], len(cell))
+    line = "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))
+    sep = "  ".join("-" * w for w in widths)
+    body = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join([line.rstrip(), sep, *body])
+
+
+def summary_text(data: CampaignData) -> str:
+    """The summary of one loaded campaign as text."""
+    c = data.campaign
+    out = [
+        f"campaign {c.name} (run {c.id}, {c.status}): "
+        f"{len(data.ok_results)}/{len(data.results)} searches ok, "
+        f"{len(data.ok_trials)}/{len(data.trials)} trials ok",
+    ]
+    points = throughput_points(data)
+    if points:
+        rows = []
+        for p in sorted(points, key=lambda p: (p.key.group(), -p.spread.median)):
+            k = p.key
+            mark = []
+            if p.noisy:
+                mark.append("~next")
+            if p.ratio_noisy:
+                mark.append("~ref")
+            if p.spread.n < 2:
+                mark.append("n=1")
+            rows.append([k.scenario, k.direction, str(k.frame_size_b), k.extras(),
+                         k.sut_label(), METHOD_LABEL.get(k.method, k.method), str(p.spread.n),
+                         fmt_spread(p.mpps), fmt_pct(p.spread.rel), fmt(p.gbps.median),
+                         fmt_spread(p.ratio), " ".join(mark)])
+        out += ["", "Throughput", format_table(
+            ["scenario", "dir", "size", "point", "SUT", "method", "n", "Mpps [min-max]",
+             "spread", "Gbps L1", "x ref", "mark"], rows),
+            "mark: ~next = within noise of the next SUT below; ~ref = ratio to the reference "
+            "within noise; n=1 = one repetition, spread unknown.",
+            GBPS_DEFINITION]
+    lat = [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None
+           and t.latency_p99_ns is not None]
+    if lat:
+        by: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        fractions = sorted({round(float(t.load_fraction), 4) for t in lat})
+        for t in lat:
+            label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+            key = (t.scenario, t.direction, int(t.frame_size_b), label)
+            by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))
+        rows = []
+        for key, per in sorted(by.items()):
+            rows.append([key[0], key[1], str(key[2]), key[3],
+                         *[fmt_spread(spread_of(per[f]).scaled(1e-3)) if f in per else "–"
+                           for f in fractions]])
+        out += ["", "Latency p99 (µs) at fractions of R+", format_table(
+            ["scenario", "dir", "size", "SUT", *[f"{fmt(f)}xR+" for f in fractions]], rows)]
+    bad = [r for r in data.results if r.status != "ok"] + \
+        [t for t in data.trials if t.status != "ok" and t.result_id is None]
+    if bad:
+        out += ["", f"Not measured: {len(bad)}"]
+        rows = [[r.sut, r.scenario, r.direction, str(r.frame_size_b),
+                 METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"]
+                for r in bad[:20]]
+        out.append(format_table(["SUT", "scenario", "dir", "size", "method", "status", "reason"],
+                                rows))
+        if len(bad) > 20:
+            out.append(f"... and {len(bad) - 20} more (see the report)")
+    if not points and not lat and not bad:
+        out.append("no results in this campaign")
+    return "\n".join(out) + "\n"
+
+
+def print_summary(db: ResultsDB | str | Path, campaign: Any = None,
+                  file: TextIO | None = None) -> None:
+    """Print the summary table of one campaign (name, id or Campaign; None = latest).
+
+    ``db`` is an open ResultsDB or the path of a database file. Raises
+    KeyError when the campaign does not exist.
+    """
+    if not isinstance(db, ResultsDB):
+        if not Path(db).exists():
+            raise FileNotFoundError(f"no results database at {db}")
+        with ResultsDB(db) as opened:
+            print_summary(opened, campaign, file)
+            return
+    text = summary_text(load_campaign(db, campaign))
+    (file or sys.stdout).write(text)
