@@ -1,1 +1,166 @@
-fn main() {}
+//! `turnoutd --config FILE` runs the switch; `turnoutd --check-config FILE`
+//! validates a config and exits (0 good, 2 bad). See docs/turnoutd.md.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use turnoutd::config::Config;
+use turnoutd::daemon::{self, Daemon, StartError};
+use turnoutd::log::{self, Level};
+use turnoutd::logics::Builtin;
+use turnoutd::metrics::MetricsServer;
+use turnoutd::server::ControlServer;
+use turnoutd::sys;
+
+const USAGE: &str = "usage: turnoutd --config FILE [--log-level error|warn|info|debug]
+       turnoutd --check-config FILE
+       turnoutd --version";
+
+enum Mode {
+    Run(PathBuf),
+    Check(PathBuf),
+}
+
+fn parse_args() -> Result<Option<(Mode, Level)>, String> {
+    let mut args = std::env::args().skip(1);
+    let mut mode = None;
+    let mut level = Level::Info;
+    while let Some(a) = args.next() {
+        let (key, inline) = match a.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut value = |what: &str| inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{what} needs a value"));
+        match key.as_str() {
+            "--config" | "-c" => mode = Some(Mode::Run(PathBuf::from(value("--config")?))),
+            "--check-config" => mode = Some(Mode::Check(PathBuf::from(value("--check-config")?))),
+            "--log-level" => {
+                let v = value("--log-level")?;
+                level = Level::parse(&v).ok_or_else(|| format!("--log-level: {v:?} is not error, warn, info or debug"))?;
+            }
+            "--version" | "-V" => {
+                println!("turnoutd {} (api {}, git {})", env!("CARGO_PKG_VERSION"), turnoutd::api::API_VERSION, daemon::GIT);
+                return Ok(None);
+            }
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                return Ok(None);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    mode.map(|m| Some((m, level))).ok_or_else(|| "--config or --check-config is required".to_string())
+}
+
+fn main() -> ExitCode {
+    let (mode, level) = match parse_args() {
+        Ok(Some(x)) => x,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("turnoutd: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    log::set_level(level);
+    match mode {
+        Mode::Check(path) => match Config::load(&path).and_then(|c| daemon::check_config(&c, &Builtin).map(|_| c)) {
+            Ok(c) => {
+                println!("config ok: {} port(s), {} worker(s), logic {}", c.ports.len(), c.workers.len(), c.logic.name);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(2)
+            }
+        },
+        Mode::Run(path) => run(&path),
+    }
+}
+
+fn run(path: &std::path::Path) -> ExitCode {
+    let cfg = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    // Signals are blocked before any thread starts, so every thread inherits
+    // the mask and only the main thread's sigtimedwait takes them.
+    if let Err(e) = sys::block_shutdown_signals() {
+        eprintln!("turnoutd: cannot block signals: {e}");
+        return ExitCode::FAILURE;
+    }
+    let sock = cfg.switch.control_socket.clone();
+    let mode = cfg.switch.control_socket_mode;
+    let metrics = cfg.switch.metrics_addr();
+    let (workers, wakeup) = (cfg.workers.len(), cfg.switch.wakeup);
+    let d = match Daemon::start(cfg, Arc::new(Builtin)) {
+        Ok(d) => Arc::new(d),
+        Err(e @ StartError::Config(_)) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+        Err(e) => {
+            turnoutd::log!(Level::Error, "main", "start failed", error = e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctl = match ControlServer::start(&sock, mode, d.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            turnoutd::log!(Level::Error, "main", "cannot open the control socket", path = sock.display(), error = e);
+            stop_daemon(d);
+            return ExitCode::FAILURE;
+        }
+    };
+    let metrics = match metrics {
+        None => None,
+        Some(addr) => match MetricsServer::start(addr, d.clone()) {
+            Ok(m) => {
+                if !addr.ip().is_loopback() {
+                    turnoutd::log!(Level::Warn, "metrics", "metrics endpoint is reachable beyond this host", addr = m.addr());
+                }
+                Some(m)
+            }
+            Err(e) => {
+                turnoutd::log!(Level::Error, "main", "cannot open the metrics listener", addr = addr, error = e);
+                ctl.stop();
+                stop_daemon(d);
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    turnoutd::log!(
+        Level::Info,
+        "main",
+        "turnoutd running",
+        pid = std::process::id(),
+        control = sock.display(),
+        workers = workers,
+        wakeup = format!("{wakeup:?}").to_lowercase(),
+        metrics = metrics.as_ref().map(|m| m.addr().to_string()).unwrap_or_else(|| "off".into()),
+    );
+    let sig = loop {
+        if let Some(s) = sys::wait_shutdown_signal(Duration::from_secs(1)) {
+            break s;
+        }
+    };
+    turnoutd::log!(Level::Info, "main", "shutting down", signal = sys::signal_name(sig));
+    if let Some(m) = metrics {
+        m.stop();
+    }
+    ctl.stop();
+    stop_daemon(d);
+    turnoutd::log!(Level::Info, "main", "stopped");
+    ExitCode::SUCCESS
+}
+
+fn stop_daemon(d: Arc<Daemon>) {
+    match Arc::try_unwrap(d) {
+        Ok(d) => d.shutdown(),
+        Err(_) => turnoutd::log!(Level::Warn, "main", "daemon still referenced at exit; workers stop with the process"),
+    }
+}

@@ -1,0 +1,407 @@
+//! The daemon's state and the control API's dispatcher: a running
+//! [`fabric::Switch`], the ports attached to it, the running config, and
+//! [`Daemon::handle_line`] answering one JSON-RPC request line.
+//!
+//! Threading: every control operation takes the daemon's state lock, so
+//! calls from several clients are serialised; the workers never take it.
+//! Port and logic changes reach the data path through the switch's atomic
+//! snapshot swaps, between batches. Every argument is validated before
+//! anything changes; a failed call leaves ports and logic as they were.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fabric::{DropReason, Port, PortId, Switch, SwitchError};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use crate::api::{self, code, ApiError, Call};
+use crate::config::{self, Config, ConfigError, LogicConfig, PortConfig};
+use crate::logics::{self, BuildError, LogicFactory};
+
+/// Git commit the binary was built from.
+pub const GIT: &str = match option_env!("TURNOUT_GIT") {
+    Some(g) => g,
+    None => "unknown",
+};
+
+/// Why the daemon could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The configuration is invalid (exit code 2).
+    Config(ConfigError),
+    /// A port or the switch could not be set up (exit code 1).
+    Runtime(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "{e}"),
+            StartError::Runtime(m) => f.write_str(m),
+        }
+    }
+}
+
+struct Attached {
+    id: PortId,
+    name: String,
+    /// The `[[ports]]` table it came from, as JSON (for `config.show`).
+    config: Value,
+    port: Arc<dyn Port>,
+}
+
+struct State {
+    config: Config,
+    ports: Vec<Attached>,
+}
+
+/// A running turnoutd: switch, ports, logic and the control dispatcher.
+pub struct Daemon {
+    switch: Switch,
+    factory: Arc<dyn LogicFactory>,
+    state: Mutex<State>,
+    started: Instant,
+}
+
+/// Builds logic `cfg` with port names looked up by `lookup`.
+fn build_logic(
+    factory: &dyn LogicFactory,
+    cfg: &LogicConfig,
+    lookup: &dyn Fn(&str) -> Option<PortId>,
+) -> Result<Box<dyn fabric::Logic>, BuildError> {
+    let params = if cfg.params.is_empty() { Value::Null } else { Value::Object(cfg.params.clone()) };
+    let params = logics::resolve_ports(&params, logics::port_keys(&cfg.name), lookup, "logic").map_err(BuildError::Refused)?;
+    factory.build(&cfg.name, &params)
+}
+
+/// Checks a config as `--check-config` does: parse-level validity, built-in
+/// backends, and that the logic accepts its table (ports get the ids they
+/// would get at start-up: their order in the file).
+pub fn check_config(cfg: &Config, factory: &dyn LogicFactory) -> Result<(), ConfigError> {
+    cfg.check_backends()?;
+    let lookup = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as PortId);
+    build_logic(factory, &cfg.logic, &lookup).map_err(logic_config_error)?;
+    Ok(())
+}
+
+/// A logic build failure at start-up as a config error: name resolution
+/// errors carry their own key path (`logic.pairs[0][1]`).
+fn logic_config_error(e: BuildError) -> ConfigError {
+    let m = e.to_string();
+    if m.starts_with("logic.") {
+        ConfigError::new("", m)
+    } else {
+        ConfigError::new("logic", m)
+    }
+}
+
+impl Daemon {
+    /// Starts the switch and opens every configured port.
+    pub fn start(cfg: Config, factory: Arc<dyn LogicFactory>) -> Result<Daemon, StartError> {
+        cfg.check_backends().map_err(StartError::Config)?;
+        // Ports get ids 0, 1, … in file order (the table hands out the lowest
+        // free id); the logic is built against those ids before the switch
+        // starts, and rebuilt below in the unlikely case they differ.
+        let lookup = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as PortId);
+        let logic = build_logic(factory.as_ref(), &cfg.logic, &lookup)
+            .map_err(|e| StartError::Config(logic_config_error(e)))?;
+        let switch = Switch::new(cfg.switch_config(), logic).map_err(|e| StartError::Runtime(e.to_string()))?;
+        let d = Daemon {
+            switch,
+            factory,
+            state: Mutex::new(State { config: Config { ports: Vec::new(), ..cfg.clone() }, ports: Vec::new() }),
+            started: Instant::now(),
+        };
+        let mut moved = false;
+        for (i, pc) in cfg.ports.iter().enumerate() {
+            let port = crate::backends::open(pc).map_err(|e| StartError::Runtime(format!("port {}: {e}", pc.name)))?;
+            let id = d.attach(pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))
+                .map_err(|e| StartError::Runtime(format!("port {}: {}", pc.name, e.message)))?;
+            moved |= id as usize != i;
+            crate::log!(crate::log::Level::Info, "port", "port added", name = pc.name, kind = pc.spec.kind(), id = id);
+        }
+        if moved {
+            let st = d.state.lock();
+            let lookup = |n: &str| st.ports.iter().find(|p| p.name == n).map(|p| p.id);
+            let logic = build_logic(d.factory.as_ref(), &st.config.logic, &lookup)
+                .map_err(|e| StartError::Config(logic_config_error(e)))?;
+            d.switch.replace_logic(logic);
+        }
+        Ok(d)
+    }
+
+    /// The switch (for tests and the metrics endpoint).
+    pub fn switch(&self) -> &Switch {
+        &self.switch
+    }
+
+    /// Attaches an already opened port (in-process ports in tests, and the
+    /// second half of `port.add`). `config` is what `config.show` lists.
+    pub fn attach(
+        &self,
+        name: String,
+        port: Arc<dyn Port>,
+        worker: Option<usize>,
+        config: Value,
+        pc: Option<PortConfig>,
+    ) -> Result<PortId, ApiError> {
+        self.attach_locked(&mut self.state.lock(), name, port, worker, config, pc)
+    }
+
+    fn attach_locked(
+        &self,
+        st: &mut State,
+        name: String,
+        port: Arc<dyn Port>,
+        worker: Option<usize>,
+        config: Value,
+        pc: Option<PortConfig>,
+    ) -> Result<PortId, ApiError> {
+        let id = self.switch.add_port(&name, port.clone(), worker).map_err(switch_error)?;
+        if let Some(pc) = pc {
+            st.config.ports.push(pc);
+        }
+        st.ports.push(Attached { id, name, config, port });
+        Ok(id)
+    }
+
+    /// Stops the workers and closes every port.
+    pub fn shutdown(self) {
+        let Daemon { switch, state, .. } = self;
+        let names: Vec<String> = state.lock().ports.iter().map(|p| p.name.clone()).collect();
+        for n in names {
+            let _ = switch.remove_port(&n);
+        }
+        switch.shutdown();
+        drop(state);
+    }
+
+    /// Answers one request line; `None` for a notification.
+    pub fn handle_line(&self, line: &[u8]) -> Option<String> {
+        let req = match api::parse_request(line) {
+            Ok(r) => r,
+            Err((id, e)) => return Some(api::response_err(&id, &e)),
+        };
+        let result = Call::parse(&req.method, req.params).and_then(|c| self.call(c));
+        if let Err(e) = &result {
+            crate::log!(crate::log::Level::Debug, "ctl", "request failed", method = req.method, code = e.code, error = e.message);
+        } else {
+            crate::log!(crate::log::Level::Debug, "ctl", "request done", method = req.method);
+        }
+        let id = req.id?;
+        Some(match result {
+            Ok(v) => api::response_ok(&id, v),
+            Err(e) => api::response_err(&id, &e),
+        })
+    }
+
+    /// Runs one typed call.
+    pub fn call(&self, call: Call) -> Result<Value, ApiError> {
+        match call {
+            Call::Version => Ok(to_value(api::VersionResult {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                api: api::API_VERSION,
+                git: GIT.to_string(),
+            })),
+            Call::ConfigShow => {
+                let st = self.state.lock();
+                let mut v = st.config.to_json();
+                v["ports"] = Value::Array(st.ports.iter().map(|p| p.config.clone()).collect());
+                Ok(v)
+            }
+            Call::PortList => {
+                let st = self.state.lock();
+                let mut out: Vec<api::PortListEntry> = st
+                    .ports
+                    .iter()
+                    .map(|p| {
+                        let info = p.port.info();
+                        api::PortListEntry {
+                            id: p.id,
+                            name: p.name.clone(),
+                            kind: info.kind.to_string(),
+                            queues: info.queues,
+                            link_up: p.port.link_up(),
+                            worker: self.switch.port_worker(p.id),
+                            max_frame_b: info.max_frame_b,
+                        }
+                    })
+                    .collect();
+                out.sort_by_key(|p| p.id);
+                Ok(to_value(out))
+            }
+            Call::PortAdd(v) => self.port_add(&v),
+            Call::PortRemove(p) => {
+                let mut st = self.state.lock();
+                let i = st
+                    .ports
+                    .iter()
+                    .position(|a| a.name == p.name)
+                    .ok_or_else(|| ApiError::new(code::NOT_FOUND, format!("no port named {:?}", p.name)))?;
+                self.switch.remove_port(&p.name).map_err(switch_error)?;
+                let a = st.ports.remove(i);
+                st.config.ports.retain(|c| c.name != p.name);
+                drop(st);
+                crate::log!(crate::log::Level::Info, "port", "port removed", name = a.name, id = a.id);
+                drop(a);
+                Ok(json!({}))
+            }
+            Call::LogicShow => {
+                let st = self.state.lock();
+                let (name, commands) = self.switch.with_logic(|l| {
+                    (l.name().to_string(), l.commands().iter().map(|(c, h)| (c.to_string(), h.to_string())).collect())
+                });
+                Ok(to_value(api::LogicShowResult { name, commands, config: st.config.logic.to_json() }))
+            }
+            Call::LogicReplace(v) => {
+                let cfg = LogicConfig::from_json(&v, "").map_err(|e| ApiError::params(api_msg(&e)))?;
+                let mut st = self.state.lock();
+                let lookup = |n: &str| st.ports.iter().find(|p| p.name == n).map(|p| p.id);
+                let logic = build_logic(self.factory.as_ref(), &cfg, &lookup).map_err(|e| match e {
+                    BuildError::Unknown(m) => ApiError::params(m),
+                    BuildError::Refused(m) => ApiError::new(code::REFUSED, m),
+                })?;
+                let name = logic.name().to_string();
+                self.switch.replace_logic(logic);
+                crate::log!(crate::log::Level::Info, "logic", "logic replaced", name = name);
+                st.config.logic = cfg;
+                Ok(to_value(api::LogicReplaceResult { name }))
+            }
+            Call::LogicCommand(p) => {
+                let st = self.state.lock();
+                let lookup = |n: &str| st.ports.iter().find(|a| a.name == n).map(|a| a.id);
+                self.switch.with_logic(|l| {
+                    let args = logics::resolve_ports(&p.args, logics::port_keys(l.name()), &lookup, "args").map_err(ApiError::params)?;
+                    if !l.commands().iter().any(|(c, _)| *c == p.cmd) {
+                        let names: Vec<&str> = l.commands().iter().map(|(c, _)| *c).collect();
+                        return Err(ApiError::params(format!(
+                            "logic {} has no command {:?} (commands: {})",
+                            l.name(),
+                            p.cmd,
+                            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                        )));
+                    }
+                    l.command(&p.cmd, &args).map_err(|e| ApiError::new(code::REFUSED, e.0))
+                })
+            }
+            Call::Stats => Ok(to_value(self.stats())),
+            Call::StatsReset => {
+                let _st = self.state.lock();
+                self.switch.reset_stats();
+                Ok(json!({}))
+            }
+        }
+    }
+
+    fn port_add(&self, v: &Value) -> Result<Value, ApiError> {
+        let workers = self.switch.config().workers.len();
+        let pc = PortConfig::from_json(v, "", workers).map_err(|e| ApiError::params(api_msg(&e)))?;
+        // The state lock is held from the checks to the attach, so two
+        // clients cannot add the same name or resource at once.
+        let mut st = self.state.lock();
+        if st.ports.iter().any(|a| a.name == pc.name) {
+            return Err(ApiError::new(code::ALREADY_EXISTS, format!("a port named {:?} exists", pc.name)));
+        }
+        config::check_conflicts(&pc, "", st.config.ports.iter().map(|c| (c.name.as_str(), c)))
+            .map_err(|e| ApiError::new(code::ALREADY_EXISTS, api_msg(&e)))?;
+        if !crate::backends::available(pc.spec.kind()) {
+            return Err(ApiError::new(code::BACKEND, crate::backends::unavailable_message(pc.spec.kind())));
+        }
+        let port = crate::backends::open(&pc).map_err(|e| ApiError::new(code::BACKEND, e))?;
+        let id = self.attach_locked(&mut st, pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))?;
+        drop(st);
+        crate::log!(crate::log::Level::Info, "port", "port added", name = pc.name, kind = pc.spec.kind(), id = id);
+        Ok(to_value(api::PortAddResult { id }))
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> api::StatsResult {
+        let ports = self
+            .switch
+            .port_stats()
+            .into_iter()
+            .map(|p| {
+                let mut drops: std::collections::BTreeMap<String, u64> =
+                    DropReason::ALL.iter().map(|r| (r.name().to_string(), 0)).collect();
+                for (r, n) in p.drops {
+                    drops.insert(r.to_string(), n);
+                }
+                api::PortStatsResult {
+                    id: p.id,
+                    name: p.name,
+                    kind: p.kind.to_string(),
+                    link_up: p.link_up,
+                    rx_packets: p.rx_packets,
+                    rx_bytes: p.rx_bytes,
+                    tx_packets: p.tx_packets,
+                    tx_bytes: p.tx_bytes,
+                    queues: p
+                        .queues
+                        .iter()
+                        .enumerate()
+                        .map(|(i, q)| api::QueueStats {
+                            queue: i as u16,
+                            rx_packets: q[0],
+                            rx_bytes: q[1],
+                            tx_packets: q[2],
+                            tx_bytes: q[3],
+                        })
+                        .collect(),
+                    drops,
+                    backend: p.backend.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                }
+            })
+            .collect();
+        let tick_ns = 1_000_000_000 / crate::sys::clock_ticks_hz().max(1);
+        let workers = self
+            .switch
+            .worker_stats()
+            .into_iter()
+            .map(|w| api::WorkerStatsResult {
+                id: w.id,
+                cpu: w.cpu,
+                tid: w.tid,
+                rx_queues: w.rx_queues,
+                packets: w.packets,
+                batches: w.batches,
+                busy_ns: w.busy_ns,
+                idle_ns: w.idle_ns,
+                busy_cycles: w.busy_cycles,
+                idle_cycles: w.idle_cycles,
+                sleeps: w.sleeps,
+                cycles_per_packet: w.cycles_per_packet,
+                cpu_ns: if w.tid > 0 { crate::sys::thread_cpu_ticks(w.tid).unwrap_or(0) * tick_ns } else { 0 },
+            })
+            .collect();
+        api::StatsResult {
+            ports,
+            workers,
+            tsc_hz: self.switch.cycles_hz(),
+            time_ns: self.started.elapsed().as_nanos() as u64,
+        }
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+fn api_msg(e: &ConfigError) -> String {
+    if e.path.is_empty() {
+        e.message.clone()
+    } else {
+        format!("{}: {}", e.path, e.message)
+    }
+}
+
+fn switch_error(e: SwitchError) -> ApiError {
+    let c = match &e {
+        SwitchError::NoSuchPort(_) => code::NOT_FOUND,
+        SwitchError::DuplicatePort(_) => code::ALREADY_EXISTS,
+        SwitchError::BadConfig(_) | SwitchError::NoSuchWorker(_) => code::INVALID_PARAMS,
+        SwitchError::TableFull => code::REFUSED,
+        SwitchError::Os(_) => code::BACKEND,
+    };
+    ApiError::new(c, e.to_string())
+}

@@ -1,0 +1,202 @@
+//! The control socket: JSON-RPC 2.0 over a unix stream socket, one request
+//! object per line, answered in order, several clients at once.
+//!
+//! Robustness: a line longer than [`api::MAX_LINE_B`] is answered with an
+//! invalid-request error and the connection closed; a client that
+//! disconnects mid-line, sends garbage or stops reading only loses its own
+//! connection; at most [`MAX_CLIENTS`] connections are served at once (more
+//! are told so and closed); a connection idle for [`IDLE_TIMEOUT`] is
+//! closed. The data path never waits on any of this.
+//!
+//! Threading: one accept thread, one thread per connection; all of them
+//! check a stop flag at least every [`TICK`].
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::api::{self, code, ApiError};
+use crate::daemon::Daemon;
+use crate::log::Level;
+
+/// Most connections served at once.
+pub const MAX_CLIENTS: usize = 32;
+/// A connection with no complete request for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often blocked threads look at the stop flag.
+pub const TICK: Duration = Duration::from_millis(200);
+
+/// The running control socket server.
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Binds a unix socket at `path` with permission bits `mode`, creating the
+/// parent directory if needed and replacing a stale socket file (one nobody
+/// listens on). A live socket or a non-socket file there is an error.
+pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() && !dir.exists() {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => {
+            if UnixStream::connect(path).is_ok() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("{} is in use by another process", path.display()),
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ))
+        }
+        Err(_) => {}
+    }
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(l)
+}
+
+impl ControlServer {
+    /// Starts serving `daemon` on `path`.
+    pub fn start(path: &Path, mode: u32, daemon: Arc<Daemon>) -> io::Result<ControlServer> {
+        let listener = bind_unix(path, mode)?;
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new().name("turnout-ctl".into()).spawn(move || accept_loop(listener, daemon, s))?;
+        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stops serving, closes every connection and removes the socket file.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn accept_loop(listener: UnixListener, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
+    let clients = Arc::new(AtomicUsize::new(0));
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        threads.retain(|t| !t.is_finished());
+        match crate::sys::poll_readable(listener.as_raw_fd(), TICK.as_millis() as i32) {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(e) => {
+                crate::log!(Level::Error, "ctl", "poll on control socket failed", error = e);
+                std::thread::sleep(TICK);
+                continue;
+            }
+        }
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => {
+                crate::log!(Level::Warn, "ctl", "accept failed", error = e);
+                continue;
+            }
+        };
+        if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_write_timeout(Some(TICK));
+            let e = ApiError::new(code::REFUSED, format!("too many control connections (at most {MAX_CLIENTS})"));
+            let _ = (&stream).write_all(format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes());
+            continue;
+        }
+        clients.fetch_add(1, Ordering::AcqRel);
+        let (d, s, c) = (daemon.clone(), stop.clone(), clients.clone());
+        let spawned = std::thread::Builder::new().name("turnout-ctl-c".into()).spawn(move || {
+            if let Err(e) = serve(stream, &d, &s) {
+                crate::log!(Level::Debug, "ctl", "connection closed", reason = e);
+            }
+            c.fetch_sub(1, Ordering::AcqRel);
+        });
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                clients.fetch_sub(1, Ordering::AcqRel);
+                crate::log!(Level::Warn, "ctl", "cannot start a connection thread", error = e);
+            }
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Serves one connection until EOF, error, idle timeout or stop.
+fn serve(mut stream: UnixStream, daemon: &Daemon, stop: &AtomicBool) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(TICK))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 16 * 1024];
+    let mut last = Instant::now();
+    loop {
+        // Answer every complete line in the buffer.
+        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+            let mut line = &buf[..nl];
+            if line.last() == Some(&b'\r') {
+                line = &line[..line.len() - 1];
+            }
+            if !line.iter().all(|b| b.is_ascii_whitespace()) {
+                if let Some(mut resp) = daemon.handle_line(line) {
+                    resp.push('\n');
+                    stream.write_all(resp.as_bytes())?;
+                }
+            }
+            buf.drain(..=nl);
+            last = Instant::now();
+        }
+        if buf.len() > api::MAX_LINE_B {
+            let e = ApiError::new(code::INVALID_REQUEST, format!("request longer than {} bytes", api::MAX_LINE_B));
+            stream.write_all(format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes())?;
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "request too long"));
+        }
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if last.elapsed() > IDLE_TIMEOUT {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "idle"));
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e),
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! Every system call of the daemon that std does not wrap: CPU count,
+//! signal masks and waiting, and readiness polling.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Number of CPUs configured on this machine (online or not).
+pub fn cpus_configured() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    if n > 0 {
+        n as usize
+    } else {
+        1
+    }
+}
+
+fn shutdown_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t we own; SIGINT/SIGTERM are valid signals.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+    }
+    set
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread and every thread it
+/// spawns afterwards, so they stay pending until [`wait_shutdown_signal`].
+pub fn block_shutdown_signals() -> io::Result<()> {
+    let set = shutdown_set();
+    // SAFETY: `set` is initialised; a null old-set pointer is allowed.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout` for SIGINT or SIGTERM (blocked beforehand);
+/// returns the signal number, or `None` on timeout.
+pub fn wait_shutdown_signal(timeout: Duration) -> Option<i32> {
+    let set = shutdown_set();
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    // SAFETY: `set` and `ts` are initialised and outlive the call; a null
+    // siginfo pointer is allowed.
+    let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    if r > 0 {
+        Some(r)
+    } else {
+        None
+    }
+}
+
+/// Name of a shutdown signal.
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// Waits up to `timeout_ms` for `fd` to become readable.
+pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: `p` is one valid pollfd that outlives the call.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// CPU time (user + system) of thread `tid` of this process, in clock ticks,
+/// read from /proc; `None` if the thread is gone.
+pub fn thread_cpu_ticks(tid: i32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // fields after "(comm)": state is index 0; utime is field 14 overall → 11 here.
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Clock ticks per second for /proc times.
+pub fn clock_ticks_hz() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}
