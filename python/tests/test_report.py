@@ -223,6 +223,11 @@ def test_throughput_vs_frame_size_data(report):
     assert not any(p.noisy for p in _series(mpps_panel, "bridge R+").points)
     assert not any(p.noisy for p in _series(mpps_panel, "ovs R+").points)
     assert _fig(report, "throughput-p2p-bi")
+    # one frame size and its own scale section: no throughput-vs-size figure
+    keys = [f.key for f in report.section("throughput").figures]
+    assert "throughput-nvsn-uni" not in keys and "throughput-density-uni" not in keys
+    assert keys[:2] == ["throughput-p2p-uni", "throughput-p2p-bi"] or \
+        keys[:2] == ["throughput-p2p-bi", "throughput-p2p-uni"]
 
 
 def test_throughput_table_marks_noise_and_ratio(report):
@@ -306,13 +311,15 @@ def test_parameter_error_bars_data(report):
     f = _fig(report, "stability")
     mp = f.panels[0]
     assert mp.kind == "errbar" and mp.hline == 1.0
-    pt = next(p for p in mp.series[0].points if p.x == "turnoutd\np2p uni")
+    pt = next(p for p in mp.series[0].points if p.x == "turnoutd · p2p uni")
     combos = [rate_pps("turnoutd", s, flows=fl, burst=b)
               for s in SIZES for fl in (1, 16) for b in (32, 64)]
     med = statistics.median(combos)
     assert pt.n == 12 and pt.y == 1.0
     assert pt.lo == pytest.approx(min(combos) / med)
     assert pt.hi == pytest.approx(max(combos) / med)
+    # one combination (nvsn, density at 64 B only): no bar, only a table row
+    assert not any("nvsn" in str(p.x) for p in mp.series[0].points)
     t = report.section("stability").tables[0]
     row = next(r for r in t.rows if r[0] == "turnoutd" and r[1:3] == ["p2p", "uni"])
     assert row[5:8] == ["64,512,1518", "1,16", "32,64"]

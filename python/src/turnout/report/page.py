@@ -31,6 +31,8 @@ table.data { border-collapse: collapse; font-size: .84em; margin: .4em 0 1.2em;
 table.data th, table.data td { border: 1px solid #d0d7de; padding: .25em .55em;
                                text-align: left; vertical-align: top; }
 table.data th { background: #f6f8fa; }
+table.data td { white-space: nowrap; }
+table.data td.mark, table.data td.wrap { white-space: normal; }
 table.data tr.flag td { background: #fff8c5; }
 td.mark { color: #9a6700; font-weight: 600; }
 pre { margin: 0; font-size: .92em; white-space: pre-wrap; word-break: break-word;

@@ -99,10 +99,16 @@ def _draw_panel(ax, panel: Panel, colors: dict[str, tuple]) -> None:
                 and not panel.xlog:
             ax.set_xticks(xs)
     if panel.hline is not None:
-        ax.axhline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
+        if panel.kind == "errbar":  # categories on y: the reference is vertical
+            ax.axvline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
+        else:
+            ax.axhline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
     ax.set_title(panel.title, fontsize=10)
-    ax.set_xlabel(panel.xlabel)
-    ax.set_ylabel(panel.ylabel)
+    if panel.kind == "errbar":  # drawn sideways
+        ax.set_xlabel(panel.ylabel)
+    else:
+        ax.set_xlabel(panel.xlabel)
+        ax.set_ylabel(panel.ylabel)
     ax.grid(True, which="major", alpha=0.3)
     if any(s.points for s in panel.series) and panel.kind != "errbar":
         ax.legend(fontsize=7, loc="best")
@@ -114,24 +120,24 @@ def _all_positive(panel: Panel, axis: str) -> bool:
 
 
 def _draw_errbar(ax, panel: Panel) -> None:
+    """Categories on the y axis (top to bottom), ratio on x: long labels stay readable."""
     labels: list[str] = []
     for si, s in enumerate(panel.series):
         color = _COLORS[si % len(_COLORS)]
         for p in s.points:
             if str(p.x) not in labels:
                 labels.append(str(p.x))
-            x = labels.index(str(p.x))
+            y = labels.index(str(p.x))
             lo = p.y - (p.lo if p.lo is not None else p.y)
             hi = (p.hi if p.hi is not None else p.y) - p.y
-            ax.errorbar([x], [p.y], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o",
-                        color=color, capsize=6, elinewidth=1.6, markersize=6)
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, fontsize=7, rotation=30 if len(labels) > 4 else 0, ha="right"
-                       if len(labels) > 4 else "center")
-    ax.set_xlim(-0.6, max(len(labels) - 0.4, 0.6))
-    ys = [v for s in panel.series for p in s.points for v in (p.lo, p.hi) if v is not None]
-    if ys:
-        ax.set_ylim(min(0.0, min(ys) - 0.05), max(ys) * 1.08 if max(ys) > 0 else 1.0)
+            ax.errorbar([p.y], [y], xerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="o",
+                        color=color, capsize=4, elinewidth=1.6, markersize=5)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_ylim(len(labels) - 0.5, -0.5)
+    xs = [v for s in panel.series for p in s.points for v in (p.lo, p.hi) if v is not None]
+    if xs:
+        ax.set_xlim(min(0.0, min(xs) - 0.05), max(xs) * 1.08 if max(xs) > 0 else 1.0)
 
 
 def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
@@ -145,10 +151,11 @@ def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
     n = len(fig.panels)
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    wide = any(p.kind == "errbar" and sum(len(s.points) for s in p.series) > 4
-               for p in fig.panels)
-    w = _PANEL_W_IN * cols * (1.3 if wide and cols < 3 else 1.0)
-    mfig, axes = plt.subplots(rows, cols, figsize=(w, _PANEL_H_IN * rows + 0.5), squeeze=False)
+    cats = max((sum(len(s.points) for s in p.series) for p in fig.panels if p.kind == "errbar"),
+               default=0)
+    panel_h = max(_PANEL_H_IN, 0.3 * cats + 1.2)
+    mfig, axes = plt.subplots(rows, cols, figsize=(_PANEL_W_IN * cols, panel_h * rows + 0.5),
+                              squeeze=False)
     try:
         colors = _color_map(fig)
         for i, panel in enumerate(fig.panels):

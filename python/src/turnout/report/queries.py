@@ -66,6 +66,21 @@ REFERENCE_SUTS = ("wire", "bare-wire", "bare_wire", "barewire")
 LOAD_FRACTIONS = (0.1, 0.5, 0.99)
 
 _DEFAULTS = {"flows": 1, "burst": 32, "vnfs": 0, "ports": 2, "pairs": 1}
+#: Scenarios in the order the page shows them (others follow, by name).
+SCENARIO_ORDER = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density")
+
+
+def _by_scenario(item: tuple[tuple, Any]) -> tuple:
+    """Sort key for (group tuple starting with the scenario, value) items."""
+    return (scenario_rank(item[0][0]), *item[0][1:])
+
+
+def scenario_rank(scenario: str) -> tuple[int, str]:
+    """Sort key putting scenarios in the order of SCENARIO_ORDER."""
+    try:
+        return (SCENARIO_ORDER.index(scenario), scenario)
+    except ValueError:
+        return (len(SCENARIO_ORDER), scenario)
 
 
 @dataclass(frozen=True, order=True)
@@ -92,8 +107,8 @@ class PointKey:
 
     def group(self) -> tuple:
         """Everything but the SUT (and its virtual port): points comparable across SUTs."""
-        return (self.scenario, self.direction, self.frame_size_b, self.flows, self.burst,
-                self.vnfs, self.ports, self.pairs, self.method)
+        return (scenario_rank(self.scenario), self.direction, self.frame_size_b, self.flows,
+                self.burst, self.vnfs, self.ports, self.pairs, self.method)
 
     def sut_label(self) -> str:
         """SUT name, with the virtual port kind when there is one."""
@@ -333,7 +348,11 @@ def throughput_section(data: CampaignData, points: list[ThroughputPoint]) -> Sec
     for p in points:
         if _is_base(p.key, base):
             by_sd[(p.key.scenario, p.key.direction)].append(p)
-    for (scen, d), pts in sorted(by_sd.items()):
+    scale = {p.key.scenario for p in _scale_kind(points, "pairs", ("nvsn",), 1)} | \
+        {p.key.scenario for p in _scale_kind(points, "ports", ("density",), 2)}
+    for (scen, d), pts in sorted(by_sd.items(), key=_by_scenario):
+        if scen in scale and len({p.key.frame_size_b for p in pts}) < 2:
+            continue  # one frame size: its own scale section shows it
         b = base[(scen, d)]
         extra = PointKey(scen, d, 0, b["flows"], b["burst"], b["vnfs"], b["ports"], b["pairs"],
                          "", "", "").extras()
@@ -373,7 +392,7 @@ def loopback_section(data: CampaignData, points: list[ThroughputPoint]) -> Secti
     for p in loop:
         if _is_base(p.key, base, "vnfs"):
             by_sd[(p.key.scenario, p.key.direction)].append(p)
-    for (scen, d), pts in sorted(by_sd.items()):
+    for (scen, d), pts in sorted(by_sd.items(), key=_by_scenario):
         sizes = sorted({p.key.frame_size_b for p in pts})
         sec.figures.append(Figure(
             key=slug("loopback", scen, d), title=f"Loopback throughput vs chain length: {scen} {d}",
@@ -421,7 +440,7 @@ def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Se
         for p in pts:
             if _is_base(p.key, base, attr):
                 by_sd[(p.key.scenario, p.key.direction)].append(p)
-        for (scen, d), sp in sorted(by_sd.items()):
+        for (scen, d), sp in sorted(by_sd.items(), key=_by_scenario):
             sizes = sorted({p.key.frame_size_b for p in sp})
             xs = [getattr(p.key, attr) for p in sp]
             xlog = min(xs) > 0 and max(xs) / min(xs) >= 20
@@ -455,7 +474,9 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
             k = p.key
             by[(k.sut_label(), k.scenario, k.direction)][k.method].append(p)
     rows = []
-    for (label, scen, d), methods in sorted(by.items()):
+    for (label, scen, d), methods in sorted(
+        by.items(), key=lambda kv: (scenario_rank(kv[0][1]), kv[0][2], kv[0][0])
+    ):
         method = next(m for m in THROUGHPUT_METHODS if m in methods)
         combos = methods[method]
         rows.append((label, scen, d, method, combos))
@@ -471,10 +492,12 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
     for label, scen, d, method, combos in rows:
         m = spread_of([p.spread.median for p in combos])
         g = spread_of([p.gbps.median for p in combos])
-        x = f"{label}\n{scen} {d}"
-        if m.median > 0:
+        x = f"{label} · {scen} {d}"
+        if m.n < 2:
+            pass  # one combination: nothing varied, no bar to draw (the table lists it)
+        elif m.median > 0:
             mpps_s.points.append(Point(x, 1.0, m.min / m.median, m.max / m.median, m.n))
-        if g.median > 0:
+        if m.n >= 2 and g.median > 0:
             gbps_s.points.append(Point(x, 1.0, g.min / g.median, g.max / g.median, g.n))
         t.rows.append([
             label, scen, d, METHOD_LABEL[method], str(m.n),
@@ -488,7 +511,8 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
         ])
         t.flags.append("")
     sec.figures.append(Figure(
-        key="stability", title="Parameter error bars (normalised to the median)",
+        key="stability", title="Parameter error bars (normalised to the median; "
+        "SUTs with one combination are only in the table)",
         panels=[Panel("packet rate", "", "throughput / median", [mpps_s], kind="errbar", hline=1.0),
                 Panel("line rate (L1)", "", "throughput / median", [gbps_s], kind="errbar",
                       hline=1.0)],
@@ -573,7 +597,7 @@ def latency_cdf_section(data: CampaignData) -> Section:
     by_fig: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
         by_fig[_fig_group(t)].append(t)
-    for g, ts in sorted(by_fig.items()):
+    for g, ts in sorted(by_fig.items(), key=_by_scenario):
         fractions = sorted({round(float(t.load_fraction), 4) for t in ts}, reverse=True)
         panels = []
         table = Table(
@@ -642,7 +666,7 @@ def latency_load_section(data: CampaignData) -> Section:
     by_fig: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
         by_fig[_fig_group(t)].append(t)
-    for g, ts in sorted(by_fig.items()):
+    for g, ts in sorted(by_fig.items(), key=_by_scenario):
         by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
         for t in ts:
             label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
@@ -705,7 +729,7 @@ def cpu_section(data: CampaignData) -> Section:
     by_fig: dict[tuple[str, str], list[Trial]] = defaultdict(list)
     for t in trials:
         by_fig[(t.scenario, t.direction)].append(t)
-    for (scen, d), ts in sorted(by_fig.items()):
+    for (scen, d), ts in sorted(by_fig.items(), key=_by_scenario):
         panels = []
         for size in sorted({int(t.frame_size_b) for t in ts}):
             by: dict[tuple, list[Trial]] = defaultdict(list)
