@@ -1,15 +1,23 @@
 //! Opening a port from its config: one arm per backend of the `ports`
 //! crate. A kind whose backend is not built into this binary is refused
 //! with "port kind X is not available in this build", never a panic.
+//!
+//! memif interfaces share server sockets: [`Backends`] keeps one
+//! [`MemifServer`] per socket path, opened with the first interface on it
+//! and closed (its socket file removed) when the last one goes.
 
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fabric::Port;
+use parking_lot::Mutex;
+use ports::memif::{MemifConfig, MemifServer, ServerConfig};
 
 use crate::config::{PortConfig, PortSpec};
 
 /// Port kinds this build can open.
-pub const AVAILABLE: &[&str] = &["af_packet"];
+pub const AVAILABLE: &[&str] = &["memif", "af_xdp", "af_packet", "tap"];
 
 /// Whether `kind` is built in.
 pub fn available(kind: &str) -> bool {
@@ -21,34 +29,144 @@ pub fn unavailable_message(kind: &str) -> String {
     format!("port kind {kind} is not available in this build (available: {})", AVAILABLE.join(", "))
 }
 
-/// Opens the port described by `cfg`; the message says which port and why.
-pub fn open(cfg: &PortConfig) -> Result<Arc<dyn Port>, String> {
-    match &cfg.spec {
-        PortSpec::AfPacket(s) => {
-            let mut c = ports::af_packet::AfPacketConfig::new(&s.iface);
-            c.queues = s.queues;
-            if let Some(b) = s.rx_blocks {
-                c.rx_blocks = b;
+/// Backend resources shared between ports (memif server sockets).
+#[derive(Default)]
+pub struct Backends {
+    /// Per socket path: the server and how many interfaces use it.
+    memif: Mutex<HashMap<PathBuf, (MemifServer, usize)>>,
+}
+
+impl Backends {
+    /// No sockets open yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the port described by `cfg`; the message says why not.
+    pub fn open(&self, cfg: &PortConfig) -> Result<Arc<dyn Port>, String> {
+        match &cfg.spec {
+            PortSpec::Memif(s) => {
+                let mut servers = self.memif.lock();
+                if !servers.contains_key(&s.socket) {
+                    if let Some(dir) = s.socket.parent() {
+                        if !dir.as_os_str().is_empty() && !dir.exists() {
+                            std::fs::create_dir_all(dir)
+                                .map_err(|e| format!("cannot create {}: {}", dir.display(), crate::config::os_error_text(&e)))?;
+                        }
+                    }
+                    let srv = MemifServer::bind(ServerConfig::new(&s.socket)).map_err(|e| e.to_string())?;
+                    servers.insert(s.socket.clone(), (srv, 0));
+                }
+                let srv = &servers[&s.socket].0;
+                let mut c = MemifConfig::new(&cfg.name, s.id);
+                c.secret = s.secret.clone().filter(|x| !x.is_empty());
+                c.queues = s.queues;
+                c.log2_ring_size = s.ring_size.trailing_zeros() as u8;
+                c.buffer_size = s.buffer_size;
+                let ring_b = s.ring_size.saturating_mul(s.buffer_size);
+                c.max_frame_b = s.max_frame_b.unwrap_or(ports::memif::DEFAULT_MAX_FRAME_B.min(ring_b));
+                let need = c.max_frame_b.div_ceil(c.buffer_size);
+                c.max_chain = (need.max(ports::memif::DEFAULT_MAX_CHAIN as u32)).min(ports::memif::MAX_CHAIN as u32) as u16;
+                c.scratch_b = c.scratch_b.max(c.max_frame_b as usize);
+                match srv.add_interface(c) {
+                    Ok(p) => {
+                        if let Some(e) = servers.get_mut(&s.socket) {
+                            e.1 += 1;
+                        }
+                        Ok(Arc::new(p))
+                    }
+                    Err(e) => {
+                        // Do not leave a socket behind for a port that failed.
+                        Self::release_locked(&mut servers, &s.socket, 0);
+                        Err(e.to_string())
+                    }
+                }
             }
-            if let Some(b) = s.rx_block_size_b {
-                c.rx_block_size_b = b;
+            PortSpec::AfXdp(s) => {
+                use ports::af_xdp::{AfXdpConfig, AfXdpPort, XdpAttach, XdpBind};
+                let mut c = AfXdpConfig::new(&s.iface);
+                c.queues = s.queues;
+                if let Some(n) = s.frames_per_queue {
+                    c.frames_per_queue = n;
+                }
+                if let Some(n) = s.frame_size_b {
+                    c.frame_size_b = n;
+                }
+                c.attach = match s.attach.as_deref() {
+                    None | Some("auto") => XdpAttach::Auto,
+                    Some("native") => XdpAttach::Native,
+                    Some("generic") => XdpAttach::Generic,
+                    Some(o) => return Err(format!("attach {o:?} is not auto, native or generic")),
+                };
+                c.bind = match s.bind.as_deref() {
+                    None | Some("auto") => XdpBind::Auto,
+                    Some("copy") => XdpBind::Copy,
+                    Some("zero_copy") => XdpBind::ZeroCopy,
+                    Some(o) => return Err(format!("bind {o:?} is not auto, copy or zero_copy")),
+                };
+                Ok(Arc::new(AfXdpPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
             }
-            if let Some(n) = s.tx_frames {
-                c.tx_frames = n;
+            PortSpec::AfPacket(s) => {
+                use ports::af_packet::{AfPacketConfig, AfPacketPort, Fanout};
+                let mut c = AfPacketConfig::new(&s.iface);
+                c.queues = s.queues;
+                if let Some(b) = s.rx_blocks {
+                    c.rx_blocks = b;
+                }
+                if let Some(b) = s.rx_block_size_b {
+                    c.rx_block_size_b = b;
+                }
+                if let Some(n) = s.tx_frames {
+                    c.tx_frames = n;
+                }
+                if let Some(q) = s.qdisc_bypass {
+                    c.qdisc_bypass = q;
+                }
+                c.fanout = match s.fanout.as_deref() {
+                    None | Some("hash") => Fanout::Hash,
+                    Some("lb") => Fanout::LoadBalance,
+                    Some("cpu") => Fanout::Cpu,
+                    Some("queue") => Fanout::QueueMapping,
+                    Some(o) => return Err(format!("fanout {o:?} is not hash, lb, cpu or queue")),
+                };
+                Ok(Arc::new(AfPacketPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
             }
-            if let Some(q) = s.qdisc_bypass {
-                c.qdisc_bypass = q;
+            PortSpec::Tap(s) => {
+                use ports::tap::{TapConfig, TapPort};
+                let mut c = TapConfig::new(&s.iface);
+                c.queues = s.queues;
+                if let Some(n) = s.slots {
+                    c.slots = n;
+                }
+                if let Some(n) = s.frame_size_b {
+                    c.frame_size_b = n;
+                }
+                Ok(Arc::new(TapPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
             }
-            c.fanout = match s.fanout.as_deref() {
-                None | Some("hash") => ports::af_packet::Fanout::Hash,
-                Some("lb") => ports::af_packet::Fanout::LoadBalance,
-                Some("cpu") => ports::af_packet::Fanout::Cpu,
-                Some("queue") => ports::af_packet::Fanout::QueueMapping,
-                Some(other) => return Err(format!("fanout {other:?} is not hash, lb, cpu or queue")),
-            };
-            let p = ports::af_packet::AfPacketPort::open(&cfg.name, c).map_err(|e| e.to_string())?;
-            Ok(Arc::new(p))
+            other => Err(unavailable_message(other.kind())),
         }
-        other => Err(unavailable_message(other.kind())),
+    }
+
+    /// A port opened by [`Backends::open`] was removed: close shared
+    /// resources nobody uses any more.
+    pub fn closed(&self, cfg: &PortConfig) {
+        if let PortSpec::Memif(s) = &cfg.spec {
+            Self::release_locked(&mut self.memif.lock(), &s.socket, 1);
+        }
+    }
+
+    /// Drops `n` users of the server on `socket`; closes it at zero.
+    fn release_locked(servers: &mut HashMap<PathBuf, (MemifServer, usize)>, socket: &Path, n: usize) {
+        let Some(e) = servers.get_mut(socket) else { return };
+        e.1 = e.1.saturating_sub(n);
+        if e.1 == 0 {
+            servers.remove(socket);
+            crate::log!(crate::log::Level::Info, "port", "memif socket closed", socket = socket.display());
+        }
+    }
+
+    /// Closes every shared resource (shutdown).
+    pub fn close_all(&self) {
+        self.memif.lock().clear();
     }
 }

@@ -203,6 +203,10 @@ pub struct MemifSpec {
     /// Bytes per buffer.
     #[serde(default = "default_buffer")]
     pub buffer_size: u32,
+    /// Largest frame, bytes (default 9216, or less if the ring is tiny);
+    /// larger frames are chained over several buffers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_b: Option<u32>,
 }
 
 /// An AF_XDP socket on a kernel interface.
@@ -214,6 +218,18 @@ pub struct AfXdpSpec {
     /// Queues (one socket each).
     #[serde(default = "one")]
     pub queues: u16,
+    /// UMEM chunks per queue (power of two, at least 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_per_queue: Option<u32>,
+    /// UMEM chunk size: 2048 or 4096.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_size_b: Option<u32>,
+    /// XDP program placement: auto, native, generic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<String>,
+    /// Socket binding: auto, copy, zero_copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind: Option<String>,
 }
 
 /// An AF_PACKET (TPACKET_V3) socket on a kernel interface.
@@ -246,11 +262,17 @@ pub struct AfPacketSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TapSpec {
-    /// Name of the TAP interface to create or attach to.
+    /// Name of the TAP interface to create.
     pub iface: String,
     /// Queues (multi-queue TAP).
     #[serde(default = "one")]
     pub queues: u16,
+    /// Receive buffers and transmit slots per queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
+    /// Buffer size: the largest frame carried, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frame_size_b: Option<u32>,
 }
 
 /// A vhost-user interface; turnoutd is the backend.
@@ -343,6 +365,12 @@ impl PortSpec {
             }
             Ok(())
         }
+        fn one_of(key: &'static str, v: &Option<String>, allowed: &[&str]) -> Result<(), (&'static str, String)> {
+            match v {
+                Some(x) if !allowed.contains(&x.as_str()) => Err((key, format!("{x:?} is not one of {}", allowed.join(", ")))),
+                _ => Ok(()),
+            }
+        }
         fn socket(p: &Path) -> Result<(), (&'static str, String)> {
             let s = p.as_os_str().len();
             if s == 0 || s > 107 {
@@ -361,25 +389,45 @@ impl PortSpec {
                     return Err(("buffer_size", format!("{} not in 128..=65535", s.buffer_size)));
                 }
                 if let Some(sec) = &s.secret {
-                    if sec.len() > 24 {
-                        return Err(("secret", format!("{} bytes long, at most 24", sec.len())));
+                    if sec.len() > 23 || sec.contains('\0') {
+                        return Err(("secret", format!("{} bytes long, at most 23 (no NUL)", sec.len())));
+                    }
+                }
+                if let Some(m) = s.max_frame_b {
+                    if !(60..=1 << 20).contains(&m) {
+                        return Err(("max_frame_b", format!("{m} not in 60..=1048576")));
+                    }
+                    let need = m.div_ceil(s.buffer_size);
+                    if need > s.ring_size || need > 256 {
+                        return Err((
+                            "max_frame_b",
+                            format!("{m} needs {need} buffers of {} B, more than the ring's {} or 256", s.buffer_size, s.ring_size),
+                        ));
                     }
                 }
                 Ok(())
             }
             PortSpec::AfXdp(s) => {
                 iface(&s.iface)?;
-                queues(s.queues, 64)
+                queues(s.queues, 64)?;
+                one_of("attach", &s.attach, &["auto", "native", "generic"])?;
+                one_of("bind", &s.bind, &["auto", "copy", "zero_copy"])?;
+                if let Some(n) = s.frames_per_queue {
+                    if !n.is_power_of_two() || n < 16 {
+                        return Err(("frames_per_queue", format!("{n} is not a power of two of at least 16")));
+                    }
+                }
+                if let Some(n) = s.frame_size_b {
+                    if n != 2048 && n != 4096 {
+                        return Err(("frame_size_b", format!("{n} is not 2048 or 4096")));
+                    }
+                }
+                Ok(())
             }
             PortSpec::AfPacket(s) => {
                 iface(&s.iface)?;
                 queues(s.queues, 64)?;
-                if let Some(f) = &s.fanout {
-                    if !["hash", "lb", "cpu", "queue"].contains(&f.as_str()) {
-                        return Err(("fanout", format!("{f:?} is not one of hash, lb, cpu, queue")));
-                    }
-                }
-                Ok(())
+                one_of("fanout", &s.fanout, &["hash", "lb", "cpu", "queue"])
             }
             PortSpec::Tap(s) => {
                 iface(&s.iface)?;
@@ -791,7 +839,8 @@ client = true
                 secret: Some("s3cret".into()),
                 queues: 2,
                 ring_size: 2048,
-                buffer_size: 4096
+                buffer_size: 4096,
+                max_frame_b: None
             })
         );
         assert_eq!(c.ports[1].spec.kind(), "af_packet");
@@ -823,7 +872,7 @@ client = true
         assert_eq!(c.switch.metrics_addr(), Some("127.0.0.1:9500".parse().unwrap()));
         assert_eq!(
             c.ports[0].spec,
-            PortSpec::Memif(MemifSpec { socket: "/s".into(), id: 0, secret: None, queues: 1, ring_size: 1024, buffer_size: 2048 })
+            PortSpec::Memif(MemifSpec { socket: "/s".into(), id: 0, secret: None, queues: 1, ring_size: 1024, buffer_size: 2048, max_frame_b: None })
         );
     }
 
@@ -851,12 +900,14 @@ client = true
             ("[[ports]]\nname = \"a\"\n", "config: ports[0]: missing key \"kind\""),
             ("[[ports]]\nname = \"a\"\nkind = \"memfi\"\n", "config: ports[0].kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user)"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\n", "config: ports[0]: missing field `socket`"),
-            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nrings = 4\n", "config: ports[0].rings: unknown field `rings`, expected one of `socket`, `id`, `secret`, `queues`, `ring_size`, `buffer_size`"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nrings = 4\n", "config: ports[0].rings: unknown field `rings`, expected one of `socket`, `id`, `secret`, `queues`, `ring_size`, `buffer_size`, `max_frame_b`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 1000\n", "config: ports[0].ring_size: 1000 is not a power of two in 2..=16384"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 32768\n", "config: ports[0].ring_size: 32768 is not a power of two in 2..=16384"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = 0\n", "config: ports[0].queues: 0 not in 1..=255"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = -1\n", "config: ports[0].queues: invalid value: integer `-1`, expected u16"),
-            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nsecret = \"0123456789012345678901234\"\n", "config: ports[0].secret: 25 bytes long, at most 24"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nsecret = \"012345678901234567890123\"\n", "config: ports[0].secret: 24 bytes long, at most 23 (no NUL)"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 2\nmax_frame_b = 9000\n", "config: ports[0].max_frame_b: 9000 needs 5 buffers of 2048 B, more than the ring's 2 or 256"),
+            ("[[ports]]\nname = \"a\"\nkind = \"af_xdp\"\niface = \"v0\"\nbind = \"zc\"\n", "config: ports[0].bind: \"zc\" is not one of auto, copy, zero_copy"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nworker = 1\n", "config: ports[0].worker: no worker 1 (1 configured, numbered from 0)"),
             ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"a-very-long-interface\"\n", "config: ports[0].iface: \"a-very-long-interface\" is not a valid interface name (1..=15 bytes, no '/' or spaces)"),
             ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"v0\"\nfanout = \"rr\"\n", "config: ports[0].fanout: \"rr\" is not one of hash, lb, cpu, queue"),

@@ -59,6 +59,7 @@ struct State {
 /// A running turnoutd: switch, ports, logic and the control dispatcher.
 pub struct Daemon {
     switch: Switch,
+    backends: crate::backends::Backends,
     factory: Arc<dyn LogicFactory>,
     state: Mutex<State>,
     started: Instant,
@@ -109,13 +110,14 @@ impl Daemon {
         let switch = Switch::new(cfg.switch_config(), logic).map_err(|e| StartError::Runtime(e.to_string()))?;
         let d = Daemon {
             switch,
+            backends: crate::backends::Backends::new(),
             factory,
             state: Mutex::new(State { config: Config { ports: Vec::new(), ..cfg.clone() }, ports: Vec::new() }),
             started: Instant::now(),
         };
         let mut moved = false;
         for (i, pc) in cfg.ports.iter().enumerate() {
-            let port = crate::backends::open(pc).map_err(|e| StartError::Runtime(format!("port {}: {e}", pc.name)))?;
+            let port = d.backends.open(pc).map_err(|e| StartError::Runtime(format!("port {}: {e}", pc.name)))?;
             let id = d.attach(pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))
                 .map_err(|e| StartError::Runtime(format!("port {}: {}", pc.name, e.message)))?;
             moved |= id as usize != i;
@@ -168,13 +170,14 @@ impl Daemon {
 
     /// Stops the workers and closes every port.
     pub fn shutdown(self) {
-        let Daemon { switch, state, .. } = self;
+        let Daemon { switch, state, backends, .. } = self;
         let names: Vec<String> = state.lock().ports.iter().map(|p| p.name.clone()).collect();
         for n in names {
             let _ = switch.remove_port(&n);
         }
         switch.shutdown();
         drop(state);
+        backends.close_all();
     }
 
     /// Answers one request line; `None` for a notification.
@@ -241,10 +244,13 @@ impl Daemon {
                     .ok_or_else(|| ApiError::new(code::NOT_FOUND, format!("no port named {:?}", p.name)))?;
                 self.switch.remove_port(&p.name).map_err(switch_error)?;
                 let a = st.ports.remove(i);
-                st.config.ports.retain(|c| c.name != p.name);
-                drop(st);
-                crate::log!(crate::log::Level::Info, "port", "port removed", name = a.name, id = a.id);
+                let pc = st.config.ports.iter().position(|c| c.name == p.name).map(|j| st.config.ports.remove(j));
                 drop(a);
+                if let Some(pc) = pc {
+                    self.backends.closed(&pc);
+                }
+                drop(st);
+                crate::log!(crate::log::Level::Info, "port", "port removed", name = p.name);
                 Ok(json!({}))
             }
             Call::LogicShow => {
@@ -308,7 +314,7 @@ impl Daemon {
         if !crate::backends::available(pc.spec.kind()) {
             return Err(ApiError::new(code::BACKEND, crate::backends::unavailable_message(pc.spec.kind())));
         }
-        let port = crate::backends::open(&pc).map_err(|e| ApiError::new(code::BACKEND, e))?;
+        let port = self.backends.open(&pc).map_err(|e| ApiError::new(code::BACKEND, e))?;
         let id = self.attach_locked(&mut st, pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))?;
         drop(st);
         crate::log!(crate::log::Level::Info, "port", "port added", name = pc.name, kind = pc.spec.kind(), id = id);
