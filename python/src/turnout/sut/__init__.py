@@ -6,6 +6,9 @@ from typing import Any
 
 from .base import SutAdapter, SutError, SutPort, Topology
 from .linux_bridge import LinuxBridge
+from .ovs import Ovs, OvsDpdk
+from .testpmd import Testpmd
+from .turnoutd import Turnoutd
 from .wire import BareWire
 
 __all__ = ["SUTS", "SutAdapter", "SutError", "SutPort", "Topology", "make_sut"]
@@ -13,7 +16,11 @@ __all__ = ["SUTS", "SutAdapter", "SutError", "SutPort", "Topology", "make_sut"]
 #: name -> adapter class. Adding a SUT: one file and one line here.
 SUTS: dict[str, type[SutAdapter]] = {
     "wire": BareWire,
+    "turnoutd": Turnoutd,
     "bridge": LinuxBridge,
+    "ovs": Ovs,
+    "ovs-dpdk": OvsDpdk,
+    "testpmd": Testpmd,
 }
 
 

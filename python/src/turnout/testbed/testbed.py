@@ -135,8 +135,11 @@ class Testbed:
         return name
 
     def veth(self, ns_a: str | None, ns_b: str | None, tag: str = "v",
-             mtu: int = 9000) -> Veth:
-        """A veth pair with end a in ns_a and end b in ns_b (None = root), both up."""
+             mtu: int = 3000) -> Veth:
+        """A veth pair with end a in ns_a and end b in ns_b (None = root), both up.
+
+        MTU 3000: room for 1518 B frames and still within native XDP on veth.
+        """
         from pyroute2 import IPRoute
 
         a, b = self.ifname(tag), self.ifname(tag)

@@ -1,0 +1,202 @@
+"""Open vSwitch, userspace datapath, with a private ovsdb-server and
+ovs-vswitchd (everything in the run's work dir; /work/shared/PEERS.md).
+
+``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
+(``ovs-vswitchd-dpdk``) with hugepages reserved for the run and given
+back; kernel interfaces are DPDK ``net_af_packet`` ports. OpenFlow rules
+``in_port=a → output:b`` implement the cross-connects both ways.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..testbed import Testbed
+from .base import SutAdapter, SutError, Topology, command_version
+
+__all__ = ["Ovs", "OvsDpdk"]
+
+SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
+DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
+
+
+def _mask(cpus: str) -> str:
+    m = 0
+    for part in cpus.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            for c in range(int(lo), int(hi) + 1):
+                m |= 1 << c
+        elif part:
+            m |= 1 << int(part)
+    return hex(m)
+
+
+class Ovs(SutAdapter):
+    name = "ovs"
+    vswitchd = "ovs-vswitchd"
+    max_ports = 1024
+
+    def available(self) -> str | None:
+        for tool in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl", self.vswitchd):
+            if not (shutil.which(tool) or Path(tool).exists()):
+                return f"{tool} not installed (apt openvswitch-switch)"
+        if not Path(SCHEMA).exists():
+            return f"{SCHEMA} missing"
+        return None
+
+    def version(self) -> str:
+        return command_version([self.vswitchd, "--version"])
+
+    def config(self) -> dict[str, Any]:
+        return {"datapath": "netdev", "port_type": self.port_type_name(),
+                "pmd_cpu_mask": getattr(self, "mask", ""), "flows": getattr(self, "flows", []),
+                "options": self.options}
+
+    def port_type_name(self) -> str:
+        return "afxdp"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        for k in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"):
+            env[k] = str(self.dir)
+        return env
+
+    def vsctl(self, *args: str) -> str:
+        assert self.tb is not None and self.topo is not None
+        cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-vsctl", f"--db=unix:{self.db}",
+               "--timeout=20", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=30)
+        if r.returncode != 0:
+            raise SutError(f"ovs-vsctl {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def ofctl(self, *args: str) -> str:
+        assert self.topo is not None
+        cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-ofctl", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=30)
+        if r.returncode != 0:
+            raise SutError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def extra_config(self, tb: Testbed) -> None:
+        """Hook for the DPDK build."""
+
+    def port_args(self, i: int, iface: str) -> list[str]:
+        mode = self.options.get("xdp_mode", "native")
+        return ["type=afxdp", f"options:xdp-mode={mode}"]
+
+    def setup(self, tb: Testbed, topo: Topology) -> None:
+        self.tb, self.topo = tb, topo
+        if any(p.kind != "veth" for p in topo.ports):
+            raise SutError("OVS userspace ports here are kernel interfaces only")
+        self.dir = tb.directory(self.name)
+        self.db = str(self.dir / "db.sock")
+        conf = self.dir / "conf.db"
+        subprocess.run(["ovsdb-tool", "create", str(conf), SCHEMA], check=True,
+                       capture_output=True)
+        self.ovsdb = tb.spawn(["ovsdb-server", str(conf), f"--remote=punix:{self.db}",
+                               f"--pidfile={self.dir}/ovsdb-server.pid",
+                               f"--log-file={self.dir}/ovsdb-server.log", "--no-chdir"],
+                              netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not Path(self.db).exists():
+            if self.ovsdb.poll() is not None or time.monotonic() > deadline:
+                raise SutError("ovsdb-server did not start")
+            time.sleep(0.05)
+        self.vsctl("--no-wait", "init")
+        self.mask = _mask(topo.cpus)
+        self.vsctl("--no-wait", "set", "Open_vSwitch", ".",
+                   f"other_config:pmd-cpu-mask={self.mask}")
+        self.extra_config(tb)
+        self.vswitchd_proc = tb.spawn(
+            [self.vswitchd, f"unix:{self.db}", f"--pidfile={self.dir}/ovs-vswitchd.pid",
+             f"--log-file={self.dir}/ovs-vswitchd.log", "--no-chdir"],
+            netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self.bridge = f"{tb.prefix}o"
+        tb.state.add("ovs", [self.db, self.bridge])
+        self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
+                   "datapath_type=netdev", "fail_mode=secure")
+        ofport: dict[str, int] = {}
+        for i, p in enumerate(topo.ports):
+            ofport[p.name] = i + 1
+            self.vsctl("add-port", self.bridge, p.iface, "--", "set", "interface", p.iface,
+                       *self.port_args(i, p.iface), f"ofport_request={i + 1}")
+        self.ofctl("del-flows", self.bridge)
+        self.flows = []
+        for a, b in topo.xconnects:
+            for x, y in ((a, b), (b, a)):
+                flow = f"in_port={ofport[x]},actions=output:{ofport[y]}"
+                self.ofctl("add-flow", self.bridge, flow)
+                self.flows.append(flow)
+        self._wait_ports(topo)
+
+    def _wait_ports(self, topo: Topology) -> None:
+        deadline = time.monotonic() + 15
+        while True:
+            out = self.vsctl("--columns=name,error", "list", "interface")
+            errors = [ln for ln in out.splitlines() if ln.startswith("error") and '""' not in ln
+                      and "[]" not in ln]
+            if not errors:
+                break
+            if time.monotonic() > deadline:
+                raise SutError(f"OVS ports not up: {errors[:3]}")
+            time.sleep(0.2)
+        time.sleep(0.5)
+
+    def teardown(self) -> None:
+        if self.tb is None:
+            return
+        try:
+            if getattr(self, "bridge", None):
+                self.vsctl("--if-exists", "del-br", self.bridge)
+                self.tb.state.discard("ovs", [self.db, self.bridge])
+        except (SutError, subprocess.TimeoutExpired):
+            pass
+        for attr in ("vswitchd_proc", "ovsdb"):
+            p = getattr(self, attr, None)
+            if p is not None:
+                self.tb.stop(p, timeout_s=5)
+
+    def pids(self) -> list[int]:
+        p = getattr(self, "vswitchd_proc", None)
+        return [p.pid] if p is not None and p.poll() is None else []
+
+
+class OvsDpdk(Ovs):
+    name = "ovs-dpdk"
+    vswitchd = DPDK_BINARY
+    max_ports = 16
+    hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
+
+    def available(self) -> str | None:
+        if not Path(DPDK_BINARY).exists():
+            return f"{DPDK_BINARY} not installed (apt openvswitch-switch-dpdk)"
+        return super().available()
+
+    def port_type_name(self) -> str:
+        return "dpdk net_af_packet"
+
+    def extra_config(self, tb: Testbed) -> None:
+        huge = tb.reserve_hugepages(self.hugepages)
+        self.prefix = f"{tb.prefix}od"
+        tb.state.add("dirs", f"/var/run/dpdk/{self.prefix}")
+        self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
+                   "other_config:dpdk-socket-mem=1024",
+                   f'other_config:dpdk-extra="--huge-dir={huge} --file-prefix={self.prefix} '
+                   '--no-pci --single-file-segments"')
+
+    def port_args(self, i: int, iface: str) -> list[str]:
+        return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={iface}"]
+
+    def teardown(self) -> None:
+        super().teardown()
+        if self.tb is not None and getattr(self, "prefix", None):
+            shutil.rmtree(Path("/var/run/dpdk") / self.prefix, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""turnoutd (docs/turnoutd.md): writes its TOML, starts target/release/turnoutd
+in the SUT namespace, checks it through the JSON-RPC control socket.
+
+Options: ``logic`` (patch | bridge | any name turnoutd knows; default
+patch: the cross-connects), ``kernel_port`` (af_xdp | af_packet, for veth
+ports; default af_packet), ``wakeup`` (adaptive | poll), ``batch``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from ..testbed import Testbed
+from .base import SutAdapter, SutError, Topology
+
+__all__ = ["Turnoutd", "rpc"]
+
+REPO = Path(__file__).resolve().parents[4]
+BINARY = REPO / "target" / "release" / "turnoutd"
+
+
+def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
+    """One JSON-RPC 2.0 call over turnoutd's unix socket; raises SutError on error."""
+    req = {"jsonrpc": "2.0", "id": 1, "method": method}
+    if params is not None:
+        req["params"] = params
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(sock_path)
+        s.sendall(json.dumps(req).encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    resp = json.loads(buf)
+    if "error" in resp:
+        e = resp["error"]
+        raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
+    return resp.get("result")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(str(v))
+
+
+class Turnoutd(SutAdapter):
+    name = "turnoutd"
+    supports_memif = True
+
+    def available(self) -> str | None:
+        if not BINARY.exists():
+            return f"{BINARY} not built (cargo build --release -p turnoutd)"
+        return None
+
+    def version(self) -> str:
+        if getattr(self, "_version", ""):
+            return str(self._version)
+        return f"turnoutd (built {time.ctime(BINARY.stat().st_mtime)})"
+
+    def render_config(self, topo: Topology, sock: str) -> str:
+        o = self.options
+        logic = o.get("logic", "patch")
+        cpu = int(topo.cpus.split(",")[0].split("-")[0])
+        lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
+                 f"batch = {int(o.get('batch', 256))}",
+                 f"max_ports = {max(64, len(topo.ports) + 8)}",
+                 f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}", "",
+                 "[[workers]]", f"cpu = {cpu}", "", "[logic]", f"name = {_toml_value(logic)}"]
+        if logic == "patch":
+            lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
+        for k, v in o.get("logic_options", {}).items():
+            lines.append(f"{k} = {_toml_value(v)}")
+        for p in topo.ports:
+            lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
+            if p.kind == "memif":
+                lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
+            else:
+                lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
+                          f"iface = {_toml_value(p.iface)}"]
+            lines.append("worker = 0")
+        return "\n".join(lines) + "\n"
+
+    def config(self) -> dict[str, Any]:
+        return {"options": self.options, "toml": getattr(self, "_toml", "")}
+
+    def setup(self, tb: Testbed, topo: Topology) -> None:
+        self.tb, self.topo = tb, topo
+        d = tb.directory("turnoutd")
+        self.sock = str(d / "turnoutd.sock")
+        self._toml = self.render_config(topo, self.sock)
+        cfg = d / "turnoutd.toml"
+        cfg.write_text(self._toml)
+        log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.proc = tb.spawn([str(BINARY), "--config", str(cfg)], netns=topo.ns,
+                             stdout=log, stderr=log)
+        deadline = time.monotonic() + 10
+        while not Path(self.sock).exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = (d / "turnoutd.log").read_text(errors="replace")[-600:]
+                raise SutError(f"turnoutd did not open its control socket: {tail}")
+            time.sleep(0.05)
+        v = rpc(self.sock, "version")
+        self._version = f"{v.get('version')} api {v.get('api')} git {v.get('git')}"
+        ports = rpc(self.sock, "port.list")
+        names = {p["name"] for p in ports}
+        missing = [p.name for p in topo.ports if p.name not in names]
+        if missing:
+            raise SutError(f"turnoutd is missing ports {missing}")
+
+    def teardown(self) -> None:
+        if self.tb is not None and getattr(self, "proc", None) is not None:
+            self.tb.stop(self.proc)
+
+    def pids(self) -> list[int]:
+        p = getattr(self, "proc", None)
+        return [p.pid] if p is not None and p.poll() is None else []

@@ -1,0 +1,178 @@
+"""Campaign parsing, work expansion, and resume after interruption."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+from turnout.campaign import CampaignError, Session, SkipSession, load, parse, run_campaign
+from turnout.measure.counts import TrialCounts
+from turnout.measure.synthetic import SyntheticMeasurer
+from turnout.results import Host, ResultsDB, Sut
+from turnout.scenarios import Point
+
+BASE = {
+    "campaign": {"name": "t", "duration_s": 0.5, "repetitions": 2,
+                 "methods": ["rplus", "ndr", "pdr", "latency", "fixed"], "search": "binary",
+                 "latency_fractions": [0.1, 0.5]},
+    "matrix": {"suts": ["wire", "bridge"], "scenarios": ["p2p", "loopback"],
+               "directions": ["uni", "bi"], "frame_sizes_b": [64, 1518], "vnfs": [1, 2],
+               "rates_pps": [1000, 2000]},
+}
+
+
+class Interrupt(KeyboardInterrupt):
+    pass
+
+
+class FakeBench:
+    """Synthetic sessions: each SUT is a model with its own capacity."""
+
+    def __init__(self, fail_after: int | None = None, missing: set[str] = frozenset()) -> None:
+        self.calls = 0
+        self.fail_after = fail_after
+        self.missing = missing
+        self.sessions: list[tuple[str, Point]] = []
+
+    def host(self) -> Host:
+        return Host(hostname="fake", cores=2)
+
+    @contextlib.contextmanager
+    def session(self, sut: str, point: Point, spec) -> Iterator[Session]:
+        if sut in self.missing:
+            raise SkipSession(f"{sut} not installed")
+        self.sessions.append((sut, point))
+        model = SyntheticMeasurer(capacity_pps=1e5 if sut == "wire" else 5e4)
+        bench = self
+
+        class Counting:
+            def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+                bench.calls += 1
+                if bench.fail_after is not None and bench.calls > bench.fail_after:
+                    raise Interrupt()
+                return model.measure(duration_s, load_pps)
+
+        yield Session(measurer=Counting(), sut=Sut(name=sut, version="1"), virtual_port="")
+
+
+def test_parse_expands_matrix():
+    spec = parse(BASE)
+    # p2p: 2 dirs x 2 sizes = 4; loopback adds vnfs 1,2 -> 8; 12 points
+    assert len(spec.points) == 12
+    per_point = 1 + 1 + 1 + 2 + 2  # rplus ndr pdr latency x2 fixed x2
+    assert len(spec.work()) == 12 * 2 * 2 * per_point
+    assert len({w.key for w in spec.work()}) == len(spec.work())
+    first = spec.work()[: 2 * per_point]
+    # interleaved: the same point on wire, then on bridge
+    assert [w.sut for w in first] == ["wire"] * per_point + ["bridge"] * per_point
+
+
+@pytest.mark.parametrize(("patch", "message"), [
+    ({"campaign": {"duration_s": 1}}, "campaign.name"),
+    ({"campaign": {"name": "x", "bogus": 1}}, "campaign.bogus: unknown key"),
+    ({"campaign": {"name": "x"}, "matrix": {"suts": ["nope"]}}, "unknown SUT"),
+    ({"campaign": {"name": "x"}, "matrix": {"frame_sizes_b": [32]}}, r"outside 64\.\.9000"),
+    ({"campaign": {"name": "x"}, "matrix": {"scenarios": ["p3p"]}}, "unknown 'p3p'"),
+    ({"campaign": {"name": "x", "methods": ["magic"]}}, "unknown 'magic'"),
+    ({"campaign": {"name": "x", "location": "remote"}}, "only 'local'"),
+    ({"campaign": {"name": "x"}, "extra": {}}, "unknown table"),
+    ({"campaign": {"name": "x"}, "matrix": {"flows": ["a"]}}, "expected int"),
+])
+def test_bad_campaigns_are_named(patch, message):
+    with pytest.raises(CampaignError, match=message):
+        parse(patch)
+
+
+def test_latency_implies_rplus():
+    spec = parse({"campaign": {"name": "x", "methods": ["latency"]}})
+    assert spec.methods == ("rplus", "latency")
+
+
+def test_shipped_campaigns_parse(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "campaigns"
+    files = sorted(root.glob("*.toml"))
+    assert {f.name for f in files} >= {"smoke.toml", "default.toml"}
+    for f in files:
+        assert load(f).work()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[campaign\nname=")
+    with pytest.raises(CampaignError, match=r"bad\.toml"):
+        load(bad)
+    with pytest.raises(CampaignError, match="cannot read"):
+        load(tmp_path / "missing.toml")
+
+
+def _small() -> dict:
+    return {
+        "campaign": {"name": "r", "duration_s": 1.0, "repetitions": 2, "search": "binary",
+                     "methods": ["rplus", "ndr", "pdr", "latency"], "latency_fractions": [0.5]},
+        "matrix": {"suts": ["wire", "bridge"], "scenarios": ["p2p"], "frame_sizes_b": [64, 1518]},
+    }
+
+
+def test_campaign_stores_everything(tmp_path):
+    spec = parse(_small())
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(spec, db, FakeBench())
+        assert c.status == "done"
+        results = db.results(c.id)
+        assert len(results) == 2 * 2 * 2 * 3  # reps x sizes x suts x (rplus ndr pdr)
+        rp = [r for r in results if r.sut == "bridge" and r.method == "rplus"]
+        assert all(r.rate_pps == pytest.approx(5e4) for r in rp)
+        ndr = [r for r in results if r.sut == "wire" and r.method == "ndr"]
+        assert all(0.95e5 <= r.rate_pps <= 1e5 for r in ndr)
+        lat = db.trials(c.id, method="latency")
+        assert len(lat) == 8 and {t.load_fraction for t in lat} == {0.5}
+        assert all(t.offered_pps == pytest.approx(0.5 * (1e5 if t.sut == "wire" else 5e4))
+                   for t in lat)
+        for r in results:  # every search's trials are linked to it
+            if r.extra.get("trials_of") is None:
+                assert len(db.trials(result_id=r.id)) == r.trials_count > 0
+
+
+def test_interrupted_campaign_resumes_without_repeating(tmp_path):
+    spec = parse(_small())
+    path = tmp_path / "r.db"
+    full = FakeBench()
+    with ResultsDB(tmp_path / "ref.db") as db:
+        run_campaign(spec, db, full)
+    with ResultsDB(path) as db:
+        first = FakeBench(fail_after=full.calls // 2)
+        with pytest.raises(Interrupt):
+            run_campaign(spec, db, first)
+        (c,) = db.campaigns()
+        assert c.status == "interrupted"
+        assert db.results(c.id, status="interrupted")  # the search cut in half
+        done_before = db.done_keys(c.id)
+        assert 0 < len(done_before) < len({w.key for w in spec.work()})
+    with ResultsDB(path) as db:
+        second = FakeBench()
+        c = run_campaign(spec, db, second, resume=True)
+        assert c.status == "done" and len(db.campaigns()) == 1
+        # nothing finished before was measured again
+        redone = {(s, p) for s, p in second.sessions}
+        ok_keys = {r.key for r in db.results(c.id, status="ok")}
+        assert done_before <= ok_keys | {t.key for t in db.trials(c.id, status="ok")}
+        for r in db.results(c.id, status="ok"):
+            assert [x.key for x in db.results(c.id, status="ok") if x.key == r.key] == [r.key]
+        assert first.calls - 1 + second.calls < full.calls + 20  # only the cut search is redone
+        assert redone  # and something was left to do
+        # a resume of a finished campaign does nothing
+        third = FakeBench()
+        run_campaign(spec, db, third, resume=True)
+        assert third.calls == 0
+
+
+def test_missing_sut_is_skipped_not_failed(tmp_path):
+    spec = parse(_small())
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(spec, db, FakeBench(missing={"bridge"}))
+        assert c.status == "done"
+        skipped = db.trials(c.id, status="skipped")
+        assert skipped and all(t.sut == "bridge" and "not installed" in t.reason for t in skipped)
+        assert not db.trials(c.id, status="failed")
+        assert db.results(c.id, sut="wire", status="ok")
