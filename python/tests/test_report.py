@@ -264,8 +264,8 @@ def test_scale_curves_data(report):
 
 
 def test_latency_cdfs_and_percentiles(report):
-    f = _fig(report, "latency-cdf-p2p-uni-64-1-32-0-2-1")
-    assert [p.title for p in f.panels] == ["0.99 × R+", "0.5 × R+", "0.1 × R+"]
+    f = _fig(report, "latency-cdf-p2p-uni")
+    assert [p.title for p in f.panels] == ["64 B, 0.99 × R+", "64 B, 0.5 × R+", "64 B, 0.1 × R+"]
     for panel, frac in zip(f.panels, (0.99, 0.5, 0.1), strict=True):
         assert panel.kind == "cdf" and panel.xlog
         s = _series(panel, "ovs")
@@ -275,18 +275,20 @@ def test_latency_cdfs_and_percentiles(report):
         xs = s.xs()
         assert any(x == pytest.approx(p99_ns("ovs", frac) / 1e3) for x in xs)
     t = next(t for t in report.section("latency-cdf").tables)
-    row = next(r for r in t.rows if r[0] == "bridge" and r[1] == "0.5")
+    row = next(r for r in t.rows if r[1:3] == ["bridge", "0.5"])
+    assert row[0] == "64"
     p99 = p99_ns("bridge", 0.5) / 1e3
     assert row[t.columns.index("p99")].startswith(f"{p99:.3g} [")
     # wire 8 µs vs turnoutd 10 µs at 0.1×R+: 2 µs apart, wire spread 0.69 µs,
     # turnoutd 0.8 µs: not within noise
-    flags = dict(zip((r[0] + "@" + r[1] for r in t.rows), t.flags, strict=True))
+    flags = dict(zip((r[1] + "@" + r[2] for r in t.rows), t.flags, strict=True))
     assert flags["wire@0.1"] == ""
 
 
 def test_latency_vs_offered_load_data(report):
-    f = _fig(report, "latency-load-p2p-uni-64-1-32-0-2-1")
+    f = _fig(report, "latency-load-p2p-uni")
     p = f.panels[0]
+    assert p.title == "64 B"
     assert p.ylog
     s = _series(p, "ovs p99")
     assert len(s.points) == 3
@@ -415,3 +417,20 @@ def test_compare_cli_exit_codes(synthetic_db, capsys):
     assert main(["compare", "base", "regressed", "--db", db, "--fail-on-regression"]) == 1
     assert main(["compare", "regressed", "base", "--db", db, "--fail-on-regression"]) == 0
     assert main(["compare", "base", "missing", "--db", db]) == 2
+
+
+def test_empty_database_and_empty_campaign(tmp_path, capsys):
+    path = tmp_path / "empty.db"
+    with ResultsDB(path):
+        pass
+    assert main(["report", "--db", str(path), "-o", str(tmp_path / "o")]) == 2
+    assert "no campaigns" in capsys.readouterr().err
+    with ResultsDB(path) as db:
+        db.add_campaign(Campaign(name="nothing"))
+    out = build_report(path, None, tmp_path / "o")
+    assert out.figures() == [] and out.files == []
+    html = out.page.read_text()
+    assert "No throughput results" in html and "<img" not in html
+    buf = io.StringIO()
+    print_summary(path, "nothing", file=buf)
+    assert "no results in this campaign" in buf.getvalue()

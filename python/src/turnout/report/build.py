@@ -61,8 +61,10 @@ def build_report(db: ResultsDB | str | Path, campaign: Any, outdir: str | Path) 
         for f in s.figures:
             if f.is_empty():
                 continue
-            if f.key in keys:  # two figures must never share a file
-                raise ValueError(f"duplicate figure key {f.key!r}")
+            base, i = f.key, 2
+            while f.key in keys:  # two figures must never share a file
+                f.key = f"{base}-{i}"
+                i += 1
             keys.add(f.key)
             files.extend(render_figure(f, out))
     c = data.campaign

@@ -135,6 +135,7 @@ class Figure:
     title: str
     panels: list[Panel] = field(default_factory=list)
     caption: str = ""
+    cols: int | None = None  # panels per row (default: up to 3)
 
     @property
     def png(self) -> str:

@@ -149,7 +149,7 @@ def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
     if fig.is_empty():
         raise ValueError(f"figure {fig.key!r} has no data")
     n = len(fig.panels)
-    cols = min(n, 3)
+    cols = max(1, min(n, fig.cols or 3))
     rows = math.ceil(n / cols)
     cats = max((sum(len(s.points) for s in p.series) for p in fig.panels if p.kind == "errbar"),
                default=0)

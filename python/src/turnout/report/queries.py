@@ -568,15 +568,66 @@ def _lat_trials(data: CampaignData) -> list[Trial]:
 
 
 def _fig_group(t: Trial) -> tuple:
-    return (t.scenario, t.direction, int(t.frame_size_b), int(t.flows), int(t.burst),
-            int(t.vnfs), int(t.ports), int(t.pairs))
+    """Trials drawn in one figure: all but SUT, frame size (a panel row each) and load."""
+    return (t.scenario, t.direction, int(t.flows), int(t.burst), int(t.vnfs), int(t.ports),
+            int(t.pairs))
+
+
+def _group_extras(g: tuple) -> str:
+    scen, d, flows, burst, vnfs, ports, pairs = g
+    return PointKey(scen, d, 0, flows, burst, vnfs, ports, pairs, "", "", "").extras()
 
 
 def _group_title(g: tuple) -> str:
-    scen, d, size, flows, burst, vnfs, ports, pairs = g
-    k = PointKey(scen, d, size, flows, burst, vnfs, ports, pairs, "", "", "")
-    extra = k.extras()
-    return f"{scen} {d}, {size} B" + (f", {extra}" if extra else "")
+    extra = _group_extras(g)
+    return f"{g[0]} {g[1]}" + (f" ({extra})" if extra else "")
+
+
+def _group_key(prefix: str, g: tuple) -> str:
+    return slug(prefix, g[0], g[1], _group_extras(g))
+
+
+def _sut_label(t: Trial) -> str:
+    return f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+
+
+def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
+    """CDF series of one panel (one frame size, one load) and its table rows."""
+    by_sut: dict[str, list[Trial]] = defaultdict(list)
+    for t in at:
+        by_sut[_sut_label(t)].append(t)
+    series = []
+    p99s: dict[str, Spread] = {}
+    rows: list[tuple[float, list[str], str]] = []
+    for label, st in sorted(by_sut.items()):
+        merged = merge_cdfs([(t.latency_cdf, float(t.received)) for t in st])
+        series.append(Series(label, [Point(v / 1e3, f) for v, f in merged], step=True))
+        pct = {}
+        for name, attr in _PCT_FIELDS:
+            vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
+            pct[name] = spread_of(vals).scaled(1e-3) if vals else None
+        if pct["p99"] is not None:
+            p99s[label] = pct["p99"]
+        jit = [t.jitter_ns for t in st if t.jitter_ns is not None]
+        rows.append((
+            pct["p99"].median if pct["p99"] else math.inf,
+            [str(int(st[0].frame_size_b)), label, fmt(frac),
+             fmt_spread(spread_of([_offered_pps(t) for t in st]).scaled(1e-6)),
+             str(len(st)), *[fmt_spread(pct[n]) for n, _ in _PCT_FIELDS],
+             fmt_spread(spread_of(jit).scaled(1e-3)) if jit else "–",
+             fmt_spread(spread_of([t.loss_ratio for t in st]))],
+            label,
+        ))
+    rows.sort(key=lambda r: r[0])
+    noisy: set[str] = set()
+    ranked = [r[2] for r in rows if r[2] in p99s]
+    for a, b in pairwise(ranked):
+        if _within_noise(p99s[a], p99s[b]):
+            noisy |= {a, b}
+    for _, row, label in rows:
+        table.rows.append(row)
+        table.flags.append("p99 within noise of the next SUT" if label in noisy else "")
+    return series
 
 
 def latency_cdf_section(data: CampaignData) -> Section:
@@ -585,10 +636,11 @@ def latency_cdf_section(data: CampaignData) -> Section:
         key="latency-cdf", title="Latency CDFs at 0.1, 0.5 and 0.99 × R+",
         intro="One-way latency measured by turnout-gen (send and receive timestamps on the "
               "same monotonic clock), at loads of 0.99, 0.5 and 0.1 × the SUT's own R+ "
-              "(seeds/000 §4.4, Fig. 8). Each curve pools the repetitions' CDFs weighted by "
-              "their received packets; x is logarithmic. The tables give each percentile as "
-              "the median over repetitions [min–max]; a flagged row's p99 is within noise of "
-              "the next SUT's at the same load.",
+              "(seeds/000 §4.4, Fig. 8): one row of panels per frame size, one panel per "
+              "load. Each curve pools the repetitions' CDFs weighted by their received "
+              "packets; x is logarithmic. The tables give each percentile as the median over "
+              "repetitions [min–max]; a flagged row's p99 is within noise of the next SUT's "
+              "at the same frame size and load.",
     )
     trials = _lat_trials(data)
     if not trials:
@@ -601,50 +653,20 @@ def latency_cdf_section(data: CampaignData) -> Section:
         fractions = sorted({round(float(t.load_fraction), 4) for t in ts}, reverse=True)
         panels = []
         table = Table(
-            key=slug("latency-pct", *g), title=f"Latency percentiles (µs): {_group_title(g)}",
-            columns=["SUT", "× R+", "offered Mpps", "n", *[f[0] for f in _PCT_FIELDS],
+            key=_group_key("latency-pct", g), title=f"Latency percentiles (µs): {_group_title(g)}",
+            columns=["size B", "SUT", "× R+", "offered Mpps", "n", *[f[0] for f in _PCT_FIELDS],
                      "jitter µs", "loss ratio"],
         )
-        for frac in fractions:
-            at = [t for t in ts if round(float(t.load_fraction), 4) == frac]
-            by_sut: dict[str, list[Trial]] = defaultdict(list)
-            for t in at:
-                by_sut[f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut].append(t)
-            series = []
-            p99s: dict[str, Spread] = {}
-            rows: list[tuple[float, list[str], str]] = []
-            for label, st in sorted(by_sut.items()):
-                merged = merge_cdfs([(t.latency_cdf, float(t.received)) for t in st])
-                series.append(Series(label, [Point(v / 1e3, f) for v, f in merged], step=True))
-                pct = {}
-                for name, attr in _PCT_FIELDS:
-                    vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
-                    pct[name] = spread_of(vals).scaled(1e-3) if vals else None
-                if pct["p99"] is not None:
-                    p99s[label] = pct["p99"]
-                jit = [t.jitter_ns for t in st if t.jitter_ns is not None]
-                rows.append((
-                    pct["p99"].median if pct["p99"] else math.inf,
-                    [label, fmt(frac), fmt_spread(spread_of([_offered_pps(t) for t in st])
-                                                  .scaled(1e-6)),
-                     str(len(st)), *[fmt_spread(pct[n]) for n, _ in _PCT_FIELDS],
-                     fmt_spread(spread_of(jit).scaled(1e-3)) if jit else "–",
-                     fmt_spread(spread_of([t.loss_ratio for t in st]))],
-                    label,
-                ))
-            rows.sort(key=lambda r: r[0])
-            noisy: set[str] = set()
-            ranked = [r[2] for r in rows if r[2] in p99s]
-            for a, b in pairwise(ranked):
-                if _within_noise(p99s[a], p99s[b]):
-                    noisy |= {a, b}
-            for _, row, label in rows:
-                table.rows.append(row)
-                table.flags.append("p99 within noise of the next SUT" if label in noisy else "")
-            panels.append(Panel(f"{fmt(frac)} × R+", "latency (µs)", "fraction of packets",
-                                series, kind="cdf", xlog=True))
-        sec.figures.append(Figure(key=slug("latency-cdf", *g),
-                                  title=f"Latency CDF: {_group_title(g)}", panels=panels))
+        for size in sorted({int(t.frame_size_b) for t in ts}):
+            for frac in fractions:
+                at = [t for t in ts if round(float(t.load_fraction), 4) == frac
+                      and int(t.frame_size_b) == size]
+                series = _latency_rows(frac, at, table) if at else []
+                panels.append(Panel(f"{size} B, {fmt(frac)} × R+", "latency (µs)",
+                                    "fraction of packets", series, kind="cdf", xlog=True))
+        sec.figures.append(Figure(key=_group_key("latency-cdf", g),
+                                  title=f"Latency CDF: {_group_title(g)}", panels=panels,
+                                  cols=len(fractions)))
         sec.tables.append(table)
     return sec
 
@@ -656,8 +678,9 @@ def latency_load_section(data: CampaignData) -> Section:
         intro="Median (solid) and 99th percentile (dashed) one-way latency against the "
               "offered load, for every trial that measured latency (latency trials at "
               "fractions of R+, fixed-rate trials, search trials), grouped by offered load; "
-              "bars span the repetitions' min–max (seeds/004 Fig. 13). The y axis is "
-              "logarithmic: overload shows as a step up by orders of magnitude.",
+              "bars span the repetitions' min–max (seeds/004 Fig. 13). One panel per frame "
+              "size. The y axis is logarithmic: overload shows as a step up by orders of "
+              "magnitude.",
     )
     trials = [t for t in data.ok_trials if t.latency_p50_ns is not None and _offered_pps(t) > 0]
     if not trials:
@@ -667,30 +690,31 @@ def latency_load_section(data: CampaignData) -> Section:
     for t in trials:
         by_fig[_fig_group(t)].append(t)
     for g, ts in sorted(by_fig.items(), key=_by_scenario):
-        by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
-        for t in ts:
-            label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
-            by[(label, float(f"{_offered_pps(t):.3g}"))].append(t)
-        suts = sorted({k[0] for k in by})
-        series = []
-        for label in suts:
-            for pname, attr, style in (("p50", "latency_p50_ns", "-"),
-                                       ("p99", "latency_p99_ns", "--")):
-                pts = []
-                for (lab, _load), st in sorted(by.items()):
-                    if lab != label:
-                        continue
-                    vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
-                    if not vals:
-                        continue
-                    s = spread_of(vals).scaled(1e-3)
-                    x = statistics_median([_offered_pps(t) for t in st]) / 1e6
-                    pts.append(Point(x, s.median, s.min, s.max, s.n))
-                pts.sort(key=lambda p: float(p.x))
-                series.append(Series(f"{label} {pname}", pts, style=style))
+        panels = []
+        for size in sorted({int(t.frame_size_b) for t in ts}):
+            by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
+            for t in ts:
+                if int(t.frame_size_b) == size:
+                    by[(_sut_label(t), float(f"{_offered_pps(t):.3g}"))].append(t)
+            series = []
+            for label in sorted({k[0] for k in by}):
+                for pname, attr, style in (("p50", "latency_p50_ns", "-"),
+                                           ("p99", "latency_p99_ns", "--")):
+                    pts = []
+                    for (lab, _load), st in sorted(by.items()):
+                        vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
+                        if lab != label or not vals:
+                            continue
+                        sp = spread_of(vals).scaled(1e-3)
+                        x = statistics_median([_offered_pps(t) for t in st]) / 1e6
+                        pts.append(Point(x, sp.median, sp.min, sp.max, sp.n))
+                    pts.sort(key=lambda p: float(p.x))
+                    series.append(Series(f"{label} {pname}", pts, style=style))
+            panels.append(Panel(f"{size} B", "offered load (Mpps)", "latency (µs)", series,
+                                ylog=True))
         sec.figures.append(Figure(
-            key=slug("latency-load", *g), title=f"Latency vs offered load: {_group_title(g)}",
-            panels=[Panel("", "offered load (Mpps)", "latency (µs)", series, ylog=True)],
+            key=_group_key("latency-load", g), title=f"Latency vs offered load: {_group_title(g)}",
+            panels=panels,
         ))
     return sec
 
