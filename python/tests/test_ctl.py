@@ -1,0 +1,195 @@
+"""turnout ctl without a daemon: argument parsing, tables, rates, and the
+client against a scripted fake server (errors, hang-ups, garbage)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from turnout import cli
+from turnout.ctl import (
+    CtlClient,
+    CtlConnectionError,
+    CtlError,
+    format_table,
+    parse_kv,
+    rates,
+)
+
+
+def test_parse_kv_reads_json_values_and_strings():
+    assert parse_kv(
+        ["id=2", "socket=/run/x.sock", "client=true", 'pairs=[["a","b"]]', "s=0600"]
+    ) == {
+        "id": 2,
+        "socket": "/run/x.sock",
+        "client": True,
+        "pairs": [["a", "b"]],
+        "s": "0600",
+    }
+    with pytest.raises(ValueError, match="expected key=value"):
+        parse_kv(["novalue"])
+    with pytest.raises(ValueError, match="given twice"):
+        parse_kv(["a=1", "a=2"])
+
+
+def test_format_table_aligns_numbers_right():
+    t = format_table(["name", "n"], [["a", 1], ["bb", 100], ["c", None]]).splitlines()
+    assert t == ["name    n", "----  ---", "a       1", "bb    100", "c       -"]
+
+
+def _snap(t_ns: int, rx: int, drops: int = 0) -> dict:
+    return {
+        "time_ns": t_ns,
+        "ports": [
+            {
+                "name": "a",
+                "rx_packets": rx,
+                "tx_packets": 0,
+                "rx_bytes": 64 * rx,
+                "tx_bytes": 0,
+                "drops": {"tx_full": drops},
+            },
+        ],
+    }
+
+
+def test_rates_between_snapshots():
+    r = rates(_snap(0, 1000), _snap(500_000_000, 2000, 10))
+    assert len(r) == 1
+    assert r[0].rx_pps == pytest.approx(2000.0)
+    assert r[0].rx_bps == pytest.approx(2000.0 * 64 * 8)
+    assert r[0].drops_pps == pytest.approx(20.0)
+    # a reset in between counts from zero
+    r = rates(_snap(0, 1000), _snap(1_000_000_000, 300))
+    assert r[0].rx_pps == pytest.approx(300.0)
+    assert rates(_snap(5, 1), _snap(5, 2)) == []
+
+
+class FakeDaemon:
+    """Answers each request line with the next scripted reply (or hangs up on None)."""
+
+    def __init__(self, path: Path, replies: list) -> None:
+        self.path = str(path)
+        self.replies = list(replies)
+        self.requests: list[dict] = []
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(self.path)
+        self.srv.listen(1)
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self) -> None:
+        # One connection after another (each cli.main call connects anew),
+        # until the script is used up.
+        while self.replies:
+            conn, _ = self.srv.accept()
+            f = conn.makefile("rwb")
+            while self.replies:
+                line = f.readline()
+                if not line:
+                    break
+                req = json.loads(line)
+                self.requests.append(req)
+                reply = self.replies.pop(0)
+                if reply is None:
+                    break
+                if callable(reply):
+                    reply = reply(req)
+                f.write((reply if isinstance(reply, bytes) else json.dumps(reply).encode()) + b"\n")
+                f.flush()
+            f.close()
+            conn.close()
+        self.srv.close()
+
+
+def ok(result):
+    return lambda req: {"jsonrpc": "2.0", "id": req["id"], "result": result}
+
+
+def test_client_results_errors_and_hangups(tmp_path):
+    fake = FakeDaemon(
+        tmp_path / "s",
+        [
+            ok({"version": "0.1.0", "api": 1, "git": "abc"}),
+            lambda req: {
+                "jsonrpc": "2.0",
+                "id": req["id"],
+                "error": {"code": 1, "message": 'no port named "x"'},
+            },
+            None,
+        ],
+    )
+    with CtlClient(fake.path, timeout_s=5) as c:
+        assert c.call("version")["api"] == 1
+        with pytest.raises(CtlError) as e:
+            c.call("port.remove", {"name": "x"})
+        assert (e.value.code, e.value.message) == (1, 'no port named "x"')
+        with pytest.raises(CtlConnectionError, match="closed the connection"):
+            c.call("stats")
+    assert fake.requests[1] == {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "port.remove",
+        "params": {"name": "x"},
+    }
+
+
+def test_client_rejects_garbage_and_wrong_ids(tmp_path):
+    fake = FakeDaemon(tmp_path / "s", [b"this is not json"])
+    with (
+        CtlClient(fake.path, timeout_s=5) as c,
+        pytest.raises(CtlConnectionError, match="not json"),
+    ):
+        c.call("version")
+    fake = FakeDaemon(tmp_path / "t", [{"jsonrpc": "2.0", "id": 99, "result": {}}])
+    with (
+        CtlClient(fake.path, timeout_s=5) as c,
+        pytest.raises(CtlConnectionError, match="does not match"),
+    ):
+        c.call("version")
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert cli.main(["ctl", "--socket", str(tmp_path / "missing.sock"), "ports"]) == 3
+    err = capsys.readouterr().err
+    assert "cannot connect to turnoutd at" in err and "is turnoutd running?" in err
+    fake = FakeDaemon(
+        tmp_path / "s",
+        [
+            lambda req: {
+                "jsonrpc": "2.0",
+                "id": req["id"],
+                "error": {"code": 2, "message": 'a port named "a" exists'},
+            }
+        ],
+    )
+    rc = cli.main(["ctl", "--socket", fake.path, "port", "add", "a", "memif", "socket=/x", "id=1"])
+    assert rc == 1
+    assert capsys.readouterr().err.strip() == 'turnout ctl: error 2: a port named "a" exists'
+    assert fake.requests[0]["params"] == {"name": "a", "kind": "memif", "socket": "/x", "id": 1}
+    # bad key=value is a usage error before anything is sent
+    fake = FakeDaemon(tmp_path / "u", [])
+    assert cli.main(["ctl", "--socket", fake.path, "logic", "replace", "bridge", "aging_s"]) == 2
+    assert "expected key=value" in capsys.readouterr().err
+
+
+def test_cli_logic_cmd_args_forms(tmp_path, capsys):
+    fake = FakeDaemon(tmp_path / "s", [ok({"n": 1}), ok({"n": 2}), ok({"n": 3})])
+    for extra in (
+        ['{"mac": "02:00:00:00:00:01", "port": "a"}'],
+        ["mac=02:00:00:00:00:01", "port=a"],
+        [],
+    ):
+        assert cli.main(["ctl", "--socket", fake.path, "logic", "cmd", "add", *extra]) == 0
+    capsys.readouterr()
+    assert fake.requests[0]["params"] == {
+        "cmd": "add",
+        "args": {"mac": "02:00:00:00:00:01", "port": "a"},
+    }
+    assert fake.requests[1]["params"] == fake.requests[0]["params"]
+    assert fake.requests[2]["params"] == {"cmd": "add"}

@@ -1,0 +1,284 @@
+"""Helpers for turnoutd system tests: run the real daemon and DPDK testpmd
+memif clients, read their counters, and always clean up (processes by PID,
+sockets, /var/run/dpdk/<prefix>) — also when a test fails.
+
+Used by tests/turnoutd/test_*.py and python/tests/test_ctl_system.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+TESTPMD = shutil.which("dpdk-testpmd")
+DPDK_RUN = Path("/var/run/dpdk")
+
+
+def turnoutd_binary() -> Path:
+    """$TURNOUTD, else target/debug/turnoutd, else target/release/turnoutd."""
+    env = os.environ.get("TURNOUTD")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO / "target" / "debug" / "turnoutd", REPO / "target" / "release" / "turnoutd"]
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise FileNotFoundError(
+        "turnoutd is not built: run `cargo build -p turnoutd` (or set $TURNOUTD)"
+    )
+
+
+def wait_for(what: str, timeout_s: float, cond: Callable[[], Any], every_s: float = 0.05) -> Any:
+    """Polls ``cond`` until it returns something truthy; fails after ``timeout_s``."""
+    end = time.monotonic() + timeout_s
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(every_s)
+
+
+def stop_pid(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 5.0) -> int:
+    """Signals our own child ``proc`` by PID, escalating to SIGKILL; returns its exit code."""
+    if proc.poll() is None:
+        try:
+            os.kill(proc.pid, sig)
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            return proc.wait(timeout=timeout_s)
+        except ProcessLookupError:
+            pass
+    return proc.wait()
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{message} (code {code})")
+        self.code = code
+        self.message = message
+
+
+class Turnoutd:
+    """A turnoutd process with its own directory, config and sockets."""
+
+    def __init__(self, workdir: Path, config: str, binary: Path | None = None) -> None:
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.sock = str(self.dir / "ctl.sock")
+        self.config_path = self.dir / "turnoutd.toml"
+        text = config.replace("@CTL@", self.sock).replace("@DIR@", str(self.dir))
+        self.config_path.write_text(text)
+        self.log_path = self.dir / "turnoutd.log"
+        self.binary = binary or turnoutd_binary()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Turnoutd:
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self.proc = subprocess.Popen(
+            [str(self.binary), "--config", str(self.config_path), "--log-level", "debug"],
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            wait_for("turnoutd's control socket", 10, self._ready)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            rc = self.proc.returncode
+            raise AssertionError(f"turnoutd exited with {rc}: {self.log()[-800:]}")
+        if not os.path.exists(self.sock):
+            return False
+        try:
+            self.rpc("version")
+            return True
+        except OSError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def rpc(self, method: str, params: Any = None, timeout_s: float = 10.0) -> Any:
+        """One call on a fresh connection; raises RpcError on an error answer."""
+        req: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
+        if params is not None:
+            req["params"] = params
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(self.sock)
+            s.sendall(json.dumps(req).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise OSError("turnoutd closed the connection")
+                buf += chunk
+        resp = json.loads(buf)
+        if "error" in resp:
+            raise RpcError(resp["error"]["code"], resp["error"]["message"])
+        return resp["result"]
+
+    def port(self, name: str) -> dict[str, Any]:
+        for p in self.rpc("stats")["ports"]:
+            if p["name"] == name:
+                return p
+        raise KeyError(name)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        """Stops the daemon by PID; returns its exit code."""
+        rc = None
+        if self.proc is not None:
+            rc = stop_pid(self.proc, sig)
+            self.proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+        return rc
+
+    def __enter__(self) -> Turnoutd:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class PmdCounts:
+    """Accumulated forward statistics testpmd prints when it stops."""
+
+    rx_packets: int
+    rx_dropped: int
+    tx_packets: int
+    tx_dropped: int
+
+
+_FWD_STATS = re.compile(
+    r"Forward statistics for port 0\s*-+\s*"
+    r"RX-packets:\s*(\d+)\s+RX-dropped:\s*(\d+)\s+RX-total:\s*\d+\s*"
+    r"TX-packets:\s*(\d+)\s+TX-dropped:\s*(\d+)",
+    re.S,
+)
+
+
+class Testpmd:
+    """A dpdk-testpmd memif client (no hugepages, unique file prefix)."""
+
+    _seq = 0
+
+    def __init__(
+        self,
+        workdir: Path,
+        name: str,
+        vdevs: list[str],
+        mode: str,
+        extra: list[str] | None = None,
+        lcores: str = "0,1",
+        main_lcore: int = 1,
+        mbuf_size: int | None = None,
+    ) -> None:
+        if TESTPMD is None:
+            raise FileNotFoundError("dpdk-testpmd is not installed (Debian package dpdk-dev)")
+        Testpmd._seq += 1
+        self.prefix = f"tdt{os.getpid()}x{Testpmd._seq}{name}"
+        self.log_path = workdir / f"testpmd-{name}.log"
+        self.name = name
+        args = [
+            TESTPMD,
+            "-l",
+            lcores,
+            "--main-lcore",
+            str(main_lcore),
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            f"--file-prefix={self.prefix}",
+            "--log-level=pmd.net.memif:info",
+        ]
+        args += [f"--vdev={v}" for v in vdevs]
+        args += ["--", "--total-num-mbufs=8192", f"--forward-mode={mode}", "--auto-start"]
+        if mbuf_size:
+            args.append(f"--mbuf-size={mbuf_size}")
+        args += extra or []
+        self.args = args
+        self.proc: subprocess.Popen | None = None
+
+    @staticmethod
+    def memif(
+        socket_path: str, ifid: int, vdev_index: int = 0, role: str = "client", **kw: Any
+    ) -> str:
+        opts = {"role": role, "socket": socket_path, "socket-abstract": "no", "id": ifid, **kw}
+        return f"net_memif{vdev_index}," + ",".join(f"{k}={v}" for k, v in opts.items())
+
+    def start(self) -> Testpmd:
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        # stdin is a pipe kept open: without --interactive testpmd waits for
+        # a newline or a signal before it stops.
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=log, stderr=log)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> PmdCounts | None:
+        """Stops it with SIGINT (it prints its totals) and cleans up; returns its counts."""
+        if self.proc is not None:
+            stop_pid(self.proc, signal.SIGINT, timeout_s=10)
+            self.proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
+        self.cleanup()
+        found = _FWD_STATS.findall(self.log())
+        if not found:
+            return None
+        return PmdCounts(*(int(x) for x in found[-1]))
+
+    def kill9(self) -> None:
+        """SIGKILL, as a crash; leaves nothing behind."""
+        if self.proc is not None:
+            stop_pid(self.proc, signal.SIGKILL)
+            self.proc = None
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        shutil.rmtree(DPDK_RUN / self.prefix, ignore_errors=True)
+
+    def __enter__(self) -> Testpmd:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            stop_pid(self.proc, signal.SIGKILL)
+            self.proc = None
+        self.cleanup()
+
+
+def port_toml(name: str, sock: str, ifid: int, **kw: Any) -> str:
+    lines = ["[[ports]]", f'name = "{name}"', 'kind = "memif"', f'socket = "{sock}"']
+    lines.append(f"id = {ifid}")
+    lines += [f"{k} = {json.dumps(v)}" for k, v in kw.items()]
+    return "\n".join(lines) + "\n"
