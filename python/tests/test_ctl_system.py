@@ -158,10 +158,12 @@ def test_ctl_drives_a_running_turnoutd(daemon, capsys):
     assert json.loads(r.stdout)["api"] == 1
 
 
+WATCH = ["stats", "--watch", "0.2"]
+
+
 def test_watch_prints_rates_until_interrupted(daemon):
     p = subprocess.Popen(
-        [sys.executable, "-m", "turnout.cli", "ctl", "--socket", daemon.sock]
-        + ["stats", "--watch", "0.2"],
+        [sys.executable, "-m", "turnout.cli", "ctl", "--socket", daemon.sock, *WATCH],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -172,7 +174,7 @@ def test_watch_prints_rates_until_interrupted(daemon):
         while sum(1 for x in lines if x.startswith("-- ")) < 2 and time.monotonic() < deadline:
             lines.append(p.stdout.readline())
         os.kill(p.pid, signal.SIGINT)
-        rest, err = p.communicate(timeout=10)
+        _, err = p.communicate(timeout=10)
     finally:
         if p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
@@ -180,7 +182,7 @@ def test_watch_prints_rates_until_interrupted(daemon):
     assert p.returncode == 0, err
     text = "".join(lines)
     assert text.count("Ctrl-C to stop") >= 2
-    header = [x for x in lines if x.startswith("port")][0].split()
+    header = next(x for x in lines if x.startswith("port")).split()
     assert header == ["port", "rx_pps", "tx_pps", "rx_bps", "tx_bps", "drops/s"]
     assert any(x.split()[:2] == ["vnf0", "0"] for x in lines)
 
