@@ -64,6 +64,8 @@ struct ServerCounters {
 pub(crate) struct Inner {
     cfg: ServerConfig,
     listener: OwnedFd,
+    /// Inode of the socket file we bound.
+    ino: Option<u64>,
     wake: Arc<EventFd>,
     stop: AtomicBool,
     ifaces: Mutex<HashMap<u32, Arc<Shared>>>,
@@ -104,10 +106,12 @@ impl MemifServer {
     pub fn bind(cfg: ServerConfig) -> Result<MemifServer, MemifError> {
         let listener =
             sys::listen(&cfg.socket, cfg.mode).map_err(io_err(format!("listen on {}", cfg.socket.display())))?;
+        let ino = sys::inode(&cfg.socket);
         let wake = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
         let inner = Arc::new(Inner {
             cfg,
             listener,
+            ino,
             wake,
             stop: AtomicBool::new(false),
             ifaces: Mutex::new(HashMap::new()),
@@ -162,7 +166,7 @@ impl Drop for MemifServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        sys::unlink(&self.inner.cfg.socket);
+        sys::unlink_if(&self.inner.cfg.socket, self.inner.ino);
     }
 }
 

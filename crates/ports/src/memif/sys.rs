@@ -638,7 +638,16 @@ pub fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
     Ok(Some(out))
 }
 
-/// Removes a socket file (ignoring a missing one).
-pub fn unlink(path: &Path) {
-    let _ = std::fs::remove_file(path);
+/// Inode of a file (to recognise our own socket file later).
+pub fn inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
+}
+
+/// Removes a socket file if it is still the one we created (`ino`): a newer
+/// server may have replaced it.
+pub fn unlink_if(path: &Path, ino: Option<u64>) {
+    if ino.is_some() && inode(path) == ino {
+        let _ = std::fs::remove_file(path);
+    }
 }
