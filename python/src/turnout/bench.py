@@ -74,8 +74,8 @@ class RealBench:
             try:
                 for h in built.helpers:  # chain VNFs (turnout-gen fwd)
                     tb.spawn([*self.gen, *h.args], netns=h.netns)
-                if built.helpers:
-                    time.sleep(0.5)
+                if built.helpers:  # let the chain's memif/AF_PACKET ports come up
+                    time.sleep(1.5)
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
