@@ -10,7 +10,7 @@ from typing import Any
 from ..results import ResultsDB
 from .model import Figure, Section
 from .page import render_page
-from .plots import render_figure
+from .plots import palette, render_figure
 from .queries import CampaignData, all_sections, load_campaign
 
 __all__ = ["PAGE_NAME", "ReportOutput", "build_report"]
@@ -57,6 +57,7 @@ def build_report(db: ResultsDB | str | Path, campaign: Any, outdir: str | Path) 
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     keys: set[str] = set()
+    colors = palette([f for s in sections for f in s.figures])
     for s in sections:
         for f in s.figures:
             if f.is_empty():
@@ -66,7 +67,7 @@ def build_report(db: ResultsDB | str | Path, campaign: Any, outdir: str | Path) 
                 f.key = f"{base}-{i}"
                 i += 1
             keys.add(f.key)
-            files.extend(render_figure(f, out))
+            files.extend(render_figure(f, out, colors))
     c = data.campaign
     page = out / PAGE_NAME
     tmp = out / (PAGE_NAME + ".tmp")

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 
 from .model import Figure, Panel, Series
 
-__all__ = ["PNG_DPI", "render_figure"]
+__all__ = ["PNG_DPI", "palette", "render_figure"]
 
 #: Resolution of the PNG files (the SVG is vector).
 PNG_DPI = 110
@@ -27,23 +27,22 @@ _PANEL_H_IN = 3.9
 _COLORS = plt.get_cmap("tab10").colors
 
 
-def _color_map(fig: Figure) -> dict[str, tuple]:
-    """One colour per SUT label (the series label up to its method/percentile
-    suffix), the same in every panel of the figure."""
-    names: list[str] = []
-    for p in fig.panels:
-        for s in p.series:
-            base = _sut_of(s.label)
-            if base not in names:
-                names.append(base)
+def palette(figures: list[Figure]) -> dict[str, tuple]:
+    """One colour per SUT over all these figures (SUT names in sorted order),
+    so a SUT has the same colour in every plot of the page."""
+    names = sorted({_sut_of(s.label) for f in figures for p in f.panels for s in p.series
+                    if p.kind != "errbar"})
     return {n: _COLORS[i % len(_COLORS)] for i, n in enumerate(names)}
 
 
 def _sut_of(label: str) -> str:
+    """The SUT name of a series label: without method/percentile suffix and
+    virtual port kind."""
     for suffix in (" R+", " PDR", " NDR", " p50", " p99"):
         if label.endswith(suffix):
-            return label[: -len(suffix)]
-    return label
+            label = label[: -len(suffix)]
+            break
+    return label.split(" [", 1)[0]
 
 
 def _errs(series: Series) -> tuple[list[float], list[float]] | None:
@@ -140,8 +139,12 @@ def _draw_errbar(ax, panel: Panel) -> None:
         ax.set_xlim(min(0.0, min(xs) - 0.05), max(xs) * 1.08 if max(xs) > 0 else 1.0)
 
 
-def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
+def render_figure(fig: Figure, outdir: Path,
+                  colors: dict[str, tuple] | None = None) -> tuple[Path, Path]:
     """Draw a figure; write ``<key>.png`` and ``<key>.svg`` into outdir.
+
+    ``colors`` maps SUT names to colours (see :func:`palette`); SUTs not in
+    it get one from this figure alone.
 
     Raises ValueError for a figure without a single point (the page says
     "no data" instead of drawing an empty plot).
@@ -157,7 +160,9 @@ def render_figure(fig: Figure, outdir: Path) -> tuple[Path, Path]:
     mfig, axes = plt.subplots(rows, cols, figsize=(_PANEL_W_IN * cols, panel_h * rows + 0.5),
                               squeeze=False)
     try:
-        colors = _color_map(fig)
+        colors = dict(colors or {})
+        for name, color in palette([fig]).items():
+            colors.setdefault(name, color)
         for i, panel in enumerate(fig.panels):
             _draw_panel(axes[i // cols][i % cols], panel, colors)
         for j in range(n, rows * cols):
