@@ -50,6 +50,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// `Truncated` if shorter than 28 bytes; `Malformed` unless the packet
     /// is Ethernet (htype 1, hlen 6) over IPv4 (ptype 0x0800, plen 4).
+    #[inline]
     pub fn check(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < PACKET_LEN {

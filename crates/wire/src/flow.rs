@@ -30,6 +30,7 @@ pub struct L4Tuple {
 ///   IP protocol (ICMP...), or an IP fragment other than the first;
 /// - `Err(_)`: a header that is truncated or malformed (bad VLAN stack,
 ///   wrong IP version, a UDP length or TCP offset past the datagram).
+#[inline]
 pub fn parse_l4(frame: &[u8]) -> Result<Option<L4Tuple>> {
     let tags = parse_tags(frame)?;
     let l3 = &frame[tags.l3_offset..];

@@ -62,6 +62,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// length; `Malformed` if the version is not 4, the header length is
     /// below 20 bytes or the total length is below the header length.
     /// (The checksum is not verified here: see [`Packet::verify_checksum`].)
+    #[inline]
     pub fn check(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {

@@ -59,6 +59,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// `Truncated` if shorter than 40 bytes plus the payload length;
     /// `Malformed` if the version is not 6. (Jumbograms, payload length 0
     /// with a hop-by-hop jumbo option, are seen as an empty payload.)
+    #[inline]
     pub fn check(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {

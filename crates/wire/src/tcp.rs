@@ -66,6 +66,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// `Truncated` if the buffer is shorter than 20 bytes or the data
     /// offset; `Malformed` if the data offset is below 20 bytes.
+    #[inline]
     pub fn check(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {

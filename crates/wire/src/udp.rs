@@ -40,6 +40,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// `Truncated` if the buffer is shorter than 8 bytes or than the length
     /// field; `Malformed` if the length field is below 8.
+    #[inline]
     pub fn check(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();
         if len < HEADER_LEN {
