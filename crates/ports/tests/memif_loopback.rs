@@ -12,7 +12,7 @@ const T: Duration = Duration::from_secs(5);
 
 struct Pair {
     _dir: TempDir,
-    server: MemifServer,
+    _server: MemifServer,
     s: MemifPort,
     c: MemifPort,
 }
@@ -23,7 +23,7 @@ fn pair(tag: &str, scfg: MemifConfig, ccfg: MemifConfig) -> Pair {
     let s = server.add_interface(scfg).unwrap();
     let c = MemifPort::client(ccfg, ClientConfig::new(dir.path("memif.sock"))).unwrap();
     assert!(wait_until(T, || s.link_up() && c.link_up()), "no link: {:?} / {:?}", s.status(), c.status());
-    Pair { _dir: dir, server, s, c }
+    Pair { _dir: dir, _server: server, s, c }
 }
 
 const SIZES: &[usize] = &[60, 61, 64, 65, 128, 1500, 1518, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8999, 9000];

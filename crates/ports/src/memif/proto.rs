@@ -11,6 +11,7 @@
 //! module decides what is acceptable.
 
 #![forbid(unsafe_code)]
+#![allow(clippy::manual_is_multiple_of)]
 
 use std::fmt;
 

@@ -284,10 +284,8 @@ fn run(inner: Arc<Inner>) {
             let end = if let Some(sh) = &ch.iface {
                 if !inner.registered(sh) {
                     Some(End::Local("interface removed".into()))
-                } else if let Some(v) = sh.conn.load().as_ref().and_then(|c| c.violated()) {
-                    Some(End::Local(v.reason().into()))
                 } else {
-                    None
+                    sh.conn.load().as_ref().and_then(|c| c.violated()).map(|v| End::Local(v.reason().into()))
                 }
             } else {
                 None

@@ -9,6 +9,8 @@
 //! outside a mapping. The peer can still change bytes while we read them;
 //! every descriptor is therefore copied out once and validated on the copy.
 
+#![allow(clippy::manual_is_multiple_of)] // MSRV 1.75
+
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -221,15 +223,6 @@ impl Region {
         true
     }
 
-    /// Fills `n` bytes at `off` with `v` (tests, initialisation).
-    pub fn fill(&self, off: usize, n: usize, v: u8) -> bool {
-        if !self.fits(off, n) {
-            return false;
-        }
-        // SAFETY: in bounds.
-        unsafe { std::ptr::write_bytes(self.ptr.as_ptr().add(off), v, n) };
-        true
-    }
 }
 
 impl Drop for Region {
@@ -650,4 +643,15 @@ pub fn unlink_if(path: &Path, ino: Option<u64>) {
     if ino.is_some() && inode(path) == ino {
         let _ = std::fs::remove_file(path);
     }
+}
+
+/// A memfd without seals (tests of the seal check).
+#[cfg(test)]
+pub fn test_memfd_unsealed(len: usize) -> OwnedFd {
+    let name = CString::new("unsealed").unwrap();
+    // SAFETY: valid NUL-terminated name.
+    let fd = own(cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) }).unwrap());
+    // SAFETY: plain syscall on our descriptor.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) }).unwrap();
+    fd
 }
