@@ -1,0 +1,573 @@
+//! The control path: the vhost-user protocol (framing by the `vhost`
+//! crate's `BackendReqHandler`, semantics here) and the per-port control
+//! thread that accepts or connects, serves one frontend at a time, and
+//! tears everything down when it hangs up or lies.
+//!
+//! A virtqueue runs (has a [`Session`] in its slot) when the memory table,
+//! its size, addresses and kick eventfd are set and it is enabled
+//! (`SET_VRING_ENABLE`, or implicitly when `VHOST_USER_F_PROTOCOL_FEATURES`
+//! was not negotiated). Any change to a running virtqueue stops it first:
+//! the slot is emptied, then we wait until no worker holds the old session
+//! (workers hold it for one burst or one transmit call), and read its
+//! cursor back as the ring's base. That is also what `GET_VRING_BASE`
+//! answers.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::Ordering::*;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight, VhostUserLog,
+    VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig, VhostUserSharedMsg,
+    VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
+};
+use vhost::vhost_user::{BackendReqHandler, Error as VuError, Result as VuResult, VhostUserBackendReqHandlerMut};
+use vhost::vhost_user::GpuBackend;
+use vhost::VhostUserMemoryRegionBase;
+
+use super::sys::{self, GuestMemory, RegionSpec, Ring};
+use super::vring::{Layout, Session, USED_F_NO_NOTIFY};
+use super::{Mode, Shared};
+
+/// `VIRTIO_NET_F_MRG_RXBUF`.
+pub const F_MRG_RXBUF: u64 = 1 << 15;
+/// `VIRTIO_NET_F_MQ`.
+pub const F_MQ: u64 = 1 << 22;
+/// `VIRTIO_RING_F_EVENT_IDX`.
+pub const F_EVENT_IDX: u64 = 1 << 29;
+/// `VHOST_USER_F_PROTOCOL_FEATURES`.
+pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
+/// `VIRTIO_F_VERSION_1`.
+pub const F_VERSION_1: u64 = 1 << 32;
+/// `VIRTIO_NET_F_GUEST_ANNOUNCE`? Not offered. `VIRTIO_F_RING_PACKED`:
+/// not offered (split virtqueues only).
+pub const F_RING_PACKED: u64 = 1 << 34;
+
+/// How long a stop waits for workers to let go of a session.
+const QUIESCE: Duration = Duration::from_secs(1);
+
+#[derive(Default, Debug)]
+struct VringCfg {
+    num: u16,
+    /// (desc, used, avail) frontend-virtual addresses.
+    addr: Option<(u64, u64, u64)>,
+    base: u16,
+    kick: Option<Arc<File>>,
+    call: Option<Arc<File>>,
+    enabled: bool,
+    started: bool,
+}
+
+/// The device state of one connection.
+pub struct Device {
+    shared: Arc<Shared>,
+    features: u64,
+    protocol: u64,
+    mem: Option<Arc<GuestMemory>>,
+    vrings: Vec<VringCfg>,
+}
+
+impl Device {
+    /// A fresh device for a new connection.
+    pub fn new(shared: Arc<Shared>) -> Self {
+        let n = shared.slots.len();
+        Self { shared, features: 0, protocol: 0, mem: None, vrings: (0..n).map(|_| VringCfg::default()).collect() }
+    }
+
+    /// Features offered to the frontend.
+    pub fn offered(&self) -> u64 {
+        let c = &self.shared.cfg;
+        let mut f = F_VERSION_1 | F_PROTOCOL_FEATURES;
+        if c.mrg_rxbuf {
+            f |= F_MRG_RXBUF;
+        }
+        if c.event_idx {
+            f |= F_EVENT_IDX;
+        }
+        if c.queues > 1 {
+            f |= F_MQ;
+        }
+        f
+    }
+
+    fn layout(&self) -> Layout {
+        let mrg = self.features & F_MRG_RXBUF != 0;
+        Layout {
+            hdr_len: if mrg || self.features & F_VERSION_1 != 0 { 12 } else { 10 },
+            mrg_rxbuf: mrg,
+            event_idx: self.features & F_EVENT_IDX != 0,
+        }
+    }
+
+    fn check_index(&self, index: u32) -> VuResult<usize> {
+        let i = index as usize;
+        if i < self.vrings.len() {
+            Ok(i)
+        } else {
+            Err(VuError::InvalidParam)
+        }
+    }
+
+    fn live(&self, i: usize) -> bool {
+        let v = &self.vrings[i];
+        let enabled = v.enabled || self.features & F_PROTOCOL_FEATURES == 0;
+        self.mem.is_some() && v.started && enabled && v.num != 0 && v.addr.is_some() && v.kick.is_some()
+    }
+
+    /// Stops virtqueue `i` if it runs, and records its cursor as the base.
+    fn stop(&mut self, i: usize) {
+        let slot = &self.shared.slots[i];
+        let Some(old) = slot.session.swap(None) else { return };
+        if let Some(k) = &old.kick {
+            slot.epoll.remove(k.as_raw_fd());
+        }
+        let deadline = Instant::now() + QUIESCE;
+        while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        self.vrings[i].base = if i % 2 == 1 { old.last_avail.load(Acquire) } else { old.used_shadow.load(Acquire) };
+    }
+
+    /// Starts virtqueue `i` if everything it needs is set.
+    fn start(&mut self, i: usize) -> VuResult<()> {
+        if !self.live(i) {
+            return Ok(());
+        }
+        let v = &self.vrings[i];
+        let (desc, used, avail) = v.addr.ok_or(VuError::InvalidParam)?;
+        let mem = self.mem.clone().ok_or(VuError::InvalidParam)?;
+        let ring = match Ring::new(mem, desc, avail, used, v.num) {
+            Ok(r) => r,
+            Err(_) => {
+                self.shared.protocol_errors.fetch_add(1, Relaxed);
+                return Err(VuError::InvalidParam);
+            }
+        };
+        let layout = self.layout();
+        let s = Session::new(
+            ring,
+            layout,
+            v.call.clone(),
+            v.kick.clone(),
+            v.base,
+            self.shared.fault.clone(),
+        );
+        let slot = &self.shared.slots[i];
+        if i % 2 == 0 {
+            // The guest's receive queue: we never need its kicks.
+            if !layout.event_idx {
+                s.ring.set_used_flags(USED_F_NO_NOTIFY);
+            }
+            self.shared.tx[i / 2].set_layout(layout);
+        } else if let Some(k) = &s.kick {
+            let _ = slot.epoll.add(k.as_raw_fd(), 1);
+        }
+        slot.session.store(Some(Arc::new(s)));
+        slot.wake.notify();
+        Ok(())
+    }
+
+    fn restart(&mut self, i: usize) -> VuResult<()> {
+        self.stop(i);
+        self.start(i)
+    }
+
+    fn restart_all(&mut self) -> VuResult<()> {
+        let mut r = Ok(());
+        for i in 0..self.vrings.len() {
+            if let Err(e) = self.restart(i) {
+                r = Err(e);
+            }
+        }
+        r
+    }
+
+    /// Stops every virtqueue and unmaps the memory (disconnect).
+    pub fn teardown(&mut self) {
+        for i in 0..self.vrings.len() {
+            self.stop(i);
+        }
+        self.mem = None;
+        self.vrings.iter_mut().for_each(|v| *v = VringCfg::default());
+    }
+
+    /// Whether the guest's receive queue 0 runs (the port's link state).
+    pub fn any_live(&self) -> bool {
+        self.shared.slots.iter().any(|s| s.session.load().is_some())
+    }
+}
+
+fn unsupported<T>() -> VuResult<T> {
+    Err(VuError::InvalidOperation("not supported by turnoutd"))
+}
+
+impl VhostUserBackendReqHandlerMut for Device {
+    fn set_owner(&mut self) -> VuResult<()> {
+        Ok(())
+    }
+
+    fn reset_owner(&mut self) -> VuResult<()> {
+        self.teardown();
+        Ok(())
+    }
+
+    fn reset_device(&mut self) -> VuResult<()> {
+        self.teardown();
+        self.features = 0;
+        Ok(())
+    }
+
+    fn get_features(&mut self) -> VuResult<u64> {
+        Ok(self.offered())
+    }
+
+    fn set_features(&mut self, features: u64) -> VuResult<()> {
+        if features & !self.offered() != 0 {
+            self.shared.protocol_errors.fetch_add(1, Relaxed);
+            return Err(VuError::InvalidParam);
+        }
+        self.features = features;
+        self.restart_all()
+    }
+
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy: Option<bool>,
+    ) -> VuResult<Option<Vec<VhostUserMemoryRegionBase>>> {
+        if ctx.len() != files.len() {
+            return Err(VuError::InvalidParam);
+        }
+        let specs = ctx
+            .iter()
+            .zip(files)
+            .map(|(r, file)| RegionSpec {
+                gpa: r.guest_phys_addr,
+                size: r.memory_size,
+                uva: r.user_addr,
+                offset: r.mmap_offset,
+                file,
+            })
+            .collect();
+        // Stop every ring before the old memory may go away.
+        for i in 0..self.vrings.len() {
+            self.stop(i);
+        }
+        match GuestMemory::map(specs) {
+            Ok(m) => self.mem = Some(Arc::new(m)),
+            Err(_) => {
+                self.shared.protocol_errors.fetch_add(1, Relaxed);
+                self.mem = None;
+                return Err(VuError::InvalidParam);
+            }
+        }
+        for i in 0..self.vrings.len() {
+            self.start(i)?;
+        }
+        Ok(None)
+    }
+
+    fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
+        let i = self.check_index(index)?;
+        if num == 0 || num > 32768 || !num.is_power_of_two() {
+            self.shared.protocol_errors.fetch_add(1, Relaxed);
+            return Err(VuError::InvalidParam);
+        }
+        self.stop(i);
+        self.vrings[i].num = num as u16;
+        self.start(i)
+    }
+
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        _flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> VuResult<()> {
+        let i = self.check_index(index)?;
+        self.stop(i);
+        self.vrings[i].addr = Some((descriptor, used, available));
+        self.start(i)
+    }
+
+    fn set_vring_base(&mut self, index: u32, base: u32) -> VuResult<()> {
+        let i = self.check_index(index)?;
+        self.stop(i);
+        self.vrings[i].base = base as u16;
+        self.start(i)
+    }
+
+    fn get_vring_base(&mut self, index: u32) -> VuResult<VhostUserVringState> {
+        let i = self.check_index(index)?;
+        self.stop(i);
+        self.vrings[i].started = false;
+        self.vrings[i].kick = None;
+        Ok(VhostUserVringState::new(index, self.vrings[i].base as u32))
+    }
+
+    fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        let i = self.check_index(index as u32)?;
+        let Some(fd) = fd else {
+            // Polling-mode frontends (no kick eventfd) are not supported:
+            // the worker's wake-up model needs the eventfd.
+            self.shared.protocol_errors.fetch_add(1, Relaxed);
+            return Err(VuError::InvalidParam);
+        };
+        sys::set_nonblocking(fd.as_raw_fd()).map_err(|_| VuError::InvalidParam)?;
+        self.stop(i);
+        self.vrings[i].kick = Some(Arc::new(fd));
+        self.vrings[i].started = true;
+        self.start(i)
+    }
+
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        let i = self.check_index(index as u32)?;
+        self.stop(i);
+        self.vrings[i].call = fd.map(Arc::new);
+        self.start(i)
+    }
+
+    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        self.check_index(index as u32).map(|_| ())
+    }
+
+    fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
+        Ok(VhostUserProtocolFeatures::MQ)
+    }
+
+    fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
+        let ok = (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK).bits();
+        if features & !ok != 0 {
+            self.shared.protocol_errors.fetch_add(1, Relaxed);
+            return Err(VuError::InvalidParam);
+        }
+        self.protocol = features;
+        Ok(())
+    }
+
+    fn get_queue_num(&mut self) -> VuResult<u64> {
+        Ok(self.shared.cfg.queues as u64)
+    }
+
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
+        let i = self.check_index(index)?;
+        self.stop(i);
+        self.vrings[i].enabled = enable;
+        self.start(i)
+    }
+
+    fn get_config(&mut self, _offset: u32, _size: u32, _flags: VhostUserConfigFlags) -> VuResult<Vec<u8>> {
+        unsupported()
+    }
+
+    fn set_config(&mut self, _offset: u32, _buf: &[u8], _flags: VhostUserConfigFlags) -> VuResult<()> {
+        unsupported()
+    }
+
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> VuResult<()> {
+        unsupported()
+    }
+
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> VuResult<File> {
+        unsupported()
+    }
+
+    fn get_inflight_fd(&mut self, _inflight: &VhostUserInflight) -> VuResult<(VhostUserInflight, File)> {
+        unsupported()
+    }
+
+    fn set_inflight_fd(&mut self, _inflight: &VhostUserInflight, _file: File) -> VuResult<()> {
+        unsupported()
+    }
+
+    fn get_max_mem_slots(&mut self) -> VuResult<u64> {
+        unsupported()
+    }
+
+    fn add_mem_region(
+        &mut self,
+        _region: &VhostUserSingleMemoryRegion,
+        _fd: File,
+        _postcopy: Option<bool>,
+    ) -> VuResult<Option<VhostUserMemoryRegionBase>> {
+        unsupported()
+    }
+
+    fn remove_mem_region(&mut self, _region: &VhostUserSingleMemoryRegion) -> VuResult<()> {
+        unsupported()
+    }
+
+    fn set_device_state_fd(
+        &mut self,
+        _direction: VhostTransferStateDirection,
+        _phase: VhostTransferStatePhase,
+        _fd: File,
+    ) -> VuResult<Option<File>> {
+        unsupported()
+    }
+
+    fn check_device_state(&mut self) -> VuResult<()> {
+        unsupported()
+    }
+
+    fn get_shmem_config(&mut self) -> VuResult<VhostUserShMemConfig> {
+        unsupported()
+    }
+
+    fn set_log_base(&mut self, _log: &VhostUserLog, _file: File) -> VuResult<()> {
+        unsupported()
+    }
+}
+
+/// How a connection ended.
+enum End {
+    Stop,
+    HangUp,
+    Lie,
+    Protocol,
+}
+
+/// The control thread of one port: accept or connect, serve, tear down,
+/// again, until the port is dropped.
+pub fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
+    let mut backoff = Duration::from_millis(20);
+    while !shared.stop.load(Acquire) {
+        let stream = match &listener {
+            Some(l) => match accept(&shared, l) {
+                Some(s) => s,
+                None => continue,
+            },
+            None => match UnixStream::connect(&shared.cfg.socket) {
+                Ok(s) => {
+                    backoff = Duration::from_millis(20);
+                    s
+                }
+                Err(_) => {
+                    sleep_unless_stopped(&shared, backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+            },
+        };
+        let end = serve(&shared, stream, listener.as_ref());
+        match end {
+            End::Stop => {}
+            End::HangUp => {
+                shared.disconnects_hangup.fetch_add(1, Relaxed);
+            }
+            End::Lie => {
+                shared.disconnects_lie.fetch_add(1, Relaxed);
+            }
+            End::Protocol => {
+                shared.disconnects_protocol.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+fn sleep_unless_stopped(shared: &Shared, d: Duration) {
+    let mut ready = [false];
+    let _ = sys::poll_readable(&[shared.fault.wake.fd()], d.as_millis() as i32, &mut ready);
+    if ready[0] && !shared.fault.pending.load(Acquire) {
+        shared.fault.wake.drain();
+    }
+}
+
+fn accept(shared: &Shared, l: &UnixListener) -> Option<UnixStream> {
+    let mut ready = [false, false];
+    if sys::poll_readable(&[l.as_raw_fd(), shared.fault.wake.fd()], 200, &mut ready).is_err() {
+        std::thread::sleep(Duration::from_millis(50));
+        return None;
+    }
+    if ready[1] {
+        shared.fault.wake.drain();
+    }
+    if !ready[0] {
+        return None;
+    }
+    l.accept().ok().map(|(s, _)| s)
+}
+
+fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListener>) -> End {
+    // A frontend that stops mid-message must not hold the control thread.
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.set_nonblocking(false);
+    shared.connects.fetch_add(1, Relaxed);
+    shared.fault.pending.store(false, Release);
+    let dev = Arc::new(Mutex::new(Device::new(shared.clone())));
+    let mut h = BackendReqHandler::from_stream(stream, dev.clone());
+    shared.connected.store(true, Release);
+    let end = loop {
+        if shared.stop.load(Acquire) {
+            break End::Stop;
+        }
+        if shared.fault.pending.load(Acquire) {
+            break End::Lie;
+        }
+        let fds = [h.as_raw_fd(), shared.fault.wake.fd(), listener.map_or(-1, |l| l.as_raw_fd())];
+        let mut ready = [false; 3];
+        let nfds = if listener.is_some() { 3 } else { 2 };
+        if sys::poll_readable(&fds[..nfds], 200, &mut ready[..nfds]).is_err() {
+            break End::HangUp;
+        }
+        if ready[1] {
+            shared.fault.wake.drain();
+            continue;
+        }
+        if ready[2] {
+            // One frontend per port: refuse the others.
+            if let Some(l) = listener {
+                if let Ok((s, _)) = l.accept() {
+                    shared.rejected.fetch_add(1, Relaxed);
+                    drop(s);
+                }
+            }
+        }
+        if ready[0] {
+            if let Err(e) = h.handle_request() {
+                break match e {
+                    VuError::Disconnected | VuError::PartialMessage | VuError::SocketBroken(_) | VuError::SocketError(_) => {
+                        End::HangUp
+                    }
+                    _ => End::Protocol,
+                };
+            }
+        }
+    };
+    shared.connected.store(false, Release);
+    drop(h);
+    let mut d = dev.lock().unwrap_or_else(|p| p.into_inner());
+    d.teardown();
+    shared.fault.pending.store(false, Release);
+    end
+}
+
+/// Creates the listening socket of a server-mode port with mode 0600,
+/// replacing a stale socket file (never any other kind of file).
+pub fn listen(path: &Path) -> io::Result<UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if md.file_type().is_socket() {
+            std::fs::remove_file(path)?;
+        } else {
+            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} exists and is not a socket", path.display())));
+        }
+    }
+    let l = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(l)
+}
+
+/// Whether the configuration asks for a listening socket.
+pub fn is_server(mode: Mode) -> bool {
+    mode == Mode::Server
+}

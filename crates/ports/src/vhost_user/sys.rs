@@ -1,0 +1,570 @@
+//! Every `unsafe` block and system call of the vhost-user backend.
+//!
+//! - [`GuestMemory`]: the frontend's memory regions, mapped from the file
+//!   descriptors of `SET_MEM_TABLE` (or anonymous memory in tests), with
+//!   checked translation of guest-physical and frontend-virtual addresses
+//!   into [`GuestSlice`]s that cannot outlive the mapping.
+//! - [`Ring`]: the three parts of one split virtqueue (descriptor table,
+//!   available ring, used ring), located and bounds-checked once, then read
+//!   and written with atomic/volatile accesses. A ring holds an
+//!   `Arc<GuestMemory>`, so its memory stays mapped as long as the ring
+//!   lives, whatever the control thread does meanwhile.
+//! - eventfd signalling, `poll(2)` for the control thread, `O_NONBLOCK`.
+//!
+//! The frontend writes its memory concurrently with us: every value read
+//! from it is read once into a local and validated there (descriptor
+//! fields, ring indexes), never re-read after validation.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+
+use fabric::RxBatch;
+
+/// Most memory regions in one table (the vhost-user limit without
+/// `CONFIGURE_MEM_SLOTS`).
+pub const MAX_REGIONS: usize = 8;
+
+/// One region of a `SET_MEM_TABLE` message, with its file.
+#[derive(Debug)]
+pub struct RegionSpec {
+    /// Guest-physical start address.
+    pub gpa: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Start address in the frontend's virtual address space.
+    pub uva: u64,
+    /// Offset of the region in `file`.
+    pub offset: u64,
+    /// The region's backing file (memfd, hugetlbfs file).
+    pub file: File,
+}
+
+#[derive(Debug)]
+struct Region {
+    gpa: u64,
+    size: u64,
+    uva: u64,
+    host: *mut u8,
+    map_base: *mut libc::c_void,
+    map_len: usize,
+}
+
+/// The frontend's memory, mapped into this process.
+#[derive(Debug)]
+pub struct GuestMemory {
+    regions: Vec<Region>,
+}
+
+// SAFETY: the mappings are plain shared memory; every access goes through
+// bounds-checked slices whose lifetime is tied to `&GuestMemory`, and the
+// memory is unmapped only when the last owner drops it.
+unsafe impl Send for GuestMemory {}
+// SAFETY: see above; GuestMemory has no interior state besides the mapping.
+unsafe impl Sync for GuestMemory {}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.0 + b.1 && b.0 < a.0 + a.1
+}
+
+impl GuestMemory {
+    /// Maps the regions of a memory table. Regions must be non-empty, must
+    /// not overflow or overlap (in guest-physical or frontend-virtual
+    /// space), and there may be at most [`MAX_REGIONS`].
+    ///
+    /// Each region is mapped from file offset 0 to `offset + size` (as
+    /// DPDK's vhost library does), so an `offset` that is not a multiple of
+    /// the hugepage size of a hugetlbfs file still maps.
+    pub fn map(specs: Vec<RegionSpec>) -> io::Result<Self> {
+        let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_string());
+        if specs.is_empty() || specs.len() > MAX_REGIONS {
+            return Err(bad("memory table must have 1..=8 regions"));
+        }
+        for (i, s) in specs.iter().enumerate() {
+            if s.size == 0
+                || s.gpa.checked_add(s.size).is_none()
+                || s.uva.checked_add(s.size).is_none()
+                || s.offset.checked_add(s.size).map_or(true, |e| e > isize::MAX as u64)
+            {
+                return Err(bad("memory region is empty or overflows"));
+            }
+            for t in &specs[..i] {
+                if overlaps((s.gpa, s.size), (t.gpa, t.size)) || overlaps((s.uva, s.size), (t.uva, t.size)) {
+                    return Err(bad("memory regions overlap"));
+                }
+            }
+        }
+        let page = page_size();
+        let mut mem = GuestMemory { regions: Vec::with_capacity(specs.len()) };
+        for s in specs {
+            let want = s.offset + s.size;
+            let map_len = want.div_ceil(page) * page;
+            // SAFETY: a fresh shared mapping of the frontend's file; the
+            // kernel picks the address; the result is checked below.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_NORESERVE,
+                    s.file.as_raw_fd(),
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                // Regions mapped so far are unmapped by GuestMemory's Drop.
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: offset < map_len, so the pointer stays in the mapping.
+            let host = unsafe { (base as *mut u8).add(s.offset as usize) };
+            mem.regions.push(Region { gpa: s.gpa, size: s.size, uva: s.uva, host, map_base: base, map_len: map_len as usize });
+        }
+        Ok(mem)
+    }
+
+    /// Anonymous zeroed memory at guest-physical (and frontend-virtual)
+    /// address `gpa`: for tests that build rings and descriptors by hand.
+    pub fn anonymous(gpa: u64, size: u64) -> io::Result<Self> {
+        if size == 0 || gpa.checked_add(size).is_none() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad anonymous region"));
+        }
+        let map_len = size.div_ceil(page_size()) * page_size();
+        // SAFETY: a fresh private anonymous mapping; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(GuestMemory {
+            regions: vec![Region { gpa, size, uva: gpa, host: base as *mut u8, map_base: base, map_len: map_len as usize }],
+        })
+    }
+
+    /// Number of regions.
+    pub fn regions(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// The `len` bytes at guest-physical address `gpa`, if they lie inside
+    /// one region.
+    #[inline]
+    pub fn gpa(&self, gpa: u64, len: u64) -> Option<GuestSlice<'_>> {
+        for r in &self.regions {
+            let off = gpa.wrapping_sub(r.gpa);
+            if gpa >= r.gpa && off < r.size && len <= r.size - off {
+                // SAFETY: off + len <= size, so the range is inside the
+                // region's mapping.
+                let ptr = unsafe { r.host.add(off as usize) };
+                return Some(GuestSlice { ptr, len: len as usize, _mem: std::marker::PhantomData });
+            }
+        }
+        None
+    }
+
+    /// The `len` bytes at frontend-virtual address `uva` (ring addresses
+    /// of `SET_VRING_ADDR`), if they lie inside one region.
+    pub fn uva(&self, uva: u64, len: u64) -> Option<GuestSlice<'_>> {
+        let r = self.regions.iter().find(|r| uva >= r.uva && uva - r.uva < r.size)?;
+        let off = uva - r.uva;
+        if len > r.size - off {
+            return None;
+        }
+        // SAFETY: off + len <= size: inside the region's mapping.
+        let ptr = unsafe { r.host.add(off as usize) };
+        Some(GuestSlice { ptr, len: len as usize, _mem: std::marker::PhantomData })
+    }
+}
+
+impl Drop for GuestMemory {
+    fn drop(&mut self) {
+        for r in &self.regions {
+            // SAFETY: map_base/map_len are exactly what mmap returned; no
+            // GuestSlice or Ring can outlive self (lifetimes / Arc).
+            unsafe { libc::munmap(r.map_base, r.map_len) };
+        }
+    }
+}
+
+/// A bounds-checked range of guest memory, valid while the
+/// [`GuestMemory`] it came from is borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct GuestSlice<'a> {
+    ptr: *mut u8,
+    len: usize,
+    _mem: std::marker::PhantomData<&'a GuestMemory>,
+}
+
+impl GuestSlice<'_> {
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `src` to offset `off`; returns false (copying nothing) if it
+    /// does not fit.
+    #[inline]
+    pub fn write(&self, off: usize, src: &[u8]) -> bool {
+        if off > self.len || src.len() > self.len - off {
+            return false;
+        }
+        // SAFETY: [off, off+src.len()) is inside the checked range, which is
+        // mapped while 'a lives; src is our own memory, so no overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.add(off), src.len()) };
+        true
+    }
+
+    /// Copies `dst.len()` bytes from offset `off` into `dst`; returns false
+    /// (copying nothing) if the range does not fit.
+    #[inline]
+    pub fn read(&self, off: usize, dst: &mut [u8]) -> bool {
+        if off > self.len || dst.len() > self.len - off {
+            return false;
+        }
+        // SAFETY: as in write, in the other direction.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), dst.as_mut_ptr(), dst.len()) };
+        true
+    }
+
+    /// Fills the range with `byte` (tests lay out guest memory with it).
+    pub fn fill(&self, byte: u8) {
+        // SAFETY: the whole checked range is mapped while 'a lives.
+        unsafe { std::ptr::write_bytes(self.ptr, byte, self.len) };
+    }
+}
+
+/// Appends the frame at `[off, off+len)` of `s` to `batch` without copying
+/// (zero-copy receive). Returns false if the batch is full or the range
+/// does not fit.
+///
+/// The caller must keep the memory mapped (hold the `Arc<GuestMemory>`)
+/// and the descriptor unreturned to the frontend until the receive queue's
+/// `release`: that is the `Pkt` contract, and [`super::vring`] upholds it by
+/// holding its session from `burst` to `release`.
+#[inline]
+pub(crate) fn push_guest(batch: &mut RxBatch, s: &GuestSlice<'_>, off: usize, len: usize) -> bool {
+    if off > s.len || len > s.len - off || len > u32::MAX as usize {
+        return false;
+    }
+    // SAFETY: the range is inside the mapping; the caller holds the memory
+    // and the descriptor until release (see above). The frontend may write
+    // the bytes concurrently; that can only change what this port's frames
+    // contain, never reach outside the range.
+    unsafe { batch.push(s.ptr.add(off), len as u32) }
+}
+
+/// Appends a frame held in per-queue scratch memory to `batch`.
+#[inline]
+pub(crate) fn push_scratch(batch: &mut RxBatch, buf: &mut [u8]) -> bool {
+    // SAFETY: buf is scratch owned by the receive queue and not touched
+    // again until release (the caller moves on to the next scratch slot).
+    unsafe { batch.push(buf.as_mut_ptr(), buf.len() as u32) }
+}
+
+/// One descriptor of a split virtqueue, as read (once) from guest memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Desc {
+    /// Guest-physical address of the buffer.
+    pub addr: u64,
+    /// Buffer length.
+    pub len: u32,
+    /// `VRING_DESC_F_*`.
+    pub flags: u16,
+    /// Next descriptor when `flags & NEXT`.
+    pub next: u16,
+}
+
+/// A split virtqueue in guest memory, located once and bounds-checked.
+#[derive(Debug)]
+pub struct Ring {
+    mem: Arc<GuestMemory>,
+    desc: *mut u8,
+    avail: *mut u8,
+    used: *mut u8,
+    size: u16,
+}
+
+// SAFETY: the pointers are into `mem`, which the ring keeps alive; all
+// accesses are atomic or volatile copies of plain data.
+unsafe impl Send for Ring {}
+// SAFETY: see above. Concurrent writers of the used ring are coordinated by
+// the callers (one RX owner; TX writers on disjoint reserved entries).
+unsafe impl Sync for Ring {}
+
+/// Why a ring could not be located.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingError {
+    /// Size 0, larger than 32768 or not a power of two.
+    BadSize,
+    /// A part is not aligned as the virtio spec requires.
+    Misaligned,
+    /// A part is not inside one memory region.
+    OutOfMemory,
+}
+
+impl Ring {
+    /// Locates a ring of `size` entries from the frontend-virtual addresses
+    /// of `SET_VRING_ADDR`. The used ring includes `avail_event` and the
+    /// available ring `used_event` (room for `EVENT_IDX` either way).
+    pub fn new(mem: Arc<GuestMemory>, desc_uva: u64, avail_uva: u64, used_uva: u64, size: u16) -> Result<Ring, RingError> {
+        if size == 0 || size > 32768 || !size.is_power_of_two() {
+            return Err(RingError::BadSize);
+        }
+        if desc_uva % 16 != 0 || avail_uva % 2 != 0 || used_uva % 4 != 0 {
+            return Err(RingError::Misaligned);
+        }
+        let n = size as u64;
+        let desc = mem.uva(desc_uva, 16 * n).ok_or(RingError::OutOfMemory)?.ptr;
+        let avail = mem.uva(avail_uva, 6 + 2 * n).ok_or(RingError::OutOfMemory)?.ptr;
+        let used = mem.uva(used_uva, 6 + 8 * n).ok_or(RingError::OutOfMemory)?.ptr;
+        Ok(Ring { mem, desc, avail, used, size })
+    }
+
+    /// The memory the ring and its buffers live in.
+    #[inline]
+    pub fn mem(&self) -> &GuestMemory {
+        &self.mem
+    }
+
+    /// Number of entries (a power of two).
+    #[inline]
+    pub fn size(&self) -> u16 {
+        self.size
+    }
+
+    #[inline]
+    fn u16_at(&self, p: *mut u8) -> &AtomicU16 {
+        // SAFETY: p is 2-aligned (checked in new; offsets are even) and
+        // inside the ring's checked range, mapped while self.mem lives.
+        unsafe { &*(p as *const AtomicU16) }
+    }
+
+    /// `avail->flags`.
+    #[inline]
+    pub fn avail_flags(&self) -> u16 {
+        self.u16_at(self.avail).load(Ordering::Relaxed)
+    }
+
+    /// `avail->idx`, with Acquire: entries before it are readable after.
+    #[inline]
+    pub fn avail_idx(&self) -> u16 {
+        self.u16_at(self.avail.wrapping_add(2)).load(Ordering::Acquire)
+    }
+
+    /// `avail->ring[i % size]`.
+    #[inline]
+    pub fn avail_entry(&self, i: u16) -> u16 {
+        let k = (i & (self.size - 1)) as usize;
+        self.u16_at(self.avail.wrapping_add(4 + 2 * k)).load(Ordering::Relaxed)
+    }
+
+    /// `used_event` (after the available ring), for `EVENT_IDX`.
+    #[inline]
+    pub fn used_event(&self) -> u16 {
+        self.u16_at(self.avail.wrapping_add(4 + 2 * self.size as usize)).load(Ordering::Relaxed)
+    }
+
+    /// Descriptor `i % size`, read once.
+    #[inline]
+    pub fn desc(&self, i: u16) -> Desc {
+        let k = (i & (self.size - 1)) as usize;
+        // SAFETY: entry k < size is inside the checked 16*size range; the
+        // table is 16-aligned; a volatile read of plain bytes.
+        let raw: [u8; 16] = unsafe { std::ptr::read_volatile(self.desc.add(16 * k) as *const [u8; 16]) };
+        Desc {
+            addr: u64::from_le_bytes(raw[0..8].try_into().unwrap_or([0; 8])),
+            len: u32::from_le_bytes(raw[8..12].try_into().unwrap_or([0; 4])),
+            flags: u16::from_le_bytes([raw[12], raw[13]]),
+            next: u16::from_le_bytes([raw[14], raw[15]]),
+        }
+    }
+
+    /// `used->flags`.
+    #[inline]
+    pub fn set_used_flags(&self, flags: u16) {
+        self.u16_at(self.used).store(flags, Ordering::Relaxed);
+    }
+
+    /// `used->idx` as last stored by us.
+    #[inline]
+    pub fn used_idx(&self) -> u16 {
+        self.u16_at(self.used.wrapping_add(2)).load(Ordering::Relaxed)
+    }
+
+    /// Publishes `used->idx` with Release: entries written before it are
+    /// visible to the frontend.
+    #[inline]
+    pub fn set_used_idx(&self, idx: u16) {
+        self.u16_at(self.used.wrapping_add(2)).store(idx, Ordering::Release);
+    }
+
+    /// Writes `used->ring[i % size] = {id, len}`.
+    #[inline]
+    pub fn set_used(&self, i: u16, id: u16, len: u32) {
+        let k = (i & (self.size - 1)) as usize;
+        let mut raw = [0u8; 8];
+        raw[0..4].copy_from_slice(&(id as u32).to_le_bytes());
+        raw[4..8].copy_from_slice(&len.to_le_bytes());
+        // SAFETY: entry k < size is inside the checked used range (4-aligned
+        // base + 4 + 8k); a volatile write of plain bytes.
+        unsafe { std::ptr::write_volatile(self.used.add(4 + 8 * k) as *mut [u8; 8], raw) };
+    }
+
+    /// `avail_event` (after the used ring), for `EVENT_IDX`.
+    #[inline]
+    pub fn set_avail_event(&self, v: u16) {
+        self.u16_at(self.used.wrapping_add(4 + 8 * self.size as usize)).store(v, Ordering::Relaxed);
+    }
+}
+
+/// Adds 1 to an eventfd (wakes the frontend). A full counter (EAGAIN)
+/// leaves it readable, which is all that matters.
+#[inline]
+pub fn signal(fd: &File) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a valid u64 to an fd we hold open.
+    unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+}
+
+/// Reads and clears an eventfd (non-blocking: see [`set_nonblocking`]).
+#[inline]
+pub fn drain(fd: RawFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads 8 bytes into a valid u64 from an fd the caller holds.
+    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+}
+
+/// Sets `O_NONBLOCK` on a descriptor (kick eventfds, so draining one that
+/// is empty never blocks a worker).
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd the caller holds; no pointers.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` for any of `fds` to become readable (or hang
+/// up); returns one flag per fd.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, out: &mut [bool]) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: pfds is a valid array of pfds.len() entries.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            out.iter_mut().for_each(|o| *o = false);
+            return Ok(());
+        }
+        return Err(e);
+    }
+    for (o, p) in out.iter_mut().zip(&pfds) {
+        *o = p.revents != 0;
+    }
+    Ok(())
+}
+
+/// A small epoll set of our own: the stable `notify_fd` of a receive
+/// queue (its wake eventfd plus the frontend's current kick eventfd).
+#[derive(Debug)]
+pub struct Epoll(std::os::fd::OwnedFd);
+
+impl Epoll {
+    /// Creates one.
+    pub fn new() -> io::Result<Self> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain syscall; the fd is owned below.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(Self(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Watches `fd` for readability.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        // SAFETY: ev is valid for the duration of the call.
+        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Stops watching `fd` (no error if it was not watched).
+    pub fn remove(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: ev is valid for the duration of the call.
+        unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// The epoll descriptor (readable when a watched fd is).
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn translation_is_bounded_by_the_region() {
+        let m = GuestMemory::anonymous(0x10000, 0x4000).unwrap();
+        assert!(m.gpa(0x10000, 0x4000).is_some());
+        assert!(m.gpa(0x13fff, 1).is_some());
+        assert!(m.gpa(0x13fff, 2).is_none());
+        assert!(m.gpa(0xffff, 1).is_none());
+        assert!(m.gpa(0x14000, 0).is_none());
+        assert!(m.gpa(u64::MAX, 2).is_none());
+        assert!(m.gpa(0x10000, u64::MAX).is_none());
+        let s = m.gpa(0x10010, 4).unwrap();
+        assert!(s.write(0, &[1, 2, 3, 4]));
+        assert!(!s.write(1, &[1, 2, 3, 4]));
+        let mut b = [0u8; 4];
+        assert!(s.read(0, &mut b));
+        assert_eq!(b, [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn rings_must_be_aligned_sized_and_inside_memory() {
+        let m = Arc::new(GuestMemory::anonymous(0, 0x10000).unwrap());
+        assert!(Ring::new(m.clone(), 0, 0x1000, 0x2000, 256).is_ok());
+        assert_eq!(Ring::new(m.clone(), 0, 0x1000, 0x2000, 100).err(), Some(RingError::BadSize));
+        assert_eq!(Ring::new(m.clone(), 8, 0x1000, 0x2000, 256).err(), Some(RingError::Misaligned));
+        assert_eq!(Ring::new(m.clone(), 0, 0x1000, 0xfff0, 256).err(), Some(RingError::OutOfMemory));
+        assert_eq!(Ring::new(m, 0, 0x1000, 0x2000, 0).err(), Some(RingError::BadSize));
+    }
+}

@@ -1,0 +1,678 @@
+//! The data path: split virtqueues walked directly by the fabric's workers.
+//!
+//! Virtqueue `2q+1` (the guest's transmit queue) is the switch's receive
+//! queue `q` ([`VhostRx`]); virtqueue `2q` (the guest's receive queue) is
+//! the switch's transmit queue `q` ([`VhostTx`]).
+//!
+//! A running virtqueue is a [`Session`]: the located [`Ring`] (which keeps
+//! the guest memory mapped), the negotiated header layout, the eventfds and
+//! the cursors. The control thread installs and removes sessions in a
+//! [`VringSlot`] (an `ArcSwapOption`); a worker loads the session at the
+//! start of `burst` and holds it until `release`, a transmitter for the
+//! duration of each call, so stopping a ring or unmapping memory waits for
+//! them (see `device.rs`) and never pulls memory from under a worker.
+//!
+//! Every descriptor is validated before use: head and `next` indexes
+//! `< size`, no `INDIRECT` (not negotiated), the right direction (readable
+//! for the guest's transmit queue, writable for its receive queue), at most
+//! [`MAX_CHAIN`] descriptors (which also ends loops), every buffer inside
+//! one memory region, and the available index at most `size` ahead of ours.
+//! A violation marks the session broken, counts it, and wakes the control
+//! thread, which disconnects the frontend; nothing else is touched.
+
+use std::fs::File;
+use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU64, Ordering::*};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use fabric::batch::MAX_BATCH;
+use fabric::sys::EventFd;
+use fabric::{RxBatch, RxQueue, TxQueue};
+
+use super::sys::{self, Epoll, GuestSlice, Ring};
+
+/// `VIRTQ_DESC_F_NEXT`.
+pub const DESC_F_NEXT: u16 = 1;
+/// `VIRTQ_DESC_F_WRITE`: device-writable buffer.
+pub const DESC_F_WRITE: u16 = 2;
+/// `VIRTQ_DESC_F_INDIRECT`.
+pub const DESC_F_INDIRECT: u16 = 4;
+/// `VIRTQ_USED_F_NO_NOTIFY`.
+pub const USED_F_NO_NOTIFY: u16 = 1;
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT`.
+pub const AVAIL_F_NO_INTERRUPT: u16 = 1;
+/// Longest descriptor chain accepted (the spec bounds it by the queue
+/// size; Linux and DPDK use at most ~20 per frame).
+pub const MAX_CHAIN: u32 = 256;
+/// Guest receive buffers assumed when sizing a mergeable frame: Linux
+/// posts at least 1518 + 12 bytes, DPDK 2048 + 12.
+pub const MRG_BUF_B: usize = 1530;
+/// Frames that need linearising per burst (scratch slots per queue).
+pub const SCRATCH_SLOTS: usize = 64;
+
+/// What the frontend did wrong (one counter each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Lie {
+    /// The available index ran more than the queue size ahead.
+    AvailIdx = 0,
+    /// A head or `next` index outside the table.
+    DescIndex,
+    /// A chain longer than [`MAX_CHAIN`] (or a loop).
+    ChainTooLong,
+    /// A buffer outside the memory table.
+    OutOfMemory,
+    /// A writable buffer in a transmit chain, or read-only in a receive one.
+    WrongDirection,
+    /// An indirect descriptor (not negotiated).
+    Indirect,
+}
+
+impl Lie {
+    /// Number of kinds.
+    pub const COUNT: usize = 6;
+    /// Counter names, in order.
+    pub const NAMES: [&'static str; Self::COUNT] = [
+        "lie_avail_idx",
+        "lie_desc_index",
+        "lie_chain_too_long",
+        "lie_out_of_memory",
+        "lie_wrong_direction",
+        "lie_indirect",
+    ];
+}
+
+/// Port-wide fault reporting and rare-event counters, shared by sessions,
+/// queues and the control thread.
+#[derive(Debug)]
+pub struct Fault {
+    /// A session saw a lie: the control thread must disconnect.
+    pub pending: AtomicBool,
+    /// Wakes the control thread.
+    pub wake: EventFd,
+    /// Lies by kind.
+    pub lies: [AtomicU64; Lie::COUNT],
+    /// Guest frames longer than the port's largest frame (consumed, dropped).
+    pub rx_oversize: AtomicU64,
+    /// Guest frames shorter than the virtio-net header (consumed, dropped).
+    pub rx_short: AtomicU64,
+    /// Guest frames spread over several buffers, copied into scratch.
+    pub rx_linearised: AtomicU64,
+    /// Frames for the guest that did not fit the buffers it posted
+    /// (returned empty, the guest drops them).
+    pub tx_buf_short: AtomicU64,
+    /// Frames reserved on a ring that stopped before they were written.
+    pub tx_stale: AtomicU64,
+}
+
+impl Fault {
+    /// Fresh counters.
+    pub fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            pending: AtomicBool::new(false),
+            wake: EventFd::new()?,
+            lies: Default::default(),
+            rx_oversize: AtomicU64::new(0),
+            rx_short: AtomicU64::new(0),
+            rx_linearised: AtomicU64::new(0),
+            tx_buf_short: AtomicU64::new(0),
+            tx_stale: AtomicU64::new(0),
+        })
+    }
+
+    /// Total lies seen.
+    pub fn total_lies(&self) -> u64 {
+        self.lies.iter().map(|c| c.load(Relaxed)).sum()
+    }
+}
+
+/// Negotiated layout of one virtqueue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// virtio-net header length: 12 with `VERSION_1` or `MRG_RXBUF`, else 10.
+    pub hdr_len: usize,
+    /// `VIRTIO_NET_F_MRG_RXBUF`.
+    pub mrg_rxbuf: bool,
+    /// `VIRTIO_RING_F_EVENT_IDX`.
+    pub event_idx: bool,
+}
+
+/// One running virtqueue.
+#[derive(Debug)]
+pub struct Session {
+    /// Unique id (never reused within the process).
+    pub id: u64,
+    /// The rings.
+    pub ring: Ring,
+    /// Header layout and notification style.
+    pub layout: Layout,
+    /// Call eventfd (we signal the frontend), if any.
+    pub call: Option<Arc<File>>,
+    /// Kick eventfd (the frontend signals us), if any.
+    pub kick: Option<Arc<File>>,
+    /// Ring index at start (`SET_VRING_BASE`).
+    pub start_idx: u16,
+    /// Receive side: next available entry to consume (owner only).
+    pub last_avail: AtomicU16,
+    /// Transmit side: fabric slot that maps onto `start_idx` (set by the
+    /// first `free_slots` of this session; `u64::MAX` until then).
+    slot_base: AtomicU64,
+    /// Transmit side: used index last published.
+    pub used_shadow: AtomicU16,
+    broken: AtomicBool,
+    fault: Arc<Fault>,
+}
+
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+impl Session {
+    /// A session on `ring`, starting at ring index `start_idx`.
+    pub fn new(
+        ring: Ring,
+        layout: Layout,
+        call: Option<Arc<File>>,
+        kick: Option<Arc<File>>,
+        start_idx: u16,
+        fault: Arc<Fault>,
+    ) -> Self {
+        Self {
+            id: NEXT_SESSION.fetch_add(1, Relaxed),
+            ring,
+            layout,
+            call,
+            kick,
+            start_idx,
+            last_avail: AtomicU16::new(start_idx),
+            slot_base: AtomicU64::new(u64::MAX),
+            used_shadow: AtomicU16::new(start_idx),
+            broken: AtomicBool::new(false),
+            fault,
+        }
+    }
+
+    /// Whether a lie was seen on this session.
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Relaxed)
+    }
+
+    /// Records a lie: the session stops, the control thread disconnects.
+    #[cold]
+    pub fn lie(&self, why: Lie) {
+        self.fault.lies[why as usize].fetch_add(1, Relaxed);
+        if !self.broken.swap(true, Relaxed) {
+            self.fault.pending.store(true, Release);
+            self.fault.wake.notify();
+        }
+    }
+
+    /// Signals the frontend after the used index moved from `old` to `new`,
+    /// unless it suppressed notifications.
+    #[inline]
+    fn notify_frontend(&self, old: u16, new: u16) {
+        let Some(call) = &self.call else { return };
+        fence(SeqCst);
+        let wants = if self.layout.event_idx {
+            let ev = self.ring.used_event();
+            new.wrapping_sub(ev).wrapping_sub(1) < new.wrapping_sub(old)
+        } else {
+            self.ring.avail_flags() & AVAIL_F_NO_INTERRUPT == 0
+        };
+        if wants {
+            sys::signal(call);
+        }
+    }
+
+    /// Walks the chain starting at `head`, calling `seg` on every buffer;
+    /// `write` is the direction the buffers must have.
+    #[inline]
+    fn walk<'m>(&'m self, head: u16, write: bool, mut seg: impl FnMut(GuestSlice<'m>)) -> Result<(), Lie> {
+        let size = self.ring.size();
+        let mem = self.ring.mem();
+        let mut idx = head;
+        let mut n = 0u32;
+        loop {
+            if idx >= size {
+                return Err(Lie::DescIndex);
+            }
+            n += 1;
+            if n > MAX_CHAIN.min(size as u32) {
+                return Err(Lie::ChainTooLong);
+            }
+            let d = self.ring.desc(idx);
+            if d.flags & DESC_F_INDIRECT != 0 {
+                return Err(Lie::Indirect);
+            }
+            if (d.flags & DESC_F_WRITE != 0) != write {
+                return Err(Lie::WrongDirection);
+            }
+            if d.len != 0 {
+                seg(mem.gpa(d.addr, d.len as u64).ok_or(Lie::OutOfMemory)?);
+            }
+            if d.flags & DESC_F_NEXT == 0 {
+                return Ok(());
+            }
+            idx = d.next;
+        }
+    }
+}
+
+/// Where the control thread puts the running session of one virtqueue.
+pub struct VringSlot {
+    /// The session, `None` while the ring is stopped.
+    pub session: ArcSwapOption<Session>,
+    /// Stable eventfd to wake the queue's worker (a new session arrived).
+    pub wake: EventFd,
+    /// Stable epoll set: `wake` plus the current kick eventfd. Its fd is
+    /// the receive queue's `notify_fd`, so the worker registers it once
+    /// even though the frontend's kick eventfd changes on every connect.
+    pub epoll: Epoll,
+}
+
+impl VringSlot {
+    /// An empty slot.
+    pub fn new() -> std::io::Result<Self> {
+        let s = Self { session: ArcSwapOption::empty(), wake: EventFd::new()?, epoll: Epoll::new()? };
+        s.epoll.add(s.wake.fd(), 0)?;
+        Ok(s)
+    }
+}
+
+/// Receive queue `q` of the port: the guest's transmit virtqueue.
+pub struct VhostRx {
+    slot: Arc<VringSlot>,
+    /// Session held from a non-empty burst to release.
+    held: Option<Arc<Session>>,
+    /// Heads consumed by the held burst, in order.
+    heads: Box<[u16]>,
+    nheads: usize,
+    scratch: Box<[u8]>,
+    scratch_b: usize,
+    notify_on: bool,
+    applied: u64,
+    fault: Arc<Fault>,
+    max_frame_b: usize,
+    /// Released on drop so the port can hand the queue out again.
+    taken: Arc<AtomicBool>,
+}
+
+impl VhostRx {
+    /// The receive side of `slot`.
+    pub fn new(slot: Arc<VringSlot>, max_frame_b: usize, fault: Arc<Fault>, taken: Arc<AtomicBool>) -> Self {
+        Self {
+            slot,
+            held: None,
+            heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
+            nheads: 0,
+            scratch: vec![0u8; SCRATCH_SLOTS * max_frame_b].into_boxed_slice(),
+            scratch_b: max_frame_b,
+            notify_on: false,
+            applied: 0,
+            fault,
+            max_frame_b,
+            taken,
+        }
+    }
+
+    fn apply_notify(&self, s: &Session) {
+        if s.layout.event_idx {
+            if self.notify_on {
+                s.ring.set_avail_event(s.last_avail.load(Relaxed));
+            }
+        } else {
+            s.ring.set_used_flags(if self.notify_on { 0 } else { USED_F_NO_NOTIFY });
+        }
+    }
+}
+
+/// How one transmit chain turned out.
+enum Parsed {
+    /// The frame: either one guest range or scratch slot `k` of `len`.
+    Direct,
+    Scratch(usize),
+    /// Consumed and dropped (counted).
+    Dropped,
+    /// Scratch is full: leave this chain for the next burst.
+    NoScratch,
+}
+
+impl RxQueue for VhostRx {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        if self.held.is_none() {
+            self.held = self.slot.session.load_full();
+        }
+        let Some(s) = self.held.clone() else { return 0 };
+        if s.is_broken() {
+            self.held = None;
+            return 0;
+        }
+        if s.id != self.applied {
+            self.applied = s.id;
+            self.apply_notify(&s);
+        }
+        let size = s.ring.size();
+        let last = s.last_avail.load(Relaxed);
+        let pending = s.ring.avail_idx().wrapping_sub(last);
+        if pending > size {
+            s.lie(Lie::AvailIdx);
+            self.held = None;
+            return 0;
+        }
+        let n = (pending as usize).min(batch.room()).min(self.heads.len() - self.nheads);
+        let hdr_len = s.layout.hdr_len;
+        let max_b = self.max_frame_b;
+        let mut pushed = 0usize;
+        let mut consumed = 0u16;
+        let mut scratch_used = 0usize;
+        let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
+        for i in 0..n as u16 {
+            let head = s.ring.avail_entry(last.wrapping_add(i));
+            // Walk: skip the header, keep the first payload range; on a
+            // second one, linearise into scratch.
+            let mut skip = hdr_len;
+            let mut total = 0usize;
+            let mut first: Option<(GuestSlice<'_>, usize, usize)> = None;
+            let mut scratch_k: Option<usize> = None;
+            let mut no_scratch = false;
+            let scratch_b = self.scratch_b;
+            let scratch = &mut self.scratch;
+            let r = s.walk(head, false, |g| {
+                let mut off = 0;
+                if skip > 0 {
+                    let k = skip.min(g.len());
+                    skip -= k;
+                    off = k;
+                }
+                let len = g.len() - off;
+                if len == 0 {
+                    return;
+                }
+                let new_total = total + len;
+                if new_total > max_b || no_scratch {
+                    total = new_total;
+                    return;
+                }
+                match (&first, scratch_k) {
+                    (None, _) => first = Some((g, off, len)),
+                    (Some((fg, fo, fl)), None) => {
+                        if scratch_used == SCRATCH_SLOTS {
+                            no_scratch = true;
+                            return;
+                        }
+                        let k = scratch_used;
+                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
+                        fg.read(*fo, &mut dst[..*fl]);
+                        g.read(off, &mut dst[*fl..*fl + len]);
+                        scratch_k = Some(k);
+                    }
+                    (Some(_), Some(k)) => {
+                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
+                        g.read(off, &mut dst[total..total + len]);
+                    }
+                }
+                total = new_total;
+            });
+            if let Err(lie) = r {
+                s.lie(lie);
+                break;
+            }
+            let parsed = if no_scratch {
+                Parsed::NoScratch
+            } else if skip > 0 {
+                short += 1;
+                Parsed::Dropped
+            } else if total > max_b {
+                oversize += 1;
+                Parsed::Dropped
+            } else if let Some(k) = scratch_k {
+                scratch_used += 1;
+                linear += 1;
+                Parsed::Scratch(k)
+            } else {
+                Parsed::Direct
+            };
+            match parsed {
+                Parsed::NoScratch => break,
+                Parsed::Dropped => {}
+                Parsed::Direct => {
+                    // total == 0 (header only) pushes an empty frame: the
+                    // worker drops it as a runt and counts it.
+                    let ok = match &first {
+                        Some((g, off, len)) => sys::push_guest(batch, g, *off, *len),
+                        None => sys::push_scratch(batch, &mut self.scratch[..0]),
+                    };
+                    debug_assert!(ok);
+                    pushed += 1;
+                }
+                Parsed::Scratch(k) => {
+                    let b = k * self.scratch_b;
+                    sys::push_scratch(batch, &mut self.scratch[b..b + total]);
+                    pushed += 1;
+                }
+            }
+            self.heads[self.nheads] = head;
+            self.nheads += 1;
+            consumed += 1;
+        }
+        if oversize | short | linear != 0 {
+            self.fault.rx_oversize.fetch_add(oversize, Relaxed);
+            self.fault.rx_short.fetch_add(short, Relaxed);
+            self.fault.rx_linearised.fetch_add(linear, Relaxed);
+        }
+        s.last_avail.store(last.wrapping_add(consumed), Relaxed);
+        if pushed == 0 {
+            // Nothing for the worker (release is not called after an empty
+            // burst): give dropped chains back now and let the session go.
+            self.release();
+        }
+        pushed
+    }
+
+    fn release(&mut self) {
+        let Some(s) = self.held.take() else { return };
+        if self.nheads == 0 || s.is_broken() {
+            self.nheads = 0;
+            return;
+        }
+        let end = s.last_avail.load(Relaxed);
+        let start = end.wrapping_sub(self.nheads as u16);
+        for (i, h) in self.heads[..self.nheads].iter().enumerate() {
+            s.ring.set_used(start.wrapping_add(i as u16), *h, 0);
+        }
+        s.ring.set_used_idx(end);
+        self.nheads = 0;
+        s.notify_frontend(start, end);
+    }
+
+    fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.slot.epoll_fd())
+    }
+
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.notify_on = enabled;
+        let g = self.slot.session.load();
+        let Some(s) = g.as_ref() else { return false };
+        self.applied = s.id;
+        self.apply_notify(s);
+        if enabled {
+            fence(SeqCst);
+            return s.ring.avail_idx() != s.last_avail.load(Relaxed);
+        }
+        false
+    }
+
+    fn ack_notify(&mut self) {
+        self.slot.wake.drain();
+        if let Some(s) = self.slot.session.load().as_ref() {
+            if let Some(k) = &s.kick {
+                use std::os::fd::AsRawFd;
+                sys::drain(k.as_raw_fd());
+            }
+        }
+    }
+}
+
+impl Drop for VhostRx {
+    fn drop(&mut self) {
+        self.release();
+        self.taken.store(false, Release);
+    }
+}
+
+impl VringSlot {
+    fn epoll_fd(&self) -> std::os::fd::RawFd {
+        self.epoll.fd()
+    }
+}
+
+/// Transmit queue `q` of the port: the guest's receive virtqueue. Slots are
+/// available descriptor chains (guest receive buffers).
+pub struct VhostTx {
+    slot: Arc<VringSlot>,
+    fault: Arc<Fault>,
+    max_frame_b: usize,
+    /// Mergeable buffers negotiated (read per frame by `slots_for`).
+    mrg: AtomicBool,
+    // Reservation state, touched only under the fabric's lock.
+    next_slot: AtomicU64,
+    cur_session: AtomicU64,
+    cur_base: AtomicU64,
+    cur_start: AtomicU16,
+}
+
+impl VhostTx {
+    /// The transmit side of `slot`.
+    pub fn new(slot: Arc<VringSlot>, max_frame_b: usize, fault: Arc<Fault>) -> Self {
+        Self {
+            slot,
+            fault,
+            max_frame_b,
+            mrg: AtomicBool::new(false),
+            next_slot: AtomicU64::new(0),
+            cur_session: AtomicU64::new(0),
+            cur_base: AtomicU64::new(0),
+            cur_start: AtomicU16::new(0),
+        }
+    }
+
+    /// Called by the control thread when it installs a session.
+    pub fn set_layout(&self, l: Layout) {
+        self.mrg.store(l.mrg_rxbuf, Relaxed);
+    }
+
+    /// The session slot.
+    pub fn slot(&self) -> &Arc<VringSlot> {
+        &self.slot
+    }
+}
+
+impl TxQueue for VhostTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        if len > self.max_frame_b {
+            0
+        } else if self.mrg.load(Relaxed) {
+            (len + 12).div_ceil(MRG_BUF_B) as u32
+        } else {
+            1
+        }
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        let g = self.slot.session.load();
+        let Some(s) = g.as_ref() else { return 0 };
+        if s.is_broken() {
+            return 0;
+        }
+        let next = self.next_slot.load(Relaxed);
+        if self.cur_session.load(Relaxed) != s.id {
+            self.cur_session.store(s.id, Relaxed);
+            self.cur_base.store(next, Relaxed);
+            self.cur_start.store(s.start_idx, Relaxed);
+            s.slot_base.store(next, Release);
+        }
+        let taken = self.cur_start.load(Relaxed).wrapping_add((next - self.cur_base.load(Relaxed)) as u16);
+        let used = s.used_shadow.load(Relaxed);
+        let avail = s.ring.avail_idx();
+        let outstanding = taken.wrapping_sub(used);
+        let ahead = avail.wrapping_sub(used);
+        if ahead > s.ring.size() {
+            s.lie(Lie::AvailIdx);
+            return 0;
+        }
+        ahead.saturating_sub(outstanding) as u32
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        self.next_slot.fetch_add(n as u64, Relaxed)
+    }
+
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        let g = self.slot.session.load();
+        let Some(s) = g.as_ref() else {
+            self.fault.tx_stale.fetch_add(1, Relaxed);
+            return;
+        };
+        let base = s.slot_base.load(Acquire);
+        if base == u64::MAX || slot < base {
+            self.fault.tx_stale.fetch_add(1, Relaxed);
+            return;
+        }
+        if s.is_broken() {
+            return;
+        }
+        let idx0 = s.start_idx.wrapping_add((slot - base) as u16);
+        let hdr_len = s.layout.hdr_len;
+        let mut hdr = [0u8; 12];
+        if s.layout.mrg_rxbuf {
+            hdr[10..12].copy_from_slice(&(nslots as u16).to_le_bytes());
+        }
+        let hdr = &hdr[..hdr_len];
+        let total = hdr_len + frame.len();
+        let mut src = 0usize;
+        for j in 0..nslots as u16 {
+            let idx = idx0.wrapping_add(j);
+            let head = s.ring.avail_entry(idx);
+            let mut written = 0u32;
+            let r = s.walk(head, true, |g| {
+                let mut off = 0usize;
+                while off < g.len() && src < total {
+                    let (part, at) = if src < hdr_len { (hdr, src) } else { (frame, src - hdr_len) };
+                    let k = (part.len() - at).min(g.len() - off);
+                    g.write(off, &part[at..at + k]);
+                    off += k;
+                    src += k;
+                }
+                written += off as u32;
+            });
+            if let Err(lie) = r {
+                s.lie(lie);
+                return;
+            }
+            s.ring.set_used(idx, head, written);
+        }
+        if src < total {
+            // The guest's buffers were too small: hand them back empty.
+            self.fault.tx_buf_short.fetch_add(1, Relaxed);
+            for j in 0..nslots as u16 {
+                let idx = idx0.wrapping_add(j);
+                s.ring.set_used(idx, s.ring.avail_entry(idx) % s.ring.size(), 0);
+            }
+        }
+    }
+
+    unsafe fn publish(&self, tail: u64) {
+        let g = self.slot.session.load();
+        let Some(s) = g.as_ref() else { return };
+        let base = s.slot_base.load(Acquire);
+        if base == u64::MAX || tail <= base || s.is_broken() {
+            return;
+        }
+        let new = s.start_idx.wrapping_add((tail - base) as u16);
+        let old = s.used_shadow.swap(new, Relaxed);
+        if old == new {
+            return;
+        }
+        s.ring.set_used_idx(new);
+        s.notify_frontend(old, new);
+    }
+}
+

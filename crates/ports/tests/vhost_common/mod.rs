@@ -1,0 +1,246 @@
+//! Helpers shared by the vhost-user integration tests: a private temp
+//! directory, a DPDK testpmd driven through its interactive prompt (with
+//! `net_virtio_user`, container style), a patch logic, and a switch rig.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fabric::{Ctx, Logic, Pkt, PortId, Verdict};
+
+/// A private directory under /tmp, removed on drop (also when a test fails).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = PathBuf::from(format!("/tmp/turnout-vhost-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Polls `f` until true or `timeout`.
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if t0.elapsed() >= timeout {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Path of dpdk-testpmd, or None (the test then says why and skips).
+pub fn testpmd_bin() -> Option<PathBuf> {
+    for d in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = Path::new(d).join("dpdk-testpmd");
+        if p.exists() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// Skips the calling test (returns from it) when testpmd is missing.
+#[macro_export]
+macro_rules! need_testpmd {
+    () => {
+        if vhost_common::testpmd_bin().is_none() {
+            eprintln!("SKIP: dpdk-testpmd not found (Debian package dpdk-dev)");
+            return;
+        }
+    };
+}
+
+/// Forward statistics of one testpmd port after `stop`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    pub rx: u64,
+    pub tx: u64,
+}
+
+/// A DPDK testpmd with one `net_virtio_user` port, driven interactively.
+/// Killed (SIGKILL) on drop if still running; its runtime directory
+/// `/var/run/dpdk/<prefix>` is removed.
+pub struct Testpmd {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Arc<Mutex<String>>,
+    prefix: String,
+}
+
+static PREFIX_N: AtomicUsize = AtomicUsize::new(0);
+
+impl Testpmd {
+    /// Starts testpmd on `sock` in `fwd` mode (txonly, rxonly, mac, io...)
+    /// with extra testpmd application arguments, and waits for its prompt.
+    pub fn start(sock: &Path, fwd: &str, extra: &[&str]) -> Testpmd {
+        let prefix = format!("tvu{}x{}", std::process::id(), PREFIX_N.fetch_add(1, Ordering::Relaxed));
+        let vdev = format!("net_virtio_user0,path={},queues=1,queue_size=1024", sock.display());
+        // stdbuf: testpmd's statistics go through stdio, buffered on a pipe,
+        // while its prompt is written directly; unbuffered keeps them in order.
+        let mut cmd = Command::new("stdbuf");
+        cmd.arg("-o0").arg(testpmd_bin().expect("dpdk-testpmd"));
+        cmd.args(["--no-huge", "-m", "1024", "--no-pci", "-l", "0,1", "--main-lcore", "1", "--log-level=user1,6"])
+            .arg(format!("--file-prefix={prefix}"))
+            .arg(format!("--vdev={vdev}"))
+            .args(["--", "-i", "--total-num-mbufs=8192", "--no-lsc-interrupt"])
+            .arg(format!("--forward-mode={fwd}"))
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
+        let stdout = child.stdout.take().unwrap();
+        let out = Arc::new(Mutex::new(String::new()));
+        let o = out.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match r.read_until(b'>', &mut line) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => o.lock().unwrap().push_str(&String::from_utf8_lossy(&line)),
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let t = Testpmd { child, stdin, out, prefix };
+        assert!(t.wait_for("testpmd>", 0, Duration::from_secs(60)), "testpmd did not start:\n{}", t.output());
+        t
+    }
+
+    /// Everything testpmd printed so far.
+    pub fn output(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+
+    /// Waits until `pat` appears in the output after byte `from`.
+    pub fn wait_for(&self, pat: &str, from: usize, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            let o = self.out.lock().unwrap();
+            o.len() > from && o[from..].contains(pat)
+        })
+    }
+
+    /// Sends one command and waits for the next prompt.
+    pub fn cmd(&mut self, c: &str) -> String {
+        let from = self.out.lock().unwrap().len();
+        if let Some(s) = self.stdin.as_mut() {
+            let _ = writeln!(s, "{c}");
+            let _ = s.flush();
+        }
+        self.wait_for("testpmd>", from, Duration::from_secs(30));
+        self.out.lock().unwrap()[from..].to_string()
+    }
+
+    /// `stop`, returning the accumulated forward statistics.
+    pub fn stop(&mut self) -> Stats {
+        let o = self.cmd("stop");
+        let grab = |key: &str| -> u64 {
+            o.rfind(key)
+                .and_then(|i| o[i + key.len()..].split_whitespace().next().and_then(|n| n.parse().ok()))
+                .unwrap_or(0)
+        };
+        Stats { rx: grab("RX-packets:"), tx: grab("TX-packets:") }
+    }
+
+    /// Port statistics (`show port stats 0`): totals since start.
+    pub fn port_stats(&mut self) -> Stats {
+        let o = self.cmd("show port stats 0");
+        let grab = |key: &str| -> u64 {
+            o.find(key)
+                .and_then(|i| o[i + key.len()..].split_whitespace().next().and_then(|n| n.parse().ok()))
+                .unwrap_or(0)
+        };
+        Stats { rx: grab("RX-packets:"), tx: grab("TX-packets:") }
+    }
+
+    /// Process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL, as a crashing VNF.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// `quit` and wait (bounded), then SIGKILL if needed.
+    pub fn quit(mut self) {
+        if let Some(mut s) = self.stdin.take() {
+            let _ = writeln!(s, "quit");
+        }
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
+    }
+}
+
+/// Static cross-connect: a <-> b; anything else is dropped.
+pub struct Patch(pub PortId, pub PortId);
+
+impl Logic for Patch {
+    fn name(&self) -> &'static str {
+        "patch"
+    }
+
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+        let out = if ingress == self.0 {
+            Verdict::Port(self.1)
+        } else if ingress == self.1 {
+            Verdict::Port(self.0)
+        } else {
+            Verdict::Drop(fabric::DropReason::NoMatch)
+        };
+        for v in verdicts.iter_mut().take(pkts.len()) {
+            *v = out;
+        }
+    }
+}
+
+/// Counters of a port from the switch, by name.
+pub fn port(sw: &fabric::Switch, name: &str) -> fabric::PortStats {
+    sw.port_stats().into_iter().find(|p| p.name == name).expect("port")
+}
+
+/// Asserts `a` and `b` agree within 1 %.
+pub fn assert_close(what: &str, a: u64, b: u64) {
+    let d = a.abs_diff(b) as f64;
+    assert!(d <= 0.01 * a.max(b) as f64, "{what}: {a} vs {b} differ by more than 1 %");
+}
