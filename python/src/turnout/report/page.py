@@ -26,6 +26,7 @@ nav ul { columns: 2; padding-left: 1.2em; }
 figure { margin: 1.2em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #d0d7de; }
 figcaption { font-size: .88em; color: #57606a; }
+div.tablewrap { overflow-x: auto; max-width: 100%; }
 table.data { border-collapse: collapse; font-size: .84em; margin: .4em 0 1.2em;
              font-variant-numeric: tabular-nums; }
 table.data th, table.data td { border: 1px solid #d0d7de; padding: .25em .55em;
@@ -34,7 +35,7 @@ table.data th { background: #f6f8fa; }
 table.data td { white-space: nowrap; }
 table.data td.mark, table.data td.wrap { white-space: normal; }
 table.data tr.flag td { background: #fff8c5; }
-td.mark { color: #9a6700; font-weight: 600; }
+td.mark { color: #9a6700; font-weight: 600; min-width: 12em; }
 pre { margin: 0; font-size: .92em; white-space: pre-wrap; word-break: break-word;
       max-height: 24em; overflow: auto; }
 p.note { font-size: .85em; color: #57606a; }
@@ -77,8 +78,8 @@ def _table(t: Table) -> str:
     note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
     return (
         f"<h3>{_e(t.title)}</h3>"
-        f'<table class="data" id="tbl-{_e(t.key)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table>{note}"
+        f'<div class="tablewrap"><table class="data" id="tbl-{_e(t.key)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{note}"
     )
 
 

@@ -626,7 +626,7 @@ def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
             noisy |= {a, b}
     for _, row, label in rows:
         table.rows.append(row)
-        table.flags.append("p99 within noise of the next SUT" if label in noisy else "")
+        table.flags.append("p99 within noise of next SUT" if label in noisy else "")
     return series
 
 
@@ -671,14 +671,25 @@ def latency_cdf_section(data: CampaignData) -> Section:
     return sec
 
 
+#: Width of the offered-load bins of the latency-vs-load plot (log-spaced).
+LOAD_BIN_RATIO = 1.1
+
+
+def load_bin(offered_pps: float) -> int:
+    """Index of the log-spaced bin (each LOAD_BIN_RATIO wide) holding this load:
+    search trials at nearly the same load become one point."""
+    return round(math.log(offered_pps) / math.log(LOAD_BIN_RATIO)) if offered_pps > 0 else 0
+
+
 def latency_load_section(data: CampaignData) -> Section:
     """Latency against offered load (seeds/004 Fig. 13), p50 and p99 per SUT."""
     sec = Section(
         key="latency-load", title="Latency vs offered load",
         intro="Median (solid) and 99th percentile (dashed) one-way latency against the "
               "offered load, for every trial that measured latency (latency trials at "
-              "fractions of R+, fixed-rate trials, search trials), grouped by offered load; "
-              "bars span the repetitions' min–max (seeds/004 Fig. 13). One panel per frame "
+              "fractions of R+, fixed-rate trials, search trials), grouped into offered-load "
+              "bins 10 % wide; the point is the median of the trials in a bin at their median "
+              "load, bars span their min–max (seeds/004 Fig. 13). One panel per frame "
               "size. The y axis is logarithmic: overload shows as a step up by orders of "
               "magnitude.",
     )
@@ -695,7 +706,7 @@ def latency_load_section(data: CampaignData) -> Section:
             by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
             for t in ts:
                 if int(t.frame_size_b) == size:
-                    by[(_sut_label(t), float(f"{_offered_pps(t):.3g}"))].append(t)
+                    by[(_sut_label(t), load_bin(_offered_pps(t)))].append(t)
             series = []
             for label in sorted({k[0] for k in by}):
                 for pname, attr, style in (("p50", "latency_p50_ns", "-"),
