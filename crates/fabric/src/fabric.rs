@@ -82,6 +82,36 @@ struct Leases {
     done: [bool; MAX_WORKERS],
 }
 
+impl Leases {
+    /// Records a lease ending (exclusively) at slot `end`; returns its
+    /// sequence number.
+    fn begin(&mut self, end: u64) -> u64 {
+        let seq = self.next;
+        debug_assert!(seq - self.oldest < MAX_WORKERS as u64);
+        let k = (seq % MAX_WORKERS as u64) as usize;
+        self.end[k] = end;
+        self.done[k] = false;
+        self.next += 1;
+        seq
+    }
+
+    /// Marks lease `seq` finished; returns the new publishable tail if the
+    /// oldest leases are now all finished.
+    fn finish(&mut self, seq: u64) -> Option<u64> {
+        self.done[(seq % MAX_WORKERS as u64) as usize] = true;
+        let mut tail = None;
+        while self.oldest < self.next {
+            let k = (self.oldest % MAX_WORKERS as u64) as usize;
+            if !self.done[k] {
+                break;
+            }
+            tail = Some(self.end[k]);
+            self.oldest += 1;
+        }
+        tail
+    }
+}
+
 impl Default for Leases {
     fn default() -> Self {
         Self { next: 0, oldest: 0, end: [0; MAX_WORKERS], done: [false; MAX_WORKERS] }
@@ -373,12 +403,7 @@ impl Forwarder {
             } else {
                 // SAFETY: we hold the lock and need <= free.
                 let first = unsafe { txq.reserve(need as u32) };
-                let seq = l.next;
-                debug_assert!(seq - l.oldest < MAX_WORKERS as u64);
-                let k = (seq % MAX_WORKERS as u64) as usize;
-                l.end[k] = first + need;
-                l.done[k] = false;
-                l.next += 1;
+                let seq = l.begin(first + need);
                 (first, fit, seq)
             }
         };
@@ -402,17 +427,7 @@ impl Forwarder {
         // Complete the lease; publish every finished lease in order.
         {
             let mut l = lock.0.lock();
-            l.done[(seq % MAX_WORKERS as u64) as usize] = true;
-            let mut tail = None;
-            while l.oldest < l.next {
-                let k = (l.oldest % MAX_WORKERS as u64) as usize;
-                if !l.done[k] {
-                    break;
-                }
-                tail = Some(l.end[k]);
-                l.oldest += 1;
-            }
-            if let Some(t) = tail {
+            if let Some(t) = l.finish(seq) {
                 // SAFETY: we hold the lock; every slot before t was written
                 // by a finished lease.
                 unsafe { txq.publish(t) };
@@ -422,5 +437,299 @@ impl Forwarder {
         qc.tx_packets.fetch_add(fit as u64, std::sync::atomic::Ordering::Relaxed);
         qc.tx_bytes.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         fit as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::RxBatch;
+    use crate::pipe::{pipe, PipeConfig, PipePeer};
+    use crate::port::RxQueue;
+
+    /// Test logic: the verdict is written in the frame (bytes 14..17).
+    struct FromFrame(Vec<PortId>);
+
+    impl Logic for FromFrame {
+        fn name(&self) -> &'static str {
+            "from-frame"
+        }
+        fn classify(&self, _: &crate::logic::Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+            for (p, v) in pkts.iter().zip(v.iter_mut()) {
+                let d = p.data();
+                let arg = u16::from_be_bytes([d[15], d[16]]);
+                *v = match d[14] {
+                    0 => Verdict::Port(arg),
+                    1 => Verdict::Flood,
+                    2 => Verdict::Group(arg),
+                    _ => Verdict::Drop(DropReason::Policy),
+                };
+            }
+        }
+        fn group_members(&self, g: GroupId) -> &[PortId] {
+            if g == 7 {
+                &self.0
+            } else {
+                &[]
+            }
+        }
+    }
+
+    fn frame(kind: u8, arg: u16, len: usize) -> Vec<u8> {
+        let mut f = vec![0xab; len];
+        f[14] = kind;
+        f[15..17].copy_from_slice(&arg.to_be_bytes());
+        f
+    }
+
+    struct Rig {
+        table: PortTable,
+        peers: Vec<PipePeer>,
+        rxqs: Vec<Box<dyn RxQueue>>,
+        fwd: Forwarder,
+        batch: RxBatch,
+    }
+
+    fn rig(n: usize, cfg: PipeConfig) -> Rig {
+        let mut table = PortTable::new(64);
+        let mut peers = Vec::new();
+        let mut rxqs = Vec::new();
+        for i in 0..n {
+            let (port, peer) = pipe(&format!("p{i}"), cfg).unwrap();
+            let port: Arc<dyn Port> = Arc::new(port);
+            rxqs.push(port.take_rx(0).unwrap());
+            table = table.with(Arc::new(PortEntry::new(i as PortId, format!("p{i}"), port)));
+            peers.push(peer);
+        }
+        Rig { table, peers, rxqs, fwd: Forwarder::new(0, 64, 256), batch: RxBatch::with_capacity(256) }
+    }
+
+    impl Rig {
+        /// Sends `frames` into port `src` and forwards one burst.
+        fn run(&mut self, logic: &dyn Logic, src: usize, frames: &[Vec<u8>]) -> u64 {
+            let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+            assert_eq!(self.peers[src].send(0, &refs), frames.len());
+            self.batch.clear();
+            self.batch.port = src as PortId;
+            let n = self.rxqs[src].burst(&mut self.batch);
+            let mut v = vec![Verdict::Flood; n];
+            let ctx = crate::logic::Ctx { now_ns: 0, worker: 0 };
+            logic.classify(&ctx, src as PortId, self.batch.pkts_mut(), &mut v);
+            let entry = self.table.get(src as PortId).unwrap().clone();
+            let d = self.fwd.forward(&self.table, logic, &entry, self.batch.pkts(), &v);
+            self.rxqs[src].release();
+            d
+        }
+
+        fn drain(&mut self, p: usize) -> Vec<Vec<u8>> {
+            let mut out = Vec::new();
+            self.peers[p].recv(0, usize::MAX, |f| out.push(f.to_vec()));
+            out
+        }
+
+        fn drops(&self, p: usize, r: DropReason) -> u64 {
+            self.table.get(p as PortId).unwrap().counters.drops(r)
+        }
+    }
+
+    #[test]
+    fn unicast_reaches_only_its_destination_in_order() {
+        let mut r = rig(3, PipeConfig::default());
+        let logic = FromFrame(vec![]);
+        let frames: Vec<_> = (0..10).map(|i| {
+            let mut f = frame(0, 2, 60 + i);
+            f[20] = i as u8;
+            f
+        }).collect();
+        assert_eq!(r.run(&logic, 0, &frames), 10);
+        let got = r.drain(2);
+        assert_eq!(got, frames);
+        assert!(r.drain(1).is_empty());
+        assert!(r.drain(0).is_empty());
+    }
+
+    #[test]
+    fn hairpin_and_missing_port_are_dropped_with_reasons() {
+        let mut r = rig(2, PipeConfig::default());
+        let logic = FromFrame(vec![]);
+        r.run(&logic, 0, &[frame(0, 0, 64), frame(0, 9, 64), frame(3, 0, 64)]);
+        assert_eq!(r.drops(0, DropReason::Hairpin), 1);
+        assert_eq!(r.drops(0, DropReason::NoPort), 1);
+        assert_eq!(r.drops(0, DropReason::Policy), 1);
+        assert!(r.drain(1).is_empty());
+    }
+
+    #[test]
+    fn flood_reaches_every_port_but_the_ingress() {
+        let mut r = rig(4, PipeConfig::default());
+        let logic = FromFrame(vec![]);
+        assert_eq!(r.run(&logic, 1, &[frame(1, 0, 64), frame(1, 0, 65)]), 6);
+        assert!(r.drain(1).is_empty());
+        for p in [0, 2, 3] {
+            assert_eq!(r.drain(p).len(), 2);
+        }
+    }
+
+    #[test]
+    fn group_skips_ingress_and_counts_missing_members() {
+        let mut r = rig(3, PipeConfig::default());
+        let logic = FromFrame(vec![0, 1, 2, 40]);
+        r.run(&logic, 0, &[frame(2, 7, 64), frame(2, 8, 64)]);
+        assert_eq!(r.drain(1).len(), 1);
+        assert_eq!(r.drain(2).len(), 1);
+        assert!(r.drain(0).is_empty());
+        // member 40 is absent (1 frame), group 8 has no members (1 frame)
+        assert_eq!(r.drops(0, DropReason::NoPort), 2);
+    }
+
+    #[test]
+    fn full_destination_drops_the_excess_without_waiting() {
+        let mut r = rig(2, PipeConfig { ring_slots: 8, ..PipeConfig::default() });
+        let logic = FromFrame(vec![]);
+        let frames: Vec<_> = (0..8).map(|_| frame(0, 1, 64)).collect();
+        assert_eq!(r.run(&logic, 0, &frames), 8);
+        assert_eq!(r.run(&logic, 0, &frames[..5]), 0);
+        assert_eq!(r.drops(1, DropReason::TxFull), 5);
+        assert_eq!(r.drain(1).len(), 8);
+        assert_eq!(r.run(&logic, 0, &frames[..3]), 3);
+    }
+
+    #[test]
+    fn oversize_for_destination_is_dropped_not_truncated() {
+        let (mut r, big) = (rig(2, PipeConfig::default()), rig(1, PipeConfig { slot_b: 9216, ..PipeConfig::default() }));
+        // Port 0 accepts 9000 B frames; port 1 (2048 B slots) cannot carry them.
+        let (port, peer) = pipe("jumbo", PipeConfig { slot_b: 9216, ..PipeConfig::default() }).unwrap();
+        drop(big);
+        let port: Arc<dyn Port> = Arc::new(port);
+        r.rxqs[0] = port.take_rx(0).unwrap();
+        r.peers[0] = peer;
+        r.table = r.table.with(Arc::new(PortEntry::new(0, "jumbo", port)));
+        let logic = FromFrame(vec![]);
+        assert_eq!(r.run(&logic, 0, &[frame(0, 1, 9000), frame(0, 1, 2048)]), 1);
+        assert_eq!(r.drops(1, DropReason::Oversize), 1);
+        let got = r.drain(1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].len(), 2048);
+    }
+
+    #[test]
+    fn link_down_destination_counts_drops() {
+        let mut r = rig(2, PipeConfig::default());
+        r.peers[1].set_link(false);
+        let logic = FromFrame(vec![]);
+        assert_eq!(r.run(&logic, 0, &[frame(0, 1, 64), frame(1, 0, 64)]), 0);
+        assert_eq!(r.drops(1, DropReason::LinkDown), 2);
+    }
+
+    #[test]
+    fn flood_with_no_other_port_is_no_destination() {
+        let mut r = rig(1, PipeConfig::default());
+        let logic = FromFrame(vec![]);
+        r.run(&logic, 0, &[frame(1, 0, 64)]);
+        assert_eq!(r.drops(0, DropReason::NoDestination), 1);
+    }
+
+    #[test]
+    fn out_of_order_lease_completion_publishes_in_order() {
+        // Two leases on one destination: the second finishes first; nothing
+        // is publishable until the first finishes, then both are.
+        let mut l = Leases::default();
+        let a = l.begin(1);
+        let b = l.begin(3);
+        assert_eq!(l.finish(b), None);
+        assert_eq!(l.finish(a), Some(3));
+        let c = l.begin(4);
+        assert_eq!(l.finish(c), Some(4));
+        // Many rounds wrap the lease ring.
+        for i in 0..(3 * MAX_WORKERS as u64) {
+            let s = l.begin(5 + i);
+            assert_eq!(l.finish(s), Some(5 + i));
+        }
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::batch::RxBatch;
+    use crate::pipe::{pipe, PipeConfig};
+    use proptest::prelude::*;
+
+    struct L(Vec<PortId>);
+    impl Logic for L {
+        fn name(&self) -> &'static str {
+            "l"
+        }
+        fn classify(&self, _: &crate::logic::Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+            for (p, v) in pkts.iter().zip(v.iter_mut()) {
+                let d = p.data();
+                let arg = u16::from_be_bytes([d[15], d[16]]);
+                *v = match d[14] {
+                    0 => Verdict::Port(arg),
+                    1 => Verdict::Flood,
+                    2 => Verdict::Group(arg),
+                    _ => Verdict::Drop(DropReason::Policy),
+                };
+            }
+        }
+        fn group_members(&self, g: GroupId) -> &[PortId] {
+            if g == 7 {
+                &self.0
+            } else {
+                &[]
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn ingress_drops_are_counted_once_per_frame(rounds in proptest::collection::vec((0u16..5, proptest::collection::vec((0u8..4, 0u16..8), 1..32)), 1..6)) {
+            let ports = 5u16;
+            let group: Vec<PortId> = vec![0, 2, 4, 200];
+            let mut table = PortTable::new(256);
+            let mut peers = Vec::new();
+            let mut rxqs = Vec::new();
+            for i in 0..ports {
+                let (p, peer) = pipe("x", PipeConfig::default()).unwrap();
+                let p: Arc<dyn Port> = Arc::new(p);
+                rxqs.push(p.take_rx(0).unwrap());
+                table = table.with(Arc::new(PortEntry::new(i, format!("p{i}"), p)));
+                peers.push(peer);
+            }
+            let mut fwd = Forwarder::new(0, 256, 256);
+            let mut exp = vec![0u64; ports as usize];
+            for (src, frames) in rounds {
+            let bufs: Vec<Vec<u8>> = frames.iter().map(|(k, a)| {
+                let mut f = vec![0u8; 64];
+                f[14] = *k;
+                let a = if *k == 2 { if a % 2 == 0 { 7 } else { 8 } } else { *a };
+                f[15..17].copy_from_slice(&a.to_be_bytes());
+                f
+            }).collect();
+            let refs: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+            peers[src as usize].send(0, &refs);
+            let rxq = &mut rxqs[src as usize];
+            let mut batch = RxBatch::with_capacity(256);
+            batch.port = src;
+            let n = rxq.burst(&mut batch);
+            let mut v = vec![Verdict::Flood; n];
+            let logic = L(group.clone());
+            logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, batch.pkts_mut(), &mut v);
+            let entry = table.get(src).unwrap().clone();
+            fwd.forward(&table, &logic, &entry, batch.pkts(), &v);
+            rxq.release();
+            for b in &bufs {
+                let a = u16::from_be_bytes([b[15], b[16]]);
+                match b[14] {
+                    0 if a != src && a >= ports => exp[src as usize] += 1,
+                    2 => exp[src as usize] += 1,
+                    _ => {}
+                }
+            }
+            }
+            for p in 0..ports {
+                prop_assert_eq!(table.get(p).unwrap().counters.drops(DropReason::NoPort), exp[p as usize], "port {}", p);
+            }
+        }
     }
 }

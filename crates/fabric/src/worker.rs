@@ -15,7 +15,7 @@
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -209,18 +209,20 @@ pub fn run(
             }
             s.idle = 0;
             moved += n as u64;
-            let qc = &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
             let bytes: u64 = batch.pkts().iter().map(|p| p.len() as u64).sum();
-            qc.rx_packets.fetch_add(n as u64, Relaxed);
-            qc.rx_bytes.fetch_add(bytes, Relaxed);
             let runts = batch.retain(|p| p.len() >= ETH_HDR_B);
-            entry.counters.add_drops(DropReason::Runt, runts as u64);
             let m = batch.len();
             if m > 0 {
                 logic_g.0.classify(&ctx, s.port, batch.pkts_mut(), &mut verdicts[..m]);
                 fwd.forward(&table_g, logic_g.0.as_ref(), entry, batch.pkts(), &verdicts[..m]);
             }
             s.rxq.release();
+            // Counted once the batch is done, so received = sent + drops
+            // holds whenever the counters are read between batches.
+            entry.counters.add_drops(DropReason::Runt, runts as u64);
+            let qc = &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
+            qc.rx_bytes.fetch_add(bytes, Relaxed);
+            qc.rx_packets.fetch_add(n as u64, Release);
         }
         drop(logic_g);
         drop(table_g);

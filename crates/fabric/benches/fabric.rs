@@ -1,0 +1,502 @@
+//! Criterion benches reproducing mSwitch's fabric figures in-process, each
+//! next to a reference measured in the same run (seeds/002 §4):
+//!
+//! - (a) `size_batch`: one source → one destination, 60/508/1514 B frames,
+//!   batches 32..1024 (Fig. 5b); reference: a bare memcpy of the same
+//!   frames into the same destination ring (the cost floor of copying).
+//! - (b) `idle_ports`: one active pair while 0..1000 idle ports are attached
+//!   (Fig. 10); reference: the 2-port figure.
+//! - (c) `fanout`: one source round-robin over 1..1000 destinations, the
+//!   two-pass algorithm vs a VALE-style scan of every port per batch
+//!   (Fig. 11), implemented here as the reference.
+//! - (d) `incast`: 1..4 workers sending into one destination at once
+//!   (Fig. 12, destination-port parallelism); reference: one worker.
+//! - (e) `logic`: `bridge` vs `patch` cost per packet through the whole
+//!   fabric (Fig. 16).
+//!
+//! Sources are synthetic ports whose receive queue hands out the same frame
+//! forever (no sender thread competing for the 2 cores); sinks copy every
+//! frame into a real ring of 2 KiB slots that nobody drains (always free),
+//! so the measured work is the fabric's: classify, lists, reserve, copy,
+//! publish, counters.
+//!
+//! A summary with the ratios is printed at the end and written to
+//! target/criterion/fabric-summary.json.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use fabric::{
+    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxQueue, Switch,
+    SwitchConfig, TxQueue, Verdict, WakeupMode,
+};
+
+// ---------------------------------------------------------------- ports
+
+/// A source whose every burst is `room` views of one template frame.
+struct Source {
+    frame: Box<[u8]>,
+    taken: AtomicBool,
+}
+
+struct SourceRx {
+    frame: *mut u8,
+    len: u32,
+}
+
+// SAFETY: the template is never written while views exist (logics used here
+// only read), and it outlives the queue (Arc<Source> is held by the table).
+unsafe impl Send for SourceRx {}
+
+impl Source {
+    fn new(frame: &[u8]) -> Arc<Self> {
+        Arc::new(Self { frame: frame.into(), taken: AtomicBool::new(false) })
+    }
+}
+
+impl Port for Source {
+    fn info(&self) -> PortInfo {
+        PortInfo { name: "source".into(), kind: "bench-source", queues: 1, max_frame_b: 9216 }
+    }
+    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
+        if self.taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        Some(Box::new(SourceRx { frame: self.frame.as_ptr() as *mut u8, len: self.frame.len() as u32 }))
+    }
+    fn tx(&self, _: QueueId) -> &dyn TxQueue {
+        &NOWHERE
+    }
+}
+
+impl RxQueue for SourceRx {
+    fn burst(&mut self, b: &mut RxBatch) -> usize {
+        let n = b.room();
+        for _ in 0..n {
+            // SAFETY: see the Send impl; the frame lives as long as the port.
+            unsafe { b.push(self.frame, self.len) };
+        }
+        n
+    }
+    fn release(&mut self) {}
+}
+
+struct Nowhere;
+static NOWHERE: Nowhere = Nowhere;
+impl TxQueue for Nowhere {
+    fn slots_for(&self, _: usize) -> u32 {
+        0
+    }
+    unsafe fn free_slots(&self) -> u32 {
+        0
+    }
+    unsafe fn reserve(&self, _: u32) -> u64 {
+        0
+    }
+    unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
+    unsafe fn publish(&self, _: u64) {}
+}
+
+/// A destination that copies into a ring of 2 KiB slots nobody drains.
+struct Sink {
+    mem: Box<[std::cell::UnsafeCell<u8>]>,
+    slots: u64,
+    reserved: AtomicU64,
+    published: AtomicU64,
+}
+
+// SAFETY: slot ranges are handed out by the fabric's lease protocol; the
+// ring content is never read.
+unsafe impl Sync for Sink {}
+
+const SLOT_B: usize = 2048;
+
+impl Sink {
+    fn new(slots: usize) -> Arc<Self> {
+        let mem = (0..slots * SLOT_B).map(|_| std::cell::UnsafeCell::new(0u8)).collect();
+        Arc::new(Self { mem, slots: slots as u64, reserved: AtomicU64::new(0), published: AtomicU64::new(0) })
+    }
+}
+
+impl Port for Sink {
+    fn info(&self) -> PortInfo {
+        PortInfo { name: "sink".into(), kind: "bench-sink", queues: 1, max_frame_b: SLOT_B as u32 }
+    }
+    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
+        None
+    }
+    fn tx(&self, _: QueueId) -> &dyn TxQueue {
+        self
+    }
+}
+
+impl TxQueue for Sink {
+    fn slots_for(&self, len: usize) -> u32 {
+        u32::from(len <= SLOT_B)
+    }
+    unsafe fn free_slots(&self) -> u32 {
+        self.slots as u32
+    }
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        self.reserved.fetch_add(n as u64, Ordering::Relaxed)
+    }
+    unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
+        let off = (slot % self.slots) as usize * SLOT_B;
+        // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
+    }
+    unsafe fn publish(&self, tail: u64) {
+        self.published.store(tail, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------- logics
+
+/// Every packet to one port (the cheapest possible logic).
+struct To(PortId);
+impl Logic for To {
+    fn name(&self) -> &'static str {
+        "to"
+    }
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut [fabric::Pkt], v: &mut [Verdict]) {
+        v.fill(Verdict::Port(self.0));
+    }
+}
+
+/// Packets round-robin over destinations 1..=n.
+struct RoundRobin(u16);
+impl Logic for RoundRobin {
+    fn name(&self) -> &'static str {
+        "round-robin"
+    }
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut [fabric::Pkt], v: &mut [Verdict]) {
+        for (i, v) in v.iter_mut().enumerate() {
+            *v = Verdict::Port(1 + (i as u16 % self.0));
+        }
+    }
+}
+
+// ---------------------------------------------------------------- rig
+
+fn frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // dst
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // src
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f
+}
+
+struct Rig {
+    table: PortTable,
+    rxq: Box<dyn RxQueue>,
+    fwd: Forwarder,
+    batch: RxBatch,
+    verdicts: Vec<Verdict>,
+}
+
+/// Port 0 is a source of `len`-byte frames, ports 1..=dests are sinks,
+/// then `idle` idle sinks.
+fn rig(len: usize, batch: usize, dests: usize, idle: usize) -> Rig {
+    let max = 1 + dests + idle + 1;
+    let src = Source::new(&frame(len));
+    let rxq = src.take_rx(0).unwrap();
+    let mut table = PortTable::new(max);
+    table = table.with(Arc::new(PortEntry::new(0, "src", src)));
+    for i in 1..=(dests + idle) {
+        let slots = if i <= dests { 1024 } else { 2 };
+        table = table.with(Arc::new(PortEntry::new(i as PortId, format!("p{i}"), Sink::new(slots))));
+    }
+    Rig {
+        table,
+        rxq,
+        fwd: Forwarder::new(0, max, batch),
+        batch: RxBatch::with_capacity(batch),
+        verdicts: vec![Verdict::Flood; batch],
+    }
+}
+
+impl Rig {
+    #[inline]
+    fn step(&mut self, logic: &dyn Logic) -> u64 {
+        self.batch.clear();
+        let n = self.rxq.burst(&mut self.batch);
+        let ctx = Ctx { now_ns: 0, worker: 0 };
+        logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
+        let entry = self.table.get(0).unwrap().clone();
+        let d = self.fwd.forward(&self.table, logic, &entry, self.batch.pkts(), &self.verdicts[..n]);
+        self.rxq.release();
+        d
+    }
+
+    /// VALE-style reference: for every port of the table, scan the whole
+    /// batch for its packets, then reserve/copy/publish them.
+    #[inline]
+    fn step_scan(&mut self, logic: &dyn Logic) -> u64 {
+        self.batch.clear();
+        let n = self.rxq.burst(&mut self.batch);
+        let ctx = Ctx { now_ns: 0, worker: 0 };
+        logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
+        let mut sent = 0;
+        for &p in self.table.present() {
+            let Some(dst) = self.table.get(p) else { continue };
+            let txq = dst.port.tx(0);
+            let mut cnt = 0u32;
+            for v in &self.verdicts[..n] {
+                if *v == Verdict::Port(p) {
+                    cnt += 1;
+                }
+            }
+            if cnt == 0 {
+                continue;
+            }
+            // SAFETY: single thread; the sink accepts any reservation.
+            unsafe {
+                let mut slot = txq.reserve(cnt);
+                for (pk, v) in self.batch.pkts().iter().zip(&self.verdicts[..n]) {
+                    if *v == Verdict::Port(p) {
+                        txq.write(slot, 1, pk.data());
+                        slot += 1;
+                    }
+                }
+                txq.publish(slot);
+            }
+            sent += cnt as u64;
+        }
+        self.rxq.release();
+        sent
+    }
+
+    /// Reference for (a): copy the batch straight into the sink ring.
+    #[inline]
+    fn step_memcpy(&mut self) -> u64 {
+        self.batch.clear();
+        let n = self.rxq.burst(&mut self.batch);
+        let dst = self.table.get(1).unwrap();
+        let txq = dst.port.tx(0);
+        // SAFETY: single thread; the sink accepts any reservation.
+        unsafe {
+            let first = txq.reserve(n as u32);
+            for (i, p) in self.batch.pkts().iter().enumerate() {
+                txq.write(first + i as u64, 1, p.data());
+            }
+            txq.publish(first + n as u64);
+        }
+        self.rxq.release();
+        n as u64
+    }
+}
+
+// ---------------------------------------------------------------- results
+
+static RESULTS: Mutex<Vec<(String, String, f64)>> = Mutex::new(Vec::new());
+
+/// Times `iters` steps, recording ns per delivered packet.
+fn timed(group: &str, name: &str, iters: u64, mut step: impl FnMut() -> u64) -> Duration {
+    let t = Instant::now();
+    let mut pkts = 0;
+    for _ in 0..iters {
+        pkts += step();
+    }
+    let d = t.elapsed();
+    if pkts > 0 {
+        let ns = d.as_nanos() as f64 / pkts as f64;
+        let mut r = RESULTS.lock().unwrap();
+        match r.iter_mut().find(|e| e.0 == group && e.1 == name) {
+            // keep the best (least disturbed) sample of this machine
+            Some(e) => e.2 = e.2.min(ns),
+            None => r.push((group.into(), name.into(), ns)),
+        }
+    }
+    d
+}
+
+fn quick(c: &mut Criterion) -> &mut Criterion {
+    c
+}
+
+// ---------------------------------------------------------------- (a)
+
+fn size_batch(c: &mut Criterion) {
+    let mut g = quick(c).benchmark_group("a_size_batch");
+    for len in [60usize, 508, 1514] {
+        for batch in [32usize, 64, 128, 256, 512, 1024] {
+            g.throughput(Throughput::Elements(batch as u64));
+            let mut r = rig(len, batch, 1, 0);
+            let logic = To(1);
+            let id = format!("{len}B/b{batch}");
+            g.bench_function(BenchmarkId::new("fabric", &id), |b| {
+                b.iter_custom(|it| timed("a", &format!("fabric {id}"), it, || r.step(&logic)))
+            });
+            if batch == 256 {
+                g.bench_function(BenchmarkId::new("memcpy", &id), |b| {
+                    b.iter_custom(|it| timed("a", &format!("memcpy {id}"), it, || r.step_memcpy()))
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
+// ---------------------------------------------------------------- (b)
+
+fn idle_ports(c: &mut Criterion) {
+    let mut g = c.benchmark_group("b_idle_ports");
+    g.throughput(Throughput::Elements(256));
+    for idle in [0usize, 10, 100, 1000] {
+        let mut r = rig(60, 256, 1, idle);
+        let logic = To(1);
+        g.bench_function(BenchmarkId::new("fabric", idle), |b| {
+            b.iter_custom(|it| timed("b", &format!("idle {idle}"), it, || r.step(&logic)))
+        });
+    }
+    g.finish();
+}
+
+// ---------------------------------------------------------------- (c)
+
+fn fanout(c: &mut Criterion) {
+    let mut g = c.benchmark_group("c_fanout");
+    g.throughput(Throughput::Elements(256));
+    for dests in [1usize, 10, 100, 1000] {
+        let mut r = rig(60, 256, dests, 0);
+        let logic = RoundRobin(dests as u16);
+        g.bench_function(BenchmarkId::new("two_pass", dests), |b| {
+            b.iter_custom(|it| timed("c", &format!("two_pass {dests}"), it, || r.step(&logic)))
+        });
+        g.bench_function(BenchmarkId::new("vale_scan", dests), |b| {
+            b.iter_custom(|it| timed("c", &format!("vale_scan {dests}"), it, || r.step_scan(&logic)))
+        });
+    }
+    g.finish();
+}
+
+// ---------------------------------------------------------------- (d)
+
+fn incast(c: &mut Criterion) {
+    let mut g = c.benchmark_group("d_incast");
+    g.sample_size(10);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    for workers in 1..=4usize {
+        let cfg = SwitchConfig {
+            batch: 256,
+            max_ports: 16,
+            workers: (0..workers).map(|w| Some(w % cores)).collect(),
+            wakeup: WakeupMode::Poll,
+        };
+        let sw = Switch::new(cfg, Box::new(To(0))).unwrap();
+        let sink = Sink::new(4096);
+        sw.add_port("sink", sink.clone(), Some(0)).unwrap();
+        // The sink receives nothing; sources are spread over the workers.
+        for w in 0..workers {
+            sw.add_port(&format!("src{w}"), Source::new(&frame(60)), Some(w)).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        g.throughput(Throughput::Elements(1_000_000));
+        g.bench_function(BenchmarkId::new("workers", workers), |b| {
+            b.iter_custom(|it| {
+                // Time until `it` million frames reached the sink.
+                let start = sink.published.load(Ordering::Acquire);
+                let goal = start + it * 1_000_000;
+                let t = Instant::now();
+                while sink.published.load(Ordering::Acquire) < goal {
+                    std::hint::spin_loop();
+                }
+                let d = t.elapsed();
+                let ns = d.as_nanos() as f64 / (it * 1_000_000) as f64;
+                let mut r = RESULTS.lock().unwrap();
+                let name = format!("workers {workers}");
+                match r.iter_mut().find(|e| e.0 == "d" && e.1 == name) {
+                    Some(e) => e.2 = e.2.min(ns),
+                    None => r.push(("d".into(), name, ns)),
+                }
+                d
+            })
+        });
+        sw.shutdown();
+    }
+    g.finish();
+}
+
+// ---------------------------------------------------------------- (e)
+
+fn logics(c: &mut Criterion) {
+    let mut g = c.benchmark_group("e_logic");
+    g.throughput(Throughput::Elements(256));
+    let patch = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
+    let bridge = logic::build("bridge", &serde_json::json!(null)).unwrap();
+    // Teach the bridge where the destination MAC lives (a frame from port 1).
+    {
+        let mut learn = frame(60);
+        learn[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+        learn[0..6].fill(0xff);
+        // SAFETY: the buffer outlives the view.
+        let mut p = [unsafe { fabric::Pkt::new(learn.as_mut_ptr(), 60, 1, 0) }];
+        let mut v = [Verdict::Flood];
+        bridge.classify(&Ctx { now_ns: 1, worker: 0 }, 1, &mut p, &mut v);
+    }
+    for (name, l) in [("patch", &patch), ("bridge", &bridge)] {
+        let mut r = rig(60, 256, 1, 0);
+        assert_eq!(r.step(l.as_ref()), 256, "{name} must forward every frame to port 1");
+        g.bench_function(BenchmarkId::new("logic", name), |b| {
+            b.iter_custom(|it| timed("e", name, it, || r.step(l.as_ref())))
+        });
+    }
+    g.finish();
+}
+
+// ---------------------------------------------------------------- summary
+
+fn summary() {
+    let r = RESULTS.lock().unwrap().clone();
+    let get = |g: &str, n: &str| r.iter().find(|e| e.0 == g && e.1 == n).map(|e| e.2);
+    let mut out = Vec::new();
+    let mut line = |s: String| {
+        eprintln!("{s}");
+        out.push(s);
+    };
+    line("fabric summary (ns per packet, best sample; ratios against a reference from the same run)".into());
+    for (g, n, ns) in &r {
+        let reference = match g.as_str() {
+            "a" => {
+                let id = n.split_whitespace().nth(1).unwrap_or("");
+                let size = id.split('/').next().unwrap_or("");
+                get("a", &format!("memcpy {size}/b256")).map(|m| ("memcpy b256", m))
+            }
+            "b" => get("b", "idle 0").map(|m| ("0 idle", m)),
+            "c" => {
+                let d = n.split_whitespace().nth(1).unwrap_or("");
+                get("c", &format!("vale_scan {d}")).map(|m| ("vale_scan", m))
+            }
+            "d" => get("d", "workers 1").map(|m| ("1 worker", m)),
+            "e" => get("e", "patch").map(|m| ("patch", m)),
+            _ => None,
+        };
+        let mpps = 1e3 / ns;
+        match reference {
+            Some((rn, rns)) => line(format!(
+                "  ({g}) {n:<24} {ns:8.1} ns/pkt {mpps:7.2} Mpps   throughput ratio vs {rn}: {:.2}",
+                rns / ns
+            )),
+            None => line(format!("  ({g}) {n:<24} {ns:8.1} ns/pkt {mpps:7.2} Mpps")),
+        }
+    }
+    let json: Vec<_> =
+        r.iter().map(|(g, n, ns)| serde_json::json!({"group": g, "name": n, "ns_per_pkt": ns})).collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("fabric-summary.json"), serde_json::to_string_pretty(&json).unwrap());
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)).sample_size(20);
+    targets = size_batch, idle_ports, fanout, incast, logics
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    summary();
+}
