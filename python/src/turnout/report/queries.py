@@ -749,10 +749,10 @@ def cpu_section(data: CampaignData) -> Section:
         key="cpu", title="CPU vs throughput",
         intro="CPU time of every SUT thread (from /proc, user + system) per wall second of "
               "the trial, summed, in % of one core, against the received rate (seeds/001 "
-              "Fig. 6). Trials at the same offered load are one point (median, min–max "
-              "bars); saturating trials are at the right end of each line. A switch whose "
-              "CPU follows load rises with throughput; a poll-mode switch is flat at 100 % "
-              "per polling thread.",
+              "Fig. 6). Trials of one method in the same 10 % offered-load bin are one "
+              "point (median, min–max bars); saturating trials are at the right end of "
+              "each line. A switch whose CPU follows load rises with throughput; a "
+              "poll-mode switch is flat at 100 % per polling thread.",
     )
     trials = [t for t in data.ok_trials if t.cpu]
     if not trials:
@@ -772,7 +772,7 @@ def cpu_section(data: CampaignData) -> Section:
                 if int(t.frame_size_b) != size:
                     continue
                 label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
-                by[(label, t.method, t.load_fraction, float(f"{t.offered_pps:.3g}"),
+                by[(label, t.method, t.load_fraction, load_bin(t.offered_pps),
                     t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
             per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)
             for k, st in by.items():
