@@ -28,6 +28,7 @@ cleanup() {
 trap cleanup EXIT INT TERM HUP PIPE
 
 EAL="--no-huge -m 256 --no-pci"
+RS=",rsize=${RSIZE:-10}"
 if [ "$PKT" -gt 2048 ]; then MB="--mbuf-size=$((PKT + 1024))"; BS=",bsize=$(( (PKT + 1023) / 1024 * 1024 ))"; else MB=""; BS=""; fi
 
 testpmd() { # name lcores vdevs... -- app args; sets TPPID
@@ -66,11 +67,11 @@ trial() { # kind n
         for _ in $(seq 200); do grep -q "Checking link statuses" "$DIR/sw$n.log" 2>/dev/null && break; sleep 0.05; done
     fi
     local rx tx
-    testpmd "rx$kind$n" "0@0,1@0" --vdev="net_memif1,role=client,id=1,socket=$sock,socket-abstract=no$BS" \
+    testpmd "rx$kind$n" "0@0,1@0" --vdev="net_memif1,role=client,id=1,socket=$sock,socket-abstract=no$BS$RS" \
         -- --total-num-mbufs=8192 $MB --forward-mode=rxonly -a --stats-period=1
     rx=$TPPID
     started "$DIR/rx$kind$n.log" || { echo "$kind trial $n: sink did not start"; return; }
-    testpmd "tx$kind$n" "0@0,1@0" --vdev="net_memif0,role=client,id=0,socket=$sock,socket-abstract=no$BS" \
+    testpmd "tx$kind$n" "0@0,1@0" --vdev="net_memif0,role=client,id=0,socket=$sock,socket-abstract=no$BS$RS" \
         -- --total-num-mbufs=8192 $MB --forward-mode=txonly --txpkts=$PKT -a --stats-period=100
     tx=$TPPID
     started "$DIR/tx$kind$n.log" || { echo "$kind trial $n: generator did not start"; }

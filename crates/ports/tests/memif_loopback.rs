@@ -260,3 +260,25 @@ fn config_errors_name_the_field() {
     c.max_chain = 2;
     assert!(c.validate().unwrap_err().to_string().contains("max_chain"));
 }
+
+#[test]
+fn a_dead_connection_stops_waking_the_worker() {
+    let dir = TempDir::new("deadwake");
+    let path = dir.path("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s = server.add_interface(MemifConfig::new("s0", 0)).unwrap();
+    let c = MemifPort::client(MemifConfig::new("c0", 0), ClientConfig::new(&path)).unwrap();
+    assert!(wait_until(T, || s.link_up() && c.link_up()));
+    let mut rx = s.take_rx(0).unwrap();
+    let fd = rx.notify_fd().unwrap();
+    let mut b = RxBatch::with_capacity(32);
+    rx.burst(&mut b);
+    rx.release();
+    assert!(send(&s, 0, &frame(64, 0))); // our transmit queue now pins this connection
+    assert!(!rx.set_notify(true));
+    assert!(send(&c, 0, &frame(64, 1)));
+    assert!(wait_notify(fd, 1000), "no wake-up");
+    drop(c); // the peer goes away with a kick pending
+    assert!(wait_until(T, || !s.link_up()));
+    assert!(!wait_notify(fd, 100), "the dead connection's pending kick still wakes the worker");
+}

@@ -316,8 +316,11 @@ impl Shared {
     /// burst holding it releases) and records why.
     fn detach(&self, reason: &str, hangup: bool) {
         self.core.up.store(false, Ordering::Release);
-        let had = self.conn.swap(None).is_some();
-        if had {
+        let old = self.conn.swap(None);
+        if let Some(c) = &old {
+            c.unhook();
+        }
+        if old.is_some() {
             self.core.counters.disconnects.fetch_add(1, Ordering::Relaxed);
             if hangup {
                 self.core.counters.peer_hangups.fetch_add(1, Ordering::Relaxed);

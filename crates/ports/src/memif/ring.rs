@@ -134,13 +134,22 @@ impl Connection {
     }
 }
 
-impl Drop for Connection {
-    fn drop(&mut self) {
+impl Connection {
+    /// Removes our receive interrupts from the queues' notify fds (on
+    /// detach: a dead connection may live on a while, e.g. pinned by a
+    /// transmit queue, and a pending kick must not keep waking workers).
+    pub fn unhook(&self) {
         for (q, r) in self.rx.iter().enumerate() {
             if let Some(ep) = self.core.rx_epoll.get(q) {
                 ep.del(r.irq.raw());
             }
         }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.unhook();
     }
 }
 
