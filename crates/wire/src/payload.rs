@@ -1,21 +1,24 @@
 //! The turnout-gen payload header, right after the UDP header of every
-//! generated frame (docs/turnout-gen.md): magic "TRNT", stream id (u32),
+//! generated frame (docs/turnout-gen.md): magic "TRNT", stream id (u16),
 //! sequence number (u64, per stream, from 0), send timestamp (u64,
-//! CLOCK_MONOTONIC ns). All big-endian.
+//! CLOCK_MONOTONIC ns). All big-endian. 22 bytes, so that a 64 B
+//! Ethernet/IPv4/UDP frame (42 B of headers) carries it exactly.
 
-use crate::{be32, put32, Error, Result};
+use crate::{be16, be32, put16, put32, Error, Result};
 
 mod field {
     pub const MAGIC: usize = 0;
     pub const STREAM: usize = 4;
-    pub const SEQ: usize = 8;
-    pub const TIMESTAMP: usize = 16;
+    pub const SEQ: usize = 6;
+    pub const TIMESTAMP: usize = 14;
 }
 
 /// "TRNT".
 pub const MAGIC: u32 = 0x5452_4e54;
 /// Length of the payload header.
-pub const HEADER_LEN: usize = 24;
+pub const HEADER_LEN: usize = 22;
+/// Largest stream id.
+pub const MAX_STREAM: u32 = u16::MAX as u32;
 
 /// A view of a turnout-gen payload header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +33,7 @@ impl<T: AsRef<[u8]>> Header<T> {
         Header { buffer }
     }
 
-    /// Wraps `buffer` if it holds 24 bytes (`Truncated`) starting with the
+    /// Wraps `buffer` if it holds 22 bytes (`Truncated`) starting with the
     /// magic (`Malformed`: a foreign frame).
     #[inline]
     pub fn new_checked(buffer: T) -> Result<Header<T>> {
@@ -53,7 +56,7 @@ impl<T: AsRef<[u8]>> Header<T> {
     /// Stream id.
     #[inline]
     pub fn stream(&self) -> u32 {
-        be32(self.buffer.as_ref(), field::STREAM)
+        be16(self.buffer.as_ref(), field::STREAM) as u32
     }
 
     /// Sequence number.
@@ -75,7 +78,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     pub fn init(&mut self, stream: u32) {
         let b = self.buffer.as_mut();
         put32(b, field::MAGIC, MAGIC);
-        put32(b, field::STREAM, stream);
+        put16(b, field::STREAM, stream.min(MAX_STREAM) as u16);
     }
 
     /// Sets the sequence number.
@@ -102,8 +105,8 @@ fn be64(b: &[u8], at: usize) -> u64 {
 mod tests {
     use super::*;
 
-    static HDR: [u8; 24] = [
-        0x54, 0x52, 0x4e, 0x54, 0, 0, 0, 3, //
+    static HDR: [u8; 22] = [
+        0x54, 0x52, 0x4e, 0x54, 0, 3, //
         0, 0, 0, 0, 0, 0, 0x01, 0x00, //
         0, 0, 0, 0x01, 0x02, 0x03, 0x04, 0x05,
     ];
@@ -116,7 +119,7 @@ mod tests {
 
     #[test]
     fn write() {
-        let mut b = [0u8; 24];
+        let mut b = [0u8; 22];
         let mut h = Header::new_unchecked(&mut b[..]);
         h.init(3);
         h.set_seq(256);
@@ -126,7 +129,7 @@ mod tests {
 
     #[test]
     fn foreign_and_short() {
-        assert_eq!(Header::new_checked(&HDR[..23]).unwrap_err(), Error::Truncated);
+        assert_eq!(Header::new_checked(&HDR[..21]).unwrap_err(), Error::Truncated);
         let mut b = HDR;
         b[0] = 0;
         assert_eq!(Header::new_checked(&b[..]).unwrap_err(), Error::Malformed);
