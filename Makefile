@@ -1,0 +1,48 @@
+# Turnout: the two commands a new user needs are `make bench` (set up,
+# build, run the default campaign, write the report) and `make test`.
+
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin
+DB    ?= results/turnout.db
+OUT   ?= results/report
+CAMPAIGN ?= campaigns/default.toml
+
+.PHONY: setup build test test-rust test-python bench bench-rust lint
+
+setup:
+	bash scripts/setup.sh
+
+build:
+	cargo build --release --workspace --bins --examples
+
+# Every test: Rust unit, property and system tests (real peers: testpmd,
+# namespaces), then the Python workbench's tests (real SUTs, Chromium).
+test: setup
+	$(MAKE) test-rust
+	$(MAKE) test-python
+
+test-rust:
+	cargo test --release --workspace -- --test-threads=1
+
+test-python:
+	$(PY)/pytest -q python/tests
+
+# The main job: the default campaign (every scenario, every available SUT,
+# 64 B and 1518 B) and its report.
+bench: setup
+	mkdir -p results
+	$(PY)/turnout system check || true
+	$(PY)/turnout bench run $(CAMPAIGN) --db $(DB) --resume
+	$(PY)/turnout report --db $(DB) -o $(OUT)
+	@echo "report: $(abspath $(OUT))/index.html"
+
+# Criterion benches of the hot paths (fabric figures of mSwitch, logics).
+bench-rust:
+	cargo bench -p fabric --bench fabric
+	cargo bench -p logic --bench logics
+
+lint:
+	cargo clippy --workspace --all-targets -q
+	$(PY)/ruff check python
+
