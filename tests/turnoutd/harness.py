@@ -163,24 +163,33 @@ class Turnoutd:
 
 @dataclass
 class PmdCounts:
-    """Accumulated forward statistics testpmd prints when it stops."""
+    """A testpmd port's NIC statistics (what its memif PMD received and sent).
+
+    These, not the forward statistics, are compared with turnoutd: testpmd
+    flushes its receive queues before forwarding starts, and frames read by
+    that flush count in the NIC statistics only.
+    """
 
     rx_packets: int
-    rx_dropped: int
+    rx_missed: int
+    rx_bytes: int
     tx_packets: int
-    tx_dropped: int
+    tx_errors: int
+    tx_bytes: int
 
 
-_FWD_STATS = re.compile(
-    r"Forward statistics for port 0\s*-+\s*"
-    r"RX-packets:\s*(\d+)\s+RX-dropped:\s*(\d+)\s+RX-total:\s*\d+\s*"
-    r"TX-packets:\s*(\d+)\s+TX-dropped:\s*(\d+)",
-    re.S,
+_NIC_STATS = re.compile(
+    r"NIC statistics for port 0\s*#+\s*"
+    r"RX-packets:\s*(\d+)\s+RX-missed:\s*(\d+)\s+RX-bytes:\s*(\d+).*?"
+    r"TX-packets:\s*(\d+)\s+TX-errors:\s*(\d+)\s+TX-bytes:\s*(\d+)",
+    re.DOTALL,
 )
 
 
 class Testpmd:
     """A dpdk-testpmd memif client (no hugepages, unique file prefix)."""
+
+    __test__ = False  # not a pytest test class
 
     _seq = 0
 
@@ -194,6 +203,7 @@ class Testpmd:
         lcores: str = "0,1",
         main_lcore: int = 1,
         mbuf_size: int | None = None,
+        auto_start: bool = True,
     ) -> None:
         if TESTPMD is None:
             raise FileNotFoundError("dpdk-testpmd is not installed (Debian package dpdk-dev)")
@@ -215,7 +225,9 @@ class Testpmd:
             "--log-level=pmd.net.memif:info",
         ]
         args += [f"--vdev={v}" for v in vdevs]
-        args += ["--", "--total-num-mbufs=8192", f"--forward-mode={mode}", "--auto-start"]
+        args += ["--", "-i", "--total-num-mbufs=8192", f"--forward-mode={mode}"]
+        if auto_start:
+            args.append("--auto-start")
         if mbuf_size:
             args.append(f"--mbuf-size={mbuf_size}")
         args += extra or []
@@ -232,10 +244,19 @@ class Testpmd:
     def start(self) -> Testpmd:
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._log = log
-        # stdin is a pipe kept open: without --interactive testpmd waits for
-        # a newline or a signal before it stops.
+        # Interactive, commands on a pipe: stop() asks for the port's final
+        # counters before quitting.
         self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=log, stderr=log)
         return self
+
+    def command(self, line: str) -> None:
+        """Sends one interactive command."""
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.write(line.encode() + b"\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -243,16 +264,31 @@ class Testpmd:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def stop(self) -> PmdCounts | None:
-        """Stops it with SIGINT (it prints its totals) and cleans up; returns its counts."""
+    def stop(self, settle: Callable[[], Any] | None = None) -> PmdCounts | None:
+        """Stops forwarding, waits (``settle``, or one second) so the switch
+        drains what is already on the rings, reads the port's final counters,
+        quits and cleans up; returns the counters (None if it died before).
+
+        Frames still on a ring when a peer quits are lost with its memory;
+        that is the peer leaving, not the switch dropping, so tests wait."""
         if self.proc is not None:
-            stop_pid(self.proc, signal.SIGINT, timeout_s=10)
+            self.command("stop")
+            if settle is not None:
+                settle()
+            else:
+                time.sleep(1.0)
+            self.command("show port stats 0")
+            self.command("quit")
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                stop_pid(self.proc, signal.SIGINT, timeout_s=10)
             self.proc = None
         if getattr(self, "_log", None) is not None:
             self._log.close()
             self._log = None
         self.cleanup()
-        found = _FWD_STATS.findall(self.log())
+        found = _NIC_STATS.findall(self.log())
         if not found:
             return None
         return PmdCounts(*(int(x) for x in found[-1]))
@@ -262,6 +298,9 @@ class Testpmd:
         if self.proc is not None:
             stop_pid(self.proc, signal.SIGKILL)
             self.proc = None
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+            self._log = None
         self.cleanup()
 
     def cleanup(self) -> None:
