@@ -7,8 +7,13 @@
 # interleaved (loop, testpmd, loop, ...); the figure is the sink's Rx-pps,
 # median of the per-second samples of a trial after a warm-up.
 #
-# usage: memif_bench.sh [TRIALS=3] [SECONDS=8] [PKT=64]
-# needs: root, dpdk-testpmd, target/release/examples/memif_loop
+# GEN=ours replaces the two testpmds by memif_gensink (our memif client
+# sending on id 0 and counting on id 1 in one thread on CPU 0), so the
+# generator and the sink do not time-share CPU 0 and the switch is what is
+# measured. RSIZE sets the testpmd clients' ring size (log2, default 10).
+#
+# usage: [GEN=ours] [RSIZE=n] memif_bench.sh [TRIALS=3] [SECONDS=8] [PKT=64]
+# needs: root, dpdk-testpmd, target/release/examples/memif_loop (and memif_gensink)
 set -u
 TRIALS=${1:-3}
 SECS=${2:-8}
@@ -67,6 +72,17 @@ trial() { # kind n
         for _ in $(seq 200); do grep -q "Checking link statuses" "$DIR/sw$n.log" 2>/dev/null && break; sleep 0.05; done
     fi
     local rx tx
+    if [ "${GEN:-testpmd}" = ours ]; then
+        local out
+        out=$(taskset -c 0 "$ROOT/target/release/examples/memif_gensink" --socket "$sock" --duration-s "$SECS" --warmup-s 2 --len "$PKT" 2>&1)
+        kill -TERM "$swpid" 2>/dev/null; sleep 0.5; kill -9 "$swpid" 2>/dev/null; wait "$swpid" 2>/dev/null
+        local mpps
+        mpps=$(echo "$out" | sed -n 's/.*rx_mpps=\([0-9.]*\).*/\1/p')
+        [ -n "$mpps" ] || { echo "$kind trial $n: $out"; return; }
+        echo "$kind trial $n: $mpps Mpps ($out)"
+        awk -v m="$mpps" 'BEGIN {print m * 1e6}' >> "$DIR/res-$kind"
+        return
+    fi
     testpmd "rx$kind$n" "0@0,1@0" --vdev="net_memif1,role=client,id=1,socket=$sock,socket-abstract=no$BS$RS" \
         -- --total-num-mbufs=8192 $MB --forward-mode=rxonly -a --stats-period=1
     rx=$TPPID
