@@ -1,6 +1,7 @@
 //! memif against the real peer: DPDK testpmd (`net_memif`), both roles.
 //!
-//! Skipped (with a message, not failed) when /usr/bin/dpdk-testpmd is
+//! Skipped (with a message, not failed) when /usr/bin/dpdk-testpmd (or
+//! $TURNOUT_TESTPMD) is
 //! missing. Each testpmd runs with `--no-huge`, its own `--file-prefix`
 //! (removed afterwards) and is ended by its PID. Tests run one at a time
 //! (two cores).
@@ -17,14 +18,19 @@ use fabric::{Port, RxBatch};
 use memif_common::*;
 use ports::memif::{ClientConfig, MemifConfig, MemifPort, MemifServer, ServerConfig};
 
-const TESTPMD: &str = "/usr/bin/dpdk-testpmd";
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// /usr/bin/dpdk-testpmd, or $TURNOUT_TESTPMD.
+fn testpmd_path() -> String {
+    std::env::var("TURNOUT_TESTPMD").unwrap_or_else(|_| "/usr/bin/dpdk-testpmd".into())
+}
+
 fn have_testpmd() -> bool {
-    if Path::new(TESTPMD).exists() {
+    let p = testpmd_path();
+    if Path::new(&p).exists() {
         true
     } else {
-        eprintln!("SKIP: {TESTPMD} not installed (Debian package dpdk-dev); memif interop test not run");
+        eprintln!("SKIP: {p} not installed (Debian package dpdk-dev); memif interop test not run");
         false
     }
 }
@@ -47,7 +53,7 @@ impl Testpmd {
             "--lcores=0@0,1@0",
             "--no-huge",
             "-m",
-            "1024",
+            "256",
             "--no-pci",
             "--log-level=pmd.net.memif:debug",
         ]
@@ -59,7 +65,7 @@ impl Testpmd {
         args.push("--".into());
         args.extend(["--total-num-mbufs=8192", "-a", "--stats-period=100"].iter().map(|s| s.to_string()));
         args.extend(extra.iter().map(|s| s.to_string()));
-        let child = Command::new(TESTPMD)
+        let child = Command::new(testpmd_path())
             .args(&args)
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
