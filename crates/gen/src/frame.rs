@@ -31,10 +31,14 @@ use crate::cli::VaryField;
 pub const IMIX: [u32; 12] = [64, 570, 64, 1518, 64, 570, 64, 570, 64, 64, 570, 64];
 
 /// Stream ids carried by measured frames are `0..=MAX_STREAM`; the high bit
-/// marks warm-up frames (docs/turnout-gen.md).
-pub const MAX_STREAM: u32 = 0x7fff_ffff;
-/// Bit of the stream id marking a warm-up frame.
-pub const WARMUP_BIT: u32 = 0x8000_0000;
+/// of the 16-bit stream field marks warm-up frames (docs/turnout-gen.md).
+pub const MAX_STREAM: u32 = (payload::MAX_STREAM >> 1) as u32;
+/// Bit of the stream field marking a warm-up frame.
+pub const WARMUP_BIT: u32 = MAX_STREAM + 1;
+
+/// Bytes of the payload header after the magic: stream id, sequence
+/// number, timestamp (what changes per frame).
+const VAR: std::ops::Range<usize> = 4..payload::HEADER_LEN;
 
 /// What the frames look like.
 #[derive(Clone, Debug)]
@@ -235,7 +239,7 @@ impl FrameGen {
         h.init(stream_word);
         h.set_seq(seq);
         h.set_timestamp_ns(ts_ns);
-        let mut udp_sum = t.udp_base + checksum::add(0, &buf[l.payload_offset + 4..l.payload_offset + 24]);
+        let mut udp_sum = t.udp_base + checksum::add(0, &buf[l.payload_offset + VAR.start..l.payload_offset + VAR.end]);
 
         if vary_macs {
             let mut eth = ethernet::Frame::new_unchecked(&mut *buf);
@@ -291,7 +295,7 @@ impl Template {
         let l = self.layout;
         let mut seg = self.buf[l.l4_offset..].to_vec(); // init-time copy
         let p = l.payload_offset - l.l4_offset;
-        seg[p + 4..p + 24].fill(0); // stream, seq, timestamp
+        seg[p + VAR.start..p + VAR.end].fill(0); // stream, seq, timestamp
         seg[6..8].fill(0); // UDP checksum
         if vary_ports {
             seg[0..4].fill(0);
@@ -440,14 +444,14 @@ mod tests {
     #[test]
     fn minimum_sizes_follow_the_headers() {
         let mut s = spec(false);
-        assert_eq!(s.min_size().unwrap(), 14 + 20 + 8 + 24);
+        assert_eq!(s.min_size().unwrap(), 64);
         s.vlan = Some(100);
-        assert_eq!(s.min_size().unwrap(), 14 + 4 + 20 + 8 + 24);
+        assert_eq!(s.min_size().unwrap(), 14 + 4 + 20 + 8 + 22);
         let s6 = spec(true);
-        assert_eq!(s6.min_size().unwrap(), 14 + 40 + 8 + 24);
+        assert_eq!(s6.min_size().unwrap(), 14 + 40 + 8 + 22);
         let e = FrameGen::new(&s6, &[64]).err().unwrap();
-        assert_eq!(e, FrameError::TooSmall { size: 64, min: 86 });
-        assert!(e.to_string().contains("minimum is 86 B"));
+        assert_eq!(e, FrameError::TooSmall { size: 64, min: 84 });
+        assert!(e.to_string().contains("minimum is 84 B"));
         let mut mixed = spec(false);
         mixed.dst_ip = "fd00::1".parse().unwrap();
         assert_eq!(FrameGen::new(&mixed, &[128]).err().unwrap(), FrameError::MixedFamilies);

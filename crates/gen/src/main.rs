@@ -32,6 +32,12 @@ fn main() {
         // clap exits 0 for --help/--version and 2 for usage errors.
         Err(e) => e.exit(),
     };
+    if let Some(cpu) = cli.role.general().cpu {
+        if !sys::cpu_allowed(cpu) {
+            eprintln!("turnout-gen {}: --cpu {cpu}: not a CPU this process may run on", cli.role.name());
+            std::process::exit(2);
+        }
+    }
     if let Err(e) = sys::install_stop_handlers() {
         eprintln!("turnout-gen: cannot install signal handlers: {e}");
         std::process::exit(1);
@@ -59,6 +65,10 @@ fn main() {
     };
     if let Err(e) = res {
         eprintln!("turnout-gen: cannot write the document to {target}: {e}");
+        std::process::exit(1);
+    }
+    if let Some(e) = &doc.error {
+        eprintln!("turnout-gen {}: {e}", cli.role.name());
         std::process::exit(1);
     }
 }

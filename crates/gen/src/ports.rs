@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use fabric::Port;
 
-use crate::spec::PortSpec;
+use crate::spec::{PortSpec, XdpMode};
 
 /// Why a port could not be used.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ impl std::fmt::Display for OpenError {
 /// Opens `spec` and waits until its link is up or `wait` passed.
 pub fn open_and_wait(spec: &PortSpec, name: &str, wait: Duration) -> Result<Arc<dyn Port>, OpenError> {
     let deadline = Instant::now() + wait;
-    let port = open(spec, name, deadline)?;
+    let port = open(spec, name)?;
     loop {
         if port.link_up() {
             return Ok(port);
@@ -48,7 +48,7 @@ pub fn open_and_wait(spec: &PortSpec, name: &str, wait: Duration) -> Result<Arc<
     }
 }
 
-fn open(spec: &PortSpec, name: &str, _deadline: Instant) -> Result<Arc<dyn Port>, OpenError> {
+fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
     match spec {
         PortSpec::AfPacket { iface, queue } => {
             if *queue != 0 {
@@ -61,11 +61,32 @@ fn open(spec: &PortSpec, name: &str, _deadline: Instant) -> Result<Arc<dyn Port>
                 .map(|p| Arc::new(p) as Arc<dyn Port>)
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
-        PortSpec::AfXdp { .. } => {
-            Err(OpenError::Unsupported(format!("{spec}: the AF_XDP backend is not in this build of crates/ports yet")))
+        PortSpec::AfXdp { iface, queue, mode } => {
+            let mut cfg = ports::af_xdp::AfXdpConfig::new(iface);
+            // Queue q of the port is the interface's queue q: open q + 1
+            // queue pairs and use the last one.
+            cfg.queues = queue + 1;
+            cfg.bind = match mode {
+                XdpMode::Copy => ports::af_xdp::XdpBind::Copy,
+                XdpMode::ZeroCopy => ports::af_xdp::XdpBind::ZeroCopy,
+            };
+            ports::af_xdp::AfXdpPort::open(name, cfg)
+                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map_err(|e| OpenError::Failed(e.to_string()))
         }
-        PortSpec::Memif { .. } => {
-            Err(OpenError::Unsupported(format!("{spec}: the memif client is not in this build of crates/ports yet")))
+        PortSpec::Memif { socket, id, secret, rings, ring_size, buf_size, .. } => {
+            let mut cfg = ports::memif::MemifConfig::new(name, *id);
+            cfg.secret = secret.clone();
+            cfg.queues = *rings;
+            cfg.log2_ring_size = ring_size.trailing_zeros() as u8;
+            cfg.buffer_size = *buf_size;
+            cfg.validate().map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
+            // The client keeps retrying in the background until the
+            // server answers; the link comes up when it is connected.
+            let client = ports::memif::ClientConfig::new(socket.clone());
+            ports::memif::MemifPort::client(cfg, client)
+                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct Doc {
     /// Backend counters of every port, by port name.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<PortSection>,
+    /// What went wrong, when the run ended early (exit code 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `tx`.

@@ -14,6 +14,7 @@ use crate::engine::{forward_burst, FwdStats, Receiver, Rewrite, SendPlan, Sender
 use crate::frame::{FrameGen, FrameSpec};
 use crate::ports::{open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
+use crate::spec::PortSpec;
 use crate::sys::{now_ns, pin_to_cpu, stop_requested, OwnedTx};
 
 /// Frames per receive burst.
@@ -46,6 +47,43 @@ impl From<OpenError> for Failure {
         };
         Failure { code, msg: e.to_string() }
     }
+}
+
+/// A sender that gets no frame accepted for this long ends the run
+/// (`stopped_by: "stalled"`, exit code 1): the peer stopped draining or
+/// went away.
+pub const STALL_NS: u64 = 5_000_000_000;
+
+/// Watches a sender's progress.
+struct Stall {
+    last_packets: u64,
+    since: u64,
+}
+
+impl Stall {
+    fn new(now: u64) -> Self {
+        Stall { last_packets: 0, since: now }
+    }
+
+    /// True when `packets` (all frames sent, warm-up included) did not move
+    /// for [`STALL_NS`].
+    #[inline]
+    fn stalled(&mut self, now: u64, packets: u64) -> bool {
+        if packets != self.last_packets {
+            self.last_packets = packets;
+            self.since = now;
+            return false;
+        }
+        now - self.since > STALL_NS
+    }
+}
+
+fn stall_error(port: &dyn Port) -> String {
+    format!(
+        "the port accepted no frame for {} s (link {}): the peer stopped draining its ring or went away",
+        STALL_NS / 1_000_000_000,
+        if port.link_up() { "up" } else { "down" }
+    )
 }
 
 /// Runs the role and returns its document.
@@ -119,8 +157,9 @@ fn wait_of(g: &General) -> Duration {
     Duration::from_secs_f64(g.wait_peer_s)
 }
 
-fn take_rx(port: &Arc<dyn Port>, what: &str) -> Result<Box<dyn RxQueue>, Failure> {
-    port.take_rx(0).ok_or_else(|| Failure::runtime(format!("{what}: receive queue 0 is not available")))
+fn take_rx(port: &Arc<dyn Port>, spec: &PortSpec, what: &str) -> Result<Box<dyn RxQueue>, Failure> {
+    let q = spec.queue();
+    port.take_rx(q).ok_or_else(|| Failure::runtime(format!("{what}: receive queue {q} is not available")))
 }
 
 fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
@@ -230,13 +269,20 @@ fn doc(role: &'static str, stopped_by: &'static str, config: serde_json::Value) 
         rx: None,
         fwd: None,
         ports: Vec::new(),
+        error: None,
     }
 }
 
-fn sender<'a>(port: &'a Arc<dyn Port>, gen: FrameGen, t: &Traffic, start: u64) -> Result<Sender<'a>, Failure> {
-    // SAFETY: this thread is the only user of the port's transmit queue 0
+fn sender<'a>(
+    port: &'a Arc<dyn Port>,
+    spec: &PortSpec,
+    gen: FrameGen,
+    t: &Traffic,
+    start: u64,
+) -> Result<Sender<'a>, Failure> {
+    // SAFETY: this thread is the only user of the port's transmit queue
     // for the whole run (turnout-gen is single-threaded on its data path).
-    let tx = unsafe { OwnedTx::new(port.tx(0)) };
+    let tx = unsafe { OwnedTx::new(port.tx(spec.queue())) };
     let max = port.info().max_frame_b;
     Sender::new(tx, gen, plan(t), start, max).map_err(|o| {
         Failure::usage(format!("frame size {} B is larger than the port carries ({} B)", o.size, o.max_frame_b))
@@ -255,9 +301,11 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     pin(&a.general)?;
     let start = now_ns();
-    let mut s = sender(&port, gen, &a.traffic, start)?;
+    let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
     let mut iv = Interval::new(&a.general, start);
     let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
+    let mut stall = Stall::new(start);
+    let mut error = None;
     loop {
         let now = now_ns();
         if stop_requested() {
@@ -269,7 +317,14 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
         if s.done() {
             break;
         }
-        tick(&mut iv, now, s.stats.packets + s.stats.warmup_packets, 0, 0);
+        let sent = s.stats.packets + s.stats.warmup_packets;
+        if stall.stalled(now, sent) {
+            s.stop(now);
+            stopped_by = "stalled";
+            error = Some(stall_error(port.as_ref()));
+            break;
+        }
+        tick(&mut iv, now, sent, 0, 0);
     }
     let window = s.window(now_ns());
     cooldown_wait(a.traffic.cooldown_s);
@@ -277,6 +332,7 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     config["port"] = json!(a.port.to_string());
     general_config(&mut config, &a.general);
     let mut d = doc("tx", stopped_by, config);
+    d.error = error;
     d.tx = Some(TxSection::new(&s.stats, window, s.requested_pps()));
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
@@ -289,14 +345,16 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         Some(spec) => open_and_wait(spec, "rx_port", wait_of(&a.general))?,
         None => port.clone(),
     };
-    let mut rxq = take_rx(&rx_port, "rx port")?;
+    let mut rxq = take_rx(&rx_port, a.rx_port.as_ref().unwrap_or(&a.port), "rx port")?;
     pin(&a.general)?;
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
     let start = now_ns();
-    let mut s = sender(&port, gen, &a.traffic, start)?;
+    let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
     let mut iv = Interval::new(&a.general, start);
     let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
+    let mut stall = Stall::new(start);
+    let mut error = None;
     loop {
         let now = now_ns();
         if stop_requested() {
@@ -309,7 +367,14 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         if s.done() {
             break;
         }
-        tick(&mut iv, now, s.stats.packets + s.stats.warmup_packets, r.packets + r.warmup, r.lost());
+        let sent = s.stats.packets + s.stats.warmup_packets;
+        if stall.stalled(now, sent) {
+            s.stop(now);
+            stopped_by = "stalled";
+            error = Some(stall_error(port.as_ref()));
+            break;
+        }
+        tick(&mut iv, now, sent, r.packets + r.warmup, r.lost());
     }
     let window = s.window(now_ns());
     // Cool-down: keep receiving the frames still in flight.
@@ -327,6 +392,7 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     config["touch"] = json!(a.touch);
     general_config(&mut config, &a.general);
     let mut d = doc("txrx", stopped_by, config);
+    d.error = error;
     d.tx = Some(TxSection::new(&s.stats, window, s.requested_pps()));
     d.rx = Some(RxSection::new(&r, a.touch));
     d.ports.push(PortSection::of("port", port.as_ref()));
@@ -338,7 +404,7 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
 
 fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
-    let mut rxq = take_rx(&port, "port")?;
+    let mut rxq = take_rx(&port, &a.port, "port")?;
     pin(&a.general)?;
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
@@ -372,10 +438,10 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
 
 fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
-    let mut rxq = take_rx(&port, "port")?;
+    let mut rxq = take_rx(&port, &a.port, "port")?;
     pin(&a.general)?;
-    // SAFETY: this thread is the only sender on the port's queue 0.
-    let mut tx = unsafe { OwnedTx::new(port.tx(0)) };
+    // SAFETY: this thread is the only sender on the port's queue.
+    let mut tx = unsafe { OwnedTx::new(port.tx(a.port.queue())) };
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut st = FwdStats::default();
     let start = now_ns();
@@ -407,13 +473,14 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
 fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let pa = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     let pb = open_and_wait(&a.port2, "port2", wait_of(&a.general))?;
-    let mut rx_a = take_rx(&pa, "port")?;
-    let mut rx_b = if a.bidir { Some(take_rx(&pb, "port2")?) } else { None };
+    let mut rx_a = take_rx(&pa, &a.port, "port")?;
+    let mut rx_b = if a.bidir { Some(take_rx(&pb, &a.port2, "port2")?) } else { None };
     pin(&a.general)?;
-    // SAFETY: this thread is the only sender on queue 0 of both ports.
-    let mut tx_b = unsafe { OwnedTx::new(pb.tx(0)) };
+    // SAFETY: this thread is the only sender on the used queue of both
+    // ports.
+    let mut tx_b = unsafe { OwnedTx::new(pb.tx(a.port2.queue())) };
     // SAFETY: as above.
-    let mut tx_a = unsafe { OwnedTx::new(pa.tx(0)) };
+    let mut tx_a = unsafe { OwnedTx::new(pa.tx(a.port.queue())) };
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let (mut ab, mut ba) = (FwdStats::default(), FwdStats::default());
     let start = now_ns();

@@ -185,6 +185,16 @@ impl FromStr for PortSpec {
     }
 }
 
+impl PortSpec {
+    /// The port queue turnout-gen uses on this port.
+    pub fn queue(&self) -> u16 {
+        match self {
+            PortSpec::AfXdp { queue, .. } => *queue,
+            _ => 0,
+        }
+    }
+}
+
 impl fmt::Display for PortSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

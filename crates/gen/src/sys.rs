@@ -37,6 +37,21 @@ pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether the calling thread may run on `cpu` (it is in its affinity
+/// mask), so a bad `--cpu` is refused before any port is opened.
+pub fn cpu_allowed(cpu: usize) -> bool {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return false;
+    }
+    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid, writable
+    // cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    // SAFETY: `cpu` < CPU_SETSIZE, `set` is initialised.
+    rc == 0 && unsafe { libc::CPU_ISSET(cpu, &set) }
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
@@ -162,5 +177,7 @@ mod tests {
         let t = std::thread::spawn(|| pin_to_cpu(0));
         t.join().unwrap().unwrap();
         assert!(pin_to_cpu(1 << 20).is_err());
+        assert!(cpu_allowed(0));
+        assert!(!cpu_allowed(4096));
     }
 }

@@ -1,0 +1,319 @@
+//! turnout-gen against DPDK testpmd over memif (testpmd is the memif
+//! server, turnout-gen the client). Skipped, with a message, when
+//! dpdk-testpmd is not installed. Each test starts its own testpmd with a
+//! unique --file-prefix and socket, kills it by PID and removes
+//! /var/run/dpdk/<prefix> and the sockets afterwards, also on failure.
+//!
+//! testpmd resets a memif port's counters when the client disconnects, so
+//! its counters are read while turnout-gen is still connected (during the
+//! cool-down, or before a receiver's duration ends).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// testpmd tests run one at a time: two of them on two cores would measure
+/// each other.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
+
+fn testpmd_path() -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join("dpdk-testpmd"))
+        .find(|p| p.exists())
+}
+
+struct Testpmd {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    prefix: String,
+    socks: Vec<PathBuf>,
+}
+
+impl Testpmd {
+    /// testpmd with `nports` memif server ports, interactive.
+    fn start(tag: &str, nports: usize) -> Option<Testpmd> {
+        let Some(bin) = testpmd_path() else {
+            eprintln!("SKIP: dpdk-testpmd is not installed (Debian package dpdk-dev)");
+            return None;
+        };
+        let prefix = format!("tgen-{tag}-{}", std::process::id());
+        let dir = std::env::temp_dir();
+        let socks: Vec<PathBuf> = (0..nports).map(|i| dir.join(format!("{prefix}-{i}.sock"))).collect();
+        // testpmd writes through stdio: line-buffer it so statistics arrive
+        // while it runs (stdbuf execs it, so the PID stays testpmd's).
+        let mut cmd = Command::new("stdbuf");
+        cmd.arg("-oL").arg(bin);
+        cmd.args(["--no-huge", "-m", "1024", "--no-pci", "-l", "0,1", "--main-lcore", "0"])
+            .arg(format!("--file-prefix={prefix}"));
+        for (i, s) in socks.iter().enumerate() {
+            cmd.arg(format!("--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0", s.display()));
+        }
+        cmd.args(["--", "--total-num-mbufs=8192", "-i"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
+        let stdin = child.stdin.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let t = Testpmd { child, stdin, lines, prefix, socks };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !t.socks.iter().all(|s| s.exists()) {
+            assert!(Instant::now() < deadline, "testpmd did not create its memif sockets");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(t)
+    }
+
+    fn sock(&self, i: usize) -> String {
+        format!("memif:{}", self.socks[i].display())
+    }
+
+    fn cmd(&mut self, c: &str) {
+        writeln!(self.stdin, "{c}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// (RX-packets, TX-packets) of every port, from "show port stats all".
+    fn port_stats(&mut self, nports: usize) -> Vec<(u64, u64)> {
+        while self.lines.try_recv().is_ok() {}
+        self.cmd("show port stats all");
+        let mut out = Vec::new();
+        let mut rx = None;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while out.len() < nports {
+            let l = self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("testpmd printed no port statistics");
+            let num = |key: &str| -> Option<u64> {
+                let i = l.find(key)? + key.len();
+                l[i..].split_whitespace().next()?.parse().ok()
+            };
+            if let Some(v) = num("RX-packets:") {
+                rx = Some(v);
+            } else if let (Some(r), Some(t)) = (rx, num("TX-packets:")) {
+                out.push((r, t));
+                rx = None;
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
+        for s in &self.socks {
+            let _ = std::fs::remove_file(s);
+        }
+    }
+}
+
+/// A running turnout-gen with its stderr (interval lines) on a channel.
+struct Gen {
+    child: Child,
+    err: Receiver<String>,
+}
+
+impl Gen {
+    fn spawn(args: &[&str]) -> Gen {
+        let mut child = Command::new(GEN)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn turnout-gen");
+        let e = child.stderr.take().unwrap();
+        let (tx, err) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(e).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Gen { child, err }
+    }
+
+    /// Waits for the first interval line: the port is up and the loop runs.
+    fn wait_running(&self) {
+        let l = self.err.recv_timeout(Duration::from_secs(10)).expect("turnout-gen never started its loop");
+        assert!(l.contains("turnout-gen/1-interval"), "unexpected stderr: {l}");
+    }
+
+    fn finish(mut self) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                let mut out = String::new();
+                std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+                let errs: Vec<String> = self.err.try_iter().filter(|l| !l.contains("1-interval")).collect();
+                assert!(st.success(), "turnout-gen failed: {st}: {errs:?}");
+                return serde_json::from_str(out.trim()).expect("one JSON document");
+            }
+            assert!(Instant::now() < deadline, "turnout-gen did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Gen {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn within(a: u64, b: u64, frac: f64) -> bool {
+    (a as f64 - b as f64).abs() <= frac * (a.max(b) as f64)
+}
+
+#[test]
+fn tx_counts_and_rate_agree_with_testpmd_rxonly() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut pmd) = Testpmd::start("rxonly", 1) else { return };
+    pmd.cmd("set fwd rxonly");
+    pmd.cmd("start");
+    let port = pmd.sock(0);
+    let rate = 100_000u64;
+    let gen = Gen::spawn(&[
+        "tx", "--port", &format!("{port},ring-size=4096"), "--size", "128", "--rate-pps", &rate.to_string(), "--duration-s", "1",
+        "--cooldown-s", "2.5", "--interval-s", "0.05", "--wait-peer-s", "10",
+    ]);
+    gen.wait_running();
+    std::thread::sleep(Duration::from_millis(1800)); // sending ends after 1 s
+    let stats = pmd.port_stats(1);
+    let doc = gen.finish();
+    let tx = &doc["tx"];
+    let sent = tx["packets"].as_u64().unwrap();
+    let got = stats[0].0;
+    eprintln!("turnout-gen sent {sent}, testpmd received {got}; tx = {tx}");
+    assert!(sent > 0);
+    assert!(within(sent, got, 0.01), "sent {sent} vs testpmd rx {got}");
+    let achieved = tx["rate_pps"].as_f64().unwrap();
+    assert!((achieved - rate as f64).abs() <= 0.01 * rate as f64, "achieved {achieved} pps of {rate}");
+    assert!(within(sent, rate, 0.01), "sent {sent} in 1 s at {rate} pps");
+}
+
+#[test]
+fn testpmd_txonly_counts_agree_with_rx() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut pmd) = Testpmd::start("txonly", 1) else { return };
+    pmd.cmd("set fwd txonly");
+    let port = pmd.sock(0);
+    let gen = Gen::spawn(&["rx", "--port", &port, "--duration-s", "3", "--interval-s", "0.05", "--wait-peer-s", "10"]);
+    gen.wait_running();
+    pmd.cmd("start");
+    std::thread::sleep(Duration::from_millis(800));
+    pmd.cmd("stop");
+    std::thread::sleep(Duration::from_millis(300));
+    let stats = pmd.port_stats(1);
+    let doc = gen.finish();
+    let rx = &doc["rx"];
+    // testpmd's frames do not carry our payload header: all foreign.
+    let got = rx["foreign"].as_u64().unwrap() + rx["packets"].as_u64().unwrap();
+    let sent = stats[0].1;
+    eprintln!("testpmd sent {sent}, turnout-gen received {got}");
+    assert!(sent > 1000);
+    assert!(within(sent, got, 0.01), "testpmd tx {sent} vs rx {got}");
+    assert_eq!(rx["packets"].as_u64().unwrap(), 0);
+}
+
+#[test]
+fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut pmd) = Testpmd::start("macswap", 1) else { return };
+    pmd.cmd("set fwd macswap");
+    pmd.cmd("start");
+    let port = pmd.sock(0);
+    let gen = Gen::spawn(&[
+        "txrx", "--port", &port, "--size", "256", "--rate-pps", "50000", "--count", "20000", "--warmup-s", "0.1",
+        "--cooldown-s", "0.5", "--interval-s", "0.05", "--wait-peer-s", "10",
+    ]);
+    gen.wait_running();
+    let doc = gen.finish();
+    let (tx, rx) = (&doc["tx"], &doc["rx"]);
+    eprintln!("tx {tx}\nrx lost {} latency {}", rx["lost"], rx["latency_ns"]);
+    assert_eq!(tx["packets"].as_u64().unwrap(), 20_000);
+    let received = rx["packets"].as_u64().unwrap();
+    let lost = rx["lost"].as_u64().unwrap();
+    // Conservation: every measured frame is received once or lost.
+    assert_eq!(received - rx["duplicated"].as_u64().unwrap() + lost, 20_000);
+    assert!(received >= 19_800, "received {received} of 20 000 at 50 kpps");
+    assert_eq!(rx["foreign"].as_u64().unwrap(), 0);
+    assert!(rx["warmup"].as_u64().unwrap() > 0);
+    let lat = &rx["latency_ns"];
+    assert_eq!(lat["count"].as_u64().unwrap(), received);
+    assert!(lat["min"].as_u64().unwrap() > 0 && lat["p50"].as_u64().unwrap() < 100_000_000);
+}
+
+#[test]
+fn reflect_passes_traffic_through_testpmd() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut pmd) = Testpmd::start("reflect", 1) else { return };
+    // testpmd forwards what it receives back out of the same port (io,
+    // one port paired with itself) and starts with a burst: the frames
+    // ping-pong between testpmd and the reflector.
+    pmd.cmd("set fwd io");
+    let port = pmd.sock(0);
+    let gen = Gen::spawn(&["reflect", "--port", &port, "--duration-s", "2", "--interval-s", "0.05", "--wait-peer-s", "10"]);
+    gen.wait_running();
+    pmd.cmd("start tx_first");
+    std::thread::sleep(Duration::from_millis(1000));
+    let stats = pmd.port_stats(1);
+    let doc = gen.finish();
+    let f = &doc["fwd"];
+    eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
+    let reflected = f["packets"].as_u64().unwrap();
+    assert!(stats[0].0 > 1000, "testpmd got {} frames back", stats[0].0);
+    assert!(reflected >= stats[0].0, "reflected {reflected} < testpmd rx {}", stats[0].0);
+    assert_eq!(f["received"].as_u64().unwrap(), reflected + f["dropped"].as_u64().unwrap());
+}
+
+#[test]
+fn fwd_chains_two_testpmd_ports() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(mut pmd) = Testpmd::start("fwd", 2) else { return };
+    // testpmd io-forwards port 0 <-> port 1; turnout-gen fwd closes the
+    // loop port 0 -> port 1 (rewriting the destination MAC) and back.
+    pmd.cmd("set fwd io");
+    let (a, b) = (pmd.sock(0), pmd.sock(1));
+    let gen = Gen::spawn(&[
+        "fwd", "--port", &a, "--port2", &b, "--bidir", "--dst-mac", "02:00:00:00:00:bb", "--dst-mac2",
+        "02:00:00:00:00:aa", "--duration-s", "2", "--interval-s", "0.05", "--wait-peer-s", "10",
+    ]);
+    gen.wait_running();
+    pmd.cmd("start tx_first");
+    std::thread::sleep(Duration::from_millis(1000));
+    let stats = pmd.port_stats(2);
+    let doc = gen.finish();
+    let f = &doc["fwd"];
+    eprintln!("fwd {f}; testpmd {stats:?}");
+    let dirs = f["directions"].as_array().unwrap();
+    let ab = dirs[0]["packets"].as_u64().unwrap();
+    let ba = dirs[1]["packets"].as_u64().unwrap();
+    assert!(ab > 1000 && ba > 1000, "a->b {ab}, b->a {ba}");
+    // What testpmd received on port 1 came from turnout-gen's a->b.
+    assert!(stats[1].0 > 1000 && ab >= stats[1].0);
+    assert!(stats[0].0 > 1000 && ba >= stats[0].0);
+}
