@@ -15,7 +15,7 @@ use crate::frame::{FrameGen, FrameSpec};
 use crate::ports::{open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
 use crate::spec::PortSpec;
-use crate::sys::{now_ns, pin_to_cpu, stop_requested, OwnedTx};
+use crate::sys::{now_ns, pin_to_cpu, stop_requested, wait_readable, OwnedTx};
 
 /// Frames per receive burst.
 pub const RX_BATCH: usize = 256;
@@ -84,6 +84,61 @@ fn stall_error(port: &dyn Port) -> String {
         STALL_NS / 1_000_000_000,
         if port.link_up() { "up" } else { "down" }
     )
+}
+
+/// Polls without frames before an interrupt-mode receiver sleeps.
+const IDLE_POLLS: u32 = 256;
+/// Longest sleep, so duration ends and signals are noticed promptly.
+const SLEEP_MS: i32 = 10;
+
+/// Interrupt-mode idling of the receive queues of a role (memif
+/// `mode=interrupt`): after [`IDLE_POLLS`] empty polls, enable
+/// notifications, re-check (no lost wake-up), and sleep on the fds.
+/// Poll mode keeps notifications off and never sleeps.
+struct Idle {
+    on: bool,
+    empty: u32,
+}
+
+impl Idle {
+    fn new(interrupt: bool, queues: &mut [&mut dyn RxQueue]) -> Self {
+        for q in queues.iter_mut() {
+            q.set_notify(false);
+        }
+        Idle { on: interrupt, empty: 0 }
+    }
+
+    #[inline]
+    fn after_poll(&mut self, got: usize, queues: &mut [&mut dyn RxQueue]) {
+        if got > 0 || !self.on {
+            self.empty = 0;
+            return;
+        }
+        self.empty += 1;
+        if self.empty < IDLE_POLLS {
+            return;
+        }
+        self.empty = 0;
+        let mut waiting = false;
+        let mut fds = [0; 2];
+        let mut n = 0;
+        for q in queues.iter_mut() {
+            waiting |= q.set_notify(true);
+            if let Some(fd) = q.notify_fd() {
+                if n < fds.len() {
+                    fds[n] = fd;
+                    n += 1;
+                }
+            }
+        }
+        if !waiting && n > 0 {
+            wait_readable(&fds[..n], SLEEP_MS);
+        }
+        for q in queues.iter_mut() {
+            q.ack_notify();
+            q.set_notify(false);
+        }
+    }
 }
 
 /// Runs the role and returns its document.
@@ -411,13 +466,15 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let start = now_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
+    let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        r.poll(rxq.as_mut(), &mut batch);
+        let got = r.poll(rxq.as_mut(), &mut batch);
+        idle.after_poll(got, &mut [rxq.as_mut()]);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
             stopped_by = "duration";
@@ -447,13 +504,15 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let start = now_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
+    let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        let got = forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        idle.after_poll(got, &mut [rxq.as_mut()]);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
             stopped_by = "duration";
@@ -486,15 +545,25 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let start = now_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
+    let interrupt = a.port.interrupt() && (!a.bidir || a.port2.interrupt());
+    let mut idle = match rx_b.as_mut() {
+        Some(rb) => Idle::new(interrupt, &mut [rx_a.as_mut(), rb.as_mut()]),
+        None => Idle::new(interrupt, &mut [rx_a.as_mut()]),
+    };
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        forward_burst(rx_a.as_mut(), &mut batch, &mut tx_b, Rewrite::SetDst(a.dst_mac), a.touch, &mut ab);
-        if let Some(rb) = rx_b.as_mut() {
-            forward_burst(rb.as_mut(), &mut batch, &mut tx_a, Rewrite::SetDst(a.dst_mac2), a.touch, &mut ba);
+        let mut got =
+            forward_burst(rx_a.as_mut(), &mut batch, &mut tx_b, Rewrite::SetDst(a.dst_mac), a.touch, &mut ab);
+        match rx_b.as_mut() {
+            Some(rb) => {
+                got += forward_burst(rb.as_mut(), &mut batch, &mut tx_a, Rewrite::SetDst(a.dst_mac2), a.touch, &mut ba);
+                idle.after_poll(got, &mut [rx_a.as_mut(), rb.as_mut()]);
+            }
+            None => idle.after_poll(got, &mut [rx_a.as_mut()]),
         }
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {

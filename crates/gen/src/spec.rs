@@ -186,6 +186,11 @@ impl FromStr for PortSpec {
 }
 
 impl PortSpec {
+    /// Whether receive loops sleep on the port's notification fd when idle.
+    pub fn interrupt(&self) -> bool {
+        matches!(self, PortSpec::Memif { mode: MemifMode::Interrupt, .. })
+    }
+
     /// The port queue turnout-gen uses on this port.
     pub fn queue(&self) -> u16 {
         match self {

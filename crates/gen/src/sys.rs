@@ -52,6 +52,20 @@ pub fn cpu_allowed(cpu: usize) -> bool {
     rc == 0 && unsafe { libc::CPU_ISSET(cpu, &set) }
 }
 
+/// Waits until one of `fds` is readable or `timeout_ms` passed (idle
+/// receivers in interrupt mode). Returns true if one is readable.
+pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
+    let mut p = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 2];
+    let n = fds.len().min(p.len());
+    for (slot, &fd) in p.iter_mut().zip(fds) {
+        *slot = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    }
+    // SAFETY: `p[..n]` are initialised pollfds owned by this frame; the
+    // kernel writes only their `revents`.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    rc > 0
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_sig: libc::c_int) {
