@@ -255,16 +255,18 @@ impl Forwarder {
         for i in 0..n {
             match verdicts[i] {
                 Verdict::Port(d) => {
-                    if d == ingress.id {
+                    let di = d as usize;
+                    // Fast path: a destination already active in this batch
+                    // was validated when its list was started.
+                    if di < self.head.len() && self.head[di] != NIL {
+                        Self::link(&mut self.next, &mut self.head[di], &mut self.tail[di], i as u16);
+                    } else if d == ingress.id {
                         self.rx_drops[DropReason::Hairpin.index()] += 1;
-                    } else if table.get(d).is_none() || d as usize >= self.head.len() {
+                    } else if di >= self.head.len() || table.get(d).is_none() {
                         self.rx_drops[DropReason::NoPort.index()] += 1;
                     } else {
-                        let di = d as usize;
-                        if self.head[di] == NIL {
-                            self.active[self.n_active] = d;
-                            self.n_active += 1;
-                        }
+                        self.active[self.n_active] = d;
+                        self.n_active += 1;
                         Self::link(&mut self.next, &mut self.head[di], &mut self.tail[di], i as u16);
                     }
                 }
@@ -370,8 +372,16 @@ impl Forwarder {
         let mut n = 0usize;
         let mut oversize = 0u64;
         let mut i = head;
+        // Frames of one batch mostly share a length: ask the port once per
+        // distinct length in a row, not once per frame.
+        let (mut last_len, mut last_s) = (usize::MAX, 0);
         while i != NIL {
-            let s = txq.slots_for(pkts[i as usize].len());
+            let len = pkts[i as usize].len();
+            if len != last_len {
+                last_len = len;
+                last_s = txq.slots_for(len);
+            }
+            let s = last_s;
             if s == 0 {
                 oversize += 1;
             } else {
