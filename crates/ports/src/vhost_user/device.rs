@@ -534,6 +534,15 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListene
         }
         if ready[0] {
             if let Err(e) = h.handle_request() {
+                // QEMU sends SET_VRING_ENABLE(0) before SET_FEATURES (so
+                // before PROTOCOL_FEATURES is acked); the vhost crate refuses
+                // it without replying. The message was consumed whole and
+                // rings start disabled anyway: count it and go on.
+                if matches!(e, VuError::InactiveFeature(_) | VuError::InactiveOperation(_)) {
+                    shared.protocol_errors.fetch_add(1, Relaxed);
+                    continue;
+                }
+                eprintln!("vhost-user port {}: frontend disconnected: {e}", shared.name);
                 break match e {
                     VuError::Disconnected | VuError::PartialMessage | VuError::SocketBroken(_) | VuError::SocketError(_) => {
                         End::HangUp

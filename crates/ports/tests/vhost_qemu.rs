@@ -1,0 +1,202 @@
+//! A QEMU/KVM guest whose virtio-net device is backed by a turnoutd
+//! vhost-user port reaches a network namespace on the other side of the
+//! switch (an AF_PACKET port on a veth): ping, then a TCP transfer.
+//!
+//! The guest is a Debian cloud kernel with a tiny initramfs (busybox-static,
+//! the virtio-net modules, tests/vm/init) built by tests/vm/build-assets.sh
+//! into /var/cache/turnout-vm (downloaded from Debian once). Needs root,
+//! /dev/kvm and qemu-system-x86_64 (Debian package qemu-system-x86); when
+//! one is missing the test says so and is skipped. Bounded to ~60 s. Where
+//! /dev/kvm exists but a guest does not run under it, it falls back to TCG.
+//! Currently `#[ignore]`d: see the attribute and docs/vhost-user.md.
+//!
+//! `cargo test -p ports --test vhost_qemu -- --nocapture`
+
+#[path = "kernel_util/mod.rs"]
+mod kernel_util;
+mod vhost_common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric::{Switch, SwitchConfig};
+use ports::af_packet::{AfPacketConfig, AfPacketPort};
+use ports::vhost_user::{VhostUserConfig, VhostUserPort};
+use vhost_common::{port, Patch, TempDir};
+
+const GUEST_IP: &str = "10.77.0.1/24";
+const PEER_IP: &str = "10.77.0.2";
+const TCP_PORT: u16 = 5001;
+const TCP_BYTES: u64 = 2 << 20;
+
+/// Counts the bytes of one TCP connection and prints the count.
+const SINK_PY: &str = r#"
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(1)
+s.settimeout(70)
+c, _ = s.accept()
+c.settimeout(20)
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"#;
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+        }
+        let _ = self.0.wait();
+    }
+}
+
+fn find_bin(name: &str) -> Option<PathBuf> {
+    std::env::var("PATH").unwrap_or_default().split(':').map(|d| Path::new(d).join(name)).find(|p| p.exists())
+}
+
+#[test]
+#[ignore = "open: on these nested machines KVM guests do not run and QEMU 7.2 under TCG segfaults at \
+            virtio-net start (virtio_bus_device_iommu_enabled); run with --ignored, see docs/vhost-user.md"]
+fn qemu_guest_reaches_a_namespace_through_turnoutd() {
+    if !Path::new("/dev/kvm").exists() {
+        eprintln!("SKIP: /dev/kvm is missing (no KVM on this machine)");
+        return;
+    }
+    let Some(qemu) = find_bin("qemu-system-x86_64") else {
+        eprintln!("SKIP: qemu-system-x86_64 not found (Debian package qemu-system-x86)");
+        return;
+    };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: needs root (namespaces, veth, AF_PACKET)");
+        return;
+    }
+    let t0 = Instant::now();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vm/build-assets.sh");
+    let out = Command::new("sh").arg(&script).output().expect("run build-assets.sh");
+    assert!(out.status.success(), "build-assets.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let cache = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
+
+    // The namespace side: veth with the switch end in a switch namespace.
+    let sw_ns = kernel_util::switch_ns();
+    let host_ns = kernel_util::Netns::new();
+    let veth = kernel_util::Veth::new(&sw_ns, &host_ns, 1);
+    host_ns.exec(&["ip", "addr", "add", &format!("{PEER_IP}/24"), "dev", &veth.host]);
+    let ifn = veth.sw.clone();
+    let ap: Arc<AfPacketPort> =
+        sw_ns.enter(move || Arc::new(AfPacketPort::open("ns", AfPacketConfig::new(&ifn)).expect("af_packet port")));
+
+    let dir = TempDir::new("qemu");
+    let sock = dir.path("vm.sock");
+    let vm = Arc::new(VhostUserPort::new("vm", VhostUserConfig::new(&sock)).expect("vhost-user port"));
+    let sw = Switch::new(SwitchConfig::default(), Box::new(Patch(0, 1))).unwrap();
+    sw.add_port("vm", vm.clone(), None).unwrap();
+    sw.add_port("ns", ap, None).unwrap();
+
+    let sink = Kill(
+        Command::new("ip")
+            .args(["netns", "exec", &host_ns.name, "python3", "-c", SINK_PY, &TCP_PORT.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("tcp sink"),
+    );
+
+    // KVM first; where /dev/kvm exists but a guest does not run under it
+    // (nested virtualization, as in some CI microVMs) fall back to TCG,
+    // which is slower but exercises the same vhost-user path.
+    let append = format!(
+        "console=ttyS0 panic=-1 loglevel=4 turnout_ip={GUEST_IP} turnout_peer={PEER_IP} turnout_port={TCP_PORT} turnout_bytes={TCP_BYTES}"
+    );
+    let boot = |accel: &str, log: &Path| -> Kill {
+        let mut c = Command::new(&qemu);
+        if accel == "kvm" {
+            c.args(["-enable-kvm", "-cpu", "host,-arch-capabilities"]);
+        } else {
+            c.args(["-accel", "tcg", "-cpu", "qemu64"]);
+        }
+        Kill(
+            c.args(["-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
+                .arg("-serial")
+                .arg(format!("file:{}", log.display()))
+                .arg("-kernel")
+                .arg(cache.join("vmlinuz"))
+                .arg("-initrd")
+                .arg(cache.join("initramfs.gz"))
+                .args(["-append", &append])
+                .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
+                .arg("-chardev")
+                .arg(format!("socket,id=c,path={}", sock.display()))
+                .args(["-netdev", "vhost-user,id=n,chardev=c", "-device", "virtio-net-pci,netdev=n,mac=52:54:00:77:00:01"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("qemu"),
+        )
+    };
+    let kvm_log = dir.path("serial-kvm.log");
+    let mut qemu = boot("kvm", &kvm_log);
+    let kvm_runs = vhost_common::wait_until(Duration::from_secs(8), || {
+        std::fs::metadata(&kvm_log).map(|m| m.len() > 0).unwrap_or(false)
+    });
+    let log = if kvm_runs {
+        kvm_log
+    } else {
+        eprintln!("NOTE: /dev/kvm exists but the guest prints nothing under KVM here (nested virtualization); using TCG");
+        drop(qemu);
+        let l = dir.path("serial-tcg.log");
+        qemu = boot("tcg", &l);
+        l
+    };
+
+    let deadline = Instant::now() + Duration::from_secs(50);
+    let mut serial = String::new();
+    while Instant::now() < deadline {
+        serial = std::fs::read_to_string(&log).unwrap_or_default();
+        if serial.contains("TURNOUT_VM_DONE") {
+            break;
+        }
+        if let Ok(Some(st)) = qemu.0.try_wait() {
+            panic!("qemu exited early ({st}); serial:\n{serial}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stats = port(&sw, "vm");
+    eprintln!("guest console:\n{}", serial.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n"));
+    eprintln!("vm port: rx {} tx {} drops {:?} backend {:?}", stats.rx_packets, stats.tx_packets, stats.drops, stats.backend);
+    assert!(serial.contains("TURNOUT_VM_DONE"), "the guest did not finish in time");
+    assert!(serial.contains("PING_OK"), "ping from the guest failed");
+    assert!(serial.contains("TCP_OK"), "tcp transfer from the guest failed");
+    drop(qemu);
+    let out = sink_output(sink);
+    assert_eq!(out.trim().parse::<u64>().ok(), Some(TCP_BYTES), "bytes received by the namespace: {out:?}");
+    assert!(stats.rx_packets > 1000 && stats.tx_packets > 100);
+    assert_eq!(vm.counter("disconnects_lie"), Some(0));
+}
+
+/// The sink's output once it exits (bounded; killed by the guard after).
+fn sink_output(mut k: Kill) -> String {
+    use std::io::Read;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(_)) = k.0.try_wait() {
+            let mut s = String::new();
+            if let Some(mut o) = k.0.stdout.take() {
+                let _ = o.read_to_string(&mut s);
+            }
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    String::new()
+}

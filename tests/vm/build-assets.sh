@@ -1,0 +1,68 @@
+#!/bin/sh
+# Builds the guest for the vhost-user QEMU test (crates/ports/tests/vhost_qemu.rs):
+# a Debian cloud kernel and a tiny initramfs (busybox-static + the virtio-net
+# modules + tests/vm/init). Everything comes from Debian packages; nothing
+# is installed on the host (packages are downloaded and unpacked into the
+# cache directory). Idempotent: prints the cache directory and exits early
+# when the assets exist.
+#
+#   tests/vm/build-assets.sh [CACHE_DIR]     (default /var/cache/turnout-vm)
+#
+# Outputs CACHE_DIR/vmlinuz and CACHE_DIR/initramfs.gz.
+set -eu
+HERE=$(cd "$(dirname "$0")" && pwd)
+CACHE=${1:-${TURNOUT_VM_CACHE:-/var/cache/turnout-vm}}
+mkdir -p "$CACHE"
+if [ -s "$CACHE/vmlinuz" ] && [ -s "$CACHE/initramfs.gz" ] && [ "$CACHE/initramfs.gz" -nt "$HERE/init" ]; then
+    echo "$CACHE"
+    exit 0
+fi
+WORK=$(mktemp -d "$CACHE/build.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+# Kernel: the host's if it has one with modules, else Debian's cloud kernel.
+PKG=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+[ -n "$PKG" ] || { echo "build-assets: cannot resolve linux-image-cloud-amd64 (apt-get update?)" >&2; exit 1; }
+DEB=$(ls "$CACHE"/"$PKG"_*.deb 2>/dev/null | head -n1 || true)
+if [ -z "$DEB" ]; then
+    (cd "$CACHE" && apt-get download "$PKG" >&2)
+    DEB=$(ls "$CACHE"/"$PKG"_*.deb | head -n1)
+fi
+dpkg-deb -x "$DEB" kernel
+KVER=$(ls kernel/lib/modules | head -n1)
+cp kernel/boot/vmlinuz-"$KVER" "$CACHE/vmlinuz.new"
+
+# busybox-static: the host's if installed, else the unpacked package.
+if [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q static; then
+    BB=/bin/busybox
+else
+    (apt-get download busybox-static >&2)
+    dpkg-deb -x busybox-static_*.deb bb
+    BB=bb/bin/busybox
+fi
+
+mkdir -p root/bin root/lib root/proc root/sys root/dev root/tmp
+cp "$BB" root/bin/busybox
+cp "$HERE/init" root/init
+chmod 755 root/init root/bin/busybox
+M=kernel/lib/modules/$KVER/kernel
+for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko \
+         drivers/virtio/virtio_pci_modern_dev.ko drivers/virtio/virtio_pci_legacy_dev.ko \
+         drivers/virtio/virtio_pci.ko net/core/failover.ko drivers/net/net_failover.ko \
+         drivers/net/virtio_net.ko; do
+    f=$(ls "$M/$m"* 2>/dev/null | head -n1 || true)
+    [ -n "$f" ] || continue   # built in, or not split out in this kernel
+    case "$f" in
+        *.xz) xz -dc "$f" > root/lib/$(basename "$m") ;;
+        *.zst) zstd -dcq "$f" > root/lib/$(basename "$m") ;;
+        *) cp "$f" root/lib/ ;;
+    esac
+done
+BBABS=$(cd "$(dirname "$BB")" && pwd)/$(basename "$BB")
+(cd root && find . | "$BBABS" cpio -o -H newc 2>/dev/null) > initramfs.cpio
+[ -s initramfs.cpio ] || { echo "build-assets: cpio failed" >&2; exit 1; }
+gzip -9 < initramfs.cpio > "$CACHE/initramfs.gz.new"
+mv "$CACHE/vmlinuz.new" "$CACHE/vmlinuz"
+mv "$CACHE/initramfs.gz.new" "$CACHE/initramfs.gz"
+echo "$CACHE"
