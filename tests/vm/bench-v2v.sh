@@ -39,7 +39,7 @@ run_turnout() {
     rm -f $DIR/a.sock $DIR/b.sock
     $FWD --sock $DIR/a.sock --sock $DIR/b.sock --cpu 1 --poll --duration-s $((SECS + 14)) \
         < /dev/null > $DIR/fwd-$tag.log 2>&1 &
-    local p=$!; PIDS+=($p); sleep 0.5
+    local p=$!; PIDS+=($p); wait_socks
     local r; r=$(vnf "$size" "$tag")
     kill $p 2>/dev/null; wait $p 2>/dev/null
     echo "$r"
@@ -48,16 +48,19 @@ run_turnout() {
 run_testpmd() {
     local size=$1 tag=$2
     rm -f $DIR/a.sock $DIR/b.sock
-    ( (sleep 2; echo start; sleep $((SECS + 12)); echo stop; echo quit) |
+    ( (while ! [ -S $DIR/b.sock ]; do sleep 0.1; done; sleep 1; echo start; sleep $((SECS + 14)); echo stop; echo quit) |
       timeout $((SECS + 30)) $TP -l 0,1 --main-lcore 0 --file-prefix=tv2v$$s$tag \
         --vdev=net_vhost0,iface=$DIR/a.sock,queues=1 --vdev=net_vhost1,iface=$DIR/b.sock,queues=1 \
         -- -i --total-num-mbufs=16384 --forward-mode=io --no-lsc-interrupt > $DIR/sut-$tag.log 2>&1 ) &
-    local p=$!; PIDS+=($p); sleep 1.5
+    local p=$!; PIDS+=($p); wait_socks
     local r; r=$(vnf "$size" "$tag")
     wait $p 2>/dev/null
     rm -rf /var/run/dpdk/tv2v$$s$tag
     echo "$r"
 }
+
+# Waits (≤ 60 s) until both sockets exist: testpmd's -m 1024 start is slow.
+wait_socks() { for _ in $(seq 600); do [ -S $DIR/a.sock ] && [ -S $DIR/b.sock ] && return 0; sleep 0.1; done; return 1; }
 
 median() { sort -n | awk '{a[NR]=$1} END{ if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2 }'; }
 
@@ -66,8 +69,11 @@ for size in $SIZES; do
     for i in $(seq 1 "$RUNS"); do
         t=$(run_turnout "$size" "t$size$i"); d=$(run_testpmd "$size" "d$size$i")
         echo "size=$size run=$i turnout_pps=$t testpmd_pps=$d"
-        echo "$t" >> $DIR/t.$size; echo "$d" >> $DIR/d.$size
-        [ "$d" -gt 0 ] 2>/dev/null && awk -v a="$t" -v b="$d" 'BEGIN{printf "%.3f\n", a/b}' >> $DIR/r.$size
+        # A pair with a failed side (0: a peer did not start) is left out.
+        if [ "${t:-0}" -gt 0 ] 2>/dev/null && [ "${d:-0}" -gt 0 ] 2>/dev/null; then
+            echo "$t" >> $DIR/t.$size; echo "$d" >> $DIR/d.$size
+            awk -v a="$t" -v b="$d" 'BEGIN{printf "%.3f\n", a/b}' >> $DIR/r.$size
+        fi
     done
     echo "size=$size median turnout_pps=$(median < $DIR/t.$size) testpmd_pps=$(median < $DIR/d.$size) ratio=$(median < $DIR/r.$size) (pairwise ratios: $(tr '\n' ' ' < $DIR/r.$size))"
 done
