@@ -211,7 +211,11 @@ class Testpmd:
         self.prefix = f"tdt{os.getpid()}x{Testpmd._seq}{name}"
         self.log_path = workdir / f"testpmd-{name}.log"
         self.name = name
+        # stdbuf: testpmd's stdout is a file, so without it the answers to
+        # interactive commands would only appear when it exits.
+        stdbuf = shutil.which("stdbuf")
         args = [
+            *([stdbuf, "-oL", "-eL"] if stdbuf else []),
             TESTPMD,
             "-l",
             lcores,

@@ -17,7 +17,7 @@ use ports::memif::{MemifConfig, MemifServer, ServerConfig};
 use crate::config::{PortConfig, PortSpec};
 
 /// Port kinds this build can open.
-pub const AVAILABLE: &[&str] = &["memif", "af_xdp", "af_packet", "tap"];
+pub const AVAILABLE: &[&str] = &["memif", "af_xdp", "af_packet", "tap", "vhost_user"];
 
 /// Whether `kind` is built in.
 pub fn available(kind: &str) -> bool {
@@ -143,7 +143,22 @@ impl Backends {
                 }
                 Ok(Arc::new(TapPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
             }
-            other => Err(unavailable_message(other.kind())),
+            PortSpec::VhostUser(s) => {
+                use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
+                if let Some(dir) = s.socket.parent() {
+                    if !s.client && !dir.as_os_str().is_empty() && !dir.exists() {
+                        std::fs::create_dir_all(dir)
+                            .map_err(|e| format!("cannot create {}: {}", dir.display(), crate::config::os_error_text(&e)))?;
+                    }
+                }
+                let mut c = VhostUserConfig::new(&s.socket);
+                c.mode = if s.client { Mode::Client } else { Mode::Server };
+                c.queues = s.queues;
+                if let Some(m) = s.max_frame_b {
+                    c.max_frame_b = m as usize;
+                }
+                Ok(Arc::new(VhostUserPort::new(&cfg.name, c).map_err(|e| e.to_string())?))
+            }
         }
     }
 

@@ -287,6 +287,9 @@ pub struct VhostUserSpec {
     /// Connect to a socket the frontend owns instead of listening.
     #[serde(default)]
     pub client: bool,
+    /// Largest frame without the virtio-net header, bytes (default 1518).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_b: Option<u32>,
 }
 
 fn one() -> u16 {
@@ -435,7 +438,13 @@ impl PortSpec {
             }
             PortSpec::VhostUser(s) => {
                 socket(&s.socket)?;
-                queues(s.queues, 64)
+                queues(s.queues, 16)?;
+                if let Some(m) = s.max_frame_b {
+                    if !(64..=65523).contains(&m) {
+                        return Err(("max_frame_b", format!("{m} not in 64..=65523")));
+                    }
+                }
+                Ok(())
             }
         }
     }
@@ -844,7 +853,7 @@ client = true
             })
         );
         assert_eq!(c.ports[1].spec.kind(), "af_packet");
-        assert_eq!(c.ports[4].spec, PortSpec::VhostUser(VhostUserSpec { socket: "/run/turnout/vm0.sock".into(), queues: 1, client: true }));
+        assert_eq!(c.ports[4].spec, PortSpec::VhostUser(VhostUserSpec { socket: "/run/turnout/vm0.sock".into(), queues: 1, client: true, max_frame_b: None }));
         let sc = c.switch_config();
         assert_eq!(sc.workers, vec![Some(0), None]);
         assert_eq!(sc.wakeup, fabric::WakeupMode::Poll);

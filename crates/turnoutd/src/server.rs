@@ -200,3 +200,38 @@ fn serve(mut stream: UnixStream, daemon: &Daemon, stop: &AtomicBool) -> io::Resu
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("turnoutd-srv-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn bind_creates_the_dir_sets_the_mode_and_replaces_only_stale_sockets() {
+        let d = tmpdir("bind");
+        let p = d.join("sub").join("ctl.sock");
+        let l = bind_unix(&p, 0o600).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        // A live socket is not taken over.
+        let e = bind_unix(&p, 0o600).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        assert!(e.to_string().ends_with("is in use by another process"), "{e}");
+        // A stale one (nobody listening) is replaced.
+        drop(l);
+        let l2 = bind_unix(&p, 0o660).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o660);
+        drop(l2);
+        // A regular file is never removed.
+        let f = d.join("file");
+        std::fs::write(&f, b"keep").unwrap();
+        let e = bind_unix(&f, 0o600).unwrap_err();
+        assert!(e.to_string().ends_with("exists and is not a socket"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"keep");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

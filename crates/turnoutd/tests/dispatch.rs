@@ -238,6 +238,20 @@ fn every_method_and_its_errors() {
     let (c, m) = e(rpc(&d, "port.add", json!({"name": "c", "kind": "af_packet", "iface": "nosuchif0"})));
     assert_eq!(c, code::BACKEND, "{m}");
     assert!(m.contains("nosuchif0"), "{m}");
+    // A backend that opens: a vhost-user server socket in a private directory.
+    let dir = std::env::temp_dir().join(format!("turnoutd-dispatch-{}", std::process::id()));
+    let vsock = dir.join("vm0.sock");
+    let r = rpc(&d, "port.add", json!({"name": "vm0", "kind": "vhost_user", "socket": vsock}));
+    assert_eq!(r.unwrap(), json!({"id": 2}));
+    let l = rpc(&d, "port.list", Value::Null).unwrap();
+    assert_eq!((l[2]["name"].as_str(), l[2]["kind"].as_str(), l[2]["link_up"].as_bool()), (Some("vm0"), Some("vhost_user"), Some(false)));
+    assert!(vsock.exists());
+    assert_eq!(
+        e(rpc(&d, "port.add", json!({"name": "vm1", "kind": "vhost_user", "socket": vsock}))),
+        (code::ALREADY_EXISTS, format!("socket: vhost-user socket {} is already used by port \"vm0\"", vsock.display()))
+    );
+    rpc(&d, "port.remove", json!({"name": "vm0"})).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
     for kind in turnoutd::config::PORT_KINDS.iter().filter(|k| !turnoutd::backends::available(k)) {
         let p = match *kind {
             "memif" | "vhost_user" => json!({"name": "c", "kind": kind, "socket": "/nonexistent/x.sock"}),
