@@ -2,7 +2,7 @@
 //! control-path operations on them. Everything here is control path: it may
 //! allocate and take locks the workers never take.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -172,6 +172,7 @@ impl Switch {
                 counters: WorkerCounters::default(),
                 mailbox: Mailbox::new().map_err(|e| SwitchError::Os(e.to_string()))?,
                 tid: AtomicI32::new(0),
+                epoch: AtomicU64::new(0),
             });
             let (s, t, l, b, m, cpu) = (shared.clone(), table.clone(), logic.clone(), cfg.batch, cfg.wakeup, *cpu);
             let thread = std::thread::Builder::new()
@@ -203,7 +204,8 @@ impl Switch {
     }
 
     /// Adds a port; its receive queues go to `worker` (default: round-robin
-    /// over workers, one port at a time). Returns its id.
+    /// over workers, one port at a time). Returns its id once every worker
+    /// sees the port and its owner polls its queues.
     pub fn add_port(&self, name: &str, port: Arc<dyn Port>, worker: Option<usize>) -> Result<PortId, SwitchError> {
         let _g = self.control.lock();
         let cur = self.table.load();
@@ -230,7 +232,24 @@ impl Switch {
             }
         }
         self.owners.lock().push((id, w));
+        self.sync_workers();
         Ok(id)
+    }
+
+    /// Waits until every worker has started a loop iteration after this
+    /// call: from then on each sees the current port table, logic and
+    /// commands posted before. A worker asleep in epoll is woken for it.
+    /// Bounded: a worker that does not come round within a second (stuck
+    /// CPU, stopped process) is not waited for.
+    fn sync_workers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        for w in &self.workers {
+            let e0 = w.shared.epoch.load(Ordering::SeqCst);
+            w.shared.mailbox.kick();
+            while w.shared.epoch.load(Ordering::SeqCst) <= e0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_micros(20));
+            }
+        }
     }
 
     /// Removes a port under traffic: no new frames are sent to it, its
@@ -273,9 +292,11 @@ impl Switch {
 
     /// Replaces the logic; takes effect at each worker's next batch. Batches
     /// in flight finish with the old logic, so nothing is lost or doubled.
+    /// Returns once every worker classifies with the new logic.
     pub fn replace_logic(&self, logic: Box<dyn Logic>) {
         let _g = self.control.lock();
         self.logic.store(Arc::new(LogicSlot(logic)));
+        self.sync_workers();
     }
 
     /// Runs `f` with the current logic (for its commands).

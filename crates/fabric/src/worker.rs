@@ -85,6 +85,11 @@ impl Mailbox {
         Ok(Self { cmds: Mutex::new(Vec::new()), pending: AtomicBool::new(false), wake: EventFd::new()? })
     }
 
+    /// Wakes the worker if it sleeps (it then starts a new iteration).
+    pub fn kick(&self) {
+        self.wake.notify();
+    }
+
     /// Queues a command and wakes the worker.
     pub fn post(&self, cmd: WorkerCmd) {
         self.cmds.lock().push(cmd);
@@ -112,6 +117,10 @@ pub struct WorkerShared {
     pub mailbox: Mailbox,
     /// Linux thread id once running (for CPU accounting), else 0.
     pub tid: std::sync::atomic::AtomicI32,
+    /// Bumped at the top of every loop iteration, before commands are read
+    /// and the port table and logic are loaded: once it has moved past a
+    /// value read after a change, the worker sees the change.
+    pub epoch: std::sync::atomic::AtomicU64,
 }
 
 /// Runs the worker loop until a `Stop` command.
@@ -137,6 +146,7 @@ pub fn run(
     let mut last = sys::cycles();
 
     loop {
+        shared.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // Control commands, between batches.
         if shared.mailbox.pending.load(std::sync::atomic::Ordering::Acquire) {
             let cmds = std::mem::take(&mut *shared.mailbox.cmds.lock());
