@@ -112,54 +112,81 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
             .expect("tcp sink"),
     );
 
-    // KVM first; where /dev/kvm exists but a guest does not run under it
-    // (nested virtualization, as in some CI microVMs) fall back to TCG,
-    // which is slower but exercises the same vhost-user path.
+    // KVM first. Where /dev/kvm exists but KVM guests crawl (nested
+    // virtualization without hardware support for the nested guest, as on
+    // these Firecracker machines: the same kernel needs ~50 s to reach
+    // setup_percpu under KVM and boots completely in ~10 s under TCG), fall
+    // back to TCG, which exercises the same vhost-user path.
+    // TURNOUT_VM_ACCEL=kvm|tcg forces one.
     let append = format!(
         "console=ttyS0 panic=-1 loglevel=4 turnout_ip={GUEST_IP} turnout_peer={PEER_IP} turnout_port={TCP_PORT} turnout_bytes={TCP_BYTES}"
     );
     let boot = |accel: &str, log: &Path| -> Kill {
         let mut c = Command::new(&qemu);
-        if accel == "kvm" {
+        // Under TCG the device uses INTx (vectors=0): with MSI-X, QEMU 7.2
+        // (Debian 12) itself segfaults in vhost_net_start ->
+        // msix_set_vector_notifiers when the guest driver sets DRIVER_OK
+        // without KVM irqfds. It does so just the same against DPDK's own
+        // vhost-user backend (net_vhost), so it is not our protocol
+        // handling; see docs/vhost-user.md.
+        let dev = if accel == "kvm" {
             c.args(["-enable-kvm", "-cpu", "host,-arch-capabilities"]);
+            "virtio-net-pci,netdev=n,mac=52:54:00:77:00:01"
         } else {
             c.args(["-accel", "tcg", "-cpu", "qemu64"]);
-        }
+            "virtio-net-pci,netdev=n,mac=52:54:00:77:00:01,vectors=0"
+        };
         Kill(
             c.args(["-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
                 .arg("-serial")
                 .arg(format!("file:{}", log.display()))
+                // The uncompressed kernel (PVH entry): no decompressor.
                 .arg("-kernel")
-                .arg(cache.join("vmlinuz"))
+                .arg(cache.join("vmlinux"))
                 .arg("-initrd")
                 .arg(cache.join("initramfs.gz"))
                 .args(["-append", &append])
                 .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
                 .arg("-chardev")
                 .arg(format!("socket,id=c,path={}", sock.display()))
-                .args(["-netdev", "vhost-user,id=n,chardev=c", "-device", "virtio-net-pci,netdev=n,mac=52:54:00:77:00:01"])
+                .args(["-netdev", "vhost-user,id=n,chardev=c", "-device", dev])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("qemu"),
         )
     };
-    let kvm_log = dir.path("serial-kvm.log");
-    let mut qemu = boot("kvm", &kvm_log);
-    let kvm_runs = vhost_common::wait_until(Duration::from_secs(8), || {
-        std::fs::metadata(&kvm_log).map(|m| m.len() > 0).unwrap_or(false)
-    });
-    let log = if kvm_runs {
-        kvm_log
-    } else {
-        eprintln!("NOTE: /dev/kvm exists but the guest prints nothing under KVM here (nested virtualization); using TCG");
-        drop(qemu);
-        let l = dir.path("serial-tcg.log");
-        qemu = boot("tcg", &l);
-        l
+    let forced = std::env::var("TURNOUT_VM_ACCEL").ok();
+    let init_seen = |log: &Path| std::fs::read_to_string(log).map(|s| s.contains("TURNOUT_VM_INIT")).unwrap_or(false);
+    let (mut qemu, log) = match forced.as_deref() {
+        Some("tcg") => {
+            let l = dir.path("serial-tcg.log");
+            (boot("tcg", &l), l)
+        }
+        Some("kvm") | None => {
+            let l = dir.path("serial-kvm.log");
+            let q = boot("kvm", &l);
+            // A KVM guest that works reaches init in 1-2 s.
+            let probe = if forced.is_some() { Duration::from_secs(60) } else { Duration::from_secs(8) };
+            if vhost_common::wait_until(probe, || init_seen(&l)) {
+                eprintln!("accel: kvm");
+                (q, l)
+            } else if forced.is_some() {
+                panic!("TURNOUT_VM_ACCEL=kvm: the guest did not reach init in 60 s");
+            } else {
+                eprintln!(
+                    "NOTE: /dev/kvm exists but the guest did not reach init under KVM in {probe:?} \
+                     (nested virtualization without hardware support here?); using TCG"
+                );
+                drop(q);
+                let l = dir.path("serial-tcg.log");
+                (boot("tcg", &l), l)
+            }
+        }
+        Some(other) => panic!("TURNOUT_VM_ACCEL={other:?}: expected kvm or tcg"),
     };
 
-    let deadline = Instant::now() + Duration::from_secs(50);
+    let deadline = Instant::now() + Duration::from_secs(55);
     let mut serial = String::new();
     while Instant::now() < deadline {
         serial = std::fs::read_to_string(&log).unwrap_or_default();
@@ -174,6 +201,7 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
     let stats = port(&sw, "vm");
     eprintln!("guest console:\n{}", serial.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n"));
     eprintln!("vm port: rx {} tx {} drops {:?} backend {:?}", stats.rx_packets, stats.tx_packets, stats.drops, stats.backend);
+    eprintln!("elapsed {:.1} s", t0.elapsed().as_secs_f64());
     assert!(serial.contains("TURNOUT_VM_DONE"), "the guest did not finish in time");
     assert!(serial.contains("PING_OK"), "ping from the guest failed");
     assert!(serial.contains("TCP_OK"), "tcp transfer from the guest failed");

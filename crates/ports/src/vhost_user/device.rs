@@ -533,11 +533,23 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListene
             }
         }
         if ready[0] {
+            let early = peek_vring_enable(h.as_raw_fd());
             if let Err(e) = h.handle_request() {
-                // QEMU sends SET_VRING_ENABLE(0) before SET_FEATURES (so
-                // before PROTOCOL_FEATURES is acked); the vhost crate refuses
-                // it without replying. The message was consumed whole and
-                // rings start disabled anyway: count it and go on.
+                // QEMU 7.2 sends SET_VRING_ENABLE before SET_FEATURES (so
+                // before PROTOCOL_FEATURES is acked): it restores the
+                // enable state before starting the device and does not
+                // repeat it after. The vhost crate refuses such a message
+                // without replying (it was consumed whole). Keep its value
+                // (as DPDK's vhost library does): it takes effect once
+                // PROTOCOL_FEATURES is negotiated. Without this, QEMU's
+                // rings never run.
+                if let (VuError::InactiveFeature(_), Some((index, enable))) = (&e, early) {
+                    let mut d = dev.lock().unwrap_or_else(|p| p.into_inner());
+                    if d.set_vring_enable(index, enable).is_ok() {
+                        shared.early_enables.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                }
                 if matches!(e, VuError::InactiveFeature(_) | VuError::InactiveOperation(_)) {
                     shared.protocol_errors.fetch_add(1, Relaxed);
                     continue;
@@ -558,6 +570,28 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListene
     d.teardown();
     shared.fault.pending.store(false, Release);
     end
+}
+
+/// `VHOST_USER_SET_VRING_ENABLE`.
+const REQ_SET_VRING_ENABLE: u32 = 18;
+
+/// When the next message on the control socket is a complete
+/// `SET_VRING_ENABLE` header and body (12 + 8 bytes: request, flags, size;
+/// index, num), its (index, enable); `None` for anything else.
+fn peek_vring_enable(fd: std::os::fd::RawFd) -> Option<(u32, bool)> {
+    let mut b = [0u8; 20];
+    if sys::peek(fd, &mut b).ok()? != b.len() {
+        return None;
+    }
+    let word = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    if word(0) != REQ_SET_VRING_ENABLE || word(8) != 8 {
+        return None;
+    }
+    match word(16) {
+        0 => Some((word(12), false)),
+        1 => Some((word(12), true)),
+        _ => None,
+    }
 }
 
 /// Creates the listening socket of a server-mode port with mode 0600,

@@ -119,6 +119,9 @@ pub struct Shared {
     disconnects_lie: AtomicU64,
     disconnects_protocol: AtomicU64,
     protocol_errors: AtomicU64,
+    /// SET_VRING_ENABLE messages that came before SET_FEATURES (QEMU 7.2)
+    /// and were kept (see device.rs).
+    early_enables: AtomicU64,
     rejected: AtomicU64,
 }
 
@@ -165,6 +168,7 @@ impl VhostUserPort {
             disconnects_lie: AtomicU64::new(0),
             disconnects_protocol: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
+            early_enables: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
         });
         let s = shared.clone();
@@ -261,6 +265,7 @@ impl Port for VhostUserPort {
             ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
             ("disconnects_protocol", s.disconnects_protocol.load(Relaxed)),
             ("protocol_errors", s.protocol_errors.load(Relaxed)),
+            ("early_vring_enables", s.early_enables.load(Relaxed)),
             ("rejected_frontends", s.rejected.load(Relaxed)),
             ("rx_oversize", f.rx_oversize.load(Relaxed)),
             ("rx_short", f.rx_short.load(Relaxed)),

@@ -495,6 +495,23 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, out: &mut [bool]) -> io::Re
     Ok(())
 }
 
+/// Copies the start of the next message waiting on the control socket
+/// into `buf` without consuming it (`MSG_PEEK`, never blocks). Returns how
+/// many bytes were copied (0 when nothing is waiting). Passed descriptors
+/// stay queued with the message: the peek has no control buffer.
+pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: buf is valid for writes of buf.len() bytes for the call.
+    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::WouldBlock {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
 /// A small epoll set of our own: the stable `notify_fd` of a receive
 /// queue (its wake eventfd plus the frontend's current kick eventfd).
 #[derive(Debug)]
