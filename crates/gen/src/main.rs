@@ -10,21 +10,10 @@
 //! Exit codes: 0 success, 1 error while running, 2 bad command line,
 //! 3 the port's peer never came up.
 
-mod cli;
-mod engine;
-mod frame;
-mod latency;
-mod pacing;
-mod ports;
-mod report;
-mod run;
-mod seq;
-mod spec;
-mod sys;
-
 use std::io::Write;
 
 use clap::Parser;
+use turnout_gen::{cli, run, sys};
 
 fn main() {
     let cli = match cli::Cli::try_parse() {

@@ -1,0 +1,22 @@
+//! turnout-gen as a library: the roles' data path (sender, receiver,
+//! forwarder), frame templates, sequence/latency accounting, pacing, the
+//! command line and the JSON document. The `turnout-gen` binary is a thin
+//! `main` over [`run::run`]; the library exists so benches and tests can
+//! drive the data path directly.
+//!
+//! Invariants: one thread per role; the data path never allocates per
+//! frame, blocks, or makes a system call other than the vDSO clock read;
+//! every frame not sent or forwarded is counted under a reason. All
+//! `unsafe` of the crate is in [`sys`].
+
+pub mod cli;
+pub mod engine;
+pub mod frame;
+pub mod latency;
+pub mod pacing;
+pub mod ports;
+pub mod report;
+pub mod run;
+pub mod seq;
+pub mod spec;
+pub mod sys;

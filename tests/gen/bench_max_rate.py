@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Maximum send and receive rate of turnout-gen per core, next to DPDK
+testpmd on the same path (issue 5's benchmark).
+
+memif: a testpmd memif server on CPU 1 is the counterpart and the
+instrument: its port counters, read twice over a window while the client
+runs, give the rate. Send rate = frames the server receives per second
+(rxonly) from the client under test (turnout-gen tx, or testpmd txonly as
+a client); receive rate = frames the server manages to put into the ring
+per second (txonly) while the client under test (turnout-gen rx, or testpmd
+rxonly) drains it. The client runs on CPU 0.
+
+AF_XDP on a veth between two namespaces: send rate = turnout-gen tx's own
+rate (vs testpmd txonly on net_af_xdp, read from its counters); receive
+rate = frames turnout-gen rx counts per second while testpmd txonly sends
+from the other end.
+
+Runs are interleaved (gen, testpmd, gen, ...) and reported as medians with
+min and max. Needs root, dpdk-testpmd, and target/release/turnout-gen.
+
+usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518] [--only memif|afxdp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GEN = os.environ.get("TURNOUT_GEN", str(REPO / "target" / "release" / "turnout-gen"))
+PID = os.getpid()
+
+
+class Testpmd:
+    """An interactive testpmd whose statistics are read from its stdout."""
+
+    def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str], netns: str | None = None,
+                 extra: list[str] | None = None) -> None:
+        self.prefix = prefix
+        cmd = ["stdbuf", "-oL", "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-pci", "-l", lcores,
+               "--main-lcore", str(main), f"--file-prefix={prefix}"]
+        cmd += [f"--vdev={v}" for v in vdevs]
+        cmd += ["--", "--total-num-mbufs=16384", "-i", *(extra or [])]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.buf = ""
+        self.lock = threading.Lock()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        while True:
+            chunk = self.p.stdout.read(1)
+            if not chunk:
+                return
+            with self.lock:
+                self.buf += chunk
+
+    def cmd(self, c: str) -> None:
+        self.p.stdin.write(c + "\n")
+        self.p.stdin.flush()
+
+    def _read_until(self, pat: str, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self.lock:
+                m = re.search(pat, self.buf, re.S)
+                if m:
+                    out = self.buf[: m.end()]
+                    self.buf = self.buf[m.end():]
+                    return out
+            time.sleep(0.02)
+        raise RuntimeError(f"testpmd {self.prefix}: no {pat!r} in output: {self.buf[-500:]}")
+
+    def stats(self) -> tuple[float, int, int]:
+        """(time, RX-packets, TX-packets) of port 0."""
+        with self.lock:
+            self.buf = ""
+        self.cmd("show port stats 0")
+        out = self._read_until(r"TX-packets:\s+\d+", 5)
+        t = time.monotonic()
+        rx = int(re.search(r"RX-packets:\s+(\d+)", out).group(1))
+        tx = int(re.search(r"TX-packets:\s+(\d+)", out).group(1))
+        return t, rx, tx
+
+    def close(self) -> None:
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+
+
+def window_rate(pmd: Testpmd, window_s: float, field: int) -> float:
+    t0, *a = pmd.stats()
+    time.sleep(window_s)
+    t1, *b = pmd.stats()
+    return (b[field] - a[field]) / (t1 - t0)
+
+
+def memif_run(client: str, direction: str, size: int, window_s: float, n: int) -> float:
+    """Rate (pps) through the memif server; client 'gen' or 'testpmd'."""
+    prefix = f"tgb{PID}s{n}"
+    sock = f"/tmp/{prefix}.sock"
+    server_mode = "rxonly" if direction == "send" else "txonly"
+    srv = Testpmd(prefix, "0,1", 0, [f"net_memif0,role=server,socket={sock},socket-abstract=no"],
+                  extra=[f"--txpkts={size}"])
+    cli = None
+    cli_pmd = None
+    try:
+        srv._read_until(r"testpmd> ", 15)
+        srv.cmd(f"set fwd {server_mode}")
+        srv.cmd("start")
+        if client == "gen":
+            role = ["tx", "--size", str(size), "--duration-s", str(window_s + 3), "--cooldown-s", "0"] \
+                if direction == "send" else ["rx", "--duration-s", str(window_s + 3)]
+            cli = subprocess.Popen([GEN, *role, "--port", f"memif:{sock}", "--cpu", "0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        else:
+            cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1, [f"net_memif0,role=client,socket={sock},socket-abstract=no"],
+                              extra=[f"--txpkts={size}"])
+            cli_pmd._read_until(r"testpmd> ", 15)
+            cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
+            cli_pmd.cmd("start")
+        time.sleep(1.0)
+        return window_rate(srv, window_s, 0 if direction == "send" else 1)
+    finally:
+        if cli:
+            cli.kill()
+            cli.wait()
+        if cli_pmd:
+            cli_pmd.close()
+        srv.close()
+        Path(sock).unlink(missing_ok=True)
+
+
+class Veth:
+    def __init__(self) -> None:
+        self.a, self.b = f"tgba{PID}", f"tgbb{PID}"
+        for ns in (self.a, self.b):
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+        subprocess.run(["ip", "-n", self.a, "link", "add", "va", "type", "veth", "peer", "name", "vb",
+                        "netns", self.b], check=True)
+        subprocess.run(["ip", "-n", self.a, "link", "set", "va", "up"], check=True)
+        subprocess.run(["ip", "-n", self.b, "link", "set", "vb", "up"], check=True)
+
+    def close(self) -> None:
+        for ns in (self.a, self.b):
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, n: int) -> float:
+    if direction == "send":
+        if client == "gen":
+            out = subprocess.run(["ip", "netns", "exec", v.a, GEN, "tx", "--port", "afxdp:va", "--size", str(size),
+                                  "--duration-s", str(window_s), "--warmup-s", "0.5", "--cpu", "0", "--cooldown-s", "0"],
+                                 capture_output=True, text=True, timeout=60)
+            return json.loads(out.stdout)["tx"]["rate_pps"]
+        pmd = Testpmd(f"tgbx{PID}{n}", "0,1", 1, ["net_af_xdp0,iface=va"], netns=v.a, extra=[f"--txpkts={size}"])
+        try:
+            pmd._read_until(r"testpmd> ", 15)
+            pmd.cmd("set fwd txonly")
+            pmd.cmd("start")
+            time.sleep(0.5)
+            return window_rate(pmd, window_s, 1)
+        finally:
+            pmd.close()
+    # receive: testpmd txonly in a sends; the receiver under test in b
+    snd = Testpmd(f"tgbx{PID}{n}", "0,1", 0, ["net_af_xdp0,iface=va"], netns=v.a, extra=[f"--txpkts={size}"])
+    try:
+        snd._read_until(r"testpmd> ", 15)
+        if client == "gen":
+            rx = subprocess.Popen(["ip", "netns", "exec", v.b, GEN, "rx", "--port", "afxdp:vb", "--cpu", "0",
+                                   "--duration-s", str(window_s + 0.5)], stdout=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            snd.cmd("set fwd txonly")
+            snd.cmd("start")
+            out, _ = rx.communicate(timeout=60)
+            r = json.loads(out)["rx"]
+            return (r["foreign"] + r["packets"]) / window_s
+        rcv = Testpmd(f"tgby{PID}{n}", "0,1", 1, ["net_af_xdp0,iface=vb"], netns=v.b)
+        try:
+            rcv._read_until(r"testpmd> ", 15)
+            rcv.cmd("set fwd rxonly")
+            rcv.cmd("start")
+            snd.cmd("set fwd txonly")
+            snd.cmd("start")
+            time.sleep(0.5)
+            return window_rate(rcv, window_s, 0)
+        finally:
+            rcv.close()
+    finally:
+        snd.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--window-s", type=float, default=2.0)
+    ap.add_argument("--sizes", default="64,1518")
+    ap.add_argument("--only", choices=["memif", "afxdp"])
+    a = ap.parse_args()
+    if os.geteuid() != 0 or not shutil.which("dpdk-testpmd") or not Path(GEN).exists():
+        print("needs root, dpdk-testpmd and " + GEN, file=sys.stderr)
+        return 2
+    sizes = [int(s) for s in a.sizes.split(",")]
+    results: dict[str, list[float]] = {}
+    n = 0
+    v = None
+    try:
+        for path in ("memif", "afxdp"):
+            if a.only and path != a.only:
+                continue
+            if path == "afxdp":
+                v = Veth()
+            for size in sizes:
+                for direction in ("send", "receive"):
+                    for _ in range(a.runs):
+                        for client in ("gen", "testpmd"):  # interleaved
+                            n += 1
+                            try:
+                                r = memif_run(client, direction, size, a.window_s, n) if path == "memif" \
+                                    else afxdp_run(v, client, direction, size, a.window_s, n)
+                            except Exception as e:  # noqa: BLE001 - one failed run is reported, not fatal
+                                print(f"  {path} {client} {direction} {size}: failed: {e}", file=sys.stderr)
+                                continue
+                            key = f"{path} {direction} {size}B {client}"
+                            results.setdefault(key, []).append(r)
+                            print(f"  {key}: {r / 1e6:.3f} Mpps", file=sys.stderr)
+    finally:
+        if v:
+            v.close()
+    print(f"{'path':6} {'dir':8} {'size':>5} {'tool':8} {'median Mpps':>11} {'min':>7} {'max':>7}")
+    for k, vals in results.items():
+        path, d, size, tool = k.split()
+        print(f"{path:6} {d:8} {size:>5} {tool:8} {statistics.median(vals) / 1e6:11.3f} "
+              f"{min(vals) / 1e6:7.3f} {max(vals) / 1e6:7.3f}")
+    print(json.dumps({k: sorted(v) for k, v in results.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
