@@ -248,6 +248,19 @@ pub fn is_test_frame(f: &[u8]) -> bool {
     f.len() >= 22 && f[12..14] == TEST_ETHERTYPE.to_be_bytes() && &f[14..18] == MAGIC
 }
 
+/// A test frame carrying an 802.1Q tag (VLAN `vid`) before the ethertype.
+pub fn tagged_frame(len: usize, seq: u32, vid: u16) -> Vec<u8> {
+    let mut f = test_frame(len - 4, seq);
+    let tag = [0x81, 0x00, (vid >> 8) as u8 & 0x0f, vid as u8];
+    f.splice(12..12, tag);
+    f
+}
+
+/// A test frame, tagged or not.
+pub fn is_any_test_frame(f: &[u8]) -> bool {
+    is_test_frame(f) || (f.len() >= 26 && f[12..14] == [0x81, 0x00] && is_test_frame(&[&f[..12], &f[16..]].concat()))
+}
+
 /// An IPv4/UDP frame of `len` bytes whose source port varies with `flow`
 /// (so flow hashing spreads them), carrying the test magic in its payload.
 pub fn udp_frame(len: usize, flow: u16, seq: u32) -> Vec<u8> {
@@ -548,11 +561,15 @@ pub fn check_rx_intact(open: &Opener) {
     let mut rx = port.take_rx(0).unwrap();
     assert!(port.take_rx(0).is_none(), "a queue is handed out once");
     let sock = RawSock::open(&h, &v.host);
-    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, i as u32)).collect();
+    let mut frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, i as u32)).collect();
+    // A VLAN-tagged frame arrives with its tag (AF_PACKET has the kernel's
+    // stripped tag put back), and a runt as it is (the fabric drops it).
+    frames.push(tagged_frame(100, 77, 42));
+    frames.push(test_frame(22, 78));
     for f in &frames {
         sock.send(f);
     }
-    let got = rx_collect(&mut *rx, frames.len(), Duration::from_secs(3), is_test_frame);
+    let got = rx_collect(&mut *rx, frames.len(), Duration::from_secs(3), is_any_test_frame);
     assert_eq!(got, frames, "frames arrive intact and in order");
     assert!(counter(&*port, "rx_frames") >= frames.len() as u64);
 }
