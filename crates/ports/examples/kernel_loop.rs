@@ -96,6 +96,9 @@ fn open(args: &Args, name: &str, ifname: &str) -> Result<Arc<dyn Port>, String> 
     Ok(r)
 }
 
+/// A receive queue, where its frames go (port, queue) and the direction.
+type LoopQueue = (Box<dyn RxQueue>, Arc<dyn Port>, u16, usize);
+
 #[derive(Default, Clone, Copy)]
 struct Dir {
     rx: u64,
@@ -169,7 +172,7 @@ fn main() {
             stop.store(true, Ordering::Relaxed);
         });
     }
-    let mut queues: Vec<(Box<dyn RxQueue>, Arc<dyn Port>, u16, usize)> = Vec::new();
+    let mut queues: Vec<LoopQueue> = Vec::new();
     for (src, dst, dir) in [(&pa, &pb, 0usize), (&pb, &pa, 1usize)] {
         for q in 0..args.queues {
             let rx = src.take_rx(q).expect("fresh port hands out its queues");
