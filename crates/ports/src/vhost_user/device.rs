@@ -614,3 +614,43 @@ pub fn listen(path: &Path) -> io::Result<UnixListener> {
 pub fn is_server(mode: Mode) -> bool {
     mode == Mode::Server
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn msg(req: u32, size: u32, body: &[u32]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [req, 1, size].iter().chain(body) {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn peeks_an_early_vring_enable_without_consuming_it() {
+        let (mut a, b) = UnixStream::pair().unwrap();
+        assert_eq!(peek_vring_enable(b.as_raw_fd()), None, "nothing waiting");
+        a.write_all(&msg(REQ_SET_VRING_ENABLE, 8, &[1, 1])).unwrap();
+        assert_eq!(peek_vring_enable(b.as_raw_fd()), Some((1, true)));
+        // Still there: a second peek sees the same message.
+        assert_eq!(peek_vring_enable(b.as_raw_fd()), Some((1, true)));
+    }
+
+    #[test]
+    fn ignores_other_messages_and_bad_values() {
+        for (m, why) in [
+            (msg(REQ_SET_VRING_ENABLE, 8, &[0, 0]), "disable"),
+            (msg(REQ_SET_VRING_ENABLE, 8, &[0, 2]), "num 2"),
+            (msg(REQ_SET_VRING_ENABLE, 4, &[0, 1]), "wrong size"),
+            (msg(REQ_SET_VRING_ENABLE, 8, &[0]), "short body"),
+            (msg(8, 8, &[0, 256]), "SET_VRING_NUM"),
+        ] {
+            let (mut a, b) = UnixStream::pair().unwrap();
+            a.write_all(&m).unwrap();
+            let want = if why == "disable" { Some((0, false)) } else { None };
+            assert_eq!(peek_vring_enable(b.as_raw_fd()), want, "{why}");
+        }
+    }
+}
