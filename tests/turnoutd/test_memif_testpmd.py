@@ -26,9 +26,13 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="testpmd needs root for /var/run/dpdk"),
 ]
 
-# 9000-byte frames: one 9000 B segment per mbuf on the generator side; the
-# memif link chains them over 2048 B buffers in both directions.
+# 9000-byte frames: one 9000 B segment per mbuf on the generator side. The
+# generator's memif buffers hold a whole frame (bsize=9216): DPDK 22.11's
+# memif tx overruns the ring with multi-descriptor frames when it is nearly
+# full (docs/memif.md), which turnoutd rightly treats as a violation. Towards
+# the sink (2048 B buffers) turnoutd chains each frame over 5 descriptors.
 JUMBO = {"mbuf_size": 10240, "extra": ["--txpkts=9000"]}
+JUMBO_VDEV = {"bsize": 9216}
 
 
 def config(logic: str, wakeup: str, ports: list[tuple[str, int]], cpu: int = 1) -> str:
@@ -104,11 +108,12 @@ CASES = [
 def test_txonly_to_rxonly(tmp_path, binary, logic, wakeup, size):
     cfg = config(logic, wakeup, [("vnf0", 0), ("vnf1", 1)])
     jumbo = JUMBO if size > 2000 else {}
+    gen_vdev = JUMBO_VDEV if size > 2000 else {}
     with Turnoutd(tmp_path / "td", cfg, binary) as d:
         sock = str(d.dir / "memif.sock")
         with (
             Testpmd(tmp_path, "rx", [Testpmd.memif(sock, 1)], "rxonly") as rx,
-            Testpmd(tmp_path, "tx", [Testpmd.memif(sock, 0)], "txonly", **jumbo) as tx,
+            Testpmd(tmp_path, "tx", [Testpmd.memif(sock, 0, **gen_vdev)], "txonly", **jumbo) as tx,
         ):
             wait_for("both memif links up", 20, lambda: link_up(d, "vnf0") and link_up(d, "vnf1"))
             want = 20_000 if size < 2000 else 3_000
@@ -133,8 +138,6 @@ def test_txonly_to_rxonly(tmp_path, binary, logic, wakeup, size):
         # every frame turnoutd sent, the sink received
         assert rxc.rx_packets == v1["tx_packets"], (rxc, v1)
         assert rxc.rx_bytes == v1["tx_bytes"] == v1["tx_packets"] * size
-        if size > 2000:
-            assert v0["backend"]["rx_chained"] > 0
 
 
 def test_mac_forwarding_loop(tmp_path, binary):
