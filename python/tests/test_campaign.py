@@ -54,7 +54,11 @@ class FakeBench:
                     raise Interrupt()
                 return model.measure(duration_s, load_pps)
 
-        yield Session(measurer=Counting(), sut=Sut(name=sut, version="1"), virtual_port="")
+        def retarget(p: Point) -> None:
+            bench.sessions.append((sut, p))
+
+        yield Session(measurer=Counting(), sut=Sut(name=sut, version="1"), virtual_port="",
+                      retarget=retarget)
 
 
 def test_parse_expands_matrix():
@@ -64,9 +68,25 @@ def test_parse_expands_matrix():
     per_point = 1 + 1 + 1 + 2 + 2  # rplus ndr pdr latency x2 fixed x2
     assert len(spec.work()) == 12 * 2 * 2 * per_point
     assert len({w.key for w in spec.work()}) == len(spec.work())
-    first = spec.work()[: 2 * per_point]
-    # interleaved: the same point on wire, then on bridge
-    assert [w.sut for w in first] == ["wire"] * per_point + ["bridge"] * per_point
+    first = spec.work()[: 4 * per_point]
+    # interleaved per testbed: p2p/uni at 64 and 1518 B on wire (one set-up),
+    # then the same two points on bridge
+    assert [w.sut for w in first] == ["wire"] * 2 * per_point + ["bridge"] * 2 * per_point
+    assert [w.point.frame_size_b for w in first[::per_point]] == [64, 1518, 64, 1518]
+
+
+def test_sessions_are_shared_across_frame_sizes(tmp_path):
+    """One testbed per (SUT, scenario, direction, ...): frame sizes retarget it."""
+    doc = {"campaign": {"name": "share", "duration_s": 0.5, "methods": ["rplus"]},
+           "matrix": {"suts": ["wire", "bridge"], "scenarios": ["p2p"],
+                      "frame_sizes_b": [64, 512, 1518]}}
+    bench = FakeBench()
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(doc), db, bench)
+        assert len(db.results(c.id, status="ok")) == 6
+    sizes = [(s, p.frame_size_b) for s, p in bench.sessions]
+    assert sizes == [("wire", 64), ("wire", 512), ("wire", 1518),
+                     ("bridge", 64), ("bridge", 512), ("bridge", 1518)]
 
 
 @pytest.mark.parametrize(("patch", "message"), [

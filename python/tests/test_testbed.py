@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import needs_root
+from turnout.cli import main
 from turnout.testbed import Testbed, cleanup_stale, state_dir
 
 
@@ -59,7 +60,8 @@ def test_testbed_is_removed_on_exception():
 
 
 @needs_root
-def test_leftovers_of_a_killed_run_are_removed_by_the_next():
+@pytest.mark.parametrize("by_hand", [False, True], ids=["next-run", "bench-cleanup"])
+def test_leftovers_of_a_killed_run_are_removed_by_the_next(by_hand, capsys):
     script = textwrap.dedent("""
         import sys, time
         from turnout.testbed import Testbed
@@ -79,8 +81,15 @@ def test_leftovers_of_a_killed_run_are_removed_by_the_next():
         child.send_signal(signal.SIGKILL)  # a crash: no teardown
         child.wait()
     assert ns in _netns()  # really left behind
-    removed = cleanup_stale()
-    assert f"netns {ns}" in removed and f"link {link}" in removed
+    if by_hand:
+        assert main(["bench", "cleanup", "--dry-run"]) == 0
+        assert ns in _netns()  # a dry run removes nothing
+        assert main(["bench", "cleanup"]) == 0
+        out = capsys.readouterr().out
+        assert f"removed netns {ns}" in out and f"removed link {link}" in out
+    else:
+        removed = cleanup_stale()
+        assert f"netns {ns}" in removed and f"link {link}" in removed
     assert ns not in _netns() and link not in _links()
     time.sleep(0.1)
     stat = Path(f"/proc/{sleeper}/stat")

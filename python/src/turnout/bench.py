@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -64,31 +65,52 @@ class RealBench:
         if why:
             raise SkipSession(f"{sut_name}: {why}")
         roles = tester_roles(self.gen)
+        pygen = _is_pygen(self.gen)
+        # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless
+        # the campaign says otherwise (AF_PACKET's TPACKET_V3 blocks add up to
+        # a block timeout of latency, and it is slower: docs/bench.md)
+        kernel_port = "afpacket" if pygen else spec.tester_port
         with Testbed() as tb:
-            built = build(tb, sut, point, memif_tester=not _is_pygen(self.gen),
-                          tester_roles=roles, sut_cpus=spec.sut_cpus)
+            built = build(tb, sut, point, memif_tester=not pygen,
+                          tester_roles=roles, sut_cpus=spec.sut_cpus, kernel_port=kernel_port)
             if spec.tester_cpu is not None:
                 for s in built.streams:
                     s.tx_cpu = s.rx_cpu = spec.tester_cpu
             sut.setup(tb, built.topology)
             try:
+                helpers = []
                 for h in built.helpers:  # chain VNFs (turnout-gen fwd)
-                    tb.spawn([*self.gen, *h.args], netns=h.netns)
-                if built.helpers:  # let the chain's memif/AF_PACKET ports come up
-                    time.sleep(1.5)
+                    args = [*self.gen, *h.args]
+                    if spec.tester_cpu is not None:
+                        args += ["--cpu", str(spec.tester_cpu)]
+                    helpers.append(tb.spawn(args, netns=h.netns, stdout=subprocess.DEVNULL))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
-                    sut_pids=sut.pids,
+                    sut_pids=sut.pids, helpers=helpers,
                 )
+                if helpers:  # let the chain's memif/AF_XDP ports come up
+                    time.sleep(1.5)
+                    measurer.check_helpers()
                 cfg: dict[str, Any] = dict(sut.config())
                 cfg["tester"] = " ".join(self.gen[-1:])
+                cfg["tester_version"] = gen_version(self.gen)
+                cfg["tester_kernel_port"] = kernel_port
+                if pygen:
+                    cfg["tester_note"] = (
+                        "pygen fallback (turnout-gen not found): one syscall per frame, "
+                        "about 1e5 pps; these figures measure the tester, not the switch")
+
+                def retarget(p: Point) -> None:
+                    measurer.size_b, measurer.flows, measurer.burst = (
+                        p.frame_size_b, p.flows, p.burst)
+
                 note = sut.kernel_threads_note()
                 if note:
                     cfg["cpu_note"] = note
                 yield Session(measurer=measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
-                              virtual_port=built.virtual_port)
+                              virtual_port=built.virtual_port, retarget=retarget)
             finally:
                 sut.teardown()
 

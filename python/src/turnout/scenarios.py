@@ -89,8 +89,13 @@ def _mac(i: int) -> str:
 
 
 def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
-          tester_roles: set[str], sut_cpus: str = "1") -> Built:
-    """Create namespaces, wires and sockets for ``point`` (see module doc)."""
+          tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket") -> Built:
+    """Create namespaces, wires and sockets for ``point`` (see module doc).
+
+    ``kernel_port`` is how the tester and the VNFs open a veth end:
+    ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``."""
+    if kernel_port not in ("afxdp", "afpacket"):
+        raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
     check(point, sut, tester_roles)
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
@@ -105,8 +110,13 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             ns_cache[role] = tb.namespace(role)
         return ns_cache[role]
 
-    def ep(name: str, role: str, virtual: bool) -> str:
-        endpoints[name] = _Endpoint(name, ns(role), virtual)
+    def ep(name: str, role: str, virtual: bool, traffic: bool = True) -> str:
+        # Endpoints the tester drives live in the tester's namespace, so one
+        # txrx thread sends and receives each stream: on a 2-core machine a
+        # separate receiver process time-shares the tester's core with the
+        # sender and its ring overflows while the sender runs (the tester,
+        # not the SUT, would drop). Chain VNFs keep their own namespaces.
+        endpoints[name] = _Endpoint(name, tester if traffic else ns(role), virtual)
         return name
 
     s = point.scenario
@@ -122,8 +132,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     elif s == "loopback":
         prev = ep("t0", "tester", False)
         for i in range(point.vnfs):
-            a = ep(f"v{i}a", f"vnf{i}", True)
-            b = ep(f"v{i}b", f"vnf{i}", True)
+            a = ep(f"v{i}a", f"vnf{i}", True, traffic=False)
+            b = ep(f"v{i}b", f"vnf{i}", True, traffic=False)
             links.append((prev, a))
             helpers.append((a, b, ""))
             prev = b
@@ -167,7 +177,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=v.b, kind="veth", iface=v.b, idle=True))
 
     def spec(e: _Endpoint) -> str:
-        return f"memif:{e.memif}" if e.memif else f"afpacket:{e.iface}"
+        return f"memif:{e.memif}" if e.memif else f"{kernel_port}:{e.iface}"
 
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}

@@ -95,4 +95,48 @@ def _run(args: argparse.Namespace) -> int:
     return 0 if c.status == "done" else 1
 
 
-COMMANDS = [Command("bench run", "run (or resume) a campaign", _configure, _run)]
+def _configure_cleanup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the leftover state files and what they hold, remove nothing")
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    """Remove what crashed runs left (their state files in the state dir);
+    runs whose owner is still alive are left alone."""
+    from ..testbed.state import RunState, cleanup_stale, state_dir
+
+    d = state_dir()
+    files = sorted(d.glob("*.json")) if d.is_dir() else []
+    stale = []
+    for f in files:
+        try:
+            st = RunState.load(f)
+        except (OSError, ValueError, TypeError) as e:
+            print(f"turnout bench cleanup: unreadable state file {f}: {e}", file=sys.stderr)
+            continue
+        if st.owner_alive():
+            print(f"{f.name}: run {st.prefix} is still running (pid {st.owner_pid}), left alone")
+            continue
+        stale.append(st)
+        print(f"{f.name}: leftovers of run {st.prefix}: {len(st.netns)} namespaces, "
+              f"{len(st.links)} links, {len(st.pids)} processes, {len(st.mounts)} mounts, "
+              f"{len(st.hugepages)} hugepage reservations, {len(st.dirs)} dirs")
+    if args.dry_run or not stale:
+        if not stale:
+            print(f"nothing to clean up in {d}")
+        return 0
+    import os
+
+    if os.geteuid() != 0:
+        print("turnout bench cleanup: needs root", file=sys.stderr)
+        return 1
+    for line in cleanup_stale():
+        print(f"removed {line}")
+    return 0
+
+
+COMMANDS = [
+    Command("bench run", "run (or resume) a campaign", _configure, _run),
+    Command("bench cleanup", "remove what a crashed run left (namespaces, processes, "
+            "hugepages, mounts)", _configure_cleanup, _cleanup),
+]

@@ -20,7 +20,7 @@ from ..results import Campaign, Result, ResultsDB, Sut, Trial
 from ..scenarios import Point, Unsupported
 from ..search import ndr_pdr, rplus
 from ..search.base import LoggingMeasurer, SearchResult
-from .spec import CampaignSpec, WorkItem
+from .spec import CampaignSpec, WorkItem, topology_key
 
 __all__ = ["Bench", "Session", "SkipSession", "run_campaign"]
 
@@ -31,11 +31,14 @@ class SkipSession(Exception):
 
 @dataclass
 class Session:
-    """A SUT set up for one test point."""
+    """A SUT set up for one test point. ``retarget`` (when given) moves the
+    session to another point of the same testbed (``topology_key``): a new
+    frame size, flow count or burst for the tester."""
 
     measurer: Measurer
     sut: Sut
     virtual_port: str = ""
+    retarget: Callable[[Point], None] | None = None
 
 
 class Bench(Protocol):
@@ -177,8 +180,9 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
     # group consecutive items of the same (sut, point, repetition) into sessions
     groups: list[list[WorkItem]] = []
     for it in todo:
-        if groups and (groups[-1][0].sut, groups[-1][0].point, groups[-1][0].repetition) == (
-                it.sut, it.point, it.repetition):
+        g = groups[-1][0] if groups else None
+        if g is not None and (g.sut, topology_key(g.point), g.repetition) == (
+                it.sut, topology_key(it.point), it.repetition):
             groups[-1].append(it)
         else:
             groups.append([it])
@@ -192,6 +196,7 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                 with bench.session(first.sut, first.point, spec) as session:
                     ctx["sut_id"] = db.add_sut(session.sut)
                     ctx["virtual_port"] = session.virtual_port
+                    current = first.point
                     for item in group:
                         if item.key in done:
                             finished += 1
@@ -199,6 +204,11 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                         if progress:
                             progress(finished, total, item, "")
                         try:
+                            if item.point != current:
+                                if session.retarget is None:
+                                    raise SkipSession("this session cannot change its point")
+                                session.retarget(item.point)
+                                current = item.point
                             _run_item(db, spec, item, session, ctx, done)
                         except (Unsupported, SkipSession) as e:
                             _skip(db, item, ctx, "skipped", str(e))

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..scenarios import SCENARIOS, Point
 
-__all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse"]
+__all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
+           "topology_key"]
 
 #: methods in the order they run at a test point (latency needs R+ first)
 METHODS = ("rplus", "ndr", "pdr", "latency", "fixed")
@@ -68,20 +69,26 @@ class CampaignSpec:
     points: list[Point] = field(default_factory=list)
     sut_cpus: str = "1"
     tester_cpu: int | None = 0
+    tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
     interleave: bool = True
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
 
     def work(self) -> list[WorkItem]:
-        """Every work item, in run order: repetition, point, SUT (interleaved
-        A, B, A, B when several SUTs are compared), method."""
+        """Every work item, in run order: repetition, testbed (points that
+        differ only in frame size, flows or burst share one testbed: see
+        ``topology_key``), SUT (interleaved A, B, A, B when several SUTs are
+        compared), point, method."""
         items: list[WorkItem] = []
         suts_outer = not self.interleave
+        topos: dict[tuple[object, ...], list[Point]] = {}
+        for p in self.points:
+            topos.setdefault(topology_key(p), []).append(p)
         for rep in range(self.repetitions):
             groups = (
-                [(s, p) for s in self.suts for p in self.points] if suts_outer
-                else [(s, p) for p in self.points for s in self.suts]
+                [(s, p) for s in self.suts for ps in topos.values() for p in ps] if suts_outer
+                else [(s, p) for ps in topos.values() for s in self.suts for p in ps]
             )
             for sut, point in groups:
                 for m in self.methods:
@@ -92,6 +99,12 @@ class CampaignSpec:
                         args = self.rates_pps
                     items += [WorkItem(sut, point, m, rep, a) for a in args]
         return items
+
+
+def topology_key(p: Point) -> tuple[object, ...]:
+    """What a testbed depends on: points with the same key can share one
+    set-up of the SUT (frame size, flows and burst are the tester's)."""
+    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs)
 
 
 def _list(d: dict[str, Any], key: str, default: list[Any], typ: type, where: str) -> list[Any]:
@@ -124,7 +137,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("campaign.name: required, a non-empty string")
     ckeys = {"name", "description", "dimension", "location", "duration_s", "repetitions",
              "methods", "search", "search_width", "min_load_pps", "max_load_pps",
-             "latency_fractions", "sut_cpus", "tester_cpu", "interleave"}
+             "latency_fractions", "sut_cpus", "tester_cpu", "tester_port", "interleave"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -202,6 +215,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in SUTS:
             raise CampaignError(f"[sut.{k}]: unknown SUT")
     tester_cpu = c.get("tester_cpu", 0)
+    tester_port = c.get("tester_port", "afxdp")
+    if tester_port not in ("afxdp", "afpacket"):
+        raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, repetitions=reps,
         methods=tuple(methods), search=search, search_width=float(c.get("search_width", 0.05)),
@@ -209,7 +225,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         max_load_pps=float(c.get("max_load_pps", 0.0)),
         latency_fractions=tuple(fractions), rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
-        tester_cpu=None if tester_cpu < 0 else int(tester_cpu),
+        tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_port=tester_port,
         interleave=bool(c.get("interleave", True)),
     )
 

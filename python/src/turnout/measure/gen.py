@@ -26,7 +26,8 @@ from typing import Any
 from .counts import TrialCounts
 from .cpu import cpu_delta, cpu_hz, sample_threads
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "find_gen", "gen_version"]
+__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "find_gen", "gen_version",
+           "tester_bound"]
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -105,6 +106,9 @@ class GenMeasurer:
     flows: int = 1
     burst: int = 32
     sut_pids: Callable[[], list[int]] = field(default=lambda: [])
+    #: long-running helpers (chain VNFs): a trial fails, naming the helper and
+    #: its message, when one of them has exited
+    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     cooldown_s: float = 0.2
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
@@ -118,7 +122,16 @@ class GenMeasurer:
             a += ["--rate-pps", f"{load_pps:.0f}"]
         return a
 
+    def check_helpers(self) -> None:
+        """Raise GenError when a helper (a chain VNF) is no longer running."""
+        for h in self.helpers:
+            if h.poll() is not None:
+                err = h.stderr.read().decode(errors="replace").strip() if h.stderr else ""
+                cmd = " ".join(map(str, h.args))
+                raise GenError(f"helper exited {h.returncode}: {cmd}: {err[-400:]}")
+
     def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+        self.check_helpers()
         procs: list[tuple[str, Stream, subprocess.Popen[bytes]]] = []
         receivers = []
         pids = self.sut_pids()
@@ -189,7 +202,7 @@ class GenMeasurer:
 
     def _combine(self, docs: list[tuple[str, Stream, dict[str, Any]]], duration_s: float,
                  load_pps: float, before: dict, after: dict, wall_s: float) -> TrialCounts:
-        sent = received = 0
+        sent = received = tx_full = 0
         tx_dur = 0.0
         latencies = []
         jitter = None
@@ -197,6 +210,7 @@ class GenMeasurer:
         for _role, s, doc in docs:
             if "tx" in doc:
                 sent += int(doc["tx"]["packets"])
+                tx_full += int(doc["tx"].get("full", 0))
                 tx_dur = max(tx_dur, float(doc["tx"].get("duration_s", 0.0)))
             if "rx" in doc:
                 rx = doc["rx"]
@@ -224,5 +238,23 @@ class GenMeasurer:
             lost=max(0, sent - received), latency_ns=lat_fields, latency_cdf=cdf,
             jitter_ns=jitter, cpu=cpu, cycles_per_packet=cycles,
             extra={"latency_by_stream": latencies, "streams": len(self.streams),
-                   "tester": os.path.basename(self.cmd[-1])},
+                   "tester": os.path.basename(self.cmd[-1]), "tx_full": tx_full,
+                   "tester_bound": tester_bound(load_pps, dur, len(self.streams), sent,
+                                                received, tx_full)},
         )
+
+
+def tester_bound(load_pps: float, duration_s: float, streams: int, sent: int, received: int,
+                 tx_full: int) -> bool:
+    """Whether the tester, not the SUT, limited this trial.
+
+    As fast as possible (load 0): nothing was lost and the port never
+    pushed back (``tx_full``, e.g. a memif ring the SUT does not drain), so
+    the SUT took everything the tester could make: the rate is the tester's
+    ceiling, a lower bound of the SUT's. At a given load: the tester sent
+    less than 97 % of what was asked without being pushed back."""
+    if tx_full > 0:
+        return False
+    if load_pps <= 0:
+        return sent > 0 and received >= sent
+    return sent < 0.97 * load_pps * duration_s * streams

@@ -194,7 +194,10 @@ class OvsDpdk(Ovs):
                    '--no-pci --single-file-segments"')
 
     def port_args(self, i: int, iface: str) -> list[str]:
-        return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={iface}"]
+        # MTU 1600: a DPDK port defaults to 1500, which drops 1518 B frames
+        # (1504 B of L3); 1600 still fits net_af_packet's 2048 B frames
+        return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={iface}",
+                "mtu_request=1600"]
 
     def teardown(self) -> None:
         super().teardown()

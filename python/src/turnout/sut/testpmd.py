@@ -50,7 +50,10 @@ class Testpmd(SutAdapter):
         for i, name in enumerate(order):
             p = topo.port(name)
             if p.kind == "memif":
-                vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},id=0")
+                # socket-abstract=no: a socket *file* (turnout-gen's memif
+                # client does not use the abstract namespace)
+                vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},"
+                             "socket-abstract=no,id=0")
             else:
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
         prefix = f"{tb.prefix}tp"
