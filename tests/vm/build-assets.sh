@@ -9,11 +9,12 @@
 #   tests/vm/build-assets.sh [CACHE_DIR]     (default /var/cache/turnout-vm)
 #
 # Outputs CACHE_DIR/vmlinux (the uncompressed kernel, an ELF with a PVH
-# entry point that QEMU boots directly: no decompressor, which under nested
-# KVM or TCG takes most of the boot time) and CACHE_DIR/initramfs.gz.
-# Needs: apt-get (download only), dpkg-deb, lz4/gzip/xz/zstd (whichever the
-# kernel is compressed with; Debian 12 cloud kernels use LZ4), cpio-less
-# (busybox cpio).
+# entry point that QEMU boots directly, skipping the bzImage decompressor,
+# which is slow under TCG and under these machines' KVM) and
+# CACHE_DIR/initramfs.gz.
+# Needs: apt-get (download only; `apt-get update` done), dpkg-deb, GNU grep
+# (-P), od, gzip, and the kernel's compressor (lz4 for Debian 12's cloud
+# kernel; zstd, xz and gzip are tried too). busybox provides cpio.
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${1:-${TURNOUT_VM_CACHE:-/var/cache/turnout-vm}}
