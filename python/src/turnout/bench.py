@@ -13,7 +13,7 @@ from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
 from .measure.gen import GenMeasurer, find_gen, gen_version
 from .results.models import Host, Sut
-from .scenarios import Point, build
+from .scenarios import Point, build, check
 from .sut import SUTS, make_sut
 from .system.fingerprint import fingerprint
 from .testbed import Testbed, is_root
@@ -102,6 +102,7 @@ class RealBench:
                         "about 1e5 pps; these figures measure the tester, not the switch")
 
                 def retarget(p: Point) -> None:
+                    check(p, sut, roles)
                     measurer.size_b, measurer.flows, measurer.burst = (
                         p.frame_size_b, p.flows, p.burst)
 

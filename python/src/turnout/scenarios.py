@@ -67,14 +67,18 @@ class Built:
     virtual_port: str = ""  # memif | veth | "" (no virtual port)
 
 
-def check(point: Point, sut: SutAdapter, tester_roles: set[str]) -> None:
-    """Raise Unsupported when this combination cannot run."""
+def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool = True) -> None:
+    """Raise Unsupported when this combination cannot run (``frame``: also
+    check the frame size, which a shared testbed checks per point)."""
     if point.scenario not in SCENARIOS:
         raise Unsupported(f"unknown scenario {point.scenario!r}")
     if point.direction not in ("uni", "bi"):
         raise Unsupported(f"unknown direction {point.direction!r}")
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
+    if frame and point.frame_size_b > sut.max_frame_b:
+        raise Unsupported(sut.max_frame_reason
+                          or f"{sut.name} forwards frames up to {sut.max_frame_b} B")
     if point.scenario == "density":
         if sut.direct:
             raise Unsupported("port density has no meaning without a switch")
@@ -96,7 +100,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``."""
     if kernel_port not in ("afxdp", "afpacket"):
         raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
-    check(point, sut, tester_roles)
+    check(point, sut, tester_roles, frame=False)
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
     endpoints: dict[str, _Endpoint] = {}

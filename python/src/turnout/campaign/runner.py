@@ -196,7 +196,7 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                 with bench.session(first.sut, first.point, spec) as session:
                     ctx["sut_id"] = db.add_sut(session.sut)
                     ctx["virtual_port"] = session.virtual_port
-                    current = first.point
+                    current: Point | None = None if session.retarget else first.point
                     for item in group:
                         if item.key in done:
                             finished += 1

@@ -71,6 +71,9 @@ class SutAdapter(ABC):
     direct: bool = False
     #: most ports it can take (port density)
     max_ports: int = 1024
+    #: largest frame (without FCS) it forwards, and why when it is a limit
+    max_frame_b: int = 9000
+    max_frame_reason: str = ""
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
