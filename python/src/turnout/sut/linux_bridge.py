@@ -23,7 +23,7 @@ class LinuxBridge(SutAdapter):
         return f"linux {platform.release()}"
 
     def config(self) -> dict[str, Any]:
-        return {"stp": False, "forward_delay": 0, "fdb": "static per port",
+        return {"stp": False, "forward_delay": 0, "fdb": "static per port", "learning": False,
                 "ports": len(self.topo.ports) if self.topo else 0, "options": self.options}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
@@ -31,6 +31,11 @@ class LinuxBridge(SutAdapter):
         members = [p.iface for p in topo.ports]
         self.br = tb.bridge(topo.ns, members)
         for p in topo.ports:
+            # learning off: with it on, a frame a chain VNF sends on with a
+            # foreign source MAC moves that MAC's *static* entry to the VNF's
+            # port (the kernel lets learning move non-sticky static entries),
+            # and the loopback chain delivered nothing (2026-11-21)
+            tb.run(["bridge", "link", "set", "dev", p.iface, "learning", "off"], netns=topo.ns)
             for mac in p.macs:
                 tb.fdb_static(topo.ns, mac, p.iface)
 
