@@ -63,6 +63,8 @@ def test_pygen_p2p_rplus_ndr_latency(tmp_path, sut):
     lat = [t for t in trials if t.method == "latency"]
     assert lat[0].latency_p50_ns and lat[0].latency_cdf
     assert suts[0].config.get("tester", "").endswith("pygen")
+    assert "measure the tester" in suts[0].config["tester_note"]
+    assert suts[0].config["tester_kernel_port"] == "afpacket"
 
 
 @needs_root
@@ -97,16 +99,57 @@ def test_real_turnout_gen_wire(tmp_path):
 
 @needs_root
 @pytest.mark.system
-@pytest.mark.xfail(strict=False, reason="open: bridge + turnout-gen fwd chain delivered 0 frames "
-                   "in most runs on 2026-11-21; under investigation (see the bench report)")
-def test_real_turnout_gen_loopback_chain(tmp_path):
+@pytest.mark.parametrize("sut", ["bridge", "turnoutd"])
+def test_real_turnout_gen_loopback_chain(tmp_path, sut):
+    """tester -> SUT -> turnout-gen fwd VNF -> SUT -> tester delivers frames
+    (bridge: veth VNF ports; turnoutd: memif VNF ports)."""
     if not REAL_GEN.exists():
         pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
-    spec = _tiny("bridge", ["loopback"], ["rplus"])
+    why = make_sut(sut).available()
+    if why:
+        pytest.skip(f"{sut}: {why}")
+    spec = _tiny(sut, ["loopback"], ["rplus"])
     spec["matrix"]["vnfs"] = [1]
+    spec["matrix"]["frame_sizes_b"] = [64, 1518]
     with ResultsDB(tmp_path / "r.db") as db:
         c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
         trials = db.trials(c.id)
         bad = [t.reason for t in trials if t.status != "ok"]
         assert not bad, bad
-        assert trials[0].received > 0 and trials[0].virtual_port == "veth"
+        assert {t.frame_size_b for t in trials} == {64, 1518}
+        for t in trials:
+            assert t.received > 0, t
+            assert t.virtual_port == ("memif" if sut == "turnoutd" else "veth")
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize(("kernel_port", "logic"), [("af_xdp", "patch"),
+                                                    ("af_packet", "bridge")])
+def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
+    """The real turnoutd with the real turnout-gen: memif virtual ports,
+    af_xdp or af_packet wires, patch or bridge logic; 64 B frames."""
+    if not REAL_GEN.exists():
+        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut("turnoutd").available()
+    if why:
+        pytest.skip(why)
+    spec = _tiny("turnoutd", ["p2p", "p2v", "v2v"], ["rplus", "latency"])
+    spec["matrix"]["frame_sizes_b"] = [64]
+    spec["sut"] = {"turnoutd": {"kernel_port": kernel_port, "logic": logic}}
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+        bad = [t.reason for t in trials if t.status != "ok"]
+        assert not bad, bad
+        assert {(t.scenario, t.method) for t in trials} >= {
+            ("p2p", "rplus"), ("p2v", "rplus"), ("v2v", "rplus"), ("v2v", "latency")}
+        for t in trials:
+            assert t.received > 0 and t.cpu, t
+            assert "tester_bound" in t.extra
+        assert {t.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
+        sut = db.suts(c.id)[0]
+        assert f'kind = "{kernel_port}"' in sut.config["toml"]
+        assert f'name = "{logic}"' in sut.config["toml"]
+        assert sut.config["tester_kernel_port"] == "afxdp"
+        assert not sut.config["tester"].endswith("pygen") and "tester_note" not in sut.config

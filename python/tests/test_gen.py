@@ -1,0 +1,44 @@
+"""The turnout-gen driver: which tester runs, and when it limited a trial."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import turnout.measure.gen as gen
+from turnout.measure.gen import find_gen
+
+
+def test_pygen_only_when_turnout_gen_is_missing(tmp_path, monkeypatch):
+    monkeypatch.delenv("TURNOUT_GEN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(gen, "REPO", tmp_path)
+    assert find_gen() == [sys.executable, "-m", "turnout.measure.pygen"]
+    assert find_gen(allow_pygen=False) is None
+    built = tmp_path / "target" / "release" / "turnout-gen"
+    built.parent.mkdir(parents=True)
+    built.write_text("#!/bin/sh\n")
+    built.chmod(0o755)
+    assert find_gen() == [str(built)]
+    monkeypatch.setenv("TURNOUT_GEN", "/opt/x/turnout-gen")
+    assert find_gen() == ["/opt/x/turnout-gen"]
+
+
+@pytest.mark.parametrize(("load", "sent", "received", "full", "bound"), [
+    (0, 1000, 1000, 0, True),     # saturating, nothing lost, never pushed back: tester's ceiling
+    (0, 1000, 900, 0, False),     # the SUT lost frames: SUT-bound
+    (0, 1000, 1000, 5, False),    # lossless but the SUT pushed back (memif ring full)
+    (0, 0, 0, 0, False),          # nothing sent: not a ceiling
+    (10_000, 9_990, 9_990, 0, False),  # kept the rate
+    (10_000, 5_000, 5_000, 0, True),   # could not make the rate on its own
+    (10_000, 5_000, 5_000, 3, False),  # slowed by back-pressure
+])
+def test_tester_bound(load, sent, received, full, bound):
+    assert gen.tester_bound(load, 1.0, 1, sent, received, full) is bound
+
+
+def test_tester_bound_counts_every_stream():
+    # two streams at 10 kpps for 1 s: 20 000 expected
+    assert not gen.tester_bound(10_000, 1.0, 2, 19_800, 19_800, 0)
+    assert gen.tester_bound(10_000, 1.0, 2, 10_000, 10_000, 0)
