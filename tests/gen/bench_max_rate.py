@@ -94,9 +94,16 @@ class Testpmd:
         return t, rx, tx
 
     def close(self) -> None:
+        # "quit" lets testpmd close its ports (and detach an AF_XDP
+        # program); kill only if it does not exit.
         if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+            try:
+                self.cmd("stop")
+                self.cmd("quit")
+                self.p.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
         shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
 
 
@@ -152,6 +159,13 @@ class Veth:
                         "netns", self.b], check=True)
         subprocess.run(["ip", "-n", self.a, "link", "set", "va", "up"], check=True)
         subprocess.run(["ip", "-n", self.b, "link", "set", "vb", "up"], check=True)
+
+    def detach(self) -> None:
+        """Removes any XDP program left on the veth ends."""
+        for ns, dev in ((self.a, "va"), (self.b, "vb")):
+            for mode in ("xdp", "xdpgeneric"):
+                subprocess.run(["ip", "-n", ns, "link", "set", "dev", dev, mode, "off"], check=False,
+                               stderr=subprocess.DEVNULL)
 
     def close(self) -> None:
         for ns in (self.a, self.b):
@@ -228,8 +242,11 @@ def main() -> int:
                         for client in ("gen", "testpmd"):  # interleaved
                             n += 1
                             try:
-                                r = memif_run(client, direction, size, a.window_s, n) if path == "memif" \
-                                    else afxdp_run(v, client, direction, size, a.window_s, n)
+                                if path == "memif":
+                                    r = memif_run(client, direction, size, a.window_s, n)
+                                else:
+                                    v.detach()
+                                    r = afxdp_run(v, client, direction, size, a.window_s, n)
                             except Exception as e:  # noqa: BLE001 - one failed run is reported, not fatal
                                 print(f"  {path} {client} {direction} {size}: failed: {e}", file=sys.stderr)
                                 continue
