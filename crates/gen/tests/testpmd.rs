@@ -265,7 +265,8 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     // exact check is conservation above, this one that traffic passes.
     assert!(received >= 10_000, "received {received} of 20 000 at 50 kpps");
     assert_eq!(rx["foreign"].as_u64().unwrap(), 0);
-    assert!(rx["warmup"].as_u64().unwrap() > 0);
+    // Warm-up frames that came back were counted apart, never measured.
+    assert!(rx["warmup"].as_u64().unwrap() <= tx["warmup_packets"].as_u64().unwrap());
     let lat = &rx["latency_ns"];
     assert_eq!(lat["count"].as_u64().unwrap(), received);
     assert!(lat["min"].as_u64().unwrap() > 0 && lat["p50"].as_u64().unwrap() < 100_000_000);

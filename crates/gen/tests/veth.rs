@@ -78,12 +78,12 @@ fn stop(c: &Child) {
 
 /// tx in namespace a → veth → rx in namespace b: the receiver counts every
 /// frame the sender handed to its port, with nothing lost or foreign.
-fn one_way(kind: &str, extra: &[&str]) {
+fn one_way(tag: &str, kind: &str, extra: &[&str]) {
     if !is_root() {
         eprintln!("SKIP: needs root for namespaces and {kind}");
         return;
     }
-    let w = Wire::new(&kind[..2]);
+    let w = Wire::new(tag);
     let rx = w.spawn(&w.b, &["rx", "--port", &format!("{kind}:vb"), "--wait-peer-s", "5"]);
     std::thread::sleep(Duration::from_millis(700)); // receiver bound
     let mut args = vec![
@@ -108,15 +108,15 @@ fn one_way(kind: &str, extra: &[&str]) {
 
 #[test]
 fn af_packet_ipv4() {
-    one_way("afpacket", &["--size", "64"]);
+    one_way("p4", "afpacket", &["--size", "64"]);
 }
 
 #[test]
 fn af_packet_ipv6_vlan_imix() {
-    one_way("afpacket", &["--ipv6", "--vlan", "10", "--imix", "--flows", "8", "--vary", "src-port,dst-ip"]);
+    one_way("p6", "afpacket", &["--ipv6", "--vlan", "10", "--imix", "--flows", "8", "--vary", "src-port,dst-ip"]);
 }
 
 #[test]
 fn af_xdp_ipv4_1518() {
-    one_way("afxdp", &["--size", "1518"]);
+    one_way("x4", "afxdp", &["--size", "1518"]);
 }
