@@ -11,8 +11,8 @@
 //!   (Fig. 11), implemented here as the reference.
 //! - (d) `incast`: 1..4 workers sending into one destination at once
 //!   (Fig. 12, destination-port parallelism); reference: one worker.
-//! - (e) `logic`: `bridge` vs `patch` cost per packet through the whole
-//!   fabric (Fig. 16).
+//! - (e) `logic`: `bridge`, `l4filter`, `demux` vs `patch` cost per packet
+//!   through the whole fabric, on 64 B UDP frames (Fig. 16).
 //!
 //! Sources are synthetic ports whose receive queue hands out the same frame
 //! forever (no sender thread competing for the 2 cores); sinks copy every
@@ -199,8 +199,13 @@ struct Rig {
 /// Port 0 is a source of `len`-byte frames, ports 1..=dests are sinks,
 /// then `idle` idle sinks.
 fn rig(len: usize, batch: usize, dests: usize, idle: usize) -> Rig {
+    rig_with(&frame(len), batch, dests, idle)
+}
+
+/// Like `rig`, with a given source frame.
+fn rig_with(f: &[u8], batch: usize, dests: usize, idle: usize) -> Rig {
     let max = 1 + dests + idle + 1;
-    let src = Source::new(&frame(len));
+    let src = Source::new(f);
     let rxq = src.take_rx(0).unwrap();
     let mut table = PortTable::new(max);
     table = table.with(Arc::new(PortEntry::new(0, "src", src)));
@@ -421,23 +426,44 @@ fn incast(c: &mut Criterion) {
 
 // ---------------------------------------------------------------- (e)
 
+fn udp_frame(len: usize) -> Vec<u8> {
+    use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
+    use wire::mac::MacAddr;
+    let spec = UdpFrameSpec::new(
+        MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+        MacAddr([0x02, 0, 0, 0, 0, 0x02]),
+        IpPair::V4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()),
+        1234,
+        5001,
+    );
+    let mut f = vec![0u8; len];
+    write_udp_frame(&spec, &mut f, len).unwrap();
+    f
+}
+
 fn logics(c: &mut Criterion) {
     let mut g = c.benchmark_group("e_logic");
     g.throughput(Throughput::Elements(256));
     let patch = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
     let bridge = logic::build("bridge", &serde_json::json!(null)).unwrap();
+    let l4filter = logic::build("l4filter", &serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap();
+    let demux = logic::build(
+        "demux",
+        &serde_json::json!({"default": 2, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 1}]}),
+    )
+    .unwrap();
     // Teach the bridge where the destination MAC lives (a frame from port 1).
     {
-        let mut learn = frame(60);
+        let mut learn = udp_frame(64);
         learn[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
         learn[0..6].fill(0xff);
         // SAFETY: the buffer outlives the view.
-        let mut p = [unsafe { fabric::Pkt::new(learn.as_mut_ptr(), 60, 1, 0) }];
+        let mut p = [unsafe { fabric::Pkt::new(learn.as_mut_ptr(), 64, 1, 0) }];
         let mut v = [Verdict::Flood];
         bridge.classify(&Ctx { now_ns: 1, worker: 0 }, 1, &mut p, &mut v);
     }
-    for (name, l) in [("patch", &patch), ("bridge", &bridge)] {
-        let mut r = rig(60, 256, 1, 0);
+    for (name, l) in [("patch", &patch), ("bridge", &bridge), ("l4filter", &l4filter), ("demux", &demux)] {
+        let mut r = rig_with(&udp_frame(64), 256, 2, 0);
         assert_eq!(r.step(l.as_ref()), 256, "{name} must forward every frame to port 1");
         g.bench_function(BenchmarkId::new("logic", name), |b| {
             b.iter_custom(|it| timed("e", name, it, || r.step(l.as_ref())))
