@@ -35,6 +35,7 @@ class FakeBench:
         self.fail_after = fail_after
         self.missing = missing
         self.sessions: list[tuple[str, Point]] = []
+        self.retargets: list[tuple[str, Point]] = []
 
     def host(self) -> Host:
         return Host(hostname="fake", cores=2)
@@ -55,7 +56,7 @@ class FakeBench:
                 return model.measure(duration_s, load_pps)
 
         def retarget(p: Point) -> None:
-            bench.sessions.append((sut, p))
+            bench.retargets.append((sut, p))
 
         yield Session(measurer=Counting(), sut=Sut(name=sut, version="1"), virtual_port="",
                       retarget=retarget)
@@ -84,7 +85,8 @@ def test_sessions_are_shared_across_frame_sizes(tmp_path):
     with ResultsDB(tmp_path / "r.db") as db:
         c = run_campaign(parse(doc), db, bench)
         assert len(db.results(c.id, status="ok")) == 6
-    sizes = [(s, p.frame_size_b) for s, p in bench.sessions]
+    assert [(s, p.frame_size_b) for s, p in bench.sessions] == [("wire", 64), ("bridge", 64)]
+    sizes = [(s, p.frame_size_b) for s, p in bench.retargets]
     assert sizes == [("wire", 64), ("wire", 512), ("wire", 1518),
                      ("bridge", 64), ("bridge", 512), ("bridge", 1518)]
 
