@@ -93,7 +93,7 @@ pub struct WorkerCounters {
     pub busy_cycles: AtomicU64,
     /// Cycles spent polling empty queues or sleeping.
     pub idle_cycles: AtomicU64,
-    /// Times the worker went to sleep waiting for a notification.
+    /// Times the worker slept: waiting in epoll, or napping under light load.
     pub sleeps: AtomicU64,
     /// Receive queues currently owned.
     pub rx_queues: AtomicU64,

@@ -139,7 +139,7 @@ pub struct WorkerStats {
     pub busy_ns: u64,
     /// Idle time, ns.
     pub idle_ns: u64,
-    /// Times it went to sleep.
+    /// Times it slept (epoll wait or light-load nap).
     pub sleeps: u64,
     /// busy_cycles / packets.
     pub cycles_per_packet: f64,

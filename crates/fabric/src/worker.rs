@@ -9,8 +9,17 @@
 //!   queues are watched through epoll (looked at without waiting every
 //!   `EPOLL_EVERY` iterations while other queues are busy). When every queue
 //!   is armed the worker sleeps in epoll. A queue whose fd fires is
-//!   disarmed and polled again. So CPU use follows load, while a busy queue
-//!   still gets poll-mode latency.
+//!   disarmed and polled again.
+//!   Light but steady traffic never leaves a queue empty for long, so on
+//!   top of that the worker moderates itself as a NIC moderates interrupts:
+//!   while it was busy less than `LIGHT_UTIL_PCT` % of the last ~1 ms, it
+//!   naps after each batch and lets frames gather in the rings: the nap
+//!   starts at 5 µs, doubles (up to `NAP_MAX_US`) while wakes find less
+//!   than half a batch, halves when they find a full one. So CPU use
+//!   follows load, while a worker busy a quarter of the time or more polls
+//!   (poll-mode latency); a nap adds at most `NAP_MAX_US` of latency at low
+//!   load. Each sleep costs a wake-up, which on virtual machines can be
+//!   tens of µs of CPU: that is why the naps aim at large batches.
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
@@ -33,6 +42,12 @@ use crate::sys::{self, Epoll, EventFd};
 pub const IDLE_POLLS: u32 = 2048;
 /// While some queues are busy, look at armed queues every this many loops.
 pub const EPOLL_EVERY: u32 = 64;
+/// A worker busy less than this share of a window (%) is lightly loaded.
+pub const LIGHT_UTIL_PCT: u64 = 25;
+/// Utilisation window, in cycles (about a millisecond).
+const WINDOW_CYCLES: u64 = 1 << 21;
+/// Longest nap under light load (µs).
+pub const NAP_MAX_US: u64 = 250;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
 /// Ethernet header length: anything shorter is a runt.
@@ -144,6 +159,11 @@ pub fn run(
     let c = &shared.counters;
     let mut iter: u32 = 0;
     let mut last = sys::cycles();
+    let mut nap_us = 0u64;
+    let (mut light, mut win_start, mut win_cycles, mut win_busy) = (false, last, 0u64, 0u64);
+    if mode == WakeupMode::Adaptive {
+        sys::set_timer_slack_ns(1_000);
+    }
 
     loop {
         shared.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -238,10 +258,11 @@ pub fn run(
         drop(table_g);
 
         let now = sys::cycles();
+        let busy_this = now.wrapping_sub(last);
         if moved > 0 {
             c.packets.fetch_add(moved, Relaxed);
             c.batches.fetch_add(1, Relaxed);
-            c.busy_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            c.busy_cycles.fetch_add(busy_this, Relaxed);
         } else {
             c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
         }
@@ -256,13 +277,53 @@ pub fn run(
             continue;
         }
 
-        // Adaptive: look at armed queues now and then, or sleep when all are.
+        // Adaptive, light load: nap so frames gather (interrupt moderation).
+        // Only while the worker was busy less than `LIGHT_UTIL_PCT` % of the
+        // last window, so medium and high loads keep poll-mode latency. The
+        // nap doubles while a wake finds less than half a batch and halves
+        // when it finds a full one; below 5 µs the worker polls again.
+        win_cycles += now.wrapping_sub(win_start);
+        win_start = now;
+        if moved > 0 {
+            win_busy += busy_this;
+        }
+        if win_cycles >= WINDOW_CYCLES {
+            light = win_busy * 100 < win_cycles * LIGHT_UTIL_PCT;
+            win_cycles = 0;
+            win_busy = 0;
+        }
+        let cap = batch_cap as u64;
+        if !light {
+            nap_us = 0;
+        } else if moved > 0 {
+            if nap_us == 0 {
+                nap_us = 5;
+            } else if moved >= cap {
+                nap_us /= 2;
+            } else if moved < cap / 2 {
+                nap_us = (nap_us * 2).min(NAP_MAX_US);
+            }
+            if nap_us < 5 {
+                nap_us = 0;
+            }
+        }
+        let napped = moved > 0 && nap_us > 0;
+        if napped {
+            c.sleeps.fetch_add(1, Relaxed);
+            std::thread::sleep(std::time::Duration::from_micros(nap_us));
+            let now = sys::cycles();
+            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            last = now;
+        }
+
+        // Adaptive: look at armed queues now and then (and after every nap),
+        // or sleep when all are armed.
         iter = iter.wrapping_add(1);
         let all_armed = unarmed == 0;
         let any_armed = slots.iter().any(|s| s.armed);
         let timeout = if all_armed {
             SLEEP_MS
-        } else if any_armed && iter % EPOLL_EVERY == 0 {
+        } else if any_armed && (napped || iter % EPOLL_EVERY == 0) {
             0
         } else if moved == 0 && slots.iter().all(|s| s.armed || s.fd.is_none()) && unarmed > 0
             && slots.iter().filter(|s| !s.armed).all(|s| s.idle >= IDLE_POLLS)
