@@ -12,7 +12,7 @@ APT_PACKAGES=(
   openvswitch-switch openvswitch-switch-dpdk   # OVS userspace (afxdp) and OVS-DPDK peers
   iperf3 iputils-ping netsniff-ng tcpdump      # kernel-stack peers and tools
   chromium                     # report rendering test
-  qemu-system-x86 busybox-static cpio          # vhost-user guest test
+  qemu-system-x86 busybox-static lz4           # vhost-user guest test (tests/vm)
 )
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: must run as root (apt, namespaces, hugepages)" >&2; exit 1; }; }
