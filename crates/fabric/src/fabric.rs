@@ -458,7 +458,7 @@ mod tests {
     use crate::port::RxQueue;
 
     /// Test logic: the verdict is written in the frame (bytes 14..17).
-    struct FromFrame(Vec<PortId>);
+    pub(super) struct FromFrame(pub(super) Vec<PortId>);
 
     impl Logic for FromFrame {
         fn name(&self) -> &'static str {
@@ -665,32 +665,6 @@ mod props {
     use crate::pipe::{pipe, PipeConfig};
     use proptest::prelude::*;
 
-    struct L(Vec<PortId>);
-    impl Logic for L {
-        fn name(&self) -> &'static str {
-            "l"
-        }
-        fn classify(&self, _: &crate::logic::Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
-            for (p, v) in pkts.iter().zip(v.iter_mut()) {
-                let d = p.data();
-                let arg = u16::from_be_bytes([d[15], d[16]]);
-                *v = match d[14] {
-                    0 => Verdict::Port(arg),
-                    1 => Verdict::Flood,
-                    2 => Verdict::Group(arg),
-                    _ => Verdict::Drop(DropReason::Policy),
-                };
-            }
-        }
-        fn group_members(&self, g: GroupId) -> &[PortId] {
-            if g == 7 {
-                &self.0
-            } else {
-                &[]
-            }
-        }
-    }
-
     proptest! {
         #[test]
         fn ingress_drops_are_counted_once_per_frame(rounds in proptest::collection::vec((0u16..5, proptest::collection::vec((0u8..4, 0u16..8), 1..32)), 1..6)) {
@@ -723,7 +697,7 @@ mod props {
             batch.port = src;
             let n = rxq.burst(&mut batch);
             let mut v = vec![Verdict::Flood; n];
-            let logic = L(group.clone());
+            let logic = super::tests::FromFrame(group.clone());
             logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, batch.pkts_mut(), &mut v);
             let entry = table.get(src).unwrap().clone();
             fwd.forward(&table, &logic, &entry, batch.pkts(), &v);
