@@ -18,11 +18,11 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 
 use crate::batch::Pkt;
 use crate::counters::PortCounters;
 use crate::drop::DropReason;
+use crate::lock::SpinLock;
 use crate::logic::{GroupId, Logic, Verdict};
 use crate::port::{Port, PortId, TxQueue};
 
@@ -69,7 +69,7 @@ impl PortEntry {
 /// Reservation state of one destination queue: leases handed out, in order.
 #[repr(align(64))]
 #[derive(Default)]
-struct TxLock(Mutex<Leases>);
+struct TxLock(SpinLock<Leases>);
 
 struct Leases {
     /// Sequence number of the next lease.

@@ -10,6 +10,7 @@
 //! - [`worker`]: the per-core loop and its wake-up model.
 //! - [`switch`]: workers + port table + logic, and the control operations.
 //! - [`pipe`]: the in-process port used by tests and benches.
+//! - [`lock`]: the spin lock guarding a destination's leases.
 //! - [`drop`], [`counters`]: named drop reasons and counters.
 //!
 //! Invariants: the data path (receive, classify, forward) never allocates,
@@ -27,6 +28,7 @@ pub mod batch;
 pub mod counters;
 pub mod drop;
 pub mod fabric;
+pub mod lock;
 pub mod logic;
 pub mod pipe;
 pub mod port;
