@@ -27,6 +27,7 @@ test-rust:
 
 test-python:
 	$(PY)/pytest -q python/tests
+	$(PY)/pytest -q tests/turnoutd
 
 # The main job: the default campaign (every scenario, every available SUT,
 # 64 B and 1518 B) and its report.
