@@ -351,36 +351,47 @@ fn cooldown_wait(s: f64) {
     }
 }
 
+/// The sending loop of `tx` and `txrx`: sends until the plan is done, a
+/// signal arrives or the port stalls; `each` runs once per round before
+/// sending (txrx receives there) and returns (received, lost) for the
+/// interval lines. Returns why it stopped and the stall error, if any.
+fn send_until_done(
+    s: &mut Sender<'_>,
+    port: &dyn Port,
+    t: &Traffic,
+    g: &General,
+    start: u64,
+    mut each: impl FnMut() -> (u64, u64),
+) -> (&'static str, Option<String>) {
+    let mut iv = Interval::new(g, start);
+    let mut stall = Stall::new(start);
+    loop {
+        let now = now_ns();
+        if stop_requested() {
+            s.stop(now);
+            return ("signal", None);
+        }
+        let (rx, lost) = each();
+        s.poll(now);
+        if s.done() {
+            return (if t.count.is_some() { "count" } else { "duration" }, None);
+        }
+        let sent = s.stats.packets + s.stats.warmup_packets;
+        if stall.stalled(now, sent) {
+            s.stop(now);
+            return ("stalled", Some(stall_error(port)));
+        }
+        tick(&mut iv, now, sent, rx, lost);
+    }
+}
+
 fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     let (gen, sizes) = frame_gen(&a.traffic)?;
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     pin(&a.general)?;
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let mut iv = Interval::new(&a.general, start);
-    let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
-    let mut stall = Stall::new(start);
-    let mut error = None;
-    loop {
-        let now = now_ns();
-        if stop_requested() {
-            s.stop(now);
-            stopped_by = "signal";
-            break;
-        }
-        s.poll(now);
-        if s.done() {
-            break;
-        }
-        let sent = s.stats.packets + s.stats.warmup_packets;
-        if stall.stalled(now, sent) {
-            s.stop(now);
-            stopped_by = "stalled";
-            error = Some(stall_error(port.as_ref()));
-            break;
-        }
-        tick(&mut iv, now, sent, 0, 0);
-    }
+    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || (0, 0));
     let window = s.window(now_ns());
     cooldown_wait(a.traffic.cooldown_s);
     let mut config = traffic_config(&a.traffic, &sizes);
@@ -406,31 +417,10 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     let mut r = Receiver::new(a.touch);
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let mut iv = Interval::new(&a.general, start);
-    let mut stopped_by = if a.traffic.count.is_some() { "count" } else { "duration" };
-    let mut stall = Stall::new(start);
-    let mut error = None;
-    loop {
-        let now = now_ns();
-        if stop_requested() {
-            s.stop(now);
-            stopped_by = "signal";
-            break;
-        }
+    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
         r.poll(rxq.as_mut(), &mut batch);
-        s.poll(now);
-        if s.done() {
-            break;
-        }
-        let sent = s.stats.packets + s.stats.warmup_packets;
-        if stall.stalled(now, sent) {
-            s.stop(now);
-            stopped_by = "stalled";
-            error = Some(stall_error(port.as_ref()));
-            break;
-        }
-        tick(&mut iv, now, sent, r.packets + r.warmup, r.lost());
-    }
+        (r.packets + r.warmup, r.lost())
+    });
     let window = s.window(now_ns());
     // Cool-down: keep receiving the frames still in flight.
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
