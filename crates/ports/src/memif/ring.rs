@@ -263,6 +263,8 @@ impl MemifRx {
         let mut pos = self.pending;
         let (mut n, mut chained, mut oversize) = (0usize, 0u64, 0u64);
         'frames: while todo > 0 && batch.room() > 0 {
+            // The peer core wrote these descriptors: fetch ahead.
+            region.prefetch_read(ring.desc_off(pos.wrapping_add(RX_PREFETCH_AHEAD)));
             let d = Desc::from_bytes(region.read16(ring.desc_off(pos)));
             let (r, off, len) = match check_desc(&d, &c.region_lens) {
                 Ok(x) => x,
@@ -475,6 +477,12 @@ impl Drop for MemifRx {
 // Transmit
 // ---------------------------------------------------------------------------
 
+/// How many descriptors ahead a receive burst prefetches.
+const RX_PREFETCH_AHEAD: u16 = 8;
+
+/// How many ring slots ahead a client's transmit prefetches its buffers.
+const TX_PREFETCH_AHEAD: u16 = 8;
+
 /// Fabric slot indexes, only touched under the destination's fabric lock.
 struct Idx {
     reserved: u64,
@@ -616,6 +624,13 @@ impl TxQueue for MemifTx {
                     }
                 }
                 Role::Client => {
+                    // Our own buffers sit at fixed places: ask for the lines
+                    // of a slot a few frames ahead now, while the peer core
+                    // may still hold them from reading them last lap.
+                    let ahead = pos.wrapping_add(TX_PREFETCH_AHEAD);
+                    c.regions[ring.buf_region as usize]
+                        .prefetch_write(ring.buf_base + (ahead & ring.mask) as usize * c.buffer_b);
+                    region.prefetch_write(ring.desc_off(ahead));
                     (ring.buf_region as usize, ring.buf_base + (pos & ring.mask) as usize * c.buffer_b, c.buffer_b)
                 }
             };
