@@ -22,6 +22,9 @@ use crate::sys::{now_ns, OwnedTx};
 /// counted in `untracked`.
 pub const MAX_STREAMS: usize = 1024;
 
+/// How many frames ahead the receiver prefetches.
+const PREFETCH_AHEAD: usize = 4;
+
 /// Pause hints an unpaced sender spins after finding its ring full.
 const FULL_BACKOFF_SPINS: u32 = 64;
 
@@ -144,7 +147,8 @@ impl<'a> Sender<'a> {
         }
     }
 
-    /// Sends one burst if one is due at `now`. Returns frames sent.
+    /// Sends one burst if one is due at `now`, which must be a fresh clock
+    /// reading: it is the send timestamp the frames carry. Returns frames sent.
     #[inline]
     pub fn poll(&mut self, now: u64) -> u64 {
         if self.end_ns.is_some() || !self.pacer.due(now) {
@@ -204,7 +208,9 @@ impl<'a> Sender<'a> {
         if k > 0 {
             let first = self.tx.reserve(slots as u32);
             let mut slot = first;
-            let ts = now_ns();
+            // The caller read the clock just before calling: the send
+            // timestamp of the whole burst (one clock read per burst).
+            let ts = now;
             let mut bytes = 0u64;
             for _ in 0..k {
                 let ti = self.gen.peek_template(0);
@@ -380,7 +386,16 @@ impl Receiver {
         let n = rxq.burst(batch);
         if n > 0 {
             let now = now_ns();
-            for p in batch.pkts() {
+            let pkts = batch.pkts();
+            for q in pkts.iter().take(PREFETCH_AHEAD) {
+                q.prefetch();
+            }
+            for (i, p) in pkts.iter().enumerate() {
+                // The frames were just written by a peer on another core:
+                // start fetching a few ahead.
+                if let Some(q) = pkts.get(i + PREFETCH_AHEAD) {
+                    q.prefetch();
+                }
                 self.frame(p.data(), now);
             }
             batch.clear();

@@ -366,12 +366,13 @@ fn send_until_done(
     let mut iv = Interval::new(g, start);
     let mut stall = Stall::new(start);
     loop {
+        // Receive first: `now` then stamps the burst sent right after it.
+        let (rx, lost) = each();
         let now = now_ns();
         if stop_requested() {
             s.stop(now);
             return ("signal", None);
         }
-        let (rx, lost) = each();
         s.poll(now);
         if s.done() {
             return (if t.count.is_some() { "count" } else { "duration" }, None);
