@@ -42,3 +42,17 @@ def test_tester_bound_counts_every_stream():
     # two streams at 10 kpps for 1 s: 20 000 expected
     assert not gen.tester_bound(10_000, 1.0, 2, 19_800, 19_800, 0)
     assert gen.tester_bound(10_000, 1.0, 2, 10_000, 10_000, 0)
+
+
+@pytest.mark.parametrize(("attempts", "pushback", "bursts", "backlog", "bound"), [
+    (10_000, 0, 5_000, 0, True),         # never pushed back, receiver kept up: tester's ceiling
+    (10_000, 50, 5_000, 0, True),        # 0.5 % pushed back: still the tester
+    (10_000, 6_000, 5_000, 0, False),    # the SUT did not drain the ring: SUT-bound
+    (10_000, 6_000, 5_000, 4_000, True),  # ...but the receiver was behind: the tester
+    (10_000, 6_000, 5_000, 400, False),  # 8 % backlog bursts: receiver not behind, SUT-bound
+])
+def test_tester_bound_from_back_pressure_and_receive_backlog(attempts, pushback, bursts, backlog,
+                                                             bound):
+    # saturating, lossless (a memif path never drops: it pushes back)
+    assert gen.tester_bound(0, 1.0, 1, 1000, 1000, 0, attempts, pushback, bursts,
+                            backlog) is bound

@@ -43,6 +43,11 @@ pub struct TxStats {
     pub warmup_full: u64,
     /// Largest number of frames the sender was behind its schedule.
     pub behind_max: u64,
+    /// Bursts the sender tried to send in the measured window.
+    pub attempts: u64,
+    /// Of those, the ones the port had room for fewer frames than due
+    /// (back-pressure: the peer did not drain the port fast enough).
+    pub pushback: u64,
 }
 
 /// What the sender should do.
@@ -186,7 +191,13 @@ impl<'a> Sender<'a> {
         }
         // How many of the next n frames fit.
         let free = self.tx.free_slots() as u64;
+        if !warm {
+            self.stats.attempts += 1;
+        }
         if free == 0 && !paced {
+            if !warm {
+                self.stats.pushback += 1;
+            }
             // Full ring, nothing due by a schedule: let the consumer work
             // for a moment instead of pulling its index's cache line over
             // again at once (~1 µs, about one burst of 64 B frames).
@@ -204,6 +215,9 @@ impl<'a> Sender<'a> {
             }
             slots += s;
             k += 1;
+        }
+        if k < n && !warm {
+            self.stats.pushback += 1;
         }
         if k > 0 {
             let first = self.tx.reserve(slots as u32);
@@ -304,6 +318,14 @@ pub struct Receiver {
     touch: bool,
     /// Running sum of the touched bytes (printed, so it cannot be elided).
     pub touch_sum: u64,
+    /// Bursts that brought frames.
+    pub bursts: u64,
+    /// Of those, the ones that filled the whole batch right after a burst
+    /// that did too: frames kept waiting, the receiver was behind its peer.
+    /// (One full batch alone is no sign: a peer may publish a batch's worth
+    /// at once.)
+    pub backlog_bursts: u64,
+    last_full: bool,
 }
 
 impl Receiver {
@@ -324,6 +346,9 @@ impl Receiver {
             last_ns: 0,
             touch,
             touch_sum: 0,
+            bursts: 0,
+            backlog_bursts: 0,
+            last_full: false,
         }
     }
 
@@ -385,6 +410,12 @@ impl Receiver {
         batch.clear();
         let n = rxq.burst(batch);
         if n > 0 {
+            self.bursts += 1;
+            let full = batch.room() == 0;
+            if full && self.last_full {
+                self.backlog_bursts += 1;
+            }
+            self.last_full = full;
             let now = now_ns();
             let pkts = batch.pkts();
             for q in pkts.iter().take(PREFETCH_AHEAD) {
@@ -734,9 +765,66 @@ mod tests {
         assert_eq!(s.stats.packets, 64);
         let due = s.stats.packets + s.stats.full;
         assert!((9_900..=10_100).contains(&due), "{due}");
+        // Paced at 1 Mpps in bursts of 32: ~312 attempts; two took a whole
+        // burst, every later one was pushed back.
+        assert!((300..=325).contains(&s.stats.attempts), "{:?}", s.stats);
+        assert_eq!(s.stats.pushback, s.stats.attempts - 2);
         let mut seqs = Vec::new();
         peer.recv(0, 1000, |f| seqs.push(frame::parse(f).unwrap().seq));
         assert_eq!(seqs, (0..64).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn back_pressure_is_counted_unpaced_and_a_receiver_behind_is_seen() {
+        // Unpaced into a 64-slot pipe nobody drains: after two whole bursts
+        // every attempt is pushed back.
+        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let gen = FrameGen::new(&spec(), &[64]).unwrap();
+        // SAFETY: the test thread is the only sender on this queue.
+        let tx = unsafe { OwnedTx::new(port.tx(0)) };
+        let mut s = Sender::new(tx, gen, plan(0.0, None, 2_000_000, 0), now_ns(), 2048).unwrap();
+        while !s.done() {
+            s.poll(now_ns());
+        }
+        assert_eq!(s.stats.packets, 64);
+        assert!(s.stats.attempts > 10, "{:?}", s.stats);
+        assert_eq!(s.stats.pushback, s.stats.attempts - 2);
+        // Drained at once: no back-pressure.
+        let mut s2 = {
+            let gen = FrameGen::new(&spec(), &[64]).unwrap();
+            // SAFETY: as above (the first sender is done with the queue).
+            let tx = unsafe { OwnedTx::new(port.tx(0)) };
+            Sender::new(tx, gen, plan(0.0, Some(32 * 20), 0, 0), now_ns(), 2048).unwrap()
+        };
+        peer.recv(0, 1000, |_| {});
+        while !s2.done() {
+            s2.poll(now_ns());
+            peer.recv(0, 1000, |_| {});
+        }
+        assert_eq!((s2.stats.packets, s2.stats.pushback), (32 * 20, 0), "{:?}", s2.stats);
+
+        // A receiver with 600 frames waiting and a 256-frame batch: two full
+        // bursts in a row (behind: one backlog burst), then a partial one;
+        // then one full batch alone is no backlog.
+        let (port, mut peer) = pipe("r", PipeConfig { queues: 1, ring_slots: 1024, slot_b: 2048 }).unwrap();
+        let mut rxq = port.take_rx(0).unwrap();
+        let f = FrameGen::new(&spec(), &[64]).unwrap().next(1, 0, 0).to_vec();
+        let put = |peer: &mut fabric::PipePeer, n: usize| {
+            for _ in 0..n {
+                assert_eq!(peer.send(0, &[&f]), 1);
+            }
+        };
+        put(&mut peer, 600);
+        let mut r = Receiver::new(false);
+        let mut batch = RxBatch::with_capacity(256);
+        assert_eq!(r.poll(rxq.as_mut(), &mut batch), 256);
+        assert_eq!(r.poll(rxq.as_mut(), &mut batch), 256);
+        assert_eq!(r.poll(rxq.as_mut(), &mut batch), 88);
+        put(&mut peer, 256);
+        assert_eq!(r.poll(rxq.as_mut(), &mut batch), 256);
+        assert_eq!(r.poll(rxq.as_mut(), &mut batch), 0);
+        assert_eq!((r.bursts, r.backlog_bursts), (4, 1));
     }
 
     #[test]

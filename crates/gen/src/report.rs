@@ -62,6 +62,11 @@ pub struct TxSection {
     pub warmup_full: u64,
     /// Most frames the sender ever was behind its schedule.
     pub behind_max: u64,
+    /// Bursts tried in the measured window.
+    pub attempts: u64,
+    /// Of those, bursts the port had room for fewer frames than due
+    /// (back-pressure from the peer).
+    pub pushback: u64,
 }
 
 impl TxSection {
@@ -78,6 +83,8 @@ impl TxSection {
             warmup_packets: st.warmup_packets,
             warmup_full: st.warmup_full,
             behind_max: st.behind_max,
+            attempts: st.attempts,
+            pushback: st.pushback,
         }
     }
 }
@@ -120,6 +127,11 @@ pub struct RxSection {
     /// Touch checksum (with --touch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub touch_sum: Option<u64>,
+    /// Receive bursts that brought frames (whole run, warm-up included).
+    pub bursts: u64,
+    /// Of those, bursts that filled the receive batch right after one that
+    /// did too: frames kept waiting, the receiver was behind its peer.
+    pub backlog_bursts: u64,
 }
 
 impl RxSection {
@@ -148,6 +160,8 @@ impl RxSection {
             streams,
             latency_future: r.latency.future,
             touch_sum: touch.then_some(r.touch_sum),
+            bursts: r.bursts,
+            backlog_bursts: r.backlog_bursts,
         }
     }
 }

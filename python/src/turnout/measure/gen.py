@@ -203,6 +203,7 @@ class GenMeasurer:
     def _combine(self, docs: list[tuple[str, Stream, dict[str, Any]]], duration_s: float,
                  load_pps: float, before: dict, after: dict, wall_s: float) -> TrialCounts:
         sent = received = tx_full = 0
+        attempts = pushback = bursts = backlog_bursts = 0
         tx_dur = 0.0
         latencies = []
         jitter = None
@@ -211,9 +212,13 @@ class GenMeasurer:
             if "tx" in doc:
                 sent += int(doc["tx"]["packets"])
                 tx_full += int(doc["tx"].get("full", 0))
+                attempts += int(doc["tx"].get("attempts", 0))
+                pushback += int(doc["tx"].get("pushback", 0))
                 tx_dur = max(tx_dur, float(doc["tx"].get("duration_s", 0.0)))
             if "rx" in doc:
                 rx = doc["rx"]
+                bursts += int(rx.get("bursts", 0))
+                backlog_bursts += int(rx.get("backlog_bursts", 0))
                 mine = [st for st in rx.get("streams", []) if st.get("id") == s.id]
                 received += int(mine[0]["received"]) if mine else int(rx["packets"])
                 lat = rx.get("latency_ns")
@@ -239,22 +244,44 @@ class GenMeasurer:
             jitter_ns=jitter, cpu=cpu, cycles_per_packet=cycles,
             extra={"latency_by_stream": latencies, "streams": len(self.streams),
                    "tester": os.path.basename(self.cmd[-1]), "tx_full": tx_full,
+                   "tx_attempts": attempts, "tx_pushback": pushback,
+                   "rx_bursts": bursts, "rx_backlog_bursts": backlog_bursts,
                    "tester_bound": tester_bound(load_pps, dur, len(self.streams), sent,
-                                                received, tx_full)},
+                                                received, tx_full, attempts, pushback,
+                                                bursts, backlog_bursts)},
         )
 
 
+#: Share of send attempts the port must push back for the SUT to count as
+#: the limit of a saturating trial.
+PUSHBACK_MIN = 0.01
+#: Share of receive bursts that filled the batch right after a full one
+#: (frames kept waiting) above which the tester's receiver was behind.
+RX_BEHIND_MIN = 0.10
+
+
 def tester_bound(load_pps: float, duration_s: float, streams: int, sent: int, received: int,
-                 tx_full: int) -> bool:
+                 tx_full: int, attempts: int = 0, pushback: int = 0, bursts: int = 0,
+                 backlog_bursts: int = 0) -> bool:
     """Whether the tester, not the SUT, limited this trial.
 
-    As fast as possible (load 0): nothing was lost and the port never
-    pushed back (``tx_full``, e.g. a memif ring the SUT does not drain), so
-    the SUT took everything the tester could make: the rate is the tester's
-    ceiling, a lower bound of the SUT's. At a given load: the tester sent
-    less than 97 % of what was asked without being pushed back."""
+    The receiver was behind when at least 10 % of its bursts filled the
+    whole batch right after one that did too (``rx.backlog_bursts``: frames
+    kept waiting for it): the tester limited the trial whatever else
+    happened. As fast as possible (load 0): nothing was lost
+    and the port rarely pushed back (under 1 % of the sender's attempts
+    found less room than a burst; a memif ring the SUT does not drain fast
+    enough pushes back on most), so the SUT took everything the tester could
+    make: the rate is the tester's ceiling, a lower bound of the SUT's. At a
+    given load: the tester sent less than 97 % of what was asked without
+    being pushed back. Documents without the counters (the Python
+    reference tester) are judged on loss and ``tx_full`` alone."""
+    if bursts > 0 and backlog_bursts >= RX_BEHIND_MIN * bursts:
+        return True
     if tx_full > 0:
         return False
     if load_pps <= 0:
+        if attempts > 0 and pushback >= PUSHBACK_MIN * attempts:
+            return False
         return sent > 0 and received >= sent
     return sent < 0.97 * load_pps * duration_s * streams
