@@ -434,3 +434,23 @@ def test_empty_database_and_empty_campaign(tmp_path, capsys):
     buf = io.StringIO()
     print_summary(path, "nothing", file=buf)
     assert "no results in this campaign" in buf.getvalue()
+
+
+def test_tester_bound_searches_are_flagged_as_lower_bounds(tmp_path):
+    from turnout.report.queries import load_campaign, throughput_points
+    from turnout.report.summary import summary_text
+
+    with ResultsDB(tmp_path / "r.db") as db:
+        cid = db.add_campaign(Campaign(name="tb", spec={}, file="tb.toml", started_at=1.7e9,
+                                       status="done"))
+        for rep, bound in enumerate((True, False)):
+            rid = db.add_result(Result(campaign_id=cid, key=f"r{rep}", sut="turnoutd",
+                                       scenario="v2v", method="rplus", repetition=rep,
+                                       rate_pps=13e6, rx_pps=13e6, status="ok"))
+            db.add_trial(Trial(campaign_id=cid, result_id=rid, key=f"t{rep}", sut="turnoutd",
+                               scenario="v2v", method="rplus", repetition=rep, sent=100,
+                               received=100, status="ok", extra={"tester_bound": bound}))
+        data = load_campaign(db, "tb")
+        (p,) = throughput_points(data)
+        assert p.tester_bound == 1 and p.spread.n == 2
+        assert "tester1/2" in summary_text(data)

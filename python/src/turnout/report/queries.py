@@ -132,6 +132,9 @@ class ThroughputPoint:
     #: paired ratio to the reference SUT (median, min, max, n) when there is one
     ratio: Spread | None = None
     ratio_noisy: bool | None = None
+    #: repetitions whose search had a tester-bound trial (measure/gen.py:
+    #: tester_bound): for R+ the rate is the tester's, a lower bound of the SUT's
+    tester_bound: int = 0
 
     def __post_init__(self) -> None:
         self.spread = spread_of(list(self.by_rep.values()))
@@ -254,10 +257,15 @@ def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
     repetition numbers, else median over median.
     """
     reps: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    bound_results = {t.result_id for t in data.ok_trials
+                     if t.result_id is not None and t.extra.get("tester_bound")}
+    bound: Counter[PointKey] = Counter()
     for r in data.ok_results:
         if r.method in THROUGHPUT_METHODS:
             reps[PointKey.of(r)][int(r.repetition)] = float(r.rate_pps)
-    points = [ThroughputPoint(k, v) for k, v in sorted(reps.items())]
+            if r.id in bound_results:
+                bound[PointKey.of(r)] += 1
+    points = [ThroughputPoint(k, v, tester_bound=bound[k]) for k, v in sorted(reps.items())]
     groups: dict[tuple, list[ThroughputPoint]] = defaultdict(list)
     for p in points:
         groups[p.key.group()].append(p)
@@ -322,6 +330,9 @@ def _throughput_table(key: str, title: str, points: list[ThroughputPoint]) -> Ta
             flag.append("ratio within noise")
         if p.spread.n < 2:
             flag.append("n=1: spread unknown")
+        if p.tester_bound:
+            flag.append(f"tester-bound in {p.tester_bound}/{p.spread.n} "
+                        "(the tester's limit: a lower bound of the SUT's)")
         t.rows.append([
             k.scenario, k.direction, str(k.frame_size_b), k.extras(), k.sut_label(),
             METHOD_LABEL.get(k.method, k.method), str(p.spread.n), fmt_spread(p.mpps),

@@ -55,6 +55,8 @@ def summary_text(data: CampaignData) -> str:
                 mark.append("~ref")
             if p.spread.n < 2:
                 mark.append("n=1")
+            if p.tester_bound:
+                mark.append(f"tester{p.tester_bound}/{p.spread.n}")
             rows.append([k.scenario, k.direction, str(k.frame_size_b), k.extras(),
                          k.sut_label(), METHOD_LABEL.get(k.method, k.method), str(p.spread.n),
                          fmt_spread(p.mpps), fmt_pct(p.spread.rel), fmt(p.gbps.median),
@@ -63,7 +65,8 @@ def summary_text(data: CampaignData) -> str:
             ["scenario", "dir", "size", "point", "SUT", "method", "n", "Mpps [min-max]",
              "spread", "Gbps L1", "x ref", "mark"], rows),
             "mark: ~next = within noise of the next SUT below; ~ref = ratio to the reference "
-            "within noise; n=1 = one repetition, spread unknown.",
+            "within noise; n=1 = one repetition, spread unknown; testerK/N = the tester, not "
+            "the SUT, limited K of N repetitions (the rate is a lower bound of the SUT's).",
             GBPS_DEFINITION]
     lat = [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None
            and t.latency_p99_ns is not None]
