@@ -34,6 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import REPO, Testpmd, Turnoutd, port_toml, stop_pid, wait_for
 
+sys.path.insert(0, str(REPO / "python" / "src"))
+from turnout.measure.gen import tester_bound
+
 RELEASE = REPO / "target" / "release"
 TICK_HZ = os.sysconf("SC_CLK_TCK")
 
@@ -140,11 +143,18 @@ def gen_txrx(tx_spec: str, rx_spec: str, size: int, warm_s: float, dur_s: float)
     if r.returncode != 0:
         raise RuntimeError(f"turnout-gen failed ({r.returncode}): {r.stderr[-400:]}")
     doc = json.loads(r.stdout)
+    tx, rx = doc["tx"], doc["rx"]
     return {
-        "sink_rx_pps": doc["rx"]["rate_pps"],
-        "gen_tx_pps": doc["tx"]["rate_pps"],
-        "lost": doc["rx"]["lost"],
-        "latency_p50_ns": doc["rx"]["latency_ns"]["p50"],
+        "sink_rx_pps": rx["rate_pps"],
+        "gen_tx_pps": tx["rate_pps"],
+        "lost": rx["lost"],
+        "latency_p50_ns": rx["latency_ns"]["p50"],
+        # who limited the run (docs/bench.md, "Tester-bound trials")
+        "tester_bound": tester_bound(0, tx["duration_s"], 1, tx["packets"], rx["packets"],
+                                     0, tx["attempts"], tx["pushback"], rx["bursts"],
+                                     rx["backlog_bursts"]),
+        "tx_pushback": tx["pushback"] / max(1, tx["attempts"]),
+        "rx_backlog": rx["backlog_bursts"] / max(1, rx["bursts"]),
     }
 
 
@@ -157,6 +167,9 @@ def run_turnoutd_gen(tmp: Path, logic: str, size: int, warm_s: float, dur_s: flo
         w0, w1 = s0["workers"][0], s1["workers"][0]
         dp = w1["packets"] - w0["packets"]
         res["cycles_per_packet"] = (w1["busy_cycles"] - w0["busy_cycles"]) / dp if dp else None
+        busy = w1["busy_cycles"] - w0["busy_cycles"]
+        total = busy + w1["idle_cycles"] - w0["idle_cycles"]
+        res["worker_busy"] = busy / total if total else None
         return res
 
 
@@ -279,6 +292,12 @@ def main() -> int:
                 med[(size, sut)] = xs
                 cpp = [x["cycles_per_packet"] for x in runs if x.get("cycles_per_packet")]
                 extra = f"  cycles/pkt {statistics.median(cpp):.0f}" if cpp else ""
+                busy = [x["worker_busy"] for x in runs if x.get("worker_busy") is not None]
+                if busy:
+                    extra += f"  worker busy {100 * statistics.median(busy):.0f} %"
+                bound = sum(1 for x in runs if x.get("tester_bound"))
+                if bound:
+                    extra += f"  TESTER-BOUND in {bound}/{len(runs)} (a lower bound)"
                 print(f"  {size:5d} B  {sut:10s}  {summary(xs)}{extra}")
             base = med[(size, "testpmd-io")]
             for sut in ("patch", "bridge"):

@@ -254,7 +254,7 @@ class GenMeasurer:
 
 #: Share of send attempts the port must push back for the SUT to count as
 #: the limit of a saturating trial.
-PUSHBACK_MIN = 0.01
+PUSHBACK_MIN = 0.10
 #: Share of receive bursts that filled the batch right after a full one
 #: (frames kept waiting) above which the tester's receiver was behind.
 RX_BEHIND_MIN = 0.10
@@ -269,7 +269,7 @@ def tester_bound(load_pps: float, duration_s: float, streams: int, sent: int, re
     whole batch right after one that did too (``rx.backlog_bursts``: frames
     kept waiting for it): the tester limited the trial whatever else
     happened. As fast as possible (load 0): nothing was lost
-    and the port rarely pushed back (under 1 % of the sender's attempts
+    and the port rarely pushed back (under 10 % of the sender's attempts
     found less room than a burst; a memif ring the SUT does not drain fast
     enough pushes back on most), so the SUT took everything the tester could
     make: the rate is the tester's ceiling, a lower bound of the SUT's. At a
