@@ -228,6 +228,7 @@ def main() -> int:
         return 2
     sizes = [int(s) for s in a.sizes.split(",")]
     results: dict[str, list[float]] = {}
+    pairs: dict[str, dict[int, dict[str, float]]] = {}
     n = 0
     v = None
     try:
@@ -238,7 +239,7 @@ def main() -> int:
                 v = Veth()
             for size in sizes:
                 for direction in ("send", "receive"):
-                    for _ in range(a.runs):
+                    for run in range(a.runs):
                         for client in ("gen", "testpmd"):  # interleaved
                             n += 1
                             try:
@@ -252,6 +253,7 @@ def main() -> int:
                                 continue
                             key = f"{path} {direction} {size}B {client}"
                             results.setdefault(key, []).append(r)
+                            pairs.setdefault(f"{path} {direction} {size}B", {}).setdefault(run, {})[client] = r
                             print(f"  {key}: {r / 1e6:.3f} Mpps", file=sys.stderr)
     finally:
         if v:
@@ -261,7 +263,16 @@ def main() -> int:
         path, d, size, tool = k.split()
         print(f"{path:6} {d:8} {size:>5} {tool:8} {statistics.median(vals) / 1e6:11.3f} "
               f"{min(vals) / 1e6:7.3f} {max(vals) / 1e6:7.3f}")
-    print(json.dumps({k: sorted(v) for k, v in results.items()}))
+    # Ratios pair by pair (the runs are interleaved gen, testpmd, gen, ...),
+    # so the host's drift between runs mostly cancels.
+    print(f"\n{'path':6} {'dir':8} {'size':>5} {'gen/testpmd median':>18} {'min':>6} {'max':>6} {'pairs':>5}")
+    for k, runs in pairs.items():
+        path, d, size = k.split()
+        ratios = [x["gen"] / x["testpmd"] for x in runs.values() if x.get("testpmd") and "gen" in x]
+        if ratios:
+            print(f"{path:6} {d:8} {size:>5} {statistics.median(ratios):18.2f} {min(ratios):6.2f} "
+                  f"{max(ratios):6.2f} {len(ratios):5d}")
+    print(json.dumps({k: v for k, v in results.items()}))
     return 0
 
 
