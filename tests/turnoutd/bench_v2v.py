@@ -6,6 +6,14 @@ as both memif servers, forwarding lcore on CPU 1). Generator and sink
 forward on CPU 0. Runs are interleaved (A, B, C, A, B, C, ...) and
 reported as medians with ranges; the figure is the ratio to testpmd.
 
+With --instrument gen (turnout-gen txrx, generator and sink in one thread
+on CPU 0) the tool does as much work per frame as the switch, so on 2 vCPUs
+the rates are usually the tool's: each run says whether it was tester-bound
+(turnout-gen's push-back and receive-backlog counters) and how busy
+turnoutd's worker was; the switches' cost per frame is compared as busy
+cycles per forwarded frame (turnoutd's worker counters; testpmd's
+--record-core-cycles), which holds whoever set the rate.
+
 Then CPU: turnoutd `patch` carrying 10 % of its measured 64 B maximum
 (turnout-gen as a paced memif generator on CPU 0), adaptive vs poll
 wake-up, CPU time of every turnoutd thread from /proc/PID/task/*/stat.
@@ -28,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -182,11 +191,24 @@ def run_testpmd_io_gen(tmp: Path, size: int, warm_s: float, dur_s: float) -> dic
         "io",
         lcores="0,1",
         main_lcore=0,
+        # busy cycles (bursts that brought frames) per forwarded frame, the
+        # counterpart of turnoutd's busy_cycles / packets
+        extra=["--record-core-cycles"],
     )
     with sw:
         wait_for("server sockets", 30, lambda: os.path.exists(a) and os.path.exists(b))
-        res = gen_txrx(f"memif:{a},id=0", f"memif:{b},id=0", size, warm_s, dur_s)
+        # testpmd's forwarding statistics must be read while the generator
+        # is still connected (its memif counters reset when a client
+        # leaves); its stdout is a file, read after it exits.
+        ask = threading.Timer(warm_s + 0.9 * dur_s, sw.command, args=("show fwd stats all",))
+        ask.start()
+        try:
+            res = gen_txrx(f"memif:{a},id=0", f"memif:{b},id=0", size, warm_s, dur_s)
+        finally:
+            ask.cancel()
         sw.stop()
+    cpp = re.findall(r"CPU cycles/packet=([0-9.]+)", sw.log())
+    res["cycles_per_packet"] = float(cpp[-1]) if cpp else None
     return res
 
 
@@ -307,6 +329,19 @@ def main() -> int:
                     f"  {size:5d} B  {sut}/testpmd-io ratio {statistics.median(ratios):.2f} "
                     f"[{min(ratios):.2f}–{max(ratios):.2f}]"
                 )
+                # Cost per frame, valid also when the tester set the rate:
+                # testpmd's cycles over the switch's, round by round (> 1:
+                # the switch spends fewer cycles per frame than testpmd io).
+                runs_s = {x["round"]: x for x in raw["throughput"] if x["size_b"] == size and x["sut"] == sut}
+                runs_b = {x["round"]: x for x in raw["throughput"]
+                          if x["size_b"] == size and x["sut"] == "testpmd-io"}
+                cr = [runs_b[r]["cycles_per_packet"] / runs_s[r]["cycles_per_packet"] for r in runs_s
+                      if r in runs_b and runs_s[r].get("cycles_per_packet") and runs_b[r].get("cycles_per_packet")]
+                if cr:
+                    print(
+                        f"  {size:5d} B  testpmd-io/{sut} cycles per frame {statistics.median(cr):.2f} "
+                        f"[{min(cr):.2f}–{max(cr):.2f}]"
+                    )
         if not a.skip_cpu:
             small = min(sizes)
             rate = a.cpu_rate_pps or 0.1 * statistics.median(med[(small, "patch")])
