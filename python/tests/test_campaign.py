@@ -198,3 +198,28 @@ def test_missing_sut_is_skipped_not_failed(tmp_path):
         assert skipped and all(t.sut == "bridge" and "not installed" in t.reason for t in skipped)
         assert not db.trials(c.id, status="failed")
         assert db.results(c.id, sut="wire", status="ok")
+
+
+def test_a_failed_trial_marks_its_search_failed_with_the_reason(tmp_path):
+    """A search whose trial raises is 'failed' with the error (not 'interrupted',
+    which means the run stopped), and the campaign goes on."""
+
+    class Broken(FakeBench):
+        @contextlib.contextmanager
+        def session(self, sut, point, spec):
+            with super().session(sut, point, spec) as s:
+                if sut == "bridge":
+                    class Failing:
+                        def measure(self, duration_s, load_pps):
+                            raise RuntimeError("peer did not come up within 5 s")
+                    s.measurer = Failing()
+                yield s
+
+    spec = parse(_small())
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(spec, db, Broken())
+        assert c.status == "done"
+        failed = db.results(c.id, sut="bridge", status="failed")
+        assert failed and all("peer did not come up" in r.reason for r in failed)
+        assert not db.results(c.id, status="interrupted")
+        assert db.results(c.id, sut="wire", status="ok")

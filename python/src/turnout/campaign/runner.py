@@ -130,17 +130,26 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
     logm = LoggingMeasurer(session.measurer, on_trial=store)
     t0 = time.time()
     found: dict[str, SearchResult]
-    if item.method == "rplus":
-        found = {"rplus": rplus(logm, spec.duration_s)}
-    else:
-        rp = _rplus_of(db, cid, item)
-        if rp is None or rp <= 0:
-            rp = rplus(logm, spec.duration_s).rate_pps
-        max_load = spec.max_load_pps or max(rp * 1.1, spec.min_load_pps * 2)
-        ndr, pdr = ndr_pdr(logm, max_load_pps=max_load, duration_s=spec.duration_s,
-                           min_load_pps=spec.min_load_pps, relative_width=spec.search_width,
-                           strategy=spec.search)
-        found = {"ndr": ndr, "pdr": pdr}
+    try:
+        if item.method == "rplus":
+            found = {"rplus": rplus(logm, spec.duration_s)}
+        else:
+            rp = _rplus_of(db, cid, item)
+            if rp is None or rp <= 0:
+                rp = rplus(logm, spec.duration_s).rate_pps
+            max_load = spec.max_load_pps or max(rp * 1.1, spec.min_load_pps * 2)
+            ndr, pdr = ndr_pdr(logm, max_load_pps=max_load, duration_s=spec.duration_s,
+                               min_load_pps=spec.min_load_pps, relative_width=spec.search_width,
+                               strategy=spec.search)
+            found = {"ndr": ndr, "pdr": pdr}
+    except Exception as e:  # a trial failed: the search did not finish, say why
+        for r in results.values():
+            r.status = "failed"
+            r.reason = f"{type(e).__name__}: {e}"
+            r.trials_count = first.trials_count
+            r.duration_s = time.time() - t0
+            db.update_result(r)
+        raise
     for m, r in results.items():
         f = found[m]
         r.rate_pps = f.rate_pps
