@@ -440,9 +440,8 @@ impl Receiver {
         if end == 0 {
             return;
         }
-        match self.stream_index(id) {
-            Some(i) => self.streams[i].seq.finish(end),
-            None => {}
+        if let Some(i) = self.stream_index(id) {
+            self.streams[i].seq.finish(end);
         }
     }
 

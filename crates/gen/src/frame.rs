@@ -32,7 +32,7 @@ pub const IMIX: [u32; 12] = [64, 570, 64, 1518, 64, 570, 64, 570, 64, 64, 570, 6
 
 /// Stream ids carried by measured frames are `0..=MAX_STREAM`; the high bit
 /// of the 16-bit stream field marks warm-up frames (docs/turnout-gen.md).
-pub const MAX_STREAM: u32 = (payload::MAX_STREAM >> 1) as u32;
+pub const MAX_STREAM: u32 = payload::MAX_STREAM >> 1;
 /// Bit of the stream field marking a warm-up frame.
 pub const WARMUP_BIT: u32 = MAX_STREAM + 1;
 

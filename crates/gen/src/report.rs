@@ -231,6 +231,7 @@ impl PortSection {
 }
 
 /// Writes the interval line for `[prev, now)` into `out` (reused buffer).
+#[allow(clippy::too_many_arguments)] // one line's fields, named at the call site
 pub fn interval_line(out: &mut String, t_s: f64, dt_s: f64, d_tx: u64, d_rx: u64, lost: u64, tx_total: u64, rx_total: u64) {
     use std::fmt::Write;
     out.clear();
