@@ -223,3 +223,14 @@ def test_a_failed_trial_marks_its_search_failed_with_the_reason(tmp_path):
         assert failed and all("peer did not come up" in r.reason for r in failed)
         assert not db.results(c.id, status="interrupted")
         assert db.results(c.id, sut="wire", status="ok")
+
+
+def test_tester_rx_cpu_is_a_cpu_other_than_the_senders():
+    doc = _small()
+    assert parse(doc).tester_rx_cpu is None
+    doc["campaign"]["tester_rx_cpu"] = 2
+    assert parse(doc).tester_rx_cpu == 2
+    for bad in (0, -1, "2"):  # 0 = tester_cpu's default
+        doc["campaign"]["tester_rx_cpu"] = bad
+        with pytest.raises(CampaignError, match="tester_rx_cpu"):
+            parse(doc)

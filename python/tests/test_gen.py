@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -56,3 +57,57 @@ def test_tester_bound_from_back_pressure_and_receive_backlog(attempts, pushback,
     # saturating, lossless (a memif path never drops: it pushes back)
     assert gen.tester_bound(0, 1.0, 1, 1000, 1000, 0, attempts, pushback, bursts,
                             backlog) is bound
+
+
+class _FakeProc:
+    """A finished turnout-gen process whose stdout is the document for its role."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.returncode = 0
+        role = args[1]
+        sent = {"packets": 1000, "attempts": 40, "pushback": 0, "duration_s": 1.0}
+        got = {"packets": 1000, "bursts": 40, "backlog_bursts": 0, "streams": []}
+        doc: dict = {"schema": "turnout-gen/1", "role": role}
+        if role in ("tx", "txrx"):
+            doc["tx"] = sent
+        if role in ("rx", "txrx"):
+            doc["rx"] = got
+        self.out = json.dumps(doc).encode()
+
+    def communicate(self, timeout=None):
+        return self.out, b""
+
+    def poll(self):
+        return 0
+
+    def send_signal(self, sig):
+        pass
+
+
+def _measure(stream: gen.Stream) -> tuple[list[list[str]], object]:
+    spawned: list[list[str]] = []
+
+    def spawn(args, netns=None):
+        spawned.append(list(args))
+        return _FakeProc(list(args))
+
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[stream], spawn=spawn, cooldown_s=0)
+    return spawned, m.measure(1.0, 0)
+
+
+def test_one_txrx_thread_unless_the_receiver_has_a_core_of_its_own():
+    s = gen.Stream(tx_port="memif:/a,id=0", rx_port="memif:/a,id=1", tx_ns="t", rx_ns="t",
+                   src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", tx_cpu=0, rx_cpu=0)
+    spawned, c = _measure(s)
+    assert [a[1] for a in spawned] == ["txrx"]
+    assert spawned[0][spawned[0].index("--cpu") + 1] == "0"
+    assert (c.sent, c.received) == (1000, 1000)
+
+    s.rx_cpu = 2
+    spawned, c = _measure(s)
+    assert [a[1] for a in spawned] == ["rx", "tx"]  # receiver first
+    rx, tx = spawned
+    assert rx[rx.index("--port") + 1] == "memif:/a,id=1" and rx[rx.index("--cpu") + 1] == "2"
+    assert tx[tx.index("--port") + 1] == "memif:/a,id=0" and tx[tx.index("--cpu") + 1] == "0"
+    assert (c.sent, c.received) == (1000, 1000)

@@ -73,9 +73,10 @@ class RealBench:
         with Testbed() as tb:
             built = build(tb, sut, point, memif_tester=not pygen,
                           tester_roles=roles, sut_cpus=spec.sut_cpus, kernel_port=kernel_port)
-            if spec.tester_cpu is not None:
-                for s in built.streams:
-                    s.tx_cpu = s.rx_cpu = spec.tester_cpu
+            for s in built.streams:
+                s.tx_cpu = s.rx_cpu = spec.tester_cpu
+                if spec.tester_rx_cpu is not None:
+                    s.rx_cpu = spec.tester_rx_cpu  # separate rx processes (measure/gen.py)
             sut.setup(tb, built.topology)
             try:
                 helpers = []

@@ -69,6 +69,10 @@ class CampaignSpec:
     points: list[Point] = field(default_factory=list)
     sut_cpus: str = "1"
     tester_cpu: int | None = 0
+    #: a core of its own for the tester's receivers: each stream then runs as
+    #: separate tx and rx processes instead of one txrx thread (None: txrx
+    #: on tester_cpu, what a 2-core machine can afford)
+    tester_rx_cpu: int | None = None
     tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
     interleave: bool = True
 
@@ -137,7 +141,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("campaign.name: required, a non-empty string")
     ckeys = {"name", "description", "dimension", "location", "duration_s", "repetitions",
              "methods", "search", "search_width", "min_load_pps", "max_load_pps",
-             "latency_fractions", "sut_cpus", "tester_cpu", "tester_port", "interleave"}
+             "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
+             "interleave"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -215,6 +220,12 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in SUTS:
             raise CampaignError(f"[sut.{k}]: unknown SUT")
     tester_cpu = c.get("tester_cpu", 0)
+    tester_rx_cpu = c.get("tester_rx_cpu")
+    if tester_rx_cpu is not None and (not isinstance(tester_rx_cpu, int) or tester_rx_cpu < 0):
+        raise CampaignError(f"campaign.tester_rx_cpu: {tester_rx_cpu!r} is not a CPU number")
+    if tester_rx_cpu is not None and tester_rx_cpu == tester_cpu:
+        raise CampaignError("campaign.tester_rx_cpu: same CPU as tester_cpu "
+                            "(leave it out to send and receive in one thread there)")
     tester_port = c.get("tester_port", "afxdp")
     if tester_port not in ("afxdp", "afpacket"):
         raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
@@ -225,7 +236,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         max_load_pps=float(c.get("max_load_pps", 0.0)),
         latency_fractions=tuple(fractions), rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
-        tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_port=tester_port,
+        tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
+        tester_port=tester_port,
         interleave=bool(c.get("interleave", True)),
     )
 

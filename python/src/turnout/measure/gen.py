@@ -82,6 +82,14 @@ class Stream:
     tx_cpu: int | None = None
     rx_cpu: int | None = None
 
+    @property
+    def split(self) -> bool:
+        """Sent and received by separate processes: the ends are in different
+        namespaces, or the receiver has a core of its own. Otherwise one
+        ``txrx`` thread does both (on 2 cores a separate receiver would
+        time-share the sender's core and overflow while it runs)."""
+        return self.tx_ns != self.rx_ns or (self.rx_cpu is not None and self.rx_cpu != self.tx_cpu)
+
 
 @dataclass
 class GenProc:
@@ -139,7 +147,7 @@ class GenMeasurer:
         t0 = time.monotonic()
         try:
             for s in self.streams:  # receivers first, so nothing sent is missed
-                if s.tx_ns == s.rx_ns:
+                if not s.split:
                     continue
                 args = [*self.cmd, "rx", "--port", s.rx_port, "--wait-peer-s",
                         f"{self.wait_peer_s:g}"]
@@ -151,7 +159,7 @@ class GenMeasurer:
             if receivers:
                 time.sleep(0.3)  # let receivers bind
             for s in self.streams:
-                role = "txrx" if s.tx_ns == s.rx_ns else "tx"
+                role = "tx" if s.split else "txrx"
                 args = [*self.cmd, role, "--port", s.tx_port]
                 if role == "txrx":
                     args += ["--rx-port", s.rx_port]
