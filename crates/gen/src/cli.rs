@@ -260,7 +260,7 @@ pub struct General {
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,
     /// Also print one JSON line per interval of S seconds on stderr.
-    #[arg(long, value_name = "S", value_parser = pos_f64)]
+    #[arg(long, visible_alias = "interval", value_name = "S", value_parser = pos_f64)]
     pub interval_s: Option<f64>,
     /// How long to wait for the port's peer to come up (exit 3 if it does not).
     #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = nonneg_f64)]

@@ -64,6 +64,10 @@ fn an_absent_peer_exits_3_after_the_wait() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("did not come up"), "{}", stderr(&o));
     assert!(el >= Duration::from_millis(500) && el < Duration::from_secs(5), "{el:?}");
+    // `--interval` (the spelling) is an alias of `--interval-s`: an
+    // option, not a bad one (that would be exit 2).
+    let o = run(&["rx", "--port", &format!("memif:{sock}"), "--interval", "0.1", "--wait-peer-s", "0.2"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
 }
 
 #[test]
