@@ -17,13 +17,14 @@
 use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::Arc;
 
+use fabric::sys::LockCell;
 use fabric::{RxBatch, RxQueue, TxQueue};
 
 use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
     RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR_B, RING_HEAD_OFF, RING_TAIL_OFF,
 };
-use super::sys::{self, EventFd, LockCell, Region};
+use super::sys::{self, EventFd, Region};
 use super::{Core, Role, Shared};
 
 /// One ring of a connection.

@@ -304,49 +304,6 @@ pub fn push_scratch(batch: &mut RxBatch, bytes: &mut [u8]) -> bool {
 }
 
 // ---------------------------------------------------------------------------
-// A cell whose exclusion is provided by the fabric's transmit protocol
-// ---------------------------------------------------------------------------
-
-/// Interior mutability for transmit-queue state whose exclusion is the
-/// fabric's lock protocol (see `fabric::port`): `free_slots`, `reserve` and
-/// `publish` run under the destination lock; `write` runs without it on a
-/// reserved range and only reads.
-pub struct LockCell<T>(std::cell::UnsafeCell<T>);
-
-// SAFETY: access is serialised by the fabric lock (mutation) or happens on
-// data that is not mutated while reservations are in flight (reads from
-// `write`); see `get` and `get_mut`.
-unsafe impl<T: Send> Sync for LockCell<T> {}
-
-impl<T> LockCell<T> {
-    /// Wraps a value.
-    pub fn new(v: T) -> Self {
-        Self(std::cell::UnsafeCell::new(v))
-    }
-
-    /// Mutable access.
-    ///
-    /// # Safety
-    /// Caller holds the destination's fabric lock, and no `get` borrow of
-    /// the same data is live (writers read only while a reservation is in
-    /// flight, during which the caller must not mutate what they read).
-    #[allow(clippy::mut_from_ref)]
-    #[inline]
-    pub unsafe fn get_mut(&self) -> &mut T {
-        &mut *self.0.get()
-    }
-
-    /// Shared access.
-    ///
-    /// # Safety
-    /// No `get_mut` borrow is live and none is created while this one is.
-    #[inline]
-    pub unsafe fn get(&self) -> &T {
-        &*self.0.get()
-    }
-}
-
-// ---------------------------------------------------------------------------
 // eventfd and epoll
 // ---------------------------------------------------------------------------
 

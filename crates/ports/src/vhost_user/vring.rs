@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
-use fabric::sys::EventFd;
+use fabric::sys::{EventFd, LockCell};
 use fabric::{RxBatch, RxQueue, TxQueue};
 
 use super::sys::{self, Epoll, GuestSlice, Ring};
@@ -537,6 +537,15 @@ pub struct VhostTx {
     cur_session: AtomicU64,
     cur_base: AtomicU64,
     cur_start: AtomicU16,
+    /// Slots before this one were published (under the lock).
+    published: AtomicU64,
+    /// The session the reservations in flight write into: taken in
+    /// `free_slots` when none is in flight, dropped in `publish` when the
+    /// last one is published, so `write` reads no ArcSwap per frame and a
+    /// stopping ring's quiesce (strong count back to 1) waits for bursts in
+    /// flight. Set and cleared under the lock; read by `write` only while a
+    /// reservation is in flight.
+    pin: LockCell<Option<Arc<Session>>>,
 }
 
 impl VhostTx {
@@ -551,6 +560,8 @@ impl VhostTx {
             cur_session: AtomicU64::new(0),
             cur_base: AtomicU64::new(0),
             cur_start: AtomicU16::new(0),
+            published: AtomicU64::new(0),
+            pin: LockCell::new(None),
         }
     }
 
@@ -577,12 +588,17 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn free_slots(&self) -> u32 {
-        let g = self.slot.session.load();
-        let Some(s) = g.as_ref() else { return 0 };
+        let next = self.next_slot.load(Relaxed);
+        if next == self.published.load(Relaxed) {
+            // No reservation in flight: (re)pin the current session.
+            // SAFETY: under the lock, and no `write` reads the pin now.
+            *unsafe { self.pin.get_mut() } = self.slot.session.load_full();
+        }
+        // SAFETY: under the lock; not mutated below.
+        let Some(s) = (unsafe { self.pin.get() }).as_ref() else { return 0 };
         if s.is_broken() {
             return 0;
         }
-        let next = self.next_slot.load(Relaxed);
         if self.cur_session.load(Relaxed) != s.id {
             self.cur_session.store(s.id, Relaxed);
             self.cur_base.store(next, Relaxed);
@@ -606,8 +622,9 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        let g = self.slot.session.load();
-        let Some(s) = g.as_ref() else {
+        // SAFETY: a reservation is in flight (ours): the pin does not change
+        // until it is published.
+        let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
             self.fault.tx_stale.fetch_add(1, Relaxed);
             return;
         };
@@ -660,19 +677,24 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn publish(&self, tail: u64) {
-        let g = self.slot.session.load();
-        let Some(s) = g.as_ref() else { return };
-        let base = s.slot_base.load(Acquire);
-        if base == u64::MAX || tail <= base || s.is_broken() {
-            return;
+        self.published.store(tail, Relaxed);
+        // SAFETY: under the lock; every reservation before `tail` was written.
+        let pin = unsafe { self.pin.get_mut() };
+        if let Some(s) = pin.as_ref() {
+            let base = s.slot_base.load(Acquire);
+            if base != u64::MAX && tail > base && !s.is_broken() {
+                let new = s.start_idx.wrapping_add((tail - base) as u16);
+                let old = s.used_shadow.swap(new, Relaxed);
+                if old != new {
+                    s.ring.set_used_idx(new);
+                    s.notify_frontend(old, new);
+                }
+            }
         }
-        let new = s.start_idx.wrapping_add((tail - base) as u16);
-        let old = s.used_shadow.swap(new, Relaxed);
-        if old == new {
-            return;
+        if tail == self.next_slot.load(Relaxed) {
+            // Nothing in flight any more: let a stopping ring's session go.
+            *pin = None;
         }
-        s.ring.set_used_idx(new);
-        s.notify_frontend(old, new);
     }
 }
 
