@@ -40,7 +40,7 @@ impl Guest {
         let fault = Arc::new(Fault::new().unwrap());
         let ring = Ring::new(mem.clone(), DESC, AVAIL, USED, size).unwrap();
         let slot = Arc::new(VringSlot::new().unwrap());
-        slot.session.store(Some(Arc::new(Session::new(ring, LAYOUT, None, None, 0, fault.clone()))));
+        slot.install(Arc::new(Session::new(ring, LAYOUT, None, None, 0, fault.clone())));
         Guest { mem, size, avail_idx: 0, fault, slot }
     }
 
@@ -350,7 +350,7 @@ fn writes_reserved_before_a_restart_are_stale() {
     };
     // The control thread restarts the ring (e.g. SET_VRING_CALL).
     let ring = Ring::new(g.mem.clone(), DESC, AVAIL, USED, 256).unwrap();
-    g.slot.session.store(Some(Arc::new(Session::new(ring, LAYOUT, None, None, 0, g.fault.clone()))));
+    g.slot.install(Arc::new(Session::new(ring, LAYOUT, None, None, 0, g.fault.clone())));
     // SAFETY: as above.
     unsafe {
         tx.write(s, 1, &frame(60, 1));

@@ -122,7 +122,7 @@ impl Device {
     /// Stops virtqueue `i` if it runs, and records its cursor as the base.
     fn stop(&mut self, i: usize) {
         let slot = &self.shared.slots[i];
-        let Some(old) = slot.session.swap(None) else { return };
+        let Some(old) = slot.remove() else { return };
         if let Some(k) = &old.kick {
             slot.epoll.remove(k.as_raw_fd());
         }
@@ -167,7 +167,7 @@ impl Device {
         } else if let Some(k) = &s.kick {
             let _ = slot.epoll.add(k.as_raw_fd(), 1);
         }
-        slot.session.store(Some(Arc::new(s)));
+        slot.install(Arc::new(s));
         slot.wake.notify();
         Ok(())
     }

@@ -258,8 +258,14 @@ impl Session {
 
 /// Where the control thread puts the running session of one virtqueue.
 pub struct VringSlot {
-    /// The session, `None` while the ring is stopped.
+    /// The session, `None` while the ring is stopped. Changed only through
+    /// `install` and `remove`, which keep `live` in step.
     pub session: ArcSwapOption<Session>,
+    /// Id of the installed session (0: none): what a transmit burst that
+    /// pinned a session checks, one plain load per frame, before it touches
+    /// the ring, so writes reserved before a restart never reach the next
+    /// session's ring (which may be the same guest memory).
+    live: AtomicU64,
     /// Stable eventfd to wake the queue's worker (a new session arrived).
     pub wake: EventFd,
     /// Stable epoll set: `wake` plus the current kick eventfd. Its fd is
@@ -271,9 +277,33 @@ pub struct VringSlot {
 impl VringSlot {
     /// An empty slot.
     pub fn new() -> std::io::Result<Self> {
-        let s = Self { session: ArcSwapOption::empty(), wake: EventFd::new()?, epoll: Epoll::new()? };
+        let s = Self {
+            session: ArcSwapOption::empty(),
+            live: AtomicU64::new(0),
+            wake: EventFd::new()?,
+            epoll: Epoll::new()?,
+        };
         s.epoll.add(s.wake.fd(), 0)?;
         Ok(s)
+    }
+
+    /// Installs a running session.
+    pub fn install(&self, s: Arc<Session>) {
+        let id = s.id;
+        self.session.store(Some(s));
+        self.live.store(id, SeqCst);
+    }
+
+    /// Removes the running session (stale for every later write first).
+    pub fn remove(&self) -> Option<Arc<Session>> {
+        self.live.store(0, SeqCst);
+        self.session.swap(None)
+    }
+
+    /// Whether `s` is the installed session.
+    #[inline]
+    fn is_live(&self, s: &Session) -> bool {
+        self.live.load(Acquire) == s.id
     }
 }
 
@@ -628,6 +658,11 @@ impl TxQueue for VhostTx {
             self.fault.tx_stale.fetch_add(1, Relaxed);
             return;
         };
+        if !self.slot.is_live(s) {
+            // The ring was stopped or restarted since the reservation.
+            self.fault.tx_stale.fetch_add(1, Relaxed);
+            return;
+        }
         let base = s.slot_base.load(Acquire);
         if base == u64::MAX || slot < base {
             self.fault.tx_stale.fetch_add(1, Relaxed);
@@ -680,7 +715,7 @@ impl TxQueue for VhostTx {
         self.published.store(tail, Relaxed);
         // SAFETY: under the lock; every reservation before `tail` was written.
         let pin = unsafe { self.pin.get_mut() };
-        if let Some(s) = pin.as_ref() {
+        if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
             let base = s.slot_base.load(Acquire);
             if base != u64::MAX && tail > base && !s.is_broken() {
                 let new = s.start_idx.wrapping_add((tail - base) as u16);
