@@ -116,7 +116,9 @@ def run_turnoutd(tmp: Path, logic: str, size: int, warm_s: float, dur_s: float) 
     }
 
 
-def run_testpmd_io(tmp: Path, size: int, warm_s: float, dur_s: float) -> dict:
+def testpmd_switch(tmp: Path, extra: list[str] | None = None) -> tuple[Testpmd, str, str]:
+    """testpmd io-forwarding between two memif servers (sockets a, b),
+    forwarding lcore on CPU 1."""
     a, b = str(tmp / "a.sock"), str(tmp / "b.sock")
     sw = Testpmd(
         tmp,
@@ -125,7 +127,13 @@ def run_testpmd_io(tmp: Path, size: int, warm_s: float, dur_s: float) -> dict:
         "io",
         lcores="0,1",
         main_lcore=0,
+        extra=extra,
     )
+    return sw, a, b
+
+
+def run_testpmd_io(tmp: Path, size: int, warm_s: float, dur_s: float) -> dict:
+    sw, a, b = testpmd_switch(tmp)
     # testpmd's 'show port stats 0' is enough for the sink; the switch only forwards
     with sw:
         wait_for("server sockets", 30, lambda: os.path.exists(a) and os.path.exists(b))
@@ -183,18 +191,9 @@ def run_turnoutd_gen(tmp: Path, logic: str, size: int, warm_s: float, dur_s: flo
 
 
 def run_testpmd_io_gen(tmp: Path, size: int, warm_s: float, dur_s: float) -> dict:
-    a, b = str(tmp / "a.sock"), str(tmp / "b.sock")
-    sw = Testpmd(
-        tmp,
-        "sw",
-        [Testpmd.memif(a, 0, 0, role="server"), Testpmd.memif(b, 0, 1, role="server")],
-        "io",
-        lcores="0,1",
-        main_lcore=0,
-        # busy cycles (bursts that brought frames) per forwarded frame, the
-        # counterpart of turnoutd's busy_cycles / packets
-        extra=["--record-core-cycles"],
-    )
+    # busy cycles (bursts that brought frames) per forwarded frame, the
+    # counterpart of turnoutd's busy_cycles / packets
+    sw, a, b = testpmd_switch(tmp, ["--record-core-cycles"])
     with sw:
         wait_for("server sockets", 30, lambda: os.path.exists(a) and os.path.exists(b))
         # testpmd's forwarding statistics must be read while the generator

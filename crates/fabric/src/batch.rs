@@ -64,11 +64,7 @@ impl Pkt {
     /// with the work on frame i. A no-op off x86_64.
     #[inline]
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and has no architectural effect.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(self.ptr as *const i8)
-        };
+        crate::sys::prefetch_read(self.ptr);
     }
 
     /// The frame bytes, writable (header rewrites by a logic).

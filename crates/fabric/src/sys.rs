@@ -168,6 +168,40 @@ pub fn set_timer_slack_ns(ns: u64) {
 }
 
 // ---------------------------------------------------------------------------
+// Prefetch hints
+// ---------------------------------------------------------------------------
+
+/// Hints the CPU to fetch the cache line holding `p` for reading (a loop
+/// over frames a peer core wrote overlaps the miss on frame i + k with the
+/// work on frame i). A no-op off x86_64. Any address is fine: a prefetch
+/// never faults.
+#[inline]
+pub fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults and changes no architectural state.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Hints the CPU to fetch the cache line holding `p` for writing, so a
+/// store to it a little later does not wait for another core to give the
+/// line up (PREFETCHW; a no-op on CPUs without it and off x86_64).
+#[inline]
+pub fn prefetch_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `prefetch_read`; the instruction only reads its operand
+    // address.
+    unsafe {
+        std::arch::asm!("prefetchw [{}]", in(reg) p, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+// ---------------------------------------------------------------------------
 // A cell whose exclusion is provided by the fabric's transmit protocol
 // ---------------------------------------------------------------------------
 

@@ -128,33 +128,20 @@ impl Region {
 
     /// Hints the CPU to fetch the cache line at `off` for writing (so a
     /// store to it a little later does not wait for the peer core to give
-    /// the line up). Out of bounds or off x86_64: nothing.
+    /// the line up). Out of bounds: nothing.
     #[inline]
     pub fn prefetch_write(&self, off: usize) {
-        #[cfg(target_arch = "x86_64")]
         if off < self.len {
-            // SAFETY: a prefetch never faults and changes no architectural
-            // state; the address is inside the mapping anyway. PREFETCHW
-            // executes as a no-op on CPUs without it.
-            unsafe {
-                std::arch::asm!("prefetchw [{}]", in(reg) self.ptr.as_ptr().add(off),
-                    options(nostack, preserves_flags, readonly));
-            }
+            fabric::sys::prefetch_write(self.ptr.as_ptr().wrapping_add(off));
         }
     }
 
-    /// Hints the CPU to fetch the cache line at `off` for reading.
-    /// Out of bounds or off x86_64: nothing.
+    /// Hints the CPU to fetch the cache line at `off` for reading. Out of
+    /// bounds: nothing.
     #[inline]
     pub fn prefetch_read(&self, off: usize) {
-        #[cfg(target_arch = "x86_64")]
         if off < self.len {
-            // SAFETY: as in `prefetch_write`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    self.ptr.as_ptr().add(off) as *const i8,
-                )
-            };
+            fabric::sys::prefetch_read(self.ptr.as_ptr().wrapping_add(off));
         }
     }
 
