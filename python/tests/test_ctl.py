@@ -18,6 +18,7 @@ from turnout.ctl import (
     format_table,
     parse_kv,
     rates,
+    worker_rates,
 )
 
 
@@ -193,3 +194,24 @@ def test_cli_logic_cmd_args_forms(tmp_path, capsys):
     }
     assert fake.requests[1]["params"] == fake.requests[0]["params"]
     assert fake.requests[2]["params"] == {"cmd": "add"}
+
+
+def test_worker_rates_between_snapshots():
+    def snap(t_ns, cpu_ns, sleeps, wakeups, naps, asleep_ns, moderating):
+        return {"time_ns": t_ns, "ports": [], "workers": [{
+            "id": 0, "cpu_ns": cpu_ns, "busy_ns": cpu_ns // 2, "sleeps": sleeps,
+            "wakeups": wakeups, "naps": naps, "asleep_ns": asleep_ns,
+            "policy": {"budget_ns": 100_000, "moderating": moderating, "nap_ns": 70_000,
+                       "sleep_cpu_ns": 17_000, "nap_cpu_ns": 25_000,
+                       "nap_overshoot_ns": 30_000}}]}
+
+    w = worker_rates(snap(0, 0, 0, 0, 0, 0, False),
+                     snap(2_000_000_000, 300_000_000, 1000, 900, 4000, 1_500_000_000, True))
+    assert len(w) == 1
+    assert w[0]["cpu_pct"] == 15.0 and w[0]["asleep_pct"] == 75.0
+    assert (w[0]["sleeps_ps"], w[0]["wakeups_ps"], w[0]["naps_ps"]) == (500.0, 450.0, 2000.0)
+    assert "nap 70us" in w[0]["policy"] and "budget 100us" in w[0]["policy"]
+    # poll mode: no policy
+    p = snap(0, 0, 0, 0, 0, 0, False)
+    p["workers"][0]["policy"] = {}
+    assert worker_rates(p, p) == [] or worker_rates(p, p)[0]["policy"] == "-"

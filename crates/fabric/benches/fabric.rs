@@ -389,6 +389,7 @@ fn incast(c: &mut Criterion) {
             max_ports: 16,
             workers: (0..workers).map(|w| Some(w % cores)).collect(),
             wakeup: WakeupMode::Poll,
+            ..SwitchConfig::default()
         };
         let sw = Switch::new(cfg, Box::new(To(0))).unwrap();
         let sink = Sink::new(4096);

@@ -59,7 +59,7 @@ fn config(logic: &str) -> Value {
 
 /// One measurement: (command time, time to effect).
 fn once(logic: &str, n: usize, bulk: bool) -> (Duration, Duration) {
-    let cfg = SwitchConfig { batch: 64, max_ports: 8, workers: vec![None], wakeup: WakeupMode::Adaptive };
+    let cfg = SwitchConfig { batch: 64, max_ports: 8, workers: vec![None], wakeup: WakeupMode::Adaptive, ..SwitchConfig::default() };
     let sw = Switch::new(cfg, logic::build(logic, &config(logic)).unwrap()).unwrap();
     let (p0, mut src) = pipe("src", PipeConfig::default()).unwrap();
     let (p1, mut other) = pipe("other", PipeConfig::default()).unwrap();

@@ -93,17 +93,92 @@ pub struct WorkerCounters {
     pub busy_cycles: AtomicU64,
     /// Cycles spent polling empty queues or sleeping.
     pub idle_cycles: AtomicU64,
-    /// Times the worker slept: waiting in epoll, or napping under light load.
+    /// Times the worker slept in epoll waiting for notifications.
     pub sleeps: AtomicU64,
+    /// Sleeps that ended because a queue signalled frames.
+    pub wakeups: AtomicU64,
+    /// Naps after a batch (interrupt moderation under dense traffic).
+    pub naps: AtomicU64,
+    /// Wall time spent sleeping or napping, ns.
+    pub asleep_ns: AtomicU64,
+    /// The worker's own CPU time inside sleeps and naps, ns (the price of
+    /// the wake-ups).
+    pub sleep_cpu_ns: AtomicU64,
     /// Receive queues currently owned.
     pub rx_queues: AtomicU64,
+    /// The wake-up policy's state, as last published (see [`PolicyCounters`]).
+    pub policy: PolicyCounters,
+}
+
+/// The adaptive policy's state, published by the worker after each sleep.
+#[derive(Default, Debug)]
+pub struct PolicyCounters {
+    /// Latency budget, ns.
+    pub budget_ns: AtomicU64,
+    /// 1 while moderating (napping after batches), else 0.
+    pub moderating: AtomicU64,
+    /// Current nap length, ns.
+    pub nap_ns: AtomicU64,
+    /// Estimated CPU cost of one sleep on notifications, ns.
+    pub sleep_cpu_ns: AtomicU64,
+    /// Estimated CPU cost of one nap, ns.
+    pub nap_cpu_ns: AtomicU64,
+    /// Estimated overshoot of a nap, ns.
+    pub nap_overshoot_ns: AtomicU64,
+    /// Estimated wake-up latency seen by traffic, ns.
+    pub wake_latency_ns: AtomicU64,
+}
+
+impl PolicyCounters {
+    /// The published state.
+    pub fn view(&self) -> crate::wakeup::PolicyView {
+        crate::wakeup::PolicyView {
+            budget_ns: self.budget_ns.load(Relaxed),
+            moderating: self.moderating.load(Relaxed) != 0,
+            nap_ns: self.nap_ns.load(Relaxed),
+            sleep_cpu_ns: self.sleep_cpu_ns.load(Relaxed),
+            nap_cpu_ns: self.nap_cpu_ns.load(Relaxed),
+            nap_overshoot_ns: self.nap_overshoot_ns.load(Relaxed),
+            wake_latency_ns: self.wake_latency_ns.load(Relaxed),
+        }
+    }
 }
 
 impl WorkerCounters {
-    /// Zeroes the counters (not `rx_queues`).
+    /// Zeroes the counters (not `rx_queues` nor the policy's state).
     pub fn reset(&self) {
-        for c in [&self.packets, &self.batches, &self.busy_cycles, &self.idle_cycles, &self.sleeps] {
+        for c in [
+            &self.packets,
+            &self.batches,
+            &self.busy_cycles,
+            &self.idle_cycles,
+            &self.sleeps,
+            &self.wakeups,
+            &self.naps,
+            &self.asleep_ns,
+            &self.sleep_cpu_ns,
+        ] {
             c.store(0, Relaxed);
         }
+    }
+
+    /// Publishes the policy's state.
+    pub fn publish_policy(&self, v: &crate::wakeup::PolicyView) {
+        let p = &self.policy;
+        p.budget_ns.store(v.budget_ns, Relaxed);
+        p.moderating.store(v.moderating as u64, Relaxed);
+        p.nap_ns.store(v.nap_ns, Relaxed);
+        p.sleep_cpu_ns.store(v.sleep_cpu_ns, Relaxed);
+        p.nap_cpu_ns.store(v.nap_cpu_ns, Relaxed);
+        p.nap_overshoot_ns.store(v.nap_overshoot_ns, Relaxed);
+        p.wake_latency_ns.store(v.wake_latency_ns, Relaxed);
+    }
+
+    /// Accounts one sleep or nap of `wall_ns` that cost `cpu_ns`, and
+    /// publishes the policy's state.
+    pub fn account_sleep(&self, wall_ns: u64, cpu_ns: u64, v: &crate::wakeup::PolicyView) {
+        self.asleep_ns.fetch_add(wall_ns, Relaxed);
+        self.sleep_cpu_ns.fetch_add(cpu_ns, Relaxed);
+        self.publish_policy(v);
     }
 }

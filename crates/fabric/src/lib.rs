@@ -34,6 +34,7 @@ pub mod pipe;
 pub mod port;
 pub mod switch;
 pub mod sys;
+pub mod wakeup;
 pub mod worker;
 
 pub use batch::{Pkt, RxBatch};
@@ -43,4 +44,5 @@ pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{Port, PortId, PortInfo, QueueId, RxQueue, TxQueue};
 pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats};
+pub use wakeup::{PolicyView, Regime, DEFAULT_BUDGET_US, MAX_BUDGET_US};
 pub use worker::WakeupMode;

@@ -62,11 +62,20 @@ pub struct SwitchConfig {
     pub workers: Vec<Option<usize>>,
     /// Wake-up model.
     pub wakeup: WakeupMode,
+    /// Adaptive mode: the longest a worker may let frames wait to save CPU,
+    /// µs (`crate::wakeup`; 0 = never sleep while frames arrive).
+    pub latency_budget_us: u32,
 }
 
 impl Default for SwitchConfig {
     fn default() -> Self {
-        Self { batch: crate::batch::DEFAULT_BATCH, max_ports: 1024, workers: vec![None], wakeup: WakeupMode::Adaptive }
+        Self {
+            batch: crate::batch::DEFAULT_BATCH,
+            max_ports: 1024,
+            workers: vec![None],
+            wakeup: WakeupMode::Adaptive,
+            latency_budget_us: crate::wakeup::DEFAULT_BUDGET_US,
+        }
     }
 }
 
@@ -139,8 +148,18 @@ pub struct WorkerStats {
     pub busy_ns: u64,
     /// Idle time, ns.
     pub idle_ns: u64,
-    /// Times it slept (epoll wait or light-load nap).
+    /// Times it slept in epoll waiting for notifications.
     pub sleeps: u64,
+    /// Sleeps ended by frames arriving on a queue.
+    pub wakeups: u64,
+    /// Naps after a batch (interrupt moderation).
+    pub naps: u64,
+    /// Wall time asleep (sleeps and naps), ns.
+    pub asleep_ns: u64,
+    /// Its own CPU time inside sleeps and naps, ns.
+    pub sleep_cpu_ns: u64,
+    /// The adaptive policy's state (zeros in poll mode).
+    pub policy: crate::wakeup::PolicyView,
     /// busy_cycles / packets.
     pub cycles_per_packet: f64,
 }
@@ -153,6 +172,13 @@ impl Switch {
         }
         if cfg.workers.is_empty() || cfg.workers.len() > MAX_WORKERS {
             return Err(SwitchError::BadConfig(format!("workers must be 1..={MAX_WORKERS}")));
+        }
+        if cfg.latency_budget_us > crate::wakeup::MAX_BUDGET_US {
+            return Err(SwitchError::BadConfig(format!(
+                "latency_budget_us {} not in 0..={}",
+                cfg.latency_budget_us,
+                crate::wakeup::MAX_BUDGET_US
+            )));
         }
         if cfg.max_ports < 2 || cfg.max_ports >= u16::MAX as usize {
             return Err(SwitchError::BadConfig(format!("max_ports {} not in 2..65535", cfg.max_ports)));
@@ -175,13 +201,14 @@ impl Switch {
                 epoch: AtomicU64::new(0),
             });
             let (s, t, l, b, m, cpu) = (shared.clone(), table.clone(), logic.clone(), cfg.batch, cfg.wakeup, *cpu);
+            let budget = cfg.latency_budget_us;
             let thread = std::thread::Builder::new()
                 .name(format!("turnout-w{i}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         let _ = sys::pin_to_cpu(cpu);
                     }
-                    worker::run(s, t, l, b, m)
+                    worker::run(s, t, l, b, m, budget)
                 })
                 .map_err(|e| SwitchError::Os(e.to_string()))?;
             workers.push(Worker { shared, cpu, thread: Some(thread) });
@@ -374,6 +401,15 @@ impl Switch {
                     busy_ns: (busy as u128 * 1_000_000_000 / hz) as u64,
                     idle_ns: (idle as u128 * 1_000_000_000 / hz) as u64,
                     sleeps: c.sleeps.load(Ordering::Relaxed),
+                    wakeups: c.wakeups.load(Ordering::Relaxed),
+                    naps: c.naps.load(Ordering::Relaxed),
+                    asleep_ns: c.asleep_ns.load(Ordering::Relaxed),
+                    sleep_cpu_ns: c.sleep_cpu_ns.load(Ordering::Relaxed),
+                    policy: if self.cfg.wakeup == WakeupMode::Adaptive {
+                        c.policy.view()
+                    } else {
+                        crate::wakeup::PolicyView::default()
+                    },
                     cycles_per_packet: if pk == 0 { 0.0 } else { busy as f64 / pk as f64 },
                 }
             })

@@ -3,23 +3,17 @@
 //!
 //! - `Poll`: every owned receive queue is polled on every iteration; the
 //!   worker never sleeps (what DPDK-style switches do).
-//! - `Adaptive` (default): a queue that stayed empty for `IDLE_POLLS`
-//!   consecutive polls is *armed* — its notifications are enabled, with the
+//! - `Adaptive` (default): the policy of [`crate::wakeup`] with the
+//!   worker's latency budget. A queue that stayed empty for the policy's
+//!   spin time is *armed* — its notifications are enabled, with the
 //!   re-check that prevents a lost wake-up — and no longer polled. Armed
 //!   queues are watched through epoll (looked at without waiting every
 //!   `EPOLL_EVERY` iterations while other queues are busy). When every queue
-//!   is armed the worker sleeps in epoll. A queue whose fd fires is
-//!   disarmed and polled again.
-//!   Light but steady traffic never leaves a queue empty for long, so on
-//!   top of that the worker moderates itself as a NIC moderates interrupts:
-//!   while it was busy less than `LIGHT_UTIL_PCT` % of the last ~1 ms, it
-//!   naps after each batch and lets frames gather in the rings: the nap
-//!   starts at 5 µs, doubles (up to `NAP_MAX_US`) while wakes find less
-//!   than half a batch, halves when they find a full one. So CPU use
-//!   follows load, while a worker busy a quarter of the time or more polls
-//!   (poll-mode latency); a nap adds at most `NAP_MAX_US` of latency at low
-//!   load. Each sleep costs a wake-up, which on virtual machines can be
-//!   tens of µs of CPU: that is why the naps aim at large batches.
+//!   is armed the worker sleeps in epoll; a queue whose fd fires is disarmed
+//!   and polled again. Under dense traffic, when the policy finds naps
+//!   cheaper than wake-ups, it naps after each batch for up to the latency
+//!   budget (interrupt moderation). Every sleep's CPU cost is measured and
+//!   fed back to the policy.
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
@@ -37,17 +31,10 @@ use crate::fabric::{Forwarder, PortTable};
 use crate::logic::{Ctx, Logic, Verdict};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
+use crate::wakeup::{Next, Policy, Slept};
 
-/// Consecutive empty polls after which an adaptive worker arms a queue.
-pub const IDLE_POLLS: u32 = 2048;
 /// While some queues are busy, look at armed queues every this many loops.
 pub const EPOLL_EVERY: u32 = 64;
-/// A worker busy less than this share of a window (%) is lightly loaded.
-pub const LIGHT_UTIL_PCT: u64 = 25;
-/// Utilisation window, in cycles (about a millisecond).
-const WINDOW_CYCLES: u64 = 1 << 21;
-/// Longest nap under light load (µs).
-pub const NAP_MAX_US: u64 = 250;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
 /// Ethernet header length: anything shorter is a runt.
@@ -117,7 +104,8 @@ struct RxSlot {
     port: PortId,
     queue: QueueId,
     rxq: Box<dyn RxQueue>,
-    idle: u32,
+    /// When this queue last had frames (or was disarmed), ns.
+    last_rx_ns: u64,
     armed: bool,
     fd: Option<i32>,
 }
@@ -145,6 +133,7 @@ pub fn run(
     logic: Arc<ArcSwap<LogicSlot>>,
     batch_cap: usize,
     mode: WakeupMode,
+    budget_us: u32,
 ) {
     shared.tid.store(sys::gettid(), Relaxed);
     let max_ports = table.load().capacity();
@@ -159,8 +148,8 @@ pub fn run(
     let c = &shared.counters;
     let mut iter: u32 = 0;
     let mut last = sys::cycles();
-    let mut nap_us = 0u64;
-    let (mut light, mut win_start, mut win_cycles, mut win_busy) = (false, last, 0u64, 0u64);
+    let mut policy = Policy::new(budget_us, batch_cap, sys::now_ns());
+    c.publish_policy(&policy.view());
     if mode == WakeupMode::Adaptive {
         sys::set_timer_slack_ns(1_000);
     }
@@ -176,12 +165,10 @@ pub fn run(
                     WorkerCmd::AddRx { port, queue, rxq } => {
                         let fd = if mode == WakeupMode::Adaptive { rxq.notify_fd() } else { None };
                         let token = slots.len() as u64;
-                        if let Some(fd) = fd {
-                            if epoll.add(fd, token).is_err() {
-                                // Fall back to polling this queue.
-                            }
-                        }
-                        slots.push(RxSlot { port, queue, rxq, idle: 0, armed: false, fd });
+                        // A queue epoll does not take is polled, never armed.
+                        let fd = fd.filter(|fd| epoll.add(*fd, token).is_ok());
+                        let last_rx_ns = sys::now_ns();
+                        slots.push(RxSlot { port, queue, rxq, last_rx_ns, armed: false, fd });
                     }
                     WorkerCmd::RemovePort { port, done } => {
                         for s in slots.iter().filter(|s| s.port == port) {
@@ -211,8 +198,11 @@ pub fn run(
         // One batch per unarmed queue.
         let table_g = table.load();
         let logic_g = logic.load();
+        let now_ns = sys::now_ns();
         let ctx = Ctx { now_ns: sys::coarse_now_ns(), worker: shared.id };
+        let spin_ns = policy.spin_ns();
         let mut moved = 0u64;
+        let mut full = false;
         let mut unarmed = 0usize;
         for s in slots.iter_mut() {
             if s.armed {
@@ -225,20 +215,21 @@ pub fn run(
             batch.queue = s.queue;
             let n = s.rxq.burst(&mut batch);
             if n == 0 {
-                s.idle += 1;
-                if mode == WakeupMode::Adaptive && s.idle >= IDLE_POLLS && s.fd.is_some() {
+                if mode == WakeupMode::Adaptive && s.fd.is_some() && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns {
                     if s.rxq.set_notify(true) {
                         // Frames slipped in: keep polling.
                         s.rxq.set_notify(false);
-                        s.idle = 0;
+                        s.last_rx_ns = now_ns;
                     } else {
                         s.armed = true;
+                        unarmed -= 1;
                     }
                 }
                 continue;
             }
-            s.idle = 0;
+            s.last_rx_ns = now_ns;
             moved += n as u64;
+            full |= n >= batch_cap;
             let bytes: u64 = batch.pkts().iter().map(|p| p.len() as u64).sum();
             let runts = batch.retain(|p| p.len() >= ETH_HDR_B);
             let m = batch.len();
@@ -277,67 +268,49 @@ pub fn run(
             continue;
         }
 
-        // Adaptive, light load: nap so frames gather (interrupt moderation).
-        // Only while the worker was busy less than `LIGHT_UTIL_PCT` % of the
-        // last window, so medium and high loads keep poll-mode latency. The
-        // nap doubles while a wake finds less than half a batch and halves
-        // when it finds a full one; below 5 µs the worker polls again.
-        win_cycles += now.wrapping_sub(win_start);
-        win_start = now;
-        if moved > 0 {
-            win_busy += busy_this;
-        }
-        if win_cycles >= WINDOW_CYCLES {
-            light = win_busy * 100 < win_cycles * LIGHT_UTIL_PCT;
-            win_cycles = 0;
-            win_busy = 0;
-        }
-        let cap = batch_cap as u64;
-        if !light {
-            nap_us = 0;
-        } else if moved > 0 {
-            if nap_us == 0 {
-                nap_us = 5;
-            } else if moved >= cap {
-                nap_us /= 2;
-            } else if moved < cap / 2 {
-                nap_us = (nap_us * 2).min(NAP_MAX_US);
-            }
-            if nap_us < 5 {
-                nap_us = 0;
-            }
-        }
-        let napped = moved > 0 && nap_us > 0;
-        if napped {
-            c.sleeps.fetch_add(1, Relaxed);
-            std::thread::sleep(std::time::Duration::from_micros(nap_us));
+        // Adaptive: the policy decides between polling on, a nap (interrupt
+        // moderation under dense traffic) and sleeping on notifications.
+        iter = iter.wrapping_add(1);
+        let any_armed = unarmed < slots.len();
+        let next = policy.after_poll(now_ns, moved, full);
+        let mut look = any_armed && iter.is_multiple_of(EPOLL_EVERY);
+        if let Next::Nap(ns) = next {
+            c.naps.fetch_add(1, Relaxed);
+            let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+            let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
+            policy.slept(Slept::Nap, ns, t1 - t0, cpu1.saturating_sub(cpu0), t1);
+            c.account_sleep(t1 - t0, cpu1.saturating_sub(cpu0), &policy.view());
             let now = sys::cycles();
             c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
             last = now;
+            look = any_armed;
         }
-
-        // Adaptive: look at armed queues now and then (and after every nap),
-        // or sleep when all are armed.
-        iter = iter.wrapping_add(1);
         let all_armed = unarmed == 0;
-        let any_armed = slots.iter().any(|s| s.armed);
-        let timeout = if all_armed {
+        let timeout = if all_armed && next == Next::Sleep {
             SLEEP_MS
-        } else if any_armed && (napped || iter % EPOLL_EVERY == 0) {
+        } else if all_armed {
+            // armed queues only, but the policy still spins: look, don't wait
             0
-        } else if moved == 0 && slots.iter().all(|s| s.armed || s.fd.is_none()) && unarmed > 0
-            && slots.iter().filter(|s| !s.armed).all(|s| s.idle >= IDLE_POLLS)
-        {
-            // Only notification-less queues left and they are idle: back off.
+        } else if next == Next::Sleep && moved == 0 {
+            // Only queues without notifications are left and they are idle:
+            // back off instead of spinning.
             std::thread::sleep(std::time::Duration::from_micros(50));
             continue;
+        } else if look {
+            0
         } else {
             continue;
         };
-        if timeout > 0 {
+        let (cpu0, t0) = if timeout > 0 {
             c.sleeps.fetch_add(1, Relaxed);
-        }
+            (sys::thread_cpu_ns(), sys::now_ns())
+        } else {
+            (0, 0)
+        };
         let n = epoll.wait(&mut events, timeout);
+        let woke_ns = sys::now_ns();
+        let mut woken = false;
         for ev in &events[..n] {
             let tok = ev.u64;
             if tok == WAKE_TOKEN {
@@ -347,11 +320,23 @@ pub fn run(
                 if s.armed {
                     s.rxq.set_notify(false);
                     s.armed = false;
-                    s.idle = 0;
+                    s.last_rx_ns = woke_ns;
+                    woken = true;
                 }
             }
         }
         if timeout > 0 {
+            let cpu1 = sys::thread_cpu_ns();
+            let cpu = cpu1.saturating_sub(cpu0);
+            if woken {
+                c.wakeups.fetch_add(1, Relaxed);
+                // Sleeps cut short by the 100 ms cap or a command are not
+                // what a wake-up on traffic costs.
+                policy.slept(Slept::Interrupt, 0, woke_ns - t0, cpu, woke_ns);
+            } else {
+                policy.slept_idle(woke_ns - t0, cpu, woke_ns);
+            }
+            c.account_sleep(woke_ns - t0, cpu, &policy.view());
             let now = sys::cycles();
             c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
             last = now;

@@ -19,13 +19,19 @@ struct Case {
     ports: usize,
     workers: usize,
     ring_slots: usize,
-    adaptive: bool,
+    /// Poll (None) or adaptive with this latency budget, µs.
+    adaptive: Option<u32>,
     /// Per frame: (src port, kind, arg, len).
     frames: Vec<(u16, u8, u16, usize)>,
 }
 
 fn case() -> impl Strategy<Value = Case> {
-    (2usize..10, 1usize..4, prop_oneof![Just(16usize), Just(64), Just(1024)], any::<bool>()).prop_flat_map(
+    (
+        2usize..10,
+        1usize..4,
+        prop_oneof![Just(16usize), Just(64), Just(1024)],
+        prop_oneof![Just(None), Just(Some(0u32)), Just(Some(100)), Just(Some(2_000))],
+    ).prop_flat_map(
         |(ports, workers, ring_slots, adaptive)| {
             let frame = (0..ports as u16, 0u8..4, 0u16..(ports as u16 + 3), 60usize..300)
                 .prop_map(|(s, k, a, l)| (s, k, if k == 2 { if a % 2 == 0 { 7 } else { 8 } } else { a }, l));
@@ -60,7 +66,8 @@ fn run(c: &Case) {
         batch: 32,
         max_ports: 256,
         workers: vec![None; c.workers],
-        wakeup: if c.adaptive { WakeupMode::Adaptive } else { WakeupMode::Poll },
+        wakeup: if c.adaptive.is_some() { WakeupMode::Adaptive } else { WakeupMode::Poll },
+        latency_budget_us: c.adaptive.unwrap_or(0),
     };
     // Count how often each frame is classified: exactly once, always.
     let classified: Arc<Vec<AtomicU32>> = Arc::new((0..c.frames.len()).map(|_| AtomicU32::new(0)).collect());

@@ -12,7 +12,7 @@ use common::{fill, parse, FromFrame};
 use fabric::{pipe, PipeConfig, Switch, SwitchConfig, WakeupMode};
 
 fn incast(senders: usize, workers: usize, ring_slots: usize) {
-    let cfg = SwitchConfig { batch: 64, max_ports: 64, workers: vec![None; workers], wakeup: WakeupMode::Poll };
+    let cfg = SwitchConfig { batch: 64, max_ports: 64, workers: vec![None; workers], wakeup: WakeupMode::Poll, ..SwitchConfig::default() };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7: vec![] })).unwrap();
     let (dst, mut dpeer) = pipe("dst", PipeConfig { ring_slots, ..Default::default() }).unwrap();
     sw.add_port("dst", Arc::new(dst), Some(0)).unwrap();

@@ -32,9 +32,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-fn forward_rounds(mode: WakeupMode) {
+fn forward_rounds(mode: WakeupMode, latency_budget_us: u32) {
     let group7 = vec![0, 1, 2];
-    let cfg = SwitchConfig { batch: 64, max_ports: 16, workers: vec![None, None], wakeup: mode };
+    let cfg = SwitchConfig { batch: 64, max_ports: 16, workers: vec![None, None], wakeup: mode, latency_budget_us };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7 })).unwrap();
     let mut peers = Vec::new();
     for i in 0..3 {
@@ -77,6 +77,9 @@ fn forward_rounds(mode: WakeupMode) {
 
 #[test]
 fn forwarding_does_not_allocate() {
-    forward_rounds(WakeupMode::Poll);
-    forward_rounds(WakeupMode::Adaptive);
+    forward_rounds(WakeupMode::Poll, 0);
+    // adaptive: never sleeping while traffic flows, the default budget, a long one
+    for budget in [0, fabric::DEFAULT_BUDGET_US, 2_000] {
+        forward_rounds(WakeupMode::Adaptive, budget);
+    }
 }

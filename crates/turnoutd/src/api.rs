@@ -357,13 +357,31 @@ pub struct WorkerStatsResult {
     pub busy_cycles: u64,
     /// Cycles idle.
     pub idle_cycles: u64,
-    /// Times it went to sleep.
+    /// Times it went to sleep in epoll waiting for notifications.
     pub sleeps: u64,
+    /// Sleeps ended by frames arriving.
+    #[serde(default)]
+    pub wakeups: u64,
+    /// Naps after a batch (interrupt moderation under dense traffic).
+    #[serde(default)]
+    pub naps: u64,
+    /// Wall time asleep (sleeps and naps), ns.
+    #[serde(default)]
+    pub asleep_ns: u64,
+    /// The thread's own CPU time inside sleeps and naps, ns: what its
+    /// wake-ups cost.
+    #[serde(default)]
+    pub sleep_cpu_ns: u64,
     /// busy_cycles / packets.
     pub cycles_per_packet: f64,
-    /// CPU time the thread used since it started (user + system, from
-    /// /proc), ns; not reset by `stats.reset`.
+    /// CPU time the thread used since it started (user + system, from its
+    /// per-thread CPU clock), ns; not reset by `stats.reset`.
     pub cpu_ns: u64,
+    /// The adaptive wake-up policy's state (all zero in poll mode):
+    /// `budget_ns`, `moderating`, `nap_ns`, and its measured costs
+    /// `sleep_cpu_ns`, `nap_cpu_ns`, `nap_overshoot_ns`, `wake_latency_ns`.
+    #[serde(default)]
+    pub policy: fabric::PolicyView,
 }
 
 /// `stats` result.

@@ -93,6 +93,10 @@ pub struct SwitchSection {
     /// Wake-up model.
     #[serde(default)]
     pub wakeup: Wakeup,
+    /// Adaptive wake-up: the longest a worker may let frames wait to save
+    /// CPU, µs (0 = never sleep while frames arrive).
+    #[serde(default = "default_budget")]
+    pub latency_budget_us: u32,
     /// Prometheus endpoint: `"addr:port"` or `"port"` (loopback); off if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
@@ -110,6 +114,9 @@ fn default_batch() -> usize {
 fn default_max_ports() -> usize {
     1024
 }
+fn default_budget() -> u32 {
+    fabric::DEFAULT_BUDGET_US
+}
 
 impl Default for SwitchSection {
     fn default() -> Self {
@@ -119,6 +126,7 @@ impl Default for SwitchSection {
             batch: default_batch(),
             max_ports: default_max_ports(),
             wakeup: Wakeup::Adaptive,
+            latency_budget_us: default_budget(),
             metrics_listen: None,
         }
     }
@@ -138,6 +146,21 @@ pub struct WorkerSection {
     /// CPU to pin the worker to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<usize>,
+    /// What the worker's CPU does when idle while turnoutd runs: `poll`
+    /// keeps it in the kernel's polling idle state (its PM QoS resume
+    /// latency set to 0), so a sleeping worker wakes in a few µs instead of
+    /// the tens a halted virtual CPU takes; absent = the host's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_idle: Option<CpuIdle>,
+}
+
+/// `[[workers]] cpu_idle`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CpuIdle {
+    /// The idle CPU polls (no halt): µs wake-ups; the CPU stays available
+    /// to other threads but never enters a low-power state.
+    Poll,
 }
 
 /// `[logic]`: a name from the logic table and its own keys.
@@ -627,6 +650,12 @@ impl Config {
                 format!("{} not in {}..={}", sw.batch, fabric::batch::MIN_BATCH, fabric::batch::MAX_BATCH),
             ));
         }
+        if sw.latency_budget_us > fabric::MAX_BUDGET_US {
+            return Err(ConfigError::new(
+                "switch.latency_budget_us",
+                format!("{} not in 0..={}", sw.latency_budget_us, fabric::MAX_BUDGET_US),
+            ));
+        }
         if !(2..=65534).contains(&sw.max_ports) {
             return Err(ConfigError::new("switch.max_ports", format!("{} not in 2..=65534", sw.max_ports)));
         }
@@ -651,6 +680,9 @@ impl Config {
         }
         let ncpu = cpus_configured();
         for (i, w) in workers.iter().enumerate() {
+            if w.cpu_idle.is_some() && w.cpu.is_none() {
+                return Err(ConfigError::new(format!("workers[{i}].cpu_idle"), "needs the worker pinned (cpu = N)"));
+            }
             if let Some(c) = w.cpu {
                 if c >= ncpu {
                     return Err(ConfigError::new(
@@ -695,6 +727,7 @@ impl Config {
             max_ports: self.switch.max_ports,
             workers: self.workers.iter().map(|w| w.cpu).collect(),
             wakeup: self.switch.wakeup.mode(),
+            latency_budget_us: self.switch.latency_budget_us,
         }
     }
 
@@ -835,7 +868,7 @@ client = true
         assert_eq!(c.switch.control_socket_mode, 0o660);
         assert_eq!((c.switch.batch, c.switch.max_ports, c.switch.wakeup), (64, 16, Wakeup::Poll));
         assert_eq!(c.switch.metrics_addr(), Some("127.0.0.1:9469".parse().unwrap()));
-        assert_eq!(c.workers, vec![WorkerSection { cpu: Some(0) }, WorkerSection { cpu: None }]);
+        assert_eq!(c.workers, vec![WorkerSection { cpu: Some(0), cpu_idle: None }, WorkerSection { cpu: None, cpu_idle: None }]);
         assert_eq!(c.logic.name, "patch");
         assert_eq!(c.logic.params.get("pairs"), Some(&json!([["vnf0", "wire0"]])));
         assert_eq!(c.ports.len(), 5);
@@ -892,7 +925,7 @@ client = true
     #[test]
     fn bad_configs_name_the_key_and_the_reason() {
         let cases: &[(&str, &str)] = &[
-            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `metrics_listen` (line 2)"),
+            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen` (line 2)"),
             ("[switch]\nwakeup = \"pol\"\n", "config: switch.wakeup: unknown variant `pol`, expected `adaptive` or `poll` (line 2)"),
             ("[switch]\nbatch = 8\n", "config: switch.batch: 8 not in 32..=1024"),
             ("[switch]\nbatch = \"big\"\n", "config: switch.batch: invalid type: string \"big\", expected usize (line 2)"),
@@ -900,7 +933,10 @@ client = true
             ("[switch]\ncontrol_socket_mode = 0o1777\n", "config: switch.control_socket_mode: 0o1777 is not a permission mode (at most 0o777)"),
             ("[switch]\nmetrics_listen = \"localhost\"\n", "config: switch.metrics_listen: \"localhost\" is not \"address:port\" or \"port\""),
             ("[[workers]]\ncpu = 4096\n", "config: workers[0].cpu: cpu 4096 does not exist (this machine has cpus 0..="),
-            ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` (line 2)"),
+            ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` or `cpu_idle` (line 2)"),
+            ("[switch]\nlatency_budget_us = 20000\n", "config: switch.latency_budget_us: 20000 not in 0..=10000"),
+            ("[[workers]]\ncpu_idle = \"poll\"\n", "config: workers[0].cpu_idle: needs the worker pinned (cpu = N)"),
+            ("[[workers]]\ncpu = 0\ncpu_idle = \"halt\"\n", "config: workers[0].cpu_idle: unknown variant `halt`, expected `poll` (line 3)"),
             ("[routing]\n", "config: routing: unknown field `routing`, expected one of `switch`, `workers`, `logic`, `ports` (line 1)"),
             ("[logic]\naging_s = 3\n", "config: logic: missing key \"name\""),
             ("[logic]\nname = 3\n", "config: logic.name: expected a string, found a number"),

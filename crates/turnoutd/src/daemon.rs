@@ -63,6 +63,9 @@ pub struct Daemon {
     factory: Arc<dyn LogicFactory>,
     state: Mutex<State>,
     started: Instant,
+    /// CPUs held in polling idle (`[[workers]] cpu_idle = "poll"`), released
+    /// at shutdown.
+    _idle: Vec<crate::sys::CpuIdlePoll>,
 }
 
 /// Builds logic `cfg` with port names looked up by `lookup`.
@@ -107,8 +110,17 @@ impl Daemon {
         let lookup = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as PortId);
         let logic = build_logic(factory.as_ref(), &cfg.logic, &lookup)
             .map_err(|e| StartError::Config(logic_config_error(e)))?;
+        let mut idle = Vec::new();
+        for (i, w) in cfg.workers.iter().enumerate() {
+            if let (Some(crate::config::CpuIdle::Poll), Some(cpu)) = (w.cpu_idle, w.cpu) {
+                let g = crate::sys::CpuIdlePoll::hold(cpu)
+                    .map_err(|e| StartError::Runtime(format!("workers[{i}].cpu_idle: cpu {cpu}: {e}")))?;
+                idle.push(g);
+            }
+        }
         let switch = Switch::new(cfg.switch_config(), logic).map_err(|e| StartError::Runtime(e.to_string()))?;
         let d = Daemon {
+            _idle: idle,
             switch,
             backends: crate::backends::Backends::new(),
             factory,
@@ -170,7 +182,7 @@ impl Daemon {
 
     /// Stops the workers and closes every port.
     pub fn shutdown(self) {
-        let Daemon { switch, state, backends, .. } = self;
+        let Daemon { switch, state, backends, _idle, .. } = self;
         let names: Vec<String> = state.lock().ports.iter().map(|p| p.name.clone()).collect();
         for n in names {
             let _ = switch.remove_port(&n);
@@ -178,6 +190,7 @@ impl Daemon {
         switch.shutdown();
         drop(state);
         backends.close_all();
+        drop(_idle);
     }
 
     /// Answers one request line; `None` for a notification.
@@ -376,8 +389,19 @@ impl Daemon {
                 busy_cycles: w.busy_cycles,
                 idle_cycles: w.idle_cycles,
                 sleeps: w.sleeps,
+                wakeups: w.wakeups,
+                naps: w.naps,
+                asleep_ns: w.asleep_ns,
+                sleep_cpu_ns: w.sleep_cpu_ns,
                 cycles_per_packet: w.cycles_per_packet,
-                cpu_ns: if w.tid > 0 { crate::sys::thread_cpu_ticks(w.tid).unwrap_or(0) * tick_ns } else { 0 },
+                cpu_ns: if w.tid > 0 {
+                    crate::sys::thread_cpu_ns(w.tid)
+                        .or_else(|| crate::sys::thread_cpu_ticks(w.tid).map(|t| t * tick_ns))
+                        .unwrap_or(0)
+                } else {
+                    0
+                },
+                policy: w.policy,
             })
             .collect();
         api::StatsResult {

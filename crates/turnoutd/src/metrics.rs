@@ -89,7 +89,7 @@ pub fn render(s: &StatsResult) -> String {
     }
 
     type WField = fn(&crate::api::WorkerStatsResult) -> f64;
-    let per_worker: [(&str, &str, &str, WField); 9] = [
+    let per_worker: [(&str, &str, &str, WField); 15] = [
         ("turnout_worker_packets_total", "counter", "Frames received by the worker.", |w| w.packets as f64),
         ("turnout_worker_batches_total", "counter", "Non-empty batches processed by the worker.", |w| w.batches as f64),
         ("turnout_worker_busy_seconds_total", "counter", "Time spent moving packets.", |w| w.busy_ns as f64 / 1e9),
@@ -97,6 +97,12 @@ pub fn render(s: &StatsResult) -> String {
         ("turnout_worker_busy_cycles_total", "counter", "Cycle-counter ticks spent moving packets.", |w| w.busy_cycles as f64),
         ("turnout_worker_idle_cycles_total", "counter", "Cycle-counter ticks spent idle.", |w| w.idle_cycles as f64),
         ("turnout_worker_sleeps_total", "counter", "Times the worker went to sleep waiting for packets.", |w| w.sleeps as f64),
+        ("turnout_worker_wakeups_total", "counter", "Sleeps ended by frames arriving.", |w| w.wakeups as f64),
+        ("turnout_worker_naps_total", "counter", "Naps after a batch (interrupt moderation).", |w| w.naps as f64),
+        ("turnout_worker_asleep_seconds_total", "counter", "Wall time the worker spent asleep or napping.", |w| w.asleep_ns as f64 / 1e9),
+        ("turnout_worker_sleep_cpu_seconds_total", "counter", "CPU time the worker spent inside sleeps and naps.", |w| w.sleep_cpu_ns as f64 / 1e9),
+        ("turnout_worker_latency_budget_seconds", "gauge", "The adaptive wake-up policy's latency budget.", |w| w.policy.budget_ns as f64 / 1e9),
+        ("turnout_worker_nap_seconds", "gauge", "Current nap length (0 unless moderating).", |w| w.policy.nap_ns as f64 / 1e9),
         ("turnout_worker_cpu_seconds_total", "counter", "CPU time (user + system) used by the worker thread.", |w| w.cpu_ns as f64 / 1e9),
         ("turnout_worker_cycles_per_packet", "gauge", "Busy cycles per received frame since the last reset.", |w| w.cycles_per_packet),
     ];

@@ -89,6 +89,22 @@ pub fn thread_cpu_ticks(tid: i32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// CPU time (user + system) a thread of this process has used, in ns, from
+/// its per-thread CPU clock (nanosecond resolution, unlike /proc's ticks);
+/// `None` if the thread is gone.
+pub fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    // The kernel's clock id for a thread's scheduler CPU clock:
+    // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) = (~tid << 3) | 4 | 2.
+    let id: libc::clockid_t = ((!tid) << 3) | 6;
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer; a bad clock id is an error return.
+    let r = unsafe { libc::clock_gettime(id, &mut ts) };
+    if r != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
+
 /// Clock ticks per second for /proc times.
 pub fn clock_ticks_hz() -> u64 {
     // SAFETY: sysconf has no preconditions.
@@ -97,5 +113,32 @@ pub fn clock_ticks_hz() -> u64 {
         n as u64
     } else {
         100
+    }
+}
+
+/// Holds a CPU in the kernel's polling idle state while alive: its PM QoS
+/// resume latency (`/sys/devices/system/cpu/cpuN/power/pm_qos_resume_latency_us`)
+/// is set to "n/a" (0 µs allowed, so cpuidle never halts it) and restored
+/// on drop.
+#[derive(Debug)]
+pub struct CpuIdlePoll {
+    path: std::path::PathBuf,
+    previous: String,
+}
+
+impl CpuIdlePoll {
+    /// Puts `cpu` in polling idle; fails if the file cannot be written
+    /// (not root, no cpuidle on this machine).
+    pub fn hold(cpu: usize) -> io::Result<Self> {
+        let path = std::path::PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"));
+        let previous = std::fs::read_to_string(&path)?.trim().to_string();
+        std::fs::write(&path, "n/a")?;
+        Ok(Self { path, previous })
+    }
+}
+
+impl Drop for CpuIdlePoll {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.path, &self.previous);
     }
 }

@@ -46,6 +46,7 @@ __all__ = [
     "format_table",
     "parse_kv",
     "rates",
+    "worker_rates",
 ]
 
 #: Where turnoutd listens unless told otherwise (``[switch] control_socket``).
@@ -335,7 +336,11 @@ def _show_stats(s: dict[str, Any]) -> None:
                 round(busy, 1),
                 round(w["cycles_per_packet"], 1),
                 w["sleeps"],
+                w.get("wakeups", 0),
+                w.get("naps", 0),
+                round(100.0 * w.get("asleep_ns", 0) / total, 1) if total else 0.0,
                 round(w.get("cpu_ns", 0) / 1e9, 2),
+                _policy_text(w.get("policy") or {}),
             ]
         )
     print(
@@ -349,11 +354,55 @@ def _show_stats(s: dict[str, Any]) -> None:
                 "busy_%",
                 "cyc/pkt",
                 "sleeps",
+                "wakeups",
+                "naps",
+                "asleep_%",
                 "cpu_s",
+                "wake-up policy",
             ],
             wrows,
         )
     )
+
+
+def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per worker between two ``stats`` results: CPU (its thread's CPU
+    clock), busy and asleep shares of the time, sleeps, wake-ups and naps
+    per second, and the wake-up policy's current state."""
+    dt = (cur["time_ns"] - prev["time_ns"]) / 1e9
+    if dt <= 0:
+        return []
+    before = {w["id"]: w for w in prev.get("workers", [])}
+    out = []
+    for w in cur.get("workers", []):
+        b = before.get(w["id"])
+        if b is None:
+            continue
+
+        def d(k: str, w: dict[str, Any] = w, b: dict[str, Any] = b) -> float:
+            return float(max(0, w.get(k, 0) - b.get(k, 0)))
+
+        out.append({
+            "id": w["id"],
+            "cpu_pct": 100.0 * d("cpu_ns") / 1e9 / dt,
+            "busy_pct": 100.0 * d("busy_ns") / 1e9 / dt,
+            "asleep_pct": 100.0 * d("asleep_ns") / 1e9 / dt,
+            "sleeps_ps": d("sleeps") / dt,
+            "wakeups_ps": d("wakeups") / dt,
+            "naps_ps": d("naps") / dt,
+            "policy": _policy_text(w.get("policy") or {}),
+        })
+    return out
+
+
+def _policy_text(p: dict[str, Any]) -> str:
+    """The adaptive policy's state in a few words ('-' in poll mode)."""
+    budget = p.get("budget_ns", 0)
+    if not budget and not p.get("sleep_cpu_ns") and not p.get("nap_cpu_ns"):
+        return "-"
+    mode = f"nap {p.get('nap_ns', 0) / 1e3:.0f}us" if p.get("moderating") else "interrupt"
+    return (f"budget {budget / 1e3:.0f}us, {mode}; sleep {p.get('sleep_cpu_ns', 0) / 1e3:.1f}us cpu, "
+            f"nap {p.get('nap_cpu_ns', 0) / 1e3:.1f}us cpu +{p.get('nap_overshoot_ns', 0) / 1e3:.0f}us")
 
 
 def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:
@@ -393,6 +442,15 @@ def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:
                     ),
                     flush=True,
                 )
+                wr = worker_rates(prev, cur)
+                if wr:
+                    print(format_table(
+                        ["worker", "cpu_%", "busy_%", "asleep_%", "sleeps/s", "wakeups/s", "naps/s",
+                         "wake-up policy"],
+                        [[w["id"], round(w["cpu_pct"], 1), round(w["busy_pct"], 1),
+                          round(w["asleep_pct"], 1), _si(w["sleeps_ps"]), _si(w["wakeups_ps"]),
+                          _si(w["naps_ps"]), w["policy"]] for w in wr],
+                    ), flush=True)
             prev = cur
     except KeyboardInterrupt:
         return 0
