@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup lint
 
 setup:
 	bash scripts/setup.sh
@@ -42,6 +42,12 @@ bench: setup
 bench-rust:
 	cargo bench -p fabric --bench fabric
 	cargo bench -p logic --bench logics
+
+# CPU vs p99 latency of the wake-up settings next to testpmd and OVS
+# (docs/architecture.md, "Wake-up"); about 25 minutes.
+bench-wakeup: setup
+	mkdir -p results
+	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
 
 lint:
 	cargo clippy --workspace --all-targets -q

@@ -1,9 +1,11 @@
 """DPDK testpmd io/mac forwarding: the no-logic baseline (like basicfwd in
 seeds/001). Ports are vdevs — ``net_memif`` (server) for memif ports,
-``net_af_packet`` for veths — ordered so that ``--port-topology=paired``
-forwards exactly the cross-connects. No hugepages: ``--no-huge``.
+``net_af_packet`` (or ``net_af_xdp``) for veths — ordered so that
+``--port-topology=paired`` forwards exactly the cross-connects. No
+hugepages: ``--no-huge``.
 
-Options: ``forward_mode`` (io | mac; default io).
+Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
+(af_packet | af_xdp: the PMD on veths; default af_packet).
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Testpmd(SutAdapter):
                 # client does not use the abstract namespace)
                 vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},"
                              "socket-abstract=no,id=0")
+            elif self.options.get("kernel_port", "af_packet") == "af_xdp":
+                vdevs.append(f"--vdev=net_af_xdp{i},iface={p.iface},start_queue=0,queue_count=1")
             else:
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
         prefix = f"{tb.prefix}tp"

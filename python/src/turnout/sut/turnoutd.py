@@ -3,7 +3,10 @@ in the SUT namespace, checks it through the JSON-RPC control socket.
 
 Options: ``logic`` (patch | bridge | any name turnoutd knows; default
 patch: the cross-connects), ``kernel_port`` (af_xdp | af_packet, for veth
-ports; default af_packet), ``wakeup`` (adaptive | poll), ``batch``.
+ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
+(adaptive wake-up: the longest the worker may hold frames to save CPU),
+``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
+``batch``.
 """
 
 from __future__ import annotations
@@ -76,8 +79,13 @@ class Turnoutd(SutAdapter):
         lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
                  f"batch = {int(o.get('batch', 256))}",
                  f"max_ports = {max(64, len(topo.ports) + 8)}",
-                 f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}", "",
-                 "[[workers]]", f"cpu = {cpu}", "", "[logic]", f"name = {_toml_value(logic)}"]
+                 f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}"]
+        if "latency_budget_us" in o:
+            lines.append(f"latency_budget_us = {int(o['latency_budget_us'])}")
+        lines += ["", "[[workers]]", f"cpu = {cpu}"]
+        if o.get("cpu_idle"):
+            lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
+        lines += ["", "[logic]", f"name = {_toml_value(logic)}"]
         if logic == "patch":
             lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
         for k, v in o.get("logic_options", {}).items():
