@@ -98,6 +98,17 @@ pub struct TxrxArgs {
     /// Port to receive on (default: --port).
     #[arg(long, value_name = "SPEC")]
     pub rx_port: Option<PortSpec>,
+    /// Also send the reverse direction at the same rate: stream --stream + 1
+    /// from --rx-port to --port, with MACs and IPs swapped (or --src-mac2,
+    /// --dst-mac2); both received and reported per stream.
+    #[arg(long, requires = "rx_port")]
+    pub bidir: bool,
+    /// Source MAC of the reverse direction (default: --dst-mac).
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "bidir")]
+    pub src_mac2: Option<MacAddr>,
+    /// Destination MAC of the reverse direction (default: --src-mac).
+    #[arg(long, value_name = "MAC", value_parser = parse_mac, requires = "bidir")]
+    pub dst_mac2: Option<MacAddr>,
     /// Read every payload byte (checksum), to model a real VNF.
     #[arg(long)]
     pub touch: bool,

@@ -39,6 +39,9 @@ pub struct Doc {
     /// What went wrong, when the run ended early (exit code 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// CPU time of the (single) thread since it started its loop, ns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_cpu_ns: Option<u64>,
 }
 
 /// `tx`.
@@ -67,9 +70,50 @@ pub struct TxSection {
     /// Of those, bursts the port had room for fewer frames than due
     /// (back-pressure from the peer).
     pub pushback: u64,
+    /// The measured window on CLOCK_MONOTONIC (ns), so others can measure
+    /// over exactly the traffic (the bench samples the SUT's CPU).
+    pub window_start_ns: u64,
+    /// See `window_start_ns`.
+    pub window_end_ns: u64,
+    /// CPU time the sending thread used in the measured window, ns.
+    pub cpu_ns: u64,
+    /// Per direction with `txrx --bidir` (the fields above are their sums).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directions: Vec<TxSection>,
+    /// Stream id (per direction only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u32>,
 }
 
 impl TxSection {
+    /// The sum of several directions, with each kept in `directions`.
+    pub fn sum(dirs: Vec<TxSection>) -> Self {
+        let start = dirs.iter().map(|d| d.window_start_ns).min().unwrap_or(0);
+        let end = dirs.iter().map(|d| d.window_end_ns).max().unwrap_or(0);
+        let d = end.saturating_sub(start) as f64 / 1e9;
+        let sum = |f: &dyn Fn(&TxSection) -> u64| dirs.iter().map(f).sum::<u64>();
+        let packets = sum(&|x| x.packets);
+        TxSection {
+            packets,
+            bytes: sum(&|x| x.bytes),
+            duration_s: d,
+            rate_pps: if d > 0.0 { packets as f64 / d } else { 0.0 },
+            requested_pps: dirs.iter().map(|x| x.requested_pps).sum(),
+            full: sum(&|x| x.full),
+            warmup_packets: sum(&|x| x.warmup_packets),
+            warmup_full: sum(&|x| x.warmup_full),
+            behind_max: dirs.iter().map(|x| x.behind_max).max().unwrap_or(0),
+            attempts: sum(&|x| x.attempts),
+            pushback: sum(&|x| x.pushback),
+            window_start_ns: start,
+            window_end_ns: end,
+            // one thread sends every direction: its CPU over the union
+            cpu_ns: dirs.iter().map(|x| x.cpu_ns).max().unwrap_or(0),
+            directions: dirs,
+            stream: None,
+        }
+    }
+
     /// From the sender's counters and window.
     pub fn new(st: &TxStats, window_ns: (u64, u64), requested_pps: f64) -> Self {
         let d = (window_ns.1 - window_ns.0) as f64 / 1e9;
@@ -85,6 +129,11 @@ impl TxSection {
             behind_max: st.behind_max,
             attempts: st.attempts,
             pushback: st.pushback,
+            window_start_ns: window_ns.0,
+            window_end_ns: window_ns.1,
+            cpu_ns: st.cpu_end_ns.saturating_sub(st.cpu_start_ns),
+            directions: Vec::new(),
+            stream: None,
         }
     }
 }
@@ -119,7 +168,7 @@ pub struct RxSection {
     /// One-way latency.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ns: Option<LatencySummary>,
-    /// RFC 3550 jitter over all measured frames in arrival order.
+    /// RFC 3550 jitter over the first measured frame of each receive burst.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter_ns: Option<f64>,
     /// Latency samples whose send time was in the future (recorded as 0).

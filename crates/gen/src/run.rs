@@ -15,7 +15,7 @@ use crate::frame::{FrameGen, FrameSpec};
 use crate::ports::{open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
 use crate::spec::PortSpec;
-use crate::sys::{now_ns, pin_to_cpu, stop_requested, wait_readable, OwnedTx};
+use crate::sys::{now_ns, pin_to_cpu, snapshot_requested, stop_requested, thread_cpu_ns, wait_readable, OwnedTx};
 
 /// Frames per receive burst.
 pub const RX_BATCH: usize = 256;
@@ -325,6 +325,17 @@ fn doc(role: &'static str, stopped_by: &'static str, config: serde_json::Value) 
         fwd: None,
         ports: Vec::new(),
         error: None,
+        thread_cpu_ns: None,
+    }
+}
+
+/// Prints `d` as one line on stdout now (a SIGUSR1 snapshot; the run goes on).
+fn print_snapshot(d: &Doc) {
+    use std::io::Write;
+    if let Ok(line) = serde_json::to_string(d) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
     }
 }
 
@@ -361,13 +372,13 @@ fn send_until_done(
     t: &Traffic,
     g: &General,
     start: u64,
-    mut each: impl FnMut() -> (u64, u64),
+    mut each: impl FnMut(u64) -> (u64, u64),
 ) -> (&'static str, Option<String>) {
     let mut iv = Interval::new(g, start);
     let mut stall = Stall::new(start);
     loop {
         // Receive first: `now` then stamps the burst sent right after it.
-        let (rx, lost) = each();
+        let (rx, lost) = each(now_ns());
         let now = now_ns();
         if stop_requested() {
             s.stop(now);
@@ -392,7 +403,7 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     pin(&a.general)?;
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || (0, 0));
+    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |_| (0, 0));
     let window = s.window(now_ns());
     cooldown_wait(a.traffic.cooldown_s);
     let mut config = traffic_config(&a.traffic, &sizes);
@@ -407,26 +418,64 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
 
 fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     let (gen, sizes) = frame_gen(&a.traffic)?;
+    // The reverse direction (--bidir): stream + 1, addresses swapped.
+    let reverse = if a.bidir {
+        let mut t = a.traffic.clone();
+        t.stream = a.traffic.stream + 1;
+        t.src_mac = a.src_mac2.unwrap_or(a.traffic.dst_mac);
+        t.dst_mac = a.dst_mac2.unwrap_or(a.traffic.src_mac);
+        std::mem::swap(&mut t.src_ip, &mut t.dst_ip);
+        std::mem::swap(&mut t.src_port, &mut t.dst_port);
+        if t.stream > 0x7FFF {
+            return Err(Failure::usage("--bidir uses stream --stream + 1: --stream must be below 32767"));
+        }
+        let (g2, _) = frame_gen(&t)?;
+        Some((t, g2))
+    } else {
+        None
+    };
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     let rx_port = match &a.rx_port {
         Some(spec) => open_and_wait(spec, "rx_port", wait_of(&a.general))?,
         None => port.clone(),
     };
-    let mut rxq = take_rx(&rx_port, a.rx_port.as_ref().unwrap_or(&a.port), "rx port")?;
+    let rx_spec = a.rx_port.as_ref().unwrap_or(&a.port);
+    let mut rxq = take_rx(&rx_port, rx_spec, "rx port")?;
+    let mut rxq2 = if reverse.is_some() { Some(take_rx(&port, &a.port, "port")?) } else { None };
     pin(&a.general)?;
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
+    let (rev_traffic, rev_gen) = match reverse {
+        Some((t, g2)) => (Some(t), Some(g2)),
+        None => (None, None),
+    };
+    let mut s2 = match (rev_traffic.as_ref(), rev_gen) {
+        (Some(t), Some(g2)) => Some(sender(&rx_port, rx_spec, g2, t, start)?),
+        _ => None,
+    };
+    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |now| {
         r.poll(rxq.as_mut(), &mut batch);
+        if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
+            r.poll(q2.as_mut(), &mut batch);
+            s2.poll(now);
+        }
         (r.packets + r.warmup, r.lost())
     });
-    let window = s.window(now_ns());
+    let now = now_ns();
+    if let Some(s2) = s2.as_mut() {
+        // The reverse ends with the forward direction (signal, stall or done).
+        s2.stop(now);
+    }
+    let window = s.window(now);
     // Cool-down: keep receiving the frames still in flight.
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
     while !stop_requested() {
         r.poll(rxq.as_mut(), &mut batch);
+        if let Some(q2) = rxq2.as_mut() {
+            r.poll(q2.as_mut(), &mut batch);
+        }
         if now_ns() >= end {
             break;
         }
@@ -434,12 +483,21 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     r.finish_stream(a.traffic.stream, s.sent_seq());
     let mut config = traffic_config(&a.traffic, &sizes);
     config["port"] = json!(a.port.to_string());
-    config["rx_port"] = json!(a.rx_port.as_ref().unwrap_or(&a.port).to_string());
+    config["rx_port"] = json!(rx_spec.to_string());
     config["touch"] = json!(a.touch);
+    config["bidir"] = json!(a.bidir);
     general_config(&mut config, &a.general);
     let mut d = doc("txrx", stopped_by, config);
     d.error = error;
-    d.tx = Some(TxSection::new(&s.stats, window, s.requested_pps()));
+    let mut tx = TxSection::new(&s.stats, window, s.requested_pps());
+    if let (Some(s2), Some(t)) = (s2.as_ref(), rev_traffic.as_ref()) {
+        r.finish_stream(t.stream, s2.sent_seq());
+        tx.stream = Some(a.traffic.stream);
+        let mut back = TxSection::new(&s2.stats, s2.window(now), s2.requested_pps());
+        back.stream = Some(t.stream);
+        tx = TxSection::sum(vec![tx, back]);
+    }
+    d.tx = Some(tx);
     d.rx = Some(RxSection::new(&r, a.touch));
     d.ports.push(PortSection::of("port", port.as_ref()));
     if a.rx_port.is_some() {
@@ -455,6 +513,7 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
     let start = now_ns();
+    let cpu0 = thread_cpu_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
     let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
@@ -471,6 +530,12 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
             stopped_by = "duration";
             break;
         }
+        if snapshot_requested() {
+            let mut d = doc("rx", "snapshot", json!({ "port": a.port.to_string() }));
+            d.rx = Some(RxSection::new(&r, a.touch));
+            d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+            print_snapshot(&d);
+        }
         tick(&mut iv, now, 0, r.packets + r.warmup, r.lost());
     }
     let mut config = json!({ "port": a.port.to_string(), "touch": a.touch });
@@ -480,6 +545,7 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     general_config(&mut config, &a.general);
     let mut d = doc("rx", stopped_by, config);
     d.rx = Some(RxSection::new(&r, a.touch));
+    d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
 }
@@ -493,6 +559,7 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut st = FwdStats::default();
     let start = now_ns();
+    let cpu0 = thread_cpu_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
     let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
@@ -509,6 +576,12 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
             stopped_by = "duration";
             break;
         }
+        if snapshot_requested() {
+            let mut d = doc("reflect", "snapshot", json!({ "port": a.port.to_string() }));
+            d.fwd = Some(FwdSection::new(vec![("reflect", st.clone())], (now - start) as f64 / 1e9));
+            d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+            print_snapshot(&d);
+        }
         tick(&mut iv, now, st.packets, st.received, 0);
     }
     let dur = (now_ns() - start) as f64 / 1e9;
@@ -516,8 +589,30 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     general_config(&mut config, &a.general);
     let mut d = doc("reflect", stopped_by, config);
     d.fwd = Some(FwdSection::new(vec![("reflect", st)], dur));
+    d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
+}
+
+fn fwd_doc(a: &FwdArgs, stopped_by: &'static str, ab: &FwdStats, ba: &FwdStats, dur: f64, cpu0: u64) -> Doc {
+    let mut config = json!({
+        "port": a.port.to_string(), "port2": a.port2.to_string(), "bidir": a.bidir, "touch": a.touch,
+    });
+    if let Some(m) = a.dst_mac {
+        config["dst_mac"] = json!(m.to_string());
+    }
+    if let Some(m) = a.dst_mac2 {
+        config["dst_mac2"] = json!(m.to_string());
+    }
+    general_config(&mut config, &a.general);
+    let mut d = doc("fwd", stopped_by, config);
+    let mut dirs = vec![("a_to_b", ab.clone())];
+    if a.bidir {
+        dirs.push(("b_to_a", ba.clone()));
+    }
+    d.fwd = Some(FwdSection::new(dirs, dur));
+    d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+    d
 }
 
 fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
@@ -534,6 +629,7 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let (mut ab, mut ba) = (FwdStats::default(), FwdStats::default());
     let start = now_ns();
+    let cpu0 = thread_cpu_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
     let interrupt = a.port.interrupt() && (!a.bidir || a.port2.interrupt());
@@ -561,25 +657,16 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
             stopped_by = "duration";
             break;
         }
+        if snapshot_requested() {
+            let mut d = fwd_doc(a, "snapshot", &ab, &ba, (now - start) as f64 / 1e9, cpu0);
+            d.ports.push(PortSection::of("port", pa.as_ref()));
+            d.ports.push(PortSection::of("port2", pb.as_ref()));
+            print_snapshot(&d);
+        }
         tick(&mut iv, now, ab.packets + ba.packets, ab.received + ba.received, 0);
     }
     let dur = (now_ns() - start) as f64 / 1e9;
-    let mut config = json!({
-        "port": a.port.to_string(), "port2": a.port2.to_string(), "bidir": a.bidir, "touch": a.touch,
-    });
-    if let Some(m) = a.dst_mac {
-        config["dst_mac"] = json!(m.to_string());
-    }
-    if let Some(m) = a.dst_mac2 {
-        config["dst_mac2"] = json!(m.to_string());
-    }
-    general_config(&mut config, &a.general);
-    let mut d = doc("fwd", stopped_by, config);
-    let mut dirs = vec![("a_to_b", ab)];
-    if a.bidir {
-        dirs.push(("b_to_a", ba));
-    }
-    d.fwd = Some(FwdSection::new(dirs, dur));
+    let mut d = fwd_doc(a, stopped_by, &ab, &ba, dur, cpu0);
     d.ports.push(PortSection::of("port", pa.as_ref()));
     d.ports.push(PortSection::of("port2", pb.as_ref()));
     Ok(d)

@@ -16,6 +16,16 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CPU time the calling thread has used, ns (a system call: read once per
+/// window edge or snapshot, never per frame).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the thread CPU clock
+    // always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
@@ -67,17 +77,24 @@ pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static SNAPSHOT: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
     // Only an atomic store: async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
+    if sig == libc::SIGUSR1 {
+        SNAPSHOT.store(true, Ordering::Relaxed);
+    } else {
+        STOP.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Installs SIGINT and SIGTERM handlers that set the stop flag (the run then
-/// ends normally and prints its document). A second signal still only sets
-/// the flag; the loops check it every iteration so they end promptly.
+/// ends normally and prints its document), and a SIGUSR1 handler that asks
+/// the long-running roles for a snapshot document. A second signal still
+/// only sets the flag; the loops check it every iteration so they end
+/// promptly.
 pub fn install_stop_handlers() -> std::io::Result<()> {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         // SAFETY: sigaction is plain data; zeroed is a valid empty mask with
         // no flags.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -98,6 +115,12 @@ pub fn install_stop_handlers() -> std::io::Result<()> {
 #[inline]
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// True (once) after SIGUSR1: print a snapshot document now.
+#[inline]
+pub fn snapshot_requested() -> bool {
+    SNAPSHOT.load(Ordering::Relaxed) && SNAPSHOT.swap(false, Ordering::Relaxed)
 }
 
 /// A transmit queue this process is the only sender on, with the port
