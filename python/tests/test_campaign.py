@@ -30,22 +30,26 @@ class Interrupt(KeyboardInterrupt):
 class FakeBench:
     """Synthetic sessions: each SUT is a model with its own capacity."""
 
-    def __init__(self, fail_after: int | None = None, missing: set[str] = frozenset()) -> None:
+    def __init__(self, fail_after: int | None = None, missing: set[str] = frozenset(),
+                 streams: int = 1, git: str = "abc123") -> None:
         self.calls = 0
         self.fail_after = fail_after
         self.missing = missing
+        self.streams = streams
+        self.git = git
         self.sessions: list[tuple[str, Point]] = []
         self.retargets: list[tuple[str, Point]] = []
 
     def host(self) -> Host:
-        return Host(hostname="fake", cores=2)
+        return Host(hostname="fake", cores=2, git_commit=self.git)
 
     @contextlib.contextmanager
     def session(self, sut: str, point: Point, spec) -> Iterator[Session]:
         if sut in self.missing:
             raise SkipSession(f"{sut} not installed")
         self.sessions.append((sut, point))
-        model = SyntheticMeasurer(capacity_pps=1e5 if sut == "wire" else 5e4)
+        model = SyntheticMeasurer(capacity_pps=1e5 if sut == "wire" else 5e4,
+                                  streams=self.streams)
         bench = self
 
         class Counting:
@@ -144,12 +148,12 @@ def test_campaign_stores_everything(tmp_path):
         results = db.results(c.id)
         assert len(results) == 2 * 2 * 2 * 3  # reps x sizes x suts x (rplus ndr pdr)
         rp = [r for r in results if r.sut == "bridge" and r.method == "rplus"]
-        assert all(r.rate_pps == pytest.approx(5e4) for r in rp)
+        assert all(r.rate_total_pps == pytest.approx(5e4) for r in rp)
         ndr = [r for r in results if r.sut == "wire" and r.method == "ndr"]
-        assert all(0.95e5 <= r.rate_pps <= 1e5 for r in ndr)
+        assert all(0.95e5 <= r.rate_total_pps <= 1e5 for r in ndr)
         lat = db.trials(c.id, method="latency")
         assert len(lat) == 8 and {t.load_fraction for t in lat} == {0.5}
-        assert all(t.offered_pps == pytest.approx(0.5 * (1e5 if t.sut == "wire" else 5e4))
+        assert all(t.offered_total_pps == pytest.approx(0.5 * (1e5 if t.sut == "wire" else 5e4))
                    for t in lat)
         for r in results:  # every search's trials are linked to it
             if r.extra.get("trials_of") is None:
@@ -187,6 +191,55 @@ def test_interrupted_campaign_resumes_without_repeating(tmp_path):
         third = FakeBench()
         run_campaign(spec, db, third, resume=True)
         assert third.calls == 0
+
+
+def test_resume_only_on_the_same_software_and_host(tmp_path):
+    """A finished (or interrupted) run is continued only by the same
+    campaign on the same commit and host; otherwise a new run starts, and
+    the progress says why (was: stale results of other software reported)."""
+    spec = parse(_small())
+    msgs: list[str] = []
+
+    def progress(done, total, item, msg):
+        if msg:
+            msgs.append(msg)
+
+    with ResultsDB(tmp_path / "r.db") as db:
+        run_campaign(spec, db, FakeBench(git="abc123"))
+        same = FakeBench(git="abc123")
+        c = run_campaign(spec, db, same, resume=True, progress=progress)
+        assert same.calls == 0 and len(db.campaigns()) == 1
+        assert any("resuming run" in m for m in msgs)
+        other = FakeBench(git="def456")
+        msgs.clear()
+        c2 = run_campaign(spec, db, other, resume=True, progress=progress)
+        assert c2.id != c.id and other.calls > 0 and len(db.campaigns()) == 2
+        assert any("not resuming" in m and "starting a new run" in m for m in msgs), msgs
+        # another campaign content is another run too
+        doc = _small()
+        doc["campaign"]["duration_s"] = 0.3
+        c3 = run_campaign(parse(doc), db, FakeBench(git="def456"), resume=True)
+        assert c3.id not in (c.id, c2.id)
+
+
+def test_two_streams_share_the_aggregate_load(tmp_path):
+    """NvsN with two pairs: R+ is the aggregate, and a latency trial at 0.99
+    × R+ offers 0.99 × R+ in all (was: 0.99 × R+ per stream, 1.98 × R+,
+    and the loss that goes with it)."""
+    doc = _small()
+    doc["campaign"]["methods"] = ["rplus", "latency"]
+    doc["campaign"]["latency_fractions"] = [0.99]
+    spec = parse(doc)
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(spec, db, FakeBench(streams=2))
+        for r in db.results(c.id, method="rplus", status="ok"):
+            assert r.rate_total_pps == pytest.approx(1e5 if r.sut == "wire" else 5e4)
+        lat = db.trials(c.id, method="latency", status="ok")
+        assert lat
+        for t in lat:
+            assert t.offered_total_pps == pytest.approx(0.99 * (1e5 if t.sut == "wire" else 5e4))
+            assert t.lost == 0 and t.streams == 2
+            assert t.extra["per_stream_pps"] == pytest.approx(t.offered_total_pps / 2)
 
 
 def test_missing_sut_is_skipped_not_failed(tmp_path):

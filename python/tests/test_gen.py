@@ -1,13 +1,18 @@
-"""The turnout-gen driver: which tester runs, and when it limited a trial."""
+"""The turnout-gen driver: which tester runs, how a trial's documents become
+counts, and when the tester limited a trial (issue 13: every number means
+what it says). The documents here are what turnout-gen prints
+(docs/turnout-gen.md); each test names the defect it guards against."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import ClassVar
 
 import pytest
 
 import turnout.measure.gen as gen
+from turnout.measure.cpu import CpuSample, CpuSampler
 from turnout.measure.gen import find_gen
 
 
@@ -26,53 +31,77 @@ def test_pygen_only_when_turnout_gen_is_missing(tmp_path, monkeypatch):
     assert find_gen() == ["/opt/x/turnout-gen"]
 
 
-@pytest.mark.parametrize(("load", "sent", "received", "full", "bound"), [
-    (0, 1000, 1000, 0, True),     # saturating, nothing lost, never pushed back: tester's ceiling
-    (0, 1000, 900, 0, False),     # the SUT lost frames: SUT-bound
-    (0, 1000, 1000, 5, False),    # lossless but the SUT pushed back (memif ring full)
-    (0, 0, 0, 0, False),          # nothing sent: not a ceiling
-    (10_000, 9_990, 9_990, 0, False),  # kept the rate
-    (10_000, 5_000, 5_000, 0, True),   # could not make the rate on its own
-    (10_000, 5_000, 5_000, 3, False),  # slowed by back-pressure
+# ------------------------------------------------------------- tester-bound
+@pytest.mark.parametrize(("load", "sent", "lost", "unsent", "attempts", "pushback", "bound"), [
+    (0, 1000, 0, 0, 40, 0, True),       # saturating, nothing lost, no push-back: the tester
+    (0, 1000, 1, 0, 40, 0, True),       # one frame lost is no evidence (was: SUT-bound)
+    (0, 1000, 100, 0, 40, 0, False),    # the SUT lost 10 %: SUT-bound
+    (0, 1000, 0, 0, 40, 5, False),      # lossless but pushed back on 12 %: the SUT
+    (0, 0, 0, 0, 0, 0, True),           # nothing at all: not the SUT's doing
+    (20_000, 19_900, 0, 100, 400, 0, False),  # kept (almost) the rate
+    (20_000, 10_000, 0, 10_000, 400, 0, True),  # could not make the rate on its own
+    (20_000, 10_000, 0, 10_000, 400, 300, False),  # slowed by back-pressure: the SUT
 ])
-def test_tester_bound(load, sent, received, full, bound):
-    assert gen.tester_bound(load, 1.0, 1, sent, received, full) is bound
+def test_tester_bound(load, sent, lost, unsent, attempts, pushback, bound):
+    tb, why = gen.tester_bound(load, 1.0, sent, lost, unsent, attempts, pushback)
+    assert tb is bound and (why or not tb)
 
 
-def test_tester_bound_counts_every_stream():
-    # two streams at 10 kpps for 1 s: 20 000 expected
-    assert not gen.tester_bound(10_000, 1.0, 2, 19_800, 19_800, 0)
-    assert gen.tester_bound(10_000, 1.0, 2, 10_000, 10_000, 0)
+def test_tester_bound_when_the_receiver_is_behind_whatever_else():
+    tb, why = gen.tester_bound(0, 1.0, 1000, 200, 0, 40, 30, bursts=100, backlog_bursts=50)
+    assert tb and "receiver behind" in why
+    tb, _ = gen.tester_bound(0, 1.0, 1000, 200, 0, 40, 30, bursts=100, backlog_bursts=5)
+    assert not tb
 
 
-@pytest.mark.parametrize(("attempts", "pushback", "bursts", "backlog", "bound"), [
-    (10_000, 0, 5_000, 0, True),         # never pushed back, receiver kept up: tester's ceiling
-    (10_000, 50, 5_000, 0, True),        # 0.5 % pushed back: still the tester
-    (10_000, 6_000, 5_000, 0, False),    # the SUT did not drain the ring: SUT-bound
-    (10_000, 6_000, 5_000, 4_000, True),  # ...but the receiver was behind: the tester
-    (10_000, 6_000, 5_000, 400, False),  # 8 % backlog bursts: receiver not behind, SUT-bound
-])
-def test_tester_bound_from_back_pressure_and_receive_backlog(attempts, pushback, bursts, backlog,
-                                                             bound):
-    # saturating, lossless (a memif path never drops: it pushes back)
-    assert gen.tester_bound(0, 1.0, 1, 1000, 1000, 0, attempts, pushback, bursts,
-                            backlog) is bound
+def test_vnf_drops_are_not_the_suts_loss():
+    # a chain VNF dropped 100 of the 100 lost frames: the SUT kept up
+    tb, _ = gen.tester_bound(0, 1.0, 10_000, 100, 0, 40, 0, vnf_dropped=100)
+    assert tb
+    tb, _ = gen.tester_bound(0, 1.0, 10_000, 100, 0, 40, 0, vnf_dropped=0)
+    assert not tb
+
+
+# ------------------------------------------------------------ fake processes
+def _stream_doc(sid: int, received: int, lost: int = 0, dup: int = 0,
+                hist: list[list[int]] | None = None) -> dict:
+    h = hist or [[2000, received]]
+    n = sum(c for _, c in h)
+    return {"id": sid, "received": received, "lost": lost, "duplicated": dup, "reordered": 0,
+            "jitter_ns": 100.0,
+            "latency_ns": {"count": n, "min": h[0][0], "max": h[-1][0],
+                           "mean": sum(v * c for v, c in h) / n, "p50": h[0][0],
+                           "p99": h[-1][0], "hist": h}}
 
 
 class _FakeProc:
-    """A finished turnout-gen process whose stdout is the document for its role."""
+    """A finished turnout-gen process whose stdout is the document for its
+    role: every stream sent ``sent`` frames, ``per_stream`` overrides what
+    its receiver reports."""
+
+    sent = 1000
+    per_stream: ClassVar[dict[int, dict]] = {}
+    full = 0
 
     def __init__(self, args: list[str]) -> None:
         self.args = args
+        self.pid = 4242
         self.returncode = 0
         role = args[1]
-        sent = {"packets": 1000, "attempts": 40, "pushback": 0, "duration_s": 1.0}
-        got = {"packets": 1000, "bursts": 40, "backlog_bursts": 0, "streams": []}
+        sid = int(args[args.index("--stream") + 1]) if "--stream" in args else 0
+        ids = [sid, sid + 1] if "--bidir" in args else [sid]
         doc: dict = {"schema": "turnout-gen/1", "role": role}
         if role in ("tx", "txrx"):
-            doc["tx"] = sent
+            dirs = [{"stream": i, "packets": self.sent, "full": self.full} for i in ids]
+            doc["tx"] = {"packets": self.sent * len(ids), "full": self.full * len(ids),
+                         "attempts": 40, "pushback": 0, "duration_s": 1.0,
+                         "window_start_ns": 1_000_000_000, "window_end_ns": 2_000_000_000,
+                         "cpu_ns": 900_000_000,
+                         **({"directions": dirs} if len(ids) > 1 else {})}
         if role in ("rx", "txrx"):
-            doc["rx"] = got
+            streams = [self.per_stream.get(i, _stream_doc(i, self.sent)) for i in ids]
+            doc["rx"] = {"packets": sum(s["received"] for s in streams), "bursts": 40,
+                         "backlog_bursts": 0, "streams": streams}
         self.out = json.dumps(doc).encode()
 
     def communicate(self, timeout=None):
@@ -85,29 +114,149 @@ class _FakeProc:
         pass
 
 
-def _measure(stream: gen.Stream) -> tuple[list[list[str]], object]:
+def _stream(sid: int, tx: str, rx: str, **kw) -> gen.Stream:
+    return gen.Stream(tx_port=tx, rx_port=rx, tx_ns="t", rx_ns="t", src_mac="02:00:00:00:00:01",
+                      dst_mac="02:00:00:00:00:02", id=sid, tx_cpu=0, rx_cpu=0, **kw)
+
+
+def _measure(streams: list[gen.Stream], load: float = 0.0, proc=_FakeProc):
     spawned: list[list[str]] = []
 
     def spawn(args, netns=None):
         spawned.append(list(args))
-        return _FakeProc(list(args))
+        return proc(list(args))
 
-    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[stream], spawn=spawn, cooldown_s=0)
-    return spawned, m.measure(1.0, 0)
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=streams, spawn=spawn, cooldown_s=0)
+    return spawned, m.measure(1.0, load)
+
+
+def _rates(spawned: list[list[str]]) -> list[str]:
+    return [a[a.index("--rate-pps") + 1] for a in spawned if "--rate-pps" in a]
 
 
 def test_one_txrx_thread_unless_the_receiver_has_a_core_of_its_own():
-    s = gen.Stream(tx_port="memif:/a,id=0", rx_port="memif:/a,id=1", tx_ns="t", rx_ns="t",
-                   src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", tx_cpu=0, rx_cpu=0)
-    spawned, c = _measure(s)
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    spawned, c = _measure([s])
     assert [a[1] for a in spawned] == ["txrx"]
     assert spawned[0][spawned[0].index("--cpu") + 1] == "0"
     assert (c.sent, c.received) == (1000, 1000)
 
     s.rx_cpu = 2
-    spawned, c = _measure(s)
+    spawned, c = _measure([s])
     assert [a[1] for a in spawned] == ["rx", "tx"]  # receiver first
     rx, tx = spawned
     assert rx[rx.index("--port") + 1] == "memif:/a,id=1" and rx[rx.index("--cpu") + 1] == "2"
     assert tx[tx.index("--port") + 1] == "memif:/a,id=0" and tx[tx.index("--cpu") + 1] == "0"
     assert (c.sent, c.received) == (1000, 1000)
+
+
+def test_the_load_is_the_aggregate_split_among_streams():
+    # Two pairs (NvsN): 0.99 × an aggregate R+ of 20 kpps is 19.8 kpps in
+    # all, 9.9 kpps per stream (was: 19.8 kpps each, twice the load).
+    a = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    b = _stream(1, "memif:/b,id=0", "memif:/b,id=1")
+    spawned, c = _measure([a, b], load=19_800)
+    assert _rates(spawned) == ["9900", "9900"]
+    assert c.offered_total_pps == 19_800 and c.streams == 2
+    assert c.tx_total_pps == 2000 and c.rx_total_pps == 2000  # aggregates
+
+
+def test_bidirectional_runs_one_process_per_port_pair():
+    # Each direction used to be its own txrx opening both ports: an AF_XDP
+    # queue or a memif id takes one client, so the second failed.
+    fwd = _stream(0, "afxdp:t0", "afxdp:t1", name="t0>t1")
+    rev = gen.Stream(tx_port="afxdp:t1", rx_port="afxdp:t0", tx_ns="t", rx_ns="t",
+                     src_mac="02:00:00:00:00:02", dst_mac="02:00:00:00:00:01", id=1,
+                     tx_cpu=0, rx_cpu=0, reverse_of=0, name="t1>t0")
+    spawned, c = _measure([fwd, rev], load=20_000)
+    assert len(spawned) == 1
+    (args,) = spawned
+    assert args[1] == "txrx" and "--bidir" in args
+    assert args[args.index("--src-mac2") + 1] == "02:00:00:00:00:02"
+    assert _rates(spawned) == ["10000"]  # per direction
+    assert c.sent == 2000 and c.received == 2000
+    # loss and latency per direction
+    assert [s["id"] for s in c.extra["streams"]] == [0, 1]
+    assert [s["name"] for s in c.extra["streams"]] == ["t0>t1", "t1>t0"]
+
+
+def test_duplicates_do_not_hide_losses_and_unsent_frames_are_the_testers(monkeypatch):
+    class Lossy(_FakeProc):
+        full = 50  # due but the port was full: never sent
+        per_stream: ClassVar[dict[int, dict]] = {0: _stream_doc(0, 1000, lost=10, dup=10)}
+
+    _, c = _measure([_stream(0, "afxdp:a", "afxdp:b")], load=1050, proc=Lossy)
+    # 1000 sent, 990 distinct arrived (10 of the 1000 received were
+    # duplicates), 10 lost (was: sent - received = 0 lost)
+    assert (c.sent, c.received, c.lost, c.duplicated) == (1000, 990, 10, 10)
+    assert c.unsent == 50 and c.loss_ratio == pytest.approx(0.01)
+
+
+def test_frames_lost_after_the_last_arrival_count_for_split_receivers():
+    class Tail(_FakeProc):
+        # an rx process only sees gaps below its highest sequence number
+        per_stream: ClassVar[dict[int, dict]] = {0: _stream_doc(0, received=900, lost=0)}
+
+    s = _stream(0, "afxdp:a", "afxdp:b")
+    s.rx_cpu = 3
+    _, c = _measure([s], proc=Tail)
+    assert (c.sent, c.received, c.lost) == (1000, 900, 100)
+
+
+def test_latency_merges_every_streams_histogram():
+    # Stream 1 is slow: its tail used to vanish (only the first stream's
+    # latency was stored).
+    class TwoLatencies(_FakeProc):
+        per_stream: ClassVar[dict[int, dict]] = {
+            0: _stream_doc(0, 1000, hist=[[1000, 1000]]),
+            1: _stream_doc(1, 1000, hist=[[1000, 979], [50_000, 21]])}
+
+    a = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    b = _stream(1, "memif:/b,id=0", "memif:/b,id=1")
+    _, c = _measure([a, b], proc=TwoLatencies)
+    assert c.latency_ns["p50"] == 1000
+    assert c.latency_ns["p99"] == 50_000  # 21 of 2000 frames are slow: more than 1 %
+    assert c.latency_ns["max"] == 50_000
+    assert c.latency_cdf[-1] == [50_000.0, 1.0]
+    assert {s["id"]: s["latency_ns"]["p99"] for s in c.extra["streams"]} == {0: 1000, 1: 50_000}
+
+
+def test_merge_latency_percentiles():
+    m = gen.merge_latency([[[10, 50], [20, 49], [30, 1]], [[10, 100]]])
+    assert (m["p50"], m["p99"], m["p999"]) == (10.0, 20.0, 30.0)
+    assert m["cdf"][-1] == [30.0, 1.0]
+
+
+def test_chain_vnf_drops_are_accounted_apart():
+    before = {"fwd": {"directions": [{"name": "a_to_b", "received": 100, "packets": 100,
+                                      "dropped_tx_full": 0, "dropped_oversize": 0,
+                                      "dropped_runt": 0}]}, "thread_cpu_ns": 10**9}
+    after = {"fwd": {"directions": [{"name": "a_to_b", "received": 1100, "packets": 1070,
+                                     "dropped_tx_full": 30, "dropped_oversize": 0,
+                                     "dropped_runt": 0}]}, "thread_cpu_ns": 2 * 10**9}
+    d = gen.vnf_delta(before, after)
+    assert (d["received"], d["forwarded"], d["dropped"], d["cpu_s"]) == (1000, 970, 30, 1.0)
+    assert gen.vnf_delta(None, after) == {"error": "no snapshot"}
+
+
+def test_cpu_is_cut_to_the_traffic_window():
+    # The SUT thread burned 10 ticks per 100 ms for the whole trial, but the
+    # traffic window is 0.5 s of the 2 s: the figure must be 0.5 s × 100 %
+    # of that window, not the whole trial's CPU over its wall time.
+    s = CpuSampler({"sut": [7]})
+    for i in range(21):  # a sample every 100 ms over 2 s, 10 ticks each
+        t = 1_000_000_000 + i * 100_000_000
+        s.samples.append((t, {70: CpuSample(7, 70, "w", utime=10 * i, stime=0, cpu=1)}))
+    (row,) = s.window(1_500_000_000, 2_000_000_000)
+    assert row["cpu_s"] == pytest.approx(0.5) and row["util"] == pytest.approx(1.0)
+    assert row["role"] == "sut"
+    # interpolated between samples
+    (row,) = s.window(1_050_000_000, 1_150_000_000)
+    assert row["cpu_s"] == pytest.approx(0.1)
+
+
+def test_trial_cpu_rows_name_their_role():
+    _, c = _measure([_stream(0, "memif:/a,id=0", "memif:/a,id=1")])
+    tester = [r for r in c.cpu if r["role"] == "tester"]
+    assert tester and tester[0]["cpu_s"] == pytest.approx(0.9)
+    assert tester[0]["util"] == pytest.approx(0.9)

@@ -85,7 +85,7 @@ def fill_campaign(db: ResultsDB, name: str, *, scale: dict[str, float] | None = 
             db.add_result(Result(
                 campaign_id=cid, sut_id=sids[sut], host_id=hid, key=f"r{n}", sut=sut,
                 scenario=scenario, direction="bi" if bi else "uni", frame_size_b=size,
-                method=method, repetition=rep, rate_pps=v, rx_pps=v, status="ok",
+                method=method, repetition=rep, rate_total_pps=v, rx_total_pps=v, status="ok",
                 virtual_port=VPORT[sut] if scenario != "p2p" else "", started_at=1.7e9 + n,
                 **kw))
 
@@ -115,9 +115,9 @@ def fill_campaign(db: ResultsDB, name: str, *, scale: dict[str, float] | None = 
                 db.add_trial(Trial(
                     campaign_id=cid, sut_id=sids[sut], host_id=hid, key=f"lat-{sut}-{frac}-{rep}",
                     sut=sut, scenario="p2p", frame_size_b=64, method="latency",
-                    load_fraction=frac, offered_pps=frac * rplus, repetition=rep,
+                    load_fraction=frac, offered_total_pps=frac * rplus, repetition=rep,
                     sent=int(frac * rplus * 10), received=int(frac * rplus * 10) - rep,
-                    rx_pps=frac * rplus, latency_min_ns=p50 / 2, latency_p50_ns=p50,
+                    rx_total_pps=frac * rplus, latency_min_ns=p50 / 2, latency_p50_ns=p50,
                     latency_p90_ns=(p50 + p99) / 2, latency_p99_ns=p99, latency_p999_ns=p99 * 1.5,
                     latency_max_ns=p99 * 2, latency_cdf=_cdf(p50, p99), jitter_ns=p50 / 10,
                     cpu=[{"tid": 1, "name": "worker", "util": cpu_util(sut, frac)}]
@@ -403,7 +403,7 @@ def test_compare_latency_is_lower_better(tmp_path):
             cid = db.add_campaign(Campaign(name=name))
             for rep, f in enumerate(REP_FACTORS):
                 db.add_trial(Trial(campaign_id=cid, key=f"{name}{rep}", sut="x", method="latency",
-                                   load_fraction=0.5, offered_pps=1e5, repetition=rep,
+                                   load_fraction=0.5, offered_total_pps=1e5, repetition=rep,
                                    latency_p50_ns=1e3, latency_p99_ns=5e3 * k * f))
         _, _, rows = compare_campaigns(db, "a", "b")
     assert [(r.metric, r.verdict) for r in rows] == [("p99 µs @ 0.5×R+", "regression")]
@@ -446,11 +446,75 @@ def test_tester_bound_searches_are_flagged_as_lower_bounds(tmp_path):
         for rep, bound in enumerate((True, False)):
             rid = db.add_result(Result(campaign_id=cid, key=f"r{rep}", sut="turnoutd",
                                        scenario="v2v", method="rplus", repetition=rep,
-                                       rate_pps=13e6, rx_pps=13e6, status="ok"))
+                                       rate_total_pps=13e6, rx_total_pps=13e6, status="ok",
+                                       tester_bound=int(bound)))
             db.add_trial(Trial(campaign_id=cid, result_id=rid, key=f"t{rep}", sut="turnoutd",
                                scenario="v2v", method="rplus", repetition=rep, sent=100,
-                               received=100, status="ok", extra={"tester_bound": bound}))
+                               received=100, status="ok", tester_bound=int(bound)))
         data = load_campaign(db, "tb")
         (p,) = throughput_points(data)
         assert p.tester_bound == 1 and p.spread.n == 2
         assert "tester1/2" in summary_text(data)
+
+
+def _point_db(tmp_path, rows):
+    """A campaign of R+ results: rows of (sut, scenario, virtual_port, repetition, rate)."""
+    db = ResultsDB(tmp_path / "p.db")
+    cid = db.add_campaign(Campaign(name="pts", spec={}, file="p.toml", started_at=1.7e9,
+                                   status="done"))
+    for i, (sut, scen, vp, rep, rate) in enumerate(rows):
+        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
+                             virtual_port=vp, method="rplus", repetition=rep,
+                             rate_total_pps=rate, rx_total_pps=rate, status="ok"))
+    return db
+
+
+def test_one_repetition_is_spread_unknown_and_never_ranked(tmp_path):
+    """n = 1 has no spread: nothing may be ranked on it (was: within_noise
+    returned None, read as 'not noisy', and the ranking looked clean)."""
+    from turnout.report.queries import _throughput_table, load_campaign, throughput_points
+
+    with _point_db(tmp_path, [("ovs", "p2p", "", 0, 1.0e6), ("bridge", "p2p", "", 0, 0.5e6)]) as db:
+        pts = throughput_points(load_campaign(db, "pts"))
+        assert all(p.unknown and not p.noisy for p in pts)
+        t = _throughput_table("t", "t", pts)
+        assert all("not ranked" in f for f in t.flags)
+        assert all(r[8] == "unknown" for r in t.rows)  # the spread column
+
+
+def test_two_repetitions_that_differ_are_ranked(tmp_path):
+    from turnout.report.queries import load_campaign, throughput_points
+
+    rows = [("ovs", "p2p", "", r, v) for r, v in ((0, 1.0e6), (1, 1.02e6))]
+    rows += [("bridge", "p2p", "", r, v) for r, v in ((0, 0.5e6), (1, 0.51e6))]
+    with _point_db(tmp_path, rows) as db:
+        pts = throughput_points(load_campaign(db, "pts"))
+        assert not any(p.unknown or p.noisy for p in pts)
+
+
+def test_ratios_only_to_a_reference_on_the_same_port_type(tmp_path):
+    """v2v turnoutd on memif is not 'N × the wire' of veths (was: 22.2 ×)."""
+    from turnout.report.queries import load_campaign, throughput_points
+
+    rows = []
+    for r in (0, 1):
+        rows += [("wire", "v2v", "veth", r, 0.5e6), ("turnoutd", "v2v", "memif", r, 11e6),
+                 ("bridge", "v2v", "veth", r, 0.3e6)]
+    with _point_db(tmp_path, rows) as db:
+        by = {p.key.sut: p for p in throughput_points(load_campaign(db, "pts"))}
+        assert by["turnoutd"].ratio is None
+        assert by["bridge"].ratio is not None and by["bridge"].ratio.median == pytest.approx(0.6)
+
+
+def test_gbps_is_layer_1_only_on_ethernet_paths(tmp_path):
+    from turnout.report.queries import _throughput_table, load_campaign, throughput_points
+    from turnout.report.units import gbps_l1
+
+    rows = [("turnoutd", "v2v", "memif", 0, 1e6), ("bridge", "v2v", "veth", 0, 1e6)]
+    with _point_db(tmp_path, rows) as db:
+        by = {p.key.sut: p for p in throughput_points(load_campaign(db, "pts"))}
+        assert by["bridge"].gbps.median == pytest.approx(gbps_l1(1e6, 64))
+        assert by["turnoutd"].gbps.median == pytest.approx(1e6 * 64 * 8 / 1e9)  # layer 2
+        t = _throughput_table("t", "t", list(by.values()))
+        gb = {r[4]: r[9] for r in t.rows}
+        assert gb["turnoutd [memif]"].endswith("L2") and not gb["bridge [veth]"].endswith("L2")

@@ -34,14 +34,14 @@ def _fill(db: ResultsDB) -> tuple[int, int]:
     db.add_result(r)
     for i, load in enumerate((1e5, 2e5)):
         db.add_trial(Trial(campaign_id=cid, sut_id=sid, host_id=hid, result_id=r.id,
-                           key=f"k-ndr/{i}", sut="bridge", method="ndr", offered_pps=load,
+                           key=f"k-ndr/{i}", sut="bridge", method="ndr", offered_total_pps=load,
                            sent=1000, received=990 + i, lost=10 - i, loss_ratio=(10 - i) / 1000,
                            latency_cdf=[[100.0, 0.5], [200.0, 1.0]],
                            cpu=[{"tid": 1, "name": "x", "util": 0.5}], started_at=2.0))
-    r.status, r.rate_pps, r.trials_count = "ok", 1e5, 2
+    r.status, r.rate_total_pps, r.trials_count = "ok", 1e5, 2
     db.update_result(r)
     db.add_trial(Trial(campaign_id=cid, key="k-fixed", sut="bridge", method="fixed",
-                       offered_pps=5e4, status="ok"))
+                       offered_total_pps=5e4, status="ok"))
     return cid, hid
 
 
@@ -90,8 +90,8 @@ def test_round_trip_and_queries(tmp_path):
         assert len(db.trials(cid, method="ndr")) == 2
         assert len(db.trials(cid, method=["ndr", "fixed"])) == 3
         (res,) = db.results(cid)
-        assert res.status == "ok" and res.rate_pps == 1e5
-        assert [t.offered_pps for t in db.trials(result_id=res.id)] == [1e5, 2e5]
+        assert res.status == "ok" and res.rate_total_pps == 1e5
+        assert [t.offered_total_pps for t in db.trials(result_id=res.id)] == [1e5, 2e5]
         assert db.done_keys(cid) == {"k-ndr", "k-fixed"}
         assert db.suts(cid)[0].config == {"stp": False}
         with pytest.raises(KeyError):

@@ -24,13 +24,13 @@ def test_synthetic_is_a_measurer_and_conserves_packets():
     assert isinstance(m, Measurer)
     c = m.measure(2.0, 1.5e6)
     assert (c.sent, c.received, c.lost) == (3_000_000, 2_000_000, 1_000_000)
-    assert c.loss_ratio == pytest.approx(1 / 3) and c.rx_pps == 1e6
+    assert c.loss_ratio == pytest.approx(1 / 3) and c.rx_total_pps == 1e6
 
 
 def test_rplus_is_received_rate_under_saturation():
     m = SyntheticMeasurer(capacity_pps=7e5, max_offered_pps=2e6)
     r = rplus(m, 1.0)
-    assert r.rate_pps == pytest.approx(7e5)
+    assert r.rate_total_pps == pytest.approx(7e5)
     assert m.calls == [(1.0, 0.0)]
 
 
@@ -38,7 +38,7 @@ def test_rplus_is_received_rate_under_saturation():
 def test_binary_ndr_within_width(capacity):
     m = SyntheticMeasurer(capacity_pps=capacity)
     r = binary_search(m, loss_target=0.0, max_load_pps=capacity * 3, relative_width=0.01)
-    assert capacity * 0.98 <= r.rate_pps <= capacity
+    assert capacity * 0.98 <= r.rate_total_pps <= capacity
     assert r.at is not None and r.at.lost == 0
     assert len(r.trials) == len(m.calls) <= 30
 
@@ -47,14 +47,14 @@ def test_binary_pdr_tolerates_background_loss_ndr_does_not():
     m = SyntheticMeasurer(capacity_pps=1e6, background_loss=0.001)
     ndr = binary_search(m, loss_target=0.0, max_load_pps=2e6)
     pdr = binary_search(m, loss_target=PDR_LOSS_RATIO, max_load_pps=2e6)
-    assert ndr.rate_pps == 0.0 and ndr.at is None
-    assert 0.95e6 <= pdr.rate_pps <= 1.01e6
+    assert ndr.rate_total_pps == 0.0 and ndr.at is None
+    assert 0.95e6 <= pdr.rate_total_pps <= 1.01e6
 
 
 def test_binary_when_max_load_passes():
     m = SyntheticMeasurer(capacity_pps=1e6)
     r = binary_search(m, loss_target=0.0, max_load_pps=5e5)
-    assert r.rate_pps == 5e5 and len(m.calls) == 1
+    assert r.rate_total_pps == 5e5 and len(m.calls) == 1
 
 
 def test_binary_rejects_bad_arguments():
@@ -69,19 +69,70 @@ def test_binary_on_noisy_measurer_lands_in_noise_band():
     for seed in range(5):
         m = SyntheticMeasurer(capacity_pps=1e6, noise_rel=0.1, seed=seed)
         r = binary_search(m, loss_target=PDR_LOSS_RATIO, max_load_pps=2e6)
-        assert 0.85e6 <= r.rate_pps <= 1.12e6, (seed, r.rate_pps)
+        assert 0.85e6 <= r.rate_total_pps <= 1.12e6, (seed, r.rate_total_pps)
 
 
-def test_tester_bound_rate_is_what_was_sent():
-    """A tester that cannot reach the load passes with what it really sent."""
+def test_a_load_the_tester_could_not_send_never_passes():
+    """A tester capped at 3e5 pps sends that with zero loss whatever it is
+    asked: a load above it must fail (the frames it could not send count
+    as bad, as MLRsearch counts them), the result is at most what was sent,
+    and it says the tester, not the SUT, was the limit."""
 
     class Capped:
         def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
             sent = int(min(load_pps, 3e5) * duration_s)
-            return TrialCounts(load_pps, duration_s, sent, sent, 0)
+            return TrialCounts(load_pps, duration_s, sent, sent, 0,
+                               unsent=int(load_pps * duration_s) - sent)
 
-    r = binary_search(Capped(), loss_target=0.0, max_load_pps=1e6)
-    assert r.rate_pps == pytest.approx(3e5)
+    r = binary_search(Capped(), loss_target=0.0, max_load_pps=1e6, relative_width=0.01)
+    assert 0.97 * 3e5 <= r.rate_total_pps <= 3e5
+    assert r.tester_bound is True
+    # a SUT that really loses: not tester-bound
+    r = binary_search(SyntheticMeasurer(capacity_pps=2e5), loss_target=0.0, max_load_pps=1e6)
+    assert r.tester_bound is False
+
+
+@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
+def test_mlrsearch_never_certifies_a_load_that_was_not_sent():
+    """The tester sends half the intended load with zero loss (was: passed
+    at the intended load, because no intended count was given)."""
+
+    class Half:
+        def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+            sent = int(load_pps * duration_s / 2)
+            return TrialCounts(load_pps, duration_s, sent, sent, 0,
+                               unsent=int(load_pps * duration_s) - sent)
+
+    (ndr,) = mlr_search(Half(), loss_targets=(0.0,), max_load_pps=1e6, min_load_pps=1e4,
+                        duration_s=1.0, relative_width=0.05)
+    # 50 % of every trial is unsent: no load passes a zero-loss goal
+    assert ndr.rate_total_pps == 0.0
+
+
+@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
+def test_mlrsearch_reports_the_conditional_throughput():
+    """With loss at the lower bound, the rate is that load scaled by its
+    worst loss ratio (MLRsearch's conditional throughput), not the load."""
+    m = SyntheticMeasurer(capacity_pps=8e5, background_loss=0.002)
+    (pdr,) = mlr_search(m, loss_targets=(PDR_LOSS_RATIO,), max_load_pps=2e6,
+                        min_load_pps=1e4, duration_s=1.0, relative_width=0.02)
+    lower = pdr.extra["lower_bound_pps"]
+    assert pdr.rate_total_pps < lower
+    assert pdr.rate_total_pps == pytest.approx(lower * (1 - 0.002), rel=2e-3)
+
+
+@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
+def test_mlrsearch_robust_goals_take_several_trials_per_load():
+    from turnout.search import MlrGoals
+
+    m = SyntheticMeasurer(capacity_pps=5e5, noise_rel=0.05, seed=2)
+    (ndr,) = mlr_search(m, loss_targets=(0.0,), max_load_pps=1e6, min_load_pps=1e4,
+                        duration_s=1.0, relative_width=0.05,
+                        goals=MlrGoals(duration_sum_s=3.0, exceed_ratio=0.5, warmup_s=0.5))
+    loads = [round(load) for _, load in m.calls]
+    assert max(loads.count(x) for x in loads) >= 2  # a decision needed more than one trial
+    assert 0.4e6 <= ndr.rate_total_pps <= 5.3e5
+    assert ndr.extra["exceed_ratio"] == 0.5
 
 
 @pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
@@ -90,8 +141,8 @@ def test_mlrsearch_finds_ndr_and_pdr():
     ndr, pdr = mlr_search(m, loss_targets=(0.0, PDR_LOSS_RATIO), max_load_pps=2e6,
                           min_load_pps=1e4, duration_s=1.0, relative_width=0.02)
     assert ndr.searcher == "mlrsearch"
-    assert ndr.rate_pps <= 1.1e4  # background loss everywhere: only the minimum may "pass"
-    assert 0.75e6 <= pdr.rate_pps <= 8.1e5
+    assert ndr.rate_total_pps <= 1.1e4  # background loss everywhere: only the minimum may "pass"
+    assert 0.75e6 <= pdr.rate_total_pps <= 8.1e5
 
 
 @pytest.mark.parametrize("strategy", ["binary", "auto"])
@@ -100,7 +151,7 @@ def test_ndr_pdr_strategies(strategy):
         pytest.skip("MLRsearch not installed")
     m = SyntheticMeasurer(capacity_pps=5e5, noise_rel=0.02, seed=3)
     ndr, pdr = ndr_pdr(m, max_load_pps=1e6, duration_s=1.0, strategy=strategy)
-    assert 0.45e6 <= ndr.rate_pps <= pdr.rate_pps * 1.0001 <= 5.2e5
+    assert 0.45e6 <= ndr.rate_total_pps <= pdr.rate_total_pps * 1.0001 <= 5.2e5
     with pytest.raises(ValueError, match="strategy"):
         ndr_pdr(m, max_load_pps=1e6, duration_s=1.0, strategy="nope")
 

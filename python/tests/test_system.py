@@ -48,7 +48,7 @@ def _run(tmp_path, sut: str, gen: list[str], scenarios: list[str], methods: list
             assert t.sent > 0 and t.received > 0, t
             assert t.received <= t.sent and t.lost == t.sent - t.received
         results = db.results(c.id, status="ok")
-        assert all(r.rate_pps > 0 for r in results if r.method == "rplus")
+        assert all(r.rate_total_pps > 0 for r in results if r.method == "rplus")
         host = db.host(c.host_id)
         assert host is not None and host.kernel and host.pinning
         return db.trials(c.id, status="ok"), db.suts(c.id)
@@ -120,6 +120,13 @@ def test_real_turnout_gen_loopback_chain(tmp_path, sut):
         for t in trials:
             assert t.received > 0, t
             assert t.virtual_port == ("memif" if sut == "turnoutd" else "veth")
+            # the chain VNF's own report, per trial: what it received,
+            # forwarded and dropped, apart from the switch's loss
+            (vnf,) = t.extra["vnfs"]
+            assert "error" not in vnf, vnf
+            assert vnf["received"] > 0 and vnf["received"] - vnf["forwarded"] == vnf["dropped"]
+            assert t.vnf_dropped == vnf["dropped"] <= t.lost
+            assert any(c["role"] == "vnf" for c in t.cpu)
 
 
 @needs_root
@@ -146,10 +153,50 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
             ("p2p", "rplus"), ("p2v", "rplus"), ("v2v", "rplus"), ("v2v", "latency")}
         for t in trials:
             assert t.received > 0 and t.cpu, t
-            assert "tester_bound" in t.extra
+            assert t.tester_bound is not None
+            assert t.extra["tester_bound_why"] or not t.tester_bound
+            # CPU over the traffic window, the tester's from turnout-gen itself
+            assert t.extra["cpu_window"] == "traffic"
+            roles = {c["role"] for c in t.cpu}
+            assert {"sut", "tester"} <= roles, roles
         assert {t.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
         sut = db.suts(c.id)[0]
         assert f'kind = "{kernel_port}"' in sut.config["toml"]
         assert f'name = "{logic}"' in sut.config["toml"]
         assert sut.config["tester_kernel_port"] == "afxdp"
         assert not sut.config["tester"].endswith("pygen") and "tester_note" not in sut.config
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize("sut", list(SUTS))
+def test_bidirectional_with_the_real_tester(tmp_path, sut):
+    """Both directions at once (one turnout-gen per port pair sending both
+    ways), on every SUT: counts and latency per direction."""
+    if not REAL_GEN.exists():
+        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut(sut).available()
+    if why:
+        pytest.skip(f"{sut}: {why}")
+    spec = _tiny(sut, ["p2p"], ["rplus", "latency"])
+    spec["matrix"]["directions"] = ["bi"]
+    spec["matrix"]["frame_sizes_b"] = [128]
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+        bad = [t.reason for t in trials if t.status != "ok"]
+        assert not bad, bad
+        assert {t.method for t in trials} >= {"rplus", "latency"}
+        for t in trials:
+            assert t.direction == "bi" and t.streams == 2
+            by = {s["name"]: s for s in t.extra["streams"]}
+            assert set(by) == {"t0>t1", "t1>t0"}, by
+            for s in by.values():
+                assert s["sent"] > 0 and s["received"] > 0, (sut, s)
+                assert s["received"] + s["lost"] == s["sent"]
+                assert s["latency_ns"]["p50"] > 0
+            assert t.sent == sum(s["sent"] for s in by.values())
+        lat = [t for t in trials if t.method == "latency"]
+        r = db.results(c.id, method="rplus", status="ok")[0]
+        # the latency load is half the aggregate R+, split over both directions
+        assert lat[0].offered_total_pps == pytest.approx(0.5 * r.rate_total_pps)

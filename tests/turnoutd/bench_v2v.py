@@ -167,9 +167,9 @@ def gen_txrx(tx_spec: str, rx_spec: str, size: int, warm_s: float, dur_s: float)
         "lost": rx["lost"],
         "latency_p50_ns": rx["latency_ns"]["p50"],
         # who limited the run (docs/bench.md, "Tester-bound trials")
-        "tester_bound": tester_bound(0, tx["duration_s"], 1, tx["packets"], rx["packets"],
-                                     0, tx["attempts"], tx["pushback"], rx["bursts"],
-                                     rx["backlog_bursts"]),
+        "tester_bound": tester_bound(0, tx["duration_s"], tx["packets"], rx["lost"], 0,
+                                     tx["attempts"], tx["pushback"], rx["bursts"],
+                                     rx["backlog_bursts"])[0],
         "tx_pushback": tx["pushback"] / max(1, tx["attempts"]),
         "rx_backlog": rx["backlog_bursts"] / max(1, rx["bursts"]),
     }

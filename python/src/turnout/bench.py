@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import contextlib
-import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
-from .measure.gen import GenMeasurer, find_gen, gen_version
+from .measure.gen import GenMeasurer, VnfHandle, find_gen, gen_version
 from .results.models import Host, Sut
 from .scenarios import Point, build, check
 from .sut import SUTS, make_sut
@@ -29,7 +28,7 @@ def tester_roles(cmd: list[str]) -> set[str]:
     """Roles the tester implements (pygen: tx, rx, txrx)."""
     if _is_pygen(cmd):
         return {"tx", "rx", "txrx"}
-    return {"tx", "rx", "txrx", "reflect", "fwd"}
+    return {"tx", "rx", "txrx", "reflect", "fwd", "bidir"}
 
 
 def tool_versions() -> dict[str, str]:
@@ -84,11 +83,12 @@ class RealBench:
                     args = [*self.gen, *h.args]
                     if spec.tester_cpu is not None:
                         args += ["--cpu", str(spec.tester_cpu)]
-                    helpers.append(tb.spawn(args, netns=h.netns, stdout=subprocess.DEVNULL))
+                    # stdout: their snapshots (SIGUSR1) before and after every trial
+                    helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
-                    sut_pids=sut.pids, helpers=helpers,
+                    sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)

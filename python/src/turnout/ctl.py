@@ -401,8 +401,11 @@ def _policy_text(p: dict[str, Any]) -> str:
     if not budget and not p.get("sleep_cpu_ns") and not p.get("nap_cpu_ns"):
         return "-"
     mode = f"nap {p.get('nap_ns', 0) / 1e3:.0f}us" if p.get("moderating") else "interrupt"
-    return (f"budget {budget / 1e3:.0f}us, {mode}; sleep {p.get('sleep_cpu_ns', 0) / 1e3:.1f}us cpu, "
-            f"nap {p.get('nap_cpu_ns', 0) / 1e3:.1f}us cpu +{p.get('nap_overshoot_ns', 0) / 1e3:.0f}us")
+    sleep_us = p.get("sleep_cpu_ns", 0) / 1e3
+    nap_us = p.get("nap_cpu_ns", 0) / 1e3
+    over_us = p.get("nap_overshoot_ns", 0) / 1e3
+    return (f"budget {budget / 1e3:.0f}us, {mode}; sleep {sleep_us:.1f}us cpu, "
+            f"nap {nap_us:.1f}us cpu +{over_us:.0f}us")
 
 
 def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:

@@ -74,6 +74,9 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
         raise Unsupported(f"unknown scenario {point.scenario!r}")
     if point.direction not in ("uni", "bi"):
         raise Unsupported(f"unknown direction {point.direction!r}")
+    if point.direction == "bi" and "bidir" not in tester_roles:
+        raise Unsupported("bidirectional points need turnout-gen's txrx --bidir "
+                          "(this tester lacks it)")
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
     if frame and point.frame_size_b > sut.max_frame_b:
@@ -147,8 +150,6 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         for i in range(point.pairs):
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
-    if point.direction == "bi":
-        flows += [(b, a) for a, b in flows]
 
     use_memif = sut.supports_memif and memif_tester and not sut.direct
     virtual_port = ""
@@ -185,21 +186,32 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
 
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}
-    streams = []
-    for sid, (src, dst) in enumerate(flows):
+    def stream(sid: int, src: str, dst: str, reverse_of: int | None = None) -> Stream:
         first_hop = endpoints[peer[src]]
-        streams.append(Stream(
+        return Stream(
             tx_port=spec(endpoints[src]), rx_port=spec(endpoints[dst]),
             tx_ns=endpoints[src].ns, rx_ns=endpoints[dst].ns,
-            src_mac=endpoints[src].mac, dst_mac=first_hop.mac, id=sid,
-        ))
+            src_mac=endpoints[src].mac, dst_mac=first_hop.mac, id=sid, reverse_of=reverse_of,
+            name=f"{src}>{dst}",
+        )
+
+    # Bidirectional: every flow and its reverse, ids 2k and 2k + 1 (the
+    # tester runs each pair as one process that opens each port once).
+    streams = []
+    for i, (src, dst) in enumerate(flows):
+        if point.direction == "bi":
+            streams.append(stream(2 * i, src, dst))
+            streams.append(stream(2 * i + 1, dst, src, reverse_of=2 * i))
+        else:
+            streams.append(stream(i, src, dst))
     gen_helpers = []
     for a, b, _ in helpers:
         nxt = endpoints[peer[b]]
         args = ["fwd", "--port", spec(endpoints[a]), "--port2", spec(endpoints[b]),
                 "--dst-mac", nxt.mac]
         if point.direction == "bi":
-            args.append("--bidir")
-        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns))
+            # B → A: to the hop before this VNF
+            args += ["--bidir", "--dst-mac2", endpoints[peer[a]].mac]
+        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}"))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port)

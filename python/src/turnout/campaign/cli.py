@@ -19,7 +19,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("campaign", help="campaign TOML file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     p.add_argument("--resume", action="store_true",
-                   help="continue the latest run of this campaign, skipping finished trials")
+                   help="continue the latest run of this campaign, skipping finished trials; "
+                        "only a run of the same campaign file on the same commit and host "
+                        "(otherwise a new run starts, and says why)")
     p.add_argument("--dry-run", action="store_true", help="list the work items and exit")
     p.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
 
@@ -80,6 +82,8 @@ def _run(args: argparse.Namespace) -> int:
                 task = bar.add_task(spec.name, total=len(spec.work()))
 
                 def progress(done: int, total: int, item: WorkItem | None, msg: str) -> None:
+                    if msg and item is None and total == 0:
+                        bar.console.print(msg)  # what the run decided (resume or not)
                     bar.update(task, completed=done,
                                description=_describe(item) if item else spec.name)
 

@@ -1,14 +1,25 @@
 """Runs a campaign: work items → trials and results in the database.
 
 Resumable: every finished work item is in the database under its key, and
-a resumed run skips those keys. A search interrupted half-way is marked
-``interrupted`` (its trials stay) and run again. Work items of one test
-point on one SUT share one set-up of the testbed (a *session*).
+a resumed run skips those keys — but only a run of the same campaign file
+on the same software and host (``resume_key``: the git commit, the tools'
+versions, the host's CPU, kernel and name, the campaign's content). Results
+of other software or another host are never mixed into a run: a resume
+across such a change starts a new run, and says why. A search interrupted
+half-way is marked ``interrupted`` (its trials stay) and run again. Work
+items of one test point on one SUT share one set-up of the testbed (a
+*session*).
+
+Every load and rate here is the aggregate over all streams of a point
+(docs/bench.md, "Rates"): a latency trial at 0.5 × R+ offers half of R+ in
+total, whatever the number of streams.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +29,11 @@ from ..measure.counts import Measurer, TrialCounts
 from ..measure.stats import gbps
 from ..results import Campaign, Result, ResultsDB, Sut, Trial
 from ..scenarios import Point, Unsupported
-from ..search import ndr_pdr, rplus
+from ..search import MlrGoals, ndr_pdr, rplus
 from ..search.base import LoggingMeasurer, SearchResult
 from .spec import CampaignSpec, WorkItem, topology_key
 
-__all__ = ["Bench", "Session", "SkipSession", "run_campaign"]
+__all__ = ["Bench", "Session", "SkipSession", "resume_key", "run_campaign"]
 
 
 class SkipSession(Exception):
@@ -59,20 +70,28 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
            load_fraction: float | None = None) -> Trial:
     p = item.point
     lat = c.latency_ns
+    extra = dict(c.extra)
+    if "rplus_tester_bound" in ctx and load_fraction is not None:
+        # a latency load is a fraction of R+: say when that R+ was the tester's
+        extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
     return Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"],
         result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.scenario,
         direction=p.direction, frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst,
         vnfs=p.vnfs, ports=p.ports, pairs=p.pairs, virtual_port=ctx["virtual_port"],
-        method=method, load_fraction=load_fraction, offered_pps=c.offered_pps,
-        repetition=item.repetition, sent=c.sent, received=c.received, lost=c.lost,
-        loss_ratio=c.loss_ratio, rx_pps=c.rx_pps, gbps=gbps(c.rx_pps, p.frame_size_b),
+        method=method, load_fraction=load_fraction, offered_total_pps=c.offered_total_pps,
+        tx_total_pps=c.tx_total_pps, streams=c.streams, repetition=item.repetition,
+        sent=c.sent, received=c.received, lost=c.lost, duplicated=c.duplicated,
+        reordered=c.reordered, unsent=c.unsent, vnf_dropped=c.vnf_dropped,
+        loss_ratio=c.loss_ratio, rx_total_pps=c.rx_total_pps,
+        gbps=gbps(c.rx_total_pps, p.frame_size_b),
         latency_min_ns=lat.get("min"), latency_mean_ns=lat.get("mean"),
         latency_p50_ns=lat.get("p50"), latency_p90_ns=lat.get("p90"),
         latency_p99_ns=lat.get("p99"), latency_p999_ns=lat.get("p999"),
         latency_max_ns=lat.get("max"), latency_cdf=c.latency_cdf, jitter_ns=c.jitter_ns,
-        cpu=c.cpu, cycles_per_packet=c.cycles_per_packet, status="ok",
-        started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=c.extra,
+        cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
+        tester_bound=None if c.tester_bound is None else int(c.tester_bound), status="ok",
+        started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
 
 
@@ -95,15 +114,17 @@ def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reaso
         frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
         pairs=p.pairs, virtual_port=ctx.get("virtual_port", ""), method=item.method,
         load_fraction=item.arg if item.method == "latency" else None,
-        offered_pps=item.arg if item.method == "fixed" else 0.0, repetition=item.repetition,
+        offered_total_pps=item.arg if item.method == "fixed" else 0.0,
+        repetition=item.repetition,
         status=status, reason=reason, started_at=time.time(),
     ))
 
 
-def _rplus_of(db: ResultsDB, campaign_id: int, item: WorkItem) -> float | None:
+def _rplus_of(db: ResultsDB, campaign_id: int, item: WorkItem) -> Result | None:
+    """The R+ result (aggregate rate) of this item's point and repetition."""
     key = WorkItem(item.sut, item.point, "rplus", item.repetition).key
     rs = db.results(campaign_id, key=key, status="ok")
-    return rs[-1].rate_pps if rs else None
+    return rs[-1] if rs else None
 
 
 def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
@@ -134,13 +155,19 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
         if item.method == "rplus":
             found = {"rplus": rplus(logm, spec.duration_s)}
         else:
-            rp = _rplus_of(db, cid, item)
-            if rp is None or rp <= 0:
-                rp = rplus(logm, spec.duration_s).rate_pps
+            prev = _rplus_of(db, cid, item)
+            rp = prev.rate_total_pps if prev is not None else 0.0
+            if rp <= 0:
+                rp = rplus(logm, spec.duration_s).rate_total_pps
+            # both aggregate: 1.1 × R+ over all streams
             max_load = spec.max_load_pps or max(rp * 1.1, spec.min_load_pps * 2)
+            goals = MlrGoals(duration_sum_s=spec.mlr_duration_sum_s,
+                             exceed_ratio=spec.mlr_exceed_ratio,
+                             initial_trial_s=spec.mlr_initial_trial_s,
+                             warmup_s=spec.mlr_warmup_s)
             ndr, pdr = ndr_pdr(logm, max_load_pps=max_load, duration_s=spec.duration_s,
                                min_load_pps=spec.min_load_pps, relative_width=spec.search_width,
-                               strategy=spec.search)
+                               strategy=spec.search, goals=goals)
             found = {"ndr": ndr, "pdr": pdr}
     except Exception as e:  # a trial failed: the search did not finish, say why
         for r in results.values():
@@ -152,28 +179,72 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
         raise
     for m, r in results.items():
         f = found[m]
-        r.rate_pps = f.rate_pps
+        r.rate_total_pps = f.rate_total_pps
         r.loss_target = f.loss_target
         r.searcher = f.searcher
-        r.rx_pps = f.at.rx_pps if f.at else 0.0
-        r.gbps = gbps(r.rx_pps if m == "rplus" else f.rate_pps, item.point.frame_size_b)
+        r.rx_total_pps = f.at.rx_total_pps if f.at else 0.0
+        r.gbps = gbps(r.rx_total_pps if m == "rplus" else f.rate_total_pps,
+                      item.point.frame_size_b)
+        r.tester_bound = None if f.tester_bound is None else int(f.tester_bound)
         r.trials_count = first.trials_count
         r.status = "ok"
         r.duration_s = time.time() - t0
+        r.extra = dict(f.extra)
+        if f.at is not None and f.at.extra.get("tester_bound_why"):
+            r.extra["tester_bound_why"] = f.at.extra["tester_bound_why"]
         if r is not first:
-            r.extra = {"trials_of": first.id}
+            r.extra["trials_of"] = first.id
         db.update_result(r)
         done.add(r.key)
 
 
+def resume_key(spec: CampaignSpec, host: Any) -> str:
+    """What a run may be resumed on: the campaign's content, the git commit,
+    every tool's version, and the host (name, CPU, cores, kernel). Load and
+    pinning are not in it: they change from minute to minute."""
+    ident = {
+        "spec": spec.digest(),
+        "git": getattr(host, "git_commit", ""),
+        "tools": getattr(host, "tools", {}),
+        "host": [getattr(host, k, "") for k in ("hostname", "cpu_model", "cores", "kernel")],
+    }
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _why_not_resumable(prev: Campaign, key: str, db: ResultsDB) -> str:
+    """Why an earlier run cannot be continued (empty when it can)."""
+    if prev.resume_key == key:
+        return ""
+    if not prev.resume_key:
+        return "it was made by an older turnout that did not record its software and host"
+    old = db.host(prev.host_id) if prev.host_id else None
+    return ("it ran on other software or another host"
+            + (f" (commit {old.git_commit or '?'})" if old else ""))
+
+
 def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: bool = False,
                  progress: Progress | None = None) -> Campaign:
-    """Run (or resume) a campaign; return its database row."""
+    """Run (or resume) a campaign; return its database row. ``resume``
+    continues the latest run of this campaign only when it was made of the
+    same campaign file on the same software and host (``resume_key``);
+    otherwise a new run starts, and the progress callback says why."""
     host = bench.host()
     host_id = db.add_host(host)
+    key = resume_key(spec, host)
     campaign = db.campaign(spec.name) if resume else None
+    if campaign is not None:
+        why = _why_not_resumable(campaign, key, db)
+        if why:
+            if progress:
+                progress(0, 0, None, f"not resuming run {campaign.id} of {spec.name!r}: {why}; "
+                         "starting a new run")
+            campaign = None
+        elif progress:
+            progress(0, 0, None, f"resuming run {campaign.id} of {spec.name!r} "
+                     "(same campaign, software and host)")
     if campaign is None:
-        campaign = Campaign(name=spec.name, spec=spec.raw, file=spec.file, host_id=host_id)
+        campaign = Campaign(name=spec.name, spec=spec.raw, file=spec.file, host_id=host_id,
+                            resume_key=key)
         db.add_campaign(campaign)
     else:
         db.mark_interrupted(campaign.id or 0)
@@ -258,10 +329,11 @@ def _run_item(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Sessio
         _search(db, spec, item, session, ctx, done)
         return
     if item.method == "latency":
-        rp = _rplus_of(db, ctx["campaign_id"], item)
-        if rp is None or rp <= 0:
+        r = _rplus_of(db, ctx["campaign_id"], item)
+        if r is None or r.rate_total_pps <= 0:
             raise SkipSession("no R+ for this point (its R+ failed or was skipped)")
-        load = rp * item.arg
+        load = r.rate_total_pps * item.arg  # aggregate, like R+
+        ctx["rplus_tester_bound"] = r.tester_bound
         c = session.measurer.measure(spec.duration_s, load)
         db.add_trial(_trial(item, c, ctx, "latency", load_fraction=item.arg))
         return

@@ -56,12 +56,19 @@ class CampaignSpec:
     file: str
     raw: dict[str, Any]
     duration_s: float = 1.0
+    #: every trial starts with this much traffic that is not measured (docs/bench.md)
+    warmup_s: float = 0.5
     repetitions: int = 1
     methods: tuple[str, ...] = ("rplus",)
     search: str = "auto"
     search_width: float = 0.05
     min_load_pps: float = 1000.0
-    max_load_pps: float = 0.0  # 0 = 1.1 x R+
+    max_load_pps: float = 0.0  # aggregate; 0 = 1.1 x R+
+    #: MLRsearch goals (search/mlr.py: MlrGoals); None = one trial per decision
+    mlr_duration_sum_s: float | None = None
+    mlr_exceed_ratio: float = 0.0
+    mlr_initial_trial_s: float | None = None
+    mlr_warmup_s: float = 0.0
     latency_fractions: tuple[float, ...] = (0.1, 0.5, 0.99)
     rates_pps: tuple[float, ...] = ()
     suts: tuple[str, ...] = ("wire",)
@@ -139,8 +146,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     m = doc.get("matrix", {})
     if "name" not in c or not isinstance(c["name"], str) or not c["name"]:
         raise CampaignError("campaign.name: required, a non-empty string")
-    ckeys = {"name", "description", "dimension", "location", "duration_s", "repetitions",
-             "methods", "search", "search_width", "min_load_pps", "max_load_pps",
+    ckeys = {"name", "description", "dimension", "location", "duration_s", "warmup_s",
+             "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
+             "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
              "interleave"}
     for k in c:
@@ -168,6 +176,22 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     duration = float(c.get("duration_s", 1.0))
     if not 0.1 <= duration <= 600:
         raise CampaignError("campaign.duration_s: must be within 0.1..600")
+    warmup = float(c.get("warmup_s", 0.5))
+    if not 0 <= warmup <= 60:
+        raise CampaignError("campaign.warmup_s: must be within 0..60")
+    mlr: dict[str, Any] = {}
+    for k in ("mlr_duration_sum_s", "mlr_initial_trial_s"):
+        if k in c:
+            v = c[k]
+            if not isinstance(v, int | float) or isinstance(v, bool) or v <= 0:
+                raise CampaignError(f"campaign.{k}: a positive number of seconds")
+            mlr[k] = float(v)
+    ex = c.get("mlr_exceed_ratio", 0.0)
+    if not isinstance(ex, int | float) or isinstance(ex, bool) or not 0 <= ex < 1:
+        raise CampaignError("campaign.mlr_exceed_ratio: within [0, 1)")
+    mw = c.get("mlr_warmup_s", 0.0)
+    if not isinstance(mw, int | float) or isinstance(mw, bool) or mw < 0:
+        raise CampaignError("campaign.mlr_warmup_s: a number of seconds ≥ 0")
     reps = c.get("repetitions", 1)
     if not isinstance(reps, int) or reps < 1:
         raise CampaignError("campaign.repetitions: a positive integer")
@@ -230,7 +254,10 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if tester_port not in ("afxdp", "afpacket"):
         raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
     return CampaignSpec(
-        name=c["name"], file=file, raw=doc, duration_s=duration, repetitions=reps,
+        name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
+        mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
+        mlr_initial_trial_s=mlr.get("mlr_initial_trial_s"), mlr_warmup_s=float(mw),
+        repetitions=reps,
         methods=tuple(methods), search=search, search_width=float(c.get("search_width", 0.05)),
         min_load_pps=float(c.get("min_load_pps", 1000.0)),
         max_load_pps=float(c.get("max_load_pps", 0.0)),

@@ -1,7 +1,7 @@
 """Measuring: the Measurer interface, turnout-gen driver, CPU, statistics."""
 
 from .counts import Measurer, TrialCounts
-from .gen import GenError, GenMeasurer, GenProc, Stream, find_gen, gen_version
+from .gen import GenError, GenMeasurer, GenProc, Stream, VnfHandle, find_gen, gen_version
 from .stats import Summary, gbps, paired_ratios, percentile, summarize
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "Stream",
     "Summary",
     "TrialCounts",
+    "VnfHandle",
     "find_gen",
     "gbps",
     "gen_version",

@@ -1,20 +1,39 @@
-"""CPU time of every thread of the SUT's processes, from /proc."""
+"""CPU time of processes over exactly a trial's traffic window, from /proc.
+
+A trial's processes start, wait for their peers, warm up, send, cool down
+and exit; only the measured window (what turnout-gen reports as
+``tx.window_start_ns``..``window_end_ns`` on CLOCK_MONOTONIC) is traffic.
+``CpuSampler`` reads every thread's utime/stime of the watched processes
+every ``every_s`` in a background thread, with the monotonic time of each
+reading; ``window`` interpolates each thread's cumulative CPU time linearly
+to the window's edges. /proc counts in ticks (``SC_CLK_TCK``, 10 ms here),
+so a thread's figure over a window of T seconds is within ±2 ticks: ±2 %
+of a core over 1 s.
+
+Cycles are CPU seconds times ``nominal_hz()``: the TSC's (constant) rate,
+not the current clock of some CPU, so a figure does not move with
+frequency scaling.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CpuSample", "cpu_delta", "cpu_hz", "sample_threads"]
+__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "sample_threads"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
 class CpuSample:
-    """utime/stime (ticks) of one thread at one moment."""
+    """utime/stime (ticks) of one thread at one moment, and its last CPU."""
 
     pid: int
     tid: int
@@ -40,29 +59,117 @@ def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
     return out
 
 
-def cpu_delta(
-    before: dict[int, CpuSample], after: dict[int, CpuSample], wall_s: float
-) -> list[dict[str, Any]]:
-    """Per thread: user_s, sys_s and util (CPU seconds per wall second)."""
-    rows = []
-    for tid, a in sorted(after.items()):
-        b = before.get(tid)
-        du = a.utime - (b.utime if b else 0)
-        ds = a.stime - (b.stime if b else 0)
-        rows.append({
-            "pid": a.pid, "tid": tid, "name": a.name, "cpu": a.cpu,
-            "user_s": du / CLK_TCK, "sys_s": ds / CLK_TCK,
-            "util": (du + ds) / CLK_TCK / wall_s if wall_s > 0 else 0.0,
-        })
-    return rows
+class CpuSampler:
+    """Samples the threads of ``pids`` (``role`` -> pids, e.g. "sut", "vnf")
+    every ``every_s`` until ``stop``; ``window`` gives CPU over an interval."""
+
+    def __init__(self, pids_by_role: dict[str, list[int]], every_s: float = 0.02) -> None:
+        self.pids_by_role = {r: list(p) for r, p in pids_by_role.items() if p}
+        self.every_s = every_s
+        self.samples: list[tuple[int, dict[int, CpuSample]]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _take(self) -> None:
+        pids = [p for ps in self.pids_by_role.values() for p in ps]
+        self.samples.append((time.monotonic_ns(), sample_threads(pids)))
+
+    def start(self) -> CpuSampler:
+        if not self.pids_by_role:
+            return self
+        self._take()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._take()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._take()
+
+    def _at(self, tid: int, t_ns: int, field: str) -> float:
+        """Cumulative ticks of ``field`` of thread ``tid`` at ``t_ns``,
+        interpolated between the samples around it."""
+        before = after = None
+        for ts, smp in self.samples:
+            s = smp.get(tid)
+            if s is None:
+                continue
+            if ts <= t_ns:
+                before = (ts, getattr(s, field))
+            else:
+                after = (ts, getattr(s, field))
+                break
+        if before is None:
+            return float(after[1]) if after else 0.0
+        if after is None:
+            return float(before[1])
+        (t0, v0), (t1, v1) = before, after
+        return v0 + (v1 - v0) * (t_ns - t0) / max(1, t1 - t0)
+
+    def window(self, start_ns: int, end_ns: int) -> list[dict[str, Any]]:
+        """Per thread: role, pid, tid, name, last CPU, user_s, sys_s, cpu_s
+        and util (CPU seconds per second of the window) over [start, end]."""
+        span_s = max(0, end_ns - start_ns) / 1e9
+        role_of = {p: r for r, ps in self.pids_by_role.items() for p in ps}
+        threads: dict[int, CpuSample] = {}
+        for _, smp in self.samples:
+            threads.update(smp)
+        rows = []
+        for tid, s in sorted(threads.items()):
+            u = (self._at(tid, end_ns, "utime") - self._at(tid, start_ns, "utime")) / CLK_TCK
+            k = (self._at(tid, end_ns, "stime") - self._at(tid, start_ns, "stime")) / CLK_TCK
+            rows.append({
+                "role": role_of.get(s.pid, "sut"), "pid": s.pid, "tid": tid, "name": s.name,
+                "cpu": s.cpu, "user_s": round(u, 6), "sys_s": round(k, 6),
+                "cpu_s": round(u + k, 6), "util": round((u + k) / span_s, 4) if span_s else 0.0,
+            })
+        return rows
 
 
-def cpu_hz() -> float:
-    """Nominal CPU clock from /proc/cpuinfo (for cycles per packet); 0 if unknown."""
+_HZ: tuple[float, str] | None = None
+
+
+def nominal_hz() -> tuple[float, str]:
+    """The TSC's rate in Hz and where it was read: the kernel's TSC
+    calibration (dmesg), else the model name's nominal clock ("@ 2.30GHz"),
+    else cpufreq's base frequency, else CPU 0's current "cpu MHz" (the
+    last resort, which moves with frequency scaling: the source says so).
+    (0, "unknown") when none is readable."""
+    global _HZ
+    if _HZ is not None:
+        return _HZ
+    found: tuple[float, str] = (0.0, "unknown")
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("cpu MHz"):
-                return float(line.split(":")[1]) * 1e6
-    except OSError:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
+        m = re.findall(r"tsc: Refined TSC clocksource calibration: ([\d.]+) MHz", out) or \
+            re.findall(r"tsc: Detected ([\d.]+) MHz", out)
+        if m:
+            found = (float(m[-1]) * 1e6, "tsc (dmesg)")
+    except (OSError, subprocess.SubprocessError):
         pass
-    return 0.0
+    if not found[0]:
+        try:
+            info = Path("/proc/cpuinfo").read_text()
+            m2 = re.search(r"model name\s*:.*@\s*([\d.]+)\s*GHz", info)
+            if m2:
+                found = (float(m2.group(1)) * 1e9, "model name")
+            else:
+                base = Path("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency")
+                if base.exists():
+                    found = (float(base.read_text()) * 1e3, "cpufreq base_frequency")
+                else:
+                    m3 = re.search(r"cpu MHz\s*:\s*([\d.]+)", info)
+                    if m3:
+                        found = (float(m3.group(1)) * 1e6,
+                                 "cpu MHz of CPU 0 (current, not nominal)")
+        except OSError:
+            pass
+    _HZ = found
+    return found

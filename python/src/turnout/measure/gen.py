@@ -2,21 +2,40 @@
 
 A ``GenMeasurer`` knows the streams of a scenario (where each one is sent
 and received) and, per trial, starts receivers, then senders, waits, and
-turns the JSON documents into one ``TrialCounts``: counts summed over
-streams, ``lost = sent - received`` (clamped at 0), latency from the first
-stream's receiver (all receivers' summaries are in ``extra``), CPU of the
-SUT's threads over the trial. ``load_pps`` is per stream (per sending
-port, as in MLRsearch); 0 means as fast as possible.
+turns the JSON documents into one ``TrialCounts``. Conventions
+(docs/bench.md, "What every number means"):
+
+- ``load_total_pps`` is the aggregate over all streams, split evenly among
+  them; R+, rx and tx rates are aggregates too.
+- Loss is per stream from turnout-gen's sequence numbers: ``lost`` frames
+  never arrived (duplicates do not cancel losses), ``duplicated`` and
+  ``reordered`` are counted apart; ``received`` counts distinct frames.
+  Frames the tester could not enqueue (``tx.full``) are ``unsent``: the
+  tester's shortfall, never the switch's loss.
+- Two streams that are each other's reverse (a bidirectional point) run in
+  one ``txrx --bidir`` process, which opens each port once.
+- Chain VNFs (long-running ``fwd``) are asked for a snapshot (SIGUSR1)
+  before and after each trial; their drops in between are ``vnf_dropped``
+  and their own report goes into ``extra["vnfs"]``.
+- CPU: the SUT's and the VNFs' threads are sampled from /proc during the
+  trial and cut to the traffic window turnout-gen reports
+  (``measure/cpu.py``); the tester's CPU in that window comes from
+  turnout-gen itself.
+- Latency: every stream's histogram is merged into the trial's
+  percentiles and CDF; each stream's summary stays in
+  ``extra["streams"]``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,12 +43,26 @@ from pathlib import Path
 from typing import Any
 
 from .counts import TrialCounts
-from .cpu import cpu_delta, cpu_hz, sample_threads
+from .cpu import CpuSampler, nominal_hz
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "find_gen", "gen_version",
-           "tester_bound"]
+__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "VnfHandle", "find_gen",
+           "gen_version", "merge_latency", "tester_bound"]
 
 REPO = Path(__file__).resolve().parents[4]
+
+#: Share of send attempts the port must push back for the SUT to count as
+#: the limit of a saturating trial.
+PUSHBACK_MIN = 0.10
+#: Share of receive bursts that filled the batch right after a full one
+#: (frames kept waiting) above which the tester's receiver was behind.
+RX_BEHIND_MIN = 0.10
+#: A saturating trial in which the SUT lost at least this share (PDR's
+#: threshold) was limited by the SUT even without push-back (kernel paths
+#: drop instead of pushing back).
+SUT_LOSS_MIN = 0.005
+#: At a given load, a tester that sent less than this share of it without
+#: being pushed back could not offer the load.
+OFFERED_MIN = 0.97
 
 
 class GenError(RuntimeError):
@@ -70,7 +103,9 @@ def gen_version(cmd: list[str]) -> str:
 @dataclass
 class Stream:
     """One direction of traffic: sent on ``tx_port`` in ``tx_ns``, received
-    on ``rx_port`` in ``rx_ns`` (turnout-gen port specs)."""
+    on ``rx_port`` in ``rx_ns`` (turnout-gen port specs). ``reverse_of``:
+    the id of the stream this one is the reverse of (bidirectional points;
+    its id is then that id + 1)."""
 
     tx_port: str
     rx_port: str
@@ -81,6 +116,8 @@ class Stream:
     id: int = 0
     tx_cpu: int | None = None
     rx_cpu: int | None = None
+    reverse_of: int | None = None
+    name: str = ""  # e.g. "t0>t1", for reports
 
     @property
     def split(self) -> bool:
@@ -98,9 +135,168 @@ class GenProc:
     args: list[str]
     netns: str | None = None
     cpu: int | None = None
+    name: str = ""
+
+
+class VnfHandle:
+    """A running helper whose stdout carries JSON lines: its snapshots
+    (answers to SIGUSR1) and, at the end, its final document."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], name: str = "") -> None:
+        self.proc = proc
+        self.name = name or " ".join(map(str, proc.args))[-60:]
+        self.lines: queue.Queue[str] = queue.Queue()
+        self._reader: threading.Thread | None = None
+        if proc.stdout is not None:
+            self._reader = threading.Thread(target=self._read, daemon=True)
+            self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode(errors="replace").strip()
+            if line.startswith("{"):
+                self.lines.put(line)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def snapshot(self, timeout_s: float = 2.0) -> dict[str, Any] | None:
+        """Ask for a snapshot and wait for it; None if it does not answer."""
+        if not self.alive() or self._reader is None:
+            return None
+        while not self.lines.empty():  # drop anything stale
+            self.lines.get_nowait()
+        self.proc.send_signal(signal.SIGUSR1)
+        try:
+            doc = json.loads(self.lines.get(timeout=timeout_s))
+        except (queue.Empty, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+
+def vnf_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """What a VNF did between two snapshots: per direction received,
+    forwarded and dropped by reason, and its thread's CPU."""
+    if not before or not after:
+        return {"error": "no snapshot"}
+    out: dict[str, Any] = {"directions": []}
+    bdirs = {d["name"]: d for d in before.get("fwd", {}).get("directions", [])}
+    keys = ("received", "packets", "dropped_tx_full", "dropped_oversize", "dropped_runt")
+    dropped = received = forwarded = 0
+    for d in after.get("fwd", {}).get("directions", []):
+        b = bdirs.get(d["name"], {})
+        row = {"name": d["name"], **{k: int(d.get(k, 0)) - int(b.get(k, 0)) for k in keys}}
+        row["dropped"] = row["dropped_tx_full"] + row["dropped_oversize"] + row["dropped_runt"]
+        out["directions"].append(row)
+        dropped += row["dropped"]
+        received += row["received"]
+        forwarded += row["packets"]
+    out.update(received=received, forwarded=forwarded, dropped=dropped,
+               cpu_s=(int(after.get("thread_cpu_ns") or 0)
+                      - int(before.get("thread_cpu_ns") or 0)) / 1e9)
+    return out
 
 
 Spawner = Callable[..., subprocess.Popen[bytes]]
+
+
+@dataclass
+class _Task:
+    """One turnout-gen process of a trial."""
+
+    role: str  # txrx | tx | rx
+    streams: list[Stream]
+    netns: str | None
+    args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+    doc: dict[str, Any] | None = None
+
+
+def plan_tasks(streams: list[Stream]) -> list[_Task]:
+    """Group streams into processes: a stream and its reverse in one
+    ``txrx --bidir`` (each port opened once); other unsplit streams one
+    ``txrx`` each; split streams a ``rx`` and a ``tx`` each."""
+    by_id = {s.id: s for s in streams}
+    tasks: list[_Task] = []
+    taken: set[int] = set()
+    for s in streams:
+        if s.id in taken:
+            continue
+        rev = next((r for r in streams if r.reverse_of == s.id), None)
+        if rev is not None and not s.split and not rev.split and rev.id == s.id + 1 \
+                and rev.tx_port == s.rx_port and rev.rx_port == s.tx_port:
+            tasks.append(_Task("txrx", [s, rev], s.tx_ns))
+            taken |= {s.id, rev.id}
+        elif not s.split:
+            tasks.append(_Task("txrx", [s], s.tx_ns))
+            taken.add(s.id)
+        else:
+            tasks.append(_Task("rx", [s], s.rx_ns))
+            tasks.append(_Task("tx", [s], s.tx_ns))
+            taken.add(s.id)
+    assert taken == set(by_id)
+    return tasks
+
+
+def merge_latency(hists: list[list[list[float]]]) -> dict[str, Any]:
+    """Percentiles and a CDF of the union of several turnout-gen histograms
+    (``latency_ns.hist``: [value_ns, count] buckets)."""
+    counts: dict[float, int] = {}
+    for h in hists:
+        for v, c in h:
+            counts[float(v)] = counts.get(float(v), 0) + int(c)
+    total = sum(counts.values())
+    if total == 0:
+        return {}
+    items = sorted(counts.items())
+    out: dict[str, Any] = {}
+    targets = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
+    acc = 0
+    cdf: list[list[float]] = []
+    step = max(1, len(items) // 190)
+    for i, (v, c) in enumerate(items):
+        acc += c
+        for k, q in targets.items():
+            if k not in out and acc >= q * total:
+                out[k] = v
+        if i % step == 0 or i == len(items) - 1:
+            cdf.append([v, acc / total])
+    out["cdf"] = cdf
+    return out
+
+
+def tester_bound(load_total_pps: float, duration_s: float, sent: int, lost: int, unsent: int,
+                 attempts: int = 0, pushback: int = 0, bursts: int = 0, backlog_bursts: int = 0,
+                 vnf_dropped: int = 0) -> tuple[bool, str]:
+    """Whether the tester, not the SUT, limited a trial, and why (from the
+    tester's own evidence, never from a single lost frame).
+
+    - The receiver was behind (≥ 10 % of its bursts backlogged): tester.
+    - As fast as possible (load 0): the port pushed back on ≥ 10 % of the
+      sender's attempts, or the SUT lost at least 0.5 % of what was sent
+      (kernel paths drop instead of pushing back): the SUT set the rate.
+      Otherwise the SUT took what the tester could make: tester-bound, the
+      rate a lower bound of the SUT's (parity counts as tester-bound, the
+      conservative reading).
+    - At a given load: the tester sent under 97 % of it without being
+      pushed back: it could not offer the load.
+    """
+    if bursts > 0 and backlog_bursts >= RX_BEHIND_MIN * bursts:
+        return True, f"receiver behind on {backlog_bursts}/{bursts} bursts"
+    pushed = attempts > 0 and pushback >= PUSHBACK_MIN * attempts
+    if load_total_pps <= 0:
+        if pushed:
+            return False, f"the port pushed back on {pushback}/{attempts} attempts"
+        sut_lost = max(0, lost - vnf_dropped)
+        if sent > 0 and sut_lost >= SUT_LOSS_MIN * sent:
+            return False, f"the SUT lost {sut_lost / sent:.2%} of what was sent"
+        return True, (f"the SUT kept up with the tester (lost {max(0, lost - vnf_dropped)}, "
+                      f"pushback on {pushback}/{attempts} attempts)")
+    intended = load_total_pps * duration_s
+    if intended > 0 and sent < OFFERED_MIN * intended and not pushed:
+        return True, f"the tester offered {sent / intended:.1%} of the load ({unsent} unsent)"
+    return False, ""
 
 
 @dataclass
@@ -116,75 +312,86 @@ class GenMeasurer:
     sut_pids: Callable[[], list[int]] = field(default=lambda: [])
     #: long-running helpers (chain VNFs): a trial fails, naming the helper and
     #: its message, when one of them has exited
-    helpers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    helpers: list[VnfHandle] = field(default_factory=list)
+    warmup_s: float = 0.0
     cooldown_s: float = 0.2
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
 
-    def _traffic_args(self, s: Stream, duration_s: float, load_pps: float) -> list[str]:
+    def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
              "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
              "--duration-s", f"{duration_s:g}", "--cooldown-s", f"{self.cooldown_s:g}",
              "--wait-peer-s", f"{self.wait_peer_s:g}"]
-        if load_pps > 0:
-            a += ["--rate-pps", f"{load_pps:.0f}"]
+        if self.warmup_s > 0:
+            a += ["--warmup-s", f"{self.warmup_s:g}"]
+        if per_stream_pps > 0:
+            a += ["--rate-pps", f"{per_stream_pps:.0f}"]
         return a
 
     def check_helpers(self) -> None:
         """Raise GenError when a helper (a chain VNF) is no longer running."""
         for h in self.helpers:
-            if h.poll() is not None:
-                err = h.stderr.read().decode(errors="replace").strip() if h.stderr else ""
-                cmd = " ".join(map(str, h.args))
-                raise GenError(f"helper exited {h.returncode}: {cmd}: {err[-400:]}")
+            if not h.alive():
+                err = h.proc.stderr.read().decode(errors="replace").strip() if h.proc.stderr else ""
+                raise GenError(f"helper exited {h.proc.returncode}: {h.name}: {err[-400:]}")
 
-    def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+    def _args(self, t: _Task, duration_s: float, per_stream_pps: float) -> list[str]:
+        s = t.streams[0]
+        if t.role == "rx":
+            args = [*self.cmd, "rx", "--port", s.rx_port, "--wait-peer-s", f"{self.wait_peer_s:g}"]
+            if s.rx_cpu is not None:
+                args += ["--cpu", str(s.rx_cpu)]
+            return args
+        args = [*self.cmd, t.role, "--port", s.tx_port]
+        if t.role == "txrx":
+            args += ["--rx-port", s.rx_port]
+            if len(t.streams) == 2:
+                r = t.streams[1]
+                args += ["--bidir", "--src-mac2", r.src_mac, "--dst-mac2", r.dst_mac]
+        args += self._traffic_args(s, duration_s, per_stream_pps)
+        if s.tx_cpu is not None:
+            args += ["--cpu", str(s.tx_cpu)]
+        return args
+
+    def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         self.check_helpers()
-        procs: list[tuple[str, Stream, subprocess.Popen[bytes]]] = []
-        receivers = []
-        pids = self.sut_pids()
-        before = sample_threads(pids)
-        t0 = time.monotonic()
+        per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
+        tasks = plan_tasks(self.streams)
+        vnf_before = [h.snapshot() for h in self.helpers]
+        sampler = CpuSampler({"sut": self.sut_pids(),
+                              "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         try:
-            for s in self.streams:  # receivers first, so nothing sent is missed
-                if not s.split:
-                    continue
-                args = [*self.cmd, "rx", "--port", s.rx_port, "--wait-peer-s",
-                        f"{self.wait_peer_s:g}"]
-                if s.rx_cpu is not None:
-                    args += ["--cpu", str(s.rx_cpu)]
-                p = self.spawn(args, netns=s.rx_ns)
-                receivers.append(p)
-                procs.append(("rx", s, p))
+            receivers = [t for t in tasks if t.role == "rx"]
+            for t in receivers:  # receivers first, so nothing sent is missed
+                t.args = self._args(t, duration_s, per_stream)
+                t.proc = self.spawn(t.args, netns=t.netns)
             if receivers:
                 time.sleep(0.3)  # let receivers bind
-            for s in self.streams:
-                role = "tx" if s.split else "txrx"
-                args = [*self.cmd, role, "--port", s.tx_port]
-                if role == "txrx":
-                    args += ["--rx-port", s.rx_port]
-                args += self._traffic_args(s, duration_s, load_pps)
-                if s.tx_cpu is not None:
-                    args += ["--cpu", str(s.tx_cpu)]
-                procs.append((role, s, self.spawn(args, netns=s.tx_ns)))
-            docs: list[tuple[str, Stream, dict[str, Any]]] = []
-            deadline = time.monotonic() + duration_s + self.wait_peer_s + self.timeout_margin_s
-            senders = [x for x in procs if x[0] != "rx"]
-            for role, s, p in senders:
-                docs.append((role, s, self._collect(p, deadline)))
-            wall = time.monotonic() - t0
-            after = sample_threads(pids)
+            senders = [t for t in tasks if t.role != "rx"]
+            for t in senders:
+                t.args = self._args(t, duration_s, per_stream)
+                t.proc = self.spawn(t.args, netns=t.netns)
+            deadline = (time.monotonic() + self.warmup_s + duration_s + self.wait_peer_s
+                        + self.timeout_margin_s)
+            for t in senders:
+                assert t.proc is not None
+                t.doc = self._collect(t.proc, deadline)
             time.sleep(self.cooldown_s)
-            for role, s, p in procs:
-                if role == "rx":
-                    p.send_signal(signal.SIGINT)
-                    docs.append((role, s, self._collect(p, time.monotonic() + 5)))
+            for t in receivers:
+                assert t.proc is not None
+                t.proc.send_signal(signal.SIGINT)
+                t.doc = self._collect(t.proc, time.monotonic() + 5)
         finally:
-            for _, _, p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        return self._combine(docs, duration_s, load_pps, before, after, wall)
+            sampler.stop()
+            for t in tasks:
+                if t.proc is not None and t.proc.poll() is None:
+                    t.proc.kill()
+                    t.proc.wait()
+        vnf_after = [h.snapshot() for h in self.helpers]
+        return self._combine(tasks, duration_s, load_total_pps, sampler,
+                             [vnf_delta(b, a) | {"name": h.name}
+                              for h, b, a in zip(self.helpers, vnf_before, vnf_after, strict=True)])
 
     @staticmethod
     def _collect(p: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
@@ -208,88 +415,153 @@ class GenMeasurer:
             raise GenError(f"unexpected turnout-gen schema {doc.get('schema')!r}")
         return doc
 
-    def _combine(self, docs: list[tuple[str, Stream, dict[str, Any]]], duration_s: float,
-                 load_pps: float, before: dict, after: dict, wall_s: float) -> TrialCounts:
-        sent = received = tx_full = 0
-        attempts = pushback = bursts = backlog_bursts = 0
-        tx_dur = 0.0
-        latencies = []
-        jitter = None
-        first_lat: dict[str, Any] | None = None
-        for _role, s, doc in docs:
-            if "tx" in doc:
-                sent += int(doc["tx"]["packets"])
-                tx_full += int(doc["tx"].get("full", 0))
-                attempts += int(doc["tx"].get("attempts", 0))
-                pushback += int(doc["tx"].get("pushback", 0))
-                tx_dur = max(tx_dur, float(doc["tx"].get("duration_s", 0.0)))
-            if "rx" in doc:
-                rx = doc["rx"]
-                bursts += int(rx.get("bursts", 0))
-                backlog_bursts += int(rx.get("backlog_bursts", 0))
-                mine = [st for st in rx.get("streams", []) if st.get("id") == s.id]
-                received += int(mine[0]["received"]) if mine else int(rx["packets"])
-                lat = rx.get("latency_ns")
-                if lat:
-                    latencies.append({"stream": s.id, **{k: v for k, v in lat.items()
-                                                          if k != "cdf"}})
-                    if first_lat is None:
-                        first_lat, jitter = lat, rx.get("jitter_ns")
-        dur = tx_dur or duration_s
-        cpu = cpu_delta(before, after, wall_s) if after else []
-        cycles = None
-        if cpu and received > 0 and cpu_hz() > 0:
-            cycles = sum(r["user_s"] + r["sys_s"] for r in cpu) * cpu_hz() / received
-        lat_fields = {}
-        cdf: list[list[float]] = []
-        if first_lat:
-            lat_fields = {k: float(first_lat[k]) for k in
-                          ("min", "mean", "p50", "p90", "p99", "p999", "max") if k in first_lat}
-            cdf = [[float(v), float(f)] for v, f in first_lat.get("cdf", [])]
-        return TrialCounts(
-            offered_pps=load_pps, duration_s=dur, sent=sent, received=received,
-            lost=max(0, sent - received), latency_ns=lat_fields, latency_cdf=cdf,
-            jitter_ns=jitter, cpu=cpu, cycles_per_packet=cycles,
-            extra={"latency_by_stream": latencies, "streams": len(self.streams),
-                   "tester": os.path.basename(self.cmd[-1]), "tx_full": tx_full,
-                   "tx_attempts": attempts, "tx_pushback": pushback,
-                   "rx_bursts": bursts, "rx_backlog_bursts": backlog_bursts,
-                   "tester_bound": tester_bound(load_pps, dur, len(self.streams), sent,
-                                                received, tx_full, attempts, pushback,
-                                                bursts, backlog_bursts)},
-        )
+    def _combine(self, tasks: list[_Task], duration_s: float, load_total_pps: float,
+                 sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
+        return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
+                            tester=os.path.basename(self.cmd[-1]))
 
 
-#: Share of send attempts the port must push back for the SUT to count as
-#: the limit of a saturating trial.
-PUSHBACK_MIN = 0.10
-#: Share of receive bursts that filled the batch right after a full one
-#: (frames kept waiting) above which the tester's receiver was behind.
-RX_BEHIND_MIN = 0.10
+def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:
+    """stream id -> (frames sent, frames unsent) from the senders' documents."""
+    out: dict[int, tuple[int, int]] = {}
+    for t in tasks:
+        if t.role == "rx" or not t.doc or "tx" not in t.doc:
+            continue
+        tx = t.doc["tx"]
+        dirs = tx.get("directions") or []
+        if dirs:
+            for d in dirs:
+                sid = int(d.get("stream", t.streams[0].id))
+                out[sid] = (int(d["packets"]), int(d.get("full", 0)))
+        else:
+            out[t.streams[0].id] = (int(tx["packets"]), int(tx.get("full", 0)))
+    return out
 
 
-def tester_bound(load_pps: float, duration_s: float, streams: int, sent: int, received: int,
-                 tx_full: int, attempts: int = 0, pushback: int = 0, bursts: int = 0,
-                 backlog_bursts: int = 0) -> bool:
-    """Whether the tester, not the SUT, limited this trial.
-
-    The receiver was behind when at least 10 % of its bursts filled the
-    whole batch right after one that did too (``rx.backlog_bursts``: frames
-    kept waiting for it): the tester limited the trial whatever else
-    happened. As fast as possible (load 0): nothing was lost
-    and the port rarely pushed back (under 10 % of the sender's attempts
-    found less room than a burst; a memif ring the SUT does not drain fast
-    enough pushes back on most), so the SUT took everything the tester could
-    make: the rate is the tester's ceiling, a lower bound of the SUT's. At a
-    given load: the tester sent less than 97 % of what was asked without
-    being pushed back. Documents without the counters (the Python
-    reference tester) are judged on loss and ``tx_full`` alone."""
-    if bursts > 0 and backlog_bursts >= RX_BEHIND_MIN * bursts:
-        return True
-    if tx_full > 0:
-        return False
-    if load_pps <= 0:
-        if attempts > 0 and pushback >= PUSHBACK_MIN * attempts:
-            return False
-        return sent > 0 and received >= sent
-    return sent < 0.97 * load_pps * duration_s * streams
+def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
+                 sampler: CpuSampler | None, vnfs: list[dict[str, Any]],
+                 tester: str = "turnout-gen") -> TrialCounts:
+    """One TrialCounts from the documents of a trial's processes (see the
+    module doc for the conventions)."""
+    sent_of = _sent_by_stream(tasks)
+    wanted = {s.id: s for t in tasks for s in t.streams}
+    attempts = pushback = bursts = backlog = 0
+    win_start: int | None = None
+    win_end: int | None = None
+    tx_dur = 0.0
+    tester_cpu: list[dict[str, Any]] = []
+    for t in tasks:
+        d = t.doc or {}
+        if "tx" in d and t.role != "rx":
+            tx = d["tx"]
+            attempts += int(tx.get("attempts", 0))
+            pushback += int(tx.get("pushback", 0))
+            tx_dur = max(tx_dur, float(tx.get("duration_s", 0.0)))
+            ws, we = tx.get("window_start_ns"), tx.get("window_end_ns")
+            if ws and we:
+                win_start = ws if win_start is None else min(win_start, ws)
+                win_end = we if win_end is None else max(win_end, we)
+            if "cpu_ns" in tx:
+                span = max(1, int(tx.get("window_end_ns", 0)) - int(tx.get("window_start_ns", 0)))
+                tester_cpu.append({"role": "tester", "pid": t.proc.pid if t.proc else 0,
+                                   "name": f"turnout-gen {t.role}", "cpu_s": tx["cpu_ns"] / 1e9,
+                                   "util": round(tx["cpu_ns"] / span, 4)})
+        if "rx" in d:
+            bursts += int(d["rx"].get("bursts", 0))
+            backlog += int(d["rx"].get("backlog_bursts", 0))
+    per_stream: list[dict[str, Any]] = []
+    hists: list[list[list[float]]] = []
+    sent = received = lost = dup = reord = 0
+    jitters: list[float] = []
+    lat_min: list[float] = []
+    lat_max: list[float] = []
+    lat_sum = 0.0
+    for t in tasks:
+        d = t.doc or {}
+        if "rx" not in d:
+            continue
+        rx = d["rx"]
+        for st in rx.get("streams", []):
+            sid = int(st["id"])
+            if sid not in wanted or all(sid != s.id for s in t.streams):
+                continue
+            s_sent, s_unsent = sent_of.get(sid, (0, 0))
+            s_dup = int(st.get("duplicated", 0))
+            s_recv = int(st.get("received", 0)) - s_dup
+            # rx role: frames lost after the last arrival only show against
+            # what was sent; txrx already counts them
+            s_lost = max(int(st.get("lost", 0)), s_sent - s_recv)
+            lat = st.get("latency_ns") or {}
+            row = {"id": sid, "name": wanted[sid].name, "sent": s_sent, "unsent": s_unsent,
+                   "received": s_recv, "lost": s_lost, "duplicated": s_dup,
+                   "reordered": int(st.get("reordered", 0)), "jitter_ns": st.get("jitter_ns"),
+                   "latency_ns": {k: v for k, v in lat.items() if k not in ("cdf", "hist")}}
+            per_stream.append(row)
+            sent += s_sent
+            received += s_recv
+            lost += s_lost
+            dup += s_dup
+            reord += row["reordered"]
+            if st.get("jitter_ns") is not None:
+                jitters.append(float(st["jitter_ns"]))
+            if lat.get("hist"):
+                hists.append(lat["hist"])
+                lat_min.append(float(lat["min"]))
+                lat_max.append(float(lat["max"]))
+                lat_sum += float(lat["mean"]) * int(lat["count"])
+    # streams nobody received at all (their receiver saw nothing of them)
+    for sid, (s_sent, s_unsent) in sent_of.items():
+        if sid in wanted and all(r["id"] != sid for r in per_stream):
+            per_stream.append({"id": sid, "name": wanted[sid].name, "sent": s_sent,
+                               "unsent": s_unsent, "received": 0, "lost": s_sent,
+                               "duplicated": 0, "reordered": 0})
+            sent += s_sent
+            lost += s_sent
+    unsent = sum(u for sid, (_, u) in sent_of.items() if sid in wanted)
+    dur = tx_dur or duration_s
+    lat_fields: dict[str, float] = {}
+    cdf: list[list[float]] = []
+    if not hists:
+        # testers without per-stream histograms (the Python reference
+        # tester): the receivers' own summaries, worst percentiles
+        levels = [(t.doc or {}).get("rx", {}).get("latency_ns") for t in tasks]
+        levels = [lv for lv in levels if lv]
+        if levels:
+            lat_fields = {k: max(float(lv[k]) for lv in levels if k in lv)
+                          for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")
+                          if any(k in lv for lv in levels)}
+            cdf = [[float(v), float(f)] for v, f in levels[0].get("cdf", [])]
+    if hists:
+        m = merge_latency(hists)
+        n = sum(int(c) for h in hists for _, c in h)
+        lat_fields = {"min": min(lat_min), "max": max(lat_max), "mean": lat_sum / max(1, n),
+                      **{k: float(m[k]) for k in ("p50", "p90", "p99", "p999") if k in m}}
+        cdf = [[float(v), float(f)] for v, f in m.get("cdf", [])]
+    cpu_rows: list[dict[str, Any]] = []
+    cpu_window = "traffic"
+    if sampler is not None and (win_start is None or win_end is None) and sampler.samples:
+        # a tester that reports no window: the whole trial, and say so
+        win_start, win_end = sampler.samples[0][0], sampler.samples[-1][0]
+        cpu_window = "whole trial (the tester reported no traffic window)"
+    if sampler is not None and win_start is not None and win_end is not None:
+        cpu_rows = sampler.window(win_start, win_end)
+    cpu_rows += tester_cpu
+    hz, hz_source = nominal_hz()
+    sut_cpu_s = sum(r["cpu_s"] for r in cpu_rows if r.get("role") == "sut")
+    cycles = sut_cpu_s * hz / received if received > 0 and hz > 0 and cpu_rows else None
+    vnf_dropped = sum(int(v.get("dropped", 0)) for v in vnfs)
+    tb, why = tester_bound(load_total_pps, dur, sent, lost, unsent, attempts, pushback,
+                           bursts, backlog, vnf_dropped)
+    return TrialCounts(
+        offered_total_pps=load_total_pps, duration_s=dur, sent=sent, received=received,
+        lost=lost, duplicated=dup, reordered=reord, unsent=unsent, vnf_dropped=vnf_dropped,
+        streams=len(wanted), latency_ns=lat_fields, latency_cdf=cdf,
+        jitter_ns=max(jitters) if jitters else None, cpu=cpu_rows, cycles_per_packet=cycles,
+        tester_bound=tb,
+        extra={"streams": sorted(per_stream, key=lambda r: r["id"]), "tester": tester,
+               "tester_bound_why": why, "tx_attempts": attempts, "tx_pushback": pushback,
+               "rx_bursts": bursts, "rx_backlog_bursts": backlog, "vnfs": vnfs,
+               "window_ns": [win_start, win_end], "cpu_window": cpu_window,
+               "cycles_hz": hz, "cycles_hz_source": hz_source,
+               "per_stream_pps": load_total_pps / max(1, len(wanted))},
+    )

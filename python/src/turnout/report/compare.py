@@ -8,11 +8,11 @@ ratio B/A, and a verdict:
   measured spread (max - min over repetitions) of either side, in the bad /
   good direction (lower throughput or higher latency is worse);
 - ``within noise``: they differ by no more than that;
-- ``spread unknown``: neither side has two repetitions, so no claim can be
-  checked (never counted as a regression);
+- ``spread unknown``: a side has fewer than two repetitions, so no claim
+  can be checked (never counted as a regression);
 - ``only in A`` / ``only in B``.
 
-Metrics: throughput (rate_pps of R+/NDR/PDR results) and latency p99 of
+Metrics: throughput (rate_total_pps of R+/NDR/PDR results) and latency p99 of
 latency trials at each fraction of R+.
 """
 

@@ -21,6 +21,7 @@ __all__ = [
     "Series",
     "Spread",
     "Table",
+    "distinct",
     "slug",
     "spread_of",
     "within_noise",
@@ -64,13 +65,21 @@ def within_noise(a: Spread, b: Spread) -> bool | None:
     """Whether the difference between two medians is no larger than the
     measured spread (max - min) of either side.
 
-    None when neither side has two or more repetitions: then the spread is
-    unknown and no claim can be checked.
+    None when either side has fewer than two repetitions: its spread is
+    unknown, so no difference can be shown to exceed it. Callers must treat
+    None as "unknown" — never as "not within noise" (it is falsy).
     """
-    if a.n < 2 and b.n < 2:
+    if a.n < 2 or b.n < 2:
         return None
-    spread = max(a.width if a.n >= 2 else 0.0, b.width if b.n >= 2 else 0.0)
+    spread = max(a.width, b.width)
     return abs(a.median - b.median) <= spread
+
+
+def distinct(a: Spread, b: Spread) -> bool:
+    """True only when the difference is known to exceed the spread: both
+    sides measured at least twice and their medians further apart than
+    either's range. What may be ranked."""
+    return within_noise(a, b) is False
 
 
 @dataclass
@@ -78,8 +87,8 @@ class Point:
     """One plotted point: x and the median of y with its range.
 
     ``noisy`` marks a point whose claimed difference (to the next SUT below
-    it, or to the reference) is within the measured spread; it is drawn
-    hollow.
+    it, or to the reference) is within the measured spread, or whose spread
+    is unknown (one repetition); it is drawn hollow.
     """
 
     x: float | str

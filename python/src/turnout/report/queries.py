@@ -11,13 +11,18 @@ Grouping rules (docs/report.md has the long form):
   repetition: SUT, scenario, direction, frame size, flows, burst, VNFs,
   ports, pairs, virtual port, method. Repetitions of one test point give a
   median and a range (min..max).
-- Throughput is the ``rate_pps`` of search results (R+, NDR, PDR).
+- Throughput is the ``rate_total_pps`` of search results (R+, NDR, PDR):
+  the aggregate over every stream of the point (a bidirectional point
+  counts both directions).
 - The *base* of a scenario is its smallest flows, VNF, port and pair counts
   and its most common burst: the throughput-vs-frame-size plots use only
   base points; the other values have their own plots.
 - A difference between two SUTs at the same test point is *within noise*
   when it is no larger than the spread (max - min) of either; such points
-  are drawn hollow and flagged in tables.
+  are drawn hollow and flagged in tables. With one repetition the spread is
+  *unknown*: such points are drawn hollow and never ranked.
+- A ratio to a reference (the bare wire) is only taken on the same path and
+  port type: a SUT on memif is never divided by a wire of veths.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 from ..results import Campaign, Result, ResultsDB, Trial
 from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
 from .model import within_noise as _within_noise
-from .units import GBPS_DEFINITION, gbps_l1
+from .units import GBPS_DEFINITION, gbps_of, is_ethernet_path
 
 __all__ = [
     "LOAD_FRACTIONS",
@@ -56,7 +61,7 @@ __all__ = [
     "throughput_section",
 ]
 
-#: Search methods whose rate_pps is a throughput, in order of preference.
+#: Search methods whose rate_total_pps is a throughput, in order of preference.
 THROUGHPUT_METHODS = ("rplus", "pdr", "ndr")
 METHOD_LABEL = {"rplus": "R+", "pdr": "PDR", "ndr": "NDR", "fixed": "fixed", "latency": "latency"}
 METHOD_STYLE = {"rplus": "-", "pdr": "--", "ndr": ":"}
@@ -125,15 +130,18 @@ class ThroughputPoint:
     """Repetitions of one throughput test point, and the claims made on them."""
 
     key: PointKey
-    by_rep: dict[int, float]  # repetition -> rate_pps
+    by_rep: dict[int, float]  # repetition -> rate_total_pps
     spread: Spread = field(init=False)
     #: the next SUT below it at the same test point is within noise of it
     noisy: bool = False
+    #: its difference to the next SUT below cannot be judged: one side has
+    #: a single repetition (spread unknown), so it is not ranked
+    unknown: bool = False
     #: paired ratio to the reference SUT (median, min, max, n) when there is one
     ratio: Spread | None = None
     ratio_noisy: bool | None = None
-    #: repetitions whose search had a tester-bound trial (measure/gen.py:
-    #: tester_bound): for R+ the rate is the tester's, a lower bound of the SUT's
+    #: repetitions whose result was tester-bound (measure/gen.py:
+    #: tester_bound): the rate is the tester's, a lower bound of the SUT's
     tester_bound: int = 0
 
     def __post_init__(self) -> None:
@@ -146,8 +154,9 @@ class ThroughputPoint:
 
     @property
     def gbps(self) -> Spread:
-        """The spread as layer-1 Gbps (see units.py)."""
-        return self.spread.scaled(gbps_l1(1.0, self.key.frame_size_b))
+        """The spread in Gbps: layer 1 on Ethernet-like paths, layer 2 through
+        shared memory (see units.py)."""
+        return self.spread.scaled(gbps_of(1.0, self.key.frame_size_b, self.key.virtual_port))
 
 
 @dataclass
@@ -257,13 +266,11 @@ def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
     repetition numbers, else median over median.
     """
     reps: dict[PointKey, dict[int, float]] = defaultdict(dict)
-    bound_results = {t.result_id for t in data.ok_trials
-                     if t.result_id is not None and t.extra.get("tester_bound")}
     bound: Counter[PointKey] = Counter()
     for r in data.ok_results:
         if r.method in THROUGHPUT_METHODS:
-            reps[PointKey.of(r)][int(r.repetition)] = float(r.rate_pps)
-            if r.id in bound_results:
+            reps[PointKey.of(r)][int(r.repetition)] = float(r.rate_total_pps)
+            if r.tester_bound:
                 bound[PointKey.of(r)] += 1
     points = [ThroughputPoint(k, v, tester_bound=bound[k]) for k, v in sorted(reps.items())]
     groups: dict[tuple, list[ThroughputPoint]] = defaultdict(list)
@@ -272,15 +279,18 @@ def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
     for members in groups.values():
         ranked = sorted(members, key=lambda p: p.spread.median, reverse=True)
         for hi, lo in pairwise(ranked):
-            if _within_noise(hi.spread, lo.spread):
+            verdict = _within_noise(hi.spread, lo.spread)
+            if verdict is None:
+                hi.unknown = lo.unknown = True
+            elif verdict:
                 hi.noisy = lo.noisy = True
-        refs = [p for p in members if p.key.sut in data.reference_suts]
-        if not refs:
-            continue
-        ref = refs[0]
         for p in members:
-            if p is ref:
+            # a ratio only against the reference on the same path and port type
+            refs = [r for r in members if r.key.sut in data.reference_suts
+                    and r.key.virtual_port == p.key.virtual_port]
+            if not refs or refs[0] is p:
                 continue
+            ref = refs[0]
             common = sorted(set(p.by_rep) & set(ref.by_rep))
             pairs = [p.by_rep[i] / ref.by_rep[i] for i in common if ref.by_rep[i] > 0]
             if len(pairs) >= 2 and len(common) == len(p.by_rep) == len(ref.by_rep):
@@ -295,7 +305,7 @@ def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
 
 def _tp_point(p: ThroughputPoint, x: float, unit: str) -> Point:
     s = p.mpps if unit == "mpps" else p.gbps
-    return Point(x=x, y=s.median, lo=s.min, hi=s.max, n=s.n, noisy=p.noisy)
+    return Point(x=x, y=s.median, lo=s.min, hi=s.max, n=s.n, noisy=p.noisy or p.unknown)
 
 
 def _series_by_sut(points: list[ThroughputPoint], xattr: str, unit: str) -> list[Series]:
@@ -317,9 +327,13 @@ def _throughput_table(key: str, title: str, points: list[ThroughputPoint]) -> Ta
     t = Table(
         key=key, title=title,
         columns=["scenario", "dir", "size B", "point", "SUT", "method", "n",
-                 "Mpps median [min–max]", "spread", "Gbps (L1)", "× reference [min–max]"],
-        note="A flagged row's difference to the next SUT below it (or its ratio to the "
-             "reference) is within the measured spread (max − min) of the repetitions.",
+                 "Mpps median [min–max]", "spread", "Gbps", "× reference [min–max]"],
+        note="Rates are the aggregate over all streams of the point. A flagged row's "
+             "difference to the next SUT below it (or its ratio to the reference) is within "
+             "the measured spread (max − min) of the repetitions, or cannot be judged (one "
+             "repetition: spread unknown, not ranked). A ratio is only taken to the "
+             "reference on the same path and port type. Gbps: layer 1 on veth paths, "
+             "layer 2 (L2) through shared memory.",
     )
     for p in sorted(points, key=lambda p: (p.key.group(), -p.spread.median)):
         k = p.key
@@ -328,15 +342,21 @@ def _throughput_table(key: str, title: str, points: list[ThroughputPoint]) -> Ta
             flag.append("within noise of the next SUT")
         if p.ratio_noisy:
             flag.append("ratio within noise")
+        elif p.ratio is not None and p.ratio_noisy is None:
+            flag.append("ratio spread unknown")
         if p.spread.n < 2:
-            flag.append("n=1: spread unknown")
+            flag.append("n=1: spread unknown, not ranked")
+        elif p.unknown:
+            flag.append("next SUT has n=1: not ranked")
         if p.tester_bound:
             flag.append(f"tester-bound in {p.tester_bound}/{p.spread.n} "
                         "(the tester's limit: a lower bound of the SUT's)")
         t.rows.append([
             k.scenario, k.direction, str(k.frame_size_b), k.extras(), k.sut_label(),
             METHOD_LABEL.get(k.method, k.method), str(p.spread.n), fmt_spread(p.mpps),
-            fmt_pct(p.spread.rel), fmt_spread(p.gbps), fmt_spread(p.ratio),
+            fmt_pct(p.spread.rel) if p.spread.n >= 2 else "unknown",
+            fmt_spread(p.gbps) + ("" if is_ethernet_path(k.virtual_port) else " L2"),
+            fmt_spread(p.ratio),
         ])
         t.flags.append("; ".join(flag))
     return t
@@ -373,7 +393,8 @@ def throughput_section(data: CampaignData, points: list[ThroughputPoint]) -> Sec
             panels=[
                 Panel("packet rate", "frame size (B, without FCS)", "Mpps",
                       _series_by_sut(pts, "frame_size_b", "mpps")),
-                Panel("line rate (L1)", "frame size (B, without FCS)", "Gbps (L1)",
+                Panel("line rate", "frame size (B, without FCS)",
+                      "Gbps (L1 on veth, L2 through shared memory)",
                       _series_by_sut(pts, "frame_size_b", "gbps")),
             ],
         ))
@@ -534,9 +555,31 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
 
 # ---------------------------------------------------------------- latency
 def _offered_pps(t: Trial) -> float:
-    if t.offered_pps > 0:
-        return float(t.offered_pps)
-    return t.sent / t.duration_s if t.duration_s > 0 else 0.0
+    """The aggregate load the tester really offered (not the one asked for)."""
+    if t.tx_total_pps > 0:
+        return float(t.tx_total_pps)
+    if t.duration_s > 0 and t.sent:
+        return t.sent / t.duration_s
+    return float(t.offered_total_pps)
+
+
+def _trial_marks(st: list[Trial]) -> str:
+    """What limited a group of latency or CPU trials, for table flags."""
+    n = len(st)
+    marks = []
+    tb = sum(1 for t in st if t.tester_bound)
+    if tb:
+        marks.append(f"tester-bound in {tb}/{n}")
+    rb = sum(1 for t in st if t.extra.get("rplus_tester_bound"))
+    if rb:
+        marks.append(f"R+ tester-bound in {rb}/{n} (the load is a fraction of a lower bound)")
+    vnf = sum(int(t.vnf_dropped) for t in st)
+    if vnf:
+        marks.append(f"{vnf} frames dropped by chain VNFs, not the SUT")
+    unsent = sum(int(t.unsent) for t in st)
+    if unsent:
+        marks.append(f"{unsent} frames the tester could not send")
+    return "; ".join(marks)
 
 
 def _cdf_at(cdf: Sequence[Sequence[float]], x: float) -> float:
@@ -623,6 +666,7 @@ def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
         rows.append((
             pct["p99"].median if pct["p99"] else math.inf,
             [str(int(st[0].frame_size_b)), label, fmt(frac),
+             fmt_spread(spread_of([t.offered_total_pps for t in st]).scaled(1e-6)),
              fmt_spread(spread_of([_offered_pps(t) for t in st]).scaled(1e-6)),
              str(len(st)), *[fmt_spread(pct[n]) for n, _ in _PCT_FIELDS],
              fmt_spread(spread_of(jit).scaled(1e-3)) if jit else "–",
@@ -631,13 +675,25 @@ def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
         ))
     rows.sort(key=lambda r: r[0])
     noisy: set[str] = set()
+    unknown: set[str] = set()
     ranked = [r[2] for r in rows if r[2] in p99s]
     for a, b in pairwise(ranked):
-        if _within_noise(p99s[a], p99s[b]):
+        verdict = _within_noise(p99s[a], p99s[b])
+        if verdict is None:
+            unknown |= {a, b}
+        elif verdict:
             noisy |= {a, b}
     for _, row, label in rows:
         table.rows.append(row)
-        table.flags.append("p99 within noise of next SUT" if label in noisy else "")
+        marks = []
+        if label in noisy:
+            marks.append("p99 within noise of next SUT")
+        if label in unknown:
+            marks.append("p99 spread unknown (n=1): not ranked")
+        m = _trial_marks(by_sut[label])
+        if m:
+            marks.append(m)
+        table.flags.append("; ".join(marks))
     return series
 
 
@@ -646,7 +702,9 @@ def latency_cdf_section(data: CampaignData) -> Section:
     sec = Section(
         key="latency-cdf", title="Latency CDFs at 0.1, 0.5 and 0.99 × R+",
         intro="One-way latency measured by turnout-gen (send and receive timestamps on the "
-              "same monotonic clock), at loads of 0.99, 0.5 and 0.1 × the SUT's own R+ "
+              "same monotonic clock, every stream's histogram merged), at aggregate loads of "
+              "0.99, 0.5 and 0.1 × the SUT's own R+; 'asked' is that load, 'offered' what "
+              "the tester really sent (a flag says when R+ itself was the tester's limit) "
               "(seeds/000 §4.4, Fig. 8): one row of panels per frame size, one panel per "
               "load. Each curve pools the repetitions' CDFs weighted by their received "
               "packets; x is logarithmic. The tables give each percentile as the median over "
@@ -665,8 +723,8 @@ def latency_cdf_section(data: CampaignData) -> Section:
         panels = []
         table = Table(
             key=_group_key("latency-pct", g), title=f"Latency percentiles (µs): {_group_title(g)}",
-            columns=["size B", "SUT", "× R+", "offered Mpps", "n", *[f[0] for f in _PCT_FIELDS],
-                     "jitter µs", "loss ratio"],
+            columns=["size B", "SUT", "× R+", "asked Mpps", "offered Mpps", "n",
+                     *[f[0] for f in _PCT_FIELDS], "jitter µs", "loss ratio"],
         )
         for size in sorted({int(t.frame_size_b) for t in ts}):
             for frac in fractions:
@@ -697,7 +755,8 @@ def latency_load_section(data: CampaignData) -> Section:
     sec = Section(
         key="latency-load", title="Latency vs offered load",
         intro="Median (solid) and 99th percentile (dashed) one-way latency against the "
-              "offered load, for every trial that measured latency (latency trials at "
+              "aggregate load the tester really offered, for every trial that measured "
+              "latency (latency trials at "
               "fractions of R+, fixed-rate trials, search trials), grouped into offered-load "
               "bins 10 % wide; the point is the median of the trials in a bin at their median "
               "load, bars span their min–max (seeds/004 Fig. 13). One panel per frame "
@@ -747,19 +806,22 @@ def statistics_median(values: Sequence[float]) -> float:
 
 
 # ---------------------------------------------------------------- CPU
-def cpu_util(t: Trial) -> float | None:
-    """Total CPU of the SUT's threads during a trial, in % of one core."""
-    if not t.cpu:
+def cpu_util(t: Trial, role: str = "sut") -> float | None:
+    """Total CPU of the threads of ``role`` (sut, tester, vnf) over a trial's
+    traffic window, in % of one core."""
+    rows = [c for c in t.cpu if c.get("role", "sut") == role]
+    if not rows:
         return None
-    return 100.0 * sum(float(c.get("util", 0.0)) for c in t.cpu)
+    return 100.0 * sum(float(c.get("util", 0.0)) for c in rows)
 
 
 def cpu_section(data: CampaignData) -> Section:
     """CPU of the SUT against received throughput (seeds/001 Fig. 6)."""
     sec = Section(
         key="cpu", title="CPU vs throughput",
-        intro="CPU time of every SUT thread (from /proc, user + system) per wall second of "
-              "the trial, summed, in % of one core, against the received rate (seeds/001 "
+        intro="CPU time of every SUT thread (from /proc, user + system) per second of the "
+              "trial's traffic window (not its set-up or cool-down), summed, in % of one "
+              "core, against the aggregate received rate (seeds/001 "
               "Fig. 6). Trials of one method in the same 10 % offered-load bin are one "
               "point (median, min–max bars); saturating trials are at the right end of "
               "each line. A switch whose CPU follows load rises with throughput; a "
@@ -771,7 +833,8 @@ def cpu_section(data: CampaignData) -> Section:
         return sec
     table = Table(key="cpu-table", title="CPU at the lowest and highest load",
                   columns=["scenario", "dir", "size B", "SUT", "lowest Mpps", "CPU % there",
-                           "highest Mpps", "CPU % there", "cycles/packet there"])
+                           "highest Mpps", "CPU % there", "cycles/packet there",
+                           "tester CPU % there", "VNF CPU % there"])
     by_fig: dict[tuple[str, str], list[Trial]] = defaultdict(list)
     for t in trials:
         by_fig[(t.scenario, t.direction)].append(t)
@@ -783,11 +846,11 @@ def cpu_section(data: CampaignData) -> Section:
                 if int(t.frame_size_b) != size:
                     continue
                 label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
-                by[(label, t.method, t.load_fraction, load_bin(t.offered_pps),
+                by[(label, t.method, t.load_fraction, load_bin(t.offered_total_pps),
                     t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
             per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)
             for k, st in by.items():
-                rx = spread_of([t.rx_pps for t in st]).scaled(1e-6)
+                rx = spread_of([t.rx_total_pps for t in st]).scaled(1e-6)
                 cpu = spread_of([cpu_util(t) or 0.0 for t in st])
                 per_sut[k[0]].append((rx, cpu, st))
             series = []
@@ -797,10 +860,14 @@ def cpu_section(data: CampaignData) -> Section:
                                              for rx, c, _ in pts]))
                 lo, hi = pts[0], pts[-1]
                 cpp = [t.cycles_per_packet for t in hi[2] if t.cycles_per_packet is not None]
+                tcpu = [c for t in hi[2] if (c := cpu_util(t, "tester")) is not None]
+                vcpu = [c for t in hi[2] if (c := cpu_util(t, "vnf")) is not None]
                 table.rows.append([scen, d, str(size), label, fmt(lo[0].median), fmt(lo[1].median),
                                    fmt(hi[0].median), fmt(hi[1].median),
-                                   fmt_spread(spread_of(cpp)) if cpp else "–"])
-                table.flags.append("")
+                                   fmt_spread(spread_of(cpp)) if cpp else "–",
+                                   fmt_spread(spread_of(tcpu)) if tcpu else "–",
+                                   fmt_spread(spread_of(vcpu)) if vcpu else "–"])
+                table.flags.append(_trial_marks(hi[2]))
             panels.append(Panel(f"{size} B", "received Mpps", "SUT CPU (% of one core)", series,
                                 kind="scatter"))
         sec.figures.append(Figure(key=slug("cpu", scen, d), title=f"CPU vs throughput: {scen} {d}",

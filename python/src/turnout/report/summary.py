@@ -18,7 +18,7 @@ from .queries import (
     load_campaign,
     throughput_points,
 )
-from .units import GBPS_DEFINITION
+from .units import GBPS_DEFINITION, is_ethernet_path
 
 __all__ = ["format_table", "print_summary", "summary_text"]
 
@@ -51,6 +51,8 @@ def summary_text(data: CampaignData) -> str:
             mark = []
             if p.noisy:
                 mark.append("~next")
+            if p.unknown:
+                mark.append("?next")
             if p.ratio_noisy:
                 mark.append("~ref")
             if p.spread.n < 2:
@@ -59,14 +61,18 @@ def summary_text(data: CampaignData) -> str:
                 mark.append(f"tester{p.tester_bound}/{p.spread.n}")
             rows.append([k.scenario, k.direction, str(k.frame_size_b), k.extras(),
                          k.sut_label(), METHOD_LABEL.get(k.method, k.method), str(p.spread.n),
-                         fmt_spread(p.mpps), fmt_pct(p.spread.rel), fmt(p.gbps.median),
+                         fmt_spread(p.mpps),
+                         fmt_pct(p.spread.rel) if p.spread.n >= 2 else "?",
+                         fmt(p.gbps.median) + ("" if is_ethernet_path(k.virtual_port) else " L2"),
                          fmt_spread(p.ratio), " ".join(mark)])
         out += ["", "Throughput", format_table(
             ["scenario", "dir", "size", "point", "SUT", "method", "n", "Mpps [min-max]",
-             "spread", "Gbps L1", "x ref", "mark"], rows),
-            "mark: ~next = within noise of the next SUT below; ~ref = ratio to the reference "
-            "within noise; n=1 = one repetition, spread unknown; testerK/N = the tester, not "
-            "the SUT, limited K of N repetitions (the rate is a lower bound of the SUT's).",
+             "spread", "Gbps", "x ref", "mark"], rows),
+            "Rates are aggregates over all streams of a point. mark: ~next = within noise "
+            "of the next SUT below; ?next = cannot be ranked against it (one side has one "
+            "repetition); ~ref = ratio to the reference (same path and port type) within "
+            "noise; n=1 = one repetition, spread unknown; testerK/N = the tester, not the "
+            "SUT, limited K of N repetitions (the rate is a lower bound of the SUT's).",
             GBPS_DEFINITION]
     lat = [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None
            and t.latency_p99_ns is not None]

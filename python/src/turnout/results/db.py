@@ -130,10 +130,11 @@ class ResultsDB:
         with self.conn:
             cur = self.conn.execute(
                 "INSERT INTO campaigns (name, file, spec_json, host_id, started_at, finished_at,"
-                " status) VALUES (?,?,?,?,?,?,?)",
+                " status, resume_key) VALUES (?,?,?,?,?,?,?,?)",
                 (
                     campaign.name, campaign.file, json.dumps(campaign.spec, sort_keys=True),
                     campaign.host_id, campaign.started_at, campaign.finished_at, campaign.status,
+                    campaign.resume_key,
                 ),
             )
         campaign.id = int(cur.lastrowid or 0)
@@ -153,7 +154,8 @@ class ResultsDB:
         return Campaign(
             name=row["name"], spec=json.loads(row["spec_json"]), file=row["file"],
             host_id=row["host_id"], started_at=row["started_at"],
-            finished_at=row["finished_at"], status=row["status"], id=row["id"],
+            finished_at=row["finished_at"], status=row["status"],
+            resume_key=row["resume_key"], id=row["id"],
         )
 
     def campaigns(self, name: str | None = None) -> list[Campaign]:

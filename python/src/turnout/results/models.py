@@ -75,6 +75,8 @@ class Campaign:
     started_at: float = 0.0
     finished_at: float | None = None
     status: str = "running"  # running | done | interrupted | failed
+    #: the software and host a run may be resumed on (``campaign.runner.resume_key``)
+    resume_key: str = ""
     id: int | None = None
 
 
@@ -92,11 +94,26 @@ class Sut:
 class Trial:
     """One measurement at a fixed offered load.
 
-    ``sent``/``received``/``lost`` come from turnout-gen's counters;
-    ``loss_ratio = lost / sent``; ``rx_pps = received / duration_s``;
-    ``gbps = rx_pps * frame_size_b * 8 / 1e9`` (frames without FCS).
-    ``cpu`` is a list of ``{"tid", "name", "user_s", "sys_s", "util"}`` for
-    every SUT thread; ``util`` is CPU seconds per wall second of the trial.
+    Every rate is the **aggregate over all streams** of the trial (``streams``
+    of them; a bidirectional point has two per link): ``offered_total_pps``
+    the load asked for (0 = as fast as the tester can), ``tx_total_pps`` what
+    the tester really offered (``sent / duration_s``), ``rx_total_pps`` what
+    arrived (``received / duration_s``). Counts come from turnout-gen:
+    ``sent`` frames handed to the ports in the measured window, ``received``
+    frames of ours that arrived, ``lost`` frames that never did (per-stream
+    sequence numbers: duplicates do not hide losses), ``duplicated`` and
+    ``reordered`` apart; ``unsent`` frames due that the tester could not
+    enqueue (its port was full: not offered, not the switch's loss);
+    ``vnf_dropped`` frames the scenario's chain VNFs dropped (part of
+    ``lost``, not the switch's). ``loss_ratio = lost / sent``.
+    ``gbps = rx_total_pps * frame_size_b * 8 / 1e9`` (frames without FCS).
+    ``tester_bound``: 1 when the tester, not the SUT, limited the trial (its
+    evidence is in ``extra``), 0 when not, None when unknown. ``cpu`` is a
+    list of ``{"role", "pid", "tid", "name", "cpu_s", "util"}`` over the
+    traffic window, for the SUT's threads, the tester and the VNFs; ``util``
+    is CPU seconds per second of that window. ``cycles_per_packet`` is the
+    SUT's CPU seconds in the window times the nominal (TSC) clock over
+    ``received``.
     """
 
     campaign_id: int | None = None
@@ -115,14 +132,20 @@ class Trial:
     pairs: int = 1
     virtual_port: str = ""  # memif | veth | "" (no virtual port)
     method: str = "fixed"
-    load_fraction: float | None = None  # of R+, for latency trials
-    offered_pps: float = 0.0  # 0 = as fast as possible (saturating)
+    load_fraction: float | None = None  # of R+ (aggregate), for latency trials
+    offered_total_pps: float = 0.0  # requested aggregate load; 0 = as fast as possible
+    tx_total_pps: float = 0.0  # achieved aggregate offered load
+    streams: int = 1
     repetition: int = 0
     sent: int = 0
     received: int = 0
     lost: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    unsent: int = 0
+    vnf_dropped: int = 0
     loss_ratio: float = 0.0
-    rx_pps: float = 0.0
+    rx_total_pps: float = 0.0
     gbps: float = 0.0
     latency_min_ns: float | None = None
     latency_mean_ns: float | None = None
@@ -135,6 +158,7 @@ class Trial:
     jitter_ns: float | None = None
     cpu: list[dict[str, Any]] = field(default_factory=list)
     cycles_per_packet: float | None = None
+    tester_bound: int | None = None
     status: str = "ok"
     reason: str = ""
     started_at: float = 0.0
@@ -147,10 +171,14 @@ class Trial:
 class Result:
     """The outcome of a search (R+, NDR, PDR) at one test point.
 
-    ``rate_pps`` is the found rate: for R+ the received rate under
-    saturating input, for NDR/PDR the highest offered load whose loss ratio
-    stayed within ``loss_target``. ``rx_pps``/``gbps`` are what was received
-    at that load. Its trials have ``result_id`` = this id.
+    ``rate_total_pps`` is the found rate, aggregate over all streams: for
+    R+ the received rate under saturating input; for NDR/PDR the highest
+    load the search certified (MLRsearch: its conditional throughput; the
+    bisection: the load the tester really offered at the highest passing
+    trial). ``rx_total_pps``/``gbps`` are what was received there.
+    ``tester_bound`` as for trials (R+: the trial's; NDR/PDR: the tester
+    could not offer the loads the search needed). Its trials have
+    ``result_id`` = this id.
     """
 
     campaign_id: int | None = None
@@ -170,9 +198,10 @@ class Result:
     method: str = "rplus"
     repetition: int = 0
     loss_target: float = 0.0
-    rate_pps: float = 0.0
-    rx_pps: float = 0.0
+    rate_total_pps: float = 0.0
+    rx_total_pps: float = 0.0
     gbps: float = 0.0
+    tester_bound: int | None = None
     trials_count: int = 0
     searcher: str = ""  # which search strategy found it
     status: str = "running"

@@ -119,8 +119,29 @@ CREATE INDEX trials_campaign ON trials(campaign_id, key);
 CREATE INDEX trials_result ON trials(result_id);
 """
 
+# v2 (issue 13, "every number means what it says"): every rate is the
+# aggregate over all streams and says so in its name; what the tester could
+# not send, what chain VNFs dropped, duplicates and reordering are stored
+# apart from the switch's loss; whether the tester limited a trial; and
+# which software and host a campaign run may be resumed on.
+_V2 = """
+ALTER TABLE trials RENAME COLUMN offered_pps TO offered_total_pps;
+ALTER TABLE trials RENAME COLUMN rx_pps TO rx_total_pps;
+ALTER TABLE trials ADD COLUMN tx_total_pps REAL NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN streams INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE trials ADD COLUMN unsent INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN duplicated INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN reordered INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN vnf_dropped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN tester_bound INTEGER;
+ALTER TABLE results RENAME COLUMN rate_pps TO rate_total_pps;
+ALTER TABLE results RENAME COLUMN rx_pps TO rx_total_pps;
+ALTER TABLE results ADD COLUMN tester_bound INTEGER;
+ALTER TABLE campaigns ADD COLUMN resume_key TEXT NOT NULL DEFAULT '';
+"""
+
 #: MIGRATIONS[i] takes a database at user_version i to i + 1.
-MIGRATIONS: list[str] = [_V1]
+MIGRATIONS: list[str] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

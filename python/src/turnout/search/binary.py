@@ -4,14 +4,16 @@ The interval [lo, hi] always has lo meeting the loss target (or lo = 0)
 and hi failing it; each trial halves it until (hi - lo) / hi is below
 ``relative_width``. A trial that loses nothing when the load is above the
 tester's reach (it could not send what was asked) counts by what was sent:
-the loss target is checked against ``lost / sent``, and the rate a passing
-trial certifies is the load it actually offered (``sent / duration_s``).
+the loss target is checked against lost plus unsent frames over the
+intended count (``base.bad_ratio``, as MLRsearch judges), and the rate a
+passing trial certifies is the load it actually offered (``sent /
+duration_s``). Loads and rates are aggregate over all streams.
 """
 
 from __future__ import annotations
 
 from ..measure.counts import Measurer, TrialCounts
-from .base import LoggingMeasurer, SearchResult
+from .base import LoggingMeasurer, SearchResult, bad_ratio
 
 __all__ = ["binary_search"]
 
@@ -29,8 +31,10 @@ def binary_search(
     """Highest offered load in [min_load_pps, max_load_pps] whose loss ratio
     is ≤ ``loss_target``.
 
-    ``max_load_pps`` is usually R+ × 1.1 or the tester's maximum. Returns
-    rate 0 when even ``min_load_pps`` loses too much.
+    Loads are aggregate over all streams. ``max_load_pps`` is usually R+ ×
+    1.1 or the tester's maximum. Returns rate 0 when even ``min_load_pps``
+    loses too much. The result is tester-bound when the lowest failing load
+    failed for frames the tester could not send, not for the SUT's loss.
     """
     if max_load_pps <= 0:
         raise ValueError("binary search needs max_load_pps > 0 (run R+ first)")
@@ -41,27 +45,37 @@ def binary_search(
     log = LoggingMeasurer(measurer)
     best: TrialCounts | None = None
     best_rate = 0.0
+    # Did the tester, rather than the SUT, fail the lowest failing load?
+    tester_failed = False
+    lowest_fail = float("inf")
 
     def passes(load: float) -> bool:
-        nonlocal best, best_rate
+        nonlocal best, best_rate, tester_failed, lowest_fail
         c = log.measure(duration_s, load)
-        ok = c.sent > 0 and c.loss_ratio <= loss_target
+        ok = c.sent > 0 and bad_ratio(c) <= loss_target
         if ok:
-            rate = min(load, c.tx_pps) if c.tx_pps > 0 else load
+            rate = min(load, c.tx_total_pps) if c.tx_total_pps > 0 else load
             if rate >= best_rate:
                 best, best_rate = c, rate
+        elif load < lowest_fail:
+            lowest_fail = load
+            tester_failed = c.lost <= loss_target * max(1, c.sent) and c.unsent > 0
         return ok
+
+    def result(rate: float, at: TrialCounts | None) -> SearchResult:
+        tb = bool(tester_failed) or bool(at is not None and at.tester_bound)
+        return SearchResult(rate, loss_target, "binary", at, log.trials, tester_bound=tb)
 
     hi = max_load_pps
     if passes(hi):
-        return SearchResult(best_rate, loss_target, "binary", best, log.trials)
+        return result(best_rate, best)
     lo = min(min_load_pps, hi / 2)
     if not passes(lo):
-        return SearchResult(0.0, loss_target, "binary", None, log.trials)
+        return result(0.0, None)
     while (hi - lo) / hi > relative_width and len(log.trials) < max_trials:
         mid = (lo + hi) / 2
         if passes(mid):
             lo = mid
         else:
             hi = mid
-    return SearchResult(best_rate, loss_target, "binary", best, log.trials)
+    return result(best_rate, best)

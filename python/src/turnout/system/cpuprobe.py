@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
-__all__ = ["CpuProbe", "probe_cpus", "SLOW_LOST_SHARE"]
+__all__ = ["SLOW_LOST_SHARE", "CpuProbe", "probe_cpus"]
 
 #: A CPU that lost more than this share of a probe was not the measurement's.
 SLOW_LOST_SHARE = 0.2
