@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fabric::{
-    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxQueue, Switch,
-    SwitchConfig, TxQueue, Verdict, WakeupMode,
+    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxQueue,
+    Switch, SwitchConfig, TxQueue, Verdict, WakeupMode,
 };
 
 // ---------------------------------------------------------------- ports
@@ -52,19 +52,30 @@ unsafe impl Send for SourceRx {}
 
 impl Source {
     fn new(frame: &[u8]) -> Arc<Self> {
-        Arc::new(Self { frame: frame.into(), taken: AtomicBool::new(false) })
+        Arc::new(Self {
+            frame: frame.into(),
+            taken: AtomicBool::new(false),
+        })
     }
 }
 
 impl Port for Source {
     fn info(&self) -> PortInfo {
-        PortInfo { name: "source".into(), kind: "bench-source", queues: 1, max_frame_b: 9216 }
+        PortInfo {
+            name: "source".into(),
+            kind: "bench-source",
+            queues: 1,
+            max_frame_b: 9216,
+        }
     }
     fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
         if self.taken.swap(true, Ordering::AcqRel) {
             return None;
         }
-        Some(Box::new(SourceRx { frame: self.frame.as_ptr() as *mut u8, len: self.frame.len() as u32 }))
+        Some(Box::new(SourceRx {
+            frame: self.frame.as_ptr() as *mut u8,
+            len: self.frame.len() as u32,
+        }))
     }
     fn tx(&self, _: QueueId) -> &dyn TxQueue {
         &NOWHERE
@@ -115,14 +126,26 @@ const SLOT_B: usize = 2048;
 
 impl Sink {
     fn new(slots: usize) -> Arc<Self> {
-        let mem = (0..slots * SLOT_B).map(|_| std::cell::UnsafeCell::new(0u8)).collect();
-        Arc::new(Self { mem, slots: slots as u64, reserved: AtomicU64::new(0), published: AtomicU64::new(0) })
+        let mem = (0..slots * SLOT_B)
+            .map(|_| std::cell::UnsafeCell::new(0u8))
+            .collect();
+        Arc::new(Self {
+            mem,
+            slots: slots as u64,
+            reserved: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+        })
     }
 }
 
 impl Port for Sink {
     fn info(&self) -> PortInfo {
-        PortInfo { name: "sink".into(), kind: "bench-sink", queues: 1, max_frame_b: SLOT_B as u32 }
+        PortInfo {
+            name: "sink".into(),
+            kind: "bench-sink",
+            queues: 1,
+            max_frame_b: SLOT_B as u32,
+        }
     }
     fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
         None
@@ -211,7 +234,11 @@ fn rig_with(f: &[u8], batch: usize, dests: usize, idle: usize) -> Rig {
     table = table.with(Arc::new(PortEntry::new(0, "src", src)));
     for i in 1..=(dests + idle) {
         let slots = if i <= dests { 1024 } else { 2 };
-        table = table.with(Arc::new(PortEntry::new(i as PortId, format!("p{i}"), Sink::new(slots))));
+        table = table.with(Arc::new(PortEntry::new(
+            i as PortId,
+            format!("p{i}"),
+            Sink::new(slots),
+        )));
     }
     Rig {
         table,
@@ -227,10 +254,19 @@ impl Rig {
     fn step(&mut self, logic: &dyn Logic) -> u64 {
         self.batch.clear();
         let n = self.rxq.burst(&mut self.batch);
-        let ctx = Ctx { now_ns: 0, worker: 0 };
+        let ctx = Ctx {
+            now_ns: 0,
+            worker: 0,
+        };
         logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
         let entry = self.table.get(0).unwrap().clone();
-        let d = self.fwd.forward(&self.table, logic, &entry, self.batch.pkts(), &self.verdicts[..n]);
+        let d = self.fwd.forward(
+            &self.table,
+            logic,
+            &entry,
+            self.batch.pkts(),
+            &self.verdicts[..n],
+        );
         self.rxq.release();
         d
     }
@@ -241,11 +277,16 @@ impl Rig {
     fn step_scan(&mut self, logic: &dyn Logic) -> u64 {
         self.batch.clear();
         let n = self.rxq.burst(&mut self.batch);
-        let ctx = Ctx { now_ns: 0, worker: 0 };
+        let ctx = Ctx {
+            now_ns: 0,
+            worker: 0,
+        };
         logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
         let mut sent = 0;
         for &p in self.table.present() {
-            let Some(dst) = self.table.get(p) else { continue };
+            let Some(dst) = self.table.get(p) else {
+                continue;
+            };
             let txq = dst.port.tx(0);
             let mut cnt = 0u32;
             for v in &self.verdicts[..n] {
@@ -371,7 +412,11 @@ fn fanout(c: &mut Criterion) {
             b.iter_custom(|it| timed("c", &format!("two_pass {dests}"), it, || r.step(&logic)))
         });
         g.bench_function(BenchmarkId::new("vale_scan", dests), |b| {
-            b.iter_custom(|it| timed("c", &format!("vale_scan {dests}"), it, || r.step_scan(&logic)))
+            b.iter_custom(|it| {
+                timed("c", &format!("vale_scan {dests}"), it, || {
+                    r.step_scan(&logic)
+                })
+            })
         });
     }
     g.finish();
@@ -382,7 +427,9 @@ fn fanout(c: &mut Criterion) {
 fn incast(c: &mut Criterion) {
     let mut g = c.benchmark_group("d_incast");
     g.sample_size(10);
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     for workers in 1..=4usize {
         let cfg = SwitchConfig {
             batch: 256,
@@ -396,7 +443,8 @@ fn incast(c: &mut Criterion) {
         sw.add_port("sink", sink.clone(), Some(0)).unwrap();
         // The sink receives nothing; sources are spread over the workers.
         for w in 0..workers {
-            sw.add_port(&format!("src{w}"), Source::new(&frame(60)), Some(w)).unwrap();
+            sw.add_port(&format!("src{w}"), Source::new(&frame(60)), Some(w))
+                .unwrap();
         }
         std::thread::sleep(Duration::from_millis(50));
         g.throughput(Throughput::Elements(1_000_000));
@@ -447,7 +495,11 @@ fn logics(c: &mut Criterion) {
     g.throughput(Throughput::Elements(256));
     let patch = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
     let bridge = logic::build("bridge", &serde_json::json!(null)).unwrap();
-    let l4filter = logic::build("l4filter", &serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap();
+    let l4filter = logic::build(
+        "l4filter",
+        &serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]}),
+    )
+    .unwrap();
     let demux = logic::build(
         "demux",
         &serde_json::json!({"default": 2, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 1}]}),
@@ -461,11 +513,28 @@ fn logics(c: &mut Criterion) {
         // SAFETY: the buffer outlives the view.
         let mut p = [unsafe { fabric::Pkt::new(learn.as_mut_ptr(), 64, 1, 0) }];
         let mut v = [Verdict::Flood];
-        bridge.classify(&Ctx { now_ns: 1, worker: 0 }, 1, &mut p, &mut v);
+        bridge.classify(
+            &Ctx {
+                now_ns: 1,
+                worker: 0,
+            },
+            1,
+            &mut p,
+            &mut v,
+        );
     }
-    for (name, l) in [("patch", &patch), ("bridge", &bridge), ("l4filter", &l4filter), ("demux", &demux)] {
+    for (name, l) in [
+        ("patch", &patch),
+        ("bridge", &bridge),
+        ("l4filter", &l4filter),
+        ("demux", &demux),
+    ] {
         let mut r = rig_with(&udp_frame(64), 256, 2, 0);
-        assert_eq!(r.step(l.as_ref()), 256, "{name} must forward every frame to port 1");
+        assert_eq!(
+            r.step(l.as_ref()),
+            256,
+            "{name} must forward every frame to port 1"
+        );
         g.bench_function(BenchmarkId::new("logic", name), |b| {
             b.iter_custom(|it| timed("e", name, it, || r.step(l.as_ref())))
         });
@@ -483,7 +552,10 @@ fn summary() {
         eprintln!("{s}");
         out.push(s);
     };
-    line("fabric summary (ns per packet, best sample; ratios against a reference from the same run)".into());
+    line(
+        "fabric summary (ns per packet, best sample; ratios against a reference from the same run)"
+            .into(),
+    );
     for (g, n, ns) in &r {
         let reference = match g.as_str() {
             "a" => {
@@ -509,11 +581,16 @@ fn summary() {
             None => line(format!("  ({g}) {n:<24} {ns:8.1} ns/pkt {mpps:7.2} Mpps")),
         }
     }
-    let json: Vec<_> =
-        r.iter().map(|(g, n, ns)| serde_json::json!({"group": g, "name": n, "ns_per_pkt": ns})).collect();
+    let json: Vec<_> = r
+        .iter()
+        .map(|(g, n, ns)| serde_json::json!({"group": g, "name": n, "ns_per_pkt": ns}))
+        .collect();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion");
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("fabric-summary.json"), serde_json::to_string_pretty(&json).unwrap());
+    let _ = std::fs::write(
+        dir.join("fabric-summary.json"),
+        serde_json::to_string_pretty(&json).unwrap(),
+    );
 }
 
 criterion_group! {

@@ -59,7 +59,13 @@ fn config(logic: &str) -> Value {
 
 /// One measurement: (command time, time to effect).
 fn once(logic: &str, n: usize, bulk: bool) -> (Duration, Duration) {
-    let cfg = SwitchConfig { batch: 64, max_ports: 8, workers: vec![None], wakeup: WakeupMode::Adaptive, ..SwitchConfig::default() };
+    let cfg = SwitchConfig {
+        batch: 64,
+        max_ports: 8,
+        workers: vec![None],
+        wakeup: WakeupMode::Adaptive,
+        ..SwitchConfig::default()
+    };
     let sw = Switch::new(cfg, logic::build(logic, &config(logic)).unwrap()).unwrap();
     let (p0, mut src) = pipe("src", PipeConfig::default()).unwrap();
     let (p1, mut other) = pipe("other", PipeConfig::default()).unwrap();
@@ -82,13 +88,22 @@ fn once(logic: &str, n: usize, bulk: bool) -> (Duration, Duration) {
     });
     // Let traffic settle: nothing reaches the target yet.
     std::thread::sleep(Duration::from_millis(30));
-    assert_eq!(target.recv(0, usize::MAX, |_| {}), 0, "target got traffic before the entries existed");
+    assert_eq!(
+        target.recv(0, usize::MAX, |_| {}),
+        0,
+        "target got traffic before the entries existed"
+    );
 
     let entries: Vec<Value> = (0..n).map(|i| entry(logic, i)).collect();
-    let key = if logic == "l4filter" { "rules" } else { "entries" };
+    let key = if logic == "l4filter" {
+        "rules"
+    } else {
+        "entries"
+    };
     let t0 = Instant::now();
     if bulk {
-        sw.with_logic(|l| l.command("add", &json!({ key: entries }))).unwrap();
+        sw.with_logic(|l| l.command("add", &json!({ key: entries })))
+            .unwrap();
     } else {
         for e in &entries {
             sw.with_logic(|l| l.command("add", e)).unwrap();
@@ -99,7 +114,10 @@ fn once(logic: &str, n: usize, bulk: bool) -> (Duration, Duration) {
     // Poll with short sleeps: a third spinning thread (next to the worker
     // and the sender) on a 2-core machine would measure time slices.
     while target.recv(0, usize::MAX, |_| {}) == 0 {
-        assert!(Instant::now() < deadline, "{logic}: entries never took effect");
+        assert!(
+            Instant::now() < deadline,
+            "{logic}: entries never took effect"
+        );
         std::thread::sleep(Duration::from_micros(20));
     }
     let t_eff = t0.elapsed();
@@ -119,7 +137,10 @@ fn main() {
     let ns: &[usize] = if quick { &[1, 100] } else { &[1, 100, 10_000] };
     let reps = if quick { 1 } else { REPS };
     println!("rule-update time under traffic (µs; median [min-max] of {reps})");
-    println!("{:<9} {:>6} {:<6} {:>24} {:>24}", "logic", "N", "mode", "command", "in effect");
+    println!(
+        "{:<9} {:>6} {:<6} {:>24} {:>24}",
+        "logic", "N", "mode", "command", "in effect"
+    );
     for logic in ["l4filter", "demux"] {
         for &n in ns {
             for bulk in [true, false] {

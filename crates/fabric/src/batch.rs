@@ -37,7 +37,12 @@ impl Pkt {
     /// `ptr..ptr+len` must be valid for reads and writes, and not aliased by
     /// anyone else, until the receive queue releases it.
     pub unsafe fn new(ptr: *mut u8, len: u32, port: PortId, queue: QueueId) -> Self {
-        Self { ptr, len, port, queue }
+        Self {
+            ptr,
+            len,
+            port,
+            queue,
+        }
     }
 
     /// Frame length in bytes.
@@ -99,8 +104,18 @@ impl RxBatch {
     /// A batch of `capacity` frames (clamped to `MIN_BATCH..=MAX_BATCH`).
     pub fn with_capacity(capacity: usize) -> Self {
         let cap = capacity.clamp(1, MAX_BATCH);
-        let empty = Pkt { ptr: std::ptr::null_mut(), len: 0, port: 0, queue: 0 };
-        Self { pkts: vec![empty; cap].into_boxed_slice(), len: 0, port: 0, queue: 0 }
+        let empty = Pkt {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            port: 0,
+            queue: 0,
+        };
+        Self {
+            pkts: vec![empty; cap].into_boxed_slice(),
+            len: 0,
+            port: 0,
+            queue: 0,
+        }
     }
 
     /// Capacity in frames.
@@ -136,7 +151,12 @@ impl RxBatch {
         if self.len == self.pkts.len() {
             return false;
         }
-        self.pkts[self.len] = Pkt { ptr, len, port: self.port, queue: self.queue };
+        self.pkts[self.len] = Pkt {
+            ptr,
+            len,
+            port: self.port,
+            queue: self.queue,
+        };
         self.len += 1;
         true
     }

@@ -38,8 +38,12 @@ impl PortCounters {
     /// Zeroed counters for a port with `queues` queue pairs.
     pub fn new(queues: u16) -> Self {
         Self {
-            queues: (0..queues.max(1)).map(|_| QueueCounters::default()).collect(),
-            drops: (0..DropReason::COUNT).map(|_| DropCell::default()).collect(),
+            queues: (0..queues.max(1))
+                .map(|_| QueueCounters::default())
+                .collect(),
+            drops: (0..DropReason::COUNT)
+                .map(|_| DropCell::default())
+                .collect(),
         }
     }
 

@@ -18,7 +18,6 @@
 
 use std::sync::Arc;
 
-
 use crate::batch::Pkt;
 use crate::counters::PortCounters;
 use crate::drop::DropReason;
@@ -114,7 +113,12 @@ impl Leases {
 
 impl Default for Leases {
     fn default() -> Self {
-        Self { next: 0, oldest: 0, end: [0; MAX_WORKERS], done: [false; MAX_WORKERS] }
+        Self {
+            next: 0,
+            oldest: 0,
+            end: [0; MAX_WORKERS],
+            done: [false; MAX_WORKERS],
+        }
     }
 }
 
@@ -128,7 +132,10 @@ pub struct PortTable {
 impl PortTable {
     /// An empty table with room for `max_ports` ports.
     pub fn new(max_ports: usize) -> Self {
-        Self { slots: vec![None; max_ports.min(NIL as usize)].into_boxed_slice(), present: Vec::new() }
+        Self {
+            slots: vec![None; max_ports.min(NIL as usize)].into_boxed_slice(),
+            present: Vec::new(),
+        }
     }
 
     /// Size of the table (largest port id + 1).
@@ -171,12 +178,18 @@ impl PortTable {
 
     /// The lowest free id.
     pub fn free_id(&self) -> Option<PortId> {
-        self.slots.iter().position(|s| s.is_none()).map(|i| i as PortId)
+        self.slots
+            .iter()
+            .position(|s| s.is_none())
+            .map(|i| i as PortId)
     }
 
     /// Looks a port up by name (control path).
     pub fn by_name(&self, name: &str) -> Option<&Arc<PortEntry>> {
-        self.present.iter().filter_map(|id| self.get(*id)).find(|e| e.name == name)
+        self.present
+            .iter()
+            .filter_map(|id| self.get(*id))
+            .find(|e| e.name == name)
     }
 }
 
@@ -259,7 +272,12 @@ impl Forwarder {
                     // Fast path: a destination already active in this batch
                     // was validated when its list was started.
                     if di < self.head.len() && self.head[di] != NIL {
-                        Self::link(&mut self.next, &mut self.head[di], &mut self.tail[di], i as u16);
+                        Self::link(
+                            &mut self.next,
+                            &mut self.head[di],
+                            &mut self.tail[di],
+                            i as u16,
+                        );
                     } else if d == ingress.id {
                         self.rx_drops[DropReason::Hairpin.index()] += 1;
                     } else if di >= self.head.len() || table.get(d).is_none() {
@@ -267,7 +285,12 @@ impl Forwarder {
                     } else {
                         self.active[self.n_active] = d;
                         self.n_active += 1;
-                        Self::link(&mut self.next, &mut self.head[di], &mut self.tail[di], i as u16);
+                        Self::link(
+                            &mut self.next,
+                            &mut self.head[di],
+                            &mut self.tail[di],
+                            i as u16,
+                        );
                     }
                 }
                 Verdict::Flood => {
@@ -362,7 +385,8 @@ impl Forwarder {
     /// Sends one list to one destination: reserve, copy, publish.
     fn send_list(&mut self, dst: &PortEntry, pkts: &[Pkt], head: u16) -> u64 {
         if !dst.port.link_up() {
-            dst.counters.add_drops(DropReason::LinkDown, self.list_len(head));
+            dst.counters
+                .add_drops(DropReason::LinkDown, self.list_len(head));
             return 0;
         }
         let q = (self.worker % dst.queues) as usize;
@@ -444,8 +468,10 @@ impl Forwarder {
             }
         }
         let qc = &dst.counters.queues[q];
-        qc.tx_packets.fetch_add(fit as u64, std::sync::atomic::Ordering::Relaxed);
-        qc.tx_bytes.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        qc.tx_packets
+            .fetch_add(fit as u64, std::sync::atomic::Ordering::Relaxed);
+        qc.tx_bytes
+            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
         fit as u64
     }
 }
@@ -511,7 +537,13 @@ mod tests {
             table = table.with(Arc::new(PortEntry::new(i as PortId, format!("p{i}"), port)));
             peers.push(peer);
         }
-        Rig { table, peers, rxqs, fwd: Forwarder::new(0, 64, 256), batch: RxBatch::with_capacity(256) }
+        Rig {
+            table,
+            peers,
+            rxqs,
+            fwd: Forwarder::new(0, 64, 256),
+            batch: RxBatch::with_capacity(256),
+        }
     }
 
     impl Rig {
@@ -523,10 +555,15 @@ mod tests {
             self.batch.port = src as PortId;
             let n = self.rxqs[src].burst(&mut self.batch);
             let mut v = vec![Verdict::Flood; n];
-            let ctx = crate::logic::Ctx { now_ns: 0, worker: 0 };
+            let ctx = crate::logic::Ctx {
+                now_ns: 0,
+                worker: 0,
+            };
             logic.classify(&ctx, src as PortId, self.batch.pkts_mut(), &mut v);
             let entry = self.table.get(src as PortId).unwrap().clone();
-            let d = self.fwd.forward(&self.table, logic, &entry, self.batch.pkts(), &v);
+            let d = self
+                .fwd
+                .forward(&self.table, logic, &entry, self.batch.pkts(), &v);
             self.rxqs[src].release();
             d
         }
@@ -546,11 +583,13 @@ mod tests {
     fn unicast_reaches_only_its_destination_in_order() {
         let mut r = rig(3, PipeConfig::default());
         let logic = FromFrame(vec![]);
-        let frames: Vec<_> = (0..10).map(|i| {
-            let mut f = frame(0, 2, 60 + i);
-            f[20] = i as u8;
-            f
-        }).collect();
+        let frames: Vec<_> = (0..10)
+            .map(|i| {
+                let mut f = frame(0, 2, 60 + i);
+                f[20] = i as u8;
+                f
+            })
+            .collect();
         assert_eq!(r.run(&logic, 0, &frames), 10);
         let got = r.drain(2);
         assert_eq!(got, frames);
@@ -562,7 +601,11 @@ mod tests {
     fn hairpin_and_missing_port_are_dropped_with_reasons() {
         let mut r = rig(2, PipeConfig::default());
         let logic = FromFrame(vec![]);
-        r.run(&logic, 0, &[frame(0, 0, 64), frame(0, 9, 64), frame(3, 0, 64)]);
+        r.run(
+            &logic,
+            0,
+            &[frame(0, 0, 64), frame(0, 9, 64), frame(3, 0, 64)],
+        );
         assert_eq!(r.drops(0, DropReason::Hairpin), 1);
         assert_eq!(r.drops(0, DropReason::NoPort), 1);
         assert_eq!(r.drops(0, DropReason::Policy), 1);
@@ -594,7 +637,13 @@ mod tests {
 
     #[test]
     fn full_destination_drops_the_excess_without_waiting() {
-        let mut r = rig(2, PipeConfig { ring_slots: 8, ..PipeConfig::default() });
+        let mut r = rig(
+            2,
+            PipeConfig {
+                ring_slots: 8,
+                ..PipeConfig::default()
+            },
+        );
         let logic = FromFrame(vec![]);
         let frames: Vec<_> = (0..8).map(|_| frame(0, 1, 64)).collect();
         assert_eq!(r.run(&logic, 0, &frames), 8);
@@ -606,9 +655,25 @@ mod tests {
 
     #[test]
     fn oversize_for_destination_is_dropped_not_truncated() {
-        let (mut r, big) = (rig(2, PipeConfig::default()), rig(1, PipeConfig { slot_b: 9216, ..PipeConfig::default() }));
+        let (mut r, big) = (
+            rig(2, PipeConfig::default()),
+            rig(
+                1,
+                PipeConfig {
+                    slot_b: 9216,
+                    ..PipeConfig::default()
+                },
+            ),
+        );
         // Port 0 accepts 9000 B frames; port 1 (2048 B slots) cannot carry them.
-        let (port, peer) = pipe("jumbo", PipeConfig { slot_b: 9216, ..PipeConfig::default() }).unwrap();
+        let (port, peer) = pipe(
+            "jumbo",
+            PipeConfig {
+                slot_b: 9216,
+                ..PipeConfig::default()
+            },
+        )
+        .unwrap();
         drop(big);
         let port: Arc<dyn Port> = Arc::new(port);
         r.rxqs[0] = port.take_rx(0).unwrap();

@@ -28,7 +28,10 @@ const SPINS: u32 = 64;
 impl<T> SpinLock<T> {
     /// A lock around `value`.
     pub fn new(value: T) -> Self {
-        Self { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        Self {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Takes the lock.

@@ -70,8 +70,15 @@ pub trait Logic: Send + Sync {
 
     /// Runs a control command (add an entry, show the table...). Control
     /// path: may allocate; must not stop the data path.
-    fn command(&self, cmd: &str, _args: &serde_json::Value) -> Result<serde_json::Value, CommandError> {
-        Err(CommandError(format!("logic {} has no command {cmd:?}", self.name())))
+    fn command(
+        &self,
+        cmd: &str,
+        _args: &serde_json::Value,
+    ) -> Result<serde_json::Value, CommandError> {
+        Err(CommandError(format!(
+            "logic {} has no command {cmd:?}",
+            self.name()
+        )))
     }
 
     /// Names of the commands `command` understands, with one-line help.

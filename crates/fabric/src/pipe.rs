@@ -106,7 +106,12 @@ impl SlotRing {
 impl Drop for SlotRing {
     fn drop(&mut self) {
         // SAFETY: mem came from Box<[u8]> of exactly mem_len bytes.
-        unsafe { drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.mem, self.mem_len))) };
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.mem,
+                self.mem_len,
+            )))
+        };
     }
 }
 
@@ -136,7 +141,11 @@ pub struct PipeConfig {
 
 impl Default for PipeConfig {
     fn default() -> Self {
-        Self { queues: 1, ring_slots: 1024, slot_b: 2048 }
+        Self {
+            queues: 1,
+            ring_slots: 1024,
+            slot_b: 2048,
+        }
     }
 }
 
@@ -168,7 +177,13 @@ pub fn pipe(name: &str, cfg: PipeConfig) -> std::io::Result<(PipePort, PipePeer)
         slot_b: cfg.slot_b,
         link: AtomicBool::new(true),
     });
-    Ok((PipePort(shared.clone()), PipePeer { shared, out_head: vec![0; queues as usize] }))
+    Ok((
+        PipePort(shared.clone()),
+        PipePeer {
+            shared,
+            out_head: vec![0; queues as usize],
+        },
+    ))
 }
 
 impl Port for PipePort {
@@ -186,7 +201,12 @@ impl Port for PipePort {
         if qp.rx_taken.swap(true, Ordering::AcqRel) {
             return None;
         }
-        Some(Box::new(PipeRx { shared: self.0.clone(), q: q as usize, head: 0, taken: 0 }))
+        Some(Box::new(PipeRx {
+            shared: self.0.clone(),
+            q: q as usize,
+            head: 0,
+            taken: 0,
+        }))
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
@@ -252,7 +272,9 @@ impl RxQueue for PipeRx {
 impl Drop for PipeRx {
     fn drop(&mut self) {
         self.release();
-        self.shared.queues[self.q].rx_taken.store(false, Ordering::Release);
+        self.shared.queues[self.q]
+            .rx_taken
+            .store(false, Ordering::Release);
     }
 }
 
@@ -310,7 +332,12 @@ impl PipePeer {
     /// Sends up to `n` frames into the switch on queue `q`: `fill(i, buf)`
     /// writes frame `i` into `buf` (of `slot_b` bytes) and returns its
     /// length. Returns how many were sent (fewer when the ring is full).
-    pub fn send_with(&mut self, q: usize, n: usize, mut fill: impl FnMut(usize, &mut [u8]) -> usize) -> usize {
+    pub fn send_with(
+        &mut self,
+        q: usize,
+        n: usize,
+        mut fill: impl FnMut(usize, &mut [u8]) -> usize,
+    ) -> usize {
         let r = &self.shared.queues[q].inbound;
         let n = n.min(self.send_room(q));
         let first = r.reserved.0.get();

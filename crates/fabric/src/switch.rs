@@ -168,10 +168,15 @@ impl Switch {
     /// Starts the workers with `logic`.
     pub fn new(cfg: SwitchConfig, logic: Box<dyn Logic>) -> Result<Self, SwitchError> {
         if !(MIN_BATCH..=MAX_BATCH).contains(&cfg.batch) {
-            return Err(SwitchError::BadConfig(format!("batch {} not in {MIN_BATCH}..={MAX_BATCH}", cfg.batch)));
+            return Err(SwitchError::BadConfig(format!(
+                "batch {} not in {MIN_BATCH}..={MAX_BATCH}",
+                cfg.batch
+            )));
         }
         if cfg.workers.is_empty() || cfg.workers.len() > MAX_WORKERS {
-            return Err(SwitchError::BadConfig(format!("workers must be 1..={MAX_WORKERS}")));
+            return Err(SwitchError::BadConfig(format!(
+                "workers must be 1..={MAX_WORKERS}"
+            )));
         }
         if cfg.latency_budget_us > crate::wakeup::MAX_BUDGET_US {
             return Err(SwitchError::BadConfig(format!(
@@ -181,9 +186,14 @@ impl Switch {
             )));
         }
         if cfg.max_ports < 2 || cfg.max_ports >= u16::MAX as usize {
-            return Err(SwitchError::BadConfig(format!("max_ports {} not in 2..65535", cfg.max_ports)));
+            return Err(SwitchError::BadConfig(format!(
+                "max_ports {} not in 2..65535",
+                cfg.max_ports
+            )));
         }
-        let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         for cpu in cfg.workers.iter().flatten() {
             if *cpu >= ncpu.max(libc_cpus()) {
                 return Err(SwitchError::BadConfig(format!("cpu {cpu} does not exist")));
@@ -200,7 +210,14 @@ impl Switch {
                 tid: AtomicI32::new(0),
                 epoch: AtomicU64::new(0),
             });
-            let (s, t, l, b, m, cpu) = (shared.clone(), table.clone(), logic.clone(), cfg.batch, cfg.wakeup, *cpu);
+            let (s, t, l, b, m, cpu) = (
+                shared.clone(),
+                table.clone(),
+                logic.clone(),
+                cfg.batch,
+                cfg.wakeup,
+                *cpu,
+            );
             let budget = cfg.latency_budget_us;
             let thread = std::thread::Builder::new()
                 .name(format!("turnout-w{i}"))
@@ -211,7 +228,11 @@ impl Switch {
                     worker::run(s, t, l, b, m, budget)
                 })
                 .map_err(|e| SwitchError::Os(e.to_string()))?;
-            workers.push(Worker { shared, cpu, thread: Some(thread) });
+            workers.push(Worker {
+                shared,
+                cpu,
+                thread: Some(thread),
+            });
         }
         Ok(Self {
             cfg,
@@ -233,7 +254,12 @@ impl Switch {
     /// Adds a port; its receive queues go to `worker` (default: round-robin
     /// over workers, one port at a time). Returns its id once every worker
     /// sees the port and its owner polls its queues.
-    pub fn add_port(&self, name: &str, port: Arc<dyn Port>, worker: Option<usize>) -> Result<PortId, SwitchError> {
+    pub fn add_port(
+        &self,
+        name: &str,
+        port: Arc<dyn Port>,
+        worker: Option<usize>,
+    ) -> Result<PortId, SwitchError> {
         let _g = self.control.lock();
         let cur = self.table.load();
         if cur.by_name(name).is_some() {
@@ -255,7 +281,11 @@ impl Switch {
         self.table.store(Arc::new(cur.with(entry)));
         for q in 0..queues {
             if let Some(rxq) = port.take_rx(q) {
-                self.workers[w].shared.mailbox.post(WorkerCmd::AddRx { port: id, queue: q, rxq });
+                self.workers[w].shared.mailbox.post(WorkerCmd::AddRx {
+                    port: id,
+                    queue: q,
+                    rxq,
+                });
             }
         }
         self.owners.lock().push((id, w));
@@ -285,12 +315,18 @@ impl Switch {
     pub fn remove_port(&self, name: &str) -> Result<(), SwitchError> {
         let _g = self.control.lock();
         let cur = self.table.load();
-        let id = cur.by_name(name).ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?.id;
+        let id = cur
+            .by_name(name)
+            .ok_or_else(|| SwitchError::NoSuchPort(name.to_string()))?
+            .id;
         self.table.store(Arc::new(cur.without(id)));
         let mut waits = Vec::new();
         for w in &self.workers {
             let done = Arc::new(AtomicBool::new(false));
-            w.shared.mailbox.post(WorkerCmd::RemovePort { port: id, done: done.clone() });
+            w.shared.mailbox.post(WorkerCmd::RemovePort {
+                port: id,
+                done: done.clone(),
+            });
             waits.push(done);
         }
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -314,7 +350,11 @@ impl Switch {
 
     /// Worker owning port `id`'s receive queues.
     pub fn port_worker(&self, id: PortId) -> Option<usize> {
-        self.owners.lock().iter().find(|(p, _)| *p == id).map(|(_, w)| *w)
+        self.owners
+            .lock()
+            .iter()
+            .find(|(p, _)| *p == id)
+            .map(|(_, w)| *w)
     }
 
     /// Replaces the logic; takes effect at each worker's next batch. Batches
@@ -410,7 +450,11 @@ impl Switch {
                     } else {
                         crate::wakeup::PolicyView::default()
                     },
-                    cycles_per_packet: if pk == 0 { 0.0 } else { busy as f64 / pk as f64 },
+                    cycles_per_packet: if pk == 0 {
+                        0.0
+                    } else {
+                        busy as f64 / pk as f64
+                    },
                 }
             })
             .collect()

@@ -39,7 +39,10 @@ pub fn coarse_now_ns() -> u64 {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -75,14 +78,26 @@ impl EventFd {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a valid u64 to our fd. A full counter
         // (EAGAIN) still leaves the fd readable, which is all we need.
-        unsafe { libc::write(self.0.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+        unsafe {
+            libc::write(
+                self.0.as_raw_fd(),
+                &one as *const u64 as *const libc::c_void,
+                8,
+            )
+        };
     }
 
     /// Reads and clears the counter; returns it (0 if nothing was pending).
     pub fn drain(&self) -> u64 {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a valid u64 from our non-blocking fd.
-        let r = unsafe { libc::read(self.0.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+        let r = unsafe {
+            libc::read(
+                self.0.as_raw_fd(),
+                &mut v as *mut u64 as *mut libc::c_void,
+                8,
+            )
+        };
         if r == 8 {
             v
         } else {
@@ -114,7 +129,10 @@ impl Epoll {
 
     /// Watches `fd` for readability under `token`.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
         // SAFETY: ev is valid for the duration of the call.
         let r = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
         if r < 0 {
@@ -136,7 +154,12 @@ impl Epoll {
     pub fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
         // SAFETY: events is a valid writable array of the given length.
         let n = unsafe {
-            libc::epoll_wait(self.0.as_raw_fd(), events.as_mut_ptr(), events.len() as i32, timeout_ms)
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                events.as_mut_ptr(),
+                events.len() as i32,
+                timeout_ms,
+            )
         };
         if n < 0 {
             0

@@ -215,7 +215,11 @@ impl Policy {
         PolicyView {
             budget_ns: self.budget_ns,
             moderating: self.regime == Regime::Moderate,
-            nap_ns: if self.regime == Regime::Moderate { self.nap_ns() } else { 0 },
+            nap_ns: if self.regime == Regime::Moderate {
+                self.nap_ns()
+            } else {
+                0
+            },
             sleep_cpu_ns: self.sleep_cpu.get().unwrap_or(0),
             nap_cpu_ns: self.nap_cpu.get().unwrap_or(0),
             nap_overshoot_ns: self.nap_overshoot.get().unwrap_or(0),
@@ -299,7 +303,8 @@ impl Policy {
         self.win_sleep_cpu_ns = 0;
         self.win_sleeps = 0;
         if frames > 0 {
-            self.rate_fps = (frames as u128 * 1_000_000_000 / span as u128).min(u64::MAX as u128) as u64;
+            self.rate_fps =
+                (frames as u128 * 1_000_000_000 / span as u128).min(u64::MAX as u128) as u64;
         }
         let nap = self.nap_ns();
         if self.budget_ns == 0 || nap == 0 {
@@ -318,12 +323,15 @@ impl Policy {
         if self.regime == Regime::Interrupt && sleeps > 0 && rate > 0 && asleep * 2 > span {
             // Each wake-up found frames/sleeps; those beyond the first
             // arrived during the wake-up: latency ≈ (found − 1) / rate.
-            let extra = (frames.saturating_sub(sleeps)) as u128 * 1_000_000_000 / sleeps as u128 / rate;
+            let extra =
+                (frames.saturating_sub(sleeps)) as u128 * 1_000_000_000 / sleeps as u128 / rate;
             self.wake_lat.add(extra.min(u64::MAX as u128) as u64);
         }
         // What one sleep or nap really costs, all told.
         match self.regime {
-            Regime::Interrupt if sleeps > 0 && asleep * 2 > span => self.int_overhead.add(overhead / sleeps),
+            Regime::Interrupt if sleeps > 0 && asleep * 2 > span => {
+                self.int_overhead.add(overhead / sleeps)
+            }
             Regime::Moderate if naps > 0 => self.nap_overhead.add(overhead / naps),
             _ => {}
         }
@@ -343,7 +351,12 @@ impl Policy {
     /// Overhead per frame (ps) of napping at `rate` frames/s: one nap per
     /// nap period's worth of frames (at least 1, at most a batch).
     fn predict_moderate(&self, rate: u128, _per_frame: u64) -> u128 {
-        let nap_cpu = self.nap_overhead.get().or(self.nap_cpu.get()).or(self.sleep_cpu.get()).unwrap_or(0) as u128;
+        let nap_cpu = self
+            .nap_overhead
+            .get()
+            .or(self.nap_cpu.get())
+            .or(self.sleep_cpu.get())
+            .unwrap_or(0) as u128;
         let period = (self.nap_ns() + self.nap_overshoot.get().unwrap_or(0)) as u128;
         let per_nap = (rate * period / 1_000_000_000).clamp(1, self.batch_cap as u128);
         nap_cpu * 1_000 / per_nap
@@ -360,9 +373,15 @@ impl Policy {
         }
         let per_sleep = match self.int_overhead.get() {
             Some(o) => o as u128,
-            None => self.sleep_cpu.get().or(self.nap_cpu.get()).unwrap_or(0) as u128 + SPIN_NS as u128,
+            None => {
+                self.sleep_cpu.get().or(self.nap_cpu.get()).unwrap_or(0) as u128 + SPIN_NS as u128
+            }
         };
-        let lat = self.wake_lat.get().or(self.nap_overshoot.get()).unwrap_or(0) as u128;
+        let lat = self
+            .wake_lat
+            .get()
+            .or(self.nap_overshoot.get())
+            .unwrap_or(0) as u128;
         let per_wake = 1 + rate * lat / 1_000_000_000;
         per_sleep * 1_000 / per_wake
     }
@@ -395,8 +414,15 @@ mod tests {
 
     /// Runs `p` from `start` to `end` with frames every `gap(now)` ns;
     /// returns (cpu ns, max frame wait ns).
-    fn run_for(p: &mut Policy, h: &Host, gap: impl Fn(u64) -> u64, start: u64, end: u64) -> (u64, u64) {
-        let (mut now, mut next_arrival, mut cpu, mut max_wait) = (start, start + gap(start), 0u64, 0u64);
+    fn run_for(
+        p: &mut Policy,
+        h: &Host,
+        gap: impl Fn(u64) -> u64,
+        start: u64,
+        end: u64,
+    ) -> (u64, u64) {
+        let (mut now, mut next_arrival, mut cpu, mut max_wait) =
+            (start, start + gap(start), 0u64, 0u64);
         let mut queued: Vec<u64> = Vec::new();
         while now < end {
             while next_arrival <= now {
@@ -429,8 +455,20 @@ mod tests {
         (cpu, max_wait)
     }
 
-    const VM: Host = Host { sleep_cpu: 17 * US, nap_cpu: 25 * US, over: 25 * US, wake_lat: 40 * US, poll: 100 };
-    const METAL: Host = Host { sleep_cpu: 2 * US, nap_cpu: 2 * US, over: 3 * US, wake_lat: 3 * US, poll: 100 };
+    const VM: Host = Host {
+        sleep_cpu: 17 * US,
+        nap_cpu: 25 * US,
+        over: 25 * US,
+        wake_lat: 40 * US,
+        poll: 100,
+    };
+    const METAL: Host = Host {
+        sleep_cpu: 2 * US,
+        nap_cpu: 2 * US,
+        over: 3 * US,
+        wake_lat: 3 * US,
+        poll: 100,
+    };
 
     #[test]
     fn sparse_traffic_sleeps_on_interrupts() {
@@ -449,7 +487,10 @@ mod tests {
         // (17 µs per 40 µs); naps of 75 µs + 25 µs overshoot cost 25 µs per 100 µs.
         let (cpu, wait, p) = simulate(&VM, 100, US, 50 * MS);
         assert_eq!(p.regime(), Regime::Moderate);
-        assert!(wait <= 100 * US + VM.poll * 4, "wait {wait} over the budget");
+        assert!(
+            wait <= 100 * US + VM.poll * 4,
+            "wait {wait} over the budget"
+        );
         let share = cpu * 100 / (50 * MS);
         assert!(share <= 40, "cpu {share} %");
         assert!(p.view().nap_ns > 0 && p.view().moderating);
@@ -472,7 +513,11 @@ mod tests {
         let (cpu, wait) = run_for(&mut p, &VM, |_| 200 * US, 50 * MS, 100 * MS);
         assert_eq!(p.regime(), Regime::Interrupt);
         assert!(wait <= 100 * US + VM.over, "wait {wait}");
-        assert!(cpu * 100 / (50 * MS) <= 15, "cpu {} %", cpu * 100 / (50 * MS));
+        assert!(
+            cpu * 100 / (50 * MS) <= 15,
+            "cpu {} %",
+            cpu * 100 / (50 * MS)
+        );
         // and back to moderation when it thickens again
         run_for(&mut p, &VM, |_| US, 100 * MS, 150 * MS);
         assert_eq!(p.regime(), Regime::Moderate);

@@ -84,7 +84,11 @@ pub struct Mailbox {
 impl Mailbox {
     /// An empty mailbox.
     pub fn new() -> std::io::Result<Self> {
-        Ok(Self { cmds: Mutex::new(Vec::new()), pending: AtomicBool::new(false), wake: EventFd::new()? })
+        Ok(Self {
+            cmds: Mutex::new(Vec::new()),
+            pending: AtomicBool::new(false),
+            wake: EventFd::new()?,
+        })
     }
 
     /// Wakes the worker if it sleeps (it then starts a new iteration).
@@ -95,7 +99,8 @@ impl Mailbox {
     /// Queues a command and wakes the worker.
     pub fn post(&self, cmd: WorkerCmd) {
         self.cmds.lock().push(cmd);
-        self.pending.store(true, std::sync::atomic::Ordering::Release);
+        self.pending
+            .store(true, std::sync::atomic::Ordering::Release);
         self.wake.notify();
     }
 }
@@ -143,7 +148,9 @@ pub fn run(
     let mut slots: Vec<RxSlot> = Vec::with_capacity(64);
     let epoll = Epoll::new().expect("epoll_create1");
     const WAKE_TOKEN: u64 = u64::MAX;
-    epoll.add(shared.mailbox.wake.fd(), WAKE_TOKEN).expect("epoll add eventfd");
+    epoll
+        .add(shared.mailbox.wake.fd(), WAKE_TOKEN)
+        .expect("epoll add eventfd");
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let c = &shared.counters;
     let mut iter: u32 = 0;
@@ -155,20 +162,37 @@ pub fn run(
     }
 
     loop {
-        shared.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        shared
+            .epoch
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // Control commands, between batches.
-        if shared.mailbox.pending.load(std::sync::atomic::Ordering::Acquire) {
+        if shared
+            .mailbox
+            .pending
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
             let cmds = std::mem::take(&mut *shared.mailbox.cmds.lock());
             shared.mailbox.pending.store(false, Relaxed);
             for cmd in cmds {
                 match cmd {
                     WorkerCmd::AddRx { port, queue, rxq } => {
-                        let fd = if mode == WakeupMode::Adaptive { rxq.notify_fd() } else { None };
+                        let fd = if mode == WakeupMode::Adaptive {
+                            rxq.notify_fd()
+                        } else {
+                            None
+                        };
                         let token = slots.len() as u64;
                         // A queue epoll does not take is polled, never armed.
                         let fd = fd.filter(|fd| epoll.add(*fd, token).is_ok());
                         let last_rx_ns = sys::now_ns();
-                        slots.push(RxSlot { port, queue, rxq, last_rx_ns, armed: false, fd });
+                        slots.push(RxSlot {
+                            port,
+                            queue,
+                            rxq,
+                            last_rx_ns,
+                            armed: false,
+                            fd,
+                        });
                     }
                     WorkerCmd::RemovePort { port, done } => {
                         for s in slots.iter().filter(|s| s.port == port) {
@@ -199,7 +223,10 @@ pub fn run(
         let table_g = table.load();
         let logic_g = logic.load();
         let now_ns = sys::now_ns();
-        let ctx = Ctx { now_ns: sys::coarse_now_ns(), worker: shared.id };
+        let ctx = Ctx {
+            now_ns: sys::coarse_now_ns(),
+            worker: shared.id,
+        };
         let spin_ns = policy.spin_ns();
         let mut moved = 0u64;
         let mut full = false;
@@ -209,13 +236,18 @@ pub fn run(
                 continue;
             }
             unarmed += 1;
-            let Some(entry) = table_g.get(s.port) else { continue };
+            let Some(entry) = table_g.get(s.port) else {
+                continue;
+            };
             batch.clear();
             batch.port = s.port;
             batch.queue = s.queue;
             let n = s.rxq.burst(&mut batch);
             if n == 0 {
-                if mode == WakeupMode::Adaptive && s.fd.is_some() && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns {
+                if mode == WakeupMode::Adaptive
+                    && s.fd.is_some()
+                    && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns
+                {
                     if s.rxq.set_notify(true) {
                         // Frames slipped in: keep polling.
                         s.rxq.set_notify(false);
@@ -234,14 +266,23 @@ pub fn run(
             let runts = batch.retain(|p| p.len() >= ETH_HDR_B);
             let m = batch.len();
             if m > 0 {
-                logic_g.0.classify(&ctx, s.port, batch.pkts_mut(), &mut verdicts[..m]);
-                fwd.forward(&table_g, logic_g.0.as_ref(), entry, batch.pkts(), &verdicts[..m]);
+                logic_g
+                    .0
+                    .classify(&ctx, s.port, batch.pkts_mut(), &mut verdicts[..m]);
+                fwd.forward(
+                    &table_g,
+                    logic_g.0.as_ref(),
+                    entry,
+                    batch.pkts(),
+                    &verdicts[..m],
+                );
             }
             s.rxq.release();
             // Counted once the batch is done, so received = sent + drops
             // holds whenever the counters are read between batches.
             entry.counters.add_drops(DropReason::Runt, runts as u64);
-            let qc = &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
+            let qc =
+                &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
             qc.rx_bytes.fetch_add(bytes, Relaxed);
             qc.rx_packets.fetch_add(n as u64, Release);
         }

@@ -58,7 +58,11 @@ pub fn parse(f: &[u8]) -> (u16, u32) {
     let src = u16::from_be_bytes([f[17], f[18]]);
     let seq = u32::from_be_bytes([f[19], f[20], f[21], f[22]]);
     for (i, b) in f[HDR..].iter().enumerate() {
-        assert_eq!(*b, (i as u32 ^ seq ^ src as u32) as u8, "corrupt byte {i} of frame {src}/{seq}");
+        assert_eq!(
+            *b,
+            (i as u32 ^ seq ^ src as u32) as u8,
+            "corrupt byte {i} of frame {src}/{seq}"
+        );
     }
     (src, seq)
 }

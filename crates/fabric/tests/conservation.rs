@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{fill, parse, FromFrame};
-use fabric::{pipe, Ctx, DropReason, Logic, PipeConfig, Pkt, Port, PortId, Switch, SwitchConfig, Verdict, WakeupMode};
+use fabric::{
+    pipe, Ctx, DropReason, Logic, PipeConfig, Pkt, Port, PortId, Switch, SwitchConfig, Verdict,
+    WakeupMode,
+};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -30,15 +33,44 @@ fn case() -> impl Strategy<Value = Case> {
         2usize..10,
         1usize..4,
         prop_oneof![Just(16usize), Just(64), Just(1024)],
-        prop_oneof![Just(None), Just(Some(0u32)), Just(Some(100)), Just(Some(2_000))],
-    ).prop_flat_map(
-        |(ports, workers, ring_slots, adaptive)| {
-            let frame = (0..ports as u16, 0u8..4, 0u16..(ports as u16 + 3), 60usize..300)
-                .prop_map(|(s, k, a, l)| (s, k, if k == 2 { if a % 2 == 0 { 7 } else { 8 } } else { a }, l));
-            prop::collection::vec(frame, 1..1500)
-                .prop_map(move |frames| Case { ports, workers, ring_slots, adaptive, frames })
-        },
+        prop_oneof![
+            Just(None),
+            Just(Some(0u32)),
+            Just(Some(100)),
+            Just(Some(2_000))
+        ],
     )
+        .prop_flat_map(|(ports, workers, ring_slots, adaptive)| {
+            let frame = (
+                0..ports as u16,
+                0u8..4,
+                0u16..(ports as u16 + 3),
+                60usize..300,
+            )
+                .prop_map(|(s, k, a, l)| {
+                    (
+                        s,
+                        k,
+                        if k == 2 {
+                            if a % 2 == 0 {
+                                7
+                            } else {
+                                8
+                            }
+                        } else {
+                            a
+                        },
+                        l,
+                    )
+                });
+            prop::collection::vec(frame, 1..1500).prop_map(move |frames| Case {
+                ports,
+                workers,
+                ring_slots,
+                adaptive,
+                frames,
+            })
+        })
 }
 
 /// Wraps a logic, counting classifications per frame sequence number.
@@ -66,16 +98,33 @@ fn run(c: &Case) {
         batch: 32,
         max_ports: 256,
         workers: vec![None; c.workers],
-        wakeup: if c.adaptive.is_some() { WakeupMode::Adaptive } else { WakeupMode::Poll },
+        wakeup: if c.adaptive.is_some() {
+            WakeupMode::Adaptive
+        } else {
+            WakeupMode::Poll
+        },
         latency_budget_us: c.adaptive.unwrap_or(0),
     };
     // Count how often each frame is classified: exactly once, always.
-    let classified: Arc<Vec<AtomicU32>> = Arc::new((0..c.frames.len()).map(|_| AtomicU32::new(0)).collect());
-    let logic = Counted(FromFrame { group7: group7.clone() }, classified.clone());
+    let classified: Arc<Vec<AtomicU32>> =
+        Arc::new((0..c.frames.len()).map(|_| AtomicU32::new(0)).collect());
+    let logic = Counted(
+        FromFrame {
+            group7: group7.clone(),
+        },
+        classified.clone(),
+    );
     let sw = Switch::new(cfg, Box::new(logic)).unwrap();
     let mut peers = Vec::new();
     for i in 0..c.ports {
-        let (port, peer) = pipe(&format!("p{i}"), PipeConfig { ring_slots: c.ring_slots, ..Default::default() }).unwrap();
+        let (port, peer) = pipe(
+            &format!("p{i}"),
+            PipeConfig {
+                ring_slots: c.ring_slots,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let p: Arc<dyn Port> = Arc::new(port);
         assert_eq!(sw.add_port(&format!("p{i}"), p, None).unwrap() as usize, i);
         peers.push(peer);
@@ -116,23 +165,35 @@ fn run(c: &Case) {
     // Send everything (retrying while inbound rings are full), draining
     // outbound rings all the while.
     let mut next = vec![0usize; c.ports];
-    let per_src: Vec<Vec<usize>> =
-        (0..c.ports).map(|p| (0..c.frames.len()).filter(|i| c.frames[*i].0 as usize == p).collect()).collect();
+    let per_src: Vec<Vec<usize>> = (0..c.ports)
+        .map(|p| {
+            (0..c.frames.len())
+                .filter(|i| c.frames[*i].0 as usize == p)
+                .collect()
+        })
+        .collect();
     let mut seen: HashSet<(u32, u16)> = HashSet::new();
     let mut delivered = 0u64;
-    let drain = |peers: &mut Vec<fabric::PipePeer>, seen: &mut HashSet<(u32, u16)>, delivered: &mut u64| {
-        for (dst, peer) in peers.iter_mut().enumerate() {
-            peer.recv(0, usize::MAX, |f| {
-                let (src, seq) = parse(f);
-                let dst = dst as u16;
-                assert_ne!(src, dst, "frame {seq} delivered to its ingress");
-                assert!(allowed[seq as usize].contains(&dst), "frame {seq} delivered to {dst}, not a destination");
-                assert!(seen.insert((seq, dst)), "frame {seq} delivered twice to {dst}");
-                assert_eq!(f.len(), c.frames[seq as usize].3, "length changed");
-                *delivered += 1;
-            });
-        }
-    };
+    let drain =
+        |peers: &mut Vec<fabric::PipePeer>, seen: &mut HashSet<(u32, u16)>, delivered: &mut u64| {
+            for (dst, peer) in peers.iter_mut().enumerate() {
+                peer.recv(0, usize::MAX, |f| {
+                    let (src, seq) = parse(f);
+                    let dst = dst as u16;
+                    assert_ne!(src, dst, "frame {seq} delivered to its ingress");
+                    assert!(
+                        allowed[seq as usize].contains(&dst),
+                        "frame {seq} delivered to {dst}, not a destination"
+                    );
+                    assert!(
+                        seen.insert((seq, dst)),
+                        "frame {seq} delivered twice to {dst}"
+                    );
+                    assert_eq!(f.len(), c.frames[seq as usize].3, "length changed");
+                    *delivered += 1;
+                });
+            }
+        };
     let deadline = Instant::now() + Duration::from_secs(30);
     while next.iter().enumerate().any(|(p, n)| *n < per_src[p].len()) {
         assert!(Instant::now() < deadline, "sending stalled");
@@ -166,17 +227,31 @@ fn run(c: &Case) {
     // counter and ring still looked older. Drain once more, then account.
     drain(&mut peers, &mut seen, &mut delivered);
     for (seq, n) in classified.iter().enumerate() {
-        assert_eq!(n.load(Ordering::Relaxed), 1, "frame {seq} classified {} times", n.load(Ordering::Relaxed));
+        assert_eq!(
+            n.load(Ordering::Relaxed),
+            1,
+            "frame {seq} classified {} times",
+            n.load(Ordering::Relaxed)
+        );
     }
     let st = sw.port_stats();
     let drop_of = |r: DropReason| -> u64 {
-        st.iter().flat_map(|p| p.drops.iter()).filter(|(n, _)| *n == r.name()).map(|(_, v)| *v).sum()
+        st.iter()
+            .flat_map(|p| p.drops.iter())
+            .filter(|(n, _)| *n == r.name())
+            .map(|(_, v)| *v)
+            .sum()
     };
     for r in [DropReason::Hairpin, DropReason::NoPort, DropReason::Policy] {
         assert_eq!(drop_of(r), rx_drops.get(&r).copied().unwrap_or(0), "{r:?}");
     }
-    let tx_drops = drop_of(DropReason::TxFull) + drop_of(DropReason::Oversize) + drop_of(DropReason::LinkDown);
-    assert_eq!(delivered + tx_drops, attempts, "delivered {delivered} + tx drops {tx_drops} != attempts");
+    let tx_drops =
+        drop_of(DropReason::TxFull) + drop_of(DropReason::Oversize) + drop_of(DropReason::LinkDown);
+    assert_eq!(
+        delivered + tx_drops,
+        attempts,
+        "delivered {delivered} + tx drops {tx_drops} != attempts"
+    );
     assert_eq!(drop_of(DropReason::Runt), 0);
     sw.shutdown();
 }
@@ -191,7 +266,11 @@ proptest! {
 
 #[test]
 fn runts_are_dropped_and_counted_before_the_logic() {
-    let sw = Switch::new(SwitchConfig::default(), Box::new(FromFrame { group7: vec![] })).unwrap();
+    let sw = Switch::new(
+        SwitchConfig::default(),
+        Box::new(FromFrame { group7: vec![] }),
+    )
+    .unwrap();
     let (a, mut pa) = pipe("a", PipeConfig::default()).unwrap();
     let (b, mut pb) = pipe("b", PipeConfig::default()).unwrap();
     sw.add_port("a", Arc::new(a), None).unwrap();

@@ -12,22 +12,44 @@ use common::{fill, parse, FromFrame};
 use fabric::{pipe, PipeConfig, Switch, SwitchConfig, WakeupMode};
 
 fn incast(senders: usize, workers: usize, ring_slots: usize) {
-    let cfg = SwitchConfig { batch: 64, max_ports: 64, workers: vec![None; workers], wakeup: WakeupMode::Poll, ..SwitchConfig::default() };
+    let cfg = SwitchConfig {
+        batch: 64,
+        max_ports: 64,
+        workers: vec![None; workers],
+        wakeup: WakeupMode::Poll,
+        ..SwitchConfig::default()
+    };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7: vec![] })).unwrap();
-    let (dst, mut dpeer) = pipe("dst", PipeConfig { ring_slots, ..Default::default() }).unwrap();
+    let (dst, mut dpeer) = pipe(
+        "dst",
+        PipeConfig {
+            ring_slots,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     sw.add_port("dst", Arc::new(dst), Some(0)).unwrap();
     let per = 20_000u32;
     let mut threads = Vec::new();
     for s in 0..senders {
         let (p, mut peer) = pipe(&format!("s{s}"), PipeConfig::default()).unwrap();
-        let id = sw.add_port(&format!("s{s}"), Arc::new(p), Some(s % workers)).unwrap();
+        let id = sw
+            .add_port(&format!("s{s}"), Arc::new(p), Some(s % workers))
+            .unwrap();
         threads.push(std::thread::spawn(move || {
             let mut seq = 0u32;
             let deadline = Instant::now() + Duration::from_secs(30);
             while seq < per {
                 assert!(Instant::now() < deadline);
                 let n = peer.send_with(0, (per - seq).min(32) as usize, |i, buf| {
-                    fill(buf, 0, 0, id, seq + i as u32, 60 + ((seq as usize + i) % 200))
+                    fill(
+                        buf,
+                        0,
+                        0,
+                        id,
+                        seq + i as u32,
+                        60 + ((seq as usize + i) % 200),
+                    )
                 });
                 seq += n as u32;
                 if n == 0 {
@@ -50,12 +72,20 @@ fn incast(senders: usize, workers: usize, ring_slots: usize) {
             last[src as usize] = Some(seq);
         }) as u64;
         let st = sw.port_stats();
-        let full: u64 = st[0].drops.iter().filter(|d| d.0 == "tx_full").map(|d| d.1).sum();
+        let full: u64 = st[0]
+            .drops
+            .iter()
+            .filter(|d| d.0 == "tx_full")
+            .map(|d| d.1)
+            .sum();
         if got + full == total {
             assert_eq!(st[0].tx_packets, got);
             break;
         }
-        assert!(Instant::now() < deadline, "got {got} + full {full} of {total}");
+        assert!(
+            Instant::now() < deadline,
+            "got {got} + full {full} of {total}"
+        );
         std::thread::yield_now();
     }
     for t in threads {

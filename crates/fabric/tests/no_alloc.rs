@@ -34,11 +34,24 @@ static A: Counting = Counting;
 
 fn forward_rounds(mode: WakeupMode, latency_budget_us: u32) {
     let group7 = vec![0, 1, 2];
-    let cfg = SwitchConfig { batch: 64, max_ports: 16, workers: vec![None, None], wakeup: mode, latency_budget_us };
+    let cfg = SwitchConfig {
+        batch: 64,
+        max_ports: 16,
+        workers: vec![None, None],
+        wakeup: mode,
+        latency_budget_us,
+    };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7 })).unwrap();
     let mut peers = Vec::new();
     for i in 0..3 {
-        let (p, peer) = pipe(&format!("p{i}"), PipeConfig { ring_slots: 256, ..Default::default() }).unwrap();
+        let (p, peer) = pipe(
+            &format!("p{i}"),
+            PipeConfig {
+                ring_slots: 256,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         sw.add_port(&format!("p{i}"), Arc::new(p), None).unwrap();
         peers.push(peer);
     }
@@ -46,7 +59,8 @@ fn forward_rounds(mode: WakeupMode, latency_budget_us: u32) {
     let round = |peers: &mut Vec<fabric::PipePeer>, seq: &mut u32| {
         for src in 0..3u16 {
             let n = peers[src as usize].send_with(0, 64, |i, buf| {
-                let (kind, arg) = [(0, (src + 1) % 3), (1, 0), (2, 7), (3, 0), (0, src), (0, 9)][i % 6];
+                let (kind, arg) =
+                    [(0, (src + 1) % 3), (1, 0), (2, 7), (3, 0), (0, src), (0, 9)][i % 6];
                 fill(buf, kind, arg, src, *seq + i as u32, 64 + i)
             });
             *seq += n as u32;
@@ -71,7 +85,12 @@ fn forward_rounds(mode: WakeupMode, latency_budget_us: u32) {
     let ws = sw.worker_stats();
     let moved: u64 = ws.iter().map(|w| w.packets).sum::<u64>() - before_pkts;
     assert!(moved > 10_000, "only {moved} frames forwarded");
-    assert_eq!(after - before, 0, "{} allocations while forwarding {moved} frames", after - before);
+    assert_eq!(
+        after - before,
+        0,
+        "{} allocations while forwarding {moved} frames",
+        after - before
+    );
     sw.shutdown();
 }
 

@@ -90,19 +90,30 @@ fn send(c: &mut Criterion) {
     let mut g = c.benchmark_group("send");
     for &(size, flows) in &[(64u32, 1u32), (64, 1024), (1518, 1)] {
         g.throughput(Throughput::Elements(32));
-        g.bench_with_input(BenchmarkId::new(format!("{size}B"), format!("{flows}flows")), &size, |b, &size| {
-            let q = SinkTx {
-                mem: (0..SLOTS).map(|_| UnsafeCell::new([0u8; SLOT_B])).collect(),
-                next: Cell::new(0),
-            };
-            // SAFETY: this thread is the only sender on `q`.
-            let tx = unsafe { OwnedTx::new(&q) };
-            let gen = FrameGen::new(&spec(flows), &[size]).unwrap();
-            let plan = SendPlan { stream: 0, burst: 32, rate_pps: 0.0, warmup_ns: 0, duration_ns: u64::MAX / 4, count: None };
-            let mut s = Sender::new(tx, gen, plan, now_ns(), SLOT_B as u32).unwrap();
-            // One iteration = one burst of 32 (clock read included).
-            b.iter(|| black_box(s.poll(now_ns())));
-        });
+        g.bench_with_input(
+            BenchmarkId::new(format!("{size}B"), format!("{flows}flows")),
+            &size,
+            |b, &size| {
+                let q = SinkTx {
+                    mem: (0..SLOTS).map(|_| UnsafeCell::new([0u8; SLOT_B])).collect(),
+                    next: Cell::new(0),
+                };
+                // SAFETY: this thread is the only sender on `q`.
+                let tx = unsafe { OwnedTx::new(&q) };
+                let gen = FrameGen::new(&spec(flows), &[size]).unwrap();
+                let plan = SendPlan {
+                    stream: 0,
+                    burst: 32,
+                    rate_pps: 0.0,
+                    warmup_ns: 0,
+                    duration_ns: u64::MAX / 4,
+                    count: None,
+                };
+                let mut s = Sender::new(tx, gen, plan, now_ns(), SLOT_B as u32).unwrap();
+                // One iteration = one burst of 32 (clock read included).
+                b.iter(|| black_box(s.poll(now_ns())));
+            },
+        );
     }
     g.finish();
 }
@@ -111,7 +122,11 @@ fn receive(c: &mut Criterion) {
     let mut g = c.benchmark_group("receive");
     for &(size, touch) in &[(64u32, false), (1518, false), (1518, true)] {
         g.throughput(Throughput::Elements(32));
-        let name = if touch { format!("{size}B-touch") } else { format!("{size}B") };
+        let name = if touch {
+            format!("{size}B-touch")
+        } else {
+            format!("{size}B")
+        };
         g.bench_function(name, |b| {
             let mut gen = FrameGen::new(&spec(1), &[size]).unwrap();
             // A burst of 32 in-order frames; re-stamped per iteration so
@@ -119,7 +134,9 @@ fn receive(c: &mut Criterion) {
             let mut seq = 0u64;
             let mut r = Receiver::new(touch);
             let mut batch = RxBatch::with_capacity(32);
-            let mut q = LoopRx { frames: (0..32).map(|i| gen.next(0, i, 1).to_vec()).collect() };
+            let mut q = LoopRx {
+                frames: (0..32).map(|i| gen.next(0, i, 1).to_vec()).collect(),
+            };
             b.iter(|| {
                 for f in &mut q.frames {
                     // Sequence field: payload offset 42 + 6 (IPv4, no VLAN).

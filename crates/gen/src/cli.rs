@@ -199,7 +199,12 @@ pub struct Traffic {
           value_parser = clap::value_parser!(u32).range(1..=16_777_216))]
     pub flows: u32,
     /// Fields the flow index is added to [src-port, dst-port, src-ip, dst-ip, src-mac, dst-mac].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "src-port")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "src-port"
+    )]
     pub vary: Vec<VaryField>,
     /// Source MAC.
     #[arg(long, value_name = "MAC", value_parser = parse_mac, default_value = "02:00:00:00:00:01")]
@@ -309,7 +314,8 @@ pub fn pos_f64(s: &str) -> Result<f64, String> {
 
 /// `aa:bb:cc:dd:ee:ff` (or with '-').
 pub fn parse_mac(s: &str) -> Result<MacAddr, String> {
-    s.parse().map_err(|_| format!("'{s}' is not a MAC address (expected aa:bb:cc:dd:ee:ff)"))
+    s.parse()
+        .map_err(|_| format!("'{s}' is not a MAC address (expected aa:bb:cc:dd:ee:ff)"))
 }
 
 #[cfg(test)]
@@ -325,7 +331,10 @@ mod tests {
         let c = parse(&["tx", "--port", "memif:/tmp/s"]).unwrap();
         let Role::Tx(a) = c.role else { panic!() };
         assert_eq!(a.traffic.size_pattern(), vec![64]);
-        assert_eq!((a.traffic.burst, a.traffic.flows, a.traffic.duration_s), (32, 1, 10.0));
+        assert_eq!(
+            (a.traffic.burst, a.traffic.flows, a.traffic.duration_s),
+            (32, 1, 10.0)
+        );
         assert_eq!(a.traffic.vary, vec![VaryField::SrcPort]);
         assert_eq!(a.general.json, "-");
         assert_eq!(a.traffic.cooldown_s, 0.2);
@@ -355,13 +364,29 @@ mod tests {
             &["tx", "--port", "memif:/s", "--flows", "0"],
             &["tx", "--port", "memif:/s", "--vlan", "4096"],
             &["tx", "--port", "memif:/s", "--dst-mac", "02:00:00:00:00"],
-            &["tx", "--port", "memif:/s", "--count", "5", "--duration-s", "1"],
+            &[
+                "tx",
+                "--port",
+                "memif:/s",
+                "--count",
+                "5",
+                "--duration-s",
+                "1",
+            ],
             &["tx", "--port", "memif:/s", "--duration-s", "0"],
             &["tx", "--port", "memif:/s", "--touch"],
             &["tx", "--port", "nic0"],
             &["rx", "--port", "memif:/s", "--rate-pps", "5"],
             &["fwd", "--port", "memif:/a"],
-            &["fwd", "--port", "memif:/a", "--port2", "memif:/b", "--dst-mac2", "02:00:00:00:00:01"],
+            &[
+                "fwd",
+                "--port",
+                "memif:/a",
+                "--port2",
+                "memif:/b",
+                "--dst-mac2",
+                "02:00:00:00:00:01",
+            ],
             &["bounce", "--port", "memif:/s"],
         ] {
             let e = parse(args).expect_err(&format!("{args:?} should fail"));
@@ -371,8 +396,14 @@ mod tests {
 
     #[test]
     fn macs() {
-        assert_eq!(parse_mac("02:00:0a:FF:00:01").unwrap(), MacAddr([2, 0, 10, 255, 0, 1]));
-        assert_eq!(parse_mac("02-00-0a-ff-00-01").unwrap(), MacAddr([2, 0, 10, 255, 0, 1]));
+        assert_eq!(
+            parse_mac("02:00:0a:FF:00:01").unwrap(),
+            MacAddr([2, 0, 10, 255, 0, 1])
+        );
+        assert_eq!(
+            parse_mac("02-00-0a-ff-00-01").unwrap(),
+            MacAddr([2, 0, 10, 255, 0, 1])
+        );
         assert!(parse_mac("02:00:0a:ff:00").is_err());
         assert!(parse_mac("02:00:0a:ff:00:0g").is_err());
     }

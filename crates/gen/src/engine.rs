@@ -104,13 +104,22 @@ pub struct Oversize {
 
 impl<'a> Sender<'a> {
     /// A sender starting its schedule at `start_ns`.
-    pub fn new(tx: OwnedTx<'a>, gen: FrameGen, plan: SendPlan, start_ns: u64, max_frame_b: u32) -> Result<Self, Oversize> {
+    pub fn new(
+        tx: OwnedTx<'a>,
+        gen: FrameGen,
+        plan: SendPlan,
+        start_ns: u64,
+        max_frame_b: u32,
+    ) -> Result<Self, Oversize> {
         let lens: Vec<u32> = gen.template_sizes().iter().map(|&l| l as u32).collect();
         let mut nslots = Vec::with_capacity(lens.len());
         for &l in &lens {
             let n = tx.slots_for(l as usize);
             if n == 0 {
-                return Err(Oversize { size: l as usize, max_frame_b });
+                return Err(Oversize {
+                    size: l as usize,
+                    max_frame_b,
+                });
             }
             nslots.push(n);
         }
@@ -171,7 +180,11 @@ impl<'a> Sender<'a> {
         let paced = self.pacer.paced();
         // The schedule's time of this burst decides its phase, so catching
         // up never moves frames across the warm-up boundary.
-        let t = if paced { self.pacer.next_deadline() } else { now };
+        let t = if paced {
+            self.pacer.next_deadline()
+        } else {
+            now
+        };
         let warm = self.measure_start.is_none() && t < self.start_ns + self.plan.warmup_ns;
         if !warm && self.measure_start.is_none() {
             self.measure_start = Some(t);
@@ -397,7 +410,8 @@ impl Receiver {
             None if self.streams.len() < MAX_STREAMS => {
                 // Once per new stream: the window bitmap (and, for the first
                 // streams, a latency histogram).
-                let latency = (self.streams.len() < LATENCY_STREAMS).then(|| Box::new(Latency::new()));
+                let latency =
+                    (self.streams.len() < LATENCY_STREAMS).then(|| Box::new(Latency::new()));
                 self.streams.push(StreamState {
                     id,
                     seq: SeqTracker::new(DEFAULT_WINDOW),
@@ -658,7 +672,14 @@ mod tests {
     }
 
     fn plan(rate: f64, count: Option<u64>, duration_ns: u64, warmup_ns: u64) -> SendPlan {
-        SendPlan { stream: 9, burst: 32, rate_pps: rate, warmup_ns, duration_ns, count }
+        SendPlan {
+            stream: 9,
+            burst: 32,
+            rate_pps: rate,
+            warmup_ns,
+            duration_ns,
+            count,
+        }
     }
 
     /// A wire on the peer side of a pipe: what the port sends comes back
@@ -743,11 +764,25 @@ mod tests {
 
     #[test]
     fn txrx_over_a_lossy_reordering_wire_counts_exactly() {
-        let (port, peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 256, slot_b: 2048 }).unwrap();
+        let (port, peer) = pipe(
+            "t",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 256,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let port: Arc<dyn Port> = Arc::new(port);
         let stop = Arc::new(AtomicBool::new(false));
         // Frame numbers seen by the wire include no warm-up (warmup 0).
-        let w = spawn_wire(peer, stop.clone(), |i| i % 97 == 5, |i| i % 101 == 7, |i| i % 89 == 11);
+        let w = spawn_wire(
+            peer,
+            stop.clone(),
+            |i| i % 97 == 5,
+            |i| i % 101 == 7,
+            |i| i % 89 == 11,
+        );
         let n = 50_000u64;
         let (tx, r, _) = txrx(&port, plan(0.0, Some(n), 0, 0), &[100, 200, 1500]);
         stop.store(true, Ordering::Relaxed);
@@ -759,7 +794,9 @@ mod tests {
         // dropped): one late frame per swap, unless i itself was dropped, or
         // duplicated (its copy goes out at once, the held one is then a
         // duplicate, not a late frame).
-        let swaps = (0..n - 1).filter(|i| i % 89 == 11 && i % 97 != 5 && i % 101 != 7).count() as u64;
+        let swaps = (0..n - 1)
+            .filter(|i| i % 89 == 11 && i % 97 != 5 && i % 101 != 7)
+            .count() as u64;
         let s = &r.stream_reports()[0];
         assert_eq!(s.id, 9);
         assert_eq!(s.lost, dropped);
@@ -805,7 +842,15 @@ mod tests {
     #[test]
     fn a_full_port_counts_full_and_sends_no_sequence_gaps() {
         // Nobody drains the pipe: 64 slots, paced at 1 Mpps for 10 ms.
-        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let (port, mut peer) = pipe(
+            "t",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 64,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let port: Arc<dyn Port> = Arc::new(port);
         let gen = FrameGen::new(&spec(), &[64 + 2]).unwrap();
         // SAFETY: the test thread is the only sender on this queue.
@@ -821,7 +866,11 @@ mod tests {
         // least one attempt per 32 frames due; once the 64 slots are taken,
         // every attempt is pushed back.
         assert!((312..=10_100).contains(&s.stats.attempts), "{:?}", s.stats);
-        assert!(s.stats.pushback + 64 >= s.stats.attempts && s.stats.pushback < s.stats.attempts, "{:?}", s.stats);
+        assert!(
+            s.stats.pushback + 64 >= s.stats.attempts && s.stats.pushback < s.stats.attempts,
+            "{:?}",
+            s.stats
+        );
         let mut seqs = Vec::new();
         peer.recv(0, 1000, |f| seqs.push(frame::parse(f).unwrap().seq));
         assert_eq!(seqs, (0..64).collect::<Vec<u64>>());
@@ -831,12 +880,21 @@ mod tests {
     fn paced_frames_are_evenly_spaced_at_low_rates() {
         // 10 kpps for 50 ms, burst 32: every frame goes out alone, 100 µs
         // after the previous one, stamped with its own send time.
-        let (port, mut peer) = pipe("e", PipeConfig { queues: 1, ring_slots: 1024, slot_b: 2048 }).unwrap();
+        let (port, mut peer) = pipe(
+            "e",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 1024,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let port: Arc<dyn Port> = Arc::new(port);
         let gen = FrameGen::new(&spec(), &[64 + 2]).unwrap();
         // SAFETY: the test thread is the only sender on this queue.
         let tx = unsafe { OwnedTx::new(port.tx(0)) };
-        let mut s = Sender::new(tx, gen, plan(10_000.0, None, 50_000_000, 0), now_ns(), 2048).unwrap();
+        let mut s =
+            Sender::new(tx, gen, plan(10_000.0, None, 50_000_000, 0), now_ns(), 2048).unwrap();
         let mut per_send = Vec::new();
         while !s.done() {
             let n = s.poll(now_ns());
@@ -854,14 +912,25 @@ mod tests {
         let mut gaps: Vec<u64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
         gaps.sort_unstable();
         let median = gaps[gaps.len() / 2];
-        assert!((90_000..=110_000).contains(&median), "median gap {median} ns");
+        assert!(
+            (90_000..=110_000).contains(&median),
+            "median gap {median} ns"
+        );
     }
 
     #[test]
     fn back_pressure_is_counted_unpaced_and_a_receiver_behind_is_seen() {
         // Unpaced into a 64-slot pipe nobody drains: after two whole bursts
         // every attempt is pushed back.
-        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let (port, mut peer) = pipe(
+            "t",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 64,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let port: Arc<dyn Port> = Arc::new(port);
         let gen = FrameGen::new(&spec(), &[64]).unwrap();
         // SAFETY: the test thread is the only sender on this queue.
@@ -885,14 +954,30 @@ mod tests {
             s2.poll(now_ns());
             peer.recv(0, 1000, |_| {});
         }
-        assert_eq!((s2.stats.packets, s2.stats.pushback), (32 * 20, 0), "{:?}", s2.stats);
+        assert_eq!(
+            (s2.stats.packets, s2.stats.pushback),
+            (32 * 20, 0),
+            "{:?}",
+            s2.stats
+        );
 
         // A receiver with 600 frames waiting and a 256-frame batch: two full
         // bursts in a row (behind: one backlog burst), then a partial one;
         // then one full batch alone is no backlog.
-        let (port, mut peer) = pipe("r", PipeConfig { queues: 1, ring_slots: 1024, slot_b: 2048 }).unwrap();
+        let (port, mut peer) = pipe(
+            "r",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 1024,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let mut rxq = port.take_rx(0).unwrap();
-        let f = FrameGen::new(&spec(), &[64]).unwrap().next(1, 0, 0).to_vec();
+        let f = FrameGen::new(&spec(), &[64])
+            .unwrap()
+            .next(1, 0, 0)
+            .to_vec();
         let put = |peer: &mut fabric::PipePeer, n: usize| {
             for _ in 0..n {
                 assert_eq!(peer.send(0, &[&f]), 1);
@@ -912,7 +997,15 @@ mod tests {
 
     #[test]
     fn reflect_swaps_macs_and_counts_drops_by_reason() {
-        let (port, mut peer) = pipe("t", PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
+        let (port, mut peer) = pipe(
+            "t",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 64,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
         let port: Arc<dyn Port> = Arc::new(port);
         let mut rxq = port.take_rx(0).unwrap();
         // SAFETY: the test thread is the only sender on this queue.
@@ -923,7 +1016,14 @@ mod tests {
         let runt = vec![0u8; 10];
         assert_eq!(peer.send(0, &[&good, &runt, &good]), 3);
         let mut st = FwdStats::default();
-        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        forward_burst(
+            rxq.as_mut(),
+            &mut batch,
+            &mut tx,
+            Rewrite::SwapMacs,
+            false,
+            &mut st,
+        );
         assert_eq!((st.received, st.packets, st.dropped_runt), (3, 2, 1));
         let mut back = Vec::new();
         peer.recv(0, 10, |f| back.push(f.to_vec()));
@@ -936,9 +1036,23 @@ mod tests {
         // Fill the output ring (64 slots): 70 in, 64 out, 6 tx_full.
         let frames: Vec<&[u8]> = (0..64).map(|_| good.as_slice()).collect();
         assert_eq!(peer.send(0, &frames), 64);
-        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SetDst(Some(MacAddr([2, 9, 9, 9, 9, 9]))), true, &mut st);
+        forward_burst(
+            rxq.as_mut(),
+            &mut batch,
+            &mut tx,
+            Rewrite::SetDst(Some(MacAddr([2, 9, 9, 9, 9, 9]))),
+            true,
+            &mut st,
+        );
         assert_eq!(peer.send(0, &frames[..6]), 6);
-        forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SetDst(None), false, &mut st);
+        forward_burst(
+            rxq.as_mut(),
+            &mut batch,
+            &mut tx,
+            Rewrite::SetDst(None),
+            false,
+            &mut st,
+        );
         assert_eq!(st.dropped_tx_full, 6);
         assert_eq!(st.received, st.packets + st.dropped());
         let mut n = 0;

@@ -105,7 +105,13 @@ impl FrameSpec {
     }
 
     fn wire_spec(&self) -> Result<UdpFrameSpec, FrameError> {
-        let mut s = UdpFrameSpec::new(self.src_mac, self.dst_mac, self.ip_pair()?, self.src_port, self.dst_port);
+        let mut s = UdpFrameSpec::new(
+            self.src_mac,
+            self.dst_mac,
+            self.ip_pair()?,
+            self.src_port,
+            self.dst_port,
+        );
         s.vlan = self.vlan;
         Ok(s)
     }
@@ -179,7 +185,12 @@ impl FrameGen {
             let mut buf = vec![0u8; size as usize].into_boxed_slice();
             let layout = write_udp_frame(&ws, &mut buf, size as usize).map_err(FrameError::Wire)?;
             Header::new_unchecked(&mut buf[layout.payload_offset..]).init(0);
-            let mut t = Template { buf, layout, udp_base: 0, ip_base: 0 };
+            let mut t = Template {
+                buf,
+                layout,
+                udp_base: 0,
+                ip_base: 0,
+            };
             t.compute_bases(vary_ports, vary_ips);
             templates.push(t);
         }
@@ -193,11 +204,17 @@ impl FrameGen {
             vary_ips,
             vary_macs,
             base_ports: (spec.src_port, spec.dst_port),
-            step_ports: (spec.varies(VaryField::SrcPort) as u16, spec.varies(VaryField::DstPort) as u16),
+            step_ports: (
+                spec.varies(VaryField::SrcPort) as u16,
+                spec.varies(VaryField::DstPort) as u16,
+            ),
             base_ip: ws.ip,
             step_ips: (spec.varies(VaryField::SrcIp), spec.varies(VaryField::DstIp)),
             base_macs: (spec.src_mac.to_u64(), spec.dst_mac.to_u64()),
-            step_macs: (spec.varies(VaryField::SrcMac), spec.varies(VaryField::DstMac)),
+            step_macs: (
+                spec.varies(VaryField::SrcMac),
+                spec.varies(VaryField::DstMac),
+            ),
         })
     }
 
@@ -273,8 +290,12 @@ impl FrameGen {
                 }
                 IpPair::V6(s, d) => {
                     let mut ip = ipv6::Packet::new_unchecked(&mut buf[l.l3_offset..]);
-                    ip.set_src_addr(&Ipv6Addr::from(u128::from(s).wrapping_add(add(step_ips.0) as u128)));
-                    ip.set_dst_addr(&Ipv6Addr::from(u128::from(d).wrapping_add(add(step_ips.1) as u128)));
+                    ip.set_src_addr(&Ipv6Addr::from(
+                        u128::from(s).wrapping_add(add(step_ips.0) as u128),
+                    ));
+                    ip.set_dst_addr(&Ipv6Addr::from(
+                        u128::from(d).wrapping_add(add(step_ips.1) as u128),
+                    ));
                     udp_sum += checksum::add(0, &buf[l.l3_offset + 8..l.l3_offset + 40]);
                 }
             }
@@ -316,11 +337,19 @@ impl Template {
         let len = seg.len();
         let pseudo = match l.ip {
             IpPair::V4(s, d) => {
-                let (s, d) = if vary_ips { (Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED) } else { (s, d) };
+                let (s, d) = if vary_ips {
+                    (Ipv4Addr::UNSPECIFIED, Ipv4Addr::UNSPECIFIED)
+                } else {
+                    (s, d)
+                };
                 checksum::pseudo_v4(s, d, proto::UDP, len as u16)
             }
             IpPair::V6(s, d) => {
-                let (s, d) = if vary_ips { (Ipv6Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED) } else { (s, d) };
+                let (s, d) = if vary_ips {
+                    (Ipv6Addr::UNSPECIFIED, Ipv6Addr::UNSPECIFIED)
+                } else {
+                    (s, d)
+                };
                 checksum::pseudo_v6(&s, &d, proto::UDP, len as u32)
             }
         };
@@ -370,7 +399,10 @@ pub fn parse(frame: &[u8]) -> Option<Ours> {
             if nh != proto::UDP {
                 return None;
             }
-            (l3 + ipv6::HEADER_LEN + off, l3 + ipv6::HEADER_LEN + ip.payload_len() as usize)
+            (
+                l3 + ipv6::HEADER_LEN + off,
+                l3 + ipv6::HEADER_LEN + ip.payload_len() as usize,
+            )
         }
         _ => return None,
     };
@@ -378,7 +410,13 @@ pub fn parse(frame: &[u8]) -> Option<Ours> {
     let payload_offset = l4 + udp::HEADER_LEN;
     let payload_end = l4 + u.len() as usize;
     let h = Header::new_checked(u.payload()).ok()?;
-    Some(Ours { stream: h.stream(), seq: h.seq(), ts_ns: h.timestamp_ns(), payload_offset, payload_end })
+    Some(Ours {
+        stream: h.stream(),
+        seq: h.seq(),
+        ts_ns: h.timestamp_ns(),
+        payload_offset,
+        payload_end,
+    })
 }
 
 /// Sums `data` as little-endian u64 words (plus the tail), the "touch" of
@@ -387,7 +425,9 @@ pub fn parse(frame: &[u8]) -> Option<Ours> {
 pub fn touch(mut acc: u64, data: &[u8]) -> u64 {
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
-        acc = acc.wrapping_add(u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]));
+        acc = acc.wrapping_add(u64::from_le_bytes([
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+        ]));
     }
     for &b in chunks.remainder() {
         acc = acc.wrapping_add(b as u64);
@@ -403,8 +443,16 @@ mod tests {
         FrameSpec {
             src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
             dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
-            src_ip: if v6 { "fd00::1".parse().unwrap() } else { "10.0.0.1".parse().unwrap() },
-            dst_ip: if v6 { "fd00::2".parse().unwrap() } else { "10.0.0.2".parse().unwrap() },
+            src_ip: if v6 {
+                "fd00::1".parse().unwrap()
+            } else {
+                "10.0.0.1".parse().unwrap()
+            },
+            dst_ip: if v6 {
+                "fd00::2".parse().unwrap()
+            } else {
+                "10.0.0.2".parse().unwrap()
+            },
             src_port: 1024,
             dst_port: 5001,
             vlan: None,
@@ -424,12 +472,18 @@ mod tests {
                 let ip = ipv4::Packet::new_checked(l3).unwrap();
                 assert!(ip.verify_checksum(), "IPv4 header checksum");
                 let u = udp::Packet::new_checked(ip.payload()).unwrap();
-                assert!(u.verify_checksum_v4(ip.src_addr(), ip.dst_addr()), "UDP checksum v4");
+                assert!(
+                    u.verify_checksum_v4(ip.src_addr(), ip.dst_addr()),
+                    "UDP checksum v4"
+                );
             }
             EtherType::IPV6 => {
                 let ip = ipv6::Packet::new_checked(l3).unwrap();
                 let u = udp::Packet::new_checked(ip.payload()).unwrap();
-                assert!(u.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()), "UDP checksum v6");
+                assert!(
+                    u.verify_checksum_v6(&ip.src_addr(), &ip.dst_addr()),
+                    "UDP checksum v6"
+                );
             }
             e => panic!("ethertype {e:#x}"),
         }
@@ -443,12 +497,20 @@ mod tests {
             let s = spec(v6);
             let min = s.min_size().unwrap();
             let mut g = FrameGen::new(&s, &[min, 1518, 9000]).unwrap();
-            for (i, want_len) in [min as usize, 1518, 9000, min as usize].into_iter().enumerate() {
+            for (i, want_len) in [min as usize, 1518, 9000, min as usize]
+                .into_iter()
+                .enumerate()
+            {
                 let seq = 0xfedc_ba98_7654_3210u64.wrapping_add(i as u64);
-                let f = g.next(7 | WARMUP_BIT, seq, 123_456_789_012 + i as u64).to_vec();
+                let f = g
+                    .next(7 | WARMUP_BIT, seq, 123_456_789_012 + i as u64)
+                    .to_vec();
                 assert_eq!(f.len(), want_len);
                 let (_, _, _, o) = check_frame(&f);
-                assert_eq!((o.stream, o.seq, o.ts_ns), (7 | WARMUP_BIT, seq, 123_456_789_012 + i as u64));
+                assert_eq!(
+                    (o.stream, o.seq, o.ts_ns),
+                    (7 | WARMUP_BIT, seq, 123_456_789_012 + i as u64)
+                );
                 assert_eq!(o.payload_end, f.len());
             }
         }
@@ -467,10 +529,16 @@ mod tests {
         assert!(e.to_string().contains("minimum is 84 B"));
         let mut mixed = spec(false);
         mixed.dst_ip = "fd00::1".parse().unwrap();
-        assert_eq!(FrameGen::new(&mixed, &[128]).err().unwrap(), FrameError::MixedFamilies);
+        assert_eq!(
+            FrameGen::new(&mixed, &[128]).err().unwrap(),
+            FrameError::MixedFamilies
+        );
         let mut bad_vlan = spec(false);
         bad_vlan.vlan = Some(4095);
-        assert!(matches!(FrameGen::new(&bad_vlan, &[128]), Err(FrameError::Wire(_))));
+        assert!(matches!(
+            FrameGen::new(&bad_vlan, &[128]),
+            Err(FrameError::Wire(_))
+        ));
     }
 
     #[test]
@@ -518,7 +586,10 @@ mod tests {
             let (tup, smac, _, _) = check_frame(&f);
             assert_eq!((tup.src_port, tup.dst_port), (1024, 5001));
             assert_eq!(tup.src_ip, s.src_ip);
-            assert_eq!(tup.dst_ip, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2 + (i % 3) as u8)));
+            assert_eq!(
+                tup.dst_ip,
+                IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2 + (i % 3) as u8))
+            );
             assert_eq!(smac, s.src_mac);
         }
     }

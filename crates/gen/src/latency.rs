@@ -136,7 +136,11 @@ impl Latency {
         if self.count == 0 {
             return None;
         }
-        let q = |x: f64| self.hist.value_at_quantile(x).clamp(self.min_ns, self.max_ns);
+        let q = |x: f64| {
+            self.hist
+                .value_at_quantile(x)
+                .clamp(self.min_ns, self.max_ns)
+        };
         Some(LatencySummary {
             count: self.count,
             min: self.min_ns,
@@ -260,7 +264,9 @@ mod tests {
         let mut l = Latency::new();
         let mut x: u64 = 12345;
         for _ in 0..100_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             l.record_value(500 + (x >> 40) % 50_000);
         }
         l.record_value(10_000_000); // one outlier
@@ -275,16 +281,29 @@ mod tests {
         // The outlier is 1 in 100 001: the point before it is in the bulk
         // (< 50 500 ns) at a fraction of at least 99.99 %.
         let before = s.cdf[s.cdf.len() - 2];
-        assert!(before.0 < 50_600 && before.1 >= 0.9999 && before.1 < 1.0, "{before:?}");
+        assert!(
+            before.0 < 50_600 && before.1 >= 0.9999 && before.1 < 1.0,
+            "{before:?}"
+        );
     }
 
     #[test]
     fn hist_export_counts_every_sample_in_three_digit_buckets() {
-        assert_eq!((hist_bucket(999), hist_bucket(1000), hist_bucket(1001), hist_bucket(123_456)), (999, 1000, 1010, 124_000));
+        assert_eq!(
+            (
+                hist_bucket(999),
+                hist_bucket(1000),
+                hist_bucket(1001),
+                hist_bucket(123_456)
+            ),
+            (999, 1000, 1010, 124_000)
+        );
         let mut l = Latency::new();
         let mut x: u64 = 7;
         for _ in 0..50_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             l.record_value(800 + (x >> 40) % 2_000_000);
         }
         let s = l.summary().unwrap();
@@ -300,7 +319,11 @@ mod tests {
             acc as f64 >= 0.99 * 50_000.0
         });
         let v = p99.unwrap().0 as f64;
-        assert!((v - s.p99 as f64).abs() / s.p99 as f64 <= 0.011, "{v} vs {}", s.p99);
+        assert!(
+            (v - s.p99 as f64).abs() / s.p99 as f64 <= 0.011,
+            "{v} vs {}",
+            s.p99
+        );
     }
 
     #[test]
@@ -345,7 +368,11 @@ mod tests {
             let t = if i % 2 == 0 { 500 } else { 700 };
             j.record(i * 1000, i * 1000 + t);
         }
-        assert!((j.ns() - 200.0).abs() <= 0.5, "converges to |D|: {}", j.ns());
+        assert!(
+            (j.ns() - 200.0).abs() <= 0.5,
+            "converges to |D|: {}",
+            j.ns()
+        );
         // Garbage timestamps neither overflow nor panic.
         let mut j = Jitter::default();
         for i in 0..1000u64 {

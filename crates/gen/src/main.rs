@@ -23,7 +23,10 @@ fn main() {
     };
     if let Some(cpu) = cli.role.general().cpu {
         if !sys::cpu_allowed(cpu) {
-            eprintln!("turnout-gen {}: --cpu {cpu}: not a CPU this process may run on", cli.role.name());
+            eprintln!(
+                "turnout-gen {}: --cpu {cpu}: not a CPU this process may run on",
+                cli.role.name()
+            );
             std::process::exit(2);
         }
     }

@@ -21,7 +21,11 @@ impl Pacer {
     /// (0 = as fast as possible).
     pub fn new(start_ns: u64, rate_pps: f64) -> Self {
         let ns_per_frame = if rate_pps > 0.0 { 1e9 / rate_pps } else { 0.0 };
-        Self { start_ns, ns_per_frame, scheduled: 0 }
+        Self {
+            start_ns,
+            ns_per_frame,
+            scheduled: 0,
+        }
     }
 
     /// Whether a rate is enforced.

@@ -22,13 +22,19 @@ pub enum OpenError {
 impl std::fmt::Display for OpenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            OpenError::PeerAbsent(m) | OpenError::Failed(m) | OpenError::Unsupported(m) => f.write_str(m),
+            OpenError::PeerAbsent(m) | OpenError::Failed(m) | OpenError::Unsupported(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
 
 /// Opens `spec` and waits until its link is up or `wait` passed.
-pub fn open_and_wait(spec: &PortSpec, name: &str, wait: Duration) -> Result<Arc<dyn Port>, OpenError> {
+pub fn open_and_wait(
+    spec: &PortSpec,
+    name: &str,
+    wait: Duration,
+) -> Result<Arc<dyn Port>, OpenError> {
     let deadline = Instant::now() + wait;
     let port = open(spec, name)?;
     loop {
@@ -42,7 +48,9 @@ pub fn open_and_wait(spec: &PortSpec, name: &str, wait: Duration) -> Result<Arc<
             )));
         }
         if crate::sys::stop_requested() {
-            return Err(OpenError::PeerAbsent(format!("{spec}: stopped while waiting for the peer")));
+            return Err(OpenError::PeerAbsent(format!(
+                "{spec}: stopped while waiting for the peer"
+            )));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -74,13 +82,22 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
                 .map(|p| Arc::new(p) as Arc<dyn Port>)
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
-        PortSpec::Memif { socket, id, secret, rings, ring_size, buf_size, .. } => {
+        PortSpec::Memif {
+            socket,
+            id,
+            secret,
+            rings,
+            ring_size,
+            buf_size,
+            ..
+        } => {
             let mut cfg = ports::memif::MemifConfig::new(name, *id);
             cfg.secret = secret.clone();
             cfg.queues = *rings;
             cfg.log2_ring_size = ring_size.trailing_zeros() as u8;
             cfg.buffer_size = *buf_size;
-            cfg.validate().map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
+            cfg.validate()
+                .map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.
             let client = ports::memif::ClientConfig::new(socket.clone());

@@ -247,7 +247,10 @@ impl FwdSection {
             packets: dirs.iter().map(|d| d.1.packets).sum(),
             dropped: dirs.iter().map(|d| d.1.dropped()).sum(),
             received: dirs.iter().map(|d| d.1.received).sum(),
-            directions: dirs.into_iter().map(|(name, stats)| FwdDirection { name, stats }).collect(),
+            directions: dirs
+                .into_iter()
+                .map(|(name, stats)| FwdDirection { name, stats })
+                .collect(),
             duration_s,
         }
     }
@@ -275,13 +278,27 @@ impl PortSection {
             .into_iter()
             .map(|(k, v)| (k.to_string(), serde_json::Value::from(v)))
             .collect();
-        PortSection { name: name.to_string(), kind: info.kind, max_frame_b: info.max_frame_b, counters }
+        PortSection {
+            name: name.to_string(),
+            kind: info.kind,
+            max_frame_b: info.max_frame_b,
+            counters,
+        }
     }
 }
 
 /// Writes the interval line for `[prev, now)` into `out` (reused buffer).
 #[allow(clippy::too_many_arguments)] // one line's fields, named at the call site
-pub fn interval_line(out: &mut String, t_s: f64, dt_s: f64, d_tx: u64, d_rx: u64, lost: u64, tx_total: u64, rx_total: u64) {
+pub fn interval_line(
+    out: &mut String,
+    t_s: f64,
+    dt_s: f64,
+    d_tx: u64,
+    d_rx: u64,
+    lost: u64,
+    tx_total: u64,
+    rx_total: u64,
+) {
     use std::fmt::Write;
     out.clear();
     let rate = |d: u64| if dt_s > 0.0 { d as f64 / dt_s } else { 0.0 };

@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{Port, RxBatch, RxQueue};
 use clap::ValueEnum;
+use fabric::{Port, RxBatch, RxQueue};
 use serde_json::json;
 
 use crate::cli::{FwdArgs, General, ReflectArgs, Role, RxArgs, Traffic, TxArgs, TxrxArgs};
@@ -15,7 +15,9 @@ use crate::frame::{FrameGen, FrameSpec};
 use crate::ports::{open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
 use crate::spec::PortSpec;
-use crate::sys::{now_ns, pin_to_cpu, snapshot_requested, stop_requested, thread_cpu_ns, wait_readable, OwnedTx};
+use crate::sys::{
+    now_ns, pin_to_cpu, snapshot_requested, stop_requested, thread_cpu_ns, wait_readable, OwnedTx,
+};
 
 /// Frames per receive burst.
 pub const RX_BATCH: usize = 256;
@@ -31,10 +33,16 @@ pub struct Failure {
 
 impl Failure {
     fn usage(msg: impl Into<String>) -> Self {
-        Failure { code: 2, msg: msg.into() }
+        Failure {
+            code: 2,
+            msg: msg.into(),
+        }
     }
     fn runtime(msg: impl Into<String>) -> Self {
-        Failure { code: 1, msg: msg.into() }
+        Failure {
+            code: 1,
+            msg: msg.into(),
+        }
     }
 }
 
@@ -45,7 +53,10 @@ impl From<OpenError> for Failure {
             OpenError::Failed(_) => 1,
             OpenError::Unsupported(_) => 2,
         };
-        Failure { code, msg: e.to_string() }
+        Failure {
+            code,
+            msg: e.to_string(),
+        }
     }
 }
 
@@ -62,7 +73,10 @@ struct Stall {
 
 impl Stall {
     fn new(now: u64) -> Self {
-        Stall { last_packets: 0, since: now }
+        Stall {
+            last_packets: 0,
+            since: now,
+        }
     }
 
     /// True when `packets` (all frames sent, warm-up included) did not move
@@ -105,7 +119,10 @@ impl Idle {
         for q in queues.iter_mut() {
             q.set_notify(false);
         }
-        Idle { on: interrupt, empty: 0 }
+        Idle {
+            on: interrupt,
+            empty: 0,
+        }
     }
 
     #[inline]
@@ -184,7 +201,16 @@ impl Interval {
         }
         let dt = (now - self.prev) as f64 / 1e9;
         let t = (now - self.start) as f64 / 1e9;
-        interval_line(&mut self.buf, t, dt, tx - self.prev_tx, rx - self.prev_rx, lost, tx, rx);
+        interval_line(
+            &mut self.buf,
+            t,
+            dt,
+            tx - self.prev_tx,
+            rx - self.prev_rx,
+            lost,
+            tx,
+            rx,
+        );
         eprintln!("{}", self.buf);
         self.prev = now;
         self.prev_tx = tx;
@@ -203,7 +229,8 @@ fn tick(iv: &mut Option<Interval>, now: u64, tx: u64, rx: u64, lost: u64) {
 
 fn pin(g: &General) -> Result<(), Failure> {
     if let Some(cpu) = g.cpu {
-        pin_to_cpu(cpu).map_err(|e| Failure::usage(format!("--cpu {cpu}: cannot pin to it: {e}")))?;
+        pin_to_cpu(cpu)
+            .map_err(|e| Failure::usage(format!("--cpu {cpu}: cannot pin to it: {e}")))?;
     }
     Ok(())
 }
@@ -214,7 +241,8 @@ fn wait_of(g: &General) -> Duration {
 
 fn take_rx(port: &Arc<dyn Port>, spec: &PortSpec, what: &str) -> Result<Box<dyn RxQueue>, Failure> {
     let q = spec.queue();
-    port.take_rx(q).ok_or_else(|| Failure::runtime(format!("{what}: receive queue {q} is not available")))
+    port.take_rx(q)
+        .ok_or_else(|| Failure::runtime(format!("{what}: receive queue {q} is not available")))
 }
 
 fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
@@ -260,7 +288,13 @@ pub fn frame_gen(t: &Traffic) -> Result<(FrameGen, Vec<u32>), Failure> {
         }
     }
     let g = FrameGen::new(&spec, &sizes).map_err(|e| {
-        let opt = if t.imix { "--imix" } else if t.sizes.is_empty() { "--size" } else { "--sizes" };
+        let opt = if t.imix {
+            "--imix"
+        } else if t.sizes.is_empty() {
+            "--size"
+        } else {
+            "--sizes"
+        };
         Failure::usage(format!("{opt}: {e}"))
     })?;
     Ok((g, sizes))
@@ -351,7 +385,10 @@ fn sender<'a>(
     let tx = unsafe { OwnedTx::new(port.tx(spec.queue())) };
     let max = port.info().max_frame_b;
     Sender::new(tx, gen, plan(t), start, max).map_err(|o| {
-        Failure::usage(format!("frame size {} B is larger than the port carries ({} B)", o.size, o.max_frame_b))
+        Failure::usage(format!(
+            "frame size {} B is larger than the port carries ({} B)",
+            o.size, o.max_frame_b
+        ))
     })
 }
 
@@ -386,7 +423,14 @@ fn send_until_done(
         }
         s.poll(now);
         if s.done() {
-            return (if t.count.is_some() { "count" } else { "duration" }, None);
+            return (
+                if t.count.is_some() {
+                    "count"
+                } else {
+                    "duration"
+                },
+                None,
+            );
         }
         let sent = s.stats.packets + s.stats.warmup_packets;
         if stall.stalled(now, sent) {
@@ -403,7 +447,10 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     pin(&a.general)?;
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |_| (0, 0));
+    let (stopped_by, error) =
+        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |_| {
+            (0, 0)
+        });
     let window = s.window(now_ns());
     cooldown_wait(a.traffic.cooldown_s);
     let mut config = traffic_config(&a.traffic, &sizes);
@@ -427,7 +474,9 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         std::mem::swap(&mut t.src_ip, &mut t.dst_ip);
         std::mem::swap(&mut t.src_port, &mut t.dst_port);
         if t.stream > 0x7FFF {
-            return Err(Failure::usage("--bidir uses stream --stream + 1: --stream must be below 32767"));
+            return Err(Failure::usage(
+                "--bidir uses stream --stream + 1: --stream must be below 32767",
+            ));
         }
         let (g2, _) = frame_gen(&t)?;
         Some((t, g2))
@@ -441,7 +490,11 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     };
     let rx_spec = a.rx_port.as_ref().unwrap_or(&a.port);
     let mut rxq = take_rx(&rx_port, rx_spec, "rx port")?;
-    let mut rxq2 = if reverse.is_some() { Some(take_rx(&port, &a.port, "port")?) } else { None };
+    let mut rxq2 = if reverse.is_some() {
+        Some(take_rx(&port, &a.port, "port")?)
+    } else {
+        None
+    };
     pin(&a.general)?;
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
@@ -455,14 +508,21 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         (Some(t), Some(g2)) => Some(sender(&rx_port, rx_spec, g2, t, start)?),
         _ => None,
     };
-    let (stopped_by, error) = send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |now| {
-        r.poll(rxq.as_mut(), &mut batch);
-        if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
-            r.poll(q2.as_mut(), &mut batch);
-            s2.poll(now);
-        }
-        (r.packets + r.warmup, r.lost())
-    });
+    let (stopped_by, error) = send_until_done(
+        &mut s,
+        port.as_ref(),
+        &a.traffic,
+        &a.general,
+        start,
+        |now| {
+            r.poll(rxq.as_mut(), &mut batch);
+            if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
+                r.poll(q2.as_mut(), &mut batch);
+                s2.poll(now);
+            }
+            (r.packets + r.warmup, r.lost())
+        },
+    );
     let now = now_ns();
     if let Some(s2) = s2.as_mut() {
         // The reverse ends with the forward direction (signal, stall or done).
@@ -569,7 +629,14 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
             stopped_by = "signal";
             break;
         }
-        let got = forward_burst(rxq.as_mut(), &mut batch, &mut tx, Rewrite::SwapMacs, false, &mut st);
+        let got = forward_burst(
+            rxq.as_mut(),
+            &mut batch,
+            &mut tx,
+            Rewrite::SwapMacs,
+            false,
+            &mut st,
+        );
         idle.after_poll(got, &mut [rxq.as_mut()]);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
@@ -578,7 +645,10 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
         }
         if snapshot_requested() {
             let mut d = doc("reflect", "snapshot", json!({ "port": a.port.to_string() }));
-            d.fwd = Some(FwdSection::new(vec![("reflect", st.clone())], (now - start) as f64 / 1e9));
+            d.fwd = Some(FwdSection::new(
+                vec![("reflect", st.clone())],
+                (now - start) as f64 / 1e9,
+            ));
             d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
             print_snapshot(&d);
         }
@@ -594,7 +664,14 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     Ok(d)
 }
 
-fn fwd_doc(a: &FwdArgs, stopped_by: &'static str, ab: &FwdStats, ba: &FwdStats, dur: f64, cpu0: u64) -> Doc {
+fn fwd_doc(
+    a: &FwdArgs,
+    stopped_by: &'static str,
+    ab: &FwdStats,
+    ba: &FwdStats,
+    dur: f64,
+    cpu0: u64,
+) -> Doc {
     let mut config = json!({
         "port": a.port.to_string(), "port2": a.port2.to_string(), "bidir": a.bidir, "touch": a.touch,
     });
@@ -619,7 +696,11 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let pa = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     let pb = open_and_wait(&a.port2, "port2", wait_of(&a.general))?;
     let mut rx_a = take_rx(&pa, &a.port, "port")?;
-    let mut rx_b = if a.bidir { Some(take_rx(&pb, &a.port2, "port2")?) } else { None };
+    let mut rx_b = if a.bidir {
+        Some(take_rx(&pb, &a.port2, "port2")?)
+    } else {
+        None
+    };
     pin(&a.general)?;
     // SAFETY: this thread is the only sender on the used queue of both
     // ports.
@@ -643,11 +724,24 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
             stopped_by = "signal";
             break;
         }
-        let mut got =
-            forward_burst(rx_a.as_mut(), &mut batch, &mut tx_b, Rewrite::SetDst(a.dst_mac), a.touch, &mut ab);
+        let mut got = forward_burst(
+            rx_a.as_mut(),
+            &mut batch,
+            &mut tx_b,
+            Rewrite::SetDst(a.dst_mac),
+            a.touch,
+            &mut ab,
+        );
         match rx_b.as_mut() {
             Some(rb) => {
-                got += forward_burst(rb.as_mut(), &mut batch, &mut tx_a, Rewrite::SetDst(a.dst_mac2), a.touch, &mut ba);
+                got += forward_burst(
+                    rb.as_mut(),
+                    &mut batch,
+                    &mut tx_a,
+                    Rewrite::SetDst(a.dst_mac2),
+                    a.touch,
+                    &mut ba,
+                );
                 idle.after_poll(got, &mut [rx_a.as_mut(), rb.as_mut()]);
             }
             None => idle.after_poll(got, &mut [rx_a.as_mut()]),
@@ -663,7 +757,13 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
             d.ports.push(PortSection::of("port2", pb.as_ref()));
             print_snapshot(&d);
         }
-        tick(&mut iv, now, ab.packets + ba.packets, ab.received + ba.received, 0);
+        tick(
+            &mut iv,
+            now,
+            ab.packets + ba.packets,
+            ab.received + ba.received,
+            0,
+        );
     }
     let dur = (now_ns() - start) as f64 / 1e9;
     let mut d = fwd_doc(a, stopped_by, &ab, &ba, dur, cpu0);

@@ -81,7 +81,11 @@ impl SeqTracker {
             let word = (b >> 6) as usize;
             let off = b & 63;
             let n = (64 - off).min(left);
-            let m = if n == 64 { !0u64 } else { ((1u64 << n) - 1) << off };
+            let m = if n == 64 {
+                !0u64
+            } else {
+                ((1u64 << n) - 1) << off
+            };
             self.words[word] &= !m;
             p += n;
             left -= n;
@@ -157,14 +161,18 @@ mod tests {
     fn in_order_has_nothing_to_report() {
         let seqs: Vec<u64> = (0..1_000_000).collect();
         let t = run(64, &seqs);
-        assert_eq!((t.received, t.lost, t.reordered, t.duplicated), (1_000_000, 0, 0, 0));
+        assert_eq!(
+            (t.received, t.lost, t.reordered, t.duplicated),
+            (1_000_000, 0, 0, 0)
+        );
     }
 
     #[test]
     fn injected_loss_is_exact() {
         // Drop every 7th, and a run of 500 (longer than a 64-bit window).
-        let seqs: Vec<u64> =
-            (0..10_000u64).filter(|s| s % 7 != 3 && !(2000..2500).contains(s)).collect();
+        let seqs: Vec<u64> = (0..10_000u64)
+            .filter(|s| s % 7 != 3 && !(2000..2500).contains(s))
+            .collect();
         let expected_lost = 10_000 - seqs.len() as u64;
         let mut t = run(64, &seqs);
         // 9999 is itself dropped: only the sender's count reveals it.
@@ -183,13 +191,19 @@ mod tests {
     #[test]
     fn swaps_are_reordered_not_lost() {
         let t = run(64, &[0, 2, 1, 3, 5, 4, 6]);
-        assert_eq!((t.lost, t.reordered, t.duplicated, t.received), (0, 2, 0, 7));
+        assert_eq!(
+            (t.lost, t.reordered, t.duplicated, t.received),
+            (0, 2, 0, 7)
+        );
     }
 
     #[test]
     fn duplicates_are_detected_in_and_out_of_order() {
         let t = run(64, &[0, 1, 1, 2, 0, 3, 3, 3]);
-        assert_eq!((t.lost, t.reordered, t.duplicated, t.received), (0, 0, 4, 8));
+        assert_eq!(
+            (t.lost, t.reordered, t.duplicated, t.received),
+            (0, 0, 4, 8)
+        );
     }
 
     #[test]
@@ -204,7 +218,10 @@ mod tests {
         seqs.push(0); // next = 64, exactly at the window's edge
         seqs.push(0); // and again: now a duplicate the window still sees
         let t = run(64, &seqs);
-        assert_eq!((t.lost, t.reordered, t.duplicated, t.beyond_window), (0, 1, 1, 0));
+        assert_eq!(
+            (t.lost, t.reordered, t.duplicated, t.beyond_window),
+            (0, 1, 1, 0)
+        );
     }
 
     #[test]
@@ -224,7 +241,10 @@ mod tests {
             seqs.push(base + 10); // arrives ~245 later, inside the window
         }
         let t = run(w as usize, &seqs);
-        assert_eq!((t.lost, t.reordered, t.duplicated, t.beyond_window), (0, 200, 0, 0));
+        assert_eq!(
+            (t.lost, t.reordered, t.duplicated, t.beyond_window),
+            (0, 200, 0, 0)
+        );
         // And a duplicate of something a full lap old is beyond the window:
         // with nothing lost it is classified as a duplicate.
         let mut t = t;

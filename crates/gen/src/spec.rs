@@ -68,13 +68,16 @@ pub const MEMIF_RING_SIZE: u32 = 1024;
 pub const MEMIF_BUF_SIZE: u32 = 2048;
 
 fn num<T: FromStr>(key: &str, v: &str) -> Result<T, String> {
-    v.parse().map_err(|_| format!("{key}={v}: not a valid number"))
+    v.parse()
+        .map_err(|_| format!("{key}={v}: not a valid number"))
 }
 
 fn iface_name(s: &str) -> Result<String, String> {
     // IFNAMSIZ is 16 including the terminating NUL.
     if s.is_empty() || s.len() > 15 || s.contains(['/', ' ', ',', ':']) {
-        return Err(format!("'{s}' is not a valid interface name (1..15 characters, no '/', ' ', ',', ':')"));
+        return Err(format!(
+            "'{s}' is not a valid interface name (1..15 characters, no '/', ' ', ',', ':')"
+        ));
     }
     Ok(s.to_string())
 }
@@ -83,13 +86,15 @@ impl FromStr for PortSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let (kind, rest) = s
-            .split_once(':')
-            .ok_or_else(|| format!("'{s}': expected memif:SOCKET, afxdp:IFACE or afpacket:IFACE"))?;
+        let (kind, rest) = s.split_once(':').ok_or_else(|| {
+            format!("'{s}': expected memif:SOCKET, afxdp:IFACE or afpacket:IFACE")
+        })?;
         let mut parts = rest.split(',');
         let target = parts.next().unwrap_or("");
         if target.is_empty() {
-            return Err(format!("'{s}': missing the socket path or interface name after '{kind}:'"));
+            return Err(format!(
+                "'{s}': missing the socket path or interface name after '{kind}:'"
+            ));
         }
         let mut kv = Vec::new();
         for p in parts {
@@ -98,7 +103,9 @@ impl FromStr for PortSpec {
                 .ok_or_else(|| format!("'{p}' in '{s}': expected key=value"))?;
             kv.push((k, v));
         }
-        let unknown = |k: &str, allowed: &str| format!("unknown option '{k}' for {kind} ports (allowed: {allowed})");
+        let unknown = |k: &str, allowed: &str| {
+            format!("unknown option '{k}' for {kind} ports (allowed: {allowed})")
+        };
         match kind {
             "memif" => {
                 let mut spec = PortSpec::Memif {
@@ -110,7 +117,16 @@ impl FromStr for PortSpec {
                     buf_size: MEMIF_BUF_SIZE,
                     mode: MemifMode::Poll,
                 };
-                if let PortSpec::Memif { id, secret, rings, ring_size, buf_size, mode, .. } = &mut spec {
+                if let PortSpec::Memif {
+                    id,
+                    secret,
+                    rings,
+                    ring_size,
+                    buf_size,
+                    mode,
+                    ..
+                } = &mut spec
+                {
                     for (k, v) in kv {
                         match k {
                             "id" => *id = num(k, v)?,
@@ -128,8 +144,11 @@ impl FromStr for PortSpec {
                             }
                             "ring-size" => {
                                 *ring_size = num(k, v)?;
-                                if !ring_size.is_power_of_two() || !(2..=16384).contains(ring_size) {
-                                    return Err(format!("ring-size={v}: must be a power of two in 2..16384"));
+                                if !ring_size.is_power_of_two() || !(2..=16384).contains(ring_size)
+                                {
+                                    return Err(format!(
+                                        "ring-size={v}: must be a power of two in 2..16384"
+                                    ));
                                 }
                             }
                             "buf-size" => {
@@ -142,10 +161,17 @@ impl FromStr for PortSpec {
                                 *mode = match v {
                                     "poll" => MemifMode::Poll,
                                     "interrupt" => MemifMode::Interrupt,
-                                    _ => return Err(format!("mode={v}: must be poll or interrupt")),
+                                    _ => {
+                                        return Err(format!("mode={v}: must be poll or interrupt"))
+                                    }
                                 }
                             }
-                            _ => return Err(unknown(k, "id, secret, rings, ring-size, buf-size, mode")),
+                            _ => {
+                                return Err(unknown(
+                                    k,
+                                    "id, secret, rings, ring-size, buf-size, mode",
+                                ))
+                            }
                         }
                     }
                 }
@@ -180,7 +206,9 @@ impl FromStr for PortSpec {
                 }
                 Ok(PortSpec::AfPacket { iface, queue })
             }
-            _ => Err(format!("unknown port kind '{kind}' (expected memif, afxdp or afpacket)")),
+            _ => Err(format!(
+                "unknown port kind '{kind}' (expected memif, afxdp or afpacket)"
+            )),
         }
     }
 }
@@ -188,7 +216,13 @@ impl FromStr for PortSpec {
 impl PortSpec {
     /// Whether receive loops sleep on the port's notification fd when idle.
     pub fn interrupt(&self) -> bool {
-        matches!(self, PortSpec::Memif { mode: MemifMode::Interrupt, .. })
+        matches!(
+            self,
+            PortSpec::Memif {
+                mode: MemifMode::Interrupt,
+                ..
+            }
+        )
     }
 
     /// The port queue turnout-gen uses on this port.
@@ -203,7 +237,15 @@ impl PortSpec {
 impl fmt::Display for PortSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            PortSpec::Memif { socket, id, secret, rings, ring_size, buf_size, mode } => {
+            PortSpec::Memif {
+                socket,
+                id,
+                secret,
+                rings,
+                ring_size,
+                buf_size,
+                mode,
+            } => {
                 write!(f, "memif:{}", socket.display())?;
                 if *id != 0 {
                     write!(f, ",id={id}")?;
@@ -266,12 +308,30 @@ mod tests {
             }
         );
         let m: PortSpec =
-            "memif:/s,id=3,secret=abc,rings=2,ring-size=4096,buf-size=9216,mode=interrupt".parse().unwrap();
-        assert_eq!(m.to_string(), "memif:/s,id=3,secret=***,rings=2,ring-size=4096,buf-size=9216,mode=interrupt");
+            "memif:/s,id=3,secret=abc,rings=2,ring-size=4096,buf-size=9216,mode=interrupt"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            m.to_string(),
+            "memif:/s,id=3,secret=***,rings=2,ring-size=4096,buf-size=9216,mode=interrupt"
+        );
         let x: PortSpec = "afxdp:veth0,queue=1,mode=zc".parse().unwrap();
-        assert_eq!(x, PortSpec::AfXdp { iface: "veth0".into(), queue: 1, mode: XdpMode::ZeroCopy });
+        assert_eq!(
+            x,
+            PortSpec::AfXdp {
+                iface: "veth0".into(),
+                queue: 1,
+                mode: XdpMode::ZeroCopy
+            }
+        );
         let p: PortSpec = "afpacket:eth0".parse().unwrap();
-        assert_eq!(p, PortSpec::AfPacket { iface: "eth0".into(), queue: 0 });
+        assert_eq!(
+            p,
+            PortSpec::AfPacket {
+                iface: "eth0".into(),
+                queue: 0
+            }
+        );
         assert_eq!(p.to_string(), "afpacket:eth0");
     }
 

@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// process on the host, so one-way latency between processes is exact.
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
     // exists on Linux, so the call cannot fail.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
@@ -19,7 +22,10 @@ pub fn now_ns() -> u64 {
 /// CPU time the calling thread has used, ns (a system call: read once per
 /// window edge or snapshot, never per frame).
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; the thread CPU clock
     // always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -57,7 +63,8 @@ pub fn cpu_allowed(cpu: usize) -> bool {
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: pid 0 is the calling thread; `set` is a valid, writable
     // cpu_set_t of the size passed.
-    let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     // SAFETY: `cpu` < CPU_SETSIZE, `set` is initialised.
     rc == 0 && unsafe { libc::CPU_ISSET(cpu, &set) }
 }
@@ -65,10 +72,18 @@ pub fn cpu_allowed(cpu: usize) -> bool {
 /// Waits until one of `fds` is readable or `timeout_ms` passed (idle
 /// receivers in interrupt mode). Returns true if one is readable.
 pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
-    let mut p = [libc::pollfd { fd: -1, events: 0, revents: 0 }; 2];
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 2];
     let n = fds.len().min(p.len());
     for (slot, &fd) in p.iter_mut().zip(fds) {
-        *slot = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        *slot = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
     }
     // SAFETY: `p[..n]` are initialised pollfds owned by this frame; the
     // kernel writes only their `revents`.
@@ -144,7 +159,12 @@ impl<'a> OwnedTx<'a> {
     /// the wrapper lives (turnout-gen has one thread per port queue, so the
     /// fabric lock the contract asks for is implied).
     pub unsafe fn new(q: &'a dyn fabric::TxQueue) -> Self {
-        Self { q, published: 0, reserved: 0, started: false }
+        Self {
+            q,
+            published: 0,
+            reserved: 0,
+            started: false,
+        }
     }
 
     /// Slots a frame of `len` bytes takes (0: the port cannot carry it).
@@ -170,7 +190,11 @@ impl<'a> OwnedTx<'a> {
             self.started = true;
             self.published = first;
         }
-        assert_eq!(first, self.reserved.max(self.published), "reservation is not contiguous");
+        assert_eq!(
+            first,
+            self.reserved.max(self.published),
+            "reservation is not contiguous"
+        );
         self.reserved = first + n as u64;
         first
     }
@@ -178,7 +202,10 @@ impl<'a> OwnedTx<'a> {
     /// Copies `frame` into `nslots` reserved slots starting at `slot`.
     #[inline]
     pub fn write(&mut self, slot: u64, nslots: u32, frame: &[u8]) {
-        assert!(slot >= self.published && slot + nslots as u64 <= self.reserved, "write outside the reservation");
+        assert!(
+            slot >= self.published && slot + nslots as u64 <= self.reserved,
+            "write outside the reservation"
+        );
         // SAFETY: the range was reserved by this (only) sender and is not
         // yet published, checked just above.
         unsafe { self.q.write(slot, nslots, frame) }
@@ -187,7 +214,10 @@ impl<'a> OwnedTx<'a> {
     /// Publishes every slot before `tail`.
     #[inline]
     pub fn publish(&mut self, tail: u64) {
-        assert!(tail >= self.published && tail <= self.reserved, "publish outside the reservation");
+        assert!(
+            tail >= self.published && tail <= self.reserved,
+            "publish outside the reservation"
+        );
         self.published = tail;
         // SAFETY: single sender; every slot before `tail` was reserved and
         // written by the caller (writes happen between reserve and publish).
@@ -206,7 +236,10 @@ mod tests {
         let b = now_ns();
         assert!(b > a);
         let d = b - a;
-        assert!((20_000_000..2_000_000_000).contains(&d), "20 ms measured as {d} ns");
+        assert!(
+            (20_000_000..2_000_000_000).contains(&d),
+            "20 ms measured as {d} ns"
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
 
 fn run(args: &[&str]) -> Output {
-    Command::new(GEN).args(args).output().expect("run turnout-gen")
+    Command::new(GEN)
+        .args(args)
+        .output()
+        .expect("run turnout-gen")
 }
 
 fn stderr(o: &Output) -> String {
@@ -19,22 +22,62 @@ fn bad_options_exit_2_with_a_message() {
     let absent = format!("memif:/tmp/turnout-gen-absent-{}.sock", std::process::id());
     for (args, says) in [
         (vec!["tx"], "--port"),
-        (vec!["transmit", "--port", &absent], "unrecognized subcommand"),
+        (
+            vec!["transmit", "--port", &absent],
+            "unrecognized subcommand",
+        ),
         (vec!["tx", "--port", "nic0"], "expected memif"),
         (vec!["tx", "--port", &absent, "--size", "63"], "63"),
         (vec!["tx", "--port", &absent, "--size", "9001"], "9001"),
-        (vec!["tx", "--port", &absent, "--rate-pps", "fast"], "not a number"),
+        (
+            vec!["tx", "--port", &absent, "--rate-pps", "fast"],
+            "not a number",
+        ),
         (vec!["tx", "--port", &absent, "--burst", "0"], "0"),
         (vec!["tx", "--port", &absent, "--stream", "32768"], "32768"),
-        (vec!["tx", "--port", &absent, "--imix", "--size", "64"], "cannot be used with"),
-        (vec!["tx", "--port", &absent, "--ipv6", "--size", "64"], "minimum is 84 B"),
-        (vec!["tx", "--port", &absent, "--vlan", "7", "--size", "64"], "minimum is 68 B"),
-        (vec!["tx", "--port", &absent, "--ipv6", "--src-ip", "10.0.0.1", "--size", "128"], "not an IPv6"),
-        (vec!["tx", "--port", &absent, "--dst-ip", "fd00::2"], "add --ipv6"),
-        (vec!["rx", "--port", &absent, "--rate-pps", "10"], "--rate-pps"),
+        (
+            vec!["tx", "--port", &absent, "--imix", "--size", "64"],
+            "cannot be used with",
+        ),
+        (
+            vec!["tx", "--port", &absent, "--ipv6", "--size", "64"],
+            "minimum is 84 B",
+        ),
+        (
+            vec!["tx", "--port", &absent, "--vlan", "7", "--size", "64"],
+            "minimum is 68 B",
+        ),
+        (
+            vec![
+                "tx", "--port", &absent, "--ipv6", "--src-ip", "10.0.0.1", "--size", "128",
+            ],
+            "not an IPv6",
+        ),
+        (
+            vec!["tx", "--port", &absent, "--dst-ip", "fd00::2"],
+            "add --ipv6",
+        ),
+        (
+            vec!["rx", "--port", &absent, "--rate-pps", "10"],
+            "--rate-pps",
+        ),
         (vec!["rx", "--port", &absent, "--cpu", "4096"], "--cpu 4096"),
-        (vec!["fwd", "--port", &absent, "--port2", &absent, "--dst-mac2", "02:00:00:00:00:01"], "--bidir"),
-        (vec!["tx", "--port", "memif:/x,ring-size=1000"], "power of two"),
+        (
+            vec![
+                "fwd",
+                "--port",
+                &absent,
+                "--port2",
+                &absent,
+                "--dst-mac2",
+                "02:00:00:00:00:01",
+            ],
+            "--bidir",
+        ),
+        (
+            vec!["tx", "--port", "memif:/x,ring-size=1000"],
+            "power of two",
+        ),
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -59,20 +102,43 @@ fn help_and_version_exit_0() {
 fn an_absent_peer_exits_3_after_the_wait() {
     let sock = format!("/tmp/turnout-gen-nobody-{}.sock", std::process::id());
     let t = Instant::now();
-    let o = run(&["tx", "--port", &format!("memif:{sock}"), "--wait-peer-s", "0.5"]);
+    let o = run(&[
+        "tx",
+        "--port",
+        &format!("memif:{sock}"),
+        "--wait-peer-s",
+        "0.5",
+    ]);
     let el = t.elapsed();
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("did not come up"), "{}", stderr(&o));
-    assert!(el >= Duration::from_millis(500) && el < Duration::from_secs(5), "{el:?}");
+    assert!(
+        el >= Duration::from_millis(500) && el < Duration::from_secs(5),
+        "{el:?}"
+    );
     // `--interval` (the spelling) is an alias of `--interval-s`: an
     // option, not a bad one (that would be exit 2).
-    let o = run(&["rx", "--port", &format!("memif:{sock}"), "--interval", "0.1", "--wait-peer-s", "0.2"]);
+    let o = run(&[
+        "rx",
+        "--port",
+        &format!("memif:{sock}"),
+        "--interval",
+        "0.1",
+        "--wait-peer-s",
+        "0.2",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
 }
 
 #[test]
 fn a_missing_interface_is_a_run_time_error() {
-    let o = run(&["rx", "--port", "afpacket:tgen-none0", "--wait-peer-s", "0.2"]);
+    let o = run(&[
+        "rx",
+        "--port",
+        "afpacket:tgen-none0",
+        "--wait-peer-s",
+        "0.2",
+    ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("tgen-none0"));
 }
@@ -88,7 +154,10 @@ fn sigterm_ends_a_receiver_with_its_document() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(500));
-        let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        let st = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
         assert!(st.success());
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -107,6 +176,10 @@ fn is_root() -> bool {
     // /proc/self/status "Uid:" line, effective uid is the second field.
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }

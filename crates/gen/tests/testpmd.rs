@@ -46,15 +46,29 @@ impl Testpmd {
         };
         let prefix = format!("tgen-{tag}-{}", std::process::id());
         let dir = std::env::temp_dir();
-        let socks: Vec<PathBuf> = (0..nports).map(|i| dir.join(format!("{prefix}-{i}.sock"))).collect();
+        let socks: Vec<PathBuf> = (0..nports)
+            .map(|i| dir.join(format!("{prefix}-{i}.sock")))
+            .collect();
         // testpmd writes through stdio: line-buffer it so statistics arrive
         // while it runs (stdbuf execs it, so the PID stays testpmd's).
         let mut cmd = Command::new("stdbuf");
         cmd.arg("-oL").arg(bin);
-        cmd.args(["--no-huge", "-m", "1024", "--no-pci", "-l", "0,1", "--main-lcore", "0"])
-            .arg(format!("--file-prefix={prefix}"));
+        cmd.args([
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "-l",
+            "0,1",
+            "--main-lcore",
+            "0",
+        ])
+        .arg(format!("--file-prefix={prefix}"));
         for (i, s) in socks.iter().enumerate() {
-            cmd.arg(format!("--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0", s.display()));
+            cmd.arg(format!(
+                "--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0",
+                s.display()
+            ));
         }
         cmd.args(["--", "--total-num-mbufs=8192", "-i"])
             .stdin(Stdio::piped())
@@ -71,10 +85,19 @@ impl Testpmd {
                 }
             }
         });
-        let t = Testpmd { child, stdin, lines, prefix, socks };
+        let t = Testpmd {
+            child,
+            stdin,
+            lines,
+            prefix,
+            socks,
+        };
         let deadline = Instant::now() + Duration::from_secs(15);
         while !t.socks.iter().all(|s| s.exists()) {
-            assert!(Instant::now() < deadline, "testpmd did not create its memif sockets");
+            assert!(
+                Instant::now() < deadline,
+                "testpmd did not create its memif sockets"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         Some(t)
@@ -155,8 +178,14 @@ impl Gen {
 
     /// Waits for the first interval line: the port is up and the loop runs.
     fn wait_running(&self) {
-        let l = self.err.recv_timeout(Duration::from_secs(10)).expect("turnout-gen never started its loop");
-        assert!(l.contains("turnout-gen/1-interval"), "unexpected stderr: {l}");
+        let l = self
+            .err
+            .recv_timeout(Duration::from_secs(10))
+            .expect("turnout-gen never started its loop");
+        assert!(
+            l.contains("turnout-gen/1-interval"),
+            "unexpected stderr: {l}"
+        );
     }
 
     fn finish(mut self) -> serde_json::Value {
@@ -164,8 +193,13 @@ impl Gen {
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 let mut out = String::new();
-                std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out).unwrap();
-                let errs: Vec<String> = self.err.try_iter().filter(|l| !l.contains("1-interval")).collect();
+                std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out)
+                    .unwrap();
+                let errs: Vec<String> = self
+                    .err
+                    .try_iter()
+                    .filter(|l| !l.contains("1-interval"))
+                    .collect();
                 assert!(st.success(), "turnout-gen failed: {st}: {errs:?}");
                 return serde_json::from_str(out.trim()).expect("one JSON document");
             }
@@ -203,13 +237,28 @@ fn tx_counts_and_rate_agree_with_testpmd_rxonly_at_half_a_mpps() {
 
 fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut pmd) = Testpmd::start("rxonly", 1) else { return };
+    let Some(mut pmd) = Testpmd::start("rxonly", 1) else {
+        return;
+    };
     pmd.cmd("set fwd rxonly");
     pmd.cmd("start");
     let port = pmd.sock(0);
     let gen = Gen::spawn(&[
-        "tx", "--port", &format!("{port},ring-size=16384"), "--size", "128", "--rate-pps", &rate.to_string(), "--duration-s", "1",
-        "--cooldown-s", "2.5", "--interval-s", "0.05", "--wait-peer-s", "10",
+        "tx",
+        "--port",
+        &format!("{port},ring-size=16384"),
+        "--size",
+        "128",
+        "--rate-pps",
+        &rate.to_string(),
+        "--duration-s",
+        "1",
+        "--cooldown-s",
+        "2.5",
+        "--interval-s",
+        "0.05",
+        "--wait-peer-s",
+        "10",
     ]);
     gen.wait_running();
     std::thread::sleep(Duration::from_millis(1800)); // sending ends after 1 s
@@ -222,17 +271,32 @@ fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
     assert!(sent > 0);
     assert!(within(sent, got, 0.01), "sent {sent} vs testpmd rx {got}");
     let achieved = tx["rate_pps"].as_f64().unwrap();
-    assert!((achieved - rate as f64).abs() <= 0.01 * rate as f64, "achieved {achieved} pps of {rate}");
+    assert!(
+        (achieved - rate as f64).abs() <= 0.01 * rate as f64,
+        "achieved {achieved} pps of {rate}"
+    );
     assert!(within(sent, rate, 0.01), "sent {sent} in 1 s at {rate} pps");
 }
 
 #[test]
 fn testpmd_txonly_counts_agree_with_rx() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut pmd) = Testpmd::start("txonly", 1) else { return };
+    let Some(mut pmd) = Testpmd::start("txonly", 1) else {
+        return;
+    };
     pmd.cmd("set fwd txonly");
     let port = pmd.sock(0);
-    let gen = Gen::spawn(&["rx", "--port", &port, "--duration-s", "3", "--interval-s", "0.05", "--wait-peer-s", "10"]);
+    let gen = Gen::spawn(&[
+        "rx",
+        "--port",
+        &port,
+        "--duration-s",
+        "3",
+        "--interval-s",
+        "0.05",
+        "--wait-peer-s",
+        "10",
+    ]);
     gen.wait_running();
     pmd.cmd("start");
     std::thread::sleep(Duration::from_millis(800));
@@ -253,18 +317,38 @@ fn testpmd_txonly_counts_agree_with_rx() {
 #[test]
 fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut pmd) = Testpmd::start("macswap", 1) else { return };
+    let Some(mut pmd) = Testpmd::start("macswap", 1) else {
+        return;
+    };
     pmd.cmd("set fwd macswap");
     pmd.cmd("start");
     let port = pmd.sock(0);
     let gen = Gen::spawn(&[
-        "txrx", "--port", &port, "--size", "256", "--rate-pps", "50000", "--count", "20000", "--warmup-s", "0.1",
-        "--cooldown-s", "0.5", "--interval-s", "0.05", "--wait-peer-s", "10",
+        "txrx",
+        "--port",
+        &port,
+        "--size",
+        "256",
+        "--rate-pps",
+        "50000",
+        "--count",
+        "20000",
+        "--warmup-s",
+        "0.1",
+        "--cooldown-s",
+        "0.5",
+        "--interval-s",
+        "0.05",
+        "--wait-peer-s",
+        "10",
     ]);
     gen.wait_running();
     let doc = gen.finish();
     let (tx, rx) = (&doc["tx"], &doc["rx"]);
-    eprintln!("tx {tx}\nrx lost {} latency {}", rx["lost"], rx["latency_ns"]);
+    eprintln!(
+        "tx {tx}\nrx lost {} latency {}",
+        rx["lost"], rx["latency_ns"]
+    );
     assert_eq!(tx["packets"].as_u64().unwrap(), 20_000);
     let received = rx["packets"].as_u64().unwrap();
     let lost = rx["lost"].as_u64().unwrap();
@@ -272,7 +356,10 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     assert_eq!(received - rx["duplicated"].as_u64().unwrap() + lost, 20_000);
     // testpmd may drop when it is starved of CPU on a loaded machine; the
     // exact check is conservation above, this one that traffic passes.
-    assert!(received >= 10_000, "received {received} of 20 000 at 50 kpps");
+    assert!(
+        received >= 10_000,
+        "received {received} of 20 000 at 50 kpps"
+    );
     assert_eq!(rx["foreign"].as_u64().unwrap(), 0);
     // Warm-up frames that came back were counted apart, never measured.
     assert!(rx["warmup"].as_u64().unwrap() <= tx["warmup_packets"].as_u64().unwrap());
@@ -284,13 +371,25 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
 #[test]
 fn reflect_passes_traffic_through_testpmd() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut pmd) = Testpmd::start("reflect", 1) else { return };
+    let Some(mut pmd) = Testpmd::start("reflect", 1) else {
+        return;
+    };
     // testpmd forwards what it receives back out of the same port (io,
     // one port paired with itself) and starts with a burst: the frames
     // ping-pong between testpmd and the reflector.
     pmd.cmd("set fwd io");
     let port = pmd.sock(0);
-    let gen = Gen::spawn(&["reflect", "--port", &port, "--duration-s", "2", "--interval-s", "0.05", "--wait-peer-s", "10"]);
+    let gen = Gen::spawn(&[
+        "reflect",
+        "--port",
+        &port,
+        "--duration-s",
+        "2",
+        "--interval-s",
+        "0.05",
+        "--wait-peer-s",
+        "10",
+    ]);
     gen.wait_running();
     pmd.cmd("start tx_first");
     std::thread::sleep(Duration::from_millis(1000));
@@ -300,21 +399,44 @@ fn reflect_passes_traffic_through_testpmd() {
     eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
     let reflected = f["packets"].as_u64().unwrap();
     assert!(stats[0].0 > 1000, "testpmd got {} frames back", stats[0].0);
-    assert!(reflected >= stats[0].0, "reflected {reflected} < testpmd rx {}", stats[0].0);
-    assert_eq!(f["received"].as_u64().unwrap(), reflected + f["dropped"].as_u64().unwrap());
+    assert!(
+        reflected >= stats[0].0,
+        "reflected {reflected} < testpmd rx {}",
+        stats[0].0
+    );
+    assert_eq!(
+        f["received"].as_u64().unwrap(),
+        reflected + f["dropped"].as_u64().unwrap()
+    );
 }
 
 #[test]
 fn fwd_chains_two_testpmd_ports() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(mut pmd) = Testpmd::start("fwd", 2) else { return };
+    let Some(mut pmd) = Testpmd::start("fwd", 2) else {
+        return;
+    };
     // testpmd io-forwards port 0 <-> port 1; turnout-gen fwd closes the
     // loop port 0 -> port 1 (rewriting the destination MAC) and back.
     pmd.cmd("set fwd io");
     let (a, b) = (pmd.sock(0), pmd.sock(1));
     let gen = Gen::spawn(&[
-        "fwd", "--port", &a, "--port2", &b, "--bidir", "--dst-mac", "02:00:00:00:00:bb", "--dst-mac2",
-        "02:00:00:00:00:aa", "--duration-s", "2", "--interval-s", "0.05", "--wait-peer-s", "10",
+        "fwd",
+        "--port",
+        &a,
+        "--port2",
+        &b,
+        "--bidir",
+        "--dst-mac",
+        "02:00:00:00:00:bb",
+        "--dst-mac2",
+        "02:00:00:00:00:aa",
+        "--duration-s",
+        "2",
+        "--interval-s",
+        "0.05",
+        "--wait-peer-s",
+        "10",
     ]);
     gen.wait_running();
     pmd.cmd("start tx_first");

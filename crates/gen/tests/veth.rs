@@ -10,7 +10,11 @@ const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -28,10 +32,15 @@ struct Wire {
 impl Wire {
     fn new(tag: &str) -> Wire {
         let pid = std::process::id();
-        let w = Wire { a: format!("tgen{tag}a{pid}"), b: format!("tgen{tag}b{pid}") };
+        let w = Wire {
+            a: format!("tgen{tag}a{pid}"),
+            b: format!("tgen{tag}b{pid}"),
+        };
         ip(&["netns", "add", &w.a]);
         ip(&["netns", "add", &w.b]);
-        ip(&["-n", &w.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &w.b]);
+        ip(&[
+            "-n", &w.a, "link", "add", "va", "type", "veth", "peer", "name", "vb", "netns", &w.b,
+        ]);
         for (ns, dev) in [(&w.a, "va"), (&w.b, "vb")] {
             ip(&["-n", ns, "link", "set", dev, "up"]);
         }
@@ -68,12 +77,19 @@ fn finish(mut c: Child, what: &str) -> serde_json::Value {
         std::thread::sleep(Duration::from_millis(20));
     }
     let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "{what}: {} {}", o.status, String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{what}: {} {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 fn stop(c: &Child) {
-    let _ = Command::new("kill").args(["-INT", &c.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-INT", &c.id().to_string()])
+        .status();
 }
 
 /// tx in namespace a → veth → rx in namespace b: the receiver counts every
@@ -84,10 +100,23 @@ fn one_way(tag: &str, kind: &str, extra: &[&str]) {
         return;
     }
     let w = Wire::new(tag);
-    let rx = w.spawn(&w.b, &["rx", "--port", &format!("{kind}:vb"), "--wait-peer-s", "5"]);
+    let rx = w.spawn(
+        &w.b,
+        &["rx", "--port", &format!("{kind}:vb"), "--wait-peer-s", "5"],
+    );
     std::thread::sleep(Duration::from_millis(700)); // receiver bound
     let mut args = vec![
-        "tx", "--port", "", "--rate-pps", "20000", "--count", "10000", "--warmup-s", "0.1", "--wait-peer-s", "5",
+        "tx",
+        "--port",
+        "",
+        "--rate-pps",
+        "20000",
+        "--count",
+        "10000",
+        "--warmup-s",
+        "0.1",
+        "--wait-peer-s",
+        "5",
     ];
     let port = format!("{kind}:va");
     args[2] = &port;
@@ -97,12 +126,18 @@ fn one_way(tag: &str, kind: &str, extra: &[&str]) {
     stop(&rx);
     let rx = finish(rx, "rx");
     let (t, r) = (&tx["tx"], &rx["rx"]);
-    eprintln!("{kind} {extra:?}: tx {t}\nrx packets {} lost {} foreign {} warmup {}", r["packets"], r["lost"], r["foreign"], r["warmup"]);
+    eprintln!(
+        "{kind} {extra:?}: tx {t}\nrx packets {} lost {} foreign {} warmup {}",
+        r["packets"], r["lost"], r["foreign"], r["warmup"]
+    );
     assert_eq!(t["packets"].as_u64().unwrap(), 10_000);
     assert_eq!(r["packets"].as_u64().unwrap(), 10_000, "{r}");
     assert_eq!(r["lost"].as_u64().unwrap(), 0);
     assert_eq!(r["duplicated"].as_u64().unwrap(), 0);
-    assert_eq!(r["warmup"].as_u64().unwrap(), t["warmup_packets"].as_u64().unwrap());
+    assert_eq!(
+        r["warmup"].as_u64().unwrap(),
+        t["warmup_packets"].as_u64().unwrap()
+    );
     assert!(r["latency_ns"]["count"].as_u64().unwrap() == 10_000);
 }
 
@@ -113,7 +148,20 @@ fn af_packet_ipv4() {
 
 #[test]
 fn af_packet_ipv6_vlan_imix() {
-    one_way("p6", "afpacket", &["--ipv6", "--vlan", "10", "--imix", "--flows", "8", "--vary", "src-port,dst-ip"]);
+    one_way(
+        "p6",
+        "afpacket",
+        &[
+            "--ipv6",
+            "--vlan",
+            "10",
+            "--imix",
+            "--flows",
+            "8",
+            "--vary",
+            "src-port,dst-ip",
+        ],
+    );
 }
 
 #[test]

@@ -30,7 +30,13 @@ fn frames(hosts: u32) -> Vec<Vec<u8>> {
     (0..BATCH as u32)
         .map(|i| {
             let h = i % hosts;
-            let spec = UdpFrameSpec::new(mac(0, h), mac(1, h), IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()), 40000 + h as u16, 5001);
+            let spec = UdpFrameSpec::new(
+                mac(0, h),
+                mac(1, h),
+                IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
+                40000 + h as u16,
+                5001,
+            );
             let mut b = vec![0u8; FRAME_B];
             write_udp_frame(&spec, &mut b, FRAME_B).unwrap();
             b
@@ -64,29 +70,65 @@ fn cases(plugin_path: &str) -> Vec<Case> {
         .chain([json!({"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3})])
         .collect();
     vec![
-        Case { name: "patch", logic: logic::build("patch", &json!({"pairs": [[0, 1]]})).unwrap(), frames: frames(64), ingress: 0 },
-        Case { name: "bridge/1-host", logic: bridge(1), frames: frames(1), ingress: 0 },
-        Case { name: "bridge/64-hosts", logic: bridge(64), frames: frames(64), ingress: 0 },
+        Case {
+            name: "patch",
+            logic: logic::build("patch", &json!({"pairs": [[0, 1]]})).unwrap(),
+            frames: frames(64),
+            ingress: 0,
+        },
+        Case {
+            name: "bridge/1-host",
+            logic: bridge(1),
+            frames: frames(1),
+            ingress: 0,
+        },
+        Case {
+            name: "bridge/64-hosts",
+            logic: bridge(64),
+            frames: frames(64),
+            ingress: 0,
+        },
         Case {
             name: "l4filter",
-            logic: logic::build("l4filter", &json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap(),
+            logic: logic::build(
+                "l4filter",
+                &json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]}),
+            )
+            .unwrap(),
             frames: frames(64),
             ingress: 0,
         },
         Case {
             name: "demux/1001-entries",
-            logic: logic::build("demux", &json!({"default": 1, "uplink": 0, "entries": demux_entries})).unwrap(),
+            logic: logic::build(
+                "demux",
+                &json!({"default": 1, "uplink": 0, "entries": demux_entries}),
+            )
+            .unwrap(),
             frames: frames(64),
             ingress: 0,
         },
-        Case { name: "plugin/ip_low8", logic: logic::build("plugin", &json!({"path": plugin_path})).unwrap(), frames: frames(64), ingress: 0 },
+        Case {
+            name: "plugin/ip_low8",
+            logic: logic::build("plugin", &json!({"path": plugin_path})).unwrap(),
+            frames: frames(64),
+            ingress: 0,
+        },
     ]
 }
 
 fn classify(l: &dyn Logic, ingress: PortId, frames: &mut [Vec<u8>]) -> [Verdict; BATCH] {
     let mut views = views(frames, ingress);
     let mut v = [Verdict::Flood; BATCH];
-    l.classify(&Ctx { now_ns: 1_000_000_000, worker: 0 }, ingress, &mut views, &mut v[..frames.len()]);
+    l.classify(
+        &Ctx {
+            now_ns: 1_000_000_000,
+            worker: 0,
+        },
+        ingress,
+        &mut views,
+        &mut v[..frames.len()],
+    );
     v
 }
 
@@ -102,14 +144,27 @@ fn views(frames: &mut [Vec<u8>], ingress: PortId) -> Vec<Pkt> {
 
 fn bench(c: &mut Criterion) {
     let dir = logic::plugin::build::TempDir::new("logic-bench");
-    let so = logic::plugin::build::cc_shared(&logic::plugin::build::repo_dir("plugins/ip_low8.c"), &dir.0, "libip_low8.so").unwrap();
+    let so = logic::plugin::build::cc_shared(
+        &logic::plugin::build::repo_dir("plugins/ip_low8.c"),
+        &dir.0,
+        "libip_low8.so",
+    )
+    .unwrap();
     let mut cases = cases(so.to_str().unwrap());
-    let ctx = Ctx { now_ns: 1_000_000_000, worker: 0 };
+    let ctx = Ctx {
+        now_ns: 1_000_000_000,
+        worker: 0,
+    };
 
     // Every case must forward every frame, else we would time drop paths.
     for case in cases.iter_mut() {
         let v = classify(&*case.logic, case.ingress, &mut case.frames);
-        assert!(v.iter().all(|v| matches!(v, Verdict::Port(_))), "{}: {:?}", case.name, &v[..4]);
+        assert!(
+            v.iter().all(|v| matches!(v, Verdict::Port(_))),
+            "{}: {:?}",
+            case.name,
+            &v[..4]
+        );
     }
 
     let mut g = c.benchmark_group("classify_256");
@@ -117,7 +172,12 @@ fn bench(c: &mut Criterion) {
     for case in cases.iter_mut() {
         let mut pkts = views(&mut case.frames, case.ingress);
         let mut v = vec![Verdict::Flood; BATCH];
-        g.bench_function(case.name, |b| b.iter(|| case.logic.classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v))));
+        g.bench_function(case.name, |b| {
+            b.iter(|| {
+                case.logic
+                    .classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v))
+            })
+        });
     }
     g.finish();
 
@@ -130,7 +190,12 @@ fn bench(c: &mut Criterion) {
             .map(|_| {
                 let t = Instant::now();
                 for _ in 0..2000 {
-                    case.logic.classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v));
+                    case.logic.classify(
+                        &ctx,
+                        case.ingress,
+                        black_box(&mut pkts),
+                        black_box(&mut v),
+                    );
                 }
                 t.elapsed().as_nanos() as f64 / (2000 * BATCH) as f64
             })
@@ -140,9 +205,16 @@ fn bench(c: &mut Criterion) {
     }
     let (pmin, pmed) = (rows[0].1, rows[0].2);
     println!("\nns/packet over 15 runs of 2000 batches of {BATCH} x {FRAME_B} B frames (min: least disturbed run)");
-    println!("{:<20} {:>9} {:>9} {:>11} {:>11}", "logic", "min", "median", "min/patch", "med/patch");
+    println!(
+        "{:<20} {:>9} {:>9} {:>11} {:>11}",
+        "logic", "min", "median", "min/patch", "med/patch"
+    );
     for (name, min, med) in rows {
-        println!("{name:<20} {min:>9.2} {med:>9.2} {:>11.1} {:>11.1}", min / pmin, med / pmed);
+        println!(
+            "{name:<20} {min:>9.2} {med:>9.2} {:>11.1} {:>11.1}",
+            min / pmin,
+            med / pmed
+        );
     }
 }
 

@@ -27,7 +27,10 @@ impl<'a> Args<'a> {
         if let Some(m) = map {
             for k in m.keys() {
                 if !allowed.contains(&k.as_str()) {
-                    return Err(format!("{what}: unknown key {k:?} (expected one of: {})", allowed.join(", ")));
+                    return Err(format!(
+                        "{what}: unknown key {k:?} (expected one of: {})",
+                        allowed.join(", ")
+                    ));
                 }
             }
         }
@@ -55,7 +58,10 @@ impl<'a> Args<'a> {
             None => Ok(None),
             Some(v) => match v.as_u64() {
                 Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(self.err(key, &format!("must be an integer in {min}..={max}, got {v}"))),
+                _ => Err(self.err(
+                    key,
+                    &format!("must be an integer in {min}..={max}, got {v}"),
+                )),
             },
         }
     }
@@ -132,14 +138,29 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let v = json!({"aging_s": -1, "x": 1});
-        assert_eq!(Args::new("bridge config", &v, &["aging_s"]).err().unwrap(), "bridge config: unknown key \"x\" (expected one of: aging_s)");
+        assert_eq!(
+            Args::new("bridge config", &v, &["aging_s"]).err().unwrap(),
+            "bridge config: unknown key \"x\" (expected one of: aging_s)"
+        );
         let v = json!({"aging_s": -1});
         let a = Args::new("bridge config", &v, &["aging_s"]).unwrap();
-        assert_eq!(a.u64("aging_s", 0, 10).unwrap_err(), "bridge config: key \"aging_s\" must be an integer in 0..=10, got -1");
-        assert_eq!(Args::new("x", &json!([1]), &[]).err().unwrap(), "x: expected a json object, got an array");
+        assert_eq!(
+            a.u64("aging_s", 0, 10).unwrap_err(),
+            "bridge config: key \"aging_s\" must be an integer in 0..=10, got -1"
+        );
+        assert_eq!(
+            Args::new("x", &json!([1]), &[]).err().unwrap(),
+            "x: expected a json object, got an array"
+        );
         let v = json!({"p": 65535});
-        assert!(Args::new("x", &v, &["p"]).unwrap().port("p").unwrap_err().contains("0..=65534"));
+        assert!(Args::new("x", &v, &["p"])
+            .unwrap()
+            .port("p")
+            .unwrap_err()
+            .contains("0..=65534"));
         let v = json!({"proto": "icmp"});
-        assert!(proto(&Args::new("x", &v, &["proto"]).unwrap(), "proto").unwrap_err().contains("\"udp\" or \"tcp\""));
+        assert!(proto(&Args::new("x", &v, &["proto"]).unwrap(), "proto")
+            .unwrap_err()
+            .contains("\"udp\" or \"tcp\""));
     }
 }

@@ -84,7 +84,9 @@ pub struct Bridge {
 
 /// Table constructor.
 pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(Bridge::from_config(config).map_err(LogicError::Config)?))
+    Ok(Box::new(
+        Bridge::from_config(config).map_err(LogicError::Config)?,
+    ))
 }
 
 #[inline]
@@ -104,7 +106,9 @@ fn expired(stamp: u32, now_s: u32, aging_s: u32) -> bool {
 
 fn parse_mac(a: &Args<'_>, key: &str) -> Result<u64, String> {
     let s = a.str(key).and_then(|v| a.required(key, v))?;
-    let m: MacAddr = s.parse().map_err(|e| a.err(key, &format!("{e}, got {s:?}")))?;
+    let m: MacAddr = s
+        .parse()
+        .map_err(|e| a.err(key, &format!("{e}, got {s:?}")))?;
     if m.is_multicast() || m == MacAddr::ZERO {
         return Err(a.err(key, &format!("must be a unicast address, got {m}")));
     }
@@ -116,18 +120,36 @@ impl Bridge {
     pub fn new(table_size: usize, aging_s: u32) -> Bridge {
         assert!(table_size.is_power_of_two() && table_size >= WAYS);
         let n = table_size / WAYS;
-        let buckets = (0..n).map(|_| Bucket { keys: Default::default(), stamps: Default::default() }).collect();
-        Bridge { buckets, mask: n - 1, aging_s: AtomicU32::new(aging_s), stats: Stats::default() }
+        let buckets = (0..n)
+            .map(|_| Bucket {
+                keys: Default::default(),
+                stamps: Default::default(),
+            })
+            .collect();
+        Bridge {
+            buckets,
+            mask: n - 1,
+            aging_s: AtomicU32::new(aging_s),
+            stats: Stats::default(),
+        }
     }
 
     /// Builds from `{"table_size": n, "aging_s": s}`.
     pub fn from_config(config: &Value) -> Result<Bridge, String> {
         let a = Args::new("bridge config", config, &["table_size", "aging_s"])?;
-        let size = a.u64("table_size", WAYS as u64, MAX_TABLE_SIZE)?.unwrap_or(DEFAULT_TABLE_SIZE as u64);
+        let size = a
+            .u64("table_size", WAYS as u64, MAX_TABLE_SIZE)?
+            .unwrap_or(DEFAULT_TABLE_SIZE as u64);
         if !size.is_power_of_two() {
-            return Err(a.err("table_size", &format!("must be a power of two in {WAYS}..={MAX_TABLE_SIZE}, got {size}")));
+            return Err(a.err(
+                "table_size",
+                &format!("must be a power of two in {WAYS}..={MAX_TABLE_SIZE}, got {size}"),
+            ));
         }
-        let aging = a.u64("aging_s", 0, u32::MAX as u64 - 1)?.map(|n| n as u32).unwrap_or(DEFAULT_AGING_S);
+        let aging = a
+            .u64("aging_s", 0, u32::MAX as u64 - 1)?
+            .map(|n| n as u32)
+            .unwrap_or(DEFAULT_AGING_S);
         Ok(Bridge::new(size as usize, aging))
     }
 
@@ -221,7 +243,10 @@ impl Bridge {
         // Stamp first: a reader that sees the new key then sees a fresh stamp
         // (or the old one, making the new entry a harmless miss for a moment).
         b.stamps[i].store(now_s, Relaxed);
-        if b.keys[i].compare_exchange(old, new, Relaxed, Relaxed).is_ok() {
+        if b.keys[i]
+            .compare_exchange(old, new, Relaxed, Relaxed)
+            .is_ok()
+        {
             self.stats.learned.fetch_add(1, Relaxed);
             if evicts {
                 self.stats.evicted.fetch_add(1, Relaxed);
@@ -240,7 +265,10 @@ impl Bridge {
             let b = &self.buckets[start.wrapping_add(j) & self.mask];
             for i in 0..WAYS {
                 let k = b.keys[i].load(Relaxed);
-                if k != 0 && expired(b.stamps[i].load(Relaxed), now_s, aging) && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok() {
+                if k != 0
+                    && expired(b.stamps[i].load(Relaxed), now_s, aging)
+                    && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok()
+                {
                     cleared += 1;
                 }
             }
@@ -254,7 +282,10 @@ impl Bridge {
         for b in self.buckets.iter() {
             for i in 0..WAYS {
                 let k = b.keys[i].load(Relaxed);
-                if k != 0 && pred(k, b.stamps[i].load(Relaxed)) && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok() {
+                if k != 0
+                    && pred(k, b.stamps[i].load(Relaxed))
+                    && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok()
+                {
                     n += 1;
                 }
             }
@@ -289,11 +320,23 @@ impl Bridge {
                 if k != 0 && s == STATIC {
                     continue;
                 }
-                let rank = if k == 0 { 0 } else if expired(s, now_s, aging) { 1 } else { 2 };
+                let rank = if k == 0 {
+                    0
+                } else if expired(s, now_s, aging) {
+                    1
+                } else {
+                    2
+                };
                 let better = match victim {
                     None => true,
                     Some((_, vk, vs)) => {
-                        let vrank = if vk == 0 { 0 } else if expired(vs, now_s, aging) { 1 } else { 2 };
+                        let vrank = if vk == 0 {
+                            0
+                        } else if expired(vs, now_s, aging) {
+                            1
+                        } else {
+                            2
+                        };
                         rank < vrank || (rank == vrank && rank == 2 && s < vs)
                     }
                 };
@@ -302,7 +345,10 @@ impl Bridge {
                 }
             }
             let Some((i, k, _)) = victim else {
-                return Err(format!("bridge add: the table bucket of {} is full of static entries", MacAddr::from_u64(mac)));
+                return Err(format!(
+                    "bridge add: the table bucket of {} is full of static entries",
+                    MacAddr::from_u64(mac)
+                ));
             };
             b.stamps[i].store(STATIC, Relaxed);
             if b.keys[i].compare_exchange(k, new, Relaxed, Relaxed).is_ok() {
@@ -357,7 +403,13 @@ impl Logic for Bridge {
         let now_s = (ctx.now_ns / 1_000_000_000) as u32;
         let aging = self.aging_s.load(Relaxed);
         let last = self.stats.now_s.load(Relaxed);
-        if now_s > last && self.stats.now_s.compare_exchange(last, now_s, Relaxed, Relaxed).is_ok() {
+        if now_s > last
+            && self
+                .stats
+                .now_s
+                .compare_exchange(last, now_s, Relaxed, Relaxed)
+                .is_ok()
+        {
             self.sweep(SWEEP_BUCKETS, now_s);
         }
         // Consecutive frames often share addresses: remember the last ones.
@@ -407,7 +459,10 @@ impl Logic for Bridge {
             "add" => {
                 let a = Args::new("bridge add", args, &["mac", "port"]).map_err(e)?;
                 let mac = parse_mac(&a, "mac").map_err(e)?;
-                let port = a.port("port").and_then(|v| a.required("port", v)).map_err(e)?;
+                let port = a
+                    .port("port")
+                    .and_then(|v| a.required("port", v))
+                    .map_err(e)?;
                 self.add_static(mac, port).map_err(e)?;
                 Ok(json!({"mac": MacAddr::from_u64(mac).to_string(), "port": port, "static": true}))
             }
@@ -416,7 +471,10 @@ impl Logic for Bridge {
                 let mac = parse_mac(&a, "mac").map_err(e)?;
                 let n = self.clear_if(|k, _| k >> 16 == mac);
                 if n == 0 {
-                    return Err(e(format!("bridge remove: no entry for {}", MacAddr::from_u64(mac))));
+                    return Err(e(format!(
+                        "bridge remove: no entry for {}",
+                        MacAddr::from_u64(mac)
+                    )));
                 }
                 Ok(json!({"removed": n}))
             }
@@ -427,7 +485,10 @@ impl Logic for Bridge {
             }
             "aging" => {
                 let a = Args::new("bridge aging", args, &["aging_s"]).map_err(e)?;
-                let s = a.u64("aging_s", 0, u32::MAX as u64 - 1).and_then(|v| a.required("aging_s", v)).map_err(e)?;
+                let s = a
+                    .u64("aging_s", 0, u32::MAX as u64 - 1)
+                    .and_then(|v| a.required("aging_s", v))
+                    .map_err(e)?;
                 self.aging_s.store(s as u32, Relaxed);
                 Ok(json!({"aging_s": s}))
             }
@@ -442,11 +503,23 @@ impl Logic for Bridge {
 
     fn commands(&self) -> &'static [(&'static str, &'static str)] {
         &[
-            ("show", "list live entries (mac, port, age_s, static) and learning counters"),
-            ("add", "{mac, port}: add or replace a static entry (never ages or moves)"),
+            (
+                "show",
+                "list live entries (mac, port, age_s, static) and learning counters",
+            ),
+            (
+                "add",
+                "{mac, port}: add or replace a static entry (never ages or moves)",
+            ),
             ("remove", "{mac}: forget a mac"),
-            ("flush", "{static=false}: forget dynamic entries (and static ones if static=true)"),
-            ("aging", "{aging_s}: set the aging time in seconds (0 = never)"),
+            (
+                "flush",
+                "{static=false}: forget dynamic entries (and static ones if static=true)",
+            ),
+            (
+                "aging",
+                "{aging_s}: set the aging time in seconds (0 = never)",
+            ),
             ("sweep", "clear every expired entry now"),
         ]
     }
@@ -477,7 +550,12 @@ mod tests {
     fn show_port(b: &Bridge, m: [u8; 6]) -> Option<u64> {
         let s = b.command("show", &Value::Null).unwrap();
         let want = MacAddr(m).to_string();
-        s["entries"].as_array().unwrap().iter().find(|e| e["mac"] == want.as_str()).map(|e| e["port"].as_u64().unwrap())
+        s["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["mac"] == want.as_str())
+            .map(|e| e["port"].as_u64().unwrap())
     }
 
     #[test]
@@ -496,12 +574,24 @@ mod tests {
         let b = Bridge::new(64, 300);
         classify1(&b, 3, 0, &frame(7, mac(8)));
         assert_eq!(classify1(&b, 1, 0, &frame(1, BCAST)), Verdict::Flood);
-        assert_eq!(classify1(&b, 1, 0, &frame(1, [0x01, 0x00, 0x5e, 0, 0, 1])), Verdict::Flood);
-        assert_eq!(classify1(&b, 1, 0, &frame(1, [0x33, 0x33, 0, 0, 0, 1])), Verdict::Flood);
+        assert_eq!(
+            classify1(&b, 1, 0, &frame(1, [0x01, 0x00, 0x5e, 0, 0, 1])),
+            Verdict::Flood
+        );
+        assert_eq!(
+            classify1(&b, 1, 0, &frame(1, [0x33, 0x33, 0, 0, 0, 1])),
+            Verdict::Flood
+        );
         // Multicast and zero source addresses are never learned.
         classify1(&b, 4, 0, &eth([0x01, 0, 0, 0, 0, 9], mac(7), 0x0800));
         classify1(&b, 4, 0, &eth([0; 6], mac(7), 0x0800));
-        assert_eq!(b.command("show", &Value::Null).unwrap()["entries"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            b.command("show", &Value::Null).unwrap()["entries"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -510,36 +600,60 @@ mod tests {
         classify1(&b, 1, 0, &frame(1, BCAST));
         classify1(&b, 1, 0, &frame(2, BCAST));
         // 1 and 2 both live behind port 1: a frame between them stays there.
-        assert_eq!(classify1(&b, 1, 0, &frame(1, mac(2))), Verdict::Drop(DropReason::Hairpin));
+        assert_eq!(
+            classify1(&b, 1, 0, &frame(1, mac(2))),
+            Verdict::Drop(DropReason::Hairpin)
+        );
     }
 
     #[test]
     fn learning_within_one_batch_updates_later_frames() {
         let b = Bridge::new(64, 300);
-        let v = Batch::new(vec![frame(1, mac(9)), frame(9, BCAST), frame(1, mac(9))]).classify(&b, 5, 0);
-        assert_eq!(v, vec![Verdict::Flood, Verdict::Flood, Verdict::Drop(DropReason::Hairpin)]);
+        let v = Batch::new(vec![frame(1, mac(9)), frame(9, BCAST), frame(1, mac(9))])
+            .classify(&b, 5, 0);
+        assert_eq!(
+            v,
+            vec![
+                Verdict::Flood,
+                Verdict::Flood,
+                Verdict::Drop(DropReason::Hairpin)
+            ]
+        );
     }
 
     #[test]
     fn aging_expires_entries_and_traffic_refreshes_them() {
         let b = Bridge::new(64, 10);
         classify1(&b, 1, 100 * S, &frame(1, BCAST));
-        assert_eq!(classify1(&b, 2, 109 * S, &frame(2, mac(1))), Verdict::Port(1));
+        assert_eq!(
+            classify1(&b, 2, 109 * S, &frame(2, mac(1))),
+            Verdict::Port(1)
+        );
         // 10 s after the last frame from mac 1: gone (lazy expiry).
         assert_eq!(classify1(&b, 2, 110 * S, &frame(2, mac(1))), Verdict::Flood);
         // Refresh keeps an entry alive past its first lifetime.
         classify1(&b, 1, 111 * S, &frame(1, BCAST));
         classify1(&b, 1, 118 * S, &frame(1, BCAST));
-        assert_eq!(classify1(&b, 2, 127 * S, &frame(2, mac(1))), Verdict::Port(1));
+        assert_eq!(
+            classify1(&b, 2, 127 * S, &frame(2, mac(1))),
+            Verdict::Port(1)
+        );
         // The sweep removes expired entries from the table.
         classify1(&b, 3, 200 * S, &frame(3, BCAST));
         let shown = b.command("show", &Value::Null).unwrap();
         assert_eq!(shown["entries"].as_array().unwrap().len(), 1);
-        let used: usize = b.buckets.iter().map(|k| k.keys.iter().filter(|k| k.load(Relaxed) != 0).count()).sum();
+        let used: usize = b
+            .buckets
+            .iter()
+            .map(|k| k.keys.iter().filter(|k| k.load(Relaxed) != 0).count())
+            .sum();
         assert_eq!(used, 1, "sweep cleared expired slots");
         // Aging 0 never expires.
         b.command("aging", &json!({"aging_s": 0})).unwrap();
-        assert_eq!(classify1(&b, 2, 100_000 * S, &frame(2, mac(3))), Verdict::Port(3));
+        assert_eq!(
+            classify1(&b, 2, 100_000 * S, &frame(2, mac(3))),
+            Verdict::Port(3)
+        );
     }
 
     #[test]
@@ -569,7 +683,10 @@ mod tests {
     /// MACs that all hash to the bucket of `mac(0)`.
     fn same_bucket(b: &Bridge, n: usize) -> Vec<u32> {
         let target = b.bucket(MacAddr(mac(0)).to_u64()) as *const Bucket;
-        (0u32..).filter(|&i| std::ptr::eq(b.bucket(MacAddr(mac(i)).to_u64()), target)).take(n).collect()
+        (0u32..)
+            .filter(|&i| std::ptr::eq(b.bucket(MacAddr(mac(i)).to_u64()), target))
+            .take(n)
+            .collect()
     }
 
     #[test]
@@ -587,7 +704,10 @@ mod tests {
             assert!(show_port(&b, mac(m)).is_some(), "{m} kept");
         }
         let s = b.command("show", &Value::Null).unwrap();
-        assert_eq!((s["evicted"].as_u64(), s["learned"].as_u64()), (Some(1), Some(WAYS as u64 + 1)));
+        assert_eq!(
+            (s["evicted"].as_u64(), s["learned"].as_u64()),
+            (Some(1), Some(WAYS as u64 + 1))
+        );
     }
 
     #[test]
@@ -609,21 +729,42 @@ mod tests {
         let b = Bridge::new(64, 10);
         let ms = same_bucket(&b, WAYS + 1);
         for &m in &ms[..WAYS] {
-            b.command("add", &json!({"mac": MacAddr(mac(m)).to_string(), "port": 7})).unwrap();
+            b.command(
+                "add",
+                &json!({"mac": MacAddr(mac(m)).to_string(), "port": 7}),
+            )
+            .unwrap();
         }
         // Learning into a bucket of statics fails, is counted, and does not evict.
         classify1(&b, 1, 0, &frame(ms[WAYS], BCAST));
         let s = b.command("show", &Value::Null).unwrap();
-        assert_eq!((s["learn_failed"].as_u64(), s["entries"].as_array().unwrap().len()), (Some(1), WAYS));
+        assert_eq!(
+            (
+                s["learn_failed"].as_u64(),
+                s["entries"].as_array().unwrap().len()
+            ),
+            (Some(1), WAYS)
+        );
         // Statics do not move and do not age.
         classify1(&b, 3, 1000 * S, &frame(ms[0], BCAST));
-        assert_eq!(classify1(&b, 4, 1000 * S, &frame(99, mac(ms[0]))), Verdict::Port(7));
-        let err = b.command("add", &json!({"mac": MacAddr(mac(ms[WAYS])).to_string(), "port": 1})).unwrap_err();
+        assert_eq!(
+            classify1(&b, 4, 1000 * S, &frame(99, mac(ms[0]))),
+            Verdict::Port(7)
+        );
+        let err = b
+            .command(
+                "add",
+                &json!({"mac": MacAddr(mac(ms[WAYS])).to_string(), "port": 1}),
+            )
+            .unwrap_err();
         assert!(err.0.contains("full of static entries"), "{}", err.0);
         // flush keeps statics unless asked (two dynamic entries: 99, 12345).
         classify1(&b, 4, 1000 * S, &frame(12345, BCAST));
         assert_eq!(b.command("flush", &Value::Null).unwrap()["removed"], 2);
-        assert_eq!(b.command("flush", &json!({"static": true})).unwrap()["removed"], WAYS);
+        assert_eq!(
+            b.command("flush", &json!({"static": true})).unwrap()["removed"],
+            WAYS
+        );
     }
 
     #[test]
@@ -636,32 +777,61 @@ mod tests {
         assert!(s["entries"].as_array().unwrap().len() <= 16);
         assert!(s["evicted"].as_u64().unwrap() >= 1000 - 16);
         // The most recent source is always found.
-        assert_eq!(classify1(&b, 1, 100 * S, &frame(5000, mac(999))), Verdict::Port((999 % 3) as PortId));
+        assert_eq!(
+            classify1(&b, 1, 100 * S, &frame(5000, mac(999))),
+            Verdict::Port((999 % 3) as PortId)
+        );
     }
 
     #[test]
     fn commands_and_errors() {
         let b = Bridge::new(64, 300);
-        b.command("add", &json!({"mac": "02:00:00:00:00:05", "port": 4})).unwrap();
+        b.command("add", &json!({"mac": "02:00:00:00:00:05", "port": 4}))
+            .unwrap();
         assert_eq!(classify1(&b, 1, 0, &frame(1, mac(5))), Verdict::Port(4));
-        assert_eq!(b.command("remove", &json!({"mac": "02:00:00:00:00:05"})).unwrap()["removed"], 1);
+        assert_eq!(
+            b.command("remove", &json!({"mac": "02:00:00:00:00:05"}))
+                .unwrap()["removed"],
+            1
+        );
         assert_eq!(classify1(&b, 1, 0, &frame(1, mac(5))), Verdict::Flood);
         let err = |c: &str, a: Value| b.command(c, &a).unwrap_err().0;
-        assert_eq!(err("add", json!({"mac": "01:00:5e:00:00:01", "port": 1})), "bridge add: key \"mac\" must be a unicast address, got 01:00:5e:00:00:01");
-        assert!(err("add", json!({"mac": "zz", "port": 1})).starts_with("bridge add: key \"mac\" invalid mac address"));
-        assert_eq!(err("add", json!({"mac": "02:00:00:00:00:05"})), "bridge add: missing key \"port\"");
-        assert_eq!(err("remove", json!({"mac": "02:00:00:00:00:05"})), "bridge remove: no entry for 02:00:00:00:00:05");
-        assert!(err("aging", json!({"aging_s": "x"})).contains("key \"aging_s\" must be an integer"));
+        assert_eq!(
+            err("add", json!({"mac": "01:00:5e:00:00:01", "port": 1})),
+            "bridge add: key \"mac\" must be a unicast address, got 01:00:5e:00:00:01"
+        );
+        assert!(err("add", json!({"mac": "zz", "port": 1}))
+            .starts_with("bridge add: key \"mac\" invalid mac address"));
+        assert_eq!(
+            err("add", json!({"mac": "02:00:00:00:00:05"})),
+            "bridge add: missing key \"port\""
+        );
+        assert_eq!(
+            err("remove", json!({"mac": "02:00:00:00:00:05"})),
+            "bridge remove: no entry for 02:00:00:00:00:05"
+        );
+        assert!(
+            err("aging", json!({"aging_s": "x"})).contains("key \"aging_s\" must be an integer")
+        );
         assert!(err("show", json!({"x": 1})).contains("unknown key \"x\""));
     }
 
     #[test]
     fn bad_config() {
         let err = |v: Value| Bridge::from_config(&v).err().unwrap();
-        assert_eq!(err(json!({"table_size": 1000})), "bridge config: key \"table_size\" must be a power of two in 4..=4194304, got 1000");
-        assert!(err(json!({"table_size": 2})).contains("key \"table_size\" must be an integer in 4..=4194304"));
+        assert_eq!(
+            err(json!({"table_size": 1000})),
+            "bridge config: key \"table_size\" must be a power of two in 4..=4194304, got 1000"
+        );
+        assert!(err(json!({"table_size": 2}))
+            .contains("key \"table_size\" must be an integer in 4..=4194304"));
         assert!(err(json!({"aging": 5})).contains("unknown key \"aging\""));
-        assert_eq!(Bridge::from_config(&json!({"table_size": 8, "aging_s": 0})).unwrap().capacity(), 8);
+        assert_eq!(
+            Bridge::from_config(&json!({"table_size": 8, "aging_s": 0}))
+                .unwrap()
+                .capacity(),
+            8
+        );
     }
 
     #[test]
@@ -682,10 +852,20 @@ mod tests {
                 let b = b.clone();
                 std::thread::spawn(move || {
                     for round in 0..200u32 {
-                        let frames = (0..32).map(|i| frame(w as u32 * 1000 + i, mac((w as u32 + 1) % 4 * 1000 + (i + round) % 32))).collect();
+                        let frames = (0..32)
+                            .map(|i| {
+                                frame(
+                                    w as u32 * 1000 + i,
+                                    mac((w as u32 + 1) % 4 * 1000 + (i + round) % 32),
+                                )
+                            })
+                            .collect();
                         let v = Batch::new(frames).classify(&*b, w, S);
                         for v in v {
-                            assert!(matches!(v, Verdict::Flood) || v == Verdict::Port((w + 1) % 4), "{v:?}");
+                            assert!(
+                                matches!(v, Verdict::Flood) || v == Verdict::Port((w + 1) % 4),
+                                "{v:?}"
+                            );
                         }
                     }
                 })

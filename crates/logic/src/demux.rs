@@ -113,25 +113,48 @@ pub struct Demux {
 
 /// Table constructor.
 pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(Demux::from_config(config).map_err(LogicError::Config)?))
+    Ok(Box::new(
+        Demux::from_config(config).map_err(LogicError::Config)?,
+    ))
 }
 
 fn parse_entry(what: &str, v: &Value, with_to: bool) -> Result<(Tuple, PortId), String> {
-    let keys: &[&str] = if with_to { &["proto", "ip", "port", "to"] } else { &["proto", "ip", "port"] };
+    let keys: &[&str] = if with_to {
+        &["proto", "ip", "port", "to"]
+    } else {
+        &["proto", "ip", "port"]
+    };
     let a = Args::new(what, v, keys)?;
     let proto = args::proto(&a, "proto").and_then(|v| a.required("proto", v))?;
     let ip_s = a.str("ip").and_then(|v| a.required("ip", v))?;
-    let ip: IpAddr = ip_s.parse().map_err(|_| a.err("ip", &format!("must be an ipv4 or ipv6 address, got {ip_s:?}")))?;
-    let port = a.u64("port", 0, 65535).and_then(|v| a.required("port", v))? as u16;
-    let to = if with_to { a.port("to").and_then(|v| a.required("to", v))? } else { u16::MAX };
+    let ip: IpAddr = ip_s.parse().map_err(|_| {
+        a.err(
+            "ip",
+            &format!("must be an ipv4 or ipv6 address, got {ip_s:?}"),
+        )
+    })?;
+    let port = a
+        .u64("port", 0, 65535)
+        .and_then(|v| a.required("port", v))? as u16;
+    let to = if with_to {
+        a.port("to").and_then(|v| a.required("to", v))?
+    } else {
+        u16::MAX
+    };
     Ok((Tuple { proto, ip, port }, to))
 }
 
 fn parse_entries(what: &str, v: &Value, with_to: bool) -> Result<Vec<(Tuple, PortId)>, String> {
     if let Some(list) = v.get("entries") {
         let a = Args::new(what, v, &["entries"])?;
-        let list = a.array("entries")?.ok_or_else(|| a.err("entries", &format!("must be an array, got {list}")))?;
-        return list.iter().enumerate().map(|(i, e)| parse_entry(&format!("{what}: entries[{i}]"), e, with_to)).collect();
+        let list = a
+            .array("entries")?
+            .ok_or_else(|| a.err("entries", &format!("must be an array, got {list}")))?;
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, e)| parse_entry(&format!("{what}: entries[{i}]"), e, with_to))
+            .collect();
     }
     Ok(vec![parse_entry(what, v, with_to)?])
 }
@@ -143,9 +166,17 @@ impl Demux {
         let default = a.port("default").and_then(|v| a.required("default", v))?;
         let uplink = a.port("uplink")?;
         if uplink == Some(default) {
-            return Err(a.err("uplink", &format!("must differ from the default port {default}")));
+            return Err(a.err(
+                "uplink",
+                &format!("must differ from the default port {default}"),
+            ));
         }
-        let d = Demux { table: ArcSwap::from_pointee(Map::default()), default, uplink, writer: Mutex::new(()) };
+        let d = Demux {
+            table: ArcSwap::from_pointee(Map::default()),
+            default,
+            uplink,
+            writer: Mutex::new(()),
+        };
         if let Some(list) = a.array("entries")? {
             let entries = list
                 .iter()
@@ -166,7 +197,9 @@ impl Demux {
                 return Err(format!("{what}: {t}: key \"to\" must be an application port, not the default or uplink port {to}"));
             }
             match m.get(&t) {
-                Some(&owner) if owner != to => return Err(format!("{what}: {t} is already owned by port {owner}")),
+                Some(&owner) if owner != to => {
+                    return Err(format!("{what}: {t} is already owned by port {owner}"))
+                }
                 Some(_) => {}
                 None => {
                     m.insert(t, to);
@@ -198,12 +231,25 @@ impl Demux {
         };
         let from_app = ingress != self.default && Some(ingress) != self.uplink;
         if from_app {
-            let owned = tup.is_some_and(|t| m.get(&Tuple { proto: t.proto, ip: t.src_ip, port: t.src_port }) == Some(&ingress));
+            let owned = tup.is_some_and(|t| {
+                m.get(&Tuple {
+                    proto: t.proto,
+                    ip: t.src_ip,
+                    port: t.src_port,
+                }) == Some(&ingress)
+            });
             if !owned {
                 return Verdict::Drop(DropReason::Spoofed);
             }
         }
-        let hit = tup.and_then(|t| m.get(&Tuple { proto: t.proto, ip: t.dst_ip, port: t.dst_port }).copied());
+        let hit = tup.and_then(|t| {
+            m.get(&Tuple {
+                proto: t.proto,
+                ip: t.dst_ip,
+                port: t.dst_port,
+            })
+            .copied()
+        });
         let to = match hit {
             Some(p) => p,
             None if Some(ingress) == self.uplink => self.default,
@@ -235,7 +281,10 @@ impl Logic for Demux {
             "list" => {
                 Args::new("demux list", args, &[]).map_err(e)?;
                 let m = self.table.load();
-                let mut entries: Vec<_> = m.iter().map(|(t, p)| (args::proto_name(t.proto), t.ip, t.port, *p)).collect();
+                let mut entries: Vec<_> = m
+                    .iter()
+                    .map(|(t, p)| (args::proto_name(t.proto), t.ip, t.port, *p))
+                    .collect();
                 entries.sort();
                 let entries: Vec<Value> = entries
                     .into_iter()
@@ -311,28 +360,63 @@ mod tests {
     #[test]
     fn owned_tuple_goes_to_its_port_and_the_rest_to_the_host() {
         let d = demux();
-        assert_eq!(classify1(&d, NIC, 0, &inbound(40000, 5001)), Verdict::Port(APP));
-        assert_eq!(classify1(&d, NIC, 0, &inbound(40000, 5002)), Verdict::Port(HOST));
-        assert_eq!(classify1(&d, NIC, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 3], 1, 5001)), Verdict::Port(HOST));
-        assert_eq!(classify1(&d, NIC, 0, &eth(A, [0xff; 6], 0x0806)), Verdict::Port(HOST));
+        assert_eq!(
+            classify1(&d, NIC, 0, &inbound(40000, 5001)),
+            Verdict::Port(APP)
+        );
+        assert_eq!(
+            classify1(&d, NIC, 0, &inbound(40000, 5002)),
+            Verdict::Port(HOST)
+        );
+        assert_eq!(
+            classify1(
+                &d,
+                NIC,
+                0,
+                &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 3], 1, 5001)
+            ),
+            Verdict::Port(HOST)
+        );
+        assert_eq!(
+            classify1(&d, NIC, 0, &eth(A, [0xff; 6], 0x0806)),
+            Verdict::Port(HOST)
+        );
         // TCP to the same local port is a different tuple.
         let mut tcp = inbound(40000, 5001);
         tcp[23] = wire::ipv4::proto::TCP;
         tcp[46] = 0x50;
         assert_eq!(classify1(&d, NIC, 0, &tcp), Verdict::Port(HOST));
         // The host's own traffic goes out the uplink.
-        assert_eq!(classify1(&d, HOST, 0, &outbound(22, 40000)), Verdict::Port(NIC));
+        assert_eq!(
+            classify1(&d, HOST, 0, &outbound(22, 40000)),
+            Verdict::Port(NIC)
+        );
     }
 
     #[test]
     fn ipv6_tuples() {
         let d = demux();
-        let spec = UdpFrameSpec::new(wire::MacAddr(A), wire::MacAddr(B), IpPair::V6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()), 9, 5001);
+        let spec = UdpFrameSpec::new(
+            wire::MacAddr(A),
+            wire::MacAddr(B),
+            IpPair::V6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
+            9,
+            5001,
+        );
         let mut f = vec![0u8; 80];
         write_udp_frame(&spec, &mut f, 80).unwrap();
         assert_eq!(classify1(&d, NIC, 0, &f), Verdict::Port(APP));
         // The v4-mapped form of 10.0.0.2 is not the IPv4 tuple.
-        let spec = UdpFrameSpec::new(wire::MacAddr(A), wire::MacAddr(B), IpPair::V6("fd00::1".parse().unwrap(), "::ffff:10.0.0.2".parse().unwrap()), 9, 5001);
+        let spec = UdpFrameSpec::new(
+            wire::MacAddr(A),
+            wire::MacAddr(B),
+            IpPair::V6(
+                "fd00::1".parse().unwrap(),
+                "::ffff:10.0.0.2".parse().unwrap(),
+            ),
+            9,
+            5001,
+        );
         write_udp_frame(&spec, &mut f, 80).unwrap();
         assert_eq!(classify1(&d, NIC, 0, &f), Verdict::Port(HOST));
     }
@@ -341,76 +425,181 @@ mod tests {
     fn output_verification() {
         let d = demux();
         // The application sends from its tuple: out the uplink.
-        assert_eq!(classify1(&d, APP, 0, &outbound(5001, 40000)), Verdict::Port(NIC));
+        assert_eq!(
+            classify1(&d, APP, 0, &outbound(5001, 40000)),
+            Verdict::Port(NIC)
+        );
         // From a port it does not own, or another address: spoofed.
-        assert_eq!(classify1(&d, APP, 0, &outbound(5002, 40000)), Verdict::Drop(DropReason::Spoofed));
-        assert_eq!(classify1(&d, APP, 0, &udp4(B, A, [10, 0, 0, 9], [10, 0, 0, 1], 5001, 40000)), Verdict::Drop(DropReason::Spoofed));
+        assert_eq!(
+            classify1(&d, APP, 0, &outbound(5002, 40000)),
+            Verdict::Drop(DropReason::Spoofed)
+        );
+        assert_eq!(
+            classify1(
+                &d,
+                APP,
+                0,
+                &udp4(B, A, [10, 0, 0, 9], [10, 0, 0, 1], 5001, 40000)
+            ),
+            Verdict::Drop(DropReason::Spoofed)
+        );
         // Non-UDP/TCP from an application: spoofed too (documented).
-        assert_eq!(classify1(&d, APP, 0, &eth(B, [0xff; 6], 0x0806)), Verdict::Drop(DropReason::Spoofed));
+        assert_eq!(
+            classify1(&d, APP, 0, &eth(B, [0xff; 6], 0x0806)),
+            Verdict::Drop(DropReason::Spoofed)
+        );
         // Another application port cannot use APP's tuple.
-        assert_eq!(classify1(&d, 4, 0, &outbound(5001, 40000)), Verdict::Drop(DropReason::Spoofed));
+        assert_eq!(
+            classify1(&d, 4, 0, &outbound(5001, 40000)),
+            Verdict::Drop(DropReason::Spoofed)
+        );
         // The host and the uplink are not verified.
-        assert_eq!(classify1(&d, HOST, 0, &outbound(5002, 40000)), Verdict::Port(NIC));
+        assert_eq!(
+            classify1(&d, HOST, 0, &outbound(5002, 40000)),
+            Verdict::Port(NIC)
+        );
     }
 
     #[test]
     fn without_uplink() {
         let d = Demux::from_config(&json!({"default": HOST, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": APP}]})).unwrap();
-        assert_eq!(classify1(&d, 7, 0, &inbound(1, 5001)), Verdict::Drop(DropReason::Spoofed));
-        assert_eq!(classify1(&d, HOST, 0, &inbound(1, 5001)), Verdict::Port(APP));
-        assert_eq!(classify1(&d, HOST, 0, &inbound(1, 5002)), Verdict::Drop(DropReason::Hairpin));
-        assert_eq!(classify1(&d, APP, 0, &outbound(5001, 1)), Verdict::Port(HOST));
+        assert_eq!(
+            classify1(&d, 7, 0, &inbound(1, 5001)),
+            Verdict::Drop(DropReason::Spoofed)
+        );
+        assert_eq!(
+            classify1(&d, HOST, 0, &inbound(1, 5001)),
+            Verdict::Port(APP)
+        );
+        assert_eq!(
+            classify1(&d, HOST, 0, &inbound(1, 5002)),
+            Verdict::Drop(DropReason::Hairpin)
+        );
+        assert_eq!(
+            classify1(&d, APP, 0, &outbound(5001, 1)),
+            Verdict::Port(HOST)
+        );
     }
 
     #[test]
     fn malformed_is_dropped() {
         let d = demux();
         let f = inbound(1, 5001);
-        assert_eq!(classify1(&d, NIC, 0, &f[..38]), Verdict::Drop(DropReason::Malformed));
-        assert_eq!(classify1(&d, APP, 0, &f[..38]), Verdict::Drop(DropReason::Malformed));
+        assert_eq!(
+            classify1(&d, NIC, 0, &f[..38]),
+            Verdict::Drop(DropReason::Malformed)
+        );
+        assert_eq!(
+            classify1(&d, APP, 0, &f[..38]),
+            Verdict::Drop(DropReason::Malformed)
+        );
     }
 
     #[test]
     fn commands_and_collisions() {
         let d = demux();
-        assert_eq!(d.command("add", &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80, "to": 4})).unwrap(), json!({"added": 1}));
+        assert_eq!(
+            d.command(
+                "add",
+                &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80, "to": 4})
+            )
+            .unwrap(),
+            json!({"added": 1})
+        );
         let mut tcp = inbound(40000, 80);
         tcp[23] = wire::ipv4::proto::TCP;
         tcp[46] = 0x50;
         assert_eq!(classify1(&d, NIC, 0, &tcp), Verdict::Port(4));
         // Same owner again: accepted, nothing added. Another owner: refused.
-        assert_eq!(d.command("add", &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80, "to": 4})).unwrap(), json!({"added": 0}));
+        assert_eq!(
+            d.command(
+                "add",
+                &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80, "to": 4})
+            )
+            .unwrap(),
+            json!({"added": 0})
+        );
         let err = d.command("add", &json!({"entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 9, "to": 5}, {"proto": "tcp", "ip": "10.0.0.2", "port": 80, "to": 5}]})).unwrap_err();
-        assert_eq!(err.0, "demux add: tcp 10.0.0.2:80 is already owned by port 4");
-        assert_eq!(classify1(&d, NIC, 0, &inbound(1, 9)), Verdict::Port(HOST), "a refused batch adds nothing");
-        let err = d.command("add", &json!({"proto": "udp", "ip": "10.0.0.2", "port": 9, "to": HOST})).unwrap_err();
+        assert_eq!(
+            err.0,
+            "demux add: tcp 10.0.0.2:80 is already owned by port 4"
+        );
+        assert_eq!(
+            classify1(&d, NIC, 0, &inbound(1, 9)),
+            Verdict::Port(HOST),
+            "a refused batch adds nothing"
+        );
+        let err = d
+            .command(
+                "add",
+                &json!({"proto": "udp", "ip": "10.0.0.2", "port": 9, "to": HOST}),
+            )
+            .unwrap_err();
         assert!(err.0.contains("must be an application port"), "{}", err.0);
-        let err = d.command("add", &json!({"proto": "udp", "ip": "10.0.0.256", "port": 9, "to": 5})).unwrap_err();
-        assert_eq!(err.0, "demux add: key \"ip\" must be an ipv4 or ipv6 address, got \"10.0.0.256\"");
+        let err = d
+            .command(
+                "add",
+                &json!({"proto": "udp", "ip": "10.0.0.256", "port": 9, "to": 5}),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.0,
+            "demux add: key \"ip\" must be an ipv4 or ipv6 address, got \"10.0.0.256\""
+        );
         let listed = d.command("list", &Value::Null).unwrap();
         assert_eq!(listed["entries"].as_array().unwrap().len(), 3);
-        assert_eq!((listed["default"].as_u64(), listed["uplink"].as_u64()), (Some(1), Some(0)));
-        d.command("remove", &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80})).unwrap();
+        assert_eq!(
+            (listed["default"].as_u64(), listed["uplink"].as_u64()),
+            (Some(1), Some(0))
+        );
+        d.command(
+            "remove",
+            &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80}),
+        )
+        .unwrap();
         assert_eq!(classify1(&d, NIC, 0, &tcp), Verdict::Port(HOST));
-        assert_eq!(d.command("remove", &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80})).unwrap_err().0, "demux remove: no entry for tcp 10.0.0.2:80");
+        assert_eq!(
+            d.command(
+                "remove",
+                &json!({"proto": "tcp", "ip": "10.0.0.2", "port": 80})
+            )
+            .unwrap_err()
+            .0,
+            "demux remove: no entry for tcp 10.0.0.2:80"
+        );
         d.port_removed(APP);
-        assert_eq!(classify1(&d, NIC, 0, &inbound(1, 5001)), Verdict::Port(HOST));
+        assert_eq!(
+            classify1(&d, NIC, 0, &inbound(1, 5001)),
+            Verdict::Port(HOST)
+        );
     }
 
     #[test]
     fn bad_config() {
         let err = |v: Value| Demux::from_config(&v).err().unwrap();
         assert_eq!(err(json!({})), "demux config: missing key \"default\"");
-        assert_eq!(err(json!({"default": 1, "uplink": 1})), "demux config: key \"uplink\" must differ from the default port 1");
-        assert_eq!(err(json!({"default": 1, "entries": [{"proto": "udp", "ip": "1.2.3.4", "port": 1}]})), "demux config: entries[0]: missing key \"to\"");
+        assert_eq!(
+            err(json!({"default": 1, "uplink": 1})),
+            "demux config: key \"uplink\" must differ from the default port 1"
+        );
+        assert_eq!(
+            err(json!({"default": 1, "entries": [{"proto": "udp", "ip": "1.2.3.4", "port": 1}]})),
+            "demux config: entries[0]: missing key \"to\""
+        );
     }
 
     #[test]
     fn many_entries_hash_well() {
         let d = demux();
         let entries: Vec<Value> = (0..10_000u32).map(|i| json!({"proto": "udp", "ip": format!("10.1.{}.{}", i / 256, i % 256), "port": 7, "to": 10 + (i % 7)})).collect();
-        assert_eq!(d.command("add", &json!({"entries": entries})).unwrap(), json!({"added": 10_000}));
-        assert_eq!(classify1(&d, NIC, 0, &udp4(A, B, [10, 0, 0, 1], [10, 1, 3, 5], 1, 7)), Verdict::Port(10 + ((3 * 256 + 5) % 7) as PortId));
+        assert_eq!(
+            d.command("add", &json!({"entries": entries})).unwrap(),
+            json!({"added": 10_000})
+        );
+        assert_eq!(
+            classify1(&d, NIC, 0, &udp4(A, B, [10, 0, 0, 1], [10, 1, 3, 5], 1, 7)),
+            Verdict::Port(10 + ((3 * 256 + 5) % 7) as PortId)
+        );
     }
 
     proptest! {

@@ -42,7 +42,10 @@ struct Table {
 
 impl Table {
     fn empty() -> Table {
-        Table { udp: vec![NONE; 1 << 16].into_boxed_slice(), tcp: vec![NONE; 1 << 16].into_boxed_slice() }
+        Table {
+            udp: vec![NONE; 1 << 16].into_boxed_slice(),
+            tcp: vec![NONE; 1 << 16].into_boxed_slice(),
+        }
     }
 
     fn array(&self, p: u8) -> &[u16] {
@@ -84,18 +87,30 @@ pub struct L4Filter {
 
 /// Table constructor.
 pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(L4Filter::from_config(config).map_err(LogicError::Config)?))
+    Ok(Box::new(
+        L4Filter::from_config(config).map_err(LogicError::Config)?,
+    ))
 }
 
 /// One rule: (protocol, L4 port, switch port or None for removal).
 type Rule = (u8, u16, Option<PortId>);
 
 fn parse_rule(what: &str, v: &Value, with_to: bool) -> Result<Rule, String> {
-    let keys: &[&str] = if with_to { &["proto", "port", "to"] } else { &["proto", "port"] };
+    let keys: &[&str] = if with_to {
+        &["proto", "port", "to"]
+    } else {
+        &["proto", "port"]
+    };
     let a = Args::new(what, v, keys)?;
     let p = args::proto(&a, "proto").and_then(|v| a.required("proto", v))?;
-    let port = a.u64("port", 0, 65535).and_then(|v| a.required("port", v))? as u16;
-    let to = if with_to { Some(a.port("to").and_then(|v| a.required("to", v))?) } else { None };
+    let port = a
+        .u64("port", 0, 65535)
+        .and_then(|v| a.required("port", v))? as u16;
+    let to = if with_to {
+        Some(a.port("to").and_then(|v| a.required("to", v))?)
+    } else {
+        None
+    };
     Ok((p, port, to))
 }
 
@@ -103,8 +118,14 @@ fn parse_rule(what: &str, v: &Value, with_to: bool) -> Result<Rule, String> {
 fn parse_rules(what: &str, v: &Value, with_to: bool) -> Result<Vec<Rule>, String> {
     if let Some(list) = v.get("rules") {
         let a = Args::new(what, v, &["rules"])?;
-        let list = a.array("rules")?.ok_or_else(|| a.err("rules", &format!("must be an array, got {list}")))?;
-        return list.iter().enumerate().map(|(i, r)| parse_rule(&format!("{what}: rules[{i}]"), r, with_to)).collect();
+        let list = a
+            .array("rules")?
+            .ok_or_else(|| a.err("rules", &format!("must be an array, got {list}")))?;
+        return list
+            .iter()
+            .enumerate()
+            .map(|(i, r)| parse_rule(&format!("{what}: rules[{i}]"), r, with_to))
+            .collect();
     }
     Ok(vec![parse_rule(what, v, with_to)?])
 }
@@ -119,7 +140,11 @@ impl L4Filter {
             let (p, port, to) = parse_rule(&format!("l4filter config: rules[{i}]"), r, true)?;
             t.array_mut(p)[port as usize] = to.unwrap_or(NONE);
         }
-        Ok(L4Filter { table: ArcSwap::from_pointee(t), uplink, writer: Mutex::new(()) })
+        Ok(L4Filter {
+            table: ArcSwap::from_pointee(t),
+            uplink,
+            writer: Mutex::new(()),
+        })
     }
 
     /// Applies `f` to a copy of the table and swaps it in.
@@ -195,7 +220,10 @@ impl Logic for L4Filter {
                 self.update(|t| {
                     for &(p, port, _) in &rules {
                         if t.array(p)[port as usize] == NONE {
-                            return Err(format!("l4filter remove: no rule for {} port {port}", args::proto_name(p)));
+                            return Err(format!(
+                                "l4filter remove: no rule for {} port {port}",
+                                args::proto_name(p)
+                            ));
                         }
                     }
                     for &(p, port, _) in &rules {
@@ -213,8 +241,14 @@ impl Logic for L4Filter {
     fn commands(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("list", "list the rules (proto, port, to) and the uplink"),
-            ("add", "{proto, port, to} or {rules: [...]}: add or replace rules, applied at once"),
-            ("remove", "{proto, port} or {rules: [...]}: remove rules (all or none)"),
+            (
+                "add",
+                "{proto, port, to} or {rules: [...]}: add or replace rules, applied at once",
+            ),
+            (
+                "remove",
+                "{proto, port} or {rules: [...]}: remove rules (all or none)",
+            ),
         ]
     }
 
@@ -259,32 +293,69 @@ mod tests {
     fn both_directions_match() {
         let f = filter();
         // Client -> server on port 5001 and the server's reply from 5001.
-        assert_eq!(classify1(&f, 0, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 5001)), Verdict::Port(2));
-        assert_eq!(classify1(&f, 1, 0, &udp4(B, A, [10, 0, 0, 2], [10, 0, 0, 1], 5001, 40000)), Verdict::Port(2));
+        assert_eq!(
+            classify1(
+                &f,
+                0,
+                0,
+                &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 40000, 5001)
+            ),
+            Verdict::Port(2)
+        );
+        assert_eq!(
+            classify1(
+                &f,
+                1,
+                0,
+                &udp4(B, A, [10, 0, 0, 2], [10, 0, 0, 1], 5001, 40000)
+            ),
+            Verdict::Port(2)
+        );
         assert_eq!(classify1(&f, 0, 0, &tcp4(40000, 80)), Verdict::Port(3));
         assert_eq!(classify1(&f, 0, 0, &tcp4(80, 40000)), Verdict::Port(3));
         // Protocols have separate tables.
-        assert_eq!(classify1(&f, 0, 0, &tcp4(40000, 5001)), Verdict::Drop(DropReason::NoMatch));
+        assert_eq!(
+            classify1(&f, 0, 0, &tcp4(40000, 5001)),
+            Verdict::Drop(DropReason::NoMatch)
+        );
     }
 
     #[test]
     fn unmatched_non_ip_and_malformed() {
         let f = filter();
-        assert_eq!(classify1(&f, 0, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2)), Verdict::Drop(DropReason::NoMatch));
-        assert_eq!(classify1(&f, 0, 0, &eth(A, B, 0x0806)), Verdict::Drop(DropReason::NoMatch));
+        assert_eq!(
+            classify1(&f, 0, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2)),
+            Verdict::Drop(DropReason::NoMatch)
+        );
+        assert_eq!(
+            classify1(&f, 0, 0, &eth(A, B, 0x0806)),
+            Verdict::Drop(DropReason::NoMatch)
+        );
         let good = udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 1, 5001);
-        assert_eq!(classify1(&f, 0, 0, &good[..40]), Verdict::Drop(DropReason::Malformed));
+        assert_eq!(
+            classify1(&f, 0, 0, &good[..40]),
+            Verdict::Drop(DropReason::Malformed)
+        );
         let mut bad_vlan = eth(A, B, 0x88a8);
         bad_vlan[16..18].copy_from_slice(&[0x88, 0xa8]);
-        assert_eq!(classify1(&f, 0, 0, &bad_vlan), Verdict::Drop(DropReason::Malformed));
+        assert_eq!(
+            classify1(&f, 0, 0, &bad_vlan),
+            Verdict::Drop(DropReason::Malformed)
+        );
     }
 
     #[test]
     fn middlebox_return_goes_to_uplink_or_is_a_hairpin() {
         let f = filter();
         let back = udp4(B, A, [10, 0, 0, 2], [10, 0, 0, 1], 40000, 5001);
-        assert_eq!(classify1(&f, 2, 0, &back), Verdict::Drop(DropReason::Hairpin));
-        let f = L4Filter::from_config(&json!({"rules": [{"proto": "udp", "port": 5001, "to": 2}], "uplink": 0})).unwrap();
+        assert_eq!(
+            classify1(&f, 2, 0, &back),
+            Verdict::Drop(DropReason::Hairpin)
+        );
+        let f = L4Filter::from_config(
+            &json!({"rules": [{"proto": "udp", "port": 5001, "to": 2}], "uplink": 0}),
+        )
+        .unwrap();
         assert_eq!(classify1(&f, 2, 0, &back), Verdict::Port(0));
         assert_eq!(classify1(&f, 0, 0, &back), Verdict::Port(2));
     }
@@ -295,7 +366,11 @@ mod tests {
         let fr = udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 2], 1, 53);
         assert_eq!(classify1(&f, 0, 0, &fr), Verdict::Drop(DropReason::NoMatch));
         let old = f.table.load_full();
-        assert_eq!(f.command("add", &json!({"proto": "udp", "port": 53, "to": 4})).unwrap(), json!({"added": 1, "replaced": 0}));
+        assert_eq!(
+            f.command("add", &json!({"proto": "udp", "port": 53, "to": 4}))
+                .unwrap(),
+            json!({"added": 1, "replaced": 0})
+        );
         assert_eq!(classify1(&f, 0, 0, &fr), Verdict::Port(4));
         assert_eq!(old.udp[53], NONE, "the old snapshot is never modified");
         let r = f.command("add", &json!({"rules": [{"proto": "udp", "port": 53, "to": 5}, {"proto": "tcp", "port": 22, "to": 5}]})).unwrap();
@@ -303,39 +378,75 @@ mod tests {
         assert_eq!(classify1(&f, 0, 0, &fr), Verdict::Port(5));
         let listed = f.command("list", &Value::Null).unwrap();
         assert_eq!(listed["rules"].as_array().unwrap().len(), 4);
-        assert_eq!(listed["rules"][0], json!({"proto": "tcp", "port": 22, "to": 5}));
+        assert_eq!(
+            listed["rules"][0],
+            json!({"proto": "tcp", "port": 22, "to": 5})
+        );
         // Removal is all-or-nothing.
-        let err = f.command("remove", &json!({"rules": [{"proto": "udp", "port": 53}, {"proto": "udp", "port": 54}]})).unwrap_err();
+        let err = f
+            .command(
+                "remove",
+                &json!({"rules": [{"proto": "udp", "port": 53}, {"proto": "udp", "port": 54}]}),
+            )
+            .unwrap_err();
         assert_eq!(err.0, "l4filter remove: no rule for udp port 54");
         assert_eq!(classify1(&f, 0, 0, &fr), Verdict::Port(5));
-        f.command("remove", &json!({"proto": "udp", "port": 53})).unwrap();
+        f.command("remove", &json!({"proto": "udp", "port": 53}))
+            .unwrap();
         assert_eq!(classify1(&f, 0, 0, &fr), Verdict::Drop(DropReason::NoMatch));
     }
 
     #[test]
     fn bad_rules_name_the_key() {
         let err = |v: Value| L4Filter::from_config(&v).err().unwrap();
-        assert_eq!(err(json!({"rules": [{"proto": "sctp", "port": 1, "to": 1}]})), "l4filter config: rules[0]: key \"proto\" must be \"udp\" or \"tcp\", got \"sctp\"");
-        assert_eq!(err(json!({"rules": [{"proto": "udp", "port": 70000, "to": 1}]})), "l4filter config: rules[0]: key \"port\" must be an integer in 0..=65535, got 70000");
-        assert_eq!(err(json!({"rules": [{"proto": "udp", "port": 1}]})), "l4filter config: rules[0]: missing key \"to\"");
+        assert_eq!(
+            err(json!({"rules": [{"proto": "sctp", "port": 1, "to": 1}]})),
+            "l4filter config: rules[0]: key \"proto\" must be \"udp\" or \"tcp\", got \"sctp\""
+        );
+        assert_eq!(
+            err(json!({"rules": [{"proto": "udp", "port": 70000, "to": 1}]})),
+            "l4filter config: rules[0]: key \"port\" must be an integer in 0..=65535, got 70000"
+        );
+        assert_eq!(
+            err(json!({"rules": [{"proto": "udp", "port": 1}]})),
+            "l4filter config: rules[0]: missing key \"to\""
+        );
         assert!(err(json!({"uplink": -1})).contains("key \"uplink\""));
         let f = filter();
-        assert_eq!(f.command("add", &json!({"proto": "udp", "to": 1})).unwrap_err().0, "l4filter add: missing key \"port\"");
-        assert!(f.command("add", &json!({"rules": 5})).unwrap_err().0.contains("key \"rules\" must be an array"));
+        assert_eq!(
+            f.command("add", &json!({"proto": "udp", "to": 1}))
+                .unwrap_err()
+                .0,
+            "l4filter add: missing key \"port\""
+        );
+        assert!(f
+            .command("add", &json!({"rules": 5}))
+            .unwrap_err()
+            .0
+            .contains("key \"rules\" must be an array"));
     }
 
     #[test]
     fn port_removed_drops_its_rules() {
         let f = filter();
         f.port_removed(2);
-        assert_eq!(f.command("list", &Value::Null).unwrap()["rules"], json!([{"proto": "tcp", "port": 80, "to": 3}]));
+        assert_eq!(
+            f.command("list", &Value::Null).unwrap()["rules"],
+            json!([{"proto": "tcp", "port": 80, "to": 3}])
+        );
     }
 
     #[test]
     fn vlan_tagged_and_ipv6() {
         use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
         let f = filter();
-        let mut spec = UdpFrameSpec::new(wire::MacAddr(A), wire::MacAddr(B), IpPair::V6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()), 9, 5001);
+        let mut spec = UdpFrameSpec::new(
+            wire::MacAddr(A),
+            wire::MacAddr(B),
+            IpPair::V6("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap()),
+            9,
+            5001,
+        );
         spec.vlan = Some(7);
         let mut b = vec![0u8; 90];
         write_udp_frame(&spec, &mut b, 90).unwrap();

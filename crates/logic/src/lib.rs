@@ -77,11 +77,31 @@ pub const DEFAULT_LOGIC: &str = "bridge";
 
 /// Every logic turnoutd knows.
 pub static LOGICS: &[LogicEntry] = &[
-    LogicEntry { name: "patch", help: "static port-to-port cross-connect", new: patch::new },
-    LogicEntry { name: "bridge", help: "learning bridge with aging and flooding (default)", new: bridge::new },
-    LogicEntry { name: "l4filter", help: "udp/tcp port to switch port, both directions; others dropped", new: l4filter::new },
-    LogicEntry { name: "demux", help: "<proto, local ip, local port> to port, rest to the host port, output verification", new: demux::new },
-    LogicEntry { name: "plugin", help: "a shared library implementing the turnout_logic.h c abi", new: plugin::new },
+    LogicEntry {
+        name: "patch",
+        help: "static port-to-port cross-connect",
+        new: patch::new,
+    },
+    LogicEntry {
+        name: "bridge",
+        help: "learning bridge with aging and flooding (default)",
+        new: bridge::new,
+    },
+    LogicEntry {
+        name: "l4filter",
+        help: "udp/tcp port to switch port, both directions; others dropped",
+        new: l4filter::new,
+    },
+    LogicEntry {
+        name: "demux",
+        help: "<proto, local ip, local port> to port, rest to the host port, output verification",
+        new: demux::new,
+    },
+    LogicEntry {
+        name: "plugin",
+        help: "a shared library implementing the turnout_logic.h c abi",
+        new: plugin::new,
+    },
 ];
 
 /// The table entry named `name`.
@@ -121,17 +141,24 @@ mod tests {
     #[test]
     fn unknown_logic_lists_the_known_ones() {
         let e = build("nope", &serde_json::Value::Null).err().unwrap();
-        assert_eq!(e.to_string(), "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, plugin)");
+        assert_eq!(
+            e.to_string(),
+            "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, plugin)"
+        );
     }
 
     #[test]
     fn every_logic_lists_its_commands() {
         for e in LOGICS.iter().filter(|e| e.name != "plugin") {
-            let l = build(e.name, &serde_json::Value::Null).or_else(|_| build(e.name, &serde_json::json!({"default": 0}))).unwrap();
+            let l = build(e.name, &serde_json::Value::Null)
+                .or_else(|_| build(e.name, &serde_json::json!({"default": 0})))
+                .unwrap();
             for (cmd, help) in l.commands() {
                 assert!(!cmd.is_empty() && !help.is_empty());
             }
-            let err = l.command("no-such-command", &serde_json::Value::Null).unwrap_err();
+            let err = l
+                .command("no-such-command", &serde_json::Value::Null)
+                .unwrap_err();
             assert!(err.0.contains("no-such-command"), "{}", err.0);
         }
     }

@@ -26,13 +26,19 @@ pub struct Patch {
 
 /// Table constructor.
 pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(Patch::from_config(config).map_err(LogicError::Config)?))
+    Ok(Box::new(
+        Patch::from_config(config).map_err(LogicError::Config)?,
+    ))
 }
 
 impl Patch {
     /// An empty cross-connect.
     pub fn empty() -> Patch {
-        Patch { to: (0..=u16::MAX as usize).map(|_| AtomicU16::new(NONE)).collect() }
+        Patch {
+            to: (0..=u16::MAX as usize)
+                .map(|_| AtomicU16::new(NONE))
+                .collect(),
+        }
     }
 
     /// Builds from `{"pairs": [[a, b], ...], "bidirectional": bool}`.
@@ -41,7 +47,8 @@ impl Patch {
         let bidir = a.bool("bidirectional")?.unwrap_or(true);
         let p = Patch::empty();
         for (i, pair) in a.array("pairs")?.into_iter().flatten().enumerate() {
-            let (from, to) = parse_pair(pair).map_err(|m| format!("patch config: key \"pairs\": entry {i}: {m}"))?;
+            let (from, to) = parse_pair(pair)
+                .map_err(|m| format!("patch config: key \"pairs\": entry {i}: {m}"))?;
             p.set(from, to, bidir);
         }
         Ok(p)
@@ -79,7 +86,12 @@ fn parse_pair(v: &Value) -> Result<(PortId, PortId), String> {
     if arr.len() != 2 {
         return Err(bad());
     }
-    let p = |x: &Value| x.as_u64().filter(|&n| n <= crate::args::MAX_PORT).map(|n| n as PortId).ok_or_else(bad);
+    let p = |x: &Value| {
+        x.as_u64()
+            .filter(|&n| n <= crate::args::MAX_PORT)
+            .map(|n| n as PortId)
+            .ok_or_else(bad)
+    };
     let (a, b) = (p(&arr[0])?, p(&arr[1])?);
     if a == b {
         return Err(format!("port {a} cannot be patched to itself"));
@@ -108,18 +120,31 @@ impl Logic for Patch {
                 Ok(json!({"pairs": self.pairs()}))
             }
             "set" => {
-                let a = Args::new("patch set", args, &["from", "to", "bidirectional"]).map_err(e)?;
-                let from = a.port("from").and_then(|v| a.required("from", v)).map_err(e)?;
+                let a =
+                    Args::new("patch set", args, &["from", "to", "bidirectional"]).map_err(e)?;
+                let from = a
+                    .port("from")
+                    .and_then(|v| a.required("from", v))
+                    .map_err(e)?;
                 let to = a.port("to").and_then(|v| a.required("to", v)).map_err(e)?;
                 if from == to {
-                    return Err(e(format!("patch set: port {from} cannot be patched to itself")));
+                    return Err(e(format!(
+                        "patch set: port {from} cannot be patched to itself"
+                    )));
                 }
-                self.set(from, to, a.bool("bidirectional").map_err(e)?.unwrap_or(true));
+                self.set(
+                    from,
+                    to,
+                    a.bool("bidirectional").map_err(e)?.unwrap_or(true),
+                );
                 Ok(json!({"pairs": self.pairs()}))
             }
             "remove" => {
                 let a = Args::new("patch remove", args, &["port", "bidirectional"]).map_err(e)?;
-                let port = a.port("port").and_then(|v| a.required("port", v)).map_err(e)?;
+                let port = a
+                    .port("port")
+                    .and_then(|v| a.required("port", v))
+                    .map_err(e)?;
                 let bidir = a.bool("bidirectional").map_err(e)?.unwrap_or(true);
                 let Some(to) = self.get(port) else {
                     return Err(e(format!("patch remove: port {port} is not patched")));
@@ -127,7 +152,12 @@ impl Logic for Patch {
                 self.to[port as usize].store(NONE, Ordering::Release);
                 if bidir {
                     // Only if the reverse direction still points back here.
-                    let _ = self.to[to as usize].compare_exchange(port, NONE, Ordering::AcqRel, Ordering::Acquire);
+                    let _ = self.to[to as usize].compare_exchange(
+                        port,
+                        NONE,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                 }
                 Ok(json!({"pairs": self.pairs()}))
             }
@@ -138,8 +168,14 @@ impl Logic for Patch {
     fn commands(&self) -> &'static [(&'static str, &'static str)] {
         &[
             ("show", "list the port pairs"),
-            ("set", "{from, to, bidirectional=true}: send frames from `from` to `to`"),
-            ("remove", "{port, bidirectional=true}: unmap port (and its peer's mapping back to it)"),
+            (
+                "set",
+                "{from, to, bidirectional=true}: send frames from `from` to `to`",
+            ),
+            (
+                "remove",
+                "{port, bidirectional=true}: unmap port (and its peer's mapping back to it)",
+            ),
         ]
     }
 
@@ -170,7 +206,10 @@ mod tests {
         assert_eq!(classify1(&p, 0, 0, &frame()), Verdict::Port(1));
         assert_eq!(classify1(&p, 1, 0, &frame()), Verdict::Port(0));
         assert_eq!(classify1(&p, 5, 0, &frame()), Verdict::Port(2));
-        assert_eq!(classify1(&p, 3, 0, &frame()), Verdict::Drop(DropReason::NoDestination));
+        assert_eq!(
+            classify1(&p, 3, 0, &frame()),
+            Verdict::Drop(DropReason::NoDestination)
+        );
         let v = Batch::new(vec![frame(); 5]).classify(&p, 2, 0);
         assert_eq!(v, vec![Verdict::Port(5); 5]);
     }
@@ -179,18 +218,25 @@ mod tests {
     fn one_way() {
         let p = Patch::from_config(&json!({"pairs": [[0, 1]], "bidirectional": false})).unwrap();
         assert_eq!(classify1(&p, 0, 0, &frame()), Verdict::Port(1));
-        assert_eq!(classify1(&p, 1, 0, &frame()), Verdict::Drop(DropReason::NoDestination));
+        assert_eq!(
+            classify1(&p, 1, 0, &frame()),
+            Verdict::Drop(DropReason::NoDestination)
+        );
     }
 
     #[test]
     fn bad_config() {
         let err = |v: Value| Patch::from_config(&v).err().unwrap();
-        assert_eq!(err(json!({"pairs": [[0, 0]]})), "patch config: key \"pairs\": entry 0: port 0 cannot be patched to itself");
+        assert_eq!(
+            err(json!({"pairs": [[0, 0]]})),
+            "patch config: key \"pairs\": entry 0: port 0 cannot be patched to itself"
+        );
         assert!(err(json!({"pairs": [[0, 65535]]})).contains("entry 0: expected [from, to]"));
         assert!(err(json!({"pairs": [[0, 1], [1]]})).contains("entry 1"));
         assert!(err(json!({"pairs": 3})).contains("key \"pairs\" must be an array"));
         assert!(err(json!({"pair": []})).contains("unknown key \"pair\""));
-        assert!(err(json!({"bidirectional": "yes"})).contains("key \"bidirectional\" must be true or false"));
+        assert!(err(json!({"bidirectional": "yes"}))
+            .contains("key \"bidirectional\" must be true or false"));
     }
 
     #[test]
@@ -199,18 +245,38 @@ mod tests {
         p.command("set", &json!({"from": 3, "to": 4})).unwrap();
         assert_eq!(classify1(&p, 4, 0, &frame()), Verdict::Port(3));
         let shown = p.command("show", &Value::Null).unwrap();
-        assert_eq!(shown, json!({"pairs": [{"from": 3, "to": 4}, {"from": 4, "to": 3}]}));
+        assert_eq!(
+            shown,
+            json!({"pairs": [{"from": 3, "to": 4}, {"from": 4, "to": 3}]})
+        );
         p.command("remove", &json!({"port": 3})).unwrap();
-        assert_eq!(classify1(&p, 3, 0, &frame()), Verdict::Drop(DropReason::NoDestination));
-        assert_eq!(classify1(&p, 4, 0, &frame()), Verdict::Drop(DropReason::NoDestination));
-        assert_eq!(p.command("remove", &json!({"port": 3})).unwrap_err().0, "patch remove: port 3 is not patched");
-        assert_eq!(p.command("set", &json!({"from": 3})).unwrap_err().0, "patch set: missing key \"to\"");
-        assert!(p.command("set", &json!({"from": 3, "to": "x"})).unwrap_err().0.contains("key \"to\""));
+        assert_eq!(
+            classify1(&p, 3, 0, &frame()),
+            Verdict::Drop(DropReason::NoDestination)
+        );
+        assert_eq!(
+            classify1(&p, 4, 0, &frame()),
+            Verdict::Drop(DropReason::NoDestination)
+        );
+        assert_eq!(
+            p.command("remove", &json!({"port": 3})).unwrap_err().0,
+            "patch remove: port 3 is not patched"
+        );
+        assert_eq!(
+            p.command("set", &json!({"from": 3})).unwrap_err().0,
+            "patch set: missing key \"to\""
+        );
+        assert!(p
+            .command("set", &json!({"from": 3, "to": "x"}))
+            .unwrap_err()
+            .0
+            .contains("key \"to\""));
     }
 
     #[test]
     fn port_removed_forgets_both_directions() {
-        let p = Patch::from_config(&json!({"pairs": [[0, 1], [2, 1]], "bidirectional": false})).unwrap();
+        let p = Patch::from_config(&json!({"pairs": [[0, 1], [2, 1]], "bidirectional": false}))
+            .unwrap();
         p.port_removed(1);
         assert_eq!(p.get(0), None);
         assert_eq!(p.get(2), None);

@@ -33,10 +33,23 @@ pub fn classify1(logic: &dyn Logic, ingress: PortId, now_ns: u64, frame: &[u8]) 
 }
 
 /// Ethernet + IPv4 + UDP frame of 60 bytes.
-pub fn udp4(src_mac: [u8; 6], dst_mac: [u8; 6], src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+pub fn udp4(
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+) -> Vec<u8> {
     use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
     let mut b = vec![0u8; 60];
-    let spec = UdpFrameSpec::new(wire::MacAddr(src_mac), wire::MacAddr(dst_mac), IpPair::V4(src.into(), dst.into()), sport, dport);
+    let spec = UdpFrameSpec::new(
+        wire::MacAddr(src_mac),
+        wire::MacAddr(dst_mac),
+        IpPair::V4(src.into(), dst.into()),
+        sport,
+        dport,
+    );
     write_udp_frame(&spec, &mut b, 60).unwrap();
     b
 }
@@ -54,29 +67,30 @@ pub fn eth(src_mac: [u8; 6], dst_mac: [u8; 6], ethertype: u16) -> Vec<u8> {
 /// with a plausible Ethernet/VLAN/IP prefix so deeper parsers are reached.
 pub fn random_frames() -> impl proptest::strategy::Strategy<Value = Vec<Vec<u8>>> {
     use proptest::prelude::*;
-    let frame = (0u8..6, proptest::collection::vec(any::<u8>(), 14..=200)).prop_map(|(shape, mut b)| {
-        match shape {
-            0 => b[12..14].copy_from_slice(&[0x08, 0x00]),
-            1 => b[12..14].copy_from_slice(&[0x86, 0xdd]),
-            2 if b.len() >= 18 => {
-                b[12..14].copy_from_slice(&[0x81, 0x00]);
-                b[16..18].copy_from_slice(&[0x08, 0x00]);
+    let frame =
+        (0u8..6, proptest::collection::vec(any::<u8>(), 14..=200)).prop_map(|(shape, mut b)| {
+            match shape {
+                0 => b[12..14].copy_from_slice(&[0x08, 0x00]),
+                1 => b[12..14].copy_from_slice(&[0x86, 0xdd]),
+                2 if b.len() >= 18 => {
+                    b[12..14].copy_from_slice(&[0x81, 0x00]);
+                    b[16..18].copy_from_slice(&[0x08, 0x00]);
+                }
+                3 if b.len() >= 22 => {
+                    b[12..14].copy_from_slice(&[0x88, 0xa8]);
+                    b[16..18].copy_from_slice(&[0x81, 0x00]);
+                    b[20..22].copy_from_slice(&[0x86, 0xdd]);
+                }
+                _ => {}
             }
-            3 if b.len() >= 22 => {
-                b[12..14].copy_from_slice(&[0x88, 0xa8]);
-                b[16..18].copy_from_slice(&[0x81, 0x00]);
-                b[20..22].copy_from_slice(&[0x86, 0xdd]);
+            // Make an IP version nibble plausible when an IP EtherType is set.
+            if let Ok(t) = wire::ethernet::parse_tags(&b) {
+                if t.l3_offset < b.len() {
+                    let v = if t.ethertype == 0x86dd { 0x60 } else { 0x40 };
+                    b[t.l3_offset] = v | (b[t.l3_offset] & 0x0f);
+                }
             }
-            _ => {}
-        }
-        // Make an IP version nibble plausible when an IP EtherType is set.
-        if let Ok(t) = wire::ethernet::parse_tags(&b) {
-            if t.l3_offset < b.len() {
-                let v = if t.ethertype == 0x86dd { 0x60 } else { 0x40 };
-                b[t.l3_offset] = v | (b[t.l3_offset] & 0x0f);
-            }
-        }
-        b
-    });
+            b
+        });
     proptest::collection::vec(frame, 1..40)
 }

@@ -42,7 +42,12 @@ static GLOBAL: Counting = Counting;
 #[test]
 fn classify_does_not_allocate() {
     let dir = logic::plugin::build::TempDir::new("logic-noalloc");
-    let so = logic::plugin::build::cc_shared(&logic::plugin::build::repo_dir("plugins/ip_low8.c"), &dir.0, "libip_low8.so").unwrap();
+    let so = logic::plugin::build::cc_shared(
+        &logic::plugin::build::repo_dir("plugins/ip_low8.c"),
+        &dir.0,
+        "libip_low8.so",
+    )
+    .unwrap();
     let logics = [
         logic::build("patch", &json!({"pairs": [[0, 1]]})).unwrap(),
         logic::build("bridge", &json!({"table_size": 64})).unwrap(),
@@ -55,7 +60,13 @@ fn classify_does_not_allocate() {
     let mut frames: Vec<Vec<u8>> = (0..256u32)
         .map(|i| {
             let b = i.to_be_bytes();
-            let spec = UdpFrameSpec::new(MacAddr([2, 0, b[0], b[1], b[2], b[3]]), MacAddr([2, 1, 0, 0, 0, (i % 7) as u8]), IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()), 40000, 5001);
+            let spec = UdpFrameSpec::new(
+                MacAddr([2, 0, b[0], b[1], b[2], b[3]]),
+                MacAddr([2, 1, 0, 0, 0, (i % 7) as u8]),
+                IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
+                40000,
+                5001,
+            );
             let mut f = vec![0u8; 64];
             write_udp_frame(&spec, &mut f, 64).unwrap();
             if i % 5 == 0 {
@@ -71,13 +82,29 @@ fn classify_does_not_allocate() {
         .collect();
     let mut verdicts = vec![Verdict::Flood; pkts.len()];
     for l in &logics {
-        l.classify(&Ctx { now_ns: 0, worker: 0 }, 0, &mut pkts, &mut verdicts); // warm-up
+        l.classify(
+            &Ctx {
+                now_ns: 0,
+                worker: 0,
+            },
+            0,
+            &mut pkts,
+            &mut verdicts,
+        ); // warm-up
         COUNTING.store(true, Ordering::SeqCst);
         for round in 0..100u64 {
-            let ctx = Ctx { now_ns: round * 700_000_000, worker: 0 };
+            let ctx = Ctx {
+                now_ns: round * 700_000_000,
+                worker: 0,
+            };
             l.classify(&ctx, (round % 2) as u16, &mut pkts, &mut verdicts);
         }
         COUNTING.store(false, Ordering::SeqCst);
-        assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 0, "{} allocated in classify", l.name());
+        assert_eq!(
+            ALLOCS.swap(0, Ordering::SeqCst),
+            0,
+            "{} allocated in classify",
+            l.name()
+        );
     }
 }

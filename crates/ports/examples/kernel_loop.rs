@@ -48,7 +48,9 @@ fn parse() -> Result<Args, String> {
             "--type" => a.kind = v()?,
             "--a" => a.a = v()?,
             "--b" => a.b = v()?,
-            "--duration-s" => a.duration_s = v()?.parse().map_err(|e| format!("--duration-s: {e}"))?,
+            "--duration-s" => {
+                a.duration_s = v()?.parse().map_err(|e| format!("--duration-s: {e}"))?
+            }
             "--batch" => a.batch = v()?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--queues" => a.queues = v()?.parse().map_err(|e| format!("--queues: {e}"))?,
             "--attach" => {
@@ -59,11 +61,11 @@ fn parse() -> Result<Args, String> {
                     o => return Err(format!("--attach: unknown mode {o}")),
                 }
             }
-            "-h" | "--help" => {
-                return Err("usage: kernel_loop --type af_xdp|af_packet|tap --a IF --b IF [--duration-s N] \
+            "-h" | "--help" => return Err(
+                "usage: kernel_loop --type af_xdp|af_packet|tap --a IF --b IF [--duration-s N] \
                      [--batch N] [--queues N] [--attach auto|native|generic]"
-                    .into())
-            }
+                    .into(),
+            ),
             o => return Err(format!("unknown argument {o}")),
         }
     }
@@ -144,7 +146,11 @@ fn forward(batch: &RxBatch, dst: &dyn Port, q: u16, d: &mut Dir) {
 }
 
 fn counters_json(p: &dyn Port) -> String {
-    let items: Vec<String> = p.backend_counters().iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+    let items: Vec<String> = p
+        .backend_counters()
+        .iter()
+        .map(|(k, v)| format!("\"{k}\":{v}"))
+        .collect();
     format!("{{{}}}", items.join(","))
 }
 

@@ -44,16 +44,22 @@ fn main() {
         std::process::exit(2);
     }
     let mk = |name: &str, id| {
-        MemifPort::client(MemifConfig::new(name, id), ClientConfig::new(&socket)).unwrap_or_else(|e| {
-            eprintln!("memif_gensink: {e}");
-            std::process::exit(1)
-        })
+        MemifPort::client(MemifConfig::new(name, id), ClientConfig::new(&socket)).unwrap_or_else(
+            |e| {
+                eprintln!("memif_gensink: {e}");
+                std::process::exit(1)
+            },
+        )
     };
     let (tx_port, rx_port) = (mk("gen", 0), mk("sink", 1));
     let t0 = Instant::now();
     while !(tx_port.link_up() && rx_port.link_up()) {
         if t0.elapsed() > Duration::from_secs(15) {
-            eprintln!("memif_gensink: no link: {:?} / {:?}", tx_port.status(), rx_port.status());
+            eprintln!(
+                "memif_gensink: no link: {:?} / {:?}",
+                tx_port.status(),
+                rx_port.status()
+            );
             std::process::exit(1);
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -67,7 +73,10 @@ fn main() {
     let k = tx.slots_for(len);
     let mut b = RxBatch::with_capacity(256);
     let start = Instant::now();
-    let (w0, w1) = (start + Duration::from_secs_f64(warmup_s), start + Duration::from_secs_f64(duration_s));
+    let (w0, w1) = (
+        start + Duration::from_secs_f64(warmup_s),
+        start + Duration::from_secs_f64(duration_s),
+    );
     let (mut sent, mut got, mut got_w, mut sent_w) = (0u64, 0u64, 0u64, 0u64);
     let mut in_window = false;
     loop {

@@ -23,14 +23,24 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args { socket: String::new(), duration_s: 10.0, buffer_size: 2048, batch: 256, quiet: false };
+    let mut a = Args {
+        socket: String::new(),
+        duration_s: 10.0,
+        buffer_size: 2048,
+        batch: 256,
+        quiet: false,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut v = || it.next().ok_or(format!("{k} needs a value"));
         match k.as_str() {
             "--socket" => a.socket = v()?,
-            "--duration-s" => a.duration_s = v()?.parse().map_err(|e| format!("--duration-s: {e}"))?,
-            "--buffer-size" => a.buffer_size = v()?.parse().map_err(|e| format!("--buffer-size: {e}"))?,
+            "--duration-s" => {
+                a.duration_s = v()?.parse().map_err(|e| format!("--duration-s: {e}"))?
+            }
+            "--buffer-size" => {
+                a.buffer_size = v()?.parse().map_err(|e| format!("--buffer-size: {e}"))?
+            }
             "--batch" => a.batch = v()?.parse().map_err(|e| format!("--batch: {e}"))?,
             "--quiet" => a.quiet = true,
             _ => return Err(format!("unknown argument {k}")),

@@ -47,10 +47,30 @@ fn main() {
         match a.as_str() {
             "--sock" => socks.push(args.next().expect("--sock PATH")),
             "--client" => mode = Mode::Client,
-            "--cpu" => cpu = Some(args.next().expect("--cpu N").parse::<usize>().expect("cpu number")),
-            "--duration-s" => duration_s = Some(args.next().expect("--duration-s S").parse().expect("seconds")),
+            "--cpu" => {
+                cpu = Some(
+                    args.next()
+                        .expect("--cpu N")
+                        .parse::<usize>()
+                        .expect("cpu number"),
+                )
+            }
+            "--duration-s" => {
+                duration_s = Some(
+                    args.next()
+                        .expect("--duration-s S")
+                        .parse()
+                        .expect("seconds"),
+                )
+            }
             "--poll" => wakeup = WakeupMode::Poll,
-            "--max-frame-b" => max_frame_b = args.next().expect("--max-frame-b N").parse().expect("bytes"),
+            "--max-frame-b" => {
+                max_frame_b = args
+                    .next()
+                    .expect("--max-frame-b N")
+                    .parse()
+                    .expect("bytes")
+            }
             other => {
                 eprintln!("vhost_fwd: unknown argument {other:?}");
                 std::process::exit(2);
@@ -61,7 +81,11 @@ fn main() {
         eprintln!("vhost_fwd: give exactly two --sock PATH");
         std::process::exit(2);
     }
-    let cfg = SwitchConfig { workers: vec![cpu], wakeup, ..SwitchConfig::default() };
+    let cfg = SwitchConfig {
+        workers: vec![cpu],
+        wakeup,
+        ..SwitchConfig::default()
+    };
     let sw = Switch::new(cfg, Box::new(Patch)).unwrap_or_else(|e| {
         eprintln!("vhost_fwd: {e}");
         std::process::exit(1)
@@ -71,11 +95,14 @@ fn main() {
         let mut c = VhostUserConfig::new(s);
         c.mode = mode;
         c.max_frame_b = max_frame_b;
-        let p = Arc::new(VhostUserPort::new(&format!("vu{i}"), c).unwrap_or_else(|e| {
-            eprintln!("vhost_fwd: {e}");
-            std::process::exit(1)
-        }));
-        sw.add_port(&format!("vu{i}"), p.clone(), Some(0)).expect("add port");
+        let p = Arc::new(
+            VhostUserPort::new(&format!("vu{i}"), c).unwrap_or_else(|e| {
+                eprintln!("vhost_fwd: {e}");
+                std::process::exit(1)
+            }),
+        );
+        sw.add_port(&format!("vu{i}"), p.clone(), Some(0))
+            .expect("add port");
         ports.push(p);
     }
     println!("{{\"ready\": true}}");
@@ -112,7 +139,10 @@ fn main() {
 }
 
 fn print_stats(sw: &Switch, t0: Instant, fin: bool) {
-    let mut line = format!("{{\"t_s\": {:.3}, \"final\": {fin}, \"ports\": [", t0.elapsed().as_secs_f64());
+    let mut line = format!(
+        "{{\"t_s\": {:.3}, \"final\": {fin}, \"ports\": [",
+        t0.elapsed().as_secs_f64()
+    );
     for (i, p) in sw.port_stats().iter().enumerate() {
         if i > 0 {
             line.push_str(", ");

@@ -56,27 +56,46 @@ fn jumbo_frames_with_9000_mtu() {
     let v = Veth::new(&sw, &h, 1);
     v.set_mtu(&sw, &h, 9000);
     let port = open(&sw, &v.sw, 1);
-    assert!(port.info().max_frame_b >= 9014, "max frame {}", port.info().max_frame_b);
+    assert!(
+        port.info().max_frame_b >= 9014,
+        "max frame {}",
+        port.info().max_frame_b
+    );
     let mut rx = port.take_rx(0).unwrap();
     let sock = RawSock::open(&h, &v.host);
     let frames = vec![test_frame(9014, 1), test_frame(4000, 2), test_frame(60, 3)];
     for f in &frames {
         sock.send(f);
     }
-    assert_eq!(rx_collect(&mut *rx, 3, Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        rx_collect(&mut *rx, 3, Duration::from_secs(3), is_test_frame),
+        frames
+    );
     assert_eq!(tx_send(&port, 0, &frames), 3);
-    assert_eq!(sock.recv_matching(3, Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        sock.recv_matching(3, Duration::from_secs(3), is_test_frame),
+        frames
+    );
 }
 
 #[test]
 fn missing_interface_gives_clear_error() {
     require_root();
-    let e = AfPacketPort::open("p0", AfPacketConfig::new("nosuch0")).err().expect("must fail");
-    assert_eq!(e.to_string(), "af_packet on nosuch0: interface not found: no such device");
+    let e = AfPacketPort::open("p0", AfPacketConfig::new("nosuch0"))
+        .err()
+        .expect("must fail");
+    assert_eq!(
+        e.to_string(),
+        "af_packet on nosuch0: interface not found: no such device"
+    );
     let mut cfg = AfPacketConfig::new("lo");
     cfg.tx_frames = 1000;
     let e = AfPacketPort::open("p0", cfg).err().expect("must fail");
-    assert!(e.to_string().starts_with("af_packet on lo: tx_frames must be a power of two"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("af_packet on lo: tx_frames must be a power of two"),
+        "{e}"
+    );
 }
 
 #[test]

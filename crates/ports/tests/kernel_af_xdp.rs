@@ -59,13 +59,34 @@ fn native_copy_mode_on_veth_and_detach_on_drop() {
     // Zero-copy forced: a clear error.
     let mut cfg = AfXdpConfig::new(&v.sw);
     cfg.bind = XdpBind::ZeroCopy;
-    let e = sw.enter(move || AfXdpPort::open("x1", cfg).err().expect("zero-copy on veth must fail")).to_string();
-    assert!(e.starts_with(&format!("af_xdp on {}: queue 0: bind(AF_XDP) in zero-copy mode failed: ", v.sw)), "{e}");
+    let e = sw
+        .enter(move || {
+            AfXdpPort::open("x1", cfg)
+                .err()
+                .expect("zero-copy on veth must fail")
+        })
+        .to_string();
+    assert!(
+        e.starts_with(&format!(
+            "af_xdp on {}: queue 0: bind(AF_XDP) in zero-copy mode failed: ",
+            v.sw
+        )),
+        "{e}"
+    );
     // A second port on the same interface: the first one's program is there.
     let mut cfg = AfXdpConfig::new(&v.sw);
     cfg.attach = XdpAttach::Native;
-    let e = sw.enter(move || AfXdpPort::open("x2", cfg).err().expect("second program must fail")).to_string();
-    assert!(e.contains("another XDP program is attached") || e.contains("bind(AF_XDP)"), "{e}");
+    let e = sw
+        .enter(move || {
+            AfXdpPort::open("x2", cfg)
+                .err()
+                .expect("second program must fail")
+        })
+        .to_string();
+    assert!(
+        e.contains("another XDP program is attached") || e.contains("bind(AF_XDP)"),
+        "{e}"
+    );
     drop(port);
     let shown = String::from_utf8(sw.output(&["ip", "link", "show", &v.sw]).stdout).unwrap();
     assert!(!shown.contains("xdp"), "program detached on drop: {shown}");
@@ -78,20 +99,35 @@ fn native_copy_mode_on_veth_and_detach_on_drop() {
     let sock = RawSock::open(&h, &v.host);
     let f = test_frame(1514, 5);
     sock.send(&f);
-    assert_eq!(rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame), vec![f]);
+    assert_eq!(
+        rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame),
+        vec![f]
+    );
 }
 
 #[test]
 fn wrong_interface_or_config_gives_clear_error() {
     require_root();
-    let e = AfXdpPort::open("x0", AfXdpConfig::new("nosuch0")).err().expect("must fail");
-    assert_eq!(e.to_string(), "af_xdp on nosuch0: interface not found: no such device");
+    let e = AfXdpPort::open("x0", AfXdpConfig::new("nosuch0"))
+        .err()
+        .expect("must fail");
+    assert_eq!(
+        e.to_string(),
+        "af_xdp on nosuch0: interface not found: no such device"
+    );
     let mut cfg = AfXdpConfig::new("lo");
     cfg.frame_size_b = 3000;
     let e = AfXdpPort::open("x0", cfg).err().expect("must fail");
-    assert_eq!(e.to_string(), "af_xdp on lo: frame_size_b must be 2048 or 4096 (got 3000)");
+    assert_eq!(
+        e.to_string(),
+        "af_xdp on lo: frame_size_b must be 2048 or 4096 (got 3000)"
+    );
     let mut cfg = AfXdpConfig::new("lo");
     cfg.queues = 64;
     let e = AfXdpPort::open("x0", cfg).err().expect("must fail");
-    assert!(e.to_string().contains("receive queue(s), the port asks for 64"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("receive queue(s), the port asks for 64"),
+        "{e}"
+    );
 }

@@ -36,33 +36,65 @@ fn host(sw: &Netns, i: usize, kind: Kind) -> (Host, Arc<dyn Port>) {
             // The host-stack port lives in the host's namespace.
             let name = unique("tt");
             let n2 = name.clone();
-            let p = ns.enter(move || TapPort::open(&n2, TapConfig::new(&n2)).unwrap_or_else(|e| panic!("{e}")));
+            let p = ns.enter(move || {
+                TapPort::open(&n2, TapConfig::new(&n2)).unwrap_or_else(|e| panic!("{e}"))
+            });
             (None, name, Arc::new(p))
         }
         Kind::Xdp | Kind::Packet => {
             let v = Veth::new(sw, &ns, 1);
             let (sw_if, host_if) = (v.sw.clone(), v.host.clone());
             let p: Arc<dyn Port> = sw.enter(move || match kind {
-                Kind::Xdp => {
-                    Arc::new(AfXdpPort::open(&sw_if, AfXdpConfig::new(&sw_if)).unwrap_or_else(|e| panic!("{e}")))
-                        as Arc<dyn Port>
-                }
-                _ => Arc::new(AfPacketPort::open(&sw_if, AfPacketConfig::new(&sw_if)).unwrap_or_else(|e| panic!("{e}"))),
+                Kind::Xdp => Arc::new(
+                    AfXdpPort::open(&sw_if, AfXdpConfig::new(&sw_if))
+                        .unwrap_or_else(|e| panic!("{e}")),
+                ) as Arc<dyn Port>,
+                _ => Arc::new(
+                    AfPacketPort::open(&sw_if, AfPacketConfig::new(&sw_if))
+                        .unwrap_or_else(|e| panic!("{e}")),
+                ),
             });
             (Some(v), host_if, p)
         }
     };
-    ns.exec(&["ip", "addr", "add", &format!("10.77.0.{}/24", i + 1), "dev", &ifname]);
-    ns.exec(&["ip", "-6", "addr", "add", &format!("fd77::{}/64", i + 1), "dev", &ifname, "nodad"]);
+    ns.exec(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("10.77.0.{}/24", i + 1),
+        "dev",
+        &ifname,
+    ]);
+    ns.exec(&[
+        "ip",
+        "-6",
+        "addr",
+        "add",
+        &format!("fd77::{}/64", i + 1),
+        "dev",
+        &ifname,
+        "nodad",
+    ]);
     ns.exec(&["ip", "link", "set", &ifname, "up"]);
     if matches!(kind, Kind::Tap) {
-        ns.exec(&["ethtool", "-K", &ifname, "tx", "off", "tso", "off", "gso", "off"]);
+        ns.exec(&[
+            "ethtool", "-K", &ifname, "tx", "off", "tso", "off", "gso", "off",
+        ]);
     }
-    (Host { ns, _veth: veth, ifname }, port)
+    (
+        Host {
+            ns,
+            _veth: veth,
+            ifname,
+        },
+        port,
+    )
 }
 
 fn ping(from: &Host, dst: &str) {
-    let out = from.ns.output(&["ping", "-c", "2", "-i", "0.2", "-W", "2", dst]);
+    let out = from
+        .ns
+        .output(&["ping", "-c", "2", "-i", "0.2", "-W", "2", dst]);
     assert!(
         out.status.success(),
         "ping {dst}: {}{}",
@@ -74,12 +106,17 @@ fn ping(from: &Host, dst: &str) {
 fn run_switch(kinds: &[Kind]) {
     require_root();
     let sw = switch_ns();
-    let switch = Switch::new(SwitchConfig::default(), logic::build("bridge", &serde_json::json!({})).unwrap())
-        .expect("switch");
+    let switch = Switch::new(
+        SwitchConfig::default(),
+        logic::build("bridge", &serde_json::json!({})).unwrap(),
+    )
+    .expect("switch");
     let mut hosts = Vec::new();
     for (i, &k) in kinds.iter().enumerate() {
         let (h, p) = host(&sw, i, k);
-        switch.add_port(&format!("p{i}"), p, None).expect("add_port");
+        switch
+            .add_port(&format!("p{i}"), p, None)
+            .expect("add_port");
         hosts.push(h);
     }
     // ARP / neighbour discovery are broadcasts/multicasts: flooded.
@@ -89,7 +126,10 @@ fn run_switch(kinds: &[Kind]) {
     }
     ping(&hosts[hosts.len() - 1], "10.77.0.2");
     // A broadcast frame reaches every other host.
-    let socks: Vec<RawSock> = hosts.iter().map(|h| RawSock::open(&h.ns, &h.ifname)).collect();
+    let socks: Vec<RawSock> = hosts
+        .iter()
+        .map(|h| RawSock::open(&h.ns, &h.ifname))
+        .collect();
     let mut b = test_frame(200, 4242);
     b[0..6].copy_from_slice(&[0xff; 6]);
     socks[0].send(&b);
@@ -101,9 +141,21 @@ fn run_switch(kinds: &[Kind]) {
     // learned MAC) are dropped with a reason while traffic keeps flowing.
     // (Runts and oversize frames cannot cross a veth: the kernel refuses
     // them before any port sees them; the fabric's tests cover them.)
-    let mac = String::from_utf8(hosts[0].ns.output(&["cat", &format!("/sys/class/net/{}/address", hosts[0].ifname)]).stdout)
-        .unwrap();
-    let mac: Vec<u8> = mac.trim().split(':').map(|x| u8::from_str_radix(x, 16).unwrap()).collect();
+    let mac = String::from_utf8(
+        hosts[0]
+            .ns
+            .output(&[
+                "cat",
+                &format!("/sys/class/net/{}/address", hosts[0].ifname),
+            ])
+            .stdout,
+    )
+    .unwrap();
+    let mac: Vec<u8> = mac
+        .trim()
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16).unwrap())
+        .collect();
     let mut hp = test_frame(100, 4343);
     hp[0..6].copy_from_slice(&mac);
     for _ in 0..5 {
@@ -111,18 +163,39 @@ fn run_switch(kinds: &[Kind]) {
     }
     ping(&hosts[0], "10.77.0.2");
     let drops = |reason: &str| -> u64 {
-        switch.port_stats().iter().flat_map(|p| p.drops.clone()).filter(|(n, _)| *n == reason).map(|(_, v)| v).sum()
+        switch
+            .port_stats()
+            .iter()
+            .flat_map(|p| p.drops.clone())
+            .filter(|(n, _)| *n == reason)
+            .map(|(_, v)| v)
+            .sum()
     };
-    assert!(wait_for(Duration::from_secs(2), || drops("hairpin") >= 5), "hairpin drops: {:?}", switch.port_stats());
+    assert!(
+        wait_for(Duration::from_secs(2), || drops("hairpin") >= 5),
+        "hairpin drops: {:?}",
+        switch.port_stats()
+    );
     // TCP for 3 s between the first two hosts.
     let server = std::process::Command::new("ip")
-        .args(["netns", "exec", &hosts[1].ns.name, "iperf3", "-s", "-1", "-B", "10.77.0.2"])
+        .args([
+            "netns",
+            "exec",
+            &hosts[1].ns.name,
+            "iperf3",
+            "-s",
+            "-1",
+            "-B",
+            "10.77.0.2",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let _g = ChildGuard(server);
     std::thread::sleep(Duration::from_millis(300));
-    let out = hosts[0].ns.output(&["timeout", "20", "iperf3", "-c", "10.77.0.2", "-t", "3"]);
+    let out = hosts[0]
+        .ns
+        .output(&["timeout", "20", "iperf3", "-c", "10.77.0.2", "-t", "3"]);
     assert!(
         out.status.success(),
         "iperf3: {}{}",
@@ -160,7 +233,11 @@ fn malformed_frames_from_a_namespace_are_dropped_with_reasons() {
     let sw = switch_ns();
     // udp_frame sends to UDP port 9: host 0 (port 0) → host 1 (port 1).
     let rules = serde_json::json!({"rules": [{"proto": "udp", "port": 9, "to": 1}]});
-    let switch = Switch::new(SwitchConfig::default(), logic::build("l4filter", &rules).unwrap()).expect("switch");
+    let switch = Switch::new(
+        SwitchConfig::default(),
+        logic::build("l4filter", &rules).unwrap(),
+    )
+    .expect("switch");
     let mut hosts = Vec::new();
     let mut veths = Vec::new();
     for (i, mtu) in [(0usize, 9000u32), (1, 1500)] {
@@ -168,9 +245,15 @@ fn malformed_frames_from_a_namespace_are_dropped_with_reasons() {
         let v = Veth::new(&sw, &ns, 1);
         v.set_mtu(&sw, &ns, mtu);
         let sw_if = v.sw.clone();
-        let p: Arc<dyn Port> =
-            sw.enter(move || Arc::new(AfPacketPort::open(&sw_if, AfPacketConfig::new(&sw_if)).unwrap_or_else(|e| panic!("{e}"))));
-        switch.add_port(&format!("p{i}"), p, None).expect("add_port");
+        let p: Arc<dyn Port> = sw.enter(move || {
+            Arc::new(
+                AfPacketPort::open(&sw_if, AfPacketConfig::new(&sw_if))
+                    .unwrap_or_else(|e| panic!("{e}")),
+            )
+        });
+        switch
+            .add_port(&format!("p{i}"), p, None)
+            .expect("add_port");
         hosts.push((ns, v.host.clone()));
         veths.push(v);
     }
@@ -191,7 +274,12 @@ fn malformed_frames_from_a_namespace_are_dropped_with_reasons() {
             tx.send(&udp_frame(128, 1, s));
         }
         let got = rx.recv_matching(20, Duration::from_secs(3), is_udp_test_frame);
-        assert_eq!(got.len(), 20, "valid frames {first}.. reached host 1: {:?}", switch.port_stats());
+        assert_eq!(
+            got.len(),
+            20,
+            "valid frames {first}.. reached host 1: {:?}",
+            switch.port_stats()
+        );
     };
     send_valid(0);
 
@@ -216,7 +304,8 @@ fn malformed_frames_from_a_namespace_are_dropped_with_reasons() {
         tx.send(&udp_frame(4000, 1, 200 + s));
     }
     assert!(
-        wait_for(Duration::from_secs(3), || drops("p0", "malformed") >= 10 && drops("p1", "oversize") >= 3),
+        wait_for(Duration::from_secs(3), || drops("p0", "malformed") >= 10
+            && drops("p1", "oversize") >= 3),
         "drops: {:?}",
         switch.port_stats()
     );

@@ -24,9 +24,16 @@ fn host_with_tap(queues: u16) -> (Netns, TapPort, String) {
     let h = Netns::new();
     let name = unique("tt");
     let port = open_in(&h, &name, queues);
-    h.exec(&["sysctl", "-qw", &format!("net.ipv6.conf.{name}.disable_ipv6=1")]);
+    h.exec(&[
+        "sysctl",
+        "-qw",
+        &format!("net.ipv6.conf.{name}.disable_ipv6=1"),
+    ]);
     h.exec(&["ip", "link", "set", &name, "up"]);
-    assert!(wait_for(Duration::from_secs(3), || port.link_up()), "tap up");
+    assert!(
+        wait_for(Duration::from_secs(3), || port.link_up()),
+        "tap up"
+    );
     (h, port, name)
 }
 
@@ -36,11 +43,23 @@ fn rx_delivers_frames_from_the_host_stack_intact() {
     let (h, port, name) = host_with_tap(1);
     let mut rx = port.take_rx(0).unwrap();
     let sock = RawSock::open(&h, &name);
-    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, i as u32)).collect();
+    let frames: Vec<Vec<u8>> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| test_frame(s, i as u32))
+        .collect();
     for f in &frames {
         sock.send(f);
     }
-    assert_eq!(rx_collect(&mut *rx, frames.len(), Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        rx_collect(
+            &mut *rx,
+            frames.len(),
+            Duration::from_secs(3),
+            is_test_frame
+        ),
+        frames
+    );
 }
 
 #[test]
@@ -48,9 +67,16 @@ fn tx_frames_enter_the_host_stack() {
     require_root();
     let (h, port, name) = host_with_tap(1);
     let sock = RawSock::open(&h, &name);
-    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, 50 + i as u32)).collect();
+    let frames: Vec<Vec<u8>> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| test_frame(s, 50 + i as u32))
+        .collect();
     assert_eq!(tx_send(&port, 0, &frames), frames.len());
-    assert_eq!(sock.recv_matching(frames.len(), Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        sock.recv_matching(frames.len(), Duration::from_secs(3), is_test_frame),
+        frames
+    );
     assert_eq!(port.tx(0).slots_for(1519), 0);
 }
 
@@ -66,9 +92,15 @@ fn jumbo_frames_with_9000_mtu() {
     for f in &frames {
         sock.send(f);
     }
-    assert_eq!(rx_collect(&mut *rx, 2, Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        rx_collect(&mut *rx, 2, Duration::from_secs(3), is_test_frame),
+        frames
+    );
     assert_eq!(tx_send(&port, 0, &frames), 2);
-    assert_eq!(sock.recv_matching(2, Duration::from_secs(3), is_test_frame), frames);
+    assert_eq!(
+        sock.recv_matching(2, Duration::from_secs(3), is_test_frame),
+        frames
+    );
 }
 
 #[test]
@@ -83,12 +115,32 @@ fn several_queues_share_the_traffic() {
         sock.send(f);
     }
     let a = rx_collect(&mut *q0, 64, Duration::from_millis(500), is_udp_test_frame);
-    let b = rx_collect(&mut *q1, 64 - a.len(), Duration::from_secs(2), is_udp_test_frame);
-    assert_eq!(a.len() + b.len(), 64, "every frame arrives on one queue ({} / {})", a.len(), b.len());
-    assert!(!a.is_empty() && !b.is_empty(), "64 flows spread onto both queues ({} / {})", a.len(), b.len());
+    let b = rx_collect(
+        &mut *q1,
+        64 - a.len(),
+        Duration::from_secs(2),
+        is_udp_test_frame,
+    );
+    assert_eq!(
+        a.len() + b.len(),
+        64,
+        "every frame arrives on one queue ({} / {})",
+        a.len(),
+        b.len()
+    );
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "64 flows spread onto both queues ({} / {})",
+        a.len(),
+        b.len()
+    );
     assert_eq!(tx_send(&port, 1, &frames[..8]), 8);
     assert_eq!(tx_send(&port, 0, &frames[8..16]), 8);
-    assert_eq!(sock.recv_matching(16, Duration::from_secs(3), is_udp_test_frame).len(), 16);
+    assert_eq!(
+        sock.recv_matching(16, Duration::from_secs(3), is_udp_test_frame)
+            .len(),
+        16
+    );
 }
 
 #[test]
@@ -103,13 +155,22 @@ fn link_down_up_and_removal_are_noticed() {
     let sock = RawSock::open(&h, &name);
     let f = test_frame(300, 9);
     sock.send(&f);
-    assert_eq!(rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame), vec![f.clone()]);
+    assert_eq!(
+        rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame),
+        vec![f.clone()]
+    );
     h.exec(&["ip", "link", "del", &name]);
-    assert!(wait_for(Duration::from_secs(3), || port.removed()), "removal noticed");
+    assert!(
+        wait_for(Duration::from_secs(3), || port.removed()),
+        "removal noticed"
+    );
     assert!(!port.link_up());
     assert!(rx_collect(&mut *rx, 1, Duration::from_millis(100), |_| true).is_empty());
     tx_send(&port, 0, std::slice::from_ref(&f));
-    assert!(counter(&port, "tx_errors") >= 1, "writes into a removed tap fail and are counted");
+    assert!(
+        counter(&port, "tx_errors") >= 1,
+        "writes into a removed tap fail and are counted"
+    );
 }
 
 #[test]
@@ -129,17 +190,35 @@ fn forwards_ping_and_tcp_between_two_host_stacks() {
     let _fwd = Forwarder::start(pa, pb);
     for (dst, ns) in [("10.77.0.2", &a), ("fd77::2", &a)] {
         let out = ns.output(&["ping", "-c", "3", "-i", "0.2", "-W", "2", dst]);
-        assert!(out.status.success(), "ping {dst}: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "ping {dst}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
     let server = std::process::Command::new("ip")
-        .args(["netns", "exec", &b.name, "iperf3", "-s", "-1", "-B", "10.77.0.2"])
+        .args([
+            "netns",
+            "exec",
+            &b.name,
+            "iperf3",
+            "-s",
+            "-1",
+            "-B",
+            "10.77.0.2",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let _g = ChildGuard(server);
     std::thread::sleep(Duration::from_millis(300));
     let out = a.output(&["timeout", "20", "iperf3", "-c", "10.77.0.2", "-t", "3"]);
-    assert!(out.status.success(), "iperf3: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "iperf3: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -148,9 +227,18 @@ fn missing_device_or_bad_name_gives_clear_error() {
     let mut cfg = TapConfig::new("tt0");
     cfg.dev_path = "/nonexistent/tun".into();
     let e = TapPort::open("t0", cfg).err().expect("must fail");
-    assert_eq!(e.to_string(), "tap on tt0: open of the tun device failed: no such file or directory");
-    let e = TapPort::open("t0", TapConfig::new("a-name-that-is-too-long")).err().expect("must fail");
-    assert!(e.to_string().starts_with("tap on a-name-that-is-too-long: the interface name must be"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "tap on tt0: open of the tun device failed: no such file or directory"
+    );
+    let e = TapPort::open("t0", TapConfig::new("a-name-that-is-too-long"))
+        .err()
+        .expect("must fail");
+    assert!(
+        e.to_string()
+            .starts_with("tap on a-name-that-is-too-long: the interface name must be"),
+        "{e}"
+    );
 }
 
 /// Without CAP_NET_ADMIN the tun ioctl is refused: the error says so. Runs
@@ -162,14 +250,22 @@ fn without_permission_gives_clear_error() {
     let ifname = unique("tt");
     // The helper test drops to user nobody in its own process and tries.
     let out = std::process::Command::new(exe)
-        .args(["--exact", "unprivileged_open_helper", "--nocapture", "--include-ignored"])
+        .args([
+            "--exact",
+            "unprivileged_open_helper",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env("TURNOUT_TAP_IFNAME", &ifname)
         .output()
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "helper failed: {text}");
     assert!(
-        text.contains(&format!("tap on {ifname}: ioctl(TUNSETIFF) failed: operation not permitted")),
+        text.contains(&format!(
+            "tap on {ifname}: ioctl(TUNSETIFF) failed: operation not permitted"
+        )),
         "{text}"
     );
 }
@@ -179,13 +275,17 @@ fn without_permission_gives_clear_error() {
 #[test]
 #[ignore]
 fn unprivileged_open_helper() {
-    let Some(ifname) = std::env::var_os("TURNOUT_TAP_IFNAME") else { return };
+    let Some(ifname) = std::env::var_os("TURNOUT_TAP_IFNAME") else {
+        return;
+    };
     // SAFETY: dropping to nobody in this single-test child process.
     unsafe {
         assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
         assert_eq!(libc::setgid(65534), 0);
         assert_eq!(libc::setuid(65534), 0);
     }
-    let e = TapPort::open("t0", TapConfig::new(ifname.to_str().unwrap())).err().expect("must fail without privileges");
+    let e = TapPort::open("t0", TapConfig::new(ifname.to_str().unwrap()))
+        .err()
+        .expect("must fail without privileges");
     println!("{e}");
 }

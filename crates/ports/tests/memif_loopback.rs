@@ -22,15 +22,31 @@ fn pair(tag: &str, scfg: MemifConfig, ccfg: MemifConfig) -> Pair {
     let server = MemifServer::bind(ServerConfig::new(dir.path("memif.sock"))).unwrap();
     let s = server.add_interface(scfg).unwrap();
     let c = MemifPort::client(ccfg, ClientConfig::new(dir.path("memif.sock"))).unwrap();
-    assert!(wait_until(T, || s.link_up() && c.link_up()), "no link: {:?} / {:?}", s.status(), c.status());
-    Pair { _dir: dir, _server: server, s, c }
+    assert!(
+        wait_until(T, || s.link_up() && c.link_up()),
+        "no link: {:?} / {:?}",
+        s.status(),
+        c.status()
+    );
+    Pair {
+        _dir: dir,
+        _server: server,
+        s,
+        c,
+    }
 }
 
-const SIZES: &[usize] = &[60, 61, 64, 65, 128, 1500, 1518, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8999, 9000];
+const SIZES: &[usize] = &[
+    60, 61, 64, 65, 128, 1500, 1518, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8999, 9000,
+];
 
 fn round_trip(from: &MemifPort, to: &MemifPort) {
     let mut rx = to.take_rx(0).unwrap();
-    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &l)| frame(l, i as u32)).collect();
+    let frames: Vec<Vec<u8>> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| frame(l, i as u32))
+        .collect();
     for f in &frames {
         assert!(send(from, 0, f), "send {} B", f.len());
     }
@@ -76,7 +92,11 @@ fn small_buffers_and_rings_wrap_many_times() {
         let t0 = std::time::Instant::now();
         while got < total && t0.elapsed() < Duration::from_secs(20) {
             while sent < total {
-                let len = if sent % 997 == 0 { 9000 } else { 60 + (sent as usize * 7) % 300 };
+                let len = if sent % 997 == 0 {
+                    9000
+                } else {
+                    60 + (sent as usize * 7) % 300
+                };
                 if !send(from, 0, &frame(len, sent)) {
                     break;
                 }
@@ -85,7 +105,11 @@ fn small_buffers_and_rings_wrap_many_times() {
             b.clear();
             rx.burst(&mut b);
             for pkt in b.pkts() {
-                let len = if got % 997 == 0 { 9000 } else { 60 + (got as usize * 7) % 300 };
+                let len = if got % 997 == 0 {
+                    9000
+                } else {
+                    60 + (got as usize * 7) % 300
+                };
                 assert_eq!(pkt.data(), &frame(len, got)[..], "frame {got}");
                 got += 1;
             }
@@ -144,10 +168,19 @@ fn several_queue_pairs_are_independent() {
         let mut crx = p.c.take_rx(q).unwrap();
         assert!(send(&p.c, q, &frame(200 + q as usize, q as u32)));
         assert!(send(&p.s, q, &frame(300 + q as usize, q as u32)));
-        assert_eq!(recv(srx.as_mut(), 1, T)[0], frame(200 + q as usize, q as u32));
-        assert_eq!(recv(crx.as_mut(), 1, T)[0], frame(300 + q as usize, q as u32));
+        assert_eq!(
+            recv(srx.as_mut(), 1, T)[0],
+            frame(200 + q as usize, q as u32)
+        );
+        assert_eq!(
+            recv(crx.as_mut(), 1, T)[0],
+            frame(300 + q as usize, q as u32)
+        );
     }
-    assert!(p.s.take_rx(0).is_some(), "dropped rx queue can be taken again");
+    assert!(
+        p.s.take_rx(0).is_some(),
+        "dropped rx queue can be taken again"
+    );
     let _held = p.s.take_rx(1).unwrap();
     assert!(p.s.take_rx(1).is_none(), "rx queue handed out twice");
     assert!(p.s.take_rx(3).is_none());
@@ -191,7 +224,10 @@ fn client_reconnects_with_fresh_memory_and_server_sees_link_changes() {
     let mut srx = s.take_rx(0).unwrap();
     for round in 0..3u32 {
         let c = MemifPort::client(MemifConfig::new("c0", 7), ClientConfig::new(&path)).unwrap();
-        assert!(wait_until(T, || s.link_up() && c.link_up()), "round {round}");
+        assert!(
+            wait_until(T, || s.link_up() && c.link_up()),
+            "round {round}"
+        );
         // The worker keeps its rx queue across connections.
         assert!(send(&c, 0, &frame(1000, round)));
         assert_eq!(recv(srx.as_mut(), 1, T), vec![frame(1000, round)]);
@@ -200,11 +236,18 @@ fn client_reconnects_with_fresh_memory_and_server_sees_link_changes() {
         assert_eq!(recv(crx.as_mut(), 1, T), vec![frame(3000, round)]);
         drop(crx);
         drop(c); // clean disconnect
-        assert!(wait_until(T, || !s.link_up()), "server did not see the disconnect");
+        assert!(
+            wait_until(T, || !s.link_up()),
+            "server did not see the disconnect"
+        );
         let mut b = RxBatch::with_capacity(32);
         assert_eq!(srx.burst(&mut b), 0, "burst while disconnected");
         assert_eq!(s.counter("connects"), round as u64 + 1);
-        assert!(s.status().last_disconnect.contains("client shutting down"), "{:?}", s.status());
+        assert!(
+            s.status().last_disconnect.contains("client shutting down"),
+            "{:?}",
+            s.status()
+        );
     }
     assert_eq!(s.counter("disconnects"), 3);
     // The socket file is private.
@@ -227,32 +270,60 @@ fn secret_and_unknown_id_are_refused() {
     let mut wrong = MemifConfig::new("c0", 1);
     wrong.secret = Some("open barley".into());
     let c = MemifPort::client(wrong, ClientConfig::new(&path)).unwrap();
-    assert!(wait_until(T, || c.status().last_disconnect.contains("incorrect secret")), "{:?}", c.status());
+    assert!(
+        wait_until(T, || c
+            .status()
+            .last_disconnect
+            .contains("incorrect secret")),
+        "{:?}",
+        c.status()
+    );
     assert!(!s.link_up());
     assert!(s.counter("ctrl_errors") >= 1);
     drop(c);
     let c = MemifPort::client(MemifConfig::new("c0", 2), ClientConfig::new(&path)).unwrap();
-    assert!(wait_until(T, || c.status().last_disconnect.contains("ID 2 not found")), "{:?}", c.status());
+    assert!(
+        wait_until(T, || c.status().last_disconnect.contains("ID 2 not found")),
+        "{:?}",
+        c.status()
+    );
     drop(c);
     let mut right = MemifConfig::new("c0", 1);
     right.secret = Some("open sesame".into());
     let c = MemifPort::client(right, ClientConfig::new(&path)).unwrap();
     assert!(wait_until(T, || s.link_up() && c.link_up()));
-    assert!(server.counters().iter().any(|&(n, v)| n == "ctrl_errors" && v >= 1));
-    assert!(server.add_interface(MemifConfig::new("dup", 1)).is_err(), "duplicate id accepted");
-    assert!(s.link_up(), "failed duplicate add disturbed the existing interface");
+    assert!(server
+        .counters()
+        .iter()
+        .any(|&(n, v)| n == "ctrl_errors" && v >= 1));
+    assert!(
+        server.add_interface(MemifConfig::new("dup", 1)).is_err(),
+        "duplicate id accepted"
+    );
+    assert!(
+        s.link_up(),
+        "failed duplicate add disturbed the existing interface"
+    );
 }
 
 #[test]
 fn config_errors_name_the_field() {
     let mut c = MemifConfig::new("x", 0);
     c.log2_ring_size = 15;
-    assert!(c.validate().unwrap_err().to_string().contains("log2_ring_size"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("log2_ring_size"));
     let mut c = MemifConfig::new("x", 0);
     c.buffer_size = 256;
     c.log2_ring_size = 4;
     c.max_chain = 64;
-    assert!(c.validate().unwrap_err().to_string().contains("max_frame_b"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("max_frame_b"));
     let mut c = MemifConfig::new("x", 0);
     c.secret = Some("x".repeat(30));
     assert!(c.validate().unwrap_err().to_string().contains("secret"));
@@ -280,5 +351,8 @@ fn a_dead_connection_stops_waking_the_worker() {
     assert!(wait_notify(fd, 1000), "no wake-up");
     drop(c); // the peer goes away with a kick pending
     assert!(wait_until(T, || !s.link_up()));
-    assert!(!wait_notify(fd, 100), "the dead connection's pending kick still wakes the worker");
+    assert!(
+        !wait_notify(fd, 100),
+        "the dead connection's pending kick still wakes the worker"
+    );
 }

@@ -63,7 +63,11 @@ impl Testpmd {
         args.push(format!("--file-prefix={prefix}"));
         args.push(format!("--vdev={vdev}"));
         args.push("--".into());
-        args.extend(["--total-num-mbufs=8192", "-a", "--stats-period=100"].iter().map(|s| s.to_string()));
+        args.extend(
+            ["--total-num-mbufs=8192", "-a", "--stats-period=100"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
         args.extend(extra.iter().map(|s| s.to_string()));
         let child = Command::new(testpmd_path())
             .args(&args)
@@ -72,7 +76,11 @@ impl Testpmd {
             .stderr(out)
             .spawn()
             .expect("spawn testpmd");
-        Testpmd { child: Some(child), prefix, log }
+        Testpmd {
+            child: Some(child),
+            prefix,
+            log,
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -87,7 +95,9 @@ impl Testpmd {
     /// Returns (rx, tx) packets of the accumulated statistics.
     fn stop(mut self) -> (u64, u64) {
         let mut child = self.child.take().unwrap();
-        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = child.try_wait() {
@@ -160,7 +170,12 @@ impl Counter {
                 }
             }
         });
-        Counter { stop, count, bad, t: Some(t) }
+        Counter {
+            stop,
+            count,
+            bad,
+            t: Some(t),
+        }
     }
 
     fn get(&self) -> u64 {
@@ -171,7 +186,10 @@ impl Counter {
         std::thread::sleep(Duration::from_millis(200)); // drain what is in the ring
         self.stop.store(true, Ordering::Relaxed);
         self.t.take().unwrap().join().unwrap();
-        (self.count.load(Ordering::Relaxed), self.bad.load(Ordering::Relaxed))
+        (
+            self.count.load(Ordering::Relaxed),
+            self.bad.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -215,7 +233,10 @@ fn server(dir: &TempDir, mut cfg: MemifConfig) -> (MemifServer, Arc<MemifPort>, 
 }
 
 fn client_vdev(path: &Path, extra: &str) -> String {
-    format!("net_memif0,role=client,id=0,socket={},socket-abstract=no{extra}", path.display())
+    format!(
+        "net_memif0,role=client,id=0,socket={},socket-abstract=no{extra}",
+        path.display()
+    )
 }
 
 fn wait_link(p: &MemifPort, tp: &Testpmd) {
@@ -241,15 +262,27 @@ fn txonly_to_our_server(len: usize, tp_vdev_extra: &str, tp_extra: &[&str]) {
     args.extend_from_slice(tp_extra);
     let tp = Testpmd::start(&dir, "tx", &client_vdev(&path, tp_vdev_extra), &args);
     wait_link(&port, &tp);
-    assert!(wait_until(Duration::from_secs(5), || counter.get() > 10_000), "no traffic: {:?}", port.backend_counters());
+    assert!(
+        wait_until(Duration::from_secs(5), || counter.get() > 10_000),
+        "no traffic: {:?}",
+        port.backend_counters()
+    );
     std::thread::sleep(Duration::from_millis(1500));
     let (_rx, tp_tx) = tp.stop();
     let (got, bad) = counter.finish();
     eprintln!("testpmd txonly {len} B: testpmd TX-packets {tp_tx}, our server received {got}");
     assert_eq!(bad, 0, "frames of the wrong length");
     assert!(tp_tx > 10_000);
-    assert!(within_1pct(tp_tx, got), "testpmd sent {tp_tx}, we received {got}");
-    assert_eq!(port.counter("violations"), 0, "{:?}", port.backend_counters());
+    assert!(
+        within_1pct(tp_tx, got),
+        "testpmd sent {tp_tx}, we received {got}"
+    );
+    assert_eq!(
+        port.counter("violations"),
+        0,
+        "{:?}",
+        port.backend_counters()
+    );
 }
 
 #[test]
@@ -284,8 +317,16 @@ fn our_server_to_rxonly(len: usize, tp_vdev_extra: &str, tp_extra: &[&str]) {
     let (tp_rx, _) = tp.stop();
     eprintln!("our server sent {sent} x {len} B, testpmd rxonly RX-packets {tp_rx}");
     assert_eq!(sent, n, "could not send everything in time");
-    assert!(within_1pct(sent, tp_rx), "we sent {sent}, testpmd received {tp_rx}");
-    assert_eq!(port.counter("violations"), 0, "{:?}", port.backend_counters());
+    assert!(
+        within_1pct(sent, tp_rx),
+        "we sent {sent}, testpmd received {tp_rx}"
+    );
+    assert_eq!(
+        port.counter("violations"),
+        0,
+        "{:?}",
+        port.backend_counters()
+    );
 }
 
 #[test]
@@ -308,7 +349,12 @@ fn testpmd_killed_then_restarted_reconnects() {
     let dir = TempDir::new("tp-kill");
     let (_s, port, path) = server(&dir, MemifConfig::new("x", 0));
     let counter = Counter::start(port.clone(), 64);
-    let tp = Testpmd::start(&dir, "k1", &client_vdev(&path, ""), &["--forward-mode=txonly"]);
+    let tp = Testpmd::start(
+        &dir,
+        "k1",
+        &client_vdev(&path, ""),
+        &["--forward-mode=txonly"],
+    );
     wait_link(&port, &tp);
     assert!(wait_until(Duration::from_secs(5), || counter.get() > 10_000));
     let pid = tp.pid();
@@ -322,9 +368,17 @@ fn testpmd_killed_then_restarted_reconnects() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(counter.get(), before, "frames while disconnected");
     // A restarted testpmd reconnects (fresh regions) and traffic flows again.
-    let tp = Testpmd::start(&dir, "k2", &client_vdev(&path, ""), &["--forward-mode=txonly"]);
+    let tp = Testpmd::start(
+        &dir,
+        "k2",
+        &client_vdev(&path, ""),
+        &["--forward-mode=txonly"],
+    );
     wait_link(&port, &tp);
-    assert!(wait_until(Duration::from_secs(5), || counter.get() > before + 10_000), "no traffic after reconnect");
+    assert!(
+        wait_until(Duration::from_secs(5), || counter.get() > before + 10_000),
+        "no traffic after reconnect"
+    );
     let _ = tp.stop();
     let _ = counter.finish();
     assert_eq!(port.counter("connects"), 2);
@@ -333,9 +387,18 @@ fn testpmd_killed_then_restarted_reconnects() {
 
 // --- testpmd is the server, we are the client ------------------------------
 
-fn testpmd_server(dir: &TempDir, tag: &str, fwd: &str, vdev_extra: &str, extra: &[&str]) -> (Testpmd, PathBuf) {
+fn testpmd_server(
+    dir: &TempDir,
+    tag: &str,
+    fwd: &str,
+    vdev_extra: &str,
+    extra: &[&str],
+) -> (Testpmd, PathBuf) {
     let path = dir.path("tp-server.sock");
-    let vdev = format!("net_memif0,role=server,id=0,socket={},socket-abstract=no{vdev_extra}", path.display());
+    let vdev = format!(
+        "net_memif0,role=server,id=0,socket={},socket-abstract=no{vdev_extra}",
+        path.display()
+    );
     let mut args = vec![fwd];
     args.extend_from_slice(extra);
     let tp = Testpmd::start(dir, tag, &vdev, &args);
@@ -343,7 +406,8 @@ fn testpmd_server(dir: &TempDir, tag: &str, fwd: &str, vdev_extra: &str, extra: 
     // arriving before gets "ID not found" (and testpmd 22.11 then panics in
     // its interrupt thread), so wait for the start.
     assert!(
-        wait_until(Duration::from_secs(10), || path.exists() && tp.log().contains("Checking link statuses")),
+        wait_until(Duration::from_secs(10), || path.exists()
+            && tp.log().contains("Checking link statuses")),
         "testpmd server did not start:\n{}",
         tp.log()
     );
@@ -368,14 +432,26 @@ fn testpmd_server_txonly_to_our_client(len: usize, buffer_size: u32, extra: &[&s
     let port = our_client(&path, buffer_size);
     let counter = Counter::start(port.clone(), len);
     wait_link(&port, &tp);
-    assert!(wait_until(Duration::from_secs(5), || counter.get() > 10_000), "no traffic: {:?}", port.status());
+    assert!(
+        wait_until(Duration::from_secs(5), || counter.get() > 10_000),
+        "no traffic: {:?}",
+        port.status()
+    );
     std::thread::sleep(Duration::from_millis(1500));
     let (_, tp_tx) = tp.stop();
     let (got, bad) = counter.finish();
     eprintln!("testpmd server txonly {len} B: TX-packets {tp_tx}, our client received {got}");
     assert_eq!(bad, 0);
-    assert!(within_1pct(tp_tx, got), "testpmd sent {tp_tx}, we received {got}");
-    assert_eq!(port.counter("violations"), 0, "{:?}", port.backend_counters());
+    assert!(
+        within_1pct(tp_tx, got),
+        "testpmd sent {tp_tx}, we received {got}"
+    );
+    assert_eq!(
+        port.counter("violations"),
+        0,
+        "{:?}",
+        port.backend_counters()
+    );
 }
 
 #[test]
@@ -404,8 +480,16 @@ fn our_client_to_testpmd_server_rxonly(len: usize, extra: &[&str]) {
     let (tp_rx, _) = tp.stop();
     eprintln!("our client sent {sent} x {len} B, testpmd server rxonly RX-packets {tp_rx}");
     assert_eq!(sent, n);
-    assert!(within_1pct(sent, tp_rx), "we sent {sent}, testpmd received {tp_rx}");
-    assert_eq!(port.counter("violations"), 0, "{:?}", port.backend_counters());
+    assert!(
+        within_1pct(sent, tp_rx),
+        "we sent {sent}, testpmd received {tp_rx}"
+    );
+    assert_eq!(
+        port.counter("violations"),
+        0,
+        "{:?}",
+        port.backend_counters()
+    );
 }
 
 #[test]

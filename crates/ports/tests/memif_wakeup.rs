@@ -62,8 +62,18 @@ fn bursts_at_random_gaps(budget_us: u32, seed: u64) {
     let s1: Arc<dyn Port> = Arc::new(server.add_interface(MemifConfig::new("s1", 1)).unwrap());
     let c0 = MemifPort::client(MemifConfig::new("c0", 0), ClientConfig::new(sock.clone())).unwrap();
     let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(sock)).unwrap();
-    assert!(wait_until(T, || s0.link_up() && s1.link_up() && c0.link_up() && c1.link_up()), "no link");
-    let cfg = SwitchConfig { wakeup: WakeupMode::Adaptive, latency_budget_us: budget_us, ..SwitchConfig::default() };
+    assert!(
+        wait_until(T, || s0.link_up()
+            && s1.link_up()
+            && c0.link_up()
+            && c1.link_up()),
+        "no link"
+    );
+    let cfg = SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        latency_budget_us: budget_us,
+        ..SwitchConfig::default()
+    };
     let logic = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
     let sw = Switch::new(cfg, logic).unwrap();
     sw.add_port("s0", s0, None).unwrap();
@@ -74,7 +84,11 @@ fn bursts_at_random_gaps(budget_us: u32, seed: u64) {
     for burst in 0..20_000 {
         // mostly small bursts (many arming races), now and then a big one
         let r0 = rng.next();
-        let n = if r0 % 16 == 0 { 1 + (r0 >> 8) as usize % 64 } else { 1 + (r0 >> 8) as usize % 4 };
+        let n = if r0 % 16 == 0 {
+            1 + (r0 >> 8) as usize % 64
+        } else {
+            1 + (r0 >> 8) as usize % 4
+        };
         let frames: Vec<Vec<u8>> = (0..n).map(|i| frame(64 + i, seq + i as u32)).collect();
         let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
         let mut off = 0;
@@ -104,7 +118,10 @@ fn bursts_at_random_gaps(budget_us: u32, seed: u64) {
         }
     }
     let w = &sw.worker_stats()[0];
-    assert!(w.sleeps > 0 && w.wakeups > 0, "the worker never slept on notifications: {w:?}");
+    assert!(
+        w.sleeps > 0 && w.wakeups > 0,
+        "the worker never slept on notifications: {w:?}"
+    );
     sw.shutdown();
 }
 

@@ -66,7 +66,11 @@ impl Drop for Kill {
 }
 
 fn find_bin(name: &str) -> Option<PathBuf> {
-    std::env::var("PATH").unwrap_or_default().split(':').map(|d| Path::new(d).join(name)).find(|p| p.exists())
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
 }
 
 #[test]
@@ -86,29 +90,53 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
     }
     let t0 = Instant::now();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/vm/build-assets.sh");
-    let out = Command::new("sh").arg(&script).output().expect("run build-assets.sh");
-    assert!(out.status.success(), "build-assets.sh failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("sh")
+        .arg(&script)
+        .output()
+        .expect("run build-assets.sh");
+    assert!(
+        out.status.success(),
+        "build-assets.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let cache = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
 
     // The namespace side: veth with the switch end in a switch namespace.
     let sw_ns = kernel_util::switch_ns();
     let host_ns = kernel_util::Netns::new();
     let veth = kernel_util::Veth::new(&sw_ns, &host_ns, 1);
-    host_ns.exec(&["ip", "addr", "add", &format!("{PEER_IP}/24"), "dev", &veth.host]);
+    host_ns.exec(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{PEER_IP}/24"),
+        "dev",
+        &veth.host,
+    ]);
     let ifn = veth.sw.clone();
-    let ap: Arc<AfPacketPort> =
-        sw_ns.enter(move || Arc::new(AfPacketPort::open("ns", AfPacketConfig::new(&ifn)).expect("af_packet port")));
+    let ap: Arc<AfPacketPort> = sw_ns.enter(move || {
+        Arc::new(AfPacketPort::open("ns", AfPacketConfig::new(&ifn)).expect("af_packet port"))
+    });
 
     let dir = TempDir::new("qemu");
     let sock = dir.path("vm.sock");
-    let vm = Arc::new(VhostUserPort::new("vm", VhostUserConfig::new(&sock)).expect("vhost-user port"));
+    let vm =
+        Arc::new(VhostUserPort::new("vm", VhostUserConfig::new(&sock)).expect("vhost-user port"));
     let sw = Switch::new(SwitchConfig::default(), Box::new(Patch(0, 1))).unwrap();
     sw.add_port("vm", vm.clone(), None).unwrap();
     sw.add_port("ns", ap, None).unwrap();
 
     let sink = Kill(
         Command::new("ip")
-            .args(["netns", "exec", &host_ns.name, "python3", "-c", SINK_PY, &TCP_PORT.to_string()])
+            .args([
+                "netns",
+                "exec",
+                &host_ns.name,
+                "python3",
+                "-c",
+                SINK_PY,
+                &TCP_PORT.to_string(),
+            ])
             .stdout(Stdio::piped())
             .spawn()
             .expect("tcp sink"),
@@ -139,27 +167,46 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
             "virtio-net-pci,netdev=n,mac=52:54:00:77:00:01,vectors=0"
         };
         Kill(
-            c.args(["-m", "256", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot"])
-                .arg("-serial")
-                .arg(format!("file:{}", log.display()))
-                // The uncompressed kernel (PVH entry): no decompressor.
-                .arg("-kernel")
-                .arg(cache.join("vmlinux"))
-                .arg("-initrd")
-                .arg(cache.join("initramfs.gz"))
-                .args(["-append", &append])
-                .args(["-object", "memory-backend-memfd,id=mem,size=256M,share=on", "-numa", "node,memdev=mem"])
-                .arg("-chardev")
-                .arg(format!("socket,id=c,path={}", sock.display()))
-                .args(["-netdev", "vhost-user,id=n,chardev=c", "-device", dev])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("qemu"),
+            c.args([
+                "-m",
+                "256",
+                "-smp",
+                "1",
+                "-nodefaults",
+                "-no-user-config",
+                "-display",
+                "none",
+                "-no-reboot",
+            ])
+            .arg("-serial")
+            .arg(format!("file:{}", log.display()))
+            // The uncompressed kernel (PVH entry): no decompressor.
+            .arg("-kernel")
+            .arg(cache.join("vmlinux"))
+            .arg("-initrd")
+            .arg(cache.join("initramfs.gz"))
+            .args(["-append", &append])
+            .args([
+                "-object",
+                "memory-backend-memfd,id=mem,size=256M,share=on",
+                "-numa",
+                "node,memdev=mem",
+            ])
+            .arg("-chardev")
+            .arg(format!("socket,id=c,path={}", sock.display()))
+            .args(["-netdev", "vhost-user,id=n,chardev=c", "-device", dev])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("qemu"),
         )
     };
     let forced = std::env::var("TURNOUT_VM_ACCEL").ok();
-    let init_seen = |log: &Path| std::fs::read_to_string(log).map(|s| s.contains("TURNOUT_VM_INIT")).unwrap_or(false);
+    let init_seen = |log: &Path| {
+        std::fs::read_to_string(log)
+            .map(|s| s.contains("TURNOUT_VM_INIT"))
+            .unwrap_or(false)
+    };
     let (mut qemu, log) = match forced.as_deref() {
         Some("tcg") => {
             let l = dir.path("serial-tcg.log");
@@ -169,7 +216,11 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
             let l = dir.path("serial-kvm.log");
             let q = boot("kvm", &l);
             // A KVM guest that works reaches init in 1-2 s.
-            let probe = if forced.is_some() { Duration::from_secs(60) } else { Duration::from_secs(8) };
+            let probe = if forced.is_some() {
+                Duration::from_secs(60)
+            } else {
+                Duration::from_secs(8)
+            };
             if vhost_common::wait_until(probe, || init_seen(&l)) {
                 eprintln!("accel: kvm");
                 (q, l)
@@ -201,21 +252,48 @@ fn qemu_guest_reaches_a_namespace_through_turnoutd() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let stats = port(&sw, "vm");
-    eprintln!("guest console:\n{}", serial.lines().filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n"));
-    eprintln!("vm port: rx {} tx {} drops {:?} backend {:?}", stats.rx_packets, stats.tx_packets, stats.drops, stats.backend);
+    eprintln!(
+        "guest console:\n{}",
+        serial
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "vm port: rx {} tx {} drops {:?} backend {:?}",
+        stats.rx_packets, stats.tx_packets, stats.drops, stats.backend
+    );
     if let Some((a, b)) = serial.lines().find_map(|l| {
-        let mut w = l.strip_prefix("TCP_TIME ")?.split_whitespace().map(|x| x.parse::<f64>().ok());
+        let mut w = l
+            .strip_prefix("TCP_TIME ")?
+            .split_whitespace()
+            .map(|x| x.parse::<f64>().ok());
         Some((w.next()??, w.next()??))
     }) {
-        eprintln!("guest tcp: {TCP_BYTES} B in {:.2} s ({:.2} MB/s)", b - a, TCP_BYTES as f64 / (b - a).max(0.001) / 1e6);
+        eprintln!(
+            "guest tcp: {TCP_BYTES} B in {:.2} s ({:.2} MB/s)",
+            b - a,
+            TCP_BYTES as f64 / (b - a).max(0.001) / 1e6
+        );
     }
     eprintln!("elapsed {:.1} s", t0.elapsed().as_secs_f64());
-    assert!(serial.contains("TURNOUT_VM_DONE"), "the guest did not finish in time");
+    assert!(
+        serial.contains("TURNOUT_VM_DONE"),
+        "the guest did not finish in time"
+    );
     assert!(serial.contains("PING_OK"), "ping from the guest failed");
-    assert!(serial.contains("TCP_OK"), "tcp transfer from the guest failed");
+    assert!(
+        serial.contains("TCP_OK"),
+        "tcp transfer from the guest failed"
+    );
     drop(qemu);
     let out = sink_output(sink);
-    assert_eq!(out.trim().parse::<u64>().ok(), Some(TCP_BYTES), "bytes received by the namespace: {out:?}");
+    assert_eq!(
+        out.trim().parse::<u64>().ok(),
+        Some(TCP_BYTES),
+        "bytes received by the namespace: {out:?}"
+    );
     assert!(stats.rx_packets > 1000 && stats.tx_packets > 100);
     assert_eq!(vm.counter("disconnects_lie"), Some(0));
 }

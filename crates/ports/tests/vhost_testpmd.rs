@@ -57,14 +57,22 @@ impl Sink {
             }
             peer
         });
-        Sink { stop, frames, bad_len, thread: Some(thread) }
+        Sink {
+            stop,
+            frames,
+            bad_len,
+            thread: Some(thread),
+        }
     }
 
     fn finish(mut self) -> (u64, u64) {
         std::thread::sleep(Duration::from_millis(100));
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.thread.take().unwrap().join();
-        (self.frames.load(Ordering::Relaxed), self.bad_len.load(Ordering::Relaxed))
+        (
+            self.frames.load(Ordering::Relaxed),
+            self.bad_len.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -91,24 +99,43 @@ fn testpmd_txonly_into_port() {
     let sock = dir.path("vu.sock");
     let sw = Switch::new(SwitchConfig::default(), Box::new(Patch(0, 1))).unwrap();
     let vu = vhost(&sock, "vu");
-    let (pp, peer) = pipe("p", PipeConfig { ring_slots: 4096, ..PipeConfig::default() }).unwrap();
+    let (pp, peer) = pipe(
+        "p",
+        PipeConfig {
+            ring_slots: 4096,
+            ..PipeConfig::default()
+        },
+    )
+    .unwrap();
     assert_eq!(sw.add_port("vu", vu.clone(), None).unwrap(), 0);
     assert_eq!(sw.add_port("p", Arc::new(pp), None).unwrap(), 1);
     let sink = Sink::new(peer, 64);
 
     let mut tp = Testpmd::start(&sock, "txonly", &["--txpkts=64"]);
-    assert!(vu.wait_running(Duration::from_secs(10)), "virtqueues never ran");
+    assert!(
+        vu.wait_running(Duration::from_secs(10)),
+        "virtqueues never ran"
+    );
     tp.cmd("start");
     std::thread::sleep(Duration::from_secs(2));
     let st = tp.stop();
     let rx = settle(|| port(&sw, "vu").rx_packets);
     let (got, bad_len) = sink.finish();
     eprintln!("testpmd tx {} port rx {rx} sink {got}", st.tx);
-    assert!(st.tx > 10_000, "testpmd sent too little: {st:?}\n{}", tp.output());
+    assert!(
+        st.tx > 10_000,
+        "testpmd sent too little: {st:?}\n{}",
+        tp.output()
+    );
     assert_close("testpmd tx vs port rx", st.tx, rx);
     assert_eq!(bad_len, 0, "frames of the wrong length");
     let p = port(&sw, "p");
-    assert_eq!(got + p.drops.iter().map(|d| d.1).sum::<u64>(), rx, "conservation: {:?}", p.drops);
+    assert_eq!(
+        got + p.drops.iter().map(|d| d.1).sum::<u64>(),
+        rx,
+        "conservation: {:?}",
+        p.drops
+    );
     assert_eq!(vu.counter("disconnects_lie"), Some(0));
     tp.quit();
 }
@@ -144,9 +171,16 @@ fn port_into_testpmd_rxonly() {
     let tx = settle(|| port(&sw, "vu").tx_packets);
     let st = tp.stop();
     let vs = port(&sw, "vu");
-    eprintln!("sent {n} port tx {tx} drops {:?} testpmd rx {}", vs.drops, st.rx);
+    eprintln!(
+        "sent {n} port tx {tx} drops {:?} testpmd rx {}",
+        vs.drops, st.rx
+    );
     assert_eq!(port(&sw, "p").rx_packets, n);
-    assert_eq!(tx + vs.drops.iter().map(|d| d.1).sum::<u64>(), n, "conservation");
+    assert_eq!(
+        tx + vs.drops.iter().map(|d| d.1).sum::<u64>(),
+        n,
+        "conservation"
+    );
     assert!(tx > 1000, "too many drops: {:?}", vs.drops);
     assert_close("port tx vs testpmd rx", tx, st.rx);
     tp.quit();
@@ -171,13 +205,28 @@ fn two_ports_txonly_rxonly(size: usize) {
     let a_rx = settle(|| port(&sw, "a").rx_packets);
     let r = rx.stop();
     let bs = port(&sw, "b");
-    eprintln!("{size} B: testpmd tx {} a rx {a_rx} b tx {} b drops {:?} testpmd rx {}", t.tx, bs.tx_packets, bs.drops, r.rx);
+    eprintln!(
+        "{size} B: testpmd tx {} a rx {a_rx} b tx {} b drops {:?} testpmd rx {}",
+        t.tx, bs.tx_packets, bs.drops, r.rx
+    );
     assert!(t.tx > 1000, "{t:?}");
     assert_close("testpmd tx vs a rx", t.tx, a_rx);
-    assert_eq!(a_rx, bs.tx_packets + bs.drops.iter().map(|d| d.1).sum::<u64>(), "conservation");
+    assert_eq!(
+        a_rx,
+        bs.tx_packets + bs.drops.iter().map(|d| d.1).sum::<u64>(),
+        "conservation"
+    );
     assert!(bs.tx_packets > 0);
     assert_close("b tx vs testpmd rx", bs.tx_packets, r.rx);
-    assert_eq!(bs.drops.iter().filter(|d| d.0 != DropReason::TxFull.name()).count(), 0, "{:?}", bs.drops);
+    assert_eq!(
+        bs.drops
+            .iter()
+            .filter(|d| d.0 != DropReason::TxFull.name())
+            .count(),
+        0,
+        "{:?}",
+        bs.drops
+    );
     tx.quit();
     rx.quit();
 }
@@ -218,8 +267,14 @@ fn mac_forwarding_loop() {
     let sb_ = tb.stop();
     std::thread::sleep(Duration::from_millis(300));
     let (pa, pb) = (port(&sw, "a"), port(&sw, "b"));
-    eprintln!("A {sa_:?} B {sb_:?} a rx {} tx {} b rx {} tx {}", pa.rx_packets, pa.tx_packets, pb.rx_packets, pb.tx_packets);
-    assert!(sa_.rx > 10_000 && sb_.rx > 10_000, "the loop did not carry traffic: A {sa_:?} B {sb_:?}");
+    eprintln!(
+        "A {sa_:?} B {sb_:?} a rx {} tx {} b rx {} tx {}",
+        pa.rx_packets, pa.tx_packets, pb.rx_packets, pb.tx_packets
+    );
+    assert!(
+        sa_.rx > 10_000 && sb_.rx > 10_000,
+        "the loop did not carry traffic: A {sa_:?} B {sb_:?}"
+    );
     // Everything the switch delivered was received, and the other way.
     assert_close("a tx vs A rx", pa.tx_packets, sa_.rx);
     assert_close("b tx vs B rx", pb.tx_packets, sb_.rx);
@@ -249,7 +304,11 @@ fn kill9_and_reconnect() {
     tx.cmd("start");
     std::thread::sleep(Duration::from_secs(1));
     tx.kill9();
-    assert!(wait_until(Duration::from_secs(5), || a.counter("disconnects_hangup") == Some(1)), "no hang-up seen");
+    assert!(
+        wait_until(Duration::from_secs(5), || a.counter("disconnects_hangup")
+            == Some(1)),
+        "no hang-up seen"
+    );
     assert!(!a.connected());
     let before = port(&sw, "a").rx_packets;
     assert!(before > 0);
@@ -263,7 +322,10 @@ fn kill9_and_reconnect() {
     let t2 = tx2.stop();
     let after = settle(|| port(&sw, "a").rx_packets);
     let r = rx.stop();
-    eprintln!("before {before} after {after} second testpmd tx {} testpmd rx {}", t2.tx, r.rx);
+    eprintln!(
+        "before {before} after {after} second testpmd tx {} testpmd rx {}",
+        t2.tx, r.rx
+    );
     assert!(t2.tx > 1000);
     assert_close("second testpmd tx vs a rx", t2.tx, after - before);
     assert!(r.rx > 0);

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use fabric::{RxBatch, RxQueue, TxQueue};
 use ports::vhost_user::sys::{GuestMemory, Ring};
 use ports::vhost_user::vring::{
-    Fault, Layout, Lie, Session, VhostRx, VhostTx, VringSlot, DESC_F_INDIRECT, DESC_F_NEXT, DESC_F_WRITE,
+    Fault, Layout, Lie, Session, VhostRx, VhostTx, VringSlot, DESC_F_INDIRECT, DESC_F_NEXT,
+    DESC_F_WRITE,
 };
 
 const BASE: u64 = 0x10_0000;
@@ -23,7 +24,11 @@ const DESC: u64 = BASE;
 const AVAIL: u64 = BASE + 0x4000;
 const USED: u64 = BASE + 0x8000;
 const BUFS: u64 = BASE + 0x1_0000;
-const LAYOUT: Layout = Layout { hdr_len: 12, mrg_rxbuf: true, event_idx: false };
+const LAYOUT: Layout = Layout {
+    hdr_len: 12,
+    mrg_rxbuf: true,
+    event_idx: false,
+};
 
 /// A guest: memory with one virtqueue laid out by hand.
 struct Guest {
@@ -40,8 +45,21 @@ impl Guest {
         let fault = Arc::new(Fault::new().unwrap());
         let ring = Ring::new(mem.clone(), DESC, AVAIL, USED, size).unwrap();
         let slot = Arc::new(VringSlot::new().unwrap());
-        slot.install(Arc::new(Session::new(ring, LAYOUT, None, None, 0, fault.clone())));
-        Guest { mem, size, avail_idx: 0, fault, slot }
+        slot.install(Arc::new(Session::new(
+            ring,
+            LAYOUT,
+            None,
+            None,
+            0,
+            fault.clone(),
+        )));
+        Guest {
+            mem,
+            size,
+            avail_idx: 0,
+            fault,
+            slot,
+        }
     }
 
     fn write(&self, gpa: u64, b: &[u8]) {
@@ -82,11 +100,19 @@ impl Guest {
 
     fn used_elem(&self, i: u16) -> (u32, u32) {
         let b = self.read(USED + 4 + 8 * (i % self.size) as u64, 8);
-        (u32::from_le_bytes(b[0..4].try_into().unwrap()), u32::from_le_bytes(b[4..8].try_into().unwrap()))
+        (
+            u32::from_le_bytes(b[0..4].try_into().unwrap()),
+            u32::from_le_bytes(b[4..8].try_into().unwrap()),
+        )
     }
 
     fn rx(&self) -> VhostRx {
-        VhostRx::new(self.slot.clone(), 1518, self.fault.clone(), Arc::new(AtomicBool::new(true)))
+        VhostRx::new(
+            self.slot.clone(),
+            1518,
+            self.fault.clone(),
+            Arc::new(AtomicBool::new(true)),
+        )
     }
 
     fn tx(&self) -> VhostTx {
@@ -177,10 +203,18 @@ fn lie_rx(setup: impl FnOnce(&mut Guest), want: Lie) {
     let mut batch = RxBatch::with_capacity(64);
     let n = rx.burst(&mut batch);
     rx.release();
-    assert_eq!(g.lies(want), 1, "expected {want:?}; lies {:?}", g.fault.lies);
+    assert_eq!(
+        g.lies(want),
+        1,
+        "expected {want:?}; lies {:?}",
+        g.fault.lies
+    );
     assert_eq!(g.fault.total_lies(), 1);
     assert!(g.broken());
-    assert!(g.fault.pending.load(Ordering::Relaxed), "the control thread is told");
+    assert!(
+        g.fault.pending.load(Ordering::Relaxed),
+        "the control thread is told"
+    );
     assert!(n <= 1);
     // A broken session delivers nothing more, even honest frames.
     let l = put_packet(&g, BUFS + 0x8000, &frame(60, 1));
@@ -192,28 +226,40 @@ fn lie_rx(setup: impl FnOnce(&mut Guest), want: Lie) {
 
 #[test]
 fn buffer_outside_memory_is_a_lie() {
-    lie_rx(|g| {
-        g.desc(0, BASE + MEM_B - 8, 64, 0, 0); // runs past the end
-        g.offer(0);
-    }, Lie::OutOfMemory);
-    lie_rx(|g| {
-        g.desc(0, 0x1000, 64, 0, 0); // below the region
-        g.offer(0);
-    }, Lie::OutOfMemory);
-    lie_rx(|g| {
-        g.desc(0, u64::MAX - 10, 64, 0, 0); // wraps around
-        g.offer(0);
-    }, Lie::OutOfMemory);
+    lie_rx(
+        |g| {
+            g.desc(0, BASE + MEM_B - 8, 64, 0, 0); // runs past the end
+            g.offer(0);
+        },
+        Lie::OutOfMemory,
+    );
+    lie_rx(
+        |g| {
+            g.desc(0, 0x1000, 64, 0, 0); // below the region
+            g.offer(0);
+        },
+        Lie::OutOfMemory,
+    );
+    lie_rx(
+        |g| {
+            g.desc(0, u64::MAX - 10, 64, 0, 0); // wraps around
+            g.offer(0);
+        },
+        Lie::OutOfMemory,
+    );
 }
 
 #[test]
 fn descriptor_loop_is_a_lie() {
-    lie_rx(|g| {
-        g.write(BUFS, &[0u8; 12]);
-        g.desc(0, BUFS, 12, DESC_F_NEXT, 1);
-        g.desc(1, BUFS + 0x100, 64, DESC_F_NEXT, 0);
-        g.offer(0);
-    }, Lie::ChainTooLong);
+    lie_rx(
+        |g| {
+            g.write(BUFS, &[0u8; 12]);
+            g.desc(0, BUFS, 12, DESC_F_NEXT, 1);
+            g.desc(1, BUFS + 0x100, 64, DESC_F_NEXT, 0);
+            g.offer(0);
+        },
+        Lie::ChainTooLong,
+    );
 }
 
 #[test]
@@ -221,7 +267,13 @@ fn too_long_chain_is_a_lie() {
     // 300 distinct descriptors in a 512-entry queue: longer than MAX_CHAIN.
     let mut g = Guest::new(512);
     for i in 0..300u16 {
-        g.desc(i, BUFS + 4 * i as u64, 4, if i < 299 { DESC_F_NEXT } else { 0 }, i + 1);
+        g.desc(
+            i,
+            BUFS + 4 * i as u64,
+            4,
+            if i < 299 { DESC_F_NEXT } else { 0 },
+            i + 1,
+        );
     }
     g.offer(0);
     let mut rx = g.rx();
@@ -235,25 +287,34 @@ fn too_long_chain_is_a_lie() {
 fn bad_indexes_are_lies() {
     lie_rx(|g| g.offer(256), Lie::DescIndex); // head == size
     lie_rx(|g| g.offer(40000), Lie::DescIndex);
-    lie_rx(|g| {
-        g.write(BUFS, &[0u8; 12]);
-        g.desc(0, BUFS, 12, DESC_F_NEXT, 300); // next out of range
-        g.offer(0);
-    }, Lie::DescIndex);
+    lie_rx(
+        |g| {
+            g.write(BUFS, &[0u8; 12]);
+            g.desc(0, BUFS, 12, DESC_F_NEXT, 300); // next out of range
+            g.offer(0);
+        },
+        Lie::DescIndex,
+    );
     lie_rx(|g| g.set_avail_idx(1000), Lie::AvailIdx); // 1000 ahead of 0 > 256
 }
 
 #[test]
 fn wrong_direction_and_indirect_are_lies() {
-    lie_rx(|g| {
-        let l = put_packet(g, BUFS, &frame(60, 2));
-        g.desc(0, BUFS, l, DESC_F_WRITE, 0);
-        g.offer(0);
-    }, Lie::WrongDirection);
-    lie_rx(|g| {
-        g.desc(0, BUFS, 64, DESC_F_INDIRECT, 0);
-        g.offer(0);
-    }, Lie::Indirect);
+    lie_rx(
+        |g| {
+            let l = put_packet(g, BUFS, &frame(60, 2));
+            g.desc(0, BUFS, l, DESC_F_WRITE, 0);
+            g.offer(0);
+        },
+        Lie::WrongDirection,
+    );
+    lie_rx(
+        |g| {
+            g.desc(0, BUFS, 64, DESC_F_INDIRECT, 0);
+            g.offer(0);
+        },
+        Lie::Indirect,
+    );
 }
 
 /// The guest's receive queue: the fabric's reserve / write / publish.
@@ -303,14 +364,21 @@ fn transmit_frame_larger_than_the_guest_buffer_is_returned_empty() {
         tx.publish(s + 1);
     }
     assert_eq!(g.used_idx(), 1);
-    assert_eq!(g.used_elem(0), (0, 0), "empty: the guest drops it as a length error");
+    assert_eq!(
+        g.used_elem(0),
+        (0, 0),
+        "empty: the guest drops it as a length error"
+    );
     assert_eq!(g.fault.tx_buf_short.load(Ordering::Relaxed), 1);
 }
 
 #[test]
 fn transmit_lies_stop_the_queue() {
     // A read-only buffer offered for receive, then one outside memory.
-    for (addr, flags, want) in [(BUFS, 0u16, Lie::WrongDirection), (BASE + MEM_B, DESC_F_WRITE, Lie::OutOfMemory)] {
+    for (addr, flags, want) in [
+        (BUFS, 0u16, Lie::WrongDirection),
+        (BASE + MEM_B, DESC_F_WRITE, Lie::OutOfMemory),
+    ] {
         let mut g = Guest::new(256);
         let tx = g.tx();
         g.desc(0, addr, 2048, flags, 0);
@@ -350,7 +418,14 @@ fn writes_reserved_before_a_restart_are_stale() {
     };
     // The control thread restarts the ring (e.g. SET_VRING_CALL).
     let ring = Ring::new(g.mem.clone(), DESC, AVAIL, USED, 256).unwrap();
-    g.slot.install(Arc::new(Session::new(ring, LAYOUT, None, None, 0, g.fault.clone())));
+    g.slot.install(Arc::new(Session::new(
+        ring,
+        LAYOUT,
+        None,
+        None,
+        0,
+        g.fault.clone(),
+    )));
     // SAFETY: as above.
     unsafe {
         tx.write(s, 1, &frame(60, 1));

@@ -48,7 +48,10 @@ pub struct ApiError {
 impl ApiError {
     /// An error with this code and message.
     pub fn new(code: i32, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
     /// `-32602 invalid params`.
     pub fn params(message: impl Into<String>) -> Self {
@@ -134,7 +137,9 @@ impl Call {
         let object = |p: Option<Value>| -> Result<Value, ApiError> {
             match p {
                 Some(v @ Value::Object(_)) => Ok(v),
-                None | Some(Value::Null) => Err(ApiError::params(format!("{method} needs an object of parameters"))),
+                None | Some(Value::Null) => Err(ApiError::params(format!(
+                    "{method} needs an object of parameters"
+                ))),
                 Some(other) => Err(ApiError::params(format!(
                     "{method}: params must be an object, found {}",
                     crate::config::kind_of(&other)
@@ -186,17 +191,30 @@ pub struct Request {
 /// Parses one request line. On error returns the id to answer with
 /// (`null` when it could not be read) and the error.
 pub fn parse_request(line: &[u8]) -> Result<Request, (Value, ApiError)> {
-    let v: Value = serde_json::from_slice(line)
-        .map_err(|e| (Value::Null, ApiError::new(code::PARSE_ERROR, format!("parse error: {e}"))))?;
+    let v: Value = serde_json::from_slice(line).map_err(|e| {
+        (
+            Value::Null,
+            ApiError::new(code::PARSE_ERROR, format!("parse error: {e}")),
+        )
+    })?;
     let mut obj = match v {
         Value::Object(m) => m,
         Value::Array(_) => {
-            return Err((Value::Null, ApiError::new(code::INVALID_REQUEST, "batch requests are not supported")))
+            return Err((
+                Value::Null,
+                ApiError::new(code::INVALID_REQUEST, "batch requests are not supported"),
+            ))
         }
         other => {
             return Err((
                 Value::Null,
-                ApiError::new(code::INVALID_REQUEST, format!("request must be an object, found {}", crate::config::kind_of(&other))),
+                ApiError::new(
+                    code::INVALID_REQUEST,
+                    format!(
+                        "request must be an object, found {}",
+                        crate::config::kind_of(&other)
+                    ),
+                ),
             ))
         }
     };
@@ -206,23 +224,47 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (Value, ApiError)> {
         Some(other) => {
             return Err((
                 Value::Null,
-                ApiError::new(code::INVALID_REQUEST, format!("id must be a number, string or null, found {}", crate::config::kind_of(other))),
+                ApiError::new(
+                    code::INVALID_REQUEST,
+                    format!(
+                        "id must be a number, string or null, found {}",
+                        crate::config::kind_of(other)
+                    ),
+                ),
             ))
         }
         None => Value::Null,
     };
     match obj.remove("jsonrpc") {
         Some(Value::String(s)) if s == "2.0" => {}
-        _ => return Err((echo, ApiError::new(code::INVALID_REQUEST, "\"jsonrpc\" must be \"2.0\""))),
+        _ => {
+            return Err((
+                echo,
+                ApiError::new(code::INVALID_REQUEST, "\"jsonrpc\" must be \"2.0\""),
+            ))
+        }
     }
     let method = match obj.remove("method") {
         Some(Value::String(s)) => s,
-        Some(_) => return Err((echo, ApiError::new(code::INVALID_REQUEST, "\"method\" must be a string"))),
-        None => return Err((echo, ApiError::new(code::INVALID_REQUEST, "missing \"method\""))),
+        Some(_) => {
+            return Err((
+                echo,
+                ApiError::new(code::INVALID_REQUEST, "\"method\" must be a string"),
+            ))
+        }
+        None => {
+            return Err((
+                echo,
+                ApiError::new(code::INVALID_REQUEST, "missing \"method\""),
+            ))
+        }
     };
     let params = obj.remove("params");
     if let Some(k) = obj.keys().next() {
-        return Err((echo, ApiError::new(code::INVALID_REQUEST, format!("unknown member {k:?}"))));
+        return Err((
+            echo,
+            ApiError::new(code::INVALID_REQUEST, format!("unknown member {k:?}")),
+        ));
     }
     Ok(Request { id, method, params })
 }
@@ -234,7 +276,8 @@ pub fn response_ok(id: &Value, result: Value) -> String {
 
 /// An error response line (without newline).
 pub fn response_err(id: &Value, err: &ApiError) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "error": {"code": err.code, "message": err.message}}).to_string()
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": err.code, "message": err.message}})
+        .to_string()
 }
 
 /// `version` result.
@@ -415,8 +458,12 @@ mod tests {
         let (_, e) = parse_request(br#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#).unwrap_err();
         assert_eq!(e.message, "batch requests are not supported");
         let (_, e) = parse_request(br#"{"jsonrpc":"2.0","id":{},"method":"x"}"#).unwrap_err();
-        assert_eq!(e.message, "id must be a number, string or null, found a table");
-        let (_, e) = parse_request(br#"{"jsonrpc":"2.0","id":1,"method":"x","extra":1}"#).unwrap_err();
+        assert_eq!(
+            e.message,
+            "id must be a number, string or null, found a table"
+        );
+        let (_, e) =
+            parse_request(br#"{"jsonrpc":"2.0","id":1,"method":"x","extra":1}"#).unwrap_err();
         assert_eq!(e.message, "unknown member \"extra\"");
     }
 
@@ -428,9 +475,17 @@ mod tests {
         );
         let e = Call::parse("port.remove", Some(json!({"name": 3}))).unwrap_err();
         assert_eq!(e.code, code::INVALID_PARAMS);
-        assert_eq!(e.message, "port.remove: name: invalid type: integer `3`, expected a string");
+        assert_eq!(
+            e.message,
+            "port.remove: name: invalid type: integer `3`, expected a string"
+        );
         let e = Call::parse("port.remove", Some(json!({"name": "a", "force": true}))).unwrap_err();
-        assert!(e.message.starts_with("port.remove: force: unknown field `force`"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("port.remove: force: unknown field `force`"),
+            "{}",
+            e.message
+        );
         let e = Call::parse("port.remove", None).unwrap_err();
         assert_eq!(e.message, "port.remove needs an object of parameters");
         let e = Call::parse("stats", Some(json!({"x": 1}))).unwrap_err();
@@ -439,15 +494,24 @@ mod tests {
         assert_eq!(e.code, code::METHOD_NOT_FOUND);
         assert_eq!(
             Call::parse("logic.command", Some(json!({"cmd": "show"}))).unwrap(),
-            Call::LogicCommand(LogicCommandParams { cmd: "show".into(), args: Value::Null })
+            Call::LogicCommand(LogicCommandParams {
+                cmd: "show".into(),
+                args: Value::Null
+            })
         );
         let e = Call::parse("port.add", Some(json!([1]))).unwrap_err();
-        assert_eq!(e.message, "port.add: params must be an object, found an array");
+        assert_eq!(
+            e.message,
+            "port.add: params must be an object, found an array"
+        );
     }
 
     #[test]
     fn responses() {
-        assert_eq!(response_ok(&json!(1), json!({})), r#"{"id":1,"jsonrpc":"2.0","result":{}}"#);
+        assert_eq!(
+            response_ok(&json!(1), json!({})),
+            r#"{"id":1,"jsonrpc":"2.0","result":{}}"#
+        );
         assert_eq!(
             response_err(&Value::Null, &ApiError::new(1, "no port \"x\"")),
             r#"{"error":{"code":1,"message":"no port \"x\""},"id":null,"jsonrpc":"2.0"}"#

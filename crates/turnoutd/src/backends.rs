@@ -26,7 +26,10 @@ pub fn available(kind: &str) -> bool {
 
 /// The error for a kind that is not built in.
 pub fn unavailable_message(kind: &str) -> String {
-    format!("port kind {kind} is not available in this build (available: {})", AVAILABLE.join(", "))
+    format!(
+        "port kind {kind} is not available in this build (available: {})",
+        AVAILABLE.join(", ")
+    )
 }
 
 /// Backend resources shared between ports (memif server sockets).
@@ -50,11 +53,17 @@ impl Backends {
                 if !servers.contains_key(&s.socket) {
                     if let Some(dir) = s.socket.parent() {
                         if !dir.as_os_str().is_empty() && !dir.exists() {
-                            std::fs::create_dir_all(dir)
-                                .map_err(|e| format!("cannot create {}: {}", dir.display(), crate::config::os_error_text(&e)))?;
+                            std::fs::create_dir_all(dir).map_err(|e| {
+                                format!(
+                                    "cannot create {}: {}",
+                                    dir.display(),
+                                    crate::config::os_error_text(&e)
+                                )
+                            })?;
                         }
                     }
-                    let srv = MemifServer::bind(ServerConfig::new(&s.socket)).map_err(|e| e.to_string())?;
+                    let srv = MemifServer::bind(ServerConfig::new(&s.socket))
+                        .map_err(|e| e.to_string())?;
                     servers.insert(s.socket.clone(), (srv, 0));
                 }
                 let srv = &servers[&s.socket].0;
@@ -64,9 +73,12 @@ impl Backends {
                 c.log2_ring_size = s.ring_size.trailing_zeros() as u8;
                 c.buffer_size = s.buffer_size;
                 let ring_b = s.ring_size.saturating_mul(s.buffer_size);
-                c.max_frame_b = s.max_frame_b.unwrap_or(ports::memif::DEFAULT_MAX_FRAME_B.min(ring_b));
+                c.max_frame_b = s
+                    .max_frame_b
+                    .unwrap_or(ports::memif::DEFAULT_MAX_FRAME_B.min(ring_b));
                 let need = c.max_frame_b.div_ceil(c.buffer_size);
-                c.max_chain = (need.max(ports::memif::DEFAULT_MAX_CHAIN as u32)).min(ports::memif::MAX_CHAIN as u32) as u16;
+                c.max_chain = (need.max(ports::memif::DEFAULT_MAX_CHAIN as u32))
+                    .min(ports::memif::MAX_CHAIN as u32) as u16;
                 c.scratch_b = c.scratch_b.max(c.max_frame_b as usize);
                 match srv.add_interface(c) {
                     Ok(p) => {
@@ -104,7 +116,9 @@ impl Backends {
                     Some("zero_copy") => XdpBind::ZeroCopy,
                     Some(o) => return Err(format!("bind {o:?} is not auto, copy or zero_copy")),
                 };
-                Ok(Arc::new(AfXdpPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
+                Ok(Arc::new(
+                    AfXdpPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
+                ))
             }
             PortSpec::AfPacket(s) => {
                 use ports::af_packet::{AfPacketConfig, AfPacketPort, Fanout};
@@ -129,7 +143,9 @@ impl Backends {
                     Some("queue") => Fanout::QueueMapping,
                     Some(o) => return Err(format!("fanout {o:?} is not hash, lb, cpu or queue")),
                 };
-                Ok(Arc::new(AfPacketPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
+                Ok(Arc::new(
+                    AfPacketPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
+                ))
             }
             PortSpec::Tap(s) => {
                 use ports::tap::{TapConfig, TapPort};
@@ -141,14 +157,21 @@ impl Backends {
                 if let Some(n) = s.frame_size_b {
                     c.frame_size_b = n;
                 }
-                Ok(Arc::new(TapPort::open(&cfg.name, c).map_err(|e| e.to_string())?))
+                Ok(Arc::new(
+                    TapPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
+                ))
             }
             PortSpec::VhostUser(s) => {
                 use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
                 if let Some(dir) = s.socket.parent() {
                     if !s.client && !dir.as_os_str().is_empty() && !dir.exists() {
-                        std::fs::create_dir_all(dir)
-                            .map_err(|e| format!("cannot create {}: {}", dir.display(), crate::config::os_error_text(&e)))?;
+                        std::fs::create_dir_all(dir).map_err(|e| {
+                            format!(
+                                "cannot create {}: {}",
+                                dir.display(),
+                                crate::config::os_error_text(&e)
+                            )
+                        })?;
                     }
                 }
                 let mut c = VhostUserConfig::new(&s.socket);
@@ -157,7 +180,9 @@ impl Backends {
                 if let Some(m) = s.max_frame_b {
                     c.max_frame_b = m as usize;
                 }
-                Ok(Arc::new(VhostUserPort::new(&cfg.name, c).map_err(|e| e.to_string())?))
+                Ok(Arc::new(
+                    VhostUserPort::new(&cfg.name, c).map_err(|e| e.to_string())?,
+                ))
             }
         }
     }
@@ -171,12 +196,23 @@ impl Backends {
     }
 
     /// Drops `n` users of the server on `socket`; closes it at zero.
-    fn release_locked(servers: &mut HashMap<PathBuf, (MemifServer, usize)>, socket: &Path, n: usize) {
-        let Some(e) = servers.get_mut(socket) else { return };
+    fn release_locked(
+        servers: &mut HashMap<PathBuf, (MemifServer, usize)>,
+        socket: &Path,
+        n: usize,
+    ) {
+        let Some(e) = servers.get_mut(socket) else {
+            return;
+        };
         e.1 = e.1.saturating_sub(n);
         if e.1 == 0 {
             servers.remove(socket);
-            crate::log!(crate::log::Level::Info, "port", "memif socket closed", socket = socket.display());
+            crate::log!(
+                crate::log::Level::Info,
+                "port",
+                "memif socket closed",
+                socket = socket.display()
+            );
         }
     }
 

@@ -37,7 +37,10 @@ pub struct ConfigError {
 impl ConfigError {
     /// An error at `path`.
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { path: path.into(), message: message.into() }
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -135,7 +138,9 @@ impl Default for SwitchSection {
 impl SwitchSection {
     /// The metrics address, parsed (validated by [`Config::parse_str`]).
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.metrics_listen.as_deref().and_then(|s| parse_listen(s).ok())
+        self.metrics_listen
+            .as_deref()
+            .and_then(|s| parse_listen(s).ok())
     }
 }
 
@@ -174,20 +179,30 @@ pub struct LogicConfig {
 
 impl Default for LogicConfig {
     fn default() -> Self {
-        Self { name: "bridge".into(), params: Map::new() }
+        Self {
+            name: "bridge".into(),
+            params: Map::new(),
+        }
     }
 }
 
 impl LogicConfig {
     /// Parses a `[logic]` table (TOML or JSON) found at `path`.
     pub fn from_json(v: &Value, path: &str) -> Result<Self, ConfigError> {
-        let obj = v.as_object().ok_or_else(|| ConfigError::new(path, format!("expected a table, found {}", kind_of(v))))?;
+        let obj = v.as_object().ok_or_else(|| {
+            ConfigError::new(path, format!("expected a table, found {}", kind_of(v)))
+        })?;
         let mut params = obj.clone();
         let name = match params.remove("name") {
             Some(Value::String(s)) if !s.is_empty() => s,
-            Some(Value::String(_)) => return Err(ConfigError::new(join(path, "name"), "must not be empty")),
+            Some(Value::String(_)) => {
+                return Err(ConfigError::new(join(path, "name"), "must not be empty"))
+            }
             Some(other) => {
-                return Err(ConfigError::new(join(path, "name"), format!("expected a string, found {}", kind_of(&other))))
+                return Err(ConfigError::new(
+                    join(path, "name"),
+                    format!("expected a string, found {}", kind_of(&other)),
+                ))
             }
             None => return Err(ConfigError::new(path, "missing key \"name\"")),
         };
@@ -387,13 +402,24 @@ impl PortSpec {
         }
         fn iface(name: &str) -> Result<(), (&'static str, String)> {
             if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
-                return Err(("iface", format!("{name:?} is not a valid interface name (1..=15 bytes, no '/' or spaces)")));
+                return Err((
+                    "iface",
+                    format!(
+                        "{name:?} is not a valid interface name (1..=15 bytes, no '/' or spaces)"
+                    ),
+                ));
             }
             Ok(())
         }
-        fn one_of(key: &'static str, v: &Option<String>, allowed: &[&str]) -> Result<(), (&'static str, String)> {
+        fn one_of(
+            key: &'static str,
+            v: &Option<String>,
+            allowed: &[&str],
+        ) -> Result<(), (&'static str, String)> {
             match v {
-                Some(x) if !allowed.contains(&x.as_str()) => Err((key, format!("{x:?} is not one of {}", allowed.join(", ")))),
+                Some(x) if !allowed.contains(&x.as_str()) => {
+                    Err((key, format!("{x:?} is not one of {}", allowed.join(", "))))
+                }
                 _ => Ok(()),
             }
         }
@@ -409,14 +435,23 @@ impl PortSpec {
                 socket(&s.socket)?;
                 queues(s.queues, 255)?;
                 if !s.ring_size.is_power_of_two() || !(2..=16384).contains(&s.ring_size) {
-                    return Err(("ring_size", format!("{} is not a power of two in 2..=16384", s.ring_size)));
+                    return Err((
+                        "ring_size",
+                        format!("{} is not a power of two in 2..=16384", s.ring_size),
+                    ));
                 }
                 if !(128..=65535).contains(&s.buffer_size) {
-                    return Err(("buffer_size", format!("{} not in 128..=65535", s.buffer_size)));
+                    return Err((
+                        "buffer_size",
+                        format!("{} not in 128..=65535", s.buffer_size),
+                    ));
                 }
                 if let Some(sec) = &s.secret {
                     if sec.len() > 23 || sec.contains('\0') {
-                        return Err(("secret", format!("{} bytes long, at most 23 (no NUL)", sec.len())));
+                        return Err((
+                            "secret",
+                            format!("{} bytes long, at most 23 (no NUL)", sec.len()),
+                        ));
                     }
                 }
                 if let Some(m) = s.max_frame_b {
@@ -427,7 +462,10 @@ impl PortSpec {
                     if need > s.ring_size || need > 256 {
                         return Err((
                             "max_frame_b",
-                            format!("{m} needs {need} buffers of {} B, more than the ring's {} or 256", s.buffer_size, s.ring_size),
+                            format!(
+                                "{m} needs {need} buffers of {} B, more than the ring's {} or 256",
+                                s.buffer_size, s.ring_size
+                            ),
                         ));
                     }
                 }
@@ -440,7 +478,10 @@ impl PortSpec {
                 one_of("bind", &s.bind, &["auto", "copy", "zero_copy"])?;
                 if let Some(n) = s.frames_per_queue {
                     if !n.is_power_of_two() || n < 16 {
-                        return Err(("frames_per_queue", format!("{n} is not a power of two of at least 16")));
+                        return Err((
+                            "frames_per_queue",
+                            format!("{n} is not a power of two of at least 16"),
+                        ));
                     }
                 }
                 if let Some(n) = s.frame_size_b {
@@ -475,11 +516,17 @@ impl PortSpec {
     /// What must not be shared by two ports, as a human-readable key.
     fn exclusive_key(&self) -> (&'static str, String) {
         match self {
-            PortSpec::Memif(s) => ("id", format!("memif id {} on socket {}", s.id, s.socket.display())),
+            PortSpec::Memif(s) => (
+                "id",
+                format!("memif id {} on socket {}", s.id, s.socket.display()),
+            ),
             PortSpec::AfXdp(s) => ("iface", format!("interface {}", s.iface)),
             PortSpec::AfPacket(s) => ("iface", format!("interface {}", s.iface)),
             PortSpec::Tap(s) => ("iface", format!("interface {}", s.iface)),
-            PortSpec::VhostUser(s) => ("socket", format!("vhost-user socket {}", s.socket.display())),
+            PortSpec::VhostUser(s) => (
+                "socket",
+                format!("vhost-user socket {}", s.socket.display()),
+            ),
         }
     }
 }
@@ -499,12 +546,17 @@ impl PortConfig {
     /// Parses a `[[ports]]` table (TOML or JSON) found at `path`; `workers`
     /// is the number of workers, to check `worker`.
     pub fn from_json(v: &Value, path: &str, workers: usize) -> Result<Self, ConfigError> {
-        let obj = v.as_object().ok_or_else(|| ConfigError::new(path, format!("expected a table, found {}", kind_of(v))))?;
+        let obj = v.as_object().ok_or_else(|| {
+            ConfigError::new(path, format!("expected a table, found {}", kind_of(v)))
+        })?;
         let mut rest = obj.clone();
         let name = match rest.remove("name") {
             Some(Value::String(s)) => s,
             Some(other) => {
-                return Err(ConfigError::new(join(path, "name"), format!("expected a string, found {}", kind_of(&other))))
+                return Err(ConfigError::new(
+                    join(path, "name"),
+                    format!("expected a string, found {}", kind_of(&other)),
+                ))
             }
             None => return Err(ConfigError::new(path, "missing key \"name\"")),
         };
@@ -512,7 +564,10 @@ impl PortConfig {
         let kind = match rest.remove("kind") {
             Some(Value::String(s)) => s,
             Some(other) => {
-                return Err(ConfigError::new(join(path, "kind"), format!("expected a string, found {}", kind_of(&other))))
+                return Err(ConfigError::new(
+                    join(path, "kind"),
+                    format!("expected a string, found {}", kind_of(&other)),
+                ))
             }
             None => return Err(ConfigError::new(path, "missing key \"kind\"")),
         };
@@ -545,11 +600,15 @@ impl PortConfig {
             other => {
                 return Err(ConfigError::new(
                     join(path, "kind"),
-                    format!("unknown port kind {other:?} (expected one of {})", PORT_KINDS.join(", ")),
+                    format!(
+                        "unknown port kind {other:?} (expected one of {})",
+                        PORT_KINDS.join(", ")
+                    ),
                 ))
             }
         };
-        spec.validate().map_err(|(k, m)| ConfigError::new(join(path, k), m))?;
+        spec.validate()
+            .map_err(|(k, m)| ConfigError::new(join(path, k), m))?;
         Ok(Self { name, worker, spec })
     }
 
@@ -571,8 +630,13 @@ pub fn validate_port_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > MAX_PORT_NAME {
         return Err(format!("must be 1..={MAX_PORT_NAME} bytes long"));
     }
-    if let Some(c) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))) {
-        return Err(format!("{name:?} contains {c:?} (allowed: letters, digits, '_', '.', ':', '-')"));
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    {
+        return Err(format!(
+            "{name:?} contains {c:?} (allowed: letters, digits, '_', '.', ':', '-')"
+        ));
     }
     Ok(())
 }
@@ -587,10 +651,16 @@ pub fn check_conflicts<'a>(
     let (key, res) = port.spec.exclusive_key();
     for (where_, other) in existing {
         if other.name == port.name {
-            return Err(ConfigError::new(join(path, "name"), format!("duplicate port name {:?} (also {where_})", port.name)));
+            return Err(ConfigError::new(
+                join(path, "name"),
+                format!("duplicate port name {:?} (also {where_})", port.name),
+            ));
         }
         if other.spec.exclusive_key().1 == res {
-            return Err(ConfigError::new(join(path, key), format!("{res} is already used by port {:?}", other.name)));
+            return Err(ConfigError::new(
+                join(path, key),
+                format!("{res} is already used by port {:?}", other.name),
+            ));
         }
     }
     Ok(())
@@ -625,8 +695,12 @@ pub struct Config {
 impl Config {
     /// Reads and parses a config file.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new("", format!("cannot read {}: {}", path.display(), os_error_text(&e))))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(
+                "",
+                format!("cannot read {}: {}", path.display(), os_error_text(&e)),
+            )
+        })?;
         Self::parse_str(&text)
     }
 
@@ -647,25 +721,43 @@ impl Config {
         if !(fabric::batch::MIN_BATCH..=fabric::batch::MAX_BATCH).contains(&sw.batch) {
             return Err(ConfigError::new(
                 "switch.batch",
-                format!("{} not in {}..={}", sw.batch, fabric::batch::MIN_BATCH, fabric::batch::MAX_BATCH),
+                format!(
+                    "{} not in {}..={}",
+                    sw.batch,
+                    fabric::batch::MIN_BATCH,
+                    fabric::batch::MAX_BATCH
+                ),
             ));
         }
         if sw.latency_budget_us > fabric::MAX_BUDGET_US {
             return Err(ConfigError::new(
                 "switch.latency_budget_us",
-                format!("{} not in 0..={}", sw.latency_budget_us, fabric::MAX_BUDGET_US),
+                format!(
+                    "{} not in 0..={}",
+                    sw.latency_budget_us,
+                    fabric::MAX_BUDGET_US
+                ),
             ));
         }
         if !(2..=65534).contains(&sw.max_ports) {
-            return Err(ConfigError::new("switch.max_ports", format!("{} not in 2..=65534", sw.max_ports)));
+            return Err(ConfigError::new(
+                "switch.max_ports",
+                format!("{} not in 2..=65534", sw.max_ports),
+            ));
         }
         if sw.control_socket.as_os_str().is_empty() || sw.control_socket.as_os_str().len() > 107 {
-            return Err(ConfigError::new("switch.control_socket", "path must be 1..=107 bytes long"));
+            return Err(ConfigError::new(
+                "switch.control_socket",
+                "path must be 1..=107 bytes long",
+            ));
         }
         if sw.control_socket_mode > 0o777 {
             return Err(ConfigError::new(
                 "switch.control_socket_mode",
-                format!("{:#o} is not a permission mode (at most 0o777)", sw.control_socket_mode),
+                format!(
+                    "{:#o} is not a permission mode (at most 0o777)",
+                    sw.control_socket_mode
+                ),
             ));
         }
         if let Some(m) = &sw.metrics_listen {
@@ -676,18 +768,31 @@ impl Config {
             workers.push(WorkerSection::default());
         }
         if workers.len() > fabric::fabric::MAX_WORKERS {
-            return Err(ConfigError::new("workers", format!("{} workers, at most {}", workers.len(), fabric::fabric::MAX_WORKERS)));
+            return Err(ConfigError::new(
+                "workers",
+                format!(
+                    "{} workers, at most {}",
+                    workers.len(),
+                    fabric::fabric::MAX_WORKERS
+                ),
+            ));
         }
         let ncpu = cpus_configured();
         for (i, w) in workers.iter().enumerate() {
             if w.cpu_idle.is_some() && w.cpu.is_none() {
-                return Err(ConfigError::new(format!("workers[{i}].cpu_idle"), "needs the worker pinned (cpu = N)"));
+                return Err(ConfigError::new(
+                    format!("workers[{i}].cpu_idle"),
+                    "needs the worker pinned (cpu = N)",
+                ));
             }
             if let Some(c) = w.cpu {
                 if c >= ncpu {
                     return Err(ConfigError::new(
                         format!("workers[{i}].cpu"),
-                        format!("cpu {c} does not exist (this machine has cpus 0..={})", ncpu - 1),
+                        format!(
+                            "cpu {c} does not exist (this machine has cpus 0..={})",
+                            ncpu - 1
+                        ),
                     ));
                 }
             }
@@ -697,24 +802,43 @@ impl Config {
             None => LogicConfig::default(),
         };
         if raw.ports.len() > sw.max_ports {
-            return Err(ConfigError::new("ports", format!("{} ports but switch.max_ports is {}", raw.ports.len(), sw.max_ports)));
+            return Err(ConfigError::new(
+                "ports",
+                format!(
+                    "{} ports but switch.max_ports is {}",
+                    raw.ports.len(),
+                    sw.max_ports
+                ),
+            ));
         }
         let mut ports: Vec<PortConfig> = Vec::with_capacity(raw.ports.len());
         for (i, v) in raw.ports.iter().enumerate() {
             let path = format!("ports[{i}]");
             let p = PortConfig::from_json(v, &path, workers.len())?;
             let labels: Vec<String> = (0..ports.len()).map(|j| format!("ports[{j}]")).collect();
-            check_conflicts(&p, &path, labels.iter().map(String::as_str).zip(ports.iter()))?;
+            check_conflicts(
+                &p,
+                &path,
+                labels.iter().map(String::as_str).zip(ports.iter()),
+            )?;
             ports.push(p);
         }
-        Ok(Self { switch: raw.switch, workers, logic, ports })
+        Ok(Self {
+            switch: raw.switch,
+            workers,
+            logic,
+            ports,
+        })
     }
 
     /// Checks that every port's backend is built in.
     pub fn check_backends(&self) -> Result<(), ConfigError> {
         for (i, p) in self.ports.iter().enumerate() {
             if !crate::backends::available(p.spec.kind()) {
-                return Err(ConfigError::new(format!("ports[{i}].kind"), crate::backends::unavailable_message(p.spec.kind())));
+                return Err(ConfigError::new(
+                    format!("ports[{i}].kind"),
+                    crate::backends::unavailable_message(p.spec.kind()),
+                ));
             }
         }
         Ok(())
@@ -734,10 +858,19 @@ impl Config {
     /// The whole config as JSON (what `config.show` answers).
     pub fn to_json(&self) -> Value {
         let mut m = Map::new();
-        m.insert("switch".into(), serde_json::to_value(&self.switch).unwrap_or(Value::Null));
-        m.insert("workers".into(), serde_json::to_value(&self.workers).unwrap_or(Value::Null));
+        m.insert(
+            "switch".into(),
+            serde_json::to_value(&self.switch).unwrap_or(Value::Null),
+        );
+        m.insert(
+            "workers".into(),
+            serde_json::to_value(&self.workers).unwrap_or(Value::Null),
+        );
         m.insert("logic".into(), self.logic.to_json());
-        m.insert("ports".into(), Value::Array(self.ports.iter().map(PortConfig::to_json).collect()));
+        m.insert(
+            "ports".into(),
+            Value::Array(self.ports.iter().map(PortConfig::to_json).collect()),
+        );
         Value::Object(m)
     }
 }
@@ -747,7 +880,8 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     if let Ok(p) = s.parse::<u16>() {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), p));
     }
-    s.parse::<SocketAddr>().map_err(|_| format!("{s:?} is not \"address:port\" or \"port\""))
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("{s:?} is not \"address:port\" or \"port\""))
 }
 
 /// Name of a JSON value's type, for error messages.
@@ -766,7 +900,14 @@ fn from_value<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T,
     serde_path_to_error::deserialize(v).map_err(|e| {
         let p = e.path().to_string();
         let msg = lower(&e.into_inner().to_string());
-        ConfigError::new(if p == "." { path.to_string() } else { join(path, &p) }, msg)
+        ConfigError::new(
+            if p == "." {
+                path.to_string()
+            } else {
+                join(path, &p)
+            },
+            msg,
+        )
     })
 }
 
@@ -793,7 +934,10 @@ fn lower(s: &str) -> String {
     let s = s.trim_end();
     let mut c = s.chars();
     match c.next() {
-        Some(f) if f.is_ascii_uppercase() && !c.clone().next().is_some_and(|n| n.is_ascii_uppercase()) => {
+        Some(f)
+            if f.is_ascii_uppercase()
+                && !c.clone().next().is_some_and(|n| n.is_ascii_uppercase()) =>
+        {
             f.to_ascii_lowercase().to_string() + c.as_str()
         }
         _ => s.to_string(),
@@ -864,13 +1008,37 @@ client = true
     #[test]
     fn full_config() {
         let c = Config::parse_str(FULL).unwrap();
-        assert_eq!(c.switch.control_socket, PathBuf::from("/run/turnout/t.sock"));
+        assert_eq!(
+            c.switch.control_socket,
+            PathBuf::from("/run/turnout/t.sock")
+        );
         assert_eq!(c.switch.control_socket_mode, 0o660);
-        assert_eq!((c.switch.batch, c.switch.max_ports, c.switch.wakeup), (64, 16, Wakeup::Poll));
-        assert_eq!(c.switch.metrics_addr(), Some("127.0.0.1:9469".parse().unwrap()));
-        assert_eq!(c.workers, vec![WorkerSection { cpu: Some(0), cpu_idle: None }, WorkerSection { cpu: None, cpu_idle: None }]);
+        assert_eq!(
+            (c.switch.batch, c.switch.max_ports, c.switch.wakeup),
+            (64, 16, Wakeup::Poll)
+        );
+        assert_eq!(
+            c.switch.metrics_addr(),
+            Some("127.0.0.1:9469".parse().unwrap())
+        );
+        assert_eq!(
+            c.workers,
+            vec![
+                WorkerSection {
+                    cpu: Some(0),
+                    cpu_idle: None
+                },
+                WorkerSection {
+                    cpu: None,
+                    cpu_idle: None
+                }
+            ]
+        );
         assert_eq!(c.logic.name, "patch");
-        assert_eq!(c.logic.params.get("pairs"), Some(&json!([["vnf0", "wire0"]])));
+        assert_eq!(
+            c.logic.params.get("pairs"),
+            Some(&json!([["vnf0", "wire0"]]))
+        );
         assert_eq!(c.ports.len(), 5);
         assert_eq!(c.ports[0].worker, Some(1));
         assert_eq!(
@@ -886,24 +1054,45 @@ client = true
             })
         );
         assert_eq!(c.ports[1].spec.kind(), "af_packet");
-        assert_eq!(c.ports[4].spec, PortSpec::VhostUser(VhostUserSpec { socket: "/run/turnout/vm0.sock".into(), queues: 1, client: true, max_frame_b: None }));
+        assert_eq!(
+            c.ports[4].spec,
+            PortSpec::VhostUser(VhostUserSpec {
+                socket: "/run/turnout/vm0.sock".into(),
+                queues: 1,
+                client: true,
+                max_frame_b: None
+            })
+        );
         let sc = c.switch_config();
         assert_eq!(sc.workers, vec![Some(0), None]);
         assert_eq!(sc.wakeup, fabric::WakeupMode::Poll);
         // The JSON form parses back to the same config.
         let j = c.to_json();
-        assert_eq!(j["ports"][0], json!({"name": "vnf0", "kind": "memif", "worker": 1, "socket": "/run/turnout/memif.sock", "id": 3, "secret": "s3cret", "queues": 2, "ring_size": 2048, "buffer_size": 4096}));
+        assert_eq!(
+            j["ports"][0],
+            json!({"name": "vnf0", "kind": "memif", "worker": 1, "socket": "/run/turnout/memif.sock", "id": 3, "secret": "s3cret", "queues": 2, "ring_size": 2048, "buffer_size": 4096})
+        );
         for (i, p) in c.ports.iter().enumerate() {
-            assert_eq!(&PortConfig::from_json(&p.to_json(), "", 2).unwrap(), p, "port {i}");
+            assert_eq!(
+                &PortConfig::from_json(&p.to_json(), "", 2).unwrap(),
+                p,
+                "port {i}"
+            );
         }
-        assert_eq!(LogicConfig::from_json(&c.logic.to_json(), "logic").unwrap(), c.logic);
+        assert_eq!(
+            LogicConfig::from_json(&c.logic.to_json(), "logic").unwrap(),
+            c.logic
+        );
     }
 
     #[test]
     fn defaults() {
         let c = Config::parse_str("").unwrap();
         assert_eq!(c.switch, SwitchSection::default());
-        assert_eq!(c.switch.control_socket, PathBuf::from(DEFAULT_CONTROL_SOCKET));
+        assert_eq!(
+            c.switch.control_socket,
+            PathBuf::from(DEFAULT_CONTROL_SOCKET)
+        );
         assert_eq!(c.switch.control_socket_mode, 0o600);
         assert_eq!(c.switch.wakeup, Wakeup::Adaptive);
         assert_eq!(c.switch.metrics_addr(), None);
@@ -911,10 +1100,21 @@ client = true
         assert_eq!(c.logic, LogicConfig::default());
         assert!(c.ports.is_empty());
         let c = Config::parse_str("[switch]\nmetrics_listen = \"9500\"\n[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\n").unwrap();
-        assert_eq!(c.switch.metrics_addr(), Some("127.0.0.1:9500".parse().unwrap()));
+        assert_eq!(
+            c.switch.metrics_addr(),
+            Some("127.0.0.1:9500".parse().unwrap())
+        );
         assert_eq!(
             c.ports[0].spec,
-            PortSpec::Memif(MemifSpec { socket: "/s".into(), id: 0, secret: None, queues: 1, ring_size: 1024, buffer_size: 2048, max_frame_b: None })
+            PortSpec::Memif(MemifSpec {
+                socket: "/s".into(),
+                id: 0,
+                secret: None,
+                queues: 1,
+                ring_size: 1024,
+                buffer_size: 2048,
+                max_frame_b: None
+            })
         );
     }
 
@@ -964,20 +1164,43 @@ client = true
         ];
         for (text, want) in cases {
             let got = err(text);
-            assert!(got.starts_with(want), "config {text:?}\n got: {got}\nwant: {want}");
+            assert!(
+                got.starts_with(want),
+                "config {text:?}\n got: {got}\nwant: {want}"
+            );
         }
     }
 
     #[test]
     fn api_port_tables() {
-        let e = PortConfig::from_json(&json!({"name": "p", "kind": "memif", "socket": 5}), "", 1).unwrap_err();
-        assert_eq!(e, ConfigError::new("socket", "invalid type: integer `5`, expected path string"));
+        let e = PortConfig::from_json(&json!({"name": "p", "kind": "memif", "socket": 5}), "", 1)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::new("socket", "invalid type: integer `5`, expected path string")
+        );
         let e = PortConfig::from_json(&json!(["p"]), "", 1).unwrap_err();
         assert_eq!(e.message, "expected a table, found an array");
-        let e = PortConfig::from_json(&json!({"name": "p", "kind": "tap", "iface": "t0", "worker": "0"}), "", 1).unwrap_err();
-        assert_eq!(e, ConfigError::new("worker", "expected a non-negative integer, found a string"));
-        let p = PortConfig::from_json(&json!({"name": "p", "kind": "tap", "iface": "t0", "worker": 0}), "", 1).unwrap();
+        let e = PortConfig::from_json(
+            &json!({"name": "p", "kind": "tap", "iface": "t0", "worker": "0"}),
+            "",
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::new("worker", "expected a non-negative integer, found a string")
+        );
+        let p = PortConfig::from_json(
+            &json!({"name": "p", "kind": "tap", "iface": "t0", "worker": 0}),
+            "",
+            1,
+        )
+        .unwrap();
         assert_eq!(p.worker, Some(0));
-        assert_eq!(validate_port_name(&"x".repeat(65)).unwrap_err(), "must be 1..=64 bytes long");
+        assert_eq!(
+            validate_port_name(&"x".repeat(65)).unwrap_err(),
+            "must be 1..=64 bytes long"
+        );
     }
 }

@@ -74,8 +74,13 @@ fn build_logic(
     cfg: &LogicConfig,
     lookup: &dyn Fn(&str) -> Option<PortId>,
 ) -> Result<Box<dyn fabric::Logic>, BuildError> {
-    let params = if cfg.params.is_empty() { Value::Null } else { Value::Object(cfg.params.clone()) };
-    let params = logics::resolve_ports(&params, logics::port_keys(&cfg.name), lookup, "logic").map_err(BuildError::Refused)?;
+    let params = if cfg.params.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(cfg.params.clone())
+    };
+    let params = logics::resolve_ports(&params, logics::port_keys(&cfg.name), lookup, "logic")
+        .map_err(BuildError::Refused)?;
     factory.build(&cfg.name, &params)
 }
 
@@ -84,7 +89,12 @@ fn build_logic(
 /// would get at start-up: their order in the file).
 pub fn check_config(cfg: &Config, factory: &dyn LogicFactory) -> Result<(), ConfigError> {
     cfg.check_backends()?;
-    let lookup = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as PortId);
+    let lookup = |n: &str| {
+        cfg.ports
+            .iter()
+            .position(|p| p.name == n)
+            .map(|i| i as PortId)
+    };
     build_logic(factory, &cfg.logic, &lookup).map_err(logic_config_error)?;
     Ok(())
 }
@@ -107,33 +117,63 @@ impl Daemon {
         // Ports get ids 0, 1, … in file order (the table hands out the lowest
         // free id); the logic is built against those ids before the switch
         // starts, and rebuilt below in the unlikely case they differ.
-        let lookup = |n: &str| cfg.ports.iter().position(|p| p.name == n).map(|i| i as PortId);
+        let lookup = |n: &str| {
+            cfg.ports
+                .iter()
+                .position(|p| p.name == n)
+                .map(|i| i as PortId)
+        };
         let logic = build_logic(factory.as_ref(), &cfg.logic, &lookup)
             .map_err(|e| StartError::Config(logic_config_error(e)))?;
         let mut idle = Vec::new();
         for (i, w) in cfg.workers.iter().enumerate() {
             if let (Some(crate::config::CpuIdle::Poll), Some(cpu)) = (w.cpu_idle, w.cpu) {
-                let g = crate::sys::CpuIdlePoll::hold(cpu)
-                    .map_err(|e| StartError::Runtime(format!("workers[{i}].cpu_idle: cpu {cpu}: {e}")))?;
+                let g = crate::sys::CpuIdlePoll::hold(cpu).map_err(|e| {
+                    StartError::Runtime(format!("workers[{i}].cpu_idle: cpu {cpu}: {e}"))
+                })?;
                 idle.push(g);
             }
         }
-        let switch = Switch::new(cfg.switch_config(), logic).map_err(|e| StartError::Runtime(e.to_string()))?;
+        let switch = Switch::new(cfg.switch_config(), logic)
+            .map_err(|e| StartError::Runtime(e.to_string()))?;
         let d = Daemon {
             _idle: idle,
             switch,
             backends: crate::backends::Backends::new(),
             factory,
-            state: Mutex::new(State { config: Config { ports: Vec::new(), ..cfg.clone() }, ports: Vec::new() }),
+            state: Mutex::new(State {
+                config: Config {
+                    ports: Vec::new(),
+                    ..cfg.clone()
+                },
+                ports: Vec::new(),
+            }),
             started: Instant::now(),
         };
         let mut moved = false;
         for (i, pc) in cfg.ports.iter().enumerate() {
-            let port = d.backends.open(pc).map_err(|e| StartError::Runtime(format!("port {}: {e}", pc.name)))?;
-            let id = d.attach(pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))
+            let port = d
+                .backends
+                .open(pc)
+                .map_err(|e| StartError::Runtime(format!("port {}: {e}", pc.name)))?;
+            let id = d
+                .attach(
+                    pc.name.clone(),
+                    port,
+                    pc.worker,
+                    pc.to_json(),
+                    Some(pc.clone()),
+                )
                 .map_err(|e| StartError::Runtime(format!("port {}: {}", pc.name, e.message)))?;
             moved |= id as usize != i;
-            crate::log!(crate::log::Level::Info, "port", "port added", name = pc.name, kind = pc.spec.kind(), id = id);
+            crate::log!(
+                crate::log::Level::Info,
+                "port",
+                "port added",
+                name = pc.name,
+                kind = pc.spec.kind(),
+                id = id
+            );
         }
         if moved {
             let st = d.state.lock();
@@ -172,17 +212,31 @@ impl Daemon {
         config: Value,
         pc: Option<PortConfig>,
     ) -> Result<PortId, ApiError> {
-        let id = self.switch.add_port(&name, port.clone(), worker).map_err(switch_error)?;
+        let id = self
+            .switch
+            .add_port(&name, port.clone(), worker)
+            .map_err(switch_error)?;
         if let Some(pc) = pc {
             st.config.ports.push(pc);
         }
-        st.ports.push(Attached { id, name, config, port });
+        st.ports.push(Attached {
+            id,
+            name,
+            config,
+            port,
+        });
         Ok(id)
     }
 
     /// Stops the workers and closes every port.
     pub fn shutdown(self) {
-        let Daemon { switch, state, backends, _idle, .. } = self;
+        let Daemon {
+            switch,
+            state,
+            backends,
+            _idle,
+            ..
+        } = self;
         let names: Vec<String> = state.lock().ports.iter().map(|p| p.name.clone()).collect();
         for n in names {
             let _ = switch.remove_port(&n);
@@ -201,9 +255,21 @@ impl Daemon {
         };
         let result = Call::parse(&req.method, req.params).and_then(|c| self.call(c));
         if let Err(e) = &result {
-            crate::log!(crate::log::Level::Debug, "ctl", "request failed", method = req.method, code = e.code, error = e.message);
+            crate::log!(
+                crate::log::Level::Debug,
+                "ctl",
+                "request failed",
+                method = req.method,
+                code = e.code,
+                error = e.message
+            );
         } else {
-            crate::log!(crate::log::Level::Debug, "ctl", "request done", method = req.method);
+            crate::log!(
+                crate::log::Level::Debug,
+                "ctl",
+                "request done",
+                method = req.method
+            );
         }
         let id = req.id?;
         Some(match result {
@@ -254,36 +320,65 @@ impl Daemon {
                     .ports
                     .iter()
                     .position(|a| a.name == p.name)
-                    .ok_or_else(|| ApiError::new(code::NOT_FOUND, format!("no port named {:?}", p.name)))?;
+                    .ok_or_else(|| {
+                        ApiError::new(code::NOT_FOUND, format!("no port named {:?}", p.name))
+                    })?;
                 self.switch.remove_port(&p.name).map_err(switch_error)?;
                 let a = st.ports.remove(i);
-                let pc = st.config.ports.iter().position(|c| c.name == p.name).map(|j| st.config.ports.remove(j));
+                let pc = st
+                    .config
+                    .ports
+                    .iter()
+                    .position(|c| c.name == p.name)
+                    .map(|j| st.config.ports.remove(j));
                 drop(a);
                 if let Some(pc) = pc {
                     self.backends.closed(&pc);
                 }
                 drop(st);
-                crate::log!(crate::log::Level::Info, "port", "port removed", name = p.name);
+                crate::log!(
+                    crate::log::Level::Info,
+                    "port",
+                    "port removed",
+                    name = p.name
+                );
                 Ok(json!({}))
             }
             Call::LogicShow => {
                 let st = self.state.lock();
                 let (name, commands) = self.switch.with_logic(|l| {
-                    (l.name().to_string(), l.commands().iter().map(|(c, h)| (c.to_string(), h.to_string())).collect())
+                    (
+                        l.name().to_string(),
+                        l.commands()
+                            .iter()
+                            .map(|(c, h)| (c.to_string(), h.to_string()))
+                            .collect(),
+                    )
                 });
-                Ok(to_value(api::LogicShowResult { name, commands, config: st.config.logic.to_json() }))
+                Ok(to_value(api::LogicShowResult {
+                    name,
+                    commands,
+                    config: st.config.logic.to_json(),
+                }))
             }
             Call::LogicReplace(v) => {
-                let cfg = LogicConfig::from_json(&v, "").map_err(|e| ApiError::params(api_msg(&e)))?;
+                let cfg =
+                    LogicConfig::from_json(&v, "").map_err(|e| ApiError::params(api_msg(&e)))?;
                 let mut st = self.state.lock();
                 let lookup = |n: &str| st.ports.iter().find(|p| p.name == n).map(|p| p.id);
-                let logic = build_logic(self.factory.as_ref(), &cfg, &lookup).map_err(|e| match e {
-                    BuildError::Unknown(m) => ApiError::params(m),
-                    BuildError::Refused(m) => ApiError::new(code::REFUSED, m),
-                })?;
+                let logic =
+                    build_logic(self.factory.as_ref(), &cfg, &lookup).map_err(|e| match e {
+                        BuildError::Unknown(m) => ApiError::params(m),
+                        BuildError::Refused(m) => ApiError::new(code::REFUSED, m),
+                    })?;
                 let name = logic.name().to_string();
                 self.switch.replace_logic(logic);
-                crate::log!(crate::log::Level::Info, "logic", "logic replaced", name = name);
+                crate::log!(
+                    crate::log::Level::Info,
+                    "logic",
+                    "logic replaced",
+                    name = name
+                );
                 st.config.logic = cfg;
                 Ok(to_value(api::LogicReplaceResult { name }))
             }
@@ -291,17 +386,28 @@ impl Daemon {
                 let st = self.state.lock();
                 let lookup = |n: &str| st.ports.iter().find(|a| a.name == n).map(|a| a.id);
                 self.switch.with_logic(|l| {
-                    let args = logics::resolve_ports(&p.args, logics::port_keys(l.name()), &lookup, "args").map_err(ApiError::params)?;
+                    let args = logics::resolve_ports(
+                        &p.args,
+                        logics::port_keys(l.name()),
+                        &lookup,
+                        "args",
+                    )
+                    .map_err(ApiError::params)?;
                     if !l.commands().iter().any(|(c, _)| *c == p.cmd) {
                         let names: Vec<&str> = l.commands().iter().map(|(c, _)| *c).collect();
                         return Err(ApiError::params(format!(
                             "logic {} has no command {:?} (commands: {})",
                             l.name(),
                             p.cmd,
-                            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                            if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            }
                         )));
                     }
-                    l.command(&p.cmd, &args).map_err(|e| ApiError::new(code::REFUSED, e.0))
+                    l.command(&p.cmd, &args)
+                        .map_err(|e| ApiError::new(code::REFUSED, e.0))
                 })
             }
             Call::Stats => Ok(to_value(self.stats())),
@@ -315,22 +421,50 @@ impl Daemon {
 
     fn port_add(&self, v: &Value) -> Result<Value, ApiError> {
         let workers = self.switch.config().workers.len();
-        let pc = PortConfig::from_json(v, "", workers).map_err(|e| ApiError::params(api_msg(&e)))?;
+        let pc =
+            PortConfig::from_json(v, "", workers).map_err(|e| ApiError::params(api_msg(&e)))?;
         // The state lock is held from the checks to the attach, so two
         // clients cannot add the same name or resource at once.
         let mut st = self.state.lock();
         if st.ports.iter().any(|a| a.name == pc.name) {
-            return Err(ApiError::new(code::ALREADY_EXISTS, format!("a port named {:?} exists", pc.name)));
+            return Err(ApiError::new(
+                code::ALREADY_EXISTS,
+                format!("a port named {:?} exists", pc.name),
+            ));
         }
-        config::check_conflicts(&pc, "", st.config.ports.iter().map(|c| (c.name.as_str(), c)))
-            .map_err(|e| ApiError::new(code::ALREADY_EXISTS, api_msg(&e)))?;
+        config::check_conflicts(
+            &pc,
+            "",
+            st.config.ports.iter().map(|c| (c.name.as_str(), c)),
+        )
+        .map_err(|e| ApiError::new(code::ALREADY_EXISTS, api_msg(&e)))?;
         if !crate::backends::available(pc.spec.kind()) {
-            return Err(ApiError::new(code::BACKEND, crate::backends::unavailable_message(pc.spec.kind())));
+            return Err(ApiError::new(
+                code::BACKEND,
+                crate::backends::unavailable_message(pc.spec.kind()),
+            ));
         }
-        let port = self.backends.open(&pc).map_err(|e| ApiError::new(code::BACKEND, e))?;
-        let id = self.attach_locked(&mut st, pc.name.clone(), port, pc.worker, pc.to_json(), Some(pc.clone()))?;
+        let port = self
+            .backends
+            .open(&pc)
+            .map_err(|e| ApiError::new(code::BACKEND, e))?;
+        let id = self.attach_locked(
+            &mut st,
+            pc.name.clone(),
+            port,
+            pc.worker,
+            pc.to_json(),
+            Some(pc.clone()),
+        )?;
         drop(st);
-        crate::log!(crate::log::Level::Info, "port", "port added", name = pc.name, kind = pc.spec.kind(), id = id);
+        crate::log!(
+            crate::log::Level::Info,
+            "port",
+            "port added",
+            name = pc.name,
+            kind = pc.spec.kind(),
+            id = id
+        );
         Ok(to_value(api::PortAddResult { id }))
     }
 
@@ -341,8 +475,10 @@ impl Daemon {
             .port_stats()
             .into_iter()
             .map(|p| {
-                let mut drops: std::collections::BTreeMap<String, u64> =
-                    DropReason::ALL.iter().map(|r| (r.name().to_string(), 0)).collect();
+                let mut drops: std::collections::BTreeMap<String, u64> = DropReason::ALL
+                    .iter()
+                    .map(|r| (r.name().to_string(), 0))
+                    .collect();
                 for (r, n) in p.drops {
                     drops.insert(r.to_string(), n);
                 }
@@ -368,7 +504,11 @@ impl Daemon {
                         })
                         .collect(),
                     drops,
-                    backend: p.backend.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                    backend: p
+                        .backend
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect(),
                 }
             })
             .collect();

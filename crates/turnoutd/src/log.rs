@@ -60,7 +60,13 @@ pub fn enabled(l: Level) -> bool {
 }
 
 /// Formats one event line (without the trailing newline).
-pub fn format_line(ts_ns: u128, level: Level, target: &str, msg: &str, kv: &[(&str, &dyn std::fmt::Display)]) -> String {
+pub fn format_line(
+    ts_ns: u128,
+    level: Level,
+    target: &str,
+    msg: &str,
+    kv: &[(&str, &dyn std::fmt::Display)],
+) -> String {
     let mut s = String::with_capacity(96);
     let secs = (ts_ns / 1_000_000_000) as i64;
     let ms = (ts_ns / 1_000_000 % 1000) as u32;
@@ -90,7 +96,10 @@ pub fn log(level: Level, target: &str, msg: &str, kv: &[(&str, &dyn std::fmt::Di
     if !enabled(level) {
         return;
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let mut line = format_line(now, level, target, msg, kv);
     line.push('\n');
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
@@ -129,8 +138,17 @@ mod tests {
     fn line_format() {
         // 2024-02-29T12:34:56.789Z
         let ts = (1_709_210_096u128 * 1000 + 789) * 1_000_000;
-        let l = format_line(ts, Level::Info, "ctl", "port added", &[("name", &"vnf0"), ("id", &3), ("why", &"two words")]);
-        assert_eq!(l, "2024-02-29T12:34:56.789Z info  ctl port added name=vnf0 id=3 why=\"two words\"");
+        let l = format_line(
+            ts,
+            Level::Info,
+            "ctl",
+            "port added",
+            &[("name", &"vnf0"), ("id", &3), ("why", &"two words")],
+        );
+        assert_eq!(
+            l,
+            "2024-02-29T12:34:56.789Z info  ctl port added name=vnf0 id=3 why=\"two words\""
+        );
     }
 
     #[test]

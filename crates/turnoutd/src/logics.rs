@@ -62,15 +62,25 @@ impl LogicFactory for Builtin {
 
 /// Replaces port names under `keys` (see [`port_keys`]) with ids; `what`
 /// prefixes errors.
-pub fn resolve_ports(v: &Value, keys: &[&str], lookup: &dyn Fn(&str) -> Option<PortId>, what: &str) -> Result<Value, String> {
+pub fn resolve_ports(
+    v: &Value,
+    keys: &[&str],
+    lookup: &dyn Fn(&str) -> Option<PortId>,
+    what: &str,
+) -> Result<Value, String> {
     type Lookup<'a> = &'a dyn Fn(&str) -> Option<PortId>;
     /// Inside a port key: strings are port names.
     fn names(v: &Value, keys: &[&str], lookup: Lookup<'_>, path: &str) -> Result<Value, String> {
         match v {
-            Value::String(s) => lookup(s).map(Value::from).ok_or_else(|| format!("{path}: no port named {s:?}")),
-            Value::Array(a) => {
-                a.iter().enumerate().map(|(i, x)| names(x, keys, lookup, &format!("{path}[{i}]"))).collect::<Result<_, _>>().map(Value::Array)
-            }
+            Value::String(s) => lookup(s)
+                .map(Value::from)
+                .ok_or_else(|| format!("{path}: no port named {s:?}")),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| names(x, keys, lookup, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()
+                .map(Value::Array),
             other => any(other, keys, lookup, path),
         }
     }
@@ -80,15 +90,26 @@ pub fn resolve_ports(v: &Value, keys: &[&str], lookup: &dyn Fn(&str) -> Option<P
             Value::Object(m) => {
                 let mut out = Map::new();
                 for (k, x) in m {
-                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                    let y = if keys.contains(&k.as_str()) { names(x, keys, lookup, &p)? } else { any(x, keys, lookup, &p)? };
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    let y = if keys.contains(&k.as_str()) {
+                        names(x, keys, lookup, &p)?
+                    } else {
+                        any(x, keys, lookup, &p)?
+                    };
                     out.insert(k.clone(), y);
                 }
                 Ok(Value::Object(out))
             }
-            Value::Array(a) => {
-                a.iter().enumerate().map(|(i, x)| any(x, keys, lookup, &format!("{path}[{i}]"))).collect::<Result<_, _>>().map(Value::Array)
-            }
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| any(x, keys, lookup, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()
+                .map(Value::Array),
             other => Ok(other.clone()),
         }
     }
@@ -115,19 +136,38 @@ mod tests {
         assert_eq!(r, json!({"pairs": [[0, 1], [2, 0]], "config": "vnf0"}));
         let v = json!({"rules": [{"port": 53, "proto": "udp", "to": "vnf1"}], "uplink": "vnf0"});
         let r = resolve_ports(&v, port_keys("l4filter"), &lookup, "logic").unwrap();
-        assert_eq!(r, json!({"rules": [{"port": 53, "proto": "udp", "to": 1}], "uplink": 0}));
+        assert_eq!(
+            r,
+            json!({"rules": [{"port": 53, "proto": "udp", "to": 1}], "uplink": 0})
+        );
         // l4filter's "port" is an L4 port: a string there is left for the logic to refuse.
         let v = json!({"port": "vnf0"});
-        assert_eq!(resolve_ports(&v, port_keys("l4filter"), &lookup, "args").unwrap(), v);
-        assert_eq!(resolve_ports(&v, port_keys("plugin"), &lookup, "args").unwrap(), v);
         assert_eq!(
-            resolve_ports(&json!({"to": "nope"}), port_keys("patch"), &lookup, "logic").unwrap_err(),
+            resolve_ports(&v, port_keys("l4filter"), &lookup, "args").unwrap(),
+            v
+        );
+        assert_eq!(
+            resolve_ports(&v, port_keys("plugin"), &lookup, "args").unwrap(),
+            v
+        );
+        assert_eq!(
+            resolve_ports(&json!({"to": "nope"}), port_keys("patch"), &lookup, "logic")
+                .unwrap_err(),
             "logic.to: no port named \"nope\""
         );
         assert_eq!(
-            resolve_ports(&json!({"pairs": [["vnf0", "x"]]}), port_keys("patch"), &lookup, "logic").unwrap_err(),
+            resolve_ports(
+                &json!({"pairs": [["vnf0", "x"]]}),
+                port_keys("patch"),
+                &lookup,
+                "logic"
+            )
+            .unwrap_err(),
             "logic.pairs[0][1]: no port named \"x\""
         );
-        assert_eq!(resolve_ports(&Value::Null, port_keys("patch"), &lookup, "args").unwrap(), Value::Null);
+        assert_eq!(
+            resolve_ports(&Value::Null, port_keys("patch"), &lookup, "args").unwrap(),
+            Value::Null
+        );
     }
 }

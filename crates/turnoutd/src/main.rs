@@ -32,16 +32,28 @@ fn parse_args() -> Result<Option<(Mode, Level)>, String> {
             Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
             _ => (a.clone(), None),
         };
-        let mut value = |what: &str| inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{what} needs a value"));
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{what} needs a value"))
+        };
         match key.as_str() {
             "--config" | "-c" => mode = Some(Mode::Run(PathBuf::from(value("--config")?))),
             "--check-config" => mode = Some(Mode::Check(PathBuf::from(value("--check-config")?))),
             "--log-level" => {
                 let v = value("--log-level")?;
-                level = Level::parse(&v).ok_or_else(|| format!("--log-level: {v:?} is not error, warn, info or debug"))?;
+                level = Level::parse(&v).ok_or_else(|| {
+                    format!("--log-level: {v:?} is not error, warn, info or debug")
+                })?;
             }
             "--version" | "-V" => {
-                println!("turnoutd {} (api {}, git {})", env!("CARGO_PKG_VERSION"), turnoutd::api::API_VERSION, daemon::GIT);
+                println!(
+                    "turnoutd {} (api {}, git {})",
+                    env!("CARGO_PKG_VERSION"),
+                    turnoutd::api::API_VERSION,
+                    daemon::GIT
+                );
                 return Ok(None);
             }
             "--help" | "-h" => {
@@ -51,7 +63,8 @@ fn parse_args() -> Result<Option<(Mode, Level)>, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    mode.map(|m| Some((m, level))).ok_or_else(|| "--config or --check-config is required".to_string())
+    mode.map(|m| Some((m, level)))
+        .ok_or_else(|| "--config or --check-config is required".to_string())
 }
 
 fn main() -> ExitCode {
@@ -65,16 +78,23 @@ fn main() -> ExitCode {
     };
     log::set_level(level);
     match mode {
-        Mode::Check(path) => match Config::load(&path).and_then(|c| daemon::check_config(&c, &Builtin).map(|_| c)) {
-            Ok(c) => {
-                println!("config ok: {} port(s), {} worker(s), logic {}", c.ports.len(), c.workers.len(), c.logic.name);
-                ExitCode::SUCCESS
+        Mode::Check(path) => {
+            match Config::load(&path).and_then(|c| daemon::check_config(&c, &Builtin).map(|_| c)) {
+                Ok(c) => {
+                    println!(
+                        "config ok: {} port(s), {} worker(s), logic {}",
+                        c.ports.len(),
+                        c.workers.len(),
+                        c.logic.name
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("{e}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Mode::Run(path) => run(&path),
     }
 }
@@ -111,7 +131,13 @@ fn run(path: &std::path::Path) -> ExitCode {
     let ctl = match ControlServer::start(&sock, mode, d.clone()) {
         Ok(s) => s,
         Err(e) => {
-            turnoutd::log!(Level::Error, "main", "cannot open the control socket", path = sock.display(), error = e);
+            turnoutd::log!(
+                Level::Error,
+                "main",
+                "cannot open the control socket",
+                path = sock.display(),
+                error = e
+            );
             stop_daemon(d);
             return ExitCode::FAILURE;
         }
@@ -121,12 +147,23 @@ fn run(path: &std::path::Path) -> ExitCode {
         Some(addr) => match MetricsServer::start(addr, d.clone()) {
             Ok(m) => {
                 if !addr.ip().is_loopback() {
-                    turnoutd::log!(Level::Warn, "metrics", "metrics endpoint is reachable beyond this host", addr = m.addr());
+                    turnoutd::log!(
+                        Level::Warn,
+                        "metrics",
+                        "metrics endpoint is reachable beyond this host",
+                        addr = m.addr()
+                    );
                 }
                 Some(m)
             }
             Err(e) => {
-                turnoutd::log!(Level::Error, "main", "cannot open the metrics listener", addr = addr, error = e);
+                turnoutd::log!(
+                    Level::Error,
+                    "main",
+                    "cannot open the metrics listener",
+                    addr = addr,
+                    error = e
+                );
                 ctl.stop();
                 stop_daemon(d);
                 return ExitCode::FAILURE;
@@ -141,14 +178,22 @@ fn run(path: &std::path::Path) -> ExitCode {
         control = sock.display(),
         workers = workers,
         wakeup = format!("{wakeup:?}").to_lowercase(),
-        metrics = metrics.as_ref().map(|m| m.addr().to_string()).unwrap_or_else(|| "off".into()),
+        metrics = metrics
+            .as_ref()
+            .map(|m| m.addr().to_string())
+            .unwrap_or_else(|| "off".into()),
     );
     let sig = loop {
         if let Some(s) = sys::wait_shutdown_signal(Duration::from_secs(1)) {
             break s;
         }
     };
-    turnoutd::log!(Level::Info, "main", "shutting down", signal = sys::signal_name(sig));
+    turnoutd::log!(
+        Level::Info,
+        "main",
+        "shutting down",
+        signal = sys::signal_name(sig)
+    );
     if let Some(m) = metrics {
         m.stop();
     }
@@ -161,6 +206,10 @@ fn run(path: &std::path::Path) -> ExitCode {
 fn stop_daemon(d: Arc<Daemon>) {
     match Arc::try_unwrap(d) {
         Ok(d) => d.shutdown(),
-        Err(_) => turnoutd::log!(Level::Warn, "main", "daemon still referenced at exit; workers stop with the process"),
+        Err(_) => turnoutd::log!(
+            Level::Warn,
+            "main",
+            "daemon still referenced at exit; workers stop with the process"
+        ),
     }
 }

@@ -25,7 +25,9 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Escapes a label value.
 fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 struct Family<'a> {
@@ -42,7 +44,12 @@ impl Family<'_> {
         if !labels.is_empty() {
             self.out.push('{');
             for (i, (k, x)) in labels.iter().enumerate() {
-                let _ = write!(self.out, "{}{k}=\"{}\"", if i > 0 { "," } else { "" }, label(x));
+                let _ = write!(
+                    self.out,
+                    "{}{k}=\"{}\"",
+                    if i > 0 { "," } else { "" },
+                    label(x)
+                );
             }
             self.out.push('}');
         }
@@ -55,16 +62,40 @@ pub fn render(s: &StatsResult) -> String {
     let mut out = String::with_capacity(4096);
     let mut f = Family { out: &mut out };
 
-    f.head("turnout_port_up", "gauge", "Whether the port's peer is attached (1) or not (0).");
+    f.head(
+        "turnout_port_up",
+        "gauge",
+        "Whether the port's peer is attached (1) or not (0).",
+    );
     for p in &s.ports {
-        f.sample("turnout_port_up", &[("port", &p.name), ("kind", &p.kind)], u8::from(p.link_up));
+        f.sample(
+            "turnout_port_up",
+            &[("port", &p.name), ("kind", &p.kind)],
+            u8::from(p.link_up),
+        );
     }
     type QField = fn(&crate::api::QueueStats) -> u64;
     let per_queue: [(&str, &str, QField); 4] = [
-        ("turnout_port_rx_packets_total", "Frames received from the port (entering the switch), per queue.", |q| q.rx_packets),
-        ("turnout_port_rx_bytes_total", "Bytes received from the port, per queue.", |q| q.rx_bytes),
-        ("turnout_port_tx_packets_total", "Frames sent to the port (leaving the switch), per queue.", |q| q.tx_packets),
-        ("turnout_port_tx_bytes_total", "Bytes sent to the port, per queue.", |q| q.tx_bytes),
+        (
+            "turnout_port_rx_packets_total",
+            "Frames received from the port (entering the switch), per queue.",
+            |q| q.rx_packets,
+        ),
+        (
+            "turnout_port_rx_bytes_total",
+            "Bytes received from the port, per queue.",
+            |q| q.rx_bytes,
+        ),
+        (
+            "turnout_port_tx_packets_total",
+            "Frames sent to the port (leaving the switch), per queue.",
+            |q| q.tx_packets,
+        ),
+        (
+            "turnout_port_tx_bytes_total",
+            "Bytes sent to the port, per queue.",
+            |q| q.tx_bytes,
+        ),
     ];
     for (name, help, get) in per_queue {
         f.head(name, "counter", help);
@@ -75,36 +106,127 @@ pub fn render(s: &StatsResult) -> String {
             }
         }
     }
-    f.head("turnout_port_drops_total", "counter", "Frames (or flood copies) not delivered, by port and reason.");
+    f.head(
+        "turnout_port_drops_total",
+        "counter",
+        "Frames (or flood copies) not delivered, by port and reason.",
+    );
     for p in &s.ports {
         for (r, n) in &p.drops {
-            f.sample("turnout_port_drops_total", &[("port", &p.name), ("reason", r)], n);
+            f.sample(
+                "turnout_port_drops_total",
+                &[("port", &p.name), ("reason", r)],
+                n,
+            );
         }
     }
-    f.head("turnout_port_backend", "untyped", "Backend-specific counters of a port, by name.");
+    f.head(
+        "turnout_port_backend",
+        "untyped",
+        "Backend-specific counters of a port, by name.",
+    );
     for p in &s.ports {
         for (k, n) in &p.backend {
-            f.sample("turnout_port_backend", &[("port", &p.name), ("counter", k)], n);
+            f.sample(
+                "turnout_port_backend",
+                &[("port", &p.name), ("counter", k)],
+                n,
+            );
         }
     }
 
     type WField = fn(&crate::api::WorkerStatsResult) -> f64;
     let per_worker: [(&str, &str, &str, WField); 15] = [
-        ("turnout_worker_packets_total", "counter", "Frames received by the worker.", |w| w.packets as f64),
-        ("turnout_worker_batches_total", "counter", "Non-empty batches processed by the worker.", |w| w.batches as f64),
-        ("turnout_worker_busy_seconds_total", "counter", "Time spent moving packets.", |w| w.busy_ns as f64 / 1e9),
-        ("turnout_worker_idle_seconds_total", "counter", "Time spent polling empty queues or asleep.", |w| w.idle_ns as f64 / 1e9),
-        ("turnout_worker_busy_cycles_total", "counter", "Cycle-counter ticks spent moving packets.", |w| w.busy_cycles as f64),
-        ("turnout_worker_idle_cycles_total", "counter", "Cycle-counter ticks spent idle.", |w| w.idle_cycles as f64),
-        ("turnout_worker_sleeps_total", "counter", "Times the worker went to sleep waiting for packets.", |w| w.sleeps as f64),
-        ("turnout_worker_wakeups_total", "counter", "Sleeps ended by frames arriving.", |w| w.wakeups as f64),
-        ("turnout_worker_naps_total", "counter", "Naps after a batch (interrupt moderation).", |w| w.naps as f64),
-        ("turnout_worker_asleep_seconds_total", "counter", "Wall time the worker spent asleep or napping.", |w| w.asleep_ns as f64 / 1e9),
-        ("turnout_worker_sleep_cpu_seconds_total", "counter", "CPU time the worker spent inside sleeps and naps.", |w| w.sleep_cpu_ns as f64 / 1e9),
-        ("turnout_worker_latency_budget_seconds", "gauge", "The adaptive wake-up policy's latency budget.", |w| w.policy.budget_ns as f64 / 1e9),
-        ("turnout_worker_nap_seconds", "gauge", "Current nap length (0 unless moderating).", |w| w.policy.nap_ns as f64 / 1e9),
-        ("turnout_worker_cpu_seconds_total", "counter", "CPU time (user + system) used by the worker thread.", |w| w.cpu_ns as f64 / 1e9),
-        ("turnout_worker_cycles_per_packet", "gauge", "Busy cycles per received frame since the last reset.", |w| w.cycles_per_packet),
+        (
+            "turnout_worker_packets_total",
+            "counter",
+            "Frames received by the worker.",
+            |w| w.packets as f64,
+        ),
+        (
+            "turnout_worker_batches_total",
+            "counter",
+            "Non-empty batches processed by the worker.",
+            |w| w.batches as f64,
+        ),
+        (
+            "turnout_worker_busy_seconds_total",
+            "counter",
+            "Time spent moving packets.",
+            |w| w.busy_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_idle_seconds_total",
+            "counter",
+            "Time spent polling empty queues or asleep.",
+            |w| w.idle_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_busy_cycles_total",
+            "counter",
+            "Cycle-counter ticks spent moving packets.",
+            |w| w.busy_cycles as f64,
+        ),
+        (
+            "turnout_worker_idle_cycles_total",
+            "counter",
+            "Cycle-counter ticks spent idle.",
+            |w| w.idle_cycles as f64,
+        ),
+        (
+            "turnout_worker_sleeps_total",
+            "counter",
+            "Times the worker went to sleep waiting for packets.",
+            |w| w.sleeps as f64,
+        ),
+        (
+            "turnout_worker_wakeups_total",
+            "counter",
+            "Sleeps ended by frames arriving.",
+            |w| w.wakeups as f64,
+        ),
+        (
+            "turnout_worker_naps_total",
+            "counter",
+            "Naps after a batch (interrupt moderation).",
+            |w| w.naps as f64,
+        ),
+        (
+            "turnout_worker_asleep_seconds_total",
+            "counter",
+            "Wall time the worker spent asleep or napping.",
+            |w| w.asleep_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_sleep_cpu_seconds_total",
+            "counter",
+            "CPU time the worker spent inside sleeps and naps.",
+            |w| w.sleep_cpu_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_latency_budget_seconds",
+            "gauge",
+            "The adaptive wake-up policy's latency budget.",
+            |w| w.policy.budget_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_nap_seconds",
+            "gauge",
+            "Current nap length (0 unless moderating).",
+            |w| w.policy.nap_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_cpu_seconds_total",
+            "counter",
+            "CPU time (user + system) used by the worker thread.",
+            |w| w.cpu_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_cycles_per_packet",
+            "gauge",
+            "Busy cycles per received frame since the last reset.",
+            |w| w.cycles_per_packet,
+        ),
     ];
     for (name, kind, help, get) in per_worker {
         f.head(name, kind, help);
@@ -113,17 +235,29 @@ pub fn render(s: &StatsResult) -> String {
             f.sample(name, &[("worker", &id)], get(w));
         }
     }
-    f.head("turnout_worker_rx_queues", "gauge", "Receive queues owned by the worker.");
+    f.head(
+        "turnout_worker_rx_queues",
+        "gauge",
+        "Receive queues owned by the worker.",
+    );
     for w in &s.workers {
         let id = w.id.to_string();
         f.sample("turnout_worker_rx_queues", &[("worker", &id)], w.rx_queues);
     }
-    f.head("turnout_tsc_hz", "gauge", "Frequency of the cycle counter used for busy and idle cycles.");
+    f.head(
+        "turnout_tsc_hz",
+        "gauge",
+        "Frequency of the cycle counter used for busy and idle cycles.",
+    );
     f.sample("turnout_tsc_hz", &[], s.tsc_hz);
     f.head("turnout_info", "gauge", "Version information (always 1).");
     f.sample(
         "turnout_info",
-        &[("version", env!("CARGO_PKG_VERSION")), ("api", &crate::api::API_VERSION.to_string()), ("git", crate::daemon::GIT)],
+        &[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("api", &crate::api::API_VERSION.to_string()),
+            ("git", crate::daemon::GIT),
+        ],
         1,
     );
     out
@@ -144,24 +278,30 @@ impl MetricsServer {
         l.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let thread = std::thread::Builder::new().name("turnout-metrics".into()).spawn(move || {
-            while !s.load(Ordering::Acquire) {
-                match crate::sys::poll_readable(l.as_raw_fd(), 200) {
-                    Ok(true) => {}
-                    Ok(false) => continue,
-                    Err(_) => {
-                        std::thread::sleep(Duration::from_millis(200));
-                        continue;
+        let thread = std::thread::Builder::new()
+            .name("turnout-metrics".into())
+            .spawn(move || {
+                while !s.load(Ordering::Acquire) {
+                    match crate::sys::poll_readable(l.as_raw_fd(), 200) {
+                        Ok(true) => {}
+                        Ok(false) => continue,
+                        Err(_) => {
+                            std::thread::sleep(Duration::from_millis(200));
+                            continue;
+                        }
+                    }
+                    if let Ok((c, _)) = l.accept() {
+                        if let Err(e) = serve(c, &daemon) {
+                            crate::log!(Level::Debug, "metrics", "scrape failed", error = e);
+                        }
                     }
                 }
-                if let Ok((c, _)) = l.accept() {
-                    if let Err(e) = serve(c, &daemon) {
-                        crate::log!(Level::Debug, "metrics", "scrape failed", error = e);
-                    }
-                }
-            }
-        })?;
-        Ok(MetricsServer { addr, stop, thread: Some(thread) })
+            })?;
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The bound address (useful with port 0).
@@ -197,7 +337,11 @@ fn serve(mut c: TcpStream, daemon: &Daemon) -> io::Result<()> {
     let mut chunk = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
         if head.len() > MAX_HEAD_B || Instant::now() > deadline {
-            return reply(&mut c, "431 Request Header Fields Too Large", "request head too large or too slow\n");
+            return reply(
+                &mut c,
+                "431 Request Header Fields Too Large",
+                "request head too large or too slow\n",
+            );
         }
         match c.read(&mut chunk)? {
             0 => break,

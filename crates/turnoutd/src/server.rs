@@ -78,8 +78,14 @@ impl ControlServer {
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
-        let thread = std::thread::Builder::new().name("turnout-ctl".into()).spawn(move || accept_loop(listener, daemon, s))?;
-        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+        let thread = std::thread::Builder::new()
+            .name("turnout-ctl".into())
+            .spawn(move || accept_loop(listener, daemon, s))?;
+        Ok(ControlServer {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The socket path.
@@ -116,7 +122,12 @@ fn accept_loop(listener: UnixListener, daemon: Arc<Daemon>, stop: Arc<AtomicBool
             Ok(true) => {}
             Ok(false) => continue,
             Err(e) => {
-                crate::log!(Level::Error, "ctl", "poll on control socket failed", error = e);
+                crate::log!(
+                    Level::Error,
+                    "ctl",
+                    "poll on control socket failed",
+                    error = e
+                );
                 std::thread::sleep(TICK);
                 continue;
             }
@@ -132,23 +143,35 @@ fn accept_loop(listener: UnixListener, daemon: Arc<Daemon>, stop: Arc<AtomicBool
         if clients.load(Ordering::Acquire) >= MAX_CLIENTS {
             let _ = stream.set_nonblocking(false);
             let _ = stream.set_write_timeout(Some(TICK));
-            let e = ApiError::new(code::REFUSED, format!("too many control connections (at most {MAX_CLIENTS})"));
-            let _ = (&stream).write_all(format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes());
+            let e = ApiError::new(
+                code::REFUSED,
+                format!("too many control connections (at most {MAX_CLIENTS})"),
+            );
+            let _ = (&stream).write_all(
+                format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes(),
+            );
             continue;
         }
         clients.fetch_add(1, Ordering::AcqRel);
         let (d, s, c) = (daemon.clone(), stop.clone(), clients.clone());
-        let spawned = std::thread::Builder::new().name("turnout-ctl-c".into()).spawn(move || {
-            if let Err(e) = serve(stream, &d, &s) {
-                crate::log!(Level::Debug, "ctl", "connection closed", reason = e);
-            }
-            c.fetch_sub(1, Ordering::AcqRel);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("turnout-ctl-c".into())
+            .spawn(move || {
+                if let Err(e) = serve(stream, &d, &s) {
+                    crate::log!(Level::Debug, "ctl", "connection closed", reason = e);
+                }
+                c.fetch_sub(1, Ordering::AcqRel);
+            });
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {
                 clients.fetch_sub(1, Ordering::AcqRel);
-                crate::log!(Level::Warn, "ctl", "cannot start a connection thread", error = e);
+                crate::log!(
+                    Level::Warn,
+                    "ctl",
+                    "cannot start a connection thread",
+                    error = e
+                );
             }
         }
     }
@@ -182,9 +205,17 @@ fn serve(mut stream: UnixStream, daemon: &Daemon, stop: &AtomicBool) -> io::Resu
             last = Instant::now();
         }
         if buf.len() > api::MAX_LINE_B {
-            let e = ApiError::new(code::INVALID_REQUEST, format!("request longer than {} bytes", api::MAX_LINE_B));
-            stream.write_all(format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes())?;
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "request too long"));
+            let e = ApiError::new(
+                code::INVALID_REQUEST,
+                format!("request longer than {} bytes", api::MAX_LINE_B),
+            );
+            stream.write_all(
+                format!("{}\n", api::response_err(&serde_json::Value::Null, &e)).as_bytes(),
+            )?;
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "request too long",
+            ));
         }
         if stop.load(Ordering::Acquire) {
             return Ok(());
@@ -195,7 +226,13 @@ fn serve(mut stream: UnixStream, daemon: &Daemon, stop: &AtomicBool) -> io::Resu
         match stream.read(&mut chunk) {
             Ok(0) => return Ok(()),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(e),
         }
     }
@@ -216,15 +253,24 @@ mod tests {
         let d = tmpdir("bind");
         let p = d.join("sub").join("ctl.sock");
         let l = bind_unix(&p, 0o600).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         // A live socket is not taken over.
         let e = bind_unix(&p, 0o600).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
-        assert!(e.to_string().ends_with("is in use by another process"), "{e}");
+        assert!(
+            e.to_string().ends_with("is in use by another process"),
+            "{e}"
+        );
         // A stale one (nobody listening) is replaced.
         drop(l);
         let l2 = bind_unix(&p, 0o660).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o660);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o660
+        );
         drop(l2);
         // A regular file is never removed.
         let f = d.join("file");

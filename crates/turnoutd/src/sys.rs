@@ -44,7 +44,10 @@ pub fn block_shutdown_signals() -> io::Result<()> {
 /// returns the signal number, or `None` on timeout.
 pub fn wait_shutdown_signal(timeout: Duration) -> Option<i32> {
     let set = shutdown_set();
-    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
     // SAFETY: `set` and `ts` are initialised and outlive the call; a null
     // siginfo pointer is allowed.
     let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
@@ -66,7 +69,11 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 /// Waits up to `timeout_ms` for `fd` to become readable.
 pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: `p` is one valid pollfd that outlives the call.
     let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     if r < 0 {
@@ -96,7 +103,10 @@ pub fn thread_cpu_ns(tid: i32) -> Option<u64> {
     // The kernel's clock id for a thread's scheduler CPU clock:
     // MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED) = (~tid << 3) | 4 | 2.
     let id: libc::clockid_t = ((!tid) << 3) | 6;
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: ts is a valid out-pointer; a bad clock id is an error return.
     let r = unsafe { libc::clock_gettime(id, &mut ts) };
     if r != 0 {
@@ -130,7 +140,9 @@ impl CpuIdlePoll {
     /// Puts `cpu` in polling idle; fails if the file cannot be written
     /// (not root, no cpuidle on this machine).
     pub fn hold(cpu: usize) -> io::Result<Self> {
-        let path = std::path::PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"));
+        let path = std::path::PathBuf::from(format!(
+            "/sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
+        ));
         let previous = std::fs::read_to_string(&path)?.trim().to_string();
         std::fs::write(&path, "n/a")?;
         Ok(Self { path, previous })

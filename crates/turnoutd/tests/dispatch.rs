@@ -25,18 +25,38 @@ fn daemon(extra: &str) -> Daemon {
 /// Sends one request line through the full JSON path.
 fn rpc(d: &Daemon, method: &str, params: Value) -> Result<Value, (i32, String)> {
     let line = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let resp: Value = serde_json::from_str(&d.handle_line(line.as_bytes()).expect("a response")).unwrap();
+    let resp: Value =
+        serde_json::from_str(&d.handle_line(line.as_bytes()).expect("a response")).unwrap();
     assert_eq!(resp["jsonrpc"], "2.0");
     assert_eq!(resp["id"], 1);
     if let Some(e) = resp.get("error") {
-        return Err((e["code"].as_i64().unwrap() as i32, e["message"].as_str().unwrap().to_string()));
+        return Err((
+            e["code"].as_i64().unwrap() as i32,
+            e["message"].as_str().unwrap().to_string(),
+        ));
     }
     Ok(resp["result"].clone())
 }
 
 fn attach(d: &Daemon, name: &str) -> (u16, PipePeer) {
-    let (port, peer) = pipe(name, PipeConfig { queues: 1, ring_slots: 1024, slot_b: 2048 }).unwrap();
-    let id = d.attach(name.to_string(), Arc::new(port), None, json!({"name": name, "kind": "pipe"}), None).unwrap();
+    let (port, peer) = pipe(
+        name,
+        PipeConfig {
+            queues: 1,
+            ring_slots: 1024,
+            slot_b: 2048,
+        },
+    )
+    .unwrap();
+    let id = d
+        .attach(
+            name.to_string(),
+            Arc::new(port),
+            None,
+            json!({"name": name, "kind": "pipe"}),
+            None,
+        )
+        .unwrap();
     (id, peer)
 }
 
@@ -97,7 +117,8 @@ fn peer_thread(
             let stopping = stop.load(Ordering::Acquire);
             let mut sent = 0;
             if let (Some(to), false) = (to, stopping) {
-                let inflight = c[me].sent.load(Ordering::Relaxed) - c[to].got.load(Ordering::Relaxed);
+                let inflight =
+                    c[me].sent.load(Ordering::Relaxed) - c[to].got.load(Ordering::Relaxed);
                 let room = window.saturating_sub(inflight).min(32) as usize;
                 if room > 0 {
                     sent = peer.send_with(0, room, |_, buf| {
@@ -126,11 +147,22 @@ fn peer_thread(
 
 fn port_stats(d: &Daemon, name: &str) -> Value {
     let s = rpc(d, "stats", Value::Null).unwrap();
-    s["ports"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap_or(Value::Null)
+    s["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
 }
 
 fn total_drops(p: &Value) -> u64 {
-    p["drops"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum()
+    p["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
 }
 
 fn wait_until(what: &str, secs: u64, f: impl FnMut() -> bool) {
@@ -178,14 +210,20 @@ fn every_method_and_its_errors() {
 
     let s = rpc(&d, "logic.show", Value::Null).unwrap();
     assert_eq!(s["name"], "bridge");
-    assert!(s["commands"].as_array().unwrap().iter().any(|c| c[0] == "show"));
+    assert!(s["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c[0] == "show"));
 
     // Traffic through the bridge shows up in the counters.
     let mut buf = [0u8; 64];
-    let frames: Vec<Vec<u8>> = (0..10).map(|i| {
-        frame(&mut buf, 0, 1, i);
-        buf.to_vec()
-    }).collect();
+    let frames: Vec<Vec<u8>> = (0..10)
+        .map(|i| {
+            frame(&mut buf, 0, 1, i);
+            buf.to_vec()
+        })
+        .collect();
     let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
     assert_eq!(pa.send(0, &refs), 10);
     let mut got = 0;
@@ -196,12 +234,27 @@ fn every_method_and_its_errors() {
     wait_until("counters", 5, || port_stats(&d, "b")["tx_packets"] == 10);
     let st = rpc(&d, "stats", Value::Null).unwrap();
     let pa_s = &st["ports"][0];
-    assert_eq!((pa_s["name"].as_str(), pa_s["rx_packets"].as_u64(), pa_s["rx_bytes"].as_u64()), (Some("a"), Some(10), Some(640)));
+    assert_eq!(
+        (
+            pa_s["name"].as_str(),
+            pa_s["rx_packets"].as_u64(),
+            pa_s["rx_bytes"].as_u64()
+        ),
+        (Some("a"), Some(10), Some(640))
+    );
     assert_eq!(pa_s["queues"][0]["rx_packets"], 10);
     assert_eq!(pa_s["drops"]["no_port"], 0);
-    assert_eq!(pa_s["drops"].as_object().unwrap().len(), fabric::DropReason::COUNT);
+    assert_eq!(
+        pa_s["drops"].as_object().unwrap().len(),
+        fabric::DropReason::COUNT
+    );
     assert_eq!(st["ports"][1]["tx_bytes"], 640);
-    let w: u64 = st["workers"].as_array().unwrap().iter().map(|w| w["packets"].as_u64().unwrap()).sum();
+    let w: u64 = st["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["packets"].as_u64().unwrap())
+        .sum();
     assert_eq!(w, 10);
     assert!(st["tsc_hz"].as_u64().unwrap() > 0);
     assert!(st["workers"][0]["tid"].as_i64().unwrap() > 0);
@@ -209,7 +262,12 @@ fn every_method_and_its_errors() {
     // The bridge learnt a's MAC; logic commands take port names.
     let t = rpc(&d, "logic.command", json!({"cmd": "show"})).unwrap();
     assert!(t.to_string().contains("02:00:00:00:00:10"), "{t}");
-    rpc(&d, "logic.command", json!({"cmd": "add", "args": {"mac": "02:00:00:00:00:99", "port": "b"}})).unwrap();
+    rpc(
+        &d,
+        "logic.command",
+        json!({"cmd": "add", "args": {"mac": "02:00:00:00:00:99", "port": "b"}}),
+    )
+    .unwrap();
     let t = rpc(&d, "logic.command", json!({"cmd": "show"})).unwrap();
     assert!(t.to_string().contains("02:00:00:00:00:99"), "{t}");
 
@@ -218,75 +276,192 @@ fn every_method_and_its_errors() {
 
     // Invalid calls: each a clear error, nothing changed.
     let e = |r: Result<Value, (i32, String)>| r.unwrap_err();
-    assert_eq!(e(rpc(&d, "port.remove", json!({"name": "zz"}))), (code::NOT_FOUND, "no port named \"zz\"".into()));
-    assert_eq!(e(rpc(&d, "port.remove", json!({"name": 7}))).0, code::INVALID_PARAMS);
-    assert_eq!(e(rpc(&d, "port.remove", json!(["a"]))).0, code::INVALID_PARAMS);
-    assert_eq!(e(rpc(&d, "port.lst", Value::Null)).0, code::METHOD_NOT_FOUND);
     assert_eq!(
-        e(rpc(&d, "port.add", json!({"name": "a", "kind": "tap", "iface": "t0"}))),
+        e(rpc(&d, "port.remove", json!({"name": "zz"}))),
+        (code::NOT_FOUND, "no port named \"zz\"".into())
+    );
+    assert_eq!(
+        e(rpc(&d, "port.remove", json!({"name": 7}))).0,
+        code::INVALID_PARAMS
+    );
+    assert_eq!(
+        e(rpc(&d, "port.remove", json!(["a"]))).0,
+        code::INVALID_PARAMS
+    );
+    assert_eq!(
+        e(rpc(&d, "port.lst", Value::Null)).0,
+        code::METHOD_NOT_FOUND
+    );
+    assert_eq!(
+        e(rpc(
+            &d,
+            "port.add",
+            json!({"name": "a", "kind": "tap", "iface": "t0"})
+        )),
         (code::ALREADY_EXISTS, "a port named \"a\" exists".into())
     );
     assert_eq!(
         e(rpc(&d, "port.add", json!({"name": "c", "kind": "memfi"}))),
         (code::INVALID_PARAMS, "kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user)".into())
     );
-    assert_eq!(e(rpc(&d, "port.add", json!({"name": "c", "kind": "af_packet", "iface": 3}))).0, code::INVALID_PARAMS);
     assert_eq!(
-        e(rpc(&d, "port.add", json!({"name": "c", "kind": "af_packet", "iface": "lo", "worker": 2}))),
-        (code::INVALID_PARAMS, "worker: no worker 2 (2 configured, numbered from 0)".into())
+        e(rpc(
+            &d,
+            "port.add",
+            json!({"name": "c", "kind": "af_packet", "iface": 3})
+        ))
+        .0,
+        code::INVALID_PARAMS
     );
-    let (c, m) = e(rpc(&d, "port.add", json!({"name": "c", "kind": "af_packet", "iface": "nosuchif0"})));
+    assert_eq!(
+        e(rpc(
+            &d,
+            "port.add",
+            json!({"name": "c", "kind": "af_packet", "iface": "lo", "worker": 2})
+        )),
+        (
+            code::INVALID_PARAMS,
+            "worker: no worker 2 (2 configured, numbered from 0)".into()
+        )
+    );
+    let (c, m) = e(rpc(
+        &d,
+        "port.add",
+        json!({"name": "c", "kind": "af_packet", "iface": "nosuchif0"}),
+    ));
     assert_eq!(c, code::BACKEND, "{m}");
     assert!(m.contains("nosuchif0"), "{m}");
     // A backend that opens: a vhost-user server socket in a private directory.
     let dir = std::env::temp_dir().join(format!("turnoutd-dispatch-{}", std::process::id()));
     let vsock = dir.join("vm0.sock");
-    let r = rpc(&d, "port.add", json!({"name": "vm0", "kind": "vhost_user", "socket": vsock}));
+    let r = rpc(
+        &d,
+        "port.add",
+        json!({"name": "vm0", "kind": "vhost_user", "socket": vsock}),
+    );
     assert_eq!(r.unwrap(), json!({"id": 2}));
     let l = rpc(&d, "port.list", Value::Null).unwrap();
-    assert_eq!((l[2]["name"].as_str(), l[2]["kind"].as_str(), l[2]["link_up"].as_bool()), (Some("vm0"), Some("vhost_user"), Some(false)));
+    assert_eq!(
+        (
+            l[2]["name"].as_str(),
+            l[2]["kind"].as_str(),
+            l[2]["link_up"].as_bool()
+        ),
+        (Some("vm0"), Some("vhost_user"), Some(false))
+    );
     assert!(vsock.exists());
     assert_eq!(
-        e(rpc(&d, "port.add", json!({"name": "vm1", "kind": "vhost_user", "socket": vsock}))),
-        (code::ALREADY_EXISTS, format!("socket: vhost-user socket {} is already used by port \"vm0\"", vsock.display()))
+        e(rpc(
+            &d,
+            "port.add",
+            json!({"name": "vm1", "kind": "vhost_user", "socket": vsock})
+        )),
+        (
+            code::ALREADY_EXISTS,
+            format!(
+                "socket: vhost-user socket {} is already used by port \"vm0\"",
+                vsock.display()
+            )
+        )
     );
     rpc(&d, "port.remove", json!({"name": "vm0"})).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    for kind in turnoutd::config::PORT_KINDS.iter().filter(|k| !turnoutd::backends::available(k)) {
+    for kind in turnoutd::config::PORT_KINDS
+        .iter()
+        .filter(|k| !turnoutd::backends::available(k))
+    {
         let p = match *kind {
-            "memif" | "vhost_user" => json!({"name": "c", "kind": kind, "socket": "/nonexistent/x.sock"}),
+            "memif" | "vhost_user" => {
+                json!({"name": "c", "kind": kind, "socket": "/nonexistent/x.sock"})
+            }
             _ => json!({"name": "c", "kind": kind, "iface": "x0"}),
         };
         let (c, m) = e(rpc(&d, "port.add", p));
-        assert_eq!((c, m.starts_with(&format!("port kind {kind} is not available in this build"))), (code::BACKEND, true), "{m}");
+        assert_eq!(
+            (
+                c,
+                m.starts_with(&format!("port kind {kind} is not available in this build"))
+            ),
+            (code::BACKEND, true),
+            "{m}"
+        );
     }
     assert_eq!(
         e(rpc(&d, "logic.replace", json!({"name": "brige"}))),
-        (code::INVALID_PARAMS, "unknown logic \"brige\" (known: patch, bridge, l4filter, demux, plugin)".into())
+        (
+            code::INVALID_PARAMS,
+            "unknown logic \"brige\" (known: patch, bridge, l4filter, demux, plugin)".into()
+        )
     );
-    assert_eq!(e(rpc(&d, "logic.replace", json!({"aging_s": 3}))), (code::INVALID_PARAMS, "missing key \"name\"".into()));
-    let (c, m) = e(rpc(&d, "logic.replace", json!({"name": "bridge", "aging_s": "long"})));
+    assert_eq!(
+        e(rpc(&d, "logic.replace", json!({"aging_s": 3}))),
+        (code::INVALID_PARAMS, "missing key \"name\"".into())
+    );
+    let (c, m) = e(rpc(
+        &d,
+        "logic.replace",
+        json!({"name": "bridge", "aging_s": "long"}),
+    ));
     assert_eq!(c, code::REFUSED, "{m}");
     assert!(m.contains("aging_s"), "{m}");
     assert_eq!(
-        e(rpc(&d, "logic.replace", json!({"name": "patch", "pairs": [["a", "nope"]]}))),
-        (code::REFUSED, "logic.pairs[0][1]: no port named \"nope\"".into())
+        e(rpc(
+            &d,
+            "logic.replace",
+            json!({"name": "patch", "pairs": [["a", "nope"]]})
+        )),
+        (
+            code::REFUSED,
+            "logic.pairs[0][1]: no port named \"nope\"".into()
+        )
     );
     assert_eq!(
-        e(rpc(&d, "logic.replace", json!({"name": "plugin", "path": "/nonexistent/libx.so"}))).0,
+        e(rpc(
+            &d,
+            "logic.replace",
+            json!({"name": "plugin", "path": "/nonexistent/libx.so"})
+        ))
+        .0,
         code::REFUSED
     );
     // The running logic stayed.
-    assert_eq!(rpc(&d, "logic.show", Value::Null).unwrap()["name"], "bridge");
-    assert_eq!(rpc(&d, "config.show", Value::Null).unwrap()["logic"]["name"], "bridge");
+    assert_eq!(
+        rpc(&d, "logic.show", Value::Null).unwrap()["name"],
+        "bridge"
+    );
+    assert_eq!(
+        rpc(&d, "config.show", Value::Null).unwrap()["logic"]["name"],
+        "bridge"
+    );
     let (c, m) = e(rpc(&d, "logic.command", json!({"cmd": "frobnicate"})));
     assert_eq!(c, code::INVALID_PARAMS);
-    assert!(m.starts_with("logic bridge has no command \"frobnicate\" (commands: show"), "{m}");
-    let (c, m) = e(rpc(&d, "logic.command", json!({"cmd": "add", "args": {"mac": "nonsense", "port": 0}})));
+    assert!(
+        m.starts_with("logic bridge has no command \"frobnicate\" (commands: show"),
+        "{m}"
+    );
+    let (c, m) = e(rpc(
+        &d,
+        "logic.command",
+        json!({"cmd": "add", "args": {"mac": "nonsense", "port": 0}}),
+    ));
     assert_eq!(c, code::REFUSED, "{m}");
-    assert_eq!(e(rpc(&d, "logic.command", json!({"cmd": "add", "args": {"mac": "02:00:00:00:00:01", "port": "zz"}}))).0, code::INVALID_PARAMS);
-    assert_eq!(e(rpc(&d, "logic.command", json!({"args": {}}))).0, code::INVALID_PARAMS);
-    assert_eq!(e(rpc(&d, "stats", json!({"port": "a"}))).0, code::INVALID_PARAMS);
+    assert_eq!(
+        e(rpc(
+            &d,
+            "logic.command",
+            json!({"cmd": "add", "args": {"mac": "02:00:00:00:00:01", "port": "zz"}})
+        ))
+        .0,
+        code::INVALID_PARAMS
+    );
+    assert_eq!(
+        e(rpc(&d, "logic.command", json!({"args": {}}))).0,
+        code::INVALID_PARAMS
+    );
+    assert_eq!(
+        e(rpc(&d, "stats", json!({"port": "a"}))).0,
+        code::INVALID_PARAMS
+    );
 
     // Garbage and malformed requests.
     for (line, want) in [
@@ -294,29 +469,79 @@ fn every_method_and_its_errors() {
         (b"\xff\xfe", code::PARSE_ERROR),
         (b"42", code::INVALID_REQUEST),
         (br#"{"id":1,"method":"version"}"#, code::INVALID_REQUEST),
-        (br#"{"jsonrpc":"2.0","id":1,"method":7}"#, code::INVALID_REQUEST),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            code::INVALID_REQUEST,
+        ),
     ] {
         let r: Value = serde_json::from_str(&d.handle_line(line).unwrap()).unwrap();
-        assert_eq!(r["error"]["code"], want, "{}", String::from_utf8_lossy(line));
+        assert_eq!(
+            r["error"]["code"],
+            want,
+            "{}",
+            String::from_utf8_lossy(line)
+        );
     }
     // A notification is executed and not answered.
-    assert!(d.handle_line(br#"{"jsonrpc":"2.0","method":"stats.reset"}"#).is_none());
+    assert!(d
+        .handle_line(br#"{"jsonrpc":"2.0","method":"stats.reset"}"#)
+        .is_none());
 
     // Replace with patch by port names, then traffic follows it.
-    assert_eq!(rpc(&d, "logic.replace", json!({"name": "patch", "pairs": [["a", "b"]]})).unwrap(), json!({"name": "patch"}));
+    assert_eq!(
+        rpc(
+            &d,
+            "logic.replace",
+            json!({"name": "patch", "pairs": [["a", "b"]]})
+        )
+        .unwrap(),
+        json!({"name": "patch"})
+    );
     let s = rpc(&d, "logic.show", Value::Null).unwrap();
-    assert_eq!((s["name"].as_str(), &s["config"]), (Some("patch"), &json!({"name": "patch", "pairs": [["a", "b"]]})));
+    assert_eq!(
+        (s["name"].as_str(), &s["config"]),
+        (
+            Some("patch"),
+            &json!({"name": "patch", "pairs": [["a", "b"]]})
+        )
+    );
     let t = rpc(&d, "logic.command", json!({"cmd": "show"})).unwrap();
-    assert_eq!(t["pairs"], json!([{"from": 0, "to": 1}, {"from": 1, "to": 0}]));
-    let (c, _) = e(rpc(&d, "logic.command", json!({"cmd": "set", "args": {"from": "a", "to": "a"}})));
+    assert_eq!(
+        t["pairs"],
+        json!([{"from": 0, "to": 1}, {"from": 1, "to": 0}])
+    );
+    let (c, _) = e(rpc(
+        &d,
+        "logic.command",
+        json!({"cmd": "set", "args": {"from": "a", "to": "a"}}),
+    ));
     assert_eq!(c, code::REFUSED);
 
     // Remove and re-add.
-    assert_eq!(rpc(&d, "port.remove", json!({"name": "b"})).unwrap(), json!({}));
-    assert_eq!(rpc(&d, "port.list", Value::Null).unwrap().as_array().unwrap().len(), 1);
-    assert_eq!(e(rpc(&d, "port.remove", json!({"name": "b"}))).0, code::NOT_FOUND);
+    assert_eq!(
+        rpc(&d, "port.remove", json!({"name": "b"})).unwrap(),
+        json!({})
+    );
+    assert_eq!(
+        rpc(&d, "port.list", Value::Null)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        e(rpc(&d, "port.remove", json!({"name": "b"}))).0,
+        code::NOT_FOUND
+    );
     assert!(port_stats(&d, "b").is_null());
-    assert_eq!(rpc(&d, "config.show", Value::Null).unwrap()["ports"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        rpc(&d, "config.show", Value::Null).unwrap()["ports"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
     let (b2, _pb2) = attach(&d, "b");
     assert_eq!(b2, 1);
     d.shutdown();
@@ -325,8 +550,16 @@ fn every_method_and_its_errors() {
 #[test]
 fn removing_a_port_under_traffic_leaves_the_others_alone() {
     let d = daemon("");
-    let peers: Vec<PipePeer> = ["a", "b", "c", "d"].iter().map(|n| attach(&d, n).1).collect();
-    rpc(&d, "logic.replace", json!({"name": "patch", "pairs": [["a", "b"], ["c", "d"]]})).unwrap();
+    let peers: Vec<PipePeer> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|n| attach(&d, n).1)
+        .collect();
+    rpc(
+        &d,
+        "logic.replace",
+        json!({"name": "patch", "pairs": [["a", "b"], ["c", "d"]]}),
+    )
+    .unwrap();
     let counts: Arc<Vec<Counts>> = Arc::new((0..4).map(|_| Counts::default()).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let to = [1, 0, 3, 2];
@@ -335,27 +568,49 @@ fn removing_a_port_under_traffic_leaves_the_others_alone() {
         .enumerate()
         .map(|(i, p)| peer_thread(p, i, Some(to[i]), counts.clone(), stop.clone(), 256))
         .collect();
-    wait_until("traffic on both pairs", 10, || counts[1].got.load(Ordering::Relaxed) > 5000 && counts[3].got.load(Ordering::Relaxed) > 5000);
+    wait_until("traffic on both pairs", 10, || {
+        counts[1].got.load(Ordering::Relaxed) > 5000 && counts[3].got.load(Ordering::Relaxed) > 5000
+    });
     rpc(&d, "port.remove", json!({"name": "d"})).unwrap();
     let at_removal = counts[1].got.load(Ordering::Relaxed);
-    wait_until("a→b keeps flowing", 10, || counts[1].got.load(Ordering::Relaxed) > at_removal + 20_000);
+    wait_until("a→b keeps flowing", 10, || {
+        counts[1].got.load(Ordering::Relaxed) > at_removal + 20_000
+    });
     stop.store(true, Ordering::Release);
     for t in threads {
         t.join().unwrap();
     }
     let c = &counts;
     for i in 0..4 {
-        assert_eq!(c[i].dup.load(Ordering::Relaxed), 0, "peer {i} got duplicates");
+        assert_eq!(
+            c[i].dup.load(Ordering::Relaxed),
+            0,
+            "peer {i} got duplicates"
+        );
     }
     // a <-> b: nothing lost at all.
     for (s, r) in [(0, 1), (1, 0)] {
-        assert_eq!(c[s].sent.load(Ordering::Relaxed), c[r].got.load(Ordering::Relaxed), "{s}->{r}");
+        assert_eq!(
+            c[s].sent.load(Ordering::Relaxed),
+            c[r].got.load(Ordering::Relaxed),
+            "{s}->{r}"
+        );
         assert_eq!(c[r].gap.load(Ordering::Relaxed), 0);
     }
-    let (pa, pb, pc) = (port_stats(&d, "a"), port_stats(&d, "b"), port_stats(&d, "c"));
+    let (pa, pb, pc) = (
+        port_stats(&d, "a"),
+        port_stats(&d, "b"),
+        port_stats(&d, "c"),
+    );
     assert_eq!(total_drops(&pa) + total_drops(&pb), 0, "{pa} {pb}");
-    assert_eq!(pa["rx_packets"].as_u64(), Some(c[0].sent.load(Ordering::Relaxed)));
-    assert_eq!(pb["tx_packets"].as_u64(), Some(c[0].sent.load(Ordering::Relaxed)));
+    assert_eq!(
+        pa["rx_packets"].as_u64(),
+        Some(c[0].sent.load(Ordering::Relaxed))
+    );
+    assert_eq!(
+        pb["tx_packets"].as_u64(),
+        Some(c[0].sent.load(Ordering::Relaxed))
+    );
     // c -> d: every frame c sent either reached d before the removal or was
     // dropped as no_port afterwards; the tail of the stream is the loss.
     let c_sent = c[2].sent.load(Ordering::Relaxed);
@@ -384,7 +639,9 @@ fn replacing_the_logic_under_traffic_loses_nothing() {
         .enumerate()
         .map(|(i, p)| peer_thread(p, i, Some(1 - i), counts.clone(), stop.clone(), 512))
         .collect();
-    wait_until("traffic", 10, || counts[0].got.load(Ordering::Relaxed) > 2000);
+    wait_until("traffic", 10, || {
+        counts[0].got.load(Ordering::Relaxed) > 2000
+    });
     let logics = [
         json!({"name": "patch", "pairs": [["a", "b"]]}),
         json!({"name": "bridge", "table_size": 64}),
@@ -397,15 +654,27 @@ fn replacing_the_logic_under_traffic_loses_nothing() {
         // Let some traffic through each logic.
         let dd = &d;
         let cc = &counts;
-        wait_until_or("traffic under each logic", 10, || {
-            eprintln!("{}", rpc(dd, "stats", Value::Null).unwrap());
-            for (i, c) in cc.iter().enumerate() {
-                eprintln!("peer {i}: sent {} got {} gap {} dup {}", c.sent.load(Ordering::Relaxed), c.got.load(Ordering::Relaxed), c.gap.load(Ordering::Relaxed), c.dup.load(Ordering::Relaxed));
-            }
-        }, || {
-            let g = counts[0].got.load(Ordering::Relaxed) + counts[1].got.load(Ordering::Relaxed);
-            g > last + 1000
-        });
+        wait_until_or(
+            "traffic under each logic",
+            10,
+            || {
+                eprintln!("{}", rpc(dd, "stats", Value::Null).unwrap());
+                for (i, c) in cc.iter().enumerate() {
+                    eprintln!(
+                        "peer {i}: sent {} got {} gap {} dup {}",
+                        c.sent.load(Ordering::Relaxed),
+                        c.got.load(Ordering::Relaxed),
+                        c.gap.load(Ordering::Relaxed),
+                        c.dup.load(Ordering::Relaxed)
+                    );
+                }
+            },
+            || {
+                let g =
+                    counts[0].got.load(Ordering::Relaxed) + counts[1].got.load(Ordering::Relaxed);
+                g > last + 1000
+            },
+        );
         last = counts[0].got.load(Ordering::Relaxed) + counts[1].got.load(Ordering::Relaxed);
     }
     stop.store(true, Ordering::Release);
@@ -417,18 +686,32 @@ fn replacing_the_logic_under_traffic_loses_nothing() {
     for (s, r) in [(0, 1), (1, 0)] {
         let sent = c[s].sent.load(Ordering::Relaxed);
         assert_eq!(sent, c[r].got.load(Ordering::Relaxed), "{s}->{r}");
-        assert_eq!((c[r].gap.load(Ordering::Relaxed), c[r].dup.load(Ordering::Relaxed)), (0, 0));
+        assert_eq!(
+            (
+                c[r].gap.load(Ordering::Relaxed),
+                c[r].dup.load(Ordering::Relaxed)
+            ),
+            (0, 0)
+        );
     }
     let (pa, pb) = (port_stats(&d, "a"), port_stats(&d, "b"));
     assert_eq!(total_drops(&pa) + total_drops(&pb), 0, "{pa} {pb}");
-    assert_eq!(pa["rx_packets"].as_u64(), Some(c[0].sent.load(Ordering::Relaxed)));
+    assert_eq!(
+        pa["rx_packets"].as_u64(),
+        Some(c[0].sent.load(Ordering::Relaxed))
+    );
     assert_eq!(pa["rx_packets"], pb["tx_packets"]);
     assert_eq!(pb["rx_packets"], pa["tx_packets"]);
 
     // A logic that drops by design: patch with no pair for b. Frames from b
     // are all counted as no_destination, a's still arrive.
     rpc(&d, "stats.reset", Value::Null).unwrap();
-    rpc(&d, "logic.replace", json!({"name": "patch", "pairs": [["a", "b"]], "bidirectional": false})).unwrap();
+    rpc(
+        &d,
+        "logic.replace",
+        json!({"name": "patch", "pairs": [["a", "b"]], "bidirectional": false}),
+    )
+    .unwrap();
     let (_, mut pc) = attach(&d, "c");
     let mut buf = [0u8; 64];
     frame(&mut buf, 2, 0, 0);
@@ -438,8 +721,13 @@ fn replacing_the_logic_under_traffic_loses_nothing() {
         sent += pc.send(0, &vec![&buf[..]; n]);
         std::thread::sleep(Duration::from_micros(200));
     }
-    wait_until("c's frames counted", 10, || port_stats(&d, "c")["drops"]["no_destination"] == 3000);
+    wait_until("c's frames counted", 10, || {
+        port_stats(&d, "c")["drops"]["no_destination"] == 3000
+    });
     let p = port_stats(&d, "c");
-    assert_eq!((p["rx_packets"].as_u64(), total_drops(&p)), (Some(3000), 3000));
+    assert_eq!(
+        (p["rx_packets"].as_u64(), total_drops(&p)),
+        (Some(3000), 3000)
+    );
     d.shutdown();
 }

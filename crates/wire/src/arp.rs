@@ -56,7 +56,11 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if b.len() < PACKET_LEN {
             return Err(Error::Truncated);
         }
-        if self.htype() != HTYPE_ETHERNET || self.ptype() != crate::EtherType::IPV4 || b[field::HLEN] != 6 || b[field::PLEN] != 4 {
+        if self.htype() != HTYPE_ETHERNET
+            || self.ptype() != crate::EtherType::IPV4
+            || b[field::HLEN] != 6
+            || b[field::PLEN] != 4
+        {
             return Err(Error::Malformed);
         }
         Ok(())
@@ -174,7 +178,10 @@ mod tests {
 
     #[test]
     fn refuse_short_and_foreign() {
-        assert_eq!(Packet::new_checked(&REQUEST[..27]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Packet::new_checked(&REQUEST[..27]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = REQUEST;
         b[5] = 16; // plen 16
         assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);

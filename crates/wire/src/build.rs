@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use crate::ethernet::{self, Frame, Tag};
 use crate::ipv4::proto;
 use crate::mac::MacAddr;
-use crate::{ipv4, ipv6, put16, udp, EtherType, Error, Result};
+use crate::{ipv4, ipv6, put16, udp, Error, EtherType, Result};
 
 /// Source and destination addresses of one family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,13 +46,29 @@ pub struct UdpFrameSpec {
 
 impl UdpFrameSpec {
     /// A spec with TTL 64 and no VLAN.
-    pub fn new(src_mac: MacAddr, dst_mac: MacAddr, ip: IpPair, src_port: u16, dst_port: u16) -> Self {
-        UdpFrameSpec { src_mac, dst_mac, outer_vlan: None, vlan: None, ip, src_port, dst_port, ttl: 64 }
+    pub fn new(
+        src_mac: MacAddr,
+        dst_mac: MacAddr,
+        ip: IpPair,
+        src_port: u16,
+        dst_port: u16,
+    ) -> Self {
+        UdpFrameSpec {
+            src_mac,
+            dst_mac,
+            outer_vlan: None,
+            vlan: None,
+            ip,
+            src_port,
+            dst_port,
+            ttl: 64,
+        }
     }
 
     /// Bytes of headers before the UDP payload.
     pub fn header_len(&self) -> usize {
-        let tags = self.vlan.is_some() as usize + (self.vlan.is_some() && self.outer_vlan.is_some()) as usize;
+        let tags = self.vlan.is_some() as usize
+            + (self.vlan.is_some() && self.outer_vlan.is_some()) as usize;
         let ip = match self.ip {
             IpPair::V4(..) => ipv4::HEADER_LEN,
             IpPair::V6(..) => ipv6::HEADER_LEN,
@@ -107,12 +123,32 @@ pub fn write_udp_frame(spec: &UdpFrameSpec, buf: &mut [u8], frame_len: usize) ->
     let mut off = 12;
     if let Some(outer) = spec.outer_vlan {
         put16(buf, off, EtherType::QINQ);
-        put16(buf, off + 2, Tag { tpid: EtherType::QINQ, pcp: 0, dei: false, vid: outer }.tci());
+        put16(
+            buf,
+            off + 2,
+            Tag {
+                tpid: EtherType::QINQ,
+                pcp: 0,
+                dei: false,
+                vid: outer,
+            }
+            .tci(),
+        );
         off += ethernet::TAG_LEN;
     }
     if let Some(vid) = spec.vlan {
         put16(buf, off, EtherType::VLAN);
-        put16(buf, off + 2, Tag { tpid: EtherType::VLAN, pcp: 0, dei: false, vid }.tci());
+        put16(
+            buf,
+            off + 2,
+            Tag {
+                tpid: EtherType::VLAN,
+                pcp: 0,
+                dei: false,
+                vid,
+            }
+            .tci(),
+        );
         off += ethernet::TAG_LEN;
     }
     put16(buf, off, ip_et);
@@ -156,7 +192,13 @@ pub fn write_udp_frame(spec: &UdpFrameSpec, buf: &mut [u8], frame_len: usize) ->
     u.set_src_port(spec.src_port);
     u.set_dst_port(spec.dst_port);
     u.set_len((frame_len - l4) as u16);
-    let layout = Layout { frame_len, l3_offset: l3, l4_offset: l4, payload_offset: l4 + udp::HEADER_LEN, ip: spec.ip };
+    let layout = Layout {
+        frame_len,
+        l3_offset: l3,
+        l4_offset: l4,
+        payload_offset: l4 + udp::HEADER_LEN,
+        ip: spec.ip,
+    };
     fill_udp_checksum(buf, &layout);
     Ok(layout)
 }
@@ -175,8 +217,8 @@ pub fn fill_udp_checksum(buf: &mut [u8], layout: &Layout) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::parse_l4;
     use crate::ethernet::parse_tags;
+    use crate::flow::parse_l4;
 
     fn spec4() -> UdpFrameSpec {
         UdpFrameSpec::new(
@@ -201,7 +243,10 @@ mod tests {
     fn ipv4_60_bytes() {
         let mut buf = [0u8; 128];
         let l = write_udp_frame(&spec4(), &mut buf, 60).unwrap();
-        assert_eq!((l.l3_offset, l.l4_offset, l.payload_offset, l.frame_len), (14, 34, 42, 60));
+        assert_eq!(
+            (l.l3_offset, l.l4_offset, l.payload_offset, l.frame_len),
+            (14, 34, 42, 60)
+        );
         assert_eq!(&buf[..40], &EXPECTED_V4_60[..]);
         assert_eq!(&buf[38..40], &[0x00, 0x1a]);
         let ip = ipv4::Packet::new_checked(&buf[14..60]).unwrap();
@@ -219,7 +264,9 @@ mod tests {
         buf[l.payload_offset] = 0x55;
         let ok = |b: &[u8]| {
             let ip = ipv4::Packet::new_checked(&b[14..64]).unwrap();
-            udp::Packet::new_checked(ip.payload()).unwrap().verify_checksum_v4(ip.src_addr(), ip.dst_addr())
+            udp::Packet::new_checked(ip.payload())
+                .unwrap()
+                .verify_checksum_v4(ip.src_addr(), ip.dst_addr())
         };
         assert!(!ok(&buf));
         fill_udp_checksum(&mut buf, &l);
@@ -237,7 +284,10 @@ mod tests {
         let l = write_udp_frame(&s, &mut buf, 100).unwrap();
         assert_eq!((l.l3_offset, l.l4_offset, l.payload_offset), (22, 62, 70));
         let t = parse_tags(&buf[..100]).unwrap();
-        assert_eq!((t.count, t.outer_vid(), t.inner_vid(), t.ethertype), (2, Some(10), Some(20), EtherType::IPV6));
+        assert_eq!(
+            (t.count, t.outer_vid(), t.inner_vid(), t.ethertype),
+            (2, Some(10), Some(20), EtherType::IPV6)
+        );
         let ip = ipv6::Packet::new_checked(&buf[22..100]).unwrap();
         assert_eq!(ip.payload_len(), 78 - 40);
         let u = udp::Packet::new_checked(ip.payload()).unwrap();
@@ -259,7 +309,10 @@ mod tests {
         s.outer_vlan = Some(5);
         assert_eq!(write_udp_frame(&s, &mut buf, 64), Err(Error::BadTag));
         let mut big = vec![0u8; 70_000];
-        assert_eq!(write_udp_frame(&spec4(), &mut big, 65_536 + 14), Err(Error::BadSize));
+        assert_eq!(
+            write_udp_frame(&spec4(), &mut big, 65_536 + 14),
+            Err(Error::BadSize)
+        );
         assert!(write_udp_frame(&spec4(), &mut big, 65_535 + 14).is_ok());
     }
 }

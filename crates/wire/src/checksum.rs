@@ -86,7 +86,11 @@ mod tests {
         let data: Vec<u8> = (0..=255u8).cycle().take(1001).collect();
         let mut slow = 0u64;
         for w in data.chunks(2) {
-            slow += if w.len() == 2 { u16::from_be_bytes([w[0], w[1]]) as u64 } else { (w[0] as u64) << 8 };
+            slow += if w.len() == 2 {
+                u16::from_be_bytes([w[0], w[1]]) as u64
+            } else {
+                (w[0] as u64) << 8
+            };
         }
         assert_eq!(fold(add(0, &data)), fold(slow));
     }

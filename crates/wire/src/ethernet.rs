@@ -165,7 +165,12 @@ impl Tag {
     /// Decodes a TCI.
     #[inline]
     pub fn from_tci(tpid: u16, tci: u16) -> Tag {
-        Tag { tpid, pcp: (tci >> 13) as u8, dei: tci & 0x1000 != 0, vid: tci & 0x0fff }
+        Tag {
+            tpid,
+            pcp: (tci >> 13) as u8,
+            dei: tci & 0x1000 != 0,
+            vid: tci & 0x0fff,
+        }
     }
 }
 
@@ -207,7 +212,11 @@ pub fn parse_tags(frame: &[u8]) -> Result<Tags> {
     if frame.len() < HEADER_LEN {
         return Err(Error::Truncated);
     }
-    let mut t = Tags { ethertype: be16(frame, field::ETHERTYPE), l3_offset: HEADER_LEN, ..Tags::default() };
+    let mut t = Tags {
+        ethertype: be16(frame, field::ETHERTYPE),
+        l3_offset: HEADER_LEN,
+        ..Tags::default()
+    };
     while EtherType::is_tpid(t.ethertype) {
         let n = t.count as usize;
         if n == MAX_TAGS || (n > 0 && t.ethertype != EtherType::VLAN) {
@@ -267,15 +276,29 @@ mod tests {
         assert_eq!(f.ethertype(), EtherType::IPV4);
         assert_eq!(f.payload(), &[0xaa, 0xbb, 0xcc, 0xdd]);
         let t = f.tags().unwrap();
-        assert_eq!((t.count, t.ethertype, t.l3_offset), (0, EtherType::IPV4, 14));
+        assert_eq!(
+            (t.count, t.ethertype, t.l3_offset),
+            (0, EtherType::IPV4, 14)
+        );
         assert_eq!(t.outer_vid(), None);
     }
 
     #[test]
     fn one_tag() {
         let t = parse_tags(&ONE_TAG).unwrap();
-        assert_eq!((t.count, t.ethertype, t.l3_offset), (1, EtherType::IPV6, 18));
-        assert_eq!(t.tags[0], Tag { tpid: 0x8100, pcp: 5, dei: false, vid: 100 });
+        assert_eq!(
+            (t.count, t.ethertype, t.l3_offset),
+            (1, EtherType::IPV6, 18)
+        );
+        assert_eq!(
+            t.tags[0],
+            Tag {
+                tpid: 0x8100,
+                pcp: 5,
+                dei: false,
+                vid: 100
+            }
+        );
         assert_eq!(t.tags[0].tci(), 0xa064);
         assert_eq!(t.inner_vid(), Some(100));
     }
@@ -308,7 +331,10 @@ mod tests {
 
     #[test]
     fn truncated() {
-        assert_eq!(Frame::new_checked(&UNTAGGED[..13]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Frame::new_checked(&UNTAGGED[..13]).unwrap_err(),
+            Error::Truncated
+        );
         assert_eq!(parse_tags(&ONE_TAG[..16]), Err(Error::Truncated));
         assert_eq!(parse_tags(&QINQ[..20]), Err(Error::Truncated));
         // Exactly the tags and no EtherType byte beyond: still truncated.
@@ -323,7 +349,10 @@ mod tests {
         f.set_src_addr(MacAddr([2, 0, 0, 0, 0, 9]));
         f.set_ethertype(EtherType::ARP);
         f.payload_mut()[0] = 0x11;
-        assert_eq!(&buf[..14], &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+        assert_eq!(
+            &buf[..14],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 9, 0x08, 0x06]
+        );
         assert_eq!(buf[14], 0x11);
     }
 }

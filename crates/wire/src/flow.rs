@@ -41,7 +41,12 @@ pub fn parse_l4(frame: &[u8]) -> Result<Option<L4Tuple>> {
                 return Ok(None);
             }
             let (hl, tl) = (ip.header_len(), ip.total_len() as usize);
-            (ip.protocol(), ip.src_addr().into(), ip.dst_addr().into(), &l3[hl..tl])
+            (
+                ip.protocol(),
+                ip.src_addr().into(),
+                ip.dst_addr().into(),
+                &l3[hl..tl],
+            )
         }
         EtherType::IPV6 => {
             let ip = ipv6::Packet::new_checked(l3)?;
@@ -49,7 +54,12 @@ pub fn parse_l4(frame: &[u8]) -> Result<Option<L4Tuple>> {
                 return Ok(None);
             };
             let end = ipv6::HEADER_LEN + ip.payload_len() as usize;
-            (nh, ip.src_addr().into(), ip.dst_addr().into(), &l3[ipv6::HEADER_LEN + off..end])
+            (
+                nh,
+                ip.src_addr().into(),
+                ip.dst_addr().into(),
+                &l3[ipv6::HEADER_LEN + off..end],
+            )
         }
         _ => return Ok(None),
     };
@@ -64,7 +74,13 @@ pub fn parse_l4(frame: &[u8]) -> Result<Option<L4Tuple>> {
         }
         _ => return Ok(None),
     };
-    Ok(Some(L4Tuple { proto, src_ip, dst_ip, src_port, dst_port }))
+    Ok(Some(L4Tuple {
+        proto,
+        src_ip,
+        dst_ip,
+        src_port,
+        dst_port,
+    }))
 }
 
 #[cfg(test)]
@@ -141,8 +157,8 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
-    use std::net::Ipv4Addr;
     use proptest::prelude::*;
+    use std::net::Ipv4Addr;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4096))]

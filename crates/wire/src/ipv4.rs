@@ -221,7 +221,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// Sets the flags and fragment offset: DF, MF, offset in bytes (multiple of 8).
     #[inline]
     pub fn set_frag(&mut self, dont_frag: bool, more_frags: bool, offset_b: u16) {
-        let v = ((dont_frag as u16) << 14) | ((more_frags as u16) << 13) | ((offset_b >> 3) & 0x1fff);
+        let v =
+            ((dont_frag as u16) << 14) | ((more_frags as u16) << 13) | ((offset_b >> 3) & 0x1fff);
         put16(self.buffer.as_mut(), field::FLG_OFF, v);
     }
 
@@ -327,8 +328,14 @@ mod tests {
     #[test]
     fn refuse_bad_headers() {
         let buf = with_payload();
-        assert_eq!(Packet::new_checked(&buf[..19]).unwrap_err(), Error::Truncated);
-        assert_eq!(Packet::new_checked(&buf[..0x72]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Packet::new_checked(&buf[..19]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            Packet::new_checked(&buf[..0x72]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = buf.clone();
         b[0] = 0x65; // version 6
         assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);

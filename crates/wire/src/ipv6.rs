@@ -253,8 +253,14 @@ mod tests {
 
     #[test]
     fn refuse_bad() {
-        assert_eq!(Packet::new_checked(&UDP6[..39]).unwrap_err(), Error::Truncated);
-        assert_eq!(Packet::new_checked(&UDP6[..47]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Packet::new_checked(&UDP6[..39]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            Packet::new_checked(&UDP6[..47]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = UDP6;
         b[0] = 0x4b;
         assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);
@@ -294,7 +300,11 @@ mod tests {
     fn walks_extension_headers() {
         let hbh: &[u8] = &[0, 1, 4, 0, 0, 0, 0]; // len 0 => 8 bytes, PadN
         let dst: &[u8] = &[1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]; // 16 bytes
-        let buf = with_ext(&[(ext::HOP_BY_HOP, hbh), (ext::DEST_OPTS, dst)], proto::TCP, &[0; 20]);
+        let buf = with_ext(
+            &[(ext::HOP_BY_HOP, hbh), (ext::DEST_OPTS, dst)],
+            proto::TCP,
+            &[0; 20],
+        );
         let p = Packet::new_checked(&buf[..]).unwrap();
         assert_eq!(p.upper_layer(), Ok(Some((proto::TCP, 24))));
     }
@@ -303,23 +313,38 @@ mod tests {
     fn fragments() {
         let first: &[u8] = &[0, 0x00, 0x01, 0, 0, 0, 7]; // offset 0, M=1
         let buf = with_ext(&[(ext::FRAGMENT, first)], proto::UDP, &[0; 8]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().upper_layer(), Ok(Some((proto::UDP, 8))));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Ok(Some((proto::UDP, 8)))
+        );
         let later: &[u8] = &[0, 0x05, 0x28, 0, 0, 0, 7]; // offset 165*8
         let buf = with_ext(&[(ext::FRAGMENT, later)], proto::UDP, &[0; 8]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().upper_layer(), Ok(None));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Ok(None)
+        );
     }
 
     #[test]
     fn truncated_and_too_many_ext_headers() {
         let hbh: &[u8] = &[2, 0, 0, 0, 0, 0, 0]; // claims 24 bytes, has 8
         let buf = with_ext(&[(ext::HOP_BY_HOP, hbh)], proto::UDP, &[]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().upper_layer(), Err(Error::Truncated));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Err(Error::Truncated)
+        );
         let d: &[u8] = &[0; 7];
         let many = [(ext::DEST_OPTS, d); MAX_EXT_HEADERS + 1];
         let buf = with_ext(&many, proto::UDP, &[0; 8]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().upper_layer(), Ok(None));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Ok(None)
+        );
         let ok = [(ext::DEST_OPTS, d); MAX_EXT_HEADERS];
         let buf = with_ext(&ok, proto::UDP, &[0; 8]);
-        assert_eq!(Packet::new_checked(&buf[..]).unwrap().upper_layer(), Ok(Some((proto::UDP, 32))));
+        assert_eq!(
+            Packet::new_checked(&buf[..]).unwrap().upper_layer(),
+            Ok(Some((proto::UDP, 32)))
+        );
     }
 }

@@ -69,7 +69,11 @@ impl MacAddr {
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
     }
 }
 
@@ -126,7 +130,14 @@ mod tests {
 
     #[test]
     fn parse_rejects_bad_text() {
-        for s in ["", "02:00:00:00:00", "02:00:00:00:00:00:00", "0g:00:00:00:00:00", "002:00:00:00:00:0", "02::00:00:00:00"] {
+        for s in [
+            "",
+            "02:00:00:00:00",
+            "02:00:00:00:00:00:00",
+            "0g:00:00:00:00:00",
+            "002:00:00:00:00:0",
+            "02::00:00:00:00",
+        ] {
             assert_eq!(s.parse::<MacAddr>(), Err(ParseMacError), "{s}");
         }
     }

@@ -90,7 +90,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
     /// Sets the send timestamp.
     #[inline]
     pub fn set_timestamp_ns(&mut self, v: u64) {
-        self.buffer.as_mut()[field::TIMESTAMP..field::TIMESTAMP + 8].copy_from_slice(&v.to_be_bytes());
+        self.buffer.as_mut()[field::TIMESTAMP..field::TIMESTAMP + 8]
+            .copy_from_slice(&v.to_be_bytes());
     }
 }
 
@@ -114,7 +115,10 @@ mod tests {
     #[test]
     fn parse() {
         let h = Header::new_checked(&HDR[..]).unwrap();
-        assert_eq!((h.stream(), h.seq(), h.timestamp_ns()), (3, 256, 0x01_0203_0405));
+        assert_eq!(
+            (h.stream(), h.seq(), h.timestamp_ns()),
+            (3, 256, 0x01_0203_0405)
+        );
     }
 
     #[test]
@@ -129,7 +133,10 @@ mod tests {
 
     #[test]
     fn foreign_and_short() {
-        assert_eq!(Header::new_checked(&HDR[..21]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Header::new_checked(&HDR[..21]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = HDR;
         b[0] = 0;
         assert_eq!(Header::new_checked(&b[..]).unwrap_err(), Error::Malformed);

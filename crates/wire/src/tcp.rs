@@ -151,13 +151,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Whether the checksum is right over an IPv4 pseudo-header.
     pub fn verify_checksum_v4(&self, src: Ipv4Addr, dst: Ipv4Addr) -> bool {
         let d = self.buffer.as_ref();
-        checksum::fold(checksum::add(checksum::pseudo_v4(src, dst, proto::TCP, d.len() as u16), d)) == 0xffff
+        checksum::fold(checksum::add(
+            checksum::pseudo_v4(src, dst, proto::TCP, d.len() as u16),
+            d,
+        )) == 0xffff
     }
 
     /// Whether the checksum is right over an IPv6 pseudo-header.
     pub fn verify_checksum_v6(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
         let d = self.buffer.as_ref();
-        checksum::fold(checksum::add(checksum::pseudo_v6(src, dst, proto::TCP, d.len() as u32), d)) == 0xffff
+        checksum::fold(checksum::add(
+            checksum::pseudo_v6(src, dst, proto::TCP, d.len() as u32),
+            d,
+        )) == 0xffff
     }
 }
 
@@ -215,7 +221,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn fill_checksum_v4(&mut self, src: Ipv4Addr, dst: Ipv4Addr) {
         self.set_checksum(0);
         let d = self.buffer.as_ref();
-        let c = !checksum::fold(checksum::add(checksum::pseudo_v4(src, dst, proto::TCP, d.len() as u16), d));
+        let c = !checksum::fold(checksum::add(
+            checksum::pseudo_v4(src, dst, proto::TCP, d.len() as u16),
+            d,
+        ));
         self.set_checksum(c);
     }
 
@@ -223,7 +232,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn fill_checksum_v6(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
         self.set_checksum(0);
         let d = self.buffer.as_ref();
-        let c = !checksum::fold(checksum::add(checksum::pseudo_v6(src, dst, proto::TCP, d.len() as u32), d));
+        let c = !checksum::fold(checksum::add(
+            checksum::pseudo_v6(src, dst, proto::TCP, d.len() as u32),
+            d,
+        ));
         self.set_checksum(c);
     }
 }
@@ -257,11 +269,18 @@ mod tests {
         let (s, d) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
         let mut b = SYN;
         Packet::new_unchecked(&mut b[..]).fill_checksum_v4(s, d);
-        assert!(Packet::new_checked(&b[..]).unwrap().verify_checksum_v4(s, d));
-        assert!(!Packet::new_checked(&b[..]).unwrap().verify_checksum_v4(s, Ipv4Addr::new(10, 0, 0, 3)));
-        let (s6, d6): (Ipv6Addr, Ipv6Addr) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        assert!(Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
+        assert!(!Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(s, Ipv4Addr::new(10, 0, 0, 3)));
+        let (s6, d6): (Ipv6Addr, Ipv6Addr) =
+            ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
         Packet::new_unchecked(&mut b[..]).fill_checksum_v6(&s6, &d6);
-        assert!(Packet::new_checked(&b[..]).unwrap().verify_checksum_v6(&s6, &d6));
+        assert!(Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v6(&s6, &d6));
     }
 
     #[test]
@@ -281,8 +300,14 @@ mod tests {
 
     #[test]
     fn refuse_bad() {
-        assert_eq!(Packet::new_checked(&SYN[..19]).unwrap_err(), Error::Truncated);
-        assert_eq!(Packet::new_checked(&SYN[..23]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Packet::new_checked(&SYN[..19]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            Packet::new_checked(&SYN[..23]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = SYN;
         b[12] = 0x40; // 16-byte header
         assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);

@@ -99,7 +99,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return true;
         }
         let d = &self.buffer.as_ref()[..self.len() as usize];
-        checksum::fold(checksum::add(checksum::pseudo_v4(src, dst, proto::UDP, self.len()), d)) == 0xffff
+        checksum::fold(checksum::add(
+            checksum::pseudo_v4(src, dst, proto::UDP, self.len()),
+            d,
+        )) == 0xffff
     }
 
     /// Whether the checksum is right for an IPv6 pseudo-header (where a zero
@@ -109,7 +112,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return false;
         }
         let d = &self.buffer.as_ref()[..self.len() as usize];
-        checksum::fold(checksum::add(checksum::pseudo_v6(src, dst, proto::UDP, self.len() as u32), d)) == 0xffff
+        checksum::fold(checksum::add(
+            checksum::pseudo_v6(src, dst, proto::UDP, self.len() as u32),
+            d,
+        )) == 0xffff
     }
 }
 
@@ -172,7 +178,9 @@ mod tests {
 
     // 10.0.0.1:1234 -> 10.0.0.2:5678, payload "abcd", checksum 0 (none);
     // the tests compare ours with a plain word-by-word RFC 768 sum.
-    static UDP4: [u8; 12] = [0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0c, 0x00, 0x00, b'a', b'b', b'c', b'd'];
+    static UDP4: [u8; 12] = [
+        0x04, 0xd2, 0x16, 0x2e, 0x00, 0x0c, 0x00, 0x00, b'a', b'b', b'c', b'd',
+    ];
 
     fn manual_v4_checksum(src: [u8; 4], dst: [u8; 4], udp: &[u8]) -> u16 {
         // Straightforward word-by-word sum over the pseudo-header + datagram.
@@ -210,11 +218,17 @@ mod tests {
         p.fill_checksum_v4(s, d);
         let c = p.checksum();
         assert_eq!(c, manual_v4_checksum(s.octets(), d.octets(), &UDP4));
-        assert!(Packet::new_checked(&b[..]).unwrap().verify_checksum_v4(s, d));
+        assert!(Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
         b[9] ^= 1;
-        assert!(!Packet::new_checked(&b[..]).unwrap().verify_checksum_v4(s, d));
+        assert!(!Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
         // Zero means "none" over IPv4.
-        assert!(Packet::new_checked(&UDP4[..]).unwrap().verify_checksum_v4(s, d));
+        assert!(Packet::new_checked(&UDP4[..])
+            .unwrap()
+            .verify_checksum_v4(s, d));
     }
 
     #[test]
@@ -222,17 +236,29 @@ mod tests {
         let s: Ipv6Addr = "fd00::1".parse().unwrap();
         let d: Ipv6Addr = "fd00::2".parse().unwrap();
         let mut b = UDP4;
-        assert!(!Packet::new_checked(&b[..]).unwrap().verify_checksum_v6(&s, &d));
+        assert!(!Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v6(&s, &d));
         Packet::new_unchecked(&mut b[..]).fill_checksum_v6(&s, &d);
-        assert!(Packet::new_checked(&b[..]).unwrap().verify_checksum_v6(&s, &d));
+        assert!(Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v6(&s, &d));
         // The v6 pseudo-header differs from v4's: the v4 check must fail.
-        assert!(!Packet::new_checked(&b[..]).unwrap().verify_checksum_v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)));
+        assert!(!Packet::new_checked(&b[..])
+            .unwrap()
+            .verify_checksum_v4(Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)));
     }
 
     #[test]
     fn refuse_bad() {
-        assert_eq!(Packet::new_checked(&UDP4[..7]).unwrap_err(), Error::Truncated);
-        assert_eq!(Packet::new_checked(&UDP4[..11]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Packet::new_checked(&UDP4[..7]).unwrap_err(),
+            Error::Truncated
+        );
+        assert_eq!(
+            Packet::new_checked(&UDP4[..11]).unwrap_err(),
+            Error::Truncated
+        );
         let mut b = UDP4;
         b[5] = 7;
         assert_eq!(Packet::new_checked(&b[..]).unwrap_err(), Error::Malformed);

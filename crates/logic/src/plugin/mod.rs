@@ -26,7 +26,10 @@ use sys::{Plugin, TlPkt, TlVerdict};
 pub use sys::ABI_VERSION;
 
 const CHUNK: usize = 256;
-const UNSET: TlVerdict = TlVerdict { kind: u32::MAX, arg: 0 };
+const UNSET: TlVerdict = TlVerdict {
+    kind: u32::MAX,
+    arg: 0,
+};
 
 /// A loaded plug-in logic.
 pub struct PluginLogic {
@@ -43,12 +46,22 @@ pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
 impl PluginLogic {
     /// Loads the library named by `{"path": ..., "config": ...}`.
     pub fn from_config(config: &Value) -> Result<PluginLogic, LogicError> {
-        let a = Args::new("plugin config", config, &["path", "config"]).map_err(LogicError::Config)?;
-        let path = a.str("path").and_then(|v| a.required("path", v)).map_err(LogicError::Config)?;
+        let a =
+            Args::new("plugin config", config, &["path", "config"]).map_err(LogicError::Config)?;
+        let path = a
+            .str("path")
+            .and_then(|v| a.required("path", v))
+            .map_err(LogicError::Config)?;
         let conf = a.str("config").map_err(LogicError::Config)?.unwrap_or("");
-        let c = CString::new(conf).map_err(|_| LogicError::Config(a.err("config", "must not contain a nul byte")))?;
-        let plugin = Plugin::load(path, &c).map_err(|e| LogicError::Plugin(format!("plugin {path}: {e}")))?;
-        Ok(PluginLogic { plugin, path: path.to_string(), config: conf.to_string() })
+        let c = CString::new(conf)
+            .map_err(|_| LogicError::Config(a.err("config", "must not contain a nul byte")))?;
+        let plugin = Plugin::load(path, &c)
+            .map_err(|e| LogicError::Plugin(format!("plugin {path}: {e}")))?;
+        Ok(PluginLogic {
+            plugin,
+            path: path.to_string(),
+            config: conf.to_string(),
+        })
     }
 }
 
@@ -57,7 +70,12 @@ fn verdict(v: TlVerdict) -> Verdict {
     match v.kind {
         sys::TL_PORT if v.arg < u16::MAX as u32 => Verdict::Port(v.arg as PortId),
         sys::TL_FLOOD => Verdict::Flood,
-        sys::TL_DROP => Verdict::Drop(DropReason::ALL.get(v.arg as usize).copied().unwrap_or(DropReason::Policy)),
+        sys::TL_DROP => Verdict::Drop(
+            DropReason::ALL
+                .get(v.arg as usize)
+                .copied()
+                .unwrap_or(DropReason::Policy),
+        ),
         _ => Verdict::Drop(DropReason::NoPort),
     }
 }
@@ -75,7 +93,12 @@ impl Logic for PluginLogic {
             for (t, p) in tp.iter_mut().zip(pc.iter_mut()) {
                 let (port, queue) = (p.port, p.queue);
                 let d = p.data_mut();
-                *t = TlPkt { data: d.as_mut_ptr(), len: d.len() as u32, port, queue };
+                *t = TlPkt {
+                    data: d.as_mut_ptr(),
+                    len: d.len() as u32,
+                    port,
+                    queue,
+                };
             }
             tv[..n].fill(UNSET);
             self.plugin.classify(ingress, &tp[..n], &mut tv[..n]);
@@ -96,7 +119,10 @@ impl Logic for PluginLogic {
     }
 
     fn commands(&self) -> &'static [(&'static str, &'static str)] {
-        &[("info", "the library path, its config string and the abi version")]
+        &[(
+            "info",
+            "the library path, its config string and the abi version",
+        )]
     }
 }
 
@@ -108,7 +134,9 @@ pub mod build {
 
     /// The repository's plugins/ and include/ directories.
     pub fn repo_dir(sub: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(sub)
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(sub)
     }
 
     /// A directory removed (with its contents) on drop.
@@ -119,7 +147,11 @@ pub mod build {
         pub fn new(tag: &str) -> TempDir {
             use std::sync::atomic::{AtomicU32, Ordering};
             static N: AtomicU32 = AtomicU32::new(0);
-            let p = std::env::temp_dir().join(format!("turnout-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+            let p = std::env::temp_dir().join(format!(
+                "turnout-{tag}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
             std::fs::create_dir_all(&p).expect("create temp dir");
             TempDir(p)
         }
@@ -143,7 +175,11 @@ pub mod build {
             .output()
             .map_err(|e| format!("cannot run cc (install gcc): {e}"))?;
         if !r.status.success() {
-            return Err(format!("cc failed on {}: {}", src.display(), String::from_utf8_lossy(&r.stderr)));
+            return Err(format!(
+                "cc failed on {}: {}",
+                src.display(),
+                String::from_utf8_lossy(&r.stderr)
+            ));
         }
         Ok(out)
     }
@@ -186,24 +222,46 @@ mod tests {
     #[test]
     fn ip_low8_picks_the_low_byte_of_the_destination() {
         let p = load("").unwrap();
-        assert_eq!(classify1(&p, 0, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 3], 1, 2)), Verdict::Port(3));
-        assert_eq!(classify1(&p, 0, 0, &udp4(A, B, [10, 0, 0, 1], [192, 168, 1, 200], 1, 2)), Verdict::Port(200));
+        assert_eq!(
+            classify1(&p, 0, 0, &udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 3], 1, 2)),
+            Verdict::Port(3)
+        );
+        assert_eq!(
+            classify1(
+                &p,
+                0,
+                0,
+                &udp4(A, B, [10, 0, 0, 1], [192, 168, 1, 200], 1, 2)
+            ),
+            Verdict::Port(200)
+        );
         // VLAN-tagged, base offset.
         let p = load("base=100").unwrap();
         let mut f = udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 7], 1, 2);
         f.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
         assert_eq!(classify1(&p, 0, 0, &f), Verdict::Port(107));
         // Not IPv4 / too short for IPv4.
-        assert_eq!(classify1(&p, 0, 0, &eth(A, B, 0x0806)), Verdict::Drop(DropReason::NoMatch));
+        assert_eq!(
+            classify1(&p, 0, 0, &eth(A, B, 0x0806)),
+            Verdict::Drop(DropReason::NoMatch)
+        );
         let f = udp4(A, B, [10, 0, 0, 1], [10, 0, 0, 7], 1, 2);
-        assert_eq!(classify1(&p, 0, 0, &f[..30]), Verdict::Drop(DropReason::Malformed));
-        assert_eq!(p.command("info", &Value::Null).unwrap()["config"], "base=100");
+        assert_eq!(
+            classify1(&p, 0, 0, &f[..30]),
+            Verdict::Drop(DropReason::Malformed)
+        );
+        assert_eq!(
+            p.command("info", &Value::Null).unwrap()["config"],
+            "base=100"
+        );
     }
 
     #[test]
     fn batches_larger_than_a_chunk() {
         let p = load("").unwrap();
-        let frames: Vec<Vec<u8>> = (0..600u32).map(|i| udp4(A, B, [10, 0, 0, 1], [10, 0, 0, (i % 250) as u8], 1, 2)).collect();
+        let frames: Vec<Vec<u8>> = (0..600u32)
+            .map(|i| udp4(A, B, [10, 0, 0, 1], [10, 0, 0, (i % 250) as u8], 1, 2))
+            .collect();
         let v = Batch::new(frames).classify(&p, 9, 0);
         for (i, v) in v.iter().enumerate() {
             assert_eq!(*v, Verdict::Port((i % 250) as PortId));
@@ -213,9 +271,18 @@ mod tests {
     #[test]
     fn init_refusal_is_reported() {
         let e = load("bogus").err().unwrap().to_string();
-        assert_eq!(e, format!("plugin {}: init refused the config: ip_low8: expected \"base=N\", got \"bogus\"", ip_low8()));
+        assert_eq!(
+            e,
+            format!(
+                "plugin {}: init refused the config: ip_low8: expected \"base=N\", got \"bogus\"",
+                ip_low8()
+            )
+        );
         let e = load("base=70000").err().unwrap().to_string();
-        assert!(e.ends_with("ip_low8: base must be an integer in 0..65279"), "{e}");
+        assert!(
+            e.ends_with("ip_low8: base must be an integer in 0..65279"),
+            "{e}"
+        );
     }
 
     const GOOD_PARTS: [&str; 4] = [
@@ -226,7 +293,14 @@ mod tests {
         "void turnout_logic_destroy(void *s) { (void)s; }",
     ];
 
-    fn library(dir: &TempDir, name: &str, version: u32, skip: Option<usize>, kind: u32, arg: u32) -> String {
+    fn library(
+        dir: &TempDir,
+        name: &str,
+        version: u32,
+        skip: Option<usize>,
+        kind: u32,
+        arg: u32,
+    ) -> String {
         let mut code = format!("#include \"turnout_logic.h\"\n#define VERSION {version}u\n#define KIND {kind}u\n#define ARG {arg}u\n");
         for (i, part) in GOOD_PARTS.iter().enumerate() {
             if Some(i) != skip {
@@ -234,36 +308,70 @@ mod tests {
                 code.push('\n');
             }
         }
-        cc_source(&code, &dir.0, name).unwrap().to_str().unwrap().to_string()
+        cc_source(&code, &dir.0, name)
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string()
     }
 
     #[test]
     fn wrong_abi_version_is_refused() {
         let d = TempDir::new("logic-plugin");
         let lib = library(&d, "v999", 999, None, 0, 0);
-        let e = PluginLogic::from_config(&json!({"path": lib})).err().unwrap();
-        assert_eq!(e, LogicError::Plugin(format!("plugin {lib}: abi version 999, this turnoutd supports 1")));
+        let e = PluginLogic::from_config(&json!({"path": lib}))
+            .err()
+            .unwrap();
+        assert_eq!(
+            e,
+            LogicError::Plugin(format!(
+                "plugin {lib}: abi version 999, this turnoutd supports 1"
+            ))
+        );
     }
 
     #[test]
     fn missing_symbols_are_refused() {
         let d = TempDir::new("logic-plugin");
-        let names = ["turnout_logic_abi_version", "turnout_logic_init", "turnout_logic_classify", "turnout_logic_destroy"];
+        let names = [
+            "turnout_logic_abi_version",
+            "turnout_logic_init",
+            "turnout_logic_classify",
+            "turnout_logic_destroy",
+        ];
         for (i, name) in names.iter().enumerate() {
             let lib = library(&d, &format!("missing{i}"), 1, Some(i), 0, 0);
-            let e = crate::build("plugin", &json!({"path": lib})).err().unwrap().to_string();
+            let e = crate::build("plugin", &json!({"path": lib}))
+                .err()
+                .unwrap()
+                .to_string();
             assert_eq!(e, format!("plugin {lib}: missing symbol {name}"));
         }
     }
 
     #[test]
     fn unloadable_and_bad_config() {
-        let e = crate::build("plugin", &json!({"path": "/nonexistent/libx.so"})).err().unwrap().to_string();
-        assert!(e.starts_with("plugin /nonexistent/libx.so: cannot load: "), "{e}");
-        let e = crate::build("plugin", &json!({})).err().unwrap().to_string();
+        let e = crate::build("plugin", &json!({"path": "/nonexistent/libx.so"}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.starts_with("plugin /nonexistent/libx.so: cannot load: "),
+            "{e}"
+        );
+        let e = crate::build("plugin", &json!({}))
+            .err()
+            .unwrap()
+            .to_string();
         assert_eq!(e, "plugin config: missing key \"path\"");
-        let e = crate::build("plugin", &json!({"path": ip_low8(), "config": "a\u{0}b"})).err().unwrap().to_string();
-        assert_eq!(e, "plugin config: key \"config\" must not contain a nul byte");
+        let e = crate::build("plugin", &json!({"path": ip_low8(), "config": "a\u{0}b"}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            e,
+            "plugin config: key \"config\" must not contain a nul byte"
+        );
     }
 
     #[test]

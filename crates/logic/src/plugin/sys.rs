@@ -17,7 +17,12 @@ pub struct TlPkt {
 }
 
 impl TlPkt {
-    pub const EMPTY: TlPkt = TlPkt { data: std::ptr::null_mut(), len: 0, port: 0, queue: 0 };
+    pub const EMPTY: TlPkt = TlPkt {
+        data: std::ptr::null_mut(),
+        len: 0,
+        port: 0,
+        queue: 0,
+    };
 }
 
 /// `struct tl_verdict`.
@@ -106,7 +111,10 @@ impl Plugin {
     /// Loads `path`, checks the ABI and calls init with `config`.
     pub fn load(path: &str, config: &CStr) -> Result<Plugin, String> {
         let lib = Library::open(path).map_err(|e| format!("cannot load: {e}"))?;
-        let sym = |name: &CStr| lib.symbol(name).ok_or_else(|| format!("missing symbol {}", name.to_string_lossy()));
+        let sym = |name: &CStr| {
+            lib.symbol(name)
+                .ok_or_else(|| format!("missing symbol {}", name.to_string_lossy()))
+        };
         let version = sym(cstr(b"turnout_logic_abi_version\0"))?;
         let init = sym(cstr(b"turnout_logic_init\0"))?;
         let classify = sym(cstr(b"turnout_logic_classify\0"))?;
@@ -114,7 +122,9 @@ impl Plugin {
         // SAFETY: the symbol is the ABI's `uint32_t (void)` function.
         let v = unsafe { std::mem::transmute::<*mut c_void, AbiVersionFn>(version)() };
         if v != ABI_VERSION {
-            return Err(format!("abi version {v}, this turnoutd supports {ABI_VERSION}"));
+            return Err(format!(
+                "abi version {v}, this turnoutd supports {ABI_VERSION}"
+            ));
         }
         // SAFETY: the ABI version matches, so the symbols have the types of
         // include/turnout_logic.h version ABI_VERSION.
@@ -131,10 +141,24 @@ impl Plugin {
         if state.is_null() {
             err[err.len() - 1] = 0;
             // SAFETY: err is NUL-terminated (forced above).
-            let msg = unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned();
-            return Err(format!("init refused the config: {}", if msg.is_empty() { "no reason given" } else { &msg }));
+            let msg = unsafe { CStr::from_ptr(err.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
+            return Err(format!(
+                "init refused the config: {}",
+                if msg.is_empty() {
+                    "no reason given"
+                } else {
+                    &msg
+                }
+            ));
         }
-        Ok(Plugin { state, classify, destroy, _lib: lib })
+        Ok(Plugin {
+            state,
+            classify,
+            destroy,
+            _lib: lib,
+        })
     }
 
     /// Classifies `pkts` into `out` (same length).
@@ -145,7 +169,15 @@ impl Plugin {
         // SAFETY: state came from init and is not destroyed while self lives;
         // pkts[..n] point at frames valid for the duration of the call (the
         // caller's &mut [Pkt] borrow); out[..n] is writable.
-        unsafe { (self.classify)(self.state, ingress, pkts.as_ptr(), n as u32, out.as_mut_ptr()) }
+        unsafe {
+            (self.classify)(
+                self.state,
+                ingress,
+                pkts.as_ptr(),
+                n as u32,
+                out.as_mut_ptr(),
+            )
+        }
     }
 }
 

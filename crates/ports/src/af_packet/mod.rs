@@ -129,20 +129,32 @@ impl AfPacketPort {
             )));
         }
         if !is_pow2(cfg.tx_frames) || cfg.tx_frames < 8 {
-            return Err(bad(format!("tx_frames must be a power of two >= 8 (got {})", cfg.tx_frames)));
+            return Err(bad(format!(
+                "tx_frames must be a power of two >= 8 (got {})",
+                cfg.tx_frames
+            )));
         }
-        let ifindex =
-            netdev::ifindex(ifn).map_err(|e| KernelPortError::os(BACKEND, ifn, "interface not found", e))?;
-        let watch =
-            LinkWatch::start(ifindex).map_err(|e| KernelPortError::os(BACKEND, ifn, "link state query failed", e))?;
+        let ifindex = netdev::ifindex(ifn)
+            .map_err(|e| KernelPortError::os(BACKEND, ifn, "interface not found", e))?;
+        let watch = LinkWatch::start(ifindex)
+            .map_err(|e| KernelPortError::os(BACKEND, ifn, "link state query failed", e))?;
         let mtu = watch.state().mtu();
         let tx_frame = match cfg.tx_frame_size_b {
             Some(f) if is_pow2(f) && f >= 2048 => f,
-            Some(f) => return Err(bad(format!("tx_frame_size_b must be a power of two >= 2048 (got {f})"))),
-            None => (mtu + 18 + sys::TX_DATA_OFF as u32).next_power_of_two().max(2048),
+            Some(f) => {
+                return Err(bad(format!(
+                    "tx_frame_size_b must be a power of two >= 2048 (got {f})"
+                )))
+            }
+            None => (mtu + 18 + sys::TX_DATA_OFF as u32)
+                .next_power_of_two()
+                .max(2048),
         };
         if (cfg.rx_block_size_b as u64) < mtu as u64 + 18 + 128 {
-            return Err(bad(format!("rx_block_size_b {} cannot hold a {mtu} B MTU frame", cfg.rx_block_size_b)));
+            return Err(bad(format!(
+                "rx_block_size_b {} cannot hold a {mtu} B MTU frame",
+                cfg.rx_block_size_b
+            )));
         }
         let os = |what: &str, e| KernelPortError::os(BACKEND, ifn, what.to_string(), e);
 
@@ -151,7 +163,8 @@ impl AfPacketPort {
         let mut rx_socks = Vec::new();
         let mut rx_stats = Vec::new();
         for q in 0..cfg.queues {
-            let sock = Arc::new(sys::packet_socket().map_err(|e| os("socket(AF_PACKET) failed", e))?);
+            let sock =
+                Arc::new(sys::packet_socket().map_err(|e| os("socket(AF_PACKET) failed", e))?);
             let fd = sock.as_raw_fd();
             sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V3)
                 .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V3) failed", e))?;
@@ -167,7 +180,8 @@ impl AfPacketPort {
                 stats.clone(),
             )
             .map_err(|e| os("setsockopt(PACKET_RX_RING) or mmap failed", e))?;
-            sys::bind_ll(fd, ifindex, sys::ETH_P_ALL).map_err(|e| os("bind(AF_PACKET) failed", e))?;
+            sys::bind_ll(fd, ifindex, sys::ETH_P_ALL)
+                .map_err(|e| os("bind(AF_PACKET) failed", e))?;
             if cfg.queues > 1 {
                 if q == 0 {
                     // Fanout ids are per network namespace: pick one that is
@@ -175,9 +189,15 @@ impl AfPacketPort {
                     let mut last = None;
                     for _ in 0..64 {
                         let seq = FANOUT_SEQ.fetch_add(1, Ordering::Relaxed);
-                        let id = (std::process::id().wrapping_mul(2_654_435_761) ^ ifindex ^ seq.wrapping_mul(40_503))
+                        let id = (std::process::id().wrapping_mul(2_654_435_761)
+                            ^ ifindex
+                            ^ seq.wrapping_mul(40_503))
                             & 0xffff;
-                        match sys::set_int(fd, sys::PACKET_FANOUT, (id | (cfg.fanout.mode() << 16)) as i32) {
+                        match sys::set_int(
+                            fd,
+                            sys::PACKET_FANOUT,
+                            (id | (cfg.fanout.mode() << 16)) as i32,
+                        ) {
                             Ok(()) => {
                                 fanout_id = id;
                                 last = None;
@@ -190,8 +210,12 @@ impl AfPacketPort {
                         return Err(os("setsockopt(PACKET_FANOUT) failed", e));
                     }
                 } else {
-                    sys::set_int(fd, sys::PACKET_FANOUT, (fanout_id | (cfg.fanout.mode() << 16)) as i32)
-                        .map_err(|e| os("setsockopt(PACKET_FANOUT) failed", e))?;
+                    sys::set_int(
+                        fd,
+                        sys::PACKET_FANOUT,
+                        (fanout_id | (cfg.fanout.mode() << 16)) as i32,
+                    )
+                    .map_err(|e| os("setsockopt(PACKET_FANOUT) failed", e))?;
                 }
             }
             rx.push(Some(ring));
@@ -205,15 +229,23 @@ impl AfPacketPort {
             let fd = sock.as_raw_fd();
             sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V2)
                 .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V2) failed", e))?;
-            sys::set_int(fd, sys::PACKET_LOSS, 1).map_err(|e| os("setsockopt(PACKET_LOSS) failed", e))?;
+            sys::set_int(fd, sys::PACKET_LOSS, 1)
+                .map_err(|e| os("setsockopt(PACKET_LOSS) failed", e))?;
             if cfg.qdisc_bypass {
                 sys::set_int(fd, sys::PACKET_QDISC_BYPASS, 1)
                     .map_err(|e| os("setsockopt(PACKET_QDISC_BYPASS) failed", e))?;
             }
-            let ring = sys::tx_ring(sock, tx_frame, cfg.tx_frames, watch.state().clone(), Arc::default())
-                .map_err(|e| os("setsockopt(PACKET_TX_RING) or mmap failed", e))?;
+            let ring = sys::tx_ring(
+                sock,
+                tx_frame,
+                cfg.tx_frames,
+                watch.state().clone(),
+                Arc::default(),
+            )
+            .map_err(|e| os("setsockopt(PACKET_TX_RING) or mmap failed", e))?;
             // Protocol 0: the transmit socket receives nothing.
-            sys::bind_ll(ring_fd(&ring), ifindex, 0).map_err(|e| os("bind(AF_PACKET) failed", e))?;
+            sys::bind_ll(ring_fd(&ring), ifindex, 0)
+                .map_err(|e| os("bind(AF_PACKET) failed", e))?;
             tx.push(ring);
         }
         Ok(Self {
@@ -257,7 +289,9 @@ impl Port for AfPacketPort {
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
         let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?.take().map(|r| Box::new(r) as Box<dyn RxQueue>)
+        rx.get_mut(q as usize)?
+            .take()
+            .map(|r| Box::new(r) as Box<dyn RxQueue>)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
@@ -283,13 +317,25 @@ impl Port for AfPacketPort {
         out.push(("kernel_rx_ring_freezes", k[2]));
         let sum = |f: &dyn Fn(&RxStats) -> u64| self.rx_stats.iter().map(|s| f(s)).sum::<u64>();
         out.push(("rx_frames", sum(&|s| s.frames.load(Ordering::Relaxed))));
-        out.push(("rx_vlan_restored", sum(&|s| s.vlan_restored.load(Ordering::Relaxed))));
-        out.push(("rx_truncated", sum(&|s| s.truncated.load(Ordering::Relaxed))));
-        out.push(("rx_csum_not_ready", sum(&|s| s.csum_not_ready.load(Ordering::Relaxed))));
+        out.push((
+            "rx_vlan_restored",
+            sum(&|s| s.vlan_restored.load(Ordering::Relaxed)),
+        ));
+        out.push((
+            "rx_truncated",
+            sum(&|s| s.truncated.load(Ordering::Relaxed)),
+        ));
+        out.push((
+            "rx_csum_not_ready",
+            sum(&|s| s.csum_not_ready.load(Ordering::Relaxed)),
+        ));
         let tsum = |f: &dyn Fn(&TxStats) -> u64| self.tx.iter().map(|t| f(&t.stats)).sum::<u64>();
         out.push(("tx_frames", tsum(&|s| s.frames.load(Ordering::Relaxed))));
         out.push(("tx_kicks", tsum(&|s| s.kicks.load(Ordering::Relaxed))));
-        out.push(("tx_kick_errors", tsum(&|s| s.kick_errors.load(Ordering::Relaxed))));
+        out.push((
+            "tx_kick_errors",
+            tsum(&|s| s.kick_errors.load(Ordering::Relaxed)),
+        ));
         out.push(("tx_rejected", tsum(&|s| s.rejected.load(Ordering::Relaxed))));
         out
     }

@@ -129,7 +129,11 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 pub fn packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let fd = cvt(unsafe {
-        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
     })?;
     // SAFETY: fd is a fresh descriptor we own.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
@@ -138,7 +142,13 @@ pub fn packet_socket() -> io::Result<OwnedFd> {
 fn setsockopt_raw<T>(fd: RawFd, level: i32, opt: i32, val: &T) -> io::Result<()> {
     // SAFETY: `val` points to a live T of the given size.
     cvt(unsafe {
-        libc::setsockopt(fd, level, opt, (val as *const T).cast(), std::mem::size_of::<T>() as u32)
+        libc::setsockopt(
+            fd,
+            level,
+            opt,
+            (val as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
     })
     .map(|_| ())
 }
@@ -173,7 +183,13 @@ pub fn take_stats(fd: RawFd) -> io::Result<(u64, u64, u64)> {
     let mut len = std::mem::size_of::<TpacketStatsV3>() as u32;
     // SAFETY: `st` is writable for `len` bytes and `len` is updated by the kernel.
     cvt(unsafe {
-        libc::getsockopt(fd, SOL_PACKET, PACKET_STATISTICS, (&mut st as *mut TpacketStatsV3).cast(), &mut len)
+        libc::getsockopt(
+            fd,
+            SOL_PACKET,
+            PACKET_STATISTICS,
+            (&mut st as *mut TpacketStatsV3).cast(),
+            &mut len,
+        )
     })?;
     Ok((st.packets as u64, st.drops as u64, st.freeze_q_cnt as u64))
 }
@@ -356,7 +372,11 @@ impl RxQueue for RxRing {
                 csum += 1;
             }
             if status & TP_STATUS_VLAN_VALID != 0 && mac >= RX_HDR_END + 4 && snaplen >= 12 {
-                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 { tpid } else { 0x8100 };
+                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                    tpid
+                } else {
+                    0x8100
+                };
                 // SAFETY: the 4 bytes before the frame are unused room of our
                 // block (mac >= header end + 4); the 12 address bytes move
                 // back into it and the tag fills the gap.
@@ -468,7 +488,12 @@ pub fn tx_ring(
     let block_size = frame_size.max(page_size() as u32);
     let fpb = block_size / frame_size;
     let block_nr = frame_nr.div_ceil(fpb);
-    let req = TpacketReq { block_size, block_nr, frame_size, frame_nr: block_nr * fpb };
+    let req = TpacketReq {
+        block_size,
+        block_nr,
+        frame_size,
+        frame_nr: block_nr * fpb,
+    };
     setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_TX_RING, &req)?;
     let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
     Ok(TxRing {
@@ -478,7 +503,12 @@ pub fn tx_ring(
         block_size: block_size as usize,
         frames_per_block: fpb as usize,
         nframes: (block_nr * fpb) as u64,
-        st: UnsafeCell::new(TxState { reserved: 0, published: 0, completed: 0, kick_pending: false }),
+        st: UnsafeCell::new(TxState {
+            reserved: 0,
+            published: 0,
+            completed: 0,
+            kick_pending: false,
+        }),
         link,
         stats,
     })
@@ -497,7 +527,8 @@ fn page_size() -> usize {
 impl TxRing {
     fn frame(&self, slot: u64) -> *mut u8 {
         let i = (slot % self.nframes) as usize;
-        let off = (i / self.frames_per_block) * self.block_size + (i % self.frames_per_block) * self.frame_size;
+        let off = (i / self.frames_per_block) * self.block_size
+            + (i % self.frames_per_block) * self.frame_size;
         // SAFETY: i < nframes, so the frame lies inside the mapping.
         unsafe { self.map.ptr.add(off) }
     }
@@ -523,7 +554,14 @@ impl TxRing {
         // SAFETY: a zero-length sendto with no buffer asks the kernel to
         // send the frames marked SEND_REQUEST in the mapped ring.
         let r = unsafe {
-            libc::sendto(self.sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0)
+            libc::sendto(
+                self.sock.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
         };
         st.kick_pending = r < 0;
         if r < 0 {
@@ -548,7 +586,8 @@ impl TxQueue for TxRing {
             if s == TP_STATUS_AVAILABLE {
                 st.completed += 1;
             } else if s & TP_STATUS_WRONG_FORMAT != 0 {
-                self.status(st.completed).store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
+                self.status(st.completed)
+                    .store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
                 self.stats.rejected.fetch_add(1, Ordering::Relaxed);
                 st.completed += 1;
             } else {
@@ -588,9 +627,12 @@ impl TxQueue for TxRing {
             return;
         }
         for s in st.published..tail {
-            self.status(s).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.status(s)
+                .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
         }
-        self.stats.frames.fetch_add(tail - st.published, Ordering::Relaxed);
+        self.stats
+            .frames
+            .fetch_add(tail - st.published, Ordering::Relaxed);
         st.published = tail;
         self.kick(st);
     }

@@ -118,22 +118,32 @@ impl AfXdpPort {
             return Err(bad("queues must be at least 1".into()));
         }
         if cfg.frame_size_b != 2048 && cfg.frame_size_b != 4096 {
-            return Err(bad(format!("frame_size_b must be 2048 or 4096 (got {})", cfg.frame_size_b)));
+            return Err(bad(format!(
+                "frame_size_b must be 2048 or 4096 (got {})",
+                cfg.frame_size_b
+            )));
         }
         let fpq = cfg.frames_per_queue;
         if fpq < 16 || fpq & (fpq - 1) != 0 {
-            return Err(bad(format!("frames_per_queue must be a power of two >= 16 (got {fpq})")));
+            return Err(bad(format!(
+                "frames_per_queue must be a power of two >= 16 (got {fpq})"
+            )));
         }
         let ifindex = netdev::ifindex(ifn).map_err(|e| os("interface not found".into(), e))?;
-        let watch = LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
+        let watch =
+            LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
         let nrxq = netdev::query_link(ifindex)
             .map_err(|e| os("link state query failed".into(), e))?
             .rx_queues
             .max(1);
         if cfg.queues as u32 > nrxq {
-            return Err(bad(format!("the interface has {nrxq} receive queue(s), the port asks for {}", cfg.queues)));
+            return Err(bad(format!(
+                "the interface has {nrxq} receive queue(s), the port asks for {}",
+                cfg.queues
+            )));
         }
-        let map = sys::xskmap_create(nrxq).map_err(|e| os("bpf(BPF_MAP_CREATE, XSKMAP) failed".into(), e))?;
+        let map = sys::xskmap_create(nrxq)
+            .map_err(|e| os("bpf(BPF_MAP_CREATE, XSKMAP) failed".into(), e))?;
 
         let (rx_frames, tx_frames) = (fpq / 2, fpq / 2);
         let mut rx = Vec::new();
@@ -150,7 +160,10 @@ impl AfXdpPort {
                 match xsk.bind(ifindex, q, sys::XDP_ZEROCOPY) {
                     Ok(()) => bound = true,
                     Err(e) if cfg.bind == XdpBind::ZeroCopy => {
-                        return Err(os(format!("queue {q}: bind(AF_XDP) in zero-copy mode failed"), e))
+                        return Err(os(
+                            format!("queue {q}: bind(AF_XDP) in zero-copy mode failed"),
+                            e,
+                        ))
                     }
                     Err(_) => zero_copy = false,
                 }
@@ -162,10 +175,14 @@ impl AfXdpPort {
                     } else {
                         ""
                     };
-                    os(format!("queue {q}: bind(AF_XDP) in copy mode failed{hint}"), e)
+                    os(
+                        format!("queue {q}: bind(AF_XDP) in copy mode failed{hint}"),
+                        e,
+                    )
                 })?;
             }
-            sys::xskmap_set(&map, q, xsk.fd()).map_err(|e| os("bpf(BPF_MAP_UPDATE_ELEM) failed".into(), e))?;
+            sys::xskmap_set(&map, q, xsk.fd())
+                .map_err(|e| os("bpf(BPF_MAP_UPDATE_ELEM) failed".into(), e))?;
             socks.push(xsk.fd());
             let (rs, ts) = (Arc::new(RxStats::default()), Arc::new(TxStats::default()));
             let (r, t) = xsk.split(watch.state().clone(), rs.clone(), ts.clone());
@@ -186,11 +203,16 @@ impl AfXdpPort {
         let attach = |mode: u32, label: &str| {
             sys::xdp_link(&prog, ifindex, mode).map_err(|e| {
                 let hint = match e.raw_os_error() {
-                    Some(libc::EBUSY) | Some(libc::EEXIST) => " (another XDP program is attached to the interface)",
+                    Some(libc::EBUSY) | Some(libc::EEXIST) => {
+                        " (another XDP program is attached to the interface)"
+                    }
                     Some(libc::ERANGE) => " (MTU too large for native XDP)",
                     _ => "",
                 };
-                os(format!("bpf(BPF_LINK_CREATE) in {label} mode failed{hint}"), e)
+                os(
+                    format!("bpf(BPF_LINK_CREATE) in {label} mode failed{hint}"),
+                    e,
+                )
             })
         };
         let (link, native) = match cfg.attach {
@@ -201,7 +223,11 @@ impl AfXdpPort {
                 Err(native_err) => match attach(sys::XDP_FLAGS_SKB_MODE, "generic") {
                     Ok(l) => (l, false),
                     Err(e) => {
-                        let n = native_err.source.as_ref().map(errno_text).unwrap_or_default();
+                        let n = native_err
+                            .source
+                            .as_ref()
+                            .map(errno_text)
+                            .unwrap_or_default();
                         return Err(KernelPortError {
                             what: format!("{} (native mode: {n})", e.what),
                             ..e
@@ -271,7 +297,10 @@ fn bind_retrying(xsk: &sys::Xsk, ifindex: u32, q: u32, mode: u16) -> std::io::Re
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
     loop {
         match xsk.bind(ifindex, q, mode) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::EBUSY)
+                    && std::time::Instant::now() < deadline =>
+            {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             r => return r,
@@ -283,12 +312,19 @@ impl Port for AfXdpPort {
     fn info(&self) -> PortInfo {
         let mtu_max = self.watch.state().mtu() + 18;
         let rx_max = self.cfg.frame_size_b - sys::XDP_PACKET_HEADROOM;
-        PortInfo { name: self.name.clone(), kind: BACKEND, queues: self.cfg.queues, max_frame_b: mtu_max.min(rx_max) }
+        PortInfo {
+            name: self.name.clone(),
+            kind: BACKEND,
+            queues: self.cfg.queues,
+            max_frame_b: mtu_max.min(rx_max),
+        }
     }
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
         let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?.take().map(|r| Box::new(r) as Box<dyn RxQueue>)
+        rx.get_mut(q as usize)?
+            .take()
+            .map(|r| Box::new(r) as Box<dyn RxQueue>)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
@@ -317,7 +353,10 @@ impl Port for AfXdpPort {
         let t = |f: &dyn Fn(&TxStats) -> u64| self.tx_stats.iter().map(|s| f(s)).sum::<u64>();
         out.push(("tx_frames", t(&|s| s.frames.load(Ordering::Relaxed))));
         out.push(("tx_kicks", t(&|s| s.kicks.load(Ordering::Relaxed))));
-        out.push(("tx_kick_errors", t(&|s| s.kick_errors.load(Ordering::Relaxed))));
+        out.push((
+            "tx_kick_errors",
+            t(&|s| s.kick_errors.load(Ordering::Relaxed)),
+        ));
         out
     }
 }

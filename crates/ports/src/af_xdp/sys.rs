@@ -56,7 +56,14 @@ impl BpfAttr {
 fn bpf(cmd: i32, attr: &mut BpfAttr) -> io::Result<i64> {
     // SAFETY: `attr` is a valid, 8-aligned bpf_attr of the size passed; the
     // pointers inside it (instructions, license, log) outlive the call.
-    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut BpfAttr, std::mem::size_of::<BpfAttr>()) };
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut BpfAttr,
+            std::mem::size_of::<BpfAttr>(),
+        )
+    };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -72,7 +79,11 @@ fn owned(fd: i64) -> OwnedFd {
 /// Creates an XSKMAP with `entries` slots (one per interface queue).
 pub fn xskmap_create(entries: u32) -> io::Result<OwnedFd> {
     let mut a = BpfAttr::new();
-    a.u32(0, BPF_MAP_TYPE_XSKMAP).u32(4, 4).u32(8, 4).u32(12, entries).bytes(28, b"turnout_xsks");
+    a.u32(0, BPF_MAP_TYPE_XSKMAP)
+        .u32(4, 4)
+        .u32(8, 4)
+        .u32(12, entries)
+        .bytes(28, b"turnout_xsks");
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
@@ -81,7 +92,10 @@ pub fn xskmap_set(map: &OwnedFd, key: u32, xsk: RawFd) -> io::Result<()> {
     let k = key;
     let v = xsk as u32;
     let mut a = BpfAttr::new();
-    a.u32(0, map.as_raw_fd() as u32).u64(8, &k as *const u32 as u64).u64(16, &v as *const u32 as u64).u64(24, 0);
+    a.u32(0, map.as_raw_fd() as u32)
+        .u64(8, &k as *const u32 as u64)
+        .u64(16, &v as *const u32 as u64)
+        .u64(24, 0);
     bpf(BPF_MAP_UPDATE_ELEM, &mut a).map(|_| ())
 }
 
@@ -95,7 +109,12 @@ struct BpfInsn {
 }
 
 const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> BpfInsn {
-    BpfInsn { code, regs: (src << 4) | dst, off, imm }
+    BpfInsn {
+        code,
+        regs: (src << 4) | dst,
+        off,
+        imm,
+    }
 }
 
 /// The redirect program, for the map `map_fd`:
@@ -134,10 +153,19 @@ pub fn prog_load(map: &OwnedFd) -> Result<OwnedFd, (io::Error, String)> {
         Ok(fd) => Ok(owned(fd)),
         Err(e) => {
             // Load again with the verifier's log to say why.
-            a.u32(24, 1).u32(28, log.len() as u32).u64(32, log.as_mut_ptr() as u64);
+            a.u32(24, 1)
+                .u32(28, log.len() as u32)
+                .u64(32, log.as_mut_ptr() as u64);
             let _ = bpf(BPF_PROG_LOAD, &mut a).map(owned);
-            let text = String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)]).into_owned();
-            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+            let text =
+                String::from_utf8_lossy(&log[..log.iter().position(|&b| b == 0).unwrap_or(0)])
+                    .into_owned();
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .to_string();
             Err((e, last))
         }
     }
@@ -148,7 +176,10 @@ pub fn prog_load(map: &OwnedFd) -> Result<OwnedFd, (io::Error, String)> {
 /// `XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`.
 pub fn xdp_link(prog: &OwnedFd, ifindex: u32, mode: u32) -> io::Result<OwnedFd> {
     let mut a = BpfAttr::new();
-    a.u32(0, prog.as_raw_fd() as u32).u32(4, ifindex).u32(8, BPF_XDP).u32(12, mode);
+    a.u32(0, prog.as_raw_fd() as u32)
+        .u32(4, ifindex)
+        .u32(8, BPF_XDP)
+        .u32(12, mode);
     bpf(BPF_LINK_CREATE, &mut a).map(owned)
 }
 
@@ -248,8 +279,16 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 fn setsockopt<T>(fd: RawFd, opt: i32, v: &T) -> io::Result<()> {
     // SAFETY: `v` points to a live T of the given size.
-    cvt(unsafe { libc::setsockopt(fd, SOL_XDP, opt, (v as *const T).cast(), std::mem::size_of::<T>() as u32) })
-        .map(|_| ())
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    })
+    .map(|_| ())
 }
 
 /// Anonymous memory for a UMEM, unmapped on drop.
@@ -282,7 +321,10 @@ impl Umem {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Self { base: p.cast(), len })
+        Ok(Self {
+            base: p.cast(),
+            len,
+        })
     }
 }
 
@@ -388,7 +430,11 @@ unsafe impl Send for Xsk {}
 /// Creates an XDP socket with a UMEM of `rx_frames + tx_frames` chunks of
 /// `frame_size` bytes and rings of matching sizes (powers of two). Returns
 /// the step that failed with the error.
-pub fn xsk_create(frame_size: u32, rx_frames: u32, tx_frames: u32) -> Result<Xsk, (&'static str, io::Error)> {
+pub fn xsk_create(
+    frame_size: u32,
+    rx_frames: u32,
+    tx_frames: u32,
+) -> Result<Xsk, (&'static str, io::Error)> {
     // SAFETY: plain socket(2) call; checked below.
     let fd = cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })
         .map_err(|e| ("socket(AF_XDP) failed", e))?;
@@ -405,7 +451,8 @@ pub fn xsk_create(frame_size: u32, rx_frames: u32, tx_frames: u32) -> Result<Xsk
         tx_metadata_len: 0,
     };
     setsockopt(fd, XDP_UMEM_REG, &reg).map_err(|e| ("setsockopt(XDP_UMEM_REG) failed", e))?;
-    setsockopt(fd, XDP_UMEM_FILL_RING, &rx_frames).map_err(|e| ("setsockopt(XDP_UMEM_FILL_RING) failed", e))?;
+    setsockopt(fd, XDP_UMEM_FILL_RING, &rx_frames)
+        .map_err(|e| ("setsockopt(XDP_UMEM_FILL_RING) failed", e))?;
     setsockopt(fd, XDP_UMEM_COMPLETION_RING, &tx_frames)
         .map_err(|e| ("setsockopt(XDP_UMEM_COMPLETION_RING) failed", e))?;
     setsockopt(fd, XDP_RX_RING, &rx_frames).map_err(|e| ("setsockopt(XDP_RX_RING) failed", e))?;
@@ -413,8 +460,16 @@ pub fn xsk_create(frame_size: u32, rx_frames: u32, tx_frames: u32) -> Result<Xsk
     let mut off = XdpMmapOffsets::default();
     let mut olen = std::mem::size_of::<XdpMmapOffsets>() as u32;
     // SAFETY: `off` is writable for `olen` bytes.
-    cvt(unsafe { libc::getsockopt(fd, SOL_XDP, XDP_MMAP_OFFSETS, (&mut off as *mut XdpMmapOffsets).cast(), &mut olen) })
-        .map_err(|e| ("getsockopt(XDP_MMAP_OFFSETS) failed", e))?;
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_MMAP_OFFSETS,
+            (&mut off as *mut XdpMmapOffsets).cast(),
+            &mut olen,
+        )
+    })
+    .map_err(|e| ("getsockopt(XDP_MMAP_OFFSETS) failed", e))?;
     let e = |x| ("mmap of an XDP ring failed", x);
     let rx = map_ring(fd, &off.rx, rx_frames, XDP_PGOFF_RX_RING).map_err(e)?;
     let tx = map_ring(fd, &off.tx, tx_frames, XDP_PGOFF_TX_RING).map_err(e)?;
@@ -426,7 +481,17 @@ pub fn xsk_create(frame_size: u32, rx_frames: u32, tx_frames: u32) -> Result<Xsk
         unsafe { *fill.entry(i) = i as u64 * frame_size as u64 };
     }
     fill.prod().store(rx_frames, Ordering::Release);
-    Ok(Xsk { sock, umem, rx, fill, tx, comp, frame_size, rx_frames, tx_frames })
+    Ok(Xsk {
+        sock,
+        umem,
+        rx,
+        fill,
+        tx,
+        comp,
+        frame_size,
+        rx_frames,
+        tx_frames,
+    })
 }
 
 impl Xsk {
@@ -458,7 +523,12 @@ impl Xsk {
 
     /// Splits into the receive half (one worker) and the transmit half
     /// (shared under the fabric's lock protocol).
-    pub fn split(self, link: Arc<LinkState>, rx_stats: Arc<RxStats>, tx_stats: Arc<TxStats>) -> (XskRx, XskTx) {
+    pub fn split(
+        self,
+        link: Arc<LinkState>,
+        rx_stats: Arc<RxStats>,
+        tx_stats: Arc<TxStats>,
+    ) -> (XskRx, XskTx) {
         let rx = XskRx {
             sock: self.sock.clone(),
             umem: self.umem.clone(),
@@ -480,7 +550,12 @@ impl Xsk {
             n: self.tx_frames as u64,
             tx: self.tx,
             comp: self.comp,
-            st: UnsafeCell::new(TxState { reserved: 0, published: 0, completed: 0, comp_cons: 0 }),
+            st: UnsafeCell::new(TxState {
+                reserved: 0,
+                published: 0,
+                completed: 0,
+                comp_cons: 0,
+            }),
             link,
             stats: tx_stats,
         };
@@ -493,14 +568,31 @@ pub fn xsk_statistics(fd: RawFd) -> io::Result<XdpStatistics> {
     let mut st = XdpStatistics::default();
     let mut len = std::mem::size_of::<XdpStatistics>() as u32;
     // SAFETY: `st` is writable for `len` bytes.
-    cvt(unsafe { libc::getsockopt(fd, SOL_XDP, XDP_STATISTICS, (&mut st as *mut XdpStatistics).cast(), &mut len) })?;
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            SOL_XDP,
+            XDP_STATISTICS,
+            (&mut st as *mut XdpStatistics).cast(),
+            &mut len,
+        )
+    })?;
     Ok(st)
 }
 
 fn kick(fd: RawFd) -> io::Result<()> {
     // SAFETY: a zero-length sendto with no buffer asks the kernel to process
     // the tx ring (and, for recvfrom below, the fill ring).
-    let r = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    let r = unsafe {
+        libc::sendto(
+            fd,
+            std::ptr::null(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null(),
+            0,
+        )
+    };
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -511,7 +603,16 @@ fn kick(fd: RawFd) -> io::Result<()> {
 fn rx_wakeup(fd: RawFd) {
     // SAFETY: a zero-length recvfrom wakes the driver to refill from the
     // fill ring; no buffer is touched.
-    unsafe { libc::recvfrom(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut()) };
+    unsafe {
+        libc::recvfrom(
+            fd,
+            std::ptr::null_mut(),
+            0,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
 }
 
 /// Data-path counters of one receive queue.
@@ -546,7 +647,11 @@ unsafe impl Send for XskRx {}
 impl RxQueue for XskRx {
     fn burst(&mut self, batch: &mut RxBatch) -> usize {
         debug_assert_eq!(self.pending, 0, "burst without release");
-        let avail = self.rx.prod().load(Ordering::Acquire).wrapping_sub(self.cons);
+        let avail = self
+            .rx
+            .prod()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.cons);
         let n = (avail as usize).min(batch.room()) as u32;
         let mut bad = 0;
         for i in 0..n {
@@ -563,9 +668,13 @@ impl RxQueue for XskRx {
         }
         self.pending = n;
         if n > 0 {
-            self.stats.frames.fetch_add((n - bad) as u64, Ordering::Relaxed);
+            self.stats
+                .frames
+                .fetch_add((n - bad) as u64, Ordering::Relaxed);
             if bad > 0 {
-                self.stats.bad_descs.fetch_add(bad as u64, Ordering::Relaxed);
+                self.stats
+                    .bad_descs
+                    .fetch_add(bad as u64, Ordering::Relaxed);
             }
         }
         (n - bad) as usize
@@ -690,7 +799,9 @@ impl TxQueue for XskTx {
         }
         // Frames the kernel left in the ring (copy mode sends a bounded
         // number per kick): kick again, once per batch at most.
-        if st.published > st.completed && self.tx.cons().load(Ordering::Acquire) != st.published as u32 {
+        if st.published > st.completed
+            && self.tx.cons().load(Ordering::Acquire) != st.published as u32
+        {
             self.kick_until_drained(st);
         }
         (self.n - (st.reserved - st.completed)) as u32
@@ -711,8 +822,16 @@ impl TxQueue for XskTx {
         // completed by the kernel and its ring entry is not yet published;
         // nobody else touches either until publish.
         unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), (self.base + addr as usize) as *mut u8, len);
-            *self.tx.entry(slot as u32) = XdpDesc { addr, len: len as u32, options: 0 };
+            std::ptr::copy_nonoverlapping(
+                frame.as_ptr(),
+                (self.base + addr as usize) as *mut u8,
+                len,
+            );
+            *self.tx.entry(slot as u32) = XdpDesc {
+                addr,
+                len: len as u32,
+                options: 0,
+            };
         }
     }
 
@@ -722,7 +841,9 @@ impl TxQueue for XskTx {
         if tail <= st.published {
             return;
         }
-        self.stats.frames.fetch_add(tail - st.published, Ordering::Relaxed);
+        self.stats
+            .frames
+            .fetch_add(tail - st.published, Ordering::Relaxed);
         st.published = tail;
         self.tx.prod().store(tail as u32, Ordering::Release);
         if self.tx.need_wakeup() {

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::proto::{self, AddRegion, AddRing, Desc, Disconnect, Init, Msg, COOKIE, MSG_SIZE, RING_COOKIE_OFF};
+use super::proto::{
+    self, AddRegion, AddRing, Desc, Disconnect, Init, Msg, COOKIE, MSG_SIZE, RING_COOKIE_OFF,
+};
 use super::ring::{offer_all, reset_ring, ring_span, Connection, Ring};
 use super::server::End;
 use super::sys::{self, EventFd, Region};
@@ -89,11 +91,18 @@ fn run(shared: Arc<Shared>, cc: ClientConfig, stop: Arc<AtomicBool>) {
                     End::Local(r) => (r, true, false, false),
                 };
                 if send {
-                    let m = Msg::Disconnect(Disconnect { code: 0, reason: reason.clone() });
+                    let m = Msg::Disconnect(Disconnect {
+                        code: 0,
+                        reason: reason.clone(),
+                    });
                     let _ = sys::send_msg(sock.as_raw_fd(), &m.encode(), None);
                 }
                 if error {
-                    shared.core.counters.ctrl_errors.fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .core
+                        .counters
+                        .ctrl_errors
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 shared.detach(&reason, hangup);
             }
@@ -148,7 +157,10 @@ fn send(sock: &OwnedFd, m: &Msg, fd: Option<i32>) -> Result<(), End> {
 fn expect_ack(sock: &OwnedFd, cc: &ClientConfig, stop: &AtomicBool, what: &str) -> Result<(), End> {
     match recv(sock, Instant::now() + cc.handshake_timeout, stop)? {
         Msg::Ack => Ok(()),
-        m => Err(End::Reject(format!("expected ack to {what}, got {}", m.name()))),
+        m => Err(End::Reject(format!(
+            "expected ack to {what}, got {}",
+            m.name()
+        ))),
     }
 }
 
@@ -159,7 +171,12 @@ fn session(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &Ow
     }
 }
 
-fn handshake(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &OwnedFd) -> Result<(), End> {
+fn handshake(
+    shared: &Arc<Shared>,
+    cc: &ClientConfig,
+    stop: &AtomicBool,
+    sock: &OwnedFd,
+) -> Result<(), End> {
     let cfg = &shared.core.cfg;
     let hello = match recv(sock, Instant::now() + cc.handshake_timeout, stop)? {
         Msg::Hello(h) => h,
@@ -173,7 +190,10 @@ fn handshake(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &
     let n_s2c = q.min(hello.max_s2c_ring as u32 + 1) as usize;
     let log2 = cfg.log2_ring_size.min(hello.max_log2_ring_size);
     if log2 < proto::MIN_LOG2_RING {
-        return Err(End::Reject(format!("server allows rings of 2^{log2} only", log2 = hello.max_log2_ring_size)));
+        return Err(End::Reject(format!(
+            "server allows rings of 2^{log2} only",
+            log2 = hello.max_log2_ring_size
+        )));
     }
     let size = 1usize << log2;
     let bsize = cfg.buffer_size as usize;
@@ -182,7 +202,9 @@ fn handshake(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &
     let buf0 = (nrings * span).next_multiple_of(64);
     let total = buf0 + nrings * size * bsize;
     if total > u32::MAX as usize {
-        return Err(End::Local(format!("region of {total} bytes exceeds 32-bit offsets")));
+        return Err(End::Local(format!(
+            "region of {total} bytes exceeds 32-bit offsets"
+        )));
     }
     let region = Region::create(&format!("memif-{}-region-0", cfg.name), total)
         .map_err(|e| End::Local(format!("create region: {e}")))?;
@@ -195,21 +217,52 @@ fn handshake(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &
         reset_ring(&region, off, 0);
         let buf_base = buf0 + k * size * bsize;
         for j in 0..size {
-            let d = Desc { flags: 0, region: 0, length: bsize as u32, offset: (buf_base + j * bsize) as u32, metadata: 0 };
+            let d = Desc {
+                flags: 0,
+                region: 0,
+                length: bsize as u32,
+                offset: (buf_base + j * bsize) as u32,
+                metadata: 0,
+            };
             region.write16(off + proto::RING_HDR_B + j * proto::DESC_B, d.to_bytes());
         }
         let irq = EventFd::new().map_err(|e| End::Local(format!("eventfd: {e}")))?;
-        rings.push(Ring { region: 0, off, size: size as u32, mask: (size - 1) as u16, irq, buf_region: 0, buf_base });
+        rings.push(Ring {
+            region: 0,
+            off,
+            size: size as u32,
+            mask: (size - 1) as u16,
+            irq,
+            buf_region: 0,
+            buf_base,
+        });
     }
 
-    let secret = cfg.secret.as_deref().and_then(proto::secret_field).unwrap_or([0; proto::SECRET_SZ]);
+    let secret = cfg
+        .secret
+        .as_deref()
+        .and_then(proto::secret_field)
+        .unwrap_or([0; proto::SECRET_SZ]);
     send(
         sock,
-        &Msg::Init(Init { version: proto::VERSION, id: cfg.id, mode: proto::MODE_ETHERNET, secret, name: cc.app_name.clone() }),
+        &Msg::Init(Init {
+            version: proto::VERSION,
+            id: cfg.id,
+            mode: proto::MODE_ETHERNET,
+            secret,
+            name: cc.app_name.clone(),
+        }),
         None,
     )?;
     expect_ack(sock, cc, stop, "init")?;
-    send(sock, &Msg::AddRegion(AddRegion { index: 0, size: total as u64 }), region.raw_fd())?;
+    send(
+        sock,
+        &Msg::AddRegion(AddRegion {
+            index: 0,
+            size: total as u64,
+        }),
+        region.raw_fd(),
+    )?;
     expect_ack(sock, cc, stop, "add_region")?;
     for (k, r) in rings.iter().enumerate() {
         let c2s = k < n_c2s;
@@ -240,7 +293,8 @@ fn handshake(shared: &Arc<Shared>, cc: &ClientConfig, stop: &AtomicBool, sock: &
     }
     let gen = shared.next_gen();
     let (nrx, ntx) = (rx.len(), tx.len());
-    let conn = Connection::new(shared.core.clone(), gen, vec![region], rx, tx).map_err(End::Local)?;
+    let conn =
+        Connection::new(shared.core.clone(), gen, vec![region], rx, tx).map_err(End::Local)?;
     shared.core.set_status(|s| {
         s.peer_app = hello.name.clone();
         s.peer_if = peer_if.clone();
@@ -273,7 +327,9 @@ fn serve(shared: &Arc<Shared>, stop: &AtomicBool, sock: &OwnedFd) -> End {
                 }
                 return match Msg::decode(&buf[..r.len]) {
                     Ok(Msg::Disconnect(d)) => End::Peer(d.reason),
-                    Ok(m) => End::Reject(format!("unexpected {} message while connected", m.name())),
+                    Ok(m) => {
+                        End::Reject(format!("unexpected {} message while connected", m.name()))
+                    }
                     Err(e) => End::Reject(e.to_string()),
                 };
             }

@@ -25,9 +25,9 @@
 //! is counted in [`fabric::Port::backend_counters`]. All `unsafe` code and
 //! system calls are in `sys.rs`.
 
+mod client;
 pub mod proto;
 mod ring;
-mod client;
 mod server;
 mod sys;
 
@@ -127,7 +127,10 @@ impl MemifConfig {
         }
         if let Some(s) = &self.secret {
             if proto::secret_field(s).is_none() {
-                return bad(format!("secret: at most {} bytes without NUL", proto::SECRET_SZ - 1));
+                return bad(format!(
+                    "secret: at most {} bytes without NUL",
+                    proto::SECRET_SZ - 1
+                ));
             }
         }
         if self.queues == 0 || self.queues > MAX_QUEUES {
@@ -142,10 +145,16 @@ impl MemifConfig {
             ));
         }
         if !(64..=65535).contains(&self.buffer_size) {
-            return bad(format!("buffer_size: {} not in 64..=65535", self.buffer_size));
+            return bad(format!(
+                "buffer_size: {} not in 64..=65535",
+                self.buffer_size
+            ));
         }
         if !(60..=(1 << 20)).contains(&self.max_frame_b) {
-            return bad(format!("max_frame_b: {} not in 60..=1048576", self.max_frame_b));
+            return bad(format!(
+                "max_frame_b: {} not in 60..=1048576",
+                self.max_frame_b
+            ));
         }
         let need = self.max_frame_b.div_ceil(self.buffer_size);
         if need > (1u32 << self.log2_ring_size) {
@@ -157,10 +166,16 @@ impl MemifConfig {
             ));
         }
         if self.max_chain == 0 || self.max_chain > MAX_CHAIN || (self.max_chain as u32) < need {
-            return bad(format!("max_chain: {} not in {need}..={MAX_CHAIN}", self.max_chain));
+            return bad(format!(
+                "max_chain: {} not in {need}..={MAX_CHAIN}",
+                self.max_chain
+            ));
         }
         if self.scratch_b < self.max_frame_b as usize || self.scratch_b > 1 << 30 {
-            return bad(format!("scratch_b: {} not in max_frame_b..=1 GiB", self.scratch_b));
+            return bad(format!(
+                "scratch_b: {} not in max_frame_b..=1 GiB",
+                self.scratch_b
+            ));
         }
         Ok(())
     }
@@ -182,7 +197,9 @@ impl fmt::Display for MemifError {
         match self {
             MemifError::Config(m) => write!(f, "invalid memif configuration: {m}"),
             MemifError::Io(what, e) => write!(f, "{what}: {e}"),
-            MemifError::IdInUse(id) => write!(f, "memif interface id {id} already exists on this socket"),
+            MemifError::IdInUse(id) => {
+                write!(f, "memif interface id {id} already exists on this socket")
+            }
         }
     }
 }
@@ -321,9 +338,15 @@ impl Shared {
             c.unhook();
         }
         if old.is_some() {
-            self.core.counters.disconnects.fetch_add(1, Ordering::Relaxed);
+            self.core
+                .counters
+                .disconnects
+                .fetch_add(1, Ordering::Relaxed);
             if hangup {
-                self.core.counters.peer_hangups.fetch_add(1, Ordering::Relaxed);
+                self.core
+                    .counters
+                    .peer_hangups
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
         self.core.set_status(|s| {
@@ -351,12 +374,22 @@ pub struct MemifPort {
 }
 
 impl MemifPort {
-    fn build(cfg: MemifConfig, role: Role, wake: Arc<sys::EventFd>, ctl: Ctl) -> Result<MemifPort, MemifError> {
+    fn build(
+        cfg: MemifConfig,
+        role: Role,
+        wake: Arc<sys::EventFd>,
+        ctl: Ctl,
+    ) -> Result<MemifPort, MemifError> {
         cfg.validate()?;
         let queues = cfg.queues;
         let core = Arc::new(Core::new(cfg, role, wake)?);
-        let shared = Arc::new(Shared { core, conn: ArcSwapOption::empty() });
-        let tx = (0..queues).map(|q| MemifTx::new(shared.clone(), q)).collect();
+        let shared = Arc::new(Shared {
+            core,
+            conn: ArcSwapOption::empty(),
+        });
+        let tx = (0..queues)
+            .map(|q| MemifTx::new(shared.clone(), q))
+            .collect();
         Ok(MemifPort { shared, tx, ctl })
     }
 
@@ -372,7 +405,13 @@ impl MemifPort {
 
     /// Current connection status.
     pub fn status(&self) -> Status {
-        let mut s = self.shared.core.status.lock().map(|s| s.clone()).unwrap_or_default();
+        let mut s = self
+            .shared
+            .core
+            .status
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default();
         s.connected = self.link_up();
         s
     }
@@ -389,14 +428,25 @@ impl MemifPort {
 
     /// Value of one backend counter by name (tests, stats).
     pub fn counter(&self, name: &str) -> u64 {
-        self.shared.core.counters.snapshot().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+        self.shared
+            .core
+            .counters
+            .snapshot()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0, |(_, v)| v)
     }
 }
 
 impl Port for MemifPort {
     fn info(&self) -> PortInfo {
         let c = &self.shared.core.cfg;
-        PortInfo { name: c.name.clone(), kind: "memif", queues: c.queues, max_frame_b: c.max_frame_b }
+        PortInfo {
+            name: c.name.clone(),
+            kind: "memif",
+            queues: c.queues,
+            max_frame_b: c.max_frame_b,
+        }
     }
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {

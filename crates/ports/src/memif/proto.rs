@@ -321,9 +321,10 @@ impl Msg {
                     name: get_str(&body[31..63]),
                 })
             }
-            msg_type::ADD_REGION => {
-                Msg::AddRegion(AddRegion { index: u16_at(body, 0), size: u64_at(body, 2) })
-            }
+            msg_type::ADD_REGION => Msg::AddRegion(AddRegion {
+                index: u16_at(body, 0),
+                size: u64_at(body, 2),
+            }),
             msg_type::ADD_RING => Msg::AddRing(AddRing {
                 flags: u16_at(body, 0),
                 index: u16_at(body, 2),
@@ -586,7 +587,13 @@ mod tests {
     fn init_layout_matches_packed_c_struct() {
         let mut secret = [0u8; SECRET_SZ];
         secret[..3].copy_from_slice(b"abc");
-        let m = Msg::Init(Init { version: VERSION, id: 0x0102_0304, mode: 0, secret, name: "gen".into() });
+        let m = Msg::Init(Init {
+            version: VERSION,
+            id: 0x0102_0304,
+            mode: 0,
+            secret,
+            name: "gen".into(),
+        });
         let b = m.encode();
         assert_eq!(&b[0..2], &[3, 0]);
         assert_eq!(&b[2..4], &[0x00, 0x02]); // version
@@ -599,14 +606,27 @@ mod tests {
 
     #[test]
     fn add_region_and_add_ring_layouts() {
-        let m = Msg::AddRegion(AddRegion { index: 1, size: 0x1_0000_0002 });
+        let m = Msg::AddRegion(AddRegion {
+            index: 1,
+            size: 0x1_0000_0002,
+        });
         let b = m.encode();
         assert_eq!(&b[0..12], &[4, 0, 1, 0, 2, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(Msg::decode(&b).unwrap(), m);
 
-        let r = AddRing { flags: 1, index: 2, region: 0, offset: 0x80, log2_ring_size: 10, private_hdr_size: 0 };
+        let r = AddRing {
+            flags: 1,
+            index: 2,
+            region: 0,
+            offset: 0x80,
+            log2_ring_size: 10,
+            private_hdr_size: 0,
+        };
         let b = Msg::AddRing(r).encode();
-        assert_eq!(&b[0..17], &[5, 0, 1, 0, 2, 0, 0, 0, 0x80, 0, 0, 0, 10, 0, 0, 0, 0]);
+        assert_eq!(
+            &b[0..17],
+            &[5, 0, 1, 0, 2, 0, 0, 0, 0x80, 0, 0, 0, 10, 0, 0, 0, 0]
+        );
         assert_eq!(Msg::decode(&b).unwrap(), Msg::AddRing(r));
         assert!(r.is_c2s());
     }
@@ -614,13 +634,21 @@ mod tests {
     #[test]
     fn disconnect_connect_ack_round_trip_and_truncate() {
         let long = "x".repeat(200);
-        let b = Msg::Disconnect(Disconnect { code: 7, reason: long }).encode();
+        let b = Msg::Disconnect(Disconnect {
+            code: 7,
+            reason: long,
+        })
+        .encode();
         assert_eq!(&b[0..6], &[8, 0, 7, 0, 0, 0]);
         match Msg::decode(&b).unwrap() {
             Msg::Disconnect(d) => assert_eq!(d.reason.len(), REASON_SZ - 1),
             m => panic!("{m:?}"),
         }
-        for m in [Msg::Ack, Msg::Connect("memif0".into()), Msg::Connected("p1".into())] {
+        for m in [
+            Msg::Ack,
+            Msg::Connect("memif0".into()),
+            Msg::Connected("p1".into()),
+        ] {
             assert_eq!(Msg::decode(&m.encode()).unwrap(), m);
         }
     }
@@ -642,7 +670,16 @@ mod tests {
     fn desc_layout() {
         let raw = [1, 0, 2, 0, 0x40, 0, 0, 0, 0, 0x10, 0, 0, 0xaa, 0, 0, 0];
         let d = Desc::from_bytes(raw);
-        assert_eq!(d, Desc { flags: 1, region: 2, length: 64, offset: 0x1000, metadata: 0xaa });
+        assert_eq!(
+            d,
+            Desc {
+                flags: 1,
+                region: 2,
+                length: 64,
+                offset: 0x1000,
+                metadata: 0xaa
+            }
+        );
         assert!(d.has_next());
         assert_eq!(d.to_bytes(), raw);
     }
@@ -650,18 +687,40 @@ mod tests {
     #[test]
     fn desc_validation() {
         let lens = [4096usize, 1 << 20];
-        let ok = Desc { flags: 0, region: 1, length: 2048, offset: 4096, metadata: 0 };
+        let ok = Desc {
+            flags: 0,
+            region: 1,
+            length: 2048,
+            offset: 4096,
+            metadata: 0,
+        };
         assert_eq!(check_desc(&ok, &lens), Ok((1, 4096, 2048)));
         // exactly at the end is fine
-        let end = Desc { region: 0, offset: 2048, length: 2048, ..ok };
+        let end = Desc {
+            region: 0,
+            offset: 2048,
+            length: 2048,
+            ..ok
+        };
         assert_eq!(check_desc(&end, &lens), Ok((0, 2048, 2048)));
         let bad_region = Desc { region: 2, ..ok };
         assert_eq!(check_desc(&bad_region, &lens), Err(Violation::BadRegion));
-        let past = Desc { region: 0, offset: 2049, ..ok };
+        let past = Desc {
+            region: 0,
+            offset: 2049,
+            ..ok
+        };
         assert_eq!(check_desc(&past, &lens), Err(Violation::OutOfRegion));
-        let huge = Desc { length: u32::MAX, offset: u32::MAX, ..ok };
+        let huge = Desc {
+            length: u32::MAX,
+            offset: u32::MAX,
+            ..ok
+        };
         assert_eq!(check_desc(&huge, &lens), Err(Violation::OutOfRegion));
-        let flags = Desc { flags: 0x8001, ..ok };
+        let flags = Desc {
+            flags: 0x8001,
+            ..ok
+        };
         assert_eq!(check_desc(&flags, &lens), Err(Violation::BadFlags));
     }
 
@@ -676,15 +735,50 @@ mod tests {
 
     #[test]
     fn ring_placement_validation() {
-        let r = AddRing { flags: 0, index: 0, region: 0, offset: 0, log2_ring_size: 10, private_hdr_size: 0 };
+        let r = AddRing {
+            flags: 0,
+            index: 0,
+            region: 0,
+            offset: 0,
+            log2_ring_size: 10,
+            private_hdr_size: 0,
+        };
         let span = ring_span_b(10) as u64;
         assert!(check_ring_placement(&r, span).is_ok());
         assert!(check_ring_placement(&r, span - 1).is_err());
-        assert!(check_ring_placement(&AddRing { log2_ring_size: 0, ..r }, 1 << 30).is_err());
-        assert!(check_ring_placement(&AddRing { log2_ring_size: 15, ..r }, 1 << 30).is_err());
+        assert!(check_ring_placement(
+            &AddRing {
+                log2_ring_size: 0,
+                ..r
+            },
+            1 << 30
+        )
+        .is_err());
+        assert!(check_ring_placement(
+            &AddRing {
+                log2_ring_size: 15,
+                ..r
+            },
+            1 << 30
+        )
+        .is_err());
         assert!(check_ring_placement(&AddRing { offset: 2, ..r }, 1 << 30).is_err());
-        assert!(check_ring_placement(&AddRing { offset: u32::MAX - 3, ..r }, 1 << 32).is_err());
-        assert!(check_ring_placement(&AddRing { private_hdr_size: 8, ..r }, 1 << 30).is_err());
+        assert!(check_ring_placement(
+            &AddRing {
+                offset: u32::MAX - 3,
+                ..r
+            },
+            1 << 32
+        )
+        .is_err());
+        assert!(check_ring_placement(
+            &AddRing {
+                private_hdr_size: 8,
+                ..r
+            },
+            1 << 30
+        )
+        .is_err());
     }
 
     #[test]

@@ -97,7 +97,8 @@ impl Connection {
         };
         for (q, r) in c.rx.iter().enumerate() {
             if let Some(ep) = c.core.rx_epoll.get(q) {
-                ep.add(r.irq.raw(), q as u64).map_err(|e| format!("epoll add interrupt fd: {e}"))?;
+                ep.add(r.irq.raw(), q as u64)
+                    .map_err(|e| format!("epoll add interrupt fd: {e}"))?;
             }
         }
         Ok(c)
@@ -108,7 +109,11 @@ impl Connection {
     /// disconnect.
     #[cold]
     pub fn fail(&self, v: Violation) {
-        if self.violation.compare_exchange(0, v.code(), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        if self
+            .violation
+            .compare_exchange(0, v.code(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+        {
             self.core.counters.violations[v.index()].fetch_add(1, Ordering::Relaxed);
             self.core.up.store(false, Ordering::Release);
             self.core.wake.signal();
@@ -174,7 +179,11 @@ pub(crate) fn offer_all(region: &Region, ring: &Ring, buffer_b: usize) {
         };
         region.write16(ring.desc_off(j as u16), d.to_bytes());
     }
-    region.store_u16(ring.off + RING_HEAD_OFF, ring.size as u16, Ordering::Release);
+    region.store_u16(
+        ring.off + RING_HEAD_OFF,
+        ring.size as u16,
+        Ordering::Release,
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -241,7 +250,9 @@ impl MemifRx {
         if c.violated().is_some() {
             return 0;
         }
-        let Some(ring) = c.rx.get(self.q as usize) else { return 0 };
+        let Some(ring) = c.rx.get(self.q as usize) else {
+            return 0;
+        };
         let region = &c.regions[ring.region];
         if region.load_u32(ring.off + RING_COOKIE_OFF) != COOKIE {
             c.fail(Violation::BadCookie);
@@ -362,10 +373,14 @@ impl MemifRx {
             self.cons = self.pending;
             return;
         }
-        let Some(ring) = c.rx.get(self.q as usize) else { return };
+        let Some(ring) = c.rx.get(self.q as usize) else {
+            return;
+        };
         let region = &c.regions[ring.region];
         match c.role {
-            Role::Server => region.store_u16(ring.off + RING_TAIL_OFF, self.pending, Ordering::Release),
+            Role::Server => {
+                region.store_u16(ring.off + RING_TAIL_OFF, self.pending, Ordering::Release)
+            }
             Role::Client => {
                 // Offer the freed buffers again, with the values we chose:
                 // whatever the server wrote into these descriptors is
@@ -399,7 +414,9 @@ impl RxQueue for MemifRx {
                 if !self.shared.core.up.load(Ordering::Acquire) {
                     return 0;
                 }
-                let Some(c) = self.shared.conn.load_full() else { return 0 };
+                let Some(c) = self.shared.conn.load_full() else {
+                    return 0;
+                };
                 if c.gen != self.gen {
                     self.adopt(&c);
                 }
@@ -424,7 +441,11 @@ impl RxQueue for MemifRx {
     }
 
     fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.shared.core.rx_epoll.get(self.q as usize).map(|e| e.raw())
+        self.shared
+            .core
+            .rx_epoll
+            .get(self.q as usize)
+            .map(|e| e.raw())
     }
 
     fn set_notify(&mut self, enabled: bool) -> bool {
@@ -440,7 +461,9 @@ impl RxQueue for MemifRx {
             // Not adopted yet: the next burst writes the flag; poll first.
             return enabled;
         }
-        let Some(ring) = c.rx.get(self.q as usize) else { return false };
+        let Some(ring) = c.rx.get(self.q as usize) else {
+            return false;
+        };
         let region = &c.regions[ring.region];
         let flags = if enabled { 0 } else { RING_FLAG_MASK_INT };
         region.store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
@@ -517,8 +540,14 @@ impl MemifTx {
             q,
             buf_b,
             max_frame,
-            idx: LockCell::new(Idx { reserved: 0, published: 0 }),
-            pin: LockCell::new(Pin { conn: None, base: 0 }),
+            idx: LockCell::new(Idx {
+                reserved: 0,
+                published: 0,
+            }),
+            pin: LockCell::new(Pin {
+                conn: None,
+                base: 0,
+            }),
         }
     }
 
@@ -564,7 +593,9 @@ impl TxQueue for MemifTx {
         if c.violated().is_some() {
             return 0;
         }
-        let Some(ring) = c.tx.get(self.q as usize) else { return 0 };
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return 0;
+        };
         let region = &c.regions[ring.region];
         if region.load_u32(ring.off + RING_COOKIE_OFF) != COOKIE {
             c.fail(Violation::BadCookie);
@@ -605,7 +636,9 @@ impl TxQueue for MemifTx {
         if c.violated().is_some() {
             return;
         }
-        let Some(ring) = c.tx.get(self.q as usize) else { return };
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return;
+        };
         let region = &c.regions[ring.region];
         let mut pos = slot.wrapping_sub(pin.base) as u16;
         let mut rest = frame;
@@ -632,10 +665,18 @@ impl TxQueue for MemifTx {
                     c.regions[ring.buf_region as usize]
                         .prefetch_write(ring.buf_base + (ahead & ring.mask) as usize * c.buffer_b);
                     region.prefetch_write(ring.desc_off(ahead));
-                    (ring.buf_region as usize, ring.buf_base + (pos & ring.mask) as usize * c.buffer_b, c.buffer_b)
+                    (
+                        ring.buf_region as usize,
+                        ring.buf_base + (pos & ring.mask) as usize * c.buffer_b,
+                        c.buffer_b,
+                    )
                 }
             };
-            let take = if last { rest.len().min(cap) } else { rest.len().min(self.buf_b) };
+            let take = if last {
+                rest.len().min(cap)
+            } else {
+                rest.len().min(self.buf_b)
+            };
             c.regions[breg].copy_in(boff, &rest[..take]);
             let d = Desc {
                 flags: if last { 0 } else { DESC_FLAG_NEXT },
@@ -664,16 +705,26 @@ impl TxQueue for MemifTx {
         if c.violated().is_some() {
             return;
         }
-        let Some(ring) = c.tx.get(self.q as usize) else { return };
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return;
+        };
         let region = &c.regions[ring.region];
         let (own_off, _) = Self::fields(c.role);
-        region.store_u16(ring.off + own_off, tail.wrapping_sub(pin.base) as u16, Ordering::Release);
+        region.store_u16(
+            ring.off + own_off,
+            tail.wrapping_sub(pin.base) as u16,
+            Ordering::Release,
+        );
         // Pairs with the receiver's fence between clearing MASK_INT and
         // re-reading our index (no lost wake-up).
         fence(Ordering::SeqCst);
         if region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
             ring.irq.signal();
-            self.shared.core.counters.tx_kicks.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .core
+                .counters
+                .tx_kicks
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -104,8 +104,8 @@ impl MemifServer {
     /// Creates the socket file (mode `cfg.mode`) and starts the control
     /// thread.
     pub fn bind(cfg: ServerConfig) -> Result<MemifServer, MemifError> {
-        let listener =
-            sys::listen(&cfg.socket, cfg.mode).map_err(io_err(format!("listen on {}", cfg.socket.display())))?;
+        let listener = sys::listen(&cfg.socket, cfg.mode)
+            .map_err(io_err(format!("listen on {}", cfg.socket.display())))?;
         let ino = sys::inode(&cfg.socket);
         let wake = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
         let inner = Arc::new(Inner {
@@ -122,15 +122,27 @@ impl MemifServer {
             .name("memif-server".into())
             .spawn(move || run(i2))
             .map_err(io_err("spawn memif control thread"))?;
-        Ok(MemifServer { inner, thread: Some(thread) })
+        Ok(MemifServer {
+            inner,
+            thread: Some(thread),
+        })
     }
 
     /// Adds an interface with id `cfg.id`; a client presenting that id (and
     /// the secret, if set) gets it. Dropping the port removes it.
     pub fn add_interface(&self, cfg: MemifConfig) -> Result<MemifPort, MemifError> {
         let id = cfg.id;
-        let port = MemifPort::build(cfg, Role::Server, self.inner.wake.clone(), Ctl::Server(Arc::downgrade(&self.inner)))?;
-        let mut m = self.inner.ifaces.lock().map_err(|_| MemifError::Config("server state poisoned".into()))?;
+        let port = MemifPort::build(
+            cfg,
+            Role::Server,
+            self.inner.wake.clone(),
+            Ctl::Server(Arc::downgrade(&self.inner)),
+        )?;
+        let mut m = self
+            .inner
+            .ifaces
+            .lock()
+            .map_err(|_| MemifError::Config("server state poisoned".into()))?;
         if m.contains_key(&id) {
             drop(m);
             // Do not let the port's Drop remove the existing interface.
@@ -212,7 +224,9 @@ const TOKEN_WAKE: u64 = 1;
 
 fn run(inner: Arc<Inner>) {
     let Ok(ep) = sys::Epoll::new() else { return };
-    if ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN).is_err() || ep.add(inner.wake.raw(), TOKEN_WAKE).is_err() {
+    if ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN).is_err()
+        || ep.add(inner.wake.raw(), TOKEN_WAKE).is_err()
+    {
         return;
     }
     let mut chans: HashMap<u64, Channel> = HashMap::new();
@@ -268,7 +282,9 @@ fn run(inner: Arc<Inner>) {
                     inner.wake.drain();
                 }
                 t => {
-                    let Some(ch) = chans.get_mut(&t) else { continue };
+                    let Some(ch) = chans.get_mut(&t) else {
+                        continue;
+                    };
                     if let Err(end) = on_readable(&inner, ch) {
                         if let Some(ch) = chans.remove(&t) {
                             close(&inner, &ep, ch, end);
@@ -285,7 +301,11 @@ fn run(inner: Arc<Inner>) {
                 if !inner.registered(sh) {
                     Some(End::Local("interface removed".into()))
                 } else {
-                    sh.conn.load().as_ref().and_then(|c| c.violated()).map(|v| End::Local(v.reason().into()))
+                    sh.conn
+                        .load()
+                        .as_ref()
+                        .and_then(|c| c.violated())
+                        .map(|v| End::Local(v.reason().into()))
                 }
             } else {
                 None
@@ -317,7 +337,10 @@ fn close(inner: &Inner, ep: &sys::Epoll, ch: Channel, end: End) {
         End::Local(r) => (r, true, false, false),
     };
     if send {
-        let m = Msg::Disconnect(Disconnect { code: 0, reason: reason.clone() });
+        let m = Msg::Disconnect(Disconnect {
+            code: 0,
+            reason: reason.clone(),
+        });
         let _ = sys::send_msg(ch.sock.as_raw_fd(), &m.encode(), None);
     }
     ep.del(ch.sock.as_raw_fd());
@@ -408,7 +431,9 @@ fn on_msg(inner: &Inner, ch: &mut Channel, msg: Msg, fd: Option<OwnedFd>) -> Res
             ack(ch)
         }
         (St::Setup, Msg::AddRegion(ar)) => {
-            let Some(fd) = fd else { return rej("missing region fd".into()) };
+            let Some(fd) = fd else {
+                return rej("missing region fd".into());
+            };
             if ar.index as usize != ch.regions.len() || ar.index > MAX_REGION_INDEX {
                 return rej(format!("invalid region index {}", ar.index));
             }
@@ -421,17 +446,26 @@ fn on_msg(inner: &Inner, ch: &mut Channel, msg: Msg, fd: Option<OwnedFd>) -> Res
             ack(ch)
         }
         (St::Setup, Msg::AddRing(ar)) => {
-            let Some(fd) = fd else { return rej("missing interrupt fd".into()) };
+            let Some(fd) = fd else {
+                return rej("missing interrupt fd".into());
+            };
             add_ring(ch, &ar, fd)?;
             ack(ch)
         }
         (St::Setup, Msg::Connect(name)) => {
-            let sh = ch.iface.clone().ok_or_else(|| End::Reject("connect before init".into()))?;
+            let sh = ch
+                .iface
+                .clone()
+                .ok_or_else(|| End::Reject("connect before init".into()))?;
             let conn = build_connection(ch, &sh)?;
             sh.core.set_status(|s| {
                 s.peer_app = ch.peer_app.clone();
                 s.peer_if = name.clone();
-                s.rings = (conn.rx.len(), conn.tx.len(), conn.rx.first().map_or(0, |r| r.size));
+                s.rings = (
+                    conn.rx.len(),
+                    conn.tx.len(),
+                    conn.rx.first().map_or(0, |r| r.size),
+                );
             });
             let reply = Msg::Connected(sh.core.cfg.name.clone());
             sys::send_msg(ch.sock.as_raw_fd(), &reply.encode(), None).map_err(|_| End::Hangup)?;
@@ -458,7 +492,11 @@ fn add_ring(ch: &mut Channel, ar: &AddRing, fd: OwnedFd) -> Result<(), End> {
     }
     let idx = ar.index as usize;
     if idx >= table.len() {
-        return rej(format!("invalid ring index {} (interface has {} queues)", ar.index, table.len()));
+        return rej(format!(
+            "invalid ring index {} (interface has {} queues)",
+            ar.index,
+            table.len()
+        ));
     }
     if table[idx].is_some() {
         return rej(format!("ring {} added twice", ar.index));
@@ -468,8 +506,17 @@ fn add_ring(ch: &mut Channel, ar: &AddRing, fd: OwnedFd) -> Result<(), End> {
     };
     proto::check_ring_placement(ar, region.len() as u64).map_err(End::Reject)?;
     let irq = EventFd::from_peer(fd).map_err(End::Reject)?;
-    let p = PendingRing { region: ar.region as usize, off: ar.offset as usize, log2: ar.log2_ring_size, irq };
-    let table = if ar.is_c2s() { &mut ch.c2s } else { &mut ch.s2c };
+    let p = PendingRing {
+        region: ar.region as usize,
+        off: ar.offset as usize,
+        log2: ar.log2_ring_size,
+        irq,
+    };
+    let table = if ar.is_c2s() {
+        &mut ch.c2s
+    } else {
+        &mut ch.s2c
+    };
     table[idx] = Some(p);
     Ok(())
 }
@@ -493,22 +540,47 @@ fn build_connection(ch: &mut Channel, sh: &Arc<Shared>) -> Result<Connection, En
     let c2s = take(&mut ch.c2s, "client-to-server")?;
     let s2c = take(&mut ch.s2c, "server-to-client")?;
     // Two rings on the same header would let the peer drive both.
-    let mut spans: Vec<(usize, usize, usize)> =
-        c2s.iter().chain(&s2c).map(|r| (r.region, r.off, r.off + super::ring::ring_span(r.log2))).collect();
+    let mut spans: Vec<(usize, usize, usize)> = c2s
+        .iter()
+        .chain(&s2c)
+        .map(|r| (r.region, r.off, r.off + super::ring::ring_span(r.log2)))
+        .collect();
     spans.sort();
-    if spans.windows(2).any(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2) {
+    if spans
+        .windows(2)
+        .any(|w| w[0].0 == w[1].0 && w[1].1 < w[0].2)
+    {
         return Err(rej("rings overlap".into()));
     }
     let mk = |p: PendingRing, regions: &[Region], c2s: bool| -> Result<Ring, End> {
         let region = &regions[p.region];
         if region.load_u32(p.off) != COOKIE {
-            return Err(rej(format!("ring at region {} offset {} has a bad cookie", p.region, p.off)));
+            return Err(rej(format!(
+                "ring at region {} offset {} has a bad cookie",
+                p.region, p.off
+            )));
         }
         // Fresh indexes; our receive rings start with interrupts enabled
         // (a queue that wants to poll masks them at its first burst).
-        reset_ring(region, p.off, if c2s { 0 } else { region.load_u16(p.off + proto::RING_FLAGS_OFF, Ordering::Relaxed) });
+        reset_ring(
+            region,
+            p.off,
+            if c2s {
+                0
+            } else {
+                region.load_u16(p.off + proto::RING_FLAGS_OFF, Ordering::Relaxed)
+            },
+        );
         let size = 1u32 << p.log2;
-        Ok(Ring { region: p.region, off: p.off, size, mask: (size - 1) as u16, irq: p.irq, buf_region: 0, buf_base: 0 })
+        Ok(Ring {
+            region: p.region,
+            off: p.off,
+            size,
+            mask: (size - 1) as u16,
+            irq: p.irq,
+            buf_region: 0,
+            buf_base: 0,
+        })
     };
     let mut rx = Vec::new();
     for p in c2s {

@@ -80,9 +80,19 @@ impl Region {
         // SAFETY: plain syscalls on a descriptor we own.
         cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
         // SAFETY: as above.
-        cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL) })?;
+        cvt(unsafe {
+            libc::fcntl(
+                fd.as_raw_fd(),
+                libc::F_ADD_SEALS,
+                libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
+            )
+        })?;
         let ptr = map(fd.as_raw_fd(), len)?;
-        Ok(Region { ptr, len, fd: Some(fd) })
+        Ok(Region {
+            ptr,
+            len,
+            fd: Some(fd),
+        })
     }
 
     /// Maps a region received from a peer. The file must be at least `len`
@@ -97,12 +107,16 @@ impl Region {
         // SAFETY: fstat fills a plain struct we own.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: valid fd and pointer.
-        cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }).map_err(|e| format!("region fd: {e}"))?;
+        cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })
+            .map_err(|e| format!("region fd: {e}"))?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err("region fd is not a regular file or memfd".into());
         }
         if (st.st_size as u64) < len {
-            return Err(format!("region file is {} bytes, announced {len}", st.st_size));
+            return Err(format!(
+                "region file is {} bytes, announced {len}",
+                st.st_size
+            ));
         }
         if require_seal {
             // SAFETY: plain fcntl on a descriptor we own.
@@ -111,8 +125,13 @@ impl Region {
                 return Err("region memfd is not sealed against shrinking (F_SEAL_SHRINK)".into());
             }
         }
-        let ptr = map(fd.as_raw_fd(), len_us).map_err(|e| format!("mmap region of {len} bytes: {e}"))?;
-        Ok(Region { ptr, len: len_us, fd: None })
+        let ptr =
+            map(fd.as_raw_fd(), len_us).map_err(|e| format!("mmap region of {len} bytes: {e}"))?;
+        Ok(Region {
+            ptr,
+            len: len_us,
+            fd: None,
+        })
     }
 
     /// Size of the mapping.
@@ -226,7 +245,9 @@ impl Region {
         // SAFETY: destination in bounds of the mapping; source is a Rust
         // slice; they cannot overlap (the slice is not in this mapping's
         // slots being written, which the ring protocol reserves for us).
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+        };
         true
     }
 
@@ -238,10 +259,11 @@ impl Region {
         }
         // SAFETY: source in bounds of the mapping; destination is a Rust
         // slice in our own memory.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+        };
         true
     }
-
 }
 
 impl Drop for Region {
@@ -257,7 +279,14 @@ fn map(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
     // SAFETY: new shared mapping of a file we hold; the kernel picks the
     // address.
     let p = unsafe {
-        libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
     };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
@@ -301,7 +330,9 @@ impl EventFd {
     /// A new non-blocking eventfd.
     pub fn new() -> io::Result<EventFd> {
         // SAFETY: plain syscall.
-        Ok(EventFd(own(cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?)))
+        Ok(EventFd(own(cvt(unsafe {
+            libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)
+        })?)))
     }
 
     /// Adopts an eventfd received from a peer: checks it really is an
@@ -311,7 +342,10 @@ impl EventFd {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|e| format!("interrupt fd: {e}"))?;
         if link.as_os_str().as_bytes() != b"anon_inode:[eventfd]" {
-            return Err(format!("interrupt fd is not an eventfd ({})", link.display()));
+            return Err(format!(
+                "interrupt fd is not an eventfd ({})",
+                link.display()
+            ));
         }
         set_nonblocking(fd.as_raw_fd()).map_err(|e| format!("interrupt fd: {e}"))?;
         Ok(EventFd(fd))
@@ -363,7 +397,9 @@ impl Epoll {
     /// A new epoll instance.
     pub fn new() -> io::Result<Epoll> {
         // SAFETY: plain syscall.
-        Ok(Epoll(own(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?)))
+        Ok(Epoll(own(cvt(unsafe {
+            libc::epoll_create1(libc::EPOLL_CLOEXEC)
+        })?)))
     }
 
     /// Raw descriptor.
@@ -373,7 +409,10 @@ impl Epoll {
 
     /// Watches `fd` for input (level-triggered), reporting `token`.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32, u64: token };
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+            u64: token,
+        };
         // SAFETY: valid epoll fd and event struct.
         cvt(unsafe { libc::epoll_ctl(self.raw(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
         Ok(())
@@ -393,7 +432,11 @@ impl Epoll {
         let n = unsafe { libc::epoll_wait(self.raw(), evs.as_mut_ptr(), 32, timeout_ms) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(())
+            } else {
+                Err(e)
+            };
         }
         for ev in &evs[..n as usize] {
             let (t, e) = (ev.u64, ev.events);
@@ -405,12 +448,20 @@ impl Epoll {
 
 /// Waits until `fd` is readable (or hung up) for at most `timeout_ms`.
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd.
     let n = unsafe { libc::poll(&mut p, 1, timeout_ms) };
     if n < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
     }
     Ok(n > 0)
 }
@@ -427,19 +478,29 @@ fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     if b.is_empty() || b.len() >= a.sun_path.len() || b.contains(&0) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("socket path must be 1..{} bytes without NUL", a.sun_path.len() - 1),
+            format!(
+                "socket path must be 1..{} bytes without NUL",
+                a.sun_path.len() - 1
+            ),
         ));
     }
     for (d, s) in a.sun_path.iter_mut().zip(b) {
         *d = *s as libc::c_char;
     }
-    Ok((a, std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t))
+    Ok((
+        a,
+        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
+    ))
 }
 
 fn seqpacket() -> io::Result<OwnedFd> {
     // SAFETY: plain syscall.
     Ok(own(cvt(unsafe {
-        libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0)
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
     })?))
 }
 
@@ -462,12 +523,23 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
     if let Ok(md) = std::fs::symlink_metadata(path) {
         use std::os::unix::fs::FileTypeExt;
         if !md.file_type().is_socket() {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, "path exists and is not a socket"));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "path exists and is not a socket",
+            ));
         }
         match connect(path) {
-            Ok(_) => return Err(io::Error::new(io::ErrorKind::AddrInUse, "a server is listening on it")),
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "a server is listening on it",
+                ))
+            }
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                return Err(io::Error::new(io::ErrorKind::AddrInUse, "a server is listening on it"))
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    "a server is listening on it",
+                ))
             }
             Err(_) => std::fs::remove_file(path)?,
         }
@@ -498,7 +570,12 @@ pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
 pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
     // SAFETY: valid listening socket; we do not want the peer address.
     let r = unsafe {
-        libc::accept4(listener, std::ptr::null_mut(), std::ptr::null_mut(), libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK)
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+        )
     };
     if r < 0 {
         let e = io::Error::last_os_error();
@@ -513,7 +590,10 @@ pub fn accept(listener: RawFd) -> io::Result<Option<OwnedFd>> {
 /// Sends one message, with `pass` attached as `SCM_RIGHTS` if given. Never
 /// blocks (a peer that does not read its control socket gets an error).
 pub fn send_msg(fd: RawFd, msg: &[u8], pass: Option<RawFd>) -> io::Result<()> {
-    let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut libc::c_void, iov_len: msg.len() };
+    let mut iov = libc::iovec {
+        iov_base: msg.as_ptr() as *mut libc::c_void,
+        iov_len: msg.len(),
+    };
     // u64 array: aligned for cmsghdr.
     let mut ctl = [0u64; 8];
     // SAFETY: msghdr is plain data.
@@ -558,9 +638,12 @@ pub struct Received {
 
 /// Receives one message without blocking. `Ok(None)` if nothing is pending.
 pub fn recv_msg(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
-    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
     let mut ctl = [0u64; 16]; // room for several fds; extras are closed
-    // SAFETY: msghdr is plain data.
+                              // SAFETY: msghdr is plain data.
     let mut mh: libc::msghdr = unsafe { std::mem::zeroed() };
     mh.msg_iov = &mut iov;
     mh.msg_iovlen = 1;

@@ -19,7 +19,10 @@ use super::*;
 struct Dir(PathBuf);
 impl Dir {
     fn new(tag: &str) -> Dir {
-        let p = PathBuf::from(format!("/tmp/turnout-memif-unit-{tag}-{}", std::process::id()));
+        let p = PathBuf::from(format!(
+            "/tmp/turnout-memif-unit-{tag}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         Dir(p)
@@ -74,13 +77,27 @@ fn recv_one(rx: &mut dyn RxQueue) -> Option<Vec<u8>> {
 }
 
 /// The good interface (id 1) still carries traffic both ways.
-fn healthy(s1: &MemifPort, c1: &MemifPort, s1rx: &mut dyn RxQueue, c1rx: &mut dyn RxQueue, tag: u8) {
+fn healthy(
+    s1: &MemifPort,
+    c1: &MemifPort,
+    s1rx: &mut dyn RxQueue,
+    c1rx: &mut dyn RxQueue,
+    tag: u8,
+) {
     assert!(s1.link_up() && c1.link_up(), "good interface lost its link");
     let f = vec![tag; 3000];
     assert!(send(c1, &f));
-    assert_eq!(recv_one(s1rx).as_deref(), Some(&f[..]), "good interface c->s");
+    assert_eq!(
+        recv_one(s1rx).as_deref(),
+        Some(&f[..]),
+        "good interface c->s"
+    );
     assert!(send(s1, &f));
-    assert_eq!(recv_one(c1rx).as_deref(), Some(&f[..]), "good interface s->c");
+    assert_eq!(
+        recv_one(c1rx).as_deref(),
+        Some(&f[..]),
+        "good interface s->c"
+    );
 }
 
 fn conn_of(p: &MemifPort) -> Arc<Connection> {
@@ -100,7 +117,10 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
     let s1 = server.add_interface(MemifConfig::new("good", 1)).unwrap();
     let liar = MemifPort::client(MemifConfig::new("liar", 0), ClientConfig::new(&path)).unwrap();
     let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(&path)).unwrap();
-    assert!(wait(5000, || s0.link_up() && s1.link_up() && liar.link_up() && c1.link_up()));
+    assert!(wait(5000, || s0.link_up()
+        && s1.link_up()
+        && liar.link_up()
+        && c1.link_up()));
     let mut s0rx = s0.take_rx(0).unwrap();
     let mut s1rx = s1.take_rx(0).unwrap();
     let mut c1rx = c1.take_rx(0).unwrap();
@@ -112,50 +132,139 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
         let r = &c.tx[0];
         c.regions[0].write16(desc_off(r.off, slot, r.size), d.to_bytes());
     };
-    let good = |c: &Connection| Desc { flags: 0, region: 0, length: 64, offset: c.tx[0].buf_base as u32, metadata: 0 };
-    let head = |c: &Connection, v: u16| c.regions[0].store_u16(c.tx[0].off + RING_HEAD_OFF, v, Ordering::Release);
+    let good = |c: &Connection| Desc {
+        flags: 0,
+        region: 0,
+        length: 64,
+        offset: c.tx[0].buf_base as u32,
+        metadata: 0,
+    };
+    let head = |c: &Connection, v: u16| {
+        c.regions[0].store_u16(c.tx[0].off + RING_HEAD_OFF, v, Ordering::Release)
+    };
     let lies: Vec<(&str, Violation, Lie)> = vec![
-        ("bad region index", Violation::BadRegion, Box::new(move |c, h| {
-            put(c, h, Desc { region: 3, ..good(c) });
-            head(c, h + 1);
-        })),
-        ("offset out of range", Violation::OutOfRegion, Box::new(move |c, h| {
-            put(c, h, Desc { offset: (c.regions[0].len() - 10) as u32, ..good(c) });
-            head(c, h + 1);
-        })),
-        ("huge length", Violation::OutOfRegion, Box::new(move |c, h| {
-            put(c, h, Desc { length: u32::MAX, ..good(c) });
-            head(c, h + 1);
-        })),
-        ("unknown flags", Violation::BadFlags, Box::new(move |c, h| {
-            put(c, h, Desc { flags: 0x8000, ..good(c) });
-            head(c, h + 1);
-        })),
-        ("chain longer than max_chain", Violation::ChainTooLong, Box::new(move |c, h| {
-            for s in 0..100u16 {
-                put(c, h + s, Desc { flags: DESC_FLAG_NEXT, ..good(c) });
-            }
-            head(c, h + 100);
-        })),
-        ("chain over the whole ring", Violation::ChainTooLong, Box::new(move |c, h| {
-            let n = c.tx[0].size as u16 - 1;
-            for s in 0..n {
-                put(c, h + s, Desc { flags: DESC_FLAG_NEXT, ..good(c) });
-            }
-            head(c, h + n);
-        })),
-        ("head far ahead of tail", Violation::BadRingIndex, Box::new(move |c, h| {
-            head(c, h + 5000);
-        })),
-        ("cookie overwritten", Violation::BadCookie, Box::new(move |c, _| {
-            c.regions[0].store_u32(c.tx[0].off, 0xdead_beef);
-        })),
+        (
+            "bad region index",
+            Violation::BadRegion,
+            Box::new(move |c, h| {
+                put(
+                    c,
+                    h,
+                    Desc {
+                        region: 3,
+                        ..good(c)
+                    },
+                );
+                head(c, h + 1);
+            }),
+        ),
+        (
+            "offset out of range",
+            Violation::OutOfRegion,
+            Box::new(move |c, h| {
+                put(
+                    c,
+                    h,
+                    Desc {
+                        offset: (c.regions[0].len() - 10) as u32,
+                        ..good(c)
+                    },
+                );
+                head(c, h + 1);
+            }),
+        ),
+        (
+            "huge length",
+            Violation::OutOfRegion,
+            Box::new(move |c, h| {
+                put(
+                    c,
+                    h,
+                    Desc {
+                        length: u32::MAX,
+                        ..good(c)
+                    },
+                );
+                head(c, h + 1);
+            }),
+        ),
+        (
+            "unknown flags",
+            Violation::BadFlags,
+            Box::new(move |c, h| {
+                put(
+                    c,
+                    h,
+                    Desc {
+                        flags: 0x8000,
+                        ..good(c)
+                    },
+                );
+                head(c, h + 1);
+            }),
+        ),
+        (
+            "chain longer than max_chain",
+            Violation::ChainTooLong,
+            Box::new(move |c, h| {
+                for s in 0..100u16 {
+                    put(
+                        c,
+                        h + s,
+                        Desc {
+                            flags: DESC_FLAG_NEXT,
+                            ..good(c)
+                        },
+                    );
+                }
+                head(c, h + 100);
+            }),
+        ),
+        (
+            "chain over the whole ring",
+            Violation::ChainTooLong,
+            Box::new(move |c, h| {
+                let n = c.tx[0].size as u16 - 1;
+                for s in 0..n {
+                    put(
+                        c,
+                        h + s,
+                        Desc {
+                            flags: DESC_FLAG_NEXT,
+                            ..good(c)
+                        },
+                    );
+                }
+                head(c, h + n);
+            }),
+        ),
+        (
+            "head far ahead of tail",
+            Violation::BadRingIndex,
+            Box::new(move |c, h| {
+                head(c, h + 5000);
+            }),
+        ),
+        (
+            "cookie overwritten",
+            Violation::BadCookie,
+            Box::new(move |c, _| {
+                c.regions[0].store_u32(c.tx[0].off, 0xdead_beef);
+            }),
+        ),
     ];
     for (round, (what, kind, lie)) in lies.iter().enumerate() {
-        assert!(wait(5000, || s0.link_up() && liar.link_up()), "{what}: liar did not reconnect");
+        assert!(
+            wait(5000, || s0.link_up() && liar.link_up()),
+            "{what}: liar did not reconnect"
+        );
         // The victim interface works before the lie.
         assert!(send(&liar, &[7u8; 100]), "{what}");
-        assert_eq!(recv_one(s0rx.as_mut()).as_deref(), Some(&[7u8; 100][..]), "{what}");
+        assert_eq!(
+            recv_one(s0rx.as_mut()).as_deref(),
+            Some(&[7u8; 100][..]),
+            "{what}"
+        );
         let before = s0.counter(kind.name());
         let c = conn_of(&liar);
         let h = c.regions[0].load_u16(c.tx[0].off + RING_HEAD_OFF, Ordering::Acquire);
@@ -167,13 +276,22 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
         while s0.counter(kind.name()) == before && t0.elapsed() < Duration::from_secs(3) {
             b.clear();
             s0rx.burst(&mut b);
-            assert!(b.pkts().iter().all(|p| p.len() == 64 || p.len() == 100), "{what}: bogus frame handed out");
+            assert!(
+                b.pkts().iter().all(|p| p.len() == 64 || p.len() == 100),
+                "{what}: bogus frame handed out"
+            );
             s0rx.release();
         }
         assert_eq!(s0.counter(kind.name()), before + 1, "{what}: not counted");
-        assert!(!s0.link_up() || s0.counter("disconnects") > round as u64, "{what}: link still up");
         assert!(
-            wait(3000, || liar.status().last_disconnect.contains(kind.reason())),
+            !s0.link_up() || s0.counter("disconnects") > round as u64,
+            "{what}: link still up"
+        );
+        assert!(
+            wait(3000, || liar
+                .status()
+                .last_disconnect
+                .contains(kind.reason())),
             "{what}: liar was not told why: {:?}",
             liar.status()
         );
@@ -200,22 +318,68 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
         }
     };
     let lies: Vec<(&str, Violation, Lie)> = vec![
-        ("offered buffer in a missing region", Violation::BadRegion, Box::new(move |c| {
-            offer(c, Desc { flags: 0, region: 9, length: 2048, offset: 0, metadata: 0 })
-        })),
-        ("offered buffer past the region end", Violation::OutOfRegion, Box::new(move |c| {
-            let off = (c.regions[0].len() - 100) as u32;
-            offer(c, Desc { flags: 0, region: 0, length: 2048, offset: off, metadata: 0 })
-        })),
-        ("offered buffer smaller than the buffer size", Violation::SmallBuffer, Box::new(move |c| {
-            offer(c, Desc { flags: 0, region: 0, length: 100, offset: c.rx[0].buf_base as u32, metadata: 0 })
-        })),
-        ("head far ahead of tail", Violation::BadRingIndex, Box::new(move |c| {
-            c.regions[0].store_u16(c.rx[0].off + RING_HEAD_OFF, 40_000, Ordering::Release)
-        })),
+        (
+            "offered buffer in a missing region",
+            Violation::BadRegion,
+            Box::new(move |c| {
+                offer(
+                    c,
+                    Desc {
+                        flags: 0,
+                        region: 9,
+                        length: 2048,
+                        offset: 0,
+                        metadata: 0,
+                    },
+                )
+            }),
+        ),
+        (
+            "offered buffer past the region end",
+            Violation::OutOfRegion,
+            Box::new(move |c| {
+                let off = (c.regions[0].len() - 100) as u32;
+                offer(
+                    c,
+                    Desc {
+                        flags: 0,
+                        region: 0,
+                        length: 2048,
+                        offset: off,
+                        metadata: 0,
+                    },
+                )
+            }),
+        ),
+        (
+            "offered buffer smaller than the buffer size",
+            Violation::SmallBuffer,
+            Box::new(move |c| {
+                offer(
+                    c,
+                    Desc {
+                        flags: 0,
+                        region: 0,
+                        length: 100,
+                        offset: c.rx[0].buf_base as u32,
+                        metadata: 0,
+                    },
+                )
+            }),
+        ),
+        (
+            "head far ahead of tail",
+            Violation::BadRingIndex,
+            Box::new(move |c| {
+                c.regions[0].store_u16(c.rx[0].off + RING_HEAD_OFF, 40_000, Ordering::Release)
+            }),
+        ),
     ];
     for (what, kind, lie) in &lies {
-        assert!(wait(5000, || s0.link_up() && liar.link_up()), "{what}: no link");
+        assert!(
+            wait(5000, || s0.link_up() && liar.link_up()),
+            "{what}: no link"
+        );
         let c = conn_of(&liar);
         lie(&c);
         drop(c);
@@ -228,8 +392,19 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
         assert_eq!(s0.counter(kind.name()), before + 1, "{what}");
         assert!(!s0.link_up(), "{what}: link still up");
         // SAFETY: single-threaded use of this transmit queue.
-        assert_eq!(unsafe { s0.tx(0).free_slots() }, 0, "{what}: still accepting frames");
-        assert!(wait(3000, || liar.status().last_disconnect.contains(kind.reason())), "{what}: {:?}", liar.status());
+        assert_eq!(
+            unsafe { s0.tx(0).free_slots() },
+            0,
+            "{what}: still accepting frames"
+        );
+        assert!(
+            wait(3000, || liar
+                .status()
+                .last_disconnect
+                .contains(kind.reason())),
+            "{what}: {:?}",
+            liar.status()
+        );
     }
 }
 
@@ -269,13 +444,26 @@ impl Raw {
     /// Expects a disconnect whose reason contains `why`, then hang-up.
     fn expect_disconnect(&self, why: &str) {
         match self.recv() {
-            Some(Msg::Disconnect(d)) => assert!(d.reason.contains(why), "reason {:?}, expected {why:?}", d.reason),
+            Some(Msg::Disconnect(d)) => assert!(
+                d.reason.contains(why),
+                "reason {:?}, expected {why:?}",
+                d.reason
+            ),
             m => panic!("expected disconnect ({why}), got {m:?}"),
         }
         assert_eq!(self.recv(), None, "socket not closed after disconnect");
     }
     fn init(&self, id: u32) {
-        self.send(Msg::Init(Init { version: VERSION, id, mode: 0, secret: [0; SECRET_SZ], name: "raw".into() }), None);
+        self.send(
+            Msg::Init(Init {
+                version: VERSION,
+                id,
+                mode: 0,
+                secret: [0; SECRET_SZ],
+                name: "raw".into(),
+            }),
+            None,
+        );
         assert_eq!(self.recv(), Some(Msg::Ack));
     }
 }
@@ -300,11 +488,24 @@ fn bad_control_messages_are_refused_with_a_reason() {
     region.store_u32(0, COOKIE);
     let irq = EventFd::new().unwrap();
     let ring = |flags, index, region, offset, log2| {
-        Msg::AddRing(AddRing { flags, index, region, offset, log2_ring_size: log2, private_hdr_size: 0 })
+        Msg::AddRing(AddRing {
+            flags,
+            index,
+            region,
+            offset,
+            log2_ring_size: log2,
+            private_hdr_size: 0,
+        })
     };
     let setup = |r: &Raw| {
         r.init(0);
-        r.send(Msg::AddRegion(AddRegion { index: 0, size: 1 << 20 }), region.raw_fd());
+        r.send(
+            Msg::AddRegion(AddRegion {
+                index: 0,
+                size: 1 << 20,
+            }),
+            region.raw_fd(),
+        );
         assert_eq!(r.recv(), Some(Msg::Ack));
     };
 
@@ -319,41 +520,98 @@ fn bad_control_messages_are_refused_with_a_reason() {
     r.expect_disconnect("unknown message type 42");
 
     let r = Raw::connect(&path);
-    r.send(Msg::Init(Init { version: 0x0100, id: 0, mode: 0, secret: [0; SECRET_SZ], name: "x".into() }), None);
+    r.send(
+        Msg::Init(Init {
+            version: 0x0100,
+            id: 0,
+            mode: 0,
+            secret: [0; SECRET_SZ],
+            name: "x".into(),
+        }),
+        None,
+    );
     r.expect_disconnect("incompatible memif version");
 
     let r = Raw::connect(&path);
-    r.send(Msg::Init(Init { version: VERSION, id: 9, mode: 0, secret: [0; SECRET_SZ], name: "x".into() }), None);
+    r.send(
+        Msg::Init(Init {
+            version: VERSION,
+            id: 9,
+            mode: 0,
+            secret: [0; SECRET_SZ],
+            name: "x".into(),
+        }),
+        None,
+    );
     r.expect_disconnect("ID 9 not found");
 
     let r = Raw::connect(&path);
-    r.send(Msg::AddRegion(AddRegion { index: 0, size: 4096 }), None);
+    r.send(
+        Msg::AddRegion(AddRegion {
+            index: 0,
+            size: 4096,
+        }),
+        None,
+    );
     r.expect_disconnect("before init");
 
     let r = Raw::connect(&path);
     // The good interface is taken.
-    r.send(Msg::Init(Init { version: VERSION, id: 1, mode: 0, secret: [0; SECRET_SZ], name: "x".into() }), None);
+    r.send(
+        Msg::Init(Init {
+            version: VERSION,
+            id: 1,
+            mode: 0,
+            secret: [0; SECRET_SZ],
+            name: "x".into(),
+        }),
+        None,
+    );
     r.expect_disconnect("already connected");
 
     let r = Raw::connect(&path);
     r.init(0);
-    r.send(Msg::AddRegion(AddRegion { index: 0, size: 4096 }), None);
+    r.send(
+        Msg::AddRegion(AddRegion {
+            index: 0,
+            size: 4096,
+        }),
+        None,
+    );
     r.expect_disconnect("missing region fd");
 
     let r = Raw::connect(&path);
     r.init(0);
-    r.send(Msg::AddRegion(AddRegion { index: 1, size: 4096 }), region.raw_fd());
+    r.send(
+        Msg::AddRegion(AddRegion {
+            index: 1,
+            size: 4096,
+        }),
+        region.raw_fd(),
+    );
     r.expect_disconnect("invalid region index 1");
 
     let r = Raw::connect(&path);
     r.init(0);
-    r.send(Msg::AddRegion(AddRegion { index: 0, size: 2 << 20 }), region.raw_fd());
+    r.send(
+        Msg::AddRegion(AddRegion {
+            index: 0,
+            size: 2 << 20,
+        }),
+        region.raw_fd(),
+    );
     r.expect_disconnect("announced");
 
     let r = Raw::connect(&path);
     r.init(0);
     let fd = unsealed_memfd(4096);
-    r.send(Msg::AddRegion(AddRegion { index: 0, size: 4096 }), Some(fd.as_raw_fd()));
+    r.send(
+        Msg::AddRegion(AddRegion {
+            index: 0,
+            size: 4096,
+        }),
+        Some(fd.as_raw_fd()),
+    );
     r.expect_disconnect("not sealed");
 
     let r = Raw::connect(&path);
@@ -368,7 +626,10 @@ fn bad_control_messages_are_refused_with_a_reason() {
 
     let r = Raw::connect(&path);
     setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, (1 << 20) - 1024, 10), Some(irq.raw()));
+    r.send(
+        ring(ADD_RING_FLAG_C2S, 0, 0, (1 << 20) - 1024, 10),
+        Some(irq.raw()),
+    );
     r.expect_disconnect("past region");
 
     let r = Raw::connect(&path);
@@ -420,7 +681,16 @@ fn bad_control_messages_are_refused_with_a_reason() {
     r.send(Msg::Connect("x".into()), None);
     assert_eq!(r.recv(), Some(Msg::Connected("victim".into())));
     assert!(wait(2000, || s0.link_up()));
-    r.send(Msg::Init(Init { version: VERSION, id: 0, mode: 0, secret: [0; SECRET_SZ], name: "x".into() }), None);
+    r.send(
+        Msg::Init(Init {
+            version: VERSION,
+            id: 0,
+            mode: 0,
+            secret: [0; SECRET_SZ],
+            name: "x".into(),
+        }),
+        None,
+    );
     r.expect_disconnect("unexpected init message while connected");
     assert!(wait(2000, || !s0.link_up()));
 
@@ -430,9 +700,20 @@ fn bad_control_messages_are_refused_with_a_reason() {
     drop(r);
 
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 9);
-    assert!(s0.counter("ctrl_errors") >= 14, "{:?}", s0.backend_counters());
+    assert!(
+        s0.counter("ctrl_errors") >= 14,
+        "{:?}",
+        s0.backend_counters()
+    );
     let sc = server.counters();
-    assert!(sc.iter().any(|&(n, v)| n == "ctrl_errors" && v >= 5), "{sc:?}");
-    assert_eq!(s1.counter("ctrl_errors"), 1, "only the 'already connected' attempt");
+    assert!(
+        sc.iter().any(|&(n, v)| n == "ctrl_errors" && v >= 5),
+        "{sc:?}"
+    );
+    assert_eq!(
+        s1.counter("ctrl_errors"),
+        1,
+        "only the 'already connected' attempt"
+    );
     assert_eq!(s1.counter("disconnects"), 0);
 }

@@ -36,12 +36,22 @@ pub struct KernelPortError {
 impl KernelPortError {
     /// An error caused by an OS error.
     pub fn os(backend: &'static str, ifname: &str, what: impl Into<String>, e: io::Error) -> Self {
-        Self { backend, ifname: ifname.to_string(), what: what.into(), source: Some(e) }
+        Self {
+            backend,
+            ifname: ifname.to_string(),
+            what: what.into(),
+            source: Some(e),
+        }
     }
 
     /// An error without an OS cause (bad configuration, unsupported case).
     pub fn msg(backend: &'static str, ifname: &str, what: impl Into<String>) -> Self {
-        Self { backend, ifname: ifname.to_string(), what: what.into(), source: None }
+        Self {
+            backend,
+            ifname: ifname.to_string(),
+            what: what.into(),
+            source: None,
+        }
     }
 
     /// The errno, if an OS error caused this.
@@ -62,7 +72,9 @@ impl fmt::Display for KernelPortError {
 
 impl std::error::Error for KernelPortError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_ref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
@@ -111,7 +123,9 @@ impl KernelPortConfig {
     pub fn open(self, name: &str) -> Result<std::sync::Arc<dyn fabric::Port>, KernelPortError> {
         Ok(match self {
             Self::AfXdp(c) => std::sync::Arc::new(crate::af_xdp::AfXdpPort::open(name, c)?),
-            Self::AfPacket(c) => std::sync::Arc::new(crate::af_packet::AfPacketPort::open(name, c)?),
+            Self::AfPacket(c) => {
+                std::sync::Arc::new(crate::af_packet::AfPacketPort::open(name, c)?)
+            }
             Self::Tap(c) => std::sync::Arc::new(crate::tap::TapPort::open(name, c)?),
         })
     }
@@ -354,7 +368,11 @@ impl LinkWatch {
         let thread = std::thread::Builder::new()
             .name(format!("linkwatch-{ifindex}"))
             .spawn(move || watch_loop(sock, ifindex, st, sp))?;
-        Ok(Self { state, stop, thread: Some(thread) })
+        Ok(Self {
+            state,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     /// The shared state the watcher updates.
@@ -446,7 +464,15 @@ mod tests {
         buf.extend(newlink(RTM_NEWLINK, 8, IFF_UP, Some(1500)));
         let mut ev = Vec::new();
         parse_messages(&buf, 7, 0, |e| ev.push(e));
-        assert_eq!(ev, vec![Event::Info(LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 })]);
+        assert_eq!(
+            ev,
+            vec![Event::Info(LinkInfo {
+                admin_up: true,
+                carrier: true,
+                mtu: 9000,
+                rx_queues: 0
+            })]
+        );
     }
 
     #[test]
@@ -456,7 +482,15 @@ mod tests {
         let mut ev = Vec::new();
         parse_messages(&buf, 3, 0, |e| ev.push(e));
         assert_eq!(ev.len(), 2);
-        assert_eq!(ev[0], Event::Info(LinkInfo { admin_up: true, carrier: false, mtu: 1500, rx_queues: 0 }));
+        assert_eq!(
+            ev[0],
+            Event::Info(LinkInfo {
+                admin_up: true,
+                carrier: false,
+                mtu: 1500,
+                rx_queues: 0
+            })
+        );
         assert_eq!(ev[1], Event::Removed);
     }
 
@@ -473,15 +507,35 @@ mod tests {
     #[test]
     fn state_counts_transitions_and_removal() {
         let s = LinkState::default();
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 1500, rx_queues: 0 });
-        s.apply(&LinkInfo { admin_up: false, carrier: true, mtu: 1500, rx_queues: 0 });
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 });
+        s.apply(&LinkInfo {
+            admin_up: true,
+            carrier: true,
+            mtu: 1500,
+            rx_queues: 0,
+        });
+        s.apply(&LinkInfo {
+            admin_up: false,
+            carrier: true,
+            mtu: 1500,
+            rx_queues: 0,
+        });
+        s.apply(&LinkInfo {
+            admin_up: true,
+            carrier: true,
+            mtu: 9000,
+            rx_queues: 0,
+        });
         assert!(s.up());
         assert_eq!(s.changes.load(Ordering::Relaxed), 3);
         assert_eq!(s.mtu_changes.load(Ordering::Relaxed), 1);
         s.mark_removed();
         assert!(!s.up() && s.removed());
-        s.apply(&LinkInfo { admin_up: true, carrier: true, mtu: 9000, rx_queues: 0 });
+        s.apply(&LinkInfo {
+            admin_up: true,
+            carrier: true,
+            mtu: 9000,
+            rx_queues: 0,
+        });
         assert!(!s.up(), "a removed link stays down");
     }
 
@@ -493,12 +547,28 @@ mod tests {
 
     #[test]
     fn kernel_port_config_names_the_backends() {
-        assert!(matches!(KernelPortConfig::new("af_xdp", "x"), Some(KernelPortConfig::AfXdp(_))));
-        assert!(matches!(KernelPortConfig::new("af_packet", "x"), Some(KernelPortConfig::AfPacket(_))));
-        assert!(matches!(KernelPortConfig::new("tap", "x"), Some(KernelPortConfig::Tap(_))));
+        assert!(matches!(
+            KernelPortConfig::new("af_xdp", "x"),
+            Some(KernelPortConfig::AfXdp(_))
+        ));
+        assert!(matches!(
+            KernelPortConfig::new("af_packet", "x"),
+            Some(KernelPortConfig::AfPacket(_))
+        ));
+        assert!(matches!(
+            KernelPortConfig::new("tap", "x"),
+            Some(KernelPortConfig::Tap(_))
+        ));
         assert!(KernelPortConfig::new("memif", "x").is_none());
-        let e = KernelPortConfig::new("af_packet", "nosuch0").unwrap().open("p").err().unwrap();
-        assert_eq!(e.to_string(), "af_packet on nosuch0: interface not found: no such device");
+        let e = KernelPortConfig::new("af_packet", "nosuch0")
+            .unwrap()
+            .open("p")
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "af_packet on nosuch0: interface not found: no such device"
+        );
     }
 
     #[test]

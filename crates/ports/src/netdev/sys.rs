@@ -6,7 +6,6 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-
 fn cstr(name: &str) -> io::Result<CString> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
@@ -34,7 +33,11 @@ pub fn if_indextoname(index: u32) -> io::Result<String> {
     if p.is_null() {
         return Err(io::Error::last_os_error());
     }
-    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -106,7 +109,11 @@ pub fn eventfd_signal(fd: RawFd) {
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns a
 /// readable flag per fd.
 pub fn poll_readable<const N: usize>(fds: [RawFd; N], timeout_ms: i32) -> io::Result<[bool; N]> {
-    let mut p = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; N];
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; N];
     for (pf, fd) in p.iter_mut().zip(fds) {
         pf.fd = fd;
     }

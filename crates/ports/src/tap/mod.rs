@@ -73,18 +73,25 @@ impl TapPort {
         let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
         let os = |what: String, e| KernelPortError::os(BACKEND, ifn, what, e);
         if ifn.is_empty() || ifn.len() > 15 || ifn.contains('%') || ifn.contains('/') {
-            return Err(bad("the interface name must be 1 to 15 bytes, without '%' or '/'".into()));
+            return Err(bad(
+                "the interface name must be 1 to 15 bytes, without '%' or '/'".into(),
+            ));
         }
         if cfg.queues == 0 || cfg.slots == 0 || cfg.frame_size_b < 64 {
-            return Err(bad("queues and slots must be at least 1, frame_size_b at least 64".into()));
+            return Err(bad(
+                "queues and slots must be at least 1, frame_size_b at least 64".into(),
+            ));
         }
         let mut fds: Vec<Arc<OwnedFd>> = Vec::new();
         for _ in 0..cfg.queues {
-            let fd = sys::open_queue(&cfg.dev_path, ifn, cfg.queues > 1).map_err(|(what, e)| os(what.into(), e))?;
+            let fd = sys::open_queue(&cfg.dev_path, ifn, cfg.queues > 1)
+                .map_err(|(what, e)| os(what.into(), e))?;
             fds.push(Arc::new(fd));
         }
-        let ifindex = netdev::ifindex(ifn).map_err(|e| os("interface not found after creation".into(), e))?;
-        let watch = LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
+        let ifindex =
+            netdev::ifindex(ifn).map_err(|e| os("interface not found after creation".into(), e))?;
+        let watch =
+            LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
         let (slots, size) = (cfg.slots as usize, cfg.frame_size_b as usize);
         let mut rx = Vec::new();
         let mut rx_stats = Vec::new();
@@ -92,7 +99,8 @@ impl TapPort {
         for fd in &fds {
             let st = Arc::new(RxStats::default());
             rx.push(Some(
-                sys::tap_rx(fd.clone(), slots, size, st.clone()).map_err(|e| os("buffer allocation failed".into(), e))?,
+                sys::tap_rx(fd.clone(), slots, size, st.clone())
+                    .map_err(|e| os("buffer allocation failed".into(), e))?,
             ));
             rx_stats.push(st);
             tx.push(
@@ -100,7 +108,14 @@ impl TapPort {
                     .map_err(|e| os("buffer allocation failed".into(), e))?,
             );
         }
-        Ok(Self { name: name.to_string(), cfg, rx: Mutex::new(rx), rx_stats, tx, watch })
+        Ok(Self {
+            name: name.to_string(),
+            cfg,
+            rx: Mutex::new(rx),
+            rx_stats,
+            tx,
+            watch,
+        })
     }
 
     /// The TAP interface's name.
@@ -127,7 +142,9 @@ impl Port for TapPort {
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
         let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?.take().map(|r| Box::new(r) as Box<dyn RxQueue>)
+        rx.get_mut(q as usize)?
+            .take()
+            .map(|r| Box::new(r) as Box<dyn RxQueue>)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {

@@ -28,16 +28,34 @@ struct IfReqFlags {
 
 /// Opens `dev` (normally `/dev/net/tun`) non-blocking. Returns the step that
 /// failed with the error.
-pub fn open_queue(dev: &str, ifname: &str, multi_queue: bool) -> Result<OwnedFd, (&'static str, io::Error)> {
-    let path = CString::new(dev).map_err(|_| ("open of the tun device failed", io::Error::from_raw_os_error(libc::EINVAL)))?;
+pub fn open_queue(
+    dev: &str,
+    ifname: &str,
+    multi_queue: bool,
+) -> Result<OwnedFd, (&'static str, io::Error)> {
+    let path = CString::new(dev).map_err(|_| {
+        (
+            "open of the tun device failed",
+            io::Error::from_raw_os_error(libc::EINVAL),
+        )
+    })?;
     // SAFETY: `path` is a valid C string; the result is checked.
-    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(("open of the tun device failed", io::Error::last_os_error()));
     }
     // SAFETY: fresh descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let mut req = IfReqFlags { name: [0; 16], flags: IFF_TAP | IFF_NO_PI, pad: [0; 22] };
+    let mut req = IfReqFlags {
+        name: [0; 16],
+        flags: IFF_TAP | IFF_NO_PI,
+        pad: [0; 22],
+    };
     if multi_queue {
         req.flags |= IFF_MULTI_QUEUE;
     }
@@ -74,7 +92,11 @@ impl Buffers {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(Self { base: p.cast(), size, n })
+        Ok(Self {
+            base: p.cast(),
+            size,
+            n,
+        })
     }
 
     fn buf(&self, i: usize) -> *mut u8 {
@@ -117,7 +139,11 @@ unsafe impl Send for TapRx {}
 
 /// A receive queue with `n` buffers of `size` bytes.
 pub fn tap_rx(fd: Arc<OwnedFd>, n: usize, size: usize, stats: Arc<RxStats>) -> io::Result<TapRx> {
-    Ok(TapRx { fd, bufs: Buffers::new(n, size)?, stats })
+    Ok(TapRx {
+        fd,
+        bufs: Buffers::new(n, size)?,
+        stats,
+    })
 }
 
 impl RxQueue for TapRx {
@@ -159,7 +185,11 @@ impl RxQueue for TapRx {
     }
 
     fn set_notify(&mut self, _enabled: bool) -> bool {
-        let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd, zero timeout.
         unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
     }
@@ -204,7 +234,10 @@ pub fn tap_tx(fd: Arc<OwnedFd>, n: usize, size: usize, link: Arc<LinkState>) -> 
         fd,
         bufs: Buffers::new(n, size)?,
         lens: (0..n).map(|_| UnsafeCell::new(0)).collect(),
-        st: UnsafeCell::new(TxState { reserved: 0, published: 0 }),
+        st: UnsafeCell::new(TxState {
+            reserved: 0,
+            published: 0,
+        }),
         link,
         stats: Arc::default(),
     })

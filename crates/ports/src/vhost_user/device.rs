@@ -22,12 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vhost::vhost_user::message::{
-    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight, VhostUserLog,
-    VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig, VhostUserSharedMsg,
-    VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
+    VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVringAddrFlags, VhostUserVringState,
 };
-use vhost::vhost_user::{BackendReqHandler, Error as VuError, Result as VuResult, VhostUserBackendReqHandlerMut};
 use vhost::vhost_user::GpuBackend;
+use vhost::vhost_user::{
+    BackendReqHandler, Error as VuError, Result as VuResult, VhostUserBackendReqHandlerMut,
+};
 use vhost::VhostUserMemoryRegionBase;
 
 use super::sys::{self, GuestMemory, RegionSpec, Ring};
@@ -76,7 +78,13 @@ impl Device {
     /// A fresh device for a new connection.
     pub fn new(shared: Arc<Shared>) -> Self {
         let n = shared.slots.len();
-        Self { shared, features: 0, protocol: 0, mem: None, vrings: (0..n).map(|_| VringCfg::default()).collect() }
+        Self {
+            shared,
+            features: 0,
+            protocol: 0,
+            mem: None,
+            vrings: (0..n).map(|_| VringCfg::default()).collect(),
+        }
     }
 
     /// Features offered to the frontend.
@@ -98,7 +106,11 @@ impl Device {
     fn layout(&self) -> Layout {
         let mrg = self.features & F_MRG_RXBUF != 0;
         Layout {
-            hdr_len: if mrg || self.features & F_VERSION_1 != 0 { 12 } else { 10 },
+            hdr_len: if mrg || self.features & F_VERSION_1 != 0 {
+                12
+            } else {
+                10
+            },
             mrg_rxbuf: mrg,
             event_idx: self.features & F_EVENT_IDX != 0,
         }
@@ -116,7 +128,12 @@ impl Device {
     fn live(&self, i: usize) -> bool {
         let v = &self.vrings[i];
         let enabled = v.enabled || self.features & F_PROTOCOL_FEATURES == 0;
-        self.mem.is_some() && v.started && enabled && v.num != 0 && v.addr.is_some() && v.kick.is_some()
+        self.mem.is_some()
+            && v.started
+            && enabled
+            && v.num != 0
+            && v.addr.is_some()
+            && v.kick.is_some()
     }
 
     /// Stops virtqueue `i` if it runs, and records its cursor as the base.
@@ -130,7 +147,11 @@ impl Device {
         while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(50));
         }
-        self.vrings[i].base = if i % 2 == 1 { old.last_avail.load(Acquire) } else { old.used_shadow.load(Acquire) };
+        self.vrings[i].base = if i % 2 == 1 {
+            old.last_avail.load(Acquire)
+        } else {
+            old.used_shadow.load(Acquire)
+        };
     }
 
     /// Starts virtqueue `i` if everything it needs is set.
@@ -193,7 +214,9 @@ impl Device {
             self.stop(i);
         }
         self.mem = None;
-        self.vrings.iter_mut().for_each(|v| *v = VringCfg::default());
+        self.vrings
+            .iter_mut()
+            .for_each(|v| *v = VringCfg::default());
     }
 
     /// Whether the guest's receive queue 0 runs (the port's link state).
@@ -365,11 +388,21 @@ impl VhostUserBackendReqHandlerMut for Device {
         self.start(i)
     }
 
-    fn get_config(&mut self, _offset: u32, _size: u32, _flags: VhostUserConfigFlags) -> VuResult<Vec<u8>> {
+    fn get_config(
+        &mut self,
+        _offset: u32,
+        _size: u32,
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<Vec<u8>> {
         unsupported()
     }
 
-    fn set_config(&mut self, _offset: u32, _buf: &[u8], _flags: VhostUserConfigFlags) -> VuResult<()> {
+    fn set_config(
+        &mut self,
+        _offset: u32,
+        _buf: &[u8],
+        _flags: VhostUserConfigFlags,
+    ) -> VuResult<()> {
         unsupported()
     }
 
@@ -381,7 +414,10 @@ impl VhostUserBackendReqHandlerMut for Device {
         unsupported()
     }
 
-    fn get_inflight_fd(&mut self, _inflight: &VhostUserInflight) -> VuResult<(VhostUserInflight, File)> {
+    fn get_inflight_fd(
+        &mut self,
+        _inflight: &VhostUserInflight,
+    ) -> VuResult<(VhostUserInflight, File)> {
         unsupported()
     }
 
@@ -513,7 +549,11 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListene
         if shared.fault.pending.load(Acquire) {
             break End::Lie;
         }
-        let fds = [h.as_raw_fd(), shared.fault.wake.fd(), listener.map_or(-1, |l| l.as_raw_fd())];
+        let fds = [
+            h.as_raw_fd(),
+            shared.fault.wake.fd(),
+            listener.map_or(-1, |l| l.as_raw_fd()),
+        ];
         let mut ready = [false; 3];
         let nfds = if listener.is_some() { 3 } else { 2 };
         if sys::poll_readable(&fds[..nfds], 200, &mut ready[..nfds]).is_err() {
@@ -550,15 +590,22 @@ fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListene
                         continue;
                     }
                 }
-                if matches!(e, VuError::InactiveFeature(_) | VuError::InactiveOperation(_)) {
+                if matches!(
+                    e,
+                    VuError::InactiveFeature(_) | VuError::InactiveOperation(_)
+                ) {
                     shared.protocol_errors.fetch_add(1, Relaxed);
                     continue;
                 }
-                eprintln!("vhost-user port {}: frontend disconnected: {e}", shared.name);
+                eprintln!(
+                    "vhost-user port {}: frontend disconnected: {e}",
+                    shared.name
+                );
                 break match e {
-                    VuError::Disconnected | VuError::PartialMessage | VuError::SocketBroken(_) | VuError::SocketError(_) => {
-                        End::HangUp
-                    }
+                    VuError::Disconnected
+                    | VuError::PartialMessage
+                    | VuError::SocketBroken(_)
+                    | VuError::SocketError(_) => End::HangUp,
                     _ => End::Protocol,
                 };
             }
@@ -602,7 +649,10 @@ pub fn listen(path: &Path) -> io::Result<UnixListener> {
         if md.file_type().is_socket() {
             std::fs::remove_file(path)?;
         } else {
-            return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} exists and is not a socket", path.display())));
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
         }
     }
     let l = UnixListener::bind(path)?;
@@ -649,7 +699,11 @@ mod tests {
         ] {
             let (mut a, b) = UnixStream::pair().unwrap();
             a.write_all(&m).unwrap();
-            let want = if why == "disable" { Some((0, false)) } else { None };
+            let want = if why == "disable" {
+                Some((0, false))
+            } else {
+                None
+            };
             assert_eq!(peek_vring_enable(b.as_raw_fd()), want, "{why}");
         }
     }

@@ -76,7 +76,14 @@ impl VhostUserConfig {
     /// Defaults: server mode, one queue pair, 1518-byte frames, mergeable
     /// buffers and event index offered.
     pub fn new(socket: impl Into<PathBuf>) -> Self {
-        Self { socket: socket.into(), mode: Mode::Server, queues: 1, max_frame_b: 1518, mrg_rxbuf: true, event_idx: true }
+        Self {
+            socket: socket.into(),
+            mode: Mode::Server,
+            queues: 1,
+            max_frame_b: 1518,
+            mrg_rxbuf: true,
+            event_idx: true,
+        }
     }
 }
 
@@ -137,10 +144,16 @@ impl VhostUserPort {
     /// the thread keeps trying to connect.
     pub fn new(name: &str, cfg: VhostUserConfig) -> Result<Self, Error> {
         if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
-            return Err(Error::BadConfig(format!("queues {} not in 1..={MAX_QUEUES}", cfg.queues)));
+            return Err(Error::BadConfig(format!(
+                "queues {} not in 1..={MAX_QUEUES}",
+                cfg.queues
+            )));
         }
         if !(64..=65535 - 12).contains(&cfg.max_frame_b) {
-            return Err(Error::BadConfig(format!("max_frame_b {} not in 64..=65523", cfg.max_frame_b)));
+            return Err(Error::BadConfig(format!(
+                "max_frame_b {} not in 64..=65523",
+                cfg.max_frame_b
+            )));
         }
         if cfg.socket.as_os_str().is_empty() {
             return Err(Error::BadConfig("socket path is empty".into()));
@@ -153,10 +166,16 @@ impl VhostUserPort {
         let tx = (0..cfg.queues as usize)
             .map(|q| VhostTx::new(slots[2 * q].clone(), cfg.max_frame_b, fault.clone()))
             .collect();
-        let listener = if device::is_server(cfg.mode) { Some(device::listen(&cfg.socket).map_err(Error::Socket)?) } else { None };
+        let listener = if device::is_server(cfg.mode) {
+            Some(device::listen(&cfg.socket).map_err(Error::Socket)?)
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
             name: name.to_string(),
-            rx_taken: (0..cfg.queues).map(|_| Arc::new(AtomicBool::new(false))).collect(),
+            rx_taken: (0..cfg.queues)
+                .map(|_| Arc::new(AtomicBool::new(false)))
+                .collect(),
             cfg,
             slots,
             tx,
@@ -173,10 +192,16 @@ impl VhostUserPort {
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("vhost-{}", name.chars().take(9).collect::<String>()))
+            .name(format!(
+                "vhost-{}",
+                name.chars().take(9).collect::<String>()
+            ))
             .spawn(move || device::run(s, listener))
             .map_err(Error::Os)?;
-        Ok(Self { shared, thread: Some(thread) })
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
     }
 
     /// Whether a frontend is connected (control-path view).
@@ -194,7 +219,9 @@ impl VhostUserPort {
     pub fn wait_running(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            if self.shared.slots[0].session.load().is_some() && self.shared.slots[1].session.load().is_some() {
+            if self.shared.slots[0].session.load().is_some()
+                && self.shared.slots[1].session.load().is_some()
+            {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -206,7 +233,10 @@ impl VhostUserPort {
 
     /// A named backend counter (see [`Port::backend_counters`]).
     pub fn counter(&self, name: &str) -> Option<u64> {
-        self.backend_counters().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+        self.backend_counters()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
     }
 }
 

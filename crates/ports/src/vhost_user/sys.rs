@@ -96,18 +96,24 @@ impl GuestMemory {
             if s.size == 0
                 || s.gpa.checked_add(s.size).is_none()
                 || s.uva.checked_add(s.size).is_none()
-                || s.offset.checked_add(s.size).map_or(true, |e| e > isize::MAX as u64)
+                || s.offset
+                    .checked_add(s.size)
+                    .map_or(true, |e| e > isize::MAX as u64)
             {
                 return Err(bad("memory region is empty or overflows"));
             }
             for t in &specs[..i] {
-                if overlaps((s.gpa, s.size), (t.gpa, t.size)) || overlaps((s.uva, s.size), (t.uva, t.size)) {
+                if overlaps((s.gpa, s.size), (t.gpa, t.size))
+                    || overlaps((s.uva, s.size), (t.uva, t.size))
+                {
                     return Err(bad("memory regions overlap"));
                 }
             }
         }
         let page = page_size();
-        let mut mem = GuestMemory { regions: Vec::with_capacity(specs.len()) };
+        let mut mem = GuestMemory {
+            regions: Vec::with_capacity(specs.len()),
+        };
         for s in specs {
             let want = s.offset + s.size;
             let map_len = want.div_ceil(page) * page;
@@ -129,7 +135,14 @@ impl GuestMemory {
             }
             // SAFETY: offset < map_len, so the pointer stays in the mapping.
             let host = unsafe { (base as *mut u8).add(s.offset as usize) };
-            mem.regions.push(Region { gpa: s.gpa, size: s.size, uva: s.uva, host, map_base: base, map_len: map_len as usize });
+            mem.regions.push(Region {
+                gpa: s.gpa,
+                size: s.size,
+                uva: s.uva,
+                host,
+                map_base: base,
+                map_len: map_len as usize,
+            });
         }
         Ok(mem)
     }
@@ -138,7 +151,10 @@ impl GuestMemory {
     /// address `gpa`: for tests that build rings and descriptors by hand.
     pub fn anonymous(gpa: u64, size: u64) -> io::Result<Self> {
         if size == 0 || gpa.checked_add(size).is_none() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad anonymous region"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad anonymous region",
+            ));
         }
         let map_len = size.div_ceil(page_size()) * page_size();
         // SAFETY: a fresh private anonymous mapping; checked below.
@@ -156,7 +172,14 @@ impl GuestMemory {
             return Err(io::Error::last_os_error());
         }
         Ok(GuestMemory {
-            regions: vec![Region { gpa, size, uva: gpa, host: base as *mut u8, map_base: base, map_len: map_len as usize }],
+            regions: vec![Region {
+                gpa,
+                size,
+                uva: gpa,
+                host: base as *mut u8,
+                map_base: base,
+                map_len: map_len as usize,
+            }],
         })
     }
 
@@ -175,7 +198,11 @@ impl GuestMemory {
                 // SAFETY: off + len <= size, so the range is inside the
                 // region's mapping.
                 let ptr = unsafe { r.host.add(off as usize) };
-                return Some(GuestSlice { ptr, len: len as usize, _mem: std::marker::PhantomData });
+                return Some(GuestSlice {
+                    ptr,
+                    len: len as usize,
+                    _mem: std::marker::PhantomData,
+                });
             }
         }
         None
@@ -184,14 +211,21 @@ impl GuestMemory {
     /// The `len` bytes at frontend-virtual address `uva` (ring addresses
     /// of `SET_VRING_ADDR`), if they lie inside one region.
     pub fn uva(&self, uva: u64, len: u64) -> Option<GuestSlice<'_>> {
-        let r = self.regions.iter().find(|r| uva >= r.uva && uva - r.uva < r.size)?;
+        let r = self
+            .regions
+            .iter()
+            .find(|r| uva >= r.uva && uva - r.uva < r.size)?;
         let off = uva - r.uva;
         if len > r.size - off {
             return None;
         }
         // SAFETY: off + len <= size: inside the region's mapping.
         let ptr = unsafe { r.host.add(off as usize) };
-        Some(GuestSlice { ptr, len: len as usize, _mem: std::marker::PhantomData })
+        Some(GuestSlice {
+            ptr,
+            len: len as usize,
+            _mem: std::marker::PhantomData,
+        })
     }
 }
 
@@ -332,7 +366,13 @@ impl Ring {
     /// Locates a ring of `size` entries from the frontend-virtual addresses
     /// of `SET_VRING_ADDR`. The used ring includes `avail_event` and the
     /// available ring `used_event` (room for `EVENT_IDX` either way).
-    pub fn new(mem: Arc<GuestMemory>, desc_uva: u64, avail_uva: u64, used_uva: u64, size: u16) -> Result<Ring, RingError> {
+    pub fn new(
+        mem: Arc<GuestMemory>,
+        desc_uva: u64,
+        avail_uva: u64,
+        used_uva: u64,
+        size: u16,
+    ) -> Result<Ring, RingError> {
         if size == 0 || size > 32768 || !size.is_power_of_two() {
             return Err(RingError::BadSize);
         }
@@ -341,9 +381,21 @@ impl Ring {
         }
         let n = size as u64;
         let desc = mem.uva(desc_uva, 16 * n).ok_or(RingError::OutOfMemory)?.ptr;
-        let avail = mem.uva(avail_uva, 6 + 2 * n).ok_or(RingError::OutOfMemory)?.ptr;
-        let used = mem.uva(used_uva, 6 + 8 * n).ok_or(RingError::OutOfMemory)?.ptr;
-        Ok(Ring { mem, desc, avail, used, size })
+        let avail = mem
+            .uva(avail_uva, 6 + 2 * n)
+            .ok_or(RingError::OutOfMemory)?
+            .ptr;
+        let used = mem
+            .uva(used_uva, 6 + 8 * n)
+            .ok_or(RingError::OutOfMemory)?
+            .ptr;
+        Ok(Ring {
+            mem,
+            desc,
+            avail,
+            used,
+            size,
+        })
     }
 
     /// The memory the ring and its buffers live in.
@@ -374,20 +426,23 @@ impl Ring {
     /// `avail->idx`, with Acquire: entries before it are readable after.
     #[inline]
     pub fn avail_idx(&self) -> u16 {
-        self.u16_at(self.avail.wrapping_add(2)).load(Ordering::Acquire)
+        self.u16_at(self.avail.wrapping_add(2))
+            .load(Ordering::Acquire)
     }
 
     /// `avail->ring[i % size]`.
     #[inline]
     pub fn avail_entry(&self, i: u16) -> u16 {
         let k = (i & (self.size - 1)) as usize;
-        self.u16_at(self.avail.wrapping_add(4 + 2 * k)).load(Ordering::Relaxed)
+        self.u16_at(self.avail.wrapping_add(4 + 2 * k))
+            .load(Ordering::Relaxed)
     }
 
     /// `used_event` (after the available ring), for `EVENT_IDX`.
     #[inline]
     pub fn used_event(&self) -> u16 {
-        self.u16_at(self.avail.wrapping_add(4 + 2 * self.size as usize)).load(Ordering::Relaxed)
+        self.u16_at(self.avail.wrapping_add(4 + 2 * self.size as usize))
+            .load(Ordering::Relaxed)
     }
 
     /// Descriptor `i % size`, read once.
@@ -396,7 +451,8 @@ impl Ring {
         let k = (i & (self.size - 1)) as usize;
         // SAFETY: entry k < size is inside the checked 16*size range; the
         // table is 16-aligned; a volatile read of plain bytes.
-        let raw: [u8; 16] = unsafe { std::ptr::read_volatile(self.desc.add(16 * k) as *const [u8; 16]) };
+        let raw: [u8; 16] =
+            unsafe { std::ptr::read_volatile(self.desc.add(16 * k) as *const [u8; 16]) };
         Desc {
             addr: u64::from_le_bytes(raw[0..8].try_into().unwrap_or([0; 8])),
             len: u32::from_le_bytes(raw[8..12].try_into().unwrap_or([0; 4])),
@@ -414,14 +470,16 @@ impl Ring {
     /// `used->idx` as last stored by us.
     #[inline]
     pub fn used_idx(&self) -> u16 {
-        self.u16_at(self.used.wrapping_add(2)).load(Ordering::Relaxed)
+        self.u16_at(self.used.wrapping_add(2))
+            .load(Ordering::Relaxed)
     }
 
     /// Publishes `used->idx` with Release: entries written before it are
     /// visible to the frontend.
     #[inline]
     pub fn set_used_idx(&self, idx: u16) {
-        self.u16_at(self.used.wrapping_add(2)).store(idx, Ordering::Release);
+        self.u16_at(self.used.wrapping_add(2))
+            .store(idx, Ordering::Release);
     }
 
     /// Writes `used->ring[i % size] = {id, len}`.
@@ -439,7 +497,8 @@ impl Ring {
     /// `avail_event` (after the used ring), for `EVENT_IDX`.
     #[inline]
     pub fn set_avail_event(&self, v: u16) {
-        self.u16_at(self.used.wrapping_add(4 + 8 * self.size as usize)).store(v, Ordering::Relaxed);
+        self.u16_at(self.used.wrapping_add(4 + 8 * self.size as usize))
+            .store(v, Ordering::Relaxed);
     }
 }
 
@@ -478,7 +537,14 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 /// Waits up to `timeout_ms` for any of `fds` to become readable (or hang
 /// up); returns one flag per fd.
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, out: &mut [bool]) -> io::Result<()> {
-    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     // SAFETY: pfds is a valid array of pfds.len() entries.
     let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
     if r < 0 {
@@ -501,7 +567,14 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, out: &mut [bool]) -> io::Re
 /// stay queued with the message: the peek has no control buffer.
 pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for writes of buf.len() bytes for the call.
-    let r = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
+    let r = unsafe {
+        libc::recv(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::WouldBlock {
@@ -532,7 +605,10 @@ impl Epoll {
 
     /// Watches `fd` for readability.
     pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
         // SAFETY: ev is valid for the duration of the call.
         if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
             return Err(io::Error::last_os_error());
@@ -579,9 +655,21 @@ mod tests {
     fn rings_must_be_aligned_sized_and_inside_memory() {
         let m = Arc::new(GuestMemory::anonymous(0, 0x10000).unwrap());
         assert!(Ring::new(m.clone(), 0, 0x1000, 0x2000, 256).is_ok());
-        assert_eq!(Ring::new(m.clone(), 0, 0x1000, 0x2000, 100).err(), Some(RingError::BadSize));
-        assert_eq!(Ring::new(m.clone(), 8, 0x1000, 0x2000, 256).err(), Some(RingError::Misaligned));
-        assert_eq!(Ring::new(m.clone(), 0, 0x1000, 0xfff0, 256).err(), Some(RingError::OutOfMemory));
-        assert_eq!(Ring::new(m, 0, 0x1000, 0x2000, 0).err(), Some(RingError::BadSize));
+        assert_eq!(
+            Ring::new(m.clone(), 0, 0x1000, 0x2000, 100).err(),
+            Some(RingError::BadSize)
+        );
+        assert_eq!(
+            Ring::new(m.clone(), 8, 0x1000, 0x2000, 256).err(),
+            Some(RingError::Misaligned)
+        );
+        assert_eq!(
+            Ring::new(m.clone(), 0, 0x1000, 0xfff0, 256).err(),
+            Some(RingError::OutOfMemory)
+        );
+        assert_eq!(
+            Ring::new(m, 0, 0x1000, 0x2000, 0).err(),
+            Some(RingError::BadSize)
+        );
     }
 }

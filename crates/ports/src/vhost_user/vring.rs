@@ -225,7 +225,12 @@ impl Session {
     /// Walks the chain starting at `head`, calling `seg` on every buffer;
     /// `write` is the direction the buffers must have.
     #[inline]
-    fn walk<'m>(&'m self, head: u16, write: bool, mut seg: impl FnMut(GuestSlice<'m>)) -> Result<(), Lie> {
+    fn walk<'m>(
+        &'m self,
+        head: u16,
+        write: bool,
+        mut seg: impl FnMut(GuestSlice<'m>),
+    ) -> Result<(), Lie> {
         let size = self.ring.size();
         let mem = self.ring.mem();
         let mut idx = head;
@@ -327,7 +332,12 @@ pub struct VhostRx {
 
 impl VhostRx {
     /// The receive side of `slot`.
-    pub fn new(slot: Arc<VringSlot>, max_frame_b: usize, fault: Arc<Fault>, taken: Arc<AtomicBool>) -> Self {
+    pub fn new(
+        slot: Arc<VringSlot>,
+        max_frame_b: usize,
+        fault: Arc<Fault>,
+        taken: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             slot,
             held: None,
@@ -349,7 +359,8 @@ impl VhostRx {
                 s.ring.set_avail_event(s.last_avail.load(Relaxed));
             }
         } else {
-            s.ring.set_used_flags(if self.notify_on { 0 } else { USED_F_NO_NOTIFY });
+            s.ring
+                .set_used_flags(if self.notify_on { 0 } else { USED_F_NO_NOTIFY });
         }
     }
 }
@@ -387,7 +398,9 @@ impl RxQueue for VhostRx {
             self.held = None;
             return 0;
         }
-        let n = (pending as usize).min(batch.room()).min(self.heads.len() - self.nheads);
+        let n = (pending as usize)
+            .min(batch.room())
+            .min(self.heads.len() - self.nheads);
         let hdr_len = s.layout.hdr_len;
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
@@ -625,7 +638,9 @@ impl TxQueue for VhostTx {
             *unsafe { self.pin.get_mut() } = self.slot.session.load_full();
         }
         // SAFETY: under the lock; not mutated below.
-        let Some(s) = (unsafe { self.pin.get() }).as_ref() else { return 0 };
+        let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
+            return 0;
+        };
         if s.is_broken() {
             return 0;
         }
@@ -635,7 +650,10 @@ impl TxQueue for VhostTx {
             self.cur_start.store(s.start_idx, Relaxed);
             s.slot_base.store(next, Release);
         }
-        let taken = self.cur_start.load(Relaxed).wrapping_add((next - self.cur_base.load(Relaxed)) as u16);
+        let taken = self
+            .cur_start
+            .load(Relaxed)
+            .wrapping_add((next - self.cur_base.load(Relaxed)) as u16);
         let used = s.used_shadow.load(Relaxed);
         let avail = s.ring.avail_idx();
         let outstanding = taken.wrapping_sub(used);
@@ -687,7 +705,11 @@ impl TxQueue for VhostTx {
             let r = s.walk(head, true, |g| {
                 let mut off = 0usize;
                 while off < g.len() && src < total {
-                    let (part, at) = if src < hdr_len { (hdr, src) } else { (frame, src - hdr_len) };
+                    let (part, at) = if src < hdr_len {
+                        (hdr, src)
+                    } else {
+                        (frame, src - hdr_len)
+                    };
                     let k = (part.len() - at).min(g.len() - off);
                     g.write(off, &part[at..at + k]);
                     off += k;
@@ -706,7 +728,8 @@ impl TxQueue for VhostTx {
             self.fault.tx_buf_short.fetch_add(1, Relaxed);
             for j in 0..nslots as u16 {
                 let idx = idx0.wrapping_add(j);
-                s.ring.set_used(idx, s.ring.avail_entry(idx) % s.ring.size(), 0);
+                s.ring
+                    .set_used(idx, s.ring.avail_entry(idx) % s.ring.size(), 0);
             }
         }
     }
@@ -732,4 +755,3 @@ impl TxQueue for VhostTx {
         }
     }
 }
-

@@ -32,12 +32,18 @@ pub fn unique(prefix: &str) -> String {
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let uid = unsafe { libc::geteuid() };
-    assert_eq!(uid, 0, "kernel port tests need root (namespaces, veth, raw sockets)");
+    assert_eq!(
+        uid, 0,
+        "kernel port tests need root (namespaces, veth, raw sockets)"
+    );
 }
 
 /// Runs a command, panicking with its output when it fails.
 pub fn run(args: &[&str]) {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     assert!(
         out.status.success(),
         "{args:?} failed: {}{}",
@@ -80,7 +86,11 @@ impl Netns {
 
     /// Runs a command inside the namespace and returns its output.
     pub fn output(&self, args: &[&str]) -> std::process::Output {
-        Command::new("ip").args(["netns", "exec", &self.name]).args(args).output().expect("ip netns exec")
+        Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args)
+            .output()
+            .expect("ip netns exec")
     }
 
     /// Runs `f` on a thread that joined this namespace (sockets, ports and
@@ -120,16 +130,45 @@ impl Veth {
         let host = unique("th");
         let q = queues.to_string();
         sw_ns.exec(&[
-            "ip", "link", "add", &sw, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", &host,
-            "numtxqueues", &q, "numrxqueues", &q, "netns", &host_ns.name,
+            "ip",
+            "link",
+            "add",
+            &sw,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &host,
+            "numtxqueues",
+            &q,
+            "numrxqueues",
+            &q,
+            "netns",
+            &host_ns.name,
         ]);
-        let v = Self { sw: sw.clone(), host: host.clone(), sw_ns: sw_ns.name.clone() };
-        sw_ns.exec(&["sysctl", "-qw", &format!("net.ipv6.conf.{sw}.disable_ipv6=1")]);
+        let v = Self {
+            sw: sw.clone(),
+            host: host.clone(),
+            sw_ns: sw_ns.name.clone(),
+        };
+        sw_ns.exec(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv6.conf.{sw}.disable_ipv6=1"),
+        ]);
         sw_ns.exec(&["ip", "link", "set", &sw, "up"]);
         // The kernel's offloads would hand the port 64 KiB super-frames and
         // unfinished checksums; a wire carries neither.
-        host_ns.exec(&["ethtool", "-K", &host, "tx", "off", "tso", "off", "gso", "off", "gro", "off"]);
-        sw_ns.exec(&["ethtool", "-K", &sw, "tx", "off", "tso", "off", "gso", "off", "gro", "off"]);
+        host_ns.exec(&[
+            "ethtool", "-K", &host, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ]);
+        sw_ns.exec(&[
+            "ethtool", "-K", &sw, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+        ]);
         host_ns.exec(&["ip", "link", "set", &host, "up"]);
         v
     }
@@ -143,7 +182,16 @@ impl Veth {
 
 impl Drop for Veth {
     fn drop(&mut self) {
-        run_quiet(&["ip", "netns", "exec", &self.sw_ns, "ip", "link", "del", &self.sw]);
+        run_quiet(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.sw_ns,
+            "ip",
+            "link",
+            "del",
+            &self.sw,
+        ]);
     }
 }
 
@@ -166,7 +214,13 @@ impl RawSock {
         let ifname = ifname.to_string();
         ns.enter(move || {
             // SAFETY: plain socket(2) call; checked below.
-            let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (0x0003u16).to_be() as i32) };
+            let fd = unsafe {
+                libc::socket(
+                    libc::AF_PACKET,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    (0x0003u16).to_be() as i32,
+                )
+            };
             assert!(fd >= 0, "socket: {}", io::Error::last_os_error());
             // SAFETY: fresh fd we own.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -181,14 +235,30 @@ impl RawSock {
             sa.sll_ifindex = idx as i32;
             // SAFETY: valid sockaddr_ll and length.
             let r = unsafe {
-                libc::bind(fd.as_raw_fd(), &sa as *const _ as *const libc::sockaddr, std::mem::size_of_val(&sa) as u32)
+                libc::bind(
+                    fd.as_raw_fd(),
+                    &sa as *const _ as *const libc::sockaddr,
+                    std::mem::size_of_val(&sa) as u32,
+                )
             };
             assert_eq!(r, 0, "bind: {}", io::Error::last_os_error());
             let bufsz: libc::c_int = 8 << 20;
             // SAFETY: valid int option.
             unsafe {
-                libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &bufsz as *const _ as *const _, 4);
-                libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &bufsz as *const _ as *const _, 4);
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUFFORCE,
+                    &bufsz as *const _ as *const _,
+                    4,
+                );
+                libc::setsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDBUFFORCE,
+                    &bufsz as *const _ as *const _,
+                    4,
+                );
             }
             Self { fd }
         })
@@ -197,12 +267,22 @@ impl RawSock {
     pub fn send(&self, frame: &[u8]) {
         // SAFETY: frame is valid for reads of its length.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(n, frame.len() as isize, "send: {}", io::Error::last_os_error());
+        assert_eq!(
+            n,
+            frame.len() as isize,
+            "send: {}",
+            io::Error::last_os_error()
+        );
     }
 
     /// Receives frames until `deadline`, keeping those `keep` accepts,
     /// until `want` were kept.
-    pub fn recv_matching(&self, want: usize, timeout: Duration, keep: impl Fn(&[u8]) -> bool) -> Vec<Vec<u8>> {
+    pub fn recv_matching(
+        &self,
+        want: usize,
+        timeout: Duration,
+        keep: impl Fn(&[u8]) -> bool,
+    ) -> Vec<Vec<u8>> {
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
@@ -211,11 +291,22 @@ impl RawSock {
             if left.is_zero() {
                 break;
             }
-            let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut p = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut p, 1, left.as_millis().max(1) as i32) };
             // SAFETY: buf is valid for writes of its length.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if n > 0 && keep(&buf[..n as usize]) {
                 out.push(buf[..n as usize].to_vec());
             }
@@ -258,7 +349,10 @@ pub fn tagged_frame(len: usize, seq: u32, vid: u16) -> Vec<u8> {
 
 /// A test frame, tagged or not.
 pub fn is_any_test_frame(f: &[u8]) -> bool {
-    is_test_frame(f) || (f.len() >= 26 && f[12..14] == [0x81, 0x00] && is_test_frame(&[&f[..12], &f[16..]].concat()))
+    is_test_frame(f)
+        || (f.len() >= 26
+            && f[12..14] == [0x81, 0x00]
+            && is_test_frame(&[&f[..12], &f[16..]].concat()))
 }
 
 /// An IPv4/UDP frame of `len` bytes whose source port varies with `flow`
@@ -401,14 +495,19 @@ impl Forwarder {
                 }
             }
         });
-        Self { stop, thread: Some(thread), stats }
+        Self {
+            stop,
+            thread: Some(thread),
+            stats,
+        }
     }
 }
 
 /// Forwards one batch to `dst` queue `dq`, counting drops.
 pub fn forward_batch(batch: &RxBatch, dst: &dyn Port, dq: u16, st: &FwdStats) {
     if !dst.link_up() {
-        st.dropped_link.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        st.dropped_link
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
         return;
     }
     let tx = dst.tx(dq);
@@ -479,8 +578,26 @@ impl TwoHosts {
         }
         a.exec(&["ip", "addr", "add", "10.77.0.1/24", "dev", &va.host]);
         b.exec(&["ip", "addr", "add", "10.77.0.2/24", "dev", &vb.host]);
-        a.exec(&["ip", "-6", "addr", "add", "fd77::1/64", "dev", &va.host, "nodad"]);
-        b.exec(&["ip", "-6", "addr", "add", "fd77::2/64", "dev", &vb.host, "nodad"]);
+        a.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd77::1/64",
+            "dev",
+            &va.host,
+            "nodad",
+        ]);
+        b.exec(&[
+            "ip",
+            "-6",
+            "addr",
+            "add",
+            "fd77::2/64",
+            "dev",
+            &vb.host,
+            "nodad",
+        ]);
         Self { a, b, va, vb }
     }
 
@@ -506,7 +623,16 @@ impl TwoHosts {
     /// A 3 s iperf3 TCP run from a to b; returns bits per second received.
     pub fn iperf3(&self, secs: u32) -> f64 {
         let server = Command::new("ip")
-            .args(["netns", "exec", &self.b.name, "iperf3", "-s", "-1", "-B", "10.77.0.2"])
+            .args([
+                "netns",
+                "exec",
+                &self.b.name,
+                "iperf3",
+                "-s",
+                "-1",
+                "-B",
+                "10.77.0.2",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -514,14 +640,27 @@ impl TwoHosts {
         let _guard = ChildGuard(server);
         std::thread::sleep(Duration::from_millis(300));
         let t = secs.to_string();
-        let out = self.a.output(&["timeout", "20", "iperf3", "-c", "10.77.0.2", "-t", &t, "-J"]);
+        let out = self
+            .a
+            .output(&["timeout", "20", "iperf3", "-c", "10.77.0.2", "-t", &t, "-J"]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(out.status.success(), "iperf3 client failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "iperf3 client failed: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         // "sum_received": {... "bits_per_second": X ...}
-        let i = text.find("\"sum_received\"").expect("iperf3 JSON has sum_received");
+        let i = text
+            .find("\"sum_received\"")
+            .expect("iperf3 JSON has sum_received");
         let rest = &text[i..];
-        let j = rest.find("\"bits_per_second\":").expect("bits_per_second") + "\"bits_per_second\":".len();
-        let num: String = rest[j..].trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == '+').collect();
+        let j = rest.find("\"bits_per_second\":").expect("bits_per_second")
+            + "\"bits_per_second\":".len();
+        let num: String = rest[j..]
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == '+')
+            .collect();
         num.parse().expect("iperf3 rate")
     }
 }
@@ -540,7 +679,11 @@ pub fn wait_for(timeout: Duration, cond: impl Fn() -> bool) -> bool {
 
 /// The value of backend counter `name`.
 pub fn counter(port: &dyn Port, name: &str) -> u64 {
-    port.backend_counters().into_iter().find(|(n, _)| *n == name).map(|(_, v)| v).unwrap_or_else(|| panic!("no counter {name}"))
+    port.backend_counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no counter {name}"))
 }
 
 // ---- test bodies shared by the backends ----------------------------------
@@ -561,7 +704,11 @@ pub fn check_rx_intact(open: &Opener) {
     let mut rx = port.take_rx(0).unwrap();
     assert!(port.take_rx(0).is_none(), "a queue is handed out once");
     let sock = RawSock::open(&h, &v.host);
-    let mut frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, i as u32)).collect();
+    let mut frames: Vec<Vec<u8>> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| test_frame(s, i as u32))
+        .collect();
     // A VLAN-tagged frame arrives with its tag (AF_PACKET has the kernel's
     // stripped tag put back), and a runt as it is (the fabric drops it).
     frames.push(tagged_frame(100, 77, 42));
@@ -569,7 +716,12 @@ pub fn check_rx_intact(open: &Opener) {
     for f in &frames {
         sock.send(f);
     }
-    let got = rx_collect(&mut *rx, frames.len(), Duration::from_secs(3), is_any_test_frame);
+    let got = rx_collect(
+        &mut *rx,
+        frames.len(),
+        Duration::from_secs(3),
+        is_any_test_frame,
+    );
     assert_eq!(got, frames, "frames arrive intact and in order");
     assert!(counter(&*port, "rx_frames") >= frames.len() as u64);
 }
@@ -584,7 +736,11 @@ pub fn check_tx_arrives(open: &Opener) {
     let port = open(&sw, &v.sw, 1);
     let mut rx = port.take_rx(0).unwrap();
     let sock = RawSock::open(&h, &v.host);
-    let frames: Vec<Vec<u8>> = SIZES.iter().enumerate().map(|(i, &s)| test_frame(s, 100 + i as u32)).collect();
+    let frames: Vec<Vec<u8>> = SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| test_frame(s, 100 + i as u32))
+        .collect();
     assert_eq!(tx_send(&*port, 0, &frames), frames.len());
     let got = sock.recv_matching(frames.len(), Duration::from_secs(3), is_test_frame);
     assert_eq!(got, frames);
@@ -595,7 +751,11 @@ pub fn check_tx_arrives(open: &Opener) {
     // A full burst (more than one kick's worth) goes out completely.
     let many: Vec<Vec<u8>> = (0..200).map(|i| test_frame(64, 1000 + i)).collect();
     assert_eq!(tx_send(&*port, 0, &many), 200);
-    assert_eq!(sock.recv_matching(200, Duration::from_secs(3), is_test_frame).len(), 200);
+    assert_eq!(
+        sock.recv_matching(200, Duration::from_secs(3), is_test_frame)
+            .len(),
+        200
+    );
 }
 
 /// Two queues: flows spread over both receive queues; both transmit.
@@ -614,12 +774,32 @@ pub fn check_two_queues(open: &Opener) {
     }
     std::thread::sleep(Duration::from_millis(50));
     let a = rx_collect(&mut *q0, 64, Duration::from_millis(500), is_udp_test_frame);
-    let b = rx_collect(&mut *q1, 64 - a.len(), Duration::from_secs(2), is_udp_test_frame);
-    assert_eq!(a.len() + b.len(), 64, "every frame arrives on one queue ({} / {})", a.len(), b.len());
-    assert!(!a.is_empty() && !b.is_empty(), "64 flows spread onto both queues ({} / {})", a.len(), b.len());
+    let b = rx_collect(
+        &mut *q1,
+        64 - a.len(),
+        Duration::from_secs(2),
+        is_udp_test_frame,
+    );
+    assert_eq!(
+        a.len() + b.len(),
+        64,
+        "every frame arrives on one queue ({} / {})",
+        a.len(),
+        b.len()
+    );
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "64 flows spread onto both queues ({} / {})",
+        a.len(),
+        b.len()
+    );
     assert_eq!(tx_send(&*port, 1, &frames[..8]), 8);
     assert_eq!(tx_send(&*port, 0, &frames[8..16]), 8);
-    assert_eq!(sock.recv_matching(16, Duration::from_secs(3), is_udp_test_frame).len(), 16);
+    assert_eq!(
+        sock.recv_matching(16, Duration::from_secs(3), is_udp_test_frame)
+            .len(),
+        16
+    );
 }
 
 /// Peer down/up, MTU change and removal are noticed; traffic recovers.
@@ -632,21 +812,39 @@ pub fn check_link_events(open: &Opener) {
     let mut rx = port.take_rx(0).unwrap();
     assert!(port.link_up());
     h.exec(&["ip", "link", "set", &v.host, "down"]);
-    assert!(wait_for(Duration::from_secs(3), || !port.link_up()), "peer down → link down");
+    assert!(
+        wait_for(Duration::from_secs(3), || !port.link_up()),
+        "peer down → link down"
+    );
     h.exec(&["ip", "link", "set", &v.host, "up"]);
-    assert!(wait_for(Duration::from_secs(3), || port.link_up()), "peer up → link up");
+    assert!(
+        wait_for(Duration::from_secs(3), || port.link_up()),
+        "peer up → link up"
+    );
     assert!(counter(&*port, "link_changes") >= 2);
     let sock = RawSock::open(&h, &v.host);
     let f = test_frame(200, 7);
     sock.send(&f);
-    assert_eq!(rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame), vec![f.clone()], "rx after up");
+    assert_eq!(
+        rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame),
+        vec![f.clone()],
+        "rx after up"
+    );
     assert_eq!(tx_send(&*port, 0, std::slice::from_ref(&f)), 1);
-    assert_eq!(sock.recv_matching(1, Duration::from_secs(3), is_test_frame), vec![f.clone()], "tx after up");
+    assert_eq!(
+        sock.recv_matching(1, Duration::from_secs(3), is_test_frame),
+        vec![f.clone()],
+        "tx after up"
+    );
     sw.exec(&["ip", "link", "set", &v.sw, "mtu", "1400"]);
     assert!(wait_for(Duration::from_secs(3), || counter(&*port, "mtu") == 1400));
     assert_eq!(port.tx(0).slots_for(1500), 0);
     sw.exec(&["ip", "link", "del", &v.sw]);
-    assert!(wait_for(Duration::from_secs(3), || counter(&*port, "link_removed") == 1), "removal noticed");
+    assert!(
+        wait_for(Duration::from_secs(3), || counter(&*port, "link_removed")
+            == 1),
+        "removal noticed"
+    );
     assert!(!port.link_up());
     assert!(rx_collect(&mut *rx, 1, Duration::from_millis(100), |_| true).is_empty());
     // Sending into a removed interface must not panic or hang.

@@ -117,7 +117,9 @@ pub fn recv(rx: &mut dyn RxQueue, want: usize, timeout: Duration) -> Vec<Vec<u8>
 
 /// A frame of `len` bytes whose content depends on `seq`.
 pub fn frame(len: usize, seq: u32) -> Vec<u8> {
-    let mut f: Vec<u8> = (0..len).map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8).collect();
+    let mut f: Vec<u8> = (0..len)
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq) as u8)
+        .collect();
     if len >= 8 {
         f[0..4].copy_from_slice(&seq.to_le_bytes());
         f[4..8].copy_from_slice(&(len as u32).to_le_bytes());
@@ -127,5 +129,8 @@ pub fn frame(len: usize, seq: u32) -> Vec<u8> {
 
 /// Value of a named backend counter.
 pub fn counter(port: &dyn Port, name: &str) -> u64 {
-    port.backend_counters().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+    port.backend_counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, v)| v)
 }

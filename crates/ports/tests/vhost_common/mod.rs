@@ -18,7 +18,11 @@ pub struct TempDir(pub PathBuf);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static N: AtomicUsize = AtomicUsize::new(0);
-        let p = PathBuf::from(format!("/tmp/turnout-vhost-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        let p = PathBuf::from(format!(
+            "/tmp/turnout-vhost-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
@@ -94,21 +98,38 @@ impl Testpmd {
     /// Starts testpmd on `sock` in `fwd` mode (txonly, rxonly, mac, io...)
     /// with extra testpmd application arguments, and waits for its prompt.
     pub fn start(sock: &Path, fwd: &str, extra: &[&str]) -> Testpmd {
-        let prefix = format!("tvu{}x{}", std::process::id(), PREFIX_N.fetch_add(1, Ordering::Relaxed));
-        let vdev = format!("net_virtio_user0,path={},queues=1,queue_size=1024", sock.display());
+        let prefix = format!(
+            "tvu{}x{}",
+            std::process::id(),
+            PREFIX_N.fetch_add(1, Ordering::Relaxed)
+        );
+        let vdev = format!(
+            "net_virtio_user0,path={},queues=1,queue_size=1024",
+            sock.display()
+        );
         // stdbuf: testpmd's statistics go through stdio, buffered on a pipe,
         // while its prompt is written directly; unbuffered keeps them in order.
         let mut cmd = Command::new("stdbuf");
         cmd.arg("-o0").arg(testpmd_bin().expect("dpdk-testpmd"));
-        cmd.args(["--no-huge", "-m", "1024", "--no-pci", "-l", "0,1", "--main-lcore", "1", "--log-level=user1,6"])
-            .arg(format!("--file-prefix={prefix}"))
-            .arg(format!("--vdev={vdev}"))
-            .args(["--", "-i", "--total-num-mbufs=8192", "--no-lsc-interrupt"])
-            .arg(format!("--forward-mode={fwd}"))
-            .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        cmd.args([
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "-l",
+            "0,1",
+            "--main-lcore",
+            "1",
+            "--log-level=user1,6",
+        ])
+        .arg(format!("--file-prefix={prefix}"))
+        .arg(format!("--vdev={vdev}"))
+        .args(["--", "-i", "--total-num-mbufs=8192", "--no-lsc-interrupt"])
+        .arg(format!("--forward-mode={fwd}"))
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
         let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
         let stdout = child.stdout.take().unwrap();
         let out = Arc::new(Mutex::new(String::new()));
@@ -125,8 +146,17 @@ impl Testpmd {
             }
         });
         let stdin = child.stdin.take();
-        let t = Testpmd { child, stdin, out, prefix };
-        assert!(t.wait_for("testpmd>", 0, Duration::from_secs(60)), "testpmd did not start:\n{}", t.output());
+        let t = Testpmd {
+            child,
+            stdin,
+            out,
+            prefix,
+        };
+        assert!(
+            t.wait_for("testpmd>", 0, Duration::from_secs(60)),
+            "testpmd did not start:\n{}",
+            t.output()
+        );
         t
     }
 
@@ -159,10 +189,18 @@ impl Testpmd {
         let o = self.cmd("stop");
         let grab = |key: &str| -> u64 {
             o.rfind(key)
-                .and_then(|i| o[i + key.len()..].split_whitespace().next().and_then(|n| n.parse().ok()))
+                .and_then(|i| {
+                    o[i + key.len()..]
+                        .split_whitespace()
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                })
                 .unwrap_or(0)
         };
-        Stats { rx: grab("RX-packets:"), tx: grab("TX-packets:") }
+        Stats {
+            rx: grab("RX-packets:"),
+            tx: grab("TX-packets:"),
+        }
     }
 
     /// Port statistics (`show port stats 0`): totals since start.
@@ -170,10 +208,18 @@ impl Testpmd {
         let o = self.cmd("show port stats 0");
         let grab = |key: &str| -> u64 {
             o.find(key)
-                .and_then(|i| o[i + key.len()..].split_whitespace().next().and_then(|n| n.parse().ok()))
+                .and_then(|i| {
+                    o[i + key.len()..]
+                        .split_whitespace()
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                })
                 .unwrap_or(0)
         };
-        Stats { rx: grab("RX-packets:"), tx: grab("TX-packets:") }
+        Stats {
+            rx: grab("RX-packets:"),
+            tx: grab("TX-packets:"),
+        }
     }
 
     /// Process id.
@@ -236,11 +282,17 @@ impl Logic for Patch {
 
 /// Counters of a port from the switch, by name.
 pub fn port(sw: &fabric::Switch, name: &str) -> fabric::PortStats {
-    sw.port_stats().into_iter().find(|p| p.name == name).expect("port")
+    sw.port_stats()
+        .into_iter()
+        .find(|p| p.name == name)
+        .expect("port")
 }
 
 /// Asserts `a` and `b` agree within 1 %.
 pub fn assert_close(what: &str, a: u64, b: u64) {
     let d = a.abs_diff(b) as f64;
-    assert!(d <= 0.01 * a.max(b) as f64, "{what}: {a} vs {b} differ by more than 1 %");
+    assert!(
+        d <= 0.01 * a.max(b) as f64,
+        "{what}: {a} vs {b} differ by more than 1 %"
+    );
 }
