@@ -490,7 +490,13 @@ mod tests {
         fn name(&self) -> &'static str {
             "from-frame"
         }
-        fn classify(&self, _: &crate::logic::Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+        fn classify(
+            &self,
+            _: &crate::logic::Ctx,
+            _: PortId,
+            pkts: &mut crate::Pkts,
+            v: &mut [Verdict],
+        ) {
             for (p, v) in pkts.iter().zip(v.iter_mut()) {
                 let d = p.data();
                 let arg = u16::from_be_bytes([d[15], d[16]]);
@@ -551,21 +557,15 @@ mod tests {
         fn run(&mut self, logic: &dyn Logic, src: usize, frames: &[Vec<u8>]) -> u64 {
             let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
             assert_eq!(self.peers[src].send(0, &refs), frames.len());
-            self.batch.clear();
-            self.batch.port = src as PortId;
-            let n = self.rxqs[src].burst(&mut self.batch);
-            let mut v = vec![Verdict::Flood; n];
+            let mut rx = self.batch.receive(&mut *self.rxqs[src], src as PortId, 0);
+            let mut v = vec![Verdict::Flood; rx.len()];
             let ctx = crate::logic::Ctx {
                 now_ns: 0,
                 worker: 0,
             };
-            logic.classify(&ctx, src as PortId, self.batch.pkts_mut(), &mut v);
+            logic.classify(&ctx, src as PortId, rx.pkts_mut(), &mut v);
             let entry = self.table.get(src as PortId).unwrap().clone();
-            let d = self
-                .fwd
-                .forward(&self.table, logic, &entry, self.batch.pkts(), &v);
-            self.rxqs[src].release();
-            d
+            self.fwd.forward(&self.table, logic, &entry, rx.pkts(), &v)
         }
 
         fn drain(&mut self, p: usize) -> Vec<Vec<u8>> {
@@ -759,14 +759,13 @@ mod props {
             peers[src as usize].send(0, &refs);
             let rxq = &mut rxqs[src as usize];
             let mut batch = RxBatch::with_capacity(256);
-            batch.port = src;
-            let n = rxq.burst(&mut batch);
-            let mut v = vec![Verdict::Flood; n];
+            let mut rx = batch.receive(&mut **rxq, src, 0);
+            let mut v = vec![Verdict::Flood; rx.len()];
             let logic = super::tests::FromFrame(group.clone());
-            logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, batch.pkts_mut(), &mut v);
+            logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, rx.pkts_mut(), &mut v);
             let entry = table.get(src).unwrap().clone();
-            fwd.forward(&table, &logic, &entry, batch.pkts(), &v);
-            rxq.release();
+            fwd.forward(&table, &logic, &entry, rx.pkts(), &v);
+            drop(rx);
             for b in &bufs {
                 let a = u16::from_be_bytes([b[15], b[16]]);
                 match b[14] {

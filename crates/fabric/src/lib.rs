@@ -37,7 +37,7 @@ pub mod sys;
 pub mod wakeup;
 pub mod worker;
 
-pub use batch::{Pkt, RxBatch};
+pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill};
 pub use drop::DropReason;
 pub use fabric::{Forwarder, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};

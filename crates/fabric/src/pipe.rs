@@ -18,7 +18,7 @@ use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::batch::RxBatch;
+use crate::batch::RxFill;
 use crate::port::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use crate::sys::EventFd;
 
@@ -229,19 +229,19 @@ struct PipeRx {
 }
 
 impl RxQueue for PipeRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
         let ring = &self.shared.queues[self.q].inbound;
         let tail = ring.tail.0.load(Ordering::Relaxed) + self.taken;
         if self.head == tail {
             self.head = ring.head.0.load(Ordering::Acquire);
         }
-        let avail = (self.head - tail).min(batch.room() as u64);
+        let avail = (self.head - tail).min(rx.room() as u64);
         for i in 0..avail {
             let idx = tail + i;
             let len = ring.lens[(idx & ring.mask) as usize].load(Ordering::Relaxed);
             // SAFETY: slot idx was published by the producer (idx < head) and
             // stays ours until release moves the tail past it.
-            unsafe { batch.push(ring.slot_ptr(idx), len) };
+            unsafe { rx.push(ring.slot_ptr(idx), len) };
         }
         self.taken += avail;
         avail as usize

@@ -22,7 +22,7 @@
 
 use std::os::fd::RawFd;
 
-use crate::batch::RxBatch;
+use crate::batch::RxFill;
 
 /// Index of a port in the switch's port table.
 pub type PortId = u16;
@@ -69,10 +69,14 @@ pub trait Port: Send + Sync {
 
 /// The receive side of one port queue, owned by one worker.
 pub trait RxQueue: Send {
-    /// Appends up to `batch.room()` received frames to `batch` and returns
-    /// how many were appended. Frames stay valid, and their buffers owned by
-    /// the port, until [`RxQueue::release`]. Must not block.
-    fn burst(&mut self, batch: &mut RxBatch) -> usize;
+    /// Appends up to `rx.room()` received frames to `rx` and returns how many
+    /// were appended. Frames stay valid, and their buffers owned by the
+    /// port, until [`RxQueue::release`]. Must not block.
+    ///
+    /// Called by [`crate::RxBatch::receive`], which lends the frames out as a
+    /// [`crate::batch::Burst`] and calls `release` when that is dropped
+    /// (not after an empty burst).
+    fn burst(&mut self, rx: &mut RxFill<'_>) -> usize;
 
     /// Returns every buffer handed out by the last `burst` to the port.
     fn release(&mut self);

@@ -11,7 +11,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxBatch, RxFill, RxQueue, TxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
@@ -60,7 +60,7 @@ struct LoopRx {
 }
 
 impl RxQueue for LoopRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let n = self.frames.len().min(batch.room());
         for f in &mut self.frames[..n] {
             // SAFETY: the frames live as long as the queue and are not

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -319,7 +319,7 @@ impl RxRing {
 }
 
 impl RxQueue for RxRing {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let mut n = 0;
         let (mut vlan, mut trunc, mut csum) = (0u64, 0u64, 0u64);
         while batch.room() > 0 {

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -645,7 +645,7 @@ pub struct XskRx {
 unsafe impl Send for XskRx {}
 
 impl RxQueue for XskRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         debug_assert_eq!(self.pending, 0, "burst without release");
         let avail = self
             .rx

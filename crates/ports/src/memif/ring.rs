@@ -18,7 +18,7 @@ use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use fabric::sys::LockCell;
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxQueue};
 
 use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
@@ -203,8 +203,6 @@ pub(crate) struct MemifRx {
     /// Consumer position after the last burst (not yet released).
     pending: u16,
     notify: bool,
-    scratch: Box<[u8]>,
-    scratch_used: usize,
     /// Validated pieces of the chain being linearised: (region, offset, len).
     chain: Box<[(usize, usize, usize)]>,
     max_frame: usize,
@@ -214,7 +212,6 @@ pub(crate) struct MemifRx {
 impl MemifRx {
     pub fn new(shared: Arc<Shared>, q: u16) -> Self {
         let cfg = &shared.core.cfg;
-        let scratch = vec![0u8; cfg.scratch_b].into_boxed_slice();
         let chain = vec![(0, 0, 0); cfg.max_chain as usize].into_boxed_slice();
         let (max_frame, max_chain) = (cfg.max_frame_b as usize, cfg.max_chain as usize);
         MemifRx {
@@ -225,8 +222,6 @@ impl MemifRx {
             cons: 0,
             pending: 0,
             notify: false,
-            scratch,
-            scratch_used: 0,
             chain,
             max_frame,
             max_chain,
@@ -239,14 +234,13 @@ impl MemifRx {
         self.gen = c.gen;
         self.cons = 0;
         self.pending = 0;
-        self.scratch_used = 0;
         if let Some(ring) = c.rx.get(self.q as usize) {
             let flags = if self.notify { 0 } else { RING_FLAG_MASK_INT };
             c.regions[ring.region].store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
         }
     }
 
-    fn burst_on(&mut self, c: &Connection, batch: &mut RxBatch) -> usize {
+    fn burst_on(&mut self, c: &Connection, batch: &mut RxFill<'_>) -> usize {
         if c.violated().is_some() {
             return 0;
         }
@@ -331,17 +325,15 @@ impl MemifRx {
             if total > self.max_frame {
                 oversize += 1;
             } else {
-                if self.scratch_used + total > self.scratch.len() {
+                let Some(dst) = batch.scratch(total) else {
                     break 'frames; // scratch full: the frame waits for the next burst
-                }
-                let start = self.scratch_used;
-                let mut at = start;
+                };
+                let mut at = 0;
                 for &(pr, po, pl) in &self.chain[..k] {
-                    c.regions[pr].copy_out(po, &mut self.scratch[at..at + pl]);
+                    c.regions[pr].copy_out(po, &mut dst[at..at + pl]);
                     at += pl;
                 }
-                self.scratch_used = at;
-                if sys::push_scratch(batch, &mut self.scratch[start..at]) {
+                if batch.push_scratch(total) {
                     n += 1;
                     chained += 1;
                 }
@@ -365,7 +357,6 @@ impl MemifRx {
 
     /// Gives the slots consumed by the last burst back to the producer.
     fn commit(&mut self, c: &Connection) {
-        self.scratch_used = 0;
         if c.gen != self.gen || self.pending == self.cons {
             return;
         }
@@ -407,7 +398,7 @@ impl MemifRx {
 }
 
 impl RxQueue for MemifRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let c = match self.held.take() {
             Some(c) => c,
             None => {
@@ -424,7 +415,7 @@ impl RxQueue for MemifRx {
             }
         };
         let n = self.burst_on(&c, batch);
-        if n == 0 && self.scratch_used == 0 {
+        if n == 0 {
             // Nothing handed out: release at once (dropped frames included)
             // so an idle queue holds no connection.
             self.commit(&c);

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -147,7 +147,7 @@ pub fn tap_rx(fd: Arc<OwnedFd>, n: usize, size: usize, stats: Arc<RxStats>) -> i
 }
 
 impl RxQueue for TapRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let want = batch.room().min(self.bufs.n);
         let mut n = 0;
         let mut reads = 0;

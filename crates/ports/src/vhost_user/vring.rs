@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
 use fabric::sys::{EventFd, LockCell};
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxQueue};
 
 use super::sys::{self, Epoll, GuestSlice, Ring};
 
@@ -47,8 +47,6 @@ pub const MAX_CHAIN: u32 = 256;
 /// Guest receive buffers assumed when sizing a mergeable frame: Linux
 /// posts at least 1518 + 12 bytes, DPDK 2048 + 12.
 pub const MRG_BUF_B: usize = 1530;
-/// Frames that need linearising per burst (scratch slots per queue).
-pub const SCRATCH_SLOTS: usize = 64;
 
 /// What the frontend did wrong (one counter each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,8 +318,6 @@ pub struct VhostRx {
     /// Heads consumed by the held burst, in order.
     heads: Box<[u16]>,
     nheads: usize,
-    scratch: Box<[u8]>,
-    scratch_b: usize,
     notify_on: bool,
     applied: u64,
     fault: Arc<Fault>,
@@ -343,8 +339,6 @@ impl VhostRx {
             held: None,
             heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
             nheads: 0,
-            scratch: vec![0u8; SCRATCH_SLOTS * max_frame_b].into_boxed_slice(),
-            scratch_b: max_frame_b,
             notify_on: false,
             applied: 0,
             fault,
@@ -367,9 +361,10 @@ impl VhostRx {
 
 /// How one transmit chain turned out.
 enum Parsed {
-    /// The frame: either one guest range or scratch slot `k` of `len`.
+    /// The frame is one guest range.
     Direct,
-    Scratch(usize),
+    /// The frame was linearised into the batch's scratch.
+    Scratch,
     /// Consumed and dropped (counted).
     Dropped,
     /// Scratch is full: leave this chain for the next burst.
@@ -377,7 +372,7 @@ enum Parsed {
 }
 
 impl RxQueue for VhostRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         if self.held.is_none() {
             self.held = self.slot.session.load_full();
         }
@@ -405,7 +400,6 @@ impl RxQueue for VhostRx {
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
         let mut consumed = 0u16;
-        let mut scratch_used = 0usize;
         let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
         for i in 0..n as u16 {
             let head = s.ring.avail_entry(last.wrapping_add(i));
@@ -414,10 +408,8 @@ impl RxQueue for VhostRx {
             let mut skip = hdr_len;
             let mut total = 0usize;
             let mut first: Option<(GuestSlice<'_>, usize, usize)> = None;
-            let mut scratch_k: Option<usize> = None;
+            let mut linear_frame = false;
             let mut no_scratch = false;
-            let scratch_b = self.scratch_b;
-            let scratch = &mut self.scratch;
             let r = s.walk(head, false, |g| {
                 let mut off = 0;
                 if skip > 0 {
@@ -434,21 +426,19 @@ impl RxQueue for VhostRx {
                     total = new_total;
                     return;
                 }
-                match (&first, scratch_k) {
-                    (None, _) => first = Some((g, off, len)),
-                    (Some((fg, fo, fl)), None) => {
-                        if scratch_used == SCRATCH_SLOTS {
+                match &first {
+                    None => first = Some((g, off, len)),
+                    Some((fg, fo, fl)) => {
+                        // The batch hands out the same scratch space until
+                        // a frame is pushed into it.
+                        let Some(dst) = batch.scratch(max_b) else {
                             no_scratch = true;
                             return;
+                        };
+                        if !linear_frame {
+                            fg.read(*fo, &mut dst[..*fl]);
+                            linear_frame = true;
                         }
-                        let k = scratch_used;
-                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
-                        fg.read(*fo, &mut dst[..*fl]);
-                        g.read(off, &mut dst[*fl..*fl + len]);
-                        scratch_k = Some(k);
-                    }
-                    (Some(_), Some(k)) => {
-                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
                         g.read(off, &mut dst[total..total + len]);
                     }
                 }
@@ -466,10 +456,9 @@ impl RxQueue for VhostRx {
             } else if total > max_b {
                 oversize += 1;
                 Parsed::Dropped
-            } else if let Some(k) = scratch_k {
-                scratch_used += 1;
+            } else if linear_frame {
                 linear += 1;
-                Parsed::Scratch(k)
+                Parsed::Scratch
             } else {
                 Parsed::Direct
             };
@@ -481,14 +470,14 @@ impl RxQueue for VhostRx {
                     // worker drops it as a runt and counts it.
                     let ok = match &first {
                         Some((g, off, len)) => sys::push_guest(batch, g, *off, *len),
-                        None => sys::push_scratch(batch, &mut self.scratch[..0]),
+                        None => batch.push_scratch(0),
                     };
                     debug_assert!(ok);
                     pushed += 1;
                 }
-                Parsed::Scratch(k) => {
-                    let b = k * self.scratch_b;
-                    sys::push_scratch(batch, &mut self.scratch[b..b + total]);
+                Parsed::Scratch => {
+                    let ok = batch.push_scratch(total);
+                    debug_assert!(ok);
                     pushed += 1;
                 }
             }
