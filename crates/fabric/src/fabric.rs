@@ -8,14 +8,18 @@
 //! 3. Pass 2 visits only the active destinations. For each: under the
 //!    destination's lock, find how many whole frames fit and reserve that
 //!    many slots (a lease); without the lock, copy the frames into their
-//!    slots; under the lock again, mark the lease done and publish every
-//!    slot up to the oldest unfinished lease (in-order publication when
-//!    several workers send to one port). What does not fit is dropped as
-//!    `tx_full`; nothing ever waits for room.
+//!    slots in one `write_burst` call; under the lock again, mark the lease
+//!    done and publish every slot up to the oldest unfinished lease
+//!    (in-order publication when several workers send to one port); after
+//!    dropping it, notify the peer (`kick`) if the publish asked for it, so
+//!    no system call runs under the lock. What does not fit is dropped as
+//!    `tx_full`; nothing ever waits for room. Frames the backend refuses
+//!    after reservation are counted under their reason, not as sent.
 //!
 //! A packet is never sent back to its ingress port: a unicast verdict for
 //! the ingress is dropped as `hairpin`, flood and groups skip it.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::batch::Pkt;
@@ -23,7 +27,7 @@ use crate::counters::PortCounters;
 use crate::drop::DropReason;
 use crate::lock::SpinLock;
 use crate::logic::{GroupId, Logic, Verdict};
-use crate::port::{Port, PortId, TxQueue};
+use crate::port::{Port, PortId, TxDrops, TxFrames, TxQueue};
 
 /// Most workers that may send to one destination at once (leases per lock).
 pub const MAX_WORKERS: usize = 64;
@@ -446,33 +450,61 @@ impl Forwarder {
             return 0;
         }
 
-        // Copy without the lock into our own slot range.
-        let mut slot = first;
+        // Copy without the lock into our own slot range: one call for the
+        // whole lease.
         let mut bytes = 0u64;
         for j in 0..fit {
-            let p = &pkts[self.order[j] as usize];
-            // SAFETY: [first, first+need) was reserved for us above and is
-            // not published until our lease is marked done.
-            unsafe { txq.write(slot, self.slots[j], p.data()) };
-            slot += self.slots[j] as u64;
-            bytes += p.len() as u64;
+            bytes += pkts[self.order[j] as usize].len() as u64;
         }
+        let mut drops = TxDrops::default();
+        let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
+        // SAFETY: [first, first+need) was reserved for us above and is not
+        // published until our lease is marked done.
+        unsafe { txq.write_burst(first, &frames, &mut drops) };
 
-        // Complete the lease; publish every finished lease in order.
-        {
+        // Counted before the lease completes, so that frames refused later
+        // (at publish or kick time, by whichever worker publishes them) are
+        // taken out of a count that already holds them.
+        let qc = &dst.counters.queues[q];
+        let sent = fit as u64 - drops.frames() as u64;
+        qc.tx_packets.fetch_add(sent, Relaxed);
+        qc.tx_bytes.fetch_add(bytes - drops.bytes(), Relaxed);
+        Self::count_refused(dst, q, &mut drops, false);
+
+        // Complete the lease; publish every finished lease in order. The
+        // peer is notified after the lock is dropped.
+        let kick = {
             let mut l = lock.0.lock();
-            if let Some(t) = l.finish(seq) {
+            match l.finish(seq) {
                 // SAFETY: we hold the lock; every slot before t was written
                 // by a finished lease.
-                unsafe { txq.publish(t) };
+                Some(t) => unsafe { txq.publish_deferred(t, &mut drops) },
+                None => false,
             }
+        };
+        if kick {
+            txq.kick(&mut drops);
         }
-        let qc = &dst.counters.queues[q];
-        qc.tx_packets
-            .fetch_add(fit as u64, std::sync::atomic::Ordering::Relaxed);
-        qc.tx_bytes
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-        fit as u64
+        Self::count_refused(dst, q, &mut drops, true);
+        sent
+    }
+
+    /// Counts frames a backend refused after reservation on `dst`; with
+    /// `counted`, they were already in `tx_packets` and come out of it.
+    #[inline]
+    fn count_refused(dst: &PortEntry, q: usize, drops: &mut TxDrops, counted: bool) {
+        if drops.frames() == 0 {
+            return;
+        }
+        for r in DropReason::ALL {
+            dst.counters.add_drops(r, drops.get(r) as u64);
+        }
+        if counted {
+            let qc = &dst.counters.queues[q];
+            qc.tx_packets.fetch_sub(drops.frames() as u64, Relaxed);
+            qc.tx_bytes.fetch_sub(drops.bytes(), Relaxed);
+        }
+        *drops = TxDrops::default();
     }
 }
 

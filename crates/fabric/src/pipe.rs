@@ -19,7 +19,7 @@ use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::batch::RxFill;
-use crate::port::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+use crate::port::{Port, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxQueue};
 use crate::sys::EventFd;
 
 #[repr(align(64))]
@@ -294,16 +294,26 @@ impl TxQueue for SlotRing {
         first
     }
 
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let len = frame.len().min(self.slot_b);
-        // SAFETY: the caller owns slot (reserved, unpublished); the slot has
-        // slot_b bytes and len <= slot_b.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
-        self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let slot = first + j as u64;
+            let len = frame.len().min(self.slot_b);
+            // SAFETY: the caller owns slot (reserved, unpublished); the slot
+            // has slot_b bytes and len <= slot_b.
+            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
+            self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+        }
     }
 
-    unsafe fn publish(&self, tail: u64) {
-        SlotRing::publish(self, tail);
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
+        self.head.0.store(tail, Ordering::Release);
+        // Pairs with the consumer's fence in set_notify (no lost wake-up).
+        fence(Ordering::SeqCst);
+        self.want_notify.0.load(Ordering::Relaxed)
+    }
+
+    fn kick(&self, _: &mut TxDrops) {
+        self.notify.notify();
     }
 }
 

@@ -11,7 +11,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{RxBatch, RxFill, RxQueue, TxQueue};
+use fabric::{RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
@@ -46,12 +46,18 @@ impl TxQueue for SinkTx {
         self.next.set(f + n as u64);
         f
     }
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let s = self.mem[slot as usize % SLOTS].get();
-        // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len()) };
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let s = self.mem[(first as usize + j) % SLOTS].get();
+            // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len())
+            };
+        }
     }
-    unsafe fn publish(&self, _tail: u64) {}
+    unsafe fn publish_deferred(&self, _tail: u64, _: &mut TxDrops) -> bool {
+        false
+    }
 }
 
 /// A receive queue that hands out the same burst of frames every time.

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
 use fabric::sys::{EventFd, LockCell};
-use fabric::{RxFill, RxQueue, TxQueue};
+use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use super::sys::{self, Epoll, GuestSlice, Ring};
 
@@ -207,15 +207,31 @@ impl Session {
     /// unless it suppressed notifications.
     #[inline]
     fn notify_frontend(&self, old: u16, new: u16) {
-        let Some(call) = &self.call else { return };
+        if self.wants_notify(old, new) {
+            self.signal_call();
+        }
+    }
+
+    /// Whether the frontend asked to be interrupted for used entries
+    /// `old..new` (no system call).
+    #[inline]
+    fn wants_notify(&self, old: u16, new: u16) -> bool {
+        if self.call.is_none() {
+            return false;
+        }
         fence(SeqCst);
-        let wants = if self.layout.event_idx {
+        if self.layout.event_idx {
             let ev = self.ring.used_event();
             new.wrapping_sub(ev).wrapping_sub(1) < new.wrapping_sub(old)
         } else {
             self.ring.avail_flags() & AVAIL_F_NO_INTERRUPT == 0
-        };
-        if wants {
+        }
+    }
+
+    /// Interrupts the frontend (eventfd write).
+    #[inline]
+    fn signal_call(&self) {
+        if let Some(call) = &self.call {
             sys::signal(call);
         }
     }
@@ -658,26 +674,100 @@ impl TxQueue for VhostTx {
         self.next_slot.fetch_add(n as u64, Relaxed)
     }
 
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // SAFETY: a reservation is in flight (ours): the pin does not change
-        // until it is published.
+        // until it is published, and nobody takes `get_mut` on it meanwhile.
         let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+            return refuse(frames, 0, DropReason::TxStale, drops);
         };
         if !self.slot.is_live(s) {
             // The ring was stopped or restarted since the reservation.
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+            self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
+            return refuse(frames, 0, DropReason::TxStale, drops);
         }
         let base = s.slot_base.load(Acquire);
-        if base == u64::MAX || slot < base {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+        if base == u64::MAX || first < base {
+            self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
+            return refuse(frames, 0, DropReason::TxStale, drops);
         }
-        if s.is_broken() {
-            return;
+        let mut slot = first;
+        for j in 0..frames.len() {
+            if s.is_broken() {
+                return refuse(frames, j, DropReason::PeerFault, drops);
+            }
+            let (frame, nslots) = frames.get(j);
+            match self.write_one(s, base, slot, nslots, frame) {
+                Ok(true) => {}
+                Ok(false) => drops.add(DropReason::PeerFault, frame.len()),
+                Err(lie) => {
+                    s.lie(lie);
+                    return refuse(frames, j, DropReason::PeerFault, drops);
+                }
+            }
+            slot += nslots as u64;
         }
+    }
+
+    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
+        self.published.store(tail, Relaxed);
+        let idle = tail == self.next_slot.load(Relaxed);
+        let mut kick = false;
+        {
+            // SAFETY: under the lock; shared access only, because a later
+            // lease may still be writing through the pin.
+            let pin = unsafe { self.pin.get() };
+            if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
+                let base = s.slot_base.load(Acquire);
+                if base != u64::MAX && tail > base && !s.is_broken() {
+                    let new = s.start_idx.wrapping_add((tail - base) as u16);
+                    let old = s.used_shadow.swap(new, Relaxed);
+                    if old != new {
+                        s.ring.set_used_idx(new);
+                        kick = s.wants_notify(old, new);
+                    }
+                }
+            }
+        }
+        if idle {
+            // Nothing in flight any more (no write holds the pin): let a
+            // stopping ring's session go.
+            // SAFETY: under the lock, and no reservation is in flight, so no
+            // `write_burst` reads the pin.
+            *unsafe { self.pin.get_mut() } = None;
+        }
+        kick
+    }
+
+    fn kick(&self, _drops: &mut TxDrops) {
+        // Without the lock: the pin may be gone, so interrupt the installed
+        // session (after a restart, a spurious interrupt of the new one).
+        if let Some(s) = self.slot.session.load().as_ref() {
+            s.signal_call();
+        }
+    }
+}
+
+/// Counts frames `j..` of `frames` as refused for `reason`.
+#[cold]
+fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDrops) {
+    for k in j..frames.len() {
+        drops.add(reason, frames.get(k).0.len());
+    }
+}
+
+impl VhostTx {
+    /// Writes one frame into the guest buffers of `nslots` available
+    /// entries from fabric slot `slot`. Ok(false) if the guest's buffers
+    /// were too small (handed back empty, counted); Err on a guest lie.
+    #[inline]
+    fn write_one(
+        &self,
+        s: &Session,
+        base: u64,
+        slot: u64,
+        nslots: u32,
+        frame: &[u8],
+    ) -> Result<bool, Lie> {
         let idx0 = s.start_idx.wrapping_add((slot - base) as u16);
         let hdr_len = s.layout.hdr_len;
         let mut hdr = [0u8; 12];
@@ -691,7 +781,7 @@ impl TxQueue for VhostTx {
             let idx = idx0.wrapping_add(j);
             let head = s.ring.avail_entry(idx);
             let mut written = 0u32;
-            let r = s.walk(head, true, |g| {
+            s.walk(head, true, |g| {
                 let mut off = 0usize;
                 while off < g.len() && src < total {
                     let (part, at) = if src < hdr_len {
@@ -705,11 +795,7 @@ impl TxQueue for VhostTx {
                     src += k;
                 }
                 written += off as u32;
-            });
-            if let Err(lie) = r {
-                s.lie(lie);
-                return;
-            }
+            })?;
             s.ring.set_used(idx, head, written);
         }
         if src < total {
@@ -720,27 +806,8 @@ impl TxQueue for VhostTx {
                 s.ring
                     .set_used(idx, s.ring.avail_entry(idx) % s.ring.size(), 0);
             }
+            return Ok(false);
         }
-    }
-
-    unsafe fn publish(&self, tail: u64) {
-        self.published.store(tail, Relaxed);
-        // SAFETY: under the lock; every reservation before `tail` was written.
-        let pin = unsafe { self.pin.get_mut() };
-        if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
-            let base = s.slot_base.load(Acquire);
-            if base != u64::MAX && tail > base && !s.is_broken() {
-                let new = s.start_idx.wrapping_add((tail - base) as u16);
-                let old = s.used_shadow.swap(new, Relaxed);
-                if old != new {
-                    s.ring.set_used_idx(new);
-                    s.notify_frontend(old, new);
-                }
-            }
-        }
-        if tail == self.next_slot.load(Relaxed) {
-            // Nothing in flight any more: let a stopping ring's session go.
-            *pin = None;
-        }
+        Ok(true)
     }
 }
