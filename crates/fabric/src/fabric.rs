@@ -450,26 +450,29 @@ impl Forwarder {
             return 0;
         }
 
-        // Copy without the lock into our own slot range: one call for the
-        // whole lease.
+        // Counted now, before the copy and before the lease completes:
+        // frames refused later (at write, publish or kick time, by
+        // whichever worker publishes them) are taken out of a count that
+        // already holds them, so it never goes below zero. (Counting here
+        // rather than after the copy also keeps the locked add away from
+        // the copy's pending stores.)
         let mut bytes = 0u64;
         for j in 0..fit {
             bytes += pkts[self.order[j] as usize].len() as u64;
         }
+        let qc = &dst.counters.queues[q];
+        qc.tx_packets.fetch_add(fit as u64, Relaxed);
+        qc.tx_bytes.fetch_add(bytes, Relaxed);
+
+        // Copy without the lock into our own slot range: one call for the
+        // whole lease.
         let mut drops = TxDrops::default();
         let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
         // SAFETY: [first, first+need) was reserved for us above and is not
         // published until our lease is marked done.
         unsafe { txq.write_burst(first, &frames, &mut drops) };
-
-        // Counted before the lease completes, so that frames refused later
-        // (at publish or kick time, by whichever worker publishes them) are
-        // taken out of a count that already holds them.
-        let qc = &dst.counters.queues[q];
         let sent = fit as u64 - drops.frames() as u64;
-        qc.tx_packets.fetch_add(sent, Relaxed);
-        qc.tx_bytes.fetch_add(bytes - drops.bytes(), Relaxed);
-        Self::count_refused(dst, q, &mut drops, false);
+        Self::count_refused(dst, q, &mut drops);
 
         // Complete the lease; publish every finished lease in order. The
         // peer is notified after the lock is dropped.
@@ -485,25 +488,23 @@ impl Forwarder {
         if kick {
             txq.kick(&mut drops);
         }
-        Self::count_refused(dst, q, &mut drops, true);
+        Self::count_refused(dst, q, &mut drops);
         sent
     }
 
-    /// Counts frames a backend refused after reservation on `dst`; with
-    /// `counted`, they were already in `tx_packets` and come out of it.
+    /// Counts frames a backend refused after reservation on `dst` under
+    /// their reasons and takes them out of `tx_packets` (which holds them).
     #[inline]
-    fn count_refused(dst: &PortEntry, q: usize, drops: &mut TxDrops, counted: bool) {
+    fn count_refused(dst: &PortEntry, q: usize, drops: &mut TxDrops) {
         if drops.frames() == 0 {
             return;
         }
         for r in DropReason::ALL {
             dst.counters.add_drops(r, drops.get(r) as u64);
         }
-        if counted {
-            let qc = &dst.counters.queues[q];
-            qc.tx_packets.fetch_sub(drops.frames() as u64, Relaxed);
-            qc.tx_bytes.fetch_sub(drops.bytes(), Relaxed);
-        }
+        let qc = &dst.counters.queues[q];
+        qc.tx_packets.fetch_sub(drops.frames() as u64, Relaxed);
+        qc.tx_bytes.fetch_sub(drops.bytes(), Relaxed);
         *drops = TxDrops::default();
     }
 }
