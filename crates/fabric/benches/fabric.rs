@@ -107,6 +107,7 @@ impl TxQueue for Nowhere {
     unsafe fn reserve(&self, _: u32) -> u64 {
         0
     }
+    unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
     unsafe fn write_burst(&self, _: u64, _: &TxFrames<'_>, _: &mut TxDrops) {}
     unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
         false
@@ -168,13 +169,16 @@ impl TxQueue for Sink {
     unsafe fn reserve(&self, n: u32) -> u64 {
         self.reserved.fetch_add(n as u64, Ordering::Relaxed)
     }
+    #[inline]
+    unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
+        let off = (slot % self.slots) as usize * SLOT_B;
+        // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
+    }
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let off = ((first + j as u64) % self.slots) as usize * SLOT_B;
-            // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len())
-            };
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            unsafe { self.write(first + j as u64, n, frame) };
         }
     }
     unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {

@@ -294,14 +294,19 @@ impl TxQueue for SlotRing {
         first
     }
 
+    #[inline]
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let len = frame.len().min(self.slot_b);
+        // SAFETY: the caller owns slot (reserved, unpublished); the slot has
+        // slot_b bytes and len <= slot_b.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
+        self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+    }
+
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let slot = first + j as u64;
-            let len = frame.len().min(self.slot_b);
-            // SAFETY: the caller owns slot (reserved, unpublished); the slot
-            // has slot_b bytes and len <= slot_b.
-            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
-            self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract (one slot per frame).
+            unsafe { self.write(first + j as u64, n, frame) };
         }
     }
 

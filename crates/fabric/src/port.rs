@@ -264,15 +264,13 @@ pub trait TxQueue: Send + Sync {
     /// published; no other thread writes it. Called without the lock.
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops);
 
-    /// `write_burst` of one frame (tools and tests driving a queue alone).
+    /// Copies one frame into the `nslots` slots starting at `slot` (tools
+    /// and tests driving a queue alone, frame by frame; a frame the backend
+    /// refuses is only counted in its own counters).
     ///
     /// # Safety
     /// As for `write_burst`.
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        let mut d = TxDrops::default();
-        // SAFETY: forwarded contract.
-        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut d) };
-    }
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]);
 
     /// Makes every slot before `tail` visible to the peer, without a system
     /// call; returns true if the peer must be notified (then the caller

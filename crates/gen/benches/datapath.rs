@@ -46,13 +46,15 @@ impl TxQueue for SinkTx {
         self.next.set(f + n as u64);
         f
     }
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let s = self.mem[slot as usize % SLOTS].get();
+        // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len()) };
+    }
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let s = self.mem[(first as usize + j) % SLOTS].get();
-            // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len())
-            };
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            unsafe { self.write(first + j as u64, n, frame) };
         }
     }
     unsafe fn publish_deferred(&self, _tail: u64, _: &mut TxDrops) -> bool {

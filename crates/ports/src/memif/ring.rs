@@ -619,6 +619,20 @@ impl TxQueue for MemifTx {
         first
     }
 
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: a reservation is in flight (ours), so `pin` does not
+        // change until it is published.
+        let pin = unsafe { self.pin.get() };
+        let Some(c) = &pin.conn else { return };
+        if c.violated().is_some() {
+            return;
+        }
+        if let Some(ring) = c.tx.get(self.q as usize) {
+            // A refusal fails the connection, which counts it.
+            let _ = self.write_one(c, ring, pin.base, slot, nslots, frame);
+        }
+    }
+
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // SAFETY: a reservation is in flight (ours), so `pin` does not
         // change until it is published.

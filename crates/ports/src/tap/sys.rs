@@ -275,6 +275,11 @@ impl TxQueue for TapTx {
         first
     }
 
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
         for (j, (frame, _)) in frames.iter().enumerate() {
             let i = ((first + j as u64) % self.bufs.n as u64) as usize;

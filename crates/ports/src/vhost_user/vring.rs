@@ -674,6 +674,11 @@ impl TxQueue for VhostTx {
         self.next_slot.fetch_add(n as u64, Relaxed)
     }
 
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
     unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // SAFETY: a reservation is in flight (ours): the pin does not change
         // until it is published, and nobody takes `get_mut` on it meanwhile.
