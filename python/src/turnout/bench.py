@@ -89,6 +89,8 @@ class RealBench:
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
+                    sut_cost=sut.cost_sample if sut.cost_source else None,
+                    cost_source=sut.cost_source,
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)

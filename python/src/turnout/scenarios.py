@@ -173,6 +173,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             else:
                 v = tb.veth(e.ns, sut_ns, tag="p")
                 e.iface, e.mac = v.a, v.mac_a
+                # the SUT's kernel-side receive work on the SUT's CPUs
+                tb.steer_rps(sut_ns, v.b, sut_cpus)
                 ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))
         xconnects = list(links)
         if s == "density":

@@ -959,8 +959,11 @@ def not_measured_section(data: CampaignData) -> Section:
 
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
+    from .verdict import verdict_section  # verdict builds on this module
+
     points = throughput_points(data)
     return [
+        verdict_section(data),
         campaign_section(data),
         throughput_section(data, points),
         loopback_section(data, points),

@@ -103,6 +103,11 @@ def summary_text(data: CampaignData) -> str:
             out.append(f"... and {len(bad) - 20} more (see the report)")
     if not points and not lat and not bad:
         out.append("no results in this campaign")
+    from .verdict import verdict_table
+
+    vt = verdict_table(data)
+    if vt.rows:
+        out += ["", "Verdict", format_table(vt.columns, vt.rows), vt.note]
     return "\n".join(out) + "\n"
 
 

@@ -10,11 +10,15 @@ Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from ..measure.cost import CostSample
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
@@ -67,15 +71,21 @@ class Testpmd(SutAdapter):
         mode = self.options.get("forward_mode", "io")
         if mode not in ("io", "mac"):
             raise SutError(f"testpmd forward_mode {mode!r}: io or mac")
-        self.argv = [BINARY, "--no-pci", "--no-huge", "-m", "1024", f"--file-prefix={prefix}",
+        # stdbuf: testpmd's stdout is a file; line-buffered, the answers to
+        # interactive commands appear when given, not at exit
+        stdbuf = shutil.which("stdbuf")
+        self.argv = [*([stdbuf, "-oL", "-eL"] if stdbuf else []), BINARY, "--no-pci",
+                     "--no-huge", "-m", "1024", f"--file-prefix={prefix}",
                      "-l", lcores, "--main-lcore", "0", *vdevs, "--",
                      f"--forward-mode={mode}", "--port-topology=paired",
-                     "--total-num-mbufs=16384", "--auto-start", "--stats-period=60",
-                     "--nb-cores=1"]
+                     "--total-num-mbufs=16384", "--auto-start", "-i",
+                     "--record-core-cycles", "--nb-cores=1"]
         d = tb.directory("testpmd")
         self.log = d / "testpmd.log"
         out = open(self.log, "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out)
+        self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out,
+                             stdin=subprocess.PIPE)
+        self._cost_lock = threading.Lock()
         deadline = time.monotonic() + 15
         while True:
             text = self.log.read_text(errors="replace")
@@ -95,3 +105,26 @@ class Testpmd(SutAdapter):
     def pids(self) -> list[int]:
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
+
+    cost_source = ("testpmd --record-core-cycles: total cycles (TSC, bursts that brought "
+                   "frames) over total io packets received (show fwd stats all)")
+    _CYCLES = re.compile(r"CPU cycles/packet=[\d.]+ \((?:total|busy) cycles=(\d+) / "
+                         r"total \w+ packets=(\d+)\)")
+
+    def cost_sample(self) -> CostSample | None:
+        p = getattr(self, "proc", None)
+        if p is None or p.poll() is not None or p.stdin is None:
+            return None
+        with self._cost_lock:
+            before = self.log.stat().st_size
+            p.stdin.write(b"show fwd stats all\n")
+            p.stdin.flush()
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                with open(self.log, "rb") as f:
+                    f.seek(before)
+                    m = self._CYCLES.search(f.read().decode(errors="replace"))
+                if m:
+                    return CostSample(0.0, float(m.group(1)), int(m.group(2)))
+                time.sleep(0.005)
+        return None

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..measure.cost import CostSample
+from ..measure.cpu import nominal_hz
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology
 
@@ -134,3 +136,16 @@ class Turnoutd(SutAdapter):
     def pids(self) -> list[int]:
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
+
+    cost_source = ("turnoutd workers: busy_cycles (TSC) + CPU spent in sleeps and wake-ups, "
+                   "over frames received (API `stats`)")
+
+    def cost_sample(self) -> CostSample | None:
+        if not getattr(self, "sock", "") or not self.pids():
+            return None
+        stats = rpc(self.sock, "stats", timeout_s=1.0)
+        hz = nominal_hz()[0]
+        workers = stats.get("workers", [])
+        cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9
+                     for w in workers)
+        return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))

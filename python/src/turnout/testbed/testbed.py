@@ -238,6 +238,25 @@ class Testbed:
         return cg
 
     # -------------------------------------------------------- processes
+    def steer_rps(self, ns: str | None, iface: str, cpus: str) -> str:
+        """Steer the receive work of ``iface`` (its backlog softirq: a kernel
+        bridge's forwarding, the stack's receive) to ``cpus`` with RPS, so a
+        SUT's kernel-side work runs on the SUT's CPUs, not on the CPU of the
+        process that sent the frame (veth transmit raises the receive
+        softirq on the sender's CPU). Returns the mask written. Frames a
+        native XDP program takes (AF_XDP ports) are not subject to RPS."""
+        mask = 0
+        for part in cpus.split(","):
+            if "-" in part:
+                lo, hi = part.split("-")
+                for c in range(int(lo), int(hi) + 1):
+                    mask |= 1 << c
+            elif part.strip():
+                mask |= 1 << int(part)
+        path = f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"
+        self.run(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns)
+        return f"{mask:x}"
+
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a short command to completion (in a namespace when given)."""

@@ -1,0 +1,319 @@
+"""The verdict: which switch for which use case, by how much, and what limited it.
+
+For every use case (seeds/000 Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
+scale) and frame size, the SUTs measured at the same R+ test point are put
+in order by the measure that holds there:
+
+- **rate** (R+, Mpps, higher is better) when every SUT set its own rate;
+- **cost per packet** (the SUT's busy cycles per frame from its own
+  accounting, lower is better) as soon as one of them was limited by the
+  tester: a tester-bound rate is the tester's, a lower bound of the SUT's,
+  and ranks nothing; what each switch spent per frame still does.
+
+A SUT is *tester-limited* when most of its repetitions were flagged
+tester-bound (measure/gen.py ``tester_bound``) or when its rate reaches the
+tester's ceiling on the same path and port type: the bare wire's R+ measured
+in the same campaign (the tester back to back, no switch, as CSIT calibrates
+its generator); its headroom is its rate over that ceiling.
+
+Ranking rule: two SUTs are ranked apart only when both were measured at
+least twice and their ranges (min..max over repetitions) do not overlap;
+otherwise they share a rank ("=") or, with a single repetition, are not
+ranked at all ("–"). The ratio to the next SUT is taken repetition by
+repetition when both have the same repetitions (interleaved runs: host drift
+cancels), with its min..max. A SUT that was skipped or failed is listed with
+the reason. No row claims more than its data supports.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .model import Section, Spread, Table, spread_of
+from .queries import CampaignData, PointKey, fmt, fmt_spread
+
+__all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
+           "verdict_section", "verdict_table"]
+
+#: scenario -> use case (seeds/000 Table 3)
+USE_CASES = {
+    "p2p": "p2p: physical to physical",
+    "p2v": "p2v: physical to virtual",
+    "v2p": "v2p: virtual to physical",
+    "v2v": "v2v: virtual to virtual",
+    "loopback": "chain: loopback through VNFs",
+    "nvsn": "NvsN: pairs sharing the switch",
+    "density": "scale: port density",
+}
+
+
+@dataclass
+class Entry:
+    """One SUT at one verdict row."""
+
+    sut: str
+    rate: Spread | None = None  # R+, frames/s
+    cost: Spread | None = None  # busy cycles per frame
+    by_rep_rate: dict[int, float] = field(default_factory=dict)
+    by_rep_cost: dict[int, float] = field(default_factory=dict)
+    tester_bound: int = 0
+    headroom: Spread | None = None  # rate / the tester's ceiling
+    limit: str = ""  # "SUT" | "tester" | "skipped: ..." | "failed: ..."
+    rank: str = "–"
+    ratio_next: Spread | None = None
+    note: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.rate is not None
+
+
+@dataclass
+class Verdict:
+    """One row group of the verdict: a use case at one frame size."""
+
+    use_case: str
+    scenario: str
+    direction: str
+    frame_size_b: int
+    extras: str
+    measure: str  # "rate" | "cost"
+    ceiling: Spread | None
+    entries: list[Entry]
+
+
+def _overlap(a: Spread, b: Spread) -> bool:
+    return a.min <= b.max and b.min <= a.max
+
+
+def _ratio(a: dict[int, float], b: dict[int, float], am: float, bm: float,
+           invert: bool) -> Spread | None:
+    """a/b paired by repetition (b/a when ``invert``), else median over median."""
+    common = sorted(set(a) & set(b))
+    if len(common) >= 2 and len(common) == len(a) == len(b):
+        vals = [(b[i] / a[i]) if invert else (a[i] / b[i]) for i in common
+                if a[i] > 0 and b[i] > 0]
+        if len(vals) == len(common):
+            return spread_of(vals)
+    if am > 0 and bm > 0:
+        m = bm / am if invert else am / bm
+        return Spread(m, m, m, 1)
+    return None
+
+
+def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
+    """Order ``entries`` by ``measure`` and give each its rank and its ratio
+    to the next (see the module doc). Entries without the measure (not
+    measured, or no cost account) come last, unranked, with a note."""
+    def value(e: Entry) -> Spread | None:
+        return e.rate if measure == "rate" else e.cost
+
+    def reps(e: Entry) -> dict[int, float]:
+        return e.by_rep_rate if measure == "rate" else e.by_rep_cost
+
+    have = [e for e in entries if value(e) is not None]
+    rest = [e for e in entries if value(e) is None]
+    lower_better = measure == "cost"
+    have.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
+    unknown = any(value(e).n < 2 for e in have)  # type: ignore[union-attr]
+    rank = 0
+    for i, e in enumerate(have):
+        v = value(e)
+        assert v is not None
+        if unknown:
+            e.rank = "–"
+            if v.n < 2:
+                e.note = _join(e.note, "n=1: spread unknown, not ranked")
+        elif i == 0:
+            rank = 1
+            e.rank = "1"
+        else:
+            prev = value(have[i - 1])
+            assert prev is not None
+            if _overlap(v, prev):
+                e.rank = f"={rank}"
+                if not have[i - 1].rank.startswith("="):
+                    have[i - 1].rank = f"={rank}"
+            else:
+                rank = i + 1
+                e.rank = str(rank)
+        if i + 1 < len(have):
+            nxt = have[i + 1]
+            nv = value(nxt)
+            assert nv is not None
+            e.ratio_next = _ratio(reps(e), reps(nxt), v.median, nv.median, invert=lower_better)
+    for e in rest:
+        e.rank = "–"
+        if e.measured and measure == "cost":
+            e.note = _join(e.note, "no cost account: not ranked by cost")
+    return have + rest
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def verdict_rows(data: CampaignData) -> list[Verdict]:
+    """The verdict of one campaign, one Verdict per use case and frame size."""
+    rate: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    cost: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    bound: dict[PointKey, int] = defaultdict(int)
+    for r in data.ok_results:
+        if r.method != "rplus":
+            continue
+        k = PointKey.of(r)
+        rate[k][int(r.repetition)] = float(r.rate_total_pps)
+        if r.busy_cycles_per_frame:
+            cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
+        if r.tester_bound:
+            bound[k] += 1
+    # what was not measured, per test point (skipped trials, failed searches)
+    missing: dict[tuple, dict[str, str]] = defaultdict(dict)
+    for r in data.results:
+        if r.method == "rplus" and r.status != "ok":
+            k = PointKey.of(r)
+            missing[k.group()][k.sut_label()] = f"{r.status}: {r.reason or '–'}"
+    for t in data.trials:
+        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
+            k = PointKey.of(t)
+            missing[k.group()].setdefault(k.sut_label(), f"{t.status}: {t.reason or '–'}")
+    groups: dict[tuple, list[PointKey]] = defaultdict(list)
+    for k in rate:
+        groups[k.group()].append(k)
+    for g in missing:
+        groups.setdefault(g, [])
+    out: list[Verdict] = []
+    for g, keys in sorted(groups.items(), key=lambda kv: kv[0]):
+        ceiling_of: dict[str, Spread] = {}
+        for k in keys:
+            if k.sut in data.reference_suts:
+                ceiling_of[k.virtual_port or "veth"] = spread_of(list(rate[k].values()))
+        # SUTs are compared on one path with one kind of virtual port
+        by_port: dict[str, list[PointKey]] = defaultdict(list)
+        for k in keys:
+            if k.sut not in data.reference_suts:
+                by_port[k.virtual_port].append(k)
+        todo = dict(missing.get(g, {}))
+        for vp, suts in sorted(by_port.items()):
+            entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"))
+                       for k in suts]
+            measure = "cost" if any(e.limit == "tester" for e in entries) else "rate"
+            entries = rank_entries(entries, measure)
+            mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
+            for label in mine:
+                why = todo.pop(label)
+                entries.append(Entry(sut=label, limit=why.split(":")[0], note=why))
+            out.append(Verdict(
+                use_case=USE_CASES.get(suts[0].scenario, suts[0].scenario)
+                + (f" [{vp}]" if vp else ""),
+                scenario=suts[0].scenario, direction=g[1], frame_size_b=int(g[2]),
+                extras=suts[0].extras(), measure=measure,
+                ceiling=ceiling_of.get(vp or "veth"), entries=entries))
+        rest = [Entry(sut=label, limit=why.split(":")[0], note=why)
+                for label, why in sorted(todo.items())
+                if label.split(" [")[0] not in data.reference_suts]
+        if rest:
+            scen = _scenario_of(g)
+            out.append(Verdict(use_case=USE_CASES.get(scen, scen), scenario=scen,
+                               direction=g[1], frame_size_b=int(g[2]), extras="",
+                               measure="rate", ceiling=None, entries=rest))
+    return out
+
+
+def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
+           ceil: Spread | None) -> Entry:
+    """One SUT's entry: its rate and cost over repetitions, and what limited it."""
+    e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
+              tester_bound=bound)
+    e.rate = spread_of(list(rate.values()))
+    e.cost = spread_of(list(cost.values())) if cost else None
+    limited = []
+    if bound and bound * 2 >= e.rate.n:
+        limited.append(f"tester-bound in {bound}/{e.rate.n}")
+    if ceil is not None and ceil.median > 0:
+        e.headroom = e.rate.scaled(1 / ceil.median)
+        if e.rate.max >= ceil.min or e.rate.median >= 0.95 * ceil.median:
+            limited.append(f"at the tester's ceiling ({fmt(e.headroom.median, 2)}×)")
+    e.limit = "tester" if limited else "SUT"
+    e.note = "; ".join(limited)
+    if ceil is None and k.virtual_port == "memif":
+        e.note = _join(e.note, "the tester's ceiling over memif is not measured")
+    return e
+
+
+def _scenario_of(group: tuple) -> str:
+    """The scenario of a PointKey.group() (its first item is scenario_rank's pair)."""
+    return str(group[0][1])
+
+
+def _measure_cell(e: Entry, measure: str, hz: float) -> str:
+    if measure == "rate":
+        return fmt_spread(e.rate.scaled(1e-6)) + " Mpps" if e.rate else "–"
+    if e.cost is None:
+        return "–"
+    proj = f" ({fmt(hz / e.cost.median / 1e6, 2)} Mpps/core)" if hz > 0 and e.cost.median else ""
+    return fmt_spread(e.cost, 0) + " cyc/frame" + proj
+
+
+def _ratio_cell(r: Spread | None) -> str:
+    if r is None:
+        return "–"
+    return fmt_spread(r, 2) + (" (n=1)" if r.n < 2 else "")
+
+
+def _hz(data: CampaignData) -> float:
+    for t in data.ok_trials:
+        hz = t.extra.get("cycles_hz") if isinstance(t.extra, dict) else None
+        if hz:
+            return float(hz)
+    return 0.0
+
+
+def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Table:
+    """The verdict as one table (the page's first section and the end of the
+    terminal summary)."""
+    rows = verdict_rows(data) if rows is None else rows
+    hz = _hz(data)
+    t = Table(
+        key="verdict-table", title="Verdict",
+        columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "value [min–max]",
+                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why"],
+        note=("Ranked by R+ where every SUT set its own rate; by the SUT's busy cycles per "
+              "frame (its own accounting, lower is better) as soon as one of them was limited "
+              "by the tester. Two SUTs share a rank (=) when their min–max ranges overlap; "
+              "with one repetition nothing is ranked (–). × next: how many times better than "
+              "the next SUT, repetition by repetition. Mpps/core: the TSC rate over the cost, "
+              "what one core would forward doing only this work at this cost — an upper "
+              "bound. of ceiling: R+ over the bare wire's on the same path and port type "
+              "(the tester's own ceiling)."),
+    )
+    for v in rows:
+        for e in v.entries:
+            t.rows.append([
+                v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
+                e.rank, e.sut, v.measure if e.measured else "–",
+                _measure_cell(e, v.measure, hz) if e.measured else "–",
+                str(e.rate.n) if e.rate else "0",
+                _ratio_cell(e.ratio_next),
+                fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
+                fmt_spread(e.headroom, 2) if e.headroom else "–",
+                e.limit or "–", e.note or "–",
+            ])
+            t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
+    return t
+
+
+def verdict_section(data: CampaignData) -> Section:
+    """The report's first section (HTML id ``verdict``)."""
+    rows = verdict_rows(data)
+    sec = Section(
+        key="verdict", title="Verdict",
+        intro=("Which switch for which use case, by how much, and what limited each number. "
+               "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
+               "order by the measure that holds there. Details follow below."),
+        tables=[verdict_table(data, rows)],
+    )
+    if not rows:
+        sec.empty = "No R+ result in this campaign: nothing to rank."
+    return sec
