@@ -200,3 +200,38 @@ def test_bidirectional_with_the_real_tester(tmp_path, sut):
         r = db.results(c.id, method="rplus", status="ok")[0]
         # the latency load is half the aggregate R+, split over both directions
         assert lat[0].offered_total_pps == pytest.approx(0.5 * r.rate_total_pps)
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize("sut", [s for s in SUTS if not SUTS[s].direct])
+def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
+    """Every SUT's busy cycles per frame, read from its own account during the
+    traffic window of a saturating trial (measure/cost.py). For the Linux
+    bridge that account is the kernel time of the SUT's CPU: it only counts
+    the forwarding because RPS steers the ports' receive softirq there (the
+    veth would run it on the sending tester's CPU), so a bridge figure far
+    above zero shows the softirq landing on the SUT core."""
+    if not REAL_GEN.exists():
+        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut(sut).available()
+    if why:
+        pytest.skip(f"{sut}: {why}")
+    spec = _tiny(sut, ["p2p"], ["rplus"])
+    spec["campaign"]["duration_s"] = 0.5
+    spec["matrix"]["frame_sizes_b"] = [64]
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        (t,) = db.trials(c.id)
+        assert t.status == "ok", t.reason
+        cpf = t.busy_cycles_per_frame
+        assert cpf is not None, t.extra.get("cost_why")
+        # a frame through any switch costs more than 50 cycles and, at the
+        # rates a tester reaches here, less than a million
+        assert 50 < cpf < 1e6, cpf
+        assert t.extra["cost_source"] and t.extra["cost_frames"] >= 1000
+        (r,) = db.results(c.id, method="rplus")
+        assert r.busy_cycles_per_frame == cpf
+        if sut == "bridge":
+            # kernel forwarding on the SUT's CPU: hundreds of cycles a frame
+            assert cpf > 300, cpf

@@ -11,9 +11,10 @@ frame does. Every SUT that keeps such an account is read the same way:
   bursts that brought frames) over ``total io packets`` (``show fwd stats``);
 - OVS and OVS-DPDK: the PMD threads' ``processing cycles`` over ``packets
   received`` (``dpif-netdev/pmd-stats-show``);
-- a kernel switch (Linux bridge): the kernel time (system + irq + softirq,
-  /proc/stat) of the SUT's CPUs over the frames its ports received — only
-  meaningful when its receive work runs on those CPUs (RPS, testbed).
+- a kernel switch (Linux bridge): the irq + softirq time (/proc/stat) of
+  the SUT's CPUs over the frames its ports received — only meaningful when
+  its receive work runs on those CPUs (RPS, testbed). Tick-based: 10 ms
+  granularity, so a 0.5 s window carries about ±4 % of a busy core.
 
 A ``CostSample`` is the cumulative account at one moment. ``CostSampler``
 reads it every ``every_s`` through a trial; ``cost_in_window`` takes the
@@ -148,7 +149,9 @@ def cpu_list(spec: str) -> list[int]:
 
 
 def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
-    """Kernel time (system + irq + softirq) of these CPUs in clock ticks, /proc/stat."""
+    """Interrupt and softirq time (irq + softirq) of these CPUs in clock ticks
+    (/proc/stat): where a kernel switch forwards (the receive softirq). The
+    system time of processes that happen to run there is left out."""
     text = stat if stat is not None else Path("/proc/stat").read_text()
     total = 0
     want = {f"cpu{c}" for c in cpus}
@@ -156,7 +159,7 @@ def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
         f = line.split()
         if f and f[0] in want:
             # user nice system idle iowait irq softirq steal ...
-            total += int(f[3]) + int(f[6]) + int(f[7])
+            total += int(f[6]) + int(f[7])
     return total
 
 

@@ -47,8 +47,8 @@ class LinuxBridge(SutAdapter):
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.cpus = cpu_list(topo.cpus)
 
-    cost_source = ("kernel time (system + irq + softirq, /proc/stat) of the SUT's CPUs over "
-                   "frames its ports received; RPS steers the ports' receive work there")
+    cost_source = ("irq + softirq time (/proc/stat) of the SUT's CPUs over frames its ports "
+                   "received; RPS steers the ports' receive softirq there")
 
     def cost_sample(self) -> CostSample | None:
         holder = getattr(self, "holder", None)
