@@ -904,7 +904,9 @@ mod tests {
         }
         let mut ts = Vec::new();
         peer.recv(0, 10_000, |f| ts.push(frame::parse(f).unwrap().ts_ns));
-        assert!((490..=510).contains(&ts.len()), "{}", ts.len());
+        // 500 due; a sender descheduled across the end of the window (a
+        // loaded machine) stops with the last few due frames unsent
+        assert!((450..=510).contains(&ts.len()), "{}", ts.len());
         // Almost every send carried one frame (a descheduled sender may
         // catch up with a few), and the stamps are ~100 µs apart.
         let single = per_send.iter().filter(|&&n| n == 1).count();

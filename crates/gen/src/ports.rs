@@ -1,7 +1,7 @@
 //! Opens a [`PortSpec`] with the project's port backends (crates/ports: the
 //! same code turnoutd uses) and waits for its peer.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::Port;
@@ -29,18 +29,44 @@ impl std::fmt::Display for OpenError {
     }
 }
 
+/// memif servers this process opened (`role=server`): they run the control
+/// channel of their interfaces and must live as long as the ports; dropped
+/// (socket removed) by [`close_servers`] at exit.
+static SERVERS: Mutex<Vec<ports::memif::MemifServer>> = Mutex::new(Vec::new());
+
+/// Stops the memif servers this process opened and removes their sockets.
+pub fn close_servers() {
+    if let Ok(mut s) = SERVERS.lock() {
+        s.clear();
+    }
+}
+
 /// Opens `spec` and waits until its link is up or `wait` passed.
 pub fn open_and_wait(
     spec: &PortSpec,
     name: &str,
     wait: Duration,
 ) -> Result<Arc<dyn Port>, OpenError> {
+    let mut v = open_all_and_wait(&[(spec, name)], wait)?;
+    Ok(v.remove(0))
+}
+
+/// Opens every port first, then waits until all links are up (a memif
+/// client and the server it connects to may be ports of this one process).
+pub fn open_all_and_wait(
+    specs: &[(&PortSpec, &str)],
+    wait: Duration,
+) -> Result<Vec<Arc<dyn Port>>, OpenError> {
     let deadline = Instant::now() + wait;
-    let port = open(spec, name)?;
+    let mut out = Vec::with_capacity(specs.len());
+    for (spec, name) in specs {
+        out.push(open(spec, name)?);
+    }
     loop {
-        if port.link_up() {
-            return Ok(port);
-        }
+        let down = specs.iter().zip(&out).find(|(_, p)| !p.link_up());
+        let Some(((spec, _), _)) = down else {
+            return Ok(out);
+        };
         if Instant::now() >= deadline {
             return Err(OpenError::PeerAbsent(format!(
                 "{spec}: the peer did not come up within {:.1} s",
@@ -89,6 +115,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             rings,
             ring_size,
             buf_size,
+            server,
             ..
         } => {
             let mut cfg = ports::memif::MemifConfig::new(name, *id);
@@ -98,6 +125,18 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             cfg.buffer_size = *buf_size;
             cfg.validate()
                 .map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
+            if *server {
+                let srv = ports::memif::MemifServer::bind(ports::memif::ServerConfig::new(socket))
+                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
+                let port = srv
+                    .add_interface(cfg)
+                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
+                SERVERS
+                    .lock()
+                    .map_err(|_| OpenError::Failed("memif server list poisoned".into()))?
+                    .push(srv);
+                return Ok(Arc::new(port) as Arc<dyn Port>);
+            }
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.
             let client = ports::memif::ClientConfig::new(socket.clone());

@@ -55,6 +55,7 @@ class _Endpoint:
     iface: str = ""  # kernel interface (veth end) in ns
     mac: str = ""
     memif: str = ""  # socket path when the endpoint is on memif
+    memif_server: bool = False  # serves that socket (the bare wire over memif)
 
 
 @dataclass
@@ -151,7 +152,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
 
-    use_memif = sut.supports_memif and memif_tester and not sut.direct
+    use_memif = sut.supports_memif and memif_tester
     virtual_port = ""
     if any(e.virtual for e in endpoints.values()):
         virtual_port = "memif" if use_memif else "veth"
@@ -159,10 +160,24 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     ports: list[SutPort] = []
     xconnects: list[tuple[str, str]] = []
     if sut.direct:
-        for a, b in links:
-            v = tb.veth(endpoints[a].ns, endpoints[b].ns, tag="w")
-            endpoints[a].iface, endpoints[a].mac = v.a, v.mac_a
-            endpoints[b].iface, endpoints[b].mac = v.b, v.mac_b
+        # The bare wire: a veth pair per link, or, when both ends are
+        # virtual ports and the tester speaks memif, a memif link served by
+        # one end (the tester's own ceiling over shared memory).
+        memif_links = 0
+        for i, (a, b) in enumerate(links):
+            ea, eb = endpoints[a], endpoints[b]
+            if use_memif and ea.virtual and eb.virtual:
+                sock = str(tb.directory("memif") / f"{a}.sock")
+                ea.memif = eb.memif = sock
+                eb.memif_server = True
+                ea.mac, eb.mac = _mac(2 * i + 1), _mac(2 * i + 2)
+                memif_links += 1
+                continue
+            v = tb.veth(ea.ns, eb.ns, tag="w")
+            ea.iface, ea.mac = v.a, v.mac_a
+            eb.iface, eb.mac = v.b, v.mac_b
+        if virtual_port == "memif" and memif_links == 0:
+            virtual_port = "veth"
     else:
         memif_dir = tb.directory("memif") if use_memif else None
         for i, e in enumerate(endpoints.values()):
@@ -184,7 +199,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=v.b, kind="veth", iface=v.b, idle=True))
 
     def spec(e: _Endpoint) -> str:
-        return f"memif:{e.memif}" if e.memif else f"{kernel_port}:{e.iface}"
+        if e.memif:
+            return f"memif:{e.memif}" + (",role=server" if e.memif_server else "")
+        return f"{kernel_port}:{e.iface}"
 
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}
