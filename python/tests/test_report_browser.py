@@ -91,7 +91,8 @@ def test_page_renders_in_chromium(tmp_path):
         assert got["cols"] == len(t.columns) + (1 if any(t.flags) else 0)
     # the page opens with the verdict, and it shows the rows it was made from
     assert re.findall(r'<section id="([^"]+)"', dom)[0] == "verdict"
-    (vt,) = [t for s in out.sections if s.key == "verdict" for t in s.tables]
+    (vt,) = [t for s in out.sections if s.key == "verdict" for t in s.tables
+             if t.key == "verdict-table"]
     assert vt.rows and tables["tbl-verdict-table"]["rows"] == len(vt.rows)
     body = dom[dom.index('id="tbl-verdict-table"'):]
     body = html.unescape(body[:body.index("</table>")])

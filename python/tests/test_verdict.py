@@ -173,3 +173,49 @@ def test_sut_bound_rows_are_ranked_by_rate_per_port_type(tmp_path):
         assert [(e.sut, e.rank) for e in veth.entries] == [("ovs [veth]", "1"),
                                                            ("bridge [veth]", "2")]
         assert veth.entries[0].ratio_next.median == pytest.approx(1.5)
+
+
+def test_shared_tester_core_means_the_scheduler_set_the_rate(tmp_path):
+    """NvsN with 2 pairs on a 1-core tester: two busy-polling processes share
+    it, so no rate there is the switch's; the row is ranked by cost."""
+    from turnout.report.verdict import tester_cores
+
+    rows = []
+    for r, k in enumerate((0.98, 1.0, 1.02)):
+        rows += [("turnoutd", "nvsn", "memif", r, 3e6 * k, 150 * k, 0),
+                 ("testpmd", "nvsn", "memif", r, 4e6 * k, 600 * k, 0)]
+    db = ResultsDB(tmp_path / "s.db")
+    cid = db.add_campaign(Campaign(name="s", spec={"campaign": {"tester_cpu": 0}},
+                                   file="s.toml", started_at=1.7e9, status="done"))
+    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
+        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
+                             virtual_port=vp, method="rplus", repetition=rep, pairs=2,
+                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
+                             tester_bound=tb, busy_cycles_per_frame=cost))
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "s"))
+        assert v.measure == "cost"
+        assert [(e.sut, e.limit) for e in v.entries] == [("turnoutd [memif]", "scheduler"),
+                                                         ("testpmd [memif]", "scheduler")]
+        assert "share 1 core" in v.entries[0].note
+    assert tester_cores({"campaign": {"tester_cpu": 0, "tester_rx_cpu": 2}}) == 2
+
+
+def test_core_sharing_counts_busy_tester_processes_per_cpu():
+    from turnout.measure.gen import Stream, VnfHandle, _Task, core_sharing
+
+    def task(role: str, cpu: int | None) -> _Task:
+        s = Stream(tx_port="a", rx_port="b", tx_ns="n", rx_ns="n", src_mac="m", dst_mac="m",
+                   id=0)
+        s.tx_cpu = s.rx_cpu = cpu
+        return _Task(role=role, streams=[s], netns="n")
+
+    class P:  # a process handle with no output
+        stdout = None
+        args = ("fwd",)
+
+    assert core_sharing([task("txrx", 0)], []) == 1
+    assert core_sharing([task("txrx", 0), task("txrx", 0)], []) == 2  # NvsN, 2 pairs
+    vnf = VnfHandle(P(), "fwd", cpu=0)  # type: ignore[arg-type]
+    assert core_sharing([task("txrx", 0)], [vnf]) == 2  # a loopback chain
+    assert core_sharing([task("txrx", 0), task("txrx", 2)], []) == 1

@@ -84,7 +84,8 @@ class RealBench:
                     if spec.tester_cpu is not None:
                         args += ["--cpu", str(spec.tester_cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
-                    helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name))
+                    helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
+                                             cpu=spec.tester_cpu))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,

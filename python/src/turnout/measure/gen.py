@@ -143,9 +143,11 @@ class VnfHandle:
     """A running helper whose stdout carries JSON lines: its snapshots
     (answers to SIGUSR1) and, at the end, its final document."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], name: str = "") -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
+                 cpu: int | None = None) -> None:
         self.proc = proc
         self.name = name or " ".join(map(str, proc.args))[-60:]
+        self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
         if proc.stdout is not None:
@@ -403,6 +405,7 @@ class GenMeasurer:
                                                    strict=True)])
         if coster is not None:
             apply_cost(counts, coster.samples, self.cost_source, coster.error)
+        counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
         return counts
 
     @staticmethod
@@ -431,6 +434,22 @@ class GenMeasurer:
                  sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
                             tester=os.path.basename(self.cmd[-1]))
+
+
+def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
+    """The most busy-polling tester and VNF processes pinned to one CPU in a
+    trial (1: each has a core of its own). More than one: the scheduler, not
+    the switch, sets the rate and the latency of that trial."""
+    per: dict[int, int] = {}
+    for t in tasks:
+        s = t.streams[0]
+        cpu = s.rx_cpu if t.role == "rx" else s.tx_cpu
+        if cpu is not None:
+            per[cpu] = per.get(cpu, 0) + 1
+    for h in helpers:
+        if h.cpu is not None:
+            per[h.cpu] = per.get(h.cpu, 0) + 1
+    return max(per.values(), default=1)
 
 
 def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: str = "") -> None:

@@ -567,6 +567,10 @@ def _trial_marks(st: list[Trial]) -> str:
     """What limited a group of latency or CPU trials, for table flags."""
     n = len(st)
     marks = []
+    shared = max((int(t.extra.get("tester_core_sharing", 1)) for t in st), default=1)
+    if shared > 1:
+        marks.append(f"scheduler: {shared} busy-polling tester/VNF processes share one core "
+                     "(the latency is the scheduler's, not the switch's)")
     tb = sum(1 for t in st if t.tester_bound)
     if tb:
         marks.append(f"tester-bound in {tb}/{n}")

@@ -7,8 +7,11 @@ in order by the measure that holds there:
 - **rate** (R+, Mpps, higher is better) when every SUT set its own rate;
 - **cost per packet** (the SUT's busy cycles per frame from its own
   accounting, lower is better) as soon as one of them was limited by the
-  tester: a tester-bound rate is the tester's, a lower bound of the SUT's,
-  and ranks nothing; what each switch spent per frame still does.
+  tester or the scheduler: a tester-bound rate is the tester's, a lower
+  bound of the SUT's, and ranks nothing; what each switch spent per frame
+  still does. The scheduler sets the rate where more busy-polling tester
+  and VNF processes (a loopback chain's VNFs, NvsN's pairs) than the
+  tester has cores share them.
 
 A SUT is *tester-limited* when most of its repetitions were flagged
 tester-bound (measure/gen.py ``tester_bound``) or when its rate reaches the
@@ -184,6 +187,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     for g in missing:
         groups.setdefault(g, [])
     out: list[Verdict] = []
+    cores = tester_cores(data.campaign.spec)
     for g, keys in sorted(groups.items(), key=lambda kv: kv[0]):
         ceiling_of: dict[str, Spread] = {}
         for k in keys:
@@ -196,9 +200,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
                 by_port[k.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
         for vp, suts in sorted(by_port.items()):
-            entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"))
-                       for k in suts]
-            measure = "cost" if any(e.limit == "tester" for e in entries) else "rate"
+            entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
+                              cores) for k in suts]
+            measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
             mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
             for label in mine:
@@ -221,8 +225,27 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     return out
 
 
+def tester_processes(k: PointKey) -> int:
+    """Busy-polling tester and VNF processes a test point runs: one turnout-gen
+    per stream (or per pair of directions) plus one per chain VNF."""
+    if k.scenario == "loopback":
+        return 1 + k.vnfs
+    if k.scenario == "nvsn":
+        return k.pairs
+    return 1
+
+
+def tester_cores(spec: dict) -> int:
+    """CPUs the campaign gives its tester (and the VNFs, which share them)."""
+    c = spec.get("campaign", {}) if isinstance(spec, dict) else {}
+    cpus = {c.get("tester_cpu", 0)}
+    if c.get("tester_rx_cpu") is not None:
+        cpus.add(c["tester_rx_cpu"])
+    return max(1, len(cpus))
+
+
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
-           ceil: Spread | None) -> Entry:
+           ceil: Spread | None, cores: int = 1) -> Entry:
     """One SUT's entry: its rate and cost over repetitions, and what limited it."""
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
@@ -235,7 +258,11 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
         e.headroom = e.rate.scaled(1 / ceil.median)
         if e.rate.max >= ceil.min or e.rate.median >= 0.95 * ceil.median:
             limited.append(f"at the tester's ceiling ({fmt(e.headroom.median, 2)}×)")
-    e.limit = "tester" if limited else "SUT"
+    procs = tester_processes(k)
+    if procs > cores:
+        limited.insert(0, f"{procs} busy-polling tester/VNF processes share {cores} core"
+                          f"{'s' if cores > 1 else ''}: the scheduler sets the rate")
+    e.limit = ("scheduler" if procs > cores else "tester") if limited else "SUT"
     e.note = "; ".join(limited)
     if ceil is None and k.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")
@@ -304,6 +331,43 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
     return t
 
 
+def cost_check_table(data: CampaignData) -> Table:
+    """Each SUT's own account of busy cycles per frame next to a second
+    source: the CPU time the OS gave its threads in the same traffic window,
+    at the same TSC rate, per frame received (R+ trials)."""
+    t = Table(
+        key="cost-check", title="Cost per frame: the SUT's own account vs the OS's CPU time",
+        columns=["SUT", "scenario", "size B", "n", "own account cyc/frame",
+                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by"],
+        note=("Own account: busy cycles (work on frames) per frame the SUT received, from its "
+              "counters. OS: CPU time of its threads in the traffic window × the TSC rate per "
+              "frame the tester received. They agree (≈ 1) when the SUT is busy all the time "
+              "(it set the rate) or sleeps when idle; a busy-polling SUT the tester held back "
+              "spends the rest polling, which the OS counts and its own account does not "
+              "(< 1). Kernel switches have no threads of their own: their only account is "
+              "the CPU's softirq time (this host's PMU gives perf no cycle counter)."),
+    )
+    by: dict[tuple, list[tuple[float, float, bool]]] = defaultdict(list)
+    for tr in data.ok_trials:
+        if tr.method != "rplus" or not tr.busy_cycles_per_frame:
+            continue
+        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        by[(label, tr.scenario, int(tr.frame_size_b))].append(
+            (float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
+             bool(tr.tester_bound)))
+    for (label, scen, size), vals in sorted(by.items()):
+        own = spread_of([v[0] for v in vals])
+        os_vals = [v[1] for v in vals if v[1] > 0]
+        ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
+        bound = sum(v[2] for v in vals)
+        t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
+                       fmt_spread(spread_of(os_vals), 0) if os_vals else "–",
+                       fmt_spread(ratio, 2) if ratio else "–",
+                       f"tester in {bound}/{len(vals)}" if bound else "SUT"])
+        t.flags.append("")
+    return t
+
+
 def verdict_section(data: CampaignData) -> Section:
     """The report's first section (HTML id ``verdict``)."""
     rows = verdict_rows(data)
@@ -312,7 +376,7 @@ def verdict_section(data: CampaignData) -> Section:
         intro=("Which switch for which use case, by how much, and what limited each number. "
                "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
                "order by the measure that holds there. Details follow below."),
-        tables=[verdict_table(data, rows)],
+        tables=[verdict_table(data, rows), cost_check_table(data)],
     )
     if not rows:
         sec.empty = "No R+ result in this campaign: nothing to rank."
