@@ -22,7 +22,7 @@ from ..measure.cpu import nominal_hz
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology
 
-__all__ = ["Turnoutd", "rpc"]
+__all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
@@ -149,3 +149,14 @@ class Turnoutd(SutAdapter):
         cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9
                      for w in workers)
         return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
+
+
+class TurnoutdPoll(Turnoutd):
+    """turnoutd with its workers busy-polling (``wakeup = "poll"``): the
+    latency end of its CPU-vs-latency trade-off, next to the default
+    adaptive wake-up in the same campaign."""
+
+    name = "turnoutd-poll"
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__({"wakeup": "poll", **(options or {})})
