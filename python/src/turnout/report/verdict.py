@@ -162,6 +162,11 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     rate: dict[PointKey, dict[int, float]] = defaultdict(dict)
     cost: dict[PointKey, dict[int, float]] = defaultdict(dict)
     bound: dict[PointKey, int] = defaultdict(int)
+    sharing: dict[PointKey, int] = {}
+    for t in data.ok_trials:
+        if t.method == "rplus" and "tester_core_sharing" in t.extra:
+            k = PointKey.of(t)
+            sharing[k] = max(sharing.get(k, 1), int(t.extra["tester_core_sharing"]))
     for r in data.ok_results:
         if r.method != "rplus":
             continue
@@ -201,7 +206,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         todo = dict(missing.get(g, {}))
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
-                              cores) for k in suts]
+                              cores, sharing.get(k)) for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
             mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
@@ -245,7 +250,7 @@ def tester_cores(spec: dict) -> int:
 
 
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
-           ceil: Spread | None, cores: int = 1) -> Entry:
+           ceil: Spread | None, cores: int = 1, sharing: int | None = None) -> Entry:
     """One SUT's entry: its rate and cost over repetitions, and what limited it."""
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
@@ -258,11 +263,13 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
         e.headroom = e.rate.scaled(1 / ceil.median)
         if e.rate.max >= ceil.min or e.rate.median >= 0.95 * ceil.median:
             limited.append(f"at the tester's ceiling ({fmt(e.headroom.median, 2)}×)")
-    procs = tester_processes(k)
-    if procs > cores:
-        limited.insert(0, f"{procs} busy-polling tester/VNF processes share {cores} core"
-                          f"{'s' if cores > 1 else ''}: the scheduler sets the rate")
-    e.limit = ("scheduler" if procs > cores else "tester") if limited else "SUT"
+    # measured: the most tester/VNF processes pinned to one core in its
+    # trials; else estimated from the scenario and the tester's cores
+    shared = sharing if sharing is not None else -(-tester_processes(k) // cores)
+    if shared > 1:
+        limited.insert(0, f"{shared} busy-polling tester/VNF processes share a core: "
+                          "the scheduler sets the rate")
+    e.limit = ("scheduler" if shared > 1 else "tester") if limited else "SUT"
     e.note = "; ".join(limited)
     if ceil is None and k.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")

@@ -1,11 +1,14 @@
 """DPDK testpmd io/mac forwarding: the no-logic baseline (like basicfwd in
 seeds/001). Ports are vdevs — ``net_memif`` (server) for memif ports,
 ``net_af_packet`` (or ``net_af_xdp``) for veths — ordered so that
-``--port-topology=paired`` forwards exactly the cross-connects. No
-hugepages: ``--no-huge``.
+``--port-topology=paired`` forwards exactly the cross-connects. Its
+memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
+documented configuration); when the kernel cannot give them it runs with
+``--no-huge`` and its config says so.
 
 Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
-(af_packet | af_xdp: the PMD on veths; default af_packet).
+(af_packet | af_xdp: the PMD on veths; default af_packet), ``hugepages``
+(2 MiB pages to reserve, default 512; 0 = ``--no-huge``).
 """
 
 from __future__ import annotations
@@ -18,13 +21,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..measure.cost import CostSample
+from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
-__all__ = ["Testpmd"]
+__all__ = ["Testpmd", "lcores_for"]
 
 BINARY = "dpdk-testpmd"
+
+
+def lcores_for(cpus: list[int]) -> tuple[int, str]:
+    """testpmd's main lcore and ``-l`` list: the forwarding lcores are the
+    SUT's CPUs; the main lcore (the command line, asleep on its stdin) is the
+    lowest CPU outside them."""
+    main = next(c for c in range(max(cpus) + 2) if c not in cpus)
+    return main, ",".join(str(c) for c in [main, *cpus])
 
 
 class Testpmd(SutAdapter):
@@ -44,7 +55,8 @@ class Testpmd(SutAdapter):
             [BINARY, "--version"])
 
     def config(self) -> dict[str, Any]:
-        return {"options": self.options, "argv": getattr(self, "argv", [])}
+        return {"options": self.options, "argv": getattr(self, "argv", []),
+                "memory": getattr(self, "memory", "")}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
@@ -66,20 +78,30 @@ class Testpmd(SutAdapter):
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
         prefix = f"{tb.prefix}tp"
         tb.state.add("dirs", f"/var/run/dpdk/{prefix}")
-        cpus = [c for c in topo.cpus.split(",") if c]
-        lcores = f"0,{cpus[0]}" if cpus[0] != "0" else "0,1"
+        cpus = cpu_list(topo.cpus) or [1]
+        main, lcores = lcores_for(cpus)
         mode = self.options.get("forward_mode", "io")
         if mode not in ("io", "mac"):
             raise SutError(f"testpmd forward_mode {mode!r}: io or mac")
         # stdbuf: testpmd's stdout is a file; line-buffered, the answers to
         # interactive commands appear when given, not at exit
         stdbuf = shutil.which("stdbuf")
+        pages = int(self.options.get("hugepages", 512))
+        self.memory = "--no-huge (4 KiB pages)"
+        mem = ["--no-huge", "-m", "1024"]
+        if pages > 0:
+            try:
+                huge = tb.reserve_hugepages(pages)
+                mem = [f"--huge-dir={huge}", "-m", str(pages * 2)]
+                self.memory = f"{pages} hugepages of 2 MiB"
+            except Exception as e:  # fall back, and say so in the config
+                self.memory = f"--no-huge: hugepages not available ({e})"
         self.argv = [*([stdbuf, "-oL", "-eL"] if stdbuf else []), BINARY, "--no-pci",
-                     "--no-huge", "-m", "1024", f"--file-prefix={prefix}",
-                     "-l", lcores, "--main-lcore", "0", *vdevs, "--",
+                     *mem, f"--file-prefix={prefix}",
+                     "-l", lcores, "--main-lcore", str(main), *vdevs, "--",
                      f"--forward-mode={mode}", "--port-topology=paired",
                      "--total-num-mbufs=16384", "--auto-start", "-i",
-                     "--record-core-cycles", "--nb-cores=1"]
+                     "--record-core-cycles", f"--nb-cores={len(cpus)}"]
         d = tb.directory("testpmd")
         self.log = d / "testpmd.log"
         out = open(self.log, "wb")  # noqa: SIM115 - lives as long as the process

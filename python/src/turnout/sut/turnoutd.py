@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..measure.cost import CostSample
+from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology
@@ -77,29 +77,31 @@ class Turnoutd(SutAdapter):
     def render_config(self, topo: Topology, sock: str) -> str:
         o = self.options
         logic = o.get("logic", "patch")
-        cpu = int(topo.cpus.split(",")[0].split("-")[0])
+        cpus = cpu_list(topo.cpus) or [1]
         lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
                  f"batch = {int(o.get('batch', 256))}",
                  f"max_ports = {max(64, len(topo.ports) + 8)}",
                  f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}"]
         if "latency_budget_us" in o:
             lines.append(f"latency_budget_us = {int(o['latency_budget_us'])}")
-        lines += ["", "[[workers]]", f"cpu = {cpu}"]
-        if o.get("cpu_idle"):
-            lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
+        # one worker per SUT CPU; ports spread over them round robin
+        for cpu in cpus:
+            lines += ["", "[[workers]]", f"cpu = {cpu}"]
+            if o.get("cpu_idle"):
+                lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
         lines += ["", "[logic]", f"name = {_toml_value(logic)}"]
         if logic == "patch":
             lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
         for k, v in o.get("logic_options", {}).items():
             lines.append(f"{k} = {_toml_value(v)}")
-        for p in topo.ports:
+        for i, p in enumerate(topo.ports):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
             if p.kind == "memif":
                 lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
             else:
                 lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
                           f"iface = {_toml_value(p.iface)}"]
-            lines.append("worker = 0")
+            lines.append(f"worker = {i % len(cpus)}")
         return "\n".join(lines) + "\n"
 
     def config(self) -> dict[str, Any]:
