@@ -65,6 +65,14 @@ SUT_LOSS_MIN = 0.005
 OFFERED_MIN = 0.97
 
 
+def _cmdline(p: subprocess.Popen[bytes]) -> str:
+    """A process's command line as text (``args`` is a string or a list)."""
+    args = p.args
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return os.fsdecode(args)
+    return " ".join(os.fsdecode(a) for a in args)
+
+
 class GenError(RuntimeError):
     """turnout-gen failed (exit code and stderr in the message)."""
 
@@ -144,7 +152,7 @@ class VnfHandle:
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "") -> None:
         self.proc = proc
-        self.name = name or " ".join(map(str, proc.args))[-60:]
+        self.name = name or _cmdline(proc)[-60:]
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
         if proc.stdout is not None:
@@ -400,7 +408,7 @@ class GenMeasurer:
         except subprocess.TimeoutExpired as e:
             p.kill()
             p.communicate()
-            cmd = " ".join(map(str, p.args))
+            cmd = _cmdline(p)
             raise GenError(f"turnout-gen did not finish in time: {cmd}") from e
         if p.returncode != 0:
             raise GenError(
