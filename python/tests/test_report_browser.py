@@ -15,9 +15,8 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 from test_report import fill_campaign
+from turnout import testpeers
 from turnout.report import build_report
 from turnout.results import ResultsDB
 
@@ -57,8 +56,8 @@ def _dump_dom(page, profile_dir) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian package chromium)")
 def test_page_renders_in_chromium(tmp_path):
+    testpeers.need(CHROMIUM, "chromium not installed (Debian package chromium)")
     db_path = tmp_path / "results.db"
     with ResultsDB(db_path) as db:
         fill_campaign(db, "base")

@@ -1,7 +1,8 @@
 """End-to-end: a tiny campaign per SUT adapter, on real namespaces.
 
 Needs root. Each adapter whose software is missing is skipped with the
-reason; turnoutd waits for target/release/turnoutd and the turnout-gen
+reason, or fails under TURNOUT_REQUIRE_PEERS=1 (turnout.testpeers: the
+setup installs them all); turnoutd waits for target/release/turnoutd and the turnout-gen
 variants for target/release/turnout-gen.
 """
 
@@ -12,6 +13,7 @@ import sys
 import pytest
 
 from conftest import needs_root
+from turnout import testpeers
 from turnout.bench import RealBench
 from turnout.campaign import parse, run_campaign
 from turnout.measure.gen import REPO
@@ -34,7 +36,7 @@ def _tiny(sut: str, scenarios: list[str], methods: list[str]) -> dict:
 def _run(tmp_path, sut: str, gen: list[str], scenarios: list[str], methods: list[str]):
     why = make_sut(sut).available()
     if why:
-        pytest.skip(f"{sut}: {why}")
+        testpeers.need(False, f"{sut}: {why}")
     spec = parse(_tiny(sut, scenarios, methods))
     with ResultsDB(tmp_path / "r.db") as db:
         c = run_campaign(spec, db, RealBench(gen))
@@ -91,7 +93,7 @@ def test_adapter_scenarios(tmp_path, sut):
 @pytest.mark.system
 def test_real_turnout_gen_wire(tmp_path):
     if not REAL_GEN.exists():
-        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     trials, suts = _run(tmp_path, "wire", [str(REAL_GEN)], ["p2p", "p2v", "nvsn"], ["rplus"])
     assert {t.scenario for t in trials} == {"p2p", "p2v", "nvsn"}
     assert not suts[0].config["tester"].endswith("pygen")
@@ -104,10 +106,10 @@ def test_real_turnout_gen_loopback_chain(tmp_path, sut):
     """tester -> SUT -> turnout-gen fwd VNF -> SUT -> tester delivers frames
     (bridge: veth VNF ports; turnoutd: memif VNF ports)."""
     if not REAL_GEN.exists():
-        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut(sut).available()
     if why:
-        pytest.skip(f"{sut}: {why}")
+        testpeers.need(False, f"{sut}: {why}")
     spec = _tiny(sut, ["loopback"], ["rplus"])
     spec["matrix"]["vnfs"] = [1]
     spec["matrix"]["frame_sizes_b"] = [64, 1518]
@@ -137,10 +139,10 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
     """The real turnoutd with the real turnout-gen: memif virtual ports,
     af_xdp or af_packet wires, patch or bridge logic; 64 B frames."""
     if not REAL_GEN.exists():
-        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut("turnoutd").available()
     if why:
-        pytest.skip(why)
+        testpeers.need(False, why)
     spec = _tiny("turnoutd", ["p2p", "p2v", "v2v"], ["rplus", "latency"])
     spec["matrix"]["frame_sizes_b"] = [64]
     spec["sut"] = {"turnoutd": {"kernel_port": kernel_port, "logic": logic}}
@@ -174,10 +176,10 @@ def test_bidirectional_with_the_real_tester(tmp_path, sut):
     """Both directions at once (one turnout-gen per port pair sending both
     ways), on every SUT: counts and latency per direction."""
     if not REAL_GEN.exists():
-        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut(sut).available()
     if why:
-        pytest.skip(f"{sut}: {why}")
+        testpeers.need(False, f"{sut}: {why}")
     spec = _tiny(sut, ["p2p"], ["rplus", "latency"])
     spec["matrix"]["directions"] = ["bi"]
     spec["matrix"]["frame_sizes_b"] = [128]

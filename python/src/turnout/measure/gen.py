@@ -66,6 +66,14 @@ SUT_LOSS_MIN = 0.005
 OFFERED_MIN = 0.97
 
 
+def _cmdline(p: subprocess.Popen[bytes]) -> str:
+    """A process's command line as text (``args`` is a string or a list)."""
+    args = p.args
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return os.fsdecode(args)
+    return " ".join(os.fsdecode(a) for a in args)
+
+
 class GenError(RuntimeError):
     """turnout-gen failed (exit code and stderr in the message)."""
 
@@ -146,7 +154,7 @@ class VnfHandle:
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
                  cpu: int | None = None) -> None:
         self.proc = proc
-        self.name = name or " ".join(map(str, proc.args))[-60:]
+        self.name = name or _cmdline(proc)[-60:]
         self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
@@ -415,7 +423,7 @@ class GenMeasurer:
         except subprocess.TimeoutExpired as e:
             p.kill()
             p.communicate()
-            cmd = " ".join(map(str, p.args))
+            cmd = _cmdline(p)
             raise GenError(f"turnout-gen did not finish in time: {cmd}") from e
         if p.returncode != 0:
             raise GenError(

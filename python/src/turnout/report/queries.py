@@ -191,9 +191,10 @@ def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
             raise KeyError(f"no campaigns in {db.path}")
         c = all_c[-1]
     else:
-        c = db.campaign(campaign)
-        if c is None:
+        found = db.campaign(campaign)
+        if found is None:
             raise KeyError(f"no campaign {campaign!r} in {db.path}")
+        c = found
     assert c.id is not None
     return CampaignData(db, c, db.results(c.id), db.trials(c.id))
 
@@ -723,7 +724,8 @@ def latency_cdf_section(data: CampaignData) -> Section:
     for t in trials:
         by_fig[_fig_group(t)].append(t)
     for g, ts in sorted(by_fig.items(), key=_by_scenario):
-        fractions = sorted({round(float(t.load_fraction), 4) for t in ts}, reverse=True)
+        fractions = sorted({round(float(t.load_fraction), 4) for t in ts
+                            if t.load_fraction is not None}, reverse=True)
         panels = []
         table = Table(
             key=_group_key("latency-pct", g), title=f"Latency percentiles (µs): {_group_title(g)}",
@@ -732,8 +734,8 @@ def latency_cdf_section(data: CampaignData) -> Section:
         )
         for size in sorted({int(t.frame_size_b) for t in ts}):
             for frac in fractions:
-                at = [t for t in ts if round(float(t.load_fraction), 4) == frac
-                      and int(t.frame_size_b) == size]
+                at = [t for t in ts if t.load_fraction is not None
+                      and round(float(t.load_fraction), 4) == frac and int(t.frame_size_b) == size]
                 series = _latency_rows(frac, at, table) if at else []
                 panels.append(Panel(f"{size} B, {fmt(frac)} × R+", "latency (µs)",
                                     "fraction of packets", series, kind="cdf", xlog=True))

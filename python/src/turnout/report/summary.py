@@ -78,8 +78,10 @@ def summary_text(data: CampaignData) -> str:
            and t.latency_p99_ns is not None]
     if lat:
         by: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-        fractions = sorted({round(float(t.load_fraction), 4) for t in lat})
+        fractions = sorted({round(float(t.load_fraction), 4) for t in lat
+                            if t.load_fraction is not None})
         for t in lat:
+            assert t.load_fraction is not None and t.latency_p99_ns is not None  # filtered above
             label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
             key = (t.scenario, t.direction, int(t.frame_size_b), label)
             by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import IO, Any
 
 from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
 
@@ -296,8 +297,8 @@ class Testbed:
         return res
 
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
-              cgroup: Path | None = None, stdout: int | None = subprocess.PIPE,
-              stderr: int | None = subprocess.PIPE, env: dict[str, str] | None = None,
+              cgroup: Path | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
+              stderr: int | IO[Any] | None = subprocess.PIPE, env: dict[str, str] | None = None,
               stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
         """Start a long-running process we own (stopped at close)."""
         full = [*(["ip", "netns", "exec", netns] if netns else []),
