@@ -215,10 +215,10 @@ def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
     veth would run it on the sending tester's CPU), so a bridge figure far
     above zero shows the softirq landing on the SUT core."""
     if not REAL_GEN.exists():
-        pytest.skip(f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut(sut).available()
     if why:
-        pytest.skip(f"{sut}: {why}")
+        testpeers.need(False, f"{sut}: {why}")
     spec = _tiny(sut, ["p2p"], ["rplus"])
     spec["campaign"]["duration_s"] = 0.5
     spec["matrix"]["frame_sizes_b"] = [64]
