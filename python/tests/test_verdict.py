@@ -219,3 +219,25 @@ def test_core_sharing_counts_busy_tester_processes_per_cpu():
     vnf = VnfHandle(P(), "fwd", cpu=0)  # type: ignore[arg-type]
     assert core_sharing([task("txrx", 0)], [vnf]) == 2  # a loopback chain
     assert core_sharing([task("txrx", 0), task("txrx", 2)], []) == 1
+
+
+def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
+    from turnout.report.verdict import latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
+                                   status="done"))
+    p99 = {"wire": (50e3, 52e3, 55e3), "turnoutd": (90e3, 100e3, 95e3),
+           "ovs": (300e3, 320e3, 310e3), "bridge": (92e3, 99e3, 120e3)}
+    for sut, vals in p99.items():
+        for rep, v in enumerate(vals):
+            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                               method="fixed", repetition=rep, offered_total_pps=1e4,
+                               sent=4000, received=4000, latency_p99_ns=v, status="ok"))
+    with db:
+        t = latency_verdict_table(load_campaign(db, "l"))
+    assert [(r[3], r[4]) for r in t.rows] == [("=1", "turnoutd"), ("=1", "bridge"),
+                                              ("3", "ovs")]
+    assert all(r[8].startswith("52") for r in t.rows)  # the wire's median p99, µs
+    assert t.rows[0][2] == "10 kpps"

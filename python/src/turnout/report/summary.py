@@ -105,11 +105,14 @@ def summary_text(data: CampaignData) -> str:
             out.append(f"... and {len(bad) - 20} more (see the report)")
     if not points and not lat and not bad:
         out.append("no results in this campaign")
-    from .verdict import verdict_table
+    from .verdict import latency_verdict_table, verdict_table
 
     vt = verdict_table(data)
     if vt.rows:
         out += ["", "Verdict", format_table(vt.columns, vt.rows), vt.note]
+    lt = latency_verdict_table(data)
+    if lt.rows:
+        out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
     return "\n".join(out) + "\n"
 
 

@@ -34,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .model import Section, Spread, Table, spread_of
-from .queries import CampaignData, PointKey, fmt, fmt_spread
+from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
@@ -338,6 +338,52 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
     return t
 
 
+def latency_verdict_table(data: CampaignData) -> Table:
+    """p99 latency at the fixed rates every SUT was offered (method
+    ``fixed``), SUTs in order (lower first) with the overlap rule, the bare
+    wire's p99 at the same rate as the floor, and what set each figure."""
+    t = Table(
+        key="latency-verdict", title="Latency at fixed rates (p99, one way)",
+        columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]", "n",
+                 "× next", "wire floor µs", "limited by"],
+        note=("Every SUT offered the same absolute rate, below every tester ceiling. "
+              "Ranked by p99 (lower first) with the overlap rule of the verdict. The wire "
+              "floor is the bare wire's p99 at that rate on the same path: what the tester "
+              "and the kernel add without any switch. Scheduler: more busy-polling tester/VNF "
+              "processes than tester cores, so the latency is the scheduler's."),
+    )
+    lat: dict[tuple, dict[int, float]] = defaultdict(dict)
+    shared: dict[tuple, int] = defaultdict(lambda: 1)
+    for tr in data.ok_trials:
+        if tr.method != "fixed" or tr.latency_p99_ns is None:
+            continue
+        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
+               tr.virtual_port or "veth", tr.sut, label)
+        lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
+        shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    for key in lat:
+        groups[key[:4]].append(key)
+    for g, keys in sorted(groups.items()):
+        floor = [k for k in keys if k[4] in data.reference_suts]
+        suts = [k for k in keys if k[4] not in data.reference_suts]
+        floor_s = spread_of(list(lat[floor[0]].values())) if floor else None
+        entries = []
+        for k in suts:
+            e = Entry(sut=k[5], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
+            e.limit = "scheduler" if shared[k] > 1 else "SUT"
+            entries.append(e)
+        for e in rank_entries(entries, "cost"):
+            assert e.cost is not None
+            t.rows.append([g[0][1], str(g[1]), f"{g[2] / 1e3:g} kpps", e.rank, e.sut,
+                           fmt_spread(e.cost.scaled(1e-3)), str(e.cost.n),
+                           _ratio_cell(e.ratio_next),
+                           fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit])
+            t.flags.append("" if e.limit == "SUT" else e.limit)
+    return t
+
+
 def cost_check_table(data: CampaignData) -> Table:
     """Each SUT's own account of busy cycles per frame next to a second
     source: the CPU time the OS gave its threads in the same traffic window,
@@ -383,7 +429,7 @@ def verdict_section(data: CampaignData) -> Section:
         intro=("Which switch for which use case, by how much, and what limited each number. "
                "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
                "order by the measure that holds there. Details follow below."),
-        tables=[verdict_table(data, rows), cost_check_table(data)],
+        tables=[verdict_table(data, rows), latency_verdict_table(data), cost_check_table(data)],
     )
     if not rows:
         sec.empty = "No R+ result in this campaign: nothing to rank."
