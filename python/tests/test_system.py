@@ -237,3 +237,32 @@ def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
         if sut == "bridge":
             # kernel forwarding on the SUT's CPU: hundreds of cycles a frame
             assert cpf > 300, cpf
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize("sut", ["wire", "turnoutd", "bridge"])
+def test_round_trips_over_burst_sizes(tmp_path, sut):
+    """Scenario rtt (seeds/001 §4.5): bursts of N frames to a reflect server
+    and back; every frame returns, and the round trip is measured."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut(sut).available()
+    if why:
+        testpeers.need(False, f"{sut}: {why}")
+    spec = _tiny(sut, ["rtt"], ["fixed"])
+    spec["matrix"]["bursts"] = [4, 32]
+    spec["matrix"]["rates_pps"] = [1000]
+    spec["campaign"]["duration_s"] = 0.5
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+        bad = [t.reason for t in trials if t.status != "ok"]
+        assert not bad, bad
+        assert sorted(t.burst for t in trials) == [4, 32]
+        for t in trials:
+            # 1 kpps for 0.5 s, in bursts: ~500 frames out, all of them back
+            assert 400 <= t.sent <= 600 and t.received == t.sent and t.lost == 0, t
+            assert t.latency_mean_ns and t.latency_min_ns and t.latency_min_ns > 0
+            (vnf,) = t.extra["vnfs"]
+            assert vnf["name"].startswith("reflect") and "error" not in vnf, vnf

@@ -59,17 +59,31 @@ pub fn open_all_and_wait(
 ) -> Result<Vec<Arc<dyn Port>>, OpenError> {
     let deadline = Instant::now() + wait;
     let mut out = Vec::with_capacity(specs.len());
+    let mut memifs = Vec::with_capacity(specs.len());
     for (spec, name) in specs {
-        out.push(open(spec, name)?);
+        let (port, memif) = open(spec, name)?;
+        out.push(port);
+        memifs.push(memif);
     }
     loop {
-        let down = specs.iter().zip(&out).find(|(_, p)| !p.link_up());
-        let Some(((spec, _), _)) = down else {
+        let down = specs
+            .iter()
+            .zip(&out)
+            .zip(&memifs)
+            .find(|((_, p), _)| !p.link_up());
+        let Some((((spec, _), _), memif)) = down else {
             return Ok(out);
         };
         if Instant::now() >= deadline {
+            // a memif client says why its last attempt ended
+            let why = memif
+                .as_ref()
+                .map(|m| m.status().last_disconnect)
+                .filter(|r| !r.is_empty())
+                .map(|r| format!(" (last attempt: {r})"))
+                .unwrap_or_default();
             return Err(OpenError::PeerAbsent(format!(
-                "{spec}: the peer did not come up within {:.1} s",
+                "{spec}: the peer did not come up within {:.1} s{why}",
                 wait.as_secs_f64()
             )));
         }
@@ -82,7 +96,10 @@ pub fn open_all_and_wait(
     }
 }
 
-fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
+/// The port, and for a memif client the port itself (to say why it is down).
+type Opened = (Arc<dyn Port>, Option<Arc<ports::memif::MemifPort>>);
+
+fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
     match spec {
         PortSpec::AfPacket { iface, queue } => {
             if *queue != 0 {
@@ -92,7 +109,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             }
             let cfg = ports::af_packet::AfPacketConfig::new(iface);
             ports::af_packet::AfPacketPort::open(name, cfg)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
         PortSpec::AfXdp { iface, queue, mode } => {
@@ -105,7 +122,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
                 XdpMode::ZeroCopy => ports::af_xdp::XdpBind::ZeroCopy,
             };
             ports::af_xdp::AfXdpPort::open(name, cfg)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
         PortSpec::Memif {
@@ -135,13 +152,16 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
                     .lock()
                     .map_err(|_| OpenError::Failed("memif server list poisoned".into()))?
                     .push(srv);
-                return Ok(Arc::new(port) as Arc<dyn Port>);
+                return Ok((Arc::new(port) as Arc<dyn Port>, None));
             }
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.
             let client = ports::memif::ClientConfig::new(socket.clone());
             ports::memif::MemifPort::client(cfg, client)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| {
+                    let p = Arc::new(p);
+                    (p.clone() as Arc<dyn Port>, Some(p))
+                })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
     }

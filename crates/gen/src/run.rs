@@ -304,6 +304,7 @@ fn plan(t: &Traffic) -> SendPlan {
     SendPlan {
         stream: t.stream,
         burst: t.burst,
+        bunch: t.bunch,
         rate_pps: t.rate_pps,
         warmup_ns: (t.warmup_s * 1e9) as u64,
         duration_ns: (t.duration_s * 1e9) as u64,

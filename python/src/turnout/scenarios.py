@@ -12,8 +12,11 @@ connect, both ways). ``build`` turns that into a testbed:
 
 Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
 turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
-``density`` (p2p plus idle ports up to ``ports``). ``direction`` ``bi`` adds
-the reverse stream of every stream.
+``density`` (p2p plus idle ports up to ``ports``), ``rtt`` (client/server
+round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
+through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
+which sends each frame back; the tester's latency is the round trip).
+``direction`` ``bi`` adds the reverse stream of every stream.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .testbed import Testbed
 
 __all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
 
-SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density")
+SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt")
 
 
 class Unsupported(Exception):
@@ -78,6 +81,11 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
     if point.direction == "bi" and "bidir" not in tester_roles:
         raise Unsupported("bidirectional points need turnout-gen's txrx --bidir "
                           "(this tester lacks it)")
+    if point.scenario == "rtt":
+        if "reflect" not in tester_roles:
+            raise Unsupported("round trips need turnout-gen's reflect role (this tester lacks it)")
+        if point.direction != "uni":
+            raise Unsupported("a round trip is both ways already: direction must be uni")
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
     if frame and point.frame_size_b > sut.max_frame_b:
@@ -111,6 +119,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     links: list[tuple[str, str]] = []
     flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)
     helpers: list[tuple[str, str, str]] = []  # fwd VNF: (in endpoint, out endpoint, next hop)
+    reflectors: list[str] = []  # reflect servers: their endpoint
     ns_cache: dict[str, str] = {"tester": tester}
 
     def ns(role: str) -> str:
@@ -147,6 +156,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             prev = b
         links.append((prev, ep("t1", "tester", False)))
         flows.append(("t0", "t1"))
+    elif s == "rtt":
+        links.append((ep("t0", "tester", False), ep("v0", "vnf0", True, traffic=False)))
+        flows.append(("t0", "t0"))  # out to the server and back to the same port
+        reflectors.append("v0")
     elif s == "nvsn":
         for i in range(point.pairs):
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
@@ -232,5 +245,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             # B → A: to the hop before this VNF
             args += ["--bidir", "--dst-mac2", endpoints[peer[a]].mac]
         gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}"))
+    for r in reflectors:
+        gen_helpers.append(GenProc(args=["reflect", "--port", spec(endpoints[r])],
+                                   netns=endpoints[r].ns, name=f"reflect {r}"))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port)

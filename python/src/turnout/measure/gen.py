@@ -329,6 +329,8 @@ class GenMeasurer:
     #: its message, when one of them has exited
     helpers: list[VnfHandle] = field(default_factory=list)
     warmup_s: float = 0.0
+    #: paced bursts back to back (turnout-gen --bunch): round trips over burst sizes
+    bunch: bool = False
     cooldown_s: float = 0.2
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
@@ -342,6 +344,8 @@ class GenMeasurer:
             a += ["--warmup-s", f"{self.warmup_s:g}"]
         if per_stream_pps > 0:
             a += ["--rate-pps", f"{per_stream_pps:.0f}"]
+            if self.bunch:
+                a.append("--bunch")
         return a
 
     def check_helpers(self) -> None:
@@ -359,7 +363,7 @@ class GenMeasurer:
                 args += ["--cpu", str(s.rx_cpu)]
             return args
         args = [*self.cmd, t.role, "--port", s.tx_port]
-        if t.role == "txrx":
+        if t.role == "txrx" and s.rx_port != s.tx_port:  # a round trip returns on --port
             args += ["--rx-port", s.rx_port]
             if len(t.streams) == 2:
                 r = t.streams[1]

@@ -343,7 +343,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     ``fixed``), SUTs in order (lower first) with the overlap rule, the bare
     wire's p99 at the same rate as the floor, and what set each figure."""
     t = Table(
-        key="latency-verdict", title="Latency at fixed rates (p99, one way)",
+        key="latency-verdict", title="Latency at fixed rates (p99; one way, round trip for rtt)",
         columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]", "n",
                  "× next", "wire floor µs", "limited by"],
         note=("Every SUT offered the same absolute rate, below every tester ceiling. "
@@ -359,24 +359,25 @@ def latency_verdict_table(data: CampaignData) -> Table:
             continue
         label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
         key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
-               tr.virtual_port or "veth", tr.sut, label)
+               int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
         shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
     groups: dict[tuple, list[tuple]] = defaultdict(list)
     for key in lat:
-        groups[key[:4]].append(key)
+        groups[key[:5]].append(key)
     for g, keys in sorted(groups.items()):
-        floor = [k for k in keys if k[4] in data.reference_suts]
-        suts = [k for k in keys if k[4] not in data.reference_suts]
+        floor = [k for k in keys if k[5] in data.reference_suts]
+        suts = [k for k in keys if k[5] not in data.reference_suts]
         floor_s = spread_of(list(lat[floor[0]].values())) if floor else None
         entries = []
         for k in suts:
-            e = Entry(sut=k[5], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
+            e = Entry(sut=k[6], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
             e.limit = "scheduler" if shared[k] > 1 else "SUT"
             entries.append(e)
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
-            t.rows.append([g[0][1], str(g[1]), f"{g[2] / 1e3:g} kpps", e.rank, e.sut,
+            rate = f"{g[2] / 1e3:g} kpps" + (f", bursts of {g[3]}" if g[0][1] == "rtt" else "")
+            t.rows.append([g[0][1], str(g[1]), rate, e.rank, e.sut,
                            fmt_spread(e.cost.scaled(1e-3)), str(e.cost.n),
                            _ratio_cell(e.ratio_next),
                            fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit])

@@ -262,7 +262,9 @@ class Testbed:
         """Threaded NAPI on these interfaces of ``ns``, its kernel threads
         (``napi/<iface>-<id>``) pinned to ``cpus``: a veth's receive polling
         (XDP and the AF_XDP copy, once a program is attached) then runs on
-        those CPUs instead of in the softirq of whichever CPU sent the frame.
+        those CPUs instead of in the softirq of whichever CPU sent the frame,
+        at SCHED_FIFO priority 50 so that it preempts a busy-polling SUT
+        thread as the softirq would.
         Returns the pinned thread ids per interface; an interface without a
         NAPI instance (no XDP program attached: the kernel refuses
         ``threaded``) is left out."""
@@ -281,7 +283,12 @@ class Testbed:
                     pid = int(comm.parent.name)
                     r = subprocess.run(["taskset", "-pc", cpus, str(pid)], capture_output=True,
                                        text=True, check=False)
-                    if r.returncode == 0:
+                    # SCHED_FIFO: like the softirq it replaces, it runs as soon as
+                    # frames arrive, ahead of a busy-polling SUT thread on that core
+                    # (as a normal thread it would wait for the scheduler's slice)
+                    f = subprocess.run(["chrt", "-f", "-p", "50", str(pid)], capture_output=True,
+                                       text=True, check=False)
+                    if r.returncode == 0 and f.returncode == 0:
                         out.setdefault(iface, []).append(pid)
         return out
 
