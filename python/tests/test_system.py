@@ -127,7 +127,8 @@ def test_real_turnout_gen_loopback_chain(tmp_path, sut):
             (vnf,) = t.extra["vnfs"]
             assert "error" not in vnf, vnf
             assert vnf["received"] > 0 and vnf["received"] - vnf["forwarded"] == vnf["dropped"]
-            assert t.vnf_dropped == vnf["dropped"] <= t.lost
+            # over the whole trial, warm-up included: not a subset of lost
+            assert t.vnf_dropped == vnf["dropped"]
             assert any(c["role"] == "vnf" for c in t.cpu)
 
 
