@@ -134,12 +134,23 @@ class RealBench:
                     measurer.size_b, measurer.flows, measurer.burst = (
                         p.frame_size_b, p.flows, p.burst)
 
+                def recover() -> str:
+                    sut.teardown()
+                    sut.setup(tb, built.topology)
+                    tb.pin_napi(built.topology.ns,
+                                [p.iface for p in built.topology.ports if p.kind == "veth"],
+                                layout.sut_cpus)
+                    if helpers:
+                        time.sleep(1.5)
+                    return f"{sut_name} restarted"
+
                 note = sut.kernel_threads_note()
                 if note:
                     cfg["cpu_note"] = note
                 yield Session(measurer=measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
-                              virtual_port=built.virtual_port, retarget=retarget)
+                              virtual_port=built.virtual_port, retarget=retarget,
+                              recover=recover)
             finally:
                 sut.teardown()
 

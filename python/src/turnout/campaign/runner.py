@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..measure.counts import Measurer, TrialCounts
+from ..measure.gen import PeerAbsent
 from ..measure.stats import gbps
 from ..results import Campaign, Result, ResultsDB, Sut, Trial
 from ..scenarios import Point, Unsupported
@@ -50,6 +51,9 @@ class Session:
     sut: Sut
     virtual_port: str = ""
     retarget: Callable[[Point], None] | None = None
+    #: restarts the SUT on the same testbed after its ports stopped taking
+    #: peers (a trial failed with ``PeerAbsent``); returns what it did
+    recover: Callable[[], str] | None = None
 
 
 class Bench(Protocol):
@@ -71,6 +75,8 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
     p = item.point
     lat = c.latency_ns
     extra = dict(c.extra)
+    if ctx.get("recovered"):
+        extra["recovered"] = ctx["recovered"]
     if "rplus_tester_bound" in ctx and load_fraction is not None:
         # a latency load is a fraction of R+: say when that R+ was the tester's
         extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
@@ -294,7 +300,18 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                                     raise SkipSession("this session cannot change its point")
                                 session.retarget(item.point)
                                 current = item.point
-                            _run_item(db, spec, item, session, ctx, done)
+                            try:
+                                _run_item(db, spec, item, session, ctx, done)
+                            except PeerAbsent as e:
+                                if session.recover is None:
+                                    raise
+                                # the SUT's port stopped answering (seen with
+                                # testpmd's memif server): restart it once
+                                what = session.recover()
+                                ctx["recovered"] = f"{what} after: {e}"
+                                if progress:
+                                    progress(finished, total, item, f"retrying: {what}")
+                                _run_item(db, spec, item, session, ctx, done)
                         except (Unsupported, SkipSession) as e:
                             _skip(db, item, ctx, "skipped", str(e))
                         except Exception as e:  # a failed trial is recorded, the rest goes on

@@ -46,7 +46,7 @@ from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
 from .cpu import CpuSampler, nominal_hz
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "VnfHandle", "find_gen",
+__all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
            "gen_version", "merge_latency", "tester_bound"]
 
 REPO = Path(__file__).resolve().parents[4]
@@ -76,6 +76,12 @@ def _cmdline(p: subprocess.Popen[bytes]) -> str:
 
 class GenError(RuntimeError):
     """turnout-gen failed (exit code and stderr in the message)."""
+
+
+class PeerAbsent(GenError):
+    """A trial could not start: the SUT's port never answered the tester
+    (turnout-gen exit 3). The campaign runner restarts the SUT once
+    (``Session.recover``) and retries the item."""
 
 
 def find_gen(allow_pygen: bool = True) -> list[str] | None:
@@ -430,9 +436,11 @@ class GenMeasurer:
             cmd = _cmdline(p)
             raise GenError(f"turnout-gen did not finish in time: {cmd}") from e
         if p.returncode != 0:
-            raise GenError(
-                f"turnout-gen exited {p.returncode}: {err.decode(errors='replace').strip()[-500:]}"
-            )
+            why = err.decode(errors="replace").strip()[-500:]
+            msg = f"turnout-gen exited {p.returncode}: {why}"
+            if p.returncode == 3:  # its peer (the SUT's port) never came up
+                raise PeerAbsent(msg)
+            raise GenError(msg)
         try:
             lines = [ln for ln in out.decode().splitlines() if ln.strip()]
             doc = json.loads(lines[-1])

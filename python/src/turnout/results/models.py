@@ -106,7 +106,8 @@ class Trial:
     enqueue (its port was full: not offered, not the switch's loss);
     ``vnf_dropped`` frames the scenario's chain VNFs dropped during the
     trial, warm-up and cool-down included (a VNF cannot tell them apart), so
-    it is not a subset of ``lost`` and may exceed it; not the switch's. ``loss_ratio = lost / sent``.
+    it is not a subset of ``lost`` and may exceed it; not the switch's.
+    ``loss_ratio = lost / sent``.
     ``gbps = rx_total_pps * frame_size_b * 8 / 1e9`` (frames without FCS).
     ``tester_bound``: 1 when the tester, not the SUT, limited the trial (its
     evidence is in ``extra``), 0 when not, None when unknown. ``cpu`` is a
