@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -136,6 +137,9 @@ class RealBench:
 
                 def recover() -> str:
                     sut.teardown()
+                    for port in built.topology.ports:  # a dead server's socket files
+                        if port.kind == "memif" and port.socket:
+                            Path(port.socket).unlink(missing_ok=True)
                     sut.setup(tb, built.topology)
                     tb.pin_napi(built.topology.ns,
                                 [p.iface for p in built.topology.ports if p.kind == "veth"],

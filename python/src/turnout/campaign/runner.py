@@ -311,7 +311,10 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                                 ctx["recovered"] = f"{what} after: {e}"
                                 if progress:
                                     progress(finished, total, item, f"retrying: {what}")
-                                _run_item(db, spec, item, session, ctx, done)
+                                try:
+                                    _run_item(db, spec, item, session, ctx, done)
+                                finally:
+                                    ctx.pop("recovered", None)
                         except (Unsupported, SkipSession) as e:
                             _skip(db, item, ctx, "skipped", str(e))
                         except Exception as e:  # a failed trial is recorded, the rest goes on
