@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from .campaign.layout import Layout, available_cpus, plan
