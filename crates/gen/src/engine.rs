@@ -884,7 +884,36 @@ mod tests {
     #[test]
     fn paced_frames_are_evenly_spaced_at_low_rates() {
         // 10 kpps for 50 ms, burst 32: every frame goes out alone, 100 µs
-        // after the previous one, stamped with its own send time.
+        // after the previous one, stamped with its own send time. A sender
+        // that was descheduled catches up with bursts (right, but not what
+        // is checked here), so on a loaded machine a run may look bursty:
+        // such a run is repeated, up to 10 times. A pacer that bursts or
+        // spaces frames wrongly fails every run.
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            let (ts, per_send) = paced_run();
+            // Every frame is sent, however late: exactly the 500 of the plan.
+            assert_eq!(ts.len(), 500);
+            // Almost every send carried one frame, and the stamps are
+            // ~100 µs apart.
+            let single = per_send.iter().filter(|&&n| n == 1).count();
+            let mut gaps: Vec<u64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+            gaps.sort_unstable();
+            let median = gaps[gaps.len() / 2];
+            if single * 10 >= per_send.len() * 9 && (90_000..=110_000).contains(&median) {
+                return;
+            }
+            seen.push(format!(
+                "{single} of {} sends single, median gap {median} ns",
+                per_send.len()
+            ));
+        }
+        panic!("no run was evenly spaced: {seen:?}");
+    }
+
+    /// One paced run (10 kpps, 50 ms): the frames' send stamps, and how
+    /// many frames each send carried.
+    fn paced_run() -> (Vec<u64>, Vec<u64>) {
         let (port, mut peer) = pipe(
             "e",
             PipeConfig {
@@ -909,18 +938,7 @@ mod tests {
         }
         let mut ts = Vec::new();
         peer.recv(0, 10_000, |f| ts.push(frame::parse(f).unwrap().ts_ns));
-        assert!((490..=510).contains(&ts.len()), "{}", ts.len());
-        // Almost every send carried one frame (a descheduled sender may
-        // catch up with a few), and the stamps are ~100 µs apart.
-        let single = per_send.iter().filter(|&&n| n == 1).count();
-        assert!(single * 10 >= per_send.len() * 9, "{per_send:?}");
-        let mut gaps: Vec<u64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_unstable();
-        let median = gaps[gaps.len() / 2];
-        assert!(
-            (90_000..=110_000).contains(&median),
-            "median gap {median} ns"
-        );
+        (ts, per_send)
     }
 
     #[test]
