@@ -212,7 +212,12 @@ impl<'a> Sender<'a> {
                     n = n.min(c - self.stats.packets);
                     n == 0
                 }
-                None => t >= ms + self.plan.duration_ns,
+                None => {
+                    // A catch-up burst ends with the window: frames due
+                    // after it are not sent.
+                    n = n.min(self.pacer.due_before(ms + self.plan.duration_ns));
+                    t >= ms + self.plan.duration_ns
+                }
             };
             if over {
                 let end = if paced { t.max(self.last_send_ns) } else { now };
