@@ -468,10 +468,10 @@ def test_three_hosts_flood_is_replicated_head_end(net: Net) -> None:
     time.sleep(0.5)
     after = [d.counters() for d in daemons]
     flooded = after[0]["tx_flooded"] - before[0]["tx_flooded"]
-    encap = after[0]["tx_encapsulated"] - before[0]["tx_encapsulated"]
+    copies = after[0]["tx_flood_copies"] - before[0]["tx_flood_copies"]
     assert flooded >= 3, (before[0], after[0])
-    assert encap == 2 * flooded, (flooded, encap)
+    assert copies == 2 * flooded, (flooded, copies)
     for k in (1, 2):
         got = after[k]["rx_decapsulated"] - before[k]["rx_decapsulated"]
-        assert got == flooded, (k, got, flooded)
+        assert got >= flooded, (k, got, flooded)
 

@@ -180,6 +180,7 @@ struct Counters {
     rx_unknown_remote: AtomicU64,
     tx_encap: AtomicU64,
     tx_flooded: AtomicU64,
+    tx_flood_copies: AtomicU64,
     tx_no_remote: AtomicU64,
     tx_no_neighbour: AtomicU64,
     tx_too_big: AtomicU64,
@@ -417,6 +418,7 @@ impl Port for TunnelPort {
             ("rx_unknown_remote", c.rx_unknown_remote.load(Relaxed)),
             ("tx_encapsulated", c.tx_encap.load(Relaxed)),
             ("tx_flooded", c.tx_flooded.load(Relaxed)),
+            ("tx_flood_copies", c.tx_flood_copies.load(Relaxed)),
             ("tx_drop_no_remote", c.tx_no_remote.load(Relaxed)),
             ("tx_drop_no_neighbour", c.tx_no_neighbour.load(Relaxed)),
             ("tx_drop_too_big", c.tx_too_big.load(Relaxed)),
@@ -588,7 +590,7 @@ impl TxQueue for TunnelTx {
         let mut utail: Option<u64> = None;
         let snap = sh.remotes.load();
         let now = sh.now_s();
-        let (mut sent, mut flooded) = (0u64, 0u64);
+        let (mut sent, mut flooded, mut copies) = (0u64, 0u64, 0u64);
         let (mut no_remote, mut no_neigh, mut too_big, mut full) = (0u64, 0u64, 0u64, 0u64);
         let h = MAX_OUTER;
         self.ring.drain(tail, |buf, len| {
@@ -601,43 +603,44 @@ impl TxQueue for TunnelTx {
             } else {
                 None
             };
-            let mut one = |id: u16, buf: &mut [u8]| {
+            // Encapsulates for endpoint `id` into the underlay; true if sent.
+            let mut one = |id: u16, buf: &mut [u8]| -> bool {
                 let Some(o) = snap.get(id).and_then(|r| r.outer.as_ref()) else {
                     no_neigh += 1;
-                    return;
+                    return false;
                 };
                 let start = h - o.len();
                 let n = match o.write(&mut buf[start..], len, sport) {
                     Ok(n) => n,
                     Err(_) => {
                         too_big += 1;
-                        return;
+                        return false;
                     }
                 };
                 let need = utx.slots_for(n);
                 if need == 0 {
                     too_big += 1;
-                    return;
+                    return false;
                 }
                 if need > ufree {
                     full += 1;
-                    return;
+                    return false;
                 }
                 let s = utx.reserve(need);
                 utx.write(s, need, &buf[start..start + n]);
                 ufree -= need;
                 utail = Some(s + need as u64);
-                sent += 1;
+                true
             };
             match known {
-                Some(id) => one(id, buf),
+                Some(id) => sent += one(id, buf) as u64,
                 None => {
                     if snap.flood.is_empty() {
                         no_remote += 1;
                     }
                     flooded += 1;
                     for &id in &snap.flood {
-                        one(id, buf);
+                        copies += one(id, buf) as u64;
                     }
                 }
             }
@@ -645,10 +648,12 @@ impl TxQueue for TunnelTx {
         if let Some(t) = utail {
             utx.publish(t);
         }
+        sent += copies;
         let c = &sh.c;
         for (ctr, v) in [
             (&c.tx_encap, sent),
             (&c.tx_flooded, flooded),
+            (&c.tx_flood_copies, copies),
             (&c.tx_no_remote, no_remote),
             (&c.tx_no_neighbour, no_neigh),
             (&c.tx_too_big, too_big),

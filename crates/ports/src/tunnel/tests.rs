@@ -187,6 +187,7 @@ fn flood_replicates_head_end_then_learned_unicast_goes_to_one_remote() {
         assert_eq!(sent(&mut peer), vec![(IpAddr::V4(R2), reply)]);
         assert_eq!(counter(&t, "tx_encapsulated"), 3);
         assert_eq!(counter(&t, "tx_flooded"), 1);
+        assert_eq!(counter(&t, "tx_flood_copies"), 2);
         assert_eq!(counter(&t, "rx_decapsulated"), 1);
     }
 }
