@@ -534,7 +534,15 @@ impl RxQueue for TunnelRx {
                 sh.c.rx_drop[i].fetch_add(*d, Relaxed);
             }
         }
-        batch.len() - start
+        let n = batch.len() - start;
+        if n == 0 {
+            // Nothing of this burst stays in the batch, and a worker does
+            // not release after an empty burst: give the buffers back now,
+            // or a backend that re-offers unreleased frames (AF_XDP) would
+            // hand us the same ones again.
+            self.under.release();
+        }
+        n
     }
 
     fn release(&mut self) {

@@ -324,3 +324,17 @@ fn config_is_checked() {
     let cfg = TunnelConfig::new(Kind::Vxlan, 1, LOCAL.into());
     assert!(TunnelPort::open_parts("x", cfg, port, MY_MAC, 80, None).is_err());
 }
+
+#[test]
+fn a_burst_of_only_dropped_frames_gives_its_buffers_back() {
+    let (t, mut peer) = setup(Kind::Vxlan);
+    let mut rx = t.take_rx(0).unwrap();
+    let room = peer.send_room(0);
+    let junk = [0u8; 60];
+    assert_eq!(peer.send(0, &[&junk[..]; 10]), 10);
+    let mut b = RxBatch::with_capacity(64);
+    assert_eq!(rx.burst(&mut b), 0);
+    // A worker does not release after an empty burst: the tunnel must have.
+    assert_eq!(peer.send_room(0), room);
+    assert_eq!(counter(&t, "rx_drop_foreign"), 10);
+}
