@@ -1402,6 +1402,17 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
     }
 
     #[test]
+    fn the_examples_parse() {
+        for text in [
+            include_str!("../../../docs/examples/turnoutd.toml"),
+            include_str!("../../../docs/examples/vxlan.toml"),
+        ] {
+            let c = Config::parse_str(text).unwrap();
+            assert!(!c.ports.is_empty());
+        }
+    }
+
+    #[test]
     fn api_port_tables() {
         let e = PortConfig::from_json(&json!({"name": "p", "kind": "memif", "socket": 5}), "", 1)
             .unwrap_err();
