@@ -63,6 +63,8 @@ pub const MAX_REMOTES: usize = 1024;
 pub const DEFAULT_AGING_S: u32 = 300;
 /// Default staging ring size (frames per transmit queue).
 pub const DEFAULT_STAGING: u32 = 1024;
+/// Most dynamic underlay neighbours kept (control path memory bound).
+const MAX_NEIGHBOURS: usize = 4096;
 /// Bytes of a control frame handed to the control thread.
 const CTL_FRAME: usize = 160;
 
@@ -436,7 +438,11 @@ impl Port for TunnelPort {
             ("underlay_mtu", self.shared.mtu as u64),
         ]);
         for (k, v) in self.underlay.backend_counters() {
-            if k.starts_with("link_") || k.starts_with("kernel_") || k.starts_with("tx_k") {
+            if k.starts_with("link_")
+                || k.starts_with("kernel_")
+                || k.starts_with("tx_k")
+                || k == "rx_csum_not_ready"
+            {
                 out.push((k, v));
             }
         }
@@ -777,9 +783,12 @@ impl Control {
                 if let Some((ip, mac)) = h.binding {
                     // Keep bindings only for addresses that are (or may
                     // become) next hops: our endpoints or the gateway.
+                    // Others (hosts that may become endpoints) only while
+                    // learning, and at most MAX_NEIGHBOURS of them.
                     let wanted = Some(ip) == self.sh.cfg.next_hop
                         || self.remotes.iter().flatten().any(|r| r.0 == ip)
-                        || self.sh.cfg.learning;
+                        || (self.sh.cfg.learning
+                            && (self.neigh.len() < MAX_NEIGHBOURS || self.neigh.contains_key(&ip)));
                     if wanted && !self.statics.contains_key(&ip) {
                         let old = self.neigh.insert(ip, (mac, Instant::now()));
                         if old.map(|o| o.0) != Some(mac) {
