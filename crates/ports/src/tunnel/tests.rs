@@ -338,3 +338,34 @@ fn a_burst_of_only_dropped_frames_gives_its_buffers_back() {
     assert_eq!(peer.send_room(0), room);
     assert_eq!(counter(&t, "rx_drop_foreign"), 10);
 }
+
+#[test]
+fn learned_endpoints_age_out_static_ones_stay() {
+    let (port, mut peer) = pipe("u4", PipeConfig::default()).unwrap();
+    let mut cfg = TunnelConfig::new(Kind::Vxlan, 42, LOCAL.into());
+    cfg.remotes = vec![R1.into()];
+    cfg.neighbours = vec![(R1.into(), nmac(2)), (R3.into(), nmac(4))];
+    cfg.aging_s = 1;
+    let t =
+        TunnelPort::open_parts("t4", cfg, std::sync::Arc::new(port), MY_MAC, MTU, None).unwrap();
+    let mut rx = t.take_rx(0).unwrap();
+    let f = inner([0xff; 6], [2, 0, 0, 0, 0, 0xee], 64, 1);
+    receive(
+        &t,
+        &mut rx,
+        &mut peer,
+        &[from_remote(Kind::Vxlan, R3, 42, &f)],
+    );
+    wait("R3 learned", || t.remotes().len() == 2);
+    receive(
+        &t,
+        &mut rx,
+        &mut peer,
+        &[from_remote(Kind::Vxlan, R3, 42, &f)],
+    );
+    assert_eq!(t.macs().len(), 1);
+    wait("R3 aged out", || t.remotes().len() == 1);
+    assert_eq!(t.remotes()[0].0, IpAddr::V4(R1));
+    assert_eq!(counter(&t, "remotes_aged"), 1);
+    assert!(t.macs().is_empty());
+}
