@@ -7,6 +7,9 @@ Scenarios, interleaved round by round (A, B, C, D, A, B, ...):
 - ``turnoutd-plain``: one host; tester t0 → host (patch) → t1;
 - ``turnoutd-vxlan``: t0 → host A (patch pod0 ↔ overlay) → VXLAN over a
   veth → host B (patch overlay ↔ pod1) → t1;
+- ``ovs-plain`` / ``ovs-vxlan``: the same with Open vSwitch's userspace
+  datapath (``system`` ports; for the overlay ``br-phy`` on the underlay and
+  a ``vxlan`` port in ``br-int``, one OVS per host);
 - ``kernel-plain``: one host, a Linux bridge between the two pod veths;
 - ``kernel-vxlan``: a Linux bridge + vxlan netdev on each of two hosts.
 
@@ -17,7 +20,8 @@ worker CPU time per frame comes from its own counters (``stats``:
 overlay, host A's (receive from the pod + encapsulate) plus host B's
 (decapsulate + send to the pod), next to the single host's. The kernel
 paths report delivered rates only (their CPU is softirq time on whichever
-core sent).
+core sent). OVS: ovs-vswitchd's CPU time (all threads, /proc) per frame
+delivered.
 
 Run as root after ``cargo build --release -p turnoutd -p turnout-gen``:
     .venv/bin/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
@@ -26,6 +30,7 @@ Run as root after ``cargo build --release -p turnoutd -p turnout-gen``:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -37,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import REPO
-from test_overlay import VNI, Net, kernel_vtep, nx, switch_config
+from test_overlay import VNI, Net, kernel_vtep, nx, ovs, switch_config
 
 GEN = REPO / "target" / "release" / "turnout-gen"
 
@@ -84,6 +89,8 @@ def cpu(daemons: list) -> list[tuple[int, int]]:
 def one(scenario: str, size: int, rate: int, duration: float) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="ovbench"))
     net = Net(tmp)
+    stack = contextlib.ExitStack()
+    ovs_pids: list[int] = []
     try:
         tester = net.netns("tester")
         two = scenario.endswith("vxlan")
@@ -114,6 +121,28 @@ def one(scenario: str, size: int, rate: int, duration: float) -> dict:
             for p in ("pod0", "pod1"):
                 nx(a, "ip", "link", "set", p, "master", "br0")
             nx(a, "ip", "link", "set", "br0", "up")
+        elif scenario == "ovs-plain":
+            sw = stack.enter_context(ovs(net, a))
+            sw("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev")
+            for p in ("pod0", "pod1"):
+                sw("add-port", "br0", p)
+            ovs_pids.append(sw.pid())
+        elif scenario == "ovs-vxlan":
+            for h, local, remote, pod, nm in ((a, ua, ub, "pod0", "ovsA"),
+                                              (b, ub, ua, "pod1", "ovsB")):
+                sw = stack.enter_context(ovs(net, h, nm))
+                sw("add-br", "br-phy", "--", "set", "bridge", "br-phy", "datapath_type=netdev")
+                sw("add-port", "br-phy", "up0")
+                nx(h, "ip", "addr", "add", local + "/24", "dev", "br-phy")
+                nx(h, "ip", "link", "set", "br-phy", "up")
+                sw("add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=netdev")
+                sw("add-port", "br-int", pod)
+                sw("add-port", "br-int", "tun0", "--", "set", "interface", "tun0", "type=vxlan",
+                   f"options:remote_ip={remote}", f"options:key={VNI}")
+                ovs_pids.append(sw.pid())
+            # OVS resolves the remote's MAC on the first packet it tunnels:
+            # prime it so the trial does not start with an ARP round trip.
+            time.sleep(1)
         elif scenario == "kernel-vxlan":
             for h, local, remote, pod in ((a, ua, ub, "pod0"), (b, ub, ua, "pod1")):
                 nx(h, "ip", "addr", "add", local + "/24", "dev", "up0")
@@ -124,14 +153,22 @@ def one(scenario: str, size: int, rate: int, duration: float) -> dict:
                 nx(h, "ip", "link", "set", pod, "master", "br0")
                 nx(h, "ip", "link", "set", "br0", "up")
         before = cpu(daemons)
+        ovs_before = sum(proc_cpu_ns(p) for p in ovs_pids)
         g = gen(tester, size, rate, duration)
         after = cpu(daemons)
+        ovs_cpu = sum(proc_cpu_ns(p) for p in ovs_pids) - ovs_before
         res = {
             "scenario": scenario, "size_b": size, "offered_pps": g["tx"]["rate_pps"],
             "delivered_pps": g["rx"]["rate_pps"],
             "loss": g["rx"]["lost"] / max(1, g["rx"]["lost"] + g["rx"]["packets"]),
             "p50_us": g["rx"].get("latency_ns", {}).get("p50", 0) / 1000,
         }
+        if ovs_pids:
+            # ovs-vswitchd's whole CPU time (user + system, all threads; no
+            # PMD threads: system and tunnel ports are polled by the main
+            # thread) per frame the tester received.
+            frames = max(1, g["rx"]["packets"])
+            res["cpu_ns_per_frame"] = [ovs_cpu / frames]
         if daemons:
             # Worker CPU time (its thread clock: only while it runs, so other
             # load on the machine does not inflate it) per frame it received.
@@ -139,7 +176,14 @@ def one(scenario: str, size: int, rate: int, duration: float) -> dict:
                                        for a, b0 in zip(after, before, strict=True)]
         return res
     finally:
+        stack.close()
         net.close()
+
+
+def proc_cpu_ns(pid: int) -> int:
+    """User + system CPU time of a process, ns (clock ticks from /proc)."""
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -156,7 +200,8 @@ def main() -> int:
     if not GEN.exists():
         print(f"bench_overlay: build turnout-gen first ({GEN})", file=sys.stderr)
         return 2
-    scen = ["turnoutd-plain", "turnoutd-vxlan", "kernel-plain", "kernel-vxlan"]
+    scen = ["turnoutd-plain", "turnoutd-vxlan", "ovs-plain", "ovs-vxlan", "kernel-plain",
+            "kernel-vxlan"]
     rows: list[dict] = []
     for r in range(a.rounds):
         for s in scen:
@@ -178,15 +223,14 @@ def main() -> int:
         if "cpu_ns_per_frame" in rs[0]:
             c = statistics.median(sum(x["cpu_ns_per_frame"]) for x in rs)
             summary[s]["cpu_ns_per_frame"] = c
-            line += f"  turnoutd worker CPU per frame (all hosts) {c:7.0f} ns"
+            line += f"  switch CPU per frame (all hosts) {c:7.0f} ns"
         print(line)
-    if "turnoutd-plain" in summary and "turnoutd-vxlan" in summary:
-        p = summary["turnoutd-plain"]["cpu_ns_per_frame"]
-        v = summary["turnoutd-vxlan"]["cpu_ns_per_frame"]
-        print(f"  VXLAN through two turnoutd hosts: {v / p:.2f}x the CPU of plain "
-              f"switching on one ({v - p:.0f} ns more per frame: encap + decap + one more "
-              "switch pass)")
-        summary["ratio_vxlan_over_plain"] = v / p
+    for sw in ("turnoutd", "ovs"):
+        p = summary[f"{sw}-plain"]["cpu_ns_per_frame"]
+        v = summary[f"{sw}-vxlan"]["cpu_ns_per_frame"]
+        print(f"  VXLAN through two {sw} hosts: {v / p:.2f}x the CPU of plain switching on one "
+              f"({v - p:.0f} ns more per frame: encap + decap + one more switch pass)")
+        summary[f"{sw}_ratio_vxlan_over_plain"] = v / p
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps({"rows": rows, "summary": summary,

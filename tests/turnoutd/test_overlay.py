@@ -378,11 +378,11 @@ def test_turnoutd_to_turnoutd_and_kernel_to_kernel(net: Net, underlay: str) -> N
 
 
 @contextmanager
-def ovs(net: Net, ns: str) -> Iterator[callable]:
+def ovs(net: Net, ns: str, name: str = "ovs") -> Iterator[callable]:
     """A private OVS userspace instance inside `ns` (docs: PEERS.md)."""
     for t in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl"):
         need(t)
-    d = net.tmp / "ovs"
+    d = net.tmp / name
     d.mkdir()
     env = {"OVS_RUNDIR": str(d), "OVS_LOGDIR": str(d), "OVS_DBDIR": str(d),
            "OVS_SYSCONFDIR": str(d)}
@@ -416,6 +416,7 @@ def ovs(net: Net, ns: str) -> Iterator[callable]:
         return x("ovs-vsctl", f"--db={db}", *a, check=check)
 
     vsctl.appctl = lambda *a: x("ovs-appctl", "-t", f"{d}/ovs-vswitchd.{ovs_pid(d)}.ctl", *a)
+    vsctl.pid = lambda: int(ovs_pid(d))
     yield vsctl
 
 
