@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint
 
 setup:
 	bash scripts/setup.sh
@@ -49,6 +49,12 @@ bench-rust:
 bench-wakeup: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
+
+# Two-host VXLAN vs plain switching for turnoutd, OVS userspace and the
+# kernel (docs/overlay.md); about 4 minutes.
+bench-overlay: setup
+	mkdir -p results
+	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
 
 lint:
 	cargo clippy --workspace --all-targets -q
