@@ -353,6 +353,15 @@ def test_turnoutd_to_turnoutd_and_kernel_to_kernel(net: Net, underlay: str) -> N
         c = d.counters()
         assert c["rx_decapsulated"] > 1000 and c["tx_encapsulated"] > 1000, c
         assert c["macs"] >= 1, c
+    # Removed and added back at run time: the tunnel (its control thread,
+    # sockets, underlay) goes away cleanly and comes back working.
+    spec = next(p for p in da.rpc("config.show")["ports"] if p["name"] == "overlay")
+    da.rpc("port.remove", {"name": "overlay"})
+    assert all(p["name"] != "overlay" for p in da.rpc("port.list"))
+    out = nx(pod_a, "ping", "-c", "2", "-W", "1", "10.200.0.2", check=False)
+    assert " 100% packet loss" in out, out
+    da.rpc("port.add", spec)
+    reachable(pod_a, "10.200.0.2")
     da.stop()
     db.stop()
     print(f"\nTCP over {kind}, one veth underlay ({underlay}): turnoutd<->turnoutd A->B "
