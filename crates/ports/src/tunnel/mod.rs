@@ -42,7 +42,10 @@ mod sys;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::os::fd::{OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -204,6 +207,8 @@ struct Shared {
     mac: MacAddr,
     mtu: u32,
     remotes: ArcSwap<Remotes>,
+    /// Bumped after every new snapshot (receive queues drop their cache).
+    generation: AtomicU64,
     fdb: Fdb,
     /// Last second each endpoint id sent valid traffic.
     seen: Box<[AtomicU32]>,
@@ -295,6 +300,7 @@ impl TunnelPort {
             mac,
             mtu,
             remotes: ArcSwap::from_pointee(Remotes::default()),
+            generation: AtomicU64::new(0),
             fdb: Fdb::new(cfg.fdb_size, cfg.aging_s),
             seen: (0..MAX_REMOTES).map(|_| AtomicU32::new(0)).collect(),
             epoch: Instant::now(),
@@ -454,8 +460,8 @@ impl Port for TunnelPort {
 struct TunnelRx {
     under: Box<dyn RxQueue>,
     shared: Arc<Shared>,
-    /// Last source endpoint: (address, id).
-    cache: Option<(IpAddr, u16)>,
+    /// Last source endpoint: (address, id, snapshot generation).
+    cache: Option<(IpAddr, u16, u64)>,
 }
 
 impl RxQueue for TunnelRx {
@@ -467,6 +473,10 @@ impl RxQueue for TunnelRx {
         }
         let sh = &*self.shared;
         let now = sh.now_s();
+        let generation = sh.generation.load(Acquire);
+        if self.cache.is_some_and(|c| c.2 != generation) {
+            self.cache = None;
+        }
         let mut snap: Option<arc_swap::Guard<Arc<Remotes>>> = None;
         let mut keep_from = usize::MAX;
         let mut drops = [0u64; RxDrop::COUNT];
@@ -478,12 +488,12 @@ impl RxQueue for TunnelRx {
                     ok += 1;
                     if sh.cfg.learning {
                         let id = match self.cache {
-                            Some((ip, id)) if ip == src => Some(id),
+                            Some((ip, id, _)) if ip == src => Some(id),
                             _ => {
                                 let s = snap.get_or_insert_with(|| sh.remotes.load());
                                 let id = s.by_ip.get(&src).copied();
                                 match id {
-                                    Some(id) => self.cache = Some((src, id)),
+                                    Some(id) => self.cache = Some((src, id, generation)),
                                     None => {
                                         sh.c.rx_unknown_remote.fetch_add(1, Relaxed);
                                         let _ = sh.ctl.try_send(Ctl::Seen(src));
@@ -763,6 +773,7 @@ impl Control {
             snap.by_id.pop();
         }
         self.sh.remotes.store(Arc::new(snap));
+        self.sh.generation.fetch_add(1, Release);
         self.dirty = false;
     }
 
