@@ -13,7 +13,7 @@
 //!   behind the sending endpoint ([`fdb`]). ARP and neighbour discovery
 //!   frames go to the control thread over a bounded queue.
 //! - **Transmit**: the fabric copies frames into a staging ring
-//!   ([`sys::Staging`], same reserve / write / publish protocol as every
+//!   (`sys::Staging`, same reserve / write / publish protocol as every
 //!   port); `publish`, under the destination lock, encapsulates each frame
 //!   for its endpoint (inner destination MAC learned → one copy; unknown,
 //!   broadcast or multicast → one copy per endpoint of the flood list,
