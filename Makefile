@@ -16,9 +16,14 @@ setup:
 build:
 	cargo build --release --workspace --bins --examples
 
-# Every test: Rust unit, property and system tests (real peers: testpmd,
-# namespaces), then the Python workbench's tests (real SUTs, Chromium).
+# Every test: the lint gate first (a minute), then Rust unit, property and
+# system tests (real peers: testpmd, namespaces), then the Python
+# workbench's tests (real SUTs, Chromium). A system test whose peer the
+# setup installs fails when it is missing (TURNOUT_REQUIRE_PEERS=1;
+# docs/testing.md); `make test-rust` / `test-python` alone skip instead.
+test: export TURNOUT_REQUIRE_PEERS ?= 1
 test: setup
+	$(MAKE) lint
 	$(MAKE) test-rust
 	$(MAKE) test-python
 
@@ -56,7 +61,12 @@ bench-overlay: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
 
+# The gate `make test` runs first: rustfmt, clippy with warnings as errors
+# (release profile: it shares the test build's dependencies), ruff on every
+# Python file, mypy on the workbench (settings in python/pyproject.toml).
 lint:
-	cargo clippy --workspace --all-targets -q
-	$(PY)/ruff check python
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --release -q -- -D warnings
+	$(PY)/ruff check python tests
+	cd python && ../$(PY)/mypy
 

@@ -287,3 +287,16 @@ def test_tester_rx_cpu_is_a_cpu_other_than_the_senders():
         doc["campaign"]["tester_rx_cpu"] = bad
         with pytest.raises(CampaignError, match="tester_rx_cpu"):
             parse(doc)
+
+
+def test_turnoutd_poll_is_turnoutd_with_busy_polling_workers():
+    from turnout.sut import make_sut
+    from turnout.sut.base import SutPort, Topology
+
+    topo = Topology(ns="n", ports=[SutPort(name="a", kind="veth", iface="x"),
+                                   SutPort(name="b", kind="veth", iface="y")],
+                    xconnects=[("a", "b")])
+    poll = make_sut("turnoutd-poll", {"kernel_port": "af_xdp"}).render_config(topo, "/s")  # type: ignore[attr-defined]
+    assert 'wakeup = "poll"' in poll and 'kind = "af_xdp"' in poll
+    adaptive = make_sut("turnoutd").render_config(topo, "/s")  # type: ignore[attr-defined]
+    assert 'wakeup = "adaptive"' in adaptive

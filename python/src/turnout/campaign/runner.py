@@ -90,6 +90,7 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         latency_p99_ns=lat.get("p99"), latency_p999_ns=lat.get("p999"),
         latency_max_ns=lat.get("max"), latency_cdf=c.latency_cdf, jitter_ns=c.jitter_ns,
         cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
+        busy_cycles_per_frame=c.busy_cycles_per_frame,
         tester_bound=None if c.tester_bound is None else int(c.tester_bound), status="ok",
         started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
@@ -186,12 +187,16 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
         r.gbps = gbps(r.rx_total_pps if m == "rplus" else f.rate_total_pps,
                       item.point.frame_size_b)
         r.tester_bound = None if f.tester_bound is None else int(f.tester_bound)
+        if m == "rplus" and f.at is not None:
+            r.busy_cycles_per_frame = f.at.busy_cycles_per_frame
         r.trials_count = first.trials_count
         r.status = "ok"
         r.duration_s = time.time() - t0
         r.extra = dict(f.extra)
-        if f.at is not None and f.at.extra.get("tester_bound_why"):
-            r.extra["tester_bound_why"] = f.at.extra["tester_bound_why"]
+        if f.at is not None:
+            for k in ("tester_bound_why", "cost_source", "cost_why"):
+                if f.at.extra.get(k):
+                    r.extra[k] = f.at.extra[k]
         if r is not first:
             r.extra["trials_of"] = first.id
         db.update_result(r)

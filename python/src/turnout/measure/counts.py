@@ -50,6 +50,9 @@ class TrialCounts:
     jitter_ns: float | None = None
     cpu: list[dict[str, Any]] = field(default_factory=list)
     cycles_per_packet: float | None = None
+    #: the SUT's busy cycles per frame it received, from its own accounting
+    #: (measure/cost.py); None when it keeps none or it could not be read
+    busy_cycles_per_frame: float | None = None
     tester_bound: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

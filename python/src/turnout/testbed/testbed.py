@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import IO, Any
 
 from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
 
@@ -238,6 +239,59 @@ class Testbed:
         return cg
 
     # -------------------------------------------------------- processes
+    def steer_rps(self, ns: str | None, iface: str, cpus: str) -> str:
+        """Steer the receive work of ``iface`` (its backlog softirq: a kernel
+        bridge's forwarding, the stack's receive) to ``cpus`` with RPS, so a
+        SUT's kernel-side work runs on the SUT's CPUs, not on the CPU of the
+        process that sent the frame (veth transmit raises the receive
+        softirq on the sender's CPU). Returns the mask written. Frames a
+        native XDP program takes (AF_XDP ports) are not subject to RPS."""
+        mask = 0
+        for part in cpus.split(","):
+            if "-" in part:
+                lo, hi = part.split("-")
+                for c in range(int(lo), int(hi) + 1):
+                    mask |= 1 << c
+            elif part.strip():
+                mask |= 1 << int(part)
+        path = f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"
+        self.run(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns)
+        return f"{mask:x}"
+
+    def pin_napi(self, ns: str | None, ifaces: Sequence[str], cpus: str) -> dict[str, list[int]]:
+        """Threaded NAPI on these interfaces of ``ns``, its kernel threads
+        (``napi/<iface>-<id>``) pinned to ``cpus``: a veth's receive polling
+        (XDP and the AF_XDP copy, once a program is attached) then runs on
+        those CPUs instead of in the softirq of whichever CPU sent the frame,
+        at SCHED_FIFO priority 50 so that it preempts a busy-polling SUT
+        thread as the softirq would.
+        Returns the pinned thread ids per interface; an interface without a
+        NAPI instance (no XDP program attached: the kernel refuses
+        ``threaded``) is left out."""
+        for iface in ifaces:
+            self.run(["sh", "-c", f"echo 1 > /sys/class/net/{iface}/threaded"], netns=ns,
+                     check=False)
+        out: dict[str, list[int]] = {}
+        want = {f"napi/{i}-": i for i in ifaces}
+        for comm in Path("/proc").glob("[0-9]*/comm"):
+            try:
+                name = comm.read_text().strip()
+            except OSError:
+                continue
+            for prefix, iface in want.items():
+                if name.startswith(prefix):
+                    pid = int(comm.parent.name)
+                    r = subprocess.run(["taskset", "-pc", cpus, str(pid)], capture_output=True,
+                                       text=True, check=False)
+                    # SCHED_FIFO: like the softirq it replaces, it runs as soon as
+                    # frames arrive, ahead of a busy-polling SUT thread on that core
+                    # (as a normal thread it would wait for the scheduler's slice)
+                    f = subprocess.run(["chrt", "-f", "-p", "50", str(pid)], capture_output=True,
+                                       text=True, check=False)
+                    if r.returncode == 0 and f.returncode == 0:
+                        out.setdefault(iface, []).append(pid)
+        return out
+
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a short command to completion (in a namespace when given)."""
@@ -250,8 +304,8 @@ class Testbed:
         return res
 
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
-              cgroup: Path | None = None, stdout: int | None = subprocess.PIPE,
-              stderr: int | None = subprocess.PIPE, env: dict[str, str] | None = None,
+              cgroup: Path | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
+              stderr: int | IO[Any] | None = subprocess.PIPE, env: dict[str, str] | None = None,
               stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
         """Start a long-running process we own (stopped at close)."""
         full = [*(["ip", "netns", "exec", netns] if netns else []),
