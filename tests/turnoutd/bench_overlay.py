@@ -211,7 +211,8 @@ def main() -> int:
             cyc = res.get("cpu_ns_per_frame")
             print(f"round {r} {s:15} offered {res['offered_pps']:9.0f} delivered "
                   f"{res['delivered_pps']:9.0f} pps loss {res['loss']:.4f} p50 "
-                  f"{res['p50_us']:.0f} us" + (f" worker CPU ns/frame {[round(c) for c in cyc]}" if cyc else ""), flush=True)
+                  f"{res['p50_us']:.0f} us"
+                  + (f" switch CPU ns/frame {[round(c) for c in cyc]}" if cyc else ""), flush=True)
     print(f"\nmedians over {a.rounds} rounds, {a.size} B at {a.rate_pps} pps offered "
           f"(load average {os.getloadavg()[0]:.1f}):")
     summary = {}

@@ -15,13 +15,15 @@ process we started is ended by PID, also on failure.
 - turnoutd ↔ Open vSwitch's userspace datapath, VXLAN and Geneve;
 - three turnoutd hosts: broadcast replicated head-end to both remotes.
 
-Needs root; iperf3 and OVS are installed by scripts/setup.sh, so a missing
-one fails the test. Run: cargo build --release -p turnoutd &&
-.venv/bin/pytest -s tests/turnoutd/test_overlay.py
+Needs root, iperf3 and Open vSwitch (all from scripts/setup.sh): missing,
+they skip the test, or fail it under TURNOUT_REQUIRE_PEERS=1
+(turnout.testpeers, docs/testing.md). Run: cargo build --release -p turnoutd
+&& .venv/bin/pytest -s tests/turnoutd/test_overlay.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,10 +37,15 @@ from pathlib import Path
 import pytest
 from harness import Turnoutd, stop_pid, turnoutd_binary, wait_for
 
-pytestmark = [
-    pytest.mark.system,
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
-]
+from turnout import testpeers
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture(autouse=True)
+def _peers() -> None:
+    """Root: skip without it, fail under TURNOUT_REQUIRE_PEERS=1."""
+    testpeers.need_root()
 
 P = f"tov{os.getpid() % 100000}-"
 POD_MTU = 1450  # 1500 - 50 (VXLAN/Geneve over IPv4)
@@ -58,10 +65,10 @@ def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> str:
 
 
 def need(tool: str) -> str:
+    """A tool scripts/setup.sh installs (iperf3, Open vSwitch)."""
     path = shutil.which(tool)
-    if path is None:
-        pytest.fail(f"{tool} is not installed (scripts/setup.sh installs it)")
-    return path
+    testpeers.need(path, f"{tool} is not installed (scripts/setup.sh installs it)")
+    return path or tool
 
 
 class Net:
@@ -87,7 +94,8 @@ class Net:
             nx(ns, "ip", "link", "set", i, "mtu", str(mtu), "up")
             # A switch port is a wire: no super-frames, no unfinished
             # checksums (docs/kernel-ports.md).
-            nx(ns, "ethtool", "-K", i, "tx", "off", "tso", "off", "gso", "off", "gro", "off", check=False)
+            nx(ns, "ethtool", "-K", i, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
+               check=False)
 
     def pod(self, host: str, idx: int, ips: list[str], mtu: int) -> str:
         """A pod namespace with eth0 (addresses `ips`), veth `podN` in `host`."""
@@ -122,7 +130,7 @@ class Net:
         for c in reversed(self.cleanups):
             try:
                 c()
-            except Exception as e:  # noqa: BLE001 - cleanup goes on
+            except Exception as e:  # cleanup goes on
                 print(f"cleanup: {e}")
         for ns in reversed(self.ns):
             run("ip", "netns", "del", ns, check=False)
@@ -410,10 +418,8 @@ def ovs(net: Net, ns: str, name: str = "ovs") -> Iterator[callable]:
         f = d / pidfile
         if f.exists():
             pid = int(f.read_text().strip())
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     net.cleanups.append(lambda: kill("ovsdb-server.pid"))
     x("ovs-vsctl", f"--db={db}", "--no-wait", "init")
