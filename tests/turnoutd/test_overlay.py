@@ -361,6 +361,12 @@ def test_turnoutd_to_turnoutd_and_kernel_to_kernel(net: Net, underlay: str) -> N
         c = d.counters()
         assert c["rx_decapsulated"] > 1000 and c["tx_encapsulated"] > 1000, c
         assert c["macs"] >= 1, c
+    # tunnel.show: the static remote, resolved; pod B's MAC learned behind it.
+    mac_b = nx(pod_b, "cat", "/sys/class/net/eth0/address").strip()
+    t = da.rpc("tunnel.show", {"name": "overlay"})
+    assert t["kind"] == kind
+    assert t["remotes"] == [{"ip": ub, "resolved": True, "learned": False}], t
+    assert any(m["mac"] == mac_b and m["remote"] == ub for m in t["macs"]), t
     # Removed and added back at run time: the tunnel (its control thread,
     # sockets, underlay) goes away cleanly and comes back working.
     spec = next(p for p in da.rpc("config.show")["ports"] if p["name"] == "overlay")

@@ -45,6 +45,8 @@ pub fn unavailable_message(kind: &str) -> String {
 pub struct Backends {
     /// Per socket path: the server and how many interfaces use it.
     memif: Mutex<HashMap<PathBuf, (MemifServer, usize)>>,
+    /// Tunnel ports by name (for `tunnel.show`).
+    tunnels: Mutex<HashMap<String, Arc<ports::tunnel::TunnelPort>>>,
 }
 
 impl Backends {
@@ -104,8 +106,16 @@ impl Backends {
             }
             PortSpec::AfXdp(s) => open_af_xdp(&cfg.name, s),
             PortSpec::AfPacket(s) => open_af_packet(&cfg.name, s),
-            PortSpec::Vxlan(s) => open_tunnel(&cfg.name, ports::tunnel::Kind::Vxlan, s),
-            PortSpec::Geneve(s) => open_tunnel(&cfg.name, ports::tunnel::Kind::Geneve, s),
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => {
+                let kind = if matches!(cfg.spec, PortSpec::Vxlan(_)) {
+                    ports::tunnel::Kind::Vxlan
+                } else {
+                    ports::tunnel::Kind::Geneve
+                };
+                let t = open_tunnel(&cfg.name, kind, s)?;
+                self.tunnels.lock().insert(cfg.name.clone(), t.clone());
+                Ok(t)
+            }
             PortSpec::Tap(s) => {
                 use ports::tap::{TapConfig, TapPort};
                 let mut c = TapConfig::new(&s.iface);
@@ -146,9 +156,15 @@ impl Backends {
         }
     }
 
+    /// The tunnel port named `name`, if it is one.
+    pub fn tunnel(&self, name: &str) -> Option<Arc<ports::tunnel::TunnelPort>> {
+        self.tunnels.lock().get(name).cloned()
+    }
+
     /// A port opened by [`Backends::open`] was removed: close shared
     /// resources nobody uses any more.
     pub fn closed(&self, cfg: &PortConfig) {
+        self.tunnels.lock().remove(&cfg.name);
         if let PortSpec::Memif(s) = &cfg.spec {
             Self::release_locked(&mut self.memif.lock(), &s.socket, 1);
         }
@@ -177,6 +193,7 @@ impl Backends {
 
     /// Closes every shared resource (shutdown).
     pub fn close_all(&self) {
+        self.tunnels.lock().clear();
         self.memif.lock().clear();
     }
 }
@@ -242,7 +259,7 @@ fn open_tunnel(
     name: &str,
     kind: ports::tunnel::Kind,
     s: &TunnelSpec,
-) -> Result<Arc<dyn Port>, String> {
+) -> Result<Arc<ports::tunnel::TunnelPort>, String> {
     use ports::tunnel::{TunnelConfig, TunnelPort};
     let iface = s.underlay.iface();
     let uname = format!("{name}.underlay");

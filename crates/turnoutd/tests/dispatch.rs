@@ -364,6 +364,18 @@ fn every_method_and_its_errors() {
             )
         )
     );
+    // tunnel.show answers only for vxlan / geneve ports.
+    assert_eq!(
+        e(rpc(&d, "tunnel.show", json!({"name": "vm0"}))),
+        (
+            code::NOT_FOUND,
+            "no vxlan or geneve port named \"vm0\"".into()
+        )
+    );
+    assert_eq!(
+        e(rpc(&d, "tunnel.show", Value::Null)).0,
+        code::INVALID_PARAMS
+    );
     rpc(&d, "port.remove", json!({"name": "vm0"})).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     for kind in turnoutd::config::PORT_KINDS
