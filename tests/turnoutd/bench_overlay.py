@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -91,6 +92,7 @@ def one(scenario: str, size: int, rate: int, duration: float) -> dict:
     net = Net(tmp)
     stack = contextlib.ExitStack()
     ovs_pids: list[int] = []
+    ok = False
     try:
         tester = net.netns("tester")
         two = scenario.endswith("vxlan")
@@ -174,10 +176,15 @@ def one(scenario: str, size: int, rate: int, duration: float) -> dict:
             # load on the machine does not inflate it) per frame it received.
             res["cpu_ns_per_frame"] = [(a[0] - b0[0]) / max(1, a[1] - b0[1])
                                        for a, b0 in zip(after, before, strict=True)]
+        ok = True
         return res
     finally:
         stack.close()
         net.close()
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"bench_overlay: {scenario} failed; logs kept in {tmp}", file=sys.stderr)
 
 
 def proc_cpu_ns(pid: int) -> int:
