@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint
 
 setup:
 	bash scripts/setup.sh
@@ -47,12 +47,19 @@ bench: setup
 bench-rust:
 	cargo bench -p fabric --bench fabric
 	cargo bench -p logic --bench logics
+	cargo bench -p ports --bench tunnel
 
 # CPU vs p99 latency of the wake-up settings next to testpmd and OVS
 # (docs/architecture.md, "Wake-up"); about 25 minutes.
 bench-wakeup: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
+
+# Two-host VXLAN vs plain switching for turnoutd, OVS userspace and the
+# kernel (docs/overlay.md); about 4 minutes.
+bench-overlay: setup
+	mkdir -p results
+	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
 
 # The gate `make test` runs first: rustfmt, clippy with warnings as errors
 # (release profile: it shares the test build's dependencies), ruff on every

@@ -419,6 +419,36 @@ impl Daemon {
                         .map_err(|e| ApiError::new(code::REFUSED, e.0))
                 })
             }
+            Call::TunnelShow(p) => {
+                let t = self.backends.tunnel(&p.name).ok_or_else(|| {
+                    ApiError::new(
+                        code::NOT_FOUND,
+                        format!("no vxlan or geneve port named {:?}", p.name),
+                    )
+                })?;
+                Ok(to_value(api::TunnelShowResult {
+                    name: p.name.clone(),
+                    kind: t.info().kind.to_string(),
+                    remotes: t
+                        .remotes()
+                        .into_iter()
+                        .map(|(ip, resolved, learned)| api::TunnelRemote {
+                            ip: ip.to_string(),
+                            resolved,
+                            learned,
+                        })
+                        .collect(),
+                    macs: t
+                        .macs()
+                        .into_iter()
+                        .map(|(mac, ip, age_s)| api::TunnelMac {
+                            mac: mac.to_string(),
+                            remote: ip.to_string(),
+                            age_s,
+                        })
+                        .collect(),
+                }))
+            }
             Call::Stats => Ok(to_value(self.stats())),
             Call::StatsReset => {
                 let _st = self.state.lock();
