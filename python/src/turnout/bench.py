@@ -92,10 +92,6 @@ class RealBench:
                 if spec.tester_rx_cpu is not None:
                     s.rx_cpu = spec.tester_rx_cpu  # separate rx processes (measure/gen.py)
             sut.setup(tb, built.topology)
-            # the SUT-side veths' receive polling (XDP, AF_XDP) on the SUT's cores
-            napi = tb.pin_napi(built.topology.ns,
-                               [p.iface for p in built.topology.ports if p.kind == "veth"],
-                               layout.sut_cpus)
             try:
                 helpers = []
                 for i, h in enumerate(built.helpers):  # chain VNFs (turnout-gen fwd)
@@ -123,8 +119,7 @@ class RealBench:
                 cfg["tester_kernel_port"] = kernel_port
                 cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                                  "vnf": list(layout.vnf), "note": layout.note,
-                                 "rps_cpus": layout.sut_cpus,
-                                 "napi_threads_pinned": sum(len(v) for v in napi.values())}
+                                 "rps_cpus": layout.sut_cpus}
                 if pygen:
                     cfg["tester_note"] = (
                         "pygen fallback (turnout-gen not found): one syscall per frame, "
@@ -141,9 +136,6 @@ class RealBench:
                         if port.kind == "memif" and port.socket:
                             Path(port.socket).unlink(missing_ok=True)
                     sut.setup(tb, built.topology)
-                    tb.pin_napi(built.topology.ns,
-                                [p.iface for p in built.topology.ports if p.kind == "veth"],
-                                layout.sut_cpus)
                     if helpers:
                         time.sleep(1.5)
                     return f"{sut_name} restarted"

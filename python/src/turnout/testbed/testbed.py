@@ -258,40 +258,6 @@ class Testbed:
         self.run(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns)
         return f"{mask:x}"
 
-    def pin_napi(self, ns: str | None, ifaces: Sequence[str], cpus: str) -> dict[str, list[int]]:
-        """Threaded NAPI on these interfaces of ``ns``, its kernel threads
-        (``napi/<iface>-<id>``) pinned to ``cpus``: a veth's receive polling
-        (XDP and the AF_XDP copy, once a program is attached) then runs on
-        those CPUs instead of in the softirq of whichever CPU sent the frame,
-        at SCHED_FIFO priority 50 so that it preempts a busy-polling SUT
-        thread as the softirq would.
-        Returns the pinned thread ids per interface; an interface without a
-        NAPI instance (no XDP program attached: the kernel refuses
-        ``threaded``) is left out."""
-        for iface in ifaces:
-            self.run(["sh", "-c", f"echo 1 > /sys/class/net/{iface}/threaded"], netns=ns,
-                     check=False)
-        out: dict[str, list[int]] = {}
-        want = {f"napi/{i}-": i for i in ifaces}
-        for comm in Path("/proc").glob("[0-9]*/comm"):
-            try:
-                name = comm.read_text().strip()
-            except OSError:
-                continue
-            for prefix, iface in want.items():
-                if name.startswith(prefix):
-                    pid = int(comm.parent.name)
-                    r = subprocess.run(["taskset", "-pc", cpus, str(pid)], capture_output=True,
-                                       text=True, check=False)
-                    # SCHED_FIFO: like the softirq it replaces, it runs as soon as
-                    # frames arrive, ahead of a busy-polling SUT thread on that core
-                    # (as a normal thread it would wait for the scheduler's slice)
-                    f = subprocess.run(["chrt", "-f", "-p", "50", str(pid)], capture_output=True,
-                                       text=True, check=False)
-                    if r.returncode == 0 and f.returncode == 0:
-                        out.setdefault(iface, []).append(pid)
-        return out
-
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a short command to completion (in a namespace when given)."""
