@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..measure.cost import CostSample
+from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
@@ -30,15 +30,7 @@ DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 
 
 def _mask(cpus: str) -> str:
-    m = 0
-    for part in cpus.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            for c in range(int(lo), int(hi) + 1):
-                m |= 1 << c
-        elif part:
-            m |= 1 << int(part)
-    return hex(m)
+    return hex(sum(1 << c for c in set(cpu_list(cpus))))
 
 
 class Ovs(SutAdapter):

@@ -246,14 +246,9 @@ class Testbed:
         process that sent the frame (veth transmit raises the receive
         softirq on the sender's CPU). Returns the mask written. Frames a
         native XDP program takes (AF_XDP ports) are not subject to RPS."""
-        mask = 0
-        for part in cpus.split(","):
-            if "-" in part:
-                lo, hi = part.split("-")
-                for c in range(int(lo), int(hi) + 1):
-                    mask |= 1 << c
-            elif part.strip():
-                mask |= 1 << int(part)
+        from ..measure.cost import cpu_list
+
+        mask = sum(1 << c for c in set(cpu_list(cpus)))
         path = f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"
         self.run(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns)
         return f"{mask:x}"
