@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint
 
 setup:
 	bash scripts/setup.sh
@@ -16,9 +16,14 @@ setup:
 build:
 	cargo build --release --workspace --bins --examples
 
-# Every test: Rust unit, property and system tests (real peers: testpmd,
-# namespaces), then the Python workbench's tests (real SUTs, Chromium).
+# Every test: the lint gate first (a minute), then Rust unit, property and
+# system tests (real peers: testpmd, namespaces), then the Python
+# workbench's tests (real SUTs, Chromium). A system test whose peer the
+# setup installs fails when it is missing (TURNOUT_REQUIRE_PEERS=1;
+# docs/testing.md); `make test-rust` / `test-python` alone skip instead.
+test: export TURNOUT_REQUIRE_PEERS ?= 1
 test: setup
+	$(MAKE) lint
 	$(MAKE) test-rust
 	$(MAKE) test-python
 
@@ -42,6 +47,7 @@ bench: setup
 bench-rust:
 	cargo bench -p fabric --bench fabric
 	cargo bench -p logic --bench logics
+	cargo bench -p ports --bench tunnel
 
 # CPU vs p99 latency of the wake-up settings next to testpmd and OVS
 # (docs/architecture.md, "Wake-up"); about 25 minutes.
@@ -49,7 +55,18 @@ bench-wakeup: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
 
+# Two-host VXLAN vs plain switching for turnoutd, OVS userspace and the
+# kernel (docs/overlay.md); about 4 minutes.
+bench-overlay: setup
+	mkdir -p results
+	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
+
+# The gate `make test` runs first: rustfmt, clippy with warnings as errors
+# (release profile: it shares the test build's dependencies), ruff on every
+# Python file, mypy on the workbench (settings in python/pyproject.toml).
 lint:
-	cargo clippy --workspace --all-targets -q
-	$(PY)/ruff check python
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets --release -q -- -D warnings
+	$(PY)/ruff check python tests
+	cd python && ../$(PY)/mypy
 

@@ -45,7 +45,7 @@ cargo build --release --workspace --bins --examples -q
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, pytest" 2>/dev/null; then
+if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, pytest, mypy, ruff" 2>/dev/null; then
   echo "setup: installing the Python workbench into .venv"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e 'python[dev]'

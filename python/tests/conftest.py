@@ -1,10 +1,10 @@
-"""Shared fixtures: root detection, a private state dir."""
+"""Shared fixtures: root (through turnout.testpeers), a private state dir."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+
+from turnout import testpeers
 
 
 @pytest.fixture(autouse=True)
@@ -14,6 +14,10 @@ def _private_state_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TURNOUT_STATE_DIR", str(tmp_path / "state"))
 
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root (network namespaces, veths)"
-)
+@pytest.fixture
+def _root():
+    testpeers.need_root()
+
+
+#: Needs root: skips without it, fails under TURNOUT_REQUIRE_PEERS=1.
+needs_root = pytest.mark.usefixtures("_root")

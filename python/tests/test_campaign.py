@@ -287,3 +287,63 @@ def test_tester_rx_cpu_is_a_cpu_other_than_the_senders():
         doc["campaign"]["tester_rx_cpu"] = bad
         with pytest.raises(CampaignError, match="tester_rx_cpu"):
             parse(doc)
+
+
+def test_turnoutd_poll_is_turnoutd_with_busy_polling_workers():
+    from turnout.sut import make_sut
+    from turnout.sut.base import SutPort, Topology
+
+    topo = Topology(ns="n", ports=[SutPort(name="a", kind="veth", iface="x"),
+                                   SutPort(name="b", kind="veth", iface="y")],
+                    xconnects=[("a", "b")])
+    poll = make_sut("turnoutd-poll", {"kernel_port": "af_xdp"}).render_config(topo, "/s")  # type: ignore[attr-defined]
+    assert 'wakeup = "poll"' in poll and 'kind = "af_xdp"' in poll
+    adaptive = make_sut("turnoutd").render_config(topo, "/s")  # type: ignore[attr-defined]
+    assert 'wakeup = "adaptive"' in adaptive
+
+
+def test_a_sut_whose_port_stops_answering_is_restarted_once(tmp_path):
+    """PeerAbsent (turnout-gen exit 3: the SUT's port never came up) makes the
+    runner restart the SUT once and retry; the trial says so. A second
+    PeerAbsent fails the item with the reason."""
+    from turnout.measure.gen import PeerAbsent
+
+    class Flaky:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.recovered = 0
+
+        def host(self) -> Host:
+            return Host(hostname="fake", cores=2, git_commit="abc")
+
+        @contextlib.contextmanager
+        def session(self, sut, point, spec):
+            bench = self
+            model = SyntheticMeasurer(capacity_pps=5e4)
+
+            class M:
+                def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
+                    if bench.failures > 0:
+                        bench.failures -= 1
+                        raise PeerAbsent("turnout-gen exited 3: peer did not come up")
+                    return model.measure(duration_s, load_pps)
+
+            def recover() -> str:
+                bench.recovered += 1
+                return f"{sut} restarted"
+
+            yield Session(measurer=M(), sut=Sut(name=sut, version="1"), recover=recover)
+
+    doc = {"campaign": {"name": "r", "methods": ["fixed"]},
+           "matrix": {"suts": ["wire"], "scenarios": ["p2p"], "rates_pps": [1000]}}
+    with ResultsDB(tmp_path / "r.db") as db:
+        b = Flaky(failures=1)
+        c = run_campaign(parse(doc), db, b)
+        (t,) = db.trials(c.id)
+        assert t.status == "ok" and b.recovered == 1
+        assert "restarted after" in t.extra["recovered"]
+    with ResultsDB(tmp_path / "r2.db") as db:
+        b = Flaky(failures=2)
+        c = run_campaign(parse(doc), db, b)
+        (t,) = db.trials(c.id)
+        assert t.status == "failed" and "peer did not come up" in t.reason and b.recovered == 1

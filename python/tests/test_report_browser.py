@@ -15,9 +15,8 @@ import re
 import shutil
 import subprocess
 
-import pytest
-
 from test_report import fill_campaign
+from turnout import testpeers
 from turnout.report import build_report
 from turnout.results import ResultsDB
 
@@ -57,8 +56,8 @@ def _dump_dom(page, profile_dir) -> str:
     return proc.stdout
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (Debian package chromium)")
 def test_page_renders_in_chromium(tmp_path):
+    testpeers.need(CHROMIUM, "chromium not installed (Debian package chromium)")
     db_path = tmp_path / "results.db"
     with ResultsDB(db_path) as db:
         fill_campaign(db, "base")
@@ -89,3 +88,12 @@ def test_page_renders_in_chromium(tmp_path):
         assert got is not None, f"table {t.key} missing"
         assert got["rows"] == len(t.rows)
         assert got["cols"] == len(t.columns) + (1 if any(t.flags) else 0)
+    # the page opens with the verdict, and it shows the rows it was made from
+    assert re.findall(r'<section id="([^"]+)"', dom)[0] == "verdict"
+    (vt,) = [t for s in out.sections if s.key == "verdict" for t in s.tables
+             if t.key == "verdict-table"]
+    assert vt.rows and tables["tbl-verdict-table"]["rows"] == len(vt.rows)
+    body = dom[dom.index('id="tbl-verdict-table"'):]
+    body = html.unescape(body[:body.index("</table>")])
+    for row in vt.rows:
+        assert row[4] in body and row[6] in body

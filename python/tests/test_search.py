@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from turnout import testpeers
 from turnout.measure.counts import Measurer, TrialCounts
 from turnout.measure.stats import gbps, paired_ratios, percentile, summarize
 from turnout.measure.synthetic import SyntheticMeasurer
@@ -92,10 +93,10 @@ def test_a_load_the_tester_could_not_send_never_passes():
     assert r.tester_bound is False
 
 
-@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
 def test_mlrsearch_never_certifies_a_load_that_was_not_sent():
     """The tester sends half the intended load with zero loss (was: passed
     at the intended load, because no intended count was given)."""
+    testpeers.need(mlrsearch_available(), "MLRsearch not installed (pip, python[dev])")
 
     class Half:
         def measure(self, duration_s: float, load_pps: float) -> TrialCounts:
@@ -109,10 +110,10 @@ def test_mlrsearch_never_certifies_a_load_that_was_not_sent():
     assert ndr.rate_total_pps == 0.0
 
 
-@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
 def test_mlrsearch_reports_the_conditional_throughput():
     """With loss at the lower bound, the rate is that load scaled by its
     worst loss ratio (MLRsearch's conditional throughput), not the load."""
+    testpeers.need(mlrsearch_available(), "MLRsearch not installed (pip, python[dev])")
     m = SyntheticMeasurer(capacity_pps=8e5, background_loss=0.002)
     (pdr,) = mlr_search(m, loss_targets=(PDR_LOSS_RATIO,), max_load_pps=2e6,
                         min_load_pps=1e4, duration_s=1.0, relative_width=0.02)
@@ -121,8 +122,8 @@ def test_mlrsearch_reports_the_conditional_throughput():
     assert pdr.rate_total_pps == pytest.approx(lower * (1 - 0.002), rel=2e-3)
 
 
-@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
 def test_mlrsearch_robust_goals_take_several_trials_per_load():
+    testpeers.need(mlrsearch_available(), "MLRsearch not installed (pip, python[dev])")
     from turnout.search import MlrGoals
 
     m = SyntheticMeasurer(capacity_pps=5e5, noise_rel=0.05, seed=2)
@@ -135,8 +136,8 @@ def test_mlrsearch_robust_goals_take_several_trials_per_load():
     assert ndr.extra["exceed_ratio"] == 0.5
 
 
-@pytest.mark.skipif(not mlrsearch_available(), reason="MLRsearch not installed")
 def test_mlrsearch_finds_ndr_and_pdr():
+    testpeers.need(mlrsearch_available(), "MLRsearch not installed (pip, python[dev])")
     m = SyntheticMeasurer(capacity_pps=8e5, background_loss=0.002)
     ndr, pdr = mlr_search(m, loss_targets=(0.0, PDR_LOSS_RATIO), max_load_pps=2e6,
                           min_load_pps=1e4, duration_s=1.0, relative_width=0.02)
@@ -148,7 +149,7 @@ def test_mlrsearch_finds_ndr_and_pdr():
 @pytest.mark.parametrize("strategy", ["binary", "auto"])
 def test_ndr_pdr_strategies(strategy):
     if strategy == "auto" and not mlrsearch_available():
-        pytest.skip("MLRsearch not installed")
+        testpeers.need(False, "MLRsearch not installed (pip, python[dev])")
     m = SyntheticMeasurer(capacity_pps=5e5, noise_rel=0.02, seed=3)
     ndr, pdr = ndr_pdr(m, max_load_pps=1e6, duration_s=1.0, strategy=strategy)
     assert 0.45e6 <= ndr.rate_total_pps <= pdr.rate_total_pps * 1.0001 <= 5.2e5

@@ -43,8 +43,8 @@ PID = os.getpid()
 class Testpmd:
     """An interactive testpmd whose statistics are read from its stdout."""
 
-    def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str], netns: str | None = None,
-                 extra: list[str] | None = None) -> None:
+    def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str],
+                 netns: str | None = None, extra: list[str] | None = None) -> None:
         self.prefix = prefix
         cmd = ["stdbuf", "-oL", "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-pci", "-l", lcores,
                "--main-lcore", str(main), f"--file-prefix={prefix}"]
@@ -128,12 +128,14 @@ def memif_run(client: str, direction: str, size: int, window_s: float, n: int) -
         srv.cmd(f"set fwd {server_mode}")
         srv.cmd("start")
         if client == "gen":
-            role = ["tx", "--size", str(size), "--duration-s", str(window_s + 3), "--cooldown-s", "0"] \
-                if direction == "send" else ["rx", "--duration-s", str(window_s + 3)]
+            role = (["tx", "--size", str(size), "--duration-s", str(window_s + 3),
+                     "--cooldown-s", "0"]
+                    if direction == "send" else ["rx", "--duration-s", str(window_s + 3)])
             cli = subprocess.Popen([GEN, *role, "--port", f"memif:{sock}", "--cpu", "0"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         else:
-            cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1, [f"net_memif0,role=client,socket={sock},socket-abstract=no"],
+            cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1,
+                              [f"net_memif0,role=client,socket={sock},socket-abstract=no"],
                               extra=[f"--txpkts={size}"])
             cli_pmd._read_until(r"testpmd> ", 15)
             cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
@@ -155,8 +157,8 @@ class Veth:
         self.a, self.b = f"tgba{PID}", f"tgbb{PID}"
         for ns in (self.a, self.b):
             subprocess.run(["ip", "netns", "add", ns], check=True)
-        subprocess.run(["ip", "-n", self.a, "link", "add", "va", "type", "veth", "peer", "name", "vb",
-                        "netns", self.b], check=True)
+        subprocess.run(["ip", "-n", self.a, "link", "add", "va", "type", "veth",
+                        "peer", "name", "vb", "netns", self.b], check=True)
         subprocess.run(["ip", "-n", self.a, "link", "set", "va", "up"], check=True)
         subprocess.run(["ip", "-n", self.b, "link", "set", "vb", "up"], check=True)
 
@@ -164,8 +166,8 @@ class Veth:
         """Removes any XDP program left on the veth ends."""
         for ns, dev in ((self.a, "va"), (self.b, "vb")):
             for mode in ("xdp", "xdpgeneric"):
-                subprocess.run(["ip", "-n", ns, "link", "set", "dev", dev, mode, "off"], check=False,
-                               stderr=subprocess.DEVNULL)
+                subprocess.run(["ip", "-n", ns, "link", "set", "dev", dev, mode, "off"],
+                               check=False, stderr=subprocess.DEVNULL)
 
     def close(self) -> None:
         for ns in (self.a, self.b):
@@ -175,11 +177,13 @@ class Veth:
 def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, n: int) -> float:
     if direction == "send":
         if client == "gen":
-            out = subprocess.run(["ip", "netns", "exec", v.a, GEN, "tx", "--port", "afxdp:va", "--size", str(size),
-                                  "--duration-s", str(window_s), "--warmup-s", "0.5", "--cpu", "0", "--cooldown-s", "0"],
+            out = subprocess.run(["ip", "netns", "exec", v.a, GEN, "tx", "--port", "afxdp:va",
+                                  "--size", str(size), "--duration-s", str(window_s),
+                                  "--warmup-s", "0.5", "--cpu", "0", "--cooldown-s", "0"],
                                  capture_output=True, text=True, timeout=60)
             return json.loads(out.stdout)["tx"]["rate_pps"]
-        pmd = Testpmd(f"tgbx{PID}{n}", "0,1", 1, ["net_af_xdp0,iface=va"], netns=v.a, extra=[f"--txpkts={size}"])
+        pmd = Testpmd(f"tgbx{PID}{n}", "0,1", 1, ["net_af_xdp0,iface=va"], netns=v.a,
+                      extra=[f"--txpkts={size}"])
         try:
             pmd._read_until(r"testpmd> ", 15)
             pmd.cmd("set fwd txonly")
@@ -189,12 +193,14 @@ def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, 
         finally:
             pmd.close()
     # receive: testpmd txonly in a sends; the receiver under test in b
-    snd = Testpmd(f"tgbx{PID}{n}", "0,1", 0, ["net_af_xdp0,iface=va"], netns=v.a, extra=[f"--txpkts={size}"])
+    snd = Testpmd(f"tgbx{PID}{n}", "0,1", 0, ["net_af_xdp0,iface=va"], netns=v.a,
+                  extra=[f"--txpkts={size}"])
     try:
         snd._read_until(r"testpmd> ", 15)
         if client == "gen":
-            rx = subprocess.Popen(["ip", "netns", "exec", v.b, GEN, "rx", "--port", "afxdp:vb", "--cpu", "0",
-                                   "--duration-s", str(window_s + 0.5)], stdout=subprocess.PIPE, text=True)
+            rx = subprocess.Popen(["ip", "netns", "exec", v.b, GEN, "rx", "--port", "afxdp:vb",
+                                   "--cpu", "0", "--duration-s", str(window_s + 0.5)],
+                                  stdout=subprocess.PIPE, text=True)
             time.sleep(0.5)
             snd.cmd("set fwd txonly")
             snd.cmd("start")
@@ -217,7 +223,8 @@ def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--window-s", type=float, default=2.0)
     ap.add_argument("--sizes", default="64,1518")
@@ -248,12 +255,14 @@ def main() -> int:
                                 else:
                                     v.detach()
                                     r = afxdp_run(v, client, direction, size, a.window_s, n)
-                            except Exception as e:  # noqa: BLE001 - one failed run is reported, not fatal
-                                print(f"  {path} {client} {direction} {size}: failed: {e}", file=sys.stderr)
+                            except Exception as e:
+                                print(f"  {path} {client} {direction} {size}: failed: {e}",
+                                  file=sys.stderr)
                                 continue
                             key = f"{path} {direction} {size}B {client}"
                             results.setdefault(key, []).append(r)
-                            pairs.setdefault(f"{path} {direction} {size}B", {}).setdefault(run, {})[client] = r
+                            pair = pairs.setdefault(f"{path} {direction} {size}B", {})
+                            pair.setdefault(run, {})[client] = r
                             print(f"  {key}: {r / 1e6:.3f} Mpps", file=sys.stderr)
     finally:
         if v:
@@ -265,7 +274,8 @@ def main() -> int:
               f"{min(vals) / 1e6:7.3f} {max(vals) / 1e6:7.3f}")
     # Ratios pair by pair (the runs are interleaved gen, testpmd, gen, ...),
     # so the host's drift between runs mostly cancels.
-    print(f"\n{'path':6} {'dir':8} {'size':>5} {'gen/testpmd median':>18} {'min':>6} {'max':>6} {'pairs':>5}")
+    print(f"\n{'path':6} {'dir':8} {'size':>5} {'gen/testpmd median':>18} "
+          f"{'min':>6} {'max':>6} {'pairs':>5}")
     for k, runs in pairs.items():
         path, d, size = k.split()
         ratios = [x["gen"] / x["testpmd"] for x in runs.values() if x.get("testpmd") and "gen" in x]

@@ -331,14 +331,17 @@ def main() -> int:
                 # Cost per frame, valid also when the tester set the rate:
                 # testpmd's cycles over the switch's, round by round (> 1:
                 # the switch spends fewer cycles per frame than testpmd io).
-                runs_s = {x["round"]: x for x in raw["throughput"] if x["size_b"] == size and x["sut"] == sut}
+                runs_s = {x["round"]: x for x in raw["throughput"]
+                          if x["size_b"] == size and x["sut"] == sut}
                 runs_b = {x["round"]: x for x in raw["throughput"]
                           if x["size_b"] == size and x["sut"] == "testpmd-io"}
-                cr = [runs_b[r]["cycles_per_packet"] / runs_s[r]["cycles_per_packet"] for r in runs_s
-                      if r in runs_b and runs_s[r].get("cycles_per_packet") and runs_b[r].get("cycles_per_packet")]
+                cpp = "cycles_per_packet"
+                cr = [runs_b[r][cpp] / runs_s[r][cpp] for r in runs_s
+                      if r in runs_b and runs_s[r].get(cpp) and runs_b[r].get(cpp)]
                 if cr:
                     print(
-                        f"  {size:5d} B  testpmd-io/{sut} cycles per frame {statistics.median(cr):.2f} "
+                        f"  {size:5d} B  testpmd-io/{sut} cycles per frame "
+                        f"{statistics.median(cr):.2f} "
                         f"[{min(cr):.2f}–{max(cr):.2f}]"
                     )
         if not a.skip_cpu:

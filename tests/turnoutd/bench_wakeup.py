@@ -27,8 +27,10 @@ first with `turnoutd:poll` (unpaced); the fractions are of that R+.
     cargo build --release -p turnoutd -p turnout-gen
     sudo .venv/bin/python tests/turnoutd/bench_wakeup.py --rounds 3 \\
         [--paths memif,afxdp] [--loads 10k,100k,0.1,0.5,0.9] \\
-        [--configs turnoutd:poll,turnoutd:0,turnoutd:100,turnoutd:250,turnoutd:100:idle,testpmd,ovs] \\
-        [--json out.json] [--plot out.png]
+        [--configs CONFIGS] [--json out.json] [--plot out.png]
+
+    CONFIGS defaults to all of them:
+        turnoutd:poll,turnoutd:0,turnoutd:100,turnoutd:250,turnoutd:100:idle,testpmd,ovs
 
 Needs root (namespaces), dpdk-testpmd and Open vSwitch. Everything it
 creates is removed at the end (the turnout Testbed), also on failure.
@@ -40,7 +42,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -175,7 +176,10 @@ class Session:
         doc = json.loads(out.decode().strip().splitlines()[-1])
         rx, tx = doc["rx"], doc["tx"]
         lat = rx.get("latency_ns") or {}
-        cpu = (w1 - w0) / 1e9 / (t1 - t0) if w0 is not None and w1 is not None else (c1 - c0) / (t1 - t0)
+        if w0 is not None and w1 is not None:
+            cpu = (w1 - w0) / 1e9 / (t1 - t0)
+        else:
+            cpu = (c1 - c0) / (t1 - t0)
         return {
             "offered_pps": tx["rate_pps"], "rx_pps": rx["rate_pps"], "lost": rx.get("lost", 0),
             "sent": tx["packets"], "received": rx["packets"],
@@ -213,7 +217,8 @@ def med(xs: list[float]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--paths", default="memif,afxdp")
     ap.add_argument("--loads", default="10k,100k,0.1,0.5,0.9")
     ap.add_argument("--configs",
@@ -236,8 +241,8 @@ def main() -> int:
         configs = [c for c in (parse_config(x, path) for x in a.configs.split(",")) if c]
         # R+ of the path: turnoutd polling, unpaced
         with Testbed() as tb:
-            ref = Session(tb, Config("turnoutd:poll", "turnoutd",
-                                     {"logic": "patch", "kernel_port": "af_xdp", "wakeup": "poll"}), path)
+            poll = {"logic": "patch", "kernel_port": "af_xdp", "wakeup": "poll"}
+            ref = Session(tb, Config("turnoutd:poll", "turnoutd", poll), path)
             try:
                 rplus = ref.trial(0, a.duration_s, a.warmup_s)["rx_pps"]
             finally:
@@ -251,18 +256,22 @@ def main() -> int:
                 with Testbed() as tb:
                     try:
                         sess = Session(tb, cfg, path)
-                    except Exception as e:  # noqa: BLE001 - a missing SUT is reported, not fatal
+                    except Exception as e:
                         print(f"  {cfg.label}: skipped: {e}", flush=True)
                         continue
                     try:
                         for lbl, rate in rates:
                             r = sess.trial(rate, a.duration_s, a.warmup_s)
-                            r.update(path=path, config=cfg.label, load=lbl, rate_pps=rate, round=rnd)
+                            r.update(path=path, config=cfg.label, load=lbl, rate_pps=rate,
+                                     round=rnd)
                             results.append(r)
-                            print(f"  r{rnd} {cfg.label:18s} {lbl:>5s} {r['offered_pps'] / 1e3:9.1f} kpps "
-                                  f"p50 {r['p50_us']:8.1f} p99 {r['p99_us']:8.1f} p99.9 {r['p999_us']:8.1f} µs "
-                                  f"cpu {r['cpu_pct']:5.1f} % lost {r['lost']}"
-                                  + (f"  HOST SLOW ({r['host_lost_pct']:.0f} % lost)" if r["host_slow"] else ""),
+                            slow = (f"  HOST SLOW ({r['host_lost_pct']:.0f} % lost)"
+                                    if r["host_slow"] else "")
+                            print(f"  r{rnd} {cfg.label:18s} {lbl:>5s} "
+                                  f"{r['offered_pps'] / 1e3:9.1f} kpps "
+                                  f"p50 {r['p50_us']:8.1f} p99 {r['p99_us']:8.1f} "
+                                  f"p99.9 {r['p999_us']:8.1f} µs "
+                                  f"cpu {r['cpu_pct']:5.1f} % lost {r['lost']}" + slow,
                                   flush=True)
                     finally:
                         sess.close()
@@ -276,9 +285,11 @@ def main() -> int:
         print(f"\n{path}")
         print(f"{'config':18s} {'load':>5s} {'p50 µs':>20s} {'p99 µs':>22s} {'cpu %':>20s}")
         keys = sorted({(r["config"], r["load"]) for r in results if r["path"] == path},
-                      key=lambda k: (a.configs.split(",").index(k[0]), a.loads.split(",").index(k[1])))
+                      key=lambda k: (a.configs.split(",").index(k[0]),
+                                     a.loads.split(",").index(k[1])))
         for cfg_label, lbl in keys:
-            rs = [r for r in results if r["path"] == path and r["config"] == cfg_label and r["load"] == lbl]
+            rs = [r for r in results
+                  if r["path"] == path and r["config"] == cfg_label and r["load"] == lbl]
             print(f"{cfg_label:18s} {lbl:>5s} {med([r['p50_us'] for r in rs]):>20s} "
                   f"{med([r['p99_us'] for r in rs]):>22s} {med([r['cpu_pct'] for r in rs]):>20s}")
     if a.json:

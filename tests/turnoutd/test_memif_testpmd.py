@@ -21,10 +21,16 @@ import time
 import pytest
 from harness import TESTPMD, Testpmd, Turnoutd, port_toml, turnoutd_binary, wait_for
 
-pytestmark = [
-    pytest.mark.skipif(TESTPMD is None, reason="dpdk-testpmd not installed (Debian dpdk-dev)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="testpmd needs root for /var/run/dpdk"),
-]
+from turnout import testpeers
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture(autouse=True)
+def _peers():
+    """testpmd and root: skip without them, fail under TURNOUT_REQUIRE_PEERS=1."""
+    testpeers.need(TESTPMD, "dpdk-testpmd not installed (Debian dpdk-dev)")
+    testpeers.need(os.geteuid() == 0, "testpmd needs root for /var/run/dpdk")
 
 # 9000-byte frames: one 9000 B segment per mbuf on the generator side. The
 # generator's memif buffers hold a whole frame (bsize=9216): DPDK 22.11's

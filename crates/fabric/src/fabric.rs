@@ -269,8 +269,8 @@ impl Forwarder {
     ) -> u64 {
         let n = pkts.len().min(verdicts.len()).min(self.next.len());
         // Pass 1: one list per destination.
-        for i in 0..n {
-            match verdicts[i] {
+        for (i, &v) in verdicts[..n].iter().enumerate() {
+            match v {
                 Verdict::Port(d) => {
                     let di = d as usize;
                     // Fast path: a destination already active in this batch

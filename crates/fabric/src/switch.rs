@@ -19,6 +19,11 @@ use crate::port::{Port, PortId};
 use crate::sys;
 use crate::worker::{self, LogicSlot, Mailbox, WakeupMode, WorkerCmd, WorkerShared};
 
+/// How long a control operation waits for every worker to come round.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long `remove_port` waits for the workers to drop the port's queues.
+pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Errors of the switch's control operations.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SwitchError {
@@ -34,6 +39,10 @@ pub enum SwitchError {
     NoSuchWorker(usize),
     /// A system call failed.
     Os(String),
+    /// A worker did not confirm a control operation in time (stuck in a
+    /// logic, starved of CPU, stopped process). What happened to the
+    /// operation is in the message and in the method's documentation.
+    Timeout(String),
 }
 
 impl std::fmt::Display for SwitchError {
@@ -45,6 +54,7 @@ impl std::fmt::Display for SwitchError {
             SwitchError::TableFull => write!(f, "port table full"),
             SwitchError::NoSuchWorker(w) => write!(f, "no worker {w}"),
             SwitchError::Os(m) => write!(f, "system error: {m}"),
+            SwitchError::Timeout(m) => write!(f, "timed out: {m}"),
         }
     }
 }
@@ -253,7 +263,10 @@ impl Switch {
 
     /// Adds a port; its receive queues go to `worker` (default: round-robin
     /// over workers, one port at a time). Returns its id once every worker
-    /// sees the port and its owner polls its queues.
+    /// sees the port and its owner polls its queues. When a worker does not
+    /// come round within [`SYNC_TIMEOUT`], the port is taken out again (its
+    /// queues are dropped by their worker when it comes round) and
+    /// `SwitchError::Timeout` is returned: nothing was added.
     pub fn add_port(
         &self,
         name: &str,
@@ -288,30 +301,54 @@ impl Switch {
                 });
             }
         }
+        if let Err(e) = self.sync_workers() {
+            self.table.store(Arc::new(self.table.load().without(id)));
+            // After its AddRx commands: the mailbox is in order.
+            self.workers[w].shared.mailbox.post(WorkerCmd::RemovePort {
+                port: id,
+                done: Arc::new(AtomicBool::new(false)),
+            });
+            return Err(e);
+        }
         self.owners.lock().push((id, w));
-        self.sync_workers();
         Ok(id)
     }
 
     /// Waits until every worker has started a loop iteration after this
     /// call: from then on each sees the current port table, logic and
     /// commands posted before. A worker asleep in epoll is woken for it.
-    /// Bounded: a worker that does not come round within a second (stuck
-    /// CPU, stopped process) is not waited for.
-    fn sync_workers(&self) {
-        let deadline = Instant::now() + Duration::from_secs(1);
-        for w in &self.workers {
+    /// Bounded: a worker that does not come round within [`SYNC_TIMEOUT`]
+    /// (stuck in a logic, starved of CPU, stopped process) is not waited
+    /// for, and the answer is `SwitchError::Timeout` naming it.
+    fn sync_workers(&self) -> Result<(), SwitchError> {
+        let deadline = Instant::now() + SYNC_TIMEOUT;
+        let mut late = Vec::new();
+        for (i, w) in self.workers.iter().enumerate() {
             let e0 = w.shared.epoch.load(Ordering::SeqCst);
             w.shared.mailbox.kick();
-            while w.shared.epoch.load(Ordering::SeqCst) <= e0 && Instant::now() < deadline {
+            while w.shared.epoch.load(Ordering::SeqCst) <= e0 {
+                if Instant::now() >= deadline {
+                    late.push(i);
+                    break;
+                }
                 std::thread::sleep(Duration::from_micros(20));
             }
+        }
+        if late.is_empty() {
+            Ok(())
+        } else {
+            Err(SwitchError::Timeout(format!(
+                "worker(s) {late:?} did not come round within {SYNC_TIMEOUT:?}"
+            )))
         }
     }
 
     /// Removes a port under traffic: no new frames are sent to it, its
     /// receive queues are dropped by their worker, and frames in flight
-    /// finish with the table snapshot they started with.
+    /// finish with the table snapshot they started with. When a worker does
+    /// not confirm within [`REMOVE_TIMEOUT`] the answer is
+    /// `SwitchError::Timeout`: the port is out of the table all the same
+    /// and that worker drops its queues when it comes round.
     pub fn remove_port(&self, name: &str) -> Result<(), SwitchError> {
         let _g = self.control.lock();
         let cur = self.table.load();
@@ -329,13 +366,26 @@ impl Switch {
             });
             waits.push(done);
         }
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + REMOVE_TIMEOUT;
         while waits.iter().any(|d| !d.load(Ordering::Acquire)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
         self.owners.lock().retain(|(p, _)| *p != id);
         self.logic.load().0.port_removed(id);
-        Ok(())
+        let late: Vec<usize> = waits
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| !d.load(Ordering::Acquire))
+            .map(|(i, _)| i)
+            .collect();
+        if late.is_empty() {
+            Ok(())
+        } else {
+            Err(SwitchError::Timeout(format!(
+                "port {name:?} is out of the table but worker(s) {late:?} did not drop \
+                 its queues within {REMOVE_TIMEOUT:?}"
+            )))
+        }
     }
 
     /// Id of the port named `name`.
@@ -359,11 +409,14 @@ impl Switch {
 
     /// Replaces the logic; takes effect at each worker's next batch. Batches
     /// in flight finish with the old logic, so nothing is lost or doubled.
-    /// Returns once every worker classifies with the new logic.
-    pub fn replace_logic(&self, logic: Box<dyn Logic>) {
+    /// Returns once every worker classifies with the new logic. When a
+    /// worker does not come round within [`SYNC_TIMEOUT`] the answer is
+    /// `SwitchError::Timeout`: the new logic is installed all the same and
+    /// that worker takes it at its next batch.
+    pub fn replace_logic(&self, logic: Box<dyn Logic>) -> Result<(), SwitchError> {
         let _g = self.control.lock();
         self.logic.store(Arc::new(LogicSlot(logic)));
-        self.sync_workers();
+        self.sync_workers()
     }
 
     /// Runs `f` with the current logic (for its commands).

@@ -113,6 +113,9 @@ struct RxSlot {
     last_rx_ns: u64,
     armed: bool,
     fd: Option<i32>,
+    /// Its epoll token: unique for the worker's life and never re-registered,
+    /// so removing another port cannot leave this queue deaf.
+    token: u64,
 }
 
 /// Everything a worker thread needs, shared with the switch.
@@ -154,6 +157,7 @@ pub fn run(
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let c = &shared.counters;
     let mut iter: u32 = 0;
+    let mut next_token: u64 = 0;
     let mut last = sys::cycles();
     let mut policy = Policy::new(budget_us, batch_cap, sys::now_ns());
     c.publish_policy(&policy.view());
@@ -181,7 +185,8 @@ pub fn run(
                         } else {
                             None
                         };
-                        let token = slots.len() as u64;
+                        let token = next_token;
+                        next_token += 1;
                         // A queue epoll does not take is polled, never armed.
                         let fd = fd.filter(|fd| epoll.add(*fd, token).is_ok());
                         let last_rx_ns = sys::now_ns();
@@ -192,6 +197,7 @@ pub fn run(
                             last_rx_ns,
                             armed: false,
                             fd,
+                            token,
                         });
                     }
                     WorkerCmd::RemovePort { port, done } => {
@@ -200,14 +206,9 @@ pub fn run(
                                 epoll.remove(fd);
                             }
                         }
+                        // The other queues keep their registrations and
+                        // tokens: nothing to redo, nothing that can fail.
                         slots.retain(|s| s.port != port);
-                        // Tokens are slot indexes: re-register the rest.
-                        for (i, s) in slots.iter_mut().enumerate() {
-                            if let Some(fd) = s.fd {
-                                epoll.remove(fd);
-                                let _ = epoll.add(fd, i as u64);
-                            }
-                        }
                         done.store(true, std::sync::atomic::Ordering::Release);
                     }
                     WorkerCmd::Stop => {
@@ -356,7 +357,7 @@ pub fn run(
             let tok = ev.u64;
             if tok == WAKE_TOKEN {
                 shared.mailbox.wake.drain();
-            } else if let Some(s) = slots.get_mut(tok as usize) {
+            } else if let Some(s) = slots.iter_mut().find(|s| s.token == tok) {
                 s.rxq.ack_notify();
                 if s.armed {
                     s.rxq.set_notify(false);

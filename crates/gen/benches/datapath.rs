@@ -112,6 +112,7 @@ fn send(c: &mut Criterion) {
                 let plan = SendPlan {
                     stream: 0,
                     burst: 32,
+                    bunch: false,
                     rate_pps: 0.0,
                     warmup_ns: 0,
                     duration_ns: u64::MAX / 4,

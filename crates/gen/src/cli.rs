@@ -241,6 +241,12 @@ pub struct Traffic {
     #[arg(long, value_name = "N", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub burst: u32,
+    /// Paced: send every --burst frames back to back, when the last of them
+    /// is due (bursts at --rate-pps / --burst per second), instead of
+    /// evenly spaced frames (client/server round trips over burst sizes,
+    /// seeds/001 §4.5).
+    #[arg(long)]
+    pub bunch: bool,
     /// How long to send, in seconds (after the warm-up).
     #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = pos_f64)]
     pub duration_s: f64,

@@ -65,6 +65,9 @@ pub struct SendPlan {
     pub stream: u32,
     /// Frames per burst.
     pub burst: u32,
+    /// Paced: whole bursts back to back when their last frame is due,
+    /// instead of evenly spaced frames.
+    pub bunch: bool,
     /// Offered load, 0 = as fast as possible.
     pub rate_pps: f64,
     /// Length of the warm-up.
@@ -178,6 +181,10 @@ impl<'a> Sender<'a> {
             return 0;
         }
         let paced = self.pacer.paced();
+        // Bunched: wait until a whole burst is due, then send it at once.
+        if paced && self.plan.bunch && self.pacer.backlog(now) < self.plan.burst as u64 {
+            return 0;
+        }
         // The schedule's time of this burst decides its phase, so catching
         // up never moves frames across the warm-up boundary.
         let t = if paced {
@@ -205,7 +212,12 @@ impl<'a> Sender<'a> {
                     n = n.min(c - self.stats.packets);
                     n == 0
                 }
-                None => t >= ms + self.plan.duration_ns,
+                None => {
+                    // A catch-up burst ends with the window: frames due
+                    // after it are not sent.
+                    n = n.min(self.pacer.due_before(ms + self.plan.duration_ns));
+                    t >= ms + self.plan.duration_ns
+                }
             };
             if over {
                 let end = if paced { t.max(self.last_send_ns) } else { now };
@@ -673,6 +685,7 @@ mod tests {
         SendPlan {
             stream: 9,
             burst: 32,
+            bunch: false,
             rate_pps: rate,
             warmup_ns,
             duration_ns,
@@ -875,9 +888,64 @@ mod tests {
     }
 
     #[test]
+    fn bunched_bursts_go_out_whole_at_the_average_rate() {
+        // 10 kpps in bursts of 8 for 40 ms on a fake clock polled every
+        // 1 µs: 50 bursts of 8, 800 µs apart, each burst in one send with
+        // one timestamp.
+        let (port, mut peer) = pipe(
+            "b",
+            PipeConfig {
+                queues: 1,
+                ring_slots: 1024,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
+        let port: Arc<dyn Port> = Arc::new(port);
+        let gen = FrameGen::new(&spec(), &[64 + 2]).unwrap();
+        // SAFETY: the test thread is the only sender on this queue.
+        let tx = unsafe { OwnedTx::new(port.tx(0)) };
+        let mut p = plan(10_000.0, None, 40_000_000, 0);
+        p.burst = 8;
+        p.bunch = true;
+        let start = 1_000_000_000;
+        let mut s = Sender::new(tx, gen, p, start, 2048).unwrap();
+        let (per_send, ts) = run_fake_clock(&mut s, start, &mut peer);
+        assert_eq!(ts.len(), 400);
+        assert!(per_send.iter().all(|&n| n == 8), "{per_send:?}");
+        for (i, b) in ts.chunks(8).enumerate() {
+            assert!(b.iter().all(|&t| t == b[0]));
+            // the burst goes when its last frame is due: (8i + 7) × 100 µs
+            assert_eq!(b[0], start + (8 * i as u64 + 7) * 100_000);
+        }
+    }
+
+    /// Polls `s` on a fake clock advancing 1 µs per poll until it is done;
+    /// returns the frames per send and the frames' timestamps.
+    fn run_fake_clock(
+        s: &mut Sender<'_>,
+        start: u64,
+        peer: &mut fabric::PipePeer,
+    ) -> (Vec<u64>, Vec<u64>) {
+        let mut per_send = Vec::new();
+        let mut t = start;
+        while !s.done() {
+            let n = s.poll(t);
+            if n > 0 {
+                per_send.push(n);
+            }
+            t += 1_000;
+        }
+        let mut ts = Vec::new();
+        peer.recv(0, 10_000, |f| ts.push(frame::parse(f).unwrap().ts_ns));
+        (per_send, ts)
+    }
+
+    #[test]
     fn paced_frames_are_evenly_spaced_at_low_rates() {
-        // 10 kpps for 50 ms, burst 32: every frame goes out alone, 100 µs
-        // after the previous one, stamped with its own send time.
+        // 10 kpps for 50 ms, burst 32, on a fake clock polled every 1 µs:
+        // every frame goes out alone at its own deadline, 100 µs apart,
+        // stamped with its send time.
         let (port, mut peer) = pipe(
             "e",
             PipeConfig {
@@ -891,29 +959,14 @@ mod tests {
         let gen = FrameGen::new(&spec(), &[64 + 2]).unwrap();
         // SAFETY: the test thread is the only sender on this queue.
         let tx = unsafe { OwnedTx::new(port.tx(0)) };
-        let mut s =
-            Sender::new(tx, gen, plan(10_000.0, None, 50_000_000, 0), now_ns(), 2048).unwrap();
-        let mut per_send = Vec::new();
-        while !s.done() {
-            let n = s.poll(now_ns());
-            if n > 0 {
-                per_send.push(n);
-            }
+        let start = 1_000_000_000;
+        let mut s = Sender::new(tx, gen, plan(10_000.0, None, 50_000_000, 0), start, 2048).unwrap();
+        let (per_send, ts) = run_fake_clock(&mut s, start, &mut peer);
+        assert_eq!(ts.len(), 500);
+        assert!(per_send.iter().all(|&n| n == 1), "{per_send:?}");
+        for (i, &t) in ts.iter().enumerate() {
+            assert_eq!(t, start + i as u64 * 100_000);
         }
-        let mut ts = Vec::new();
-        peer.recv(0, 10_000, |f| ts.push(frame::parse(f).unwrap().ts_ns));
-        assert!((490..=510).contains(&ts.len()), "{}", ts.len());
-        // Almost every send carried one frame (a descheduled sender may
-        // catch up with a few), and the stamps are ~100 µs apart.
-        let single = per_send.iter().filter(|&&n| n == 1).count();
-        assert!(single * 10 >= per_send.len() * 9, "{per_send:?}");
-        let mut gaps: Vec<u64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_unstable();
-        let median = gaps[gaps.len() / 2];
-        assert!(
-            (90_000..=110_000).contains(&median),
-            "median gap {median} ns"
-        );
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl Latency {
             let v = self.hist.value_at_quantile(q);
             let frac = self.hist.count_between(0, v) as f64 / total;
             let shown = v.clamp(self.min_ns, self.max_ns);
-            if out.last().map_or(true, |&(lv, _)| shown > lv) {
+            if out.last().is_none_or(|&(lv, _)| shown > lv) {
                 out.push((shown, frac.min(1.0)));
             }
         }

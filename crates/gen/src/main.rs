@@ -34,7 +34,10 @@ fn main() {
         eprintln!("turnout-gen: cannot install signal handlers: {e}");
         std::process::exit(1);
     }
-    let doc = match run::run(&cli.role) {
+    let result = run::run(&cli.role);
+    // memif servers (role=server) remove their sockets
+    turnout_gen::ports::close_servers();
+    let doc = match result {
         Ok(d) => d,
         Err(f) => {
             eprintln!("turnout-gen {}: {}", cli.role.name(), f.msg);

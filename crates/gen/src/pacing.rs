@@ -58,6 +58,28 @@ impl Pacer {
         self.scheduled += n;
     }
 
+    /// How many of the frames not yet scheduled are due before `end_ns`
+    /// (a catch-up burst must not run past the end of the traffic window).
+    /// Unpaced: all of them (`u64::MAX`).
+    pub fn due_before(&self, end_ns: u64) -> u64 {
+        if !self.paced() {
+            return u64::MAX;
+        }
+        if end_ns <= self.start_ns {
+            return 0;
+        }
+        // First frame number whose deadline is at or after end_ns: the
+        // estimate, corrected for deadline_of's rounding.
+        let mut m = ((end_ns - self.start_ns) as f64 / self.ns_per_frame).ceil() as u64;
+        while m > 0 && self.deadline_of(m - 1) >= end_ns {
+            m -= 1;
+        }
+        while self.deadline_of(m) < end_ns {
+            m += 1;
+        }
+        m.saturating_sub(self.scheduled)
+    }
+
     /// Frames that are due by `now_ns` but not yet scheduled (for reports of
     /// how far behind a sender is). Unpaced: 0.
     pub fn backlog(&self, now_ns: u64) -> u64 {
@@ -72,6 +94,23 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn due_before_counts_the_frames_left_in_a_window() {
+        // 10 kpps from t=1000: frames at 1000, 101000, 201000, ...
+        let mut p = Pacer::new(1_000, 10_000.0);
+        assert_eq!(p.due_before(1_000), 0);
+        assert_eq!(p.due_before(1_001), 1);
+        assert_eq!(p.due_before(101_000), 1);
+        assert_eq!(p.due_before(101_001), 2);
+        // 50 ms: exactly 500 frames, whatever was scheduled already.
+        assert_eq!(p.due_before(1_000 + 50_000_000), 500);
+        p.advance(499);
+        assert_eq!(p.due_before(1_000 + 50_000_000), 1);
+        p.advance(1);
+        assert_eq!(p.due_before(1_000 + 50_000_000), 0);
+        assert_eq!(Pacer::new(0, 0.0).due_before(5), u64::MAX);
+    }
 
     #[test]
     fn deadlines_are_absolute() {

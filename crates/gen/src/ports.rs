@@ -1,7 +1,7 @@
 //! Opens a [`PortSpec`] with the project's port backends (crates/ports: the
 //! same code turnoutd uses) and waits for its peer.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::Port;
@@ -29,21 +29,61 @@ impl std::fmt::Display for OpenError {
     }
 }
 
+/// memif servers this process opened (`role=server`): they run the control
+/// channel of their interfaces and must live as long as the ports; dropped
+/// (socket removed) by [`close_servers`] at exit.
+static SERVERS: Mutex<Vec<ports::memif::MemifServer>> = Mutex::new(Vec::new());
+
+/// Stops the memif servers this process opened and removes their sockets.
+pub fn close_servers() {
+    if let Ok(mut s) = SERVERS.lock() {
+        s.clear();
+    }
+}
+
 /// Opens `spec` and waits until its link is up or `wait` passed.
 pub fn open_and_wait(
     spec: &PortSpec,
     name: &str,
     wait: Duration,
 ) -> Result<Arc<dyn Port>, OpenError> {
+    let mut v = open_all_and_wait(&[(spec, name)], wait)?;
+    Ok(v.remove(0))
+}
+
+/// Opens every port first, then waits until all links are up (a memif
+/// client and the server it connects to may be ports of this one process).
+pub fn open_all_and_wait(
+    specs: &[(&PortSpec, &str)],
+    wait: Duration,
+) -> Result<Vec<Arc<dyn Port>>, OpenError> {
     let deadline = Instant::now() + wait;
-    let port = open(spec, name)?;
+    let mut out = Vec::with_capacity(specs.len());
+    let mut memifs = Vec::with_capacity(specs.len());
+    for (spec, name) in specs {
+        let (port, memif) = open(spec, name)?;
+        out.push(port);
+        memifs.push(memif);
+    }
     loop {
-        if port.link_up() {
-            return Ok(port);
-        }
+        let down = specs
+            .iter()
+            .zip(&out)
+            .zip(&memifs)
+            .find(|((_, p), _)| !p.link_up());
+        let Some((((spec, _), _), memif)) = down else {
+            return Ok(out);
+        };
         if Instant::now() >= deadline {
+            // a memif client says why its last attempt ended
+            let why = memif
+                .as_ref()
+                .map(|m| m.status().last_disconnect)
+                .filter(|r| !r.is_empty())
+                .map(|r| format!(" (last attempt: {r})"))
+                .unwrap_or_default();
             return Err(OpenError::PeerAbsent(format!(
-                "{spec}: the peer did not come up within {:.1} s",
+                "{spec}: the peer did not come up within {:.1} s{why}",
                 wait.as_secs_f64()
             )));
         }
@@ -56,7 +96,10 @@ pub fn open_and_wait(
     }
 }
 
-fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
+/// The port, and for a memif client the port itself (to say why it is down).
+type Opened = (Arc<dyn Port>, Option<Arc<ports::memif::MemifPort>>);
+
+fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
     match spec {
         PortSpec::AfPacket { iface, queue } => {
             if *queue != 0 {
@@ -66,7 +109,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             }
             let cfg = ports::af_packet::AfPacketConfig::new(iface);
             ports::af_packet::AfPacketPort::open(name, cfg)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
         PortSpec::AfXdp { iface, queue, mode } => {
@@ -79,7 +122,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
                 XdpMode::ZeroCopy => ports::af_xdp::XdpBind::ZeroCopy,
             };
             ports::af_xdp::AfXdpPort::open(name, cfg)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
         PortSpec::Memif {
@@ -89,6 +132,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             rings,
             ring_size,
             buf_size,
+            server,
             ..
         } => {
             let mut cfg = ports::memif::MemifConfig::new(name, *id);
@@ -98,11 +142,26 @@ fn open(spec: &PortSpec, name: &str) -> Result<Arc<dyn Port>, OpenError> {
             cfg.buffer_size = *buf_size;
             cfg.validate()
                 .map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
+            if *server {
+                let srv = ports::memif::MemifServer::bind(ports::memif::ServerConfig::new(socket))
+                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
+                let port = srv
+                    .add_interface(cfg)
+                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
+                SERVERS
+                    .lock()
+                    .map_err(|_| OpenError::Failed("memif server list poisoned".into()))?
+                    .push(srv);
+                return Ok((Arc::new(port) as Arc<dyn Port>, None));
+            }
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.
             let client = ports::memif::ClientConfig::new(socket.clone());
             ports::memif::MemifPort::client(cfg, client)
-                .map(|p| Arc::new(p) as Arc<dyn Port>)
+                .map(|p| {
+                    let p = Arc::new(p);
+                    (p.clone() as Arc<dyn Port>, Some(p))
+                })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
     }

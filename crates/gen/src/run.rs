@@ -12,7 +12,7 @@ use serde_json::json;
 use crate::cli::{FwdArgs, General, ReflectArgs, Role, RxArgs, Traffic, TxArgs, TxrxArgs};
 use crate::engine::{forward_burst, FwdStats, Receiver, Rewrite, SendPlan, Sender};
 use crate::frame::{FrameGen, FrameSpec};
-use crate::ports::{open_and_wait, OpenError};
+use crate::ports::{open_all_and_wait, open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
 use crate::spec::PortSpec;
 use crate::sys::{
@@ -304,6 +304,7 @@ fn plan(t: &Traffic) -> SendPlan {
     SendPlan {
         stream: t.stream,
         burst: t.burst,
+        bunch: t.bunch,
         rate_pps: t.rate_pps,
         warmup_ns: (t.warmup_s * 1e9) as u64,
         duration_ns: (t.duration_s * 1e9) as u64,
@@ -483,10 +484,17 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     } else {
         None
     };
-    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
-    let rx_port = match &a.rx_port {
-        Some(spec) => open_and_wait(spec, "rx_port", wait_of(&a.general))?,
-        None => port.clone(),
+    let (port, rx_port) = match &a.rx_port {
+        Some(spec) => {
+            let mut v =
+                open_all_and_wait(&[(&a.port, "port"), (spec, "rx_port")], wait_of(&a.general))?;
+            let rx = v.pop().expect("two ports");
+            (v.pop().expect("two ports"), rx)
+        }
+        None => {
+            let p = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+            (p.clone(), p)
+        }
     };
     let rx_spec = a.rx_port.as_ref().unwrap_or(&a.port);
     let mut rxq = take_rx(&rx_port, rx_spec, "rx port")?;
@@ -693,8 +701,12 @@ fn fwd_doc(
 }
 
 fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
-    let pa = open_and_wait(&a.port, "port", wait_of(&a.general))?;
-    let pb = open_and_wait(&a.port2, "port2", wait_of(&a.general))?;
+    let mut both = open_all_and_wait(
+        &[(&a.port, "port"), (&a.port2, "port2")],
+        wait_of(&a.general),
+    )?;
+    let pb = both.pop().expect("two ports");
+    let pa = both.pop().expect("two ports");
     let mut rx_a = take_rx(&pa, &a.port, "port")?;
     let mut rx_b = if a.bidir {
         Some(take_rx(&pb, &a.port2, "port2")?)

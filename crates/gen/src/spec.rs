@@ -43,6 +43,10 @@ pub enum PortSpec {
         buf_size: u32,
         /// Wake-up mode.
         mode: MemifMode,
+        /// Serve the socket (`role=server`) instead of connecting to it: a
+        /// memif link between two turnout-gen ports with no switch, the
+        /// tester's own ceiling over shared memory.
+        server: bool,
     },
     /// AF_XDP socket on an interface queue.
     AfXdp {
@@ -116,6 +120,7 @@ impl FromStr for PortSpec {
                     ring_size: MEMIF_RING_SIZE,
                     buf_size: MEMIF_BUF_SIZE,
                     mode: MemifMode::Poll,
+                    server: false,
                 };
                 if let PortSpec::Memif {
                     id,
@@ -124,6 +129,7 @@ impl FromStr for PortSpec {
                     ring_size,
                     buf_size,
                     mode,
+                    server,
                     ..
                 } = &mut spec
                 {
@@ -166,10 +172,17 @@ impl FromStr for PortSpec {
                                     }
                                 }
                             }
+                            "role" => {
+                                *server = match v {
+                                    "client" => false,
+                                    "server" => true,
+                                    _ => return Err(format!("role={v}: must be client or server")),
+                                }
+                            }
                             _ => {
                                 return Err(unknown(
                                     k,
-                                    "id, secret, rings, ring-size, buf-size, mode",
+                                    "id, secret, rings, ring-size, buf-size, mode, role",
                                 ))
                             }
                         }
@@ -245,6 +258,7 @@ impl fmt::Display for PortSpec {
                 ring_size,
                 buf_size,
                 mode,
+                server,
             } => {
                 write!(f, "memif:{}", socket.display())?;
                 if *id != 0 {
@@ -264,6 +278,9 @@ impl fmt::Display for PortSpec {
                 }
                 if *mode == MemifMode::Interrupt {
                     write!(f, ",mode=interrupt")?;
+                }
+                if *server {
+                    write!(f, ",role=server")?;
                 }
                 Ok(())
             }
@@ -304,9 +321,14 @@ mod tests {
                 rings: 1,
                 ring_size: 1024,
                 buf_size: 2048,
-                mode: MemifMode::Poll
+                mode: MemifMode::Poll,
+                server: false,
             }
         );
+        let m: PortSpec = "memif:/s,role=server".parse().unwrap();
+        assert!(matches!(m, PortSpec::Memif { server: true, .. }));
+        assert_eq!(m.to_string(), "memif:/s,role=server");
+        assert!("memif:/s,role=peer".parse::<PortSpec>().is_err());
         let m: PortSpec =
             "memif:/s,id=3,secret=abc,rings=2,ring-size=4096,buf-size=9216,mode=interrupt"
                 .parse()

@@ -145,7 +145,7 @@ fn a_missing_interface_is_a_run_time_error() {
 
 #[test]
 fn sigterm_ends_a_receiver_with_its_document() {
-    if is_root() {
+    if testpeers::need(testpeers::is_root(), "needs root for AF_PACKET") {
         // AF_PACKET on the loopback interface: needs CAP_NET_RAW.
         let child = Command::new(GEN)
             .args(["rx", "--port", "afpacket:lo", "--wait-peer-s", "2"])
@@ -167,19 +167,5 @@ fn sigterm_ends_a_receiver_with_its_document() {
         assert_eq!(doc["stopped_by"], "signal");
         assert!(doc["rx"]["packets"].is_u64());
         assert!(doc.get("tx").is_none());
-    } else {
-        eprintln!("SKIP: needs root for AF_PACKET");
     }
-}
-
-fn is_root() -> bool {
-    // /proc/self/status "Uid:" line, effective uid is the second field.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
 }

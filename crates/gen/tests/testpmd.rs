@@ -1,6 +1,7 @@
 //! turnout-gen against DPDK testpmd over memif (testpmd is the memif
-//! server, turnout-gen the client). Skipped, with a message, when
-//! dpdk-testpmd is not installed. Each test starts its own testpmd with a
+//! server, turnout-gen the client). A system test: without dpdk-testpmd
+//! it skips with a message, or fails under `TURNOUT_REQUIRE_PEERS=1`
+//! (crates/testpeers). Each test starts its own testpmd with a
 //! unique --file-prefix and socket, kills it by PID and removes
 //! /var/run/dpdk/<prefix> and the sockets afterwards, also on failure.
 //!
@@ -9,7 +10,7 @@
 //! cool-down, or before a receiver's duration ends).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Mutex;
@@ -20,14 +21,6 @@ use std::time::{Duration, Instant};
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
-
-fn testpmd_path() -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|d| Path::new(d).join("dpdk-testpmd"))
-        .find(|p| p.exists())
-}
 
 struct Testpmd {
     child: Child,
@@ -40,10 +33,7 @@ struct Testpmd {
 impl Testpmd {
     /// testpmd with `nports` memif server ports, interactive.
     fn start(tag: &str, nports: usize) -> Option<Testpmd> {
-        let Some(bin) = testpmd_path() else {
-            eprintln!("SKIP: dpdk-testpmd is not installed (Debian package dpdk-dev)");
-            return None;
-        };
+        let bin = testpeers::testpmd()?;
         let prefix = format!("tgen-{tag}-{}", std::process::id());
         let dir = std::env::temp_dir();
         let socks: Vec<PathBuf> = (0..nports)

@@ -1,22 +1,12 @@
 //! turnout-gen over a veth pair between two network namespaces it creates
 //! (unique names with the PID, removed afterwards also on failure), on
-//! AF_XDP and AF_PACKET. Needs root; skipped with a message otherwise.
+//! AF_XDP and AF_PACKET. A system test: needs root; without it skips with
+//! a message, or fails under `TURNOUT_REQUIRE_PEERS=1` (crates/testpeers).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
 
 fn ip(args: &[&str]) {
     let st = Command::new("ip").args(args).status().expect("run ip");
@@ -95,8 +85,10 @@ fn stop(c: &Child) {
 /// tx in namespace a → veth → rx in namespace b: the receiver counts every
 /// frame the sender handed to its port, with nothing lost or foreign.
 fn one_way(tag: &str, kind: &str, extra: &[&str]) {
-    if !is_root() {
-        eprintln!("SKIP: needs root for namespaces and {kind}");
+    if !testpeers::need(
+        testpeers::is_root(),
+        &format!("needs root for namespaces and {kind}"),
+    ) {
         return;
     }
     let w = Wire::new(tag);

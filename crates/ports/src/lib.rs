@@ -4,5 +4,6 @@ pub mod af_xdp;
 pub mod memif;
 pub mod netdev;
 pub mod tap;
+pub mod tunnel;
 #[cfg(feature = "vhost")]
 pub mod vhost_user;

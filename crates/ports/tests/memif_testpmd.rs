@@ -1,8 +1,8 @@
 //! memif against the real peer: DPDK testpmd (`net_memif`), both roles.
 //!
-//! Skipped (with a message, not failed) when /usr/bin/dpdk-testpmd (or
-//! $TURNOUT_TESTPMD) is
-//! missing. Each testpmd runs with `--no-huge`, its own `--file-prefix`
+//! A system test: without /usr/bin/dpdk-testpmd (or $TURNOUT_TESTPMD) it
+//! skips with a message, or fails under `TURNOUT_REQUIRE_PEERS=1`
+//! (crates/testpeers). Each testpmd runs with `--no-huge`, its own `--file-prefix`
 //! (removed afterwards) and is ended by its PID. Tests run one at a time
 //! (two cores).
 
@@ -20,19 +20,13 @@ use ports::memif::{ClientConfig, MemifConfig, MemifPort, MemifServer, ServerConf
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// /usr/bin/dpdk-testpmd, or $TURNOUT_TESTPMD.
-fn testpmd_path() -> String {
-    std::env::var("TURNOUT_TESTPMD").unwrap_or_else(|_| "/usr/bin/dpdk-testpmd".into())
+/// $TURNOUT_TESTPMD, /usr/bin/dpdk-testpmd or the one in $PATH.
+fn testpmd_path() -> PathBuf {
+    testpeers::testpmd().expect("dpdk-testpmd (checked by have_testpmd)")
 }
 
 fn have_testpmd() -> bool {
-    let p = testpmd_path();
-    if Path::new(&p).exists() {
-        true
-    } else {
-        eprintln!("SKIP: {p} not installed (Debian package dpdk-dev); memif interop test not run");
-        false
-    }
+    testpeers::testpmd().is_some()
 }
 
 /// A running testpmd; killed (SIGKILL) and its runtime dir removed on drop.

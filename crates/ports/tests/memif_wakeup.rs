@@ -82,7 +82,7 @@ fn bursts_at_random_gaps(budget_us: u32, seed: u64) {
     for burst in 0..20_000 {
         // mostly small bursts (many arming races), now and then a big one
         let r0 = rng.next();
-        let n = if r0 % 16 == 0 {
+        let n = if r0.is_multiple_of(16) {
             1 + (r0 >> 8) as usize % 64
         } else {
             1 + (r0 >> 8) as usize % 4
@@ -107,7 +107,7 @@ fn bursts_at_random_gaps(budget_us: u32, seed: u64) {
         // 64 is log-uniform from 8 µs to about 4 ms (the budget, the 1 ms
         // idle time of budget 0, long sleeps).
         let r = rng.next();
-        if r % 64 != 0 {
+        if !r.is_multiple_of(64) {
             spin_for((r >> 8) % 4_000);
         } else {
             let exp = 3 + (r >> 8) % 9; // 2^3 .. 2^11 µs

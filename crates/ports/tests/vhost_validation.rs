@@ -443,3 +443,57 @@ fn writes_reserved_before_a_restart_are_stale() {
     }
     assert_eq!(g.used_idx(), 1);
 }
+
+/// A look at a full guest receive ring (nothing reserved) leaves the
+/// session unpinned: stopping the ring finds it released at once instead of
+/// waiting out the control thread's quiesce timeout.
+#[test]
+fn a_full_guest_receive_ring_does_not_hold_a_stopping_session() {
+    let g = Guest::new(256);
+    let tx = g.tx();
+    // SAFETY: single transmitter, as above.
+    assert_eq!(unsafe { tx.free_slots() }, 0, "no guest buffers offered");
+    let old = g.slot.remove().expect("a running session");
+    assert_eq!(
+        Arc::strong_count(&old),
+        1,
+        "free_slots on a full ring kept the session pinned"
+    );
+}
+
+/// Same when the free buffers are too few for the next frame (mergeable
+/// buffers, a frame needing two): the fabric reserves nothing.
+#[test]
+fn a_look_that_reserves_nothing_does_not_hold_a_stopping_session() {
+    let mut g = Guest::new(256);
+    let tx = VhostTx::new(g.slot.clone(), 9000, g.fault.clone());
+    tx.set_layout(LAYOUT);
+    g.desc(0, BUFS, 2048, DESC_F_WRITE, 0);
+    g.offer(0);
+    // SAFETY: single transmitter, as above.
+    unsafe {
+        assert_eq!(tx.free_slots(), 1);
+        assert_eq!(tx.slots_for(3000), 2, "more than is free: not reserved");
+    }
+    let old = g.slot.remove().expect("a running session");
+    assert_eq!(Arc::strong_count(&old), 1);
+    // A reservation does pin it, until its publish.
+    g.slot.install(old);
+    let old = {
+        // SAFETY: single transmitter, as above.
+        let s = unsafe {
+            assert_eq!(tx.free_slots(), 1);
+            tx.reserve(1)
+        };
+        let old = g.slot.remove().expect("a running session");
+        assert_eq!(Arc::strong_count(&old), 2, "pinned while in flight");
+        // SAFETY: as above.
+        unsafe {
+            tx.write(s, 1, &frame(60, 1));
+            tx.publish(s + 1);
+        }
+        old
+    };
+    assert_eq!(Arc::strong_count(&old), 1, "let go by the publish");
+    assert_eq!(g.fault.tx_stale.load(Ordering::Relaxed), 1);
+}

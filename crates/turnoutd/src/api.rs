@@ -88,10 +88,12 @@ pub enum Call {
     Stats,
     /// `stats.reset`.
     StatsReset,
+    /// `tunnel.show`: a vxlan / geneve port's endpoints and learned MACs.
+    TunnelShow(PortRemoveParams),
 }
 
 /// Method names, in documentation order.
-pub const METHODS: [&str; 10] = [
+pub const METHODS: [&str; 11] = [
     "version",
     "config.show",
     "port.list",
@@ -102,7 +104,43 @@ pub const METHODS: [&str; 10] = [
     "logic.command",
     "stats",
     "stats.reset",
+    "tunnel.show",
 ];
+
+/// One endpoint in `tunnel.show`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TunnelRemote {
+    /// Its tunnel address.
+    pub ip: String,
+    /// Its underlay next hop's MAC is known (frames can be sent).
+    pub resolved: bool,
+    /// Learned from traffic (ages out) rather than configured.
+    pub learned: bool,
+}
+
+/// One learned MAC in `tunnel.show`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TunnelMac {
+    /// Inner MAC address.
+    pub mac: String,
+    /// The endpoint it is behind.
+    pub remote: String,
+    /// Seconds since last seen.
+    pub age_s: u32,
+}
+
+/// `tunnel.show` result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TunnelShowResult {
+    /// Port name.
+    pub name: String,
+    /// "vxlan" or "geneve".
+    pub kind: String,
+    /// Endpoints (static and learned).
+    pub remotes: Vec<TunnelRemote>,
+    /// Learned MACs.
+    pub macs: Vec<TunnelMac>,
+}
 
 /// `port.remove` parameters.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +195,7 @@ impl Call {
             "logic.command" => Ok(Call::LogicCommand(typed(method, object(params)?)?)),
             "stats" => none(Call::Stats),
             "stats.reset" => none(Call::StatsReset),
+            "tunnel.show" => Ok(Call::TunnelShow(typed(method, object(params)?)?)),
             other => Err(ApiError::new(
                 code::METHOD_NOT_FOUND,
                 format!("unknown method {other:?} (methods: {})", METHODS.join(", ")),

@@ -14,10 +14,18 @@ use fabric::Port;
 use parking_lot::Mutex;
 use ports::memif::{MemifConfig, MemifServer, ServerConfig};
 
-use crate::config::{PortConfig, PortSpec};
+use crate::config::{AfPacketSpec, AfXdpSpec, PortConfig, PortSpec, TunnelSpec, UnderlaySpec};
 
 /// Port kinds this build can open.
-pub const AVAILABLE: &[&str] = &["memif", "af_xdp", "af_packet", "tap", "vhost_user"];
+pub const AVAILABLE: &[&str] = &[
+    "memif",
+    "af_xdp",
+    "af_packet",
+    "tap",
+    "vhost_user",
+    "vxlan",
+    "geneve",
+];
 
 /// Whether `kind` is built in.
 pub fn available(kind: &str) -> bool {
@@ -37,6 +45,8 @@ pub fn unavailable_message(kind: &str) -> String {
 pub struct Backends {
     /// Per socket path: the server and how many interfaces use it.
     memif: Mutex<HashMap<PathBuf, (MemifServer, usize)>>,
+    /// Tunnel ports by name (for `tunnel.show`).
+    tunnels: Mutex<HashMap<String, Arc<ports::tunnel::TunnelPort>>>,
 }
 
 impl Backends {
@@ -93,58 +103,17 @@ impl Backends {
                     }
                 }
             }
-            PortSpec::AfXdp(s) => {
-                use ports::af_xdp::{AfXdpConfig, AfXdpPort, XdpAttach, XdpBind};
-                let mut c = AfXdpConfig::new(&s.iface);
-                c.queues = s.queues;
-                if let Some(n) = s.frames_per_queue {
-                    c.frames_per_queue = n;
-                }
-                if let Some(n) = s.frame_size_b {
-                    c.frame_size_b = n;
-                }
-                c.attach = match s.attach.as_deref() {
-                    None | Some("auto") => XdpAttach::Auto,
-                    Some("native") => XdpAttach::Native,
-                    Some("generic") => XdpAttach::Generic,
-                    Some(o) => return Err(format!("attach {o:?} is not auto, native or generic")),
+            PortSpec::AfXdp(s) => open_af_xdp(&cfg.name, s),
+            PortSpec::AfPacket(s) => open_af_packet(&cfg.name, s),
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => {
+                let kind = if matches!(cfg.spec, PortSpec::Vxlan(_)) {
+                    ports::tunnel::Kind::Vxlan
+                } else {
+                    ports::tunnel::Kind::Geneve
                 };
-                c.bind = match s.bind.as_deref() {
-                    None | Some("auto") => XdpBind::Auto,
-                    Some("copy") => XdpBind::Copy,
-                    Some("zero_copy") => XdpBind::ZeroCopy,
-                    Some(o) => return Err(format!("bind {o:?} is not auto, copy or zero_copy")),
-                };
-                Ok(Arc::new(
-                    AfXdpPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
-                ))
-            }
-            PortSpec::AfPacket(s) => {
-                use ports::af_packet::{AfPacketConfig, AfPacketPort, Fanout};
-                let mut c = AfPacketConfig::new(&s.iface);
-                c.queues = s.queues;
-                if let Some(b) = s.rx_blocks {
-                    c.rx_blocks = b;
-                }
-                if let Some(b) = s.rx_block_size_b {
-                    c.rx_block_size_b = b;
-                }
-                if let Some(n) = s.tx_frames {
-                    c.tx_frames = n;
-                }
-                if let Some(q) = s.qdisc_bypass {
-                    c.qdisc_bypass = q;
-                }
-                c.fanout = match s.fanout.as_deref() {
-                    None | Some("hash") => Fanout::Hash,
-                    Some("lb") => Fanout::LoadBalance,
-                    Some("cpu") => Fanout::Cpu,
-                    Some("queue") => Fanout::QueueMapping,
-                    Some(o) => return Err(format!("fanout {o:?} is not hash, lb, cpu or queue")),
-                };
-                Ok(Arc::new(
-                    AfPacketPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
-                ))
+                let t = open_tunnel(&cfg.name, kind, s)?;
+                self.tunnels.lock().insert(cfg.name.clone(), t.clone());
+                Ok(t)
             }
             PortSpec::Tap(s) => {
                 use ports::tap::{TapConfig, TapPort};
@@ -186,9 +155,15 @@ impl Backends {
         }
     }
 
+    /// The tunnel port named `name`, if it is one.
+    pub fn tunnel(&self, name: &str) -> Option<Arc<ports::tunnel::TunnelPort>> {
+        self.tunnels.lock().get(name).cloned()
+    }
+
     /// A port opened by [`Backends::open`] was removed: close shared
     /// resources nobody uses any more.
     pub fn closed(&self, cfg: &PortConfig) {
+        self.tunnels.lock().remove(&cfg.name);
         if let PortSpec::Memif(s) = &cfg.spec {
             Self::release_locked(&mut self.memif.lock(), &s.socket, 1);
         }
@@ -217,6 +192,107 @@ impl Backends {
 
     /// Closes every shared resource (shutdown).
     pub fn close_all(&self) {
+        self.tunnels.lock().clear();
         self.memif.lock().clear();
     }
+}
+
+fn open_af_xdp(name: &str, s: &AfXdpSpec) -> Result<Arc<dyn Port>, String> {
+    use ports::af_xdp::{AfXdpConfig, AfXdpPort, XdpAttach, XdpBind};
+    let mut c = AfXdpConfig::new(&s.iface);
+    c.queues = s.queues;
+    if let Some(n) = s.frames_per_queue {
+        c.frames_per_queue = n;
+    }
+    if let Some(n) = s.frame_size_b {
+        c.frame_size_b = n;
+    }
+    c.attach = match s.attach.as_deref() {
+        None | Some("auto") => XdpAttach::Auto,
+        Some("native") => XdpAttach::Native,
+        Some("generic") => XdpAttach::Generic,
+        Some(o) => return Err(format!("attach {o:?} is not auto, native or generic")),
+    };
+    c.bind = match s.bind.as_deref() {
+        None | Some("auto") => XdpBind::Auto,
+        Some("copy") => XdpBind::Copy,
+        Some("zero_copy") => XdpBind::ZeroCopy,
+        Some(o) => return Err(format!("bind {o:?} is not auto, copy or zero_copy")),
+    };
+    Ok(Arc::new(
+        AfXdpPort::open(name, c).map_err(|e| e.to_string())?,
+    ))
+}
+
+fn open_af_packet(name: &str, s: &AfPacketSpec) -> Result<Arc<dyn Port>, String> {
+    use ports::af_packet::{AfPacketConfig, AfPacketPort, Fanout};
+    let mut c = AfPacketConfig::new(&s.iface);
+    c.queues = s.queues;
+    if let Some(b) = s.rx_blocks {
+        c.rx_blocks = b;
+    }
+    if let Some(b) = s.rx_block_size_b {
+        c.rx_block_size_b = b;
+    }
+    if let Some(n) = s.tx_frames {
+        c.tx_frames = n;
+    }
+    if let Some(q) = s.qdisc_bypass {
+        c.qdisc_bypass = q;
+    }
+    c.fanout = match s.fanout.as_deref() {
+        None | Some("hash") => Fanout::Hash,
+        Some("lb") => Fanout::LoadBalance,
+        Some("cpu") => Fanout::Cpu,
+        Some("queue") => Fanout::QueueMapping,
+        Some(o) => return Err(format!("fanout {o:?} is not hash, lb, cpu or queue")),
+    };
+    Ok(Arc::new(
+        AfPacketPort::open(name, c).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// A tunnel: its underlay port first (not in the switch's table; the
+/// tunnel owns it), then the tunnel over it.
+fn open_tunnel(
+    name: &str,
+    kind: ports::tunnel::Kind,
+    s: &TunnelSpec,
+) -> Result<Arc<ports::tunnel::TunnelPort>, String> {
+    use ports::tunnel::{TunnelConfig, TunnelPort};
+    let iface = s.underlay.iface();
+    let uname = format!("{name}.underlay");
+    let underlay = match &s.underlay {
+        UnderlaySpec::AfPacket(u) => open_af_packet(&uname, u)?,
+        UnderlaySpec::AfXdp(u) => open_af_xdp(&uname, u)?,
+    };
+    let mtu = ports::netdev::ifindex(iface)
+        .and_then(ports::netdev::query_link)
+        .map_err(|e| format!("{}: cannot read the MTU of {iface}: {e}", kind.name()))?
+        .mtu;
+    let mut c = TunnelConfig::new(kind, s.vni, s.local_ip);
+    c.remotes = s.remotes.clone();
+    c.learning = s.learning;
+    c.aging_s = s.aging_s;
+    if let Some(p) = s.dst_port {
+        c.dst_port = p;
+    }
+    c.next_hop = s.next_hop;
+    for n in &s.neighbours {
+        let mac = n
+            .mac
+            .parse::<wire::MacAddr>()
+            .map_err(|e| format!("neighbour {}: {e}", n.ip))?;
+        c.neighbours.push((n.ip, mac));
+    }
+    if let Some(n) = s.fdb_size {
+        c.fdb_size = n as usize;
+    }
+    if let Some(n) = s.staging {
+        c.staging = n;
+    }
+    if let Some(t) = s.ttl {
+        c.ttl = t;
+    }
+    Ok(Arc::new(TunnelPort::open(name, c, underlay, iface, mtu)?))
 }

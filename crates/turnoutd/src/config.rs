@@ -21,7 +21,15 @@ pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
 /// Default metrics port when only a port is given.
 pub const DEFAULT_METRICS_PORT: u16 = 9469;
 /// Port kinds the config knows, built in or not.
-pub const PORT_KINDS: [&str; 5] = ["memif", "af_xdp", "af_packet", "tap", "vhost_user"];
+pub const PORT_KINDS: [&str; 7] = [
+    "memif",
+    "af_xdp",
+    "af_packet",
+    "tap",
+    "vhost_user",
+    "vxlan",
+    "geneve",
+];
 /// Longest port name.
 pub const MAX_PORT_NAME: usize = 64;
 
@@ -330,6 +338,91 @@ pub struct VhostUserSpec {
     pub max_frame_b: Option<u32>,
 }
 
+/// The port a tunnel sends and receives its outer frames on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum UnderlaySpec {
+    /// AF_PACKET on the uplink.
+    #[serde(rename = "af_packet")]
+    AfPacket(AfPacketSpec),
+    /// AF_XDP on the uplink.
+    #[serde(rename = "af_xdp")]
+    AfXdp(AfXdpSpec),
+}
+
+impl UnderlaySpec {
+    /// The kernel interface.
+    pub fn iface(&self) -> &str {
+        match self {
+            UnderlaySpec::AfPacket(s) => &s.iface,
+            UnderlaySpec::AfXdp(s) => &s.iface,
+        }
+    }
+
+    fn as_port(&self) -> PortSpec {
+        match self {
+            UnderlaySpec::AfPacket(s) => PortSpec::AfPacket(s.clone()),
+            UnderlaySpec::AfXdp(s) => PortSpec::AfXdp(s.clone()),
+        }
+    }
+}
+
+/// A static underlay neighbour: the MAC of a next hop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeighbourSpec {
+    /// Its IP address.
+    pub ip: IpAddr,
+    /// Its MAC address.
+    pub mac: String,
+}
+
+/// A VXLAN or Geneve tunnel endpoint (docs/overlay.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelSpec {
+    /// Virtual network identifier, 0..=16777215.
+    pub vni: u32,
+    /// Local tunnel endpoint address (IPv4 or IPv6).
+    pub local_ip: IpAddr,
+    /// The uplink port the outer frames use.
+    pub underlay: UnderlaySpec,
+    /// Static remote endpoints (head-end replication list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remotes: Vec<IpAddr>,
+    /// Learn inner MACs and remote endpoints from traffic (default true).
+    #[serde(default = "yes")]
+    pub learning: bool,
+    /// Aging of learned MACs and endpoints, seconds (0 = never).
+    #[serde(default = "default_tunnel_aging")]
+    pub aging_s: u32,
+    /// UDP destination port (default 4789 VXLAN, 6081 Geneve).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_port: Option<u16>,
+    /// Underlay gateway; absent: remotes are on the uplink's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_hop: Option<IpAddr>,
+    /// Static next-hop MACs; the others are resolved with ARP / ND.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<NeighbourSpec>,
+    /// Entries of the learned MAC table (default 4096).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fdb_size: Option<u32>,
+    /// Transmit staging frames per queue (default 1024).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<u32>,
+    /// Outer TTL / hop limit (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u8>,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_tunnel_aging() -> u32 {
+    300
+}
+
 fn one() -> u16 {
     1
 }
@@ -353,6 +446,10 @@ pub enum PortSpec {
     Tap(TapSpec),
     /// vhost-user backend.
     VhostUser(VhostUserSpec),
+    /// VXLAN tunnel endpoint.
+    Vxlan(TunnelSpec),
+    /// Geneve tunnel endpoint.
+    Geneve(TunnelSpec),
 }
 
 impl PortSpec {
@@ -364,6 +461,8 @@ impl PortSpec {
             PortSpec::AfPacket(_) => "af_packet",
             PortSpec::Tap(_) => "tap",
             PortSpec::VhostUser(_) => "vhost_user",
+            PortSpec::Vxlan(_) => "vxlan",
+            PortSpec::Geneve(_) => "geneve",
         }
     }
 
@@ -375,6 +474,7 @@ impl PortSpec {
             PortSpec::AfPacket(s) => s.queues,
             PortSpec::Tap(s) => s.queues,
             PortSpec::VhostUser(s) => s.queues,
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => s.underlay.as_port().queues(),
         }
     }
 
@@ -385,6 +485,7 @@ impl PortSpec {
             PortSpec::AfPacket(s) => serde_json::to_value(s),
             PortSpec::Tap(s) => serde_json::to_value(s),
             PortSpec::VhostUser(s) => serde_json::to_value(s),
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => serde_json::to_value(s),
         };
         match v {
             Ok(Value::Object(m)) => m,
@@ -510,6 +611,7 @@ impl PortSpec {
                 }
                 Ok(())
             }
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => s.validate(),
         }
     }
 
@@ -527,7 +629,66 @@ impl PortSpec {
                 "socket",
                 format!("vhost-user socket {}", s.socket.display()),
             ),
+            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => {
+                ("underlay", format!("interface {}", s.underlay.iface()))
+            }
         }
+    }
+}
+
+impl TunnelSpec {
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.vni > 0xff_ffff {
+            return Err(("vni", format!("{} not in 0..=16777215", self.vni)));
+        }
+        let ip = self.local_ip;
+        if ip.is_unspecified() || ip.is_multicast() || ip.is_loopback() {
+            return Err(("local_ip", format!("{ip} is not a unicast address")));
+        }
+        let fam = |a: &IpAddr| a.is_ipv6() == ip.is_ipv6();
+        if let Some(a) = self.remotes.iter().find(|a| !fam(a)) {
+            return Err(("remotes", format!("{a} is not of local_ip's family")));
+        }
+        if let Some(a) = self
+            .remotes
+            .iter()
+            .find(|a| **a == ip || a.is_multicast() || a.is_unspecified())
+        {
+            return Err(("remotes", format!("{a} is not a remote unicast address")));
+        }
+        if let Some(a) = self.next_hop.filter(|a| !fam(a)) {
+            return Err(("next_hop", format!("{a} is not of local_ip's family")));
+        }
+        for n in &self.neighbours {
+            n.mac
+                .parse::<wire::MacAddr>()
+                .ok()
+                .filter(|m| m.is_unicast() && *m != wire::MacAddr::ZERO)
+                .ok_or((
+                    "neighbours",
+                    format!("{:?} is not a unicast MAC address", n.mac),
+                ))?;
+        }
+        if self.dst_port == Some(0) {
+            return Err(("dst_port", "must not be 0".into()));
+        }
+        if let Some(n) = self.fdb_size {
+            if !(4..=1 << 22).contains(&n) {
+                return Err(("fdb_size", format!("{n} not in 4..=4194304")));
+            }
+        }
+        if let Some(n) = self.staging {
+            if !n.is_power_of_two() || !(8..=65536).contains(&n) {
+                return Err(("staging", format!("{n} is not a power of two in 8..=65536")));
+            }
+        }
+        if self.ttl == Some(0) {
+            return Err(("ttl", "must not be 0".into()));
+        }
+        self.underlay
+            .as_port()
+            .validate()
+            .map_err(|(k, m)| ("underlay", format!("{k}: {m}")))
     }
 }
 
@@ -597,6 +758,8 @@ impl PortConfig {
             "af_packet" => PortSpec::AfPacket(from_value(rest, path)?),
             "tap" => PortSpec::Tap(from_value(rest, path)?),
             "vhost_user" => PortSpec::VhostUser(from_value(rest, path)?),
+            "vxlan" => PortSpec::Vxlan(from_value(rest, path)?),
+            "geneve" => PortSpec::Geneve(from_value(rest, path)?),
             other => {
                 return Err(ConfigError::new(
                     join(path, "kind"),
@@ -1143,7 +1306,7 @@ client = true
             ("[[ports]]\nkind = \"memif\"\n", "config: ports[0]: missing key \"name\""),
             ("[[ports]]\nname = \"a b\"\nkind = \"memif\"\n", "config: ports[0].name: \"a b\" contains ' ' (allowed: letters, digits, '_', '.', ':', '-')"),
             ("[[ports]]\nname = \"a\"\n", "config: ports[0]: missing key \"kind\""),
-            ("[[ports]]\nname = \"a\"\nkind = \"memfi\"\n", "config: ports[0].kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user)"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memfi\"\n", "config: ports[0].kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve)"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\n", "config: ports[0]: missing field `socket`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nrings = 4\n", "config: ports[0].rings: unknown field `rings`, expected one of `socket`, `id`, `secret`, `queues`, `ring_size`, `buffer_size`, `max_frame_b`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 1000\n", "config: ports[0].ring_size: 1000 is not a power of two in 2..=16384"),
@@ -1168,6 +1331,84 @@ client = true
                 got.starts_with(want),
                 "config {text:?}\n got: {got}\nwant: {want}"
             );
+        }
+    }
+
+    #[test]
+    fn tunnel_ports() {
+        let text = r#"
+[[ports]]
+name = "vx0"
+kind = "vxlan"
+vni = 100
+local_ip = "192.168.50.1"
+remotes = ["192.168.50.2", "192.168.50.3"]
+neighbours = [{ ip = "192.168.50.2", mac = "02:00:00:00:00:02" }]
+underlay = { kind = "af_packet", iface = "uplink0" }
+
+[[ports]]
+name = "gn0"
+kind = "geneve"
+vni = 7
+local_ip = "fd00:50::1"
+learning = false
+dst_port = 7000
+underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
+"#;
+        let c = Config::parse_str(text).unwrap();
+        let PortSpec::Vxlan(v) = &c.ports[0].spec else {
+            panic!("{:?}", c.ports[0].spec)
+        };
+        assert_eq!(
+            (v.vni, v.remotes.len(), v.learning, v.aging_s),
+            (100, 2, true, 300)
+        );
+        assert_eq!(v.underlay.iface(), "uplink0");
+        assert_eq!(c.ports[1].spec.kind(), "geneve");
+        assert_eq!(c.ports[1].spec.queues(), 2);
+        for p in &c.ports {
+            assert_eq!(&PortConfig::from_json(&p.to_json(), "", 1).unwrap(), p);
+        }
+        let base = "[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nunderlay = { kind = \"af_packet\", iface = \"u0\" }\n";
+        let cases: &[(&str, &str)] = &[
+            ("vni = 16777216\nlocal_ip = \"10.0.0.1\"\n", "config: ports[0].vni: 16777216 not in 0..=16777215"),
+            ("vni = 1\nlocal_ip = \"0.0.0.0\"\n", "config: ports[0].local_ip: 0.0.0.0 is not a unicast address"),
+            ("vni = 1\nlocal_ip = \"10.0.0.1\"\nremotes = [\"fd00::1\"]\n", "config: ports[0].remotes: fd00::1 is not of local_ip's family"),
+            ("vni = 1\nlocal_ip = \"10.0.0.1\"\nremotes = [\"10.0.0.1\"]\n", "config: ports[0].remotes: 10.0.0.1 is not a remote unicast address"),
+            ("vni = 1\nlocal_ip = \"10.0.0.1\"\nneighbours = [{ ip = \"10.0.0.2\", mac = \"ff:ff:ff:ff:ff:ff\" }]\n", "config: ports[0].neighbours: \"ff:ff:ff:ff:ff:ff\" is not a unicast MAC address"),
+            ("vni = 1\nlocal_ip = \"10.0.0.1\"\nstaging = 1000\n", "config: ports[0].staging: 1000 is not a power of two in 8..=65536"),
+            ("vni = 1\n", "config: ports[0]: missing field `local_ip`"),
+        ];
+        for (extra, want) in cases {
+            let got = err(&format!("{base}{extra}"));
+            assert!(
+                got.starts_with(want),
+                "{extra:?}\n got: {got}\nwant: {want}"
+            );
+        }
+        let got = err("[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nvni = 1\nlocal_ip = \"10.0.0.1\"\nunderlay = { kind = \"tap\", iface = \"u0\" }\n");
+        assert!(
+            got.contains("ports[0].underlay") && got.contains("unknown variant `tap`"),
+            "{got}"
+        );
+        let got = err("[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nvni = 1\nlocal_ip = \"10.0.0.1\"\nunderlay = { kind = \"af_packet\", iface = \"u0\", colour = 1 }\n");
+        assert!(got.contains("unknown field `colour`"), "{got}");
+        // A tunnel's underlay interface is not shared with another port.
+        let got = err(&format!("{base}vni = 1\nlocal_ip = \"10.0.0.1\"\n[[ports]]\nname = \"b\"\nkind = \"af_packet\"\niface = \"u0\"\n"));
+        assert!(
+            got.starts_with("config: ports[1].iface: interface u0 is already used by port \"t\""),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn the_examples_parse() {
+        for text in [
+            include_str!("../../../docs/examples/turnoutd.toml"),
+            include_str!("../../../docs/examples/vxlan.toml"),
+        ] {
+            let c = Config::parse_str(text).unwrap();
+            assert!(!c.ports.is_empty());
         }
     }
 

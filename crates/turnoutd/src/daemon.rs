@@ -180,7 +180,9 @@ impl Daemon {
             let lookup = |n: &str| st.ports.iter().find(|p| p.name == n).map(|p| p.id);
             let logic = build_logic(d.factory.as_ref(), &st.config.logic, &lookup)
                 .map_err(|e| StartError::Config(logic_config_error(e)))?;
-            d.switch.replace_logic(logic);
+            d.switch
+                .replace_logic(logic)
+                .map_err(|e| StartError::Runtime(e.to_string()))?;
         }
         Ok(d)
     }
@@ -323,7 +325,9 @@ impl Daemon {
                     .ok_or_else(|| {
                         ApiError::new(code::NOT_FOUND, format!("no port named {:?}", p.name))
                     })?;
-                self.switch.remove_port(&p.name).map_err(switch_error)?;
+                // On a timeout the port is out of the switch's table all the
+                // same: forget it here too, then answer the error.
+                let removed = self.switch.remove_port(&p.name);
                 let a = st.ports.remove(i);
                 let pc = st
                     .config
@@ -342,6 +346,7 @@ impl Daemon {
                     "port removed",
                     name = p.name
                 );
+                removed.map_err(switch_error)?;
                 Ok(json!({}))
             }
             Call::LogicShow => {
@@ -372,7 +377,10 @@ impl Daemon {
                         BuildError::Refused(m) => ApiError::new(code::REFUSED, m),
                     })?;
                 let name = logic.name().to_string();
-                self.switch.replace_logic(logic);
+                // On a timeout the new logic is installed all the same (a
+                // late worker takes it at its next batch): record it, then
+                // answer the error.
+                let synced = self.switch.replace_logic(logic);
                 crate::log!(
                     crate::log::Level::Info,
                     "logic",
@@ -380,6 +388,7 @@ impl Daemon {
                     name = name
                 );
                 st.config.logic = cfg;
+                synced.map_err(switch_error)?;
                 Ok(to_value(api::LogicReplaceResult { name }))
             }
             Call::LogicCommand(p) => {
@@ -409,6 +418,36 @@ impl Daemon {
                     l.command(&p.cmd, &args)
                         .map_err(|e| ApiError::new(code::REFUSED, e.0))
                 })
+            }
+            Call::TunnelShow(p) => {
+                let t = self.backends.tunnel(&p.name).ok_or_else(|| {
+                    ApiError::new(
+                        code::NOT_FOUND,
+                        format!("no vxlan or geneve port named {:?}", p.name),
+                    )
+                })?;
+                Ok(to_value(api::TunnelShowResult {
+                    name: p.name.clone(),
+                    kind: t.info().kind.to_string(),
+                    remotes: t
+                        .remotes()
+                        .into_iter()
+                        .map(|(ip, resolved, learned)| api::TunnelRemote {
+                            ip: ip.to_string(),
+                            resolved,
+                            learned,
+                        })
+                        .collect(),
+                    macs: t
+                        .macs()
+                        .into_iter()
+                        .map(|(mac, ip, age_s)| api::TunnelMac {
+                            mac: mac.to_string(),
+                            remote: ip.to_string(),
+                            age_s,
+                        })
+                        .collect(),
+                }))
             }
             Call::Stats => Ok(to_value(self.stats())),
             Call::StatsReset => {
@@ -571,7 +610,7 @@ fn switch_error(e: SwitchError) -> ApiError {
         SwitchError::DuplicatePort(_) => code::ALREADY_EXISTS,
         SwitchError::BadConfig(_) | SwitchError::NoSuchWorker(_) => code::INVALID_PARAMS,
         SwitchError::TableFull => code::REFUSED,
-        SwitchError::Os(_) => code::BACKEND,
+        SwitchError::Os(_) | SwitchError::Timeout(_) => code::BACKEND,
     };
     ApiError::new(c, e.to_string())
 }

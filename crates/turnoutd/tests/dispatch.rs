@@ -302,7 +302,7 @@ fn every_method_and_its_errors() {
     );
     assert_eq!(
         e(rpc(&d, "port.add", json!({"name": "c", "kind": "memfi"}))),
-        (code::INVALID_PARAMS, "kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user)".into())
+        (code::INVALID_PARAMS, "kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve)".into())
     );
     assert_eq!(
         e(rpc(
@@ -363,6 +363,18 @@ fn every_method_and_its_errors() {
                 vsock.display()
             )
         )
+    );
+    // tunnel.show answers only for vxlan / geneve ports.
+    assert_eq!(
+        e(rpc(&d, "tunnel.show", json!({"name": "vm0"}))),
+        (
+            code::NOT_FOUND,
+            "no vxlan or geneve port named \"vm0\"".into()
+        )
+    );
+    assert_eq!(
+        e(rpc(&d, "tunnel.show", Value::Null)).0,
+        code::INVALID_PARAMS
     );
     rpc(&d, "port.remove", json!({"name": "vm0"})).unwrap();
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,6 +1,6 @@
 //! Zero-copy header views for the frames turnout switches and generates:
 //! Ethernet (with 802.1Q / 802.1ad tags), ARP, IPv4, IPv6, UDP, TCP and the
-//! turnout-gen payload header, plus builders that write a complete
+//! turnout-gen payload header, VXLAN and Geneve, plus builders that write a complete
 //! Ethernet[/VLAN]/IP/UDP header into a buffer.
 //!
 //! The design follows smoltcp's `wire` module: each header is a view
@@ -21,12 +21,14 @@ pub mod build;
 pub mod checksum;
 pub mod ethernet;
 pub mod flow;
+pub mod geneve;
 pub mod ipv4;
 pub mod ipv6;
 pub mod mac;
 pub mod payload;
 pub mod tcp;
 pub mod udp;
+pub mod vxlan;
 
 pub use ethernet::{EtherType, Tags};
 pub use flow::L4Tuple;

@@ -621,8 +621,8 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
             if a.json:
                 _print_json(r)
             else:
-                params = {k: v for k, v in r.get("config", {}).items() if k != "name"}
-                print(f"logic {r['name']}" + (f" {json.dumps(params)}" if params else ""))
+                shown = {k: v for k, v in r.get("config", {}).items() if k != "name"}
+                print(f"logic {r['name']}" + (f" {json.dumps(shown)}" if shown else ""))
                 if r["commands"]:
                     print()
                     print(format_table(["command", "help"], r["commands"]))

@@ -12,8 +12,11 @@ connect, both ways). ``build`` turns that into a testbed:
 
 Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
 turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
-``density`` (p2p plus idle ports up to ``ports``). ``direction`` ``bi`` adds
-the reverse stream of every stream.
+``density`` (p2p plus idle ports up to ``ports``), ``rtt`` (client/server
+round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
+through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
+which sends each frame back; the tester's latency is the round trip).
+``direction`` ``bi`` adds the reverse stream of every stream.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .testbed import Testbed
 
 __all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
 
-SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density")
+SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt")
 
 
 class Unsupported(Exception):
@@ -55,6 +58,7 @@ class _Endpoint:
     iface: str = ""  # kernel interface (veth end) in ns
     mac: str = ""
     memif: str = ""  # socket path when the endpoint is on memif
+    memif_server: bool = False  # serves that socket (the bare wire over memif)
 
 
 @dataclass
@@ -77,6 +81,11 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
     if point.direction == "bi" and "bidir" not in tester_roles:
         raise Unsupported("bidirectional points need turnout-gen's txrx --bidir "
                           "(this tester lacks it)")
+    if point.scenario == "rtt":
+        if "reflect" not in tester_roles:
+            raise Unsupported("round trips need turnout-gen's reflect role (this tester lacks it)")
+        if point.direction != "uni":
+            raise Unsupported("a round trip is both ways already: direction must be uni")
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
     if frame and point.frame_size_b > sut.max_frame_b:
@@ -110,6 +119,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     links: list[tuple[str, str]] = []
     flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)
     helpers: list[tuple[str, str, str]] = []  # fwd VNF: (in endpoint, out endpoint, next hop)
+    reflectors: list[str] = []  # reflect servers: their endpoint
     ns_cache: dict[str, str] = {"tester": tester}
 
     def ns(role: str) -> str:
@@ -146,12 +156,16 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             prev = b
         links.append((prev, ep("t1", "tester", False)))
         flows.append(("t0", "t1"))
+    elif s == "rtt":
+        links.append((ep("t0", "tester", False), ep("v0", "vnf0", True, traffic=False)))
+        flows.append(("t0", "t0"))  # out to the server and back to the same port
+        reflectors.append("v0")
     elif s == "nvsn":
         for i in range(point.pairs):
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
 
-    use_memif = sut.supports_memif and memif_tester and not sut.direct
+    use_memif = sut.supports_memif and memif_tester
     virtual_port = ""
     if any(e.virtual for e in endpoints.values()):
         virtual_port = "memif" if use_memif else "veth"
@@ -159,10 +173,24 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     ports: list[SutPort] = []
     xconnects: list[tuple[str, str]] = []
     if sut.direct:
-        for a, b in links:
-            v = tb.veth(endpoints[a].ns, endpoints[b].ns, tag="w")
-            endpoints[a].iface, endpoints[a].mac = v.a, v.mac_a
-            endpoints[b].iface, endpoints[b].mac = v.b, v.mac_b
+        # The bare wire: a veth pair per link, or, when both ends are
+        # virtual ports and the tester speaks memif, a memif link served by
+        # one end (the tester's own ceiling over shared memory).
+        memif_links = 0
+        for i, (a, b) in enumerate(links):
+            ea, eb = endpoints[a], endpoints[b]
+            if use_memif and ea.virtual and eb.virtual:
+                sock = str(tb.directory("memif") / f"{a}.sock")
+                ea.memif = eb.memif = sock
+                eb.memif_server = True
+                ea.mac, eb.mac = _mac(2 * i + 1), _mac(2 * i + 2)
+                memif_links += 1
+                continue
+            v = tb.veth(ea.ns, eb.ns, tag="w")
+            ea.iface, ea.mac = v.a, v.mac_a
+            eb.iface, eb.mac = v.b, v.mac_b
+        if virtual_port == "memif" and memif_links == 0:
+            virtual_port = "veth"
     else:
         memif_dir = tb.directory("memif") if use_memif else None
         for i, e in enumerate(endpoints.values()):
@@ -173,6 +201,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             else:
                 v = tb.veth(e.ns, sut_ns, tag="p")
                 e.iface, e.mac = v.a, v.mac_a
+                # the SUT's kernel-side receive work on the SUT's CPUs
+                tb.steer_rps(sut_ns, v.b, sut_cpus)
                 ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))
         xconnects = list(links)
         if s == "density":
@@ -182,7 +212,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=v.b, kind="veth", iface=v.b, idle=True))
 
     def spec(e: _Endpoint) -> str:
-        return f"memif:{e.memif}" if e.memif else f"{kernel_port}:{e.iface}"
+        if e.memif:
+            return f"memif:{e.memif}" + (",role=server" if e.memif_server else "")
+        return f"{kernel_port}:{e.iface}"
 
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}
@@ -213,5 +245,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             # B → A: to the hop before this VNF
             args += ["--bidir", "--dst-mac2", endpoints[peer[a]].mac]
         gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}"))
+    for r in reflectors:
+        gen_helpers.append(GenProc(args=["reflect", "--port", spec(endpoints[r])],
+                                   netns=endpoints[r].ns, name=f"reflect {r}"))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port)

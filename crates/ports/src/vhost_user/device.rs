@@ -179,7 +179,7 @@ impl Device {
             self.shared.fault.clone(),
         );
         let slot = &self.shared.slots[i];
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             // The guest's receive queue: we never need its kicks.
             if !layout.event_idx {
                 s.ring.set_used_flags(USED_F_NO_NOTIFY);

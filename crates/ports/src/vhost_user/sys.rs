@@ -98,7 +98,7 @@ impl GuestMemory {
                 || s.uva.checked_add(s.size).is_none()
                 || s.offset
                     .checked_add(s.size)
-                    .map_or(true, |e| e > isize::MAX as u64)
+                    .is_none_or(|e| e > isize::MAX as u64)
             {
                 return Err(bad("memory region is empty or overflows"));
             }
@@ -373,7 +373,10 @@ impl Ring {
         if size == 0 || size > 32768 || !size.is_power_of_two() {
             return Err(RingError::BadSize);
         }
-        if desc_uva % 16 != 0 || avail_uva % 2 != 0 || used_uva % 4 != 0 {
+        if !desc_uva.is_multiple_of(16)
+            || !avail_uva.is_multiple_of(2)
+            || !used_uva.is_multiple_of(4)
+        {
             return Err(RingError::Misaligned);
         }
         let n = size as u64;

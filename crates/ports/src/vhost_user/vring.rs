@@ -637,13 +637,20 @@ impl TxQueue for VhostTx {
 
     unsafe fn free_slots(&self) -> u32 {
         let next = self.next_slot.load(Relaxed);
-        if next == self.published.load(Relaxed) {
-            // No reservation in flight: (re)pin the current session.
-            // SAFETY: under the lock, and no `write` reads the pin now.
-            *unsafe { self.pin.get_mut() } = self.slot.session.load_full();
-        }
-        // SAFETY: under the lock; not mutated below.
-        let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
+        // With no reservation in flight, look at the current session without
+        // pinning it: `reserve` pins. A look that reserves nothing (the
+        // guest's receive ring is full, or too short for the next frame)
+        // must not keep a stopping ring's session alive until its quiesce
+        // times out.
+        let current;
+        let s = if next == self.published.load(Relaxed) {
+            current = self.slot.session.load();
+            (*current).as_ref()
+        } else {
+            // SAFETY: under the lock; not mutated below.
+            (unsafe { self.pin.get() }).as_ref()
+        };
+        let Some(s) = s else {
             return 0;
         };
         if s.is_broken() {
@@ -671,7 +678,16 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn reserve(&self, n: u32) -> u64 {
-        self.next_slot.fetch_add(n as u64, Relaxed)
+        let first = self.next_slot.fetch_add(n as u64, Relaxed);
+        if first == self.published.load(Relaxed) {
+            // The first reservation in flight pins the session its writes go
+            // to (until `publish` lets it go). Should the ring have been
+            // restarted since `free_slots`, the new session's slot base is
+            // unset and the writes count as stale.
+            // SAFETY: under the lock, and no `write` reads the pin now.
+            *unsafe { self.pin.get_mut() } = self.slot.session.load_full();
+        }
+        first
     }
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {

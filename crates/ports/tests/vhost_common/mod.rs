@@ -53,23 +53,18 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Path of dpdk-testpmd, or None (the test then says why and skips).
+/// Path of dpdk-testpmd, or None (crates/testpeers has said why: the test
+/// skips, or has failed under `TURNOUT_REQUIRE_PEERS=1`).
 pub fn testpmd_bin() -> Option<PathBuf> {
-    for d in std::env::var("PATH").unwrap_or_default().split(':') {
-        let p = Path::new(d).join("dpdk-testpmd");
-        if p.exists() {
-            return Some(p);
-        }
-    }
-    None
+    testpeers::testpmd()
 }
 
-/// Skips the calling test (returns from it) when testpmd is missing.
+/// Skips the calling test (returns from it) when testpmd is missing; fails
+/// it instead under `TURNOUT_REQUIRE_PEERS=1`.
 #[macro_export]
 macro_rules! need_testpmd {
     () => {
         if vhost_common::testpmd_bin().is_none() {
-            eprintln!("SKIP: dpdk-testpmd not found (Debian package dpdk-dev)");
             return;
         }
     };

@@ -63,7 +63,8 @@ def _run(args: argparse.Namespace) -> int:
                     return
                 el = time.monotonic() - t0
                 eta = el / max(done, 1) * (total - done) if done else 0
-                print(f"[{done}/{total} eta {eta:.0f}s] {msg or _describe(item)}",
+                what = msg or (_describe(item) if item is not None else "")
+                print(f"[{done}/{total} eta {eta:.0f}s] {what}",
                       file=sys.stderr, flush=True)
 
             c = run_campaign(spec, db, bench, resume=args.resume, progress=progress)
@@ -88,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
                                description=_describe(item) if item else spec.name)
 
                 c = run_campaign(spec, db, bench, resume=args.resume, progress=progress)
-        counts = {}
+        counts: dict[str, int] = {}
         for t in db.trials(c.id):
             counts[t.status] = counts.get(t.status, 0) + 1
         print(f"campaign {c.name} (id {c.id}) {c.status}: "

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..measure.counts import Measurer, TrialCounts
+from ..measure.gen import PeerAbsent
 from ..measure.stats import gbps
 from ..results import Campaign, Result, ResultsDB, Sut, Trial
 from ..scenarios import Point, Unsupported
@@ -50,6 +51,9 @@ class Session:
     sut: Sut
     virtual_port: str = ""
     retarget: Callable[[Point], None] | None = None
+    #: restarts the SUT on the same testbed after its ports stopped taking
+    #: peers (a trial failed with ``PeerAbsent``); returns what it did
+    recover: Callable[[], str] | None = None
 
 
 class Bench(Protocol):
@@ -71,6 +75,8 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
     p = item.point
     lat = c.latency_ns
     extra = dict(c.extra)
+    if ctx.get("recovered"):
+        extra["recovered"] = ctx["recovered"]
     if "rplus_tester_bound" in ctx and load_fraction is not None:
         # a latency load is a fraction of R+: say when that R+ was the tester's
         extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
@@ -90,6 +96,7 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         latency_p99_ns=lat.get("p99"), latency_p999_ns=lat.get("p999"),
         latency_max_ns=lat.get("max"), latency_cdf=c.latency_cdf, jitter_ns=c.jitter_ns,
         cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
+        busy_cycles_per_frame=c.busy_cycles_per_frame,
         tester_bound=None if c.tester_bound is None else int(c.tester_bound), status="ok",
         started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
@@ -186,12 +193,16 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
         r.gbps = gbps(r.rx_total_pps if m == "rplus" else f.rate_total_pps,
                       item.point.frame_size_b)
         r.tester_bound = None if f.tester_bound is None else int(f.tester_bound)
+        if m == "rplus" and f.at is not None:
+            r.busy_cycles_per_frame = f.at.busy_cycles_per_frame
         r.trials_count = first.trials_count
         r.status = "ok"
         r.duration_s = time.time() - t0
         r.extra = dict(f.extra)
-        if f.at is not None and f.at.extra.get("tester_bound_why"):
-            r.extra["tester_bound_why"] = f.at.extra["tester_bound_why"]
+        if f.at is not None:
+            for k in ("tester_bound_why", "cost_source", "cost_why"):
+                if f.at.extra.get(k):
+                    r.extra[k] = f.at.extra[k]
         if r is not first:
             r.extra["trials_of"] = first.id
         db.update_result(r)
@@ -289,7 +300,21 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                                     raise SkipSession("this session cannot change its point")
                                 session.retarget(item.point)
                                 current = item.point
-                            _run_item(db, spec, item, session, ctx, done)
+                            try:
+                                _run_item(db, spec, item, session, ctx, done)
+                            except PeerAbsent as e:
+                                if session.recover is None:
+                                    raise
+                                # the SUT's port stopped answering (seen with
+                                # testpmd's memif server): restart it once
+                                what = session.recover()
+                                ctx["recovered"] = f"{what} after: {e}"
+                                if progress:
+                                    progress(finished, total, item, f"retrying: {what}")
+                                try:
+                                    _run_item(db, spec, item, session, ctx, done)
+                                finally:
+                                    ctx.pop("recovered", None)
                         except (Unsupported, SkipSession) as e:
                             _skip(db, item, ctx, "skipped", str(e))
                         except Exception as e:  # a failed trial is recorded, the rest goes on

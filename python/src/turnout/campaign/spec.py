@@ -82,6 +82,10 @@ class CampaignSpec:
     tester_rx_cpu: int | None = None
     tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
     interleave: bool = True
+    #: "auto": split this machine's CPUs between tester, SUT and VNFs
+    #: (campaign/layout.py) instead of tester_cpu / sut_cpus
+    layout: str = ""
+    sut_cores: int | None = None  # with layout = "auto": the SUT's share of the CPUs
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
@@ -150,6 +154,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
+             "layout", "sut_cores",
              "interleave"}
     for k in c:
         if k not in ckeys:
@@ -250,6 +255,18 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if tester_rx_cpu is not None and tester_rx_cpu == tester_cpu:
         raise CampaignError("campaign.tester_rx_cpu: same CPU as tester_cpu "
                             "(leave it out to send and receive in one thread there)")
+    layout = c.get("layout", "")
+    if layout not in ("", "auto"):
+        raise CampaignError(f"campaign.layout: {layout!r} is not \"auto\" (or leave it out "
+                            "and name tester_cpu and sut_cpus)")
+    if layout and ("sut_cpus" in c or "tester_cpu" in c):
+        raise CampaignError("campaign.layout = \"auto\" chooses the cores: leave out "
+                            "tester_cpu and sut_cpus")
+    sut_cores = c.get("sut_cores")
+    if sut_cores is not None and (not isinstance(sut_cores, int) or sut_cores < 1
+                                  or not layout):
+        raise CampaignError(f"campaign.sut_cores: {sut_cores!r}: a positive number of cores, "
+                            "with layout = \"auto\"")
     tester_port = c.get("tester_port", "afxdp")
     if tester_port not in ("afxdp", "afpacket"):
         raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
@@ -265,7 +282,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port,
-        interleave=bool(c.get("interleave", True)),
+        interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 
 

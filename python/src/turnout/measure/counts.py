@@ -28,8 +28,9 @@ class TrialCounts:
     measured window summed over streams: ``lost`` from sequence numbers
     (duplicates never hide a loss), ``duplicated`` and ``reordered`` apart;
     ``unsent`` frames that were due but the tester could not enqueue (the
-    tester's shortfall, not the SUT's loss); ``vnf_dropped`` frames a chain
-    VNF dropped (part of ``lost``). ``duration_s`` is the measured window.
+    tester's shortfall, not the SUT's loss); ``vnf_dropped`` frames chain
+    VNFs dropped in the trial, warm-up and cool-down included (not a subset
+    of ``lost``: a VNF cannot tell warm-up frames). ``duration_s`` is the measured window.
     Latency fields are in ns and None when the receiver measured none.
     ``tester_bound`` says whether the tester limited the trial (None:
     unknown).
@@ -50,6 +51,9 @@ class TrialCounts:
     jitter_ns: float | None = None
     cpu: list[dict[str, Any]] = field(default_factory=list)
     cycles_per_packet: float | None = None
+    #: the SUT's busy cycles per frame it received, from its own accounting
+    #: (measure/cost.py); None when it keeps none or it could not be read
+    busy_cycles_per_frame: float | None = None
     tester_bound: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 

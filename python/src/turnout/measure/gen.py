@@ -42,10 +42,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
 from .cpu import CpuSampler, nominal_hz
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "Stream", "VnfHandle", "find_gen",
+__all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
            "gen_version", "merge_latency", "tester_bound"]
 
 REPO = Path(__file__).resolve().parents[4]
@@ -65,8 +66,22 @@ SUT_LOSS_MIN = 0.005
 OFFERED_MIN = 0.97
 
 
+def _cmdline(p: subprocess.Popen[bytes]) -> str:
+    """A process's command line as text (``args`` is a string or a list)."""
+    args = p.args
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return os.fsdecode(args)
+    return " ".join(os.fsdecode(a) for a in args)
+
+
 class GenError(RuntimeError):
     """turnout-gen failed (exit code and stderr in the message)."""
+
+
+class PeerAbsent(GenError):
+    """A trial could not start: the SUT's port never answered the tester
+    (turnout-gen exit 3). The campaign runner restarts the SUT once
+    (``Session.recover``) and retries the item."""
 
 
 def find_gen(allow_pygen: bool = True) -> list[str] | None:
@@ -142,9 +157,11 @@ class VnfHandle:
     """A running helper whose stdout carries JSON lines: its snapshots
     (answers to SIGUSR1) and, at the end, its final document."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], name: str = "") -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
+                 cpu: int | None = None) -> None:
         self.proc = proc
-        self.name = name or " ".join(map(str, proc.args))[-60:]
+        self.name = name or _cmdline(proc)[-60:]
+        self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
         if proc.stdout is not None:
@@ -310,10 +327,16 @@ class GenMeasurer:
     flows: int = 1
     burst: int = 32
     sut_pids: Callable[[], list[int]] = field(default=lambda: [])
+    #: the SUT's own account of busy cycles and frames (SutAdapter.cost_sample),
+    #: sampled through every trial: its cost per frame (measure/cost.py)
+    sut_cost: Callable[[], CostSample | None] | None = None
+    cost_source: str = ""
     #: long-running helpers (chain VNFs): a trial fails, naming the helper and
     #: its message, when one of them has exited
     helpers: list[VnfHandle] = field(default_factory=list)
     warmup_s: float = 0.0
+    #: paced bursts back to back (turnout-gen --bunch): round trips over burst sizes
+    bunch: bool = False
     cooldown_s: float = 0.2
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
@@ -327,6 +350,8 @@ class GenMeasurer:
             a += ["--warmup-s", f"{self.warmup_s:g}"]
         if per_stream_pps > 0:
             a += ["--rate-pps", f"{per_stream_pps:.0f}"]
+            if self.bunch:
+                a.append("--bunch")
         return a
 
     def check_helpers(self) -> None:
@@ -344,7 +369,7 @@ class GenMeasurer:
                 args += ["--cpu", str(s.rx_cpu)]
             return args
         args = [*self.cmd, t.role, "--port", s.tx_port]
-        if t.role == "txrx":
+        if t.role == "txrx" and s.rx_port != s.tx_port:  # a round trip returns on --port
             args += ["--rx-port", s.rx_port]
             if len(t.streams) == 2:
                 r = t.streams[1]
@@ -361,6 +386,7 @@ class GenMeasurer:
         vnf_before = [h.snapshot() for h in self.helpers]
         sampler = CpuSampler({"sut": self.sut_pids(),
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
+        coster = CostSampler(self.sut_cost).start() if self.sut_cost is not None else None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
             for t in receivers:  # receivers first, so nothing sent is missed
@@ -384,14 +410,21 @@ class GenMeasurer:
                 t.doc = self._collect(t.proc, time.monotonic() + 5)
         finally:
             sampler.stop()
+            if coster is not None:
+                coster.stop()
             for t in tasks:
                 if t.proc is not None and t.proc.poll() is None:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        return self._combine(tasks, duration_s, load_total_pps, sampler,
-                             [vnf_delta(b, a) | {"name": h.name}
-                              for h, b, a in zip(self.helpers, vnf_before, vnf_after, strict=True)])
+        counts = self._combine(tasks, duration_s, load_total_pps, sampler,
+                               [vnf_delta(b, a) | {"name": h.name}
+                                for h, b, a in zip(self.helpers, vnf_before, vnf_after,
+                                                   strict=True)])
+        if coster is not None:
+            apply_cost(counts, coster.samples, self.cost_source, coster.error)
+        counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        return counts
 
     @staticmethod
     def _collect(p: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:
@@ -400,12 +433,14 @@ class GenMeasurer:
         except subprocess.TimeoutExpired as e:
             p.kill()
             p.communicate()
-            cmd = " ".join(map(str, p.args))
+            cmd = _cmdline(p)
             raise GenError(f"turnout-gen did not finish in time: {cmd}") from e
         if p.returncode != 0:
-            raise GenError(
-                f"turnout-gen exited {p.returncode}: {err.decode(errors='replace').strip()[-500:]}"
-            )
+            why = err.decode(errors="replace").strip()[-500:]
+            msg = f"turnout-gen exited {p.returncode}: {why}"
+            if p.returncode == 3:  # its peer (the SUT's port) never came up
+                raise PeerAbsent(msg)
+            raise GenError(msg)
         try:
             lines = [ln for ln in out.decode().splitlines() if ln.strip()]
             doc = json.loads(lines[-1])
@@ -419,6 +454,41 @@ class GenMeasurer:
                  sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
                             tester=os.path.basename(self.cmd[-1]))
+
+
+def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
+    """The most busy-polling tester and VNF processes pinned to one CPU in a
+    trial (1: each has a core of its own). More than one: the scheduler, not
+    the switch, sets the rate and the latency of that trial."""
+    per: dict[int, int] = {}
+    for t in tasks:
+        s = t.streams[0]
+        cpu = s.rx_cpu if t.role == "rx" else s.tx_cpu
+        if cpu is not None:
+            per[cpu] = per.get(cpu, 0) + 1
+    for h in helpers:
+        if h.cpu is not None:
+            per[h.cpu] = per.get(h.cpu, 0) + 1
+    return max(per.values(), default=1)
+
+
+def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: str = "") -> None:
+    """Set ``c.busy_cycles_per_frame`` from the SUT's cost samples inside
+    the trial's traffic window (the overlap of every sender's window, else
+    their union), or say in ``c.extra["cost_why"]`` why there is none."""
+    wins = c.extra.get("windows_ns") or []
+    if wins:
+        start, end = max(w[0] for w in wins), min(w[1] for w in wins)
+        if end - start < 0.1e9:  # senders barely overlapped: their union
+            start, end = min(w[0] for w in wins), max(w[1] for w in wins)
+        cost, why = cost_in_window(samples, start / 1e9, end / 1e9, source)
+    else:
+        cost, why = None, "the tester reported no traffic window"
+    if cost is None:
+        c.extra["cost_why"] = why + (f" (last probe error: {error})" if error else "")
+        return
+    c.busy_cycles_per_frame = cost.cycles_per_frame
+    c.extra.update(cost_source=source, cost_frames=cost.frames, cost_span_s=cost.span_s)
 
 
 def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:
@@ -450,6 +520,7 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
     win_end: int | None = None
     tx_dur = 0.0
     tester_cpu: list[dict[str, Any]] = []
+    windows: list[list[int]] = []
     for t in tasks:
         d = t.doc or {}
         if "tx" in d and t.role != "rx":
@@ -459,6 +530,7 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
             tx_dur = max(tx_dur, float(tx.get("duration_s", 0.0)))
             ws, we = tx.get("window_start_ns"), tx.get("window_end_ns")
             if ws and we:
+                windows.append([int(ws), int(we)])
                 win_start = ws if win_start is None else min(win_start, ws)
                 win_end = we if win_end is None else max(win_end, we)
             if "cpu_ns" in tx:
@@ -561,7 +633,8 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
         extra={"streams": sorted(per_stream, key=lambda r: r["id"]), "tester": tester,
                "tester_bound_why": why, "tx_attempts": attempts, "tx_pushback": pushback,
                "rx_bursts": bursts, "rx_backlog_bursts": backlog, "vnfs": vnfs,
-               "window_ns": [win_start, win_end], "cpu_window": cpu_window,
+               "window_ns": [win_start, win_end], "windows_ns": windows,
+               "cpu_window": cpu_window,
                "cycles_hz": hz, "cycles_hz_source": hz_source,
                "per_stream_pps": load_total_pps / max(1, len(wanted))},
     )

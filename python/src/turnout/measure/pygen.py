@@ -151,7 +151,7 @@ def _rx_doc(rx: _Rx, duration_s: float, sent_by_stream: dict[int, int] | None) -
             return xs[min(len(xs) - 1, int(p * len(xs)))]
 
         n = len(xs)
-        cdf = []
+        cdf: list[list[float]] = []
         for i in range(1, 201):
             idx = max(0, min(n - 1, round(i * n / 200) - 1))
             if not cdf or cdf[-1][0] != xs[idx]:

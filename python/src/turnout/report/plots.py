@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.colors import to_rgb
 
 from .model import Figure, Panel, Series
 
@@ -24,7 +25,7 @@ __all__ = ["PNG_DPI", "palette", "render_figure"]
 PNG_DPI = 110
 _PANEL_W_IN = 5.4
 _PANEL_H_IN = 3.9
-_COLORS = plt.get_cmap("tab10").colors
+_COLORS = [to_rgb(c) for c in matplotlib.color_sequences["tab10"]]
 
 
 def palette(figures: list[Figure]) -> dict[str, tuple]:

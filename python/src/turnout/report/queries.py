@@ -191,9 +191,10 @@ def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
             raise KeyError(f"no campaigns in {db.path}")
         c = all_c[-1]
     else:
-        c = db.campaign(campaign)
-        if c is None:
+        found = db.campaign(campaign)
+        if found is None:
             raise KeyError(f"no campaign {campaign!r} in {db.path}")
+        c = found
     assert c.id is not None
     return CampaignData(db, c, db.results(c.id), db.trials(c.id))
 
@@ -567,6 +568,10 @@ def _trial_marks(st: list[Trial]) -> str:
     """What limited a group of latency or CPU trials, for table flags."""
     n = len(st)
     marks = []
+    shared = max((int(t.extra.get("tester_core_sharing", 1)) for t in st), default=1)
+    if shared > 1:
+        marks.append(f"scheduler: {shared} busy-polling tester/VNF processes share one core "
+                     "(the latency is the scheduler's, not the switch's)")
     tb = sum(1 for t in st if t.tester_bound)
     if tb:
         marks.append(f"tester-bound in {tb}/{n}")
@@ -719,7 +724,8 @@ def latency_cdf_section(data: CampaignData) -> Section:
     for t in trials:
         by_fig[_fig_group(t)].append(t)
     for g, ts in sorted(by_fig.items(), key=_by_scenario):
-        fractions = sorted({round(float(t.load_fraction), 4) for t in ts}, reverse=True)
+        fractions = sorted({round(float(t.load_fraction), 4) for t in ts
+                            if t.load_fraction is not None}, reverse=True)
         panels = []
         table = Table(
             key=_group_key("latency-pct", g), title=f"Latency percentiles (µs): {_group_title(g)}",
@@ -728,8 +734,8 @@ def latency_cdf_section(data: CampaignData) -> Section:
         )
         for size in sorted({int(t.frame_size_b) for t in ts}):
             for frac in fractions:
-                at = [t for t in ts if round(float(t.load_fraction), 4) == frac
-                      and int(t.frame_size_b) == size]
+                at = [t for t in ts if t.load_fraction is not None
+                      and round(float(t.load_fraction), 4) == frac and int(t.frame_size_b) == size]
                 series = _latency_rows(frac, at, table) if at else []
                 panels.append(Panel(f"{size} B, {fmt(frac)} × R+", "latency (µs)",
                                     "fraction of packets", series, kind="cdf", xlog=True))
@@ -797,6 +803,55 @@ def latency_load_section(data: CampaignData) -> Section:
             key=_group_key("latency-load", g), title=f"Latency vs offered load: {_group_title(g)}",
             panels=panels,
         ))
+    return sec
+
+
+def rtt_section(data: CampaignData) -> Section:
+    """Client/server round-trip latency against burst size (seeds/001 §4.5,
+    Fig. 5): scenario ``rtt``, mean and p99 per SUT, one panel per frame size."""
+    sec = Section(
+        key="rtt", title="Round-trip latency vs burst size",
+        intro="A client sends bursts of N frames back to back at a low rate through the SUT "
+              "to a turnout-gen reflect server, which sends each frame back (seeds/001 §4.5). "
+              "The latency is the round trip; mean (solid) and p99 (dashed) against the burst "
+              "size, median over repetitions with min–max bars: how each switch spreads its "
+              "per-burst costs over the frames of a burst.",
+    )
+    trials = [t for t in data.ok_trials if t.scenario == "rtt" and t.latency_mean_ns is not None]
+    if not trials:
+        sec.empty = "No round-trip (rtt) results in this campaign."
+        return sec
+    table = Table(key="rtt-table", title="Round trips",
+                  columns=["SUT", "size B", "rate", "burst", "n", "mean µs [min–max]",
+                           "p99 µs [min–max]"])
+    panels = []
+    for size in sorted({int(t.frame_size_b) for t in trials}):
+        by: dict[tuple[str, int], list[Trial]] = defaultdict(list)
+        for t in trials:
+            if int(t.frame_size_b) == size:
+                by[(_sut_label(t), int(t.burst))].append(t)
+        series = []
+        for label in sorted({k[0] for k in by}):
+            for pname, attr, style in (("mean", "latency_mean_ns", "-"),
+                                       ("p99", "latency_p99_ns", "--")):
+                pts = []
+                for (lab, burst), st in sorted(by.items()):
+                    vals = [getattr(t, attr) for t in st if getattr(t, attr) is not None]
+                    if lab == label and vals:
+                        sp = spread_of(vals).scaled(1e-3)
+                        pts.append(Point(burst, sp.median, sp.min, sp.max, sp.n))
+                series.append(Series(f"{label} {pname}", pts, style=style))
+        panels.append(Panel(f"{size} B", "burst size (frames)", "round trip (µs)", series,
+                            xlog=True))
+        for (label, burst), st in sorted(by.items()):
+            mean = spread_of([float(t.latency_mean_ns or 0) for t in st]).scaled(1e-3)
+            p99s = [float(t.latency_p99_ns) for t in st if t.latency_p99_ns is not None]
+            table.rows.append([label, str(size), fmt(statistics_median(
+                [_offered_pps(t) for t in st])) + " pps", str(burst), str(len(st)),
+                fmt_spread(mean), fmt_spread(spread_of(p99s).scaled(1e-3)) if p99s else "–"])
+            table.flags.append(_trial_marks(st))
+    sec.figures.append(Figure(key="rtt-burst", title="Round trip vs burst size", panels=panels))
+    sec.tables.append(table)
     return sec
 
 
@@ -959,13 +1014,17 @@ def not_measured_section(data: CampaignData) -> Section:
 
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
+    from .verdict import verdict_section  # verdict builds on this module
+
     points = throughput_points(data)
     return [
+        verdict_section(data),
         campaign_section(data),
         throughput_section(data, points),
         loopback_section(data, points),
         latency_cdf_section(data),
         latency_load_section(data),
+        rtt_section(data),
         cpu_section(data),
         *scale_sections(data, points),
         error_bar_section(data, points),

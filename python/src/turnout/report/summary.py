@@ -78,8 +78,10 @@ def summary_text(data: CampaignData) -> str:
            and t.latency_p99_ns is not None]
     if lat:
         by: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
-        fractions = sorted({round(float(t.load_fraction), 4) for t in lat})
+        fractions = sorted({round(float(t.load_fraction), 4) for t in lat
+                            if t.load_fraction is not None})
         for t in lat:
+            assert t.load_fraction is not None and t.latency_p99_ns is not None  # filtered above
             label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
             key = (t.scenario, t.direction, int(t.frame_size_b), label)
             by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))
@@ -103,6 +105,14 @@ def summary_text(data: CampaignData) -> str:
             out.append(f"... and {len(bad) - 20} more (see the report)")
     if not points and not lat and not bad:
         out.append("no results in this campaign")
+    from .verdict import latency_verdict_table, verdict_table
+
+    vt = verdict_table(data)
+    if vt.rows:
+        out += ["", "Verdict", format_table(vt.columns, vt.rows), vt.note]
+    lt = latency_verdict_table(data)
+    if lt.rows:
+        out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
     return "\n".join(out) + "\n"
 
 

@@ -104,8 +104,10 @@ class Trial:
     sequence numbers: duplicates do not hide losses), ``duplicated`` and
     ``reordered`` apart; ``unsent`` frames due that the tester could not
     enqueue (its port was full: not offered, not the switch's loss);
-    ``vnf_dropped`` frames the scenario's chain VNFs dropped (part of
-    ``lost``, not the switch's). ``loss_ratio = lost / sent``.
+    ``vnf_dropped`` frames the scenario's chain VNFs dropped during the
+    trial, warm-up and cool-down included (a VNF cannot tell them apart), so
+    it is not a subset of ``lost`` and may exceed it; not the switch's.
+    ``loss_ratio = lost / sent``.
     ``gbps = rx_total_pps * frame_size_b * 8 / 1e9`` (frames without FCS).
     ``tester_bound``: 1 when the tester, not the SUT, limited the trial (its
     evidence is in ``extra``), 0 when not, None when unknown. ``cpu`` is a
@@ -113,7 +115,9 @@ class Trial:
     traffic window, for the SUT's threads, the tester and the VNFs; ``util``
     is CPU seconds per second of that window. ``cycles_per_packet`` is the
     SUT's CPU seconds in the window times the nominal (TSC) clock over
-    ``received``.
+    ``received``. ``busy_cycles_per_frame`` is the SUT's own account of
+    the cycles it spent on each frame it received (busy, not idle polling;
+    measure/cost.py; its source in ``extra["cost_source"]``).
     """
 
     campaign_id: int | None = None
@@ -158,6 +162,7 @@ class Trial:
     jitter_ns: float | None = None
     cpu: list[dict[str, Any]] = field(default_factory=list)
     cycles_per_packet: float | None = None
+    busy_cycles_per_frame: float | None = None
     tester_bound: int | None = None
     status: str = "ok"
     reason: str = ""
@@ -178,7 +183,8 @@ class Result:
     trial). ``rx_total_pps``/``gbps`` are what was received there.
     ``tester_bound`` as for trials (R+: the trial's; NDR/PDR: the tester
     could not offer the loads the search needed). Its trials have
-    ``result_id`` = this id.
+    ``result_id`` = this id. ``busy_cycles_per_frame`` (R+): the SUT's busy
+    cycles per frame in the trial that set the rate.
     """
 
     campaign_id: int | None = None
@@ -202,6 +208,7 @@ class Result:
     rx_total_pps: float = 0.0
     gbps: float = 0.0
     tester_bound: int | None = None
+    busy_cycles_per_frame: float | None = None
     trials_count: int = 0
     searcher: str = ""  # which search strategy found it
     status: str = "running"

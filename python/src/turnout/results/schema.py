@@ -140,8 +140,15 @@ ALTER TABLE results ADD COLUMN tester_bound INTEGER;
 ALTER TABLE campaigns ADD COLUMN resume_key TEXT NOT NULL DEFAULT '';
 """
 
+# v3 (issue 14, "a verdict that holds"): the SUT's busy cycles per frame
+# from its own accounting (measure/cost.py), for trials and R+ results.
+_V3 = """
+ALTER TABLE trials ADD COLUMN busy_cycles_per_frame REAL;
+ALTER TABLE results ADD COLUMN busy_cycles_per_frame REAL;
+"""
+
 #: MIGRATIONS[i] takes a database at user_version i to i + 1.
-MIGRATIONS: list[str] = [_V1, _V2]
+MIGRATIONS: list[str] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -35,7 +35,10 @@ def ndr_pdr(
             goals=goals,
         )
         return ndr, pdr
-    kw = dict(max_load_pps=max_load_pps, min_load_pps=min_load_pps, duration_s=duration_s,
-              relative_width=relative_width)
-    return (binary_search(measurer, loss_target=0.0, **kw),
-            binary_search(measurer, loss_target=PDR_LOSS_RATIO, **kw))
+
+    def bisect(loss_target: float) -> SearchResult:
+        return binary_search(measurer, loss_target=loss_target, max_load_pps=max_load_pps,
+                             min_load_pps=min_load_pps, duration_s=duration_s,
+                             relative_width=relative_width)
+
+    return bisect(0.0), bisect(PDR_LOSS_RATIO)

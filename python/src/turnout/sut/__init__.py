@@ -8,7 +8,7 @@ from .base import SutAdapter, SutError, SutPort, Topology
 from .linux_bridge import LinuxBridge
 from .ovs import Ovs, OvsDpdk
 from .testpmd import Testpmd
-from .turnoutd import Turnoutd
+from .turnoutd import Turnoutd, TurnoutdPoll
 from .wire import BareWire
 
 __all__ = ["SUTS", "SutAdapter", "SutError", "SutPort", "Topology", "make_sut"]
@@ -17,6 +17,7 @@ __all__ = ["SUTS", "SutAdapter", "SutError", "SutPort", "Topology", "make_sut"]
 SUTS: dict[str, type[SutAdapter]] = {
     "wire": BareWire,
     "turnoutd": Turnoutd,
+    "turnoutd-poll": TurnoutdPoll,
     "bridge": LinuxBridge,
     "ovs": Ovs,
     "ovs-dpdk": OvsDpdk,

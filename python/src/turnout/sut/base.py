@@ -8,6 +8,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..measure.cost import CostSample
 from ..testbed import Testbed
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
@@ -107,3 +108,14 @@ class SutAdapter(ABC):
     def kernel_threads_note(self) -> str:
         """Where the switch's CPU goes when it has no process of its own."""
         return ""
+
+    #: where ``cost_sample`` reads its account ("" when the SUT keeps none)
+    cost_source: str = ""
+
+    def cost_sample(self) -> CostSample | None:
+        """The SUT's cumulative busy cycles and received frames now, from its
+        own accounting (measure/cost.py; ``t`` is filled by the sampler).
+        None when it keeps no such account. Called from a sampling thread
+        every few tens of ms during a trial: keep it cheap, no process
+        spawns."""
+        return None

@@ -9,13 +9,17 @@ back; kernel interfaces are DPDK ``net_af_packet`` ports. OpenFlow rules
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
+from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
@@ -26,15 +30,7 @@ DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
 
 
 def _mask(cpus: str) -> str:
-    m = 0
-    for part in cpus.split(","):
-        if "-" in part:
-            lo, hi = part.split("-")
-            for c in range(int(lo), int(hi) + 1):
-                m |= 1 << c
-        elif part:
-            m |= 1 << int(part)
-    return hex(m)
+    return hex(sum(1 << c for c in set(cpu_list(cpus))))
 
 
 class Ovs(SutAdapter):
@@ -168,6 +164,46 @@ class Ovs(SutAdapter):
     def pids(self) -> list[int]:
         p = getattr(self, "vswitchd_proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
+
+    cost_source = ("OVS datapath threads: processing cycles (TSC) over packets received "
+                   "(dpif-netdev/pmd-stats-show)")
+
+    def appctl(self, command: str, *args: str, timeout_s: float = 2.0) -> str:
+        """One ovs-appctl command over ovs-vswitchd's control socket (JSON-RPC,
+        no process spawned: cheap enough to call during a trial)."""
+        ctl = sorted(Path(self.dir).glob("ovs-vswitchd*.ctl"))
+        if not ctl:
+            raise SutError("ovs-vswitchd has no control socket")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout_s)
+            s.connect(str(ctl[-1]))
+            s.sendall(json.dumps({"method": command, "params": list(args), "id": 0}).encode())
+            buf = b""
+            dec = json.JSONDecoder()
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise SutError(f"ovs-appctl {command}: connection closed")
+                buf += chunk
+                try:
+                    msg, _ = dec.raw_decode(buf.decode())
+                    break
+                except ValueError:
+                    continue
+        if msg.get("error"):
+            raise SutError(f"ovs-appctl {command}: {msg['error']}")
+        return str(msg.get("result", ""))
+
+    _RECEIVED = re.compile(r"packets received:\s*(\d+)")
+    _PROCESSING = re.compile(r"processing cycles:\s*(\d+)")
+
+    def cost_sample(self) -> CostSample | None:
+        if not self.pids() or not getattr(self, "dir", None):
+            return None
+        text = self.appctl("dpif-netdev/pmd-stats-show")
+        frames = sum(int(x) for x in self._RECEIVED.findall(text))
+        cycles = sum(int(x) for x in self._PROCESSING.findall(text))
+        return CostSample(0.0, float(cycles), frames)
 
 
 class OvsDpdk(Ovs):

@@ -1,26 +1,41 @@
 """DPDK testpmd io/mac forwarding: the no-logic baseline (like basicfwd in
 seeds/001). Ports are vdevs — ``net_memif`` (server) for memif ports,
 ``net_af_packet`` (or ``net_af_xdp``) for veths — ordered so that
-``--port-topology=paired`` forwards exactly the cross-connects. No
-hugepages: ``--no-huge``.
+``--port-topology=paired`` forwards exactly the cross-connects. Its
+memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
+documented configuration); when the kernel cannot give them it runs with
+``--no-huge`` and its config says so.
 
 Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
-(af_packet | af_xdp: the PMD on veths; default af_packet).
+(af_packet | af_xdp: the PMD on veths; default af_packet), ``hugepages``
+(2 MiB pages to reserve, default 512; 0 = ``--no-huge``).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
-__all__ = ["Testpmd"]
+__all__ = ["Testpmd", "lcores_for"]
 
 BINARY = "dpdk-testpmd"
+
+
+def lcores_for(cpus: list[int]) -> tuple[int, str]:
+    """testpmd's main lcore and ``-l`` list: the forwarding lcores are the
+    SUT's CPUs; the main lcore (the command line, asleep on its stdin) is the
+    lowest CPU outside them."""
+    main = next(c for c in range(max(cpus) + 2) if c not in cpus)
+    return main, ",".join(str(c) for c in [main, *cpus])
 
 
 class Testpmd(SutAdapter):
@@ -40,7 +55,8 @@ class Testpmd(SutAdapter):
             [BINARY, "--version"])
 
     def config(self) -> dict[str, Any]:
-        return {"options": self.options, "argv": getattr(self, "argv", [])}
+        return {"options": self.options, "argv": getattr(self, "argv", []),
+                "memory": getattr(self, "memory", "")}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
@@ -62,20 +78,36 @@ class Testpmd(SutAdapter):
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
         prefix = f"{tb.prefix}tp"
         tb.state.add("dirs", f"/var/run/dpdk/{prefix}")
-        cpus = [c for c in topo.cpus.split(",") if c]
-        lcores = f"0,{cpus[0]}" if cpus[0] != "0" else "0,1"
+        cpus = cpu_list(topo.cpus) or [1]
+        main, lcores = lcores_for(cpus)
         mode = self.options.get("forward_mode", "io")
         if mode not in ("io", "mac"):
             raise SutError(f"testpmd forward_mode {mode!r}: io or mac")
-        self.argv = [BINARY, "--no-pci", "--no-huge", "-m", "1024", f"--file-prefix={prefix}",
-                     "-l", lcores, "--main-lcore", "0", *vdevs, "--",
+        # stdbuf: testpmd's stdout is a file; line-buffered, the answers to
+        # interactive commands appear when given, not at exit
+        stdbuf = shutil.which("stdbuf")
+        pages = int(self.options.get("hugepages", 512))
+        self.memory = "--no-huge (4 KiB pages)"
+        mem = ["--no-huge", "-m", "1024"]
+        if pages > 0:
+            try:
+                huge = tb.reserve_hugepages(pages)
+                mem = [f"--huge-dir={huge}", "-m", str(pages * 2)]
+                self.memory = f"{pages} hugepages of 2 MiB"
+            except Exception as e:  # fall back, and say so in the config
+                self.memory = f"--no-huge: hugepages not available ({e})"
+        self.argv = [*([stdbuf, "-oL", "-eL"] if stdbuf else []), BINARY, "--no-pci",
+                     *mem, f"--file-prefix={prefix}",
+                     "-l", lcores, "--main-lcore", str(main), *vdevs, "--",
                      f"--forward-mode={mode}", "--port-topology=paired",
-                     "--total-num-mbufs=16384", "--auto-start", "--stats-period=60",
-                     "--nb-cores=1"]
+                     "--total-num-mbufs=16384", "--auto-start", "-i",
+                     "--record-core-cycles", f"--nb-cores={len(cpus)}"]
         d = tb.directory("testpmd")
         self.log = d / "testpmd.log"
         out = open(self.log, "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out)
+        self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out,
+                             stdin=subprocess.PIPE)
+        self._cost_lock = threading.Lock()
         deadline = time.monotonic() + 15
         while True:
             text = self.log.read_text(errors="replace")
@@ -95,3 +127,26 @@ class Testpmd(SutAdapter):
     def pids(self) -> list[int]:
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
+
+    cost_source = ("testpmd --record-core-cycles: total cycles (TSC, bursts that brought "
+                   "frames) over total io packets received (show fwd stats all)")
+    _CYCLES = re.compile(r"CPU cycles/packet=[\d.]+ \((?:total|busy) cycles=(\d+) / "
+                         r"total \w+ packets=(\d+)\)")
+
+    def cost_sample(self) -> CostSample | None:
+        p = getattr(self, "proc", None)
+        if p is None or p.poll() is not None or p.stdin is None:
+            return None
+        with self._cost_lock:
+            before = self.log.stat().st_size
+            p.stdin.write(b"show fwd stats all\n")
+            p.stdin.flush()
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline:
+                with open(self.log, "rb") as f:
+                    f.seek(before)
+                    m = self._CYCLES.search(f.read().decode(errors="replace"))
+                if m:
+                    return CostSample(0.0, float(m.group(1)), int(m.group(2)))
+                time.sleep(0.005)
+        return None

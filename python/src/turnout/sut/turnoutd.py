@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..measure.cost import CostSample, cpu_list
+from ..measure.cpu import nominal_hz
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology
 
-__all__ = ["Turnoutd", "rpc"]
+__all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
@@ -75,29 +77,31 @@ class Turnoutd(SutAdapter):
     def render_config(self, topo: Topology, sock: str) -> str:
         o = self.options
         logic = o.get("logic", "patch")
-        cpu = int(topo.cpus.split(",")[0].split("-")[0])
+        cpus = cpu_list(topo.cpus) or [1]
         lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
                  f"batch = {int(o.get('batch', 256))}",
                  f"max_ports = {max(64, len(topo.ports) + 8)}",
                  f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}"]
         if "latency_budget_us" in o:
             lines.append(f"latency_budget_us = {int(o['latency_budget_us'])}")
-        lines += ["", "[[workers]]", f"cpu = {cpu}"]
-        if o.get("cpu_idle"):
-            lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
+        # one worker per SUT CPU; ports spread over them round robin
+        for cpu in cpus:
+            lines += ["", "[[workers]]", f"cpu = {cpu}"]
+            if o.get("cpu_idle"):
+                lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
         lines += ["", "[logic]", f"name = {_toml_value(logic)}"]
         if logic == "patch":
             lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
         for k, v in o.get("logic_options", {}).items():
             lines.append(f"{k} = {_toml_value(v)}")
-        for p in topo.ports:
+        for i, p in enumerate(topo.ports):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
             if p.kind == "memif":
                 lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
             else:
                 lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
                           f"iface = {_toml_value(p.iface)}"]
-            lines.append("worker = 0")
+            lines.append(f"worker = {i % len(cpus)}")
         return "\n".join(lines) + "\n"
 
     def config(self) -> dict[str, Any]:
@@ -134,3 +138,27 @@ class Turnoutd(SutAdapter):
     def pids(self) -> list[int]:
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
+
+    cost_source = ("turnoutd workers: busy_cycles (TSC) + CPU spent in sleeps and wake-ups, "
+                   "over frames received (API `stats`)")
+
+    def cost_sample(self) -> CostSample | None:
+        if not getattr(self, "sock", "") or not self.pids():
+            return None
+        stats = rpc(self.sock, "stats", timeout_s=1.0)
+        hz = nominal_hz()[0]
+        workers = stats.get("workers", [])
+        cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9
+                     for w in workers)
+        return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
+
+
+class TurnoutdPoll(Turnoutd):
+    """turnoutd with its workers busy-polling (``wakeup = "poll"``): the
+    latency end of its CPU-vs-latency trade-off, next to the default
+    adaptive wake-up in the same campaign."""
+
+    name = "turnoutd-poll"
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__({"wakeup": "poll", **(options or {})})

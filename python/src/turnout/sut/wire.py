@@ -1,5 +1,7 @@
 """The bare wire: no switch. Each cross-connect becomes one veth pair
-between the two endpoints; every ratio is taken against this."""
+between the two endpoints, or, between two virtual endpoints when the tester
+speaks memif, a memif link that one tester port serves: the tester's own
+ceiling on that path and port type. Every ratio is taken against this."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ __all__ = ["BareWire"]
 class BareWire(SutAdapter):
     name = "wire"
     direct = True
+    supports_memif = True
     max_ports = 2
 
     def available(self) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import IO, Any
 
 from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
 
@@ -238,6 +239,20 @@ class Testbed:
         return cg
 
     # -------------------------------------------------------- processes
+    def steer_rps(self, ns: str | None, iface: str, cpus: str) -> str:
+        """Steer the receive work of ``iface`` (its backlog softirq: a kernel
+        bridge's forwarding, the stack's receive) to ``cpus`` with RPS, so a
+        SUT's kernel-side work runs on the SUT's CPUs, not on the CPU of the
+        process that sent the frame (veth transmit raises the receive
+        softirq on the sender's CPU). Returns the mask written. Frames a
+        native XDP program takes (AF_XDP ports) are not subject to RPS."""
+        from ..measure.cost import cpu_list
+
+        mask = sum(1 << c for c in set(cpu_list(cpus)))
+        path = f"/sys/class/net/{iface}/queues/rx-0/rps_cpus"
+        self.run(["sh", "-c", f"echo {mask:x} > {path}"], netns=ns)
+        return f"{mask:x}"
+
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
             check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a short command to completion (in a namespace when given)."""
@@ -250,8 +265,8 @@ class Testbed:
         return res
 
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
-              cgroup: Path | None = None, stdout: int | None = subprocess.PIPE,
-              stderr: int | None = subprocess.PIPE, env: dict[str, str] | None = None,
+              cgroup: Path | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
+              stderr: int | IO[Any] | None = subprocess.PIPE, env: dict[str, str] | None = None,
               stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
         """Start a long-running process we own (stopped at close)."""
         full = [*(["ip", "netns", "exec", netns] if netns else []),

@@ -1,0 +1,261 @@
+//! The control path against a worker that does not come round (stuck in a
+//! logic) and the worker's epoll bookkeeping when a queue's notification fd
+//! cannot be (re-)registered.
+//!
+//! `cargo test -p fabric --test control`
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric::switch::{REMOVE_TIMEOUT, SYNC_TIMEOUT};
+use fabric::{
+    pipe, Ctx, Logic, PipeConfig, PipePeer, PipePort, Pkt, Port, PortId, PortInfo, QueueId,
+    RxBatch, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode,
+};
+
+/// Floods everything; while `open` is false, the first batch it sees blocks
+/// the worker (a logic stuck in a loop).
+struct Gate {
+    entered: Arc<AtomicBool>,
+    open: Arc<AtomicBool>,
+}
+
+impl Logic for Gate {
+    fn name(&self) -> &'static str {
+        "gate"
+    }
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut [Pkt], v: &mut [Verdict]) {
+        self.entered.store(true, Ordering::SeqCst);
+        while !self.open.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        v.fill(Verdict::Flood);
+    }
+}
+
+fn gate(open: bool) -> (Box<Gate>, Arc<AtomicBool>, Arc<AtomicBool>) {
+    let entered = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(open));
+    (
+        Box::new(Gate {
+            entered: entered.clone(),
+            open: open.clone(),
+        }),
+        entered,
+        open,
+    )
+}
+
+/// Opens the gate when dropped, so a failing assertion does not leave the
+/// switch's drop waiting for a stuck worker forever.
+struct OpenOnDrop(Arc<AtomicBool>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+fn frame() -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[..6].fill(0xff);
+    f[12] = 0x08;
+    f
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn is_timeout(r: &Result<impl std::fmt::Debug, SwitchError>) -> bool {
+    matches!(r, Err(SwitchError::Timeout(_)))
+}
+
+#[test]
+fn control_operations_report_a_worker_that_does_not_come_round() {
+    let (logic, entered, open) = gate(false);
+    let sw = Switch::new(SwitchConfig::default(), logic).unwrap();
+    let _unstick = OpenOnDrop(open.clone());
+    let (a, mut pa) = pipe("a", PipeConfig::default()).unwrap();
+    let (b, _pb) = pipe("b", PipeConfig::default()).unwrap();
+    sw.add_port("a", Arc::new(a), None).unwrap();
+    sw.add_port("b", Arc::new(b), Some(0)).unwrap();
+    assert_eq!(pa.send(0, &[&frame()]), 1);
+    wait_for("worker in the logic", Duration::from_secs(5), || {
+        entered.load(Ordering::SeqCst)
+    });
+
+    // The worker is stuck: every control operation says so instead of Ok.
+    let t0 = Instant::now();
+    let (new_logic, _, new_open) = gate(true);
+    let r = sw.replace_logic(new_logic);
+    assert!(is_timeout(&r), "replace_logic: {r:?}");
+    assert!(t0.elapsed() >= SYNC_TIMEOUT);
+    let _ = new_open;
+
+    let (c, _pc) = pipe("c", PipeConfig::default()).unwrap();
+    let c: Arc<dyn Port> = Arc::new(c);
+    let r = sw.add_port("c", c.clone(), Some(0));
+    assert!(is_timeout(&r), "add_port: {r:?}");
+    assert_eq!(sw.port_id("c"), None, "a timed-out add is taken out again");
+
+    let t0 = Instant::now();
+    let r = sw.remove_port("b");
+    assert!(is_timeout(&r), "remove_port: {r:?}");
+    assert!(t0.elapsed() >= REMOVE_TIMEOUT);
+    assert_eq!(sw.port_id("b"), None, "out of the table all the same");
+
+    // Unstuck, the worker catches up with the commands posted meanwhile:
+    // the rolled-back add gave c's queue back, so c can be added again.
+    open.store(true, Ordering::SeqCst);
+    sw.add_port("c", c, Some(0))
+        .expect("add after the worker came round");
+    sw.remove_port("a")
+        .expect("remove after the worker came round");
+    let (l, _, _) = gate(true);
+    sw.replace_logic(l)
+        .expect("replace after the worker came round");
+    sw.shutdown();
+}
+
+/// A receive queue whose notification fd is chosen by the test.
+struct OtherFd {
+    inner: Box<dyn RxQueue>,
+    fd: RawFd,
+    _owned: Option<OwnedFd>,
+}
+
+impl RxQueue for OtherFd {
+    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+        self.inner.burst(batch)
+    }
+    fn release(&mut self) {
+        self.inner.release()
+    }
+    fn notify_fd(&self) -> Option<RawFd> {
+        Some(self.fd)
+    }
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.inner.set_notify(enabled)
+    }
+    fn ack_notify(&mut self) {
+        self.inner.ack_notify()
+    }
+}
+
+/// A pipe port whose receive queue reports `fd` as its notification fd;
+/// -1: a dup of the pipe's own (owned by the queue, its number left in `fd`).
+struct WithFd {
+    pipe: PipePort,
+    fd: Arc<AtomicI32>,
+}
+
+impl Port for WithFd {
+    fn info(&self) -> PortInfo {
+        self.pipe.info()
+    }
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let inner = self.pipe.take_rx(q)?;
+        let mut owned = None;
+        if self.fd.load(Ordering::SeqCst) < 0 {
+            // SAFETY: dup of a valid fd; the result is owned below.
+            let d = unsafe { libc::dup(inner.notify_fd()?) };
+            assert!(d >= 0);
+            // SAFETY: a fresh descriptor nobody else owns.
+            owned = Some(unsafe { OwnedFd::from_raw_fd(d) });
+            self.fd.store(d, Ordering::SeqCst);
+        }
+        Some(Box::new(OtherFd {
+            inner,
+            fd: self.fd.load(Ordering::SeqCst),
+            _owned: owned,
+        }))
+    }
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        self.pipe.tx(q)
+    }
+}
+
+fn adaptive() -> Switch {
+    let cfg = SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        ..SwitchConfig::default()
+    };
+    let (logic, _, _) = gate(true);
+    Switch::new(cfg, logic).unwrap()
+}
+
+/// Sends one frame on `src` after the worker has had time to arm idle
+/// queues, and waits for it at `dst`.
+fn delivered_after_idle(src: &mut PipePeer, dst: &mut PipePeer) -> bool {
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(src.send(0, &[&frame()]), 1);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if dst.recv(0, 8, |_| {}) > 0 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+#[test]
+fn a_queue_epoll_refuses_is_polled_not_armed() {
+    // epoll refuses regular files (EPERM): the queue must stay polled.
+    let file = File::open(std::env::current_exe().unwrap()).unwrap();
+    let sw = adaptive();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    let s = WithFd {
+        pipe: s,
+        fd: Arc::new(AtomicI32::new(file.as_raw_fd())),
+    };
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    assert!(
+        delivered_after_idle(&mut ps, &mut pd),
+        "an idle queue epoll refused went deaf"
+    );
+    sw.shutdown();
+}
+
+#[test]
+fn removing_a_port_leaves_the_other_queues_registrations_alone() {
+    // Queue "s" is watched through `fd`, a dup of its pipe's eventfd. Then
+    // the number `fd` is made to name a regular file: a re-registration of
+    // "s" under that number (what removing another port used to do, to
+    // renumber tokens) fails, while epoll's existing registration of the
+    // eventfd still works. Removing "x" must leave "s" able to wake up.
+    let sw = adaptive();
+    let (x, _px) = pipe("x", PipeConfig::default()).unwrap();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    let fd = Arc::new(AtomicI32::new(-1));
+    let s = WithFd {
+        pipe: s,
+        fd: fd.clone(),
+    };
+    sw.add_port("x", Arc::new(x), Some(0)).unwrap();
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let fd = fd.load(Ordering::SeqCst);
+    assert!(fd >= 0, "the worker took s's queue");
+    let file = File::open(std::env::current_exe().unwrap()).unwrap();
+    // SAFETY: both fds are valid; `fd` stays owned by s's queue (now naming
+    // the file, closed with the queue).
+    assert!(unsafe { libc::dup2(file.as_raw_fd(), fd) } >= 0);
+    sw.remove_port("x").unwrap();
+    assert!(
+        delivered_after_idle(&mut ps, &mut pd),
+        "removing another port left an idle queue deaf"
+    );
+    sw.shutdown();
+}

@@ -1,0 +1,116 @@
+//! The one place where a Rust system test decides what a missing peer
+//! means (docs/testing.md).
+//!
+//! A system test needs something outside the process: root (namespaces,
+//! veths, raw sockets), DPDK testpmd, QEMU with KVM. When it is missing the
+//! test says why on stderr and, by default, *skips* (returns early, so
+//! `cargo test` passes on a laptop). With `TURNOUT_REQUIRE_PEERS=1` — set by
+//! `make test`, hence by CI — a peer that `scripts/setup.sh` installs
+//! (root, testpmd, namespaces) *fails* the test instead: a CI machine where
+//! the setup did not produce it must not go green. Peers the setup does not
+//! provide (a machine without KVM, the QEMU guest's assets) stay skippable
+//! either way.
+//!
+//! ```text
+//! #[test]
+//! fn through_testpmd() {
+//!     let Some(pmd) = testpeers::testpmd() else { return };
+//!     if !testpeers::root() { return; }
+//!     // ...
+//! }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The environment variable that turns missing required peers into
+/// failures.
+pub const REQUIRE_ENV: &str = "TURNOUT_REQUIRE_PEERS";
+
+/// Whether missing peers that the setup installs fail the test
+/// (`TURNOUT_REQUIRE_PEERS=1`).
+pub fn required() -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| v == "1")
+}
+
+/// A peer the setup installs is missing: panics when peers are required,
+/// else prints `SKIP: why` and returns (the caller then returns).
+pub fn missing(why: &str) {
+    if required() {
+        panic!("{REQUIRE_ENV}=1 and a peer the setup installs is missing: {why}");
+    }
+    eprintln!("SKIP: {why}");
+}
+
+/// A peer the setup does not install is missing (no KVM on this machine, a
+/// VM image not built): always a skip, with the reason.
+pub fn optional_missing(why: &str) {
+    eprintln!("SKIP (not provided by scripts/setup.sh): {why}");
+}
+
+/// Whether `ok`; if not, [`missing`] with `why`.
+pub fn need(ok: bool, why: &str) -> bool {
+    if !ok {
+        missing(why);
+    }
+    ok
+}
+
+/// Whether the effective user is root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether we run as root (namespaces, veths, raw sockets, AF_XDP); if not,
+/// [`missing`].
+pub fn root() -> bool {
+    need(is_root(), "needs root (namespaces, veths, raw sockets)")
+}
+
+/// `name` in `$PATH`, if there.
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
+}
+
+/// dpdk-testpmd: `$TURNOUT_TESTPMD`, else `/usr/bin/dpdk-testpmd`, else
+/// the first in `$PATH`; if none, [`missing`] and `None`.
+pub fn testpmd() -> Option<PathBuf> {
+    let found = match std::env::var("TURNOUT_TESTPMD") {
+        Ok(p) => Some(PathBuf::from(p)).filter(|p| p.exists()),
+        Err(_) => Some(PathBuf::from("/usr/bin/dpdk-testpmd"))
+            .filter(|p| p.exists())
+            .or_else(|| find_in_path("dpdk-testpmd")),
+    };
+    if found.is_none() {
+        missing("dpdk-testpmd is not installed (Debian package dpdk-dev)");
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_present_peer_is_needed_without_a_word() {
+        assert!(need(true, "never printed"));
+    }
+
+    #[test]
+    fn a_missing_peer_skips_or_fails_as_the_environment_says() {
+        // The variable is read on each call; run both cases in one test so
+        // no other test in this binary sees it changed.
+        std::env::remove_var(REQUIRE_ENV);
+        assert!(!need(false, "absent peer"));
+        std::env::set_var(REQUIRE_ENV, "1");
+        let r = std::panic::catch_unwind(|| need(false, "absent peer"));
+        std::env::remove_var(REQUIRE_ENV);
+        let msg = r.expect_err("required and missing must panic");
+        let msg = msg.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("absent peer"), "{msg}");
+    }
+}

@@ -1,0 +1,176 @@
+"""Cost per packet: the SUT's busy CPU cycles per frame, from its own accounting.
+
+When the tester, not the switch, sets the rate (a saturating trial that is
+tester-bound), the rate says nothing about the switch; what it spent on each
+frame does. Every SUT that keeps such an account is read the same way:
+
+- turnoutd: its workers' ``busy_cycles`` (TSC cycles of batches that moved
+  frames) plus the CPU its sleeps and wake-ups cost (``sleep_cpu_ns``), over
+  ``packets`` (frames its workers received);
+- DPDK testpmd with ``--record-core-cycles``: ``total cycles`` (TSC cycles of
+  bursts that brought frames) over ``total io packets`` (``show fwd stats``);
+- OVS and OVS-DPDK: the PMD threads' ``processing cycles`` over ``packets
+  received`` (``dpif-netdev/pmd-stats-show``);
+- a kernel switch (Linux bridge): the irq + softirq time (/proc/stat) of
+  the SUT's CPUs over the frames its ports received — only meaningful when
+  its receive work runs on those CPUs (RPS, testbed). Tick-based: 10 ms
+  granularity, so a 0.5 s window carries about ±4 % of a busy core.
+
+A ``CostSample`` is the cumulative account at one moment. ``CostSampler``
+reads it every ``every_s`` through a trial; ``cost_in_window`` takes the
+difference between the first sample inside the tester's traffic window and
+the last one inside it, so warm-up, process start and cool-down never enter
+the figure and a SUT whose counters reset when a memif peer leaves (testpmd)
+is read while the peers are connected. Cycles are TSC cycles (or CPU time at
+the nominal TSC rate), frames are frames the SUT received by its own count.
+
+The projected rate per core, ``hz / cycles_per_frame``, is what one core
+would forward if it did nothing but this work at this cost: an upper bound
+that ignores what changes at higher load (cache misses, batching, the
+tester), stated wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Cost", "CostSample", "CostSampler", "cost_in_window", "counter_delta"]
+
+#: counters that are 64-bit unsigned in the SUT (testpmd's totals are
+#: differences of port counters that reset when a memif peer reconnects and
+#: may wrap); differences are taken modulo 2^64
+U64 = 1 << 64
+
+
+@dataclass(frozen=True)
+class CostSample:
+    """The SUT's cumulative account at monotonic time ``t`` (seconds)."""
+
+    t: float
+    cycles: float
+    frames: int
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Busy cycles per frame over ``span_s`` of the traffic window."""
+
+    cycles_per_frame: float
+    frames: int
+    cycles: float
+    span_s: float
+    source: str
+
+
+def counter_delta(a: int, b: int) -> int:
+    """b - a for a counter that may wrap at 2^64."""
+    return (b - a) % U64
+
+
+def cost_in_window(samples: list[CostSample], start: float, end: float, source: str,
+                   min_frames: int = 1000) -> tuple[Cost | None, str]:
+    """The cost between the first and the last sample inside [start, end].
+
+    Returns (None, why) when fewer than two samples fall inside the window,
+    when the SUT counted fewer than ``min_frames`` frames between them (the
+    figure would be noise), or when its counters went backwards (a restart).
+    """
+    inside = [s for s in samples if start <= s.t <= end]
+    if len(inside) < 2:
+        return None, (f"{len(inside)} of {len(samples)} cost samples inside the "
+                      f"{end - start:.3f} s traffic window")
+    a, b = inside[0], inside[-1]
+    frames = counter_delta(a.frames, b.frames)
+    cycles = b.cycles - a.cycles
+    if frames >= U64 // 2 or cycles < 0:
+        return None, "the SUT's counters went backwards (restart?)"
+    if frames < min_frames:
+        return None, f"the SUT counted only {frames} frames between its samples"
+    return Cost(cycles / frames, frames, cycles, b.t - a.t, source), ""
+
+
+class CostSampler:
+    """Calls ``probe`` every ``every_s`` in a background thread and keeps
+    each sample with the monotonic time of the call's midpoint. A probe that
+    raises or returns None is skipped (the error of the last failure is kept
+    in ``error``)."""
+
+    def __init__(self, probe: Callable[[], CostSample | None], every_s: float = 0.05) -> None:
+        self.probe = probe
+        self.every_s = every_s
+        self.samples: list[CostSample] = []
+        self.error = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _once(self) -> None:
+        t0 = time.monotonic()
+        try:
+            s = self.probe()
+        except Exception as e:  # a SUT may be gone: say why, keep sampling
+            self.error = f"{type(e).__name__}: {e}"
+            return
+        if s is not None:
+            mid = (t0 + time.monotonic()) / 2
+            self.samples.append(CostSample(mid, s.cycles, s.frames))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._once()
+
+    def start(self) -> CostSampler:
+        self._once()
+        self._thread = threading.Thread(target=self._run, name="cost-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._once()
+
+
+def cpu_list(spec: str) -> list[int]:
+    """CPUs of a taskset-style list ("1", "0,2-3")."""
+    out: list[int] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if "-" in part:
+            lo, hi = part.split("-")
+            out += range(int(lo), int(hi) + 1)
+        elif part:
+            out.append(int(part))
+    return out
+
+
+def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
+    """Interrupt and softirq time (irq + softirq) of these CPUs in clock ticks
+    (/proc/stat): where a kernel switch forwards (the receive softirq). The
+    system time of processes that happen to run there is left out."""
+    text = stat if stat is not None else Path("/proc/stat").read_text()
+    total = 0
+    want = {f"cpu{c}" for c in cpus}
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] in want:
+            # user nice system idle iowait irq softirq steal ...
+            total += int(f[6]) + int(f[7])
+    return total
+
+
+def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
+    """Frames received by these interfaces, in the network namespace of
+    process ``pid`` (/proc/PID/net/dev)."""
+    text = dev if dev is not None else Path(f"/proc/{pid}/net/dev").read_text()
+    want = set(ifaces)
+    total = 0
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() in want:
+            total += int(rest.split()[1])
+    return total

@@ -1,0 +1,437 @@
+"""The verdict: which switch for which use case, by how much, and what limited it.
+
+For every use case (seeds/000 Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
+scale) and frame size, the SUTs measured at the same R+ test point are put
+in order by the measure that holds there:
+
+- **rate** (R+, Mpps, higher is better) when every SUT set its own rate;
+- **cost per packet** (the SUT's busy cycles per frame from its own
+  accounting, lower is better) as soon as one of them was limited by the
+  tester or the scheduler: a tester-bound rate is the tester's, a lower
+  bound of the SUT's, and ranks nothing; what each switch spent per frame
+  still does. The scheduler sets the rate where more busy-polling tester
+  and VNF processes (a loopback chain's VNFs, NvsN's pairs) than the
+  tester has cores share them.
+
+A SUT is *tester-limited* when most of its repetitions were flagged
+tester-bound (measure/gen.py ``tester_bound``) or when its rate reaches the
+tester's ceiling on the same path and port type: the bare wire's R+ measured
+in the same campaign (the tester back to back, no switch, as CSIT calibrates
+its generator); its headroom is its rate over that ceiling.
+
+Ranking rule: two SUTs are ranked apart only when both were measured at
+least twice and their ranges (min..max over repetitions) do not overlap;
+otherwise they share a rank ("=") or, with a single repetition, are not
+ranked at all ("–"). The ratio to the next SUT is taken repetition by
+repetition when both have the same repetitions (interleaved runs: host drift
+cancels), with its min..max. A SUT that was skipped or failed is listed with
+the reason. No row claims more than its data supports.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .model import Section, Spread, Table, spread_of
+from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank
+
+__all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
+           "verdict_section", "verdict_table"]
+
+#: scenario -> use case (seeds/000 Table 3)
+USE_CASES = {
+    "p2p": "p2p: physical to physical",
+    "p2v": "p2v: physical to virtual",
+    "v2p": "v2p: virtual to physical",
+    "v2v": "v2v: virtual to virtual",
+    "loopback": "chain: loopback through VNFs",
+    "nvsn": "NvsN: pairs sharing the switch",
+    "density": "scale: port density",
+}
+
+
+@dataclass
+class Entry:
+    """One SUT at one verdict row."""
+
+    sut: str
+    rate: Spread | None = None  # R+, frames/s
+    cost: Spread | None = None  # busy cycles per frame
+    by_rep_rate: dict[int, float] = field(default_factory=dict)
+    by_rep_cost: dict[int, float] = field(default_factory=dict)
+    tester_bound: int = 0
+    headroom: Spread | None = None  # rate / the tester's ceiling
+    limit: str = ""  # "SUT" | "tester" | "skipped: ..." | "failed: ..."
+    rank: str = "–"
+    ratio_next: Spread | None = None
+    note: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.rate is not None
+
+
+@dataclass
+class Verdict:
+    """One row group of the verdict: a use case at one frame size."""
+
+    use_case: str
+    scenario: str
+    direction: str
+    frame_size_b: int
+    extras: str
+    measure: str  # "rate" | "cost"
+    ceiling: Spread | None
+    entries: list[Entry]
+
+
+def _overlap(a: Spread, b: Spread) -> bool:
+    return a.min <= b.max and b.min <= a.max
+
+
+def _ratio(a: dict[int, float], b: dict[int, float], am: float, bm: float,
+           invert: bool) -> Spread | None:
+    """a/b paired by repetition (b/a when ``invert``), else median over median."""
+    common = sorted(set(a) & set(b))
+    if len(common) >= 2 and len(common) == len(a) == len(b):
+        vals = [(b[i] / a[i]) if invert else (a[i] / b[i]) for i in common
+                if a[i] > 0 and b[i] > 0]
+        if len(vals) == len(common):
+            return spread_of(vals)
+    if am > 0 and bm > 0:
+        m = bm / am if invert else am / bm
+        return Spread(m, m, m, 1)
+    return None
+
+
+def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
+    """Order ``entries`` by ``measure`` and give each its rank and its ratio
+    to the next (see the module doc). Entries without the measure (not
+    measured, or no cost account) come last, unranked, with a note."""
+    def value(e: Entry) -> Spread | None:
+        return e.rate if measure == "rate" else e.cost
+
+    def reps(e: Entry) -> dict[int, float]:
+        return e.by_rep_rate if measure == "rate" else e.by_rep_cost
+
+    have = [e for e in entries if value(e) is not None]
+    rest = [e for e in entries if value(e) is None]
+    lower_better = measure == "cost"
+    have.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
+    unknown = any(value(e).n < 2 for e in have)  # type: ignore[union-attr]
+    rank = 0
+    for i, e in enumerate(have):
+        v = value(e)
+        assert v is not None
+        if unknown:
+            e.rank = "–"
+            if v.n < 2:
+                e.note = _join(e.note, "n=1: spread unknown, not ranked")
+        elif i == 0:
+            rank = 1
+            e.rank = "1"
+        else:
+            prev = value(have[i - 1])
+            assert prev is not None
+            if _overlap(v, prev):
+                e.rank = f"={rank}"
+                if not have[i - 1].rank.startswith("="):
+                    have[i - 1].rank = f"={rank}"
+            else:
+                rank = i + 1
+                e.rank = str(rank)
+        if i + 1 < len(have):
+            nxt = have[i + 1]
+            nv = value(nxt)
+            assert nv is not None
+            e.ratio_next = _ratio(reps(e), reps(nxt), v.median, nv.median, invert=lower_better)
+    for e in rest:
+        e.rank = "–"
+        if e.measured and measure == "cost":
+            e.note = _join(e.note, "no cost account: not ranked by cost")
+    return have + rest
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}; {b}" if a else b
+
+
+def verdict_rows(data: CampaignData) -> list[Verdict]:
+    """The verdict of one campaign, one Verdict per use case and frame size."""
+    rate: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    cost: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    bound: dict[PointKey, int] = defaultdict(int)
+    sharing: dict[PointKey, int] = {}
+    for t in data.ok_trials:
+        if t.method == "rplus" and "tester_core_sharing" in t.extra:
+            k = PointKey.of(t)
+            sharing[k] = max(sharing.get(k, 1), int(t.extra["tester_core_sharing"]))
+    for r in data.ok_results:
+        if r.method != "rplus":
+            continue
+        k = PointKey.of(r)
+        rate[k][int(r.repetition)] = float(r.rate_total_pps)
+        if r.busy_cycles_per_frame:
+            cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
+        if r.tester_bound:
+            bound[k] += 1
+    # what was not measured, per test point (skipped trials, failed searches)
+    missing: dict[tuple, dict[str, str]] = defaultdict(dict)
+    for r in data.results:
+        if r.method == "rplus" and r.status != "ok":
+            k = PointKey.of(r)
+            missing[k.group()][k.sut_label()] = f"{r.status}: {r.reason or '–'}"
+    for t in data.trials:
+        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
+            k = PointKey.of(t)
+            missing[k.group()].setdefault(k.sut_label(), f"{t.status}: {t.reason or '–'}")
+    groups: dict[tuple, list[PointKey]] = defaultdict(list)
+    for k in rate:
+        groups[k.group()].append(k)
+    for g in missing:
+        groups.setdefault(g, [])
+    out: list[Verdict] = []
+    cores = tester_cores(data.campaign.spec)
+    for g, keys in sorted(groups.items(), key=lambda kv: kv[0]):
+        ceiling_of: dict[str, Spread] = {}
+        for k in keys:
+            if k.sut in data.reference_suts:
+                ceiling_of[k.virtual_port or "veth"] = spread_of(list(rate[k].values()))
+        # SUTs are compared on one path with one kind of virtual port
+        by_port: dict[str, list[PointKey]] = defaultdict(list)
+        for k in keys:
+            if k.sut not in data.reference_suts:
+                by_port[k.virtual_port].append(k)
+        todo = dict(missing.get(g, {}))
+        for vp, suts in sorted(by_port.items()):
+            entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
+                              cores, sharing.get(k)) for k in suts]
+            measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
+            entries = rank_entries(entries, measure)
+            mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
+            for label in mine:
+                why = todo.pop(label)
+                entries.append(Entry(sut=label, limit=why.split(":")[0], note=why))
+            out.append(Verdict(
+                use_case=USE_CASES.get(suts[0].scenario, suts[0].scenario)
+                + (f" [{vp}]" if vp else ""),
+                scenario=suts[0].scenario, direction=g[1], frame_size_b=int(g[2]),
+                extras=suts[0].extras(), measure=measure,
+                ceiling=ceiling_of.get(vp or "veth"), entries=entries))
+        rest = [Entry(sut=label, limit=why.split(":")[0], note=why)
+                for label, why in sorted(todo.items())
+                if label.split(" [")[0] not in data.reference_suts]
+        if rest:
+            scen = _scenario_of(g)
+            out.append(Verdict(use_case=USE_CASES.get(scen, scen), scenario=scen,
+                               direction=g[1], frame_size_b=int(g[2]), extras="",
+                               measure="rate", ceiling=None, entries=rest))
+    return out
+
+
+def tester_processes(k: PointKey) -> int:
+    """Busy-polling tester and VNF processes a test point runs: one turnout-gen
+    per stream (or per pair of directions) plus one per chain VNF."""
+    if k.scenario == "loopback":
+        return 1 + k.vnfs
+    if k.scenario == "nvsn":
+        return k.pairs
+    return 1
+
+
+def tester_cores(spec: dict) -> int:
+    """CPUs the campaign gives its tester (and the VNFs, which share them)."""
+    c = spec.get("campaign", {}) if isinstance(spec, dict) else {}
+    cpus = {c.get("tester_cpu", 0)}
+    if c.get("tester_rx_cpu") is not None:
+        cpus.add(c["tester_rx_cpu"])
+    return max(1, len(cpus))
+
+
+def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
+           ceil: Spread | None, cores: int = 1, sharing: int | None = None) -> Entry:
+    """One SUT's entry: its rate and cost over repetitions, and what limited it."""
+    e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
+              tester_bound=bound)
+    e.rate = spread_of(list(rate.values()))
+    e.cost = spread_of(list(cost.values())) if cost else None
+    limited = []
+    if bound and bound * 2 >= e.rate.n:
+        limited.append(f"tester-bound in {bound}/{e.rate.n}")
+    if ceil is not None and ceil.median > 0:
+        e.headroom = e.rate.scaled(1 / ceil.median)
+        if e.rate.max >= ceil.min or e.rate.median >= 0.95 * ceil.median:
+            limited.append(f"at the tester's ceiling ({fmt(e.headroom.median, 2)}×)")
+    # measured: the most tester/VNF processes pinned to one core in its
+    # trials; else estimated from the scenario and the tester's cores
+    shared = sharing if sharing is not None else -(-tester_processes(k) // cores)
+    if shared > 1:
+        limited.insert(0, f"{shared} busy-polling tester/VNF processes share a core: "
+                          "the scheduler sets the rate")
+    e.limit = ("scheduler" if shared > 1 else "tester") if limited else "SUT"
+    e.note = "; ".join(limited)
+    if ceil is None and k.virtual_port == "memif":
+        e.note = _join(e.note, "the tester's ceiling over memif is not measured")
+    return e
+
+
+def _scenario_of(group: tuple) -> str:
+    """The scenario of a PointKey.group() (its first item is scenario_rank's pair)."""
+    return str(group[0][1])
+
+
+def _measure_cell(e: Entry, measure: str, hz: float) -> str:
+    if measure == "rate":
+        return fmt_spread(e.rate.scaled(1e-6)) + " Mpps" if e.rate else "–"
+    if e.cost is None:
+        return "–"
+    proj = f" ({fmt(hz / e.cost.median / 1e6, 2)} Mpps/core)" if hz > 0 and e.cost.median else ""
+    return fmt_spread(e.cost, 0) + " cyc/frame" + proj
+
+
+def _ratio_cell(r: Spread | None) -> str:
+    if r is None:
+        return "–"
+    return fmt_spread(r, 2) + (" (n=1)" if r.n < 2 else "")
+
+
+def _hz(data: CampaignData) -> float:
+    for t in data.ok_trials:
+        hz = t.extra.get("cycles_hz") if isinstance(t.extra, dict) else None
+        if hz:
+            return float(hz)
+    return 0.0
+
+
+def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Table:
+    """The verdict as one table (the page's first section and the end of the
+    terminal summary)."""
+    rows = verdict_rows(data) if rows is None else rows
+    hz = _hz(data)
+    t = Table(
+        key="verdict-table", title="Verdict",
+        columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "value [min–max]",
+                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why"],
+        note=("Ranked by R+ where every SUT set its own rate; by the SUT's busy cycles per "
+              "frame (its own accounting, lower is better) as soon as one of them was limited "
+              "by the tester. Two SUTs share a rank (=) when their min–max ranges overlap; "
+              "with one repetition nothing is ranked (–). × next: how many times better than "
+              "the next SUT, repetition by repetition. Mpps/core: the TSC rate over the cost, "
+              "what one core would forward doing only this work at this cost — an upper "
+              "bound. of ceiling: R+ over the bare wire's on the same path and port type "
+              "(the tester's own ceiling)."),
+    )
+    for v in rows:
+        for e in v.entries:
+            t.rows.append([
+                v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
+                e.rank, e.sut, v.measure if e.measured else "–",
+                _measure_cell(e, v.measure, hz) if e.measured else "–",
+                str(e.rate.n) if e.rate else "0",
+                _ratio_cell(e.ratio_next),
+                fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
+                fmt_spread(e.headroom, 2) if e.headroom else "–",
+                e.limit or "–", e.note or "–",
+            ])
+            t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
+    return t
+
+
+def latency_verdict_table(data: CampaignData) -> Table:
+    """p99 latency at the fixed rates every SUT was offered (method
+    ``fixed``), SUTs in order (lower first) with the overlap rule, the bare
+    wire's p99 at the same rate as the floor, and what set each figure."""
+    t = Table(
+        key="latency-verdict", title="Latency at fixed rates (p99; one way, round trip for rtt)",
+        columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]", "n",
+                 "× next", "wire floor µs", "limited by"],
+        note=("Every SUT offered the same absolute rate, below every tester ceiling. "
+              "Ranked by p99 (lower first) with the overlap rule of the verdict. The wire "
+              "floor is the bare wire's p99 at that rate on the same path: what the tester "
+              "and the kernel add without any switch. Scheduler: more busy-polling tester/VNF "
+              "processes than tester cores, so the latency is the scheduler's."),
+    )
+    lat: dict[tuple, dict[int, float]] = defaultdict(dict)
+    shared: dict[tuple, int] = defaultdict(lambda: 1)
+    for tr in data.ok_trials:
+        if tr.method != "fixed" or tr.latency_p99_ns is None:
+            continue
+        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
+               int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
+        lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
+        shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
+    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    for key in lat:
+        groups[key[:5]].append(key)
+    for g, keys in sorted(groups.items()):
+        floor = [k for k in keys if k[5] in data.reference_suts]
+        suts = [k for k in keys if k[5] not in data.reference_suts]
+        floor_s = spread_of(list(lat[floor[0]].values())) if floor else None
+        entries = []
+        for k in suts:
+            e = Entry(sut=k[6], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
+            e.limit = "scheduler" if shared[k] > 1 else "SUT"
+            entries.append(e)
+        for e in rank_entries(entries, "cost"):
+            assert e.cost is not None
+            rate = f"{g[2] / 1e3:g} kpps" + (f", bursts of {g[3]}" if g[0][1] == "rtt" else "")
+            t.rows.append([g[0][1], str(g[1]), rate, e.rank, e.sut,
+                           fmt_spread(e.cost.scaled(1e-3)), str(e.cost.n),
+                           _ratio_cell(e.ratio_next),
+                           fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit])
+            t.flags.append("" if e.limit == "SUT" else e.limit)
+    return t
+
+
+def cost_check_table(data: CampaignData) -> Table:
+    """Each SUT's own account of busy cycles per frame next to a second
+    source: the CPU time the OS gave its threads in the same traffic window,
+    at the same TSC rate, per frame received (R+ trials)."""
+    t = Table(
+        key="cost-check", title="Cost per frame: the SUT's own account vs the OS's CPU time",
+        columns=["SUT", "scenario", "size B", "n", "own account cyc/frame",
+                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by"],
+        note=("Own account: busy cycles (work on frames) per frame the SUT received, from its "
+              "counters. OS: CPU time of its threads in the traffic window × the TSC rate per "
+              "frame the tester received. They agree (≈ 1) when the SUT is busy all the time "
+              "(it set the rate) or sleeps when idle; a busy-polling SUT the tester held back "
+              "spends the rest polling, which the OS counts and its own account does not "
+              "(< 1). Kernel switches have no threads of their own: their only account is "
+              "the CPU's softirq time (this host's PMU gives perf no cycle counter)."),
+    )
+    by: dict[tuple, list[tuple[float, float, bool]]] = defaultdict(list)
+    for tr in data.ok_trials:
+        if tr.method != "rplus" or not tr.busy_cycles_per_frame:
+            continue
+        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        by[(label, tr.scenario, int(tr.frame_size_b))].append(
+            (float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
+             bool(tr.tester_bound)))
+    for (label, scen, size), vals in sorted(by.items()):
+        own = spread_of([v[0] for v in vals])
+        os_vals = [v[1] for v in vals if v[1] > 0]
+        ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
+        bound = sum(v[2] for v in vals)
+        t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
+                       fmt_spread(spread_of(os_vals), 0) if os_vals else "–",
+                       fmt_spread(ratio, 2) if ratio else "–",
+                       f"tester in {bound}/{len(vals)}" if bound else "SUT"])
+        t.flags.append("")
+    return t
+
+
+def verdict_section(data: CampaignData) -> Section:
+    """The report's first section (HTML id ``verdict``)."""
+    rows = verdict_rows(data)
+    sec = Section(
+        key="verdict", title="Verdict",
+        intro=("Which switch for which use case, by how much, and what limited each number. "
+               "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
+               "order by the measure that holds there. Details follow below."),
+        tables=[verdict_table(data, rows), latency_verdict_table(data), cost_check_table(data)],
+    )
+    if not rows:
+        sec.empty = "No R+ result in this campaign: nothing to rank."
+    return sec

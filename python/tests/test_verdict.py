@@ -1,0 +1,243 @@
+"""Cost per packet and the verdict (issue 14): arithmetic and ranking rules
+on recorded samples and a synthetic results database. The values are
+invented for the tests; nothing here is a measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnout.measure.cost import (
+    CostSample,
+    cost_in_window,
+    counter_delta,
+    cpu_list,
+    kernel_ticks,
+    netdev_rx_packets,
+)
+from turnout.measure.counts import TrialCounts
+from turnout.measure.gen import apply_cost
+from turnout.report.model import spread_of
+from turnout.report.queries import load_campaign
+from turnout.report.summary import summary_text
+from turnout.report.verdict import Entry, rank_entries, verdict_rows
+from turnout.results import Campaign, Result, ResultsDB
+
+
+# ------------------------------------------------------------------ cost
+def _samples(t0: float, n: int, every: float, cyc_per_s: float, fps: float) -> list[CostSample]:
+    return [CostSample(t0 + i * every, cyc_per_s * i * every, int(fps * i * every))
+            for i in range(n)]
+
+
+def test_cost_is_taken_between_samples_inside_the_window_only():
+    # 100 cycles per frame inside the window; warm-up outside it cost 10x more
+    inside = _samples(10.0, 11, 0.05, 1e8, 1e6)
+    before = [CostSample(9.5, -5e7, -50_000)]  # warm-up: 1000 cycles/frame
+    c, why = cost_in_window(before + inside, 10.0, 10.5, "x")
+    assert why == "" and c is not None
+    assert c.cycles_per_frame == pytest.approx(100.0)
+    assert c.span_s == pytest.approx(0.5)
+    assert c.frames == 500_000
+
+
+def test_cost_needs_two_samples_and_enough_frames():
+    s = _samples(0.0, 5, 0.1, 1e8, 1e6)
+    c, why = cost_in_window(s, 0.05, 0.12, "x")
+    assert c is None and "1 of 5" in why
+    idle = [CostSample(0.0, 0.0, 0), CostSample(0.5, 1e3, 10)]
+    c, why = cost_in_window(idle, 0.0, 1.0, "x")
+    assert c is None and "only 10 frames" in why
+
+
+def test_counters_that_wrap_or_go_backwards():
+    assert counter_delta(2**64 - 10, 5) == 15  # testpmd's port totals may wrap
+    s = [CostSample(0.0, 1e9, 5_000_000), CostSample(0.5, 1e6, 10)]  # restarted
+    c, why = cost_in_window(s, 0.0, 1.0, "x")
+    assert c is None and "backwards" in why
+
+
+def test_apply_cost_uses_the_overlap_of_the_senders_windows():
+    c = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    c.extra["windows_ns"] = [[int(10e9), int(11e9)], [int(10.2e9), int(11.2e9)]]
+    # 200 cycles/frame while both send (10.2 .. 11.0 s), 50 elsewhere
+    samples = []
+    cyc = frames = 0.0
+    for i in range(0, 130):
+        t = 9.9 + i * 0.01
+        rate = 200.0 if 10.2 <= t <= 11.0 else 50.0
+        frames += 1e4
+        cyc += rate * 1e4
+        samples.append(CostSample(t, cyc, int(frames)))
+    apply_cost(c, samples, "src")
+    assert c.busy_cycles_per_frame == pytest.approx(200.0, rel=0.02)
+    assert c.extra["cost_source"] == "src"
+    c2 = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    apply_cost(c2, samples, "src")
+    assert c2.busy_cycles_per_frame is None and "no traffic window" in c2.extra["cost_why"]
+
+
+def test_kernel_accounting_parsers():
+    stat = ("cpu  1 2 3 4 5 6 7 8 0 0\n"
+            "cpu0 10 0 20 100 0 1 2 0 0 0\n"
+            "cpu1 10 0 30 100 0 4 50 0 0 0\n")
+    assert kernel_ticks([1], stat) == 4 + 50
+    assert kernel_ticks([0, 1], stat) == 3 + 54
+    dev = ("Inter-|   Receive  \n face |bytes    packets errs\n"
+           "  tp1: 6400 100 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+           "  tp2: 640 10 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+           "    lo: 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+    assert netdev_rx_packets(0, ["tp1", "tp2"], dev) == 110
+    assert cpu_list("1") == [1] and cpu_list("0,2-4") == [0, 2, 3, 4]
+
+
+# --------------------------------------------------------------- ranking
+def _e(name: str, rates: list[float] | None = None, costs: list[float] | None = None) -> Entry:
+    e = Entry(sut=name)
+    if rates:
+        e.by_rep_rate = dict(enumerate(rates))
+        e.rate = spread_of(rates)
+    if costs:
+        e.by_rep_cost = dict(enumerate(costs))
+        e.cost = spread_of(costs)
+    return e
+
+
+def test_overlapping_spreads_are_never_ranked_apart():
+    out = rank_entries([_e("b", [9, 10, 11]), _e("a", [10, 12, 13]), _e("c", [5, 5.5, 6])],
+                       "rate")
+    assert [(e.sut, e.rank) for e in out] == [("a", "=1"), ("b", "=1"), ("c", "3")]
+    # the ratio is paired by repetition: a/b per rep = 10/9, 12/10, 13/11
+    assert out[0].ratio_next is not None and out[0].ratio_next.n == 3
+    assert out[0].ratio_next.min == pytest.approx(10 / 9)
+    assert out[1].ratio_next.median == pytest.approx(10 / 5.5)
+
+
+def test_cost_ranks_lower_first_and_one_repetition_ranks_nothing():
+    out = rank_entries([_e("x", [1], [300]), _e("y", [1], [100])], "cost")
+    assert [e.sut for e in out] == ["y", "x"] and all(e.rank == "–" for e in out)
+    assert all("n=1" in e.note for e in out)
+    out = rank_entries([_e("x", [1, 1, 1], [300, 310, 320]), _e("y", [1, 1, 1], [100, 90, 95]),
+                        _e("z", [1, 1, 1])], "cost")
+    assert [(e.sut, e.rank) for e in out] == [("y", "1"), ("x", "2"), ("z", "–")]
+    assert out[0].ratio_next.median == pytest.approx(320 / 95)  # x/y per rep: 3.0, 3.44, 3.37
+    assert "no cost account" in out[2].note
+
+
+def _verdict_db(tmp_path, rows):
+    """R+ results: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
+    db = ResultsDB(tmp_path / "v.db")
+    cid = db.add_campaign(Campaign(name="v", spec={}, file="v.toml", started_at=1.7e9,
+                                   status="done"))
+    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
+        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
+                             virtual_port=vp, method="rplus", repetition=rep,
+                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
+                             tester_bound=tb, busy_cycles_per_frame=cost))
+    return db
+
+
+def test_tester_bound_rows_are_ranked_by_cost_not_rate(tmp_path):
+    rows = []
+    for r, k in enumerate((0.98, 1.0, 1.02)):
+        rows += [("wire", "p2p", "", r, 1.0e6 * k, None, 1),
+                 # both reach the tester's ceiling; turnoutd spends less per frame
+                 ("turnoutd", "p2p", "", r, 0.99e6 * k, 400 * k, 1),
+                 ("ovs", "p2p", "", r, 1.0e6 * k, 900 * k, 1),
+                 # the bridge sets its own, lower rate
+                 ("bridge", "p2p", "", r, 0.4e6 * k, 3000 * k, 0)]
+    with _verdict_db(tmp_path, rows) as db:
+        data = load_campaign(db, "v")
+        (v,) = verdict_rows(data)
+        assert v.measure == "cost"
+        assert [(e.sut, e.rank, e.limit) for e in v.entries] == [
+            ("turnoutd", "1", "tester"), ("ovs", "2", "tester"), ("bridge", "3", "SUT")]
+        assert v.entries[0].headroom.median == pytest.approx(0.99)
+        assert "ceiling" in v.entries[0].note
+        text = summary_text(data)
+        assert "Verdict" in text and text.index("Verdict") > text.index("Throughput")
+
+
+def test_sut_bound_rows_are_ranked_by_rate_per_port_type(tmp_path):
+    rows = []
+    for r, k in enumerate((0.98, 1.0, 1.02)):
+        rows += [("wire", "v2v", "veth", r, 2.0e6 * k, None, 0),
+                 ("bridge", "v2v", "veth", r, 0.4e6 * k, 3000, 0),
+                 ("ovs", "v2v", "veth", r, 0.6e6 * k, 2000, 0),
+                 ("turnoutd", "v2v", "memif", r, 11e6 * k, 100, 0)]
+    with _verdict_db(tmp_path, rows) as db:
+        data = load_campaign(db, "v")
+        memif, veth = verdict_rows(data)
+        assert [e.sut for e in memif.entries] == ["turnoutd [memif]"]
+        assert "ceiling over memif is not measured" in memif.entries[0].note
+        assert veth.measure == "rate"
+        assert [(e.sut, e.rank) for e in veth.entries] == [("ovs [veth]", "1"),
+                                                           ("bridge [veth]", "2")]
+        assert veth.entries[0].ratio_next.median == pytest.approx(1.5)
+
+
+def test_shared_tester_core_means_the_scheduler_set_the_rate(tmp_path):
+    """NvsN with 2 pairs on a 1-core tester: two busy-polling processes share
+    it, so no rate there is the switch's; the row is ranked by cost."""
+    from turnout.report.verdict import tester_cores
+
+    rows = []
+    for r, k in enumerate((0.98, 1.0, 1.02)):
+        rows += [("turnoutd", "nvsn", "memif", r, 3e6 * k, 150 * k, 0),
+                 ("testpmd", "nvsn", "memif", r, 4e6 * k, 600 * k, 0)]
+    db = ResultsDB(tmp_path / "s.db")
+    cid = db.add_campaign(Campaign(name="s", spec={"campaign": {"tester_cpu": 0}},
+                                   file="s.toml", started_at=1.7e9, status="done"))
+    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
+        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
+                             virtual_port=vp, method="rplus", repetition=rep, pairs=2,
+                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
+                             tester_bound=tb, busy_cycles_per_frame=cost))
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "s"))
+        assert v.measure == "cost"
+        assert [(e.sut, e.limit) for e in v.entries] == [("turnoutd [memif]", "scheduler"),
+                                                         ("testpmd [memif]", "scheduler")]
+        assert "share a core" in v.entries[0].note
+    assert tester_cores({"campaign": {"tester_cpu": 0, "tester_rx_cpu": 2}}) == 2
+
+
+def test_core_sharing_counts_busy_tester_processes_per_cpu():
+    from turnout.measure.gen import Stream, VnfHandle, _Task, core_sharing
+
+    def task(role: str, cpu: int | None) -> _Task:
+        s = Stream(tx_port="a", rx_port="b", tx_ns="n", rx_ns="n", src_mac="m", dst_mac="m",
+                   id=0)
+        s.tx_cpu = s.rx_cpu = cpu
+        return _Task(role=role, streams=[s], netns="n")
+
+    class P:  # a process handle with no output
+        stdout = None
+        args = ("fwd",)
+
+    assert core_sharing([task("txrx", 0)], []) == 1
+    assert core_sharing([task("txrx", 0), task("txrx", 0)], []) == 2  # NvsN, 2 pairs
+    vnf = VnfHandle(P(), "fwd", cpu=0)  # type: ignore[arg-type]
+    assert core_sharing([task("txrx", 0)], [vnf]) == 2  # a loopback chain
+    assert core_sharing([task("txrx", 0), task("txrx", 2)], []) == 1
+
+
+def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
+    from turnout.report.verdict import latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
+                                   status="done"))
+    p99 = {"wire": (50e3, 52e3, 55e3), "turnoutd": (90e3, 100e3, 95e3),
+           "ovs": (300e3, 320e3, 310e3), "bridge": (92e3, 99e3, 120e3)}
+    for sut, vals in p99.items():
+        for rep, v in enumerate(vals):
+            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                               method="fixed", repetition=rep, offered_total_pps=1e4,
+                               sent=4000, received=4000, latency_p99_ns=v, status="ok"))
+    with db:
+        t = latency_verdict_table(load_campaign(db, "l"))
+    assert [(r[3], r[4]) for r in t.rows] == [("=1", "turnoutd"), ("=1", "bridge"),
+                                              ("3", "ovs")]
+    assert all(r[8].startswith("52") for r in t.rows)  # the wire's median p99, µs
+    assert t.rows[0][2] == "10 kpps"
