@@ -142,6 +142,26 @@ impl PktMut<'_> {
             self.0.len = len as u32;
         }
     }
+
+    /// Narrows the view to `len` bytes starting `off` bytes into the frame
+    /// (a tunnel port exposing the inner frame of a decapsulated packet).
+    /// Panics if the range is not inside the frame.
+    #[inline]
+    pub fn narrow(&mut self, off: usize, len: usize) {
+        assert!(
+            off.checked_add(len)
+                .is_some_and(|e| e <= self.0.len as usize),
+            "narrow outside the frame"
+        );
+        if len == 0 {
+            self.0.len = 0;
+            return;
+        }
+        // SAFETY: `off` is inside the frame (checked above), so the pointer
+        // stays within the memory the view was created over.
+        self.0.ptr = unsafe { self.0.ptr.add(off) };
+        self.0.len = len as u32;
+    }
 }
 
 impl std::ops::Deref for PktMut<'_> {
@@ -409,6 +429,34 @@ impl RxFill<'_> {
         true
     }
 
+    /// The frames appended from index `from` on (a wrapping queue, such as
+    /// a tunnel port, rewriting what its inner queue just appended).
+    #[inline]
+    pub fn appended_mut(&mut self, from: usize) -> &mut Pkts {
+        let n = self.batch.len;
+        Pkts::new_mut(&mut self.batch.pkts[from.min(n)..n])
+    }
+
+    /// Keeps, among the frames appended from index `from` on, only those for
+    /// which `keep` is true, preserving order; returns how many were
+    /// removed. Frames before `from` are untouched; removed frames are still
+    /// released with the rest of the burst.
+    #[inline]
+    pub fn retain_from(&mut self, from: usize, mut keep: impl FnMut(&Pkt) -> bool) -> usize {
+        let b = &mut *self.batch;
+        let from = from.min(b.len);
+        let mut w = from;
+        for r in from..b.len {
+            if keep(&b.pkts[r]) {
+                b.pkts.swap(w, r);
+                w += 1;
+            }
+        }
+        let removed = b.len - w;
+        b.len = w;
+        removed
+    }
+
     /// Copies `frame` into scratch and appends it: `scratch` then
     /// `push_scratch` in one call.
     #[inline]
@@ -576,6 +624,52 @@ mod tests {
         let firsts: Vec<u8> = b.pkts().iter().map(|p| p.data()[0]).collect();
         assert_eq!(firsts, (0..16).filter(|i| i % 2 == 1).collect::<Vec<u8>>());
         assert_eq!(b.pkts()[0].len(), SCRATCH_B / 16 - 1);
+    }
+
+    #[test]
+    fn a_wrapping_queue_narrows_and_drops_only_what_its_inner_queue_appended() {
+        // An inner queue appending two frames after one already there; the
+        // wrapper keeps the bytes after a 2-byte "outer header" of the first
+        // and drops the second.
+        struct Inner;
+        impl RxQueue for Inner {
+            fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
+                assert!(rx.push_copy(b"hhinner"));
+                assert!(rx.push_copy(b"bad"));
+                2
+            }
+            fn release(&mut self) {}
+        }
+        struct Wrap(Inner);
+        impl RxQueue for Wrap {
+            fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
+                assert!(rx.push_copy(b"earlier"));
+                let start = rx.len();
+                self.0.burst(rx);
+                for mut p in rx.appended_mut(start).iter_mut() {
+                    if p.data() == b"bad" {
+                        p.narrow(0, 0);
+                    } else {
+                        p.narrow(2, p.len() - 2);
+                    }
+                }
+                assert_eq!(rx.retain_from(start, |p| !p.is_empty()), 1);
+                rx.len()
+            }
+            fn release(&mut self) {}
+        }
+        let mut batch = RxBatch::with_capacity(8);
+        let mut q = Wrap(Inner);
+        let b = batch.receive(&mut q, 0, 0);
+        let got: Vec<&[u8]> = b.pkts().iter().map(|p| p.data()).collect();
+        assert_eq!(got, vec![&b"earlier"[..], &b"inner"[..]]);
+    }
+
+    #[test]
+    #[should_panic(expected = "narrow outside the frame")]
+    fn narrowing_past_the_end_panics() {
+        let mut frames = vec![vec![0u8; 4]];
+        with_frames(&mut frames, 0, 0, |p| p.get_mut(0).unwrap().narrow(2, 3));
     }
 
     #[test]
