@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fabric::{
-    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxQueue,
-    Switch, SwitchConfig, TxQueue, Verdict, WakeupMode,
+    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxFill,
+    RxQueue, Switch, SwitchConfig, TxDrops, TxFrames, TxQueue, Verdict, WakeupMode,
 };
 
 // ---------------------------------------------------------------- ports
@@ -83,10 +83,11 @@ impl Port for Source {
 }
 
 impl RxQueue for SourceRx {
-    fn burst(&mut self, b: &mut RxBatch) -> usize {
+    fn burst(&mut self, b: &mut RxFill<'_>) -> usize {
         let n = b.room();
         for _ in 0..n {
             // SAFETY: see the Send impl; the frame lives as long as the port.
+            // Every view aliases the one frame: the bench logics only read.
             unsafe { b.push(self.frame, self.len) };
         }
         n
@@ -107,7 +108,10 @@ impl TxQueue for Nowhere {
         0
     }
     unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
-    unsafe fn publish(&self, _: u64) {}
+    unsafe fn write_burst(&self, _: u64, _: &TxFrames<'_>, _: &mut TxDrops) {}
+    unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
+        false
+    }
 }
 
 /// A destination that copies into a ring of 2 KiB slots nobody drains.
@@ -165,13 +169,21 @@ impl TxQueue for Sink {
     unsafe fn reserve(&self, n: u32) -> u64 {
         self.reserved.fetch_add(n as u64, Ordering::Relaxed)
     }
+    #[inline]
     unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
         let off = (slot % self.slots) as usize * SLOT_B;
         // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
     }
-    unsafe fn publish(&self, tail: u64) {
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            unsafe { self.write(first + j as u64, n, frame) };
+        }
+    }
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
         self.published.store(tail, Ordering::Release);
+        false
     }
 }
 
@@ -183,7 +195,7 @@ impl Logic for To {
     fn name(&self) -> &'static str {
         "to"
     }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut [fabric::Pkt], v: &mut [Verdict]) {
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut fabric::Pkts, v: &mut [Verdict]) {
         v.fill(Verdict::Port(self.0));
     }
 }
@@ -194,7 +206,7 @@ impl Logic for RoundRobin {
     fn name(&self) -> &'static str {
         "round-robin"
     }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut [fabric::Pkt], v: &mut [Verdict]) {
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut fabric::Pkts, v: &mut [Verdict]) {
         for (i, v) in v.iter_mut().enumerate() {
             *v = Verdict::Port(1 + (i as u16 % self.0));
         }
@@ -252,36 +264,29 @@ fn rig_with(f: &[u8], batch: usize, dests: usize, idle: usize) -> Rig {
 impl Rig {
     #[inline]
     fn step(&mut self, logic: &dyn Logic) -> u64 {
-        self.batch.clear();
-        let n = self.rxq.burst(&mut self.batch);
+        let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
+        let n = rx.len();
         let ctx = Ctx {
             now_ns: 0,
             worker: 0,
         };
-        logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
+        logic.classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
         let entry = self.table.get(0).unwrap().clone();
-        let d = self.fwd.forward(
-            &self.table,
-            logic,
-            &entry,
-            self.batch.pkts(),
-            &self.verdicts[..n],
-        );
-        self.rxq.release();
-        d
+        self.fwd
+            .forward(&self.table, logic, &entry, rx.pkts(), &self.verdicts[..n])
     }
 
     /// VALE-style reference: for every port of the table, scan the whole
     /// batch for its packets, then reserve/copy/publish them.
     #[inline]
     fn step_scan(&mut self, logic: &dyn Logic) -> u64 {
-        self.batch.clear();
-        let n = self.rxq.burst(&mut self.batch);
+        let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
+        let n = rx.len();
         let ctx = Ctx {
             now_ns: 0,
             worker: 0,
         };
-        logic.classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
+        logic.classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
         let mut sent = 0;
         for &p in self.table.present() {
             let Some(dst) = self.table.get(p) else {
@@ -300,7 +305,7 @@ impl Rig {
             // SAFETY: single thread; the sink accepts any reservation.
             unsafe {
                 let mut slot = txq.reserve(cnt);
-                for (pk, v) in self.batch.pkts().iter().zip(&self.verdicts[..n]) {
+                for (pk, v) in rx.pkts().iter().zip(&self.verdicts[..n]) {
                     if *v == Verdict::Port(p) {
                         txq.write(slot, 1, pk.data());
                         slot += 1;
@@ -310,26 +315,24 @@ impl Rig {
             }
             sent += cnt as u64;
         }
-        self.rxq.release();
         sent
     }
 
     /// Reference for (a): copy the batch straight into the sink ring.
     #[inline]
     fn step_memcpy(&mut self) -> u64 {
-        self.batch.clear();
-        let n = self.rxq.burst(&mut self.batch);
+        let rx = self.batch.receive(&mut *self.rxq, 0, 0);
+        let n = rx.len();
         let dst = self.table.get(1).unwrap();
         let txq = dst.port.tx(0);
         // SAFETY: single thread; the sink accepts any reservation.
         unsafe {
             let first = txq.reserve(n as u32);
-            for (i, p) in self.batch.pkts().iter().enumerate() {
+            for (i, p) in rx.pkts().iter().enumerate() {
                 txq.write(first + i as u64, 1, p.data());
             }
             txq.publish(first + n as u64);
         }
-        self.rxq.release();
         n as u64
     }
 }
@@ -519,7 +522,7 @@ fn logics(c: &mut Criterion) {
                 worker: 0,
             },
             1,
-            &mut p,
+            fabric::Pkts::new_mut(&mut p),
             &mut v,
         );
     }

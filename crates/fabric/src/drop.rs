@@ -27,11 +27,20 @@ pub enum DropReason {
     Spoofed,
     /// The logic had nowhere to send it (e.g. flood on a single-port switch).
     NoDestination,
+    /// Reserved on the destination, then refused because its peer broke the
+    /// protocol (memif violation, vhost-user guest lie or too-small buffer).
+    PeerFault,
+    /// Reserved on the destination, then refused because the peer's session
+    /// ended or was replaced before the frame was written (reconnect).
+    TxStale,
+    /// Handed to the kernel, which refused it (TAP write error, AF_PACKET
+    /// `TP_STATUS_WRONG_FORMAT`).
+    TxError,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 14;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -46,6 +55,9 @@ impl DropReason {
         DropReason::Malformed,
         DropReason::Spoofed,
         DropReason::NoDestination,
+        DropReason::PeerFault,
+        DropReason::TxStale,
+        DropReason::TxError,
     ];
 
     /// Stable lower-case name used in stats and metrics.
@@ -62,6 +74,9 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::Spoofed => "spoofed",
             DropReason::NoDestination => "no_destination",
+            DropReason::PeerFault => "peer_fault",
+            DropReason::TxStale => "tx_stale",
+            DropReason::TxError => "tx_error",
         }
     }
 

@@ -8,14 +8,18 @@
 //! 3. Pass 2 visits only the active destinations. For each: under the
 //!    destination's lock, find how many whole frames fit and reserve that
 //!    many slots (a lease); without the lock, copy the frames into their
-//!    slots; under the lock again, mark the lease done and publish every
-//!    slot up to the oldest unfinished lease (in-order publication when
-//!    several workers send to one port). What does not fit is dropped as
-//!    `tx_full`; nothing ever waits for room.
+//!    slots in one `write_burst` call; under the lock again, mark the lease
+//!    done and publish every slot up to the oldest unfinished lease
+//!    (in-order publication when several workers send to one port); after
+//!    dropping it, notify the peer (`kick`) if the publish asked for it, so
+//!    no system call runs under the lock. What does not fit is dropped as
+//!    `tx_full`; nothing ever waits for room. Frames the backend refuses
+//!    after reservation are counted under their reason, not as sent.
 //!
 //! A packet is never sent back to its ingress port: a unicast verdict for
 //! the ingress is dropped as `hairpin`, flood and groups skip it.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use crate::batch::Pkt;
@@ -23,7 +27,7 @@ use crate::counters::PortCounters;
 use crate::drop::DropReason;
 use crate::lock::SpinLock;
 use crate::logic::{GroupId, Logic, Verdict};
-use crate::port::{Port, PortId, TxQueue};
+use crate::port::{Port, PortId, TxDrops, TxFrames, TxQueue};
 
 /// Most workers that may send to one destination at once (leases per lock).
 pub const MAX_WORKERS: usize = 64;
@@ -446,33 +450,62 @@ impl Forwarder {
             return 0;
         }
 
-        // Copy without the lock into our own slot range.
-        let mut slot = first;
+        // Counted now, before the copy and before the lease completes:
+        // frames refused later (at write, publish or kick time, by
+        // whichever worker publishes them) are taken out of a count that
+        // already holds them, so it never goes below zero. (Counting here
+        // rather than after the copy also keeps the locked add away from
+        // the copy's pending stores.)
         let mut bytes = 0u64;
         for j in 0..fit {
-            let p = &pkts[self.order[j] as usize];
-            // SAFETY: [first, first+need) was reserved for us above and is
-            // not published until our lease is marked done.
-            unsafe { txq.write(slot, self.slots[j], p.data()) };
-            slot += self.slots[j] as u64;
-            bytes += p.len() as u64;
-        }
-
-        // Complete the lease; publish every finished lease in order.
-        {
-            let mut l = lock.0.lock();
-            if let Some(t) = l.finish(seq) {
-                // SAFETY: we hold the lock; every slot before t was written
-                // by a finished lease.
-                unsafe { txq.publish(t) };
-            }
+            bytes += pkts[self.order[j] as usize].len() as u64;
         }
         let qc = &dst.counters.queues[q];
-        qc.tx_packets
-            .fetch_add(fit as u64, std::sync::atomic::Ordering::Relaxed);
-        qc.tx_bytes
-            .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
-        fit as u64
+        qc.tx_packets.fetch_add(fit as u64, Relaxed);
+        qc.tx_bytes.fetch_add(bytes, Relaxed);
+
+        // Copy without the lock into our own slot range: one call for the
+        // whole lease.
+        let mut drops = TxDrops::default();
+        let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
+        // SAFETY: [first, first+need) was reserved for us above and is not
+        // published until our lease is marked done.
+        unsafe { txq.write_burst(first, &frames, &mut drops) };
+        let sent = fit as u64 - drops.frames() as u64;
+        Self::count_refused(dst, q, &mut drops);
+
+        // Complete the lease; publish every finished lease in order. The
+        // peer is notified after the lock is dropped.
+        let kick = {
+            let mut l = lock.0.lock();
+            match l.finish(seq) {
+                // SAFETY: we hold the lock; every slot before t was written
+                // by a finished lease.
+                Some(t) => unsafe { txq.publish_deferred(t, &mut drops) },
+                None => false,
+            }
+        };
+        if kick {
+            txq.kick(&mut drops);
+        }
+        Self::count_refused(dst, q, &mut drops);
+        sent
+    }
+
+    /// Counts frames a backend refused after reservation on `dst` under
+    /// their reasons and takes them out of `tx_packets` (which holds them).
+    #[inline]
+    fn count_refused(dst: &PortEntry, q: usize, drops: &mut TxDrops) {
+        if drops.frames() == 0 {
+            return;
+        }
+        for r in DropReason::ALL {
+            dst.counters.add_drops(r, drops.get(r) as u64);
+        }
+        let qc = &dst.counters.queues[q];
+        qc.tx_packets.fetch_sub(drops.frames() as u64, Relaxed);
+        qc.tx_bytes.fetch_sub(drops.bytes(), Relaxed);
+        *drops = TxDrops::default();
     }
 }
 
@@ -490,7 +523,13 @@ mod tests {
         fn name(&self) -> &'static str {
             "from-frame"
         }
-        fn classify(&self, _: &crate::logic::Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+        fn classify(
+            &self,
+            _: &crate::logic::Ctx,
+            _: PortId,
+            pkts: &mut crate::Pkts,
+            v: &mut [Verdict],
+        ) {
             for (p, v) in pkts.iter().zip(v.iter_mut()) {
                 let d = p.data();
                 let arg = u16::from_be_bytes([d[15], d[16]]);
@@ -551,21 +590,15 @@ mod tests {
         fn run(&mut self, logic: &dyn Logic, src: usize, frames: &[Vec<u8>]) -> u64 {
             let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
             assert_eq!(self.peers[src].send(0, &refs), frames.len());
-            self.batch.clear();
-            self.batch.port = src as PortId;
-            let n = self.rxqs[src].burst(&mut self.batch);
-            let mut v = vec![Verdict::Flood; n];
+            let mut rx = self.batch.receive(&mut *self.rxqs[src], src as PortId, 0);
+            let mut v = vec![Verdict::Flood; rx.len()];
             let ctx = crate::logic::Ctx {
                 now_ns: 0,
                 worker: 0,
             };
-            logic.classify(&ctx, src as PortId, self.batch.pkts_mut(), &mut v);
+            logic.classify(&ctx, src as PortId, rx.pkts_mut(), &mut v);
             let entry = self.table.get(src as PortId).unwrap().clone();
-            let d = self
-                .fwd
-                .forward(&self.table, logic, &entry, self.batch.pkts(), &v);
-            self.rxqs[src].release();
-            d
+            self.fwd.forward(&self.table, logic, &entry, rx.pkts(), &v)
         }
 
         fn drain(&mut self, p: usize) -> Vec<Vec<u8>> {
@@ -759,14 +792,13 @@ mod props {
             peers[src as usize].send(0, &refs);
             let rxq = &mut rxqs[src as usize];
             let mut batch = RxBatch::with_capacity(256);
-            batch.port = src;
-            let n = rxq.burst(&mut batch);
-            let mut v = vec![Verdict::Flood; n];
+            let mut rx = batch.receive(&mut **rxq, src, 0);
+            let mut v = vec![Verdict::Flood; rx.len()];
             let logic = super::tests::FromFrame(group.clone());
-            logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, batch.pkts_mut(), &mut v);
+            logic.classify(&crate::logic::Ctx { now_ns: 0, worker: 0 }, src, rx.pkts_mut(), &mut v);
             let entry = table.get(src).unwrap().clone();
-            fwd.forward(&table, &logic, &entry, batch.pkts(), &v);
-            rxq.release();
+            fwd.forward(&table, &logic, &entry, rx.pkts(), &v);
+            drop(rx);
             for b in &bufs {
                 let a = u16::from_be_bytes([b[15], b[16]]);
                 match b[14] {

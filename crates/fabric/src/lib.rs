@@ -37,12 +37,12 @@ pub mod sys;
 pub mod wakeup;
 pub mod worker;
 
-pub use batch::{Pkt, RxBatch};
+pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill};
 pub use drop::DropReason;
 pub use fabric::{Forwarder, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
-pub use port::{Port, PortId, PortInfo, QueueId, RxQueue, TxQueue};
+pub use port::{Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxQueue};
 pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats};
 pub use wakeup::{PolicyView, Regime, DEFAULT_BUDGET_US, MAX_BUDGET_US};
 pub use worker::WakeupMode;

@@ -10,7 +10,7 @@
 //! The fabric swaps the whole logic atomically between batches; a batch is
 //! always classified by exactly one logic.
 
-use crate::batch::Pkt;
+use crate::batch::Pkts;
 use crate::drop::DropReason;
 use crate::port::PortId;
 
@@ -60,8 +60,10 @@ pub trait Logic: Send + Sync {
     /// Sets `verdicts[i]` for every `pkts[i]` received on `ingress`.
     /// `verdicts.len() == pkts.len()`; every frame is at least 14 bytes
     /// (the fabric drops runts first). A logic that rewrites headers does so
-    /// in place through `Pkt::data_mut`. Must not allocate or block.
-    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]);
+    /// in place through [`crate::PktMut::data_mut`] (`pkts.get_mut(i)` or
+    /// `pkts.iter_mut()`). The views live only for this call. Must not
+    /// allocate or block.
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]);
 
     /// Members of group `g`, or an empty slice if there is no such group.
     fn group_members(&self, _g: GroupId) -> &[PortId] {

@@ -18,8 +18,8 @@ use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::batch::RxBatch;
-use crate::port::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+use crate::batch::RxFill;
+use crate::port::{Port, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxQueue};
 use crate::sys::EventFd;
 
 #[repr(align(64))]
@@ -229,19 +229,19 @@ struct PipeRx {
 }
 
 impl RxQueue for PipeRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
         let ring = &self.shared.queues[self.q].inbound;
         let tail = ring.tail.0.load(Ordering::Relaxed) + self.taken;
         if self.head == tail {
             self.head = ring.head.0.load(Ordering::Acquire);
         }
-        let avail = (self.head - tail).min(batch.room() as u64);
+        let avail = (self.head - tail).min(rx.room() as u64);
         for i in 0..avail {
             let idx = tail + i;
             let len = ring.lens[(idx & ring.mask) as usize].load(Ordering::Relaxed);
             // SAFETY: slot idx was published by the producer (idx < head) and
             // stays ours until release moves the tail past it.
-            unsafe { batch.push(ring.slot_ptr(idx), len) };
+            unsafe { rx.push(ring.slot_ptr(idx), len) };
         }
         self.taken += avail;
         avail as usize
@@ -294,6 +294,7 @@ impl TxQueue for SlotRing {
         first
     }
 
+    #[inline]
     unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
         let len = frame.len().min(self.slot_b);
         // SAFETY: the caller owns slot (reserved, unpublished); the slot has
@@ -302,8 +303,22 @@ impl TxQueue for SlotRing {
         self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
     }
 
-    unsafe fn publish(&self, tail: u64) {
-        SlotRing::publish(self, tail);
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract (one slot per frame).
+            unsafe { self.write(first + j as u64, n, frame) };
+        }
+    }
+
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
+        self.head.0.store(tail, Ordering::Release);
+        // Pairs with the consumer's fence in set_notify (no lost wake-up).
+        fence(Ordering::SeqCst);
+        self.want_notify.0.load(Ordering::Relaxed)
+    }
+
+    fn kick(&self, _: &mut TxDrops) {
+        self.notify.notify();
     }
 }
 

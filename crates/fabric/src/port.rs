@@ -10,10 +10,12 @@
 //!   [`RxQueue`] methods take `&mut self`;
 //! - a transmit queue is shared by every worker that may send to it
 //!   (destination-port parallelism, mSwitch §3.3). The fabric serialises
-//!   [`TxQueue::free_slots`], [`TxQueue::reserve`] and [`TxQueue::publish`]
-//!   under the destination's lock and calls [`TxQueue::write`] without it,
-//!   on disjoint slot ranges. Those methods are `unsafe` because their
-//!   correctness rests on that protocol, which only the fabric upholds.
+//!   [`TxQueue::free_slots`], [`TxQueue::reserve`] and
+//!   [`TxQueue::publish_deferred`] under the destination's lock, calls
+//!   [`TxQueue::write_burst`] without it, once per lease, on disjoint slot
+//!   ranges, and [`TxQueue::kick`] after dropping it. Those methods are
+//!   `unsafe` because their correctness rests on that protocol, which only
+//!   the fabric upholds.
 //!
 //! Slots are free-running `u64` indexes; a backend maps them onto its ring
 //! with a mask. A frame may take several slots (chained descriptors, e.g.
@@ -22,7 +24,8 @@
 
 use std::os::fd::RawFd;
 
-use crate::batch::RxBatch;
+use crate::batch::{Pkt, RxFill};
+use crate::drop::DropReason;
 
 /// Index of a port in the switch's port table.
 pub type PortId = u16;
@@ -69,10 +72,14 @@ pub trait Port: Send + Sync {
 
 /// The receive side of one port queue, owned by one worker.
 pub trait RxQueue: Send {
-    /// Appends up to `batch.room()` received frames to `batch` and returns
-    /// how many were appended. Frames stay valid, and their buffers owned by
-    /// the port, until [`RxQueue::release`]. Must not block.
-    fn burst(&mut self, batch: &mut RxBatch) -> usize;
+    /// Appends up to `rx.room()` received frames to `rx` and returns how many
+    /// were appended. Frames stay valid, and their buffers owned by the
+    /// port, until [`RxQueue::release`]. Must not block.
+    ///
+    /// Called by [`crate::RxBatch::receive`], which lends the frames out as a
+    /// [`crate::batch::Burst`] and calls `release` when that is dropped
+    /// (not after an empty burst).
+    fn burst(&mut self, rx: &mut RxFill<'_>) -> usize;
 
     /// Returns every buffer handed out by the last `burst` to the port.
     fn release(&mut self);
@@ -95,7 +102,140 @@ pub trait RxQueue: Send {
     fn ack_notify(&mut self) {}
 }
 
+/// Frames a backend refused after they were reserved (write, publish or
+/// kick time), by reason, with their bytes. Filled by the backend, counted
+/// by the fabric on the destination port and taken out of `tx_packets`.
+#[derive(Clone, Debug, Default)]
+pub struct TxDrops {
+    n: [u32; DropReason::COUNT],
+    frames: u32,
+    bytes: u64,
+}
+
+impl TxDrops {
+    /// Counts one refused frame of `len` bytes.
+    #[inline]
+    pub fn add(&mut self, reason: DropReason, len: usize) {
+        self.n[reason.index()] += 1;
+        self.frames += 1;
+        self.bytes += len as u64;
+    }
+
+    /// Counts `n` refused frames of `bytes` bytes in all.
+    #[inline]
+    pub fn add_n(&mut self, reason: DropReason, n: u32, bytes: u64) {
+        self.n[reason.index()] += n;
+        self.frames += n;
+        self.bytes += bytes;
+    }
+
+    /// Frames refused.
+    #[inline]
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+
+    /// Bytes of the frames refused.
+    #[inline]
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Frames refused for `reason`.
+    #[inline]
+    pub fn get(&self, reason: DropReason) -> u32 {
+        self.n[reason.index()]
+    }
+}
+
+/// The frames of one lease, in slot order: what [`TxQueue::write_burst`]
+/// copies. Frame `j` takes `nslots(j)` slots, starting where frame `j - 1`
+/// ended.
+#[derive(Clone, Copy)]
+pub struct TxFrames<'a> {
+    src: Src<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Src<'a> {
+    Batch {
+        pkts: &'a [Pkt],
+        order: &'a [u16],
+        slots: &'a [u32],
+    },
+    One {
+        frame: &'a [u8],
+        nslots: u32,
+    },
+}
+
+impl<'a> TxFrames<'a> {
+    /// `pkts[order[j]]` taking `slots[j]` slots (the fabric's lists).
+    #[inline]
+    pub(crate) fn batch(pkts: &'a [Pkt], order: &'a [u16], slots: &'a [u32]) -> Self {
+        debug_assert_eq!(order.len(), slots.len());
+        Self {
+            src: Src::Batch { pkts, order, slots },
+        }
+    }
+
+    /// One frame taking `nslots` slots.
+    #[inline]
+    pub fn one(frame: &'a [u8], nslots: u32) -> Self {
+        Self {
+            src: Src::One { frame, nslots },
+        }
+    }
+
+    /// Number of frames.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self.src {
+            Src::Batch { order, .. } => order.len(),
+            Src::One { .. } => 1,
+        }
+    }
+
+    /// True when there is no frame.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Frame `j` and the slots it takes (`j < len()`).
+    #[inline]
+    pub fn get(&self, j: usize) -> (&'a [u8], u32) {
+        match self.src {
+            Src::Batch { pkts, order, slots } => (pkts[order[j] as usize].data(), slots[j]),
+            Src::One { frame, nslots } => (frame, nslots),
+        }
+    }
+
+    /// Hints the CPU to fetch frame `j`'s first cache line, if it exists.
+    #[inline]
+    pub fn prefetch(&self, j: usize) {
+        if let Src::Batch { pkts, order, .. } = self.src {
+            if let Some(&i) = order.get(j) {
+                pkts[i as usize].prefetch();
+            }
+        }
+    }
+
+    /// Every frame with its slot count, in order.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], u32)> + '_ {
+        (0..self.len()).map(move |j| self.get(j))
+    }
+}
+
 /// The transmit side of one port queue, shared by all workers.
+///
+/// Per destination and batch the fabric makes, under the destination's
+/// lock, `free_slots` and `reserve`; without it, one `write_burst` for the
+/// whole lease; under the lock again `publish_deferred`, which must make no
+/// system call; and, after dropping the lock, `kick` if `publish_deferred`
+/// asked for it (eventfd writes, `sendto` kicks, TAP writes), so that no
+/// worker waiting for the lock waits for a system call.
 pub trait TxQueue: Send + Sync {
     /// How many slots a frame of `len` bytes occupies; 0 if this queue
     /// cannot carry it (too large: the fabric drops it as oversize).
@@ -114,19 +254,51 @@ pub trait TxQueue: Send + Sync {
     /// Caller holds this destination's fabric lock.
     unsafe fn reserve(&self, n: u32) -> u64;
 
-    /// Copies `frame` into the `nslots` slots starting at `slot`, chaining
-    /// them if `nslots > 1`.
+    /// Copies `frames` into the slots starting at `first` (chaining a
+    /// frame's slots if it takes several). A frame the backend cannot
+    /// deliver after all (peer fault, stale session) is counted in `drops`
+    /// and its slots still consumed.
     ///
     /// # Safety
     /// The range was returned by `reserve` to this caller and not yet
     /// published; no other thread writes it. Called without the lock.
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops);
+
+    /// Copies one frame into the `nslots` slots starting at `slot` (tools
+    /// and tests driving a queue alone, frame by frame; a frame the backend
+    /// refuses is only counted in its own counters).
+    ///
+    /// # Safety
+    /// As for `write_burst`.
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]);
 
-    /// Makes every slot before `tail` visible to the peer and notifies it
-    /// if it asked to be. Called with monotonically increasing `tail`, only
-    /// after all slots before it were written.
+    /// Makes every slot before `tail` visible to the peer, without a system
+    /// call; returns true if the peer must be notified (then the caller
+    /// calls [`TxQueue::kick`] after dropping the lock). Called with
+    /// monotonically increasing `tail`, only after all slots before it were
+    /// written. Frames found refused now are counted in `drops`.
     ///
     /// # Safety
     /// Caller holds this destination's fabric lock.
-    unsafe fn publish(&self, tail: u64);
+    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool;
+
+    /// Notifies the peer of what was published (eventfd write, `sendto`
+    /// kick, TAP writes). Called without the lock, by the worker whose
+    /// `publish_deferred` returned true; may run concurrently with other
+    /// workers' kicks and with reservations. Frames the kernel refuses are
+    /// counted in `drops`.
+    fn kick(&self, _drops: &mut TxDrops) {}
+
+    /// `publish_deferred` then `kick` if asked (tools and tests driving a
+    /// queue alone).
+    ///
+    /// # Safety
+    /// As for `publish_deferred`.
+    unsafe fn publish(&self, tail: u64) {
+        let mut d = TxDrops::default();
+        // SAFETY: forwarded contract.
+        if unsafe { self.publish_deferred(tail, &mut d) } {
+            self.kick(&mut d);
+        }
+    }
 }

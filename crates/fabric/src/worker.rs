@@ -240,11 +240,10 @@ pub fn run(
             let Some(entry) = table_g.get(s.port) else {
                 continue;
             };
-            batch.clear();
-            batch.port = s.port;
-            batch.queue = s.queue;
-            let n = s.rxq.burst(&mut batch);
+            let mut rx = batch.receive(&mut *s.rxq, s.port, s.queue);
+            let n = rx.received();
             if n == 0 {
+                drop(rx);
                 if mode == WakeupMode::Adaptive
                     && s.fd.is_some()
                     && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns
@@ -263,22 +262,23 @@ pub fn run(
             s.last_rx_ns = now_ns;
             moved += n as u64;
             full |= n >= batch_cap;
-            let bytes: u64 = batch.pkts().iter().map(|p| p.len() as u64).sum();
-            let runts = batch.retain(|p| p.len() >= ETH_HDR_B);
-            let m = batch.len();
+            let bytes: u64 = rx.pkts().iter().map(|p| p.len() as u64).sum();
+            let runts = rx.retain(|p| p.len() >= ETH_HDR_B);
+            let m = rx.len();
             if m > 0 {
                 logic_g
                     .0
-                    .classify(&ctx, s.port, batch.pkts_mut(), &mut verdicts[..m]);
+                    .classify(&ctx, s.port, rx.pkts_mut(), &mut verdicts[..m]);
                 fwd.forward(
                     &table_g,
                     logic_g.0.as_ref(),
                     entry,
-                    batch.pkts(),
+                    rx.pkts(),
                     &verdicts[..m],
                 );
             }
-            s.rxq.release();
+            // Releases the frames to the queue.
+            drop(rx);
             // Counted once the batch is done, so received = sent + drops
             // holds whenever the counters are read between batches.
             entry.counters.add_drops(DropReason::Runt, runts as u64);

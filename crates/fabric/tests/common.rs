@@ -2,7 +2,7 @@
 //! written in the frame itself, and frame helpers.
 #![allow(dead_code)]
 
-use fabric::{Ctx, DropReason, GroupId, Logic, Pkt, PortId, Verdict};
+use fabric::{Ctx, DropReason, GroupId, Logic, Pkts, PortId, Verdict};
 
 /// Verdict encoded in bytes 14..17: kind (0 port, 1 flood, 2 group, 3 drop)
 /// and a u16 argument. Bytes 17..19 carry the source port, 19..23 a
@@ -15,7 +15,7 @@ impl Logic for FromFrame {
     fn name(&self) -> &'static str {
         "from-frame"
     }
-    fn classify(&self, _: &Ctx, _: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+    fn classify(&self, _: &Ctx, _: PortId, pkts: &mut Pkts, v: &mut [Verdict]) {
         for (p, v) in pkts.iter().zip(v.iter_mut()) {
             let d = p.data();
             let arg = u16::from_be_bytes([d[15], d[16]]);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{fill, parse, FromFrame};
 use fabric::{
-    pipe, Ctx, DropReason, Logic, PipeConfig, Pkt, Port, PortId, Switch, SwitchConfig, Verdict,
+    pipe, Ctx, DropReason, Logic, PipeConfig, Pkts, Port, PortId, Switch, SwitchConfig, Verdict,
     WakeupMode,
 };
 use proptest::prelude::*;
@@ -80,7 +80,7 @@ impl Logic for Counted {
     fn name(&self) -> &'static str {
         "counted"
     }
-    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], v: &mut [Verdict]) {
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, v: &mut [Verdict]) {
         for p in pkts.iter() {
             let (_, seq) = parse(p.data());
             self.1[seq as usize].fetch_add(1, Ordering::Relaxed);
@@ -285,7 +285,12 @@ fn runts_are_dropped_and_counted_before_the_logic() {
         got += pb.recv(0, 10, |f| assert_eq!(f, &ok[..]));
     }
     assert_eq!(got, 1);
-    let st = sw.port_stats();
+    // The worker counts a batch after forwarding it: wait for the count.
+    let mut st = sw.port_stats();
+    while st[0].rx_packets < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        st = sw.port_stats();
+    }
     assert_eq!(st[0].rx_packets, 4);
     assert_eq!(st[0].drops, vec![("runt", 3)]);
 }

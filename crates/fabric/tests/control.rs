@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use fabric::switch::{REMOVE_TIMEOUT, SYNC_TIMEOUT};
 use fabric::{
-    pipe, Ctx, Logic, PipeConfig, PipePeer, PipePort, Pkt, Port, PortId, PortInfo, QueueId,
-    RxBatch, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode,
+    pipe, Ctx, Logic, PipeConfig, PipePeer, PipePort, Pkts, Port, PortId, PortInfo, QueueId,
+    RxFill, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode,
 };
 
 /// Floods everything; while `open` is false, the first batch it sees blocks
@@ -27,7 +27,7 @@ impl Logic for Gate {
     fn name(&self) -> &'static str {
         "gate"
     }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut [Pkt], v: &mut [Verdict]) {
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
         self.entered.store(true, Ordering::SeqCst);
         while !self.open.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(1));
@@ -133,7 +133,7 @@ struct OtherFd {
 }
 
 impl RxQueue for OtherFd {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         self.inner.burst(batch)
     }
     fn release(&mut self) {

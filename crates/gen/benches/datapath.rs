@@ -11,7 +11,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
@@ -51,7 +51,15 @@ impl TxQueue for SinkTx {
         // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len()) };
     }
-    unsafe fn publish(&self, _tail: u64) {}
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            unsafe { self.write(first + j as u64, n, frame) };
+        }
+    }
+    unsafe fn publish_deferred(&self, _tail: u64, _: &mut TxDrops) -> bool {
+        false
+    }
 }
 
 /// A receive queue that hands out the same burst of frames every time.
@@ -60,7 +68,7 @@ struct LoopRx {
 }
 
 impl RxQueue for LoopRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let n = self.frames.len().min(batch.room());
         for f in &mut self.frames[..n] {
             // SAFETY: the frames live as long as the queue and are not

@@ -484,18 +484,19 @@ impl Receiver {
     /// Receives one burst from `rxq` and accounts it. Returns frames seen.
     #[inline]
     pub fn poll(&mut self, rxq: &mut dyn RxQueue, batch: &mut RxBatch) -> usize {
-        batch.clear();
-        let n = rxq.burst(batch);
+        let cap = batch.capacity();
+        let rx = batch.receive(rxq, 0, 0);
+        let n = rx.received();
         if n > 0 {
             self.bursts += 1;
             self.burst_no += 1;
-            let full = batch.room() == 0;
+            let full = n >= cap;
             if full && self.last_full {
                 self.backlog_bursts += 1;
             }
             self.last_full = full;
             let now = now_ns();
-            let pkts = batch.pkts();
+            let pkts = rx.pkts();
             for q in pkts.iter().take(PREFETCH_AHEAD) {
                 q.prefetch();
             }
@@ -507,8 +508,6 @@ impl Receiver {
                 }
                 self.frame(p.data(), now);
             }
-            batch.clear();
-            rxq.release();
         }
         n
     }
@@ -594,8 +593,8 @@ pub fn forward_burst(
     touch: bool,
     st: &mut FwdStats,
 ) -> usize {
-    batch.clear();
-    let n = rxq.burst(batch);
+    let mut rx = batch.receive(rxq, 0, 0);
+    let n = rx.received();
     if n == 0 {
         return 0;
     }
@@ -604,7 +603,7 @@ pub fn forward_burst(
     // Pass 1: rewrite, decide, and count the slots of what will be sent.
     let mut slots = 0u64;
     let mut keep = 0usize;
-    for p in batch.pkts_mut() {
+    for mut p in rx.pkts_mut().iter_mut() {
         let len = p.len();
         if len < ethernet::HEADER_LEN {
             st.dropped_runt += 1;
@@ -643,7 +642,7 @@ pub fn forward_burst(
     if keep > 0 {
         let first = tx.reserve(slots as u32);
         let mut slot = first;
-        for p in batch.pkts() {
+        for p in rx.pkts().iter() {
             if p.is_empty() {
                 continue;
             }
@@ -655,8 +654,7 @@ pub fn forward_burst(
         tx.publish(first + slots);
         st.packets += keep as u64;
     }
-    batch.clear();
-    rxq.release();
+    drop(rx);
     n
 }
 

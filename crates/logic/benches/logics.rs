@@ -12,7 +12,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use criterion::{criterion_group, Criterion, Throughput};
-use logic::{Ctx, Logic, Pkt, PortId, Verdict};
+use logic::{Ctx, Logic, Pkt, Pkts, PortId, Verdict};
 use serde_json::json;
 use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
 use wire::MacAddr;
@@ -126,7 +126,7 @@ fn classify(l: &dyn Logic, ingress: PortId, frames: &mut [Vec<u8>]) -> [Verdict;
             worker: 0,
         },
         ingress,
-        &mut views,
+        Pkts::new_mut(&mut views),
         &mut v[..frames.len()],
     );
     v
@@ -174,8 +174,12 @@ fn bench(c: &mut Criterion) {
         let mut v = vec![Verdict::Flood; BATCH];
         g.bench_function(case.name, |b| {
             b.iter(|| {
-                case.logic
-                    .classify(&ctx, case.ingress, black_box(&mut pkts), black_box(&mut v))
+                case.logic.classify(
+                    &ctx,
+                    case.ingress,
+                    black_box(Pkts::new_mut(&mut pkts)),
+                    black_box(&mut v),
+                )
             })
         });
     }
@@ -193,7 +197,7 @@ fn bench(c: &mut Criterion) {
                     case.logic.classify(
                         &ctx,
                         case.ingress,
-                        black_box(&mut pkts),
+                        black_box(Pkts::new_mut(&mut pkts)),
                         black_box(&mut v),
                     );
                 }

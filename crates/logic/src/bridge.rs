@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 use wire::MacAddr;
 
 use crate::args::Args;
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkt, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 
 /// Slots per bucket.
 pub const WAYS: usize = 4;
@@ -399,7 +399,7 @@ impl Logic for Bridge {
         "bridge"
     }
 
-    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let now_s = (ctx.now_ns / 1_000_000_000) as u32;
         let aging = self.aging_s.load(Relaxed);
         let last = self.stats.now_s.load(Relaxed);

@@ -37,7 +37,7 @@ use serde_json::{json, Value};
 use wire::flow::parse_l4;
 
 use crate::args::{self, Args};
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkt, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 
 /// A local endpoint `<proto, ip, port>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,7 +268,7 @@ impl Logic for Demux {
         "demux"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let m = self.table.load();
         for (p, v) in pkts.iter().zip(verdicts.iter_mut()) {
             *v = self.verdict(&m, ingress, p.data());

@@ -30,7 +30,7 @@ use wire::flow::parse_l4;
 use wire::ipv4::proto;
 
 use crate::args::{self, Args};
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkt, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 
 const NONE: u16 = u16::MAX;
 
@@ -186,7 +186,7 @@ impl Logic for L4Filter {
         "l4filter"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let t = self.table.load();
         for (p, v) in pkts.iter().zip(verdicts.iter_mut()) {
             *v = self.verdict(&t, ingress, p.data());

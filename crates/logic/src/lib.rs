@@ -19,7 +19,9 @@
 
 use std::fmt;
 
-pub use fabric::{CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PortId, Verdict};
+pub use fabric::{
+    CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict,
+};
 
 pub mod bridge;
 pub mod demux;

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use serde_json::{json, Value};
 
 use crate::args::Args;
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkt, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 
 const NONE: u16 = u16::MAX;
 
@@ -104,7 +104,7 @@ impl Logic for Patch {
         "patch"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, _pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, _pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let v = match self.get(ingress) {
             Some(to) => Verdict::Port(to),
             None => Verdict::Drop(DropReason::NoDestination),

@@ -1,6 +1,6 @@
 //! Test support: owned frames handed to a logic as a batch of `Pkt` views.
 
-use crate::{Ctx, Logic, Pkt, PortId, Verdict};
+use crate::{Ctx, Logic, PortId, Verdict};
 
 /// Owns frame buffers and classifies them as one batch.
 pub struct Batch {
@@ -14,15 +14,10 @@ impl Batch {
 
     /// Classifies every frame as received on `ingress` at `now_ns`.
     pub fn classify(&mut self, logic: &dyn Logic, ingress: PortId, now_ns: u64) -> Vec<Verdict> {
-        let mut pkts: Vec<Pkt> = self
-            .frames
-            .iter_mut()
-            // SAFETY: each Vec outlives `pkts` (dropped at the end of this
-            // function) and is not touched while the views exist.
-            .map(|f| unsafe { Pkt::new(f.as_mut_ptr(), f.len() as u32, ingress, 0) })
-            .collect();
-        let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); pkts.len()];
-        logic.classify(&Ctx { now_ns, worker: 0 }, ingress, &mut pkts, &mut v);
+        let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); self.frames.len()];
+        fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
+            logic.classify(&Ctx { now_ns, worker: 0 }, ingress, pkts, &mut v)
+        });
         v
     }
 }

@@ -4,7 +4,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use logic::{Ctx, Pkt, Verdict};
+use logic::{Ctx, Pkt, Pkts, Verdict};
 use serde_json::json;
 use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
 use wire::MacAddr;
@@ -88,7 +88,7 @@ fn classify_does_not_allocate() {
                 worker: 0,
             },
             0,
-            &mut pkts,
+            Pkts::new_mut(&mut pkts),
             &mut verdicts,
         ); // warm-up
         COUNTING.store(true, Ordering::SeqCst);
@@ -97,7 +97,12 @@ fn classify_does_not_allocate() {
                 now_ns: round * 700_000_000,
                 worker: 0,
             };
-            l.classify(&ctx, (round % 2) as u16, &mut pkts, &mut verdicts);
+            l.classify(
+                &ctx,
+                (round % 2) as u16,
+                Pkts::new_mut(&mut pkts),
+                &mut verdicts,
+            );
         }
         COUNTING.store(false, Ordering::SeqCst);
         assert_eq!(

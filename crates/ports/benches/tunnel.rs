@@ -21,8 +21,8 @@ use std::time::Instant;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fabric::{
-    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxQueue,
-    TxQueue, Verdict,
+    Ctx, Forwarder, Logic, Pkts, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
+    RxFill, RxQueue, TxDrops, TxFrames, TxQueue, Verdict,
 };
 use ports::tunnel::encap::{flow_sport, Outer, OuterSpec};
 use ports::tunnel::{Kind, TunnelConfig, TunnelPort};
@@ -69,7 +69,7 @@ impl Port for Source {
 }
 
 impl RxQueue for SourceRx {
-    fn burst(&mut self, b: &mut RxBatch) -> usize {
+    fn burst(&mut self, b: &mut RxFill<'_>) -> usize {
         let n = b.room();
         for _ in 0..n {
             // SAFETY: see the Send impl.
@@ -93,12 +93,15 @@ impl TxQueue for Nowhere {
         0
     }
     unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
-    unsafe fn publish(&self, _: u64) {}
+    unsafe fn write_burst(&self, _: u64, _: &TxFrames<'_>, _: &mut TxDrops) {}
+    unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
+        false
+    }
 }
 
 struct Empty;
 impl RxQueue for Empty {
-    fn burst(&mut self, _: &mut RxBatch) -> usize {
+    fn burst(&mut self, _: &mut RxFill<'_>) -> usize {
         0
     }
     fn release(&mut self) {}
@@ -160,8 +163,15 @@ impl TxQueue for Sink {
         // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
     }
-    unsafe fn publish(&self, tail: u64) {
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, n)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract.
+            unsafe { self.write(first + j as u64, n, frame) };
+        }
+    }
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
         self.published.store(tail, Ordering::Release);
+        false
     }
 }
 
@@ -170,7 +180,7 @@ impl Logic for To {
     fn name(&self) -> &'static str {
         "to"
     }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut [fabric::Pkt], v: &mut [Verdict]) {
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
         v.fill(Verdict::Port(self.0));
     }
 }
@@ -235,24 +245,22 @@ impl Rig {
 
     #[inline]
     fn step(&mut self) -> u64 {
-        self.batch.clear();
-        let n = self.rxq.burst(&mut self.batch);
+        let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
+        let n = rx.len();
         let ctx = Ctx {
             now_ns: 0,
             worker: 0,
         };
         self.logic
-            .classify(&ctx, 0, self.batch.pkts_mut(), &mut self.verdicts[..n]);
+            .classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
         let entry = self.table.get(0).unwrap().clone();
-        let d = self.fwd.forward(
+        self.fwd.forward(
             &self.table,
             &self.logic,
             &entry,
-            self.batch.pkts(),
+            rx.pkts(),
             &self.verdicts[..n],
-        );
-        self.rxq.release();
-        d
+        )
     }
 }
 

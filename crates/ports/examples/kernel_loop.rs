@@ -110,10 +110,10 @@ struct Dir {
     link_down: u64,
 }
 
-fn forward(batch: &RxBatch, dst: &dyn Port, q: u16, d: &mut Dir) {
-    d.rx += batch.len() as u64;
+fn forward(pkts: &fabric::Pkts, dst: &dyn Port, q: u16, d: &mut Dir) {
+    d.rx += pkts.len() as u64;
     if !dst.link_up() {
-        d.link_down += batch.len() as u64;
+        d.link_down += pkts.len() as u64;
         return;
     }
     let tx = dst.tx(q);
@@ -123,7 +123,7 @@ fn forward(batch: &RxBatch, dst: &dyn Port, q: u16, d: &mut Dir) {
     unsafe {
         let mut free = tx.free_slots();
         let mut tail = None;
-        for p in batch.pkts() {
+        for p in pkts.iter() {
             let n = tx.slots_for(p.len());
             if n == 0 {
                 d.oversize += 1;
@@ -191,12 +191,10 @@ fn main() {
     let mut polls = 0u64;
     while !stop.load(Ordering::Relaxed) {
         for (rx, dst, q, dir) in queues.iter_mut() {
-            batch.clear();
-            if rx.burst(&mut batch) > 0 {
-                forward(&batch, &**dst, *q, &mut dirs[*dir]);
+            let b = batch.receive(&mut **rx, 0, 0);
+            if b.received() > 0 {
+                forward(b.pkts(), &**dst, *q, &mut dirs[*dir]);
             }
-            batch.clear();
-            rx.release();
         }
         polls += 1;
     }

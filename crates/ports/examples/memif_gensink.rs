@@ -93,9 +93,7 @@ fn main() {
                 sent += n as u64;
             }
         }
-        b.clear();
-        got += rx.burst(&mut b) as u64;
-        rx.release();
+        got += b.receive(&mut *rx, 0, 0).received() as u64;
         let now = Instant::now();
         if !in_window && now >= w0 {
             in_window = true;

@@ -55,8 +55,8 @@ fn parse() -> Result<Args, String> {
 /// Forwards one burst from `rx` to `dst`, fabric style: reserve, write,
 /// one publish. Returns (received, sent).
 fn forward(rx: &mut dyn RxQueue, dst: &dyn Port, b: &mut RxBatch) -> (u64, u64) {
-    b.clear();
-    let n = rx.burst(b);
+    let b = b.receive(rx, 0, 0);
+    let n = b.received();
     if n == 0 {
         return (0, 0);
     }
@@ -68,7 +68,7 @@ fn forward(rx: &mut dyn RxQueue, dst: &dyn Port, b: &mut RxBatch) -> (u64, u64) 
         unsafe {
             let mut free = tx.free_slots();
             let mut end = None;
-            for p in b.pkts() {
+            for p in b.pkts().iter() {
                 let k = tx.slots_for(p.len());
                 if k == 0 || k > free {
                     continue;
@@ -84,7 +84,7 @@ fn forward(rx: &mut dyn RxQueue, dst: &dyn Port, b: &mut RxBatch) -> (u64, u64) 
             }
         }
     }
-    rx.release();
+    drop(b);
     (n as u64, sent)
 }
 

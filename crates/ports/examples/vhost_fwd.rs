@@ -16,7 +16,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::{Ctx, Logic, Pkt, PortId, Switch, SwitchConfig, Verdict, WakeupMode};
+use fabric::{Ctx, Logic, Pkts, PortId, Switch, SwitchConfig, Verdict, WakeupMode};
 use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
 
 /// Port 0 <-> port 1.
@@ -27,7 +27,7 @@ impl Logic for Patch {
         "patch"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let out = Verdict::Port(if ingress == 0 { 1 } else { 0 });
         for v in verdicts.iter_mut().take(pkts.len()) {
             *v = out;

@@ -102,9 +102,8 @@ fn small_buffers_and_rings_wrap_many_times() {
                 }
                 sent += 1;
             }
-            b.clear();
-            rx.burst(&mut b);
-            for pkt in b.pkts() {
+            let burst = b.receive(&mut *rx, 0, 0);
+            for pkt in burst.pkts().iter() {
                 let len = if got % 997 == 0 {
                     9000
                 } else {
@@ -113,7 +112,7 @@ fn small_buffers_and_rings_wrap_many_times() {
                 assert_eq!(pkt.data(), &frame(len, got)[..], "frame {got}");
                 got += 1;
             }
-            rx.release();
+            drop(burst);
         }
         assert_eq!(got, total);
     }
@@ -128,8 +127,7 @@ fn interrupt_mode_wakes_and_poll_mode_masks() {
         let fd = rx.notify_fd().unwrap();
         // Interrupt mode: nothing waiting, then a frame wakes us.
         let mut b = RxBatch::with_capacity(32);
-        rx.burst(&mut b); // adopt the connection
-        rx.release();
+        drop(b.receive(&mut *rx, 0, 0)); // adopt the connection
         assert!(!rx.set_notify(true), "nothing should be waiting");
         assert!(!wait_notify(fd, 0));
         let kicks = from.counter("tx_kicks");
@@ -140,9 +138,7 @@ fn interrupt_mode_wakes_and_poll_mode_masks() {
         assert!(!wait_notify(fd, 0), "ack_notify did not clear");
         // Re-check: enabling while a frame waits reports it.
         assert!(rx.set_notify(true));
-        b.clear();
-        assert_eq!(rx.burst(&mut b), 1);
-        rx.release();
+        assert_eq!(b.receive(&mut *rx, 0, 0).received(), 1);
         // Poll mode: the sender sees the mask and does not kick.
         rx.set_notify(false);
         let kicks = from.counter("tx_kicks");
@@ -241,7 +237,11 @@ fn client_reconnects_with_fresh_memory_and_server_sees_link_changes() {
             "server did not see the disconnect"
         );
         let mut b = RxBatch::with_capacity(32);
-        assert_eq!(srx.burst(&mut b), 0, "burst while disconnected");
+        assert_eq!(
+            b.receive(&mut *srx, 0, 0).received(),
+            0,
+            "burst while disconnected"
+        );
         assert_eq!(s.counter("connects"), round as u64 + 1);
         assert!(
             s.status().last_disconnect.contains("client shutting down"),
@@ -343,8 +343,7 @@ fn a_dead_connection_stops_waking_the_worker() {
     let mut rx = s.take_rx(0).unwrap();
     let fd = rx.notify_fd().unwrap();
     let mut b = RxBatch::with_capacity(32);
-    rx.burst(&mut b);
-    rx.release();
+    drop(b.receive(&mut *rx, 0, 0));
     assert!(send(&s, 0, &frame(64, 0))); // our transmit queue now pins this connection
     assert!(!rx.set_notify(true));
     assert!(send(&c, 0, &frame(64, 1)));

@@ -153,10 +153,10 @@ impl Counter {
             let mut rx = port.take_rx(0).unwrap();
             let mut batch = RxBatch::with_capacity(256);
             while !s.load(Ordering::Relaxed) {
-                batch.clear();
-                let n = rx.burst(&mut batch);
-                let wrong = batch.pkts().iter().filter(|p| p.len() != len).count();
-                rx.release();
+                let got = batch.receive(&mut *rx, 0, 0);
+                let n = got.len();
+                let wrong = got.pkts().iter().filter(|p| p.len() != len).count();
+                drop(got);
                 c.fetch_add(n as u64, Ordering::Relaxed);
                 b.fetch_add(wrong as u64, Ordering::Relaxed);
                 if n == 0 {

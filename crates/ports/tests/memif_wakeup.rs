@@ -39,9 +39,7 @@ fn recv_tight(rx: &mut dyn fabric::RxQueue, want: usize) -> usize {
     let t0 = std::time::Instant::now();
     let mut got = 0;
     while got < want && t0.elapsed() < T {
-        b.clear();
-        got += rx.burst(&mut b);
-        rx.release();
+        got += b.receive(&mut *rx, 0, 0).received();
     }
     got
 }

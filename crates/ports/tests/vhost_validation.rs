@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxBatch, TxQueue};
 use ports::vhost_user::sys::{GuestMemory, Ring};
 use ports::vhost_user::vring::{
     Fault, Layout, Lie, Session, VhostRx, VhostTx, VringSlot, DESC_F_INDIRECT, DESC_F_NEXT,
@@ -160,11 +160,12 @@ fn honest_guest_frames_arrive_and_buffers_come_back() {
     g.desc(2, BUFS + 0x2000, 300, DESC_F_NEXT, 3);
     g.desc(3, BUFS + 0x3000, 700, 0, 0);
     g.offer(1);
-    assert_eq!(rx.burst(&mut batch), 2);
-    assert_eq!(batch.pkts()[0].data(), &f1[..]);
-    assert_eq!(batch.pkts()[1].data(), &f2[..]);
+    let b = batch.receive(&mut rx, 0, 0);
+    assert_eq!(b.received(), 2);
+    assert_eq!(b.pkts()[0].data(), &f1[..]);
+    assert_eq!(b.pkts()[1].data(), &f2[..]);
     assert_eq!(g.used_idx(), 0, "buffers are held until release");
-    rx.release();
+    drop(b);
     assert_eq!(g.used_idx(), 2);
     assert_eq!(g.used_elem(0), (0, 0));
     assert_eq!(g.used_elem(1), (1, 0));
@@ -185,7 +186,7 @@ fn oversize_and_header_only_frames_are_consumed_and_counted() {
     g.offer(0);
     g.desc(1, BUFS + 0x1000, 8, 0, 0); // shorter than the header
     g.offer(1);
-    assert_eq!(rx.burst(&mut batch), 0);
+    assert_eq!(batch.receive(&mut rx, 0, 0).received(), 0);
     assert_eq!(g.used_idx(), 2, "dropped chains are returned to the guest");
     assert_eq!(g.fault.rx_oversize.load(Ordering::Relaxed), 1);
     assert_eq!(g.fault.rx_short.load(Ordering::Relaxed), 1);
@@ -201,8 +202,7 @@ fn lie_rx(setup: impl FnOnce(&mut Guest), want: Lie) {
     setup(&mut g);
     let mut rx = g.rx();
     let mut batch = RxBatch::with_capacity(64);
-    let n = rx.burst(&mut batch);
-    rx.release();
+    let n = batch.receive(&mut rx, 0, 0).received();
     assert_eq!(
         g.lies(want),
         1,
@@ -220,8 +220,7 @@ fn lie_rx(setup: impl FnOnce(&mut Guest), want: Lie) {
     let l = put_packet(&g, BUFS + 0x8000, &frame(60, 1));
     g.desc(20, BUFS + 0x8000, l, 0, 0);
     g.offer(20);
-    batch.clear();
-    assert_eq!(rx.burst(&mut batch), 0);
+    assert_eq!(batch.receive(&mut rx, 0, 0).received(), 0);
 }
 
 #[test]
@@ -278,7 +277,7 @@ fn too_long_chain_is_a_lie() {
     g.offer(0);
     let mut rx = g.rx();
     let mut batch = RxBatch::with_capacity(64);
-    assert_eq!(rx.burst(&mut batch), 0);
+    assert_eq!(batch.receive(&mut rx, 0, 0).received(), 0);
     assert_eq!(g.lies(Lie::ChainTooLong), 1);
     assert!(g.broken());
 }

@@ -89,7 +89,6 @@ impl Backends {
                 let need = c.max_frame_b.div_ceil(c.buffer_size);
                 c.max_chain = (need.max(ports::memif::DEFAULT_MAX_CHAIN as u32))
                     .min(ports::memif::MAX_CHAIN as u32) as u16;
-                c.scratch_b = c.scratch_b.max(c.max_frame_b as usize);
                 match srv.add_interface(c) {
                     Ok(p) => {
                         if let Some(e) = servers.get_mut(&s.socket) {

@@ -20,7 +20,7 @@ use std::ffi::CString;
 use serde_json::{json, Value};
 
 use crate::args::Args;
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkt, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 use sys::{Plugin, TlPkt, TlVerdict};
 
 pub use sys::ABI_VERSION;
@@ -85,13 +85,13 @@ impl Logic for PluginLogic {
         "plugin"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let mut tp = [TlPkt::EMPTY; CHUNK];
         let mut tv = [UNSET; CHUNK];
         for (pc, vc) in pkts.chunks_mut(CHUNK).zip(verdicts.chunks_mut(CHUNK)) {
             let n = pc.len();
-            for (t, p) in tp.iter_mut().zip(pc.iter_mut()) {
-                let (port, queue) = (p.port, p.queue);
+            for (t, mut p) in tp.iter_mut().zip(pc.iter_mut()) {
+                let (port, queue) = (p.port(), p.queue());
                 let d = p.data_mut();
                 *t = TlPkt {
                     data: d.as_mut_ptr(),

@@ -168,7 +168,7 @@ impl Plugin {
         let n = pkts.len().min(out.len());
         // SAFETY: state came from init and is not destroyed while self lives;
         // pkts[..n] point at frames valid for the duration of the call (the
-        // caller's &mut [Pkt] borrow); out[..n] is writable.
+        // caller's &mut Pkts borrow, one frame per view); out[..n] is writable.
         unsafe {
             (self.classify)(
                 self.state,

@@ -7,10 +7,10 @@
 use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -319,7 +319,7 @@ impl RxRing {
 }
 
 impl RxQueue for RxRing {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let mut n = 0;
         let (mut vlan, mut trunc, mut csum) = (0u64, 0u64, 0u64);
         while batch.room() > 0 {
@@ -452,7 +452,10 @@ struct TxState {
     reserved: u64,
     published: u64,
     completed: u64,
-    kick_pending: bool,
+    /// Frames the kernel refused (WRONG_FORMAT), not yet reported to the
+    /// fabric, and their bytes.
+    refused: u32,
+    refused_b: u64,
 }
 
 /// The TPACKET_V2 transmit ring of one queue.
@@ -464,6 +467,8 @@ pub struct TxRing {
     frames_per_block: usize,
     nframes: u64,
     st: UnsafeCell<TxState>,
+    /// The last kick failed: retry at the next reservation.
+    kick_pending: AtomicBool,
     link: Arc<LinkState>,
     /// Counters, shared with the port.
     pub stats: Arc<TxStats>,
@@ -507,8 +512,10 @@ pub fn tx_ring(
             reserved: 0,
             published: 0,
             completed: 0,
-            kick_pending: false,
+            refused: 0,
+            refused_b: 0,
         }),
+        kick_pending: AtomicBool::new(false),
         link,
         stats,
     })
@@ -549,7 +556,7 @@ impl TxRing {
         self.sock.as_raw_fd()
     }
 
-    fn kick(&self, st: &mut TxState) {
+    fn send_kick(&self) {
         self.stats.kicks.fetch_add(1, Ordering::Relaxed);
         // SAFETY: a zero-length sendto with no buffer asks the kernel to
         // send the frames marked SEND_REQUEST in the mapped ring.
@@ -563,7 +570,7 @@ impl TxRing {
                 0,
             )
         };
-        st.kick_pending = r < 0;
+        self.kick_pending.store(r < 0, Ordering::Relaxed);
         if r < 0 {
             self.stats.kick_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -586,16 +593,23 @@ impl TxQueue for TxRing {
             if s == TP_STATUS_AVAILABLE {
                 st.completed += 1;
             } else if s & TP_STATUS_WRONG_FORMAT != 0 {
+                // SAFETY: the kernel is done with the frame; its header is
+                // inside the mapping.
+                let len = unsafe { (*(self.frame(st.completed) as *const Tpacket2Hdr)).len };
                 self.status(st.completed)
                     .store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
                 self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                st.refused += 1;
+                st.refused_b += len as u64;
                 st.completed += 1;
             } else {
                 break;
             }
         }
-        if st.kick_pending && st.published > st.completed {
-            self.kick(st);
+        if self.kick_pending.load(Ordering::Relaxed) && st.published > st.completed {
+            // Rare (the last kick failed) and needed now: no publish may
+            // follow to kick after the lock.
+            self.send_kick();
         }
         (self.nframes - (st.reserved - st.completed)) as u32
     }
@@ -608,23 +622,35 @@ impl TxQueue for TxRing {
         first
     }
 
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let len = frame.len().min(self.capacity());
-        let f = self.frame(slot);
-        // SAFETY: the slot was reserved to this caller and is free (the
-        // kernel gave it back: completed > slot - nframes); nobody else
-        // touches it until publish.
-        unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF), len);
-            (*(f as *mut Tpacket2Hdr)).len = len as u32;
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let len = frame.len().min(self.capacity());
+            let f = self.frame(first + j as u64);
+            // SAFETY: the slot was reserved to this caller and is free (the
+            // kernel gave it back: completed > slot - nframes); nobody else
+            // touches it until publish.
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF), len);
+                (*(f as *mut Tpacket2Hdr)).len = len as u32;
+            }
         }
     }
 
-    unsafe fn publish(&self, tail: u64) {
+    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
         // SAFETY: the caller holds the destination lock (trait contract).
         let st = unsafe { &mut *self.st.get() };
+        if st.refused > 0 {
+            drops.add_n(DropReason::TxError, st.refused, st.refused_b);
+            st.refused = 0;
+            st.refused_b = 0;
+        }
         if tail <= st.published {
-            return;
+            return false;
         }
         for s in st.published..tail {
             self.status(s)
@@ -634,6 +660,10 @@ impl TxQueue for TxRing {
             .frames
             .fetch_add(tail - st.published, Ordering::Relaxed);
         st.published = tail;
-        self.kick(st);
+        true
+    }
+
+    fn kick(&self, _: &mut TxDrops) {
+        self.send_kick();
     }
 }

@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -645,7 +645,7 @@ pub struct XskRx {
 unsafe impl Send for XskRx {}
 
 impl RxQueue for XskRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         debug_assert_eq!(self.pending, 0, "burst without release");
         let avail = self
             .rx
@@ -760,7 +760,7 @@ unsafe impl Send for XskTx {}
 const MAX_KICKS: u32 = 64;
 
 impl XskTx {
-    fn kick_until_drained(&self, st: &TxState) {
+    fn kick_until_drained(&self) {
         for _ in 0..MAX_KICKS {
             self.stats.kicks.fetch_add(1, Ordering::Relaxed);
             match kick(self.sock.as_raw_fd()) {
@@ -773,7 +773,9 @@ impl XskTx {
                     }
                 },
             }
-            if self.tx.cons().load(Ordering::Acquire) == st.published as u32 {
+            // Our producer index: what has been published so far.
+            let published = self.tx.prod().load(Ordering::Relaxed);
+            if self.tx.cons().load(Ordering::Acquire) == published {
                 return;
             }
             // Completions free the kernel's copy budget; reap them later.
@@ -802,7 +804,9 @@ impl TxQueue for XskTx {
         if st.published > st.completed
             && self.tx.cons().load(Ordering::Acquire) != st.published as u32
         {
-            self.kick_until_drained(st);
+            // Rare (copy mode, ring left non-empty by the kernel) and needed
+            // now: no publish may follow to kick it after the lock.
+            self.kick_until_drained();
         }
         (self.n - (st.reserved - st.completed)) as u32
     }
@@ -815,39 +819,50 @@ impl TxQueue for XskTx {
         first
     }
 
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let len = frame.len().min(self.frame_size as usize);
-        let addr = self.tx_base + (slot % self.n) * self.frame_size as u64;
-        // SAFETY: the slot was reserved to this caller, so its chunk was
-        // completed by the kernel and its ring entry is not yet published;
-        // nobody else touches either until publish.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                frame.as_ptr(),
-                (self.base + addr as usize) as *mut u8,
-                len,
-            );
-            *self.tx.entry(slot as u32) = XdpDesc {
-                addr,
-                len: len as u32,
-                options: 0,
-            };
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let slot = first + j as u64;
+            let len = frame.len().min(self.frame_size as usize);
+            let addr = self.tx_base + (slot % self.n) * self.frame_size as u64;
+            // SAFETY: the slot was reserved to this caller, so its chunk was
+            // completed by the kernel and its ring entry is not yet
+            // published; nobody else touches either until publish.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    frame.as_ptr(),
+                    (self.base + addr as usize) as *mut u8,
+                    len,
+                );
+                *self.tx.entry(slot as u32) = XdpDesc {
+                    addr,
+                    len: len as u32,
+                    options: 0,
+                };
+            }
         }
     }
 
-    unsafe fn publish(&self, tail: u64) {
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
         // SAFETY: caller holds the destination lock (trait contract).
         let st = unsafe { &mut *self.st.get() };
         if tail <= st.published {
-            return;
+            return false;
         }
         self.stats
             .frames
             .fetch_add(tail - st.published, Ordering::Relaxed);
         st.published = tail;
         self.tx.prod().store(tail as u32, Ordering::Release);
-        if self.tx.need_wakeup() {
-            self.kick_until_drained(st);
-        }
+        self.tx.need_wakeup()
+    }
+
+    fn kick(&self, _: &mut TxDrops) {
+        // Without the lock: reads only the ring's indexes (atomics).
+        self.kick_until_drained();
     }
 }

@@ -94,9 +94,6 @@ pub struct MemifConfig {
     pub max_frame_b: u32,
     /// Most descriptors one received frame may chain; more is a violation.
     pub max_chain: u16,
-    /// Per receive queue scratch space where chained frames are linearised
-    /// (bytes; at least `max_frame_b`). A burst stops early when it is full.
-    pub scratch_b: usize,
     /// Server: refuse regions whose memfd is not sealed against shrinking
     /// (a peer could otherwise truncate it and make our reads fault).
     pub require_seal: bool,
@@ -114,7 +111,6 @@ impl MemifConfig {
             buffer_size: DEFAULT_BUFFER_SIZE,
             max_frame_b: DEFAULT_MAX_FRAME_B,
             max_chain: DEFAULT_MAX_CHAIN,
-            scratch_b: 32 * DEFAULT_MAX_FRAME_B as usize,
             require_seal: true,
         }
     }
@@ -150,6 +146,9 @@ impl MemifConfig {
                 self.buffer_size
             ));
         }
+        // A chained frame is linearised into the batch's scratch: the
+        // largest frame must fit it.
+        const _: () = assert!(1 << 20 <= fabric::batch::SCRATCH_B);
         if !(60..=(1 << 20)).contains(&self.max_frame_b) {
             return bad(format!(
                 "max_frame_b: {} not in 60..=1048576",
@@ -169,12 +168,6 @@ impl MemifConfig {
             return bad(format!(
                 "max_chain: {} not in {need}..={MAX_CHAIN}",
                 self.max_chain
-            ));
-        }
-        if self.scratch_b < self.max_frame_b as usize || self.scratch_b > 1 << 30 {
-            return bad(format!(
-                "scratch_b: {} not in max_frame_b..=1 GiB",
-                self.scratch_b
             ));
         }
         Ok(())

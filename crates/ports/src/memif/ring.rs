@@ -18,7 +18,7 @@ use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use fabric::sys::LockCell;
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
@@ -203,8 +203,6 @@ pub(crate) struct MemifRx {
     /// Consumer position after the last burst (not yet released).
     pending: u16,
     notify: bool,
-    scratch: Box<[u8]>,
-    scratch_used: usize,
     /// Validated pieces of the chain being linearised: (region, offset, len).
     chain: Box<[(usize, usize, usize)]>,
     max_frame: usize,
@@ -214,7 +212,6 @@ pub(crate) struct MemifRx {
 impl MemifRx {
     pub fn new(shared: Arc<Shared>, q: u16) -> Self {
         let cfg = &shared.core.cfg;
-        let scratch = vec![0u8; cfg.scratch_b].into_boxed_slice();
         let chain = vec![(0, 0, 0); cfg.max_chain as usize].into_boxed_slice();
         let (max_frame, max_chain) = (cfg.max_frame_b as usize, cfg.max_chain as usize);
         MemifRx {
@@ -225,8 +222,6 @@ impl MemifRx {
             cons: 0,
             pending: 0,
             notify: false,
-            scratch,
-            scratch_used: 0,
             chain,
             max_frame,
             max_chain,
@@ -239,14 +234,13 @@ impl MemifRx {
         self.gen = c.gen;
         self.cons = 0;
         self.pending = 0;
-        self.scratch_used = 0;
         if let Some(ring) = c.rx.get(self.q as usize) {
             let flags = if self.notify { 0 } else { RING_FLAG_MASK_INT };
             c.regions[ring.region].store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
         }
     }
 
-    fn burst_on(&mut self, c: &Connection, batch: &mut RxBatch) -> usize {
+    fn burst_on(&mut self, c: &Connection, batch: &mut RxFill<'_>) -> usize {
         if c.violated().is_some() {
             return 0;
         }
@@ -331,17 +325,15 @@ impl MemifRx {
             if total > self.max_frame {
                 oversize += 1;
             } else {
-                if self.scratch_used + total > self.scratch.len() {
+                let Some(dst) = batch.scratch(total) else {
                     break 'frames; // scratch full: the frame waits for the next burst
-                }
-                let start = self.scratch_used;
-                let mut at = start;
+                };
+                let mut at = 0;
                 for &(pr, po, pl) in &self.chain[..k] {
-                    c.regions[pr].copy_out(po, &mut self.scratch[at..at + pl]);
+                    c.regions[pr].copy_out(po, &mut dst[at..at + pl]);
                     at += pl;
                 }
-                self.scratch_used = at;
-                if sys::push_scratch(batch, &mut self.scratch[start..at]) {
+                if batch.push_scratch(total) {
                     n += 1;
                     chained += 1;
                 }
@@ -365,7 +357,6 @@ impl MemifRx {
 
     /// Gives the slots consumed by the last burst back to the producer.
     fn commit(&mut self, c: &Connection) {
-        self.scratch_used = 0;
         if c.gen != self.gen || self.pending == self.cons {
             return;
         }
@@ -407,7 +398,7 @@ impl MemifRx {
 }
 
 impl RxQueue for MemifRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let c = match self.held.take() {
             Some(c) => c,
             None => {
@@ -424,7 +415,7 @@ impl RxQueue for MemifRx {
             }
         };
         let n = self.burst_on(&c, batch);
-        if n == 0 && self.scratch_used == 0 {
+        if n == 0 {
             // Nothing handed out: release at once (dropped frames included)
             // so an idle queue holds no connection.
             self.commit(&c);
@@ -631,16 +622,114 @@ impl TxQueue for MemifTx {
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
         // SAFETY: a reservation is in flight (ours), so `pin` does not
         // change until it is published.
-        let pin = self.pin.get();
+        let pin = unsafe { self.pin.get() };
         let Some(c) = &pin.conn else { return };
         if c.violated().is_some() {
             return;
         }
+        if let Some(ring) = c.tx.get(self.q as usize) {
+            // A refusal fails the connection, which counts it.
+            let _ = self.write_one(c, ring, pin.base, slot, nslots, frame);
+        }
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        // SAFETY: a reservation is in flight (ours), so `pin` does not
+        // change until it is published.
+        let pin = unsafe { self.pin.get() };
+        let Some(c) = &pin.conn else {
+            return refuse(frames, 0, DropReason::TxStale, drops);
+        };
+        if c.violated().is_some() {
+            return refuse(frames, 0, DropReason::PeerFault, drops);
+        }
         let Some(ring) = c.tx.get(self.q as usize) else {
-            return;
+            return refuse(frames, 0, DropReason::TxStale, drops);
+        };
+        let mut slot = first;
+        for j in 0..frames.len() {
+            let (frame, nslots) = frames.get(j);
+            if self
+                .write_one(c, ring, pin.base, slot, nslots, frame)
+                .is_err()
+            {
+                // The peer broke the protocol: the connection is failed and
+                // nothing more of this burst can be delivered.
+                return refuse(frames, j, DropReason::PeerFault, drops);
+            }
+            slot += nslots as u64;
+        }
+    }
+
+    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
+        // SAFETY: the caller holds the fabric lock.
+        let idx = unsafe { self.idx.get_mut() };
+        if tail <= idx.published {
+            return false;
+        }
+        idx.published = tail;
+        // SAFETY: under the lock; `pin` is only mutated in free_slots, which
+        // the lock serialises with us.
+        let pin = unsafe { self.pin.get() };
+        let Some(c) = &pin.conn else { return false };
+        if c.violated().is_some() {
+            return false;
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return false;
         };
         let region = &c.regions[ring.region];
-        let mut pos = slot.wrapping_sub(pin.base) as u16;
+        let (own_off, _) = Self::fields(c.role);
+        region.store_u16(
+            ring.off + own_off,
+            tail.wrapping_sub(pin.base) as u16,
+            Ordering::Release,
+        );
+        // Pairs with the receiver's fence between clearing MASK_INT and
+        // re-reading our index (no lost wake-up).
+        fence(Ordering::SeqCst);
+        region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0
+    }
+
+    fn kick(&self, _drops: &mut TxDrops) {
+        // Without the lock: the pin may change under us, so signal the
+        // current connection's ring (after a reconnect, a spurious wake-up
+        // of the new one, which the receiver's re-check absorbs).
+        let cur = self.shared.conn.load();
+        if let Some(ring) = cur.as_ref().and_then(|c| c.tx.get(self.q as usize)) {
+            ring.irq.signal();
+            self.shared
+                .core
+                .counters
+                .tx_kicks
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counts frames `j..` of `frames` as refused for `reason`.
+#[cold]
+fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDrops) {
+    for k in j..frames.len() {
+        drops.add(reason, frames.get(k).0.len());
+    }
+}
+
+impl MemifTx {
+    /// Writes one frame into `nslots` descriptors from fabric slot `slot`.
+    /// Err when the peer broke the protocol (the connection is failed).
+    #[inline]
+    fn write_one(
+        &self,
+        c: &Connection,
+        ring: &Ring,
+        base: u64,
+        slot: u64,
+        nslots: u32,
+        frame: &[u8],
+    ) -> Result<(), ()> {
+        let region = &c.regions[ring.region];
+        let mut pos = slot.wrapping_sub(base) as u16;
         let mut rest = frame;
         for i in 0..nslots.max(1) {
             let last = i + 1 >= nslots;
@@ -653,8 +742,14 @@ impl TxQueue for MemifTx {
                     let offered = Desc { flags: 0, ..d };
                     match check_desc(&offered, &c.region_lens) {
                         Ok((r, off, cap)) if cap >= self.buf_b => (r, off, cap),
-                        Ok(_) => return c.fail(Violation::SmallBuffer),
-                        Err(v) => return c.fail(v),
+                        Ok(_) => {
+                            c.fail(Violation::SmallBuffer);
+                            return Err(());
+                        }
+                        Err(v) => {
+                            c.fail(v);
+                            return Err(());
+                        }
                     }
                 }
                 Role::Client => {
@@ -689,43 +784,7 @@ impl TxQueue for MemifTx {
             rest = &rest[take..];
             pos = pos.wrapping_add(1);
         }
-    }
-
-    unsafe fn publish(&self, tail: u64) {
-        // SAFETY: the caller holds the fabric lock.
-        let idx = self.idx.get_mut();
-        if tail <= idx.published {
-            return;
-        }
-        idx.published = tail;
-        // SAFETY: under the lock; `pin` is only mutated in free_slots, which
-        // the lock serialises with us.
-        let pin = self.pin.get();
-        let Some(c) = &pin.conn else { return };
-        if c.violated().is_some() {
-            return;
-        }
-        let Some(ring) = c.tx.get(self.q as usize) else {
-            return;
-        };
-        let region = &c.regions[ring.region];
-        let (own_off, _) = Self::fields(c.role);
-        region.store_u16(
-            ring.off + own_off,
-            tail.wrapping_sub(pin.base) as u16,
-            Ordering::Release,
-        );
-        // Pairs with the receiver's fence between clearing MASK_INT and
-        // re-reading our index (no lost wake-up).
-        fence(Ordering::SeqCst);
-        if region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0 {
-            ring.irq.signal();
-            self.shared
-                .core
-                .counters
-                .tx_kicks
-                .fetch_add(1, Ordering::Relaxed);
-        }
+        Ok(())
     }
 }
 

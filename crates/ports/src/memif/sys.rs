@@ -19,7 +19,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
-use fabric::RxBatch;
+use fabric::RxFill;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -301,22 +301,12 @@ fn map(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
 /// connection (an `Arc`) until `release`, and the ring protocol gives the
 /// slot to us until we move the consumer index past it.
 #[inline]
-pub fn push_region(batch: &mut RxBatch, region: &Region, off: usize, len: usize) -> bool {
+pub fn push_region(batch: &mut RxFill<'_>, region: &Region, off: usize, len: usize) -> bool {
     if !region.fits(off, len) || len > u32::MAX as usize {
         return false;
     }
     // SAFETY: in bounds of a mapping kept alive until release (see above).
     unsafe { batch.push(region.ptr.as_ptr().add(off), len as u32) }
-}
-
-/// Appends a view of a slice of the queue's scratch buffer to `batch`.
-///
-/// The scratch buffer is a boxed slice owned by the receive queue, never
-/// resized, and not written again before `release`.
-#[inline]
-pub fn push_scratch(batch: &mut RxBatch, bytes: &mut [u8]) -> bool {
-    // SAFETY: see above; the &mut borrow proves no other view aliases it now.
-    unsafe { batch.push(bytes.as_mut_ptr(), bytes.len() as u32) }
 }
 
 // ---------------------------------------------------------------------------

@@ -3,14 +3,13 @@
 //! device requires (batched per burst and per publish). Every `unsafe` block
 //! of `tap` lives here.
 
-use std::cell::UnsafeCell;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -147,7 +146,7 @@ pub fn tap_rx(fd: Arc<OwnedFd>, n: usize, size: usize, stats: Arc<RxStats>) -> i
 }
 
 impl RxQueue for TapRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let want = batch.room().min(self.bufs.n);
         let mut n = 0;
         let mut reads = 0;
@@ -204,26 +203,33 @@ pub struct TxStats {
     pub errors: AtomicU64,
 }
 
-struct TxState {
-    reserved: u64,
-    published: u64,
-}
-
 /// The transmit side of one TAP queue: the fabric copies into a ring of
-/// buffers; `publish` writes each published frame with one `write()`.
+/// buffers; the worker that published writes each published frame with one
+/// `write()`, after the fabric's lock is dropped (`kick`).
+///
+/// Slots move reserved (under the lock) → written (by the lease's worker) →
+/// published (under the lock) → flushed (by whichever worker holds the
+/// `flushing` flag, without the lock) → free again.
 pub struct TapTx {
     fd: Arc<OwnedFd>,
     bufs: Buffers,
-    lens: Box<[UnsafeCell<u32>]>,
-    st: UnsafeCell<TxState>,
+    lens: Box<[AtomicU32]>,
+    /// Next slot to reserve; touched only under the fabric's lock.
+    reserved: AtomicU64,
+    /// Slots before this one are published (stored under the lock).
+    published: AtomicU64,
+    /// Slots before this one were written to the device (free again).
+    flushed: AtomicU64,
+    /// A worker is writing published frames to the device.
+    flushing: AtomicBool,
     link: Arc<LinkState>,
     /// Counters, shared with the port.
     pub stats: Arc<TxStats>,
 }
 
-// SAFETY: `st` is touched only in free_slots/reserve/publish under the
-// fabric's destination lock; `write` touches the disjoint buffers and
-// lengths of its reserved slots.
+// SAFETY: the buffers are only written by the worker a slot is reserved to
+// (the fabric's lease protocol) and only read by the flusher once the slot
+// is published (Release/Acquire on `published`); indexes are atomics.
 unsafe impl Sync for TapTx {}
 // SAFETY: as above.
 unsafe impl Send for TapTx {}
@@ -233,11 +239,11 @@ pub fn tap_tx(fd: Arc<OwnedFd>, n: usize, size: usize, link: Arc<LinkState>) -> 
     Ok(TapTx {
         fd,
         bufs: Buffers::new(n, size)?,
-        lens: (0..n).map(|_| UnsafeCell::new(0)).collect(),
-        st: UnsafeCell::new(TxState {
-            reserved: 0,
-            published: 0,
-        }),
+        lens: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        reserved: AtomicU64::new(0),
+        published: AtomicU64::new(0),
+        flushed: AtomicU64::new(0),
+        flushing: AtomicBool::new(false),
         link,
         stats: Arc::default(),
     })
@@ -257,53 +263,76 @@ impl TxQueue for TapTx {
     }
 
     unsafe fn free_slots(&self) -> u32 {
-        // SAFETY: caller holds the destination lock; publish writes
-        // synchronously, so every published slot is free again.
-        let st = unsafe { &*self.st.get() };
-        (self.bufs.n as u64 - (st.reserved - st.published)) as u32
+        let reserved = self.reserved.load(Ordering::Relaxed);
+        let flushed = self.flushed.load(Ordering::Acquire);
+        (self.bufs.n as u64 - (reserved - flushed)) as u32
     }
 
     unsafe fn reserve(&self, n: u32) -> u64 {
-        // SAFETY: caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        let first = st.reserved;
-        st.reserved += n as u64;
+        // Under the destination lock (trait contract): no other writer.
+        let first = self.reserved.load(Ordering::Relaxed);
+        self.reserved.store(first + n as u64, Ordering::Relaxed);
         first
     }
 
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let i = (slot % self.bufs.n as u64) as usize;
-        let len = frame.len().min(self.bufs.size);
-        // SAFETY: slot reserved to this caller and not published: nobody
-        // else touches its buffer or length.
-        unsafe {
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), self.bufs.buf(i), len);
-            *self.lens[i].get() = len as u32;
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let i = ((first + j as u64) % self.bufs.n as u64) as usize;
+            let len = frame.len().min(self.bufs.size);
+            // SAFETY: slot reserved to this caller and not published: nobody
+            // else touches its buffer (the flusher reads it once published).
+            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.bufs.buf(i), len) };
+            self.lens[i].store(len as u32, Ordering::Relaxed);
         }
     }
 
-    unsafe fn publish(&self, tail: u64) {
-        // SAFETY: caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        let (mut ok, mut err) = (0, 0);
-        for s in st.published..tail {
-            let i = (s % self.bufs.n as u64) as usize;
-            // SAFETY: all slots before `tail` were written (trait contract);
-            // the buffer holds `len` bytes.
-            let r = unsafe {
-                let len = *self.lens[i].get() as usize;
-                libc::write(self.fd.as_raw_fd(), self.bufs.buf(i).cast(), len)
-            };
-            if r < 0 {
-                err += 1;
-            } else {
-                ok += 1;
-            }
+    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
+        if tail <= self.published.load(Ordering::Relaxed) {
+            return false;
         }
-        st.published = st.published.max(tail);
-        self.stats.frames.fetch_add(ok, Ordering::Relaxed);
-        if err > 0 {
-            self.stats.errors.fetch_add(err, Ordering::Relaxed);
+        // SeqCst: pairs with the flusher's re-check in kick.
+        self.published.store(tail, Ordering::SeqCst);
+        true
+    }
+
+    fn kick(&self, drops: &mut TxDrops) {
+        loop {
+            if self.flushing.swap(true, Ordering::SeqCst) {
+                // Another worker is flushing; it re-checks `published`
+                // after letting go, so it writes our frames too.
+                return;
+            }
+            let from = self.flushed.load(Ordering::Relaxed);
+            let to = self.published.load(Ordering::Acquire);
+            let (mut ok, mut err) = (0, 0);
+            for s in from..to {
+                let i = (s % self.bufs.n as u64) as usize;
+                let len = self.lens[i].load(Ordering::Relaxed) as usize;
+                // SAFETY: slot s is published (written, Acquire above) and
+                // not yet flushed, so no writer touches it; the buffer holds
+                // `len` bytes.
+                let r = unsafe { libc::write(self.fd.as_raw_fd(), self.bufs.buf(i).cast(), len) };
+                if r < 0 {
+                    err += 1;
+                    drops.add(DropReason::TxError, len);
+                } else {
+                    ok += 1;
+                }
+            }
+            self.flushed.store(to, Ordering::Release);
+            self.flushing.store(false, Ordering::SeqCst);
+            self.stats.frames.fetch_add(ok, Ordering::Relaxed);
+            if err > 0 {
+                self.stats.errors.fetch_add(err, Ordering::Relaxed);
+            }
+            if self.published.load(Ordering::SeqCst) == to {
+                return;
+            }
         }
     }
 }

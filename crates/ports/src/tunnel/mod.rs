@@ -52,7 +52,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use fabric::{Port, PortInfo, QueueId, RxBatch, RxQueue, TxQueue};
+use fabric::{DropReason, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 use wire::MacAddr;
 
 use decap::{DecapCfg, Rx, RxDrop};
@@ -465,7 +465,7 @@ struct TunnelRx {
 }
 
 impl RxQueue for TunnelRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let start = batch.len();
         let got = self.under.burst(batch);
         if got == 0 {
@@ -481,10 +481,10 @@ impl RxQueue for TunnelRx {
         let mut keep_from = usize::MAX;
         let mut drops = [0u64; RxDrop::COUNT];
         let (mut ok, mut ctl) = (0u64, 0u64);
-        for (i, p) in batch.pkts_mut().iter_mut().enumerate().skip(start) {
+        for (i, mut p) in batch.appended_mut(start).iter_mut().enumerate() {
             match decap::decap(&sh.decap, p.data()) {
                 Ok(Rx::Frame { off, len, src }) => {
-                    sys::narrow(p, off, len);
+                    p.narrow(off, len);
                     ok += 1;
                     if sh.cfg.learning {
                         let id = match self.cache {
@@ -521,19 +521,19 @@ impl RxQueue for TunnelRx {
                     if let Err(TrySendError::Full(_)) = sh.ctl.try_send(Ctl::Frame(b, n as u16)) {
                         sh.c.rx_control_lost.fetch_add(1, Relaxed);
                     }
-                    sys::narrow(p, 0, 0);
+                    p.narrow(0, 0);
                     keep_from = keep_from.min(i);
                 }
                 Err(r) => {
                     drops[r as usize] += 1;
-                    sys::narrow(p, 0, 0);
+                    p.narrow(0, 0);
                     keep_from = keep_from.min(i);
                 }
             }
         }
         if keep_from != usize::MAX {
             let mut i = 0usize;
-            batch.retain(|p| {
+            batch.retain_from(start, |p| {
                 let k = i < keep_from || !p.is_empty();
                 i += 1;
                 k
@@ -600,16 +600,25 @@ impl TxQueue for TunnelTx {
         self.ring.reserve(n)
     }
 
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            // SAFETY: forwarded contract (one slot per frame).
+            unsafe { self.ring.write(first + j as u64, frame) };
+        }
+    }
+
     unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
         self.ring.write(slot, frame)
     }
 
-    unsafe fn publish(&self, tail: u64) {
+    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
         let sh = &*self.shared;
         let utx = self.underlay.tx(self.q);
         // SAFETY (whole block): we hold this tunnel queue's lock, and the
         // underlay's queue `q` is used by nobody but this tunnel queue, so
-        // its lock protocol is upheld by ours.
+        // its lock protocol is upheld by ours. The underlay's own
+        // notification (a system call) is deferred to `kick`, after the
+        // lock.
         let mut ufree = utx.free_slots();
         let mut utail: Option<u64> = None;
         let snap = sh.remotes.load();
@@ -627,51 +636,69 @@ impl TxQueue for TunnelTx {
             } else {
                 None
             };
-            // Encapsulates for endpoint `id` into the underlay; true if sent.
-            let mut one = |id: u16, buf: &mut [u8]| -> bool {
+            // Encapsulates for endpoint `id` into the underlay; Ok if sent,
+            // else why not.
+            let mut one = |id: u16, buf: &mut [u8]| -> Result<(), DropReason> {
                 let Some(o) = snap.get(id).and_then(|r| r.outer.as_ref()) else {
                     no_neigh += 1;
-                    return false;
+                    return Err(DropReason::NoDestination);
                 };
                 let start = h - o.len();
                 let n = match o.write(&mut buf[start..], len, sport) {
                     Ok(n) => n,
                     Err(_) => {
                         too_big += 1;
-                        return false;
+                        return Err(DropReason::Oversize);
                     }
                 };
                 let need = utx.slots_for(n);
                 if need == 0 {
                     too_big += 1;
-                    return false;
+                    return Err(DropReason::Oversize);
                 }
                 if need > ufree {
                     full += 1;
-                    return false;
+                    return Err(DropReason::TxFull);
                 }
                 let s = utx.reserve(need);
                 utx.write(s, need, &buf[start..start + n]);
                 ufree -= need;
                 utail = Some(s + need as u64);
-                true
+                Ok(())
             };
             match known {
-                Some(id) => sent += one(id, buf) as u64,
+                Some(id) => match one(id, buf) {
+                    Ok(()) => sent += 1,
+                    Err(r) => drops.add(r, len),
+                },
                 None => {
+                    flooded += 1;
+                    // The frame is delivered if any copy went out; else it
+                    // is dropped once, under the last copy's reason.
+                    let mut why = DropReason::NoDestination;
+                    let mut any = false;
                     if snap.flood.is_empty() {
                         no_remote += 1;
                     }
-                    flooded += 1;
                     for &id in &snap.flood {
-                        copies += one(id, buf) as u64;
+                        match one(id, buf) {
+                            Ok(()) => {
+                                copies += 1;
+                                any = true;
+                            }
+                            Err(r) => why = r,
+                        }
+                    }
+                    if !any {
+                        drops.add(why, len);
                     }
                 }
             }
         });
-        if let Some(t) = utail {
-            utx.publish(t);
-        }
+        let kick = match utail {
+            Some(t) => utx.publish_deferred(t, drops),
+            None => false,
+        };
         sent += copies;
         let c = &sh.c;
         for (ctr, v) in [
@@ -687,6 +714,13 @@ impl TxQueue for TunnelTx {
                 ctr.fetch_add(v, Relaxed);
             }
         }
+        kick
+    }
+
+    fn kick(&self, drops: &mut TxDrops) {
+        // The underlay queue belongs to this tunnel queue alone; its kick
+        // may run without any lock by the TxQueue contract.
+        self.underlay.tx(self.q).kick(drops);
     }
 }
 

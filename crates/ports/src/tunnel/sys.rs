@@ -7,26 +7,12 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use fabric::Pkt;
-
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(r)
     }
-}
-
-/// Narrows `p` to `len` bytes starting `off` bytes into it (the inner
-/// frame of a decapsulated packet). Panics if the range is outside `p`.
-#[inline]
-pub fn narrow(p: &mut Pkt, off: usize, len: usize) {
-    assert!(off + len <= p.len());
-    let (port, queue) = (p.port, p.queue);
-    let base = p.data_mut().as_mut_ptr();
-    // SAFETY: the range lies inside the frame `p` viewed, which stays valid
-    // and unaliased until the receive queue is released (Pkt's contract).
-    *p = unsafe { Pkt::new(base.add(off), len as u32, port, queue) };
 }
 
 /// Transmit staging: `slots` buffers of `slot_b` bytes; frame i is written

@@ -21,7 +21,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
-use fabric::RxBatch;
+use fabric::RxFill;
 
 /// Most memory regions in one table (the vhost-user limit without
 /// `CONFIGURE_MEM_SLOTS`).
@@ -302,7 +302,12 @@ impl GuestSlice<'_> {
 /// `release`: that is the `Pkt` contract, and [`super::vring`] upholds it by
 /// holding its session from `burst` to `release`.
 #[inline]
-pub(crate) fn push_guest(batch: &mut RxBatch, s: &GuestSlice<'_>, off: usize, len: usize) -> bool {
+pub(crate) fn push_guest(
+    batch: &mut RxFill<'_>,
+    s: &GuestSlice<'_>,
+    off: usize,
+    len: usize,
+) -> bool {
     if off > s.len || len > s.len - off || len > u32::MAX as usize {
         return false;
     }
@@ -311,14 +316,6 @@ pub(crate) fn push_guest(batch: &mut RxBatch, s: &GuestSlice<'_>, off: usize, le
     // the bytes concurrently; that can only change what this port's frames
     // contain, never reach outside the range.
     unsafe { batch.push(s.ptr.add(off), len as u32) }
-}
-
-/// Appends a frame held in per-queue scratch memory to `batch`.
-#[inline]
-pub(crate) fn push_scratch(batch: &mut RxBatch, buf: &mut [u8]) -> bool {
-    // SAFETY: buf is scratch owned by the receive queue and not touched
-    // again until release (the caller moves on to the next scratch slot).
-    unsafe { batch.push(buf.as_mut_ptr(), buf.len() as u32) }
 }
 
 /// One descriptor of a split virtqueue, as read (once) from guest memory.

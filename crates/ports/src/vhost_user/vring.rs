@@ -27,7 +27,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
 use fabric::sys::{EventFd, LockCell};
-use fabric::{RxBatch, RxQueue, TxQueue};
+use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use super::sys::{self, Epoll, GuestSlice, Ring};
 
@@ -47,8 +47,6 @@ pub const MAX_CHAIN: u32 = 256;
 /// Guest receive buffers assumed when sizing a mergeable frame: Linux
 /// posts at least 1518 + 12 bytes, DPDK 2048 + 12.
 pub const MRG_BUF_B: usize = 1530;
-/// Frames that need linearising per burst (scratch slots per queue).
-pub const SCRATCH_SLOTS: usize = 64;
 
 /// What the frontend did wrong (one counter each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,15 +207,31 @@ impl Session {
     /// unless it suppressed notifications.
     #[inline]
     fn notify_frontend(&self, old: u16, new: u16) {
-        let Some(call) = &self.call else { return };
+        if self.wants_notify(old, new) {
+            self.signal_call();
+        }
+    }
+
+    /// Whether the frontend asked to be interrupted for used entries
+    /// `old..new` (no system call).
+    #[inline]
+    fn wants_notify(&self, old: u16, new: u16) -> bool {
+        if self.call.is_none() {
+            return false;
+        }
         fence(SeqCst);
-        let wants = if self.layout.event_idx {
+        if self.layout.event_idx {
             let ev = self.ring.used_event();
             new.wrapping_sub(ev).wrapping_sub(1) < new.wrapping_sub(old)
         } else {
             self.ring.avail_flags() & AVAIL_F_NO_INTERRUPT == 0
-        };
-        if wants {
+        }
+    }
+
+    /// Interrupts the frontend (eventfd write).
+    #[inline]
+    fn signal_call(&self) {
+        if let Some(call) = &self.call {
             sys::signal(call);
         }
     }
@@ -320,8 +334,6 @@ pub struct VhostRx {
     /// Heads consumed by the held burst, in order.
     heads: Box<[u16]>,
     nheads: usize,
-    scratch: Box<[u8]>,
-    scratch_b: usize,
     notify_on: bool,
     applied: u64,
     fault: Arc<Fault>,
@@ -343,8 +355,6 @@ impl VhostRx {
             held: None,
             heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
             nheads: 0,
-            scratch: vec![0u8; SCRATCH_SLOTS * max_frame_b].into_boxed_slice(),
-            scratch_b: max_frame_b,
             notify_on: false,
             applied: 0,
             fault,
@@ -367,9 +377,10 @@ impl VhostRx {
 
 /// How one transmit chain turned out.
 enum Parsed {
-    /// The frame: either one guest range or scratch slot `k` of `len`.
+    /// The frame is one guest range.
     Direct,
-    Scratch(usize),
+    /// The frame was linearised into the batch's scratch.
+    Scratch,
     /// Consumed and dropped (counted).
     Dropped,
     /// Scratch is full: leave this chain for the next burst.
@@ -377,7 +388,7 @@ enum Parsed {
 }
 
 impl RxQueue for VhostRx {
-    fn burst(&mut self, batch: &mut RxBatch) -> usize {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         if self.held.is_none() {
             self.held = self.slot.session.load_full();
         }
@@ -405,7 +416,6 @@ impl RxQueue for VhostRx {
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
         let mut consumed = 0u16;
-        let mut scratch_used = 0usize;
         let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
         for i in 0..n as u16 {
             let head = s.ring.avail_entry(last.wrapping_add(i));
@@ -414,10 +424,8 @@ impl RxQueue for VhostRx {
             let mut skip = hdr_len;
             let mut total = 0usize;
             let mut first: Option<(GuestSlice<'_>, usize, usize)> = None;
-            let mut scratch_k: Option<usize> = None;
+            let mut linear_frame = false;
             let mut no_scratch = false;
-            let scratch_b = self.scratch_b;
-            let scratch = &mut self.scratch;
             let r = s.walk(head, false, |g| {
                 let mut off = 0;
                 if skip > 0 {
@@ -434,21 +442,19 @@ impl RxQueue for VhostRx {
                     total = new_total;
                     return;
                 }
-                match (&first, scratch_k) {
-                    (None, _) => first = Some((g, off, len)),
-                    (Some((fg, fo, fl)), None) => {
-                        if scratch_used == SCRATCH_SLOTS {
+                match &first {
+                    None => first = Some((g, off, len)),
+                    Some((fg, fo, fl)) => {
+                        // The batch hands out the same scratch space until
+                        // a frame is pushed into it.
+                        let Some(dst) = batch.scratch(max_b) else {
                             no_scratch = true;
                             return;
+                        };
+                        if !linear_frame {
+                            fg.read(*fo, &mut dst[..*fl]);
+                            linear_frame = true;
                         }
-                        let k = scratch_used;
-                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
-                        fg.read(*fo, &mut dst[..*fl]);
-                        g.read(off, &mut dst[*fl..*fl + len]);
-                        scratch_k = Some(k);
-                    }
-                    (Some(_), Some(k)) => {
-                        let dst = &mut scratch[k * scratch_b..(k + 1) * scratch_b];
                         g.read(off, &mut dst[total..total + len]);
                     }
                 }
@@ -466,10 +472,9 @@ impl RxQueue for VhostRx {
             } else if total > max_b {
                 oversize += 1;
                 Parsed::Dropped
-            } else if let Some(k) = scratch_k {
-                scratch_used += 1;
+            } else if linear_frame {
                 linear += 1;
-                Parsed::Scratch(k)
+                Parsed::Scratch
             } else {
                 Parsed::Direct
             };
@@ -481,14 +486,14 @@ impl RxQueue for VhostRx {
                     // worker drops it as a runt and counts it.
                     let ok = match &first {
                         Some((g, off, len)) => sys::push_guest(batch, g, *off, *len),
-                        None => sys::push_scratch(batch, &mut self.scratch[..0]),
+                        None => batch.push_scratch(0),
                     };
                     debug_assert!(ok);
                     pushed += 1;
                 }
-                Parsed::Scratch(k) => {
-                    let b = k * self.scratch_b;
-                    sys::push_scratch(batch, &mut self.scratch[b..b + total]);
+                Parsed::Scratch => {
+                    let ok = batch.push_scratch(total);
+                    debug_assert!(ok);
                     pushed += 1;
                 }
             }
@@ -686,25 +691,104 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // SAFETY: forwarded contract.
+        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // SAFETY: a reservation is in flight (ours): the pin does not change
-        // until it is published.
+        // until it is published, and nobody takes `get_mut` on it meanwhile.
         let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+            return refuse(frames, 0, DropReason::TxStale, drops);
         };
         if !self.slot.is_live(s) {
             // The ring was stopped or restarted since the reservation.
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+            self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
+            return refuse(frames, 0, DropReason::TxStale, drops);
         }
         let base = s.slot_base.load(Acquire);
-        if base == u64::MAX || slot < base {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-            return;
+        if base == u64::MAX || first < base {
+            self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
+            return refuse(frames, 0, DropReason::TxStale, drops);
         }
-        if s.is_broken() {
-            return;
+        let mut slot = first;
+        for j in 0..frames.len() {
+            if s.is_broken() {
+                return refuse(frames, j, DropReason::PeerFault, drops);
+            }
+            let (frame, nslots) = frames.get(j);
+            match self.write_one(s, base, slot, nslots, frame) {
+                Ok(true) => {}
+                Ok(false) => drops.add(DropReason::PeerFault, frame.len()),
+                Err(lie) => {
+                    s.lie(lie);
+                    return refuse(frames, j, DropReason::PeerFault, drops);
+                }
+            }
+            slot += nslots as u64;
         }
+    }
+
+    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
+        self.published.store(tail, Relaxed);
+        let idle = tail == self.next_slot.load(Relaxed);
+        let mut kick = false;
+        {
+            // SAFETY: under the lock; shared access only, because a later
+            // lease may still be writing through the pin.
+            let pin = unsafe { self.pin.get() };
+            if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
+                let base = s.slot_base.load(Acquire);
+                if base != u64::MAX && tail > base && !s.is_broken() {
+                    let new = s.start_idx.wrapping_add((tail - base) as u16);
+                    let old = s.used_shadow.swap(new, Relaxed);
+                    if old != new {
+                        s.ring.set_used_idx(new);
+                        kick = s.wants_notify(old, new);
+                    }
+                }
+            }
+        }
+        if idle {
+            // Nothing in flight any more (no write holds the pin): let a
+            // stopping ring's session go.
+            // SAFETY: under the lock, and no reservation is in flight, so no
+            // `write_burst` reads the pin.
+            *unsafe { self.pin.get_mut() } = None;
+        }
+        kick
+    }
+
+    fn kick(&self, _drops: &mut TxDrops) {
+        // Without the lock: the pin may be gone, so interrupt the installed
+        // session (after a restart, a spurious interrupt of the new one).
+        if let Some(s) = self.slot.session.load().as_ref() {
+            s.signal_call();
+        }
+    }
+}
+
+/// Counts frames `j..` of `frames` as refused for `reason`.
+#[cold]
+fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDrops) {
+    for k in j..frames.len() {
+        drops.add(reason, frames.get(k).0.len());
+    }
+}
+
+impl VhostTx {
+    /// Writes one frame into the guest buffers of `nslots` available
+    /// entries from fabric slot `slot`. Ok(false) if the guest's buffers
+    /// were too small (handed back empty, counted); Err on a guest lie.
+    #[inline]
+    fn write_one(
+        &self,
+        s: &Session,
+        base: u64,
+        slot: u64,
+        nslots: u32,
+        frame: &[u8],
+    ) -> Result<bool, Lie> {
         let idx0 = s.start_idx.wrapping_add((slot - base) as u16);
         let hdr_len = s.layout.hdr_len;
         let mut hdr = [0u8; 12];
@@ -718,7 +802,7 @@ impl TxQueue for VhostTx {
             let idx = idx0.wrapping_add(j);
             let head = s.ring.avail_entry(idx);
             let mut written = 0u32;
-            let r = s.walk(head, true, |g| {
+            s.walk(head, true, |g| {
                 let mut off = 0usize;
                 while off < g.len() && src < total {
                     let (part, at) = if src < hdr_len {
@@ -732,11 +816,7 @@ impl TxQueue for VhostTx {
                     src += k;
                 }
                 written += off as u32;
-            });
-            if let Err(lie) = r {
-                s.lie(lie);
-                return;
-            }
+            })?;
             s.ring.set_used(idx, head, written);
         }
         if src < total {
@@ -747,27 +827,8 @@ impl TxQueue for VhostTx {
                 s.ring
                     .set_used(idx, s.ring.avail_entry(idx) % s.ring.size(), 0);
             }
+            return Ok(false);
         }
-    }
-
-    unsafe fn publish(&self, tail: u64) {
-        self.published.store(tail, Relaxed);
-        // SAFETY: under the lock; every reservation before `tail` was written.
-        let pin = unsafe { self.pin.get_mut() };
-        if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
-            let base = s.slot_base.load(Acquire);
-            if base != u64::MAX && tail > base && !s.is_broken() {
-                let new = s.start_idx.wrapping_add((tail - base) as u16);
-                let old = s.used_shadow.swap(new, Relaxed);
-                if old != new {
-                    s.ring.set_used_idx(new);
-                    s.notify_frontend(old, new);
-                }
-            }
-        }
-        if tail == self.next_slot.load(Relaxed) {
-            // Nothing in flight any more: let a stopping ring's session go.
-            *pin = None;
-        }
+        Ok(true)
     }
 }

@@ -402,15 +402,14 @@ pub fn rx_collect(
     let mut out = Vec::new();
     let deadline = Instant::now() + timeout;
     while out.len() < want && Instant::now() < deadline {
-        batch.clear();
-        let n = q.burst(&mut batch);
-        for p in batch.pkts() {
+        let rx = batch.receive(&mut *q, 0, 0);
+        let n = rx.len();
+        for p in rx.pkts().iter() {
             if keep(p.data()) {
                 out.push(p.data().to_vec());
             }
         }
-        batch.clear();
-        q.release();
+        drop(rx);
         if n == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -480,14 +479,12 @@ impl Forwarder {
             while !sp.load(Ordering::Relaxed) {
                 let mut any = 0;
                 for (rx, dst, dq) in qs.iter_mut() {
-                    batch.clear();
-                    let n = rx.burst(&mut batch);
+                    let b = batch.receive(&mut **rx, 0, 0);
+                    let n = b.len();
                     any += n;
                     if n > 0 {
-                        forward_batch(&batch, &**dst, *dq, &st);
+                        forward_batch(b.pkts(), &**dst, *dq, &st);
                     }
-                    batch.clear();
-                    rx.release();
                 }
                 if any == 0 {
                     std::thread::sleep(Duration::from_micros(50));
@@ -503,10 +500,10 @@ impl Forwarder {
 }
 
 /// Forwards one batch to `dst` queue `dq`, counting drops.
-pub fn forward_batch(batch: &RxBatch, dst: &dyn Port, dq: u16, st: &FwdStats) {
+pub fn forward_batch(pkts: &fabric::Pkts, dst: &dyn Port, dq: u16, st: &FwdStats) {
     if !dst.link_up() {
         st.dropped_link
-            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            .fetch_add(pkts.len() as u64, Ordering::Relaxed);
         return;
     }
     let tx = dst.tx(dq);
@@ -515,7 +512,7 @@ pub fn forward_batch(batch: &RxBatch, dst: &dyn Port, dq: u16, st: &FwdStats) {
     unsafe {
         let mut free = tx.free_slots();
         let mut tail = None;
-        for p in batch.pkts() {
+        for p in pkts.iter() {
             let n = tx.slots_for(p.len());
             if n == 0 {
                 st.dropped_size.fetch_add(1, Ordering::Relaxed);

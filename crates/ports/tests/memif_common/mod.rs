@@ -102,12 +102,12 @@ pub fn recv(rx: &mut dyn RxQueue, want: usize, timeout: Duration) -> Vec<Vec<u8>
     let mut out = Vec::new();
     let t0 = Instant::now();
     while out.len() < want && t0.elapsed() < timeout {
-        b.clear();
-        let n = rx.burst(&mut b);
-        for p in b.pkts() {
+        let burst = b.receive(&mut *rx, 0, 0);
+        let n = burst.len();
+        for p in burst.pkts().iter() {
             out.push(p.data().to_vec());
         }
-        rx.release();
+        drop(burst);
         if n == 0 {
             std::thread::sleep(Duration::from_micros(200));
         }

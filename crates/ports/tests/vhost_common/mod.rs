@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fabric::{Ctx, Logic, Pkt, PortId, Verdict};
+use fabric::{Ctx, Logic, Pkts, PortId, Verdict};
 
 /// A private directory under /tmp, removed on drop (also when a test fails).
 pub struct TempDir(pub PathBuf);
@@ -261,7 +261,7 @@ impl Logic for Patch {
         "patch"
     }
 
-    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut [Pkt], verdicts: &mut [Verdict]) {
+    fn classify(&self, _ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let out = if ingress == self.0 {
             Verdict::Port(self.1)
         } else if ingress == self.1 {
