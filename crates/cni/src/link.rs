@@ -52,18 +52,36 @@ impl Netns {
     }
 }
 
-fn ip_binary() -> &'static str {
-    for p in ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"] {
-        if Path::new(p).exists() {
+fn binary(name: &'static str) -> String {
+    for d in ["/usr/sbin", "/sbin", "/usr/bin", "/bin"] {
+        let p = format!("{d}/{name}");
+        if Path::new(&p).exists() {
             return p;
         }
     }
-    "ip"
+    name.to_string()
 }
 
 /// Runs `ip ARGS` in the host namespace, or in `ns`; returns stdout.
 pub fn ip(ns: Option<&Netns>, args: &[&str]) -> Result<String> {
-    let mut cmd = Command::new(ip_binary());
+    run(ns, "ip", args)
+}
+
+/// Turns transmit offloads off on `ifname`: a veth that hands the switch's
+/// kernel port 64 KiB super-frames or unfinished checksums would have them
+/// dropped as oversize or delivered broken (docs/kernel-ports.md).
+pub fn offloads_off(ns: Option<&Netns>, ifname: &str) -> Result<()> {
+    run(
+        ns,
+        "ethtool",
+        &["-K", ifname, "tx", "off", "tso", "off", "gso", "off"],
+    )
+    .map(|_| ())
+}
+
+fn run(ns: Option<&Netns>, prog: &'static str, args: &[&str]) -> Result<String> {
+    let bin = binary(prog);
+    let mut cmd = Command::new(&bin);
     cmd.args(args);
     if let Some(ns) = ns {
         let fd = ns.file.as_raw_fd();
@@ -79,13 +97,13 @@ pub fn ip(ns: Option<&Netns>, args: &[&str]) -> Result<String> {
     }
     let out = cmd
         .output()
-        .map_err(|e| CniError::new(code::LINK, format!("cannot run {}: {e}", ip_binary())))?;
+        .map_err(|e| CniError::new(code::LINK, format!("cannot run {bin}: {e}")))?;
     if !out.status.success() {
         let where_ = ns.map(|n| format!(" in {}", n.path)).unwrap_or_default();
         return Err(CniError::new(
             code::LINK,
             format!(
-                "ip {}{where_}: {}",
+                "{prog} {}{where_}: {}",
                 args.join(" "),
                 String::from_utf8_lossy(&out.stderr).trim()
             ),

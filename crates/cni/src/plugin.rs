@@ -231,6 +231,9 @@ fn add_steps(ctx: &Ctx, ns: &Netns, undo: &mut Undo) -> Result<Value> {
                     &["link", "set", "dev", &env.ifname, "address", mac],
                 )?;
             }
+            if conf.port_type != PortType::Tap {
+                link::offloads_off(Some(ns), &env.ifname)?;
+            }
             link::ip(Some(ns), &["link", "set", "dev", &env.ifname, "up"])?;
             if conf.port_type != PortType::Tap {
                 undo.port = Some(port.clone());
