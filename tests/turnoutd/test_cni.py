@@ -200,6 +200,11 @@ def pod_ip(result: dict[str, Any]) -> str:
     return result["ips"][0]["address"].split("/")[0]
 
 
+def rx_packets(lab: Lab, netns: str, ifname: str = "eth0") -> int:
+    p = lab.in_pod(netns, "cat", f"/sys/class/net/{ifname}/statistics/rx_packets")
+    return int(p.stdout)
+
+
 def ping(lab: Lab, netns: str, ip: str, count: int = 3) -> tuple[int, int]:
     p = lab.in_pod(netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, timeout=30)
     sent = recv = 0
@@ -301,7 +306,7 @@ def cnitool(lab: Lab, netconf_dir: Path, *args: str) -> subprocess.CompletedProc
     )
 
 
-@pytest.mark.parametrize("port_type", ["af_packet", "af_xdp"])
+@pytest.mark.parametrize("port_type", ["af_packet", "af_xdp", "tap"])
 def test_cnitool_pods_ping_and_iperf3_through_turnoutd(lab: Lab, port_type: str) -> None:
     testpeers.need(CNITOOL.is_file(), f"{CNITOOL} not built (scripts/setup.sh)")
     testpeers.need(shutil.which("iperf3"), "iperf3 not installed")
@@ -397,12 +402,27 @@ def test_testpmd_memif_pod_exchanges_traffic_with_a_kernel_pod(lab: Lab) -> None
         wait_for("the memif pod to connect", 20, lambda: lab.ports()[port]["link_up"])
         sent, recv = ping(lab, kpod, pod_ip(rm), count=10)
         assert tp.alive(), tp.log()[-2000:]
+        # The other way, at rate: testpmd txonly (64 B) to the kernel pod's
+        # MAC for one second; the kernel pod's interface counts what arrived.
+        kmac = next(i["mac"] for i in rk["interfaces"] if i.get("sandbox"))
+        before = rx_packets(lab, kpod)
+        tp.command("stop")
+        tp.command("set fwd txonly")
+        tp.command(f"set eth-peer 0 {kmac}")
+        tp.command("start")
+        time.sleep(1.0)
+        tp.command("stop")
+        time.sleep(0.3)
+        flood = rx_packets(lab, kpod) - before
+        assert tp.alive(), tp.log()[-2000:]
     assert sent == 10 and recv >= 9, (sent, recv, tp.log()[-1500:])
     st = lab.td.port(port)
     assert st["rx_packets"] >= recv and st["tx_packets"] >= recv
+    assert flood > 1000, flood
     print(
         f"\nkernel pod -> testpmd memif pod: {recv}/{sent} echo replies; "
-        f"memif port {st['rx_packets']} rx {st['tx_packets']} tx"
+        f"memif port {st['rx_packets']} rx {st['tx_packets']} tx; "
+        f"testpmd txonly 64 B -> kernel pod for 1 s: {flood / 1e6:.3f} Mpps arrived"
     )
 
     for cid, pod, ifn, c in (("mpod", mpod, "net1", conf), ("kpod", kpod, "eth0", lab.conf())):
