@@ -659,3 +659,53 @@ pub fn gc(conf: &NetConf, env: &Env) -> Result<Value> {
         None => Ok(json!(removed)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_names_are_stable_valid_and_bounded() {
+        let long = "a".repeat(64);
+        let p = port_name(&long, "net1");
+        assert_eq!(p, format!("{}.net1", "a".repeat(46)));
+        assert!(p.len() <= 64);
+        assert_eq!(port_name("c1", "eth0"), "c1.eth0");
+        // turnoutd's port names: letters, digits, _ . : - only.
+        assert_eq!(port_name("c1", "e@h0"), "c1.e_h0");
+        assert_eq!(port_name("c1", "eth0"), port_name("c1", "eth0"));
+    }
+
+    #[test]
+    fn host_ifnames_fit_and_differ() {
+        let a = host_ifname("pod1", "eth0");
+        assert_eq!(a.len(), 15);
+        assert!(a.starts_with("tn"));
+        assert_eq!(a, host_ifname("pod1", "eth0"));
+        assert_ne!(a, host_ifname("pod2", "eth0"));
+        assert_ne!(a, host_ifname("pod1", "eth1"));
+        let names: HashSet<String> = (0..1000)
+            .map(|i| host_ifname(&format!("pod{i}"), "eth0"))
+            .collect();
+        assert_eq!(names.len(), 1000);
+    }
+
+    #[test]
+    fn ipam_results_point_at_the_pod_interface_in_the_asked_version() {
+        let ipam = json!({"cniVersion": "1.0.0",
+            "ips": [{"address": "10.0.0.2/24", "gateway": "10.0.0.1"},
+                    {"address": "fd00::2/64"}],
+            "routes": [{"dst": "0.0.0.0/0"}], "dns": {}});
+        let mut r = json!({"interfaces": [{}, {}], "ips": [], "routes": []});
+        merge_ipam(&mut r, &ipam, 1, "0.4.0");
+        assert_eq!(r["ips"][0]["interface"], 1);
+        assert_eq!(r["ips"][0]["version"], "4");
+        assert_eq!(r["ips"][1]["version"], "6");
+        assert_eq!(r["routes"].as_array().unwrap().len(), 1);
+        assert!(r.get("dns").is_none());
+        let mut r = json!({"interfaces": [{}], "ips": [], "routes": []});
+        merge_ipam(&mut r, &ipam, 0, "1.1.0");
+        assert!(r["ips"][0].get("version").is_none());
+        assert_eq!(r["ips"][1]["interface"], 0);
+    }
+}
