@@ -519,3 +519,18 @@ def test_del_twice_and_check_after_a_turnoutd_restart(lab: Lab) -> None:
     assert lab.in_pod(pod, "ip", "link", "show", "eth0").returncode != 0
     # DEL of something never attached, and without a netns, succeeds too.
     assert lab.cni("DEL", conf, "never", "")[0] == 0
+
+
+def test_del_on_another_network_leaves_this_attachment_alone(lab: Lab) -> None:
+    pod = lab.pod()
+    lab.add(lab.conf(), "opod", pod)
+    other = lab.conf(name="tother")
+    other["ipam"]["ranges"] = [[{"subnet": "10.78.0.0/24"}]]
+    # A runtime's DEL for a network whose ADD never happened (e.g. it failed
+    # on the existing eth0) must not take the other network's port.
+    assert lab.cni("DEL", other, "opod", pod)[0] == 0
+    assert "opod.eth0" in lab.ports()
+    assert lab.in_pod(pod, "ip", "link", "show", "eth0").returncode == 0
+    assert lab.cni("CHECK", lab.conf(), "opod", pod)[0] == 0
+    assert lab.cni("DEL", lab.conf(), "opod", pod)[0] == 0
+    assert lab.ports() == {} and lab.records() == []

@@ -468,6 +468,26 @@ fn teardown(
 pub fn del(conf: &NetConf, env: &Env) -> Result<()> {
     let _lock = Lock::take(&conf.state_dir)?;
     let rec = state::load(&conf.state_dir, &conf.name, &env.container_id, &env.ifname);
+    if rec.is_none() {
+        let others =
+            state::other_holders(&conf.state_dir, &conf.name, &env.container_id, &env.ifname);
+        if !others.is_empty() {
+            // Another network attached this interface: its port and links
+            // are not ours to remove; only this network's IPAM lease is.
+            if let Some(ipam) = Ipam::from_conf(&conf.raw, &env.path)? {
+                ipam.run(
+                    &Invocation {
+                        command: "DEL",
+                        container_id: &env.container_id,
+                        ifname: &env.ifname,
+                        netns: &env.netns,
+                    },
+                    None,
+                )?;
+            }
+            return Ok(());
+        }
+    }
     let ctl = Ctl::new(
         rec.as_ref()
             .map(|r| r.control_socket.as_str())

@@ -154,3 +154,22 @@ pub fn list(state_dir: &str, network: &str) -> Result<Vec<Record>> {
     out.sort_by(|a, b| (&a.container_id, &a.ifname).cmp(&(&b.container_id, &b.ifname)));
     Ok(out)
 }
+
+/// The networks other than `network` that hold a record for this container
+/// and interface name (a DEL without a record must not touch their port).
+pub fn other_holders(
+    state_dir: &str,
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(state_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n != network && record_path(state_dir, n, container_id, ifname).exists())
+        .collect()
+}
