@@ -263,10 +263,13 @@ def test_version_and_bad_input_give_spec_errors_and_leave_nothing(lab: Lab) -> N
         ).returncode
         == 0
     )
-    rc, out = lab.cni("ADD", good, "bad2", pod)
-    assert rc == 1 and out["code"] == 101, out
-    assert lab.ports() == {} and lab.leases() == {} and lab.records() == []
-    assert lab.host_links() == links_before
+    for conf in (good, lab.conf(portType="tap")):
+        rc, out = lab.cni("ADD", conf, "bad2", pod)
+        assert rc == 1 and out["code"] == 101, out
+        assert lab.ports() == {} and lab.leases() == {} and lab.records() == []
+        assert lab.host_links() == links_before
+        # The pod's own eth0 is left alone.
+        assert lab.in_pod(pod, "ip", "link", "show", "eth0p").returncode == 0
 
     # turnoutd down: ADD is "try again later" and creates nothing; STATUS 50.
     lab.td.stop()

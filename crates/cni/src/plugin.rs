@@ -197,13 +197,15 @@ fn add_steps(ctx: &Ctx, ns: &Netns, undo: &mut Undo) -> Result<Value> {
                 ctx.ctl
                     .port_add(json!({"name": port, "kind": "tap", "iface": host}))
                     .map_err(|e| e.to_cni("add the pod's tap port"))?;
-                undo.pod_link = true;
-                // The tap stays turnoutd's (its descriptor) when it moves.
+                // The tap stays turnoutd's (its descriptor) when it moves; a
+                // failed move or rename is undone by removing the port (the
+                // tap goes with it), never by deleting a pod link of that name.
                 link::ip(None, &["link", "set", "dev", &host, "netns", &ns.path])?;
                 link::ip(
                     Some(ns),
                     &["link", "set", "dev", &host, "name", &env.ifname],
                 )?;
+                undo.pod_link = true;
             } else {
                 undo.host_link = Some(host.clone());
                 let mut args: Vec<&str> = vec!["link", "add", &host];
