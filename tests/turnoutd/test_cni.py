@@ -120,6 +120,7 @@ class Lab:
         cid: str = "",
         netns: str = "",
         ifname: str = "eth0",
+        cni_args: str = "",
     ) -> tuple[int, Any]:
         """Runs the plugin directly (env + stdin); returns (exit code, JSON or None)."""
         env = self.cni_env()
@@ -131,6 +132,8 @@ class Lab:
             env["CNI_NETNS"] = netns
         if ifname:
             env["CNI_IFNAME"] = ifname
+        if cni_args:
+            env["CNI_ARGS"] = cni_args
         stdin = conf if isinstance(conf, str) else json.dumps(conf)
         p = subprocess.run(
             [str(CNI_BIN)], input=stdin, capture_output=True, text=True, env=env, timeout=60
@@ -138,8 +141,10 @@ class Lab:
         out = json.loads(p.stdout) if p.stdout.strip() else None
         return p.returncode, out
 
-    def add(self, conf: dict[str, Any], cid: str, netns: str, ifname: str = "eth0") -> Any:
-        rc, out = self.cni("ADD", conf, cid, netns, ifname)
+    def add(
+        self, conf: dict[str, Any], cid: str, netns: str, ifname: str = "eth0", cni_args: str = ""
+    ) -> Any:
+        rc, out = self.cni("ADD", conf, cid, netns, ifname, cni_args)
         assert rc == 0, out
         return out
 
@@ -537,3 +542,26 @@ def test_del_on_another_network_leaves_this_attachment_alone(lab: Lab) -> None:
     assert lab.cni("CHECK", lab.conf(), "opod", pod)[0] == 0
     assert lab.cni("DEL", lab.conf(), "opod", pod)[0] == 0
     assert lab.ports() == {} and lab.records() == []
+
+
+def test_static_ipam_and_cni_args_reach_the_delegate(lab: Lab) -> None:
+    testpeers.need((PLUGINS / "static").is_file(), "static IPAM plugin not installed")
+    pod = lab.pod()
+    conf = lab.conf()
+    conf["ipam"] = {
+        "type": "static",
+        "addresses": [{"address": "10.77.5.9/24", "gateway": "10.77.5.1"}],
+        "routes": [{"dst": "10.98.0.0/16"}],
+    }
+    r = lab.add(conf, "spod", pod)
+    assert r["ips"][0]["address"] == "10.77.5.9/24"
+    assert "10.77.5.9/24" in lab.in_pod(pod, "ip", "-br", "addr", "show", "eth0").stdout
+    assert "10.98.0.0/16 via 10.77.5.1" in lab.in_pod(pod, "ip", "route").stdout
+    assert lab.cni("DEL", conf, "spod", pod)[0] == 0
+
+    # host-local takes a requested address from CNI_ARGS (IP=...): the
+    # runtime's environment reaches the delegate unchanged.
+    r = lab.add(lab.conf(), "apod", pod, cni_args="IgnoreUnknown=1;IP=10.77.0.42")
+    assert r["ips"][0]["address"] == "10.77.0.42/24"
+    assert lab.leases() == {"10.77.0.42": "apod"}
+    assert lab.cni("DEL", lab.conf(), "apod", pod)[0] == 0
