@@ -565,3 +565,21 @@ def test_static_ipam_and_cni_args_reach_the_delegate(lab: Lab) -> None:
     assert r["ips"][0]["address"] == "10.77.0.42/24"
     assert lab.leases() == {"10.77.0.42": "apod"}
     assert lab.cni("DEL", lab.conf(), "apod", pod)[0] == 0
+
+
+def test_del_after_the_pod_namespace_is_gone(lab: Lab) -> None:
+    pod = lab.pod()
+    r = lab.add(lab.conf(), "gpod", pod)
+    host = r["interfaces"][0]["name"]
+    assert host in lab.host_links()
+    subprocess.run(["ip", "netns", "del", Path(pod).name], check=True)
+    lab.pods.remove(Path(pod).name)
+    # The netns is gone (and the veth with it); DEL still cleans the rest.
+    wait_for("the veth to go with the namespace", 5, lambda: host not in lab.host_links())
+    # CHECK of a pod whose namespace is gone: the spec's "unknown container".
+    rc, out = lab.cni("CHECK", lab.conf(), "gpod", pod)
+    assert rc == 1 and out["code"] == 3, out
+    for _ in range(2):
+        rc, out = lab.cni("DEL", lab.conf(), "gpod", pod)
+        assert rc == 0, out
+    assert lab.ports() == {} and lab.leases() == {} and lab.records() == []
