@@ -344,7 +344,11 @@ def test_cnitool_pods_ping_and_iperf3_through_turnoutd(lab: Lab, port_type: str)
         stderr=subprocess.DEVNULL,
     )
     lab.procs.append(server)
-    time.sleep(0.5)
+    wait_for(
+        "iperf3 to listen",
+        10,
+        lambda: lab.in_pod(b, "ss", "-ltnH", "sport = :5201").stdout.strip(),
+    )
     c = lab.in_pod(a, "iperf3", "-c", pod_ip(rb), "-t", "2", "-J", timeout=30)
     assert c.returncode == 0, c.stdout[-500:] + c.stderr
     gbps = json.loads(c.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
