@@ -411,6 +411,7 @@ def test_testpmd_memif_pod_exchanges_traffic_with_a_kernel_pod(lab: Lab) -> None
     )
     tp.args = ["ip", "netns", "exec", Path(mpod).name, *tp.args]
     with tp:
+        wait_for("testpmd to start its port", 30, lambda: "Done" in tp.log())
         wait_for("the memif pod to connect", 20, lambda: lab.ports()[port]["link_up"])
         sent, recv = ping(lab, kpod, pod_ip(rm), count=10)
         assert tp.alive(), tp.log()[-2000:]
@@ -457,6 +458,22 @@ def test_vhost_user_attachment(lab: Lab) -> None:
     assert json.loads(devinfo.read_text())["vhost-user"] == {"mode": "client", "path": sock}
     assert lab.ports()["vpod.net1"]["kind"] == "vhost_user"
     assert lab.cni("CHECK", conf, "vpod", pod, "net1")[0] == 0
+
+    # A virtio-user testpmd pod on it answers a kernel pod's pings.
+    testpeers.need(TESTPMD, "dpdk-testpmd not installed (Debian dpdk-dev)")
+    kpod = lab.pod()
+    lab.add(lab.conf(), "kpod", kpod)
+    vdev = f"net_virtio_user0,path={sock},queues=1,queue_size=1024,mac=02:00:00:00:cc:01"
+    tp = Testpmd(lab.root, "vpod", [vdev], "icmpecho", extra=["--no-lsc-interrupt"])
+    tp.args = ["ip", "netns", "exec", Path(pod).name, *tp.args]
+    with tp:
+        # testpmd resets the device while it starts its port: wait for the end.
+        wait_for("testpmd to start its port", 30, lambda: "Done" in tp.log())
+        wait_for("the vhost-user pod to connect", 20, lambda: lab.ports()["vpod.net1"]["link_up"])
+        sent, recv = ping(lab, kpod, pod_ip(r), count=5)
+        assert tp.alive(), tp.log()[-2000:]
+    assert sent == 5 and recv >= 4, (sent, recv, lab.td.port("vpod.net1"), tp.log()[-1500:])
+    assert lab.cni("DEL", lab.conf(), "kpod", kpod)[0] == 0
     for _ in range(2):
         assert lab.cni("DEL", conf, "vpod", pod, "net1")[0] == 0
     assert not Path(sock).exists() and not devinfo.exists() and lab.ports() == {}
