@@ -6,12 +6,17 @@ the CNI project's cnitool as the runtime:
   does not exist, turnoutd down) gives the spec's error codes and leaves
   nothing behind, also when a step after IPAM fails;
 - two pods attached with cnitool (conflist chained with tuning) ping each
-  other and run iperf3 through turnoutd's bridge, for af_packet and af_xdp;
-- a DPDK testpmd pod on a memif attachment answers a kernel pod's pings;
-- a vhost-user attachment: socket, result and device-info file;
+  other and run iperf3 through turnoutd's bridge, for af_packet, af_xdp and
+  tap;
+- a DPDK testpmd pod on a memif attachment answers a kernel pod's pings and
+  sends it 64 B frames for a second; a virtio-user testpmd pod on a
+  vhost-user attachment answers pings; sockets, results, device-info files;
+- static IPAM, and CNI_ARGS reaching host-local;
 - 20 parallel ADDs, then GC with half of them listed: exactly the other half
   is removed (ports, links, IPAM leases, records); cnitool gc the rest;
-- DEL twice succeeds; CHECK after a turnoutd restart reports the port gone.
+- DEL twice succeeds; CHECK after a turnoutd restart reports the port gone;
+  CHECK and DEL after the pod's namespace is gone; a DEL for another
+  network leaves this one's attachment alone.
 
 Every test makes its own turnoutd, directories and namespaces and removes
 them (processes by PID), also on failure. Needs root, the release binaries
