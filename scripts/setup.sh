@@ -13,6 +13,7 @@ APT_PACKAGES=(
   iperf3 iputils-ping netsniff-ng tcpdump      # kernel-stack peers and tools
   chromium                     # report rendering test
   qemu-system-x86 busybox-static lz4           # vhost-user guest test (tests/vm)
+  containernetworking-plugins  # host-local / static IPAM, tuning: turnout-cni tests (tests/turnoutd/test_cni.py)
 )
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: must run as root (apt, namespaces, hugepages)" >&2; exit 1; }; }
@@ -41,6 +42,18 @@ fi
 
 echo "setup: building the Rust workspace (release)"
 cargo build --release --workspace --bins --examples -q
+
+# cnitool (the CNI project's own runtime stand-in) for turnout-cni's tests.
+CNITOOL_VERSION=v1.3.1
+if [ ! -x target/tools/cnitool ]; then
+  command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+  if ! command -v go >/dev/null 2>&1; then
+    need_root
+    apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+  fi
+  echo "setup: building cnitool $CNITOOL_VERSION"
+  GOBIN="$PWD/target/tools" go install "github.com/containernetworking/cni/cnitool@$CNITOOL_VERSION"
+fi
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

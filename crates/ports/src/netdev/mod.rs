@@ -166,6 +166,9 @@ impl LinkInfo {
 pub struct LinkState {
     up: AtomicBool,
     removed: AtomicBool,
+    /// Moved to another network namespace and followed there (TAP): up
+    /// from then on, as the port's descriptors still reach the device.
+    moved: AtomicBool,
     mtu: AtomicU32,
     /// Number of up/down transitions seen.
     changes: AtomicU64,
@@ -203,8 +206,15 @@ impl LinkState {
         ]
     }
 
+    /// Moved to another network namespace and followed (see
+    /// [`LinkWatch::start_following_moves`]).
+    #[inline]
+    pub fn moved(&self) -> bool {
+        self.moved.load(Ordering::Relaxed)
+    }
+
     fn apply(&self, info: &LinkInfo) {
-        if self.removed() {
+        if self.removed() || self.moved() {
             return;
         }
         let up = info.up();
@@ -217,7 +227,20 @@ impl LinkState {
         }
     }
 
+    fn mark_moved(&self) {
+        if self.removed.load(Ordering::Relaxed) || self.moved.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        if !self.up.swap(true, Ordering::Relaxed) {
+            self.changes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn mark_removed(&self) {
+        if self.moved() {
+            // Its index in this namespace now means nothing (or another link).
+            return;
+        }
         if !self.removed.swap(true, Ordering::Relaxed) && self.up.swap(false, Ordering::Relaxed) {
             self.changes.fetch_add(1, Ordering::Relaxed);
         }
@@ -231,6 +254,8 @@ const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
 const IFLA_MTU: u16 = 4;
 const IFLA_NUM_RX_QUEUES: u16 = 32;
+/// In an RTM_DELLINK: the link moved to the namespace with this id.
+const IFLA_NEW_NETNSID: u16 = 45;
 const IFF_UP: u32 = 0x1;
 const IFF_LOWER_UP: u32 = 0x1_0000;
 const NLMSG_HDRLEN: usize = 16;
@@ -241,6 +266,8 @@ const IFINFOMSG_LEN: usize = 16;
 enum Event {
     Info(LinkInfo),
     Removed,
+    /// Moved to another network namespace (RTM_DELLINK with IFLA_NEW_NETNSID).
+    Moved,
     /// The kernel answered our query with an error (e.g. ENODEV).
     Error(i32),
 }
@@ -269,7 +296,17 @@ fn parse_messages(buf: &[u8], ifindex: u32, seq: u32, mut f: impl FnMut(Event)) 
                 let index = rd_u32(body, 4);
                 if index == ifindex {
                     if ty == RTM_DELLINK {
-                        f(Event::Removed);
+                        let mut a = IFINFOMSG_LEN;
+                        let mut moved = false;
+                        while a + 4 <= body.len() {
+                            let alen = rd_u16(body, a) as usize;
+                            if alen < 4 || a + alen > body.len() {
+                                break;
+                            }
+                            moved |= rd_u16(body, a + 2) & 0x3fff == IFLA_NEW_NETNSID;
+                            a += (alen + 3) & !3;
+                        }
+                        f(if moved { Event::Moved } else { Event::Removed });
                     } else {
                         let flags = rd_u32(body, 8);
                         let mut mtu = 0;
@@ -342,7 +379,9 @@ pub fn query_link(ifindex: u32) -> io::Result<LinkInfo> {
             });
             match out {
                 Some(Event::Info(i)) => return Ok(i),
-                Some(Event::Removed) => return Err(io::Error::from_raw_os_error(libc::ENODEV)),
+                Some(Event::Removed | Event::Moved) => {
+                    return Err(io::Error::from_raw_os_error(libc::ENODEV))
+                }
                 Some(Event::Error(e)) => return Err(io::Error::from_raw_os_error(e)),
                 None => {}
             }
@@ -360,6 +399,18 @@ pub struct LinkWatch {
 impl LinkWatch {
     /// Starts watching interface `ifindex` (reads its current state first).
     pub fn start(ifindex: u32) -> io::Result<Self> {
+        Self::start_with(ifindex, false)
+    }
+
+    /// Like [`LinkWatch::start`], but a move of the interface to another
+    /// network namespace leaves it up instead of removed: for a TAP port,
+    /// whose queue descriptors keep reaching the device wherever it is (a
+    /// pod's namespace: docs/kubernetes.md). Its state there is not seen.
+    pub fn start_following_moves(ifindex: u32) -> io::Result<Self> {
+        Self::start_with(ifindex, true)
+    }
+
+    fn start_with(ifindex: u32, follow_moves: bool) -> io::Result<Self> {
         let sock = sys::rtnl_link_socket()?;
         let state = Arc::new(LinkState::default());
         state.apply(&query_link(ifindex)?);
@@ -367,7 +418,7 @@ impl LinkWatch {
         let (st, sp) = (state.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name(format!("linkwatch-{ifindex}"))
-            .spawn(move || watch_loop(sock, ifindex, st, sp))?;
+            .spawn(move || watch_loop(sock, ifindex, follow_moves, st, sp))?;
         Ok(Self {
             state,
             stop,
@@ -390,7 +441,13 @@ impl Drop for LinkWatch {
     }
 }
 
-fn watch_loop(sock: OwnedFd, ifindex: u32, state: Arc<LinkState>, stop: Arc<OwnedFd>) {
+fn watch_loop(
+    sock: OwnedFd,
+    ifindex: u32,
+    follow_moves: bool,
+    state: Arc<LinkState>,
+    stop: Arc<OwnedFd>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut seq = 100u32;
     let mut last_query = Instant::now();
@@ -410,6 +467,8 @@ fn watch_loop(sock: OwnedFd, ifindex: u32, state: Arc<LinkState>, stop: Arc<Owne
                 Ok(Some(n)) => parse_messages(&buf[..n], ifindex, seq, |e| match e {
                     Event::Info(i) => state.apply(&i),
                     Event::Removed => state.mark_removed(),
+                    Event::Moved if follow_moves => state.mark_moved(),
+                    Event::Moved => state.mark_removed(),
                     Event::Error(e) if e == libc::ENODEV => state.mark_removed(),
                     Event::Error(_) => {}
                 }),
@@ -421,8 +480,9 @@ fn watch_loop(sock: OwnedFd, ifindex: u32, state: Arc<LinkState>, stop: Arc<Owne
                 }
             }
         }
-        if state.removed() {
-            // A removed interface never comes back under the same index.
+        if state.removed() || state.moved() {
+            // A removed interface never comes back under the same index; a
+            // moved one is no longer visible from here.
             continue;
         }
         if last_query.elapsed() >= Duration::from_secs(1) {
@@ -492,6 +552,36 @@ mod tests {
             })
         );
         assert_eq!(ev[1], Event::Removed);
+    }
+
+    #[test]
+    fn a_dellink_naming_a_new_namespace_is_a_move() {
+        // The 4-byte attribute after IFLA_IFNAME, retyped as IFLA_NEW_NETNSID.
+        let mut buf = newlink(RTM_DELLINK, 3, 0, Some(7));
+        let at = NLMSG_HDRLEN + IFINFOMSG_LEN + 8 + 2;
+        buf[at..at + 2].copy_from_slice(&IFLA_NEW_NETNSID.to_ne_bytes());
+        let mut ev = Vec::new();
+        parse_messages(&buf, 3, 0, |e| ev.push(e));
+        assert_eq!(ev, vec![Event::Moved]);
+    }
+
+    #[test]
+    fn a_moved_link_stays_up_and_ignores_later_news() {
+        let st = LinkState::default();
+        st.mark_moved();
+        assert!(st.up() && st.moved() && !st.removed());
+        st.mark_removed();
+        st.apply(&LinkInfo {
+            admin_up: false,
+            carrier: false,
+            mtu: 1500,
+            rx_queues: 1,
+        });
+        assert!(st.up() && !st.removed());
+        let gone = LinkState::default();
+        gone.mark_removed();
+        gone.mark_moved();
+        assert!(!gone.up() && gone.removed() && !gone.moved());
     }
 
     #[test]

@@ -90,8 +90,8 @@ impl TapPort {
         }
         let ifindex =
             netdev::ifindex(ifn).map_err(|e| os("interface not found after creation".into(), e))?;
-        let watch =
-            LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;
+        let watch = LinkWatch::start_following_moves(ifindex)
+            .map_err(|e| os("link state query failed".into(), e))?;
         let (slots, size) = (cfg.slots as usize, cfg.frame_size_b as usize);
         let mut rx = Vec::new();
         let mut rx_stats = Vec::new();
