@@ -6,7 +6,8 @@ patch: the cross-connects), ``kernel_port`` (af_xdp | af_packet, for veth
 ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
 (adaptive wake-up: the longest the worker may hold frames to save CPU),
 ``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
-``batch``.
+``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
+turnout/overlay.py; default ``kernel_port``).
 """
 
 from __future__ import annotations
