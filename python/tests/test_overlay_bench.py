@@ -59,6 +59,21 @@ def test_which_suts_have_an_overlay():
         assert overlay_support(make_sut(name)) != "", name
 
 
+def test_unsupported_points_are_said_why():
+    from turnout.overlay import MAX_FRAME_B, _check
+    from turnout.scenarios import Unsupported, check
+
+    roles = {"txrx", "bidir"}
+    with pytest.raises(Unsupported, match="needs a switch on each host"):
+        check(Point(scenario="overlay"), make_sut("wire"), roles)
+    with pytest.raises(Unsupported, match="no two-host set-up for testpmd"):
+        check(Point(scenario="overlay"), make_sut("testpmd"), roles)
+    _check(Point(scenario="overlay", frame_size_b=MAX_FRAME_B), make_sut("bridge"), roles)
+    with pytest.raises(Unsupported, match=f"inner frames up to {MAX_FRAME_B} B"):
+        _check(Point(scenario="overlay", frame_size_b=MAX_FRAME_B + 1), make_sut("bridge"),
+               roles)
+
+
 class _FakeHost:
     def __init__(self, frames_per_s: float, cycles_per_frame: float) -> None:
         self.rate, self.cpf, self.t = frames_per_s, cycles_per_frame, 0.0

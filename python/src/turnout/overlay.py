@@ -52,7 +52,7 @@ from .measure.counts import TrialCounts
 from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
 from .results.models import Sut
-from .scenarios import Point, check
+from .scenarios import Point, Unsupported, check
 from .sut import make_sut
 from .sut.base import SutAdapter, SutError, SutPort, Topology
 from .sut.linux_bridge import LinuxBridge
@@ -69,6 +69,10 @@ __all__ = ["OVERLAY_IPS", "VNI", "OverlayMeasurer", "OverlaySut", "Wiring", "bui
 VNI = 100
 VXLAN_PORT = 4789
 OVERLAY_IPS = ("192.168.77.1", "192.168.77.2")
+UNDERLAY_MTU = 3000  # the testbed's veths
+#: largest inner frame: the underlay MTU - 36 (outer IPv4 20 + UDP 8 + VXLAN 8;
+#: docs/overlay.md, "MTU")
+MAX_FRAME_B = UNDERLAY_MTU - 36
 HOSTS = ("A", "B")
 
 
@@ -117,7 +121,7 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: st
     ha, hb = tb.namespace("hostA"), tb.namespace("hostB")
     t0 = tb.veth(tester, ha, tag="p")
     t1 = tb.veth(tester, hb, tag="p")
-    under = tb.veth(ha, hb, tag="u")
+    under = tb.veth(ha, hb, tag="u", mtu=UNDERLAY_MTU)
     for ns, iface in ((ha, t0.b), (hb, t1.b), (ha, under.a), (hb, under.b)):
         tb.steer_rps(ns, iface, sut_cpus)
     for ns, iface in ((ha, under.a), (hb, under.b)):
@@ -363,7 +367,7 @@ class OverlaySut:
     def config(self) -> dict[str, Any]:
         return {"overlay": {"encapsulation": "vxlan", "vni": VNI, "udp_port": VXLAN_PORT,
                             "underlay": "veth between namespaces hostA and hostB, IPv4, "
-                                        "MTU 3000",
+                                        f"MTU {UNDERLAY_MTU}",
                             "tunnel_ips": list(OVERLAY_IPS), "cost": self.cost_source},
                 "options": self.base.options,
                 "hosts": {n: h.config() for n, h in zip(HOSTS, self.hosts, strict=True)}}
@@ -444,6 +448,13 @@ class OverlayMeasurer:
         return c
 
 
+def _check(point: Point, sut: SutAdapter, roles: set[str]) -> None:
+    check(point, sut, roles)
+    if point.frame_size_b > MAX_FRAME_B:
+        raise Unsupported(f"overlay: inner frames up to {MAX_FRAME_B} B fit a VXLAN header on "
+                          f"the {UNDERLAY_MTU} B underlay")
+
+
 @contextlib.contextmanager
 def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
                     spec: CampaignSpec) -> Iterator[Session]:
@@ -459,7 +470,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
         raise SkipSession(f"{sut_name}: {why}")
     if not gen_cmd or gen_cmd[-1].endswith("pygen"):
         raise SkipSession("the overlay scenario needs turnout-gen (not the pygen fallback)")
-    check(point, base, tester_roles(gen_cmd))
+    _check(point, base, tester_roles(gen_cmd))
     layout = campaign_layout(spec)
     sut = OverlaySut(base)
     with Testbed() as tb:
@@ -485,7 +496,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
                 cfg["cpu_note"] = note
 
             def retarget(p: Point) -> None:
-                check(p, base, tester_roles(gen_cmd))
+                _check(p, base, tester_roles(gen_cmd))
                 gen.size_b, gen.flows, gen.burst = p.frame_size_b, p.flows, p.burst
 
             yield Session(measurer=OverlayMeasurer(gen, sut),
