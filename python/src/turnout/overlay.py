@@ -146,11 +146,10 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: st
 
 # ------------------------------------------------------------------ hosts
 class _Host:
-    """A switch on one host: set up, account, torn down."""
+    """A switch on one host: set up, account (``sample``: this host's own
+    cumulative cycles and received frames; None when its account is not per
+    host, as the kernel's per-CPU softirq time), torn down."""
 
-    name = ""
-    #: "host": frames and cycles of this host's own switch; "" when the
-    #: account is not per host (the kernel's per-CPU softirq time)
     def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
         raise NotImplementedError
 
@@ -397,6 +396,7 @@ class OverlaySut:
         if any(s is None for s in samples):
             return None
         got = [s for s in samples if s is not None]
+        now = (now + time.monotonic()) / 2  # as CostSampler times its probes
         for store, s in zip(self.host_samples, got, strict=True):
             store.append(CostSample(now, s.cycles, s.frames))
         return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2)
