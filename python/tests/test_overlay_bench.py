@@ -177,6 +177,12 @@ def test_report_gives_encap_cost_paired_by_repetition(tmp_path):
         table = sec.tables[0]
         row = next(x for x in table.rows if x[0] == "turnoutd" and x[3] == "R+")
         assert row[11] == "700 [630–840]"
+        (fig,) = sec.figures
+        panel = next(p for p in fig.panels if p.title == "uni 64 B at R+")
+        encap = next(p for p in panel.series[0].points if p.x == "turnoutd encap")
+        assert (encap.y, encap.lo, encap.hi, encap.n) == (pytest.approx(700),
+                                                          pytest.approx(630),
+                                                          pytest.approx(840), 3)
         assert "Overlay" in summary_text(data) or "overlay" in summary_text(data)
 
 

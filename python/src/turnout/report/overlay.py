@@ -23,7 +23,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..results import Trial
-from .model import Section, Spread, Table, spread_of, within_noise
+from .model import (
+    Figure,
+    Panel,
+    Point,
+    Section,
+    Series,
+    Spread,
+    Table,
+    spread_of,
+    within_noise,
+)
 
 __all__ = ["EncapRow", "encap_rows", "overlay_section"]
 
@@ -156,6 +166,23 @@ def overlay_section(data: Any) -> Section:
             _f(r.host_costs.get("B"), digits=4), _f(r.encap_cost, digits=4),
             _f(r.cost_ratio)])
         table.flags.append(_flag(r))
+    panels = []
+    for d, size, load in sorted({(r.direction, r.frame_size_b, r.load) for r in rows}):
+        pts = []
+        for r in rows:
+            if (r.direction, r.frame_size_b, r.load) != (d, size, load):
+                continue
+            for what, sp in (("plain", r.plain_cost), ("overlay", r.overlay_cost),
+                             ("encap", r.encap_cost)):
+                if sp is not None:
+                    pts.append(Point(f"{r.sut} {what}", sp.median, sp.min, sp.max, sp.n,
+                                     noisy=sp.n < 2))
+        panels.append(Panel(f"{d} {size} B at {load}", "", "cycles per frame",
+                            [Series("cost", pts)], kind="errbar"))
+    sec.figures.append(Figure(
+        key="overlay-cost", title="Cost per frame: plain, overlay (both hosts), encap",
+        panels=panels, caption="Median with min–max over repetitions; encap = overlay − "
+                               "plain, paired by repetition."))
     table.note = ("Rates are received aggregates. A trial the tester limited (tester-bound) "
                   "gives a lower bound of the rate; its cost per frame still holds at that "
                   "load.")
