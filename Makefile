@@ -56,10 +56,14 @@ bench-wakeup: setup
 	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
 
 # Two-host VXLAN vs plain switching for turnoutd, OVS userspace and the
-# kernel (docs/overlay.md); about 4 minutes.
+# Linux bridge: the campaign campaigns/overlay.toml and its report, whose
+# "Overlay" section gives the encapsulation's cost per frame (docs/bench.md,
+# "Overlay"); about 5 minutes.
 bench-overlay: setup
 	mkdir -p results
-	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
+	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
+	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
+	@echo "report: $(abspath results/overlay-report)/index.html"
 
 # The gate `make test` runs first: rustfmt, clippy with warnings as errors
 # (release profile: it shares the test build's dependencies), ruff on every

@@ -69,6 +69,12 @@ class RealBench:
 
     @contextlib.contextmanager
     def session(self, sut_name: str, point: Point, spec: CampaignSpec) -> Iterator[Session]:
+        if point.scenario == "overlay":  # two hosts: turnout.overlay
+            from .overlay import overlay_session
+
+            with overlay_session(self.gen, sut_name, point, spec) as ov:
+                yield ov
+            return
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = make_sut(sut_name, spec.sut_options.get(sut_name))

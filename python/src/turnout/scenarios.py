@@ -15,7 +15,9 @@ turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
 ``density`` (p2p plus idle ports up to ``ports``), ``rtt`` (client/server
 round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
 through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
-which sends each frame back; the tester's latency is the round trip).
+which sends each frame back; the tester's latency is the round trip),
+``overlay`` (two hosts joined by a VXLAN tunnel: built by ``turnout.overlay``,
+not here).
 ``direction`` ``bi`` adds the reverse stream of every stream.
 """
 
@@ -29,7 +31,7 @@ from .testbed import Testbed
 
 __all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
 
-SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt")
+SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt", "overlay")
 
 
 class Unsupported(Exception):
@@ -86,6 +88,12 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
             raise Unsupported("round trips need turnout-gen's reflect role (this tester lacks it)")
         if point.direction != "uni":
             raise Unsupported("a round trip is both ways already: direction must be uni")
+    if point.scenario == "overlay":
+        from .overlay import overlay_support  # two hosts: built by turnout.overlay
+
+        why = overlay_support(sut)
+        if why:
+            raise Unsupported(why)
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
     if frame and point.frame_size_b > sut.max_frame_b:
@@ -113,6 +121,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     if kernel_port not in ("afxdp", "afpacket"):
         raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
     check(point, sut, tester_roles, frame=False)
+    if point.scenario == "overlay":
+        raise Unsupported("the overlay scenario is built by turnout.overlay (two hosts)")
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
     endpoints: dict[str, _Endpoint] = {}

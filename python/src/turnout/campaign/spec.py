@@ -122,6 +122,37 @@ def topology_key(p: Point) -> tuple[object, ...]:
     return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs)
 
 
+#: matrix keys of the overlay scenario's cell (docs/bench.md, "Overlay")
+OVERLAY_KEYS = {"overlay_directions", "overlay_frame_sizes_b"}
+
+
+def _overlay_cell(m: dict[str, Any], scenarios: list[str], directions: list[str],
+                  sizes: list[int]) -> tuple[list[str], list[int]]:
+    """The directions and frame sizes of the ``overlay`` scenario (default:
+    the matrix's). Its encapsulation cost is taken against the same SUT's
+    p2p figures at the same point, so p2p must be in the campaign and cover
+    them."""
+    odirs = _list(m, "overlay_directions", directions, str, "matrix")
+    osizes = _list(m, "overlay_frame_sizes_b", sizes, int, "matrix")
+    if "overlay" not in scenarios:
+        if any(k in m for k in OVERLAY_KEYS):
+            raise CampaignError("matrix.overlay_*: the overlay scenario is not in "
+                                "matrix.scenarios")
+        return odirs, osizes
+    if "p2p" not in scenarios:
+        raise CampaignError("matrix.scenarios: overlay needs p2p in the same campaign (its "
+                            "encapsulation cost is overlay minus plain p2p)")
+    for d in odirs:
+        if d not in directions:
+            raise CampaignError(f"matrix.overlay_directions: {d!r} is not in matrix.directions "
+                                "(p2p must be measured there too)")
+    for sz in osizes:
+        if sz not in sizes:
+            raise CampaignError(f"matrix.overlay_frame_sizes_b: {sz} is not in "
+                                "matrix.frame_sizes_b (p2p must be measured there too)")
+    return odirs, osizes
+
+
 def _list(d: dict[str, Any], key: str, default: list[Any], typ: type, where: str) -> list[Any]:
     v = d.get(key, default)
     if not isinstance(v, list):
@@ -160,7 +191,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
-             "ports", "pairs", "rates_pps"}
+             "ports", "pairs", "rates_pps"} | OVERLAY_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -234,7 +265,10 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if not 0 < f <= 1:
             raise CampaignError(f"campaign.latency_fractions: {f} outside (0, 1]")
     points = []
+    odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
+        if sc == "overlay" and (d not in odirs or sz not in osizes):
+            continue
         extra: list[dict[str, int]] = [{}]
         if sc == "loopback":
             extra = [{"vnfs": v} for v in vnfs]

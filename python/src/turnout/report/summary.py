@@ -92,6 +92,13 @@ def summary_text(data: CampaignData) -> str:
                            for f in fractions]])
         out += ["", "Latency p99 (µs) at fractions of R+", format_table(
             ["scenario", "dir", "size", "SUT", *[f"{fmt(f)}xR+" for f in fractions]], rows)]
+    from .overlay import overlay_section
+
+    ov = overlay_section(data)
+    if ov.tables:
+        ot = ov.tables[0]
+        out += ["", ot.title, format_table([*ot.columns, "mark"], [
+            [*row, flag] for row, flag in zip(ot.rows, ot.flags, strict=True)])]
     bad = [r for r in data.results if r.status != "ok"] + \
         [t for t in data.trials if t.status != "ok" and t.result_id is None]
     if bad:

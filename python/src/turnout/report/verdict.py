@@ -48,6 +48,7 @@ USE_CASES = {
     "loopback": "chain: loopback through VNFs",
     "nvsn": "NvsN: pairs sharing the switch",
     "density": "scale: port density",
+    "overlay": "overlay: two hosts over VXLAN",
 }
 
 

@@ -6,7 +6,8 @@ patch: the cross-connects), ``kernel_port`` (af_xdp | af_packet, for veth
 ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
 (adaptive wake-up: the longest the worker may hold frames to save CPU),
 ``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
-``batch``.
+``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
+turnout/overlay.py; default ``kernel_port``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def _toml_value(v: Any) -> str:
 class Turnoutd(SutAdapter):
     name = "turnoutd"
     supports_memif = True
+    #: TOML appended to the rendered config (the overlay's tunnel port)
+    extra_toml = ""
 
     def available(self) -> str | None:
         if not BINARY.exists():
@@ -102,14 +105,14 @@ class Turnoutd(SutAdapter):
                 lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
                           f"iface = {_toml_value(p.iface)}"]
             lines.append(f"worker = {i % len(cpus)}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + self.extra_toml
 
     def config(self) -> dict[str, Any]:
         return {"options": self.options, "toml": getattr(self, "_toml", "")}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
-        d = tb.directory("turnoutd")
+        d = tb.directory(self.name)  # the overlay's hosts: one each
         self.sock = str(d / "turnoutd.sock")
         self._toml = self.render_config(topo, self.sock)
         cfg = d / "turnoutd.toml"

@@ -1,0 +1,506 @@
+"""The two-host overlay scenario (issue 19; docs/bench.md, "Overlay").
+
+Two emulated hosts, namespaces ``hostA`` and ``hostB``, joined by an
+underlay veth (``192.168.77.1`` ↔ ``192.168.77.2``, MTU 3000: inner frames
+up to 2964 B fit a VXLAN header over IPv4). The tester's port ``t0`` is a
+pod behind host A, ``t1`` a pod behind host B (both in the tester's
+namespace, as in p2p: one ``txrx`` thread sends and receives each stream).
+A switch instance runs on each host and joins its pod to a VXLAN tunnel
+(VNI 100, UDP 4789) to the other host:
+
+- ``turnoutd`` (and ``turnoutd-poll``): ``patch`` logic pod ↔ a ``vxlan``
+  port whose underlay is the host's end of the underlay veth
+  (docs/overlay.md); pods and underlay on the adapter's ``kernel_port``
+  (``underlay_port`` overrides it for the underlay);
+- ``ovs``: Open vSwitch's userspace datapath, one ovs-vswitchd per host:
+  the underlay in ``br-phy`` (whose internal port holds the tunnel
+  address), the pod and a ``vxlan`` port in the integration bridge with
+  ``in_port`` flows both ways; ports of the adapter's type (``afxdp``);
+- ``bridge``: a Linux bridge with the pod veth and a kernel ``vxlan``
+  netdev (nolearning, static FDB entries) on each host.
+
+Cost per frame (measure/cost.py) is **both hosts' switches summed** over
+the frames carried across the overlay: each carried frame is received once
+by each host (host A from the pod, host B from the underlay; both ways
+when bidirectional), so frames = (received by A + received by B) / 2 and
+the figure is comparable with the plain p2p path's cost of one switch per
+frame. Each trial also stores every host's own cycles per frame it
+received in ``extra.overlay_hosts`` (turnoutd and OVS; the kernel's
+softirq time is per CPU, not per host, so the Linux bridge has only the
+sum). The report's "Overlay" section sets these next to the same SUT's
+p2p figures of the same campaign (report/overlay.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .campaign.runner import Session, SkipSession
+from .measure.cost import (
+    CostSample,
+    cost_in_window,
+    cpu_list,
+    kernel_ticks,
+    netdev_rx_packets,
+)
+from .measure.counts import TrialCounts
+from .measure.cpu import CLK_TCK, nominal_hz
+from .measure.gen import GenMeasurer, Stream, gen_version
+from .results.models import Sut
+from .scenarios import Point, Unsupported, check
+from .sut import make_sut
+from .sut.base import SutAdapter, SutError, SutPort, Topology
+from .sut.linux_bridge import LinuxBridge
+from .sut.ovs import Ovs, OvsDpdk
+from .sut.turnoutd import Turnoutd, rpc
+from .testbed import Testbed, is_root
+
+if TYPE_CHECKING:
+    from .campaign.spec import CampaignSpec
+
+__all__ = ["OVERLAY_IPS", "VNI", "OverlayMeasurer", "OverlaySut", "Wiring", "build_overlay",
+           "host_cost", "overlay_session", "overlay_support"]
+
+VNI = 100
+VXLAN_PORT = 4789
+OVERLAY_IPS = ("192.168.77.1", "192.168.77.2")
+UNDERLAY_MTU = 3000  # the testbed's veths
+#: largest inner frame: the underlay MTU - 36 (outer IPv4 20 + UDP 8 + VXLAN 8;
+#: docs/overlay.md, "MTU")
+MAX_FRAME_B = UNDERLAY_MTU - 36
+HOSTS = ("A", "B")
+
+
+def overlay_support(sut: SutAdapter) -> str:
+    """'' when this SUT can run the overlay scenario, else why not."""
+    if sut.direct:
+        return "the overlay scenario needs a switch on each host (the bare wire has none)"
+    if isinstance(sut, OvsDpdk):
+        return "overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same datapath, is)"
+    if isinstance(sut, Turnoutd | Ovs | LinuxBridge):
+        return ""
+    return f"overlay: no two-host set-up for {sut.name} (turnoutd, ovs, bridge have one)"
+
+
+@dataclass
+class HostWiring:
+    """One emulated host: its namespace, its pod's veth end (the switch's
+    side), the underlay veth end, and its tunnel address and the peer's."""
+
+    name: str  # "A" | "B"
+    ns: str
+    pod_iface: str
+    underlay_iface: str
+    local_ip: str
+    remote_ip: str
+    #: destination MAC -> which side it is behind ("pod" | "tunnel")
+    macs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Wiring:
+    """The overlay's namespaces, wires and streams."""
+
+    hosts: list[HostWiring]
+    streams: list[Stream]
+
+
+def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: str) -> Wiring:
+    """Namespaces tester, hostA, hostB; veths t0 ↔ host A's pod port, t1 ↔
+    host B's pod port, host A ↔ host B (the underlay). Every host-side veth
+    end gets RPS to the SUT's CPUs (a kernel switch's receive work, the
+    decapsulation included, runs there: testbed.steer_rps)."""
+    if kernel_port not in ("afxdp", "afpacket"):
+        raise SutError(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
+    tester = tb.namespace("tester")
+    ha, hb = tb.namespace("hostA"), tb.namespace("hostB")
+    t0 = tb.veth(tester, ha, tag="p")
+    t1 = tb.veth(tester, hb, tag="p")
+    under = tb.veth(ha, hb, tag="u", mtu=UNDERLAY_MTU)
+    for ns, iface in ((ha, t0.b), (hb, t1.b), (ha, under.a), (hb, under.b)):
+        tb.steer_rps(ns, iface, sut_cpus)
+    for ns, iface in ((ha, under.a), (hb, under.b)):
+        # segmentation of tunnelled frames is not what is measured; the
+        # kernel's vxlan would otherwise hand the veth 64 KiB UDP super-frames
+        tb.run(["ethtool", "-K", iface, "tx-udp_tnl-segmentation", "off",
+                "tx-udp_tnl-csum-segmentation", "off"], netns=ns, check=False)
+    a = HostWiring("A", ha, t0.b, under.a, OVERLAY_IPS[0], OVERLAY_IPS[1],
+                   {t0.mac_a: "pod", t1.mac_a: "tunnel"})
+    b = HostWiring("B", hb, t1.b, under.b, OVERLAY_IPS[1], OVERLAY_IPS[0],
+                   {t1.mac_a: "pod", t0.mac_a: "tunnel"})
+    spec0, spec1 = f"{kernel_port}:{t0.a}", f"{kernel_port}:{t1.a}"
+    fwd = Stream(tx_port=spec0, rx_port=spec1, tx_ns=tester, rx_ns=tester, src_mac=t0.mac_a,
+                 dst_mac=t1.mac_a, id=0, name="t0>t1")
+    streams = [fwd]
+    if direction == "bi":
+        streams.append(Stream(tx_port=spec1, rx_port=spec0, tx_ns=tester, rx_ns=tester,
+                              src_mac=t1.mac_a, dst_mac=t0.mac_a, id=1, reverse_of=0,
+                              name="t1>t0"))
+    return Wiring([a, b], streams)
+
+
+# ------------------------------------------------------------------ hosts
+class _Host:
+    """A switch on one host: set up, account (``sample``: this host's own
+    cumulative cycles and received frames; None when its account is not per
+    host, as the kernel's per-CPU softirq time), torn down."""
+
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        """The tunnel can carry frames (its remote is resolved)."""
+        return True
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def config(self) -> dict[str, Any]:
+        return {}
+
+    def pids(self) -> list[int]:
+        return []
+
+    def sample(self) -> CostSample | None:
+        return None
+
+    def teardown(self) -> None:
+        return None
+
+
+class _TurnoutdHost(_Host):
+    def __init__(self, base: Turnoutd, host: str) -> None:
+        self.d = type(base)(dict(base.options))
+        self.d.name = f"{base.name}-host{host}"  # its work directory
+        self.underlay_port = str(base.options.get("underlay_port",
+                                                   base.options.get("kernel_port", "af_packet")))
+
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        self.w = w
+        d = self.d
+        d.options["logic"] = "patch"
+        topo = Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth", iface=w.pod_iface)],
+                        xconnects=[("pod", "overlay")], cpus=cpus)
+        # the tunnel port (docs/overlay.md), on the pod's worker
+        d.extra_toml = "\n".join([
+            "", "[[ports]]", 'name = "overlay"', 'kind = "vxlan"', f"vni = {VNI}",
+            f'local_ip = "{w.local_ip}"', f'remotes = ["{w.remote_ip}"]',
+            f'underlay = {{ kind = "{self.underlay_port}", iface = "{w.underlay_iface}" }}',
+            "worker = 0", ""])
+        d.setup(tb, topo)
+
+    def tunnel(self) -> dict[str, Any]:
+        for p in rpc(self.d.sock, "stats", timeout_s=2.0)["ports"]:
+            if p["name"] == "overlay":
+                return dict(p.get("backend", {}))
+        raise SutError("turnoutd has no port 'overlay'")
+
+    def ready(self) -> bool:
+        return int(self.tunnel().get("remotes_resolved", 0)) >= 1
+
+    def version(self) -> str:
+        return self.d.version()
+
+    def config(self) -> dict[str, Any]:
+        return {"toml": getattr(self.d, "_toml", "")}
+
+    def pids(self) -> list[int]:
+        return self.d.pids()
+
+    def sample(self) -> CostSample | None:
+        return self.d.cost_sample()
+
+    def teardown(self) -> None:
+        self.d.teardown()
+
+
+class _OvsHost(_Host):
+    def __init__(self, base: Ovs, host: str) -> None:
+        self.o = type(base)(dict(base.options))
+        self.o.name = f"{base.name}-host{host}"  # its work directory
+
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        self.w, self.tb = w, tb
+        o = self.o
+        # the integration bridge with the pod (port 1), no flows yet
+        o.setup(tb, Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth",
+                                                     iface=w.pod_iface)],
+                             xconnects=[], cpus=cpus))
+        self.phy = f"{tb.prefix}y"
+        o.vsctl("add-br", self.phy, "--", "set", "bridge", self.phy, "datapath_type=netdev")
+        o.vsctl("add-port", self.phy, w.underlay_iface, "--", "set", "interface",
+                w.underlay_iface, *o.port_args(1, w.underlay_iface))
+        tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", self.phy], netns=w.ns)
+        tb.run(["ip", "link", "set", self.phy, "up"], netns=w.ns)
+        o.vsctl("add-port", o.bridge, "tun0", "--", "set", "interface", "tun0", "type=vxlan",
+                f"options:remote_ip={w.remote_ip}", f"options:key={VNI}",
+                f"options:dst_port={VXLAN_PORT}", "ofport_request=2")
+        for x, y in ((1, 2), (2, 1)):
+            flow = f"in_port={x},actions=output:{y}"
+            o.ofctl("add-flow", o.bridge, flow)
+            o.flows.append(flow)
+        assert o.topo is not None
+        o._wait_ports(o.topo)
+
+    def phy_mac(self) -> str:
+        r = self.tb.run(["cat", f"/sys/class/net/{self.phy}/address"], netns=self.w.ns)
+        return r.stdout.strip()
+
+    def prime(self, peer: _OvsHost) -> None:
+        """Tell OVS the remote tunnel end's MAC (its br-phy), so no trial
+        starts with the tunnel's ARP round trip."""
+        self.o.appctl("tnl/neigh/set", self.phy, self.w.remote_ip, peer.phy_mac())
+
+    def version(self) -> str:
+        return self.o.version()
+
+    def config(self) -> dict[str, Any]:
+        return {**self.o.config(), "underlay_bridge": getattr(self, "phy", "")}
+
+    def pids(self) -> list[int]:
+        return self.o.pids()
+
+    def sample(self) -> CostSample | None:
+        return self.o.cost_sample()
+
+    def teardown(self) -> None:
+        self.o.teardown()
+
+
+class _KernelHost(_Host):
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        self.w, self.tb = w, tb
+        ns = w.ns
+        tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", w.underlay_iface], netns=ns)
+        self.vx = tb.ifname("x")
+        tb.run(["ip", "link", "add", self.vx, "type", "vxlan", "id", str(VNI), "local",
+                w.local_ip, "remote", w.remote_ip, "dstport", str(VXLAN_PORT), "dev",
+                w.underlay_iface, "nolearning"], netns=ns)
+        self.br = tb.bridge(ns, [w.pod_iface, self.vx])
+        for p in (w.pod_iface, self.vx):
+            tb.run(["bridge", "link", "set", "dev", p, "learning", "off"], netns=ns)
+        for mac, side in w.macs.items():
+            tb.fdb_static(ns, mac, w.pod_iface if side == "pod" else self.vx)
+        tb.link_up(self.vx, ns)
+        # a process in the host's namespace: its interfaces' counters are
+        # read from /proc/PID/net/dev during a trial, nothing spawned
+        self.holder = tb.spawn(["sleep", "infinity"], netns=ns, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+
+    def rx_frames(self) -> int:
+        """Frames this host's switch received: from its pod and from the underlay."""
+        return netdev_rx_packets(self.holder.pid, [self.w.pod_iface, self.w.underlay_iface])
+
+    def ready(self) -> bool:
+        return True
+
+    def version(self) -> str:
+        return LinuxBridge().version()
+
+    def config(self) -> dict[str, Any]:
+        return {"bridge": getattr(self, "br", ""), "vxlan": getattr(self, "vx", ""),
+                "learning": False, "fdb": "static"}
+
+    def teardown(self) -> None:
+        holder = getattr(self, "holder", None)
+        if holder is not None:
+            self.tb.stop(holder)
+
+
+# ------------------------------------------------------------- the SUT
+class OverlaySut:
+    """The switch of each host as one SUT: set-up, pids, cost (both hosts
+    summed over frames carried; see the module doc)."""
+
+    def __init__(self, base: SutAdapter) -> None:
+        why = overlay_support(base)
+        if why:
+            raise SutError(why)
+        self.base = base
+        self.kind = ("turnoutd" if isinstance(base, Turnoutd)
+                     else "ovs" if isinstance(base, Ovs) else "bridge")
+        self.hosts: list[_Host] = []
+        for h in HOSTS:
+            if isinstance(base, Turnoutd):
+                self.hosts.append(_TurnoutdHost(base, h))
+            elif isinstance(base, Ovs):
+                self.hosts.append(_OvsHost(base, h))
+            else:
+                self.hosts.append(_KernelHost())
+        #: every probe's per-host samples (monotonic t, cycles, frames)
+        self.host_samples: list[list[CostSample]] = [[] for _ in self.hosts]
+        self.cpus: list[int] = []
+
+    @property
+    def cost_source(self) -> str:
+        own = ("both hosts' switches summed: "
+               + ("their workers' busy_cycles + sleep CPU (API stats)" if self.kind == "turnoutd"
+                  else "ovs-vswitchd processing cycles (pmd-stats-show)" if self.kind == "ovs"
+                  else "irq + softirq time of the SUT's CPUs (both hosts' bridges and vxlan)"))
+        return own + ", over frames carried = (received by A + received by B) / 2"
+
+    def setup(self, tb: Testbed, wiring: Wiring, cpus: str) -> None:
+        self.cpus = cpu_list(cpus)
+        for h, w in zip(self.hosts, wiring.hosts, strict=True):
+            h.setup(tb, w, cpus)
+        if self.kind == "ovs":
+            a, b = self.hosts
+            assert isinstance(a, _OvsHost) and isinstance(b, _OvsHost)
+            a.prime(b)
+            b.prime(a)
+        deadline = time.monotonic() + 15
+        while not all(h.ready() for h in self.hosts):
+            if time.monotonic() > deadline:
+                raise SutError("overlay: the tunnel endpoints did not resolve each other "
+                               "within 15 s")
+            time.sleep(0.1)
+
+    def version(self) -> str:
+        return self.hosts[0].version()
+
+    def config(self) -> dict[str, Any]:
+        return {"overlay": {"encapsulation": "vxlan", "vni": VNI, "udp_port": VXLAN_PORT,
+                            "underlay": "veth between namespaces hostA and hostB, IPv4, "
+                                        f"MTU {UNDERLAY_MTU}",
+                            "tunnel_ips": list(OVERLAY_IPS), "cost": self.cost_source},
+                "options": self.base.options,
+                "hosts": {n: h.config() for n, h in zip(HOSTS, self.hosts, strict=True)}}
+
+    def pids(self) -> list[int]:
+        return [p for h in self.hosts for p in h.pids()]
+
+    def kernel_threads_note(self) -> str:
+        if self.kind != "bridge":
+            return ""
+        return ("both hosts' bridge and vxlan forwarding runs in the receive softirq of their "
+                "ports, steered to the SUT's CPUs by RPS (testbed)")
+
+    def cost_sample(self) -> CostSample | None:
+        """Cycles of both hosts; frames = (received by A + received by B) / 2.
+        Every host's own sample is kept in ``host_samples``."""
+        now = time.monotonic()
+        if self.kind == "bridge":
+            hosts = [h for h in self.hosts if isinstance(h, _KernelHost)]
+            if any(getattr(h, "holder", None) is None or h.holder.poll() is not None
+                   for h in hosts):
+                return None
+            cycles = kernel_ticks(self.cpus) * nominal_hz()[0] / CLK_TCK
+            rx = [h.rx_frames() for h in hosts]
+            return CostSample(now, cycles, sum(rx) // 2)
+        samples = [h.sample() for h in self.hosts]
+        if any(s is None for s in samples):
+            return None
+        got = [s for s in samples if s is not None]
+        now = (now + time.monotonic()) / 2  # as CostSampler times its probes
+        for store, s in zip(self.host_samples, got, strict=True):
+            store.append(CostSample(now, s.cycles, s.frames))
+        return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2)
+
+    def teardown(self) -> None:
+        for h in reversed(self.hosts):
+            with contextlib.suppress(Exception):  # the testbed removes what is left
+                h.teardown()
+
+
+def host_cost(samples: list[list[CostSample]], windows_ns: list[list[int]]) -> list[dict[str, Any]]:
+    """Every host's own cycles per frame it received inside the traffic
+    window (the overlap of the senders' windows), or why not."""
+    if not windows_ns:
+        return []
+    start = max(w[0] for w in windows_ns) / 1e9
+    end = min(w[1] for w in windows_ns) / 1e9
+    if end - start < 0.1:
+        start, end = min(w[0] for w in windows_ns) / 1e9, max(w[1] for w in windows_ns) / 1e9
+    out: list[dict[str, Any]] = []
+    for name, ss in zip(HOSTS, samples, strict=False):
+        cost, why = cost_in_window(ss, start, end, f"host {name}")
+        if cost is None:
+            out.append({"host": name, "why": why})
+        else:
+            out.append({"host": name, "cycles_per_frame": cost.cycles_per_frame,
+                        "frames": cost.frames})
+    return out
+
+
+@dataclass
+class OverlayMeasurer:
+    """turnout-gen through the overlay (a GenMeasurer), adding every host's
+    own cost per frame to each trial's ``extra.overlay_hosts``."""
+
+    gen: GenMeasurer
+    sut: OverlaySut
+
+    def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
+        for s in self.sut.host_samples:
+            s.clear()
+        c = self.gen.measure(duration_s, load_total_pps)
+        per_host = []
+        if self.sut.kind != "bridge":  # the kernel's softirq time is per CPU, not per host
+            per_host = host_cost(self.sut.host_samples, c.extra.get("windows_ns") or [])
+        if per_host:
+            c.extra["overlay_hosts"] = per_host
+        c.extra["overlay_cost"] = "both hosts summed, per frame carried"
+        return c
+
+
+def _check(point: Point, sut: SutAdapter, roles: set[str]) -> None:
+    check(point, sut, roles)
+    if point.frame_size_b > MAX_FRAME_B:
+        raise Unsupported(f"overlay: inner frames up to {MAX_FRAME_B} B fit a VXLAN header on "
+                          f"the {UNDERLAY_MTU} B underlay")
+
+
+@contextlib.contextmanager
+def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
+                    spec: CampaignSpec) -> Iterator[Session]:
+    """A session of the overlay scenario on a fresh testbed (RealBench
+    hands ``overlay`` points here)."""
+    from .bench import campaign_layout, tester_roles
+
+    if not is_root():
+        raise SkipSession("the bench needs root (namespaces, veths)")
+    base = make_sut(sut_name, spec.sut_options.get(sut_name))
+    why = base.available()
+    if why:
+        raise SkipSession(f"{sut_name}: {why}")
+    if not gen_cmd or gen_cmd[-1].endswith("pygen"):
+        raise SkipSession("the overlay scenario needs turnout-gen (not the pygen fallback)")
+    _check(point, base, tester_roles(gen_cmd))
+    layout = campaign_layout(spec)
+    sut = OverlaySut(base)
+    with Testbed() as tb:
+        wiring = build_overlay(tb, point.direction, kernel_port=spec.tester_port,
+                               sut_cpus=layout.sut_cpus)
+        for s in wiring.streams:
+            # a stream and its reverse run as one txrx --bidir process
+            s.tx_cpu = s.rx_cpu = layout.tester_cpu(0) if layout.tester else None
+        try:
+            sut.setup(tb, wiring, layout.sut_cpus)
+            gen = GenMeasurer(
+                cmd=gen_cmd, streams=wiring.streams, spawn=tb.spawn, size_b=point.frame_size_b,
+                flows=point.flows, burst=point.burst, sut_pids=sut.pids, warmup_s=spec.warmup_s,
+                sut_cost=sut.cost_sample, cost_source=sut.cost_source)
+            cfg: dict[str, Any] = dict(sut.config())
+            cfg["tester"] = " ".join(gen_cmd[-1:])
+            cfg["tester_version"] = gen_version(gen_cmd)
+            cfg["tester_kernel_port"] = spec.tester_port
+            cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
+                             "note": layout.note, "rps_cpus": layout.sut_cpus}
+            note = sut.kernel_threads_note()
+            if note:
+                cfg["cpu_note"] = note
+
+            def retarget(p: Point) -> None:
+                _check(p, base, tester_roles(gen_cmd))
+                gen.size_b, gen.flows, gen.burst = p.frame_size_b, p.flows, p.burst
+
+            yield Session(measurer=OverlayMeasurer(gen, sut),
+                          sut=Sut(name=sut_name, version=sut.version(), config=cfg),
+                          retarget=retarget)
+        finally:
+            sut.teardown()
