@@ -127,11 +127,13 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
     if point.scenario == "rule_update":
-        # no IPv6 chatter (router solicitations, MLD) that the SUT would
-        # flood to both destinations: their counters count our frames only
+        # no IPv6 or IGMP chatter (router solicitations, MLD, a bridge's own
+        # reports) that the SUT would flood to both destinations; the
+        # destinations' counters leave multicast out too (measure/update.py)
         for n in (tester, sut_ns):
-            for k in ("all", "default"):
-                tb.run(["sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1"], netns=n)
+            tb.run(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                    "net.ipv4.igmp_link_local_mcast_reports=0"], netns=n)
     endpoints: dict[str, _Endpoint] = {}
     links: list[tuple[str, str]] = []
     flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)

@@ -54,18 +54,21 @@ class UpdateTimes:
     received_a: int
     received_b: int
     before_t0_a: int  # frames at A before t0 (traffic was flowing)
-    after_t0_b_only: bool  # nothing reached B before t0 (the update moved it)
+    before_t0_b: int  # frames at B before t0 (0: the update moved the stream)
     sample_gap_ns: float  # median time between samples
 
 
 def netdev_counts(pid: int, ifaces: list[str], dev: str | None = None) -> list[int]:
-    """Frames each interface received, in the network namespace of process
-    ``pid`` (/proc/PID/net/dev), in the order of ``ifaces``."""
+    """Unicast frames each interface received, in the network namespace of
+    process ``pid`` (/proc/PID/net/dev: received packets minus multicast
+    and broadcast ones — a bridge's own IGMP reports flood to every port),
+    in the order of ``ifaces``."""
     text = dev if dev is not None else Path(f"/proc/{pid}/net/dev").read_text()
     found: dict[str, int] = {}
     for line in text.splitlines()[2:]:
         name, _, rest = line.partition(":")
-        found[name.strip()] = int(rest.split()[1])
+        f = rest.split()
+        found[name.strip()] = int(f[1]) - int(f[7])
     missing = [i for i in ifaces if i not in found]
     if missing:
         raise UpdateError(f"no interface {missing} in the namespace of process {pid}")
@@ -138,7 +141,7 @@ def analyze(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float) ->
     gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
     return UpdateTimes(
         first_b_ns=first_b, last_a_ns=last_a, received_a=samples[-1][1] - a0,
-        received_b=samples[-1][2] - b0, before_t0_a=before_a, after_t0_b_only=b_before == 0,
+        received_b=samples[-1][2] - b0, before_t0_a=before_a, before_t0_b=b_before,
         sample_gap_ns=float(gaps[len(gaps) // 2]) if gaps else 0.0)
 
 
@@ -195,9 +198,13 @@ class UpdateMeasurer:
         if u.first_b_ns is None:
             raise UpdateError(f"no frame reached destination B after the update ({what}); "
                               f"{u.received_a} arrived at A")
-        if not u.after_t0_b_only:
-            raise UpdateError("frames reached destination B before the update: the "
-                              "destinations are not told apart")
+        if u.before_t0_b:
+            first = next(t for (t, _, b), (_, _, b2) in itertools.pairwise(poller.samples)
+                         if b2 > b)
+            raise UpdateError(f"{u.before_t0_b} frames reached destination B before the "
+                              f"update (the first {(t0 - first) / 1e6:.1f} ms before it; "
+                              f"{u.before_t0_a} reached A): the destinations are not told "
+                              "apart")
         received = u.received_a + u.received_b
         span = (poller.samples[-1][0] - poller.samples[0][0]) / 1e9
         return TrialCounts(

@@ -1,0 +1,60 @@
+"""Rule-update time on real namespaces (measure/update.py): the Linux
+bridge, turnoutd (patch and bridge logic) and OVS when installed, with the
+real turnout-gen. Needs root; each run takes a few seconds."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import needs_root
+from turnout import testpeers
+from turnout.bench import RealBench
+from turnout.campaign import parse, run_campaign
+from turnout.measure.gen import REPO
+from turnout.results import ResultsDB
+from turnout.sut import make_sut
+
+REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize(("sut", "options"), [
+    ("bridge", {}), ("turnoutd", {"logic": "patch", "kernel_port": "af_xdp"}),
+    ("turnoutd", {"logic": "bridge", "kernel_port": "af_packet"}), ("ovs", {})])
+def test_rule_update_moves_the_stream_and_is_timed(tmp_path, sut, options):
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut(sut, options).available()
+    if why:
+        testpeers.need(False, f"{sut}: {why}")
+    spec = {
+        "campaign": {"name": f"upd-{sut}", "duration_s": 0.3, "repetitions": 2,
+                     "update_rate_pps": 10000, "layout": "auto"},
+        "matrix": {"suts": [sut, "wire"], "scenarios": ["rule_update"],
+                   "frame_sizes_b": [64]},
+        "sut": {sut: options},
+    }
+    with ResultsDB(tmp_path / "u.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+    wire = [t for t in trials if t.sut == "wire"]
+    assert wire and all(t.status == "skipped" and "no rules" in t.reason for t in wire)
+    ts = [t for t in trials if t.sut == sut]
+    bad = [t.reason for t in ts if t.status != "ok"]
+    assert not bad, bad
+    assert len(ts) == 2
+    for t in ts:
+        assert t.method == "rule_update" and t.offered_total_pps == 10000
+        x = t.extra
+        # traffic reached A before the update and B after it, and the
+        # counters saw (about) every frame sent: nothing but our stream
+        assert x["received_a"] > 1000 and x["received_b"] > 1000, x
+        assert x["received_a"] + x["received_b"] <= t.sent + 5, x
+        assert t.lost == t.sent - t.received >= 0
+        assert t.lost < 0.05 * t.sent, (t.lost, t.sent)
+        # the update reached the data path after it was issued, within a second
+        assert t.update_first_ns is not None and 0 < t.update_first_ns < 1e9, t.update_first_ns
+        assert t.update_last_ns is not None and t.update_last_ns < 1e9
+        assert x["sample_gap_ns"] < 5e6  # the counters were read often enough
+        assert x["update_command"]
