@@ -51,6 +51,7 @@ def test_analyze_places_the_switch_over_within_a_frame_interval():
     assert u.last_a_ns == pytest.approx(9.34e6, abs=0.15e6)
     assert u.before_t0_b == 0 and u.before_t0_a > 0
     assert 0.7e6 < u.sample_gap_ns < 1.3e6
+    assert u.idle_ns == pytest.approx(3e6, abs=1.5e6)  # A stopped 3 ms before B started
     # the counts are what the model delivered
     assert u.received_a == int((t0 + 0.00934 - 0.1) * rate) + 1
     assert u.received_b == int((1.0 - 0.001 - t0 - 0.01234) * rate) + 1 or u.received_b > 0

@@ -56,6 +56,10 @@ class UpdateTimes:
     before_t0_a: int  # frames at A before t0 (traffic was flowing)
     before_t0_b: int  # frames at B before t0 (0: the update moved the stream)
     sample_gap_ns: float  # median time between samples
+    #: the longest stretch with no arrival at A or B around the switch-over
+    #: (from 2 ms before t0 to the first frame at B): the switch holding or
+    #: dropping frames, or a sender the host descheduled (then lost = 0)
+    idle_ns: float = 0.0
 
 
 def netdev_counts(pid: int, ifaces: list[str], dev: str | None = None) -> list[int]:
@@ -139,10 +143,21 @@ def analyze(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float) ->
         if da > 0:
             last_a = min(float(ts), tp + (da - 0.5) * gap) - t0_ns
     gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
+    idle = 0.0
+    if first_b is not None:
+        lo, hi = t0_ns - 2e6, t0_ns + first_b
+        run: float | None = None  # start of the current stretch without arrivals
+        for (tp, ap, bp), (ts, a_s, b_s) in itertools.pairwise(samples):
+            if a_s == ap and b_s == bp:
+                run = tp if run is None else run
+                if run < hi and ts > lo:
+                    idle = max(idle, min(ts, hi) - max(run, lo))
+            else:
+                run = None
     return UpdateTimes(
         first_b_ns=first_b, last_a_ns=last_a, received_a=samples[-1][1] - a0,
         received_b=samples[-1][2] - b0, before_t0_a=before_a, before_t0_b=b_before,
-        sample_gap_ns=float(gaps[len(gaps) // 2]) if gaps else 0.0)
+        sample_gap_ns=float(gaps[len(gaps) // 2]) if gaps else 0.0, idle_ns=idle)
 
 
 @dataclass
@@ -214,7 +229,8 @@ class UpdateMeasurer:
             extra={"update_command": what, "update_command_ns": cmd_ns,
                    "received_a": u.received_a, "received_b": u.received_b,
                    "extra_arrivals": max(0, received - sent),
-                   "sample_gap_ns": u.sample_gap_ns, "samples": len(poller.samples),
+                   "sample_gap_ns": u.sample_gap_ns, "idle_ns": u.idle_ns,
+                   "samples": len(poller.samples),
                    "sampled_s": round(span, 3),
                    "method": "kernel rx counters of the destinations, interpolated at the "
                              "stream's rate (measure/update.py)"},
