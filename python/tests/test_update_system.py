@@ -58,3 +58,31 @@ def test_rule_update_moves_the_stream_and_is_timed(tmp_path, sut, options):
         assert t.update_last_ns is not None and t.update_last_ns < 1e9
         assert x["sample_gap_ns"] < 5e6  # the counters were read often enough
         assert x["update_command"]
+
+
+@needs_root
+@pytest.mark.system
+def test_offered_load_sweep_on_the_bridge(tmp_path):
+    """Method sweep: trials at fractions of the bridge's own R+, stored with
+    their fraction, and the report's received-vs-offered figure drawn."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    spec = {
+        "campaign": {"name": "sweep-sys", "duration_s": 0.3, "warmup_s": 0.2,
+                     "methods": ["sweep"], "sweep_fractions": [0.3, 1.2], "layout": "auto"},
+        "matrix": {"suts": ["bridge"], "scenarios": ["p2p"], "frame_sizes_b": [64]},
+    }
+    from turnout.report import build_report
+
+    with ResultsDB(tmp_path / "s.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        (rp,) = db.results(c.id, method="rplus", status="ok")
+        sw = sorted(db.trials(c.id, method="sweep"), key=lambda t: t.load_fraction or 0)
+        assert [t.status for t in sw] == ["ok", "ok"], [t.reason for t in sw]
+        assert [t.load_fraction for t in sw] == [0.3, 1.2]
+        for t in sw:
+            assert t.offered_total_pps == pytest.approx(t.load_fraction * rp.rate_total_pps)
+            assert 0 < t.received <= t.sent
+        out = build_report(db, c.id, tmp_path / "rep")
+    (fig,) = out.section("sweep").figures
+    assert (tmp_path / "rep" / fig.svg).exists()
