@@ -18,6 +18,8 @@ from turnout.measure.counts import TrialCounts
 from turnout.measure.synthetic import SyntheticMeasurer
 from turnout.measure.update import UpdateError, UpdateMeasurer, analyze, netdev_counts
 from turnout.report import build_report
+from turnout.report.queries import load_campaign
+from turnout.report.summary import summary_text
 from turnout.results import Host, ResultsDB, Sut
 from turnout.scenarios import Point
 
@@ -230,6 +232,10 @@ def test_campaign_stores_update_times_and_the_sweep_and_reports_them(tmp_path):
     # received against offered: flat at the capacity past it
     assert [round(p.y, 3) for p in bridge.points][-2:] == [0.05, 0.05]
     assert (tmp_path / "rep" / f"{fig.key}.svg").exists()
+    with ResultsDB(tmp_path / "u.db") as db:
+        text = summary_text(load_campaign(db, c.id))
+    # the terminal summary ends with the same ranking, after the verdict
+    assert "Rule-update time under traffic" in text.split("Verdict")[-1]
     html = out.page.read_text()
     assert 'id="rule-update"' in html and 'id="sweep"' in html
 
