@@ -98,9 +98,9 @@ class ModelSwitch:
         self.rate, self.duration = rate, duration_s
         self.t_start = time.monotonic()
 
-        def finish() -> int:
+        def finish() -> tuple[int, int]:
             time.sleep(max(0.0, self.t_start + duration_s - time.monotonic()))
-            return round(duration_s * rate)
+            return round(duration_s * rate), 1
         return finish
 
     def _n(self, lo: float, hi: float) -> int:
@@ -137,6 +137,7 @@ def test_update_measurer_against_a_model_switch():
     assert c.sent == round(c.duration_s * 20_000)
     assert c.lost == pytest.approx(0.005 * 20_000, abs=30)
     assert c.extra["update_command"] == "model move"
+    assert c.extra["sender_behind_max_ns"] == pytest.approx(1e9 / 20_000)
     assert c.extra["received_a"] > 0 and c.extra["received_b"] > 0
 
 

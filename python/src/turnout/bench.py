@@ -169,7 +169,7 @@ class RealBench:
                           stderr=subprocess.DEVNULL)
         ifaces = [built.ifaces[old], built.ifaces[new]]
 
-        def start(duration_s: float, rate_pps: float) -> Callable[[], int]:
+        def start(duration_s: float, rate_pps: float) -> Callable[[], tuple[int, int]]:
             args = [*self.gen, "tx", "--port", s.tx_port, "--size", str(gen.size_b),
                     "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
                     "--rate-pps", f"{rate_pps:.0f}", "--burst", str(gen.burst),
@@ -179,11 +179,12 @@ class RealBench:
                 args += ["--cpu", str(s.tx_cpu)]
             proc = tb.spawn(args, netns=s.tx_ns)
 
-            def finish() -> int:
+            def finish() -> tuple[int, int]:
                 doc = gen._collect(proc, time.monotonic() + duration_s + gen.timeout_margin_s)
                 tx = doc.get("tx", {})
                 # every frame counts here: the destinations' counters see warm-up too
-                return int(tx.get("packets", 0)) + int(tx.get("warmup_packets", 0))
+                return (int(tx.get("packets", 0)) + int(tx.get("warmup_packets", 0)),
+                        int(tx.get("behind_max", 0)))
             return finish
 
         return UpdateMeasurer(

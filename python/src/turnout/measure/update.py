@@ -164,13 +164,15 @@ def analyze(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float) ->
 class UpdateMeasurer:
     """One rule-update trial: ``start_traffic(duration_s, rate_pps)`` starts
     the sender and returns a ``finish()`` that waits for it and returns the
-    frames it sent; ``read_counts()`` -> [arrived at A, arrived at B];
+    frames it sent and the most frames it ever was behind its schedule
+    (turnout-gen ``tx.behind_max``: a sender the host descheduled);
+    ``read_counts()`` -> [arrived at A, arrived at B];
     ``move()`` issues the update (A -> B) and returns the command it ran;
     ``restore()`` moves the stream back to A before the trial. The real
     bench passes turnout-gen and the SUT adapter (``bench.py``); tests pass
     a model."""
 
-    start_traffic: Callable[[float, float], Callable[[], int]]
+    start_traffic: Callable[[float, float], Callable[[], tuple[int, int]]]
     read_counts: Callable[[], list[int]]
     move: Callable[[], str]
     restore: Callable[[], str]
@@ -203,7 +205,7 @@ class UpdateMeasurer:
             t0 = time.monotonic_ns()
             what = self.move()
             cmd_ns = time.monotonic_ns() - t0
-            sent = finish()
+            sent, behind = finish()
             time.sleep(self.settle_s)  # stragglers
         finally:
             poller.stop()
@@ -230,6 +232,8 @@ class UpdateMeasurer:
                    "received_a": u.received_a, "received_b": u.received_b,
                    "extra_arrivals": max(0, received - sent),
                    "sample_gap_ns": u.sample_gap_ns, "idle_ns": u.idle_ns,
+                   "sender_behind_max": behind,
+                   "sender_behind_max_ns": behind * 1e9 / rate_pps,
                    "samples": len(poller.samples),
                    "sampled_s": round(span, 3),
                    "method": "kernel rx counters of the destinations, interpolated at the "

@@ -67,7 +67,9 @@ def rule_update_section(data: CampaignData) -> Section:
                "over the whole trial; idle: the longest stretch around the switch-over in "
                "which no frame arrived anywhere — the switch holding or dropping frames, or, "
                "with nothing lost, a sender the host descheduled (a loaded host delays the "
-               "first frame at B by that much). Command: until the update command returned "
+               "first frame at B by that much; sender behind: the longest the sender was "
+               "behind its schedule anywhere in the trial, from turnout-gen). Command: "
+               "until the update command returned "
                "(a process start for bridge and ovs-ofctl, as a user would run them; one "
                "JSON-RPC call for turnoutd). Arrivals are the destinations' kernel receive "
                "counters sampled every ~0.5 ms and placed at the stream's rate "
@@ -80,8 +82,8 @@ def rule_update_section(data: CampaignData) -> Section:
     detail = Table(key="rule-update-table", title="Rule updates",
                    columns=["SUT", "size B", "rate", "n", "update ms [min–max]",
                             "A stops ms [min–max]", "lost [min–max]", "idle ms [min–max]",
-                            "command ms", "command"],
-                   mono=[9])
+                            "sender behind ms (max)", "command ms", "command"],
+                   mono=[10])
     by: dict[tuple[str, int, float], list[Trial]] = defaultdict(list)
     for tr in trials:
         by[(_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
@@ -90,10 +92,11 @@ def rule_update_section(data: CampaignData) -> Section:
         lasts = [float(x.update_last_ns) / 1e6 for x in st if x.update_last_ns is not None]
         cmd = [float(x.extra.get("update_command_ns", 0)) / 1e6 for x in st]
         idle = spread_of([float(x.extra.get("idle_ns", 0)) / 1e6 for x in st])
+        behind = max(float(x.extra.get("sender_behind_max_ns", 0)) / 1e6 for x in st)
         detail.rows.append([
             label, str(size), f"{rate / 1e3:g} kpps", str(len(st)), fmt_spread(first),
             fmt_spread(spread_of(lasts)) if lasts else "–",
-            fmt_spread(spread_of([float(x.lost) for x in st]), 0), fmt_spread(idle),
+            fmt_spread(spread_of([float(x.lost) for x in st]), 0), fmt_spread(idle), fmt(behind),
             fmt(spread_of(cmd).median), str(st[0].extra.get("update_command", ""))[:160]])
         detail.flags.append("" if len(st) >= 2 else "n=1")
     sec.tables += [detail, rule_update_verdict_table(data, key="rule-update-ranking")]
