@@ -148,7 +148,7 @@ def sweep_section(data: CampaignData) -> Section:
                     table.flags.append("tester could not offer" if any(
                         t.tester_bound for t in st) else "")
                 series.append(Series(label, sorted(pts, key=lambda p: float(p.x))))
-            diag = max((p.x for s in series for p in s.points), default=0.0)
+            diag = max((float(p.x) for s in series for p in s.points), default=0.0)
             series.append(Series("offered = received", [Point(0.0, 0.0), Point(diag, diag)],
                                  style=":"))
             panels.append(Panel(f"{size} B", "offered (Mpps)", "received (Mpps)", series))
