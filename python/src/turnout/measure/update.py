@@ -83,7 +83,7 @@ class CounterPoller:
     """Reads ``read()`` -> [count at A, count at B] every ``period_s`` on a
     thread; ``samples`` are (monotonic ns, a, b)."""
 
-    def __init__(self, read: Callable[[], list[int]], period_s: float = 0.0005) -> None:
+    def __init__(self, read: Callable[[], list[int]], period_s: float = 0.001) -> None:
         self.read = read
         self.period_s = period_s
         self.samples: list[tuple[int, int, int]] = []
@@ -176,7 +176,7 @@ class UpdateMeasurer:
     read_counts: Callable[[], list[int]]
     move: Callable[[], str]
     restore: Callable[[], str]
-    period_s: float = 0.0005
+    period_s: float = 0.001
     #: traffic must have flowed at A this long before t0
     lead_s: float = 0.3
     #: the update must take effect within this long (else the trial fails)

@@ -72,7 +72,7 @@ def rule_update_section(data: CampaignData) -> Section:
                "until the update command returned "
                "(a process start for bridge and ovs-ofctl, as a user would run them; one "
                "JSON-RPC call for turnoutd). Arrivals are the destinations' kernel receive "
-               "counters sampled every ~0.5 ms and placed at the stream's rate "
+               "counters sampled every ~1 ms and placed at the stream's rate "
                "(measure/update.py). Median [min–max] over repetitions."),
     )
     trials = _updates(data)
