@@ -256,3 +256,19 @@ def test_a_sut_without_rules_is_skipped_with_the_reason(tmp_path):
         c = run_campaign(parse(doc), db, NoRules())
         ts = db.trials(c.id)
         assert ts and all(t.status == "skipped" and "no rules" in t.reason for t in ts)
+
+
+def test_compare_flags_a_slower_rule_update_as_a_regression(tmp_path):
+    from turnout.report.compare import compare_data
+
+    doc = _doc()
+    doc["matrix"]["scenarios"] = ["rule_update"]
+    slow = UpdateBench()
+    slow.update_ms = {"bridge": 2.0, "turnoutd": 5.0}  # turnoutd 25x slower
+    with ResultsDB(tmp_path / "c.db") as db:
+        a = run_campaign(parse(doc), db, UpdateBench())
+        b = run_campaign(parse(doc), db, slow)
+        rows = compare_data(load_campaign(db, a.id), load_campaign(db, b.id))
+    upd = {r.sut: r for r in rows if r.method == "rule update"}
+    assert upd["turnoutd"].verdict == "regression"
+    assert upd["bridge"].verdict == "within noise"
