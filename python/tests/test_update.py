@@ -54,6 +54,9 @@ def test_analyze_places_the_switch_over_within_a_frame_interval():
     assert u.before_t0_b == 0 and u.before_t0_a > 0
     assert 0.7e6 < u.sample_gap_ns < 1.3e6
     assert u.idle_ns == pytest.approx(3e6, abs=1.5e6)  # A stopped 3 ms before B started
+    # 3 ms without arrivals at 10 kpps: 30 frames lost at the switch-over
+    assert u.lost_switchover == pytest.approx(30, abs=3)
+    assert u.switchover_window_ns == pytest.approx(5e6 + 12.34e6 + 20e6, abs=0.2e6)
     # the counts are what the model delivered
     assert u.received_a == int((t0 + 0.00934 - 0.1) * rate) + 1
     assert u.received_b == int((1.0 - 0.001 - t0 - 0.01234) * rate) + 1 or u.received_b > 0
@@ -136,9 +139,25 @@ def test_update_measurer_against_a_model_switch():
     assert c.update_last_ns == pytest.approx(25e6, abs=2e6)
     assert c.sent == round(c.duration_s * 20_000)
     assert c.lost == pytest.approx(0.005 * 20_000, abs=30)
+    assert c.extra["lost_switchover"] == pytest.approx(c.lost, abs=5)
     assert c.extra["update_command"] == "model move"
     assert c.extra["sender_behind_max_ns"] == pytest.approx(1e9 / 20_000)
+    assert c.tester_bound is False and not c.extra["tester_bound_why"]
     assert c.extra["received_a"] > 0 and c.extra["received_b"] > 0
+
+
+def test_a_stalled_sender_makes_the_trial_tester_bound():
+    sw = ModelSwitch(delay_s=0.010, gap_s=0.0)
+    start = sw.start
+
+    def stalled(duration_s: float, rate: float):
+        finish = start(duration_s, rate)
+        return lambda: (finish()[0], 500)  # 500 frames behind at 20 kpps: 25 ms
+
+    m = UpdateMeasurer(start_traffic=stalled, read_counts=sw.counts, move=sw.move,
+                       restore=sw.restore, lead_s=0.05, settle_s=0.02)
+    c = m.measure(0.2, 20_000)
+    assert c.tester_bound is True and "25.0 ms behind" in c.extra["tester_bound_why"]
 
 
 def test_update_measurer_fails_when_nothing_moves():

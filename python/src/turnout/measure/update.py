@@ -34,11 +34,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .counts import TrialCounts
 
-__all__ = ["CounterPoller", "UpdateError", "UpdateMeasurer", "UpdateTimes", "analyze",
-           "netdev_counts"]
+__all__ = ["SENDER_STALL_NS", "CounterPoller", "UpdateError", "UpdateMeasurer", "UpdateTimes",
+           "analyze", "netdev_counts"]
+
+#: A sender that ever fell this far behind its schedule (the host
+#: descheduled it) limited the trial: its catch-up burst can overflow the
+#: SUT's receive ring (frames lost that the update did not lose), and a
+#: stall around t0 delays the first frame at B. Such trials are stored
+#: ``tester_bound`` with the reason.
+SENDER_STALL_NS = 10e6
 
 
 class UpdateError(RuntimeError):
@@ -60,6 +68,12 @@ class UpdateTimes:
     #: (from 2 ms before t0 to the first frame at B): the switch holding or
     #: dropping frames, or a sender the host descheduled (then lost = 0)
     idle_ns: float = 0.0
+    #: frames missing around the switch-over: the stream's rate times the
+    #: window [t0 - 5 ms, t0 + the later of the two times + 20 ms] minus the
+    #: arrivals at A and B in it (counts interpolated at its edges); holds
+    #: while the sender kept its schedule (see SENDER_STALL_NS)
+    lost_switchover: int = 0
+    switchover_window_ns: float = 0.0
 
 
 def netdev_counts(pid: int, ifaces: list[str], dev: str | None = None) -> list[int]:
@@ -138,8 +152,9 @@ def analyze(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float) ->
             b_before += db
         if db > 0 and first_b is None and ts > t0_ns:
             # db frames evenly spaced, the last within a gap before ts: the first
-            # (db - 0.5) gaps before ts on average, never before the previous sample
-            first_b = max(float(tp), ts - (db - 0.5) * gap) - t0_ns
+            # (db - 0.5) gaps before ts on average, never before the previous
+            # sample, nor before the update was issued
+            first_b = max(float(tp), float(t0_ns), ts - (db - 0.5) * gap) - t0_ns
         if da > 0:
             last_a = min(float(ts), tp + (da - 0.5) * gap) - t0_ns
     gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
@@ -157,7 +172,29 @@ def analyze(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float) ->
     return UpdateTimes(
         first_b_ns=first_b, last_a_ns=last_a, received_a=samples[-1][1] - a0,
         received_b=samples[-1][2] - b0, before_t0_a=before_a, before_t0_b=b_before,
-        sample_gap_ns=float(gaps[len(gaps) // 2]) if gaps else 0.0, idle_ns=idle)
+        sample_gap_ns=float(gaps[len(gaps) // 2]) if gaps else 0.0, idle_ns=idle,
+        **_switchover_loss(samples, t0_ns, rate_pps, first_b, last_a))
+
+
+def _switchover_loss(samples: list[tuple[int, int, int]], t0_ns: int, rate_pps: float,
+                     first_b: float | None, last_a: float | None) -> dict[str, Any]:
+    if first_b is None or rate_pps <= 0:
+        return {}
+    lo = t0_ns - 5e6
+    hi = t0_ns + max(first_b, last_a or 0.0) + 20e6
+    if hi > samples[-1][0] or lo < samples[0][0]:
+        return {}
+
+    def total(t: float) -> float:  # arrivals at A and B by time t, interpolated
+        for (tp, ap, bp), (ts, a_s, b_s) in itertools.pairwise(samples):
+            if tp <= t <= ts:
+                f = (t - tp) / (ts - tp) if ts > tp else 1.0
+                return ap + bp + f * (a_s + b_s - ap - bp)
+        return float(samples[-1][1] + samples[-1][2])
+
+    expected = rate_pps * (hi - lo) / 1e9
+    return {"lost_switchover": max(0, round(expected - (total(hi) - total(lo)))),
+            "switchover_window_ns": hi - lo}
 
 
 @dataclass
@@ -224,16 +261,24 @@ class UpdateMeasurer:
                               "apart")
         received = u.received_a + u.received_b
         span = (poller.samples[-1][0] - poller.samples[0][0]) / 1e9
+        behind_ns = behind * 1e9 / rate_pps
+        stalled = behind_ns >= SENDER_STALL_NS
+        why = (f"the sender fell {behind_ns / 1e6:.1f} ms behind its schedule (the host "
+               "descheduled it): its catch-up burst may have overflowed the SUT's receive "
+               "ring, and a stall around the update delays the first frame at B"
+               if stalled else "")
         return TrialCounts(
             offered_total_pps=rate_pps, duration_s=total_s, sent=sent, received=received,
-            lost=max(0, sent - received), streams=1, tester_bound=None,
+            lost=max(0, sent - received), streams=1, tester_bound=stalled,
             update_first_ns=u.first_b_ns, update_last_ns=u.last_a_ns,
             extra={"update_command": what, "update_command_ns": cmd_ns,
                    "received_a": u.received_a, "received_b": u.received_b,
                    "extra_arrivals": max(0, received - sent),
                    "sample_gap_ns": u.sample_gap_ns, "idle_ns": u.idle_ns,
-                   "sender_behind_max": behind,
-                   "sender_behind_max_ns": behind * 1e9 / rate_pps,
+                   "sender_behind_max": behind, "sender_behind_max_ns": behind_ns,
+                   "lost_switchover": u.lost_switchover,
+                   "switchover_window_ns": u.switchover_window_ns,
+                   "tester_bound_why": why,
                    "samples": len(poller.samples),
                    "sampled_s": round(span, 3),
                    "method": "kernel rx counters of the destinations, interpolated at the "

@@ -19,6 +19,13 @@ def _label(t: Trial) -> str:
     return f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
 
 
+def _flag(st: list[Trial]) -> str:
+    """n=1, or how many trials the tester limited (its sender stalled)."""
+    bound = sum(1 for t in st if t.tester_bound)
+    marks = (["n=1"] if len(st) < 2 else []) + ([f"tester{bound}/{len(st)}"] if bound else [])
+    return " ".join(marks)
+
+
 def _updates(data: CampaignData) -> list[Trial]:
     return [t for t in data.ok_trials
             if t.method == "rule_update" and t.update_first_ns is not None]
@@ -31,11 +38,13 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
     t = Table(
         key=key, title="Rule-update time under traffic (t0 → first frame at the new port)",
         columns=["size B", "rank", "SUT", "update ms [min–max]", "n", "× next",
-                 "lost frames [min–max]"],
+                 "lost at switch-over [min–max]"],
         note=("seeds/003: at t0 the SUT's own rule interface moves a steady stream to another "
               "port (bridge fdb replace, ovs-ofctl mod-flows, a turnoutd logic command); the "
               "time includes the command's own start-up, as a user would issue it. Ranked "
-              "lower first; overlapping ranges share a rank."),
+              "lower first; overlapping ranges share a rank. testerK/N: in K of N trials the "
+              "host descheduled the sender for 10 ms or more (its catch-up burst can lose "
+              "frames the update did not, and a stall at t0 delays the first frame at B)."),
     )
     by: dict[tuple[int, float], dict[str, dict[int, Trial]]] = defaultdict(dict)
     for tr in _updates(data):
@@ -49,10 +58,11 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
                                  by_rep_cost=ms))
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
-            lost = spread_of([float(x.lost) for x in suts[e.sut].values()])
+            lost = spread_of([float(x.extra.get("lost_switchover", x.lost))
+                              for x in suts[e.sut].values()])
             t.rows.append([f"{size} ({rate / 1e3:g} kpps)", e.rank, e.sut, fmt_spread(e.cost),
                            str(e.cost.n), _ratio_cell(e.ratio_next), fmt_spread(lost, 0)])
-            t.flags.append("" if e.cost.n >= 2 else "n=1")
+            t.flags.append(_flag(list(suts[e.sut].values())))
     return t
 
 
@@ -63,8 +73,10 @@ def rule_update_section(data: CampaignData) -> Section:
         intro=("A stream at a fixed rate goes through the SUT to port A; at t0 the SUT's own "
                "rule interface moves it to port B. Update: t0 until the first frame reached B; "
                "A stops: t0 until the last frame reached A (earlier than the update when the "
-               "switch dropped frames in between); lost: frames sent that reached neither, "
-               "over the whole trial; idle: the longest stretch around the switch-over in "
+               "switch dropped frames in between); lost at switch-over: the stream's rate over "
+               "[t0 − 5 ms, the later time + 20 ms] minus what arrived at A and B in it; lost "
+               "in trial: frames sent that reached neither, over the whole trial; idle: the "
+               "longest stretch around the switch-over in "
                "which no frame arrived anywhere — the switch holding or dropping frames, or, "
                "with nothing lost, a sender the host descheduled (a loaded host delays the "
                "first frame at B by that much; sender behind: the longest the sender was "
@@ -81,9 +93,10 @@ def rule_update_section(data: CampaignData) -> Section:
         return sec
     detail = Table(key="rule-update-table", title="Rule updates",
                    columns=["SUT", "size B", "rate", "n", "update ms [min–max]",
-                            "A stops ms [min–max]", "lost [min–max]", "idle ms [min–max]",
+                            "A stops ms [min–max]", "lost at switch-over [min–max]",
+                            "lost in trial [min–max]", "idle ms [min–max]",
                             "sender behind ms (max)", "command ms", "command"],
-                   mono=[10])
+                   mono=[11])
     by: dict[tuple[str, int, float], list[Trial]] = defaultdict(list)
     for tr in trials:
         by[(_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
@@ -96,9 +109,10 @@ def rule_update_section(data: CampaignData) -> Section:
         detail.rows.append([
             label, str(size), f"{rate / 1e3:g} kpps", str(len(st)), fmt_spread(first),
             fmt_spread(spread_of(lasts)) if lasts else "–",
+            fmt_spread(spread_of([float(x.extra.get("lost_switchover", x.lost)) for x in st]), 0),
             fmt_spread(spread_of([float(x.lost) for x in st]), 0), fmt_spread(idle), fmt(behind),
             fmt(spread_of(cmd).median), str(st[0].extra.get("update_command", ""))[:160]])
-        detail.flags.append("" if len(st) >= 2 else "n=1")
+        detail.flags.append(_flag(st))
     sec.tables += [detail, rule_update_verdict_table(data, key="rule-update-ranking")]
     return sec
 
