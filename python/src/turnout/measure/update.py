@@ -276,7 +276,9 @@ class UpdateMeasurer:
                    "extra_arrivals": max(0, received - sent),
                    "sample_gap_ns": u.sample_gap_ns, "idle_ns": u.idle_ns,
                    "sender_behind_max": behind, "sender_behind_max_ns": behind_ns,
-                   "lost_switchover": u.lost_switchover,
+                   # frames the window missed but that arrived later were
+                   # delayed, not lost: never more than the trial lost
+                   "lost_switchover": min(u.lost_switchover, max(0, sent - received)),
                    "switchover_window_ns": u.switchover_window_ns,
                    "tester_bound_why": why,
                    "samples": len(poller.samples),
