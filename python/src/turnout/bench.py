@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ from .campaign.layout import Layout, available_cpus, plan
 from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
 from .measure.cost import cpu_list
-from .measure.gen import GenMeasurer, VnfHandle, find_gen, gen_version
+from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
+from .measure.update import UpdateMeasurer, netdev_counts
 from .results.models import Host, Sut
-from .scenarios import Point, build, check
+from .scenarios import Built, Point, build, check
 from .sut import SUTS, make_sut
+from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
 from .testbed import Testbed, is_root
 
@@ -149,11 +152,47 @@ class RealBench:
                 note = sut.kernel_threads_note()
                 if note:
                     cfg["cpu_note"] = note
+                updater = None
+                if built.update is not None and sut.has_rules:
+                    updater = self.update_measurer(tb, sut, built, measurer)
                 yield Session(measurer=measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
                               virtual_port=built.virtual_port, retarget=retarget,
-                              recover=recover)
+                              recover=recover, rule_update=updater)
             finally:
                 sut.teardown()
 
+    def update_measurer(self, tb: Testbed, sut: SutAdapter, built: Built,
+                        gen: GenMeasurer) -> UpdateMeasurer:
+        """The rule-update trial of a ``rule_update`` testbed: turnout-gen tx
+        at a fixed rate from the source, the destinations' kernel receive
+        counters read from a process in their namespace, the SUT's own rule
+        update (measure/update.py)."""
+        assert built.update is not None
+        src, old, new = built.update
+        s: Stream = built.streams[0]
+        holder = tb.spawn(["sleep", "infinity"], netns=s.rx_ns, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+        ifaces = [built.ifaces[old], built.ifaces[new]]
 
+        def start(duration_s: float, rate_pps: float) -> Callable[[], tuple[int, int]]:
+            args = [*self.gen, "tx", "--port", s.tx_port, "--size", str(gen.size_b),
+                    "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
+                    "--rate-pps", f"{rate_pps:.0f}", "--burst", str(gen.burst),
+                    "--duration-s", f"{duration_s:g}", "--cooldown-s", "0",
+                    "--wait-peer-s", f"{gen.wait_peer_s:g}"]
+            if s.tx_cpu is not None:
+                args += ["--cpu", str(s.tx_cpu)]
+            proc = tb.spawn(args, netns=s.tx_ns)
+
+            def finish() -> tuple[int, int]:
+                doc = gen._collect(proc, time.monotonic() + duration_s + gen.timeout_margin_s)
+                tx = doc.get("tx", {})
+                # every frame counts here: the destinations' counters see warm-up too
+                return (int(tx.get("packets", 0)) + int(tx.get("warmup_packets", 0)),
+                        int(tx.get("behind_max", 0)))
+            return finish
+
+        return UpdateMeasurer(
+            start_traffic=start, read_counts=lambda: netdev_counts(holder.pid, ifaces),
+            move=lambda: sut.move_rule(src, old, new), restore=lambda: sut.move_rule(src, old, old))

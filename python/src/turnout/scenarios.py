@@ -16,6 +16,8 @@ turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
 round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
 through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
 which sends each frame back; the tester's latency is the round trip),
+``rule_update`` (seeds/003: a stream t0 → A through the SUT, and a third
+port B the SUT's rule update moves it to; measure/update.py),
 ``overlay`` (two hosts joined by a VXLAN tunnel: built by ``turnout.overlay``,
 not here).
 ``direction`` ``bi`` adds the reverse stream of every stream.
@@ -31,7 +33,9 @@ from .testbed import Testbed
 
 __all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
 
-SCENARIOS = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt", "overlay")
+SCENARIOS = (
+    "p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt", "rule_update", "overlay",
+)
 
 
 class Unsupported(Exception):
@@ -71,6 +75,10 @@ class Built:
     streams: list[Stream]
     helpers: list[GenProc] = field(default_factory=list)
     virtual_port: str = ""  # memif | veth | "" (no virtual port)
+    #: rule_update: (source, old destination, new destination) endpoint names
+    update: tuple[str, str, str] | None = None
+    #: endpoint name -> its kernel interface (the tester's end of its veth)
+    ifaces: dict[str, str] = field(default_factory=dict)
 
 
 def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool = True) -> None:
@@ -94,6 +102,11 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
         why = overlay_support(sut)
         if why:
             raise Unsupported(why)
+    if point.scenario == "rule_update":
+        if sut.direct:
+            raise Unsupported("a rule update needs a switch: the bare wire has no rules")
+        if point.direction != "uni":
+            raise Unsupported("a rule update moves one stream: direction must be uni")
     if point.scenario == "loopback" and point.vnfs > 0 and "fwd" not in tester_roles:
         raise Unsupported("loopback with VNFs needs turnout-gen's fwd role (this tester lacks it)")
     if frame and point.frame_size_b > sut.max_frame_b:
@@ -125,6 +138,14 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         raise Unsupported("the overlay scenario is built by turnout.overlay (two hosts)")
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
+    if point.scenario == "rule_update":
+        # no IPv6 or IGMP chatter (router solicitations, MLD, a bridge's own
+        # reports) that the SUT would flood to both destinations; the
+        # destinations' counters leave multicast out too (measure/update.py)
+        for n in (tester, sut_ns):
+            tb.run(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                    "net.ipv4.igmp_link_local_mcast_reports=0"], netns=n)
     endpoints: dict[str, _Endpoint] = {}
     links: list[tuple[str, str]] = []
     flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)
@@ -170,6 +191,12 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         links.append((ep("t0", "tester", False), ep("v0", "vnf0", True, traffic=False)))
         flows.append(("t0", "t0"))  # out to the server and back to the same port
         reflectors.append("v0")
+    elif s == "rule_update":
+        # t0 → A (t1) through the SUT; B (t2) is a port with no traffic until
+        # the update moves the stream there
+        links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
+        ep("t2", "tester", False)
+        flows.append(("t0", "t1"))
     elif s == "nvsn":
         for i in range(point.pairs):
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
@@ -259,4 +286,6 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         gen_helpers.append(GenProc(args=["reflect", "--port", spec(endpoints[r])],
                                    netns=endpoints[r].ns, name=f"reflect {r}"))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
-    return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port)
+    return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
+                 update=("t0", "t1", "t2") if s == "rule_update" else None,
+                 ifaces={e.name: e.iface for e in endpoints.values() if e.iface})

@@ -54,6 +54,9 @@ class Session:
     #: restarts the SUT on the same testbed after its ports stopped taking
     #: peers (a trial failed with ``PeerAbsent``); returns what it did
     recover: Callable[[], str] | None = None
+    #: a rule-update trial (measure/update.py: duration_s, rate_pps), at
+    #: points of the ``rule_update`` scenario on SUTs that have rules
+    rule_update: Measurer | None = None
 
 
 class Bench(Protocol):
@@ -97,7 +100,8 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         latency_max_ns=lat.get("max"), latency_cdf=c.latency_cdf, jitter_ns=c.jitter_ns,
         cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
         busy_cycles_per_frame=c.busy_cycles_per_frame,
-        tester_bound=None if c.tester_bound is None else int(c.tester_bound), status="ok",
+        tester_bound=None if c.tester_bound is None else int(c.tester_bound),
+        update_first_ns=c.update_first_ns, update_last_ns=c.update_last_ns, status="ok",
         started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
 
@@ -120,8 +124,8 @@ def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reaso
         key=item.key, sut=item.sut, scenario=p.scenario, direction=p.direction,
         frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
         pairs=p.pairs, virtual_port=ctx.get("virtual_port", ""), method=item.method,
-        load_fraction=item.arg if item.method == "latency" else None,
-        offered_total_pps=item.arg if item.method == "fixed" else 0.0,
+        load_fraction=item.arg if item.method in ("latency", "sweep") else None,
+        offered_total_pps=item.arg if item.method in ("fixed", "rule_update") else 0.0,
         repetition=item.repetition,
         status=status, reason=reason, started_at=time.time(),
     ))
@@ -353,14 +357,20 @@ def _run_item(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Sessio
     if item.method in ("rplus", "ndr", "pdr"):
         _search(db, spec, item, session, ctx, done)
         return
-    if item.method == "latency":
+    if item.method in ("latency", "sweep"):
         r = _rplus_of(db, ctx["campaign_id"], item)
         if r is None or r.rate_total_pps <= 0:
             raise SkipSession("no R+ for this point (its R+ failed or was skipped)")
         load = r.rate_total_pps * item.arg  # aggregate, like R+
         ctx["rplus_tester_bound"] = r.tester_bound
         c = session.measurer.measure(spec.duration_s, load)
-        db.add_trial(_trial(item, c, ctx, "latency", load_fraction=item.arg))
+        db.add_trial(_trial(item, c, ctx, item.method, load_fraction=item.arg))
+        return
+    if item.method == "rule_update":
+        if session.rule_update is None:
+            raise SkipSession(f"{item.sut} has no rules to update here")
+        c = session.rule_update.measure(spec.duration_s, item.arg)
+        db.add_trial(_trial(item, c, ctx, "rule_update"))
         return
     if item.method == "fixed":
         c = session.measurer.measure(spec.duration_s, item.arg)

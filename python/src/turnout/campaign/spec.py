@@ -19,8 +19,12 @@ from ..scenarios import SCENARIOS, Point
 __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
            "topology_key"]
 
-#: methods in the order they run at a test point (latency needs R+ first)
-METHODS = ("rplus", "ndr", "pdr", "latency", "fixed")
+#: methods in the order they run at a test point (latency and sweep need R+
+#: first); ``rule_update`` runs only at points of the ``rule_update`` scenario,
+#: which run nothing else (measure/update.py)
+METHODS = ("rplus", "ndr", "pdr", "latency", "sweep", "fixed", "rule_update")
+#: the offered-load sweep's default ladder, fractions of R+ (seeds/004 Fig. 8)
+SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
 DIMENSIONS = {"throughput": ("rplus", "ndr", "pdr", "fixed"), "latency": ("rplus", "latency")}
 
 
@@ -32,8 +36,8 @@ class CampaignError(ValueError):
 class WorkItem:
     """One unit of resumable work: a method at a point on a SUT, one repetition.
 
-    ``arg`` is the offered load for ``fixed`` (pps) and the fraction of R+
-    for ``latency``; 0 otherwise."""
+    ``arg`` is the offered load for ``fixed`` and ``rule_update`` (pps) and
+    the fraction of R+ for ``latency`` and ``sweep``; 0 otherwise."""
 
     sut: str
     point: Point
@@ -70,6 +74,10 @@ class CampaignSpec:
     mlr_initial_trial_s: float | None = None
     mlr_warmup_s: float = 0.0
     latency_fractions: tuple[float, ...] = (0.1, 0.5, 0.99)
+    #: offered-load sweep (method ``sweep``): fractions of R+
+    sweep_fractions: tuple[float, ...] = SWEEP_FRACTIONS
+    #: the stream's rate in rule-update trials (scenario ``rule_update``)
+    update_rate_pps: float = 10000.0
     rates_pps: tuple[float, ...] = ()
     suts: tuple[str, ...] = ("wire",)
     sut_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -106,12 +114,19 @@ class CampaignSpec:
                 else [(s, p) for ps in topos.values() for s in self.suts for p in ps]
             )
             for sut, point in groups:
-                for m in self.methods:
+                methods = [m for m in self.methods if m != "rule_update"]
+                if point.scenario == "rule_update":
+                    methods = ["rule_update"]
+                for m in methods:
                     args: tuple[float, ...] = (0.0,)
                     if m == "latency":
                         args = self.latency_fractions
+                    elif m == "sweep":
+                        args = self.sweep_fractions
                     elif m == "fixed":
                         args = self.rates_pps
+                    elif m == "rule_update":
+                        args = (self.update_rate_pps,)
                     items += [WorkItem(sut, point, m, rep, a) for a in args]
         return items
 
@@ -185,7 +200,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
-             "layout", "sut_cores",
+             "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "interleave"}
     for k in c:
         if k not in ckeys:
@@ -207,8 +222,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if x not in METHODS:
             raise CampaignError(f"campaign.methods: unknown {x!r} ({', '.join(METHODS)})")
     methods = sorted(set(methods), key=METHODS.index)
-    if "latency" in methods and "rplus" not in methods:
-        methods.insert(0, "rplus")  # latency loads are fractions of R+
+    if ("latency" in methods or "sweep" in methods) and "rplus" not in methods:
+        methods.insert(0, "rplus")  # latency and sweep loads are fractions of R+
     duration = float(c.get("duration_s", 1.0))
     if not 0.1 <= duration <= 600:
         raise CampaignError("campaign.duration_s: must be within 0.1..600")
@@ -264,6 +279,14 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     for f in fractions:
         if not 0 < f <= 1:
             raise CampaignError(f"campaign.latency_fractions: {f} outside (0, 1]")
+    sweep = _list(c, "sweep_fractions", list(SWEEP_FRACTIONS), float, "campaign")
+    for f in sweep:
+        if not 0 < f <= 4:
+            raise CampaignError(f"campaign.sweep_fractions: {f} outside (0, 4]")
+    update_rate = c.get("update_rate_pps", 10000.0)
+    if not isinstance(update_rate, int | float) or isinstance(update_rate, bool) \
+            or update_rate <= 0:
+        raise CampaignError("campaign.update_rate_pps: a positive rate (pps)")
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
@@ -312,7 +335,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         methods=tuple(methods), search=search, search_width=float(c.get("search_width", 0.05)),
         min_load_pps=float(c.get("min_load_pps", 1000.0)),
         max_load_pps=float(c.get("max_load_pps", 0.0)),
-        latency_fractions=tuple(fractions), rates_pps=tuple(rates), suts=tuple(suts),
+        latency_fractions=tuple(fractions), sweep_fractions=tuple(sweep),
+        update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port,

@@ -55,6 +55,10 @@ class TrialCounts:
     #: (measure/cost.py); None when it keeps none or it could not be read
     busy_cycles_per_frame: float | None = None
     tester_bound: bool | None = None
+    #: rule-update trials (measure/update.py): ns from the update until the
+    #: first frame at the new destination, and until the last at the old one
+    update_first_ns: float | None = None
+    update_last_ns: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

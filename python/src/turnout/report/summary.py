@@ -110,9 +110,12 @@ def summary_text(data: CampaignData) -> str:
                                 rows))
         if len(bad) > 20:
             out.append(f"... and {len(bad) - 20} more (see the report)")
-    if not points and not lat and not bad:
-        out.append("no results in this campaign")
+    from .methods import rule_update_verdict_table
     from .verdict import latency_verdict_table, verdict_table
+
+    ut = rule_update_verdict_table(data)
+    if not points and not lat and not bad and not ut.rows:
+        out.append("no results in this campaign")
 
     vt = verdict_table(data)
     if vt.rows:
@@ -120,6 +123,8 @@ def summary_text(data: CampaignData) -> str:
     lt = latency_verdict_table(data)
     if lt.rows:
         out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
+    if ut.rows:
+        out += ["", ut.title, format_table(ut.columns, ut.rows), ut.note]
     return "\n".join(out) + "\n"
 
 

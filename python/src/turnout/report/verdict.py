@@ -425,13 +425,17 @@ def cost_check_table(data: CampaignData) -> Table:
 
 def verdict_section(data: CampaignData) -> Section:
     """The report's first section (HTML id ``verdict``)."""
+    from .methods import rule_update_verdict_table  # builds on this module
+
     rows = verdict_rows(data)
+    updates = rule_update_verdict_table(data)
     sec = Section(
         key="verdict", title="Verdict",
         intro=("Which switch for which use case, by how much, and what limited each number. "
                "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
                "order by the measure that holds there. Details follow below."),
-        tables=[verdict_table(data, rows), latency_verdict_table(data), cost_check_table(data)],
+        tables=[verdict_table(data, rows), latency_verdict_table(data), cost_check_table(data),
+                *([updates] if updates.rows else [])],
     )
     if not rows:
         sec.empty = "No R+ result in this campaign: nothing to rank."

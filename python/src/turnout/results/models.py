@@ -25,7 +25,7 @@ __all__ = [
 #: Directions of a scenario: one way, or both ways at once.
 DIRECTIONS = ("uni", "bi")
 #: Methods a trial or a result can come from.
-METHODS = ("fixed", "rplus", "ndr", "pdr", "latency")
+METHODS = ("fixed", "rplus", "ndr", "pdr", "latency", "sweep", "rule_update")
 #: ``ok`` measured; ``skipped`` not run (reason given); ``failed`` error (reason
 #: given); ``running`` a search that has not finished (left by an interrupted run).
 STATUSES = ("ok", "skipped", "failed", "running", "interrupted")
@@ -164,6 +164,11 @@ class Trial:
     cycles_per_packet: float | None = None
     busy_cycles_per_frame: float | None = None
     tester_bound: int | None = None
+    #: method ``rule_update`` (measure/update.py): ns from the SUT's rule
+    #: update until the first frame reached the new destination, and until
+    #: the last reached the old one; ``lost`` counts the switch-over's losses
+    update_first_ns: float | None = None
+    update_last_ns: float | None = None
     status: str = "ok"
     reason: str = ""
     started_at: float = 0.0

@@ -147,8 +147,16 @@ ALTER TABLE trials ADD COLUMN busy_cycles_per_frame REAL;
 ALTER TABLE results ADD COLUMN busy_cycles_per_frame REAL;
 """
 
+# v4 (issue 14, seeds/003 rule-update time): a rule-update trial's times
+# from the update to the first frame at the new destination and to the last
+# at the old one (measure/update.py).
+_V4 = """
+ALTER TABLE trials ADD COLUMN update_first_ns REAL;
+ALTER TABLE trials ADD COLUMN update_last_ns REAL;
+"""
+
 #: MIGRATIONS[i] takes a database at user_version i to i + 1.
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

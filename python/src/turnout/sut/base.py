@@ -105,6 +105,17 @@ class SutAdapter(ABC):
         """Processes whose threads are the switch (for CPU accounting)."""
         return []
 
+    #: whether it forwards by rules the bench can change under traffic
+    #: (``move_rule``; the ``rule_update`` scenario, measure/update.py)
+    has_rules: bool = False
+
+    def move_rule(self, src: str, dst: str, to: str) -> str:
+        """Through the switch's own rule interface, send the frames that
+        enter port ``src`` addressed to port ``dst`` (its MACs) out of port
+        ``to`` instead (``to == dst`` puts them back); return the command.
+        Synchronous: it returns when the switch's control plane accepted it."""
+        raise SutError(f"{self.name} has no rules to update")
+
     def kernel_threads_note(self) -> str:
         """Where the switch's CPU goes when it has no process of its own."""
         return ""

@@ -58,6 +58,18 @@ class LinuxBridge(SutAdapter):
         frames = netdev_rx_packets(holder.pid, [p.iface for p in self.topo.ports])
         return CostSample(0.0, ticks * nominal_hz()[0] / CLK_TCK, frames)
 
+    has_rules = True
+
+    def move_rule(self, src: str, dst: str, to: str) -> str:
+        """``bridge fdb replace`` of dst's MACs onto to's port."""
+        assert self.tb is not None and self.topo is not None
+        dev = self.topo.port(to).iface
+        cmds = [["bridge", "fdb", "replace", mac, "dev", dev, "master", "static"]
+                for mac in self.topo.port(dst).macs]
+        for cmd in cmds:
+            self.tb.run(cmd, netns=self.topo.ns)
+        return "; ".join(" ".join(c) for c in cmds)
+
     def teardown(self) -> None:
         holder = getattr(self, "holder", None)
         if self.tb is not None and holder is not None:

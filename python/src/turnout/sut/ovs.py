@@ -121,6 +121,7 @@ class Ovs(SutAdapter):
         self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
                    "datapath_type=netdev", "fail_mode=secure")
         ofport: dict[str, int] = {}
+        self.ofport = ofport
         for i, p in enumerate(topo.ports):
             ofport[p.name] = i + 1
             self.vsctl("add-port", self.bridge, p.iface, "--", "set", "interface", p.iface,
@@ -133,6 +134,14 @@ class Ovs(SutAdapter):
                 self.ofctl("add-flow", self.bridge, flow)
                 self.flows.append(flow)
         self._wait_ports(topo)
+
+    has_rules = True
+
+    def move_rule(self, src: str, dst: str, to: str) -> str:
+        """``ovs-ofctl mod-flows``: in_port=src now outputs to ``to``."""
+        flow = f"in_port={self.ofport[src]},actions=output:{self.ofport[to]}"
+        self.ofctl("mod-flows", self.bridge, flow)
+        return f"ovs-ofctl mod-flows {self.bridge} {flow}"
 
     def _wait_ports(self, topo: Topology) -> None:
         deadline = time.monotonic() + 15

@@ -134,6 +134,23 @@ class Turnoutd(SutAdapter):
         if missing:
             raise SutError(f"turnoutd is missing ports {missing}")
 
+    @property
+    def has_rules(self) -> bool:  # type: ignore[override]
+        return self.options.get("logic", "patch") in ("patch", "bridge")
+
+    def move_rule(self, src: str, dst: str, to: str) -> str:
+        """A logic command on the control socket: patch ``set`` (one way),
+        or bridge ``add`` (a static entry for dst's MACs on ``to``)."""
+        assert self.topo is not None
+        if self.options.get("logic", "patch") == "patch":
+            cmds = [{"cmd": "set", "args": {"from": src, "to": to, "bidirectional": False}}]
+        else:
+            cmds = [{"cmd": "add", "args": {"mac": mac, "port": to}}
+                    for mac in self.topo.port(dst).macs]
+        for c in cmds:
+            rpc(self.sock, "logic.command", c)
+        return "; ".join(f"logic.command {json.dumps(c)}" for c in cmds)
+
     def teardown(self) -> None:
         if self.tb is not None and getattr(self, "proc", None) is not None:
             self.tb.stop(self.proc)
