@@ -5,7 +5,9 @@
 //! fabric does the rest. [`LOGICS`] lists every logic with its name, a
 //! one-line help and its constructor; [`build`] looks one up and builds it
 //! from a JSON configuration. Adding a logic touches three files: its
-//! module, one line of [`LOGICS`], and docs/adding-a-logic.md.
+//! module, one line of [`LOGICS`] (constructor, the keys of its configuration
+//! that name ports, an example configuration the every-logic tests and
+//! benches use), and docs/adding-a-logic.md.
 //!
 //! Invariants shared by every logic here:
 //! - `classify` never allocates, blocks or panics, whatever the frame bytes
@@ -72,7 +74,20 @@ pub struct LogicEntry {
     pub help: &'static str,
     /// Constructor.
     pub new: Constructor,
+    /// Keys of its configuration and command arguments whose values name
+    /// ports (at any depth): turnoutd replaces port names there by ids.
+    pub port_keys: &'static [&'static str],
+    /// An example configuration over ports 0..=3 under which UDP frames
+    /// 10.0.0.1 → 10.0.0.2:5001 received on port 0 are forwarded or
+    /// flooded, never dropped: what the no-allocation test, the proptests
+    /// and the classify bench build every logic with. The argument is a
+    /// scratch directory the caller owns (the plug-in compiles its sample
+    /// library there).
+    pub example: Example,
 }
+
+/// See [`LogicEntry::example`].
+pub type Example = fn(&std::path::Path) -> Result<serde_json::Value, String>;
 
 /// Name of the logic turnoutd runs when none is configured.
 pub const DEFAULT_LOGIC: &str = "bridge";
@@ -83,26 +98,40 @@ pub static LOGICS: &[LogicEntry] = &[
         name: "patch",
         help: "static port-to-port cross-connect",
         new: patch::new,
+        port_keys: &["pairs", "from", "to", "port"],
+        example: |_| Ok(serde_json::json!({"pairs": [[0, 1]]})),
     },
     LogicEntry {
         name: "bridge",
         help: "learning bridge with aging and flooding (default)",
         new: bridge::new,
+        port_keys: &["port"],
+        example: |_| Ok(serde_json::json!({"table_size": 64})),
     },
     LogicEntry {
         name: "l4filter",
         help: "udp/tcp port to switch port, both directions; others dropped",
         new: l4filter::new,
+        port_keys: &["to", "uplink"],
+        example: |_| Ok(serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})),
     },
     LogicEntry {
         name: "demux",
         help: "<proto, local ip, local port> to port, rest to the host port, output verification",
         new: demux::new,
+        port_keys: &["to", "default", "uplink"],
+        example: |_| {
+            Ok(
+                serde_json::json!({"default": 1, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3}]}),
+            )
+        },
     },
     LogicEntry {
         name: "plugin",
         help: "a shared library implementing the turnout_logic.h c abi",
         new: plugin::new,
+        port_keys: &[],
+        example: plugin::example,
     },
 ];
 
@@ -121,20 +150,26 @@ pub fn build(name: &str, config: &serde_json::Value) -> Result<Box<dyn Logic>, L
 mod tests {
     use super::*;
 
+    /// Every logic built from its table example.
+    fn examples(dir: &std::path::Path) -> Vec<(&'static LogicEntry, Box<dyn Logic>)> {
+        LOGICS
+            .iter()
+            .map(|e| {
+                let cfg = (e.example)(dir).unwrap();
+                let l = (e.new)(&cfg).unwrap_or_else(|err| panic!("{}: {err}", e.name));
+                (e, l)
+            })
+            .collect()
+    }
+
     #[test]
     fn table_names_are_unique_and_match_the_logics() {
         let mut names: Vec<_> = LOGICS.iter().map(|e| e.name).collect();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), LOGICS.len());
-        for e in LOGICS {
-            if e.name == "plugin" {
-                continue; // needs a library; see plugin::tests
-            }
-            let l = (e.new)(&serde_json::Value::Null).unwrap_or_else(|_| {
-                // Logics with required keys are built with a minimal config.
-                (e.new)(&serde_json::json!({"default": 0})).unwrap()
-            });
+        let dir = plugin::build::TempDir::new("logic-table");
+        for (e, l) in examples(&dir.0) {
             assert_eq!(l.name(), e.name);
         }
         assert!(find(DEFAULT_LOGIC).is_some());
@@ -151,10 +186,8 @@ mod tests {
 
     #[test]
     fn every_logic_lists_its_commands() {
-        for e in LOGICS.iter().filter(|e| e.name != "plugin") {
-            let l = build(e.name, &serde_json::Value::Null)
-                .or_else(|_| build(e.name, &serde_json::json!({"default": 0})))
-                .unwrap();
+        let dir = plugin::build::TempDir::new("logic-commands");
+        for (_, l) in examples(&dir.0) {
             for (cmd, help) in l.commands() {
                 assert!(!cmd.is_empty() && !help.is_empty());
             }
@@ -162,6 +195,42 @@ mod tests {
                 .command("no-such-command", &serde_json::Value::Null)
                 .unwrap_err();
             assert!(err.0.contains("no-such-command"), "{}", err.0);
+        }
+    }
+
+    #[test]
+    fn every_example_forwards_the_example_frames() {
+        use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
+        use wire::MacAddr;
+        let dir = plugin::build::TempDir::new("logic-example");
+        let spec = UdpFrameSpec::new(
+            MacAddr([2, 0, 0, 0, 0, 1]),
+            MacAddr([2, 0, 0, 0, 0, 2]),
+            IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
+            40000,
+            5001,
+        );
+        for (e, l) in examples(&dir.0) {
+            let mut f = vec![0u8; 64];
+            write_udp_frame(&spec, &mut f, 64).unwrap();
+            let mut v = [Verdict::Flood];
+            fabric::with_frames(std::slice::from_mut(&mut f), 0, 0, |p| {
+                l.classify(
+                    &Ctx {
+                        now_ns: 0,
+                        worker: 0,
+                    },
+                    0,
+                    p,
+                    &mut v,
+                )
+            });
+            assert!(
+                matches!(v[0], Verdict::Port(_) | Verdict::Flood),
+                "{}: {:?}",
+                e.name,
+                v[0]
+            );
         }
     }
 }

@@ -5,7 +5,6 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use logic::{Ctx, Pkt, Pkts, Verdict};
-use serde_json::json;
 use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
 use wire::MacAddr;
 
@@ -42,19 +41,12 @@ static GLOBAL: Counting = Counting;
 #[test]
 fn classify_does_not_allocate() {
     let dir = logic::plugin::build::TempDir::new("logic-noalloc");
-    let so = logic::plugin::build::cc_shared(
-        &logic::plugin::build::repo_dir("plugins/ip_low8.c"),
-        &dir.0,
-        "libip_low8.so",
-    )
-    .unwrap();
-    let logics = [
-        logic::build("patch", &json!({"pairs": [[0, 1]]})).unwrap(),
-        logic::build("bridge", &json!({"table_size": 64})).unwrap(),
-        logic::build("l4filter", &json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap(),
-        logic::build("demux", &json!({"default": 1, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3}]})).unwrap(),
-        logic::build("plugin", &json!({"path": so.to_str().unwrap()})).unwrap(),
-    ];
+    // Every logic of the table, built from its example configuration.
+    let logics: Vec<_> = logic::LOGICS
+        .iter()
+        .map(|e| (e.new)(&(e.example)(&dir.0).unwrap()).unwrap())
+        .collect();
+    assert_eq!(logics.len(), logic::LOGICS.len());
     // 256 frames, many source MACs (so the bridge learns and evicts), some
     // truncated (malformed paths).
     let mut frames: Vec<Vec<u8>> = (0..256u32)

@@ -12,15 +12,10 @@ use fabric::{Logic, PortId};
 use serde_json::{Map, Value};
 
 /// Keys whose values name switch ports, in the configs and command
-/// arguments of logic `logic` (as the `logic` crate documents them).
+/// arguments of logic `logic`: the `port_keys` of its line in the `logic`
+/// crate's table (none for a name not in it).
 pub fn port_keys(logic: &str) -> &'static [&'static str] {
-    match logic {
-        "patch" => &["pairs", "from", "to", "port"],
-        "bridge" => &["port"],
-        "l4filter" => &["to", "uplink"],
-        "demux" => &["to", "default", "uplink"],
-        _ => &[],
-    }
+    logic::find(logic).map_or(&[], |e| e.port_keys)
 }
 
 /// Why a logic could not be built.

@@ -126,6 +126,13 @@ impl Logic for PluginLogic {
     }
 }
 
+/// The table's example configuration: the sample plug-in
+/// plugins/ip_low8.c compiled into `dir` (needs `cc`).
+pub fn example(dir: &std::path::Path) -> Result<serde_json::Value, String> {
+    let so = build::cc_shared(&build::repo_dir("plugins/ip_low8.c"), dir, "libip_low8.so")?;
+    Ok(serde_json::json!({"path": so.to_string_lossy()}))
+}
+
 /// Test and bench support: compiles C sources into shared libraries.
 #[doc(hidden)]
 pub mod build {
