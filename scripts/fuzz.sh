@@ -4,7 +4,7 @@
 # target: executions, coverage (cov: edges, ft: features) and crashes.
 #
 #   FUZZ_SECS=60 scripts/fuzz.sh                 # 60 s per target
-#   FUZZ_RUNS=10000000 scripts/fuzz.sh wire_headers
+#   FUZZ_RUNS=10000000 FUZZ_SECS=3600 scripts/fuzz.sh wire_headers
 #   FUZZ_SAN=address scripts/fuzz.sh             # AddressSanitizer build
 #
 # Needs a nightly toolchain and cargo-fuzz (docs/fuzzing.md). New inputs go
@@ -32,7 +32,7 @@ for t in "${targets[@]}"; do
     mkdir -p "work/$t" "corpus/$t"
     args=(-max_total_time="$SECS" -close_fd_mask=3 -print_final_stats=1 -rss_limit_mb=4096)
     if [ "$RUNS" != 0 ]; then
-        args=(-runs="$RUNS" -close_fd_mask=3 -print_final_stats=1 -rss_limit_mb=4096)
+        args+=(-runs="$RUNS") # whichever comes first: RUNS or SECS
     fi
     log="$LOGS/$t.log"
     start=$(date +%s)
