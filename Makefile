@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint fuzz soak
 
 setup:
 	bash scripts/setup.sh
@@ -60,6 +60,21 @@ bench-wakeup: setup
 bench-overlay: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_overlay.py --rounds 3 --json results/overlay.json
+
+# Coverage-guided fuzzing (docs/fuzzing.md): every target in fuzz/ one after
+# the other for FUZZ_SECS each (FUZZ_RUNS=N: stop a target after N runs).
+# Needs nightly Rust and cargo-fuzz; not part of `make test`.
+FUZZ_SECS ?= 60
+fuzz:
+	FUZZ_SECS=$(FUZZ_SECS) scripts/fuzz.sh
+
+# Soak (docs/testing.md): every port kind under mixed traffic while ports,
+# logics and peers churn, for SOAK_SECS; root, testpmd. Not in `make test`.
+SOAK_SECS ?= 3600
+soak: setup
+	cargo build --release -p turnoutd -p turnout-gen
+	mkdir -p results
+	SOAK_SECS=$(SOAK_SECS) $(PY)/python tests/turnoutd/soak.py --json results/soak.json
 
 # The gate `make test` runs first: rustfmt, clippy with warnings as errors
 # (release profile: it shares the test build's dependencies), ruff on every
