@@ -3,9 +3,9 @@
 //! tables with overlapping, zero-size, huge, unmappable or short-file
 //! regions and wrong fd counts; vring addresses outside guest memory;
 //! descriptor loops and chains pointing outside; available index jumps;
-//! read-only buffers offered for receive; kicks on unconfigured rings;
-//! messages out of order, with wrong sizes or wrong fds; disconnects
-//! mid-setup and mid-traffic.
+//! read-only buffers offered for receive; kicks on unconfigured and
+//! nonexistent rings; messages out of order, with wrong sizes or wrong
+//! fds; disconnects mid-setup and mid-traffic.
 //!
 //! After every lie the port disconnects with the reason counted, accepts
 //! an honest frontend again and forwards its frames; a second port with an
@@ -533,6 +533,21 @@ fn scenarios() -> Vec<(&'static str, Act, Want)> {
             Want::Protocol,
         ),
         (
+            "messages out of order, then a ring index out of range",
+            |f, _, p| {
+                // Rings before features and memory, a base query of a
+                // stopped ring: accepted (the order is not fixed), the rings
+                // start once everything is there.
+                f.setup_rings();
+                f.setup_device();
+                assert!(p.wait_running(Duration::from_secs(5)));
+                assert!(f.send(11, &state(1, 0), &[])); // GET_VRING_BASE
+                let _ = f.reply_u64();
+                let _ = f.send(SET_VRING_ENABLE, &state(99, 1), &[]);
+            },
+            Want::Protocol,
+        ),
+        (
             "message size field lies (short body)",
             |f, _, _| {
                 let _ = f.send_sized(SET_VRING_NUM, 4, &state(0, 256)[..4], &[]);
@@ -612,10 +627,17 @@ fn scenarios() -> Vec<(&'static str, Act, Want)> {
             Want::Lie("lie_wrong_direction"),
         ),
         (
-            "disconnect mid-setup",
-            |f, _, _| {
+            "kicks on an unconfigured ring, then disconnect mid-setup",
+            |f, w, _| {
                 f.setup_device();
                 assert!(f.send(SET_VRING_NUM, &state(1, 256), &[]));
+                // A kick fd for a ring without addresses, kicked hard.
+                let k = f.kicks[1].as_raw_fd();
+                assert!(f.send(SET_VRING_KICK, &1u64.to_le_bytes(), &[k]));
+                for _ in 0..100 {
+                    f.kick(1);
+                }
+                w.spin(Duration::from_millis(20));
                 let _ = f.sock.shutdown(std::net::Shutdown::Both);
             },
             Want::Hangup,
