@@ -31,9 +31,23 @@ fn fixture() -> Fixture {
     let d = Daemon::start(cfg, Arc::new(Builtin)).unwrap();
     let mut peers = Vec::new();
     for name in ["p0", "p1"] {
-        let (port, peer) = pipe(name, PipeConfig { queues: 1, ring_slots: 64, slot_b: 2048 }).unwrap();
-        d.attach(name.into(), Arc::new(port), None, json!({"name": name, "kind": "pipe"}), None)
-            .unwrap();
+        let (port, peer) = pipe(
+            name,
+            PipeConfig {
+                queues: 1,
+                ring_slots: 64,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
+        d.attach(
+            name.into(),
+            Arc::new(port),
+            None,
+            json!({"name": name, "kind": "pipe"}),
+            None,
+        )
+        .unwrap();
         peers.push(peer);
     }
     Fixture { d, _peers: peers }

@@ -42,7 +42,10 @@ fuzz_target!(|data: &[u8]| {
                 2 | 3 | 10 => {
                     let tail_before = h.tail(true);
                     let n = h.burst(|f| {
-                        assert!(f.len() <= MAX_FRAME_B as usize, "frame within the port's limit");
+                        assert!(
+                            f.len() <= MAX_FRAME_B as usize,
+                            "frame within the port's limit"
+                        );
                     });
                     assert!(n <= 32);
                     if broken {

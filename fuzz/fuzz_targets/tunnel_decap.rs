@@ -14,7 +14,11 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 2 {
         return;
     }
-    let kind = if data[0] & 1 == 0 { Kind::Vxlan } else { Kind::Geneve };
+    let kind = if data[0] & 1 == 0 {
+        Kind::Vxlan
+    } else {
+        Kind::Geneve
+    };
     let local = if data[0] & 2 == 0 {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))
     } else {
@@ -33,9 +37,19 @@ fuzz_target!(|data: &[u8]| {
     let f = &data[2..];
     match decap(&cfg, f) {
         Ok(Rx::Frame { off, len, src }) => {
-            assert!(off <= f.len() && len <= f.len() - off, "inner frame inside the outer one");
-            assert!(len >= wire::ethernet::HEADER_LEN, "inner frame holds an Ethernet header");
-            assert_eq!(src.is_ipv4(), local.is_ipv4(), "same address family as ours");
+            assert!(
+                off <= f.len() && len <= f.len() - off,
+                "inner frame inside the outer one"
+            );
+            assert!(
+                len >= wire::ethernet::HEADER_LEN,
+                "inner frame holds an Ethernet header"
+            );
+            assert_eq!(
+                src.is_ipv4(),
+                local.is_ipv4(),
+                "same address family as ours"
+            );
             let tags = wire::ethernet::parse_tags(f).expect("outer Ethernet parsed");
             assert!(tags.l3_offset < off);
         }

@@ -20,10 +20,17 @@ thread_local! {
 }
 
 fn counter(b: &Backend, name: &str) -> u64 {
-    b.counters().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+    b.counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, v)| v)
 }
 
-const ENDS: [&str; 3] = ["disconnects_hangup", "disconnects_lie", "disconnects_protocol"];
+const ENDS: [&str; 3] = [
+    "disconnects_hangup",
+    "disconnects_lie",
+    "disconnects_protocol",
+];
 
 fuzz_target!(|data: &[u8]| {
     B.with(|b| {
@@ -66,11 +73,23 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = running;
         assert!(["hangup", "lie", "protocol"].contains(&end), "end {end}");
-        assert_eq!(b.running(), 0, "every virtqueue stopped after the connection");
+        assert_eq!(
+            b.running(),
+            0,
+            "every virtqueue stopped after the connection"
+        );
         assert!(!b.connected());
         let ends_after: u64 = ENDS.iter().map(|n| counter(b, n)).sum();
-        assert_eq!(ends_after, ends_before + 1, "each end counted once under a reason");
+        assert_eq!(
+            ends_after,
+            ends_before + 1,
+            "each end counted once under a reason"
+        );
         drop(peer);
-        assert_eq!(common::open_fds(), fds_before, "no descriptor leaked ({end})");
+        assert_eq!(
+            common::open_fds(),
+            fds_before,
+            "no descriptor leaked ({end})"
+        );
     });
 });

@@ -89,7 +89,14 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
         let (d, a, u) = RINGS[q];
         let ring = Ring::new(mem.clone(), d, a, u, size).unwrap();
         slot.remove();
-        slot.install(Arc::new(Session::new(ring, layout, None, None, 0, fault.clone())));
+        slot.install(Arc::new(Session::new(
+            ring,
+            layout,
+            None,
+            None,
+            0,
+            fault.clone(),
+        )));
     }
     let g = Guest {
         mem: mem.clone(),
@@ -98,7 +105,12 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
     };
     // Queue 0: the guest's transmit virtqueue (our receive queue);
     // queue 1: its receive virtqueue (our transmit queue).
-    let mut rx = VhostRx::new(g.slots[0].clone(), MAX_FRAME, fault.clone(), fx.taken.clone());
+    let mut rx = VhostRx::new(
+        g.slots[0].clone(),
+        MAX_FRAME,
+        fault.clone(),
+        fx.taken.clone(),
+    );
     let tx = VhostTx::new(g.slots[1].clone(), MAX_FRAME, fault.clone());
     tx.set_layout(layout);
     let mut batch = RxBatch::with_capacity(32);
@@ -118,7 +130,11 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
                 // A descriptor: address near the buffers area or anywhere.
                 let i = inp.u16().unwrap_or(0) % (2 * g.size).max(1);
                 let a = inp.u32().unwrap_or(0) as u64;
-                let addr = if op & 0x08 != 0 { a << 16 | a } else { BASE + 0x8000 + (a % MEM_B) };
+                let addr = if op & 0x08 != 0 {
+                    a << 16 | a
+                } else {
+                    BASE + 0x8000 + (a % MEM_B)
+                };
                 let len = inp.u16().unwrap_or(0) as u32 | ((op as u32 & 0x40) << 10);
                 let flags = inp.u16().unwrap_or(0);
                 let next = inp.u16().unwrap_or(0);
@@ -182,13 +198,20 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
         for q in 0..2 {
             // (Raw writes may change the used index themselves.)
             if broken_before[q] && op & 0x07 != 3 {
-                assert_eq!(g.used_idx(q), used_before[q], "a broken session returns nothing");
+                assert_eq!(
+                    g.used_idx(q),
+                    used_before[q],
+                    "a broken session returns nothing"
+                );
             }
         }
         let now = fault.total_lies();
         if now > lies {
             assert!(g.broken(0) || g.broken(1), "a lie breaks its session");
-            assert!(fault.pending.load(Ordering::Acquire), "the control thread is told");
+            assert!(
+                fault.pending.load(Ordering::Acquire),
+                "the control thread is told"
+            );
             lies = now;
         }
     }

@@ -21,7 +21,14 @@ fn l4(b: &[u8]) {
         vxlan_geneve(u.payload());
     }
     if let Ok(t) = tcp::Packet::new_checked(b) {
-        let _ = (t.src_port(), t.dst_port(), t.seq(), t.ack(), t.flags(), t.window());
+        let _ = (
+            t.src_port(),
+            t.dst_port(),
+            t.seq(),
+            t.ack(),
+            t.flags(),
+            t.window(),
+        );
         let _ = (t.checksum(), t.urgent(), t.has(1));
         assert!(t.header_len() >= 20 && t.header_len() <= b.len());
         assert!(inside(b, t.payload()));
@@ -65,26 +72,23 @@ fn eth(b: &[u8], depth: u32) {
         assert!(inside(b, f.payload()));
         let _ = f.tags();
     }
-    match ethernet::parse_tags(b) {
-        Ok(t) => {
-            assert!(t.l3_offset <= b.len(), "l3 offset inside the frame");
-            assert!(t.count as usize <= ethernet::MAX_TAGS);
-            assert_eq!(t.l3_offset, ethernet::HEADER_LEN + 4 * t.count as usize);
-            let _ = (t.outer_vid(), t.inner_vid());
-            let l3 = &b[t.l3_offset..];
-            match t.ethertype {
-                EtherType::IPV4 => ip4(l3),
-                EtherType::IPV6 => ip6(l3),
-                EtherType::ARP => {
-                    if let Ok(a) = arp::Packet::new_checked(l3) {
-                        let _ = (a.htype(), a.ptype(), a.oper(), a.sender_ip(), a.target_ip());
-                        let _ = (a.sender_mac(), a.target_mac());
-                    }
+    if let Ok(t) = ethernet::parse_tags(b) {
+        assert!(t.l3_offset <= b.len(), "l3 offset inside the frame");
+        assert!(t.count as usize <= ethernet::MAX_TAGS);
+        assert_eq!(t.l3_offset, ethernet::HEADER_LEN + 4 * t.count as usize);
+        let _ = (t.outer_vid(), t.inner_vid());
+        let l3 = &b[t.l3_offset..];
+        match t.ethertype {
+            EtherType::IPV4 => ip4(l3),
+            EtherType::IPV6 => ip6(l3),
+            EtherType::ARP => {
+                if let Ok(a) = arp::Packet::new_checked(l3) {
+                    let _ = (a.htype(), a.ptype(), a.oper(), a.sender_ip(), a.target_ip());
+                    let _ = (a.sender_mac(), a.target_mac());
                 }
-                _ => {}
             }
+            _ => {}
         }
-        Err(_) => {}
     }
     // flow parsing agrees with the views: a tuple only from a valid frame.
     if let Ok(Some(t)) = flow::parse_l4(b) {
@@ -98,8 +102,21 @@ fn ip4(b: &[u8]) {
         assert_eq!(p.version(), 4);
         let hl = p.header_len();
         assert!(hl >= 20 && hl <= p.total_len() as usize && p.total_len() as usize <= b.len());
-        let _ = (p.dscp(), p.ecn(), p.ident(), p.dont_frag(), p.more_frags(), p.frag_offset());
-        let _ = (p.ttl(), p.protocol(), p.checksum(), p.src_addr(), p.dst_addr());
+        let _ = (
+            p.dscp(),
+            p.ecn(),
+            p.ident(),
+            p.dont_frag(),
+            p.more_frags(),
+            p.frag_offset(),
+        );
+        let _ = (
+            p.ttl(),
+            p.protocol(),
+            p.checksum(),
+            p.src_addr(),
+            p.dst_addr(),
+        );
         let _ = (p.is_later_fragment(), p.verify_checksum());
         assert!(inside(b, p.options()) && inside(b, p.payload()));
         assert_eq!(p.options().len(), hl - 20);
@@ -111,7 +128,12 @@ fn ip4(b: &[u8]) {
 fn ip6(b: &[u8]) {
     if let Ok(p) = ipv6::Packet::new_checked(b) {
         assert_eq!(p.version(), 6);
-        let _ = (p.traffic_class(), p.flow_label(), p.next_header(), p.hop_limit());
+        let _ = (
+            p.traffic_class(),
+            p.flow_label(),
+            p.next_header(),
+            p.hop_limit(),
+        );
         let _ = (p.src_addr(), p.dst_addr());
         assert!(inside(b, p.payload()));
         assert_eq!(p.payload().len(), p.payload_len() as usize);

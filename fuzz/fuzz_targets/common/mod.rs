@@ -10,7 +10,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 pub fn pair(ty: i32) -> (OwnedFd, OwnedFd) {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints.
-    let r = unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    let r =
+        unsafe { libc::socketpair(libc::AF_UNIX, ty | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
     assert_eq!(r, 0, "socketpair");
     // SAFETY: fresh descriptors we own.
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
@@ -38,7 +39,11 @@ pub fn send(sock: RawFd, msg: &[u8], fds: &[RawFd]) -> bool {
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
             (*c).cmsg_len = libc::CMSG_LEN(bytes as u32) as usize;
-            std::ptr::copy_nonoverlapping(fds.as_ptr(), libc::CMSG_DATA(c) as *mut RawFd, fds.len());
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr(),
+                libc::CMSG_DATA(c) as *mut RawFd,
+                fds.len(),
+            );
         }
     }
     // SAFETY: mh points at live buffers.
@@ -79,7 +84,9 @@ pub fn eventfd() -> OwnedFd {
 
 /// Number of open file descriptors of this process.
 pub fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 /// Reads the input as a sequence of little chunks.
@@ -95,7 +102,12 @@ impl<'a> Input<'a> {
         Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
     }
     pub fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_le_bytes([self.u8()?, self.u8()?, self.u8()?, self.u8()?]))
+        Some(u32::from_le_bytes([
+            self.u8()?,
+            self.u8()?,
+            self.u8()?,
+            self.u8()?,
+        ]))
     }
     /// Up to `n` bytes (fewer at the end of the input).
     pub fn bytes(&mut self, n: usize) -> &'a [u8] {
