@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -25,6 +25,7 @@ test: export TURNOUT_REQUIRE_PEERS ?= 1
 test: setup
 	$(MAKE) lint
 	$(MAKE) test-rust
+	$(MAKE) fuzz-replay
 	$(MAKE) test-python
 
 test-rust:
@@ -64,6 +65,35 @@ bench-overlay: setup
 	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
+
+# Coverage-guided fuzzing (docs/fuzzing.md): every target in fuzz/ one after
+# the other for FUZZ_SECS each (FUZZ_RUNS=N: stop a target after N runs).
+# Needs nightly Rust and cargo-fuzz; not part of `make test`.
+FUZZ_SECS ?= 60
+fuzz:
+	FUZZ_SECS=$(FUZZ_SECS) scripts/fuzz.sh
+
+# Every fuzz target over its checked-in corpus once (seeds, the inputs the
+# campaigns grew, past crashes): stable Rust, no instrumentation, seconds
+# once built. Part of `make test`.
+FUZZ_TARGETS = $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs)))
+fuzz-replay:
+	cargo build --release --manifest-path fuzz/Cargo.toml
+	for t in $(FUZZ_TARGETS); do \
+		log=fuzz/target/replay-$$t.log; \
+		if ! fuzz/target/release/$$t -runs=0 fuzz/corpus/$$t >$$log 2>&1; then \
+			tail -40 $$log; echo "fuzz-replay: $$t FAILED (log: $$log)"; exit 1; \
+		fi; \
+		echo "fuzz-replay: $$t: $$(grep -h '^Done' $$log)"; \
+	done
+
+# Soak (docs/testing.md): every port kind under mixed traffic while ports,
+# logics and peers churn, for SOAK_SECS; root, testpmd. Not in `make test`.
+SOAK_SECS ?= 3600
+soak: setup
+	cargo build --release -p turnoutd -p turnout-gen
+	mkdir -p results
+	SOAK_SECS=$(SOAK_SECS) $(PY)/python tests/turnoutd/soak.py --json results/soak.json
 
 # The gate `make test` runs first: rustfmt, clippy with warnings as errors
 # (release profile: it shares the test build's dependencies), ruff on every

@@ -259,6 +259,19 @@ pub fn parse_request(line: &[u8]) -> Result<Request, (Value, ApiError)> {
     };
     let id = obj.remove("id");
     let echo = match &id {
+        // A number id must be an integer that fits 64 bits: anything else
+        // is parsed as a float and would be echoed with another value
+        // (found by fuzzing: 866…6 with 53 digits came back as
+        // 8.666666666666666e52), and the client could not match its answer.
+        Some(Value::Number(n)) if !(n.is_i64() || n.is_u64()) => {
+            return Err((
+                Value::Null,
+                ApiError::new(
+                    code::INVALID_REQUEST,
+                    "a number id must be an integer of at most 64 bits",
+                ),
+            ))
+        }
         Some(v @ (Value::Null | Value::Number(_) | Value::String(_))) => v.clone(),
         Some(other) => {
             return Err((
@@ -501,6 +514,22 @@ mod tests {
             e.message,
             "id must be a number, string or null, found a table"
         );
+        // Regression (control_json fuzz target): ids that are not 64-bit
+        // integers cannot be echoed exactly; they are refused.
+        for id in [
+            "86666666666666666666666666666666666666666666666666666",
+            "1.5",
+            "1e3",
+        ] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"stats"}}"#);
+            let (echo, e) = parse_request(line.as_bytes()).unwrap_err();
+            assert_eq!((echo, e.code), (Value::Null, code::INVALID_REQUEST), "{id}");
+        }
+        for id in ["-9223372036854775808", "18446744073709551615", "0"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"stats"}}"#);
+            let r = parse_request(line.as_bytes()).unwrap();
+            assert_eq!(r.id.unwrap().to_string(), id, "echoed exactly");
+        }
         let (_, e) =
             parse_request(br#"{"jsonrpc":"2.0","id":1,"method":"x","extra":1}"#).unwrap_err();
         assert_eq!(e.message, "unknown member \"extra\"");

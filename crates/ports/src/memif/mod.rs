@@ -26,6 +26,8 @@
 //! system calls are in `sys.rs`.
 
 mod client;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proto;
 mod ring;
 mod server;

@@ -207,6 +207,63 @@ struct Channel {
     peer_app: String,
 }
 
+impl Channel {
+    fn new(sock: OwnedFd) -> Channel {
+        Channel {
+            sock,
+            st: St::AwaitInit,
+            iface: None,
+            regions: Vec::new(),
+            c2s: Vec::new(),
+            s2c: Vec::new(),
+            created: Instant::now(),
+            peer_app: String::new(),
+        }
+    }
+}
+
+/// The server's first message on every control connection.
+fn hello(inner: &Inner) -> Msg {
+    Msg::Hello(Hello {
+        name: inner.cfg.app_name.clone(),
+        min_version: proto::VERSION,
+        max_version: proto::VERSION,
+        max_region: MAX_REGION_INDEX,
+        max_s2c_ring: super::MAX_QUEUES - 1,
+        max_c2s_ring: super::MAX_QUEUES - 1,
+        max_log2_ring_size: proto::MAX_LOG2_RING,
+    })
+}
+
+impl MemifServer {
+    /// Fuzzing (see `memif::fuzzing`): serves one control connection in the
+    /// calling thread as the control thread does (hello, then every message
+    /// waiting on `sock` until the channel ends or nothing is left to read),
+    /// closes it, and returns why it ended.
+    pub(super) fn serve_one(&self, sock: OwnedFd) -> String {
+        let inner = &self.inner;
+        let Ok(ep) = sys::Epoll::new() else {
+            return "epoll_create failed".into();
+        };
+        if sys::send_msg(sock.as_raw_fd(), &hello(inner).encode(), None).is_err() {
+            return "peer hung up".into();
+        }
+        inner.counters.accepted.fetch_add(1, Ordering::Relaxed);
+        let mut ch = Channel::new(sock);
+        let end = match on_readable(inner, &mut ch) {
+            Err(e) => e,
+            Ok(()) => End::Local("input ended".into()),
+        };
+        let why = match &end {
+            End::Hangup => "peer hung up".to_string(),
+            End::Peer(r) => format!("peer disconnected: {r}"),
+            End::Reject(r) | End::Local(r) => r.clone(),
+        };
+        close(inner, &ep, ch, end);
+        why
+    }
+}
+
 /// How a control connection ends.
 pub(crate) enum End {
     /// Socket closed or failed.
@@ -245,16 +302,7 @@ fn run(inner: Arc<Inner>) {
                             inner.counters.refused.fetch_add(1, Ordering::Relaxed);
                             continue; // dropped: closed
                         }
-                        let hello = Msg::Hello(Hello {
-                            name: inner.cfg.app_name.clone(),
-                            min_version: proto::VERSION,
-                            max_version: proto::VERSION,
-                            max_region: MAX_REGION_INDEX,
-                            max_s2c_ring: super::MAX_QUEUES - 1,
-                            max_c2s_ring: super::MAX_QUEUES - 1,
-                            max_log2_ring_size: proto::MAX_LOG2_RING,
-                        });
-                        if sys::send_msg(sock.as_raw_fd(), &hello.encode(), None).is_err() {
+                        if sys::send_msg(sock.as_raw_fd(), &hello(&inner).encode(), None).is_err() {
                             continue;
                         }
                         let t = next_token;
@@ -263,19 +311,7 @@ fn run(inner: Arc<Inner>) {
                             continue;
                         }
                         inner.counters.accepted.fetch_add(1, Ordering::Relaxed);
-                        chans.insert(
-                            t,
-                            Channel {
-                                sock,
-                                st: St::AwaitInit,
-                                iface: None,
-                                regions: Vec::new(),
-                                c2s: Vec::new(),
-                                s2c: Vec::new(),
-                                created: Instant::now(),
-                                peer_app: String::new(),
-                            },
-                        );
+                        chans.insert(t, Channel::new(sock));
                     }
                 }
                 TOKEN_WAKE => {

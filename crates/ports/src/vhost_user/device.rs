@@ -465,7 +465,7 @@ impl VhostUserBackendReqHandlerMut for Device {
 }
 
 /// How a connection ended.
-enum End {
+pub(super) enum End {
     Stop,
     HangUp,
     Lie,
@@ -495,17 +495,22 @@ pub fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
             },
         };
         let end = serve(&shared, stream, listener.as_ref());
-        match end {
-            End::Stop => {}
-            End::HangUp => {
-                shared.disconnects_hangup.fetch_add(1, Relaxed);
-            }
-            End::Lie => {
-                shared.disconnects_lie.fetch_add(1, Relaxed);
-            }
-            End::Protocol => {
-                shared.disconnects_protocol.fetch_add(1, Relaxed);
-            }
+        count_end(&shared, &end);
+    }
+}
+
+/// Counts how a connection ended.
+pub(super) fn count_end(shared: &Shared, end: &End) {
+    match end {
+        End::Stop => {}
+        End::HangUp => {
+            shared.disconnects_hangup.fetch_add(1, Relaxed);
+        }
+        End::Lie => {
+            shared.disconnects_lie.fetch_add(1, Relaxed);
+        }
+        End::Protocol => {
+            shared.disconnects_protocol.fetch_add(1, Relaxed);
         }
     }
 }
@@ -533,7 +538,11 @@ fn accept(shared: &Shared, l: &UnixListener) -> Option<UnixStream> {
     l.accept().ok().map(|(s, _)| s)
 }
 
-fn serve(shared: &Arc<Shared>, stream: UnixStream, listener: Option<&UnixListener>) -> End {
+pub(super) fn serve(
+    shared: &Arc<Shared>,
+    stream: UnixStream,
+    listener: Option<&UnixListener>,
+) -> End {
     // A frontend that stops mid-message must not hold the control thread.
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = stream.set_nonblocking(false);

@@ -26,10 +26,13 @@
 //! See docs/vhost-user.md.
 
 pub mod device;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod sys;
 pub mod vring;
 
 use std::fmt;
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -132,17 +135,10 @@ pub struct Shared {
     rejected: AtomicU64,
 }
 
-/// A vhost-user port (see the module documentation).
-pub struct VhostUserPort {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl VhostUserPort {
-    /// Creates the port and starts its control thread: in server mode the
-    /// socket is created (mode 0600) before this returns; in client mode
-    /// the thread keeps trying to connect.
-    pub fn new(name: &str, cfg: VhostUserConfig) -> Result<Self, Error> {
+impl Shared {
+    /// The state of a new port (checked configuration, slots, transmit
+    /// queues) and, in server mode, its listening socket.
+    fn new(name: &str, cfg: VhostUserConfig) -> Result<(Arc<Shared>, Option<UnixListener>), Error> {
         if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
             return Err(Error::BadConfig(format!(
                 "queues {} not in 1..={MAX_QUEUES}",
@@ -190,6 +186,22 @@ impl VhostUserPort {
             early_enables: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
         });
+        Ok((shared, listener))
+    }
+}
+
+/// A vhost-user port (see the module documentation).
+pub struct VhostUserPort {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl VhostUserPort {
+    /// Creates the port and starts its control thread: in server mode the
+    /// socket is created (mode 0600) before this returns; in client mode
+    /// the thread keeps trying to connect.
+    pub fn new(name: &str, cfg: VhostUserConfig) -> Result<Self, Error> {
+        let (shared, listener) = Shared::new(name, cfg)?;
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!(
@@ -286,26 +298,30 @@ impl Port for VhostUserPort {
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
-        let s = &self.shared;
-        let f = &s.fault;
-        let mut v = vec![
-            ("connected", s.connected.load(Relaxed) as u64),
-            ("connects", s.connects.load(Relaxed)),
-            ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
-            ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
-            ("disconnects_protocol", s.disconnects_protocol.load(Relaxed)),
-            ("protocol_errors", s.protocol_errors.load(Relaxed)),
-            ("early_vring_enables", s.early_enables.load(Relaxed)),
-            ("rejected_frontends", s.rejected.load(Relaxed)),
-            ("rx_oversize", f.rx_oversize.load(Relaxed)),
-            ("rx_short", f.rx_short.load(Relaxed)),
-            ("rx_linearised", f.rx_linearised.load(Relaxed)),
-            ("tx_buf_short", f.tx_buf_short.load(Relaxed)),
-            ("tx_stale", f.tx_stale.load(Relaxed)),
-        ];
-        for (i, name) in Lie::NAMES.iter().enumerate() {
-            v.push((name, f.lies[i].load(Relaxed)));
-        }
-        v
+        counters_of(&self.shared)
     }
+}
+
+/// The counters of a port (see [`Port::backend_counters`]).
+fn counters_of(s: &Shared) -> Vec<(&'static str, u64)> {
+    let f = &s.fault;
+    let mut v = vec![
+        ("connected", s.connected.load(Relaxed) as u64),
+        ("connects", s.connects.load(Relaxed)),
+        ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
+        ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
+        ("disconnects_protocol", s.disconnects_protocol.load(Relaxed)),
+        ("protocol_errors", s.protocol_errors.load(Relaxed)),
+        ("early_vring_enables", s.early_enables.load(Relaxed)),
+        ("rejected_frontends", s.rejected.load(Relaxed)),
+        ("rx_oversize", f.rx_oversize.load(Relaxed)),
+        ("rx_short", f.rx_short.load(Relaxed)),
+        ("rx_linearised", f.rx_linearised.load(Relaxed)),
+        ("tx_buf_short", f.tx_buf_short.load(Relaxed)),
+        ("tx_stale", f.tx_stale.load(Relaxed)),
+    ];
+    for (i, name) in Lie::NAMES.iter().enumerate() {
+        v.push((name, f.lies[i].load(Relaxed)));
+    }
+    v
 }

@@ -110,6 +110,26 @@ impl GuestMemory {
                 }
             }
         }
+        // A region must lie inside its file: a mapping past the end of the
+        // file maps, but the first access there raises SIGBUS and kills the
+        // whole daemon (found by fuzzing: a frontend that announces more
+        // memory than its memfd holds). A frontend that shrinks its file
+        // after this check can still do that; QEMU seals its memfds, and
+        // hugetlbfs files cannot shrink under a mapping (docs/vhost-user.md).
+        for s in &specs {
+            // SAFETY: fstat fills a plain struct we own; the fd is valid.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::fstat(s.file.as_raw_fd(), &mut st) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                return Err(bad("memory region file is not a regular file or memfd"));
+            }
+            if (st.st_size as u64) < s.offset + s.size {
+                return Err(bad("memory region extends past the end of its file"));
+            }
+        }
         let page = page_size();
         let mut mem = GuestMemory {
             regions: Vec::with_capacity(specs.len()),
@@ -632,6 +652,44 @@ impl Epoll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn memfd(len: u64) -> File {
+        // SAFETY: a static NUL-terminated name; the result is checked.
+        let fd = unsafe { libc::memfd_create(c"vhost-test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: a fresh descriptor we own.
+        let f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        f.set_len(len).unwrap();
+        f
+    }
+
+    fn spec(gpa: u64, size: u64, offset: u64, file: File) -> RegionSpec {
+        RegionSpec {
+            gpa,
+            size,
+            uva: 0x7f00_0000_0000 + gpa,
+            offset,
+            file,
+        }
+    }
+
+    /// Regression (found by the vhost_msg fuzz target): a region larger
+    /// than its file mapped fine and the first ring access past the end of
+    /// the file killed the process with SIGBUS.
+    #[test]
+    fn regions_must_lie_inside_their_files() {
+        let e = GuestMemory::map(vec![spec(0, 1 << 20, 0, memfd(4096))]).unwrap_err();
+        assert!(e.to_string().contains("past the end of its file"), "{e}");
+        let e = GuestMemory::map(vec![spec(0, 4096, 4096, memfd(4096))]).unwrap_err();
+        assert!(e.to_string().contains("past the end of its file"), "{e}");
+        // A pipe is not memory.
+        let (r, _w) = std::io::pipe().unwrap();
+        let file = File::from(std::os::fd::OwnedFd::from(r));
+        assert!(GuestMemory::map(vec![spec(0, 4096, 0, file)]).is_err());
+        // Exactly the file: fine, and every byte is accessible.
+        let m = GuestMemory::map(vec![spec(0, 8192, 4096, memfd(12288))]).unwrap();
+        assert!(m.gpa(8191, 1).unwrap().write(0, &[7]));
+    }
 
     #[test]
     fn translation_is_bounded_by_the_region() {
