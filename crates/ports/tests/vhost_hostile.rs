@@ -345,14 +345,14 @@ impl Worker {
         let t0 = Instant::now();
         let mut got = 0;
         while got < want && t0.elapsed() < t {
-            self.batch.clear();
-            let n = self.rx.burst(&mut self.batch);
-            for p in self.batch.pkts() {
+            let burst = self.batch.receive(&mut *self.rx, 0, 0);
+            let n = burst.received();
+            for p in burst.pkts().iter() {
                 if p.data().len() > 14 && p.data()[14] == tag {
                     got += 1;
                 }
             }
-            self.rx.release();
+            drop(burst);
             if n == 0 {
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -364,9 +364,7 @@ impl Worker {
     fn spin(&mut self, t: Duration) {
         let t0 = Instant::now();
         while t0.elapsed() < t {
-            self.batch.clear();
-            self.rx.burst(&mut self.batch);
-            self.rx.release();
+            drop(self.batch.receive(&mut *self.rx, 0, 0));
             std::thread::sleep(Duration::from_micros(200));
         }
     }

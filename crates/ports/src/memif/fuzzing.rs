@@ -56,7 +56,6 @@ impl Harness {
         cfg.buffer_size = BUFFER_B;
         cfg.log2_ring_size = LOG2_RING;
         cfg.max_chain = 16;
-        cfg.scratch_b = 2 * MAX_FRAME_B as usize;
         cfg.validate()
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         let wake = Arc::new(EventFd::new()?);
@@ -204,13 +203,12 @@ impl Harness {
     /// One receive burst and release; calls `f` on every frame handed out
     /// (before the release, while the frames are valid).
     pub fn burst(&mut self, mut f: impl FnMut(&[u8])) -> usize {
-        self.batch.clear();
-        let n = self.rx.burst(&mut self.batch);
-        assert_eq!(n, self.batch.len(), "burst count and batch length agree");
-        for p in self.batch.pkts() {
+        let burst = self.batch.receive(&mut self.rx, 0, 0);
+        let n = burst.received();
+        assert_eq!(n, burst.len(), "burst count and batch length agree");
+        for p in burst.pkts().iter() {
             f(p.data());
         }
-        self.rx.release();
         n
     }
 
