@@ -25,6 +25,7 @@ pub use fabric::{
 
 pub mod bridge;
 pub mod demux;
+pub mod flows;
 pub mod l4filter;
 pub mod patch;
 pub mod plugin;
@@ -100,6 +101,11 @@ pub static LOGICS: &[LogicEntry] = &[
         new: demux::new,
     },
     LogicEntry {
+        name: "flows",
+        help: "openflow-style flow tables (ovs-ofctl flow syntax): priority match, actions, goto",
+        new: flows::new,
+    },
+    LogicEntry {
         name: "plugin",
         help: "a shared library implementing the turnout_logic.h c abi",
         new: plugin::new,
@@ -145,7 +151,7 @@ mod tests {
         let e = build("nope", &serde_json::Value::Null).err().unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, plugin)"
+            "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, flows, plugin)"
         );
     }
 

@@ -53,6 +53,12 @@ fn classify_does_not_allocate() {
         logic::build("bridge", &json!({"table_size": 64})).unwrap(),
         logic::build("l4filter", &json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})).unwrap(),
         logic::build("demux", &json!({"default": 1, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3}]})).unwrap(),
+        logic::build("flows", &json!({"flows": [
+            "priority=5,udp,nw_dst=10.0.0.0/24,tp_dst=5001,actions=mod_dl_src:02:00:00:00:00:09,goto_table:1",
+            "priority=4,dl_dst=02:01:00:00:00:03,actions=dec_ttl,output:1",
+            "priority=1,actions=drop",
+            "table=1,priority=1,actions=output:2,output:3",
+        ]})).unwrap(),
         logic::build("plugin", &json!({"path": so.to_str().unwrap()})).unwrap(),
     ];
     // 256 frames, many source MACs (so the bridge learns and evicts), some
