@@ -9,17 +9,47 @@ pub const WORDS: usize = 8;
 
 /// Packed header fields (layout: see [`Field`]). Fields a frame does not
 /// have (no VLAN tag, no IP header...) are zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Key(pub [u64; WORDS]);
 
+/// Odd constants, one per word, for [`Key`]'s hash.
+const MIX: [u64; WORDS] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xc2b2_ae3d_27d4_eb4f,
+    0x1656_67b1_9e37_79f9,
+    0x85eb_ca77_c2b2_ae63,
+    0x27d4_eb2f_1656_67c5,
+    0xff51_afd7_ed55_8ccd,
+    0xc4ce_b9fe_1a85_ec53,
+    0x5851_f42d_4c95_7f2d,
+];
+
 impl std::hash::Hash for Key {
+    /// One word: the words multiplied independently (no serial chain of
+    /// multiplies), summed; [`KeyHasher::finish`] mixes the result.
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        for w in self.0 {
-            h.write_u64(w);
+        let mut acc = 0u64;
+        for (w, m) in self.0.iter().zip(MIX) {
+            acc = acc.wrapping_add((w ^ (w >> 29)).wrapping_mul(m));
         }
+        h.write_u64(acc);
     }
 }
+
+impl PartialEq for Key {
+    /// Branch-free over the words (a derived `==` calls `memcmp`).
+    #[inline]
+    fn eq(&self, o: &Key) -> bool {
+        self.0
+            .iter()
+            .zip(o.0.iter())
+            .fold(0u64, |a, (x, y)| a | (x ^ y))
+            == 0
+    }
+}
+
+impl Eq for Key {}
 
 impl Key {
     /// `self & mask`, word by word.
@@ -251,15 +281,23 @@ pub fn extract(frame: &[u8], in_port: u16) -> Key {
     Key(k)
 }
 
-/// FxHash-style hasher for keys (the words are already well mixed by the
-/// multiply; SipHash would cost more than the rest of a lookup).
+/// Hasher for keys: [`Key`]'s `Hash` hands it one pre-mixed word, which
+/// `finish` runs through murmur3's finaliser (the hash table takes its
+/// bucket from the low bits and its tag from the high bits; a multiply
+/// alone leaves low bits of high-placed fields at zero). SipHash would cost
+/// more than the rest of a lookup.
 #[derive(Default, Clone, Copy)]
 pub struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
     #[inline]
     fn write(&mut self, bytes: &[u8]) {

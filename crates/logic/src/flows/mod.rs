@@ -37,7 +37,8 @@
 //! subtables they change) and swap it in with arc-swap, so a flow change
 //! never waits for or blocks a worker, and a command carrying many flows is
 //! one swap. Counters are atomics striped per worker (four stripes, each on
-//! its own cache line), shared by successive snapshots of a flow.
+//! its own cache line), shared by successive snapshots of a flow, and added
+//! once per batch (per table) or per run of hits on one flow.
 
 mod key;
 mod text;
@@ -79,6 +80,35 @@ impl Counters {
         self.0.iter().fold((0, 0), |(a, b), s| {
             (a + s.a.load(Relaxed), b + s.b.load(Relaxed))
         })
+    }
+}
+
+/// Hits on one flow not yet added to its counters.
+#[derive(Default)]
+struct Run<'a> {
+    stats: Option<&'a Counters>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl<'a> Run<'a> {
+    #[inline]
+    fn hit(&mut self, c: &'a Counters, len: u64, worker: u16) {
+        if !self.stats.is_some_and(|s| std::ptr::eq(s, c)) {
+            self.flush(worker);
+            self.stats = Some(c);
+        }
+        self.packets += 1;
+        self.bytes += len;
+    }
+
+    #[inline]
+    fn flush(&mut self, worker: u16) {
+        if let Some(s) = self.stats.take() {
+            s.add(worker, self.packets, self.bytes);
+        }
+        self.packets = 0;
+        self.bytes = 0;
     }
 }
 
@@ -524,19 +554,26 @@ impl Logic for Flows {
 
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let snap = self.snap.load();
+        // Counters are summed over the batch and added once (atomic
+        // read-modify-writes cost more than the lookup): per table in two
+        // arrays, per flow over runs of consecutive hits on the same flow.
+        let mut lookups = [0u32; MAX_TABLE as usize + 1];
+        let mut misses = [0u32; MAX_TABLE as usize + 1];
+        let mut last_table = 0usize;
+        let mut run = Run::default();
         for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
             let len = p.len() as u64;
             let mut k = extract(p.data(), ingress);
-            let mut table = 0u8;
+            let mut table = 0usize;
             let mut out: Option<Verdict> = None;
             *v = loop {
-                let ts = &self.table_stats[table as usize];
-                let Some(r) = snap.tables[table as usize].lookup(&k) else {
-                    ts.add(ctx.worker, 1, 1);
+                lookups[table] += 1;
+                last_table = last_table.max(table);
+                let Some(r) = snap.tables[table].lookup(&k) else {
+                    misses[table] += 1;
                     break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
                 };
-                ts.add(ctx.worker, 1, 0);
-                r.stats.add(ctx.worker, 1, len);
+                run.hit(&r.stats, len, ctx.worker);
                 for a in r.actions.iter() {
                     let o = match *a {
                         Action::Output(port) if port == ingress => {
@@ -570,10 +607,16 @@ impl Logic for Flows {
                     }
                 }
                 match r.goto {
-                    Some(g) => table = g,
+                    Some(g) => table = g as usize,
                     None => break out.unwrap_or(Verdict::Drop(DropReason::Policy)),
                 }
             };
+        }
+        run.flush(ctx.worker);
+        for t in 0..=last_table {
+            if lookups[t] > 0 {
+                self.table_stats[t].add(ctx.worker, lookups[t] as u64, misses[t] as u64);
+            }
         }
     }
 
