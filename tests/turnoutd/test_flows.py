@@ -8,7 +8,7 @@ af_packet ports. The test adds, modifies and deletes flows with
 and the flows' and ports' counters: a table miss drops as no_match, a drop
 flow as policy, a higher-priority flow overrides, a strict delete restores,
 a goto_table + set_field pipeline rewrites the destination MAC so a host
-with a wrong static neighbour is reached, and bad flows are refused with a
+with a wrong static neighbour is reached, two outputs mirror, and bad flows are refused with a
 clear error while the tables stay as they were.
 
 Nothing outside the namespaces is touched; they (and their veths) are
@@ -192,6 +192,14 @@ def test_flows_program_forwarding_and_drops(lab) -> None:
     assert d.flows("modify", {"flow": "ip,nw_dst=10.0.0.2,actions=output:" + str(p3)}) == \
         {"modified": 1}
     assert not ping(h[1], "10.0.0.2", 2)
+
+    # Mirroring: two outputs in one action list (a group): h2 answers again
+    # and p3 carries a copy of every echo request.
+    assert d.flows("modify", {"flow": f"ip,nw_dst=10.0.0.2,actions=output:{p2},output:{p3}"}) == \
+        {"modified": 1}
+    tx3 = d.port("p3")["tx_packets"]
+    assert ping(h[1], "10.0.0.2")
+    assert d.port("p3")["tx_packets"] >= tx3 + 3
 
     # Bad flows: clear errors, nothing changes.
     before = d.flows("dump")["flows"]

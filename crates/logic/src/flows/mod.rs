@@ -10,6 +10,11 @@
 //! Verdicts, per frame:
 //! - the first `output:N` of the pipeline: `Port(N)`; `output:N` with N the
 //!   ingress: `Drop(Hairpin)` (OpenFlow sends back only with `in_port`);
+//! - several `output:N` in one action list (mirroring): `Group(g)`, a group
+//!   of those ports the logic keeps for the action list (the fabric skips
+//!   the ingress); header rewrites between two outputs of one list are
+//!   refused (one buffer carries every copy); `flood`/`all` in the same
+//!   list win over the outputs;
 //! - `flood` / `all`: `Flood` (every port but the ingress);
 //! - `in_port`: `Port(ingress)`, which the fabric counts as a `hairpin` drop;
 //! - a packet sent to one port leaves once: a later output action in the
@@ -45,7 +50,7 @@ mod text;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
@@ -57,6 +62,8 @@ use crate::args::Args;
 use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
 
 const STRIPES: usize = 4;
+/// Distinct output sets of multi-output action lists, over the logic's life.
+pub const MAX_GROUPS: usize = 4096;
 
 #[derive(Default)]
 #[repr(align(64))]
@@ -121,7 +128,10 @@ struct Rule {
     cookie: u64,
     key: Key,
     mask: Key,
+    /// Compiled (several outputs as one group).
     actions: Box<[Action]>,
+    /// As given, for `dump`.
+    shown: Box<[Action]>,
     goto: Option<u8>,
     /// packets, bytes.
     stats: Arc<Counters>,
@@ -141,7 +151,7 @@ impl Rule {
             self.priority,
             if m.is_empty() { "" } else { "," },
             m,
-            text::format_actions(&self.actions, self.goto)
+            text::format_actions(&self.shown, self.goto)
         )
     }
 }
@@ -299,8 +309,89 @@ pub struct Flows {
     table_stats: Box<[Counters]>,
     /// Output actions ignored because the packet was already output.
     extra_outputs: AtomicU64,
-    /// Serialises commands and numbers flows (never taken by `classify`).
-    writer: Mutex<u64>,
+    /// Output sets of multi-output action lists, by group id; set once,
+    /// never changed (so `group_members` can lend them out).
+    groups: Box<[OnceLock<Box<[PortId]>>]>,
+    /// Serialises commands (never taken by `classify`).
+    writer: Mutex<Writer>,
+}
+
+/// Control-path state.
+#[derive(Default)]
+struct Writer {
+    /// Flows numbered in installation order.
+    seq: u64,
+    /// Output set → group id.
+    groups: HashMap<Box<[PortId]>, u16>,
+}
+
+impl Writer {
+    /// Actions as run by `classify`: several outputs become one group.
+    fn compile(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        acts: &[Action],
+    ) -> Result<Box<[Action]>, String> {
+        if acts
+            .iter()
+            .any(|a| matches!(a, Action::Flood | Action::All))
+        {
+            // Flood reaches every port the outputs name.
+            return Ok(acts
+                .iter()
+                .filter(|a| !matches!(a, Action::Output(_)))
+                .copied()
+                .collect());
+        }
+        let outs: Vec<usize> = acts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, Action::Output(_)))
+            .map(|(i, _)| i)
+            .collect();
+        if outs.len() < 2 {
+            return Ok(acts.into());
+        }
+        let (first, last) = (outs[0], outs[outs.len() - 1]);
+        if acts[first..last].iter().any(|a| {
+            matches!(
+                a,
+                Action::SetDlSrc(_) | Action::SetDlDst(_) | Action::DecTtl
+            )
+        }) {
+            return Err("header rewrites between two outputs are not supported (every copy leaves from one buffer)".into());
+        }
+        let mut ports: Vec<PortId> = outs
+            .iter()
+            .map(|&i| match acts[i] {
+                Action::Output(p) => p,
+                _ => unreachable!("filtered above"),
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        let g = match self.groups.get(ports.as_slice()) {
+            Some(&g) => g,
+            None => {
+                let g = self.groups.len();
+                if g >= MAX_GROUPS {
+                    return Err(format!("more than {MAX_GROUPS} distinct sets of outputs"));
+                }
+                let _ = groups[g].set(ports.clone().into_boxed_slice());
+                self.groups.insert(ports.into_boxed_slice(), g as u16);
+                g as u16
+            }
+        };
+        let mut out: Vec<Action> = Vec::with_capacity(acts.len());
+        for (i, a) in acts.iter().enumerate() {
+            match a {
+                Action::Output(_) if i == first => out.push(Action::Group(g)),
+                Action::Output(_) => {}
+                other => out.push(*other),
+            }
+        }
+        Ok(out.into_boxed_slice())
+    }
 }
 
 /// Table constructor.
@@ -345,7 +436,8 @@ impl Flows {
                 .map(|_| Counters::default())
                 .collect(),
             extra_outputs: AtomicU64::new(0),
-            writer: Mutex::new(0),
+            groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
+            writer: Mutex::new(Writer::default()),
         };
         let texts = flow_texts(&a, false)?;
         f.add("flows config", &texts)?;
@@ -368,12 +460,15 @@ impl Flows {
                 Ok(s)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut seq = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut replaced = 0;
-        for s in specs {
-            *seq += 1;
-            replaced += snap.insert(rule_of(s, *seq, Arc::default())) as usize;
+        for (s, t) in specs.into_iter().zip(texts) {
+            w.seq += 1;
+            let compiled = w
+                .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
+                .map_err(|e| bad(what, t, e))?;
+            replaced += snap.insert(rule_of(s, w.seq, compiled, Arc::default())) as usize;
         }
         self.snap.store(Arc::new(snap));
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
@@ -405,10 +500,14 @@ impl Flows {
                 Ok(s)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let _seq = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut n = 0;
-        for s in &specs {
+        for (s, t) in specs.iter().zip(texts) {
+            let compiled = match &s.actions {
+                Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
+                None => Box::default(),
+            };
             let tables = match s.table {
                 Some(t) => t..=t,
                 None if strict || !delete => 0..=0,
@@ -423,7 +522,7 @@ impl Flows {
                 }
             };
             let f = |r: &Rule| -> Option<Rule> {
-                let acts = s.actions.as_ref()?;
+                let shown = s.actions.as_ref()?;
                 Some(Rule {
                     table: r.table,
                     priority: r.priority,
@@ -431,7 +530,8 @@ impl Flows {
                     cookie: r.cookie,
                     key: r.key,
                     mask: r.mask,
-                    actions: acts.clone().into_boxed_slice(),
+                    actions: compiled.clone(),
+                    shown: shown.clone().into_boxed_slice(),
                     goto: s.goto,
                     stats: r.stats.clone(),
                 })
@@ -496,7 +596,7 @@ impl Flows {
     }
 }
 
-fn rule_of(s: FlowSpec, seq: u64, stats: Arc<Counters>) -> Rule {
+fn rule_of(s: FlowSpec, seq: u64, actions: Box<[Action]>, stats: Arc<Counters>) -> Rule {
     Rule {
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
@@ -504,7 +604,8 @@ fn rule_of(s: FlowSpec, seq: u64, stats: Arc<Counters>) -> Rule {
         cookie: s.cookie,
         key: s.key,
         mask: s.mask,
-        actions: s.actions.unwrap_or_default().into_boxed_slice(),
+        actions,
+        shown: s.actions.unwrap_or_default().into_boxed_slice(),
         goto: s.goto,
         stats,
     }
@@ -581,6 +682,7 @@ impl Logic for Flows {
                         }
                         Action::Output(port) => Verdict::Port(port),
                         Action::Flood | Action::All => Verdict::Flood,
+                        Action::Group(g) => Verdict::Group(g),
                         Action::InPort => Verdict::Port(ingress),
                         _ if out.is_some() => continue,
                         Action::SetDlSrc(m) => {
@@ -655,6 +757,13 @@ impl Logic for Flows {
             ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
             ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
         ]
+    }
+
+    fn group_members(&self, g: fabric::GroupId) -> &[PortId] {
+        self.groups
+            .get(g as usize)
+            .and_then(|c| c.get())
+            .map_or(&[], |b| b)
     }
 
     fn port_removed(&self, _port: PortId) {}

@@ -206,7 +206,8 @@ fn outputs_drops_and_hairpins() {
         "priority=5,in_port=3,actions=flood",
         "priority=5,in_port=4,actions=all",
         "priority=5,in_port=5,actions=in_port",
-        "priority=5,in_port=6,actions=output:1,mod_dl_src:02:00:00:00:00:77,output:2",
+        "priority=5,in_port=6,actions=output:1,goto_table:1",
+        "table=1,priority=5,in_port=6,actions=mod_dl_src:02:00:00:00:00:77,output:2",
         "priority=5,in_port=8,actions=3",
     ]);
     let u = udp([10, 0, 0, 2], 9);
@@ -220,6 +221,55 @@ fn outputs_drops_and_hairpins() {
     assert_eq!(&b.frames[0][6..12], &A, "no rewrite after the output");
     assert_eq!(f.dump(None)["extra_outputs"], 1);
     assert_eq!(v(&f, 8, &u), port(3));
+}
+
+#[test]
+fn several_outputs_are_one_group_per_output_set() {
+    let f = flows(&[
+        "priority=5,in_port=1,actions=mod_dl_dst:02:00:00:00:00:05,output:3,output:2,output:3",
+        "priority=5,in_port=2,actions=output:2,output:3",
+        "priority=5,in_port=3,actions=output:4,output:2",
+        "priority=5,in_port=4,actions=output:2,flood",
+    ]);
+    let u = udp([10, 0, 0, 2], 9);
+    let mut b = Batch::new(vec![u.clone()]);
+    let g = match b.classify(&f, 1, 0)[0] {
+        Verdict::Group(g) => g,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(f.group_members(g), &[2, 3]);
+    assert_eq!(
+        &b.frames[0][0..6],
+        &[2, 0, 0, 0, 0, 5],
+        "rewrite before the outputs"
+    );
+    // The same set is the same group; the fabric skips the ingress in it.
+    assert_eq!(v(&f, 2, &u), Verdict::Group(g));
+    let Verdict::Group(g2) = v(&f, 3, &u) else {
+        panic!()
+    };
+    assert_ne!(g2, g);
+    assert_eq!(f.group_members(g2), &[2, 4]);
+    assert_eq!(v(&f, 4, &u), Verdict::Flood);
+    assert_eq!(f.group_members(999), &[] as &[PortId]);
+    let d = f.dump(None);
+    assert_eq!(
+        d["flows"][0]["flow"],
+        "table=0,priority=5,in_port=1,actions=mod_dl_dst:02:00:00:00:00:05,output:3,output:2,output:3"
+    );
+    let e = f
+        .command("add", &json!({"flow": "actions=output:1,dec_ttl,output:2"}))
+        .unwrap_err();
+    assert!(e.0.contains("rewrites between two outputs"), "{}", e.0);
+    let r = f.command(
+        "modify",
+        &json!({"flow": "in_port=2,actions=output:5,output:6"}),
+    );
+    assert_eq!(r.unwrap(), json!({"modified": 1}));
+    let Verdict::Group(g3) = v(&f, 2, &u) else {
+        panic!()
+    };
+    assert_eq!(f.group_members(g3), &[5, 6]);
 }
 
 #[test]

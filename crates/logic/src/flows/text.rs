@@ -30,6 +30,9 @@ pub enum Action {
     /// `dec_ttl`: IPv4 TTL (checksum updated) or IPv6 hop limit minus one;
     /// a packet whose TTL would reach zero is dropped.
     DecTtl,
+    /// Several outputs of one action list, compiled into a group of the
+    /// logic (never parsed or printed).
+    Group(u16),
 }
 
 /// A parsed flow: match, priority, table and instructions.
@@ -624,6 +627,7 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
             Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
             Action::DecTtl => "dec_ttl".into(),
+            Action::Group(g) => format!("group:{g}"),
         })
         .collect();
     if let Some(g) = goto {
