@@ -21,6 +21,8 @@
 //!   pipeline is ignored and counted (`extra_outputs` in `dump`), and
 //!   header rewrites after the output are skipped (the output carries the
 //!   packet as it was then);
+//! - rewrites (MACs, IPv4 addresses and TCP/UDP ports with checksums, VLAN
+//!   pop, TTL) apply in place, and later tables match the rewritten packet;
 //! - the pipeline ends without an output (`actions=drop`, an empty list, a
 //!   `dec_ttl` of a TTL of 1 or 0): `Drop(Policy)`;
 //! - no flow matches in a table (table miss) and nothing was output yet:
@@ -353,12 +355,10 @@ impl Writer {
             return Ok(acts.into());
         }
         let (first, last) = (outs[0], outs[outs.len() - 1]);
-        if acts[first..last].iter().any(|a| {
-            matches!(
-                a,
-                Action::SetDlSrc(_) | Action::SetDlDst(_) | Action::DecTtl
-            )
-        }) {
+        if acts[first..last]
+            .iter()
+            .any(|a| !matches!(a, Action::Output(_) | Action::InPort))
+        {
             return Err("header rewrites between two outputs are not supported (every copy leaves from one buffer)".into());
         }
         let mut ports: Vec<PortId> = outs
@@ -643,6 +643,83 @@ fn dec_ttl(b: &mut [u8]) -> bool {
     }
 }
 
+/// Offsets of the IPv4 header and, for the first fragment of TCP/UDP, of
+/// the L4 header with its protocol.
+#[inline]
+fn ip4_offsets(b: &[u8]) -> Option<(usize, Option<(usize, u8)>)> {
+    let t = wire::ethernet::parse_tags(b).ok()?;
+    let l3 = t.l3_offset;
+    if t.ethertype != key::num::IPV4 || b.len() < l3 + 20 || b[l3] >> 4 != 4 {
+        return None;
+    }
+    let l4 = l3 + ((b[l3] & 0x0f) as usize) * 4;
+    let frag = u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x1fff;
+    let proto = b[l3 + 9];
+    let l4 = match proto {
+        key::num::TCP if frag == 0 && b.len() >= l4 + 20 => Some((l4, proto)),
+        key::num::UDP if frag == 0 && b.len() >= l4 + 8 => Some((l4, proto)),
+        _ => None,
+    };
+    Some((l3, l4))
+}
+
+/// Updates the 16-bit checksum at `off` for a word changing `old` → `new`
+/// (a UDP checksum of 0, "none", stays 0; a computed 0 is sent as 0xffff).
+#[inline]
+fn fix_csum(b: &mut [u8], off: usize, old: u16, new: u16, udp: bool) {
+    let c = u16::from_be_bytes([b[off], b[off + 1]]);
+    if udp && c == 0 {
+        return;
+    }
+    let mut c = wire::checksum::update(c, old, new);
+    if udp && c == 0 {
+        c = 0xffff;
+    }
+    b[off..off + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// L4 checksum offset of (l4, proto).
+#[inline]
+fn l4_csum(l4: usize, proto: u8) -> (usize, bool) {
+    if proto == key::num::TCP {
+        (l4 + 16, false)
+    } else {
+        (l4 + 6, true)
+    }
+}
+
+/// Rewrites the IPv4 address at `l3 + at` (12 source, 16 destination).
+#[inline]
+fn set_ip4(b: &mut [u8], at: usize, a: u32) {
+    let Some((l3, l4)) = ip4_offsets(b) else {
+        return;
+    };
+    let old = u32::from_be_bytes([b[l3 + at], b[l3 + at + 1], b[l3 + at + 2], b[l3 + at + 3]]);
+    b[l3 + at..l3 + at + 4].copy_from_slice(&a.to_be_bytes());
+    for (o, n) in [
+        ((old >> 16) as u16, (a >> 16) as u16),
+        (old as u16, a as u16),
+    ] {
+        fix_csum(b, l3 + 10, o, n, false);
+        if let Some((l4, proto)) = l4 {
+            let (c, udp) = l4_csum(l4, proto);
+            fix_csum(b, c, o, n, udp);
+        }
+    }
+}
+
+/// Rewrites the TCP/UDP port at `l4 + at` (0 source, 2 destination).
+#[inline]
+fn set_tp(b: &mut [u8], at: usize, p: u16) {
+    let Some((_, Some((l4, proto)))) = ip4_offsets(b) else {
+        return;
+    };
+    let old = u16::from_be_bytes([b[l4 + at], b[l4 + at + 1]]);
+    b[l4 + at..l4 + at + 2].copy_from_slice(&p.to_be_bytes());
+    let (c, udp) = l4_csum(l4, proto);
+    fix_csum(b, c, old, p, udp);
+}
+
 #[inline]
 fn write_mac(b: &mut [u8], off: usize, m: u64) {
     b[off..off + 6].copy_from_slice(&m.to_be_bytes()[2..]);
@@ -698,6 +775,40 @@ impl Logic for Flows {
                         Action::DecTtl => {
                             if !dec_ttl(p.data_mut()) {
                                 out = Some(Verdict::Drop(DropReason::Policy));
+                            }
+                            continue;
+                        }
+                        Action::SetNwSrc(a) => {
+                            set_ip4(p.data_mut(), 12, a);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetNwDst(a) => {
+                            set_ip4(p.data_mut(), 16, a);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetTpSrc(port) => {
+                            set_tp(p.data_mut(), 0, port);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetTpDst(port) => {
+                            set_tp(p.data_mut(), 2, port);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::PopVlan => {
+                            let d = p.data();
+                            if d.len() >= 18
+                                && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
+                                    d[12], d[13],
+                                ]))
+                            {
+                                p.data_mut().copy_within(0..12, 4);
+                                let n = p.len() - 4;
+                                p.narrow(4, n);
+                                k = extract(p.data(), ingress);
                             }
                             continue;
                         }

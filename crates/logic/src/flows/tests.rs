@@ -257,10 +257,14 @@ fn several_outputs_are_one_group_per_output_set() {
         d["flows"][0]["flow"],
         "table=0,priority=5,in_port=1,actions=mod_dl_dst:02:00:00:00:00:05,output:3,output:2,output:3"
     );
-    let e = f
-        .command("add", &json!({"flow": "actions=output:1,dec_ttl,output:2"}))
-        .unwrap_err();
-    assert!(e.0.contains("rewrites between two outputs"), "{}", e.0);
+    for text in [
+        "actions=output:1,dec_ttl,output:2",
+        "actions=output:1,strip_vlan,output:2",
+        "ip,actions=output:1,mod_nw_dst:1.1.1.1,output:2",
+    ] {
+        let e = f.command("add", &json!({ "flow": text })).unwrap_err();
+        assert!(e.0.contains("rewrites between two outputs"), "{}", e.0);
+    }
     let r = f.command(
         "modify",
         &json!({"flow": "in_port=2,actions=output:5,output:6"}),
@@ -270,6 +274,82 @@ fn several_outputs_are_one_group_per_output_set() {
         panic!()
     };
     assert_eq!(f.group_members(g3), &[5, 6]);
+}
+
+/// The frame's IPv4 header and TCP/UDP checksums are valid.
+fn checksums_ok(f: &[u8]) -> bool {
+    use wire::checksum::{add, checksum, fold, pseudo_v4};
+    let h = &f[14..34];
+    let len = u16::from_be_bytes([h[2], h[3]]) as usize - 20;
+    let seg = &f[34..34 + len];
+    let src = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+    checksum(h) == 0 && fold(add(pseudo_v4(src, dst, h[9], len as u16), seg)) == 0xffff
+}
+
+fn tcp4(dport: u16) -> Vec<u8> {
+    use wire::checksum::{add, fold, pseudo_v4};
+    let mut t = [0u8; 20];
+    t[0..2].copy_from_slice(&1234u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[12] = 5 << 4;
+    let c = !fold(add(
+        pseudo_v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 6, 20),
+        &t,
+    ));
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    ip4(6, 0, [10, 0, 0, 1], [10, 0, 0, 2], &t)
+}
+
+#[test]
+fn l3_l4_rewrites_keep_checksums_and_feed_the_next_table() {
+    let f = flows(&[
+        "udp,actions=mod_nw_dst:192.168.7.9,set_field:5353->udp_dst,goto_table:1",
+        "tcp,actions=set_field:172.16.0.1->ip_src,mod_tp_src:80,goto_table:1",
+        "table=1,priority=2,udp,nw_dst=192.168.7.9,tp_dst=5353,actions=output:2",
+        "table=1,priority=2,tcp,nw_src=172.16.0.1,tp_src=80,actions=output:3",
+    ]);
+    let u = udp([10, 0, 0, 2], 53);
+    assert!(checksums_ok(&u), "udp4 builds valid checksums");
+    let mut b = Batch::new(vec![u, tcp4(22)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2), port(3)]);
+    let (u, t) = (&b.frames[0], &b.frames[1]);
+    assert_eq!(&u[30..34], &[192, 168, 7, 9]);
+    assert_eq!(&u[36..38], &5353u16.to_be_bytes());
+    assert_eq!(&t[26..30], &[172, 16, 0, 1]);
+    assert_eq!(&t[34..36], &80u16.to_be_bytes());
+    assert!(checksums_ok(u) && checksums_ok(t));
+    for (text, want) in [
+        (
+            "actions=mod_nw_src:1.2.3.4,output:1",
+            "requires a match on ip",
+        ),
+        (
+            "ip,actions=mod_tp_dst:80,output:1",
+            "requires a match on tcp or udp",
+        ),
+        (
+            "ip,actions=mod_nw_src:1.2.3,output:1",
+            "not an IPv4 address",
+        ),
+    ] {
+        let e = f.command("add", &json!({ "flow": text })).unwrap_err();
+        assert!(e.0.contains(want), "{text}: {}", e.0);
+    }
+}
+
+#[test]
+fn strip_vlan_removes_the_outer_tag() {
+    let f = flows(&[
+        "dl_vlan=10,actions=strip_vlan,goto_table:1",
+        "table=1,vlan_tci=0x0000/0x1000,udp,actions=output:2",
+    ]);
+    let u = udp([10, 0, 0, 2], 53);
+    let mut b = Batch::new(vec![vlan(10, 3, &u)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(&b.frames[0][4..], &u[..], "the view now starts 4 bytes in");
+    // Untagged frames: no flow in table 0.
+    assert_eq!(v(&f, 1, &u), drop(DropReason::NoMatch));
 }
 
 #[test]
@@ -436,6 +516,7 @@ fn dump_text_parses_back_to_the_same_flow() {
         "table=2,priority=1,icmp6,ipv6_src=2001:db8::/48,icmp_type=135,actions=mod_dl_src:02:00:00:00:00:09,IN_PORT",
         "table=4,priority=3,vlan_tci=0x0000/0x1000,dl_type=0x88b5,actions=drop",
         "table=4,priority=3,dl_vlan_pcp=3,ipv6,actions=dec_ttl,ALL",
+        "table=5,priority=3,udp,actions=strip_vlan,mod_nw_src:1.2.3.4,mod_nw_dst:5.6.7.8,mod_tp_src:1,mod_tp_dst:2,output:1,output:2",
     ];
     for t in texts {
         let f = flows(&[t]);

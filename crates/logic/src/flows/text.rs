@@ -30,6 +30,18 @@ pub enum Action {
     /// `dec_ttl`: IPv4 TTL (checksum updated) or IPv6 hop limit minus one;
     /// a packet whose TTL would reach zero is dropped.
     DecTtl,
+    /// `mod_nw_src:A` / `set_field:A->ip_src`: IPv4 source, with the IP
+    /// and TCP/UDP checksums updated.
+    SetNwSrc(u32),
+    /// `mod_nw_dst:A` / `set_field:A->ip_dst`.
+    SetNwDst(u32),
+    /// `mod_tp_src:N` / `set_field:N->tcp_src|udp_src`: TCP/UDP source
+    /// port, checksum updated.
+    SetTpSrc(u16),
+    /// `mod_tp_dst:N` / `set_field:N->tcp_dst|udp_dst`.
+    SetTpDst(u16),
+    /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
+    PopVlan,
     /// Several outputs of one action list, compiled into a group of the
     /// logic (never parsed or printed).
     Group(u16),
@@ -351,7 +363,10 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
     let (actions, goto) = match actions {
         None => (None, None),
         Some(a) => {
-            let (acts, goto) = parse_actions(a, table.unwrap_or(0))?;
+            let ip4 = b.exact(Field::DlType) == Some(num::IPV4 as u128);
+            let l4 = ip4
+                && matches!(b.exact(Field::NwProto), Some(p) if p == num::TCP as u128 || p == num::UDP as u128);
+            let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4)?;
             (Some(acts), goto)
         }
     };
@@ -412,7 +427,20 @@ fn prerequisites(b: &Builder) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_actions(s: &str, table: u8) -> Result<(Vec<Action>, Option<u8>), String> {
+fn ip4_value(what: &str, s: &str) -> Result<u32, String> {
+    s.parse::<Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("action {what}: {s:?} is not an IPv4 address"))
+}
+
+/// Parses an action list; `ip4` / `l4`: the match guarantees IPv4 / IPv4
+/// TCP or UDP (prerequisites of the L3 / L4 rewrites).
+fn parse_actions(
+    s: &str,
+    table: u8,
+    ip4: bool,
+    l4: bool,
+) -> Result<(Vec<Action>, Option<u8>), String> {
     let mut acts = Vec::new();
     let mut goto = None;
     let mut drop = false;
@@ -438,6 +466,11 @@ fn parse_actions(s: &str, table: u8) -> Result<(Vec<Action>, Option<u8>), String
             "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
             "dec_ttl" => Action::DecTtl,
+            "strip_vlan" | "pop_vlan" => Action::PopVlan,
+            "mod_nw_src" => Action::SetNwSrc(ip4_value(name, need("address")?)?),
+            "mod_nw_dst" => Action::SetNwDst(ip4_value(name, need("address")?)?),
+            "mod_tp_src" => Action::SetTpSrc(uint(name, need("port")?, 65535)? as u16),
+            "mod_tp_dst" => Action::SetTpDst(uint(name, need("port")?, 65535)? as u16),
             "set_field" => {
                 let a = need("value->field")?;
                 let (v, f) = a
@@ -446,11 +479,11 @@ fn parse_actions(s: &str, table: u8) -> Result<(Vec<Action>, Option<u8>), String
                 match f {
                     "eth_src" | "dl_src" => Action::SetDlSrc(parse_mac("set_field", v)?),
                     "eth_dst" | "dl_dst" => Action::SetDlDst(parse_mac("set_field", v)?),
-                    _ => {
-                        return Err(format!(
-                            "action set_field: field {f:?} is not supported (eth_src, eth_dst)"
-                        ))
-                    }
+                    "ip_src" | "nw_src" | "ipv4_src" => Action::SetNwSrc(ip4_value("set_field", v)?),
+                    "ip_dst" | "nw_dst" | "ipv4_dst" => Action::SetNwDst(ip4_value("set_field", v)?),
+                    "tcp_src" | "udp_src" | "tp_src" => Action::SetTpSrc(uint("set_field", v, 65535)? as u16),
+                    "tcp_dst" | "udp_dst" | "tp_dst" => Action::SetTpDst(uint("set_field", v, 65535)? as u16),
+                    _ => return Err(format!("action set_field: field {f:?} is not supported (eth_src, eth_dst, ip_src, ip_dst, tcp/udp_src, tcp/udp_dst)")),
                 }
             }
             "goto_table" => {
@@ -468,6 +501,19 @@ fn parse_actions(s: &str, table: u8) -> Result<(Vec<Action>, Option<u8>), String
             }
             _ => return Err(format!("unknown or unsupported action {t:?}")),
         };
+        match a {
+            Action::SetNwSrc(_) | Action::SetNwDst(_) if !ip4 => {
+                return Err(format!(
+                    "action {t:?} requires a match on ip (dl_type=0x0800) (missing prerequisite)"
+                ));
+            }
+            Action::SetTpSrc(_) | Action::SetTpDst(_) if !l4 => {
+                return Err(format!(
+                    "action {t:?} requires a match on tcp or udp over ip (missing prerequisite)"
+                ));
+            }
+            _ => {}
+        }
         acts.push(a);
     }
     if drop && (!acts.is_empty() || goto.is_some()) {
@@ -627,6 +673,11 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
             Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
             Action::DecTtl => "dec_ttl".into(),
+            Action::SetNwSrc(a) => format!("mod_nw_src:{}", Ipv4Addr::from(*a)),
+            Action::SetNwDst(a) => format!("mod_nw_dst:{}", Ipv4Addr::from(*a)),
+            Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
+            Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
+            Action::PopVlan => "strip_vlan".into(),
             Action::Group(g) => format!("group:{g}"),
         })
         .collect();
