@@ -38,8 +38,9 @@
 //!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
-//! searched in order of their highest priority and the search stops when
-//! the best match so far outranks every remaining subtable. All tables form
+//! searched in order of their best flow (priority, then installation) and
+//! the search stops when the best match so far outranks every remaining
+//! subtable. All tables form
 //! one immutable snapshot; commands build a new one (copying only the
 //! subtables they change) and swap it in with arc-swap, so a flow change
 //! never waits for or blocks a worker, and a command carrying many flows is
@@ -162,20 +163,30 @@ impl Rule {
 #[derive(Clone)]
 struct Subtable {
     mask: Key,
+    /// Rank of its best flow: highest priority, then earliest installed.
     max_priority: u16,
+    /// Installation number of that flow.
+    first_seq: u64,
     /// Masked key → flows with that exact match, best first.
     map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
 }
 
 impl Subtable {
     fn recompute(&mut self) {
-        self.max_priority = self.map.values().map(|v| v[0].priority).max().unwrap_or(0);
+        let best = self
+            .map
+            .values()
+            .map(|v| &v[0])
+            .reduce(|a, b| if b.outranks(a) { b } else { a });
+        (self.max_priority, self.first_seq) = best.map_or((0, 0), |r| (r.priority, r.seq));
     }
 }
 
 #[derive(Clone, Default)]
 struct Table {
-    /// Ordered by `max_priority`, highest first.
+    /// Ordered by the rank of their best flow (`max_priority` descending,
+    /// then `first_seq` ascending): once the best match so far outranks a
+    /// subtable's best flow, it outranks everything in it and after it.
     subtables: Vec<Arc<Subtable>>,
 }
 
@@ -185,7 +196,9 @@ impl Table {
         let mut best: Option<&Rule> = None;
         for st in &self.subtables {
             if let Some(b) = best {
-                if b.priority > st.max_priority {
+                if b.priority > st.max_priority
+                    || (b.priority == st.max_priority && b.seq < st.first_seq)
+                {
                     break;
                 }
             }
@@ -202,7 +215,7 @@ impl Table {
     fn sort(&mut self) {
         self.subtables.retain(|s| !s.map.is_empty());
         self.subtables
-            .sort_by_key(|s| std::cmp::Reverse(s.max_priority));
+            .sort_by_key(|s| (std::cmp::Reverse(s.max_priority), s.first_seq));
     }
 
     fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> + '_ {
@@ -236,6 +249,7 @@ impl Snapshot {
                 t.subtables.push(Arc::new(Subtable {
                     mask: r.mask,
                     max_priority: 0,
+                    first_seq: 0,
                     map: HashMap::default(),
                 }));
                 t.subtables.len() - 1
