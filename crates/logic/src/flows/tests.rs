@@ -545,6 +545,46 @@ fn a_command_carrying_many_flows_is_one_swap() {
     assert_eq!(v(&f, 9, &udp([1, 1, 1, 1], 999)), port(4));
 }
 
+#[test]
+fn workers_see_a_bulk_change_whole_while_commands_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = Arc::new(flows(&[]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (f, stop) = (f.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let frames: Vec<Vec<u8>> = (0..64).map(|i| udp([10, 0, 0, 2], 1000 + i)).collect();
+            let (mut batches, mut all, mut none) = (0u64, 0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let v = Batch::new(frames.clone()).classify(&*f, 1, 0);
+                let hits = v.iter().filter(|v| **v == port(2)).count();
+                assert!(
+                    hits == 0 || hits == v.len(),
+                    "a batch saw half a command: {hits}"
+                );
+                batches += 1;
+                all += (hits == v.len()) as u64;
+                none += (hits == 0) as u64;
+            }
+            (batches, all, none)
+        })
+    };
+    let texts: Vec<String> = (0..64)
+        .map(|i| format!("udp,tp_dst={},actions=output:2", 1000 + i))
+        .collect();
+    let t = std::time::Instant::now();
+    for _ in 0..200 {
+        f.command("add", &json!({ "flows": texts })).unwrap();
+        f.command("delete", &json!({ "flow": "udp" })).unwrap();
+    }
+    let took = t.elapsed();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    stop.store(true, Ordering::Relaxed);
+    let (batches, all, none) = worker.join().unwrap();
+    assert!(batches > 0 && none > 0, "{batches} {all} {none}");
+    assert!(took.as_secs() < 20, "400 commands took {took:?}");
+}
+
 /// Reference: a linear scan over (priority, seq).
 fn linear(rules: &[(u16, Key, Key, u16)], k: &Key) -> Option<u16> {
     let mut best: Option<&(u16, Key, Key, u16)> = None;
