@@ -11,7 +11,8 @@
 //!   (Fig. 11), implemented here as the reference.
 //! - (d) `incast`: 1..4 workers sending into one destination at once
 //!   (Fig. 12, destination-port parallelism); reference: one worker.
-//! - (e) `logic`: `bridge`, `l4filter`, `demux` vs `patch` cost per packet
+//! - (e) `logic`: `bridge`, `l4filter`, `demux`, `flows` (3 rules; 10 000
+//!   rules over 8 masks, every subtable probed) vs `patch` cost per packet
 //!   through the whole fabric, on 64 B UDP frames (Fig. 16).
 //!
 //! Sources are synthetic ports whose receive queue hands out the same frame
@@ -508,6 +509,29 @@ fn logics(c: &mut Criterion) {
         &serde_json::json!({"default": 2, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 1}]}),
     )
     .unwrap();
+    // flows: a few rules, and 10 000 rules over 8 masks that the frames miss
+    // (source port 1234 is never among them) before a priority-0 hit.
+    let flows_few = logic::build(
+        "flows",
+        &serde_json::json!({"flows": [
+            "priority=10,in_port=0,udp,nw_dst=10.0.0.2,actions=output:1",
+            "priority=10,in_port=1,actions=output:0",
+            "priority=0,actions=drop",
+        ]}),
+    )
+    .unwrap();
+    let mut many: Vec<String> = (0..10_000u32)
+        .map(|i| {
+            format!(
+                "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
+                1 + i % 1000,
+                17 + i % 8,
+                2000 + i / 8
+            )
+        })
+        .collect();
+    many.push("priority=0,udp,actions=output:1".into());
+    let flows_10k = logic::build("flows", &serde_json::json!({ "flows": many })).unwrap();
     // Teach the bridge where the destination MAC lives (a frame from port 1).
     {
         let mut learn = udp_frame(64);
@@ -531,6 +555,8 @@ fn logics(c: &mut Criterion) {
         ("bridge", &bridge),
         ("l4filter", &l4filter),
         ("demux", &demux),
+        ("flows 3 rules", &flows_few),
+        ("flows 10k rules 8 masks", &flows_10k),
     ] {
         let mut r = rig_with(&udp_frame(64), 256, 2, 0);
         assert_eq!(

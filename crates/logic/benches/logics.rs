@@ -1,6 +1,7 @@
 //! Classify cost per packet of every logic on a 256-frame batch of 64-byte
 //! UDP/IPv4 frames, next to `patch` measured in the same run (mSwitch
-//! Fig. 16 at the logic level).
+//! Fig. 16 at the logic level). `flows` is measured with 1 to 10 000 flows
+//! over 1 to 16 masks, in its worst case (every subtable probed).
 //!
 //! Run: `cargo bench -p logic --bench logics -- --quick`. Criterion reports
 //! the time per batch and the packet rate; a summary table at the end gives
@@ -104,8 +105,39 @@ fn cases(dir: &std::path::Path) -> Vec<Case> {
             frames: frames(64),
             ingress: 0,
         },
+        flows_case("flows/1-flow", 0, 1),
+        flows_case("flows/100-flows-4-masks", 100, 4),
+        flows_case("flows/10k-flows-1-mask", 10_000, 1),
+        flows_case("flows/10k-flows-8-masks", 10_000, 8),
+        flows_case("flows/10k-flows-16-masks", 10_000, 16),
     ]);
     out
+}
+
+/// `flows` with `n` flows over `masks` distinct masks that the frames miss
+/// (udp, a source port below 40000, and nw_dst=10.0.0.2 with a prefix of
+/// 17 + mask number bits), at priorities 1..=1000, plus the flow that every
+/// frame hits: priority 0, `udp,actions=output:1`, in a mask of its own. So
+/// every lookup probes all `masks + 1` subtables (the worst case: no early
+/// exit), whatever `n`.
+fn flows_case(name: &'static str, n: u32, masks: u32) -> Case {
+    let mut texts: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
+                1 + i % 1000,
+                17 + i % masks,
+                i / masks
+            )
+        })
+        .collect();
+    texts.push("priority=0,udp,actions=output:1".into());
+    Case {
+        name,
+        logic: logic::build("flows", &json!({ "flows": texts })).unwrap(),
+        frames: frames(64),
+        ingress: 0,
+    }
 }
 
 fn classify(l: &dyn Logic, ingress: PortId, frames: &mut [Vec<u8>]) -> [Verdict; BATCH] {
@@ -147,7 +179,7 @@ fn bench(c: &mut Criterion) {
         let v = classify(&*case.logic, case.ingress, &mut case.frames);
         assert!(
             v.iter()
-                .all(|v| matches!(v, Verdict::Port(_) | Verdict::Flood)),
+                .all(|v| matches!(v, Verdict::Port(_) | Verdict::Flood | Verdict::Group(_))),
             "{}: {:?}",
             case.name,
             &v[..4]

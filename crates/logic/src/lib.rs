@@ -27,6 +27,7 @@ pub use fabric::{
 
 pub mod bridge;
 pub mod demux;
+pub mod flows;
 pub mod l4filter;
 pub mod patch;
 pub mod plugin;
@@ -127,6 +128,20 @@ pub static LOGICS: &[LogicEntry] = &[
         },
     },
     LogicEntry {
+        name: "flows",
+        help: "openflow-style flow tables (ovs-ofctl flow syntax): priority match, actions, goto",
+        new: flows::new,
+        port_keys: &[],
+        example: |_| {
+            Ok(serde_json::json!({"flows": [
+                "priority=5,udp,nw_dst=10.0.0.0/24,tp_dst=5001,actions=mod_dl_src:02:00:00:00:00:09,goto_table:1",
+                "priority=4,dl_dst=02:01:00:00:00:03,actions=dec_ttl,output:1",
+                "priority=1,actions=drop",
+                "table=1,priority=1,actions=output:2,output:3",
+            ]}))
+        },
+    },
+    LogicEntry {
         name: "plugin",
         help: "a shared library implementing the turnout_logic.h c abi",
         new: plugin::new,
@@ -180,7 +195,7 @@ mod tests {
         let e = build("nope", &serde_json::Value::Null).err().unwrap();
         assert_eq!(
             e.to_string(),
-            "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, plugin)"
+            "unknown logic \"nope\" (known: patch, bridge, l4filter, demux, flows, plugin)"
         );
     }
 
@@ -226,7 +241,7 @@ mod tests {
                 )
             });
             assert!(
-                matches!(v[0], Verdict::Port(_) | Verdict::Flood),
+                matches!(v[0], Verdict::Port(_) | Verdict::Flood | Verdict::Group(_)),
                 "{}: {:?}",
                 e.name,
                 v[0]

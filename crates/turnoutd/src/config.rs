@@ -1406,6 +1406,7 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         for text in [
             include_str!("../../../docs/examples/turnoutd.toml"),
             include_str!("../../../docs/examples/vxlan.toml"),
+            include_str!("../../../docs/examples/flows.toml"),
         ] {
             let c = Config::parse_str(text).unwrap();
             assert!(!c.ports.is_empty());

@@ -402,7 +402,7 @@ fn every_method_and_its_errors() {
         e(rpc(&d, "logic.replace", json!({"name": "brige"}))),
         (
             code::INVALID_PARAMS,
-            "unknown logic \"brige\" (known: patch, bridge, l4filter, demux, plugin)".into()
+            "unknown logic \"brige\" (known: patch, bridge, l4filter, demux, flows, plugin)".into()
         )
     );
     assert_eq!(

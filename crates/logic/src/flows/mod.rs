@@ -1,0 +1,898 @@
+//! `flows`: OpenFlow-style flow tables programmed with ovs-ofctl's flow
+//! syntax (docs/flows.md).
+//!
+//! Tables `0..=254`. A packet starts in table 0; the flow of highest
+//! priority whose match covers it wins (equal priorities: the flow
+//! installed first). Its apply-actions run in order, then its `goto_table`
+//! (always to a later table) continues the pipeline with the packet as
+//! modified so far.
+//!
+//! Verdicts, per frame:
+//! - the first `output:N` of the pipeline: `Port(N)`; `output:N` with N the
+//!   ingress: `Drop(Hairpin)` (OpenFlow sends back only with `in_port`);
+//! - several `output:N` in one action list (mirroring): `Group(g)`, a group
+//!   of those ports the logic keeps for the action list (the fabric skips
+//!   the ingress); header rewrites between two outputs of one list are
+//!   refused (one buffer carries every copy); `flood`/`all` in the same
+//!   list win over the outputs;
+//! - `flood` / `all`: `Flood` (every port but the ingress);
+//! - `in_port`: `Port(ingress)`, which the fabric counts as a `hairpin` drop;
+//! - a packet sent to one port leaves once: a later output action in the
+//!   pipeline is ignored and counted (`extra_outputs` in `dump`), and
+//!   header rewrites after the output are skipped (the output carries the
+//!   packet as it was then);
+//! - rewrites (MACs, IPv4 addresses and TCP/UDP ports with checksums, VLAN
+//!   pop, TTL) apply in place, and later tables match the rewritten packet;
+//! - the pipeline ends without an output (`actions=drop`, an empty list, a
+//!   `dec_ttl` of a TTL of 1 or 0): `Drop(Policy)`;
+//! - no flow matches in a table (table miss) and nothing was output yet:
+//!   `Drop(NoMatch)`, counted in that table's `missed`.
+//!
+//! Frames are never `Malformed` here: headers cut short leave their
+//! fields zero (they match only flows that do not look at them, or match 0).
+//!
+//! Configuration: `{"flows": ["table=0,priority=10,in_port=1,actions=output:2", ...]}`
+//! (optional; `null` = empty tables).
+//!
+//! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
+//!
+//! Fast path: each table is a tuple-space classifier: one hash table per
+//! distinct mask (subtable), keyed by the masked packet key; subtables are
+//! searched in order of their best flow (priority, then installation) and
+//! the search stops when the best match so far outranks every remaining
+//! subtable. All tables form
+//! one immutable snapshot; commands build a new one (copying only the
+//! subtables they change) and swap it in with arc-swap, so a flow change
+//! never waits for or blocks a worker, and a command carrying many flows is
+//! one swap. Counters are atomics striped per worker (four stripes, each on
+//! its own cache line), shared by successive snapshots of a flow, and added
+//! once per batch (per table) or per run of hits on one flow.
+
+mod key;
+mod text;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arc_swap::ArcSwap;
+use serde_json::{json, Value};
+
+pub use key::{extract, Field, Key};
+pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
+
+use crate::args::Args;
+use crate::{CommandError, Ctx, DropReason, Logic, LogicError, Pkts, PortId, Verdict};
+
+const STRIPES: usize = 4;
+/// Distinct output sets of multi-output action lists, over the logic's life.
+pub const MAX_GROUPS: usize = 4096;
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Stripe {
+    a: AtomicU64,
+    b: AtomicU64,
+}
+
+/// Two counters striped per worker.
+#[derive(Default)]
+struct Counters([Stripe; STRIPES]);
+
+impl Counters {
+    #[inline]
+    fn add(&self, worker: u16, a: u64, b: u64) {
+        let s = &self.0[worker as usize % STRIPES];
+        s.a.fetch_add(a, Relaxed);
+        s.b.fetch_add(b, Relaxed);
+    }
+    fn get(&self) -> (u64, u64) {
+        self.0.iter().fold((0, 0), |(a, b), s| {
+            (a + s.a.load(Relaxed), b + s.b.load(Relaxed))
+        })
+    }
+}
+
+/// Hits on one flow not yet added to its counters.
+#[derive(Default)]
+struct Run<'a> {
+    stats: Option<&'a Counters>,
+    packets: u64,
+    bytes: u64,
+}
+
+impl<'a> Run<'a> {
+    #[inline]
+    fn hit(&mut self, c: &'a Counters, len: u64, worker: u16) {
+        if !self.stats.is_some_and(|s| std::ptr::eq(s, c)) {
+            self.flush(worker);
+            self.stats = Some(c);
+        }
+        self.packets += 1;
+        self.bytes += len;
+    }
+
+    #[inline]
+    fn flush(&mut self, worker: u16) {
+        if let Some(s) = self.stats.take() {
+            s.add(worker, self.packets, self.bytes);
+        }
+        self.packets = 0;
+        self.bytes = 0;
+    }
+}
+
+/// One installed flow.
+struct Rule {
+    table: u8,
+    priority: u16,
+    /// Installation order (ties between equal priorities).
+    seq: u64,
+    cookie: u64,
+    key: Key,
+    mask: Key,
+    /// Compiled (several outputs as one group).
+    actions: Box<[Action]>,
+    /// As given, for `dump`.
+    shown: Box<[Action]>,
+    goto: Option<u8>,
+    /// packets, bytes.
+    stats: Arc<Counters>,
+}
+
+impl Rule {
+    #[inline]
+    fn outranks(&self, other: &Rule) -> bool {
+        self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
+    }
+
+    fn text(&self) -> String {
+        let m = text::format_match(&self.key, &self.mask);
+        format!(
+            "table={},priority={}{}{},actions={}",
+            self.table,
+            self.priority,
+            if m.is_empty() { "" } else { "," },
+            m,
+            text::format_actions(&self.shown, self.goto)
+        )
+    }
+}
+
+/// Flows of one mask in one table.
+#[derive(Clone)]
+struct Subtable {
+    mask: Key,
+    /// Rank of its best flow: highest priority, then earliest installed.
+    max_priority: u16,
+    /// Installation number of that flow.
+    first_seq: u64,
+    /// Masked key → flows with that exact match, best first.
+    map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+}
+
+impl Subtable {
+    fn recompute(&mut self) {
+        let best = self
+            .map
+            .values()
+            .map(|v| &v[0])
+            .reduce(|a, b| if b.outranks(a) { b } else { a });
+        (self.max_priority, self.first_seq) = best.map_or((0, 0), |r| (r.priority, r.seq));
+    }
+}
+
+#[derive(Clone, Default)]
+struct Table {
+    /// Ordered by the rank of their best flow (`max_priority` descending,
+    /// then `first_seq` ascending): once the best match so far outranks a
+    /// subtable's best flow, it outranks everything in it and after it.
+    subtables: Vec<Arc<Subtable>>,
+}
+
+impl Table {
+    #[inline]
+    fn lookup(&self, k: &Key) -> Option<&Rule> {
+        let mut best: Option<&Rule> = None;
+        for st in &self.subtables {
+            if let Some(b) = best {
+                if b.priority > st.max_priority
+                    || (b.priority == st.max_priority && b.seq < st.first_seq)
+                {
+                    break;
+                }
+            }
+            if let Some(rs) = st.map.get(&k.and(&st.mask)) {
+                let r = &*rs[0];
+                if best.is_none_or(|b| r.outranks(b)) {
+                    best = Some(r);
+                }
+            }
+        }
+        best
+    }
+
+    fn sort(&mut self) {
+        self.subtables.retain(|s| !s.map.is_empty());
+        self.subtables
+            .sort_by_key(|s| (std::cmp::Reverse(s.max_priority), s.first_seq));
+    }
+
+    fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> + '_ {
+        self.subtables
+            .iter()
+            .flat_map(|s| s.map.values().flat_map(|v| v.iter()))
+    }
+}
+
+#[derive(Clone)]
+struct Snapshot {
+    tables: Vec<Arc<Table>>,
+}
+
+impl Snapshot {
+    fn empty() -> Snapshot {
+        Snapshot {
+            tables: (0..=MAX_TABLE)
+                .map(|_| Arc::new(Table::default()))
+                .collect(),
+        }
+    }
+
+    /// Installs `r`, replacing a flow of the same table, match and priority
+    /// (whose counters it takes over when `keep_stats`). True if replaced.
+    fn insert(&mut self, r: Rule) -> bool {
+        let t = Arc::make_mut(&mut self.tables[r.table as usize]);
+        let idx = match t.subtables.iter().position(|s| s.mask == r.mask) {
+            Some(i) => i,
+            None => {
+                t.subtables.push(Arc::new(Subtable {
+                    mask: r.mask,
+                    max_priority: 0,
+                    first_seq: 0,
+                    map: HashMap::default(),
+                }));
+                t.subtables.len() - 1
+            }
+        };
+        let st = Arc::make_mut(&mut t.subtables[idx]);
+        let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
+        let replaced = v.iter().position(|x| x.priority == r.priority);
+        if let Some(i) = replaced {
+            v.remove(i);
+        }
+        let r = Arc::new(r);
+        let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
+        v.insert(pos, r.clone());
+        st.map.insert(r.key, v.into_boxed_slice());
+        st.recompute();
+        t.sort();
+        replaced.is_some()
+    }
+
+    /// Removes (`f` returns None) or replaces (Some) every flow of the
+    /// tables `tables` that `pick` selects; returns how many.
+    fn update(
+        &mut self,
+        tables: std::ops::RangeInclusive<u8>,
+        pick: &dyn Fn(&Rule) -> bool,
+        f: &dyn Fn(&Rule) -> Option<Rule>,
+    ) -> usize {
+        let mut n = 0;
+        for ti in tables {
+            let t = &mut self.tables[ti as usize];
+            if !t.rules().any(|r| pick(r)) {
+                continue;
+            }
+            let t = Arc::make_mut(t);
+            for st in t.subtables.iter_mut() {
+                if !st.map.values().any(|v| v.iter().any(|r| pick(r))) {
+                    continue;
+                }
+                let st = Arc::make_mut(st);
+                st.map.retain(|_, v| {
+                    let mut out: Vec<Arc<Rule>> = Vec::with_capacity(v.len());
+                    for r in v.iter() {
+                        if pick(r) {
+                            n += 1;
+                            if let Some(nr) = f(r) {
+                                out.push(Arc::new(nr));
+                            }
+                        } else {
+                            out.push(r.clone());
+                        }
+                    }
+                    *v = out.into_boxed_slice();
+                    !v.is_empty()
+                });
+                st.recompute();
+            }
+            t.sort();
+        }
+        n
+    }
+
+    #[cfg(test)]
+    fn count(&self) -> usize {
+        self.tables.iter().map(|t| t.rules().count()).sum()
+    }
+}
+
+/// The flows logic.
+pub struct Flows {
+    snap: ArcSwap<Snapshot>,
+    /// Per table: lookups, misses.
+    table_stats: Box<[Counters]>,
+    /// Output actions ignored because the packet was already output.
+    extra_outputs: AtomicU64,
+    /// Output sets of multi-output action lists, by group id; set once,
+    /// never changed (so `group_members` can lend them out).
+    groups: Box<[OnceLock<Box<[PortId]>>]>,
+    /// Serialises commands (never taken by `classify`).
+    writer: Mutex<Writer>,
+}
+
+/// Control-path state.
+#[derive(Default)]
+struct Writer {
+    /// Flows numbered in installation order.
+    seq: u64,
+    /// Output set → group id.
+    groups: HashMap<Box<[PortId]>, u16>,
+}
+
+impl Writer {
+    /// Actions as run by `classify`: several outputs become one group.
+    fn compile(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        acts: &[Action],
+    ) -> Result<Box<[Action]>, String> {
+        if acts
+            .iter()
+            .any(|a| matches!(a, Action::Flood | Action::All))
+        {
+            // Flood reaches every port the outputs name.
+            return Ok(acts
+                .iter()
+                .filter(|a| !matches!(a, Action::Output(_)))
+                .copied()
+                .collect());
+        }
+        let outs: Vec<usize> = acts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, Action::Output(_)))
+            .map(|(i, _)| i)
+            .collect();
+        if outs.len() < 2 {
+            return Ok(acts.into());
+        }
+        let (first, last) = (outs[0], outs[outs.len() - 1]);
+        if acts[first..last]
+            .iter()
+            .any(|a| !matches!(a, Action::Output(_) | Action::InPort))
+        {
+            return Err("header rewrites between two outputs are not supported (every copy leaves from one buffer)".into());
+        }
+        let mut ports: Vec<PortId> = outs
+            .iter()
+            .map(|&i| match acts[i] {
+                Action::Output(p) => p,
+                _ => unreachable!("filtered above"),
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        let g = match self.groups.get(ports.as_slice()) {
+            Some(&g) => g,
+            None => {
+                let g = self.groups.len();
+                if g >= MAX_GROUPS {
+                    return Err(format!("more than {MAX_GROUPS} distinct sets of outputs"));
+                }
+                let _ = groups[g].set(ports.clone().into_boxed_slice());
+                self.groups.insert(ports.into_boxed_slice(), g as u16);
+                g as u16
+            }
+        };
+        let mut out: Vec<Action> = Vec::with_capacity(acts.len());
+        for (i, a) in acts.iter().enumerate() {
+            match a {
+                Action::Output(_) if i == first => out.push(Action::Group(g)),
+                Action::Output(_) => {}
+                other => out.push(*other),
+            }
+        }
+        Ok(out.into_boxed_slice())
+    }
+}
+
+/// Table constructor.
+pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
+    Ok(Box::new(
+        Flows::from_config(config).map_err(LogicError::Config)?,
+    ))
+}
+
+/// Flow texts from `flows` (array) or `flow` (one string) of `a`.
+fn flow_texts<'a>(a: &Args<'a>, required: bool) -> Result<Vec<&'a str>, String> {
+    let mut out = Vec::new();
+    if let Some(f) = a.get("flow") {
+        out.push(
+            f.as_str()
+                .ok_or_else(|| a.err("flow", "must be a string in ovs-ofctl flow syntax"))?,
+        );
+    }
+    for (i, f) in a.array("flows")?.into_iter().flatten().enumerate() {
+        out.push(
+            f.as_str()
+                .ok_or_else(|| a.err("flows", &format!("[{i}] must be a string")))?,
+        );
+    }
+    if required && out.is_empty() {
+        return Err(a.err("flow", "or \"flows\" is required"));
+    }
+    Ok(out)
+}
+
+fn bad(what: &str, text: &str, e: String) -> String {
+    format!("{what}: flow {text:?}: {e}")
+}
+
+impl Flows {
+    /// Builds from `{"flows": [text, ...]}`.
+    pub fn from_config(config: &Value) -> Result<Flows, String> {
+        let a = Args::new("flows config", config, &["flows"])?;
+        let f = Flows {
+            snap: ArcSwap::from_pointee(Snapshot::empty()),
+            table_stats: (0..=MAX_TABLE as usize)
+                .map(|_| Counters::default())
+                .collect(),
+            extra_outputs: AtomicU64::new(0),
+            groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
+            writer: Mutex::new(Writer::default()),
+        };
+        let texts = flow_texts(&a, false)?;
+        f.add("flows config", &texts)?;
+        Ok(f)
+    }
+
+    /// Adds flows (all or none), one swap.
+    fn add(&self, what: &str, texts: &[&str]) -> Result<Value, String> {
+        let specs = texts
+            .iter()
+            .map(|t| {
+                let s = parse(t).map_err(|e| bad(what, t, e))?;
+                if s.actions.is_none() {
+                    return Err(bad(
+                        what,
+                        t,
+                        "must specify actions (actions=drop to drop)".into(),
+                    ));
+                }
+                Ok(s)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut replaced = 0;
+        for (s, t) in specs.into_iter().zip(texts) {
+            w.seq += 1;
+            let compiled = w
+                .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
+                .map_err(|e| bad(what, t, e))?;
+            replaced += snap.insert(rule_of(s, w.seq, compiled, Arc::default())) as usize;
+        }
+        self.snap.store(Arc::new(snap));
+        Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
+    }
+
+    /// Modifies or deletes the flows each text selects (strict: same match
+    /// and priority; else every flow whose match is at least as specific).
+    fn change(
+        &self,
+        what: &str,
+        texts: &[&str],
+        strict: bool,
+        delete: bool,
+    ) -> Result<Value, String> {
+        let specs = texts
+            .iter()
+            .map(|t| {
+                let s = parse(t).map_err(|e| bad(what, t, e))?;
+                if delete && s.actions.is_some() {
+                    return Err(bad(
+                        what,
+                        t,
+                        "delete takes a match only, not actions".into(),
+                    ));
+                }
+                if !delete && s.actions.is_none() {
+                    return Err(bad(what, t, "must specify actions".into()));
+                }
+                Ok(s)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut n = 0;
+        for (s, t) in specs.iter().zip(texts) {
+            let compiled = match &s.actions {
+                Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
+                None => Box::default(),
+            };
+            let tables = match s.table {
+                Some(t) => t..=t,
+                None if strict || !delete => 0..=0,
+                None => 0..=MAX_TABLE,
+            };
+            let prio = s.priority.unwrap_or(DEFAULT_PRIORITY);
+            let pick = |r: &Rule| {
+                if strict {
+                    r.mask == s.mask && r.key == s.key && r.priority == prio
+                } else {
+                    r.mask.covers(&s.mask) && r.key.and(&s.mask) == s.key
+                }
+            };
+            let f = |r: &Rule| -> Option<Rule> {
+                let shown = s.actions.as_ref()?;
+                Some(Rule {
+                    table: r.table,
+                    priority: r.priority,
+                    seq: r.seq,
+                    cookie: r.cookie,
+                    key: r.key,
+                    mask: r.mask,
+                    actions: compiled.clone(),
+                    shown: shown.clone().into_boxed_slice(),
+                    goto: s.goto,
+                    stats: r.stats.clone(),
+                })
+            };
+            if let Some(g) = s.goto {
+                if snap.tables.iter().enumerate().any(|(ti, t)| {
+                    tables.contains(&(ti as u8)) && g <= ti as u8 && t.rules().any(|r| pick(r))
+                }) {
+                    return Err(bad(
+                        what,
+                        texts[0],
+                        format!("goto_table:{g} must go to a later table"),
+                    ));
+                }
+            }
+            n += snap.update(tables, &pick, &f);
+        }
+        self.snap.store(Arc::new(snap));
+        Ok(if delete {
+            json!({"deleted": n})
+        } else {
+            json!({"modified": n})
+        })
+    }
+
+    fn dump(&self, table: Option<u8>) -> Value {
+        let snap = self.snap.load();
+        let mut rules: Vec<&Arc<Rule>> = snap
+            .tables
+            .iter()
+            .filter(|t| !t.subtables.is_empty())
+            .flat_map(|t| t.rules())
+            .filter(|r| table.is_none_or(|t| r.table == t))
+            .collect();
+        rules.sort_by(|a, b| {
+            a.table
+                .cmp(&b.table)
+                .then(b.priority.cmp(&a.priority))
+                .then(a.seq.cmp(&b.seq))
+        });
+        let flows: Vec<Value> = rules
+            .iter()
+            .map(|r| {
+                let (p, b) = r.stats.get();
+                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b})
+            })
+            .collect();
+        let tables: Vec<Value> = self
+            .table_stats
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let (lookups, missed) = c.get();
+                let n = snap.tables[i].rules().count();
+                (lookups > 0 || n > 0).then(|| {
+                    json!({"table": i, "flows": n, "subtables": snap.tables[i].subtables.len(),
+                           "lookups": lookups, "matched": lookups - missed, "missed": missed})
+                })
+            })
+            .collect();
+        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed)})
+    }
+}
+
+fn rule_of(s: FlowSpec, seq: u64, actions: Box<[Action]>, stats: Arc<Counters>) -> Rule {
+    Rule {
+        table: s.table.unwrap_or(0),
+        priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
+        seq,
+        cookie: s.cookie,
+        key: s.key,
+        mask: s.mask,
+        actions,
+        shown: s.actions.unwrap_or_default().into_boxed_slice(),
+        goto: s.goto,
+        stats,
+    }
+}
+
+/// Decrements the IPv4 TTL (incremental checksum, RFC 1624) or IPv6 hop
+/// limit at `l3`; false if the packet must be dropped (TTL ≤ 1 or no IP).
+#[inline]
+fn dec_ttl(b: &mut [u8]) -> bool {
+    let Ok(t) = wire::ethernet::parse_tags(b) else {
+        return false;
+    };
+    let l3 = t.l3_offset;
+    match t.ethertype {
+        key::num::IPV4 if b.len() >= l3 + 20 => {
+            let ttl = b[l3 + 8];
+            if ttl <= 1 {
+                return false;
+            }
+            b[l3 + 8] = ttl - 1;
+            let old = u16::from_be_bytes([ttl, b[l3 + 9]]);
+            let c = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+            let c = wire::checksum::update(c, old, old - 0x0100);
+            b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            true
+        }
+        key::num::IPV6 if b.len() >= l3 + 40 => {
+            if b[l3 + 7] <= 1 {
+                return false;
+            }
+            b[l3 + 7] -= 1;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Offsets of the IPv4 header and, for the first fragment of TCP/UDP, of
+/// the L4 header with its protocol.
+#[inline]
+fn ip4_offsets(b: &[u8]) -> Option<(usize, Option<(usize, u8)>)> {
+    let t = wire::ethernet::parse_tags(b).ok()?;
+    let l3 = t.l3_offset;
+    if t.ethertype != key::num::IPV4 || b.len() < l3 + 20 || b[l3] >> 4 != 4 {
+        return None;
+    }
+    let l4 = l3 + ((b[l3] & 0x0f) as usize) * 4;
+    let frag = u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x1fff;
+    let proto = b[l3 + 9];
+    let l4 = match proto {
+        key::num::TCP if frag == 0 && b.len() >= l4 + 20 => Some((l4, proto)),
+        key::num::UDP if frag == 0 && b.len() >= l4 + 8 => Some((l4, proto)),
+        _ => None,
+    };
+    Some((l3, l4))
+}
+
+/// Updates the 16-bit checksum at `off` for a word changing `old` → `new`
+/// (a UDP checksum of 0, "none", stays 0; a computed 0 is sent as 0xffff).
+#[inline]
+fn fix_csum(b: &mut [u8], off: usize, old: u16, new: u16, udp: bool) {
+    let c = u16::from_be_bytes([b[off], b[off + 1]]);
+    if udp && c == 0 {
+        return;
+    }
+    let mut c = wire::checksum::update(c, old, new);
+    if udp && c == 0 {
+        c = 0xffff;
+    }
+    b[off..off + 2].copy_from_slice(&c.to_be_bytes());
+}
+
+/// L4 checksum offset of (l4, proto).
+#[inline]
+fn l4_csum(l4: usize, proto: u8) -> (usize, bool) {
+    if proto == key::num::TCP {
+        (l4 + 16, false)
+    } else {
+        (l4 + 6, true)
+    }
+}
+
+/// Rewrites the IPv4 address at `l3 + at` (12 source, 16 destination).
+#[inline]
+fn set_ip4(b: &mut [u8], at: usize, a: u32) {
+    let Some((l3, l4)) = ip4_offsets(b) else {
+        return;
+    };
+    let old = u32::from_be_bytes([b[l3 + at], b[l3 + at + 1], b[l3 + at + 2], b[l3 + at + 3]]);
+    b[l3 + at..l3 + at + 4].copy_from_slice(&a.to_be_bytes());
+    for (o, n) in [
+        ((old >> 16) as u16, (a >> 16) as u16),
+        (old as u16, a as u16),
+    ] {
+        fix_csum(b, l3 + 10, o, n, false);
+        if let Some((l4, proto)) = l4 {
+            let (c, udp) = l4_csum(l4, proto);
+            fix_csum(b, c, o, n, udp);
+        }
+    }
+}
+
+/// Rewrites the TCP/UDP port at `l4 + at` (0 source, 2 destination).
+#[inline]
+fn set_tp(b: &mut [u8], at: usize, p: u16) {
+    let Some((_, Some((l4, proto)))) = ip4_offsets(b) else {
+        return;
+    };
+    let old = u16::from_be_bytes([b[l4 + at], b[l4 + at + 1]]);
+    b[l4 + at..l4 + at + 2].copy_from_slice(&p.to_be_bytes());
+    let (c, udp) = l4_csum(l4, proto);
+    fix_csum(b, c, old, p, udp);
+}
+
+#[inline]
+fn write_mac(b: &mut [u8], off: usize, m: u64) {
+    b[off..off + 6].copy_from_slice(&m.to_be_bytes()[2..]);
+}
+
+impl Logic for Flows {
+    fn name(&self) -> &'static str {
+        "flows"
+    }
+
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
+        let snap = self.snap.load();
+        // Counters are summed over the batch and added once (atomic
+        // read-modify-writes cost more than the lookup): per table in two
+        // arrays, per flow over runs of consecutive hits on the same flow.
+        let mut lookups = [0u32; MAX_TABLE as usize + 1];
+        let mut misses = [0u32; MAX_TABLE as usize + 1];
+        let mut last_table = 0usize;
+        let mut run = Run::default();
+        for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
+            let len = p.len() as u64;
+            let mut k = extract(p.data(), ingress);
+            let mut table = 0usize;
+            let mut out: Option<Verdict> = None;
+            *v = loop {
+                lookups[table] += 1;
+                last_table = last_table.max(table);
+                let Some(r) = snap.tables[table].lookup(&k) else {
+                    misses[table] += 1;
+                    break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
+                };
+                run.hit(&r.stats, len, ctx.worker);
+                for a in r.actions.iter() {
+                    let o = match *a {
+                        Action::Output(port) if port == ingress => {
+                            Verdict::Drop(DropReason::Hairpin)
+                        }
+                        Action::Output(port) => Verdict::Port(port),
+                        Action::Flood | Action::All => Verdict::Flood,
+                        Action::Group(g) => Verdict::Group(g),
+                        Action::InPort => Verdict::Port(ingress),
+                        _ if out.is_some() => continue,
+                        Action::SetDlSrc(m) => {
+                            write_mac(p.data_mut(), 6, m);
+                            k.set(Field::DlSrc, m as u128);
+                            continue;
+                        }
+                        Action::SetDlDst(m) => {
+                            write_mac(p.data_mut(), 0, m);
+                            k.set(Field::DlDst, m as u128);
+                            continue;
+                        }
+                        Action::DecTtl => {
+                            if !dec_ttl(p.data_mut()) {
+                                out = Some(Verdict::Drop(DropReason::Policy));
+                            }
+                            continue;
+                        }
+                        Action::SetNwSrc(a) => {
+                            set_ip4(p.data_mut(), 12, a);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetNwDst(a) => {
+                            set_ip4(p.data_mut(), 16, a);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetTpSrc(port) => {
+                            set_tp(p.data_mut(), 0, port);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::SetTpDst(port) => {
+                            set_tp(p.data_mut(), 2, port);
+                            k = extract(p.data(), ingress);
+                            continue;
+                        }
+                        Action::PopVlan => {
+                            let d = p.data();
+                            if d.len() >= 18
+                                && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
+                                    d[12], d[13],
+                                ]))
+                            {
+                                p.data_mut().copy_within(0..12, 4);
+                                let n = p.len() - 4;
+                                p.narrow(4, n);
+                                k = extract(p.data(), ingress);
+                            }
+                            continue;
+                        }
+                    };
+                    if out.is_some() {
+                        self.extra_outputs.fetch_add(1, Relaxed);
+                    } else {
+                        out = Some(o);
+                    }
+                }
+                match r.goto {
+                    Some(g) => table = g as usize,
+                    None => break out.unwrap_or(Verdict::Drop(DropReason::Policy)),
+                }
+            };
+        }
+        run.flush(ctx.worker);
+        for t in 0..=last_table {
+            if lookups[t] > 0 {
+                self.table_stats[t].add(ctx.worker, lookups[t] as u64, misses[t] as u64);
+            }
+        }
+    }
+
+    fn command(&self, cmd: &str, args: &Value) -> Result<Value, CommandError> {
+        let e = CommandError;
+        let what = format!("flows {cmd}");
+        match cmd {
+            "add" => {
+                let a = Args::new(&what, args, &["flow", "flows"]).map_err(e)?;
+                let texts = flow_texts(&a, true).map_err(e)?;
+                self.add(&what, &texts).map_err(e)
+            }
+            "modify" | "delete" => {
+                let a = Args::new(&what, args, &["flow", "flows", "strict"]).map_err(e)?;
+                let strict = a.bool("strict").map_err(e)?.unwrap_or(false);
+                let mut texts = flow_texts(&a, cmd == "modify").map_err(e)?;
+                if texts.is_empty() {
+                    texts.push(""); // delete everything
+                }
+                self.change(&what, &texts, strict, cmd == "delete")
+                    .map_err(e)
+            }
+            "dump" => {
+                let a = Args::new(&what, args, &["table"]).map_err(e)?;
+                let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
+                Ok(self.dump(t.map(|t| t as u8)))
+            }
+            _ => Err(e(format!("logic flows has no command {cmd:?}"))),
+        }
+    }
+
+    fn commands(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("add", "{flow: text} or {flows: [text, ...]}: add or replace flows (ovs-ofctl syntax), at once"),
+            ("modify", "{flow|flows, strict?}: replace the actions of the flows the match selects"),
+            ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
+            ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
+        ]
+    }
+
+    fn group_members(&self, g: fabric::GroupId) -> &[PortId] {
+        self.groups
+            .get(g as usize)
+            .and_then(|c| c.get())
+            .map_or(&[], |b| b)
+    }
+
+    fn port_removed(&self, _port: PortId) {}
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,650 @@
+use super::*;
+use crate::testutil::{classify1, eth, udp4, Batch};
+use serde_json::json;
+
+const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+fn flows(list: &[&str]) -> Flows {
+    Flows::from_config(&json!({ "flows": list })).unwrap()
+}
+
+fn v(f: &Flows, port: PortId, frame: &[u8]) -> Verdict {
+    classify1(f, port, 0, frame)
+}
+
+fn port(p: PortId) -> Verdict {
+    Verdict::Port(p)
+}
+
+fn drop(r: DropReason) -> Verdict {
+    Verdict::Drop(r)
+}
+
+fn udp(dst: [u8; 4], dport: u16) -> Vec<u8> {
+    udp4(A, B, [10, 0, 0, 1], dst, 1000, dport)
+}
+
+/// IPv4 frame of protocol `proto` with `l4` right after a 20-byte header.
+fn ip4(proto: u8, tos: u8, src: [u8; 4], dst: [u8; 4], l4: &[u8]) -> Vec<u8> {
+    let mut f = eth(A, B, 0x0800);
+    f.truncate(14);
+    let mut h = [0u8; 20];
+    h[0] = 0x45;
+    h[1] = tos;
+    h[2..4].copy_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+    h[8] = 64;
+    h[9] = proto;
+    h[12..16].copy_from_slice(&src);
+    h[16..20].copy_from_slice(&dst);
+    let c = wire::checksum::checksum(&h);
+    h[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(l4);
+    f.resize(f.len().max(60), 0);
+    f
+}
+
+fn arp(op: u16, spa: [u8; 4], tpa: [u8; 4]) -> Vec<u8> {
+    let mut f = eth(A, [0xff; 6], 0x0806);
+    let a = &mut f[14..42];
+    a[0..2].copy_from_slice(&1u16.to_be_bytes());
+    a[2..4].copy_from_slice(&0x0800u16.to_be_bytes());
+    a[4] = 6;
+    a[5] = 4;
+    a[6..8].copy_from_slice(&op.to_be_bytes());
+    a[8..14].copy_from_slice(&A);
+    a[14..18].copy_from_slice(&spa);
+    a[24..28].copy_from_slice(&tpa);
+    f
+}
+
+fn vlan(vid: u16, pcp: u8, inner: &[u8]) -> Vec<u8> {
+    let mut f = inner[..12].to_vec();
+    f.extend_from_slice(&0x8100u16.to_be_bytes());
+    f.extend_from_slice(&(((pcp as u16) << 13) | vid).to_be_bytes());
+    f.extend_from_slice(&inner[12..]);
+    f
+}
+
+fn ip6_udp(src: &str, dst: &str, dport: u16) -> Vec<u8> {
+    let mut f = eth(A, B, 0x86dd);
+    f.truncate(14);
+    let mut h = [0u8; 40];
+    h[0] = 0x60;
+    h[4..6].copy_from_slice(&8u16.to_be_bytes());
+    h[6] = 17;
+    h[7] = 64;
+    h[8..24].copy_from_slice(&src.parse::<std::net::Ipv6Addr>().unwrap().octets());
+    h[24..40].copy_from_slice(&dst.parse::<std::net::Ipv6Addr>().unwrap().octets());
+    f.extend_from_slice(&h);
+    f.extend_from_slice(&[0x03, 0xe8]);
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&[0, 8, 0, 0]);
+    f
+}
+
+#[test]
+fn highest_priority_wins_and_ties_go_to_the_first_installed() {
+    let f = flows(&[
+        "priority=10,ip,actions=output:1",
+        "priority=20,udp,tp_dst=53,actions=output:2",
+        "priority=30,ip,nw_dst=10.0.0.0/24,actions=output:3",
+    ]);
+    assert_eq!(v(&f, 9, &udp([10, 0, 0, 5], 53)), port(3));
+    assert_eq!(v(&f, 9, &udp([10, 0, 1, 5], 53)), port(2));
+    assert_eq!(v(&f, 9, &udp([10, 0, 1, 5], 54)), port(1));
+    assert_eq!(v(&f, 9, &eth(A, B, 0x86dd)), drop(DropReason::NoMatch));
+    // Equal priorities, different masks: the earlier flow wins, whichever
+    // subtable is searched first.
+    let f = flows(&[
+        "priority=5,udp,tp_dst=53,actions=output:1",
+        "priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+    ]);
+    assert_eq!(v(&f, 9, &udp([10, 0, 0, 5], 53)), port(1));
+    let f = flows(&[
+        "priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+        "priority=5,udp,tp_dst=53,actions=output:1",
+    ]);
+    assert_eq!(v(&f, 9, &udp([10, 0, 0, 5], 53)), port(2));
+}
+
+#[test]
+fn masks_on_macs_addresses_and_ports() {
+    let f = flows(&[
+        "priority=1,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=output:1",
+        "priority=2,ip,nw_src=10.0.0.0/255.255.0.0,nw_dst=192.168.1.0/24,actions=output:2",
+        "priority=3,udp,tp_dst=0x1000/0xf000,actions=output:3",
+        "priority=4,dl_src=02:00:00:00:00:01,in_port=7,actions=output:4",
+    ]);
+    assert_eq!(v(&f, 9, &eth(A, [1, 2, 3, 4, 5, 6], 0x88b5)), port(1));
+    assert_eq!(
+        v(&f, 9, &eth(A, [2, 2, 3, 4, 5, 6], 0x88b5)),
+        drop(DropReason::NoMatch)
+    );
+    assert_eq!(v(&f, 9, &udp([192, 168, 1, 200], 80)), port(2));
+    assert_eq!(
+        v(&f, 9, &udp([192, 168, 2, 200], 80)),
+        drop(DropReason::NoMatch)
+    );
+    assert_eq!(v(&f, 9, &udp([192, 168, 2, 200], 0x1abc)), port(3));
+    assert_eq!(v(&f, 7, &udp([192, 168, 2, 200], 0x1abc)), port(4));
+}
+
+#[test]
+fn vlan_arp_icmp_ipv6_dscp_fields() {
+    let f = flows(&[
+        "priority=10,dl_vlan=100,actions=output:1",
+        "priority=10,dl_vlan_pcp=5,actions=output:2",
+        "priority=9,vlan_tci=0x0000/0x1000,arp,arp_op=1,arp_tpa=10.0.0.9,actions=output:3",
+        "priority=9,icmp,icmp_type=8,icmp_code=0,actions=output:4",
+        "priority=9,udp6,ipv6_dst=2001:db8::/32,tp_dst=53,actions=output:5",
+        "priority=9,ip,ip_dscp=46,actions=output:6",
+        "priority=8,dl_type=0x0806,actions=output:7",
+    ]);
+    let u = udp([10, 0, 0, 1], 1);
+    assert_eq!(v(&f, 9, &vlan(100, 0, &u)), port(1));
+    assert_eq!(v(&f, 9, &vlan(101, 5, &u)), port(2));
+    assert_eq!(v(&f, 9, &vlan(101, 4, &u)), drop(DropReason::NoMatch));
+    assert_eq!(v(&f, 9, &arp(1, [10, 0, 0, 1], [10, 0, 0, 9])), port(3));
+    assert_eq!(v(&f, 9, &arp(2, [10, 0, 0, 1], [10, 0, 0, 9])), port(7));
+    // Tagged ARP is not untagged: falls to the dl_type flow.
+    assert_eq!(
+        v(&f, 9, &vlan(7, 0, &arp(1, [10, 0, 0, 1], [10, 0, 0, 9]))),
+        port(7)
+    );
+    assert_eq!(
+        v(&f, 9, &ip4(1, 0, [1, 1, 1, 1], [2, 2, 2, 2], &[8, 0, 0, 0])),
+        port(4)
+    );
+    assert_eq!(
+        v(&f, 9, &ip4(1, 0, [1, 1, 1, 1], [2, 2, 2, 2], &[0, 0, 0, 0])),
+        drop(DropReason::NoMatch)
+    );
+    assert_eq!(v(&f, 9, &ip6_udp("fe80::1", "2001:db8::7", 53)), port(5));
+    assert_eq!(
+        v(&f, 9, &ip6_udp("fe80::1", "2001:db9::7", 53)),
+        drop(DropReason::NoMatch)
+    );
+    assert_eq!(
+        v(
+            &f,
+            9,
+            &ip4(17, 46 << 2 | 1, [1, 1, 1, 1], [2, 2, 2, 2], &[0; 8])
+        ),
+        port(6)
+    );
+}
+
+#[test]
+fn goto_table_matches_the_rewritten_packet() {
+    let f = flows(&[
+        "table=0,priority=1,in_port=1,actions=mod_dl_dst:02:00:00:00:00:99,goto_table:5",
+        "table=5,priority=1,dl_dst=02:00:00:00:00:99,actions=set_field:02:aa:00:00:00:01->eth_src,output:2",
+        "table=0,priority=1,in_port=3,actions=goto_table:64",
+        "table=64,priority=1,actions=output:4",
+    ]);
+    let mut b = Batch::new(vec![udp([10, 0, 0, 2], 9)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(&b.frames[0][0..6], &[2, 0, 0, 0, 0, 0x99]);
+    assert_eq!(&b.frames[0][6..12], &[2, 0xaa, 0, 0, 0, 1]);
+    assert_eq!(v(&f, 3, &udp([10, 0, 0, 2], 9)), port(4));
+    // A miss in table 5 after goto: no_match, counted in table 5.
+    let f = flows(&["table=0,actions=goto_table:5"]);
+    assert_eq!(v(&f, 3, &udp([10, 0, 0, 2], 9)), drop(DropReason::NoMatch));
+    let d = f.dump(None);
+    assert_eq!(d["tables"][1]["table"], 5);
+    assert_eq!(d["tables"][1]["missed"], 1);
+    assert_eq!(d["tables"][0]["matched"], 1);
+}
+
+#[test]
+fn outputs_drops_and_hairpins() {
+    let f = flows(&[
+        "priority=5,in_port=1,actions=drop",
+        "priority=5,in_port=2,actions=output:2",
+        "priority=5,in_port=3,actions=flood",
+        "priority=5,in_port=4,actions=all",
+        "priority=5,in_port=5,actions=in_port",
+        "priority=5,in_port=6,actions=output:1,goto_table:1",
+        "table=1,priority=5,in_port=6,actions=mod_dl_src:02:00:00:00:00:77,output:2",
+        "priority=5,in_port=8,actions=3",
+    ]);
+    let u = udp([10, 0, 0, 2], 9);
+    assert_eq!(v(&f, 1, &u), drop(DropReason::Policy));
+    assert_eq!(v(&f, 2, &u), drop(DropReason::Hairpin));
+    assert_eq!(v(&f, 3, &u), Verdict::Flood);
+    assert_eq!(v(&f, 4, &u), Verdict::Flood);
+    assert_eq!(v(&f, 5, &u), port(5));
+    let mut b = Batch::new(vec![u.clone()]);
+    assert_eq!(b.classify(&f, 6, 0), vec![port(1)]);
+    assert_eq!(&b.frames[0][6..12], &A, "no rewrite after the output");
+    assert_eq!(f.dump(None)["extra_outputs"], 1);
+    assert_eq!(v(&f, 8, &u), port(3));
+}
+
+#[test]
+fn several_outputs_are_one_group_per_output_set() {
+    let f = flows(&[
+        "priority=5,in_port=1,actions=mod_dl_dst:02:00:00:00:00:05,output:3,output:2,output:3",
+        "priority=5,in_port=2,actions=output:2,output:3",
+        "priority=5,in_port=3,actions=output:4,output:2",
+        "priority=5,in_port=4,actions=output:2,flood",
+    ]);
+    let u = udp([10, 0, 0, 2], 9);
+    let mut b = Batch::new(vec![u.clone()]);
+    let g = match b.classify(&f, 1, 0)[0] {
+        Verdict::Group(g) => g,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(f.group_members(g), &[2, 3]);
+    assert_eq!(
+        &b.frames[0][0..6],
+        &[2, 0, 0, 0, 0, 5],
+        "rewrite before the outputs"
+    );
+    // The same set is the same group; the fabric skips the ingress in it.
+    assert_eq!(v(&f, 2, &u), Verdict::Group(g));
+    let Verdict::Group(g2) = v(&f, 3, &u) else {
+        panic!()
+    };
+    assert_ne!(g2, g);
+    assert_eq!(f.group_members(g2), &[2, 4]);
+    assert_eq!(v(&f, 4, &u), Verdict::Flood);
+    assert_eq!(f.group_members(999), &[] as &[PortId]);
+    let d = f.dump(None);
+    assert_eq!(
+        d["flows"][0]["flow"],
+        "table=0,priority=5,in_port=1,actions=mod_dl_dst:02:00:00:00:00:05,output:3,output:2,output:3"
+    );
+    for text in [
+        "actions=output:1,dec_ttl,output:2",
+        "actions=output:1,strip_vlan,output:2",
+        "ip,actions=output:1,mod_nw_dst:1.1.1.1,output:2",
+    ] {
+        let e = f.command("add", &json!({ "flow": text })).unwrap_err();
+        assert!(e.0.contains("rewrites between two outputs"), "{}", e.0);
+    }
+    let r = f.command(
+        "modify",
+        &json!({"flow": "in_port=2,actions=output:5,output:6"}),
+    );
+    assert_eq!(r.unwrap(), json!({"modified": 1}));
+    let Verdict::Group(g3) = v(&f, 2, &u) else {
+        panic!()
+    };
+    assert_eq!(f.group_members(g3), &[5, 6]);
+}
+
+/// The frame's IPv4 header and TCP/UDP checksums are valid.
+fn checksums_ok(f: &[u8]) -> bool {
+    use wire::checksum::{add, checksum, fold, pseudo_v4};
+    let h = &f[14..34];
+    let len = u16::from_be_bytes([h[2], h[3]]) as usize - 20;
+    let seg = &f[34..34 + len];
+    let src = std::net::Ipv4Addr::new(h[12], h[13], h[14], h[15]);
+    let dst = std::net::Ipv4Addr::new(h[16], h[17], h[18], h[19]);
+    checksum(h) == 0 && fold(add(pseudo_v4(src, dst, h[9], len as u16), seg)) == 0xffff
+}
+
+fn tcp4(dport: u16) -> Vec<u8> {
+    use wire::checksum::{add, fold, pseudo_v4};
+    let mut t = [0u8; 20];
+    t[0..2].copy_from_slice(&1234u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[12] = 5 << 4;
+    let c = !fold(add(
+        pseudo_v4([10, 0, 0, 1].into(), [10, 0, 0, 2].into(), 6, 20),
+        &t,
+    ));
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    ip4(6, 0, [10, 0, 0, 1], [10, 0, 0, 2], &t)
+}
+
+#[test]
+fn l3_l4_rewrites_keep_checksums_and_feed_the_next_table() {
+    let f = flows(&[
+        "udp,actions=mod_nw_dst:192.168.7.9,set_field:5353->udp_dst,goto_table:1",
+        "tcp,actions=set_field:172.16.0.1->ip_src,mod_tp_src:80,goto_table:1",
+        "table=1,priority=2,udp,nw_dst=192.168.7.9,tp_dst=5353,actions=output:2",
+        "table=1,priority=2,tcp,nw_src=172.16.0.1,tp_src=80,actions=output:3",
+    ]);
+    let u = udp([10, 0, 0, 2], 53);
+    assert!(checksums_ok(&u), "udp4 builds valid checksums");
+    let mut b = Batch::new(vec![u, tcp4(22)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2), port(3)]);
+    let (u, t) = (&b.frames[0], &b.frames[1]);
+    assert_eq!(&u[30..34], &[192, 168, 7, 9]);
+    assert_eq!(&u[36..38], &5353u16.to_be_bytes());
+    assert_eq!(&t[26..30], &[172, 16, 0, 1]);
+    assert_eq!(&t[34..36], &80u16.to_be_bytes());
+    assert!(checksums_ok(u) && checksums_ok(t));
+    for (text, want) in [
+        (
+            "actions=mod_nw_src:1.2.3.4,output:1",
+            "requires a match on ip",
+        ),
+        (
+            "ip,actions=mod_tp_dst:80,output:1",
+            "requires a match on tcp or udp",
+        ),
+        (
+            "ip,actions=mod_nw_src:1.2.3,output:1",
+            "not an IPv4 address",
+        ),
+    ] {
+        let e = f.command("add", &json!({ "flow": text })).unwrap_err();
+        assert!(e.0.contains(want), "{text}: {}", e.0);
+    }
+}
+
+#[test]
+fn strip_vlan_removes_the_outer_tag() {
+    let f = flows(&[
+        "dl_vlan=10,actions=strip_vlan,goto_table:1",
+        "table=1,vlan_tci=0x0000/0x1000,udp,actions=output:2",
+    ]);
+    let u = udp([10, 0, 0, 2], 53);
+    let mut b = Batch::new(vec![vlan(10, 3, &u)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(&b.frames[0][4..], &u[..], "the view now starts 4 bytes in");
+    // Untagged frames: no flow in table 0.
+    assert_eq!(v(&f, 1, &u), drop(DropReason::NoMatch));
+}
+
+#[test]
+fn dec_ttl_updates_the_checksum_and_drops_at_one() {
+    let f = flows(&["actions=dec_ttl,output:2"]);
+    let mut b = Batch::new(vec![ip4(17, 0, [1, 2, 3, 4], [5, 6, 7, 8], &[0; 8])]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    let h = &b.frames[0][14..34];
+    assert_eq!(h[8], 63);
+    assert_eq!(wire::checksum::checksum(h), 0, "checksum still valid");
+    let mut one = ip4(17, 0, [1, 2, 3, 4], [5, 6, 7, 8], &[0; 8]);
+    one[14 + 8] = 1;
+    assert_eq!(v(&f, 1, &one), drop(DropReason::Policy));
+    assert_eq!(v(&f, 1, &eth(A, B, 0x88b5)), drop(DropReason::Policy));
+}
+
+#[test]
+fn counters_per_flow_survive_modify() {
+    let f = flows(&["priority=1,udp,actions=output:2", "priority=0,actions=drop"]);
+    let mut b = Batch::new(vec![udp([10, 0, 0, 2], 9); 3]);
+    b.classify(&f, 1, 0);
+    v(&f, 1, &eth(A, B, 0x88b5));
+    let d = f.dump(None);
+    assert_eq!(
+        d["flows"][0]["flow"],
+        "table=0,priority=1,udp,actions=output:2"
+    );
+    assert_eq!(d["flows"][0]["n_packets"], 3);
+    assert_eq!(d["flows"][0]["n_bytes"], 180);
+    assert_eq!(d["flows"][1]["n_packets"], 1);
+    let r = f
+        .command("modify", &json!({"flow": "udp,actions=output:3"}))
+        .unwrap();
+    assert_eq!(r, json!({"modified": 1}));
+    let d = f.dump(None);
+    assert_eq!(
+        d["flows"][0]["flow"],
+        "table=0,priority=1,udp,actions=output:3"
+    );
+    assert_eq!(d["flows"][0]["n_packets"], 3);
+    assert_eq!(v(&f, 1, &udp([10, 0, 0, 2], 9)), port(3));
+    // add of the same match and priority replaces, counters start over.
+    let r = f
+        .command("add", &json!({"flow": "priority=1,udp,actions=output:4"}))
+        .unwrap();
+    assert_eq!(r, json!({"added": 0, "replaced": 1}));
+    assert_eq!(f.dump(None)["flows"][0]["n_packets"], 0);
+}
+
+#[test]
+fn strict_and_non_strict_delete_and_modify() {
+    let f = flows(&[
+        "table=0,priority=10,ip,nw_dst=10.0.0.0/24,actions=output:1",
+        "table=0,priority=20,ip,nw_dst=10.0.0.0/24,actions=output:2",
+        "table=0,priority=15,udp,nw_dst=10.0.0.0/24,tp_dst=53,actions=output:3",
+        "table=1,priority=10,ip,nw_dst=10.0.0.0/24,actions=output:4",
+        "table=0,priority=10,ip,nw_dst=10.0.1.0/24,actions=output:5",
+    ]);
+    // strict: exactly one (match + priority); table 0 by default.
+    let r = f.command(
+        "delete",
+        &json!({"flow": "priority=20,ip,nw_dst=10.0.0.0/24", "strict": true}),
+    );
+    assert_eq!(r.unwrap(), json!({"deleted": 1}));
+    let r = f.command(
+        "delete",
+        &json!({"flow": "priority=20,ip,nw_dst=10.0.0.0/24", "strict": true}),
+    );
+    assert_eq!(r.unwrap(), json!({"deleted": 0}));
+    // strict modify ignores the more specific udp flow.
+    let r = f.command(
+        "modify",
+        &json!({"flow": "priority=10,ip,nw_dst=10.0.0.0/24,actions=output:9", "strict": true}),
+    );
+    assert_eq!(r.unwrap(), json!({"modified": 1}));
+    assert_eq!(v(&f, 7, &udp([10, 0, 0, 3], 53)), port(3));
+    assert_eq!(v(&f, 7, &udp([10, 0, 0, 3], 54)), port(9));
+    // non-strict delete without table: every table, every flow at least as specific.
+    let r = f.command("delete", &json!({"flow": "ip,nw_dst=10.0.0.0/24"}));
+    assert_eq!(r.unwrap(), json!({"deleted": 3}));
+    assert_eq!(f.dump(None)["flows"].as_array().unwrap().len(), 1);
+    // Non-strict selects flows at least as specific as the match: a /25
+    // match does not select the /24 flow, a /16 does.
+    let r = f.command("delete", &json!({"flow": "ip,nw_dst=10.0.0.0/25"}));
+    assert_eq!(r.unwrap(), json!({"deleted": 0}));
+    let r = f.command("delete", &json!({"flow": "ip,nw_dst=10.0.0.0/16"}));
+    assert_eq!(r.unwrap(), json!({"deleted": 1}));
+    f.command(
+        "add",
+        &json!({"flows": ["actions=drop", "table=3,actions=drop"]}),
+    )
+    .unwrap();
+    assert_eq!(
+        f.command("delete", &Value::Null).unwrap(),
+        json!({"deleted": 2})
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_clear_errors_and_nothing_changes() {
+    let f = flows(&["priority=1,actions=output:1"]);
+    let cases = [
+        (
+            "nw_dst=10.0.0.1,actions=output:1",
+            "requires dl_type=0x0800",
+        ),
+        ("ip,tp_dst=80,actions=output:1", "missing prerequisite"),
+        ("udp,frob=1,actions=output:1", "unknown field \"frob\""),
+        (
+            "dl_dst=02:00:00:00:00,actions=output:1",
+            "not a MAC address",
+        ),
+        ("ip,nw_src=10.0.0.0/33,actions=output:1", "longer than 32"),
+        (
+            "table=3,actions=goto_table:2",
+            "must go to a table after table 3",
+        ),
+        ("table=255,actions=drop", "0..=254"),
+        ("actions=resubmit:2", "unsupported action"),
+        ("actions=goto_table:2,output:1", "goto_table must be last"),
+        ("actions=drop,output:1", "drop must be the only action"),
+        ("priority=70000,actions=drop", "priority"),
+        ("in_port=1", "must specify actions"),
+        ("tcp,udp,actions=drop", "conflicts"),
+        ("actions=set_field:1->ip_ttl", "not supported"),
+    ];
+    for (text, want) in cases {
+        let err = f
+            .command("add", &json!({"flows": ["priority=9,actions=drop", text]}))
+            .unwrap_err();
+        assert!(err.0.contains(want), "{text}: {}", err.0);
+        assert!(err.0.contains(text), "{}", err.0);
+    }
+    assert_eq!(
+        f.dump(None)["flows"].as_array().unwrap().len(),
+        1,
+        "all or none"
+    );
+    assert!(f
+        .command("add", &json!({}))
+        .unwrap_err()
+        .0
+        .contains("required"));
+    assert!(f
+        .command("add", &json!({"flow": 3}))
+        .unwrap_err()
+        .0
+        .contains("string"));
+    assert!(f
+        .command("delete", &json!({"flow": "ip,actions=drop"}))
+        .unwrap_err()
+        .0
+        .contains("match only"));
+    assert!(f.command("dump", &json!({"table": 300})).is_err());
+    assert!(Flows::from_config(&json!({"flows": ["bogus"]})).is_err());
+    assert!(Flows::from_config(&json!({"rules": []})).is_err());
+}
+
+#[test]
+fn dump_text_parses_back_to_the_same_flow() {
+    let texts = [
+        "table=0,priority=100,in_port=1,dl_vlan=7,dl_src=02:00:00:00:00:01/ff:ff:ff:00:00:00,tcp,nw_src=10.0.0.0/8,nw_dst=1.2.3.4/255.0.255.0,nw_tos=184,tp_dst=0x0050/0xfff0,actions=output:2,goto_table:3",
+        "table=2,priority=1,arp,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24,arp_op=2,actions=FLOOD",
+        "table=2,priority=1,icmp6,ipv6_src=2001:db8::/48,icmp_type=135,actions=mod_dl_src:02:00:00:00:00:09,IN_PORT",
+        "table=4,priority=3,vlan_tci=0x0000/0x1000,dl_type=0x88b5,actions=drop",
+        "table=4,priority=3,dl_vlan_pcp=3,ipv6,actions=dec_ttl,ALL",
+        "table=5,priority=3,udp,actions=strip_vlan,mod_nw_src:1.2.3.4,mod_nw_dst:5.6.7.8,mod_tp_src:1,mod_tp_dst:2,output:1,output:2",
+    ];
+    for t in texts {
+        let f = flows(&[t]);
+        let d = f.dump(None);
+        let out = d["flows"][0]["flow"].as_str().unwrap();
+        let (a, b) = (parse(t).unwrap(), parse(out).unwrap());
+        assert_eq!(
+            (a.key, a.mask, a.actions, a.goto),
+            (b.key, b.mask, b.actions, b.goto),
+            "{t} -> {out}"
+        );
+    }
+}
+
+#[test]
+fn a_command_carrying_many_flows_is_one_swap() {
+    let f = flows(&[]);
+    let before = f.snap.load_full();
+    let texts: Vec<String> = (0..1000)
+        .map(|i| format!("priority={},udp,tp_dst={i},actions=output:{}", i % 7, i % 5))
+        .collect();
+    f.command("add", &json!({ "flows": texts })).unwrap();
+    assert_eq!(before.count(), 0, "the old snapshot is untouched");
+    assert_eq!(f.snap.load().count(), 1000);
+    assert_eq!(f.snap.load().tables[0].subtables.len(), 1);
+    assert_eq!(v(&f, 9, &udp([1, 1, 1, 1], 999)), port(4));
+}
+
+#[test]
+fn workers_see_a_bulk_change_whole_while_commands_run() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = Arc::new(flows(&[]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (f, stop) = (f.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let frames: Vec<Vec<u8>> = (0..64).map(|i| udp([10, 0, 0, 2], 1000 + i)).collect();
+            let (mut batches, mut all, mut none) = (0u64, 0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let v = Batch::new(frames.clone()).classify(&*f, 1, 0);
+                let hits = v.iter().filter(|v| **v == port(2)).count();
+                assert!(
+                    hits == 0 || hits == v.len(),
+                    "a batch saw half a command: {hits}"
+                );
+                batches += 1;
+                all += (hits == v.len()) as u64;
+                none += (hits == 0) as u64;
+            }
+            (batches, all, none)
+        })
+    };
+    let texts: Vec<String> = (0..64)
+        .map(|i| format!("udp,tp_dst={},actions=output:2", 1000 + i))
+        .collect();
+    let t = std::time::Instant::now();
+    for _ in 0..200 {
+        f.command("add", &json!({ "flows": texts })).unwrap();
+        f.command("delete", &json!({ "flow": "udp" })).unwrap();
+    }
+    let took = t.elapsed();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    stop.store(true, Ordering::Relaxed);
+    let (batches, all, none) = worker.join().unwrap();
+    assert!(batches > 0 && none > 0, "{batches} {all} {none}");
+    assert!(took.as_secs() < 20, "400 commands took {took:?}");
+}
+
+/// Reference: a linear scan over (priority, seq).
+fn linear(rules: &[(u16, Key, Key, u16)], k: &Key) -> Option<u16> {
+    let mut best: Option<&(u16, Key, Key, u16)> = None;
+    for r in rules {
+        if k.and(&r.2) == r.1 && best.is_none_or(|b| r.0 > b.0) {
+            best = Some(r);
+        }
+    }
+    best.map(|b| b.3)
+}
+
+proptest::proptest! {
+    #[test]
+    fn classify_never_panics(frames in crate::testutil::random_frames()) {
+        let f = flows(&[
+            "priority=3,tcp,tp_dst=80,actions=dec_ttl,output:1",
+            "priority=2,ipv6,actions=mod_dl_dst:02:00:00:00:00:01,goto_table:1",
+            "table=1,actions=output:2",
+            "priority=1,arp,actions=flood",
+        ]);
+        let mut b = Batch::new(frames);
+        b.classify(&f, 0, 0);
+    }
+
+    #[test]
+    fn tuple_space_search_agrees_with_a_linear_scan(
+        rules in proptest::collection::vec((0u16..8, 0u8..4, 0u8..4, 0u16..4, 0u8..3), 1..60),
+        pkts in proptest::collection::vec((0u8..4, 0u8..4, 0u16..4), 1..30),
+    ) {
+        let mut texts = Vec::new();
+        let mut reference = Vec::new();
+        for (i, &(prio, d, plen, port, shape)) in rules.iter().enumerate() {
+            let m = match shape {
+                0 => format!("ip,nw_dst=10.0.{d}.0/{}", 16 + plen * 4),
+                1 => format!("udp,nw_dst=10.0.{d}.0/24,tp_dst={port}"),
+                _ => format!("udp,tp_dst={port}"),
+            };
+            let t = format!("priority={prio},{m},actions=output:{i}");
+            let s = parse(&t).unwrap();
+            // Later duplicates (same match and priority) replace earlier ones.
+            reference.retain(|r: &(u16, Key, Key, u16)| !(r.0 == prio && r.1 == s.key && r.2 == s.mask));
+            reference.push((prio, s.key, s.mask, i as u16));
+            texts.push(t);
+        }
+        // Ties: the earliest installed wins; a replacement is a new flow,
+        // installed last (as in the reference's retain + push).
+        let f = flows(&texts.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+        for (c, d, port) in pkts {
+            let frame = udp([10, 0, d, c], port);
+            let k = extract(&frame, 100);
+            let want = linear(&reference, &k).map_or(drop(DropReason::NoMatch), port_or_hairpin);
+            proptest::prop_assert_eq!(v(&f, 100, &frame), want);
+        }
+    }
+}
+
+fn port_or_hairpin(p: u16) -> Verdict {
+    if p == 100 {
+        drop(DropReason::Hairpin)
+    } else {
+        port(p)
+    }
+}

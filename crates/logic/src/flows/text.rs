@@ -1,0 +1,692 @@
+//! The flow text syntax: the subset of `ovs-ofctl`'s flow syntax (ovs-fields(7),
+//! ovs-actions(7)) that `flows` implements, parsed into a match and
+//! instructions, and printed back in a canonical form for `dump`.
+
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use super::key::{num, Field, Key};
+
+/// Highest table id (tables are `0..=MAX_TABLE`).
+pub const MAX_TABLE: u8 = 254;
+/// Default priority of a flow without `priority=`, as in OpenFlow.
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// One action of an apply-actions list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `output:N`: to port N.
+    Output(u16),
+    /// `flood`: every port but the ingress.
+    Flood,
+    /// `all`: every port but the ingress (the fabric never sends back to the ingress).
+    All,
+    /// `in_port`: back to the ingress (the fabric drops it as `hairpin`).
+    InPort,
+    /// `mod_dl_src:MAC` / `set_field:MAC->eth_src`.
+    SetDlSrc(u64),
+    /// `mod_dl_dst:MAC` / `set_field:MAC->eth_dst`.
+    SetDlDst(u64),
+    /// `dec_ttl`: IPv4 TTL (checksum updated) or IPv6 hop limit minus one;
+    /// a packet whose TTL would reach zero is dropped.
+    DecTtl,
+    /// `mod_nw_src:A` / `set_field:A->ip_src`: IPv4 source, with the IP
+    /// and TCP/UDP checksums updated.
+    SetNwSrc(u32),
+    /// `mod_nw_dst:A` / `set_field:A->ip_dst`.
+    SetNwDst(u32),
+    /// `mod_tp_src:N` / `set_field:N->tcp_src|udp_src`: TCP/UDP source
+    /// port, checksum updated.
+    SetTpSrc(u16),
+    /// `mod_tp_dst:N` / `set_field:N->tcp_dst|udp_dst`.
+    SetTpDst(u16),
+    /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
+    PopVlan,
+    /// Several outputs of one action list, compiled into a group of the
+    /// logic (never parsed or printed).
+    Group(u16),
+}
+
+/// A parsed flow: match, priority, table and instructions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// `table=N`, if given.
+    pub table: Option<u8>,
+    /// `priority=N`, if given.
+    pub priority: Option<u16>,
+    /// `cookie=N` (0 if not given).
+    pub cookie: u64,
+    /// Match values (already masked).
+    pub key: Key,
+    /// Match mask.
+    pub mask: Key,
+    /// Apply-actions list; `None` when no `actions=` was given.
+    pub actions: Option<Vec<Action>>,
+    /// `goto_table:N`.
+    pub goto: Option<u8>,
+}
+
+fn num_u64(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        u64::from_str_radix(h, 16).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn uint(field: &str, s: &str, max: u64) -> Result<u64, String> {
+    match num_u64(s) {
+        Some(v) if v <= max => Ok(v),
+        _ => Err(format!(
+            "field {field}: {s:?} is not a number in 0..={max} (decimal or 0x hex)"
+        )),
+    }
+}
+
+fn parse_mac(field: &str, s: &str) -> Result<u64, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!(
+            "field {field}: {s:?} is not a MAC address (xx:xx:xx:xx:xx:xx)"
+        ));
+    }
+    let mut v = 0u64;
+    for p in parts {
+        let b = u8::from_str_radix(p, 16).map_err(|_| {
+            format!("field {field}: {s:?} is not a MAC address (xx:xx:xx:xx:xx:xx)")
+        })?;
+        if p.len() > 2 {
+            return Err(format!("field {field}: {s:?} is not a MAC address"));
+        }
+        v = (v << 8) | b as u64;
+    }
+    Ok(v)
+}
+
+fn prefix_mask(bits: u32, len: u32) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        (u128::MAX << (128 - len)) >> (128 - bits)
+    }
+}
+
+/// `addr[/prefix|/mask]` of IPv4.
+fn parse_ip4(field: &str, s: &str) -> Result<(u128, u128), String> {
+    let (a, m) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let addr: Ipv4Addr = a
+        .parse()
+        .map_err(|_| format!("field {field}: {a:?} is not an IPv4 address"))?;
+    let mask = match m {
+        None => u32::MAX as u128,
+        Some(m) => {
+            if let Ok(p) = m.parse::<u32>() {
+                if p > 32 {
+                    return Err(format!("field {field}: prefix /{p} is longer than 32"));
+                }
+                prefix_mask(32, p)
+            } else {
+                let mm: Ipv4Addr = m
+                    .parse()
+                    .map_err(|_| format!("field {field}: {m:?} is not a prefix length or mask"))?;
+                u32::from(mm) as u128
+            }
+        }
+    };
+    Ok((u32::from(addr) as u128 & mask, mask))
+}
+
+/// `addr[/prefix]` of IPv6.
+fn parse_ip6(field: &str, s: &str) -> Result<(u128, u128), String> {
+    let (a, m) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let addr: Ipv6Addr = a
+        .parse()
+        .map_err(|_| format!("field {field}: {a:?} is not an IPv6 address"))?;
+    let mask = match m {
+        None => u128::MAX,
+        Some(m) => match m.parse::<u32>() {
+            Ok(p) if p <= 128 => prefix_mask(128, p),
+            _ => {
+                return Err(format!(
+                    "field {field}: {m:?} is not a prefix length in 0..=128"
+                ))
+            }
+        },
+    };
+    Ok((u128::from(addr) & mask, mask))
+}
+
+/// `value[/mask]` of an integer field of `bits` bits.
+fn parse_masked(field: &str, s: &str, bits: u32) -> Result<(u128, u128), String> {
+    let max = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let (v, m) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let v = uint(field, v, max)? as u128;
+    let m = match m {
+        None => max as u128,
+        Some(m) => uint(field, m, max)? as u128,
+    };
+    Ok((v & m, m))
+}
+
+struct Builder {
+    key: Key,
+    mask: Key,
+    /// IPv4/ARP and IPv6 addresses share key words: which were given.
+    v4_addr: bool,
+    v6_addr: bool,
+}
+
+impl Builder {
+    fn set(&mut self, name: &str, f: Field, v: u128, m: u128) -> Result<(), String> {
+        let old_m = self.mask.get(f);
+        if old_m & m != 0 && (self.key.get(f) & m & old_m) != (v & m & old_m) {
+            return Err(format!("field {name}: conflicts with an earlier value"));
+        }
+        self.mask.set(f, old_m | m);
+        self.key.set(f, (self.key.get(f) & old_m) | (v & m));
+        Ok(())
+    }
+    fn exact(&self, f: Field) -> Option<u128> {
+        let full = if f.bits() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << f.bits()) - 1
+        };
+        (self.mask.get(f) == full).then(|| self.key.get(f))
+    }
+    fn has(&self, f: Field) -> bool {
+        self.mask.get(f) != 0
+    }
+}
+
+fn shorthand(w: &str) -> Option<(u16, Option<u8>)> {
+    Some(match w {
+        "ip" => (num::IPV4, None),
+        "ipv6" => (num::IPV6, None),
+        "arp" => (num::ARP, None),
+        "tcp" => (num::IPV4, Some(num::TCP)),
+        "udp" => (num::IPV4, Some(num::UDP)),
+        "sctp" => (num::IPV4, Some(num::SCTP)),
+        "icmp" => (num::IPV4, Some(num::ICMP)),
+        "tcp6" => (num::IPV6, Some(num::TCP)),
+        "udp6" => (num::IPV6, Some(num::UDP)),
+        "sctp6" => (num::IPV6, Some(num::SCTP)),
+        "icmp6" => (num::IPV6, Some(num::ICMP6)),
+        _ => return None,
+    })
+}
+
+/// Splits `s` at commas and white space, dropping empty pieces.
+fn tokens(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+}
+
+/// Parses a flow in ovs-ofctl syntax. `actions=` (or `action=`), when
+/// present, must come last and takes the rest of the text.
+pub fn parse(text: &str) -> Result<FlowSpec, String> {
+    let (m, actions) = match text.find("actions=").or_else(|| text.find("action=")) {
+        Some(i) => {
+            let rest = &text[i..];
+            let eq = rest.find('=').unwrap_or(0);
+            (&text[..i], Some(&rest[eq + 1..]))
+        }
+        None => (text, None),
+    };
+    let mut b = Builder {
+        key: Key::default(),
+        mask: Key::default(),
+        v4_addr: false,
+        v6_addr: false,
+    };
+    let (mut table, mut priority, mut cookie) = (None, None, 0u64);
+    for t in tokens(m) {
+        let (k, v) = match t.split_once('=') {
+            Some((k, v)) => (k, v),
+            None => {
+                let (et, proto) = shorthand(t).ok_or_else(|| {
+                    format!("unknown field or protocol {t:?} (a field needs =value)")
+                })?;
+                b.set(t, Field::DlType, et as u128, 0xffff)?;
+                if let Some(p) = proto {
+                    b.set(t, Field::NwProto, p as u128, 0xff)?;
+                }
+                continue;
+            }
+        };
+        match k {
+            "table" => table = Some(uint(k, v, MAX_TABLE as u64)? as u8),
+            "priority" => priority = Some(uint(k, v, 65535)? as u16),
+            "cookie" => cookie = uint(k, v.split('/').next().unwrap_or(v), u64::MAX)?,
+            "idle_timeout" | "hard_timeout" => {
+                if uint(k, v, 65535)? != 0 {
+                    return Err(format!("field {k}: timeouts are not supported (only 0)"));
+                }
+            }
+            "in_port" => {
+                let p = uint(k, v, 65534)?;
+                b.set(k, Field::InPort, p as u128, 0xffff)?;
+            }
+            "dl_src" | "eth_src" | "dl_dst" | "eth_dst" => {
+                let (a, mk) = v.split_once('/').map_or((v, None), |(a, m)| (a, Some(m)));
+                let a = parse_mac(k, a)? as u128;
+                let mk = match mk {
+                    Some(mk) => parse_mac(k, mk)? as u128,
+                    None => 0xffff_ffff_ffff,
+                };
+                let f = if k.ends_with("src") {
+                    Field::DlSrc
+                } else {
+                    Field::DlDst
+                };
+                b.set(k, f, a & mk, mk)?;
+            }
+            "dl_type" | "eth_type" => {
+                b.set(k, Field::DlType, uint(k, v, 0xffff)? as u128, 0xffff)?;
+            }
+            "dl_vlan" => {
+                let vid = uint(k, v, 0xffff)?;
+                if vid == 0xffff {
+                    b.set(k, Field::VlanTci, 0, 0x1000)?;
+                } else if vid > 4095 {
+                    return Err(format!(
+                        "field {k}: {v:?} is not a VLAN id (0..=4095, or 0xffff for untagged)"
+                    ));
+                } else {
+                    b.set(k, Field::VlanTci, 0x1000 | vid as u128, 0x1fff)?;
+                }
+            }
+            "dl_vlan_pcp" | "vlan_pcp" => {
+                let pcp = uint(k, v, 7)?;
+                b.set(k, Field::VlanTci, 0x1000 | (pcp as u128) << 13, 0xf000)?;
+            }
+            "vlan_tci" => {
+                let (val, mk) = parse_masked(k, v, 16)?;
+                b.set(k, Field::VlanTci, val, mk)?;
+            }
+            "nw_src" | "ip_src" | "nw_dst" | "ip_dst" | "arp_spa" | "arp_tpa" => {
+                let (a, mk) = parse_ip4(k, v)?;
+                let f = if k.ends_with("src") || k == "arp_spa" {
+                    Field::Ip4Src
+                } else {
+                    Field::Ip4Dst
+                };
+                b.v4_addr = true;
+                b.set(k, f, a, mk)?;
+            }
+            "ipv6_src" | "ipv6_dst" => {
+                let (a, mk) = parse_ip6(k, v)?;
+                let f = if k == "ipv6_src" {
+                    Field::Ip6Src
+                } else {
+                    Field::Ip6Dst
+                };
+                b.v6_addr = true;
+                b.set(k, f, a, mk)?;
+            }
+            "nw_proto" | "ip_proto" => b.set(k, Field::NwProto, uint(k, v, 255)? as u128, 0xff)?,
+            "nw_tos" => {
+                let tos = uint(k, v, 255)?;
+                if tos & 3 != 0 {
+                    return Err(format!(
+                        "field {k}: {v:?} has ECN bits set (nw_tos takes DSCP << 2)"
+                    ));
+                }
+                b.set(k, Field::NwTos, tos as u128, 0xfc)?;
+            }
+            "ip_dscp" => b.set(k, Field::NwTos, (uint(k, v, 63)? << 2) as u128, 0xfc)?,
+            "tp_src" | "tcp_src" | "udp_src" | "sctp_src" | "tp_dst" | "tcp_dst" | "udp_dst"
+            | "sctp_dst" => {
+                let (val, mk) = parse_masked(k, v, 16)?;
+                let f = if k.ends_with("src") {
+                    Field::TpSrc
+                } else {
+                    Field::TpDst
+                };
+                b.set(k, f, val, mk)?;
+            }
+            "icmp_type" | "icmpv6_type" => {
+                b.set(k, Field::TpSrc, uint(k, v, 255)? as u128, 0xffff)?
+            }
+            "icmp_code" | "icmpv6_code" => {
+                b.set(k, Field::TpDst, uint(k, v, 255)? as u128, 0xffff)?
+            }
+            "arp_op" => b.set(k, Field::ArpOp, uint(k, v, 0xffff)? as u128, 0xffff)?,
+            _ => return Err(format!("unknown field {k:?}")),
+        }
+    }
+    prerequisites(&b)?;
+    let (actions, goto) = match actions {
+        None => (None, None),
+        Some(a) => {
+            let ip4 = b.exact(Field::DlType) == Some(num::IPV4 as u128);
+            let l4 = ip4
+                && matches!(b.exact(Field::NwProto), Some(p) if p == num::TCP as u128 || p == num::UDP as u128);
+            let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4)?;
+            (Some(acts), goto)
+        }
+    };
+    Ok(FlowSpec {
+        table,
+        priority,
+        cookie,
+        key: b.key,
+        mask: b.mask,
+        actions,
+        goto,
+    })
+}
+
+fn prerequisites(b: &Builder) -> Result<(), String> {
+    let et = b.exact(Field::DlType).map(|v| v as u16);
+    let proto = b.exact(Field::NwProto).map(|v| v as u8);
+    let ip4 = et == Some(num::IPV4);
+    let ip6 = et == Some(num::IPV6);
+    let arp = et == Some(num::ARP);
+    let need = |ok: bool, what: &str, req: &str| -> Result<(), String> {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what} requires {req} (missing prerequisite)"))
+        }
+    };
+    if b.v4_addr {
+        need(
+            ip4 || arp,
+            "nw_src/nw_dst/arp_spa/arp_tpa",
+            "dl_type=0x0800 (ip) or 0x0806 (arp)",
+        )?;
+    }
+    if b.v6_addr {
+        need(ip6, "ipv6_src/ipv6_dst", "dl_type=0x86dd (ipv6)")?;
+    }
+    if b.has(Field::NwProto) {
+        need(ip4 || ip6 || arp, "nw_proto", "dl_type ip, ipv6 or arp")?;
+    }
+    if b.has(Field::NwTos) {
+        need(ip4 || ip6, "nw_tos/ip_dscp", "dl_type ip or ipv6")?;
+    }
+    if b.has(Field::ArpOp) {
+        need(arp, "arp_op", "dl_type=0x0806 (arp)")?;
+    }
+    if b.has(Field::TpSrc) || b.has(Field::TpDst) {
+        need(
+            (ip4 || ip6)
+                && matches!(
+                    proto,
+                    Some(num::TCP | num::UDP | num::SCTP | num::ICMP | num::ICMP6)
+                ),
+            "tp_src/tp_dst/icmp_type/icmp_code",
+            "ip or ipv6 with nw_proto tcp, udp, sctp or icmp",
+        )?;
+    }
+    Ok(())
+}
+
+fn ip4_value(what: &str, s: &str) -> Result<u32, String> {
+    s.parse::<Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("action {what}: {s:?} is not an IPv4 address"))
+}
+
+/// Parses an action list; `ip4` / `l4`: the match guarantees IPv4 / IPv4
+/// TCP or UDP (prerequisites of the L3 / L4 rewrites).
+fn parse_actions(
+    s: &str,
+    table: u8,
+    ip4: bool,
+    l4: bool,
+) -> Result<(Vec<Action>, Option<u8>), String> {
+    let mut acts = Vec::new();
+    let mut goto = None;
+    let mut drop = false;
+    for t in tokens(s) {
+        if goto.is_some() {
+            return Err(format!(
+                "action {t:?} after goto_table (goto_table must be last)"
+            ));
+        }
+        let (name, arg) = t.split_once(':').map_or((t, None), |(a, b)| (a, Some(b)));
+        let lower = name.to_ascii_lowercase();
+        let name = lower.as_str();
+        let need = |what: &str| arg.ok_or_else(|| format!("action {name}: needs :{what}"));
+        let a = match name {
+            "drop" => {
+                drop = true;
+                continue;
+            }
+            "output" => Action::Output(uint("output", need("port")?, 65534)? as u16),
+            "flood" => Action::Flood,
+            "all" => Action::All,
+            "in_port" => Action::InPort,
+            "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
+            "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
+            "dec_ttl" => Action::DecTtl,
+            "strip_vlan" | "pop_vlan" => Action::PopVlan,
+            "mod_nw_src" => Action::SetNwSrc(ip4_value(name, need("address")?)?),
+            "mod_nw_dst" => Action::SetNwDst(ip4_value(name, need("address")?)?),
+            "mod_tp_src" => Action::SetTpSrc(uint(name, need("port")?, 65535)? as u16),
+            "mod_tp_dst" => Action::SetTpDst(uint(name, need("port")?, 65535)? as u16),
+            "set_field" => {
+                let a = need("value->field")?;
+                let (v, f) = a
+                    .split_once("->")
+                    .ok_or_else(|| format!("action set_field: {a:?} is not value->field"))?;
+                match f {
+                    "eth_src" | "dl_src" => Action::SetDlSrc(parse_mac("set_field", v)?),
+                    "eth_dst" | "dl_dst" => Action::SetDlDst(parse_mac("set_field", v)?),
+                    "ip_src" | "nw_src" | "ipv4_src" => Action::SetNwSrc(ip4_value("set_field", v)?),
+                    "ip_dst" | "nw_dst" | "ipv4_dst" => Action::SetNwDst(ip4_value("set_field", v)?),
+                    "tcp_src" | "udp_src" | "tp_src" => Action::SetTpSrc(uint("set_field", v, 65535)? as u16),
+                    "tcp_dst" | "udp_dst" | "tp_dst" => Action::SetTpDst(uint("set_field", v, 65535)? as u16),
+                    _ => return Err(format!("action set_field: field {f:?} is not supported (eth_src, eth_dst, ip_src, ip_dst, tcp/udp_src, tcp/udp_dst)")),
+                }
+            }
+            "goto_table" => {
+                let n = uint("goto_table", need("table")?, MAX_TABLE as u64)? as u8;
+                if n <= table {
+                    return Err(format!(
+                        "action goto_table:{n}: must go to a table after table {table}"
+                    ));
+                }
+                goto = Some(n);
+                continue;
+            }
+            _ if arg.is_none() && num_u64(name).is_some() => {
+                Action::Output(uint("output", name, 65534)? as u16)
+            }
+            _ => return Err(format!("unknown or unsupported action {t:?}")),
+        };
+        match a {
+            Action::SetNwSrc(_) | Action::SetNwDst(_) if !ip4 => {
+                return Err(format!(
+                    "action {t:?} requires a match on ip (dl_type=0x0800) (missing prerequisite)"
+                ));
+            }
+            Action::SetTpSrc(_) | Action::SetTpDst(_) if !l4 => {
+                return Err(format!(
+                    "action {t:?} requires a match on tcp or udp over ip (missing prerequisite)"
+                ));
+            }
+            _ => {}
+        }
+        acts.push(a);
+    }
+    if drop && (!acts.is_empty() || goto.is_some()) {
+        return Err("action drop must be the only action".into());
+    }
+    Ok((acts, goto))
+}
+
+fn mac_str(v: u64) -> String {
+    let b = v.to_be_bytes();
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        b[2], b[3], b[4], b[5], b[6], b[7]
+    )
+}
+
+fn ip4_str(out: &mut String, name: &str, v: u128, m: u128) {
+    let _ = write!(out, ",{name}={}", Ipv4Addr::from(v as u32));
+    let m = m as u32;
+    if m != u32::MAX {
+        if m.leading_ones() + m.trailing_zeros() == 32 {
+            let _ = write!(out, "/{}", m.leading_ones());
+        } else {
+            let _ = write!(out, "/{}", Ipv4Addr::from(m));
+        }
+    }
+}
+
+fn ip6_str(out: &mut String, name: &str, v: u128, m: u128) {
+    let _ = write!(out, ",{name}={}", Ipv6Addr::from(v));
+    if m != u128::MAX {
+        let _ = write!(out, "/{}", m.leading_ones());
+    }
+}
+
+/// The match of `key`/`mask` in canonical ovs-ofctl syntax (no leading comma;
+/// empty for match-all).
+pub fn format_match(key: &Key, mask: &Key) -> String {
+    let mut o = String::new();
+    let g = |f: Field| (key.get(f), mask.get(f));
+    let full = |f: Field| {
+        if f.bits() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << f.bits()) - 1
+        }
+    };
+    if mask.get(Field::InPort) != 0 {
+        let _ = write!(o, ",in_port={}", key.get(Field::InPort));
+    }
+    let (tci, tm) = g(Field::VlanTci);
+    match tm {
+        0 => {}
+        0x1fff => {
+            let _ = write!(o, ",dl_vlan={}", tci & 0xfff);
+        }
+        0x1000 if tci == 0 => o.push_str(",vlan_tci=0x0000/0x1000"),
+        0xf000 => {
+            let _ = write!(o, ",dl_vlan_pcp={}", tci >> 13);
+        }
+        _ => {
+            let _ = write!(o, ",vlan_tci=0x{tci:04x}/0x{tm:04x}");
+        }
+    }
+    for (name, f) in [("dl_src", Field::DlSrc), ("dl_dst", Field::DlDst)] {
+        let (v, m) = g(f);
+        if m != 0 {
+            let _ = write!(o, ",{name}={}", mac_str(v as u64));
+            if m != full(f) {
+                let _ = write!(o, "/{}", mac_str(m as u64));
+            }
+        }
+    }
+    let et = (mask.get(Field::DlType) != 0).then(|| key.get(Field::DlType) as u16);
+    let proto = (mask.get(Field::NwProto) != 0).then(|| key.get(Field::NwProto) as u8);
+    let short = match (et, proto) {
+        (Some(num::IPV4), Some(num::TCP)) => Some("tcp"),
+        (Some(num::IPV4), Some(num::UDP)) => Some("udp"),
+        (Some(num::IPV4), Some(num::SCTP)) => Some("sctp"),
+        (Some(num::IPV4), Some(num::ICMP)) => Some("icmp"),
+        (Some(num::IPV6), Some(num::TCP)) => Some("tcp6"),
+        (Some(num::IPV6), Some(num::UDP)) => Some("udp6"),
+        (Some(num::IPV6), Some(num::SCTP)) => Some("sctp6"),
+        (Some(num::IPV6), Some(num::ICMP6)) => Some("icmp6"),
+        _ => None,
+    };
+    match (short, et) {
+        (Some(s), _) => {
+            let _ = write!(o, ",{s}");
+        }
+        (None, Some(num::IPV4)) => o.push_str(",ip"),
+        (None, Some(num::IPV6)) => o.push_str(",ipv6"),
+        (None, Some(num::ARP)) => o.push_str(",arp"),
+        (None, Some(e)) => {
+            let _ = write!(o, ",dl_type=0x{e:04x}");
+        }
+        (None, None) => {}
+    }
+    let arp = et == Some(num::ARP);
+    let ip6 = et == Some(num::IPV6);
+    for (n4, na, f) in [
+        ("nw_src", "arp_spa", Field::Ip4Src),
+        ("nw_dst", "arp_tpa", Field::Ip4Dst),
+    ] {
+        let (v, m) = g(f);
+        if m != 0 && !ip6 {
+            ip4_str(&mut o, if arp { na } else { n4 }, v, m);
+        }
+    }
+    for (n, f) in [("ipv6_src", Field::Ip6Src), ("ipv6_dst", Field::Ip6Dst)] {
+        let (v, m) = g(f);
+        if m != 0 && ip6 {
+            ip6_str(&mut o, n, v, m);
+        }
+    }
+    if short.is_none() {
+        if let Some(p) = proto {
+            if !arp {
+                let _ = write!(o, ",nw_proto={p}");
+            }
+        }
+    }
+    if mask.get(Field::NwTos) != 0 {
+        let _ = write!(o, ",nw_tos={}", key.get(Field::NwTos));
+    }
+    if mask.get(Field::ArpOp) != 0 {
+        let _ = write!(o, ",arp_op={}", key.get(Field::ArpOp));
+    }
+    let icmp = matches!(proto, Some(num::ICMP | num::ICMP6));
+    for (nt, ni, f) in [
+        ("tp_src", "icmp_type", Field::TpSrc),
+        ("tp_dst", "icmp_code", Field::TpDst),
+    ] {
+        let (v, m) = g(f);
+        if m != 0 {
+            let _ = write!(o, ",{}={v}", if icmp { ni } else { nt });
+            if m != 0xffff {
+                let _ = write!(o, "/0x{m:04x}");
+            }
+        }
+    }
+    if o.starts_with(',') {
+        o.remove(0);
+    }
+    o
+}
+
+/// Actions and goto in ovs-ofctl syntax (`drop` for none).
+pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
+    let mut parts: Vec<String> = acts
+        .iter()
+        .map(|a| match a {
+            Action::Output(p) => format!("output:{p}"),
+            Action::Flood => "FLOOD".into(),
+            Action::All => "ALL".into(),
+            Action::InPort => "IN_PORT".into(),
+            Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
+            Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
+            Action::DecTtl => "dec_ttl".into(),
+            Action::SetNwSrc(a) => format!("mod_nw_src:{}", Ipv4Addr::from(*a)),
+            Action::SetNwDst(a) => format!("mod_nw_dst:{}", Ipv4Addr::from(*a)),
+            Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
+            Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
+            Action::PopVlan => "strip_vlan".into(),
+            Action::Group(g) => format!("group:{g}"),
+        })
+        .collect();
+    if let Some(g) = goto {
+        parts.push(format!("goto_table:{g}"));
+    }
+    if parts.is_empty() {
+        "drop".into()
+    } else {
+        parts.join(",")
+    }
+}
