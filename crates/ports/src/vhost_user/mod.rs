@@ -26,6 +26,7 @@
 //! See docs/vhost-user.md.
 
 pub mod device;
+pub mod frontend;
 pub mod sys;
 pub mod vring;
 
