@@ -983,6 +983,188 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric::RxBatch;
+
+    const N: u16 = 8;
+    const BUF: u64 = 256;
+
+    /// A ring in anonymous memory, played from the device side by the test.
+    fn ring() -> (Arc<GuestMemory>, Ring) {
+        let mem = Arc::new(GuestMemory::anonymous(GPA_BASE, 0x10000).unwrap());
+        let r = Ring::new(
+            mem.clone(),
+            GPA_BASE,
+            GPA_BASE + 0x1000,
+            GPA_BASE + 0x2000,
+            N,
+        )
+        .unwrap();
+        (mem, r)
+    }
+
+    fn device_ring(mem: &Arc<GuestMemory>) -> Ring {
+        Ring::new(
+            mem.clone(),
+            GPA_BASE,
+            GPA_BASE + 0x1000,
+            GPA_BASE + 0x2000,
+            N,
+        )
+        .unwrap()
+    }
+
+    fn rx_queue(s: Arc<RxSession>) -> (FrontendRx, Arc<FrontendFault>) {
+        let fault = Arc::new(FrontendFault::default());
+        let rx = FrontendRx {
+            slot: Arc::new(ArcSwapOption::new(Some(s))),
+            held: None,
+            heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
+            nheads: 0,
+            fault: fault.clone(),
+            taken: Arc::new(AtomicBool::new(true)),
+        };
+        (rx, fault)
+    }
+
+    fn kick() -> Arc<EventFd> {
+        Arc::new(EventFd::new(EFD_NONBLOCK).unwrap())
+    }
+
+    /// The device fills buffer `id` with a frame of `len` bytes.
+    fn fill(mem: &GuestMemory, dev: &Ring, at: u16, id: u16, len: u32) {
+        let g = mem.gpa(GPA_BASE + 0x4000 + id as u64 * BUF, BUF).unwrap();
+        assert!(g.write(HDR_LEN, &[0xab; 64]));
+        dev.set_used(at, id, len);
+    }
+
+    #[test]
+    fn an_honest_device_delivers_and_buffers_come_back() {
+        let (mem, r) = ring();
+        let s = Arc::new(RxSession::new(r, GPA_BASE + 0x4000, BUF, kick()));
+        let dev = device_ring(&mem);
+        assert_eq!(dev.avail_idx(), N, "every buffer posted");
+        let (mut rx, fault) = rx_queue(s.clone());
+        fill(&mem, &dev, 0, 3, 12 + 64);
+        fill(&mem, &dev, 1, 5, 12 + 60);
+        dev.set_used_idx(2);
+        let mut b = RxBatch::with_capacity(32);
+        {
+            let got = b.receive(&mut rx, 0, 0);
+            assert_eq!(got.received(), 2);
+            assert_eq!(
+                got.pkts().iter().map(|p| p.len()).collect::<Vec<_>>(),
+                [64, 60]
+            );
+        }
+        assert_eq!(dev.avail_idx(), N + 2, "re-posted on release");
+        assert_eq!(dev.avail_entry(N), 3);
+        assert_eq!(dev.avail_entry(N + 1), 5);
+        assert_eq!(fault.total_lies(), 0);
+    }
+
+    #[test]
+    fn a_lying_device_is_caught_and_nothing_is_read_outside() {
+        for (what, lie) in [
+            ("used index jumps", BackendLie::UsedIdx),
+            ("id out of range", BackendLie::UsedId),
+            ("id twice", BackendLie::UsedId),
+            ("length past the buffer", BackendLie::UsedLen),
+            ("length under the header", BackendLie::UsedLen),
+        ] {
+            let (mem, r) = ring();
+            let s = Arc::new(RxSession::new(r, GPA_BASE + 0x4000, BUF, kick()));
+            let dev = device_ring(&mem);
+            let (mut rx, fault) = rx_queue(s.clone());
+            match what {
+                "used index jumps" => dev.set_used_idx(N + 1),
+                "id out of range" => {
+                    dev.set_used(0, N, 76);
+                    dev.set_used_idx(1);
+                }
+                "id twice" => {
+                    fill(&mem, &dev, 0, 2, 76);
+                    fill(&mem, &dev, 1, 2, 76);
+                    dev.set_used_idx(2);
+                }
+                "length past the buffer" => {
+                    dev.set_used(0, 1, BUF as u32 + 1);
+                    dev.set_used_idx(1);
+                }
+                _ => {
+                    dev.set_used(0, 1, 11);
+                    dev.set_used_idx(1);
+                }
+            }
+            let mut b = RxBatch::with_capacity(32);
+            let n = b.receive(&mut rx, 0, 0).received();
+            assert!(n <= 1, "{what}: {n} frames");
+            assert_eq!(fault.lies[lie as usize].load(Relaxed), 1, "{what}");
+            assert!(fault.pending.load(Relaxed), "{what}: control thread told");
+            // The queue stays stopped.
+            assert_eq!(b.receive(&mut rx, 0, 0).received(), 0, "{what}");
+        }
+    }
+
+    #[test]
+    fn transmit_reclaims_only_what_the_device_held() {
+        let (mem, r) = ring();
+        let fault = Arc::new(FrontendFault::default());
+        let tx = FrontendTx {
+            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
+                r,
+                GPA_BASE + 0x4000,
+                BUF,
+                kick(),
+            )))),
+            reserved: AtomicU64::new(0),
+            max_frame_b: 200,
+            fault: fault.clone(),
+        };
+        let dev = device_ring(&mem);
+        // SAFETY: this test is the queue's only user.
+        unsafe {
+            assert_eq!(tx.free_slots(), N as u32);
+            let first = tx.reserve(3);
+            for k in 0..3 {
+                tx.write(first + k, 1, &[k as u8; 64]);
+            }
+            tx.publish(first + 3);
+            assert_eq!(tx.free_slots(), N as u32 - 3);
+        }
+        assert_eq!(dev.avail_idx(), 3);
+        let head = dev.avail_entry(0);
+        let d = dev.desc(head);
+        assert_eq!(d.len as usize, HDR_LEN + 64);
+        // The device returns two honestly...
+        dev.set_used(0, dev.avail_entry(0), 0);
+        dev.set_used(1, dev.avail_entry(1), 0);
+        dev.set_used_idx(2);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx.free_slots(), N as u32 - 1) };
+        // ...then one it already gave back.
+        dev.set_used(2, dev.avail_entry(0), 0);
+        dev.set_used_idx(3);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx.free_slots(), 0, "stopped after the lie") };
+        assert_eq!(fault.lies[BackendLie::UsedId as usize].load(Relaxed), 1);
+        // A used index beyond what was published is a lie too.
+        let (mem, r) = ring();
+        let tx2 = FrontendTx {
+            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
+                r,
+                GPA_BASE + 0x4000,
+                BUF,
+                kick(),
+            )))),
+            reserved: AtomicU64::new(0),
+            max_frame_b: 200,
+            fault: fault.clone(),
+        };
+        device_ring(&mem).set_used_idx(1);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx2.free_slots(), 0) };
+        assert_eq!(fault.lies[BackendLie::UsedIdx as usize].load(Relaxed), 1);
+    }
 
     #[test]
     fn layout_keeps_rings_aligned_and_apart() {
