@@ -127,6 +127,9 @@ pub struct FrontendFault {
     /// Transmit slots reserved while no session ran, or on a session that
     /// ended before they were written (dropped as `TxStale`).
     pub tx_stale: AtomicU64,
+    /// Kick eventfd writes (the backend had not set `NO_NOTIFY`): one
+    /// system call each, on the transmit path and when re-posting buffers.
+    pub kicks: AtomicU64,
 }
 
 impl FrontendFault {
@@ -388,6 +391,7 @@ impl TxQueue for FrontendTx {
 
     fn kick(&self, _drops: &mut TxDrops) {
         if let Some(s) = self.session.load().as_ref() {
+            self.fault.kicks.fetch_add(1, Relaxed);
             let _ = s.kick.write(1);
         }
     }
@@ -544,6 +548,7 @@ impl RxQueue for FrontendRx {
         s.ring.set_avail_idx(avail);
         fence(SeqCst);
         if s.ring.used_flags() & USED_F_NO_NOTIFY == 0 {
+            self.fault.kicks.fetch_add(1, Relaxed);
             let _ = s.kick.write(1);
         }
     }
@@ -724,6 +729,7 @@ impl Port for VhostFrontendPort {
             ("setup_failures", s.setup_failures.load(Relaxed)),
             ("rx_runt", f.rx_runt.load(Relaxed)),
             ("tx_stale", f.tx_stale.load(Relaxed)),
+            ("kicks", f.kicks.load(Relaxed)),
         ];
         for (i, name) in BackendLie::NAMES.iter().enumerate() {
             v.push((name, f.lies[i].load(Relaxed)));
