@@ -112,6 +112,22 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
                 .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
+        PortSpec::Vhost {
+            socket,
+            server,
+            queues,
+            queue_size,
+            max_frame,
+        } => {
+            let mut cfg = ports::vhost_user::frontend::FrontendConfig::new(socket);
+            cfg.server = *server;
+            cfg.queues = *queues;
+            cfg.queue_size = *queue_size;
+            cfg.max_frame_b = *max_frame as usize;
+            ports::vhost_user::frontend::VhostFrontendPort::new(name, cfg)
+                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
+                .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
+        }
         PortSpec::AfXdp { iface, queue, mode } => {
             let mut cfg = ports::af_xdp::AfXdpConfig::new(iface);
             // Queue q of the port is the interface's queue q: open q + 1

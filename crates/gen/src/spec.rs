@@ -57,6 +57,19 @@ pub enum PortSpec {
         /// Bind mode.
         mode: XdpMode,
     },
+    /// vhost-user frontend (the VM side) on a backend's socket.
+    Vhost {
+        /// The backend's unix socket.
+        socket: PathBuf,
+        /// Listen on the socket (for backends in client mode).
+        server: bool,
+        /// Queue pairs set up (turnout-gen uses the first).
+        queues: u16,
+        /// Entries per virtqueue (power of two, 2..32768).
+        queue_size: u16,
+        /// Largest frame in bytes (each buffer holds one).
+        max_frame: u32,
+    },
     /// AF_PACKET (TPACKET_V3) socket on an interface.
     AfPacket {
         /// Interface name.
@@ -65,6 +78,11 @@ pub enum PortSpec {
         queue: u16,
     },
 }
+
+/// Default vhost-user virtqueue size.
+pub const VHOST_QUEUE_SIZE: u16 = 1024;
+/// Default vhost-user largest frame (the traffic sizes' maximum).
+pub const VHOST_MAX_FRAME: u32 = 9000;
 
 /// Default memif descriptors per ring.
 pub const MEMIF_RING_SIZE: u32 = 1024;
@@ -91,7 +109,9 @@ impl FromStr for PortSpec {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, rest) = s.split_once(':').ok_or_else(|| {
-            format!("'{s}': expected memif:SOCKET, afxdp:IFACE or afpacket:IFACE")
+            format!(
+                "'{s}': expected memif:SOCKET, vhost-user:SOCKET, afxdp:IFACE or afpacket:IFACE"
+            )
         })?;
         let mut parts = rest.split(',');
         let target = parts.next().unwrap_or("");
@@ -102,6 +122,11 @@ impl FromStr for PortSpec {
         }
         let mut kv = Vec::new();
         for p in parts {
+            // `server` alone: a vhost-user flag.
+            if p == "server" {
+                kv.push(("server", "1"));
+                continue;
+            }
             let (k, v) = p
                 .split_once('=')
                 .ok_or_else(|| format!("'{p}' in '{s}': expected key=value"))?;
@@ -190,6 +215,43 @@ impl FromStr for PortSpec {
                 }
                 Ok(spec)
             }
+            "vhost-user" | "vhost" => {
+                let (mut server, mut queues, mut queue_size, mut max_frame) =
+                    (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
+                for (k, v) in kv {
+                    match k {
+                        "server" => server = true,
+                        "queues" => {
+                            queues = num(k, v)?;
+                            if !(1..=16).contains(&queues) {
+                                return Err(format!("queues={v}: must be 1..16"));
+                            }
+                        }
+                        "queue-size" => {
+                            queue_size = num(k, v)?;
+                            if !queue_size.is_power_of_two() || queue_size < 2 {
+                                return Err(format!(
+                                    "queue-size={v}: must be a power of two in 2..32768"
+                                ));
+                            }
+                        }
+                        "max-frame" => {
+                            max_frame = num(k, v)?;
+                            if !(64..=65523).contains(&max_frame) {
+                                return Err(format!("max-frame={v}: must be 64..65523"));
+                            }
+                        }
+                        _ => return Err(unknown(k, "server, queues, queue-size, max-frame")),
+                    }
+                }
+                Ok(PortSpec::Vhost {
+                    socket: PathBuf::from(target),
+                    server,
+                    queues,
+                    queue_size,
+                    max_frame,
+                })
+            }
             "afxdp" => {
                 let iface = iface_name(target)?;
                 let (mut queue, mut mode) = (0u16, XdpMode::Copy);
@@ -220,7 +282,7 @@ impl FromStr for PortSpec {
                 Ok(PortSpec::AfPacket { iface, queue })
             }
             _ => Err(format!(
-                "unknown port kind '{kind}' (expected memif, afxdp or afpacket)"
+                "unknown port kind '{kind}' (expected memif, vhost-user, afxdp or afpacket)"
             )),
         }
     }
@@ -281,6 +343,28 @@ impl fmt::Display for PortSpec {
                 }
                 if *server {
                     write!(f, ",role=server")?;
+                }
+                Ok(())
+            }
+            PortSpec::Vhost {
+                socket,
+                server,
+                queues,
+                queue_size,
+                max_frame,
+            } => {
+                write!(f, "vhost-user:{}", socket.display())?;
+                if *server {
+                    write!(f, ",server")?;
+                }
+                if *queues != 1 {
+                    write!(f, ",queues={queues}")?;
+                }
+                if *queue_size != VHOST_QUEUE_SIZE {
+                    write!(f, ",queue-size={queue_size}")?;
+                }
+                if *max_frame != VHOST_MAX_FRAME {
+                    write!(f, ",max-frame={max_frame}")?;
                 }
                 Ok(())
             }
@@ -355,6 +439,25 @@ mod tests {
             }
         );
         assert_eq!(p.to_string(), "afpacket:eth0");
+        let v: PortSpec = "vhost-user:/run/vu.sock".parse().unwrap();
+        assert_eq!(
+            v,
+            PortSpec::Vhost {
+                socket: "/run/vu.sock".into(),
+                server: false,
+                queues: 1,
+                queue_size: 1024,
+                max_frame: 9000,
+            }
+        );
+        let v: PortSpec = "vhost:/s,server,queues=2,queue-size=256,max-frame=1518"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            v.to_string(),
+            "vhost-user:/s,server,queues=2,queue-size=256,max-frame=1518"
+        );
+        assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
     }
 
     #[test]
@@ -374,6 +477,12 @@ mod tests {
             ("afxdp:averyveryverylongname", "valid interface"),
             ("afxdp:v0,mode=native", "copy or zc"),
             ("afpacket:v0,mode=zc", "unknown option"),
+            ("vhost-user:/s,queues=0", "1..16"),
+            ("vhost-user:/s,queue-size=1000", "power of two"),
+            ("vhost-user:/s,queue-size=65536", "not a valid number"),
+            ("vhost-user:/s,max-frame=10", "64..65523"),
+            ("vhost-user:/s,role=server", "unknown option 'role'"),
+            ("vhost-user:", "missing"),
         ] {
             let e = bad.parse::<PortSpec>().unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");

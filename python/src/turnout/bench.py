@@ -93,7 +93,8 @@ class RealBench:
         layout = campaign_layout(spec)
         with Testbed() as tb:
             built = build(tb, sut, point, memif_tester=not pygen,
-                          tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port)
+                          tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port,
+                          virtual_kind=spec.virtual_port)
             for i, s in enumerate(built.streams):
                 # a stream and its reverse (bidirectional) run as one process
                 k = i // 2 if point.direction == "bi" else i
@@ -142,7 +143,7 @@ class RealBench:
                 def recover() -> str:
                     sut.teardown()
                     for port in built.topology.ports:  # a dead server's socket files
-                        if port.kind == "memif" and port.socket:
+                        if port.kind in ("memif", "vhost-user") and port.socket:
                             Path(port.socket).unlink(missing_ok=True)
                     sut.setup(tb, built.topology)
                     if helpers:

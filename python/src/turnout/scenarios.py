@@ -6,8 +6,10 @@ connect, both ways). ``build`` turns that into a testbed:
 
 - for a switch, every endpoint gets a SUT port — a veth into the SUT's
   namespace, or a memif socket served by the SUT for virtual endpoints when
-  the SUT and the tester both support memif — and every link becomes a
-  cross-connect the SUT is told to forward;
+  the SUT and the tester both support memif (or, with ``virtual_kind``
+  ``vhost-user`` and a SUT that has vhost-user ports, a vhost-user socket
+  the SUT serves and turnout-gen's frontend connects to, as a VM would) —
+  and every link becomes a cross-connect the SUT is told to forward;
 - for the bare wire (``direct``), every link becomes one veth pair.
 
 Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
@@ -65,6 +67,7 @@ class _Endpoint:
     mac: str = ""
     memif: str = ""  # socket path when the endpoint is on memif
     memif_server: bool = False  # serves that socket (the bare wire over memif)
+    vhost: str = ""  # the SUT's vhost-user socket when the endpoint is a vhost-user frontend
 
 
 @dataclass
@@ -74,7 +77,7 @@ class Built:
     topology: Topology
     streams: list[Stream]
     helpers: list[GenProc] = field(default_factory=list)
-    virtual_port: str = ""  # memif | veth | "" (no virtual port)
+    virtual_port: str = ""  # memif | vhost-user | veth | "" (no virtual port)
     #: rule_update: (source, old destination, new destination) endpoint names
     update: tuple[str, str, str] | None = None
     #: endpoint name -> its kernel interface (the tester's end of its veth)
@@ -126,13 +129,19 @@ def _mac(i: int) -> str:
 
 
 def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
-          tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket") -> Built:
+          tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket",
+          virtual_kind: str = "memif") -> Built:
     """Create namespaces, wires and sockets for ``point`` (see module doc).
 
     ``kernel_port`` is how the tester and the VNFs open a veth end:
-    ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``."""
+    ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``.
+    ``virtual_kind`` is what a virtual endpoint prefers: ``memif`` or
+    ``vhost-user`` (a SUT without vhost-user ports, or the bare wire, falls
+    back to memif, then veth; ``Built.virtual_port`` says what was used)."""
     if kernel_port not in ("afxdp", "afpacket"):
         raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
+    if virtual_kind not in ("memif", "vhost-user"):
+        raise Unsupported(f"virtual port kind {virtual_kind!r}: memif or vhost-user")
     check(point, sut, tester_roles, frame=False)
     if point.scenario == "overlay":
         raise Unsupported("the overlay scenario is built by turnout.overlay (two hosts)")
@@ -202,10 +211,12 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
 
+    use_vhost = (virtual_kind == "vhost-user" and sut.supports_vhost_user and memif_tester
+                 and not sut.direct)
     use_memif = sut.supports_memif and memif_tester
     virtual_port = ""
     if any(e.virtual for e in endpoints.values()):
-        virtual_port = "memif" if use_memif else "veth"
+        virtual_port = "vhost-user" if use_vhost else "memif" if use_memif else "veth"
 
     ports: list[SutPort] = []
     xconnects: list[tuple[str, str]] = []
@@ -230,8 +241,14 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             virtual_port = "veth"
     else:
         memif_dir = tb.directory("memif") if use_memif else None
+        vhost_dir = tb.directory("vhost") if use_vhost else None
         for i, e in enumerate(endpoints.values()):
-            if e.virtual and memif_dir is not None:
+            if e.virtual and vhost_dir is not None:
+                e.vhost = str(vhost_dir / f"{e.name}.sock")
+                e.mac = _mac(i + 1)
+                ports.append(SutPort(name=e.name, kind="vhost-user", socket=e.vhost,
+                                     macs=[e.mac]))
+            elif e.virtual and memif_dir is not None:
                 e.memif = str(memif_dir / f"{e.name}.sock")
                 e.mac = _mac(i + 1)
                 ports.append(SutPort(name=e.name, kind="memif", socket=e.memif, macs=[e.mac]))
@@ -249,6 +266,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=v.b, kind="veth", iface=v.b, idle=True))
 
     def spec(e: _Endpoint) -> str:
+        if e.vhost:
+            # turnout-gen's default buffers hold 9000 B frames: every frame
+            # size a shared testbed retargets to fits
+            return f"vhost-user:{e.vhost}"
         if e.memif:
             return f"memif:{e.memif}" + (",role=server" if e.memif_server else "")
         return f"{kernel_port}:{e.iface}"

@@ -26,6 +26,7 @@
 //! See docs/vhost-user.md.
 
 pub mod device;
+pub mod frontend;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod sys;

@@ -522,6 +522,97 @@ impl Ring {
     }
 }
 
+/// The driver (frontend) side of the same ring: what `frontend.rs` writes
+/// and reads. Indexes are taken modulo the size like the device side.
+impl Ring {
+    /// Writes descriptor `i % size`.
+    #[inline]
+    pub fn set_desc(&self, i: u16, d: Desc) {
+        let k = (i & (self.size - 1)) as usize;
+        let mut raw = [0u8; 16];
+        raw[0..8].copy_from_slice(&d.addr.to_le_bytes());
+        raw[8..12].copy_from_slice(&d.len.to_le_bytes());
+        raw[12..14].copy_from_slice(&d.flags.to_le_bytes());
+        raw[14..16].copy_from_slice(&d.next.to_le_bytes());
+        // SAFETY: entry k < size is inside the checked 16*size range; a
+        // volatile write of plain bytes.
+        unsafe { std::ptr::write_volatile(self.desc.add(16 * k) as *mut [u8; 16], raw) };
+    }
+
+    /// Writes `avail->ring[i % size] = head`.
+    #[inline]
+    pub fn set_avail_entry(&self, i: u16, head: u16) {
+        let k = (i & (self.size - 1)) as usize;
+        self.u16_at(self.avail.wrapping_add(4 + 2 * k))
+            .store(head, Ordering::Relaxed);
+    }
+
+    /// Publishes `avail->idx` with Release: entries and descriptors written
+    /// before it are visible to the device.
+    #[inline]
+    pub fn set_avail_idx(&self, idx: u16) {
+        self.u16_at(self.avail.wrapping_add(2))
+            .store(idx, Ordering::Release);
+    }
+
+    /// `avail->flags`.
+    #[inline]
+    pub fn set_avail_flags(&self, flags: u16) {
+        self.u16_at(self.avail).store(flags, Ordering::Relaxed);
+    }
+
+    /// `used->flags` (the device's `NO_NOTIFY`).
+    #[inline]
+    pub fn used_flags(&self) -> u16 {
+        self.u16_at(self.used).load(Ordering::Relaxed)
+    }
+
+    /// `used->idx` as stored by the device, with Acquire: the entries before
+    /// it are readable after.
+    #[inline]
+    pub fn used_idx_acquire(&self) -> u16 {
+        self.u16_at(self.used.wrapping_add(2))
+            .load(Ordering::Acquire)
+    }
+
+    /// `used->ring[i % size]` as (id, len), read once.
+    #[inline]
+    pub fn used_entry(&self, i: u16) -> (u32, u32) {
+        let k = (i & (self.size - 1)) as usize;
+        // SAFETY: entry k < size is inside the checked used range; a
+        // volatile read of plain bytes.
+        let raw: [u8; 8] =
+            unsafe { std::ptr::read_volatile(self.used.add(4 + 8 * k) as *const [u8; 8]) };
+        (
+            u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]),
+            u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]),
+        )
+    }
+}
+
+/// An anonymous shared memory file (`memfd_create`) of `size`
+/// bytes: the frontend's memory, mapped here and passed to the backend.
+pub fn memfd(name: &str, size: u64) -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    let cname = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: cname is a valid NUL-terminated string for the call.
+    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let f = unsafe { File::from_raw_fd(fd) };
+    f.set_len(size)?;
+    Ok(f)
+}
+
+/// Waits up to `timeout_ms` for `fd` to hang up or become readable;
+/// returns true if it did (`POLLIN`, `POLLHUP`, `POLLERR`).
+pub fn poll_hangup(fd: RawFd, timeout_ms: i32) -> bool {
+    let mut out = [false];
+    poll_readable(&[fd], timeout_ms, &mut out).is_ok() && out[0]
+}
+
 /// Adds 1 to an eventfd (wakes the frontend). A full counter (EAGAIN)
 /// leaves it readable, which is all that matters.
 #[inline]

@@ -89,6 +89,8 @@ class CampaignSpec:
     #: on tester_cpu, what a 2-core machine can afford)
     tester_rx_cpu: int | None = None
     tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
+    #: what virtual endpoints are when the SUT has both: memif | vhost-user
+    virtual_port: str = "memif"
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -200,6 +202,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
+             "virtual_port",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "interleave"}
     for k in c:
@@ -327,6 +330,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     tester_port = c.get("tester_port", "afxdp")
     if tester_port not in ("afxdp", "afpacket"):
         raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
+    virtual_port = c.get("virtual_port", "memif")
+    if virtual_port not in ("memif", "vhost-user"):
+        raise CampaignError(f"campaign.virtual_port: {virtual_port!r} is not memif or vhost-user")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -339,7 +345,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
-        tester_port=tester_port,
+        tester_port=tester_port, virtual_port=virtual_port,
         interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 

@@ -21,7 +21,8 @@ class SutError(RuntimeError):
 @dataclass
 class SutPort:
     """A port of the SUT. ``kind`` is ``veth`` (``iface`` in the SUT's
-    namespace) or ``memif`` (the SUT is the server at ``socket``).
+    namespace), ``memif`` (the SUT is the server at ``socket``) or
+    ``vhost-user`` (the SUT is the vhost-user backend serving ``socket``).
     ``macs`` are the MAC addresses reachable behind it (for static FDBs)."""
 
     name: str
@@ -68,6 +69,8 @@ class SutAdapter(ABC):
     name: str = ""
     #: whether it can serve memif ports (virtual ports are veths otherwise)
     supports_memif: bool = False
+    #: whether it can serve vhost-user ports (backend, server mode)
+    supports_vhost_user: bool = False
     #: no switch at all: the scenario wires endpoints directly (bare wire)
     direct: bool = False
     #: most ports it can take (port density)

@@ -41,6 +41,7 @@ def lcores_for(cpus: list[int]) -> tuple[int, str]:
 class Testpmd(SutAdapter):
     name = "testpmd"
     supports_memif = True
+    supports_vhost_user = True
     max_ports = 16
 
     def available(self) -> str | None:
@@ -72,6 +73,8 @@ class Testpmd(SutAdapter):
                 # client does not use the abstract namespace)
                 vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},"
                              "socket-abstract=no,id=0")
+            elif p.kind == "vhost-user":
+                vdevs.append(f"--vdev=net_vhost{i},iface={p.socket},queues=1")
             elif self.options.get("kernel_port", "af_packet") == "af_xdp":
                 vdevs.append(f"--vdev=net_af_xdp{i},iface={p.iface},start_queue=0,queue_count=1")
             else:

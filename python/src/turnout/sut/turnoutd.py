@@ -64,6 +64,7 @@ def _toml_value(v: Any) -> str:
 class Turnoutd(SutAdapter):
     name = "turnoutd"
     supports_memif = True
+    supports_vhost_user = True
     #: TOML appended to the rendered config (the overlay's tunnel port)
     extra_toml = ""
 
@@ -101,6 +102,9 @@ class Turnoutd(SutAdapter):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
             if p.kind == "memif":
                 lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
+            elif p.kind == "vhost-user":
+                lines += ['kind = "vhost_user"', f"socket = {_toml_value(p.socket)}",
+                          "max_frame_b = 9000"]
             else:
                 lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
                           f"iface = {_toml_value(p.iface)}"]

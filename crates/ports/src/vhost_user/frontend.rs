@@ -1,0 +1,1194 @@
+//! vhost-user frontend: the driver (VM / container) side of a virtio-net
+//! device whose backend is another switch (turnoutd's own vhost-user port,
+//! DPDK `net_vhost`, OVS-DPDK `dpdkvhostuser`). What DPDK calls
+//! virtio-user; turnout-gen uses it to attach to a switch the way a VM does.
+//!
+//! - Protocol: the rust-vmm `vhost` crate's [`Frontend`] frames the
+//!   messages: `SET_OWNER`, `GET/SET_FEATURES` (`VIRTIO_F_VERSION_1`,
+//!   `VHOST_USER_F_PROTOCOL_FEATURES`, `VIRTIO_NET_F_MQ` with several queue
+//!   pairs), `GET/SET_PROTOCOL_FEATURES` (`MQ`, `REPLY_ACK`),
+//!   `SET_MEM_TABLE` (one memfd region holding every ring and buffer),
+//!   `SET_VRING_NUM/BASE/ADDR/CALL/KICK`, `SET_VRING_ENABLE`.
+//! - Memory: one memfd, mapped here through [`GuestMemory`] (the same
+//!   checked mapping the backend uses) under a guest-physical label
+//!   ([`GPA_BASE`]) and a frontend-virtual label ([`UVA_BASE`]) that differ,
+//!   so a backend that confuses the two address spaces fails at once.
+//! - Data path ([`FrontendTx`], [`FrontendRx`]): split virtqueues driven
+//!   through the driver-side accessors of [`Ring`]. Transmit queue `q` is
+//!   virtqueue `2q+1` (one descriptor per frame: 12-byte virtio-net header
+//!   plus the frame); receive queue `q` is virtqueue `2q` (every buffer
+//!   posted, frames handed to the caller without a copy and re-posted on
+//!   `release`). `MRG_RXBUF` and `EVENT_IDX` are not negotiated: buffers
+//!   are as large as the largest frame, and we poll.
+//! - Validation: what the backend writes into the used rings is read once
+//!   and checked (used index at most the entries it holds, ids in range and
+//!   held by the device, lengths inside the buffer). A lie is counted, the
+//!   queue stops and the control thread disconnects. We never read our
+//!   descriptor table back: buffer addresses come from our own ids.
+//! - Control thread: connects (or accepts, `server`), sets up, then watches
+//!   the socket; when the backend hangs up or lies the sessions are
+//!   removed (link down; transmit slots reserved meanwhile are dropped as
+//!   `TxStale`), and it connects again with a fresh memory table.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use arc_swap::ArcSwapOption;
+use fabric::batch::MAX_BATCH;
+use fabric::{DropReason, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use vhost::vhost_user::message::VhostUserHeaderFlag;
+use vhost::vhost_user::{
+    Frontend, VhostUserFrontend, VhostUserProtocolFeatures, VhostUserVirtioFeatures,
+};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use super::sys::{self, push_guest, Desc, GuestMemory, RegionSpec, Ring};
+use super::vring::{AVAIL_F_NO_INTERRUPT, DESC_F_WRITE, USED_F_NO_NOTIFY};
+use super::{Error, MAX_QUEUES};
+
+/// Guest-physical address of the frontend's memory (a label).
+pub const GPA_BASE: u64 = 0x1_0000_0000;
+/// Frontend-virtual address of the same memory (another label).
+pub const UVA_BASE: u64 = 0x4000_0000_0000;
+/// virtio-net header length with `VIRTIO_F_VERSION_1`.
+pub const HDR_LEN: usize = 12;
+
+const F_MQ: u64 = 1 << 22;
+const F_VERSION_1: u64 = 1 << 32;
+
+/// Settings of a vhost-user frontend port.
+#[derive(Clone, Debug)]
+pub struct FrontendConfig {
+    /// The backend's unix socket.
+    pub socket: PathBuf,
+    /// Listen on the socket (for backends in client mode, e.g. OVS
+    /// `dpdkvhostuserclient`) instead of connecting to it.
+    pub server: bool,
+    /// Queue pairs (`1..=MAX_QUEUES`).
+    pub queues: u16,
+    /// Entries per virtqueue (power of two, 2..=32768).
+    pub queue_size: u16,
+    /// Largest frame in bytes (without the virtio-net header).
+    pub max_frame_b: usize,
+}
+
+impl FrontendConfig {
+    /// Client mode, one queue pair of 1024 entries, 1518-byte frames.
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            socket: socket.into(),
+            server: false,
+            queues: 1,
+            queue_size: 1024,
+            max_frame_b: 1518,
+        }
+    }
+
+    /// Bytes per buffer: header plus the largest frame, 64-byte aligned.
+    fn buf_b(&self) -> u64 {
+        ((HDR_LEN + self.max_frame_b) as u64).div_ceil(64) * 64
+    }
+}
+
+/// What a backend did wrong (one counter each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum BackendLie {
+    /// The used index ran ahead of the entries the backend held.
+    UsedIdx = 0,
+    /// A used id outside the table, or one the backend did not hold.
+    UsedId,
+    /// A used length longer than the buffer or shorter than the header.
+    UsedLen,
+}
+
+impl BackendLie {
+    /// Number of kinds.
+    pub const COUNT: usize = 3;
+    /// Counter names, in order.
+    pub const NAMES: [&'static str; Self::COUNT] = ["lie_used_idx", "lie_used_id", "lie_used_len"];
+}
+
+/// Lies and rare events, shared by the queues and the control thread.
+#[derive(Debug, Default)]
+pub struct FrontendFault {
+    /// A queue saw a lie: the control thread must disconnect.
+    pub pending: AtomicBool,
+    /// Lies by kind.
+    pub lies: [AtomicU64; BackendLie::COUNT],
+    /// Received frames shorter than an Ethernet header (re-posted, dropped).
+    pub rx_runt: AtomicU64,
+    /// Transmit slots reserved while no session ran, or on a session that
+    /// ended before they were written (dropped as `TxStale`).
+    pub tx_stale: AtomicU64,
+    /// Kick eventfd writes (the backend had not set `NO_NOTIFY`): one
+    /// system call each, on the transmit path and when re-posting buffers.
+    pub kicks: AtomicU64,
+}
+
+impl FrontendFault {
+    #[cold]
+    fn lie(&self, why: BackendLie, broken: &AtomicBool) {
+        self.lies[why as usize].fetch_add(1, Relaxed);
+        if !broken.swap(true, Relaxed) {
+            self.pending.store(true, Release);
+        }
+    }
+
+    /// Total lies seen.
+    pub fn total_lies(&self) -> u64 {
+        self.lies.iter().map(|c| c.load(Relaxed)).sum()
+    }
+}
+
+/// Where one virtqueue's ring and buffers live in the memfd.
+#[derive(Clone, Copy, Debug)]
+struct VqLayout {
+    desc: u64,
+    avail: u64,
+    used: u64,
+    bufs: u64,
+}
+
+/// Offsets of every virtqueue and the total size.
+fn layout(cfg: &FrontendConfig) -> (Vec<VqLayout>, u64) {
+    let n = cfg.queue_size as u64;
+    let page = 4096u64;
+    let mut off = 0u64;
+    let mut v = Vec::new();
+    for _ in 0..2 * cfg.queues {
+        let desc = off;
+        let avail = desc + 16 * n;
+        let used = (avail + 6 + 2 * n).div_ceil(page) * page;
+        let bufs = (used + 6 + 8 * n).div_ceil(page) * page;
+        off = (bufs + n * cfg.buf_b()).div_ceil(page) * page;
+        v.push(VqLayout {
+            desc,
+            avail,
+            used,
+            bufs,
+        });
+    }
+    (v, off)
+}
+
+const NONE: u16 = u16::MAX;
+
+/// One running transmit virtqueue (ours to fill, the backend's to drain).
+struct TxSession {
+    ring: Ring,
+    bufs_gpa: u64,
+    buf_b: u64,
+    kick: Arc<EventFd>,
+    /// Fabric slot that maps onto ring index 0 (`u64::MAX` until the first
+    /// `free_slots`/`reserve` of the session).
+    base: AtomicU64,
+    /// Free descriptor ids (a stack; `nfree` entries valid).
+    free: Box<[AtomicU16]>,
+    nfree: AtomicU32,
+    /// Descriptor id of every ring position reserved.
+    desc_of: Box<[AtomicU16]>,
+    /// Whether the backend holds descriptor id `i`.
+    held: Box<[AtomicBool]>,
+    last_used: AtomicU16,
+    published: AtomicU16,
+    broken: AtomicBool,
+}
+
+impl TxSession {
+    fn new(ring: Ring, bufs_gpa: u64, buf_b: u64, kick: Arc<EventFd>) -> Self {
+        let n = ring.size() as usize;
+        Self {
+            ring,
+            bufs_gpa,
+            buf_b,
+            kick,
+            base: AtomicU64::new(u64::MAX),
+            free: (0..n).map(|i| AtomicU16::new((n - 1 - i) as u16)).collect(),
+            nfree: AtomicU32::new(n as u32),
+            desc_of: (0..n).map(|_| AtomicU16::new(NONE)).collect(),
+            held: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            last_used: AtomicU16::new(0),
+            published: AtomicU16::new(0),
+            broken: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes back what the backend used, checking every entry.
+    fn reclaim(&self, fault: &FrontendFault) {
+        if self.broken.load(Relaxed) {
+            return;
+        }
+        let used = self.ring.used_idx_acquire();
+        let last = self.last_used.load(Relaxed);
+        let n = used.wrapping_sub(last);
+        if n == 0 {
+            return;
+        }
+        if n > self.published.load(Relaxed).wrapping_sub(last) {
+            fault.lie(BackendLie::UsedIdx, &self.broken);
+            return;
+        }
+        let size = self.ring.size();
+        let mut nfree = self.nfree.load(Relaxed);
+        for i in 0..n {
+            let (id, _len) = self.ring.used_entry(last.wrapping_add(i));
+            if id >= size as u32 || !self.held[id as usize].swap(false, Relaxed) {
+                fault.lie(BackendLie::UsedId, &self.broken);
+                self.nfree.store(nfree, Relaxed);
+                self.last_used.store(last.wrapping_add(i), Relaxed);
+                return;
+            }
+            self.free[nfree as usize].store(id as u16, Relaxed);
+            nfree += 1;
+        }
+        self.nfree.store(nfree, Relaxed);
+        self.last_used.store(used, Relaxed);
+    }
+
+    fn base_or(&self, reserved: u64) -> u64 {
+        let b = self.base.load(Relaxed);
+        if b != u64::MAX {
+            return b;
+        }
+        self.base.store(reserved, Relaxed);
+        reserved
+    }
+}
+
+/// Transmit queue `q`: the guest's transmit virtqueue `2q+1`.
+pub struct FrontendTx {
+    session: ArcSwapOption<TxSession>,
+    /// Next fabric slot (changed under the caller's lock).
+    reserved: AtomicU64,
+    max_frame_b: usize,
+    fault: Arc<FrontendFault>,
+}
+
+impl FrontendTx {
+    fn stale(&self, drops: &mut TxDrops, len: usize) {
+        self.fault.tx_stale.fetch_add(1, Relaxed);
+        drops.add(DropReason::TxStale, len);
+    }
+
+    /// Writes one frame; false if it was stale.
+    #[inline]
+    fn write_one(&self, s: Option<&TxSession>, slot: u64, frame: &[u8]) -> bool {
+        let Some(s) = s else { return false };
+        let base = s.base.load(Relaxed);
+        if base == u64::MAX || slot < base || s.broken.load(Relaxed) {
+            return false;
+        }
+        let pos = (slot - base) as u16;
+        let mask = s.ring.size() - 1;
+        let id = s.desc_of[(pos & mask) as usize].load(Relaxed);
+        if id == NONE || frame.len() > self.max_frame_b {
+            return false;
+        }
+        let addr = s.bufs_gpa + id as u64 * s.buf_b;
+        let total = HDR_LEN + frame.len();
+        let Some(buf) = s.ring.mem().gpa(addr, total as u64) else {
+            return false;
+        };
+        let ok = buf.write(0, &[0u8; HDR_LEN]) && buf.write(HDR_LEN, frame);
+        if !ok {
+            return false;
+        }
+        s.ring.set_desc(
+            id,
+            Desc {
+                addr,
+                len: total as u32,
+                flags: 0,
+                next: 0,
+            },
+        );
+        s.ring.set_avail_entry(pos, id);
+        true
+    }
+}
+
+impl TxQueue for FrontendTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        (len <= self.max_frame_b) as u32
+    }
+
+    unsafe fn free_slots(&self) -> u32 {
+        let g = self.session.load();
+        let Some(s) = g.as_ref() else { return 0 };
+        s.base_or(self.reserved.load(Relaxed));
+        s.reclaim(&self.fault);
+        if s.broken.load(Relaxed) {
+            return 0;
+        }
+        s.nfree.load(Relaxed)
+    }
+
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        let first = self.reserved.load(Relaxed);
+        self.reserved.store(first + n as u64, Relaxed);
+        let g = self.session.load();
+        if let Some(s) = g.as_ref() {
+            let base = s.base_or(first);
+            let mask = s.ring.size() - 1;
+            let mut nfree = s.nfree.load(Relaxed);
+            for k in 0..n as u64 {
+                let pos = ((first + k - base) as u16 & mask) as usize;
+                if nfree == 0 {
+                    s.desc_of[pos].store(NONE, Relaxed);
+                    continue;
+                }
+                nfree -= 1;
+                let id = s.free[nfree as usize].load(Relaxed);
+                s.held[id as usize].store(true, Relaxed);
+                s.desc_of[pos].store(id, Relaxed);
+            }
+            s.nfree.store(nfree, Relaxed);
+        }
+        first
+    }
+
+    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        let g = self.session.load();
+        let mut slot = first;
+        for (f, ns) in frames.iter() {
+            if !self.write_one(g.as_deref(), slot, f) {
+                self.stale(drops, f.len());
+            }
+            slot += ns as u64;
+        }
+    }
+
+    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
+        let g = self.session.load();
+        if !self.write_one(g.as_deref(), slot, frame) {
+            self.fault.tx_stale.fetch_add(1, Relaxed);
+        }
+    }
+
+    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
+        let g = self.session.load();
+        let Some(s) = g.as_ref() else { return false };
+        let base = s.base.load(Relaxed);
+        if base == u64::MAX || tail <= base || s.broken.load(Relaxed) {
+            return false;
+        }
+        let idx = (tail - base) as u16;
+        if idx == s.published.load(Relaxed) {
+            return false;
+        }
+        s.ring.set_avail_idx(idx);
+        s.published.store(idx, Relaxed);
+        fence(SeqCst);
+        s.ring.used_flags() & USED_F_NO_NOTIFY == 0
+    }
+
+    fn kick(&self, _drops: &mut TxDrops) {
+        if let Some(s) = self.session.load().as_ref() {
+            self.fault.kicks.fetch_add(1, Relaxed);
+            let _ = s.kick.write(1);
+        }
+    }
+}
+
+/// One running receive virtqueue (the backend fills, we drain).
+struct RxSession {
+    ring: Ring,
+    bufs_gpa: u64,
+    buf_b: u64,
+    kick: Arc<EventFd>,
+    /// Whether the backend holds descriptor id `i` (owner only).
+    held: Box<[AtomicBool]>,
+    /// Buffers the backend holds.
+    posted: AtomicU16,
+    last_used: AtomicU16,
+    avail: AtomicU16,
+    broken: AtomicBool,
+}
+
+impl RxSession {
+    /// Posts every buffer (before the backend learns of the ring).
+    fn new(ring: Ring, bufs_gpa: u64, buf_b: u64, kick: Arc<EventFd>) -> Self {
+        let n = ring.size();
+        for id in 0..n {
+            ring.set_desc(
+                id,
+                Desc {
+                    addr: bufs_gpa + id as u64 * buf_b,
+                    len: buf_b as u32,
+                    flags: DESC_F_WRITE,
+                    next: 0,
+                },
+            );
+            ring.set_avail_entry(id, id);
+        }
+        ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        ring.set_avail_idx(n);
+        Self {
+            ring,
+            bufs_gpa,
+            buf_b,
+            kick,
+            held: (0..n).map(|_| AtomicBool::new(true)).collect(),
+            posted: AtomicU16::new(n),
+            last_used: AtomicU16::new(0),
+            avail: AtomicU16::new(n),
+            broken: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Receive queue `q`: the guest's receive virtqueue `2q`.
+pub struct FrontendRx {
+    slot: Arc<ArcSwapOption<RxSession>>,
+    held: Option<Arc<RxSession>>,
+    heads: Box<[u16]>,
+    nheads: usize,
+    fault: Arc<FrontendFault>,
+    taken: Arc<AtomicBool>,
+}
+
+impl RxQueue for FrontendRx {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        if self.held.is_none() {
+            self.held = self.slot.load_full();
+        }
+        let Some(s) = self.held.clone() else { return 0 };
+        if s.broken.load(Relaxed) {
+            self.held = None;
+            self.nheads = 0;
+            return 0;
+        }
+        let used = s.ring.used_idx_acquire();
+        let last = s.last_used.load(Relaxed);
+        let pending = used.wrapping_sub(last);
+        if pending == 0 {
+            return 0;
+        }
+        if pending > s.posted.load(Relaxed) {
+            self.fault.lie(BackendLie::UsedIdx, &s.broken);
+            return 0;
+        }
+        let n = (pending as usize)
+            .min(batch.room())
+            .min(self.heads.len() - self.nheads);
+        let size = s.ring.size() as u32;
+        let mut pushed = 0;
+        let mut consumed = 0u16;
+        for i in 0..n as u16 {
+            let (id, len) = s.ring.used_entry(last.wrapping_add(i));
+            if id >= size || !s.held[id as usize].swap(false, Relaxed) {
+                self.fault.lie(BackendLie::UsedId, &s.broken);
+                break;
+            }
+            // From here the id is ours: re-posted on release whatever
+            // became of the frame.
+            self.heads[self.nheads] = id as u16;
+            self.nheads += 1;
+            consumed += 1;
+            if (len as usize) < HDR_LEN || len as u64 > s.buf_b {
+                self.fault.lie(BackendLie::UsedLen, &s.broken);
+                break;
+            }
+            let flen = len as usize - HDR_LEN;
+            if flen < 14 {
+                self.fault.rx_runt.fetch_add(1, Relaxed);
+                continue;
+            }
+            let addr = s.bufs_gpa + id as u64 * s.buf_b + HDR_LEN as u64;
+            let Some(g) = s.ring.mem().gpa(addr, flen as u64) else {
+                continue;
+            };
+            if push_guest(batch, &g, 0, flen) {
+                pushed += 1;
+            }
+        }
+        s.last_used.store(last.wrapping_add(consumed), Relaxed);
+        s.posted.store(s.posted.load(Relaxed) - consumed, Relaxed);
+        if pushed == 0 {
+            // Nothing lent out: give the buffers back now.
+            self.release();
+        }
+        pushed
+    }
+
+    fn release(&mut self) {
+        let Some(s) = self.held.take() else {
+            self.nheads = 0;
+            return;
+        };
+        if self.nheads == 0 {
+            return;
+        }
+        let mut avail = s.avail.load(Relaxed);
+        for &id in &self.heads[..self.nheads] {
+            s.ring.set_desc(
+                id,
+                Desc {
+                    addr: s.bufs_gpa + id as u64 * s.buf_b,
+                    len: s.buf_b as u32,
+                    flags: DESC_F_WRITE,
+                    next: 0,
+                },
+            );
+            s.ring.set_avail_entry(avail, id);
+            s.held[id as usize].store(true, Relaxed);
+            avail = avail.wrapping_add(1);
+        }
+        s.posted
+            .store(s.posted.load(Relaxed) + self.nheads as u16, Relaxed);
+        self.nheads = 0;
+        s.avail.store(avail, Relaxed);
+        s.ring.set_avail_idx(avail);
+        fence(SeqCst);
+        if s.ring.used_flags() & USED_F_NO_NOTIFY == 0 {
+            self.fault.kicks.fetch_add(1, Relaxed);
+            let _ = s.kick.write(1);
+        }
+    }
+}
+
+impl Drop for FrontendRx {
+    fn drop(&mut self) {
+        self.taken.store(false, Release);
+    }
+}
+
+/// State shared by the port, its queues and its control thread.
+struct Shared {
+    name: String,
+    cfg: FrontendConfig,
+    tx: Box<[FrontendTx]>,
+    rx: Vec<Arc<ArcSwapOption<RxSession>>>,
+    rx_taken: Vec<Arc<AtomicBool>>,
+    fault: Arc<FrontendFault>,
+    stop: AtomicBool,
+    connects: AtomicU64,
+    disconnects_hangup: AtomicU64,
+    disconnects_lie: AtomicU64,
+    setup_failures: AtomicU64,
+    /// Why the last setup failed (for the peer-absent message).
+    last_error: Mutex<String>,
+}
+
+/// A vhost-user frontend port (see the module documentation).
+pub struct VhostFrontendPort {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl VhostFrontendPort {
+    /// Creates the port and starts its control thread (which connects,
+    /// or listens when `cfg.server`, and reconnects after a hang-up).
+    pub fn new(name: &str, cfg: FrontendConfig) -> Result<Self, Error> {
+        if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
+            return Err(Error::BadConfig(format!(
+                "queues {} not in 1..={MAX_QUEUES}",
+                cfg.queues
+            )));
+        }
+        if !cfg.queue_size.is_power_of_two() || cfg.queue_size < 2 || cfg.queue_size > 32768 {
+            return Err(Error::BadConfig(format!(
+                "queue size {} is not a power of two in 2..=32768",
+                cfg.queue_size
+            )));
+        }
+        if !(64..=65535 - HDR_LEN).contains(&cfg.max_frame_b) {
+            return Err(Error::BadConfig(format!(
+                "max_frame_b {} not in 64..=65523",
+                cfg.max_frame_b
+            )));
+        }
+        let listener = if cfg.server {
+            Some(super::device::listen(&cfg.socket).map_err(Error::Socket)?)
+        } else {
+            None
+        };
+        let fault = Arc::new(FrontendFault::default());
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            tx: (0..cfg.queues)
+                .map(|_| FrontendTx {
+                    session: ArcSwapOption::empty(),
+                    reserved: AtomicU64::new(0),
+                    max_frame_b: cfg.max_frame_b,
+                    fault: fault.clone(),
+                })
+                .collect(),
+            rx: (0..cfg.queues)
+                .map(|_| Arc::new(ArcSwapOption::empty()))
+                .collect(),
+            rx_taken: (0..cfg.queues)
+                .map(|_| Arc::new(AtomicBool::new(false)))
+                .collect(),
+            cfg,
+            fault,
+            stop: AtomicBool::new(false),
+            connects: AtomicU64::new(0),
+            disconnects_hangup: AtomicU64::new(0),
+            disconnects_lie: AtomicU64::new(0),
+            setup_failures: AtomicU64::new(0),
+            last_error: Mutex::new(String::new()),
+        });
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!(
+                "vfront-{}",
+                name.chars().take(8).collect::<String>()
+            ))
+            .spawn(move || run(s, listener))
+            .map_err(Error::Os)?;
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Connections set up so far.
+    pub fn connects(&self) -> u64 {
+        self.shared.connects.load(Relaxed)
+    }
+
+    /// Why the last connection attempt failed ("" if none did).
+    pub fn last_error(&self) -> String {
+        self.shared
+            .last_error
+            .lock()
+            .map(|e| e.clone())
+            .unwrap_or_default()
+    }
+
+    /// A named backend counter (see [`Port::backend_counters`]).
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.backend_counters()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+}
+
+impl Drop for VhostFrontendPort {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if self.shared.cfg.server {
+            let _ = std::fs::remove_file(&self.shared.cfg.socket);
+        }
+    }
+}
+
+impl Port for VhostFrontendPort {
+    fn info(&self) -> PortInfo {
+        PortInfo {
+            name: self.shared.name.clone(),
+            kind: "vhost_user_frontend",
+            queues: self.shared.cfg.queues,
+            max_frame_b: self.shared.cfg.max_frame_b as u32,
+        }
+    }
+
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let taken = self.shared.rx_taken.get(q as usize)?;
+        if taken.swap(true, AcqRel) {
+            return None;
+        }
+        Some(Box::new(FrontendRx {
+            slot: self.shared.rx[q as usize].clone(),
+            held: None,
+            heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
+            nheads: 0,
+            fault: self.shared.fault.clone(),
+            taken: taken.clone(),
+        }))
+    }
+
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        let q = (q as usize).min(self.shared.tx.len() - 1);
+        &self.shared.tx[q]
+    }
+
+    fn link_up(&self) -> bool {
+        self.shared.tx[0].session.load().is_some() && self.shared.rx[0].load().is_some()
+    }
+
+    fn backend_counters(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.shared;
+        let f = &s.fault;
+        let mut v = vec![
+            ("connects", s.connects.load(Relaxed)),
+            ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
+            ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
+            ("setup_failures", s.setup_failures.load(Relaxed)),
+            ("rx_runt", f.rx_runt.load(Relaxed)),
+            ("tx_stale", f.tx_stale.load(Relaxed)),
+            ("kicks", f.kicks.load(Relaxed)),
+        ];
+        for (i, name) in BackendLie::NAMES.iter().enumerate() {
+            v.push((name, f.lies[i].load(Relaxed)));
+        }
+        v
+    }
+}
+
+/// One set-up connection: what must live as long as it runs.
+struct Conn {
+    _fe: Frontend,
+    watch: UnixStream,
+    _calls: Vec<EventFd>,
+}
+
+fn stopped(s: &Shared) -> bool {
+    s.stop.load(Acquire)
+}
+
+/// The control thread: connect (or accept), set up, watch, tear down,
+/// again, until the port is dropped.
+fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
+    let mut backoff = Duration::from_millis(20);
+    if let Some(l) = &listener {
+        let _ = l.set_nonblocking(true);
+    }
+    while !stopped(&shared) {
+        let stream = match &listener {
+            Some(l) => match l.accept() {
+                Ok((s, _)) => s,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            },
+            None => match UnixStream::connect(&shared.cfg.socket) {
+                Ok(s) => s,
+                Err(e) => {
+                    if let Ok(mut le) = shared.last_error.lock() {
+                        *le = format!("connect {}: {e}", shared.cfg.socket.display());
+                    }
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nonblocking(false);
+        let conn = match setup(&shared, stream) {
+            Ok(c) => c,
+            Err(e) => {
+                shared.setup_failures.fetch_add(1, Relaxed);
+                eprintln!(
+                    "vhost-user {}: set-up with the backend failed: {e}",
+                    shared.name
+                );
+                if let Ok(mut le) = shared.last_error.lock() {
+                    *le = e;
+                }
+                teardown(&shared);
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(20);
+        let n = shared.connects.fetch_add(1, Relaxed) + 1;
+        if n > 1 {
+            eprintln!(
+                "vhost-user {}: reconnected to the backend (connection {n})",
+                shared.name
+            );
+        }
+        // Watch: the backend sends nothing on its own, so readable means
+        // it hung up (or broke the protocol).
+        loop {
+            if stopped(&shared) {
+                break;
+            }
+            if shared.fault.pending.load(Acquire) {
+                shared.disconnects_lie.fetch_add(1, Relaxed);
+                eprintln!(
+                    "vhost-user {}: the backend broke the used ring ({} lies); disconnecting",
+                    shared.name,
+                    shared.fault.total_lies()
+                );
+                break;
+            }
+            if sys::poll_hangup(conn.watch.as_raw_fd(), 50) {
+                shared.disconnects_hangup.fetch_add(1, Relaxed);
+                eprintln!(
+                    "vhost-user {}: the backend went away; reconnecting",
+                    shared.name
+                );
+                break;
+            }
+        }
+        teardown(&shared);
+        let _ = conn.watch.shutdown(std::net::Shutdown::Both);
+        drop(conn);
+        shared.fault.pending.store(false, Release);
+    }
+    teardown(&shared);
+}
+
+/// Removes every session (workers drop theirs at the next call; the memory
+/// is unmapped when the last holder lets go).
+fn teardown(s: &Shared) {
+    for t in s.tx.iter() {
+        t.session.store(None);
+    }
+    for r in &s.rx {
+        r.store(None);
+    }
+}
+
+fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
+    let cfg = &shared.cfg;
+    let e = |what: &str| {
+        let what = what.to_string();
+        move |err: vhost::Error| format!("{what}: {err}")
+    };
+    // A backend that stops answering must not hold the thread forever.
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let watch = stream.try_clone().map_err(|x| format!("socket: {x}"))?;
+    let nvq = 2 * cfg.queues as usize;
+    let mut fe = Frontend::from_stream(stream, nvq as u64);
+    fe.set_owner().map_err(e("SET_OWNER"))?;
+    let offered = fe.get_features().map_err(e("GET_FEATURES"))?;
+    if offered & F_VERSION_1 == 0 {
+        return Err("the backend does not offer VIRTIO_F_VERSION_1".into());
+    }
+    let pf_bit = VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+    let mut want = F_VERSION_1 | (offered & pf_bit);
+    if cfg.queues > 1 {
+        if offered & F_MQ == 0 {
+            return Err(format!(
+                "{} queue pairs asked, but the backend does not offer VIRTIO_NET_F_MQ",
+                cfg.queues
+            ));
+        }
+        want |= F_MQ;
+    }
+    let protocol = offered & pf_bit != 0;
+    if protocol {
+        let pf = fe
+            .get_protocol_features()
+            .map_err(e("GET_PROTOCOL_FEATURES"))?;
+        if cfg.queues > 1 && !pf.contains(VhostUserProtocolFeatures::MQ) {
+            return Err("the backend does not offer protocol feature MQ".into());
+        }
+        let ack = pf & (VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK);
+        fe.set_protocol_features(ack)
+            .map_err(e("SET_PROTOCOL_FEATURES"))?;
+        if ack.contains(VhostUserProtocolFeatures::REPLY_ACK) {
+            fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+        }
+    }
+    fe.set_features(want).map_err(e("SET_FEATURES"))?;
+
+    // Memory: one memfd for every ring and buffer.
+    let (lay, size) = layout(cfg);
+    let file = sys::memfd("turnout-vhost-frontend", size).map_err(|x| format!("memfd: {x}"))?;
+    let mine = file.try_clone().map_err(|x| format!("memfd: {x}"))?;
+    let mem = Arc::new(
+        GuestMemory::map(vec![RegionSpec {
+            gpa: GPA_BASE,
+            size,
+            uva: UVA_BASE,
+            offset: 0,
+            file: mine,
+        }])
+        .map_err(|x| format!("mapping the memfd: {x}"))?,
+    );
+    let region = VhostUserMemoryRegionInfo {
+        guest_phys_addr: GPA_BASE,
+        memory_size: size,
+        userspace_addr: UVA_BASE,
+        mmap_offset: 0,
+        mmap_handle: file.as_raw_fd(),
+    };
+    fe.set_mem_table(&[region]).map_err(e("SET_MEM_TABLE"))?;
+    drop(file);
+
+    let buf_b = cfg.buf_b();
+    let mut calls = Vec::with_capacity(nvq);
+    let mut txs = Vec::new();
+    let mut rxs = Vec::new();
+    for (i, l) in lay.iter().enumerate() {
+        let ring = Ring::new(
+            mem.clone(),
+            UVA_BASE + l.desc,
+            UVA_BASE + l.avail,
+            UVA_BASE + l.used,
+            cfg.queue_size,
+        )
+        .map_err(|x| format!("ring {i}: {x:?}"))?;
+        let kick = Arc::new(EventFd::new(EFD_NONBLOCK).map_err(|x| format!("eventfd: {x}"))?);
+        let call = EventFd::new(EFD_NONBLOCK).map_err(|x| format!("eventfd: {x}"))?;
+        let bufs_gpa = GPA_BASE + l.bufs;
+        // Receive buffers are posted before the backend learns the ring.
+        if i % 2 == 0 {
+            rxs.push(Arc::new(RxSession::new(
+                ring,
+                bufs_gpa,
+                buf_b,
+                kick.clone(),
+            )));
+        } else {
+            ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+            txs.push(Arc::new(TxSession::new(
+                ring,
+                bufs_gpa,
+                buf_b,
+                kick.clone(),
+            )));
+        }
+        fe.set_vring_num(i, cfg.queue_size)
+            .map_err(e("SET_VRING_NUM"))?;
+        fe.set_vring_base(i, 0).map_err(e("SET_VRING_BASE"))?;
+        fe.set_vring_addr(
+            i,
+            &VringConfigData {
+                queue_max_size: cfg.queue_size,
+                queue_size: cfg.queue_size,
+                flags: 0,
+                desc_table_addr: UVA_BASE + l.desc,
+                used_ring_addr: UVA_BASE + l.used,
+                avail_ring_addr: UVA_BASE + l.avail,
+                log_addr: None,
+            },
+        )
+        .map_err(e("SET_VRING_ADDR"))?;
+        fe.set_vring_call(i, &call).map_err(e("SET_VRING_CALL"))?;
+        fe.set_vring_kick(i, &kick).map_err(e("SET_VRING_KICK"))?;
+        calls.push(call);
+    }
+    if protocol {
+        for i in 0..nvq {
+            fe.set_vring_enable(i, true)
+                .map_err(e("SET_VRING_ENABLE"))?;
+        }
+    }
+    for (q, (t, r)) in txs.into_iter().zip(rxs).enumerate() {
+        // Tell the backend about the posted receive buffers.
+        let _ = r.kick.write(1);
+        shared.rx[q].store(Some(r));
+        shared.tx[q].session.store(Some(t));
+    }
+    Ok(Conn {
+        _fe: fe,
+        watch,
+        _calls: calls,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric::RxBatch;
+
+    const N: u16 = 8;
+    const BUF: u64 = 256;
+
+    /// A ring in anonymous memory, played from the device side by the test.
+    fn ring() -> (Arc<GuestMemory>, Ring) {
+        let mem = Arc::new(GuestMemory::anonymous(GPA_BASE, 0x10000).unwrap());
+        let r = Ring::new(
+            mem.clone(),
+            GPA_BASE,
+            GPA_BASE + 0x1000,
+            GPA_BASE + 0x2000,
+            N,
+        )
+        .unwrap();
+        (mem, r)
+    }
+
+    fn device_ring(mem: &Arc<GuestMemory>) -> Ring {
+        Ring::new(
+            mem.clone(),
+            GPA_BASE,
+            GPA_BASE + 0x1000,
+            GPA_BASE + 0x2000,
+            N,
+        )
+        .unwrap()
+    }
+
+    fn rx_queue(s: Arc<RxSession>) -> (FrontendRx, Arc<FrontendFault>) {
+        let fault = Arc::new(FrontendFault::default());
+        let rx = FrontendRx {
+            slot: Arc::new(ArcSwapOption::new(Some(s))),
+            held: None,
+            heads: vec![0u16; MAX_BATCH].into_boxed_slice(),
+            nheads: 0,
+            fault: fault.clone(),
+            taken: Arc::new(AtomicBool::new(true)),
+        };
+        (rx, fault)
+    }
+
+    fn kick() -> Arc<EventFd> {
+        Arc::new(EventFd::new(EFD_NONBLOCK).unwrap())
+    }
+
+    /// The device fills buffer `id` with a frame of `len` bytes.
+    fn fill(mem: &GuestMemory, dev: &Ring, at: u16, id: u16, len: u32) {
+        let g = mem.gpa(GPA_BASE + 0x4000 + id as u64 * BUF, BUF).unwrap();
+        assert!(g.write(HDR_LEN, &[0xab; 64]));
+        dev.set_used(at, id, len);
+    }
+
+    #[test]
+    fn an_honest_device_delivers_and_buffers_come_back() {
+        let (mem, r) = ring();
+        let s = Arc::new(RxSession::new(r, GPA_BASE + 0x4000, BUF, kick()));
+        let dev = device_ring(&mem);
+        assert_eq!(dev.avail_idx(), N, "every buffer posted");
+        let (mut rx, fault) = rx_queue(s.clone());
+        fill(&mem, &dev, 0, 3, 12 + 64);
+        fill(&mem, &dev, 1, 5, 12 + 60);
+        dev.set_used_idx(2);
+        let mut b = RxBatch::with_capacity(32);
+        {
+            let got = b.receive(&mut rx, 0, 0);
+            assert_eq!(got.received(), 2);
+            assert_eq!(
+                got.pkts().iter().map(|p| p.len()).collect::<Vec<_>>(),
+                [64, 60]
+            );
+        }
+        assert_eq!(dev.avail_idx(), N + 2, "re-posted on release");
+        assert_eq!(dev.avail_entry(N), 3);
+        assert_eq!(dev.avail_entry(N + 1), 5);
+        assert_eq!(fault.total_lies(), 0);
+    }
+
+    #[test]
+    fn a_lying_device_is_caught_and_nothing_is_read_outside() {
+        for (what, lie) in [
+            ("used index jumps", BackendLie::UsedIdx),
+            ("id out of range", BackendLie::UsedId),
+            ("id twice", BackendLie::UsedId),
+            ("length past the buffer", BackendLie::UsedLen),
+            ("length under the header", BackendLie::UsedLen),
+        ] {
+            let (mem, r) = ring();
+            let s = Arc::new(RxSession::new(r, GPA_BASE + 0x4000, BUF, kick()));
+            let dev = device_ring(&mem);
+            let (mut rx, fault) = rx_queue(s.clone());
+            match what {
+                "used index jumps" => dev.set_used_idx(N + 1),
+                "id out of range" => {
+                    dev.set_used(0, N, 76);
+                    dev.set_used_idx(1);
+                }
+                "id twice" => {
+                    fill(&mem, &dev, 0, 2, 76);
+                    fill(&mem, &dev, 1, 2, 76);
+                    dev.set_used_idx(2);
+                }
+                "length past the buffer" => {
+                    dev.set_used(0, 1, BUF as u32 + 1);
+                    dev.set_used_idx(1);
+                }
+                _ => {
+                    dev.set_used(0, 1, 11);
+                    dev.set_used_idx(1);
+                }
+            }
+            let mut b = RxBatch::with_capacity(32);
+            let n = b.receive(&mut rx, 0, 0).received();
+            assert!(n <= 1, "{what}: {n} frames");
+            assert_eq!(fault.lies[lie as usize].load(Relaxed), 1, "{what}");
+            assert!(fault.pending.load(Relaxed), "{what}: control thread told");
+            // The queue stays stopped.
+            assert_eq!(b.receive(&mut rx, 0, 0).received(), 0, "{what}");
+        }
+    }
+
+    #[test]
+    fn transmit_reclaims_only_what_the_device_held() {
+        let (mem, r) = ring();
+        let fault = Arc::new(FrontendFault::default());
+        let tx = FrontendTx {
+            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
+                r,
+                GPA_BASE + 0x4000,
+                BUF,
+                kick(),
+            )))),
+            reserved: AtomicU64::new(0),
+            max_frame_b: 200,
+            fault: fault.clone(),
+        };
+        let dev = device_ring(&mem);
+        // SAFETY: this test is the queue's only user.
+        unsafe {
+            assert_eq!(tx.free_slots(), N as u32);
+            let first = tx.reserve(3);
+            for k in 0..3 {
+                tx.write(first + k, 1, &[k as u8; 64]);
+            }
+            tx.publish(first + 3);
+            assert_eq!(tx.free_slots(), N as u32 - 3);
+        }
+        assert_eq!(dev.avail_idx(), 3);
+        let head = dev.avail_entry(0);
+        let d = dev.desc(head);
+        assert_eq!(d.len as usize, HDR_LEN + 64);
+        // The device returns two honestly...
+        dev.set_used(0, dev.avail_entry(0), 0);
+        dev.set_used(1, dev.avail_entry(1), 0);
+        dev.set_used_idx(2);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx.free_slots(), N as u32 - 1) };
+        // ...then one it already gave back.
+        dev.set_used(2, dev.avail_entry(0), 0);
+        dev.set_used_idx(3);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx.free_slots(), 0, "stopped after the lie") };
+        assert_eq!(fault.lies[BackendLie::UsedId as usize].load(Relaxed), 1);
+        // A used index beyond what was published is a lie too.
+        let (mem, r) = ring();
+        let tx2 = FrontendTx {
+            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
+                r,
+                GPA_BASE + 0x4000,
+                BUF,
+                kick(),
+            )))),
+            reserved: AtomicU64::new(0),
+            max_frame_b: 200,
+            fault: fault.clone(),
+        };
+        device_ring(&mem).set_used_idx(1);
+        // SAFETY: as above.
+        unsafe { assert_eq!(tx2.free_slots(), 0) };
+        assert_eq!(fault.lies[BackendLie::UsedIdx as usize].load(Relaxed), 1);
+    }
+
+    #[test]
+    fn layout_keeps_rings_aligned_and_apart() {
+        let mut cfg = FrontendConfig::new("/x");
+        cfg.queues = 2;
+        cfg.queue_size = 256;
+        let (l, size) = layout(&cfg);
+        assert_eq!(l.len(), 4);
+        for (i, v) in l.iter().enumerate() {
+            assert_eq!(v.desc % 16, 0);
+            assert_eq!(v.used % 4096, 0);
+            assert!(v.avail >= v.desc + 16 * 256);
+            assert!(v.used >= v.avail + 6 + 2 * 256);
+            assert!(v.bufs >= v.used + 6 + 8 * 256);
+            let end = v.bufs + 256 * cfg.buf_b();
+            let next = l.get(i + 1).map_or(size, |n| n.desc);
+            assert!(end <= next, "virtqueue {i} overlaps the next");
+        }
+        assert_eq!(cfg.buf_b(), 1536);
+    }
+}

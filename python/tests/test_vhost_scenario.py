@@ -1,0 +1,100 @@
+"""The ``virtual_port = "vhost-user"`` campaign key: virtual endpoints become
+vhost-user ports the SUT serves and turnout-gen's frontend connects to
+(turnoutd ``kind = "vhost_user"``, testpmd ``net_vhost``); SUTs without
+vhost-user ports keep memif or veth, and ``Built.virtual_port`` says which.
+No root needed: a recording testbed stands in for namespaces and veths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from turnout.campaign.spec import CampaignError, parse
+from turnout.scenarios import Point, Unsupported, build
+from turnout.sut import make_sut
+
+ROLES = {"tx", "rx", "txrx", "fwd", "reflect", "bidir"}
+
+
+class FakeTestbed:
+    """Records what build asks for; veths get made-up names."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.veths = root, 0
+
+    def namespace(self, role: str) -> str:
+        return f"ns-{role}"
+
+    def directory(self, name: str) -> Path:
+        d = self.root / name
+        d.mkdir(exist_ok=True)
+        return d
+
+    def veth(self, ns_a, ns_b, tag="v"):
+        self.veths += 1
+        k = self.veths
+
+        class V:
+            a, b = f"{tag}{k}a", f"{tag}{k}b"
+            mac_a, mac_b = f"02:00:00:00:{k:02x}:01", f"02:00:00:00:{k:02x}:02"
+
+        return V()
+
+    def steer_rps(self, ns, iface, cpus):
+        return ""
+
+    def run(self, *a, **k):
+        return None
+
+
+def test_campaign_key_is_checked():
+    assert parse({"campaign": {"name": "x"}}).virtual_port == "memif"
+    spec = parse({"campaign": {"name": "x", "virtual_port": "vhost-user"}})
+    assert spec.virtual_port == "vhost-user"
+    with pytest.raises(CampaignError, match="memif or vhost-user"):
+        parse({"campaign": {"name": "x", "virtual_port": "tap"}})
+
+
+@pytest.mark.parametrize("sut_name", ["turnoutd", "testpmd"])
+def test_v2v_over_vhost_user(tmp_path, sut_name):
+    sut = make_sut(sut_name)
+    tb = FakeTestbed(tmp_path)
+    built = build(tb, sut, Point(scenario="v2v"), memif_tester=True, tester_roles=ROLES,
+                  virtual_kind="vhost-user")
+    assert built.virtual_port == "vhost-user"
+    assert tb.veths == 0, "v2v needs no veth"
+    ports = built.topology.ports
+    assert [p.kind for p in ports] == ["vhost-user", "vhost-user"]
+    assert all(p.socket.startswith(str(tmp_path / "vhost")) for p in ports)
+    # turnout-gen connects its frontend to the socket the SUT serves
+    (s,) = built.streams
+    assert s.tx_port == f"vhost-user:{ports[0].socket}"
+    assert s.rx_port == f"vhost-user:{ports[1].socket}"
+    if sut_name == "turnoutd":
+        toml = sut.render_config(built.topology, str(tmp_path / "ctl.sock"))
+        assert toml.count('kind = "vhost_user"') == 2
+        assert f'socket = "{ports[0].socket}"' in toml
+
+
+def test_p2v_keeps_veths_for_physical_ends(tmp_path):
+    sut = make_sut("turnoutd")
+    tb = FakeTestbed(tmp_path)
+    built = build(tb, sut, Point(scenario="p2v"), memif_tester=True, tester_roles=ROLES,
+                  virtual_kind="vhost-user")
+    assert sorted(p.kind for p in built.topology.ports) == ["veth", "vhost-user"]
+    assert tb.veths == 1
+
+
+def test_falls_back_where_there_is_no_vhost_user(tmp_path):
+    # the bare wire has no backend to serve the socket: memif, as before
+    built = build(FakeTestbed(tmp_path), make_sut("wire"), Point(scenario="v2v"),
+                  memif_tester=True, tester_roles=ROLES, virtual_kind="vhost-user")
+    assert built.virtual_port == "memif"
+    # without turnout-gen (pygen) there is no frontend: veths
+    built = build(FakeTestbed(tmp_path), make_sut("turnoutd"), Point(scenario="v2v"),
+                  memif_tester=False, tester_roles=ROLES, virtual_kind="vhost-user")
+    assert built.virtual_port == "veth"
+    with pytest.raises(Unsupported, match="memif or vhost-user"):
+        build(FakeTestbed(tmp_path), make_sut("turnoutd"), Point(scenario="v2v"),
+              memif_tester=True, tester_roles=ROLES, virtual_kind="tap")
