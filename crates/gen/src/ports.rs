@@ -59,26 +59,27 @@ pub fn open_all_and_wait(
 ) -> Result<Vec<Arc<dyn Port>>, OpenError> {
     let deadline = Instant::now() + wait;
     let mut out = Vec::with_capacity(specs.len());
-    let mut memifs = Vec::with_capacity(specs.len());
+    let mut whys = Vec::with_capacity(specs.len());
     for (spec, name) in specs {
-        let (port, memif) = open(spec, name)?;
+        let (port, why) = open(spec, name)?;
         out.push(port);
-        memifs.push(memif);
+        whys.push(why);
     }
     loop {
         let down = specs
             .iter()
             .zip(&out)
-            .zip(&memifs)
+            .zip(&whys)
             .find(|((_, p), _)| !p.link_up());
-        let Some((((spec, _), _), memif)) = down else {
+        let Some((((spec, _), _), why)) = down else {
             return Ok(out);
         };
         if Instant::now() >= deadline {
-            // a memif client says why its last attempt ended
-            let why = memif
+            // a memif client or vhost-user frontend says why its last
+            // attempt ended
+            let why = why
                 .as_ref()
-                .map(|m| m.status().last_disconnect)
+                .map(|w| w())
                 .filter(|r| !r.is_empty())
                 .map(|r| format!(" (last attempt: {r})"))
                 .unwrap_or_default();
@@ -96,8 +97,12 @@ pub fn open_all_and_wait(
     }
 }
 
-/// The port, and for a memif client the port itself (to say why it is down).
-type Opened = (Arc<dyn Port>, Option<Arc<ports::memif::MemifPort>>);
+/// Why a port's last connection attempt failed ("" if none did).
+type WhyDown = Box<dyn Fn() -> String>;
+
+/// The port, and for a memif client or vhost-user frontend how to say why
+/// it is down.
+type Opened = (Arc<dyn Port>, Option<WhyDown>);
 
 fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
     match spec {
@@ -125,7 +130,12 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             cfg.queue_size = *queue_size;
             cfg.max_frame_b = *max_frame as usize;
             ports::vhost_user::frontend::VhostFrontendPort::new(name, cfg)
-                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
+                .map(|p| {
+                    let p = Arc::new(p);
+                    let q = p.clone();
+                    let why: WhyDown = Box::new(move || q.last_error());
+                    (p as Arc<dyn Port>, Some(why))
+                })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
         PortSpec::AfXdp { iface, queue, mode } => {
@@ -176,7 +186,9 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             ports::memif::MemifPort::client(cfg, client)
                 .map(|p| {
                     let p = Arc::new(p);
-                    (p.clone() as Arc<dyn Port>, Some(p))
+                    let q = p.clone();
+                    let why: WhyDown = Box::new(move || q.status().last_disconnect);
+                    (p as Arc<dyn Port>, Some(why))
                 })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }

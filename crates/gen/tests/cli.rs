@@ -116,6 +116,20 @@ fn an_absent_peer_exits_3_after_the_wait() {
         el >= Duration::from_millis(500) && el < Duration::from_secs(5),
         "{el:?}"
     );
+    // A vhost-user frontend with no backend says why it is down.
+    let o = run(&[
+        "tx",
+        "--port",
+        &format!("vhost-user:{sock}"),
+        "--wait-peer-s",
+        "0.5",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("did not come up") && stderr(&o).contains("last attempt: connect"),
+        "{}",
+        stderr(&o)
+    );
     // `--interval` (the spelling) is an alias of `--interval-s`: an
     // option, not a bad one (that would be exit 2).
     let o = run(&[

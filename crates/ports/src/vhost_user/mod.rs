@@ -13,6 +13,9 @@
 //!   receive virtqueue `2q`. Every descriptor is validated; a frontend that
 //!   lies is disconnected and counted; one that hangs up is disconnected.
 //! - [`sys`]: every `unsafe` and system call (mmap, ring accesses, eventfd).
+//! - [`frontend`]: the other end, a vhost-user *frontend* (driver side,
+//!   what DPDK calls virtio-user) sharing `sys`'s memory and ring code:
+//!   turnout-gen attaches to a switch's vhost-user port with it.
 //!
 //! Threading: the control thread owns the protocol state and installs
 //! immutable per-virtqueue sessions in `ArcSwapOption`s; workers load them
