@@ -210,16 +210,22 @@ mod tests {
     const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
-    /// ip_low8 built once for the whole test binary (kept until exit).
+    /// ip_low8 built once for the whole test binary. It must outlive every
+    /// test (a static is never dropped), so it lives in the build's target
+    /// directory, not in a temporary directory that would be left behind:
+    /// compiled under this process's name, then renamed into place (a
+    /// concurrent run keeps the file it loaded).
     fn ip_low8() -> &'static str {
-        static LIB: OnceLock<(TempDir, String)> = OnceLock::new();
-        &LIB.get_or_init(|| {
-            let d = TempDir::new("logic-plugin");
-            let so = cc_shared(&repo_dir("plugins/ip_low8.c"), &d.0, "libip_low8.so").unwrap();
-            let s = so.to_str().unwrap().to_string();
-            (d, s)
+        static LIB: OnceLock<String> = OnceLock::new();
+        LIB.get_or_init(|| {
+            let dir = repo_dir("target/test-plugins");
+            std::fs::create_dir_all(&dir).unwrap();
+            let tmp = format!("libip_low8.so.{}", std::process::id());
+            let so = cc_shared(&repo_dir("plugins/ip_low8.c"), &dir, &tmp).unwrap();
+            let dst = dir.join("libip_low8.so");
+            std::fs::rename(&so, &dst).unwrap();
+            dst.to_str().unwrap().to_string()
         })
-        .1
     }
 
     fn load(config: &str) -> Result<PluginLogic, LogicError> {
