@@ -70,6 +70,11 @@ def test_overlay_next_to_plain(tmp_path, sut):
         for t in over:
             assert t.received > 0 and t.received <= t.sent, t
             cpf = t.busy_cycles_per_frame
+            if sut == "bridge" and t.method == "fixed" and cpf is None:
+                # 20 kpps for a fraction of a second is a few clock ticks of
+                # softirq time: the account is too coarse, and says so
+                assert "below its resolution" in t.extra.get("cost_why", ""), t.extra
+                continue
             assert cpf is not None, t.extra.get("cost_why")
             assert 50 < cpf < 1e7, cpf
             assert "both hosts" in t.extra["cost_source"]
@@ -89,7 +94,9 @@ def test_overlay_next_to_plain(tmp_path, sut):
         assert cfg["overlay"]["vni"] == 100 and set(cfg["hosts"]) == {"A", "B"}
         rows = encap_rows(trials)
         assert {r.load for r in rows} == {"R+", "20000 pps"}
-        assert all(r.encap_cost is not None and r.n_pairs == 1 for r in rows)
+        # the bridge's 20 kpps trials may be below its tick account's resolution
+        costed = [r for r in rows if sut != "bridge" or r.load == "R+"]
+        assert costed and all(r.encap_cost is not None and r.n_pairs == 1 for r in costed)
     assert _leftovers() == []
 
 

@@ -49,6 +49,22 @@ def test_cost_needs_two_samples_and_enough_frames():
     assert c is None and "only 10 frames" in why
 
 
+def test_a_coarse_account_below_its_resolution_gives_no_cost():
+    # /proc/stat ticks: 3 ticks of softirq for 20k frames is not a figure, and
+    # 0 ticks (the work ran between two ticks) is not "free"
+    tick = 3e9 / 100
+    for ticks in (0, 3, 9):
+        s = [CostSample(0.0, 0.0, 0, tick), CostSample(0.5, ticks * tick, 20_000, tick)]
+        c, why = cost_in_window(s, 0.0, 1.0, "x")
+        assert c is None and "below its resolution" in why, (ticks, why)
+    s = [CostSample(0.0, 0.0, 0, tick), CostSample(0.5, 40 * tick, 400_000, tick)]
+    c, why = cost_in_window(s, 0.0, 1.0, "x")
+    assert c is not None and c.cycles_per_frame == pytest.approx(3000.0)
+    # a cycle-exact account has no such floor
+    s = [CostSample(0.0, 0.0, 0), CostSample(0.5, 5e4, 20_000)]
+    assert cost_in_window(s, 0.0, 1.0, "x")[0] is not None
+
+
 def test_counters_that_wrap_or_go_backwards():
     assert counter_delta(2**64 - 10, 5) == 15  # testpmd's port totals may wrap
     s = [CostSample(0.0, 1e9, 5_000_000), CostSample(0.5, 1e6, 10)]  # restarted

@@ -389,17 +389,19 @@ class OverlaySut:
             if any(getattr(h, "holder", None) is None or h.holder.poll() is not None
                    for h in hosts):
                 return None
-            cycles = kernel_ticks(self.cpus) * nominal_hz()[0] / CLK_TCK
+            tick = nominal_hz()[0] / CLK_TCK
+            cycles = kernel_ticks(self.cpus) * tick
             rx = [h.rx_frames() for h in hosts]
-            return CostSample(now, cycles, sum(rx) // 2)
+            return CostSample(now, cycles, sum(rx) // 2, tick)
         samples = [h.sample() for h in self.hosts]
         if any(s is None for s in samples):
             return None
         got = [s for s in samples if s is not None]
         now = (now + time.monotonic()) / 2  # as CostSampler times its probes
         for store, s in zip(self.host_samples, got, strict=True):
-            store.append(CostSample(now, s.cycles, s.frames))
-        return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2)
+            store.append(CostSample(now, s.cycles, s.frames, s.resolution))
+        return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2,
+                          max(s.resolution for s in got))
 
     def teardown(self) -> None:
         for h in reversed(self.hosts):

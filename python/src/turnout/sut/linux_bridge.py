@@ -56,7 +56,8 @@ class LinuxBridge(SutAdapter):
             return None
         ticks = kernel_ticks(self.cpus)
         frames = netdev_rx_packets(holder.pid, [p.iface for p in self.topo.ports])
-        return CostSample(0.0, ticks * nominal_hz()[0] / CLK_TCK, frames)
+        tick = nominal_hz()[0] / CLK_TCK
+        return CostSample(0.0, ticks * tick, frames, tick)
 
     has_rules = True
 
