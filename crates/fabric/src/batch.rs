@@ -266,6 +266,23 @@ impl Drop for RxBatch {
 }
 
 impl RxBatch {
+    /// Keeps, among the frames from index `from` on, those for which `keep`
+    /// is true, in order; returns how many were removed.
+    #[inline]
+    fn retain_from(&mut self, from: usize, mut keep: impl FnMut(&Pkt) -> bool) -> usize {
+        let from = from.min(self.len);
+        let mut w = from;
+        for r in from..self.len {
+            if keep(&self.pkts[r]) {
+                self.pkts.swap(w, r);
+                w += 1;
+            }
+        }
+        let removed = self.len - w;
+        self.len = w;
+        removed
+    }
+
     /// A batch of `capacity` frames (clamped to `1..=MAX_BATCH`).
     pub fn with_capacity(capacity: usize) -> Self {
         let cap = capacity.clamp(1, MAX_BATCH);
@@ -442,19 +459,8 @@ impl RxFill<'_> {
     /// removed. Frames before `from` are untouched; removed frames are still
     /// released with the rest of the burst.
     #[inline]
-    pub fn retain_from(&mut self, from: usize, mut keep: impl FnMut(&Pkt) -> bool) -> usize {
-        let b = &mut *self.batch;
-        let from = from.min(b.len);
-        let mut w = from;
-        for r in from..b.len {
-            if keep(&b.pkts[r]) {
-                b.pkts.swap(w, r);
-                w += 1;
-            }
-        }
-        let removed = b.len - w;
-        b.len = w;
-        removed
+    pub fn retain_from(&mut self, from: usize, keep: impl FnMut(&Pkt) -> bool) -> usize {
+        self.batch.retain_from(from, keep)
     }
 
     /// Copies `frame` into scratch and appends it: `scratch` then
@@ -516,18 +522,8 @@ impl<Q: RxQueue + ?Sized> Burst<'_, Q> {
     /// returns how many were removed. The removed frames are still released
     /// with the rest.
     #[inline]
-    pub fn retain(&mut self, mut keep: impl FnMut(&Pkt) -> bool) -> usize {
-        let b = &mut *self.batch;
-        let mut w = 0;
-        for r in 0..b.len {
-            if keep(&b.pkts[r]) {
-                b.pkts.swap(w, r);
-                w += 1;
-            }
-        }
-        let removed = b.len - w;
-        b.len = w;
-        removed
+    pub fn retain(&mut self, keep: impl FnMut(&Pkt) -> bool) -> usize {
+        self.batch.retain_from(0, keep)
     }
 }
 

@@ -33,6 +33,7 @@ p2p figures of the same campaign (report/overlay.py).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import subprocess
 import time
@@ -145,20 +146,20 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: st
 
 
 # ------------------------------------------------------------------ hosts
-class _Host:
+class _Host(abc.ABC):
     """A switch on one host: set up, account (``sample``: this host's own
     cumulative cycles and received frames; None when its account is not per
     host, as the kernel's per-CPU softirq time), torn down."""
 
-    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None: ...
 
     def ready(self) -> bool:
         """The tunnel can carry frames (its remote is resolved)."""
         return True
 
-    def version(self) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def version(self) -> str: ...
 
     def config(self) -> dict[str, Any]:
         return {}
