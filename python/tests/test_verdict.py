@@ -241,3 +241,92 @@ def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
                                               ("3", "ovs")]
     assert all(r[8].startswith("52") for r in t.rows)  # the wire's median p99, µs
     assert t.rows[0][2] == "10 kpps"
+
+
+def _add_rplus(db, cid, sut, rep, vp="memif", rate=None, status="ok", reason="", size=1518,
+               scen="v2v"):
+    """One R+ result (and, when it did not finish, the failed trial the
+    runner records next to it: runner._skip)."""
+    from turnout.results import Trial
+
+    key = f"{sut}/{scen}/{size}/rplus/r{rep}"
+    db.add_result(Result(campaign_id=cid, key=key, sut=sut, scenario=scen, frame_size_b=size,
+                         virtual_port=vp, method="rplus", repetition=rep,
+                         rate_total_pps=rate or 0.0, rx_total_pps=rate or 0.0, status=status,
+                         reason=reason, busy_cycles_per_frame=(500.0 if rate else None),
+                         tester_bound=0))
+    if status != "ok":
+        db.add_trial(Trial(campaign_id=cid, key=key, sut=sut, scenario=scen,
+                           frame_size_b=size, virtual_port=vp, method="rplus", repetition=rep,
+                           status=status, reason=reason))
+
+
+def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
+    """testpmd's memif server refused a reconnect in repetition 1: the runner
+    stored that attempt as failed, restarted testpmd and stored the retry
+    as ok (runner.py, PeerAbsent). OVS-DPDK failed every repetition. The
+    verdict has one row per SUT, none with n=0, and ranks only data."""
+    db = ResultsDB(tmp_path / "d.db")
+    cid = db.add_campaign(Campaign(name="d", spec={}, file="d.toml", started_at=1.7e9,
+                                   status="done"))
+    refused = "PeerAbsent: memif server refused the connection"
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
+        if rep == 1:
+            _add_rplus(db, cid, "testpmd", rep, status="failed", reason=refused)
+        _add_rplus(db, cid, "testpmd", rep, rate=1e6 * k)
+        _add_rplus(db, cid, "ovs-dpdk", rep, status="failed",
+                   reason="RuntimeError: mbuf too small for 1518 B")
+    # the bridge's session could not be set up: no virtual port known yet
+    for rep in range(3):
+        _add_rplus(db, cid, "bridge", rep, vp="", status="skipped",
+                   reason="bridge: no memif ports")
+    with db:
+        data = load_campaign(db, "d")
+        rows = verdict_rows(data)
+        labels = [e.sut for v in rows for e in v.entries]
+        assert sorted(labels) == sorted(set(labels)), labels  # one row per SUT
+        (v,) = [v for v in rows if "memif" in v.use_case]
+        by = {e.sut: e for e in v.entries}
+        assert by["testpmd [memif]"].rate is not None and by["testpmd [memif]"].rate.n == 3
+        assert [e.sut for e in v.entries[:2]] == ["turnoutd [memif]", "testpmd [memif]"]
+        assert [e.rank for e in v.entries[:2]] == ["1", "2"]
+        dpdk = by["ovs-dpdk [memif]"]
+        assert dpdk.rank == "–" and dpdk.limit == "failed" and dpdk.rate is None
+        assert "mbuf too small" in dpdk.note
+        from turnout.report.verdict import verdict_table
+
+        t = verdict_table(data, rows)
+        for row in t.rows:
+            assert row[7] != "0", row  # no "n=0" row
+        (dp,) = [r for r in t.rows if r[4] == "ovs-dpdk [memif]"]
+        assert dp[6] == "failed: RuntimeError: mbuf too small for 1518 B"
+        (br,) = [r for r in t.rows if r[4].startswith("bridge")]
+        assert br[6] == "skipped: bridge: no memif ports" and br[3] == "–"
+        text = summary_text(data)
+        assert "failed: RuntimeError: mbuf too small" in text
+        # the retried attempt is listed as such, not as a missing value
+        assert "1 failed attempt(s) retried with success" in text
+        from turnout.report.queries import not_measured_section
+
+        nm = not_measured_section(data).tables[0]
+        flagged = [f for r, f in zip(nm.rows, nm.flags, strict=True) if "refused" in r[7]]
+        assert flagged and all(f == "retried: ok" for f in flagged)
+
+
+def test_a_partly_failed_sut_keeps_its_data_and_says_what_failed(tmp_path):
+    db = ResultsDB(tmp_path / "p.db")
+    cid = db.add_campaign(Campaign(name="p", spec={}, file="p.toml", started_at=1.7e9,
+                                   status="done"))
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
+        if rep == 2:
+            _add_rplus(db, cid, "testpmd", rep, status="failed", reason="SutError: gone")
+        else:
+            _add_rplus(db, cid, "testpmd", rep, rate=1e6 * k)
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "p"))
+    assert [e.sut for e in v.entries] == ["turnoutd [memif]", "testpmd [memif]"]
+    tp = v.entries[1]
+    assert tp.rate is not None and tp.rate.n == 2
+    assert "1 of 3 repetitions failed: SutError: gone" in tp.note

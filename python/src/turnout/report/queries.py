@@ -56,6 +56,7 @@ __all__ = [
     "load_campaign",
     "loopback_section",
     "not_measured_section",
+    "retried",
     "scale_sections",
     "throughput_points",
     "throughput_section",
@@ -988,6 +989,21 @@ def fingerprint_section(data: CampaignData) -> Section:
     return sec
 
 
+def retried(data: CampaignData) -> set[tuple[str, int]]:
+    """("result" | "trial", id) of every failed or skipped attempt whose test
+    point, method and repetition has an ok result or trial after all: the
+    runner restarted the SUT and retried the item (runner.py, PeerAbsent).
+    Such an attempt is not a missing value."""
+    def at(x: Result | Trial) -> tuple[PointKey, int]:
+        return (PointKey.of(x), int(x.repetition))
+
+    ok = {at(r) for r in data.ok_results} | {at(t) for t in data.ok_trials}
+    out = {("result", r.id or 0) for r in data.results if r.status != "ok" and at(r) in ok}
+    out |= {("trial", t.id or 0) for t in data.trials
+            if t.status != "ok" and t.result_id is None and at(t) in ok}
+    return out
+
+
 def not_measured_section(data: CampaignData) -> Section:
     """Results and trials that were skipped, failed or left unfinished, with the reason."""
     sec = Section(key="not-measured", title="Not measured",
@@ -995,16 +1011,17 @@ def not_measured_section(data: CampaignData) -> Section:
                         "the reason the bench recorded. They are left out of every plot.")
     t = Table(key="not-measured-table", title="Skipped, failed or unfinished",
               columns=["kind", "SUT", "scenario", "dir", "size B", "method", "status", "reason"])
+    again = retried(data)
     for r in data.results:
         if r.status != "ok":
             t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
                            METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"])
-            t.flags.append("")
+            t.flags.append("retried: ok" if ("result", r.id or 0) in again else "")
     for tr in data.trials:
         if tr.status != "ok" and tr.result_id is None:
             t.rows.append(["trial", tr.sut, tr.scenario, tr.direction, str(tr.frame_size_b),
                            METHOD_LABEL.get(tr.method, tr.method), tr.status, tr.reason or "–"])
-            t.flags.append("")
+            t.flags.append("retried: ok" if ("trial", tr.id or 0) in again else "")
     if t.rows:
         sec.tables.append(t)
     else:

@@ -16,6 +16,7 @@ from .queries import (
     fmt_pct,
     fmt_spread,
     load_campaign,
+    retried,
     throughput_points,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
@@ -99,8 +100,12 @@ def summary_text(data: CampaignData) -> str:
         ot = ov.tables[0]
         out += ["", ot.title, format_table([*ot.columns, "mark"], [
             [*row, flag] for row, flag in zip(ot.rows, ot.flags, strict=True)])]
-    bad = [r for r in data.results if r.status != "ok"] + \
-        [t for t in data.trials if t.status != "ok" and t.result_id is None]
+    again = retried(data)
+    bad = [r for r in data.results if r.status != "ok" and ("result", r.id or 0) not in again] + \
+        [t for t in data.trials if t.status != "ok" and t.result_id is None
+         and ("trial", t.id or 0) not in again]
+    if again:
+        out += ["", f"{len(again)} failed attempt(s) retried with success (not counted below)"]
     if bad:
         out += ["", f"Not measured: {len(bad)}"]
         rows = [[r.sut, r.scenario, r.direction, str(r.frame_size_b),

@@ -177,16 +177,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
         if r.tester_bound:
             bound[k] += 1
-    # what was not measured, per test point (skipped trials, failed searches)
-    missing: dict[tuple, dict[str, str]] = defaultdict(dict)
-    for r in data.results:
-        if r.method == "rplus" and r.status != "ok":
-            k = PointKey.of(r)
-            missing[k.group()][k.sut_label()] = f"{r.status}: {r.reason or '–'}"
-    for t in data.trials:
-        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
-            k = PointKey.of(t)
-            missing[k.group()].setdefault(k.sut_label(), f"{t.status}: {t.reason or '–'}")
+    missing = unmeasured(data)
     groups: dict[tuple, list[PointKey]] = defaultdict(list)
     for k in rate:
         groups[k.group()].append(k)
@@ -205,30 +196,83 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             if k.sut not in data.reference_suts:
                 by_port[k.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
+        # a session that could not be set up never learnt its virtual port:
+        # its label has none; it belongs with that SUT's data or, when the
+        # SUT has none here, with the only port type the others used
+        ports = sorted(by_port)
+        for (sut, vp), why in list(todo.items()):
+            if vp or sut in data.reference_suts:
+                continue
+            mine = [p for p in ports if any(k.sut == sut for k in by_port[p])]
+            to = mine[0] if mine else ports[0] if len(ports) == 1 else None
+            if to:
+                del todo[(sut, vp)]
+                todo.setdefault((sut, to), []).extend(why)
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
-                              cores, sharing.get(k)) for k in suts]
+                              cores, sharing.get(k), todo.pop((k.sut, vp), []))
+                       for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
-            mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
-            for label in mine:
-                why = todo.pop(label)
-                entries.append(Entry(sut=label, limit=why.split(":")[0], note=why))
+            entries += [_unmeasured(sut, v, todo.pop((sut, v)))
+                        for sut, v in sorted(todo) if v == vp]
             out.append(Verdict(
                 use_case=USE_CASES.get(suts[0].scenario, suts[0].scenario)
                 + (f" [{vp}]" if vp else ""),
                 scenario=suts[0].scenario, direction=g[1], frame_size_b=int(g[2]),
                 extras=suts[0].extras(), measure=measure,
                 ceiling=ceiling_of.get(vp or "veth"), entries=entries))
-        rest = [Entry(sut=label, limit=why.split(":")[0], note=why)
-                for label, why in sorted(todo.items())
-                if label.split(" [")[0] not in data.reference_suts]
+        rest = [_unmeasured(sut, vp, why) for (sut, vp), why in sorted(todo.items())
+                if sut not in data.reference_suts]
         if rest:
             scen = _scenario_of(g)
             out.append(Verdict(use_case=USE_CASES.get(scen, scen), scenario=scen,
                                direction=g[1], frame_size_b=int(g[2]), extras="",
                                measure="rate", ceiling=None, entries=rest))
     return out
+
+
+#: what did not give a value at one repetition: (repetition, status, reason)
+Miss = tuple[int, str, str]
+
+
+def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Miss]]]:
+    """R+ repetitions that gave no value, per test point group and (SUT,
+    virtual port): failed searches and skipped or failed trials, one per
+    repetition. An attempt the runner retried with success (a SUT restarted
+    after its port stopped taking peers: runner.py) is not missing."""
+    ok = {(PointKey.of(r), int(r.repetition)) for r in data.ok_results if r.method == "rplus"}
+    per: dict[tuple[PointKey, int], tuple[str, str]] = {}
+    for r in data.results:
+        if r.method == "rplus" and r.status != "ok":
+            per.setdefault((PointKey.of(r), int(r.repetition)), (r.status, r.reason or "–"))
+    for t in data.trials:
+        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
+            per.setdefault((PointKey.of(t), int(t.repetition)), (t.status, t.reason or "–"))
+    out: dict[tuple, dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
+    for (k, rep), (status, reason) in sorted(per.items()):
+        if (k, rep) in ok:
+            continue
+        out[k.group()].setdefault((k.sut, k.virtual_port), []).append((rep, status, reason))
+    return out
+
+
+def _why(misses: list[Miss]) -> str:
+    """'failed: reason' (one per distinct status and reason, in order)."""
+    seen: list[str] = []
+    for _, status, reason in misses:
+        s = f"{status}: {reason}"
+        if s not in seen:
+            seen.append(s)
+    return "; ".join(seen)
+
+
+def _unmeasured(sut: str, vp: str, misses: list[Miss]) -> Entry:
+    """The entry of a SUT with no value at a verdict row: never ranked, its
+    cell says what happened and why (the stored status and reason)."""
+    label = f"{sut} [{vp}]" if vp else sut
+    status = "failed" if any(m[1] == "failed" for m in misses) else misses[0][1]
+    return Entry(sut=label, limit=status, note=_why(misses))
 
 
 def tester_processes(k: PointKey) -> int:
@@ -251,8 +295,10 @@ def tester_cores(spec: dict) -> int:
 
 
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
-           ceil: Spread | None, cores: int = 1, sharing: int | None = None) -> Entry:
-    """One SUT's entry: its rate and cost over repetitions, and what limited it."""
+           ceil: Spread | None, cores: int = 1, sharing: int | None = None,
+           misses: list[Miss] | None = None) -> Entry:
+    """One SUT's entry: its rate and cost over repetitions, what limited it,
+    and the repetitions that gave no value (``misses``) with their reason."""
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
@@ -274,6 +320,15 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     e.note = "; ".join(limited)
     if ceil is None and k.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")
+    if misses:
+        reps = len(rate) + len(misses)
+        statuses = {m[1] for m in misses}
+        if len(statuses) == 1:
+            reasons = "; ".join(dict.fromkeys(m[2] for m in misses))
+            what = f"{misses[0][1]}: {reasons}"
+        else:
+            what = f"without a value: {_why(misses)}"
+        e.note = _join(e.note, f"{len(misses)} of {reps} repetitions {what}")
     return e
 
 
@@ -328,12 +383,13 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
             t.rows.append([
                 v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
                 e.rank, e.sut, v.measure if e.measured else "–",
-                _measure_cell(e, v.measure, hz) if e.measured else "–",
-                str(e.rate.n) if e.rate else "0",
+                # a SUT without a value says what happened instead (never "n=0")
+                _measure_cell(e, v.measure, hz) if e.measured else e.note or e.limit or "–",
+                str(e.rate.n) if e.rate else "–",
                 _ratio_cell(e.ratio_next),
                 fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
                 fmt_spread(e.headroom, 2) if e.headroom else "–",
-                e.limit or "–", e.note or "–",
+                e.limit or "–", (e.note or "–") if e.measured else "–",
             ])
             t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
     return t
