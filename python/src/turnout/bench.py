@@ -118,7 +118,7 @@ class RealBench:
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
-                    cost_source=sut.cost_source,
+                    cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)
