@@ -70,6 +70,16 @@ def test_overlay_next_to_plain(tmp_path, sut):
         for t in over:
             assert t.received > 0 and t.received <= t.sent, t
             cpf = t.busy_cycles_per_frame
+            if t.method == "fixed" and cpf is None:
+                # 20 kpps may be too little work for a counter's resolution
+                # (the bridge's kernel time counts in 10 ms units): no figure
+                # then, and a reason — never a cost of 0
+                assert "resolution" in t.extra["cost_why"], t.extra
+                continue
+            # R+: every frame the overlay carried was forwarded twice, by
+            # work that runs on the SUT's CPUs (RPS on every host-side veth,
+            # the underlay's too; the kernel's vxlan decapsulates there);
+            # kernel time counts also when it woke an idle CPU (measure/kernel.py)
             assert cpf is not None, t.extra.get("cost_why")
             assert 50 < cpf < 1e7, cpf
             assert "both hosts" in t.extra["cost_source"]

@@ -235,9 +235,14 @@ def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
         assert t.extra["cost_source"] and t.extra["cost_frames"] >= 1000
         (r,) = db.results(c.id, method="rplus")
         assert r.busy_cycles_per_frame == cpf
+        # the kernel share of the SUT's CPUs is a figure or says why not
+        assert t.extra["kernel_cpus"]
+        assert "kernel_cycles_per_frame" in t.extra or t.extra["kernel_why"], t.extra
         if sut == "bridge":
-            # kernel forwarding on the SUT's CPU: hundreds of cycles a frame
+            # kernel forwarding on the SUT's CPU: hundreds of cycles a frame;
+            # its own account is its kernel share
             assert cpf > 300, cpf
+            assert t.extra["kernel_cycles_per_frame"] == pytest.approx(cpf, rel=0.1)
 
 
 @needs_root

@@ -306,7 +306,8 @@ def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
         text = summary_text(data)
         assert "failed: RuntimeError: mbuf too small" in text
         # the retried attempt is listed as such, not as a missing value
-        assert "1 failed attempt(s) retried with success" in text
+        assert "Not measured: 12 (and 2 failed attempts retried with success" in text
+        assert "failed, retried: ok  PeerAbsent" in text
         from turnout.report.queries import not_measured_section
 
         nm = not_measured_section(data).tables[0]
@@ -330,3 +331,67 @@ def test_a_partly_failed_sut_keeps_its_data_and_says_what_failed(tmp_path):
     tp = v.entries[1]
     assert tp.rate is not None and tp.rate.n == 2
     assert "1 of 3 repetitions failed: SutError: gone" in tp.note
+
+
+# ------------------------------------------------------------ kernel time
+def _stat(cpu1: tuple[int, ...]) -> str:
+    """/proc/stat with cpu1's user nice system idle iowait irq softirq steal."""
+    return ("cpu  0 0 0 0 0 0 0 0 0 0\n"
+            "cpu0 500 0 100 900 0 0 0 0 0 0\n"
+            "cpu1 " + " ".join(str(x) for x in cpu1) + " 0 0\n")
+
+
+def test_kernel_time_counts_interrupt_work_that_woke_an_idle_cpu():
+    """NO_HZ idle, tick accounting: the bridge forwards in softirqs that
+    RPS IPIs raise on an idle CPU; no tick samples them, so irq and softirq
+    stay 0 while idle (kept in ns) grows by less than the wall clock. The
+    missing time is the kernel's work: 0.2 s of 1 s here."""
+    from turnout.measure.cost import kernel_ticks
+    from turnout.measure.kernel import kernel_busy_s
+
+    before = _stat((1000, 0, 200, 5000, 10, 0, 0, 0))
+    after = _stat((1000, 0, 200, 5080, 10, 0, 0, 0))  # 0.8 s idle in 1 s, no tick
+    assert kernel_ticks([1], after) - kernel_ticks([1], before) == 0  # the old account
+    busy = kernel_busy_s([1], after, now=101.0) - kernel_busy_s([1], before, now=100.0)
+    assert busy == pytest.approx(0.2)
+    # a process on that CPU (0.3 s user + system) is not the kernel's work,
+    # a sampled softirq tick (0.05 s) is
+    after2 = _stat((1020, 0, 210, 5050, 10, 0, 5, 0))
+    busy = kernel_busy_s([1], after2, now=101.0) - kernel_busy_s([1], before, now=100.0)
+    assert busy == pytest.approx(1.0 - 0.5 - 0.3)
+    assert kernel_busy_s([7], before, now=1.0) == 0.0  # no such CPU: nothing
+
+
+def test_kernel_share_pairs_the_suts_frames_with_its_cpus_kernel_time(monkeypatch):
+    from turnout.measure import kernel
+    from turnout.measure.kernel import MIN_KERNEL_S, KernelShare, kernel_share
+
+    frames = iter(range(0, 10**9, 10_000))
+    busy = iter([0.0, 0.1, 0.09, 0.3, 0.5])  # the third reading is a little behind
+
+    monkeypatch.setattr(kernel, "kernel_busy_s", lambda cpus, stat=None, now=None: next(busy))
+    ks = KernelShare(lambda: CostSample(0.0, 0.0, next(frames)), [1])
+    for _ in range(5):
+        assert ks() is not None
+    assert [s[1] for s in ks.samples] == [0.0, 0.1, 0.1, 0.3, 0.5]  # never backwards
+    t = [s[0] for s in ks.samples]
+    share, busy_s, why = kernel_share(ks.samples, t[0], t[-1], hz=1e9)
+    assert why == "" and busy_s == pytest.approx(0.5)
+    assert share == pytest.approx(0.5 * 1e9 / 40_000)
+    share, busy_s, why = kernel_share(ks.samples, t[1], t[2], hz=1e9)  # 0 s in 10k frames
+    assert share is None and "resolution" in why and busy_s < MIN_KERNEL_S
+    # a SUT without an own account has no frames: no kernel share either
+    assert KernelShare(lambda: None, [1])() is None
+
+
+def test_apply_kernel_share_stores_a_figure_or_why():
+    from turnout.measure.gen import apply_kernel_share
+
+    c = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    c.extra["windows_ns"] = [[int(10e9), int(11e9)]]
+    samples = [(9.9 + i * 0.05, 0.02 * i, 20_000 * i) for i in range(26)]
+    apply_kernel_share(c, samples, [1, 2])
+    assert c.extra["kernel_cpus"] == "1,2" and c.extra["kernel_cycles_per_frame"] > 0
+    c2 = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    apply_kernel_share(c2, samples, [1])
+    assert "no traffic window" in c2.extra["kernel_why"]

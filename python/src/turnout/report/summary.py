@@ -101,20 +101,23 @@ def summary_text(data: CampaignData) -> str:
         out += ["", ot.title, format_table([*ot.columns, "mark"], [
             [*row, flag] for row, flag in zip(ot.rows, ot.flags, strict=True)])]
     again = retried(data)
-    bad = [r for r in data.results if r.status != "ok" and ("result", r.id or 0) not in again] + \
-        [t for t in data.trials if t.status != "ok" and t.result_id is None
-         and ("trial", t.id or 0) not in again]
-    if again:
-        out += ["", f"{len(again)} failed attempt(s) retried with success (not counted below)"]
-    if bad:
-        out += ["", f"Not measured: {len(bad)}"]
+    failed = [r for r in data.results if r.status != "ok"] + \
+        [t for t in data.trials if t.status != "ok" and t.result_id is None]
+    kind = {id(r): "result" for r in data.results} | {id(t): "trial" for t in data.trials}
+    bad = [x for x in failed if (kind[id(x)], x.id or 0) not in again]
+    if failed:
+        out += ["", f"Not measured: {len(bad)}"
+                + (f" (and {len(failed) - len(bad)} failed attempts retried with success, "
+                   "marked 'retried: ok')" if len(failed) > len(bad) else "")]
         rows = [[r.sut, r.scenario, r.direction, str(r.frame_size_b),
-                 METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"]
-                for r in bad[:20]]
+                 METHOD_LABEL.get(r.method, r.method),
+                 r.status + (", retried: ok" if (kind[id(r)], r.id or 0) in again else ""),
+                 r.reason or "–"]
+                for r in failed[:20]]
         out.append(format_table(["SUT", "scenario", "dir", "size", "method", "status", "reason"],
                                 rows))
-        if len(bad) > 20:
-            out.append(f"... and {len(bad) - 20} more (see the report)")
+        if len(failed) > 20:
+            out.append(f"... and {len(failed) - 20} more (see the report)")
     from .methods import rule_update_verdict_table
     from .verdict import latency_verdict_table, verdict_table
 
