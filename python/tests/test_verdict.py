@@ -395,3 +395,28 @@ def test_apply_kernel_share_stores_a_figure_or_why():
     c2 = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
     apply_kernel_share(c2, samples, [1])
     assert "no traffic window" in c2.extra["kernel_why"]
+
+
+def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
+    from turnout.report.verdict import verdict_table
+
+    db = ResultsDB(tmp_path / "k.db")
+    cid = db.add_campaign(Campaign(name="k", spec={}, file="k.toml", started_at=1.7e9,
+                                   status="done"))
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        for sut, rate, own, kern in (("turnoutd", 1.0e6, 400, 300), ("bridge", 0.4e6, 3000,
+                                                                     3000)):
+            db.add_result(Result(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                                 method="rplus", repetition=rep, rate_total_pps=rate * k,
+                                 rx_total_pps=rate * k, status="ok", tester_bound=0,
+                                 busy_cycles_per_frame=own * k,
+                                 extra={"kernel_cycles_per_frame": kern * k}))
+    with db:
+        data = load_campaign(db, "k")
+        (v,) = verdict_rows(data)
+        t = verdict_table(data, [v])
+    by = {e.sut: e for e in v.entries}
+    assert by["turnoutd"].cost.median == pytest.approx(400)  # not 400 + 300
+    assert by["turnoutd"].kernel.median == pytest.approx(300)
+    col = t.columns.index("kernel share cyc/frame")
+    assert [r[col] for r in t.rows] == ["300 [294–306]", "3000 [2940–3060]"]

@@ -59,6 +59,9 @@ class Entry:
     sut: str
     rate: Spread | None = None  # R+, frames/s
     cost: Spread | None = None  # busy cycles per frame
+    #: kernel share: the kernel's cycles per frame on the SUT's CPUs, next to
+    #: (never in) its own account (measure/kernel.py)
+    kernel: Spread | None = None
     by_rep_rate: dict[int, float] = field(default_factory=dict)
     by_rep_cost: dict[int, float] = field(default_factory=dict)
     tester_bound: int = 0
@@ -162,6 +165,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     """The verdict of one campaign, one Verdict per use case and frame size."""
     rate: dict[PointKey, dict[int, float]] = defaultdict(dict)
     cost: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    kernel: dict[PointKey, list[float]] = defaultdict(list)
     bound: dict[PointKey, int] = defaultdict(int)
     sharing: dict[PointKey, int] = {}
     for t in data.ok_trials:
@@ -175,6 +179,8 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         rate[k][int(r.repetition)] = float(r.rate_total_pps)
         if r.busy_cycles_per_frame:
             cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
+        if (r.extra or {}).get("kernel_cycles_per_frame"):
+            kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
         if r.tester_bound:
             bound[k] += 1
     missing = unmeasured(data)
@@ -210,7 +216,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
                 todo.setdefault((sut, to), []).extend(why)
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
-                              cores, sharing.get(k), todo.pop((k.sut, vp), []))
+                              cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k])
                        for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
@@ -296,13 +302,14 @@ def tester_cores(spec: dict) -> int:
 
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
            ceil: Spread | None, cores: int = 1, sharing: int | None = None,
-           misses: list[Miss] | None = None) -> Entry:
+           misses: list[Miss] | None = None, kernel: list[float] | None = None) -> Entry:
     """One SUT's entry: its rate and cost over repetitions, what limited it,
     and the repetitions that gave no value (``misses``) with their reason."""
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
     e.cost = spread_of(list(cost.values())) if cost else None
+    e.kernel = spread_of(kernel) if kernel else None
     limited = []
     if bound and bound * 2 >= e.rate.n:
         limited.append(f"tester-bound in {bound}/{e.rate.n}")
@@ -368,7 +375,8 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
     t = Table(
         key="verdict-table", title="Verdict",
         columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "value [min–max]",
-                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why"],
+                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why",
+                 "kernel share cyc/frame"],
         note=("Ranked by R+ where every SUT set its own rate; by the SUT's busy cycles per "
               "frame (its own accounting, lower is better) as soon as one of them was limited "
               "by the tester. Two SUTs share a rank (=) when their min–max ranges overlap; "
@@ -376,7 +384,10 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
               "the next SUT, repetition by repetition. Mpps/core: the TSC rate over the cost, "
               "what one core would forward doing only this work at this cost — an upper "
               "bound. of ceiling: R+ over the bare wire's on the same path and port type "
-              "(the tester's own ceiling)."),
+              "(the tester's own ceiling). Kernel share: the kernel's work on the SUT's CPUs "
+              "per frame (interrupts and softirqs: on veth, the receive its transmits cause, "
+              "the tester's AF_XDP copy included), shown next to the cost, never added to it; "
+              "for the Linux bridge it is its cost (docs/bench.md, \"Kernel share\")."),
     )
     for v in rows:
         for e in v.entries:
@@ -390,6 +401,7 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
                 fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
                 fmt_spread(e.headroom, 2) if e.headroom else "–",
                 e.limit or "–", (e.note or "–") if e.measured else "–",
+                fmt_spread(e.kernel, 0) if e.kernel else "–",
             ])
             t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
     return t
@@ -449,24 +461,31 @@ def cost_check_table(data: CampaignData) -> Table:
     t = Table(
         key="cost-check", title="Cost per frame: the SUT's own account vs the OS's CPU time",
         columns=["SUT", "scenario", "size B", "n", "own account cyc/frame",
-                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by"],
+                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by",
+                 "kernel share cyc/frame"],
         note=("Own account: busy cycles (work on frames) per frame the SUT received, from its "
               "counters. OS: CPU time of its threads in the traffic window × the TSC rate per "
               "frame the tester received. They agree (≈ 1) when the SUT is busy all the time "
               "(it set the rate) or sleeps when idle; a busy-polling SUT the tester held back "
               "spends the rest polling, which the OS counts and its own account does not "
               "(< 1). Kernel switches have no threads of their own: their only account is "
-              "the CPU's softirq time (this host's PMU gives perf no cycle counter)."),
+              "the kernel time of their CPUs (this host's PMU gives perf no cycle counter). "
+              "Kernel share: the kernel's work on the SUT's CPUs per frame in the same "
+              "window, which neither the own account nor the OS's thread times contain."),
     )
     by: dict[tuple, list[tuple[float, float, bool]]] = defaultdict(list)
+    kern: dict[tuple, list[float]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
         label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
-        by[(label, tr.scenario, int(tr.frame_size_b))].append(
-            (float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
-             bool(tr.tester_bound)))
+        key = (label, tr.scenario, int(tr.frame_size_b))
+        by[key].append((float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
+                        bool(tr.tester_bound)))
+        if tr.extra.get("kernel_cycles_per_frame"):
+            kern[key].append(float(tr.extra["kernel_cycles_per_frame"]))
     for (label, scen, size), vals in sorted(by.items()):
+        ks = kern.get((label, scen, size))
         own = spread_of([v[0] for v in vals])
         os_vals = [v[1] for v in vals if v[1] > 0]
         ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
@@ -474,7 +493,8 @@ def cost_check_table(data: CampaignData) -> Table:
         t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
                        fmt_spread(spread_of(os_vals), 0) if os_vals else "–",
                        fmt_spread(ratio, 2) if ratio else "–",
-                       f"tester in {bound}/{len(vals)}" if bound else "SUT"])
+                       f"tester in {bound}/{len(vals)}" if bound else "SUT",
+                       fmt_spread(spread_of(ks), 0) if ks else "–"])
         t.flags.append("")
     return t
 
