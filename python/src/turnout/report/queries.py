@@ -58,6 +58,7 @@ __all__ = [
     "not_measured_section",
     "retried",
     "scale_sections",
+    "sut_label",
     "throughput_points",
     "throughput_section",
 ]
@@ -89,6 +90,12 @@ def scenario_rank(scenario: str) -> tuple[int, str]:
         return (len(SCENARIO_ORDER), scenario)
 
 
+def sut_label(sut: str, virtual_port: str = "") -> str:
+    """How every table names a SUT: its name, with the kind of its virtual
+    ports when it has some ("testpmd [memif]")."""
+    return f"{sut} [{virtual_port}]" if virtual_port else sut
+
+
 @dataclass(frozen=True, order=True)
 class PointKey:
     """A test point: everything but the repetition."""
@@ -118,7 +125,7 @@ class PointKey:
 
     def sut_label(self) -> str:
         """SUT name, with the virtual port kind when there is one."""
-        return f"{self.sut} [{self.virtual_port}]" if self.virtual_port else self.sut
+        return sut_label(self.sut, self.virtual_port)
 
     def extras(self) -> str:
         """Non-default flows/burst/VNFs/ports/pairs, compactly (for tables)."""
@@ -648,7 +655,7 @@ def _group_key(prefix: str, g: tuple) -> str:
 
 
 def _sut_label(t: Trial) -> str:
-    return f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+    return sut_label(t.sut, t.virtual_port)
 
 
 def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
@@ -901,7 +908,7 @@ def cpu_section(data: CampaignData) -> Section:
             for t in ts:
                 if int(t.frame_size_b) != size:
                     continue
-                label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+                label = sut_label(t.sut, t.virtual_port)
                 by[(label, t.method, t.load_fraction, load_bin(t.offered_total_pps),
                     t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
             per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)

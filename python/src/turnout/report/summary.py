@@ -17,6 +17,7 @@ from .queries import (
     fmt_spread,
     load_campaign,
     retried,
+    sut_label,
     throughput_points,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
@@ -83,7 +84,7 @@ def summary_text(data: CampaignData) -> str:
                             if t.load_fraction is not None})
         for t in lat:
             assert t.load_fraction is not None and t.latency_p99_ns is not None  # filtered above
-            label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+            label = sut_label(t.sut, t.virtual_port)
             key = (t.scenario, t.direction, int(t.frame_size_b), label)
             by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))
         rows = []

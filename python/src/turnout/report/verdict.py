@@ -34,7 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .model import Section, Spread, Table, spread_of
-from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank
+from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
@@ -276,9 +276,8 @@ def _why(misses: list[Miss]) -> str:
 def _unmeasured(sut: str, vp: str, misses: list[Miss]) -> Entry:
     """The entry of a SUT with no value at a verdict row: never ranked, its
     cell says what happened and why (the stored status and reason)."""
-    label = f"{sut} [{vp}]" if vp else sut
     status = "failed" if any(m[1] == "failed" for m in misses) else misses[0][1]
-    return Entry(sut=label, limit=status, note=_why(misses))
+    return Entry(sut=sut_label(sut, vp), limit=status, note=_why(misses))
 
 
 def tester_processes(k: PointKey) -> int:
@@ -426,7 +425,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
-        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        label = sut_label(tr.sut, tr.virtual_port)
         key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
                int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
@@ -478,7 +477,7 @@ def cost_check_table(data: CampaignData) -> Table:
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
-        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        label = sut_label(tr.sut, tr.virtual_port)
         key = (label, tr.scenario, int(tr.frame_size_b))
         by[key].append((float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
                         bool(tr.tester_bound)))
