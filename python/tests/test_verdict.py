@@ -420,3 +420,34 @@ def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
     assert by["turnoutd"].kernel.median == pytest.approx(300)
     col = t.columns.index("kernel share cyc/frame")
     assert [r[col] for r in t.rows] == ["300 [294–306]", "3000 [2940–3060]"]
+
+
+def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
+    """testpmd could not reserve its hugepages in one repetition and ran on
+    4 KiB pages (its config's variant "no-huge"): that repetition is another
+    SUT's, not a third value of the same spread."""
+    from turnout.results import Sut
+    from turnout.sut.testpmd import Testpmd
+
+    db = ResultsDB(tmp_path / "c.db")
+    cid = db.add_campaign(Campaign(name="c", spec={}, file="c.toml", started_at=1.7e9,
+                                   status="done"))
+    huge = db.add_sut(Sut(name="testpmd", version="dpdk 22", config={"memory": "512 pages"}))
+    small = db.add_sut(Sut(name="testpmd", version="dpdk 22",
+                           config={"memory": "--no-huge: hugepages not available",
+                                   "variant": "no-huge"}))
+    for rep, sid, rate in ((0, huge, 1.0e6), (1, small, 0.5e6), (2, huge, 1.02e6)):
+        db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"t{rep}", sut="testpmd",
+                             scenario="v2v", virtual_port="memif", method="rplus",
+                             repetition=rep, rate_total_pps=rate, rx_total_pps=rate,
+                             status="ok", tester_bound=0, busy_cycles_per_frame=500.0))
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "c"))
+    assert [(e.sut, e.rate.n if e.rate else 0) for e in v.entries] == [
+        ("testpmd [memif]", 2), ("testpmd (no-huge) [memif]", 1)]
+    # the adapter names the fallback, not a configuration the campaign chose
+    t = Testpmd()
+    t.memory = "--no-huge: hugepages not available (no memory)"
+    assert t.variant() == "no-huge"
+    t.memory = "--no-huge (4 KiB pages)"  # hugepages = 0, as asked
+    assert t.variant() == ""

@@ -153,6 +153,8 @@ class RealBench:
                 note = sut.kernel_threads_note()
                 if note:
                     cfg["cpu_note"] = note
+                if sut.variant():
+                    cfg["variant"] = sut.variant()
                 updater = None
                 if built.update is not None and sut.has_rules:
                     updater = self.update_measurer(tb, sut, built, measurer)

@@ -204,7 +204,17 @@ def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
             raise KeyError(f"no campaign {campaign!r} in {db.path}")
         c = found
     assert c.id is not None
-    return CampaignData(db, c, db.results(c.id), db.trials(c.id))
+    results, trials = db.results(c.id), db.trials(c.id)
+    # a SUT that fell back to another configuration at set-up (its config's
+    # ``variant``, SutAdapter.variant) is another SUT for every table:
+    # "testpmd (no-huge)" is never pooled with "testpmd"
+    variants = {s.id: str(s.config["variant"]) for s in db.suts(c.id)
+                if isinstance(s.config, dict) and s.config.get("variant")}
+    rows: list[Result | Trial] = [*results, *trials]
+    for x in rows:
+        if x.sut_id in variants:
+            x.sut = f"{x.sut} ({variants[x.sut_id]})"
+    return CampaignData(db, c, results, trials)
 
 
 # ---------------------------------------------------------------- formatting
