@@ -40,7 +40,9 @@ from .cpu import CLK_TCK, nominal_hz
 __all__ = ["MIN_KERNEL_S", "KernelClock", "KernelShare", "kernel_busy_s", "kernel_share"]
 
 #: kernel seconds a kernel share needs between its samples: /proc/stat
-#: counts in 10 ms units, so 50 ms is a figure within about ±20 %
+#: prints idle and process time in 10 ms units each, so a difference is
+#: within about ±20 ms; 50 ms is the least that gives a figure (±40 % there,
+#: ±10 % at a busy core over 0.4 s)
 MIN_KERNEL_S = 0.05
 
 
