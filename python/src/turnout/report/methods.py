@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..results import Trial
-from .model import Figure, Panel, Point, Section, Series, Table, spread_of
+from .model import Figure, Panel, Point, Section, Series, Table, spread_of, spread_or_none
 from .queries import (
     CampaignData,
     _fig_group,
@@ -112,7 +112,7 @@ def rule_update_section(data: CampaignData) -> Section:
         behind = max(float(x.extra.get("sender_behind_max_ns", 0)) / 1e6 for x in st)
         detail.rows.append([
             label, str(size), f"{rate / 1e3:g} kpps", str(len(st)), fmt_spread(first),
-            fmt_spread(spread_of(lasts)) if lasts else "–",
+            fmt_spread(spread_or_none(lasts)),
             fmt_spread(spread_of([float(x.extra.get("lost_switchover", x.lost)) for x in st]), 0),
             fmt_spread(spread_of([float(x.lost) for x in st]), 0), fmt_spread(idle), fmt(behind),
             fmt(spread_of(cmd).median), str(st[0].extra.get("update_command", ""))[:160]])

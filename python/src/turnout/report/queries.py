@@ -36,7 +36,18 @@ from itertools import pairwise
 from typing import Any
 
 from ..results import Campaign, Result, ResultsDB, Trial
-from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
+from .model import (
+    Figure,
+    Panel,
+    Point,
+    Section,
+    Series,
+    Spread,
+    Table,
+    slug,
+    spread_of,
+    spread_or_none,
+)
 from .model import within_noise as _within_noise
 from .units import GBPS_DEFINITION, gbps_of, is_ethernet_path
 
@@ -937,9 +948,9 @@ def cpu_section(data: CampaignData) -> Section:
                 vcpu = [c for t in hi[2] if (c := cpu_util(t, "vnf")) is not None]
                 table.rows.append([scen, d, str(size), label, fmt(lo[0].median), fmt(lo[1].median),
                                    fmt(hi[0].median), fmt(hi[1].median),
-                                   fmt_spread(spread_of(cpp)) if cpp else "–",
-                                   fmt_spread(spread_of(tcpu)) if tcpu else "–",
-                                   fmt_spread(spread_of(vcpu)) if vcpu else "–"])
+                                   fmt_spread(spread_or_none(cpp)),
+                                   fmt_spread(spread_or_none(tcpu)),
+                                   fmt_spread(spread_or_none(vcpu))])
                 table.flags.append(_trial_marks(hi[2]))
             panels.append(Panel(f"{size} B", "received Mpps", "SUT CPU (% of one core)", series,
                                 kind="scatter"))

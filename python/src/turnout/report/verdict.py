@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .model import Section, Spread, Table, spread_of
+from .model import Section, Spread, Table, spread_of, spread_or_none
 from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
@@ -307,8 +307,8 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
-    e.cost = spread_of(list(cost.values())) if cost else None
-    e.kernel = spread_of(kernel) if kernel else None
+    e.cost = spread_or_none(list(cost.values()))
+    e.kernel = spread_or_none(kernel or [])
     limited = []
     if bound and bound * 2 >= e.rate.n:
         limited.append(f"tester-bound in {bound}/{e.rate.n}")
@@ -490,10 +490,10 @@ def cost_check_table(data: CampaignData) -> Table:
         ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
         bound = sum(v[2] for v in vals)
         t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
-                       fmt_spread(spread_of(os_vals), 0) if os_vals else "–",
+                       fmt_spread(spread_or_none(os_vals), 0),
                        fmt_spread(ratio, 2) if ratio else "–",
                        f"tester in {bound}/{len(vals)}" if bound else "SUT",
-                       fmt_spread(spread_of(ks), 0) if ks else "–"])
+                       fmt_spread(spread_or_none(ks or []), 0)])
         t.flags.append("")
     return t
 
