@@ -70,11 +70,11 @@ def test_overlay_next_to_plain(tmp_path, sut):
         for t in over:
             assert t.received > 0 and t.received <= t.sent, t
             cpf = t.busy_cycles_per_frame
-            if t.method == "fixed" and cpf is None:
-                # 20 kpps may be too little work for a counter's resolution
-                # (the bridge's kernel time counts in 10 ms units): no figure
-                # then, and a reason — never a cost of 0
-                assert "resolution" in t.extra["cost_why"], t.extra
+            if sut == "bridge" and t.method == "fixed" and cpf is None:
+                # 20 kpps for a fraction of a second is a few 10 ms steps of
+                # the kernel's time: the account is too coarse, and says so —
+                # never a cost of 0
+                assert "below its resolution" in t.extra.get("cost_why", ""), t.extra
                 continue
             # R+: every frame the overlay carried was forwarded twice, by
             # work that runs on the SUT's CPUs (RPS on every host-side veth,
@@ -99,7 +99,9 @@ def test_overlay_next_to_plain(tmp_path, sut):
         assert cfg["overlay"]["vni"] == 100 and set(cfg["hosts"]) == {"A", "B"}
         rows = encap_rows(trials)
         assert {r.load for r in rows} == {"R+", "20000 pps"}
-        assert all(r.encap_cost is not None and r.n_pairs == 1 for r in rows)
+        # the bridge's 20 kpps trials may be below its tick account's resolution
+        costed = [r for r in rows if sut != "bridge" or r.load == "R+"]
+        assert costed and all(r.encap_cost is not None and r.n_pairs == 1 for r in costed)
     assert _leftovers() == []
 
 

@@ -49,6 +49,22 @@ def test_cost_needs_two_samples_and_enough_frames():
     assert c is None and "only 10 frames" in why
 
 
+def test_a_coarse_account_below_its_resolution_gives_no_cost():
+    # /proc/stat ticks: 3 ticks of softirq for 20k frames is not a figure, and
+    # 0 ticks (the work ran between two ticks) is not "free"
+    tick = 3e9 / 100
+    for ticks in (0, 3, 9):
+        s = [CostSample(0.0, 0.0, 0, tick), CostSample(0.5, ticks * tick, 20_000, tick)]
+        c, why = cost_in_window(s, 0.0, 1.0, "x")
+        assert c is None and "below its resolution" in why, (ticks, why)
+    s = [CostSample(0.0, 0.0, 0, tick), CostSample(0.5, 40 * tick, 400_000, tick)]
+    c, why = cost_in_window(s, 0.0, 1.0, "x")
+    assert c is not None and c.cycles_per_frame == pytest.approx(3000.0)
+    # a cycle-exact account has no such floor
+    s = [CostSample(0.0, 0.0, 0), CostSample(0.5, 5e4, 20_000)]
+    assert cost_in_window(s, 0.0, 1.0, "x")[0] is not None
+
+
 def test_counters_that_wrap_or_go_backwards():
     assert counter_delta(2**64 - 10, 5) == 15  # testpmd's port totals may wrap
     s = [CostSample(0.0, 1e9, 5_000_000), CostSample(0.5, 1e6, 10)]  # restarted
@@ -364,7 +380,7 @@ def test_kernel_time_counts_interrupt_work_that_woke_an_idle_cpu():
 
 def test_kernel_share_pairs_the_suts_frames_with_its_cpus_kernel_time(monkeypatch):
     from turnout.measure import kernel
-    from turnout.measure.kernel import MIN_KERNEL_S, KernelShare, kernel_share
+    from turnout.measure.kernel import KernelShare, kernel_share
 
     frames = iter(range(0, 10**9, 10_000))
     busy = iter([0.0, 0.1, 0.09, 0.3, 0.5])  # the third reading is a little behind
@@ -379,7 +395,7 @@ def test_kernel_share_pairs_the_suts_frames_with_its_cpus_kernel_time(monkeypatc
     assert why == "" and busy_s == pytest.approx(0.5)
     assert share == pytest.approx(0.5 * 1e9 / 40_000)
     share, busy_s, why = kernel_share(ks.samples, t[1], t[2], hz=1e9)  # 0 s in 10k frames
-    assert share is None and "resolution" in why and busy_s < MIN_KERNEL_S
+    assert share is None and "below its resolution" in why and busy_s == 0.0
     # a SUT without an own account has no frames: no kernel share either
     assert KernelShare(lambda: None, [1])() is None
 

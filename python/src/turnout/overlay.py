@@ -48,7 +48,7 @@ from .measure.cost import (
     netdev_rx_packets,
 )
 from .measure.counts import TrialCounts
-from .measure.cpu import nominal_hz
+from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
 from .measure.kernel import KernelClock
 from .results.models import Sut
@@ -393,17 +393,19 @@ class OverlaySut:
                 return None
             if self.kernel is None:
                 self.kernel = KernelClock(self.cpus)
+            tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
             cycles = self.kernel.read() * nominal_hz()[0]
             rx = [h.rx_frames() for h in hosts]
-            return CostSample(now, cycles, sum(rx) // 2)
+            return CostSample(now, cycles, sum(rx) // 2, tick)
         samples = [h.sample() for h in self.hosts]
         if any(s is None for s in samples):
             return None
         got = [s for s in samples if s is not None]
         now = (now + time.monotonic()) / 2  # as CostSampler times its probes
         for store, s in zip(self.host_samples, got, strict=True):
-            store.append(CostSample(now, s.cycles, s.frames))
-        return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2)
+            store.append(CostSample(now, s.cycles, s.frames, s.resolution))
+        return CostSample(now, sum(s.cycles for s in got), sum(s.frames for s in got) // 2,
+                          max(s.resolution for s in got))
 
     def teardown(self) -> None:
         for h in reversed(self.hosts):

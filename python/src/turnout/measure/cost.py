@@ -53,6 +53,14 @@ class CostSample:
     t: float
     cycles: float
     frames: int
+    #: cycles one step of the account is worth (a /proc/stat clock tick is
+    #: 1/CLK_TCK s); 0 for cycle-exact accounts
+    resolution: float = 0.0
+
+
+#: the fewest counter steps a cost is computed from: at one step the
+#: quantisation error alone is up to 100 %, at ten it is under 10 %
+MIN_STEPS = 10
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,9 @@ def cost_in_window(samples: list[CostSample], start: float, end: float, source: 
 
     Returns (None, why) when fewer than two samples fall inside the window,
     when the SUT counted fewer than ``min_frames`` frames between them (the
-    figure would be noise), or when its counters went backwards (a restart).
+    figure would be noise), when its counters went backwards (a restart),
+    or when the busy time between them is fewer than ``MIN_STEPS`` steps of
+    a coarse account (clock ticks at a low rate: 0 ticks is not "free").
     """
     inside = [s for s in samples if start <= s.t <= end]
     if len(inside) < 2:
@@ -90,6 +100,10 @@ def cost_in_window(samples: list[CostSample], start: float, end: float, source: 
         return None, "the SUT's counters went backwards (restart?)"
     if frames < min_frames:
         return None, f"the SUT counted only {frames} frames between its samples"
+    step = max(a.resolution, b.resolution)
+    if step > 0 and cycles < MIN_STEPS * step:
+        return None, (f"{cycles / step:.0f} steps of the SUT's account ({step:.3g} cycles each) "
+                      f"for {frames} frames: below its resolution (fewer than {MIN_STEPS})")
     return Cost(cycles / frames, frames, cycles, b.t - a.t, source), ""
 
 
@@ -116,7 +130,7 @@ class CostSampler:
             return
         if s is not None:
             mid = (t0 + time.monotonic()) / 2
-            self.samples.append(CostSample(mid, s.cycles, s.frames))
+            self.samples.append(CostSample(mid, s.cycles, s.frames, s.resolution))
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

@@ -22,9 +22,9 @@ Read the same way for every SUT: ``KernelShare`` wraps the SUT's cost
 probe, so each of the SUT's own samples is paired with the kernel busy
 time of its CPUs (``kernel_busy_s``) read at the same moment; the share is
 the difference between the first and the last pair inside the traffic
-window, over the frames the SUT counted between them. Less than
-``MIN_KERNEL_S`` of kernel time is below the counters' resolution (10 ms
-units): no figure, a reason.
+window, over the frames the SUT counted between them. Fewer than
+``cost.MIN_STEPS`` of /proc/stat's 10 ms steps is below the account's
+resolution (as for the bridge's own account): no figure, a reason.
 """
 
 from __future__ import annotations
@@ -37,14 +37,7 @@ from pathlib import Path
 from .cost import CostSample, cost_in_window
 from .cpu import CLK_TCK, nominal_hz
 
-__all__ = ["MIN_KERNEL_S", "KernelClock", "KernelShare", "kernel_busy_s", "kernel_share"]
-
-#: kernel seconds a kernel share needs between its samples: /proc/stat
-#: prints idle and process time in 10 ms units each, so a difference is
-#: within about ±20 ms; 50 ms is the least that gives a figure (±40 % there,
-#: ±10 % at a busy core over 0.4 s)
-MIN_KERNEL_S = 0.05
-
+__all__ = ["KernelClock", "KernelShare", "kernel_busy_s", "kernel_share"]
 
 @dataclass
 class KernelClock:
@@ -85,18 +78,17 @@ class KernelShare:
 
 def kernel_share(samples: list[tuple[float, float, int]], start: float, end: float,
                  hz: float | None = None) -> tuple[float | None, float, str]:
-    """(kernel cycles per frame, kernel seconds, why none) inside [start, end]."""
-    as_cost = [CostSample(t, busy, frames) for t, busy, frames in samples]
-    c, why = cost_in_window(as_cost, start, end, "kernel")
-    if c is None:
-        return None, 0.0, why
-    if c.cycles < MIN_KERNEL_S:
-        return None, c.cycles, (
-            f"{c.cycles * 1e3:.0f} ms of kernel time on the SUT's CPUs in "
-            f"{c.span_s:.2f} s: below the counters' resolution (needs "
-            f"{MIN_KERNEL_S * 1e3:.0f} ms)")
+    """(kernel cycles per frame, kernel seconds, why none) inside [start, end].
+    Below ``cost.MIN_STEPS`` steps of /proc/stat (10 ms each) there is no
+    figure, as for every coarse account (measure/cost.py)."""
     hz = hz if hz is not None else nominal_hz()[0]
-    return c.cycles * hz / c.frames, c.cycles, ""
+    as_cost = [CostSample(t, busy * hz, frames, hz / CLK_TCK) for t, busy, frames in samples]
+    c, why = cost_in_window(as_cost, start, end, "kernel")
+    inside = [b for t, b, _ in samples if start <= t <= end]
+    busy_s = inside[-1] - inside[0] if len(inside) >= 2 else 0.0
+    if c is None:
+        return None, busy_s, why
+    return c.cycles_per_frame, busy_s, ""
 
 
 def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = None) -> float:

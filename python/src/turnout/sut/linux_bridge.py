@@ -8,7 +8,7 @@ import subprocess
 from typing import Any
 
 from ..measure.cost import CostSample, cpu_list, netdev_rx_packets
-from ..measure.cpu import nominal_hz
+from ..measure.cpu import CLK_TCK, nominal_hz
 from ..measure.kernel import KernelClock
 from ..testbed import Testbed
 from .base import SutAdapter, Topology
@@ -59,7 +59,8 @@ class LinuxBridge(SutAdapter):
             return None
         busy_s = self.kernel.read()
         frames = netdev_rx_packets(holder.pid, [p.iface for p in self.topo.ports])
-        return CostSample(0.0, busy_s * nominal_hz()[0], frames)
+        tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
+        return CostSample(0.0, busy_s * nominal_hz()[0], frames, tick)
 
     has_rules = True
 
