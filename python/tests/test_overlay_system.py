@@ -34,7 +34,11 @@ def _need(sut: str) -> None:
 
 def _campaign(sut: str, scenarios: list[str]) -> dict:
     doc = {
-        "campaign": {"name": f"ov-{sut}", "duration_s": 0.5, "warmup_s": 0.3,
+        # the bridge's account is the kernel time of its CPUs in 10 ms steps
+        # and needs 10 of them for a figure: 1.5 s windows give its R+ that
+        # on a loaded host too
+        "campaign": {"name": f"ov-{sut}", "duration_s": 1.5 if sut == "bridge" else 0.5,
+                     "warmup_s": 0.3,
                      "methods": ["rplus", "fixed"], "layout": "auto", "repetitions": 1},
         "matrix": {"suts": [sut], "scenarios": scenarios, "frame_sizes_b": [64],
                    "directions": ["uni"], "rates_pps": [20000]},
@@ -71,10 +75,15 @@ def test_overlay_next_to_plain(tmp_path, sut):
             assert t.received > 0 and t.received <= t.sent, t
             cpf = t.busy_cycles_per_frame
             if sut == "bridge" and t.method == "fixed" and cpf is None:
-                # 20 kpps for a fraction of a second is a few clock ticks of
-                # softirq time: the account is too coarse, and says so
+                # 20 kpps for a fraction of a second is a few 10 ms steps of
+                # the kernel's time: the account is too coarse, and says so —
+                # never a cost of 0
                 assert "below its resolution" in t.extra.get("cost_why", ""), t.extra
                 continue
+            # R+: every frame the overlay carried was forwarded twice, by
+            # work that runs on the SUT's CPUs (RPS on every host-side veth,
+            # the underlay's too; the kernel's vxlan decapsulates there);
+            # kernel time counts also when it woke an idle CPU (measure/kernel.py)
             assert cpf is not None, t.extra.get("cost_why")
             assert 50 < cpf < 1e7, cpf
             assert "both hosts" in t.extra["cost_source"]

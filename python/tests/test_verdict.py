@@ -257,3 +257,213 @@ def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
                                               ("3", "ovs")]
     assert all(r[8].startswith("52") for r in t.rows)  # the wire's median p99, µs
     assert t.rows[0][2] == "10 kpps"
+
+
+def _add_rplus(db, cid, sut, rep, vp="memif", rate=None, status="ok", reason="", size=1518,
+               scen="v2v"):
+    """One R+ result (and, when it did not finish, the failed trial the
+    runner records next to it: runner._skip)."""
+    from turnout.results import Trial
+
+    key = f"{sut}/{scen}/{size}/rplus/r{rep}"
+    db.add_result(Result(campaign_id=cid, key=key, sut=sut, scenario=scen, frame_size_b=size,
+                         virtual_port=vp, method="rplus", repetition=rep,
+                         rate_total_pps=rate or 0.0, rx_total_pps=rate or 0.0, status=status,
+                         reason=reason, busy_cycles_per_frame=(500.0 if rate else None),
+                         tester_bound=0))
+    if status != "ok":
+        db.add_trial(Trial(campaign_id=cid, key=key, sut=sut, scenario=scen,
+                           frame_size_b=size, virtual_port=vp, method="rplus", repetition=rep,
+                           status=status, reason=reason))
+
+
+def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
+    """testpmd's memif server refused a reconnect in repetition 1: the runner
+    stored that attempt as failed, restarted testpmd and stored the retry
+    as ok (runner.py, PeerAbsent). OVS-DPDK failed every repetition. The
+    verdict has one row per SUT, none with n=0, and ranks only data."""
+    db = ResultsDB(tmp_path / "d.db")
+    cid = db.add_campaign(Campaign(name="d", spec={}, file="d.toml", started_at=1.7e9,
+                                   status="done"))
+    refused = "PeerAbsent: memif server refused the connection"
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
+        if rep == 1:
+            _add_rplus(db, cid, "testpmd", rep, status="failed", reason=refused)
+        _add_rplus(db, cid, "testpmd", rep, rate=1e6 * k)
+        _add_rplus(db, cid, "ovs-dpdk", rep, status="failed",
+                   reason="RuntimeError: mbuf too small for 1518 B")
+    # the bridge's session could not be set up: no virtual port known yet
+    for rep in range(3):
+        _add_rplus(db, cid, "bridge", rep, vp="", status="skipped",
+                   reason="bridge: no memif ports")
+    with db:
+        data = load_campaign(db, "d")
+        rows = verdict_rows(data)
+        labels = [e.sut for v in rows for e in v.entries]
+        assert sorted(labels) == sorted(set(labels)), labels  # one row per SUT
+        (v,) = [v for v in rows if "memif" in v.use_case]
+        by = {e.sut: e for e in v.entries}
+        assert by["testpmd [memif]"].rate is not None and by["testpmd [memif]"].rate.n == 3
+        assert [e.sut for e in v.entries[:2]] == ["turnoutd [memif]", "testpmd [memif]"]
+        assert [e.rank for e in v.entries[:2]] == ["1", "2"]
+        dpdk = by["ovs-dpdk [memif]"]
+        assert dpdk.rank == "–" and dpdk.limit == "failed" and dpdk.rate is None
+        assert "mbuf too small" in dpdk.note
+        from turnout.report.verdict import verdict_table
+
+        t = verdict_table(data, rows)
+        for row in t.rows:
+            assert row[7] != "0", row  # no "n=0" row
+        (dp,) = [r for r in t.rows if r[4] == "ovs-dpdk [memif]"]
+        assert dp[6] == "failed: RuntimeError: mbuf too small for 1518 B"
+        (br,) = [r for r in t.rows if r[4].startswith("bridge")]
+        assert br[6] == "skipped: bridge: no memif ports" and br[3] == "–"
+        text = summary_text(data)
+        assert "failed: RuntimeError: mbuf too small" in text
+        # the retried attempt is listed as such, not as a missing value
+        assert "Not measured: 12 (and 2 failed attempts retried with success" in text
+        assert "failed, retried: ok  PeerAbsent" in text
+        from turnout.report.queries import not_measured_section
+
+        nm = not_measured_section(data).tables[0]
+        flagged = [f for r, f in zip(nm.rows, nm.flags, strict=True) if "refused" in r[7]]
+        assert flagged and all(f == "retried: ok" for f in flagged)
+
+
+def test_a_partly_failed_sut_keeps_its_data_and_says_what_failed(tmp_path):
+    db = ResultsDB(tmp_path / "p.db")
+    cid = db.add_campaign(Campaign(name="p", spec={}, file="p.toml", started_at=1.7e9,
+                                   status="done"))
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
+        if rep == 2:
+            _add_rplus(db, cid, "testpmd", rep, status="failed", reason="SutError: gone")
+        else:
+            _add_rplus(db, cid, "testpmd", rep, rate=1e6 * k)
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "p"))
+    assert [e.sut for e in v.entries] == ["turnoutd [memif]", "testpmd [memif]"]
+    tp = v.entries[1]
+    assert tp.rate is not None and tp.rate.n == 2
+    assert "1 of 3 repetitions failed: SutError: gone" in tp.note
+
+
+# ------------------------------------------------------------ kernel time
+def _stat(cpu1: tuple[int, ...]) -> str:
+    """/proc/stat with cpu1's user nice system idle iowait irq softirq steal."""
+    return ("cpu  0 0 0 0 0 0 0 0 0 0\n"
+            "cpu0 500 0 100 900 0 0 0 0 0 0\n"
+            "cpu1 " + " ".join(str(x) for x in cpu1) + " 0 0\n")
+
+
+def test_kernel_time_counts_interrupt_work_that_woke_an_idle_cpu():
+    """NO_HZ idle, tick accounting: the bridge forwards in softirqs that
+    RPS IPIs raise on an idle CPU; no tick samples them, so irq and softirq
+    stay 0 while idle (kept in ns) grows by less than the wall clock. The
+    missing time is the kernel's work: 0.2 s of 1 s here."""
+    from turnout.measure.cost import kernel_ticks
+    from turnout.measure.kernel import kernel_busy_s
+
+    before = _stat((1000, 0, 200, 5000, 10, 0, 0, 0))
+    after = _stat((1000, 0, 200, 5080, 10, 0, 0, 0))  # 0.8 s idle in 1 s, no tick
+    assert kernel_ticks([1], after) - kernel_ticks([1], before) == 0  # the old account
+    busy = kernel_busy_s([1], after, now=101.0) - kernel_busy_s([1], before, now=100.0)
+    assert busy == pytest.approx(0.2)
+    # a process on that CPU (0.3 s user + system) is not the kernel's work,
+    # a sampled softirq tick (0.05 s) is
+    after2 = _stat((1020, 0, 210, 5050, 10, 0, 5, 0))
+    busy = kernel_busy_s([1], after2, now=101.0) - kernel_busy_s([1], before, now=100.0)
+    assert busy == pytest.approx(1.0 - 0.5 - 0.3)
+    assert kernel_busy_s([7], before, now=1.0) == 0.0  # no such CPU: nothing
+
+
+def test_kernel_share_pairs_the_suts_frames_with_its_cpus_kernel_time(monkeypatch):
+    from turnout.measure import kernel
+    from turnout.measure.kernel import KernelShare, kernel_share
+
+    frames = iter(range(0, 10**9, 10_000))
+    busy = iter([0.0, 0.1, 0.09, 0.3, 0.5])  # the third reading is a little behind
+
+    monkeypatch.setattr(kernel, "kernel_busy_s", lambda cpus, stat=None, now=None: next(busy))
+    ks = KernelShare(lambda: CostSample(0.0, 0.0, next(frames)), [1])
+    for _ in range(5):
+        assert ks() is not None
+    assert [s[1] for s in ks.samples] == [0.0, 0.1, 0.1, 0.3, 0.5]  # never backwards
+    t = [s[0] for s in ks.samples]
+    share, busy_s, why = kernel_share(ks.samples, t[0], t[-1], hz=1e9)
+    assert why == "" and busy_s == pytest.approx(0.5)
+    assert share == pytest.approx(0.5 * 1e9 / 40_000)
+    share, busy_s, why = kernel_share(ks.samples, t[1], t[2], hz=1e9)  # 0 s in 10k frames
+    assert share is None and "below its resolution" in why and busy_s == 0.0
+    # a SUT without an own account has no frames: no kernel share either
+    assert KernelShare(lambda: None, [1])() is None
+
+
+def test_apply_kernel_share_stores_a_figure_or_why():
+    from turnout.measure.gen import apply_kernel_share
+
+    c = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    c.extra["windows_ns"] = [[int(10e9), int(11e9)]]
+    samples = [(9.9 + i * 0.05, 0.02 * i, 20_000 * i) for i in range(26)]
+    apply_kernel_share(c, samples, [1, 2])
+    assert c.extra["kernel_cpus"] == "1,2" and c.extra["kernel_cycles_per_frame"] > 0
+    c2 = TrialCounts(offered_total_pps=0, duration_s=1.0, sent=1, received=1, lost=0)
+    apply_kernel_share(c2, samples, [1])
+    assert "no traffic window" in c2.extra["kernel_why"]
+
+
+def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
+    from turnout.report.verdict import verdict_table
+
+    db = ResultsDB(tmp_path / "k.db")
+    cid = db.add_campaign(Campaign(name="k", spec={}, file="k.toml", started_at=1.7e9,
+                                   status="done"))
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        for sut, rate, own, kern in (("turnoutd", 1.0e6, 400, 300), ("bridge", 0.4e6, 3000,
+                                                                     3000)):
+            db.add_result(Result(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                                 method="rplus", repetition=rep, rate_total_pps=rate * k,
+                                 rx_total_pps=rate * k, status="ok", tester_bound=0,
+                                 busy_cycles_per_frame=own * k,
+                                 extra={"kernel_cycles_per_frame": kern * k}))
+    with db:
+        data = load_campaign(db, "k")
+        (v,) = verdict_rows(data)
+        t = verdict_table(data, [v])
+    by = {e.sut: e for e in v.entries}
+    assert by["turnoutd"].cost.median == pytest.approx(400)  # not 400 + 300
+    assert by["turnoutd"].kernel.median == pytest.approx(300)
+    col = t.columns.index("kernel share cyc/frame")
+    assert [r[col] for r in t.rows] == ["300 [294–306]", "3000 [2940–3060]"]
+
+
+def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
+    """testpmd could not reserve its hugepages in one repetition and ran on
+    4 KiB pages (its config's variant "no-huge"): that repetition is another
+    SUT's, not a third value of the same spread."""
+    from turnout.results import Sut
+    from turnout.sut.testpmd import Testpmd
+
+    db = ResultsDB(tmp_path / "c.db")
+    cid = db.add_campaign(Campaign(name="c", spec={}, file="c.toml", started_at=1.7e9,
+                                   status="done"))
+    huge = db.add_sut(Sut(name="testpmd", version="dpdk 22", config={"memory": "512 pages"}))
+    small = db.add_sut(Sut(name="testpmd", version="dpdk 22",
+                           config={"memory": "--no-huge: hugepages not available",
+                                   "variant": "no-huge"}))
+    for rep, sid, rate in ((0, huge, 1.0e6), (1, small, 0.5e6), (2, huge, 1.02e6)):
+        db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"t{rep}", sut="testpmd",
+                             scenario="v2v", virtual_port="memif", method="rplus",
+                             repetition=rep, rate_total_pps=rate, rx_total_pps=rate,
+                             status="ok", tester_bound=0, busy_cycles_per_frame=500.0))
+    with db:
+        (v,) = verdict_rows(load_campaign(db, "c"))
+    assert [(e.sut, e.rate.n if e.rate else 0) for e in v.entries] == [
+        ("testpmd [memif]", 2), ("testpmd (no-huge) [memif]", 1)]
+    # the adapter names the fallback, not a configuration the campaign chose
+    t = Testpmd()
+    t.memory = "--no-huge: hugepages not available (no memory)"
+    assert t.variant() == "no-huge"
+    t.memory = "--no-huge (4 KiB pages)"  # hugepages = 0, as asked
+    assert t.variant() == ""

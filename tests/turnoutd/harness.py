@@ -74,9 +74,13 @@ class RpcError(Exception):
 
 
 class Turnoutd:
-    """A turnoutd process with its own directory, config and sockets."""
+    """A turnoutd process with its own directory, config and sockets; in the
+    network namespace ``netns`` when given (``ip netns exec`` execs the
+    daemon: the same PID)."""
 
-    def __init__(self, workdir: Path, config: str, binary: Path | None = None) -> None:
+    def __init__(self, workdir: Path, config: str, binary: Path | None = None,
+                 netns: str | None = None) -> None:
+        self.netns = netns
         self.dir = workdir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.sock = str(self.dir / "ctl.sock")
@@ -91,7 +95,8 @@ class Turnoutd:
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.proc = subprocess.Popen(
-            [str(self.binary), "--config", str(self.config_path), "--log-level", "debug"],
+            [*(["ip", "netns", "exec", self.netns] if self.netns else []), str(self.binary),
+             "--config", str(self.config_path), "--log-level", "debug"],
             stdout=log,
             stderr=log,
         )

@@ -52,28 +52,11 @@ def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> str:
 
 
 class NsTurnoutd(Turnoutd):
-    """turnoutd inside a namespace (ip netns exec execs it: same PID)."""
+    """turnoutd inside a namespace, with the flows logic's helpers."""
 
     def __init__(self, ns: str, workdir: Path, config: str) -> None:
-        super().__init__(workdir, config)
+        super().__init__(workdir, config, netns=ns)
         self.ns = ns
-
-    def start(self) -> NsTurnoutd:
-        from harness import wait_for
-
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self._log = log
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, str(self.binary), "--config", str(self.config_path)],
-            stdout=log,
-            stderr=log,
-        )
-        try:
-            wait_for("turnoutd's control socket", 10, self._ready)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def flows(self, cmd: str, args: object = None) -> dict:
         return self.rpc("logic.command", {"cmd": cmd, "args": args})

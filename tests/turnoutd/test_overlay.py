@@ -137,27 +137,11 @@ class Net:
 
 
 class NsTurnoutd(Turnoutd):
-    """turnoutd started inside a network namespace (same PID: ip netns exec
-    execs the daemon)."""
+    """turnoutd inside a network namespace, with its overlay port's counters."""
 
     def __init__(self, ns: str, workdir: Path, config: str) -> None:
-        super().__init__(workdir, config)
+        super().__init__(workdir, config, netns=ns)
         self.ns = ns
-
-    def start(self) -> NsTurnoutd:
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self._log = log
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, str(self.binary), "--config", str(self.config_path)],
-            stdout=log,
-            stderr=log,
-        )
-        try:
-            wait_for("turnoutd's control socket", 10, self._ready)
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def counters(self, port: str = "overlay") -> dict[str, int]:
         p = self.port(port)

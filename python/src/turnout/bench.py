@@ -118,7 +118,7 @@ class RealBench:
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
-                    cost_source=sut.cost_source,
+                    cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)
@@ -153,6 +153,8 @@ class RealBench:
                 note = sut.kernel_threads_note()
                 if note:
                     cfg["cpu_note"] = note
+                if sut.variant():
+                    cfg["variant"] = sut.variant()
                 updater = None
                 if built.update is not None and sut.has_rules:
                     updater = self.update_measurer(tb, sut, built, measurer)

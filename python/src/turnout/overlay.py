@@ -46,12 +46,12 @@ from .measure.cost import (
     CostSample,
     cost_in_window,
     cpu_list,
-    kernel_ticks,
     netdev_rx_packets,
 )
 from .measure.counts import TrialCounts
 from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
+from .measure.kernel import KernelClock
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
 from .sut import make_sut
@@ -336,13 +336,15 @@ class OverlaySut:
         #: every probe's per-host samples (monotonic t, cycles, frames)
         self.host_samples: list[list[CostSample]] = [[] for _ in self.hosts]
         self.cpus: list[int] = []
+        self.kernel: KernelClock | None = None
 
     @property
     def cost_source(self) -> str:
         own = ("both hosts' switches summed: "
                + ("their workers' busy_cycles + sleep CPU (API stats)" if self.kind == "turnoutd"
                   else "ovs-vswitchd processing cycles (pmd-stats-show)" if self.kind == "ovs"
-                  else "irq + softirq time of the SUT's CPUs (both hosts' bridges and vxlan)"))
+                  else "kernel time of the SUT's CPUs outside processes (both hosts' bridges "
+                       "and vxlan; interrupts that woke an idle CPU included)"))
         return own + ", over frames carried = (received by A + received by B) / 2"
 
     def setup(self, tb: Testbed, wiring: Wiring, cpus: str) -> None:
@@ -390,8 +392,10 @@ class OverlaySut:
             if any(getattr(h, "holder", None) is None or h.holder.poll() is not None
                    for h in hosts):
                 return None
-            tick = nominal_hz()[0] / CLK_TCK
-            cycles = kernel_ticks(self.cpus) * tick
+            if self.kernel is None:
+                self.kernel = KernelClock(self.cpus)
+            tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
+            cycles = self.kernel.read() * nominal_hz()[0]
             rx = [h.rx_frames() for h in hosts]
             return CostSample(now, cycles, sum(rx) // 2, tick)
         samples = [h.sample() for h in self.hosts]
@@ -487,7 +491,8 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
             gen = GenMeasurer(
                 cmd=gen_cmd, streams=wiring.streams, spawn=tb.spawn, size_b=point.frame_size_b,
                 flows=point.flows, burst=point.burst, sut_pids=sut.pids, warmup_s=spec.warmup_s,
-                sut_cost=sut.cost_sample, cost_source=sut.cost_source)
+                sut_cost=sut.cost_sample, cost_source=sut.cost_source,
+                kernel_cpus=cpu_list(layout.sut_cpus))
             cfg: dict[str, Any] = dict(sut.config())
             cfg["tester"] = " ".join(gen_cmd[-1:])
             cfg["tester_version"] = gen_version(gen_cmd)

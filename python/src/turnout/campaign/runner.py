@@ -204,7 +204,8 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
         r.duration_s = time.time() - t0
         r.extra = dict(f.extra)
         if f.at is not None:
-            for k in ("tester_bound_why", "cost_source", "cost_why"):
+            for k in ("tester_bound_why", "cost_source", "cost_why", "kernel_cycles_per_frame",
+                      "kernel_s", "kernel_why", "kernel_cpus"):
                 if f.at.extra.get(k):
                     r.extra[k] = f.at.extra[k]
         if r is not first:

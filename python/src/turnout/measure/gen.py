@@ -45,6 +45,7 @@ from typing import Any
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
 from .cpu import CpuSampler, nominal_hz
+from .kernel import KernelShare, kernel_share
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
            "gen_version", "merge_latency", "tester_bound"]
@@ -331,6 +332,9 @@ class GenMeasurer:
     #: sampled through every trial: its cost per frame (measure/cost.py)
     sut_cost: Callable[[], CostSample | None] | None = None
     cost_source: str = ""
+    #: the SUT's CPUs: each own-account sample is paired with their irq +
+    #: softirq ticks, the kernel share (measure/kernel.py)
+    kernel_cpus: list[int] = field(default_factory=list)
     #: long-running helpers (chain VNFs): a trial fails, naming the helper and
     #: its message, when one of them has exited
     helpers: list[VnfHandle] = field(default_factory=list)
@@ -386,7 +390,8 @@ class GenMeasurer:
         vnf_before = [h.snapshot() for h in self.helpers]
         sampler = CpuSampler({"sut": self.sut_pids(),
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
-        coster = CostSampler(self.sut_cost).start() if self.sut_cost is not None else None
+        kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
+        coster = CostSampler(kshare).start() if kshare is not None else None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
             for t in receivers:  # receivers first, so nothing sent is missed
@@ -423,6 +428,8 @@ class GenMeasurer:
                                                    strict=True)])
         if coster is not None:
             apply_cost(counts, coster.samples, self.cost_source, coster.error)
+        if kshare is not None and self.kernel_cpus:
+            apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
         return counts
 
@@ -472,16 +479,25 @@ def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
     return max(per.values(), default=1)
 
 
+def traffic_window(c: TrialCounts) -> tuple[float, float] | None:
+    """The trial's traffic window in monotonic seconds: the overlap of every
+    sender's window, else (when they barely overlapped) their union."""
+    wins = c.extra.get("windows_ns") or []
+    if not wins:
+        return None
+    start, end = max(w[0] for w in wins), min(w[1] for w in wins)
+    if end - start < 0.1e9:  # senders barely overlapped: their union
+        start, end = min(w[0] for w in wins), max(w[1] for w in wins)
+    return start / 1e9, end / 1e9
+
+
 def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: str = "") -> None:
     """Set ``c.busy_cycles_per_frame`` from the SUT's cost samples inside
-    the trial's traffic window (the overlap of every sender's window, else
-    their union), or say in ``c.extra["cost_why"]`` why there is none."""
-    wins = c.extra.get("windows_ns") or []
-    if wins:
-        start, end = max(w[0] for w in wins), min(w[1] for w in wins)
-        if end - start < 0.1e9:  # senders barely overlapped: their union
-            start, end = min(w[0] for w in wins), max(w[1] for w in wins)
-        cost, why = cost_in_window(samples, start / 1e9, end / 1e9, source)
+    the trial's traffic window (``traffic_window``), or say in
+    ``c.extra["cost_why"]`` why there is none."""
+    win = traffic_window(c)
+    if win is not None:
+        cost, why = cost_in_window(samples, win[0], win[1], source)
     else:
         cost, why = None, "the tester reported no traffic window"
     if cost is None:
@@ -489,6 +505,24 @@ def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: st
         return
     c.busy_cycles_per_frame = cost.cycles_per_frame
     c.extra.update(cost_source=source, cost_frames=cost.frames, cost_span_s=cost.span_s)
+
+
+def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],
+                       cpus: list[int]) -> None:
+    """Store the kernel share (measure/kernel.py) in ``c.extra``:
+    ``kernel_cycles_per_frame`` and ``kernel_s`` on ``kernel_cpus``, or
+    ``kernel_why``."""
+    c.extra["kernel_cpus"] = ",".join(str(x) for x in cpus)
+    win = traffic_window(c)
+    if win is None:
+        c.extra["kernel_why"] = "the tester reported no traffic window"
+        return
+    share, busy_s, why = kernel_share(samples, win[0], win[1])
+    c.extra["kernel_s"] = busy_s
+    if share is None:
+        c.extra["kernel_why"] = why
+    else:
+        c.extra["kernel_cycles_per_frame"] = share
 
 
 def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:

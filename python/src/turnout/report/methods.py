@@ -8,15 +8,19 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..results import Trial
-from .model import Figure, Panel, Point, Section, Series, Table, spread_of
-from .queries import CampaignData, _fig_group, _group_key, _group_title, fmt, fmt_spread
+from .model import Figure, Panel, Point, Section, Series, Table, spread_of, spread_or_none
+from .queries import (
+    CampaignData,
+    _fig_group,
+    _group_key,
+    _group_title,
+    _sut_label,
+    fmt,
+    fmt_spread,
+)
 from .verdict import Entry, _ratio_cell, rank_entries
 
 __all__ = ["rule_update_section", "rule_update_verdict_table", "sweep_section"]
-
-
-def _label(t: Trial) -> str:
-    return f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
 
 
 def _flag(st: list[Trial]) -> str:
@@ -49,7 +53,7 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
     by: dict[tuple[int, float], dict[str, dict[int, Trial]]] = defaultdict(dict)
     for tr in _updates(data):
         g = (int(tr.frame_size_b), round(tr.offered_total_pps))
-        by[g].setdefault(_label(tr), {})[int(tr.repetition)] = tr
+        by[g].setdefault(_sut_label(tr), {})[int(tr.repetition)] = tr
     for (size, rate), suts in sorted(by.items()):
         entries = []
         for label, reps in sorted(suts.items()):
@@ -99,7 +103,7 @@ def rule_update_section(data: CampaignData) -> Section:
                    mono=[11])
     by: dict[tuple[str, int, float], list[Trial]] = defaultdict(list)
     for tr in trials:
-        by[(_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
+        by[(_sut_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
     for (label, size, rate), st in sorted(by.items()):
         first = spread_of([float(x.update_first_ns or 0) / 1e6 for x in st])
         lasts = [float(x.update_last_ns) / 1e6 for x in st if x.update_last_ns is not None]
@@ -108,7 +112,7 @@ def rule_update_section(data: CampaignData) -> Section:
         behind = max(float(x.extra.get("sender_behind_max_ns", 0)) / 1e6 for x in st)
         detail.rows.append([
             label, str(size), f"{rate / 1e3:g} kpps", str(len(st)), fmt_spread(first),
-            fmt_spread(spread_of(lasts)) if lasts else "–",
+            fmt_spread(spread_or_none(lasts)),
             fmt_spread(spread_of([float(x.extra.get("lost_switchover", x.lost)) for x in st]), 0),
             fmt_spread(spread_of([float(x.lost) for x in st]), 0), fmt_spread(idle), fmt(behind),
             fmt(spread_of(cmd).median), str(st[0].extra.get("update_command", ""))[:160]])
@@ -145,7 +149,7 @@ def sweep_section(data: CampaignData) -> Section:
             cells: dict[tuple[str, float], list[Trial]] = defaultdict(list)
             for t in gt:
                 if int(t.frame_size_b) == size:
-                    cells[(_label(t), float(t.load_fraction or 0.0))].append(t)
+                    cells[(_sut_label(t), float(t.load_fraction or 0.0))].append(t)
             series = []
             for label in sorted({k[0] for k in cells}):
                 pts = []

@@ -24,6 +24,7 @@ __all__ = [
     "distinct",
     "slug",
     "spread_of",
+    "spread_or_none",
     "within_noise",
 ]
 
@@ -59,6 +60,11 @@ def spread_of(values: Sequence[float]) -> Spread:
     if not values:
         raise ValueError("spread of no values")
     return Spread(statistics.median(values), min(values), max(values), len(values))
+
+
+def spread_or_none(values: Sequence[float]) -> Spread | None:
+    """``spread_of`` of some values, None of none (``fmt_spread`` shows it as "–")."""
+    return spread_of(values) if values else None
 
 
 def within_noise(a: Spread, b: Spread) -> bool | None:

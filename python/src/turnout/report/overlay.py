@@ -32,6 +32,7 @@ from .model import (
     Spread,
     Table,
     spread_of,
+    spread_or_none,
     within_noise,
 )
 
@@ -64,10 +65,6 @@ def _load(t: Trial) -> str:
     return "R+" if t.method == "rplus" else f"{t.offered_total_pps:g} pps"
 
 
-def _spread(vals: list[float]) -> Spread | None:
-    return spread_of(vals) if vals else None
-
-
 def encap_rows(trials: list[Trial]) -> list[EncapRow]:
     """Rows of plain (p2p) vs overlay trials of the same SUT, direction,
     frame size and load (only ``ok`` trials of R+ and fixed rates; the R+
@@ -98,16 +95,16 @@ def encap_rows(trials: list[Trial]) -> list[EncapRow]:
                     hosts[str(h["host"])].append(float(h["cycles_per_frame"]))
         rows.append(EncapRow(
             sut=sut, direction=d, frame_size_b=size, load=load,
-            plain_rate=_spread([t.rx_total_pps for t in plain.values()]),
-            overlay_rate=_spread([t.rx_total_pps for t in over.values()]),
-            rate_ratio=_spread([o / p for p, o in rate_pairs if p > 0]),
-            plain_cost=_spread([t.busy_cycles_per_frame for t in plain.values()
+            plain_rate=spread_or_none([t.rx_total_pps for t in plain.values()]),
+            overlay_rate=spread_or_none([t.rx_total_pps for t in over.values()]),
+            rate_ratio=spread_or_none([o / p for p, o in rate_pairs if p > 0]),
+            plain_cost=spread_or_none([t.busy_cycles_per_frame for t in plain.values()
                                 if t.busy_cycles_per_frame is not None]),
-            overlay_cost=_spread([t.busy_cycles_per_frame for t in over.values()
+            overlay_cost=spread_or_none([t.busy_cycles_per_frame for t in over.values()
                                   if t.busy_cycles_per_frame is not None]),
             host_costs={h: spread_of(v) for h, v in sorted(hosts.items())},
-            encap_cost=_spread([o - p for p, o in pairs]),
-            cost_ratio=_spread([o / p for p, o in pairs if p > 0]),
+            encap_cost=spread_or_none([o - p for p, o in pairs]),
+            cost_ratio=spread_or_none([o / p for p, o in pairs if p > 0]),
             tester_bound=sum(1 for t in [*plain.values(), *over.values()] if t.tester_bound),
             n_pairs=len(pairs),
         ))

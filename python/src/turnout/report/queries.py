@@ -36,7 +36,18 @@ from itertools import pairwise
 from typing import Any
 
 from ..results import Campaign, Result, ResultsDB, Trial
-from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
+from .model import (
+    Figure,
+    Panel,
+    Point,
+    Section,
+    Series,
+    Spread,
+    Table,
+    slug,
+    spread_of,
+    spread_or_none,
+)
 from .model import within_noise as _within_noise
 from .units import GBPS_DEFINITION, gbps_of, is_ethernet_path
 
@@ -56,7 +67,9 @@ __all__ = [
     "load_campaign",
     "loopback_section",
     "not_measured_section",
+    "retried",
     "scale_sections",
+    "sut_label",
     "throughput_points",
     "throughput_section",
 ]
@@ -88,6 +101,12 @@ def scenario_rank(scenario: str) -> tuple[int, str]:
         return (len(SCENARIO_ORDER), scenario)
 
 
+def sut_label(sut: str, virtual_port: str = "") -> str:
+    """How every table names a SUT: its name, with the kind of its virtual
+    ports when it has some ("testpmd [memif]")."""
+    return f"{sut} [{virtual_port}]" if virtual_port else sut
+
+
 @dataclass(frozen=True, order=True)
 class PointKey:
     """A test point: everything but the repetition."""
@@ -117,7 +136,7 @@ class PointKey:
 
     def sut_label(self) -> str:
         """SUT name, with the virtual port kind when there is one."""
-        return f"{self.sut} [{self.virtual_port}]" if self.virtual_port else self.sut
+        return sut_label(self.sut, self.virtual_port)
 
     def extras(self) -> str:
         """Non-default flows/burst/VNFs/ports/pairs, compactly (for tables)."""
@@ -196,7 +215,17 @@ def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
             raise KeyError(f"no campaign {campaign!r} in {db.path}")
         c = found
     assert c.id is not None
-    return CampaignData(db, c, db.results(c.id), db.trials(c.id))
+    results, trials = db.results(c.id), db.trials(c.id)
+    # a SUT that fell back to another configuration at set-up (its config's
+    # ``variant``, SutAdapter.variant) is another SUT for every table:
+    # "testpmd (no-huge)" is never pooled with "testpmd"
+    variants = {s.id: str(s.config["variant"]) for s in db.suts(c.id)
+                if isinstance(s.config, dict) and s.config.get("variant")}
+    rows: list[Result | Trial] = [*results, *trials]
+    for x in rows:
+        if x.sut_id in variants:
+            x.sut = f"{x.sut} ({variants[x.sut_id]})"
+    return CampaignData(db, c, results, trials)
 
 
 # ---------------------------------------------------------------- formatting
@@ -647,7 +676,7 @@ def _group_key(prefix: str, g: tuple) -> str:
 
 
 def _sut_label(t: Trial) -> str:
-    return f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+    return sut_label(t.sut, t.virtual_port)
 
 
 def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
@@ -900,7 +929,7 @@ def cpu_section(data: CampaignData) -> Section:
             for t in ts:
                 if int(t.frame_size_b) != size:
                     continue
-                label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+                label = sut_label(t.sut, t.virtual_port)
                 by[(label, t.method, t.load_fraction, load_bin(t.offered_total_pps),
                     t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
             per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)
@@ -919,9 +948,9 @@ def cpu_section(data: CampaignData) -> Section:
                 vcpu = [c for t in hi[2] if (c := cpu_util(t, "vnf")) is not None]
                 table.rows.append([scen, d, str(size), label, fmt(lo[0].median), fmt(lo[1].median),
                                    fmt(hi[0].median), fmt(hi[1].median),
-                                   fmt_spread(spread_of(cpp)) if cpp else "–",
-                                   fmt_spread(spread_of(tcpu)) if tcpu else "–",
-                                   fmt_spread(spread_of(vcpu)) if vcpu else "–"])
+                                   fmt_spread(spread_or_none(cpp)),
+                                   fmt_spread(spread_or_none(tcpu)),
+                                   fmt_spread(spread_or_none(vcpu))])
                 table.flags.append(_trial_marks(hi[2]))
             panels.append(Panel(f"{size} B", "received Mpps", "SUT CPU (% of one core)", series,
                                 kind="scatter"))
@@ -988,6 +1017,21 @@ def fingerprint_section(data: CampaignData) -> Section:
     return sec
 
 
+def retried(data: CampaignData) -> set[tuple[str, int]]:
+    """("result" | "trial", id) of every failed or skipped attempt whose test
+    point, method and repetition has an ok result or trial after all: the
+    runner restarted the SUT and retried the item (runner.py, PeerAbsent).
+    Such an attempt is not a missing value."""
+    def at(x: Result | Trial) -> tuple[PointKey, int]:
+        return (PointKey.of(x), int(x.repetition))
+
+    ok = {at(r) for r in data.ok_results} | {at(t) for t in data.ok_trials}
+    out = {("result", r.id or 0) for r in data.results if r.status != "ok" and at(r) in ok}
+    out |= {("trial", t.id or 0) for t in data.trials
+            if t.status != "ok" and t.result_id is None and at(t) in ok}
+    return out
+
+
 def not_measured_section(data: CampaignData) -> Section:
     """Results and trials that were skipped, failed or left unfinished, with the reason."""
     sec = Section(key="not-measured", title="Not measured",
@@ -995,16 +1039,17 @@ def not_measured_section(data: CampaignData) -> Section:
                         "the reason the bench recorded. They are left out of every plot.")
     t = Table(key="not-measured-table", title="Skipped, failed or unfinished",
               columns=["kind", "SUT", "scenario", "dir", "size B", "method", "status", "reason"])
+    again = retried(data)
     for r in data.results:
         if r.status != "ok":
             t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
                            METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"])
-            t.flags.append("")
+            t.flags.append("retried: ok" if ("result", r.id or 0) in again else "")
     for tr in data.trials:
         if tr.status != "ok" and tr.result_id is None:
             t.rows.append(["trial", tr.sut, tr.scenario, tr.direction, str(tr.frame_size_b),
                            METHOD_LABEL.get(tr.method, tr.method), tr.status, tr.reason or "–"])
-            t.flags.append("")
+            t.flags.append("retried: ok" if ("trial", tr.id or 0) in again else "")
     if t.rows:
         sec.tables.append(t)
     else:

@@ -16,6 +16,8 @@ from .queries import (
     fmt_pct,
     fmt_spread,
     load_campaign,
+    retried,
+    sut_label,
     throughput_points,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
@@ -82,7 +84,7 @@ def summary_text(data: CampaignData) -> str:
                             if t.load_fraction is not None})
         for t in lat:
             assert t.load_fraction is not None and t.latency_p99_ns is not None  # filtered above
-            label = f"{t.sut} [{t.virtual_port}]" if t.virtual_port else t.sut
+            label = sut_label(t.sut, t.virtual_port)
             key = (t.scenario, t.direction, int(t.frame_size_b), label)
             by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))
         rows = []
@@ -99,17 +101,24 @@ def summary_text(data: CampaignData) -> str:
         ot = ov.tables[0]
         out += ["", ot.title, format_table([*ot.columns, "mark"], [
             [*row, flag] for row, flag in zip(ot.rows, ot.flags, strict=True)])]
-    bad = [r for r in data.results if r.status != "ok"] + \
+    again = retried(data)
+    failed = [r for r in data.results if r.status != "ok"] + \
         [t for t in data.trials if t.status != "ok" and t.result_id is None]
-    if bad:
-        out += ["", f"Not measured: {len(bad)}"]
+    kind = {id(r): "result" for r in data.results} | {id(t): "trial" for t in data.trials}
+    bad = [x for x in failed if (kind[id(x)], x.id or 0) not in again]
+    if failed:
+        out += ["", f"Not measured: {len(bad)}"
+                + (f" (and {len(failed) - len(bad)} failed attempts retried with success, "
+                   "marked 'retried: ok')" if len(failed) > len(bad) else "")]
         rows = [[r.sut, r.scenario, r.direction, str(r.frame_size_b),
-                 METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"]
-                for r in bad[:20]]
+                 METHOD_LABEL.get(r.method, r.method),
+                 r.status + (", retried: ok" if (kind[id(r)], r.id or 0) in again else ""),
+                 r.reason or "–"]
+                for r in failed[:20]]
         out.append(format_table(["SUT", "scenario", "dir", "size", "method", "status", "reason"],
                                 rows))
-        if len(bad) > 20:
-            out.append(f"... and {len(bad) - 20} more (see the report)")
+        if len(failed) > 20:
+            out.append(f"... and {len(failed) - 20} more (see the report)")
     from .methods import rule_update_verdict_table
     from .verdict import latency_verdict_table, verdict_table
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .model import Section, Spread, Table, spread_of
-from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank
+from .model import Section, Spread, Table, spread_of, spread_or_none
+from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
@@ -59,6 +59,9 @@ class Entry:
     sut: str
     rate: Spread | None = None  # R+, frames/s
     cost: Spread | None = None  # busy cycles per frame
+    #: kernel share: the kernel's cycles per frame on the SUT's CPUs, next to
+    #: (never in) its own account (measure/kernel.py)
+    kernel: Spread | None = None
     by_rep_rate: dict[int, float] = field(default_factory=dict)
     by_rep_cost: dict[int, float] = field(default_factory=dict)
     tester_bound: int = 0
@@ -162,6 +165,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     """The verdict of one campaign, one Verdict per use case and frame size."""
     rate: dict[PointKey, dict[int, float]] = defaultdict(dict)
     cost: dict[PointKey, dict[int, float]] = defaultdict(dict)
+    kernel: dict[PointKey, list[float]] = defaultdict(list)
     bound: dict[PointKey, int] = defaultdict(int)
     sharing: dict[PointKey, int] = {}
     for t in data.ok_trials:
@@ -175,18 +179,11 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         rate[k][int(r.repetition)] = float(r.rate_total_pps)
         if r.busy_cycles_per_frame:
             cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
+        if (r.extra or {}).get("kernel_cycles_per_frame"):
+            kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
         if r.tester_bound:
             bound[k] += 1
-    # what was not measured, per test point (skipped trials, failed searches)
-    missing: dict[tuple, dict[str, str]] = defaultdict(dict)
-    for r in data.results:
-        if r.method == "rplus" and r.status != "ok":
-            k = PointKey.of(r)
-            missing[k.group()][k.sut_label()] = f"{r.status}: {r.reason or '–'}"
-    for t in data.trials:
-        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
-            k = PointKey.of(t)
-            missing[k.group()].setdefault(k.sut_label(), f"{t.status}: {t.reason or '–'}")
+    missing = unmeasured(data)
     groups: dict[tuple, list[PointKey]] = defaultdict(list)
     for k in rate:
         groups[k.group()].append(k)
@@ -205,30 +202,82 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             if k.sut not in data.reference_suts:
                 by_port[k.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
+        # a session that could not be set up never learnt its virtual port:
+        # its label has none; it belongs with that SUT's data or, when the
+        # SUT has none here, with the only port type the others used
+        ports = sorted(by_port)
+        for (sut, vp), why in list(todo.items()):
+            if vp or sut in data.reference_suts:
+                continue
+            mine = [p for p in ports if any(k.sut == sut for k in by_port[p])]
+            to = mine[0] if mine else ports[0] if len(ports) == 1 else None
+            if to:
+                del todo[(sut, vp)]
+                todo.setdefault((sut, to), []).extend(why)
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
-                              cores, sharing.get(k)) for k in suts]
+                              cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k])
+                       for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
-            mine = [lb for lb in todo if lb.endswith(f"[{vp}]") or (not vp and "[" not in lb)]
-            for label in mine:
-                why = todo.pop(label)
-                entries.append(Entry(sut=label, limit=why.split(":")[0], note=why))
+            entries += [_unmeasured(sut, v, todo.pop((sut, v)))
+                        for sut, v in sorted(todo) if v == vp]
             out.append(Verdict(
                 use_case=USE_CASES.get(suts[0].scenario, suts[0].scenario)
                 + (f" [{vp}]" if vp else ""),
                 scenario=suts[0].scenario, direction=g[1], frame_size_b=int(g[2]),
                 extras=suts[0].extras(), measure=measure,
                 ceiling=ceiling_of.get(vp or "veth"), entries=entries))
-        rest = [Entry(sut=label, limit=why.split(":")[0], note=why)
-                for label, why in sorted(todo.items())
-                if label.split(" [")[0] not in data.reference_suts]
+        rest = [_unmeasured(sut, vp, why) for (sut, vp), why in sorted(todo.items())
+                if sut not in data.reference_suts]
         if rest:
             scen = _scenario_of(g)
             out.append(Verdict(use_case=USE_CASES.get(scen, scen), scenario=scen,
                                direction=g[1], frame_size_b=int(g[2]), extras="",
                                measure="rate", ceiling=None, entries=rest))
     return out
+
+
+#: what did not give a value at one repetition: (repetition, status, reason)
+Miss = tuple[int, str, str]
+
+
+def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Miss]]]:
+    """R+ repetitions that gave no value, per test point group and (SUT,
+    virtual port): failed searches and skipped or failed trials, one per
+    repetition. An attempt the runner retried with success (a SUT restarted
+    after its port stopped taking peers: runner.py) is not missing."""
+    ok = {(PointKey.of(r), int(r.repetition)) for r in data.ok_results if r.method == "rplus"}
+    per: dict[tuple[PointKey, int], tuple[str, str]] = {}
+    for r in data.results:
+        if r.method == "rplus" and r.status != "ok":
+            per.setdefault((PointKey.of(r), int(r.repetition)), (r.status, r.reason or "–"))
+    for t in data.trials:
+        if t.method == "rplus" and t.status != "ok" and t.result_id is None:
+            per.setdefault((PointKey.of(t), int(t.repetition)), (t.status, t.reason or "–"))
+    out: dict[tuple, dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
+    for (k, rep), (status, reason) in sorted(per.items()):
+        if (k, rep) in ok:
+            continue
+        out[k.group()].setdefault((k.sut, k.virtual_port), []).append((rep, status, reason))
+    return out
+
+
+def _why(misses: list[Miss]) -> str:
+    """'failed: reason' (one per distinct status and reason, in order)."""
+    seen: list[str] = []
+    for _, status, reason in misses:
+        s = f"{status}: {reason}"
+        if s not in seen:
+            seen.append(s)
+    return "; ".join(seen)
+
+
+def _unmeasured(sut: str, vp: str, misses: list[Miss]) -> Entry:
+    """The entry of a SUT with no value at a verdict row: never ranked, its
+    cell says what happened and why (the stored status and reason)."""
+    status = "failed" if any(m[1] == "failed" for m in misses) else misses[0][1]
+    return Entry(sut=sut_label(sut, vp), limit=status, note=_why(misses))
 
 
 def tester_processes(k: PointKey) -> int:
@@ -251,12 +300,15 @@ def tester_cores(spec: dict) -> int:
 
 
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
-           ceil: Spread | None, cores: int = 1, sharing: int | None = None) -> Entry:
-    """One SUT's entry: its rate and cost over repetitions, and what limited it."""
+           ceil: Spread | None, cores: int = 1, sharing: int | None = None,
+           misses: list[Miss] | None = None, kernel: list[float] | None = None) -> Entry:
+    """One SUT's entry: its rate and cost over repetitions, what limited it,
+    and the repetitions that gave no value (``misses``) with their reason."""
     e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
               tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
-    e.cost = spread_of(list(cost.values())) if cost else None
+    e.cost = spread_or_none(list(cost.values()))
+    e.kernel = spread_or_none(kernel or [])
     limited = []
     if bound and bound * 2 >= e.rate.n:
         limited.append(f"tester-bound in {bound}/{e.rate.n}")
@@ -274,6 +326,15 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     e.note = "; ".join(limited)
     if ceil is None and k.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")
+    if misses:
+        reps = len(rate) + len(misses)
+        statuses = {m[1] for m in misses}
+        if len(statuses) == 1:
+            reasons = "; ".join(dict.fromkeys(m[2] for m in misses))
+            what = f"{misses[0][1]}: {reasons}"
+        else:
+            what = f"without a value: {_why(misses)}"
+        e.note = _join(e.note, f"{len(misses)} of {reps} repetitions {what}")
     return e
 
 
@@ -313,7 +374,8 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
     t = Table(
         key="verdict-table", title="Verdict",
         columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "value [min–max]",
-                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why"],
+                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why",
+                 "kernel share cyc/frame"],
         note=("Ranked by R+ where every SUT set its own rate; by the SUT's busy cycles per "
               "frame (its own accounting, lower is better) as soon as one of them was limited "
               "by the tester. Two SUTs share a rank (=) when their min–max ranges overlap; "
@@ -321,19 +383,24 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
               "the next SUT, repetition by repetition. Mpps/core: the TSC rate over the cost, "
               "what one core would forward doing only this work at this cost — an upper "
               "bound. of ceiling: R+ over the bare wire's on the same path and port type "
-              "(the tester's own ceiling)."),
+              "(the tester's own ceiling). Kernel share: the kernel's work on the SUT's CPUs "
+              "per frame (interrupts and softirqs: on veth, the receive its transmits cause, "
+              "the tester's AF_XDP copy included), shown next to the cost, never added to it; "
+              "for the Linux bridge it is its cost (docs/bench.md, \"Kernel share\")."),
     )
     for v in rows:
         for e in v.entries:
             t.rows.append([
                 v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
                 e.rank, e.sut, v.measure if e.measured else "–",
-                _measure_cell(e, v.measure, hz) if e.measured else "–",
-                str(e.rate.n) if e.rate else "0",
+                # a SUT without a value says what happened instead (never "n=0")
+                _measure_cell(e, v.measure, hz) if e.measured else e.note or e.limit or "–",
+                str(e.rate.n) if e.rate else "–",
                 _ratio_cell(e.ratio_next),
                 fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
                 fmt_spread(e.headroom, 2) if e.headroom else "–",
-                e.limit or "–", e.note or "–",
+                e.limit or "–", (e.note or "–") if e.measured else "–",
+                fmt_spread(e.kernel, 0) if e.kernel else "–",
             ])
             t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
     return t
@@ -358,7 +425,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
-        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
+        label = sut_label(tr.sut, tr.virtual_port)
         key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
                int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
@@ -393,32 +460,40 @@ def cost_check_table(data: CampaignData) -> Table:
     t = Table(
         key="cost-check", title="Cost per frame: the SUT's own account vs the OS's CPU time",
         columns=["SUT", "scenario", "size B", "n", "own account cyc/frame",
-                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by"],
+                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by",
+                 "kernel share cyc/frame"],
         note=("Own account: busy cycles (work on frames) per frame the SUT received, from its "
               "counters. OS: CPU time of its threads in the traffic window × the TSC rate per "
               "frame the tester received. They agree (≈ 1) when the SUT is busy all the time "
               "(it set the rate) or sleeps when idle; a busy-polling SUT the tester held back "
               "spends the rest polling, which the OS counts and its own account does not "
               "(< 1). Kernel switches have no threads of their own: their only account is "
-              "the CPU's softirq time (this host's PMU gives perf no cycle counter)."),
+              "the kernel time of their CPUs (this host's PMU gives perf no cycle counter). "
+              "Kernel share: the kernel's work on the SUT's CPUs per frame in the same "
+              "window, which neither the own account nor the OS's thread times contain."),
     )
     by: dict[tuple, list[tuple[float, float, bool]]] = defaultdict(list)
+    kern: dict[tuple, list[float]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
-        label = f"{tr.sut} [{tr.virtual_port}]" if tr.virtual_port else tr.sut
-        by[(label, tr.scenario, int(tr.frame_size_b))].append(
-            (float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
-             bool(tr.tester_bound)))
+        label = sut_label(tr.sut, tr.virtual_port)
+        key = (label, tr.scenario, int(tr.frame_size_b))
+        by[key].append((float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
+                        bool(tr.tester_bound)))
+        if tr.extra.get("kernel_cycles_per_frame"):
+            kern[key].append(float(tr.extra["kernel_cycles_per_frame"]))
     for (label, scen, size), vals in sorted(by.items()):
+        ks = kern.get((label, scen, size))
         own = spread_of([v[0] for v in vals])
         os_vals = [v[1] for v in vals if v[1] > 0]
         ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
         bound = sum(v[2] for v in vals)
         t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
-                       fmt_spread(spread_of(os_vals), 0) if os_vals else "–",
+                       fmt_spread(spread_or_none(os_vals), 0),
                        fmt_spread(ratio, 2) if ratio else "–",
-                       f"tester in {bound}/{len(vals)}" if bound else "SUT"])
+                       f"tester in {bound}/{len(vals)}" if bound else "SUT",
+                       fmt_spread(spread_or_none(ks or []), 0)])
         t.flags.append("")
     return t
 

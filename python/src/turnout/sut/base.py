@@ -119,6 +119,13 @@ class SutAdapter(ABC):
         Synchronous: it returns when the switch's control plane accepted it."""
         raise SutError(f"{self.name} has no rules to update")
 
+    def variant(self) -> str:
+        """A short name of a configuration the SUT fell back to at set-up
+        instead of the one the campaign asked for ("" when none). Stored as
+        the SUT configuration's ``variant``; the report labels its results
+        apart ("testpmd (no-huge)"), so two configurations are never pooled."""
+        return ""
+
     def kernel_threads_note(self) -> str:
         """Where the switch's CPU goes when it has no process of its own."""
         return ""

@@ -7,8 +7,9 @@ import platform
 import subprocess
 from typing import Any
 
-from ..measure.cost import CostSample, cpu_list, kernel_ticks, netdev_rx_packets
+from ..measure.cost import CostSample, cpu_list, netdev_rx_packets
 from ..measure.cpu import CLK_TCK, nominal_hz
+from ..measure.kernel import KernelClock
 from ..testbed import Testbed
 from .base import SutAdapter, Topology
 
@@ -46,18 +47,20 @@ class LinuxBridge(SutAdapter):
         self.holder = tb.spawn(["sleep", "infinity"], netns=topo.ns,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.cpus = cpu_list(topo.cpus)
+        self.kernel = KernelClock(self.cpus)
 
-    cost_source = ("irq + softirq time (/proc/stat) of the SUT's CPUs over frames its ports "
-                   "received; RPS steers the ports' receive softirq there")
+    cost_source = ("kernel time of the SUT's CPUs outside processes (/proc/stat: wall - idle - "
+                   "process time; interrupts that woke an idle CPU included) over frames its "
+                   "ports received; RPS steers the ports' receive softirq there")
 
     def cost_sample(self) -> CostSample | None:
         holder = getattr(self, "holder", None)
         if holder is None or holder.poll() is not None or self.topo is None:
             return None
-        ticks = kernel_ticks(self.cpus)
+        busy_s = self.kernel.read()
         frames = netdev_rx_packets(holder.pid, [p.iface for p in self.topo.ports])
-        tick = nominal_hz()[0] / CLK_TCK
-        return CostSample(0.0, ticks * tick, frames, tick)
+        tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
+        return CostSample(0.0, busy_s * nominal_hz()[0], frames, tick)
 
     has_rules = True
 

@@ -122,6 +122,10 @@ class Testpmd(SutAdapter):
             time.sleep(0.1)
         time.sleep(0.5)
 
+    def variant(self) -> str:
+        """"no-huge" when the hugepages it was given could not be reserved."""
+        return "no-huge" if getattr(self, "memory", "").startswith("--no-huge:") else ""
+
     def teardown(self) -> None:
         if self.tb is not None and getattr(self, "proc", None) is not None:
             self.tb.stop(self.proc)
