@@ -91,10 +91,15 @@ class RealBench:
         # a block timeout of latency, and it is slower: docs/bench.md)
         kernel_port = "afpacket" if pygen else spec.tester_port
         layout = campaign_layout(spec)
+        # VNFs that share a core with the tester (or with each other) busy
+        # polling would let the scheduler set the rate: they sleep on their
+        # memif eventfds instead, and the trial says so (issue 14, layouts)
+        vnf_interrupt = spec.vnf_wakeup == "interrupt" or (
+            spec.vnf_wakeup == "auto" and layout.vnfs_crowded(max(point.vnfs, 1)))
         with Testbed() as tb:
             built = build(tb, sut, point, memif_tester=not pygen,
                           tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port,
-                          virtual_kind=spec.virtual_port)
+                          virtual_kind=spec.virtual_port, vnf_interrupt=vnf_interrupt)
             for i, s in enumerate(built.streams):
                 # a stream and its reverse (bidirectional) run as one process
                 k = i // 2 if point.direction == "bi" else i
@@ -111,7 +116,7 @@ class RealBench:
                         args += ["--cpu", str(cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
-                                             cpu=cpu))
+                                             cpu=cpu, polls=h.polls))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,

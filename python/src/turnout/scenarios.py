@@ -130,14 +130,17 @@ def _mac(i: int) -> str:
 
 def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
           tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket",
-          virtual_kind: str = "memif") -> Built:
+          virtual_kind: str = "memif", vnf_interrupt: bool = False) -> Built:
     """Create namespaces, wires and sockets for ``point`` (see module doc).
 
     ``kernel_port`` is how the tester and the VNFs open a veth end:
     ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``.
     ``virtual_kind`` is what a virtual endpoint prefers: ``memif`` or
     ``vhost-user`` (a SUT without vhost-user ports, or the bare wire, falls
-    back to memif, then veth; ``Built.virtual_port`` says what was used)."""
+    back to memif, then veth; ``Built.virtual_port`` says what was used).
+    ``vnf_interrupt``: chain VNFs and reflectors whose ports are all memif
+    sleep on the memif eventfds when idle (``mode=interrupt``) instead of
+    busy polling (``GenProc.polls`` says which did)."""
     if kernel_port not in ("afxdp", "afpacket"):
         raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
     if virtual_kind not in ("memif", "vhost-user"):
@@ -294,18 +297,28 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             streams.append(stream(2 * i + 1, dst, src, reverse_of=2 * i))
         else:
             streams.append(stream(i, src, dst))
+    def sleeps(*es: _Endpoint) -> bool:
+        """A helper on these endpoints waits on eventfds (memif only)."""
+        return vnf_interrupt and all(e.memif for e in es)
+
+    def vnf_spec(e: _Endpoint, irq: bool) -> str:
+        return spec(e) + (",mode=interrupt" if irq else "")
+
     gen_helpers = []
     for a, b, _ in helpers:
         nxt = endpoints[peer[b]]
-        args = ["fwd", "--port", spec(endpoints[a]), "--port2", spec(endpoints[b]),
-                "--dst-mac", nxt.mac]
+        irq = sleeps(endpoints[a], endpoints[b])
+        args = ["fwd", "--port", vnf_spec(endpoints[a], irq),
+                "--port2", vnf_spec(endpoints[b], irq), "--dst-mac", nxt.mac]
         if point.direction == "bi":
             # B → A: to the hop before this VNF
             args += ["--bidir", "--dst-mac2", endpoints[peer[a]].mac]
-        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}"))
+        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}",
+                                   polls=not irq))
     for r in reflectors:
-        gen_helpers.append(GenProc(args=["reflect", "--port", spec(endpoints[r])],
-                                   netns=endpoints[r].ns, name=f"reflect {r}"))
+        irq = sleeps(endpoints[r])
+        gen_helpers.append(GenProc(args=["reflect", "--port", vnf_spec(endpoints[r], irq)],
+                                   netns=endpoints[r].ns, name=f"reflect {r}", polls=not irq))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
                  update=("t0", "t1", "t2") if s == "rule_update" else None,

@@ -49,6 +49,11 @@ class Layout:
     def vnfs_share_tester(self) -> bool:
         return bool(set(self.vnf) & set(self.tester))
 
+    def vnfs_crowded(self, n: int) -> bool:
+        """``n`` VNFs would not each have a core of their own: they share the
+        tester's, each other's, or are not pinned at all."""
+        return not self.vnf or self.vnfs_share_tester or n > len(self.vnf)
+
     def tester_cpu(self, i: int) -> int:
         """The CPU of the tester's i-th stream process (round robin)."""
         return self.tester[i % len(self.tester)]

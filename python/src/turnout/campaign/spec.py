@@ -91,6 +91,10 @@ class CampaignSpec:
     tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
     #: what virtual endpoints are when the SUT has both: memif | vhost-user
     virtual_port: str = "memif"
+    #: how chain VNFs and reflectors wait for frames: "auto" (on the memif
+    #: eventfd when they share a core with the tester or each other, busy
+    #: polling when each has a core), "poll" or "interrupt"
+    vnf_wakeup: str = "auto"
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -202,7 +206,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
-             "virtual_port",
+             "virtual_port", "vnf_wakeup",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "interleave"}
     for k in c:
@@ -333,6 +337,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     virtual_port = c.get("virtual_port", "memif")
     if virtual_port not in ("memif", "vhost-user"):
         raise CampaignError(f"campaign.virtual_port: {virtual_port!r} is not memif or vhost-user")
+    vnf_wakeup = c.get("vnf_wakeup", "auto")
+    if vnf_wakeup not in ("auto", "poll", "interrupt"):
+        raise CampaignError(f"campaign.vnf_wakeup: {vnf_wakeup!r} is not auto, poll or interrupt")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -345,7 +352,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
-        tester_port=tester_port, virtual_port=virtual_port,
+        tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 

@@ -152,6 +152,8 @@ class GenProc:
     netns: str | None = None
     cpu: int | None = None
     name: str = ""
+    #: busy-polls its ports (False: sleeps on their memif eventfds when idle)
+    polls: bool = True
 
 
 class VnfHandle:
@@ -159,10 +161,11 @@ class VnfHandle:
     (answers to SIGUSR1) and, at the end, its final document."""
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
-                 cpu: int | None = None) -> None:
+                 cpu: int | None = None, polls: bool = True) -> None:
         self.proc = proc
         self.name = name or _cmdline(proc)[-60:]
         self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
+        self.polls = polls  # False: it sleeps on its ports' eventfds when idle
         self.lines: queue.Queue[str] = queue.Queue()
         self._reader: threading.Thread | None = None
         if proc.stdout is not None:
@@ -431,6 +434,10 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        sleepers = [h.cpu for h in self.helpers if not h.polls]
+        if sleepers:
+            counts.extra["vnf_wakeup"] = "interrupt"
+            counts.extra["vnf_sleepers"] = len(sleepers)
         return counts
 
     @staticmethod
@@ -474,7 +481,7 @@ def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
         if cpu is not None:
             per[cpu] = per.get(cpu, 0) + 1
     for h in helpers:
-        if h.cpu is not None:
+        if h.cpu is not None and h.polls:
             per[h.cpu] = per.get(h.cpu, 0) + 1
     return max(per.values(), default=1)
 

@@ -601,6 +601,11 @@ def _trial_marks(st: list[Trial]) -> str:
     if shared > 1:
         marks.append(f"scheduler: {shared} busy-polling tester/VNF processes share one core "
                      "(the latency is the scheduler's, not the switch's)")
+    irq = sum(1 for t in st if t.extra.get("vnf_wakeup") == "interrupt")
+    if irq:
+        marks.append(f"VNFs in interrupt mode on a shared core in {irq}/{n} (they sleep on their "
+                     "memif eventfds; their wake-up latency is in the figures, and under load "
+                     "they take the tester's CPU time)")
     tb = sum(1 for t in st if t.tester_bound)
     if tb:
         marks.append(f"tester-bound in {tb}/{n}")
