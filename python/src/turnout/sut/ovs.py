@@ -291,6 +291,36 @@ class OvsDpdk(Ovs):
             self.max_frame_b = OvsDpdk.max_frame_b
             self.max_frame_reason = OvsDpdk.max_frame_reason
         super().setup(tb, topo)
+        self._prime_vhost(topo)
+
+    def _prime_vhost(self, topo: Topology) -> None:
+        """Attach each vhost-user port once before any trial: OVS builds a
+        port's memory pool (and enables its queues) on the first
+        attachment, which took over 5 s on a loaded 2-core host (the first
+        trial's sender stalled). A short turnout-gen ``rx`` per port, then a
+        command on ovs-vswitchd's control socket, which answers once its
+        main thread is done."""
+        from ..measure.gen import find_gen
+
+        vhost = [p for p in topo.ports if p.kind == "vhost-user"]
+        gen = find_gen(allow_pygen=False)
+        if not vhost or not gen:
+            return
+        procs = [subprocess.Popen([*gen, "rx", "--port", f"vhost-user:{p.socket}",
+                                   "--duration-s", "1", "--wait-peer-s", "60"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for p in vhost]
+        try:
+            for pr in procs:
+                pr.wait(timeout=90)
+        except subprocess.TimeoutExpired as e:
+            raise SutError("OVS-DPDK's vhost-user ports did not come up within 90 s") from e
+        finally:
+            for pr in procs:
+                if pr.poll() is None:
+                    pr.kill()
+                    pr.wait()
+        self.appctl("version", timeout_s=60)
 
     def port_added(self, p: SutPort) -> None:
         """OVS serves a ``dpdkvhostuser`` port's socket in its run directory
