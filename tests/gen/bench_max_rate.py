@@ -139,7 +139,7 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
     cli = None
     cli_pmd = None
     try:
-        srv._read_until(r"testpmd> ", 15)
+        srv._read_until(r"testpmd> ", 60)
         srv.cmd(f"set fwd {server_mode}")
         srv.cmd("start")
         if client == "gen":
@@ -151,7 +151,9 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
         else:
             cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1, [cli_vdev],
                               extra=[f"--txpkts={size}"])
-            cli_pmd._read_until(r"testpmd> ", 15)
+            # virtio-user sets its device up with the backend before the
+            # prompt: seconds on a loaded host
+            cli_pmd._read_until(r"testpmd> ", 60)
             cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
             cli_pmd.cmd("start")
         time.sleep(1.0)
