@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay bench-vhost-gen lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -65,6 +65,16 @@ bench-overlay: setup
 	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
+
+# turnout-gen's vhost-user frontend vs testpmd's virtio-user, as sender and
+# as receiver against a testpmd net_vhost backend, 64 and 1518 B, the tool
+# under test on CPU 0 and the backend on CPU 1, runs interleaved, ratios
+# pair by pair (docs/bench.md, "turnout-gen over vhost-user"); run it in a
+# quiet window, about 3 minutes.
+bench-vhost-gen: build
+	mkdir -p results
+	python3 tests/gen/bench_max_rate.py --only vhost --runs 5 --window-s 2 --sizes 64,1518 \
+		| tee results/vhost-gen.txt
 
 # Coverage-guided fuzzing (docs/fuzzing.md): every target in fuzz/ one after
 # the other for FUZZ_SECS each (FUZZ_RUNS=N: stop a target after N runs).

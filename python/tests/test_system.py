@@ -274,3 +274,34 @@ def test_round_trips_over_burst_sizes(tmp_path, sut):
             assert t.latency_mean_ns and t.latency_min_ns and t.latency_min_ns > 0
             (vnf,) = t.extra["vnfs"]
             assert vnf["name"].startswith("reflect") and "error" not in vnf, vnf
+
+
+@needs_root
+@pytest.mark.system
+def test_ovs_dpdk_vhost_user_v2v_cell(tmp_path):
+    """The default campaign's vhost-user cell on OVS-DPDK: v2v through two
+    ``dpdkvhostuser`` ports turnout-gen's frontend connects to, at 64 and
+    1518 B (no longer skipped: the ports' mtu_request), next to the memif
+    cell, which OVS-DPDK skips with its reason."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut("ovs-dpdk").available()
+    if why:
+        testpeers.need(False, f"ovs-dpdk: {why}")
+    spec = _tiny("ovs-dpdk", ["v2v"], ["rplus"])
+    spec["matrix"]["scenarios"] = ["p2p"]
+    spec["matrix"]["vhost_user_scenarios"] = ["v2v"]
+    spec["matrix"]["frame_sizes_b"] = [64, 1518]
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        assert c.status == "done"
+        trials = [t for t in db.trials(c.id) if t.scenario == "v2v"]
+        bad = [t.reason for t in trials if t.status != "ok"]
+        assert not bad, bad
+        assert {t.frame_size_b for t in trials} == {64, 1518}
+        for t in trials:
+            assert t.virtual_port == "vhost-user", t
+            assert t.sent > 0 and t.received > 0, t
+            assert t.received <= t.sent
+        (sut,) = {s.name: s for s in db.suts(c.id)}.values()
+        assert "dpdkvhostuser" in str(sut.config), sut.config

@@ -98,3 +98,39 @@ def test_falls_back_where_there_is_no_vhost_user(tmp_path):
     with pytest.raises(Unsupported, match="memif or vhost-user"):
         build(FakeTestbed(tmp_path), make_sut("turnoutd"), Point(scenario="v2v"),
               memif_tester=True, tester_roles=ROLES, virtual_kind="tap")
+
+
+def test_ovs_dpdk_has_vhost_user_ports(tmp_path):
+    sut = make_sut("ovs-dpdk")
+    assert sut.supports_vhost_user
+    built = build(FakeTestbed(tmp_path), sut, Point(scenario="v2v"), memif_tester=True,
+                  tester_roles=ROLES, virtual_kind="vhost-user")
+    assert built.virtual_port == "vhost-user"
+    ports = built.topology.ports
+    assert [p.kind for p in ports] == ["vhost-user", "vhost-user"]
+    # dpdkvhostuser ports at the MTU of the option (1518 B frames pass)
+    assert sut.port_args(0, ports[0]) == ["type=dpdkvhostuser", "mtu_request=9000"]
+    sut = make_sut("ovs-dpdk", {"vhost_mtu": 2000})
+    assert sut.port_args(0, ports[0]) == ["type=dpdkvhostuser", "mtu_request=2000"]
+    # the userspace (afxdp) build has none: memif is not there either, veths
+    built = build(FakeTestbed(tmp_path), make_sut("ovs"), Point(scenario="v2v"),
+                  memif_tester=True, tester_roles=ROLES, virtual_kind="vhost-user")
+    assert built.virtual_port == "veth"
+
+
+def test_vhost_user_cell_next_to_the_campaign_virtual_port():
+    spec = parse({"campaign": {"name": "x", "methods": ["rplus"]},
+                  "matrix": {"suts": ["turnoutd", "ovs-dpdk"], "scenarios": ["p2p", "v2v"],
+                             "frame_sizes_b": [64, 1518],
+                             "vhost_user_scenarios": ["v2v"]}})
+    kinds = sorted((p.scenario, p.virtual_port, p.frame_size_b) for p in spec.points)
+    assert kinds == [("p2p", "", 64), ("p2p", "", 1518), ("v2v", "", 64), ("v2v", "", 1518),
+                     ("v2v", "vhost-user", 64), ("v2v", "vhost-user", 1518)]
+    keys = [w.key for w in spec.work()]
+    assert len(keys) == len(set(keys)), "the vhost-user cell has keys of its own"
+    assert sum("|vhost-user|" in k for k in keys) == 4  # 2 SUTs x 2 sizes
+    with pytest.raises(CampaignError, match="no virtual ports"):
+        parse({"campaign": {"name": "x"}, "matrix": {"vhost_user_scenarios": ["p2p"]}})
+    with pytest.raises(CampaignError, match="vhost-user already"):
+        parse({"campaign": {"name": "x", "virtual_port": "vhost-user"},
+               "matrix": {"vhost_user_scenarios": ["v2v"]}})

@@ -10,6 +10,11 @@ a client); receive rate = frames the server manages to put into the ring
 per second (txonly) while the client under test (turnout-gen rx, or testpmd
 rxonly) drains it. The client runs on CPU 0.
 
+vhost-user: the same with a testpmd ``net_vhost`` backend on CPU 1 as the
+counterpart and instrument, and as the client under test turnout-gen's
+vhost-user frontend (``vhost-user:SOCK``) or testpmd's virtio-user
+(``net_virtio_user``), both with 1024-entry rings, on CPU 0.
+
 AF_XDP on a veth between two namespaces: send rate = turnout-gen tx's own
 rate (vs testpmd txonly on net_af_xdp, read from its counters); receive
 rate = frames turnout-gen rx counts per second while testpmd txonly sends
@@ -18,7 +23,8 @@ from the other end.
 Runs are interleaved (gen, testpmd, gen, ...) and reported as medians with
 min and max. Needs root, dpdk-testpmd, and target/release/turnout-gen.
 
-usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518] [--only memif|afxdp]
+usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518]
+                         [--only memif|vhost|afxdp]
 """
 
 from __future__ import annotations
@@ -114,30 +120,40 @@ def window_rate(pmd: Testpmd, window_s: float, field: int) -> float:
     return (b[field] - a[field]) / (t1 - t0)
 
 
-def memif_run(client: str, direction: str, size: int, window_s: float, n: int) -> float:
-    """Rate (pps) through the memif server; client 'gen' or 'testpmd'."""
+def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
+            n: int) -> float:
+    """Rate (pps) through a testpmd server port over shared memory (path
+    'memif' or 'vhost'); client 'gen' or 'testpmd'."""
     prefix = f"tgb{PID}s{n}"
     sock = f"/tmp/{prefix}.sock"
     server_mode = "rxonly" if direction == "send" else "txonly"
-    srv = Testpmd(prefix, "0,1", 0, [f"net_memif0,role=server,socket={sock},socket-abstract=no"],
-                  extra=[f"--txpkts={size}"])
+    if path == "memif":
+        srv_vdev = f"net_memif0,role=server,socket={sock},socket-abstract=no"
+        cli_vdev = f"net_memif0,role=client,socket={sock},socket-abstract=no"
+        gen_port = f"memif:{sock}"
+    else:
+        srv_vdev = f"net_vhost0,iface={sock},queues=1"
+        cli_vdev = f"net_virtio_user0,path={sock},queues=1,queue_size=1024"
+        gen_port = f"vhost-user:{sock},queue-size=1024"
+    srv = Testpmd(prefix, "0,1", 0, [srv_vdev], extra=[f"--txpkts={size}"])
     cli = None
     cli_pmd = None
     try:
-        srv._read_until(r"testpmd> ", 15)
+        srv._read_until(r"testpmd> ", 60)
         srv.cmd(f"set fwd {server_mode}")
         srv.cmd("start")
         if client == "gen":
             role = (["tx", "--size", str(size), "--duration-s", str(window_s + 3),
                      "--cooldown-s", "0"]
                     if direction == "send" else ["rx", "--duration-s", str(window_s + 3)])
-            cli = subprocess.Popen([GEN, *role, "--port", f"memif:{sock}", "--cpu", "0"],
+            cli = subprocess.Popen([GEN, *role, "--port", gen_port, "--cpu", "0"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         else:
-            cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1,
-                              [f"net_memif0,role=client,socket={sock},socket-abstract=no"],
+            cli_pmd = Testpmd(f"tgb{PID}c{n}", "0,1", 1, [cli_vdev],
                               extra=[f"--txpkts={size}"])
-            cli_pmd._read_until(r"testpmd> ", 15)
+            # virtio-user sets its device up with the backend before the
+            # prompt: seconds on a loaded host
+            cli_pmd._read_until(r"testpmd> ", 60)
             cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
             cli_pmd.cmd("start")
         time.sleep(1.0)
@@ -228,7 +244,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--window-s", type=float, default=2.0)
     ap.add_argument("--sizes", default="64,1518")
-    ap.add_argument("--only", choices=["memif", "afxdp"])
+    ap.add_argument("--only", choices=["memif", "vhost", "afxdp"])
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("dpdk-testpmd") or not Path(GEN).exists():
         print("needs root, dpdk-testpmd and " + GEN, file=sys.stderr)
@@ -239,7 +255,7 @@ def main() -> int:
     n = 0
     v = None
     try:
-        for path in ("memif", "afxdp"):
+        for path in ("memif", "vhost", "afxdp"):
             if a.only and path != a.only:
                 continue
             if path == "afxdp":
@@ -250,8 +266,8 @@ def main() -> int:
                         for client in ("gen", "testpmd"):  # interleaved
                             n += 1
                             try:
-                                if path == "memif":
-                                    r = memif_run(client, direction, size, a.window_s, n)
+                                if path in ("memif", "vhost"):
+                                    r = shm_run(path, client, direction, size, a.window_s, n)
                                 else:
                                     v.detach()
                                     r = afxdp_run(v, client, direction, size, a.window_s, n)

@@ -287,6 +287,11 @@ pub struct General {
     /// How long to wait for the port's peer to come up (exit 3 if it does not).
     #[arg(long, value_name = "S", default_value_t = 10.0, value_parser = nonneg_f64)]
     pub wait_peer_s: f64,
+    /// A sender whose port accepts no frame for S seconds ends the run
+    /// (`stopped_by: "stalled"`, exit 1). Raise it when a backend restarts
+    /// mid-run and may take long to come back (OVS-DPDK on a loaded host).
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = pos_f64)]
+    pub stall_s: f64,
     /// Write the final document to FILE ('-' = stdout).
     #[arg(long, value_name = "FILE", default_value = "-")]
     pub json: String,

@@ -60,27 +60,26 @@ impl From<OpenError> for Failure {
     }
 }
 
-/// A sender that gets no frame accepted for this long ends the run
-/// (`stopped_by: "stalled"`, exit code 1): the peer stopped draining or
-/// went away.
-pub const STALL_NS: u64 = 5_000_000_000;
-
-/// Watches a sender's progress.
+/// Watches a sender's progress: one that gets no frame accepted for
+/// `--stall-s` (default 5 s) ends the run (`stopped_by: "stalled"`, exit
+/// code 1): the peer stopped draining or went away.
 struct Stall {
     last_packets: u64,
     since: u64,
+    limit_ns: u64,
 }
 
 impl Stall {
-    fn new(now: u64) -> Self {
+    fn new(now: u64, g: &General) -> Self {
         Stall {
             last_packets: 0,
             since: now,
+            limit_ns: (g.stall_s * 1e9) as u64,
         }
     }
 
     /// True when `packets` (all frames sent, warm-up included) did not move
-    /// for [`STALL_NS`].
+    /// for the limit.
     #[inline]
     fn stalled(&mut self, now: u64, packets: u64) -> bool {
         if packets != self.last_packets {
@@ -88,14 +87,14 @@ impl Stall {
             self.since = now;
             return false;
         }
-        now - self.since > STALL_NS
+        now - self.since > self.limit_ns
     }
 }
 
-fn stall_error(port: &dyn Port) -> String {
+fn stall_error(port: &dyn Port, g: &General) -> String {
     format!(
         "the port accepted no frame for {} s (link {}): the peer stopped draining its ring or went away",
-        STALL_NS / 1_000_000_000,
+        g.stall_s,
         if port.link_up() { "up" } else { "down" }
     )
 }
@@ -413,7 +412,7 @@ fn send_until_done(
     mut each: impl FnMut(u64) -> (u64, u64),
 ) -> (&'static str, Option<String>) {
     let mut iv = Interval::new(g, start);
-    let mut stall = Stall::new(start);
+    let mut stall = Stall::new(start, g);
     loop {
         // Receive first: `now` then stamps the burst sent right after it.
         let (rx, lost) = each(now_ns());
@@ -436,7 +435,7 @@ fn send_until_done(
         let sent = s.stats.packets + s.stats.warmup_packets;
         if stall.stalled(now, sent) {
             s.stop(now);
-            return ("stalled", Some(stall_error(port)));
+            return ("stalled", Some(stall_error(port, g)));
         }
         tick(&mut iv, now, sent, rx, lost);
     }

@@ -183,3 +183,32 @@ fn server_mode_accepts_a_client_mode_backend() {
     assert_eq!(pump(front.tx(0), brx.as_mut(), 2000, 64), 2000);
     assert_eq!(pump(backend.tx(0), frx.as_mut(), 2000, 64), 2000);
 }
+
+#[test]
+fn an_idle_receive_queue_follows_the_session_after_a_restart() {
+    // The receive queue is taken (and polled, idle) before the backend
+    // dies: it must not keep polling the dead session's ring afterwards
+    // (found against OVS-DPDK restarting under a running turnout-gen).
+    let dir = TempDir::new("frontidle");
+    let (backend, front) = pair(&dir, 1, 1518);
+    let mut frx = front.take_rx(0).unwrap();
+    assert_eq!(pump(backend.tx(0), frx.as_mut(), 1000, 64), 1000);
+    let mut batch = RxBatch::with_capacity(64);
+    assert_eq!(batch.receive(frx.as_mut(), 0, 0).received(), 0, "idle");
+    drop(backend);
+    assert!(
+        wait_until(Duration::from_secs(5), || !front.link_up()),
+        "link stays up after the backend died"
+    );
+    assert_eq!(batch.receive(frx.as_mut(), 0, 0).received(), 0, "down");
+    let mut bc = VhostUserConfig::new(dir.path("vu.sock"));
+    bc.max_frame_b = 1518;
+    let backend = VhostUserPort::new("backend2", bc).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || front.link_up()
+            && backend.wait_running(Duration::from_millis(1))),
+        "no reconnect: {}",
+        front.last_error()
+    );
+    assert_eq!(pump(backend.tx(0), frx.as_mut(), 5000, 1518), 5000);
+}

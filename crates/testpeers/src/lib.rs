@@ -6,7 +6,7 @@
 //! test says why on stderr and, by default, *skips* (returns early, so
 //! `cargo test` passes on a laptop). With `TURNOUT_REQUIRE_PEERS=1` — set by
 //! `make test`, hence by CI — a peer that `scripts/setup.sh` installs
-//! (root, testpmd, namespaces) *fails* the test instead: a CI machine where
+//! (root, testpmd, OVS-DPDK, namespaces) *fails* the test instead: a CI machine where
 //! the setup did not produce it must not go green. Peers the setup does not
 //! provide (a machine without KVM, the QEMU guest's assets) stay skippable
 //! either way.
@@ -89,6 +89,41 @@ pub fn testpmd() -> Option<PathBuf> {
         missing("dpdk-testpmd is not installed (Debian package dpdk-dev)");
     }
     found
+}
+
+/// The OVS-DPDK binary of Debian's openvswitch-switch-dpdk.
+pub const OVS_DPDK_BINARY: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
+
+/// Open vSwitch's database schema (openvswitch-switch).
+pub const OVS_SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// OVS-DPDK (`ovs-vswitchd-dpdk`, `$TURNOUT_OVS_DPDK` to override) with
+/// the Open vSwitch tools a private instance needs (ovsdb-tool,
+/// ovsdb-server, ovs-vsctl, ovs-ofctl) and the schema; if any is missing,
+/// [`missing`] and `None`.
+pub fn ovs_dpdk() -> Option<PathBuf> {
+    let bin = std::env::var("TURNOUT_OVS_DPDK").unwrap_or_else(|_| OVS_DPDK_BINARY.into());
+    let bin = PathBuf::from(bin);
+    if !bin.exists() {
+        missing(&format!(
+            "{} is not installed (Debian package openvswitch-switch-dpdk)",
+            bin.display()
+        ));
+        return None;
+    }
+    for tool in ["ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-ofctl"] {
+        if find_in_path(tool).is_none() {
+            missing(&format!(
+                "{tool} is not installed (Debian package openvswitch-switch)"
+            ));
+            return None;
+        }
+    }
+    if !Path::new(OVS_SCHEMA).exists() {
+        missing(&format!("{OVS_SCHEMA} is missing (openvswitch-switch)"));
+        return None;
+    }
+    Some(bin)
 }
 
 #[cfg(test)]

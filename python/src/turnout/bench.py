@@ -84,6 +84,8 @@ class RealBench:
         why = sut.available()
         if why:
             raise SkipSession(f"{sut_name}: {why}")
+        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
+            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
         roles = tester_roles(self.gen)
         pygen = _is_pygen(self.gen)
         # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless
@@ -99,7 +101,8 @@ class RealBench:
         with Testbed() as tb:
             built = build(tb, sut, point, memif_tester=not pygen,
                           tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port,
-                          virtual_kind=spec.virtual_port, vnf_interrupt=vnf_interrupt)
+                          virtual_kind=point.virtual_port or spec.virtual_port,
+                          vnf_interrupt=vnf_interrupt)
             for i, s in enumerate(built.streams):
                 # a stream and its reverse (bidirectional) run as one process
                 k = i // 2 if point.direction == "bi" else i

@@ -235,7 +235,8 @@ class _OvsHost(_Host):
         self.phy = f"{tb.prefix}y"
         o.vsctl("add-br", self.phy, "--", "set", "bridge", self.phy, "datapath_type=netdev")
         o.vsctl("add-port", self.phy, w.underlay_iface, "--", "set", "interface",
-                w.underlay_iface, *o.port_args(1, w.underlay_iface))
+                w.underlay_iface,
+                *o.port_args(1, SutPort(name="underlay", kind="veth", iface=w.underlay_iface)))
         tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", self.phy], netns=w.ns)
         tb.run(["ip", "link", "set", self.phy, "up"], netns=w.ns)
         o.vsctl("add-port", o.bridge, "tun0", "--", "set", "interface", "tun0", "type=vxlan",

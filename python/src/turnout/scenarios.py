@@ -56,6 +56,9 @@ class Point:
     vnfs: int = 0
     ports: int = 2
     pairs: int = 1
+    #: what the virtual endpoints of this point are (memif | vhost-user);
+    #: "" = the campaign's ``virtual_port``
+    virtual_port: str = ""
 
 
 @dataclass

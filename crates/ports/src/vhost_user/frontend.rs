@@ -456,8 +456,20 @@ pub struct FrontendRx {
 
 impl RxQueue for FrontendRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
-        if self.held.is_none() {
-            self.held = self.slot.load_full();
+        // Nothing lent out: follow the current session. A session that
+        // ended by a hang-up is not `broken`, and an idle queue never
+        // releases it: holding on to it would poll a dead ring forever
+        // after a reconnect.
+        if self.nheads == 0 {
+            let cur = self.slot.load();
+            let current = match (&self.held, cur.as_ref()) {
+                (Some(h), Some(c)) => Arc::ptr_eq(h, c),
+                (None, None) => true,
+                _ => false,
+            };
+            if !current {
+                self.held = cur.clone();
+            }
         }
         let Some(s) = self.held.clone() else { return 0 };
         if s.broken.load(Relaxed) {

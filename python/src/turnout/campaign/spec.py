@@ -48,8 +48,10 @@ class WorkItem:
     @property
     def key(self) -> str:
         p = self.point
+        vp = f"|{p.virtual_port}" if p.virtual_port else ""
         return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
-                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}|{self.method}|{self.arg:g}|r{self.repetition}")
+                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}|{self.method}|{self.arg:g}"
+                f"|r{self.repetition}")
 
 
 @dataclass
@@ -140,7 +142,7 @@ class CampaignSpec:
 def topology_key(p: Point) -> tuple[object, ...]:
     """What a testbed depends on: points with the same key can share one
     set-up of the SUT (frame size, flows and burst are the tester's)."""
-    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs)
+    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port)
 
 
 #: matrix keys of the overlay scenario's cell (docs/bench.md, "Overlay")
@@ -213,7 +215,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
-             "ports", "pairs", "rates_pps"} | OVERLAY_KEYS
+             "ports", "pairs", "rates_pps", "vhost_user_scenarios"} | OVERLAY_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -299,7 +301,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
             continue
-        extra: list[dict[str, int]] = [{}]
+        extra: list[dict[str, Any]] = [{}]
         if sc == "loopback":
             extra = [{"vnfs": v} for v in vnfs]
         elif sc == "density":
@@ -308,6 +310,26 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"pairs": p} for p in pairs]
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
                    for e in extra]
+    # A vhost-user cell next to the campaign's virtual_port: these scenarios
+    # again with vhost-user virtual ports (SUTs without vhost-user ports
+    # skip it with the reason).
+    vhost_scenarios = _list(m, "vhost_user_scenarios", ["none"], str, "matrix") \
+        if "vhost_user_scenarios" in m else []
+    for sc in vhost_scenarios:
+        if sc not in ("p2v", "v2p", "v2v", "loopback", "nvsn"):
+            raise CampaignError(f"matrix.vhost_user_scenarios: {sc!r} has no virtual ports "
+                                "(p2v, v2p, v2v, loopback, nvsn)")
+    if vhost_scenarios and c.get("virtual_port", "memif") == "vhost-user":
+        raise CampaignError("matrix.vhost_user_scenarios: campaign.virtual_port is "
+                            "vhost-user already")
+    for sc, d, sz, fl, b in itertools.product(vhost_scenarios, directions, sizes, flows, bursts):
+        extra = [{}]
+        if sc == "loopback":
+            extra = [{"vnfs": v} for v in vnfs]
+        elif sc == "nvsn":
+            extra = [{"pairs": p} for p in pairs]
+        points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b,
+                         virtual_port="vhost-user", **e) for e in extra]
     sut_opts = doc.get("sut", {})
     for k in sut_opts:
         if k not in SUTS:

@@ -3,8 +3,12 @@ ovs-vswitchd (everything in the run's work dir; /work/shared/PEERS.md).
 
 ``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
 (``ovs-vswitchd-dpdk``) with hugepages reserved for the run and given
-back; kernel interfaces are DPDK ``net_af_packet`` ports. OpenFlow rules
-``in_port=a → output:b`` implement the cross-connects both ways.
+back; kernel interfaces are DPDK ``net_af_packet`` ports, virtual ports
+(campaign ``virtual_port = "vhost-user"``) ``dpdkvhostuser`` ports (OVS
+serves the socket, turnout-gen connects as a VM would) at
+``mtu_request`` = option ``vhost_mtu`` (default 9000, so 1518 B frames
+and jumbo frames pass). OpenFlow rules ``in_port=a → output:b`` implement
+the cross-connects both ways.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, Topology, command_version
+from .base import SutAdapter, SutError, SutPort, Topology, command_version
 
 __all__ = ["Ovs", "OvsDpdk"]
 
@@ -83,14 +87,28 @@ class Ovs(SutAdapter):
     def extra_config(self, tb: Testbed) -> None:
         """Hook for the DPDK build."""
 
-    def port_args(self, i: int, iface: str) -> list[str]:
+    def port_added(self, p: SutPort) -> None:
+        """Hook for the DPDK build (vhost-user sockets)."""
+
+    def port_args(self, i: int, p: SutPort) -> list[str]:
         mode = self.options.get("xdp_mode", "native")
         return ["type=afxdp", f"options:xdp-mode={mode}"]
 
+    #: the SutPort kinds it can attach
+    port_kinds: tuple[str, ...] = ("veth",)
+
+    @staticmethod
+    def iface_of(p: SutPort) -> str:
+        """The OVS interface name of a port (a vhost-user port has no kernel
+        interface: its name, which is also its socket's name)."""
+        return p.iface or p.name
+
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
-        if any(p.kind != "veth" for p in topo.ports):
-            raise SutError("OVS userspace ports here are kernel interfaces only")
+        bad = sorted({p.kind for p in topo.ports if p.kind not in self.port_kinds})
+        if bad:
+            raise SutError(f"{self.name} cannot attach {', '.join(bad)} ports "
+                           f"(only {', '.join(self.port_kinds)})")
         self.dir = tb.directory(self.name)
         self.db = str(self.dir / "db.sock")
         conf = self.dir / "conf.db"
@@ -124,8 +142,10 @@ class Ovs(SutAdapter):
         self.ofport = ofport
         for i, p in enumerate(topo.ports):
             ofport[p.name] = i + 1
-            self.vsctl("add-port", self.bridge, p.iface, "--", "set", "interface", p.iface,
-                       *self.port_args(i, p.iface), f"ofport_request={i + 1}")
+            iface = self.iface_of(p)
+            self.vsctl("add-port", self.bridge, iface, "--", "set", "interface", iface,
+                       *self.port_args(i, p), f"ofport_request={i + 1}")
+            self.port_added(p)
         self.ofctl("del-flows", self.bridge)
         self.flows = []
         for a, b in topo.xconnects:
@@ -220,6 +240,8 @@ class OvsDpdk(Ovs):
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
+    supports_vhost_user = True
+    port_kinds = ("veth", "vhost-user")
 
     def available(self) -> str | None:
         if not Path(DPDK_BINARY).exists():
@@ -227,7 +249,15 @@ class OvsDpdk(Ovs):
         return super().available()
 
     def port_type_name(self) -> str:
-        return "dpdk net_af_packet"
+        kinds = {p.kind for p in self.topo.ports} if self.topo is not None else {"veth"}
+        names = {"veth": "dpdk net_af_packet", "vhost-user": "dpdkvhostuser"}
+        return " + ".join(names[k] for k in sorted(kinds) if k in names)
+
+    def vhost_mtu(self) -> int:
+        mtu = int(self.options.get("vhost_mtu", 9000))
+        if not 1500 <= mtu <= 9702:
+            raise SutError(f"ovs-dpdk vhost_mtu {mtu}: 1500..9702")
+        return mtu
 
     def extra_config(self, tb: Testbed) -> None:
         huge = tb.reserve_hugepages(self.hugepages)
@@ -246,8 +276,66 @@ class OvsDpdk(Ovs):
     max_frame_reason = ("OVS-DPDK's net_af_packet ports keep MTU 1500 (mtu_request=1600 is "
                         "refused with EINVAL): frames over 1514 B are dropped")
 
-    def port_args(self, i: int, iface: str) -> list[str]:
-        return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={iface}"]
+    def port_args(self, i: int, p: SutPort) -> list[str]:
+        if p.kind == "vhost-user":
+            return ["type=dpdkvhostuser", f"mtu_request={self.vhost_mtu()}"]
+        return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={p.iface}"]
+
+    def setup(self, tb: Testbed, topo: Topology) -> None:
+        # Frames over 1514 B pass only when no port is a net_af_packet one.
+        if all(p.kind == "vhost-user" for p in topo.ports):
+            self.max_frame_b = min(9000, self.vhost_mtu() + 14)
+            self.max_frame_reason = (f"OVS-DPDK's vhost-user ports here have MTU "
+                                     f"{self.vhost_mtu()} (option vhost_mtu)")
+        else:
+            self.max_frame_b = OvsDpdk.max_frame_b
+            self.max_frame_reason = OvsDpdk.max_frame_reason
+        super().setup(tb, topo)
+        self._prime_vhost(topo)
+
+    def _prime_vhost(self, topo: Topology) -> None:
+        """Attach each vhost-user port once before any trial: OVS builds a
+        port's memory pool (and enables its queues) on the first
+        attachment, which took over 5 s on a loaded 2-core host (the first
+        trial's sender stalled). A short turnout-gen ``rx`` per port, then a
+        command on ovs-vswitchd's control socket, which answers once its
+        main thread is done."""
+        from ..measure.gen import find_gen
+
+        vhost = [p for p in topo.ports if p.kind == "vhost-user"]
+        gen = find_gen(allow_pygen=False)
+        if not vhost or not gen:
+            return
+        procs = [subprocess.Popen([*gen, "rx", "--port", f"vhost-user:{p.socket}",
+                                   "--duration-s", "1", "--wait-peer-s", "60"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                 for p in vhost]
+        try:
+            for pr in procs:
+                pr.wait(timeout=90)
+        except subprocess.TimeoutExpired as e:
+            raise SutError("OVS-DPDK's vhost-user ports did not come up within 90 s") from e
+        finally:
+            for pr in procs:
+                if pr.poll() is None:
+                    pr.kill()
+                    pr.wait()
+        self.appctl("version", timeout_s=60)
+
+    def port_added(self, p: SutPort) -> None:
+        """OVS serves a ``dpdkvhostuser`` port's socket in its run directory
+        under the interface's name; the scenario's socket path links to it."""
+        if p.kind != "vhost-user":
+            return
+        real = Path(self.dir) / self.iface_of(p)
+        deadline = time.monotonic() + 15
+        while not real.exists():
+            if time.monotonic() > deadline:
+                raise SutError(f"OVS did not create the vhost-user socket {real}")
+            time.sleep(0.05)
+        link = Path(p.socket)
+        link.unlink(missing_ok=True)
+        link.symlink_to(real)
 
     def teardown(self) -> None:
         super().teardown()
