@@ -140,11 +140,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
         PortSpec::AfXdp { config, .. } => ports::af_xdp::AfXdpPort::open(name, config.clone())
             .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
             .map_err(|e| OpenError::Failed(e.to_string())),
-        PortSpec::Memif {
-            config,
-            server,
-            ..
-        } => {
+        PortSpec::Memif { config, server, .. } => {
             let socket = &config.socket;
             let cfg = config.interface(name);
             cfg.validate()

@@ -250,10 +250,7 @@ impl FromStr for PortSpec {
                 let pairs = fields("iface", target, &rest, &[]);
                 let config = port_config(&pairs, AfXdpConfig::validate)?;
                 if queue >= config.queues {
-                    return Err(format!(
-                        "queue={queue}: not below queues={}",
-                        config.queues
-                    ));
+                    return Err(format!("queue={queue}: not below queues={}", config.queues));
                 }
                 Ok(PortSpec::AfXdp { config, queue })
             }
@@ -389,12 +386,7 @@ mod tests {
         assert_eq!(
             m,
             PortSpec::Memif {
-                socket: "/run/t.sock".into(),
-                id: 0,
-                secret: None,
-                rings: 1,
-                ring_size: 1024,
-                buf_size: 2048,
+                config: MemifSpec::new("/run/t.sock"),
                 mode: MemifMode::Poll,
                 server: false,
             }
@@ -411,20 +403,48 @@ mod tests {
             m.to_string(),
             "memif:/s,id=3,secret=***,rings=2,ring-size=4096,buf-size=9216,mode=interrupt"
         );
+        // The struct's own key names work too, and mean the same.
+        let m2: PortSpec =
+            "memif:/s,id=3,secret=abc,queues=2,ring_size=4096,buffer_size=9216,mode=interrupt"
+                .parse()
+                .unwrap();
+        assert_eq!(m2, m);
+        let PortSpec::Memif { config, .. } = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            (config.queues, config.ring_size, config.buffer_size),
+            (2, 4096, 9216)
+        );
         let x: PortSpec = "afxdp:veth0,queue=1,mode=zc".parse().unwrap();
         assert_eq!(
             x,
             PortSpec::AfXdp {
-                iface: "veth0".into(),
+                config: AfXdpConfig {
+                    queues: 2,
+                    bind: XdpBind::ZeroCopy,
+                    ..AfXdpConfig::new("veth0")
+                },
                 queue: 1,
-                mode: XdpMode::ZeroCopy
+            }
+        );
+        assert_eq!(x.to_string(), "afxdp:veth0,queue=1,mode=zc");
+        let x: PortSpec = "afxdp:veth0".parse().unwrap();
+        assert_eq!(
+            x,
+            PortSpec::AfXdp {
+                config: AfXdpConfig {
+                    bind: XdpBind::Copy,
+                    ..AfXdpConfig::new("veth0")
+                },
+                queue: 0,
             }
         );
         let p: PortSpec = "afpacket:eth0".parse().unwrap();
         assert_eq!(
             p,
             PortSpec::AfPacket {
-                iface: "eth0".into(),
+                config: AfPacketConfig::new("eth0"),
                 queue: 0
             }
         );
@@ -458,15 +478,24 @@ mod tests {
             ("tap:x", "unknown port kind"),
             ("memif:/s,ring-size=1000", "power of two"),
             ("memif:/s,ring-size=32768", "power of two"),
-            ("memif:/s,rings=0", "1..255"),
+            ("memif:/s,rings=0", "queues: 0 not in 1..=256"),
+            ("memif:/s,rings=257", "queues: 257 not in 1..=256"),
+            ("memif:/s,buf-size=63", "buffer_size: 63 not in 64..=65535"),
+            (
+                "memif:/s,max_frame_b=9000,ring-size=2",
+                "more than the ring's 2",
+            ),
             ("memif:/s,mode=fast", "poll or interrupt"),
             ("memif:/s,id=x", "not a valid number"),
-            ("memif:/s,secret=012345678901234567890123", "1..23"),
-            ("memif:/s,queue=1", "unknown option 'queue'"),
+            ("memif:/s,secret=012345678901234567890123", "at most 23"),
+            ("memif:/s,queue=1", "unknown field `queue`"),
             ("memif:/s,ring-size", "key=value"),
             ("afxdp:averyveryverylongname", "valid interface"),
             ("afxdp:v0,mode=native", "copy or zc"),
-            ("afpacket:v0,mode=zc", "unknown option"),
+            ("afpacket:v0,mode=zc", "unknown field `mode`"),
+            ("afpacket:v0,fanout=rr", "unknown variant `rr`"),
+            ("afxdp:v0,queue=2,queues=2", "queue=2: not below queues=2"),
+            ("afxdp:v0,queues=65", "queues: 65 not in 1..=64"),
             ("vhost-user:/s,queues=0", "1..16"),
             ("vhost-user:/s,queue-size=1000", "power of two"),
             ("vhost-user:/s,queue-size=65536", "not a valid number"),

@@ -369,7 +369,9 @@ mod tests {
     use super::*;
 
     fn pairs(s: &[(&str, &str)]) -> Vec<(String, String)> {
-        s.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        s.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -381,7 +383,10 @@ mod tests {
             ("ring_size", "256"),
         ]);
         let m: crate::memif::MemifSpec = from_pairs(&p).unwrap();
-        assert_eq!((m.id, m.ring_size, m.secret.as_deref()), (3, 256, Some("abc")));
+        assert_eq!(
+            (m.id, m.ring_size, m.secret.as_deref()),
+            (3, 256, Some("abc"))
+        );
         let p = pairs(&[("iface", "v0"), ("bind", "zero_copy"), ("queues", "2")]);
         let x: crate::af_xdp::AfXdpConfig = from_pairs(&p).unwrap();
         assert_eq!(
@@ -418,7 +423,10 @@ mod tests {
             .to_string();
         assert!(e.contains("unknown variant `memfi`"), "{e}");
         let e = PortConfig::from_kind("memfi", serde_json::json!({})).unwrap_err();
-        assert!(e.to_string().starts_with("unknown port kind \"memfi\""), "{e}");
+        assert!(
+            e.to_string().starts_with("unknown port kind \"memfi\""),
+            "{e}"
+        );
     }
 
     #[test]
