@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use fabric::Port;
 
-use crate::spec::{PortSpec, XdpMode};
+use crate::spec::PortSpec;
 
 /// Why a port could not be used.
 #[derive(Debug)]
@@ -106,14 +106,13 @@ type Opened = (Arc<dyn Port>, Option<WhyDown>);
 
 fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
     match spec {
-        PortSpec::AfPacket { iface, queue } => {
+        PortSpec::AfPacket { config, queue } => {
             if *queue != 0 {
                 return Err(OpenError::Unsupported(format!(
                     "{spec}: turnout-gen opens one AF_PACKET queue; queue must be 0"
                 )));
             }
-            let cfg = ports::af_packet::AfPacketConfig::new(iface);
-            ports::af_packet::AfPacketPort::open(name, cfg)
+            ports::af_packet::AfPacketPort::open(name, config.clone())
                 .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
                 .map_err(|e| OpenError::Failed(e.to_string()))
         }
@@ -138,34 +137,12 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
                 })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
-        PortSpec::AfXdp { iface, queue, mode } => {
-            let mut cfg = ports::af_xdp::AfXdpConfig::new(iface);
-            // Queue q of the port is the interface's queue q: open q + 1
-            // queue pairs and use the last one.
-            cfg.queues = queue + 1;
-            cfg.bind = match mode {
-                XdpMode::Copy => ports::af_xdp::XdpBind::Copy,
-                XdpMode::ZeroCopy => ports::af_xdp::XdpBind::ZeroCopy,
-            };
-            ports::af_xdp::AfXdpPort::open(name, cfg)
-                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
-                .map_err(|e| OpenError::Failed(e.to_string()))
-        }
-        PortSpec::Memif {
-            socket,
-            id,
-            secret,
-            rings,
-            ring_size,
-            buf_size,
-            server,
-            ..
-        } => {
-            let mut cfg = ports::memif::MemifConfig::new(name, *id);
-            cfg.secret = secret.clone();
-            cfg.queues = *rings;
-            cfg.log2_ring_size = ring_size.trailing_zeros() as u8;
-            cfg.buffer_size = *buf_size;
+        PortSpec::AfXdp { config, .. } => ports::af_xdp::AfXdpPort::open(name, config.clone())
+            .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
+            .map_err(|e| OpenError::Failed(e.to_string())),
+        PortSpec::Memif { config, server, .. } => {
+            let socket = &config.socket;
+            let cfg = config.interface(name);
             cfg.validate()
                 .map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
             if *server {
@@ -182,7 +159,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             }
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.
-            let client = ports::memif::ClientConfig::new(socket.clone());
+            let client = ports::memif::ClientConfig::new(socket);
             ports::memif::MemifPort::client(cfg, client)
                 .map(|p| {
                     let p = Arc::new(p);

@@ -1,10 +1,22 @@
 //! Port specifications on the command line (docs/turnout-gen.md, "PORT
 //! SPEC"): `memif:SOCKET[,key=value...]`, `afxdp:IFACE[,...]`,
-//! `afpacket:IFACE[,...]`.
+//! `afpacket:IFACE[,...]`, `vhost-user:SOCKET[,...]`.
+//!
+//! The memif, AF_XDP and AF_PACKET specs are compact spellings of the port
+//! configurations turnoutd's `[[ports]]` tables use (crates/ports:
+//! [`MemifSpec`], [`AfXdpConfig`], [`AfPacketConfig`]): the text's keys
+//! (with the short aliases below) become the struct's fields, and the same
+//! `validate` checks them, so a value out of range gets the same message
+//! here as in turnoutd. Only how turnout-gen drives the port (memif `mode`
+//! and `role`, the `queue` it uses) is its own.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+
+use ports::af_packet::AfPacketConfig;
+use ports::af_xdp::{AfXdpConfig, XdpBind};
+use ports::memif::MemifSpec;
 
 /// memif wake-up mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,32 +27,14 @@ pub enum MemifMode {
     Interrupt,
 }
 
-/// AF_XDP bind mode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum XdpMode {
-    /// XDP_COPY (works on every driver, veth included).
-    Copy,
-    /// XDP_ZEROCOPY (drivers that support it).
-    ZeroCopy,
-}
-
 /// A parsed port specification.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PortSpec {
     /// memif client connecting to a server socket.
     Memif {
-        /// Server's unix socket.
-        socket: PathBuf,
-        /// Interface id on that socket.
-        id: u32,
-        /// Interface secret (≤ 23 bytes).
-        secret: Option<String>,
-        /// Queue pairs requested.
-        rings: u16,
-        /// Descriptors per ring (power of two, 2..16384).
-        ring_size: u32,
-        /// Buffer size in bytes.
-        buf_size: u32,
+        /// The interface: socket, id, secret, queues, ring and buffer
+        /// sizes, as turnoutd's memif ports have them.
+        config: MemifSpec,
         /// Wake-up mode.
         mode: MemifMode,
         /// Serve the socket (`role=server`) instead of connecting to it: a
@@ -50,12 +44,10 @@ pub enum PortSpec {
     },
     /// AF_XDP socket on an interface queue.
     AfXdp {
-        /// Interface name.
-        iface: String,
-        /// Queue id.
+        /// The port (its `queues` cover `queue`).
+        config: AfXdpConfig,
+        /// Queue id turnout-gen uses.
         queue: u16,
-        /// Bind mode.
-        mode: XdpMode,
     },
     /// vhost-user frontend (the VM side) on a backend's socket.
     Vhost {
@@ -72,9 +64,9 @@ pub enum PortSpec {
     },
     /// AF_PACKET (TPACKET_V3) socket on an interface.
     AfPacket {
-        /// Interface name.
-        iface: String,
-        /// Fanout queue.
+        /// The port.
+        config: AfPacketConfig,
+        /// Fanout queue turnout-gen uses (0).
         queue: u16,
     },
 }
@@ -84,24 +76,47 @@ pub const VHOST_QUEUE_SIZE: u16 = 1024;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;
 
-/// Default memif descriptors per ring.
-pub const MEMIF_RING_SIZE: u32 = 1024;
-/// Default memif buffer size.
-pub const MEMIF_BUF_SIZE: u32 = 2048;
+/// Short spellings of the memif keys (`rings=2` is `queues=2`).
+const MEMIF_ALIASES: &[(&str, &str)] = &[
+    ("rings", "queues"),
+    ("ring-size", "ring_size"),
+    ("buf-size", "buffer_size"),
+];
 
 fn num<T: FromStr>(key: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("{key}={v}: not a valid number"))
 }
 
-fn iface_name(s: &str) -> Result<String, String> {
-    // IFNAMSIZ is 16 including the terminating NUL.
-    if s.is_empty() || s.len() > 15 || s.contains(['/', ' ', ',', ':']) {
-        return Err(format!(
-            "'{s}' is not a valid interface name (1..15 characters, no '/', ' ', ',', ':')"
-        ));
+/// The `key=value` options of a spec as the port struct's fields: the
+/// target (socket or interface) under `target_key`, aliases and `-`
+/// spelled as the struct's keys.
+fn fields(
+    target_key: &str,
+    target: &str,
+    kv: &[(&str, &str)],
+    aliases: &[(&str, &str)],
+) -> Vec<(String, String)> {
+    let mut out = vec![(target_key.to_string(), target.to_string())];
+    for (k, v) in kv {
+        let k = aliases
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, f)| f.to_string())
+            .unwrap_or_else(|| k.replace('-', "_"));
+        out.push((k, v.to_string()));
     }
-    Ok(s.to_string())
+    out
+}
+
+/// Parses and checks a port struct exactly as turnoutd does.
+fn port_config<'a, T: serde::Deserialize<'a>>(
+    pairs: &'a [(String, String)],
+    validate: impl Fn(&T) -> Result<(), ports::ConfigError>,
+) -> Result<T, String> {
+    let c: T = ports::config::from_pairs(pairs).map_err(|e| e.to_string())?;
+    validate(&c).map_err(|e| e.to_string())?;
+    Ok(c)
 }
 
 impl FromStr for PortSpec {
@@ -137,83 +152,34 @@ impl FromStr for PortSpec {
         };
         match kind {
             "memif" => {
-                let mut spec = PortSpec::Memif {
-                    socket: PathBuf::from(target),
-                    id: 0,
-                    secret: None,
-                    rings: 1,
-                    ring_size: MEMIF_RING_SIZE,
-                    buf_size: MEMIF_BUF_SIZE,
-                    mode: MemifMode::Poll,
-                    server: false,
-                };
-                if let PortSpec::Memif {
-                    id,
-                    secret,
-                    rings,
-                    ring_size,
-                    buf_size,
-                    mode,
-                    server,
-                    ..
-                } = &mut spec
-                {
-                    for (k, v) in kv {
-                        match k {
-                            "id" => *id = num(k, v)?,
-                            "secret" => {
-                                if v.is_empty() || v.len() > 23 {
-                                    return Err("secret must be 1..23 bytes".into());
-                                }
-                                *secret = Some(v.to_string());
-                            }
-                            "rings" => {
-                                *rings = num(k, v)?;
-                                if *rings == 0 || *rings > 255 {
-                                    return Err(format!("rings={v}: must be 1..255"));
-                                }
-                            }
-                            "ring-size" => {
-                                *ring_size = num(k, v)?;
-                                if !ring_size.is_power_of_two() || !(2..=16384).contains(ring_size)
-                                {
-                                    return Err(format!(
-                                        "ring-size={v}: must be a power of two in 2..16384"
-                                    ));
-                                }
-                            }
-                            "buf-size" => {
-                                *buf_size = num(k, v)?;
-                                if !(128..=65535).contains(buf_size) {
-                                    return Err(format!("buf-size={v}: must be 128..65535"));
-                                }
-                            }
-                            "mode" => {
-                                *mode = match v {
-                                    "poll" => MemifMode::Poll,
-                                    "interrupt" => MemifMode::Interrupt,
-                                    _ => {
-                                        return Err(format!("mode={v}: must be poll or interrupt"))
-                                    }
-                                }
-                            }
-                            "role" => {
-                                *server = match v {
-                                    "client" => false,
-                                    "server" => true,
-                                    _ => return Err(format!("role={v}: must be client or server")),
-                                }
-                            }
-                            _ => {
-                                return Err(unknown(
-                                    k,
-                                    "id, secret, rings, ring-size, buf-size, mode, role",
-                                ))
+                let (mut mode, mut server) = (MemifMode::Poll, false);
+                let mut rest = Vec::new();
+                for (k, v) in kv {
+                    match k {
+                        "mode" => {
+                            mode = match v {
+                                "poll" => MemifMode::Poll,
+                                "interrupt" => MemifMode::Interrupt,
+                                _ => return Err(format!("mode={v}: must be poll or interrupt")),
                             }
                         }
+                        "role" => {
+                            server = match v {
+                                "client" => false,
+                                "server" => true,
+                                _ => return Err(format!("role={v}: must be client or server")),
+                            }
+                        }
+                        _ => rest.push((k, v)),
                     }
                 }
-                Ok(spec)
+                let pairs = fields("socket", target, &rest, MEMIF_ALIASES);
+                let config = port_config(&pairs, MemifSpec::validate)?;
+                Ok(PortSpec::Memif {
+                    config,
+                    mode,
+                    server,
+                })
             }
             "vhost-user" | "vhost" => {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
@@ -253,33 +219,53 @@ impl FromStr for PortSpec {
                 })
             }
             "afxdp" => {
-                let iface = iface_name(target)?;
-                let (mut queue, mut mode) = (0u16, XdpMode::Copy);
+                let mut queue = None;
+                let mut rest = Vec::new();
                 for (k, v) in kv {
                     match k {
-                        "queue" => queue = num(k, v)?,
-                        "mode" => {
-                            mode = match v {
-                                "copy" => XdpMode::Copy,
-                                "zc" => XdpMode::ZeroCopy,
+                        "queue" => queue = Some(num::<u16>(k, v)?),
+                        // turnout-gen's spelling of `bind`
+                        "mode" => rest.push((
+                            "bind",
+                            match v {
+                                "copy" => "copy",
+                                "zc" => "zero_copy",
                                 _ => return Err(format!("mode={v}: must be copy or zc")),
-                            }
-                        }
-                        _ => return Err(unknown(k, "queue, mode")),
+                            },
+                        )),
+                        _ => rest.push((k, v)),
                     }
                 }
-                Ok(PortSpec::AfXdp { iface, queue, mode })
+                let queue = queue.unwrap_or(0);
+                // Queue q of the port is the interface's queue q: open q + 1
+                // queue pairs (unless told) and use the last one; copy mode
+                // unless told (it works on every driver, veth included).
+                let queues = (u32::from(queue) + 1).to_string();
+                if !rest.iter().any(|(k, _)| *k == "queues") {
+                    rest.push(("queues", queues.as_str()));
+                }
+                if !rest.iter().any(|(k, _)| *k == "bind") {
+                    rest.push(("bind", "copy"));
+                }
+                let pairs = fields("iface", target, &rest, &[]);
+                let config = port_config(&pairs, AfXdpConfig::validate)?;
+                if queue >= config.queues {
+                    return Err(format!("queue={queue}: not below queues={}", config.queues));
+                }
+                Ok(PortSpec::AfXdp { config, queue })
             }
             "afpacket" => {
-                let iface = iface_name(target)?;
                 let mut queue = 0u16;
+                let mut rest = Vec::new();
                 for (k, v) in kv {
                     match k {
                         "queue" => queue = num(k, v)?,
-                        _ => return Err(unknown(k, "queue")),
+                        _ => rest.push((k, v)),
                     }
                 }
-                Ok(PortSpec::AfPacket { iface, queue })
+                let pairs = fields("iface", target, &rest, &[]);
+                let config = port_config(&pairs, AfPacketConfig::validate)?;
+                Ok(PortSpec::AfPacket { config, queue })
             }
             _ => Err(format!(
                 "unknown port kind '{kind}' (expected memif, vhost-user, afxdp or afpacket)"
@@ -313,30 +299,29 @@ impl fmt::Display for PortSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PortSpec::Memif {
-                socket,
-                id,
-                secret,
-                rings,
-                ring_size,
-                buf_size,
+                config: c,
                 mode,
                 server,
             } => {
-                write!(f, "memif:{}", socket.display())?;
-                if *id != 0 {
-                    write!(f, ",id={id}")?;
+                let d = MemifSpec::new(&c.socket);
+                write!(f, "memif:{}", c.socket.display())?;
+                if c.id != 0 {
+                    write!(f, ",id={}", c.id)?;
                 }
-                if secret.is_some() {
+                if c.secret.is_some() {
                     write!(f, ",secret=***")?;
                 }
-                if *rings != 1 {
-                    write!(f, ",rings={rings}")?;
+                if c.queues != d.queues {
+                    write!(f, ",rings={}", c.queues)?;
                 }
-                if *ring_size != MEMIF_RING_SIZE {
-                    write!(f, ",ring-size={ring_size}")?;
+                if c.ring_size != d.ring_size {
+                    write!(f, ",ring-size={}", c.ring_size)?;
                 }
-                if *buf_size != MEMIF_BUF_SIZE {
-                    write!(f, ",buf-size={buf_size}")?;
+                if c.buffer_size != d.buffer_size {
+                    write!(f, ",buf-size={}", c.buffer_size)?;
+                }
+                if let Some(m) = c.max_frame_b {
+                    write!(f, ",max_frame_b={m}")?;
                 }
                 if *mode == MemifMode::Interrupt {
                     write!(f, ",mode=interrupt")?;
@@ -368,18 +353,20 @@ impl fmt::Display for PortSpec {
                 }
                 Ok(())
             }
-            PortSpec::AfXdp { iface, queue, mode } => {
-                write!(f, "afxdp:{iface}")?;
+            PortSpec::AfXdp { config, queue } => {
+                write!(f, "afxdp:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
-                if *mode == XdpMode::ZeroCopy {
-                    write!(f, ",mode=zc")?;
+                match config.bind {
+                    XdpBind::Copy => {}
+                    XdpBind::ZeroCopy => write!(f, ",mode=zc")?,
+                    XdpBind::Auto => write!(f, ",bind=auto")?,
                 }
                 Ok(())
             }
-            PortSpec::AfPacket { iface, queue } => {
-                write!(f, "afpacket:{iface}")?;
+            PortSpec::AfPacket { config, queue } => {
+                write!(f, "afpacket:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
@@ -399,12 +386,7 @@ mod tests {
         assert_eq!(
             m,
             PortSpec::Memif {
-                socket: "/run/t.sock".into(),
-                id: 0,
-                secret: None,
-                rings: 1,
-                ring_size: 1024,
-                buf_size: 2048,
+                config: MemifSpec::new("/run/t.sock"),
                 mode: MemifMode::Poll,
                 server: false,
             }
@@ -421,20 +403,48 @@ mod tests {
             m.to_string(),
             "memif:/s,id=3,secret=***,rings=2,ring-size=4096,buf-size=9216,mode=interrupt"
         );
+        // The struct's own key names work too, and mean the same.
+        let m2: PortSpec =
+            "memif:/s,id=3,secret=abc,queues=2,ring_size=4096,buffer_size=9216,mode=interrupt"
+                .parse()
+                .unwrap();
+        assert_eq!(m2, m);
+        let PortSpec::Memif { config, .. } = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            (config.queues, config.ring_size, config.buffer_size),
+            (2, 4096, 9216)
+        );
         let x: PortSpec = "afxdp:veth0,queue=1,mode=zc".parse().unwrap();
         assert_eq!(
             x,
             PortSpec::AfXdp {
-                iface: "veth0".into(),
+                config: AfXdpConfig {
+                    queues: 2,
+                    bind: XdpBind::ZeroCopy,
+                    ..AfXdpConfig::new("veth0")
+                },
                 queue: 1,
-                mode: XdpMode::ZeroCopy
+            }
+        );
+        assert_eq!(x.to_string(), "afxdp:veth0,queue=1,mode=zc");
+        let x: PortSpec = "afxdp:veth0".parse().unwrap();
+        assert_eq!(
+            x,
+            PortSpec::AfXdp {
+                config: AfXdpConfig {
+                    bind: XdpBind::Copy,
+                    ..AfXdpConfig::new("veth0")
+                },
+                queue: 0,
             }
         );
         let p: PortSpec = "afpacket:eth0".parse().unwrap();
         assert_eq!(
             p,
             PortSpec::AfPacket {
-                iface: "eth0".into(),
+                config: AfPacketConfig::new("eth0"),
                 queue: 0
             }
         );
@@ -468,15 +478,24 @@ mod tests {
             ("tap:x", "unknown port kind"),
             ("memif:/s,ring-size=1000", "power of two"),
             ("memif:/s,ring-size=32768", "power of two"),
-            ("memif:/s,rings=0", "1..255"),
+            ("memif:/s,rings=0", "queues: 0 not in 1..=256"),
+            ("memif:/s,rings=257", "queues: 257 not in 1..=256"),
+            ("memif:/s,buf-size=63", "buffer_size: 63 not in 64..=65535"),
+            (
+                "memif:/s,max_frame_b=9000,ring-size=2",
+                "more than the ring's 2",
+            ),
             ("memif:/s,mode=fast", "poll or interrupt"),
             ("memif:/s,id=x", "not a valid number"),
-            ("memif:/s,secret=012345678901234567890123", "1..23"),
-            ("memif:/s,queue=1", "unknown option 'queue'"),
+            ("memif:/s,secret=012345678901234567890123", "at most 23"),
+            ("memif:/s,queue=1", "unknown field `queue`"),
             ("memif:/s,ring-size", "key=value"),
             ("afxdp:averyveryverylongname", "valid interface"),
             ("afxdp:v0,mode=native", "copy or zc"),
-            ("afpacket:v0,mode=zc", "unknown option"),
+            ("afpacket:v0,mode=zc", "unknown field `mode`"),
+            ("afpacket:v0,fanout=rr", "unknown variant `rr`"),
+            ("afxdp:v0,queue=2,queues=2", "queue=2: not below queues=2"),
+            ("afxdp:v0,queues=65", "queues: 65 not in 1..=64"),
             ("vhost-user:/s,queues=0", "1..16"),
             ("vhost-user:/s,queue-size=1000", "power of two"),
             ("vhost-user:/s,queue-size=65536", "not a valid number"),

@@ -1,9 +1,12 @@
 //! Port backends.
 pub mod af_packet;
 pub mod af_xdp;
+pub mod config;
 pub mod memif;
 pub mod netdev;
 pub mod tap;
 pub mod tunnel;
 #[cfg(feature = "vhost")]
 pub mod vhost_user;
+
+pub use config::{ConfigError, PortConfig};

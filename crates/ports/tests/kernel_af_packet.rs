@@ -97,7 +97,7 @@ fn missing_interface_gives_clear_error() {
     let e = AfPacketPort::open("p0", cfg).err().expect("must fail");
     assert!(
         e.to_string()
-            .starts_with("af_packet on lo: tx_frames must be a power of two"),
+            .starts_with("af_packet on lo: tx_frames: 1000 is not a power of two in 8..="),
         "{e}"
     );
 }

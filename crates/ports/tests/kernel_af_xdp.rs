@@ -124,7 +124,7 @@ fn wrong_interface_or_config_gives_clear_error() {
     let e = AfXdpPort::open("x0", cfg).err().expect("must fail");
     assert_eq!(
         e.to_string(),
-        "af_xdp on lo: frame_size_b must be 2048 or 4096 (got 3000)"
+        "af_xdp on lo: frame_size_b: 3000 is not 2048 or 4096"
     );
     let mut cfg = AfXdpConfig::new("lo");
     cfg.queues = 64;

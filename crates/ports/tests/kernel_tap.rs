@@ -250,7 +250,7 @@ fn missing_device_or_bad_name_gives_clear_error() {
         .expect("must fail");
     assert!(
         e.to_string()
-            .starts_with("tap on a-name-that-is-too-long: the interface name must be"),
+            .starts_with("tap on a-name-that-is-too-long: iface: \"a-name-that-is-too-long\" is not a valid interface name"),
         "{e}"
     );
 }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use fabric::Port;
 use parking_lot::Mutex;
-use ports::memif::{MemifConfig, MemifServer, ServerConfig};
+use ports::memif::{MemifServer, ServerConfig};
 
-use crate::config::{AfPacketSpec, AfXdpSpec, PortConfig, PortSpec, TunnelSpec, UnderlaySpec};
+use crate::config::{PortConfig, PortSpec, TunnelSpec, UnderlaySpec};
 
 /// Port kinds this build can open.
 pub const AVAILABLE: &[&str] = &[
@@ -77,18 +77,7 @@ impl Backends {
                     servers.insert(s.socket.clone(), (srv, 0));
                 }
                 let srv = &servers[&s.socket].0;
-                let mut c = MemifConfig::new(&cfg.name, s.id);
-                c.secret = s.secret.clone().filter(|x| !x.is_empty());
-                c.queues = s.queues;
-                c.log2_ring_size = s.ring_size.trailing_zeros() as u8;
-                c.buffer_size = s.buffer_size;
-                let ring_b = s.ring_size.saturating_mul(s.buffer_size);
-                c.max_frame_b = s
-                    .max_frame_b
-                    .unwrap_or(ports::memif::DEFAULT_MAX_FRAME_B.min(ring_b));
-                let need = c.max_frame_b.div_ceil(c.buffer_size);
-                c.max_chain = (need.max(ports::memif::DEFAULT_MAX_CHAIN as u32))
-                    .min(ports::memif::MAX_CHAIN as u32) as u16;
+                let c = s.interface(&cfg.name);
                 match srv.add_interface(c) {
                     Ok(p) => {
                         if let Some(e) = servers.get_mut(&s.socket) {
@@ -115,24 +104,13 @@ impl Backends {
                 self.tunnels.lock().insert(cfg.name.clone(), t.clone());
                 Ok(t)
             }
-            PortSpec::Tap(s) => {
-                use ports::tap::{TapConfig, TapPort};
-                let mut c = TapConfig::new(&s.iface);
-                c.queues = s.queues;
-                if let Some(n) = s.slots {
-                    c.slots = n;
-                }
-                if let Some(n) = s.frame_size_b {
-                    c.frame_size_b = n;
-                }
-                Ok(Arc::new(
-                    TapPort::open(&cfg.name, c).map_err(|e| e.to_string())?,
-                ))
-            }
+            PortSpec::Tap(s) => Ok(Arc::new(
+                ports::tap::TapPort::open(&cfg.name, s.clone()).map_err(|e| e.to_string())?,
+            )),
             PortSpec::VhostUser(s) => {
-                use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
+                use ports::vhost_user::{Mode, VhostUserPort};
                 if let Some(dir) = s.socket.parent() {
-                    if !s.client && !dir.as_os_str().is_empty() && !dir.exists() {
+                    if s.mode == Mode::Server && !dir.as_os_str().is_empty() && !dir.exists() {
                         std::fs::create_dir_all(dir).map_err(|e| {
                             format!(
                                 "cannot create {}: {}",
@@ -142,14 +120,8 @@ impl Backends {
                         })?;
                     }
                 }
-                let mut c = VhostUserConfig::new(&s.socket);
-                c.mode = if s.client { Mode::Client } else { Mode::Server };
-                c.queues = s.queues;
-                if let Some(m) = s.max_frame_b {
-                    c.max_frame_b = m as usize;
-                }
                 Ok(Arc::new(
-                    VhostUserPort::new(&cfg.name, c).map_err(|e| e.to_string())?,
+                    VhostUserPort::new(&cfg.name, s.clone()).map_err(|e| e.to_string())?,
                 ))
             }
         }
@@ -197,58 +169,18 @@ impl Backends {
     }
 }
 
-fn open_af_xdp(name: &str, s: &AfXdpSpec) -> Result<Arc<dyn Port>, String> {
-    use ports::af_xdp::{AfXdpConfig, AfXdpPort, XdpAttach, XdpBind};
-    let mut c = AfXdpConfig::new(&s.iface);
-    c.queues = s.queues;
-    if let Some(n) = s.frames_per_queue {
-        c.frames_per_queue = n;
-    }
-    if let Some(n) = s.frame_size_b {
-        c.frame_size_b = n;
-    }
-    c.attach = match s.attach.as_deref() {
-        None | Some("auto") => XdpAttach::Auto,
-        Some("native") => XdpAttach::Native,
-        Some("generic") => XdpAttach::Generic,
-        Some(o) => return Err(format!("attach {o:?} is not auto, native or generic")),
-    };
-    c.bind = match s.bind.as_deref() {
-        None | Some("auto") => XdpBind::Auto,
-        Some("copy") => XdpBind::Copy,
-        Some("zero_copy") => XdpBind::ZeroCopy,
-        Some(o) => return Err(format!("bind {o:?} is not auto, copy or zero_copy")),
-    };
+fn open_af_xdp(name: &str, c: &ports::af_xdp::AfXdpConfig) -> Result<Arc<dyn Port>, String> {
     Ok(Arc::new(
-        AfXdpPort::open(name, c).map_err(|e| e.to_string())?,
+        ports::af_xdp::AfXdpPort::open(name, c.clone()).map_err(|e| e.to_string())?,
     ))
 }
 
-fn open_af_packet(name: &str, s: &AfPacketSpec) -> Result<Arc<dyn Port>, String> {
-    use ports::af_packet::{AfPacketConfig, AfPacketPort, Fanout};
-    let mut c = AfPacketConfig::new(&s.iface);
-    c.queues = s.queues;
-    if let Some(b) = s.rx_blocks {
-        c.rx_blocks = b;
-    }
-    if let Some(b) = s.rx_block_size_b {
-        c.rx_block_size_b = b;
-    }
-    if let Some(n) = s.tx_frames {
-        c.tx_frames = n;
-    }
-    if let Some(q) = s.qdisc_bypass {
-        c.qdisc_bypass = q;
-    }
-    c.fanout = match s.fanout.as_deref() {
-        None | Some("hash") => Fanout::Hash,
-        Some("lb") => Fanout::LoadBalance,
-        Some("cpu") => Fanout::Cpu,
-        Some("queue") => Fanout::QueueMapping,
-        Some(o) => return Err(format!("fanout {o:?} is not hash, lb, cpu or queue")),
-    };
+fn open_af_packet(
+    name: &str,
+    c: &ports::af_packet::AfPacketConfig,
+) -> Result<Arc<dyn Port>, String> {
     Ok(Arc::new(
-        AfPacketPort::open(name, c).map_err(|e| e.to_string())?,
+        ports::af_packet::AfPacketPort::open(name, c.clone()).map_err(|e| e.to_string())?,
     ))
 }
 
@@ -259,7 +191,10 @@ fn open_tunnel(
     kind: ports::tunnel::Kind,
     s: &TunnelSpec,
 ) -> Result<Arc<ports::tunnel::TunnelPort>, String> {
-    use ports::tunnel::{TunnelConfig, TunnelPort};
+    use ports::tunnel::TunnelPort;
+    let c = s
+        .tunnel_config(kind)
+        .map_err(|e| format!("{}: {e}", kind.name()))?;
     let iface = s.underlay.iface();
     let uname = format!("{name}.underlay");
     let underlay = match &s.underlay {
@@ -270,29 +205,5 @@ fn open_tunnel(
         .and_then(ports::netdev::query_link)
         .map_err(|e| format!("{}: cannot read the MTU of {iface}: {e}", kind.name()))?
         .mtu;
-    let mut c = TunnelConfig::new(kind, s.vni, s.local_ip);
-    c.remotes = s.remotes.clone();
-    c.learning = s.learning;
-    c.aging_s = s.aging_s;
-    if let Some(p) = s.dst_port {
-        c.dst_port = p;
-    }
-    c.next_hop = s.next_hop;
-    for n in &s.neighbours {
-        let mac = n
-            .mac
-            .parse::<wire::MacAddr>()
-            .map_err(|e| format!("neighbour {}: {e}", n.ip))?;
-        c.neighbours.push((n.ip, mac));
-    }
-    if let Some(n) = s.fdb_size {
-        c.fdb_size = n as usize;
-    }
-    if let Some(n) = s.staging {
-        c.staging = n;
-    }
-    if let Some(t) = s.ttl {
-        c.ttl = t;
-    }
     Ok(Arc::new(TunnelPort::open(name, c, underlay, iface, mtu)?))
 }

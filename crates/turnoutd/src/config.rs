@@ -7,9 +7,24 @@
 //! and the reason, in lower case. Parsing is pure (no sockets, no files but
 //! the config itself): whether a port kind is built in is checked separately
 //! by [`Config::check_backends`].
+//!
+//! A port's own keys are not defined here: each kind's struct, defaults and
+//! limits live next to its backend in the `ports` crate
+//! ([`ports::PortConfig`], re-exported as [`PortSpec`]), shared with
+//! turnout-gen's port specs (docs/adding-a-port.md).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+
+pub use ports::af_packet::AfPacketConfig;
+pub use ports::af_xdp::AfXdpConfig;
+pub use ports::memif::MemifSpec;
+pub use ports::tap::TapConfig;
+pub use ports::tunnel::{NeighbourSpec, TunnelSpec, UnderlaySpec};
+pub use ports::vhost_user::VhostUserConfig;
+/// The backend-specific part of a port: one variant per kind, tagged by
+/// `kind`, defined (with its limits) in the `ports` crate.
+pub use ports::PortConfig as PortSpec;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -21,15 +36,7 @@ pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
 /// Default metrics port when only a port is given.
 pub const DEFAULT_METRICS_PORT: u16 = 9469;
 /// Port kinds the config knows, built in or not.
-pub const PORT_KINDS: [&str; 7] = [
-    "memif",
-    "af_xdp",
-    "af_packet",
-    "tap",
-    "vhost_user",
-    "vxlan",
-    "geneve",
-];
+pub const PORT_KINDS: &[&str] = ports::config::KINDS;
 /// Longest port name.
 pub const MAX_PORT_NAME: usize = 64;
 
@@ -228,470 +235,6 @@ impl LogicConfig {
     }
 }
 
-/// A memif interface; turnoutd is its server.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemifSpec {
-    /// Unix socket the clients connect to (shared by several interfaces).
-    pub socket: PathBuf,
-    /// Interface id on that socket.
-    #[serde(default)]
-    pub id: u32,
-    /// Shared secret (at most 24 bytes); none if empty.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-    /// Queue pairs.
-    #[serde(default = "one")]
-    pub queues: u16,
-    /// Descriptors per ring, a power of two in 2..=16384.
-    #[serde(default = "default_ring")]
-    pub ring_size: u32,
-    /// Bytes per buffer.
-    #[serde(default = "default_buffer")]
-    pub buffer_size: u32,
-    /// Largest frame, bytes (default 9216, or less if the ring is tiny);
-    /// larger frames are chained over several buffers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_frame_b: Option<u32>,
-}
-
-/// An AF_XDP socket on a kernel interface.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AfXdpSpec {
-    /// Kernel interface name.
-    pub iface: String,
-    /// Queues (one socket each).
-    #[serde(default = "one")]
-    pub queues: u16,
-    /// UMEM chunks per queue (power of two, at least 16).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frames_per_queue: Option<u32>,
-    /// UMEM chunk size: 2048 or 4096.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frame_size_b: Option<u32>,
-    /// XDP program placement: auto, native, generic.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attach: Option<String>,
-    /// Socket binding: auto, copy, zero_copy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bind: Option<String>,
-}
-
-/// An AF_PACKET (TPACKET_V3) socket on a kernel interface.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AfPacketSpec {
-    /// Kernel interface name.
-    pub iface: String,
-    /// Queues (fanout sockets).
-    #[serde(default = "one")]
-    pub queues: u16,
-    /// Spreading over queues: hash (default), lb, cpu, queue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fanout: Option<String>,
-    /// Send straight to the driver, bypassing the qdisc (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qdisc_bypass: Option<bool>,
-    /// Receive ring blocks per queue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rx_blocks: Option<u32>,
-    /// Receive ring block size, bytes (power of two, at least a page).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rx_block_size_b: Option<u32>,
-    /// Transmit ring frames per queue (power of two).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx_frames: Option<u32>,
-}
-
-/// A TAP device: the host-stack port.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TapSpec {
-    /// Name of the TAP interface to create.
-    pub iface: String,
-    /// Queues (multi-queue TAP).
-    #[serde(default = "one")]
-    pub queues: u16,
-    /// Receive buffers and transmit slots per queue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slots: Option<u32>,
-    /// Buffer size: the largest frame carried, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub frame_size_b: Option<u32>,
-}
-
-/// A vhost-user interface; turnoutd is the backend.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VhostUserSpec {
-    /// Unix socket.
-    pub socket: PathBuf,
-    /// Queue pairs.
-    #[serde(default = "one")]
-    pub queues: u16,
-    /// Connect to a socket the frontend owns instead of listening.
-    #[serde(default)]
-    pub client: bool,
-    /// Largest frame without the virtio-net header, bytes (default 1518).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_frame_b: Option<u32>,
-}
-
-/// The port a tunnel sends and receives its outer frames on.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind")]
-pub enum UnderlaySpec {
-    /// AF_PACKET on the uplink.
-    #[serde(rename = "af_packet")]
-    AfPacket(AfPacketSpec),
-    /// AF_XDP on the uplink.
-    #[serde(rename = "af_xdp")]
-    AfXdp(AfXdpSpec),
-}
-
-impl UnderlaySpec {
-    /// The kernel interface.
-    pub fn iface(&self) -> &str {
-        match self {
-            UnderlaySpec::AfPacket(s) => &s.iface,
-            UnderlaySpec::AfXdp(s) => &s.iface,
-        }
-    }
-
-    fn as_port(&self) -> PortSpec {
-        match self {
-            UnderlaySpec::AfPacket(s) => PortSpec::AfPacket(s.clone()),
-            UnderlaySpec::AfXdp(s) => PortSpec::AfXdp(s.clone()),
-        }
-    }
-}
-
-/// A static underlay neighbour: the MAC of a next hop.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NeighbourSpec {
-    /// Its IP address.
-    pub ip: IpAddr,
-    /// Its MAC address.
-    pub mac: String,
-}
-
-/// A VXLAN or Geneve tunnel endpoint (docs/overlay.md).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TunnelSpec {
-    /// Virtual network identifier, 0..=16777215.
-    pub vni: u32,
-    /// Local tunnel endpoint address (IPv4 or IPv6).
-    pub local_ip: IpAddr,
-    /// The uplink port the outer frames use.
-    pub underlay: UnderlaySpec,
-    /// Static remote endpoints (head-end replication list).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub remotes: Vec<IpAddr>,
-    /// Learn inner MACs and remote endpoints from traffic (default true).
-    #[serde(default = "yes")]
-    pub learning: bool,
-    /// Aging of learned MACs and endpoints, seconds (0 = never).
-    #[serde(default = "default_tunnel_aging")]
-    pub aging_s: u32,
-    /// UDP destination port (default 4789 VXLAN, 6081 Geneve).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst_port: Option<u16>,
-    /// Underlay gateway; absent: remotes are on the uplink's link.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_hop: Option<IpAddr>,
-    /// Static next-hop MACs; the others are resolved with ARP / ND.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub neighbours: Vec<NeighbourSpec>,
-    /// Entries of the learned MAC table (default 4096).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fdb_size: Option<u32>,
-    /// Transmit staging frames per queue (default 1024).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub staging: Option<u32>,
-    /// Outer TTL / hop limit (default 64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl: Option<u8>,
-}
-
-fn yes() -> bool {
-    true
-}
-fn default_tunnel_aging() -> u32 {
-    300
-}
-
-fn one() -> u16 {
-    1
-}
-fn default_ring() -> u32 {
-    1024
-}
-fn default_buffer() -> u32 {
-    2048
-}
-
-/// The backend-specific part of a port.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PortSpec {
-    /// memif server interface.
-    Memif(MemifSpec),
-    /// AF_XDP.
-    AfXdp(AfXdpSpec),
-    /// AF_PACKET.
-    AfPacket(AfPacketSpec),
-    /// TAP.
-    Tap(TapSpec),
-    /// vhost-user backend.
-    VhostUser(VhostUserSpec),
-    /// VXLAN tunnel endpoint.
-    Vxlan(TunnelSpec),
-    /// Geneve tunnel endpoint.
-    Geneve(TunnelSpec),
-}
-
-impl PortSpec {
-    /// The `kind` key.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            PortSpec::Memif(_) => "memif",
-            PortSpec::AfXdp(_) => "af_xdp",
-            PortSpec::AfPacket(_) => "af_packet",
-            PortSpec::Tap(_) => "tap",
-            PortSpec::VhostUser(_) => "vhost_user",
-            PortSpec::Vxlan(_) => "vxlan",
-            PortSpec::Geneve(_) => "geneve",
-        }
-    }
-
-    /// Configured queue pairs.
-    pub fn queues(&self) -> u16 {
-        match self {
-            PortSpec::Memif(s) => s.queues,
-            PortSpec::AfXdp(s) => s.queues,
-            PortSpec::AfPacket(s) => s.queues,
-            PortSpec::Tap(s) => s.queues,
-            PortSpec::VhostUser(s) => s.queues,
-            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => s.underlay.as_port().queues(),
-        }
-    }
-
-    fn to_map(&self) -> Map<String, Value> {
-        let v = match self {
-            PortSpec::Memif(s) => serde_json::to_value(s),
-            PortSpec::AfXdp(s) => serde_json::to_value(s),
-            PortSpec::AfPacket(s) => serde_json::to_value(s),
-            PortSpec::Tap(s) => serde_json::to_value(s),
-            PortSpec::VhostUser(s) => serde_json::to_value(s),
-            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => serde_json::to_value(s),
-        };
-        match v {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        }
-    }
-
-    /// Key and reason of the first out-of-range value.
-    fn validate(&self) -> Result<(), (&'static str, String)> {
-        fn queues(q: u16, max: u16) -> Result<(), (&'static str, String)> {
-            if q == 0 || q > max {
-                return Err(("queues", format!("{q} not in 1..={max}")));
-            }
-            Ok(())
-        }
-        fn iface(name: &str) -> Result<(), (&'static str, String)> {
-            if name.is_empty() || name.len() > 15 || name.contains(['/', ' ', '\0']) {
-                return Err((
-                    "iface",
-                    format!(
-                        "{name:?} is not a valid interface name (1..=15 bytes, no '/' or spaces)"
-                    ),
-                ));
-            }
-            Ok(())
-        }
-        fn one_of(
-            key: &'static str,
-            v: &Option<String>,
-            allowed: &[&str],
-        ) -> Result<(), (&'static str, String)> {
-            match v {
-                Some(x) if !allowed.contains(&x.as_str()) => {
-                    Err((key, format!("{x:?} is not one of {}", allowed.join(", "))))
-                }
-                _ => Ok(()),
-            }
-        }
-        fn socket(p: &Path) -> Result<(), (&'static str, String)> {
-            let s = p.as_os_str().len();
-            if s == 0 || s > 107 {
-                return Err(("socket", format!("path must be 1..=107 bytes long, is {s}")));
-            }
-            Ok(())
-        }
-        match self {
-            PortSpec::Memif(s) => {
-                socket(&s.socket)?;
-                queues(s.queues, 255)?;
-                if !s.ring_size.is_power_of_two() || !(2..=16384).contains(&s.ring_size) {
-                    return Err((
-                        "ring_size",
-                        format!("{} is not a power of two in 2..=16384", s.ring_size),
-                    ));
-                }
-                if !(128..=65535).contains(&s.buffer_size) {
-                    return Err((
-                        "buffer_size",
-                        format!("{} not in 128..=65535", s.buffer_size),
-                    ));
-                }
-                if let Some(sec) = &s.secret {
-                    if sec.len() > 23 || sec.contains('\0') {
-                        return Err((
-                            "secret",
-                            format!("{} bytes long, at most 23 (no NUL)", sec.len()),
-                        ));
-                    }
-                }
-                if let Some(m) = s.max_frame_b {
-                    if !(60..=1 << 20).contains(&m) {
-                        return Err(("max_frame_b", format!("{m} not in 60..=1048576")));
-                    }
-                    let need = m.div_ceil(s.buffer_size);
-                    if need > s.ring_size || need > 256 {
-                        return Err((
-                            "max_frame_b",
-                            format!(
-                                "{m} needs {need} buffers of {} B, more than the ring's {} or 256",
-                                s.buffer_size, s.ring_size
-                            ),
-                        ));
-                    }
-                }
-                Ok(())
-            }
-            PortSpec::AfXdp(s) => {
-                iface(&s.iface)?;
-                queues(s.queues, 64)?;
-                one_of("attach", &s.attach, &["auto", "native", "generic"])?;
-                one_of("bind", &s.bind, &["auto", "copy", "zero_copy"])?;
-                if let Some(n) = s.frames_per_queue {
-                    if !n.is_power_of_two() || n < 16 {
-                        return Err((
-                            "frames_per_queue",
-                            format!("{n} is not a power of two of at least 16"),
-                        ));
-                    }
-                }
-                if let Some(n) = s.frame_size_b {
-                    if n != 2048 && n != 4096 {
-                        return Err(("frame_size_b", format!("{n} is not 2048 or 4096")));
-                    }
-                }
-                Ok(())
-            }
-            PortSpec::AfPacket(s) => {
-                iface(&s.iface)?;
-                queues(s.queues, 64)?;
-                one_of("fanout", &s.fanout, &["hash", "lb", "cpu", "queue"])
-            }
-            PortSpec::Tap(s) => {
-                iface(&s.iface)?;
-                queues(s.queues, 64)
-            }
-            PortSpec::VhostUser(s) => {
-                socket(&s.socket)?;
-                queues(s.queues, 16)?;
-                if let Some(m) = s.max_frame_b {
-                    if !(64..=65523).contains(&m) {
-                        return Err(("max_frame_b", format!("{m} not in 64..=65523")));
-                    }
-                }
-                Ok(())
-            }
-            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => s.validate(),
-        }
-    }
-
-    /// What must not be shared by two ports, as a human-readable key.
-    fn exclusive_key(&self) -> (&'static str, String) {
-        match self {
-            PortSpec::Memif(s) => (
-                "id",
-                format!("memif id {} on socket {}", s.id, s.socket.display()),
-            ),
-            PortSpec::AfXdp(s) => ("iface", format!("interface {}", s.iface)),
-            PortSpec::AfPacket(s) => ("iface", format!("interface {}", s.iface)),
-            PortSpec::Tap(s) => ("iface", format!("interface {}", s.iface)),
-            PortSpec::VhostUser(s) => (
-                "socket",
-                format!("vhost-user socket {}", s.socket.display()),
-            ),
-            PortSpec::Vxlan(s) | PortSpec::Geneve(s) => {
-                ("underlay", format!("interface {}", s.underlay.iface()))
-            }
-        }
-    }
-}
-
-impl TunnelSpec {
-    fn validate(&self) -> Result<(), (&'static str, String)> {
-        if self.vni > 0xff_ffff {
-            return Err(("vni", format!("{} not in 0..=16777215", self.vni)));
-        }
-        let ip = self.local_ip;
-        if ip.is_unspecified() || ip.is_multicast() || ip.is_loopback() {
-            return Err(("local_ip", format!("{ip} is not a unicast address")));
-        }
-        let fam = |a: &IpAddr| a.is_ipv6() == ip.is_ipv6();
-        if let Some(a) = self.remotes.iter().find(|a| !fam(a)) {
-            return Err(("remotes", format!("{a} is not of local_ip's family")));
-        }
-        if let Some(a) = self
-            .remotes
-            .iter()
-            .find(|a| **a == ip || a.is_multicast() || a.is_unspecified())
-        {
-            return Err(("remotes", format!("{a} is not a remote unicast address")));
-        }
-        if let Some(a) = self.next_hop.filter(|a| !fam(a)) {
-            return Err(("next_hop", format!("{a} is not of local_ip's family")));
-        }
-        for n in &self.neighbours {
-            n.mac
-                .parse::<wire::MacAddr>()
-                .ok()
-                .filter(|m| m.is_unicast() && *m != wire::MacAddr::ZERO)
-                .ok_or((
-                    "neighbours",
-                    format!("{:?} is not a unicast MAC address", n.mac),
-                ))?;
-        }
-        if self.dst_port == Some(0) {
-            return Err(("dst_port", "must not be 0".into()));
-        }
-        if let Some(n) = self.fdb_size {
-            if !(4..=1 << 22).contains(&n) {
-                return Err(("fdb_size", format!("{n} not in 4..=4194304")));
-            }
-        }
-        if let Some(n) = self.staging {
-            if !n.is_power_of_two() || !(8..=65536).contains(&n) {
-                return Err(("staging", format!("{n} is not a power of two in 8..=65536")));
-            }
-        }
-        if self.ttl == Some(0) {
-            return Err(("ttl", "must not be 0".into()));
-        }
-        self.underlay
-            .as_port()
-            .validate()
-            .map_err(|(k, m)| ("underlay", format!("{k}: {m}")))
-    }
-}
-
 /// One `[[ports]]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortConfig {
@@ -751,27 +294,27 @@ impl PortConfig {
                 ))
             }
         };
-        let rest = Value::Object(rest);
-        let spec = match kind.as_str() {
-            "memif" => PortSpec::Memif(from_value(rest, path)?),
-            "af_xdp" => PortSpec::AfXdp(from_value(rest, path)?),
-            "af_packet" => PortSpec::AfPacket(from_value(rest, path)?),
-            "tap" => PortSpec::Tap(from_value(rest, path)?),
-            "vhost_user" => PortSpec::VhostUser(from_value(rest, path)?),
-            "vxlan" => PortSpec::Vxlan(from_value(rest, path)?),
-            "geneve" => PortSpec::Geneve(from_value(rest, path)?),
-            other => {
-                return Err(ConfigError::new(
-                    join(path, "kind"),
-                    format!(
-                        "unknown port kind {other:?} (expected one of {})",
-                        PORT_KINDS.join(", ")
-                    ),
-                ))
-            }
-        };
+        if !PORT_KINDS.contains(&kind.as_str()) {
+            return Err(ConfigError::new(
+                join(path, "kind"),
+                ports::config::unknown_kind(&kind),
+            ));
+        }
+        let mut track = serde_path_to_error::Track::new();
+        let de = serde_path_to_error::Deserializer::new(Value::Object(rest), &mut track);
+        let spec = PortSpec::from_kind(&kind, de).map_err(|e| {
+            let p = track.path().to_string();
+            ConfigError::new(
+                if p == "." {
+                    path.to_string()
+                } else {
+                    join(path, &p)
+                },
+                lower(&e.to_string()),
+            )
+        })?;
         spec.validate()
-            .map_err(|(k, m)| ConfigError::new(join(path, k), m))?;
+            .map_err(|e| ConfigError::new(join(path, &e.field), e.message))?;
         Ok(Self { name, worker, spec })
     }
 
@@ -783,7 +326,9 @@ impl PortConfig {
         if let Some(w) = self.worker {
             m.insert("worker".into(), Value::from(w));
         }
-        m.extend(self.spec.to_map());
+        if let Ok(Value::Object(spec)) = serde_json::to_value(&self.spec) {
+            m.extend(spec);
+        }
         Value::Object(m)
     }
 }
@@ -1059,23 +604,10 @@ pub fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-fn from_value<T: serde::de::DeserializeOwned>(v: Value, path: &str) -> Result<T, ConfigError> {
-    serde_path_to_error::deserialize(v).map_err(|e| {
-        let p = e.path().to_string();
-        let msg = lower(&e.into_inner().to_string());
-        ConfigError::new(
-            if p == "." {
-                path.to_string()
-            } else {
-                join(path, &p)
-            },
-            msg,
-        )
-    })
-}
-
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
+    if key.is_empty() {
+        path.to_string()
+    } else if path.is_empty() {
         key.to_string()
     } else {
         format!("{path}.{key}")
@@ -1219,11 +751,9 @@ client = true
         assert_eq!(c.ports[1].spec.kind(), "af_packet");
         assert_eq!(
             c.ports[4].spec,
-            PortSpec::VhostUser(VhostUserSpec {
-                socket: "/run/turnout/vm0.sock".into(),
-                queues: 1,
-                client: true,
-                max_frame_b: None
+            PortSpec::VhostUser(VhostUserConfig {
+                mode: ports::vhost_user::Mode::Client,
+                ..VhostUserConfig::new("/run/turnout/vm0.sock")
             })
         );
         let sc = c.switch_config();
@@ -1311,14 +841,16 @@ client = true
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nrings = 4\n", "config: ports[0].rings: unknown field `rings`, expected one of `socket`, `id`, `secret`, `queues`, `ring_size`, `buffer_size`, `max_frame_b`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 1000\n", "config: ports[0].ring_size: 1000 is not a power of two in 2..=16384"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 32768\n", "config: ports[0].ring_size: 32768 is not a power of two in 2..=16384"),
-            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = 0\n", "config: ports[0].queues: 0 not in 1..=255"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = 0\n", "config: ports[0].queues: 0 not in 1..=256"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = 257\n", "config: ports[0].queues: 257 not in 1..=256"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nbuffer_size = 63\n", "config: ports[0].buffer_size: 63 not in 64..=65535"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nqueues = -1\n", "config: ports[0].queues: invalid value: integer `-1`, expected u16"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nsecret = \"012345678901234567890123\"\n", "config: ports[0].secret: 24 bytes long, at most 23 (no NUL)"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 2\nmax_frame_b = 9000\n", "config: ports[0].max_frame_b: 9000 needs 5 buffers of 2048 B, more than the ring's 2 or 256"),
-            ("[[ports]]\nname = \"a\"\nkind = \"af_xdp\"\niface = \"v0\"\nbind = \"zc\"\n", "config: ports[0].bind: \"zc\" is not one of auto, copy, zero_copy"),
+            ("[[ports]]\nname = \"a\"\nkind = \"af_xdp\"\niface = \"v0\"\nbind = \"zc\"\n", "config: ports[0].bind: unknown variant `zc`, expected one of `auto`, `copy`, `zero_copy`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nworker = 1\n", "config: ports[0].worker: no worker 1 (1 configured, numbered from 0)"),
-            ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"a-very-long-interface\"\n", "config: ports[0].iface: \"a-very-long-interface\" is not a valid interface name (1..=15 bytes, no '/' or spaces)"),
-            ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"v0\"\nfanout = \"rr\"\n", "config: ports[0].fanout: \"rr\" is not one of hash, lb, cpu, queue"),
+            ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"a-very-long-interface\"\n", "config: ports[0].iface: \"a-very-long-interface\" is not a valid interface name (1..=15 bytes, no '/', ':', '%' or spaces)"),
+            ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"v0\"\nfanout = \"rr\"\n", "config: ports[0].fanout: unknown variant `rr`, expected one of `hash`, `lb`, `cpu`, `queue`"),
             ("[[ports]]\nname = \"a\"\nkind = \"af_xdp\"\niface = \"v0\"\n[[ports]]\nname = \"a\"\nkind = \"tap\"\niface = \"t0\"\n", "config: ports[1].name: duplicate port name \"a\" (also ports[0])"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\n[[ports]]\nname = \"b\"\nkind = \"memif\"\nsocket = \"/s\"\n", "config: ports[1].id: memif id 0 on socket /s is already used by port \"a\""),
             ("[[ports]]\nname = \"a\"\nkind = \"af_packet\"\niface = \"v0\"\n[[ports]]\nname = \"b\"\nkind = \"af_xdp\"\niface = \"v0\"\n", "config: ports[1].iface: interface v0 is already used by port \"a\""),

@@ -23,22 +23,34 @@ use std::sync::{Arc, Mutex};
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, ConfigError};
 use crate::netdev::{self, KernelPortError, LinkWatch};
 
 pub use sys::{RxStats, TxStats};
 
 const BACKEND: &str = "af_packet";
 
-/// How frames are spread over the receive queues (`PACKET_FANOUT` mode).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Most queue pairs per port (one fanout socket and one transmit socket
+/// each).
+pub const MAX_QUEUES: u16 = 64;
+
+/// How frames are spread over the receive queues (`PACKET_FANOUT` mode;
+/// the `fanout` key: `hash`, `lb`, `cpu`, `queue`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fanout {
     /// By flow hash: a flow stays on one queue (default).
+    #[serde(rename = "hash")]
     Hash,
     /// Round robin.
+    #[serde(rename = "lb")]
     LoadBalance,
     /// By the CPU the frame arrived on.
+    #[serde(rename = "cpu")]
     Cpu,
     /// By the interface's receive queue.
+    #[serde(rename = "queue")]
     QueueMapping,
 }
 
@@ -53,28 +65,64 @@ impl Fanout {
     }
 }
 
-/// Configuration of an AF_PACKET port.
-#[derive(Clone, Debug)]
+/// Configuration of an AF_PACKET port: the `[[ports]]` table of kind
+/// `af_packet` (docs/turnoutd.md) and turnout-gen's `afpacket:` spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AfPacketConfig {
-    /// Kernel interface to attach to.
+    /// Kernel interface to attach to (`iface`).
+    #[serde(rename = "iface")]
     pub ifname: String,
-    /// Queue pairs (receive sockets in one fanout group, transmit sockets).
+    /// Queue pairs (receive sockets in one fanout group, transmit sockets),
+    /// 1..=[`MAX_QUEUES`].
+    #[serde(default = "one")]
     pub queues: u16,
-    /// Receive ring block size in bytes (a power of two, ≥ page size).
+    /// Receive ring block size in bytes (a power of two, ≥ 4096, and large
+    /// enough for one frame of the interface's MTU).
+    #[serde(default = "default_block_size")]
     pub rx_block_size_b: u32,
-    /// Receive ring blocks per queue.
+    /// Receive ring blocks per queue (≥ 2).
+    #[serde(default = "default_blocks")]
     pub rx_blocks: u32,
-    /// Milliseconds after which the kernel hands over a partly filled block.
+    /// Milliseconds after which the kernel hands over a partly filled block
+    /// (0: the kernel chooses).
+    #[serde(default = "default_block_timeout")]
     pub rx_block_timeout_ms: u32,
-    /// Transmit ring frames per queue (a power of two).
+    /// Transmit ring frames per queue (a power of two ≥ 8).
+    #[serde(default = "default_tx_frames")]
     pub tx_frames: u32,
-    /// Transmit frame size in bytes (a power of two ≥ 2048); `None` sizes it
+    /// Transmit frame size in bytes (a power of two ≥ 2048); absent: sized
     /// for the interface's MTU at open time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_frame_size_b: Option<u32>,
     /// Send with `PACKET_QDISC_BYPASS` (straight to the driver).
+    #[serde(default = "yes")]
     pub qdisc_bypass: bool,
     /// Spreading of received frames over queues.
+    #[serde(default = "default_fanout")]
     pub fanout: Fanout,
+}
+
+fn one() -> u16 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_block_size() -> u32 {
+    256 * 1024
+}
+fn default_blocks() -> u32 {
+    16
+}
+fn default_block_timeout() -> u32 {
+    1
+}
+fn default_tx_frames() -> u32 {
+    1024
+}
+fn default_fanout() -> Fanout {
+    Fanout::Hash
 }
 
 impl AfPacketConfig {
@@ -84,14 +132,28 @@ impl AfPacketConfig {
         Self {
             ifname: ifname.to_string(),
             queues: 1,
-            rx_block_size_b: 256 * 1024,
-            rx_blocks: 16,
-            rx_block_timeout_ms: 1,
-            tx_frames: 1024,
+            rx_block_size_b: default_block_size(),
+            rx_blocks: default_blocks(),
+            rx_block_timeout_ms: default_block_timeout(),
+            tx_frames: default_tx_frames(),
             tx_frame_size_b: None,
             qdisc_bypass: true,
             fanout: Fanout::Hash,
         }
+    }
+
+    /// Checks every value; the error names the key and the allowed range.
+    /// (Whether a block holds an MTU-sized frame is checked when it opens.)
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::check_iface(&self.ifname)?;
+        config::check_queues(self.queues, MAX_QUEUES)?;
+        config::check_pow2("rx_block_size_b", self.rx_block_size_b, 4096, 1 << 31)?;
+        config::check_range("rx_blocks", self.rx_blocks, 2, u32::MAX)?;
+        config::check_pow2("tx_frames", self.tx_frames, 8, 1 << 31)?;
+        if let Some(f) = self.tx_frame_size_b {
+            config::check_pow2("tx_frame_size_b", f, 2048, 1 << 31)?;
+        }
+        Ok(())
     }
 }
 
@@ -110,42 +172,19 @@ pub struct AfPacketPort {
 
 static FANOUT_SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn is_pow2(x: u32) -> bool {
-    x != 0 && x & (x - 1) == 0
-}
-
 impl AfPacketPort {
     /// Opens the port `name` on `cfg.ifname`.
     pub fn open(name: &str, cfg: AfPacketConfig) -> Result<Self, KernelPortError> {
         let ifn = cfg.ifname.as_str();
         let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
-        if cfg.queues == 0 {
-            return Err(bad("queues must be at least 1".into()));
-        }
-        if !is_pow2(cfg.rx_block_size_b) || cfg.rx_block_size_b < 4096 || cfg.rx_blocks < 2 {
-            return Err(bad(format!(
-                "rx_block_size_b must be a power of two >= 4096 and rx_blocks >= 2 (got {} and {})",
-                cfg.rx_block_size_b, cfg.rx_blocks
-            )));
-        }
-        if !is_pow2(cfg.tx_frames) || cfg.tx_frames < 8 {
-            return Err(bad(format!(
-                "tx_frames must be a power of two >= 8 (got {})",
-                cfg.tx_frames
-            )));
-        }
+        cfg.validate().map_err(|e| bad(e.to_string()))?;
         let ifindex = netdev::ifindex(ifn)
             .map_err(|e| KernelPortError::os(BACKEND, ifn, "interface not found", e))?;
         let watch = LinkWatch::start(ifindex)
             .map_err(|e| KernelPortError::os(BACKEND, ifn, "link state query failed", e))?;
         let mtu = watch.state().mtu();
         let tx_frame = match cfg.tx_frame_size_b {
-            Some(f) if is_pow2(f) && f >= 2048 => f,
-            Some(f) => {
-                return Err(bad(format!(
-                    "tx_frame_size_b must be a power of two >= 2048 (got {f})"
-                )))
-            }
+            Some(f) => f,
             None => (mtu + 18 + sys::TX_DATA_OFF as u32)
                 .next_power_of_two()
                 .max(2048),

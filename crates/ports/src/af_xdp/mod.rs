@@ -28,14 +28,21 @@ use std::sync::{Arc, Mutex};
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, ConfigError};
 use crate::netdev::{self, errno_text, KernelPortError, LinkWatch};
 
 pub use sys::{RxStats, TxStats, XdpStatistics};
 
 const BACKEND: &str = "af_xdp";
 
-/// Where the XDP program runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Most queue pairs per port (and at most the interface's receive queues).
+pub const MAX_QUEUES: u16 = 64;
+
+/// Where the XDP program runs (`attach` key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum XdpAttach {
     /// Native if the driver accepts it, else generic.
     Auto,
@@ -45,8 +52,9 @@ pub enum XdpAttach {
     Generic,
 }
 
-/// How sockets bind to the queues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How sockets bind to the queues (`bind` key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum XdpBind {
     /// Zero-copy if the driver supports it, else copy.
     Auto,
@@ -56,22 +64,47 @@ pub enum XdpBind {
     ZeroCopy,
 }
 
-/// Configuration of an AF_XDP port.
-#[derive(Clone, Debug)]
+/// Configuration of an AF_XDP port: the `[[ports]]` table of kind
+/// `af_xdp` (docs/turnoutd.md) and turnout-gen's `afxdp:` spec.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AfXdpConfig {
-    /// Kernel interface to attach to.
+    /// Kernel interface to attach to (`iface`).
+    #[serde(rename = "iface")]
     pub ifname: String,
-    /// Queue pairs; queue `i` is the interface's queue `i`.
+    /// Queue pairs, 1..=[`MAX_QUEUES`]; queue `i` is the interface's
+    /// queue `i`.
+    #[serde(default = "one")]
     pub queues: u16,
     /// UMEM chunks per queue (a power of two ≥ 16): half receive, half
     /// transmit; the ring sizes follow.
+    #[serde(default = "default_frames")]
     pub frames_per_queue: u32,
     /// Chunk size: 2048 or 4096 bytes.
+    #[serde(default = "default_frame_size")]
     pub frame_size_b: u32,
     /// XDP program placement.
+    #[serde(default = "default_attach")]
     pub attach: XdpAttach,
     /// Socket binding mode.
+    #[serde(default = "default_bind")]
     pub bind: XdpBind,
+}
+
+fn one() -> u16 {
+    1
+}
+fn default_frames() -> u32 {
+    4096
+}
+fn default_frame_size() -> u32 {
+    2048
+}
+fn default_attach() -> XdpAttach {
+    XdpAttach::Auto
+}
+fn default_bind() -> XdpBind {
+    XdpBind::Auto
 }
 
 impl AfXdpConfig {
@@ -81,11 +114,26 @@ impl AfXdpConfig {
         Self {
             ifname: ifname.to_string(),
             queues: 1,
-            frames_per_queue: 4096,
-            frame_size_b: 2048,
+            frames_per_queue: default_frames(),
+            frame_size_b: default_frame_size(),
             attach: XdpAttach::Auto,
             bind: XdpBind::Auto,
         }
+    }
+
+    /// Checks every value; the error names the key and the allowed range.
+    /// (Whether the interface has the queues is checked when it opens.)
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::check_iface(&self.ifname)?;
+        config::check_queues(self.queues, MAX_QUEUES)?;
+        config::check_pow2("frames_per_queue", self.frames_per_queue, 16, 1 << 31)?;
+        if self.frame_size_b != 2048 && self.frame_size_b != 4096 {
+            return Err(ConfigError::new(
+                "frame_size_b",
+                format!("{} is not 2048 or 4096", self.frame_size_b),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -114,21 +162,8 @@ impl AfXdpPort {
         let ifn = ifn.as_str();
         let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
         let os = |what: String, e| KernelPortError::os(BACKEND, ifn, what, e);
-        if cfg.queues == 0 {
-            return Err(bad("queues must be at least 1".into()));
-        }
-        if cfg.frame_size_b != 2048 && cfg.frame_size_b != 4096 {
-            return Err(bad(format!(
-                "frame_size_b must be 2048 or 4096 (got {})",
-                cfg.frame_size_b
-            )));
-        }
+        cfg.validate().map_err(|e| bad(e.to_string()))?;
         let fpq = cfg.frames_per_queue;
-        if fpq < 16 || fpq & (fpq - 1) != 0 {
-            return Err(bad(format!(
-                "frames_per_queue must be a power of two >= 16 (got {fpq})"
-            )));
-        }
         let ifindex = netdev::ifindex(ifn).map_err(|e| os("interface not found".into(), e))?;
         let watch =
             LinkWatch::start(ifindex).map_err(|e| os("link state query failed".into(), e))?;

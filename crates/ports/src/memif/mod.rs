@@ -44,6 +44,9 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, ConfigError};
 
 pub use client::ClientConfig;
 pub use server::{MemifServer, ServerConfig};
@@ -61,8 +64,17 @@ pub const DEFAULT_MAX_FRAME_B: u32 = 9216;
 pub const DEFAULT_MAX_CHAIN: u16 = 64;
 /// Hard bound on descriptors per frame.
 pub const MAX_CHAIN: u16 = 256;
-/// Largest number of queue pairs per interface.
+/// Largest number of queue pairs per interface: ring indices 0..=255 (the
+/// server's hello offers 255 as the highest ring index each way).
 pub const MAX_QUEUES: u16 = 256;
+/// Smallest buffer size (bytes).
+pub const MIN_BUFFER_SIZE: u32 = 64;
+/// Largest buffer size (bytes): DPDK's and VPP's buffer size is 16 bits.
+pub const MAX_BUFFER_SIZE: u32 = 65535;
+/// Smallest `max_frame_b`: a minimum Ethernet frame without FCS.
+pub const MIN_FRAME_B: u32 = 60;
+/// Largest `max_frame_b` (1 MiB, the batch's scratch holds it).
+pub const MAX_FRAME_B: u32 = 1 << 20;
 
 /// Which side of the protocol this port plays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,60 +131,148 @@ impl MemifConfig {
 
     /// Checks every field; the error names the field and why.
     pub fn validate(&self) -> Result<(), MemifError> {
-        let bad = |m: String| Err(MemifError::Config(m));
+        self.check().map_err(|e| MemifError::Config(e.to_string()))
+    }
+
+    /// [`MemifConfig::validate`] with the field apart from the reason.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let bad = |f: &str, m: String| Err(ConfigError::new(f, m));
         if self.name.is_empty() {
-            return bad("name: must not be empty".into());
+            return bad("name", "must not be empty".into());
         }
         if let Some(s) = &self.secret {
             if proto::secret_field(s).is_none() {
-                return bad(format!(
-                    "secret: at most {} bytes without NUL",
-                    proto::SECRET_SZ - 1
-                ));
+                return bad(
+                    "secret",
+                    format!(
+                        "{} bytes long, at most {} (no NUL)",
+                        s.len(),
+                        proto::SECRET_SZ - 1
+                    ),
+                );
             }
         }
-        if self.queues == 0 || self.queues > MAX_QUEUES {
-            return bad(format!("queues: {} not in 1..={MAX_QUEUES}", self.queues));
-        }
-        if !(proto::MIN_LOG2_RING..=proto::MAX_LOG2_RING).contains(&self.log2_ring_size) {
-            return bad(format!(
-                "log2_ring_size: {} not in {}..={}",
-                self.log2_ring_size,
-                proto::MIN_LOG2_RING,
-                proto::MAX_LOG2_RING
-            ));
-        }
-        if !(64..=65535).contains(&self.buffer_size) {
-            return bad(format!(
-                "buffer_size: {} not in 64..=65535",
-                self.buffer_size
-            ));
-        }
+        config::check_queues(self.queues, MAX_QUEUES)?;
+        config::check_range(
+            "log2_ring_size",
+            self.log2_ring_size,
+            proto::MIN_LOG2_RING,
+            proto::MAX_LOG2_RING,
+        )?;
+        config::check_range(
+            "buffer_size",
+            self.buffer_size,
+            MIN_BUFFER_SIZE,
+            MAX_BUFFER_SIZE,
+        )?;
         // A chained frame is linearised into the batch's scratch: the
         // largest frame must fit it.
-        const _: () = assert!(1 << 20 <= fabric::batch::SCRATCH_B);
-        if !(60..=(1 << 20)).contains(&self.max_frame_b) {
-            return bad(format!(
-                "max_frame_b: {} not in 60..=1048576",
-                self.max_frame_b
-            ));
-        }
+        const _: () = assert!(MAX_FRAME_B as usize <= fabric::batch::SCRATCH_B);
+        config::check_range("max_frame_b", self.max_frame_b, MIN_FRAME_B, MAX_FRAME_B)?;
         let need = self.max_frame_b.div_ceil(self.buffer_size);
-        if need > (1u32 << self.log2_ring_size) {
-            return bad(format!(
-                "max_frame_b: {} needs {need} buffers of {} B, more than the ring's {}",
-                self.max_frame_b,
-                self.buffer_size,
-                1u32 << self.log2_ring_size
-            ));
+        let ring = 1u32 << self.log2_ring_size;
+        if need > ring || need > MAX_CHAIN as u32 {
+            return bad(
+                "max_frame_b",
+                format!(
+                    "{} needs {need} buffers of {} B, more than the ring's {ring} or {MAX_CHAIN}",
+                    self.max_frame_b, self.buffer_size
+                ),
+            );
         }
         if self.max_chain == 0 || self.max_chain > MAX_CHAIN || (self.max_chain as u32) < need {
-            return bad(format!(
-                "max_chain: {} not in {need}..={MAX_CHAIN}",
-                self.max_chain
-            ));
+            return bad(
+                "max_chain",
+                format!("{} not in {need}..={MAX_CHAIN}", self.max_chain),
+            );
         }
         Ok(())
+    }
+}
+
+/// A memif interface as turnoutd's `[[ports]]` table, its `port.add` call
+/// and turnout-gen's `memif:SOCKET,...` spec give it (docs/turnoutd.md);
+/// [`MemifSpec::interface`] makes the backend's [`MemifConfig`] of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemifSpec {
+    /// Unix socket: the server's (turnoutd serves it; several interfaces
+    /// share one).
+    pub socket: PathBuf,
+    /// Interface id on that socket.
+    #[serde(default)]
+    pub id: u32,
+    /// Shared secret, at most 23 bytes; none if absent or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// Queue pairs, 1..=[`MAX_QUEUES`].
+    #[serde(default = "one")]
+    pub queues: u16,
+    /// Descriptors per ring, a power of two in 2..=16384 (a server takes
+    /// the client's size up to this).
+    #[serde(default = "default_ring")]
+    pub ring_size: u32,
+    /// Bytes per buffer, [`MIN_BUFFER_SIZE`]..=[`MAX_BUFFER_SIZE`].
+    #[serde(default = "default_buffer")]
+    pub buffer_size: u32,
+    /// Largest frame, bytes (default [`DEFAULT_MAX_FRAME_B`], or what the
+    /// ring holds if less); larger frames are chained over buffers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frame_b: Option<u32>,
+}
+
+fn one() -> u16 {
+    1
+}
+fn default_ring() -> u32 {
+    1 << DEFAULT_LOG2_RING_SIZE
+}
+fn default_buffer() -> u32 {
+    DEFAULT_BUFFER_SIZE
+}
+
+impl MemifSpec {
+    /// Defaults for everything but the socket.
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            socket: socket.into(),
+            id: 0,
+            secret: None,
+            queues: 1,
+            ring_size: default_ring(),
+            buffer_size: DEFAULT_BUFFER_SIZE,
+            max_frame_b: None,
+        }
+    }
+
+    /// Checks every value against the backend's limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::check_socket(&self.socket)?;
+        config::check_pow2(
+            "ring_size",
+            self.ring_size,
+            1 << proto::MIN_LOG2_RING,
+            1 << proto::MAX_LOG2_RING,
+        )?;
+        self.interface("memif").check()
+    }
+
+    /// The backend's configuration of this interface, named `name`: the
+    /// largest frame defaults to [`DEFAULT_MAX_FRAME_B`] or the ring's
+    /// bytes if less, and the chain bound covers it.
+    pub fn interface(&self, name: &str) -> MemifConfig {
+        let mut c = MemifConfig::new(name, self.id);
+        c.secret = self.secret.clone().filter(|s| !s.is_empty());
+        c.queues = self.queues;
+        c.log2_ring_size = self.ring_size.trailing_zeros() as u8;
+        c.buffer_size = self.buffer_size;
+        let ring_b = self.ring_size.saturating_mul(self.buffer_size);
+        c.max_frame_b = self
+            .max_frame_b
+            .unwrap_or(DEFAULT_MAX_FRAME_B.min(ring_b).max(MIN_FRAME_B));
+        let need = c.max_frame_b.div_ceil(c.buffer_size.max(1));
+        c.max_chain = need.clamp(DEFAULT_MAX_CHAIN as u32, MAX_CHAIN as u32) as u16;
+        c
     }
 }
 

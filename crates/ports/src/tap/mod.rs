@@ -21,25 +21,55 @@ use std::sync::{Arc, Mutex};
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, ConfigError};
 use crate::netdev::{self, KernelPortError, LinkWatch};
 
 pub use sys::{RxStats, TxStats};
 
 const BACKEND: &str = "tap";
 
-/// Configuration of a TAP port.
-#[derive(Clone, Debug)]
+/// Most queues: the kernel's `MAX_TAP_QUEUES`.
+pub const MAX_QUEUES: u16 = 256;
+/// Largest buffer: a frame of the largest MTU (`ETH_MAX_MTU`, 65535) with
+/// its Ethernet header and a VLAN tag.
+pub const MAX_FRAME_B: u32 = 65535 + 18;
+
+/// Configuration of a TAP port: the `[[ports]]` table of kind `tap`
+/// (docs/turnoutd.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TapConfig {
-    /// Name of the TAP interface to create (≤ 15 bytes).
+    /// Name of the TAP interface to create (`iface`, ≤ 15 bytes).
+    #[serde(rename = "iface")]
     pub ifname: String,
-    /// Queues (`IFF_MULTI_QUEUE` when more than one).
+    /// Queues (`IFF_MULTI_QUEUE` when more than one), 1..=[`MAX_QUEUES`].
+    #[serde(default = "one")]
     pub queues: u16,
-    /// Receive buffers and transmit slots per queue.
+    /// Receive buffers and transmit slots per queue (≥ 1).
+    #[serde(default = "default_slots")]
     pub slots: u32,
-    /// Buffer size in bytes: the largest frame carried.
+    /// Buffer size in bytes: the largest frame carried,
+    /// 64..=[`MAX_FRAME_B`].
+    #[serde(default = "default_frame_size")]
     pub frame_size_b: u32,
-    /// The tun device (normally `/dev/net/tun`).
+    /// The tun device (normally `/dev/net/tun`; not a config key).
+    #[serde(skip, default = "default_dev")]
     pub dev_path: String,
+}
+
+fn one() -> u16 {
+    1
+}
+fn default_slots() -> u32 {
+    256
+}
+fn default_frame_size() -> u32 {
+    9216
+}
+fn default_dev() -> String {
+    "/dev/net/tun".to_string()
 }
 
 impl TapConfig {
@@ -48,10 +78,18 @@ impl TapConfig {
         Self {
             ifname: ifname.to_string(),
             queues: 1,
-            slots: 256,
-            frame_size_b: 9216,
-            dev_path: "/dev/net/tun".to_string(),
+            slots: default_slots(),
+            frame_size_b: default_frame_size(),
+            dev_path: default_dev(),
         }
+    }
+
+    /// Checks every value; the error names the key and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::check_iface(&self.ifname)?;
+        config::check_queues(self.queues, MAX_QUEUES)?;
+        config::check_range("slots", self.slots, 1, u32::MAX)?;
+        config::check_range("frame_size_b", self.frame_size_b, 64, MAX_FRAME_B)
     }
 }
 
@@ -72,16 +110,7 @@ impl TapPort {
         let ifn = ifn.as_str();
         let bad = |what: String| KernelPortError::msg(BACKEND, ifn, what);
         let os = |what: String, e| KernelPortError::os(BACKEND, ifn, what, e);
-        if ifn.is_empty() || ifn.len() > 15 || ifn.contains('%') || ifn.contains('/') {
-            return Err(bad(
-                "the interface name must be 1 to 15 bytes, without '%' or '/'".into(),
-            ));
-        }
-        if cfg.queues == 0 || cfg.slots == 0 || cfg.frame_size_b < 64 {
-            return Err(bad(
-                "queues and slots must be at least 1, frame_size_b at least 64".into(),
-            ));
-        }
+        cfg.validate().map_err(|e| bad(e.to_string()))?;
         let mut fds: Vec<Arc<OwnedFd>> = Vec::new();
         for _ in 0..cfg.queues {
             let fd = sys::open_queue(&cfg.dev_path, ifn, cfg.queues > 1)

@@ -37,7 +37,10 @@ pub mod decap;
 pub mod encap;
 pub mod fdb;
 pub mod neigh;
+mod spec;
 mod sys;
+
+pub use spec::{NeighbourSpec, TunnelSpec, UnderlaySpec};
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -44,11 +44,19 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::config::{self, ConfigError};
 
 use vring::{Fault, Lie, VhostRx, VhostTx, VringSlot};
 
 /// Most queue pairs per port.
 pub const MAX_QUEUES: u16 = 16;
+/// Smallest `max_frame_b`.
+pub const MIN_FRAME_B: usize = 64;
+/// Largest `max_frame_b`: a 64 KiB buffer less the 12-byte virtio-net
+/// header.
+pub const MAX_FRAME_B: usize = 65535 - 12;
 
 /// Who owns the socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,22 +69,58 @@ pub enum Mode {
     Client,
 }
 
-/// Settings of a vhost-user port.
-#[derive(Clone, Debug)]
+/// Settings of a vhost-user port: the `[[ports]]` table of kind
+/// `vhost_user` (docs/turnoutd.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct VhostUserConfig {
     /// Path of the unix socket.
     pub socket: PathBuf,
-    /// Server or client.
+    /// Server or client (the `client` key: `true` for client).
+    #[serde(
+        rename = "client",
+        default = "server",
+        serialize_with = "mode_out",
+        deserialize_with = "mode_in"
+    )]
     pub mode: Mode,
     /// Queue pairs offered (`1..=MAX_QUEUES`); configure as many as the
     /// frontend uses.
+    #[serde(default = "one")]
     pub queues: u16,
-    /// Largest frame, in bytes (without the virtio-net header).
+    /// Largest frame, in bytes (without the virtio-net header),
+    /// [`MIN_FRAME_B`]..=[`MAX_FRAME_B`].
+    #[serde(default = "default_frame")]
     pub max_frame_b: usize,
-    /// Offer `VIRTIO_NET_F_MRG_RXBUF`.
+    /// Offer `VIRTIO_NET_F_MRG_RXBUF` (not a config key).
+    #[serde(skip, default = "yes")]
     pub mrg_rxbuf: bool,
-    /// Offer `VIRTIO_RING_F_EVENT_IDX`.
+    /// Offer `VIRTIO_RING_F_EVENT_IDX` (not a config key).
+    #[serde(skip, default = "yes")]
     pub event_idx: bool,
+}
+
+fn server() -> Mode {
+    Mode::Server
+}
+fn one() -> u16 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn default_frame() -> usize {
+    1518
+}
+fn mode_out<S: Serializer>(m: &Mode, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(*m == Mode::Client)
+}
+fn mode_in<'de, D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+    Ok(if bool::deserialize(d)? {
+        Mode::Client
+    } else {
+        Mode::Server
+    })
 }
 
 impl VhostUserConfig {
@@ -87,10 +131,17 @@ impl VhostUserConfig {
             socket: socket.into(),
             mode: Mode::Server,
             queues: 1,
-            max_frame_b: 1518,
+            max_frame_b: default_frame(),
             mrg_rxbuf: true,
             event_idx: true,
         }
+    }
+
+    /// Checks every value; the error names the key and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        config::check_socket(&self.socket)?;
+        config::check_queues(self.queues, MAX_QUEUES)?;
+        config::check_range("max_frame_b", self.max_frame_b, MIN_FRAME_B, MAX_FRAME_B)
     }
 }
 
@@ -143,21 +194,8 @@ impl Shared {
     /// The state of a new port (checked configuration, slots, transmit
     /// queues) and, in server mode, its listening socket.
     fn new(name: &str, cfg: VhostUserConfig) -> Result<(Arc<Shared>, Option<UnixListener>), Error> {
-        if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
-            return Err(Error::BadConfig(format!(
-                "queues {} not in 1..={MAX_QUEUES}",
-                cfg.queues
-            )));
-        }
-        if !(64..=65535 - 12).contains(&cfg.max_frame_b) {
-            return Err(Error::BadConfig(format!(
-                "max_frame_b {} not in 64..=65523",
-                cfg.max_frame_b
-            )));
-        }
-        if cfg.socket.as_os_str().is_empty() {
-            return Err(Error::BadConfig("socket path is empty".into()));
-        }
+        cfg.validate()
+            .map_err(|e| Error::BadConfig(e.to_string()))?;
         let fault = Arc::new(Fault::new().map_err(Error::Os)?);
         let mut slots = Vec::new();
         for _ in 0..2 * cfg.queues {

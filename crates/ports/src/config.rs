@@ -1,0 +1,453 @@
+//! One configuration per port kind, and the tagged [`PortConfig`] over all
+//! of them: turnoutd's `[[ports]]` tables (TOML), its `port.add` API call
+//! (JSON) and turnout-gen's compact `memif:SOCKET,key=value` specs all
+//! parse into these types and are checked by the same `validate`, so a
+//! limit is written once, next to the backend that has it
+//! (docs/adding-a-port.md).
+//!
+//! Each kind's struct lives in its backend's directory
+//! ([`crate::memif::MemifSpec`], [`crate::af_xdp::AfXdpConfig`],
+//! [`crate::af_packet::AfPacketConfig`], [`crate::tap::TapConfig`],
+//! [`crate::vhost_user::VhostUserConfig`], [`crate::tunnel::TunnelSpec`]);
+//! this module holds the enum, the error type and the checks they share.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{self, IntoDeserializer, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A configuration value out of range: the key and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The key (`buffer_size`, `underlay.iface`); empty if the error is
+    /// about the table as a whole.
+    pub field: String,
+    /// Lower-case reason, with the allowed range.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error at `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The same error one table deeper (`iface` under `underlay`).
+    pub fn under(self, parent: &str) -> Self {
+        let field = if self.field.is_empty() {
+            parent.to_string()
+        } else {
+            format!("{parent}.{}", self.field)
+        };
+        Self { field, ..self }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The settings of one port, tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PortConfig {
+    /// memif interface (turnoutd serves the socket).
+    Memif(crate::memif::MemifSpec),
+    /// AF_XDP sockets on a kernel interface.
+    AfXdp(crate::af_xdp::AfXdpConfig),
+    /// AF_PACKET (TPACKET_V3) sockets on a kernel interface.
+    AfPacket(crate::af_packet::AfPacketConfig),
+    /// TAP device: the host-stack port.
+    Tap(crate::tap::TapConfig),
+    /// vhost-user backend.
+    #[cfg(feature = "vhost")]
+    VhostUser(crate::vhost_user::VhostUserConfig),
+    /// VXLAN tunnel endpoint.
+    Vxlan(crate::tunnel::TunnelSpec),
+    /// Geneve tunnel endpoint.
+    Geneve(crate::tunnel::TunnelSpec),
+}
+
+/// Every port kind, as the `kind` key spells it.
+#[cfg(feature = "vhost")]
+pub const KINDS: &[&str] = &[
+    "memif",
+    "af_xdp",
+    "af_packet",
+    "tap",
+    "vhost_user",
+    "vxlan",
+    "geneve",
+];
+/// Every port kind, as the `kind` key spells it.
+#[cfg(not(feature = "vhost"))]
+pub const KINDS: &[&str] = &["memif", "af_xdp", "af_packet", "tap", "vxlan", "geneve"];
+
+impl PortConfig {
+    /// Deserializes the settings of a port of kind `kind` from `d` (a table
+    /// without the `kind` key). An unknown kind is an error listing
+    /// [`KINDS`].
+    pub fn from_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        Ok(match kind {
+            "memif" => Self::Memif(Deserialize::deserialize(d)?),
+            "af_xdp" => Self::AfXdp(Deserialize::deserialize(d)?),
+            "af_packet" => Self::AfPacket(Deserialize::deserialize(d)?),
+            "tap" => Self::Tap(Deserialize::deserialize(d)?),
+            #[cfg(feature = "vhost")]
+            "vhost_user" => Self::VhostUser(Deserialize::deserialize(d)?),
+            "vxlan" => Self::Vxlan(Deserialize::deserialize(d)?),
+            "geneve" => Self::Geneve(Deserialize::deserialize(d)?),
+            other => return Err(de::Error::custom(unknown_kind(other))),
+        })
+    }
+
+    /// The `kind` key.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Memif(_) => "memif",
+            Self::AfXdp(_) => "af_xdp",
+            Self::AfPacket(_) => "af_packet",
+            Self::Tap(_) => "tap",
+            #[cfg(feature = "vhost")]
+            Self::VhostUser(_) => "vhost_user",
+            Self::Vxlan(_) => "vxlan",
+            Self::Geneve(_) => "geneve",
+        }
+    }
+
+    /// Configured queue pairs.
+    pub fn queues(&self) -> u16 {
+        match self {
+            Self::Memif(c) => c.queues,
+            Self::AfXdp(c) => c.queues,
+            Self::AfPacket(c) => c.queues,
+            Self::Tap(c) => c.queues,
+            #[cfg(feature = "vhost")]
+            Self::VhostUser(c) => c.queues,
+            Self::Vxlan(c) | Self::Geneve(c) => c.underlay.queues(),
+        }
+    }
+
+    /// Checks every value against the backend's limits; the error names
+    /// the key and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            Self::Memif(c) => c.validate(),
+            Self::AfXdp(c) => c.validate(),
+            Self::AfPacket(c) => c.validate(),
+            Self::Tap(c) => c.validate(),
+            #[cfg(feature = "vhost")]
+            Self::VhostUser(c) => c.validate(),
+            Self::Vxlan(c) | Self::Geneve(c) => c.validate(),
+        }
+    }
+
+    /// What two ports must not share: the key to blame and the resource,
+    /// in words (`interface veth0`).
+    pub fn exclusive_key(&self) -> (&'static str, String) {
+        match self {
+            Self::Memif(c) => (
+                "id",
+                format!("memif id {} on socket {}", c.id, c.socket.display()),
+            ),
+            Self::AfXdp(c) => ("iface", format!("interface {}", c.ifname)),
+            Self::AfPacket(c) => ("iface", format!("interface {}", c.ifname)),
+            Self::Tap(c) => ("iface", format!("interface {}", c.ifname)),
+            #[cfg(feature = "vhost")]
+            Self::VhostUser(c) => (
+                "socket",
+                format!("vhost-user socket {}", c.socket.display()),
+            ),
+            Self::Vxlan(c) | Self::Geneve(c) => {
+                ("underlay", format!("interface {}", c.underlay.iface()))
+            }
+        }
+    }
+}
+
+/// The error for a `kind` that is none of [`KINDS`].
+pub fn unknown_kind(kind: &str) -> String {
+    format!(
+        "unknown port kind {kind:?} (expected one of {})",
+        KINDS.join(", ")
+    )
+}
+
+/// `value` in `1..=max` queue pairs.
+pub fn check_queues(value: u16, max: u16) -> Result<(), ConfigError> {
+    if value == 0 || value > max {
+        return Err(ConfigError::new(
+            "queues",
+            format!("{value} not in 1..={max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `value` in `lo..=hi`.
+pub fn check_range<T: PartialOrd + fmt::Display>(
+    field: &str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), ConfigError> {
+    if value < lo || value > hi {
+        return Err(ConfigError::new(
+            field,
+            format!("{value} not in {lo}..={hi}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `value` a power of two in `lo..=hi`.
+pub fn check_pow2(field: &str, value: u32, lo: u32, hi: u32) -> Result<(), ConfigError> {
+    if !value.is_power_of_two() || value < lo || value > hi {
+        return Err(ConfigError::new(
+            field,
+            format!("{value} is not a power of two in {lo}..={hi}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A kernel interface name the kernel accepts: 1..=15 bytes (IFNAMSIZ
+/// with its NUL), no '/', ':', '%' or white space, not "." or "..".
+pub fn check_iface(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty()
+        || name.len() > 15
+        || name == "."
+        || name == ".."
+        || name.contains(['/', ':', '%', '\0'])
+        || name.contains(char::is_whitespace)
+    {
+        return Err(ConfigError::new(
+            "iface",
+            format!(
+                "{name:?} is not a valid interface name (1..=15 bytes, no '/', ':', '%' or spaces)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A unix socket path: 1..=107 bytes (`sun_path` with its NUL).
+pub fn check_socket(path: &Path) -> Result<(), ConfigError> {
+    let n = path.as_os_str().len();
+    if n == 0 || n > 107 {
+        return Err(ConfigError::new(
+            "socket",
+            format!("path must be 1..=107 bytes long, is {n}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Deserializes `T` from `key=value` texts (turnout-gen's compact port
+/// specs): numbers, booleans (`true`/`false`, `1`/`0`), strings, paths and
+/// unit enum variants are parsed from the text as `T`'s fields ask. Unknown
+/// keys, missing keys and bad values are errors naming the key.
+pub fn from_pairs<'a, T: Deserialize<'a>>(pairs: &'a [(String, String)]) -> Result<T, ConfigError> {
+    let map = de::value::MapDeserializer::new(pairs.iter().map(|(k, v)| {
+        (
+            k.as_str(),
+            Text {
+                key: k.as_str(),
+                text: v.as_str(),
+            },
+        )
+    }));
+    T::deserialize(map).map_err(|e: de::value::Error| ConfigError::new("", e.to_string()))
+}
+
+/// One `key=value` text, deserialized as whatever type asks for it.
+struct Text<'a> {
+    key: &'a str,
+    text: &'a str,
+}
+
+impl Text<'_> {
+    fn number<N: std::str::FromStr + fmt::Display>(
+        &self,
+        lo: N,
+        hi: N,
+    ) -> Result<N, de::value::Error> {
+        self.text.parse().map_err(|_| {
+            de::Error::custom(format!(
+                "{}={}: not a valid number (an integer in {lo}..={hi})",
+                self.key, self.text
+            ))
+        })
+    }
+}
+
+impl<'de, 'a> IntoDeserializer<'de, de::value::Error> for Text<'a> {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+macro_rules! text_numbers {
+    ($($method:ident $visit:ident $t:ty),*) => {$(
+        fn $method<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+            v.$visit(self.number::<$t>(<$t>::MIN, <$t>::MAX)?)
+        }
+    )*};
+}
+
+impl<'de, 'a> Deserializer<'de> for Text<'a> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        v.visit_str(self.text)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        match self.text {
+            "true" | "1" | "yes" | "on" => v.visit_bool(true),
+            "false" | "0" | "no" | "off" => v.visit_bool(false),
+            t => Err(de::Error::custom(format!(
+                "{}={t}: expected true or false",
+                self.key
+            ))),
+        }
+    }
+
+    text_numbers!(
+        deserialize_u8 visit_u8 u8,
+        deserialize_u16 visit_u16 u16,
+        deserialize_u32 visit_u32 u32,
+        deserialize_u64 visit_u64 u64,
+        deserialize_i8 visit_i8 i8,
+        deserialize_i16 visit_i16 i16,
+        deserialize_i32 visit_i32 i32,
+        deserialize_i64 visit_i64 i64
+    );
+
+    fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Self::Error> {
+        v.visit_some(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        v.visit_enum(self.text.into_deserializer())
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        v: V,
+    ) -> Result<V::Value, Self::Error> {
+        v.visit_newtype_struct(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        i128 u128 f32 f64 char str string bytes byte_buf unit unit_struct
+        seq tuple tuple_struct map struct identifier ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(s: &[(&str, &str)]) -> Vec<(String, String)> {
+        s.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn compact_pairs_parse_into_the_kind_structs() {
+        let p = pairs(&[
+            ("socket", "/s"),
+            ("id", "3"),
+            ("secret", "abc"),
+            ("ring_size", "256"),
+        ]);
+        let m: crate::memif::MemifSpec = from_pairs(&p).unwrap();
+        assert_eq!(
+            (m.id, m.ring_size, m.secret.as_deref()),
+            (3, 256, Some("abc"))
+        );
+        let p = pairs(&[("iface", "v0"), ("bind", "zero_copy"), ("queues", "2")]);
+        let x: crate::af_xdp::AfXdpConfig = from_pairs(&p).unwrap();
+        assert_eq!(
+            (x.ifname.as_str(), x.queues, x.bind),
+            ("v0", 2, crate::af_xdp::XdpBind::ZeroCopy)
+        );
+        let p = pairs(&[("iface", "v0"), ("qdisc_bypass", "false"), ("fanout", "lb")]);
+        let a: crate::af_packet::AfPacketConfig = from_pairs(&p).unwrap();
+        assert!(!a.qdisc_bypass);
+        assert_eq!(a.fanout, crate::af_packet::Fanout::LoadBalance);
+        let bad = |p: &[(&str, &str)]| {
+            from_pairs::<crate::memif::MemifSpec>(&pairs(p))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            bad(&[("socket", "/s"), ("id", "x")]),
+            "id=x: not a valid number (an integer in 0..=4294967295)"
+        );
+        assert!(bad(&[("socket", "/s"), ("rings", "2")]).starts_with("unknown field `rings`"));
+        assert_eq!(bad(&[("id", "1")]), "missing field `socket`");
+    }
+
+    #[test]
+    fn the_tagged_enum_round_trips() {
+        let c = PortConfig::Tap(crate::tap::TapConfig::new("t0"));
+        let j = serde_json::to_value(&c).unwrap();
+        assert_eq!(j["kind"], "tap");
+        assert_eq!(j["iface"], "t0");
+        let back: PortConfig = serde_json::from_value(j).unwrap();
+        assert_eq!(back, c);
+        let e = serde_json::from_value::<PortConfig>(serde_json::json!({"kind": "memfi"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `memfi`"), "{e}");
+        let e = PortConfig::from_kind("memfi", serde_json::json!({})).unwrap_err();
+        assert!(
+            e.to_string().starts_with("unknown port kind \"memfi\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn shared_checks_name_the_key() {
+        assert_eq!(
+            check_iface("a/b").unwrap_err().to_string(),
+            "iface: \"a/b\" is not a valid interface name (1..=15 bytes, no '/', ':', '%' or spaces)"
+        );
+        assert!(check_iface("veth0").is_ok());
+        assert!(check_iface("..").is_err());
+        assert_eq!(
+            check_queues(0, 4).unwrap_err().to_string(),
+            "queues: 0 not in 1..=4"
+        );
+        assert_eq!(
+            check_pow2("ring_size", 3, 2, 8).unwrap_err().to_string(),
+            "ring_size: 3 is not a power of two in 2..=8"
+        );
+        assert_eq!(
+            ConfigError::new("iface", "x").under("underlay").to_string(),
+            "underlay.iface: x"
+        );
+    }
+}
