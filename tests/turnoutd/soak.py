@@ -179,11 +179,14 @@ class Soak:
 
     def attribute(self, phase: str, before: dict[str, dict[str, int]],
                   after: dict[str, dict[str, int]]) -> None:
-        """Adds the drops counted between two snapshots to ``phase``."""
+        """Adds the drops counted between two snapshots to ``phase``. A
+        port removed and added again in between starts from zero: a counter
+        lower than before is taken whole."""
         ph = self.phases.setdefault(phase, {})
         for port, reasons in after.items():
             for r, n in reasons.items():
-                d = n - before.get(port, {}).get(r, 0)
+                b = before.get(port, {}).get(r, 0)
+                d = n - b if n >= b else n
                 if d > 0:
                     ph.setdefault(port, {}).setdefault(r, 0)
                     ph[port][r] += d
