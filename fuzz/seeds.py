@@ -126,7 +126,8 @@ gen_rx = {
     "loss-reorder-dup": b"\1"
     + b"".join(g_ours(1, i, size=i % 4) for i in (0, 2, 1, 1, 5, 70000, 3, 4))
     + g_finish(1, 70010),
-    "two-families": b"\0" + b"".join(g_ours(s, i, size=128 + i % 4) for s in (1, 2) for i in range(4)),
+    "two-families": b"\0"
+    + b"".join(g_ours(s, i, size=128 + i % 4) for s in (1, 2) for i in range(4)),
     "forged-seq": b"\0"
     + b"".join(g_ours(1, i) for i in (0, 2**64 - 1, 1, 2**48, 2**48 - 1))
     + g_ours(2, 2**64 - 2),

@@ -29,6 +29,11 @@ same point of every cycle. At the end: every peer stopped, stats.reset,
 then a clean memif stream m0 -> m1 of --final-frames frames must arrive
 whole, and over that window every frame received by a port is sent or
 dropped under a reason (sum rx == sum tx + sum drops).
+
+Drops during the churn are attributed to the phase of the cycle in which
+they were counted (`drops_by_phase`: start, m2 absent in layout A or B,
+peer restarts, steady) and explained in `drops_explained` (docs/fuzzing.md:
+e.g. ov's no_destination while m2 is removed in layout A).
 """
 
 from __future__ import annotations

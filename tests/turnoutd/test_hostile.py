@@ -18,8 +18,8 @@ crates/ports/tests/vhost_common/liar.rs):
   out of order or of the wrong size, disconnects mid-setup and
   mid-transfer.
 
-Checks: honest peers on hm and hv work before the attack; turnoutd stays up; the honest stream loses nothing and the honest
-ports count no drop; every lie ends the connection with its reason counted
+Checks: honest peers on hm and hv work before the attack; turnoutd stays
+up; the honest stream loses nothing and the honest ports count no drop; every lie ends the connection with its reason counted
 in the `stats` API (each violation / lie counter exactly); afterwards an
 honest turnout-gen reconnects on hm and on hv and gets every frame through;
 turnoutd's open fds do not grow from one attack to the next (the
@@ -93,10 +93,12 @@ def backend(d: Turnoutd, port: str) -> dict[str, int]:
 
 
 def txrx(d: Path, tx: str, rx: str, out: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [str(GEN), "txrx", "--port", tx, "--rx-port", rx, "--rate-pps", str(RATE_PPS),
-         "--cooldown-s", "0.5", "--json", str(out), *extra],
-        stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(".log"), "wb"))  # noqa: SIM115
+    # The child keeps its own copy of the log's descriptor.
+    with open(out.with_suffix(".log"), "wb") as log:
+        return subprocess.Popen(
+            [str(GEN), "txrx", "--port", tx, "--rx-port", rx, "--rate-pps", str(RATE_PPS),
+             "--cooldown-s", "0.5", "--json", str(out), *extra],
+            stdout=subprocess.DEVNULL, stderr=log)
 
 
 def finish(p: subprocess.Popen, out: Path, timeout_s: float) -> dict[str, Any]:

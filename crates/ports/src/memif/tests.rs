@@ -342,10 +342,6 @@ impl Raw {
     }
 }
 
-fn unsealed_memfd(len: usize) -> OwnedFd {
-    sys::memfd_unsealed(len).unwrap()
-}
-
 #[test]
 fn bad_control_messages_are_refused_with_a_reason() {
     let dir = Dir::new("ctl");
