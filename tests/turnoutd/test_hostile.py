@@ -19,11 +19,12 @@ crates/ports/tests/vhost_common/liar.rs):
   mid-transfer.
 
 Checks: honest peers on hm and hv work before the attack; turnoutd stays
-up; the honest stream loses nothing and the honest ports count no drop; every lie ends the connection with its reason counted
-in the `stats` API (each violation / lie counter exactly); afterwards an
-honest turnout-gen reconnects on hm and on hv and gets every frame through;
-turnoutd's open fds do not grow from one attack to the next (the
-first leaves two eventfds per attacked port behind, bounded).
+up; the honest stream loses nothing and the honest ports count no drop;
+every lie ends the connection with its reason counted in the `stats` API
+(each violation / lie counter exactly); afterwards an honest turnout-gen
+reconnects on hm and on hv and gets every frame through; turnoutd's open
+fds do not grow from one attack to the next (the first leaves two eventfds
+per attacked port behind, bounded).
 
 Needs root (memif sockets under the test's directory, like the other
 system tests) and the release binaries turnoutd, turnout-gen and the
