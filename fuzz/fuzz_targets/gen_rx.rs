@@ -31,7 +31,8 @@ use turnout_gen::report::RxSection;
 use turnout_gen::seq::SEQ_LIMIT;
 use wire::MacAddr;
 
-const SIZES: [u32; 4] = [64, 128, 570, 1518];
+// The smallest holds IPv6 + VLAN + UDP + the payload header (88 B).
+const SIZES: [u32; 4] = [96, 128, 570, 1518];
 
 struct Input<'a>(&'a [u8]);
 
