@@ -102,7 +102,8 @@ for k, v in frames.items():
 
 # gen_rx: [touch flag] then records (see fuzz_targets/gen_rx.rs): 0 raw
 # frame (len, bytes); 1 a frame of ours (stream, seq, ts, size index), |4
-# with a corruption (offset, xor); 2 the clock advances; 3 finish_stream.
+# with a corruption (offset, xor); 2 the clock advances; 3 finish_stream,
+# |4 a sweep of frames over streams 0..n.
 def g_ours(stream, seq, ts=900_000_000, size=0, corrupt=None):
     if corrupt is None:
         return struct.pack("<BHQQB", 1, stream, seq, ts, size)
@@ -135,7 +136,7 @@ gen_rx = {
     "warmup": b"\0" + g_ours(0x8001, 3) + g_ours(1, 0),
     "corrupt": b"\0" + b"".join(g_ours(1, i, corrupt=(i * 7, 0xFF)) for i in range(24)),
     "raw": b"\0" + b"".join(g_raw(frames[k]) for k in ("udp4", "udp6", "vlan", "tcp4", "frag")),
-    "many-streams": b"\0" + b"".join(g_ours(s, 0) for s in range(1030)),
+    "many-streams": b"\0" + struct.pack("<BH", 7, 1030) + g_ours(1029, 1) + g_ours(1030, 0),
 }
 for k, v in gen_rx.items():
     put("gen_rx", k, v)

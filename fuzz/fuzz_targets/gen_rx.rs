@@ -19,7 +19,13 @@
 //!   (8), size index (1), optional corruption: offset (1) and xor byte (1)
 //!   when `k & 4`;
 //! - `2`: the clock advances by 4 bytes' worth of ns (it may also not);
-//! - `3`: `finish_stream(stream (2), end (8))`.
+//! - `3`: `finish_stream(stream (2), end (8))`; with `k & 4`, a sweep
+//!   instead: one frame of ours (sequence number 0) for each of streams
+//!   `0..n` (`n`: 2 bytes), to reach the end of the stream table compactly.
+//!
+//! Inputs longer than 4 KiB are skipped: each new stream allocates its
+//! tracker (and, for the first 64, a latency histogram), so long inputs
+//! would only make the target slow.
 #![no_main]
 
 use std::collections::HashMap;
@@ -118,6 +124,9 @@ fn feed(r: &mut Receiver, m: &mut Model, f: &[u8], now: u64) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    if data.len() > 4096 {
+        return;
+    }
     let mut gens = gens();
     let mut r = Receiver::new(data.first().is_some_and(|b| b & 1 == 1));
     let mut inp = Input(data.get(1..).unwrap_or(&[]));
@@ -159,6 +168,17 @@ fuzz_target!(|data: &[u8]| {
             2 => {
                 let Some(d) = inp.u32() else { break };
                 now = now.saturating_add(d as u64);
+            }
+            _ if k & 4 != 0 => {
+                let Some(n) = inp.u16() else { break };
+                let g = &mut gens[0];
+                for stream in 0..n.min(MAX_STREAMS as u16 + 8) {
+                    let f = g.next(stream as u32, 0, 0);
+                    let len = f.len();
+                    buf[..len].copy_from_slice(f);
+                    feed(&mut r, &mut m, &buf[..len], now);
+                    fed += 1;
+                }
             }
             _ => {
                 let (Some(stream), Some(end)) = (inp.u16(), inp.u64()) else {
