@@ -11,7 +11,8 @@
 //! per stream, frames accepted minus duplicates plus lost equals one past
 //! the highest sequence number accepted (or the sender's count given to
 //! `finish_stream`), computed here independently of the receiver; the
-//! document serialises.
+//! document (built when at most two streams exist: each stream's latency
+//! summary costs milliseconds) serialises.
 //!
 //! Input: records. Op byte `k`:
 //! - `k % 4 == 0`: raw frame, `len` (1 byte) then `len` bytes;
@@ -201,19 +202,25 @@ fuzz_target!(|data: &[u8]| {
         "every frame counted once"
     );
     assert_eq!(r.implausible, m.implausible);
-    let doc = RxSection::new(&r, true);
-    assert_eq!(doc.streams.len(), m.streams.len());
-    for s in &doc.streams {
-        let e = &m.streams[&s.id];
-        assert!(s.duplicated <= s.received && s.reordered <= s.received);
-        assert_eq!(s.received, e.accepted, "stream {}: accepted", s.id);
+    // The sequence accounting of every stream (cheap)...
+    assert_eq!(r.seq_trackers().count(), m.streams.len());
+    for (id, t) in r.seq_trackers() {
+        let e = &m.streams[&id];
+        assert!(t.duplicated <= t.received && t.reordered <= t.received);
+        assert_eq!(t.received, e.accepted, "stream {id}: accepted");
         assert_eq!(
-            s.received - s.duplicated + s.lost,
+            t.received - t.duplicated + t.lost,
             e.top,
-            "stream {}: received - duplicated + lost = next",
-            s.id
+            "stream {id}: received - duplicated + lost = next"
         );
     }
-    let json = serde_json::to_string(&doc).expect("the document serialises");
-    assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
+    // ...and the document, whose latency summaries (a CDF per stream over
+    // the whole histogram) cost milliseconds each: with few streams only.
+    if m.streams.len() <= 2 {
+        let doc = RxSection::new(&r, true);
+        assert_eq!(doc.streams.len(), m.streams.len());
+        assert_eq!(doc.lost, r.lost());
+        let json = serde_json::to_string(&doc).expect("the document serialises");
+        assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
+    }
 });

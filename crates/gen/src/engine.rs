@@ -535,6 +535,13 @@ impl Receiver {
         self.streams.iter().map(|s| s.seq.lost).sum()
     }
 
+    /// Each stream's id and sequence accounting, in arrival order of the
+    /// streams; cheap, unlike [`Receiver::stream_reports`], which
+    /// summarises every stream's latency histogram.
+    pub fn seq_trackers(&self) -> impl Iterator<Item = (u32, &SeqTracker)> + '_ {
+        self.streams.iter().map(|s| (s.id, &s.seq))
+    }
+
     /// Per-stream reports, by id.
     pub fn stream_reports(&self) -> Vec<StreamReport> {
         let mut v: Vec<StreamReport> = self
