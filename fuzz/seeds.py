@@ -100,6 +100,47 @@ frames = {
 for k, v in frames.items():
     put("wire_headers", k, v)
 
+# gen_rx: [touch flag] then records (see fuzz_targets/gen_rx.rs): 0 raw
+# frame (len, bytes); 1 a frame of ours (stream, seq, ts, size index), |4
+# with a corruption (offset, xor); 2 the clock advances; 3 finish_stream,
+# |4 a sweep of frames over streams 0..n.
+def g_ours(stream, seq, ts=900_000_000, size=0, corrupt=None):
+    if corrupt is None:
+        return struct.pack("<BHQQB", 1, stream, seq, ts, size)
+    return struct.pack("<BHQQBBB", 5, stream, seq, ts, size, *corrupt)
+
+
+def g_raw(frame):
+    return struct.pack("<BB", 0, len(frame)) + frame
+
+
+def g_clock(ns):
+    return struct.pack("<BI", 2, ns)
+
+
+def g_finish(stream, end):
+    return struct.pack("<BHQ", 3, stream, end)
+
+
+gen_rx = {
+    "in-order": b"\0" + b"".join(g_ours(1, i) + g_clock(1000) for i in range(16)) + g_finish(1, 16),
+    "loss-reorder-dup": b"\1"
+    + b"".join(g_ours(1, i, size=i % 4) for i in (0, 2, 1, 1, 5, 70000, 3, 4))
+    + g_finish(1, 70010),
+    "two-families": b"\0"
+    + b"".join(g_ours(s, i, size=128 + i % 4) for s in (1, 2) for i in range(4)),
+    "forged-seq": b"\0"
+    + b"".join(g_ours(1, i) for i in (0, 2**64 - 1, 1, 2**48, 2**48 - 1))
+    + g_ours(2, 2**64 - 2),
+    "future-ts": b"\0" + g_ours(1, 0, ts=2**64 - 1) + g_clock(5) + g_ours(1, 1, ts=0),
+    "warmup": b"\0" + g_ours(0x8001, 3) + g_ours(1, 0),
+    "corrupt": b"\0" + b"".join(g_ours(1, i, corrupt=(i * 7, 0xFF)) for i in range(24)),
+    "raw": b"\0" + b"".join(g_raw(frames[k]) for k in ("udp4", "udp6", "vlan", "tcp4", "frag")),
+    "many-streams": b"\0" + struct.pack("<BH", 7, 1030) + g_ours(1029, 1) + g_ours(1030, 0),
+}
+for k, v in gen_rx.items():
+    put("gen_rx", k, v)
+
 # tunnel_decap: [kind/family flags][vni select] + underlay frame.
 put("tunnel_decap", "vxlan4", bytes([0, 0]) + frames["vxlan4"])
 put("tunnel_decap", "geneve4", bytes([1, 0]) + eth(0x0800, ipv4(17, udp(49152, 6081, geneve))))

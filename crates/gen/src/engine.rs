@@ -15,7 +15,7 @@ use wire::{ethernet, MacAddr};
 use crate::frame::{self, FrameGen, WARMUP_BIT};
 use crate::latency::{Jitter, Latency};
 use crate::pacing::Pacer;
-use crate::seq::{SeqTracker, DEFAULT_WINDOW};
+use crate::seq::{SeqTracker, DEFAULT_WINDOW, SEQ_LIMIT};
 use crate::sys::{now_ns, thread_cpu_ns, OwnedTx};
 
 /// Most distinct streams a receiver tracks; frames of further streams are
@@ -367,6 +367,9 @@ pub struct Receiver {
     pub warmup: u64,
     /// Frames of streams beyond [`MAX_STREAMS`].
     pub untracked: u64,
+    /// Frames of ours with a sequence number no sender reaches
+    /// ([`SEQ_LIMIT`]): corrupted or forged, not in any statistic.
+    pub implausible: u64,
     /// First and last arrival of a measured frame.
     pub first_ns: Option<u64>,
     /// See `first_ns`.
@@ -400,6 +403,7 @@ impl Receiver {
             foreign_bytes: 0,
             warmup: 0,
             untracked: 0,
+            implausible: 0,
             first_ns: None,
             last_ns: 0,
             touch,
@@ -449,6 +453,10 @@ impl Receiver {
         };
         if o.stream & WARMUP_BIT != 0 {
             self.warmup += 1;
+            return;
+        }
+        if o.seq >= SEQ_LIMIT {
+            self.implausible += 1;
             return;
         }
         let Some(i) = self.stream_index(o.stream) else {
@@ -525,6 +533,13 @@ impl Receiver {
     /// Total lost over streams.
     pub fn lost(&self) -> u64 {
         self.streams.iter().map(|s| s.seq.lost).sum()
+    }
+
+    /// Each stream's id and sequence accounting, in arrival order of the
+    /// streams; cheap, unlike [`Receiver::stream_reports`], which
+    /// summarises every stream's latency histogram.
+    pub fn seq_trackers(&self) -> impl Iterator<Item = (u32, &SeqTracker)> + '_ {
+        self.streams.iter().map(|s| (s.id, &s.seq))
     }
 
     /// Per-stream reports, by id.
@@ -1123,5 +1138,30 @@ mod tests {
         r.frame(&[0xff; 1500], 5);
         assert_eq!((r.foreign, r.packets), (3, 0));
         assert_eq!(r.foreign_bytes, 1560);
+    }
+
+    #[test]
+    fn forged_sequence_numbers_are_implausible_not_lost() {
+        // A hostile switch stamps our magic with sequence numbers near
+        // u64::MAX: before the limit `next` wrapped (seq + 1) and the
+        // loss sums over streams overflowed (found by fuzz target gen_rx).
+        let mut g = FrameGen::new(&spec(), &[64]).unwrap();
+        let mut r = Receiver::new(false);
+        for (stream, seq) in [
+            (1, 0),
+            (1, u64::MAX),
+            (2, u64::MAX - 1),
+            (1, 1),
+            (1, SEQ_LIMIT),
+        ] {
+            let f = g.next(stream, seq, 5).to_vec();
+            r.frame(&f, 10);
+        }
+        assert_eq!((r.packets, r.implausible), (2, 3));
+        let s = r.stream_reports();
+        assert_eq!(s.len(), 1, "forged frames open no stream");
+        assert_eq!((s[0].received, s[0].lost), (2, 0));
+        r.finish_stream(1, u64::MAX);
+        assert_eq!(r.lost(), SEQ_LIMIT - 2, "the sender's count is capped too");
     }
 }

@@ -153,6 +153,9 @@ pub struct RxSection {
     pub warmup: u64,
     /// Frames of streams beyond the tracker's capacity.
     pub untracked: u64,
+    /// Frames of ours with a sequence number no sender reaches (corrupted
+    /// or forged), not counted anywhere else.
+    pub implausible: u64,
     /// First to last measured arrival.
     pub duration_s: f64,
     /// packets / duration_s.
@@ -199,6 +202,7 @@ impl RxSection {
             foreign_bytes: r.foreign_bytes,
             warmup: r.warmup,
             untracked: r.untracked,
+            implausible: r.implausible,
             duration_s: d,
             rate_pps: if d > 0.0 { r.packets as f64 / d } else { 0.0 },
             lost: streams.iter().map(|s| s.lost).sum(),

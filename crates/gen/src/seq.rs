@@ -17,6 +17,13 @@
 //! Invariant: `received - duplicated + lost == next` (every number below
 //! `next` is either received once or lost), checked by the tests.
 
+/// Sequence numbers a sender of ours can reach: 2^48 (a stream at
+/// 100 Mpps gets there after a month). A frame with our magic and a higher
+/// number was corrupted or forged (a hostile switch can hand the receiver
+/// any bytes): the receiver counts it as implausible instead of tracking
+/// it, so `next`, `lost` and their sums over streams cannot overflow.
+pub const SEQ_LIMIT: u64 = 1 << 48;
+
 /// Default window: 65 536 sequence numbers (8 KiB of bitmap per stream).
 pub const DEFAULT_WINDOW: usize = 1 << 16;
 
@@ -92,9 +99,13 @@ impl SeqTracker {
         }
     }
 
-    /// Accounts one arrival of `seq`.
+    /// Accounts one arrival of `seq` (below [`SEQ_LIMIT`]; a higher number
+    /// is ignored, the caller counts it).
     #[inline]
     pub fn record(&mut self, seq: u64) {
+        if seq >= SEQ_LIMIT {
+            return;
+        }
         self.received += 1;
         if seq == self.next {
             let (w, m) = self.bit(seq);
@@ -135,6 +146,7 @@ impl SeqTracker {
     /// when the sender's count `end` is known (txrx), so frames lost after
     /// the last arrival are counted too.
     pub fn finish(&mut self, end: u64) {
+        let end = end.min(SEQ_LIMIT);
         if end > self.next {
             self.lost += end - self.next;
             // Mark them as seen-missing by moving `next`; their bits are

@@ -28,6 +28,8 @@
 mod client;
 #[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
+pub mod hostile;
 pub mod proto;
 mod ring;
 mod server;

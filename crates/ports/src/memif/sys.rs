@@ -694,13 +694,16 @@ pub fn unlink_if(path: &Path, ino: Option<u64>) {
     }
 }
 
-/// A memfd without seals (tests of the seal check).
-#[cfg(test)]
-pub fn test_memfd_unsealed(len: usize) -> OwnedFd {
-    let name = CString::new("unsealed").unwrap();
+/// A memfd without seals (what a careless or lying peer sends; tests of
+/// the seal check).
+pub fn memfd_unsealed(len: usize) -> io::Result<OwnedFd> {
+    let name =
+        CString::new("unsealed").map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
     // SAFETY: valid NUL-terminated name.
-    let fd = own(cvt(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) }).unwrap());
+    let fd = own(cvt(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC)
+    })?);
     // SAFETY: plain syscall on our descriptor.
-    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) }).unwrap();
-    fd
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
+    Ok(fd)
 }

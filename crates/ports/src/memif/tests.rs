@@ -126,134 +126,12 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
     let mut c1rx = c1.take_rx(0).unwrap();
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 1);
 
-    // Each lie: what the liar writes into its C2S ring, and the counter.
-    type Lie = Box<dyn Fn(&Connection, u16)>;
-    let put = |c: &Connection, slot: u16, d: Desc| {
-        let r = &c.tx[0];
-        c.regions[0].write16(desc_off(r.off, slot, r.size), d.to_bytes());
-    };
-    let good = |c: &Connection| Desc {
-        flags: 0,
-        region: 0,
-        length: 64,
-        offset: c.tx[0].buf_base as u32,
-        metadata: 0,
-    };
-    let head = |c: &Connection, v: u16| {
-        c.regions[0].store_u16(c.tx[0].off + RING_HEAD_OFF, v, Ordering::Release)
-    };
-    let lies: Vec<(&str, Violation, Lie)> = vec![
-        (
-            "bad region index",
-            Violation::BadRegion,
-            Box::new(move |c, h| {
-                put(
-                    c,
-                    h,
-                    Desc {
-                        region: 3,
-                        ..good(c)
-                    },
-                );
-                head(c, h + 1);
-            }),
-        ),
-        (
-            "offset out of range",
-            Violation::OutOfRegion,
-            Box::new(move |c, h| {
-                put(
-                    c,
-                    h,
-                    Desc {
-                        offset: (c.regions[0].len() - 10) as u32,
-                        ..good(c)
-                    },
-                );
-                head(c, h + 1);
-            }),
-        ),
-        (
-            "huge length",
-            Violation::OutOfRegion,
-            Box::new(move |c, h| {
-                put(
-                    c,
-                    h,
-                    Desc {
-                        length: u32::MAX,
-                        ..good(c)
-                    },
-                );
-                head(c, h + 1);
-            }),
-        ),
-        (
-            "unknown flags",
-            Violation::BadFlags,
-            Box::new(move |c, h| {
-                put(
-                    c,
-                    h,
-                    Desc {
-                        flags: 0x8000,
-                        ..good(c)
-                    },
-                );
-                head(c, h + 1);
-            }),
-        ),
-        (
-            "chain longer than max_chain",
-            Violation::ChainTooLong,
-            Box::new(move |c, h| {
-                for s in 0..100u16 {
-                    put(
-                        c,
-                        h + s,
-                        Desc {
-                            flags: DESC_FLAG_NEXT,
-                            ..good(c)
-                        },
-                    );
-                }
-                head(c, h + 100);
-            }),
-        ),
-        (
-            "chain over the whole ring",
-            Violation::ChainTooLong,
-            Box::new(move |c, h| {
-                let n = c.tx[0].size as u16 - 1;
-                for s in 0..n {
-                    put(
-                        c,
-                        h + s,
-                        Desc {
-                            flags: DESC_FLAG_NEXT,
-                            ..good(c)
-                        },
-                    );
-                }
-                head(c, h + n);
-            }),
-        ),
-        (
-            "head far ahead of tail",
-            Violation::BadRingIndex,
-            Box::new(move |c, h| {
-                head(c, h + 5000);
-            }),
-        ),
-        (
-            "cookie overwritten",
-            Violation::BadCookie,
-            Box::new(move |c, _| {
-                c.regions[0].store_u32(c.tx[0].off, 0xdead_beef);
-            }),
-        ),
-    ];
-    for (round, (what, kind, lie)) in lies.iter().enumerate() {
+    // Each lie (the kit in hostile.rs, also used against a turnoutd
+    // process by examples/hostile_peer.rs): what the liar writes into its
+    // C2S ring, and the violation the server counts.
+    let lies = hostile::RingLie::ALL;
+    for (round, l) in lies.iter().enumerate() {
+        let (what, kind) = (l.what(), l.violation());
         assert!(
             wait(5000, || s0.link_up() && liar.link_up()),
             "{what}: liar did not reconnect"
@@ -266,10 +144,7 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
             "{what}"
         );
         let before = s0.counter(kind.name());
-        let c = conn_of(&liar);
-        let h = c.regions[0].load_u16(c.tx[0].off + RING_HEAD_OFF, Ordering::Acquire);
-        lie(&c, h);
-        drop(c);
+        hostile::lie(&liar, *l).unwrap();
         // The worker's next bursts see it; nothing bad is handed out.
         let mut b = RxBatch::with_capacity(256);
         let t0 = Instant::now();
@@ -467,10 +342,6 @@ impl Raw {
     }
 }
 
-fn unsealed_memfd(len: usize) -> OwnedFd {
-    sys::test_memfd_unsealed(len)
-}
-
 #[test]
 fn bad_control_messages_are_refused_with_a_reason() {
     let dir = Dir::new("ctl");
@@ -482,6 +353,13 @@ fn bad_control_messages_are_refused_with_a_reason() {
     assert!(wait(5000, || s1.link_up() && c1.link_up()));
     let mut s1rx = s1.take_rx(0).unwrap();
     let mut c1rx = c1.take_rx(0).unwrap();
+
+    // The control lies of the kit (hostile.rs; also run against a turnoutd
+    // process by examples/hostile_peer.rs), each on a fresh connection.
+    let kit = hostile::Kit::new(0).unwrap();
+    for lie in hostile::CONTROL_LIES {
+        hostile::run_control_lie(&path, &kit, lie).unwrap();
+    }
 
     let region = Region::create("test", 1 << 20).unwrap();
     region.store_u32(0, COOKIE);
@@ -509,52 +387,6 @@ fn bad_control_messages_are_refused_with_a_reason() {
     };
 
     let r = Raw::connect(&path);
-    r.send_raw(&[2u8; 64], None);
-    r.expect_disconnect("invalid message size 64");
-
-    let r = Raw::connect(&path);
-    let mut b = [0u8; MSG_SIZE];
-    b[0] = 42;
-    r.send_raw(&b, None);
-    r.expect_disconnect("unknown message type 42");
-
-    let r = Raw::connect(&path);
-    r.send(
-        Msg::Init(Init {
-            version: 0x0100,
-            id: 0,
-            mode: 0,
-            secret: [0; SECRET_SZ],
-            name: "x".into(),
-        }),
-        None,
-    );
-    r.expect_disconnect("incompatible memif version");
-
-    let r = Raw::connect(&path);
-    r.send(
-        Msg::Init(Init {
-            version: VERSION,
-            id: 9,
-            mode: 0,
-            secret: [0; SECRET_SZ],
-            name: "x".into(),
-        }),
-        None,
-    );
-    r.expect_disconnect("ID 9 not found");
-
-    let r = Raw::connect(&path);
-    r.send(
-        Msg::AddRegion(AddRegion {
-            index: 0,
-            size: 4096,
-        }),
-        None,
-    );
-    r.expect_disconnect("before init");
-
-    let r = Raw::connect(&path);
     // The good interface is taken.
     r.send(
         Msg::Init(Init {
@@ -567,107 +399,6 @@ fn bad_control_messages_are_refused_with_a_reason() {
         None,
     );
     r.expect_disconnect("already connected");
-
-    let r = Raw::connect(&path);
-    r.init(0);
-    r.send(
-        Msg::AddRegion(AddRegion {
-            index: 0,
-            size: 4096,
-        }),
-        None,
-    );
-    r.expect_disconnect("missing region fd");
-
-    let r = Raw::connect(&path);
-    r.init(0);
-    r.send(
-        Msg::AddRegion(AddRegion {
-            index: 1,
-            size: 4096,
-        }),
-        region.raw_fd(),
-    );
-    r.expect_disconnect("invalid region index 1");
-
-    let r = Raw::connect(&path);
-    r.init(0);
-    r.send(
-        Msg::AddRegion(AddRegion {
-            index: 0,
-            size: 2 << 20,
-        }),
-        region.raw_fd(),
-    );
-    r.expect_disconnect("announced");
-
-    let r = Raw::connect(&path);
-    r.init(0);
-    let fd = unsealed_memfd(4096);
-    r.send(
-        Msg::AddRegion(AddRegion {
-            index: 0,
-            size: 4096,
-        }),
-        Some(fd.as_raw_fd()),
-    );
-    r.expect_disconnect("not sealed");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 1, 0, 0, 10), Some(irq.raw()));
-    r.expect_disconnect("invalid ring index 1");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 1, 0, 10), Some(irq.raw()));
-    r.expect_disconnect("ring region index 1 out of range");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(
-        ring(ADD_RING_FLAG_C2S, 0, 0, (1 << 20) - 1024, 10),
-        Some(irq.raw()),
-    );
-    r.expect_disconnect("past region");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 15), Some(irq.raw()));
-    r.expect_disconnect("ring size 2^15");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 10), region.raw_fd());
-    r.expect_disconnect("not an eventfd");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 10), None);
-    r.expect_disconnect("missing interrupt fd");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(Msg::Connect("x".into()), None);
-    r.expect_disconnect("connect without any client-to-server ring");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(irq.raw()));
-    assert_eq!(r.recv(), Some(Msg::Ack));
-    r.send(ring(0, 0, 0, 64, 4), Some(irq.raw()));
-    assert_eq!(r.recv(), Some(Msg::Ack));
-    r.send(Msg::Connect("x".into()), None);
-    r.expect_disconnect("rings overlap");
-
-    let r = Raw::connect(&path);
-    setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(irq.raw()));
-    assert_eq!(r.recv(), Some(Msg::Ack));
-    r.send(ring(0, 0, 0, 4096, 4), Some(irq.raw()));
-    assert_eq!(r.recv(), Some(Msg::Ack));
-    r.send(Msg::Connect("x".into()), None);
-    r.expect_disconnect("bad cookie"); // no cookie at 4096
 
     // A valid raw handshake connects; a second init is then refused.
     region.store_u32(4096, COOKIE);
