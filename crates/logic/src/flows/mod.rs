@@ -49,6 +49,7 @@
 //! once per batch (per table) or per run of hits on one flow.
 
 mod key;
+pub mod ofp;
 mod text;
 
 use std::collections::HashMap;
