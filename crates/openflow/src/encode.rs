@@ -283,6 +283,69 @@ pub fn flow_stats_entry(f: &FlowStats) -> Vec<u8> {
     m.0
 }
 
+/// What one table supports, for a table features reply.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableFeatures {
+    pub table_id: u8,
+    pub name: String,
+    pub max_entries: u32,
+    /// `OFPIT_*` the table takes.
+    pub instructions: Vec<u16>,
+    /// Tables a goto may name.
+    pub next_tables: Vec<u8>,
+    /// `OFPAT_*` of apply-actions.
+    pub apply_actions: Vec<u16>,
+    /// OXM fields the table matches (all may be wildcarded).
+    pub matches: Vec<u8>,
+    /// OXM fields set-field may write.
+    pub set_fields: Vec<u8>,
+}
+
+/// Body entry of a table features reply (`struct ofp_table_features` and
+/// the eight properties a reply must have: instructions, next tables,
+/// write actions, apply actions, match, wildcards, write and apply
+/// set-field).
+pub fn table_features_entry(f: &TableFeatures) -> Vec<u8> {
+    let mut m = Msg(Vec::with_capacity(512));
+    m.u16(0).u8(f.table_id).zeros(5).str(&f.name, 32);
+    m.u64(0).u64(0).u32(0).u32(f.max_entries);
+    let prop = |m: &mut Msg, ty: u16, body: &dyn Fn(&mut Msg)| {
+        let start = m.len();
+        m.u16(ty).u16(0);
+        body(m);
+        let len = m.len() - start;
+        m.0[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
+        m.zeros((len + 7) / 8 * 8 - len);
+    };
+    let oxms = |m: &mut Msg, fields: &[u8]| {
+        for &x in fields {
+            let size = oxm::shape(x).map_or(0, |s| s.0);
+            m.u16(oxm::CLASS_BASIC).u8(x << 1).u8(size);
+        }
+    };
+    prop(&mut m, 0, &|m| {
+        for &i in &f.instructions {
+            m.u16(i).u16(4);
+        }
+    });
+    prop(&mut m, 2, &|m| {
+        m.bytes(&f.next_tables);
+    });
+    prop(&mut m, 4, &|_| {});
+    prop(&mut m, 6, &|m| {
+        for &a in &f.apply_actions {
+            m.u16(a).u16(4);
+        }
+    });
+    prop(&mut m, 8, &|m| oxms(m, &f.matches));
+    prop(&mut m, 10, &|m| oxms(m, &f.matches));
+    prop(&mut m, 12, &|_| {});
+    prop(&mut m, 14, &|m| oxms(m, &f.set_fields));
+    let n = m.len() as u16;
+    m.0[0..2].copy_from_slice(&n.to_be_bytes());
+    m.0
+}
+
 /// Body of an aggregate stats reply.
 pub fn aggregate_body(packets: u64, bytes: u64, flows: u32) -> Vec<u8> {
     let mut m = Msg(Vec::with_capacity(24));

@@ -480,6 +480,19 @@ fn replies_have_the_spec_sizes() {
     assert_eq!(desc_body("a", "b", "c", "d", "e").len(), 1056);
     assert_eq!(table_stats_entry(0, 1, 2, 3).len(), 24);
     assert_eq!(aggregate_body(1, 2, 3).len(), 24);
+    let tf = table_features_entry(&TableFeatures {
+        table_id: 3,
+        instructions: vec![it::GOTO_TABLE, it::APPLY_ACTIONS],
+        next_tables: vec![4, 5, 6],
+        apply_actions: vec![at::OUTPUT],
+        matches: vec![oxm::IN_PORT, oxm::ETH_DST],
+        set_fields: vec![oxm::ETH_DST],
+        ..Default::default()
+    });
+    // 64 fixed, then 16 + 8 + 8 + 8 + 16 + 16 + 8 + 8 of properties.
+    assert_eq!(tf.len(), 64 + 88);
+    assert_eq!(u16::from_be_bytes([tf[0], tf[1]]) as usize, tf.len());
+    assert_eq!(&tf[64..72], &[0, 0, 0, 12, 0, 1, 0, 4]);
     assert_eq!(port_stats_entry(&PortStats::default()).len(), 112);
     let p = PortDesc {
         port_no: 1,

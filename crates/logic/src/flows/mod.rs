@@ -893,6 +893,10 @@ impl Logic for Flows {
     }
 
     fn port_removed(&self, _port: PortId) {}
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

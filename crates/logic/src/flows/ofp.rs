@@ -20,6 +20,49 @@ use super::key::num;
 use super::{Action, Counters, Field, Flows, Key, Rule, Snapshot, MAX_TABLE};
 use crate::PortId;
 
+/// (OXM fields a flow can match, OXM fields set-field can write).
+pub fn supported_fields() -> (&'static [u8], &'static [u8]) {
+    (
+        &[
+            oxm::IN_PORT,
+            oxm::ETH_DST,
+            oxm::ETH_SRC,
+            oxm::ETH_TYPE,
+            oxm::VLAN_VID,
+            oxm::VLAN_PCP,
+            oxm::IP_DSCP,
+            oxm::IP_PROTO,
+            oxm::IPV4_SRC,
+            oxm::IPV4_DST,
+            oxm::TCP_SRC,
+            oxm::TCP_DST,
+            oxm::UDP_SRC,
+            oxm::UDP_DST,
+            oxm::SCTP_SRC,
+            oxm::SCTP_DST,
+            oxm::ICMPV4_TYPE,
+            oxm::ICMPV4_CODE,
+            oxm::ARP_OP,
+            oxm::ARP_SPA,
+            oxm::ARP_TPA,
+            oxm::IPV6_SRC,
+            oxm::IPV6_DST,
+            oxm::ICMPV6_TYPE,
+            oxm::ICMPV6_CODE,
+        ],
+        &[
+            oxm::ETH_SRC,
+            oxm::ETH_DST,
+            oxm::IPV4_SRC,
+            oxm::IPV4_DST,
+            oxm::TCP_SRC,
+            oxm::TCP_DST,
+            oxm::UDP_SRC,
+            oxm::UDP_DST,
+        ],
+    )
+}
+
 /// OpenFlow port number of switch port `id`.
 pub fn of_port(id: PortId) -> u32 {
     id as u32 + 1
