@@ -209,7 +209,7 @@ pub fn decode_match(r: &mut Reader<'_>) -> Result<Vec<Oxm>, OfpError> {
     if mlen < 4 {
         return Err(bad_match(bmc::BAD_LEN));
     }
-    let padded = (mlen + 7) / 8 * 8;
+    let padded = mlen.div_ceil(8) * 8;
     if padded > start_len {
         return Err(OfpError::bad_len());
     }
@@ -314,7 +314,7 @@ pub fn decode_actions(b: &[u8]) -> Result<Vec<Action>, OfpError> {
     while !r.is_empty() {
         let ty = r.u16(e)?;
         let len = r.u16(e)? as usize;
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(e);
         }
         let mut a = Reader::new(r.take(len - 4, e)?);
@@ -413,7 +413,7 @@ pub fn decode_instructions(b: &[u8]) -> Result<Vec<Instruction>, OfpError> {
     while !r.is_empty() {
         let ty = r.u16(e)?;
         let len = r.u16(e)? as usize;
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(e);
         }
         let mut a = Reader::new(r.take(len - 4, e)?);
@@ -702,7 +702,7 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
                 if ty == 1 && body.len() >= 4 {
                     bitmap = Some(u32::from_be_bytes([body[0], body[1], body[2], body[3]]));
                 }
-                let pad = (len + 7) / 8 * 8 - len;
+                let pad = len.div_ceil(8) * 8 - len;
                 if r.take(pad, e).is_err() {
                     break;
                 }

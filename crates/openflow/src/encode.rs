@@ -124,7 +124,7 @@ pub fn put_match(m: &mut Msg, fields: &[Oxm]) {
     }
     let len = m.len() - start;
     m.0[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
-    m.zeros((len + 7) / 8 * 8 - len);
+    m.zeros(len.div_ceil(8) * 8 - len);
 }
 
 fn put_oxm(m: &mut Msg, o: &Oxm) {
@@ -162,7 +162,7 @@ pub fn put_actions(m: &mut Msg, acts: &[Action]) {
             }
             Action::SetField(o) => {
                 let size = oxm::shape(o.field).map_or(0, |s| s.0) as usize;
-                let len = (4 + 4 + size + 7) / 8 * 8;
+                let len = (4 + 4 + size).div_ceil(8) * 8;
                 m.u16(at::SET_FIELD).u16(len as u16);
                 put_oxm(m, &Oxm { mask: None, ..o });
                 m.zeros(len - 8 - size);
@@ -315,7 +315,7 @@ pub fn table_features_entry(f: &TableFeatures) -> Vec<u8> {
         body(m);
         let len = m.len() - start;
         m.0[start + 2..start + 4].copy_from_slice(&(len as u16).to_be_bytes());
-        m.zeros((len + 7) / 8 * 8 - len);
+        m.zeros(len.div_ceil(8) * 8 - len);
     };
     let oxms = |m: &mut Msg, fields: &[u8]| {
         for &x in fields {

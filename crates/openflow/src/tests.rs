@@ -101,7 +101,7 @@ fn with_match(oxms: &[u8]) -> Vec<u8> {
     v.extend_from_slice(&[0, 1]);
     v.extend_from_slice(&(mlen as u16).to_be_bytes());
     v.extend_from_slice(oxms);
-    v.resize(48 + (mlen + 7) / 8 * 8, 0);
+    v.resize(48 + mlen.div_ceil(8) * 8, 0);
     set_len(&mut v);
     v
 }
