@@ -237,6 +237,11 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
         assert err in r.stderr, (flow, r.stderr)
     # Refused flow-mods change nothing.
     assert len(flows_of(lab)) == 1
+    # A field without its prerequisite: ovs-ofctl drops it (and sends OVS's
+    # packet_type=(0,0), which is accepted); the raw test sends it as is.
+    lab.ofctl("add-flow", "priority=5,tcp_dst=80,actions=drop")
+    assert len(flows_of(lab)) == 2
+    lab.ofctl("del-flows", "priority=5", opts=("--strict",))
     # check_overlap: same priority, matches that share packets.
     r = lab.ofctl("add-flow", "check_overlap,priority=10,ip,actions=output:3", check=False)
     assert r.returncode != 0 and "OFPFMFC_OVERLAP" in r.stderr, r.stderr

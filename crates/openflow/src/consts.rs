@@ -249,6 +249,9 @@ pub mod oxm {
     pub const PBB_ISID: u8 = 37;
     pub const TUNNEL_ID: u8 = 38;
     pub const IPV6_EXTHDR: u8 = 39;
+    /// `OFPXMT_OFB_PACKET_TYPE` (OpenFlow 1.5; OVS sends it in 1.3 too,
+    /// e.g. `packet_type=(0,0)`, Ethernet, after normalising a match).
+    pub const PACKET_TYPE: u8 = 44;
     /// `OFPVID_PRESENT`: the VLAN_VID bit saying a tag is there.
     pub const VID_PRESENT: u16 = 0x1000;
 
@@ -272,6 +275,7 @@ pub mod oxm {
             MPLS_TC | MPLS_BOS => (1, false),
             PBB_ISID => (3, true),
             IPV6_EXTHDR => (2, true),
+            PACKET_TYPE => (4, false),
             _ => return None,
         })
     }

@@ -105,6 +105,9 @@ pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
                 put(&mut key, &mut mask, Field::InPort, id as u128, 0xffff);
                 continue;
             }
+            // Ethernet (namespace 0, type 0) is every packet here.
+            oxm::PACKET_TYPE if o.value == 0 => continue,
+            oxm::PACKET_TYPE => return Err(bad(bmc::BAD_VALUE)),
             oxm::VLAN_VID => {
                 let m = o.mask.unwrap_or(0x1fff) & 0x1fff;
                 put(&mut key, &mut mask, Field::VlanTci, o.value, m);
@@ -728,7 +731,27 @@ mod tests {
             )),
             Err(OfpError::new(et::BAD_MATCH, bmc::BAD_FIELD))
         );
+        assert_eq!(
+            f.flow_mod(&fm(
+                fc::ADD,
+                0,
+                1,
+                vec![Oxm::exact(oxm::PACKET_TYPE, 0x1_0800)],
+                vec![]
+            )),
+            Err(OfpError::new(et::BAD_MATCH, bmc::BAD_VALUE))
+        );
         assert_eq!(f.flow_count(), 1, "refused flow-mods change nothing");
+        // OVS's packet_type=(0,0) (Ethernet) matches everything.
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            2,
+            vec![Oxm::exact(oxm::PACKET_TYPE, 0)],
+            vec![],
+        ))
+        .unwrap();
+        assert_eq!(f.flow_count(), 2);
     }
 
     #[test]
