@@ -380,3 +380,75 @@ reqs = {
 }
 for k, v in reqs.items():
     put("control_json", k, v.encode())
+
+
+# openflow_msg: OpenFlow 1.3 streams as ovs-ofctl sends them (a hello,
+# then requests), laid out from the spec's structures.
+def ofp(t, body=b"", xid=1):
+    return struct.pack("!BBHI", 4, t, 8 + len(body), xid) + body
+
+
+def oxm(field, value, mask=None):
+    return struct.pack("!HBB", 0x8000, (field << 1) | (mask is not None),
+                       len(value) * (2 if mask else 1)) + value + (mask or b"")
+
+
+def ofmatch(*oxms):
+    b = b"".join(oxms)
+    n = 4 + len(b)
+    return struct.pack("!HH", 1, n) + b + bytes((n + 7) // 8 * 8 - n)
+
+
+def output(port):
+    return struct.pack("!HHIH6x", 0, 16, port, 0xFFFF)
+
+
+def set_field(o):
+    n = 4 + len(o)
+    pad = (n + 7) // 8 * 8 - n
+    return struct.pack("!HH", 25, n + pad) + o + bytes(pad)
+
+
+def apply(*acts):
+    b = b"".join(acts)
+    return struct.pack("!HH4x", 4, 8 + len(b)) + b
+
+
+def goto(t):
+    return struct.pack("!HHB3x", 1, 8, t)
+
+
+def flowmod(cmd, table, prio, match, insts=b"", flags=0, out_port=0xFFFFFFFF):
+    return ofp(14, struct.pack("!QQBBHHHIIIH2x", 0, 0, table, cmd, 0, 0, prio, 0xFFFFFFFF,
+                               out_port, 0xFFFFFFFF, flags) + match + insts)
+
+
+def mp_flow(t):
+    return ofp(18, struct.pack("!HH4xB3xII4xQQ", t, 0, 0xFF, 0xFFFFFFFF, 0xFFFFFFFF, 0, 0)
+               + ofmatch())
+
+
+hello = ofp(0, struct.pack("!HHI", 1, 8, 0x10))
+ip = oxm(5, b"\x08\x00")
+streams = {
+    "add-dump": hello + flowmod(0, 0, 10, ofmatch(oxm(0, b"\0\0\0\1"), ip,
+                                                  oxm(12, bytes([10, 0, 0, 0]), b"\xff\xff\xff\0")),
+                                apply(output(2)) + goto(1)) + mp_flow(1) + mp_flow(2),
+    "setfield": hello + flowmod(0, 1, 5, ofmatch(ip, oxm(10, b"\x11")),
+                                apply(set_field(oxm(4, MAC_A)), set_field(oxm(16, b"\0\x35")),
+                                      struct.pack("!HH4x", 24, 8), output(0xFFFFFFFB))),
+    "modify-delete": hello + flowmod(0, 0, 3, ofmatch(), apply(output(1)), flags=2)
+    + flowmod(1, 0, 0, ofmatch(), apply(output(3))) + flowmod(3, 0xFF, 0, ofmatch(), out_port=3)
+    + flowmod(4, 0, 3, ofmatch()),
+    "vlan-v6": hello + flowmod(0, 0, 7, ofmatch(oxm(6, b"\x10\x05"), oxm(7, b"\x03"),
+                                                oxm(5, b"\x86\xdd"),
+                                                oxm(27, bytes(16), b"\xff" * 8 + bytes(8))),
+                               apply(struct.pack("!HH4x", 18, 8), output(0xFFFFFFF8))),
+    "misc": hello + ofp(5) + ofp(7) + ofp(9, struct.pack("!HH", 0, 128)) + ofp(2, b"echo")
+    + ofp(18, struct.pack("!HH4x", 13, 0)) + ofp(18, struct.pack("!HH4xI4x", 4, 0, 0xFFFFFFFF))
+    + ofp(20),
+    "resubmit": hello + flowmod(0, 0, 1, ofmatch(),
+                                apply(struct.pack("!HHIHH4x", 0xFFFF, 16, 0x2320, 1, 1))),
+}
+for k, v in streams.items():
+    put("openflow_msg", k, v)

@@ -90,4 +90,11 @@ pub trait Logic: Send + Sync {
 
     /// A port was removed: forget state that points at it.
     fn port_removed(&self, _port: PortId) {}
+
+    /// The logic as [`std::any::Any`], for a control plane that speaks to
+    /// one logic type through its own typed API (turnoutd's OpenFlow
+    /// channel reaches `flows` this way). None: no such API.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
 }

@@ -118,6 +118,10 @@ pub struct SwitchSection {
     /// Prometheus endpoint: `"addr:port"` or `"port"` (loopback); off if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics_listen: Option<String>,
+    /// OpenFlow 1.3 channel endpoints (`ptcp:[ADDR:]PORT`, `punix:PATH`,
+    /// `tcp:HOST:PORT`); none by default (docs/flows.md, "OpenFlow").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub openflow: Vec<String>,
 }
 
 fn default_socket() -> PathBuf {
@@ -146,6 +150,7 @@ impl Default for SwitchSection {
             wakeup: Wakeup::Adaptive,
             latency_budget_us: default_budget(),
             metrics_listen: None,
+            openflow: Vec::new(),
         }
     }
 }
@@ -470,6 +475,10 @@ impl Config {
         }
         if let Some(m) = &sw.metrics_listen {
             parse_listen(m).map_err(|e| ConfigError::new("switch.metrics_listen", e))?;
+        }
+        for (i, e) in sw.openflow.iter().enumerate() {
+            crate::ofchannel::Endpoint::parse(e)
+                .map_err(|m| ConfigError::new(format!("switch.openflow[{i}]"), m))?;
         }
         let mut workers = raw.workers;
         if workers.is_empty() {
@@ -818,7 +827,7 @@ client = true
     #[test]
     fn bad_configs_name_the_key_and_the_reason() {
         let cases: &[(&str, &str)] = &[
-            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen` (line 2)"),
+            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow` (line 2)"),
             ("[switch]\nwakeup = \"pol\"\n", "config: switch.wakeup: unknown variant `pol`, expected `adaptive` or `poll` (line 2)"),
             ("[switch]\nbatch = 8\n", "config: switch.batch: 8 not in 32..=1024"),
             ("[switch]\nbatch = \"big\"\n", "config: switch.batch: invalid type: string \"big\", expected usize (line 2)"),

@@ -187,6 +187,16 @@ impl Daemon {
         Ok(d)
     }
 
+    /// Time since start.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// Path of the control socket (as configured).
+    pub fn control_socket(&self) -> std::path::PathBuf {
+        self.state.lock().config.switch.control_socket.clone()
+    }
+
     /// The switch (for tests and the metrics endpoint).
     pub fn switch(&self) -> &Switch {
         &self.switch

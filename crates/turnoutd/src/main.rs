@@ -116,6 +116,7 @@ fn run(path: &std::path::Path) -> ExitCode {
     let sock = cfg.switch.control_socket.clone();
     let mode = cfg.switch.control_socket_mode;
     let metrics = cfg.switch.metrics_addr();
+    let openflow = cfg.switch.openflow.clone();
     let (workers, wakeup) = (cfg.workers.len(), cfg.switch.wakeup);
     let d = match Daemon::start(cfg, Arc::new(Builtin)) {
         Ok(d) => Arc::new(d),
@@ -170,6 +171,36 @@ fn run(path: &std::path::Path) -> ExitCode {
             }
         },
     };
+    let of = if openflow.is_empty() {
+        None
+    } else {
+        match turnoutd::ofchannel::OfChannel::start(&openflow, d.clone()) {
+            Ok(c) => {
+                turnoutd::log!(
+                    Level::Info,
+                    "openflow",
+                    "OpenFlow 1.3 channel open",
+                    endpoints = openflow.join(" ")
+                );
+                Some(c)
+            }
+            Err(e) => {
+                turnoutd::log!(
+                    Level::Error,
+                    "main",
+                    "cannot open the OpenFlow channel",
+                    endpoints = openflow.join(" "),
+                    error = e
+                );
+                if let Some(m) = metrics {
+                    m.stop();
+                }
+                ctl.stop();
+                stop_daemon(d);
+                return ExitCode::FAILURE;
+            }
+        }
+    };
     turnoutd::log!(
         Level::Info,
         "main",
@@ -194,6 +225,9 @@ fn run(path: &std::path::Path) -> ExitCode {
         "shutting down",
         signal = sys::signal_name(sig)
     );
+    if let Some(c) = of {
+        c.stop();
+    }
     if let Some(m) = metrics {
         m.stop();
     }

@@ -49,6 +49,7 @@
 //! once per batch (per table) or per run of hits on one flow.
 
 mod key;
+pub mod ofp;
 mod text;
 
 use std::collections::HashMap;
@@ -892,6 +893,10 @@ impl Logic for Flows {
     }
 
     fn port_removed(&self, _port: PortId) {}
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

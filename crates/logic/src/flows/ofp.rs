@@ -1,0 +1,815 @@
+//! The typed control API of the flows logic for the OpenFlow 1.3 channel
+//! (crates/openflow decodes, turnoutd's channel calls these): flow-mods
+//! with all five commands, and the flow, aggregate and table statistics.
+//! No text on the way: OXM matches become [`Key`]/mask pairs and OpenFlow
+//! actions the logic's [`Action`]s (and back, for the statistics).
+//!
+//! Port numbers: OpenFlow port N is the switch port of id N − 1 (OpenFlow
+//! has no port 0; ids start at 0). Errors are the spec's
+//! [`OfpError`] type and code for what is refused (docs/flows.md,
+//! "OpenFlow").
+
+use std::sync::Arc;
+
+use openflow::{
+    bac, bic, bmc, brc, et, fc, ff, fmfc, oxm, port, FlowMod, FlowStats, FlowStatsRequest,
+    Instruction, OfpError, Oxm, GROUP_ANY, NO_BUFFER, TABLE_ALL,
+};
+
+use super::key::num;
+use super::{Action, Counters, Field, Flows, Key, Rule, Snapshot, MAX_TABLE};
+use crate::PortId;
+
+/// (OXM fields a flow can match, OXM fields set-field can write).
+pub fn supported_fields() -> (&'static [u8], &'static [u8]) {
+    (
+        &[
+            oxm::IN_PORT,
+            oxm::ETH_DST,
+            oxm::ETH_SRC,
+            oxm::ETH_TYPE,
+            oxm::VLAN_VID,
+            oxm::VLAN_PCP,
+            oxm::IP_DSCP,
+            oxm::IP_PROTO,
+            oxm::IPV4_SRC,
+            oxm::IPV4_DST,
+            oxm::TCP_SRC,
+            oxm::TCP_DST,
+            oxm::UDP_SRC,
+            oxm::UDP_DST,
+            oxm::SCTP_SRC,
+            oxm::SCTP_DST,
+            oxm::ICMPV4_TYPE,
+            oxm::ICMPV4_CODE,
+            oxm::ARP_OP,
+            oxm::ARP_SPA,
+            oxm::ARP_TPA,
+            oxm::IPV6_SRC,
+            oxm::IPV6_DST,
+            oxm::ICMPV6_TYPE,
+            oxm::ICMPV6_CODE,
+        ],
+        &[
+            oxm::ETH_SRC,
+            oxm::ETH_DST,
+            oxm::IPV4_SRC,
+            oxm::IPV4_DST,
+            oxm::TCP_SRC,
+            oxm::TCP_DST,
+            oxm::UDP_SRC,
+            oxm::UDP_DST,
+        ],
+    )
+}
+
+/// OpenFlow port number of switch port `id`.
+pub fn of_port(id: PortId) -> u32 {
+    id as u32 + 1
+}
+
+/// Switch port id of OpenFlow port `p` (None for reserved or out of range).
+pub fn port_id(p: u32) -> Option<PortId> {
+    if p == 0 || p > PortId::MAX as u32 + 1 {
+        None
+    } else {
+        Some((p - 1) as PortId)
+    }
+}
+
+fn full(f: Field) -> u128 {
+    if f.bits() == 128 {
+        u128::MAX
+    } else {
+        (1u128 << f.bits()) - 1
+    }
+}
+
+/// ORs `v` under `m` into field `f` of (key, mask).
+fn put(key: &mut Key, mask: &mut Key, f: Field, v: u128, m: u128) {
+    mask.set(f, mask.get(f) | m);
+    key.set(f, key.get(f) | (v & m));
+}
+
+/// An OXM match as the flows logic's (key, mask).
+pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
+    let (mut key, mut mask) = (Key::default(), Key::default());
+    let bad = |c| OfpError::new(et::BAD_MATCH, c);
+    for o in m {
+        let f = match o.field {
+            oxm::IN_PORT => {
+                let id = u32::try_from(o.value)
+                    .ok()
+                    .and_then(port_id)
+                    .ok_or(bad(bmc::BAD_VALUE))?;
+                put(&mut key, &mut mask, Field::InPort, id as u128, 0xffff);
+                continue;
+            }
+            // Ethernet (namespace 0, type 0) is every packet here.
+            oxm::PACKET_TYPE if o.value == 0 => continue,
+            oxm::PACKET_TYPE => return Err(bad(bmc::BAD_VALUE)),
+            oxm::VLAN_VID => {
+                let m = o.mask.unwrap_or(0x1fff) & 0x1fff;
+                put(&mut key, &mut mask, Field::VlanTci, o.value, m);
+                continue;
+            }
+            oxm::VLAN_PCP => {
+                put(&mut key, &mut mask, Field::VlanTci, o.value << 13, 0xe000);
+                continue;
+            }
+            oxm::IP_DSCP => {
+                put(&mut key, &mut mask, Field::NwTos, o.value << 2, 0xfc);
+                continue;
+            }
+            oxm::ETH_DST => Field::DlDst,
+            oxm::ETH_SRC => Field::DlSrc,
+            oxm::ETH_TYPE => Field::DlType,
+            oxm::IP_PROTO => Field::NwProto,
+            oxm::IPV4_SRC | oxm::ARP_SPA => Field::Ip4Src,
+            oxm::IPV4_DST | oxm::ARP_TPA => Field::Ip4Dst,
+            oxm::TCP_SRC | oxm::UDP_SRC | oxm::SCTP_SRC | oxm::ICMPV4_TYPE | oxm::ICMPV6_TYPE => {
+                Field::TpSrc
+            }
+            oxm::TCP_DST | oxm::UDP_DST | oxm::SCTP_DST | oxm::ICMPV4_CODE | oxm::ICMPV6_CODE => {
+                Field::TpDst
+            }
+            oxm::ARP_OP => Field::ArpOp,
+            oxm::IPV6_SRC => Field::Ip6Src,
+            oxm::IPV6_DST => Field::Ip6Dst,
+            // metadata, in_phy_port, ECN, ARP hardware addresses, flow
+            // label, ND, MPLS, PBB, tunnel id, extension headers.
+            _ => return Err(bad(bmc::BAD_FIELD)),
+        };
+        put(&mut key, &mut mask, f, o.value, o.mask.unwrap_or(full(f)));
+    }
+    Ok((key, mask))
+}
+
+/// The OXM match of (key, mask), in the prerequisite order ovs-ofctl prints.
+pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
+    let mut out = Vec::new();
+    if mask.get(Field::InPort) != 0 {
+        out.push(Oxm::exact(oxm::IN_PORT, key.get(Field::InPort) + 1));
+    }
+    let mut field = |field: u8, f: Field, shift: u32, maskable: bool| {
+        let m = mask.get(f) >> shift;
+        if m == 0 {
+            return;
+        }
+        let v = key.get(f) >> shift;
+        let mut fm = full(f) >> shift;
+        if f == Field::VlanTci {
+            fm &= if shift == 0 { 0x1fff } else { 0x7 };
+        }
+        let mask = (maskable && m & fm != fm).then_some(m & fm);
+        out.push(Oxm {
+            field,
+            value: v & fm & mask.unwrap_or(fm),
+            mask,
+        });
+    };
+    let dl_type = (mask.get(Field::DlType) == 0xffff).then(|| key.get(Field::DlType) as u16);
+    let proto = (mask.get(Field::NwProto) == 0xff).then(|| key.get(Field::NwProto) as u8);
+    field(oxm::ETH_DST, Field::DlDst, 0, true);
+    field(oxm::ETH_SRC, Field::DlSrc, 0, true);
+    field(oxm::ETH_TYPE, Field::DlType, 0, false);
+    if mask.get(Field::VlanTci) & 0x1fff != 0 {
+        field(oxm::VLAN_VID, Field::VlanTci, 0, true);
+    }
+    if mask.get(Field::VlanTci) & 0xe000 != 0 {
+        field(oxm::VLAN_PCP, Field::VlanTci, 13, false);
+    }
+    field(oxm::IP_DSCP, Field::NwTos, 2, false);
+    if dl_type != Some(num::ARP) {
+        field(oxm::IP_PROTO, Field::NwProto, 0, false);
+    }
+    // IPv6 addresses share words with the IPv4/ARP ones: the EtherType says which.
+    let arp = dl_type == Some(num::ARP);
+    if dl_type == Some(num::IPV6) {
+        field(oxm::IPV6_SRC, Field::Ip6Src, 0, true);
+        field(oxm::IPV6_DST, Field::Ip6Dst, 0, true);
+    } else {
+        field(
+            if arp { oxm::ARP_SPA } else { oxm::IPV4_SRC },
+            Field::Ip4Src,
+            0,
+            true,
+        );
+        field(
+            if arp { oxm::ARP_TPA } else { oxm::IPV4_DST },
+            Field::Ip4Dst,
+            0,
+            true,
+        );
+    }
+    let (src, dst) = match proto {
+        Some(num::UDP) => (oxm::UDP_SRC, oxm::UDP_DST),
+        Some(num::SCTP) => (oxm::SCTP_SRC, oxm::SCTP_DST),
+        Some(num::ICMP) => (oxm::ICMPV4_TYPE, oxm::ICMPV4_CODE),
+        Some(num::ICMP6) => (oxm::ICMPV6_TYPE, oxm::ICMPV6_CODE),
+        _ => (oxm::TCP_SRC, oxm::TCP_DST),
+    };
+    field(src, Field::TpSrc, 0, false);
+    field(dst, Field::TpDst, 0, false);
+    field(oxm::ARP_OP, Field::ArpOp, 0, false);
+    out
+}
+
+/// OpenFlow actions as the logic's; `m` is the flow's match (a set-field
+/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`).
+pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Action>, OfpError> {
+    let bad = |c| OfpError::new(et::BAD_ACTION, c);
+    acts.iter()
+        .map(|a| {
+            Ok(match *a {
+                openflow::Action::Output { port: p, .. } => match p {
+                    port::IN_PORT => Action::InPort,
+                    port::FLOOD => Action::Flood,
+                    port::ALL => Action::All,
+                    p => Action::Output(port_id(p).ok_or(bad(bac::BAD_OUT_PORT))?),
+                },
+                openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
+                openflow::Action::PopVlan => Action::PopVlan,
+                openflow::Action::DecNwTtl => Action::DecTtl,
+                openflow::Action::SetField(o) => {
+                    let mut with = m.to_vec();
+                    with.push(o);
+                    if openflow::check_prereqs(&with).is_err() {
+                        return Err(bad(bac::MATCH_INCONSISTENT));
+                    }
+                    let v = o.value;
+                    match o.field {
+                        oxm::ETH_SRC => Action::SetDlSrc(v as u64),
+                        oxm::ETH_DST => Action::SetDlDst(v as u64),
+                        oxm::IPV4_SRC => Action::SetNwSrc(v as u32),
+                        oxm::IPV4_DST => Action::SetNwDst(v as u32),
+                        oxm::TCP_SRC | oxm::UDP_SRC => Action::SetTpSrc(v as u16),
+                        oxm::TCP_DST | oxm::UDP_DST => Action::SetTpDst(v as u16),
+                        _ => return Err(bad(bac::BAD_SET_TYPE)),
+                    }
+                }
+                openflow::Action::PushVlan(_) | openflow::Action::SetNwTtl(_) => {
+                    return Err(bad(bac::BAD_TYPE))
+                }
+            })
+        })
+        .collect()
+}
+
+/// The logic's actions as OpenFlow's (`proto`: the flow's IP protocol,
+/// which tells TCP from UDP port rewrites).
+pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action> {
+    let out = |port| openflow::Action::Output { port, max_len: 0 };
+    let set = |field, v: u128| openflow::Action::SetField(Oxm::exact(field, v));
+    let udp = proto == Some(num::UDP);
+    acts.iter()
+        .filter_map(|a| {
+            Some(match *a {
+                Action::Output(p) => out(of_port(p)),
+                Action::Flood => out(port::FLOOD),
+                Action::All => out(port::ALL),
+                Action::InPort => out(port::IN_PORT),
+                Action::SetDlSrc(m) => set(oxm::ETH_SRC, m as u128),
+                Action::SetDlDst(m) => set(oxm::ETH_DST, m as u128),
+                Action::DecTtl => openflow::Action::DecNwTtl,
+                Action::SetNwSrc(a) => set(oxm::IPV4_SRC, a as u128),
+                Action::SetNwDst(a) => set(oxm::IPV4_DST, a as u128),
+                Action::SetTpSrc(p) => {
+                    set(if udp { oxm::UDP_SRC } else { oxm::TCP_SRC }, p as u128)
+                }
+                Action::SetTpDst(p) => {
+                    set(if udp { oxm::UDP_DST } else { oxm::TCP_DST }, p as u128)
+                }
+                Action::PopVlan => openflow::Action::PopVlan,
+                Action::Group(_) => return None,
+            })
+        })
+        .collect()
+}
+
+/// Some packet could match both (key, mask) pairs.
+fn overlaps(k1: &Key, m1: &Key, k2: &Key, m2: &Key) -> bool {
+    (0..k1.0.len()).all(|i| (k1.0[i] ^ k2.0[i]) & m1.0[i] & m2.0[i] == 0)
+}
+
+/// Which flows a delete, modify or stats request selects.
+struct Filter {
+    key: Key,
+    mask: Key,
+    strict: Option<u16>,
+    cookie: u64,
+    cookie_mask: u64,
+    out_port: u32,
+    out_group: u32,
+}
+
+impl Filter {
+    fn picks(&self, r: &Rule) -> bool {
+        let matches = match self.strict {
+            Some(p) => r.mask == self.mask && r.key == self.key && r.priority == p,
+            None => r.mask.covers(&self.mask) && r.key.and(&self.mask) == self.key,
+        };
+        matches
+            && (r.cookie ^ self.cookie) & self.cookie_mask == 0
+            && (self.out_port == port::ANY
+                || r.shown.iter().any(|a| match *a {
+                    Action::Output(p) => of_port(p) == self.out_port,
+                    Action::Flood => self.out_port == port::FLOOD,
+                    Action::All => self.out_port == port::ALL,
+                    Action::InPort => self.out_port == port::IN_PORT,
+                    _ => false,
+                }))
+            // No group table: a flow never outputs to a group.
+            && self.out_group == GROUP_ANY
+    }
+}
+
+fn tables_of(t: u8) -> std::ops::RangeInclusive<u8> {
+    if t == TABLE_ALL {
+        0..=MAX_TABLE
+    } else {
+        t..=t
+    }
+}
+
+/// One table's statistics: (table, active flows, lookups, matched).
+pub type TableStats = (u8, u32, u64, u64);
+
+impl Flows {
+    /// Runs an OpenFlow 1.3 flow-mod (section 6.4): one snapshot swap, or
+    /// nothing changed and the spec's error.
+    pub fn flow_mod(&self, m: &FlowMod) -> Result<usize, OfpError> {
+        let fmf = |c| OfpError::new(et::FLOW_MOD_FAILED, c);
+        if m.command > fc::DELETE_STRICT {
+            return Err(fmf(fmfc::BAD_COMMAND));
+        }
+        let adds = m.command <= fc::MODIFY_STRICT;
+        if adds && m.table_id > MAX_TABLE {
+            return Err(fmf(fmfc::BAD_TABLE_ID));
+        }
+        if adds && (m.idle_timeout != 0 || m.hard_timeout != 0) {
+            return Err(fmf(fmfc::BAD_TIMEOUT));
+        }
+        if adds && m.buffer_id != NO_BUFFER {
+            return Err(OfpError::new(et::BAD_REQUEST, brc::BUFFER_UNKNOWN));
+        }
+        let (key, mask) = match_to_key(&m.matches)?;
+        let mut shown: Vec<Action> = Vec::new();
+        let mut goto = None;
+        if adds {
+            for i in &m.instructions {
+                match i {
+                    Instruction::ApplyActions(a) => shown = actions_from_of(a, &m.matches)?,
+                    Instruction::GotoTable(t) => {
+                        if *t <= m.table_id || *t > MAX_TABLE {
+                            return Err(OfpError::new(et::BAD_INSTRUCTION, bic::BAD_TABLE_ID));
+                        }
+                        goto = Some(*t);
+                    }
+                    _ => return Err(OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST)),
+                }
+            }
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let compiled = if adds {
+            w.compile(&self.groups, &shown).map_err(|e| {
+                if e.starts_with("more than") {
+                    fmf(fmfc::TABLE_FULL)
+                } else {
+                    OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER)
+                }
+            })?
+        } else {
+            Box::default()
+        };
+        let mut snap = Snapshot::clone(&self.snap.load());
+        let n = match m.command {
+            fc::ADD => {
+                let t = &snap.tables[m.table_id as usize];
+                let same = t
+                    .rules()
+                    .find(|r| r.priority == m.priority && r.mask == mask && r.key == key);
+                if m.flags & ff::CHECK_OVERLAP != 0
+                    && t.rules().any(|r| {
+                        r.priority == m.priority
+                            && !(r.mask == mask && r.key == key)
+                            && overlaps(&r.key, &r.mask, &key, &mask)
+                    })
+                {
+                    return Err(fmf(fmfc::OVERLAP));
+                }
+                // A flow replacing one of the same match and priority keeps
+                // its counters unless OFPFF_RESET_COUNTS.
+                let stats = match same {
+                    Some(r) if m.flags & ff::RESET_COUNTS == 0 => r.stats.clone(),
+                    _ => Arc::new(Counters::default()),
+                };
+                w.seq += 1;
+                snap.insert(Rule {
+                    table: m.table_id,
+                    priority: m.priority,
+                    seq: w.seq,
+                    cookie: m.cookie,
+                    key,
+                    mask,
+                    actions: compiled,
+                    shown: shown.into_boxed_slice(),
+                    goto,
+                    stats,
+                });
+                1
+            }
+            cmd => {
+                let strict = matches!(cmd, fc::MODIFY_STRICT | fc::DELETE_STRICT);
+                let delete = cmd >= fc::DELETE;
+                let filter = Filter {
+                    key,
+                    mask,
+                    strict: strict.then_some(m.priority),
+                    cookie: m.cookie,
+                    cookie_mask: m.cookie_mask,
+                    // Modify ignores out_port and out_group (section 7.3.4.1).
+                    out_port: if delete { m.out_port } else { port::ANY },
+                    out_group: if delete { m.out_group } else { GROUP_ANY },
+                };
+                let reset = m.flags & ff::RESET_COUNTS != 0;
+                let f = |r: &Rule| -> Option<Rule> {
+                    if delete {
+                        return None;
+                    }
+                    Some(Rule {
+                        table: r.table,
+                        priority: r.priority,
+                        seq: r.seq,
+                        cookie: r.cookie,
+                        key: r.key,
+                        mask: r.mask,
+                        actions: compiled.clone(),
+                        shown: shown.clone().into_boxed_slice(),
+                        goto,
+                        stats: if reset {
+                            Arc::default()
+                        } else {
+                            r.stats.clone()
+                        },
+                    })
+                };
+                snap.update(tables_of(m.table_id), &|r| filter.picks(r), &f)
+            }
+        };
+        self.snap.store(Arc::new(snap));
+        Ok(n)
+    }
+
+    fn of_selected(&self, r: &FlowStatsRequest) -> Result<Vec<Arc<Rule>>, OfpError> {
+        let (key, mask) = match_to_key(&r.matches)?;
+        if r.table_id != TABLE_ALL && r.table_id > MAX_TABLE {
+            return Err(OfpError::new(et::BAD_REQUEST, brc::BAD_TABLE_ID));
+        }
+        let filter = Filter {
+            key,
+            mask,
+            strict: None,
+            cookie: r.cookie,
+            cookie_mask: r.cookie_mask,
+            out_port: r.out_port,
+            out_group: r.out_group,
+        };
+        let snap = self.snap.load();
+        let mut rules: Vec<Arc<Rule>> = tables_of(r.table_id)
+            .flat_map(|t| snap.tables[t as usize].rules())
+            .filter(|x| filter.picks(x))
+            .cloned()
+            .collect();
+        rules.sort_by(|a, b| {
+            a.table
+                .cmp(&b.table)
+                .then(b.priority.cmp(&a.priority))
+                .then(a.seq.cmp(&b.seq))
+        });
+        Ok(rules)
+    }
+
+    /// Flow statistics (multipart `OFPMP_FLOW`), by table, then priority
+    /// (highest first), then installation.
+    pub fn flow_stats(&self, r: &FlowStatsRequest) -> Result<Vec<FlowStats>, OfpError> {
+        Ok(self
+            .of_selected(r)?
+            .iter()
+            .map(|x| {
+                let (packets, bytes) = x.stats.get();
+                let proto =
+                    (x.mask.get(Field::NwProto) == 0xff).then(|| x.key.get(Field::NwProto) as u8);
+                let mut instructions = Vec::new();
+                if !x.shown.is_empty() {
+                    instructions.push(Instruction::ApplyActions(actions_to_of(&x.shown, proto)));
+                }
+                if let Some(g) = x.goto {
+                    instructions.push(Instruction::GotoTable(g));
+                }
+                FlowStats {
+                    table_id: x.table,
+                    priority: x.priority,
+                    cookie: x.cookie,
+                    packet_count: packets,
+                    byte_count: bytes,
+                    matches: key_to_match(&x.key, &x.mask),
+                    instructions,
+                    ..Default::default()
+                }
+            })
+            .collect())
+    }
+
+    /// Aggregate statistics: (packets, bytes, flows).
+    pub fn aggregate_stats(&self, r: &FlowStatsRequest) -> Result<(u64, u64, u32), OfpError> {
+        Ok(self.of_selected(r)?.iter().fold((0, 0, 0), |(p, b, n), x| {
+            let (xp, xb) = x.stats.get();
+            (p + xp, b + xb, n + 1)
+        }))
+    }
+
+    /// Per table (all 255): active flows, lookups, matched.
+    pub fn table_stats(&self) -> Vec<TableStats> {
+        let snap = self.snap.load();
+        self.table_stats
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (lookups, missed) = c.get();
+                let n = snap.tables[i].rules().count() as u32;
+                (i as u8, n, lookups, lookups - missed)
+            })
+            .collect()
+    }
+
+    /// Flows in all tables.
+    pub fn flow_count(&self) -> usize {
+        self.snap
+            .load()
+            .tables
+            .iter()
+            .map(|t| t.rules().count())
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{classify1, eth};
+    use crate::Verdict;
+    use openflow::{decode, Message};
+    use serde_json::json;
+
+    fn flows() -> Flows {
+        Flows::from_config(&json!(null)).unwrap()
+    }
+
+    fn fm(
+        command: u8,
+        table: u8,
+        priority: u16,
+        matches: Vec<Oxm>,
+        insts: Vec<Instruction>,
+    ) -> FlowMod {
+        FlowMod {
+            cookie: 0,
+            cookie_mask: 0,
+            table_id: table,
+            command,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            priority,
+            buffer_id: NO_BUFFER,
+            out_port: port::ANY,
+            out_group: GROUP_ANY,
+            flags: 0,
+            matches,
+            instructions: insts,
+        }
+    }
+
+    fn out(p: u32) -> Instruction {
+        Instruction::ApplyActions(vec![openflow::Action::Output {
+            port: p,
+            max_len: 0,
+        }])
+    }
+
+    fn all() -> FlowStatsRequest {
+        FlowStatsRequest {
+            table_id: TABLE_ALL,
+            out_port: port::ANY,
+            out_group: GROUP_ANY,
+            cookie: 0,
+            cookie_mask: 0,
+            matches: vec![],
+        }
+    }
+
+    #[test]
+    fn add_modify_delete_with_spec_semantics() {
+        let f = flows();
+        let inp = |p| vec![Oxm::exact(oxm::IN_PORT, p)];
+        f.flow_mod(&fm(fc::ADD, 0, 10, inp(1), vec![out(2)]))
+            .unwrap();
+        f.flow_mod(&fm(fc::ADD, 0, 10, inp(2), vec![out(1)]))
+            .unwrap();
+        assert_eq!(f.flow_count(), 2);
+        // Overlap check: same priority, a match that covers in_port=1.
+        let mut o = fm(fc::ADD, 0, 10, vec![], vec![out(3)]);
+        o.flags = ff::CHECK_OVERLAP;
+        assert_eq!(
+            f.flow_mod(&o),
+            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::OVERLAP))
+        );
+        o.priority = 11;
+        f.flow_mod(&o).unwrap();
+        // Strict modify selects only the exact match and priority.
+        assert_eq!(
+            f.flow_mod(&fm(fc::MODIFY_STRICT, 0, 11, inp(1), vec![out(3)])),
+            Ok(0)
+        );
+        assert_eq!(
+            f.flow_mod(&fm(fc::MODIFY_STRICT, 0, 10, inp(1), vec![out(3)])),
+            Ok(1)
+        );
+        // Non-strict modify: every flow at least as specific as the match.
+        assert_eq!(
+            f.flow_mod(&fm(fc::MODIFY, 0, 0, vec![], vec![out(4)])),
+            Ok(3)
+        );
+        // Delete by out_port: only flows outputting there (all output 4 now).
+        let mut d = fm(fc::DELETE, TABLE_ALL, 0, vec![], vec![]);
+        d.out_port = 5;
+        assert_eq!(f.flow_mod(&d), Ok(0));
+        d.out_port = 4;
+        d.matches = inp(2);
+        assert_eq!(f.flow_mod(&d), Ok(1));
+        let st = f.flow_stats(&all()).unwrap();
+        assert_eq!(st.len(), 2);
+        assert_eq!(st[0].priority, 11, "highest priority first");
+        assert_eq!(st[1].matches, inp(1));
+        assert_eq!(st[1].instructions, vec![out(4)]);
+        assert_eq!(
+            f.flow_mod(&fm(fc::DELETE_STRICT, 0, 11, vec![], vec![])),
+            Ok(1)
+        );
+        assert_eq!(f.aggregate_stats(&all()), Ok((0, 0, 1)));
+    }
+
+    #[test]
+    fn counters_survive_modify_and_replace_unless_reset() {
+        let f = flows();
+        let m = vec![Oxm::exact(oxm::IN_PORT, 1)];
+        f.flow_mod(&fm(fc::ADD, 0, 5, m.clone(), vec![out(2)]))
+            .unwrap();
+        let frame = eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x0800);
+        assert_eq!(classify1(&f, 0, 0, &frame), Verdict::Port(1));
+        let count = || f.aggregate_stats(&all()).unwrap().0;
+        assert_eq!(count(), 1);
+        f.flow_mod(&fm(fc::MODIFY, 0, 0, vec![], vec![out(3)]))
+            .unwrap();
+        assert_eq!(count(), 1, "modify keeps counters");
+        f.flow_mod(&fm(fc::ADD, 0, 5, m.clone(), vec![out(2)]))
+            .unwrap();
+        assert_eq!(count(), 1, "add over the same flow copies them");
+        let mut r = fm(fc::ADD, 0, 5, m, vec![out(2)]);
+        r.flags = ff::RESET_COUNTS;
+        f.flow_mod(&r).unwrap();
+        assert_eq!(count(), 0, "RESET_COUNTS clears them");
+        let ts = f.table_stats();
+        assert_eq!(ts.len(), 255);
+        assert_eq!(ts[0], (0, 1, 1, 1));
+    }
+
+    #[test]
+    fn refusals_carry_the_spec_codes() {
+        let f = flows();
+        let ip = Oxm::exact(oxm::ETH_TYPE, 0x800);
+        let set_ip = Instruction::ApplyActions(vec![openflow::Action::SetField(Oxm::exact(
+            oxm::IPV4_DST,
+            1,
+        ))]);
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![set_ip.clone()])),
+            Err(OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT))
+        );
+        f.flow_mod(&fm(fc::ADD, 0, 1, vec![ip], vec![set_ip]))
+            .unwrap();
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 3, 1, vec![], vec![Instruction::GotoTable(2)])),
+            Err(OfpError::new(et::BAD_INSTRUCTION, bic::BAD_TABLE_ID))
+        );
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![Instruction::ClearActions])),
+            Err(OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST))
+        );
+        let grp = Instruction::ApplyActions(vec![openflow::Action::Group(1)]);
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![grp])),
+            Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP))
+        );
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![out(port::CONTROLLER)])),
+            Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_PORT))
+        );
+        let mut t = fm(fc::ADD, 0, 1, vec![], vec![out(1)]);
+        t.idle_timeout = 10;
+        assert_eq!(
+            f.flow_mod(&t),
+            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::BAD_TIMEOUT))
+        );
+        assert_eq!(
+            f.flow_mod(&fm(
+                fc::ADD,
+                0,
+                1,
+                vec![Oxm::exact(oxm::METADATA, 1)],
+                vec![]
+            )),
+            Err(OfpError::new(et::BAD_MATCH, bmc::BAD_FIELD))
+        );
+        assert_eq!(
+            f.flow_mod(&fm(
+                fc::ADD,
+                0,
+                1,
+                vec![Oxm::exact(oxm::PACKET_TYPE, 0x1_0800)],
+                vec![]
+            )),
+            Err(OfpError::new(et::BAD_MATCH, bmc::BAD_VALUE))
+        );
+        assert_eq!(f.flow_count(), 1, "refused flow-mods change nothing");
+        // OVS's packet_type=(0,0) (Ethernet) matches everything.
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            2,
+            vec![Oxm::exact(oxm::PACKET_TYPE, 0)],
+            vec![],
+        ))
+        .unwrap();
+        assert_eq!(f.flow_count(), 2);
+    }
+
+    #[test]
+    fn matches_round_trip_through_the_key() {
+        let ms = vec![
+            Oxm::exact(oxm::IN_PORT, 3),
+            Oxm {
+                field: oxm::ETH_DST,
+                value: 0x0100_0000_0000,
+                mask: Some(0x0100_0000_0000),
+            },
+            Oxm::exact(oxm::ETH_TYPE, 0x800),
+            Oxm::exact(oxm::VLAN_VID, 0x1005),
+            Oxm::exact(oxm::VLAN_PCP, 3),
+            Oxm::exact(oxm::IP_DSCP, 46),
+            Oxm::exact(oxm::IP_PROTO, 17),
+            Oxm {
+                field: oxm::IPV4_SRC,
+                value: 0x0a00_0000,
+                mask: Some(0xff00_0000),
+            },
+            Oxm::exact(oxm::UDP_DST, 53),
+        ];
+        let (k, m) = match_to_key(&ms).unwrap();
+        assert_eq!(key_to_match(&k, &m), ms);
+        // The text syntax and OpenFlow build the same key.
+        let s = super::super::parse("in_port=2,dl_vlan=5,udp,tp_dst=53,actions=drop").unwrap();
+        let (k2, m2) = match_to_key(&[
+            Oxm::exact(oxm::IN_PORT, 3),
+            Oxm::exact(oxm::VLAN_VID, 0x1005),
+            Oxm::exact(oxm::ETH_TYPE, 0x800),
+            Oxm::exact(oxm::IP_PROTO, 17),
+            Oxm::exact(oxm::UDP_DST, 53),
+        ])
+        .unwrap();
+        assert_eq!((s.key, s.mask), (k2, m2));
+    }
+
+    #[test]
+    fn decoded_bytes_drive_the_logic() {
+        let mut b = openflow::flow_mod(
+            1,
+            &fm(
+                fc::ADD,
+                0,
+                100,
+                vec![Oxm::exact(oxm::IN_PORT, 1)],
+                vec![out(port::FLOOD)],
+            ),
+        );
+        let (_, Message::FlowMod(m)) = decode(&b).unwrap() else {
+            panic!("flow-mod")
+        };
+        let f = flows();
+        f.flow_mod(&m).unwrap();
+        let st = f.flow_stats(&all()).unwrap();
+        assert_eq!(st[0].instructions, vec![out(port::FLOOD)]);
+        b[2] = 0xff;
+        assert!(decode(&b).is_err());
+    }
+}

@@ -1,0 +1,670 @@
+//! The OpenFlow 1.3 channel: controllers (or `ovs-ofctl -O OpenFlow13`)
+//! program the `flows` logic over TCP or a unix socket (docs/flows.md,
+//! "OpenFlow").
+//!
+//! Endpoints (`[switch] openflow = [...]`, none by default):
+//! - `ptcp:PORT` / `ptcp:ADDR:PORT`: listen on TCP (`PORT` alone: 127.0.0.1);
+//! - `punix:PATH`: listen on a unix socket;
+//! - `tcp:HOST:PORT`: connect to a controller, reconnecting with a backoff
+//!   of 1 s doubling to 30 s.
+//!
+//! Threading: one thread per listener or controller, one per accepted
+//! connection (at most [`MAX_CONNS`] at once); every socket has read and
+//! write timeouts, so a slow or hostile peer holds only its own thread,
+//! and all threads look at the stop flag every [`TICK`]. Flow-mods go
+//! through the logic's typed API ([`logic::flows::Flows::flow_mod`]), one
+//! snapshot swap each: the workers never wait. A message that cannot be
+//! framed (length below 8) closes the connection; any other bad message is
+//! answered with the spec's `OFPT_ERROR` and the connection goes on.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use logic::flows::ofp::{of_port, port_id};
+use logic::flows::Flows;
+use openflow::{brc, et, mp, port, FlowStatsRequest, Header, Message, MultipartRequest, OfpError};
+
+use crate::daemon::Daemon;
+use crate::log::Level;
+
+/// Most connections accepted at once, over all listeners.
+pub const MAX_CONNS: usize = 16;
+/// How often blocked threads look at the stop flag.
+pub const TICK: Duration = Duration::from_millis(200);
+/// A silent peer is sent an echo request after this long...
+pub const ECHO_AFTER: Duration = Duration::from_secs(15);
+/// ... and dropped after this long without any message.
+pub const DEAD_AFTER: Duration = Duration::from_secs(45);
+/// A peer that does not take our replies within this long is dropped.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A channel endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Listen on TCP.
+    PTcp(SocketAddr),
+    /// Listen on a unix socket.
+    PUnix(PathBuf),
+    /// Connect to a controller at `host:port`.
+    Tcp(String),
+}
+
+impl Endpoint {
+    /// Parses `ptcp:[ADDR:]PORT`, `punix:PATH` or `tcp:HOST:PORT`.
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        if let Some(r) = s.strip_prefix("ptcp:") {
+            let a = if r.parse::<u16>().is_ok() {
+                format!("127.0.0.1:{r}")
+            } else {
+                r.to_string()
+            };
+            return a
+                .parse::<SocketAddr>()
+                .map(Endpoint::PTcp)
+                .map_err(|_| format!("{s:?}: ptcp: takes PORT or ADDR:PORT (numeric address)"));
+        }
+        if let Some(p) = s.strip_prefix("punix:") {
+            if p.is_empty() {
+                return Err(format!("{s:?}: punix: needs a path"));
+            }
+            return Ok(Endpoint::PUnix(PathBuf::from(p)));
+        }
+        if let Some(r) = s.strip_prefix("tcp:") {
+            return match r.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() => {
+                    Ok(Endpoint::Tcp(r.to_string()))
+                }
+                _ => Err(format!("{s:?}: tcp: takes HOST:PORT")),
+            };
+        }
+        Err(format!(
+            "{s:?} is not ptcp:[ADDR:]PORT, punix:PATH or tcp:HOST:PORT"
+        ))
+    }
+}
+
+/// A byte stream the channel runs on.
+trait Conn: Read + Write + Send {
+    fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+        self.set_nodelay(true)?;
+        self.set_read_timeout(Some(read))?;
+        self.set_write_timeout(Some(write))
+    }
+}
+
+impl Conn for UnixStream {
+    fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
+        self.set_read_timeout(Some(read))?;
+        self.set_write_timeout(Some(write))
+    }
+}
+
+/// The running channel.
+pub struct OfChannel {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    unix_paths: Vec<PathBuf>,
+    tcp_addrs: Vec<SocketAddr>,
+}
+
+impl OfChannel {
+    /// Opens every endpoint (all or none) and starts serving `daemon`.
+    pub fn start(endpoints: &[String], daemon: Arc<Daemon>) -> io::Result<OfChannel> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(AtomicUsize::new(0));
+        let mut ch = OfChannel {
+            stop: stop.clone(),
+            threads: Vec::new(),
+            unix_paths: Vec::new(),
+            tcp_addrs: Vec::new(),
+        };
+        for e in endpoints {
+            let ep =
+                Endpoint::parse(e).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
+            let (d, s, c) = (daemon.clone(), stop.clone(), conns.clone());
+            let name = format!("turnout-of:{e}");
+            let t = match ep {
+                Endpoint::PTcp(a) => {
+                    let l = TcpListener::bind(a)?;
+                    l.set_nonblocking(true)?;
+                    ch.tcp_addrs.push(l.local_addr()?);
+                    let what = e.clone();
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(move || accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c))?
+                }
+                Endpoint::PUnix(p) => {
+                    let l = crate::server::bind_unix(&p, 0o600)?;
+                    l.set_nonblocking(true)?;
+                    ch.unix_paths.push(p);
+                    let what = e.clone();
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(move || accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c))?
+                }
+                Endpoint::Tcp(hp) => std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || active_loop(&hp, d, s))?,
+            };
+            ch.threads.push(t);
+        }
+        Ok(ch)
+    }
+
+    /// Local addresses of the TCP listeners (port 0 resolved).
+    pub fn tcp_addrs(&self) -> &[SocketAddr] {
+        &self.tcp_addrs
+    }
+
+    /// Stops every thread and removes the unix socket files.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for p in self.unix_paths.drain(..) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for OfChannel {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn accept_loop<C: Conn + 'static>(
+    what: &str,
+    mut accept: impl FnMut() -> io::Result<C>,
+    daemon: Arc<Daemon>,
+    stop: Arc<AtomicBool>,
+    conns: Arc<AtomicUsize>,
+) {
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        threads.retain(|t| !t.is_finished());
+        match accept() {
+            Ok(c) => {
+                if conns.fetch_add(1, Ordering::AcqRel) >= MAX_CONNS {
+                    conns.fetch_sub(1, Ordering::AcqRel);
+                    crate::log!(
+                        Level::Warn,
+                        "openflow",
+                        "too many connections; refused",
+                        endpoint = what
+                    );
+                    continue;
+                }
+                let (d, s, n) = (daemon.clone(), stop.clone(), conns.clone());
+                let what = what.to_string();
+                let t = std::thread::Builder::new()
+                    .name("turnout-of-conn".into())
+                    .spawn(move || {
+                        let why = Session::new(d).run(c, &s);
+                        crate::log!(
+                            Level::Info,
+                            "openflow",
+                            "connection ended",
+                            endpoint = what,
+                            reason = why
+                        );
+                        n.fetch_sub(1, Ordering::AcqRel);
+                    });
+                match t {
+                    Ok(t) => threads.push(t),
+                    Err(_) => {
+                        conns.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(TICK / 4),
+            Err(e) => {
+                crate::log!(
+                    Level::Warn,
+                    "openflow",
+                    "accept failed",
+                    endpoint = what,
+                    error = e
+                );
+                std::thread::sleep(TICK);
+            }
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
+    let mut backoff = Duration::from_secs(1);
+    while !stop.load(Ordering::Acquire) {
+        let started = Instant::now();
+        let conn = hostport
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "cannot resolve"))
+            .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)));
+        match conn {
+            Ok(c) => {
+                crate::log!(
+                    Level::Info,
+                    "openflow",
+                    "connected to controller",
+                    controller = hostport
+                );
+                let why = Session::new(daemon.clone()).run(c, &stop);
+                crate::log!(
+                    Level::Info,
+                    "openflow",
+                    "controller connection ended",
+                    controller = hostport,
+                    reason = why
+                );
+                if started.elapsed() > Duration::from_secs(10) {
+                    backoff = Duration::from_secs(1);
+                }
+            }
+            Err(e) => {
+                crate::log!(
+                    Level::Debug,
+                    "openflow",
+                    "cannot reach controller",
+                    controller = hostport,
+                    error = e
+                );
+            }
+        }
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && !stop.load(Ordering::Acquire) {
+            std::thread::sleep(TICK);
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One connection's state.
+struct Session {
+    daemon: Arc<Daemon>,
+    hello: bool,
+    flags: u16,
+    miss_send_len: u16,
+    xid: u32,
+}
+
+impl Session {
+    fn new(daemon: Arc<Daemon>) -> Session {
+        Session {
+            daemon,
+            hello: false,
+            flags: 0,
+            miss_send_len: 128,
+            xid: 1,
+        }
+    }
+
+    /// Serves `c` until the peer leaves, misbehaves or `stop`; the reason.
+    fn run<C: Conn>(&mut self, mut c: C, stop: &AtomicBool) -> String {
+        if let Err(e) = c.timeouts(TICK, WRITE_TIMEOUT) {
+            return format!("socket setup: {e}");
+        }
+        if let Err(e) = c.write_all(&openflow::hello(0)) {
+            return format!("write: {e}");
+        }
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut last_rx = Instant::now();
+        let mut echo_sent = false;
+        loop {
+            if stop.load(Ordering::Acquire) {
+                return "switch stopping".into();
+            }
+            match c.read(&mut chunk) {
+                Ok(0) => return "peer closed".into(),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    last_rx = Instant::now();
+                    echo_sent = false;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    let idle = last_rx.elapsed();
+                    if idle > DEAD_AFTER {
+                        return "peer silent (no echo reply)".into();
+                    }
+                    if idle > ECHO_AFTER && !echo_sent {
+                        echo_sent = true;
+                        self.xid = self.xid.wrapping_add(1);
+                        if let Err(e) = c.write_all(&openflow::echo_request(self.xid)) {
+                            return format!("write: {e}");
+                        }
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return format!("read: {e}"),
+            }
+            let mut off = 0;
+            loop {
+                let n = match openflow::frame_len(&buf[off..]) {
+                    Ok(Some(n)) if buf.len() - off >= n => n,
+                    Ok(_) => break,
+                    Err(e) => {
+                        let h = Header::peek(&buf[off..]).map_or(0, |h| h.xid);
+                        let _ = c.write_all(&openflow::error(h, e.kind, e.code, &buf[off..]));
+                        return "message shorter than its header: cannot frame".into();
+                    }
+                };
+                let msg = &buf[off..off + n];
+                off += n;
+                let (replies, end) = self.handle(msg);
+                for r in replies {
+                    if let Err(e) = c.write_all(&r) {
+                        return format!("write: {e}");
+                    }
+                }
+                if let Some(why) = end {
+                    return why;
+                }
+            }
+            buf.drain(..off);
+        }
+    }
+
+    /// Replies to one message, and a reason if the connection must end.
+    fn handle(&mut self, b: &[u8]) -> (Vec<Vec<u8>>, Option<String>) {
+        let xid = Header::peek(b).map_or(0, |h| h.xid);
+        let err = |e: OfpError| vec![openflow::error(xid, e.kind, e.code, b)];
+        let (h, m) = match openflow::decode(b) {
+            Ok(x) => x,
+            Err(e) => {
+                crate::log!(
+                    Level::Debug,
+                    "openflow",
+                    "message refused",
+                    error = e.name()
+                );
+                return (err(e), None);
+            }
+        };
+        if !self.hello {
+            if let Message::Hello(bitmap) = m {
+                return match openflow::negotiate(h.version, bitmap) {
+                    Ok(_) => {
+                        self.hello = true;
+                        (vec![], None)
+                    }
+                    Err(e) => {
+                        // The spec asks for a readable reason as the data.
+                        let mut v = openflow::error(xid, e.kind, e.code, &[]);
+                        v.extend_from_slice(b"turnoutd speaks OpenFlow 1.3 (version 4) only");
+                        let n = v.len() as u16;
+                        v[2..4].copy_from_slice(&n.to_be_bytes());
+                        (
+                            vec![v],
+                            Some("version negotiation failed: the peer has no OpenFlow 1.3".into()),
+                        )
+                    }
+                };
+            }
+            // Tolerated: a peer that skips the hello speaks version 4 (checked above).
+            self.hello = true;
+        }
+        let replies = match m {
+            Message::Hello(_) => vec![],
+            Message::Error { kind, code, .. } => {
+                let e = OfpError::new(kind, code);
+                crate::log!(
+                    Level::Info,
+                    "openflow",
+                    "peer sent an error",
+                    error = e.name()
+                );
+                vec![]
+            }
+            Message::EchoRequest(d) => vec![openflow::echo_reply(xid, &d)],
+            Message::EchoReply(_) => vec![],
+            Message::FeaturesRequest => vec![openflow::features_reply(
+                xid,
+                self.dpid(),
+                0,
+                255,
+                openflow::cap::FLOW_STATS | openflow::cap::TABLE_STATS | openflow::cap::PORT_STATS,
+            )],
+            Message::GetConfigRequest => {
+                vec![openflow::get_config_reply(
+                    xid,
+                    self.flags,
+                    self.miss_send_len,
+                )]
+            }
+            Message::SetConfig {
+                flags,
+                miss_send_len,
+            } => {
+                self.flags = flags;
+                self.miss_send_len = miss_send_len;
+                vec![]
+            }
+            Message::FlowMod(fm) => match self.with_flows(|f| f.flow_mod(&fm)) {
+                Some(Ok(_)) => vec![],
+                Some(Err(e)) => err(e),
+                None => err(OfpError::new(et::FLOW_MOD_FAILED, 4)), // OFPFMFC_EPERM
+            },
+            Message::Multipart { flags, req } => {
+                if flags & mp::MORE != 0 {
+                    return (
+                        err(OfpError::new(et::BAD_REQUEST, brc::BAD_MULTIPART)),
+                        None,
+                    );
+                }
+                match self.multipart(xid, req) {
+                    Ok(v) => v,
+                    Err(e) => err(e),
+                }
+            }
+            Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
+            // Packet-out needs the data path's injection (not yet).
+            Message::PacketOut(_) => err(OfpError::new(et::BAD_REQUEST, brc::EPERM)),
+        };
+        (replies, None)
+    }
+
+    fn with_flows<R>(&self, f: impl FnOnce(&Flows) -> R) -> Option<R> {
+        self.daemon
+            .switch()
+            .with_logic(|l| l.as_any().and_then(|a| a.downcast_ref::<Flows>()).map(f))
+    }
+
+    /// Datapath id: the low 48 bits of a hash of the control socket path
+    /// (stable for one configuration, distinct between instances).
+    fn dpid(&self) -> u64 {
+        let p = self.daemon.control_socket();
+        let h = p
+            .as_os_str()
+            .as_encoded_bytes()
+            .iter()
+            .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            });
+        h & 0xffff_ffff_ffff
+    }
+
+    fn multipart(&self, xid: u32, req: MultipartRequest) -> Result<Vec<Vec<u8>>, OfpError> {
+        let reply = |ty, parts: &[Vec<u8>]| Ok(openflow::multipart_reply(xid, ty, parts));
+        let empty_flows = |r: &FlowStatsRequest| -> Result<(), OfpError> {
+            logic::flows::ofp::match_to_key(&r.matches).map(|_| ())
+        };
+        match req {
+            MultipartRequest::Desc => reply(
+                mp::DESC,
+                &[openflow::desc_body(
+                    "Turnout",
+                    "turnoutd user-space software switch",
+                    &format!(
+                        "turnoutd {} (git {})",
+                        env!("CARGO_PKG_VERSION"),
+                        crate::daemon::GIT
+                    ),
+                    "None",
+                    "turnoutd",
+                )],
+            ),
+            MultipartRequest::Flow(r) => {
+                let stats = self.with_flows(|f| f.flow_stats(&r)).unwrap_or_else(|| {
+                    empty_flows(&r)?;
+                    Ok(vec![])
+                })?;
+                let parts: Vec<Vec<u8>> = stats.iter().map(openflow::flow_stats_entry).collect();
+                reply(mp::FLOW, &parts)
+            }
+            MultipartRequest::Aggregate(r) => {
+                let (p, b, n) = self
+                    .with_flows(|f| f.aggregate_stats(&r))
+                    .unwrap_or_else(|| empty_flows(&r).map(|_| (0, 0, 0)))?;
+                reply(mp::AGGREGATE, &[openflow::aggregate_body(p, b, n)])
+            }
+            MultipartRequest::Table => {
+                let t = self.with_flows(|f| f.table_stats()).unwrap_or_default();
+                let parts: Vec<Vec<u8>> = t
+                    .iter()
+                    .map(|&(id, n, l, m)| openflow::table_stats_entry(id, n, l, m))
+                    .collect();
+                reply(mp::TABLE, &parts)
+            }
+            MultipartRequest::PortStats(p) => {
+                let want = match p {
+                    port::ANY => None,
+                    p => Some(port_id(p).ok_or(OfpError::new(et::BAD_REQUEST, brc::BAD_PORT))?),
+                };
+                let up = self.daemon.uptime();
+                let parts: Vec<Vec<u8>> = self
+                    .daemon
+                    .switch()
+                    .port_stats()
+                    .iter()
+                    .filter(|s| want.is_none_or(|w| w == s.id))
+                    .map(|s| {
+                        let drops: u64 = s.drops.iter().map(|(_, n)| n).sum();
+                        openflow::port_stats_entry(&openflow::PortStats {
+                            port_no: of_port(s.id),
+                            rx_packets: s.rx_packets,
+                            tx_packets: s.tx_packets,
+                            rx_bytes: s.rx_bytes,
+                            tx_bytes: s.tx_bytes,
+                            rx_dropped: drops,
+                            tx_dropped: 0,
+                            duration_sec: up.as_secs() as u32,
+                            duration_nsec: up.subsec_nanos(),
+                        })
+                    })
+                    .collect();
+                reply(mp::PORT_STATS, &parts)
+            }
+            MultipartRequest::PortDesc => {
+                let parts: Vec<Vec<u8>> = self
+                    .daemon
+                    .switch()
+                    .port_stats()
+                    .iter()
+                    .map(|s| {
+                        openflow::port_entry(&openflow::PortDesc {
+                            port_no: of_port(s.id),
+                            hw_addr: [0; 6],
+                            name: s.name.clone(),
+                            config: 0,
+                            // OFPPS_LINK_DOWN or OFPPS_LIVE.
+                            state: if s.link_up { 4 } else { 1 },
+                            curr_speed_kbps: 0,
+                        })
+                    })
+                    .collect();
+                reply(mp::PORT_DESC, &parts)
+            }
+            // Tables without properties (ovs-ofctl asks before a flow-mod).
+            MultipartRequest::TableFeatures => {
+                let (matches, set_fields) = logic::flows::ofp::supported_fields();
+                let parts: Vec<Vec<u8>> = (0..=logic::flows::MAX_TABLE)
+                    .map(|t| {
+                        openflow::table_features_entry(&openflow::TableFeatures {
+                            table_id: t,
+                            name: String::new(),
+                            max_entries: u32::MAX,
+                            instructions: vec![
+                                openflow::it::GOTO_TABLE,
+                                openflow::it::APPLY_ACTIONS,
+                            ],
+                            next_tables: (t.saturating_add(1)..=logic::flows::MAX_TABLE)
+                                .filter(|&n| n > t)
+                                .collect(),
+                            apply_actions: vec![
+                                openflow::at::OUTPUT,
+                                openflow::at::POP_VLAN,
+                                openflow::at::DEC_NW_TTL,
+                                openflow::at::SET_FIELD,
+                            ],
+                            matches: matches.to_vec(),
+                            set_fields: set_fields.to_vec(),
+                        })
+                    })
+                    .collect();
+                reply(mp::TABLE_FEATURES, &parts)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse() {
+        assert_eq!(
+            Endpoint::parse("ptcp:6653"),
+            Ok(Endpoint::PTcp("127.0.0.1:6653".parse().unwrap()))
+        );
+        assert_eq!(
+            Endpoint::parse("ptcp:0.0.0.0:6633"),
+            Ok(Endpoint::PTcp("0.0.0.0:6633".parse().unwrap()))
+        );
+        assert_eq!(
+            Endpoint::parse("punix:/run/turnout/of.sock"),
+            Ok(Endpoint::PUnix("/run/turnout/of.sock".into()))
+        );
+        assert_eq!(
+            Endpoint::parse("tcp:ctl.example:6653"),
+            Ok(Endpoint::Tcp("ctl.example:6653".into()))
+        );
+        for bad in [
+            "6653",
+            "ptcp:",
+            "ptcp:localhost:1",
+            "punix:",
+            "tcp:host",
+            "tcp::1",
+            "ssl:x:1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,300 @@
+"""turnoutd's OpenFlow 1.3 channel driven by the real ovs-ofctl (issue 16).
+
+Three host namespaces h1, h2, h3 (10.0.0.1..3/24), each wired by a veth to
+a switch namespace where turnoutd runs the `flows` logic over three
+af_packet ports and listens for OpenFlow on 127.0.0.1:PORT inside that
+namespace (a port drawn per test) and on a unix socket. `ovs-ofctl -O
+OpenFlow13` (run in the switch namespace) adds, modifies and deletes flows
+(add-flow, add-flows from a file, mod-flows, del-flows), and ping checks
+each rule's effect; dump-flows, dump-ports and show are checked against
+the ports and counters. Refusals are checked through ovs-ofctl's exit
+status and message (unknown action, goto to a lower table, output to the
+controller) and through a raw socket for what ovs-ofctl will not send (a
+bad prerequisite, a bad length, a stream that cannot be framed).
+
+OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
+Nothing outside the namespaces is touched; they are deleted and turnoutd is
+ended by PID, also on failure. Needs root and ovs-ofctl (scripts/setup.sh
+installs openvswitch-switch): missing, it skips, or fails under
+TURNOUT_REQUIRE_PEERS=1. Run:
+cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_openflow.py
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import Turnoutd, turnoutd_binary, wait_for
+
+from turnout import testpeers
+
+pytestmark = pytest.mark.system
+
+P = f"tofp{os.getpid() % 100000}-"
+MAC = {1: "02:00:00:0e:00:01", 2: "02:00:00:0e:00:02", 3: "02:00:00:0e:00:03"}
+
+
+@pytest.fixture(autouse=True)
+def _peers() -> None:
+    testpeers.need_root()
+    testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
+
+
+def run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(cmd), check=False, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+    return run("ip", "netns", "exec", ns, *cmd, check=check, timeout=timeout)
+
+
+class NsTurnoutd(Turnoutd):
+    """turnoutd inside a namespace (ip netns exec execs it: same PID)."""
+
+    def __init__(self, ns: str, workdir: Path, config: str) -> None:
+        super().__init__(workdir, config)
+        self.ns = ns
+
+    def start(self) -> NsTurnoutd:
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = log
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns, str(self.binary), "--config", str(self.config_path)],
+            stdout=log,
+            stderr=log,
+        )
+        try:
+            wait_for("turnoutd's control socket", 10, self._ready)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+
+class Lab:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.ns: list[str] = []
+        self.daemon: NsTurnoutd | None = None
+        self.sw = ""
+        self.target = ""
+        self.port = 0
+        self.hosts: dict[int, str] = {}
+
+    def netns(self, short: str) -> str:
+        name = P + short
+        run("ip", "netns", "add", name)
+        self.ns.append(name)
+        nx(name, "ip", "link", "set", "lo", "up")
+        return name
+
+    def ofctl(self, cmd: str, *args: str, check: bool = True,
+              opts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        return nx(self.sw, "ovs-ofctl", "-O", "OpenFlow13", *opts, cmd, self.target, *args,
+                  check=check)
+
+    def close(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+        for ns in reversed(self.ns):
+            run("ip", "netns", "del", ns, check=False)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    try:
+        turnoutd_binary()
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+    lab = Lab(tmp_path)
+    try:
+        lab.sw = sw = lab.netns("sw")
+        for i in (1, 2, 3):
+            h = lab.netns(f"h{i}")
+            lab.hosts[i] = h
+            run("ip", "link", "add", "eth0", "netns", h, "address", MAC[i], "type", "veth",
+                "peer", "name", f"p{i}", "netns", sw)
+            nx(h, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+            nx(sw, "sysctl", "-qw", f"net.ipv6.conf.p{i}.disable_ipv6=1")
+            nx(h, "ip", "addr", "add", f"10.0.0.{i}/24", "dev", "eth0")
+            for ns, dev in ((h, "eth0"), (sw, f"p{i}")):
+                nx(ns, "ip", "link", "set", dev, "up")
+                nx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro",
+                   "off", check=False)
+        lab.port = random.randint(20000, 60000)
+        lab.target = f"tcp:127.0.0.1:{lab.port}"
+        unix = tmp_path / "of.sock"
+        config = ('[switch]\ncontrol_socket = "@CTL@"\n'
+                  f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n\n'
+                  '[logic]\nname = "flows"\n\n')
+        for i in (1, 2, 3):
+            config += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
+        lab.daemon = NsTurnoutd(sw, tmp_path / "sw", config).start()
+        yield lab
+    finally:
+        lab.close()
+
+
+def ping(ns: str, ip: str, count: int = 3) -> bool:
+    out = nx(ns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, check=False,
+             timeout=30).stdout
+    return f" {count} received" in out
+
+
+def flows_of(lab: Lab) -> list[str]:
+    out = lab.ofctl("dump-flows").stdout.splitlines()
+    return [line.strip() for line in out[1:] if line.strip()]
+
+
+def test_ovs_ofctl_programs_turnoutd(lab: Lab) -> None:
+    h = lab.hosts
+    # show: the three ports by OpenFlow number (id + 1) and name.
+    show = lab.ofctl("show").stdout
+    assert "n_tables:255" in show
+    for i in (1, 2, 3):
+        assert f" {i}(p{i}): " in show, show
+
+    # Empty tables: nothing passes.
+    assert not ping(h[1], "10.0.0.2", 1)
+
+    # add-flows from a file; ARP floods, IP h1 <-> h2 only.
+    f = lab.tmp / "flows.txt"
+    f.write_text("priority=10,arp,actions=flood\n"
+                 "priority=10,ip,in_port=1,nw_dst=10.0.0.2,actions=output:2\n"
+                 "priority=10,ip,in_port=2,nw_dst=10.0.0.1,actions=output:1\n")
+    nx(lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "add-flows", lab.target, str(f))
+    assert len(flows_of(lab)) == 3
+    assert ping(h[1], "10.0.0.2")
+    assert not ping(h[1], "10.0.0.3", 1)
+
+    # add-flow over the unix socket: h3 -> h1 and back, through table 1.
+    unix = f"unix:{lab.tmp / 'of.sock'}"
+    nx(lab.sw, "ovs-ofctl", "-O", "OpenFlow13", "add-flow", unix,
+       "priority=10,ip,in_port=1,nw_dst=10.0.0.3,actions=goto_table:1")
+    lab.ofctl("add-flow", "table=1,priority=5,ip,actions=output:3")
+    lab.ofctl("add-flow", "priority=10,ip,in_port=3,actions=output:1")
+    assert ping(h[1], "10.0.0.3")
+    fl = flows_of(lab)
+    t1 = [x for x in fl if "table=1" in x]
+    assert len(t1) == 1 and "n_packets=0" not in t1[0], fl
+    fwd = [x for x in fl if "nw_dst=10.0.0.2" in x]
+    assert len(fwd) == 1 and "actions=output:2" in fwd[0]
+    assert "n_packets=0," not in fwd[0], fwd
+
+    # A higher-priority drop wins; mod-flows and del-flows --strict.
+    lab.ofctl("add-flow", "priority=20,icmp,nw_dst=10.0.0.2,actions=drop")
+    assert not ping(h[1], "10.0.0.2", 2)
+    lab.ofctl("mod-flows", "icmp,nw_dst=10.0.0.2,actions=output:2")
+    assert ping(h[1], "10.0.0.2")
+    lab.ofctl("del-flows", "priority=20,icmp,nw_dst=10.0.0.2", opts=("--strict",))
+    assert not [x for x in flows_of(lab) if "priority=20" in x]
+    # Non-strict mod-flows redirects h1 -> 10.0.0.2 to p3: no answer.
+    lab.ofctl("mod-flows", "ip,nw_dst=10.0.0.2,actions=output:3")
+    assert not ping(h[1], "10.0.0.2", 2)
+
+    # dump-ports: the switch's counters per OpenFlow port.
+    ports = lab.ofctl("dump-ports").stdout
+    assert "3 ports" in ports, ports
+    rx = {int(line.split()[1].rstrip(":")): int(line.split("pkts=")[1].split(",")[0])
+          for line in ports.splitlines() if line.strip().startswith("port")}
+    assert rx[1] >= 10 and rx[3] >= 3, ports
+    one = lab.ofctl("dump-ports", "2").stdout
+    assert "1 ports" in one and "port  2:" in one, one
+
+    # del-flows by table, then everything.
+    lab.ofctl("del-flows", "table=1")
+    assert not [x for x in flows_of(lab) if "table=1" in x]
+    lab.ofctl("del-flows")
+    assert flows_of(lab) == []
+    assert not ping(h[1], "10.0.0.2", 1)
+
+
+def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
+    lab.ofctl("add-flow", "priority=10,actions=output:2")
+    cases = [
+        ("actions=resubmit(,3)", "OFPBAC_BAD_TYPE"),
+        ("actions=push_vlan:0x8100,output:2", "OFPBAC_BAD_TYPE"),
+        ("actions=controller", "OFPBAC_BAD_OUT_PORT"),
+        ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
+        ("table=3,actions=goto_table:2", "OFPBIC_BAD_TABLE_ID"),
+        ("actions=write_actions(output:1)", "OFPBIC_UNSUP_INST"),
+        ("idle_timeout=10,actions=output:1", "OFPFMFC_BAD_TIMEOUT"),
+    ]
+    for flow, err in cases:
+        r = lab.ofctl("add-flow", flow, check=False)
+        assert r.returncode != 0, flow
+        assert err in r.stderr, (flow, r.stderr)
+    # Refused flow-mods change nothing.
+    assert len(flows_of(lab)) == 1
+    # A field without its prerequisite: ovs-ofctl drops it (and sends OVS's
+    # packet_type=(0,0), which is accepted); the raw test sends it as is.
+    lab.ofctl("add-flow", "priority=5,tcp_dst=80,actions=drop")
+    assert len(flows_of(lab)) == 2
+    lab.ofctl("del-flows", "priority=5", opts=("--strict",))
+    # check_overlap: same priority, matches that share packets.
+    r = lab.ofctl("add-flow", "check_overlap,priority=10,ip,actions=output:3", check=False)
+    assert r.returncode != 0 and "OFPFMFC_OVERLAP" in r.stderr, r.stderr
+    lab.ofctl("add-flow", "check_overlap,priority=11,ip,actions=output:3")
+    assert len(flows_of(lab)) == 2
+
+
+def raw_conn(lab: Lab) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(str(lab.tmp / "of.sock"))
+    s.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))  # hello, no bitmap
+    hdr = s.recv(8, socket.MSG_WAITALL)
+    assert hdr[:2] == bytes([4, 0]), hdr
+    s.recv(struct.unpack("!H", hdr[2:4])[0] - 8, socket.MSG_WAITALL)
+    return s
+
+
+def recv_msg(s: socket.socket) -> bytes:
+    hdr = s.recv(8, socket.MSG_WAITALL)
+    assert len(hdr) == 8, "connection closed"
+    n = struct.unpack("!H", hdr[2:4])[0]
+    return hdr + s.recv(n - 8, socket.MSG_WAITALL)
+
+
+def flow_mod(xid: int, oxms: bytes) -> bytes:
+    body = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, 0, 0, 0, 100, 0xFFFFFFFF, 0xFFFFFFFF,
+                       0xFFFFFFFF, 0)
+    mlen = 4 + len(oxms)
+    m = struct.pack("!HH", 1, mlen) + oxms + b"\0" * ((mlen + 7) // 8 * 8 - mlen)
+    msg = body + m
+    return struct.pack("!BBHI", 4, 14, 8 + len(msg), xid) + msg
+
+
+def test_raw_errors_and_framing(lab: Lab) -> None:
+    s = raw_conn(lab)
+    # tcp_dst without ip_proto: OFPET_BAD_MATCH / OFPBMC_BAD_PREREQ.
+    s.sendall(flow_mod(7, bytes([0x80, 0, 14 << 1, 2, 0, 80])))
+    e = recv_msg(s)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (7, 4, 9), e.hex()
+    # A flow-mod cut short (length field says so): BAD_REQUEST / BAD_LEN.
+    s.sendall(struct.pack("!BBHI", 4, 14, 16, 8) + b"\0" * 8)
+    e = recv_msg(s)
+    assert struct.unpack("!IHH", e[4:12]) == (8, 1, 6), e.hex()
+    # Echo still answered on the same connection.
+    s.sendall(struct.pack("!BBHI", 4, 2, 12, 9) + b"ping")
+    e = recv_msg(s)
+    assert e[1] == 3 and e[8:] == b"ping"
+    # Length below a header: error, then the connection is closed.
+    s.sendall(struct.pack("!BBHI", 4, 20, 4, 10))
+    e = recv_msg(s)
+    assert struct.unpack("!HH", e[8:12]) == (1, 6)
+    assert s.recv(1) == b""
+    s.close()
+    # The switch still serves ovs-ofctl afterwards.
+    assert "n_tables:255" in lab.ofctl("show").stdout
