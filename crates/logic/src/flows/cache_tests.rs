@@ -537,3 +537,55 @@ fn pipelines_that_cannot_be_cached_still_classify_right() {
     let d = f.dump(None);
     assert_eq!(d["cache"]["hits"], 0, "{}", d["cache"]);
 }
+
+/// Two frames of the same key whose pipelines differ: a TTL that makes
+/// `dec_ttl` drop (the rewrite after it is skipped), and an IPv4 header cut
+/// short (`mod_nw_dst` cannot rewrite it), each followed by a lookup of the
+/// rewritten field. In either order in one batch, each gets its own
+/// pipeline (the cache's key holds the TTL and the header bits).
+#[test]
+fn the_ttl_and_the_headers_rewrites_need_are_part_of_the_cache_key() {
+    let f = build(1024);
+    for t in [
+        "priority=5,ip,actions=dec_ttl,mod_nw_dst:10.0.0.5,goto_table:1",
+        "table=1,priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+        "table=1,priority=1,actions=output:3",
+    ] {
+        assert!(add(&f, t), "{t}");
+    }
+    let mut ttl1 = udp_to(80);
+    ttl1[22] = 1;
+    let mut ttl2 = udp_to(80);
+    ttl2[22] = 2;
+    let policy = Verdict::Drop(DropReason::Policy);
+    for _ in 0..2 {
+        let v = run(&f, 1, &[ttl1.clone(), ttl2.clone(), ttl1.clone()]).0;
+        assert_eq!(v, [policy, Verdict::Port(2), policy]);
+        let v = run(&f, 1, &[ttl2.clone(), ttl1.clone(), ttl2.clone()]).0;
+        assert_eq!(v, [Verdict::Port(2), policy, Verdict::Port(2)]);
+    }
+
+    let g = build(1024);
+    for t in [
+        "priority=5,ip,actions=mod_nw_dst:10.0.0.5,goto_table:1",
+        "table=1,priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+        "table=1,priority=1,actions=output:3",
+    ] {
+        assert!(add(&g, t), "{t}");
+    }
+    // A whole IPv4 header of all-zero fields, and one cut short: same key.
+    let mut whole = udp_to(80);
+    whole[15..34].fill(0);
+    whole[14] = 0x45;
+    whole[34..].fill(0);
+    let mut cut = whole.clone();
+    cut.truncate(30);
+    assert_eq!(extract(&whole, 1), extract(&cut, 1));
+    for _ in 0..2 {
+        let v = run(&g, 1, &[cut.clone(), whole.clone()]).0;
+        assert_eq!(v, [Verdict::Port(3), Verdict::Port(2)]);
+        let v = run(&g, 1, &[whole.clone(), cut.clone()]).0;
+        assert_eq!(v, [Verdict::Port(2), Verdict::Port(3)]);
+    }
+    assert!(g.dump(None)["cache"]["hits"].as_u64().unwrap() > 0);
+}
