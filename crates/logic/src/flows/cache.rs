@@ -31,10 +31,12 @@
 //! in memory, only by the workers that use them).
 
 use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::key::Key;
 use super::Rule;
+use crate::Verdict;
 
 /// Workers with a cache (indices at or above go through the classifier).
 /// (The fabric runs at most 64 workers.)
@@ -59,6 +61,11 @@ pub struct Entry {
     /// 1 + the table that missed at the end, or 0.
     pub miss: u8,
     pub rules: [*const Rule; MAX_RULES],
+    /// The pipeline only outputs (at most once) or drops: `verdict` is its
+    /// verdict, no action needs to run.
+    pub pure: bool,
+    /// Written whenever `pure` is (zeroed entries never read it).
+    pub verdict: MaybeUninit<Verdict>,
 }
 
 #[derive(Default)]
@@ -88,8 +95,8 @@ impl Cache {
         assert!(per == 0 || per.is_power_of_two());
         let n = if per == 0 { 0 } else { per * WORKERS };
         let entries = Box::<[UnsafeCell<Entry>]>::new_zeroed_slice(n);
-        // SAFETY: an all-zero Entry is valid (integers, null pointers) and
-        // UnsafeCell has its content's layout.
+        // SAFETY: an all-zero Entry is valid (integers, null pointers,
+        // false, MaybeUninit) and UnsafeCell has its content's layout.
         let entries = unsafe { entries.assume_init() };
         Cache {
             entries,
