@@ -10,6 +10,9 @@
 //!   the frames miss before a priority-0 catch-all (every subtable probed
 //!   on a cache miss), 64 concurrent flows.
 //!
+//! - `flows_parts`: where a packet's time goes: key extraction (general
+//!   and straight-line), the cache's hash, per 256 frames.
+//!
 //! (Mirroring, (d), goes through the fabric: `cargo bench -p fabric --bench
 //! fabric -- f_mirror`.)
 //!
@@ -224,6 +227,42 @@ fn rules(c: &mut Criterion) {
     g.finish();
 }
 
+fn parts(c: &mut Criterion) {
+    use logic::flows::{extract_fast, extract_general};
+    let mut g = c.benchmark_group("flows_parts");
+    g.throughput(Throughput::Elements(BATCH as u64));
+    let frames: Vec<Vec<u8>> = (0..BATCH).map(|_| frame()).collect();
+    g.bench_function("extract_general", |b| {
+        b.iter_custom(|it| {
+            timed("parts extract_general", it, || {
+                for f in &frames {
+                    std::hint::black_box(extract_general(std::hint::black_box(f), 0));
+                }
+            })
+        })
+    });
+    g.bench_function("extract_fast", |b| {
+        b.iter_custom(|it| {
+            timed("parts extract_fast", it, || {
+                for f in &frames {
+                    std::hint::black_box(extract_fast(std::hint::black_box(f), 0));
+                }
+            })
+        })
+    });
+    let keys: Vec<_> = frames.iter().map(|f| extract_general(f, 0)).collect();
+    g.bench_function("hash", |b| {
+        b.iter_custom(|it| {
+            timed("parts hash", it, || {
+                for k in &keys {
+                    std::hint::black_box(std::hint::black_box(k).hash_with(0x140));
+                }
+            })
+        })
+    });
+    g.finish();
+}
+
 fn summary() {
     let r = RESULTS.lock().unwrap().clone();
     let patch = r.iter().find(|e| e.0 == "a patch").map(|e| e.1);
@@ -252,7 +291,7 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(200))
         .measurement_time(Duration::from_millis(600))
         .sample_size(10);
-    targets = concurrent, rules
+    targets = concurrent, rules, parts
 }
 
 fn main() {

@@ -32,7 +32,8 @@
 //! fields zero (they match only flows that do not look at them, or match 0).
 //!
 //! Configuration: `{"flows": ["table=0,priority=10,in_port=1,actions=output:2", ...]}`
-//! (optional; `null` = empty tables).
+//! (optional; `null` = empty tables), `"cache": N` (entries per worker of
+//! the exact-match cache, a power of two; 0 = none; default 8192).
 //!
 //! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
 //!
@@ -46,7 +47,9 @@
 //! never waits for or blocks a worker, and a command carrying many flows is
 //! one swap. Counters are atomics striped per worker (four stripes, each on
 //! its own cache line), shared by successive snapshots of a flow, and added
-//! once per batch (per table) or per run of hits on one flow.
+//! once per batch (per table) or per run of hits on one flow. In front of
+//! the classifier, a per-worker exact-match cache (`cache.rs`) maps a
+//! packet's key to the flows its pipeline hits, valid for one snapshot.
 
 mod cache;
 mod key;
@@ -59,7 +62,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
-pub use key::{extract, Field, Key};
+pub use key::{extract, extract_fast, extract_general, Field, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
 use crate::args::Args;
