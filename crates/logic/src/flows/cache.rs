@@ -26,11 +26,10 @@
 //! Ownership: a worker claims its slot for a batch with an atomic flag
 //! (`claim`); a second caller with the same worker index at the same time
 //! (never the fabric's own workers) goes through the classifier instead. No
-//! lock is waited on, nothing is allocated: the entries are one zeroed
-//! allocation made when the logic is built (pages are touched, so paid for
-//! in memory, only by the workers that use them).
+//! lock is waited on, nothing is allocated: the entries are one anonymous
+//! mapping made when the logic is built (zero pages that take memory only
+//! once a worker touches them: an unused worker's entries cost nothing).
 
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -74,8 +73,9 @@ struct Flag(AtomicBool);
 
 /// Every worker's entries.
 pub struct Cache {
-    /// `WORKERS * per` entries, worker `w`'s at `w * per ..`.
-    entries: Box<[UnsafeCell<Entry>]>,
+    /// `WORKERS * per` entries (an anonymous mapping, or null when `per`
+    /// is 0), worker `w`'s at `w * per ..`.
+    entries: *mut Entry,
     per: usize,
     busy: Box<[Flag]>,
 }
@@ -90,19 +90,44 @@ unsafe impl Sync for Cache {}
 unsafe impl Send for Cache {}
 
 impl Cache {
+    fn bytes(&self) -> usize {
+        self.per * WORKERS * std::mem::size_of::<Entry>()
+    }
+
     /// `per` entries per worker (a power of two, or 0: no cache).
-    pub fn new(per: usize) -> Cache {
+    pub fn new(per: usize) -> Result<Cache, String> {
         assert!(per == 0 || per.is_power_of_two());
-        let n = if per == 0 { 0 } else { per * WORKERS };
-        let entries = Box::<[UnsafeCell<Entry>]>::new_zeroed_slice(n);
-        // SAFETY: an all-zero Entry is valid (integers, null pointers,
-        // false, MaybeUninit) and UnsafeCell has its content's layout.
-        let entries = unsafe { entries.assume_init() };
-        Cache {
-            entries,
+        let mut c = Cache {
+            entries: std::ptr::null_mut(),
             per,
             busy: (0..WORKERS).map(|_| Flag::default()).collect(),
+        };
+        if per == 0 {
+            return Ok(c);
         }
+        // SAFETY: a fresh private anonymous mapping; checked below. Its
+        // zero pages are valid entries (integers, null pointers, false,
+        // MaybeUninit), page-aligned (Entry needs 64).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                c.bytes(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            c.per = 0;
+            return Err(format!(
+                "cannot map {} MiB for the exact-match cache: {e}",
+                per * WORKERS * std::mem::size_of::<Entry>() >> 20
+            ));
+        }
+        c.entries = p.cast();
+        Ok(c)
     }
 
     /// Entries per worker.
@@ -143,13 +168,23 @@ impl Claim<'_> {
         (hash as usize) & (self.cache.per - 1)
     }
 
-    /// The entry at `i` (< entries per worker).
+    /// The entry at `i` (taken modulo the entries per worker).
     #[inline]
     pub fn entry(&mut self, i: usize) -> &mut Entry {
-        let c = &self.cache.entries[self.base + (i & (self.cache.per - 1))];
-        // SAFETY: this claim is the only one of the worker (busy flag), and
-        // `&mut self` makes the returned borrow unique.
-        unsafe { &mut *c.get() }
+        let i = self.base + (i & (self.cache.per - 1));
+        // SAFETY: i < WORKERS * per (base = w * per, w < WORKERS), inside
+        // the mapping; this claim is the only one of the worker (busy
+        // flag), and `&mut self` makes the returned borrow unique.
+        unsafe { &mut *self.cache.entries.add(i) }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if !self.entries.is_null() {
+            // SAFETY: our mapping of this size; no claim outlives `self`.
+            unsafe { libc::munmap(self.entries.cast(), self.bytes()) };
+        }
     }
 }
 

@@ -486,7 +486,7 @@ impl Flows {
             extra_outputs: AtomicU64::new(0),
             groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             writer: Mutex::new(Writer::default()),
-            cache: cache::Cache::new(per),
+            cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
         };
         let texts = flow_texts(&a, false)?;
