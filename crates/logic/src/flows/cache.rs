@@ -123,7 +123,7 @@ impl Cache {
             c.per = 0;
             return Err(format!(
                 "cannot map {} MiB for the exact-match cache: {e}",
-                per * WORKERS * std::mem::size_of::<Entry>() >> 20
+                c.bytes() >> 20
             ));
         }
         c.entries = p.cast();
