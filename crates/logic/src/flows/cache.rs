@@ -120,7 +120,6 @@ impl Cache {
         };
         if p == libc::MAP_FAILED {
             let e = std::io::Error::last_os_error();
-            c.per = 0;
             return Err(format!(
                 "cannot map {} MiB for the exact-match cache: {e}",
                 c.bytes() >> 20
