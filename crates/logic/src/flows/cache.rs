@@ -125,6 +125,11 @@ impl Cache {
                 c.bytes() >> 20
             ));
         }
+        // Huge pages where the kernel has them (transparent): a worker's
+        // entries in one or two TLB entries instead of hundreds (a miss of
+        // the TLB costs more than the probe). Only a hint: failure is fine.
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(p, c.bytes(), libc::MADV_HUGEPAGE) };
         c.entries = p.cast();
         Ok(c)
     }
