@@ -48,6 +48,7 @@ bench: setup
 bench-rust:
 	cargo bench -p fabric --bench fabric
 	cargo bench -p logic --bench logics
+	cargo bench -p logic --bench flows
 	cargo bench -p ports --bench tunnel
 
 # CPU vs p99 latency of the wake-up settings next to testpmd and OVS

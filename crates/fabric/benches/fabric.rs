@@ -14,6 +14,9 @@
 //! - (e) `logic`: `bridge`, `l4filter`, `demux`, `flows` (3 rules; 10 000
 //!   rules over 8 masks, every subtable probed) vs `patch` cost per packet
 //!   through the whole fabric, on 64 B UDP frames (Fig. 16).
+//! - (f) `f_mirror`: `flows` mirroring each frame to 1, 2 and 4 ports
+//!   (`actions=output:1,output:2,...`, one group per output set; seeds/004
+//!   §5.3 (d)), cost per received frame (all copies included) vs `patch`.
 //!
 //! Sources are synthetic ports whose receive queue hands out the same frame
 //! forever (no sender thread competing for the 2 cores); sinks copy every
@@ -571,6 +574,42 @@ fn logics(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------------------------------------------------------------- (f)
+
+fn mirror(c: &mut Criterion) {
+    let mut g = c.benchmark_group("f_mirror");
+    g.throughput(Throughput::Elements(256));
+    let patch = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
+    let mut cases: Vec<(String, Box<dyn Logic>, u64)> = vec![("patch".into(), patch, 1)];
+    for outs in [1u16, 2, 4] {
+        let acts: Vec<String> = (1..=outs).map(|p| format!("output:{p}")).collect();
+        let l = logic::build(
+            "flows",
+            &serde_json::json!({"flows": [format!("in_port=0,udp,actions={}", acts.join(","))]}),
+        )
+        .unwrap();
+        cases.push((format!("flows {outs} outputs"), l, outs as u64));
+    }
+    for (name, l, copies) in &cases {
+        let mut r = rig_with(&udp_frame(64), 256, 4, 0);
+        assert_eq!(
+            r.step(l.as_ref()),
+            256 * copies,
+            "{name} must deliver {copies} copies of every frame"
+        );
+        // Cost per received frame, every copy included.
+        g.bench_function(BenchmarkId::new("logic", name), |b| {
+            b.iter_custom(|it| {
+                timed("f", name, it, || {
+                    r.step(l.as_ref());
+                    256
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 // ---------------------------------------------------------------- summary
 
 fn summary() {
@@ -599,6 +638,7 @@ fn summary() {
             }
             "d" => get("d", "workers 1").map(|m| ("1 worker", m)),
             "e" => get("e", "patch").map(|m| ("patch", m)),
+            "f" => get("f", "patch").map(|m| ("patch", m)),
             _ => None,
         };
         let mpps = 1e3 / ns;
@@ -625,7 +665,7 @@ fn summary() {
 criterion_group! {
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1)).sample_size(20);
-    targets = size_batch, idle_ports, fanout, incast, logics
+    targets = size_batch, idle_ports, fanout, incast, logics, mirror
 }
 
 fn main() {

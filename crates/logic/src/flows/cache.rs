@@ -1,0 +1,199 @@
+//! Per-worker exact-match cache in front of the tuple-space classifier.
+//!
+//! Each worker owns a direct-mapped array of entries. An entry maps a
+//! packet's full key (in_port included) plus its [`super::key::meta`] bits
+//! to the flows the pipeline hit, in order (at most [`MAX_RULES`]), and the
+//! table that missed, if any. A hit replays those flows' actions on the
+//! packet without a single classifier lookup.
+//!
+//! Why the flows hit are a function of (key, meta): a table's choice
+//! depends only on the key at that point; `mod_dl_*` sets key fields;
+//! `mod_nw_*` / `mod_tp_*` change the key's field exactly when the frame
+//! has the IPv4 / TCP-UDP header they rewrite (the `IP4` / `L4` bits);
+//! whether `dec_ttl` drops (after which rewrites are skipped) depends on
+//! the TTL (the low 8 bits). `pop_vlan` brings in an inner tag the key does
+//! not hold, so a pipeline that looks up a table after a `pop_vlan` is not
+//! cached; neither is one hitting more than [`MAX_RULES`] flows.
+//!
+//! Invalidation: every entry carries the generation of the snapshot it
+//! was filled from; every snapshot gets a new generation when it is built
+//! (`Snapshot`'s `Clone` draws one), and an entry is used only while the
+//! worker's loaded snapshot has the same generation. So after a swap no
+//! entry of an older snapshot is served, and the flow pointers an entry
+//! holds are alive whenever they are used (the worker holds the snapshot
+//! they belong to).
+//!
+//! Ownership: a worker claims its slot for a batch with an atomic flag
+//! (`claim`); a second caller with the same worker index at the same time
+//! (never the fabric's own workers) goes through the classifier instead. No
+//! lock is waited on, nothing is allocated: the entries are one anonymous
+//! mapping made when the logic is built (zero pages that take memory only
+//! once a worker touches them: an unused worker's entries cost nothing).
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::key::Key;
+use super::Rule;
+use crate::Verdict;
+
+/// Workers with a cache (indices at or above go through the classifier).
+/// (The fabric runs at most 64 workers.)
+pub const WORKERS: usize = 64;
+/// Flows per cached pipeline.
+pub const MAX_RULES: usize = 4;
+/// Default entries per worker.
+pub const DEFAULT_ENTRIES: usize = 8192;
+/// Largest entries per worker the configuration accepts.
+pub const MAX_ENTRIES: usize = 1 << 20;
+
+/// One cached pipeline (two cache lines).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub struct Entry {
+    pub key: Key,
+    /// Snapshot generation; 0 (never a snapshot's) = empty.
+    pub gen: u64,
+    pub meta: u32,
+    /// Flows in `rules`.
+    pub n: u8,
+    /// 1 + the table that missed at the end, or 0.
+    pub miss: u8,
+    pub rules: [*const Rule; MAX_RULES],
+    /// The pipeline only outputs (at most once) or drops: `verdict` is its
+    /// verdict, no action needs to run.
+    pub pure: bool,
+    /// Written whenever `pure` is (zeroed entries never read it).
+    pub verdict: MaybeUninit<Verdict>,
+}
+
+#[derive(Default)]
+#[repr(align(64))]
+struct Flag(AtomicBool);
+
+/// Every worker's entries.
+pub struct Cache {
+    /// `WORKERS * per` entries (an anonymous mapping, or null when `per`
+    /// is 0), worker `w`'s at `w * per ..`.
+    entries: *mut Entry,
+    per: usize,
+    busy: Box<[Flag]>,
+}
+
+// SAFETY: an entry range is only accessed through a `Claim`, of which at
+// most one exists per worker at a time (the `busy` flag, taken with
+// Acquire and released with Release, orders successive claims). The raw
+// flow pointers are only dereferenced while the snapshot holding the flows
+// is loaded (see the module comment).
+unsafe impl Sync for Cache {}
+// SAFETY: as above; the pointers are never freed through the cache.
+unsafe impl Send for Cache {}
+
+impl Cache {
+    fn bytes(&self) -> usize {
+        self.per * WORKERS * std::mem::size_of::<Entry>()
+    }
+
+    /// `per` entries per worker (a power of two, or 0: no cache).
+    pub fn new(per: usize) -> Result<Cache, String> {
+        assert!(per == 0 || per.is_power_of_two());
+        let mut c = Cache {
+            entries: std::ptr::null_mut(),
+            per,
+            busy: (0..WORKERS).map(|_| Flag::default()).collect(),
+        };
+        if per == 0 {
+            return Ok(c);
+        }
+        // SAFETY: a fresh private anonymous mapping; checked below. Its
+        // zero pages are valid entries (integers, null pointers, false,
+        // MaybeUninit), page-aligned (Entry needs 64).
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                c.bytes(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(format!(
+                "cannot map {} MiB for the exact-match cache: {e}",
+                c.bytes() >> 20
+            ));
+        }
+        // Huge pages where the kernel has them (transparent): a worker's
+        // entries in one or two TLB entries instead of hundreds (a miss of
+        // the TLB costs more than the probe). Only a hint: failure is fine.
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(p, c.bytes(), libc::MADV_HUGEPAGE) };
+        c.entries = p.cast();
+        Ok(c)
+    }
+
+    /// Entries per worker.
+    pub fn per_worker(&self) -> usize {
+        self.per
+    }
+
+    /// Worker `w`'s entries for one batch; None if there is no cache, no
+    /// slot for `w`, or another caller holds it right now.
+    #[inline]
+    pub fn claim(&self, w: u16) -> Option<Claim<'_>> {
+        let w = w as usize;
+        if self.per == 0 || w >= WORKERS {
+            return None;
+        }
+        if self.busy[w].0.swap(true, Ordering::Acquire) {
+            return None;
+        }
+        Some(Claim {
+            cache: self,
+            base: w * self.per,
+            w,
+        })
+    }
+}
+
+/// Exclusive use of one worker's entries.
+pub struct Claim<'a> {
+    cache: &'a Cache,
+    base: usize,
+    w: usize,
+}
+
+impl Claim<'_> {
+    /// Index of `hash` in this worker's entries.
+    #[inline]
+    pub fn index(&self, hash: u64) -> usize {
+        (hash as usize) & (self.cache.per - 1)
+    }
+
+    /// The entry at `i` (taken modulo the entries per worker).
+    #[inline]
+    pub fn entry(&mut self, i: usize) -> &mut Entry {
+        let i = self.base + (i & (self.cache.per - 1));
+        // SAFETY: i < WORKERS * per (base = w * per, w < WORKERS), inside
+        // the mapping; this claim is the only one of the worker (busy
+        // flag), and `&mut self` makes the returned borrow unique.
+        unsafe { &mut *self.cache.entries.add(i) }
+    }
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        if !self.entries.is_null() {
+            // SAFETY: our mapping of this size; no claim outlives `self`.
+            unsafe { libc::munmap(self.entries.cast(), self.bytes()) };
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.cache.busy[self.w].0.store(false, Ordering::Release);
+    }
+}

@@ -1,0 +1,591 @@
+//! The fast path: the straight-line key extraction agrees with the general
+//! one, and the exact-match cache changes nothing but the cost: same
+//! verdicts, bytes and counters as the classifier alone and as a naive
+//! linear-scan interpreter written here, and no stale result after any
+//! command.
+
+use super::*;
+use crate::testutil::udp4;
+use proptest::prelude::*;
+use serde_json::json;
+
+fn build(cache: usize) -> Flows {
+    Flows::from_config(&json!({ "cache": cache })).unwrap()
+}
+
+fn add(f: &Flows, t: &str) -> bool {
+    f.command("add", &json!({ "flow": t })).is_ok()
+}
+
+/// Verdicts of one batch of copies of `frames` (worker 0), and the frames
+/// after (as the views show them: a popped tag is gone).
+fn run(f: &Flows, ingress: PortId, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
+    let mut frames = frames.to_vec();
+    let mut v = vec![Verdict::Flood; frames.len()];
+    let after = fabric::with_frames(&mut frames, ingress, 0, |pkts| {
+        f.classify(
+            &Ctx {
+                now_ns: 0,
+                worker: 0,
+            },
+            ingress,
+            pkts,
+            &mut v,
+        );
+        pkts.iter().map(|p| p.data().to_vec()).collect()
+    });
+    (v, after)
+}
+
+/// A verdict with a group replaced by its ports (group numbers are the
+/// logic's own).
+#[derive(Debug, PartialEq, Eq, Clone)]
+enum Out {
+    V(Verdict),
+    G(Vec<PortId>),
+}
+
+fn norm(f: &Flows, v: Verdict) -> Out {
+    match v {
+        Verdict::Group(g) => Out::G(f.group_members(g).to_vec()),
+        v => Out::V(v),
+    }
+}
+
+// ------------------------------------------------------------ reference
+
+/// One flow as the reference sees it.
+struct RefFlow {
+    table: u8,
+    priority: u16,
+    key: Key,
+    mask: Key,
+    actions: Vec<Action>,
+    goto: Option<u8>,
+}
+
+/// Naive interpreter: linear scan per table, the general key extractor,
+/// actions one by one.
+fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
+    let mut table = 0u8;
+    let mut out: Option<Out> = None;
+    loop {
+        let k = key::extract_general(frame, ingress);
+        // Highest priority; equal: the earliest in `flows` (installation order).
+        let mut best: Option<&RefFlow> = None;
+        for r in flows.iter().filter(|r| r.table == table) {
+            if k.and(&r.mask) == r.key && best.is_none_or(|b| r.priority > b.priority) {
+                best = Some(r);
+            }
+        }
+        let Some(r) = best else {
+            return out.unwrap_or(Out::V(Verdict::Drop(DropReason::NoMatch)));
+        };
+        let flood = r
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::Flood | Action::All));
+        let outs: Vec<PortId> = r
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Output(p) => Some(*p),
+                _ => None,
+            })
+            .collect();
+        let mut group_done = false;
+        for a in &r.actions {
+            let o = match *a {
+                Action::Output(_) if flood => continue,
+                Action::Output(_) if outs.len() > 1 => {
+                    if group_done {
+                        continue;
+                    }
+                    group_done = true;
+                    let mut g = outs.clone();
+                    g.sort_unstable();
+                    g.dedup();
+                    Out::G(g)
+                }
+                Action::Output(p) if p == ingress => Out::V(Verdict::Drop(DropReason::Hairpin)),
+                Action::Output(p) => Out::V(Verdict::Port(p)),
+                Action::Flood | Action::All => Out::V(Verdict::Flood),
+                Action::InPort => Out::V(Verdict::Port(ingress)),
+                Action::Group(_) => unreachable!("never parsed"),
+                _ if out.is_some() => continue,
+                Action::SetDlSrc(m) => {
+                    write_mac(frame, 6, m);
+                    continue;
+                }
+                Action::SetDlDst(m) => {
+                    write_mac(frame, 0, m);
+                    continue;
+                }
+                Action::DecTtl => {
+                    if !dec_ttl(frame) {
+                        out = Some(Out::V(Verdict::Drop(DropReason::Policy)));
+                    }
+                    continue;
+                }
+                Action::SetNwSrc(a) => {
+                    set_ip4(frame, 12, a);
+                    continue;
+                }
+                Action::SetNwDst(a) => {
+                    set_ip4(frame, 16, a);
+                    continue;
+                }
+                Action::SetTpSrc(p) => {
+                    set_tp(frame, 0, p);
+                    continue;
+                }
+                Action::SetTpDst(p) => {
+                    set_tp(frame, 2, p);
+                    continue;
+                }
+                Action::PopVlan => {
+                    if frame.len() >= 18
+                        && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
+                            frame[12], frame[13],
+                        ]))
+                    {
+                        frame.drain(12..16);
+                    }
+                    continue;
+                }
+            };
+            if out.is_none() {
+                out = Some(o);
+            }
+        }
+        match r.goto {
+            Some(g) => table = g,
+            None => return out.unwrap_or(Out::V(Verdict::Drop(DropReason::Policy))),
+        }
+    }
+}
+
+// ------------------------------------------------------------ generators
+
+fn match_text(shape: u8, a: u8, b: u8) -> String {
+    match shape % 9 {
+        0 => String::new(),
+        1 => "udp".into(),
+        2 => format!("udp,tp_dst={}", a % 4),
+        3 => format!("ip,nw_dst=10.0.{}.0/24", a % 4),
+        4 => format!("udp,nw_dst=10.0.{}.{},tp_dst={}", a % 4, b % 4, b % 3),
+        5 => format!("dl_vlan={}", 1 + a % 2),
+        6 => format!("in_port={}", a % 3),
+        7 => format!("dl_dst=02:00:00:00:00:0{}", a % 3),
+        _ => format!("ip,nw_src=10.9.{}.1", a % 2),
+    }
+}
+
+fn action_text(kind: u8, a: u8, ip: bool, l4: bool) -> Option<String> {
+    Some(match kind % 10 {
+        0 | 1 => format!("output:{}", a % 4),
+        2 => "flood".into(),
+        3 => format!("mod_dl_dst:02:00:00:00:00:0{}", a % 3),
+        4 if ip => format!("mod_nw_dst:10.0.{}.{}", a % 4, (a / 4) % 4),
+        5 if l4 => format!("mod_tp_dst:{}", a % 4),
+        6 => "dec_ttl".into(),
+        7 => "strip_vlan".into(),
+        8 if ip => format!("mod_nw_src:10.9.{}.1", a % 2),
+        _ => return None,
+    })
+}
+
+/// A flow text: table, priority, match shape and values, actions, goto.
+type FlowGen = (u8, u8, u8, u8, u8, Vec<(u8, u8)>, u8);
+
+fn flow_text(g: &FlowGen) -> String {
+    let &(table, prio, shape, a, b, ref acts, goto) = g;
+    let table = table % 4;
+    let m = match_text(shape, a, b);
+    let ip = m.starts_with("ip") || m.starts_with("udp");
+    let l4 = m.starts_with("udp");
+    let mut actions: Vec<String> = acts
+        .iter()
+        .filter_map(|&(k, v)| action_text(k, v, ip, l4))
+        .collect();
+    if goto % 3 != 0 && table < 3 {
+        actions.push(format!("goto_table:{}", table + 1 + goto % (3 - table)));
+    }
+    let actions = if actions.is_empty() {
+        "drop".into()
+    } else {
+        actions.join(",")
+    };
+    let sep = if m.is_empty() { "" } else { "," };
+    format!(
+        "table={table},priority={}{sep}{m},actions={actions}",
+        prio % 4
+    )
+}
+
+/// A packet: in_port, dst IP bytes, dport, ttl, vlan, length cut.
+type PktGen = (u16, u8, u8, u16, u8, u8, u8, u8);
+
+fn packet(g: &PktGen) -> (PortId, Vec<u8>) {
+    let &(in_port, c, d, dport, ttl, vlan, cut, mac) = g;
+    let mut f = udp4(
+        [2, 0, 0, 0, 0, 9],
+        [2, 0, 0, 0, 0, mac % 3],
+        [10, 0, 0, 1],
+        [10, 0, c % 4, d % 4],
+        1000,
+        dport % 4,
+    );
+    f[22] = ttl % 4;
+    if vlan % 3 != 0 {
+        let tag = [0x81, 0x00, 0x00, vlan % 3];
+        f.splice(12..12, tag);
+    }
+    match cut % 6 {
+        1 => f.truncate(30),
+        2 => f.truncate(37),
+        3 => f.truncate(40),
+        _ => {}
+    }
+    (in_port % 3, f)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fast_key_extraction_agrees_with_the_general_one(
+        frames in crate::testutil::random_frames(),
+        ip4 in proptest::collection::vec((any::<[u8; 64]>(), 14usize..=64, any::<u8>()), 1..20),
+    ) {
+        let more = ip4.into_iter().map(|(mut b, len, proto)| {
+            b[12] = 0x08;
+            b[13] = 0x00;
+            b[14] = 0x45;
+            b[23] = [1, 6, 17, 58, 132, proto][proto as usize % 6];
+            if proto & 0x40 != 0 {
+                b[20] = 0;
+                b[21] = 0;
+            }
+            b[..len].to_vec()
+        });
+        for f in frames.into_iter().chain(more) {
+            let general = key::extract_general(&f, 7);
+            prop_assert_eq!(extract(&f, 7), general);
+            if let Some((k, m)) = key::extract_fast(&f, 7) {
+                prop_assert_eq!(k, general);
+                // The meta bits as the rewriting actions see the frame.
+                let ttl = ttl_at(&f).map_or(0, |(o, _)| f[o] as u32);
+                let (ip, l4) = match ip4_offsets(&f) {
+                    Some((_, l4)) => (true, l4.is_some()),
+                    None => (false, false),
+                };
+                prop_assert_eq!(m & 0xff, ttl);
+                prop_assert_eq!(m & key::meta::IP4 != 0, ip);
+                prop_assert_eq!(m & key::meta::L4 != 0, l4);
+            }
+        }
+    }
+
+    /// The cache (cold, then warm), the classifier alone and the naive
+    /// interpreter give the same verdicts and bytes; the cached and
+    /// uncached logics the same counters.
+    #[test]
+    fn the_cache_agrees_with_the_classifier_and_a_linear_scan(
+        flows in proptest::collection::vec(
+            (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(),
+             proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4), any::<u8>()),
+            1..24),
+        pkts in proptest::collection::vec(
+            (any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
+            1..40),
+        random in crate::testutil::random_frames(),
+    ) {
+        let cached = build(64);
+        let plain = build(0);
+        let mut refs: Vec<RefFlow> = Vec::new();
+        for g in &flows {
+            let t = flow_text(g);
+            let ok = add(&cached, &t);
+            prop_assert_eq!(add(&plain, &t), ok, "{}", t);
+            if ok {
+                let s = parse(&t).unwrap();
+                let (table, priority) = (s.table.unwrap_or(0), s.priority.unwrap_or(DEFAULT_PRIORITY));
+                // A flow of the same table, match and priority is replaced
+                // (the new one counts as installed last).
+                refs.retain(|r| !(r.table == table && r.priority == priority && r.key == s.key && r.mask == s.mask));
+                refs.push(RefFlow { table, priority, key: s.key, mask: s.mask, actions: s.actions.unwrap(), goto: s.goto });
+            }
+        }
+        let mut total = 0u64;
+        // Packets by ingress, as batches (a batch has one ingress).
+        for ingress in 0..3u16 {
+            let mut frames: Vec<Vec<u8>> = pkts.iter().map(packet).filter(|(i, _)| *i == ingress).map(|(_, f)| f).collect();
+            if ingress == 0 {
+                frames.extend(random.iter().cloned());
+            }
+            if frames.is_empty() {
+                continue;
+            }
+            let (v_plain, b_plain) = run(&plain, ingress, &frames);
+            for pass in 0..3 {
+                total += frames.len() as u64;
+                let (v, b) = run(&cached, ingress, &frames);
+                for i in 0..frames.len() {
+                    prop_assert_eq!(norm(&cached, v[i]), norm(&plain, v_plain[i]), "pass {} frame {}", pass, i);
+                    prop_assert_eq!(&b[i], &b_plain[i], "pass {} frame {}", pass, i);
+                }
+            }
+            for _ in 1..3 {
+                run(&plain, ingress, &frames);
+            }
+            for (i, f) in frames.iter().enumerate() {
+                let mut f = f.clone();
+                let want = reference(&refs, ingress, &mut f);
+                prop_assert_eq!(norm(&plain, v_plain[i]), want, "frame {}: {:02x?}", i, &frames[i]);
+                prop_assert_eq!(&f, &b_plain[i], "frame {}", i);
+            }
+        }
+        let (dc, dp) = (cached.dump(None), plain.dump(None));
+        prop_assert_eq!(&dc["flows"], &dp["flows"]);
+        prop_assert_eq!(&dc["tables"], &dp["tables"]);
+        prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);
+        let c = &dc["cache"];
+        prop_assert_eq!(c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(), total, "{}", c);
+    }
+}
+
+// ------------------------------------------------------------ invalidation
+
+fn udp_to(dport: u16) -> Vec<u8> {
+    udp4(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        1000,
+        dport,
+    )
+}
+
+/// Classifies `frame` three times (the last two from the cache) and
+/// checks every answer.
+fn check(f: &Flows, frame: &[u8], want: Verdict, what: &str) {
+    let hits = f.dump(None)["cache"]["hits"].as_u64().unwrap();
+    for _ in 0..3 {
+        let (v, _) = run(f, 1, &[frame.to_vec()]);
+        assert_eq!(v[0], want, "{what}");
+    }
+    let now = f.dump(None)["cache"]["hits"].as_u64().unwrap();
+    assert!(
+        now >= hits + 2,
+        "{what}: served from the cache ({hits} -> {now})"
+    );
+}
+
+#[test]
+fn every_command_kind_invalidates_the_cache() {
+    let f = build(1024);
+    let p = udp_to(80);
+    let c = |cmd: &str, args: Value| f.command(cmd, &args).unwrap();
+    c("add", json!({"flow": "priority=1,udp,actions=output:2"}));
+    check(&f, &p, Verdict::Port(2), "first flow");
+    // A new flow that outranks the cached one.
+    c(
+        "add",
+        json!({"flow": "priority=5,udp,tp_dst=80,actions=output:3"}),
+    );
+    check(&f, &p, Verdict::Port(3), "add");
+    // The same flow replaced (same match and priority).
+    c(
+        "add",
+        json!({"flow": "priority=5,udp,tp_dst=80,actions=output:4"}),
+    );
+    check(&f, &p, Verdict::Port(4), "add replacing");
+    // Non-strict modify of every udp flow.
+    c("modify", json!({"flow": "udp,actions=output:5"}));
+    check(&f, &p, Verdict::Port(5), "modify");
+    // Strict modify of one flow.
+    c(
+        "modify",
+        json!({"flow": "priority=5,udp,tp_dst=80,actions=output:6", "strict": true}),
+    );
+    check(&f, &p, Verdict::Port(6), "modify strict");
+    // A later table reached through goto, then changed.
+    c(
+        "modify",
+        json!({"flow": "priority=5,udp,tp_dst=80,actions=goto_table:1", "strict": true}),
+    );
+    check(
+        &f,
+        &p,
+        Verdict::Drop(DropReason::NoMatch),
+        "goto to an empty table",
+    );
+    c("add", json!({"flow": "table=1,actions=output:7"}));
+    check(&f, &p, Verdict::Port(7), "add in a later table");
+    c("delete", json!({"flow": "table=1"}));
+    check(
+        &f,
+        &p,
+        Verdict::Drop(DropReason::NoMatch),
+        "delete in a later table",
+    );
+    // Strict delete: the priority-1 flow takes over.
+    c(
+        "delete",
+        json!({"flow": "priority=5,udp,tp_dst=80", "strict": true}),
+    );
+    check(&f, &p, Verdict::Port(5), "delete strict");
+    // Delete everything.
+    c("delete", json!({}));
+    check(&f, &p, Verdict::Drop(DropReason::NoMatch), "delete all");
+    // A refused command changes nothing (and the cache still serves).
+    assert!(f
+        .command("add", &json!({"flow": "udp,actions=mod_tp_dst:1,output:1,mod_dl_dst:02:00:00:00:00:01,output:2"}))
+        .is_err());
+    check(&f, &p, Verdict::Drop(DropReason::NoMatch), "refused add");
+}
+
+#[test]
+fn no_stale_result_while_a_worker_classifies_across_swaps() {
+    use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+    let f = Arc::new(build(1024));
+    f.command("add", &json!({"flow": "udp,actions=output:1"}))
+        .unwrap();
+    // The port the installed flow outputs to; a batch classified after a
+    // swap that the worker observed must never see an older port.
+    let current = Arc::new(AtomicU16::new(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let (f, current, stop) = (f.clone(), current.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let frames: Vec<Vec<u8>> = (0..32).map(|_| udp_to(80)).collect();
+            let mut batches = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                // Read before classifying: the flow installed then (or a
+                // later one) must be what the batch sees.
+                let floor = current.load(Ordering::Acquire);
+                let (v, _) = run(&f, 1000, &frames);
+                for v in v {
+                    let Verdict::Port(p) = v else { panic!("{v:?}") };
+                    assert!(
+                        p >= floor,
+                        "stale: port {p} after flow {floor} was installed"
+                    );
+                }
+                batches += 1;
+            }
+            batches
+        })
+    };
+    for port in 2..300u16 {
+        f.command(
+            "modify",
+            &json!({"flow": format!("udp,actions=output:{port}")}),
+        )
+        .unwrap();
+        current.store(port, Ordering::Release);
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Release);
+    let batches = worker.join().unwrap();
+    assert!(batches > 0);
+    assert!(f.dump(None)["cache"]["hits"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_bad_cache_size_is_refused() {
+    for bad in [json!(3), json!(-1), json!("big"), json!(1u64 << 21)] {
+        let e = Flows::from_config(&json!({ "cache": bad }))
+            .err()
+            .expect("refused");
+        assert!(e.contains("\"cache\""), "{e}");
+    }
+    assert_eq!(build(0).dump(None)["cache"]["entries_per_worker"], 0);
+    let d = Flows::from_config(&json!(null)).unwrap().dump(None);
+    assert_eq!(d["cache"]["entries_per_worker"], cache::DEFAULT_ENTRIES);
+}
+
+#[test]
+fn pipelines_that_cannot_be_cached_still_classify_right() {
+    // A lookup after pop_vlan, and a pipeline of more flows than an entry holds.
+    let f = build(64);
+    for t in [
+        "priority=5,dl_vlan=1,actions=strip_vlan,goto_table:1",
+        "table=1,priority=5,dl_vlan=2,actions=output:2",
+        "table=1,priority=1,actions=output:3",
+        "priority=5,udp,tp_dst=9,actions=goto_table:1",
+        "table=1,priority=9,udp,tp_dst=9,actions=goto_table:2",
+        "table=2,actions=goto_table:3",
+        "table=3,actions=goto_table:4",
+        "table=4,actions=output:4",
+    ] {
+        assert!(add(&f, t), "{t}");
+    }
+    let tagged = |inner: u16| {
+        let mut p = udp_to(80);
+        p.splice(12..12, [0x81, 0x00, 0x00, 0x01]);
+        p.splice(16..16, [0x81, 0x00, 0x00, inner as u8]);
+        p
+    };
+    for _ in 0..3 {
+        assert_eq!(run(&f, 1, &[tagged(2)]).0[0], Verdict::Port(2));
+        assert_eq!(run(&f, 1, &[tagged(3)]).0[0], Verdict::Port(3));
+        assert_eq!(run(&f, 1, &[udp_to(9)]).0[0], Verdict::Port(4));
+    }
+    let d = f.dump(None);
+    assert_eq!(d["cache"]["hits"], 0, "{}", d["cache"]);
+}
+
+/// Two frames of the same key whose pipelines differ: a TTL that makes
+/// `dec_ttl` drop (the rewrite after it is skipped), and an IPv4 header cut
+/// short (`mod_nw_dst` cannot rewrite it), each followed by a lookup of the
+/// rewritten field. In either order in one batch, each gets its own
+/// pipeline (the cache's key holds the TTL and the header bits).
+#[test]
+fn the_ttl_and_the_headers_rewrites_need_are_part_of_the_cache_key() {
+    let f = build(1024);
+    for t in [
+        "priority=5,ip,actions=dec_ttl,mod_nw_dst:10.0.0.5,goto_table:1",
+        "table=1,priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+        "table=1,priority=1,actions=output:3",
+    ] {
+        assert!(add(&f, t), "{t}");
+    }
+    let mut ttl1 = udp_to(80);
+    ttl1[22] = 1;
+    let mut ttl2 = udp_to(80);
+    ttl2[22] = 2;
+    let policy = Verdict::Drop(DropReason::Policy);
+    for _ in 0..2 {
+        let v = run(&f, 1, &[ttl1.clone(), ttl2.clone(), ttl1.clone()]).0;
+        assert_eq!(v, [policy, Verdict::Port(2), policy]);
+        let v = run(&f, 1, &[ttl2.clone(), ttl1.clone(), ttl2.clone()]).0;
+        assert_eq!(v, [Verdict::Port(2), policy, Verdict::Port(2)]);
+    }
+
+    let g = build(1024);
+    for t in [
+        "priority=5,ip,actions=mod_nw_dst:10.0.0.5,goto_table:1",
+        "table=1,priority=5,ip,nw_dst=10.0.0.5,actions=output:2",
+        "table=1,priority=1,actions=output:3",
+    ] {
+        assert!(add(&g, t), "{t}");
+    }
+    // A whole IPv4 header of all-zero fields, and one cut short: same key.
+    let mut whole = udp_to(80);
+    whole[15..34].fill(0);
+    whole[14] = 0x45;
+    whole[34..].fill(0);
+    let mut cut = whole.clone();
+    cut.truncate(30);
+    assert_eq!(extract(&whole, 1), extract(&cut, 1));
+    for _ in 0..2 {
+        let v = run(&g, 1, &[cut.clone(), whole.clone()]).0;
+        assert_eq!(v, [Verdict::Port(3), Verdict::Port(2)]);
+        let v = run(&g, 1, &[whole.clone(), cut.clone()]).0;
+        assert_eq!(v, [Verdict::Port(2), Verdict::Port(3)]);
+    }
+    assert!(g.dump(None)["cache"]["hits"].as_u64().unwrap() > 0);
+}
