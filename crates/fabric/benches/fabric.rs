@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use fabric::port::{Lease, TxLock, TxProducer};
 use fabric::{
     Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxFill,
     RxQueue, Switch, SwitchConfig, TxDrops, TxFrames, TxQueue, Verdict, WakeupMode,
@@ -105,29 +106,44 @@ impl TxQueue for Nowhere {
     fn slots_for(&self, _: usize) -> u32 {
         0
     }
-    unsafe fn free_slots(&self) -> u32 {
-        0
-    }
-    unsafe fn reserve(&self, _: u32) -> u64 {
-        0
-    }
     unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
-    unsafe fn write_burst(&self, _: u64, _: &TxFrames<'_>, _: &mut TxDrops) {}
-    unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
-        false
-    }
+    unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
 }
 
 /// A destination that copies into a ring of 2 KiB slots nobody drains.
 struct Sink {
     mem: Box<[std::cell::UnsafeCell<u8>]>,
     slots: u64,
-    reserved: AtomicU64,
-    published: AtomicU64,
+    /// Slots published so far (a copy of the producer's tail, for the
+    /// timing loop to poll without taking the lock).
+    published: Arc<AtomicU64>,
+    lock: TxLock<SinkProducer>,
 }
 
-// SAFETY: slot ranges are handed out by the fabric's lease protocol; the
-// ring content is never read.
+/// The sink's producer state (inside its lock).
+struct SinkProducer {
+    slots: u64,
+    reserved: u64,
+    published: Arc<AtomicU64>,
+}
+
+impl TxProducer for SinkProducer {
+    fn free_slots(&mut self) -> u32 {
+        self.slots as u32
+    }
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved += n as u64;
+        Lease::at(first)
+    }
+    fn publish_deferred(&mut self, tail: u64, _: &mut TxDrops) -> bool {
+        self.published.store(tail, Ordering::Release);
+        false
+    }
+}
+
+// SAFETY: the ring memory is written only in slot ranges the fabric's lease
+// protocol hands out, one writer each; its content is never read.
 unsafe impl Sync for Sink {}
 
 const SLOT_B: usize = 2048;
@@ -137,11 +153,16 @@ impl Sink {
         let mem = (0..slots * SLOT_B)
             .map(|_| std::cell::UnsafeCell::new(0u8))
             .collect();
+        let published = Arc::new(AtomicU64::new(0));
         Arc::new(Self {
             mem,
             slots: slots as u64,
-            reserved: AtomicU64::new(0),
-            published: AtomicU64::new(0),
+            published: published.clone(),
+            lock: TxLock::new(SinkProducer {
+                slots: slots as u64,
+                reserved: 0,
+                published,
+            }),
         })
     }
 }
@@ -167,11 +188,8 @@ impl TxQueue for Sink {
     fn slots_for(&self, len: usize) -> u32 {
         u32::from(len <= SLOT_B)
     }
-    unsafe fn free_slots(&self) -> u32 {
-        self.slots as u32
-    }
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        self.reserved.fetch_add(n as u64, Ordering::Relaxed)
+    fn tx_lock(&self) -> Option<&TxLock> {
+        Some(&self.lock)
     }
     #[inline]
     unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
@@ -179,15 +197,11 @@ impl TxQueue for Sink {
         // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
     }
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
         for (j, (frame, n)) in frames.iter().enumerate() {
             // SAFETY: forwarded contract.
-            unsafe { self.write(first + j as u64, n, frame) };
+            unsafe { self.write(lease.first + j as u64, n, frame) };
         }
-    }
-    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
-        self.published.store(tail, Ordering::Release);
-        false
     }
 }
 

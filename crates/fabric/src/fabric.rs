@@ -25,17 +25,17 @@ use std::sync::Arc;
 use crate::batch::Pkt;
 use crate::counters::PortCounters;
 use crate::drop::DropReason;
-use crate::lock::SpinLock;
 use crate::logic::{GroupId, Logic, Verdict};
-use crate::port::{Port, PortId, TxDrops, TxFrames, TxQueue};
+use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 /// Most workers that may send to one destination at once (leases per lock).
 pub const MAX_WORKERS: usize = 64;
 
 const NIL: u16 = u16::MAX;
 
-/// One port as the fabric holds it: the backend, its counters and one
-/// reservation lock per transmit queue.
+/// One port as the fabric holds it: the backend, its counters and, for
+/// transmit queues that bring no [`TxLock`] of their own, one lock per
+/// queue.
 pub struct PortEntry {
     /// Index in the port table.
     pub id: PortId,
@@ -46,7 +46,7 @@ pub struct PortEntry {
     /// Its counters.
     pub counters: PortCounters,
     queues: u16,
-    locks: Box<[TxLock]>,
+    legacy: Box<[TxLock<Legacy>]>,
 }
 
 impl PortEntry {
@@ -57,7 +57,14 @@ impl PortEntry {
             id,
             name: name.into(),
             counters: PortCounters::new(queues),
-            locks: (0..queues).map(|_| TxLock::default()).collect(),
+            legacy: (0..queues)
+                .map(|q| {
+                    TxLock::new(Legacy {
+                        port: port.clone(),
+                        q,
+                    })
+                })
+                .collect(),
             queues,
             port,
         }
@@ -69,12 +76,35 @@ impl PortEntry {
     }
 }
 
-/// Reservation state of one destination queue: leases handed out, in order.
-#[repr(align(64))]
-#[derive(Default)]
-struct TxLock(SpinLock<Leases>);
+/// The producer of a transmit queue that keeps its producer state itself
+/// (not converted to a [`TxLock`] yet): forwards to its `unsafe` methods,
+/// whose contract (the caller holds this destination's lock) the
+/// `TxLock<Legacy>` this lives in upholds.
+struct Legacy {
+    port: Arc<dyn Port>,
+    q: u16,
+}
 
-struct Leases {
+impl TxProducer for Legacy {
+    fn free_slots(&mut self) -> u32 {
+        // SAFETY: we are inside this queue's only lock (`&mut self`).
+        unsafe { self.port.tx(self.q).free_slots() }
+    }
+
+    fn reserve(&mut self, n: u32) -> Lease {
+        // SAFETY: as above.
+        Lease::at(unsafe { self.port.tx(self.q).reserve(n) })
+    }
+
+    fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool {
+        // SAFETY: as above.
+        unsafe { self.port.tx(self.q).publish_deferred(tail, drops) }
+    }
+}
+
+/// Leases of one destination queue handed out, in order (inside its
+/// [`TxLock`]).
+pub(crate) struct Leases {
     /// Sequence number of the next lease.
     next: u64,
     /// Oldest lease not yet published.
@@ -88,7 +118,7 @@ struct Leases {
 impl Leases {
     /// Records a lease ending (exclusively) at slot `end`; returns its
     /// sequence number.
-    fn begin(&mut self, end: u64) -> u64 {
+    pub(crate) fn begin(&mut self, end: u64) -> u64 {
         let seq = self.next;
         debug_assert!(seq - self.oldest < MAX_WORKERS as u64);
         let k = (seq % MAX_WORKERS as u64) as usize;
@@ -100,7 +130,7 @@ impl Leases {
 
     /// Marks lease `seq` finished; returns the new publishable tail if the
     /// oldest leases are now all finished.
-    fn finish(&mut self, seq: u64) -> Option<u64> {
+    pub(crate) fn finish(&mut self, seq: u64) -> Option<u64> {
         self.done[(seq % MAX_WORKERS as u64) as usize] = true;
         let mut tail = None;
         while self.oldest < self.next {
@@ -425,11 +455,14 @@ impl Forwarder {
         }
 
         // Reserve under the lock: as many whole frames as fit, in order.
-        let lock = &dst.locks[q];
-        let (first, fit, seq) = {
-            let mut l = lock.0.lock();
-            // SAFETY: we hold this destination queue's lock.
-            let free = unsafe { txq.free_slots() } as u64;
+        let lock: &TxLock = match txq.tx_lock() {
+            Some(l) => l,
+            None => &dst.legacy[q],
+        };
+        let (lease, fit, seq) = {
+            let mut l = lock.lock();
+            let st = &mut *l;
+            let free = st.producer.free_slots() as u64;
             let mut need = 0u64;
             let mut fit = 0usize;
             while fit < n && need + self.slots[fit] as u64 <= free {
@@ -437,12 +470,11 @@ impl Forwarder {
                 fit += 1;
             }
             if fit == 0 {
-                (0, 0, 0)
+                (Lease::default(), 0, 0)
             } else {
-                // SAFETY: we hold the lock and need <= free.
-                let first = unsafe { txq.reserve(need as u32) };
-                let seq = l.begin(first + need);
-                (first, fit, seq)
+                let lease = st.producer.reserve(need as u32);
+                let seq = st.leases.begin(lease.first + need);
+                (lease, fit, seq)
             }
         };
         dst.counters.add_drops(DropReason::TxFull, (n - fit) as u64);
@@ -468,20 +500,22 @@ impl Forwarder {
         // whole lease.
         let mut drops = TxDrops::default();
         let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
-        // SAFETY: [first, first+need) was reserved for us above and is not
-        // published until our lease is marked done.
-        unsafe { txq.write_burst(first, &frames, &mut drops) };
+        // SAFETY: the lease was reserved for us above and is not published
+        // until it is marked done.
+        unsafe { txq.write_burst(&lease, &frames, &mut drops) };
+        // Let go of what the lease pinned before publishing.
+        drop(lease);
         let sent = fit as u64 - drops.frames() as u64;
         Self::count_refused(dst, q, &mut drops);
 
         // Complete the lease; publish every finished lease in order. The
         // peer is notified after the lock is dropped.
         let kick = {
-            let mut l = lock.0.lock();
-            match l.finish(seq) {
-                // SAFETY: we hold the lock; every slot before t was written
-                // by a finished lease.
-                Some(t) => unsafe { txq.publish_deferred(t, &mut drops) },
+            let mut l = lock.lock();
+            let st = &mut *l;
+            match st.leases.finish(seq) {
+                // Every slot before t was written by a finished lease.
+                Some(t) => st.producer.publish_deferred(t, &mut drops),
                 None => false,
             }
         };

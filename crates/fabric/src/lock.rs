@@ -11,16 +11,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A spin lock around `T`.
 #[derive(Default)]
-pub struct SpinLock<T> {
+pub struct SpinLock<T: ?Sized> {
     locked: AtomicBool,
     value: UnsafeCell<T>,
 }
 
 // SAFETY: access to `value` is serialised by `locked` (Acquire on lock,
 // Release on unlock), as for a mutex.
-unsafe impl<T: Send> Sync for SpinLock<T> {}
+unsafe impl<T: ?Sized + Send> Sync for SpinLock<T> {}
 // SAFETY: the lock owns its value.
-unsafe impl<T: Send> Send for SpinLock<T> {}
+unsafe impl<T: ?Sized + Send> Send for SpinLock<T> {}
 
 /// Spins before yielding.
 const SPINS: u32 = 64;
@@ -33,7 +33,9 @@ impl<T> SpinLock<T> {
             value: UnsafeCell::new(value),
         }
     }
+}
 
+impl<T: ?Sized> SpinLock<T> {
     /// Takes the lock.
     #[inline]
     pub fn lock(&self) -> SpinGuard<'_, T> {
@@ -55,11 +57,11 @@ impl<T> SpinLock<T> {
 }
 
 /// Holds the lock; releases it when dropped.
-pub struct SpinGuard<'a, T> {
+pub struct SpinGuard<'a, T: ?Sized> {
     lock: &'a SpinLock<T>,
 }
 
-impl<T> Deref for SpinGuard<'_, T> {
+impl<T: ?Sized> Deref for SpinGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
         // SAFETY: we hold the lock.
@@ -67,14 +69,14 @@ impl<T> Deref for SpinGuard<'_, T> {
     }
 }
 
-impl<T> DerefMut for SpinGuard<'_, T> {
+impl<T: ?Sized> DerefMut for SpinGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: we hold the lock, exclusively.
         unsafe { &mut *self.lock.value.get() }
     }
 }
 
-impl<T> Drop for SpinGuard<'_, T> {
+impl<T: ?Sized> Drop for SpinGuard<'_, T> {
     fn drop(&mut self) {
         self.lock.locked.store(false, Ordering::Release);
     }

@@ -14,12 +14,13 @@
 //! sets its `want_notify` flag, then re-checks the ring; the producer
 //! publishes, fences, and writes the eventfd only if the flag is set.
 
-use std::cell::Cell;
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::batch::RxFill;
-use crate::port::{Port, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxQueue};
+use crate::port::{
+    Lease, Port, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue,
+};
 use crate::sys::EventFd;
 
 #[repr(align(64))]
@@ -39,16 +40,15 @@ struct SlotRing {
     /// Consumer asked to be notified.
     want_notify: Padded<AtomicBool>,
     notify: EventFd,
-    /// Producer-side reservation cursor (touched only by the producer, or
-    /// under the fabric lock for the out ring).
-    reserved: Padded<Cell<u64>>,
 }
 
-// SAFETY: the ring memory is shared by exactly one producer and one consumer
-// (the fabric serialises multiple producing workers under its lock); slot
-// ownership is handed over by the Acquire/Release head and tail indexes.
+// SAFETY: `mem` is a heap buffer owned by the ring (freed in Drop), not tied
+// to a thread.
 unsafe impl Send for SlotRing {}
-// SAFETY: see above; `reserved` is only touched by the single producer.
+// SAFETY: the slot memory is shared by one producer and one consumer; slot
+// ownership is handed over by the Acquire/Release head and tail indexes.
+// The producer's reservation cursor is not in here: the switch side's
+// lives in the queue's `TxLock`, the peer side's in `PipePeer` (`&mut`).
 unsafe impl Sync for SlotRing {}
 
 impl SlotRing {
@@ -66,7 +66,6 @@ impl SlotRing {
             tail: Padded(AtomicU64::new(0)),
             want_notify: Padded(AtomicBool::new(false)),
             notify: EventFd::new()?,
-            reserved: Padded(Cell::new(0)),
         })
     }
 
@@ -117,8 +116,21 @@ impl Drop for SlotRing {
 
 struct QueuePair {
     inbound: SlotRing,
-    outbound: SlotRing,
+    outbound: OutTx,
     rx_taken: AtomicBool,
+}
+
+/// The switch's transmit side of one queue: the outbound ring and, under
+/// its lock, the producer's reservation cursor.
+struct OutTx {
+    ring: Arc<SlotRing>,
+    lock: TxLock<OutProducer>,
+}
+
+/// Producer state of an outbound ring.
+struct OutProducer {
+    ring: Arc<SlotRing>,
+    reserved: u64,
 }
 
 struct Shared {
@@ -158,6 +170,8 @@ pub struct PipePeer {
     /// Per queue: cached head of the outbound ring and count read in the
     /// last `recv` (released by the next `recv`).
     out_head: Vec<u64>,
+    /// Per queue: the peer's reservation cursor on the inbound ring.
+    in_reserved: Vec<u64>,
 }
 
 /// Creates a pipe: the port to add to a switch and its peer.
@@ -165,9 +179,16 @@ pub fn pipe(name: &str, cfg: PipeConfig) -> std::io::Result<(PipePort, PipePeer)
     let queues = cfg.queues.max(1);
     let mut qs = Vec::with_capacity(queues as usize);
     for _ in 0..queues {
+        let ring = Arc::new(SlotRing::new(cfg.ring_slots, cfg.slot_b)?);
         qs.push(QueuePair {
             inbound: SlotRing::new(cfg.ring_slots, cfg.slot_b)?,
-            outbound: SlotRing::new(cfg.ring_slots, cfg.slot_b)?,
+            outbound: OutTx {
+                lock: TxLock::new(OutProducer {
+                    ring: ring.clone(),
+                    reserved: 0,
+                }),
+                ring,
+            },
             rx_taken: AtomicBool::new(false),
         });
     }
@@ -182,6 +203,7 @@ pub fn pipe(name: &str, cfg: PipeConfig) -> std::io::Result<(PipePort, PipePeer)
         PipePeer {
             shared,
             out_head: vec![0; queues as usize],
+            in_reserved: vec![0; queues as usize],
         },
     ))
 }
@@ -278,47 +300,54 @@ impl Drop for PipeRx {
     }
 }
 
-impl TxQueue for SlotRing {
+impl TxProducer for OutProducer {
+    fn free_slots(&mut self) -> u32 {
+        let used = self.reserved - self.ring.tail.0.load(Ordering::Acquire);
+        (self.ring.size() - used) as u32
+    }
+
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved = first + n as u64;
+        Lease::at(first)
+    }
+
+    fn publish_deferred(&mut self, tail: u64, _: &mut TxDrops) -> bool {
+        self.ring.head.0.store(tail, Ordering::Release);
+        // Pairs with the consumer's fence in set_notify (no lost wake-up).
+        fence(Ordering::SeqCst);
+        self.ring.want_notify.0.load(Ordering::Relaxed)
+    }
+}
+
+impl TxQueue for OutTx {
     fn slots_for(&self, len: usize) -> u32 {
-        u32::from(len <= self.slot_b)
+        u32::from(len <= self.ring.slot_b)
     }
 
-    unsafe fn free_slots(&self) -> u32 {
-        let used = self.reserved.0.get() - self.tail.0.load(Ordering::Acquire);
-        (self.size() - used) as u32
-    }
-
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        let first = self.reserved.0.get();
-        self.reserved.0.set(first + n as u64);
-        first
+    fn tx_lock(&self) -> Option<&TxLock> {
+        Some(&self.lock)
     }
 
     #[inline]
     unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let len = frame.len().min(self.slot_b);
+        let r = &*self.ring;
+        let len = frame.len().min(r.slot_b);
         // SAFETY: the caller owns slot (reserved, unpublished); the slot has
         // slot_b bytes and len <= slot_b.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.slot_ptr(slot), len) };
-        self.lens[(slot & self.mask) as usize].store(len as u32, Ordering::Relaxed);
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), r.slot_ptr(slot), len) };
+        r.lens[(slot & r.mask) as usize].store(len as u32, Ordering::Relaxed);
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
         for (j, (frame, n)) in frames.iter().enumerate() {
             // SAFETY: forwarded contract (one slot per frame).
-            unsafe { self.write(first + j as u64, n, frame) };
+            unsafe { self.write(lease.first + j as u64, n, frame) };
         }
     }
 
-    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
-        self.head.0.store(tail, Ordering::Release);
-        // Pairs with the consumer's fence in set_notify (no lost wake-up).
-        fence(Ordering::SeqCst);
-        self.want_notify.0.load(Ordering::Relaxed)
-    }
-
     fn kick(&self, _: &mut TxDrops) {
-        self.notify.notify();
+        self.ring.notify.notify();
     }
 }
 
@@ -341,7 +370,7 @@ impl PipePeer {
     /// Free slots in queue `q`'s inbound ring.
     pub fn send_room(&self, q: usize) -> usize {
         let r = &self.shared.queues[q].inbound;
-        (r.size() - (r.reserved.0.get() - r.tail.0.load(Ordering::Acquire))) as usize
+        (r.size() - (self.in_reserved[q] - r.tail.0.load(Ordering::Acquire))) as usize
     }
 
     /// Sends up to `n` frames into the switch on queue `q`: `fill(i, buf)`
@@ -355,7 +384,7 @@ impl PipePeer {
     ) -> usize {
         let r = &self.shared.queues[q].inbound;
         let n = n.min(self.send_room(q));
-        let first = r.reserved.0.get();
+        let first = self.in_reserved[q];
         for i in 0..n {
             let idx = first + i as u64;
             // SAFETY: slots [first, first+n) are free (room checked) and owned
@@ -364,7 +393,7 @@ impl PipePeer {
             let len = fill(i, buf).min(r.slot_b);
             r.lens[(idx & r.mask) as usize].store(len as u32, Ordering::Relaxed);
         }
-        r.reserved.0.set(first + n as u64);
+        self.in_reserved[q] = first + n as u64;
         if n > 0 {
             r.publish(first + n as u64);
         }
@@ -384,7 +413,7 @@ impl PipePeer {
     /// Receives up to `max` frames the switch sent on queue `q`, calling
     /// `f` on each; releases them afterwards. Returns how many.
     pub fn recv(&mut self, q: usize, max: usize, mut f: impl FnMut(&[u8])) -> usize {
-        let r = &self.shared.queues[q].outbound;
+        let r = &*self.shared.queues[q].outbound.ring;
         let tail = r.tail.0.load(Ordering::Relaxed);
         if self.out_head[q] == tail {
             self.out_head[q] = r.head.0.load(Ordering::Acquire);
@@ -406,18 +435,18 @@ impl PipePeer {
 
     /// Frames waiting on queue `q`'s outbound ring.
     pub fn pending(&self, q: usize) -> usize {
-        let r = &self.shared.queues[q].outbound;
+        let r = &*self.shared.queues[q].outbound.ring;
         (r.head.0.load(Ordering::Acquire) - r.tail.0.load(Ordering::Relaxed)) as usize
     }
 
     /// Eventfd that becomes readable when the switch sends on queue `q`
     /// while [`PipePeer::set_notify`] is on.
     pub fn notify_fd(&self, q: usize) -> std::os::fd::RawFd {
-        self.shared.queues[q].outbound.notify.fd()
+        self.shared.queues[q].outbound.ring.notify.fd()
     }
 
     /// Enables notification on queue `q`; true if frames already wait.
     pub fn set_notify(&self, q: usize, on: bool) -> bool {
-        self.shared.queues[q].outbound.set_notify(on)
+        self.shared.queues[q].outbound.ring.set_notify(on)
     }
 }

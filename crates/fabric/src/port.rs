@@ -9,23 +9,30 @@
 //! - each receive queue is owned by exactly one worker at a time, so
 //!   [`RxQueue`] methods take `&mut self`;
 //! - a transmit queue is shared by every worker that may send to it
-//!   (destination-port parallelism, mSwitch §3.3). The fabric serialises
-//!   [`TxQueue::free_slots`], [`TxQueue::reserve`] and
-//!   [`TxQueue::publish_deferred`] under the destination's lock, calls
-//!   [`TxQueue::write_burst`] without it, once per lease, on disjoint slot
-//!   ranges, and [`TxQueue::kick`] after dropping it. Those methods are
-//!   `unsafe` because their correctness rests on that protocol, which only
-//!   the fabric upholds.
+//!   (destination-port parallelism, mSwitch §3.3). Its producer state
+//!   (indexes, cached peer index, pinned session) is a [`TxProducer`] value
+//!   inside the queue's [`TxLock`]: the fabric reserves and publishes
+//!   through the lock guard (`&mut`), calls [`TxQueue::write_burst`]
+//!   without it, once per [`Lease`], on disjoint slot ranges, and
+//!   [`TxQueue::kick`] after dropping it. `write_burst` is `unsafe` only
+//!   because "this range is yours" is the fabric's promise. (Backends not
+//!   converted yet keep their own producer state behind the `unsafe`
+//!   `free_slots`/`reserve`/`publish_deferred`, which the fabric calls
+//!   under a lock of its own.)
 //!
 //! Slots are free-running `u64` indexes; a backend maps them onto its ring
 //! with a mask. A frame may take several slots (chained descriptors, e.g.
 //! jumbo frames over 2 KiB memif buffers): [`TxQueue::slots_for`] says how
 //! many.
 
+use std::any::Any;
 use std::os::fd::RawFd;
+use std::sync::Arc;
 
 use crate::batch::{Pkt, RxFill};
 use crate::drop::DropReason;
+use crate::fabric::Leases;
+use crate::lock::{SpinGuard, SpinLock};
 
 /// Index of a port in the switch's port table.
 pub type PortId = u16;
@@ -228,59 +235,176 @@ impl<'a> TxFrames<'a> {
     }
 }
 
-/// The transmit side of one port queue, shared by all workers.
-///
-/// Per destination and batch the fabric makes, under the destination's
-/// lock, `free_slots` and `reserve`; without it, one `write_burst` for the
-/// whole lease; under the lock again `publish_deferred`, which must make no
-/// system call; and, after dropping the lock, `kick` if `publish_deferred`
-/// asked for it (eventfd writes, `sendto` kicks, TAP writes), so that no
-/// worker waiting for the lock waits for a system call.
-pub trait TxQueue: Send + Sync {
-    /// How many slots a frame of `len` bytes occupies; 0 if this queue
-    /// cannot carry it (too large: the fabric drops it as oversize).
-    fn slots_for(&self, len: usize) -> u32;
+/// What a reservation was made against, carried from [`TxProducer::reserve`]
+/// to [`TxQueue::write_burst`]: the first slot and, for backends whose
+/// slots map onto a session that can be replaced (a memif connection, a
+/// vhost-user ring), that session, pinned. The writer uses the lease's
+/// copy and never re-reads the producer's state, which may change (under
+/// the lock) while the lease is being written.
+#[derive(Default)]
+pub struct Lease {
+    /// First slot of the range.
+    pub first: u64,
+    /// Backend-defined value captured at reserve time (e.g. the slot index
+    /// that maps to ring position 0 of `pin`).
+    pub base: u64,
+    /// Backend-defined session the range belongs to, if any.
+    pub pin: Option<Arc<dyn Any + Send + Sync>>,
+}
 
+impl Lease {
+    /// A lease of the range starting at `first` with nothing pinned.
+    #[inline]
+    pub fn at(first: u64) -> Self {
+        Self {
+            first,
+            base: 0,
+            pin: None,
+        }
+    }
+
+    /// The pinned session as a `T`, if one of that type is pinned.
+    #[inline]
+    pub fn pinned<T: Any>(&self) -> Option<&T> {
+        self.pin.as_deref().and_then(|p| p.downcast_ref::<T>())
+    }
+}
+
+/// The producer state of one transmit queue (indexes, cached peer index,
+/// pinned session): a plain value that lives inside the queue's
+/// [`TxLock`], so every method has `&mut self` and no interior mutability.
+pub trait TxProducer: Send {
     /// Number of slots that may be reserved right now.
-    ///
-    /// # Safety
-    /// Caller holds this destination's fabric lock.
-    unsafe fn free_slots(&self) -> u32;
+    fn free_slots(&mut self) -> u32;
 
-    /// Reserves the next `n` slots (`n <= free_slots()`), returning the
-    /// index of the first.
-    ///
-    /// # Safety
-    /// Caller holds this destination's fabric lock.
-    unsafe fn reserve(&self, n: u32) -> u64;
-
-    /// Copies `frames` into the slots starting at `first` (chaining a
-    /// frame's slots if it takes several). A frame the backend cannot
-    /// deliver after all (peer fault, stale session) is counted in `drops`
-    /// and its slots still consumed.
-    ///
-    /// # Safety
-    /// The range was returned by `reserve` to this caller and not yet
-    /// published; no other thread writes it. Called without the lock.
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops);
-
-    /// Copies one frame into the `nslots` slots starting at `slot` (tools
-    /// and tests driving a queue alone, frame by frame; a frame the backend
-    /// refuses is only counted in its own counters).
-    ///
-    /// # Safety
-    /// As for `write_burst`.
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]);
+    /// Reserves the next `n` slots (`n <= free_slots()`).
+    fn reserve(&mut self, n: u32) -> Lease;
 
     /// Makes every slot before `tail` visible to the peer, without a system
     /// call; returns true if the peer must be notified (then the caller
     /// calls [`TxQueue::kick`] after dropping the lock). Called with
     /// monotonically increasing `tail`, only after all slots before it were
     /// written. Frames found refused now are counted in `drops`.
+    fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool;
+}
+
+/// What the transmit lock of one queue protects: the fabric's leases (in
+/// flight, published in order) and the backend's producer state.
+pub struct TxState<P: ?Sized> {
+    pub(crate) leases: Leases,
+    /// The backend's producer state.
+    pub producer: P,
+}
+
+/// The transmit lock of one queue: one per destination queue, taken once
+/// to reserve and once to publish per batch (see [`TxQueue`]). A backend
+/// owns a `TxLock<ItsProducer>` and hands it out as `&TxLock` (the
+/// producer type erased).
+#[repr(align(64))]
+pub struct TxLock<P: ?Sized = dyn TxProducer>(SpinLock<TxState<P>>);
+
+impl<P> TxLock<P> {
+    /// A lock around `producer`, with no lease in flight.
+    pub fn new(producer: P) -> Self {
+        Self(SpinLock::new(TxState {
+            leases: Leases::default(),
+            producer,
+        }))
+    }
+}
+
+impl<P: ?Sized> TxLock<P> {
+    /// Takes the lock.
+    #[inline]
+    pub fn lock(&self) -> SpinGuard<'_, TxState<P>> {
+        self.0.lock()
+    }
+}
+
+/// The transmit side of one port queue, shared by all workers.
+///
+/// Per destination and batch the fabric makes, under the queue's
+/// [`TxLock`], `free_slots` and `reserve` on its producer; without it, one
+/// `write_burst` for the whole lease; under the lock again
+/// `publish_deferred`, which must make no system call; and, after dropping
+/// the lock, `kick` if `publish_deferred` asked for it (eventfd writes,
+/// `sendto` kicks, TAP writes), so that no worker waiting for the lock
+/// waits for a system call.
+///
+/// A backend either owns a [`TxLock`] with its producer state inside (and
+/// returns it from [`TxQueue::tx_lock`]), or, not converted yet, keeps its
+/// producer state itself and implements the `unsafe` methods
+/// `free_slots`, `reserve` and `publish_deferred`, which the fabric then
+/// calls under a lock of its own.
+pub trait TxQueue: Send + Sync {
+    /// How many slots a frame of `len` bytes occupies; 0 if this queue
+    /// cannot carry it (too large: the fabric drops it as oversize).
+    fn slots_for(&self, len: usize) -> u32;
+
+    /// The lock holding this queue's producer state, if the backend keeps
+    /// it there (then the `unsafe` producer methods below need not be
+    /// implemented and their defaults take this lock).
+    fn tx_lock(&self) -> Option<&TxLock> {
+        None
+    }
+
+    /// Number of slots that may be reserved right now.
     ///
     /// # Safety
-    /// Caller holds this destination's fabric lock.
-    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool;
+    /// Caller holds this destination's fabric lock, or, for a queue with a
+    /// [`TxQueue::tx_lock`], nothing (the default takes that lock).
+    unsafe fn free_slots(&self) -> u32 {
+        match self.tx_lock() {
+            Some(l) => l.lock().producer.free_slots(),
+            None => 0,
+        }
+    }
+
+    /// Reserves the next `n` slots (`n <= free_slots()`), returning the
+    /// index of the first.
+    ///
+    /// # Safety
+    /// As for `free_slots`.
+    unsafe fn reserve(&self, n: u32) -> u64 {
+        match self.tx_lock() {
+            Some(l) => l.lock().producer.reserve(n).first,
+            None => 0,
+        }
+    }
+
+    /// Copies `frames` into the slots of `lease` from `lease.first` on
+    /// (chaining a frame's slots if it takes several). A frame the backend
+    /// cannot deliver after all (peer fault, stale session) is counted in
+    /// `drops` and its slots still consumed.
+    ///
+    /// # Safety
+    /// The range was reserved by this caller (`lease` is what `reserve`
+    /// returned for it, or `Lease::at(first)` for a queue without a
+    /// [`TxQueue::tx_lock`]) and not yet published; no other thread writes
+    /// it. Called without the lock.
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops);
+
+    /// Copies one frame into the `nslots` slots starting at `slot` (tools
+    /// and tests driving a queue alone, frame by frame; a frame the backend
+    /// refuses is only counted in its own counters). May take the queue's
+    /// lock to find what the reservation was made against.
+    ///
+    /// # Safety
+    /// The range was returned by `reserve` to this caller and not yet
+    /// published; no other thread writes it.
+    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]);
+
+    /// Makes every slot before `tail` visible to the peer (see
+    /// [`TxProducer::publish_deferred`]).
+    ///
+    /// # Safety
+    /// As for `free_slots`.
+    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
+        match self.tx_lock() {
+            Some(l) => l.lock().producer.publish_deferred(tail, drops),
+            None => false,
+        }
+    }
 
     /// Notifies the peer of what was published (eventfd write, `sendto`
     /// kick, TAP writes). Called without the lock, by the worker whose

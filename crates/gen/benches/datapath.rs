@@ -11,7 +11,7 @@ use std::cell::{Cell, UnsafeCell};
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{Lease, RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
@@ -51,7 +51,8 @@ impl TxQueue for SinkTx {
         // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len()) };
     }
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let first = lease.first;
         for (j, (frame, n)) in frames.iter().enumerate() {
             // SAFETY: forwarded contract.
             unsafe { self.write(first + j as u64, n, frame) };

@@ -149,6 +149,9 @@ pub struct OwnedTx<'a> {
     /// Everything before this index was reserved.
     reserved: u64,
     started: bool,
+    /// The last reservation (what it was made against, e.g. a pinned
+    /// session), reused by every write into it.
+    lease: fabric::Lease,
 }
 
 impl<'a> OwnedTx<'a> {
@@ -164,6 +167,7 @@ impl<'a> OwnedTx<'a> {
             published: 0,
             reserved: 0,
             started: false,
+            lease: fabric::Lease::default(),
         }
     }
 
@@ -183,8 +187,12 @@ impl<'a> OwnedTx<'a> {
     /// Reserves `n` slots (`n <= free_slots()`), returning the first index.
     #[inline]
     pub fn reserve(&mut self, n: u32) -> u64 {
-        // SAFETY: single sender (constructor contract).
-        let first = unsafe { self.q.reserve(n) };
+        self.lease = match self.q.tx_lock() {
+            Some(l) => l.lock().producer.reserve(n),
+            // SAFETY: single sender (constructor contract).
+            None => fabric::Lease::at(unsafe { self.q.reserve(n) }),
+        };
+        let first = self.lease.first;
         if !self.started {
             // Backends number slots from wherever their ring starts.
             self.started = true;
@@ -206,9 +214,17 @@ impl<'a> OwnedTx<'a> {
             slot >= self.published && slot + nslots as u64 <= self.reserved,
             "write outside the reservation"
         );
+        // Only the range moves; what the lease pinned stays.
+        self.lease.first = slot;
         // SAFETY: the range was reserved by this (only) sender and is not
-        // yet published, checked just above.
-        unsafe { self.q.write(slot, nslots, frame) }
+        // yet published, checked just above; the lease is that reservation's.
+        unsafe {
+            self.q.write_burst(
+                &self.lease,
+                &fabric::TxFrames::one(frame, nslots),
+                &mut fabric::TxDrops::default(),
+            )
+        }
     }
 
     /// Publishes every slot before `tail`.
@@ -219,6 +235,11 @@ impl<'a> OwnedTx<'a> {
             "publish outside the reservation"
         );
         self.published = tail;
+        if tail == self.reserved {
+            // Nothing in flight: let go of what the lease pinned (a stopping
+            // vhost-user ring waits for its session to be released).
+            self.lease.pin = None;
+        }
         // SAFETY: single sender; every slot before `tail` was reserved and
         // written by the caller (writes happen between reserve and publish).
         unsafe { self.q.publish(tail) }

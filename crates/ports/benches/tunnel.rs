@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use fabric::Lease;
 use fabric::{
     Ctx, Forwarder, Logic, Pkts, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
     RxFill, RxQueue, TxDrops, TxFrames, TxQueue, Verdict,
@@ -93,7 +94,7 @@ impl TxQueue for Nowhere {
         0
     }
     unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
-    unsafe fn write_burst(&self, _: u64, _: &TxFrames<'_>, _: &mut TxDrops) {}
+    unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
     unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
         false
     }
@@ -163,7 +164,8 @@ impl TxQueue for Sink {
         // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
         unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
     }
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let first = lease.first;
         for (j, (frame, n)) in frames.iter().enumerate() {
             // SAFETY: forwarded contract.
             unsafe { self.write(first + j as u64, n, frame) };

@@ -14,11 +14,11 @@
 //! of a C2S ring. Every index the peer moves is checked against the ring
 //! size; indexes we move are kept locally and never read back.
 
+use std::any::Any;
 use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use fabric::sys::LockCell;
-use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
@@ -498,28 +498,29 @@ const RX_PREFETCH_AHEAD: u16 = 8;
 /// How many ring slots ahead a client's transmit prefetches its buffers.
 const TX_PREFETCH_AHEAD: u16 = 8;
 
-/// Fabric slot indexes, only touched under the destination's fabric lock.
-struct Idx {
+/// The producer state of a transmit queue: it lives in the queue's
+/// `TxLock`, so only the worker holding the lock touches it.
+struct MemifProducer {
+    shared: Arc<Shared>,
+    q: u16,
+    /// Fabric slots reserved so far.
     reserved: u64,
+    /// Fabric slots published so far.
     published: u64,
-}
-
-/// The connection transmit slots are written into, and the fabric slot
-/// index that maps to ring position 0 of it. Changed (under the lock) only
-/// when no reservation is in flight; read by `write` without the lock.
-struct Pin {
+    /// The connection reservations write into, and the fabric slot index
+    /// that maps to ring position 0 of it. Changed only when no
+    /// reservation is in flight; each lease carries its own copy.
     conn: Option<Arc<Connection>>,
     base: u64,
 }
 
 /// A transmit queue, shared by all workers (see `fabric::port`).
 pub(crate) struct MemifTx {
-    shared: Arc<Shared>,
     q: u16,
     buf_b: usize,
     max_frame: usize,
-    idx: LockCell<Idx>,
-    pin: LockCell<Pin>,
+    shared: Arc<Shared>,
+    lock: TxLock<MemifProducer>,
 }
 
 impl MemifTx {
@@ -527,18 +528,18 @@ impl MemifTx {
         let buf_b = shared.core.cfg.buffer_size as usize;
         let max_frame = shared.core.cfg.max_frame_b as usize;
         MemifTx {
-            shared,
             q,
             buf_b,
             max_frame,
-            idx: LockCell::new(Idx {
+            lock: TxLock::new(MemifProducer {
+                shared: shared.clone(),
+                q,
                 reserved: 0,
                 published: 0,
-            }),
-            pin: LockCell::new(Pin {
                 conn: None,
                 base: 0,
             }),
+            shared,
         }
     }
 
@@ -552,35 +553,22 @@ impl MemifTx {
     }
 }
 
-impl TxQueue for MemifTx {
-    fn slots_for(&self, len: usize) -> u32 {
-        if len > self.max_frame {
-            0
-        } else {
-            len.div_ceil(self.buf_b).max(1) as u32
-        }
-    }
-
-    unsafe fn free_slots(&self) -> u32 {
-        // SAFETY: the caller holds the fabric lock; `pin` is only mutated
-        // when no reservation is in flight, so no `write` reads it now.
-        let idx = self.idx.get_mut();
-        if idx.reserved == idx.published {
-            let pin = self.pin.get_mut();
+impl TxProducer for MemifProducer {
+    fn free_slots(&mut self) -> u32 {
+        if self.reserved == self.published {
+            // No reservation in flight: follow a reconnect.
             let cur = self.shared.conn.load();
-            let same = match (&*cur, &pin.conn) {
+            let same = match (&*cur, &self.conn) {
                 (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                 (None, None) => true,
                 _ => false,
             };
             if !same {
-                pin.conn = (*cur).clone();
-                pin.base = idx.reserved;
+                self.conn = (*cur).clone();
+                self.base = self.reserved;
             }
         }
-        // SAFETY: as above; no `get_mut` of `pin` is live any more.
-        let pin = self.pin.get();
-        let Some(c) = &pin.conn else { return 0 };
+        let Some(c) = &self.conn else { return 0 };
         if c.violated().is_some() {
             return 0;
         }
@@ -592,9 +580,9 @@ impl TxQueue for MemifTx {
             c.fail(Violation::BadCookie);
             return 0;
         }
-        let in_flight = (idx.reserved - idx.published) as u32;
-        let pub_pos = idx.published.wrapping_sub(pin.base) as u16;
-        let (_, peer_off) = Self::fields(c.role);
+        let in_flight = (self.reserved - self.published) as u32;
+        let pub_pos = self.published.wrapping_sub(self.base) as u16;
+        let (_, peer_off) = MemifTx::fields(c.role);
         let peer = region.load_u16(ring.off + peer_off, Ordering::Acquire);
         let room = match c.role {
             // head - tail: buffers the client offered us.
@@ -611,33 +599,75 @@ impl TxQueue for MemifTx {
         }
     }
 
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        // SAFETY: the caller holds the fabric lock.
-        let idx = self.idx.get_mut();
-        let first = idx.reserved;
-        idx.reserved += n as u64;
-        first
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved += n as u64;
+        Lease {
+            first,
+            base: self.base,
+            pin: self.conn.clone().map(|c| c as Arc<dyn Any + Send + Sync>),
+        }
+    }
+
+    fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
+        if tail <= self.published {
+            return false;
+        }
+        self.published = tail;
+        let Some(c) = &self.conn else { return false };
+        if c.violated().is_some() {
+            return false;
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return false;
+        };
+        let region = &c.regions[ring.region];
+        let (own_off, _) = MemifTx::fields(c.role);
+        region.store_u16(
+            ring.off + own_off,
+            tail.wrapping_sub(self.base) as u16,
+            Ordering::Release,
+        );
+        // Pairs with the receiver's fence between clearing MASK_INT and
+        // re-reading our index (no lost wake-up).
+        fence(Ordering::SeqCst);
+        region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0
+    }
+}
+
+impl TxQueue for MemifTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        if len > self.max_frame {
+            0
+        } else {
+            len.div_ceil(self.buf_b).max(1) as u32
+        }
+    }
+
+    fn tx_lock(&self) -> Option<&TxLock> {
+        Some(&self.lock)
     }
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // SAFETY: a reservation is in flight (ours), so `pin` does not
-        // change until it is published.
-        let pin = unsafe { self.pin.get() };
-        let Some(c) = &pin.conn else { return };
+        // Tools driving the queue alone: what the reservation was made
+        // against is the producer's current pin (it changes only when no
+        // reservation is in flight, and ours is).
+        let (conn, base) = {
+            let l = self.lock.lock();
+            (l.producer.conn.clone(), l.producer.base)
+        };
+        let Some(c) = conn else { return };
         if c.violated().is_some() {
             return;
         }
         if let Some(ring) = c.tx.get(self.q as usize) {
             // A refusal fails the connection, which counts it.
-            let _ = self.write_one(c, ring, pin.base, slot, nslots, frame);
+            let _ = self.write_one(&c, ring, base, slot, nslots, frame);
         }
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
-        // SAFETY: a reservation is in flight (ours), so `pin` does not
-        // change until it is published.
-        let pin = unsafe { self.pin.get() };
-        let Some(c) = &pin.conn else {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        let Some(c) = lease.pinned::<Connection>() else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
         if c.violated().is_some() {
@@ -646,11 +676,11 @@ impl TxQueue for MemifTx {
         let Some(ring) = c.tx.get(self.q as usize) else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
-        let mut slot = first;
+        let mut slot = lease.first;
         for j in 0..frames.len() {
             let (frame, nslots) = frames.get(j);
             if self
-                .write_one(c, ring, pin.base, slot, nslots, frame)
+                .write_one(c, ring, lease.base, slot, nslots, frame)
                 .is_err()
             {
                 // The peer broke the protocol: the connection is failed and
@@ -659,36 +689,6 @@ impl TxQueue for MemifTx {
             }
             slot += nslots as u64;
         }
-    }
-
-    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
-        // SAFETY: the caller holds the fabric lock.
-        let idx = unsafe { self.idx.get_mut() };
-        if tail <= idx.published {
-            return false;
-        }
-        idx.published = tail;
-        // SAFETY: under the lock; `pin` is only mutated in free_slots, which
-        // the lock serialises with us.
-        let pin = unsafe { self.pin.get() };
-        let Some(c) = &pin.conn else { return false };
-        if c.violated().is_some() {
-            return false;
-        }
-        let Some(ring) = c.tx.get(self.q as usize) else {
-            return false;
-        };
-        let region = &c.regions[ring.region];
-        let (own_off, _) = Self::fields(c.role);
-        region.store_u16(
-            ring.off + own_off,
-            tail.wrapping_sub(pin.base) as u16,
-            Ordering::Release,
-        );
-        // Pairs with the receiver's fence between clearing MASK_INT and
-        // re-reading our index (no lost wake-up).
-        fence(Ordering::SeqCst);
-        region.load_u16(ring.off + RING_FLAGS_OFF, Ordering::Relaxed) & RING_FLAG_MASK_INT == 0
     }
 
     fn kick(&self, _drops: &mut TxDrops) {

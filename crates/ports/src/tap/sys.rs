@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -277,10 +277,17 @@ impl TxQueue for TapTx {
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
         // SAFETY: forwarded contract.
-        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+        unsafe {
+            self.write_burst(
+                &Lease::at(slot),
+                &TxFrames::one(frame, nslots),
+                &mut TxDrops::default(),
+            )
+        }
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
             let i = ((first + j as u64) % self.bufs.n as u64) as usize;
             let len = frame.len().min(self.bufs.size);

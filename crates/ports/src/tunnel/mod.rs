@@ -55,7 +55,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use fabric::{DropReason, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{
+    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue,
+};
 use wire::MacAddr;
 
 use decap::{DecapCfg, Rx, RxDrop};
@@ -603,7 +605,8 @@ impl TxQueue for TunnelTx {
         self.ring.reserve(n)
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, _: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
             // SAFETY: forwarded contract (one slot per frame).
             unsafe { self.ring.write(first + j as u64, frame) };

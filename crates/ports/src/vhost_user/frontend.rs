@@ -40,7 +40,9 @@ use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
-use fabric::{DropReason, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{
+    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue,
+};
 use vhost::vhost_user::message::VhostUserHeaderFlag;
 use vhost::vhost_user::{
     Frontend, VhostUserFrontend, VhostUserProtocolFeatures, VhostUserVirtioFeatures,
@@ -354,7 +356,8 @@ impl TxQueue for FrontendTx {
         first
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        let first = lease.first;
         let g = self.session.load();
         let mut slot = first;
         for (f, ns) in frames.iter() {

@@ -20,14 +20,15 @@
 //! A violation marks the session broken, counts it, and wakes the control
 //! thread, which disconnects the frontend; nothing else is touched.
 
+use std::any::Any;
 use std::fs::File;
 use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
-use fabric::sys::{EventFd, LockCell};
-use fabric::{DropReason, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::sys::EventFd;
+use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 use super::sys::{self, Epoll, GuestSlice, Ring};
 
@@ -580,36 +581,46 @@ pub struct VhostTx {
     max_frame_b: usize,
     /// Mergeable buffers negotiated (read per frame by `slots_for`).
     mrg: AtomicBool,
-    // Reservation state, touched only under the fabric's lock.
-    next_slot: AtomicU64,
-    cur_session: AtomicU64,
-    cur_base: AtomicU64,
-    cur_start: AtomicU16,
-    /// Slots before this one were published (under the lock).
-    published: AtomicU64,
+    lock: TxLock<VhostProducer>,
+}
+
+/// The reservation state of a transmit queue: it lives in the queue's
+/// `TxLock`, so only the worker holding the lock touches it.
+struct VhostProducer {
+    slot: Arc<VringSlot>,
+    /// Next slot to reserve.
+    next_slot: u64,
+    /// Session the slot numbering below refers to.
+    cur_session: u64,
+    cur_base: u64,
+    cur_start: u16,
+    /// Slots before this one were published.
+    published: u64,
     /// The session the reservations in flight write into: taken in
-    /// `free_slots` when none is in flight, dropped in `publish` when the
-    /// last one is published, so `write` reads no ArcSwap per frame and a
-    /// stopping ring's quiesce (strong count back to 1) waits for bursts in
-    /// flight. Set and cleared under the lock; read by `write` only while a
-    /// reservation is in flight.
-    pin: LockCell<Option<Arc<Session>>>,
+    /// `reserve` when none is in flight, dropped in `publish_deferred` when
+    /// the last one is published, so a stopping ring's quiesce (strong
+    /// count back to 1) waits for bursts in flight. Each lease carries its
+    /// own clone; writers never read this field.
+    pin: Option<Arc<Session>>,
 }
 
 impl VhostTx {
     /// The transmit side of `slot`.
     pub fn new(slot: Arc<VringSlot>, max_frame_b: usize, fault: Arc<Fault>) -> Self {
         Self {
+            lock: TxLock::new(VhostProducer {
+                slot: slot.clone(),
+                next_slot: 0,
+                cur_session: 0,
+                cur_base: 0,
+                cur_start: 0,
+                published: 0,
+                pin: None,
+            }),
             slot,
             fault,
             max_frame_b,
             mrg: AtomicBool::new(false),
-            next_slot: AtomicU64::new(0),
-            cur_session: AtomicU64::new(0),
-            cur_base: AtomicU64::new(0),
-            cur_start: AtomicU16::new(0),
-            published: AtomicU64::new(0),
-            pin: LockCell::new(None),
         }
     }
 
@@ -624,31 +635,20 @@ impl VhostTx {
     }
 }
 
-impl TxQueue for VhostTx {
-    fn slots_for(&self, len: usize) -> u32 {
-        if len > self.max_frame_b {
-            0
-        } else if self.mrg.load(Relaxed) {
-            (len + 12).div_ceil(MRG_BUF_B) as u32
-        } else {
-            1
-        }
-    }
-
-    unsafe fn free_slots(&self) -> u32 {
-        let next = self.next_slot.load(Relaxed);
+impl TxProducer for VhostProducer {
+    fn free_slots(&mut self) -> u32 {
+        let next = self.next_slot;
         // With no reservation in flight, look at the current session without
         // pinning it: `reserve` pins. A look that reserves nothing (the
         // guest's receive ring is full, or too short for the next frame)
         // must not keep a stopping ring's session alive until its quiesce
         // times out.
         let current;
-        let s = if next == self.published.load(Relaxed) {
+        let s = if next == self.published {
             current = self.slot.session.load();
             (*current).as_ref()
         } else {
-            // SAFETY: under the lock; not mutated below.
-            (unsafe { self.pin.get() }).as_ref()
+            self.pin.as_ref()
         };
         let Some(s) = s else {
             return 0;
@@ -656,16 +656,13 @@ impl TxQueue for VhostTx {
         if s.is_broken() {
             return 0;
         }
-        if self.cur_session.load(Relaxed) != s.id {
-            self.cur_session.store(s.id, Relaxed);
-            self.cur_base.store(next, Relaxed);
-            self.cur_start.store(s.start_idx, Relaxed);
+        if self.cur_session != s.id {
+            self.cur_session = s.id;
+            self.cur_base = next;
+            self.cur_start = s.start_idx;
             s.slot_base.store(next, Release);
         }
-        let taken = self
-            .cur_start
-            .load(Relaxed)
-            .wrapping_add((next - self.cur_base.load(Relaxed)) as u16);
+        let taken = self.cur_start.wrapping_add((next - self.cur_base) as u16);
         let used = s.used_shadow.load(Relaxed);
         let avail = s.ring.avail_idx();
         let outstanding = taken.wrapping_sub(used);
@@ -677,30 +674,87 @@ impl TxQueue for VhostTx {
         ahead.saturating_sub(outstanding) as u32
     }
 
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        let first = self.next_slot.fetch_add(n as u64, Relaxed);
-        if first == self.published.load(Relaxed) {
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.next_slot;
+        self.next_slot += n as u64;
+        if first == self.published {
             // The first reservation in flight pins the session its writes go
-            // to (until `publish` lets it go). Should the ring have been
-            // restarted since `free_slots`, the new session's slot base is
-            // unset and the writes count as stale.
-            // SAFETY: under the lock, and no `write` reads the pin now.
-            *unsafe { self.pin.get_mut() } = self.slot.session.load_full();
+            // to (until `publish_deferred` lets it go). Should the ring have
+            // been restarted since `free_slots`, the new session's slot base
+            // is unset and the writes count as stale.
+            self.pin = self.slot.session.load_full();
         }
-        first
+        Lease {
+            first,
+            base: 0,
+            pin: self.pin.clone().map(|s| s as Arc<dyn Any + Send + Sync>),
+        }
+    }
+
+    fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
+        self.published = tail;
+        let idle = tail == self.next_slot;
+        let mut kick = false;
+        if let Some(s) = self.pin.as_ref().filter(|s| self.slot.is_live(s)) {
+            let base = s.slot_base.load(Acquire);
+            if base != u64::MAX && tail > base && !s.is_broken() {
+                let new = s.start_idx.wrapping_add((tail - base) as u16);
+                let old = s.used_shadow.swap(new, Relaxed);
+                if old != new {
+                    s.ring.set_used_idx(new);
+                    kick = s.wants_notify(old, new);
+                }
+            }
+        }
+        if idle {
+            // Nothing in flight any more: let a stopping ring's session go
+            // (leases still being dropped hold their own clones).
+            self.pin = None;
+        }
+        kick
+    }
+}
+
+impl TxQueue for VhostTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        if len > self.max_frame_b {
+            0
+        } else if self.mrg.load(Relaxed) {
+            (len + 12).div_ceil(MRG_BUF_B) as u32
+        } else {
+            1
+        }
+    }
+
+    fn tx_lock(&self) -> Option<&TxLock> {
+        Some(&self.lock)
     }
 
     unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
+        // Tools driving the queue alone: the reservation in flight (ours)
+        // keeps the producer's pin until it is published.
+        let pin = self.lock.lock().producer.pin.clone();
+        let lease = Lease {
+            first: slot,
+            base: 0,
+            pin: pin.map(|s| s as Arc<dyn Any + Send + Sync>),
+        };
         // SAFETY: forwarded contract.
-        unsafe { self.write_burst(slot, &TxFrames::one(frame, nslots), &mut TxDrops::default()) }
+        unsafe {
+            self.write_burst(
+                &lease,
+                &TxFrames::one(frame, nslots),
+                &mut TxDrops::default(),
+            )
+        }
     }
 
-    unsafe fn write_burst(&self, first: u64, frames: &TxFrames<'_>, drops: &mut TxDrops) {
-        // SAFETY: a reservation is in flight (ours): the pin does not change
-        // until it is published, and nobody takes `get_mut` on it meanwhile.
-        let Some(s) = (unsafe { self.pin.get() }).as_ref() else {
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        // The session the reservation was made against, pinned by the lease.
+        let Some(s) = lease.pinned::<Session>() else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
+        let first = lease.first;
         if !self.slot.is_live(s) {
             // The ring was stopped or restarted since the reservation.
             self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
@@ -727,36 +781,6 @@ impl TxQueue for VhostTx {
             }
             slot += nslots as u64;
         }
-    }
-
-    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
-        self.published.store(tail, Relaxed);
-        let idle = tail == self.next_slot.load(Relaxed);
-        let mut kick = false;
-        {
-            // SAFETY: under the lock; shared access only, because a later
-            // lease may still be writing through the pin.
-            let pin = unsafe { self.pin.get() };
-            if let Some(s) = pin.as_ref().filter(|s| self.slot.is_live(s)) {
-                let base = s.slot_base.load(Acquire);
-                if base != u64::MAX && tail > base && !s.is_broken() {
-                    let new = s.start_idx.wrapping_add((tail - base) as u16);
-                    let old = s.used_shadow.swap(new, Relaxed);
-                    if old != new {
-                        s.ring.set_used_idx(new);
-                        kick = s.wants_notify(old, new);
-                    }
-                }
-            }
-        }
-        if idle {
-            // Nothing in flight any more (no write holds the pin): let a
-            // stopping ring's session go.
-            // SAFETY: under the lock, and no reservation is in flight, so no
-            // `write_burst` reads the pin.
-            *unsafe { self.pin.get_mut() } = None;
-        }
-        kick
     }
 
     fn kick(&self, _drops: &mut TxDrops) {
