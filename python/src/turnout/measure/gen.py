@@ -161,8 +161,11 @@ class VnfHandle:
     (answers to SIGUSR1) and, at the end, its final document."""
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
-                 cpu: int | None = None, polls: bool = True) -> None:
+                 cpu: int | None = None, polls: bool = True, sched: str = "other",
+                 sched_why: str = "") -> None:
         self.proc = proc
+        self.sched = sched  # its scheduling policy: "other" or "fifo:PRIO"
+        self.sched_why = sched_why
         self.name = name or _cmdline(proc)[-60:]
         self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
         self.polls = polls  # False: it sleeps on its ports' eventfds when idle
@@ -438,6 +441,10 @@ class GenMeasurer:
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
             counts.extra["vnf_sleepers"] = len(sleepers)
+        if self.helpers:
+            # how each chain VNF was scheduled, and why (campaign/layout.py vnf_sched)
+            counts.extra["vnf_sched"] = [{"name": h.name, "sched": h.sched, "why": h.sched_why}
+                                         for h in self.helpers]
         return counts
 
     @staticmethod
