@@ -467,3 +467,25 @@ def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
     assert t.variant() == "no-huge"
     t.memory = "--no-huge (4 KiB pages)"  # hugepages = 0, as asked
     assert t.variant() == ""
+
+
+def test_latency_under_host_load_is_the_schedulers(tmp_path):
+    # a repetition whose host load (1 min) reached the CPUs: the scheduler,
+    # not the SUT, set that p99 (docs/bench.md, "Latency at low rates")
+    from turnout.report.verdict import latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
+                                   status="done"))
+    loads = {"turnoutd": ([0.5, 2], [3.25, 2]), "ovs": ([0.5, 2], [1.9, 2])}
+    for sut, ls in loads.items():
+        for rep, hl in enumerate(ls):
+            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                               method="fixed", repetition=rep, offered_total_pps=1e4,
+                               sent=4000, received=4000, latency_p99_ns=1e5 * (rep + 1),
+                               status="ok", extra={"host_load": hl}))
+    with db:
+        t = latency_verdict_table(load_campaign(db, "l"))
+    limits = {r[4]: r[9] for r in t.rows}
+    assert limits == {"turnoutd": "scheduler (host load 3.25 on 2 CPUs)", "ovs": "SUT"}

@@ -437,6 +437,9 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        # the host's 1-minute load and CPU count at the trial's end: a load at
+        # or above the CPUs means the scheduler, not the SUT, sets its latency
+        counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
