@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .campaign.layout import Layout, available_cpus, plan
+from .campaign.layout import Layout, available_cpus, host_vnf_sched, plan
 from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
 from .measure.cost import cpu_list
@@ -113,13 +113,17 @@ class RealBench:
             try:
                 helpers = []
                 for i, h in enumerate(built.helpers):  # chain VNFs (turnout-gen fwd)
-                    args = [*self.gen, *h.args]
+                    # interrupt-mode VNFs at SCHED_FIFO 1 where that is safe, so
+                    # their wake-up preempts the tester (campaign/layout.py)
+                    sched = host_vnf_sched(h.polls, spec.vnf_priority)
+                    args = [*sched.prefix, *self.gen, *h.args]
                     cpu = layout.vnf_cpu(i) if layout.vnf else None
                     if cpu is not None:
                         args += ["--cpu", str(cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
-                                             cpu=cpu, polls=h.polls))
+                                             cpu=cpu, polls=h.polls, sched=sched.label,
+                                             sched_why=sched.why))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,

@@ -97,6 +97,10 @@ class CampaignSpec:
     #: eventfd when they share a core with the tester or each other, busy
     #: polling when each has a core), "poll" or "interrupt"
     vnf_wakeup: str = "auto"
+    #: how chain VNFs are scheduled: "auto" (SCHED_FIFO 1 for those in
+    #: interrupt mode while RT throttling bounds them, campaign/layout.py
+    #: vnf_sched) or "normal" (SCHED_OTHER)
+    vnf_priority: str = "auto"
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -208,7 +212,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
-             "virtual_port", "vnf_wakeup",
+             "virtual_port", "vnf_wakeup", "vnf_priority",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "interleave"}
     for k in c:
@@ -362,6 +366,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     vnf_wakeup = c.get("vnf_wakeup", "auto")
     if vnf_wakeup not in ("auto", "poll", "interrupt"):
         raise CampaignError(f"campaign.vnf_wakeup: {vnf_wakeup!r} is not auto, poll or interrupt")
+    vnf_priority = c.get("vnf_priority", "auto")
+    if vnf_priority not in ("auto", "normal"):
+        raise CampaignError(f"campaign.vnf_priority: {vnf_priority!r} is not auto or normal")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -375,6 +382,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
+        vnf_priority=vnf_priority,
         interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 
