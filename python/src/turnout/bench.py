@@ -17,7 +17,7 @@ from .measure.cost import cpu_list
 from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
 from .results.models import Host, Sut
-from .scenarios import Built, Point, build, check
+from .scenarios import Built, Point, build, check, excluded
 from .sut import SUTS, make_sut
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
@@ -81,11 +81,14 @@ class RealBench:
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = make_sut(sut_name, spec.sut_options.get(sut_name))
+        why = excluded(point, sut)
+        if why:  # before anything is set up: the campaign cut this cell
+            raise SkipSession(why)
+        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
+            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
         why = sut.available()
         if why:
             raise SkipSession(f"{sut_name}: {why}")
-        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
-            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
         roles = tester_roles(self.gen)
         pygen = _is_pygen(self.gen)
         # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless

@@ -338,6 +338,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     for k in sut_opts:
         if k not in SUTS:
             raise CampaignError(f"[sut.{k}]: unknown SUT")
+        _sut_scenarios(k, sut_opts[k])
     tester_cpu = c.get("tester_cpu", 0)
     tester_rx_cpu = c.get("tester_rx_cpu")
     if tester_rx_cpu is not None and (not isinstance(tester_rx_cpu, int) or tester_rx_cpu < 0):
@@ -397,3 +398,23 @@ def load(path: str | Path) -> CampaignSpec:
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{p}: {e}") from e
     return parse(doc, str(p))
+
+
+def _sut_scenarios(name: str, opts: Any) -> None:
+    """``[sut.NAME] scenarios``: the scenarios this SUT runs in the campaign
+    (the others are skipped with ``scenarios_reason``, stored and shown in
+    the verdict), so a campaign can cut one SUT's cells without losing the
+    SUT's reason."""
+    if not isinstance(opts, dict):
+        raise CampaignError(f"[sut.{name}]: a table of options")
+    if "scenarios" in opts:
+        only = opts["scenarios"]
+        if not isinstance(only, list) or not only or not all(isinstance(x, str) for x in only):
+            raise CampaignError(f"sut.{name}.scenarios: a non-empty list of scenario names")
+        for sc in only:
+            if sc not in SCENARIOS:
+                raise CampaignError(f"sut.{name}.scenarios: unknown scenario {sc!r} "
+                                    f"({', '.join(SCENARIOS)})")
+    why = opts.get("scenarios_reason")
+    if why is not None and (not isinstance(why, str) or not why or "scenarios" not in opts):
+        raise CampaignError(f"sut.{name}.scenarios_reason: a non-empty string, with scenarios")
