@@ -58,6 +58,9 @@ PREFIXES = [("10.0.0.0", 8), ("10.0.0.0", 16), ("10.0.0.0", 24), ("10.0.1.0", 24
             ("10.0.0.2", 32), ("192.168.0.0", 16)]
 TPORTS = [80, 443, 1000, 2000, 53]
 VIDS = [5, 7]
+IP6S = ["2001:db8::1", "2001:db8::2", "2001:db8:1::1", "fe80::1"]
+PREFIXES6 = [("2001:db8::", 32), ("2001:db8::", 64), ("2001:db8:1::", 48), ("2001:db8::2", 128)]
+FRAG = {"no": 0, "first": 0x2000, "later": 0x2000 | 185}
 
 
 def ip2b(a: str) -> bytes:
@@ -66,6 +69,14 @@ def ip2b(a: str) -> bytes:
 
 def b2ip(b: bytes) -> str:
     return ".".join(str(x) for x in b)
+
+
+def ip6b(a: str) -> bytes:
+    return socket.inet_pton(socket.AF_INET6, a)
+
+
+def b2ip6(b: bytes) -> str:
+    return socket.inet_ntop(socket.AF_INET6, b)
 
 
 def csum(b: bytes) -> int:
@@ -93,32 +104,43 @@ def build_frame(f: dict[str, Any]) -> bytes:
         body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, f["arp_op"],
                            bytes(6), ip2b(f["src"]), bytes(6), ip2b(f["dst"]))
         return eth + body + bytes(max(0, 60 - len(eth) - len(body)))
-    if f["type"] != 0x0800:
+    v6 = f["type"] == 0x86DD
+    if f["type"] != 0x0800 and not v6:
         return eth + bytes(46)
     proto = f["proto"]
-    src, dst = ip2b(f["src"]), ip2b(f["dst"])
+    if v6:
+        proto = {1: 58}.get(proto, proto)
+        src, dst = ip6b(f["src6"]), ip6b(f["dst6"])
+    else:
+        src, dst = ip2b(f["src"]), ip2b(f["dst"])
     payload = b"turnout-ofdiff"
     if proto == 6:
         l4 = struct.pack("!HHIIBBHHH", f["tp_src"], f["tp_dst"], 1, 0, 5 << 4, 0x02, 1024, 0, 0)
     elif proto == 17:
         l4 = struct.pack("!HHHH", f["tp_src"], f["tp_dst"], 8 + len(payload), 0)
-    elif proto == 1:
+    elif proto in (1, 58):
         l4 = struct.pack("!BBHI", f["tp_src"], f["tp_dst"], 0, 0)
     else:
         l4 = b""
     l4 += payload
-    if proto in (6, 17):
-        pseudo = src + dst + struct.pack("!BBH", 0, proto, len(l4))
+    if proto in (6, 17, 58) if v6 else proto in (6, 17):
+        pseudo = src + dst + (struct.pack("!IxxxB", len(l4), proto) if v6
+                              else struct.pack("!BBH", 0, proto, len(l4)))
         c = csum(pseudo + l4)
         if proto == 17 and c == 0:
             c = 0xFFFF
-        at = 16 if proto == 6 else 6
+        at = {6: 16, 17: 6, 58: 2}[proto]
         l4 = l4[:at] + struct.pack("!H", c) + l4[at + 2:]
     elif proto == 1:
         l4 = l4[:2] + struct.pack("!H", csum(l4)) + l4[4:]
+    if v6:
+        ip = struct.pack("!IHBB16s16s", (6 << 28) | (f["tos"] << 20), len(l4), proto, f["ttl"],
+                         src, dst)
+        return eth + ip + l4
     opts = b"\x01\x01\x01\x00" * f.get("ip_opts", 0)  # NOPs, end of options
     ip = struct.pack("!BBHHHBBH4s4s", 0x45 + len(opts) // 4, f["tos"],
-                     20 + len(opts) + len(l4), 1, 0, f["ttl"], proto, 0, src, dst) + opts
+                     20 + len(opts) + len(l4), 1, FRAG[f.get("frag", "no")], f["ttl"], proto,
+                     0, src, dst) + opts
     ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
     return eth + ip + l4
 
@@ -150,13 +172,27 @@ def parse_frame(b: bytes) -> dict[str, Any]:
         f.update(tos=ip[1], ttl=ip[8], proto=ip[9], src=b2ip(ip[12:16]), dst=b2ip(ip[16:20]))
         f["ip_csum_ok"] = csum(ip) == 0
         l4 = b[l3 + ihl:l3 + tot]
+        whole = struct.unpack("!H", ip[6:8])[0] & 0x3FFF == 0
         if f["proto"] in (6, 17):
             f["tp_src"], f["tp_dst"] = struct.unpack("!HH", l4[:4])
             zero_udp = f["proto"] == 17 and l4[6:8] == b"\0\0"
             pseudo = ip[12:20] + struct.pack("!BBH", 0, f["proto"], len(l4))
-            f["l4_csum_ok"] = zero_udp or csum(pseudo + l4) == 0
+            f["l4_csum_ok"] = zero_udp or not whole or csum(pseudo + l4) == 0
         elif f["proto"] == 1:
             f["tp_src"], f["tp_dst"] = l4[0], l4[1]
+    elif et == 0x86DD:
+        hdr = b[l3:l3 + 40]
+        plen = struct.unpack("!H", hdr[4:6])[0]
+        f.update(tos=(struct.unpack("!I", hdr[:4])[0] >> 20) & 0xFF, ttl=hdr[7], proto=hdr[6],
+                 src6=b2ip6(hdr[8:24]), dst6=b2ip6(hdr[24:40]))
+        l4 = b[l3 + 40:l3 + 40 + plen]
+        if f["proto"] in (6, 17, 58):
+            if f["proto"] == 58:
+                f["tp_src"], f["tp_dst"] = l4[0], l4[1]
+            else:
+                f["tp_src"], f["tp_dst"] = struct.unpack("!HH", l4[:4])
+            pseudo = hdr[8:40] + struct.pack("!IxxxB", len(l4), f["proto"])
+            f["l4_csum_ok"] = csum(pseudo + l4) == 0
     return f
 
 
@@ -174,7 +210,8 @@ class Gen:
         """Match text and what it implies (kind, tagged) for the actions."""
         r = self.r
         m: list[str] = []
-        kind = r.choice(["any", "any", "ip", "tcp", "udp", "icmp", "arp"])
+        kind = r.choice(["any", "any", "ip", "tcp", "udp", "icmp", "arp", "ipv6", "tcp6", "udp6",
+                         "icmp6", "dl_type=0x88b5"])
         tagged: bool | None = None
         if r.random() < 0.5:
             m.append(f"in_port={r.randint(1, NPORTS)}")
@@ -196,6 +233,18 @@ class Gen:
             m.append("dl_dst=01:00:00:00:00:00/01:00:00:00:00:00")
         if kind != "any":
             m.append(kind)
+        if kind in ("ipv6", "tcp6", "udp6", "icmp6"):
+            for k in ("ipv6_src", "ipv6_dst"):
+                if r.random() < 0.35:
+                    a, n = r.choice(PREFIXES6)
+                    m.append(f"{k}={a}/{n}" if n < 128 else f"{k}={a}")
+            if r.random() < 0.1:
+                m.append(f"nw_tos={r.choice([0, 40])}")
+        if kind == "icmp6":
+            if r.random() < 0.5:
+                m.append(f"icmpv6_type={r.choice([128, 129])}")
+            if r.random() < 0.2:
+                m.append("icmpv6_code=0")
         if kind in ("ip", "tcp", "udp", "icmp"):
             for k in ("nw_src", "nw_dst"):
                 if r.random() < 0.35:
@@ -203,13 +252,13 @@ class Gen:
                     m.append(f"{k}={a}/{n}" if n < 32 else f"{k}={a}")
             if r.random() < 0.1:
                 m.append(f"nw_tos={r.choice([0, 40])}")
-        if kind in ("tcp", "udp"):
+        if kind in ("tcp", "udp", "tcp6", "udp6"):
             for k in ("tp_src", "tp_dst"):
                 # Exact only: OpenFlow 1.3 makes TCP/UDP ports unmaskable
                 # and turnoutd's endpoint refuses a mask (OFPBMC_BAD_MASK);
                 # OVS takes one as an extension (docs/flows.md).
                 if r.random() < 0.4:
-                    m.append(f"{kind}_{k[3:]}={r.choice(TPORTS)}")
+                    m.append(f"{kind.rstrip('6')}_{k[3:]}={r.choice(TPORTS)}")
         if kind == "icmp":
             if r.random() < 0.5:
                 m.append(f"icmp_type={r.choice([0, 8])}")
@@ -232,6 +281,9 @@ class Gen:
         ip = kind in ("ip", "tcp", "udp", "icmp")
         for _ in range(r.choice([0, 0, 1, 2, 3])):
             choices = ["mac"]
+            if kind in ("ipv6", "tcp6", "udp6", "icmp6"):
+                # No IPv6 address or port rewrites: turnoutd refuses them.
+                choices.append("ttl")
             if ip:
                 # dec_ttl only where the match says IPv4: ovs-ofctl
                 # refuses it without (OpenFlow 1.3 prerequisite), turnoutd
@@ -305,10 +357,12 @@ class Gen:
         f: dict[str, Any] = {
             "eth_dst": r.choice([*MACS, "ff:ff:ff:ff:ff:ff"]), "eth_src": r.choice(MACS),
             "vlan": None if r.random() < 0.6 else (r.choice([0, 3]) << 13) | r.choice(VIDS),
-            "type": r.choice([0x0800] * 6 + [0x0806, 0x88B5]),
+            "type": r.choice([0x0800] * 6 + [0x86DD] * 2 + [0x0806, 0x88B5]),
             "proto": r.choice([6, 17, 1, 47]), "src": r.choice(IPS), "dst": r.choice(IPS),
-            "tos": r.choice([0, 40]), "ttl": r.choice([64, 64, 2, 1]),
+            "tos": r.choice([0, 40, 41, 3]), "ttl": r.choice([64, 64, 2, 1, 0]),
             "arp_op": r.choice([1, 2]), "ip_opts": r.choice([0] * 8 + [1, 2]),
+            "src6": r.choice(IP6S), "dst6": r.choice(IP6S),
+            "frag": r.choice(["no"] * 8 + ["first", "later"]),
         }
         in_port = r.randint(1, NPORTS)
         if r.random() < 0.8 and flows:
@@ -328,13 +382,22 @@ class Gen:
                 elif k in ("ip", "tcp", "udp", "icmp", "arp"):
                     f["type"] = 0x0806 if k == "arp" else 0x0800
                     f["proto"] = {"tcp": 6, "udp": 17, "icmp": 1}.get(k, f["proto"])
+                elif k in ("ipv6", "tcp6", "udp6", "icmp6"):
+                    f["type"] = 0x86DD
+                    f["proto"] = {"tcp6": 6, "udp6": 17, "icmp6": 1}.get(k, f["proto"])
+                elif k == "dl_type":
+                    f["type"] = int(v, 0)
+                elif k in ("ipv6_src", "ipv6_dst"):
+                    a = ip6b(v)
+                    last = bytes([a[15] or r.choice([1, 2])])
+                    f[k[5:] + "6"] = b2ip6(a[:15] + last)
                 elif k in ("nw_src", "arp_spa", "nw_dst", "arp_tpa"):
                     a = ip2b(v)
                     last = bytes([a[3] or r.choice([1, 2, 9])])
                     f["src" if k in ("nw_src", "arp_spa") else "dst"] = b2ip(a[:3] + last)
-                elif k in ("tcp_src", "udp_src", "icmp_type"):
+                elif k in ("tcp_src", "udp_src", "icmp_type", "icmpv6_type"):
                     f["tp_src"] = int(v, 0)
-                elif k in ("tcp_dst", "udp_dst", "icmp_code"):
+                elif k in ("tcp_dst", "udp_dst", "icmp_code", "icmpv6_code"):
                     f["tp_dst"] = int(v, 0)
                 elif k == "nw_tos":
                     f["tos"] = int(v, 0)
@@ -343,7 +406,7 @@ class Gen:
         if f["vlan"] is not None and r.random() < 0.15:
             f["vlan2"] = r.choice(VIDS)  # double tagged (OVS: vlan-limit=2)
         if f["proto"] == 1:
-            f.setdefault("tp_src", r.choice([0, 8]))
+            f.setdefault("tp_src", r.choice([128, 129] if f["type"] == 0x86DD else [0, 8]))
             f.setdefault("tp_dst", 0)
         f.setdefault("tp_src", r.choice(TPORTS))
         f.setdefault("tp_dst", r.choice(TPORTS))
@@ -396,6 +459,11 @@ class Ovs:
             self.vsctl("add-port", self.br, f"{TAG}p{i}", "--", "set", "interface",
                        f"{TAG}p{i}", "type=dummy", f"ofport_request={i}")
         self.mgmt = f"unix:{d}/{self.br}.mgmt"
+        # The first fragment of an IPv4 datagram has its L4 ports, later
+        # ones none: turnoutd's rule, OVS's "nx-match" fragment handling.
+        # (OVS's default, "normal", zeroes the ports of every fragment as
+        # OpenFlow 1.0 said; docs/flows.md.)
+        ofctl("set-frags", self.mgmt, "nx-match")
         # Datapath port number -> OpenFlow port ("name ofport/dpport: (type)").
         self.of_of_dp: dict[int, int] = {}
         out = self.appctl("dpif/show")
@@ -485,7 +553,7 @@ def ovs_outputs(ovs: Ovs, trace: str, frame: dict[str, Any]) -> dict[int, dict[s
                     cur["eth_" + k] = v
                 elif hdr == "ipv4" and k in ("src", "dst"):
                     cur[k] = v
-                elif hdr == "ipv4" and k == "ttl":
+                elif (hdr, k) in (("ipv4", "ttl"), ("ipv6", "hlimit")):
                     cur["ttl"] = int(v, 0)
                 elif hdr in ("tcp", "udp") and k in ("src", "dst"):
                     cur["tp_" + k] = int(v, 0)
@@ -508,6 +576,10 @@ def view(f: dict[str, Any]) -> dict[str, Any]:
             keys += ["tp_src", "tp_dst"]
     elif f["type"] == 0x0806:
         keys += ["arp_op", "src", "dst"]
+    elif f["type"] == 0x86DD:
+        keys += ["tos", "ttl", "proto", "src6", "dst6"]
+        if f["proto"] in (6, 17, 58):
+            keys += ["tp_src", "tp_dst"]
     return {k: f.get(k) for k in keys}
 
 

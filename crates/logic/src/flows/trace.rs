@@ -65,7 +65,7 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
         .map(|p| {
             let d = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
             match (d(p[0]), d(p[1])) {
-                (Some(a), Some(b)) => Ok(a << 4 | b),
+                (Some(a), Some(b)) => Ok((a << 4) | b),
                 _ => Err(format!(
                     "{:?} is not a hex byte",
                     String::from_utf8_lossy(p)
