@@ -57,7 +57,7 @@ fn unhex(s: &str) -> Result<Vec<u8>, String> {
         .bytes()
         .filter(|c| !matches!(c, b' ' | b':' | b'\n' | b'\t'))
         .collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(format!("{} hex digits (an odd number)", digits.len()));
     }
     digits
