@@ -47,7 +47,7 @@ pytestmark = pytest.mark.system
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 NPORTS = 4
-ROUNDS = int(os.environ.get("TURNOUT_OFDIFF_ROUNDS", "30"))
+ROUNDS = int(os.environ.get("TURNOUT_OFDIFF_ROUNDS", "24"))
 PACKETS = int(os.environ.get("TURNOUT_OFDIFF_PACKETS", "250"))
 TAG = f"ofd{os.getpid() % 100000}"
 
@@ -223,14 +223,19 @@ class Gen:
             elif v < 0.75:
                 m.append("vlan_tci=0x0000/0x1000")
                 tagged = False
-            else:
+            elif v < 0.9:
                 m.append(f"dl_vlan_pcp={r.choice([0, 3])}")
                 tagged = True
+            else:
+                m.append("dl_vlan=0xffff")  # untagged, the OpenFlow 1.0 way
+                tagged = False
         for k in ("dl_src", "dl_dst"):
             if r.random() < 0.2:
                 m.append(f"{k}={r.choice(MACS)}")
         if r.random() < 0.05:
             m.append("dl_dst=01:00:00:00:00:00/01:00:00:00:00:00")
+        elif r.random() < 0.05:
+            m.append("dl_src=02:00:00:00:00:00/ff:00:00:00:00:00")
         if kind != "any":
             m.append(kind)
         if kind in ("ipv6", "tcp6", "udp6", "icmp6"):
@@ -250,6 +255,8 @@ class Gen:
                 if r.random() < 0.35:
                     a, n = r.choice(PREFIXES)
                     m.append(f"{k}={a}/{n}" if n < 32 else f"{k}={a}")
+                elif r.random() < 0.05:
+                    m.append(f"{k}=10.0.0.1/255.0.0.255")  # not a prefix
             if r.random() < 0.1:
                 m.append(f"nw_tos={r.choice([0, 40])}")
         if kind in ("tcp", "udp", "tcp6", "udp6"):
@@ -320,6 +327,8 @@ class Gen:
             acts = ["drop"] if not acts or r.random() < 0.5 else acts
         elif c < 0.6:
             acts.append(r.choice(["flood", "all"]))
+            if r.random() < 0.2:
+                acts.append(f"output:{r.randint(1, NPORTS)}")  # covered by the flood
         else:
             # Several outputs make a group; no rewrite between them (refused
             # by turnoutd). `in_port` is left out: OVS sends back, turnoutd
@@ -374,7 +383,10 @@ class Gen:
                 elif k in ("dl_src", "dl_dst") and not v.startswith("01:"):
                     f["eth_" + k[3:]] = v
                 elif k == "dl_vlan":
-                    f["vlan"] = int(v, 0)
+                    # Never the reserved VID 0xfff: turnoutd's parser stops
+                    # at such a tag (only the MACs), OVS reads on
+                    # (docs/flows.md); dl_vlan=0xffff means untagged.
+                    f["vlan"] = None if int(v, 0) == 0xFFFF else int(v, 0)
                 elif k == "dl_vlan_pcp":
                     f["vlan"] = (int(v, 0) << 13) | r.choice(VIDS)
                 elif k == "vlan_tci":
