@@ -283,6 +283,54 @@ mod tests {
         assert_eq!(t["tables"], json!([{"table": 0, "miss": true}]));
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+        /// On any frame, trace gives what `classify` does, through the
+        /// classifier and through the exact-match cache (second pass): the
+        /// same ports and the same bytes.
+        #[test]
+        fn trace_agrees_with_classify_and_its_cache(
+            frames in crate::testutil::random_frames(),
+            in_port in 0u16..3,
+        ) {
+            let f = flows(&[
+                "priority=9,ip,nw_dst=0.0.0.0/1,actions=dec_ttl,mod_dl_src:02:aa:00:00:00:01,goto_table:1",
+                "priority=8,vlan_tci=0x1000/0x1000,actions=strip_vlan,goto_table:2",
+                "priority=7,udp,actions=mod_tp_dst:53,mod_nw_src:10.1.1.1,output:1,output:2",
+                "priority=6,ipv6,actions=dec_ttl,flood",
+                "priority=1,actions=output:0",
+                "table=1,priority=5,tcp,actions=mod_tp_src:80,output:2",
+                "table=1,priority=4,actions=mod_dl_dst:02:bb:00:00:00:01,goto_table:2",
+                "table=2,priority=5,ip,actions=mod_nw_dst:192.168.1.1,output:1",
+                "table=2,priority=4,arp,actions=all",
+            ]);
+            let ports: &[u16] = &[0, 1, 2];
+            for _pass in 0..2 {
+                let mut b = Batch::new(frames.clone());
+                let v = b.classify(&f, in_port, 0);
+                for (i, fr) in frames.iter().enumerate() {
+                    let t = f.trace(fr.clone(), in_port, Some(ports));
+                    let want: Vec<u16> = match v[i] {
+                        Verdict::Port(p) if p != in_port => vec![p],
+                        Verdict::Group(g) => f.group_members(g).iter().copied().filter(|&p| p != in_port).collect(),
+                        Verdict::Flood => ports.iter().copied().filter(|&p| p != in_port).collect(),
+                        _ => vec![],
+                    };
+                    let got: Vec<u16> = t["outputs"].as_array().unwrap().iter().map(|o| o["port"].as_u64().unwrap() as u16).collect();
+                    proptest::prop_assert_eq!(&got, &want, "{}", t);
+                    for o in t["outputs"].as_array().unwrap() {
+                        // A popped tag leaves the frame 4 bytes into its buffer.
+                        let out = o["frame"].as_str().unwrap();
+                        let buf = &b.frames[i];
+                        let sent = if out.len() / 2 + 4 == buf.len() { &buf[4..] } else { &buf[..] };
+                        proptest::prop_assert_eq!(out, hex(sent));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn bad_arguments_are_refused_with_the_key() {
         let f = flows(&[]);
