@@ -123,6 +123,11 @@ def build_frame(f: dict[str, Any]) -> bytes:
     else:
         l4 = b""
     l4 += payload
+    if f.get("cut") and not v6:
+        # An L4 header cut short (IPv4 only), and no Ethernet padding after
+        # it: OVS bounds L4 by the IP length, turnoutd by the frame
+        # (docs/flows.md).
+        l4 = l4[:f["cut"]]
     if proto in (6, 17, 58) if v6 else proto in (6, 17):
         pseudo = src + dst + (struct.pack("!IxxxB", len(l4), proto) if v6
                               else struct.pack("!BBH", 0, proto, len(l4)))
@@ -130,8 +135,9 @@ def build_frame(f: dict[str, Any]) -> bytes:
         if proto == 17 and c == 0:
             c = 0xFFFF
         at = {6: 16, 17: 6, 58: 2}[proto]
-        l4 = l4[:at] + struct.pack("!H", c) + l4[at + 2:]
-    elif proto == 1:
+        if len(l4) >= at + 2:
+            l4 = l4[:at] + struct.pack("!H", c) + l4[at + 2:]
+    elif proto == 1 and len(l4) >= 4:
         l4 = l4[:2] + struct.pack("!H", csum(l4)) + l4[4:]
     if v6:
         ip = struct.pack("!IHBB16s16s", (6 << 28) | (f["tos"] << 20), len(l4), proto, f["ttl"],
@@ -173,12 +179,13 @@ def parse_frame(b: bytes) -> dict[str, Any]:
         f["ip_csum_ok"] = csum(ip) == 0
         l4 = b[l3 + ihl:l3 + tot]
         whole = struct.unpack("!H", ip[6:8])[0] & 0x3FFF == 0
-        if f["proto"] in (6, 17):
+        if f["proto"] in (6, 17) and len(l4) >= 4:
             f["tp_src"], f["tp_dst"] = struct.unpack("!HH", l4[:4])
             zero_udp = f["proto"] == 17 and l4[6:8] == b"\0\0"
             pseudo = ip[12:20] + struct.pack("!BBH", 0, f["proto"], len(l4))
-            f["l4_csum_ok"] = zero_udp or not whole or csum(pseudo + l4) == 0
-        elif f["proto"] == 1:
+            cut = len(l4) < (20 if f["proto"] == 6 else 8)
+            f["l4_csum_ok"] = zero_udp or not whole or cut or csum(pseudo + l4) == 0
+        elif f["proto"] == 1 and len(l4) >= 2:
             f["tp_src"], f["tp_dst"] = l4[0], l4[1]
     elif et == 0x86DD:
         hdr = b[l3:l3 + 40]
@@ -372,6 +379,7 @@ class Gen:
             "arp_op": r.choice([1, 2]), "ip_opts": r.choice([0] * 8 + [1, 2]),
             "src6": r.choice(IP6S), "dst6": r.choice(IP6S),
             "frag": r.choice(["no"] * 8 + ["first", "later"]),
+            "cut": r.choice([0] * 10 + [2, 6, 12]),
         }
         in_port = r.randint(1, NPORTS)
         if r.random() < 0.8 and flows:
@@ -664,12 +672,19 @@ def test_flows_trace_agrees_with_ovs(peers: tuple[Ovs, Turnoutd, str], tmp_path:
                 assert pf.get("ip_csum_ok", True) and pf.get("l4_csum_ok", True), (
                     f"{ctx}: bad checksum in turnoutd's output {o}")
                 got[o["port"] + 1] = view(pf)
+            if fields.get("cut") and fields["type"] == 0x0800:
+                # A cut L4 header: trace lists OVS's port rewrite, which its
+                # datapath skips on a header that short, as turnoutd does;
+                # only the ports and the other headers are compared.
+                for v in (*want.values(), *got.values()):
+                    v.pop("tp_src", None)
+                    v.pop("tp_dst", None)
             compared += 1
             outputs += len(want)
             for f in want.values():
-                rewritten += f != want_in
+                rewritten += any(v != want_in.get(k) for k, v in f.items())
                 for k in ("eth_src", "eth_dst", "vlan", "src", "dst", "ttl", "tp_src", "tp_dst"):
-                    kinds[k] = kinds.get(k, 0) + (f.get(k) != want_in.get(k))
+                    kinds[k] = kinds.get(k, 0) + (k in f and f[k] != want_in.get(k))
             assert got == want, (
                 f"{ctx}: in_port={in_port} frame {frame.hex()}\n"
                 f"OVS: {want}\nturnoutd: {got}\nOVS trace:\n{tr}\n"
