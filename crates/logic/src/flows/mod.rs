@@ -55,6 +55,7 @@ mod cache;
 mod key;
 pub mod ofp;
 mod text;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -789,6 +790,8 @@ struct Acc<'a> {
     misses: [u32; MAX_TABLE as usize + 1],
     last_table: usize,
     run: Run<'a>,
+    /// Output actions ignored (`extra_outputs`), added once per batch.
+    extra: u32,
 }
 
 impl Default for Acc<'_> {
@@ -798,6 +801,7 @@ impl Default for Acc<'_> {
             misses: [0; MAX_TABLE as usize + 1],
             last_table: 0,
             run: Run::default(),
+            extra: 0,
         }
     }
 }
@@ -835,6 +839,22 @@ impl Default for Trace {
     }
 }
 
+/// Observer of the classifier's pipeline: `()` on the data path (no
+/// cost), the `trace` command's recorder otherwise (trace.rs).
+trait Hook {
+    /// Whether the flows hit count in their `n_packets`/`n_bytes`.
+    const COUNT: bool = true;
+    /// `r` matched in its table and its actions ran; `frame` is the packet
+    /// after them, `out` the verdict so far.
+    #[inline(always)]
+    fn hit(&mut self, _r: &Rule, _frame: &[u8], _out: Option<Verdict>) {}
+    /// No flow matched in `table`.
+    #[inline(always)]
+    fn miss(&mut self, _table: u8) {}
+}
+
+impl Hook for () {}
+
 /// The frame's key and its [`key::meta`] bits (the cache's key).
 #[inline]
 fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
@@ -856,7 +876,7 @@ impl Flows {
     /// recording in `t` the flows hit for the cache.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn pipeline<'s>(
+    fn pipeline<'s, H: Hook>(
         &self,
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
@@ -865,6 +885,7 @@ impl Flows {
         acc: &mut Acc<'s>,
         worker: u16,
         t: &mut Trace,
+        h: &mut H,
     ) -> Verdict {
         let len = p.len() as u64;
         let mut table = 0usize;
@@ -878,6 +899,7 @@ impl Flows {
             let Some(r) = snap.tables[table].lookup(&k) else {
                 acc.misses[table] += 1;
                 t.miss = table as u8 + 1;
+                h.miss(table as u8);
                 break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
             };
             if (t.n as usize) < cache::MAX_RULES {
@@ -886,7 +908,9 @@ impl Flows {
             } else {
                 t.cacheable = false;
             }
-            acc.run.hit(&r.stats, len, worker);
+            if H::COUNT {
+                acc.run.hit(&r.stats, len, worker);
+            }
             for a in r.actions.iter() {
                 match a {
                     Action::Output(_)
@@ -897,7 +921,8 @@ impl Flows {
                     _ => t.pure = false,
                 }
             }
-            popped |= self.actions::<true>(r, p, ingress, &mut out, &mut k);
+            popped |= self.actions::<true>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
+            h.hit(r, p.data(), out);
             match r.goto {
                 Some(g) => table = g as usize,
                 None => break out.unwrap_or(Verdict::Drop(DropReason::Policy)),
@@ -941,7 +966,7 @@ impl Flows {
             let r: &'s Rule = unsafe { &*r };
             acc.lookup(r.table as usize);
             acc.run.hit(&r.stats, len, worker);
-            self.actions::<false>(r, p, ingress, &mut out, &mut k);
+            self.actions::<false>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
         }
         if e.miss != 0 {
             let t = (e.miss - 1) as usize;
@@ -953,8 +978,8 @@ impl Flows {
     }
 
     /// Runs `r`'s apply-actions on `p` (`out`: the verdict so far); with
-    /// `KEYED`, keeps `k` in step with header rewrites. True if a
-    /// `pop_vlan` was reached.
+    /// `KEYED`, keeps `k` in step with header rewrites; counts ignored
+    /// outputs in `extra`. True if a `pop_vlan` was reached.
     #[inline(always)]
     fn actions<const KEYED: bool>(
         &self,
@@ -963,6 +988,7 @@ impl Flows {
         ingress: PortId,
         out: &mut Option<Verdict>,
         k: &mut Key,
+        extra: &mut u32,
     ) -> bool {
         let mut popped = false;
         for a in r.actions.iter() {
@@ -1038,7 +1064,7 @@ impl Flows {
                 }
             };
             if out.is_some() {
-                self.extra_outputs.fetch_add(1, Relaxed);
+                *extra += 1;
             } else {
                 *out = Some(o);
             }
@@ -1079,7 +1105,16 @@ impl Logic for Flows {
                     }
                     misses += 1;
                     let mut t = Trace::default();
-                    *v = self.pipeline(&snap, &mut p, ingress, k, &mut acc, ctx.worker, &mut t);
+                    *v = self.pipeline(
+                        &snap,
+                        &mut p,
+                        ingress,
+                        k,
+                        &mut acc,
+                        ctx.worker,
+                        &mut t,
+                        &mut (),
+                    );
                     // An entry of the current snapshot is replaced by one
                     // miss in 8 only: more flows than entries would
                     // otherwise evict each other on every packet (a
@@ -1104,11 +1139,23 @@ impl Logic for Flows {
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
                     let k = extract(p.data(), ingress);
                     let mut t = Trace::default();
-                    *v = self.pipeline(&snap, &mut p, ingress, k, &mut acc, ctx.worker, &mut t);
+                    *v = self.pipeline(
+                        &snap,
+                        &mut p,
+                        ingress,
+                        k,
+                        &mut acc,
+                        ctx.worker,
+                        &mut t,
+                        &mut (),
+                    );
                 }
             }
         }
         acc.run.flush(ctx.worker);
+        if acc.extra > 0 {
+            self.extra_outputs.fetch_add(acc.extra as u64, Relaxed);
+        }
         for t in 0..=acc.last_table {
             if acc.lookups[t] > 0 {
                 self.table_stats[t].add(ctx.worker, acc.lookups[t] as u64, acc.misses[t] as u64);
@@ -1135,6 +1182,7 @@ impl Logic for Flows {
                 self.change(&what, &texts, strict, cmd == "delete")
                     .map_err(e)
             }
+            "trace" => self.trace_command(&what, args).map_err(e),
             "dump" => {
                 let a = Args::new(&what, args, &["table"]).map_err(e)?;
                 let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
@@ -1150,6 +1198,7 @@ impl Logic for Flows {
             ("modify", "{flow|flows, strict?}: replace the actions of the flows the match selects"),
             ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
             ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
+            ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
         ]
     }
 
