@@ -52,6 +52,7 @@
 //! packet's key to the flows its pipeline hits, valid for one snapshot.
 
 mod cache;
+mod expiry;
 mod key;
 pub mod ofp;
 mod text;
@@ -59,10 +60,12 @@ mod text;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
+pub use expiry::{Reason, SWEEP_EVERY};
 pub use key::{extract, extract_fast, extract_general, Field, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
@@ -143,6 +146,14 @@ struct Rule {
     goto: Option<u8>,
     /// packets, bytes.
     stats: Arc<Counters>,
+    /// Seconds without a new packet before the flow expires (0: never).
+    idle_timeout: u16,
+    /// Seconds after installation before it expires (0: never).
+    hard_timeout: u16,
+    /// `OFPFF_*` flags as given (`SEND_FLOW_REM`: reported when it goes).
+    flags: u16,
+    /// Installation (durations, hard timeout); a modify keeps it.
+    installed: Instant,
 }
 
 impl Rule {
@@ -151,10 +162,38 @@ impl Rule {
         self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
     }
 
+    /// The same flow with other actions (modify): match, priority,
+    /// cookie, installation, timeouts and flags kept.
+    fn with_actions(
+        &self,
+        actions: Box<[Action]>,
+        shown: Box<[Action]>,
+        goto: Option<u8>,
+        stats: Arc<Counters>,
+    ) -> Rule {
+        Rule {
+            actions,
+            shown,
+            goto,
+            stats,
+            ..*self
+        }
+    }
+
     fn text(&self) -> String {
         let m = text::format_match(&self.key, &self.mask);
+        let mut t = String::new();
+        if self.idle_timeout != 0 {
+            t += &format!(",idle_timeout={}", self.idle_timeout);
+        }
+        if self.hard_timeout != 0 {
+            t += &format!(",hard_timeout={}", self.hard_timeout);
+        }
+        if self.flags & expiry::SEND_FLOW_REM != 0 {
+            t += ",send_flow_rem";
+        }
         format!(
-            "table={},priority={}{}{},actions={}",
+            "table={}{t},priority={}{}{},actions={}",
             self.table,
             self.priority,
             if m.is_empty() { "" } else { "," },
@@ -292,13 +331,15 @@ impl Snapshot {
         replaced.is_some()
     }
 
-    /// Removes (`f` returns None) or replaces (Some) every flow of the
-    /// tables `tables` that `pick` selects; returns how many.
+    /// Removes (`f` returns None; pushed on `removed`) or replaces (Some)
+    /// every flow of the tables `tables` that `pick` selects; returns how
+    /// many.
     fn update(
         &mut self,
         tables: std::ops::RangeInclusive<u8>,
         pick: &dyn Fn(&Rule) -> bool,
         f: &dyn Fn(&Rule) -> Option<Rule>,
+        removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
         let mut n = 0;
         for ti in tables {
@@ -317,8 +358,9 @@ impl Snapshot {
                     for r in v.iter() {
                         if pick(r) {
                             n += 1;
-                            if let Some(nr) = f(r) {
-                                out.push(Arc::new(nr));
+                            match f(r) {
+                                Some(nr) => out.push(Arc::new(nr)),
+                                None => removed.push(r.clone()),
                             }
                         } else {
                             out.push(r.clone());
@@ -356,6 +398,10 @@ pub struct Flows {
     cache: cache::Cache,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
+    /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
+    notices: Mutex<expiry::Notices>,
+    /// Tells this instance from a later one (a logic swap).
+    instance: u64,
 }
 
 /// Control-path state.
@@ -365,6 +411,8 @@ struct Writer {
     seq: u64,
     /// Output set → group id.
     groups: HashMap<Box<[PortId]>, u16>,
+    /// Idle-timeout bookkeeping (`expiry.rs`).
+    idle: expiry::Idle,
 }
 
 impl Writer {
@@ -489,6 +537,8 @@ impl Flows {
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
+            notices: Mutex::default(),
+            instance: GENERATION.fetch_add(1, Relaxed),
         };
         let texts = flow_texts(&a, false)?;
         f.add("flows config", &texts)?;
@@ -514,12 +564,15 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut replaced = 0;
+        let now = Instant::now();
         for (s, t) in specs.into_iter().zip(texts) {
             w.seq += 1;
             let compiled = w
                 .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
                 .map_err(|e| bad(what, t, e))?;
-            replaced += snap.insert(rule_of(s, w.seq, compiled, Arc::default())) as usize;
+            let r = rule_of(s, w.seq, compiled, Arc::default(), now);
+            w.idle.installed(&r);
+            replaced += snap.insert(r) as usize;
         }
         self.snap.store(Arc::new(snap));
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
@@ -554,6 +607,7 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut n = 0;
+        let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
             let compiled = match &s.actions {
                 Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
@@ -574,18 +628,12 @@ impl Flows {
             };
             let f = |r: &Rule| -> Option<Rule> {
                 let shown = s.actions.as_ref()?;
-                Some(Rule {
-                    table: r.table,
-                    priority: r.priority,
-                    seq: r.seq,
-                    cookie: r.cookie,
-                    key: r.key,
-                    mask: r.mask,
-                    actions: compiled.clone(),
-                    shown: shown.clone().into_boxed_slice(),
-                    goto: s.goto,
-                    stats: r.stats.clone(),
-                })
+                Some(r.with_actions(
+                    compiled.clone(),
+                    shown.clone().into_boxed_slice(),
+                    s.goto,
+                    r.stats.clone(),
+                ))
             };
             if let Some(g) = s.goto {
                 if snap.tables.iter().enumerate().any(|(ti, t)| {
@@ -598,9 +646,10 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update(tables, &pick, &f);
+            n += snap.update(tables, &pick, &f, &mut removed);
         }
         self.snap.store(Arc::new(snap));
+        self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
             json!({"deleted": n})
         } else {
@@ -627,7 +676,9 @@ impl Flows {
             .iter()
             .map(|r| {
                 let (p, b) = r.stats.get();
-                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b})
+                let d = r.installed.elapsed().as_secs_f64();
+                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b,
+                       "duration": (d * 1000.0).round() / 1000.0})
             })
             .collect();
         let tables: Vec<Value> = self
@@ -650,8 +701,22 @@ impl Flows {
     }
 }
 
-fn rule_of(s: FlowSpec, seq: u64, actions: Box<[Action]>, stats: Arc<Counters>) -> Rule {
+fn rule_of(
+    s: FlowSpec,
+    seq: u64,
+    actions: Box<[Action]>,
+    stats: Arc<Counters>,
+    installed: Instant,
+) -> Rule {
     Rule {
+        idle_timeout: s.idle_timeout,
+        hard_timeout: s.hard_timeout,
+        flags: if s.send_flow_rem {
+            expiry::SEND_FLOW_REM
+        } else {
+            0
+        },
+        installed,
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
         seq,
