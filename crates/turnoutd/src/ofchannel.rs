@@ -305,6 +305,8 @@ struct Session {
     flags: u16,
     miss_send_len: u16,
     xid: u32,
+    /// Flow-removed notices: (logic instance, next notice to send).
+    removed: Option<(u64, u64)>,
 }
 
 impl Session {
@@ -315,6 +317,7 @@ impl Session {
             flags: 0,
             miss_send_len: 128,
             xid: 1,
+            removed: None,
         }
     }
 
@@ -330,9 +333,16 @@ impl Session {
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_rx = Instant::now();
         let mut echo_sent = false;
+        // Flows removed from now on are reported (after the hello).
+        self.removed = self.with_flows(|f| f.notice_cursor());
         loop {
             if stop.load(Ordering::Acquire) {
                 return "switch stopping".into();
+            }
+            if self.hello {
+                if let Err(e) = self.send_flow_removed(&mut c) {
+                    return format!("write: {e}");
+                }
             }
             match c.read(&mut chunk) {
                 Ok(0) => return "peer closed".into(),
@@ -487,6 +497,32 @@ impl Session {
             Message::PacketOut(_) => err(OfpError::new(et::BAD_REQUEST, brc::EPERM)),
         };
         (replies, None)
+    }
+
+    /// Sends `OFPT_FLOW_REMOVED` for the flows removed with
+    /// `OFPFF_SEND_FLOW_REM` since the last call (a logic swapped in
+    /// starts a new cursor).
+    fn send_flow_removed<C: Conn>(&mut self, c: &mut C) -> io::Result<()> {
+        let prev = self.removed;
+        let got = self.with_flows(|f| {
+            let (inst, next) = f.notice_cursor();
+            match prev {
+                Some((i, cur)) if i == inst => {
+                    let (v, next) = f.flow_removed_since(cur);
+                    (inst, next, v)
+                }
+                _ => (inst, next, Vec::new()),
+            }
+        });
+        let Some((inst, next, v)) = got else {
+            self.removed = None;
+            return Ok(());
+        };
+        self.removed = Some((inst, next));
+        for (reason, s) in v {
+            c.write_all(&openflow::flow_removed(0, &s, reason))?;
+        }
+        Ok(())
     }
 
     fn with_flows<R>(&self, f: impl FnOnce(&Flows) -> R) -> Option<R> {
