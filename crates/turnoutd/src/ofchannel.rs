@@ -458,7 +458,10 @@ impl Session {
                 self.dpid(),
                 0,
                 255,
-                openflow::cap::FLOW_STATS | openflow::cap::TABLE_STATS | openflow::cap::PORT_STATS,
+                openflow::cap::FLOW_STATS
+                    | openflow::cap::TABLE_STATS
+                    | openflow::cap::PORT_STATS
+                    | openflow::cap::GROUP_STATS,
             )],
             Message::GetConfigRequest => {
                 vec![openflow::get_config_reply(
@@ -492,6 +495,11 @@ impl Session {
                     Err(e) => err(e),
                 }
             }
+            Message::GroupMod(g) => match self.with_flows(|f| f.group_mod(&g)) {
+                Some(Ok(())) => vec![],
+                Some(Err(e)) => err(e),
+                None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
+            },
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
             // Packet-out needs the data path's injection (not yet).
             Message::PacketOut(_) => err(OfpError::new(et::BAD_REQUEST, brc::EPERM)),
@@ -587,6 +595,36 @@ impl Session {
                     .collect();
                 reply(mp::TABLE, &parts)
             }
+            MultipartRequest::GroupDesc => {
+                let parts: Vec<Vec<u8>> = self
+                    .with_flows(|f| f.group_desc())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(kind, id, b)| openflow::group_desc_entry(*kind, *id, b))
+                    .collect();
+                reply(mp::GROUP_DESC, &parts)
+            }
+            MultipartRequest::Group(id) => {
+                let stats = self
+                    .with_flows(|f| f.group_stats(id))
+                    .unwrap_or(Ok(vec![]))?;
+                let parts: Vec<Vec<u8>> = stats.iter().map(openflow::group_stats_entry).collect();
+                reply(mp::GROUP, &parts)
+            }
+            MultipartRequest::GroupFeatures => {
+                use logic::flows::MAX_OF_GROUPS as M;
+                let (all, ind) = (openflow::gt::ALL, openflow::gt::INDIRECT);
+                let out = 1u32 << openflow::at::OUTPUT;
+                reply(
+                    mp::GROUP_FEATURES,
+                    &[openflow::group_features_body(
+                        1 << all | 1 << ind,
+                        0,
+                        [M as u32, 0, M as u32, 0],
+                        [out, 0, out, 0],
+                    )],
+                )
+            }
             MultipartRequest::PortStats(p) => {
                 let want = match p {
                     port::ANY => None,
@@ -654,6 +692,7 @@ impl Session {
                                 .collect(),
                             apply_actions: vec![
                                 openflow::at::OUTPUT,
+                                openflow::at::GROUP,
                                 openflow::at::POP_VLAN,
                                 openflow::at::DEC_NW_TTL,
                                 openflow::at::SET_FIELD,

@@ -143,6 +143,7 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
                     set_tp(frame, 2, p);
                     continue;
                 }
+                Action::OfGroup(_) => unreachable!("the generators make no group:N"),
                 Action::PopVlan => {
                     if frame.len() >= 18
                         && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([

@@ -38,6 +38,8 @@ pub enum Reason {
     HardTimeout,
     /// Deleted by a flow-mod or a `delete` command.
     Delete,
+    /// Its group was deleted.
+    GroupDelete,
 }
 
 impl Reason {
@@ -47,6 +49,7 @@ impl Reason {
             Reason::IdleTimeout => 0,
             Reason::HardTimeout => 1,
             Reason::Delete => 2,
+            Reason::GroupDelete => 3,
         }
     }
 }

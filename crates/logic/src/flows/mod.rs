@@ -53,6 +53,7 @@
 
 mod cache;
 mod expiry;
+mod groups;
 mod key;
 pub mod ofp;
 mod text;
@@ -66,6 +67,7 @@ use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
 pub use expiry::{Reason, SWEEP_EVERY};
+pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
 pub use key::{extract, extract_fast, extract_general, Field, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
@@ -413,6 +415,8 @@ struct Writer {
     groups: HashMap<Box<[PortId]>, u16>,
     /// Idle-timeout bookkeeping (`expiry.rs`).
     idle: expiry::Idle,
+    /// The OpenFlow group table (`groups.rs`).
+    of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
 }
 
 impl Writer {
@@ -422,6 +426,8 @@ impl Writer {
         groups: &[OnceLock<Box<[PortId]>>],
         acts: &[Action],
     ) -> Result<Box<[Action]>, String> {
+        let expanded = self.expand_groups(acts)?;
+        let acts: &[Action] = &expanded;
         if acts
             .iter()
             .any(|a| matches!(a, Action::Flood | Action::All))
@@ -1037,6 +1043,8 @@ impl Flows {
                 Action::Flood | Action::All => Verdict::Flood,
                 Action::Group(g) => Verdict::Group(g),
                 Action::InPort => Verdict::Port(ingress),
+                // Compiled into its outputs (never run).
+                Action::OfGroup(_) => continue,
                 _ if out.is_some() => continue,
                 Action::SetDlSrc(m) => {
                     write_mac(p.data_mut(), 6, m);

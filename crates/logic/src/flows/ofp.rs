@@ -229,6 +229,7 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                     port::ALL => Action::All,
                     p => Action::Output(port_id(p).ok_or(bad(bac::BAD_OUT_PORT))?),
                 },
+                openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
                 openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
                 openflow::Action::PopVlan => Action::PopVlan,
                 openflow::Action::DecNwTtl => Action::DecTtl,
@@ -283,6 +284,7 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                 }
                 Action::PopVlan => openflow::Action::PopVlan,
                 Action::Group(_) => return None,
+                Action::OfGroup(g) => openflow::Action::Group(g),
             })
         })
         .collect()
@@ -320,8 +322,8 @@ impl Filter {
                     Action::InPort => self.out_port == port::IN_PORT,
                     _ => false,
                 }))
-            // No group table: a flow never outputs to a group.
-            && self.out_group == GROUP_ANY
+            && (self.out_group == GROUP_ANY
+                || r.shown.contains(&Action::OfGroup(self.out_group)))
     }
 }
 
@@ -399,6 +401,8 @@ impl Flows {
             w.compile(&self.groups, &shown).map_err(|e| {
                 if e.starts_with("more than") {
                     fmf(fmfc::TABLE_FULL)
+                } else if e.starts_with("group") {
+                    OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP)
                 } else {
                     OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER)
                 }

@@ -45,6 +45,9 @@ pub enum Action {
     /// Several outputs of one action list, compiled into a group of the
     /// logic (never parsed or printed).
     Group(u16),
+    /// `group:N`: OpenFlow group N of the group table (groups.rs),
+    /// compiled into its buckets' outputs.
+    OfGroup(u32),
 }
 
 /// A parsed flow: match, priority, table and instructions.
@@ -474,6 +477,7 @@ fn parse_actions(
             "flood" => Action::Flood,
             "all" => Action::All,
             "in_port" => Action::InPort,
+            "group" => Action::OfGroup(uint(name, need("group id")?, 0xffff_ff00)? as u32),
             "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
             "dec_ttl" => Action::DecTtl,
@@ -689,7 +693,8 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
             Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
             Action::PopVlan => "strip_vlan".into(),
-            Action::Group(g) => format!("group:{g}"),
+            Action::Group(g) => format!("(outputs of set {g})"),
+            Action::OfGroup(g) => format!("group:{g}"),
         })
         .collect();
     if let Some(g) = goto {
