@@ -357,3 +357,53 @@ def test_timeouts_expire_flows_and_send_flow_removed(lab: Lab) -> None:
     with pytest.raises(TimeoutError):
         recv_msg(rd)
     rd.close()
+
+
+def tx_of(lab: Lab) -> dict[int, int]:
+    """tx packets per OpenFlow port, from dump-ports."""
+    out = lab.ofctl("dump-ports").stdout.splitlines()
+    tx: dict[int, int] = {}
+    port = 0
+    for line in out:
+        s = line.strip()
+        if s.startswith("port"):
+            port = int(s.split()[1].rstrip(":"))
+        elif s.startswith("tx pkts="):
+            tx[port] = int(s.split("pkts=")[1].split(",")[0])
+    return tx
+
+
+def test_groups_all_and_indirect(lab: Lab) -> None:
+    h = lab.hosts
+    lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2,bucket=output:3")
+    r = lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2", check=False)
+    assert r.returncode != 0 and "OFPGMFC_GROUP_EXISTS" in r.stderr, r.stderr
+    r = lab.ofctl("add-group", "group_id=2,type=select,bucket=output:2", check=False)
+    assert r.returncode != 0 and "OFPGMFC_BAD_TYPE" in r.stderr, r.stderr
+    r = lab.ofctl("add-flow", "in_port=1,actions=group:9", check=False)
+    assert r.returncode != 0 and "OFPBAC_BAD_OUT_GROUP" in r.stderr, r.stderr
+    groups = lab.ofctl("dump-groups").stdout
+    assert "group_id=1,type=all" in groups and "output:2" in groups and "output:3" in groups, \
+        groups
+    # h1's packets go to both h2 and h3 through the group; replies come back.
+    lab.ofctl("add-flow", "priority=10,in_port=1,actions=group:1")
+    lab.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+    lab.ofctl("add-flow", "priority=10,in_port=3,actions=output:1")
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[2] - before[2] >= 5 and after[3] - before[3] >= 5, (before, after)
+    stats = lab.ofctl("dump-group-stats").stdout
+    assert "group_id=1" in stats and "ref_count=1" in stats, stats
+    # Modify to INDIRECT with one bucket: h3 no longer gets copies.
+    lab.ofctl("mod-group", "group_id=1,type=indirect,bucket=output:2")
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[2] - before[2] >= 5 and after[3] - before[3] <= 1, (before, after)
+    assert "type=indirect" in lab.ofctl("dump-groups").stdout
+    # Deleting the group deletes the flow that uses it.
+    lab.ofctl("del-groups", "group_id=1")
+    assert not [x for x in flows_of(lab) if "group:1" in x], flows_of(lab)
+    assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
+    assert not ping(h[1], "10.0.0.2", 1)
