@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 from harness import Turnoutd, turnoutd_binary, wait_for
+from threehosts import ThreeHosts, nx, ping
 
 from turnout import testpeers
 
@@ -49,56 +50,15 @@ def _peers() -> None:
     testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
 
 
-def run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(cmd), check=False, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()}")
-    return r
-
-
-def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    return run("ip", "netns", "exec", ns, *cmd, check=check, timeout=timeout)
-
-
-class NsTurnoutd(Turnoutd):
-    """turnoutd inside a namespace (ip netns exec execs it: same PID)."""
-
-    def __init__(self, ns: str, workdir: Path, config: str) -> None:
-        super().__init__(workdir, config)
-        self.ns = ns
-
-    def start(self) -> NsTurnoutd:
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self._log = log
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, str(self.binary), "--config", str(self.config_path)],
-            stdout=log,
-            stderr=log,
-        )
-        try:
-            wait_for("turnoutd's control socket", 10, self._ready)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-
 class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ns: list[str] = []
-        self.daemon: NsTurnoutd | None = None
+        self.net = ThreeHosts(P, MAC)
+        self.daemon: Turnoutd | None = None
         self.sw = ""
         self.target = ""
         self.port = 0
         self.hosts: dict[int, str] = {}
-
-    def netns(self, short: str) -> str:
-        name = P + short
-        run("ip", "netns", "add", name)
-        self.ns.append(name)
-        nx(name, "ip", "link", "set", "lo", "up")
-        return name
 
     def ofctl(self, cmd: str, *args: str, check: bool = True,
               opts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -108,8 +68,7 @@ class Lab:
     def close(self) -> None:
         if self.daemon is not None:
             self.daemon.stop()
-        for ns in reversed(self.ns):
-            run("ip", "netns", "del", ns, check=False)
+        self.net.close()
 
 
 @pytest.fixture
@@ -120,37 +79,16 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         pytest.fail(str(e))
     lab = Lab(tmp_path)
     try:
-        lab.sw = sw = lab.netns("sw")
-        for i in (1, 2, 3):
-            h = lab.netns(f"h{i}")
-            lab.hosts[i] = h
-            run("ip", "link", "add", "eth0", "netns", h, "address", MAC[i], "type", "veth",
-                "peer", "name", f"p{i}", "netns", sw)
-            nx(h, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-            nx(sw, "sysctl", "-qw", f"net.ipv6.conf.p{i}.disable_ipv6=1")
-            nx(h, "ip", "addr", "add", f"10.0.0.{i}/24", "dev", "eth0")
-            for ns, dev in ((h, "eth0"), (sw, f"p{i}")):
-                nx(ns, "ip", "link", "set", dev, "up")
-                nx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro",
-                   "off", check=False)
+        lab.net.setup()
+        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
         lab.port = random.randint(20000, 60000)
         lab.target = f"tcp:127.0.0.1:{lab.port}"
         unix = tmp_path / "of.sock"
-        config = ('[switch]\ncontrol_socket = "@CTL@"\n'
-                  f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n\n'
-                  '[logic]\nname = "flows"\n\n')
-        for i in (1, 2, 3):
-            config += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
-        lab.daemon = NsTurnoutd(sw, tmp_path / "sw", config).start()
+        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
+        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
         yield lab
     finally:
         lab.close()
-
-
-def ping(ns: str, ip: str, count: int = 3) -> bool:
-    out = nx(ns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, check=False,
-             timeout=30).stdout
-    return f" {count} received" in out
 
 
 def flows_of(lab: Lab) -> list[str]:
