@@ -169,8 +169,13 @@ pub struct GroupStats {
 /// One `struct ofp_group_stats` (multipart `OFPMP_GROUP`).
 pub fn group_stats_entry(s: &GroupStats) -> Vec<u8> {
     let mut m = Msg::new(0, 0);
-    m.u16(40 + 16 * s.buckets.len() as u16).zeros(2).u32(s.group_id);
-    m.u32(s.ref_count).zeros(4).u64(s.packet_count).u64(s.byte_count);
+    m.u16(40 + 16 * s.buckets.len() as u16)
+        .zeros(2)
+        .u32(s.group_id);
+    m.u32(s.ref_count)
+        .zeros(4)
+        .u64(s.packet_count)
+        .u64(s.byte_count);
     m.u32(s.duration_sec).u32(s.duration_nsec);
     for &(p, b) in &s.buckets {
         m.u64(p).u64(b);
@@ -257,6 +262,9 @@ mod tests {
         assert_eq!(&s[40..48], &7u64.to_be_bytes());
         let d = group_desc_entry(gt::INDIRECT, 9, &[]);
         assert_eq!(d, vec![0, 8, 2, 0, 0, 0, 0, 9]);
-        assert_eq!(group_features_body(5, 0, [1, 0, 1, 0], [1, 0, 1, 0]).len(), 40);
+        assert_eq!(
+            group_features_body(5, 0, [1, 0, 1, 0], [1, 0, 1, 0]).len(),
+            40
+        );
     }
 }

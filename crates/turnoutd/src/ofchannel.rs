@@ -618,7 +618,7 @@ impl Session {
                 reply(
                     mp::GROUP_FEATURES,
                     &[openflow::group_features_body(
-                        1 << all | 1 << ind,
+                        (1 << all) | (1 << ind),
                         0,
                         [M as u32, 0, M as u32, 0],
                         [out, 0, out, 0],

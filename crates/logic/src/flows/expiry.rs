@@ -193,12 +193,11 @@ impl Flows {
     /// Notices numbered `cursor` on (those still kept), and the next cursor.
     pub(super) fn notices_since(&self, cursor: u64) -> (Vec<Notice>, u64) {
         let n = self.notices.lock().unwrap_or_else(|p| p.into_inner());
-        let v = n
-            .q
-            .iter()
-            .filter(|(i, _)| *i >= cursor)
-            .map(|(_, x)| x.clone())
-            .collect();
+        let v =
+            n.q.iter()
+                .filter(|(i, _)| *i >= cursor)
+                .map(|(_, x)| x.clone())
+                .collect();
         (v, n.next)
     }
 }

@@ -38,7 +38,10 @@ pub(super) struct OfGroup {
 
 impl Writer {
     /// `acts` with every `group:N` replaced by the group's outputs.
-    pub(super) fn expand_groups<'a>(&self, acts: &'a [Action]) -> Result<Cow<'a, [Action]>, String> {
+    pub(super) fn expand_groups<'a>(
+        &self,
+        acts: &'a [Action],
+    ) -> Result<Cow<'a, [Action]>, String> {
         if !acts.iter().any(|a| matches!(a, Action::OfGroup(_))) {
             return Ok(Cow::Borrowed(acts));
         }
@@ -266,7 +269,10 @@ mod tests {
     use serde_json::json;
 
     fn out(p: u32) -> openflow::Action {
-        openflow::Action::Output { port: p, max_len: 0 }
+        openflow::Action::Output {
+            port: p,
+            max_len: 0,
+        }
     }
 
     fn bucket(acts: Vec<openflow::Action>) -> Bucket {
@@ -297,8 +303,14 @@ mod tests {
         // OpenFlow ports 2 and 3 are ids 1 and 2.
         let two = vec![bucket(vec![out(2)]), bucket(vec![out(3)])];
         f.group_mod(&gm(gc::ADD, gt::ALL, 1, two.clone())).unwrap();
-        assert_eq!(f.group_mod(&gm(gc::ADD, gt::ALL, 1, two.clone())), err(gmfc::GROUP_EXISTS));
-        assert_eq!(f.group_mod(&gm(gc::MODIFY, gt::ALL, 2, two.clone())), err(gmfc::UNKNOWN_GROUP));
+        assert_eq!(
+            f.group_mod(&gm(gc::ADD, gt::ALL, 1, two.clone())),
+            err(gmfc::GROUP_EXISTS)
+        );
+        assert_eq!(
+            f.group_mod(&gm(gc::MODIFY, gt::ALL, 2, two.clone())),
+            err(gmfc::UNKNOWN_GROUP)
+        );
         f.command("add", &json!({"flows": ["send_flow_rem,in_port=0,actions=group:1", "in_port=3,actions=output:0"]}))
             .unwrap();
         let frame = eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x0800);
@@ -311,18 +323,24 @@ mod tests {
             .unwrap();
         assert_eq!(classify1(&f, 0, 0, &frame), Verdict::Port(2));
         let st = f.group_stats(GROUP_ALL).unwrap();
-        assert_eq!((st[0].group_id, st[0].ref_count, st[0].packet_count), (1, 1, 2));
+        assert_eq!(
+            (st[0].group_id, st[0].ref_count, st[0].packet_count),
+            (1, 1, 2)
+        );
         assert_eq!(f.group_desc()[0].0, gt::INDIRECT);
         // Deleting the group deletes the flow that uses it (GROUP_DELETE).
         let (_, start) = f.notice_cursor();
-        f.group_mod(&gm(gc::DELETE, gt::ALL, GROUP_ALL, vec![])).unwrap();
+        f.group_mod(&gm(gc::DELETE, gt::ALL, GROUP_ALL, vec![]))
+            .unwrap();
         assert_eq!(f.flow_count(), 1);
         let (n, _) = f.notices_since(start);
         assert_eq!(n.len(), 1);
         assert_eq!(n[0].reason, Reason::GroupDelete);
         assert!(f.group_desc().is_empty());
         // A flow naming a group that does not exist is refused.
-        assert!(f.command("add", &json!({"flow": "actions=group:1"})).is_err());
+        assert!(f
+            .command("add", &json!({"flow": "actions=group:1"}))
+            .is_err());
         assert_eq!(
             f.group_stats(1),
             Err(OfpError::new(et::GROUP_MOD_FAILED, gmfc::UNKNOWN_GROUP))
@@ -333,26 +351,53 @@ mod tests {
     fn refusals_carry_the_spec_codes() {
         let f = Flows::from_config(&json!(null)).unwrap();
         let one = vec![bucket(vec![out(2)])];
-        assert_eq!(f.group_mod(&gm(3, gt::ALL, 1, one.clone())), err(gmfc::BAD_COMMAND));
-        assert_eq!(f.group_mod(&gm(gc::ADD, gt::SELECT, 1, one.clone())), err(gmfc::BAD_TYPE));
+        assert_eq!(
+            f.group_mod(&gm(3, gt::ALL, 1, one.clone())),
+            err(gmfc::BAD_COMMAND)
+        );
+        assert_eq!(
+            f.group_mod(&gm(gc::ADD, gt::SELECT, 1, one.clone())),
+            err(gmfc::BAD_TYPE)
+        );
         assert_eq!(
             f.group_mod(&gm(gc::ADD, gt::ALL, GROUP_MAX + 1, one.clone())),
             err(gmfc::INVALID_GROUP)
         );
-        assert_eq!(f.group_mod(&gm(gc::ADD, gt::INDIRECT, 1, vec![])), err(gmfc::BAD_BUCKET));
         assert_eq!(
-            f.group_mod(&gm(gc::ADD, gt::ALL, 1, vec![bucket(vec![openflow::Action::Group(2)])])),
-            err(gmfc::CHAINING_UNSUPPORTED)
-        );
-        assert_eq!(
-            f.group_mod(&gm(gc::ADD, gt::ALL, 1, vec![bucket(vec![openflow::Action::PopVlan, out(2)])])),
+            f.group_mod(&gm(gc::ADD, gt::INDIRECT, 1, vec![])),
             err(gmfc::BAD_BUCKET)
         );
         assert_eq!(
-            f.group_mod(&gm(gc::ADD, gt::ALL, 1, vec![bucket(vec![out(port::CONTROLLER)])])),
+            f.group_mod(&gm(
+                gc::ADD,
+                gt::ALL,
+                1,
+                vec![bucket(vec![openflow::Action::Group(2)])]
+            )),
+            err(gmfc::CHAINING_UNSUPPORTED)
+        );
+        assert_eq!(
+            f.group_mod(&gm(
+                gc::ADD,
+                gt::ALL,
+                1,
+                vec![bucket(vec![openflow::Action::PopVlan, out(2)])]
+            )),
+            err(gmfc::BAD_BUCKET)
+        );
+        assert_eq!(
+            f.group_mod(&gm(
+                gc::ADD,
+                gt::ALL,
+                1,
+                vec![bucket(vec![out(port::CONTROLLER)])]
+            )),
             Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
         );
-        assert!(f.group_desc().is_empty(), "refused group-mods change nothing");
+        assert!(
+            f.group_desc().is_empty(),
+            "refused group-mods change nothing"
+        );
         // Deleting a group that does not exist is fine.
         f.group_mod(&gm(gc::DELETE, gt::ALL, 9, vec![])).unwrap();
     }

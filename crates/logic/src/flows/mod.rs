@@ -37,6 +37,10 @@
 //!
 //! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
 //!
+//! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
+//! a control-plane timer, never by the workers). The OpenFlow group table
+//! (ALL, INDIRECT): `groups.rs`.
+//!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
 //! searched in order of their best flow (priority, then installation) and

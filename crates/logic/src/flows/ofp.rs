@@ -322,8 +322,7 @@ impl Filter {
                     Action::InPort => self.out_port == port::IN_PORT,
                     _ => false,
                 }))
-            && (self.out_group == GROUP_ANY
-                || r.shown.contains(&Action::OfGroup(self.out_group)))
+            && (self.out_group == GROUP_ANY || r.shown.contains(&Action::OfGroup(self.out_group)))
     }
 }
 
