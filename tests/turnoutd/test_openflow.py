@@ -10,7 +10,12 @@ each rule's effect; dump-flows, dump-ports and show are checked against
 the ports and counters. Refusals are checked through ovs-ofctl's exit
 status and message (unknown action, goto to a lower table, output to the
 controller) and through a raw socket for what ovs-ofctl will not send (a
-bad prerequisite, a bad length, a stream that cannot be framed).
+bad prerequisite, a bad length, a stream that cannot be framed). Flows
+with hard_timeout / idle_timeout must stop matching when they expire, and
+a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
+groups (add-group, mod-group, del-groups, dump-groups, dump-group-stats)
+must forward to every bucket's port, checked with the ports' counters.
+The namespace set-up is threehosts.py's (shared with test_flows.py).
 
 OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
 Nothing outside the namespaces is touched; they are deleted and turnoutd is
