@@ -37,6 +37,10 @@
 //!
 //! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
 //!
+//! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
+//! a control-plane timer, never by the workers). The OpenFlow group table
+//! (ALL, INDIRECT): `groups.rs`.
+//!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
 //! searched in order of their best flow (priority, then installation) and
@@ -52,6 +56,8 @@
 //! packet's key to the flows its pipeline hits, valid for one snapshot.
 
 mod cache;
+mod expiry;
+mod groups;
 mod key;
 pub mod ofp;
 mod text;
@@ -60,10 +66,13 @@ mod trace;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
+pub use expiry::{Reason, SWEEP_EVERY};
+pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
 pub use key::{extract, extract_fast, extract_general, Field, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
@@ -144,6 +153,14 @@ struct Rule {
     goto: Option<u8>,
     /// packets, bytes.
     stats: Arc<Counters>,
+    /// Seconds without a new packet before the flow expires (0: never).
+    idle_timeout: u16,
+    /// Seconds after installation before it expires (0: never).
+    hard_timeout: u16,
+    /// `OFPFF_*` flags as given (`SEND_FLOW_REM`: reported when it goes).
+    flags: u16,
+    /// Installation (durations, hard timeout); a modify keeps it.
+    installed: Instant,
 }
 
 impl Rule {
@@ -152,10 +169,38 @@ impl Rule {
         self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
     }
 
+    /// The same flow with other actions (modify): match, priority,
+    /// cookie, installation, timeouts and flags kept.
+    fn with_actions(
+        &self,
+        actions: Box<[Action]>,
+        shown: Box<[Action]>,
+        goto: Option<u8>,
+        stats: Arc<Counters>,
+    ) -> Rule {
+        Rule {
+            actions,
+            shown,
+            goto,
+            stats,
+            ..*self
+        }
+    }
+
     fn text(&self) -> String {
         let m = text::format_match(&self.key, &self.mask);
+        let mut t = String::new();
+        if self.idle_timeout != 0 {
+            t += &format!(",idle_timeout={}", self.idle_timeout);
+        }
+        if self.hard_timeout != 0 {
+            t += &format!(",hard_timeout={}", self.hard_timeout);
+        }
+        if self.flags & expiry::SEND_FLOW_REM != 0 {
+            t += ",send_flow_rem";
+        }
         format!(
-            "table={},priority={}{}{},actions={}",
+            "table={}{t},priority={}{}{},actions={}",
             self.table,
             self.priority,
             if m.is_empty() { "" } else { "," },
@@ -293,13 +338,15 @@ impl Snapshot {
         replaced.is_some()
     }
 
-    /// Removes (`f` returns None) or replaces (Some) every flow of the
-    /// tables `tables` that `pick` selects; returns how many.
+    /// Removes (`f` returns None; pushed on `removed`) or replaces (Some)
+    /// every flow of the tables `tables` that `pick` selects; returns how
+    /// many.
     fn update(
         &mut self,
         tables: std::ops::RangeInclusive<u8>,
         pick: &dyn Fn(&Rule) -> bool,
         f: &dyn Fn(&Rule) -> Option<Rule>,
+        removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
         let mut n = 0;
         for ti in tables {
@@ -318,8 +365,9 @@ impl Snapshot {
                     for r in v.iter() {
                         if pick(r) {
                             n += 1;
-                            if let Some(nr) = f(r) {
-                                out.push(Arc::new(nr));
+                            match f(r) {
+                                Some(nr) => out.push(Arc::new(nr)),
+                                None => removed.push(r.clone()),
                             }
                         } else {
                             out.push(r.clone());
@@ -357,6 +405,10 @@ pub struct Flows {
     cache: cache::Cache,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
+    /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
+    notices: Mutex<expiry::Notices>,
+    /// Tells this instance from a later one (a logic swap).
+    instance: u64,
 }
 
 /// Control-path state.
@@ -366,6 +418,10 @@ struct Writer {
     seq: u64,
     /// Output set → group id.
     groups: HashMap<Box<[PortId]>, u16>,
+    /// Idle-timeout bookkeeping (`expiry.rs`).
+    idle: expiry::Idle,
+    /// The OpenFlow group table (`groups.rs`).
+    of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
 }
 
 impl Writer {
@@ -375,6 +431,8 @@ impl Writer {
         groups: &[OnceLock<Box<[PortId]>>],
         acts: &[Action],
     ) -> Result<Box<[Action]>, String> {
+        let expanded = self.expand_groups(acts)?;
+        let acts: &[Action] = &expanded;
         if acts
             .iter()
             .any(|a| matches!(a, Action::Flood | Action::All))
@@ -490,6 +548,8 @@ impl Flows {
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
+            notices: Mutex::default(),
+            instance: GENERATION.fetch_add(1, Relaxed),
         };
         let texts = flow_texts(&a, false)?;
         f.add("flows config", &texts)?;
@@ -515,12 +575,15 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut replaced = 0;
+        let now = Instant::now();
         for (s, t) in specs.into_iter().zip(texts) {
             w.seq += 1;
             let compiled = w
                 .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
                 .map_err(|e| bad(what, t, e))?;
-            replaced += snap.insert(rule_of(s, w.seq, compiled, Arc::default())) as usize;
+            let r = rule_of(s, w.seq, compiled, Arc::default(), now);
+            w.idle.installed(&r);
+            replaced += snap.insert(r) as usize;
         }
         self.snap.store(Arc::new(snap));
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
@@ -555,6 +618,7 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut n = 0;
+        let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
             let compiled = match &s.actions {
                 Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
@@ -575,18 +639,12 @@ impl Flows {
             };
             let f = |r: &Rule| -> Option<Rule> {
                 let shown = s.actions.as_ref()?;
-                Some(Rule {
-                    table: r.table,
-                    priority: r.priority,
-                    seq: r.seq,
-                    cookie: r.cookie,
-                    key: r.key,
-                    mask: r.mask,
-                    actions: compiled.clone(),
-                    shown: shown.clone().into_boxed_slice(),
-                    goto: s.goto,
-                    stats: r.stats.clone(),
-                })
+                Some(r.with_actions(
+                    compiled.clone(),
+                    shown.clone().into_boxed_slice(),
+                    s.goto,
+                    r.stats.clone(),
+                ))
             };
             if let Some(g) = s.goto {
                 if snap.tables.iter().enumerate().any(|(ti, t)| {
@@ -599,9 +657,10 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update(tables, &pick, &f);
+            n += snap.update(tables, &pick, &f, &mut removed);
         }
         self.snap.store(Arc::new(snap));
+        self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
             json!({"deleted": n})
         } else {
@@ -628,7 +687,9 @@ impl Flows {
             .iter()
             .map(|r| {
                 let (p, b) = r.stats.get();
-                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b})
+                let d = r.installed.elapsed().as_secs_f64();
+                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b,
+                       "duration": (d * 1000.0).round() / 1000.0})
             })
             .collect();
         let tables: Vec<Value> = self
@@ -651,8 +712,22 @@ impl Flows {
     }
 }
 
-fn rule_of(s: FlowSpec, seq: u64, actions: Box<[Action]>, stats: Arc<Counters>) -> Rule {
+fn rule_of(
+    s: FlowSpec,
+    seq: u64,
+    actions: Box<[Action]>,
+    stats: Arc<Counters>,
+    installed: Instant,
+) -> Rule {
     Rule {
+        idle_timeout: s.idle_timeout,
+        hard_timeout: s.hard_timeout,
+        flags: if s.send_flow_rem {
+            expiry::SEND_FLOW_REM
+        } else {
+            0
+        },
+        installed,
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
         seq,
@@ -998,6 +1073,8 @@ impl Flows {
                 Action::Flood | Action::All => Verdict::Flood,
                 Action::Group(g) => Verdict::Group(g),
                 Action::InPort => Verdict::Port(ingress),
+                // Compiled into its outputs (never run).
+                Action::OfGroup(_) => continue,
                 _ if out.is_some() => continue,
                 Action::SetDlSrc(m) => {
                     write_mac(p.data_mut(), 6, m);
