@@ -1187,6 +1187,83 @@ mod tests {
         assert_eq!(fault.lies[BackendLie::UsedIdx as usize].load(Relaxed), 1);
     }
 
+    /// CPU time of the transmit path per frame, against an in-order
+    /// device played in the same thread (the device's share is the same
+    /// for any frontend). Not a pass/fail figure: run it by hand with
+    /// `cargo test --release -p ports --lib tx_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn tx_cost_per_frame() {
+        const Q: u16 = 1024;
+        for len in [64usize, 1518] {
+            let buf_b = (HDR_LEN + 1518).div_ceil(64) as u64 * 64;
+            let bufs = 0x10_0000u64;
+            let mem = Arc::new(
+                GuestMemory::anonymous(GPA_BASE, bufs + Q as u64 * buf_b).unwrap(),
+            );
+            let mk = || {
+                Ring::new(
+                    mem.clone(),
+                    GPA_BASE,
+                    GPA_BASE + 0x8000,
+                    GPA_BASE + 0x9000,
+                    Q,
+                )
+                .unwrap()
+            };
+            let tx = FrontendTx {
+                session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
+                    mk(),
+                    GPA_BASE + bufs,
+                    buf_b,
+                    kick(),
+                )))),
+                reserved: AtomicU64::new(0),
+                max_frame_b: 1518,
+                fault: Arc::new(FrontendFault::default()),
+            };
+            let dev = mk();
+            let frame = vec![0x5au8; len];
+            let (mut seen, mut used) = (0u16, 0u16);
+            let frames = 4_000_000u64;
+            let t0 = thread_cpu_ns();
+            let mut sent = 0u64;
+            while sent < frames {
+                // SAFETY: this test is the queue's only user.
+                unsafe {
+                    let k = tx.free_slots().min(32);
+                    let first = tx.reserve(k);
+                    for j in 0..k as u64 {
+                        tx.write(first + j, 1, &frame);
+                    }
+                    tx.publish(first + k as u64);
+                    sent += k as u64;
+                }
+                // The device: everything published, returned in order.
+                let a = dev.avail_idx();
+                while seen != a {
+                    dev.set_used(used, dev.avail_entry(seen), 0);
+                    seen = seen.wrapping_add(1);
+                    used = used.wrapping_add(1);
+                }
+                dev.set_used_idx(used);
+            }
+            let ns = (thread_cpu_ns() - t0) as f64 / sent as f64;
+            assert_eq!(tx.fault.total_lies(), 0);
+            eprintln!("tx {len} B: {ns:.1} ns CPU per frame (frontend and device)");
+        }
+    }
+
+    fn thread_cpu_ns() -> u64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    }
+
     #[test]
     fn layout_keeps_rings_aligned_and_apart() {
         let mut cfg = FrontendConfig::new("/x");
