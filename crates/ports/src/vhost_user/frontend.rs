@@ -5,7 +5,7 @@
 //!
 //! - Protocol: the rust-vmm `vhost` crate's [`Frontend`] frames the
 //!   messages: `SET_OWNER`, `GET/SET_FEATURES` (`VIRTIO_F_VERSION_1`,
-//!   `VHOST_USER_F_PROTOCOL_FEATURES`, `VIRTIO_NET_F_MQ` with several queue
+//!   `VHOST_USER_F_PROTOCOL_FEATURES`, `VIRTIO_RING_F_EVENT_IDX`, `VIRTIO_NET_F_MQ` with several queue
 //!   pairs), `GET/SET_PROTOCOL_FEATURES` (`MQ`, `REPLY_ACK`),
 //!   `SET_MEM_TABLE` (one memfd region holding every ring and buffer),
 //!   `SET_VRING_NUM/BASE/ADDR/CALL/KICK`, `SET_VRING_ENABLE`.
@@ -15,11 +15,14 @@
 //!   so a backend that confuses the two address spaces fails at once.
 //! - Data path ([`FrontendTx`], [`FrontendRx`]): split virtqueues driven
 //!   through the driver-side accessors of [`Ring`]. Transmit queue `q` is
-//!   virtqueue `2q+1` (one descriptor per frame: 12-byte virtio-net header
-//!   plus the frame); receive queue `q` is virtqueue `2q` (every buffer
+//!   virtqueue `2q+1`, in order (position `p` is descriptor `p % size`,
+//!   one descriptor per frame: 12-byte virtio-net header, written once,
+//!   plus the frame), reclaimed in bulk, under a `TxLock` whose leases pin
+//!   the session; receive queue `q` is virtqueue `2q` (every buffer
 //!   posted, frames handed to the caller without a copy and re-posted on
-//!   `release`). `MRG_RXBUF` and `EVENT_IDX` are not negotiated: buffers
-//!   are as large as the largest frame, and we poll.
+//!   `release`). `EVENT_IDX` is negotiated when offered (kicks by
+//!   `avail_event`); `MRG_RXBUF` is not: buffers are as large as the
+//!   largest frame, and we poll.
 //! - Validation: what the backend writes into the used rings is read once
 //!   and checked (used index at most the entries it holds, ids in range and
 //!   held by the device, lengths inside the buffer). A lie is counted, the
