@@ -505,6 +505,8 @@ struct RxSession {
     last_used: AtomicU16,
     avail: AtomicU16,
     broken: AtomicBool,
+    /// `VIRTIO_RING_F_EVENT_IDX` negotiated: interrupts by `used_event`.
+    event_idx: bool,
 }
 
 impl RxSession {
@@ -535,7 +537,32 @@ impl RxSession {
             last_used: AtomicU16::new(0),
             avail: AtomicU16::new(n),
             broken: AtomicBool::new(false),
+            event_idx: false,
         }
+    }
+}
+
+impl RxSession {
+    /// Asks the backend to interrupt (call eventfd) for the next used
+    /// entry, or not; when enabling, true if entries are already waiting.
+    fn set_notify(&self, on: bool) -> bool {
+        let last = self.last_used.load(Relaxed);
+        if self.event_idx {
+            // Off: an event index just behind ours, passed again only
+            // after 65536 entries.
+            self.ring
+                .set_used_event(if on { last } else { last.wrapping_sub(1) });
+        } else {
+            self.ring
+                .set_avail_flags(if on { 0 } else { AVAIL_F_NO_INTERRUPT });
+        }
+        if !on {
+            return false;
+        }
+        // Our flag before the backend's used index is read (it orders its
+        // side the same way): no lost wake-up.
+        fence(SeqCst);
+        self.ring.used_idx_acquire() != last
     }
 }
 
@@ -547,25 +574,56 @@ pub struct FrontendRx {
     nheads: usize,
     fault: Arc<FrontendFault>,
     taken: Arc<AtomicBool>,
+    /// The virtqueue's call eventfd (the same over reconnects).
+    call: Arc<EventFd>,
+    /// Notifications asked for (`set_notify`), applied to every session.
+    notify_on: bool,
+}
+
+impl FrontendRx {
+    /// Follows the port's current session when nothing is lent out. A
+    /// session that ended by a hang-up is not `broken`, and an idle queue
+    /// never releases it: holding on to it would poll a dead ring forever
+    /// after a reconnect.
+    fn follow(&mut self) {
+        if self.nheads != 0 {
+            return;
+        }
+        let cur = self.slot.load();
+        let current = match (&self.held, cur.as_ref()) {
+            (Some(h), Some(c)) => Arc::ptr_eq(h, c),
+            (None, None) => true,
+            _ => false,
+        };
+        if !current {
+            self.held = cur.clone();
+            if let Some(s) = &self.held {
+                s.set_notify(self.notify_on);
+            }
+        }
+    }
 }
 
 impl RxQueue for FrontendRx {
-    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
-        // Nothing lent out: follow the current session. A session that
-        // ended by a hang-up is not `broken`, and an idle queue never
-        // releases it: holding on to it would poll a dead ring forever
-        // after a reconnect.
-        if self.nheads == 0 {
-            let cur = self.slot.load();
-            let current = match (&self.held, cur.as_ref()) {
-                (Some(h), Some(c)) => Arc::ptr_eq(h, c),
-                (None, None) => true,
-                _ => false,
-            };
-            if !current {
-                self.held = cur.clone();
-            }
+    fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.call.as_raw_fd())
+    }
+
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.notify_on = enabled;
+        self.follow();
+        match &self.held {
+            Some(s) if !s.broken.load(Relaxed) => s.set_notify(enabled),
+            _ => false,
         }
+    }
+
+    fn ack_notify(&mut self) {
+        let _ = self.call.read();
+    }
+
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        self.follow();
         let Some(s) = self.held.clone() else { return 0 };
         if s.broken.load(Relaxed) {
             self.held = None;
@@ -669,6 +727,9 @@ struct Shared {
     tx: Box<[FrontendTx]>,
     rx: Vec<Arc<ArcSwapOption<RxSession>>>,
     rx_taken: Vec<Arc<AtomicBool>>,
+    /// Call eventfd of every virtqueue, made once and handed to every
+    /// connection, so a receive queue's `notify_fd` stays the same.
+    calls: Vec<Arc<EventFd>>,
     fault: Arc<FrontendFault>,
     stop: AtomicBool,
     connects: AtomicU64,
@@ -724,6 +785,10 @@ impl VhostFrontendPort {
             rx_taken: (0..cfg.queues)
                 .map(|_| Arc::new(AtomicBool::new(false)))
                 .collect(),
+            calls: (0..2 * cfg.queues)
+                .map(|_| EventFd::new(EFD_NONBLOCK).map(Arc::new))
+                .collect::<Result<_, _>>()
+                .map_err(Error::Os)?,
             cfg,
             fault,
             stop: AtomicBool::new(false),
@@ -804,6 +869,8 @@ impl Port for VhostFrontendPort {
             nheads: 0,
             fault: self.shared.fault.clone(),
             taken: taken.clone(),
+            call: self.shared.calls[2 * q as usize].clone(),
+            notify_on: false,
         }))
     }
 
@@ -839,7 +906,6 @@ impl Port for VhostFrontendPort {
 struct Conn {
     _fe: Frontend,
     watch: UnixStream,
-    _calls: Vec<EventFd>,
 }
 
 fn stopped(s: &Shared) -> bool {
@@ -1016,7 +1082,6 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
     drop(file);
 
     let buf_b = cfg.buf_b();
-    let mut calls = Vec::with_capacity(nvq);
     let mut txs = Vec::new();
     let mut rxs = Vec::new();
     for (i, l) in lay.iter().enumerate() {
@@ -1029,16 +1094,13 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
         )
         .map_err(|x| format!("ring {i}: {x:?}"))?;
         let kick = Arc::new(EventFd::new(EFD_NONBLOCK).map_err(|x| format!("eventfd: {x}"))?);
-        let call = EventFd::new(EFD_NONBLOCK).map_err(|x| format!("eventfd: {x}"))?;
+        let call = &shared.calls[i];
         let bufs_gpa = GPA_BASE + l.bufs;
         // Receive buffers are posted before the backend learns the ring.
         if i % 2 == 0 {
-            rxs.push(Arc::new(RxSession::new(
-                ring,
-                bufs_gpa,
-                buf_b,
-                kick.clone(),
-            )));
+            let mut r = RxSession::new(ring, bufs_gpa, buf_b, kick.clone());
+            r.event_idx = event_idx;
+            rxs.push(Arc::new(r));
         } else {
             ring.set_avail_flags(AVAIL_F_NO_INTERRUPT);
             let mut t = TxSession::new(ring, bufs_gpa, buf_b, kick.clone())?;
@@ -1061,9 +1123,8 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
             },
         )
         .map_err(e("SET_VRING_ADDR"))?;
-        fe.set_vring_call(i, &call).map_err(e("SET_VRING_CALL"))?;
+        fe.set_vring_call(i, call).map_err(e("SET_VRING_CALL"))?;
         fe.set_vring_kick(i, &kick).map_err(e("SET_VRING_KICK"))?;
-        calls.push(call);
     }
     if protocol {
         for i in 0..nvq {
@@ -1076,12 +1137,11 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
         let _ = r.kick.write(1);
         shared.rx[q].store(Some(r));
         shared.tx[q].session.store(Some(t));
+        // A receiver asleep on the call eventfd wakes, follows the new
+        // session and asks it for notifications (spurious wake-up, once).
+        let _ = shared.calls[2 * q].write(1);
     }
-    Ok(Conn {
-        _fe: fe,
-        watch,
-        _calls: calls,
-    })
+    Ok(Conn { _fe: fe, watch })
 }
 
 #[cfg(test)]
@@ -1126,6 +1186,8 @@ mod tests {
             nheads: 0,
             fault: fault.clone(),
             taken: Arc::new(AtomicBool::new(true)),
+            call: kick(),
+            notify_on: false,
         };
         (rx, fault)
     }
@@ -1164,6 +1226,39 @@ mod tests {
         assert_eq!(dev.avail_entry(N), 3);
         assert_eq!(dev.avail_entry(N + 1), 5);
         assert_eq!(fault.total_lies(), 0);
+    }
+
+    #[test]
+    fn receive_notifications_are_asked_for_only_when_enabled() {
+        for event_idx in [false, true] {
+            let (mem, r) = ring();
+            let mut s = RxSession::new(r, GPA_BASE + 0x4000, BUF, kick());
+            s.event_idx = event_idx;
+            let (mut rx, _) = rx_queue(Arc::new(s));
+            let dev = device_ring(&mem);
+            // What the device decides when it moves its used index from
+            // `old` to `new` (virtio 1.1, 2.7.7.2 / 2.7.10).
+            let wants = |old: u16, new: u16| {
+                if event_idx {
+                    need_event(dev.used_event(), new, old)
+                } else {
+                    dev.avail_flags() & AVAIL_F_NO_INTERRUPT == 0
+                }
+            };
+            assert!(!rx.set_notify(false));
+            assert!(!wants(0, 1), "event_idx {event_idx}: off");
+            assert!(!rx.set_notify(true), "nothing waiting");
+            assert!(wants(0, 1), "event_idx {event_idx}: on");
+            // A frame arrives: enabling again reports it (no lost wake-up).
+            fill(&mem, &dev, 0, 0, 12 + 64);
+            dev.set_used_idx(1);
+            assert!(rx.set_notify(true), "event_idx {event_idx}: waiting");
+            let mut b = RxBatch::with_capacity(32);
+            assert_eq!(b.receive(&mut rx, 0, 0).received(), 1);
+            assert!(!rx.set_notify(false));
+            assert!(!wants(1, 2), "event_idx {event_idx}: off again");
+            assert_eq!(rx.notify_fd(), Some(rx.call.as_raw_fd()));
+        }
     }
 
     #[test]
