@@ -364,11 +364,11 @@ impl FrontendTx {
         if base == u64::MAX || slot < base || s.broken.load(Relaxed) {
             return false;
         }
-        if frame.len() > self.max_frame_b {
-            return false;
-        }
         let id = (slot - base) as u16 & (s.ring.size() - 1);
-        if !s.bufs.write(id as u32, HDR_LEN, frame) {
+        if frame.len() > self.max_frame_b || !s.bufs.write(id as u32, HDR_LEN, frame) {
+            // The position is published all the same: a header alone (an
+            // empty frame the backend drops), never the buffer's last one.
+            s.ring.set_desc_len(id, HDR_LEN as u32);
             return false;
         }
         s.ring.set_desc_len(id, (HDR_LEN + frame.len()) as u32);
@@ -1346,6 +1346,17 @@ mod tests {
         assert!(mem.gpa(d.addr, got.len() as u64).unwrap().read(0, &mut got));
         assert_eq!(got[..HDR_LEN], [0u8; HDR_LEN], "zero virtio-net header");
         assert_eq!(got[HDR_LEN..], [1u8; 64]);
+        // A frame that cannot be written (larger than the port's largest)
+        // still takes its position, as a header alone: not the old frame.
+        // SAFETY: as above.
+        unsafe {
+            let first = tx.reserve(1);
+            tx.write(first, 1, &[7u8; 201]);
+            tx.publish(first + 1);
+        }
+        assert_eq!(dev.avail_idx(), 4);
+        assert_eq!(dev.desc(3).len as usize, HDR_LEN);
+        assert_eq!(fault.tx_stale.load(Relaxed), 1);
         assert_eq!(fault.total_lies(), 0);
     }
 
