@@ -41,7 +41,8 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
 use fabric::{
-    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue,
+    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxLock,
+    TxProducer, TxQueue,
 };
 use vhost::vhost_user::message::VhostUserHeaderFlag;
 use vhost::vhost_user::{
@@ -266,14 +267,35 @@ impl TxSession {
 
 /// Transmit queue `q`: the guest's transmit virtqueue `2q+1`.
 pub struct FrontendTx {
-    session: ArcSwapOption<TxSession>,
-    /// Next fabric slot (changed under the caller's lock).
-    reserved: AtomicU64,
+    session: Arc<ArcSwapOption<TxSession>>,
+    lock: TxLock<FrontendProd>,
     max_frame_b: usize,
     fault: Arc<FrontendFault>,
 }
 
+/// The producer state of a transmit queue, inside its [`TxLock`].
+struct FrontendProd {
+    session: Arc<ArcSwapOption<TxSession>>,
+    fault: Arc<FrontendFault>,
+    /// Next fabric slot.
+    reserved: u64,
+}
+
 impl FrontendTx {
+    fn new(session: Option<Arc<TxSession>>, max_frame_b: usize, fault: Arc<FrontendFault>) -> Self {
+        let session = Arc::new(ArcSwapOption::new(session));
+        Self {
+            lock: TxLock::new(FrontendProd {
+                session: session.clone(),
+                fault: fault.clone(),
+                reserved: 0,
+            }),
+            session,
+            max_frame_b,
+            fault,
+        }
+    }
+
     fn stale(&self, drops: &mut TxDrops, len: usize) {
         self.fault.tx_stale.fetch_add(1, Relaxed);
         drops.add(DropReason::TxStale, len);
@@ -316,15 +338,11 @@ impl FrontendTx {
     }
 }
 
-impl TxQueue for FrontendTx {
-    fn slots_for(&self, len: usize) -> u32 {
-        (len <= self.max_frame_b) as u32
-    }
-
-    unsafe fn free_slots(&self) -> u32 {
+impl TxProducer for FrontendProd {
+    fn free_slots(&mut self) -> u32 {
         let g = self.session.load();
         let Some(s) = g.as_ref() else { return 0 };
-        s.base_or(self.reserved.load(Relaxed));
+        s.base_or(self.reserved);
         s.reclaim(&self.fault);
         if s.broken.load(Relaxed) {
             return 0;
@@ -332,9 +350,9 @@ impl TxQueue for FrontendTx {
         s.nfree.load(Relaxed)
     }
 
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        let first = self.reserved.load(Relaxed);
-        self.reserved.store(first + n as u64, Relaxed);
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved = first + n as u64;
         let g = self.session.load();
         if let Some(s) = g.as_ref() {
             let base = s.base_or(first);
@@ -353,29 +371,10 @@ impl TxQueue for FrontendTx {
             }
             s.nfree.store(nfree, Relaxed);
         }
-        first
+        Lease::at(first)
     }
 
-    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
-        let first = lease.first;
-        let g = self.session.load();
-        let mut slot = first;
-        for (f, ns) in frames.iter() {
-            if !self.write_one(g.as_deref(), slot, f) {
-                self.stale(drops, f.len());
-            }
-            slot += ns as u64;
-        }
-    }
-
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let g = self.session.load();
-        if !self.write_one(g.as_deref(), slot, frame) {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
-        }
-    }
-
-    unsafe fn publish_deferred(&self, tail: u64, _drops: &mut TxDrops) -> bool {
+    fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
         let g = self.session.load();
         let Some(s) = g.as_ref() else { return false };
         let base = s.base.load(Relaxed);
@@ -390,6 +389,28 @@ impl TxQueue for FrontendTx {
         s.published.store(idx, Relaxed);
         fence(SeqCst);
         s.ring.used_flags() & USED_F_NO_NOTIFY == 0
+    }
+}
+
+impl TxQueue for FrontendTx {
+    fn slots_for(&self, len: usize) -> u32 {
+        (len <= self.max_frame_b) as u32
+    }
+
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
+    }
+
+    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        let first = lease.first;
+        let g = self.session.load();
+        let mut slot = first;
+        for (f, ns) in frames.iter() {
+            if !self.write_one(g.as_deref(), slot, f) {
+                self.stale(drops, f.len());
+            }
+            slot += ns as u64;
+        }
     }
 
     fn kick(&self, _drops: &mut TxDrops) {
@@ -629,12 +650,7 @@ impl VhostFrontendPort {
         let shared = Arc::new(Shared {
             name: name.to_string(),
             tx: (0..cfg.queues)
-                .map(|_| FrontendTx {
-                    session: ArcSwapOption::empty(),
-                    reserved: AtomicU64::new(0),
-                    max_frame_b: cfg.max_frame_b,
-                    fault: fault.clone(),
-                })
+                .map(|_| FrontendTx::new(None, cfg.max_frame_b, fault.clone()))
                 .collect(),
             rx: (0..cfg.queues)
                 .map(|_| Arc::new(ArcSwapOption::empty()))
@@ -1130,28 +1146,21 @@ mod tests {
     fn transmit_reclaims_only_what_the_device_held() {
         let (mem, r) = ring();
         let fault = Arc::new(FrontendFault::default());
-        let tx = FrontendTx {
-            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
-                r,
-                GPA_BASE + 0x4000,
-                BUF,
-                kick(),
-            )))),
-            reserved: AtomicU64::new(0),
-            max_frame_b: 200,
-            fault: fault.clone(),
-        };
+        let tx = FrontendTx::new(
+            Some(Arc::new(TxSession::new(r, GPA_BASE + 0x4000, BUF, kick()))),
+            200,
+            fault.clone(),
+        );
         let dev = device_ring(&mem);
         // SAFETY: this test is the queue's only user.
-        unsafe {
-            assert_eq!(tx.free_slots(), N as u32);
-            let first = tx.reserve(3);
-            for k in 0..3 {
-                tx.write(first + k, 1, &[k as u8; 64]);
-            }
-            tx.publish(first + 3);
-            assert_eq!(tx.free_slots(), N as u32 - 3);
+        let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+        assert_eq!(o.free_slots(), N as u32);
+        let first = o.reserve(3);
+        for k in 0..3 {
+            o.write(first + k, 1, &[k as u8; 64]);
         }
+        o.publish(first + 3);
+        assert_eq!(o.free_slots(), N as u32 - 3);
         assert_eq!(dev.avail_idx(), 3);
         let head = dev.avail_entry(0);
         let d = dev.desc(head);
@@ -1160,30 +1169,21 @@ mod tests {
         dev.set_used(0, dev.avail_entry(0), 0);
         dev.set_used(1, dev.avail_entry(1), 0);
         dev.set_used_idx(2);
-        // SAFETY: as above.
-        unsafe { assert_eq!(tx.free_slots(), N as u32 - 1) };
+        assert_eq!(o.free_slots(), N as u32 - 1);
         // ...then one it already gave back.
         dev.set_used(2, dev.avail_entry(0), 0);
         dev.set_used_idx(3);
-        // SAFETY: as above.
-        unsafe { assert_eq!(tx.free_slots(), 0, "stopped after the lie") };
+        assert_eq!(o.free_slots(), 0, "stopped after the lie");
         assert_eq!(fault.lies[BackendLie::UsedId as usize].load(Relaxed), 1);
         // A used index beyond what was published is a lie too.
         let (mem, r) = ring();
-        let tx2 = FrontendTx {
-            session: ArcSwapOption::new(Some(Arc::new(TxSession::new(
-                r,
-                GPA_BASE + 0x4000,
-                BUF,
-                kick(),
-            )))),
-            reserved: AtomicU64::new(0),
-            max_frame_b: 200,
-            fault: fault.clone(),
-        };
+        let tx2 = FrontendTx::new(
+            Some(Arc::new(TxSession::new(r, GPA_BASE + 0x4000, BUF, kick()))),
+            200,
+            fault.clone(),
+        );
         device_ring(&mem).set_used_idx(1);
-        // SAFETY: as above.
-        unsafe { assert_eq!(tx2.free_slots(), 0) };
+        assert_eq!(tx2.tx_lock().lock().producer.free_slots(), 0);
         assert_eq!(fault.lies[BackendLie::UsedIdx as usize].load(Relaxed), 1);
     }
 
