@@ -296,11 +296,16 @@ pub struct Umem {
     len: usize,
 }
 
-// SAFETY: the region is plain memory; who touches which chunk is governed by
-// the rings (each chunk is owned by exactly one of: kernel, rx queue, tx
-// queue slot).
+// SAFETY: the UMEM owns its anonymous mapping (unmapped once, in Drop) and
+// is only an address and a length. The kernel reads and writes its chunks
+// (DMA in zero-copy mode); who may touch which chunk is governed by the
+// rings: each chunk is owned by exactly one of the kernel, a receive queue
+// (between the rx ring and the fill ring) or a transmit slot (reserved to a
+// lease until published, then the kernel's until completed). Chunks are
+// accessed only through raw-pointer copies and views in `unsafe` blocks
+// that argue that ownership.
 unsafe impl Send for Umem {}
-// SAFETY: see above.
+// SAFETY: as for Send.
 unsafe impl Sync for Umem {}
 
 impl Umem {
