@@ -112,6 +112,8 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
         fx.taken.clone(),
     );
     let tx = VhostTx::new(g.slots[1].clone(), MAX_FRAME, fault.clone());
+    // SAFETY: single-threaded: the only transmitter.
+    let mut otx = unsafe { fabric::OwnedTx::new(&tx) };
     tx.set_layout(layout);
     let mut batch = RxBatch::with_capacity(32);
     let mut lies = fault.total_lies();
@@ -183,17 +185,14 @@ fuzz_target!(|data: &[u8]| FIX.with(|fx| {
                 let len = inp.u16().unwrap_or(60) as usize % 2000;
                 let frame = vec![0x5a; len];
                 let n = tx.slots_for(len);
-                // SAFETY: single-threaded: the only transmitter.
-                unsafe {
-                    let free = tx.free_slots();
-                    if broken_before[1] {
-                        assert_eq!(free, 0, "a broken queue takes nothing");
-                    }
-                    if n > 0 && free >= n {
-                        let s = tx.reserve(n);
-                        tx.write(s, n, &frame);
-                        tx.publish(s + n as u64);
-                    }
+                let free = otx.free_slots();
+                if broken_before[1] {
+                    assert_eq!(free, 0, "a broken queue takes nothing");
+                }
+                if n > 0 && free >= n {
+                    let s = otx.reserve(n);
+                    otx.write(s, n, &frame);
+                    otx.publish(s + n as u64);
                 }
             }
         }

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fabric::port::{Lease, TxLock, TxProducer};
 use fabric::{
-    Ctx, Forwarder, Logic, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch, RxFill,
-    RxQueue, Switch, SwitchConfig, TxDrops, TxFrames, TxQueue, Verdict, WakeupMode,
+    Ctx, Forwarder, Logic, OwnedTx, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
+    RxFill, RxQueue, Switch, SwitchConfig, TxDrops, TxFrames, TxQueue, Verdict, WakeupMode,
 };
 
 // ---------------------------------------------------------------- ports
@@ -83,7 +83,7 @@ impl Port for Source {
         }))
     }
     fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        &NOWHERE
+        &*NOWHERE
     }
 }
 
@@ -100,13 +100,30 @@ impl RxQueue for SourceRx {
     fn release(&mut self) {}
 }
 
-struct Nowhere;
-static NOWHERE: Nowhere = Nowhere;
+/// The source's transmit side: carries nothing (every frame is oversize),
+/// so its producer never has room either.
+struct Nowhere(TxLock<NoRoom>);
+static NOWHERE: std::sync::LazyLock<Nowhere> =
+    std::sync::LazyLock::new(|| Nowhere(TxLock::new(NoRoom)));
+struct NoRoom;
+impl TxProducer for NoRoom {
+    fn free_slots(&mut self) -> u32 {
+        0
+    }
+    fn reserve(&mut self, _: u32) -> Lease {
+        unreachable!("no slot is ever free")
+    }
+    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
+        false
+    }
+}
 impl TxQueue for Nowhere {
     fn slots_for(&self, _: usize) -> u32 {
         0
     }
-    unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
+    fn tx_lock(&self) -> &TxLock {
+        &self.0
+    }
     unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
 }
 
@@ -188,19 +205,17 @@ impl TxQueue for Sink {
     fn slots_for(&self, len: usize) -> u32 {
         u32::from(len <= SLOT_B)
     }
-    fn tx_lock(&self) -> Option<&TxLock> {
-        Some(&self.lock)
-    }
-    #[inline]
-    unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
-        let off = (slot % self.slots) as usize * SLOT_B;
-        // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, n)) in frames.iter().enumerate() {
-            // SAFETY: forwarded contract.
-            unsafe { self.write(lease.first + j as u64, n, frame) };
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let off = ((lease.first + j as u64) % self.slots) as usize * SLOT_B;
+            // SAFETY: off + len <= mem.len() (len <= SLOT_B, slots_for); the
+            // slot is ours by reservation (trait contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len())
+            };
         }
     }
 }
@@ -320,17 +335,16 @@ impl Rig {
             if cnt == 0 {
                 continue;
             }
-            // SAFETY: single thread; the sink accepts any reservation.
-            unsafe {
-                let mut slot = txq.reserve(cnt);
-                for (pk, v) in rx.pkts().iter().zip(&self.verdicts[..n]) {
-                    if *v == Verdict::Port(p) {
-                        txq.write(slot, 1, pk.data());
-                        slot += 1;
-                    }
+            // SAFETY: single thread, no forwarder sends to the sink here.
+            let mut tx = unsafe { OwnedTx::new(txq) };
+            let mut slot = tx.reserve(cnt);
+            for (pk, v) in rx.pkts().iter().zip(&self.verdicts[..n]) {
+                if *v == Verdict::Port(p) {
+                    tx.write(slot, 1, pk.data());
+                    slot += 1;
                 }
-                txq.publish(slot);
             }
+            tx.publish(slot);
             sent += cnt as u64;
         }
         sent
@@ -343,14 +357,13 @@ impl Rig {
         let n = rx.len();
         let dst = self.table.get(1).unwrap();
         let txq = dst.port.tx(0);
-        // SAFETY: single thread; the sink accepts any reservation.
-        unsafe {
-            let first = txq.reserve(n as u32);
-            for (i, p) in rx.pkts().iter().enumerate() {
-                txq.write(first + i as u64, 1, p.data());
-            }
-            txq.publish(first + n as u64);
+        // SAFETY: single thread, no forwarder sends to the sink here.
+        let mut tx = unsafe { OwnedTx::new(txq) };
+        let first = tx.reserve(n as u32);
+        for (i, p) in rx.pkts().iter().enumerate() {
+            tx.write(first + i as u64, 1, p.data());
         }
+        tx.publish(first + n as u64);
         n as u64
     }
 }

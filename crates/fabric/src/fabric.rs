@@ -26,16 +26,14 @@ use crate::batch::Pkt;
 use crate::counters::PortCounters;
 use crate::drop::DropReason;
 use crate::logic::{GroupId, Logic, Verdict};
-use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
+use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxQueue};
 
 /// Most workers that may send to one destination at once (leases per lock).
 pub const MAX_WORKERS: usize = 64;
 
 const NIL: u16 = u16::MAX;
 
-/// One port as the fabric holds it: the backend, its counters and, for
-/// transmit queues that bring no [`TxLock`] of their own, one lock per
-/// queue.
+/// One port as the fabric holds it: the backend and its counters.
 pub struct PortEntry {
     /// Index in the port table.
     pub id: PortId,
@@ -46,7 +44,6 @@ pub struct PortEntry {
     /// Its counters.
     pub counters: PortCounters,
     queues: u16,
-    legacy: Box<[TxLock<Legacy>]>,
 }
 
 impl PortEntry {
@@ -57,14 +54,6 @@ impl PortEntry {
             id,
             name: name.into(),
             counters: PortCounters::new(queues),
-            legacy: (0..queues)
-                .map(|q| {
-                    TxLock::new(Legacy {
-                        port: port.clone(),
-                        q,
-                    })
-                })
-                .collect(),
             queues,
             port,
         }
@@ -73,32 +62,6 @@ impl PortEntry {
     /// Number of queue pairs.
     pub fn queues(&self) -> u16 {
         self.queues
-    }
-}
-
-/// The producer of a transmit queue that keeps its producer state itself
-/// (not converted to a [`TxLock`] yet): forwards to its `unsafe` methods,
-/// whose contract (the caller holds this destination's lock) the
-/// `TxLock<Legacy>` this lives in upholds.
-struct Legacy {
-    port: Arc<dyn Port>,
-    q: u16,
-}
-
-impl TxProducer for Legacy {
-    fn free_slots(&mut self) -> u32 {
-        // SAFETY: we are inside this queue's only lock (`&mut self`).
-        unsafe { self.port.tx(self.q).free_slots() }
-    }
-
-    fn reserve(&mut self, n: u32) -> Lease {
-        // SAFETY: as above.
-        Lease::at(unsafe { self.port.tx(self.q).reserve(n) })
-    }
-
-    fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool {
-        // SAFETY: as above.
-        unsafe { self.port.tx(self.q).publish_deferred(tail, drops) }
     }
 }
 
@@ -455,10 +418,7 @@ impl Forwarder {
         }
 
         // Reserve under the lock: as many whole frames as fit, in order.
-        let lock: &TxLock = match txq.tx_lock() {
-            Some(l) => l,
-            None => &dst.legacy[q],
-        };
+        let lock: &TxLock = txq.tx_lock();
         let (lease, fit, seq) = {
             let mut l = lock.lock();
             let st = &mut *l;
@@ -479,6 +439,11 @@ impl Forwarder {
         };
         dst.counters.add_drops(DropReason::TxFull, (n - fit) as u64);
         if fit == 0 {
+            // No publish follows: let the backend re-notify a peer that
+            // may be waiting for a kick (after the lock, like every kick).
+            let mut drops = TxDrops::default();
+            txq.kick_stalled(&mut drops);
+            Self::count_refused(dst, q, &mut drops);
             return 0;
         }
 

@@ -43,7 +43,8 @@ pub use fabric::{Forwarder, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{
-    Lease, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue,
+    Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxLock,
+    TxProducer, TxQueue,
 };
 pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats};
 pub use wakeup::{PolicyView, Regime, DEFAULT_BUDGET_US, MAX_BUDGET_US};

@@ -325,24 +325,20 @@ impl TxQueue for OutTx {
         u32::from(len <= self.ring.slot_b)
     }
 
-    fn tx_lock(&self) -> Option<&TxLock> {
-        Some(&self.lock)
-    }
-
-    #[inline]
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let r = &*self.ring;
-        let len = frame.len().min(r.slot_b);
-        // SAFETY: the caller owns slot (reserved, unpublished); the slot has
-        // slot_b bytes and len <= slot_b.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), r.slot_ptr(slot), len) };
-        r.lens[(slot & r.mask) as usize].store(len as u32, Ordering::Relaxed);
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, n)) in frames.iter().enumerate() {
-            // SAFETY: forwarded contract (one slot per frame).
-            unsafe { self.write(lease.first + j as u64, n, frame) };
+        let r = &*self.ring;
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let slot = lease.first + j as u64;
+            let len = frame.len().min(r.slot_b);
+            // SAFETY: the caller owns slot (reserved, unpublished: trait
+            // contract, one slot per frame); the slot has slot_b bytes and
+            // len <= slot_b.
+            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), r.slot_ptr(slot), len) };
+            r.lens[(slot & r.mask) as usize].store(len as u32, Ordering::Relaxed);
         }
     }
 

@@ -15,10 +15,9 @@
 //!   through the lock guard (`&mut`), calls [`TxQueue::write_burst`]
 //!   without it, once per [`Lease`], on disjoint slot ranges, and
 //!   [`TxQueue::kick`] after dropping it. `write_burst` is `unsafe` only
-//!   because "this range is yours" is the fabric's promise. (Backends not
-//!   converted yet keep their own producer state behind the `unsafe`
-//!   `free_slots`/`reserve`/`publish_deferred`, which the fabric calls
-//!   under a lock of its own.)
+//!   because "this range is yours" is the fabric's promise. Every backend
+//!   works this way: [`TxQueue::tx_lock`] and [`TxProducer`]'s methods are
+//!   required, so a backend without a producer does not compile.
 //!
 //! Slots are free-running `u64` indexes; a backend maps them onto its ring
 //! with a mask. A frame may take several slots (chained descriptors, e.g.
@@ -324,53 +323,25 @@ impl<P: ?Sized> TxLock<P> {
 /// The transmit side of one port queue, shared by all workers.
 ///
 /// Per destination and batch the fabric makes, under the queue's
-/// [`TxLock`], `free_slots` and `reserve` on its producer; without it, one
-/// `write_burst` for the whole lease; under the lock again
+/// [`TxLock`], `free_slots` and `reserve` on its [`TxProducer`]; without
+/// it, one `write_burst` for the whole lease; under the lock again
 /// `publish_deferred`, which must make no system call; and, after dropping
 /// the lock, `kick` if `publish_deferred` asked for it (eventfd writes,
 /// `sendto` kicks, TAP writes), so that no worker waiting for the lock
 /// waits for a system call.
 ///
-/// A backend either owns a [`TxLock`] with its producer state inside (and
-/// returns it from [`TxQueue::tx_lock`]), or, not converted yet, keeps its
-/// producer state itself and implements the `unsafe` methods
-/// `free_slots`, `reserve` and `publish_deferred`, which the fabric then
-/// calls under a lock of its own.
+/// There is one way to implement it: the backend owns a
+/// `TxLock<ItsProducer>` holding all of its producer state and returns it
+/// from the required [`TxQueue::tx_lock`]; the shared state the writer
+/// half and the peer see (rings, buffers, mappings) lives outside the lock.
+/// A tool or test driving a queue alone uses [`OwnedTx`].
 pub trait TxQueue: Send + Sync {
     /// How many slots a frame of `len` bytes occupies; 0 if this queue
     /// cannot carry it (too large: the fabric drops it as oversize).
     fn slots_for(&self, len: usize) -> u32;
 
-    /// The lock holding this queue's producer state, if the backend keeps
-    /// it there (then the `unsafe` producer methods below need not be
-    /// implemented and their defaults take this lock).
-    fn tx_lock(&self) -> Option<&TxLock> {
-        None
-    }
-
-    /// Number of slots that may be reserved right now.
-    ///
-    /// # Safety
-    /// Caller holds this destination's fabric lock, or, for a queue with a
-    /// [`TxQueue::tx_lock`], nothing (the default takes that lock).
-    unsafe fn free_slots(&self) -> u32 {
-        match self.tx_lock() {
-            Some(l) => l.lock().producer.free_slots(),
-            None => 0,
-        }
-    }
-
-    /// Reserves the next `n` slots (`n <= free_slots()`), returning the
-    /// index of the first.
-    ///
-    /// # Safety
-    /// As for `free_slots`.
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        match self.tx_lock() {
-            Some(l) => l.lock().producer.reserve(n).first,
-            None => 0,
-        }
-    }
+    /// The lock holding this queue's producer state.
+    fn tx_lock(&self) -> &TxLock;
 
     /// Copies `frames` into the slots of `lease` from `lease.first` on
     /// (chaining a frame's slots if it takes several). A frame the backend
@@ -378,33 +349,11 @@ pub trait TxQueue: Send + Sync {
     /// `drops` and its slots still consumed.
     ///
     /// # Safety
-    /// The range was reserved by this caller (`lease` is what `reserve`
-    /// returned for it, or `Lease::at(first)` for a queue without a
-    /// [`TxQueue::tx_lock`]) and not yet published; no other thread writes
-    /// it. Called without the lock.
+    /// `lease` is what [`TxProducer::reserve`] of this queue's producer
+    /// returned to this caller (its `first` possibly moved forward inside
+    /// the reserved range) and the range is not yet published; no other
+    /// thread writes it. Called without the lock.
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops);
-
-    /// Copies one frame into the `nslots` slots starting at `slot` (tools
-    /// and tests driving a queue alone, frame by frame; a frame the backend
-    /// refuses is only counted in its own counters). May take the queue's
-    /// lock to find what the reservation was made against.
-    ///
-    /// # Safety
-    /// The range was returned by `reserve` to this caller and not yet
-    /// published; no other thread writes it.
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]);
-
-    /// Makes every slot before `tail` visible to the peer (see
-    /// [`TxProducer::publish_deferred`]).
-    ///
-    /// # Safety
-    /// As for `free_slots`.
-    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
-        match self.tx_lock() {
-            Some(l) => l.lock().producer.publish_deferred(tail, drops),
-            None => false,
-        }
-    }
 
     /// Notifies the peer of what was published (eventfd write, `sendto`
     /// kick, TAP writes). Called without the lock, by the worker whose
@@ -413,16 +362,157 @@ pub trait TxQueue: Send + Sync {
     /// counted in `drops`.
     fn kick(&self, _drops: &mut TxDrops) {}
 
-    /// `publish_deferred` then `kick` if asked (tools and tests driving a
-    /// queue alone).
+    /// Called without the lock by a sender that found no free slot at all,
+    /// so that no publish (and no kick) follows: a backend whose peer may
+    /// be stalled waiting for a notification (a kick that failed, a kernel
+    /// that left frames in its ring) notifies it again here, checking
+    /// shared state only (no system call unless one is needed).
+    fn kick_stalled(&self, _drops: &mut TxDrops) {}
+}
+
+/// A transmit queue driven by one sender alone (tools, tests, turnout-gen's
+/// one thread per queue, a tunnel's underlay queue), frame by frame, with
+/// the reserve → write → publish protocol checked at run time: a write
+/// outside the reserved, unpublished range or a publish past the
+/// reservation panics instead of corrupting the ring. Each call takes the
+/// queue's [`TxLock`] as the fabric does (uncontended), and `write` takes
+/// no lock.
+pub struct OwnedTx<'a> {
+    q: &'a dyn TxQueue,
+    /// Everything before this index was published.
+    published: u64,
+    /// Everything before this index was reserved.
+    reserved: u64,
+    started: bool,
+    /// The last reservation (what it was made against, e.g. a pinned
+    /// session), reused by every write into it.
+    lease: Lease,
+    /// Frames the backend refused after reservation.
+    refused: u64,
+}
+
+impl<'a> OwnedTx<'a> {
+    /// Wraps `q`.
     ///
     /// # Safety
-    /// As for `publish_deferred`.
-    unsafe fn publish(&self, tail: u64) {
-        let mut d = TxDrops::default();
-        // SAFETY: forwarded contract.
-        if unsafe { self.publish_deferred(tail, &mut d) } {
-            self.kick(&mut d);
+    /// Nobody else reserves or publishes on `q` (no fabric forwarding to
+    /// it, no other `OwnedTx`) while the wrapper lives: its slot
+    /// bookkeeping assumes it is the only sender.
+    pub unsafe fn new(q: &'a dyn TxQueue) -> Self {
+        Self {
+            q,
+            published: 0,
+            reserved: 0,
+            started: false,
+            lease: Lease::default(),
+            refused: 0,
         }
+    }
+
+    /// Slots a frame of `len` bytes takes (0: the port cannot carry it).
+    #[inline]
+    pub fn slots_for(&self, len: usize) -> u32 {
+        self.q.slots_for(len)
+    }
+
+    /// Slots that may be reserved now. When there is none, lets the
+    /// backend re-notify a stalled peer ([`TxQueue::kick_stalled`], which
+    /// may make a system call: under a lock of its own, a caller uses
+    /// [`OwnedTx::free_slots_quiet`]).
+    #[inline]
+    pub fn free_slots(&mut self) -> u32 {
+        let n = self.free_slots_quiet();
+        if n == 0 {
+            let mut d = TxDrops::default();
+            self.q.kick_stalled(&mut d);
+            self.refused += d.frames() as u64;
+        }
+        n
+    }
+
+    /// Slots that may be reserved now, without any notification.
+    #[inline]
+    pub fn free_slots_quiet(&mut self) -> u32 {
+        self.q.tx_lock().lock().producer.free_slots()
+    }
+
+    /// Reserves `n` slots (`n <= free_slots()`), returning the first index.
+    #[inline]
+    pub fn reserve(&mut self, n: u32) -> u64 {
+        self.lease = self.q.tx_lock().lock().producer.reserve(n);
+        let first = self.lease.first;
+        if !self.started {
+            // Backends number slots from wherever their ring starts.
+            self.started = true;
+            self.published = first;
+        }
+        assert_eq!(
+            first,
+            self.reserved.max(self.published),
+            "reservation is not contiguous"
+        );
+        self.reserved = first + n as u64;
+        first
+    }
+
+    /// Copies `frame` into `nslots` reserved slots starting at `slot`.
+    #[inline]
+    pub fn write(&mut self, slot: u64, nslots: u32, frame: &[u8]) {
+        assert!(
+            slot >= self.published && slot + nslots as u64 <= self.reserved,
+            "write outside the reservation"
+        );
+        // Only the range moves; what the lease pinned stays.
+        self.lease.first = slot;
+        let mut d = TxDrops::default();
+        // SAFETY: the range was reserved by this (only, constructor
+        // contract) sender and is not yet published, checked just above;
+        // the lease is that reservation's.
+        unsafe {
+            self.q
+                .write_burst(&self.lease, &TxFrames::one(frame, nslots), &mut d)
+        };
+        self.refused += d.frames() as u64;
+    }
+
+    /// Publishes every slot before `tail` and notifies the peer if the
+    /// backend asks for it (after the lock).
+    #[inline]
+    pub fn publish(&mut self, tail: u64) {
+        let mut d = TxDrops::default();
+        if self.publish_deferred(tail, &mut d) {
+            self.q.kick(&mut d);
+        }
+        self.refused += d.frames() as u64;
+    }
+
+    /// Publishes every slot before `tail` without notifying the peer;
+    /// returns true if [`TxQueue::kick`] must follow (a caller that holds a
+    /// lock of its own, e.g. a tunnel draining into its underlay, kicks
+    /// after dropping it). Frames refused now are counted in `drops` (not
+    /// in [`OwnedTx::refused`]).
+    #[inline]
+    pub fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool {
+        assert!(
+            tail >= self.published && tail <= self.reserved,
+            "publish outside the reservation"
+        );
+        self.published = tail;
+        if tail == self.reserved {
+            // Nothing in flight: let go of what the lease pinned (a stopping
+            // vhost-user ring waits for its session to be released).
+            self.lease.pin = None;
+        }
+        self.q
+            .tx_lock()
+            .lock()
+            .producer
+            .publish_deferred(tail, drops)
+    }
+
+    /// Frames the backend refused after they were reserved (at write,
+    /// publish or kick time), since the wrapper was made.
+    pub fn refused(&self) -> u64 {
+        self.refused
     }
 }

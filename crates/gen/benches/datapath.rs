@@ -7,11 +7,11 @@
 //!
 //! Run: cargo bench -p turnout-gen --bench datapath
 
-use std::cell::{Cell, UnsafeCell};
+use std::cell::UnsafeCell;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{Lease, RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{Lease, RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
@@ -22,44 +22,53 @@ const SLOTS: usize = 1024;
 const SLOT_B: usize = 2048;
 
 /// A transmit queue whose peer consumes everything at once: `free_slots`
-/// is always the whole ring, `write` copies into the slot like a real
+/// is always the whole ring, `write_burst` copies into the slot like a real
 /// shared-memory ring.
 struct SinkTx {
     mem: Box<[UnsafeCell<[u8; SLOT_B]>]>,
-    next: Cell<u64>,
+    lock: TxLock<SinkProd>,
 }
 
-// SAFETY: used from one thread only in these benches.
+/// The sink's producer state (inside its lock).
+struct SinkProd {
+    next: u64,
+}
+
+// SAFETY: a slot's memory is written only by the sender it was reserved to
+// (the fabric's lease protocol: one writer per reserved range) and never
+// read.
 unsafe impl Sync for SinkTx {}
-// SAFETY: as above.
-unsafe impl Send for SinkTx {}
+
+impl TxProducer for SinkProd {
+    fn free_slots(&mut self) -> u32 {
+        SLOTS as u32
+    }
+    fn reserve(&mut self, n: u32) -> Lease {
+        let f = self.next;
+        self.next = f + n as u64;
+        Lease::at(f)
+    }
+    fn publish_deferred(&mut self, _tail: u64, _: &mut TxDrops) -> bool {
+        false
+    }
+}
 
 impl TxQueue for SinkTx {
     fn slots_for(&self, len: usize) -> u32 {
         u32::from(len <= SLOT_B)
     }
-    unsafe fn free_slots(&self) -> u32 {
-        SLOTS as u32
-    }
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        let f = self.next.get();
-        self.next.set(f + n as u64);
-        f
-    }
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        let s = self.mem[slot as usize % SLOTS].get();
-        // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len()) };
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        let first = lease.first;
-        for (j, (frame, n)) in frames.iter().enumerate() {
-            // SAFETY: forwarded contract.
-            unsafe { self.write(first + j as u64, n, frame) };
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let s = self.mem[(lease.first + j as u64) as usize % SLOTS].get();
+            // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B
+            // (slots_for); it is reserved to us (trait contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len())
+            };
         }
-    }
-    unsafe fn publish_deferred(&self, _tail: u64, _: &mut TxDrops) -> bool {
-        false
     }
 }
 
@@ -105,7 +114,7 @@ fn send(c: &mut Criterion) {
             |b, &size| {
                 let q = SinkTx {
                     mem: (0..SLOTS).map(|_| UnsafeCell::new([0u8; SLOT_B])).collect(),
-                    next: Cell::new(0),
+                    lock: TxLock::new(SinkProd { next: 0 }),
                 };
                 // SAFETY: this thread is the only sender on `q`.
                 let tx = unsafe { OwnedTx::new(&q) };

@@ -421,24 +421,20 @@ fn an_interrupt_mode_receiver_sleeps_when_idle_and_wakes_for_frames() {
     std::thread::sleep(Duration::from_millis(1000));
     let want = 1000u32;
     let frame = [0x02u8; 64];
-    let tx = backend.tx(0);
+    // SAFETY: this thread is the queue's only user.
+    let mut tx = unsafe { fabric::OwnedTx::new(backend.tx(0)) };
     let (mut sent, t0) = (0u32, Instant::now());
     while sent < want && t0.elapsed() < Duration::from_secs(10) {
-        // SAFETY: this thread is the queue's only user, reserving, writing
-        // and publishing in order.
-        let k = unsafe { tx.free_slots() }.min(32).min(want - sent);
+        let k = tx.free_slots().min(32).min(want - sent);
         if k == 0 {
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
-        // SAFETY: as above.
-        unsafe {
-            let first = tx.reserve(k);
-            for j in 0..k as u64 {
-                tx.write(first + j, 1, &frame);
-            }
-            tx.publish(first + k as u64);
+        let first = tx.reserve(k);
+        for j in 0..k as u64 {
+            tx.write(first + j, 1, &frame);
         }
+        tx.publish(first + k as u64);
         sent += k;
         // Bursts apart: the receiver falls asleep between some of them.
         std::thread::sleep(Duration::from_millis(20));

@@ -15,16 +15,16 @@
 //! (ns per packet, ratio to plain) is printed at the end.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use fabric::Lease;
 use fabric::{
     Ctx, Forwarder, Logic, Pkts, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
     RxFill, RxQueue, TxDrops, TxFrames, TxQueue, Verdict,
 };
+use fabric::{Lease, TxLock, TxProducer};
 use ports::tunnel::encap::{flow_sport, Outer, OuterSpec};
 use ports::tunnel::{Kind, TunnelConfig, TunnelPort};
 use wire::MacAddr;
@@ -65,7 +65,7 @@ impl Port for Source {
         }))
     }
     fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        &NOWHERE
+        &*NOWHERE
     }
 }
 
@@ -81,23 +81,31 @@ impl RxQueue for SourceRx {
     fn release(&mut self) {}
 }
 
-struct Nowhere;
-static NOWHERE: Nowhere = Nowhere;
+/// The source's transmit side: carries nothing (every frame is oversize),
+/// so its producer never has room either.
+struct Nowhere(TxLock<NoRoom>);
+static NOWHERE: std::sync::LazyLock<Nowhere> =
+    std::sync::LazyLock::new(|| Nowhere(TxLock::new(NoRoom)));
+struct NoRoom;
+impl TxProducer for NoRoom {
+    fn free_slots(&mut self) -> u32 {
+        0
+    }
+    fn reserve(&mut self, _: u32) -> Lease {
+        unreachable!("no slot is ever free")
+    }
+    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
+        false
+    }
+}
 impl TxQueue for Nowhere {
     fn slots_for(&self, _: usize) -> u32 {
         0
     }
-    unsafe fn free_slots(&self) -> u32 {
-        0
+    fn tx_lock(&self) -> &TxLock {
+        &self.0
     }
-    unsafe fn reserve(&self, _: u32) -> u64 {
-        0
-    }
-    unsafe fn write(&self, _: u64, _: u32, _: &[u8]) {}
     unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
-    unsafe fn publish_deferred(&self, _: u64, _: &mut TxDrops) -> bool {
-        false
-    }
 }
 
 struct Empty;
@@ -112,11 +120,32 @@ impl RxQueue for Empty {
 struct Sink {
     mem: Box<[std::cell::UnsafeCell<u8>]>,
     slots: u64,
-    reserved: AtomicU64,
-    published: AtomicU64,
+    lock: TxLock<SinkProd>,
 }
 
-// SAFETY: slot ranges are handed out by the fabric's lease protocol.
+/// The sink's producer state (inside its lock).
+struct SinkProd {
+    slots: u64,
+    reserved: u64,
+}
+
+impl TxProducer for SinkProd {
+    fn free_slots(&mut self) -> u32 {
+        self.slots as u32
+    }
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved += n as u64;
+        Lease::at(first)
+    }
+    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
+        false
+    }
+}
+
+// SAFETY: the memory of a slot range is written only by the sender the
+// fabric's lease protocol reserved it to (one writer per range), and never
+// read.
 unsafe impl Sync for Sink {}
 
 impl Sink {
@@ -126,8 +155,10 @@ impl Sink {
                 .map(|_| std::cell::UnsafeCell::new(0u8))
                 .collect(),
             slots: slots as u64,
-            reserved: AtomicU64::new(0),
-            published: AtomicU64::new(0),
+            lock: TxLock::new(SinkProd {
+                slots: slots as u64,
+                reserved: 0,
+            }),
         })
     }
 }
@@ -153,27 +184,18 @@ impl TxQueue for Sink {
     fn slots_for(&self, len: usize) -> u32 {
         u32::from(len <= SLOT_B)
     }
-    unsafe fn free_slots(&self) -> u32 {
-        self.slots as u32
-    }
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        self.reserved.fetch_add(n as u64, Ordering::Relaxed)
-    }
-    unsafe fn write(&self, slot: u64, _: u32, frame: &[u8]) {
-        let off = (slot % self.slots) as usize * SLOT_B;
-        // SAFETY: off + len <= mem.len(); the slot is ours by reservation.
-        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len()) };
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        let first = lease.first;
-        for (j, (frame, n)) in frames.iter().enumerate() {
-            // SAFETY: forwarded contract.
-            unsafe { self.write(first + j as u64, n, frame) };
+        for (j, (frame, _)) in frames.iter().enumerate() {
+            let off = ((lease.first + j as u64) % self.slots) as usize * SLOT_B;
+            // SAFETY: off + len <= mem.len() (len <= SLOT_B, slots_for); the
+            // slot is ours by reservation (trait contract).
+            unsafe {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len())
+            };
         }
-    }
-    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
-        self.published.store(tail, Ordering::Release);
-        false
     }
 }
 

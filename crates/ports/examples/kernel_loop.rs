@@ -116,32 +116,30 @@ fn forward(pkts: &fabric::Pkts, dst: &dyn Port, q: u16, d: &mut Dir) {
         d.link_down += pkts.len() as u64;
         return;
     }
-    let tx = dst.tx(q);
     // SAFETY: this thread is the only user of every transmit queue, so the
     // fabric's lock protocol holds trivially; each reserved slot is written
     // once before the publish that covers it.
-    unsafe {
-        let mut free = tx.free_slots();
-        let mut tail = None;
-        for p in pkts.iter() {
-            let n = tx.slots_for(p.len());
-            if n == 0 {
-                d.oversize += 1;
-                continue;
-            }
-            if n > free {
-                d.tx_full += 1;
-                continue;
-            }
-            free -= n;
-            let s = tx.reserve(n);
-            tx.write(s, n, p.data());
-            tail = Some(s + n as u64);
-            d.fwd += 1;
+    let mut tx = unsafe { fabric::OwnedTx::new(dst.tx(q)) };
+    let mut free = tx.free_slots();
+    let mut tail = None;
+    for p in pkts.iter() {
+        let n = tx.slots_for(p.len());
+        if n == 0 {
+            d.oversize += 1;
+            continue;
         }
-        if let Some(t) = tail {
-            tx.publish(t);
+        if n > free {
+            d.tx_full += 1;
+            continue;
         }
+        free -= n;
+        let s = tx.reserve(n);
+        tx.write(s, n, p.data());
+        tail = Some(s + n as u64);
+        d.fwd += 1;
+    }
+    if let Some(t) = tail {
+        tx.publish(t);
     }
 }
 

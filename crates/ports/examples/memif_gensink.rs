@@ -69,7 +69,8 @@ fn main() {
     frame[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0]);
     frame[12..14].copy_from_slice(&[0x08, 0x00]);
     let mut rx = rx_port.take_rx(0).expect("rx queue");
-    let tx = tx_port.tx(0);
+    // SAFETY: this thread is the only user of the transmit queue.
+    let mut tx = unsafe { fabric::OwnedTx::new(tx_port.tx(0)) };
     let k = tx.slots_for(len);
     let mut b = RxBatch::with_capacity(256);
     let start = Instant::now();
@@ -80,18 +81,15 @@ fn main() {
     let (mut sent, mut got, mut got_w, mut sent_w) = (0u64, 0u64, 0u64, 0u64);
     let mut in_window = false;
     loop {
-        // SAFETY: this thread is the only user of the transmit queue.
-        unsafe {
-            let free = tx.free_slots() / k.max(1);
-            let n = free.min(32);
-            if n > 0 {
-                let first = tx.reserve(n * k);
-                for i in 0..n as u64 {
-                    tx.write(first + i * k as u64, k, &frame);
-                }
-                tx.publish(first + (n * k) as u64);
-                sent += n as u64;
+        let free = tx.free_slots() / k.max(1);
+        let n = free.min(32);
+        if n > 0 {
+            let first = tx.reserve(n * k);
+            for i in 0..n as u64 {
+                tx.write(first + i * k as u64, k, &frame);
             }
+            tx.publish(first + (n * k) as u64);
+            sent += n as u64;
         }
         got += b.receive(&mut *rx, 0, 0).received() as u64;
         let now = Instant::now();

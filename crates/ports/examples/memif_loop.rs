@@ -62,26 +62,24 @@ fn forward(rx: &mut dyn RxQueue, dst: &dyn Port, b: &mut RxBatch) -> (u64, u64) 
     }
     let mut sent = 0;
     if dst.link_up() {
-        let tx = dst.tx(0);
         // SAFETY: this thread is the only user of dst's transmit queue, so
         // it trivially holds the fabric lock and owns its reservations.
-        unsafe {
-            let mut free = tx.free_slots();
-            let mut end = None;
-            for p in b.pkts().iter() {
-                let k = tx.slots_for(p.len());
-                if k == 0 || k > free {
-                    continue;
-                }
-                let s = tx.reserve(k);
-                tx.write(s, k, p.data());
-                free -= k;
-                end = Some(s + k as u64);
-                sent += 1;
+        let mut tx = unsafe { fabric::OwnedTx::new(dst.tx(0)) };
+        let mut free = tx.free_slots();
+        let mut end = None;
+        for p in b.pkts().iter() {
+            let k = tx.slots_for(p.len());
+            if k == 0 || k > free {
+                continue;
             }
-            if let Some(e) = end {
-                tx.publish(e);
-            }
+            let s = tx.reserve(k);
+            tx.write(s, k, p.data());
+            free -= k;
+            end = Some(s + k as u64);
+            sent += 1;
+        }
+        if let Some(e) = end {
+            tx.publish(e);
         }
     }
     drop(b);

@@ -97,7 +97,8 @@ fn the_tunnel_data_path_does_not_allocate() {
     ];
     let t = TunnelPort::open_parts("t", cfg, Arc::new(port), MAC, 1500, None).unwrap();
     let mut rx = t.take_rx(0).unwrap();
-    let tx = t.tx(0);
+    // SAFETY: this test is the queue's only user.
+    let mut tx = unsafe { fabric::OwnedTx::new(t.tx(0)) };
     let host = [2, 0, 0, 0, 7, 7];
     let mut arp = inner([0xff; 6], [2, 0, 0, 0, 0, 2]);
     arp[12..14].copy_from_slice(&[0x08, 0x06]);
@@ -117,12 +118,9 @@ fn the_tunnel_data_path_does_not_allocate() {
         let n = batch.receive(&mut *rx, 0, 0).len();
         assert_eq!(n, 2);
         for f in &out_frames {
-            // SAFETY: this test is the queue's only user.
-            unsafe {
-                let s = tx.reserve(1);
-                tx.write(s, 1, f);
-                tx.publish(s + 1);
-            }
+            let s = tx.reserve(1);
+            tx.write(s, 1, f);
+            tx.publish(s + 1);
         }
         let mut got = 0;
         peer.recv(0, usize::MAX, |_| got += 1);

@@ -31,22 +31,20 @@ fn frame(len: usize, seq: u32) -> Vec<u8> {
 /// Sends `n` frames of `len` bytes on `tx` while draining `rx`; returns
 /// the frames received in order, checked byte for byte.
 fn pump(tx: &dyn TxQueue, rx: &mut dyn RxQueue, n: u32, len: usize) -> u32 {
+    // SAFETY: this thread is the queue's only user.
+    let mut tx = unsafe { fabric::OwnedTx::new(tx) };
     let mut batch = RxBatch::with_capacity(64);
     let (mut sent, mut got) = (0u32, 0u32);
     let t0 = Instant::now();
     while got < n && t0.elapsed() < Duration::from_secs(20) {
-        // SAFETY: this thread is the queue's only user (the fabric lock's
-        // role), reserving, writing and publishing in order.
-        unsafe {
-            let free = tx.free_slots().min(32).min(n - sent);
-            if free > 0 {
-                let first = tx.reserve(free);
-                for k in 0..free {
-                    tx.write(first + k as u64, 1, &frame(len, sent + k));
-                }
-                tx.publish(first + free as u64);
-                sent += free;
+        let free = tx.free_slots().min(32).min(n - sent);
+        if free > 0 {
+            let first = tx.reserve(free);
+            for k in 0..free {
+                tx.write(first + k as u64, 1, &frame(len, sent + k));
             }
+            tx.publish(first + free as u64);
+            sent += free;
         }
         let b = batch.receive(rx, 0, 0);
         for p in b.pkts().iter() {
@@ -184,8 +182,7 @@ fn transmit_slots_go_nowhere_while_the_backend_is_down() {
     let dir = TempDir::new("frontdown");
     let (backend, front) = pair(&dir, 1, 1518);
     kill_backend(&front, backend);
-    // SAFETY: single user of the queue.
-    unsafe { assert_eq!(front.tx(0).free_slots(), 0) };
+    assert_eq!(front.tx(0).tx_lock().lock().producer.free_slots(), 0);
 }
 
 #[test]

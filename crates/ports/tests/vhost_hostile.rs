@@ -107,15 +107,13 @@ impl DataPath for InProcess<'_> {
     }
 
     fn push_to_guest(&mut self) {
-        let tx = self.p.tx(0);
         // SAFETY: this test thread is the port's only transmitter.
-        unsafe {
-            let free = tx.free_slots();
-            assert_eq!(free, 1, "the guest offered one buffer");
-            let s = tx.reserve(1);
-            tx.write(s, 1, &[0xee; 60]);
-            tx.publish(s + 1);
-        }
+        let mut tx = unsafe { fabric::OwnedTx::new(self.p.tx(0)) };
+        let free = tx.free_slots();
+        assert_eq!(free, 1, "the guest offered one buffer");
+        let s = tx.reserve(1);
+        tx.write(s, 1, &[0xee; 60]);
+        tx.publish(s + 1);
     }
 }
 

@@ -321,24 +321,22 @@ fn wrong_direction_and_indirect_are_lies() {
 fn transmit_into_guest_buffers() {
     let mut g = Guest::new(256);
     let tx = g.tx();
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
     for i in 0..4u16 {
         g.desc(i, BUFS + 0x1000 * i as u64, 2048, DESC_F_WRITE, 0);
         g.offer(i);
     }
     let f = frame(100, 5);
-    // SAFETY: single-threaded test: this thread is the only transmitter,
-    // which is what the fabric's lock guarantees.
-    unsafe {
-        assert_eq!(tx.free_slots(), 4);
-        assert_eq!(tx.slots_for(100), 1);
-        assert_eq!(tx.slots_for(1519), 0, "larger than the port's max frame");
-        let s = tx.reserve(2);
-        tx.write(s, 1, &f);
-        tx.write(s + 1, 1, &f[..60]);
-        assert_eq!(g.used_idx(), 0, "nothing visible before publish");
-        tx.publish(s + 2);
-        assert_eq!(tx.free_slots(), 2);
-    }
+    assert_eq!(o.free_slots(), 4);
+    assert_eq!(tx.slots_for(100), 1);
+    assert_eq!(tx.slots_for(1519), 0, "larger than the port's max frame");
+    let s = o.reserve(2);
+    o.write(s, 1, &f);
+    o.write(s + 1, 1, &f[..60]);
+    assert_eq!(g.used_idx(), 0, "nothing visible before publish");
+    o.publish(s + 2);
+    assert_eq!(o.free_slots(), 2);
     assert_eq!(g.used_idx(), 2);
     assert_eq!(g.used_elem(0), (0, 112));
     assert_eq!(g.used_elem(1), (1, 72));
@@ -352,16 +350,15 @@ fn transmit_into_guest_buffers() {
 fn transmit_frame_larger_than_the_guest_buffer_is_returned_empty() {
     let mut g = Guest::new(256);
     let tx = g.tx();
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
     g.desc(0, BUFS, 64, DESC_F_WRITE, 0);
     g.offer(0);
-    // SAFETY: single transmitter, as above.
-    unsafe {
-        assert_eq!(tx.free_slots(), 1);
-        let s = tx.reserve(1);
-        assert_eq!(tx.free_slots(), 0);
-        tx.write(s, 1, &frame(500, 1));
-        tx.publish(s + 1);
-    }
+    assert_eq!(o.free_slots(), 1);
+    let s = o.reserve(1);
+    assert_eq!(o.free_slots(), 0);
+    o.write(s, 1, &frame(500, 1));
+    o.publish(s + 1);
     assert_eq!(g.used_idx(), 1);
     assert_eq!(
         g.used_elem(0),
@@ -380,25 +377,25 @@ fn transmit_lies_stop_the_queue() {
     ] {
         let mut g = Guest::new(256);
         let tx = g.tx();
+        // SAFETY: single-threaded test: this thread is the only transmitter.
+        let mut o = unsafe { fabric::OwnedTx::new(&tx) };
         g.desc(0, addr, 2048, flags, 0);
         g.offer(0);
-        // SAFETY: single transmitter, as above.
-        unsafe {
-            assert_eq!(tx.free_slots(), 1);
-            let s = tx.reserve(1);
-            tx.write(s, 1, &frame(60, 1));
-            tx.publish(s + 1);
-            assert_eq!(tx.free_slots(), 0, "a broken queue takes nothing");
-        }
+        assert_eq!(o.free_slots(), 1);
+        let s = o.reserve(1);
+        o.write(s, 1, &frame(60, 1));
+        o.publish(s + 1);
+        assert_eq!(o.free_slots(), 0, "a broken queue takes nothing");
         assert_eq!(g.lies(want), 1);
         assert_eq!(g.used_idx(), 0, "nothing is published on a broken queue");
     }
     // The available index running ahead of the used one by more than size.
     let mut g = Guest::new(256);
     let tx = g.tx();
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
     g.set_avail_idx(300);
-    // SAFETY: single transmitter, as above.
-    assert_eq!(unsafe { tx.free_slots() }, 0);
+    assert_eq!(o.free_slots(), 0);
     assert_eq!(g.lies(Lie::AvailIdx), 1);
 }
 
@@ -408,12 +405,13 @@ fn transmit_lies_stop_the_queue() {
 fn writes_reserved_before_a_restart_are_stale() {
     let mut g = Guest::new(256);
     let tx = g.tx();
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
     g.desc(0, BUFS, 2048, DESC_F_WRITE, 0);
     g.offer(0);
-    // SAFETY: single transmitter, as above.
-    let s = unsafe {
-        assert_eq!(tx.free_slots(), 1);
-        tx.reserve(1)
+    let s = {
+        assert_eq!(o.free_slots(), 1);
+        o.reserve(1)
     };
     // The control thread restarts the ring (e.g. SET_VRING_CALL).
     let ring = Ring::new(g.mem.clone(), DESC, AVAIL, USED, 256).unwrap();
@@ -425,22 +423,16 @@ fn writes_reserved_before_a_restart_are_stale() {
         0,
         g.fault.clone(),
     )));
-    // SAFETY: as above.
-    unsafe {
-        tx.write(s, 1, &frame(60, 1));
-        tx.publish(s + 1);
-    }
+    o.write(s, 1, &frame(60, 1));
+    o.publish(s + 1);
     assert_eq!(g.fault.tx_stale.load(Ordering::Relaxed), 1);
     assert_eq!(g.used_idx(), 0);
     // The new session works from its own base.
-    // SAFETY: as above.
-    unsafe {
-        assert_eq!(tx.free_slots(), 1);
-        let s2 = tx.reserve(1);
-        assert!(s2 > s);
-        tx.write(s2, 1, &frame(60, 1));
-        tx.publish(s2 + 1);
-    }
+    assert_eq!(o.free_slots(), 1);
+    let s2 = o.reserve(1);
+    assert!(s2 > s);
+    o.write(s2, 1, &frame(60, 1));
+    o.publish(s2 + 1);
     assert_eq!(g.used_idx(), 1);
 }
 
@@ -451,8 +443,9 @@ fn writes_reserved_before_a_restart_are_stale() {
 fn a_full_guest_receive_ring_does_not_hold_a_stopping_session() {
     let g = Guest::new(256);
     let tx = g.tx();
-    // SAFETY: single transmitter, as above.
-    assert_eq!(unsafe { tx.free_slots() }, 0, "no guest buffers offered");
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+    assert_eq!(o.free_slots(), 0, "no guest buffers offered");
     let old = g.slot.remove().expect("a running session");
     assert_eq!(
         Arc::strong_count(&old),
@@ -467,31 +460,30 @@ fn a_full_guest_receive_ring_does_not_hold_a_stopping_session() {
 fn a_look_that_reserves_nothing_does_not_hold_a_stopping_session() {
     let mut g = Guest::new(256);
     let tx = VhostTx::new(g.slot.clone(), 9000, g.fault.clone());
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
     tx.set_layout(LAYOUT);
     g.desc(0, BUFS, 2048, DESC_F_WRITE, 0);
     g.offer(0);
-    // SAFETY: single transmitter, as above.
-    unsafe {
-        assert_eq!(tx.free_slots(), 1);
-        assert_eq!(tx.slots_for(3000), 2, "more than is free: not reserved");
-    }
+    assert_eq!(o.free_slots(), 1);
+    assert_eq!(tx.slots_for(3000), 2, "more than is free: not reserved");
     let old = g.slot.remove().expect("a running session");
     assert_eq!(Arc::strong_count(&old), 1);
     // A reservation does pin it, until its publish.
     g.slot.install(old);
     let old = {
-        // SAFETY: single transmitter, as above.
-        let s = unsafe {
-            assert_eq!(tx.free_slots(), 1);
-            tx.reserve(1)
+        let s = {
+            assert_eq!(o.free_slots(), 1);
+            o.reserve(1)
         };
         let old = g.slot.remove().expect("a running session");
-        assert_eq!(Arc::strong_count(&old), 2, "pinned while in flight");
-        // SAFETY: as above.
-        unsafe {
-            tx.write(s, 1, &frame(60, 1));
-            tx.publish(s + 1);
-        }
+        assert_eq!(
+            Arc::strong_count(&old),
+            3,
+            "pinned while in flight (by the producer and by the lease)"
+        );
+        o.write(s, 1, &frame(60, 1));
+        o.publish(s + 1);
         old
     };
     assert_eq!(Arc::strong_count(&old), 1, "let go by the publish");

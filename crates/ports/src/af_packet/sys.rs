@@ -4,13 +4,12 @@
 //! each, sent by one `sendto()` per publish), and the socket options. Every
 //! `unsafe` block of `af_packet` lives here.
 
-use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -221,6 +220,16 @@ impl Mmap {
     }
 }
 
+// SAFETY: `Mmap` owns the mapping (unmapped once, in Drop) and is only an
+// address and a length: it can move to and be shared with any thread. The
+// memory behind it is shared with the kernel, which writes it at any time;
+// every access goes through a raw pointer in an `unsafe` block whose
+// argument says why that access is race-free (status words are atomics,
+// frame contents are touched only while the status hands them to us).
+unsafe impl Send for Mmap {}
+// SAFETY: as for Send.
+unsafe impl Sync for Mmap {}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the region mapped in `map`; no view into it
@@ -260,8 +269,9 @@ pub struct RxRing {
     stats: Arc<RxStats>,
 }
 
-// SAFETY: the ring's memory is owned by this value (and the kernel); the raw
-// pointers never leave the worker thread that owns the queue.
+// SAFETY: `next` points into `map`, which this value owns (and which is
+// Send); the ring is used by one worker at a time (`&mut self`), so moving
+// it to another thread moves every access with it.
 unsafe impl Send for RxRing {}
 
 /// Configures a TPACKET_V3 receive ring on `sock` and maps it.
@@ -448,7 +458,9 @@ pub struct TxStats {
     pub rejected: AtomicU64,
 }
 
-struct TxState {
+/// The producer state of a transmit ring, inside its [`TxLock`].
+struct TxProd {
+    sh: Arc<TxShared>,
     reserved: u64,
     published: u64,
     completed: u64,
@@ -458,28 +470,30 @@ struct TxState {
     refused_b: u64,
 }
 
-/// The TPACKET_V2 transmit ring of one queue.
-pub struct TxRing {
+/// What the producer, the writers and the kick share: the socket and the
+/// mapped ring (frames written by the lease's worker, statuses exchanged
+/// with the kernel through atomics).
+struct TxShared {
     sock: OwnedFd,
     map: Mmap,
     frame_size: usize,
     block_size: usize,
     frames_per_block: usize,
     nframes: u64,
-    st: UnsafeCell<TxState>,
-    /// The last kick failed: retry at the next reservation.
+    /// The last kick failed: retry at the next publish, or when a sender
+    /// finds the ring full (`kick_stalled`).
     kick_pending: AtomicBool,
+    stats: Arc<TxStats>,
+}
+
+/// The TPACKET_V2 transmit ring of one queue.
+pub struct TxRing {
+    sh: Arc<TxShared>,
+    lock: TxLock<TxProd>,
     link: Arc<LinkState>,
     /// Counters, shared with the port.
     pub stats: Arc<TxStats>,
 }
-
-// SAFETY: `st` is only touched in free_slots/reserve/publish, which the
-// fabric serialises under the destination lock; `write` touches disjoint
-// frames reserved to its caller. The mapping is owned by this value.
-unsafe impl Sync for TxRing {}
-// SAFETY: see above; nothing in TxRing is tied to a thread.
-unsafe impl Send for TxRing {}
 
 /// Configures a TPACKET_V2 transmit ring of `frame_nr` frames on `sock`
 /// (version, loss and bind already set) and maps it.
@@ -501,21 +515,26 @@ pub fn tx_ring(
     };
     setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_TX_RING, &req)?;
     let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
-    Ok(TxRing {
+    let sh = Arc::new(TxShared {
         sock,
         map,
         frame_size: frame_size as usize,
         block_size: block_size as usize,
         frames_per_block: fpb as usize,
         nframes: (block_nr * fpb) as u64,
-        st: UnsafeCell::new(TxState {
+        kick_pending: AtomicBool::new(false),
+        stats: stats.clone(),
+    });
+    Ok(TxRing {
+        lock: TxLock::new(TxProd {
+            sh: sh.clone(),
             reserved: 0,
             published: 0,
             completed: 0,
             refused: 0,
             refused_b: 0,
         }),
-        kick_pending: AtomicBool::new(false),
+        sh,
         link,
         stats,
     })
@@ -531,7 +550,7 @@ fn page_size() -> usize {
     }
 }
 
-impl TxRing {
+impl TxShared {
     fn frame(&self, slot: u64) -> *mut u8 {
         let i = (slot % self.nframes) as usize;
         let off = (i / self.frames_per_block) * self.block_size
@@ -541,21 +560,19 @@ impl TxRing {
     }
 
     fn status(&self, slot: u64) -> &AtomicU32 {
-        // SAFETY: the frame header is inside the mapping and its first word
-        // is the status the kernel and we exchange the frame with.
+        // SAFETY: the frame header is inside the mapping, aligned (frames
+        // are TPACKET_ALIGNMENT-aligned), and its first word is the status
+        // the kernel and we exchange the frame with, always accessed
+        // atomically on both sides.
         unsafe { &(*(self.frame(slot) as *const Tpacket2Hdr)).status }
     }
 
-    /// Largest frame a slot holds.
-    pub fn capacity(&self) -> usize {
+    fn capacity(&self) -> usize {
         self.frame_size - TX_DATA_OFF
     }
 
-    /// The transmit socket.
-    pub fn fd(&self) -> RawFd {
-        self.sock.as_raw_fd()
-    }
-
+    /// One `sendto()`: asks the kernel to send every frame marked
+    /// SEND_REQUEST. Never called under the transmit lock.
     fn send_kick(&self) {
         self.stats.kicks.fetch_add(1, Ordering::Relaxed);
         // SAFETY: a zero-length sendto with no buffer asks the kernel to
@@ -577,6 +594,72 @@ impl TxRing {
     }
 }
 
+impl TxRing {
+    /// Largest frame a slot holds.
+    pub fn capacity(&self) -> usize {
+        self.sh.capacity()
+    }
+
+    /// The transmit socket.
+    pub fn fd(&self) -> RawFd {
+        self.sh.sock.as_raw_fd()
+    }
+}
+
+impl TxProducer for TxProd {
+    fn free_slots(&mut self) -> u32 {
+        let sh = &*self.sh;
+        while self.completed < self.published {
+            let s = sh.status(self.completed).load(Ordering::Acquire);
+            if s == TP_STATUS_AVAILABLE {
+                self.completed += 1;
+            } else if s & TP_STATUS_WRONG_FORMAT != 0 {
+                // SAFETY: the kernel is done with the frame (its status
+                // says so, Acquire above); its header is inside the mapping.
+                let len = unsafe { (*(sh.frame(self.completed) as *const Tpacket2Hdr)).len };
+                sh.status(self.completed)
+                    .store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
+                sh.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                self.refused += 1;
+                self.refused_b += len as u64;
+                self.completed += 1;
+            } else {
+                break;
+            }
+        }
+        (sh.nframes - (self.reserved - self.completed)) as u32
+    }
+
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved += n as u64;
+        Lease::at(first)
+    }
+
+    fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool {
+        if self.refused > 0 {
+            drops.add_n(DropReason::TxError, self.refused, self.refused_b);
+            self.refused = 0;
+            self.refused_b = 0;
+        }
+        if tail <= self.published {
+            return false;
+        }
+        for s in self.published..tail {
+            self.sh
+                .status(s)
+                .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+        }
+        self.sh
+            .stats
+            .frames
+            .fetch_add(tail - self.published, Ordering::Relaxed);
+        self.published = tail;
+        // The kick (also a retry of a failed one) is made after the lock.
+        true
+    }
+}
+
 impl TxQueue for TxRing {
     fn slots_for(&self, len: usize) -> u32 {
         // The kernel accepts up to MTU + Ethernet header (+ 4 for a tagged
@@ -585,62 +668,21 @@ impl TxQueue for TxRing {
         (len <= self.capacity() && len <= mtu_max) as u32
     }
 
-    unsafe fn free_slots(&self) -> u32 {
-        // SAFETY: the caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        while st.completed < st.published {
-            let s = self.status(st.completed).load(Ordering::Acquire);
-            if s == TP_STATUS_AVAILABLE {
-                st.completed += 1;
-            } else if s & TP_STATUS_WRONG_FORMAT != 0 {
-                // SAFETY: the kernel is done with the frame; its header is
-                // inside the mapping.
-                let len = unsafe { (*(self.frame(st.completed) as *const Tpacket2Hdr)).len };
-                self.status(st.completed)
-                    .store(TP_STATUS_AVAILABLE, Ordering::Relaxed);
-                self.stats.rejected.fetch_add(1, Ordering::Relaxed);
-                st.refused += 1;
-                st.refused_b += len as u64;
-                st.completed += 1;
-            } else {
-                break;
-            }
-        }
-        if self.kick_pending.load(Ordering::Relaxed) && st.published > st.completed {
-            // Rare (the last kick failed) and needed now: no publish may
-            // follow to kick after the lock.
-            self.send_kick();
-        }
-        (self.nframes - (st.reserved - st.completed)) as u32
-    }
-
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        // SAFETY: the caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        let first = st.reserved;
-        st.reserved += n as u64;
-        first
-    }
-
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.write_burst(
-                &Lease::at(slot),
-                &TxFrames::one(frame, nslots),
-                &mut TxDrops::default(),
-            )
-        }
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let sh = &*self.sh;
         let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
-            let len = frame.len().min(self.capacity());
-            let f = self.frame(first + j as u64);
-            // SAFETY: the slot was reserved to this caller and is free (the
-            // kernel gave it back: completed > slot - nframes); nobody else
-            // touches it until publish.
+            let len = frame.len().min(sh.capacity());
+            let f = sh.frame(first + j as u64);
+            // SAFETY: the slot was reserved to this caller (trait contract)
+            // and is free: the kernel gave it back (status AVAILABLE seen
+            // by the producer, completed > slot - nframes) and does not
+            // look at it until publish marks it SEND_REQUEST; nobody else
+            // writes it; len <= capacity keeps the copy inside the frame.
             unsafe {
                 std::ptr::copy_nonoverlapping(frame.as_ptr(), f.add(TX_DATA_OFF), len);
                 (*(f as *mut Tpacket2Hdr)).len = len as u32;
@@ -648,29 +690,15 @@ impl TxQueue for TxRing {
         }
     }
 
-    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
-        // SAFETY: the caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        if st.refused > 0 {
-            drops.add_n(DropReason::TxError, st.refused, st.refused_b);
-            st.refused = 0;
-            st.refused_b = 0;
-        }
-        if tail <= st.published {
-            return false;
-        }
-        for s in st.published..tail {
-            self.status(s)
-                .store(TP_STATUS_SEND_REQUEST, Ordering::Release);
-        }
-        self.stats
-            .frames
-            .fetch_add(tail - st.published, Ordering::Relaxed);
-        st.published = tail;
-        true
+    fn kick(&self, _: &mut TxDrops) {
+        self.sh.send_kick();
     }
 
-    fn kick(&self, _: &mut TxDrops) {
-        self.send_kick();
+    fn kick_stalled(&self, _: &mut TxDrops) {
+        // The ring is full: if the last kick failed, nothing sends the
+        // frames waiting in it and no publish follows to retry.
+        if self.sh.kick_pending.load(Ordering::Relaxed) {
+            self.sh.send_kick();
+        }
     }
 }

@@ -4,13 +4,12 @@
 //! single-consumer rings shared with the kernel, and the queue types the
 //! fabric drives. Every `unsafe` block of `af_xdp` lives here.
 
-use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{Lease, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -297,11 +296,16 @@ pub struct Umem {
     len: usize,
 }
 
-// SAFETY: the region is plain memory; who touches which chunk is governed by
-// the rings (each chunk is owned by exactly one of: kernel, rx queue, tx
-// queue slot).
+// SAFETY: the UMEM owns its anonymous mapping (unmapped once, in Drop) and
+// is only an address and a length. The kernel reads and writes its chunks
+// (DMA in zero-copy mode); who may touch which chunk is governed by the
+// rings: each chunk is owned by exactly one of the kernel, a receive queue
+// (between the rx ring and the fill ring) or a transmit slot (reserved to a
+// lease until published, then the kernel's until completed). Chunks are
+// accessed only through raw-pointer copies and views in `unsafe` blocks
+// that argue that ownership.
 unsafe impl Send for Umem {}
-// SAFETY: see above.
+// SAFETY: as for Send.
 unsafe impl Sync for Umem {}
 
 impl Umem {
@@ -342,6 +346,15 @@ struct Mmap {
     len: usize,
 }
 
+// SAFETY: `Mmap` owns the mapping (unmapped once, in Drop) and is only an
+// address and a length, usable from any thread. The memory is shared with
+// the kernel, which writes it at any time: it is accessed only through the
+// `Ring` accessors below (atomics for the indexes and flags, raw pointers
+// for entries, dereferenced in `unsafe` blocks that argue the ownership).
+unsafe impl Send for Mmap {}
+// SAFETY: as for Send.
+unsafe impl Sync for Mmap {}
+
 impl Drop for Mmap {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the ring mapped in `map_ring`.
@@ -358,6 +371,16 @@ struct Ring<T> {
     mask: u32,
     _map: Mmap,
 }
+
+// SAFETY: the pointers point into `_map`, which the ring owns and which
+// lives as long as it. The producer, consumer and flags words are only
+// accessed as atomics (the kernel writes them concurrently); `entry` only
+// computes an address, and every write or read through it is an `unsafe`
+// block arguing that the entry is owned by its thread at that moment
+// (reserved to a lease and unpublished, or handed back by the kernel).
+unsafe impl<T: Send> Send for Ring<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Send> Sync for Ring<T> {}
 
 impl<T> Ring<T> {
     fn prod(&self) -> &AtomicU32 {
@@ -422,10 +445,6 @@ pub struct Xsk {
     rx_frames: u32,
     tx_frames: u32,
 }
-
-// SAFETY: the rings and the UMEM are plain shared memory, handed to the
-// threads that own each half after `split`.
-unsafe impl Send for Xsk {}
 
 /// Creates an XDP socket with a UMEM of `rx_frames + tx_frames` chunks of
 /// `frame_size` bytes and rings of matching sizes (powers of two). Returns
@@ -541,7 +560,7 @@ impl Xsk {
             umem_len: self.umem.len as u64,
             stats: rx_stats,
         };
-        let tx = XskTx {
+        let sh = Arc::new(XskTxShared {
             sock: self.sock,
             base: self.umem.base as usize,
             tx_base: self.rx_frames as u64 * self.frame_size as u64,
@@ -549,15 +568,20 @@ impl Xsk {
             frame_size: self.frame_size,
             n: self.tx_frames as u64,
             tx: self.tx,
-            comp: self.comp,
-            st: UnsafeCell::new(TxState {
+            stats: tx_stats,
+        });
+        let tx = XskTx {
+            lock: TxLock::new(XskProd {
+                sh: sh.clone(),
+                comp: self.comp,
                 reserved: 0,
                 published: 0,
                 completed: 0,
                 comp_cons: 0,
+                left_in_ring: false,
             }),
+            sh,
             link,
-            stats: tx_stats,
         };
         (rx, tx)
     }
@@ -640,10 +664,6 @@ pub struct XskRx {
     stats: Arc<RxStats>,
 }
 
-// SAFETY: owned by one worker at a time; the raw pointers refer to mappings
-// this value keeps alive.
-unsafe impl Send for XskRx {}
-
 impl RxQueue for XskRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         debug_assert_eq!(self.pending, 0, "burst without release");
@@ -725,16 +745,23 @@ pub struct TxStats {
     pub kick_errors: AtomicU64,
 }
 
-struct TxState {
+/// The producer state of one XDP socket's transmit side, inside its
+/// [`TxLock`]: the indexes and the completion ring (consumed only here).
+struct XskProd {
+    sh: Arc<XskTxShared>,
+    comp: Ring<u64>,
     reserved: u64,
     published: u64,
     completed: u64,
     comp_cons: u32,
+    /// The kernel left published frames in the tx ring (copy mode sends a
+    /// bounded number per kick): the next publish asks for a kick.
+    left_in_ring: bool,
 }
 
-/// The transmit half of one XDP socket: slot `s` is tx ring entry `s` and
-/// UMEM chunk `s mod n` of the transmit area.
-pub struct XskTx {
+/// What the producer, the writers and the kick share: slot `s` is tx ring
+/// entry `s` and UMEM chunk `s mod n` of the transmit area.
+struct XskTxShared {
     sock: Arc<OwnedFd>,
     /// Keeps the chunks `base` points into alive.
     _umem: Arc<Umem>,
@@ -743,23 +770,22 @@ pub struct XskTx {
     frame_size: u32,
     n: u64,
     tx: Ring<XdpDesc>,
-    comp: Ring<u64>,
-    st: UnsafeCell<TxState>,
-    link: Arc<LinkState>,
     stats: Arc<TxStats>,
 }
 
-// SAFETY: `st` and the ring producer/consumer words are touched only in
-// free_slots/reserve/publish, serialised by the fabric's destination lock;
-// `write` touches disjoint reserved slots.
-unsafe impl Sync for XskTx {}
-// SAFETY: as above.
-unsafe impl Send for XskTx {}
+/// The transmit half of one XDP socket.
+pub struct XskTx {
+    sh: Arc<XskTxShared>,
+    lock: TxLock<XskProd>,
+    link: Arc<LinkState>,
+}
 
 /// Most kicks per publish: copy mode sends at most 32 frames per sendto().
 const MAX_KICKS: u32 = 64;
 
-impl XskTx {
+impl XskTxShared {
+    /// `sendto()` kicks until the kernel took every published frame (or
+    /// `MAX_KICKS`). Never called under the transmit lock.
     fn kick_until_drained(&self) {
         for _ in 0..MAX_KICKS {
             self.stats.kicks.fetch_add(1, Ordering::Relaxed);
@@ -783,69 +809,76 @@ impl XskTx {
     }
 }
 
+impl TxProducer for XskProd {
+    fn free_slots(&mut self) -> u32 {
+        let cprod = self.comp.prod().load(Ordering::Acquire);
+        let k = cprod.wrapping_sub(self.comp_cons);
+        if k > 0 {
+            self.comp_cons = cprod;
+            self.comp.cons().store(cprod, Ordering::Release);
+            self.completed += k as u64;
+        }
+        // Frames the kernel left in the ring: the kick that sends them is
+        // made after the lock, by the next publisher (or, if the ring is
+        // full and nothing is published, by `kick_stalled`).
+        if self.published > self.completed
+            && self.sh.tx.cons().load(Ordering::Acquire) != self.published as u32
+        {
+            self.left_in_ring = true;
+        }
+        (self.sh.n - (self.reserved - self.completed)) as u32
+    }
+
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved += n as u64;
+        Lease::at(first)
+    }
+
+    fn publish_deferred(&mut self, tail: u64, _: &mut TxDrops) -> bool {
+        if tail <= self.published {
+            return false;
+        }
+        self.sh
+            .stats
+            .frames
+            .fetch_add(tail - self.published, Ordering::Relaxed);
+        self.published = tail;
+        self.sh.tx.prod().store(tail as u32, Ordering::Release);
+        std::mem::take(&mut self.left_in_ring) || self.sh.tx.need_wakeup()
+    }
+}
+
 impl TxQueue for XskTx {
     fn slots_for(&self, len: usize) -> u32 {
         let mtu_max = self.link.mtu() as usize + 14 + 4;
-        (len <= self.frame_size as usize && len <= mtu_max) as u32
+        (len <= self.sh.frame_size as usize && len <= mtu_max) as u32
     }
 
-    unsafe fn free_slots(&self) -> u32 {
-        // SAFETY: caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        let cprod = self.comp.prod().load(Ordering::Acquire);
-        let k = cprod.wrapping_sub(st.comp_cons);
-        if k > 0 {
-            st.comp_cons = cprod;
-            self.comp.cons().store(cprod, Ordering::Release);
-            st.completed += k as u64;
-        }
-        // Frames the kernel left in the ring (copy mode sends a bounded
-        // number per kick): kick again, once per batch at most.
-        if st.published > st.completed
-            && self.tx.cons().load(Ordering::Acquire) != st.published as u32
-        {
-            // Rare (copy mode, ring left non-empty by the kernel) and needed
-            // now: no publish may follow to kick it after the lock.
-            self.kick_until_drained();
-        }
-        (self.n - (st.reserved - st.completed)) as u32
-    }
-
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        // SAFETY: caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        let first = st.reserved;
-        st.reserved += n as u64;
-        first
-    }
-
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.write_burst(
-                &Lease::at(slot),
-                &TxFrames::one(frame, nslots),
-                &mut TxDrops::default(),
-            )
-        }
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let sh = &*self.sh;
         let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
             let slot = first + j as u64;
-            let len = frame.len().min(self.frame_size as usize);
-            let addr = self.tx_base + (slot % self.n) * self.frame_size as u64;
-            // SAFETY: the slot was reserved to this caller, so its chunk was
-            // completed by the kernel and its ring entry is not yet
-            // published; nobody else touches either until publish.
+            let len = frame.len().min(sh.frame_size as usize);
+            let addr = sh.tx_base + (slot % sh.n) * sh.frame_size as u64;
+            // SAFETY: the slot was reserved to this caller (trait
+            // contract), so its chunk was completed by the kernel and its
+            // ring entry is not yet published (the kernel reads neither
+            // until the producer index passes it); nobody else touches
+            // either until publish; the chunk is inside the UMEM's transmit
+            // area and len <= frame_size.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     frame.as_ptr(),
-                    (self.base + addr as usize) as *mut u8,
+                    (sh.base + addr as usize) as *mut u8,
                     len,
                 );
-                *self.tx.entry(slot as u32) = XdpDesc {
+                *sh.tx.entry(slot as u32) = XdpDesc {
                     addr,
                     len: len as u32,
                     options: 0,
@@ -854,22 +887,17 @@ impl TxQueue for XskTx {
         }
     }
 
-    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
-        // SAFETY: caller holds the destination lock (trait contract).
-        let st = unsafe { &mut *self.st.get() };
-        if tail <= st.published {
-            return false;
-        }
-        self.stats
-            .frames
-            .fetch_add(tail - st.published, Ordering::Relaxed);
-        st.published = tail;
-        self.tx.prod().store(tail as u32, Ordering::Release);
-        self.tx.need_wakeup()
-    }
-
     fn kick(&self, _: &mut TxDrops) {
         // Without the lock: reads only the ring's indexes (atomics).
-        self.kick_until_drained();
+        self.sh.kick_until_drained();
+    }
+
+    fn kick_stalled(&self, _: &mut TxDrops) {
+        // The ring is full and nothing will be published: if the kernel
+        // left published frames in it, only a kick sends them.
+        let tx = &self.sh.tx;
+        if tx.cons().load(Ordering::Acquire) != tx.prod().load(Ordering::Relaxed) {
+            self.sh.kick_until_drained();
+        }
     }
 }

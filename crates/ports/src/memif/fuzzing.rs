@@ -65,6 +65,7 @@ impl Harness {
         let shared = Arc::new(Shared {
             core,
             conn: ArcSwapOption::empty(),
+            producers: Default::default(),
         });
         let rx = MemifRx::new(shared.clone(), 0);
         let tx = MemifTx::new(shared.clone(), 0);
@@ -117,9 +118,7 @@ impl Harness {
         self.shared.core.up.store(false, Ordering::Release);
         let old = self.shared.conn.swap(None);
         // Let the transmit queue drop its pin on the old connection.
-        // SAFETY: single-threaded harness: we are the only transmitter and
-        // no reservation is in flight between inputs.
-        unsafe { self.tx.free_slots() };
+        self.tx.tx_lock().lock().producer.free_slots();
         let mut old = old.expect("a connection is installed");
         let c = Arc::get_mut(&mut old).expect("no queue holds the old connection");
         c.unhook();
@@ -215,16 +214,15 @@ impl Harness {
     /// Transmits `frame` like a worker does; returns whether it was
     /// written (false: no room, too large, or the link broke).
     pub fn transmit(&self, frame: &[u8]) -> bool {
-        let n = self.tx.slots_for(frame.len());
         // SAFETY: single-threaded harness: the only transmitter.
-        unsafe {
-            if n == 0 || self.tx.free_slots() < n {
-                return false;
-            }
-            let s = self.tx.reserve(n);
-            self.tx.write(s, n, frame);
-            self.tx.publish(s + n as u64);
+        let mut tx = unsafe { fabric::OwnedTx::new(&self.tx) };
+        let n = tx.slots_for(frame.len());
+        if n == 0 || tx.free_slots() < n {
+            return false;
         }
+        let s = tx.reserve(n);
+        tx.write(s, n, frame);
+        tx.publish(s + n as u64);
         true
     }
 

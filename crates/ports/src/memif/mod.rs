@@ -414,6 +414,9 @@ impl Core {
 pub(crate) struct Shared {
     core: Arc<Core>,
     conn: ArcSwapOption<Connection>,
+    /// The transmit queues' producers (weak: they hold this `Shared`), for
+    /// `detach` to unpin the old connection.
+    producers: Mutex<Vec<std::sync::Weak<fabric::TxLock<ring::MemifProducer>>>>,
 }
 
 impl Shared {
@@ -426,13 +429,21 @@ impl Shared {
         self.core.set_status(|s| s.connected = true);
     }
 
-    /// Drops the current connection (memory is unmapped when the last
-    /// burst holding it releases) and records why.
+    /// Drops the current connection and records why. The transmit
+    /// producers let go of it here; its memory is unmapped when the last
+    /// holder (normally this function, else a burst not yet released or a
+    /// lease in flight) drops it.
     fn detach(&self, reason: &str, hangup: bool) {
         self.core.up.store(false, Ordering::Release);
         let old = self.conn.swap(None);
         if let Some(c) = &old {
             c.unhook();
+            let producers = self
+                .producers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            ring::release_pins(&producers);
         }
         if old.is_some() {
             self.core
@@ -483,6 +494,7 @@ impl MemifPort {
         let shared = Arc::new(Shared {
             core,
             conn: ArcSwapOption::empty(),
+            producers: Mutex::default(),
         });
         let tx = (0..queues)
             .map(|q| MemifTx::new(shared.clone(), q))

@@ -499,8 +499,9 @@ const RX_PREFETCH_AHEAD: u16 = 8;
 const TX_PREFETCH_AHEAD: u16 = 8;
 
 /// The producer state of a transmit queue: it lives in the queue's
-/// `TxLock`, so only the worker holding the lock touches it.
-struct MemifProducer {
+/// `TxLock`, so only the worker holding the lock touches it (and the
+/// control thread, briefly, in [`release_pins`]).
+pub(crate) struct MemifProducer {
     shared: Arc<Shared>,
     q: u16,
     /// Fabric slots reserved so far.
@@ -520,25 +521,33 @@ pub(crate) struct MemifTx {
     buf_b: usize,
     max_frame: usize,
     shared: Arc<Shared>,
-    lock: TxLock<MemifProducer>,
+    /// Shared with `Shared::producers` (weakly), through which a
+    /// disconnect makes the producer let go of the old connection.
+    lock: Arc<TxLock<MemifProducer>>,
 }
 
 impl MemifTx {
     pub fn new(shared: Arc<Shared>, q: u16) -> Self {
         let buf_b = shared.core.cfg.buffer_size as usize;
         let max_frame = shared.core.cfg.max_frame_b as usize;
+        let lock = Arc::new(TxLock::new(MemifProducer {
+            shared: shared.clone(),
+            q,
+            reserved: 0,
+            published: 0,
+            conn: None,
+            base: 0,
+        }));
+        shared
+            .producers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::downgrade(&lock));
         MemifTx {
             q,
             buf_b,
             max_frame,
-            lock: TxLock::new(MemifProducer {
-                shared: shared.clone(),
-                q,
-                reserved: 0,
-                published: 0,
-                conn: None,
-                base: 0,
-            }),
+            lock,
             shared,
         }
     }
@@ -549,6 +558,44 @@ impl MemifTx {
         match role {
             Role::Server => (RING_TAIL_OFF, RING_HEAD_OFF),
             Role::Client => (RING_HEAD_OFF, RING_TAIL_OFF),
+        }
+    }
+}
+
+/// How long a disconnect waits for a reservation in flight to be published
+/// before leaving the pin to the producer (which follows at its next look).
+const UNPIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Control path, after the connection was taken out of `Shared::conn`:
+/// makes every transmit producer let go of the connection it pinned, so
+/// that the departed peer's regions are unmapped now (when the last
+/// reference, normally the caller's, drops) rather than when the next peer
+/// connects and frames flow. A producer with a reservation in flight keeps
+/// it until that is published (the lease pins its own copy anyway); the
+/// wait is bounded. The pin is dropped after the lock is released, so an
+/// unmap never runs under it.
+pub(crate) fn release_pins(producers: &[std::sync::Weak<TxLock<MemifProducer>>]) {
+    for w in producers {
+        let Some(l) = w.upgrade() else { continue };
+        let t0 = std::time::Instant::now();
+        loop {
+            let taken = {
+                let mut g = l.lock();
+                let p = &mut g.producer;
+                if p.reserved == p.published {
+                    Some(p.conn.take())
+                } else {
+                    None
+                }
+            };
+            match taken {
+                Some(c) => {
+                    drop(c);
+                    break;
+                }
+                None if t0.elapsed() < UNPIN_WAIT => std::thread::yield_now(),
+                None => break,
+            }
         }
     }
 }
@@ -644,26 +691,8 @@ impl TxQueue for MemifTx {
         }
     }
 
-    fn tx_lock(&self) -> Option<&TxLock> {
-        Some(&self.lock)
-    }
-
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // Tools driving the queue alone: what the reservation was made
-        // against is the producer's current pin (it changes only when no
-        // reservation is in flight, and ours is).
-        let (conn, base) = {
-            let l = self.lock.lock();
-            (l.producer.conn.clone(), l.producer.base)
-        };
-        let Some(c) = conn else { return };
-        if c.violated().is_some() {
-            return;
-        }
-        if let Some(ring) = c.tx.get(self.q as usize) {
-            // A refusal fails the connection, which counts it.
-            let _ = self.write_one(&c, ring, base, slot, nslots, frame);
-        }
+    fn tx_lock(&self) -> &TxLock {
+        &*self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {

@@ -59,11 +59,20 @@ pub struct Region {
     fd: Option<OwnedFd>,
 }
 
-// SAFETY: the region is plain shared memory; concurrent access is mediated by
-// the memif ring protocol (atomics for indexes, disjoint slots for data) and
-// all accessors are bounds-checked.
+// SAFETY: the region owns its mapping (unmapped once, in Drop) and is only
+// an address and a length, usable from any thread. The memory is shared
+// with the peer process, which may write any byte of it at any time, so no
+// Rust reference to it is ever formed except atomics: ring indexes, flags
+// and cookies are read and written as atomics, descriptors as volatile
+// copies, frame bytes with raw-pointer copies (`copy_in`/`copy_out`), every
+// accessor bounds-checked against the mapping, and every value read is
+// validated before it is used as an offset or length. Between our own
+// threads, slots are owned one at a time (receive: the queue's worker;
+// transmit: the lease's worker until publish). Zero-copy receive views
+// (`push_region`) can still see the peer change frame bytes under them,
+// never their location or length (docs/memif.md).
 unsafe impl Send for Region {}
-// SAFETY: as above.
+// SAFETY: as for Send.
 unsafe impl Sync for Region {}
 
 impl Region {

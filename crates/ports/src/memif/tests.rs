@@ -46,17 +46,15 @@ fn wait(timeout_ms: u64, mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn send(port: &MemifPort, frame: &[u8]) -> bool {
-    let tx = port.tx(0);
-    let n = tx.slots_for(frame.len());
     // SAFETY: single-threaded use of this transmit queue.
-    unsafe {
-        if n == 0 || tx.free_slots() < n {
-            return false;
-        }
-        let s = tx.reserve(n);
-        tx.write(s, n, frame);
-        tx.publish(s + n as u64);
+    let mut tx = unsafe { fabric::OwnedTx::new(port.tx(0)) };
+    let n = tx.slots_for(frame.len());
+    if n == 0 || tx.free_slots() < n {
+        return false;
     }
+    let s = tx.reserve(n);
+    tx.write(s, n, frame);
+    tx.publish(s + n as u64);
     true
 }
 
@@ -265,9 +263,8 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
         }
         assert_eq!(s0.counter(kind.name()), before + 1, "{what}");
         assert!(!s0.link_up(), "{what}: link still up");
-        // SAFETY: single-threaded use of this transmit queue.
         assert_eq!(
-            unsafe { s0.tx(0).free_slots() },
+            s0.tx(0).tx_lock().lock().producer.free_slots(),
             0,
             "{what}: still accepting frames"
         );
@@ -446,4 +443,55 @@ fn bad_control_messages_are_refused_with_a_reason() {
         "only the 'already connected' attempt"
     );
     assert_eq!(s1.counter("disconnects"), 0);
+}
+
+/// Mappings of this process whose name contains `tag` (memfd regions show
+/// up as `/memfd:NAME (deleted)` in /proc/self/maps).
+fn mappings(tag: &str) -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(tag))
+        .count()
+}
+
+/// A departed peer's regions are unmapped when it leaves, not when the
+/// next peer connects: the transmit producer, which pinned the connection
+/// while frames flowed, lets go of it at the disconnect.
+#[test]
+fn departed_peer_memory_is_unmapped_on_disconnect() {
+    let dir = Dir::new("unmap");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = server
+        .add_interface(MemifConfig::new("unmap-s", 0))
+        .unwrap();
+    let name = format!("unmap{}", std::process::id());
+    let tag = format!("memif-{name}-region");
+    let c0 = MemifPort::client(MemifConfig::new(&name, 0), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up() && c0.link_up()));
+    let mut c0rx = c0.take_rx(0).unwrap();
+    // Frames flow server -> client: the server's producer pins the
+    // connection.
+    for i in 0..3u8 {
+        let f = [i; 200];
+        assert!(send(&s0, &f));
+        assert_eq!(recv_one(c0rx.as_mut()).as_deref(), Some(&f[..]));
+    }
+    assert_eq!(mappings(&tag), 2, "the client's and the server's mapping");
+    drop(c0rx);
+    drop(c0);
+    assert!(wait(5000, || !s0.link_up()), "the server saw no disconnect");
+    assert!(
+        wait(3000, || mappings(&tag) == 0),
+        "the departed peer's region is still mapped {} time(s)",
+        mappings(&tag)
+    );
+    // A new peer connects and frames flow again.
+    let c1 = MemifPort::client(MemifConfig::new(&name, 0), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up() && c1.link_up()));
+    let mut c1rx = c1.take_rx(0).unwrap();
+    let f = [9u8; 300];
+    assert!(wait(2000, || send(&s0, &f)));
+    assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }

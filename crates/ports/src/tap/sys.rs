@@ -9,7 +9,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxQueue};
+use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
 use crate::netdev::LinkState;
 
@@ -104,6 +104,16 @@ impl Buffers {
     }
 }
 
+// SAFETY: `Buffers` owns its anonymous mapping (unmapped once, in Drop) and
+// is only an address and sizes, usable from any thread. Buffer contents are
+// accessed through `buf()`'s raw pointers, each in an `unsafe` block that
+// argues which thread owns that buffer at that moment (the receive queue's
+// single owner; on transmit, the lease's worker until publish, then the
+// flusher).
+unsafe impl Send for Buffers {}
+// SAFETY: as for Send.
+unsafe impl Sync for Buffers {}
+
 impl Drop for Buffers {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly what `new` mapped; no view outlives self.
@@ -131,10 +141,6 @@ pub struct TapRx {
     bufs: Buffers,
     stats: Arc<RxStats>,
 }
-
-// SAFETY: the buffers are owned by this value; the pointers never leave the
-// worker that owns the queue.
-unsafe impl Send for TapRx {}
 
 /// A receive queue with `n` buffers of `size` bytes.
 pub fn tap_rx(fd: Arc<OwnedFd>, n: usize, size: usize, stats: Arc<RxStats>) -> io::Result<TapRx> {
@@ -207,107 +213,126 @@ pub struct TxStats {
 /// buffers; the worker that published writes each published frame with one
 /// `write()`, after the fabric's lock is dropped (`kick`).
 ///
-/// Slots move reserved (under the lock) → written (by the lease's worker) →
-/// published (under the lock) → flushed (by whichever worker holds the
-/// `flushing` flag, without the lock) → free again.
+/// Slots move reserved (under the lock, [`TapProd`]) → written (by the
+/// lease's worker) → published (under the lock) → flushed (by whichever
+/// worker holds the `flushing` flag, without the lock) → free again.
 pub struct TapTx {
+    sh: Arc<TapShared>,
+    lock: TxLock<TapProd>,
+    link: Arc<LinkState>,
+    /// Counters, shared with the port.
+    pub stats: Arc<TxStats>,
+}
+
+/// What the producer, the writers and the flusher share.
+struct TapShared {
     fd: Arc<OwnedFd>,
     bufs: Buffers,
     lens: Box<[AtomicU32]>,
-    /// Next slot to reserve; touched only under the fabric's lock.
-    reserved: AtomicU64,
     /// Slots before this one are published (stored under the lock).
     published: AtomicU64,
     /// Slots before this one were written to the device (free again).
     flushed: AtomicU64,
     /// A worker is writing published frames to the device.
     flushing: AtomicBool,
-    link: Arc<LinkState>,
-    /// Counters, shared with the port.
-    pub stats: Arc<TxStats>,
+    stats: Arc<TxStats>,
 }
 
-// SAFETY: the buffers are only written by the worker a slot is reserved to
-// (the fabric's lease protocol) and only read by the flusher once the slot
-// is published (Release/Acquire on `published`); indexes are atomics.
-unsafe impl Sync for TapTx {}
-// SAFETY: as above.
-unsafe impl Send for TapTx {}
+/// The producer state of a TAP transmit queue, inside its [`TxLock`].
+struct TapProd {
+    sh: Arc<TapShared>,
+    /// Next slot to reserve.
+    reserved: u64,
+}
 
 /// A transmit queue with `n` slots of `size` bytes.
 pub fn tap_tx(fd: Arc<OwnedFd>, n: usize, size: usize, link: Arc<LinkState>) -> io::Result<TapTx> {
-    Ok(TapTx {
+    let stats: Arc<TxStats> = Arc::default();
+    let sh = Arc::new(TapShared {
         fd,
         bufs: Buffers::new(n, size)?,
         lens: (0..n).map(|_| AtomicU32::new(0)).collect(),
-        reserved: AtomicU64::new(0),
         published: AtomicU64::new(0),
         flushed: AtomicU64::new(0),
         flushing: AtomicBool::new(false),
+        stats: stats.clone(),
+    });
+    Ok(TapTx {
+        lock: TxLock::new(TapProd {
+            sh: sh.clone(),
+            reserved: 0,
+        }),
+        sh,
         link,
-        stats: Arc::default(),
+        stats,
     })
 }
 
 impl TapTx {
     /// Largest frame a slot holds.
     pub fn capacity(&self) -> usize {
-        self.bufs.size
+        self.sh.bufs.size
+    }
+}
+
+impl TxProducer for TapProd {
+    fn free_slots(&mut self) -> u32 {
+        let flushed = self.sh.flushed.load(Ordering::Acquire);
+        (self.sh.bufs.n as u64 - (self.reserved - flushed)) as u32
+    }
+
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.reserved;
+        self.reserved = first + n as u64;
+        Lease::at(first)
+    }
+
+    fn publish_deferred(&mut self, tail: u64, _: &mut TxDrops) -> bool {
+        if tail <= self.sh.published.load(Ordering::Relaxed) {
+            return false;
+        }
+        // SeqCst: pairs with the flusher's re-check in kick.
+        self.sh.published.store(tail, Ordering::SeqCst);
+        // The device writes are made by `kick`, after the lock.
+        true
     }
 }
 
 impl TxQueue for TapTx {
     fn slots_for(&self, len: usize) -> u32 {
         let mtu_max = self.link.mtu() as usize + 14 + 4;
-        (len <= self.bufs.size && len <= mtu_max) as u32
+        (len <= self.sh.bufs.size && len <= mtu_max) as u32
     }
 
-    unsafe fn free_slots(&self) -> u32 {
-        let reserved = self.reserved.load(Ordering::Relaxed);
-        let flushed = self.flushed.load(Ordering::Acquire);
-        (self.bufs.n as u64 - (reserved - flushed)) as u32
-    }
-
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        // Under the destination lock (trait contract): no other writer.
-        let first = self.reserved.load(Ordering::Relaxed);
-        self.reserved.store(first + n as u64, Ordering::Relaxed);
-        first
-    }
-
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.write_burst(
-                &Lease::at(slot),
-                &TxFrames::one(frame, nslots),
-                &mut TxDrops::default(),
-            )
-        }
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
+        let sh = &*self.sh;
         let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
-            let i = ((first + j as u64) % self.bufs.n as u64) as usize;
-            let len = frame.len().min(self.bufs.size);
-            // SAFETY: slot reserved to this caller and not published: nobody
-            // else touches its buffer (the flusher reads it once published).
-            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), self.bufs.buf(i), len) };
-            self.lens[i].store(len as u32, Ordering::Relaxed);
+            let i = ((first + j as u64) % sh.bufs.n as u64) as usize;
+            let len = frame.len().min(sh.bufs.size);
+            // SAFETY: slot reserved to this caller and not published (trait
+            // contract): nobody else touches its buffer (the flusher reads
+            // it only once published, and it was flushed before the
+            // producer handed it out again); len <= the buffer's size.
+            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), sh.bufs.buf(i), len) };
+            sh.lens[i].store(len as u32, Ordering::Relaxed);
         }
-    }
-
-    unsafe fn publish_deferred(&self, tail: u64, _: &mut TxDrops) -> bool {
-        if tail <= self.published.load(Ordering::Relaxed) {
-            return false;
-        }
-        // SeqCst: pairs with the flusher's re-check in kick.
-        self.published.store(tail, Ordering::SeqCst);
-        true
     }
 
     fn kick(&self, drops: &mut TxDrops) {
+        self.sh.flush(drops);
+    }
+}
+
+impl TapShared {
+    /// Writes every published, unflushed frame to the device, one `write()`
+    /// each; never under the transmit lock. One worker flushes at a time;
+    /// another that finds the flag taken leaves its frames to it.
+    fn flush(&self, drops: &mut TxDrops) {
         loop {
             if self.flushing.swap(true, Ordering::SeqCst) {
                 // Another worker is flushing; it re-checks `published`

@@ -56,7 +56,8 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use fabric::{
-    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxQueue,
+    DropReason, Lease, OwnedTx, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames,
+    TxLock, TxProducer, TxQueue,
 };
 use wire::MacAddr;
 
@@ -322,12 +323,22 @@ impl TunnelPort {
             .map_err(|e| format!("cannot start the tunnel control thread: {e}"))?;
         let staging = shared.cfg.staging.max(8) as usize;
         let tx = (0..info.queues)
-            .map(|q| TunnelTx {
-                ring: sys::Staging::new(staging, max_inner, MAX_OUTER),
-                underlay: underlay.clone(),
-                q,
-                shared: shared.clone(),
-                max_inner,
+            .map(|q| {
+                let ring = Arc::new(sys::Staging::new(staging, max_inner, MAX_OUTER));
+                TunnelTx {
+                    lock: TxLock::new(TunnelProd {
+                        ring: ring.clone(),
+                        head: 0,
+                        drained: 0,
+                        underlay: underlay.clone(),
+                        q,
+                        shared: shared.clone(),
+                    }),
+                    ring,
+                    underlay: underlay.clone(),
+                    q,
+                    max_inner,
+                }
             })
             .collect();
         let rx = rxq
@@ -585,11 +596,24 @@ impl RxQueue for TunnelRx {
 
 /// Transmit side: staging ring drained into the underlay on publish.
 struct TunnelTx {
-    ring: sys::Staging,
+    ring: Arc<sys::Staging>,
+    lock: TxLock<TunnelProd>,
+    underlay: Arc<dyn Port>,
+    q: QueueId,
+    max_inner: usize,
+}
+
+/// The producer state of a tunnel transmit queue (inside its lock): the
+/// staging ring's cursors and what draining into the underlay needs.
+struct TunnelProd {
+    ring: Arc<sys::Staging>,
+    /// Next slot to reserve.
+    head: u64,
+    /// Slots before this one were drained into the underlay (free again).
+    drained: u64,
     underlay: Arc<dyn Port>,
     q: QueueId,
     shared: Arc<Shared>,
-    max_inner: usize,
 }
 
 impl TxQueue for TunnelTx {
@@ -597,42 +621,63 @@ impl TxQueue for TunnelTx {
         (len >= encap::ETH && len <= self.max_inner) as u32
     }
 
-    unsafe fn free_slots(&self) -> u32 {
-        self.ring.free()
-    }
-
-    unsafe fn reserve(&self, n: u32) -> u64 {
-        self.ring.reserve(n)
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
         let first = lease.first;
         for (j, (frame, _)) in frames.iter().enumerate() {
-            // SAFETY: forwarded contract (one slot per frame).
+            // SAFETY: forwarded contract (one slot per frame): the slot is
+            // reserved to us and unpublished.
             unsafe { self.ring.write(first + j as u64, frame) };
         }
     }
 
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        self.ring.write(slot, frame)
+    fn kick(&self, drops: &mut TxDrops) {
+        // The underlay queue belongs to this tunnel queue alone; its kick
+        // runs without any lock by the TxQueue contract.
+        self.underlay.tx(self.q).kick(drops);
+    }
+}
+
+impl TxProducer for TunnelProd {
+    fn free_slots(&mut self) -> u32 {
+        (self.ring.slots() - (self.head - self.drained)) as u32
     }
 
-    unsafe fn publish_deferred(&self, tail: u64, drops: &mut TxDrops) -> bool {
+    fn reserve(&mut self, n: u32) -> Lease {
+        let first = self.head;
+        self.head += n as u64;
+        Lease::at(first)
+    }
+
+    fn publish_deferred(&mut self, tail: u64, drops: &mut TxDrops) -> bool {
         let sh = &*self.shared;
         let utx = self.underlay.tx(self.q);
-        // SAFETY (whole block): we hold this tunnel queue's lock, and the
-        // underlay's queue `q` is used by nobody but this tunnel queue, so
-        // its lock protocol is upheld by ours. The underlay's own
-        // notification (a system call) is deferred to `kick`, after the
-        // lock.
-        let mut ufree = utx.free_slots();
+        // SAFETY: the underlay's queue `q` is used by nobody but this tunnel
+        // queue (the underlay is not a switch port; one tunnel queue per
+        // underlay queue), and only here, under this tunnel queue's lock:
+        // the wrapper is its only sender. The underlay's own notification
+        // (a system call) is deferred to `kick`, after the lock.
+        let mut utx = unsafe { OwnedTx::new(utx) };
+        // Without `kick_stalled` (a system call, and we hold our lock): a
+        // full underlay asks for our kick instead (below).
+        let mut ufree = utx.free_slots_quiet();
+        let stalled = ufree == 0;
         let mut utail: Option<u64> = None;
         let snap = sh.remotes.load();
         let now = sh.now_s();
         let (mut sent, mut flooded, mut copies) = (0u64, 0u64, 0u64);
         let (mut no_remote, mut no_neigh, mut too_big, mut full) = (0u64, 0u64, 0u64, 0u64);
         let h = MAX_OUTER;
-        self.ring.drain(tail, |buf, len| {
+        while self.drained < tail {
+            // SAFETY: we hold the lock (`&mut self`); every slot before
+            // `tail` was published (its writer finished) and not drained;
+            // `buf` is dropped at the end of this iteration, and nothing can
+            // reserve the slot again before we return.
+            let (buf, len) = unsafe { self.ring.slot(self.drained) };
+            self.drained += 1;
             let inner = &buf[h..h + len];
             let sport = encap::flow_sport(inner);
             let known = if inner[0] & 1 == 0 && sh.cfg.learning {
@@ -700,7 +745,7 @@ impl TxQueue for TunnelTx {
                     }
                 }
             }
-        });
+        }
         let kick = match utail {
             Some(t) => utx.publish_deferred(t, drops),
             None => false,
@@ -720,13 +765,9 @@ impl TxQueue for TunnelTx {
                 ctr.fetch_add(v, Relaxed);
             }
         }
-        kick
-    }
-
-    fn kick(&self, drops: &mut TxDrops) {
-        // The underlay queue belongs to this tunnel queue alone; its kick
-        // may run without any lock by the TxQueue contract.
-        self.underlay.tx(self.q).kick(drops);
+        // A full underlay is kicked too: its last kick may have failed and
+        // nothing else would retry it.
+        kick || stalled
     }
 }
 

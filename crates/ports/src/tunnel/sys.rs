@@ -3,9 +3,9 @@
 //! fabric's lock), narrowing a received frame view to its inner frame, and
 //! the control socket (ARP / neighbour discovery out, all-multicast on).
 
-use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -17,97 +17,98 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 
 /// Transmit staging: `slots` buffers of `slot_b` bytes; frame i is written
 /// at `headroom` into its slot so the outer header can be put in front of
-/// it without moving it.
+/// it without moving it. The ring's cursors (reserved head, drained tail)
+/// are not in here: they are the tunnel queue's producer state, inside its
+/// transmit lock.
 pub struct Staging {
-    buf: UnsafeCell<Box<[u8]>>,
-    lens: UnsafeCell<Box<[u32]>>,
-    state: UnsafeCell<(u64, u64)>,
+    /// `slots * slot_b` bytes, owned (a leaked `Box<[u8]>`, freed in Drop).
+    buf: *mut u8,
+    lens: Box<[AtomicU32]>,
     slot_b: usize,
     mask: u64,
     headroom: usize,
 }
 
-// SAFETY: access follows the fabric's transmit protocol: `state` is only
-// touched under the destination lock (reserve / publish / free), `write`
-// touches only the caller's reserved, unpublished slot, and `drain` reads
-// slots under the lock after every writer of them finished.
-unsafe impl Sync for Staging {}
+// SAFETY: `buf` is a heap allocation this value owns (freed once, in Drop),
+// not tied to a thread.
 unsafe impl Send for Staging {}
+// SAFETY: several workers use the ring at once, each on slots it owns under
+// the fabric's lease protocol: `write` touches only a slot reserved to its
+// caller and not yet published (reservation and publication happen under
+// the tunnel queue's transmit lock, which the caller of `slot` holds), and
+// `slot` hands out a published slot to the lock holder, who drains it
+// before the producer can reserve it again. Lengths are atomics.
+unsafe impl Sync for Staging {}
 
 impl Staging {
-    /// A ring of `slots` (a power of two) frames of up to `max_frame` bytes
-    /// behind `headroom` bytes of room.
+    /// A ring of `slots` (rounded up to a power of two) frames of up to
+    /// `max_frame` bytes behind `headroom` bytes of room.
     pub fn new(slots: usize, max_frame: usize, headroom: usize) -> Staging {
         let slots = slots.next_power_of_two();
         let slot_b = (headroom + max_frame).next_multiple_of(64);
+        let buf = Box::into_raw(vec![0u8; slots * slot_b].into_boxed_slice()) as *mut u8;
         Staging {
-            buf: UnsafeCell::new(vec![0u8; slots * slot_b].into_boxed_slice()),
-            lens: UnsafeCell::new(vec![0u32; slots].into_boxed_slice()),
-            state: UnsafeCell::new((0, 0)),
+            buf,
+            lens: (0..slots).map(|_| AtomicU32::new(0)).collect(),
             slot_b,
             mask: slots as u64 - 1,
             headroom,
         }
     }
 
-    /// Free slots.
-    ///
-    /// # Safety
-    /// Caller holds the destination lock.
+    /// Number of slots.
     #[inline]
-    pub unsafe fn free(&self) -> u32 {
-        let (head, drained) = *self.state.get();
-        ((self.mask + 1) - (head - drained)) as u32
-    }
-
-    /// Reserves `n` slots; returns the first.
-    ///
-    /// # Safety
-    /// Caller holds the destination lock and `n <= free()`.
-    #[inline]
-    pub unsafe fn reserve(&self, n: u32) -> u64 {
-        let st = &mut *self.state.get();
-        let first = st.0;
-        st.0 += n as u64;
-        first
+    pub fn slots(&self) -> u64 {
+        self.mask + 1
     }
 
     /// Copies `frame` (at most the ring's frame size) into `slot`.
     ///
     /// # Safety
-    /// `slot` was reserved by the caller and is not drained yet; nobody
-    /// else writes it.
+    /// `slot` was reserved by the caller and is not published yet; nobody
+    /// else writes or reads it.
     #[inline]
     pub unsafe fn write(&self, slot: u64, frame: &[u8]) {
         let i = (slot & self.mask) as usize;
         let n = frame.len().min(self.slot_b - self.headroom);
-        let base = (*self.buf.get())
-            .as_mut_ptr()
-            .add(i * self.slot_b + self.headroom);
-        std::ptr::copy_nonoverlapping(frame.as_ptr(), base, n);
-        *(*self.lens.get()).as_mut_ptr().add(i) = n as u32;
+        // SAFETY: i < slots, so the slot lies inside `buf`, and headroom + n
+        // <= slot_b; the caller owns the slot (contract).
+        unsafe {
+            let base = self.buf.add(i * self.slot_b + self.headroom);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), base, n);
+        }
+        self.lens[i].store(n as u32, Ordering::Relaxed);
     }
 
-    /// Calls `f(slot_bytes, frame_len)` for every slot from the last drained
-    /// one up to `tail` (exclusive), in order; the frame is at
-    /// `slot_bytes[headroom..headroom + frame_len]`.
+    /// Published slot `slot`, whole (`slot_b` bytes), and the length of the
+    /// frame at `[headroom..headroom + len]` in it.
     ///
     /// # Safety
-    /// Caller holds the destination lock; every slot before `tail` was
-    /// written.
+    /// The caller holds the transmit lock, `slot` is published (every
+    /// writer of it finished) and not drained yet, and the returned slice
+    /// is dropped before the slot is drained (made reservable again).
     #[inline]
-    pub unsafe fn drain(&self, tail: u64, mut f: impl FnMut(&mut [u8], usize)) {
-        let st = &mut *self.state.get();
-        let buf = &mut *self.buf.get();
-        let lens = &*self.lens.get();
-        while st.1 < tail {
-            let i = (st.1 & self.mask) as usize;
-            f(
-                &mut buf[i * self.slot_b..(i + 1) * self.slot_b],
-                lens[i] as usize,
-            );
-            st.1 += 1;
-        }
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slot(&self, slot: u64) -> (&mut [u8], usize) {
+        let i = (slot & self.mask) as usize;
+        let len = self.lens[i].load(Ordering::Relaxed) as usize;
+        // SAFETY: the slot lies inside `buf`; by the contract only the lock
+        // holder sees it until it is drained, so the `&mut` is unique.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(self.buf.add(i * self.slot_b), self.slot_b) };
+        (b, len)
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let len = self.lens.len() * self.slot_b;
+        // SAFETY: `buf` came from a Box<[u8]> of exactly `len` bytes.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.buf, len,
+            )))
+        };
     }
 }
 

@@ -55,21 +55,19 @@ fn inner(dst: [u8; 6], src: [u8; 6], len: usize, tag: u8) -> Vec<u8> {
 
 /// Sends frames through the tunnel as the fabric would.
 fn send(t: &TunnelPort, frames: &[Vec<u8>]) -> usize {
-    let tx = t.tx(0);
+    // SAFETY: single-threaded test: no other user of the queue.
+    let mut tx = unsafe { fabric::OwnedTx::new(t.tx(0)) };
     let mut ok = 0;
     for f in frames {
         if tx.slots_for(f.len()) == 0 {
             continue;
         }
-        // SAFETY: single-threaded test: no other user of the queue.
-        unsafe {
-            if tx.free_slots() == 0 {
-                continue;
-            }
-            let s = tx.reserve(1);
-            tx.write(s, 1, f);
-            tx.publish(s + 1);
+        if tx.free_slots() == 0 {
+            continue;
         }
+        let s = tx.reserve(1);
+        tx.write(s, 1, f);
+        tx.publish(s + 1);
         ok += 1;
     }
     ok

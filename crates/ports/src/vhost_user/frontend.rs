@@ -459,8 +459,8 @@ impl TxQueue for FrontendTx {
         (len <= self.max_frame_b) as u32
     }
 
-    fn tx_lock(&self) -> Option<&TxLock> {
-        Some(&self.lock)
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
@@ -473,14 +473,6 @@ impl TxQueue for FrontendTx {
                 self.stale(drops, f.len());
             }
             slot += ns as u64;
-        }
-    }
-
-    unsafe fn write(&self, slot: u64, _nslots: u32, frame: &[u8]) {
-        // Tools driving the queue alone: the current session.
-        let g = self.session.load();
-        if !self.write_one(g.as_deref(), slot, frame) {
-            self.fault.tx_stale.fetch_add(1, Relaxed);
         }
     }
 
@@ -1312,16 +1304,20 @@ mod tests {
         (mem, tx, s)
     }
 
+    /// Slots the queue's producer offers now.
+    fn free(tx: &FrontendTx) -> u32 {
+        tx.lock.lock().producer.free_slots()
+    }
+
     /// Reserves, writes and publishes `k` frames of 64 bytes.
     fn send(tx: &FrontendTx, k: u64) {
         // SAFETY: the tests are the queue's only user.
-        unsafe {
-            let first = tx.reserve(k as u32);
-            for j in 0..k {
-                tx.write(first + j, 1, &[j as u8; 64]);
-            }
-            tx.publish(first + k);
+        let mut o = unsafe { fabric::OwnedTx::new(tx) };
+        let first = o.reserve(k as u32);
+        for j in 0..k {
+            o.write(first + j, 1, &[j as u8; 64]);
         }
+        o.publish(first + k);
     }
 
     #[test]
@@ -1329,8 +1325,7 @@ mod tests {
         let fault = Arc::new(FrontendFault::default());
         let (mem, tx, _s) = tx_queue(&fault);
         let dev = device_ring(&mem);
-        // SAFETY: this test is the queue's only user.
-        assert_eq!(unsafe { tx.free_slots() }, N as u32);
+        assert_eq!(free(&tx), N as u32);
         send(&tx, 3);
         assert_eq!(dev.avail_idx(), 3);
         for i in 0..N {
@@ -1348,12 +1343,11 @@ mod tests {
         assert_eq!(got[HDR_LEN..], [1u8; 64]);
         // A frame that cannot be written (larger than the port's largest)
         // still takes its position, as a header alone: not the old frame.
-        // SAFETY: as above.
-        unsafe {
-            let first = tx.reserve(1);
-            tx.write(first, 1, &[7u8; 201]);
-            tx.publish(first + 1);
-        }
+        // SAFETY: this test is the queue's only user.
+        let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+        let first = o.reserve(1);
+        o.write(first, 1, &[7u8; 201]);
+        o.publish(first + 1);
         assert_eq!(dev.avail_idx(), 4);
         assert_eq!(dev.desc(3).len as usize, HDR_LEN);
         assert_eq!(fault.tx_stale.load(Relaxed), 1);
@@ -1371,11 +1365,10 @@ mod tests {
             dev.set_used(i, i, 0);
         }
         dev.set_used_idx(5);
-        // SAFETY: this test is the queue's only user (as below).
-        assert_eq!(unsafe { tx.free_slots() }, 3);
+        assert_eq!(free(&tx), 3);
         send(&tx, 2);
         // One free: under a quarter of the ring, so all 5 come back.
-        assert_eq!(unsafe { tx.free_slots() }, 6);
+        assert_eq!(free(&tx), 6);
         // Out of order: 6 returned before 5; position 5 holds the tail.
         dev.set_used(5, 6, 0);
         dev.set_used_idx(6);
@@ -1400,8 +1393,7 @@ mod tests {
             let (mem, tx, s) = tx_queue(&fault);
             let dev = device_ring(&mem);
             send(&tx, 3);
-            // SAFETY: this test is the queue's only user.
-            let unpublished = unsafe { tx.reserve(2) } as u16;
+            let unpublished = tx.lock.lock().producer.reserve(2).first as u16;
             let lie = match what {
                 "id twice" => {
                     dev.set_used(0, 1, 0);
@@ -1427,8 +1419,7 @@ mod tests {
             s.reclaim(&fault);
             assert_eq!(fault.lies[lie as usize].load(Relaxed), 1, "{what}");
             assert!(fault.pending.load(Relaxed), "{what}: control thread told");
-            // SAFETY: as above.
-            assert_eq!(unsafe { tx.free_slots() }, 0, "{what}: stopped");
+            assert_eq!(free(&tx), 0, "{what}: stopped");
             assert_eq!(fault.total_lies(), 1, "{what}");
         }
     }
@@ -1482,8 +1473,15 @@ mod tests {
                     unsafe { tx.write_burst(&lease, &TxFrames::one(&frame, 1), &mut drops) };
                 }
                 drop(lease);
-                // SAFETY: every slot before it was written.
-                unsafe { tx.publish(first + k as u64) };
+                // Every slot before it was written.
+                if tx
+                    .lock
+                    .lock()
+                    .producer
+                    .publish_deferred(first + k as u64, &mut drops)
+                {
+                    tx.kick(&mut drops);
+                }
                 sent += k as u64;
                 // The device: everything published, returned in order.
                 let a = dev.avail_idx();

@@ -58,11 +58,15 @@ pub struct GuestMemory {
     regions: Vec<Region>,
 }
 
-// SAFETY: the mappings are plain shared memory; every access goes through
-// bounds-checked slices whose lifetime is tied to `&GuestMemory`, and the
-// memory is unmapped only when the last owner drops it.
+// SAFETY: GuestMemory owns the mappings (unmapped when the last owner drops
+// it) and holds no other state. The memory is the guest's, which may write
+// any byte at any time: every access goes through a bounds-checked
+// `GuestSlice` with raw-pointer copies (never a Rust reference to the bytes)
+// and ring fields are atomics or volatile copies; values read are
+// validated before use. Zero-copy receive views can see the guest change a
+// frame's bytes under them, never its location or length.
 unsafe impl Send for GuestMemory {}
-// SAFETY: see above; GuestMemory has no interior state besides the mapping.
+// SAFETY: as for Send.
 unsafe impl Sync for GuestMemory {}
 
 fn page_size() -> u64 {
@@ -362,10 +366,13 @@ pub struct Ring {
 }
 
 // SAFETY: the pointers are into `mem`, which the ring keeps alive; all
-// accesses are atomic or volatile copies of plain data.
+// accesses are atomic or volatile copies of plain data, so the guest
+// writing the rings concurrently (as it may, at any time) is never a data
+// race on a Rust reference.
 unsafe impl Send for Ring {}
-// SAFETY: see above. Concurrent writers of the used ring are coordinated by
-// the callers (one RX owner; TX writers on disjoint reserved entries).
+// SAFETY: as for Send. Our own concurrent writers of the used ring are
+// coordinated by the callers (one receive owner; transmit writers on
+// disjoint reserved entries, the index under the queue's TxLock).
 unsafe impl Sync for Ring {}
 
 /// Why a ring could not be located.

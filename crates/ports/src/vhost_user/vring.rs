@@ -732,27 +732,8 @@ impl TxQueue for VhostTx {
         }
     }
 
-    fn tx_lock(&self) -> Option<&TxLock> {
-        Some(&self.lock)
-    }
-
-    unsafe fn write(&self, slot: u64, nslots: u32, frame: &[u8]) {
-        // Tools driving the queue alone: the reservation in flight (ours)
-        // keeps the producer's pin until it is published.
-        let pin = self.lock.lock().producer.pin.clone();
-        let lease = Lease {
-            first: slot,
-            base: 0,
-            pin: pin.map(|s| s as Arc<dyn Any + Send + Sync>),
-        };
-        // SAFETY: forwarded contract.
-        unsafe {
-            self.write_burst(
-                &lease,
-                &TxFrames::one(frame, nslots),
-                &mut TxDrops::default(),
-            )
-        }
+    fn tx_lock(&self) -> &TxLock {
+        &self.lock
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {

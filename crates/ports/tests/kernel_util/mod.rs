@@ -420,26 +420,23 @@ pub fn rx_collect(
 /// Sends `frames` through transmit queue `q` of `port` in one batch.
 /// Returns how many were accepted.
 pub fn tx_send(port: &dyn Port, q: u16, frames: &[Vec<u8>]) -> usize {
-    let tx = port.tx(q);
+    // SAFETY: one thread uses this queue in the test; no switch sends to it.
+    let mut tx = unsafe { fabric::OwnedTx::new(port.tx(q)) };
     let mut sent = 0;
-    // SAFETY: one thread uses this queue in the test: the lock protocol
-    // holds trivially; slots are written only after being reserved.
-    unsafe {
-        let free = tx.free_slots() as usize;
-        let mut tail = 0;
-        for f in frames.iter().take(free) {
-            let n = tx.slots_for(f.len());
-            if n == 0 {
-                continue;
-            }
-            let s = tx.reserve(n);
-            tx.write(s, n, f);
-            tail = s + n as u64;
-            sent += 1;
+    let free = tx.free_slots() as usize;
+    let mut tail = 0;
+    for f in frames.iter().take(free) {
+        let n = tx.slots_for(f.len());
+        if n == 0 {
+            continue;
         }
-        if sent > 0 {
-            tx.publish(tail);
-        }
+        let s = tx.reserve(n);
+        tx.write(s, n, f);
+        tail = s + n as u64;
+        sent += 1;
+    }
+    if sent > 0 {
+        tx.publish(tail);
     }
     sent
 }
@@ -506,31 +503,29 @@ pub fn forward_batch(pkts: &fabric::Pkts, dst: &dyn Port, dq: u16, st: &FwdStats
             .fetch_add(pkts.len() as u64, Ordering::Relaxed);
         return;
     }
-    let tx = dst.tx(dq);
     // SAFETY: this thread is the only user of `tx` (lock protocol trivially
     // held); each reserved range is written once before publish.
-    unsafe {
-        let mut free = tx.free_slots();
-        let mut tail = None;
-        for p in pkts.iter() {
-            let n = tx.slots_for(p.len());
-            if n == 0 {
-                st.dropped_size.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            if n > free {
-                st.dropped_full.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            free -= n;
-            let s = tx.reserve(n);
-            tx.write(s, n, p.data());
-            tail = Some(s + n as u64);
-            st.forwarded.fetch_add(1, Ordering::Relaxed);
+    let mut tx = unsafe { fabric::OwnedTx::new(dst.tx(dq)) };
+    let mut free = tx.free_slots();
+    let mut tail = None;
+    for p in pkts.iter() {
+        let n = tx.slots_for(p.len());
+        if n == 0 {
+            st.dropped_size.fetch_add(1, Ordering::Relaxed);
+            continue;
         }
-        if let Some(t) = tail {
-            tx.publish(t);
+        if n > free {
+            st.dropped_full.fetch_add(1, Ordering::Relaxed);
+            continue;
         }
+        free -= n;
+        let s = tx.reserve(n);
+        tx.write(s, n, p.data());
+        tail = Some(s + n as u64);
+        st.forwarded.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(t) = tail {
+        tx.publish(t);
     }
 }
 

@@ -50,50 +50,45 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
 /// Sends one frame the way the fabric does (single-threaded caller, so the
 /// fabric lock is trivially held). False if it does not fit now.
 pub fn send(port: &dyn Port, q: u16, frame: &[u8]) -> bool {
-    let tx = port.tx(q);
+    // SAFETY: one thread drives this queue (no switch sends to it).
+    let mut tx = unsafe { fabric::OwnedTx::new(port.tx(q)) };
     let n = tx.slots_for(frame.len());
     if n == 0 {
         return false;
     }
-    // SAFETY: one thread drives this queue: it holds the (virtual) fabric
-    // lock for free_slots/reserve/publish and writes only its reservation.
-    unsafe {
-        if tx.free_slots() < n {
-            return false;
-        }
-        let s = tx.reserve(n);
-        tx.write(s, n, frame);
-        tx.publish(s + n as u64);
+    if tx.free_slots() < n {
+        return false;
     }
+    let s = tx.reserve(n);
+    tx.write(s, n, frame);
+    tx.publish(s + n as u64);
     true
 }
 
 /// Sends a batch of frames with one publish. Returns how many were sent.
 pub fn send_batch(port: &dyn Port, q: u16, frames: &[&[u8]]) -> usize {
-    let tx = port.tx(q);
     // SAFETY: as in `send`.
-    unsafe {
-        let mut free = tx.free_slots();
-        let mut first = None;
-        let mut end = 0;
-        let mut sent = 0;
-        for f in frames {
-            let n = tx.slots_for(f.len());
-            if n == 0 || n > free {
-                break;
-            }
-            let s = tx.reserve(n);
-            first.get_or_insert(s);
-            tx.write(s, n, f);
-            end = s + n as u64;
-            free -= n;
-            sent += 1;
+    let mut tx = unsafe { fabric::OwnedTx::new(port.tx(q)) };
+    let mut free = tx.free_slots();
+    let mut first = None;
+    let mut end = 0;
+    let mut sent = 0;
+    for f in frames {
+        let n = tx.slots_for(f.len());
+        if n == 0 || n > free {
+            break;
         }
-        if first.is_some() {
-            tx.publish(end);
-        }
-        sent
+        let s = tx.reserve(n);
+        first.get_or_insert(s);
+        tx.write(s, n, f);
+        end = s + n as u64;
+        free -= n;
+        sent += 1;
     }
+    if first.is_some() {
+        tx.publish(end);
+    }
+    sent
 }
 
 /// Receives until `want` frames arrived or `timeout`; returns copies.
