@@ -502,7 +502,11 @@ for name, env, conf in [
     ("other-mode", CNI_ENV, cni_conf(mode="kernel", portType="memif")),
     ("unknown-field", CNI_ENV, cni_conf(frobnicate=True)),
     ("bad-mac", CNI_ENV, cni_conf(mac="01:00:5e:00:00:01")),
-    ("runtime-mac", CNI_ENV, cni_conf(runtimeConfig={"mac": "02:aa:bb:cc:dd:ee", "CNIDeviceInfoFile": "/tmp/x"})),
+    (
+        "runtime-mac",
+        CNI_ENV,
+        cni_conf(runtimeConfig={"mac": "02:aa:bb:cc:dd:ee", "CNIDeviceInfoFile": "/tmp/x"}),
+    ),
     ("prev-result", CNI_ENV, cni_conf(prevResult={"cniVersion": "1.1.0", "interfaces": []})),
     ("unsupported-version", CNI_ENV, cni_conf(version="9.0.0")),
     ("bad-mtu", CNI_ENV, cni_conf(mtu=10)),
