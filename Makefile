@@ -99,6 +99,7 @@ fuzz:
 # once built. Part of `make test`.
 FUZZ_TARGETS = $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs)))
 fuzz-replay:
+	python3 fuzz/seeds.py
 	cargo build --release --manifest-path fuzz/Cargo.toml
 	for t in $(FUZZ_TARGETS); do \
 		log=fuzz/target/replay-$$t.log; \

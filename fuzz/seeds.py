@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Writes the seed corpora in fuzz/corpus/<target>/ (valid inputs built the
 way the unit tests build them, so the fuzzer starts past the first checks).
-Re-run after changing an input format: python3 fuzz/seeds.py"""
+Re-run after changing an input format: python3 fuzz/seeds.py
+The output depends only on this file and the docs (no clock, no randomness).
+The config_toml seeds taken from the docs' config blocks (seed-doc-*.toml)
+are not tracked: `make fuzz-replay` runs this script first, so they follow
+the docs and editing the docs leaves the tree clean."""
 
 import json
 import os
@@ -452,3 +456,59 @@ streams = {
 }
 for k, v in streams.items():
     put("openflow_msg", k, v)
+
+# cni_stdin: the environment lines (command, container id, ifname, netns),
+# then the network configurations of tests/turnoutd/test_cni.py.
+CNI_ENV = "ADD\nbad1\neth0\n/var/run/netns/tcni-pod\n"
+
+
+def cni_conf(version="1.1.0", name="tnet", **kw):
+    c = {
+        "cniVersion": version,
+        "name": name,
+        "type": "turnout-cni",
+        "controlSocket": "/run/turnout/turnoutd.sock",
+        "stateDir": "/tmp/tcni/state",
+        "socketDir": "/tmp/tcni/socks",
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": "10.99.0.0/24"}]],
+            "dataDir": "/tmp/tcni/ipam",
+            "routes": [{"dst": "10.99.0.0/16"}],
+        },
+    }
+    c.update(kw)
+    return json.dumps(c)
+
+
+for name, env, conf in [
+    ("add", CNI_ENV, cni_conf()),
+    ("del", "DEL\nbad1\neth0\n\n", cni_conf()),
+    ("check", CNI_ENV.replace("ADD", "CHECK"), cni_conf(version="1.0.0")),
+    ("status", "STATUS\n\n\n\n", cni_conf()),
+    ("gc-old", "GC\n\n\n\n", cni_conf(version="0.4.0")),
+    ("version", "VERSION\n\n\n\n", ""),
+    ("no-command", "\nbad1\neth0\n/x\n", cni_conf()),
+    ("unknown-command", CNI_ENV.replace("ADD", "FROB"), cni_conf()),
+    ("no-container-id", "ADD\n\neth0\n/x\n", cni_conf()),
+    ("bad-ifname", "ADD\nbad1\na/b\n/x\n", cni_conf()),
+    ("malformed", CNI_ENV, '{"cniVersion": "1.1.0", "name": '),
+    ("not-an-object", CNI_ENV, "[1, 2]"),
+    ("unknown-mode", CNI_ENV, cni_conf(mode="warp")),
+    ("userspace-memif", CNI_ENV, cni_conf(mode="userspace", portType="memif", mtu=9000)),
+    ("userspace-vhost", CNI_ENV, cni_conf(mode="userspace", portType="vhost-user")),
+    ("kernel-af-xdp", CNI_ENV, cni_conf(mode="kernel", portType="af_xdp", mtu=1500)),
+    ("kernel-tap", CNI_ENV, cni_conf(mode="kernel", portType="tap", mac="02:00:00:00:00:01")),
+    ("other-mode", CNI_ENV, cni_conf(mode="kernel", portType="memif")),
+    ("unknown-field", CNI_ENV, cni_conf(frobnicate=True)),
+    ("bad-mac", CNI_ENV, cni_conf(mac="01:00:5e:00:00:01")),
+    (
+        "runtime-mac",
+        CNI_ENV,
+        cni_conf(runtimeConfig={"mac": "02:aa:bb:cc:dd:ee", "CNIDeviceInfoFile": "/tmp/x"}),
+    ),
+    ("prev-result", CNI_ENV, cni_conf(prevResult={"cniVersion": "1.1.0", "interfaces": []})),
+    ("unsupported-version", CNI_ENV, cni_conf(version="9.0.0")),
+    ("bad-mtu", CNI_ENV, cni_conf(mtu=10)),
+]:
+    put("cni_stdin", name, (env + conf).encode())

@@ -6,20 +6,21 @@
 //! configuration on stdin; it answers on stdout (a result, or an error
 //! object and exit code 1).
 
-mod config;
 mod ctl;
-mod error;
 mod ipam;
 mod link;
 mod plugin;
 mod state;
-mod version;
+
+// The pure front (environment, configuration, error answer) is the
+// library, shared with the fuzz target `cni_stdin`.
+use turnout_cni::{config, error, version};
 
 use std::io::Read;
 
 use serde_json::json;
 
-use config::{Env, NetConf};
+use config::Env;
 use error::{code, CniError, Result};
 
 fn run(stdin: &str, env: &Env) -> Result<Option<serde_json::Value>> {
@@ -29,17 +30,7 @@ fn run(stdin: &str, env: &Env) -> Result<Option<serde_json::Value>> {
             "supportedVersions": version::SUPPORTED,
         })));
     }
-    let conf = NetConf::parse(stdin)?;
-    let needs_11 = matches!(env.command.as_str(), "STATUS" | "GC");
-    if needs_11 && version::cmp(&conf.cni_version, "1.1.0").is_lt() {
-        return Err(CniError::new(
-            code::INCOMPATIBLE_VERSION,
-            format!(
-                "{} needs cniVersion 1.1.0, not {}",
-                env.command, conf.cni_version
-            ),
-        ));
-    }
+    let conf = turnout_cni::check_request(stdin, env)?;
     match env.command.as_str() {
         "ADD" => plugin::add(&conf, env).map(Some),
         "DEL" => plugin::del(&conf, env).map(|()| None),
@@ -74,10 +65,7 @@ fn main() {
         Ok(Some(v)) => println!("{v}"),
         Ok(None) => {}
         Err(e) => {
-            let v = config::version_of(&stdin)
-                .filter(|v| version::supported(v))
-                .unwrap_or_else(|| version::CURRENT.to_string());
-            println!("{}", e.to_json(&v));
+            println!("{}", turnout_cni::error_answer(&stdin, &e));
             eprintln!("turnout-cni: {e}");
             std::process::exit(1);
         }

@@ -25,6 +25,17 @@ pub const MAX_STREAMS: usize = 1024;
 /// of their own (`rx.streams[].latency_ns`).
 pub const LATENCY_STREAMS: usize = 64;
 
+/// Slots of the receiver's stream index (open addressing, linear probing):
+/// twice [`MAX_STREAMS`], so a lookup probes about 1.5 slots even when the
+/// table is full.
+const INDEX_SLOTS: usize = 2 * MAX_STREAMS;
+
+/// The index slot a stream id hashes to (Fibonacci hashing).
+#[inline]
+fn index_slot(id: u32) -> usize {
+    (id.wrapping_mul(0x9E37_79B1) >> (32 - INDEX_SLOTS.trailing_zeros())) as usize
+}
+
 /// How many frames ahead the receiver prefetches.
 const PREFETCH_AHEAD: usize = 4;
 
@@ -345,6 +356,14 @@ pub struct StreamReport {
 /// The receiver.
 pub struct Receiver {
     streams: Vec<StreamState>,
+    /// The states of streams before the last [`Receiver::reset`], kept for
+    /// reuse: the top of this stack is the state that stood at index
+    /// `streams.len()`, so a reused state keeps its latency histogram
+    /// exactly when its new index is below [`LATENCY_STREAMS`].
+    spare: Vec<StreamState>,
+    /// Stream id -> position in `streams` + 1 (0: free), so that finding a
+    /// stream among up to [`MAX_STREAMS`] does not scan them all.
+    index: Box<[u16]>,
     last: usize,
     /// Latency of every measured frame.
     pub latency: Latency,
@@ -392,6 +411,8 @@ impl Receiver {
     pub fn new(touch: bool) -> Self {
         Self {
             streams: Vec::with_capacity(MAX_STREAMS),
+            spare: Vec::new(),
+            index: vec![0u16; INDEX_SLOTS].into_boxed_slice(),
             last: 0,
             latency: Latency::new(),
             jitter: Jitter::default(),
@@ -414,6 +435,44 @@ impl Receiver {
         }
     }
 
+    /// Back to the state of `Receiver::new(touch)`, keeping the memory of
+    /// the streams seen so far (their windows and latency histograms are
+    /// cleared and reused by the next streams, in order): for a process
+    /// that measures several runs, or a fuzz harness, without allocating
+    /// again.
+    pub fn reset(&mut self, touch: bool) {
+        // Highest index first, so that index 0 ends on top of the stack.
+        while let Some(mut s) = self.streams.pop() {
+            s.seq.reset();
+            s.jitter = Jitter::default();
+            s.jitter_burst = u64::MAX;
+            if let Some(l) = s.latency.as_mut() {
+                l.reset();
+            }
+            self.spare.push(s);
+        }
+        self.index.fill(0);
+        self.last = 0;
+        self.latency.reset();
+        self.jitter = Jitter::default();
+        self.burst_no = 0;
+        self.jitter_burst = u64::MAX;
+        self.packets = 0;
+        self.bytes = 0;
+        self.foreign = 0;
+        self.foreign_bytes = 0;
+        self.warmup = 0;
+        self.untracked = 0;
+        self.implausible = 0;
+        self.first_ns = None;
+        self.last_ns = 0;
+        self.touch = touch;
+        self.touch_sum = 0;
+        self.bursts = 0;
+        self.backlog_bursts = 0;
+        self.last_full = false;
+    }
+
     #[inline]
     fn stream_index(&mut self, id: u32) -> Option<usize> {
         if let Some(s) = self.streams.get(self.last) {
@@ -421,20 +480,37 @@ impl Receiver {
                 return Some(self.last);
             }
         }
-        let i = match self.streams.iter().position(|s| s.id == id) {
+        let mut slot = index_slot(id);
+        let found = loop {
+            match self.index[slot] {
+                0 => break None,
+                v if self.streams[v as usize - 1].id == id => break Some(v as usize - 1),
+                _ => slot = (slot + 1) % INDEX_SLOTS,
+            }
+        };
+        let i = match found {
             Some(i) => i,
             None if self.streams.len() < MAX_STREAMS => {
-                // Once per new stream: the window bitmap (and, for the first
-                // streams, a latency histogram).
-                let latency =
-                    (self.streams.len() < LATENCY_STREAMS).then(|| Box::new(Latency::new()));
-                self.streams.push(StreamState {
-                    id,
-                    seq: SeqTracker::new(DEFAULT_WINDOW),
-                    jitter: Jitter::default(),
-                    jitter_burst: u64::MAX,
-                    latency,
-                });
+                // `slot` is the free slot the probe ended on; the table is
+                // never more than half full, so there always is one.
+                self.index[slot] = self.streams.len() as u16 + 1;
+                if let Some(mut s) = self.spare.pop() {
+                    // A state cleared by `reset`, from this same index.
+                    s.id = id;
+                    self.streams.push(s);
+                } else {
+                    // Once per new stream: the window bitmap (and, for the
+                    // first streams, a latency histogram).
+                    let latency =
+                        (self.streams.len() < LATENCY_STREAMS).then(|| Box::new(Latency::new()));
+                    self.streams.push(StreamState {
+                        id,
+                        seq: SeqTracker::new(DEFAULT_WINDOW),
+                        jitter: Jitter::default(),
+                        jitter_burst: u64::MAX,
+                        latency,
+                    });
+                }
                 self.streams.len() - 1
             }
             None => return None,
@@ -1163,5 +1239,83 @@ mod tests {
         assert_eq!((s[0].received, s[0].lost), (2, 0));
         r.finish_stream(1, u64::MAX);
         assert_eq!(r.lost(), SEQ_LIMIT - 2, "the sender's count is capped too");
+    }
+
+    #[test]
+    fn a_reset_receiver_reports_like_a_new_one() {
+        // Reuse must leave nothing of the previous run behind: counters,
+        // windows, jitter, histograms, and which streams have latency.
+        let mut g = FrameGen::new(&spec(), &[64]).unwrap();
+        let mut run = |r: &mut Receiver, streams: std::ops::Range<u32>, seqs: &[u64]| {
+            for stream in streams {
+                for (i, &seq) in seqs.iter().enumerate() {
+                    let f = g.next(stream, seq, 1_000).to_vec();
+                    r.frame(&f, 2_000 + 37 * i as u64 * (stream as u64 + 1));
+                }
+            }
+            r.finish_stream(3, 40);
+        };
+        let json = |r: &Receiver| {
+            serde_json::to_string(&(
+                r.stream_reports(),
+                r.latency.summary(),
+                r.jitter.ns(),
+                (
+                    r.packets,
+                    r.bytes,
+                    r.foreign,
+                    r.lost(),
+                    r.touch_sum,
+                    r.first_ns,
+                    r.last_ns,
+                ),
+            ))
+            .unwrap()
+        };
+        let mut used = Receiver::new(false);
+        run(&mut used, 0..(LATENCY_STREAMS as u32 + 6), &[0, 5, 3, 3, 9]);
+        used.frame(&[0u8; 60], 1);
+        used.reset(true);
+        let mut fresh = Receiver::new(true);
+        for r in [&mut used, &mut fresh] {
+            run(r, 100..(100 + LATENCY_STREAMS as u32 + 3), &[2, 1, 7]);
+        }
+        assert_eq!(json(&used), json(&fresh));
+        let with_latency = |r: &Receiver| r.streams.iter().filter(|s| s.latency.is_some()).count();
+        assert_eq!(with_latency(&used), LATENCY_STREAMS);
+        assert_eq!(with_latency(&fresh), LATENCY_STREAMS);
+        // Fewer streams than before, then more than ever: the spares are
+        // used in order, then new states are allocated.
+        for n in [2u32, LATENCY_STREAMS as u32 + 20] {
+            used.reset(false);
+            let mut fresh = Receiver::new(false);
+            for r in [&mut used, &mut fresh] {
+                run(r, 7..7 + n, &[0, 2]);
+            }
+            assert_eq!(json(&used), json(&fresh));
+            assert_eq!(with_latency(&used), with_latency(&fresh));
+        }
+    }
+
+    #[test]
+    fn every_tracked_stream_is_found_and_the_rest_untracked() {
+        // More than MAX_STREAMS distinct ids spread over the id space (the
+        // index fills to half, with probe chains): each tracked stream
+        // keeps its own count, the surplus is untracked.
+        let mut g = FrameGen::new(&spec(), &[64]).unwrap();
+        let mut r = Receiver::new(false);
+        let n = MAX_STREAMS as u32 + 10;
+        let id = |k: u32| k * 31 % (crate::frame::MAX_STREAM + 1);
+        for round in 0..3u64 {
+            for k in 0..n {
+                let f = g.next(id(k), round, 5).to_vec();
+                r.frame(&f, 10);
+            }
+        }
+        assert_eq!(r.untracked, 3 * 10);
+        assert_eq!(r.packets, 3 * MAX_STREAMS as u64);
+        let seen: Vec<(u32, u64)> = r.seq_trackers().map(|(i, t)| (i, t.received)).collect();
+        let want: Vec<(u32, u64)> = (0..MAX_STREAMS as u32).map(|k| (id(k), 3)).collect();
+        assert_eq!(seen, want);
     }
 }

@@ -95,6 +95,20 @@ impl Latency {
         }
     }
 
+    /// Empties the accumulator, keeping its histogram's allocation (the
+    /// counts are cleared only if something was recorded).
+    pub fn reset(&mut self) {
+        if self.count > 0 {
+            self.hist.reset();
+        }
+        self.count = 0;
+        self.sum_ns = 0;
+        self.min_ns = u64::MAX;
+        self.max_ns = 0;
+        self.future = 0;
+        self.clamped = 0;
+    }
+
     /// Records one frame sent at `sent_ns` and received at `recv_ns`.
     #[inline]
     pub fn record(&mut self, sent_ns: u64, recv_ns: u64) {

@@ -62,6 +62,20 @@ impl SeqTracker {
         }
     }
 
+    /// Forgets everything seen, keeping the window's allocation (the
+    /// bitmap is cleared only if something arrived).
+    pub fn reset(&mut self) {
+        if self.received > 0 {
+            self.words.fill(0);
+        }
+        self.next = 0;
+        self.received = 0;
+        self.lost = 0;
+        self.reordered = 0;
+        self.duplicated = 0;
+        self.beyond_window = 0;
+    }
+
     /// Window size in sequence numbers.
     pub fn window(&self) -> u64 {
         self.mask + 1

@@ -244,15 +244,29 @@ impl Harness {
 pub struct Control {
     ports: Vec<super::MemifPort>,
     server: Option<super::MemifServer>,
-    dir: std::path::PathBuf,
+}
+
+/// Removes the socket's directory when dropped: on every way out of
+/// [`Control::new`], failures included.
+struct DirGuard(std::path::PathBuf);
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 impl Control {
-    /// Binds the server in a fresh directory under /tmp.
+    /// Binds the server in a fresh directory under /tmp, then removes the
+    /// directory: the listening socket stays open (nobody connects to it;
+    /// `serve` hands connections over directly), and a harness that dies
+    /// later (libFuzzer aborts on a panic, without unwinding, and exits
+    /// without running thread-local destructors) leaves nothing in /tmp.
     pub fn new() -> Result<Control, super::MemifError> {
         let dir = std::env::temp_dir().join(format!("turnout-fuzz-memif-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(super::io_err("create fuzz directory"))?;
+        let _guard = DirGuard(dir.clone());
         let server = super::MemifServer::bind(super::ServerConfig::new(dir.join("memif.sock")))?;
         let mut ports = Vec::new();
         for id in 0..2u32 {
@@ -264,7 +278,6 @@ impl Control {
         Ok(Control {
             ports,
             server: Some(server),
-            dir,
         })
     }
 
@@ -292,6 +305,5 @@ impl Drop for Control {
     fn drop(&mut self) {
         self.ports.clear();
         self.server.take();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -269,15 +269,45 @@ impl Kit {
     /// Init + the region: everything before the rings. False if refused.
     fn setup(&self, r: &RawClient) -> bool {
         r.init(self.id)
-            && r.send(
-                Msg::AddRegion(AddRegion {
-                    index: 0,
-                    size: 1 << 20,
-                }),
-                self.region.raw_fd(),
-            )
+            && add_region(r, 0, 1 << 20, self.region.raw_fd())
             && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
     }
+
+    /// Init, then region `index` of `size` bytes with `fd`: the region lie
+    /// of one connection.
+    fn init_then_region(&self, r: &RawClient, index: u16, size: u64, fd: Option<RawFd>) -> bool {
+        r.init(self.id) && add_region(r, index, size, fd)
+    }
+
+    /// The setup, then one client-to-server ring with `irq` (the kit's
+    /// eventfd, another descriptor or none): the ring lie of one connection.
+    fn setup_then_ring(
+        &self,
+        r: &RawClient,
+        region: u16,
+        offset: u32,
+        log2: u8,
+        irq: Option<RawFd>,
+    ) -> bool {
+        self.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 0, region, offset, log2), irq)
+    }
+
+    /// The setup, a valid 16-slot client-to-server ring at 0, a server-to-
+    /// client ring at `s2c_off`, both acknowledged, then connect: the
+    /// connect-time check finds what is wrong with the second ring.
+    fn setup_two_rings_then_connect(&self, r: &RawClient, s2c_off: u32) -> bool {
+        let acked = |m: Msg| {
+            r.send(m, Some(self.irq.raw())) && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
+        };
+        self.setup(r)
+            && acked(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4))
+            && acked(ring(0, 0, 0, s2c_off, 4))
+            && r.send(Msg::Connect("hostile".into()), None)
+    }
+}
+
+fn add_region(r: &RawClient, index: u16, size: u64, fd: Option<RawFd>) -> bool {
+    r.send(Msg::AddRegion(AddRegion { index, size }), fd)
 }
 
 fn ring(flags: u16, index: u16, region: u16, offset: u32, log2: u8) -> Msg {
@@ -319,57 +349,21 @@ pub const CONTROL_LIES: &[ControlLie] = &[
         r.send(Msg::Init(init(VERSION, 0xdead)), None)
     }),
     ("region before init", "before init", |r, k| {
-        r.send(
-            Msg::AddRegion(AddRegion {
-                index: 0,
-                size: 4096,
-            }),
-            k.region.raw_fd(),
-        )
+        add_region(r, 0, 4096, k.region.raw_fd())
     }),
     ("region without fd", "missing region fd", |r, k| {
-        r.init(k.id)
-            && r.send(
-                Msg::AddRegion(AddRegion {
-                    index: 0,
-                    size: 4096,
-                }),
-                None,
-            )
+        k.init_then_region(r, 0, 4096, None)
     }),
     (
         "region index out of range",
         "invalid region index 1",
-        |r, k| {
-            r.init(k.id)
-                && r.send(
-                    Msg::AddRegion(AddRegion {
-                        index: 1,
-                        size: 4096,
-                    }),
-                    k.region.raw_fd(),
-                )
-        },
+        |r, k| k.init_then_region(r, 1, 4096, k.region.raw_fd()),
     ),
     ("region larger than its file", "announced", |r, k| {
-        r.init(k.id)
-            && r.send(
-                Msg::AddRegion(AddRegion {
-                    index: 0,
-                    size: 2 << 20,
-                }),
-                k.region.raw_fd(),
-            )
+        k.init_then_region(r, 0, 2 << 20, k.region.raw_fd())
     }),
     ("unsealed region", "not sealed", |r, k| {
-        r.init(k.id)
-            && r.send(
-                Msg::AddRegion(AddRegion {
-                    index: 0,
-                    size: 4096,
-                }),
-                Some(k.unsealed.as_raw_fd()),
-            )
+        k.init_then_region(r, 0, 4096, Some(k.unsealed.as_raw_fd()))
     }),
     ("ring index out of range", "invalid ring index 1", |r, k| {
         k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 1, 0, 0, 10), Some(k.irq.raw()))
@@ -377,25 +371,21 @@ pub const CONTROL_LIES: &[ControlLie] = &[
     (
         "ring in a missing region",
         "ring region index 1 out of range",
-        |r, k| k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 0, 1, 0, 10), Some(k.irq.raw())),
+        |r, k| k.setup_then_ring(r, 1, 0, 10, Some(k.irq.raw())),
     ),
     ("ring past the region end", "past region", |r, k| {
-        k.setup(r)
-            && r.send(
-                ring(ADD_RING_FLAG_C2S, 0, 0, (1 << 20) - 1024, 10),
-                Some(k.irq.raw()),
-            )
+        k.setup_then_ring(r, 0, (1 << 20) - 1024, 10, Some(k.irq.raw()))
     }),
     ("ring too large", "ring size 2^15", |r, k| {
-        k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 15), Some(k.irq.raw()))
+        k.setup_then_ring(r, 0, 0, 15, Some(k.irq.raw()))
     }),
     ("interrupt fd not an eventfd", "not an eventfd", |r, k| {
-        k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 10), k.region.raw_fd())
+        k.setup_then_ring(r, 0, 0, 10, k.region.raw_fd())
     }),
     (
         "ring without interrupt fd",
         "missing interrupt fd",
-        |r, k| k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 10), None),
+        |r, k| k.setup_then_ring(r, 0, 0, 10, None),
     ),
     (
         "connect without rings",
@@ -403,20 +393,10 @@ pub const CONTROL_LIES: &[ControlLie] = &[
         |r, k| k.setup(r) && r.send(Msg::Connect("hostile".into()), None),
     ),
     ("overlapping rings", "rings overlap", |r, k| {
-        k.setup(r)
-            && r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(k.irq.raw()))
-            && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
-            && r.send(ring(0, 0, 0, 64, 4), Some(k.irq.raw()))
-            && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
-            && r.send(Msg::Connect("hostile".into()), None)
+        k.setup_two_rings_then_connect(r, 64)
     }),
     ("ring without its cookie", "bad cookie", |r, k| {
-        k.setup(r)
-            && r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(k.irq.raw()))
-            && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
-            && r.send(ring(0, 0, 0, 8192, 4), Some(k.irq.raw()))
-            && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
-            && r.send(Msg::Connect("hostile".into()), None)
+        k.setup_two_rings_then_connect(r, 8192)
     }),
 ];
 

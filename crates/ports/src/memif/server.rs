@@ -117,10 +117,19 @@ impl MemifServer {
             ifaces: Mutex::new(HashMap::new()),
             counters: ServerCounters::default(),
         });
+        // The control thread's epoll set is made here, not in the thread:
+        // a failure is an error of `bind`, not a thread that silently never
+        // serves, and once `bind` returns the server holds every descriptor
+        // it keeps (the fuzz target `memif_msg` counts them).
+        let ep = sys::Epoll::new().map_err(io_err("epoll_create"))?;
+        ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN)
+            .map_err(io_err("epoll_ctl (listener)"))?;
+        ep.add(inner.wake.raw(), TOKEN_WAKE)
+            .map_err(io_err("epoll_ctl (wake-up)"))?;
         let i2 = inner.clone();
         let thread = std::thread::Builder::new()
             .name("memif-server".into())
-            .spawn(move || run(i2))
+            .spawn(move || run(i2, ep))
             .map_err(io_err("spawn memif control thread"))?;
         Ok(MemifServer {
             inner,
@@ -279,13 +288,7 @@ pub(crate) enum End {
 const TOKEN_LISTEN: u64 = 0;
 const TOKEN_WAKE: u64 = 1;
 
-fn run(inner: Arc<Inner>) {
-    let Ok(ep) = sys::Epoll::new() else { return };
-    if ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN).is_err()
-        || ep.add(inner.wake.raw(), TOKEN_WAKE).is_err()
-    {
-        return;
-    }
+fn run(inner: Arc<Inner>, ep: sys::Epoll) {
     let mut chans: HashMap<u64, Channel> = HashMap::new();
     let mut next_token = 2u64;
     let mut events = Vec::new();
