@@ -21,6 +21,7 @@ pub mod daemon;
 pub mod log;
 pub mod logics;
 pub mod metrics;
+pub mod ofasync;
 pub mod ofchannel;
 pub mod server;
 pub mod sys;

@@ -319,6 +319,35 @@ impl PacketIns {
     }
 }
 
+/// Control path (an OpenFlow packet-out): runs the header rewrite `a` on
+/// `frame` as a flow's action would. None: `a` is not a rewrite (an
+/// output); Some(false): the packet is to be dropped (`dec_ttl` of a TTL of
+/// 1 or 0, or of a non-IP packet).
+pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
+    use super::Action as A;
+    match *a {
+        A::SetDlSrc(m) if frame.len() >= 12 => super::write_mac(frame, 6, m),
+        A::SetDlDst(m) if frame.len() >= 6 => super::write_mac(frame, 0, m),
+        A::SetDlSrc(_) | A::SetDlDst(_) => {}
+        A::DecTtl => return Some(super::dec_ttl(frame)),
+        A::SetNwSrc(x) => super::set_ip4(frame, 12, x),
+        A::SetNwDst(x) => super::set_ip4(frame, 16, x),
+        A::SetTpSrc(x) => super::set_tp(frame, 0, x),
+        A::SetTpDst(x) => super::set_tp(frame, 2, x),
+        A::PopVlan => {
+            if frame.len() >= 18
+                && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([frame[12], frame[13]]))
+            {
+                frame.drain(12..16);
+            }
+        }
+        A::Output(_) | A::Flood | A::All | A::InPort | A::Group(_) | A::Controller(_) => {
+            return None
+        }
+    }
+    Some(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
