@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -26,7 +26,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 
 class LearningSwitch(app_manager.OSKenApp):  # type: ignore[misc]
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    OFP_VERSIONS: ClassVar[list[int]] = [ofproto_v1_3.OFP_VERSION]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -85,11 +85,10 @@ class LearningSwitch(app_manager.OSKenApp):  # type: ignore[misc]
 
 def main() -> None:
     """Runs this app (os-ken 4 has no osken-manager): HOST PORT."""
+    import logging
     import sys
 
     from os_ken import cfg
-
-    import logging
 
     logging.basicConfig(level=logging.INFO)
     host, port = sys.argv[1], sys.argv[2]
