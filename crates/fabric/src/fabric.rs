@@ -804,6 +804,33 @@ mod tests {
     }
 
     #[test]
+    fn injector_sends_between_worker_batches_and_counts_a_full_ring() {
+        let mut r = rig(
+            2,
+            PipeConfig {
+                ring_slots: 8,
+                ..PipeConfig::default()
+            },
+        );
+        let logic = FromFrame(vec![]);
+        let mut inj = Injector::new(0);
+        let dst = r.table.get(1).unwrap().clone();
+        let mut f = frame(9, 0, 70);
+        assert!(inj.send(&dst, &mut f));
+        // A worker's batch and the injector share the ring, in order.
+        let frames: Vec<_> = (0..6).map(|_| frame(0, 1, 64)).collect();
+        assert_eq!(r.run(&logic, 0, &frames), 6);
+        assert!(inj.send(&dst, &mut f));
+        // Full: refused at once, counted on the destination.
+        assert!(!inj.send(&dst, &mut f));
+        assert_eq!(r.drops(1, DropReason::TxFull), 1);
+        let got = r.drain(1);
+        assert_eq!(got.len(), 8);
+        assert_eq!((got[0].len(), got[7].len()), (70, 70));
+        assert_eq!(dst.counters.queues[0].tx_packets.load(Relaxed), 8);
+    }
+
+    #[test]
     fn out_of_order_lease_completion_publishes_in_order() {
         // Two leases on one destination: the second finishes first; nothing
         // is publishable until the first finishes, then both are.
