@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-overlay bench-vhost-gen lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-vhost-gen lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -56,6 +56,16 @@ bench-rust:
 bench-wakeup: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
+
+# p2p latency at 10 and 100 kpps for every SUT, the wire as the floor and
+# turnoutd adaptive vs poll side by side: campaigns/latency.toml and its
+# report (docs/bench.md, "Latency at low rates"); about 6 minutes, in a quiet
+# window.
+bench-latency: setup
+	mkdir -p results
+	$(PY)/turnout bench run campaigns/latency.toml --db results/latency.db --resume
+	$(PY)/turnout report --db results/latency.db --campaign latency -o results/latency-report
+	@echo "report: $(abspath results/latency-report)/index.html"
 
 # Two-host VXLAN vs plain switching for turnoutd, OVS userspace and the
 # Linux bridge: the campaign campaigns/overlay.toml and its report, whose

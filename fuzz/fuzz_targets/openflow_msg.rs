@@ -1,7 +1,7 @@
 //! A hostile OpenFlow peer's byte stream through the channel's decoding
 //! (crates/openflow) and, for flow-mods, the flows logic's typed API: no
 //! input may panic; a decoded flow-mod must encode and decode back to
-//! itself; whatever the logic accepted must show up in its statistics,
+//! itself (group-mods too); whatever the logic accepted must show up in its statistics,
 //! whose entries must encode within their announced lengths.
 #![no_main]
 
@@ -36,6 +36,18 @@ fuzz_target!(|data: &[u8]| {
                     }
                     let _ = f.flow_mod(&fm);
                 }
+                Message::GroupMod(g) => {
+                    let again = openflow::group_mod(h.xid, &g);
+                    if again.len() <= 65535 {
+                        let (_, m2) = decode(&again).expect("an encoded group-mod decodes");
+                        assert_eq!(m2, Message::GroupMod(g.clone()));
+                    }
+                    let _ = f.group_mod(&g);
+                    for (kind, id, b) in f.group_desc() {
+                        let e = openflow::group_desc_entry(kind, id, &b);
+                        assert_eq!(u16::from_be_bytes([e[0], e[1]]) as usize, e.len());
+                    }
+                }
                 Message::Multipart {
                     req: MultipartRequest::Flow(r) | MultipartRequest::Aggregate(r),
                     ..
@@ -51,6 +63,16 @@ fuzz_target!(|data: &[u8]| {
                 }
                 _ => {}
             }
+        }
+        // Keep the group table small too (deleting groups deletes their flows).
+        if f.group_desc().len() > 64 {
+            let all = openflow::GroupMod {
+                command: openflow::gc::DELETE,
+                kind: 0,
+                group_id: openflow::GROUP_ALL,
+                buckets: vec![],
+            };
+            f.group_mod(&all).expect("delete all groups");
         }
         // Keep the tables small between inputs.
         if f.flow_count() > 256 {

@@ -467,3 +467,34 @@ def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
     assert t.variant() == "no-huge"
     t.memory = "--no-huge (4 KiB pages)"  # hugepages = 0, as asked
     assert t.variant() == ""
+
+
+def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
+    # a repetition whose SUT threads waited ≥ 100 µs on average on the run
+    # queue each time they were to run: the scheduler, not the SUT, set that
+    # p99 (docs/bench.md, "Latency at low rates")
+    from turnout.measure.cpu import sched_wait
+    from turnout.report.verdict import latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
+                                   status="done"))
+    # (wait ns, slices) readings before and after each repetition
+    waits = {"turnoutd": (((0, 0), (40_000_000, 4000)), ((0, 0), (1_200_000_000, 4000))),
+             "ovs": (((0, 0), (3_000_000, 30)), ((5, 1), (99_000_005, 1001))),
+             "testpmd": (((0, 0), (990_000, 10)), ((0, 0), (0, 0)))}
+    for sut, reps in waits.items():
+        for rep, (a, b) in enumerate(reps):
+            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+                               method="fixed", repetition=rep, offered_total_pps=1e4,
+                               sent=4000, received=4000, latency_p99_ns=1e5 * (rep + 1),
+                               status="ok", extra={"sut_sched": sched_wait(a, b, 1.0)}))
+    with db:
+        t = latency_verdict_table(load_campaign(db, "l"))
+    limits = {r[4]: r[9] for r in t.rows}
+    # turnoutd: 10 µs then 300 µs per run; ovs: 100 µs (≥ the flag), then 99 µs
+    assert limits == {"turnoutd": "scheduler (SUT waited 300 µs per run for a CPU)",
+                      "ovs": "scheduler (SUT waited 100 µs per run for a CPU)",
+                      "testpmd": "SUT"}  # 99 µs, then no run at all
+    assert sched_wait((0, 0), (0, 0), 1.0)["mean_wait_us"] == 0.0

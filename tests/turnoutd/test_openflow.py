@@ -10,7 +10,12 @@ each rule's effect; dump-flows, dump-ports and show are checked against
 the ports and counters. Refusals are checked through ovs-ofctl's exit
 status and message (unknown action, goto to a lower table, output to
 NORMAL) and through a raw socket for what ovs-ofctl will not send (a
-bad prerequisite, a bad length, a stream that cannot be framed).
+bad prerequisite, a bad length, a stream that cannot be framed). Flows
+with hard_timeout / idle_timeout must stop matching when they expire, and
+a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
+groups (add-group, mod-group, del-groups, dump-groups, dump-group-stats)
+must forward to every bucket's port, checked with the ports' counters.
+The namespace set-up is threehosts.py's (shared with test_flows.py).
 
 OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
 Nothing outside the namespaces is touched; they are deleted and turnoutd is
@@ -28,11 +33,13 @@ import shutil
 import socket
 import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from harness import Turnoutd, turnoutd_binary, wait_for
+from threehosts import ThreeHosts, nx, ping
 
 from turnout import testpeers
 
@@ -48,56 +55,15 @@ def _peers() -> None:
     testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
 
 
-def run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    r = subprocess.run(list(cmd), check=False, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} -> {r.returncode}: {r.stderr.strip()}")
-    return r
-
-
-def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-    return run("ip", "netns", "exec", ns, *cmd, check=check, timeout=timeout)
-
-
-class NsTurnoutd(Turnoutd):
-    """turnoutd inside a namespace (ip netns exec execs it: same PID)."""
-
-    def __init__(self, ns: str, workdir: Path, config: str) -> None:
-        super().__init__(workdir, config)
-        self.ns = ns
-
-    def start(self) -> NsTurnoutd:
-        log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self._log = log
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns, str(self.binary), "--config", str(self.config_path)],
-            stdout=log,
-            stderr=log,
-        )
-        try:
-            wait_for("turnoutd's control socket", 10, self._ready)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-
 class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ns: list[str] = []
-        self.daemon: NsTurnoutd | None = None
+        self.net = ThreeHosts(P, MAC)
+        self.daemon: Turnoutd | None = None
         self.sw = ""
         self.target = ""
         self.port = 0
         self.hosts: dict[int, str] = {}
-
-    def netns(self, short: str) -> str:
-        name = P + short
-        run("ip", "netns", "add", name)
-        self.ns.append(name)
-        nx(name, "ip", "link", "set", "lo", "up")
-        return name
 
     def ofctl(self, cmd: str, *args: str, check: bool = True,
               opts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
@@ -107,8 +73,7 @@ class Lab:
     def close(self) -> None:
         if self.daemon is not None:
             self.daemon.stop()
-        for ns in reversed(self.ns):
-            run("ip", "netns", "del", ns, check=False)
+        self.net.close()
 
 
 @pytest.fixture
@@ -119,37 +84,16 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         pytest.fail(str(e))
     lab = Lab(tmp_path)
     try:
-        lab.sw = sw = lab.netns("sw")
-        for i in (1, 2, 3):
-            h = lab.netns(f"h{i}")
-            lab.hosts[i] = h
-            run("ip", "link", "add", "eth0", "netns", h, "address", MAC[i], "type", "veth",
-                "peer", "name", f"p{i}", "netns", sw)
-            nx(h, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-            nx(sw, "sysctl", "-qw", f"net.ipv6.conf.p{i}.disable_ipv6=1")
-            nx(h, "ip", "addr", "add", f"10.0.0.{i}/24", "dev", "eth0")
-            for ns, dev in ((h, "eth0"), (sw, f"p{i}")):
-                nx(ns, "ip", "link", "set", dev, "up")
-                nx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro",
-                   "off", check=False)
+        lab.net.setup()
+        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
         lab.port = random.randint(20000, 60000)
         lab.target = f"tcp:127.0.0.1:{lab.port}"
         unix = tmp_path / "of.sock"
-        config = ('[switch]\ncontrol_socket = "@CTL@"\n'
-                  f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n\n'
-                  '[logic]\nname = "flows"\n\n')
-        for i in (1, 2, 3):
-            config += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
-        lab.daemon = NsTurnoutd(sw, tmp_path / "sw", config).start()
+        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
+        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
         yield lab
     finally:
         lab.close()
-
-
-def ping(ns: str, ip: str, count: int = 3) -> bool:
-    out = nx(ns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, check=False,
-             timeout=30).stdout
-    return f" {count} received" in out
 
 
 def flows_of(lab: Lab) -> list[str]:
@@ -230,7 +174,6 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
         ("table=3,actions=goto_table:2", "OFPBIC_BAD_TABLE_ID"),
         ("actions=write_actions(output:1)", "OFPBIC_UNSUP_INST"),
-        ("idle_timeout=10,actions=output:1", "OFPFMFC_BAD_TIMEOUT"),
     ]
     for flow, err in cases:
         r = lab.ofctl("add-flow", flow, check=False)
@@ -299,6 +242,115 @@ def test_raw_errors_and_framing(lab: Lab) -> None:
     s.close()
     # The switch still serves ovs-ofctl afterwards.
     assert "n_tables:255" in lab.ofctl("show").stdout
+
+
+def flow_removed(s: socket.socket, deadline_s: float) -> tuple[int, int, int, int, int, int]:
+    """The next OFPT_FLOW_REMOVED on ``s``: (cookie, priority, reason,
+    duration_sec, idle_timeout | hard_timeout << 16, packet_count); other
+    messages (echo requests) are skipped."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        m = recv_msg(s)
+        if m[1] == 11:
+            cookie, prio, reason, _table, dsec, _dns, idle, hard, pkts = struct.unpack(
+                "!QHBBIIHHQ", m[8:40])
+            return cookie, prio, reason, dsec, idle | hard << 16, pkts
+    raise AssertionError("no OFPT_FLOW_REMOVED")
+
+
+def test_timeouts_expire_flows_and_send_flow_removed(lab: Lab) -> None:
+    h = lab.hosts
+    rd = raw_conn(lab)  # a listener for FLOW_REMOVED (every connection gets them)
+    rd.settimeout(10)
+    lab.ofctl("add-flow", "priority=10,arp,actions=flood")
+    lab.ofctl("add-flow", "priority=10,ip,in_port=2,actions=output:1")
+    lab.ofctl("add-flow", "cookie=0x5,priority=10,ip,in_port=1,hard_timeout=3,send_flow_rem,"
+              "actions=output:2")
+    fl = [x for x in flows_of(lab) if "in_port=1" in x]
+    assert len(fl) == 1 and "hard_timeout=3" in fl[0] and "send_flow_rem" in fl[0], fl
+    assert ping(h[1], "10.0.0.2", 2)
+    # Durations count from installation.
+    time.sleep(1.2)
+    fl = [x for x in flows_of(lab) if "in_port=1" in x]
+    dur = float(fl[0].split("duration=")[1].split("s,")[0])
+    assert 1.0 <= dur < 10, fl
+    # Hard timeout: gone about 3 s after installation, whatever the traffic.
+    wait_for("the hard_timeout flow to expire", 6,
+             lambda: not [x for x in flows_of(lab) if "in_port=1" in x])
+    assert not ping(h[1], "10.0.0.2", 1)
+    cookie, prio, reason, dsec, _t, pkts = flow_removed(rd, 5)
+    assert (cookie, prio, reason) == (5, 10, 1), (cookie, prio, reason)  # OFPRR_HARD_TIMEOUT
+    assert dsec in (2, 3, 4) and pkts >= 2, (dsec, pkts)
+
+    # Idle timeout: kept while traffic flows, gone once it stops.
+    lab.ofctl("add-flow", "cookie=0x6,priority=10,ip,in_port=1,idle_timeout=2,send_flow_rem,"
+              "actions=output:2")
+    assert ping(h[1], "10.0.0.2", 15), "3 s of pings over a 2 s idle timeout"
+    assert [x for x in flows_of(lab) if "idle_timeout=2" in x]
+    wait_for("the idle flow to expire", 6,
+             lambda: not [x for x in flows_of(lab) if "idle_timeout=2" in x])
+    cookie, _p, reason, dsec, _t, pkts = flow_removed(rd, 5)
+    assert (cookie, reason) == (6, 0) and dsec >= 4 and pkts >= 15, (cookie, reason, dsec, pkts)
+
+    # A delete reports OFPRR_DELETE; flows without send_flow_rem say nothing.
+    lab.ofctl("add-flow", "cookie=0x7,priority=11,ip,in_port=1,send_flow_rem,actions=drop")
+    lab.ofctl("del-flows", "ip")
+    cookie, _p, reason, _d, _t, _n = flow_removed(rd, 5)
+    assert (cookie, reason) == (7, 2), (cookie, reason)
+    rd.settimeout(1)
+    with pytest.raises(TimeoutError):
+        recv_msg(rd)
+    rd.close()
+
+
+def tx_of(lab: Lab) -> dict[int, int]:
+    """tx packets per OpenFlow port, from dump-ports."""
+    out = lab.ofctl("dump-ports").stdout.splitlines()
+    tx: dict[int, int] = {}
+    port = 0
+    for line in out:
+        s = line.strip()
+        if s.startswith("port"):
+            port = int(s.split()[1].rstrip(":"))
+        elif s.startswith("tx pkts="):
+            tx[port] = int(s.split("pkts=")[1].split(",")[0])
+    return tx
+
+
+def test_groups_all_and_indirect(lab: Lab) -> None:
+    h = lab.hosts
+    lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2,bucket=output:3")
+    r = lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2", check=False)
+    assert r.returncode != 0 and "OFPGMFC_GROUP_EXISTS" in r.stderr, r.stderr
+    r = lab.ofctl("add-group", "group_id=2,type=select,bucket=output:2", check=False)
+    assert r.returncode != 0 and "OFPGMFC_BAD_TYPE" in r.stderr, r.stderr
+    r = lab.ofctl("add-flow", "in_port=1,actions=group:9", check=False)
+    assert r.returncode != 0 and "OFPBAC_BAD_OUT_GROUP" in r.stderr, r.stderr
+    groups = lab.ofctl("dump-groups").stdout
+    assert "group_id=1,type=all" in groups and "output:2" in groups and "output:3" in groups, \
+        groups
+    # h1's packets go to both h2 and h3 through the group; replies come back.
+    lab.ofctl("add-flow", "priority=10,in_port=1,actions=group:1")
+    lab.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+    lab.ofctl("add-flow", "priority=10,in_port=3,actions=output:1")
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[2] - before[2] >= 5 and after[3] - before[3] >= 5, (before, after)
+    stats = lab.ofctl("dump-group-stats").stdout
+    assert "group_id=1" in stats and "ref_count=1" in stats, stats
+    # Modify to INDIRECT with one bucket: h3 no longer gets copies.
+    lab.ofctl("mod-group", "group_id=1,type=indirect,bucket=output:2")
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[2] - before[2] >= 5 and after[3] - before[3] <= 1, (before, after)
+    assert "type=indirect" in lab.ofctl("dump-groups").stdout
+    # Deleting the group deletes the flow that uses it.
+    lab.ofctl("del-groups", "group_id=1")
+    assert not [x for x in flows_of(lab) if "group:1" in x], flows_of(lab)
+    assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
+    assert not ping(h[1], "10.0.0.2", 1)
 
 
 NO_BUFFER, OFPP_CONTROLLER, OFPP_TABLE, OFPP_FLOOD = 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFF9, 0xFFFFFFFB

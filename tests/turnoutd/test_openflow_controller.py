@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REPO, stop_pid, turnoutd_binary, wait_for
-from test_openflow import NsTurnoutd, nx, ping, run
+from harness import REPO, Turnoutd, stop_pid, turnoutd_binary, wait_for
+from threehosts import nx, ping, run
 
 from turnout import testpeers
 
@@ -68,7 +68,7 @@ class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.ns: list[str] = []
-        self.daemon: NsTurnoutd | None = None
+        self.daemon: Turnoutd | None = None
         self.ctl: subprocess.Popen | None = None
         self.sw = ""
         self.hosts: dict[int, str] = {}
@@ -143,7 +143,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
                   f'packet_in_burst = {BURST}\n\n')
         for i in (1, 2, 3):
             config += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
-        lab.daemon = NsTurnoutd(lab.sw, tmp_path / "sw", config).start()
+        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
         wait_for("turnoutd connected to os-ken", 20, lambda: lab.events("connected"))
         yield lab
     finally:

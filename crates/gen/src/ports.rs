@@ -122,6 +122,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             queues,
             queue_size,
             max_frame,
+            interrupt: _,
         } => {
             let mut cfg = ports::vhost_user::frontend::FrontendConfig::new(socket);
             cfg.server = *server;

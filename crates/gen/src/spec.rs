@@ -61,6 +61,8 @@ pub enum PortSpec {
         queue_size: u16,
         /// Largest frame in bytes (each buffer holds one).
         max_frame: u32,
+        /// Receive loops sleep on the call eventfd when idle (`mode=interrupt`).
+        interrupt: bool,
     },
     /// AF_PACKET (TPACKET_V3) socket on an interface.
     AfPacket {
@@ -184,9 +186,17 @@ impl FromStr for PortSpec {
             "vhost-user" | "vhost" => {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
                     (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
+                let mut interrupt = false;
                 for (k, v) in kv {
                     match k {
                         "server" => server = true,
+                        "mode" => {
+                            interrupt = match v {
+                                "poll" => false,
+                                "interrupt" => true,
+                                _ => return Err(format!("mode={v}: must be poll or interrupt")),
+                            }
+                        }
                         "queues" => {
                             queues = num(k, v)?;
                             if !(1..=16).contains(&queues) {
@@ -207,7 +217,7 @@ impl FromStr for PortSpec {
                                 return Err(format!("max-frame={v}: must be 64..65523"));
                             }
                         }
-                        _ => return Err(unknown(k, "server, queues, queue-size, max-frame")),
+                        _ => return Err(unknown(k, "server, queues, queue-size, max-frame, mode")),
                     }
                 }
                 Ok(PortSpec::Vhost {
@@ -216,6 +226,7 @@ impl FromStr for PortSpec {
                     queues,
                     queue_size,
                     max_frame,
+                    interrupt,
                 })
             }
             "afxdp" => {
@@ -282,6 +293,9 @@ impl PortSpec {
             PortSpec::Memif {
                 mode: MemifMode::Interrupt,
                 ..
+            } | PortSpec::Vhost {
+                interrupt: true,
+                ..
             }
         )
     }
@@ -337,6 +351,7 @@ impl fmt::Display for PortSpec {
                 queues,
                 queue_size,
                 max_frame,
+                interrupt,
             } => {
                 write!(f, "vhost-user:{}", socket.display())?;
                 if *server {
@@ -350,6 +365,9 @@ impl fmt::Display for PortSpec {
                 }
                 if *max_frame != VHOST_MAX_FRAME {
                     write!(f, ",max-frame={max_frame}")?;
+                }
+                if *interrupt {
+                    write!(f, ",mode=interrupt")?;
                 }
                 Ok(())
             }
@@ -458,15 +476,19 @@ mod tests {
                 queues: 1,
                 queue_size: 1024,
                 max_frame: 9000,
+                interrupt: false,
             }
         );
-        let v: PortSpec = "vhost:/s,server,queues=2,queue-size=256,max-frame=1518"
+        assert!(!v.interrupt());
+        let v: PortSpec = "vhost:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
             .parse()
             .unwrap();
+        assert!(v.interrupt());
         assert_eq!(
             v.to_string(),
-            "vhost-user:/s,server,queues=2,queue-size=256,max-frame=1518"
+            "vhost-user:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
         );
+        assert!("vhost-user:/s,mode=sleepy".parse::<PortSpec>().is_err());
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
     }
 

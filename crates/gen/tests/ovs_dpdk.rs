@@ -24,26 +24,17 @@
 //! directory, the hugetlbfs mount, /var/run/dpdk/<prefix> and the
 //! namespace, also when it fails.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::Mutex;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
+mod gen_common;
+use gen_common::{serial, stop, Gen, GEN};
 
 /// 2 MiB hugepages each test reserves for OVS's memory (given back).
 const HUGEPAGES: u64 = 256;
-
-/// One test at a time: two OVS instances and generators on two cores
-/// would starve each other.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
 
@@ -384,23 +375,6 @@ fn run(c: &mut Command) {
     );
 }
 
-fn stop(child: &mut Child) {
-    if let Ok(None) = child.try_wait() {
-        // SAFETY: kill(2) on our own child's PID, which it still is (not
-        // reaped yet).
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
 impl Drop for Ovs {
     fn drop(&mut self) {
         if let Some(mut c) = self.vswitchd.take() {
@@ -422,78 +396,6 @@ impl Drop for Ovs {
             .stderr(Stdio::null())
             .status();
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A running turnout-gen; its stderr lines on a channel, its stdout read
-/// while it runs (a large JSON document must not fill the pipe).
-struct Gen {
-    child: Child,
-    err: Receiver<String>,
-    out: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Gen {
-    fn spawn(args: &[&str]) -> Gen {
-        let mut child = Command::new(GEN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn turnout-gen");
-        let e = child.stderr.take().unwrap();
-        let (tx, err) = channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(e).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut o = child.stdout.take().unwrap();
-        let out = Some(std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut o, &mut s);
-            s
-        }));
-        Gen { child, err, out }
-    }
-
-    /// Waits for it to end: its JSON document and its stderr lines other
-    /// than interval lines.
-    fn finish(mut self, within: Duration) -> (serde_json::Value, Vec<String>) {
-        let t0 = Instant::now();
-        let st = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            if t0.elapsed() > within {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                let errs: Vec<String> = self.err.try_iter().collect();
-                panic!("turnout-gen did not finish: {errs:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let out = self.out.take().unwrap().join().unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        let errs: Vec<String> = self
-            .err
-            .try_iter()
-            .filter(|l| !l.contains("1-interval"))
-            .collect();
-        assert!(st.success(), "turnout-gen failed: {st}: {errs:?}");
-        let last = out.lines().last().unwrap_or("");
-        (serde_json::from_str(last).expect("a JSON document"), errs)
-    }
-}
-
-impl Drop for Gen {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -615,7 +517,7 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
     o.add_ports();
     o.prime();
     let (tx_port, rx_port) = specs(&o);
-    let g = Gen::spawn(&[
+    let mut g = Gen::spawn(&[
         "txrx",
         "--port",
         &tx_port,
@@ -670,8 +572,7 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
             break out2;
         }
     };
-    // SAFETY: kill(2) on our own child, not reaped yet.
-    unsafe { libc::kill(g.child.id() as libc::pid_t, libc::SIGINT) };
+    g.interrupt();
     let (doc, errs) = g.finish(Duration::from_secs(30));
     let (tx, rx) = (&doc["tx"], &doc["rx"]);
     let what = format!(

@@ -9,18 +9,14 @@
 //! its counters are read while turnout-gen is still connected (during the
 //! cool-down, or before a receiver's duration ends).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::Mutex;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-/// testpmd tests run one at a time: two of them on two cores would measure
-/// each other.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
+mod gen_common;
+use gen_common::{lines, serial, Gen};
 
 struct Testpmd {
     child: Child,
@@ -67,14 +63,7 @@ impl Testpmd {
         let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
         let stdin = child.stdin.take().unwrap();
         let out = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines(out);
         let t = Testpmd {
             child,
             stdin,
@@ -140,74 +129,6 @@ impl Drop for Testpmd {
     }
 }
 
-/// A running turnout-gen with its stderr (interval lines) on a channel.
-struct Gen {
-    child: Child,
-    err: Receiver<String>,
-}
-
-impl Gen {
-    fn spawn(args: &[&str]) -> Gen {
-        let mut child = Command::new(GEN)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn turnout-gen");
-        let e = child.stderr.take().unwrap();
-        let (tx, err) = channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(e).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Gen { child, err }
-    }
-
-    /// Waits for the first interval line: the port is up and the loop runs.
-    fn wait_running(&self) {
-        let l = self
-            .err
-            .recv_timeout(Duration::from_secs(10))
-            .expect("turnout-gen never started its loop");
-        assert!(
-            l.contains("turnout-gen/1-interval"),
-            "unexpected stderr: {l}"
-        );
-    }
-
-    fn finish(mut self) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                let mut out = String::new();
-                std::io::Read::read_to_string(self.child.stdout.as_mut().unwrap(), &mut out)
-                    .unwrap();
-                let errs: Vec<String> = self
-                    .err
-                    .try_iter()
-                    .filter(|l| !l.contains("1-interval"))
-                    .collect();
-                assert!(st.success(), "turnout-gen failed: {st}: {errs:?}");
-                return serde_json::from_str(out.trim()).expect("one JSON document");
-            }
-            assert!(Instant::now() < deadline, "turnout-gen did not finish");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Gen {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 fn within(a: u64, b: u64, frac: f64) -> bool {
     (a as f64 - b as f64).abs() <= frac * (a.max(b) as f64)
 }
@@ -226,7 +147,7 @@ fn tx_counts_and_rate_agree_with_testpmd_rxonly_at_half_a_mpps() {
 }
 
 fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let Some(mut pmd) = Testpmd::start("rxonly", 1) else {
         return;
     };
@@ -253,7 +174,7 @@ fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
     gen.wait_running();
     std::thread::sleep(Duration::from_millis(1800)); // sending ends after 1 s
     let stats = pmd.port_stats(1);
-    let doc = gen.finish();
+    let doc = gen.finish(Duration::from_secs(30)).0;
     let tx = &doc["tx"];
     let sent = tx["packets"].as_u64().unwrap();
     let got = stats[0].0;
@@ -270,7 +191,7 @@ fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
 
 #[test]
 fn testpmd_txonly_counts_agree_with_rx() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let Some(mut pmd) = Testpmd::start("txonly", 1) else {
         return;
     };
@@ -293,7 +214,7 @@ fn testpmd_txonly_counts_agree_with_rx() {
     pmd.cmd("stop");
     std::thread::sleep(Duration::from_millis(300));
     let stats = pmd.port_stats(1);
-    let doc = gen.finish();
+    let doc = gen.finish(Duration::from_secs(30)).0;
     let rx = &doc["rx"];
     // testpmd's frames do not carry our payload header: all foreign.
     let got = rx["foreign"].as_u64().unwrap() + rx["packets"].as_u64().unwrap();
@@ -306,7 +227,7 @@ fn testpmd_txonly_counts_agree_with_rx() {
 
 #[test]
 fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let Some(mut pmd) = Testpmd::start("macswap", 1) else {
         return;
     };
@@ -333,7 +254,7 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
         "10",
     ]);
     gen.wait_running();
-    let doc = gen.finish();
+    let doc = gen.finish(Duration::from_secs(30)).0;
     let (tx, rx) = (&doc["tx"], &doc["rx"]);
     eprintln!(
         "tx {tx}\nrx lost {} latency {}",
@@ -360,7 +281,7 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
 
 #[test]
 fn reflect_passes_traffic_through_testpmd() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let Some(mut pmd) = Testpmd::start("reflect", 1) else {
         return;
     };
@@ -384,7 +305,7 @@ fn reflect_passes_traffic_through_testpmd() {
     pmd.cmd("start tx_first");
     std::thread::sleep(Duration::from_millis(1000));
     let stats = pmd.port_stats(1);
-    let doc = gen.finish();
+    let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
     let reflected = f["packets"].as_u64().unwrap();
@@ -402,7 +323,7 @@ fn reflect_passes_traffic_through_testpmd() {
 
 #[test]
 fn fwd_chains_two_testpmd_ports() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = serial();
     let Some(mut pmd) = Testpmd::start("fwd", 2) else {
         return;
     };
@@ -432,7 +353,7 @@ fn fwd_chains_two_testpmd_ports() {
     pmd.cmd("start tx_first");
     std::thread::sleep(Duration::from_millis(1000));
     let stats = pmd.port_stats(2);
-    let doc = gen.finish();
+    let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("fwd {f}; testpmd {stats:?}");
     let dirs = f["directions"].as_array().unwrap();

@@ -18,14 +18,8 @@ use std::time::{Duration, Instant};
 use fabric::{Ctx, Logic, Pkts, Port, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{VhostUserConfig, VhostUserPort};
 
-const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
-
-/// One test at a time: two on two cores would measure each other.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
+mod gen_common;
+use gen_common::{serial, GEN};
 
 /// A private directory, removed on drop (also when the test fails).
 struct TempDir(PathBuf);
@@ -396,4 +390,74 @@ fn tx_reconnects_when_the_backend_restarts_mid_run_and_says_so() {
         c["tx_stale"]
     );
     drop(p2);
+}
+
+/// turnout-gen `rx` on a vhost-user port with `mode=interrupt`: idle, it
+/// sleeps on the call eventfd (little CPU), and frames the backend sends
+/// wake it and are all counted.
+#[test]
+fn an_interrupt_mode_receiver_sleeps_when_idle_and_wakes_for_frames() {
+    let _g = serial();
+    let dir = TempDir::new("intr");
+    let sock = dir.0.join("i.sock");
+    let backend = VhostUserPort::new("vi", VhostUserConfig::new(&sock)).unwrap();
+    let spec = format!("vhost-user:{},mode=interrupt", sock.display());
+    let g = gen_common::Gen::spawn(&[
+        "rx",
+        "--port",
+        &spec,
+        "--duration-s",
+        "3",
+        "--wait-peer-s",
+        "20",
+        "--interval-s",
+        "10",
+    ]);
+    assert!(
+        backend.wait_running(Duration::from_secs(20)),
+        "turnout-gen never attached"
+    );
+    // Idle first: the receiver goes to sleep.
+    std::thread::sleep(Duration::from_millis(1000));
+    let want = 1000u32;
+    let frame = [0x02u8; 64];
+    let tx = backend.tx(0);
+    let (mut sent, t0) = (0u32, Instant::now());
+    while sent < want && t0.elapsed() < Duration::from_secs(10) {
+        // SAFETY: this thread is the queue's only user, reserving, writing
+        // and publishing in order.
+        let k = unsafe { tx.free_slots() }.min(32).min(want - sent);
+        if k == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        // SAFETY: as above.
+        unsafe {
+            let first = tx.reserve(k);
+            for j in 0..k as u64 {
+                tx.write(first + j, 1, &frame);
+            }
+            tx.publish(first + k as u64);
+        }
+        sent += k;
+        // Bursts apart: the receiver falls asleep between some of them.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(sent, want, "the backend could not send");
+    let (doc, errs) = g.finish(Duration::from_secs(30));
+    let rx = &doc["rx"];
+    let got = n(&rx["foreign"]) + n(&rx["packets"]);
+    assert_eq!(got, want as u64, "received; rx {rx} stderr {errs:?}");
+    // Polling for 3 s would take the thread's whole share of a CPU; asleep
+    // it takes a fraction (generous: this host is shared).
+    let cpu = n(&doc["thread_cpu_ns"]);
+    eprintln!(
+        "interrupt-mode receiver: {got} frames, {} ms CPU in 3 s",
+        cpu / 1_000_000
+    );
+    assert!(
+        cpu < 300_000_000,
+        "{} ms CPU in 3 s idle-ish",
+        cpu / 1_000_000
+    );
 }

@@ -200,6 +200,9 @@ pub mod mp {
     pub const AGGREGATE: u16 = 2;
     pub const TABLE: u16 = 3;
     pub const PORT_STATS: u16 = 4;
+    pub const GROUP: u16 = 6;
+    pub const GROUP_DESC: u16 = 7;
+    pub const GROUP_FEATURES: u16 = 8;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
     /// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.

@@ -574,6 +574,10 @@ pub enum MultipartRequest {
     PortDesc,
     /// Table features (a request with a body, which would set features, is refused).
     TableFeatures,
+    /// Group statistics of one group (`OFPG_ALL`: all).
+    Group(u32),
+    GroupDesc,
+    GroupFeatures,
 }
 
 fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpError> {
@@ -600,6 +604,20 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
                 return Err(OfpError::new(et::BAD_REQUEST, brc::EPERM));
             }
             MultipartRequest::TableFeatures
+        }
+        mp::GROUP => {
+            let g = r.u32(e)?;
+            r.take(4, e)?;
+            empty(r)?;
+            MultipartRequest::Group(g)
+        }
+        mp::GROUP_DESC => {
+            empty(r)?;
+            MultipartRequest::GroupDesc
+        }
+        mp::GROUP_FEATURES => {
+            empty(r)?;
+            MultipartRequest::GroupFeatures
         }
         mp::PORT_STATS => {
             let p = r.u32(e)?;
@@ -671,6 +689,7 @@ pub enum Message {
     },
     BarrierRequest,
     PacketOut(PacketOut),
+    GroupMod(crate::group::GroupMod),
 }
 
 /// Decodes one whole message `b` (exactly its header's length). A hello is
@@ -737,6 +756,7 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
             }
         }
         t::FLOW_MOD => Message::FlowMod(decode_flow_mod(&mut r)?),
+        t::GROUP_MOD => Message::GroupMod(crate::group::decode_group_mod(&mut r)?),
         t::MULTIPART_REQUEST => {
             let (flags, req) = decode_multipart(&mut r)?;
             Message::Multipart { flags, req }

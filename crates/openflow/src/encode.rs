@@ -98,6 +98,7 @@ pub mod cap {
     pub const FLOW_STATS: u32 = 1 << 0;
     pub const TABLE_STATS: u32 = 1 << 1;
     pub const PORT_STATS: u32 = 1 << 2;
+    pub const GROUP_STATS: u32 = 1 << 3;
 }
 
 /// `OFPT_FEATURES_REPLY`.

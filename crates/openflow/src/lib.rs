@@ -22,10 +22,12 @@
 pub mod consts;
 mod decode;
 mod encode;
+mod group;
 
 pub use consts::*;
 pub use decode::*;
 pub use encode::*;
+pub use group::*;
 
 /// An error to answer with: `OFPT_ERROR` type and code (section 7.4.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +137,7 @@ impl OfpError {
                     "BAD_FLAGS",
                 ],
             ),
+            et::GROUP_MOD_FAILED => ("OFPGMFC", group::GMFC_NAMES),
             et::SWITCH_CONFIG_FAILED => ("OFPSCFC", &["BAD_FLAGS", "BAD_LEN", "EPERM"]),
             _ => ("OFPET", &[]),
         };

@@ -8,6 +8,7 @@
 
 mod vhost_common;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fabric::{Port, RxBatch, RxQueue, TxQueue};
@@ -56,51 +57,97 @@ fn pump(tx: &dyn TxQueue, rx: &mut dyn RxQueue, n: u32, len: usize) -> u32 {
     got
 }
 
-fn pair(dir: &TempDir, queues: u16, max_frame_b: usize) -> (VhostUserPort, VhostFrontendPort) {
-    let sock = dir.path("vu.sock");
-    let mut bc = VhostUserConfig::new(&sock);
+/// turnoutd's vhost-user port on `sock` (server mode unless `mode`).
+fn backend(sock: &Path, queues: u16, max_frame_b: usize, event_idx: bool) -> VhostUserPort {
+    let mut bc = VhostUserConfig::new(sock);
     bc.queues = queues;
     bc.max_frame_b = max_frame_b;
-    let backend = VhostUserPort::new("backend", bc).unwrap();
+    bc.event_idx = event_idx;
+    VhostUserPort::new("backend", bc).unwrap()
+}
+
+/// Waits until the two are connected and the backend's rings run.
+fn linked(backend: &VhostUserPort, front: &VhostFrontendPort, what: &str) {
+    assert!(
+        wait_until(Duration::from_secs(10), || front.link_up()
+            && backend.wait_running(Duration::from_millis(1))),
+        "{what}: {}",
+        front.last_error()
+    );
+}
+
+fn pair(dir: &TempDir, queues: u16, max_frame_b: usize) -> (VhostUserPort, VhostFrontendPort) {
+    pair_with(dir, queues, max_frame_b, true)
+}
+
+fn pair_with(
+    dir: &TempDir,
+    queues: u16,
+    max_frame_b: usize,
+    event_idx: bool,
+) -> (VhostUserPort, VhostFrontendPort) {
+    let sock = dir.path("vu.sock");
+    let backend = backend(&sock, queues, max_frame_b, event_idx);
     let mut fc = FrontendConfig::new(&sock);
     fc.queues = queues;
     fc.max_frame_b = max_frame_b;
     fc.queue_size = 256;
     let front = VhostFrontendPort::new("front", fc).unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || front.link_up()
-            && backend.wait_running(Duration::from_millis(1))),
-        "no link: {}",
-        front.last_error()
-    );
+    linked(&backend, &front, "no link");
     (backend, front)
+}
+
+/// Drops the backend and checks the frontend saw it go.
+fn kill_backend(front: &VhostFrontendPort, old: VhostUserPort) {
+    let hangups = front.counter("disconnects_hangup").unwrap();
+    drop(old);
+    assert!(
+        wait_until(Duration::from_secs(5), || !front.link_up()),
+        "link stays up after the backend died"
+    );
+    assert_eq!(front.counter("disconnects_hangup"), Some(hangups + 1));
+}
+
+/// A new backend on the old socket, which the frontend reconnects to.
+fn restart_backend(dir: &TempDir, front: &VhostFrontendPort) -> VhostUserPort {
+    let backend = backend(&dir.path("vu.sock"), 1, 1518, true);
+    linked(&backend, front, "no reconnect");
+    backend
+}
+
+/// `n` frames of `len` bytes each way on queue `q`, all arriving whole.
+fn both_ways(backend: &VhostUserPort, front: &VhostFrontendPort, q: u16, n: u32, len: usize) {
+    let mut brx = backend.take_rx(q).unwrap();
+    let mut frx = front.take_rx(q).unwrap();
+    assert_eq!(
+        pump(front.tx(q), brx.as_mut(), n, len),
+        n,
+        "to the backend, queue {q}, {len} B"
+    );
+    assert_eq!(
+        pump(backend.tx(q), frx.as_mut(), n, len),
+        n,
+        "from the backend, queue {q}, {len} B"
+    );
 }
 
 #[test]
 fn frames_cross_both_ways_exactly() {
     let dir = TempDir::new("front");
-    for len in [64usize, 1518, 9000] {
-        let (backend, front) = pair(&dir, 1, 9000);
-        let mut brx = backend.take_rx(0).unwrap();
-        let mut frx = front.take_rx(0).unwrap();
-        let n = 20_000;
-        assert_eq!(
-            pump(front.tx(0), brx.as_mut(), n, len),
-            n,
-            "to the backend, {len} B"
-        );
-        assert_eq!(
-            pump(backend.tx(0), frx.as_mut(), n, len),
-            n,
-            "from the backend, {len} B"
-        );
-        for (k, v) in front.backend_counters() {
-            if k.starts_with("lie") || k.starts_with("disconnects") || k == "tx_stale" {
-                assert_eq!(v, 0, "{k}");
+    // With and without EVENT_IDX: the frontend kicks by avail_event or by
+    // NO_NOTIFY.
+    for event_idx in [true, false] {
+        for len in [64usize, 1518, 9000] {
+            let (backend, front) = pair_with(&dir, 1, 9000, event_idx);
+            both_ways(&backend, &front, 0, 20_000, len);
+            for (k, v) in front.backend_counters() {
+                if k.starts_with("lie") || k.starts_with("disconnects") || k == "tx_stale" {
+                    assert_eq!(v, 0, "{k}");
+                }
             }
+            assert_eq!(backend.counter("lie_desc_index"), Some(0));
+            assert_eq!(front.connects(), 1);
         }
-        assert_eq!(backend.counter("lie_desc_index"), Some(0));
-        assert_eq!(front.connects(), 1);
     }
 }
 
@@ -108,24 +155,13 @@ fn frames_cross_both_ways_exactly() {
 fn several_queue_pairs_each_carry_their_own_frames() {
     let dir = TempDir::new("frontmq");
     let (backend, front) = pair(&dir, 3, 1518);
+    assert!(
+        wait_until(Duration::from_secs(5), || backend.counter("connected")
+            == Some(1)),
+        "backend not connected"
+    );
     for q in 0..3u16 {
-        let mut brx = backend.take_rx(q).unwrap();
-        let mut frx = front.take_rx(q).unwrap();
-        assert!(
-            wait_until(Duration::from_secs(5), || backend.counter("connected")
-                == Some(1)),
-            "backend not connected"
-        );
-        assert_eq!(
-            pump(front.tx(q), brx.as_mut(), 3000, 128),
-            3000,
-            "queue {q} out"
-        );
-        assert_eq!(
-            pump(backend.tx(q), frx.as_mut(), 3000, 128),
-            3000,
-            "queue {q} in"
-        );
+        both_ways(&backend, &front, q, 3000, 128);
     }
 }
 
@@ -137,29 +173,19 @@ fn reconnects_after_the_backend_restarts() {
         let mut brx = backend.take_rx(0).unwrap();
         assert_eq!(pump(front.tx(0), brx.as_mut(), 1000, 64), 1000);
     }
-    drop(backend);
-    assert!(
-        wait_until(Duration::from_secs(5), || !front.link_up()),
-        "link stays up after the backend died"
-    );
-    assert_eq!(front.counter("disconnects_hangup"), Some(1));
-    // While down, transmit slots go nowhere (stale), never crash.
+    kill_backend(&front, backend);
+    let backend = restart_backend(&dir, &front);
+    assert_eq!(front.connects(), 2);
+    both_ways(&backend, &front, 0, 5000, 1518);
+}
+
+#[test]
+fn transmit_slots_go_nowhere_while_the_backend_is_down() {
+    let dir = TempDir::new("frontdown");
+    let (backend, front) = pair(&dir, 1, 1518);
+    kill_backend(&front, backend);
     // SAFETY: single user of the queue.
     unsafe { assert_eq!(front.tx(0).free_slots(), 0) };
-    let mut bc = VhostUserConfig::new(dir.path("vu.sock"));
-    bc.max_frame_b = 1518;
-    let backend = VhostUserPort::new("backend2", bc).unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || front.link_up()
-            && backend.wait_running(Duration::from_millis(1))),
-        "no reconnect: {}",
-        front.last_error()
-    );
-    assert_eq!(front.connects(), 2);
-    let mut brx = backend.take_rx(0).unwrap();
-    let mut frx = front.take_rx(0).unwrap();
-    assert_eq!(pump(front.tx(0), brx.as_mut(), 5000, 1518), 5000);
-    assert_eq!(pump(backend.tx(0), frx.as_mut(), 5000, 1518), 5000);
 }
 
 #[test]
@@ -172,16 +198,8 @@ fn server_mode_accepts_a_client_mode_backend() {
     let mut bc = VhostUserConfig::new(&sock);
     bc.mode = Mode::Client;
     let backend = VhostUserPort::new("backend", bc).unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || front.link_up()
-            && backend.wait_running(Duration::from_millis(1))),
-        "no link: {}",
-        front.last_error()
-    );
-    let mut brx = backend.take_rx(0).unwrap();
-    let mut frx = front.take_rx(0).unwrap();
-    assert_eq!(pump(front.tx(0), brx.as_mut(), 2000, 64), 2000);
-    assert_eq!(pump(backend.tx(0), frx.as_mut(), 2000, 64), 2000);
+    linked(&backend, &front, "no link");
+    both_ways(&backend, &front, 0, 2000, 64);
 }
 
 #[test]
@@ -195,20 +213,8 @@ fn an_idle_receive_queue_follows_the_session_after_a_restart() {
     assert_eq!(pump(backend.tx(0), frx.as_mut(), 1000, 64), 1000);
     let mut batch = RxBatch::with_capacity(64);
     assert_eq!(batch.receive(frx.as_mut(), 0, 0).received(), 0, "idle");
-    drop(backend);
-    assert!(
-        wait_until(Duration::from_secs(5), || !front.link_up()),
-        "link stays up after the backend died"
-    );
+    kill_backend(&front, backend);
     assert_eq!(batch.receive(frx.as_mut(), 0, 0).received(), 0, "down");
-    let mut bc = VhostUserConfig::new(dir.path("vu.sock"));
-    bc.max_frame_b = 1518;
-    let backend = VhostUserPort::new("backend2", bc).unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || front.link_up()
-            && backend.wait_running(Duration::from_millis(1))),
-        "no reconnect: {}",
-        front.last_error()
-    );
+    let backend = restart_backend(&dir, &front);
     assert_eq!(pump(backend.tx(0), frx.as_mut(), 5000, 1518), 5000);
 }

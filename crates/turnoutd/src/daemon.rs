@@ -405,13 +405,21 @@ impl Daemon {
                 let st = self.state.lock();
                 let lookup = |n: &str| st.ports.iter().find(|a| a.name == n).map(|a| a.id);
                 self.switch.with_logic(|l| {
-                    let args = logics::resolve_ports(
+                    let mut args = logics::resolve_ports(
                         &p.args,
                         logics::port_keys(l.name()),
                         &lookup,
                         "args",
                     )
                     .map_err(ApiError::params)?;
+                    // `flows trace` expands a flood and tells missing
+                    // ports with the switch's port ids (docs/flows.md).
+                    if l.name() == "flows" && p.cmd == "trace" {
+                        if let Some(o) = args.as_object_mut() {
+                            let ids: Vec<u16> = st.ports.iter().map(|a| a.id).collect();
+                            o.entry("ports").or_insert_with(|| ids.into());
+                        }
+                    }
                     if !l.commands().iter().any(|(c, _)| *c == p.cmd) {
                         let names: Vec<&str> = l.commands().iter().map(|(c, _)| *c).collect();
                         return Err(ApiError::params(format!(

@@ -18,6 +18,7 @@ pub mod api;
 pub mod backends;
 pub mod config;
 pub mod daemon;
+pub mod flowtimer;
 pub mod log;
 pub mod logics;
 pub mod metrics;

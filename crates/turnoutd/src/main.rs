@@ -201,6 +201,19 @@ fn run(path: &std::path::Path) -> ExitCode {
             }
         }
     };
+    let timer = match turnoutd::flowtimer::FlowTimer::start(d.clone()) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            // Flows without timeouts still work; timeouts do not expire.
+            turnoutd::log!(
+                Level::Error,
+                "main",
+                "cannot start the flow timer: flow timeouts will not expire",
+                error = e
+            );
+            None
+        }
+    };
     turnoutd::log!(
         Level::Info,
         "main",
@@ -225,6 +238,9 @@ fn run(path: &std::path::Path) -> ExitCode {
         "shutting down",
         signal = sys::signal_name(sig)
     );
+    if let Some(t) = timer {
+        t.stop();
+    }
     if let Some(c) = of {
         c.stop();
     }

@@ -326,6 +326,8 @@ struct Session {
     flags: u16,
     miss_send_len: u16,
     xid: u32,
+    /// Flow-removed notices: (logic instance, next notice to send).
+    removed: Option<(u64, u64)>,
 }
 
 impl Session {
@@ -337,6 +339,7 @@ impl Session {
             flags: 0,
             miss_send_len: 128,
             xid: 1,
+            removed: None,
         }
     }
 
@@ -359,9 +362,16 @@ impl Session {
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_rx = Instant::now();
         let mut echo_sent = false;
+        // Flows removed from now on are reported (after the hello).
+        self.removed = self.with_flows(|f| f.notice_cursor());
         loop {
             if stop.load(Ordering::Acquire) {
                 return "switch stopping".into();
+            }
+            if self.hello {
+                if let Err(e) = self.send_flow_removed(&mut c) {
+                    return format!("write: {e}");
+                }
             }
             match c.read(&mut chunk) {
                 Ok(0) => return "peer closed".into(),
@@ -480,7 +490,10 @@ impl Session {
                 self.dpid(),
                 0,
                 255,
-                openflow::cap::FLOW_STATS | openflow::cap::TABLE_STATS | openflow::cap::PORT_STATS,
+                openflow::cap::FLOW_STATS
+                    | openflow::cap::TABLE_STATS
+                    | openflow::cap::PORT_STATS
+                    | openflow::cap::GROUP_STATS,
             )],
             Message::GetConfigRequest => {
                 vec![openflow::get_config_reply(
@@ -514,6 +527,11 @@ impl Session {
                     Err(e) => err(e),
                 }
             }
+            Message::GroupMod(g) => match self.with_flows(|f| f.group_mod(&g)) {
+                Some(Ok(())) => vec![],
+                Some(Err(e)) => err(e),
+                None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
+            },
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
             Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
                 Ok(()) => vec![],
@@ -521,6 +539,32 @@ impl Session {
             },
         };
         (replies, None)
+    }
+
+    /// Sends `OFPT_FLOW_REMOVED` for the flows removed with
+    /// `OFPFF_SEND_FLOW_REM` since the last call (a logic swapped in
+    /// starts a new cursor).
+    fn send_flow_removed<C: Conn>(&mut self, c: &mut C) -> io::Result<()> {
+        let prev = self.removed;
+        let got = self.with_flows(|f| {
+            let (inst, next) = f.notice_cursor();
+            match prev {
+                Some((i, cur)) if i == inst => {
+                    let (v, next) = f.flow_removed_since(cur);
+                    (inst, next, v)
+                }
+                _ => (inst, next, Vec::new()),
+            }
+        });
+        let Some((inst, next, v)) = got else {
+            self.removed = None;
+            return Ok(());
+        };
+        self.removed = Some((inst, next));
+        for (reason, s) in v {
+            c.write_all(&openflow::flow_removed(0, &s, reason))?;
+        }
+        Ok(())
     }
 
     fn with_flows<R>(&self, f: impl FnOnce(&Flows) -> R) -> Option<R> {
@@ -584,6 +628,36 @@ impl Session {
                     .map(|&(id, n, l, m)| openflow::table_stats_entry(id, n, l, m))
                     .collect();
                 reply(mp::TABLE, &parts)
+            }
+            MultipartRequest::GroupDesc => {
+                let parts: Vec<Vec<u8>> = self
+                    .with_flows(|f| f.group_desc())
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(kind, id, b)| openflow::group_desc_entry(*kind, *id, b))
+                    .collect();
+                reply(mp::GROUP_DESC, &parts)
+            }
+            MultipartRequest::Group(id) => {
+                let stats = self
+                    .with_flows(|f| f.group_stats(id))
+                    .unwrap_or(Ok(vec![]))?;
+                let parts: Vec<Vec<u8>> = stats.iter().map(openflow::group_stats_entry).collect();
+                reply(mp::GROUP, &parts)
+            }
+            MultipartRequest::GroupFeatures => {
+                use logic::flows::MAX_OF_GROUPS as M;
+                let (all, ind) = (openflow::gt::ALL, openflow::gt::INDIRECT);
+                let out = 1u32 << openflow::at::OUTPUT;
+                reply(
+                    mp::GROUP_FEATURES,
+                    &[openflow::group_features_body(
+                        (1 << all) | (1 << ind),
+                        0,
+                        [M as u32, 0, M as u32, 0],
+                        [out, 0, out, 0],
+                    )],
+                )
             }
             MultipartRequest::PortStats(p) => {
                 let want = match p {
@@ -652,6 +726,7 @@ impl Session {
                                 .collect(),
                             apply_actions: vec![
                                 openflow::at::OUTPUT,
+                                openflow::at::GROUP,
                                 openflow::at::POP_VLAN,
                                 openflow::at::DEC_NW_TTL,
                                 openflow::at::SET_FIELD,

@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .campaign.layout import Layout, available_cpus, plan
+from .campaign.layout import Layout, available_cpus, host_vnf_sched, plan
 from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
 from .measure.cost import cpu_list
 from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
 from .results.models import Host, Sut
-from .scenarios import Built, Point, build, check
+from .scenarios import Built, Point, build, check, excluded
 from .sut import SUTS, make_sut
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
@@ -81,11 +81,14 @@ class RealBench:
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = make_sut(sut_name, spec.sut_options.get(sut_name))
+        why = excluded(point, sut)
+        if why:  # before anything is set up: the campaign cut this cell
+            raise SkipSession(why)
+        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
+            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
         why = sut.available()
         if why:
             raise SkipSession(f"{sut_name}: {why}")
-        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
-            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
         roles = tester_roles(self.gen)
         pygen = _is_pygen(self.gen)
         # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless
@@ -113,13 +116,17 @@ class RealBench:
             try:
                 helpers = []
                 for i, h in enumerate(built.helpers):  # chain VNFs (turnout-gen fwd)
-                    args = [*self.gen, *h.args]
+                    # interrupt-mode VNFs at SCHED_FIFO 1 where that is safe, so
+                    # their wake-up preempts the tester (campaign/layout.py)
+                    sched = host_vnf_sched(h.polls, spec.vnf_priority)
+                    args = [*sched.prefix, *self.gen, *h.args]
                     cpu = layout.vnf_cpu(i) if layout.vnf else None
                     if cpu is not None:
                         args += ["--cpu", str(cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
-                                             cpu=cpu, polls=h.polls))
+                                             cpu=cpu, polls=h.polls, sched=sched.label,
+                                             sched_why=sched.why))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,

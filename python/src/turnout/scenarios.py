@@ -87,11 +87,25 @@ class Built:
     ifaces: dict[str, str] = field(default_factory=dict)
 
 
+def excluded(point: Point, sut: SutAdapter) -> str | None:
+    """Why the campaign leaves this SUT out of the point's scenario
+    (``[sut.NAME] scenarios``), or None."""
+    only = sut.options.get("scenarios")
+    if only is None or point.scenario in only:
+        return None
+    return str(sut.options.get("scenarios_reason")
+               or f"{sut.name} runs only {', '.join(only)} in this campaign "
+               f"([sut.{sut.name}] scenarios)")
+
+
 def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool = True) -> None:
     """Raise Unsupported when this combination cannot run (``frame``: also
     check the frame size, which a shared testbed checks per point)."""
     if point.scenario not in SCENARIOS:
         raise Unsupported(f"unknown scenario {point.scenario!r}")
+    why = excluded(point, sut)
+    if why:
+        raise Unsupported(why)
     if point.direction not in ("uni", "bi"):
         raise Unsupported(f"unknown direction {point.direction!r}")
     if point.direction == "bi" and "bidir" not in tester_roles:

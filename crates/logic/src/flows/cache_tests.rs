@@ -145,6 +145,7 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
                     set_tp(frame, 2, p);
                     continue;
                 }
+                Action::OfGroup(_) => unreachable!("the generators make no group:N"),
                 Action::PopVlan => {
                     if frame.len() >= 18
                         && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
@@ -348,7 +349,13 @@ proptest! {
                 prop_assert_eq!(&f, &b_plain[i], "frame {}", i);
             }
         }
-        let (dc, dp) = (cached.dump(None), plain.dump(None));
+        let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
+        // Durations differ between the two instances.
+        for d in [&mut dc, &mut dp] {
+            for f in d["flows"].as_array_mut().into_iter().flatten() {
+                f.as_object_mut().map(|o| o.remove("duration"));
+            }
+        }
         prop_assert_eq!(&dc["flows"], &dp["flows"]);
         prop_assert_eq!(&dc["tables"], &dp["tables"]);
         prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);

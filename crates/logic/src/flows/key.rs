@@ -209,8 +209,21 @@ pub mod num {
     pub const ICMP6: u8 = 58;
 }
 
+/// Size of the L4 header of `proto` whose fields the key holds (ports,
+/// ICMP type and code): a shorter one is cut short and leaves them zero,
+/// as in Open vSwitch (TCP 20, UDP 8, SCTP 12, ICMP and ICMPv6 8 bytes).
+#[inline]
+pub fn l4_header_len(proto: u8) -> usize {
+    match proto {
+        num::TCP => 20,
+        num::SCTP => 12,
+        _ => 8,
+    }
+}
+
 /// Extracts the key of `frame` received on `in_port`. Headers that are cut
-/// short leave their fields (and the ones behind them) zero; a VLAN stack
+/// short leave their fields (and the ones behind them) zero (an L4 header
+/// shorter than [`l4_header_len`] included); a VLAN stack
 /// the wire crate refuses leaves everything past the MACs zero. IPv4
 /// fragments other than the first have no L4 fields; IPv6 extension
 /// headers are not walked (the next-header value is the protocol).
@@ -268,7 +281,8 @@ pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(Key, u32)> {
         match proto {
             num::TCP | num::UDP | num::SCTP | num::ICMP | num::ICMP6 => {
                 let icmp = proto == num::ICMP || proto == num::ICMP6;
-                if let Some(p) = frame.get(34..38) {
+                if frame.len() >= 34 + l4_header_len(proto) {
+                    let p = &frame[34..38];
                     let (a, b) = if icmp {
                         (p[0] as u64, p[1] as u64)
                     } else {
@@ -278,10 +292,6 @@ pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(Key, u32)> {
                         )
                     };
                     k[7] = (a << 48) | (b << 32);
-                } else if icmp {
-                    if let (Some(&t), Some(&c)) = (frame.get(34), frame.get(35)) {
-                        k[7] = ((t as u64) << 48) | ((c as u64) << 32);
-                    }
                 }
             }
             _ => {}
@@ -353,6 +363,9 @@ pub fn extract_general(frame: &[u8], in_port: u16) -> Key {
         }
         _ => return Key(k),
     };
+    if frame.len() < l4 + l4_header_len(proto) {
+        return Key(k);
+    }
     match proto {
         num::TCP | num::UDP | num::SCTP => {
             if let (Some(s), Some(d)) = (be16(frame, l4), be16(frame, l4 + 2)) {
@@ -410,6 +423,51 @@ pub type BuildKeyHasher = BuildHasherDefault<KeyHasher>;
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
+
+    /// An L4 header cut short (TCP under 20 bytes, UDP under 8, SCTP under
+    /// 12, ICMP under 8) leaves ports / type and code zero, as in OVS: the
+    /// differential test found turnoutd reading the ports of a 6-byte TCP
+    /// header and the type of a 2-byte ICMP header (docs/flows.md).
+    #[test]
+    fn cut_l4_headers_leave_ports_zero_like_ovs() {
+        for (proto, full) in [
+            (num::TCP, 20usize),
+            (num::UDP, 8),
+            (num::SCTP, 12),
+            (num::ICMP, 8),
+        ] {
+            for vlan in [false, true] {
+                let mut f = vec![0u8; 12];
+                if vlan {
+                    f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+                }
+                f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0, 0, 0, 0, 64, proto]);
+                f.extend_from_slice(&[0; 10]);
+                f.extend_from_slice(&[0x08, 0x01, 0x00, 0x35]);
+                let l4 = f.len() - 4;
+                f.resize(l4 + full, 0);
+                for len in [l4 + 2, l4 + 4, l4 + full - 1, l4 + full] {
+                    let k = extract(&f[..len], 3);
+                    let want = if len == l4 + full {
+                        if proto == num::ICMP {
+                            (0x08, 0x01)
+                        } else {
+                            (0x0801, 0x35)
+                        }
+                    } else {
+                        (0, 0)
+                    };
+                    assert_eq!(
+                        (k.get(Field::TpSrc), k.get(Field::TpDst)),
+                        want,
+                        "proto {proto} vlan {vlan} l4 bytes {}",
+                        len - l4
+                    );
+                    assert_eq!(k, extract_general(&f[..len], 3));
+                }
+            }
+        }
+    }
 
     /// Keys that differ only in high bits of one word (a TCP port sits at
     /// bit 48) must spread over the hash table's buckets (low bits) and

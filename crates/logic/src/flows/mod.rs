@@ -37,6 +37,10 @@
 //!
 //! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
 //!
+//! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
+//! a control-plane timer, never by the workers). The OpenFlow group table
+//! (ALL, INDIRECT): `groups.rs`.
+//!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
 //! searched in order of their best flow (priority, then installation) and
@@ -52,18 +56,24 @@
 //! packet's key to the flows its pipeline hits, valid for one snapshot.
 
 mod cache;
+mod expiry;
+mod groups;
 mod key;
 pub mod ofp;
 pub mod pktin;
 mod text;
+mod trace;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
+pub use expiry::{Reason, SWEEP_EVERY};
+pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
 pub use key::{extract, extract_fast, extract_general, Field, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
@@ -144,6 +154,14 @@ struct Rule {
     goto: Option<u8>,
     /// packets, bytes.
     stats: Arc<Counters>,
+    /// Seconds without a new packet before the flow expires (0: never).
+    idle_timeout: u16,
+    /// Seconds after installation before it expires (0: never).
+    hard_timeout: u16,
+    /// `OFPFF_*` flags as given (`SEND_FLOW_REM`: reported when it goes).
+    flags: u16,
+    /// Installation (durations, hard timeout); a modify keeps it.
+    installed: Instant,
 }
 
 impl Rule {
@@ -152,10 +170,38 @@ impl Rule {
         self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)
     }
 
+    /// The same flow with other actions (modify): match, priority,
+    /// cookie, installation, timeouts and flags kept.
+    fn with_actions(
+        &self,
+        actions: Box<[Action]>,
+        shown: Box<[Action]>,
+        goto: Option<u8>,
+        stats: Arc<Counters>,
+    ) -> Rule {
+        Rule {
+            actions,
+            shown,
+            goto,
+            stats,
+            ..*self
+        }
+    }
+
     fn text(&self) -> String {
         let m = text::format_match(&self.key, &self.mask);
+        let mut t = String::new();
+        if self.idle_timeout != 0 {
+            t += &format!(",idle_timeout={}", self.idle_timeout);
+        }
+        if self.hard_timeout != 0 {
+            t += &format!(",hard_timeout={}", self.hard_timeout);
+        }
+        if self.flags & expiry::SEND_FLOW_REM != 0 {
+            t += ",send_flow_rem";
+        }
         format!(
-            "table={},priority={}{}{},actions={}",
+            "table={}{t},priority={}{}{},actions={}",
             self.table,
             self.priority,
             if m.is_empty() { "" } else { "," },
@@ -293,13 +339,15 @@ impl Snapshot {
         replaced.is_some()
     }
 
-    /// Removes (`f` returns None) or replaces (Some) every flow of the
-    /// tables `tables` that `pick` selects; returns how many.
+    /// Removes (`f` returns None; pushed on `removed`) or replaces (Some)
+    /// every flow of the tables `tables` that `pick` selects; returns how
+    /// many.
     fn update(
         &mut self,
         tables: std::ops::RangeInclusive<u8>,
         pick: &dyn Fn(&Rule) -> bool,
         f: &dyn Fn(&Rule) -> Option<Rule>,
+        removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
         let mut n = 0;
         for ti in tables {
@@ -318,8 +366,9 @@ impl Snapshot {
                     for r in v.iter() {
                         if pick(r) {
                             n += 1;
-                            if let Some(nr) = f(r) {
-                                out.push(Arc::new(nr));
+                            match f(r) {
+                                Some(nr) => out.push(Arc::new(nr)),
+                                None => removed.push(r.clone()),
                             }
                         } else {
                             out.push(r.clone());
@@ -359,6 +408,10 @@ pub struct Flows {
     cache_stats: Counters,
     /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
     packet_ins: Arc<pktin::PacketIns>,
+    /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
+    notices: Mutex<expiry::Notices>,
+    /// Tells this instance from a later one (a logic swap).
+    instance: u64,
 }
 
 /// Control-path state.
@@ -368,6 +421,10 @@ struct Writer {
     seq: u64,
     /// Output set → group id.
     groups: HashMap<Box<[PortId]>, u16>,
+    /// Idle-timeout bookkeeping (`expiry.rs`).
+    idle: expiry::Idle,
+    /// The OpenFlow group table (`groups.rs`).
+    of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
 }
 
 impl Writer {
@@ -377,6 +434,8 @@ impl Writer {
         groups: &[OnceLock<Box<[PortId]>>],
         acts: &[Action],
     ) -> Result<Box<[Action]>, String> {
+        let expanded = self.expand_groups(acts)?;
+        let acts: &[Action] = &expanded;
         let sends = |a: &Action| {
             matches!(
                 a,
@@ -529,6 +588,8 @@ impl Flows {
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
             packet_ins,
+            notices: Mutex::default(),
+            instance: GENERATION.fetch_add(1, Relaxed),
         };
         let texts = flow_texts(&a, false)?;
         f.add("flows config", &texts)?;
@@ -554,12 +615,15 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut replaced = 0;
+        let now = Instant::now();
         for (s, t) in specs.into_iter().zip(texts) {
             w.seq += 1;
             let compiled = w
                 .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
                 .map_err(|e| bad(what, t, e))?;
-            replaced += snap.insert(rule_of(s, w.seq, compiled, Arc::default())) as usize;
+            let r = rule_of(s, w.seq, compiled, Arc::default(), now);
+            w.idle.installed(&r);
+            replaced += snap.insert(r) as usize;
         }
         self.snap.store(Arc::new(snap));
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
@@ -594,6 +658,7 @@ impl Flows {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let mut snap = Snapshot::clone(&self.snap.load());
         let mut n = 0;
+        let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
             let compiled = match &s.actions {
                 Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
@@ -614,18 +679,12 @@ impl Flows {
             };
             let f = |r: &Rule| -> Option<Rule> {
                 let shown = s.actions.as_ref()?;
-                Some(Rule {
-                    table: r.table,
-                    priority: r.priority,
-                    seq: r.seq,
-                    cookie: r.cookie,
-                    key: r.key,
-                    mask: r.mask,
-                    actions: compiled.clone(),
-                    shown: shown.clone().into_boxed_slice(),
-                    goto: s.goto,
-                    stats: r.stats.clone(),
-                })
+                Some(r.with_actions(
+                    compiled.clone(),
+                    shown.clone().into_boxed_slice(),
+                    s.goto,
+                    r.stats.clone(),
+                ))
             };
             if let Some(g) = s.goto {
                 if snap.tables.iter().enumerate().any(|(ti, t)| {
@@ -638,9 +697,10 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update(tables, &pick, &f);
+            n += snap.update(tables, &pick, &f, &mut removed);
         }
         self.snap.store(Arc::new(snap));
+        self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
             json!({"deleted": n})
         } else {
@@ -667,7 +727,9 @@ impl Flows {
             .iter()
             .map(|r| {
                 let (p, b) = r.stats.get();
-                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b})
+                let d = r.installed.elapsed().as_secs_f64();
+                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b,
+                       "duration": (d * 1000.0).round() / 1000.0})
             })
             .collect();
         let tables: Vec<Value> = self
@@ -690,8 +752,22 @@ impl Flows {
     }
 }
 
-fn rule_of(s: FlowSpec, seq: u64, actions: Box<[Action]>, stats: Arc<Counters>) -> Rule {
+fn rule_of(
+    s: FlowSpec,
+    seq: u64,
+    actions: Box<[Action]>,
+    stats: Arc<Counters>,
+    installed: Instant,
+) -> Rule {
     Rule {
+        idle_timeout: s.idle_timeout,
+        hard_timeout: s.hard_timeout,
+        flags: if s.send_flow_rem {
+            expiry::SEND_FLOW_REM
+        } else {
+            0
+        },
+        installed,
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
         seq,
@@ -829,6 +905,8 @@ struct Acc<'a> {
     misses: [u32; MAX_TABLE as usize + 1],
     last_table: usize,
     run: Run<'a>,
+    /// Output actions ignored (`extra_outputs`), added once per batch.
+    extra: u32,
 }
 
 impl Default for Acc<'_> {
@@ -838,6 +916,7 @@ impl Default for Acc<'_> {
             misses: [0; MAX_TABLE as usize + 1],
             last_table: 0,
             run: Run::default(),
+            extra: 0,
         }
     }
 }
@@ -875,6 +954,22 @@ impl Default for Trace {
     }
 }
 
+/// Observer of the classifier's pipeline: `()` on the data path (no
+/// cost), the `trace` command's recorder otherwise (trace.rs).
+trait Hook {
+    /// Whether the flows hit count in their `n_packets`/`n_bytes`.
+    const COUNT: bool = true;
+    /// `r` matched in its table and its actions ran; `frame` is the packet
+    /// after them, `out` the verdict so far.
+    #[inline(always)]
+    fn hit(&mut self, _r: &Rule, _frame: &[u8], _out: Option<Verdict>) {}
+    /// No flow matched in `table`.
+    #[inline(always)]
+    fn miss(&mut self, _table: u8) {}
+}
+
+impl Hook for () {}
+
 /// The frame's key and its [`key::meta`] bits (the cache's key).
 #[inline]
 fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
@@ -896,7 +991,7 @@ impl Flows {
     /// recording in `t` the flows hit for the cache.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn pipeline<'s>(
+    fn pipeline<'s, H: Hook>(
         &self,
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
@@ -905,6 +1000,7 @@ impl Flows {
         acc: &mut Acc<'s>,
         worker: u16,
         t: &mut Trace,
+        h: &mut H,
     ) -> Verdict {
         let len = p.len() as u64;
         let mut table = 0usize;
@@ -918,6 +1014,7 @@ impl Flows {
             let Some(r) = snap.tables[table].lookup(&k) else {
                 acc.misses[table] += 1;
                 t.miss = table as u8 + 1;
+                h.miss(table as u8);
                 break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
             };
             if (t.n as usize) < cache::MAX_RULES {
@@ -926,7 +1023,9 @@ impl Flows {
             } else {
                 t.cacheable = false;
             }
-            acc.run.hit(&r.stats, len, worker);
+            if H::COUNT {
+                acc.run.hit(&r.stats, len, worker);
+            }
             for a in r.actions.iter() {
                 match a {
                     Action::Output(_)
@@ -937,7 +1036,8 @@ impl Flows {
                     _ => t.pure = false,
                 }
             }
-            popped |= self.actions::<true>(r, p, ingress, &mut out, &mut k);
+            popped |= self.actions::<true>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
+            h.hit(r, p.data(), out);
             match r.goto {
                 Some(g) => table = g as usize,
                 None => break out.unwrap_or(Verdict::Drop(DropReason::Policy)),
@@ -981,7 +1081,7 @@ impl Flows {
             let r: &'s Rule = unsafe { &*r };
             acc.lookup(r.table as usize);
             acc.run.hit(&r.stats, len, worker);
-            self.actions::<false>(r, p, ingress, &mut out, &mut k);
+            self.actions::<false>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
         }
         if e.miss != 0 {
             let t = (e.miss - 1) as usize;
@@ -993,8 +1093,8 @@ impl Flows {
     }
 
     /// Runs `r`'s apply-actions on `p` (`out`: the verdict so far); with
-    /// `KEYED`, keeps `k` in step with header rewrites. True if a
-    /// `pop_vlan` was reached.
+    /// `KEYED`, keeps `k` in step with header rewrites; counts ignored
+    /// outputs in `extra`. True if a `pop_vlan` was reached.
     #[inline(always)]
     fn actions<const KEYED: bool>(
         &self,
@@ -1003,6 +1103,7 @@ impl Flows {
         ingress: PortId,
         out: &mut Option<Verdict>,
         k: &mut Key,
+        extra: &mut u32,
     ) -> bool {
         let mut popped = false;
         for a in r.actions.iter() {
@@ -1017,6 +1118,8 @@ impl Flows {
                 Action::Controller(max_len) => {
                     Verdict::Drop(self.packet_in(r, p.data(), ingress, max_len))
                 }
+                // Compiled into its outputs (never run).
+                Action::OfGroup(_) => continue,
                 _ if out.is_some() => continue,
                 Action::SetDlSrc(m) => {
                     write_mac(p.data_mut(), 6, m);
@@ -1083,7 +1186,7 @@ impl Flows {
                 }
             };
             if out.is_some() {
-                self.extra_outputs.fetch_add(1, Relaxed);
+                *extra += 1;
             } else {
                 *out = Some(o);
             }
@@ -1145,7 +1248,16 @@ impl Logic for Flows {
                     }
                     misses += 1;
                     let mut t = Trace::default();
-                    *v = self.pipeline(&snap, &mut p, ingress, k, &mut acc, ctx.worker, &mut t);
+                    *v = self.pipeline(
+                        &snap,
+                        &mut p,
+                        ingress,
+                        k,
+                        &mut acc,
+                        ctx.worker,
+                        &mut t,
+                        &mut (),
+                    );
                     // An entry of the current snapshot is replaced by one
                     // miss in 8 only: more flows than entries would
                     // otherwise evict each other on every packet (a
@@ -1170,11 +1282,23 @@ impl Logic for Flows {
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
                     let k = extract(p.data(), ingress);
                     let mut t = Trace::default();
-                    *v = self.pipeline(&snap, &mut p, ingress, k, &mut acc, ctx.worker, &mut t);
+                    *v = self.pipeline(
+                        &snap,
+                        &mut p,
+                        ingress,
+                        k,
+                        &mut acc,
+                        ctx.worker,
+                        &mut t,
+                        &mut (),
+                    );
                 }
             }
         }
         acc.run.flush(ctx.worker);
+        if acc.extra > 0 {
+            self.extra_outputs.fetch_add(acc.extra as u64, Relaxed);
+        }
         for t in 0..=acc.last_table {
             if acc.lookups[t] > 0 {
                 self.table_stats[t].add(ctx.worker, acc.lookups[t] as u64, acc.misses[t] as u64);
@@ -1201,6 +1325,7 @@ impl Logic for Flows {
                 self.change(&what, &texts, strict, cmd == "delete")
                     .map_err(e)
             }
+            "trace" => self.trace_command(&what, args).map_err(e),
             "dump" => {
                 let a = Args::new(&what, args, &["table"]).map_err(e)?;
                 let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
@@ -1216,6 +1341,7 @@ impl Logic for Flows {
             ("modify", "{flow|flows, strict?}: replace the actions of the flows the match selects"),
             ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
             ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
+            ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
         ]
     }
 

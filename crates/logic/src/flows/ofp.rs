@@ -10,6 +10,7 @@
 //! "OpenFlow").
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use openflow::{
     bac, bic, bmc, brc, et, fc, ff, fmfc, oxm, port, FlowMod, FlowStats, FlowStatsRequest,
@@ -17,7 +18,7 @@ use openflow::{
 };
 
 use super::key::num;
-use super::{Action, Counters, Field, Flows, Key, Rule, Snapshot, MAX_TABLE};
+use super::{Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, MAX_TABLE};
 use crate::PortId;
 
 /// (OXM fields a flow can match, OXM fields set-field can write).
@@ -229,6 +230,7 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                     port::ALL => Action::All,
                     p => Action::Output(port_id(p).ok_or(bad(bac::BAD_OUT_PORT))?),
                 },
+                openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
                 openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
                 openflow::Action::PopVlan => Action::PopVlan,
                 openflow::Action::DecNwTtl => Action::DecTtl,
@@ -287,6 +289,7 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                     port: port::CONTROLLER,
                     max_len: m,
                 },
+                Action::OfGroup(g) => openflow::Action::Group(g),
             })
         })
         .collect()
@@ -324,8 +327,33 @@ impl Filter {
                     Action::InPort => self.out_port == port::IN_PORT,
                     _ => false,
                 }))
-            // No group table: a flow never outputs to a group.
-            && self.out_group == GROUP_ANY
+            && (self.out_group == GROUP_ANY || r.shown.contains(&Action::OfGroup(self.out_group)))
+    }
+}
+
+/// A flow as OpenFlow reports it (flow stats, flow-removed).
+fn rule_stats(x: &Rule, d: std::time::Duration, packets: u64, bytes: u64) -> FlowStats {
+    let proto = (x.mask.get(Field::NwProto) == 0xff).then(|| x.key.get(Field::NwProto) as u8);
+    let mut instructions = Vec::new();
+    if !x.shown.is_empty() {
+        instructions.push(Instruction::ApplyActions(actions_to_of(&x.shown, proto)));
+    }
+    if let Some(g) = x.goto {
+        instructions.push(Instruction::GotoTable(g));
+    }
+    FlowStats {
+        table_id: x.table,
+        duration_sec: d.as_secs() as u32,
+        duration_nsec: d.subsec_nanos(),
+        priority: x.priority,
+        idle_timeout: x.idle_timeout,
+        hard_timeout: x.hard_timeout,
+        flags: x.flags,
+        cookie: x.cookie,
+        packet_count: packets,
+        byte_count: bytes,
+        matches: key_to_match(&x.key, &x.mask),
+        instructions,
     }
 }
 
@@ -352,9 +380,6 @@ impl Flows {
         if adds && m.table_id > MAX_TABLE {
             return Err(fmf(fmfc::BAD_TABLE_ID));
         }
-        if adds && (m.idle_timeout != 0 || m.hard_timeout != 0) {
-            return Err(fmf(fmfc::BAD_TIMEOUT));
-        }
         if adds && m.buffer_id != NO_BUFFER {
             return Err(OfpError::new(et::BAD_REQUEST, brc::BUFFER_UNKNOWN));
         }
@@ -380,6 +405,8 @@ impl Flows {
             w.compile(&self.groups, &shown).map_err(|e| {
                 if e.starts_with("more than") {
                     fmf(fmfc::TABLE_FULL)
+                } else if e.starts_with("group") {
+                    OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP)
                 } else {
                     OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER)
                 }
@@ -388,6 +415,7 @@ impl Flows {
             Box::default()
         };
         let mut snap = Snapshot::clone(&self.snap.load());
+        let mut removed = Vec::new();
         let n = match m.command {
             fc::ADD => {
                 let t = &snap.tables[m.table_id as usize];
@@ -410,7 +438,7 @@ impl Flows {
                     _ => Arc::new(Counters::default()),
                 };
                 w.seq += 1;
-                snap.insert(Rule {
+                let r = Rule {
                     table: m.table_id,
                     priority: m.priority,
                     seq: w.seq,
@@ -421,7 +449,13 @@ impl Flows {
                     shown: shown.into_boxed_slice(),
                     goto,
                     stats,
-                });
+                    idle_timeout: m.idle_timeout,
+                    hard_timeout: m.hard_timeout,
+                    flags: m.flags,
+                    installed: Instant::now(),
+                };
+                w.idle.installed(&r);
+                snap.insert(r);
                 1
             }
             cmd => {
@@ -442,27 +476,29 @@ impl Flows {
                     if delete {
                         return None;
                     }
-                    Some(Rule {
-                        table: r.table,
-                        priority: r.priority,
-                        seq: r.seq,
-                        cookie: r.cookie,
-                        key: r.key,
-                        mask: r.mask,
-                        actions: compiled.clone(),
-                        shown: shown.clone().into_boxed_slice(),
+                    let stats = if reset {
+                        Arc::default()
+                    } else {
+                        r.stats.clone()
+                    };
+                    Some(r.with_actions(
+                        compiled.clone(),
+                        shown.clone().into_boxed_slice(),
                         goto,
-                        stats: if reset {
-                            Arc::default()
-                        } else {
-                            r.stats.clone()
-                        },
-                    })
+                        stats,
+                    ))
                 };
-                snap.update(tables_of(m.table_id), &|r| filter.picks(r), &f)
+                snap.update(
+                    tables_of(m.table_id),
+                    &|r| filter.picks(r),
+                    &f,
+                    &mut removed,
+                )
             }
         };
         self.snap.store(Arc::new(snap));
+        drop(w);
+        self.notify(&removed, Reason::Delete, Instant::now());
         Ok(n)
     }
 
@@ -498,32 +534,31 @@ impl Flows {
     /// Flow statistics (multipart `OFPMP_FLOW`), by table, then priority
     /// (highest first), then installation.
     pub fn flow_stats(&self, r: &FlowStatsRequest) -> Result<Vec<FlowStats>, OfpError> {
+        let now = Instant::now();
         Ok(self
             .of_selected(r)?
             .iter()
             .map(|x| {
                 let (packets, bytes) = x.stats.get();
-                let proto =
-                    (x.mask.get(Field::NwProto) == 0xff).then(|| x.key.get(Field::NwProto) as u8);
-                let mut instructions = Vec::new();
-                if !x.shown.is_empty() {
-                    instructions.push(Instruction::ApplyActions(actions_to_of(&x.shown, proto)));
-                }
-                if let Some(g) = x.goto {
-                    instructions.push(Instruction::GotoTable(g));
-                }
-                FlowStats {
-                    table_id: x.table,
-                    priority: x.priority,
-                    cookie: x.cookie,
-                    packet_count: packets,
-                    byte_count: bytes,
-                    matches: key_to_match(&x.key, &x.mask),
-                    instructions,
-                    ..Default::default()
-                }
+                let d = now.saturating_duration_since(x.installed);
+                rule_stats(x, d, packets, bytes)
             })
             .collect())
+    }
+
+    /// `OFPT_FLOW_REMOVED` contents (reason, flow) of the flows removed
+    /// with `SEND_FLOW_REM` since `cursor` (from [`Flows::notice_cursor`]),
+    /// and the cursor to ask from next time.
+    pub fn flow_removed_since(&self, cursor: u64) -> (Vec<(u8, FlowStats)>, u64) {
+        let (v, next) = self.notices_since(cursor);
+        let out = v
+            .iter()
+            .map(|n| {
+                let s = rule_stats(&n.rule, n.duration, n.packets, n.bytes);
+                (n.reason.code(), s)
+            })
+            .collect();
+        (out, next)
     }
 
     /// Aggregate statistics: (packets, bytes, flows).
@@ -742,12 +777,6 @@ mod tests {
         assert_eq!(
             f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![both])),
             Err(OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER))
-        );
-        let mut t = fm(fc::ADD, 0, 1, vec![], vec![out(1)]);
-        t.idle_timeout = 10;
-        assert_eq!(
-            f.flow_mod(&t),
-            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::BAD_TIMEOUT))
         );
         assert_eq!(
             f.flow_mod(&fm(

@@ -341,9 +341,13 @@ pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
                 frame.drain(12..16);
             }
         }
-        A::Output(_) | A::Flood | A::All | A::InPort | A::Group(_) | A::Controller(_) => {
-            return None
-        }
+        A::Output(_)
+        | A::Flood
+        | A::All
+        | A::InPort
+        | A::Group(_)
+        | A::Controller(_)
+        | A::OfGroup(_) => return None,
     }
     Some(true)
 }

@@ -49,6 +49,9 @@ pub enum Action {
     /// controllers with at most MAX_LEN bytes of the frame (65535, the
     /// default: all of it, up to the queue's slot size).
     Controller(u16),
+    /// `group:N`: OpenFlow group N of the group table (groups.rs),
+    /// compiled into its buckets' outputs.
+    OfGroup(u32),
 }
 
 /// A parsed flow: match, priority, table and instructions.
@@ -68,6 +71,12 @@ pub struct FlowSpec {
     pub actions: Option<Vec<Action>>,
     /// `goto_table:N`.
     pub goto: Option<u8>,
+    /// `idle_timeout=S` (0: none).
+    pub idle_timeout: u16,
+    /// `hard_timeout=S` (0: none).
+    pub hard_timeout: u16,
+    /// `send_flow_rem`: tell OpenFlow connections when the flow goes.
+    pub send_flow_rem: bool,
 }
 
 fn num_u64(s: &str) -> Option<u64> {
@@ -248,9 +257,14 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
         v6_addr: false,
     };
     let (mut table, mut priority, mut cookie) = (None, None, 0u64);
+    let (mut idle_timeout, mut hard_timeout, mut send_flow_rem) = (0u16, 0u16, false);
     for t in tokens(m) {
         let (k, v) = match t.split_once('=') {
             Some((k, v)) => (k, v),
+            None if t == "send_flow_rem" => {
+                send_flow_rem = true;
+                continue;
+            }
             None => {
                 let (et, proto) = shorthand(t).ok_or_else(|| {
                     format!("unknown field or protocol {t:?} (a field needs =value)")
@@ -266,11 +280,8 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
             "table" => table = Some(uint(k, v, MAX_TABLE as u64)? as u8),
             "priority" => priority = Some(uint(k, v, 65535)? as u16),
             "cookie" => cookie = uint(k, v.split('/').next().unwrap_or(v), u64::MAX)?,
-            "idle_timeout" | "hard_timeout" => {
-                if uint(k, v, 65535)? != 0 {
-                    return Err(format!("field {k}: timeouts are not supported (only 0)"));
-                }
-            }
+            "idle_timeout" => idle_timeout = uint(k, v, 65535)? as u16,
+            "hard_timeout" => hard_timeout = uint(k, v, 65535)? as u16,
             "in_port" => {
                 let p = uint(k, v, 65534)?;
                 b.set(k, Field::InPort, p as u128, 0xffff)?;
@@ -382,6 +393,9 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
         mask: b.mask,
         actions,
         goto,
+        idle_timeout,
+        hard_timeout,
+        send_flow_rem,
     })
 }
 
@@ -471,6 +485,7 @@ fn parse_actions(
                 Some(a) => uint("controller", a.trim_start_matches("max_len="), 65535)? as u16,
                 None => 0xffff,
             }),
+            "group" => Action::OfGroup(uint(name, need("group id")?, 0xffff_ff00)? as u32),
             "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
             "dec_ttl" => Action::DecTtl,
@@ -686,7 +701,8 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
             Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
             Action::PopVlan => "strip_vlan".into(),
-            Action::Group(g) => format!("group:{g}"),
+            Action::Group(g) => format!("(outputs of set {g})"),
+            Action::OfGroup(g) => format!("group:{g}"),
             Action::Controller(m) => format!("CONTROLLER:{m}"),
         })
         .collect();

@@ -424,6 +424,12 @@ impl Ring {
         &self.mem
     }
 
+    /// The memory, shared (for what must keep it mapped).
+    #[inline]
+    pub fn mem_arc(&self) -> &Arc<GuestMemory> {
+        &self.mem
+    }
+
     /// Number of entries (a power of two).
     #[inline]
     pub fn size(&self) -> u16 {
@@ -561,6 +567,32 @@ impl Ring {
         self.u16_at(self.avail).store(flags, Ordering::Relaxed);
     }
 
+    /// Writes only the length of descriptor `i % size` (a transmit
+    /// descriptor whose address and flags were written once).
+    #[inline]
+    pub fn set_desc_len(&self, i: u16, len: u32) {
+        let k = (i & (self.size - 1)) as usize;
+        // SAFETY: bytes 8..12 of entry k < size, inside the checked 16*size
+        // range and 4-aligned (the table is 16-aligned); plain data.
+        unsafe { std::ptr::write_volatile(self.desc.add(16 * k + 8) as *mut u32, len.to_le()) };
+    }
+
+    /// `avail_event` (after the used ring), written by the device with
+    /// `EVENT_IDX`: kick when the available index passes it.
+    #[inline]
+    pub fn avail_event(&self) -> u16 {
+        self.u16_at(self.used.wrapping_add(4 + 8 * self.size as usize))
+            .load(Ordering::Relaxed)
+    }
+
+    /// `used_event` (after the available ring), for `EVENT_IDX`: the
+    /// device interrupts when the used index passes it.
+    #[inline]
+    pub fn set_used_event(&self, v: u16) {
+        self.u16_at(self.avail.wrapping_add(4 + 2 * self.size as usize))
+            .store(v, Ordering::Relaxed);
+    }
+
     /// `used->flags` (the device's `NO_NOTIFY`).
     #[inline]
     pub fn used_flags(&self) -> u16 {
@@ -587,6 +619,56 @@ impl Ring {
             u32::from_le_bytes([raw[0], raw[1], raw[2], raw[3]]),
             u32::from_le_bytes([raw[4], raw[5], raw[6], raw[7]]),
         )
+    }
+}
+
+/// `count` buffers of `stride` bytes each, back to back at one
+/// guest-physical address, located and bounds-checked once (a frontend's
+/// own transmit buffers: buffer `i` belongs to descriptor `i`).
+#[derive(Debug)]
+pub struct Buffers {
+    _mem: Arc<GuestMemory>,
+    ptr: *mut u8,
+    count: u32,
+    stride: usize,
+}
+
+// SAFETY: the pointer is into `_mem`, which is kept alive; writers of one
+// buffer are coordinated by the caller (disjoint reserved slots).
+unsafe impl Send for Buffers {}
+// SAFETY: as above.
+unsafe impl Sync for Buffers {}
+
+impl Buffers {
+    /// The area at `gpa`, if all of it lies inside one region.
+    pub fn new(mem: Arc<GuestMemory>, gpa: u64, count: u32, stride: usize) -> Option<Self> {
+        let len = (count as u64).checked_mul(stride as u64)?;
+        let ptr = mem.gpa(gpa, len)?.ptr;
+        Some(Self {
+            _mem: mem,
+            ptr,
+            count,
+            stride,
+        })
+    }
+
+    /// Copies `src` to offset `off` of buffer `i`; false (copying nothing)
+    /// if `i` is out of range or it does not fit in the buffer.
+    #[inline]
+    pub fn write(&self, i: u32, off: usize, src: &[u8]) -> bool {
+        if i >= self.count || off > self.stride || src.len() > self.stride - off {
+            return false;
+        }
+        // SAFETY: i < count and off + len <= stride: inside the checked
+        // area, mapped while _mem lives; src is our own memory.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.ptr.add(i as usize * self.stride + off),
+                src.len(),
+            )
+        };
+        true
     }
 }
 

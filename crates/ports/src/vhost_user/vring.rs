@@ -42,6 +42,13 @@ pub const DESC_F_INDIRECT: u16 = 4;
 pub const USED_F_NO_NOTIFY: u16 = 1;
 /// `VIRTQ_AVAIL_F_NO_INTERRUPT`.
 pub const AVAIL_F_NO_INTERRUPT: u16 = 1;
+
+/// `EVENT_IDX`'s test (virtio 1.1, 2.7.10): with the other side's event
+/// index `event`, does moving our index from `old` to `new` pass it?
+#[inline]
+pub fn need_event(event: u16, new: u16, old: u16) -> bool {
+    new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(old)
+}
 /// Longest descriptor chain accepted (the spec bounds it by the queue
 /// size; Linux and DPDK use at most ~20 per frame).
 pub const MAX_CHAIN: u32 = 256;
@@ -222,8 +229,7 @@ impl Session {
         }
         fence(SeqCst);
         if self.layout.event_idx {
-            let ev = self.ring.used_event();
-            new.wrapping_sub(ev).wrapping_sub(1) < new.wrapping_sub(old)
+            need_event(self.ring.used_event(), new, old)
         } else {
             self.ring.avail_flags() & AVAIL_F_NO_INTERRUPT == 0
         }

@@ -140,8 +140,42 @@ def _cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_timing(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("--campaign", help="campaign name or id (default: the latest run)")
+
+
+def _timing(args: argparse.Namespace) -> int:
+    """Where a campaign run's wall time went (campaign/timing.py), read-only."""
+    import sqlite3
+
+    from .timing import by_group, cells, read_db
+
+    try:
+        name, t0, t1, trials = read_db(args.db, args.campaign)
+    except (KeyError, OSError, ValueError, sqlite3.Error) as e:
+        print(f"turnout bench timing: {e}", file=sys.stderr)
+        return 1
+    cs = cells(trials, t0)
+    total = sum(c.wall_s for c in cs)
+    span = f"{t1 - t0:.0f} s" if t1 is not None else "unfinished"
+    print(f"campaign {name}: run span {span}, sessions {total:.0f} s "
+          f"({len(trials)} trials)")
+    print(f"{'sut':14s} {'scenario':10s} {'port':10s} {'wall s':>7s} {'window s':>8s} "
+          f"{'trials':>6s} {'sessions':>8s}")
+    for c in cs:
+        print(f"{c.sut:14s} {c.scenario:10s} {c.virtual_port or '-':10s} {c.wall_s:7.1f} "
+              f"{c.window_s:8.1f} {c.trials:6d} {c.sessions:8d}")
+    print("per scenario | port:")
+    for g, w in by_group(cs).items():
+        print(f"  {g:24s} {w:7.1f} s")
+    return 0
+
+
 COMMANDS = [
     Command("bench run", "run (or resume) a campaign", _configure, _run),
     Command("bench cleanup", "remove what a crashed run left (namespaces, processes, "
             "hugepages, mounts)", _configure_cleanup, _cleanup),
+    Command("bench timing", "where a campaign run's wall time went, per SUT x scenario "
+            "(read-only)", _configure_timing, _timing),
 ]

@@ -22,9 +22,16 @@ the system's own work tends to land.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["Layout", "LayoutError", "available_cpus", "plan"]
+__all__ = ["Layout", "LayoutError", "RtBudget", "VnfSched", "available_cpus", "host_vnf_sched",
+           "plan", "rt_budget", "vnf_sched"]
+
+#: SCHED_FIFO priority of interrupt-mode VNFs: the lowest real-time one
+#: (above every SCHED_OTHER thread, below every kernel RT thread)
+VNF_FIFO_PRIO = 1
 
 
 class LayoutError(ValueError):
@@ -86,3 +93,71 @@ def plan(cpus: list[int], sut_cores: int | None = None) -> Layout:
     v = max(1, (n - s) // 3)
     t = n - s - v
     return Layout(tuple(cpus[:t]), tuple(cpus[n - s:]), tuple(cpus[t:t + v]))
+
+
+@dataclass(frozen=True)
+class RtBudget:
+    """The kernel's real-time throttling (/proc/sys/kernel/sched_rt_*): RT
+    threads may run ``runtime_us`` of every ``period_us`` on a CPU; -1 is
+    unlimited (a spinning RT thread would then starve the CPU for good)."""
+
+    runtime_us: int
+    period_us: int
+
+    @property
+    def bounded(self) -> bool:
+        return 0 < self.runtime_us < self.period_us
+
+
+def rt_budget(proc: Path = Path("/proc/sys/kernel")) -> RtBudget | None:
+    """This host's RT throttling, None when unreadable."""
+    try:
+        return RtBudget(int((proc / "sched_rt_runtime_us").read_text()),
+                        int((proc / "sched_rt_period_us").read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class VnfSched:
+    """How a chain VNF is scheduled: ``prefix`` goes before its command
+    (``chrt -f 1``) or is empty; ``label`` is stored in the trial's extra
+    (``vnf_sched``), ``why`` says why."""
+
+    prefix: tuple[str, ...]
+    label: str
+    why: str
+
+
+def vnf_sched(polls: bool, setting: str, budget: RtBudget | None, *,
+              root: bool, chrt: str | None) -> VnfSched:
+    """The scheduling of one chain VNF. ``setting`` is the campaign's
+    ``vnf_priority``: "normal" keeps SCHED_OTHER; "auto" puts a VNF that
+    sleeps on its ports' eventfds (interrupt mode, ``polls`` False) at
+    SCHED_FIFO 1, so that its wake-up preempts the busy-polling tester it
+    shares a core with instead of waiting for the end of the tester's time
+    slice. Only when it is safe: a VNF that polls would hold the core as
+    long as the kernel lets it, so it stays SCHED_OTHER; and only while the
+    kernel's RT throttling bounds every RT thread (``budget.bounded``: by
+    default 950 ms of every second), so that even a VNF that never runs dry
+    leaves the tester its share. Needs root (CAP_SYS_NICE) and chrt."""
+    normal = "other"
+    if setting == "normal":
+        return VnfSched((), normal, "vnf_priority = normal")
+    if polls:
+        return VnfSched((), normal, "it busy-polls: at SCHED_FIFO it would starve its core")
+    if budget is None or not budget.bounded:
+        rt = "unreadable" if budget is None else f"{budget.runtime_us}/{budget.period_us} µs"
+        return VnfSched((), normal, f"RT throttling does not bound it (sched_rt_runtime {rt})")
+    if not root:
+        return VnfSched((), normal, "not root: SCHED_FIFO needs CAP_SYS_NICE")
+    if chrt is None:
+        return VnfSched((), normal, "chrt (util-linux) not found")
+    return VnfSched((chrt, "-f", str(VNF_FIFO_PRIO)), f"fifo:{VNF_FIFO_PRIO}",
+                    f"interrupt mode, RT throttled to {budget.runtime_us}/{budget.period_us} µs")
+
+
+def host_vnf_sched(polls: bool, setting: str) -> VnfSched:
+    """``vnf_sched`` for this host."""
+    return vnf_sched(polls, setting, rt_budget(), root=os.geteuid() == 0,
+                     chrt=shutil.which("chrt"))

@@ -97,6 +97,10 @@ class CampaignSpec:
     #: eventfd when they share a core with the tester or each other, busy
     #: polling when each has a core), "poll" or "interrupt"
     vnf_wakeup: str = "auto"
+    #: how chain VNFs are scheduled: "auto" (SCHED_FIFO 1 for those in
+    #: interrupt mode while RT throttling bounds them, campaign/layout.py
+    #: vnf_sched) or "normal" (SCHED_OTHER)
+    vnf_priority: str = "auto"
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -208,7 +212,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
-             "virtual_port", "vnf_wakeup",
+             "virtual_port", "vnf_wakeup", "vnf_priority",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "interleave"}
     for k in c:
@@ -334,6 +338,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     for k in sut_opts:
         if k not in SUTS:
             raise CampaignError(f"[sut.{k}]: unknown SUT")
+        _sut_scenarios(k, sut_opts[k])
     tester_cpu = c.get("tester_cpu", 0)
     tester_rx_cpu = c.get("tester_rx_cpu")
     if tester_rx_cpu is not None and (not isinstance(tester_rx_cpu, int) or tester_rx_cpu < 0):
@@ -362,6 +367,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     vnf_wakeup = c.get("vnf_wakeup", "auto")
     if vnf_wakeup not in ("auto", "poll", "interrupt"):
         raise CampaignError(f"campaign.vnf_wakeup: {vnf_wakeup!r} is not auto, poll or interrupt")
+    vnf_priority = c.get("vnf_priority", "auto")
+    if vnf_priority not in ("auto", "normal"):
+        raise CampaignError(f"campaign.vnf_priority: {vnf_priority!r} is not auto or normal")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -375,6 +383,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
+        vnf_priority=vnf_priority,
         interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 
@@ -389,3 +398,23 @@ def load(path: str | Path) -> CampaignSpec:
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{p}: {e}") from e
     return parse(doc, str(p))
+
+
+def _sut_scenarios(name: str, opts: Any) -> None:
+    """``[sut.NAME] scenarios``: the scenarios this SUT runs in the campaign
+    (the others are skipped with ``scenarios_reason``, stored and shown in
+    the verdict), so a campaign can cut one SUT's cells without losing the
+    SUT's reason."""
+    if not isinstance(opts, dict):
+        raise CampaignError(f"[sut.{name}]: a table of options")
+    if "scenarios" in opts:
+        only = opts["scenarios"]
+        if not isinstance(only, list) or not only or not all(isinstance(x, str) for x in only):
+            raise CampaignError(f"sut.{name}.scenarios: a non-empty list of scenario names")
+        for sc in only:
+            if sc not in SCENARIOS:
+                raise CampaignError(f"sut.{name}.scenarios: unknown scenario {sc!r} "
+                                    f"({', '.join(SCENARIOS)})")
+    why = opts.get("scenarios_reason")
+    if why is not None and (not isinstance(why, str) or not why or "scenarios" not in opts):
+        raise CampaignError(f"sut.{name}.scenarios_reason: a non-empty string, with scenarios")

@@ -44,7 +44,7 @@ from typing import Any
 
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz
+from .cpu import CpuSampler, nominal_hz, run_queue_wait, sched_wait
 from .kernel import KernelShare, kernel_share
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
@@ -161,8 +161,11 @@ class VnfHandle:
     (answers to SIGUSR1) and, at the end, its final document."""
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
-                 cpu: int | None = None, polls: bool = True) -> None:
+                 cpu: int | None = None, polls: bool = True, sched: str = "other",
+                 sched_why: str = "") -> None:
         self.proc = proc
+        self.sched = sched  # its scheduling policy: "other" or "fifo:PRIO"
+        self.sched_why = sched_why
         self.name = name or _cmdline(proc)[-60:]
         self.cpu = cpu  # the CPU it is pinned to (None: not pinned)
         self.polls = polls  # False: it sleeps on its ports' eventfds when idle
@@ -391,7 +394,9 @@ class GenMeasurer:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
         tasks = plan_tasks(self.streams)
         vnf_before = [h.snapshot() for h in self.helpers]
-        sampler = CpuSampler({"sut": self.sut_pids(),
+        sut_pids = self.sut_pids()
+        rq_before, rq_t0 = run_queue_wait(sut_pids), time.monotonic()
+        sampler = CpuSampler({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
         coster = CostSampler(kshare).start() if kshare is not None else None
@@ -425,6 +430,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
+        rq_after, rq_t1 = run_queue_wait(sut_pids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -434,10 +440,21 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        # the host's 1-minute load and CPU count at the trial's end: a load at
+        # or above the CPUs means the scheduler, not the SUT, sets its latency
+        counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
+        if sut_pids:
+            # how long the SUT's threads waited for a CPU (docs/bench.md,
+            # "Latency at low rates"): the latency verdict flags a large mean
+            counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0)
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
             counts.extra["vnf_sleepers"] = len(sleepers)
+        if self.helpers:
+            # how each chain VNF was scheduled, and why (campaign/layout.py vnf_sched)
+            counts.extra["vnf_sched"] = [{"name": h.name, "sched": h.sched, "why": h.sched_why}
+                                         for h in self.helpers]
         return counts
 
     @staticmethod

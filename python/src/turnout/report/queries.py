@@ -606,6 +606,11 @@ def _trial_marks(st: list[Trial]) -> str:
         marks.append(f"VNFs in interrupt mode on a shared core in {irq}/{n} (they sleep on their "
                      "memif eventfds; their wake-up latency is in the figures, and under load "
                      "they take the tester's CPU time)")
+    fifo = sum(1 for t in st
+               if any(str(v.get("sched", "")).startswith("fifo")
+                      for v in t.extra.get("vnf_sched", []) if isinstance(v, dict)))
+    if fifo:
+        marks.append(f"VNFs at SCHED_FIFO in {fifo}/{n} (their wake-up preempts the tester)")
     tb = sum(1 for t in st if t.tester_bound)
     if tb:
         marks.append(f"tester-bound in {tb}/{n}")

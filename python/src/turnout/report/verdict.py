@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from ..measure.cpu import SCHED_WAIT_FLAG_US
 from .model import Section, Spread, Table, spread_of, spread_or_none
 from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
 
@@ -418,10 +419,13 @@ def latency_verdict_table(data: CampaignData) -> Table:
               "Ranked by p99 (lower first) with the overlap rule of the verdict. The wire "
               "floor is the bare wire's p99 at that rate on the same path: what the tester "
               "and the kernel add without any switch. Scheduler: more busy-polling tester/VNF "
-              "processes than tester cores, so the latency is the scheduler's."),
+              "processes than tester cores, or the SUT's threads waited on average "
+              f"≥ {SCHED_WAIT_FLAG_US:g} µs for a CPU each time they were to run in a "
+              "repetition (/proc schedstat): the latency is the scheduler's."),
     )
     lat: dict[tuple, dict[int, float]] = defaultdict(dict)
     shared: dict[tuple, int] = defaultdict(lambda: 1)
+    waited: dict[tuple, float] = {}  # the SUT's largest mean run-queue wait ≥ the flag, µs
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
@@ -430,6 +434,9 @@ def latency_verdict_table(data: CampaignData) -> Table:
                int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
         shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
+        ss = tr.extra.get("sut_sched")
+        if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
+            waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
     groups: dict[tuple, list[tuple]] = defaultdict(list)
     for key in lat:
         groups[key[:5]].append(key)
@@ -441,6 +448,8 @@ def latency_verdict_table(data: CampaignData) -> Table:
         for k in suts:
             e = Entry(sut=k[6], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
             e.limit = "scheduler" if shared[k] > 1 else "SUT"
+            if k in waited:
+                e.limit = f"scheduler (SUT waited {waited[k]:.0f} µs per run for a CPU)"
             entries.append(e)
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
