@@ -63,4 +63,15 @@ if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, pytest, my
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e 'python[dev]'
 fi
+# os-ken, the OpenFlow controller of tests/turnoutd/test_openflow_controller.py,
+# in a venv of its own (its eventlet/oslo dependencies stay out of the
+# workbench's). Ryu does not run on Python 3.11.
+OSKEN_VERSION=4.2.2
+if [ ! -x .venv-osken/bin/python ]; then
+  python3 -m venv .venv-osken
+fi
+if ! .venv-osken/bin/python -c "import os_ken" 2>/dev/null; then
+  echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
+  .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
+fi
 echo "setup: done"

@@ -8,8 +8,8 @@ OpenFlow13` (run in the switch namespace) adds, modifies and deletes flows
 (add-flow, add-flows from a file, mod-flows, del-flows), and ping checks
 each rule's effect; dump-flows, dump-ports and show are checked against
 the ports and counters. Refusals are checked through ovs-ofctl's exit
-status and message (unknown action, goto to a lower table, output to the
-controller) and through a raw socket for what ovs-ofctl will not send (a
+status and message (unknown action, goto to a lower table, output to
+NORMAL) and through a raw socket for what ovs-ofctl will not send (a
 bad prerequisite, a bad length, a stream that cannot be framed). Flows
 with hard_timeout / idle_timeout must stop matching when they expire, and
 a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
@@ -169,7 +169,8 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
     cases = [
         ("actions=resubmit(,3)", "OFPBAC_BAD_TYPE"),
         ("actions=push_vlan:0x8100,output:2", "OFPBAC_BAD_TYPE"),
-        ("actions=controller", "OFPBAC_BAD_OUT_PORT"),
+        ("actions=normal", "OFPBAC_BAD_OUT_PORT"),
+        ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
         ("table=3,actions=goto_table:2", "OFPBIC_BAD_TABLE_ID"),
         ("actions=write_actions(output:1)", "OFPBIC_UNSUP_INST"),
@@ -350,3 +351,58 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     assert not [x for x in flows_of(lab) if "group:1" in x], flows_of(lab)
     assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
     assert not ping(h[1], "10.0.0.2", 1)
+
+
+NO_BUFFER, OFPP_CONTROLLER, OFPP_TABLE, OFPP_FLOOD = 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFF9, 0xFFFFFFFB
+
+
+def packet_out(xid: int, buffer_id: int, in_port: int, actions: bytes, data: bytes,
+               actions_len: int | None = None) -> bytes:
+    alen = len(actions) if actions_len is None else actions_len
+    body = struct.pack("!IIH6x", buffer_id, in_port, alen) + actions + data
+    return struct.pack("!BBHI", 4, 13, 8 + len(body), xid) + body
+
+
+def output(port: int) -> bytes:
+    return struct.pack("!HHIH6x", 0, 16, port, 0xFFFF)
+
+
+def test_packet_out(lab: Lab) -> None:
+    assert lab.daemon is not None
+    s = raw_conn(lab)
+    frame = (bytes.fromhex(MAC[2].replace(":", "")) + bytes.fromhex("020000000e99") + b"\x08\x00"
+             + bytes(46))
+    # Malformed or impossible packet-outs: the spec's error, nothing sent.
+    cases = [
+        (packet_out(20, 5, OFPP_CONTROLLER, output(2), frame), (1, 8)),  # BUFFER_UNKNOWN
+        (packet_out(21, NO_BUFFER, 99, output(2), frame), (1, 11)),  # BAD_PORT
+        (packet_out(22, NO_BUFFER, OFPP_CONTROLLER, output(99), frame), (2, 4)),  # BAD_OUT_PORT
+        (packet_out(23, NO_BUFFER, OFPP_CONTROLLER, output(2), frame[:5]), (1, 12)),  # BAD_PACKET
+        (packet_out(24, NO_BUFFER, OFPP_CONTROLLER, output(2), b"", actions_len=64), (1, 6)),
+        (packet_out(25, NO_BUFFER, OFPP_CONTROLLER, output(2)[:12], frame), (2, 1)),  # BAD_LEN
+    ]
+    tx = {i: lab.daemon.port(f"p{i}")["tx_packets"] for i in (1, 2, 3)}
+    for msg, want in cases:
+        s.sendall(msg)
+        e = recv_msg(s)
+        xid = struct.unpack("!I", msg[4:8])[0]
+        assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (xid, *want), (xid, e.hex())
+    assert {i: lab.daemon.port(f"p{i}")["tx_packets"] for i in (1, 2, 3)} == tx
+
+    def sent(want: dict[int, int]) -> bool:
+        now = {i: lab.daemon.port(f"p{i}")["tx_packets"] - tx[i] for i in (1, 2, 3)}
+        return now == want
+
+    # From the controller to port 2; then flooded from port 1 (not back to
+    # it); then through the tables, where a flow sends port 1's to port 3.
+    s.sendall(packet_out(30, NO_BUFFER, OFPP_CONTROLLER, output(2), frame))
+    wait_for("packet-out to port 2", 5, lambda: sent({1: 0, 2: 1, 3: 0}))
+    s.sendall(packet_out(31, NO_BUFFER, 1, output(OFPP_FLOOD), frame))
+    wait_for("packet-out flooded", 5, lambda: sent({1: 0, 2: 2, 3: 1}))
+    lab.ofctl("add-flow", "priority=10,in_port=1,actions=output:3")
+    s.sendall(packet_out(32, NO_BUFFER, 1, output(OFPP_TABLE), frame))
+    wait_for("packet-out through the tables", 5, lambda: sent({1: 0, 2: 2, 3: 2}))
+    # The connection is still in service.
+    s.sendall(struct.pack("!BBHI", 4, 20, 8, 33))  # barrier
+    assert recv_msg(s)[1] == 21
+    s.close()

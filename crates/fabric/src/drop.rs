@@ -36,11 +36,20 @@ pub enum DropReason {
     /// Handed to the kernel, which refused it (TAP write error, AF_PACKET
     /// `TP_STATUS_WRONG_FORMAT`).
     TxError,
+    /// Handed to the OpenFlow controller as a packet-in (the `controller`
+    /// action of `flows`): delivered to the control plane, not to a port.
+    ToController,
+    /// Meant for the controller, but the packet-in queue was full.
+    ControllerQueueFull,
+    /// Meant for the controller, over the packet-in rate limit.
+    ControllerRateLimit,
+    /// Meant for the controller, but no controller is connected.
+    NoController,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 14;
+    pub const COUNT: usize = 18;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -58,6 +67,10 @@ impl DropReason {
         DropReason::PeerFault,
         DropReason::TxStale,
         DropReason::TxError,
+        DropReason::ToController,
+        DropReason::ControllerQueueFull,
+        DropReason::ControllerRateLimit,
+        DropReason::NoController,
     ];
 
     /// Stable lower-case name used in stats and metrics.
@@ -77,6 +90,10 @@ impl DropReason {
             DropReason::PeerFault => "peer_fault",
             DropReason::TxStale => "tx_stale",
             DropReason::TxError => "tx_error",
+            DropReason::ToController => "to_controller",
+            DropReason::ControllerQueueFull => "controller_queue_full",
+            DropReason::ControllerRateLimit => "controller_rate_limit",
+            DropReason::NoController => "no_controller",
         }
     }
 

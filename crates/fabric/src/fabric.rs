@@ -28,8 +28,10 @@ use crate::drop::DropReason;
 use crate::logic::{GroupId, Logic, Verdict};
 use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxQueue};
 
-/// Most workers that may send to one destination at once (leases per lock).
+/// Most workers that may send to one destination at once.
 pub const MAX_WORKERS: usize = 64;
+/// Leases per lock: every worker and the control path's [`Injector`].
+const MAX_LEASES: usize = MAX_WORKERS + 1;
 
 const NIL: u16 = u16::MAX;
 
@@ -73,9 +75,9 @@ pub(crate) struct Leases {
     /// Oldest lease not yet published.
     oldest: u64,
     /// End slot (exclusive) of each outstanding lease, by sequence % MAX.
-    end: [u64; MAX_WORKERS],
+    end: [u64; MAX_LEASES],
     /// Whether each outstanding lease finished copying.
-    done: [bool; MAX_WORKERS],
+    done: [bool; MAX_LEASES],
 }
 
 impl Leases {
@@ -83,8 +85,8 @@ impl Leases {
     /// sequence number.
     pub(crate) fn begin(&mut self, end: u64) -> u64 {
         let seq = self.next;
-        debug_assert!(seq - self.oldest < MAX_WORKERS as u64);
-        let k = (seq % MAX_WORKERS as u64) as usize;
+        debug_assert!(seq - self.oldest < MAX_LEASES as u64);
+        let k = (seq % MAX_LEASES as u64) as usize;
         self.end[k] = end;
         self.done[k] = false;
         self.next += 1;
@@ -94,10 +96,10 @@ impl Leases {
     /// Marks lease `seq` finished; returns the new publishable tail if the
     /// oldest leases are now all finished.
     pub(crate) fn finish(&mut self, seq: u64) -> Option<u64> {
-        self.done[(seq % MAX_WORKERS as u64) as usize] = true;
+        self.done[(seq % MAX_LEASES as u64) as usize] = true;
         let mut tail = None;
         while self.oldest < self.next {
-            let k = (self.oldest % MAX_WORKERS as u64) as usize;
+            let k = (self.oldest % MAX_LEASES as u64) as usize;
             if !self.done[k] {
                 break;
             }
@@ -113,8 +115,8 @@ impl Default for Leases {
         Self {
             next: 0,
             oldest: 0,
-            end: [0; MAX_WORKERS],
-            done: [false; MAX_WORKERS],
+            end: [0; MAX_LEASES],
+            done: [false; MAX_LEASES],
         }
     }
 }
@@ -508,6 +510,36 @@ impl Forwarder {
     }
 }
 
+/// Sends frames from the control path (an OpenFlow packet-out) to one
+/// destination like a worker does: under the destination's transmit lock,
+/// as one more lease holder, never waiting for room (what does not fit is
+/// counted as `tx_full` on the destination). One per switch, used under a
+/// mutex no worker takes.
+pub struct Injector {
+    fwd: Forwarder,
+}
+
+impl Injector {
+    /// An injector sending on transmit queue `queue % queues` of a
+    /// destination.
+    pub fn new(queue: u16) -> Self {
+        Self {
+            fwd: Forwarder::new(queue, 2, 1),
+        }
+    }
+
+    /// Sends `frame` to `dst`; true if it reached the transmit ring. Drops
+    /// (link down, oversize, ring full, refused by the backend) are counted
+    /// on `dst` under their reason.
+    pub fn send(&mut self, dst: &PortEntry, frame: &mut [u8]) -> bool {
+        // SAFETY: `frame` is borrowed mutably for this whole call and the
+        // view is dropped before we return.
+        let pkt = unsafe { Pkt::new(frame.as_mut_ptr(), frame.len() as u32, dst.id, 0) };
+        self.fwd.next[0] = NIL;
+        self.fwd.send_list(dst, std::slice::from_ref(&pkt), 0) == 1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -734,6 +766,33 @@ mod tests {
         let logic = FromFrame(vec![]);
         r.run(&logic, 0, &[frame(1, 0, 64)]);
         assert_eq!(r.drops(0, DropReason::NoDestination), 1);
+    }
+
+    #[test]
+    fn injector_sends_between_worker_batches_and_counts_a_full_ring() {
+        let mut r = rig(
+            2,
+            PipeConfig {
+                ring_slots: 8,
+                ..PipeConfig::default()
+            },
+        );
+        let logic = FromFrame(vec![]);
+        let mut inj = Injector::new(0);
+        let dst = r.table.get(1).unwrap().clone();
+        let mut f = frame(9, 0, 70);
+        assert!(inj.send(&dst, &mut f));
+        // A worker's batch and the injector share the ring, in order.
+        let frames: Vec<_> = (0..6).map(|_| frame(0, 1, 64)).collect();
+        assert_eq!(r.run(&logic, 0, &frames), 6);
+        assert!(inj.send(&dst, &mut f));
+        // Full: refused at once, counted on the destination.
+        assert!(!inj.send(&dst, &mut f));
+        assert_eq!(r.drops(1, DropReason::TxFull), 1);
+        let got = r.drain(1);
+        assert_eq!(got.len(), 8);
+        assert_eq!((got[0].len(), got[7].len()), (70, 70));
+        assert_eq!(dst.counters.queues[0].tx_packets.load(Relaxed), 8);
     }
 
     #[test]

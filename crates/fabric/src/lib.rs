@@ -39,13 +39,13 @@ pub mod worker;
 
 pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill};
 pub use drop::DropReason;
-pub use fabric::{Forwarder, PortEntry, PortTable};
+pub use fabric::{Forwarder, Injector, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{
     Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxLock,
     TxProducer, TxQueue,
 };
-pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats};
+pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats, CONTROL_WORKER};
 pub use wakeup::{PolicyView, Regime, DEFAULT_BUDGET_US, MAX_BUDGET_US};
 pub use worker::WakeupMode;

@@ -13,12 +13,15 @@ use parking_lot::Mutex;
 use crate::batch::{MAX_BATCH, MIN_BATCH};
 use crate::counters::WorkerCounters;
 use crate::drop::DropReason;
-use crate::fabric::{PortEntry, PortTable, MAX_WORKERS};
-use crate::logic::Logic;
+use crate::fabric::{Injector, PortEntry, PortTable, MAX_WORKERS};
+use crate::logic::{Ctx, GroupId, Logic, Verdict};
 use crate::port::{Port, PortId};
 use crate::sys;
 use crate::worker::{self, LogicSlot, Mailbox, WakeupMode, WorkerCmd, WorkerShared};
 
+/// Worker index the control path classifies as ([`Switch::classify_one`]):
+/// above every real worker's, so it shares no per-worker state with them.
+pub const CONTROL_WORKER: u16 = MAX_WORKERS as u16;
 /// How long a control operation waits for every worker to come round.
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long `remove_port` waits for the workers to drop the port's queues.
@@ -106,6 +109,8 @@ pub struct Switch {
     control: Mutex<()>,
     next_worker: Mutex<usize>,
     cycles_hz: u64,
+    /// The control path's sender (packet-out); workers never take it.
+    injector: Mutex<Injector>,
 }
 
 /// Snapshot of one port's counters.
@@ -253,6 +258,7 @@ impl Switch {
             control: Mutex::new(()),
             next_worker: Mutex::new(0),
             cycles_hz: sys::calibrate_cycles_hz(),
+            injector: Mutex::new(Injector::new(0)),
         })
     }
 
@@ -423,6 +429,59 @@ impl Switch {
     pub fn with_logic<R>(&self, f: impl FnOnce(&dyn Logic) -> R) -> R {
         let g = self.logic.load();
         f(g.0.as_ref())
+    }
+
+    /// Sends `frame` from the control path (an OpenFlow packet-out) to
+    /// port `dst`, as a worker would: under the destination's transmit
+    /// lock, never waiting for room. Ok(true) if it reached the ring,
+    /// Ok(false) if the destination dropped it (counted there under its
+    /// reason: link_down, oversize, tx_full...), Err if there is no such
+    /// port. Never stalls a worker: it holds a destination lock only as
+    /// long as a worker's reservation does.
+    pub fn inject(&self, dst: PortId, frame: &mut [u8]) -> Result<bool, SwitchError> {
+        let t = self.table.load();
+        let e = t
+            .get(dst)
+            .ok_or_else(|| SwitchError::NoSuchPort(dst.to_string()))?;
+        Ok(self.injector.lock().send(e, frame))
+    }
+
+    /// Runs the logic on one frame from the control path, as if received
+    /// on `ingress` (an OpenFlow packet-out to `OFPP_TABLE`); the frame is
+    /// rewritten in place and may shrink (`pop_vlan`): what is left of it
+    /// afterwards is `frame[range]`, returned with the verdict. Classified as worker [`CONTROL_WORKER`], which owns no
+    /// per-worker state.
+    pub fn classify_one(
+        &self,
+        ingress: PortId,
+        frame: &mut Vec<u8>,
+    ) -> (Verdict, std::ops::Range<usize>) {
+        let ctx = Ctx {
+            now_ns: sys::now_ns(),
+            worker: CONTROL_WORKER,
+        };
+        let mut v = [Verdict::Drop(DropReason::NoDestination)];
+        let mut frames = [std::mem::take(frame)];
+        let base = frames[0].as_ptr() as usize;
+        let range = crate::batch::with_frames(&mut frames, ingress, 0, |pkts| {
+            self.with_logic(|l| l.classify(&ctx, ingress, pkts, &mut v));
+            let d = pkts[0].data();
+            let start = (d.as_ptr() as usize).saturating_sub(base);
+            start..start + d.len()
+        });
+        let [f] = frames;
+        *frame = f;
+        (v[0], range)
+    }
+
+    /// Members of the current logic's group `g`.
+    pub fn group_members(&self, g: GroupId) -> Vec<PortId> {
+        self.with_logic(|l| l.group_members(g).to_vec())
+    }
+
+    /// Ids of the ports present.
+    pub fn port_ids(&self) -> Vec<PortId> {
+        self.table.load().present().to_vec()
     }
 
     /// Measured cycle-counter frequency.

@@ -22,6 +22,7 @@ pub mod flowtimer;
 pub mod log;
 pub mod logics;
 pub mod metrics;
+pub mod ofasync;
 pub mod ofchannel;
 pub mod server;
 pub mod sys;

@@ -22,7 +22,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,6 +32,7 @@ use openflow::{brc, et, mp, port, FlowStatsRequest, Header, Message, MultipartRe
 
 use crate::daemon::Daemon;
 use crate::log::Level;
+use crate::ofasync::{Hub, Registration, Writer};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -92,6 +93,8 @@ impl Endpoint {
 /// A byte stream the channel runs on.
 trait Conn: Read + Write + Send {
     fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()>;
+    /// A second handle for writing (shared with the dispatcher).
+    fn writer(&self) -> io::Result<Box<dyn Write + Send>>;
 }
 
 impl Conn for TcpStream {
@@ -100,12 +103,18 @@ impl Conn for TcpStream {
         self.set_read_timeout(Some(read))?;
         self.set_write_timeout(Some(write))
     }
+    fn writer(&self) -> io::Result<Box<dyn Write + Send>> {
+        Ok(Box::new(self.try_clone()?))
+    }
 }
 
 impl Conn for UnixStream {
     fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
         self.set_read_timeout(Some(read))?;
         self.set_write_timeout(Some(write))
+    }
+    fn writer(&self) -> io::Result<Box<dyn Write + Send>> {
+        Ok(Box::new(self.try_clone()?))
     }
 }
 
@@ -122,6 +131,7 @@ impl OfChannel {
     pub fn start(endpoints: &[String], daemon: Arc<Daemon>) -> io::Result<OfChannel> {
         let stop = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(AtomicUsize::new(0));
+        let hub = Arc::new(Hub::default());
         let mut ch = OfChannel {
             stop: stop.clone(),
             threads: Vec::new(),
@@ -131,7 +141,7 @@ impl OfChannel {
         for e in endpoints {
             let ep =
                 Endpoint::parse(e).map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
-            let (d, s, c) = (daemon.clone(), stop.clone(), conns.clone());
+            let (d, s, c, h) = (daemon.clone(), stop.clone(), conns.clone(), hub.clone());
             let name = format!("turnout-of:{e}");
             let t = match ep {
                 Endpoint::PTcp(a) => {
@@ -139,24 +149,32 @@ impl OfChannel {
                     l.set_nonblocking(true)?;
                     ch.tcp_addrs.push(l.local_addr()?);
                     let what = e.clone();
-                    std::thread::Builder::new()
-                        .name(name)
-                        .spawn(move || accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c))?
+                    std::thread::Builder::new().name(name).spawn(move || {
+                        accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c, h)
+                    })?
                 }
                 Endpoint::PUnix(p) => {
                     let l = crate::server::bind_unix(&p, 0o600)?;
                     l.set_nonblocking(true)?;
                     ch.unix_paths.push(p);
                     let what = e.clone();
-                    std::thread::Builder::new()
-                        .name(name)
-                        .spawn(move || accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c))?
+                    std::thread::Builder::new().name(name).spawn(move || {
+                        accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c, h)
+                    })?
                 }
                 Endpoint::Tcp(hp) => std::thread::Builder::new()
                     .name(name)
-                    .spawn(move || active_loop(&hp, d, s))?,
+                    .spawn(move || active_loop(&hp, d, s, h))?,
             };
             ch.threads.push(t);
+        }
+        if !endpoints.is_empty() {
+            let (d, s) = (daemon.clone(), stop.clone());
+            ch.threads.push(
+                std::thread::Builder::new()
+                    .name("turnout-of-async".into())
+                    .spawn(move || crate::ofasync::dispatch(d, hub, s))?,
+            );
         }
         Ok(ch)
     }
@@ -194,6 +212,7 @@ fn accept_loop<C: Conn + 'static>(
     daemon: Arc<Daemon>,
     stop: Arc<AtomicBool>,
     conns: Arc<AtomicUsize>,
+    hub: Arc<Hub>,
 ) {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Acquire) {
@@ -210,12 +229,12 @@ fn accept_loop<C: Conn + 'static>(
                     );
                     continue;
                 }
-                let (d, s, n) = (daemon.clone(), stop.clone(), conns.clone());
+                let (d, s, n, h) = (daemon.clone(), stop.clone(), conns.clone(), hub.clone());
                 let what = what.to_string();
                 let t = std::thread::Builder::new()
                     .name("turnout-of-conn".into())
                     .spawn(move || {
-                        let why = Session::new(d).run(c, &s);
+                        let why = Session::new(d, h).run(c, &s);
                         crate::log!(
                             Level::Info,
                             "openflow",
@@ -250,7 +269,7 @@ fn accept_loop<C: Conn + 'static>(
     }
 }
 
-fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
+fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: Arc<Hub>) {
     let mut backoff = Duration::from_secs(1);
     while !stop.load(Ordering::Acquire) {
         let started = Instant::now();
@@ -268,7 +287,7 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
                     "connected to controller",
                     controller = hostport
                 );
-                let why = Session::new(daemon.clone()).run(c, &stop);
+                let why = Session::new(daemon.clone(), hub.clone()).run(c, &stop);
                 crate::log!(
                     Level::Info,
                     "openflow",
@@ -301,6 +320,8 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
 /// One connection's state.
 struct Session {
     daemon: Arc<Daemon>,
+    /// Where this connection registers for packet-ins and port-status.
+    hub: Arc<Hub>,
     hello: bool,
     flags: u16,
     miss_send_len: u16,
@@ -310,9 +331,10 @@ struct Session {
 }
 
 impl Session {
-    fn new(daemon: Arc<Daemon>) -> Session {
+    fn new(daemon: Arc<Daemon>, hub: Arc<Hub>) -> Session {
         Session {
             daemon,
+            hub,
             hello: false,
             flags: 0,
             miss_send_len: 128,
@@ -326,7 +348,14 @@ impl Session {
         if let Err(e) = c.timeouts(TICK, WRITE_TIMEOUT) {
             return format!("socket setup: {e}");
         }
-        if let Err(e) = c.write_all(&openflow::hello(0)) {
+        // Replies and the dispatcher's messages share one writer.
+        let w: Writer = match c.writer() {
+            Ok(w) => Arc::new(Mutex::new(w)),
+            Err(e) => return format!("socket setup: {e}"),
+        };
+        let write = |b: &[u8]| w.lock().unwrap_or_else(|p| p.into_inner()).write_all(b);
+        let mut registered: Option<Registration> = None;
+        if let Err(e) = write(&openflow::hello(0)) {
             return format!("write: {e}");
         }
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
@@ -364,7 +393,7 @@ impl Session {
                     if idle > ECHO_AFTER && !echo_sent {
                         echo_sent = true;
                         self.xid = self.xid.wrapping_add(1);
-                        if let Err(e) = c.write_all(&openflow::echo_request(self.xid)) {
+                        if let Err(e) = write(&openflow::echo_request(self.xid)) {
                             return format!("write: {e}");
                         }
                     }
@@ -380,7 +409,7 @@ impl Session {
                     Ok(_) => break,
                     Err(e) => {
                         let h = Header::peek(&buf[off..]).map_or(0, |h| h.xid);
-                        let _ = c.write_all(&openflow::error(h, e.kind, e.code, &buf[off..]));
+                        let _ = write(&openflow::error(h, e.kind, e.code, &buf[off..]));
                         return "message shorter than its header: cannot frame".into();
                     }
                 };
@@ -388,12 +417,15 @@ impl Session {
                 off += n;
                 let (replies, end) = self.handle(msg);
                 for r in replies {
-                    if let Err(e) = c.write_all(&r) {
+                    if let Err(e) = write(&r) {
                         return format!("write: {e}");
                     }
                 }
                 if let Some(why) = end {
                     return why;
+                }
+                if self.hello && registered.is_none() {
+                    registered = Some(self.hub.register(w.clone()));
                 }
             }
             buf.drain(..off);
@@ -501,8 +533,10 @@ impl Session {
                 None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
             },
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
-            // Packet-out needs the data path's injection (not yet).
-            Message::PacketOut(_) => err(OfpError::new(et::BAD_REQUEST, brc::EPERM)),
+            Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
+                Ok(()) => vec![],
+                Err(e) => err(e),
+            },
         };
         (replies, None)
     }

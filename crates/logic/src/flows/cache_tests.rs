@@ -112,6 +112,8 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
                 Action::Flood | Action::All => Out::V(Verdict::Flood),
                 Action::InPort => Out::V(Verdict::Port(ingress)),
                 Action::Group(_) => unreachable!("never parsed"),
+                // No controller connected in these tests.
+                Action::Controller(_) => Out::V(Verdict::Drop(DropReason::NoController)),
                 _ if out.is_some() => continue,
                 Action::SetDlSrc(m) => {
                     write_mac(frame, 6, m);

@@ -116,6 +116,10 @@ impl Flows {
                     Action::Output(_) | Action::InPort | Action::Flood | Action::All => {
                         outputs.push(a)
                     }
+                    // Packet-ins come from flows only, not from buckets.
+                    Action::Controller(_) => {
+                        return Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
+                    }
                     // A rewrite would reach the other buckets' copies.
                     _ => return Err(gmf(gmfc::BAD_BUCKET)),
                 }

@@ -60,6 +60,7 @@ mod expiry;
 mod groups;
 mod key;
 pub mod ofp;
+pub mod pktin;
 mod text;
 mod trace;
 
@@ -405,6 +406,8 @@ pub struct Flows {
     cache: cache::Cache,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
+    /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
+    packet_ins: Arc<pktin::PacketIns>,
     /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
     notices: Mutex<expiry::Notices>,
     /// Tells this instance from a later one (a logic swap).
@@ -433,6 +436,22 @@ impl Writer {
     ) -> Result<Box<[Action]>, String> {
         let expanded = self.expand_groups(acts)?;
         let acts: &[Action] = &expanded;
+        let sends = |a: &Action| {
+            matches!(
+                a,
+                Action::Output(_) | Action::Flood | Action::All | Action::InPort
+            )
+        };
+        let controllers = acts
+            .iter()
+            .filter(|a| matches!(a, Action::Controller(_)))
+            .count();
+        if controllers > 1 || (controllers == 1 && acts.iter().any(sends)) {
+            return Err(
+                "controller together with another output in one action list is not supported"
+                    .into(),
+            );
+        }
         if acts
             .iter()
             .any(|a| matches!(a, Action::Flood | Action::All))
@@ -528,7 +547,27 @@ fn bad(what: &str, text: &str, e: String) -> String {
 impl Flows {
     /// Builds from `{"flows": [text, ...]}`.
     pub fn from_config(config: &Value) -> Result<Flows, String> {
-        let a = Args::new("flows config", config, &["flows", "cache"])?;
+        let a = Args::new(
+            "flows config",
+            config,
+            &[
+                "flows",
+                "cache",
+                "packet_in_rate",
+                "packet_in_burst",
+                "packet_in_queue",
+            ],
+        )?;
+        let rate = a
+            .u64("packet_in_rate", 1, pktin::MAX_RATE)?
+            .unwrap_or(pktin::DEFAULT_RATE);
+        let burst = a
+            .u64("packet_in_burst", 1, pktin::MAX_RATE)?
+            .unwrap_or((rate / 10).max(1));
+        let slots = a
+            .u64("packet_in_queue", 1, pktin::MAX_SLOTS as u64)?
+            .map_or(pktin::DEFAULT_SLOTS, |n| n as usize);
+        let packet_ins = Arc::new(pktin::PacketIns::new(slots, rate, burst)?);
         let per = a
             .u64("cache", 0, cache::MAX_ENTRIES as u64)?
             .map_or(cache::DEFAULT_ENTRIES, |n| n as usize);
@@ -548,6 +587,7 @@ impl Flows {
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
+            packet_ins,
             notices: Mutex::default(),
             instance: GENERATION.fetch_add(1, Relaxed),
         };
@@ -1073,6 +1113,11 @@ impl Flows {
                 Action::Flood | Action::All => Verdict::Flood,
                 Action::Group(g) => Verdict::Group(g),
                 Action::InPort => Verdict::Port(ingress),
+                // Counted as an output: after one, ignored like the others.
+                Action::Controller(_) if out.is_some() => Verdict::Drop(DropReason::ToController),
+                Action::Controller(max_len) => {
+                    Verdict::Drop(self.packet_in(r, p.data(), ingress, max_len))
+                }
                 // Compiled into its outputs (never run).
                 Action::OfGroup(_) => continue,
                 _ if out.is_some() => continue,
@@ -1147,6 +1192,27 @@ impl Flows {
             }
         }
         popped
+    }
+}
+
+impl Flows {
+    /// The packet-in queue the OpenFlow channel reads.
+    pub fn packet_ins(&self) -> &Arc<pktin::PacketIns> {
+        &self.packet_ins
+    }
+
+    /// Queues a packet-in for `r`'s `controller` action (data path).
+    #[inline]
+    fn packet_in(&self, r: &Rule, frame: &[u8], ingress: PortId, max_len: u16) -> DropReason {
+        // The table-miss flow (priority 0, matching everything) reports
+        // OFPR_NO_MATCH, any other flow OFPR_ACTION (OpenFlow 1.3, 6.4).
+        let reason = if r.priority == 0 && r.mask == Key::default() {
+            pktin::REASON_NO_MATCH
+        } else {
+            pktin::REASON_ACTION
+        };
+        self.packet_ins
+            .push(ingress, r.table, reason, r.cookie, max_len, frame)
     }
 }
 
@@ -1295,5 +1361,7 @@ impl Logic for Flows {
 
 #[cfg(test)]
 mod cache_tests;
+#[cfg(test)]
+mod pktin_tests;
 #[cfg(test)]
 mod tests;

@@ -223,8 +223,9 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
     acts.iter()
         .map(|a| {
             Ok(match *a {
-                openflow::Action::Output { port: p, .. } => match p {
+                openflow::Action::Output { port: p, max_len } => match p {
                     port::IN_PORT => Action::InPort,
+                    port::CONTROLLER => Action::Controller(max_len),
                     port::FLOOD => Action::Flood,
                     port::ALL => Action::All,
                     p => Action::Output(port_id(p).ok_or(bad(bac::BAD_OUT_PORT))?),
@@ -284,6 +285,10 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                 }
                 Action::PopVlan => openflow::Action::PopVlan,
                 Action::Group(_) => return None,
+                Action::Controller(m) => openflow::Action::Output {
+                    port: port::CONTROLLER,
+                    max_len: m,
+                },
                 Action::OfGroup(g) => openflow::Action::Group(g),
             })
         })
@@ -747,8 +752,31 @@ mod tests {
             Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP))
         );
         assert_eq!(
-            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![out(port::CONTROLLER)])),
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![out(port::NORMAL)])),
             Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_PORT))
+        );
+        let ctl = |max_len| openflow::Action::Output {
+            port: port::CONTROLLER,
+            max_len,
+        };
+        assert_eq!(
+            actions_from_of(&[ctl(128)], &[]),
+            Ok(vec![Action::Controller(128)])
+        );
+        assert_eq!(
+            actions_to_of(&[Action::Controller(128)], None),
+            vec![ctl(128)]
+        );
+        let both = Instruction::ApplyActions(vec![
+            ctl(0xffff),
+            openflow::Action::Output {
+                port: 2,
+                max_len: 0,
+            },
+        ]);
+        assert_eq!(
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![both])),
+            Err(OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER))
         );
         assert_eq!(
             f.flow_mod(&fm(

@@ -45,6 +45,10 @@ pub enum Action {
     /// Several outputs of one action list, compiled into a group of the
     /// logic (never parsed or printed).
     Group(u16),
+    /// `controller` / `controller:MAX_LEN`: a packet-in to the OpenFlow
+    /// controllers with at most MAX_LEN bytes of the frame (65535, the
+    /// default: all of it, up to the queue's slot size).
+    Controller(u16),
     /// `group:N`: OpenFlow group N of the group table (groups.rs),
     /// compiled into its buckets' outputs.
     OfGroup(u32),
@@ -477,6 +481,10 @@ fn parse_actions(
             "flood" => Action::Flood,
             "all" => Action::All,
             "in_port" => Action::InPort,
+            "controller" => Action::Controller(match arg {
+                Some(a) => uint("controller", a.trim_start_matches("max_len="), 65535)? as u16,
+                None => 0xffff,
+            }),
             "group" => Action::OfGroup(uint(name, need("group id")?, 0xffff_ff00)? as u32),
             "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
@@ -695,6 +703,7 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::PopVlan => "strip_vlan".into(),
             Action::Group(g) => format!("(outputs of set {g})"),
             Action::OfGroup(g) => format!("group:{g}"),
+            Action::Controller(m) => format!("CONTROLLER:{m}"),
         })
         .collect();
     if let Some(g) = goto {

@@ -1,0 +1,478 @@
+//! Packet-ins: the `controller` action hands a packet from the data path to
+//! the OpenFlow channel without blocking or allocating.
+//!
+//! A bounded multi-producer queue of preallocated slots (D. Vyukov's
+//! sequence-numbered ring): each worker claims a slot with one CAS, copies
+//! the frame (cut to the action's `max_len` and to [`SLOT_BYTES`]) and
+//! publishes it with a release store; the channel's dispatcher thread pops.
+//! A full queue refuses at once (`controller_queue_full`). In front of it a
+//! rate limit (a GCRA token bucket in one atomic: `packet_in_rate` per
+//! second, bursts of `packet_in_burst`) refuses the excess
+//! (`controller_rate_limit`), and with no controller connected the packet
+//! is refused first (`no_controller`). A packet taken is counted as
+//! `to_controller`. So every packet sent to the controller is counted under
+//! exactly one reason, and a flood of packet-ins costs the workers one
+//! atomic load each beyond the limit.
+
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use crate::{DropReason, PortId};
+
+/// Most bytes of a frame a packet-in carries (the rest is cut; `total_len`
+/// tells the controller how long the frame was).
+pub const SLOT_BYTES: usize = 2048;
+/// Default queue size (slots).
+pub const DEFAULT_SLOTS: usize = 1024;
+/// Largest queue size accepted.
+pub const MAX_SLOTS: usize = 1 << 16;
+/// Default rate limit, packet-ins per second.
+pub const DEFAULT_RATE: u64 = 1000;
+/// Largest rate limit accepted.
+pub const MAX_RATE: u64 = 10_000_000;
+/// `max_len` meaning the whole frame (`OFPCML_NO_BUFFER`).
+pub const NO_BUFFER: u16 = 0xffff;
+
+/// `OFPR_NO_MATCH`: sent by a table-miss flow (priority 0, empty match).
+pub const REASON_NO_MATCH: u8 = 0;
+/// `OFPR_ACTION`: sent by a `controller` action of any other flow.
+pub const REASON_ACTION: u8 = 1;
+
+/// One packet-in as the channel receives it (control path: owns its data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    /// Ingress port id.
+    pub in_port: PortId,
+    /// Table of the flow that sent it.
+    pub table: u8,
+    /// `OFPR_*`.
+    pub reason: u8,
+    /// That flow's cookie.
+    pub cookie: u64,
+    /// Length of the whole frame.
+    pub total_len: u16,
+    /// The frame, cut to `max_len` and [`SLOT_BYTES`].
+    pub data: Vec<u8>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Meta {
+    in_port: PortId,
+    table: u8,
+    reason: u8,
+    cookie: u64,
+    total_len: u16,
+    len: u16,
+}
+
+struct Slot {
+    seq: AtomicUsize,
+    meta: UnsafeCell<Meta>,
+    data: UnsafeCell<[u8; SLOT_BYTES]>,
+}
+
+#[repr(align(64))]
+struct Padded<T>(T);
+
+/// Counters of the queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PacketInStats {
+    /// Taken into the queue.
+    pub queued: u64,
+    /// Popped by the channel.
+    pub popped: u64,
+    /// Refused: queue full.
+    pub queue_full: u64,
+    /// Refused: over the rate limit.
+    pub rate_limited: u64,
+    /// Refused: no controller connected.
+    pub no_controller: u64,
+}
+
+/// The packet-in queue and rate limit of one `flows` logic.
+pub struct PacketIns {
+    slots: Box<[Slot]>,
+    mask: usize,
+    head: Padded<AtomicUsize>,
+    tail: Padded<AtomicUsize>,
+    /// Connected controllers (set by the channel).
+    controllers: AtomicUsize,
+    /// GCRA: theoretical arrival time of the next packet-in, ns since `epoch`.
+    tat: Padded<AtomicU64>,
+    interval_ns: u64,
+    tau_ns: u64,
+    rate: u64,
+    burst: u64,
+    epoch: Instant,
+    queued: AtomicU64,
+    popped: AtomicU64,
+    queue_full: AtomicU64,
+    rate_limited: AtomicU64,
+    no_controller: AtomicU64,
+}
+
+// SAFETY: a slot's cells are written only by the producer that won its
+// sequence number with the CAS on `head`, and read only by the consumer
+// that won it on `tail`, each ordered by the slot's `seq` (release after
+// writing, acquire before reading), as in Vyukov's bounded queue.
+unsafe impl Sync for PacketIns {}
+unsafe impl Send for PacketIns {}
+
+impl PacketIns {
+    /// A queue of `slots` (a power of two, 1..=[`MAX_SLOTS`]) limited to
+    /// `rate` packet-ins per second (1..=[`MAX_RATE`]) in bursts of `burst`
+    /// (>= 1).
+    pub fn new(slots: usize, rate: u64, burst: u64) -> Result<PacketIns, String> {
+        if slots == 0 || slots > MAX_SLOTS || !slots.is_power_of_two() {
+            return Err(format!(
+                "packet_in_queue must be a power of two in 1..={MAX_SLOTS}"
+            ));
+        }
+        if rate == 0 || rate > MAX_RATE {
+            return Err(format!("packet_in_rate must be in 1..={MAX_RATE}"));
+        }
+        if burst == 0 || burst > MAX_RATE {
+            return Err(format!("packet_in_burst must be in 1..={MAX_RATE}"));
+        }
+        let interval_ns = 1_000_000_000 / rate;
+        Ok(PacketIns {
+            slots: (0..slots)
+                .map(|i| Slot {
+                    seq: AtomicUsize::new(i),
+                    meta: UnsafeCell::new(Meta::default()),
+                    data: UnsafeCell::new([0; SLOT_BYTES]),
+                })
+                .collect(),
+            mask: slots - 1,
+            head: Padded(AtomicUsize::new(0)),
+            tail: Padded(AtomicUsize::new(0)),
+            controllers: AtomicUsize::new(0),
+            tat: Padded(AtomicU64::new(0)),
+            interval_ns,
+            tau_ns: interval_ns * (burst - 1),
+            rate,
+            burst,
+            epoch: Instant::now(),
+            queued: AtomicU64::new(0),
+            popped: AtomicU64::new(0),
+            queue_full: AtomicU64::new(0),
+            rate_limited: AtomicU64::new(0),
+            no_controller: AtomicU64::new(0),
+        })
+    }
+
+    /// Slots of the queue.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// (rate per second, burst).
+    pub fn limit(&self) -> (u64, u64) {
+        (self.rate, self.burst)
+    }
+
+    /// Tells the queue how many controllers would receive packet-ins.
+    pub fn set_controllers(&self, n: usize) {
+        self.controllers.store(n, Ordering::Relaxed);
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PacketInStats {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PacketInStats {
+            queued: l(&self.queued),
+            popped: l(&self.popped),
+            queue_full: l(&self.queue_full),
+            rate_limited: l(&self.rate_limited),
+            no_controller: l(&self.no_controller),
+        }
+    }
+
+    /// One token of the rate limit, if there is one now.
+    #[inline]
+    fn admit(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let mut tat = self.tat.0.load(Ordering::Relaxed);
+        loop {
+            let base = tat.max(now);
+            if base - now > self.tau_ns {
+                return false;
+            }
+            match self.tat.0.compare_exchange_weak(
+                tat,
+                base + self.interval_ns,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(t) => tat = t,
+            }
+        }
+    }
+
+    /// Data path: queues `frame` for the controller; the verdict's reason
+    /// (`ToController` when taken). Never blocks or allocates.
+    #[inline]
+    pub fn push(
+        &self,
+        in_port: PortId,
+        table: u8,
+        reason: u8,
+        cookie: u64,
+        max_len: u16,
+        frame: &[u8],
+    ) -> DropReason {
+        if self.controllers.load(Ordering::Relaxed) == 0 {
+            self.no_controller.fetch_add(1, Ordering::Relaxed);
+            return DropReason::NoController;
+        }
+        if !self.admit() {
+            self.rate_limited.fetch_add(1, Ordering::Relaxed);
+            return DropReason::ControllerRateLimit;
+        }
+        let mut pos = self.head.0.load(Ordering::Relaxed);
+        let slot = loop {
+            let slot = &self.slots[pos & self.mask];
+            let seq = slot.seq.load(Ordering::Acquire);
+            let dif = seq as isize - pos as isize;
+            if dif == 0 {
+                match self.head.0.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break slot,
+                    Err(p) => pos = p,
+                }
+            } else if dif < 0 {
+                self.queue_full.fetch_add(1, Ordering::Relaxed);
+                return DropReason::ControllerQueueFull;
+            } else {
+                pos = self.head.0.load(Ordering::Relaxed);
+            }
+        };
+        let cut = if max_len == NO_BUFFER {
+            SLOT_BYTES
+        } else {
+            max_len as usize
+        };
+        let n = frame.len().min(cut).min(SLOT_BYTES);
+        // SAFETY: we won slot `pos` (see the `Sync` impl); nobody reads it
+        // until the release store below.
+        unsafe {
+            (&mut *slot.data.get())[..n].copy_from_slice(&frame[..n]);
+            *slot.meta.get() = Meta {
+                in_port,
+                table,
+                reason,
+                cookie,
+                total_len: frame.len().min(u16::MAX as usize) as u16,
+                len: n as u16,
+            };
+        }
+        slot.seq.store(pos + 1, Ordering::Release);
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        DropReason::ToController
+    }
+
+    /// Control path: the oldest packet-in, if any.
+    pub fn pop(&self) -> Option<PacketIn> {
+        let mut pos = self.tail.0.load(Ordering::Relaxed);
+        let slot = loop {
+            let slot = &self.slots[pos & self.mask];
+            let seq = slot.seq.load(Ordering::Acquire);
+            let dif = seq as isize - (pos + 1) as isize;
+            if dif == 0 {
+                match self.tail.0.compare_exchange_weak(
+                    pos,
+                    pos + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break slot,
+                    Err(p) => pos = p,
+                }
+            } else if dif < 0 {
+                return None;
+            } else {
+                pos = self.tail.0.load(Ordering::Relaxed);
+            }
+        };
+        // SAFETY: we won slot `pos` for reading; its producer published it
+        // (acquire above) and no producer reuses it before the store below.
+        let p = unsafe {
+            let m = *slot.meta.get();
+            PacketIn {
+                in_port: m.in_port,
+                table: m.table,
+                reason: m.reason,
+                cookie: m.cookie,
+                total_len: m.total_len,
+                data: (&*slot.data.get())[..m.len as usize].to_vec(),
+            }
+        };
+        slot.seq.store(pos + self.mask + 1, Ordering::Release);
+        self.popped.fetch_add(1, Ordering::Relaxed);
+        Some(p)
+    }
+}
+
+/// Control path (an OpenFlow packet-out): runs the header rewrite `a` on
+/// `frame` as a flow's action would. None: `a` is not a rewrite (an
+/// output); Some(false): the packet is to be dropped (`dec_ttl` of a TTL of
+/// 1 or 0, or of a non-IP packet).
+pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
+    use super::Action as A;
+    match *a {
+        A::SetDlSrc(m) if frame.len() >= 12 => super::write_mac(frame, 6, m),
+        A::SetDlDst(m) if frame.len() >= 6 => super::write_mac(frame, 0, m),
+        A::SetDlSrc(_) | A::SetDlDst(_) => {}
+        A::DecTtl => return Some(super::dec_ttl(frame)),
+        A::SetNwSrc(x) => super::set_ip4(frame, 12, x),
+        A::SetNwDst(x) => super::set_ip4(frame, 16, x),
+        A::SetTpSrc(x) => super::set_tp(frame, 0, x),
+        A::SetTpDst(x) => super::set_tp(frame, 2, x),
+        A::PopVlan => {
+            if frame.len() >= 18
+                && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([frame[12], frame[13]]))
+            {
+                frame.drain(12..16);
+            }
+        }
+        A::Output(_)
+        | A::Flood
+        | A::All
+        | A::InPort
+        | A::Group(_)
+        | A::Controller(_)
+        | A::OfGroup(_) => return None,
+    }
+    Some(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn no_controller_refuses_first() {
+        let q = PacketIns::new(4, 1000, 10).unwrap();
+        assert_eq!(
+            q.push(0, 0, 0, 0, NO_BUFFER, &[1; 60]),
+            DropReason::NoController
+        );
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.stats().no_controller, 1);
+    }
+
+    #[test]
+    fn fifo_truncation_and_full() {
+        let q = PacketIns::new(4, MAX_RATE, MAX_RATE).unwrap();
+        q.set_controllers(1);
+        for i in 0..4u8 {
+            let f = vec![i; 100];
+            assert_eq!(
+                q.push(i as u16, 3, REASON_ACTION, 7, 64, &f),
+                DropReason::ToController
+            );
+        }
+        assert_eq!(
+            q.push(9, 0, 0, 0, NO_BUFFER, &[0; 60]),
+            DropReason::ControllerQueueFull
+        );
+        for i in 0..4u8 {
+            let p = q.pop().unwrap();
+            assert_eq!(
+                (p.in_port, p.table, p.reason, p.cookie),
+                (i as u16, 3, 1, 7)
+            );
+            assert_eq!(p.total_len, 100);
+            assert_eq!(p.data, vec![i; 64]);
+        }
+        assert_eq!(q.pop(), None);
+        // Slots are reused after a pop; a jumbo frame is cut to a slot.
+        assert_eq!(
+            q.push(1, 0, 0, 0, NO_BUFFER, &[5; 9000]),
+            DropReason::ToController
+        );
+        let p = q.pop().unwrap();
+        assert_eq!((p.total_len, p.data.len()), (9000, SLOT_BYTES));
+        let s = q.stats();
+        assert_eq!((s.queued, s.popped, s.queue_full), (5, 5, 1));
+    }
+
+    #[test]
+    fn rate_limit_allows_the_burst_then_refuses() {
+        // 1 per second, bursts of 5: five at once, then refused.
+        let q = PacketIns::new(64, 1, 5).unwrap();
+        q.set_controllers(1);
+        let got: Vec<DropReason> = (0..8).map(|_| q.push(0, 0, 0, 0, 64, &[0; 64])).collect();
+        assert_eq!(
+            got.iter()
+                .filter(|r| **r == DropReason::ToController)
+                .count(),
+            5
+        );
+        assert_eq!(
+            got.iter()
+                .filter(|r| **r == DropReason::ControllerRateLimit)
+                .count(),
+            3
+        );
+        assert_eq!(q.stats().rate_limited, 3);
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        assert!(PacketIns::new(3, 10, 1).is_err());
+        assert!(PacketIns::new(0, 10, 1).is_err());
+        assert!(PacketIns::new(MAX_SLOTS * 2, 10, 1).is_err());
+        assert!(PacketIns::new(8, 0, 1).is_err());
+        assert!(PacketIns::new(8, 10, 0).is_err());
+    }
+
+    #[test]
+    fn many_producers_one_consumer_lose_nothing_they_were_told_was_taken() {
+        let q = Arc::new(PacketIns::new(64, MAX_RATE, MAX_RATE).unwrap());
+        q.set_controllers(1);
+        let producers: Vec<_> = (0..4u16)
+            .map(|w| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    let mut taken = 0u64;
+                    for i in 0..20_000u32 {
+                        let mut f = [0u8; 64];
+                        f[..2].copy_from_slice(&w.to_be_bytes());
+                        f[2..6].copy_from_slice(&i.to_be_bytes());
+                        if q.push(w, 0, 0, i as u64, NO_BUFFER, &f) == DropReason::ToController {
+                            taken += 1;
+                        }
+                    }
+                    taken
+                })
+            })
+            .collect();
+        let mut popped = 0u64;
+        let mut last = [None::<u32>; 4];
+        let mut done = false;
+        while !done {
+            done = producers.iter().all(|p| p.is_finished());
+            while let Some(p) = q.pop() {
+                let w = u16::from_be_bytes([p.data[0], p.data[1]]);
+                let i = u32::from_be_bytes([p.data[2], p.data[3], p.data[4], p.data[5]]);
+                assert_eq!((p.in_port, p.cookie), (w, i as u64), "slot torn");
+                // Per producer, packet-ins come out in order.
+                assert!(last[w as usize].is_none_or(|l| l < i));
+                last[w as usize] = Some(i);
+                popped += 1;
+            }
+        }
+        let taken: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
+        assert_eq!(popped, taken);
+        let s = q.stats();
+        assert_eq!(s.queued + s.queue_full, 80_000);
+    }
+}

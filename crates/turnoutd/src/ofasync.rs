@@ -1,0 +1,372 @@
+//! The OpenFlow channel's asynchronous side (docs/flows.md, "Packet-in,
+//! packet-out, port-status"): one dispatcher thread that carries the
+//! `flows` logic's packet-ins (`logic::flows::pktin`) and port-status
+//! messages to every connection, and the packet-out handler.
+//!
+//! Connections register their writer (a clone of the socket) with the
+//! [`Hub`] once they said hello; the session's replies and the
+//! dispatcher's messages go through the same mutex, so messages never
+//! interleave. The workers never see any of this: they only push into the
+//! logic's bounded queue and are refused (and count why) when it is full.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fabric::{DropReason, PortId, PortStats, Verdict};
+use logic::flows::ofp::{actions_from_of, of_port, port_id};
+use logic::flows::{extract, pktin, Action, Field, Flows};
+use openflow::{bac, brc, et, oxm, port, OfpError, Oxm, PacketOut};
+
+use crate::daemon::Daemon;
+use crate::log::Level;
+
+/// How often the dispatcher compares the ports with what it announced.
+pub const PORT_POLL: Duration = Duration::from_millis(100);
+/// Most packet-ins carried per round before looking at the ports again.
+const BATCH: usize = 256;
+
+/// `OFPPR_ADD`, `OFPPR_DELETE`, `OFPPR_MODIFY`.
+pub const PPR_ADD: u8 = 0;
+/// See [`PPR_ADD`].
+pub const PPR_DELETE: u8 = 1;
+/// See [`PPR_ADD`].
+pub const PPR_MODIFY: u8 = 2;
+
+/// A connection's writer, shared by its session and the dispatcher.
+pub type Writer = Arc<Mutex<Box<dyn Write + Send>>>;
+
+/// The connections that receive asynchronous messages.
+#[derive(Default)]
+pub struct Hub {
+    conns: Mutex<Vec<(u64, Writer)>>,
+    next: AtomicU64,
+    /// Packet-ins and port-status messages written.
+    pub sent: AtomicU64,
+    /// Asynchronous messages a connection did not take (write failed).
+    pub failed: AtomicU64,
+}
+
+/// Removes a connection from the hub when dropped.
+pub struct Registration {
+    hub: Arc<Hub>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.hub
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(i, _)| *i != self.id);
+    }
+}
+
+impl Hub {
+    /// Adds a connection; it receives messages until the registration drops.
+    pub fn register(self: &Arc<Self>, w: Writer) -> Registration {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, w));
+        Registration {
+            hub: self.clone(),
+            id,
+        }
+    }
+
+    /// Connections registered.
+    pub fn len(&self) -> usize {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// True with no connection.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes `msg` to every connection. A connection that does not take it
+    /// (its write timeout) is skipped; its session notices the broken
+    /// socket on its own.
+    fn broadcast(&self, msg: &[u8]) {
+        let conns: Vec<Writer> = self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, w)| w.clone())
+            .collect();
+        for w in conns {
+            let ok = w
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write_all(msg)
+                .is_ok();
+            if ok {
+                self.sent.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// The `flows` logic's packet-in queue, if `flows` runs.
+fn queue(daemon: &Daemon) -> Option<Arc<pktin::PacketIns>> {
+    daemon.switch().with_logic(|l| {
+        l.as_any()
+            .and_then(|a| a.downcast_ref::<Flows>())
+            .map(|f| f.packet_ins().clone())
+    })
+}
+
+/// Ports by id: name and link state.
+pub type PortMap = BTreeMap<PortId, (String, bool)>;
+
+/// An `ofp_port` of a switch port (`config`: `OFPPC_PORT_DOWN` for a port
+/// that is gone).
+pub fn port_desc(id: PortId, name: &str, up: bool, gone: bool) -> openflow::PortDesc {
+    openflow::PortDesc {
+        port_no: of_port(id),
+        hw_addr: [0; 6],
+        name: name.to_string(),
+        config: gone as u32,
+        // OFPPS_LINK_DOWN or OFPPS_LIVE.
+        state: if up && !gone { 4 } else { 1 },
+        curr_speed_kbps: 0,
+    }
+}
+
+/// Port-status messages (reason, port) turning `before` into `now`: a
+/// port that disappeared or changed its name is deleted (and the new one
+/// added), a new one added, a link change is a modification.
+pub fn port_changes(before: &PortMap, now: &PortMap) -> Vec<(u8, openflow::PortDesc)> {
+    let mut out = Vec::new();
+    for (id, (name, up)) in before {
+        if now.get(id).is_none_or(|(n, _)| n != name) {
+            out.push((PPR_DELETE, port_desc(*id, name, *up, true)));
+        }
+    }
+    for (id, (name, up)) in now {
+        match before.get(id) {
+            Some((n, u)) if n == name => {
+                if u != up {
+                    out.push((PPR_MODIFY, port_desc(*id, name, *up, false)));
+                }
+            }
+            _ => out.push((PPR_ADD, port_desc(*id, name, *up, false))),
+        }
+    }
+    out
+}
+
+fn snapshot(ports: &[PortStats]) -> PortMap {
+    ports
+        .iter()
+        .map(|s| (s.id, (s.name.clone(), s.link_up)))
+        .collect()
+}
+
+/// The dispatcher: until `stop`, carries packet-ins and port changes to
+/// every registered connection.
+pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
+    let mut ports = snapshot(&daemon.switch().port_stats());
+    let mut polled = Instant::now();
+    let mut q = queue(&daemon);
+    while !stop.load(Ordering::Acquire) {
+        let n = hub.len();
+        if let Some(q) = &q {
+            q.set_controllers(n);
+        }
+        let mut moved = 0;
+        if let Some(q) = &q {
+            while moved < BATCH {
+                let Some(p) = q.pop() else { break };
+                moved += 1;
+                let msg = openflow::packet_in(
+                    0,
+                    openflow::NO_BUFFER,
+                    p.total_len,
+                    p.reason,
+                    p.table,
+                    p.cookie,
+                    &[Oxm::exact(oxm::IN_PORT, of_port(p.in_port) as u128)],
+                    &p.data,
+                );
+                hub.broadcast(&msg);
+            }
+        }
+        if polled.elapsed() >= PORT_POLL {
+            polled = Instant::now();
+            // The logic may have been replaced (a new queue).
+            let nq = queue(&daemon);
+            if let (Some(old), Some(new)) = (&q, &nq) {
+                if !Arc::ptr_eq(old, new) {
+                    old.set_controllers(0);
+                }
+            }
+            q = nq;
+            let now = snapshot(&daemon.switch().port_stats());
+            let changes = port_changes(&ports, &now);
+            ports = now;
+            for (reason, d) in changes {
+                crate::log!(
+                    Level::Debug,
+                    "openflow",
+                    "port status",
+                    port = d.name,
+                    reason = reason
+                );
+                hub.broadcast(&openflow::port_status(0, reason, &d));
+            }
+        }
+        if moved == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    if let Some(q) = &q {
+        q.set_controllers(0);
+    }
+}
+
+/// Where one output action of a packet-out sends the frame.
+enum Out {
+    Port(PortId),
+    /// Every port but the ingress.
+    Flood,
+    /// Through the flow tables.
+    Table,
+}
+
+/// Executes a packet-out: the frame (no buffering: `buffer_id` must be
+/// `OFP_NO_BUFFER`) runs through the actions in order; each output sends
+/// the frame as modified so far. Everything is checked before anything is
+/// sent: a bad packet-out sends nothing.
+pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
+    let bad_req = |c| OfpError::new(et::BAD_REQUEST, c);
+    let bad_act = |c| OfpError::new(et::BAD_ACTION, c);
+    if po.buffer_id != openflow::NO_BUFFER {
+        return Err(bad_req(brc::BUFFER_UNKNOWN));
+    }
+    let sw = daemon.switch();
+    // A frame from the controller has no ingress port: PortId::MAX, which
+    // never exists.
+    let ingress: PortId = match po.in_port {
+        port::CONTROLLER | port::ANY => PortId::MAX,
+        p => match port_id(p) {
+            Some(id) if sw.port_ids().contains(&id) => id,
+            _ => return Err(bad_req(brc::BAD_PORT)),
+        },
+    };
+    if po.data.len() < 14 {
+        return Err(bad_req(brc::BAD_PACKET));
+    }
+    // Set-fields are checked against the packet's own headers.
+    let k = extract(&po.data, ingress);
+    let mut pkt_match = vec![Oxm::exact(oxm::ETH_TYPE, k.get(Field::DlType))];
+    if matches!(k.get(Field::DlType), 0x0800 | 0x86dd) {
+        pkt_match.push(Oxm::exact(oxm::IP_PROTO, k.get(Field::NwProto)));
+    }
+    let ports = sw.port_ids();
+    let mut steps: Vec<Result<Out, Action>> = Vec::new();
+    for a in &po.actions {
+        if let openflow::Action::Output { port: p, .. } = *a {
+            steps.push(Ok(match p {
+                port::TABLE => Out::Table,
+                port::IN_PORT if ingress != PortId::MAX => Out::Port(ingress),
+                port::FLOOD | port::ALL => Out::Flood,
+                p => match port_id(p) {
+                    Some(id) if ports.contains(&id) => Out::Port(id),
+                    _ => return Err(bad_act(bac::BAD_OUT_PORT)),
+                },
+            }));
+            continue;
+        }
+        let acts = actions_from_of(std::slice::from_ref(a), &pkt_match)?;
+        steps.extend(acts.into_iter().map(Err));
+    }
+    let mut frame = po.data.clone();
+    for s in steps {
+        match s {
+            Err(a) => {
+                if pktin::rewrite(&mut frame, &a) == Some(false) {
+                    return Ok(());
+                }
+            }
+            Ok(Out::Port(d)) => {
+                let _ = sw.inject(d, &mut frame);
+            }
+            Ok(Out::Flood) => {
+                for d in sw.port_ids() {
+                    if d != ingress {
+                        let _ = sw.inject(d, &mut frame);
+                    }
+                }
+            }
+            Ok(Out::Table) => {
+                let mut f = frame.clone();
+                let (v, range) = sw.classify_one(ingress, &mut f);
+                let dsts: Vec<PortId> = match v {
+                    Verdict::Port(d) if d != ingress => vec![d],
+                    Verdict::Port(_) => vec![],
+                    Verdict::Flood => sw.port_ids(),
+                    Verdict::Group(g) => sw.group_members(g),
+                    Verdict::Drop(r) => {
+                        if !matches!(r, DropReason::ToController) {
+                            crate::log!(
+                                Level::Debug,
+                                "openflow",
+                                "packet-out to the tables dropped",
+                                reason = r.name()
+                            );
+                        }
+                        vec![]
+                    }
+                };
+                for d in dsts {
+                    if d != ingress {
+                        let _ = sw.inject(d, &mut f[range.clone()]);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(ports: &[(PortId, &str, bool)]) -> PortMap {
+        ports
+            .iter()
+            .map(|&(i, n, u)| (i, (n.to_string(), u)))
+            .collect()
+    }
+
+    #[test]
+    fn port_changes_add_delete_modify() {
+        let a = m(&[(0, "a", true), (1, "b", true), (2, "c", true)]);
+        let b = m(&[(0, "a", false), (2, "x", true), (3, "d", true)]);
+        let got: Vec<(u8, u32, String, u32, u32)> = port_changes(&a, &b)
+            .into_iter()
+            .map(|(r, d)| (r, d.port_no, d.name, d.config, d.state))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (PPR_DELETE, 2, "b".into(), 1, 1),
+                (PPR_DELETE, 3, "c".into(), 1, 1),
+                (PPR_MODIFY, 1, "a".into(), 0, 1),
+                (PPR_ADD, 3, "x".into(), 0, 4),
+                (PPR_ADD, 4, "d".into(), 0, 4),
+            ]
+        );
+        assert!(port_changes(&b, &b).is_empty());
+    }
+}
