@@ -12,9 +12,12 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scenarios import SCENARIOS, Point
+
+if TYPE_CHECKING:
+    from ..sut.base import SutAdapter
 
 __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
            "topology_key"]
@@ -83,6 +86,10 @@ class CampaignSpec:
     rates_pps: tuple[float, ...] = ()
     suts: tuple[str, ...] = ("wire",)
     sut_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: named variants of registered SUTs (``[sut.NAME] base = "..."``):
+    #: name -> base; their options in ``sut_options`` (the base's table of
+    #: this campaign with the variant's keys over it)
+    variants: dict[str, str] = field(default_factory=dict)
     points: list[Point] = field(default_factory=list)
     sut_cpus: str = "1"
     tester_cpu: int | None = 0
@@ -106,6 +113,13 @@ class CampaignSpec:
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
     layout: str = ""
     sut_cores: int | None = None  # with layout = "auto": the SUT's share of the CPUs
+
+    def make_sut(self, name: str) -> SutAdapter:
+        """The adapter of a SUT of this campaign (a registered one or a
+        variant), with the campaign's options for it."""
+        from ..sut import make_sut
+
+        return make_sut(name, self.sut_options.get(name), base=self.variants.get(name))
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
@@ -262,10 +276,14 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     search = c.get("search", "auto")
     if search not in ("auto", "mlrsearch", "binary"):
         raise CampaignError("campaign.search: auto, mlrsearch or binary")
+    sut_opts, variants = _sut_tables(doc.get("sut", {}))
     suts = _list(m, "suts", ["wire"], str, "matrix")
     for s in suts:
-        if s not in SUTS:
-            raise CampaignError(f"matrix.suts: unknown SUT {s!r} ({', '.join(SUTS)})")
+        if s not in SUTS and s not in variants:
+            raise CampaignError(f"matrix.suts: unknown SUT {s!r} ({', '.join(SUTS)}; or a "
+                                "variant: [sut.NAME] base = \"<one of those>\")")
+    if len(set(suts)) != len(suts):
+        raise CampaignError("matrix.suts: a SUT is named twice")
     scenarios = _list(m, "scenarios", ["p2p"], str, "matrix")
     for s in scenarios:
         if s not in SCENARIOS:
@@ -334,11 +352,6 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"pairs": p} for p in pairs]
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b,
                          virtual_port="vhost-user", **e) for e in extra]
-    sut_opts = doc.get("sut", {})
-    for k in sut_opts:
-        if k not in SUTS:
-            raise CampaignError(f"[sut.{k}]: unknown SUT")
-        _sut_scenarios(k, sut_opts[k])
     tester_cpu = c.get("tester_cpu", 0)
     tester_rx_cpu = c.get("tester_rx_cpu")
     if tester_rx_cpu is not None and (not isinstance(tester_rx_cpu, int) or tester_rx_cpu < 0):
@@ -380,7 +393,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         max_load_pps=float(c.get("max_load_pps", 0.0)),
         latency_fractions=tuple(fractions), sweep_fractions=tuple(sweep),
         update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
-        sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
+        sut_options=sut_opts, variants=variants, points=points,
+        sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority,
@@ -398,6 +412,54 @@ def load(path: str | Path) -> CampaignSpec:
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{p}: {e}") from e
     return parse(doc, str(p))
+
+
+def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The ``[sut.NAME]`` tables: options per SUT, and the variants (NAME ->
+    base). A table whose NAME is not a registered SUT is a variant and must
+    say ``base = "<registered SUT>"``; it takes the base's table of this
+    campaign and puts its own keys over it (a before/after pair differs only
+    in what the variant says, e.g. ``binary``). ``base`` is not passed to the
+    adapter."""
+    from ..sut import SUTS
+
+    if not isinstance(tables, dict):
+        raise CampaignError("[sut]: tables [sut.NAME] of options")
+    for k, v in tables.items():
+        if not isinstance(v, dict):
+            raise CampaignError(f"[sut.{k}]: a table of options")
+    variants: dict[str, str] = {}
+    for k, v in tables.items():
+        if "base" not in v:
+            if k not in SUTS:
+                raise CampaignError(f"[sut.{k}]: unknown SUT ({', '.join(SUTS)}); a variant "
+                                    "of one of those says base = \"<name>\"")
+            continue
+        b = v["base"]
+        if k in SUTS:
+            raise CampaignError(f"sut.{k}.base: {k} is a registered SUT; a variant needs a "
+                                f"name of its own (e.g. [sut.{k}-before])")
+        if not isinstance(b, str) or b not in SUTS:
+            raise CampaignError(f"sut.{k}.base: {b!r} is not a registered SUT "
+                                f"({', '.join(SUTS)})")
+        variants[k] = b
+    opts: dict[str, dict[str, Any]] = {}
+    for k, v in tables.items():
+        k = str(k)
+        o = {**tables.get(variants[k], {}), **v} if k in variants else dict(v)
+        o.pop("base", None)
+        if "binary" in o:
+            cls = SUTS[variants.get(k, k)]
+            if not cls.takes_binary:
+                raise CampaignError(f"sut.{k}.binary: {cls.name} runs the installed "
+                                    "software; only SUTs built here take another build's "
+                                    "binary")
+            if not isinstance(o["binary"], str) or not o["binary"]:
+                raise CampaignError(f"sut.{k}.binary: a path (absolute or relative to "
+                                    "this checkout)")
+        _sut_scenarios(k, o)
+        opts[k] = o
+    return opts, variants
 
 
 def _sut_scenarios(name: str, opts: Any) -> None:

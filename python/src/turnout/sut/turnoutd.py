@@ -7,7 +7,9 @@ ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
 (adaptive wake-up: the longest the worker may hold frames to save CPU),
 ``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
 ``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
-turnout/overlay.py; default ``kernel_port``).
+turnout/overlay.py; default ``kernel_port``), ``binary`` (another build's
+turnoutd, absolute or relative to this checkout; default
+target/release/turnoutd: ``make bench-ab`` runs two builds side by side).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, Topology
+from .base import SutAdapter, SutError, Topology, command_version
 
 __all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
@@ -65,18 +67,40 @@ class Turnoutd(SutAdapter):
     name = "turnoutd"
     supports_memif = True
     supports_vhost_user = True
+    takes_binary = True
     #: TOML appended to the rendered config (the overlay's tunnel port)
     extra_toml = ""
 
+    @property
+    def binary(self) -> Path:
+        """The executable this adapter runs: option ``binary`` (relative to
+        this checkout) or this checkout's release build."""
+        b = self.options.get("binary")
+        if not b:
+            return BINARY
+        p = Path(str(b))
+        return p if p.is_absolute() else REPO / p
+
     def available(self) -> str | None:
-        if not BINARY.exists():
-            return f"{BINARY} not built (cargo build --release -p turnoutd)"
+        b = self.binary
+        if not b.exists():
+            if b == BINARY:
+                return f"{BINARY} not built (cargo build --release -p turnoutd)"
+            return f"binary {b} does not exist (option binary = {self.options['binary']!r})"
         return None
+
+    def build_version(self) -> str:
+        """What the executable says of itself (``--version``: its version,
+        API and the git commit it was built from), and its path."""
+        v = command_version([str(self.binary), "--version"])
+        if not v:
+            v = f"turnoutd (built {time.ctime(self.binary.stat().st_mtime)})"
+        return f"{v} [{self.binary}]"
 
     def version(self) -> str:
         if getattr(self, "_version", ""):
             return str(self._version)
-        return f"turnoutd (built {time.ctime(BINARY.stat().st_mtime)})"
+        return self.build_version()
 
     def render_config(self, topo: Topology, sock: str) -> str:
         o = self.options
@@ -112,7 +136,8 @@ class Turnoutd(SutAdapter):
         return "\n".join(lines) + "\n" + self.extra_toml
 
     def config(self) -> dict[str, Any]:
-        return {"options": self.options, "toml": getattr(self, "_toml", "")}
+        return {"options": self.options, "toml": getattr(self, "_toml", ""),
+                "binary": str(self.binary), "binary_version": getattr(self, "_built", "")}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
@@ -122,7 +147,8 @@ class Turnoutd(SutAdapter):
         cfg = d / "turnoutd.toml"
         cfg.write_text(self._toml)
         log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn([str(BINARY), "--config", str(cfg)], netns=topo.ns,
+        self._built = self.build_version()
+        self.proc = tb.spawn([str(self.binary), "--config", str(cfg)], netns=topo.ns,
                              stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while not Path(self.sock).exists():
@@ -131,7 +157,8 @@ class Turnoutd(SutAdapter):
                 raise SutError(f"turnoutd did not open its control socket: {tail}")
             time.sleep(0.05)
         v = rpc(self.sock, "version")
-        self._version = f"{v.get('version')} api {v.get('api')} git {v.get('git')}"
+        self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
+                         f"[{self.binary}]")
         ports = rpc(self.sock, "port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
