@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-vhost-gen lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -76,6 +76,16 @@ bench-overlay: setup
 	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
+
+# Before/after of a turnoutd change: BEFORE's turnoutd (built in a
+# throwaway worktree, its own target dir under target/bench-ab) against this
+# checkout's, interleaved in campaigns/ab.toml (memif v2v, vhost-user v2v,
+# AF_XDP p2p at 64 B: R+ and cycles per frame, 5 repetitions), then
+# after/before per cell with its spread (docs/bench.md, "Before and after");
+# about 4 minutes once BEFORE's dependencies are built, in a quiet window.
+bench-ab: setup
+	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=<git rev>"; exit 2; }
+	PY=$(abspath $(PY)) scripts/bench-ab.sh $(BEFORE)
 
 # turnout-gen's vhost-user frontend vs testpmd's virtio-user, as sender and
 # as receiver against a testpmd net_vhost backend, 64 and 1518 B, the tool

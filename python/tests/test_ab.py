@@ -171,3 +171,37 @@ def test_nothing_in_common_says_so_and_the_wall_time_is_stated(tmp_path):
     (tmp_path / "u").mkdir()
     with _db(tmp_path / "u", [], finished=None) as db:
         assert wall_time(load_campaign(db)) == "unfinished"
+
+
+def test_a_scenario_may_run_fewer_frame_sizes():
+    spec = parse({"campaign": {"name": "s"},
+                  "matrix": {"suts": ["wire"], "scenarios": ["p2p", "loopback", "v2v"],
+                             "frame_sizes_b": [64, 1518], "vhost_user_scenarios": ["v2v"],
+                             "scenario_frame_sizes_b": {"loopback": [64], "v2v": [1518]}}})
+    got = sorted({(p.scenario, p.virtual_port, p.frame_size_b) for p in spec.points})
+    assert got == [("loopback", "", 64), ("p2p", "", 64), ("p2p", "", 1518),
+                   ("v2v", "", 1518), ("v2v", "vhost-user", 1518)]
+    for bad, msg in (({"nvsn": [64]}, "nvsn: not in matrix.scenarios"),
+                     ({"p2p": [128]}, "128 is not in matrix.frame_sizes_b"),
+                     ({"p2p": []}, "must not be empty"), ([64], "a table")):
+        with pytest.raises(CampaignError, match=msg):
+            parse({"campaign": {"name": "s"},
+                   "matrix": {"scenarios": ["p2p"], "frame_sizes_b": [64, 1518],
+                              "scenario_frame_sizes_b": bad}})
+
+
+def test_a_sut_may_run_only_a_scenarios_vhost_user_cell():
+    from turnout.scenarios import Point, excluded
+
+    spec = parse({"campaign": {"name": "o"},
+                  "matrix": {"suts": ["ovs-dpdk"], "scenarios": ["p2p", "v2v"],
+                             "vhost_user_scenarios": ["v2v"]},
+                  "sut": {"ovs-dpdk": {"scenarios": ["v2v/vhost-user"],
+                                       "scenarios_reason": "slow path"}}})
+    sut = spec.make_sut("ovs-dpdk")
+    ran = {(p.scenario, p.virtual_port) for p in spec.points if excluded(p, sut) is None}
+    assert ran == {("v2v", "vhost-user")}
+    assert excluded(Point(scenario="v2v"), sut) == "slow path"
+    with pytest.raises(CampaignError, match="SCENARIO/vhost-user"):
+        parse({"campaign": {"name": "o"}, "matrix": {"suts": ["ovs-dpdk"]},
+               "sut": {"ovs-dpdk": {"scenarios": ["v2v/memif"]}}})

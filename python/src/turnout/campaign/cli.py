@@ -29,6 +29,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _describe(item: WorkItem) -> str:
     p = item.point
     s = f"{item.sut} {p.scenario}/{p.direction} {p.frame_size_b}B"
+    if p.virtual_port:
+        s += f" [{p.virtual_port}]"
     if p.scenario == "loopback":
         s += f" vnfs={p.vnfs}"
     if p.scenario == "density":

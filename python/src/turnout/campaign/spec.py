@@ -194,6 +194,28 @@ def _overlay_cell(m: dict[str, Any], scenarios: list[str], directions: list[str]
     return odirs, osizes
 
 
+def _scenario_sizes(m: dict[str, Any], scenarios: list[str],
+                    sizes: list[int]) -> dict[str, list[int]]:
+    """``matrix.scenario_frame_sizes_b = { loopback = [64] }``: the frame
+    sizes of some scenarios, a subset of ``frame_sizes_b`` (a campaign cuts a
+    scenario's large frames where they rank nothing the small ones do not;
+    also its vhost-user cell)."""
+    t = m.get("scenario_frame_sizes_b", {})
+    if not isinstance(t, dict):
+        raise CampaignError("matrix.scenario_frame_sizes_b: a table scenario = [sizes]")
+    out: dict[str, list[int]] = {}
+    for sc in t:
+        if sc not in scenarios:
+            raise CampaignError(f"matrix.scenario_frame_sizes_b.{sc}: not in matrix.scenarios")
+        got = _list(t, sc, [], int, "matrix.scenario_frame_sizes_b")
+        for sz in got:
+            if sz not in sizes:
+                raise CampaignError(f"matrix.scenario_frame_sizes_b.{sc}: {sz} is not in "
+                                    "matrix.frame_sizes_b")
+        out[sc] = got
+    return out
+
+
 def _list(d: dict[str, Any], key: str, default: list[Any], typ: type, where: str) -> list[Any]:
     v = d.get(key, default)
     if not isinstance(v, list):
@@ -233,7 +255,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
-             "ports", "pairs", "rates_pps", "vhost_user_scenarios"} | OVERLAY_KEYS
+             "ports", "pairs", "rates_pps", "vhost_user_scenarios",
+             "scenario_frame_sizes_b"} | OVERLAY_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -320,8 +343,11 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("campaign.update_rate_pps: a positive rate (pps)")
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
+    sc_sizes = _scenario_sizes(m, scenarios, sizes)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
+            continue
+        if sz not in sc_sizes.get(sc, sizes):
             continue
         extra: list[dict[str, Any]] = [{}]
         if sc == "loopback":
@@ -345,6 +371,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("matrix.vhost_user_scenarios: campaign.virtual_port is "
                             "vhost-user already")
     for sc, d, sz, fl, b in itertools.product(vhost_scenarios, directions, sizes, flows, bursts):
+        if sz not in sc_sizes.get(sc, sizes):
+            continue
         extra = [{}]
         if sc == "loopback":
             extra = [{"vnfs": v} for v in vnfs]
@@ -473,10 +501,14 @@ def _sut_scenarios(name: str, opts: Any) -> None:
         only = opts["scenarios"]
         if not isinstance(only, list) or not only or not all(isinstance(x, str) for x in only):
             raise CampaignError(f"sut.{name}.scenarios: a non-empty list of scenario names")
-        for sc in only:
+        for x in only:
+            sc, _, port = x.partition("/")
             if sc not in SCENARIOS:
                 raise CampaignError(f"sut.{name}.scenarios: unknown scenario {sc!r} "
                                     f"({', '.join(SCENARIOS)})")
+            if port and port != "vhost-user":
+                raise CampaignError(f"sut.{name}.scenarios: {x!r}: a scenario, or "
+                                    "SCENARIO/vhost-user for its vhost-user cell only")
     why = opts.get("scenarios_reason")
     if why is not None and (not isinstance(why, str) or not why or "scenarios" not in opts):
         raise CampaignError(f"sut.{name}.scenarios_reason: a non-empty string, with scenarios")
