@@ -8,6 +8,7 @@ import stat
 
 import pytest
 
+from conftest import needs_root
 from test_campaign import FakeBench
 from turnout.campaign import CampaignError, parse, run_campaign
 from turnout.report.ab import ab_rows, ab_table, compare_builds
@@ -205,3 +206,46 @@ def test_a_sut_may_run_only_a_scenarios_vhost_user_cell():
     with pytest.raises(CampaignError, match="SCENARIO/vhost-user"):
         parse({"campaign": {"name": "o"}, "matrix": {"suts": ["ovs-dpdk"]},
                "sut": {"ovs-dpdk": {"scenarios": ["v2v/memif"]}}})
+
+
+@needs_root
+@pytest.mark.system
+def test_two_builds_of_turnoutd_run_interleaved_on_real_namespaces(tmp_path):
+    """A variant running a copy of turnoutd from another path next to the
+    checkout's build: both measured, the copy's path and build recorded."""
+    import shutil
+
+    from turnout import testpeers
+    from turnout.bench import RealBench
+    from turnout.measure.gen import REPO as GEN_REPO
+
+    gen = GEN_REPO / "target" / "release" / "turnout-gen"
+    built = REPO / "target" / "release" / "turnoutd"
+    testpeers.need(built.exists() and gen.exists(),
+                   "target/release/turnoutd and turnout-gen (cargo build --release)")
+    other = tmp_path / "build" / "turnoutd"
+    other.parent.mkdir()
+    shutil.copy2(built, other)
+    doc = _ab(binary=str(other))
+    doc["campaign"].update(repetitions=2, warmup_s=0.2)
+    doc["matrix"]["scenarios"] = ["p2p"]
+    spec = parse(doc)
+    with ResultsDB(tmp_path / "ab.db") as db:
+        c = run_campaign(spec, db, RealBench([str(gen)], spec=spec))
+        assert c.status == "done"
+        bad = [t.reason for t in db.trials(c.id) if t.status != "ok"]
+        assert not bad, bad
+        suts = {s.name: s for s in db.suts(c.id)}
+        assert set(suts) == {"turnoutd", "turnoutd-before"}
+        before = suts["turnoutd-before"]
+        assert before.config["binary"] == str(other) and before.config["base"] == "turnoutd"
+        assert str(other) in before.version and "git" in before.version
+        assert suts["turnoutd"].config["binary"] == str(built)
+        host = db.host(c.host_id)
+        assert host is not None and str(other) in host.tools["sut:turnoutd-before"]
+        reps = sorted((r.repetition, r.sut) for r in db.results(c.id, status="ok"))
+        assert reps == [(0, "turnoutd"), (0, "turnoutd-before"),
+                        (1, "turnoutd"), (1, "turnoutd-before")]
+        rows = ab_rows(load_campaign(db, c.id), "turnoutd", "turnoutd-before")
+        assert [r.cell for r in rows] == ["p2p/uni 64 B"]
+        assert rows[0].rate_ratio is not None and rows[0].rate_ratio.n == 2
