@@ -91,11 +91,14 @@ class Turnoutd(SutAdapter):
 
     def build_version(self) -> str:
         """What the executable says of itself (``--version``: its version,
-        API and the git commit it was built from), and its path."""
-        v = command_version([str(self.binary), "--version"])
-        if not v:
-            v = f"turnoutd (built {time.ctime(self.binary.stat().st_mtime)})"
-        return f"{v} [{self.binary}]"
+        API and the git commit it was built from), its path and when it was
+        built (two builds of one commit with other uncommitted changes differ
+        there only)."""
+        v = command_version([str(self.binary), "--version"]) or "turnoutd"
+        return f"{v} {self._where()}"
+
+    def _where(self) -> str:
+        return f"[{self.binary}, built {time.ctime(self.binary.stat().st_mtime)}]"
 
     def version(self) -> str:
         if getattr(self, "_version", ""):
@@ -158,7 +161,7 @@ class Turnoutd(SutAdapter):
             time.sleep(0.05)
         v = rpc(self.sock, "version")
         self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
-                         f"[{self.binary}]")
+                         f"{self._where()}")
         ports = rpc(self.sock, "port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
