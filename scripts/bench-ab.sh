@@ -43,7 +43,8 @@ install -m 0755 "$AB/target/release/turnoutd" "$AB/turnoutd-before"
 cleanup
 trap - EXIT
 echo "bench-ab: building this checkout's turnoutd and turnout-gen"
-cargo build --release --quiet -p turnoutd -p turnout-gen
+# into this checkout's target/release, where the campaign looks for both
+env -u CARGO_TARGET_DIR cargo build --release --quiet -p turnoutd -p turnout-gen
 echo "bench-ab: before: $("$AB/turnoutd-before" --version)"
 echo "bench-ab: after:  $("$REPO/target/release/turnoutd" --version)"
 echo "bench-ab: builds took $((SECONDS - t0)) s"

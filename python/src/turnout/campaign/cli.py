@@ -194,11 +194,14 @@ def _ab(args: argparse.Namespace) -> int:
             t = ab_table(data, args.after, args.before)
             versions = {s.name: s.version for s in db.suts(data.campaign.id)
                         if s.name in (args.after, args.before)}
+            host = db.host(data.campaign.host_id) if data.campaign.host_id else None
     except (KeyError, OSError) as e:
         print(f"turnout bench ab: {e}", file=sys.stderr)
         return 1
     c = data.campaign
-    print(f"campaign {c.name} (run {c.id}, {c.status}), wall time {wall_time(data)}")
+    load = host.extra.get("loadavg") if host is not None else None
+    print(f"campaign {c.name} (run {c.id}, {c.status}), wall time {wall_time(data)}"
+          + (f", load average at its start {load[0]:.2f}" if load else ""))
     for name in (args.after, args.before):
         print(f"  {name}: {versions.get(name, 'not run')}")
     print(t.title)
