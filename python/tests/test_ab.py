@@ -159,6 +159,9 @@ def test_build_comparison_rule():
     assert compare_builds(b, a, "cheaper", "costlier", higher_is_better=False) == "costlier"
     assert compare_builds(a, b, "faster", "slower", higher_is_better=True) == "slower"
     assert compare_builds(Spread(90, 90, 90, 1), b, "x", "y", True) == "spread unknown"
+    # apart, but two repetitions are apart by chance one time in three
+    assert compare_builds(Spread(90, 89, 91, 2), b, "x", "y", True) == \
+        "apart at n<3, not claimed"
     assert compare_builds(Spread(98, 96, 99, 3), b, "x", "y", True) == "same within spread"
     assert compare_builds(None, b, "x", "y", True) == "not measured on both"
 

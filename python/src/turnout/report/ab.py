@@ -12,6 +12,11 @@ and says whether the two builds differ:
 - ``faster`` / ``slower`` (rate), ``cheaper`` / ``costlier`` (cost): the two
   builds' ranges (min..max over repetitions) do not overlap;
 - ``same within spread``: they overlap (never ranked, like the verdict);
+- ``apart at n<3, not claimed``: the ranges are apart but a side has two
+  repetitions only. Two builds that are the same give disjoint ranges by
+  chance with probability 2 / C(n_a + n_b, n_a): 1 in 3 at 2 + 2, 1 in 10
+  at 3 + 3, 1 in 126 at 5 + 5 (ab.toml's). An A/A run (one binary as
+  both, loaded host) showed such a false "costlier" at 2 + 2;
 - ``spread unknown``: a side has fewer than two repetitions;
 - ``tester-bound``: (rate only) the tester set the rate in most repetitions
   of both builds: the rate says nothing of the switch, the cost does.
@@ -47,14 +52,17 @@ class AbRow:
 
 def compare_builds(a: Spread | None, b: Spread | None, better: str, worse: str,
                    higher_is_better: bool) -> str:
-    """``a`` (after) against ``b`` (before) by the verdict's rule: ranked only
-    when both have ≥ 2 repetitions and their ranges do not overlap."""
+    """``a`` (after) against ``b`` (before) by the verdict's rule (ranked only
+    when the ranges do not overlap), with at least 3 repetitions a side
+    (module doc)."""
     if a is None or b is None:
         return "not measured on both"
     if a.n < 2 or b.n < 2:
         return "spread unknown"
     if a.min <= b.max and b.min <= a.max:
         return "same within spread"
+    if a.n < 3 or b.n < 3:
+        return "apart at n<3, not claimed"
     up = a.median > b.median
     return better if up == higher_is_better else worse
 
