@@ -5,8 +5,10 @@
 #   1. builds BEFORE's turnoutd (release) in a throwaway git worktree with a
 #      target directory of its own, target/bench-ab/target (kept between
 #      runs so the next one rebuilds only the workspace's crates;
-#      `rm -rf target/bench-ab` frees it), copies the binary to
-#      target/bench-ab/turnoutd-before and removes the worktree;
+#      `rm -rf target/bench-ab` frees it), keeps the binary as
+#      target/bench-ab/turnoutd-<commit> (a later run against the same
+#      commit builds nothing) and removes the worktree; the campaign runs it
+#      as target/bench-ab/turnoutd-before;
 #   2. builds this checkout's turnoutd and turnout-gen (the tester: the same
 #      build for both switches);
 #   3. runs campaigns/ab.toml (turnoutd and turnoutd-before interleaved,
@@ -29,19 +31,26 @@ AB=$REPO/target/bench-ab
 REV=$(git rev-parse --verify --quiet "$BEFORE^{commit}") \
     || { echo "bench-ab: $BEFORE is not a commit of this repository" >&2; exit 2; }
 mkdir -p "$AB" results
-WT=$(mktemp -d "$AB/src.XXXXXX")
-cleanup() {
-    git worktree remove --force "$WT" >/dev/null 2>&1 || rm -rf "$WT"
-    git worktree prune
-}
-trap cleanup EXIT
 t0=$SECONDS
-git worktree add --detach --quiet "$WT" "$REV"
-echo "bench-ab: building turnoutd of $BEFORE ($(git log -1 --format='%h %s' "$REV" | cut -c1-72))"
-(cd "$WT" && CARGO_TARGET_DIR=$AB/target cargo build --release --quiet -p turnoutd)
-install -m 0755 "$AB/target/release/turnoutd" "$AB/turnoutd-before"
-cleanup
-trap - EXIT
+CACHED=$AB/turnoutd-$REV
+if [ -x "$CACHED" ]; then
+    echo "bench-ab: turnoutd of $BEFORE ($REV) built before: $CACHED"
+else
+    WT=$(mktemp -d "$AB/src.XXXXXX")
+    cleanup() {
+        git worktree remove --force "$WT" >/dev/null 2>&1 || rm -rf "$WT"
+        git worktree prune
+    }
+    trap cleanup EXIT
+    git worktree add --detach --quiet "$WT" "$REV"
+    echo "bench-ab: building turnoutd of $BEFORE ($(git log -1 --format='%h %s' "$REV" | cut -c1-72))"
+    (cd "$WT" && CARGO_TARGET_DIR=$AB/target cargo build --release --quiet -p turnoutd)
+    install -p -m 0755 "$AB/target/release/turnoutd" "$CACHED.tmp"
+    mv "$CACHED.tmp" "$CACHED"
+    cleanup
+    trap - EXIT
+fi
+install -p -m 0755 "$CACHED" "$AB/turnoutd-before"
 echo "bench-ab: building this checkout's turnoutd and turnout-gen"
 # into this checkout's target/release, where the campaign looks for both
 env -u CARGO_TARGET_DIR cargo build --release --quiet -p turnoutd -p turnout-gen

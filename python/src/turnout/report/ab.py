@@ -128,7 +128,8 @@ def ab_table(data: CampaignData, after: str, before: str) -> Table:
                  "tester-bound"],
         note="Medians over the repetitions [min-max]; after/before is paired by "
              "repetition (interleaved: the same minute of the machine for both). A "
-             "difference is claimed only when the two builds' ranges do not overlap. "
+             "difference is claimed only when the two builds' ranges do not overlap, with "
+             "3 or more repetitions a side. "
              "cyc/frame: the SUT's busy cycles per forwarded frame from its own "
              "accounting at R+ (lower is better).")
     for r in ab_rows(data, after, before):
