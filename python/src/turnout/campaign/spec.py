@@ -49,8 +49,9 @@ class WorkItem:
     def key(self) -> str:
         p = self.point
         vp = f"|{p.virtual_port}" if p.virtual_port else ""
+        of = f"|o{p.rules}x{p.masks}x{p.outputs}" if p.scenario == "openflow" else ""
         return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
-                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}|{self.method}|{self.arg:g}"
+                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}{of}|{self.method}|{self.arg:g}"
                 f"|r{self.repetition}")
 
 
@@ -146,7 +147,41 @@ class CampaignSpec:
 def topology_key(p: Point) -> tuple[object, ...]:
     """What a testbed depends on: points with the same key can share one
     set-up of the SUT (frame size, flows and burst are the tester's)."""
-    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port)
+    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port, p.rules,
+            p.masks, p.outputs)
+
+
+#: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
+OPENFLOW_KEYS = {"rules", "masks", "outputs"}
+
+
+def _openflow_cells(m: dict[str, Any], scenarios: list[str]) -> list[dict[str, Any]]:
+    """The rule sets of the ``openflow`` scenario: every (rules, masks,
+    outputs) of the matrix's lists (defaults 100, 1, 1) but those with more
+    masks than rules (each mask needs a rule), which are left out."""
+    from ..ofrules import check_point
+
+    if "openflow" not in scenarios:
+        if any(k in m for k in OPENFLOW_KEYS):
+            raise CampaignError("matrix.rules/masks/outputs: the openflow scenario is not in "
+                                "matrix.scenarios")
+        return []
+    rules = _list(m, "rules", [100], int, "matrix")
+    masks = _list(m, "masks", [1], int, "matrix")
+    outputs = _list(m, "outputs", [1], int, "matrix")
+    cells = []
+    for r, k, o in itertools.product(rules, masks, outputs):
+        if k > r:
+            continue
+        why = check_point(r, k, o)
+        if why:
+            raise CampaignError(f"matrix: {why}")
+        if r > 1_000_000:
+            raise CampaignError(f"matrix.rules: {r} over 10^6")
+        cells.append({"rules": r, "masks": k, "outputs": o})
+    if not cells:
+        raise CampaignError("matrix.rules/masks: every combination has more masks than rules")
+    return cells
 
 
 #: matrix keys of the overlay scenario's cell (docs/bench.md, "Overlay")
@@ -219,7 +254,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
-             "ports", "pairs", "rates_pps", "vhost_user_scenarios"} | OVERLAY_KEYS
+             "ports", "pairs", "rates_pps", "vhost_user_scenarios"} | OVERLAY_KEYS | OPENFLOW_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -302,6 +337,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("campaign.update_rate_pps: a positive rate (pps)")
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
+    of_cells = _openflow_cells(m, scenarios)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
             continue
@@ -312,6 +348,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"ports": p} for p in ports]
         elif sc == "nvsn":
             extra = [{"pairs": p} for p in pairs]
+        elif sc == "openflow":
+            extra = of_cells
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
                    for e in extra]
     # A vhost-user cell next to the campaign's virtual_port: these scenarios
