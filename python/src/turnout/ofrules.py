@@ -36,8 +36,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "RuleSet", "check_point", "dump_flows",
-           "install", "mask_of", "rule_set"]
+__all__ = ["HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "RuleSet", "check_point",
+           "dump_flows", "install", "mask_of", "rule_set"]
 
 #: the tester's frames (turnout-gen's defaults)
 TESTER_DST_IP = "10.0.0.2"
@@ -85,7 +85,8 @@ def _miss_dst(m: Mask, j: int) -> str:
     the capacity never reaches 10.0.0.0/8 again)."""
     step = 1 << (32 - m.dst_len)
     a = (0x0B000000 + j * step) & 0xFFFFFFFF
-    return f"{ipaddress.IPv4Address(a)}/{m.dst_len}"
+    # a /32 written as the bare address, as the hit rule's
+    return f"{ipaddress.IPv4Address(a)}" + (f"/{m.dst_len}" if m.dst_len < 32 else "")
 
 
 @dataclass(frozen=True)

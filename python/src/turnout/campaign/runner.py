@@ -112,7 +112,8 @@ def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Resul
     p = item.point
     return Result(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"], key=key,
-        sut=item.sut, scenario=p.stored_scenario(), direction=p.direction, frame_size_b=p.frame_size_b,
+        sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
+        frame_size_b=p.frame_size_b,
         flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports, pairs=p.pairs,
         virtual_port=ctx["virtual_port"], method=method, repetition=item.repetition,
         status="running", started_at=time.time(),

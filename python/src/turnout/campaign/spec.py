@@ -152,27 +152,48 @@ def topology_key(p: Point) -> tuple[object, ...]:
 
 
 #: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
-OPENFLOW_KEYS = {"rules", "masks", "outputs"}
+OPENFLOW_KEYS = {"rules", "masks", "outputs", "openflow_sets"}
 
 
 def _openflow_cells(m: dict[str, Any], scenarios: list[str]) -> list[dict[str, Any]]:
     """The rule sets of the ``openflow`` scenario: every (rules, masks,
     outputs) of the matrix's lists (defaults 100, 1, 1) but those with more
-    masks than rules (each mask needs a rule), which are left out."""
+    masks than rules (each mask needs a rule), which are left out; or,
+    instead of the product, the ``openflow_sets`` listed as [rules, masks,
+    outputs] triples (cross-sections of the product)."""
     from ..ofrules import check_point
 
     if "openflow" not in scenarios:
         if any(k in m for k in OPENFLOW_KEYS):
-            raise CampaignError("matrix.rules/masks/outputs: the openflow scenario is not in "
-                                "matrix.scenarios")
+            raise CampaignError("matrix.rules/masks/outputs/openflow_sets: the openflow "
+                                "scenario is not in matrix.scenarios")
         return []
-    rules = _list(m, "rules", [100], int, "matrix")
-    masks = _list(m, "masks", [1], int, "matrix")
-    outputs = _list(m, "outputs", [1], int, "matrix")
+    triples: list[tuple[int, int, int]] = []
+    if "openflow_sets" in m:
+        if any(k in m for k in ("rules", "masks", "outputs")):
+            raise CampaignError("matrix.openflow_sets lists the sets: leave out rules, masks "
+                                "and outputs")
+        sets = m["openflow_sets"]
+        if not isinstance(sets, list) or not sets:
+            raise CampaignError("matrix.openflow_sets: a non-empty list of [rules, masks, "
+                                "outputs]")
+        for x in sets:
+            if not (isinstance(x, list) and len(x) == 3
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in x)):
+                raise CampaignError(f"matrix.openflow_sets: {x!r} is not [rules, masks, "
+                                    "outputs] (integers)")
+            if x[1] > x[0]:
+                raise CampaignError(f"matrix.openflow_sets: {x!r} has more masks than rules")
+            triples.append((x[0], x[1], x[2]))
+        if len(set(triples)) != len(triples):
+            raise CampaignError("matrix.openflow_sets: a set is listed twice")
+    else:
+        rules = _list(m, "rules", [100], int, "matrix")
+        masks = _list(m, "masks", [1], int, "matrix")
+        outputs = _list(m, "outputs", [1], int, "matrix")
+        triples = [(r, k, o) for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
     cells = []
-    for r, k, o in itertools.product(rules, masks, outputs):
-        if k > r:
-            continue
+    for r, k, o in triples:
         why = check_point(r, k, o)
         if why:
             raise CampaignError(f"matrix: {why}")
