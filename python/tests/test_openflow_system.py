@@ -9,6 +9,7 @@ binaries; a few seconds per SUT."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import pytest
 
@@ -45,9 +46,22 @@ def test_openflow_rules_installed_and_hit(sut, options):
     point = spec.points[0]
     assert point == Point(scenario="openflow", flows=1000, rules=300, masks=8, outputs=2)
     with RealBench([str(REAL_GEN)]).session(sut, point, spec) as session:
+        topo = session.adapter.topo
+        # the mirror port: the SUT's end of its veth (OpenFlow port 3)
+        mirror = topo.ports[2]
+        assert mirror.name == "m1" and mirror.kind == "veth"
+
+        def mirrored() -> int:
+            return int(subprocess.run(
+                ["ip", "netns", "exec", topo.ns, "cat",
+                 f"/sys/class/net/{mirror.iface}/statistics/tx_packets"],
+                capture_output=True, text=True, check=True).stdout)
+
         before = session.adapter.dump_flows()
+        m0 = mirrored()
         c = session.measurer.measure(spec.duration_s, 20000)
         after = session.adapter.dump_flows()
+        copies = mirrored() - m0
     assert len(before) == 300, len(before)
     assert all(n == 0 for _, _, n in before), "counters before any traffic"
     # 300 rules over 8 masks: the hit rule and 299 that never match
@@ -61,3 +75,6 @@ def test_openflow_rules_installed_and_hit(sut, options):
     # included in the rule's counter) and no more than the sender sent
     assert c.received > 0.9 * c.sent > 0, (c.received, c.sent)
     assert c.received <= hit[0] <= c.sent + 20000 * spec.warmup_s * 1.1 + 64, (hit, c.sent)
+    # the hit rule's second output: every frame went to the mirror port too
+    # (no IPv6 or IGMP chatter in the SUT's namespace: scenarios.build)
+    assert 0.9 * hit[0] <= copies <= hit[0] + 10, (copies, hit)

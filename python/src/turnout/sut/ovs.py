@@ -45,6 +45,8 @@ class Ovs(SutAdapter):
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
     openflow = True
+    #: how long ovs-vsctl waits for ovs-vswitchd (its --timeout, seconds)
+    vsctl_timeout_s = 20
 
     def available(self) -> str | None:
         for tool in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl", self.vswitchd):
@@ -74,8 +76,9 @@ class Ovs(SutAdapter):
     def vsctl(self, *args: str) -> str:
         assert self.tb is not None and self.topo is not None
         cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-vsctl", f"--db=unix:{self.db}",
-               "--timeout=20", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=30)
+               f"--timeout={self.vsctl_timeout_s}", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(),
+                           timeout=self.vsctl_timeout_s + 10)
         if r.returncode != 0:
             raise SutError(f"ovs-vsctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout.strip()
@@ -259,6 +262,9 @@ class OvsDpdk(Ovs):
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
+    # DPDK's initialisation delays the first add-br: at load 11-13 on 2 cores
+    # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml, 2026-11-27)
+    vsctl_timeout_s = 90
     supports_vhost_user = True
     port_kinds = ("veth", "vhost-user")
 
