@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -76,6 +76,22 @@ bench-overlay: setup
 	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
+
+# OpenFlow rule sets (issue 16): the same generated rules installed with
+# ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS and
+# OVS-DPDK; R+ and each SUT's own cost per frame vs rules, masks, concurrent
+# flows and mirror outputs, with turnoutd's cost over OVS's printed as rows
+# (campaigns/flows.toml, docs/bench.md "OpenFlow rule sets"); then the
+# rule-update time through ovs-ofctl mod-flows, turnoutd vs OVS
+# (campaigns/flows-update.toml); about 10 minutes.
+bench-flows: setup
+	mkdir -p results
+	$(PY)/turnout bench run campaigns/flows.toml --db results/flows.db --resume
+	$(PY)/turnout report --db results/flows.db --campaign flows -o results/flows-report
+	$(PY)/turnout bench run campaigns/flows-update.toml --db results/flows.db --resume
+	$(PY)/turnout report --db results/flows.db --campaign flows-update -o results/flows-update-report
+	@echo "report: $(abspath results/flows-report)/index.html"
+	@echo "rule updates: $(abspath results/flows-update-report)/index.html"
 
 # Before/after of a turnoutd change: BEFORE's turnoutd (built in a
 # throwaway worktree, its own target dir under target/bench-ab) against this

@@ -141,6 +141,9 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
+                    # openflow: more than 65536 distinct 5-tuples (the source
+                    # IP too), none of which the hit rule looks at
+                    vary="src-port,src-ip" if point.scenario == "openflow" else "",
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)
@@ -185,7 +188,7 @@ class RealBench:
                 yield Session(measurer=measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
                               virtual_port=built.virtual_port, retarget=retarget,
-                              recover=recover, rule_update=updater)
+                              recover=recover, rule_update=updater, adapter=sut)
             finally:
                 sut.teardown()
 

@@ -52,8 +52,9 @@ class WorkItem:
     def key(self) -> str:
         p = self.point
         vp = f"|{p.virtual_port}" if p.virtual_port else ""
+        of = f"|o{p.rules}x{p.masks}x{p.outputs}" if p.scenario == "openflow" else ""
         return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
-                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}|{self.method}|{self.arg:g}"
+                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}{of}|{self.method}|{self.arg:g}"
                 f"|r{self.repetition}")
 
 
@@ -160,7 +161,62 @@ class CampaignSpec:
 def topology_key(p: Point) -> tuple[object, ...]:
     """What a testbed depends on: points with the same key can share one
     set-up of the SUT (frame size, flows and burst are the tester's)."""
-    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port)
+    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port, p.rules,
+            p.masks, p.outputs)
+
+
+#: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
+OPENFLOW_KEYS = {"rules", "masks", "outputs", "openflow_sets"}
+
+
+def _openflow_cells(m: dict[str, Any], scenarios: list[str]) -> list[dict[str, Any]]:
+    """The rule sets of the ``openflow`` scenario: every (rules, masks,
+    outputs) of the matrix's lists (defaults 100, 1, 1) but those with more
+    masks than rules (each mask needs a rule), which are left out; or,
+    instead of the product, the ``openflow_sets`` listed as [rules, masks,
+    outputs] triples (cross-sections of the product)."""
+    from ..ofrules import check_point
+
+    if "openflow" not in scenarios:
+        if any(k in m for k in OPENFLOW_KEYS):
+            raise CampaignError("matrix.rules/masks/outputs/openflow_sets: the openflow "
+                                "scenario is not in matrix.scenarios")
+        return []
+    triples: list[tuple[int, int, int]] = []
+    if "openflow_sets" in m:
+        if any(k in m for k in ("rules", "masks", "outputs")):
+            raise CampaignError("matrix.openflow_sets lists the sets: leave out rules, masks "
+                                "and outputs")
+        sets = m["openflow_sets"]
+        if not isinstance(sets, list) or not sets:
+            raise CampaignError("matrix.openflow_sets: a non-empty list of [rules, masks, "
+                                "outputs]")
+        for x in sets:
+            if not (isinstance(x, list) and len(x) == 3
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in x)):
+                raise CampaignError(f"matrix.openflow_sets: {x!r} is not [rules, masks, "
+                                    "outputs] (integers)")
+            if x[1] > x[0]:
+                raise CampaignError(f"matrix.openflow_sets: {x!r} has more masks than rules")
+            triples.append((x[0], x[1], x[2]))
+        if len(set(triples)) != len(triples):
+            raise CampaignError("matrix.openflow_sets: a set is listed twice")
+    else:
+        rules = _list(m, "rules", [100], int, "matrix")
+        masks = _list(m, "masks", [1], int, "matrix")
+        outputs = _list(m, "outputs", [1], int, "matrix")
+        triples = [(r, k, o) for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
+    cells = []
+    for r, k, o in triples:
+        why = check_point(r, k, o)
+        if why:
+            raise CampaignError(f"matrix: {why}")
+        if r > 1_000_000:
+            raise CampaignError(f"matrix.rules: {r} over 10^6")
+        cells.append({"rules": r, "masks": k, "outputs": o})
+    if not cells:
+        raise CampaignError("matrix.rules/masks: every combination has more masks than rules")
+    return cells
 
 
 #: matrix keys of the overlay scenario's cell (docs/bench.md, "Overlay")
@@ -256,7 +312,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
              "ports", "pairs", "rates_pps", "vhost_user_scenarios",
-             "scenario_frame_sizes_b"} | OVERLAY_KEYS
+             "scenario_frame_sizes_b"} | OVERLAY_KEYS | OPENFLOW_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -344,6 +400,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
     sc_sizes = _scenario_sizes(m, scenarios, sizes)
+    of_cells = _openflow_cells(m, scenarios)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
             continue
@@ -356,6 +413,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"ports": p} for p in ports]
         elif sc == "nvsn":
             extra = [{"pairs": p} for p in pairs]
+        elif sc == "openflow":
+            extra = of_cells
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
                    for e in extra]
     # A vhost-user cell next to the campaign's virtual_port: these scenarios

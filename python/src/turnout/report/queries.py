@@ -1081,6 +1081,7 @@ def not_measured_section(data: CampaignData) -> Section:
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
     from .methods import rule_update_section, sweep_section  # they build on this module
+    from .openflow import openflow_section
     from .overlay import overlay_section
     from .verdict import verdict_section  # verdict builds on this module
 
@@ -1096,6 +1097,7 @@ def all_sections(data: CampaignData) -> list[Section]:
         overlay_section(data),
         sweep_section(data),
         rule_update_section(data),
+        openflow_section(data),
         cpu_section(data),
         *scale_sections(data, points),
         error_bar_section(data, points),

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.cost import CostSample
+from ..ofrules import RuleSet
 from ..testbed import Testbed
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
@@ -41,6 +42,10 @@ class Topology:
     ports: list[SutPort]
     xconnects: list[tuple[str, str]]
     cpus: str = "1"  # CPUs the SUT may use (taskset list)
+    #: the openflow scenario: the rule set the SUT gets through ``ovs-ofctl
+    #: -O OpenFlow13 add-flows`` instead of the cross-connects (OpenFlow port
+    #: N = ``ports[N - 1]``)
+    openflow: RuleSet | None = None
 
     def port(self, name: str) -> SutPort:
         for p in self.ports:
@@ -111,6 +116,10 @@ class SutAdapter(ABC):
     def pids(self) -> list[int]:
         """Processes whose threads are the switch (for CPU accounting)."""
         return []
+
+    #: whether it takes an OpenFlow rule set from ovs-ofctl (the openflow
+    #: scenario: ``Topology.openflow``)
+    openflow: bool = False
 
     #: whether it forwards by rules the bench can change under traffic
     #: (``move_rule``; the ``rule_update`` scenario, measure/update.py)
