@@ -98,7 +98,8 @@ bench-flows: setup
 # checkout's, interleaved in campaigns/ab.toml (memif v2v, vhost-user v2v,
 # AF_XDP p2p at 64 B: R+ and cycles per frame, 5 repetitions), then
 # after/before per cell with its spread (docs/bench.md, "Before and after");
-# about 4 minutes once BEFORE's dependencies are built, in a quiet window.
+# the campaign takes about 3 minutes, plus BEFORE's build the first time a
+# commit is named (its binary is kept per commit); run it in a quiet window.
 bench-ab: setup
 	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=<git rev>"; exit 2; }
 	PY=$(abspath $(PY)) scripts/bench-ab.sh $(BEFORE)
