@@ -107,9 +107,11 @@ class Built:
 
 def excluded(point: Point, sut: SutAdapter) -> str | None:
     """Why the campaign leaves this SUT out of the point's scenario
-    (``[sut.NAME] scenarios``), or None."""
+    (``[sut.NAME] scenarios``: a scenario's name runs all its cells,
+    "v2v/vhost-user" only its vhost-user cell), or None."""
     only = sut.options.get("scenarios")
-    if only is None or point.scenario in only:
+    if only is None or point.scenario in only or (
+            point.virtual_port and f"{point.scenario}/{point.virtual_port}" in only):
         return None
     return str(sut.options.get("scenarios_reason")
                or f"{sut.name} runs only {', '.join(only)} in this campaign "

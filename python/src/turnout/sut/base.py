@@ -78,6 +78,10 @@ class SutAdapter(ABC):
     supports_vhost_user: bool = False
     #: no switch at all: the scenario wires endpoints directly (bare wire)
     direct: bool = False
+    #: whether a campaign may name another build's executable for it
+    #: (``[sut.NAME] binary = "PATH"``, e.g. a variant built from another
+    #: commit: ``make bench-ab``); the adapter then runs that file
+    takes_binary: bool = False
     #: most ports it can take (port density)
     max_ports: int = 1024
     #: largest frame (without FCS) it forwards, and why when it is a limit

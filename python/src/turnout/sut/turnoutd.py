@@ -7,7 +7,9 @@ ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
 (adaptive wake-up: the longest the worker may hold frames to save CPU),
 ``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
 ``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
-turnout/overlay.py; default ``kernel_port``).
+turnout/overlay.py; default ``kernel_port``), ``binary`` (another build's
+turnoutd, absolute or relative to this checkout; default
+target/release/turnoutd: ``make bench-ab`` runs two builds side by side).
 
 With ``logic = "flows"``, or at a point of the ``openflow`` scenario
 (whatever ``logic`` says), turnoutd runs the ``flows`` logic with its
@@ -31,7 +33,7 @@ from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
 from ..ofrules import dump_flows, install
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, Topology
+from .base import SutAdapter, SutError, Topology, command_version
 
 __all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
@@ -75,19 +77,44 @@ class Turnoutd(SutAdapter):
     name = "turnoutd"
     supports_memif = True
     supports_vhost_user = True
+    takes_binary = True
     openflow = True
     #: TOML appended to the rendered config (the overlay's tunnel port)
     extra_toml = ""
 
+    @property
+    def binary(self) -> Path:
+        """The executable this adapter runs: option ``binary`` (relative to
+        this checkout) or this checkout's release build."""
+        b = self.options.get("binary")
+        if not b:
+            return BINARY
+        p = Path(str(b))
+        return p if p.is_absolute() else REPO / p
+
     def available(self) -> str | None:
-        if not BINARY.exists():
-            return f"{BINARY} not built (cargo build --release -p turnoutd)"
+        b = self.binary
+        if not b.exists():
+            if b == BINARY:
+                return f"{BINARY} not built (cargo build --release -p turnoutd)"
+            return f"binary {b} does not exist (option binary = {self.options['binary']!r})"
         return None
+
+    def build_version(self) -> str:
+        """What the executable says of itself (``--version``: its version,
+        API and the git commit it was built from), its path and when it was
+        built (two builds of one commit with other uncommitted changes differ
+        there only)."""
+        v = command_version([str(self.binary), "--version"]) or "turnoutd"
+        return f"{v} {self._where()}"
+
+    def _where(self) -> str:
+        return f"[{self.binary}, built {time.ctime(self.binary.stat().st_mtime)}]"
 
     def version(self) -> str:
         if getattr(self, "_version", ""):
             return str(self._version)
-        return f"turnoutd (built {time.ctime(BINARY.stat().st_mtime)})"
+        return self.build_version()
 
     def logic(self, topo: Topology | None = None) -> str:
         """The logic it runs: ``flows`` at an openflow point."""
@@ -137,7 +164,9 @@ class Turnoutd(SutAdapter):
         return str(Path(sock).with_name("openflow.sock"))
 
     def config(self) -> dict[str, Any]:
-        c: dict[str, Any] = {"options": self.options, "toml": getattr(self, "_toml", "")}
+        c: dict[str, Any] = {"options": self.options, "toml": getattr(self, "_toml", ""),
+                             "binary": str(self.binary),
+                             "binary_version": getattr(self, "_built", "")}
         if getattr(self, "of_install", ""):
             c["logic"] = "flows"
             c["openflow_install"] = self.of_install
@@ -184,7 +213,8 @@ class Turnoutd(SutAdapter):
         cfg = d / "turnoutd.toml"
         cfg.write_text(self._toml)
         log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn([str(BINARY), "--config", str(cfg)], netns=topo.ns,
+        self._built = self.build_version()
+        self.proc = tb.spawn([str(self.binary), "--config", str(cfg)], netns=topo.ns,
                              stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while not Path(self.sock).exists():
@@ -193,7 +223,8 @@ class Turnoutd(SutAdapter):
                 raise SutError(f"turnoutd did not open its control socket: {tail}")
             time.sleep(0.05)
         v = rpc(self.sock, "version")
-        self._version = f"{v.get('version')} api {v.get('api')} git {v.get('git')}"
+        self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
+                         f"{self._where()}")
         ports = rpc(self.sock, "port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
