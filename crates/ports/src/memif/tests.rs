@@ -495,3 +495,62 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert!(wait(2000, || send(&s0, &f)));
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
+
+/// The race of issue 15's follow-up: a disconnect while a reservation is
+/// in flight for longer than `release_pins` waits (a preempted worker)
+/// leaves the departed connection pinned in the producer. The producer
+/// lets go of it at its next look, under the transmit lock; that must not
+/// be the last reference (it would unmap and close under the lock): the
+/// control thread keeps one and drops it afterwards.
+#[test]
+fn a_producer_never_drops_the_last_reference_under_its_lock() {
+    let dir = Dir::new("lastref");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = server
+        .add_interface(MemifConfig::new("lastref-s", 0))
+        .unwrap();
+    let name = format!("lastref{}", std::process::id());
+    let tag = format!("memif-{name}-region");
+    let c0 = MemifPort::client(MemifConfig::new(&name, 0), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up() && c0.link_up()));
+    let departed = Arc::downgrade(&conn_of(&s0));
+
+    // A reservation in flight on the server's queue: the producer pins
+    // the connection and `release_pins` cannot take it.
+    // SAFETY: this test is the queue's only sender.
+    let mut tx = unsafe { fabric::OwnedTx::new(s0.tx(0)) };
+    let f = [7u8; 100];
+    let n = tx.slots_for(f.len());
+    assert!(wait(2000, || tx.free_slots() >= n));
+    let slot = tx.reserve(n);
+    tx.write(slot, n, &f);
+
+    // The peer leaves; the server's detach waits out `release_pins` and
+    // leaves the pin to the producer.
+    drop(c0);
+    assert!(
+        wait(5000, || s0.counter("disconnects") == 1),
+        "the server saw no disconnect"
+    );
+    // Publish (the lease lets go of its copy, without the lock), then the
+    // producer's next look follows the disconnect under the lock.
+    tx.publish(slot + n as u64);
+    let before = super::ring::DROPS_ON_THIS_THREAD.with(|c| c.get());
+    assert_eq!(tx.free_slots_quiet(), 0, "no connection: no room");
+    let after = super::ring::DROPS_ON_THIS_THREAD.with(|c| c.get());
+    assert_eq!(
+        after, before,
+        "the producer dropped the departed connection's last reference under its lock"
+    );
+    // The control thread unmaps it soon after.
+    assert!(
+        wait(3000, || departed.upgrade().is_none()),
+        "the departed connection is still held"
+    );
+    assert!(
+        wait(3000, || mappings(&tag) == 0),
+        "the departed peer's region is still mapped"
+    );
+    assert_eq!(s0.shared.retired.len(), 0);
+}
