@@ -3,7 +3,6 @@
 //! with a reason and counted, without a crash, while another interface on
 //! the same socket keeps forwarding.
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use fabric::{Port, RxBatch, RxQueue};
 
 use super::proto::*;
 use super::ring::Connection;
-use super::sys::{self, EventFd, Region};
+use super::sys::{EventFd, Region};
 use super::*;
 
 struct Dir(PathBuf);
@@ -281,61 +280,29 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
 
 // --- raw control connections ----------------------------------------------
 
-struct Raw(OwnedFd);
+/// A raw control connection ([`hostile::RawClient`]) whose failures panic.
+struct Raw(hostile::RawClient);
 
 impl Raw {
     fn connect(path: &Path) -> Raw {
-        let r = Raw(sys::connect(path).unwrap());
-        match r.recv() {
-            Some(Msg::Hello(h)) => assert_eq!(h.max_log2_ring_size, MAX_LOG2_RING),
-            m => panic!("expected hello, got {m:?}"),
-        }
-        r
-    }
-    fn send_raw(&self, b: &[u8], fd: Option<i32>) {
-        let _ = sys::send_msg(self.0.as_raw_fd(), b, fd);
+        let (r, h) = hostile::RawClient::connect_hello(path).unwrap();
+        assert_eq!(h.max_log2_ring_size, MAX_LOG2_RING);
+        Raw(r)
     }
     fn send(&self, m: Msg, fd: Option<i32>) {
-        self.send_raw(&m.encode(), fd)
+        self.0.send(m, fd);
     }
     fn recv(&self) -> Option<Msg> {
-        let mut buf = [0u8; 256];
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(3) {
-            let _ = sys::wait_readable(self.0.as_raw_fd(), 100);
-            match sys::recv_msg(self.0.as_raw_fd(), &mut buf) {
-                Ok(Some(r)) if r.len == 0 => return None,
-                Ok(Some(r)) => return Msg::decode(&buf[..r.len]).ok(),
-                Ok(None) => continue,
-                Err(_) => return None,
-            }
-        }
-        None
+        self.0.recv(Duration::from_secs(3))
     }
     /// Expects a disconnect whose reason contains `why`, then hang-up.
     fn expect_disconnect(&self, why: &str) {
-        match self.recv() {
-            Some(Msg::Disconnect(d)) => assert!(
-                d.reason.contains(why),
-                "reason {:?}, expected {why:?}",
-                d.reason
-            ),
-            m => panic!("expected disconnect ({why}), got {m:?}"),
+        if let Err(e) = self.0.expect_disconnect(why) {
+            panic!("{e}");
         }
-        assert_eq!(self.recv(), None, "socket not closed after disconnect");
     }
     fn init(&self, id: u32) {
-        self.send(
-            Msg::Init(Init {
-                version: VERSION,
-                id,
-                mode: 0,
-                secret: [0; SECRET_SZ],
-                name: "raw".into(),
-            }),
-            None,
-        );
-        assert_eq!(self.recv(), Some(Msg::Ack));
+        assert!(self.0.init(id), "init of interface {id} not acknowledged");
     }
 }
 
