@@ -40,6 +40,35 @@ def _mask(cpus: str) -> str:
     return hex(sum(1 << c for c in set(cpu_list(cpus))))
 
 
+def appctl_at(directory: Path, command: str, *args: str, timeout_s: float = 2.0) -> str:
+    """One ovs-appctl command over the control socket of the ovs-vswitchd
+    whose run directory is ``directory`` (JSON-RPC, no process spawned);
+    raises SutError when there is no socket, the connection closes or OVS
+    answers an error."""
+    ctl = sorted(Path(directory).glob("ovs-vswitchd*.ctl"))
+    if not ctl:
+        raise SutError("ovs-vswitchd has no control socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(ctl[-1]))
+        s.sendall(json.dumps({"method": command, "params": list(args), "id": 0}).encode())
+        buf = b""
+        dec = json.JSONDecoder()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise SutError(f"ovs-appctl {command}: connection closed")
+            buf += chunk
+            try:
+                msg, _ = dec.raw_decode(buf.decode())
+                break
+            except ValueError:
+                continue
+    if msg.get("error"):
+        raise SutError(f"ovs-appctl {command}: {msg['error']}")
+    return str(msg.get("result", ""))
+
+
 class Ovs(SutAdapter):
     name = "ovs"
     vswitchd = "ovs-vswitchd"
@@ -222,28 +251,7 @@ class Ovs(SutAdapter):
     def appctl(self, command: str, *args: str, timeout_s: float = 2.0) -> str:
         """One ovs-appctl command over ovs-vswitchd's control socket (JSON-RPC,
         no process spawned: cheap enough to call during a trial)."""
-        ctl = sorted(Path(self.dir).glob("ovs-vswitchd*.ctl"))
-        if not ctl:
-            raise SutError("ovs-vswitchd has no control socket")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(str(ctl[-1]))
-            s.sendall(json.dumps({"method": command, "params": list(args), "id": 0}).encode())
-            buf = b""
-            dec = json.JSONDecoder()
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise SutError(f"ovs-appctl {command}: connection closed")
-                buf += chunk
-                try:
-                    msg, _ = dec.raw_decode(buf.decode())
-                    break
-                except ValueError:
-                    continue
-        if msg.get("error"):
-            raise SutError(f"ovs-appctl {command}: {msg['error']}")
-        return str(msg.get("result", ""))
+        return appctl_at(Path(self.dir), command, *args, timeout_s=timeout_s)
 
     _RECEIVED = re.compile(r"packets received:\s*(\d+)")
     _PROCESSING = re.compile(r"processing cycles:\s*(\d+)")
