@@ -13,6 +13,9 @@
 //! Instructions per packet = the collected total / (batches * 256).
 //! Cases: `patch`, `flows3` (3 rules), `flows10k` (10^4 rules over 8
 //! masks that the frames miss, then a priority-0 hit), `flows3-nocache`.
+//! An optional third argument, FLOWS (default 1), gives the frames of a
+//! batch FLOWS distinct source ports in turn (flows interleaved: no two
+//! consecutive frames of one flow when FLOWS > 1).
 
 use logic::{Ctx, Logic, Pkt, Pkts, Verdict};
 use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
@@ -60,6 +63,13 @@ fn main() -> Result<(), String> {
         .ok_or("usage: classify_loop CASE BATCHES")?
         .parse()
         .map_err(|e| format!("BATCHES: {e}"))?;
+    let flows: u16 = match a.next() {
+        Some(f) => f.parse().map_err(|e| format!("FLOWS: {e}"))?,
+        None => 1,
+    };
+    if flows == 0 {
+        return Err("FLOWS: at least 1".into());
+    }
     let l = build(&case)?;
     let spec = UdpFrameSpec::new(
         MacAddr([0x02, 0, 0, 0, 0, 0x01]),
@@ -75,6 +85,10 @@ fn main() -> Result<(), String> {
         })
         .collect::<Result<_, _>>()
         .map_err(|e| format!("frame: {e:?}"))?;
+    for (i, f) in frames.iter_mut().enumerate() {
+        let port = 1234 + (i as u16 % flows);
+        f[34..36].copy_from_slice(&port.to_be_bytes());
+    }
     let mut v = vec![Verdict::Flood; BATCH];
     let ctx = Ctx {
         now_ns: 0,
@@ -99,6 +113,6 @@ fn main() -> Result<(), String> {
             v[0]
         ));
     }
-    println!("{case}: {batches} batches of {BATCH}");
+    println!("{case}: {batches} batches of {BATCH}, {flows} flows");
     Ok(())
 }

@@ -249,7 +249,7 @@ pub mod meta {
 /// 20-byte header, whole (at least 34 bytes). Returns the same key as
 /// [`extract_general`] and the frame's [`meta`] bits; None for any other
 /// frame.
-#[inline]
+#[inline(always)]
 pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(Key, u32)> {
     let h: &[u8; 34] = frame.get(..34)?.try_into().ok()?;
     if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {

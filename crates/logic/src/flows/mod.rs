@@ -1006,7 +1006,7 @@ trait Hook {
 impl Hook for () {}
 
 /// The frame's key and its [`key::meta`] bits (the cache's key).
-#[inline]
+#[inline(always)]
 fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     if let Some(x) = key::extract_fast(b, in_port) {
         return x;
@@ -1310,15 +1310,19 @@ impl Logic for Flows {
                     let valid =
                         |e: &cache::Entry| e.gen == snap.gen && e.meta == meta && e.key == k;
                     let mut i = last;
-                    if !valid(c.entry(i)) {
+                    // The previous frame's entry serves this one: a run may
+                    // be starting (with flows interleaved, no header is
+                    // taken or compared).
+                    let again = valid(c.entry(i));
+                    if !again {
                         i = c.index(k.hash_with(meta as u64));
                         last = i;
                     }
                     let e = c.entry(i);
-                    if valid(e) {
+                    if again || valid(e) {
                         *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
                         hits += 1;
-                        if e.pure {
+                        if again && e.pure {
                             // (A pure pipeline left the frame unchanged.)
                             same = Header::of(p.data())
                                 .filter(Header::is_fast)
@@ -1345,7 +1349,6 @@ impl Logic for Flows {
                     // 128-byte write per packet, and no hits at all).
                     let free = e.gen != snap.gen;
                     if t.cacheable && (free || misses % 8 == 1) {
-                        let pure = t.pure && t.outputs <= 1;
                         *e = cache::Entry {
                             key: k,
                             gen: snap.gen,
@@ -1353,15 +1356,9 @@ impl Logic for Flows {
                             n: t.n,
                             miss: t.miss,
                             rules: t.rules,
-                            pure,
+                            pure: t.pure && t.outputs <= 1,
                             verdict: std::mem::MaybeUninit::new(*v),
                         };
-                        if pure {
-                            same = Header::of(p.data())
-                                .filter(Header::is_fast)
-                                .map(|h| (h, *v));
-                            same_at = i;
-                        }
                     }
                 }
                 if same.is_some() {
