@@ -53,7 +53,10 @@
 //! its own cache line), shared by successive snapshots of a flow, and added
 //! once per batch (per table) or per run of hits on one flow. In front of
 //! the classifier, a per-worker exact-match cache (`cache.rs`) maps a
-//! packet's key to the flows its pipeline hits, valid for one snapshot.
+//! packet's key to the flows its pipeline hits, valid for one snapshot;
+//! after a hit on the previous packet's entry that only outputs or drops,
+//! the following packets with the same [`Header`] (a run of one flow) take
+//! its verdict without extraction or probe, counted once per run.
 
 mod cache;
 mod expiry;
