@@ -415,7 +415,7 @@ proptest! {
     }
 
     /// Runs of frames of one flow (equal but for the IPv4 identification
-    /// and checksum; now and then another TTL or length) through the cache
+    /// and checksum; some with another TTL or length) through the cache
     /// give the verdicts, bytes and counters of the classifier alone.
     #[test]
     fn runs_of_one_flow_agree_with_the_classifier(
@@ -425,7 +425,7 @@ proptest! {
             1..16),
         pkts in proptest::collection::vec(
             ((any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
-             1usize..6, any::<u16>(), any::<u8>()),
+             1usize..9, any::<u16>(), any::<u8>()),
             1..24),
     ) {
         let cached = build(64);
@@ -449,10 +449,12 @@ proptest! {
                         let x = id.wrapping_add(r as u16).to_be_bytes();
                         f[ip + 4..ip + 6].copy_from_slice(&x);
                         f[ip + 10..ip + 12].copy_from_slice(&[x[1], x[0]]);
-                        // Now and then another TTL, or the frame cut.
-                        match (odd.wrapping_add(r as u8)) % 8 {
-                            0 => f[ip + 8] = f[ip + 8].wrapping_add(1),
-                            1 => f.truncate(f.len().min(40)),
+                        // Per copy (two bits of `odd`): unchanged, another
+                        // TTL, or the frame cut inside the UDP header.
+                        match (odd >> ((r % 4) * 2)) & 3 {
+                            1 => f[ip + 8] = f[ip + 8].wrapping_add(1),
+                            2 => f.truncate(f.len().min(40)),
+                            3 => f.truncate(f.len().min(38)),
                             _ => {}
                         }
                     }
