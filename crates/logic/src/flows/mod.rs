@@ -53,7 +53,10 @@
 //! its own cache line), shared by successive snapshots of a flow, and added
 //! once per batch (per table) or per run of hits on one flow. In front of
 //! the classifier, a per-worker exact-match cache (`cache.rs`) maps a
-//! packet's key to the flows its pipeline hits, valid for one snapshot.
+//! packet's key to the flows its pipeline hits, valid for one snapshot;
+//! after a hit on the previous packet's entry that only outputs or drops,
+//! the following packets with the same [`Header`] (a run of one flow) take
+//! its verdict without extraction or probe, counted once per run.
 
 mod cache;
 mod expiry;
@@ -65,6 +68,7 @@ mod text;
 mod trace;
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -74,7 +78,7 @@ use serde_json::{json, Value};
 
 pub use expiry::{Reason, SWEEP_EVERY};
 pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
-pub use key::{extract, extract_fast, extract_general, Field, Key};
+pub use key::{extract, extract_fast, extract_general, Field, Header, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
 use crate::args::Args;
@@ -118,14 +122,15 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    /// `packets` hits of `bytes` bytes in all on the flow of `c`.
     #[inline]
-    fn hit(&mut self, c: &'a Counters, len: u64, worker: u16) {
+    fn hit(&mut self, c: &'a Counters, packets: u64, bytes: u64, worker: u16) {
         if !self.stats.is_some_and(|s| std::ptr::eq(s, c)) {
             self.flush(worker);
             self.stats = Some(c);
         }
-        self.packets += 1;
-        self.bytes += len;
+        self.packets += packets;
+        self.bytes += bytes;
     }
 
     #[inline]
@@ -900,10 +905,15 @@ fn write_mac(b: &mut [u8], off: usize, m: u64) {
 /// Counters of one batch, added to the shared atomics once at its end
 /// (atomic read-modify-writes cost more than a lookup): per table in two
 /// arrays, per flow over runs of consecutive hits on the same flow.
+///
+/// The per-table arrays are initialised lazily, up to the highest table
+/// looked up so far (`tables`): zeroing all 255 tables' counters cost more
+/// per batch than the lookups of a batch of cache hits.
 struct Acc<'a> {
-    lookups: [u32; MAX_TABLE as usize + 1],
-    misses: [u32; MAX_TABLE as usize + 1],
-    last_table: usize,
+    lookups: [MaybeUninit<u32>; MAX_TABLE as usize + 1],
+    misses: [MaybeUninit<u32>; MAX_TABLE as usize + 1],
+    /// Tables `0..tables` have initialised counters.
+    tables: usize,
     run: Run<'a>,
     /// Output actions ignored (`extra_outputs`), added once per batch.
     extra: u32,
@@ -912,9 +922,12 @@ struct Acc<'a> {
 impl Default for Acc<'_> {
     fn default() -> Self {
         Acc {
-            lookups: [0; MAX_TABLE as usize + 1],
-            misses: [0; MAX_TABLE as usize + 1],
-            last_table: 0,
+            // SAFETY: an array of `MaybeUninit` needs no initialisation;
+            // only `0..tables` is ever read.
+            lookups: unsafe { MaybeUninit::uninit().assume_init() },
+            // SAFETY: as above.
+            misses: unsafe { MaybeUninit::uninit().assume_init() },
+            tables: 0,
             run: Run::default(),
             extra: 0,
         }
@@ -922,10 +935,35 @@ impl Default for Acc<'_> {
 }
 
 impl Acc<'_> {
+    /// `n` lookups in `table`.
     #[inline]
-    fn lookup(&mut self, table: usize) {
-        self.lookups[table] += 1;
-        self.last_table = self.last_table.max(table);
+    fn lookup(&mut self, table: usize, n: u32) {
+        if table >= self.tables {
+            for t in self.tables..=table {
+                self.lookups[t] = MaybeUninit::new(0);
+                self.misses[t] = MaybeUninit::new(0);
+            }
+            self.tables = table + 1;
+        }
+        // SAFETY: initialised above (table < tables).
+        unsafe { *self.lookups[table].assume_init_mut() += n };
+    }
+
+    /// `n` misses in `table` (after `lookup` of it).
+    #[inline]
+    fn miss(&mut self, table: usize, n: u32) {
+        debug_assert!(table < self.tables);
+        // SAFETY: `lookup(table)` came first (table < tables).
+        unsafe { *self.misses[table].assume_init_mut() += n };
+    }
+
+    /// Per table with lookups: (table, lookups, misses).
+    fn tables(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        (0..self.tables).filter_map(|t| {
+            // SAFETY: t < tables: initialised.
+            let (l, m) = unsafe { (self.lookups[t].assume_init(), self.misses[t].assume_init()) };
+            (l > 0).then_some((t, l, m))
+        })
     }
 }
 
@@ -971,7 +1009,7 @@ trait Hook {
 impl Hook for () {}
 
 /// The frame's key and its [`key::meta`] bits (the cache's key).
-#[inline]
+#[inline(always)]
 fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     if let Some(x) = key::extract_fast(b, in_port) {
         return x;
@@ -1007,12 +1045,12 @@ impl Flows {
         let mut out: Option<Verdict> = None;
         let mut popped = false;
         loop {
-            acc.lookup(table);
+            acc.lookup(table, 1);
             // A lookup after pop_vlan depends on the inner tag (not in the
             // key): not cacheable.
             t.cacheable &= !popped;
             let Some(r) = snap.tables[table].lookup(&k) else {
-                acc.misses[table] += 1;
+                acc.miss(table, 1);
                 t.miss = table as u8 + 1;
                 h.miss(table as u8);
                 break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
@@ -1024,7 +1062,7 @@ impl Flows {
                 t.cacheable = false;
             }
             if H::COUNT {
-                acc.run.hit(&r.stats, len, worker);
+                acc.run.hit(&r.stats, 1, len, worker);
             }
             for a in r.actions.iter() {
                 match a {
@@ -1047,7 +1085,7 @@ impl Flows {
 
     /// Replays a cached pipeline: the same counters and actions as
     /// `pipeline`, without lookups. `e` is from the loaded snapshot.
-    #[inline]
+    #[inline(always)]
     fn replay<'s>(
         &self,
         e: &cache::Entry,
@@ -1056,37 +1094,58 @@ impl Flows {
         acc: &mut Acc<'s>,
         worker: u16,
     ) -> Verdict {
-        let len = p.len() as u64;
         if e.pure {
-            for &r in &e.rules[..e.n as usize] {
-                // SAFETY: as below.
-                let r: &'s Rule = unsafe { &*r };
-                acc.lookup(r.table as usize);
-                acc.run.hit(&r.stats, len, worker);
-            }
-            if e.miss != 0 {
-                let t = (e.miss - 1) as usize;
-                acc.lookup(t);
-                acc.misses[t] += 1;
-            }
+            Self::count(e, acc, worker, 1, p.len() as u64);
             // SAFETY: written with `pure` (cache.rs).
             return unsafe { e.verdict.assume_init() };
         }
-        let mut out: Option<Verdict> = None;
-        let mut k = Key::default();
+        self.replay_actions(e, p, ingress, acc, worker)
+    }
+
+    /// The counters of `packets` frames of `bytes` bytes in all through
+    /// the cached pipeline `e` (of the loaded snapshot): its flows, its
+    /// tables' lookups, its miss.
+    #[inline(always)]
+    fn count<'s>(e: &cache::Entry, acc: &mut Acc<'s>, worker: u16, packets: u32, bytes: u64) {
         for &r in &e.rules[..e.n as usize] {
             // SAFETY: the entry's generation is the loaded snapshot's, which
             // holds this flow (cache.rs); the caller holds that snapshot
             // for the whole batch, longer than `acc` lives.
             let r: &'s Rule = unsafe { &*r };
-            acc.lookup(r.table as usize);
-            acc.run.hit(&r.stats, len, worker);
+            acc.lookup(r.table as usize, packets);
+            acc.run.hit(&r.stats, packets as u64, bytes, worker);
+        }
+        if e.miss != 0 {
+            let t = (e.miss - 1) as usize;
+            acc.lookup(t, packets);
+            acc.miss(t, packets);
+        }
+    }
+
+    /// `replay` of a pipeline with actions to run.
+    #[inline(never)]
+    fn replay_actions<'s>(
+        &self,
+        e: &cache::Entry,
+        p: &mut PktMut<'_>,
+        ingress: PortId,
+        acc: &mut Acc<'s>,
+        worker: u16,
+    ) -> Verdict {
+        let len = p.len() as u64;
+        let mut out: Option<Verdict> = None;
+        let mut k = Key::default();
+        for &r in &e.rules[..e.n as usize] {
+            // SAFETY: as in `count`.
+            let r: &'s Rule = unsafe { &*r };
+            acc.lookup(r.table as usize, 1);
+            acc.run.hit(&r.stats, 1, len, worker);
             self.actions::<false>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
         }
         if e.miss != 0 {
             let t = (e.miss - 1) as usize;
-            acc.lookup(t);
-            acc.misses[t] += 1;
+            acc.lookup(t, 1);
+            acc.miss(t, 1);
             return out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
         }
         out.unwrap_or(Verdict::Drop(DropReason::Policy))
@@ -1230,20 +1289,49 @@ impl Logic for Flows {
                 // of one flow skips the hash).
                 let mut last = 0usize;
                 let (mut hits, mut misses) = (0u64, 0u64);
+                // A run of one flow: after a frame that a pure entry (only
+                // an output or a drop) served, the frames with the same
+                // `Header` have its key and meta bits, so the same entry
+                // would serve them: they take its verdict, and its counters
+                // are added once for the whole run, when it ends.
+                let mut same: Option<(Header, Verdict)> = None;
+                let (mut same_at, mut same_n, mut same_bytes) = (0usize, 0u32, 0u64);
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
-                    let (k, meta) = key_meta(p.data(), ingress);
-                    let e = c.entry(last);
-                    if e.gen == snap.gen && e.meta == meta && e.key == k {
-                        *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
-                        hits += 1;
-                        continue;
+                    if let Some((h, verdict)) = same {
+                        let d = p.data();
+                        if Header::of(d).is_some_and(|x| x == h) {
+                            *v = verdict;
+                            same_n += 1;
+                            same_bytes += d.len() as u64;
+                            continue;
+                        }
+                        Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
+                        hits += same_n as u64;
+                        (same, same_n, same_bytes) = (None, 0, 0);
                     }
-                    let i = c.index(k.hash_with(meta as u64));
+                    let (k, meta) = key_meta(p.data(), ingress);
+                    let valid =
+                        |e: &cache::Entry| e.gen == snap.gen && e.meta == meta && e.key == k;
+                    let mut i = last;
+                    // The previous frame's entry serves this one: a run may
+                    // be starting (with flows interleaved, no header is
+                    // taken or compared).
+                    let again = valid(c.entry(i));
+                    if !again {
+                        i = c.index(k.hash_with(meta as u64));
+                        last = i;
+                    }
                     let e = c.entry(i);
-                    last = i;
-                    if e.gen == snap.gen && e.meta == meta && e.key == k {
+                    if again || valid(e) {
                         *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
                         hits += 1;
+                        if again && e.pure {
+                            // (A pure pipeline left the frame unchanged.)
+                            same = Header::of(p.data())
+                                .filter(Header::is_fast)
+                                .map(|h| (h, *v));
+                            same_at = i;
+                        }
                         continue;
                     }
                     misses += 1;
@@ -1276,6 +1364,10 @@ impl Logic for Flows {
                         };
                     }
                 }
+                if same.is_some() {
+                    Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
+                    hits += same_n as u64;
+                }
                 self.cache_stats.add(ctx.worker, hits, misses);
             }
             None => {
@@ -1299,10 +1391,8 @@ impl Logic for Flows {
         if acc.extra > 0 {
             self.extra_outputs.fetch_add(acc.extra as u64, Relaxed);
         }
-        for t in 0..=acc.last_table {
-            if acc.lookups[t] > 0 {
-                self.table_stats[t].add(ctx.worker, acc.lookups[t] as u64, acc.misses[t] as u64);
-            }
+        for (t, lookups, misses) in acc.tables() {
+            self.table_stats[t].add(ctx.worker, lookups as u64, misses as u64);
         }
     }
 
