@@ -221,6 +221,11 @@ struct Subtable {
     first_seq: u64,
     /// Masked key → flows with that exact match, best first.
     map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+    /// While a snapshot is being built: its best flow went, so
+    /// (`max_priority`, `first_seq`) may rank above every flow left (never
+    /// below). [`Snapshot::seal`] recomputes it before the snapshot is
+    /// published, once per batch rather than once per removal.
+    stale: bool,
 }
 
 impl Subtable {
@@ -231,6 +236,12 @@ impl Subtable {
             .map(|v| &v[0])
             .reduce(|a, b| if b.outranks(a) { b } else { a });
         (self.max_priority, self.first_seq) = best.map_or((0, 0), |r| (r.priority, r.seq));
+        self.stale = false;
+    }
+
+    /// `r` is the flow the rank was taken from.
+    fn is_best(&self, r: &Rule) -> bool {
+        r.priority == self.max_priority && r.seq == self.first_seq
     }
 }
 
@@ -275,6 +286,18 @@ impl Table {
             .iter()
             .flat_map(|s| s.map.values().flat_map(|v| v.iter()))
     }
+
+    /// The flow of exactly this match (`key` masked by `mask`) and
+    /// priority: one hash lookup, not a scan.
+    fn find(&self, key: &Key, mask: &Key, priority: u16) -> Option<&Arc<Rule>> {
+        self.subtables
+            .iter()
+            .find(|s| s.mask == *mask)?
+            .map
+            .get(key)?
+            .iter()
+            .find(|r| r.priority == priority)
+    }
 }
 
 struct Snapshot {
@@ -310,6 +333,9 @@ impl Snapshot {
 
     /// Installs `r`, replacing a flow of the same table, match and priority
     /// (whose counters it takes over when `keep_stats`). True if replaced.
+    /// Costs one hash update and a sort of the table's subtables, not a
+    /// pass over the subtable's flows: the rank is raised at once, and a
+    /// replaced best flow leaves it for [`Snapshot::seal`].
     fn insert(&mut self, r: Rule) -> bool {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
         let idx = match t.subtables.iter().position(|s| s.mask == r.mask) {
@@ -320,6 +346,7 @@ impl Snapshot {
                     max_priority: 0,
                     first_seq: 0,
                     map: HashMap::default(),
+                    stale: false,
                 }));
                 t.subtables.len() - 1
             }
@@ -328,13 +355,21 @@ impl Snapshot {
         let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
         if let Some(i) = replaced {
-            v.remove(i);
+            let old = v.remove(i);
+            if st.is_best(&old) {
+                st.stale = true;
+            }
+        }
+        if (st.map.is_empty() && v.is_empty())
+            || r.priority > st.max_priority
+            || (r.priority == st.max_priority && r.seq < st.first_seq)
+        {
+            (st.max_priority, st.first_seq) = (r.priority, r.seq);
         }
         let r = Arc::new(r);
         let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
         v.insert(pos, r.clone());
         st.map.insert(r.key, v.into_boxed_slice());
-        st.recompute();
         t.sort();
         replaced.is_some()
     }
@@ -349,39 +384,110 @@ impl Snapshot {
         f: &dyn Fn(&Rule) -> Option<Rule>,
         removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
+        self.update_within(tables, None, pick, f, removed)
+    }
+
+    /// [`Snapshot::update`] where `pick` selects only flows whose mask
+    /// covers `within`'s mask and whose key under it is `within`'s key (the
+    /// non-strict and strict matches of modify and delete): subtables of
+    /// other masks are skipped, and in the subtable of exactly that mask
+    /// only that key's flows are looked at (one hash lookup, so a modify or
+    /// delete of one flow costs O(1), not a pass over the table). Ranks a
+    /// removal may lower are left for [`Snapshot::seal`].
+    fn update_within(
+        &mut self,
+        tables: std::ops::RangeInclusive<u8>,
+        within: Option<(&Key, &Key)>,
+        pick: &dyn Fn(&Rule) -> bool,
+        f: &dyn Fn(&Rule) -> Option<Rule>,
+        removed: &mut Vec<Arc<Rule>>,
+    ) -> usize {
         let mut n = 0;
         for ti in tables {
             let t = &mut self.tables[ti as usize];
-            if !t.rules().any(|r| pick(r)) {
+            // (subtable, Some(the one key to look at) or None: all).
+            let hits: Vec<(usize, Option<Key>)> = t
+                .subtables
+                .iter()
+                .enumerate()
+                .filter_map(|(i, st)| match within {
+                    Some((_, m)) if !st.mask.covers(m) => None,
+                    Some((k, m)) if st.mask == *m => {
+                        let k = k.and(m);
+                        let v = st.map.get(&k)?;
+                        v.iter().any(|r| pick(r)).then_some((i, Some(k)))
+                    }
+                    _ => st
+                        .map
+                        .values()
+                        .any(|v| v.iter().any(|r| pick(r)))
+                        .then_some((i, None)),
+                })
+                .collect();
+            if hits.is_empty() {
                 continue;
             }
             let t = Arc::make_mut(t);
-            for st in t.subtables.iter_mut() {
-                if !st.map.values().any(|v| v.iter().any(|r| pick(r))) {
-                    continue;
-                }
-                let st = Arc::make_mut(st);
-                st.map.retain(|_, v| {
+            for (i, only) in hits {
+                let st = Arc::make_mut(&mut t.subtables[i]);
+                let best = (st.max_priority, st.first_seq);
+                let mut lost_best = false;
+                let mut edit = |v: &[Arc<Rule>]| -> Box<[Arc<Rule>]> {
                     let mut out: Vec<Arc<Rule>> = Vec::with_capacity(v.len());
                     for r in v.iter() {
                         if pick(r) {
                             n += 1;
                             match f(r) {
                                 Some(nr) => out.push(Arc::new(nr)),
-                                None => removed.push(r.clone()),
+                                None => {
+                                    lost_best |= (r.priority, r.seq) == best;
+                                    removed.push(r.clone());
+                                }
                             }
                         } else {
                             out.push(r.clone());
                         }
                     }
-                    *v = out.into_boxed_slice();
-                    !v.is_empty()
-                });
-                st.recompute();
+                    out.into_boxed_slice()
+                };
+                match only {
+                    Some(k) => {
+                        let v = st.map.remove(&k).unwrap_or_default();
+                        let out = edit(&v);
+                        if !out.is_empty() {
+                            st.map.insert(k, out);
+                        }
+                        st.stale |= lost_best;
+                    }
+                    None => {
+                        // A pass over the subtable anyway: rank it now.
+                        st.map.retain(|_, v| {
+                            *v = edit(v);
+                            !v.is_empty()
+                        });
+                        st.recompute();
+                    }
+                }
             }
             t.sort();
         }
         n
+    }
+
+    /// Recomputes the ranks left stale by [`Snapshot::insert`] and
+    /// [`Snapshot::update_within`] and reorders those tables: once per
+    /// built snapshot, before it is published.
+    fn seal(&mut self) {
+        for t in self.tables.iter_mut() {
+            if !t.subtables.iter().any(|s| s.stale) {
+                continue;
+            }
+            let t = Arc::make_mut(t);
+            for st in t.subtables.iter_mut().filter(|s| s.stale) {
+                Arc::make_mut(st).recompute();
+            }
+            t.sort();
+        }
     }
 
     #[cfg(test)]
@@ -625,6 +731,7 @@ impl Flows {
             w.idle.installed(&r);
             replaced += snap.insert(r) as usize;
         }
+        snap.seal();
         self.snap.store(Arc::new(snap));
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
     }
@@ -697,8 +804,9 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update(tables, &pick, &f, &mut removed);
+            n += snap.update_within(tables, Some((&s.key, &s.mask)), &pick, &f, &mut removed);
         }
+        snap.seal();
         self.snap.store(Arc::new(snap));
         self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
@@ -1359,6 +1467,8 @@ impl Logic for Flows {
     }
 }
 
+#[cfg(test)]
+mod bulk_tests;
 #[cfg(test)]
 mod cache_tests;
 #[cfg(test)]
