@@ -305,7 +305,17 @@ struct Snapshot {
     /// Unique per snapshot (never 0): the exact-match cache serves only
     /// entries filled from the snapshot it sees loaded.
     gen: u64,
+    /// Built by [`Flows::begin`]: the generation of the snapshot it was
+    /// built from, and the (table, mask, key) of every bucket it changed
+    /// (`log_full`: too many, or a change by a pass over a table), which
+    /// is what [`Flows::begin`] replays on the spare copy.
+    parent: Option<u64>,
+    log: Vec<(u8, Key, Key)>,
+    log_full: bool,
 }
+
+/// Longest change log kept in a snapshot (beyond: `log_full`).
+const MAX_LOG: usize = 1 << 16;
 
 /// Generations of every snapshot of every `Flows`, in building order.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -317,6 +327,9 @@ impl Clone for Snapshot {
         Snapshot {
             tables: self.tables.clone(),
             gen: GENERATION.fetch_add(1, Relaxed),
+            parent: None,
+            log: Vec::new(),
+            log_full: false,
         }
     }
 }
@@ -328,6 +341,90 @@ impl Snapshot {
                 .map(|_| Arc::new(Table::default()))
                 .collect(),
             gen: GENERATION.fetch_add(1, Relaxed),
+            parent: None,
+            log: Vec::new(),
+            log_full: false,
+        }
+    }
+
+    /// A copy that shares no table or subtable with `self` (only the
+    /// immutable flows): O(flows), done when there is no spare to replay.
+    fn deep_clone(&self) -> Snapshot {
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| {
+                let mut nt = Table::clone(t);
+                for st in nt.subtables.iter_mut() {
+                    *st = Arc::new(Subtable::clone(st));
+                }
+                Arc::new(nt)
+            })
+            .collect();
+        Snapshot {
+            tables,
+            ..Snapshot::clone(self)
+        }
+    }
+
+    /// Notes a changed bucket for the replay.
+    fn logged(&mut self, table: u8, mask: Key, key: Key) {
+        if self.log.len() >= MAX_LOG {
+            self.log_full = true;
+        }
+        if !self.log_full {
+            self.log.push((table, mask, key));
+        }
+    }
+
+    /// Makes `self`, which holds what `cur`'s parent held, hold what `cur`
+    /// holds: the buckets `cur` changed copied over, and the changed
+    /// tables' subtables ranked and ordered as in `cur`. O(changes).
+    fn replay(&mut self, cur: &Snapshot) {
+        let mut dirty: Vec<u8> = Vec::new();
+        for (ti, mask, key) in &cur.log {
+            let bucket = cur.tables[*ti as usize]
+                .subtables
+                .iter()
+                .find(|s| s.mask == *mask)
+                .and_then(|s| s.map.get(key))
+                .cloned();
+            let t = Arc::make_mut(&mut self.tables[*ti as usize]);
+            let i = match t.subtables.iter().position(|s| s.mask == *mask) {
+                Some(i) => i,
+                None => {
+                    t.subtables.push(Arc::new(Subtable {
+                        mask: *mask,
+                        max_priority: 0,
+                        first_seq: 0,
+                        map: HashMap::default(),
+                        stale: false,
+                    }));
+                    t.subtables.len() - 1
+                }
+            };
+            let st = Arc::make_mut(&mut t.subtables[i]);
+            match bucket {
+                Some(b) => st.map.insert(*key, b),
+                None => st.map.remove(key),
+            };
+            if !dirty.contains(ti) {
+                dirty.push(*ti);
+            }
+        }
+        for ti in dirty {
+            let src = &cur.tables[ti as usize];
+            let t = Arc::make_mut(&mut self.tables[ti as usize]);
+            for st in t.subtables.iter_mut() {
+                if let Some(s) = src.subtables.iter().find(|s| s.mask == st.mask) {
+                    if (st.max_priority, st.first_seq) != (s.max_priority, s.first_seq) {
+                        let st = Arc::make_mut(st);
+                        (st.max_priority, st.first_seq) = (s.max_priority, s.first_seq);
+                    }
+                }
+            }
+            // Subtables `cur` no longer has are empty here too.
+            t.sort();
         }
     }
 
@@ -371,6 +468,7 @@ impl Snapshot {
         v.insert(pos, r.clone());
         st.map.insert(r.key, v.into_boxed_slice());
         t.sort();
+        self.logged(r.table, r.mask, r.key);
         replaced.is_some()
     }
 
@@ -427,7 +525,14 @@ impl Snapshot {
             if hits.is_empty() {
                 continue;
             }
-            let t = Arc::make_mut(t);
+            match &hits[..] {
+                [(i, Some(k))] => {
+                    let mask = t.subtables[*i].mask;
+                    self.logged(ti, mask, *k);
+                }
+                _ => self.log_full = true,
+            }
+            let t = Arc::make_mut(&mut self.tables[ti as usize]);
             for (i, only) in hits {
                 let st = Arc::make_mut(&mut t.subtables[i]);
                 let best = (st.max_priority, st.first_seq);
@@ -531,6 +636,10 @@ struct Writer {
     idle: expiry::Idle,
     /// The OpenFlow group table (`groups.rs`).
     of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
+    /// The snapshot retired by the last [`Flows::commit`] (left-right: it
+    /// shares no subtable with the published one), for [`Flows::begin`]
+    /// to bring up to date and edit in place.
+    spare: Option<Arc<Snapshot>>,
 }
 
 impl Writer {
@@ -651,6 +760,47 @@ fn bad(what: &str, text: &str, e: String) -> String {
 }
 
 impl Flows {
+    /// The snapshot a command edits, with the writer lock held: a copy of
+    /// the published one that shares no table or subtable with it, so
+    /// that the edits are in place (O(1) per flow) rather than a copy of
+    /// the subtable each (which made `ovs-ofctl add-flows`, one flow-mod
+    /// and one barrier at a time, quadratic). Left-right: the spare copy
+    /// retired by the last commit is brought up to date by replaying the
+    /// buckets the published one changed; when there is none (first use,
+    /// a worker still holding it, another writer published since, or a
+    /// change by a pass over a table) it is a deep copy, O(flows).
+    fn begin(&self, w: &mut Writer) -> Snapshot {
+        let cur = self.snap.load_full();
+        let mut next = match w.spare.take().map(Arc::try_unwrap) {
+            Some(Ok(s)) if s.gen == cur.gen => s,
+            Some(Ok(mut s)) if cur.parent == Some(s.gen) && !cur.log_full => {
+                s.replay(&cur);
+                s
+            }
+            _ => cur.deep_clone(),
+        };
+        next.gen = GENERATION.fetch_add(1, Relaxed);
+        next.parent = Some(cur.gen);
+        next.log.clear();
+        next.log_full = false;
+        next
+    }
+
+    /// Publishes `next` (from [`Flows::begin`]) if `changed`, keeping the
+    /// snapshot it replaces as the spare; else keeps `next` itself as the
+    /// spare (it holds what the published one holds).
+    fn commit(&self, w: &mut Writer, mut next: Snapshot, changed: bool) {
+        if !changed {
+            if let Some(p) = next.parent {
+                next.gen = p;
+                w.spare = Some(Arc::new(next));
+            }
+            return;
+        }
+        next.seal();
+        w.spare = Some(self.snap.swap(Arc::new(next)));
+    }
+
     /// Builds from `{"flows": [text, ...]}`.
     pub fn from_config(config: &Value) -> Result<Flows, String> {
         let a = Args::new(
@@ -719,7 +869,7 @@ impl Flows {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut snap = self.begin(&mut w);
         let mut replaced = 0;
         let now = Instant::now();
         for (s, t) in specs.into_iter().zip(texts) {
@@ -731,8 +881,7 @@ impl Flows {
             w.idle.installed(&r);
             replaced += snap.insert(r) as usize;
         }
-        snap.seal();
-        self.snap.store(Arc::new(snap));
+        self.commit(&mut w, snap, true);
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
     }
 
@@ -763,7 +912,7 @@ impl Flows {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut snap = self.begin(&mut w);
         let mut n = 0;
         let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
@@ -806,8 +955,8 @@ impl Flows {
             }
             n += snap.update_within(tables, Some((&s.key, &s.mask)), &pick, &f, &mut removed);
         }
-        snap.seal();
-        self.snap.store(Arc::new(snap));
+        self.commit(&mut w, snap, true);
+        drop(w);
         self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
             json!({"deleted": n})

@@ -417,16 +417,14 @@ impl Flows {
     /// reported (flow-removed) after the swap, in order.
     pub fn flow_mods(&self, ms: &[&FlowMod]) -> Vec<Result<usize, OfpError>> {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut snap = self.begin(&mut w);
         let mut removed = Vec::new();
         let out: Vec<Result<usize, OfpError>> = ms
             .iter()
             .map(|m| self.apply_flow_mod(&mut w, &mut snap, m, &mut removed))
             .collect();
-        if out.iter().any(|r| r.is_ok()) {
-            snap.seal();
-            self.snap.store(Arc::new(snap));
-        }
+        let changed = out.iter().any(|r| r.is_ok());
+        self.commit(&mut w, snap, changed);
         drop(w);
         self.notify(&removed, Reason::Delete, Instant::now());
         out
