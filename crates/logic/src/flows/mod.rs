@@ -315,7 +315,7 @@ struct Snapshot {
 }
 
 /// Longest change log kept in a snapshot (beyond: `log_full`).
-const MAX_LOG: usize = 1 << 16;
+const MAX_LOG: usize = 8192;
 
 /// Generations of every snapshot of every `Flows`, in building order.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
