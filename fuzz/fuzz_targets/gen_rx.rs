@@ -260,6 +260,9 @@ fn one(r: &mut Receiver, data: &[u8]) {
             .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
         assert_eq!(l.cdf.last().map(|p| (p.0, p.1)), Some((l.max, 1.0)));
     }
+    // serde_json writes valid JSON or fails (a non-finite float, say):
+    // parsing it back would only test serde_json, at a fifth of the cost of
+    // an input.
     let json = serde_json::to_string(&doc).expect("the document serialises");
-    assert!(serde_json::from_str::<serde_json::Value>(&json).is_ok());
+    assert!(json.starts_with('{') && json.ends_with('}'));
 }
