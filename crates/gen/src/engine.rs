@@ -484,11 +484,11 @@ impl Receiver {
         self.limits
     }
 
-    /// Back to the state of `Receiver::new(touch)`, keeping the memory of
-    /// the streams seen so far (their windows and latency histograms are
-    /// cleared and reused by the next streams, in order): for a process
-    /// that measures several runs, or a fuzz harness, without allocating
-    /// again.
+    /// Back to the state of a new receiver with the same limits (and
+    /// `touch`), keeping the memory of the streams seen so far (their
+    /// windows and latency histograms are cleared and reused by the next
+    /// streams, in order): for a process that measures several runs, or a
+    /// fuzz harness, without allocating again.
     pub fn reset(&mut self, touch: bool) {
         // Highest index first, so that index 0 ends on top of the stack.
         while let Some(mut s) = self.streams.pop() {
