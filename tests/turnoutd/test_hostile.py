@@ -23,8 +23,12 @@ up; the honest stream loses nothing and the honest ports count no drop;
 every lie ends the connection with its reason counted in the `stats` API
 (each violation / lie counter exactly); afterwards an honest turnout-gen
 reconnects on hm and on hv and gets every frame through; turnoutd's open
-fds do not grow from one attack to the next (the first leaves two eventfds
-per attacked port behind, bounded: docs/fuzzing.md).
+descriptors, by kind, are exactly what its connections account for: with
+no peer, those of a fresh turnoutd (the warm-up peers and, at the end,
+every peer leave nothing behind); during the attacks, those plus the
+honest stream's two memif connections (each its control socket and the
+interrupt eventfds of its two rings) and nothing more after each attack
+(docs/fuzzing.md).
 
 Needs root (memif sockets under the test's directory, like the other
 system tests) and the release binaries turnoutd, turnout-gen and the
@@ -89,6 +93,41 @@ def fd_kinds(pid: int) -> dict[str, int]:
     return out
 
 
+# What each memif connection of the honest stream (one queue pair) holds
+# open in turnoutd: its control socket and the client's interrupt eventfd
+# of each of its two rings.
+HONEST_CONNECTION_FDS = {"socket": 1, "anon_inode:[eventfd]": 2}
+
+
+def fds_settle(pid: int, want: dict[str, int], what: str) -> None:
+    """Waits (10 s) until turnoutd's descriptors by kind are exactly ``want``
+    (a departed peer's connection is closed by the port's control thread a
+    moment after its link goes down)."""
+    try:
+        wait_for(what, 10, lambda: fd_kinds(pid) == want)
+    except AssertionError:
+        got = fd_kinds(pid)
+        diff = {k: got.get(k, 0) - want.get(k, 0) for k in set(got) | set(want)
+                if got.get(k, 0) != want.get(k, 0)}
+        raise AssertionError(f"{what}: turnoutd's descriptors differ by {diff} "
+                             f"(want {want}, have {got})") from None
+
+
+def fds_steady(pid: int) -> dict[str, int]:
+    """turnoutd's descriptors by kind once they stop changing (the same for
+    1 s; 10 s at most)."""
+    last, since = fd_kinds(pid), time.monotonic()
+    end = since + 10
+    while time.monotonic() < end:
+        time.sleep(0.1)
+        now = fd_kinds(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= 1.0:
+            return now
+    raise AssertionError(f"turnoutd's descriptors did not settle: {last}")
+
+
 def backend(d: Turnoutd, port: str) -> dict[str, int]:
     return dict(d.port(port)["backend"])
 
@@ -145,17 +184,24 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
     with d:
         assert d.proc is not None
         pid = d.proc.pid
+        # A fresh turnoutd's descriptors, with no peer ever connected.
+        kinds_fresh = fd_kinds(pid)
         # Before the attack, honest peers on hm and hv receive a stream:
-        # the ports work, and each has held a connection it transmitted to
-        # (a port keeps its last peer's interrupt fd for kicks until the
-        # next connection: two eventfds per port, not a leak; measured).
+        # the ports work, and each has held a connection it transmitted to.
         for port, spec in (("hm", f"{memif},id=2"), ("hv", f"vhost-user:{tmp_path}/hv.sock")):
             out = tmp_path / f"before-{port}.json"
             doc = finish(txrx(tmp_path, f"{memif},id=0", spec, out, "--count", "2000"), out, 60)
             lossless(doc, f"honest peer on {port} before the attack")
         wait_for("the warm-up peers gone", 10, lambda: not any(
             d.port(n)["link_up"] for n in ("m0", "hm", "hv")))
-        fds_start, kinds_start = fds(pid), fd_kinds(pid)
+        # Idle again: nothing more than a fresh turnoutd (which may still
+        # hold the harness's first control connection: a socket less now).
+        kinds_idle = fds_steady(pid)
+        fds_start = fds(pid)
+        grown = {k: n - kinds_fresh.get(k, 0) for k, n in kinds_idle.items()
+                 if n > kinds_fresh.get(k, 0)}
+        assert not grown, f"the warm-up peers left descriptors behind: {grown} " \
+            f"(fresh {kinds_fresh}, now {kinds_idle})"
         honest0 = {n: dict(d.port(n)["drops"]) for n in ("m0", "m1")}
 
         # The honest stream, for longer than the attack takes.
@@ -165,13 +211,14 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
         wait_for("the honest ports' link", 10,
                  lambda: d.port("m0")["link_up"] and d.port("m1")["link_up"])
         time.sleep(1.0)
-        # Two attacks, each by both liars at once. The first may leave
-        # bounded state behind (measured: two eventfds per attacked port:
-        # a memif transmit queue keeps the last connection it sent into
-        # until it sends into a new one, docs/fuzzing.md); the second must
-        # not add anything.
+        # With the honest stream: exactly its two connections more.
+        kinds_stream = dict(kinds_idle)
+        for k, n in HONEST_CONNECTION_FDS.items():
+            kinds_stream[k] = kinds_stream.get(k, 0) + 2 * n
+        fds_settle(pid, kinds_stream, "with the honest stream")
+        # Two attacks, each by both liars at once; each must leave nothing
+        # behind.
         seen: list[dict[str, Any]] = []
-        fds_first: tuple[int, dict[str, int]] = (0, {})
         for attack in (1, 2):
             hm0, hv0 = backend(d, "hm"), backend(d, "hv")
             liars = {
@@ -193,16 +240,9 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
             })
             wait_for("the liars gone", 10, lambda: not any(
                 d.port(n)["link_up"] for n in ("hm", "hv")))
-            time.sleep(0.5)
-            if attack == 1:
-                fds_first = (fds(pid), fd_kinds(pid))
-            else:
-                n, kinds = fds(pid), fd_kinds(pid)
-                assert n <= fds_first[0], f"turnoutd's fds grew from the first attack to " \
-                    f"the second: {fds_first} -> {n} {kinds}"
-        print(json.dumps({"attacks": seen, "fds": {"start": [fds_start, kinds_start],
-                                                   "after_first_attack": fds_first,
-                                                   "after_second_attack": fds(pid)}}))
+            fds_settle(pid, kinds_stream, f"after attack {attack} (the honest stream on)")
+        print(json.dumps({"attacks": seen, "fds": {"idle": [fds_start, kinds_idle],
+                                                   "with_stream": kinds_stream}}))
 
         doc = finish(honest, honest_out, 60)
         lossless(doc, "honest stream m0 -> m1 during the attack")
@@ -224,6 +264,6 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
         # first attack.
         wait_for("every peer gone", 10, lambda: not any(
             d.port(n)["link_up"] for n in ("m0", "m1", "hm", "hv")))
-        assert fds(pid) <= fds_first[0], f"{fds_first} -> {fd_kinds(pid)}"
+        fds_settle(pid, kinds_idle, "with every peer gone")
         assert d.proc.poll() is None
 

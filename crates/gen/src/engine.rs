@@ -25,15 +25,42 @@ pub const MAX_STREAMS: usize = 1024;
 /// of their own (`rx.streams[].latency_ns`).
 pub const LATENCY_STREAMS: usize = 64;
 
-/// Slots of the receiver's stream index (open addressing, linear probing):
-/// twice [`MAX_STREAMS`], so a lookup probes about 1.5 slots even when the
-/// table is full.
-const INDEX_SLOTS: usize = 2 * MAX_STREAMS;
+/// How much a receiver tracks. [`ReceiverLimits::default`] is what
+/// turnout-gen runs with; smaller limits take the same code paths with less
+/// memory to clear and summarise (the `gen_rx` fuzz harness uses them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiverLimits {
+    /// Most distinct streams tracked (1..=[`MAX_STREAMS`]); frames of
+    /// further streams are counted in `untracked`.
+    pub streams: usize,
+    /// The first this many streams get a latency histogram of their own.
+    pub latency_streams: usize,
+    /// Reorder window of each stream, in sequence numbers (see
+    /// [`SeqTracker::new`]).
+    pub window: usize,
+    /// Significant digits of the latency histograms
+    /// ([`Latency::with_digits`]).
+    pub latency_digits: u8,
+}
 
-/// The index slot a stream id hashes to (Fibonacci hashing).
+impl Default for ReceiverLimits {
+    fn default() -> Self {
+        Self {
+            streams: MAX_STREAMS,
+            latency_streams: LATENCY_STREAMS,
+            window: DEFAULT_WINDOW,
+            latency_digits: 3,
+        }
+    }
+}
+
+/// The index slot a stream id hashes to (Fibonacci hashing) in an index of
+/// `2^bits` slots (open addressing, linear probing; the index has at least
+/// twice as many slots as streams, so a lookup probes about 1.5 slots even
+/// when the stream table is full).
 #[inline]
-fn index_slot(id: u32) -> usize {
-    (id.wrapping_mul(0x9E37_79B1) >> (32 - INDEX_SLOTS.trailing_zeros())) as usize
+fn index_slot(id: u32, bits: u32) -> usize {
+    (id.wrapping_mul(0x9E37_79B1) >> (32 - bits)) as usize
 }
 
 /// How many frames ahead the receiver prefetches.
@@ -364,6 +391,9 @@ pub struct Receiver {
     /// Stream id -> position in `streams` + 1 (0: free), so that finding a
     /// stream among up to [`MAX_STREAMS`] does not scan them all.
     index: Box<[u16]>,
+    /// log2 of `index.len()`.
+    index_bits: u32,
+    limits: ReceiverLimits,
     last: usize,
     /// Latency of every measured frame.
     pub latency: Latency,
@@ -409,12 +439,26 @@ pub struct Receiver {
 impl Receiver {
     /// A receiver; `touch` reads every payload byte.
     pub fn new(touch: bool) -> Self {
+        Self::with_limits(touch, ReceiverLimits::default())
+    }
+
+    /// A receiver tracking at most `limits.streams` streams (clamped to
+    /// 1..=[`MAX_STREAMS`]), the first `limits.latency_streams` with a
+    /// latency histogram of their own.
+    pub fn with_limits(touch: bool, limits: ReceiverLimits) -> Self {
+        let limits = ReceiverLimits {
+            streams: limits.streams.clamp(1, MAX_STREAMS),
+            ..limits
+        };
+        let slots = (2 * limits.streams).next_power_of_two();
         Self {
-            streams: Vec::with_capacity(MAX_STREAMS),
+            streams: Vec::with_capacity(limits.streams),
             spare: Vec::new(),
-            index: vec![0u16; INDEX_SLOTS].into_boxed_slice(),
+            index: vec![0u16; slots].into_boxed_slice(),
+            index_bits: slots.trailing_zeros(),
+            limits,
             last: 0,
-            latency: Latency::new(),
+            latency: Latency::with_digits(limits.latency_digits),
             jitter: Jitter::default(),
             burst_no: 0,
             jitter_burst: u64::MAX,
@@ -435,11 +479,16 @@ impl Receiver {
         }
     }
 
-    /// Back to the state of `Receiver::new(touch)`, keeping the memory of
-    /// the streams seen so far (their windows and latency histograms are
-    /// cleared and reused by the next streams, in order): for a process
-    /// that measures several runs, or a fuzz harness, without allocating
-    /// again.
+    /// The limits this receiver was built with (clamped).
+    pub fn limits(&self) -> ReceiverLimits {
+        self.limits
+    }
+
+    /// Back to the state of a new receiver with the same limits (and
+    /// `touch`), keeping the memory of the streams seen so far (their
+    /// windows and latency histograms are cleared and reused by the next
+    /// streams, in order): for a process that measures several runs, or a
+    /// fuzz harness, without allocating again.
     pub fn reset(&mut self, touch: bool) {
         // Highest index first, so that index 0 ends on top of the stack.
         while let Some(mut s) = self.streams.pop() {
@@ -480,17 +529,18 @@ impl Receiver {
                 return Some(self.last);
             }
         }
-        let mut slot = index_slot(id);
+        let mask = self.index.len() - 1;
+        let mut slot = index_slot(id, self.index_bits);
         let found = loop {
             match self.index[slot] {
                 0 => break None,
                 v if self.streams[v as usize - 1].id == id => break Some(v as usize - 1),
-                _ => slot = (slot + 1) % INDEX_SLOTS,
+                _ => slot = (slot + 1) & mask,
             }
         };
         let i = match found {
             Some(i) => i,
-            None if self.streams.len() < MAX_STREAMS => {
+            None if self.streams.len() < self.limits.streams => {
                 // `slot` is the free slot the probe ended on; the table is
                 // never more than half full, so there always is one.
                 self.index[slot] = self.streams.len() as u16 + 1;
@@ -501,11 +551,11 @@ impl Receiver {
                 } else {
                     // Once per new stream: the window bitmap (and, for the
                     // first streams, a latency histogram).
-                    let latency =
-                        (self.streams.len() < LATENCY_STREAMS).then(|| Box::new(Latency::new()));
+                    let latency = (self.streams.len() < self.limits.latency_streams)
+                        .then(|| Box::new(Latency::with_digits(self.limits.latency_digits)));
                     self.streams.push(StreamState {
                         id,
-                        seq: SeqTracker::new(DEFAULT_WINDOW),
+                        seq: SeqTracker::new(self.limits.window),
                         jitter: Jitter::default(),
                         jitter_burst: u64::MAX,
                         latency,
@@ -1299,23 +1349,39 @@ mod tests {
 
     #[test]
     fn every_tracked_stream_is_found_and_the_rest_untracked() {
-        // More than MAX_STREAMS distinct ids spread over the id space (the
+        // More streams than the limit, ids spread over the id space (the
         // index fills to half, with probe chains): each tracked stream
-        // keeps its own count, the surplus is untracked.
-        let mut g = FrameGen::new(&spec(), &[64]).unwrap();
-        let mut r = Receiver::new(false);
-        let n = MAX_STREAMS as u32 + 10;
-        let id = |k: u32| k * 31 % (crate::frame::MAX_STREAM + 1);
-        for round in 0..3u64 {
-            for k in 0..n {
-                let f = g.next(id(k), round, 5).to_vec();
-                r.frame(&f, 10);
+        // keeps its own count, the surplus is untracked; at the default
+        // limits and at small ones (a fuzz harness's), down to one stream.
+        let small = |streams| ReceiverLimits {
+            streams,
+            latency_streams: 2,
+            window: 64,
+            latency_digits: 1,
+        };
+        for limits in [ReceiverLimits::default(), small(5), small(1), small(0)] {
+            let mut g = FrameGen::new(&spec(), &[64]).unwrap();
+            let mut r = Receiver::with_limits(false, limits);
+            let max = limits.streams.max(1) as u32;
+            assert_eq!(r.limits().streams, max as usize);
+            let n = max + 10;
+            let id = |k: u32| k * 31 % (crate::frame::MAX_STREAM + 1);
+            for round in 0..3u64 {
+                for k in 0..n {
+                    let f = g.next(id(k), round * 100, 5).to_vec();
+                    r.frame(&f, 10 + round);
+                }
             }
+            assert_eq!(r.untracked, 3 * 10, "{limits:?}");
+            assert_eq!(r.packets, 3 * max as u64);
+            let seen: Vec<(u32, u64)> = r.seq_trackers().map(|(i, t)| (i, t.received)).collect();
+            let want: Vec<(u32, u64)> = (0..max).map(|k| (id(k), 3)).collect();
+            assert_eq!(seen, want);
+            // Sequence numbers 0, 100, 200: beyond a 64-number window the
+            // skipped ones are lost all the same.
+            assert!(r.seq_trackers().all(|(_, t)| t.lost == 198));
+            let with_latency = r.streams.iter().filter(|s| s.latency.is_some()).count();
+            assert_eq!(with_latency, (max as usize).min(limits.latency_streams));
         }
-        assert_eq!(r.untracked, 3 * 10);
-        assert_eq!(r.packets, 3 * MAX_STREAMS as u64);
-        let seen: Vec<(u32, u64)> = r.seq_trackers().map(|(i, t)| (i, t.received)).collect();
-        let want: Vec<(u32, u64)> = (0..MAX_STREAMS as u32).map(|k| (id(k), 3)).collect();
-        assert_eq!(seen, want);
     }
 }

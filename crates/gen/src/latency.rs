@@ -81,10 +81,19 @@ impl Default for Latency {
 }
 
 impl Latency {
-    /// An empty accumulator (allocates the histogram).
+    /// An empty accumulator (allocates the histogram): 1 ns .. 60 s, three
+    /// significant digits (about 27 000 buckets, 216 KiB).
     pub fn new() -> Self {
+        Self::with_digits(3)
+    }
+
+    /// An empty accumulator whose histogram keeps `digits` significant
+    /// digits (clamped to 1..=5; [`Latency::new`] uses 3). Fewer digits: a
+    /// smaller histogram (1 digit: 512 buckets) that is cheaper to clear and
+    /// to summarise, with the same code paths (a fuzz harness uses this).
+    pub fn with_digits(digits: u8) -> Self {
         Self {
-            hist: Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, 3)
+            hist: Histogram::new_with_bounds(1, MAX_TRACKABLE_NS, digits.clamp(1, 5))
                 .expect("constant histogram bounds are valid"),
             count: 0,
             sum_ns: 0,
@@ -184,10 +193,9 @@ impl Latency {
         out
     }
 
-    /// CDF points: 150 evenly spaced quantiles, then the tail (99 %, 99.5 %,
-    /// 99.9 % ...) that a linear grid would miss, each mapped to a recorded
-    /// value and the exact fraction of samples at or below it.
-    fn cdf(&self) -> Vec<(u64, f64)> {
+    /// The quantiles of the CDF: 150 evenly spaced, then the tail (99 %,
+    /// 99.5 %, 99.9 % ...) that a linear grid would miss; ascending.
+    fn cdf_quantiles() -> Vec<f64> {
         let mut qs: Vec<f64> = (1..=150).map(|i| i as f64 / 150.0).collect();
         for k in 2..=7 {
             let t = 10f64.powi(-k);
@@ -195,12 +203,61 @@ impl Latency {
             qs.push(1.0 - t / 2.0);
         }
         qs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        qs
+    }
+
+    /// CDF points: each of [`Latency::cdf_quantiles`] mapped to a recorded
+    /// value and the exact fraction of samples at or below it. One pass
+    /// over the recorded buckets (the same values and fractions as
+    /// `value_at_quantile` and `count_between` per quantile, which scan the
+    /// whole histogram twice for each of the 162 quantiles).
+    fn cdf(&self) -> Vec<(u64, f64)> {
+        let total_count = self.hist.len();
+        let total = total_count as f64;
+        let mut out: Vec<(u64, f64)> = Vec::with_capacity(MAX_CDF_POINTS);
+        // The minimum first, so the curve starts where the data does: the
+        // fraction in the lowest recorded bucket.
+        let mut rec = self.hist.iter_recorded();
+        let Some(first) = rec.next() else {
+            return vec![(self.max_ns, 1.0)];
+        };
+        // Buckets up to the current one: its upper value, the samples at
+        // or below it.
+        let mut at = (first.value_iterated_to(), first.count_at_value());
+        out.push((self.min_ns, at.1 as f64 / total));
+        for q in Self::cdf_quantiles() {
+            // As `Histogram::value_at_quantile`: the first bucket whose
+            // cumulative count reaches ceil(q * n) (at least 1).
+            let target = ((q * total_count as f64).ceil() as u64).max(1);
+            while at.1 < target {
+                match rec.next() {
+                    Some(b) => at = (b.value_iterated_to(), at.1 + b.count_at_value()),
+                    None => break,
+                }
+            }
+            let shown = at.0.clamp(self.min_ns, self.max_ns);
+            if out.last().is_none_or(|&(lv, _)| shown > lv) {
+                out.push((shown, (at.1 as f64 / total).min(1.0)));
+            }
+        }
+        // End exactly at the maximum with fraction 1.
+        match out.last_mut() {
+            Some(last) if last.0 == self.max_ns => last.1 = 1.0,
+            _ => out.push((self.max_ns, 1.0)),
+        }
+        out.truncate(MAX_CDF_POINTS);
+        out
+    }
+
+    /// The CDF as it was computed before the one-pass [`Latency::cdf`]: a
+    /// quantile lookup and a count per point (the oracle of a test).
+    #[cfg(test)]
+    fn cdf_by_lookups(&self) -> Vec<(u64, f64)> {
         let total = self.hist.len() as f64;
         let mut out: Vec<(u64, f64)> = Vec::with_capacity(MAX_CDF_POINTS);
-        // The minimum first, so the curve starts where the data does.
         let lo = self.hist.highest_equivalent(self.hist.min());
         out.push((self.min_ns, self.hist.count_between(0, lo) as f64 / total));
-        for q in qs {
+        for q in Self::cdf_quantiles() {
             let v = self.hist.value_at_quantile(q);
             let frac = self.hist.count_between(0, v) as f64 / total;
             let shown = v.clamp(self.min_ns, self.max_ns);
@@ -208,7 +265,6 @@ impl Latency {
                 out.push((shown, frac.min(1.0)));
             }
         }
-        // End exactly at the maximum with fraction 1.
         match out.last_mut() {
             Some(last) if last.0 == self.max_ns => last.1 = 1.0,
             _ => out.push((self.max_ns, 1.0)),
@@ -299,6 +355,53 @@ mod tests {
             before.0 < 50_600 && before.1 >= 0.9999 && before.1 < 1.0,
             "{before:?}"
         );
+    }
+
+    #[test]
+    fn one_pass_cdf_equals_the_lookup_per_quantile() {
+        // Several shapes (one sample, a few, a bulk with outliers, zeros,
+        // clamped values) at 1 and 3 significant digits: the one-pass CDF
+        // must give exactly the points of a lookup and a count per quantile.
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for digits in [1u8, 3] {
+            for (n, spread) in [
+                (1usize, 1u64),
+                (3, 10),
+                (100, 1_000),
+                (20_000, 50_000),
+                (5_000, 1 << 40),
+            ] {
+                let mut l = Latency::with_digits(digits);
+                for k in 0..n {
+                    let v = match k % 97 {
+                        0 => 0,
+                        1 => MAX_TRACKABLE_NS + next() % 1000,
+                        _ => 100 + next() % spread,
+                    };
+                    l.record_value(v);
+                }
+                assert_eq!(l.cdf(), l.cdf_by_lookups(), "digits {digits}, n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn fewer_digits_same_bounds() {
+        let mut l = Latency::with_digits(1);
+        l.record_value(0);
+        l.record_value(MAX_TRACKABLE_NS + 1);
+        let s = l.summary().unwrap();
+        assert_eq!(
+            (s.count, s.min, s.max, l.clamped),
+            (2, 0, MAX_TRACKABLE_NS + 1, 1)
+        );
+        assert_eq!(*s.cdf.last().unwrap(), (MAX_TRACKABLE_NS + 1, 1.0));
     }
 
     #[test]

@@ -152,7 +152,10 @@ fn hostile_frontend_is_disconnected_counted_and_harmless() {
     let mut fb = honest(&pb, &b, &mut wb, 64, 0xb0);
 
     let scen = scenarios();
-    let mut fds_after_first = 0;
+    // Descriptors of the process (both ports, the honest guest of b and
+    // its worker) before any attack: every round must end with exactly
+    // these (the hostile port keeps nothing of a departed frontend).
+    let fds_before = open_fds();
     let mut rss_after_first = 0;
     let rounds = 4;
     for round in 0..rounds {
@@ -211,21 +214,23 @@ fn hostile_frontend_is_disconnected_counted_and_harmless() {
                 "{name}: other port lost frames"
             );
         }
+        let settled = wait_until(Duration::from_secs(2), || open_fds() == fds_before);
+        assert!(
+            settled,
+            "round {round}: fds {fds_before} -> {} (a departed frontend's descriptors kept)",
+            open_fds()
+        );
         if round == 0 {
-            fds_after_first = open_fds();
             rss_after_first = rss_kb();
         }
     }
     let (fds, rss) = (open_fds(), rss_kb());
     eprintln!(
-        "{} scenarios x {rounds} rounds: fds {fds_after_first} -> {fds}, rss {rss_after_first} -> {rss} KiB; counters {:?}",
+        "{} scenarios x {rounds} rounds: fds {fds_before} -> {fds}, rss {rss_after_first} -> {rss} KiB; counters {:?}",
         scen.len(),
         a.backend_counters()
     );
-    assert!(
-        fds <= fds_after_first,
-        "fds grew: {fds_after_first} -> {fds}"
-    );
+    assert_eq!(fds, fds_before, "fds: {fds_before} -> {fds}");
     assert!(
         rss < rss_after_first + 8 * 1024,
         "rss grew: {rss_after_first} -> {rss} KiB"
