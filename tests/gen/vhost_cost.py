@@ -21,7 +21,7 @@ per frame is an upper bound; the instruction count is what to compare
 between builds. Several binaries may be given; runs are interleaved.
 
 usage: vhost_cost.py [--dir receive|send] [--size 64] [--window-s 4]
-                     [--runs 3] [--callgrind] GEN [GEN...]
+                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS] [GEN...]
 """
 
 from __future__ import annotations
@@ -71,8 +71,10 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         total = warm_s + window_s + 2
         role = (["rx"] if direction == "receive"
                 else ["tx", "--size", str(size), "--cooldown-s", "0"])
-        cmd = [gen, *role, "--duration-s", str(total), "--port",
-               f"vhost-user:{sock},queue-size=1024", "--cpu", "0"]
+        # GEN may carry extra port options: PATH@max-frame=1518
+        path, _, opts = gen.partition("@")
+        spec = f"vhost-user:{sock},queue-size=1024" + (f",{opts}" if opts else "")
+        cmd = [path, *role, "--duration-s", str(total), "--port", spec, "--cpu", "0"]
         if callgrind:
             cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                    f"--callgrind-out-file={out_file}", *cmd]
