@@ -36,7 +36,7 @@
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
-use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU64, Ordering::*};
+use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -208,6 +208,9 @@ struct TxSession {
     /// Whether descriptor `i` is reserved or held by the backend (from
     /// `reserve` until its used entry comes back).
     held: Box<[AtomicBool]>,
+    /// The length last written into descriptor `i` (writers of disjoint
+    /// reserved positions touch disjoint entries).
+    lens: Box<[AtomicU32]>,
     /// Oldest position not yet back (every position before it is free).
     tail: AtomicU16,
     /// Position after the last one reserved.
@@ -245,6 +248,7 @@ impl TxSession {
             event_idx: false,
             base: AtomicU64::new(u64::MAX),
             held: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            lens: (0..n).map(|_| AtomicU32::new(HDR_LEN as u32)).collect(),
             tail: AtomicU16::new(0),
             head: AtomicU16::new(0),
             last_used: AtomicU16::new(0),
@@ -356,23 +360,25 @@ impl FrontendTx {
         drops.add(DropReason::TxStale, len);
     }
 
-    /// Writes one frame; false if it was stale.
+    /// Writes one frame into descriptor `id`'s buffer; false if it could
+    /// not be written.
     #[inline]
-    fn write_one(&self, s: Option<&TxSession>, slot: u64, frame: &[u8]) -> bool {
-        let Some(s) = s else { return false };
-        let base = s.base.load(Relaxed);
-        if base == u64::MAX || slot < base || s.broken.load(Relaxed) {
-            return false;
+    fn write_one(&self, s: &TxSession, id: u16, frame: &[u8]) -> bool {
+        let ok = frame.len() <= self.max_frame_b && s.bufs.write(id as u32, HDR_LEN, frame);
+        // A frame that cannot be written is published all the same, as a
+        // header alone (an empty frame the backend drops), never as the
+        // buffer's last one.
+        let len = if ok { HDR_LEN + frame.len() } else { HDR_LEN } as u32;
+        // Only a changed length is written: the descriptor table is a line
+        // the backend reads for every frame, and traffic of one size
+        // leaves it alone after the first lap (the shadow is ours; the
+        // table is never read back).
+        let shadow = &s.lens[id as usize];
+        if shadow.load(Relaxed) != len {
+            shadow.store(len, Relaxed);
+            s.ring.set_desc_len(id, len);
         }
-        let id = (slot - base) as u16 & (s.ring.size() - 1);
-        if frame.len() > self.max_frame_b || !s.bufs.write(id as u32, HDR_LEN, frame) {
-            // The position is published all the same: a header alone (an
-            // empty frame the backend drops), never the buffer's last one.
-            s.ring.set_desc_len(id, HDR_LEN as u32);
-            return false;
-        }
-        s.ring.set_desc_len(id, (HDR_LEN + frame.len()) as u32);
-        true
+        ok
     }
 }
 
@@ -466,10 +472,24 @@ impl TxQueue for FrontendTx {
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // The session the reservation was made against, pinned by the
         // lease (its memory stays mapped while we write).
-        let s = lease.pinned::<TxSession>();
+        // Its base (the slot at ring position 0) was fixed before the
+        // reservation and is in the lease; whether it broke is read once
+        // per burst (frames written into a session that breaks meanwhile
+        // are never published: `publish_deferred` refuses).
         let mut slot = lease.first;
+        let s = match lease.pinned::<TxSession>() {
+            Some(s) if slot >= lease.base && !s.broken.load(Relaxed) => s,
+            _ => {
+                for (f, _) in frames.iter() {
+                    self.stale(drops, f.len());
+                }
+                return;
+            }
+        };
+        let mask = s.ring.size() - 1;
         for (f, ns) in frames.iter() {
-            if !self.write_one(s, slot, f) {
+            let id = (slot - lease.base) as u16 & mask;
+            if !self.write_one(s, id, f) {
                 self.stale(drops, f.len());
             }
             slot += ns as u64;
@@ -1473,6 +1493,46 @@ mod tests {
         assert_eq!(dev.desc(3).len as usize, HDR_LEN);
         assert_eq!(fault.tx_stale.load(Relaxed), 1);
         assert_eq!(fault.total_lies(), 0);
+    }
+
+    #[test]
+    fn transmit_lengths_follow_the_frames_over_laps() {
+        let fault = Arc::new(FrontendFault::default());
+        let (mem, tx, _s) = tx_queue(&fault);
+        let dev = device_ring(&mem);
+        let mut used = 0u16;
+        // Three laps of the ring: 64 B, 64 B again, then 100 B frames in
+        // the odd positions; each lap returned in order by the device.
+        for lap in 0..3u16 {
+            // SAFETY: this test is the queue's only user.
+            let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+            assert_eq!(o.free_slots(), N as u32, "lap {lap}");
+            let first = o.reserve(N as u32);
+            for j in 0..N as u64 {
+                let len = if lap == 2 && j % 2 == 1 { 100 } else { 64 };
+                o.write(first + j, 1, &vec![lap as u8; len]);
+            }
+            o.publish(first + N as u64);
+            for i in 0..N {
+                let d = dev.desc(i);
+                let len = if lap == 2 && i % 2 == 1 { 100 } else { 64 };
+                assert_eq!(d.len as usize, HDR_LEN + len, "lap {lap} position {i}");
+                let mut got = vec![0u8; len];
+                assert!(mem
+                    .gpa(d.addr + HDR_LEN as u64, len as u64)
+                    .unwrap()
+                    .read(0, &mut got));
+                assert!(
+                    got.iter().all(|&b| b == lap as u8),
+                    "lap {lap} position {i}"
+                );
+                dev.set_used(used, i, 0);
+                used = used.wrapping_add(1);
+            }
+            dev.set_used_idx(used);
+        }
+        assert_eq!(fault.total_lies(), 0);
+        assert_eq!(fault.tx_stale.load(Relaxed), 0);
     }
 
     #[test]
