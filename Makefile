@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-vhost-gen lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -76,6 +76,33 @@ bench-overlay: setup
 	$(PY)/turnout bench run campaigns/overlay.toml --db results/overlay.db
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
+
+# OpenFlow rule sets (issue 16): the same generated rules installed with
+# ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS and
+# OVS-DPDK; R+ and each SUT's own cost per frame vs rules, masks, concurrent
+# flows and mirror outputs, with turnoutd's cost over OVS's printed as rows
+# (campaigns/flows.toml, docs/bench.md "OpenFlow rule sets"); then the
+# rule-update time through ovs-ofctl mod-flows, turnoutd vs OVS
+# (campaigns/flows-update.toml); about 10 minutes.
+bench-flows: setup
+	mkdir -p results
+	$(PY)/turnout bench run campaigns/flows.toml --db results/flows.db --resume
+	$(PY)/turnout report --db results/flows.db --campaign flows -o results/flows-report
+	$(PY)/turnout bench run campaigns/flows-update.toml --db results/flows.db --resume
+	$(PY)/turnout report --db results/flows.db --campaign flows-update -o results/flows-update-report
+	@echo "report: $(abspath results/flows-report)/index.html"
+	@echo "rule updates: $(abspath results/flows-update-report)/index.html"
+
+# Before/after of a turnoutd change: BEFORE's turnoutd (built in a
+# throwaway worktree, its own target dir under target/bench-ab) against this
+# checkout's, interleaved in campaigns/ab.toml (memif v2v, vhost-user v2v,
+# AF_XDP p2p at 64 B: R+ and cycles per frame, 5 repetitions), then
+# after/before per cell with its spread (docs/bench.md, "Before and after");
+# the campaign takes about 3 minutes, plus BEFORE's build the first time a
+# commit is named (its binary is kept per commit); run it in a quiet window.
+bench-ab: setup
+	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=<git rev>"; exit 2; }
+	PY=$(abspath $(PY)) scripts/bench-ab.sh $(BEFORE)
 
 # turnout-gen's vhost-user frontend vs testpmd's virtio-user, as sender and
 # as receiver against a testpmd net_vhost backend, 64 and 1518 B, the tool

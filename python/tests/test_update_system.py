@@ -21,7 +21,9 @@ REAL_GEN = REPO / "target" / "release" / "turnout-gen"
 @pytest.mark.system
 @pytest.mark.parametrize(("sut", "options"), [
     ("bridge", {}), ("turnoutd", {"logic": "patch", "kernel_port": "af_xdp"}),
-    ("turnoutd", {"logic": "bridge", "kernel_port": "af_packet"}), ("ovs", {})])
+    ("turnoutd", {"logic": "bridge", "kernel_port": "af_packet"}),
+    # the flows logic: rules and the update through ovs-ofctl, as OVS's
+    ("turnoutd", {"logic": "flows", "kernel_port": "af_xdp"}), ("ovs", {})])
 def test_rule_update_moves_the_stream_and_is_timed(tmp_path, sut, options):
     if not REAL_GEN.exists():
         testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
@@ -65,6 +67,8 @@ def test_rule_update_moves_the_stream_and_is_timed(tmp_path, sut, options):
         assert t.update_last_ns is not None and t.update_last_ns < 1e9
         assert x["sample_gap_ns"] < 5e6  # the counters were read often enough
         assert x["update_command"]
+        if sut == "ovs" or options.get("logic") == "flows":
+            assert "ovs-ofctl" in x["update_command"] and "mod-flows" in x["update_command"]
 
 
 @needs_root

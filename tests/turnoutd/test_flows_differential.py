@@ -42,6 +42,7 @@ import pytest
 from harness import Turnoutd, stop_pid, wait_for
 
 from turnout import testpeers
+from turnout.sut.ovs import appctl_at
 
 pytestmark = pytest.mark.system
 
@@ -496,30 +497,9 @@ class Ovs:
             range(1, NPORTS + 1)), out
 
     def appctl(self, method: str, *args: str) -> str:
-        ctl = sorted(self.dir.glob("ovs-vswitchd.*.ctl"))
-        if not ctl:
-            wait_for("ovs-vswitchd's control socket", 10,
-                     lambda: list(self.dir.glob("ovs-vswitchd.*.ctl")))
-            ctl = sorted(self.dir.glob("ovs-vswitchd.*.ctl"))
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(10)
-            s.connect(str(ctl[-1]))
-            s.sendall(json.dumps({"method": method, "params": list(args), "id": 0}).encode())
-            buf = b""
-            dec = json.JSONDecoder()
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise AssertionError(f"ovs-appctl {method}: connection closed")
-                buf += chunk
-                try:
-                    msg, _ = dec.raw_decode(buf.decode())
-                    break
-                except ValueError:
-                    continue
-        if msg.get("error"):
-            raise AssertionError(f"ovs-appctl {method} {args}: {msg['error']}")
-        return str(msg.get("result", ""))
+        wait_for("ovs-vswitchd's control socket", 10,
+                 lambda: list(self.dir.glob("ovs-vswitchd*.ctl")))
+        return appctl_at(self.dir, method, *args, timeout_s=10)
 
     def stop(self) -> None:
         for p in reversed(self.procs):

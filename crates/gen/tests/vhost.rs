@@ -19,7 +19,7 @@ use fabric::{Ctx, Logic, Pkts, Port, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{VhostUserConfig, VhostUserPort};
 
 mod gen_common;
-use gen_common::{serial, GEN};
+use gen_common::{serial, Gen};
 
 /// A private directory, removed on drop (also when the test fails).
 struct TempDir(PathBuf);
@@ -64,41 +64,9 @@ impl Logic for Patch {
     }
 }
 
-/// Runs turnout-gen to completion; its JSON document. Its output is read
-/// while it runs (the document can outgrow a pipe's buffer).
+/// Runs turnout-gen to completion (within 60 s); its JSON document.
 fn gen(args: &[&str]) -> serde_json::Value {
-    let mut child = Command::new(GEN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn turnout-gen");
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let st = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let err = err.join().unwrap_or_default();
-            panic!("turnout-gen did not finish: {err}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    assert!(st.success(), "turnout-gen failed: {st}: {err}");
-    let last = out.lines().last().unwrap_or("");
-    serde_json::from_str(last).expect("a JSON document")
+    Gen::spawn(args).finish(Duration::from_secs(60)).0
 }
 
 fn n(v: &serde_json::Value) -> u64 {
@@ -330,53 +298,33 @@ fn tx_reconnects_when_the_backend_restarts_mid_run_and_says_so() {
         (p, stop, h)
     };
     let (p1, stop1, h1) = start("b1");
-    let mut child = Command::new(GEN)
-        .args([
-            "tx",
-            "--port",
-            &spec,
-            "--rate-pps",
-            "20000",
-            "--duration-s",
-            "4",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn turnout-gen");
+    let child = Gen::spawn(&[
+        "tx",
+        "--port",
+        &spec,
+        "--rate-pps",
+        "20000",
+        "--duration-s",
+        "4",
+    ]);
     std::thread::sleep(Duration::from_millis(1200));
     stop1.store(true, Ordering::Relaxed);
     let got1 = h1.join().unwrap();
     drop(p1);
     std::thread::sleep(Duration::from_millis(300));
     let (p2, stop2, h2) = start("b2");
-    let t0 = Instant::now();
-    let st = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("turnout-gen did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // Its document and messages (interval lines left out); it must succeed.
+    let (doc, errs) = child.finish(Duration::from_secs(30));
+    let err = errs.join("\n");
     std::thread::sleep(Duration::from_millis(100));
     stop2.store(true, Ordering::Relaxed);
     let got2 = h2.join().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-    let mut out = String::new();
-    std::io::Read::read_to_string(child.stdout.as_mut().unwrap(), &mut out).unwrap();
-    assert!(st.success(), "turnout-gen failed: {st}: {err}");
     let says: Vec<&str> = err.lines().filter(|l| l.contains("vhost-user")).collect();
     eprintln!("first backend {got1}, second {got2}; {says:?}");
     assert!(err.contains("the backend went away"), "{says:?}");
     assert!(err.contains("reconnected to the backend"), "{says:?}");
     assert!(got1 > 10_000, "before the restart: {got1}");
     assert!(got2 > 10_000, "after the restart: {got2}");
-    let doc: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     let c = &doc["ports"][0]["counters"];
     assert_eq!(n(&c["connects"]), 2, "{c}");
     assert_eq!(n(&c["disconnects_hangup"]), 1, "{c}");
@@ -402,7 +350,7 @@ fn an_interrupt_mode_receiver_sleeps_when_idle_and_wakes_for_frames() {
     let sock = dir.0.join("i.sock");
     let backend = VhostUserPort::new("vi", VhostUserConfig::new(&sock)).unwrap();
     let spec = format!("vhost-user:{},mode=interrupt", sock.display());
-    let g = gen_common::Gen::spawn(&[
+    let g = Gen::spawn(&[
         "rx",
         "--port",
         &spec,

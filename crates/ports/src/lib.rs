@@ -4,6 +4,7 @@ pub mod af_xdp;
 pub mod config;
 pub mod memif;
 pub mod netdev;
+mod retire;
 pub mod tap;
 pub mod tunnel;
 #[cfg(feature = "vhost")]

@@ -8,27 +8,15 @@
 //!
 //! `cargo test --release -p ports --test tap_tx_stress`
 
+mod fanin;
 mod kernel_util;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::{pipe, Ctx, Logic, PipeConfig, Pkts, Port, PortId, Switch, SwitchConfig, Verdict};
+use fabric::Port;
 use kernel_util::*;
 use ports::tap::{TapConfig, TapPort};
-
-/// Everything to port 0 (the TAP port).
-struct ToZero;
-
-impl Logic for ToZero {
-    fn name(&self) -> &'static str {
-        "to-zero"
-    }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
-        v.fill(Verdict::Port(0));
-    }
-}
 
 /// `(rx_packets, rx_dropped)` of `ifname` as the kernel counts them (a
 /// frame the stack then discards, e.g. one not for this host, counts in
@@ -75,60 +63,25 @@ fn workers_transmit_to_one_tap_and_every_frame_is_accounted_for() {
     assert!(wait_for(Duration::from_secs(3), || tap.link_up()), "tap up");
     let (k0, d0) = kernel_rx(&h, &name);
 
-    let sw = Switch::new(
-        SwitchConfig {
-            workers: vec![None; WORKERS],
-            ..SwitchConfig::default()
-        },
-        Box::new(ToZero),
-    )
-    .unwrap();
+    let sw = fanin::switch_to_zero(WORKERS);
     assert_eq!(sw.add_port("tap", tap.clone(), Some(0)).unwrap(), 0);
 
     // One pipe per worker, each fed by its own thread as fast as it goes:
     // the workers contend for the TAP queue's lock and its flusher.
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut feeders = Vec::new();
-    for w in 0..WORKERS {
-        let (p, mut pp) = pipe(&format!("p{w}"), PipeConfig::default()).unwrap();
-        sw.add_port(&format!("p{w}"), Arc::new(p), Some(w)).unwrap();
-        let (stop, sent) = (stop.clone(), sent.clone());
-        feeders.push(std::thread::spawn(move || {
-            let mut seq = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let frames: Vec<Vec<u8>> = (0..32)
-                    .map(|k| test_frame([60, 300, 1514][(seq + k) as usize % 3], seq + k))
-                    .collect();
-                let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
-                let n = pp.send(0, &refs);
-                seq += n as u32;
-                sent.fetch_add(n as u64, Ordering::Relaxed);
-                if n < refs.len() {
-                    std::thread::yield_now();
-                }
-                pp.recv(0, usize::MAX, |_| {});
-            }
-        }));
-    }
+    let feeders = fanin::Feeders::start(&sw, WORKERS, |_, seq| {
+        test_frame([60, 300, 1514][seq as usize % 3], seq)
+    });
     std::thread::sleep(Duration::from_secs(3));
-    stop.store(true, Ordering::Relaxed);
-    for f in feeders {
-        f.join().unwrap();
-    }
+    let sent = feeders.stop();
 
     // Conservation at the switch: what the pipes delivered is transmitted
     // to the TAP port or dropped under a reason; at the backend: what was
     // counted transmitted was written (tx_frames), or refused (tx_error,
     // taken out of tx_packets); at the kernel: each write arrived
     // (`rx_packets`; the stack may then drop it, e.g. not for this host).
-    let sent = sent.load(Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let st = sw.port_stats();
-        let rx: u64 = st.iter().map(|p| p.rx_packets).sum();
-        let t = st.iter().find(|p| p.name == "tap").unwrap();
-        let drops: u64 = st.iter().flat_map(|p| p.drops.iter().map(|d| d.1)).sum();
+        let (rx, t, drops) = fanin::totals(&sw, "tap");
         let written = counter(&*tap, "tx_frames");
         let (k, d) = kernel_rx(&h, &name);
         // The TAP port's own receive side (the host stack is quiet, but

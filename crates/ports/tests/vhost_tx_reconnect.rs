@@ -7,30 +7,16 @@
 //!
 //! `cargo test --release -p ports --test vhost_tx_reconnect`
 
+mod fanin;
 mod vhost_common;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::{
-    pipe, Ctx, Logic, PipeConfig, Pkts, Port, PortId, RxBatch, Switch, SwitchConfig, Verdict,
-};
+use fabric::{Port, RxBatch};
 use ports::vhost_user::frontend::{FrontendConfig, VhostFrontendPort};
 use ports::vhost_user::{VhostUserConfig, VhostUserPort};
 use vhost_common::{wait_until, TempDir};
-
-/// Everything to port 0 (the vhost-user backend).
-struct ToZero;
-
-impl Logic for ToZero {
-    fn name(&self) -> &'static str {
-        "to-zero"
-    }
-    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
-        v.fill(Verdict::Port(0));
-    }
-}
 
 /// A frame whose payload is a function of (source, seq), so a receiver can
 /// check it byte for byte.
@@ -69,48 +55,13 @@ fn workers_transmit_to_one_vhost_port_while_its_session_is_replaced() {
     let mut bc = VhostUserConfig::new(&sock);
     bc.max_frame_b = 1518;
     let backend = Arc::new(VhostUserPort::new("backend", bc).unwrap());
-    let sw = Switch::new(
-        SwitchConfig {
-            workers: vec![None; WORKERS],
-            ..SwitchConfig::default()
-        },
-        Box::new(ToZero),
-    )
-    .unwrap();
+    let sw = fanin::switch_to_zero(WORKERS);
     sw.add_port("vu", backend.clone(), Some(0)).unwrap();
 
     // One pipe per worker, each fed by its own thread.
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicU64::new(0));
-    let mut feeders = Vec::new();
-    for w in 0..WORKERS {
-        let (p, mut pp) = pipe(&format!("p{w}"), PipeConfig::default()).unwrap();
-        sw.add_port(&format!("p{w}"), Arc::new(p), Some(w)).unwrap();
-        let (stop, sent) = (stop.clone(), sent.clone());
-        feeders.push(std::thread::spawn(move || {
-            let mut seq = 0u32;
-            while !stop.load(Ordering::Relaxed) {
-                let frames: Vec<Vec<u8>> = (0..32)
-                    .map(|k| {
-                        frame(
-                            w as u8 + 1,
-                            seq + k,
-                            [64, 300, 1514][(seq + k) as usize % 3],
-                        )
-                    })
-                    .collect();
-                let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
-                let n = pp.send(0, &refs);
-                seq += n as u32;
-                sent.fetch_add(n as u64, Ordering::Relaxed);
-                if n < refs.len() {
-                    std::thread::yield_now();
-                }
-                // The switch's outbound rings of the pipes are not used.
-                pp.recv(0, usize::MAX, |_| {});
-            }
-        }));
-    }
+    let feeders = fanin::Feeders::start(&sw, WORKERS, |w, seq| {
+        frame(w as u8 + 1, seq, [64, 300, 1514][seq as usize % 3])
+    });
 
     // The frontend drains and checks; it is dropped and recreated every
     // 200 ms, so the backend's session (what transmit leases pin) changes
@@ -139,23 +90,16 @@ fn workers_transmit_to_one_vhost_port_while_its_session_is_replaced() {
         drop(rx);
         drop(f);
     }
-    stop.store(true, Ordering::Relaxed);
-    for f in feeders {
-        f.join().unwrap();
-    }
+    let sent = feeders.stop();
     assert!(connects >= 5, "only {connects} sessions");
     assert!(got > 0, "nothing crossed");
 
     // Conservation: everything the pipes delivered into the switch is
     // transmitted to the vhost-user port or dropped under a reason, and
     // the frontends received no more than was transmitted.
-    let sent = sent.load(Ordering::Relaxed);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let st = sw.port_stats();
-        let rx: u64 = st.iter().map(|p| p.rx_packets).sum();
-        let vu = st.iter().find(|p| p.name == "vu").unwrap();
-        let drops: u64 = st.iter().flat_map(|p| p.drops.iter().map(|d| d.1)).sum();
+        let (rx, vu, drops) = fanin::totals(&sw, "vu");
         if rx == sent && rx == vu.tx_packets + drops {
             assert!(
                 got <= vu.tx_packets,

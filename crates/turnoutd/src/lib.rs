@@ -16,6 +16,7 @@
 
 pub mod api;
 pub mod backends;
+pub mod bgthread;
 pub mod config;
 pub mod daemon;
 pub mod flowtimer;

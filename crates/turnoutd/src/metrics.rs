@@ -9,12 +9,12 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::api::StatsResult;
+use crate::bgthread::BgThread;
 use crate::daemon::Daemon;
 use crate::log::Level;
 
@@ -266,8 +266,7 @@ pub fn render(s: &StatsResult) -> String {
 /// The running metrics endpoint.
 pub struct MetricsServer {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: BgThread,
 }
 
 impl MetricsServer {
@@ -276,32 +275,24 @@ impl MetricsServer {
         let l = TcpListener::bind(addr)?;
         let addr = l.local_addr()?;
         l.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("turnout-metrics".into())
-            .spawn(move || {
-                while !s.load(Ordering::Acquire) {
-                    match crate::sys::poll_readable(l.as_raw_fd(), 200) {
-                        Ok(true) => {}
-                        Ok(false) => continue,
-                        Err(_) => {
-                            std::thread::sleep(Duration::from_millis(200));
-                            continue;
-                        }
-                    }
-                    if let Ok((c, _)) = l.accept() {
-                        if let Err(e) = serve(c, &daemon) {
-                            crate::log!(Level::Debug, "metrics", "scrape failed", error = e);
-                        }
+        let thread = BgThread::spawn("turnout-metrics", move |stop| {
+            while !stop.load(Ordering::Acquire) {
+                match crate::sys::poll_readable(l.as_raw_fd(), 200) {
+                    Ok(true) => {}
+                    Ok(false) => continue,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(200));
+                        continue;
                     }
                 }
-            })?;
-        Ok(MetricsServer {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
+                if let Ok((c, _)) = l.accept() {
+                    if let Err(e) = serve(c, &daemon) {
+                        crate::log!(Level::Debug, "metrics", "scrape failed", error = e);
+                    }
+                }
+            }
+        })?;
+        Ok(MetricsServer { addr, thread })
     }
 
     /// The bound address (useful with port 0).
@@ -311,20 +302,7 @@ impl MetricsServer {
 
     /// Stops serving.
     pub fn stop(mut self) {
-        self.halt();
-    }
-
-    fn halt(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        self.halt();
+        self.thread.halt();
     }
 }
 

@@ -12,8 +12,12 @@
 //! connection (at most [`MAX_CONNS`] at once); every socket has read and
 //! write timeouts, so a slow or hostile peer holds only its own thread,
 //! and all threads look at the stop flag every [`TICK`]. Flow-mods go
-//! through the logic's typed API ([`logic::flows::Flows::flow_mod`]), one
-//! snapshot swap each: the workers never wait. A message that cannot be
+//! through the logic's typed API ([`logic::flows::Flows::flow_mods`]):
+//! the consecutive flow-mods already read (up to
+//! [`logic::flows::ofp::MAX_FLOW_MODS`]) are one transaction and one
+//! snapshot swap, applied before the next other message (a barrier sees
+//! them), each with its own error: the workers never wait, and a bulk
+//! load (`ovs-ofctl add-flows`) is not one swap per flow. A message that cannot be
 //! framed (length below 8) closes the connection; any other bad message is
 //! answered with the spec's `OFPT_ERROR` and the connection goes on.
 
@@ -26,9 +30,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use logic::flows::ofp::{of_port, port_id};
+use logic::flows::ofp::{of_port, port_id, MAX_FLOW_MODS};
 use logic::flows::Flows;
-use openflow::{brc, et, mp, port, FlowStatsRequest, Header, Message, MultipartRequest, OfpError};
+use openflow::{
+    brc, et, mp, port, FlowMod, FlowStatsRequest, Header, Message, MultipartRequest, OfpError,
+};
 
 use crate::daemon::Daemon;
 use crate::log::Level;
@@ -403,11 +409,17 @@ impl Session {
                 Err(e) => return format!("read: {e}"),
             }
             let mut off = 0;
+            // Consecutive flow-mods read so far: one batch (one swap),
+            // applied before any other message and at the end of the read.
+            let mut mods: Vec<(&[u8], FlowMod)> = Vec::new();
             loop {
                 let n = match openflow::frame_len(&buf[off..]) {
                     Ok(Some(n)) if buf.len() - off >= n => n,
                     Ok(_) => break,
                     Err(e) => {
+                        for r in self.flow_mods(&mods) {
+                            let _ = write(&r);
+                        }
                         let h = Header::peek(&buf[off..]).map_or(0, |h| h.xid);
                         let _ = write(&openflow::error(h, e.kind, e.code, &buf[off..]));
                         return "message shorter than its header: cannot frame".into();
@@ -415,6 +427,31 @@ impl Session {
                 };
                 let msg = &buf[off..off + n];
                 off += n;
+                let fm = match Header::peek(msg) {
+                    Some(h) if self.hello && h.kind == openflow::t::FLOW_MOD => {
+                        match openflow::decode(msg) {
+                            Ok((_, Message::FlowMod(fm))) => Some(fm),
+                            _ => None, // handle() answers with the error
+                        }
+                    }
+                    _ => None,
+                };
+                let batched = fm.is_some();
+                if let Some(fm) = fm {
+                    mods.push((msg, fm));
+                    if mods.len() < MAX_FLOW_MODS {
+                        continue;
+                    }
+                }
+                for r in self.flow_mods(&mods) {
+                    if let Err(e) = write(&r) {
+                        return format!("write: {e}");
+                    }
+                }
+                mods.clear();
+                if batched {
+                    continue;
+                }
                 let (replies, end) = self.handle(msg);
                 for r in replies {
                     if let Err(e) = write(&r) {
@@ -428,6 +465,12 @@ impl Session {
                     registered = Some(self.hub.register(w.clone()));
                 }
             }
+            for r in self.flow_mods(&mods) {
+                if let Err(e) = write(&r) {
+                    return format!("write: {e}");
+                }
+            }
+            drop(mods);
             buf.drain(..off);
         }
     }
@@ -510,11 +553,7 @@ impl Session {
                 self.miss_send_len = miss_send_len;
                 vec![]
             }
-            Message::FlowMod(fm) => match self.with_flows(|f| f.flow_mod(&fm)) {
-                Some(Ok(_)) => vec![],
-                Some(Err(e)) => err(e),
-                None => err(OfpError::new(et::FLOW_MOD_FAILED, 4)), // OFPFMFC_EPERM
-            },
+            Message::FlowMod(fm) => self.flow_mods(&[(b, fm)]),
             Message::Multipart { flags, req } => {
                 if flags & mp::MORE != 0 {
                     return (
@@ -539,6 +578,29 @@ impl Session {
             },
         };
         (replies, None)
+    }
+
+    /// Runs flow-mods (each with its message) as one transaction and one
+    /// swap ([`Flows::flow_mods`]); the error replies of those refused, in
+    /// order, each with its own xid (none for those applied).
+    fn flow_mods(&self, batch: &[(&[u8], FlowMod)]) -> Vec<Vec<u8>> {
+        if batch.is_empty() {
+            return Vec::new();
+        }
+        let refs: Vec<&FlowMod> = batch.iter().map(|(_, m)| m).collect();
+        let res = self.with_flows(|f| f.flow_mods(&refs));
+        batch
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (b, _))| {
+                let e = match &res {
+                    Some(r) => *r.get(i)?.as_ref().err()?,
+                    None => OfpError::new(et::FLOW_MOD_FAILED, 4), // OFPFMFC_EPERM
+                };
+                let xid = Header::peek(b).map_or(0, |h| h.xid);
+                Some(openflow::error(xid, e.kind, e.code, b))
+            })
+            .collect()
     }
 
     /// Sends `OFPT_FLOW_REMOVED` for the flows removed with

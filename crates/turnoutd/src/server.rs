@@ -22,6 +22,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::api::{self, code, ApiError};
+use crate::bgthread::BgThread;
 use crate::daemon::Daemon;
 use crate::log::Level;
 
@@ -35,8 +36,7 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// The running control socket server.
 pub struct ControlServer {
     path: PathBuf,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    thread: BgThread,
 }
 
 /// Binds a unix socket at `path` with permission bits `mode`, creating the
@@ -76,15 +76,10 @@ impl ControlServer {
     pub fn start(path: &Path, mode: u32, daemon: Arc<Daemon>) -> io::Result<ControlServer> {
         let listener = bind_unix(path, mode)?;
         listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("turnout-ctl".into())
-            .spawn(move || accept_loop(listener, daemon, s))?;
+        let thread = BgThread::spawn("turnout-ctl", move |s| accept_loop(listener, daemon, s))?;
         Ok(ControlServer {
             path: path.to_path_buf(),
-            stop,
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -99,9 +94,7 @@ impl ControlServer {
     }
 
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if self.thread.halt() {
             let _ = std::fs::remove_file(&self.path);
         }
     }

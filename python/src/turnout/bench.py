@@ -18,7 +18,7 @@ from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
 from .results.models import Host, Sut
 from .scenarios import Built, Point, build, check, excluded
-from .sut import SUTS, make_sut
+from .sut import SUTS
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
 from .testbed import Testbed, is_root
@@ -37,14 +37,18 @@ def tester_roles(cmd: list[str]) -> set[str]:
     return {"tx", "rx", "txrx", "reflect", "fwd", "bidir"}
 
 
-def tool_versions() -> dict[str, str]:
-    """Version of every tool the bench may use (empty string when absent)."""
+def tool_versions(spec: CampaignSpec | None = None) -> dict[str, str]:
+    """Version of every tool the bench may use (empty string when absent),
+    and of the campaign's SUT variants (another build's binary: its
+    ``--version`` and path), so a run is resumed only on the same builds."""
     out: dict[str, str] = {}
     gen = find_gen()
     if gen:
         out["turnout-gen"] = gen_version(gen)
-    for name, cls in SUTS.items():
-        sut = cls()
+    suts: list[tuple[str, SutAdapter]] = [(name, cls()) for name, cls in SUTS.items()]
+    if spec is not None:
+        suts += [(name, spec.make_sut(name)) for name in spec.variants]
+    for name, sut in suts:
         out[f"sut:{name}"] = sut.version() if sut.available() is None else ""
     return out
 
@@ -59,15 +63,18 @@ def campaign_layout(spec: CampaignSpec) -> Layout:
 
 
 class RealBench:
-    """Sessions on a fresh testbed each; needs root."""
+    """Sessions on a fresh testbed each; needs root. ``spec``: the campaign
+    it runs, whose SUT variants the host fingerprint records."""
 
-    def __init__(self, gen_cmd: list[str] | None = None) -> None:
+    def __init__(self, gen_cmd: list[str] | None = None,
+                 spec: CampaignSpec | None = None) -> None:
         self.gen = gen_cmd or find_gen() or []
+        self.spec = spec
         self._host: Host | None = None
 
     def host(self) -> Host:
         if self._host is None:
-            self._host = fingerprint(tool_versions())
+            self._host = fingerprint(tool_versions(self.spec))
         return self._host
 
     @contextlib.contextmanager
@@ -80,7 +87,7 @@ class RealBench:
             return
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
-        sut = make_sut(sut_name, spec.sut_options.get(sut_name))
+        sut = spec.make_sut(sut_name)
         why = excluded(point, sut)
         if why:  # before anything is set up: the campaign cut this cell
             raise SkipSession(why)
@@ -134,6 +141,9 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
+                    # openflow: more than 65536 distinct 5-tuples (the source
+                    # IP too), none of which the hit rule looks at
+                    vary="src-port,src-ip" if point.scenario == "openflow" else "",
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)
@@ -170,13 +180,15 @@ class RealBench:
                     cfg["cpu_note"] = note
                 if sut.variant():
                     cfg["variant"] = sut.variant()
+                if sut_name in spec.variants:  # a named variant ([sut.NAME] base)
+                    cfg["base"] = spec.variants[sut_name]
                 updater = None
                 if built.update is not None and sut.has_rules:
                     updater = self.update_measurer(tb, sut, built, measurer)
                 yield Session(measurer=measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
                               virtual_port=built.virtual_port, retarget=retarget,
-                              recover=recover, rule_update=updater)
+                              recover=recover, rule_update=updater, adapter=sut)
             finally:
                 sut.teardown()
 

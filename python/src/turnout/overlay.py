@@ -54,7 +54,6 @@ from .measure.gen import GenMeasurer, Stream, gen_version
 from .measure.kernel import KernelClock
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
-from .sut import make_sut
 from .sut.base import SutAdapter, SutError, SutPort, Topology
 from .sut.linux_bridge import LinuxBridge
 from .sut.ovs import Ovs, OvsDpdk
@@ -472,7 +471,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
 
     if not is_root():
         raise SkipSession("the bench needs root (namespaces, veths)")
-    base = make_sut(sut_name, spec.sut_options.get(sut_name))
+    base = spec.make_sut(sut_name)
     why = base.available()
     if why:
         raise SkipSession(f"{sut_name}: {why}")

@@ -21,7 +21,11 @@ which sends each frame back; the tester's latency is the round trip),
 ``rule_update`` (seeds/003: a stream t0 → A through the SUT, and a third
 port B the SUT's rule update moves it to; measure/update.py),
 ``overlay`` (two hosts joined by a VXLAN tunnel: built by ``turnout.overlay``,
-not here).
+not here), ``openflow`` (p2p through an OpenFlow rule set of ``rules`` flows
+over ``masks`` masks that every SUT gets through ``ovs-ofctl -O OpenFlow13
+add-flows`` — turnout.ofrules — its hit rule sending the stream to
+``outputs`` ports: the receiver and ``outputs`` − 1 mirror ports, veths
+into a namespace of their own where the copies end in the kernel).
 ``direction`` ``bi`` adds the reverse stream of every stream.
 """
 
@@ -37,6 +41,7 @@ __all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
 
 SCENARIOS = (
     "p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt", "rule_update", "overlay",
+    "openflow",
 )
 
 
@@ -59,6 +64,19 @@ class Point:
     #: what the virtual endpoints of this point are (memif | vhost-user);
     #: "" = the campaign's ``virtual_port``
     virtual_port: str = ""
+    #: openflow: the rule set (turnout.ofrules) and the hit rule's outputs
+    #: (0 at the other scenarios)
+    rules: int = 0
+    masks: int = 0
+    outputs: int = 0
+
+    def stored_scenario(self) -> str:
+        """The scenario as results store it: an openflow point names its
+        rule set (``openflow/r100/m8/o2``), so the report never pools two
+        rule sets as repetitions of one point."""
+        if self.scenario != "openflow":
+            return self.scenario
+        return f"openflow/r{self.rules}/m{self.masks}/o{self.outputs}"
 
 
 @dataclass
@@ -89,9 +107,11 @@ class Built:
 
 def excluded(point: Point, sut: SutAdapter) -> str | None:
     """Why the campaign leaves this SUT out of the point's scenario
-    (``[sut.NAME] scenarios``), or None."""
+    (``[sut.NAME] scenarios``: a scenario's name runs all its cells,
+    "v2v/vhost-user" only its vhost-user cell), or None."""
     only = sut.options.get("scenarios")
-    if only is None or point.scenario in only:
+    if only is None or point.scenario in only or (
+            point.virtual_port and f"{point.scenario}/{point.virtual_port}" in only):
         return None
     return str(sut.options.get("scenarios_reason")
                or f"{sut.name} runs only {', '.join(only)} in this campaign "
@@ -120,6 +140,16 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
         from .overlay import overlay_support  # two hosts: built by turnout.overlay
 
         why = overlay_support(sut)
+        if why:
+            raise Unsupported(why)
+    if point.scenario == "openflow":
+        if not sut.openflow:
+            raise Unsupported(f"{sut.name} takes no OpenFlow rules (ovs-ofctl)")
+        if point.direction != "uni":
+            raise Unsupported("the rule set forwards one stream: direction must be uni")
+        from .ofrules import check_point
+
+        why = check_point(point.rules, point.masks, point.outputs)
         if why:
             raise Unsupported(why)
     if point.scenario == "rule_update":
@@ -167,7 +197,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         raise Unsupported("the overlay scenario is built by turnout.overlay (two hosts)")
     tester = tb.namespace("tester")
     sut_ns = tb.namespace("sut")
-    if point.scenario == "rule_update":
+    if point.scenario in ("rule_update", "openflow"):
         # no IPv6 or IGMP chatter (router solicitations, MLD, a bridge's own
         # reports) that the SUT would flood to both destinations; the
         # destinations' counters leave multicast out too (measure/update.py)
@@ -226,6 +256,15 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
         ep("t2", "tester", False)
         flows.append(("t0", "t1"))
+    elif s == "openflow":
+        links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
+        flows.append(("t0", "t1"))
+        for i in range(1, point.outputs):  # mirror ports: the copies end in the kernel
+            ep(f"m{i}", "mirror", False, traffic=False)
+        if point.outputs > 1:
+            tb.run(["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                    "net.ipv4.igmp_link_local_mcast_reports=0"], netns=ns("mirror"))
     elif s == "nvsn":
         for i in range(point.pairs):
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
@@ -337,6 +376,13 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         gen_helpers.append(GenProc(args=["reflect", "--port", vnf_spec(endpoints[r], irq)],
                                    netns=endpoints[r].ns, name=f"reflect {r}", polls=not irq))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
+    if s == "openflow":
+        from .ofrules import rule_set
+
+        # OpenFlow port N is the SUT's port N - 1 in this order (both SUTs)
+        of = {p.name: i + 1 for i, p in enumerate(ports)}
+        topo.openflow = rule_set(point.rules, point.masks, of["t0"],
+                                 [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))])
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
                  update=("t0", "t1", "t2") if s == "rule_update" else None,
                  ifaces={e.name: e.iface for e in endpoints.values() if e.iface})

@@ -364,6 +364,130 @@ proptest! {
     }
 }
 
+// ------------------------------------------------------------ runs of one flow
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Two frames with equal `Header`s, one of which the straight-line
+    /// extractor takes, have equal keys and meta bits, whatever else
+    /// differs (here: random bytes anywhere, random lengths).
+    #[test]
+    fn equal_headers_mean_equal_keys_and_meta(
+        base in any::<[u8; 64]>(),
+        proto in any::<u8>(),
+        len in 14usize..=64,
+        edits in proptest::collection::vec((0usize..64, any::<u8>()), 0..4),
+        len2 in 14usize..=64,
+    ) {
+        let mut a = base;
+        a[12] = 0x08;
+        a[13] = 0x00;
+        a[14] = 0x45;
+        a[23] = [1, 6, 17, 58, 132, proto][proto as usize % 6];
+        if proto & 0x40 != 0 {
+            a[20] &= 0xe0;
+            a[21] = 0;
+        }
+        let mut b = a;
+        for &(at, x) in &edits {
+            b[at] = x;
+        }
+        let (a, b) = (&a[..len], &b[..len2]);
+        let (Some(ha), Some(hb)) = (Header::of(a), Header::of(b)) else {
+            prop_assert!(a.len() < 38 || b.len() < 38);
+            return Ok(());
+        };
+        prop_assert!(ha.is_fast());
+        let fa = key::extract_fast(a, 3);
+        prop_assert!(fa.is_some());
+        if ha == hb {
+            prop_assert!(hb.is_fast());
+            prop_assert_eq!(key::extract_fast(b, 3), fa);
+        }
+        // The bytes a flow's frames differ in leave the header unchanged.
+        let mut c = a.to_vec();
+        for i in [16, 17, 18, 19, 24, 25] {
+            c[i] ^= 0xa5;
+        }
+        c[20] ^= 0xe0;
+        prop_assert_eq!(Header::of(&c), Some(ha));
+    }
+
+    /// Runs of frames of one flow (equal but for the IPv4 identification
+    /// and checksum; some with another TTL or length) through the cache
+    /// give the verdicts, bytes and counters of the classifier alone.
+    #[test]
+    fn runs_of_one_flow_agree_with_the_classifier(
+        flows in proptest::collection::vec(
+            (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(),
+             proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4), any::<u8>()),
+            1..16),
+        pkts in proptest::collection::vec(
+            ((any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
+             1usize..9, any::<u16>(), any::<u8>()),
+            1..24),
+    ) {
+        let cached = build(64);
+        let plain = build(0);
+        for g in &flows {
+            let t = flow_text(g);
+            prop_assert_eq!(add(&plain, &t), add(&cached, &t), "{}", t);
+        }
+        let mut total = 0u64;
+        for ingress in 0..3u16 {
+            let mut frames: Vec<Vec<u8>> = Vec::new();
+            for (g, rep, id, odd) in &pkts {
+                let (i, f) = packet(g);
+                if i != ingress {
+                    continue;
+                }
+                for r in 0..*rep {
+                    let mut f = f.clone();
+                    let ip = if f.len() >= 34 && f[12] == 0x08 { 14 } else { 18 };
+                    if f.len() >= ip + 20 {
+                        let x = id.wrapping_add(r as u16).to_be_bytes();
+                        f[ip + 4..ip + 6].copy_from_slice(&x);
+                        f[ip + 10..ip + 12].copy_from_slice(&[x[1], x[0]]);
+                        // Per copy (two bits of `odd`): unchanged, another
+                        // TTL, or the frame cut inside the UDP header.
+                        match (odd >> ((r % 4) * 2)) & 3 {
+                            1 => f[ip + 8] = f[ip + 8].wrapping_add(1),
+                            2 => f.truncate(f.len().min(40)),
+                            3 => f.truncate(f.len().min(38)),
+                            _ => {}
+                        }
+                    }
+                    frames.push(f);
+                }
+            }
+            if frames.is_empty() {
+                continue;
+            }
+            for pass in 0..2 {
+                total += frames.len() as u64;
+                let (vp, bp) = run(&plain, ingress, &frames);
+                let (vc, bc) = run(&cached, ingress, &frames);
+                for i in 0..frames.len() {
+                    prop_assert_eq!(norm(&cached, vc[i]), norm(&plain, vp[i]), "pass {} frame {}", pass, i);
+                    prop_assert_eq!(&bc[i], &bp[i], "pass {} frame {}", pass, i);
+                }
+            }
+        }
+        let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
+        for d in [&mut dc, &mut dp] {
+            for f in d["flows"].as_array_mut().into_iter().flatten() {
+                f.as_object_mut().map(|o| o.remove("duration"));
+            }
+        }
+        prop_assert_eq!(&dc["flows"], &dp["flows"]);
+        prop_assert_eq!(&dc["tables"], &dp["tables"]);
+        prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);
+        let c = &dc["cache"];
+        prop_assert_eq!(c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(), total, "{}", c);
+    }
+}
+
 // ------------------------------------------------------------ invalidation
 
 fn udp_to(dport: u16) -> Vec<u8> {

@@ -53,7 +53,10 @@
 //! its own cache line), shared by successive snapshots of a flow, and added
 //! once per batch (per table) or per run of hits on one flow. In front of
 //! the classifier, a per-worker exact-match cache (`cache.rs`) maps a
-//! packet's key to the flows its pipeline hits, valid for one snapshot.
+//! packet's key to the flows its pipeline hits, valid for one snapshot;
+//! after a hit on the previous packet's entry that only outputs or drops,
+//! the following packets with the same [`Header`] (a run of one flow) take
+//! its verdict without extraction or probe, counted once per run.
 
 mod cache;
 mod expiry;
@@ -65,6 +68,7 @@ mod text;
 mod trace;
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -74,7 +78,7 @@ use serde_json::{json, Value};
 
 pub use expiry::{Reason, SWEEP_EVERY};
 pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
-pub use key::{extract, extract_fast, extract_general, Field, Key};
+pub use key::{extract, extract_fast, extract_general, Field, Header, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
 use crate::args::Args;
@@ -118,14 +122,15 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    /// `packets` hits of `bytes` bytes in all on the flow of `c`.
     #[inline]
-    fn hit(&mut self, c: &'a Counters, len: u64, worker: u16) {
+    fn hit(&mut self, c: &'a Counters, packets: u64, bytes: u64, worker: u16) {
         if !self.stats.is_some_and(|s| std::ptr::eq(s, c)) {
             self.flush(worker);
             self.stats = Some(c);
         }
-        self.packets += 1;
-        self.bytes += len;
+        self.packets += packets;
+        self.bytes += bytes;
     }
 
     #[inline]
@@ -221,6 +226,11 @@ struct Subtable {
     first_seq: u64,
     /// Masked key → flows with that exact match, best first.
     map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+    /// While a snapshot is being built: its best flow went, so
+    /// (`max_priority`, `first_seq`) may rank above every flow left (never
+    /// below). [`Snapshot::seal`] recomputes it before the snapshot is
+    /// published, once per batch rather than once per removal.
+    stale: bool,
 }
 
 impl Subtable {
@@ -231,6 +241,12 @@ impl Subtable {
             .map(|v| &v[0])
             .reduce(|a, b| if b.outranks(a) { b } else { a });
         (self.max_priority, self.first_seq) = best.map_or((0, 0), |r| (r.priority, r.seq));
+        self.stale = false;
+    }
+
+    /// `r` is the flow the rank was taken from.
+    fn is_best(&self, r: &Rule) -> bool {
+        r.priority == self.max_priority && r.seq == self.first_seq
     }
 }
 
@@ -275,6 +291,18 @@ impl Table {
             .iter()
             .flat_map(|s| s.map.values().flat_map(|v| v.iter()))
     }
+
+    /// The flow of exactly this match (`key` masked by `mask`) and
+    /// priority: one hash lookup, not a scan.
+    fn find(&self, key: &Key, mask: &Key, priority: u16) -> Option<&Arc<Rule>> {
+        self.subtables
+            .iter()
+            .find(|s| s.mask == *mask)?
+            .map
+            .get(key)?
+            .iter()
+            .find(|r| r.priority == priority)
+    }
 }
 
 struct Snapshot {
@@ -282,7 +310,17 @@ struct Snapshot {
     /// Unique per snapshot (never 0): the exact-match cache serves only
     /// entries filled from the snapshot it sees loaded.
     gen: u64,
+    /// Built by [`Flows::begin`]: the generation of the snapshot it was
+    /// built from, and the (table, mask, key) of every bucket it changed
+    /// (`log_full`: too many, or a change by a pass over a table), which
+    /// is what [`Flows::begin`] replays on the spare copy.
+    parent: Option<u64>,
+    log: Vec<(u8, Key, Key)>,
+    log_full: bool,
 }
+
+/// Longest change log kept in a snapshot (beyond: `log_full`).
+const MAX_LOG: usize = 8192;
 
 /// Generations of every snapshot of every `Flows`, in building order.
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -294,6 +332,9 @@ impl Clone for Snapshot {
         Snapshot {
             tables: self.tables.clone(),
             gen: GENERATION.fetch_add(1, Relaxed),
+            parent: None,
+            log: Vec::new(),
+            log_full: false,
         }
     }
 }
@@ -305,11 +346,98 @@ impl Snapshot {
                 .map(|_| Arc::new(Table::default()))
                 .collect(),
             gen: GENERATION.fetch_add(1, Relaxed),
+            parent: None,
+            log: Vec::new(),
+            log_full: false,
+        }
+    }
+
+    /// A copy that shares no table or subtable with `self` (only the
+    /// immutable flows): O(flows), done when there is no spare to replay.
+    fn deep_clone(&self) -> Snapshot {
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| {
+                let mut nt = Table::clone(t);
+                for st in nt.subtables.iter_mut() {
+                    *st = Arc::new(Subtable::clone(st));
+                }
+                Arc::new(nt)
+            })
+            .collect();
+        Snapshot {
+            tables,
+            ..Snapshot::clone(self)
+        }
+    }
+
+    /// Notes a changed bucket for the replay.
+    fn logged(&mut self, table: u8, mask: Key, key: Key) {
+        if self.log.len() >= MAX_LOG {
+            self.log_full = true;
+        }
+        if !self.log_full {
+            self.log.push((table, mask, key));
+        }
+    }
+
+    /// Makes `self`, which holds what `cur`'s parent held, hold what `cur`
+    /// holds: the buckets `cur` changed copied over, and the changed
+    /// tables' subtables ranked and ordered as in `cur`. O(changes).
+    fn replay(&mut self, cur: &Snapshot) {
+        let mut dirty: Vec<u8> = Vec::new();
+        for (ti, mask, key) in &cur.log {
+            let bucket = cur.tables[*ti as usize]
+                .subtables
+                .iter()
+                .find(|s| s.mask == *mask)
+                .and_then(|s| s.map.get(key))
+                .cloned();
+            let t = Arc::make_mut(&mut self.tables[*ti as usize]);
+            let i = match t.subtables.iter().position(|s| s.mask == *mask) {
+                Some(i) => i,
+                None => {
+                    t.subtables.push(Arc::new(Subtable {
+                        mask: *mask,
+                        max_priority: 0,
+                        first_seq: 0,
+                        map: HashMap::default(),
+                        stale: false,
+                    }));
+                    t.subtables.len() - 1
+                }
+            };
+            let st = Arc::make_mut(&mut t.subtables[i]);
+            match bucket {
+                Some(b) => st.map.insert(*key, b),
+                None => st.map.remove(key),
+            };
+            if !dirty.contains(ti) {
+                dirty.push(*ti);
+            }
+        }
+        for ti in dirty {
+            let src = &cur.tables[ti as usize];
+            let t = Arc::make_mut(&mut self.tables[ti as usize]);
+            for st in t.subtables.iter_mut() {
+                if let Some(s) = src.subtables.iter().find(|s| s.mask == st.mask) {
+                    if (st.max_priority, st.first_seq) != (s.max_priority, s.first_seq) {
+                        let st = Arc::make_mut(st);
+                        (st.max_priority, st.first_seq) = (s.max_priority, s.first_seq);
+                    }
+                }
+            }
+            // Subtables `cur` no longer has are empty here too.
+            t.sort();
         }
     }
 
     /// Installs `r`, replacing a flow of the same table, match and priority
     /// (whose counters it takes over when `keep_stats`). True if replaced.
+    /// Costs one hash update and a sort of the table's subtables, not a
+    /// pass over the subtable's flows: the rank is raised at once, and a
+    /// replaced best flow leaves it for [`Snapshot::seal`].
     fn insert(&mut self, r: Rule) -> bool {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
         let idx = match t.subtables.iter().position(|s| s.mask == r.mask) {
@@ -320,6 +448,7 @@ impl Snapshot {
                     max_priority: 0,
                     first_seq: 0,
                     map: HashMap::default(),
+                    stale: false,
                 }));
                 t.subtables.len() - 1
             }
@@ -328,14 +457,23 @@ impl Snapshot {
         let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
         if let Some(i) = replaced {
-            v.remove(i);
+            let old = v.remove(i);
+            if st.is_best(&old) {
+                st.stale = true;
+            }
+        }
+        if (st.map.is_empty() && v.is_empty())
+            || r.priority > st.max_priority
+            || (r.priority == st.max_priority && r.seq < st.first_seq)
+        {
+            (st.max_priority, st.first_seq) = (r.priority, r.seq);
         }
         let r = Arc::new(r);
         let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
         v.insert(pos, r.clone());
         st.map.insert(r.key, v.into_boxed_slice());
-        st.recompute();
         t.sort();
+        self.logged(r.table, r.mask, r.key);
         replaced.is_some()
     }
 
@@ -349,39 +487,117 @@ impl Snapshot {
         f: &dyn Fn(&Rule) -> Option<Rule>,
         removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
+        self.update_within(tables, None, pick, f, removed)
+    }
+
+    /// [`Snapshot::update`] where `pick` selects only flows whose mask
+    /// covers `within`'s mask and whose key under it is `within`'s key (the
+    /// non-strict and strict matches of modify and delete): subtables of
+    /// other masks are skipped, and in the subtable of exactly that mask
+    /// only that key's flows are looked at (one hash lookup, so a modify or
+    /// delete of one flow costs O(1), not a pass over the table). Ranks a
+    /// removal may lower are left for [`Snapshot::seal`].
+    fn update_within(
+        &mut self,
+        tables: std::ops::RangeInclusive<u8>,
+        within: Option<(&Key, &Key)>,
+        pick: &dyn Fn(&Rule) -> bool,
+        f: &dyn Fn(&Rule) -> Option<Rule>,
+        removed: &mut Vec<Arc<Rule>>,
+    ) -> usize {
         let mut n = 0;
         for ti in tables {
             let t = &mut self.tables[ti as usize];
-            if !t.rules().any(|r| pick(r)) {
+            // (subtable, Some(the one key to look at) or None: all).
+            let hits: Vec<(usize, Option<Key>)> = t
+                .subtables
+                .iter()
+                .enumerate()
+                .filter_map(|(i, st)| match within {
+                    Some((_, m)) if !st.mask.covers(m) => None,
+                    Some((k, m)) if st.mask == *m => {
+                        let k = k.and(m);
+                        let v = st.map.get(&k)?;
+                        v.iter().any(|r| pick(r)).then_some((i, Some(k)))
+                    }
+                    _ => st
+                        .map
+                        .values()
+                        .any(|v| v.iter().any(|r| pick(r)))
+                        .then_some((i, None)),
+                })
+                .collect();
+            if hits.is_empty() {
                 continue;
             }
-            let t = Arc::make_mut(t);
-            for st in t.subtables.iter_mut() {
-                if !st.map.values().any(|v| v.iter().any(|r| pick(r))) {
-                    continue;
+            match &hits[..] {
+                [(i, Some(k))] => {
+                    let mask = t.subtables[*i].mask;
+                    self.logged(ti, mask, *k);
                 }
-                let st = Arc::make_mut(st);
-                st.map.retain(|_, v| {
+                _ => self.log_full = true,
+            }
+            let t = Arc::make_mut(&mut self.tables[ti as usize]);
+            for (i, only) in hits {
+                let st = Arc::make_mut(&mut t.subtables[i]);
+                let best = (st.max_priority, st.first_seq);
+                let mut lost_best = false;
+                let mut edit = |v: &[Arc<Rule>]| -> Box<[Arc<Rule>]> {
                     let mut out: Vec<Arc<Rule>> = Vec::with_capacity(v.len());
                     for r in v.iter() {
                         if pick(r) {
                             n += 1;
                             match f(r) {
                                 Some(nr) => out.push(Arc::new(nr)),
-                                None => removed.push(r.clone()),
+                                None => {
+                                    lost_best |= (r.priority, r.seq) == best;
+                                    removed.push(r.clone());
+                                }
                             }
                         } else {
                             out.push(r.clone());
                         }
                     }
-                    *v = out.into_boxed_slice();
-                    !v.is_empty()
-                });
-                st.recompute();
+                    out.into_boxed_slice()
+                };
+                match only {
+                    Some(k) => {
+                        let v = st.map.remove(&k).unwrap_or_default();
+                        let out = edit(&v);
+                        if !out.is_empty() {
+                            st.map.insert(k, out);
+                        }
+                        st.stale |= lost_best;
+                    }
+                    None => {
+                        // A pass over the subtable anyway: rank it now.
+                        st.map.retain(|_, v| {
+                            *v = edit(v);
+                            !v.is_empty()
+                        });
+                        st.recompute();
+                    }
+                }
             }
             t.sort();
         }
         n
+    }
+
+    /// Recomputes the ranks left stale by [`Snapshot::insert`] and
+    /// [`Snapshot::update_within`] and reorders those tables: once per
+    /// built snapshot, before it is published.
+    fn seal(&mut self) {
+        for t in self.tables.iter_mut() {
+            if !t.subtables.iter().any(|s| s.stale) {
+                continue;
+            }
+            let t = Arc::make_mut(t);
+            for st in t.subtables.iter_mut().filter(|s| s.stale) {
+                Arc::make_mut(st).recompute();
+            }
+            t.sort();
+        }
     }
 
     #[cfg(test)]
@@ -425,6 +641,10 @@ struct Writer {
     idle: expiry::Idle,
     /// The OpenFlow group table (`groups.rs`).
     of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
+    /// The snapshot retired by the last [`Flows::commit`] (left-right: it
+    /// shares no subtable with the published one), for [`Flows::begin`]
+    /// to bring up to date and edit in place.
+    spare: Option<Arc<Snapshot>>,
 }
 
 impl Writer {
@@ -545,6 +765,47 @@ fn bad(what: &str, text: &str, e: String) -> String {
 }
 
 impl Flows {
+    /// The snapshot a command edits, with the writer lock held: a copy of
+    /// the published one that shares no table or subtable with it, so
+    /// that the edits are in place (O(1) per flow) rather than a copy of
+    /// the subtable each (which made `ovs-ofctl add-flows`, one flow-mod
+    /// and one barrier at a time, quadratic). Left-right: the spare copy
+    /// retired by the last commit is brought up to date by replaying the
+    /// buckets the published one changed; when there is none (first use,
+    /// a worker still holding it, another writer published since, or a
+    /// change by a pass over a table) it is a deep copy, O(flows).
+    fn begin(&self, w: &mut Writer) -> Snapshot {
+        let cur = self.snap.load_full();
+        let mut next = match w.spare.take().map(Arc::try_unwrap) {
+            Some(Ok(s)) if s.gen == cur.gen => s,
+            Some(Ok(mut s)) if cur.parent == Some(s.gen) && !cur.log_full => {
+                s.replay(&cur);
+                s
+            }
+            _ => cur.deep_clone(),
+        };
+        next.gen = GENERATION.fetch_add(1, Relaxed);
+        next.parent = Some(cur.gen);
+        next.log.clear();
+        next.log_full = false;
+        next
+    }
+
+    /// Publishes `next` (from [`Flows::begin`]) if `changed`, keeping the
+    /// snapshot it replaces as the spare; else keeps `next` itself as the
+    /// spare (it holds what the published one holds).
+    fn commit(&self, w: &mut Writer, mut next: Snapshot, changed: bool) {
+        if !changed {
+            if let Some(p) = next.parent {
+                next.gen = p;
+                w.spare = Some(Arc::new(next));
+            }
+            return;
+        }
+        next.seal();
+        w.spare = Some(self.snap.swap(Arc::new(next)));
+    }
+
     /// Builds from `{"flows": [text, ...]}`.
     pub fn from_config(config: &Value) -> Result<Flows, String> {
         let a = Args::new(
@@ -613,7 +874,7 @@ impl Flows {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut snap = self.begin(&mut w);
         let mut replaced = 0;
         let now = Instant::now();
         for (s, t) in specs.into_iter().zip(texts) {
@@ -625,7 +886,7 @@ impl Flows {
             w.idle.installed(&r);
             replaced += snap.insert(r) as usize;
         }
-        self.snap.store(Arc::new(snap));
+        self.commit(&mut w, snap, true);
         Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
     }
 
@@ -656,7 +917,7 @@ impl Flows {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = Snapshot::clone(&self.snap.load());
+        let mut snap = self.begin(&mut w);
         let mut n = 0;
         let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
@@ -697,9 +958,10 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update(tables, &pick, &f, &mut removed);
+            n += snap.update_within(tables, Some((&s.key, &s.mask)), &pick, &f, &mut removed);
         }
-        self.snap.store(Arc::new(snap));
+        self.commit(&mut w, snap, true);
+        drop(w);
         self.notify(&removed, Reason::Delete, Instant::now());
         Ok(if delete {
             json!({"deleted": n})
@@ -900,10 +1162,15 @@ fn write_mac(b: &mut [u8], off: usize, m: u64) {
 /// Counters of one batch, added to the shared atomics once at its end
 /// (atomic read-modify-writes cost more than a lookup): per table in two
 /// arrays, per flow over runs of consecutive hits on the same flow.
+///
+/// The per-table arrays are initialised lazily, up to the highest table
+/// looked up so far (`tables`): zeroing all 255 tables' counters cost more
+/// per batch than the lookups of a batch of cache hits.
 struct Acc<'a> {
-    lookups: [u32; MAX_TABLE as usize + 1],
-    misses: [u32; MAX_TABLE as usize + 1],
-    last_table: usize,
+    lookups: [MaybeUninit<u32>; MAX_TABLE as usize + 1],
+    misses: [MaybeUninit<u32>; MAX_TABLE as usize + 1],
+    /// Tables `0..tables` have initialised counters.
+    tables: usize,
     run: Run<'a>,
     /// Output actions ignored (`extra_outputs`), added once per batch.
     extra: u32,
@@ -912,9 +1179,12 @@ struct Acc<'a> {
 impl Default for Acc<'_> {
     fn default() -> Self {
         Acc {
-            lookups: [0; MAX_TABLE as usize + 1],
-            misses: [0; MAX_TABLE as usize + 1],
-            last_table: 0,
+            // SAFETY: an array of `MaybeUninit` needs no initialisation;
+            // only `0..tables` is ever read.
+            lookups: unsafe { MaybeUninit::uninit().assume_init() },
+            // SAFETY: as above.
+            misses: unsafe { MaybeUninit::uninit().assume_init() },
+            tables: 0,
             run: Run::default(),
             extra: 0,
         }
@@ -922,10 +1192,35 @@ impl Default for Acc<'_> {
 }
 
 impl Acc<'_> {
+    /// `n` lookups in `table`.
     #[inline]
-    fn lookup(&mut self, table: usize) {
-        self.lookups[table] += 1;
-        self.last_table = self.last_table.max(table);
+    fn lookup(&mut self, table: usize, n: u32) {
+        if table >= self.tables {
+            for t in self.tables..=table {
+                self.lookups[t] = MaybeUninit::new(0);
+                self.misses[t] = MaybeUninit::new(0);
+            }
+            self.tables = table + 1;
+        }
+        // SAFETY: initialised above (table < tables).
+        unsafe { *self.lookups[table].assume_init_mut() += n };
+    }
+
+    /// `n` misses in `table` (after `lookup` of it).
+    #[inline]
+    fn miss(&mut self, table: usize, n: u32) {
+        debug_assert!(table < self.tables);
+        // SAFETY: `lookup(table)` came first (table < tables).
+        unsafe { *self.misses[table].assume_init_mut() += n };
+    }
+
+    /// Per table with lookups: (table, lookups, misses).
+    fn tables(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        (0..self.tables).filter_map(|t| {
+            // SAFETY: t < tables: initialised.
+            let (l, m) = unsafe { (self.lookups[t].assume_init(), self.misses[t].assume_init()) };
+            (l > 0).then_some((t, l, m))
+        })
     }
 }
 
@@ -971,7 +1266,7 @@ trait Hook {
 impl Hook for () {}
 
 /// The frame's key and its [`key::meta`] bits (the cache's key).
-#[inline]
+#[inline(always)]
 fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     if let Some(x) = key::extract_fast(b, in_port) {
         return x;
@@ -1007,12 +1302,12 @@ impl Flows {
         let mut out: Option<Verdict> = None;
         let mut popped = false;
         loop {
-            acc.lookup(table);
+            acc.lookup(table, 1);
             // A lookup after pop_vlan depends on the inner tag (not in the
             // key): not cacheable.
             t.cacheable &= !popped;
             let Some(r) = snap.tables[table].lookup(&k) else {
-                acc.misses[table] += 1;
+                acc.miss(table, 1);
                 t.miss = table as u8 + 1;
                 h.miss(table as u8);
                 break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
@@ -1024,7 +1319,7 @@ impl Flows {
                 t.cacheable = false;
             }
             if H::COUNT {
-                acc.run.hit(&r.stats, len, worker);
+                acc.run.hit(&r.stats, 1, len, worker);
             }
             for a in r.actions.iter() {
                 match a {
@@ -1047,7 +1342,7 @@ impl Flows {
 
     /// Replays a cached pipeline: the same counters and actions as
     /// `pipeline`, without lookups. `e` is from the loaded snapshot.
-    #[inline]
+    #[inline(always)]
     fn replay<'s>(
         &self,
         e: &cache::Entry,
@@ -1056,37 +1351,58 @@ impl Flows {
         acc: &mut Acc<'s>,
         worker: u16,
     ) -> Verdict {
-        let len = p.len() as u64;
         if e.pure {
-            for &r in &e.rules[..e.n as usize] {
-                // SAFETY: as below.
-                let r: &'s Rule = unsafe { &*r };
-                acc.lookup(r.table as usize);
-                acc.run.hit(&r.stats, len, worker);
-            }
-            if e.miss != 0 {
-                let t = (e.miss - 1) as usize;
-                acc.lookup(t);
-                acc.misses[t] += 1;
-            }
+            Self::count(e, acc, worker, 1, p.len() as u64);
             // SAFETY: written with `pure` (cache.rs).
             return unsafe { e.verdict.assume_init() };
         }
-        let mut out: Option<Verdict> = None;
-        let mut k = Key::default();
+        self.replay_actions(e, p, ingress, acc, worker)
+    }
+
+    /// The counters of `packets` frames of `bytes` bytes in all through
+    /// the cached pipeline `e` (of the loaded snapshot): its flows, its
+    /// tables' lookups, its miss.
+    #[inline(always)]
+    fn count<'s>(e: &cache::Entry, acc: &mut Acc<'s>, worker: u16, packets: u32, bytes: u64) {
         for &r in &e.rules[..e.n as usize] {
             // SAFETY: the entry's generation is the loaded snapshot's, which
             // holds this flow (cache.rs); the caller holds that snapshot
             // for the whole batch, longer than `acc` lives.
             let r: &'s Rule = unsafe { &*r };
-            acc.lookup(r.table as usize);
-            acc.run.hit(&r.stats, len, worker);
+            acc.lookup(r.table as usize, packets);
+            acc.run.hit(&r.stats, packets as u64, bytes, worker);
+        }
+        if e.miss != 0 {
+            let t = (e.miss - 1) as usize;
+            acc.lookup(t, packets);
+            acc.miss(t, packets);
+        }
+    }
+
+    /// `replay` of a pipeline with actions to run.
+    #[inline(never)]
+    fn replay_actions<'s>(
+        &self,
+        e: &cache::Entry,
+        p: &mut PktMut<'_>,
+        ingress: PortId,
+        acc: &mut Acc<'s>,
+        worker: u16,
+    ) -> Verdict {
+        let len = p.len() as u64;
+        let mut out: Option<Verdict> = None;
+        let mut k = Key::default();
+        for &r in &e.rules[..e.n as usize] {
+            // SAFETY: as in `count`.
+            let r: &'s Rule = unsafe { &*r };
+            acc.lookup(r.table as usize, 1);
+            acc.run.hit(&r.stats, 1, len, worker);
             self.actions::<false>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
         }
         if e.miss != 0 {
             let t = (e.miss - 1) as usize;
-            acc.lookup(t);
-            acc.misses[t] += 1;
+            acc.lookup(t, 1);
+            acc.miss(t, 1);
             return out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
         }
         out.unwrap_or(Verdict::Drop(DropReason::Policy))
@@ -1230,20 +1546,49 @@ impl Logic for Flows {
                 // of one flow skips the hash).
                 let mut last = 0usize;
                 let (mut hits, mut misses) = (0u64, 0u64);
+                // A run of one flow: after a frame that a pure entry (only
+                // an output or a drop) served, the frames with the same
+                // `Header` have its key and meta bits, so the same entry
+                // would serve them: they take its verdict, and its counters
+                // are added once for the whole run, when it ends.
+                let mut same: Option<(Header, Verdict)> = None;
+                let (mut same_at, mut same_n, mut same_bytes) = (0usize, 0u32, 0u64);
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
-                    let (k, meta) = key_meta(p.data(), ingress);
-                    let e = c.entry(last);
-                    if e.gen == snap.gen && e.meta == meta && e.key == k {
-                        *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
-                        hits += 1;
-                        continue;
+                    if let Some((h, verdict)) = same {
+                        let d = p.data();
+                        if Header::of(d).is_some_and(|x| x == h) {
+                            *v = verdict;
+                            same_n += 1;
+                            same_bytes += d.len() as u64;
+                            continue;
+                        }
+                        Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
+                        hits += same_n as u64;
+                        (same, same_n, same_bytes) = (None, 0, 0);
                     }
-                    let i = c.index(k.hash_with(meta as u64));
+                    let (k, meta) = key_meta(p.data(), ingress);
+                    let valid =
+                        |e: &cache::Entry| e.gen == snap.gen && e.meta == meta && e.key == k;
+                    let mut i = last;
+                    // The previous frame's entry serves this one: a run may
+                    // be starting (with flows interleaved, no header is
+                    // taken or compared).
+                    let again = valid(c.entry(i));
+                    if !again {
+                        i = c.index(k.hash_with(meta as u64));
+                        last = i;
+                    }
                     let e = c.entry(i);
-                    last = i;
-                    if e.gen == snap.gen && e.meta == meta && e.key == k {
+                    if again || valid(e) {
                         *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
                         hits += 1;
+                        if again && e.pure {
+                            // (A pure pipeline left the frame unchanged.)
+                            same = Header::of(p.data())
+                                .filter(Header::is_fast)
+                                .map(|h| (h, *v));
+                            same_at = i;
+                        }
                         continue;
                     }
                     misses += 1;
@@ -1276,6 +1621,10 @@ impl Logic for Flows {
                         };
                     }
                 }
+                if same.is_some() {
+                    Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
+                    hits += same_n as u64;
+                }
                 self.cache_stats.add(ctx.worker, hits, misses);
             }
             None => {
@@ -1299,10 +1648,8 @@ impl Logic for Flows {
         if acc.extra > 0 {
             self.extra_outputs.fetch_add(acc.extra as u64, Relaxed);
         }
-        for t in 0..=acc.last_table {
-            if acc.lookups[t] > 0 {
-                self.table_stats[t].add(ctx.worker, acc.lookups[t] as u64, acc.misses[t] as u64);
-            }
+        for (t, lookups, misses) in acc.tables() {
+            self.table_stats[t].add(ctx.worker, lookups as u64, misses as u64);
         }
     }
 
@@ -1359,6 +1706,8 @@ impl Logic for Flows {
     }
 }
 
+#[cfg(test)]
+mod bulk_tests;
 #[cfg(test)]
 mod cache_tests;
 #[cfg(test)]

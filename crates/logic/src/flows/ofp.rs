@@ -18,7 +18,9 @@ use openflow::{
 };
 
 use super::key::num;
-use super::{Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, MAX_TABLE};
+use super::{
+    Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, Table, Writer, MAX_TABLE,
+};
 use crate::PortId;
 
 /// (OXM fields a flow can match, OXM fields set-field can write).
@@ -300,6 +302,29 @@ fn overlaps(k1: &Key, m1: &Key, k2: &Key, m2: &Key) -> bool {
     (0..k1.0.len()).all(|i| (k1.0[i] ^ k2.0[i]) & m1.0[i] & m2.0[i] == 0)
 }
 
+/// A flow of `t` other than (`key`, `mask`) itself has `priority` and
+/// could match a packet that (`key`, `mask`) matches (OFPFF_CHECK_OVERLAP).
+/// Keys are stored masked, so in the subtable of the same mask only the
+/// identical match could overlap (and it is excluded), and in a subtable
+/// whose mask `mask` covers, only the flows under key `key & its mask`:
+/// hash lookups; other subtables are scanned.
+fn overlapping(t: &Table, key: &Key, mask: &Key, priority: u16) -> bool {
+    t.subtables.iter().any(|st| {
+        if st.mask == *mask {
+            false
+        } else if mask.covers(&st.mask) {
+            st.map
+                .get(&key.and(&st.mask))
+                .is_some_and(|v| v.iter().any(|r| r.priority == priority))
+        } else {
+            st.map
+                .values()
+                .flat_map(|v| v.iter())
+                .any(|r| r.priority == priority && overlaps(&r.key, &r.mask, key, mask))
+        }
+    })
+}
+
 /// Which flows a delete, modify or stats request selects.
 struct Filter {
     key: Key,
@@ -368,10 +393,52 @@ fn tables_of(t: u8) -> std::ops::RangeInclusive<u8> {
 /// One table's statistics: (table, active flows, lookups, matched).
 pub type TableStats = (u8, u32, u64, u64);
 
+/// At most this many flow-mods in one [`Flows::flow_mods`] call (the
+/// OpenFlow channel's batches), so that one swap stays bounded.
+pub const MAX_FLOW_MODS: usize = 4096;
+
 impl Flows {
     /// Runs an OpenFlow 1.3 flow-mod (section 6.4): one snapshot swap, or
-    /// nothing changed and the spec's error.
+    /// nothing changed and the spec's error. The one-element
+    /// [`Flows::flow_mods`].
     pub fn flow_mod(&self, m: &FlowMod) -> Result<usize, OfpError> {
+        self.flow_mods(&[m])
+            .pop()
+            .unwrap_or(Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::UNKNOWN)))
+    }
+
+    /// Runs consecutive flow-mods as one transaction: the writer lock taken
+    /// once, the snapshot copied once, each flow-mod applied in order on
+    /// the copy, one swap at the end (bulk loads cost O(1) per flow, not a
+    /// copy of the subtable each). Each is atomic on its own: a refused
+    /// one changes nothing and gets its own error (in its slot of the
+    /// result, one per flow-mod in order) while the others apply, and
+    /// each sees the effect of those before it. Flows deleted are
+    /// reported (flow-removed) after the swap, in order.
+    pub fn flow_mods(&self, ms: &[&FlowMod]) -> Vec<Result<usize, OfpError>> {
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut snap = self.begin(&mut w);
+        let mut removed = Vec::new();
+        let out: Vec<Result<usize, OfpError>> = ms
+            .iter()
+            .map(|m| self.apply_flow_mod(&mut w, &mut snap, m, &mut removed))
+            .collect();
+        let changed = out.iter().any(|r| r.is_ok());
+        self.commit(&mut w, snap, changed);
+        drop(w);
+        self.notify(&removed, Reason::Delete, Instant::now());
+        out
+    }
+
+    /// One flow-mod on `snap` (being built): every check first, so that an
+    /// error leaves `snap` as it was; the number of flows changed.
+    fn apply_flow_mod(
+        &self,
+        w: &mut Writer,
+        snap: &mut Snapshot,
+        m: &FlowMod,
+        removed: &mut Vec<Arc<Rule>>,
+    ) -> Result<usize, OfpError> {
         let fmf = |c| OfpError::new(et::FLOW_MOD_FAILED, c);
         if m.command > fc::DELETE_STRICT {
             return Err(fmf(fmfc::BAD_COMMAND));
@@ -400,7 +467,6 @@ impl Flows {
                 }
             }
         }
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let compiled = if adds {
             w.compile(&self.groups, &shown).map_err(|e| {
                 if e.starts_with("more than") {
@@ -414,21 +480,11 @@ impl Flows {
         } else {
             Box::default()
         };
-        let mut snap = Snapshot::clone(&self.snap.load());
-        let mut removed = Vec::new();
         let n = match m.command {
             fc::ADD => {
                 let t = &snap.tables[m.table_id as usize];
-                let same = t
-                    .rules()
-                    .find(|r| r.priority == m.priority && r.mask == mask && r.key == key);
-                if m.flags & ff::CHECK_OVERLAP != 0
-                    && t.rules().any(|r| {
-                        r.priority == m.priority
-                            && !(r.mask == mask && r.key == key)
-                            && overlaps(&r.key, &r.mask, &key, &mask)
-                    })
-                {
+                let same = t.find(&key, &mask, m.priority);
+                if m.flags & ff::CHECK_OVERLAP != 0 && overlapping(t, &key, &mask, m.priority) {
                     return Err(fmf(fmfc::OVERLAP));
                 }
                 // A flow replacing one of the same match and priority keeps
@@ -488,17 +544,15 @@ impl Flows {
                         stats,
                     ))
                 };
-                snap.update(
+                snap.update_within(
                     tables_of(m.table_id),
+                    Some((&key, &mask)),
                     &|r| filter.picks(r),
                     &f,
-                    &mut removed,
+                    removed,
                 )
             }
         };
-        self.snap.store(Arc::new(snap));
-        drop(w);
-        self.notify(&removed, Reason::Delete, Instant::now());
         Ok(n)
     }
 

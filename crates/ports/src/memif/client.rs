@@ -112,6 +112,7 @@ fn run(shared: Arc<Shared>, cc: ClientConfig, stop: Arc<AtomicBool>) {
         }
         let _ = sys::wait_readable(wake.raw(), cc.retry.as_millis() as i32);
         wake.drain();
+        shared.sweep();
     }
 }
 
@@ -314,6 +315,8 @@ fn serve(shared: &Arc<Shared>, stop: &AtomicBool, sock: &OwnedFd) -> End {
         if let Some(v) = shared.conn.load().as_ref().and_then(|c| c.violated()) {
             return End::Local(v.reason().into());
         }
+        // A connection of an earlier session may still be held.
+        shared.sweep();
         let _ = sys::wait_readable(sock.as_raw_fd(), 50);
         match sys::recv_msg(sock.as_raw_fd(), &mut buf) {
             Ok(None) => continue,

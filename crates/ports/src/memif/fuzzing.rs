@@ -66,6 +66,7 @@ impl Harness {
             core,
             conn: ArcSwapOption::empty(),
             producers: Default::default(),
+            retired: Default::default(),
         });
         let rx = MemifRx::new(shared.clone(), 0);
         let tx = MemifTx::new(shared.clone(), 0);

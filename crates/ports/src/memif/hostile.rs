@@ -181,9 +181,14 @@ pub struct RawClient(OwnedFd);
 impl RawClient {
     /// Connects and reads the server's hello.
     pub fn connect(path: &Path) -> io::Result<RawClient> {
+        Self::connect_hello(path).map(|(r, _)| r)
+    }
+
+    /// Connects; the connection and the server's hello.
+    pub fn connect_hello(path: &Path) -> io::Result<(RawClient, Hello)> {
         let r = RawClient(sys::connect(path)?);
         match r.recv(Duration::from_secs(3)) {
-            Some(Msg::Hello(_)) => Ok(r),
+            Some(Msg::Hello(h)) => Ok((r, h)),
             m => Err(io::Error::other(format!("expected hello, got {m:?}"))),
         }
     }

@@ -49,6 +49,7 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, ConfigError};
+use crate::retire::Retired;
 
 pub use client::ClientConfig;
 pub use server::{MemifServer, ServerConfig};
@@ -417,13 +418,21 @@ pub(crate) struct Shared {
     /// The transmit queues' producers (weak: they hold this `Shared`), for
     /// `detach` to unpin the old connection.
     producers: Mutex<Vec<std::sync::Weak<fabric::TxLock<ring::MemifProducer>>>>,
+    /// Departed connections still held by a producer, a lease or a burst:
+    /// the control thread drops the last reference (see `crate::retire`),
+    /// so an unmap never runs under a transmit lock.
+    retired: Retired<Connection>,
 }
 
 impl Shared {
     /// Installs a new connection: bumps the generation, publishes it and
     /// raises the link.
     fn attach(&self, conn: Connection) {
-        self.conn.store(Some(Arc::new(conn)));
+        if let Some(stale) = self.conn.swap(Some(Arc::new(conn))) {
+            // Not expected (a detach comes first), but never dropped here.
+            stale.unhook();
+            self.retired.retire(stale);
+        }
         self.core.up.store(true, Ordering::Release);
         self.core.counters.connects.fetch_add(1, Ordering::Relaxed);
         self.core.set_status(|s| s.connected = true);
@@ -431,12 +440,14 @@ impl Shared {
 
     /// Drops the current connection and records why. The transmit
     /// producers let go of it here; its memory is unmapped when the last
-    /// holder (normally this function, else a burst not yet released or a
-    /// lease in flight) drops it.
+    /// other holder (a burst not yet released, a lease in flight, a
+    /// producer that kept it past `release_pins`'s wait) has let go, by
+    /// this control thread: here, or at a later [`Shared::sweep`].
     fn detach(&self, reason: &str, hangup: bool) {
         self.core.up.store(false, Ordering::Release);
         let old = self.conn.swap(None);
-        if let Some(c) = &old {
+        let departed = old.is_some();
+        if let Some(c) = old {
             c.unhook();
             let producers = self
                 .producers
@@ -444,8 +455,9 @@ impl Shared {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
             ring::release_pins(&producers);
+            self.retired.retire(c);
         }
-        if old.is_some() {
+        if departed {
             self.core
                 .counters
                 .disconnects
@@ -461,6 +473,12 @@ impl Shared {
             s.connected = false;
             s.last_disconnect = reason.to_string();
         });
+    }
+
+    /// Control thread, periodically: unmaps departed connections nobody
+    /// else holds any more.
+    fn sweep(&self) {
+        self.retired.sweep();
     }
 
     /// The next connection generation.
@@ -495,6 +513,7 @@ impl MemifPort {
             core,
             conn: ArcSwapOption::empty(),
             producers: Mutex::default(),
+            retired: Retired::default(),
         });
         let tx = (0..queues)
             .map(|q| MemifTx::new(shared.clone(), q))

@@ -155,8 +155,17 @@ impl Connection {
 
 impl Drop for Connection {
     fn drop(&mut self) {
+        #[cfg(test)]
+        DROPS_ON_THIS_THREAD.with(|n| n.set(n.get() + 1));
         self.unhook();
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Connections whose last reference went on this thread (tests: where
+    /// the unmap ran).
+    pub(crate) static DROPS_ON_THIS_THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Writes the initial state of a ring header (client side, and the server's
@@ -611,6 +620,10 @@ impl TxProducer for MemifProducer {
                 _ => false,
             };
             if !same {
+                // Replacing the pin drops our reference to a departed
+                // connection here, under the lock: never the last one, the
+                // control thread keeps one until it is (`crate::retire`),
+                // so no unmap or close runs here.
                 self.conn = (*cur).clone();
                 self.base = self.reserved;
             }

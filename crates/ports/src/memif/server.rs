@@ -86,6 +86,18 @@ impl Inner {
         self.ifaces.lock().ok()?.get(&id).cloned()
     }
 
+    /// Unmaps the departed connections of every interface that nobody
+    /// but this control thread holds any more.
+    fn sweep(&self) {
+        let ifaces: Vec<Arc<Shared>> = match self.ifaces.lock() {
+            Ok(m) => m.values().cloned().collect(),
+            Err(_) => return,
+        };
+        for sh in ifaces {
+            sh.sweep();
+        }
+    }
+
     fn registered(&self, sh: &Arc<Shared>) -> bool {
         self.ifaces
             .lock()
@@ -362,6 +374,7 @@ fn run(inner: Arc<Inner>, ep: sys::Epoll) {
                 close(&inner, &ep, ch, e);
             }
         }
+        inner.sweep();
     }
     for (_, ch) in chans.drain() {
         close(&inner, &ep, ch, End::Local("server shutting down".into()));

@@ -3,7 +3,6 @@
 //! with a reason and counted, without a crash, while another interface on
 //! the same socket keeps forwarding.
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use fabric::{Port, RxBatch, RxQueue};
 
 use super::proto::*;
 use super::ring::Connection;
-use super::sys::{self, EventFd, Region};
+use super::sys::{EventFd, Region};
 use super::*;
 
 struct Dir(PathBuf);
@@ -281,61 +280,29 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
 
 // --- raw control connections ----------------------------------------------
 
-struct Raw(OwnedFd);
+/// A raw control connection ([`hostile::RawClient`]) whose failures panic.
+struct Raw(hostile::RawClient);
 
 impl Raw {
     fn connect(path: &Path) -> Raw {
-        let r = Raw(sys::connect(path).unwrap());
-        match r.recv() {
-            Some(Msg::Hello(h)) => assert_eq!(h.max_log2_ring_size, MAX_LOG2_RING),
-            m => panic!("expected hello, got {m:?}"),
-        }
-        r
-    }
-    fn send_raw(&self, b: &[u8], fd: Option<i32>) {
-        let _ = sys::send_msg(self.0.as_raw_fd(), b, fd);
+        let (r, h) = hostile::RawClient::connect_hello(path).unwrap();
+        assert_eq!(h.max_log2_ring_size, MAX_LOG2_RING);
+        Raw(r)
     }
     fn send(&self, m: Msg, fd: Option<i32>) {
-        self.send_raw(&m.encode(), fd)
+        self.0.send(m, fd);
     }
     fn recv(&self) -> Option<Msg> {
-        let mut buf = [0u8; 256];
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(3) {
-            let _ = sys::wait_readable(self.0.as_raw_fd(), 100);
-            match sys::recv_msg(self.0.as_raw_fd(), &mut buf) {
-                Ok(Some(r)) if r.len == 0 => return None,
-                Ok(Some(r)) => return Msg::decode(&buf[..r.len]).ok(),
-                Ok(None) => continue,
-                Err(_) => return None,
-            }
-        }
-        None
+        self.0.recv(Duration::from_secs(3))
     }
     /// Expects a disconnect whose reason contains `why`, then hang-up.
     fn expect_disconnect(&self, why: &str) {
-        match self.recv() {
-            Some(Msg::Disconnect(d)) => assert!(
-                d.reason.contains(why),
-                "reason {:?}, expected {why:?}",
-                d.reason
-            ),
-            m => panic!("expected disconnect ({why}), got {m:?}"),
+        if let Err(e) = self.0.expect_disconnect(why) {
+            panic!("{e}");
         }
-        assert_eq!(self.recv(), None, "socket not closed after disconnect");
     }
     fn init(&self, id: u32) {
-        self.send(
-            Msg::Init(Init {
-                version: VERSION,
-                id,
-                mode: 0,
-                secret: [0; SECRET_SZ],
-                name: "raw".into(),
-            }),
-            None,
-        );
-        assert_eq!(self.recv(), Some(Msg::Ack));
+        assert!(self.0.init(id), "init of interface {id} not acknowledged");
     }
 }
 
@@ -494,4 +461,63 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     let f = [9u8; 300];
     assert!(wait(2000, || send(&s0, &f)));
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
+}
+
+/// The race of issue 15's follow-up: a disconnect while a reservation is
+/// in flight for longer than `release_pins` waits (a preempted worker)
+/// leaves the departed connection pinned in the producer. The producer
+/// lets go of it at its next look, under the transmit lock; that must not
+/// be the last reference (it would unmap and close under the lock): the
+/// control thread keeps one and drops it afterwards.
+#[test]
+fn a_producer_never_drops_the_last_reference_under_its_lock() {
+    let dir = Dir::new("lastref");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = server
+        .add_interface(MemifConfig::new("lastref-s", 0))
+        .unwrap();
+    let name = format!("lastref{}", std::process::id());
+    let tag = format!("memif-{name}-region");
+    let c0 = MemifPort::client(MemifConfig::new(&name, 0), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up() && c0.link_up()));
+    let departed = Arc::downgrade(&conn_of(&s0));
+
+    // A reservation in flight on the server's queue: the producer pins
+    // the connection and `release_pins` cannot take it.
+    // SAFETY: this test is the queue's only sender.
+    let mut tx = unsafe { fabric::OwnedTx::new(s0.tx(0)) };
+    let f = [7u8; 100];
+    let n = tx.slots_for(f.len());
+    assert!(wait(2000, || tx.free_slots() >= n));
+    let slot = tx.reserve(n);
+    tx.write(slot, n, &f);
+
+    // The peer leaves; the server's detach waits out `release_pins` and
+    // leaves the pin to the producer.
+    drop(c0);
+    assert!(
+        wait(5000, || s0.counter("disconnects") == 1),
+        "the server saw no disconnect"
+    );
+    // Publish (the lease lets go of its copy, without the lock), then the
+    // producer's next look follows the disconnect under the lock.
+    tx.publish(slot + n as u64);
+    let before = super::ring::DROPS_ON_THIS_THREAD.with(|c| c.get());
+    assert_eq!(tx.free_slots_quiet(), 0, "no connection: no room");
+    let after = super::ring::DROPS_ON_THIS_THREAD.with(|c| c.get());
+    assert_eq!(
+        after, before,
+        "the producer dropped the departed connection's last reference under its lock"
+    );
+    // The control thread unmaps it soon after.
+    assert!(
+        wait(3000, || departed.upgrade().is_none()),
+        "the departed connection is still held"
+    );
+    assert!(
+        wait(3000, || mappings(&tag) == 0),
+        "the departed peer's region is still mapped"
+    );
+    assert_eq!(s0.shared.retired.len(), 0);
 }

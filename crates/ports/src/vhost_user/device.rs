@@ -152,6 +152,11 @@ impl Device {
         } else {
             old.used_shadow.load(Acquire)
         };
+        // Past the quiesce a worker may still hold the session (a
+        // preempted burst or lease): its drop, possibly under a transmit
+        // lock, must not be the last one (unmap, close), so this thread
+        // keeps a reference until it is.
+        self.shared.retired.retire(old);
     }
 
     /// Starts virtqueue `i` if everything it needs is set.
@@ -477,6 +482,8 @@ pub(super) enum End {
 pub fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
     let mut backoff = Duration::from_millis(20);
     while !shared.stop.load(Acquire) {
+        // Between connections too (a session retired at the last teardown).
+        shared.retired.sweep();
         let stream = match &listener {
             Some(l) => match accept(&shared, l) {
                 Some(s) => s,
@@ -552,6 +559,7 @@ pub(super) fn serve(
     let mut h = BackendReqHandler::from_stream(stream, dev.clone());
     shared.connected.store(true, Release);
     let end = loop {
+        shared.retired.sweep();
         if shared.stop.load(Acquire) {
             break End::Stop;
         }

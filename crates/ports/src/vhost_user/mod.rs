@@ -47,8 +47,9 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::{self, ConfigError};
+use crate::retire::Retired;
 
-use vring::{Fault, Lie, VhostRx, VhostTx, VringSlot};
+use vring::{Fault, Lie, Session, VhostRx, VhostTx, VringSlot};
 
 /// Most queue pairs per port.
 pub const MAX_QUEUES: u16 = 16;
@@ -188,6 +189,11 @@ pub struct Shared {
     /// and were kept (see device.rs).
     early_enables: AtomicU64,
     rejected: AtomicU64,
+    /// Stopped sessions a worker still held when the stop's quiesce timed
+    /// out: the control thread drops the last reference (see
+    /// `crate::retire`), so unmapping guest memory and closing eventfds
+    /// never run under a transmit lock.
+    retired: Retired<Session>,
 }
 
 impl Shared {
@@ -227,6 +233,7 @@ impl Shared {
             protocol_errors: AtomicU64::new(0),
             early_enables: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            retired: Retired::default(),
         });
         Ok((shared, listener))
     }

@@ -29,6 +29,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _describe(item: WorkItem) -> str:
     p = item.point
     s = f"{item.sut} {p.scenario}/{p.direction} {p.frame_size_b}B"
+    if p.virtual_port:
+        s += f" [{p.virtual_port}]"
     if p.scenario == "loopback":
         s += f" vnfs={p.vnfs}"
     if p.scenario == "density":
@@ -53,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     from ..bench import RealBench
 
-    bench = RealBench()
+    bench = RealBench(spec=spec)
     with ResultsDB(args.db) as db:
         if args.no_progress or not sys.stderr.isatty():
             t0 = time.monotonic()
@@ -172,10 +174,48 @@ def _timing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_ab(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
+    p.add_argument("--campaign", help="campaign name or id (default: the latest run)")
+    p.add_argument("--after", default="turnoutd", help="the SUT of this build (default turnoutd)")
+    p.add_argument("--before", default="turnoutd-before",
+                   help="the other build's variant (default turnoutd-before)")
+
+
+def _ab(args: argparse.Namespace) -> int:
+    """After/before per cell of a campaign that ran two builds (report/ab.py)."""
+    from ..report.ab import ab_table
+    from ..report.queries import load_campaign, wall_time
+    from ..report.summary import format_table
+
+    try:
+        with ResultsDB(args.db) as db:
+            data = load_campaign(db, args.campaign)
+            t = ab_table(data, args.after, args.before)
+            versions = {s.name: s.version for s in db.suts(data.campaign.id)
+                        if s.name in (args.after, args.before)}
+            host = db.host(data.campaign.host_id) if data.campaign.host_id else None
+    except (KeyError, OSError) as e:
+        print(f"turnout bench ab: {e}", file=sys.stderr)
+        return 1
+    c = data.campaign
+    load = host.extra.get("loadavg") if host is not None else None
+    print(f"campaign {c.name} (run {c.id}, {c.status}), wall time {wall_time(data)}"
+          + (f", load average at its start {load[0]:.2f}" if load else ""))
+    for name in (args.after, args.before):
+        print(f"  {name}: {versions.get(name, 'not run')}")
+    print(t.title)
+    print(format_table(t.columns, t.rows))
+    print(t.note)
+    return 0 if t.rows else 1
+
+
 COMMANDS = [
     Command("bench run", "run (or resume) a campaign", _configure, _run),
     Command("bench cleanup", "remove what a crashed run left (namespaces, processes, "
             "hugepages, mounts)", _configure_cleanup, _cleanup),
+    Command("bench ab", "after/before per cell of a campaign that ran two builds of a SUT "
+            "(make bench-ab)", _configure_ab, _ab),
     Command("bench timing", "where a campaign run's wall time went, per SUT x scenario "
             "(read-only)", _configure_timing, _timing),
 ]

@@ -57,6 +57,8 @@ class Session:
     #: a rule-update trial (measure/update.py: duration_s, rate_pps), at
     #: points of the ``rule_update`` scenario on SUTs that have rules
     rule_update: Measurer | None = None
+    #: the SUT adapter (sut/), for tests that look at the switch's own state
+    adapter: Any = None
 
 
 class Bench(Protocol):
@@ -85,7 +87,7 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
     return Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"],
-        result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.scenario,
+        result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.stored_scenario(),
         direction=p.direction, frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst,
         vnfs=p.vnfs, ports=p.ports, pairs=p.pairs, virtual_port=ctx["virtual_port"],
         method=method, load_fraction=load_fraction, offered_total_pps=c.offered_total_pps,
@@ -110,7 +112,8 @@ def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Resul
     p = item.point
     return Result(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"], key=key,
-        sut=item.sut, scenario=p.scenario, direction=p.direction, frame_size_b=p.frame_size_b,
+        sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
+        frame_size_b=p.frame_size_b,
         flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports, pairs=p.pairs,
         virtual_port=ctx["virtual_port"], method=method, repetition=item.repetition,
         status="running", started_at=time.time(),
@@ -121,7 +124,7 @@ def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reaso
     p = item.point
     db.add_trial(Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx.get("sut_id"), host_id=ctx["host_id"],
-        key=item.key, sut=item.sut, scenario=p.scenario, direction=p.direction,
+        key=item.key, sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
         frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
         pairs=p.pairs, virtual_port=ctx.get("virtual_port", "") or p.virtual_port,
         method=item.method,

@@ -12,9 +12,12 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scenarios import SCENARIOS, Point
+
+if TYPE_CHECKING:
+    from ..sut.base import SutAdapter
 
 __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
            "topology_key"]
@@ -49,8 +52,9 @@ class WorkItem:
     def key(self) -> str:
         p = self.point
         vp = f"|{p.virtual_port}" if p.virtual_port else ""
+        of = f"|o{p.rules}x{p.masks}x{p.outputs}" if p.scenario == "openflow" else ""
         return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
-                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}|{self.method}|{self.arg:g}"
+                f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}{of}|{self.method}|{self.arg:g}"
                 f"|r{self.repetition}")
 
 
@@ -83,6 +87,10 @@ class CampaignSpec:
     rates_pps: tuple[float, ...] = ()
     suts: tuple[str, ...] = ("wire",)
     sut_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: named variants of registered SUTs (``[sut.NAME] base = "..."``):
+    #: name -> base; their options in ``sut_options`` (the base's table of
+    #: this campaign with the variant's keys over it)
+    variants: dict[str, str] = field(default_factory=dict)
     points: list[Point] = field(default_factory=list)
     sut_cpus: str = "1"
     tester_cpu: int | None = 0
@@ -106,6 +114,13 @@ class CampaignSpec:
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
     layout: str = ""
     sut_cores: int | None = None  # with layout = "auto": the SUT's share of the CPUs
+
+    def make_sut(self, name: str) -> SutAdapter:
+        """The adapter of a SUT of this campaign (a registered one or a
+        variant), with the campaign's options for it."""
+        from ..sut import make_sut
+
+        return make_sut(name, self.sut_options.get(name), base=self.variants.get(name))
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
@@ -146,7 +161,62 @@ class CampaignSpec:
 def topology_key(p: Point) -> tuple[object, ...]:
     """What a testbed depends on: points with the same key can share one
     set-up of the SUT (frame size, flows and burst are the tester's)."""
-    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port)
+    return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port, p.rules,
+            p.masks, p.outputs)
+
+
+#: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
+OPENFLOW_KEYS = {"rules", "masks", "outputs", "openflow_sets"}
+
+
+def _openflow_cells(m: dict[str, Any], scenarios: list[str]) -> list[dict[str, Any]]:
+    """The rule sets of the ``openflow`` scenario: every (rules, masks,
+    outputs) of the matrix's lists (defaults 100, 1, 1) but those with more
+    masks than rules (each mask needs a rule), which are left out; or,
+    instead of the product, the ``openflow_sets`` listed as [rules, masks,
+    outputs] triples (cross-sections of the product)."""
+    from ..ofrules import check_point
+
+    if "openflow" not in scenarios:
+        if any(k in m for k in OPENFLOW_KEYS):
+            raise CampaignError("matrix.rules/masks/outputs/openflow_sets: the openflow "
+                                "scenario is not in matrix.scenarios")
+        return []
+    triples: list[tuple[int, int, int]] = []
+    if "openflow_sets" in m:
+        if any(k in m for k in ("rules", "masks", "outputs")):
+            raise CampaignError("matrix.openflow_sets lists the sets: leave out rules, masks "
+                                "and outputs")
+        sets = m["openflow_sets"]
+        if not isinstance(sets, list) or not sets:
+            raise CampaignError("matrix.openflow_sets: a non-empty list of [rules, masks, "
+                                "outputs]")
+        for x in sets:
+            if not (isinstance(x, list) and len(x) == 3
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in x)):
+                raise CampaignError(f"matrix.openflow_sets: {x!r} is not [rules, masks, "
+                                    "outputs] (integers)")
+            if x[1] > x[0]:
+                raise CampaignError(f"matrix.openflow_sets: {x!r} has more masks than rules")
+            triples.append((x[0], x[1], x[2]))
+        if len(set(triples)) != len(triples):
+            raise CampaignError("matrix.openflow_sets: a set is listed twice")
+    else:
+        rules = _list(m, "rules", [100], int, "matrix")
+        masks = _list(m, "masks", [1], int, "matrix")
+        outputs = _list(m, "outputs", [1], int, "matrix")
+        triples = [(r, k, o) for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
+    cells = []
+    for r, k, o in triples:
+        why = check_point(r, k, o)
+        if why:
+            raise CampaignError(f"matrix: {why}")
+        if r > 1_000_000:
+            raise CampaignError(f"matrix.rules: {r} over 10^6")
+        cells.append({"rules": r, "masks": k, "outputs": o})
+    if not cells:
+        raise CampaignError("matrix.rules/masks: every combination has more masks than rules")
+    return cells
 
 
 #: matrix keys of the overlay scenario's cell (docs/bench.md, "Overlay")
@@ -178,6 +248,28 @@ def _overlay_cell(m: dict[str, Any], scenarios: list[str], directions: list[str]
             raise CampaignError(f"matrix.overlay_frame_sizes_b: {sz} is not in "
                                 "matrix.frame_sizes_b (p2p must be measured there too)")
     return odirs, osizes
+
+
+def _scenario_sizes(m: dict[str, Any], scenarios: list[str],
+                    sizes: list[int]) -> dict[str, list[int]]:
+    """``matrix.scenario_frame_sizes_b = { loopback = [64] }``: the frame
+    sizes of some scenarios, a subset of ``frame_sizes_b`` (a campaign cuts a
+    scenario's large frames where they rank nothing the small ones do not;
+    also its vhost-user cell)."""
+    t = m.get("scenario_frame_sizes_b", {})
+    if not isinstance(t, dict):
+        raise CampaignError("matrix.scenario_frame_sizes_b: a table scenario = [sizes]")
+    out: dict[str, list[int]] = {}
+    for sc in t:
+        if sc not in scenarios:
+            raise CampaignError(f"matrix.scenario_frame_sizes_b.{sc}: not in matrix.scenarios")
+        got = _list(t, sc, [], int, "matrix.scenario_frame_sizes_b")
+        for sz in got:
+            if sz not in sizes:
+                raise CampaignError(f"matrix.scenario_frame_sizes_b.{sc}: {sz} is not in "
+                                    "matrix.frame_sizes_b")
+        out[sc] = got
+    return out
 
 
 def _list(d: dict[str, Any], key: str, default: list[Any], typ: type, where: str) -> list[Any]:
@@ -219,7 +311,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
     mkeys = {"suts", "scenarios", "directions", "frame_sizes_b", "flows", "bursts", "vnfs",
-             "ports", "pairs", "rates_pps", "vhost_user_scenarios"} | OVERLAY_KEYS
+             "ports", "pairs", "rates_pps", "vhost_user_scenarios",
+             "scenario_frame_sizes_b"} | OVERLAY_KEYS | OPENFLOW_KEYS
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
@@ -262,10 +355,14 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     search = c.get("search", "auto")
     if search not in ("auto", "mlrsearch", "binary"):
         raise CampaignError("campaign.search: auto, mlrsearch or binary")
+    sut_opts, variants = _sut_tables(doc.get("sut", {}))
     suts = _list(m, "suts", ["wire"], str, "matrix")
     for s in suts:
-        if s not in SUTS:
-            raise CampaignError(f"matrix.suts: unknown SUT {s!r} ({', '.join(SUTS)})")
+        if s not in SUTS and s not in variants:
+            raise CampaignError(f"matrix.suts: unknown SUT {s!r} ({', '.join(SUTS)}; or a "
+                                "variant: [sut.NAME] base = \"<one of those>\")")
+    if len(set(suts)) != len(suts):
+        raise CampaignError("matrix.suts: a SUT is named twice")
     scenarios = _list(m, "scenarios", ["p2p"], str, "matrix")
     for s in scenarios:
         if s not in SCENARIOS:
@@ -302,8 +399,12 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("campaign.update_rate_pps: a positive rate (pps)")
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
+    sc_sizes = _scenario_sizes(m, scenarios, sizes)
+    of_cells = _openflow_cells(m, scenarios)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
+            continue
+        if sz not in sc_sizes.get(sc, sizes):
             continue
         extra: list[dict[str, Any]] = [{}]
         if sc == "loopback":
@@ -312,6 +413,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"ports": p} for p in ports]
         elif sc == "nvsn":
             extra = [{"pairs": p} for p in pairs]
+        elif sc == "openflow":
+            extra = of_cells
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
                    for e in extra]
     # A vhost-user cell next to the campaign's virtual_port: these scenarios
@@ -327,6 +430,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError("matrix.vhost_user_scenarios: campaign.virtual_port is "
                             "vhost-user already")
     for sc, d, sz, fl, b in itertools.product(vhost_scenarios, directions, sizes, flows, bursts):
+        if sz not in sc_sizes.get(sc, sizes):
+            continue
         extra = [{}]
         if sc == "loopback":
             extra = [{"vnfs": v} for v in vnfs]
@@ -334,11 +439,6 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
             extra = [{"pairs": p} for p in pairs]
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b,
                          virtual_port="vhost-user", **e) for e in extra]
-    sut_opts = doc.get("sut", {})
-    for k in sut_opts:
-        if k not in SUTS:
-            raise CampaignError(f"[sut.{k}]: unknown SUT")
-        _sut_scenarios(k, sut_opts[k])
     tester_cpu = c.get("tester_cpu", 0)
     tester_rx_cpu = c.get("tester_rx_cpu")
     if tester_rx_cpu is not None and (not isinstance(tester_rx_cpu, int) or tester_rx_cpu < 0):
@@ -380,7 +480,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         max_load_pps=float(c.get("max_load_pps", 0.0)),
         latency_fractions=tuple(fractions), sweep_fractions=tuple(sweep),
         update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
-        sut_options=sut_opts, points=points, sut_cpus=str(c.get("sut_cpus", "1")),
+        sut_options=sut_opts, variants=variants, points=points,
+        sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority,
@@ -400,6 +501,54 @@ def load(path: str | Path) -> CampaignSpec:
     return parse(doc, str(p))
 
 
+def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The ``[sut.NAME]`` tables: options per SUT, and the variants (NAME ->
+    base). A table whose NAME is not a registered SUT is a variant and must
+    say ``base = "<registered SUT>"``; it takes the base's table of this
+    campaign and puts its own keys over it (a before/after pair differs only
+    in what the variant says, e.g. ``binary``). ``base`` is not passed to the
+    adapter."""
+    from ..sut import SUTS
+
+    if not isinstance(tables, dict):
+        raise CampaignError("[sut]: tables [sut.NAME] of options")
+    for k, v in tables.items():
+        if not isinstance(v, dict):
+            raise CampaignError(f"[sut.{k}]: a table of options")
+    variants: dict[str, str] = {}
+    for k, v in tables.items():
+        if "base" not in v:
+            if k not in SUTS:
+                raise CampaignError(f"[sut.{k}]: unknown SUT ({', '.join(SUTS)}); a variant "
+                                    "of one of those says base = \"<name>\"")
+            continue
+        b = v["base"]
+        if k in SUTS:
+            raise CampaignError(f"sut.{k}.base: {k} is a registered SUT; a variant needs a "
+                                f"name of its own (e.g. [sut.{k}-before])")
+        if not isinstance(b, str) or b not in SUTS:
+            raise CampaignError(f"sut.{k}.base: {b!r} is not a registered SUT "
+                                f"({', '.join(SUTS)})")
+        variants[k] = b
+    opts: dict[str, dict[str, Any]] = {}
+    for k, v in tables.items():
+        k = str(k)
+        o = {**tables.get(variants[k], {}), **v} if k in variants else dict(v)
+        o.pop("base", None)
+        if "binary" in o:
+            cls = SUTS[variants.get(k, k)]
+            if not cls.takes_binary:
+                raise CampaignError(f"sut.{k}.binary: {cls.name} runs the installed "
+                                    "software; only SUTs built here take another build's "
+                                    "binary")
+            if not isinstance(o["binary"], str) or not o["binary"]:
+                raise CampaignError(f"sut.{k}.binary: a path (absolute or relative to "
+                                    "this checkout)")
+        _sut_scenarios(k, o)
+        opts[k] = o
+    return opts, variants
+
+
 def _sut_scenarios(name: str, opts: Any) -> None:
     """``[sut.NAME] scenarios``: the scenarios this SUT runs in the campaign
     (the others are skipped with ``scenarios_reason``, stored and shown in
@@ -411,10 +560,14 @@ def _sut_scenarios(name: str, opts: Any) -> None:
         only = opts["scenarios"]
         if not isinstance(only, list) or not only or not all(isinstance(x, str) for x in only):
             raise CampaignError(f"sut.{name}.scenarios: a non-empty list of scenario names")
-        for sc in only:
+        for x in only:
+            sc, _, port = x.partition("/")
             if sc not in SCENARIOS:
                 raise CampaignError(f"sut.{name}.scenarios: unknown scenario {sc!r} "
                                     f"({', '.join(SCENARIOS)})")
+            if port and port != "vhost-user":
+                raise CampaignError(f"sut.{name}.scenarios: {x!r}: a scenario, or "
+                                    "SCENARIO/vhost-user for its vhost-user cell only")
     why = opts.get("scenarios_reason")
     if why is not None and (not isinstance(why, str) or not why or "scenarios" not in opts):
         raise CampaignError(f"sut.{name}.scenarios_reason: a non-empty string, with scenarios")

@@ -348,6 +348,9 @@ class GenMeasurer:
     #: paced bursts back to back (turnout-gen --bunch): round trips over burst sizes
     bunch: bool = False
     cooldown_s: float = 0.2
+    #: turnout-gen ``--vary``: the fields the flow index is added to ("" =
+    #: its default, the UDP source port)
+    vary: str = ""
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
 
@@ -356,6 +359,8 @@ class GenMeasurer:
              "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
              "--duration-s", f"{duration_s:g}", "--cooldown-s", f"{self.cooldown_s:g}",
              "--wait-peer-s", f"{self.wait_peer_s:g}"]
+        if self.vary:
+            a += ["--vary", self.vary]
         if self.warmup_s > 0:
             a += ["--warmup-s", f"{self.warmup_s:g}"]
         if per_stream_pps > 0:

@@ -29,6 +29,7 @@ def _configure_report(p: argparse.ArgumentParser) -> None:
 def _run_report(args: argparse.Namespace) -> int:
     from ..results import ResultsDB
     from .build import build_report
+    from .openflow import openflow_text
     from .summary import summary_text
 
     if not Path(args.db).exists():
@@ -42,6 +43,7 @@ def _run_report(args: argparse.Namespace) -> int:
             return 2
         if not args.no_summary:
             sys.stdout.write(summary_text(out.data))
+            sys.stdout.write(openflow_text(out.data))
     print(f"report: {out.page.resolve()} ({len(out.figures())} plots, PNG and SVG)")
     return 0
 

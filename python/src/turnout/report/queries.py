@@ -72,6 +72,7 @@ __all__ = [
     "sut_label",
     "throughput_points",
     "throughput_section",
+    "wall_time",
 ]
 
 #: Search methods whose rate_total_pps is a throughput, in order of preference.
@@ -971,6 +972,16 @@ def cpu_section(data: CampaignData) -> Section:
 
 
 # ---------------------------------------------------------------- context
+def wall_time(data: CampaignData) -> str:
+    """The campaign run's wall time from its start to its end ("14 min 6 s";
+    "unfinished" while it runs or when it was interrupted before the end)."""
+    c = data.campaign
+    if not c.finished_at or not c.started_at:
+        return "unfinished"
+    s = max(0.0, c.finished_at - c.started_at)
+    return f"{int(s // 60)} min {s % 60:.0f} s" if s >= 60 else f"{s:.1f} s"
+
+
 def campaign_section(data: CampaignData) -> Section:
     """The campaign: name, file, times, status, and its spec."""
     import json
@@ -979,7 +990,7 @@ def campaign_section(data: CampaignData) -> Section:
     t = Table(key="campaign-table", title="Campaign", columns=["field", "value"], mono=[1])
     for k, v in (("name", c.name), ("id", str(c.id)), ("file", c.file or "–"),
                  ("started", _time(c.started_at)), ("finished", _time(c.finished_at)),
-                 ("status", c.status),
+                 ("wall time", wall_time(data)), ("status", c.status),
                  ("results", f"{len(data.ok_results)} ok of {len(data.results)}"),
                  ("trials", f"{len(data.ok_trials)} ok of {len(data.trials)}"),
                  ("spec", json.dumps(c.spec, indent=2, sort_keys=True, default=str))):
@@ -1070,6 +1081,7 @@ def not_measured_section(data: CampaignData) -> Section:
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
     from .methods import rule_update_section, sweep_section  # they build on this module
+    from .openflow import openflow_section
     from .overlay import overlay_section
     from .verdict import verdict_section  # verdict builds on this module
 
@@ -1085,6 +1097,7 @@ def all_sections(data: CampaignData) -> list[Section]:
         overlay_section(data),
         sweep_section(data),
         rule_update_section(data),
+        openflow_section(data),
         cpu_section(data),
         *scale_sections(data, points),
         error_bar_section(data, points),

@@ -19,6 +19,7 @@ from .queries import (
     retried,
     sut_label,
     throughput_points,
+    wall_time,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
 
@@ -43,7 +44,7 @@ def summary_text(data: CampaignData) -> str:
     out = [
         f"campaign {c.name} (run {c.id}, {c.status}): "
         f"{len(data.ok_results)}/{len(data.results)} searches ok, "
-        f"{len(data.ok_trials)}/{len(data.trials)} trials ok",
+        f"{len(data.ok_trials)}/{len(data.trials)} trials ok, wall time {wall_time(data)}",
     ]
     points = throughput_points(data)
     if points:

@@ -25,6 +25,13 @@ SUTS: dict[str, type[SutAdapter]] = {
 }
 
 
-def make_sut(name: str, options: dict[str, Any] | None = None) -> SutAdapter:
-    """An adapter instance by table name."""
-    return SUTS[name](options)
+def make_sut(name: str, options: dict[str, Any] | None = None,
+             base: str | None = None) -> SutAdapter:
+    """An adapter instance by table name; with ``base``, a named variant of
+    that registered SUT (a campaign's ``[sut.NAME] base = "..."``): the
+    base's adapter with these options, under the name ``name`` (its results,
+    testbed directory and reports are apart from the base's)."""
+    sut = SUTS[base or name](options)
+    if base is not None and name != base:
+        sut.name = name
+    return sut

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.cost import CostSample
+from ..ofrules import RuleSet
 from ..testbed import Testbed
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
@@ -41,6 +42,10 @@ class Topology:
     ports: list[SutPort]
     xconnects: list[tuple[str, str]]
     cpus: str = "1"  # CPUs the SUT may use (taskset list)
+    #: the openflow scenario: the rule set the SUT gets through ``ovs-ofctl
+    #: -O OpenFlow13 add-flows`` instead of the cross-connects (OpenFlow port
+    #: N = ``ports[N - 1]``)
+    openflow: RuleSet | None = None
 
     def port(self, name: str) -> SutPort:
         for p in self.ports:
@@ -73,6 +78,10 @@ class SutAdapter(ABC):
     supports_vhost_user: bool = False
     #: no switch at all: the scenario wires endpoints directly (bare wire)
     direct: bool = False
+    #: whether a campaign may name another build's executable for it
+    #: (``[sut.NAME] binary = "PATH"``, e.g. a variant built from another
+    #: commit: ``make bench-ab``); the adapter then runs that file
+    takes_binary: bool = False
     #: most ports it can take (port density)
     max_ports: int = 1024
     #: largest frame (without FCS) it forwards, and why when it is a limit
@@ -107,6 +116,10 @@ class SutAdapter(ABC):
     def pids(self) -> list[int]:
         """Processes whose threads are the switch (for CPU accounting)."""
         return []
+
+    #: whether it takes an OpenFlow rule set from ovs-ofctl (the openflow
+    #: scenario: ``Topology.openflow``)
+    openflow: bool = False
 
     #: whether it forwards by rules the bench can change under traffic
     #: (``move_rule``; the ``rule_update`` scenario, measure/update.py)

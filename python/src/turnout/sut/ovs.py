@@ -8,7 +8,9 @@ back; kernel interfaces are DPDK ``net_af_packet`` ports, virtual ports
 serves the socket, turnout-gen connects as a VM would) at
 ``mtu_request`` = option ``vhost_mtu`` (default 9000, so 1518 B frames
 and jumbo frames pass). OpenFlow rules ``in_port=a → output:b`` implement
-the cross-connects both ways.
+the cross-connects both ways; at a point of the ``openflow`` scenario the
+bridge (OpenFlow 1.0 and 1.3) gets the scenario's rule set instead, with
+``ovs-ofctl -O OpenFlow13 add-flows`` (turnout.ofrules), as turnoutd does.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure.cost import CostSample, cpu_list
+from ..ofrules import dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, SutPort, Topology, command_version
 
@@ -37,10 +40,42 @@ def _mask(cpus: str) -> str:
     return hex(sum(1 << c for c in set(cpu_list(cpus))))
 
 
+def appctl_at(directory: Path, command: str, *args: str, timeout_s: float = 2.0) -> str:
+    """One ovs-appctl command over the control socket of the ovs-vswitchd
+    whose run directory is ``directory`` (JSON-RPC, no process spawned);
+    raises SutError when there is no socket, the connection closes or OVS
+    answers an error."""
+    ctl = sorted(Path(directory).glob("ovs-vswitchd*.ctl"))
+    if not ctl:
+        raise SutError("ovs-vswitchd has no control socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(ctl[-1]))
+        s.sendall(json.dumps({"method": command, "params": list(args), "id": 0}).encode())
+        buf = b""
+        dec = json.JSONDecoder()
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise SutError(f"ovs-appctl {command}: connection closed")
+            buf += chunk
+            try:
+                msg, _ = dec.raw_decode(buf.decode())
+                break
+            except ValueError:
+                continue
+    if msg.get("error"):
+        raise SutError(f"ovs-appctl {command}: {msg['error']}")
+    return str(msg.get("result", ""))
+
+
 class Ovs(SutAdapter):
     name = "ovs"
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
+    openflow = True
+    #: how long ovs-vsctl waits for ovs-vswitchd (its --timeout, seconds)
+    vsctl_timeout_s = 20
 
     def available(self) -> str | None:
         for tool in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl", self.vswitchd):
@@ -70,8 +105,9 @@ class Ovs(SutAdapter):
     def vsctl(self, *args: str) -> str:
         assert self.tb is not None and self.topo is not None
         cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-vsctl", f"--db=unix:{self.db}",
-               "--timeout=20", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=30)
+               f"--timeout={self.vsctl_timeout_s}", *args]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(),
+                           timeout=self.vsctl_timeout_s + 10)
         if r.returncode != 0:
             raise SutError(f"ovs-vsctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout.strip()
@@ -137,7 +173,8 @@ class Ovs(SutAdapter):
         self.bridge = f"{tb.prefix}o"
         tb.state.add("ovs", [self.db, self.bridge])
         self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
-                   "datapath_type=netdev", "fail_mode=secure")
+                   "datapath_type=netdev", "fail_mode=secure",
+                   "protocols=OpenFlow10,OpenFlow13")
         ofport: dict[str, int] = {}
         self.ofport = ofport
         for i, p in enumerate(topo.ports):
@@ -148,6 +185,15 @@ class Ovs(SutAdapter):
             self.port_added(p)
         self.ofctl("del-flows", self.bridge)
         self.flows = []
+        if topo.openflow is not None:
+            try:
+                self.flows = [install(topo.openflow, self.bridge, self.dir, netns=topo.ns,
+                                      env=self._env()),
+                              f"{topo.openflow.rules} rules, {topo.openflow.masks} masks"]
+            except RuntimeError as e:
+                raise SutError(str(e)) from e
+            self._wait_ports(topo)
+            return
         for a, b in topo.xconnects:
             for x, y in ((a, b), (b, a)):
                 flow = f"in_port={ofport[x]},actions=output:{ofport[y]}"
@@ -156,6 +202,11 @@ class Ovs(SutAdapter):
         self._wait_ports(topo)
 
     has_rules = True
+
+    def dump_flows(self) -> list[tuple[int, str, int]]:
+        """The bridge's flows as ``ovs-ofctl dump-flows`` sees them."""
+        assert self.topo is not None
+        return dump_flows(self.bridge, netns=self.topo.ns, env=self._env())
 
     def move_rule(self, src: str, dst: str, to: str) -> str:
         """``ovs-ofctl mod-flows``: in_port=src now outputs to ``to``."""
@@ -200,28 +251,7 @@ class Ovs(SutAdapter):
     def appctl(self, command: str, *args: str, timeout_s: float = 2.0) -> str:
         """One ovs-appctl command over ovs-vswitchd's control socket (JSON-RPC,
         no process spawned: cheap enough to call during a trial)."""
-        ctl = sorted(Path(self.dir).glob("ovs-vswitchd*.ctl"))
-        if not ctl:
-            raise SutError("ovs-vswitchd has no control socket")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(str(ctl[-1]))
-            s.sendall(json.dumps({"method": command, "params": list(args), "id": 0}).encode())
-            buf = b""
-            dec = json.JSONDecoder()
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise SutError(f"ovs-appctl {command}: connection closed")
-                buf += chunk
-                try:
-                    msg, _ = dec.raw_decode(buf.decode())
-                    break
-                except ValueError:
-                    continue
-        if msg.get("error"):
-            raise SutError(f"ovs-appctl {command}: {msg['error']}")
-        return str(msg.get("result", ""))
+        return appctl_at(Path(self.dir), command, *args, timeout_s=timeout_s)
 
     _RECEIVED = re.compile(r"packets received:\s*(\d+)")
     _PROCESSING = re.compile(r"processing cycles:\s*(\d+)")
@@ -240,6 +270,9 @@ class OvsDpdk(Ovs):
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
+    # DPDK's initialisation delays the first add-br: at load 11-13 on 2 cores
+    # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml, 2026-11-27)
+    vsctl_timeout_s = 90
     supports_vhost_user = True
     port_kinds = ("veth", "vhost-user")
 

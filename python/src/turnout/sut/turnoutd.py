@@ -7,21 +7,33 @@ ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
 (adaptive wake-up: the longest the worker may hold frames to save CPU),
 ``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
 ``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
-turnout/overlay.py; default ``kernel_port``).
+turnout/overlay.py; default ``kernel_port``), ``binary`` (another build's
+turnoutd, absolute or relative to this checkout; default
+target/release/turnoutd: ``make bench-ab`` runs two builds side by side).
+
+With ``logic = "flows"``, or at a point of the ``openflow`` scenario
+(whatever ``logic`` says), turnoutd runs the ``flows`` logic with its
+OpenFlow listener on a unix socket (``[switch] openflow = ["punix:..."]``)
+and gets its rules the way OVS does, from ``ovs-ofctl -O OpenFlow13``: the
+scenario's rule set with ``add-flows`` (turnout.ofrules), else the
+cross-connects as ``in_port=a,actions=output:b`` flows, which the
+``rule_update`` scenario changes with ``ovs-ofctl mod-flows`` as for OVS.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
+from ..ofrules import dump_flows, install
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, Topology
+from .base import SutAdapter, SutError, Topology, command_version
 
 __all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
@@ -65,22 +77,54 @@ class Turnoutd(SutAdapter):
     name = "turnoutd"
     supports_memif = True
     supports_vhost_user = True
+    takes_binary = True
+    openflow = True
     #: TOML appended to the rendered config (the overlay's tunnel port)
     extra_toml = ""
 
+    @property
+    def binary(self) -> Path:
+        """The executable this adapter runs: option ``binary`` (relative to
+        this checkout) or this checkout's release build."""
+        b = self.options.get("binary")
+        if not b:
+            return BINARY
+        p = Path(str(b))
+        return p if p.is_absolute() else REPO / p
+
     def available(self) -> str | None:
-        if not BINARY.exists():
-            return f"{BINARY} not built (cargo build --release -p turnoutd)"
+        b = self.binary
+        if not b.exists():
+            if b == BINARY:
+                return f"{BINARY} not built (cargo build --release -p turnoutd)"
+            return f"binary {b} does not exist (option binary = {self.options['binary']!r})"
         return None
+
+    def build_version(self) -> str:
+        """What the executable says of itself (``--version``: its version,
+        API and the git commit it was built from), its path and when it was
+        built (two builds of one commit with other uncommitted changes differ
+        there only)."""
+        v = command_version([str(self.binary), "--version"]) or "turnoutd"
+        return f"{v} {self._where()}"
+
+    def _where(self) -> str:
+        return f"[{self.binary}, built {time.ctime(self.binary.stat().st_mtime)}]"
 
     def version(self) -> str:
         if getattr(self, "_version", ""):
             return str(self._version)
-        return f"turnoutd (built {time.ctime(BINARY.stat().st_mtime)})"
+        return self.build_version()
+
+    def logic(self, topo: Topology | None = None) -> str:
+        """The logic it runs: ``flows`` at an openflow point."""
+        t = topo or self.topo
+        return "flows" if t is not None and t.openflow is not None else \
+            str(self.options.get("logic", "patch"))
 
     def render_config(self, topo: Topology, sock: str) -> str:
         o = self.options
-        logic = o.get("logic", "patch")
+        logic = self.logic(topo)
         cpus = cpu_list(topo.cpus) or [1]
         lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
                  f"batch = {int(o.get('batch', 256))}",
@@ -88,6 +132,8 @@ class Turnoutd(SutAdapter):
                  f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}"]
         if "latency_budget_us" in o:
             lines.append(f"latency_budget_us = {int(o['latency_budget_us'])}")
+        if logic == "flows":
+            lines.append(f"openflow = {_toml_value(['punix:' + self.of_sock(sock)])}")
         # one worker per SUT CPU; ports spread over them round robin
         for cpu in cpus:
             lines += ["", "[[workers]]", f"cpu = {cpu}"]
@@ -96,8 +142,9 @@ class Turnoutd(SutAdapter):
         lines += ["", "[logic]", f"name = {_toml_value(logic)}"]
         if logic == "patch":
             lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
-        for k, v in o.get("logic_options", {}).items():
-            lines.append(f"{k} = {_toml_value(v)}")
+        if logic == o.get("logic", "patch"):  # not the patch's options at an openflow point
+            for k, v in o.get("logic_options", {}).items():
+                lines.append(f"{k} = {_toml_value(v)}")
         for i, p in enumerate(topo.ports):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
             if p.kind == "memif":
@@ -111,8 +158,52 @@ class Turnoutd(SutAdapter):
             lines.append(f"worker = {i % len(cpus)}")
         return "\n".join(lines) + "\n" + self.extra_toml
 
+    @staticmethod
+    def of_sock(sock: str) -> str:
+        """Its OpenFlow listener's socket, next to the control socket."""
+        return str(Path(sock).with_name("openflow.sock"))
+
     def config(self) -> dict[str, Any]:
-        return {"options": self.options, "toml": getattr(self, "_toml", "")}
+        c: dict[str, Any] = {"options": self.options, "toml": getattr(self, "_toml", ""),
+                             "binary": str(self.binary),
+                             "binary_version": getattr(self, "_built", "")}
+        if getattr(self, "of_install", ""):
+            c["logic"] = "flows"
+            c["openflow_install"] = self.of_install
+        return c
+
+    def ofctl(self, *args: str) -> str:
+        """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its listener."""
+        cmd = ["ovs-ofctl", "-O", "OpenFlow13", args[0], f"unix:{self.of_sock(self.sock)}",
+               *args[1:]]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise SutError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
+        return r.stdout.strip()
+
+    def dump_flows(self) -> list[tuple[int, str, int]]:
+        """Its flows as ``ovs-ofctl dump-flows`` sees them (ofrules.dump_flows)."""
+        return dump_flows(f"unix:{self.of_sock(self.sock)}")
+
+    def _install_rules(self, topo: Topology, d: Path) -> None:
+        """The flows logic's rules through its OpenFlow listener (class doc)."""
+        deadline = time.monotonic() + 10
+        while not Path(self.of_sock(self.sock)).exists():
+            if time.monotonic() > deadline:
+                raise SutError("turnoutd did not open its OpenFlow socket")
+            time.sleep(0.05)
+        if topo.openflow is not None:
+            try:
+                self.of_install = install(topo.openflow, f"unix:{self.of_sock(self.sock)}", d)
+            except RuntimeError as e:
+                raise SutError(str(e)) from e
+            return
+        ofport = {p.name: i + 1 for i, p in enumerate(topo.ports)}
+        flows = [f"in_port={ofport[x]},actions=output:{ofport[y]}"
+                 for a, b in topo.xconnects for x, y in ((a, b), (b, a))]
+        for f in flows:
+            self.ofctl("add-flow", f)
+        self.of_install = "ovs-ofctl -O OpenFlow13 add-flow " + " ; ".join(flows)
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
@@ -122,7 +213,8 @@ class Turnoutd(SutAdapter):
         cfg = d / "turnoutd.toml"
         cfg.write_text(self._toml)
         log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn([str(BINARY), "--config", str(cfg)], netns=topo.ns,
+        self._built = self.build_version()
+        self.proc = tb.spawn([str(self.binary), "--config", str(cfg)], netns=topo.ns,
                              stdout=log, stderr=log)
         deadline = time.monotonic() + 10
         while not Path(self.sock).exists():
@@ -131,21 +223,31 @@ class Turnoutd(SutAdapter):
                 raise SutError(f"turnoutd did not open its control socket: {tail}")
             time.sleep(0.05)
         v = rpc(self.sock, "version")
-        self._version = f"{v.get('version')} api {v.get('api')} git {v.get('git')}"
+        self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
+                         f"{self._where()}")
         ports = rpc(self.sock, "port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
         if missing:
             raise SutError(f"turnoutd is missing ports {missing}")
+        if self.logic(topo) == "flows":
+            self._install_rules(topo, d)
 
     @property
     def has_rules(self) -> bool:  # type: ignore[override]
-        return self.options.get("logic", "patch") in ("patch", "bridge")
+        return self.logic() in ("patch", "bridge", "flows")
 
     def move_rule(self, src: str, dst: str, to: str) -> str:
         """A logic command on the control socket: patch ``set`` (one way),
-        or bridge ``add`` (a static entry for dst's MACs on ``to``)."""
+        or bridge ``add`` (a static entry for dst's MACs on ``to``); with
+        the flows logic ``ovs-ofctl mod-flows`` on its OpenFlow listener,
+        the same command OVS gets."""
         assert self.topo is not None
+        if self.logic() == "flows":
+            ofport = {p.name: i + 1 for i, p in enumerate(self.topo.ports)}
+            flow = f"in_port={ofport[src]},actions=output:{ofport[to]}"
+            self.ofctl("mod-flows", flow)
+            return f"ovs-ofctl -O OpenFlow13 mod-flows unix:SOCK {flow}"
         if self.options.get("logic", "patch") == "patch":
             cmds = [{"cmd": "set", "args": {"from": src, "to": to, "bidirectional": False}}]
         else:

@@ -1,0 +1,415 @@
+//! Flow-mods in batches (`Flows::flow_mods`, one swap): each is atomic on
+//! its own and sees the ones before it, refusals change nothing and keep
+//! their slot, and a batch leaves exactly what applying the same flow-mods
+//! one by one leaves (flows, results, flow-removed notices, verdicts, and
+//! exact subtable ranks).
+
+use super::*;
+use crate::testutil::{classify1, udp4};
+use openflow::{
+    bic, et, fc, ff, fmfc, oxm, port, FlowMod, Instruction, OfpError, Oxm, GROUP_ANY, NO_BUFFER,
+    TABLE_ALL,
+};
+use proptest::prelude::*;
+use serde_json::json;
+
+fn flows() -> Flows {
+    Flows::from_config(&json!(null)).unwrap()
+}
+
+fn fm(
+    command: u8,
+    table: u8,
+    priority: u16,
+    matches: Vec<Oxm>,
+    insts: Vec<Instruction>,
+) -> FlowMod {
+    FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: table,
+        command,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: NO_BUFFER,
+        out_port: port::ANY,
+        out_group: GROUP_ANY,
+        flags: 0,
+        matches,
+        instructions: insts,
+    }
+}
+
+fn out(p: u32) -> Instruction {
+    Instruction::ApplyActions(vec![openflow::Action::Output {
+        port: p,
+        max_len: 0,
+    }])
+}
+
+fn inp(p: u128) -> Vec<Oxm> {
+    vec![Oxm::exact(oxm::IN_PORT, p)]
+}
+
+/// Flow texts and cookies, in dump order.
+fn dumped(f: &Flows) -> Vec<(String, u64)> {
+    let d = f.dump(None);
+    d["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["flow"].as_str().unwrap().to_string(),
+                x["cookie"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Every bucket of the published snapshot: (table, mask, key, flows' seq).
+fn buckets(f: &Flows) -> Vec<(usize, Key, Key, Vec<u64>)> {
+    let snap = f.snap.load();
+    let mut out = Vec::new();
+    for (ti, t) in snap.tables.iter().enumerate() {
+        for st in &t.subtables {
+            for (k, v) in &st.map {
+                out.push((ti, st.mask, *k, v.iter().map(|r| r.seq).collect()));
+            }
+        }
+    }
+    out.sort_by_key(|(t, m, k, _)| (*t, m.0, k.0));
+    out
+}
+
+/// Every subtable of the published snapshot is non-empty, ranked by its
+/// best flow exactly (not a stale bound), and the tables are in rank order.
+fn assert_ranks_exact(f: &Flows) {
+    let snap = f.snap.load();
+    for (ti, t) in snap.tables.iter().enumerate() {
+        for st in &t.subtables {
+            assert!(!st.map.is_empty(), "table {ti}: an empty subtable");
+            assert!(!st.stale, "table {ti}: a stale subtable published");
+            let mut exact = Subtable::clone(st);
+            exact.recompute();
+            assert_eq!(
+                (st.max_priority, st.first_seq),
+                (exact.max_priority, exact.first_seq),
+                "table {ti}: rank"
+            );
+        }
+        let ranks: Vec<_> = t
+            .subtables
+            .iter()
+            .map(|s| (std::cmp::Reverse(s.max_priority), s.first_seq))
+            .collect();
+        let mut sorted = ranks.clone();
+        sorted.sort();
+        assert_eq!(ranks, sorted, "table {ti}: subtable order");
+    }
+}
+
+#[test]
+fn a_refusal_in_the_middle_changes_nothing_and_the_rest_apply() {
+    let f = flows();
+    let mut goto_back = fm(fc::ADD, 0, 10, inp(2), vec![Instruction::GotoTable(0)]);
+    goto_back.instructions.insert(0, out(1));
+    let mut over_scan = fm(fc::ADD, 0, 10, vec![], vec![out(3)]);
+    over_scan.flags = ff::CHECK_OVERLAP;
+    // A mask covering in_port's: checked by one lookup.
+    let mut over_lookup = fm(
+        fc::ADD,
+        0,
+        10,
+        vec![
+            Oxm::exact(oxm::IN_PORT, 1),
+            Oxm::exact(oxm::ETH_TYPE, 0x0800),
+        ],
+        vec![out(3)],
+    );
+    over_lookup.flags = ff::CHECK_OVERLAP;
+    let batch = [
+        fm(fc::ADD, 0, 10, inp(1), vec![out(2)]),
+        goto_back,
+        fm(fc::ADD, 0, 10, inp(2), vec![out(1)]),
+        over_scan.clone(),
+        over_lookup.clone(),
+        fm(fc::ADD, 1, 5, vec![], vec![out(3)]),
+        fm(9, 0, 0, vec![], vec![]),
+        fm(fc::DELETE_STRICT, 0, 10, inp(1), vec![]),
+        // in_port=1 is gone: no overlap any more.
+        over_lookup,
+    ];
+    let refs: Vec<&FlowMod> = batch.iter().collect();
+    let before = f.snap.load().gen;
+    let res = f.flow_mods(&refs);
+    assert_eq!(
+        res,
+        vec![
+            Ok(1),
+            Err(OfpError::new(et::BAD_INSTRUCTION, bic::BAD_TABLE_ID)),
+            Ok(1),
+            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::OVERLAP)),
+            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::OVERLAP)),
+            Ok(1),
+            Err(OfpError::new(et::FLOW_MOD_FAILED, fmfc::BAD_COMMAND)),
+            Ok(1),
+            Ok(1),
+        ]
+    );
+    // One swap for the whole batch: built from the snapshot before it.
+    assert_eq!(f.snap.load().parent, Some(before));
+    // (The JSON dump shows switch port ids: OpenFlow port - 1.)
+    assert_eq!(
+        dumped(&f).into_iter().map(|(t, _)| t).collect::<Vec<_>>(),
+        vec![
+            "table=0,priority=10,in_port=1,actions=output:0".to_string(),
+            "table=0,priority=10,in_port=0,ip,actions=output:2".to_string(),
+            "table=1,priority=5,actions=output:2".to_string(),
+        ],
+        "{:#?}",
+        dumped(&f)
+    );
+    assert_ranks_exact(&f);
+    // A batch of refusals only: nothing swapped.
+    let bad = fm(fc::ADD, 0, 1, vec![], vec![Instruction::GotoTable(0)]);
+    let g = f.snap.load().gen;
+    assert!(f.flow_mods(&[&bad, &bad])[1].is_err());
+    assert_eq!(f.snap.load().gen, g);
+}
+
+#[test]
+fn add_modify_delete_of_one_flow_in_one_batch() {
+    let f = flows();
+    let m = inp(1);
+    let frame = udp4(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        1,
+        2,
+    );
+    let mut add = fm(fc::ADD, 0, 7, m.clone(), vec![out(2)]);
+    add.flags = ff::SEND_FLOW_REM;
+    let modify = fm(fc::MODIFY, 0, 0, m.clone(), vec![out(3)]);
+    let res = f.flow_mods(&[&add, &modify]);
+    assert_eq!(res, vec![Ok(1), Ok(1)]);
+    assert_eq!(classify1(&f, 0, 0, &frame), Verdict::Port(2));
+    assert_eq!(f.flow_count(), 1);
+    let (_, cursor) = f.flow_removed_since(0);
+    // Replace, modify strictly and delete in one batch: the delete sees
+    // the modified flow, and reports it (flow-removed) after the swap.
+    let strict = fm(fc::MODIFY_STRICT, 0, 7, m.clone(), vec![out(1)]);
+    let del = fm(fc::DELETE_STRICT, 0, 7, m.clone(), vec![]);
+    let res = f.flow_mods(&[&add, &strict, &del, &del]);
+    assert_eq!(res, vec![Ok(1), Ok(1), Ok(1), Ok(0)]);
+    assert_eq!(f.flow_count(), 0);
+    assert_eq!(
+        classify1(&f, 0, 0, &frame),
+        Verdict::Drop(DropReason::NoMatch)
+    );
+    let (gone, _) = f.flow_removed_since(cursor);
+    assert_eq!(gone.len(), 1);
+    assert_eq!(gone[0].1.instructions, vec![out(1)]);
+    assert_ranks_exact(&f);
+}
+
+#[test]
+fn deleting_the_best_flows_of_a_subtable_reranks_it() {
+    // Two masks in table 0; deleting the best flow of the first in the
+    // same batch as adds must leave exact ranks, so that lookups still
+    // find the best match across subtables.
+    let f = flows();
+    let ip = |d: u128| {
+        vec![
+            Oxm::exact(oxm::ETH_TYPE, 0x0800),
+            Oxm::exact(oxm::IPV4_DST, d),
+        ]
+    };
+    let batch = [
+        fm(fc::ADD, 0, 30, inp(1), vec![out(2)]),
+        fm(fc::ADD, 0, 10, inp(2), vec![out(2)]),
+        fm(fc::ADD, 0, 20, ip(0x0a00_0002), vec![out(3)]),
+        fm(fc::DELETE_STRICT, 0, 30, inp(1), vec![]),
+        fm(fc::ADD, 0, 10, inp(1), vec![out(4)]),
+    ];
+    let refs: Vec<&FlowMod> = batch.iter().collect();
+    assert!(f.flow_mods(&refs).iter().all(|r| r.is_ok()));
+    assert_ranks_exact(&f);
+    let frame = udp4(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        1,
+        2,
+    );
+    // in_port=1 (priority 10) loses to nw_dst (20) now.
+    assert_eq!(classify1(&f, 0, 0, &frame), Verdict::Port(2));
+}
+
+#[test]
+fn single_flow_mods_reuse_the_spare_copy() {
+    // One flow-mod at a time (ovs-ofctl add-flows waits for a barrier
+    // after each): from the second on, the spare is brought up to date and
+    // edited in place, never a copy of the subtable.
+    let f = flows();
+    for i in 0..200u128 {
+        let m = vec![
+            Oxm::exact(oxm::ETH_TYPE, 0x0800),
+            Oxm::exact(oxm::IPV4_DST, 0x0a01_0000 | i),
+        ];
+        f.flow_mod(&fm(fc::ADD, 0, 10, m, vec![out(2)])).unwrap();
+        let spare = f.writer.lock().unwrap().spare.clone().unwrap();
+        let cur = f.snap.load_full();
+        // Left-right: the two copies share no subtable.
+        for (a, b) in spare.tables.iter().zip(cur.tables.iter()) {
+            assert!(!Arc::ptr_eq(a, b) || a.subtables.is_empty());
+            for (x, y) in a.subtables.iter().zip(b.subtables.iter()) {
+                assert!(!Arc::ptr_eq(x, y));
+            }
+        }
+        if i > 0 {
+            assert_eq!(cur.parent, Some(spare.gen));
+            assert!(!cur.log_full);
+        }
+    }
+    assert_eq!(f.flow_count(), 200);
+    // A modify and a delete of one flow each: the replay follows too.
+    let m = vec![
+        Oxm::exact(oxm::ETH_TYPE, 0x0800),
+        Oxm::exact(oxm::IPV4_DST, 0x0a01_0007),
+    ];
+    f.flow_mod(&fm(fc::MODIFY_STRICT, 0, 10, m.clone(), vec![out(3)]))
+        .unwrap();
+    f.flow_mod(&fm(fc::DELETE_STRICT, 0, 10, m, vec![]))
+        .unwrap();
+    f.flow_mod(&fm(fc::ADD, 0, 11, inp(1), vec![out(3)]))
+        .unwrap();
+    assert_eq!(f.flow_count(), 200);
+    let replayed = buckets(&f);
+    f.writer.lock().unwrap().spare = None;
+    f.flow_mod(&fm(fc::DELETE_STRICT, 0, 99, inp(3), vec![]))
+        .unwrap();
+    assert_eq!(buckets(&f), replayed, "a deep copy holds the same");
+    assert_ranks_exact(&f);
+}
+
+/// One random flow-mod over a small space, so that flows collide, overlap,
+/// replace and select each other.
+fn arb_fm() -> impl Strategy<Value = FlowMod> {
+    let matches = prop_oneof![
+        Just(vec![]),
+        (1u128..=3).prop_map(inp),
+        Just(vec![Oxm::exact(oxm::ETH_TYPE, 0x0800)]),
+        (1u128..=3).prop_map(|p| vec![
+            Oxm::exact(oxm::IN_PORT, p),
+            Oxm::exact(oxm::ETH_TYPE, 0x0800)
+        ]),
+        (1u128..=3, any::<bool>()).prop_map(|(d, wide)| vec![
+            Oxm::exact(oxm::ETH_TYPE, 0x0800),
+            Oxm {
+                field: oxm::IPV4_DST,
+                value: if wide { 0x0a00_0000 } else { 0x0a00_0000 | d },
+                mask: wide.then_some(0xffff_ff00),
+            }
+        ]),
+    ];
+    let insts = prop_oneof![
+        4 => (1u32..=3).prop_map(|p| vec![out(p)]),
+        1 => Just(vec![]),
+        1 => (0u8..=2).prop_map(|t| vec![out(1), Instruction::GotoTable(t)]),
+    ];
+    (
+        prop_oneof![10 => 0u8..=4, 1 => Just(7u8)],
+        prop_oneof![8 => 0u8..=1, 1 => Just(TABLE_ALL)],
+        1u16..=3,
+        matches,
+        insts,
+        0u16..16,
+        0u64..3,
+        any::<bool>(),
+        prop_oneof![Just(port::ANY), 1u32..=3],
+    )
+        .prop_map(
+            |(command, table_id, priority, matches, instructions, flags, cookie, cm, out_port)| {
+                FlowMod {
+                    cookie,
+                    cookie_mask: if cm { u64::MAX } else { 0 },
+                    table_id,
+                    command,
+                    idle_timeout: 0,
+                    hard_timeout: 0,
+                    priority,
+                    buffer_id: NO_BUFFER,
+                    out_port,
+                    out_group: GROUP_ANY,
+                    // SEND_FLOW_REM, CHECK_OVERLAP, RESET_COUNTS, NO_PKT_COUNTS.
+                    flags: flags & (ff::SEND_FLOW_REM | ff::CHECK_OVERLAP | ff::RESET_COUNTS),
+                    matches,
+                    instructions,
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn batches_equal_one_by_one(
+        ms in prop::collection::vec(arb_fm(), 1..60),
+        cuts in prop::collection::vec(1usize..20, 1..10),
+    ) {
+        let (batched, single) = (flows(), flows());
+        let mut got = Vec::new();
+        let mut rest: &[FlowMod] = &ms;
+        let mut cuts = cuts.iter().cycle();
+        while !rest.is_empty() {
+            let n = (*cuts.next().unwrap()).min(rest.len());
+            let refs: Vec<&FlowMod> = rest[..n].iter().collect();
+            got.extend(batched.flow_mods(&refs));
+            rest = &rest[n..];
+        }
+        // The oracle builds every snapshot by a deep copy of the published
+        // one (no spare to replay): the replay must leave the same.
+        let want: Vec<_> = ms
+            .iter()
+            .map(|m| {
+                single.writer.lock().unwrap().spare = None;
+                single.flow_mod(m)
+            })
+            .collect();
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(buckets(&batched), buckets(&single));
+        prop_assert_eq!(dumped(&batched), dumped(&single));
+        let removed = |f: &Flows| {
+            f.flow_removed_since(0)
+                .0
+                .into_iter()
+                .map(|(r, s)| (r, s.table_id, s.priority, s.cookie, s.matches))
+                .collect::<Vec<_>>()
+        };
+        prop_assert_eq!(removed(&batched), removed(&single));
+        assert_ranks_exact(&batched);
+        assert_ranks_exact(&single);
+        for port in 0..3u16 {
+            for d in 1..=3u8 {
+                let frame = udp4(
+                    [2, 0, 0, 0, 0, 1],
+                    [2, 0, 0, 0, 0, 2],
+                    [10, 0, 0, 9],
+                    [10, 0, 0, d],
+                    1,
+                    2,
+                );
+                prop_assert_eq!(
+                    classify1(&batched, port, 0, &frame),
+                    classify1(&single, port, 0, &frame)
+                );
+            }
+        }
+    }
+}

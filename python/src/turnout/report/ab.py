@@ -1,0 +1,150 @@
+"""Two builds of one SUT in one campaign, cell by cell (``turnout bench ab``,
+``make bench-ab``).
+
+A campaign that runs a SUT and a variant of it (``[sut.NAME] base = ...``,
+e.g. turnoutd of this checkout and ``turnoutd-before`` built from another
+commit) in interleaved repetitions gives, per test point, both builds' R+
+and busy cycles per forwarded frame over the same repetitions. This module
+pairs them by repetition: after/before of the rate and of the cost, each a
+median with its min..max over the repetitions (verdict.py's paired ratio),
+and says whether the two builds differ:
+
+- ``faster`` / ``slower`` (rate), ``cheaper`` / ``costlier`` (cost): the two
+  builds' ranges (min..max over repetitions) do not overlap;
+- ``same within spread``: they overlap (never ranked, like the verdict);
+- ``apart at n<3, not claimed``: the ranges are apart but a side has two
+  repetitions only. Two builds that are the same give disjoint ranges by
+  chance with probability 2 / C(n_a + n_b, n_a): 1 in 3 at 2 + 2, 1 in 10
+  at 3 + 3, 1 in 126 at 5 + 5 (ab.toml's). An A/A run (one binary as
+  both, loaded host) showed such a false "costlier" at 2 + 2;
+- ``spread unknown``: a side has fewer than two repetitions;
+- ``tester-bound``: (rate only) the tester set the rate in most repetitions
+  of both builds: the rate says nothing of the switch, the cost does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .model import Spread, Table, spread_of
+from .queries import CampaignData, PointKey, fmt_spread, scenario_rank
+from .verdict import _ratio
+
+__all__ = ["AbRow", "ab_rows", "ab_table", "compare_builds"]
+
+
+@dataclass
+class AbRow:
+    """One test point measured on both builds."""
+
+    cell: str  # "v2v/uni 64 B memif"
+    rate_after: Spread | None
+    rate_before: Spread | None
+    rate_ratio: Spread | None  # after / before, paired by repetition
+    rate_verdict: str
+    cost_after: Spread | None
+    cost_before: Spread | None
+    cost_ratio: Spread | None  # after / before
+    cost_verdict: str
+    tester_bound: str  # "after K/N, before K/N" when any
+
+
+def compare_builds(a: Spread | None, b: Spread | None, better: str, worse: str,
+                   higher_is_better: bool) -> str:
+    """``a`` (after) against ``b`` (before) by the verdict's rule (ranked only
+    when the ranges do not overlap), with at least 3 repetitions a side
+    (module doc)."""
+    if a is None or b is None:
+        return "not measured on both"
+    if a.n < 2 or b.n < 2:
+        return "spread unknown"
+    if a.min <= b.max and b.min <= a.max:
+        return "same within spread"
+    if a.n < 3 or b.n < 3:
+        return "apart at n<3, not claimed"
+    up = a.median > b.median
+    return better if up == higher_is_better else worse
+
+
+def _cell(k: PointKey) -> str:
+    s = f"{k.scenario}/{k.direction} {k.frame_size_b} B"
+    port = k.virtual_port or ("-" if k.scenario in ("p2p", "overlay") else "")
+    if port and port != "-":
+        s += f" {port}"
+    return s + (f" {k.extras()}" if k.extras() else "")
+
+
+def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
+    """Every R+ point measured on both SUTs, in scenario order."""
+    rate: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    cost: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    bound: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    keys: dict[tuple, PointKey] = {}
+    for r in data.ok_results:
+        if r.method != "rplus" or r.sut not in (after, before):
+            continue
+        k = PointKey.of(r)
+        g = (k.group(), k.virtual_port)
+        keys.setdefault(g, k)
+        rate[g][r.sut][r.repetition] = r.rate_total_pps
+        if r.busy_cycles_per_frame:
+            cost[g][r.sut][r.repetition] = float(r.busy_cycles_per_frame)
+        if r.tester_bound:
+            bound[g][r.sut] += 1
+    rows = []
+    for g in sorted(keys, key=lambda g: (scenario_rank(keys[g].scenario), g)):
+        ra, rb = rate[g].get(after, {}), rate[g].get(before, {})
+        if not ra or not rb:
+            continue
+        ca, cb = cost[g].get(after, {}), cost[g].get(before, {})
+        sa, sb = spread_of(list(ra.values())), spread_of(list(rb.values()))
+        csa = spread_of(list(ca.values())) if ca else None
+        csb = spread_of(list(cb.values())) if cb else None
+        # verdict.py's _ratio(a, b, ...) is a/b: after/before
+        rratio = _ratio(ra, rb, sa.median, sb.median, invert=False)
+        cratio = (_ratio(ca, cb, csa.median, csb.median, invert=False)
+                  if csa is not None and csb is not None else None)
+        ba, bb = bound[g].get(after, 0), bound[g].get(before, 0)
+        rverdict = compare_builds(sa, sb, "faster", "slower", higher_is_better=True)
+        if ba * 2 >= sa.n and bb * 2 >= sb.n and (ba or bb):
+            rverdict = "tester-bound"
+        tb = f"after {ba}/{sa.n}, before {bb}/{sb.n}" if ba or bb else ""
+        rows.append(AbRow(
+            cell=_cell(keys[g]), rate_after=sa, rate_before=sb, rate_ratio=rratio,
+            rate_verdict=rverdict, cost_after=csa, cost_before=csb, cost_ratio=cratio,
+            cost_verdict=compare_builds(csa, csb, "cheaper", "costlier",
+                                        higher_is_better=False),
+            tester_bound=tb))
+    return rows
+
+
+def ab_table(data: CampaignData, after: str, before: str) -> Table:
+    """The after/before table (terminal and tests)."""
+    t = Table(
+        key="ab", title=f"{after} (after) vs {before} (before)",
+        columns=["cell", "n", "Mpps after", "Mpps before", "after/before", "rate",
+                 "cyc/frame after", "cyc/frame before", "after/before", "cost",
+                 "tester-bound"],
+        note="Medians over the repetitions [min-max]; after/before is paired by "
+             "repetition (interleaved: the same minute of the machine for both). A "
+             "difference is claimed only when the two builds' ranges do not overlap, with "
+             "3 or more repetitions a side. "
+             "cyc/frame: the SUT's busy cycles per forwarded frame from its own "
+             "accounting at R+ (lower is better).")
+    for r in ab_rows(data, after, before):
+        n = min(x.n for x in (r.rate_after, r.rate_before) if x is not None)
+        t.rows.append([
+            r.cell, str(n),
+            fmt_spread(r.rate_after.scaled(1e-6) if r.rate_after else None),
+            fmt_spread(r.rate_before.scaled(1e-6) if r.rate_before else None),
+            fmt_spread(r.rate_ratio), r.rate_verdict,
+            fmt_spread(r.cost_after, 4), fmt_spread(r.cost_before, 4),
+            fmt_spread(r.cost_ratio), r.cost_verdict, r.tester_bound or "–"])
+        t.flags.append("" if "same" in r.rate_verdict and "same" in r.cost_verdict
+                       else f"{r.rate_verdict}; {r.cost_verdict}")
+    if not t.rows:
+        t.note = (f"No R+ point was measured on both {after} and {before} "
+                  f"(a SUT missing or skipped?). " + t.note)
+    return t
+
