@@ -23,8 +23,12 @@ from the other end.
 Runs are interleaved (gen, testpmd, gen, ...) and reported as medians with
 min and max. Needs root, dpdk-testpmd, and target/release/turnout-gen.
 
+turnout-gen's vhost-user buffers hold its largest frame (``max-frame``,
+9000 by default: 9 KiB apart); testpmd's virtio-user uses 2 KiB mbufs.
+``--gen-port-opts max-frame=1518`` gives turnout-gen buffers of that class.
+
 usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518]
-                         [--only memif|vhost|afxdp]
+                         [--only memif|vhost|afxdp] [--gen-port-opts OPTS]
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ def window_rate(pmd: Testpmd, window_s: float, field: int) -> float:
 
 
 def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
-            n: int) -> float:
+            n: int, gen_opts: str = "") -> float:
     """Rate (pps) through a testpmd server port over shared memory (path
     'memif' or 'vhost'); client 'gen' or 'testpmd'."""
     prefix = f"tgb{PID}s{n}"
@@ -134,7 +138,7 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
     else:
         srv_vdev = f"net_vhost0,iface={sock},queues=1"
         cli_vdev = f"net_virtio_user0,path={sock},queues=1,queue_size=1024"
-        gen_port = f"vhost-user:{sock},queue-size=1024"
+        gen_port = f"vhost-user:{sock},queue-size=1024" + (f",{gen_opts}" if gen_opts else "")
     srv = Testpmd(prefix, "0,1", 0, [srv_vdev], extra=[f"--txpkts={size}"])
     cli = None
     cli_pmd = None
@@ -245,6 +249,8 @@ def main() -> int:
     ap.add_argument("--window-s", type=float, default=2.0)
     ap.add_argument("--sizes", default="64,1518")
     ap.add_argument("--only", choices=["memif", "vhost", "afxdp"])
+    ap.add_argument("--gen-port-opts", default="",
+                    help="extra options of turnout-gen's vhost-user port, e.g. max-frame=1518")
     a = ap.parse_args()
     if os.geteuid() != 0 or not shutil.which("dpdk-testpmd") or not Path(GEN).exists():
         print("needs root, dpdk-testpmd and " + GEN, file=sys.stderr)
@@ -267,7 +273,8 @@ def main() -> int:
                             n += 1
                             try:
                                 if path in ("memif", "vhost"):
-                                    r = shm_run(path, client, direction, size, a.window_s, n)
+                                    r = shm_run(path, client, direction, size, a.window_s, n,
+                                                a.gen_port_opts if path == "vhost" else "")
                                 else:
                                     v.detach()
                                     r = afxdp_run(v, client, direction, size, a.window_s, n)
