@@ -897,6 +897,16 @@ fn write_mac(b: &mut [u8], off: usize, m: u64) {
     b[off..off + 6].copy_from_slice(&m.to_be_bytes()[2..]);
 }
 
+/// Sets the bits `mask` of the outer VLAN tag's TCI to `v`; nothing if the
+/// frame has no tag.
+#[inline]
+fn set_tci(b: &mut [u8], mask: u16, v: u16) {
+    if b.len() >= 18 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+        let tci = u16::from_be_bytes([b[14], b[15]]);
+        b[14..16].copy_from_slice(&((tci & !mask) | (v & mask)).to_be_bytes());
+    }
+}
+
 /// Counters of one batch, added to the shared atomics once at its end
 /// (atomic read-modify-writes cost more than a lookup): per table in two
 /// arrays, per flow over runs of consecutive hits on the same flow.
@@ -1164,6 +1174,34 @@ impl Flows {
                 }
                 Action::SetTpDst(port) => {
                     set_tp(p.data_mut(), 2, port);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::PushVlan(tpid) => {
+                    // The key does not tell how many tags the frame had: a
+                    // lookup after a push is not cached (as after a pop).
+                    popped = true;
+                    if !p.insert(12, 4) {
+                        *out = Some(Verdict::Drop(DropReason::NoRoom));
+                        continue;
+                    }
+                    p.data_mut()[12..16].copy_from_slice(&[(tpid >> 8) as u8, tpid as u8, 0, 0]);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::SetVlanVid(vid) => {
+                    set_tci(p.data_mut(), 0x0fff, vid);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::SetVlanPcp(pcp) => {
+                    set_tci(p.data_mut(), 0xe000, (pcp as u16) << 13);
                     if KEYED {
                         *k = extract(p.data(), ingress);
                     }

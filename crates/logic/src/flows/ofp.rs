@@ -216,10 +216,23 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
     out
 }
 
+/// The match `m` says the frame has a VLAN tag (`VLAN_VID` with
+/// `OFPVID_PRESENT` in its value and mask).
+pub fn match_tagged(m: &[Oxm]) -> bool {
+    m.iter().any(|o| {
+        o.field == oxm::VLAN_VID
+            && o.value & oxm::VID_PRESENT as u128 != 0
+            && o.mask.is_none_or(|k| k & oxm::VID_PRESENT as u128 != 0)
+    })
+}
+
 /// OpenFlow actions as the logic's; `m` is the flow's match (a set-field
-/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`).
+/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`; a VLAN
+/// set-field needs a tag, from the match or a push-vlan before it, as in
+/// Open vSwitch).
 pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Action>, OfpError> {
     let bad = |c| OfpError::new(et::BAD_ACTION, c);
+    let mut tagged = match_tagged(m);
     acts.iter()
         .map(|a| {
             Ok(match *a {
@@ -232,8 +245,29 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                 },
                 openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
                 openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
-                openflow::Action::PopVlan => Action::PopVlan,
+                openflow::Action::PopVlan => {
+                    // The inner tag, if any, is not known.
+                    tagged = false;
+                    Action::PopVlan
+                }
+                // Checked by the decoder: 0x8100 or 0x88a8.
+                openflow::Action::PushVlan(t) => {
+                    tagged = true;
+                    Action::PushVlan(t)
+                }
                 openflow::Action::DecNwTtl => Action::DecTtl,
+                openflow::Action::SetField(o) if matches!(o.field, oxm::VLAN_VID | oxm::VLAN_PCP) => {
+                    if !tagged {
+                        return Err(bad(bac::MATCH_INCONSISTENT));
+                    }
+                    if o.field == oxm::VLAN_VID {
+                        Action::SetVlanVid(o.value as u16 & 0xfff)
+                    } else if o.value <= 7 {
+                        Action::SetVlanPcp(o.value as u8)
+                    } else {
+                        return Err(bad(bac::BAD_SET_ARGUMENT));
+                    }
+                }
                 openflow::Action::SetField(o) => {
                     let mut with = m.to_vec();
                     with.push(o);
@@ -251,9 +285,7 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                         _ => return Err(bad(bac::BAD_SET_TYPE)),
                     }
                 }
-                openflow::Action::PushVlan(_) | openflow::Action::SetNwTtl(_) => {
-                    return Err(bad(bac::BAD_TYPE))
-                }
+                openflow::Action::SetNwTtl(_) => return Err(bad(bac::BAD_TYPE)),
             })
         })
         .collect()
@@ -284,6 +316,9 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                     set(if udp { oxm::UDP_DST } else { oxm::TCP_DST }, p as u128)
                 }
                 Action::PopVlan => openflow::Action::PopVlan,
+                Action::PushVlan(t) => openflow::Action::PushVlan(t),
+                Action::SetVlanVid(v) => set(oxm::VLAN_VID, (oxm::VID_PRESENT | v) as u128),
+                Action::SetVlanPcp(p) => set(oxm::VLAN_PCP, p as u128),
                 Action::Group(_) => return None,
                 Action::Controller(m) => openflow::Action::Output {
                     port: port::CONTROLLER,

@@ -341,6 +341,12 @@ pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
                 frame.drain(12..16);
             }
         }
+        A::PushVlan(t) if frame.len() >= 12 => {
+            frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
+        }
+        A::PushVlan(_) => {}
+        A::SetVlanVid(v) => super::set_tci(frame, 0x0fff, v),
+        A::SetVlanPcp(p) => super::set_tci(frame, 0xe000, (p as u16) << 13),
         A::Output(_)
         | A::Flood
         | A::All
