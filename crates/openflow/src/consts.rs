@@ -59,6 +59,21 @@ pub mod et {
     pub const METER_MOD_FAILED: u16 = 12;
 }
 
+/// `OFPET_METER_MOD_FAILED` codes.
+pub mod mmfc {
+    pub const INVALID_METER: u16 = 2;
+    pub const UNKNOWN_METER: u16 = 3;
+    pub const BAD_COMMAND: u16 = 4;
+    pub const OUT_OF_METERS: u16 = 10;
+}
+
+/// `enum ofp_meter_mod_command`.
+pub mod mc {
+    pub const ADD: u16 = 0;
+    pub const MODIFY: u16 = 1;
+    pub const DELETE: u16 = 2;
+}
+
 /// `OFPET_HELLO_FAILED` codes.
 pub mod hfc {
     pub const INCOMPATIBLE: u16 = 0;
@@ -203,6 +218,9 @@ pub mod mp {
     pub const GROUP: u16 = 6;
     pub const GROUP_DESC: u16 = 7;
     pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
     /// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.

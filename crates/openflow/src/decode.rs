@@ -578,6 +578,11 @@ pub enum MultipartRequest {
     Group(u32),
     GroupDesc,
     GroupFeatures,
+    /// Meter statistics of one meter (`OFPM_ALL`: all).
+    Meter(u32),
+    /// Meter configuration of one meter (`OFPM_ALL`: all).
+    MeterConfig(u32),
+    MeterFeatures,
 }
 
 fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpError> {
@@ -618,6 +623,20 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
         mp::GROUP_FEATURES => {
             empty(r)?;
             MultipartRequest::GroupFeatures
+        }
+        mp::METER | mp::METER_CONFIG => {
+            let m = r.u32(e)?;
+            r.take(4, e)?;
+            empty(r)?;
+            if ty == mp::METER {
+                MultipartRequest::Meter(m)
+            } else {
+                MultipartRequest::MeterConfig(m)
+            }
+        }
+        mp::METER_FEATURES => {
+            empty(r)?;
+            MultipartRequest::MeterFeatures
         }
         mp::PORT_STATS => {
             let p = r.u32(e)?;
@@ -690,6 +709,13 @@ pub enum Message {
     BarrierRequest,
     PacketOut(PacketOut),
     GroupMod(crate::group::GroupMod),
+    /// `OFPT_METER_MOD`: command, flags, meter id (the bands are not
+    /// decoded: turnoutd has no meters to give them to).
+    MeterMod {
+        command: u16,
+        flags: u16,
+        meter_id: u32,
+    },
 }
 
 /// Decodes one whole message `b` (exactly its header's length). A hello is
@@ -757,6 +783,26 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
         }
         t::FLOW_MOD => Message::FlowMod(decode_flow_mod(&mut r)?),
         t::GROUP_MOD => Message::GroupMod(crate::group::decode_group_mod(&mut r)?),
+        t::METER_MOD => {
+            let command = r.u16(e)?;
+            let flags = r.u16(e)?;
+            let meter_id = r.u32(e)?;
+            // Bands: whole `ofp_meter_band_header`s (type, len, rate, burst).
+            let mut bands = Reader::new(r.rest());
+            while !bands.is_empty() {
+                bands.u16(e)?;
+                let len = bands.u16(e)? as usize;
+                if len < 16 || !len.is_multiple_of(8) {
+                    return Err(e);
+                }
+                bands.take(len - 4, e)?;
+            }
+            Message::MeterMod {
+                command,
+                flags,
+                meter_id,
+            }
+        }
         t::MULTIPART_REQUEST => {
             let (flags, req) = decode_multipart(&mut r)?;
             Message::Multipart { flags, req }

@@ -271,6 +271,11 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
     if matches!(k.get(Field::DlType), 0x0800 | 0x86dd) {
         pkt_match.push(Oxm::exact(oxm::IP_PROTO, k.get(Field::NwProto)));
     }
+    // A VLAN set-field needs a tag: the packet's, or one pushed before.
+    let tag = Oxm::exact(oxm::VLAN_VID, oxm::VID_PRESENT as u128);
+    if k.get(Field::VlanTci) & oxm::VID_PRESENT as u128 != 0 {
+        pkt_match.push(tag);
+    }
     let ports = sw.port_ids();
     let mut steps: Vec<Result<Out, Action>> = Vec::new();
     for a in &po.actions {
@@ -287,6 +292,11 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             continue;
         }
         let acts = actions_from_of(std::slice::from_ref(a), &pkt_match)?;
+        match a {
+            openflow::Action::PushVlan(_) => pkt_match.push(tag),
+            openflow::Action::PopVlan => pkt_match.retain(|o| o.field != oxm::VLAN_VID),
+            _ => {}
+        }
         steps.extend(acts.into_iter().map(Err));
     }
     let mut frame = po.data.clone();

@@ -532,6 +532,20 @@ impl Session {
                 Some(Err(e)) => err(e),
                 None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
             },
+            // turnoutd has no meter table (docs/flows.md): nothing can be
+            // added or modified; deleting finds nothing to delete.
+            Message::MeterMod {
+                command, meter_id, ..
+            } => {
+                let mm = |c| err(OfpError::new(et::METER_MOD_FAILED, c));
+                match command {
+                    _ if meter_id == 0 => mm(openflow::mmfc::INVALID_METER),
+                    openflow::mc::ADD => mm(openflow::mmfc::OUT_OF_METERS),
+                    openflow::mc::MODIFY => mm(openflow::mmfc::UNKNOWN_METER),
+                    openflow::mc::DELETE => vec![],
+                    _ => mm(openflow::mmfc::BAD_COMMAND),
+                }
+            }
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
             Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
                 Ok(()) => vec![],
@@ -645,6 +659,13 @@ impl Session {
                 let parts: Vec<Vec<u8>> = stats.iter().map(openflow::group_stats_entry).collect();
                 reply(mp::GROUP, &parts)
             }
+            // No meters: none to list, and features saying so.
+            MultipartRequest::Meter(_) => reply(mp::METER, &[]),
+            MultipartRequest::MeterConfig(_) => reply(mp::METER_CONFIG, &[]),
+            MultipartRequest::MeterFeatures => reply(
+                mp::METER_FEATURES,
+                &[openflow::meter_features_body(0, 0, 0, 0, 0)],
+            ),
             MultipartRequest::GroupFeatures => {
                 use logic::flows::MAX_OF_GROUPS as M;
                 let (all, ind) = (openflow::gt::ALL, openflow::gt::INDIRECT);
