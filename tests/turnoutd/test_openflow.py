@@ -537,3 +537,23 @@ def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
     lines = [x for x in seen.splitlines() if "02:00:00:00:0e:99" in x]
     assert lines and "vlan 5, p 0, ethertype" in lines[0] and "0x88b5" in lines[0], seen
     s.close()
+
+
+def test_meters_none_and_refused_cleanly(lab: Lab) -> None:
+    """turnoutd has no meter table: meter-features says 0 meters,
+    dump-meters lists none, add-meter and mod-meter fail with the spec's
+    error, del-meters succeeds (nothing to delete); the connection and
+    the switch stay in service."""
+    feat = lab.ofctl("meter-features").stdout
+    assert "max_meter:0" in feat, feat
+    dump = lab.ofctl("dump-meters").stdout
+    assert "meter=" not in dump, dump
+    r = lab.ofctl("add-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_OUT_OF_METERS" in r.stderr, r
+    r = lab.ofctl("mod-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_UNKNOWN_METER" in r.stderr, r
+    lab.ofctl("del-meters")
+    # A flow with a meter instruction is refused as before.
+    r = lab.ofctl("add-flow", "actions=meter:1,output:2", check=False)
+    assert r.returncode != 0, r
+    assert "n_tables:255" in lab.ofctl("show").stdout

@@ -166,6 +166,13 @@ fn flows_pushing_vlan_tags_into_the_batch_scratch_does_not_allocate() {
         assert_eq!(rx.pkts()[7].len(), 72, "two tags pushed");
     }
     COUNTING.store(false, Ordering::SeqCst);
-    assert!(verdicts.iter().all(|v| *v == Verdict::Port(1)), "{verdicts:?}");
-    assert_eq!(ALLOCS.swap(0, Ordering::SeqCst), 0, "flows allocated pushing tags");
+    assert!(
+        verdicts.iter().all(|v| *v == Verdict::Port(1)),
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        ALLOCS.swap(0, Ordering::SeqCst),
+        0,
+        "flows allocated pushing tags"
+    );
 }

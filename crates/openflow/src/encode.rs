@@ -201,9 +201,20 @@ pub fn put_instructions(m: &mut Msg, insts: &[Instruction]) {
 
 /// `struct ofp_meter_features`: `max_meter` meters (0: none), band types,
 /// capabilities, bands and colours per meter.
-pub fn meter_features_body(max_meter: u32, band_types: u32, capabilities: u32, max_bands: u8, max_color: u8) -> Vec<u8> {
+pub fn meter_features_body(
+    max_meter: u32,
+    band_types: u32,
+    capabilities: u32,
+    max_bands: u8,
+    max_color: u8,
+) -> Vec<u8> {
     let mut m = Msg(Vec::with_capacity(16));
-    m.u32(max_meter).u32(band_types).u32(capabilities).u8(max_bands).u8(max_color).zeros(2);
+    m.u32(max_meter)
+        .u32(band_types)
+        .u32(capabilities)
+        .u8(max_bands)
+        .u8(max_color)
+        .zeros(2);
     m.0
 }
 

@@ -256,7 +256,9 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                     Action::PushVlan(t)
                 }
                 openflow::Action::DecNwTtl => Action::DecTtl,
-                openflow::Action::SetField(o) if matches!(o.field, oxm::VLAN_VID | oxm::VLAN_PCP) => {
+                openflow::Action::SetField(o)
+                    if matches!(o.field, oxm::VLAN_VID | oxm::VLAN_PCP) =>
+                {
                     if !tagged {
                         return Err(bad(bac::MATCH_INCONSISTENT));
                     }
@@ -903,5 +905,88 @@ mod tests {
         assert_eq!(st[0].instructions, vec![out(port::FLOOD)]);
         b[2] = 0xff;
         assert!(decode(&b).is_err());
+    }
+
+    #[test]
+    fn vlan_push_and_set_fields_need_a_tag_and_round_trip() {
+        use openflow::Action as A;
+        let f = flows();
+        let vid = |v: u128| A::SetField(Oxm::exact(oxm::VLAN_VID, 0x1000 | v));
+        let pcp = |p: u128| A::SetField(Oxm::exact(oxm::VLAN_PCP, p));
+        let o2 = A::Output {
+            port: 2,
+            max_len: 0,
+        };
+        let inconsistent = OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT);
+        // No tag in the match and none pushed: refused, nothing installed.
+        for acts in [
+            vec![vid(5), o2],
+            vec![pcp(1), o2],
+            vec![A::PushVlan(0x8100), A::PopVlan, vid(5), o2],
+        ] {
+            let e = f.flow_mod(&fm(
+                fc::ADD,
+                0,
+                5,
+                vec![],
+                vec![Instruction::ApplyActions(acts)],
+            ));
+            assert_eq!(e.unwrap_err(), inconsistent);
+        }
+        assert!(f.flow_stats(&all()).unwrap().is_empty());
+        // A PCP outside 0..=7.
+        let e = f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            5,
+            vec![],
+            vec![Instruction::ApplyActions(vec![
+                A::PushVlan(0x8100),
+                pcp(8),
+                o2,
+            ])],
+        ));
+        assert_eq!(
+            e.unwrap_err(),
+            OfpError::new(et::BAD_ACTION, bac::BAD_SET_ARGUMENT)
+        );
+        // Pushed first, or tagged by the match: taken, and dumped the same.
+        let pushed = vec![A::PushVlan(0x88a8), vid(7), pcp(3), o2];
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            5,
+            vec![Oxm::exact(oxm::IN_PORT, 1)],
+            vec![Instruction::ApplyActions(pushed.clone())],
+        ))
+        .unwrap();
+        let tagged = vec![Oxm {
+            field: oxm::VLAN_VID,
+            value: 0x1000,
+            mask: Some(0x1000),
+        }];
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            6,
+            tagged,
+            vec![Instruction::ApplyActions(vec![vid(9), o2])],
+        ))
+        .unwrap();
+        let st = f.flow_stats(&all()).unwrap();
+        let acts: Vec<_> = st.iter().map(|s| s.instructions.clone()).collect();
+        assert!(
+            acts.contains(&vec![Instruction::ApplyActions(pushed)]),
+            "{acts:?}"
+        );
+        assert!(
+            acts.contains(&vec![Instruction::ApplyActions(vec![vid(9), o2])]),
+            "{acts:?}"
+        );
+        // And the pushed tag is on the frame that leaves.
+        let mut b =
+            crate::testutil::Batch::new(vec![eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x88b5)]);
+        assert_eq!(b.classify(&f, 0, 0), vec![Verdict::Port(1)]);
+        assert_eq!(&b.views[0][12..18], &[0x88, 0xa8, 0x60, 0x07, 0x88, 0xb5]);
     }
 }

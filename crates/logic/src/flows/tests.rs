@@ -375,7 +375,10 @@ fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
     let mut stacked = u[..12].to_vec();
     stacked.extend([0x88, 0xa8, 0, 0]);
     stacked.extend(&vlan(7, 1, &u)[12..]);
-    assert_eq!(b.views[1], stacked, "a new outer tag in front of the old one");
+    assert_eq!(
+        b.views[1], stacked,
+        "a new outer tag in front of the old one"
+    );
 
     // mod_vlan_vid / mod_vlan_pcp: push a tag unless the match says there
     // is one (ovs-ofctl's translation), else rewrite it in place.
@@ -391,12 +394,19 @@ fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
         .iter()
         .map(|x| x["flow"].as_str().unwrap())
         .collect();
-    assert!(texts.iter().any(|t| t.ends_with(
-        "in_port=1,actions=push_vlan:0x8100,set_field:4105->vlan_vid,output:2"
-    )), "{texts:?}");
-    assert!(texts.iter().any(|t| t.ends_with(
-        "dl_vlan=5,actions=set_field:4105->vlan_vid,set_field:6->vlan_pcp,output:2"
-    )), "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t
+                .ends_with("in_port=1,actions=push_vlan:0x8100,set_field:4105->vlan_vid,output:2")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.ends_with(
+            "dl_vlan=5,actions=set_field:4105->vlan_vid,set_field:6->vlan_pcp,output:2"
+        )),
+        "{texts:?}"
+    );
     let mut b = Batch::new(vec![u.clone()]);
     assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
     assert_eq!(b.views[0], vlan(9, 0, &u));
@@ -410,15 +420,32 @@ fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
 
     // A set-field of the tag needs one; push between outputs is refused.
     for (t, want) in [
-        ("actions=set_field:4101->vlan_vid,output:1", "requires a VLAN tag"),
-        ("actions=set_field:1->vlan_pcp,output:1", "requires a VLAN tag"),
-        ("actions=strip_vlan,set_field:1->vlan_pcp,output:1", "requires a VLAN tag"),
-        ("actions=push_vlan:0x0800,output:1", "must be 0x8100 or 0x88a8"),
-        ("actions=output:1,push_vlan:0x8100,output:2", "between two outputs"),
+        (
+            "actions=set_field:4101->vlan_vid,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=set_field:1->vlan_pcp,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=strip_vlan,set_field:1->vlan_pcp,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=push_vlan:0x0800,output:1",
+            "must be 0x8100 or 0x88a8",
+        ),
+        (
+            "actions=output:1,push_vlan:0x8100,output:2",
+            "between two outputs",
+        ),
         ("actions=mod_vlan_vid:4096,output:1", "0..=4095"),
         ("actions=mod_vlan_pcp:8,output:1", "0..=7"),
     ] {
-        let e = flows(&[]).command("add", &json!({ "flow": t })).unwrap_err();
+        let e = flows(&[])
+            .command("add", &json!({ "flow": t }))
+            .unwrap_err();
         assert!(e.0.contains(want), "{t}: {}", e.0);
     }
 }

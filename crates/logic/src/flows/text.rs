@@ -393,8 +393,8 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
             let ip4 = b.exact(Field::DlType) == Some(num::IPV4 as u128);
             let l4 = ip4
                 && matches!(b.exact(Field::NwProto), Some(p) if p == num::TCP as u128 || p == num::UDP as u128);
-            let tagged = b.mask.get(Field::VlanTci) & 0x1000 != 0
-                && b.key.get(Field::VlanTci) & 0x1000 != 0;
+            let tagged =
+                b.mask.get(Field::VlanTci) & 0x1000 != 0 && b.key.get(Field::VlanTci) & 0x1000 != 0;
             let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4, tagged)?;
             (Some(acts), goto)
         }
