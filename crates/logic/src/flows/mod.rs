@@ -748,7 +748,12 @@ impl Flows {
         let (hits, misses) = self.cache_stats.get();
         let cache =
             json!({"entries_per_worker": self.cache.per_worker(), "hits": hits, "misses": misses});
-        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed), "cache": cache})
+        let pi = self.packet_ins.stats();
+        let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
+            "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
+            "no_controller": pi.no_controller, "controllers": self.packet_ins.controllers()});
+        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed), "cache": cache,
+               "packet_ins": packet_ins})
     }
 }
 

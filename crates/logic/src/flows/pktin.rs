@@ -177,6 +177,11 @@ impl PacketIns {
         self.controllers.store(n, Ordering::Relaxed);
     }
 
+    /// Connected controllers, as the channel last said.
+    pub fn controllers(&self) -> usize {
+        self.controllers.load(Ordering::Relaxed)
+    }
+
     /// Counters.
     pub fn stats(&self) -> PacketInStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
