@@ -335,7 +335,7 @@ class Gen:
                                       f"push_vlan:0x8100,set_field:{0x1000 | vid}->vlan_vid"]))
                 info["tagged"] = True
             elif c == "vlan":
-                vid, pcp = r.choice(VIDS + [9]), r.choice([0, 3, 5])
+                vid, pcp = r.choice([*VIDS, 9]), r.choice([0, 3, 5])
                 acts.append(r.choice([f"mod_vlan_vid:{vid}", f"set_field:{0x1000 | vid}->vlan_vid",
                                       f"mod_vlan_pcp:{pcp}", f"set_field:{pcp}->vlan_pcp"]))
             else:

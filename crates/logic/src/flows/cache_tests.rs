@@ -213,7 +213,14 @@ fn action_text(kind: u8, a: u8, ip: bool, l4: bool) -> Option<String> {
     Some(match kind % 13 {
         0 | 1 => format!("output:{}", a % 4),
         10 => format!("mod_vlan_vid:{}", 1 + a % 3),
-        11 => format!("push_vlan:{}", if a % 2 == 0 { "0x8100" } else { "0x88a8" }),
+        11 => format!(
+            "push_vlan:{}",
+            if a.is_multiple_of(2) {
+                "0x8100"
+            } else {
+                "0x88a8"
+            }
+        ),
         12 => format!("mod_vlan_pcp:{}", a % 8),
         2 => "flood".into(),
         3 => format!("mod_dl_dst:02:00:00:00:00:0{}", a % 3),
