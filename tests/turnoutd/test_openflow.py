@@ -169,7 +169,7 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
     lab.ofctl("add-flow", "priority=10,actions=output:2")
     cases = [
         ("actions=resubmit(,3)", "OFPBAC_BAD_TYPE"),
-        ("actions=push_vlan:0x8100,output:2", "OFPBAC_BAD_TYPE"),
+        ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
         ("actions=normal", "OFPBAC_BAD_OUT_PORT"),
         ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
