@@ -557,3 +557,82 @@ def test_meters_none_and_refused_cleanly(lab: Lab) -> None:
     r = lab.ofctl("add-flow", "actions=meter:1,output:2", check=False)
     assert r.returncode != 0, r
     assert "n_tables:255" in lab.ofctl("show").stdout
+
+
+ROLE_EQUAL, ROLE_MASTER, ROLE_SLAVE = 1, 2, 3
+
+
+def role_request(s: socket.socket, xid: int, role: int, gen: int) -> bytes:
+    """The role reply or error (packet-ins meanwhile skipped)."""
+    s.sendall(struct.pack("!BBHIIIQ", 4, 24, 24, xid, role, 0, gen))
+    while True:
+        m = recv_msg(s)
+        if m[1] in (1, 25):
+            return m
+
+
+def recv_until(s: socket.socket, kind: int, deadline_s: float) -> bytes | None:
+    """The next message of type `kind` within the deadline (others skipped)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        s.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            m = recv_msg(s)
+        except TimeoutError:
+            return None
+        if m[1] == kind:
+            return m
+    return None
+
+
+def test_roles_and_async_config(lab: Lab) -> None:
+    """Role requests (master, slave, equal; stale generation ids), a
+    slave's modifying messages refused with OFPBRC_IS_SLAVE, packet-ins
+    only to the roles whose async configuration asks for them (the
+    spec's defaults, then set-async), get-async."""
+    a, b = raw_conn(lab), raw_conn(lab)
+    r = role_request(a, 50, ROLE_MASTER, 10)
+    assert r[1] == 25 and struct.unpack("!IIQ", r[8:24]) == (ROLE_MASTER, 0, 10), r.hex()
+    # Stale generation id: OFPET_ROLE_REQUEST_FAILED / OFPRRFC_STALE.
+    e = role_request(b, 51, ROLE_MASTER, 9)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (51, 11, 0), e.hex()
+    r = role_request(b, 52, ROLE_SLAVE, 10)
+    assert struct.unpack("!I", r[8:12])[0] == ROLE_SLAVE
+    # The slave may read, not change.
+    b.sendall(flow_mod(53, b""))
+    e = recv_msg(b)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (53, 1, 10), e.hex()
+    b.sendall(packet_out(54, NO_BUFFER, OFPP_CONTROLLER, output(2), marked(MAC[1], b"x")))
+    e = recv_msg(b)
+    assert struct.unpack("!IHH", e[4:12]) == (54, 1, 10), e.hex()
+    b.sendall(struct.pack("!BBHI", 4, 20, 8, 55))  # barrier: still served
+    assert recv_msg(b)[1] == 21
+    # Misses go to the controller: the master gets them, the slave not.
+    lab.ofctl("add-flow", "priority=0,actions=controller")
+    send_raw(lab.hosts[1], marked(MAC[1], b"turnout-role-1"), 1)
+    pin = recv_until(a, 10, 5)
+    assert pin is not None and b"turnout-role-1" in pin, "the master gets the packet-in"
+    assert recv_until(b, 10, 1) is None, "a slave gets no packet-in by default"
+    # get-async: the spec's defaults; set-async: the slave asks for no-match.
+    b.sendall(struct.pack("!BBHI", 4, 26, 8, 56))
+    g = recv_msg(b)
+    assert g[1] == 27 and struct.unpack("!6I", g[8:32]) == (3, 0, 7, 7, 15, 0), g.hex()
+    b.sendall(struct.pack("!BBHI6I", 4, 28, 32, 57, 3, 1, 7, 7, 15, 0))
+    b.sendall(struct.pack("!BBHI", 4, 26, 8, 58))
+    assert struct.unpack("!6I", recv_until(b, 27, 5)[8:32]) == (3, 1, 7, 7, 15, 0)  # type: ignore[index]
+    send_raw(lab.hosts[1], marked(MAC[1], b"turnout-role-2"), 1)
+    for s in (a, b):
+        pin = recv_until(s, 10, 5)
+        assert pin is not None and b"turnout-role-2" in pin
+    # A new master (newer generation) demotes the old one, which then is
+    # refused a flow-mod.
+    r = role_request(b, 59, ROLE_MASTER, 11)
+    assert struct.unpack("!IIQ", r[8:24]) == (ROLE_MASTER, 0, 11)
+    a.sendall(flow_mod(60, b""))
+    e = recv_until(a, 1, 5)
+    assert e is not None and struct.unpack("!IHH", e[4:12]) == (60, 1, 10), e
+    # Equal: no generation check, and modifying again.
+    r = role_request(a, 61, ROLE_EQUAL, 0)
+    assert struct.unpack("!I", r[8:12])[0] == ROLE_EQUAL
+    a.close()
+    b.close()

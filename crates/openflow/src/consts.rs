@@ -41,7 +41,25 @@ pub mod t {
     pub const BARRIER_REQUEST: u8 = 20;
     pub const BARRIER_REPLY: u8 = 21;
     pub const ROLE_REQUEST: u8 = 24;
+    pub const ROLE_REPLY: u8 = 25;
+    pub const GET_ASYNC_REQUEST: u8 = 26;
+    pub const GET_ASYNC_REPLY: u8 = 27;
+    pub const SET_ASYNC: u8 = 28;
     pub const METER_MOD: u8 = 29;
+}
+
+/// `enum ofp_controller_role`.
+pub mod role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// `OFPET_ROLE_REQUEST_FAILED` codes.
+pub mod rrfc {
+    pub const STALE: u16 = 0;
+    pub const BAD_ROLE: u16 = 2;
 }
 
 /// Error types (`enum ofp_error_type`).
@@ -56,6 +74,7 @@ pub mod et {
     pub const PORT_MOD_FAILED: u16 = 7;
     pub const TABLE_MOD_FAILED: u16 = 8;
     pub const SWITCH_CONFIG_FAILED: u16 = 10;
+    pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const METER_MOD_FAILED: u16 = 12;
 }
 
@@ -89,6 +108,7 @@ pub mod brc {
     pub const BAD_LEN: u16 = 6;
     pub const BUFFER_UNKNOWN: u16 = 8;
     pub const BAD_TABLE_ID: u16 = 9;
+    pub const IS_SLAVE: u16 = 10;
     pub const BAD_PORT: u16 = 11;
     pub const BAD_PACKET: u16 = 12;
 }

@@ -682,6 +682,29 @@ pub struct PacketOut {
     pub data: Vec<u8>,
 }
 
+/// `struct ofp_async_config`: per kind, the reasons (bit n = reason n)
+/// sent to a connection in the master or equal role (`[0]`) and in the
+/// slave role (`[1]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncConfig {
+    pub packet_in: [u32; 2],
+    pub port_status: [u32; 2],
+    pub flow_removed: [u32; 2],
+}
+
+impl Default for AsyncConfig {
+    /// OpenFlow 1.3's defaults (section 7.3.10 / 6.1.1): masters and
+    /// equals get packet-ins of no-match and action, every port-status and
+    /// flow-removed; slaves only port-status.
+    fn default() -> AsyncConfig {
+        AsyncConfig {
+            packet_in: [0b011, 0],
+            port_status: [0b111, 0b111],
+            flow_removed: [0b1111, 0],
+        }
+    }
+}
+
 /// A message a switch receives (or, for hello/error/echo, either side).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -709,6 +732,13 @@ pub enum Message {
     BarrierRequest,
     PacketOut(PacketOut),
     GroupMod(crate::group::GroupMod),
+    /// `OFPT_ROLE_REQUEST` (`role::*`).
+    RoleRequest {
+        role: u32,
+        generation_id: u64,
+    },
+    GetAsyncRequest,
+    SetAsync(AsyncConfig),
     /// `OFPT_METER_MOD`: command, flags, meter id (the bands are not
     /// decoded: turnoutd has no meters to give them to).
     MeterMod {
@@ -783,6 +813,32 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
         }
         t::FLOW_MOD => Message::FlowMod(decode_flow_mod(&mut r)?),
         t::GROUP_MOD => Message::GroupMod(crate::group::decode_group_mod(&mut r)?),
+        t::ROLE_REQUEST => {
+            let role = r.u32(e)?;
+            r.take(4, e)?;
+            let generation_id = r.u64(e)?;
+            empty(&r)?;
+            Message::RoleRequest {
+                role,
+                generation_id,
+            }
+        }
+        t::GET_ASYNC_REQUEST => {
+            empty(&r)?;
+            Message::GetAsyncRequest
+        }
+        t::SET_ASYNC => {
+            let mut m = [0u32; 6];
+            for x in m.iter_mut() {
+                *x = r.u32(e)?;
+            }
+            empty(&r)?;
+            Message::SetAsync(AsyncConfig {
+                packet_in: [m[0], m[1]],
+                port_status: [m[2], m[3]],
+                flow_removed: [m[4], m[5]],
+            })
+        }
         t::METER_MOD => {
             let command = r.u16(e)?;
             let flags = r.u16(e)?;

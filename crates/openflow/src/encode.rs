@@ -1,7 +1,7 @@
 //! Encoding of the messages a switch sends.
 
 use crate::consts::*;
-use crate::decode::{Action, Instruction, Oxm};
+use crate::decode::{Action, AsyncConfig, Instruction, Oxm};
 
 /// Message builder: header first, length patched by [`Msg::finish`].
 pub struct Msg(Vec<u8>);
@@ -113,6 +113,22 @@ pub fn features_reply(xid: u32, dpid: u64, n_buffers: u32, n_tables: u8, caps: u
 pub fn get_config_reply(xid: u32, flags: u16, miss_send_len: u16) -> Vec<u8> {
     let mut m = Msg::new(t::GET_CONFIG_REPLY, xid);
     m.u16(flags).u16(miss_send_len);
+    m.finish()
+}
+
+/// `OFPT_ROLE_REPLY`.
+pub fn role_reply(xid: u32, role: u32, generation_id: u64) -> Vec<u8> {
+    let mut m = Msg::new(t::ROLE_REPLY, xid);
+    m.u32(role).zeros(4).u64(generation_id);
+    m.finish()
+}
+
+/// `OFPT_GET_ASYNC_REPLY`.
+pub fn get_async_reply(xid: u32, c: &AsyncConfig) -> Vec<u8> {
+    let mut m = Msg::new(t::GET_ASYNC_REPLY, xid);
+    for v in [c.packet_in, c.port_status, c.flow_removed] {
+        m.u32(v[0]).u32(v[1]);
+    }
     m.finish()
 }
 

@@ -28,11 +28,13 @@ use std::time::{Duration, Instant};
 
 use logic::flows::ofp::{of_port, port_id};
 use logic::flows::Flows;
-use openflow::{brc, et, mp, port, FlowStatsRequest, Header, Message, MultipartRequest, OfpError};
+use openflow::{
+    brc, et, mp, port, t, FlowStatsRequest, Header, Message, MultipartRequest, OfpError,
+};
 
 use crate::daemon::Daemon;
 use crate::log::Level;
-use crate::ofasync::{Hub, Registration, Writer};
+use crate::ofasync::{AsyncKind, ConnState, Hub, Registration, Writer};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -328,6 +330,8 @@ struct Session {
     xid: u32,
     /// Flow-removed notices: (logic instance, next notice to send).
     removed: Option<(u64, u64)>,
+    /// Role and set-async configuration (shared with the dispatcher).
+    conn: Arc<ConnState>,
 }
 
 impl Session {
@@ -340,6 +344,7 @@ impl Session {
             miss_send_len: 128,
             xid: 1,
             removed: None,
+            conn: Arc::default(),
         }
     }
 
@@ -425,7 +430,7 @@ impl Session {
                     return why;
                 }
                 if self.hello && registered.is_none() {
-                    registered = Some(self.hub.register(w.clone()));
+                    registered = Some(self.hub.register(w.clone(), self.conn.clone()));
                 }
             }
             buf.drain(..off);
@@ -436,6 +441,13 @@ impl Session {
     fn handle(&mut self, b: &[u8]) -> (Vec<Vec<u8>>, Option<String>) {
         let xid = Header::peek(b).map_or(0, |h| h.xid);
         let err = |e: OfpError| vec![openflow::error(xid, e.kind, e.code, b)];
+        let slave = self.conn.role() == openflow::role::SLAVE;
+        let is_slave = || err(OfpError::new(et::BAD_REQUEST, brc::IS_SLAVE));
+        // Port-mod and table-mod are not implemented, but a slave is told
+        // first that it may not send them.
+        if slave && Header::peek(b).is_some_and(|h| matches!(h.kind, t::PORT_MOD | t::TABLE_MOD)) {
+            return (is_slave(), None);
+        }
         let (h, m) = match openflow::decode(b) {
             Ok(x) => x,
             Err(e) => {
@@ -472,6 +484,27 @@ impl Session {
             self.hello = true;
         }
         let replies = match m {
+            // A slave controller may read, not change (OpenFlow 1.3, 6.3.5).
+            Message::FlowMod(_)
+            | Message::GroupMod(_)
+            | Message::PacketOut(_)
+            | Message::MeterMod { .. }
+                if slave =>
+            {
+                is_slave()
+            }
+            Message::RoleRequest {
+                role,
+                generation_id,
+            } => match self.hub.role_request(&self.conn, role, generation_id) {
+                Ok((r, g)) => vec![openflow::role_reply(xid, r, g)],
+                Err(e) => err(e),
+            },
+            Message::GetAsyncRequest => vec![openflow::get_async_reply(xid, &self.conn.config())],
+            Message::SetAsync(c) => {
+                self.conn.set_config(c);
+                vec![]
+            }
             Message::Hello(_) => vec![],
             Message::Error { kind, code, .. } => {
                 let e = OfpError::new(kind, code);
@@ -576,7 +609,9 @@ impl Session {
         };
         self.removed = Some((inst, next));
         for (reason, s) in v {
-            c.write_all(&openflow::flow_removed(0, &s, reason))?;
+            if self.conn.wants(AsyncKind::FlowRemoved, reason) {
+                c.write_all(&openflow::flow_removed(0, &s, reason))?;
+            }
         }
         Ok(())
     }
