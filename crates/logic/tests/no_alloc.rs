@@ -2,7 +2,7 @@
 //! first arc-swap load on a thread may register a per-thread slot).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use logic::{Ctx, Pkt, Pkts, Verdict};
 use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
@@ -10,13 +10,21 @@ use wire::MacAddr;
 
 struct Counting;
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Set on the thread under test only: the test runner's other threads
+    /// (reporting a finished test) allocate meanwhile.
+    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+
+fn counting() -> bool {
+    COUNTING.try_with(|c| c.get()).unwrap_or(false)
+}
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -27,7 +35,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: same contract as the caller's.
@@ -87,7 +95,7 @@ fn classify_does_not_allocate() {
             Pkts::new_mut(&mut pkts),
             &mut verdicts,
         ); // warm-up
-        COUNTING.store(true, Ordering::SeqCst);
+        COUNTING.with(|c| c.set(true));
         for round in 0..100u64 {
             let ctx = Ctx {
                 now_ns: round * 700_000_000,
@@ -100,7 +108,7 @@ fn classify_does_not_allocate() {
                 &mut verdicts,
             );
         }
-        COUNTING.store(false, Ordering::SeqCst);
+        COUNTING.with(|c| c.set(false));
         assert_eq!(
             ALLOCS.swap(0, Ordering::SeqCst),
             0,
@@ -159,13 +167,13 @@ fn flows_pushing_vlan_tags_into_the_batch_scratch_does_not_allocate() {
         let mut rx = batch.receive(&mut q, 0, 0);
         f.classify(&ctx, 0, rx.pkts_mut(), &mut verdicts); // warm-up
     }
-    COUNTING.store(true, Ordering::SeqCst);
+    COUNTING.with(|c| c.set(true));
     for _ in 0..100 {
         let mut rx = batch.receive(&mut q, 0, 0);
         f.classify(&ctx, 0, rx.pkts_mut(), &mut verdicts);
         assert_eq!(rx.pkts()[7].len(), 72, "two tags pushed");
     }
-    COUNTING.store(false, Ordering::SeqCst);
+    COUNTING.with(|c| c.set(false));
     assert!(
         verdicts.iter().all(|v| *v == Verdict::Port(1)),
         "{verdicts:?}"
