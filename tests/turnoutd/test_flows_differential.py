@@ -309,7 +309,11 @@ class Gen:
             if info["tagged"]:
                 # ovs-ofctl refuses pop_vlan in OpenFlow 1.3 without a
                 # match on a tagged frame; turnoutd accepts it.
-                choices.append("pop")
+                choices += ["pop", "vlan"]
+            if info["tagged"] is False:
+                # Pushes only onto frames the match says are untagged: a
+                # third tag would be past what either parses (vlan-limit=2).
+                choices.append("push")
             c = r.choice(choices)
             side = r.choice(["src", "dst"])
             if c == "mac":
@@ -323,6 +327,18 @@ class Gen:
                                       f"set_field:{r.choice(TPORTS)}->{kind}_{side}"]))
             elif c == "ttl":
                 acts.append("dec_ttl")
+            elif c == "push":
+                # ovs-ofctl sends mod_vlan_vid/pcp on an untagged match as a
+                # push_vlan and a set-field; both push VID 0, PCP 0.
+                vid, pcp = r.choice(VIDS), r.choice([0, 3, 5])
+                acts.append(r.choice(["push_vlan:0x8100", f"mod_vlan_vid:{vid}",
+                                      f"mod_vlan_pcp:{pcp}",
+                                      f"push_vlan:0x8100,set_field:{0x1000 | vid}->vlan_vid"]))
+                info["tagged"] = True
+            elif c == "vlan":
+                vid, pcp = r.choice([*VIDS, 9]), r.choice([0, 3, 5])
+                acts.append(r.choice([f"mod_vlan_vid:{vid}", f"set_field:{0x1000 | vid}->vlan_vid",
+                                      f"mod_vlan_pcp:{pcp}", f"set_field:{pcp}->vlan_pcp"]))
             else:
                 acts.append("strip_vlan")
                 info["tagged"] = None
@@ -545,6 +561,12 @@ def ovs_outputs(ovs: Ovs, trace: str, frame: dict[str, Any]) -> dict[int, dict[s
                 outs[of] = dict(cur)
         elif a == "pop_vlan":
             cur["vlan"], cur["vlan2"] = cur.get("vlan2"), None
+        elif a.startswith("push_vlan(") and a.endswith(")"):
+            kv = dict(x.split("=", 1) for x in a[len("push_vlan("):-1].split(","))
+            if kv.get("tpid", "0x8100") != "0x8100":
+                raise AssertionError(f"unexpected datapath push {a!r}:\n{trace}")
+            cur["vlan2"] = cur.get("vlan")
+            cur["vlan"] = (int(kv["pcp"], 0) << 13) | int(kv["vid"], 0)
         elif a.startswith("set(") and a.endswith("))"):
             hdr, _, body = a[4:-2].partition("(")
             for kv in body.split(","):

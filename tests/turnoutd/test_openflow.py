@@ -33,6 +33,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,7 +169,7 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
     lab.ofctl("add-flow", "priority=10,actions=output:2")
     cases = [
         ("actions=resubmit(,3)", "OFPBAC_BAD_TYPE"),
-        ("actions=push_vlan:0x8100,output:2", "OFPBAC_BAD_TYPE"),
+        ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
         ("actions=normal", "OFPBAC_BAD_OUT_PORT"),
         ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
@@ -406,3 +407,232 @@ def test_packet_out(lab: Lab) -> None:
     s.sendall(struct.pack("!BBHI", 4, 20, 8, 33))  # barrier
     assert recv_msg(s)[1] == 21
     s.close()
+
+
+def apply_actions(actions: bytes) -> bytes:
+    """An OFPIT_APPLY_ACTIONS instruction."""
+    return struct.pack("!HH4x", 4, 8 + len(actions)) + actions
+
+
+def set_vlan_vid(vid: int) -> bytes:
+    """OFPAT_SET_FIELD of VLAN_VID (with OFPVID_PRESENT), padded to 16."""
+    return struct.pack("!HHBBBBH6x", 25, 16, 0x80, 0, 6 << 1, 2, 0x1000 | vid)
+
+
+def push_vlan(tpid: int) -> bytes:
+    return struct.pack("!HHH2x", 17, 8, tpid)
+
+
+class Capture:
+    """tcpdump -e on a namespace's eth0 (the kernel's stripped VLAN tag
+    shown again from the packet's auxiliary data), ended by PID."""
+
+    def __init__(self, ns: str, out: Path) -> None:
+        self.out = out
+        self.f = out.open("w")
+        self.p = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", "eth0", "-e", "-nn",
+                                   "-l", "-U"], stdout=self.f, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)  # tcpdump opens its socket
+
+    def text(self) -> str:
+        return self.out.read_text()
+
+    def stop(self) -> str:
+        self.p.terminate()
+        try:
+            self.p.wait(5)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+        self.f.close()
+        return self.text()
+
+
+def send_raw(ns: str, frame: bytes, count: int = 3) -> None:
+    """Sends `frame` `count` times from the namespace's eth0 (AF_PACKET)."""
+    nx(ns, sys.executable, "-c",
+       "import socket, sys, time\n"
+       "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n"
+       "s.bind(('eth0', 0))\n"
+       "for _ in range(int(sys.argv[2])):\n"
+       "    s.send(bytes.fromhex(sys.argv[1])); time.sleep(0.05)\n",
+       frame.hex(), str(count))
+
+
+def marked(src: str, mark: bytes) -> bytes:
+    """A broadcast frame of EtherType 0x88b5 from MAC `src` carrying `mark`."""
+    return (b"\xff" * 6 + bytes.fromhex(src.replace(":", "")) + b"\x88\xb5"
+            + mark.ljust(46, b"\0"))
+
+
+def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
+    """mod_vlan_vid/mod_vlan_pcp on untagged frames (ovs-ofctl sends a
+    push_vlan and set-fields) and push_vlan:0x88a8 with a set-field, each
+    checked by the tag tcpdump sees at h2 (this kernel has no VLAN
+    interfaces, so frames are sent raw from h1); set-field of vlan_vid
+    without a tag refused (raw flow-mod); push and set-field in a
+    packet-out."""
+    if not shutil.which("tcpdump"):
+        pytest.fail("tcpdump is not installed (scripts/setup.sh)")
+    h = lab.hosts
+    # h1's untagged frames get VID 5 / PCP 3 (a C-tag).
+    lab.ofctl("add-flow", "priority=10,in_port=1,actions=mod_vlan_vid:5,mod_vlan_pcp:3,output:2")
+    fl = flows_of(lab)
+    assert len(fl) == 1 and ("actions=push_vlan:0x8100,set_field:4101->vlan_vid,"
+                             "set_field:3->vlan_pcp,output:2") in fl[0], fl
+    cap = Capture(h[2], lab.tmp / "c-tag.txt")
+    try:
+        send_raw(h[1], marked(MAC[1], b"turnout-c-tag"))
+        wait_for("the C-tagged frames at h2", 5, lambda: cap.text().count(MAC[1]) >= 3)
+    finally:
+        seen = cap.stop()
+    lines = [x for x in seen.splitlines() if MAC[1] in x]
+    assert len(lines) >= 3, seen
+    assert all("ethertype 802.1Q (0x8100)" in x and "vlan 5, p 3," in x and "0x88b5" in x
+               for x in lines), lines
+    assert "n_packets=3," in flows_of(lab)[0]
+    assert lab.daemon is not None and lab.daemon.port("p2")["tx_packets"] >= 3
+
+    # An S-tag pushed explicitly (push_vlan:0x88a8, then its VID).
+    lab.ofctl("add-flow", "priority=20,in_port=1,actions=push_vlan:0x88a8,"
+                          "set_field:4103->vlan_vid,output:2")
+    cap = Capture(h[2], lab.tmp / "s-tag.txt")
+    try:
+        send_raw(h[1], marked(MAC[1], b"turnout-s-tag"))
+        wait_for("the S-tagged frames at h2", 5, lambda: cap.text().count(MAC[1]) >= 3)
+    finally:
+        seen = cap.stop()
+    lines = [x for x in seen.splitlines() if MAC[1] in x]
+    assert len(lines) >= 3 and all("0x88a8" in x and "vlan 7, p 0," in x for x in lines), seen
+
+    # A set-field of vlan_vid on a flow that does not say the frame is
+    # tagged: OFPET_BAD_ACTION / OFPBAC_MATCH_INCONSISTENT (ovs-ofctl
+    # refuses it itself, hence a raw flow-mod); with a push before it, taken.
+    s = raw_conn(lab)
+    bad = flow_mod(42, b"")
+    bad = bad[:2] + struct.pack("!H", len(bad) + 24) + bad[4:] + apply_actions(set_vlan_vid(9))
+    s.sendall(bad)
+    e = recv_msg(s)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (42, 2, 10), e.hex()
+    ok = flow_mod(43, b"")
+    acts = push_vlan(0x8100) + set_vlan_vid(9) + output(3)
+    ok = ok[:2] + struct.pack("!H", len(ok) + 8 + len(acts)) + ok[4:] + apply_actions(acts)
+    s.sendall(ok)
+    s.sendall(struct.pack("!BBHI", 4, 20, 8, 44))
+    assert recv_msg(s)[1] == 21, "no error before the barrier reply"
+    assert any("set_field:4105->vlan_vid,output:3" in x for x in flows_of(lab)), flows_of(lab)
+
+    # A packet-out pushing a tag to port 2: h2 sees it tagged with VID 5.
+    frame = (bytes.fromhex("ffffffffffff") + bytes.fromhex("020000000e99") + b"\x88\xb5"
+             + b"turnout-push-vlan".ljust(46, b"\0"))
+    cap = Capture(h[2], lab.tmp / "po.txt")
+    try:
+        s.sendall(packet_out(45, NO_BUFFER, OFPP_CONTROLLER,
+                             push_vlan(0x8100) + set_vlan_vid(5) + output(2), frame))
+        s.sendall(struct.pack("!BBHI", 4, 20, 8, 46))
+        assert recv_msg(s)[1] == 21
+        wait_for("the tagged packet-out at h2", 5, lambda: "0x88b5" in cap.text())
+    finally:
+        seen = cap.stop()
+    lines = [x for x in seen.splitlines() if "02:00:00:00:0e:99" in x]
+    assert lines and "vlan 5, p 0, ethertype" in lines[0] and "0x88b5" in lines[0], seen
+    s.close()
+
+
+def test_meters_none_and_refused_cleanly(lab: Lab) -> None:
+    """turnoutd has no meter table: meter-features says 0 meters,
+    dump-meters lists none, add-meter and mod-meter fail with the spec's
+    error, del-meters succeeds (nothing to delete); the connection and
+    the switch stay in service."""
+    feat = lab.ofctl("meter-features").stdout
+    assert "max_meter:0" in feat, feat
+    dump = lab.ofctl("dump-meters").stdout
+    assert "meter=" not in dump, dump
+    r = lab.ofctl("add-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_OUT_OF_METERS" in r.stderr, r
+    r = lab.ofctl("mod-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_UNKNOWN_METER" in r.stderr, r
+    lab.ofctl("del-meters")
+    # A flow with a meter instruction is refused as before.
+    r = lab.ofctl("add-flow", "actions=meter:1,output:2", check=False)
+    assert r.returncode != 0, r
+    assert "n_tables:255" in lab.ofctl("show").stdout
+
+
+ROLE_EQUAL, ROLE_MASTER, ROLE_SLAVE = 1, 2, 3
+
+
+def role_request(s: socket.socket, xid: int, role: int, gen: int) -> bytes:
+    """The role reply or error (packet-ins meanwhile skipped)."""
+    s.sendall(struct.pack("!BBHIIIQ", 4, 24, 24, xid, role, 0, gen))
+    while True:
+        m = recv_msg(s)
+        if m[1] in (1, 25):
+            return m
+
+
+def recv_until(s: socket.socket, kind: int, deadline_s: float) -> bytes | None:
+    """The next message of type `kind` within the deadline (others skipped)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        s.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            m = recv_msg(s)
+        except TimeoutError:
+            return None
+        if m[1] == kind:
+            return m
+    return None
+
+
+def test_roles_and_async_config(lab: Lab) -> None:
+    """Role requests (master, slave, equal; stale generation ids), a
+    slave's modifying messages refused with OFPBRC_IS_SLAVE, packet-ins
+    only to the roles whose async configuration asks for them (the
+    spec's defaults, then set-async), get-async."""
+    a, b = raw_conn(lab), raw_conn(lab)
+    r = role_request(a, 50, ROLE_MASTER, 10)
+    assert r[1] == 25 and struct.unpack("!IIQ", r[8:24]) == (ROLE_MASTER, 0, 10), r.hex()
+    # Stale generation id: OFPET_ROLE_REQUEST_FAILED / OFPRRFC_STALE.
+    e = role_request(b, 51, ROLE_MASTER, 9)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (51, 11, 0), e.hex()
+    r = role_request(b, 52, ROLE_SLAVE, 10)
+    assert struct.unpack("!I", r[8:12])[0] == ROLE_SLAVE
+    # The slave may read, not change.
+    b.sendall(flow_mod(53, b""))
+    e = recv_msg(b)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (53, 1, 10), e.hex()
+    b.sendall(packet_out(54, NO_BUFFER, OFPP_CONTROLLER, output(2), marked(MAC[1], b"x")))
+    e = recv_msg(b)
+    assert struct.unpack("!IHH", e[4:12]) == (54, 1, 10), e.hex()
+    b.sendall(struct.pack("!BBHI", 4, 20, 8, 55))  # barrier: still served
+    assert recv_msg(b)[1] == 21
+    # Misses go to the controller: the master gets them, the slave not.
+    lab.ofctl("add-flow", "priority=0,actions=controller")
+    send_raw(lab.hosts[1], marked(MAC[1], b"turnout-role-1"), 1)
+    pin = recv_until(a, 10, 5)
+    assert pin is not None and b"turnout-role-1" in pin, "the master gets the packet-in"
+    assert recv_until(b, 10, 1) is None, "a slave gets no packet-in by default"
+    # get-async: the spec's defaults; set-async: the slave asks for no-match.
+    b.sendall(struct.pack("!BBHI", 4, 26, 8, 56))
+    g = recv_msg(b)
+    assert g[1] == 27 and struct.unpack("!6I", g[8:32]) == (3, 0, 7, 7, 15, 0), g.hex()
+    b.sendall(struct.pack("!BBHI6I", 4, 28, 32, 57, 3, 1, 7, 7, 15, 0))
+    b.sendall(struct.pack("!BBHI", 4, 26, 8, 58))
+    assert struct.unpack("!6I", recv_until(b, 27, 5)[8:32]) == (3, 1, 7, 7, 15, 0)  # type: ignore[index]
+    send_raw(lab.hosts[1], marked(MAC[1], b"turnout-role-2"), 1)
+    for s in (a, b):
+        pin = recv_until(s, 10, 5)
+        assert pin is not None and b"turnout-role-2" in pin
+    # A new master (newer generation) demotes the old one, which then is
+    # refused a flow-mod.
+    r = role_request(b, 59, ROLE_MASTER, 11)
+    assert struct.unpack("!IIQ", r[8:24]) == (ROLE_MASTER, 0, 11)
+    a.sendall(flow_mod(60, b""))
+    e = recv_until(a, 1, 5)
+    assert e is not None and struct.unpack("!IHH", e[4:12]) == (60, 1, 10), e
+    # Equal: no generation check, and modifying again.
+    r = role_request(a, 61, ROLE_EQUAL, 0)
+    assert struct.unpack("!I", r[8:12])[0] == ROLE_EQUAL
+    a.close()
+    b.close()

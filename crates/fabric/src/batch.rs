@@ -18,8 +18,15 @@
 //! - backends fill the batch through an [`RxFill`]: zero-copy views with the
 //!   `unsafe` [`RxFill::push`] (the backend vouches for its memory), frames
 //!   that must be linearised with the safe [`RxFill::scratch`] /
-//!   [`RxFill::push_scratch`] pair, which copies into memory the batch owns.
+//!   [`RxFill::push_scratch`] pair, which copies into memory the batch owns;
+//! - a logic that must lengthen a frame (push a VLAN tag) calls
+//!   [`PktMut::insert`], which copies the frame into the unused rest of the
+//!   same scratch memory and points the view at the copy. Each view records
+//!   the scratch of the batch it lives in (never another batch's), and the
+//!   copy stays valid until the batch is received into again, by which time
+//!   the view is gone.
 
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
@@ -38,6 +45,63 @@ pub const DEFAULT_BATCH: usize = 256;
 /// are never written are never backed.
 pub const SCRATCH_B: usize = 1 << 20;
 
+/// Scratch memory of one batch: `cap` bytes at `base`, the first `used`
+/// handed out (to frames a backend linearised, or a logic lengthened).
+/// Owned by its [`RxBatch`] (or by [`with_frames`]) at a stable address,
+/// touched only by the thread holding the batch.
+#[derive(Debug)]
+struct Scratch {
+    base: NonNull<u8>,
+    cap: usize,
+    used: Cell<usize>,
+}
+
+impl Scratch {
+    /// `cap` zeroed bytes, leaked until [`Scratch::free`].
+    fn alloc(cap: usize) -> NonNull<Scratch> {
+        let buf: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
+        let raw = Box::into_raw(buf) as *mut u8;
+        let s = Box::new(Scratch {
+            // SAFETY: Box::into_raw never returns null.
+            base: unsafe { NonNull::new_unchecked(raw) },
+            cap,
+            used: Cell::new(0),
+        });
+        // SAFETY: Box::into_raw never returns null.
+        unsafe { NonNull::new_unchecked(Box::into_raw(s)) }
+    }
+
+    /// Frees what `alloc` returned.
+    ///
+    /// # Safety
+    /// `s` came from `alloc`, is freed once, and no view into it is used
+    /// afterwards.
+    unsafe fn free(s: NonNull<Scratch>) {
+        // SAFETY: the caller's contract; both boxes were made in `alloc`.
+        unsafe {
+            let s = Box::from_raw(s.as_ptr());
+            let slice = std::ptr::slice_from_raw_parts_mut(s.base.as_ptr(), s.cap);
+            drop(Box::from_raw(slice));
+        }
+    }
+
+    /// Bytes not handed out yet.
+    #[inline]
+    fn left(&self) -> usize {
+        self.cap - self.used.get()
+    }
+
+    /// The next `len` bytes not handed out yet (not marked used).
+    #[inline]
+    fn peek(&self, len: usize) -> Option<*mut u8> {
+        if len > self.left() {
+            return None;
+        }
+        // SAFETY: [used, used+len) is inside the allocation.
+        Some(unsafe { self.base.as_ptr().add(self.used.get()) })
+    }
+}
+
 /// A view of one received frame.
 ///
 /// Not `Copy`, not `Clone`: it lives in its batch and is lent out by
@@ -48,6 +112,9 @@ pub struct Pkt {
     len: u32,
     port: PortId,
     queue: QueueId,
+    /// The scratch memory of the batch the view lives in (null for views
+    /// made with [`Pkt::new`]: those cannot be lengthened).
+    scratch: *const Scratch,
 }
 
 // SAFETY: a Pkt is a view into a port buffer that the owning worker holds
@@ -69,6 +136,7 @@ impl Pkt {
             len,
             port,
             queue,
+            scratch: std::ptr::null(),
         }
     }
 
@@ -164,6 +232,65 @@ impl PktMut<'_> {
     }
 }
 
+impl PktMut<'_> {
+    /// Lengthens the frame by `n` zero bytes inserted at offset `at` (a
+    /// logic pushing a VLAN tag: `insert(12, 4)`), by copying it into the
+    /// unused rest of its batch's scratch memory and pointing the view at
+    /// the copy; the received buffer is left as it was. A frame that is
+    /// already the last thing in the scratch (lengthened before) grows in
+    /// place. False, and nothing changed, when the scratch left is too
+    /// small (or the view has none: [`Pkt::new`]), `at` is past the end,
+    /// or the frame would exceed `u32::MAX` bytes. Never allocates; costs
+    /// one copy of the frame.
+    #[inline]
+    pub fn insert(&mut self, at: usize, n: usize) -> bool {
+        let len = self.0.len as usize;
+        if self.0.scratch.is_null() || at > len {
+            return false;
+        }
+        let Some(new_len) = len.checked_add(n).filter(|&l| l <= u32::MAX as usize) else {
+            return false;
+        };
+        // SAFETY: a non-null `scratch` is that of the batch (or
+        // `with_frames` call) the view lives in, which outlives the view.
+        let s = unsafe { &*self.0.scratch };
+        let end = s.peek(0).expect("0 bytes always fit");
+        if len > 0 && self.0.ptr.wrapping_add(len) == end {
+            // The frame ends where the used scratch does: it is scratch
+            // this view alone refers to (views never share bytes), and the
+            // `n` bytes after it are free.
+            if s.peek(n).is_none() {
+                return false;
+            }
+            // SAFETY: [ptr, ptr+len+n) is this view's scratch plus free
+            // scratch; `copy` handles the overlap.
+            unsafe {
+                std::ptr::copy(self.0.ptr.add(at), self.0.ptr.add(at + n), len - at);
+                std::ptr::write_bytes(self.0.ptr.add(at), 0, n);
+            }
+            s.used.set(s.used.get() + n);
+            self.0.len = new_len as u32;
+            return true;
+        }
+        let Some(dst) = s.peek(new_len) else {
+            return false;
+        };
+        // SAFETY: `dst..dst+new_len` is scratch no view refers to (views
+        // into scratch lie below `used`), the source is the view's own
+        // frame, disjoint from it (it is received memory or scratch below
+        // `used`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.0.ptr, dst, at);
+            std::ptr::write_bytes(dst.add(at), 0, n);
+            std::ptr::copy_nonoverlapping(self.0.ptr.add(at), dst.add(at + n), len - at);
+        }
+        s.used.set(s.used.get() + new_len);
+        self.0.ptr = dst;
+        self.0.len = new_len as u32;
+        true
+    }
+}
+
 impl std::ops::Deref for PktMut<'_> {
     type Target = Pkt;
     #[inline]
@@ -223,20 +350,41 @@ impl std::ops::Deref for Pkts {
     }
 }
 
+/// Bytes of scratch memory [`with_frames`] gives each frame, beyond its
+/// length, for [`PktMut::insert`].
+pub const WITH_FRAMES_ROOM: usize = 64;
+
 /// Owned frames lent to `f` as one batch of views (tests and control-path
-/// tools: allocates).
+/// tools: allocates), with scratch memory of twice the frames' length plus
+/// [`WITH_FRAMES_ROOM`] bytes per frame. A frame lengthened by the logic
+/// lives in that scratch: read the views (not `frames`) to see it.
 pub fn with_frames<R>(
     frames: &mut [Vec<u8>],
     port: PortId,
     queue: QueueId,
     f: impl FnOnce(&mut Pkts) -> R,
 ) -> R {
+    /// Frees the scratch when the call ends, also on a panic in `f`.
+    struct Free(NonNull<Scratch>);
+    impl Drop for Free {
+        fn drop(&mut self) {
+            // SAFETY: allocated below, freed once; declared before the
+            // views, so dropped after them.
+            unsafe { Scratch::free(self.0) }
+        }
+    }
+    let cap: usize = frames.iter().map(|b| 2 * b.len() + WITH_FRAMES_ROOM).sum();
+    let free = Free(Scratch::alloc(cap.max(1)));
     let mut pkts: Vec<Pkt> = frames
         .iter_mut()
-        // SAFETY: `frames` is mutably borrowed for this whole call, so the
-        // buffers outlive the views (dropped before we return) and nobody
-        // else touches them meanwhile.
-        .map(|b| unsafe { Pkt::new(b.as_mut_ptr(), b.len() as u32, port, queue) })
+        .map(|b| {
+            // SAFETY: `frames` is mutably borrowed for this whole call, so
+            // the buffers outlive the views (dropped before we return) and
+            // nobody else touches them meanwhile.
+            let mut p = unsafe { Pkt::new(b.as_mut_ptr(), b.len() as u32, port, queue) };
+            p.scratch = free.0.as_ptr();
+            p
+        })
         .collect();
     f(Pkts::new_mut(&mut pkts))
 }
@@ -247,10 +395,9 @@ pub struct RxBatch {
     pkts: Box<[Pkt]>,
     len: usize,
     /// Scratch memory (`SCRATCH_B` bytes), owned through a raw pointer so
-    /// the views into it stay valid while the batch is borrowed.
-    scratch: NonNull<u8>,
-    scratch_len: usize,
-    scratch_used: usize,
+    /// the views into it (and the views' pointers to it) stay valid while
+    /// the batch is borrowed.
+    scratch: NonNull<Scratch>,
 }
 
 // SAFETY: the batch owns its scratch allocation and its views are only
@@ -259,9 +406,9 @@ unsafe impl Send for RxBatch {}
 
 impl Drop for RxBatch {
     fn drop(&mut self) {
-        let slice = std::ptr::slice_from_raw_parts_mut(self.scratch.as_ptr(), self.scratch_len);
-        // SAFETY: allocated in with_capacity as a Box<[u8]> of this length.
-        drop(unsafe { Box::from_raw(slice) });
+        // SAFETY: allocated in with_capacity, freed once; the views into
+        // it are gone (a Burst borrows the batch).
+        unsafe { Scratch::free(self.scratch) }
     }
 }
 
@@ -292,18 +439,13 @@ impl RxBatch {
                 len: 0,
                 port: 0,
                 queue: 0,
+                scratch: std::ptr::null(),
             })
             .collect();
-        let scratch: Box<[u8]> = vec![0u8; SCRATCH_B].into_boxed_slice();
-        let scratch_len = scratch.len();
-        let raw = Box::into_raw(scratch) as *mut u8;
         Self {
             pkts,
             len: 0,
-            // SAFETY: Box::into_raw never returns null.
-            scratch: unsafe { NonNull::new_unchecked(raw) },
-            scratch_len,
-            scratch_used: 0,
+            scratch: Scratch::alloc(SCRATCH_B),
         }
     }
 
@@ -323,8 +465,7 @@ impl RxBatch {
         port: PortId,
         queue: QueueId,
     ) -> Burst<'a, Q> {
-        self.len = 0;
-        self.scratch_used = 0;
+        self.clear();
         let mut fill = RxFill {
             batch: self,
             port,
@@ -342,7 +483,13 @@ impl RxBatch {
     #[inline]
     fn clear(&mut self) {
         self.len = 0;
-        self.scratch_used = 0;
+        self.scratch().used.set(0);
+    }
+
+    #[inline]
+    fn scratch(&self) -> &Scratch {
+        // SAFETY: allocated in with_capacity, freed only on drop.
+        unsafe { self.scratch.as_ref() }
     }
 }
 
@@ -396,6 +543,7 @@ impl RxFill<'_> {
             len,
             port: self.port,
             queue: self.queue,
+            scratch: b.scratch.as_ptr(),
         };
         b.len += 1;
         true
@@ -419,13 +567,11 @@ impl RxFill<'_> {
     /// [`RxFill::push_scratch`]; asking again hands out the same space.
     #[inline]
     pub fn scratch(&mut self, len: usize) -> Option<&mut [u8]> {
-        let b = &mut *self.batch;
-        if len > b.scratch_len - b.scratch_used {
-            return None;
-        }
+        let p = self.batch.scratch().peek(len)?;
         // SAFETY: [used, used+len) is inside the allocation and not viewed
-        // by any pushed frame (those lie below `used`).
-        Some(unsafe { std::slice::from_raw_parts_mut(b.scratch.as_ptr().add(b.scratch_used), len) })
+        // by any pushed frame (those lie below `used`); `&mut self` keeps
+        // a second slice from being handed out while this one lives.
+        Some(unsafe { std::slice::from_raw_parts_mut(p, len) })
     }
 
     /// Appends the first `len` bytes of the scratch space last handed out
@@ -433,16 +579,17 @@ impl RxFill<'_> {
     /// `len` exceeds the scratch left.
     #[inline]
     pub fn push_scratch(&mut self, len: usize) -> bool {
-        let b = &mut *self.batch;
-        if len > b.scratch_len - b.scratch_used || len > u32::MAX as usize {
+        if len > u32::MAX as usize {
             return false;
         }
-        // SAFETY: in bounds (checked above).
-        let ptr = unsafe { b.scratch.as_ptr().add(b.scratch_used) };
+        let Some(ptr) = self.batch.scratch().peek(len) else {
+            return false;
+        };
         if !self.put(ptr, len as u32) {
             return false;
         }
-        self.batch.scratch_used += len;
+        let s = self.batch.scratch();
+        s.used.set(s.used.get() + len);
         true
     }
 
@@ -659,6 +806,72 @@ mod tests {
         let b = batch.receive(&mut q, 0, 0);
         let got: Vec<&[u8]> = b.pkts().iter().map(|p| p.data()).collect();
         assert_eq!(got, vec![&b"earlier"[..], &b"inner"[..]]);
+    }
+
+    #[test]
+    fn insert_copies_into_the_batch_scratch_and_runs_out_cleanly() {
+        // Two received buffers; the first view is lengthened by 4 bytes at
+        // 12, the buffer itself untouched, the copy in the batch's scratch.
+        struct Two(Vec<Vec<u8>>);
+        impl RxQueue for Two {
+            fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
+                for b in self.0.iter_mut() {
+                    // SAFETY: owned by self, borrowed by the Burst.
+                    unsafe { rx.push(b.as_mut_ptr(), b.len() as u32) };
+                }
+                rx.len()
+            }
+            fn release(&mut self) {}
+        }
+        let f: Vec<u8> = (0..20u8).collect();
+        let mut q = Two(vec![f.clone(), vec![7; SCRATCH_B]]);
+        let mut batch = RxBatch::with_capacity(4);
+        {
+            let mut b = batch.receive(&mut q, 0, 0);
+            let mut p = b.pkts_mut().get_mut(0).unwrap();
+            assert!(p.insert(12, 4));
+            p.data_mut()[12..16].copy_from_slice(&[0x81, 0, 0, 5]);
+            let mut want = f[..12].to_vec();
+            want.extend([0x81, 0, 0, 5]);
+            want.extend(&f[12..]);
+            assert_eq!(p.data(), &want[..]);
+            assert!(!p.insert(25, 1), "past the end");
+            // Lengthened again: the copy is the last thing in the scratch,
+            // so it grows in place.
+            let at = p.data().as_ptr();
+            assert!(p.insert(24, 2));
+            assert_eq!(p.data().as_ptr(), at);
+            assert_eq!(p.len(), 26);
+            assert_eq!(&p.data()[..24], &want[..]);
+            assert_eq!(&p.data()[24..], &[0, 0]);
+            // The other frame is the whole scratch's size: no room for it.
+            let mut big = b.pkts_mut().get_mut(1).unwrap();
+            assert!(!big.insert(0, 1));
+            assert_eq!(big.len(), SCRATCH_B, "unchanged");
+        }
+        assert_eq!(q.0[0], f, "the received buffer is untouched");
+        // The next burst starts with the whole scratch free again.
+        let mut q = Two(vec![vec![1; SCRATCH_B - 8]]);
+        let mut b = batch.receive(&mut q, 0, 0);
+        assert!(b.pkts_mut().get_mut(0).unwrap().insert(0, 8));
+        assert!(!b.pkts_mut().get_mut(0).unwrap().insert(0, 1));
+    }
+
+    #[test]
+    fn views_without_scratch_cannot_grow_and_with_frames_views_can() {
+        let mut buf = vec![1u8; 16];
+        // SAFETY: `buf` outlives the view and is not touched meanwhile.
+        let mut p = [unsafe { Pkt::new(buf.as_mut_ptr(), 16, 0, 0) }];
+        assert!(!Pkts::new_mut(&mut p).get_mut(0).unwrap().insert(0, 4));
+        let mut frames = vec![vec![2u8; 14], vec![3u8; 60]];
+        let lens = with_frames(&mut frames, 0, 0, |p| {
+            for mut x in p.iter_mut() {
+                assert!(x.insert(12, 4));
+            }
+            p.iter().map(|x| x.len()).collect::<Vec<_>>()
+        });
+        assert_eq!(lens, vec![18, 64]);
+        assert_eq!(frames[0], vec![2u8; 14], "the owned buffers are untouched");
     }
 
     #[test]

@@ -45,11 +45,14 @@ pub enum DropReason {
     ControllerRateLimit,
     /// Meant for the controller, but no controller is connected.
     NoController,
+    /// The logic had to lengthen the frame (push a VLAN tag) and its
+    /// batch's scratch memory was used up (`PktMut::insert`).
+    NoRoom,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 18;
+    pub const COUNT: usize = 19;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -71,6 +74,7 @@ impl DropReason {
         DropReason::ControllerQueueFull,
         DropReason::ControllerRateLimit,
         DropReason::NoController,
+        DropReason::NoRoom,
     ];
 
     /// Stable lower-case name used in stats and metrics.
@@ -94,6 +98,7 @@ impl DropReason {
             DropReason::ControllerQueueFull => "controller_queue_full",
             DropReason::ControllerRateLimit => "controller_rate_limit",
             DropReason::NoController => "no_controller",
+            DropReason::NoRoom => "no_room",
         }
     }
 

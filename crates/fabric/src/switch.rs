@@ -448,7 +448,8 @@ impl Switch {
 
     /// Runs the logic on one frame from the control path, as if received
     /// on `ingress` (an OpenFlow packet-out to `OFPP_TABLE`); the frame is
-    /// rewritten in place and may shrink (`pop_vlan`): what is left of it
+    /// rewritten in place and may shrink (`pop_vlan`) or grow (`push_vlan`:
+    /// `frame` is then replaced by the longer frame): what is left of it
     /// afterwards is `frame[range]`, returned with the verdict. Classified as worker [`CONTROL_WORKER`], which owns no
     /// per-worker state.
     pub fn classify_one(
@@ -463,14 +464,22 @@ impl Switch {
         let mut v = [Verdict::Drop(DropReason::NoDestination)];
         let mut frames = [std::mem::take(frame)];
         let base = frames[0].as_ptr() as usize;
-        let range = crate::batch::with_frames(&mut frames, ingress, 0, |pkts| {
+        let cap = frames[0].len();
+        // A view inside the buffer (rewritten, maybe narrowed) is returned
+        // as a range of it; one the logic lengthened lives in the call's
+        // scratch and is copied out.
+        let (range, grown) = crate::batch::with_frames(&mut frames, ingress, 0, |pkts| {
             self.with_logic(|l| l.classify(&ctx, ingress, pkts, &mut v));
             let d = pkts[0].data();
-            let start = (d.as_ptr() as usize).saturating_sub(base);
-            start..start + d.len()
+            let start = (d.as_ptr() as usize).wrapping_sub(base);
+            if start <= cap && d.len() <= cap - start {
+                (start..start + d.len(), None)
+            } else {
+                (0..d.len(), Some(d.to_vec()))
+            }
         });
         let [f] = frames;
-        *frame = f;
+        *frame = grown.unwrap_or(f);
         (v[0], range)
     }
 

@@ -5,18 +5,26 @@ use crate::{Ctx, Logic, PortId, Verdict};
 /// Owns frame buffers and classifies them as one batch.
 pub struct Batch {
     pub frames: Vec<Vec<u8>>,
+    /// The frames as the views showed them after the last `classify` (a
+    /// popped tag gone, a pushed one there: a lengthened frame lives in
+    /// the batch's scratch, not in `frames`).
+    pub views: Vec<Vec<u8>>,
 }
 
 impl Batch {
     pub fn new(frames: Vec<Vec<u8>>) -> Self {
-        Batch { frames }
+        Batch {
+            frames,
+            views: Vec::new(),
+        }
     }
 
     /// Classifies every frame as received on `ingress` at `now_ns`.
     pub fn classify(&mut self, logic: &dyn Logic, ingress: PortId, now_ns: u64) -> Vec<Verdict> {
         let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); self.frames.len()];
-        fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
-            logic.classify(&Ctx { now_ns, worker: 0 }, ingress, pkts, &mut v)
+        self.views = fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
+            logic.classify(&Ctx { now_ns, worker: 0 }, ingress, pkts, &mut v);
+            pkts.iter().map(|p| p.data().to_vec()).collect()
         });
         v
     }

@@ -41,7 +41,25 @@ pub mod t {
     pub const BARRIER_REQUEST: u8 = 20;
     pub const BARRIER_REPLY: u8 = 21;
     pub const ROLE_REQUEST: u8 = 24;
+    pub const ROLE_REPLY: u8 = 25;
+    pub const GET_ASYNC_REQUEST: u8 = 26;
+    pub const GET_ASYNC_REPLY: u8 = 27;
+    pub const SET_ASYNC: u8 = 28;
     pub const METER_MOD: u8 = 29;
+}
+
+/// `enum ofp_controller_role`.
+pub mod role {
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
+/// `OFPET_ROLE_REQUEST_FAILED` codes.
+pub mod rrfc {
+    pub const STALE: u16 = 0;
+    pub const BAD_ROLE: u16 = 2;
 }
 
 /// Error types (`enum ofp_error_type`).
@@ -56,7 +74,23 @@ pub mod et {
     pub const PORT_MOD_FAILED: u16 = 7;
     pub const TABLE_MOD_FAILED: u16 = 8;
     pub const SWITCH_CONFIG_FAILED: u16 = 10;
+    pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const METER_MOD_FAILED: u16 = 12;
+}
+
+/// `OFPET_METER_MOD_FAILED` codes.
+pub mod mmfc {
+    pub const INVALID_METER: u16 = 2;
+    pub const UNKNOWN_METER: u16 = 3;
+    pub const BAD_COMMAND: u16 = 4;
+    pub const OUT_OF_METERS: u16 = 10;
+}
+
+/// `enum ofp_meter_mod_command`.
+pub mod mc {
+    pub const ADD: u16 = 0;
+    pub const MODIFY: u16 = 1;
+    pub const DELETE: u16 = 2;
 }
 
 /// `OFPET_HELLO_FAILED` codes.
@@ -74,6 +108,7 @@ pub mod brc {
     pub const BAD_LEN: u16 = 6;
     pub const BUFFER_UNKNOWN: u16 = 8;
     pub const BAD_TABLE_ID: u16 = 9;
+    pub const IS_SLAVE: u16 = 10;
     pub const BAD_PORT: u16 = 11;
     pub const BAD_PACKET: u16 = 12;
 }
@@ -203,6 +238,9 @@ pub mod mp {
     pub const GROUP: u16 = 6;
     pub const GROUP_DESC: u16 = 7;
     pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
     /// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.

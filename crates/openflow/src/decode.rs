@@ -578,6 +578,11 @@ pub enum MultipartRequest {
     Group(u32),
     GroupDesc,
     GroupFeatures,
+    /// Meter statistics of one meter (`OFPM_ALL`: all).
+    Meter(u32),
+    /// Meter configuration of one meter (`OFPM_ALL`: all).
+    MeterConfig(u32),
+    MeterFeatures,
 }
 
 fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpError> {
@@ -618,6 +623,20 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
         mp::GROUP_FEATURES => {
             empty(r)?;
             MultipartRequest::GroupFeatures
+        }
+        mp::METER | mp::METER_CONFIG => {
+            let m = r.u32(e)?;
+            r.take(4, e)?;
+            empty(r)?;
+            if ty == mp::METER {
+                MultipartRequest::Meter(m)
+            } else {
+                MultipartRequest::MeterConfig(m)
+            }
+        }
+        mp::METER_FEATURES => {
+            empty(r)?;
+            MultipartRequest::MeterFeatures
         }
         mp::PORT_STATS => {
             let p = r.u32(e)?;
@@ -663,6 +682,29 @@ pub struct PacketOut {
     pub data: Vec<u8>,
 }
 
+/// `struct ofp_async_config`: per kind, the reasons (bit n = reason n)
+/// sent to a connection in the master or equal role (`[0]`) and in the
+/// slave role (`[1]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncConfig {
+    pub packet_in: [u32; 2],
+    pub port_status: [u32; 2],
+    pub flow_removed: [u32; 2],
+}
+
+impl Default for AsyncConfig {
+    /// OpenFlow 1.3's defaults (section 7.3.10 / 6.1.1): masters and
+    /// equals get packet-ins of no-match and action, every port-status and
+    /// flow-removed; slaves only port-status.
+    fn default() -> AsyncConfig {
+        AsyncConfig {
+            packet_in: [0b011, 0],
+            port_status: [0b111, 0b111],
+            flow_removed: [0b1111, 0],
+        }
+    }
+}
+
 /// A message a switch receives (or, for hello/error/echo, either side).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -690,6 +732,20 @@ pub enum Message {
     BarrierRequest,
     PacketOut(PacketOut),
     GroupMod(crate::group::GroupMod),
+    /// `OFPT_ROLE_REQUEST` (`role::*`).
+    RoleRequest {
+        role: u32,
+        generation_id: u64,
+    },
+    GetAsyncRequest,
+    SetAsync(AsyncConfig),
+    /// `OFPT_METER_MOD`: command, flags, meter id (the bands are not
+    /// decoded: turnoutd has no meters to give them to).
+    MeterMod {
+        command: u16,
+        flags: u16,
+        meter_id: u32,
+    },
 }
 
 /// Decodes one whole message `b` (exactly its header's length). A hello is
@@ -757,6 +813,52 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
         }
         t::FLOW_MOD => Message::FlowMod(decode_flow_mod(&mut r)?),
         t::GROUP_MOD => Message::GroupMod(crate::group::decode_group_mod(&mut r)?),
+        t::ROLE_REQUEST => {
+            let role = r.u32(e)?;
+            r.take(4, e)?;
+            let generation_id = r.u64(e)?;
+            empty(&r)?;
+            Message::RoleRequest {
+                role,
+                generation_id,
+            }
+        }
+        t::GET_ASYNC_REQUEST => {
+            empty(&r)?;
+            Message::GetAsyncRequest
+        }
+        t::SET_ASYNC => {
+            let mut m = [0u32; 6];
+            for x in m.iter_mut() {
+                *x = r.u32(e)?;
+            }
+            empty(&r)?;
+            Message::SetAsync(AsyncConfig {
+                packet_in: [m[0], m[1]],
+                port_status: [m[2], m[3]],
+                flow_removed: [m[4], m[5]],
+            })
+        }
+        t::METER_MOD => {
+            let command = r.u16(e)?;
+            let flags = r.u16(e)?;
+            let meter_id = r.u32(e)?;
+            // Bands: whole `ofp_meter_band_header`s (type, len, rate, burst).
+            let mut bands = Reader::new(r.rest());
+            while !bands.is_empty() {
+                bands.u16(e)?;
+                let len = bands.u16(e)? as usize;
+                if len < 16 || !len.is_multiple_of(8) {
+                    return Err(e);
+                }
+                bands.take(len - 4, e)?;
+            }
+            Message::MeterMod {
+                command,
+                flags,
+                meter_id,
+            }
+        }
         t::MULTIPART_REQUEST => {
             let (flags, req) = decode_multipart(&mut r)?;
             Message::Multipart { flags, req }

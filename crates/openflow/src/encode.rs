@@ -1,7 +1,7 @@
 //! Encoding of the messages a switch sends.
 
 use crate::consts::*;
-use crate::decode::{Action, Instruction, Oxm};
+use crate::decode::{Action, AsyncConfig, Instruction, Oxm};
 
 /// Message builder: header first, length patched by [`Msg::finish`].
 pub struct Msg(Vec<u8>);
@@ -116,6 +116,22 @@ pub fn get_config_reply(xid: u32, flags: u16, miss_send_len: u16) -> Vec<u8> {
     m.finish()
 }
 
+/// `OFPT_ROLE_REPLY`.
+pub fn role_reply(xid: u32, role: u32, generation_id: u64) -> Vec<u8> {
+    let mut m = Msg::new(t::ROLE_REPLY, xid);
+    m.u32(role).zeros(4).u64(generation_id);
+    m.finish()
+}
+
+/// `OFPT_GET_ASYNC_REPLY`.
+pub fn get_async_reply(xid: u32, c: &AsyncConfig) -> Vec<u8> {
+    let mut m = Msg::new(t::GET_ASYNC_REPLY, xid);
+    for v in [c.packet_in, c.port_status, c.flow_removed] {
+        m.u32(v[0]).u32(v[1]);
+    }
+    m.finish()
+}
+
 /// Appends a `struct ofp_match` (OXM, padded to 8 bytes).
 pub fn put_match(m: &mut Msg, fields: &[Oxm]) {
     let start = m.len();
@@ -197,6 +213,25 @@ pub fn put_instructions(m: &mut Msg, insts: &[Instruction]) {
             }
         }
     }
+}
+
+/// `struct ofp_meter_features`: `max_meter` meters (0: none), band types,
+/// capabilities, bands and colours per meter.
+pub fn meter_features_body(
+    max_meter: u32,
+    band_types: u32,
+    capabilities: u32,
+    max_bands: u8,
+    max_color: u8,
+) -> Vec<u8> {
+    let mut m = Msg(Vec::with_capacity(16));
+    m.u32(max_meter)
+        .u32(band_types)
+        .u32(capabilities)
+        .u8(max_bands)
+        .u8(max_color)
+        .zeros(2);
+    m.0
 }
 
 /// Splits multipart reply bodies (`parts`, each one whole entry) into

@@ -461,13 +461,81 @@ fn multipart_requests() {
         (r.table_id, r.out_port, r.matches.len()),
         (0xff, port::ANY, 0)
     );
-    // Unknown multipart type (meter stats, 9): BAD_MULTIPART.
+    // Meter stats and config of OFPM_ALL, meter features.
+    for (ty, want) in [
+        (mp::METER, MultipartRequest::Meter(0xffff_ffff)),
+        (mp::METER_CONFIG, MultipartRequest::MeterConfig(0xffff_ffff)),
+    ] {
+        let mut m = hdr(t::MULTIPART_REQUEST, 0, 5);
+        m.extend_from_slice(&[0, ty as u8, 0, 0, 0, 0, 0, 0]);
+        m.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        set_len(&mut m);
+        assert_eq!(
+            decode(&m).unwrap().1,
+            Message::Multipart {
+                flags: 0,
+                req: want
+            }
+        );
+        m.truncate(m.len() - 4);
+        set_len(&mut m);
+        assert_eq!(err_of(&m), OfpError::bad_len(), "meter request cut short");
+    }
+    let mut m = hdr(t::MULTIPART_REQUEST, 16, 6);
+    m.extend_from_slice(&[0, 11, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(
+        decode(&m).unwrap().1,
+        Message::Multipart {
+            flags: 0,
+            req: MultipartRequest::MeterFeatures
+        }
+    );
+    assert_eq!(meter_features_body(0, 0, 0, 0, 0), vec![0; 16]);
+    // Unknown multipart type (queue stats, 5): BAD_MULTIPART.
     let mut u = hdr(t::MULTIPART_REQUEST, 16, 4);
-    u.extend_from_slice(&[0, 9, 0, 0, 0, 0, 0, 0]);
+    u.extend_from_slice(&[0, 5, 0, 0, 0, 0, 0, 0]);
     assert_eq!(
         err_of(&u),
         OfpError::new(et::BAD_REQUEST, brc::BAD_MULTIPART)
     );
+}
+
+#[test]
+fn meter_mod_decodes_with_its_bands_checked() {
+    // ADD meter 1, kbps, one drop band of 1000 kb/s (ofp_meter_band_drop).
+    let mut v = hdr(t::METER_MOD, 0, 9);
+    v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+    v.extend_from_slice(&[0, 1, 0, 16, 0, 0, 0x03, 0xe8, 0, 0, 0, 0, 0, 0, 0, 0]);
+    set_len(&mut v);
+    assert_eq!(
+        decode(&v).unwrap().1,
+        Message::MeterMod {
+            command: mc::ADD,
+            flags: 1,
+            meter_id: 1
+        }
+    );
+    // A band whose length is not a multiple of 8, or runs past the end.
+    let mut b = v.clone();
+    b[8 + 8 + 3] = 12;
+    assert_eq!(err_of(&b), OfpError::bad_len());
+    let mut b = v.clone();
+    b[8 + 8 + 3] = 24;
+    assert_eq!(err_of(&b), OfpError::bad_len());
+    // No bands (a delete) is fine; a body cut short is not.
+    let mut d = hdr(t::METER_MOD, 0, 10);
+    d.extend_from_slice(&[0, 2, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    set_len(&mut d);
+    assert!(matches!(
+        decode(&d).unwrap().1,
+        Message::MeterMod {
+            command: mc::DELETE,
+            ..
+        }
+    ));
+    d.truncate(12);
+    set_len(&mut d);
+    assert_eq!(err_of(&d), OfpError::bad_len());
 }
 
 #[test]

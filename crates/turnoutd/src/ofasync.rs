@@ -11,14 +11,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::{DropReason, PortId, PortStats, Verdict};
 use logic::flows::ofp::{actions_from_of, of_port, port_id};
 use logic::flows::{extract, pktin, Action, Field, Flows};
-use openflow::{bac, brc, et, oxm, port, OfpError, Oxm, PacketOut};
+use openflow::{bac, brc, et, oxm, port, role, rrfc, AsyncConfig, OfpError, Oxm, PacketOut};
 
 use crate::daemon::Daemon;
 use crate::log::Level;
@@ -38,11 +38,67 @@ pub const PPR_MODIFY: u8 = 2;
 /// A connection's writer, shared by its session and the dispatcher.
 pub type Writer = Arc<Mutex<Box<dyn Write + Send>>>;
 
+/// Kinds of asynchronous messages a connection can filter (set-async).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AsyncKind {
+    PacketIn,
+    PortStatus,
+    FlowRemoved,
+}
+
+/// A connection's controller role and asynchronous configuration, shared
+/// by its session (role requests, set-async) and the dispatcher.
+pub struct ConnState {
+    role: AtomicU32,
+    config: Mutex<AsyncConfig>,
+}
+
+impl Default for ConnState {
+    fn default() -> ConnState {
+        ConnState {
+            role: AtomicU32::new(role::EQUAL),
+            config: Mutex::new(AsyncConfig::default()),
+        }
+    }
+}
+
+impl ConnState {
+    /// `role::EQUAL`, `MASTER` or `SLAVE`.
+    pub fn role(&self) -> u32 {
+        self.role.load(Ordering::Acquire)
+    }
+
+    /// The asynchronous configuration (set-async).
+    pub fn config(&self) -> AsyncConfig {
+        *self.config.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the asynchronous configuration.
+    pub fn set_config(&self, c: AsyncConfig) {
+        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = c;
+    }
+
+    /// Whether a message of `kind` and `reason` goes to this connection in
+    /// its present role.
+    pub fn wants(&self, kind: AsyncKind, reason: u8) -> bool {
+        let c = self.config();
+        let i = (self.role() == role::SLAVE) as usize;
+        let mask = match kind {
+            AsyncKind::PacketIn => c.packet_in[i],
+            AsyncKind::PortStatus => c.port_status[i],
+            AsyncKind::FlowRemoved => c.flow_removed[i],
+        };
+        reason < 32 && mask & (1 << reason) != 0
+    }
+}
+
 /// The connections that receive asynchronous messages.
 #[derive(Default)]
 pub struct Hub {
-    conns: Mutex<Vec<(u64, Writer)>>,
+    conns: Mutex<Vec<(u64, Writer, Arc<ConnState>)>>,
     next: AtomicU64,
+    /// The last generation id of a master or slave role request.
+    generation: Mutex<Option<u64>>,
     /// Packet-ins and port-status messages written.
     pub sent: AtomicU64,
     /// Asynchronous messages a connection did not take (write failed).
@@ -61,18 +117,18 @@ impl Drop for Registration {
             .conns
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|(i, _)| *i != self.id);
+            .retain(|(i, _, _)| *i != self.id);
     }
 }
 
 impl Hub {
     /// Adds a connection; it receives messages until the registration drops.
-    pub fn register(self: &Arc<Self>, w: Writer) -> Registration {
+    pub fn register(self: &Arc<Self>, w: Writer, state: Arc<ConnState>) -> Registration {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.conns
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((id, w));
+            .push((id, w, state));
         Registration {
             hub: self.clone(),
             id,
@@ -89,16 +145,64 @@ impl Hub {
         self.len() == 0
     }
 
-    /// Writes `msg` to every connection. A connection that does not take it
-    /// (its write timeout) is skipped; its session notices the broken
+    /// Connections that take packet-ins of some reason in their role.
+    pub fn packet_in_receivers(&self) -> usize {
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(_, _, s)| (0..3).any(|r| s.wants(AsyncKind::PacketIn, r)))
+            .count()
+    }
+
+    /// An `OFPT_ROLE_REQUEST` from the connection of `state` (OpenFlow 1.3,
+    /// 6.3.5): the role and generation id to reply with. Master and slave
+    /// requests carry a generation id that must not be older than the last
+    /// one seen (`OFPRRFC_STALE`); a new master turns the others' master
+    /// role into slave.
+    pub fn role_request(
+        &self,
+        state: &Arc<ConnState>,
+        want: u32,
+        generation_id: u64,
+    ) -> Result<(u32, u64), OfpError> {
+        let mut g = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        match want {
+            role::NOCHANGE => {}
+            role::EQUAL => state.role.store(role::EQUAL, Ordering::Release),
+            role::MASTER | role::SLAVE => {
+                if let Some(cur) = *g {
+                    if (generation_id.wrapping_sub(cur) as i64) < 0 {
+                        return Err(OfpError::new(et::ROLE_REQUEST_FAILED, rrfc::STALE));
+                    }
+                }
+                *g = Some(generation_id);
+                if want == role::MASTER {
+                    for (_, _, s) in self.conns.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                        if !Arc::ptr_eq(s, state) && s.role() == role::MASTER {
+                            s.role.store(role::SLAVE, Ordering::Release);
+                        }
+                    }
+                }
+                state.role.store(want, Ordering::Release);
+            }
+            _ => return Err(OfpError::new(et::ROLE_REQUEST_FAILED, rrfc::BAD_ROLE)),
+        }
+        Ok((state.role(), g.unwrap_or(0)))
+    }
+
+    /// Writes `msg` to every connection that takes a message of `kind` and
+    /// `reason` (its role and set-async). A connection that does not take
+    /// it (its write timeout) is skipped; its session notices the broken
     /// socket on its own.
-    fn broadcast(&self, msg: &[u8]) {
+    fn broadcast(&self, msg: &[u8], kind: AsyncKind, reason: u8) {
         let conns: Vec<Writer> = self
             .conns
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .map(|(_, w)| w.clone())
+            .filter(|(_, _, s)| s.wants(kind, reason))
+            .map(|(_, w, _)| w.clone())
             .collect();
         for w in conns {
             let ok = w
@@ -178,7 +282,7 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
     let mut polled = Instant::now();
     let mut q = queue(&daemon);
     while !stop.load(Ordering::Acquire) {
-        let n = hub.len();
+        let n = hub.packet_in_receivers();
         if let Some(q) = &q {
             q.set_controllers(n);
         }
@@ -197,7 +301,7 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
                     &[Oxm::exact(oxm::IN_PORT, of_port(p.in_port) as u128)],
                     &p.data,
                 );
-                hub.broadcast(&msg);
+                hub.broadcast(&msg, AsyncKind::PacketIn, p.reason);
             }
         }
         if polled.elapsed() >= PORT_POLL {
@@ -221,7 +325,11 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
                     port = d.name,
                     reason = reason
                 );
-                hub.broadcast(&openflow::port_status(0, reason, &d));
+                hub.broadcast(
+                    &openflow::port_status(0, reason, &d),
+                    AsyncKind::PortStatus,
+                    reason,
+                );
             }
         }
         if moved == 0 {
@@ -271,6 +379,11 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
     if matches!(k.get(Field::DlType), 0x0800 | 0x86dd) {
         pkt_match.push(Oxm::exact(oxm::IP_PROTO, k.get(Field::NwProto)));
     }
+    // A VLAN set-field needs a tag: the packet's, or one pushed before.
+    let tag = Oxm::exact(oxm::VLAN_VID, oxm::VID_PRESENT as u128);
+    if k.get(Field::VlanTci) & oxm::VID_PRESENT as u128 != 0 {
+        pkt_match.push(tag);
+    }
     let ports = sw.port_ids();
     let mut steps: Vec<Result<Out, Action>> = Vec::new();
     for a in &po.actions {
@@ -287,6 +400,11 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             continue;
         }
         let acts = actions_from_of(std::slice::from_ref(a), &pkt_match)?;
+        match a {
+            openflow::Action::PushVlan(_) => pkt_match.push(tag),
+            openflow::Action::PopVlan => pkt_match.retain(|o| o.field != oxm::VLAN_VID),
+            _ => {}
+        }
         steps.extend(acts.into_iter().map(Err));
     }
     let mut frame = po.data.clone();
@@ -368,5 +486,63 @@ mod tests {
             ]
         );
         assert!(port_changes(&b, &b).is_empty());
+    }
+
+    #[test]
+    fn roles_generation_ids_and_async_masks() {
+        let hub = Arc::new(Hub::default());
+        let w = || -> Writer { Arc::new(Mutex::new(Box::new(Vec::<u8>::new()))) };
+        let (a, b) = (
+            Arc::new(ConnState::default()),
+            Arc::new(ConnState::default()),
+        );
+        let _ra = hub.register(w(), a.clone());
+        let _rb = hub.register(w(), b.clone());
+        // Equals by default: both take packet-ins, port-status, flow-removed.
+        assert_eq!(hub.packet_in_receivers(), 2);
+        assert_eq!(
+            hub.role_request(&a, role::NOCHANGE, 0).unwrap(),
+            (role::EQUAL, 0)
+        );
+        assert_eq!(
+            hub.role_request(&a, role::MASTER, 5).unwrap(),
+            (role::MASTER, 5)
+        );
+        // An older generation is stale (signed distance, so it wraps).
+        let stale = OfpError::new(et::ROLE_REQUEST_FAILED, rrfc::STALE);
+        assert_eq!(hub.role_request(&b, role::MASTER, 4).unwrap_err(), stale);
+        assert_eq!(
+            hub.role_request(&b, role::SLAVE, 5).unwrap(),
+            (role::SLAVE, 5)
+        );
+        assert_eq!(hub.packet_in_receivers(), 1, "a slave takes no packet-ins");
+        assert!(b.wants(AsyncKind::PortStatus, 0) && !b.wants(AsyncKind::FlowRemoved, 0));
+        // A new master demotes the old one.
+        assert_eq!(
+            hub.role_request(&b, role::MASTER, 6).unwrap(),
+            (role::MASTER, 6)
+        );
+        assert_eq!(a.role(), role::SLAVE);
+        assert_eq!(
+            hub.role_request(&a, role::MASTER, u64::MAX).unwrap_err(),
+            stale
+        );
+        assert_eq!(
+            hub.role_request(&a, 7, 9).unwrap_err(),
+            OfpError::new(et::ROLE_REQUEST_FAILED, rrfc::BAD_ROLE)
+        );
+        // set-async: the slave asks for no-match packet-ins after all.
+        let mut c = a.config();
+        c.packet_in[1] = 1 << pktin::REASON_NO_MATCH;
+        a.set_config(c);
+        assert!(a.wants(AsyncKind::PacketIn, pktin::REASON_NO_MATCH));
+        assert!(!a.wants(AsyncKind::PacketIn, pktin::REASON_ACTION));
+        assert_eq!(hub.packet_in_receivers(), 2);
+        // Equal needs no generation id and leaves the others alone.
+        assert_eq!(
+            hub.role_request(&a, role::EQUAL, 0).unwrap(),
+            (role::EQUAL, 6)
+        );
+        assert_eq!(b.role(), role::MASTER);
     }
 }

@@ -33,12 +33,12 @@ use std::time::{Duration, Instant};
 use logic::flows::ofp::{of_port, port_id, MAX_FLOW_MODS};
 use logic::flows::Flows;
 use openflow::{
-    brc, et, mp, port, FlowMod, FlowStatsRequest, Header, Message, MultipartRequest, OfpError,
+    brc, et, mp, port, t, FlowMod, FlowStatsRequest, Header, Message, MultipartRequest, OfpError,
 };
 
 use crate::daemon::Daemon;
 use crate::log::Level;
-use crate::ofasync::{Hub, Registration, Writer};
+use crate::ofasync::{AsyncKind, ConnState, Hub, Registration, Writer};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -334,6 +334,8 @@ struct Session {
     xid: u32,
     /// Flow-removed notices: (logic instance, next notice to send).
     removed: Option<(u64, u64)>,
+    /// Role and set-async configuration (shared with the dispatcher).
+    conn: Arc<ConnState>,
 }
 
 impl Session {
@@ -346,6 +348,7 @@ impl Session {
             miss_send_len: 128,
             xid: 1,
             removed: None,
+            conn: Arc::default(),
         }
     }
 
@@ -427,8 +430,11 @@ impl Session {
                 };
                 let msg = &buf[off..off + n];
                 off += n;
+                // A slave's flow-mods go to handle(), which refuses them
+                // (its role changes only in handle(), after a flush).
+                let slave = self.conn.role() == openflow::role::SLAVE;
                 let fm = match Header::peek(msg) {
-                    Some(h) if self.hello && h.kind == openflow::t::FLOW_MOD => {
+                    Some(h) if self.hello && !slave && h.kind == openflow::t::FLOW_MOD => {
                         match openflow::decode(msg) {
                             Ok((_, Message::FlowMod(fm))) => Some(fm),
                             _ => None, // handle() answers with the error
@@ -462,7 +468,7 @@ impl Session {
                     return why;
                 }
                 if self.hello && registered.is_none() {
-                    registered = Some(self.hub.register(w.clone()));
+                    registered = Some(self.hub.register(w.clone(), self.conn.clone()));
                 }
             }
             for r in self.flow_mods(&mods) {
@@ -479,6 +485,13 @@ impl Session {
     fn handle(&mut self, b: &[u8]) -> (Vec<Vec<u8>>, Option<String>) {
         let xid = Header::peek(b).map_or(0, |h| h.xid);
         let err = |e: OfpError| vec![openflow::error(xid, e.kind, e.code, b)];
+        let slave = self.conn.role() == openflow::role::SLAVE;
+        let is_slave = || err(OfpError::new(et::BAD_REQUEST, brc::IS_SLAVE));
+        // Port-mod and table-mod are not implemented, but a slave is told
+        // first that it may not send them.
+        if slave && Header::peek(b).is_some_and(|h| matches!(h.kind, t::PORT_MOD | t::TABLE_MOD)) {
+            return (is_slave(), None);
+        }
         let (h, m) = match openflow::decode(b) {
             Ok(x) => x,
             Err(e) => {
@@ -515,6 +528,27 @@ impl Session {
             self.hello = true;
         }
         let replies = match m {
+            // A slave controller may read, not change (OpenFlow 1.3, 6.3.5).
+            Message::FlowMod(_)
+            | Message::GroupMod(_)
+            | Message::PacketOut(_)
+            | Message::MeterMod { .. }
+                if slave =>
+            {
+                is_slave()
+            }
+            Message::RoleRequest {
+                role,
+                generation_id,
+            } => match self.hub.role_request(&self.conn, role, generation_id) {
+                Ok((r, g)) => vec![openflow::role_reply(xid, r, g)],
+                Err(e) => err(e),
+            },
+            Message::GetAsyncRequest => vec![openflow::get_async_reply(xid, &self.conn.config())],
+            Message::SetAsync(c) => {
+                self.conn.set_config(c);
+                vec![]
+            }
             Message::Hello(_) => vec![],
             Message::Error { kind, code, .. } => {
                 let e = OfpError::new(kind, code);
@@ -571,6 +605,20 @@ impl Session {
                 Some(Err(e)) => err(e),
                 None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
             },
+            // turnoutd has no meter table (docs/flows.md): nothing can be
+            // added or modified; deleting finds nothing to delete.
+            Message::MeterMod {
+                command, meter_id, ..
+            } => {
+                let mm = |c| err(OfpError::new(et::METER_MOD_FAILED, c));
+                match command {
+                    _ if meter_id == 0 => mm(openflow::mmfc::INVALID_METER),
+                    openflow::mc::ADD => mm(openflow::mmfc::OUT_OF_METERS),
+                    openflow::mc::MODIFY => mm(openflow::mmfc::UNKNOWN_METER),
+                    openflow::mc::DELETE => vec![],
+                    _ => mm(openflow::mmfc::BAD_COMMAND),
+                }
+            }
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
             Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
                 Ok(()) => vec![],
@@ -624,7 +672,9 @@ impl Session {
         };
         self.removed = Some((inst, next));
         for (reason, s) in v {
-            c.write_all(&openflow::flow_removed(0, &s, reason))?;
+            if self.conn.wants(AsyncKind::FlowRemoved, reason) {
+                c.write_all(&openflow::flow_removed(0, &s, reason))?;
+            }
         }
         Ok(())
     }
@@ -707,6 +757,13 @@ impl Session {
                 let parts: Vec<Vec<u8>> = stats.iter().map(openflow::group_stats_entry).collect();
                 reply(mp::GROUP, &parts)
             }
+            // No meters: none to list, and features saying so.
+            MultipartRequest::Meter(_) => reply(mp::METER, &[]),
+            MultipartRequest::MeterConfig(_) => reply(mp::METER_CONFIG, &[]),
+            MultipartRequest::MeterFeatures => reply(
+                mp::METER_FEATURES,
+                &[openflow::meter_features_body(0, 0, 0, 0, 0)],
+            ),
             MultipartRequest::GroupFeatures => {
                 use logic::flows::MAX_OF_GROUPS as M;
                 let (all, ind) = (openflow::gt::ALL, openflow::gt::INDIRECT);

@@ -146,6 +146,31 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
                     continue;
                 }
                 Action::OfGroup(_) => unreachable!("the generators make no group:N"),
+                Action::PushVlan(t) => {
+                    frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
+                    continue;
+                }
+                Action::SetVlanVid(v) => {
+                    if frame.len() >= 18
+                        && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
+                            frame[12], frame[13],
+                        ]))
+                    {
+                        frame[14] = (frame[14] & 0xf0) | (v >> 8) as u8;
+                        frame[15] = v as u8;
+                    }
+                    continue;
+                }
+                Action::SetVlanPcp(p) => {
+                    if frame.len() >= 18
+                        && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
+                            frame[12], frame[13],
+                        ]))
+                    {
+                        frame[14] = (frame[14] & 0x1f) | (p << 5);
+                    }
+                    continue;
+                }
                 Action::PopVlan => {
                     if frame.len() >= 18
                         && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([
@@ -185,8 +210,18 @@ fn match_text(shape: u8, a: u8, b: u8) -> String {
 }
 
 fn action_text(kind: u8, a: u8, ip: bool, l4: bool) -> Option<String> {
-    Some(match kind % 10 {
+    Some(match kind % 13 {
         0 | 1 => format!("output:{}", a % 4),
+        10 => format!("mod_vlan_vid:{}", 1 + a % 3),
+        11 => format!(
+            "push_vlan:{}",
+            if a.is_multiple_of(2) {
+                "0x8100"
+            } else {
+                "0x88a8"
+            }
+        ),
+        12 => format!("mod_vlan_pcp:{}", a % 8),
         2 => "flood".into(),
         3 => format!("mod_dl_dst:02:00:00:00:00:0{}", a % 3),
         4 if ip => format!("mod_nw_dst:10.0.{}.{}", a % 4, (a / 4) % 4),

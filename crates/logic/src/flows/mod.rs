@@ -1010,7 +1010,12 @@ impl Flows {
         let (hits, misses) = self.cache_stats.get();
         let cache =
             json!({"entries_per_worker": self.cache.per_worker(), "hits": hits, "misses": misses});
-        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed), "cache": cache})
+        let pi = self.packet_ins.stats();
+        let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
+            "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
+            "no_controller": pi.no_controller, "controllers": self.packet_ins.controllers()});
+        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed), "cache": cache,
+               "packet_ins": packet_ins})
     }
 }
 
@@ -1157,6 +1162,16 @@ fn set_tp(b: &mut [u8], at: usize, p: u16) {
 #[inline]
 fn write_mac(b: &mut [u8], off: usize, m: u64) {
     b[off..off + 6].copy_from_slice(&m.to_be_bytes()[2..]);
+}
+
+/// Sets the bits `mask` of the outer VLAN tag's TCI to `v`; nothing if the
+/// frame has no tag.
+#[inline]
+fn set_tci(b: &mut [u8], mask: u16, v: u16) {
+    if b.len() >= 18 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+        let tci = u16::from_be_bytes([b[14], b[15]]);
+        b[14..16].copy_from_slice(&((tci & !mask) | (v & mask)).to_be_bytes());
+    }
 }
 
 /// Counters of one batch, added to the shared atomics once at its end
@@ -1480,6 +1495,34 @@ impl Flows {
                 }
                 Action::SetTpDst(port) => {
                     set_tp(p.data_mut(), 2, port);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::PushVlan(tpid) => {
+                    // The key does not tell how many tags the frame had: a
+                    // lookup after a push is not cached (as after a pop).
+                    popped = true;
+                    if !p.insert(12, 4) {
+                        *out = Some(Verdict::Drop(DropReason::NoRoom));
+                        continue;
+                    }
+                    p.data_mut()[12..16].copy_from_slice(&[(tpid >> 8) as u8, tpid as u8, 0, 0]);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::SetVlanVid(vid) => {
+                    set_tci(p.data_mut(), 0x0fff, vid);
+                    if KEYED {
+                        *k = extract(p.data(), ingress);
+                    }
+                    continue;
+                }
+                Action::SetVlanPcp(pcp) => {
+                    set_tci(p.data_mut(), 0xe000, (pcp as u16) << 13);
                     if KEYED {
                         *k = extract(p.data(), ingress);
                     }

@@ -218,10 +218,23 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
     out
 }
 
+/// The match `m` says the frame has a VLAN tag (`VLAN_VID` with
+/// `OFPVID_PRESENT` in its value and mask).
+pub fn match_tagged(m: &[Oxm]) -> bool {
+    m.iter().any(|o| {
+        o.field == oxm::VLAN_VID
+            && o.value & oxm::VID_PRESENT as u128 != 0
+            && o.mask.is_none_or(|k| k & oxm::VID_PRESENT as u128 != 0)
+    })
+}
+
 /// OpenFlow actions as the logic's; `m` is the flow's match (a set-field
-/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`).
+/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`; a VLAN
+/// set-field needs a tag, from the match or a push-vlan before it, as in
+/// Open vSwitch).
 pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Action>, OfpError> {
     let bad = |c| OfpError::new(et::BAD_ACTION, c);
+    let mut tagged = match_tagged(m);
     acts.iter()
         .map(|a| {
             Ok(match *a {
@@ -234,8 +247,31 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                 },
                 openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
                 openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
-                openflow::Action::PopVlan => Action::PopVlan,
+                openflow::Action::PopVlan => {
+                    // The inner tag, if any, is not known.
+                    tagged = false;
+                    Action::PopVlan
+                }
+                // Checked by the decoder: 0x8100 or 0x88a8.
+                openflow::Action::PushVlan(t) => {
+                    tagged = true;
+                    Action::PushVlan(t)
+                }
                 openflow::Action::DecNwTtl => Action::DecTtl,
+                openflow::Action::SetField(o)
+                    if matches!(o.field, oxm::VLAN_VID | oxm::VLAN_PCP) =>
+                {
+                    if !tagged {
+                        return Err(bad(bac::MATCH_INCONSISTENT));
+                    }
+                    if o.field == oxm::VLAN_VID {
+                        Action::SetVlanVid(o.value as u16 & 0xfff)
+                    } else if o.value <= 7 {
+                        Action::SetVlanPcp(o.value as u8)
+                    } else {
+                        return Err(bad(bac::BAD_SET_ARGUMENT));
+                    }
+                }
                 openflow::Action::SetField(o) => {
                     let mut with = m.to_vec();
                     with.push(o);
@@ -253,9 +289,7 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                         _ => return Err(bad(bac::BAD_SET_TYPE)),
                     }
                 }
-                openflow::Action::PushVlan(_) | openflow::Action::SetNwTtl(_) => {
-                    return Err(bad(bac::BAD_TYPE))
-                }
+                openflow::Action::SetNwTtl(_) => return Err(bad(bac::BAD_TYPE)),
             })
         })
         .collect()
@@ -286,6 +320,9 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                     set(if udp { oxm::UDP_DST } else { oxm::TCP_DST }, p as u128)
                 }
                 Action::PopVlan => openflow::Action::PopVlan,
+                Action::PushVlan(t) => openflow::Action::PushVlan(t),
+                Action::SetVlanVid(v) => set(oxm::VLAN_VID, (oxm::VID_PRESENT | v) as u128),
+                Action::SetVlanPcp(p) => set(oxm::VLAN_PCP, p as u128),
                 Action::Group(_) => return None,
                 Action::Controller(m) => openflow::Action::Output {
                     port: port::CONTROLLER,
@@ -922,5 +959,88 @@ mod tests {
         assert_eq!(st[0].instructions, vec![out(port::FLOOD)]);
         b[2] = 0xff;
         assert!(decode(&b).is_err());
+    }
+
+    #[test]
+    fn vlan_push_and_set_fields_need_a_tag_and_round_trip() {
+        use openflow::Action as A;
+        let f = flows();
+        let vid = |v: u128| A::SetField(Oxm::exact(oxm::VLAN_VID, 0x1000 | v));
+        let pcp = |p: u128| A::SetField(Oxm::exact(oxm::VLAN_PCP, p));
+        let o2 = A::Output {
+            port: 2,
+            max_len: 0,
+        };
+        let inconsistent = OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT);
+        // No tag in the match and none pushed: refused, nothing installed.
+        for acts in [
+            vec![vid(5), o2],
+            vec![pcp(1), o2],
+            vec![A::PushVlan(0x8100), A::PopVlan, vid(5), o2],
+        ] {
+            let e = f.flow_mod(&fm(
+                fc::ADD,
+                0,
+                5,
+                vec![],
+                vec![Instruction::ApplyActions(acts)],
+            ));
+            assert_eq!(e.unwrap_err(), inconsistent);
+        }
+        assert!(f.flow_stats(&all()).unwrap().is_empty());
+        // A PCP outside 0..=7.
+        let e = f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            5,
+            vec![],
+            vec![Instruction::ApplyActions(vec![
+                A::PushVlan(0x8100),
+                pcp(8),
+                o2,
+            ])],
+        ));
+        assert_eq!(
+            e.unwrap_err(),
+            OfpError::new(et::BAD_ACTION, bac::BAD_SET_ARGUMENT)
+        );
+        // Pushed first, or tagged by the match: taken, and dumped the same.
+        let pushed = vec![A::PushVlan(0x88a8), vid(7), pcp(3), o2];
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            5,
+            vec![Oxm::exact(oxm::IN_PORT, 1)],
+            vec![Instruction::ApplyActions(pushed.clone())],
+        ))
+        .unwrap();
+        let tagged = vec![Oxm {
+            field: oxm::VLAN_VID,
+            value: 0x1000,
+            mask: Some(0x1000),
+        }];
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            6,
+            tagged,
+            vec![Instruction::ApplyActions(vec![vid(9), o2])],
+        ))
+        .unwrap();
+        let st = f.flow_stats(&all()).unwrap();
+        let acts: Vec<_> = st.iter().map(|s| s.instructions.clone()).collect();
+        assert!(
+            acts.contains(&vec![Instruction::ApplyActions(pushed)]),
+            "{acts:?}"
+        );
+        assert!(
+            acts.contains(&vec![Instruction::ApplyActions(vec![vid(9), o2])]),
+            "{acts:?}"
+        );
+        // And the pushed tag is on the frame that leaves.
+        let mut b =
+            crate::testutil::Batch::new(vec![eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x88b5)]);
+        assert_eq!(b.classify(&f, 0, 0), vec![Verdict::Port(1)]);
+        assert_eq!(&b.views[0][12..18], &[0x88, 0xa8, 0x60, 0x07, 0x88, 0xb5]);
     }
 }

@@ -177,6 +177,11 @@ impl PacketIns {
         self.controllers.store(n, Ordering::Relaxed);
     }
 
+    /// Connected controllers, as the channel last said.
+    pub fn controllers(&self) -> usize {
+        self.controllers.load(Ordering::Relaxed)
+    }
+
     /// Counters.
     pub fn stats(&self) -> PacketInStats {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -341,6 +346,12 @@ pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
                 frame.drain(12..16);
             }
         }
+        A::PushVlan(t) if frame.len() >= 12 => {
+            frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
+        }
+        A::PushVlan(_) => {}
+        A::SetVlanVid(v) => super::set_tci(frame, 0x0fff, v),
+        A::SetVlanPcp(p) => super::set_tci(frame, 0xe000, (p as u16) << 13),
         A::Output(_)
         | A::Flood
         | A::All

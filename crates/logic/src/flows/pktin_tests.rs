@@ -56,6 +56,13 @@ fn controller_action_queues_a_packet_in_with_its_flow() {
         (pktin::REASON_NO_MATCH, arp.len())
     );
     assert!(q.pop().is_none());
+    // dump carries the packet-in counters.
+    let d = f.dump(None);
+    assert_eq!(
+        d["packet_ins"],
+        json!({"to_controller": 3, "sent": 3, "controller_queue_full": 0,
+               "controller_rate_limit": 0, "no_controller": 1, "controllers": 1})
+    );
 }
 
 #[test]

@@ -353,6 +353,126 @@ fn strip_vlan_removes_the_outer_tag() {
 }
 
 #[test]
+fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
+    let u = udp([10, 0, 0, 2], 53);
+    // push_vlan: a tag of VID 0, PCP 0 (as Open vSwitch pushes it), then
+    // set the VID and PCP; the next table matches the new tag.
+    let f = flows(&[
+        "in_port=1,actions=push_vlan:0x8100,set_field:4101->vlan_vid,set_field:3->vlan_pcp,goto_table:1",
+        "in_port=2,actions=push_vlan:0x88a8,output:1",
+        "table=1,dl_vlan=5,dl_vlan_pcp=3,udp,actions=output:3",
+    ]);
+    let mut b = Batch::new(vec![u.clone()]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(3)]);
+    assert_eq!(b.views[0], vlan(5, 3, &u), "tagged copy");
+    assert_eq!(b.frames[0], u, "the received buffer is untouched");
+    let mut b = Batch::new(vec![u.clone(), vlan(7, 1, &u)]);
+    assert_eq!(b.classify(&f, 2, 0), vec![port(1), port(1)]);
+    let mut s_tag = u[..12].to_vec();
+    s_tag.extend([0x88, 0xa8, 0, 0]);
+    s_tag.extend(&u[12..]);
+    assert_eq!(b.views[0], s_tag);
+    let mut stacked = u[..12].to_vec();
+    stacked.extend([0x88, 0xa8, 0, 0]);
+    stacked.extend(&vlan(7, 1, &u)[12..]);
+    assert_eq!(
+        b.views[1], stacked,
+        "a new outer tag in front of the old one"
+    );
+
+    // mod_vlan_vid / mod_vlan_pcp: push a tag unless the match says there
+    // is one (ovs-ofctl's translation), else rewrite it in place.
+    let f = flows(&[
+        "in_port=1,actions=mod_vlan_vid:9,output:2",
+        "in_port=3,dl_vlan=5,actions=mod_vlan_vid:9,mod_vlan_pcp:6,output:2",
+        "in_port=4,actions=mod_vlan_pcp:6,output:2",
+    ]);
+    let d = f.dump(None);
+    let texts: Vec<&str> = d["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["flow"].as_str().unwrap())
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t
+                .ends_with("in_port=1,actions=push_vlan:0x8100,set_field:4105->vlan_vid,output:2")),
+        "{texts:?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.ends_with(
+            "dl_vlan=5,actions=set_field:4105->vlan_vid,set_field:6->vlan_pcp,output:2"
+        )),
+        "{texts:?}"
+    );
+    let mut b = Batch::new(vec![u.clone()]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(b.views[0], vlan(9, 0, &u));
+    let mut b = Batch::new(vec![vlan(5, 2, &u)]);
+    assert_eq!(b.classify(&f, 3, 0), vec![port(2)]);
+    assert_eq!(b.views[0], vlan(9, 6, &u), "rewritten in place");
+    assert_eq!(b.frames[0], vlan(9, 6, &u));
+    let mut b = Batch::new(vec![u.clone()]);
+    assert_eq!(b.classify(&f, 4, 0), vec![port(2)]);
+    assert_eq!(b.views[0], vlan(0, 6, &u));
+
+    // A set-field of the tag needs one; push between outputs is refused.
+    for (t, want) in [
+        (
+            "actions=set_field:4101->vlan_vid,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=set_field:1->vlan_pcp,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=strip_vlan,set_field:1->vlan_pcp,output:1",
+            "requires a VLAN tag",
+        ),
+        (
+            "actions=push_vlan:0x0800,output:1",
+            "must be 0x8100 or 0x88a8",
+        ),
+        (
+            "actions=output:1,push_vlan:0x8100,output:2",
+            "between two outputs",
+        ),
+        ("actions=mod_vlan_vid:4096,output:1", "0..=4095"),
+        ("actions=mod_vlan_pcp:8,output:1", "0..=7"),
+    ] {
+        let e = flows(&[])
+            .command("add", &json!({ "flow": t }))
+            .unwrap_err();
+        assert!(e.0.contains(want), "{t}: {}", e.0);
+    }
+}
+
+#[test]
+fn a_push_without_room_is_dropped_as_no_room() {
+    // Views without scratch memory (Pkt::new) cannot grow: the frame is
+    // dropped under its own reason, nothing else changes.
+    let f = flows(&["actions=push_vlan:0x8100,output:2"]);
+    let mut u = udp([10, 0, 0, 2], 53);
+    let orig = u.clone();
+    let mut p = [unsafe { fabric::Pkt::new(u.as_mut_ptr(), u.len() as u32, 1, 0) }];
+    let mut vs = [Verdict::Flood];
+    f.classify(
+        &Ctx {
+            now_ns: 0,
+            worker: 0,
+        },
+        1,
+        fabric::Pkts::new_mut(&mut p),
+        &mut vs,
+    );
+    assert_eq!(vs[0], drop(DropReason::NoRoom));
+    assert_eq!(p[0].data(), &orig[..]);
+}
+
+#[test]
 fn dec_ttl_updates_the_checksum_and_drops_at_one() {
     let f = flows(&["actions=dec_ttl,output:2"]);
     let mut b = Batch::new(vec![ip4(17, 0, [1, 2, 3, 4], [5, 6, 7, 8], &[0; 8])]);
@@ -517,6 +637,8 @@ fn dump_text_parses_back_to_the_same_flow() {
         "table=4,priority=3,vlan_tci=0x0000/0x1000,dl_type=0x88b5,actions=drop",
         "table=4,priority=3,dl_vlan_pcp=3,ipv6,actions=dec_ttl,ALL",
         "table=5,priority=3,udp,actions=strip_vlan,mod_nw_src:1.2.3.4,mod_nw_dst:5.6.7.8,mod_tp_src:1,mod_tp_dst:2,output:1,output:2",
+        "table=6,priority=3,actions=push_vlan:0x88a8,set_field:4101->vlan_vid,set_field:3->vlan_pcp,output:1",
+        "table=6,priority=4,dl_vlan=5,actions=set_field:4102->vlan_vid,output:1",
     ];
     for t in texts {
         let f = flows(&[t]);

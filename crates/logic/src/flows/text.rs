@@ -42,6 +42,18 @@ pub enum Action {
     SetTpDst(u16),
     /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
     PopVlan,
+    /// `push_vlan:TPID` (0x8100 or 0x88a8): a new outer VLAN tag with VID
+    /// 0 and PCP 0, as Open vSwitch pushes it (the frame grows by 4 bytes,
+    /// copied into the batch's scratch memory).
+    PushVlan(u16),
+    /// `set_field:V->vlan_vid` (the outer tag's VID; the frame must be
+    /// tagged: by the match or a `push_vlan` before). `mod_vlan_vid:V`
+    /// is this after a `push_vlan:0x8100` unless the frame is tagged, as
+    /// ovs-ofctl sends it.
+    SetVlanVid(u16),
+    /// `set_field:P->vlan_pcp` (the outer tag's priority; tagged as for
+    /// `SetVlanVid`). `mod_vlan_pcp:P` pushes a tag first likewise.
+    SetVlanPcp(u8),
     /// Several outputs of one action list, compiled into a group of the
     /// logic (never parsed or printed).
     Group(u16),
@@ -381,7 +393,9 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
             let ip4 = b.exact(Field::DlType) == Some(num::IPV4 as u128);
             let l4 = ip4
                 && matches!(b.exact(Field::NwProto), Some(p) if p == num::TCP as u128 || p == num::UDP as u128);
-            let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4)?;
+            let tagged =
+                b.mask.get(Field::VlanTci) & 0x1000 != 0 && b.key.get(Field::VlanTci) & 0x1000 != 0;
+            let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4, tagged)?;
             (Some(acts), goto)
         }
     };
@@ -452,12 +466,14 @@ fn ip4_value(what: &str, s: &str) -> Result<u32, String> {
 }
 
 /// Parses an action list; `ip4` / `l4`: the match guarantees IPv4 / IPv4
-/// TCP or UDP (prerequisites of the L3 / L4 rewrites).
+/// TCP or UDP (prerequisites of the L3 / L4 rewrites); `tagged`: it
+/// guarantees a VLAN tag (of the VLAN rewrites).
 fn parse_actions(
     s: &str,
     table: u8,
     ip4: bool,
     l4: bool,
+    mut tagged: bool,
 ) -> Result<(Vec<Action>, Option<u8>), String> {
     let mut acts = Vec::new();
     let mut goto = None;
@@ -490,6 +506,28 @@ fn parse_actions(
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
             "dec_ttl" => Action::DecTtl,
             "strip_vlan" | "pop_vlan" => Action::PopVlan,
+            "push_vlan" => match uint(name, need("ethertype")?, 0xffff)? as u16 {
+                t @ (0x8100 | 0x88a8) => Action::PushVlan(t),
+                t => {
+                    return Err(format!(
+                        "action push_vlan:0x{t:04x}: the ethertype must be 0x8100 or 0x88a8"
+                    ))
+                }
+            },
+            // ovs-ofctl's OpenFlow 1.0 actions: a tag is pushed first
+            // unless the frame is known to have one.
+            "mod_vlan_vid" | "mod_vlan_pcp" => {
+                let a = if name == "mod_vlan_vid" {
+                    Action::SetVlanVid(uint(name, need("vid")?, 4095)? as u16)
+                } else {
+                    Action::SetVlanPcp(uint(name, need("pcp")?, 7)? as u8)
+                };
+                if !tagged {
+                    acts.push(Action::PushVlan(0x8100));
+                    tagged = true;
+                }
+                a
+            }
             "mod_nw_src" => Action::SetNwSrc(ip4_value(name, need("address")?)?),
             "mod_nw_dst" => Action::SetNwDst(ip4_value(name, need("address")?)?),
             "mod_tp_src" => Action::SetTpSrc(uint(name, need("port")?, 65535)? as u16),
@@ -506,7 +544,10 @@ fn parse_actions(
                     "ip_dst" | "nw_dst" | "ipv4_dst" => Action::SetNwDst(ip4_value("set_field", v)?),
                     "tcp_src" | "udp_src" | "tp_src" => Action::SetTpSrc(uint("set_field", v, 65535)? as u16),
                     "tcp_dst" | "udp_dst" | "tp_dst" => Action::SetTpDst(uint("set_field", v, 65535)? as u16),
-                    _ => return Err(format!("action set_field: field {f:?} is not supported (eth_src, eth_dst, ip_src, ip_dst, tcp/udp_src, tcp/udp_dst)")),
+                    // OpenFlow's value, with OFPVID_PRESENT (0x1000) or without.
+                    "vlan_vid" => Action::SetVlanVid(uint("set_field", v, 0x1fff)? as u16 & 0xfff),
+                    "vlan_pcp" => Action::SetVlanPcp(uint("set_field", v, 7)? as u8),
+                    _ => return Err(format!("action set_field: field {f:?} is not supported (eth_src, eth_dst, ip_src, ip_dst, tcp/udp_src, tcp/udp_dst, vlan_vid, vlan_pcp)")),
                 }
             }
             "goto_table" => {
@@ -535,6 +576,14 @@ fn parse_actions(
                     "action {t:?} requires a match on tcp or udp over ip (missing prerequisite)"
                 ));
             }
+            Action::SetVlanVid(_) | Action::SetVlanPcp(_) if !tagged => {
+                return Err(format!(
+                    "action {t:?} requires a VLAN tag: a match on one (dl_vlan, vlan_tci=0x1000/0x1000) or a push_vlan before (missing prerequisite)"
+                ));
+            }
+            Action::PushVlan(_) => tagged = true,
+            // The inner tag, if any, is not known.
+            Action::PopVlan => tagged = false,
             _ => {}
         }
         acts.push(a);
@@ -701,6 +750,9 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
             Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
             Action::PopVlan => "strip_vlan".into(),
+            Action::PushVlan(t) => format!("push_vlan:0x{t:04x}"),
+            Action::SetVlanVid(v) => format!("set_field:{}->vlan_vid", 0x1000 | v),
+            Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
             Action::Group(g) => format!("(outputs of set {g})"),
             Action::OfGroup(g) => format!("group:{g}"),
             Action::Controller(m) => format!("CONTROLLER:{m}"),
