@@ -42,6 +42,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
+
+use crate::retire::Retired;
 use fabric::batch::MAX_BATCH;
 use fabric::{
     DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxLock,
@@ -799,6 +801,10 @@ struct Shared {
     setup_failures: AtomicU64,
     /// Why the last setup failed (for the peer-absent message).
     last_error: Mutex<String>,
+    /// Transmit sessions of past connections still pinned by a producer
+    /// (`crate::retire`): their last reference is dropped here, on the
+    /// control thread, never inside a producer under its `TxLock`.
+    retired: Retired<TxSession>,
 }
 
 /// A vhost-user frontend port (see the module documentation).
@@ -858,6 +864,7 @@ impl VhostFrontendPort {
             disconnects_lie: AtomicU64::new(0),
             setup_failures: AtomicU64::new(0),
             last_error: Mutex::new(String::new()),
+            retired: Retired::default(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new()
@@ -982,6 +989,7 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
         let _ = l.set_nonblocking(true);
     }
     while !stopped(&shared) {
+        shared.retired.sweep();
         let stream = match &listener {
             Some(l) => match l.accept() {
                 Ok((s, _)) => s,
@@ -1034,6 +1042,7 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
             if stopped(&shared) {
                 break;
             }
+            shared.retired.sweep();
             if shared.fault.pending.load(Acquire) {
                 shared.disconnects_lie.fetch_add(1, Relaxed);
                 eprintln!(
@@ -1064,7 +1073,9 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
 /// is unmapped when the last holder lets go).
 fn teardown(s: &Shared) {
     for t in s.tx.iter() {
-        t.session.store(None);
+        if let Some(old) = t.session.swap(None) {
+            s.retired.retire(old);
+        }
     }
     for r in &s.rx {
         r.store(None);
