@@ -128,6 +128,16 @@ def test_overlapping_spreads_are_never_ranked_apart():
     assert out[1].ratio_next.median == pytest.approx(10 / 5.5)
 
 
+def test_two_repetitions_never_rank_apart():
+    # apart by range, but 2 repetitions each: an A/A run does that 1 time in 3
+    out = rank_entries([_e("a", [10, 11]), _e("b", [5, 6])], "rate")
+    assert [(e.sut, e.rank) for e in out] == [("a", "=1"), ("b", "=1")]
+    assert all("n=2" in e.note for e in out)
+    out = rank_entries([_e("a", [10, 11, 12]), _e("b", [5, 6, 7])], "rate")
+    assert [(e.sut, e.rank) for e in out] == [("a", "1"), ("b", "2")]
+    assert not any("n=" in e.note for e in out)
+
+
 def test_cost_ranks_lower_first_and_one_repetition_ranks_nothing():
     out = rank_entries([_e("x", [1], [300]), _e("y", [1], [100])], "cost")
     assert [e.sut for e in out] == ["y", "x"] and all(e.rank == "–" for e in out)

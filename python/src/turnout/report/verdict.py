@@ -20,9 +20,12 @@ in the same campaign (the tester back to back, no switch, as CSIT calibrates
 its generator); its headroom is its rate over that ceiling.
 
 Ranking rule: two SUTs are ranked apart only when both were measured at
-least twice and their ranges (min..max over repetitions) do not overlap;
-otherwise they share a rank ("=") or, with a single repetition, are not
-ranked at all ("–"). The ratio to the next SUT is taken repetition by
+least ``MIN_REPS_APART`` (3) times and their ranges (min..max over
+repetitions) do not overlap; otherwise they share a rank ("=") or, with a
+single repetition, are not ranked at all ("–"). Three, not two: two
+identical SUTs (an A/A run: one build twice) have non-overlapping ranges by
+chance alone one time in three with 2 repetitions each, one in ten with 3,
+one in 126 with 5. The ratio to the next SUT is taken repetition by
 repetition when both have the same repetitions (interleaved runs: host drift
 cancels), with its min..max. A SUT that was skipped or failed is listed with
 the reason. No row claims more than its data supports.
@@ -91,6 +94,10 @@ class Verdict:
     entries: list[Entry]
 
 
+#: Repetitions each of two SUTs needs before they are ranked apart.
+MIN_REPS_APART = 3
+
+
 def _overlap(a: Spread, b: Spread) -> bool:
     return a.min <= b.max and b.min <= a.max
 
@@ -139,10 +146,17 @@ def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
         else:
             prev = value(have[i - 1])
             assert prev is not None
-            if _overlap(v, prev):
+            few = min(v.n, prev.n) < MIN_REPS_APART
+            if _overlap(v, prev) or few:
                 e.rank = f"={rank}"
                 if not have[i - 1].rank.startswith("="):
                     have[i - 1].rank = f"={rank}"
+                if few and not _overlap(v, prev):
+                    why = (f"n={min(v.n, prev.n)}: apart from the next only with "
+                           f"{MIN_REPS_APART} repetitions each")
+                    for x in (e, have[i - 1]):
+                        if why not in x.note:
+                            x.note = _join(x.note, why)
             else:
                 rank = i + 1
                 e.rank = str(rank)
