@@ -144,7 +144,7 @@ def openflow_table(data: CampaignData) -> Table:
             split = [s for r in rs if (s := cpu_split(r, data.ok_trials)) is not None]
             user = spread_of([u for u, _ in split]) if split else None
             sys = spread_of([k for _, k in split]) if split else None
-            share = (fmt(100.0 * sys.median / (user.median + sys.median), 2)
+            share = (f"{100.0 * sys.median / (user.median + sys.median):.0f}"
                      if user is not None and sys is not None
                      and user.median + sys.median > 0 else "–")
             t.rows.append([path_label(rs[0]), str(rules), str(masks), str(outputs), str(flows),
@@ -191,7 +191,7 @@ def ratio_table(data: CampaignData) -> Table:
 
     def share(path: str, who: str) -> str:
         v = shares.get((path, who))
-        return fmt(spread_of(v).median, 2) if v else "–"
+        return f"{spread_of(v).median:.0f}" if v else "–"
 
     for path in sorted(per, key=lambda p: _order((p, 0, 0, 0, 0, 0))):
         ref = BASELINES[path][1] if path in BASELINES else _NO_BASELINE.get(path, "no OVS row")
