@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-flows-full bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -78,10 +78,12 @@ bench-overlay: setup
 	@echo "report: $(abspath results/overlay-report)/index.html"
 
 # OpenFlow rule sets (issue 16): the same generated rules installed with
-# ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS and
-# OVS-DPDK; R+ and each SUT's own cost per frame vs rules, masks, concurrent
-# flows and mirror outputs, with turnoutd's cost over OVS's printed as rows
-# (campaigns/flows.toml, docs/bench.md "OpenFlow rule sets"); then the
+# ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS
+# userspace (p2p over veths, AF_XDP) and OVS-DPDK (v2v over vhost-user), and
+# turnoutd alone over memif; R+, each SUT's own cost per frame and its CPU
+# time split into user and system vs rules, masks, concurrent flows and
+# mirror outputs, with turnoutd's cost over the same path's OVS printed per
+# path (campaigns/flows.toml, docs/bench.md "OpenFlow rule sets"); then the
 # rule-update time through ovs-ofctl mod-flows, turnoutd vs OVS
 # (campaigns/flows-update.toml); about 10 minutes.
 bench-flows: setup
@@ -92,6 +94,15 @@ bench-flows: setup
 	$(PY)/turnout report --db results/flows.db --campaign flows-update -o results/flows-update-report
 	@echo "report: $(abspath results/flows-report)/index.html"
 	@echo "rule updates: $(abspath results/flows-update-report)/index.html"
+
+# The full product of the OpenFlow curves (rules 1..10^5 x masks 1, 8, 64 x
+# outputs 1, 2, 4 x flows 1..10^6 x paths p2p / v2v vhost-user / v2v memif,
+# 3 repetitions; campaigns/flows-full.toml): about 2.5 hours on 2 cores.
+bench-flows-full: setup
+	mkdir -p results
+	$(PY)/turnout bench run campaigns/flows-full.toml --db results/flows-full.db --resume
+	$(PY)/turnout report --db results/flows-full.db --campaign flows-full -o results/flows-full-report
+	@echo "report: $(abspath results/flows-full-report)/index.html"
 
 # Before/after of a turnoutd change: BEFORE's turnoutd (built in a
 # throwaway worktree, its own target dir under target/bench-ab) against this

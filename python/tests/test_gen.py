@@ -239,6 +239,18 @@ def test_chain_vnf_drops_are_accounted_apart():
     assert gen.vnf_delta(None, after) == {"error": "no snapshot"}
 
 
+def test_sink_takes_are_counted():
+    """A mirror sink (turnout-gen rx): every frame it took between the
+    snapshots, warm-up and foreign frames included; it forwards and drops
+    nothing."""
+    before = {"rx": {"packets": 10, "warmup": 5, "foreign": 1, "lost": 3},
+              "thread_cpu_ns": 0}
+    after = {"rx": {"packets": 1010, "warmup": 105, "foreign": 2, "lost": 900},
+             "thread_cpu_ns": 5 * 10**8}
+    d = gen.vnf_delta(before, after)
+    assert (d["received"], d["forwarded"], d["dropped"], d["cpu_s"]) == (1101, 0, 0, 0.5)
+
+
 def test_cpu_is_cut_to_the_traffic_window():
     # The SUT thread burned 10 ticks per 100 ms for the whole trial, but the
     # traffic window is 0.5 s of the 2 s: the figure must be 0.5 s × 100 %

@@ -155,38 +155,137 @@ def test_campaign_openflow_cells():
                "matrix": {"scenarios": ["openflow"], "outputs": [9]}})
 
 
+def test_campaign_openflow_paths_and_set_tables():
+    """openflow_paths runs each set on p2p and v2v (vhost-user, memif); a
+    set given as a table narrows the flows and paths of that set only."""
+    spec = parse({"campaign": {"name": "of"},
+                  "matrix": {"suts": ["turnoutd", "ovs", "ovs-dpdk"], "scenarios": ["openflow"],
+                             "flows": [1, 1000],
+                             "openflow_paths": ["p2p", "v2v/vhost-user", "v2v/memif"],
+                             "openflow_sets": [
+                                 [100, 1, 1],
+                                 {"rules": 100000, "masks": 1, "outputs": 1,
+                                  "flows": [1000], "paths": ["p2p"]},
+                                 {"rules": 100, "masks": 1, "outputs": 2,
+                                  "paths": ["v2v/vhost-user"], "flows": [1000000]}]}})
+    got = {(p.rules, p.masks, p.outputs, p.flows, p.virtual_port) for p in spec.points}
+    assert got == {(100, 1, 1, f, vp) for f in (1, 1000) for vp in ("", "vhost-user", "memif")} \
+        | {(100000, 1, 1, 1000, ""), (100, 1, 2, 1000000, "vhost-user")}
+    assert len(spec.points) == len(got)
+    keys = [w.key for w in spec.work()]
+    assert len(keys) == len(set(keys))
+    assert Point(scenario="openflow", rules=100, masks=1, outputs=2,
+                 virtual_port="vhost-user").stored_scenario() == "openflow/v2v/r100/m1/o2"
+    for bad, msg in (
+            ({"openflow_paths": ["p2v"]}, "is not one of"),
+            ({"openflow_paths": ["p2p"], "openflow_sets": [
+                {"rules": 10, "masks": 1, "outputs": 1, "paths": ["v2v/memif"]}]},
+             "not in matrix.openflow_paths"),
+            ({"openflow_sets": [{"rules": 10, "masks": 1}]}, "a table of rules"),
+            ({"openflow_sets": [{"rules": 10, "masks": 1, "outputs": 1, "flows": [0]}]},
+             "flows must be"),
+            ({"openflow_sets": [[10, 1, 1], {"rules": 10, "masks": 1, "outputs": 1}]},
+             "listed twice")):
+        with pytest.raises(CampaignError, match=msg):
+            parse({"campaign": {"name": "x"}, "matrix": {"scenarios": ["openflow"], **bad}})
+    with pytest.raises(CampaignError, match="openflow scenario is not in"):
+        parse({"campaign": {"name": "x"},
+               "matrix": {"scenarios": ["p2p"], "openflow_paths": ["p2p"]}})
+
+
+def test_openflow_v2v_cells_skip_suts_without_the_ports():
+    """OVS userspace has no vhost-user ports and OVS no memif: those cells
+    have no row (Unsupported with the reason), never a fallback to veths."""
+    from turnout.scenarios import Unsupported, check
+    from turnout.sut import make_sut
+
+    roles = {"bidir", "fwd", "reflect"}
+    vh = Point(scenario="openflow", rules=10, masks=1, outputs=1, virtual_port="vhost-user")
+    mf = Point(scenario="openflow", rules=10, masks=1, outputs=1, virtual_port="memif")
+    check(vh, make_sut("turnoutd"), roles)
+    check(mf, make_sut("turnoutd"), roles)
+    check(vh, make_sut("ovs-dpdk"), roles)
+    with pytest.raises(Unsupported, match="no vhost-user ports"):
+        check(vh, make_sut("ovs"), roles)
+    for s in ("ovs", "ovs-dpdk"):
+        with pytest.raises(Unsupported, match="no memif ports"):
+            check(mf, make_sut(s), roles)
+
+
 def test_report_rows_cost_over_ovs():
-    """The bench-flows rows: per rule set, flows and SUT, R+ and the own-account
-    cost, with each SUT's median cost over OVS userspace's at the same point."""
-    from turnout.report.openflow import openflow_table, openflow_text, parse_label
+    """The bench-flows rows: per path, rule set, flows and SUT, R+ and the
+    own-account cost, with turnoutd's median cost over the same path's OVS
+    (p2p: OVS userspace; v2v/vhost-user: OVS-DPDK; memif: none), and the
+    SUT threads' CPU time split into user and system per frame."""
+    from turnout.report.openflow import (
+        openflow_table,
+        openflow_text,
+        parse_label,
+        parse_path,
+        ratio_table,
+    )
     from turnout.report.queries import CampaignData
-    from turnout.results import Campaign, Result
+    from turnout.results import Campaign, Result, Trial
+
+    results: list[Result] = []
+    trials: list[Trial] = []
 
     def r(sut: str, scen: str, flows: int, rep: int, pps: float, cost: float,
-          bound: int = 0) -> Result:
-        return Result(sut=sut, scenario=scen, flows=flows, repetition=rep, method="rplus",
-                      status="ok", rate_total_pps=pps, busy_cycles_per_frame=cost,
-                      tester_bound=bound)
+          bound: int = 0, vp: str = "", cpu: tuple[float, float] | None = None) -> None:
+        rid = len(results) + 1
+        results.append(Result(sut=sut, scenario=scen, flows=flows, repetition=rep,
+                              method="rplus", status="ok", rate_total_pps=pps,
+                              busy_cycles_per_frame=cost, tester_bound=bound, virtual_port=vp,
+                              id=rid))
+        if cpu is not None:  # 1000 frames received, a 1 GHz clock: 1 ms -> 1000 cyc/frame
+            trials.append(Trial(sut=sut, scenario=scen, method="rplus", status="ok",
+                                result_id=rid, received=1000, rx_total_pps=pps,
+                                extra={"cycles_hz": 1e9},
+                                cpu=[{"role": "sut", "user_s": cpu[0], "sys_s": cpu[1]},
+                                     {"role": "tester", "user_s": 9.0, "sys_s": 9.0}]))
 
     a, b = "openflow/r100/m1/o1", "openflow/r10000/m8/o4"
-    results = [
-        r("turnoutd", a, 1, 0, 2e6, 100.0), r("turnoutd", a, 1, 1, 2.2e6, 120.0, bound=1),
-        r("ovs", a, 1, 0, 1e6, 400.0), r("ovs", a, 1, 1, 1.1e6, 440.0),
-        r("ovs-dpdk", a, 1, 0, 1.5e6, 210.0),
-        r("turnoutd", b, 1000, 0, 1e6, 300.0),  # no OVS here: no ratio
-        r("bridge", "p2p", 1, 0, 1e6, 50.0),  # not an openflow point
-    ]
+    v = "openflow/v2v/r100/m1/o1"
+    r("turnoutd", a, 1, 0, 2e6, 100.0, cpu=(0.002, 0.006))
+    r("turnoutd", a, 1, 1, 2.2e6, 120.0, bound=1, cpu=(0.002, 0.006))
+    r("ovs", a, 1, 0, 1e6, 400.0, cpu=(0.004, 0.004))
+    r("ovs", a, 1, 1, 1.1e6, 440.0)
+    r("ovs-dpdk", a, 1, 0, 1.5e6, 210.0)
+    r("turnoutd", b, 1000, 0, 1e6, 300.0)  # no OVS here: no ratio
+    r("turnoutd", v, 1, 0, 5e6, 50.0, vp="vhost-user", cpu=(0.001, 0.0))
+    r("ovs-dpdk", v, 1, 0, 4e6, 200.0, vp="vhost-user")
+    r("turnoutd", v, 1, 0, 6e6, 40.0, vp="memif")
+    r("bridge", "p2p", 1, 0, 1e6, 50.0)  # not an openflow point
     data = CampaignData(db=None, campaign=Campaign(name="flows"),  # type: ignore[arg-type]
-                        results=results, trials=[])
+                        results=results, trials=trials)
     t = openflow_table(data)
-    assert [row[:6] for row in t.rows] == [
-        ["100", "1", "1", "1", "64", "turnoutd"], ["100", "1", "1", "1", "64", "ovs"],
-        ["100", "1", "1", "1", "64", "ovs-dpdk"], ["10000", "8", "4", "1000", "64", "turnoutd"]]
-    # turnoutd: median 110 over OVS's 420; OVS-DPDK 210 / 420
-    assert [row[9] for row in t.rows] == ["0.262", "–", "0.5", "–"]
-    assert t.rows[0][7] == "2.1 [2–2.2]" and t.rows[0][8] == "110 [100–120]"
-    assert t.flags == ["tester", "", "", ""]
-    assert "cost ÷ ovs" in openflow_text(data)
+    assert [row[:7] for row in t.rows] == [
+        ["p2p veth", "100", "1", "1", "1", "64", "turnoutd"],
+        ["p2p veth", "100", "1", "1", "1", "64", "ovs"],
+        ["p2p veth", "100", "1", "1", "1", "64", "ovs-dpdk"],
+        ["p2p veth", "10000", "8", "4", "1000", "64", "turnoutd"],
+        ["v2v vhost-user", "100", "1", "1", "1", "64", "turnoutd [vhost-user]"],
+        ["v2v vhost-user", "100", "1", "1", "1", "64", "ovs-dpdk [vhost-user]"],
+        ["v2v memif", "100", "1", "1", "1", "64", "turnoutd [memif]"]]
+    # p2p: turnoutd median 110 over OVS's 420, OVS-DPDK 210 / 420;
+    # v2v vhost-user: 50 over OVS-DPDK's 200; memif: nothing to compare with
+    assert [row[13] for row in t.rows] == ["0.262", "–", "0.5", "–", "0.25", "–", "–"]
+    assert t.rows[0][8] == "2.1 [2–2.2]" and t.rows[0][9] == "110 [100–120]"
+    # user / system cycles per frame of the SUT's threads only (not the tester's)
+    assert t.rows[0][10:13] == ["2000 [2000–2000]", "6000 [6000–6000]", "75"]
+    assert t.rows[1][10:13] == ["4000", "4000", "50"]
+    assert t.rows[2][10:13] == ["–", "–", "–"]
+    assert t.rows[4][10:13] == ["1000", "0", "0"]
+    assert t.flags == ["tester", "", "", "", "", "", ""]
+    rt = ratio_table(data)
+    assert [row[:4] for row in rt.rows] == [
+        ["p2p veth", "OVS userspace (dpif-netdev, afxdp ports)", "1", "0.262"],
+        ["v2v vhost-user", "OVS-DPDK (dpif-netdev, dpdkvhostuser ports)", "1", "0.25"],
+        ["v2v memif", "no OVS row: OVS has no memif ports", "0", "–"]]
+    assert [row[4:] for row in rt.rows] == [["75", "50"], ["0", "–"], ["–", "–"]]
+    text = openflow_text(data)
+    assert "cost ÷ OVS" in text and "turnoutd's cost ÷ OVS's, per path" in text
     assert parse_label(b) == (10000, 8, 4) and parse_label("p2p") is None
+    assert parse_label(v) == (100, 1, 1) and parse_path(v) == "v2v" and parse_path(a) == "p2p"
     assert openflow_text(CampaignData(db=None, campaign=Campaign(name="x"),  # type: ignore[arg-type]
                                       results=results[-1:], trials=[])) == ""

@@ -78,3 +78,52 @@ def test_openflow_rules_installed_and_hit(sut, options):
     # the hit rule's second output: every frame went to the mirror port too
     # (no IPv6 or IGMP chatter in the SUT's namespace: scenarios.build)
     assert 0.9 * hit[0] <= copies <= hit[0] + 10, (copies, hit)
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize(("sut", "vport"), [
+    ("turnoutd", "vhost-user"), ("ovs-dpdk", "vhost-user"), ("turnoutd", "memif")])
+def test_openflow_v2v_rules_installed_and_hit(sut, vport):
+    """The v2v path (issue 16): turnout-gen's vhost-user frontend (or memif
+    client) as the VMs, the same 300 rules into turnoutd and OVS-DPDK
+    (dpdkvhostuser ports), the hit rule's second output a mirror port of the
+    same kind drained by a turnout-gen rx: every rule dumped, the frames
+    counted on the hit rule only, and the mirror's sink got the copies."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl not installed (apt openvswitch-switch)")
+    why = make_sut(sut, {}).available()
+    if why:  # OVS-DPDK is installed by scripts/setup.sh: missing, this fails
+        testpeers.need(False, f"{sut}: {why}")
+    spec = parse({
+        "campaign": {"name": f"ofv2v-{sut}", "duration_s": 0.5, "warmup_s": 0.2,
+                     "methods": ["fixed"], "layout": "auto"},
+        "matrix": {"suts": [sut], "scenarios": ["openflow"], "openflow_paths": [f"v2v/{vport}"],
+                   "openflow_sets": [[300, 8, 2]], "flows": [1000], "rates_pps": [20000]},
+    })
+    point = spec.points[0]
+    assert point == Point(scenario="openflow", flows=1000, rules=300, masks=8, outputs=2,
+                          virtual_port=vport)
+    with RealBench([str(REAL_GEN)]).session(sut, point, spec) as session:
+        assert session.virtual_port == vport
+        topo = session.adapter.topo
+        assert [(p.name, p.kind) for p in topo.ports] == [
+            ("t0", vport), ("t1", vport), ("m1", vport)]
+        before = session.adapter.dump_flows()
+        c = session.measurer.measure(spec.duration_s, 20000)
+        after = session.adapter.dump_flows()
+    assert len(before) == 300, len(before)
+    assert all(n == 0 for _, _, n in before), "counters before any traffic"
+    prios = sorted({p for p, _, _ in after})
+    assert prios == [HIT_PRIORITY, *range(MISS_PRIORITY, MISS_PRIORITY + 8)], prios
+    hit = [n for p, _, n in after if p == HIT_PRIORITY]
+    missed = [n for p, _, n in after if p != HIT_PRIORITY]
+    assert len(hit) == 1 and len(missed) == 299
+    assert sum(missed) == 0, "a frame matched a rule the tester's flows never hit"
+    assert c.received > 0.9 * c.sent > 0, (c.received, c.sent)
+    assert c.received <= hit[0] <= c.sent + 20000 * spec.warmup_s * 1.1 + 64, (hit, c.sent)
+    # the mirror's sink (turnout-gen rx, snapshots around the trial): the copies
+    sinks = [v for v in c.extra["vnfs"] if v.get("name") == "mirror m1"]
+    assert len(sinks) == 1, c.extra["vnfs"]
+    assert 0.9 * c.received <= sinks[0]["received"] <= hit[0] + 10, (sinks, hit, c.received)

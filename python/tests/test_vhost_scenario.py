@@ -134,3 +134,53 @@ def test_vhost_user_cell_next_to_the_campaign_virtual_port():
     with pytest.raises(CampaignError, match="vhost-user already"):
         parse({"campaign": {"name": "x", "virtual_port": "vhost-user"},
                "matrix": {"vhost_user_scenarios": ["v2v"]}})
+
+
+@pytest.mark.parametrize(("sut_name", "kind"), [
+    ("turnoutd", "vhost-user"), ("ovs-dpdk", "vhost-user"), ("turnoutd", "memif")])
+def test_openflow_v2v_topology(tmp_path, sut_name, kind):
+    """The openflow scenario on the v2v path: the VMs' ports and the mirror
+    ports all of the point's kind, each mirror drained by a turnout-gen rx
+    (interrupt mode when VNFs share a core), and the rule set's in_port and
+    outputs are those ports' OpenFlow numbers."""
+    from turnout.ofrules import HIT_PRIORITY
+
+    point = Point(scenario="openflow", rules=10, masks=2, outputs=3, flows=1000,
+                  virtual_port=kind)
+    for irq in (False, True):
+        built = build(FakeTestbed(tmp_path), make_sut(sut_name), point, memif_tester=True,
+                      tester_roles=ROLES, virtual_kind=kind, vnf_interrupt=irq)
+        assert built.virtual_port == kind
+        ports = built.topology.ports
+        assert [(p.name, p.kind) for p in ports] == [
+            ("t0", kind), ("t1", kind), ("m1", kind), ("m2", kind)]
+        (s,) = built.streams
+        assert s.tx_port.startswith(f"{kind}:") and s.rx_port.startswith(f"{kind}:")
+        assert s.tx_ns == s.rx_ns == "ns-tester"
+        sinks = [h for h in built.helpers if h.name.startswith("mirror")]
+        assert [h.name for h in sinks] == ["mirror m1", "mirror m2"]
+        for h, p in zip(sinks, ports[2:], strict=True):
+            assert h.args[:2] == ["rx", "--port"] and h.netns == "ns-mirror"
+            assert h.args[2] == f"{kind}:{p.socket}" + (",mode=interrupt" if irq else "")
+            assert h.polls is not irq
+        assert built.topology.openflow is not None
+        hit = [ln for ln in built.topology.openflow.text.splitlines()
+               if ln.startswith(f"priority={HIT_PRIORITY},")]
+        assert len(hit) == 1 and "in_port=1," in hit[0]
+        assert hit[0].endswith("actions=output:2,output:3,output:4")
+    assert point.stored_scenario() == "openflow/v2v/r10/m2/o3"
+
+
+def test_openflow_v2v_has_no_fallback(tmp_path):
+    """A v2v openflow cell whose ports the SUT lacks is not run over veths."""
+    for sut_name, kind in (("ovs", "vhost-user"), ("ovs-dpdk", "memif"), ("ovs", "memif")):
+        with pytest.raises(Unsupported, match=f"no {kind} ports"):
+            build(FakeTestbed(tmp_path), make_sut(sut_name),
+                  Point(scenario="openflow", rules=10, masks=1, outputs=1, virtual_port=kind),
+                  memif_tester=True, tester_roles=ROLES, virtual_kind=kind)
+    # without turnout-gen (the Python tester has no vhost-user or memif)
+    with pytest.raises(Unsupported, match="cannot open vhost-user ports"):
+        build(FakeTestbed(tmp_path), make_sut("turnoutd"),
+              Point(scenario="openflow", rules=10, masks=1, outputs=1,
+                    virtual_port="vhost-user"),
+              memif_tester=False, tester_roles=ROLES, virtual_kind="vhost-user")

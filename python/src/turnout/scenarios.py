@@ -25,7 +25,10 @@ not here), ``openflow`` (p2p through an OpenFlow rule set of ``rules`` flows
 over ``masks`` masks that every SUT gets through ``ovs-ofctl -O OpenFlow13
 add-flows`` — turnout.ofrules — its hit rule sending the stream to
 ``outputs`` ports: the receiver and ``outputs`` − 1 mirror ports, veths
-into a namespace of their own where the copies end in the kernel).
+into a namespace of their own where the copies end in the kernel; or, at a
+point with a ``virtual_port``, the same rule set on the v2v path: VNF0 →
+SUT → VNF1 over vhost-user or memif ports, the mirror ports of the same
+kind, each drained by a turnout-gen ``rx`` in a namespace of its own).
 ``direction`` ``bi`` adds the reverse stream of every stream.
 """
 
@@ -76,7 +79,8 @@ class Point:
         rule sets as repetitions of one point."""
         if self.scenario != "openflow":
             return self.scenario
-        return f"openflow/r{self.rules}/m{self.masks}/o{self.outputs}"
+        path = "v2v/" if self.virtual_port else ""
+        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}"
 
 
 @dataclass
@@ -152,6 +156,16 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
         why = check_point(point.rules, point.masks, point.outputs)
         if why:
             raise Unsupported(why)
+        if point.virtual_port == "memif" and not sut.supports_memif:
+            raise Unsupported(f"{sut.name} has no memif ports (the openflow v2v/memif cell "
+                              "has no row for it)")
+        if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
+            raise Unsupported(f"{sut.name} has no vhost-user ports (the openflow "
+                              "v2v/vhost-user cell: OVS userspace without DPDK has none; "
+                              "OVS-DPDK's dpdkvhostuser is the same datapath, dpif-netdev)")
+        if point.virtual_port not in ("", "memif", "vhost-user"):
+            raise Unsupported(f"openflow: virtual port {point.virtual_port!r} (memif, "
+                              "vhost-user, or none for p2p)")
     if point.scenario == "rule_update":
         if sut.direct:
             raise Unsupported("a rule update needs a switch: the bare wire has no rules")
@@ -210,6 +224,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     flows: list[tuple[str, str]] = []  # (from endpoint, to endpoint)
     helpers: list[tuple[str, str, str]] = []  # fwd VNF: (in endpoint, out endpoint, next hop)
     reflectors: list[str] = []  # reflect servers: their endpoint
+    sinks: list[str] = []  # turnout-gen rx on a virtual port nobody else reads (mirrors)
     ns_cache: dict[str, str] = {"tester": tester}
 
     def ns(role: str) -> str:
@@ -256,6 +271,15 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
         ep("t2", "tester", False)
         flows.append(("t0", "t1"))
+    elif s == "openflow" and point.virtual_port:
+        # v2v: the VMs' ports and the mirror ports all of the point's kind;
+        # each mirror port is drained by a turnout-gen rx (a VM that takes
+        # the copies), so the SUT really copies every frame to it
+        links.append((ep("t0", "vnf0", True), ep("t1", "vnf1", True)))
+        flows.append(("t0", "t1"))
+        for i in range(1, point.outputs):
+            ep(f"m{i}", "mirror", True, traffic=False)
+            sinks.append(f"m{i}")
     elif s == "openflow":
         links.append((ep("t0", "tester", False), ep("t1", "tester", False)))
         flows.append(("t0", "t1"))
@@ -276,6 +300,11 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     virtual_port = ""
     if any(e.virtual for e in endpoints.values()):
         virtual_port = "vhost-user" if use_vhost else "memif" if use_memif else "veth"
+    if s == "openflow" and point.virtual_port and virtual_port != point.virtual_port:
+        # no fallback to another port kind: the cell names its path
+        raise Unsupported(f"openflow v2v/{point.virtual_port}: the tester or {sut.name} "
+                          f"cannot open {point.virtual_port} ports here (would be "
+                          f"{virtual_port})")
 
     ports: list[SutPort] = []
     xconnects: list[tuple[str, str]] = []
@@ -375,6 +404,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         irq = sleeps(endpoints[r])
         gen_helpers.append(GenProc(args=["reflect", "--port", vnf_spec(endpoints[r], irq)],
                                    netns=endpoints[r].ns, name=f"reflect {r}", polls=not irq))
+    for r in sinks:
+        irq = vnf_interrupt and bool(endpoints[r].memif or endpoints[r].vhost)
+        gen_helpers.append(GenProc(args=["rx", "--port", vnf_spec(endpoints[r], irq)],
+                                   netns=endpoints[r].ns, name=f"mirror {r}", polls=not irq))
     topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
     if s == "openflow":
         from .ofrules import rule_set

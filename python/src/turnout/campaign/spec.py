@@ -166,54 +166,92 @@ def topology_key(p: Point) -> tuple[object, ...]:
 
 
 #: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
-OPENFLOW_KEYS = {"rules", "masks", "outputs", "openflow_sets"}
+OPENFLOW_KEYS = {"rules", "masks", "outputs", "openflow_sets", "openflow_paths"}
+#: the openflow scenario's paths: p2p over veths, or v2v over virtual ports
+#: of one kind (Point.virtual_port)
+OPENFLOW_PATHS = {"p2p": "", "v2v/vhost-user": "vhost-user", "v2v/memif": "memif"}
 
 
-def _openflow_cells(m: dict[str, Any], scenarios: list[str]) -> list[dict[str, Any]]:
-    """The rule sets of the ``openflow`` scenario: every (rules, masks,
+def _of_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _openflow_cells(m: dict[str, Any], scenarios: list[str],
+                    flows: list[int]) -> list[dict[str, Any]]:
+    """The cells of the ``openflow`` scenario, each a dict of Point fields
+    (rules, masks, outputs, flows, virtual_port): every (rules, masks,
     outputs) of the matrix's lists (defaults 100, 1, 1) but those with more
     masks than rules (each mask needs a rule), which are left out; or,
     instead of the product, the ``openflow_sets`` listed as [rules, masks,
-    outputs] triples (cross-sections of the product)."""
+    outputs] triples (cross-sections of the product) or as tables
+    ``{rules, masks, outputs, flows, paths}`` whose ``flows`` and ``paths``
+    narrow the matrix's for that set. Every set runs on every path of
+    ``openflow_paths`` (default ["p2p"]) at every one of ``flows``, unless
+    its table says otherwise."""
     from ..ofrules import check_point
 
     if "openflow" not in scenarios:
         if any(k in m for k in OPENFLOW_KEYS):
-            raise CampaignError("matrix.rules/masks/outputs/openflow_sets: the openflow "
-                                "scenario is not in matrix.scenarios")
+            raise CampaignError("matrix.rules/masks/outputs/openflow_sets/openflow_paths: the "
+                                "openflow scenario is not in matrix.scenarios")
         return []
-    triples: list[tuple[int, int, int]] = []
+    paths = _list(m, "openflow_paths", ["p2p"], str, "matrix")
+    for x in paths:
+        if x not in OPENFLOW_PATHS:
+            raise CampaignError(f"matrix.openflow_paths: {x!r} is not one of "
+                                f"{', '.join(OPENFLOW_PATHS)}")
+    if len(set(paths)) != len(paths):
+        raise CampaignError("matrix.openflow_paths: a path is listed twice")
+    sets: list[tuple[int, int, int, list[int], list[str]]] = []
     if "openflow_sets" in m:
         if any(k in m for k in ("rules", "masks", "outputs")):
             raise CampaignError("matrix.openflow_sets lists the sets: leave out rules, masks "
                                 "and outputs")
-        sets = m["openflow_sets"]
-        if not isinstance(sets, list) or not sets:
+        listed = m["openflow_sets"]
+        if not isinstance(listed, list) or not listed:
             raise CampaignError("matrix.openflow_sets: a non-empty list of [rules, masks, "
-                                "outputs]")
-        for x in sets:
-            if not (isinstance(x, list) and len(x) == 3
-                    and all(isinstance(v, int) and not isinstance(v, bool) for v in x)):
+                                "outputs] or {rules, masks, outputs, flows, paths}")
+        for x in listed:
+            if isinstance(x, dict):
+                bad = sorted(set(x) - {"rules", "masks", "outputs", "flows", "paths"})
+                if bad or not all(_of_int(x.get(k)) for k in ("rules", "masks", "outputs")):
+                    raise CampaignError(f"matrix.openflow_sets: {x!r}: a table of rules, masks, "
+                                        "outputs (integers) and optionally flows, paths")
+                fl = _list(x, "flows", flows, int, "matrix.openflow_sets")
+                if min(fl) < 1:
+                    raise CampaignError(f"matrix.openflow_sets: {x!r}: flows must be ≥ 1")
+                ps = _list(x, "paths", paths, str, "matrix.openflow_sets")
+                for pa in ps:
+                    if pa not in paths:
+                        raise CampaignError(f"matrix.openflow_sets: {x!r}: path {pa!r} is "
+                                            "not in matrix.openflow_paths")
+                trip = (x["rules"], x["masks"], x["outputs"])
+            elif isinstance(x, list) and len(x) == 3 and all(_of_int(v) for v in x):
+                trip, fl, ps = (x[0], x[1], x[2]), flows, paths
+            else:
                 raise CampaignError(f"matrix.openflow_sets: {x!r} is not [rules, masks, "
                                     "outputs] (integers)")
-            if x[1] > x[0]:
+            if trip[1] > trip[0]:
                 raise CampaignError(f"matrix.openflow_sets: {x!r} has more masks than rules")
-            triples.append((x[0], x[1], x[2]))
-        if len(set(triples)) != len(triples):
-            raise CampaignError("matrix.openflow_sets: a set is listed twice")
+            sets.append((*trip, fl, ps))
+        keys = [(r, k, o, pa) for r, k, o, _, ps in sets for pa in ps]
+        if len(set(keys)) != len(keys):
+            raise CampaignError("matrix.openflow_sets: a set is listed twice (on one path)")
     else:
         rules = _list(m, "rules", [100], int, "matrix")
         masks = _list(m, "masks", [1], int, "matrix")
         outputs = _list(m, "outputs", [1], int, "matrix")
-        triples = [(r, k, o) for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
+        sets = [(r, k, o, flows, paths)
+                for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
     cells = []
-    for r, k, o in triples:
+    for r, k, o, fl, ps in sets:
         why = check_point(r, k, o)
         if why:
             raise CampaignError(f"matrix: {why}")
         if r > 1_000_000:
             raise CampaignError(f"matrix.rules: {r} over 10^6")
-        cells.append({"rules": r, "masks": k, "outputs": o})
+        cells += [{"rules": r, "masks": k, "outputs": o, "flows": f,
+                   "virtual_port": OPENFLOW_PATHS[pa]} for pa in ps for f in fl]
     if not cells:
         raise CampaignError("matrix.rules/masks: every combination has more masks than rules")
     return cells
@@ -400,7 +438,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
     sc_sizes = _scenario_sizes(m, scenarios, sizes)
-    of_cells = _openflow_cells(m, scenarios)
+    of_cells = _openflow_cells(m, scenarios, flows)
     for sc, d, sz, fl, b in itertools.product(scenarios, directions, sizes, flows, bursts):
         if sc == "overlay" and (d not in odirs or sz not in osizes):
             continue
@@ -414,7 +452,13 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         elif sc == "nvsn":
             extra = [{"pairs": p} for p in pairs]
         elif sc == "openflow":
-            extra = of_cells
+            # each cell names its own flows (a set's table may narrow them):
+            # the cells at the first of the matrix's flows, once
+            if fl != flows[0]:
+                continue
+            points += [Point(scenario=sc, direction=d, frame_size_b=sz, burst=b, **e)
+                       for e in of_cells]
+            continue
         points += [Point(scenario=sc, direction=d, frame_size_b=sz, flows=fl, burst=b, **e)
                    for e in extra]
     # A vhost-user cell next to the campaign's virtual_port: these scenarios

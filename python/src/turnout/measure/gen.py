@@ -216,6 +216,12 @@ def vnf_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> di
         dropped += row["dropped"]
         received += row["received"]
         forwarded += row["packets"]
+    if "rx" in after and "fwd" not in after:
+        # a sink (turnout-gen rx draining a mirror port): every frame it
+        # took, warm-up and foreign ones included (it forwards nothing)
+        keys_rx = ("packets", "warmup", "foreign")
+        b_rx = before.get("rx") or {}
+        received = sum(int(after["rx"].get(k, 0)) - int(b_rx.get(k, 0)) for k in keys_rx)
     out.update(received=received, forwarded=forwarded, dropped=dropped,
                cpu_s=(int(after.get("thread_cpu_ns") or 0)
                       - int(before.get("thread_cpu_ns") or 0)) / 1e9)

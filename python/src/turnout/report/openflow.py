@@ -1,32 +1,77 @@
 """The report rows of the ``openflow`` scenario (issue 16, `make
-bench-flows`): per rule set, concurrent flows and SUT, R+ and the SUT's own
-cost per frame at R+, with each SUT's cost over OVS userspace's at the same
-point (the target: turnoutd at most half).
+bench-flows`): per path, rule set, concurrent flows and SUT, R+ and the
+SUT's own cost per frame at R+, with turnoutd's cost over OVS's on the same
+path (the target: at most half), and where the cost goes: the SUT threads'
+CPU time over the traffic window split into user and system (kernel) time
+per frame, so the kernel's copy on an AF_XDP copy-mode port shows.
 
-An openflow point is stored under the scenario ``openflow/rN/mM/oK``
-(``Point.stored_scenario``): N rules over M masks, the hit rule sending to
-K ports (K − 1 mirrors)."""
+An openflow point is stored under the scenario ``openflow/rN/mM/oK`` (p2p
+over veths) or ``openflow/v2v/rN/mM/oK`` (v2v over the result's
+``virtual_port``: vhost-user or memif), ``Point.stored_scenario``: N rules
+over M masks, the hit rule sending to K ports (K − 1 mirrors).
+
+The OVS each path compares with is the one with that path's ports: OVS
+userspace (dpif-netdev, ``afxdp`` ports) on p2p; OVS-DPDK (the same
+dpif-netdev, ``dpdkvhostuser`` ports) on v2v/vhost-user; none on v2v/memif
+(OVS has no memif ports)."""
 
 from __future__ import annotations
 
 import re
 from collections import defaultdict
 
-from ..results import Result
+from ..results import Result, Trial
 from .model import Section, Spread, Table, spread_of
 from .queries import CampaignData, fmt, fmt_spread, sut_label
 
-__all__ = ["openflow_section", "openflow_table", "openflow_text", "parse_label"]
+__all__ = ["BASELINES", "cpu_split", "openflow_section", "openflow_table", "openflow_text",
+           "parse_label", "parse_path", "ratio_table"]
 
-_LABEL = re.compile(r"^openflow/r(\d+)/m(\d+)/o(\d+)$")
-#: the cost every ratio is taken against
-BASELINE = "ovs"
+_LABEL = re.compile(r"^openflow/(?:(v2v)/)?r(\d+)/m(\d+)/o(\d+)$")
+#: per path (the result's virtual_port; "" = p2p over veths): the SUT label
+#: every cost on that path is taken against, and what it is
+BASELINES: dict[str, tuple[str, str]] = {
+    "": ("ovs", "OVS userspace (dpif-netdev, afxdp ports)"),
+    "vhost-user": ("ovs-dpdk [vhost-user]",
+                   "OVS-DPDK (dpif-netdev, dpdkvhostuser ports)"),
+}
+_NO_BASELINE = {"memif": "no OVS row: OVS has no memif ports"}
 
 
 def parse_label(scenario: str) -> tuple[int, int, int] | None:
     """(rules, masks, outputs) of a stored openflow scenario, else None."""
     m = _LABEL.match(scenario)
-    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+    return (int(m[2]), int(m[3]), int(m[4])) if m else None
+
+
+def parse_path(scenario: str) -> str | None:
+    """"p2p" or "v2v" of a stored openflow scenario, else None."""
+    m = _LABEL.match(scenario)
+    return (m[1] or "p2p") if m else None
+
+
+def path_label(r: Result) -> str:
+    """The row's path: "p2p veth", "v2v vhost-user", "v2v memif"."""
+    path = parse_path(r.scenario) or "?"
+    return f"{path} {r.virtual_port or 'veth'}"
+
+
+def cpu_split(r: Result, trials: list[Trial]) -> tuple[float, float] | None:
+    """(user, system) cycles per frame of the SUT's threads in the trial
+    that set R+ (/proc utime and stime over the traffic window, at the TSC
+    rate, over the frames received), or None without CPU samples."""
+    ts = [t for t in trials if t.result_id == r.id and t.cpu and t.received > 0
+          and float(t.extra.get("cycles_hz") or 0) > 0]
+    if not ts:
+        return None
+    t = max(ts, key=lambda x: x.rx_total_pps)
+    rows = [c for c in t.cpu if c.get("role", "sut") == "sut"]
+    if not rows:
+        return None
+    hz = float(t.extra["cycles_hz"])
+    user = sum(float(c.get("user_s", 0.0)) for c in rows) * hz / t.received
+    sys = sum(float(c.get("sys_s", 0.0)) for c in rows) * hz / t.received
+    return user, sys
 
 
 def _rplus(data: CampaignData) -> list[Result]:
@@ -34,70 +79,161 @@ def _rplus(data: CampaignData) -> list[Result]:
             if r.method == "rplus" and parse_label(r.scenario) is not None]
 
 
-def openflow_table(data: CampaignData) -> Table:
-    """One row per (rule set, frame size, flows, SUT)."""
-    t = Table(
-        key="openflow-table", title="OpenFlow rule sets: rate and cost per frame",
-        columns=["rules", "masks", "outputs", "flows", "size B", "SUT", "n",
-                 "R+ Mpps [min–max]", "cost cyc/frame [min–max]", f"cost ÷ {BASELINE}"],
-        note=("The same rules (turnout.ofrules) installed with ovs-ofctl -O OpenFlow13 "
-              "add-flows into every SUT; the tester's flows all hit one rule of lowest "
-              "priority, the others never match. Cost: the SUT's own account of busy cycles "
-              "over the frames it received, at R+ (turnoutd: its workers' busy TSC cycles; "
-              "OVS: the PMD threads' processing cycles); cost ÷ ovs: the median cost over OVS "
-              "userspace's median at the same point (below 0.5 is issue 16's target). "
-              "tester: the tester, not the SUT, set the rate in some repetition."),
-    )
-    by: dict[tuple[int, int, int, int, int], dict[str, list[Result]]] = defaultdict(
-        lambda: defaultdict(list))
+_Key = tuple[str, int, int, int, int, int]
+
+
+def _grouped(data: CampaignData) -> dict[_Key, dict[str, list[Result]]]:
+    """(path, rules, masks, outputs, size, flows) -> SUT label -> results.
+    The path key is the virtual port ("" = p2p over veths)."""
+    by: dict[_Key, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in _rplus(data):
         lab = parse_label(r.scenario)
         assert lab is not None
-        by[(*lab, int(r.frame_size_b), int(r.flows))][sut_label(r.sut, r.virtual_port)].append(r)
-    for (rules, masks, outputs, size, flows), suts in sorted(by.items(), key=lambda x: (
-            x[0][2], x[0][1], x[0][0], x[0][3], x[0][4])):
-        costs: dict[str, Spread | None] = {}
-        for label, rs in suts.items():
-            c = [float(r.busy_cycles_per_frame) for r in rs if r.busy_cycles_per_frame]
-            costs[label] = spread_of(c) if c else None
-        base = costs.get(BASELINE)
-        for label in sorted(suts, key=lambda s: (s != "turnoutd", s)):
+        path = r.virtual_port if parse_path(r.scenario) == "v2v" else ""
+        by[(path, *lab, int(r.frame_size_b), int(r.flows))][
+            sut_label(r.sut, r.virtual_port)].append(r)
+    return by
+
+
+def _cost(rs: list[Result]) -> Spread | None:
+    c = [float(r.busy_cycles_per_frame) for r in rs if r.busy_cycles_per_frame]
+    return spread_of(c) if c else None
+
+
+def _order(k: _Key) -> tuple[object, ...]:
+    path, rules, masks, outputs, size, flows = k
+    return (["", "vhost-user", "memif"].index(path) if path in ("", "vhost-user", "memif")
+            else 9, path, outputs, masks, rules, size, flows)
+
+
+def openflow_table(data: CampaignData) -> Table:
+    """One row per (path, rule set, frame size, flows, SUT)."""
+    t = Table(
+        key="openflow-table", title="OpenFlow rule sets: rate and cost per frame",
+        columns=["path", "rules", "masks", "outputs", "flows", "size B", "SUT", "n",
+                 "R+ Mpps [min–max]", "cost cyc/frame [min–max]", "CPU user cyc/frame",
+                 "CPU sys cyc/frame", "sys %", "cost ÷ OVS"],
+        note=("The same rules (turnout.ofrules) installed with ovs-ofctl -O OpenFlow13 "
+              "add-flows into every SUT; the tester's flows all hit one rule of lowest "
+              "priority, the others never match. Path: p2p veth (turnoutd AF_XDP, OVS "
+              "userspace afxdp, OVS-DPDK net_af_packet) or v2v over vhost-user / memif "
+              "ports (turnout-gen as the VMs; mirror ports of the same kind, each drained "
+              "by a turnout-gen rx). Cost: the SUT's own account of busy cycles over the "
+              "frames it received, at R+ (turnoutd: its workers' busy TSC cycles; OVS: the "
+              "PMD threads' processing cycles). CPU user / sys: the SUT's threads' /proc "
+              "utime and stime over the traffic window of the trial that set R+, at the "
+              "TSC rate, per frame received (all CPU time, busy polling included, medians "
+              "over repetitions); sys % = sys / (user + sys): the kernel's share, e.g. the "
+              "copy of an AF_XDP copy-mode port. cost ÷ OVS: the median cost over the "
+              "median of the OVS with the same path's ports — p2p: OVS userspace (ovs); "
+              "v2v/vhost-user: OVS-DPDK (ovs-dpdk [vhost-user], the same dpif-netdev "
+              "datapath); v2v/memif: none (OVS has no memif ports). Below 0.5 is issue "
+              "16's target for turnoutd. tester: the tester, not the SUT, set the rate in "
+              "some repetition."),
+    )
+    for key, suts in sorted(_grouped(data).items(), key=lambda x: _order(x[0])):
+        path, rules, masks, outputs, size, flows = key
+        base_label = BASELINES.get(path, ("", ""))[0]
+        base = _cost(suts[base_label]) if base_label in suts else None
+        for label in sorted(suts, key=lambda s: (not s.startswith("turnoutd"), s)):
             rs = suts[label]
             rate = spread_of([r.rate_total_pps / 1e6 for r in rs])
-            cost = costs[label]
+            cost = _cost(rs)
             ratio = (fmt(cost.median / base.median) if cost is not None and base is not None
-                     and base.median > 0 and label != BASELINE else "–")
-            t.rows.append([str(rules), str(masks), str(outputs), str(flows), str(size), label,
-                           str(len(rs)), fmt_spread(rate), fmt_spread(cost), ratio])
+                     and base.median > 0 and label != base_label else "–")
+            split = [s for r in rs if (s := cpu_split(r, data.ok_trials)) is not None]
+            user = spread_of([u for u, _ in split]) if split else None
+            sys = spread_of([k for _, k in split]) if split else None
+            share = (f"{100.0 * sys.median / (user.median + sys.median):.0f}"
+                     if user is not None and sys is not None
+                     and user.median + sys.median > 0 else "–")
+            t.rows.append([path_label(rs[0]), str(rules), str(masks), str(outputs), str(flows),
+                           str(size), label, str(len(rs)), fmt_spread(rate), fmt_spread(cost),
+                           fmt_spread(user), fmt_spread(sys), share, ratio])
             t.flags.append("tester" if any(r.tester_bound for r in rs) else "")
     return t
 
 
+def ratio_table(data: CampaignData) -> Table:
+    """Per path: turnoutd's cost over that path's OVS, over every point
+    where both have a cost (median of the per-point ratios, min–max), and
+    which OVS it is."""
+    t = Table(
+        key="openflow-ratio", title="turnoutd's cost ÷ OVS's, per path",
+        columns=["path", "compared with", "points", "turnoutd ÷ OVS median [min–max]",
+                 "turnoutd sys %", "OVS sys %"],
+        note=("Each point's ratio is turnoutd's median own-account cost over the OVS's "
+              "median at the same rule set, flows and size (table above); issue 16's target "
+              "is at most 0.5. sys %: the kernel's share of the SUT threads' CPU time, "
+              "median over the points."),
+    )
+    per: dict[str, list[float]] = defaultdict(list)
+    shares: dict[tuple[str, str], list[float]] = defaultdict(list)
+    labels: dict[str, str] = {}
+    for key, suts in _grouped(data).items():
+        path = key[0]
+        labels.setdefault(path, path_label(next(iter(suts.values()))[0]))
+        base_label = BASELINES.get(path, ("", ""))[0]
+        mine = next((lab for lab in suts if lab.split(" ")[0] == "turnoutd"), None)
+        for who, lab in (("turnoutd", mine), ("ovs", base_label)):
+            if lab is None or lab not in suts:
+                continue
+            split = [s for r in suts[lab] if (s := cpu_split(r, data.ok_trials)) is not None]
+            tot = sum(u + k for u, k in split)
+            if tot > 0:
+                shares[(path, who)].append(100.0 * sum(k for _, k in split) / tot)
+        base = _cost(suts[base_label]) if base_label in suts else None
+        cost = _cost(suts[mine]) if mine is not None else None
+        if base is not None and cost is not None and base.median > 0:
+            per[path].append(cost.median / base.median)
+        else:
+            per.setdefault(path, [])
+
+    def share(path: str, who: str) -> str:
+        v = shares.get((path, who))
+        return f"{spread_of(v).median:.0f}" if v else "–"
+
+    for path in sorted(per, key=lambda p: _order((p, 0, 0, 0, 0, 0))):
+        ref = BASELINES[path][1] if path in BASELINES else _NO_BASELINE.get(path, "no OVS row")
+        ratios = per[path]
+        t.rows.append([labels[path], ref, str(len(ratios)),
+                       fmt_spread(spread_of(ratios)) if ratios else "–",
+                       share(path, "turnoutd"), share(path, "ovs")])
+        t.flags.append("")
+    return t
+
+
 def openflow_section(data: CampaignData) -> Section:
-    """The table above, when the campaign has openflow points."""
+    """The tables above, when the campaign has openflow points."""
     sec = Section(
         key="openflow", title="OpenFlow rule sets",
-        intro=("Scenario openflow (docs/bench.md, \"OpenFlow rule sets\"): p2p through N "
-               "generated rules over M masks, the tester's flows (turnout-gen varying the UDP "
-               "source port and source IP) all hitting one rule that outputs to K ports (the "
-               "receiver and K − 1 mirror ports)."),
+        intro=("Scenario openflow (docs/bench.md, \"OpenFlow rule sets\"): p2p over veths or "
+               "v2v over vhost-user / memif ports through N generated rules over M masks, the "
+               "tester's flows (turnout-gen varying the UDP source port and source IP) all "
+               "hitting one rule that outputs to K ports (the receiver and K − 1 mirror "
+               "ports)."),
     )
     t = openflow_table(data)
     if t.rows:
+        sec.tables.append(ratio_table(data))
         sec.tables.append(t)
     else:
         sec.empty = "No openflow results in this campaign."
     return sec
 
 
-def openflow_text(data: CampaignData) -> str:
-    """The table as plain text for the terminal ("" without openflow results)."""
-    t = openflow_table(data)
-    if not t.rows:
-        return ""
+def _text(t: Table) -> list[str]:
     cols = [*t.columns, ""]
     rows = [[*r, f] for r, f in zip(t.rows, t.flags, strict=True)]
     w = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines = [t.title, "  ".join(c.ljust(w[i]) for i, c in enumerate(cols)).rstrip()]
     lines += ["  ".join(v.ljust(w[i]) for i, v in enumerate(r)).rstrip() for r in rows]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def openflow_text(data: CampaignData) -> str:
+    """The tables as plain text for the terminal ("" without openflow results)."""
+    t = openflow_table(data)
+    if not t.rows:
+        return ""
+    return "\n".join([*_text(ratio_table(data)), "", *_text(t)]) + "\n"
