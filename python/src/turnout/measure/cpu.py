@@ -22,11 +22,13 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "sample_threads"]
+__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "sample_threads"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -57,6 +59,26 @@ def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
             tid = int(task.name)
             out[tid] = CpuSample(pid, tid, name, int(f[11]), int(f[12]), int(f[36]))
     return out
+
+
+@contextmanager
+def off_cpus(avoid: list[int]) -> Iterator[list[int]]:
+    """Keep the calling thread, and every thread and process it starts
+    meanwhile, off the CPUs ``avoid`` (the SUT's: docs/bench.md, "Latency at
+    low rates"); its CPU set is restored on exit. Yields the CPUs it runs on
+    (an empty list when nothing changed: nothing to avoid, or no other CPU
+    allowed). Processes that pin themselves (turnout-gen ``--cpu``) are not
+    held by it."""
+    before = os.sched_getaffinity(0)
+    rest = sorted(before - set(avoid))
+    if not avoid or not rest or len(rest) == len(before):
+        yield []
+        return
+    os.sched_setaffinity(0, rest)
+    try:
+        yield rest
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def run_queue_wait(pids: list[int]) -> tuple[int, int]:

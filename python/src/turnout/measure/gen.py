@@ -44,7 +44,7 @@ from typing import Any
 
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, run_queue_wait, sched_wait
+from .cpu import CpuSampler, nominal_hz, off_cpus, run_queue_wait, sched_wait
 from .kernel import KernelShare, kernel_share
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
@@ -341,6 +341,12 @@ class GenMeasurer:
     #: the SUT's CPUs: each own-account sample is paired with their irq +
     #: softirq ticks, the kernel share (measure/kernel.py)
     kernel_cpus: list[int] = field(default_factory=list)
+    #: the SUT's CPUs, which the bench's own threads (this one, the CPU and
+    #: cost samplers) leave to the SUT during a trial: on a busy-polling
+    #: SUT's core they preempt its poller for ~0.5 ms a wake-up, several
+    #: times a second, and every frame that arrives meanwhile waits
+    #: (docs/bench.md, "Latency at low rates"); the same rule for every SUT
+    avoid_cpus: list[int] = field(default_factory=list)
     #: long-running helpers (chain VNFs): a trial fails, naming the helper and
     #: its message, when one of them has exited
     helpers: list[VnfHandle] = field(default_factory=list)
@@ -396,6 +402,14 @@ class GenMeasurer:
 
     def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         self.check_helpers()
+        with off_cpus(self.avoid_cpus) as cpus:
+            counts = self._measure(duration_s, load_total_pps)
+        if self.avoid_cpus:
+            # where the bench's threads ran ("" = anywhere: no other CPU)
+            counts.extra["bench_cpus"] = ",".join(str(c) for c in cpus)
+        return counts
+
+    def _measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
         tasks = plan_tasks(self.streams)
         vnf_before = [h.snapshot() for h in self.helpers]
