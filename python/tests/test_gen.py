@@ -295,3 +295,41 @@ def test_the_bench_threads_leave_the_suts_cpus_during_a_trial():
     assert samplers and all(sut[0] not in v and v for v in samplers), seen
     assert c.extra["bench_cpus"] == ",".join(str(x) for x in cpus[:-1])
     assert sorted(os.sched_getaffinity(0)) == cpus
+
+
+def test_the_run_queue_wait_is_the_data_paths_when_the_sut_pins_threads():
+    """sut_sched counts the SUT's threads pinned to its CPUs (workers, PMD
+    threads) when it has such: its other threads now share the tester's
+    busy core and wait there, which is not the SUT's latency."""
+    import os
+    import threading
+
+    from turnout.measure.cpu import pinned_threads, run_queue_wait
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: no thread can be pinned apart")
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def worker() -> None:
+        os.sched_setaffinity(0, {cpus[-1]})
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert ready.wait(10)
+        me = os.getpid()
+        assert pinned_threads([me], [cpus[-1]]) == tid
+        assert pinned_threads([me], []) == []
+        # the main thread may run anywhere: it is no data path thread
+        assert threading.get_native_id() not in pinned_threads([me], cpus[-1:])
+        _, only = run_queue_wait([me], tid)
+        _, every = run_queue_wait([me])
+        assert 0 < only < every
+    finally:
+        done.set()
+        t.join()

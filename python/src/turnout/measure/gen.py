@@ -44,7 +44,7 @@ from typing import Any
 
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, off_cpus, run_queue_wait, sched_wait
+from .cpu import CpuSampler, nominal_hz, off_cpus, pinned_threads, run_queue_wait, sched_wait
 from .kernel import KernelShare, kernel_share
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
@@ -414,7 +414,12 @@ class GenMeasurer:
         tasks = plan_tasks(self.streams)
         vnf_before = [h.snapshot() for h in self.helpers]
         sut_pids = self.sut_pids()
-        rq_before, rq_t0 = run_queue_wait(sut_pids), time.monotonic()
+        # the run-queue wait of the SUT's data path: its threads pinned to
+        # the SUT's CPUs when it has such (its other threads live on the
+        # tester's core and wait behind its busy loop: not the SUT's
+        # latency); all its threads otherwise
+        rq_tids = pinned_threads(sut_pids, self.avoid_cpus)
+        rq_before, rq_t0 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
         sampler = CpuSampler({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
@@ -449,7 +454,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        rq_after, rq_t1 = run_queue_wait(sut_pids), time.monotonic()
+        rq_after, rq_t1 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -465,7 +470,8 @@ class GenMeasurer:
         if sut_pids:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
-            counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0)
+            counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
+                "threads": f"{len(rq_tids)} pinned to the SUT's CPUs" if rq_tids else "all"}
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
