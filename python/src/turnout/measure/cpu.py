@@ -67,13 +67,13 @@ def off_cpus(avoid: list[int]) -> Iterator[list[int]]:
     """Keep the calling thread, and every thread and process it starts
     meanwhile, off the CPUs ``avoid`` (the SUT's: docs/bench.md, "Latency at
     low rates"); its CPU set is restored on exit. Yields the CPUs it runs on
-    (an empty list when nothing changed: nothing to avoid, or no other CPU
-    allowed). Processes that pin themselves (turnout-gen ``--cpu``) are not
-    held by it."""
+    (an empty list when there is nothing to avoid or no other CPU allowed:
+    then it runs where it did). Processes that pin themselves (turnout-gen
+    ``--cpu``) are not held by it."""
     before = os.sched_getaffinity(0)
     rest = sorted(before - set(avoid))
     if not avoid or not rest or len(rest) == len(before):
-        yield []
+        yield rest if avoid else []
         return
     os.sched_setaffinity(0, rest)
     try:

@@ -405,7 +405,7 @@ class GenMeasurer:
         with off_cpus(self.avoid_cpus) as cpus:
             counts = self._measure(duration_s, load_total_pps)
         if self.avoid_cpus:
-            # where the bench's threads ran ("" = anywhere: no other CPU)
+            # where the bench's threads ran ("": on the SUT's too, no other CPU allowed)
             counts.extra["bench_cpus"] = ",".join(str(c) for c in cpus)
         return counts
 
