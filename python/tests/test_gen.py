@@ -272,3 +272,76 @@ def test_trial_cpu_rows_name_their_role():
     tester = [r for r in c.cpu if r["role"] == "tester"]
     assert tester and tester[0]["cpu_s"] == pytest.approx(0.9)
     assert tester[0]["util"] == pytest.approx(0.9)
+
+
+def test_the_bench_threads_leave_the_suts_cpus_during_a_trial():
+    """The bench's own threads (the one that spawns the tester, the CPU and
+    cost samplers) run off the SUT's CPUs while a trial runs, and the
+    caller's CPU set is back afterwards (docs/bench.md, "Latency at low
+    rates": a busy-polling SUT preempted by them made frames wait)."""
+    import os
+    import threading
+
+    from turnout.measure.cost import CostSample
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to keep the bench off")
+    sut = cpus[-1:]
+    seen: dict[str, set[int]] = {}
+
+    def spawn(args, netns=None):
+        seen["spawn"] = os.sched_getaffinity(0)
+        return _FakeProc(list(args))
+
+    def probe() -> CostSample:
+        seen[threading.current_thread().name] = os.sched_getaffinity(0)
+        return CostSample(0.0, 0.0, 0)
+
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[s], spawn=spawn, cooldown_s=0,
+                        sut_cost=probe, avoid_cpus=sut)
+    c = m.measure(1.0, 0.0)
+    assert sut[0] not in seen["spawn"] and seen["spawn"]
+    samplers = [v for k, v in seen.items() if k != "spawn"]
+    assert samplers and all(sut[0] not in v and v for v in samplers), seen
+    assert c.extra["bench_cpus"] == ",".join(str(x) for x in cpus[:-1])
+    assert sorted(os.sched_getaffinity(0)) == cpus
+
+
+def test_the_run_queue_wait_is_the_data_paths_when_the_sut_pins_threads():
+    """sut_sched counts the SUT's threads pinned to its CPUs (workers, PMD
+    threads) when it has such: its other threads now share the tester's
+    busy core and wait there, which is not the SUT's latency."""
+    import os
+    import threading
+
+    from turnout.measure.cpu import pinned_threads, run_queue_wait
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one CPU: no thread can be pinned apart")
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def worker() -> None:
+        os.sched_setaffinity(0, {cpus[-1]})
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert ready.wait(10)
+        me = os.getpid()
+        assert pinned_threads([me], [cpus[-1]]) == tid
+        assert pinned_threads([me], []) == []
+        # the main thread may run anywhere: it is no data path thread
+        assert threading.get_native_id() not in pinned_threads([me], cpus[-1:])
+        _, only = run_queue_wait([me], tid)
+        _, every = run_queue_wait([me])
+        assert 0 < only < every
+    finally:
+        done.set()
+        t.join()

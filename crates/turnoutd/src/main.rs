@@ -113,6 +113,34 @@ fn run(path: &std::path::Path) -> ExitCode {
         eprintln!("turnoutd: cannot block signals: {e}");
         return ExitCode::FAILURE;
     }
+    // Likewise the CPU set: every thread that is not a worker (this one, the
+    // control API and its connections, the flow timer, metrics, OpenFlow,
+    // link watchers) stays off the workers' CPUs, so a busy-polling worker
+    // never waits for a CPU behind them (docs/bench.md, "Latency at low
+    // rates"). Workers pin themselves, which overrides what they inherit.
+    let pinned: Vec<usize> = cfg.workers.iter().filter_map(|w| w.cpu).collect();
+    match sys::keep_off_worker_cpus(&pinned) {
+        Ok(sys::Housekeeping::Unpinned) => {}
+        Ok(sys::Housekeeping::Moved(cpus)) => turnoutd::log!(
+            Level::Info,
+            "main",
+            "non-worker threads kept off the workers' CPUs",
+            cpus = sys::cpu_list(&cpus),
+            workers = sys::cpu_list(&pinned)
+        ),
+        Ok(sys::Housekeeping::Shared(cpus)) => turnoutd::log!(
+            Level::Warn,
+            "main",
+            "every allowed CPU runs a worker: non-worker threads share them",
+            cpus = sys::cpu_list(&cpus)
+        ),
+        Err(e) => turnoutd::log!(
+            Level::Warn,
+            "main",
+            "cannot keep non-worker threads off the workers' CPUs",
+            error = e
+        ),
+    }
     let sock = cfg.switch.control_socket.clone();
     let mode = cfg.switch.control_socket_mode;
     let metrics = cfg.switch.metrics_addr();

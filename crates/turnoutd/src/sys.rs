@@ -154,3 +154,120 @@ impl Drop for CpuIdlePoll {
         let _ = std::fs::write(&self.path, &self.previous);
     }
 }
+
+/// The CPUs the calling thread may run on (`sched_getaffinity`), in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity gets a valid
+    // pointer and its size, CPU_ISSET reads the initialised set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+/// Restricts the calling thread, and every thread it spawns afterwards, to
+/// `cpus` (`sched_setaffinity`).
+pub fn set_allowed_cpus(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: as in `allowed_cpus`; CPU_SET is given indices below
+    // CPU_SETSIZE only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The CPUs for the daemon's threads that are not workers (main, control
+/// API and its connections, flow timer, metrics, OpenFlow, link watchers):
+/// `allowed` less the CPUs workers are pinned to. `None` when that leaves
+/// nothing (every allowed CPU runs a worker): they then share.
+pub fn housekeeping_cpus(allowed: &[usize], worker_cpus: &[usize]) -> Option<Vec<usize>> {
+    let rest: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| !worker_cpus.contains(c))
+        .collect();
+    if rest.is_empty() {
+        None
+    } else {
+        Some(rest)
+    }
+}
+
+/// What [`keep_off_worker_cpus`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Housekeeping {
+    /// No worker is pinned: nothing to keep off.
+    Unpinned,
+    /// The calling thread (and all it spawns later) now runs on these CPUs.
+    Moved(Vec<usize>),
+    /// Every allowed CPU runs a worker: the other threads share them.
+    Shared(Vec<usize>),
+}
+
+/// Keeps the calling thread, and every thread it spawns from now on, off
+/// the CPUs the workers are pinned to (workers pin themselves, which
+/// overrides the inherited set). Call before any thread starts.
+pub fn keep_off_worker_cpus(worker_cpus: &[usize]) -> io::Result<Housekeeping> {
+    if worker_cpus.is_empty() {
+        return Ok(Housekeeping::Unpinned);
+    }
+    let allowed = allowed_cpus()?;
+    match housekeeping_cpus(&allowed, worker_cpus) {
+        Some(rest) => {
+            set_allowed_cpus(&rest)?;
+            Ok(Housekeeping::Moved(rest))
+        }
+        None => Ok(Housekeeping::Shared(allowed)),
+    }
+}
+
+/// A CPU list as `0,2-3`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}-{}", cpus[i], cpus[j])
+        } else {
+            cpus[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn housekeeping_is_what_the_workers_leave() {
+        assert_eq!(housekeeping_cpus(&[0, 1], &[1]), Some(vec![0]));
+        assert_eq!(housekeeping_cpus(&[0, 1, 2, 3], &[2, 3]), Some(vec![0, 1]));
+        assert_eq!(housekeeping_cpus(&[1], &[1]), None);
+        // a worker pinned outside the allowed set takes nothing from it
+        assert_eq!(housekeeping_cpus(&[0, 1], &[5]), Some(vec![0, 1]));
+    }
+
+    #[test]
+    fn cpu_lists_are_compact() {
+        assert_eq!(cpu_list(&[0, 2, 3, 4, 7]), "0,2-4,7");
+        assert_eq!(cpu_list(&[1]), "1");
+        assert_eq!(cpu_list(&[]), "");
+    }
+}

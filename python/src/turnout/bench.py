@@ -141,6 +141,7 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
+                    avoid_cpus=list(layout.sut),
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
                     vary="src-port,src-ip" if point.scenario == "openflow" else "",

@@ -492,7 +492,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
                 cmd=gen_cmd, streams=wiring.streams, spawn=tb.spawn, size_b=point.frame_size_b,
                 flows=point.flows, burst=point.burst, sut_pids=sut.pids, warmup_s=spec.warmup_s,
                 sut_cost=sut.cost_sample, cost_source=sut.cost_source,
-                kernel_cpus=cpu_list(layout.sut_cpus))
+                kernel_cpus=cpu_list(layout.sut_cpus), avoid_cpus=list(layout.sut))
             cfg: dict[str, Any] = dict(sut.config())
             cfg["tester"] = " ".join(gen_cmd[-1:])
             cfg["tester_version"] = gen_version(gen_cmd)

@@ -22,11 +22,14 @@ import re
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "sample_threads"]
+__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
+           "run_queue_wait", "sample_threads"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -59,13 +62,72 @@ def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
     return out
 
 
-def run_queue_wait(pids: list[int]) -> tuple[int, int]:
-    """(ns spent runnable but waiting for a CPU, times run on a CPU) summed
-    over every thread of these processes (/proc/PID/task/TID/schedstat; gone
-    threads skipped): the scheduler's delay, whatever the thread waited for."""
-    wait = slices = 0
+@contextmanager
+def off_cpus(avoid: list[int]) -> Iterator[list[int]]:
+    """Keep the calling thread, and every thread and process it starts
+    meanwhile, off the CPUs ``avoid`` (the SUT's: docs/bench.md, "Latency at
+    low rates"); its CPU set is restored on exit. Yields the CPUs it runs on
+    (an empty list when there is nothing to avoid or no other CPU allowed:
+    then it runs where it did). Processes that pin themselves (turnout-gen
+    ``--cpu``) are not held by it."""
+    before = os.sched_getaffinity(0)
+    rest = sorted(before - set(avoid))
+    if not avoid or not rest or len(rest) == len(before):
+        yield rest if avoid else []
+        return
+    os.sched_setaffinity(0, rest)
+    try:
+        yield rest
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _cpu_list(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
+    """The threads of these processes that may run on ``cpus`` only (the
+    SUT's data path: workers, PMD threads, forwarding lcores), from
+    /proc/PID/task/TID/status; empty when none is (nothing pinned, or no
+    ``cpus``)."""
+    if not cpus:
+        return []
+    want = set(cpus)
+    out = []
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                status = (task / "status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    allowed = _cpu_list(line.split(":", 1)[1])
+                    if allowed and allowed <= want:
+                        out.append(int(task.name))
+                    break
+    return out
+
+
+def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
+    """(ns spent runnable but waiting for a CPU, times run on a CPU) summed
+    over every thread of these processes, or over the threads ``tids`` of
+    them when given (/proc/PID/task/TID/schedstat; gone threads skipped):
+    the scheduler's delay, whatever the thread waited for."""
+    wait = slices = 0
+    only = set(tids) if tids else None
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            if only is not None and int(task.name) not in only:
+                continue
             try:
                 f = (task / "schedstat").read_text().split()
                 wait += int(f[1])

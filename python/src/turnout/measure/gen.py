@@ -44,7 +44,7 @@ from typing import Any
 
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, run_queue_wait, sched_wait
+from .cpu import CpuSampler, nominal_hz, off_cpus, pinned_threads, run_queue_wait, sched_wait
 from .kernel import KernelShare, kernel_share
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
@@ -347,6 +347,12 @@ class GenMeasurer:
     #: the SUT's CPUs: each own-account sample is paired with their irq +
     #: softirq ticks, the kernel share (measure/kernel.py)
     kernel_cpus: list[int] = field(default_factory=list)
+    #: the SUT's CPUs, which the bench's own threads (this one, the CPU and
+    #: cost samplers) leave to the SUT during a trial: on a busy-polling
+    #: SUT's core they preempt its poller for ~0.5 ms a wake-up, several
+    #: times a second, and every frame that arrives meanwhile waits
+    #: (docs/bench.md, "Latency at low rates"); the same rule for every SUT
+    avoid_cpus: list[int] = field(default_factory=list)
     #: long-running helpers (chain VNFs): a trial fails, naming the helper and
     #: its message, when one of them has exited
     helpers: list[VnfHandle] = field(default_factory=list)
@@ -402,11 +408,24 @@ class GenMeasurer:
 
     def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         self.check_helpers()
+        with off_cpus(self.avoid_cpus) as cpus:
+            counts = self._measure(duration_s, load_total_pps)
+        if self.avoid_cpus:
+            # where the bench's threads ran ("": on the SUT's too, no other CPU allowed)
+            counts.extra["bench_cpus"] = ",".join(str(c) for c in cpus)
+        return counts
+
+    def _measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
         tasks = plan_tasks(self.streams)
         vnf_before = [h.snapshot() for h in self.helpers]
         sut_pids = self.sut_pids()
-        rq_before, rq_t0 = run_queue_wait(sut_pids), time.monotonic()
+        # the run-queue wait of the SUT's data path: its threads pinned to
+        # the SUT's CPUs when it has such (its other threads live on the
+        # tester's core and wait behind its busy loop: not the SUT's
+        # latency); all its threads otherwise
+        rq_tids = pinned_threads(sut_pids, self.avoid_cpus)
+        rq_before, rq_t0 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
         sampler = CpuSampler({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
@@ -441,7 +460,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        rq_after, rq_t1 = run_queue_wait(sut_pids), time.monotonic()
+        rq_after, rq_t1 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -457,7 +476,8 @@ class GenMeasurer:
         if sut_pids:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
-            counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0)
+            counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
+                "threads": f"{len(rq_tids)} pinned to the SUT's CPUs" if rq_tids else "all"}
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
