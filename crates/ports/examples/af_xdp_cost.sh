@@ -17,7 +17,8 @@
 #   env TURNOUTD=path (default target/release/turnoutd), GEN=path
 #   (default target/release/turnout-gen), EXTRA_SWITCH='toml lines' (added
 #   to [switch]), EXTRA_PORT='toml lines' (added to both ports),
-#   PROFILE=file (also a perf cpu-clock profile of the worker into file).
+#   PROFILE=file (also a perf cpu-clock profile of the worker into file),
+#   RX_THREADED=1 (threaded NAPI on the receiver's veth end).
 set -euo pipefail
 RATE=${1:-200000}
 FRAMES=${2:-2000000}
@@ -106,6 +107,11 @@ PY
 ip netns exec "$RCV" "$GEN" rx --port "afxdp:$R" --cpu 0 --json "$TMP/rx.json" > /dev/null 2>&1 &
 RXPID=$!; BG+=("$RXPID")
 sleep 1
+if [ -n "${RX_THREADED:-}" ]; then
+    # The receiver's veth end (NAPI once its XDP program is attached) polls
+    # in a kernel thread, not in the softirq turnoutd's sendto() runs.
+    ip netns exec "$RCV" sh -c "echo 1 > /sys/class/net/$R/threaded"
+fi
 # utime stime (fields 14, 15) of the worker; comm has no spaces here
 cpu_ticks() { awk '{ print $14, $15 }' "/proc/$SWPID/task/$TID/stat"; }
 rpc stats.reset > /dev/null
@@ -158,7 +164,7 @@ print(f"worker: batches={w['batches']} frames/batch={w['packets'] / max(w['batch
       f"sleeps={w['sleeps']} naps={w['naps']} tsc_hz={st['tsc_hz']}")
 for p in sorted(ports):
     b = ports[p]["backend"]
-    keep = ("tx_kicks", "tx_kick_errors", "rx_wakeups", "kernel_tx_ring_empty",
+    keep = ("tx_budget", "tx_kicks", "tx_kicks_refused", "tx_kick_errors", "rx_wakeups", "kernel_tx_ring_empty",
             "kernel_rx_fill_ring_empty", "kernel_rx_ring_full", "xdp_native", "zero_copy")
     print(f"port {p}: " + " ".join(f"{k}={b.get(k)}" for k in keep))
 print(f"worker CPU per frame: user {user_us:.3f} us, system {sys_us:.3f} us "

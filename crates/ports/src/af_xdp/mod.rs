@@ -408,6 +408,10 @@ impl Port for AfXdpPort {
             "tx_kick_errors",
             t(&|s| s.kick_errors.load(Ordering::Relaxed)),
         ));
+        out.push((
+            "tx_kicks_refused",
+            t(&|s| s.kicks_refused.load(Ordering::Relaxed)),
+        ));
         out
     }
 }

@@ -765,6 +765,9 @@ pub struct TxStats {
     pub kicks: AtomicU64,
     /// Kicks that failed with something else than "try again".
     pub kick_errors: AtomicU64,
+    /// Kicks the kernel refused for now without taking a frame (socket
+    /// buffer or the peer's ring full): the frames wait for the next kick.
+    pub kicks_refused: AtomicU64,
 }
 
 /// The producer state of one XDP socket's transmit side, inside its
@@ -802,30 +805,45 @@ pub struct XskTx {
     link: Arc<LinkState>,
 }
 
-/// Most kicks per publish: copy mode sends at most 32 frames per sendto().
+/// Most kicks per publish (while each takes frames): copy mode sends at most
+/// its budget per sendto(), 32 on kernels before 6.17.
 const MAX_KICKS: u32 = 64;
 
 impl XskTxShared {
-    /// `sendto()` kicks until the kernel took every published frame (or
-    /// `MAX_KICKS`). Never called under the transmit lock.
+    /// `sendto()` kicks until the kernel took every published frame, while
+    /// it makes progress (at most `MAX_KICKS`). Never called under the
+    /// transmit lock. A kick the kernel refuses for now (EAGAIN, EBUSY,
+    /// ENOBUFS: socket buffer full, or the veth peer's ring full and its
+    /// queue stopped until the peer polls) without taking a frame ends the
+    /// loop: retrying at once only burns system calls (up to 64 per
+    /// publish, 2 per frame, when the peer's NAPI runs in a thread). The
+    /// frames stay in the ring; the next publisher kicks them (`free_slots`
+    /// notices them), or `kick_stalled` when the ring is full.
     fn kick_until_drained(&self) {
+        let mut cons = self.tx.cons().load(Ordering::Acquire);
         for _ in 0..MAX_KICKS {
             self.stats.kicks.fetch_add(1, Ordering::Relaxed);
-            match kick(self.sock.as_raw_fd()) {
-                Ok(()) => {}
+            let refused = match kick(self.sock.as_raw_fd()) {
+                Ok(()) => false,
                 Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {}
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => true,
                     _ => {
                         self.stats.kick_errors.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                 },
-            }
+            };
             // Our producer index: what has been published so far.
             let published = self.tx.prod().load(Ordering::Relaxed);
-            if self.tx.cons().load(Ordering::Acquire) == published {
+            let now = self.tx.cons().load(Ordering::Acquire);
+            if now == published {
                 return;
             }
+            if refused && now == cons {
+                self.stats.kicks_refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            cons = now;
             // Completions free the kernel's copy budget; reap them later.
         }
     }
