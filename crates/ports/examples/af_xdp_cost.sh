@@ -152,6 +152,13 @@ cpu_ticks() { awk '{ print $14, $15 }' "/proc/$SWPID/task/$TID/stat"; }
 txp() { ip netns exec "$SW" cat "/sys/class/net/$B/statistics/tx_packets"; }
 K1=$(txp)
 read -r U1 S1 < <(cpu_ticks)
+# softirq work the kernel defers to ksoftirqd is charged to no SUT thread
+KSI=$(pgrep -x ksoftirqd/1 | head -1)
+ksi_ticks() { awk '{ print $14 + $15 }' "/proc/$KSI/stat"; }
+Q1=$(ksi_ticks)
+# the thread's exact CPU time (sum_exec_runtime, ns; ticks only split it)
+runtime_ns() { awk '{ print $1 }' "/proc/$SWPID/task/$TID/schedstat"; }
+R1=$(runtime_ns)
 EV="raw_syscalls:sys_enter,syscalls:sys_enter_sendto,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_nanosleep,syscalls:sys_enter_clock_nanosleep,syscalls:sys_enter_poll,syscalls:sys_enter_ppoll,syscalls:sys_enter_futex,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_sched_yield,syscalls:sys_enter_getsockopt"
 perf stat -x, -e "$EV" -t "$TID" -o "$TMP/perf.csv" &
 PERFPID=$!; BG+=("$PERFPID")
@@ -171,14 +178,17 @@ T2=$(date +%s.%N)
 kill -INT "$PERFPID"; wait "$PERFPID" 2>/dev/null || true
 [ -n "$RECPID" ] && { kill -INT "$RECPID"; wait "$RECPID" 2>/dev/null || true; }
 read -r U2 S2 < <(cpu_ticks)
+Q2=$(ksi_ticks)
+R2=$(runtime_ns)
 K2=$(txp)
 if [ "$SUT" = ovs ]; then echo '{}' > "$TMP/stats.json"; else rpc stats > "$TMP/stats.json"; fi
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 HZ=$(getconf CLK_TCK)
-python3 - "$TMP/stats.json" "$TMP/perf.csv" "$U1" "$S1" "$U2" "$S2" "$HZ" "$T1" "$T2" "$RATE" "$SIZE" "$LOAD" "$SUT" "$((K2 - K1))" <<'PY'
+python3 - "$TMP/stats.json" "$TMP/perf.csv" "$U1" "$S1" "$U2" "$S2" "$HZ" "$T1" "$T2" "$RATE" "$SIZE" "$LOAD" "$SUT" "$((K2 - K1))" "$((Q2 - Q1))" "$((R2 - R1))" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1]))
-sut, ktx = sys.argv[13], int(sys.argv[14])
+sut, ktx, ksi = sys.argv[13], int(sys.argv[14]), int(sys.argv[15])
+run_ns = int(sys.argv[16])
 u1, s1, u2, s2, hz = (int(x) for x in sys.argv[3:8])
 t1, t2 = float(sys.argv[8]), float(sys.argv[9])
 rate, size, load = sys.argv[10], sys.argv[11], sys.argv[12]
@@ -211,6 +221,8 @@ user_us = (u2 - u1) / hz * 1e6 / frames
 sys_us = (s2 - s1) / hz * 1e6 / frames
 print(f"worker CPU per frame: user {user_us:.3f} us, system {sys_us:.3f} us "
       f"(ticks user {u2 - u1}, system {s2 - s1}, CLK_TCK {hz})")
+print(f"worker CPU per frame, exact (schedstat): {run_ns / 1e3 / frames:.3f} us")
+print(f"ksoftirqd/1 (the SUT's CPU) per frame: {ksi / hz * 1e6 / frames:.3f} us ({ksi} ticks)")
 tot = sc.pop("sys_enter", None)
 print(f"worker syscalls per frame: all {tot / frames:.3f}" if tot is not None else "no syscall count")
 for k, v in sorted(sc.items(), key=lambda kv: -kv[1]):
