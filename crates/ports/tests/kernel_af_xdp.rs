@@ -107,6 +107,57 @@ fn native_copy_mode_on_veth_and_detach_on_drop() {
     );
 }
 
+/// The kernel's (major, minor) version, from uname.
+fn kernel_version() -> (u32, u32) {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut it = r
+        .trim()
+        .split(['.', '-'])
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+fn counter(port: &dyn Port, name: &str) -> u64 {
+    port.backend_counters()
+        .into_iter()
+        .find(|(k, _)| *k == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
+}
+
+/// Copy mode: one publish of a 200-frame burst is one sendto() where the
+/// kernel takes a budget above its default 32 (XDP_MAX_TX_SKB_BUDGET,
+/// Linux 6.17), else one per 32 frames; every frame arrives either way.
+#[test]
+fn copy_mode_sends_a_burst_per_kick() {
+    if !require_root() {
+        return;
+    }
+    let sw = switch_ns();
+    let h = Netns::new();
+    let v = Veth::new(&sw, &h, 1);
+    let port = open_cfg(&sw, AfXdpConfig::new(&v.sw));
+    assert!(!port.zero_copy());
+    let budget = port.tx_budget();
+    assert_eq!(counter(&port, "tx_budget"), budget as u64);
+    if kernel_version() >= (6, 17) {
+        // the tx ring's size with the default config (4096 chunks / 2)
+        assert_eq!(budget, 2048, "kernel {:?}", kernel_version());
+    } else {
+        assert_eq!(budget, 32);
+    }
+    let sock = RawSock::open(&h, &v.host);
+    let many: Vec<Vec<u8>> = (0..200).map(|i| test_frame(64, 2000 + i)).collect();
+    let k0 = counter(&port, "tx_kicks");
+    assert_eq!(tx_send(&port, 0, &many), 200);
+    let got = sock.recv_matching(200, Duration::from_secs(3), is_test_frame);
+    assert_eq!(got, many);
+    let kicks = counter(&port, "tx_kicks") - k0;
+    let want = 200u64.div_ceil(budget as u64);
+    assert_eq!(kicks, want, "budget {budget}");
+    assert_eq!(counter(&port, "tx_frames"), 200);
+}
+
 #[test]
 fn wrong_interface_or_config_gives_clear_error() {
     if !require_root() {

@@ -192,6 +192,11 @@ const XDP_UMEM_REG: i32 = 4;
 const XDP_UMEM_FILL_RING: i32 = 5;
 const XDP_UMEM_COMPLETION_RING: i32 = 6;
 const XDP_STATISTICS: i32 = 7;
+/// `XDP_MAX_TX_SKB_BUDGET` (Linux 6.17): frames one copy-mode `sendto()`
+/// may send, 32 by default.
+const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
+/// What copy mode sends per `sendto()` on kernels without that option.
+pub const TX_BUDGET_DEFAULT: u32 = 32;
 const XDP_PGOFF_RX_RING: i64 = 0;
 const XDP_PGOFF_TX_RING: i64 = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: i64 = 0x1_0000_0000;
@@ -604,6 +609,23 @@ pub fn xsk_statistics(fd: RawFd) -> io::Result<XdpStatistics> {
     Ok(st)
 }
 
+/// Raises how many frames one copy-mode `sendto()` sends (the kernel's
+/// default is 32, so a batch of 256 took 8 calls) to `budget`, at most the
+/// tx ring's size. Returns the budget in force: `budget` if the kernel took
+/// it, else [`TX_BUDGET_DEFAULT`] (kernels before 6.17 do not know the
+/// option). Zero-copy sockets do not use it.
+pub fn set_tx_budget(fd: RawFd, budget: u32) -> u32 {
+    // The kernel bounds the budget; halve until it takes one.
+    let mut v = budget;
+    while v > TX_BUDGET_DEFAULT {
+        if setsockopt(fd, XDP_MAX_TX_SKB_BUDGET, &v).is_ok() {
+            return v;
+        }
+        v /= 2;
+    }
+    TX_BUDGET_DEFAULT
+}
+
 fn kick(fd: RawFd) -> io::Result<()> {
     // SAFETY: a zero-length sendto with no buffer asks the kernel to process
     // the tx ring (and, for recvfrom below, the fill ring).
@@ -743,6 +765,9 @@ pub struct TxStats {
     pub kicks: AtomicU64,
     /// Kicks that failed with something else than "try again".
     pub kick_errors: AtomicU64,
+    /// Kicks the kernel refused for now without taking a frame (socket
+    /// buffer or the peer's ring full): the frames wait for the next kick.
+    pub kicks_refused: AtomicU64,
 }
 
 /// The producer state of one XDP socket's transmit side, inside its
@@ -780,30 +805,45 @@ pub struct XskTx {
     link: Arc<LinkState>,
 }
 
-/// Most kicks per publish: copy mode sends at most 32 frames per sendto().
+/// Most kicks per publish (while each takes frames): copy mode sends at most
+/// its budget per sendto(), 32 on kernels before 6.17.
 const MAX_KICKS: u32 = 64;
 
 impl XskTxShared {
-    /// `sendto()` kicks until the kernel took every published frame (or
-    /// `MAX_KICKS`). Never called under the transmit lock.
+    /// `sendto()` kicks until the kernel took every published frame, while
+    /// it makes progress (at most `MAX_KICKS`). Never called under the
+    /// transmit lock. A kick the kernel refuses for now (EAGAIN, EBUSY,
+    /// ENOBUFS: socket buffer full, or the veth peer's ring full and its
+    /// queue stopped until the peer polls) without taking a frame ends the
+    /// loop: retrying at once only burns system calls (up to 64 per
+    /// publish, 2 per frame, when the peer's NAPI runs in a thread). The
+    /// frames stay in the ring; the next publisher kicks them (`free_slots`
+    /// notices them), or `kick_stalled` when the ring is full.
     fn kick_until_drained(&self) {
+        let mut cons = self.tx.cons().load(Ordering::Acquire);
         for _ in 0..MAX_KICKS {
             self.stats.kicks.fetch_add(1, Ordering::Relaxed);
-            match kick(self.sock.as_raw_fd()) {
-                Ok(()) => {}
+            let refused = match kick(self.sock.as_raw_fd()) {
+                Ok(()) => false,
                 Err(e) => match e.raw_os_error() {
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => {}
+                    Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) => true,
                     _ => {
                         self.stats.kick_errors.fetch_add(1, Ordering::Relaxed);
                         return;
                     }
                 },
-            }
+            };
             // Our producer index: what has been published so far.
             let published = self.tx.prod().load(Ordering::Relaxed);
-            if self.tx.cons().load(Ordering::Acquire) == published {
+            let now = self.tx.cons().load(Ordering::Acquire);
+            if now == published {
                 return;
             }
+            if refused && now == cons {
+                self.stats.kicks_refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            cons = now;
             // Completions free the kernel's copy budget; reap them later.
         }
     }
