@@ -94,6 +94,7 @@ impl Idle {
     }
 
     /// Flows in the index (some may have gone since the last sweep).
+    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.timed.len()
     }
@@ -277,7 +278,11 @@ mod tests {
         assert_eq!(f.flow_count(), 1, "the flow without timeout stays");
         assert_eq!(f.notices_since(0).0.len(), 0, "no send_flow_rem: no notice");
         assert_eq!(f.expire(at(100_000)), 0);
-        assert_eq!(f.writer.lock().unwrap().idle.len(), 0, "nothing timed is left");
+        assert_eq!(
+            f.writer.lock().unwrap().idle.len(),
+            0,
+            "nothing timed is left"
+        );
         // An idle flow never hit expires idle_timeout after installation.
         let g = flows(&["in_port=0,idle_timeout=1,actions=drop"]);
         let t1 = g.snap.load().tables[0].rules().next().unwrap().installed;
@@ -304,10 +309,16 @@ mod tests {
         assert_eq!(visited(), 3, "the three timed flows, not the 2003");
         // A modify keeps a flow timed (same installation); a delete drops
         // it from the index at the next sweep.
-        f.command("modify", &json!({"flow": "priority=5,in_port=2,actions=output:1", "strict": true}))
-            .unwrap();
-        f.command("delete", &json!({"flow": "priority=5,in_port=1", "strict": true}))
-            .unwrap();
+        f.command(
+            "modify",
+            &json!({"flow": "priority=5,in_port=2,actions=output:1", "strict": true}),
+        )
+        .unwrap();
+        f.command(
+            "delete",
+            &json!({"flow": "priority=5,in_port=1", "strict": true}),
+        )
+        .unwrap();
         let (_, start) = f.notice_cursor();
         assert_eq!(f.expire(at(999)), 0);
         assert_eq!(visited(), 6);
@@ -317,11 +328,18 @@ mod tests {
         assert_eq!(f.expire(at(1000)), 1);
         let (n, _) = f.notices_since(start);
         assert_eq!(n.len(), 1);
-        assert_eq!((n[0].reason, n[0].duration), (Reason::HardTimeout, Duration::from_secs(1)));
+        assert_eq!(
+            (n[0].reason, n[0].duration),
+            (Reason::HardTimeout, Duration::from_secs(1))
+        );
         assert_eq!(f.flow_count(), 2001);
         assert_eq!(f.expire(at(1200)), 0);
         assert_eq!(visited(), 6 + 2 + 1);
-        assert_eq!(f.expire(at(30_000)), 1, "the modified flow kept its hard timeout");
+        assert_eq!(
+            f.expire(at(30_000)),
+            1,
+            "the modified flow kept its hard timeout"
+        );
         assert_eq!(f.writer.lock().unwrap().idle.len(), 0);
         assert_eq!(f.expire(at(40_000)), 0);
         assert_eq!(visited(), 10, "an empty index: no visit");

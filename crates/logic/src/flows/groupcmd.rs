@@ -8,7 +8,9 @@
 
 use std::time::Instant;
 
-use openflow::{et, gc, gmfc, gt, port, Bucket, GroupMod, OfpError, GROUP_ALL, GROUP_ANY, GROUP_MAX};
+use openflow::{
+    et, gc, gmfc, gt, port, Bucket, GroupMod, OfpError, GROUP_ALL, GROUP_ANY, GROUP_MAX,
+};
 use serde_json::{json, Value};
 
 use super::ofp::{actions_from_of, actions_to_of};
@@ -71,11 +73,7 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
                     "select" => gt::SELECT,
                     "indirect" => gt::INDIRECT,
                     "ff" | "fast_failover" => gt::FF,
-                    _ => {
-                        return Err(format!(
-                            "type={v:?}: must be all, indirect, select or ff"
-                        ))
-                    }
+                    _ => return Err(format!("type={v:?}: must be all, indirect, select or ff")),
                 });
             }
             _ => match buckets.last_mut() {
@@ -167,7 +165,12 @@ fn explain(e: OfpError, g: &GroupMod) -> String {
 impl Flows {
     /// The `add_group`, `mod_group`, `del_groups` and `dump_groups`
     /// commands (`args`: `{"group": text}`).
-    pub(super) fn group_command(&self, what: &str, cmd: &str, args: &Value) -> Result<Value, String> {
+    pub(super) fn group_command(
+        &self,
+        what: &str,
+        cmd: &str,
+        args: &Value,
+    ) -> Result<Value, String> {
         let a = Args::new(what, args, &["group"])?;
         let text = match a.get("group") {
             Some(v) => Some(
@@ -184,7 +187,12 @@ impl Flows {
                 kind: None,
                 buckets: Vec::new(),
             },
-            None => return Err(a.err("group", "is required (group_id=N,type=all,bucket=output:P,...)")),
+            None => {
+                return Err(a.err(
+                    "group",
+                    "is required (group_id=N,type=all,bucket=output:P,...)",
+                ))
+            }
         };
         if matches!(cmd, "del_groups" | "dump_groups") {
             if spec.kind.is_some() || !spec.buckets.is_empty() {
@@ -192,12 +200,17 @@ impl Flows {
             }
             let id = spec.id.unwrap_or(GROUP_ALL);
             if cmd == "dump_groups" {
-                return self.groups_json(id).map_err(|e| bad(explain(e, &GroupMod {
-                    command: gc::DELETE,
-                    kind: gt::ALL,
-                    group_id: id,
-                    buckets: Vec::new(),
-                })));
+                return self.groups_json(id).map_err(|e| {
+                    bad(explain(
+                        e,
+                        &GroupMod {
+                            command: gc::DELETE,
+                            kind: gt::ALL,
+                            group_id: id,
+                            buckets: Vec::new(),
+                        },
+                    ))
+                });
             }
             let g = GroupMod {
                 command: gc::DELETE,
@@ -205,18 +218,26 @@ impl Flows {
                 group_id: id,
                 buckets: Vec::new(),
             };
-            let (groups, flows) = self.group_mod_counted(&g).map_err(|e| bad(explain(e, &g)))?;
+            let (groups, flows) = self
+                .group_mod_counted(&g)
+                .map_err(|e| bad(explain(e, &g)))?;
             return Ok(json!({"deleted": groups, "flows_deleted": flows}));
         }
         let id = spec.id.ok_or_else(|| bad("needs group_id=N".into()))?;
         if id == GROUP_ALL {
-            return Err(bad("group_id=all only selects groups to delete or dump".into()));
+            return Err(bad(
+                "group_id=all only selects groups to delete or dump".into()
+            ));
         }
         let kind = spec
             .kind
             .ok_or_else(|| bad("needs type=all or type=indirect".into()))?;
         let g = GroupMod {
-            command: if cmd == "add_group" { gc::ADD } else { gc::MODIFY },
+            command: if cmd == "add_group" {
+                gc::ADD
+            } else {
+                gc::MODIFY
+            },
             kind,
             group_id: id,
             buckets: spec
@@ -230,7 +251,9 @@ impl Flows {
                 })
                 .collect(),
         };
-        let (_, flows) = self.group_mod_counted(&g).map_err(|e| bad(explain(e, &g)))?;
+        let (_, flows) = self
+            .group_mod_counted(&g)
+            .map_err(|e| bad(explain(e, &g)))?;
         Ok(if cmd == "add_group" {
             json!({"added": 1})
         } else {
@@ -284,8 +307,10 @@ mod tests {
 
     #[test]
     fn parse_reads_ovs_ofctl_syntax() {
-        let g = parse_group("group_id=7,type=all,bucket=output:1,bucket=actions=output:2,in_port,bucket=")
-            .unwrap();
+        let g = parse_group(
+            "group_id=7,type=all,bucket=output:1,bucket=actions=output:2,in_port,bucket=",
+        )
+        .unwrap();
         assert_eq!(g.id, Some(7));
         assert_eq!(g.kind, Some(gt::ALL));
         assert_eq!(
@@ -301,8 +326,14 @@ mod tests {
             ("group_id=x", "group_id"),
             ("group_id=1,type=weird", "must be all, indirect"),
             ("group_id=1,priority=3", "expected group_id=N"),
-            ("group_id=1,type=all,bucket=output:1,goto_table:2", "goto_table"),
-            ("group_id=1,type=all,bucket=resubmit:1", "bucket 1: unknown or unsupported action"),
+            (
+                "group_id=1,type=all,bucket=output:1,goto_table:2",
+                "goto_table",
+            ),
+            (
+                "group_id=1,type=all,bucket=resubmit:1",
+                "bucket 1: unknown or unsupported action",
+            ),
             ("group_id=1,group_id=2", "twice"),
         ] {
             let e = parse_group(t).unwrap_err();
@@ -314,17 +345,46 @@ mod tests {
     fn commands_run_group_mods_with_their_refusals() {
         let f = Flows::from_config(&json!(null)).unwrap();
         assert_eq!(
-            cmd(&f, "add_group", "group_id=1,type=all,bucket=output:1,bucket=output:2").unwrap(),
+            cmd(
+                &f,
+                "add_group",
+                "group_id=1,type=all,bucket=output:1,bucket=output:2"
+            )
+            .unwrap(),
             json!({"added": 1})
         );
         for (c, t, want) in [
-            ("add_group", "group_id=1,type=all,bucket=output:1", "already exists (OFPGMFC_GROUP_EXISTS)"),
-            ("mod_group", "group_id=2,type=all,bucket=output:1", "group 2 does not exist (OFPGMFC_UNKNOWN_GROUP)"),
-            ("add_group", "group_id=3,type=select,bucket=output:1", "OFPGMFC_BAD_TYPE"),
-            ("add_group", "group_id=3,type=indirect,bucket=output:1,bucket=output:2", "exactly one bucket"),
-            ("add_group", "group_id=3,type=all,bucket=mod_dl_src:02:00:00:00:00:01,output:1", "OFPGMFC_BAD_BUCKET"),
+            (
+                "add_group",
+                "group_id=1,type=all,bucket=output:1",
+                "already exists (OFPGMFC_GROUP_EXISTS)",
+            ),
+            (
+                "mod_group",
+                "group_id=2,type=all,bucket=output:1",
+                "group 2 does not exist (OFPGMFC_UNKNOWN_GROUP)",
+            ),
+            (
+                "add_group",
+                "group_id=3,type=select,bucket=output:1",
+                "OFPGMFC_BAD_TYPE",
+            ),
+            (
+                "add_group",
+                "group_id=3,type=indirect,bucket=output:1,bucket=output:2",
+                "exactly one bucket",
+            ),
+            (
+                "add_group",
+                "group_id=3,type=all,bucket=mod_dl_src:02:00:00:00:00:01,output:1",
+                "OFPGMFC_BAD_BUCKET",
+            ),
             ("add_group", "group_id=3,type=all,bucket=group:1", "loops"),
-            ("add_group", "group_id=3,type=all,bucket=controller", "controller"),
+            (
+                "add_group",
+                "group_id=3,type=all,bucket=controller",
+                "controller",
+            ),
             ("add_group", "type=all,bucket=output:1", "needs group_id"),
             ("add_group", "group_id=3,bucket=output:1", "needs type"),
             ("add_group", "group_id=all,type=all", "only selects"),
@@ -336,7 +396,8 @@ mod tests {
         }
         assert!(f.command("add_group", &json!({})).is_err());
         // A flow added through the API uses it.
-        f.command("add", &json!({"flow": "in_port=0,actions=group:1"})).unwrap();
+        f.command("add", &json!({"flow": "in_port=0,actions=group:1"}))
+            .unwrap();
         let frame = eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x0800);
         let Verdict::Group(g) = classify1(&f, 0, 0, &frame) else {
             panic!("a group verdict")
@@ -344,8 +405,14 @@ mod tests {
         assert_eq!(f.group_members(g), &[1, 2]);
         let d = f.command("dump_groups", &json!({})).unwrap();
         let g1 = &d["groups"][0];
-        assert_eq!(g1["group"], "group_id=1,type=all,bucket=output:1,bucket=output:2");
-        assert_eq!((g1["ref_count"].as_u64(), g1["n_packets"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(
+            g1["group"],
+            "group_id=1,type=all,bucket=output:1,bucket=output:2"
+        );
+        assert_eq!(
+            (g1["ref_count"].as_u64(), g1["n_packets"].as_u64()),
+            (Some(1), Some(1))
+        );
         assert_eq!(g1["buckets"].as_array().unwrap().len(), 2);
         // The dumped text is accepted back, and the OpenFlow desc agrees.
         let text = g1["group"].as_str().unwrap().to_string();
@@ -355,12 +422,20 @@ mod tests {
         // A modify that a flow using the group cannot take is refused, and
         // nothing changes.
         cmd(&f, "add_group", "group_id=2,type=all").unwrap();
-        f.command("add", &json!({"flow": "in_port=2,actions=output:0,mod_dl_src:02:00:00:00:00:09,group:2"}))
-            .unwrap();
+        f.command(
+            "add",
+            &json!({"flow": "in_port=2,actions=output:0,mod_dl_src:02:00:00:00:00:09,group:2"}),
+        )
+        .unwrap();
         let e = cmd(&f, "mod_group", "group_id=2,type=all,bucket=output:1").unwrap_err();
-        assert!(e.contains("rewrites headers") && e.contains("OFPBAC_UNSUPPORTED_ORDER"), "{e}");
+        assert!(
+            e.contains("rewrites headers") && e.contains("OFPBAC_UNSUPPORTED_ORDER"),
+            "{e}"
+        );
         assert_eq!(classify1(&f, 2, 0, &frame), Verdict::Port(0));
-        assert!(f.command("dump_groups", &json!({"group": "group_id=2"})).unwrap()["groups"][0]["group"]
+        assert!(f
+            .command("dump_groups", &json!({"group": "group_id=2"}))
+            .unwrap()["groups"][0]["group"]
             .as_str()
             .unwrap()
             .ends_with("type=all"));
@@ -373,7 +448,10 @@ mod tests {
             json!({"deleted": 2, "flows_deleted": 2})
         );
         assert_eq!(f.flow_count(), 0);
-        assert_eq!(f.command("dump_groups", &json!(null)).unwrap(), json!({"groups": []}));
+        assert_eq!(
+            f.command("dump_groups", &json!(null)).unwrap(),
+            json!({"groups": []})
+        );
         assert_eq!(
             cmd(&f, "del_groups", "group_id=5").unwrap(),
             json!({"deleted": 0, "flows_deleted": 0})

@@ -19,8 +19,7 @@ use openflow::{
 
 use super::key::num;
 use super::{
-    Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, Table, Within, Writer,
-    MAX_TABLE,
+    Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, Table, Within, Writer, MAX_TABLE,
 };
 use crate::PortId;
 
