@@ -1,6 +1,7 @@
 //! The OpenFlow group table: groups of type ALL (every bucket gets a copy)
-//! and INDIRECT (one bucket), programmed with `OFPT_GROUP_MOD` and used by
-//! flows with the `group:N` action (docs/flows.md, "Groups").
+//! and INDIRECT (one bucket), programmed with `OFPT_GROUP_MOD` (and the
+//! same group-mods from the logic's group commands, groupcmd.rs) and used
+//! by flows with the `group:N` action (docs/flows.md, "Groups").
 //!
 //! A bucket may only output (a port, `in_port`, `flood`, `all`): every
 //! copy leaves from the one buffer the fabric lends the logic, so a
