@@ -14,7 +14,10 @@ bad prerequisite, a bad length, a stream that cannot be framed). Flows
 with hard_timeout / idle_timeout must stop matching when they expire, and
 a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
 groups (add-group, mod-group, del-groups, dump-groups, dump-group-stats)
-must forward to every bucket's port, checked with the ports' counters.
+must forward to every bucket's port, checked with the ports' counters;
+groups added with `turnout ctl logic cmd add_group` (the JSON-RPC API)
+must forward the same and show in ovs-ofctl's dump-groups, and groups
+added by ovs-ofctl in `turnout ctl`'s dump_groups, refusals alike.
 The namespace set-up is threehosts.py's (shared with test_flows.py).
 
 OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
@@ -27,6 +30,7 @@ cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_ope
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -40,7 +44,7 @@ from pathlib import Path
 
 import pytest
 from harness import Turnoutd, turnoutd_binary, wait_for
-from threehosts import ThreeHosts, nx, ping
+from threehosts import ThreeHosts, nx, ping, run
 
 from turnout import testpeers
 
@@ -353,6 +357,82 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
     assert not ping(h[1], "10.0.0.2", 1)
 
+
+
+def turnout_ctl(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    assert lab.daemon is not None
+    return run(sys.executable, "-m", "turnout.cli", "ctl", "--socket", lab.daemon.sock, "--json",
+               *args, check=check)
+
+
+def ctl_groups(lab: Lab) -> dict[int, dict]:
+    out = json.loads(turnout_ctl(lab, "logic", "cmd", "dump_groups").stdout)
+    return {g["group_id"]: g for g in out["groups"]}
+
+
+def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
+    h = lab.hosts
+    assert lab.daemon is not None
+    ids = {p["name"]: p["id"] for p in lab.daemon.rpc("stats")["ports"]}
+    p1, p2, p3 = ids["p1"], ids["p2"], ids["p3"]
+    # Ports are ids in turnout ctl's texts, id + 1 in OpenFlow.
+    r = turnout_ctl(lab, "logic", "cmd", "add_group",
+                    f"group=group_id=5,type=all,bucket=output:{p2},bucket=output:{p3}")
+    assert json.loads(r.stdout) == {"added": 1}
+    for text, want in [
+        (f"group_id=5,type=all,bucket=output:{p2}", "OFPGMFC_GROUP_EXISTS"),
+        (f"group_id=6,type=select,bucket=output:{p2}", "OFPGMFC_BAD_TYPE"),
+        ("group_id=6,type=all,bucket=group:5", "OFPGMFC_CHAINING_UNSUPPORTED"),
+        (f"group_id=6,type=all,bucket=dec_ttl,output:{p2}", "OFPGMFC_BAD_BUCKET"),
+        ("group_id=6,type=all,bucket=resubmit:1", "unknown or unsupported action"),
+    ]:
+        r = turnout_ctl(lab, "logic", "cmd", "add_group", f"group={text}", check=False)
+        assert r.returncode == 1 and want in r.stderr and text in r.stderr, r.stderr
+    r = turnout_ctl(lab, "logic", "cmd", "mod_group",
+                    f"group=group_id=7,type=all,bucket=output:{p2}", check=False)
+    assert r.returncode == 1 and "OFPGMFC_UNKNOWN_GROUP" in r.stderr, r.stderr
+    assert set(ctl_groups(lab)) == {5}, "refusals change nothing"
+    # ovs-ofctl sees it with OpenFlow port numbers.
+    groups = lab.ofctl("dump-groups").stdout
+    assert (f"group_id=5,type=all,bucket=actions=output:{p2 + 1},"
+            f"bucket=actions=output:{p3 + 1}") in groups, groups
+
+    # Flows added through the API use it: h1's packets reach h2 and h3.
+    lab.daemon.rpc("logic.command", {"cmd": "add", "args": {"flows": [
+        f"priority=10,in_port={p1},actions=group:5",
+        f"priority=10,in_port={p2},actions=output:{p1}",
+        f"priority=10,in_port={p3},actions=output:{p1}",
+    ]}})
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[p2 + 1] - before[p2 + 1] >= 5 and after[p3 + 1] - before[p3 + 1] >= 5, \
+        (before, after)
+    g5 = ctl_groups(lab)[5]
+    assert g5["ref_count"] == 1 and g5["n_packets"] >= 5, g5
+    assert len(g5["buckets"]) == 2 and g5["buckets"][0]["n_packets"] == g5["n_packets"], g5
+
+    # The reverse: a group added by ovs-ofctl, seen and changed by turnout ctl.
+    lab.ofctl("add-group", f"group_id=8,type=indirect,bucket=output:{p3 + 1}")
+    assert ctl_groups(lab)[8]["group"] == f"group_id=8,type=indirect,bucket=output:{p3}"
+    r = turnout_ctl(lab, "logic", "cmd", "mod_group",
+                    f"group=group_id=5,type=indirect,bucket=output:{p2}")
+    assert json.loads(r.stdout) == {"modified": 1, "flows_recompiled": 1}
+    assert "group_id=5,type=indirect" in lab.ofctl("dump-groups").stdout
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 5)
+    after = tx_of(lab)
+    assert after[p2 + 1] - before[p2 + 1] >= 5 and after[p3 + 1] - before[p3 + 1] <= 1, \
+        (before, after)
+
+    # Deleting group 5 deletes the flow using it (ovs-ofctl sees both go).
+    r = turnout_ctl(lab, "logic", "cmd", "del_groups", "group=group_id=5")
+    assert json.loads(r.stdout) == {"deleted": 1, "flows_deleted": 1}
+    assert not [x for x in flows_of(lab) if "group:5" in x], flows_of(lab)
+    assert "group_id=5" not in lab.ofctl("dump-groups").stdout
+    assert not ping(h[1], "10.0.0.2", 1)
+    lab.ofctl("del-groups")
+    assert ctl_groups(lab) == {}
 
 NO_BUFFER, OFPP_CONTROLLER, OFPP_TABLE, OFPP_FLOOD = 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFF9, 0xFFFFFFFB
 

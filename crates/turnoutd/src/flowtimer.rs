@@ -2,8 +2,9 @@
 //! timeout has passed ([`logic::flows::Flows::expire`], every
 //! [`logic::flows::SWEEP_EVERY`]). It runs on its own control-plane
 //! thread: the workers only count packets, and each sweep that removes
-//! flows is one snapshot swap. With another logic, or flows without
-//! timeouts, a sweep costs a lock and a flag test.
+//! flows is one snapshot swap. A sweep visits only the flows with a
+//! timeout (the logic keeps their index); with another logic, or no
+//! flow with a timeout, it costs a lock and an emptiness test.
 
 use std::sync::Arc;
 use std::time::Instant;

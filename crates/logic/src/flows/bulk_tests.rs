@@ -297,6 +297,118 @@ fn single_flow_mods_reuse_the_spare_copy() {
     assert_ranks_exact(&f);
 }
 
+#[test]
+fn non_strict_changes_over_several_subtables_keep_the_spare() {
+    // Flows over three masks; a non-strict delete of `ip` passes over two
+    // subtables (in_port+ip, ip+nw_dst) and must not make the next command
+    // start from a full copy: the spare replays the subtables it changed.
+    let f = flows();
+    let ip = || Oxm::exact(oxm::ETH_TYPE, 0x0800);
+    for p in 1..=3u128 {
+        f.flow_mod(&fm(fc::ADD, 0, 10, inp(p), vec![out(2)]))
+            .unwrap();
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            10,
+            vec![Oxm::exact(oxm::IN_PORT, p), ip()],
+            vec![out(3)],
+        ))
+        .unwrap();
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            10,
+            vec![ip(), Oxm::exact(oxm::IPV4_DST, p)],
+            vec![out(1)],
+        ))
+        .unwrap();
+    }
+    let spare_table = |f: &Flows| {
+        let w = f.writer.lock().unwrap();
+        Arc::as_ptr(&w.spare.as_ref().unwrap().tables[MAX_TABLE as usize]) as usize
+    };
+    for (cmd, want) in [(fc::MODIFY, 6), (fc::DELETE, 6)] {
+        let n = f.flow_mods(&[&fm(cmd, 0, 0, vec![ip()], vec![out(1)])]);
+        assert_eq!(n, vec![Ok(want)]);
+        let cur = f.snap.load_full();
+        assert!(!cur.log_full);
+        let subtables = cur
+            .log
+            .iter()
+            .filter(|c| matches!(c, Changed::Subtable(..)))
+            .count();
+        assert_eq!(subtables, 2, "{:?}", cur.log);
+        drop(cur);
+        // The next command edits that spare (replayed), not a deep copy:
+        // a table neither touched is the spare's own.
+        let before = spare_table(&f);
+        f.flow_mod(&fm(fc::ADD, 1, 5, inp(1), vec![out(2)]))
+            .unwrap();
+        assert_eq!(
+            Arc::as_ptr(&f.snap.load().tables[MAX_TABLE as usize]) as usize,
+            before,
+            "the spare was replayed, not replaced by a deep copy"
+        );
+        f.flow_mod(&fm(fc::DELETE_STRICT, 1, 5, inp(1), vec![]))
+            .unwrap();
+        let replayed = buckets(&f);
+        f.writer.lock().unwrap().spare = None;
+        f.flow_mod(&fm(fc::DELETE_STRICT, 0, 99, inp(3), vec![]))
+            .unwrap();
+        assert_eq!(buckets(&f), replayed, "a deep copy holds the same");
+        assert_ranks_exact(&f);
+    }
+    assert_eq!(f.flow_count(), 3, "the in_port flows stay");
+}
+
+#[test]
+fn strict_changes_and_expiry_change_one_bucket() {
+    let f = flows();
+    for p in 1..=3u128 {
+        f.flow_mod(&fm(fc::ADD, 0, 10, inp(p), vec![out(2)]))
+            .unwrap();
+    }
+    f.flow_mod(&fm(
+        fc::ADD,
+        0,
+        10,
+        vec![
+            Oxm::exact(oxm::IN_PORT, 1),
+            Oxm::exact(oxm::ETH_TYPE, 0x0800),
+        ],
+        vec![out(3)],
+    ))
+    .unwrap();
+    // A strict delete of in_port=1 does not pass over the more specific
+    // subtable (in_port+ip) the non-strict one would.
+    f.flow_mod(&fm(fc::DELETE_STRICT, 0, 10, inp(1), vec![]))
+        .unwrap();
+    let log = f.snap.load().log.clone();
+    assert_eq!(log.len(), 1);
+    assert!(matches!(log[0], Changed::Bucket(0, ..)), "{log:?}");
+    assert_eq!(f.flow_count(), 3);
+    // An expiry removes its flows by their match too, on the spare.
+    let mut m = fm(fc::ADD, 0, 7, inp(2), vec![out(3)]);
+    m.hard_timeout = 1;
+    f.flow_mod(&m).unwrap();
+    let gen = f.snap.load().gen;
+    assert_eq!(
+        f.expire(Instant::now() + std::time::Duration::from_secs(2)),
+        1
+    );
+    let cur = f.snap.load();
+    assert_eq!(cur.parent, Some(gen));
+    assert_eq!(cur.log.len(), 1);
+    assert!(
+        matches!(cur.log[0], Changed::Bucket(0, ..)),
+        "{:?}",
+        cur.log
+    );
+    assert_eq!(f.flow_count(), 3);
+    assert_ranks_exact(&f);
+}
+
 /// One random flow-mod over a small space, so that flows collide, overlap,
 /// replace and select each other.
 fn arb_fm() -> impl Strategy<Value = FlowMod> {

@@ -4,7 +4,8 @@
 //! The workers keep no clocks: they only add to each flow's counters, as
 //! for any flow. A control-plane timer (turnoutd's flow timer, every
 //! [`SWEEP_EVERY`]) calls [`Flows::expire`], which reads the packet count
-//! of every flow with a timeout: a flow whose count did not change for
+//! of every flow with a timeout (an index the writer keeps, so a sweep
+//! visits those flows only, not the tables): a flow whose count did not change for
 //! `idle_timeout` seconds (as the sweeps saw it), or installed
 //! `hard_timeout` seconds ago, is removed. Every flow expired in one sweep
 //! goes in one snapshot swap: a new generation, so no worker's exact-match
@@ -15,11 +16,11 @@
 //! removes them; each OpenFlow connection reads the queue from its own
 //! cursor and sends `OFPT_FLOW_REMOVED`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Flows, Rule, Snapshot, MAX_TABLE};
+use super::{Flows, Key, Rule};
 
 /// How often turnoutd sweeps for expired flows.
 pub const SWEEP_EVERY: Duration = Duration::from_millis(200);
@@ -54,25 +55,48 @@ impl Reason {
     }
 }
 
-/// Idle-timeout bookkeeping (control path only).
+/// Timeout bookkeeping (control path only): the flows with an idle or
+/// hard timeout, by installation number, so that a sweep visits those
+/// only. Kept by the writer as flows are installed; a flow deleted or
+/// replaced since leaves its entry to the next sweep, which drops it (it
+/// is no longer found under its match with its number).
 #[derive(Default)]
 pub(super) struct Idle {
-    /// Per flow with an idle timeout (by installation number): its packet
-    /// count when a sweep last saw it change, and when.
-    seen: HashMap<u64, (u64, Instant)>,
-    /// A flow with a timeout may be installed (else sweeps return at once).
-    any: bool,
+    timed: HashMap<u64, Timed>,
+    /// Index entries looked at by sweeps, over the logic's life.
+    pub(super) visited: u64,
+}
+
+/// Where a timed flow is, and what the sweeps saw of it.
+struct Timed {
+    table: u8,
+    key: Key,
+    mask: Key,
+    priority: u16,
+    /// Its packet count when a sweep last saw it change, and when (idle
+    /// timeout).
+    seen: (u64, Instant),
 }
 
 impl Idle {
     /// Called for every flow installed.
     pub(super) fn installed(&mut self, r: &Rule) {
         if r.idle_timeout != 0 || r.hard_timeout != 0 {
-            self.any = true;
+            let t = Timed {
+                table: r.table,
+                key: r.key,
+                mask: r.mask,
+                priority: r.priority,
+                seen: (r.stats.get().0, r.installed),
+            };
+            self.timed.insert(r.seq, t);
         }
-        if r.idle_timeout != 0 {
-            self.seen.insert(r.seq, (r.stats.get().0, r.installed));
-        }
+    }
+
+    /// Flows in the index (some may have gone since the last sweep).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.timed.len()
     }
 }
 
@@ -102,58 +126,57 @@ impl Flows {
     /// (one snapshot swap) and queues their notices; returns how many.
     pub fn expire(&self, now: Instant) -> usize {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        if !w.idle.any {
+        if w.idle.timed.is_empty() {
             return 0;
         }
         let snap = self.snap.load_full();
-        let mut gone: HashMap<u64, Reason> = HashMap::new();
-        let mut live: HashSet<u64> = HashSet::new();
-        let mut timed = false;
-        for r in snap.tables.iter().flat_map(|t| t.rules()) {
-            if r.idle_timeout == 0 && r.hard_timeout == 0 {
-                continue;
-            }
-            timed = true;
+        let mut gone: Vec<Arc<Rule>> = Vec::new();
+        let mut reason: HashMap<u64, Reason> = HashMap::new();
+        let idle = &mut w.idle;
+        idle.visited += idle.timed.len() as u64;
+        idle.timed.retain(|&seq, t| {
+            // The flow as installed now (a modify keeps its number).
+            let Some(r) = snap.tables[t.table as usize]
+                .find(&t.key, &t.mask, t.priority)
+                .filter(|r| r.seq == seq)
+            else {
+                return false; // deleted or replaced since
+            };
             let age = now.saturating_duration_since(r.installed);
-            if r.hard_timeout != 0 && age >= secs(r.hard_timeout) {
-                gone.insert(r.seq, Reason::HardTimeout);
-                continue;
-            }
-            if r.idle_timeout == 0 {
-                continue;
-            }
-            let p = r.stats.get().0;
-            let e = w.idle.seen.entry(r.seq).or_insert((p, r.installed));
-            if e.0 != p {
-                *e = (p, now);
-            } else if now.saturating_duration_since(e.1) >= secs(r.idle_timeout) {
-                gone.insert(r.seq, Reason::IdleTimeout);
-                continue;
-            }
-            live.insert(r.seq);
-        }
-        w.idle.seen.retain(|s, _| live.contains(s));
-        w.idle.any = timed;
+            let why = if r.hard_timeout != 0 && age >= secs(r.hard_timeout) {
+                Reason::HardTimeout
+            } else if r.idle_timeout == 0 {
+                return true;
+            } else {
+                let p = r.stats.get().0;
+                if t.seen.0 != p {
+                    t.seen = (p, now);
+                    return true;
+                }
+                if now.saturating_duration_since(t.seen.1) < secs(r.idle_timeout) {
+                    return true;
+                }
+                Reason::IdleTimeout
+            };
+            reason.insert(seq, why);
+            gone.push(r.clone());
+            false
+        });
         if gone.is_empty() {
             return 0;
         }
-        let mut next = Snapshot::clone(&snap);
+        let mut next = self.begin(&mut w);
         let mut removed = Vec::new();
-        next.update(
-            0..=MAX_TABLE,
-            &|r| gone.contains_key(&r.seq),
-            &|_| None,
-            &mut removed,
-        );
-        self.snap.store(Arc::new(next));
+        next.update_rules(&gone, &|_| None, &mut removed);
+        self.commit(&mut w, next, true);
         drop(w);
-        for reason in [Reason::IdleTimeout, Reason::HardTimeout] {
+        for why in [Reason::IdleTimeout, Reason::HardTimeout] {
             let of: Vec<Arc<Rule>> = removed
                 .iter()
-                .filter(|r| gone.get(&r.seq) == Some(&reason))
+                .filter(|r| reason.get(&r.seq) == Some(&why))
                 .cloned()
                 .collect();
-            self.notify(&of, reason, now);
+            self.notify(&of, why, now);
         }
         removed.len()
     }
@@ -255,12 +278,71 @@ mod tests {
         assert_eq!(f.flow_count(), 1, "the flow without timeout stays");
         assert_eq!(f.notices_since(0).0.len(), 0, "no send_flow_rem: no notice");
         assert_eq!(f.expire(at(100_000)), 0);
-        assert!(!f.writer.lock().unwrap().idle.any, "nothing timed is left");
+        assert_eq!(
+            f.writer.lock().unwrap().idle.len(),
+            0,
+            "nothing timed is left"
+        );
         // An idle flow never hit expires idle_timeout after installation.
         let g = flows(&["in_port=0,idle_timeout=1,actions=drop"]);
         let t1 = g.snap.load().tables[0].rules().next().unwrap().installed;
         assert_eq!(g.expire(t1 + Duration::from_millis(999)), 0);
         assert_eq!(g.expire(t1 + Duration::from_secs(1)), 1);
+    }
+
+    #[test]
+    fn sweeps_visit_only_the_timed_flows_and_still_expire_on_time() {
+        let untimed: Vec<String> = (0..2000)
+            .map(|i| format!("priority=1,in_port={},actions=drop", i + 10))
+            .collect();
+        let mut texts: Vec<&str> = untimed.iter().map(|s| s.as_str()).collect();
+        texts.extend([
+            "priority=5,in_port=0,hard_timeout=1,send_flow_rem,actions=output:1",
+            "priority=5,in_port=1,idle_timeout=2,send_flow_rem,actions=output:0",
+            "priority=5,in_port=2,hard_timeout=30,actions=output:0",
+        ]);
+        let f = flows(&texts);
+        let t0 = f.snap.load().tables[0].rules().next().unwrap().installed;
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let visited = || f.writer.lock().unwrap().idle.visited;
+        assert_eq!(f.expire(at(200)), 0);
+        assert_eq!(visited(), 3, "the three timed flows, not the 2003");
+        // A modify keeps a flow timed (same installation); a delete drops
+        // it from the index at the next sweep.
+        f.command(
+            "modify",
+            &json!({"flow": "priority=5,in_port=2,actions=output:1", "strict": true}),
+        )
+        .unwrap();
+        f.command(
+            "delete",
+            &json!({"flow": "priority=5,in_port=1", "strict": true}),
+        )
+        .unwrap();
+        let (_, start) = f.notice_cursor();
+        assert_eq!(f.expire(at(999)), 0);
+        assert_eq!(visited(), 6);
+        assert_eq!(f.writer.lock().unwrap().idle.len(), 2);
+        // Hard timeout of 1 s: gone at the first sweep at or after 1 s,
+        // with its flow-removed.
+        assert_eq!(f.expire(at(1000)), 1);
+        let (n, _) = f.notices_since(start);
+        assert_eq!(n.len(), 1);
+        assert_eq!(
+            (n[0].reason, n[0].duration),
+            (Reason::HardTimeout, Duration::from_secs(1))
+        );
+        assert_eq!(f.flow_count(), 2001);
+        assert_eq!(f.expire(at(1200)), 0);
+        assert_eq!(visited(), 6 + 2 + 1);
+        assert_eq!(
+            f.expire(at(30_000)),
+            1,
+            "the modified flow kept its hard timeout"
+        );
+        assert_eq!(f.writer.lock().unwrap().idle.len(), 0);
+        assert_eq!(f.expire(at(40_000)), 0);
+        assert_eq!(visited(), 10, "an empty index: no visit");
     }
 
     #[test]

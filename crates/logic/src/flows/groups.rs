@@ -1,6 +1,7 @@
 //! The OpenFlow group table: groups of type ALL (every bucket gets a copy)
-//! and INDIRECT (one bucket), programmed with `OFPT_GROUP_MOD` and used by
-//! flows with the `group:N` action (docs/flows.md, "Groups").
+//! and INDIRECT (one bucket), programmed with `OFPT_GROUP_MOD` (and the
+//! same group-mods from the logic's group commands, groupcmd.rs) and used
+//! by flows with the `group:N` action (docs/flows.md, "Groups").
 //!
 //! A bucket may only output (a port, `in_port`, `flood`, `all`): every
 //! copy leaves from the one buffer the fabric lends the logic, so a
@@ -19,7 +20,7 @@ use std::time::Instant;
 use openflow::{et, gc, gmfc, gt, Bucket, GroupMod, GroupStats, OfpError, GROUP_ALL, GROUP_MAX};
 
 use super::ofp::actions_from_of;
-use super::{Action, Flows, Reason, Rule, Snapshot, Writer, MAX_TABLE};
+use super::{Action, Flows, Reason, Rule, Snapshot, Writer};
 
 /// Most groups in the table.
 pub const MAX_OF_GROUPS: usize = 1024;
@@ -62,6 +63,37 @@ impl Writer {
     }
 }
 
+impl OfGroup {
+    /// Its statistics at `now`: those of the flows of `snap` using it.
+    pub(super) fn stats(&self, gid: u32, snap: &Snapshot, now: Instant) -> GroupStats {
+        let us = users(snap, &HashSet::from([gid]));
+        let (p, b) = us.iter().fold((0, 0), |(p, b), r| {
+            let (rp, rb) = r.stats.get();
+            (p + rp, b + rb)
+        });
+        let d = now.saturating_duration_since(self.installed);
+        GroupStats {
+            group_id: gid,
+            ref_count: us.len() as u32,
+            packet_count: p,
+            byte_count: b,
+            duration_sec: d.as_secs() as u32,
+            duration_nsec: d.subsec_nanos(),
+            buckets: vec![(p, b); self.buckets.len()],
+        }
+    }
+
+    /// `OFPGT_*`.
+    pub(super) fn kind(&self) -> u8 {
+        self.kind
+    }
+
+    /// The buckets as given.
+    pub(super) fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+}
+
 /// Flows of `snap` whose actions name a group of `ids`.
 fn users(snap: &Snapshot, ids: &HashSet<u32>) -> Vec<Arc<Rule>> {
     snap.tables
@@ -80,6 +112,12 @@ impl Flows {
     /// Runs an OpenFlow 1.3 group-mod (section 6.7): one snapshot swap, or
     /// nothing changed and the spec's error.
     pub fn group_mod(&self, g: &GroupMod) -> Result<(), OfpError> {
+        self.group_mod_counted(g).map(|_| ())
+    }
+
+    /// [`Flows::group_mod`], answering (groups added, modified or deleted;
+    /// flows recompiled or deleted with them).
+    pub(super) fn group_mod_counted(&self, g: &GroupMod) -> Result<(usize, usize), OfpError> {
         let gmf = |c| OfpError::new(et::GROUP_MOD_FAILED, c);
         if g.command > gc::DELETE {
             return Err(gmf(gmfc::BAD_COMMAND));
@@ -88,8 +126,7 @@ impl Flows {
             if g.group_id > GROUP_MAX && g.group_id != GROUP_ALL {
                 return Err(gmf(gmfc::INVALID_GROUP));
             }
-            self.delete_groups(g.group_id);
-            return Ok(());
+            return Ok(self.delete_groups(g.group_id));
         }
         if g.group_id > GROUP_MAX {
             return Err(gmf(gmfc::INVALID_GROUP));
@@ -142,7 +179,7 @@ impl Flows {
             }
             // No flow can use a group before it exists: nothing to recompile.
             w.of_groups.insert(g.group_id, new);
-            return Ok(());
+            return Ok((1, 0));
         }
         if !exists {
             return Err(gmf(gmfc::UNKNOWN_GROUP));
@@ -151,7 +188,8 @@ impl Flows {
         let old = w.of_groups.insert(g.group_id, new);
         let snap = self.snap.load_full();
         let mut compiled: HashMap<u64, Box<[Action]>> = HashMap::new();
-        for r in users(&snap, &HashSet::from([g.group_id])) {
+        let using = users(&snap, &HashSet::from([g.group_id]));
+        for r in &using {
             match w.compile(&self.groups, &r.shown) {
                 Ok(c) => {
                     compiled.insert(r.seq, c);
@@ -170,12 +208,11 @@ impl Flows {
             }
         }
         if compiled.is_empty() {
-            return Ok(());
+            return Ok((1, 0));
         }
-        let mut next = Snapshot::clone(&snap);
-        next.update(
-            0..=MAX_TABLE,
-            &|r| compiled.contains_key(&r.seq),
+        let mut next = self.begin(&mut w);
+        next.update_rules(
+            &using,
             &|r| {
                 Some(r.with_actions(
                     compiled[&r.seq].clone(),
@@ -186,13 +223,14 @@ impl Flows {
             },
             &mut Vec::new(),
         );
-        self.snap.store(Arc::new(next));
-        Ok(())
+        self.commit(&mut w, next, true);
+        Ok((1, compiled.len()))
     }
 
     /// Deletes group `id` (`OFPG_ALL`: every group) and the flows that use
-    /// it (deleting a group that does not exist is not an error).
-    fn delete_groups(&self, id: u32) {
+    /// it (deleting a group that does not exist is not an error): (groups,
+    /// flows) deleted.
+    fn delete_groups(&self, id: u32) -> (usize, usize) {
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let ids: HashSet<u32> = if id == GROUP_ALL {
             w.of_groups.keys().copied().collect()
@@ -200,24 +238,20 @@ impl Flows {
             w.of_groups.get(&id).map(|_| id).into_iter().collect()
         };
         if ids.is_empty() {
-            return;
+            return (0, 0);
         }
         w.of_groups.retain(|g, _| !ids.contains(g));
         let snap = self.snap.load_full();
-        let gone: HashSet<u64> = users(&snap, &ids).iter().map(|r| r.seq).collect();
+        let gone = users(&snap, &ids);
         let mut removed = Vec::new();
         if !gone.is_empty() {
-            let mut next = Snapshot::clone(&snap);
-            next.update(
-                0..=MAX_TABLE,
-                &|r| gone.contains(&r.seq),
-                &|_| None,
-                &mut removed,
-            );
-            self.snap.store(Arc::new(next));
+            let mut next = self.begin(&mut w);
+            next.update_rules(&gone, &|_| None, &mut removed);
+            self.commit(&mut w, next, true);
         }
         drop(w);
         self.notify(&removed, Reason::GroupDelete, Instant::now());
+        (ids.len(), removed.len())
     }
 
     /// Every group as given: (type, id, buckets), by id.
@@ -243,23 +277,7 @@ impl Flows {
         Ok(w.of_groups
             .iter()
             .filter(|(g, _)| id == GROUP_ALL || **g == id)
-            .map(|(&gid, g)| {
-                let us = users(&snap, &HashSet::from([gid]));
-                let (p, b) = us.iter().fold((0, 0), |(p, b), r| {
-                    let (rp, rb) = r.stats.get();
-                    (p + rp, b + rb)
-                });
-                let d = now.saturating_duration_since(g.installed);
-                GroupStats {
-                    group_id: gid,
-                    ref_count: us.len() as u32,
-                    packet_count: p,
-                    byte_count: b,
-                    duration_sec: d.as_secs() as u32,
-                    duration_nsec: d.subsec_nanos(),
-                    buckets: vec![(p, b); g.buckets.len()],
-                }
-            })
+            .map(|(&gid, g)| g.stats(gid, &snap, now))
             .collect())
     }
 }

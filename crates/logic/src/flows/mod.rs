@@ -35,7 +35,9 @@
 //! (optional; `null` = empty tables), `"cache": N` (entries per worker of
 //! the exact-match cache, a power of two; 0 = none; default 8192).
 //!
-//! Commands: `add`, `modify`, `delete`, `dump` (docs/flows.md).
+//! Commands: `add`, `modify`, `delete`, `dump`, `trace`, and the group
+//! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
+//! (groupcmd.rs; docs/flows.md).
 //!
 //! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
 //! a control-plane timer, never by the workers). The OpenFlow group table
@@ -60,6 +62,7 @@
 
 mod cache;
 mod expiry;
+mod groupcmd;
 mod groups;
 mod key;
 pub mod ofp;
@@ -280,6 +283,24 @@ impl Table {
         best
     }
 
+    /// The index of the subtable of `mask`, added empty if there is none
+    /// (the table is to be sorted after the edit).
+    fn subtable_index(&mut self, mask: &Key) -> usize {
+        match self.subtables.iter().position(|s| s.mask == *mask) {
+            Some(i) => i,
+            None => {
+                self.subtables.push(Arc::new(Subtable {
+                    mask: *mask,
+                    max_priority: 0,
+                    first_seq: 0,
+                    map: HashMap::default(),
+                    stale: false,
+                }));
+                self.subtables.len() - 1
+            }
+        }
+    }
+
     fn sort(&mut self) {
         self.subtables.retain(|s| !s.map.is_empty());
         self.subtables
@@ -312,11 +333,31 @@ struct Snapshot {
     gen: u64,
     /// Built by [`Flows::begin`]: the generation of the snapshot it was
     /// built from, and the (table, mask, key) of every bucket it changed
-    /// (`log_full`: too many, or a change by a pass over a table), which
-    /// is what [`Flows::begin`] replays on the spare copy.
+    /// or every subtable it changed by a pass over it (`log_full`: too
+    /// many), which is what [`Flows::begin`] replays on the spare copy.
     parent: Option<u64>,
-    log: Vec<(u8, Key, Key)>,
+    log: Vec<Changed>,
     log_full: bool,
+}
+
+/// What a snapshot being built changed, for the replay on the spare.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Changed {
+    /// The flows of (table, mask, key).
+    Bucket(u8, Key, Key),
+    /// Any flows of the subtable (table, mask): a pass over it.
+    Subtable(u8, Key),
+}
+
+/// Which flows of a table [`Snapshot::update_within`] looks at (`pick`
+/// selects among them).
+#[derive(Clone, Copy)]
+enum Within<'a> {
+    /// Flows whose mask covers this mask and whose key under it is this
+    /// key (a non-strict match): subtables of other masks are skipped.
+    Covering(&'a Key, &'a Key),
+    /// Flows of exactly this match (key under mask; strict): one bucket.
+    Exact(&'a Key, &'a Key),
 }
 
 /// Longest change log kept in a snapshot (beyond: `log_full`).
@@ -372,49 +413,51 @@ impl Snapshot {
         }
     }
 
-    /// Notes a changed bucket for the replay.
-    fn logged(&mut self, table: u8, mask: Key, key: Key) {
+    /// Notes a change for the replay.
+    fn logged(&mut self, c: Changed) {
         if self.log.len() >= MAX_LOG {
             self.log_full = true;
         }
         if !self.log_full {
-            self.log.push((table, mask, key));
+            self.log.push(c);
         }
     }
 
     /// Makes `self`, which holds what `cur`'s parent held, hold what `cur`
-    /// holds: the buckets `cur` changed copied over, and the changed
-    /// tables' subtables ranked and ordered as in `cur`. O(changes).
+    /// holds: the buckets (and subtables) `cur` changed copied over, and
+    /// the changed tables' subtables ranked and ordered as in `cur`.
+    /// O(changes); a subtable changed by a pass over it is copied whole,
+    /// O(its flows), as that pass cost.
     fn replay(&mut self, cur: &Snapshot) {
         let mut dirty: Vec<u8> = Vec::new();
-        for (ti, mask, key) in &cur.log {
-            let bucket = cur.tables[*ti as usize]
+        for c in &cur.log {
+            let (ti, mask) = match c {
+                Changed::Bucket(ti, mask, _) | Changed::Subtable(ti, mask) => (*ti, mask),
+            };
+            let src = cur.tables[ti as usize]
                 .subtables
                 .iter()
-                .find(|s| s.mask == *mask)
-                .and_then(|s| s.map.get(key))
-                .cloned();
-            let t = Arc::make_mut(&mut self.tables[*ti as usize]);
-            let i = match t.subtables.iter().position(|s| s.mask == *mask) {
-                Some(i) => i,
-                None => {
-                    t.subtables.push(Arc::new(Subtable {
-                        mask: *mask,
-                        max_priority: 0,
-                        first_seq: 0,
-                        map: HashMap::default(),
-                        stale: false,
-                    }));
-                    t.subtables.len() - 1
+                .find(|s| s.mask == *mask);
+            let t = Arc::make_mut(&mut self.tables[ti as usize]);
+            match (c, src) {
+                (Changed::Bucket(_, _, key), _) => {
+                    let bucket = src.and_then(|s| s.map.get(key)).cloned();
+                    let i = t.subtable_index(mask);
+                    let st = Arc::make_mut(&mut t.subtables[i]);
+                    match bucket {
+                        Some(b) => st.map.insert(*key, b),
+                        None => st.map.remove(key),
+                    };
                 }
-            };
-            let st = Arc::make_mut(&mut t.subtables[i]);
-            match bucket {
-                Some(b) => st.map.insert(*key, b),
-                None => st.map.remove(key),
-            };
-            if !dirty.contains(ti) {
-                dirty.push(*ti);
+                (Changed::Subtable(..), Some(s)) => {
+                    let i = t.subtable_index(mask);
+                    // A copy: the spare shares no subtable with the published.
+                    t.subtables[i] = Arc::new(Subtable::clone(s));
+                }
+                (Changed::Subtable(..), None) => t.subtables.retain(|s| s.mask != *mask),
+            }
+            if !dirty.contains(&ti) {
+                dirty.push(ti);
             }
         }
         for ti in dirty {
@@ -440,19 +483,7 @@ impl Snapshot {
     /// replaced best flow leaves it for [`Snapshot::seal`].
     fn insert(&mut self, r: Rule) -> bool {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
-        let idx = match t.subtables.iter().position(|s| s.mask == r.mask) {
-            Some(i) => i,
-            None => {
-                t.subtables.push(Arc::new(Subtable {
-                    mask: r.mask,
-                    max_priority: 0,
-                    first_seq: 0,
-                    map: HashMap::default(),
-                    stale: false,
-                }));
-                t.subtables.len() - 1
-            }
-        };
+        let idx = t.subtable_index(&r.mask);
         let st = Arc::make_mut(&mut t.subtables[idx]);
         let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
@@ -473,34 +504,47 @@ impl Snapshot {
         v.insert(pos, r.clone());
         st.map.insert(r.key, v.into_boxed_slice());
         t.sort();
-        self.logged(r.table, r.mask, r.key);
+        self.logged(Changed::Bucket(r.table, r.mask, r.key));
         replaced.is_some()
     }
 
-    /// Removes (`f` returns None; pushed on `removed`) or replaces (Some)
-    /// every flow of the tables `tables` that `pick` selects; returns how
-    /// many.
-    fn update(
+    /// [`Snapshot::update_within`] of the flows `rules` (as installed in
+    /// this snapshot or a modify ago), each found by its exact match: one
+    /// hash lookup each, not a pass over the tables.
+    fn update_rules(
         &mut self,
-        tables: std::ops::RangeInclusive<u8>,
-        pick: &dyn Fn(&Rule) -> bool,
+        rules: &[Arc<Rule>],
         f: &dyn Fn(&Rule) -> Option<Rule>,
         removed: &mut Vec<Arc<Rule>>,
     ) -> usize {
-        self.update_within(tables, None, pick, f, removed)
+        rules
+            .iter()
+            .map(|r| {
+                self.update_within(
+                    r.table..=r.table,
+                    Within::Exact(&r.key, &r.mask),
+                    &|x| x.seq == r.seq,
+                    f,
+                    removed,
+                )
+            })
+            .sum()
     }
 
-    /// [`Snapshot::update`] where `pick` selects only flows whose mask
-    /// covers `within`'s mask and whose key under it is `within`'s key (the
-    /// non-strict and strict matches of modify and delete): subtables of
-    /// other masks are skipped, and in the subtable of exactly that mask
-    /// only that key's flows are looked at (one hash lookup, so a modify or
-    /// delete of one flow costs O(1), not a pass over the table). Ranks a
-    /// removal may lower are left for [`Snapshot::seal`].
+    /// Removes (`f` returns None; pushed on `removed`) or replaces (Some)
+    /// every flow of the tables `tables` that `within` and `pick` select
+    /// (`within`: the non-strict and strict matches of modify and delete);
+    /// returns how many. Only the flows `within` selects are looked at:
+    /// subtables of other masks are skipped, and in the subtable of
+    /// exactly that mask only that key's flows are looked at (one hash
+    /// lookup, so a modify or delete of one flow costs O(1), not a pass
+    /// over the table). Every bucket changed, or subtable passed over, is
+    /// logged for the replay. Ranks a removal may lower are left for
+    /// [`Snapshot::seal`].
     fn update_within(
         &mut self,
         tables: std::ops::RangeInclusive<u8>,
-        within: Option<(&Key, &Key)>,
+        within: Within,
         pick: &dyn Fn(&Rule) -> bool,
         f: &dyn Fn(&Rule) -> Option<Rule>,
         removed: &mut Vec<Arc<Rule>>,
@@ -514,13 +558,14 @@ impl Snapshot {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, st)| match within {
-                    Some((_, m)) if !st.mask.covers(m) => None,
-                    Some((k, m)) if st.mask == *m => {
+                    Within::Exact(k, m) | Within::Covering(k, m) if st.mask == *m => {
                         let k = k.and(m);
                         let v = st.map.get(&k)?;
                         v.iter().any(|r| pick(r)).then_some((i, Some(k)))
                     }
-                    _ => st
+                    Within::Exact(..) => None,
+                    Within::Covering(_, m) if !st.mask.covers(m) => None,
+                    Within::Covering(..) => st
                         .map
                         .values()
                         .any(|v| v.iter().any(|r| pick(r)))
@@ -530,12 +575,18 @@ impl Snapshot {
             if hits.is_empty() {
                 continue;
             }
-            match &hits[..] {
-                [(i, Some(k))] => {
-                    let mask = t.subtables[*i].mask;
-                    self.logged(ti, mask, *k);
-                }
-                _ => self.log_full = true,
+            let changes: Vec<Changed> = hits
+                .iter()
+                .map(|&(i, only)| {
+                    let mask = t.subtables[i].mask;
+                    match only {
+                        Some(k) => Changed::Bucket(ti, mask, k),
+                        None => Changed::Subtable(ti, mask),
+                    }
+                })
+                .collect();
+            for c in changes {
+                self.logged(c);
             }
             let t = Arc::make_mut(&mut self.tables[ti as usize]);
             for (i, only) in hits {
@@ -958,7 +1009,12 @@ impl Flows {
                     ));
                 }
             }
-            n += snap.update_within(tables, Some((&s.key, &s.mask)), &pick, &f, &mut removed);
+            let within = if strict {
+                Within::Exact(&s.key, &s.mask)
+            } else {
+                Within::Covering(&s.key, &s.mask)
+            };
+            n += snap.update_within(tables, within, &pick, &f, &mut removed);
         }
         self.commit(&mut w, snap, true);
         drop(w);
@@ -1716,6 +1772,9 @@ impl Logic for Flows {
                     .map_err(e)
             }
             "trace" => self.trace_command(&what, args).map_err(e),
+            "add_group" | "mod_group" | "del_groups" | "dump_groups" => {
+                self.group_command(&what, cmd, args).map_err(e)
+            }
             "dump" => {
                 let a = Args::new(&what, args, &["table"]).map_err(e)?;
                 let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
@@ -1731,6 +1790,10 @@ impl Logic for Flows {
             ("modify", "{flow|flows, strict?}: replace the actions of the flows the match selects"),
             ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
             ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
+            ("add_group", "{group: \"group_id=N,type=all|indirect,bucket=ACTIONS,...\"}: add an OpenFlow group (ports are ids)"),
+            ("mod_group", "{group: text}: replace a group's type and buckets; the flows using it follow"),
+            ("del_groups", "{group?: \"group_id=N\"}: delete a group (none: all) and the flows using it"),
+            ("dump_groups", "{group?: \"group_id=N\"}: groups with ref_count and counters"),
             ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
         ]
     }

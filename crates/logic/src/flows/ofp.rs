@@ -19,7 +19,7 @@ use openflow::{
 
 use super::key::num;
 use super::{
-    Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, Table, Writer, MAX_TABLE,
+    Action, Counters, Field, Flows, Key, Reason, Rule, Snapshot, Table, Within, Writer, MAX_TABLE,
 };
 use crate::PortId;
 
@@ -341,13 +341,16 @@ fn overlaps(k1: &Key, m1: &Key, k2: &Key, m2: &Key) -> bool {
 
 /// A flow of `t` other than (`key`, `mask`) itself has `priority` and
 /// could match a packet that (`key`, `mask`) matches (OFPFF_CHECK_OVERLAP).
-/// Keys are stored masked, so in the subtable of the same mask only the
-/// identical match could overlap (and it is excluded), and in a subtable
-/// whose mask `mask` covers, only the flows under key `key & its mask`:
-/// hash lookups; other subtables are scanned.
+/// A subtable whose best flow ranks below `priority` holds no flow of
+/// that priority (its rank is never below its best flow's, even while
+/// stale): skipped without a look. Keys are stored masked, so in the
+/// subtable of the same mask only the identical match could overlap (and
+/// it is excluded), and in a subtable whose mask `mask` covers, only the
+/// flows under key `key & its mask`: hash lookups. Only the subtables of
+/// more specific or crossing masks that can hold `priority` are scanned.
 fn overlapping(t: &Table, key: &Key, mask: &Key, priority: u16) -> bool {
     t.subtables.iter().any(|st| {
-        if st.mask == *mask {
+        if st.mask == *mask || st.max_priority < priority {
             false
         } else if mask.covers(&st.mask) {
             st.map
@@ -583,7 +586,11 @@ impl Flows {
                 };
                 snap.update_within(
                     tables_of(m.table_id),
-                    Some((&key, &mask)),
+                    if strict {
+                        Within::Exact(&key, &mask)
+                    } else {
+                        Within::Covering(&key, &mask)
+                    },
                     &|r| filter.picks(r),
                     &f,
                     removed,

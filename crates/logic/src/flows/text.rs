@@ -99,7 +99,7 @@ fn num_u64(s: &str) -> Option<u64> {
     }
 }
 
-fn uint(field: &str, s: &str, max: u64) -> Result<u64, String> {
+pub(super) fn uint(field: &str, s: &str, max: u64) -> Result<u64, String> {
     match num_u64(s) {
         Some(v) if v <= max => Ok(v),
         _ => Err(format!(
@@ -246,7 +246,7 @@ fn shorthand(w: &str) -> Option<(u16, Option<u8>)> {
 }
 
 /// Splits `s` at commas and white space, dropping empty pieces.
-fn tokens(s: &str) -> impl Iterator<Item = &str> {
+pub(super) fn tokens(s: &str) -> impl Iterator<Item = &str> {
     s.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|t| !t.is_empty())
 }
@@ -468,7 +468,7 @@ fn ip4_value(what: &str, s: &str) -> Result<u32, String> {
 /// Parses an action list; `ip4` / `l4`: the match guarantees IPv4 / IPv4
 /// TCP or UDP (prerequisites of the L3 / L4 rewrites); `tagged`: it
 /// guarantees a VLAN tag (of the VLAN rewrites).
-fn parse_actions(
+pub(super) fn parse_actions(
     s: &str,
     table: u8,
     ip4: bool,
