@@ -57,6 +57,19 @@ pub fn udp4(
     b
 }
 
+/// The UDP frame of 60 B from 02:00:00:00:00:01 / 10.0.0.1:1000 to
+/// 02:00:00:00:00:02 / 10.0.0.2:`dport`.
+pub fn udp_to(dport: u16) -> Vec<u8> {
+    udp4(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        1000,
+        dport,
+    )
+}
+
 /// A minimal Ethernet frame (60 B) with the given addresses and EtherType.
 pub fn eth(src_mac: [u8; 6], dst_mac: [u8; 6], ethertype: u16) -> Vec<u8> {
     let mut b = vec![0u8; 60];

@@ -5,7 +5,7 @@
 //! command.
 
 use super::*;
-use crate::testutil::udp4;
+use crate::testutil::{udp4, udp_to};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -557,17 +557,6 @@ proptest! {
 }
 
 // ------------------------------------------------------------ invalidation
-
-fn udp_to(dport: u16) -> Vec<u8> {
-    udp4(
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        [10, 0, 0, 1],
-        [10, 0, 0, 2],
-        1000,
-        dport,
-    )
-}
 
 /// Classifies `frame` three times (the last two from the cache) and
 /// checks every answer.
