@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from threehosts import ThreeHosts, nx
 
 from turnout import testpeers
@@ -376,6 +375,8 @@ def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[Openf
     namespaces deleted on leaving, also after a failed set-up. Needs root,
     ovs-ofctl and a built turnoutd (missing peers: testpeers' skip or fail;
     no binary: the test fails)."""
+    import pytest  # only here: soak.py and the benches use harness without it
+
     testpeers.need_root()
     testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
     try:
