@@ -9,12 +9,13 @@ import stat
 import pytest
 
 from conftest import needs_root
+from synth_db import rplus_db
 from test_campaign import FakeBench
 from turnout.campaign import CampaignError, parse, run_campaign
 from turnout.report.ab import ab_rows, ab_table, compare_builds
 from turnout.report.model import Spread
 from turnout.report.queries import load_campaign, wall_time
-from turnout.results import Campaign, Result, ResultsDB
+from turnout.results import ResultsDB
 from turnout.sut.base import SutPort, Topology
 from turnout.sut.turnoutd import REPO, Turnoutd
 
@@ -110,18 +111,8 @@ def test_the_two_builds_interleave_repetition_by_repetition(tmp_path):
 
 
 def _db(tmp_path, rows, finished: float | None = 1.7e9 + 754):
-    """R+ results: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
-    db = ResultsDB(tmp_path / "v.db")
-    cid = db.add_campaign(Campaign(name="ab", spec={}, file="ab.toml", started_at=1.7e9,
-                                   status="done"))
-    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
-        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
-                             virtual_port=vp, method="rplus", repetition=rep,
-                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
-                             tester_bound=tb, busy_cycles_per_frame=cost))
-    with db.conn:
-        db.conn.execute("UPDATE campaigns SET finished_at = ? WHERE id = ?", (finished, cid))
-    return db
+    """R+ results of campaign ab: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
+    return rplus_db(tmp_path / "v.db", "ab", rows, finished_at=finished)
 
 
 def test_after_before_is_paired_by_repetition_and_claims_only_outside_the_spread(tmp_path):

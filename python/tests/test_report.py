@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from synth_db import done_campaign, rplus_db
 from turnout.cli import main
 from turnout.report import build_report, print_summary
 from turnout.report.compare import compare_campaigns
@@ -441,8 +442,7 @@ def test_tester_bound_searches_are_flagged_as_lower_bounds(tmp_path):
     from turnout.report.summary import summary_text
 
     with ResultsDB(tmp_path / "r.db") as db:
-        cid = db.add_campaign(Campaign(name="tb", spec={}, file="tb.toml", started_at=1.7e9,
-                                       status="done"))
+        cid = done_campaign(db, "tb")
         for rep, bound in enumerate((True, False)):
             rid = db.add_result(Result(campaign_id=cid, key=f"r{rep}", sut="turnoutd",
                                        scenario="v2v", method="rplus", repetition=rep,
@@ -459,14 +459,7 @@ def test_tester_bound_searches_are_flagged_as_lower_bounds(tmp_path):
 
 def _point_db(tmp_path, rows):
     """A campaign of R+ results: rows of (sut, scenario, virtual_port, repetition, rate)."""
-    db = ResultsDB(tmp_path / "p.db")
-    cid = db.add_campaign(Campaign(name="pts", spec={}, file="p.toml", started_at=1.7e9,
-                                   status="done"))
-    for i, (sut, scen, vp, rep, rate) in enumerate(rows):
-        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
-                             virtual_port=vp, method="rplus", repetition=rep,
-                             rate_total_pps=rate, rx_total_pps=rate, status="ok"))
-    return db
+    return rplus_db(tmp_path / "p.db", "pts", [(*r, None, None) for r in rows], file="p.toml")
 
 
 def test_one_repetition_is_spread_unknown_and_never_ranked(tmp_path):

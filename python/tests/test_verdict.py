@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from synth_db import done_campaign, rplus_db
 from turnout.measure.cost import (
     CostSample,
     cost_in_window,
@@ -20,7 +21,7 @@ from turnout.report.model import spread_of
 from turnout.report.queries import load_campaign
 from turnout.report.summary import summary_text
 from turnout.report.verdict import Entry, rank_entries, verdict_rows
-from turnout.results import Campaign, Result, ResultsDB
+from turnout.results import Result, ResultsDB
 
 
 # ------------------------------------------------------------------ cost
@@ -150,16 +151,8 @@ def test_cost_ranks_lower_first_and_one_repetition_ranks_nothing():
 
 
 def _verdict_db(tmp_path, rows):
-    """R+ results: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
-    db = ResultsDB(tmp_path / "v.db")
-    cid = db.add_campaign(Campaign(name="v", spec={}, file="v.toml", started_at=1.7e9,
-                                   status="done"))
-    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
-        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
-                             virtual_port=vp, method="rplus", repetition=rep,
-                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
-                             tester_bound=tb, busy_cycles_per_frame=cost))
-    return db
+    """R+ results of campaign v: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
+    return rplus_db(tmp_path / "v.db", "v", rows)
 
 
 def test_tester_bound_rows_are_ranked_by_cost_not_rate(tmp_path):
@@ -210,15 +203,8 @@ def test_shared_tester_core_means_the_scheduler_set_the_rate(tmp_path):
     for r, k in enumerate((0.98, 1.0, 1.02)):
         rows += [("turnoutd", "nvsn", "memif", r, 3e6 * k, 150 * k, 0),
                  ("testpmd", "nvsn", "memif", r, 4e6 * k, 600 * k, 0)]
-    db = ResultsDB(tmp_path / "s.db")
-    cid = db.add_campaign(Campaign(name="s", spec={"campaign": {"tester_cpu": 0}},
-                                   file="s.toml", started_at=1.7e9, status="done"))
-    for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
-        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
-                             virtual_port=vp, method="rplus", repetition=rep, pairs=2,
-                             rate_total_pps=rate, rx_total_pps=rate, status="ok",
-                             tester_bound=tb, busy_cycles_per_frame=cost))
-    with db:
+    with rplus_db(tmp_path / "s.db", "s", rows, spec={"campaign": {"tester_cpu": 0}},
+                  pairs=2) as db:
         (v,) = verdict_rows(load_campaign(db, "s"))
         assert v.measure == "cost"
         assert [(e.sut, e.limit) for e in v.entries] == [("turnoutd [memif]", "scheduler"),
@@ -252,8 +238,7 @@ def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
     from turnout.results import Trial
 
     db = ResultsDB(tmp_path / "l.db")
-    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "l")
     p99 = {"wire": (50e3, 52e3, 55e3), "turnoutd": (90e3, 100e3, 95e3),
            "ovs": (300e3, 320e3, 310e3), "bridge": (92e3, 99e3, 120e3)}
     for sut, vals in p99.items():
@@ -293,8 +278,7 @@ def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
     as ok (runner.py, PeerAbsent). OVS-DPDK failed every repetition. The
     verdict has one row per SUT, none with n=0, and ranks only data."""
     db = ResultsDB(tmp_path / "d.db")
-    cid = db.add_campaign(Campaign(name="d", spec={}, file="d.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "d")
     refused = "PeerAbsent: memif server refused the connection"
     for rep, k in enumerate((0.98, 1.0, 1.02)):
         _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
@@ -343,8 +327,7 @@ def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
 
 def test_a_partly_failed_sut_keeps_its_data_and_says_what_failed(tmp_path):
     db = ResultsDB(tmp_path / "p.db")
-    cid = db.add_campaign(Campaign(name="p", spec={}, file="p.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "p")
     for rep, k in enumerate((0.98, 1.0, 1.02)):
         _add_rplus(db, cid, "turnoutd", rep, rate=2e6 * k)
         if rep == 2:
@@ -427,8 +410,7 @@ def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
     from turnout.report.verdict import verdict_table
 
     db = ResultsDB(tmp_path / "k.db")
-    cid = db.add_campaign(Campaign(name="k", spec={}, file="k.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "k")
     for rep, k in enumerate((0.98, 1.0, 1.02)):
         for sut, rate, own, kern in (("turnoutd", 1.0e6, 400, 300), ("bridge", 0.4e6, 3000,
                                                                      3000)):
@@ -456,8 +438,7 @@ def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
     from turnout.sut.testpmd import Testpmd
 
     db = ResultsDB(tmp_path / "c.db")
-    cid = db.add_campaign(Campaign(name="c", spec={}, file="c.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "c")
     huge = db.add_sut(Sut(name="testpmd", version="dpdk 22", config={"memory": "512 pages"}))
     small = db.add_sut(Sut(name="testpmd", version="dpdk 22",
                            config={"memory": "--no-huge: hugepages not available",
@@ -488,8 +469,7 @@ def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
     from turnout.results import Trial
 
     db = ResultsDB(tmp_path / "l.db")
-    cid = db.add_campaign(Campaign(name="l", spec={}, file="l.toml", started_at=1.7e9,
-                                   status="done"))
+    cid = done_campaign(db, "l")
     # (wait ns, slices) readings before and after each repetition
     waits = {"turnoutd": (((0, 0), (40_000_000, 4000)), ((0, 0), (1_200_000_000, 4000))),
              "ovs": (((0, 0), (3_000_000, 30)), ((5, 1), (99_000_005, 1001))),

@@ -2,6 +2,9 @@
 memif clients, read their counters, and always clean up (processes by PID,
 sockets, /var/run/dpdk/<prefix>) — also when a test fails.
 
+Also the OpenFlow lab (OpenflowLab, openflow_lab): turnoutd with an OpenFlow
+listener in the switch namespace of threehosts.py's three hosts.
+
 Used by tests/turnoutd/test_*.py and python/tests/test_ctl_system.py.
 """
 
@@ -9,16 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from threehosts import ThreeHosts, nx
+
+from turnout import testpeers
 
 REPO = Path(__file__).resolve().parents[2]
 TESTPMD = shutil.which("dpdk-testpmd")
@@ -330,3 +339,59 @@ def port_toml(name: str, sock: str, ifid: int, **kw: Any) -> str:
     lines.append(f"id = {ifid}")
     lines += [f"{k} = {json.dumps(v)}" for k, v in kw.items()]
     return "\n".join(lines) + "\n"
+
+
+class OpenflowLab:
+    """turnoutd running the flows logic over three af_packet ports in the
+    switch namespace ``sw`` of a ThreeHosts lab, listening for OpenFlow on
+    127.0.0.1:``port`` inside that namespace (``target``) and on
+    ``tmp``/of.sock."""
+
+    def __init__(self, tmp: Path, prefix: str, macs: dict[int, str]) -> None:
+        self.tmp = tmp
+        self.net = ThreeHosts(prefix, macs)
+        self.daemon: Turnoutd | None = None
+        self.sw = ""
+        self.target = ""
+        self.port = 0
+        self.hosts: dict[int, str] = {}
+
+    def ofctl(self, cmd: str, *args: str, check: bool = True,
+              opts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        """``ovs-ofctl -O OpenFlow13 [opts] cmd target args`` in the switch namespace."""
+        return nx(self.sw, "ovs-ofctl", "-O", "OpenFlow13", *opts, cmd, self.target, *args,
+                  check=check)
+
+    def close(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+        self.net.close()
+
+
+@contextmanager
+def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[OpenflowLab]:
+    """An OpenflowLab with namespaces named ``prefix``*, host MACs ``macs``
+    (1..3) and a TCP port drawn at random; turnoutd is stopped by PID and the
+    namespaces deleted on leaving, also after a failed set-up. Needs root,
+    ovs-ofctl and a built turnoutd (missing peers: testpeers' skip or fail;
+    no binary: the test fails)."""
+    import pytest  # only here: soak.py and the benches use harness without it
+
+    testpeers.need_root()
+    testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
+    try:
+        turnoutd_binary()
+    except FileNotFoundError as e:
+        pytest.fail(str(e))
+    lab = OpenflowLab(tmp, prefix, macs)
+    try:
+        lab.net.setup()
+        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
+        lab.port = random.randint(20000, 60000)
+        lab.target = f"tcp:127.0.0.1:{lab.port}"
+        unix = tmp / "of.sock"
+        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
+        lab.daemon = Turnoutd(tmp / "sw", config, netns=lab.sw).start()
+        yield lab
+    finally:
+        lab.close()

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import socket
 import struct
@@ -43,10 +42,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Turnoutd, turnoutd_binary, wait_for
-from threehosts import ThreeHosts, nx, ping, run
-
-from turnout import testpeers
+from harness import OpenflowLab as Lab
+from harness import openflow_lab, wait_for
+from threehosts import nx, ping, run
 
 pytestmark = pytest.mark.system
 
@@ -54,51 +52,10 @@ P = f"tofp{os.getpid() % 100000}-"
 MAC = {1: "02:00:00:0e:00:01", 2: "02:00:00:0e:00:02", 3: "02:00:00:0e:00:03"}
 
 
-@pytest.fixture(autouse=True)
-def _peers() -> None:
-    testpeers.need_root()
-    testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
-
-
-class Lab:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.net = ThreeHosts(P, MAC)
-        self.daemon: Turnoutd | None = None
-        self.sw = ""
-        self.target = ""
-        self.port = 0
-        self.hosts: dict[int, str] = {}
-
-    def ofctl(self, cmd: str, *args: str, check: bool = True,
-              opts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-        return nx(self.sw, "ovs-ofctl", "-O", "OpenFlow13", *opts, cmd, self.target, *args,
-                  check=check)
-
-    def close(self) -> None:
-        if self.daemon is not None:
-            self.daemon.stop()
-        self.net.close()
-
-
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    try:
-        turnoutd_binary()
-    except FileNotFoundError as e:
-        pytest.fail(str(e))
-    lab = Lab(tmp_path)
-    try:
-        lab.net.setup()
-        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
-        lab.port = random.randint(20000, 60000)
-        lab.target = f"tcp:127.0.0.1:{lab.port}"
-        unix = tmp_path / "of.sock"
-        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
-        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
+    with openflow_lab(tmp_path, P, MAC) as lab:
         yield lab
-    finally:
-        lab.close()
 
 
 def flows_of(lab: Lab) -> list[str]:

@@ -22,19 +22,16 @@ cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_ope
 from __future__ import annotations
 
 import os
-import random
-import shutil
 import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import Turnoutd, turnoutd_binary
-from test_openflow import Lab, flows_of, raw_conn, recv_msg
-from threehosts import ThreeHosts, nx, ping
-
-from turnout import testpeers
+from harness import OpenflowLab as Lab
+from harness import openflow_lab
+from test_openflow import flows_of, raw_conn, recv_msg
+from threehosts import nx, ping
 
 pytestmark = pytest.mark.system
 
@@ -43,27 +40,10 @@ RULES = 10_000
 
 @pytest.fixture
 def bulk(tmp_path: Path) -> Iterator[Lab]:
-    testpeers.need_root()
-    testpeers.need(shutil.which("ovs-ofctl"), "ovs-ofctl is not installed (openvswitch-switch)")
-    try:
-        turnoutd_binary()
-    except FileNotFoundError as e:
-        pytest.fail(str(e))
-    lab = Lab(tmp_path)
     # Own namespace prefix: runs next to test_openflow.py's lab.
-    lab.net = ThreeHosts(f"tofb{os.getpid() % 100000}-", {
-        1: "02:00:00:0f:00:01", 2: "02:00:00:0f:00:02", 3: "02:00:00:0f:00:03"})
-    try:
-        lab.net.setup()
-        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
-        lab.port = random.randint(20000, 60000)
-        lab.target = f"tcp:127.0.0.1:{lab.port}"
-        unix = tmp_path / "of.sock"
-        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
-        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
+    with openflow_lab(tmp_path, f"tofb{os.getpid() % 100000}-", {
+            1: "02:00:00:0f:00:01", 2: "02:00:00:0f:00:02", 3: "02:00:00:0f:00:03"}) as lab:
         yield lab
-    finally:
-        lab.close()
 
 
 def test_add_flows_of_ten_thousand_rules_over_one_mask(bulk: Lab) -> None:

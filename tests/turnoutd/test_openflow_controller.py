@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 from harness import REPO, Turnoutd, stop_pid, turnoutd_binary, wait_for
-from threehosts import nx, ping, run
+from threehosts import ThreeHosts, nx, ping, run
 
 from turnout import testpeers
 
@@ -67,33 +67,12 @@ def _peers() -> None:
 class Lab:
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.ns: list[str] = []
+        self.net = ThreeHosts(P, MAC)
         self.daemon: Turnoutd | None = None
         self.ctl: subprocess.Popen | None = None
         self.sw = ""
         self.hosts: dict[int, str] = {}
         self.events_path = tmp / "events.jsonl"
-
-    def netns(self, short: str) -> str:
-        name = P + short
-        run("ip", "netns", "add", name)
-        self.ns.append(name)
-        nx(name, "ip", "link", "set", "lo", "up")
-        return name
-
-    def host(self, i: int) -> str:
-        h = self.netns(f"h{i}")
-        self.hosts[i] = h
-        run("ip", "link", "add", "eth0", "netns", h, "address", MAC[i], "type", "veth",
-            "peer", "name", f"p{i}", "netns", self.sw)
-        nx(h, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        nx(self.sw, "sysctl", "-qw", f"net.ipv6.conf.p{i}.disable_ipv6=1")
-        nx(h, "ip", "addr", "add", f"10.0.0.{i}/24", "dev", "eth0")
-        for ns, dev in ((h, "eth0"), (self.sw, f"p{i}")):
-            nx(ns, "ip", "link", "set", dev, "up")
-            nx(ns, "ethtool", "-K", dev, "tx", "off", "tso", "off", "gso", "off", "gro", "off",
-               check=False)
-        return h
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         if not self.events_path.exists():
@@ -112,8 +91,7 @@ class Lab:
             self.daemon.stop()
         if self.ctl is not None:
             stop_pid(self.ctl)
-        for ns in reversed(self.ns):
-            run("ip", "netns", "del", ns, check=False)
+        self.net.close()
 
 
 @pytest.fixture
@@ -126,9 +104,8 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     assert py is not None
     lab = Lab(tmp_path)
     try:
-        lab.sw = lab.netns("sw")
-        for i in (1, 2, 3):
-            lab.host(i)
+        lab.net.setup()
+        lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
         port = random.randint(20000, 60000)
         env = dict(os.environ, OFPKT_EVENTS=str(lab.events_path))
         log = open(tmp_path / "osken.log", "wb")  # noqa: SIM115 - lives with the process
@@ -137,12 +114,8 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
             stdout=log, stderr=log, env=env)
         wait_for("os-ken listening", 20, lambda: f":{port} " in nx(
             lab.sw, "ss", "-ltn").stdout)
-        config = ('[switch]\ncontrol_socket = "@CTL@"\n'
-                  f'openflow = ["tcp:127.0.0.1:{port}"]\n\n'
-                  f'[logic]\nname = "flows"\npacket_in_rate = {RATE}\n'
-                  f'packet_in_burst = {BURST}\n\n')
-        for i in (1, 2, 3):
-            config += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
+        config = ThreeHosts.config(f'openflow = ["tcp:127.0.0.1:{port}"]\n',
+                                   f"packet_in_rate = {RATE}\npacket_in_burst = {BURST}\n")
         lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
         wait_for("turnoutd connected to os-ken", 20, lambda: lab.events("connected"))
         yield lab

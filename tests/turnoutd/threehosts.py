@@ -1,7 +1,8 @@
 """Three host namespaces h1, h2, h3 (10.0.0.1..3/24, IPv6 off, offloads
 off), each wired by a veth (eth0 <-> pI) to a switch namespace `sw` where
 turnoutd runs over three af_packet ports p1..p3. Shared by
-test_flows.py and test_openflow.py.
+test_flows.py, test_openflow*.py (through harness.openflow_lab) and
+test_openflow_controller.py.
 
 Names start with the caller's prefix (unique per test process); close()
 deletes every namespace created (their veths go with them), also after a
@@ -63,9 +64,11 @@ class ThreeHosts:
         return self
 
     @staticmethod
-    def config(switch_extra: str = "") -> str:
-        """turnoutd's configuration: the flows logic over p1..p3."""
-        c = f'[switch]\ncontrol_socket = "@CTL@"\n{switch_extra}\n[logic]\nname = "flows"\n\n'
+    def config(switch_extra: str = "", logic_extra: str = "") -> str:
+        """turnoutd's configuration: the flows logic over p1..p3 (lines
+        ``switch_extra`` and ``logic_extra`` added to [switch] and [logic])."""
+        c = (f'[switch]\ncontrol_socket = "@CTL@"\n{switch_extra}\n'
+             f'[logic]\nname = "flows"\n{logic_extra}\n')
         for i in (1, 2, 3):
             c += f'[[ports]]\nname = "p{i}"\nkind = "af_packet"\niface = "p{i}"\n\n'
         return c

@@ -57,6 +57,19 @@ pub fn udp4(
     b
 }
 
+/// The UDP frame of 60 B from 02:00:00:00:00:01 / 10.0.0.1:1000 to
+/// 02:00:00:00:00:02 / 10.0.0.2:`dport`.
+pub fn udp_to(dport: u16) -> Vec<u8> {
+    udp4(
+        [2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2],
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        1000,
+        dport,
+    )
+}
+
 /// A minimal Ethernet frame (60 B) with the given addresses and EtherType.
 pub fn eth(src_mac: [u8; 6], dst_mac: [u8; 6], ethertype: u16) -> Vec<u8> {
     let mut b = vec![0u8; 60];
@@ -96,4 +109,49 @@ pub fn random_frames() -> impl proptest::strategy::Strategy<Value = Vec<Vec<u8>>
             b
         });
     proptest::collection::vec(frame, 1..40)
+}
+
+/// An OpenFlow logic with no configuration (one empty table 0).
+pub fn flows() -> crate::flows::Flows {
+    crate::flows::Flows::from_config(&serde_json::json!(null)).unwrap()
+}
+
+/// A flow-mod with the given command, table, priority, match and
+/// instructions, and the defaults of `ovs-ofctl` for the rest: no cookie, no
+/// timeouts, no flags, no buffered packet, any out port and group.
+pub fn fm(
+    command: u8,
+    table: u8,
+    priority: u16,
+    matches: Vec<openflow::Oxm>,
+    insts: Vec<openflow::Instruction>,
+) -> openflow::FlowMod {
+    openflow::FlowMod {
+        cookie: 0,
+        cookie_mask: 0,
+        table_id: table,
+        command,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority,
+        buffer_id: openflow::NO_BUFFER,
+        out_port: openflow::port::ANY,
+        out_group: openflow::GROUP_ANY,
+        flags: 0,
+        matches,
+        instructions: insts,
+    }
+}
+
+/// `apply_actions(output:p)`, the whole packet.
+pub fn out(p: u32) -> openflow::Instruction {
+    openflow::Instruction::ApplyActions(vec![openflow::Action::Output {
+        port: p,
+        max_len: 0,
+    }])
+}
+
+/// The match `in_port=p`.
+pub fn inp(p: u128) -> Vec<openflow::Oxm> {
+    vec![openflow::Oxm::exact(openflow::oxm::IN_PORT, p)]
 }

@@ -20,30 +20,7 @@ fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
     Arc::new(open_cfg(sw, cfg))
 }
 
-#[test]
-fn rx_delivers_frames_intact() {
-    check_rx_intact(&opener);
-}
-
-#[test]
-fn tx_frames_arrive_in_namespace() {
-    check_tx_arrives(&opener);
-}
-
-#[test]
-fn several_queues_share_the_traffic() {
-    check_two_queues(&opener);
-}
-
-#[test]
-fn link_down_up_and_removal_are_noticed() {
-    check_link_events(&opener);
-}
-
-#[test]
-fn forwards_ping_and_tcp_between_namespaces() {
-    check_forwarding(&opener);
-}
+kernel_port_tests!(opener);
 
 #[test]
 fn native_copy_mode_on_veth_and_detach_on_drop() {

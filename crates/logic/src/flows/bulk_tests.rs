@@ -5,52 +5,9 @@
 //! exact subtable ranks).
 
 use super::*;
-use crate::testutil::{classify1, udp4};
-use openflow::{
-    bic, et, fc, ff, fmfc, oxm, port, FlowMod, Instruction, OfpError, Oxm, GROUP_ANY, NO_BUFFER,
-    TABLE_ALL,
-};
+use crate::testutil::{classify1, flows, fm, inp, out, udp4};
+use openflow::{bic, et, fc, ff, fmfc, oxm, port, FlowMod, Instruction, OfpError, Oxm, TABLE_ALL};
 use proptest::prelude::*;
-use serde_json::json;
-
-fn flows() -> Flows {
-    Flows::from_config(&json!(null)).unwrap()
-}
-
-fn fm(
-    command: u8,
-    table: u8,
-    priority: u16,
-    matches: Vec<Oxm>,
-    insts: Vec<Instruction>,
-) -> FlowMod {
-    FlowMod {
-        cookie: 0,
-        cookie_mask: 0,
-        table_id: table,
-        command,
-        idle_timeout: 0,
-        hard_timeout: 0,
-        priority,
-        buffer_id: NO_BUFFER,
-        out_port: port::ANY,
-        out_group: GROUP_ANY,
-        flags: 0,
-        matches,
-        instructions: insts,
-    }
-}
-
-fn out(p: u32) -> Instruction {
-    Instruction::ApplyActions(vec![openflow::Action::Output {
-        port: p,
-        max_len: 0,
-    }])
-}
-
-fn inp(p: u128) -> Vec<Oxm> {
-    vec![Oxm::exact(oxm::IN_PORT, p)]
-}
 
 /// Flow texts and cookies, in dump order.
 fn dumped(f: &Flows) -> Vec<(String, u64)> {
@@ -450,18 +407,10 @@ fn arb_fm() -> impl Strategy<Value = FlowMod> {
                 FlowMod {
                     cookie,
                     cookie_mask: if cm { u64::MAX } else { 0 },
-                    table_id,
-                    command,
-                    idle_timeout: 0,
-                    hard_timeout: 0,
-                    priority,
-                    buffer_id: NO_BUFFER,
                     out_port,
-                    out_group: GROUP_ANY,
                     // SEND_FLOW_REM, CHECK_OVERLAP, RESET_COUNTS, NO_PKT_COUNTS.
                     flags: flags & (ff::SEND_FLOW_REM | ff::CHECK_OVERLAP | ff::RESET_COUNTS),
-                    matches,
-                    instructions,
+                    ..fm(command, table_id, priority, matches, instructions)
                 }
             },
         )

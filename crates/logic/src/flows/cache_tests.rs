@@ -5,7 +5,7 @@
 //! command.
 
 use super::*;
-use crate::testutil::udp4;
+use crate::testutil::{udp4, udp_to};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -288,6 +288,111 @@ fn packet(g: &PktGen) -> (PortId, Vec<u8>) {
     (in_port % 3, f)
 }
 
+/// Up to `max - 1` flow texts' generators.
+fn flow_gens(max: usize) -> impl Strategy<Value = Vec<FlowGen>> {
+    proptest::collection::vec(
+        (
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            any::<u8>(),
+            proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4),
+            any::<u8>(),
+        ),
+        1..max,
+    )
+}
+
+/// An IPv4 header at 14 with protocol ICMP, TCP, UDP, ICMPv6 (not valid
+/// in IPv4), SCTP or any, and, for some, fragment offset 0.
+fn ip4_shape(b: &mut [u8], proto: u8) {
+    b[12] = 0x08;
+    b[13] = 0x00;
+    b[14] = 0x45;
+    b[23] = [1, 6, 17, 58, 132, proto][proto as usize % 6];
+    if proto & 0x40 != 0 {
+        b[20] &= 0xe0;
+        b[21] = 0;
+    }
+}
+
+/// A cached and an uncached logic with the flows of `gens` added to both
+/// (each accepted by both or refused by both); `added` sees each accepted
+/// flow text, in order.
+fn cached_and_plain(
+    gens: &[FlowGen],
+    mut added: impl FnMut(&str),
+) -> Result<(Flows, Flows), TestCaseError> {
+    let (cached, plain) = (build(64), build(0));
+    for g in gens {
+        let t = flow_text(g);
+        let ok = add(&cached, &t);
+        prop_assert_eq!(add(&plain, &t), ok, "{}", t);
+        if ok {
+            added(&t);
+        }
+    }
+    Ok((cached, plain))
+}
+
+/// Classifies `frames` `passes` times on each logic, checks that every
+/// verdict and byte agrees, adds the frames classified by each to `total`
+/// and returns the uncached logic's answer.
+fn agree(
+    cached: &Flows,
+    plain: &Flows,
+    ingress: PortId,
+    frames: &[Vec<u8>],
+    passes: usize,
+    total: &mut u64,
+) -> Result<(Vec<Verdict>, Vec<Vec<u8>>), TestCaseError> {
+    let first = run(plain, ingress, frames);
+    for pass in 0..passes {
+        *total += frames.len() as u64;
+        let (vp, bp) = if pass == 0 {
+            first.clone()
+        } else {
+            run(plain, ingress, frames)
+        };
+        let (vc, bc) = run(cached, ingress, frames);
+        for i in 0..frames.len() {
+            prop_assert_eq!(
+                norm(cached, vc[i]),
+                norm(plain, vp[i]),
+                "pass {} frame {}",
+                pass,
+                i
+            );
+            prop_assert_eq!(&bc[i], &bp[i], "pass {} frame {}", pass, i);
+        }
+    }
+    Ok(first)
+}
+
+/// The two logics' dumps agree (flows with their counters, tables,
+/// outputs), and the cache saw `total` frames.
+fn same_counters(cached: &Flows, plain: &Flows, total: u64) -> Result<(), TestCaseError> {
+    let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
+    // Durations differ between the two instances.
+    for d in [&mut dc, &mut dp] {
+        for f in d["flows"].as_array_mut().into_iter().flatten() {
+            f.as_object_mut().map(|o| o.remove("duration"));
+        }
+    }
+    prop_assert_eq!(&dc["flows"], &dp["flows"]);
+    prop_assert_eq!(&dc["tables"], &dp["tables"]);
+    prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);
+    let c = &dc["cache"];
+    prop_assert_eq!(
+        c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(),
+        total,
+        "{}",
+        c
+    );
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -297,14 +402,7 @@ proptest! {
         ip4 in proptest::collection::vec((any::<[u8; 64]>(), 14usize..=64, any::<u8>()), 1..20),
     ) {
         let more = ip4.into_iter().map(|(mut b, len, proto)| {
-            b[12] = 0x08;
-            b[13] = 0x00;
-            b[14] = 0x45;
-            b[23] = [1, 6, 17, 58, 132, proto][proto as usize % 6];
-            if proto & 0x40 != 0 {
-                b[20] = 0;
-                b[21] = 0;
-            }
+            ip4_shape(&mut b, proto);
             b[..len].to_vec()
         });
         for f in frames.into_iter().chain(more) {
@@ -330,31 +428,21 @@ proptest! {
     /// uncached logics the same counters.
     #[test]
     fn the_cache_agrees_with_the_classifier_and_a_linear_scan(
-        flows in proptest::collection::vec(
-            (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(),
-             proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4), any::<u8>()),
-            1..24),
+        flows in flow_gens(24),
         pkts in proptest::collection::vec(
             (any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
             1..40),
         random in crate::testutil::random_frames(),
     ) {
-        let cached = build(64);
-        let plain = build(0);
         let mut refs: Vec<RefFlow> = Vec::new();
-        for g in &flows {
-            let t = flow_text(g);
-            let ok = add(&cached, &t);
-            prop_assert_eq!(add(&plain, &t), ok, "{}", t);
-            if ok {
-                let s = parse(&t).unwrap();
-                let (table, priority) = (s.table.unwrap_or(0), s.priority.unwrap_or(DEFAULT_PRIORITY));
-                // A flow of the same table, match and priority is replaced
-                // (the new one counts as installed last).
-                refs.retain(|r| !(r.table == table && r.priority == priority && r.key == s.key && r.mask == s.mask));
-                refs.push(RefFlow { table, priority, key: s.key, mask: s.mask, actions: s.actions.unwrap(), goto: s.goto });
-            }
-        }
+        let (cached, plain) = cached_and_plain(&flows, |t| {
+            let s = parse(t).unwrap();
+            let (table, priority) = (s.table.unwrap_or(0), s.priority.unwrap_or(DEFAULT_PRIORITY));
+            // A flow of the same table, match and priority is replaced
+            // (the new one counts as installed last).
+            refs.retain(|r| !(r.table == table && r.priority == priority && r.key == s.key && r.mask == s.mask));
+            refs.push(RefFlow { table, priority, key: s.key, mask: s.mask, actions: s.actions.unwrap(), goto: s.goto });
+        })?;
         let mut total = 0u64;
         // Packets by ingress, as batches (a batch has one ingress).
         for ingress in 0..3u16 {
@@ -365,18 +453,7 @@ proptest! {
             if frames.is_empty() {
                 continue;
             }
-            let (v_plain, b_plain) = run(&plain, ingress, &frames);
-            for pass in 0..3 {
-                total += frames.len() as u64;
-                let (v, b) = run(&cached, ingress, &frames);
-                for i in 0..frames.len() {
-                    prop_assert_eq!(norm(&cached, v[i]), norm(&plain, v_plain[i]), "pass {} frame {}", pass, i);
-                    prop_assert_eq!(&b[i], &b_plain[i], "pass {} frame {}", pass, i);
-                }
-            }
-            for _ in 1..3 {
-                run(&plain, ingress, &frames);
-            }
+            let (v_plain, b_plain) = agree(&cached, &plain, ingress, &frames, 3, &mut total)?;
             for (i, f) in frames.iter().enumerate() {
                 let mut f = f.clone();
                 let want = reference(&refs, ingress, &mut f);
@@ -384,18 +461,7 @@ proptest! {
                 prop_assert_eq!(&f, &b_plain[i], "frame {}", i);
             }
         }
-        let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
-        // Durations differ between the two instances.
-        for d in [&mut dc, &mut dp] {
-            for f in d["flows"].as_array_mut().into_iter().flatten() {
-                f.as_object_mut().map(|o| o.remove("duration"));
-            }
-        }
-        prop_assert_eq!(&dc["flows"], &dp["flows"]);
-        prop_assert_eq!(&dc["tables"], &dp["tables"]);
-        prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);
-        let c = &dc["cache"];
-        prop_assert_eq!(c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(), total, "{}", c);
+        same_counters(&cached, &plain, total)?;
     }
 }
 
@@ -416,14 +482,7 @@ proptest! {
         len2 in 14usize..=64,
     ) {
         let mut a = base;
-        a[12] = 0x08;
-        a[13] = 0x00;
-        a[14] = 0x45;
-        a[23] = [1, 6, 17, 58, 132, proto][proto as usize % 6];
-        if proto & 0x40 != 0 {
-            a[20] &= 0xe0;
-            a[21] = 0;
-        }
+        ip4_shape(&mut a, proto);
         let mut b = a;
         for &(at, x) in &edits {
             b[at] = x;
@@ -454,21 +513,13 @@ proptest! {
     /// give the verdicts, bytes and counters of the classifier alone.
     #[test]
     fn runs_of_one_flow_agree_with_the_classifier(
-        flows in proptest::collection::vec(
-            (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>(),
-             proptest::collection::vec((any::<u8>(), any::<u8>()), 0..4), any::<u8>()),
-            1..16),
+        flows in flow_gens(16),
         pkts in proptest::collection::vec(
             ((any::<u16>(), any::<u8>(), any::<u8>(), any::<u16>(), any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()),
              1usize..9, any::<u16>(), any::<u8>()),
             1..24),
     ) {
-        let cached = build(64);
-        let plain = build(0);
-        for g in &flows {
-            let t = flow_text(g);
-            prop_assert_eq!(add(&plain, &t), add(&cached, &t), "{}", t);
-        }
+        let (cached, plain) = cached_and_plain(&flows, |_| {})?;
         let mut total = 0u64;
         for ingress in 0..3u16 {
             let mut frames: Vec<Vec<u8>> = Vec::new();
@@ -499,42 +550,13 @@ proptest! {
             if frames.is_empty() {
                 continue;
             }
-            for pass in 0..2 {
-                total += frames.len() as u64;
-                let (vp, bp) = run(&plain, ingress, &frames);
-                let (vc, bc) = run(&cached, ingress, &frames);
-                for i in 0..frames.len() {
-                    prop_assert_eq!(norm(&cached, vc[i]), norm(&plain, vp[i]), "pass {} frame {}", pass, i);
-                    prop_assert_eq!(&bc[i], &bp[i], "pass {} frame {}", pass, i);
-                }
-            }
+            agree(&cached, &plain, ingress, &frames, 2, &mut total)?;
         }
-        let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
-        for d in [&mut dc, &mut dp] {
-            for f in d["flows"].as_array_mut().into_iter().flatten() {
-                f.as_object_mut().map(|o| o.remove("duration"));
-            }
-        }
-        prop_assert_eq!(&dc["flows"], &dp["flows"]);
-        prop_assert_eq!(&dc["tables"], &dp["tables"]);
-        prop_assert_eq!(&dc["extra_outputs"], &dp["extra_outputs"]);
-        let c = &dc["cache"];
-        prop_assert_eq!(c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(), total, "{}", c);
+        same_counters(&cached, &plain, total)?;
     }
 }
 
 // ------------------------------------------------------------ invalidation
-
-fn udp_to(dport: u16) -> Vec<u8> {
-    udp4(
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        [10, 0, 0, 1],
-        [10, 0, 0, 2],
-        1000,
-        dport,
-    )
-}
 
 /// Classifies `frame` three times (the last two from the cache) and
 /// checks every answer.

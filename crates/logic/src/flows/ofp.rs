@@ -695,45 +695,9 @@ impl Flows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{classify1, eth};
+    use crate::testutil::{classify1, eth, flows, fm, inp, out};
     use crate::Verdict;
     use openflow::{decode, Message};
-    use serde_json::json;
-
-    fn flows() -> Flows {
-        Flows::from_config(&json!(null)).unwrap()
-    }
-
-    fn fm(
-        command: u8,
-        table: u8,
-        priority: u16,
-        matches: Vec<Oxm>,
-        insts: Vec<Instruction>,
-    ) -> FlowMod {
-        FlowMod {
-            cookie: 0,
-            cookie_mask: 0,
-            table_id: table,
-            command,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            priority,
-            buffer_id: NO_BUFFER,
-            out_port: port::ANY,
-            out_group: GROUP_ANY,
-            flags: 0,
-            matches,
-            instructions: insts,
-        }
-    }
-
-    fn out(p: u32) -> Instruction {
-        Instruction::ApplyActions(vec![openflow::Action::Output {
-            port: p,
-            max_len: 0,
-        }])
-    }
 
     fn all() -> FlowStatsRequest {
         FlowStatsRequest {
@@ -749,7 +713,6 @@ mod tests {
     #[test]
     fn add_modify_delete_with_spec_semantics() {
         let f = flows();
-        let inp = |p| vec![Oxm::exact(oxm::IN_PORT, p)];
         f.flow_mod(&fm(fc::ADD, 0, 10, inp(1), vec![out(2)]))
             .unwrap();
         f.flow_mod(&fm(fc::ADD, 0, 10, inp(2), vec![out(1)]))

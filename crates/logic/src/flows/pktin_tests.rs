@@ -1,18 +1,11 @@
 //! The `controller` action: verdicts, packet-in contents, counted refusals.
 
 use super::*;
-use crate::testutil::{classify1, udp4};
+use crate::testutil::{classify1, udp_to};
 use serde_json::json;
 
 fn frame() -> Vec<u8> {
-    udp4(
-        [2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2],
-        [10, 0, 0, 1],
-        [10, 0, 0, 2],
-        1000,
-        5001,
-    )
+    udp_to(5001)
 }
 
 #[test]

@@ -685,6 +685,38 @@ pub type Opener = dyn Fn(&Netns, &str, u16) -> Arc<dyn Port>;
 
 pub const SIZES: [usize; 8] = [60, 61, 64, 128, 511, 1000, 1500, 1514];
 
+/// The shared test bodies as `#[test]`s of the calling file, each opening
+/// its ports with `$open` (an [`Opener`]).
+#[macro_export]
+macro_rules! kernel_port_tests {
+    ($open:path) => {
+        #[test]
+        fn rx_delivers_frames_intact() {
+            check_rx_intact(&$open);
+        }
+
+        #[test]
+        fn tx_frames_arrive_in_namespace() {
+            check_tx_arrives(&$open);
+        }
+
+        #[test]
+        fn several_queues_share_the_traffic() {
+            check_two_queues(&$open);
+        }
+
+        #[test]
+        fn link_down_up_and_removal_are_noticed() {
+            check_link_events(&$open);
+        }
+
+        #[test]
+        fn forwards_ping_and_tcp_between_namespaces() {
+            check_forwarding(&$open);
+        }
+    };
+}
+
 /// Frames sent by a raw socket in the namespace arrive intact through rx.
 pub fn check_rx_intact(open: &Opener) {
     if !require_root() {

@@ -1,51 +1,13 @@
 //! Helpers shared by the memif integration tests.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use fabric::{Port, RxBatch, RxQueue};
 
-/// A private directory under /tmp, removed on drop (also when a test fails).
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = PathBuf::from(format!(
-            "/tmp/turnout-memif-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Polls `f` until true or `timeout`; returns the last value.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t0.elapsed() > timeout {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
+#[path = "../common/mod.rs"]
+mod common;
+pub use common::{wait_until, TempDir};
 
 /// Sends one frame the way the fabric does (single-threaded caller, so the
 /// fabric lock is trivially held). False if it does not fit now.

@@ -12,46 +12,9 @@ use std::time::{Duration, Instant};
 
 use fabric::{Ctx, Logic, Pkts, PortId, Verdict};
 
-/// A private directory under /tmp, removed on drop (also when a test fails).
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = PathBuf::from(format!(
-            "/tmp/turnout-vhost-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Polls `f` until true or `timeout`.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    loop {
-        if f() {
-            return true;
-        }
-        if t0.elapsed() >= timeout {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+#[path = "../common/mod.rs"]
+mod common;
+pub use common::{wait_until, TempDir};
 
 /// Path of dpdk-testpmd, or None (crates/testpeers has said why: the test
 /// skips, or has failed under `TURNOUT_REQUIRE_PEERS=1`).
