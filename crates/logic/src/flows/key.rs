@@ -388,21 +388,23 @@ impl Eq for Header {}
 #[derive(Clone, Copy, Debug)]
 pub struct RunHeader {
     h: Header,
-    /// Lengths `lo..=lo + span` have the header's length word (`span` is
-    /// `usize::MAX` for a header no frame has: a length word under 38).
+    /// Lengths `lo..=lo + span` have the header's length word; `lo` is at
+    /// least 38 and `lo + span` does not wrap.
     lo: usize,
     span: usize,
     #[cfg(target_arch = "x86_64")]
     v: RunVec,
 }
 
-/// The header's bytes 0..32 and the mask of 16..32, as vectors.
+/// The header's bytes 0..32 (16..32 masked) and the bytes of 16..32 it
+/// leaves out, as vectors.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
 struct RunVec {
     a: std::arch::x86_64::__m128i,
     b: std::arch::x86_64::__m128i,
-    mask_b: std::arch::x86_64::__m128i,
+    /// The bytes of 16..32 not compared (all ones).
+    unmasked_b: std::arch::x86_64::__m128i,
 }
 
 impl Header {
@@ -417,7 +419,8 @@ impl Header {
         } else if len >= 38 {
             (len, 0)
         } else {
-            (38, usize::MAX)
+            // No frame has this header (no slice is usize::MAX long).
+            (usize::MAX, 0)
         };
         RunHeader {
             h: *self,
@@ -432,7 +435,7 @@ impl Header {
                     RunVec {
                         a: _mm_set_epi64x(w(1), w(0)),
                         b: _mm_set_epi64x(w(3), w(2)),
-                        mask_b: _mm_set_epi64x(HDR_MASK_24 as i64, HDR_MASK_16 as i64),
+                        unmasked_b: _mm_set_epi64x(!HDR_MASK_24 as i64, !HDR_MASK_16 as i64),
                     }
                 }
             },
@@ -441,10 +444,23 @@ impl Header {
 }
 
 impl RunHeader {
+    /// Whether frames of `len` bytes can have this header (its length
+    /// word). True only for lengths of at least 38.
+    #[inline(always)]
+    pub fn len_ok(&self, len: usize) -> bool {
+        let ok = len.wrapping_sub(self.lo) <= self.span;
+        if ok && len < 38 {
+            // SAFETY: lo >= 38 and lo + span cannot wrap (`for_run`), so
+            // `ok` implies len >= 38. (Tells the optimiser so.)
+            unsafe { std::hint::unreachable_unchecked() }
+        }
+        ok
+    }
+
     /// Same as [`Header::matches`].
     #[inline(always)]
     pub fn matches(&self, frame: &[u8]) -> bool {
-        if frame.len().wrapping_sub(self.lo) > self.span || self.span == usize::MAX {
+        if !self.len_ok(frame.len()) {
             return false;
         }
         // Here frame.len() >= lo >= 38 (for_run).
@@ -455,12 +471,12 @@ impl RunHeader {
             // SAFETY: SSE2 is part of x86_64; the loads read bytes 0..16,
             // 16..32 and 30..38 of the frame, which has at least 38.
             unsafe {
-                let x = _mm_xor_si128(_mm_loadu_si128(p.cast()), self.v.a);
-                let y = _mm_xor_si128(_mm_loadu_si128(p.add(16).cast()), self.v.b);
-                let z = _mm_or_si128(x, _mm_and_si128(y, self.v.mask_b));
-                let eq = _mm_movemask_epi8(_mm_cmpeq_epi8(z, _mm_setzero_si128())) as u32;
-                let c = std::ptr::read_unaligned(p.add(30).cast::<u64>()) ^ self.h.0[4];
-                (eq ^ 0xffff) as u64 | c == 0
+                // Bytes equal, or masked out: all ones.
+                let x = _mm_cmpeq_epi8(_mm_loadu_si128(p.cast()), self.v.a);
+                let y = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(16).cast()), self.v.b);
+                let eq = _mm_and_si128(x, _mm_or_si128(y, self.v.unmasked_b));
+                _mm_movemask_epi8(eq) == 0xffff
+                    && std::ptr::read_unaligned(p.add(30).cast::<u64>()) == self.h.0[4]
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

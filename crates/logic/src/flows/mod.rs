@@ -1303,12 +1303,15 @@ fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
 fn run_of(pkts: &[crate::Pkt], h: &Header) -> (usize, u64) {
     let h = h.for_run();
     let mut bytes = 0u64;
-    for (j, p) in pkts.iter().enumerate() {
-        let d = p.data();
-        if !h.matches(d) {
-            return (j, bytes);
+    let mut it = pkts.iter();
+    while let Some(p) = it.next() {
+        // The length first: a frame of the right length is not empty,
+        // which `data` then need not check.
+        let len = p.len();
+        if !h.len_ok(len) || !h.matches(p.data()) {
+            return (pkts.len() - it.len() - 1, bytes);
         }
-        bytes += d.len() as u64;
+        bytes += len as u64;
     }
     (pkts.len(), bytes)
 }
@@ -1602,17 +1605,51 @@ impl Logic for Flows {
         let mut acc = Acc::default();
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
-                // The entry of the previous packet is tried first (a burst
-                // of one flow skips the hash).
-                let mut last = 0usize;
                 let (mut hits, mut misses) = (0u64, 0u64);
                 let n = pkts.len().min(verdicts.len());
+                let verdicts = &mut verdicts[..n];
                 let mut i = 0usize;
+                let resume = std::mem::take(c.resume());
+                // The entry of the previous frame (of the previous batch,
+                // for the first) is tried first: a burst of one flow skips
+                // the hash.
+                let mut last = resume.last;
+                // The previous batch ended in a run of one flow: it goes on
+                // while the frames have its header, if its entry still
+                // holds what served it (same snapshot, same key) and the
+                // frames come from the same port.
+                if let Some(r) = resume.run {
+                    let e = c.entry(r.at);
+                    if r.ingress == ingress
+                        && r.gen == snap.gen
+                        && e.gen == r.gen
+                        && e.pure
+                        && e.meta == r.meta
+                        && e.key == r.key
+                    {
+                        let (m, bytes) = run_of(&pkts[..n], &r.h);
+                        if m > 0 {
+                            // SAFETY: written with `pure` (cache.rs), which
+                            // a run's entry is.
+                            let v = unsafe { e.verdict.assume_init() };
+                            verdicts[..m].fill(v);
+                            Self::count(e, &mut acc, ctx.worker, m as u32, bytes);
+                            hits += m as u64;
+                            i = m;
+                            if m == n {
+                                *c.resume() = resume;
+                            }
+                        }
+                    }
+                }
                 while i < n {
                     let Some(mut p) = pkts.get_mut(i) else { break };
                     let (k, meta) = key_meta(p.data(), ingress);
-                    let valid =
-                        |e: &cache::Entry| e.gen == snap.gen && e.meta == meta && e.key == k;
+                    // (The L4 ports first: flows interleaved mostly differ
+                    // there, so the previous frame's entry fails early.)
+                    let valid = |e: &cache::Entry| {
+                        e.gen == snap.gen && e.key.0[7] == k.0[7] && e.meta == meta && e.key == k
+                    };
                     let mut at = last;
                     // The previous frame's entry serves this one: a run may
                     // be starting (with flows interleaved, no header is
@@ -1647,6 +1684,18 @@ impl Logic for Flows {
                                 Self::count(c.entry(at), &mut acc, ctx.worker, m as u32, bytes);
                                 hits += m as u64;
                                 i += m;
+                            }
+                            if i == n {
+                                // The batch ends in this run: the next one
+                                // may go on with it.
+                                c.resume().run = Some(cache::RunEnd {
+                                    at,
+                                    ingress,
+                                    h,
+                                    key: k,
+                                    meta,
+                                    gen: snap.gen,
+                                });
                             }
                         }
                         continue;
@@ -1683,6 +1732,7 @@ impl Logic for Flows {
                         };
                     }
                 }
+                c.resume().last = last;
                 self.cache_stats.add(ctx.worker, hits, misses);
             }
             None => {
