@@ -36,7 +36,7 @@ use fabric::{Ctx, Logic, OwnedTx, PortId, Switch, SwitchConfig, Verdict, WakeupM
 use logic::bench_cases;
 
 mod rig;
-use rig::{rig, rig_with, Rig, Sink, Source};
+use rig::{frame, rig, rig_with, Rig, Sink, Source};
 
 // ---------------------------------------------------------------- logics
 
