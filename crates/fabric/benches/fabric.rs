@@ -27,198 +27,16 @@
 //! A summary with the ratios is printed at the end and written to
 //! target/criterion/fabric-summary.json.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use fabric::port::{Lease, TxLock, TxProducer};
-use fabric::{
-    Ctx, Forwarder, Logic, OwnedTx, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
-    RxFill, RxQueue, Switch, SwitchConfig, TxDrops, TxFrames, TxQueue, Verdict, WakeupMode,
-};
+use fabric::{Ctx, Logic, OwnedTx, PortId, Switch, SwitchConfig, Verdict, WakeupMode};
+use logic::bench_cases;
 
-// ---------------------------------------------------------------- ports
-
-/// A source whose every burst is `room` views of one template frame.
-struct Source {
-    frame: Box<[u8]>,
-    taken: AtomicBool,
-}
-
-struct SourceRx {
-    frame: *mut u8,
-    len: u32,
-}
-
-// SAFETY: the template is never written while views exist (logics used here
-// only read), and it outlives the queue (Arc<Source> is held by the table).
-unsafe impl Send for SourceRx {}
-
-impl Source {
-    fn new(frame: &[u8]) -> Arc<Self> {
-        Arc::new(Self {
-            frame: frame.into(),
-            taken: AtomicBool::new(false),
-        })
-    }
-}
-
-impl Port for Source {
-    fn info(&self) -> PortInfo {
-        PortInfo {
-            name: "source".into(),
-            kind: "bench-source",
-            queues: 1,
-            max_frame_b: 9216,
-        }
-    }
-    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
-        if self.taken.swap(true, Ordering::AcqRel) {
-            return None;
-        }
-        Some(Box::new(SourceRx {
-            frame: self.frame.as_ptr() as *mut u8,
-            len: self.frame.len() as u32,
-        }))
-    }
-    fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        &*NOWHERE
-    }
-}
-
-impl RxQueue for SourceRx {
-    fn burst(&mut self, b: &mut RxFill<'_>) -> usize {
-        let n = b.room();
-        for _ in 0..n {
-            // SAFETY: see the Send impl; the frame lives as long as the port.
-            // Every view aliases the one frame: the bench logics only read.
-            unsafe { b.push(self.frame, self.len) };
-        }
-        n
-    }
-    fn release(&mut self) {}
-}
-
-/// The source's transmit side: carries nothing (every frame is oversize),
-/// so its producer never has room either.
-struct Nowhere(TxLock<NoRoom>);
-static NOWHERE: std::sync::LazyLock<Nowhere> =
-    std::sync::LazyLock::new(|| Nowhere(TxLock::new(NoRoom)));
-struct NoRoom;
-impl TxProducer for NoRoom {
-    fn free_slots(&mut self) -> u32 {
-        0
-    }
-    fn reserve(&mut self, _: u32) -> Lease {
-        unreachable!("no slot is ever free")
-    }
-    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
-        false
-    }
-}
-impl TxQueue for Nowhere {
-    fn slots_for(&self, _: usize) -> u32 {
-        0
-    }
-    fn tx_lock(&self) -> &TxLock {
-        &self.0
-    }
-    unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
-}
-
-/// A destination that copies into a ring of 2 KiB slots nobody drains.
-struct Sink {
-    mem: Box<[std::cell::UnsafeCell<u8>]>,
-    slots: u64,
-    /// Slots published so far (a copy of the producer's tail, for the
-    /// timing loop to poll without taking the lock).
-    published: Arc<AtomicU64>,
-    lock: TxLock<SinkProducer>,
-}
-
-/// The sink's producer state (inside its lock).
-struct SinkProducer {
-    slots: u64,
-    reserved: u64,
-    published: Arc<AtomicU64>,
-}
-
-impl TxProducer for SinkProducer {
-    fn free_slots(&mut self) -> u32 {
-        self.slots as u32
-    }
-    fn reserve(&mut self, n: u32) -> Lease {
-        let first = self.reserved;
-        self.reserved += n as u64;
-        Lease::at(first)
-    }
-    fn publish_deferred(&mut self, tail: u64, _: &mut TxDrops) -> bool {
-        self.published.store(tail, Ordering::Release);
-        false
-    }
-}
-
-// SAFETY: the ring memory is written only in slot ranges the fabric's lease
-// protocol hands out, one writer each; its content is never read.
-unsafe impl Sync for Sink {}
-
-const SLOT_B: usize = 2048;
-
-impl Sink {
-    fn new(slots: usize) -> Arc<Self> {
-        let mem = (0..slots * SLOT_B)
-            .map(|_| std::cell::UnsafeCell::new(0u8))
-            .collect();
-        let published = Arc::new(AtomicU64::new(0));
-        Arc::new(Self {
-            mem,
-            slots: slots as u64,
-            published: published.clone(),
-            lock: TxLock::new(SinkProducer {
-                slots: slots as u64,
-                reserved: 0,
-                published,
-            }),
-        })
-    }
-}
-
-impl Port for Sink {
-    fn info(&self) -> PortInfo {
-        PortInfo {
-            name: "sink".into(),
-            kind: "bench-sink",
-            queues: 1,
-            max_frame_b: SLOT_B as u32,
-        }
-    }
-    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
-        None
-    }
-    fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        self
-    }
-}
-
-impl TxQueue for Sink {
-    fn slots_for(&self, len: usize) -> u32 {
-        u32::from(len <= SLOT_B)
-    }
-    fn tx_lock(&self) -> &TxLock {
-        &self.lock
-    }
-    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let off = ((lease.first + j as u64) % self.slots) as usize * SLOT_B;
-            // SAFETY: off + len <= mem.len() (len <= SLOT_B, slots_for); the
-            // slot is ours by reservation (trait contract).
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len())
-            };
-        }
-    }
-}
+mod rig;
+use rig::{frame, rig, rig_with, Rig, Sink, Source};
 
 // ---------------------------------------------------------------- logics
 
@@ -246,69 +64,9 @@ impl Logic for RoundRobin {
     }
 }
 
-// ---------------------------------------------------------------- rig
-
-fn frame(len: usize) -> Vec<u8> {
-    let mut f = vec![0u8; len];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]); // dst
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]); // src
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f
-}
-
-struct Rig {
-    table: PortTable,
-    rxq: Box<dyn RxQueue>,
-    fwd: Forwarder,
-    batch: RxBatch,
-    verdicts: Vec<Verdict>,
-}
-
-/// Port 0 is a source of `len`-byte frames, ports 1..=dests are sinks,
-/// then `idle` idle sinks.
-fn rig(len: usize, batch: usize, dests: usize, idle: usize) -> Rig {
-    rig_with(&frame(len), batch, dests, idle)
-}
-
-/// Like `rig`, with a given source frame.
-fn rig_with(f: &[u8], batch: usize, dests: usize, idle: usize) -> Rig {
-    let max = 1 + dests + idle + 1;
-    let src = Source::new(f);
-    let rxq = src.take_rx(0).unwrap();
-    let mut table = PortTable::new(max);
-    table = table.with(Arc::new(PortEntry::new(0, "src", src)));
-    for i in 1..=(dests + idle) {
-        let slots = if i <= dests { 1024 } else { 2 };
-        table = table.with(Arc::new(PortEntry::new(
-            i as PortId,
-            format!("p{i}"),
-            Sink::new(slots),
-        )));
-    }
-    Rig {
-        table,
-        rxq,
-        fwd: Forwarder::new(0, max, batch),
-        batch: RxBatch::with_capacity(batch),
-        verdicts: vec![Verdict::Flood; batch],
-    }
-}
+// ---------------------------------------------------------------- references
 
 impl Rig {
-    #[inline]
-    fn step(&mut self, logic: &dyn Logic) -> u64 {
-        let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
-        let n = rx.len();
-        let ctx = Ctx {
-            now_ns: 0,
-            worker: 0,
-        };
-        logic.classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
-        let entry = self.table.get(0).unwrap().clone();
-        self.fwd
-            .forward(&self.table, logic, &entry, rx.pkts(), &self.verdicts[..n])
-    }
-
     /// VALE-style reference: for every port of the table, scan the whole
     /// batch for its packets, then reserve/copy/publish them.
     #[inline]
@@ -509,86 +267,15 @@ fn incast(c: &mut Criterion) {
 
 // ---------------------------------------------------------------- (e)
 
-fn udp_frame(len: usize) -> Vec<u8> {
-    use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
-    use wire::mac::MacAddr;
-    let spec = UdpFrameSpec::new(
-        MacAddr([0x02, 0, 0, 0, 0, 0x01]),
-        MacAddr([0x02, 0, 0, 0, 0, 0x02]),
-        IpPair::V4("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()),
-        1234,
-        5001,
-    );
-    let mut f = vec![0u8; len];
-    write_udp_frame(&spec, &mut f, len).unwrap();
-    f
-}
-
 fn logics(c: &mut Criterion) {
     let mut g = c.benchmark_group("e_logic");
     g.throughput(Throughput::Elements(256));
-    let patch = logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap();
-    let bridge = logic::build("bridge", &serde_json::json!(null)).unwrap();
-    let l4filter = logic::build(
-        "l4filter",
-        &serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]}),
-    )
-    .unwrap();
-    let demux = logic::build(
-        "demux",
-        &serde_json::json!({"default": 2, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 1}]}),
-    )
-    .unwrap();
-    // flows: a few rules, and 10 000 rules over 8 masks that the frames miss
-    // (source port 1234 is never among them) before a priority-0 hit.
-    let flows_few = logic::build(
-        "flows",
-        &serde_json::json!({"flows": [
-            "priority=10,in_port=0,udp,nw_dst=10.0.0.2,actions=output:1",
-            "priority=10,in_port=1,actions=output:0",
-            "priority=0,actions=drop",
-        ]}),
-    )
-    .unwrap();
-    let mut many: Vec<String> = (0..10_000u32)
-        .map(|i| {
-            format!(
-                "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
-                1 + i % 1000,
-                17 + i % 8,
-                2000 + i / 8
-            )
-        })
-        .collect();
-    many.push("priority=0,udp,actions=output:1".into());
-    let flows_10k = logic::build("flows", &serde_json::json!({ "flows": many })).unwrap();
-    // Teach the bridge where the destination MAC lives (a frame from port 1).
-    {
-        let mut learn = udp_frame(64);
-        learn[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
-        learn[0..6].fill(0xff);
-        // SAFETY: the buffer outlives the view.
-        let mut p = [unsafe { fabric::Pkt::new(learn.as_mut_ptr(), 64, 1, 0) }];
-        let mut v = [Verdict::Flood];
-        bridge.classify(
-            &Ctx {
-                now_ns: 1,
-                worker: 0,
-            },
-            1,
-            fabric::Pkts::new_mut(&mut p),
-            &mut v,
-        );
-    }
-    for (name, l) in [
-        ("patch", &patch),
-        ("bridge", &bridge),
-        ("l4filter", &l4filter),
-        ("demux", &demux),
-        ("flows 3 rules", &flows_few),
-        ("flows 10k rules 8 masks", &flows_10k),
-    ] {
-        let mut r = rig_with(&udp_frame(64), 256, 2, 0);
+    // The cases and their rule sets are logic::bench_cases's (shared with
+    // the callgrind instruments classify_loop and fabric_loop).
+    for &(name, case) in bench_cases::E_LOGIC {
+        let l = bench_cases::build(case).unwrap();
+        let f = bench_cases::udp_frame(64, bench_cases::SRC_PORT);
+        let mut r = rig_with(&f, 256, 2, 0);
         assert_eq!(
             r.step(l.as_ref()),
             256,
@@ -618,7 +305,8 @@ fn mirror(c: &mut Criterion) {
         cases.push((format!("flows {outs} outputs"), l, outs as u64));
     }
     for (name, l, copies) in &cases {
-        let mut r = rig_with(&udp_frame(64), 256, 4, 0);
+        let f = bench_cases::udp_frame(64, bench_cases::SRC_PORT);
+        let mut r = rig_with(&f, 256, 4, 0);
         assert_eq!(
             r.step(l.as_ref()),
             256 * copies,

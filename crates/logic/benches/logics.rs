@@ -114,24 +114,12 @@ fn cases(dir: &std::path::Path) -> Vec<Case> {
     out
 }
 
-/// `flows` with `n` flows over `masks` distinct masks that the frames miss
-/// (udp, a source port below 40000, and nw_dst=10.0.0.2 with a prefix of
-/// 17 + mask number bits), at priorities 1..=1000, plus the flow that every
-/// frame hits: priority 0, `udp,actions=output:1`, in a mask of its own. So
-/// every lookup probes all `masks + 1` subtables (the worst case: no early
-/// exit), whatever `n`.
+/// `flows` with `n` flows over `masks` distinct masks that the frames
+/// miss, plus a priority-0 flow every frame hits
+/// ([`logic::bench_cases::many_flows`], source ports from 0): every lookup
+/// probes all `masks + 1` subtables (no early exit), whatever `n`.
 fn flows_case(name: &'static str, n: u32, masks: u32) -> Case {
-    let mut texts: Vec<String> = (0..n)
-        .map(|i| {
-            format!(
-                "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
-                1 + i % 1000,
-                17 + i % masks,
-                i / masks
-            )
-        })
-        .collect();
-    texts.push("priority=0,udp,actions=output:1".into());
+    let texts = logic::bench_cases::many_flows(n, masks, 0);
     Case {
         name,
         logic: logic::build("flows", &json!({ "flows": texts })).unwrap(),

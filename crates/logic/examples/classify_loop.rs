@@ -11,49 +11,19 @@
 //! ```
 //!
 //! Instructions per packet = the collected total / (batches * 256).
-//! Cases: `patch`, `flows3` (3 rules), `flows10k` (10^4 rules over 8
-//! masks that the frames miss, then a priority-0 hit), `flows3-nocache`.
+//! Cases (`logic::bench_cases`, the same set-ups as the fabric bench's
+//! `e_logic`): `patch`, `bridge`, `l4filter`, `demux`, `flows3` (3 rules),
+//! `flows10k` (10^4 rules over 8 masks that the frames miss, then a
+//! priority-0 hit), `flows3-nocache`. `examples/fabric_loop.rs` in the
+//! fabric crate counts the whole fabric path instead of classify alone.
 //! An optional third argument, FLOWS (default 1), gives the frames of a
 //! batch FLOWS distinct source ports in turn (flows interleaved: no two
 //! consecutive frames of one flow when FLOWS > 1).
 
-use logic::{Ctx, Logic, Pkt, Pkts, Verdict};
-use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
-use wire::MacAddr;
+use logic::bench_cases;
+use logic::{Ctx, Pkt, Pkts, Verdict};
 
 const BATCH: usize = 256;
-
-fn build(case: &str) -> Result<Box<dyn Logic>, String> {
-    let few = serde_json::json!([
-        "priority=10,in_port=0,udp,nw_dst=10.0.0.2,actions=output:1",
-        "priority=10,in_port=1,actions=output:0",
-        "priority=0,actions=drop",
-    ]);
-    let cfg = match case {
-        "patch" => {
-            return logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]}))
-                .map_err(|e| e.to_string())
-        }
-        "flows3" => serde_json::json!({ "flows": few }),
-        "flows3-nocache" => serde_json::json!({ "flows": few, "cache": 0 }),
-        "flows10k" => {
-            let mut many: Vec<String> = (0..10_000u32)
-                .map(|i| {
-                    format!(
-                        "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
-                        1 + i % 1000,
-                        17 + i % 8,
-                        2000 + i / 8
-                    )
-                })
-                .collect();
-            many.push("priority=0,udp,actions=output:1".into());
-            serde_json::json!({ "flows": many })
-        }
-        _ => return Err(format!("unknown case {case:?}")),
-    };
-    logic::build("flows", &cfg).map_err(|e| e.to_string())
-}
 
 fn main() -> Result<(), String> {
     let mut a = std::env::args().skip(1);
@@ -70,25 +40,10 @@ fn main() -> Result<(), String> {
     if flows == 0 {
         return Err("FLOWS: at least 1".into());
     }
-    let l = build(&case)?;
-    let spec = UdpFrameSpec::new(
-        MacAddr([0x02, 0, 0, 0, 0, 0x01]),
-        MacAddr([0x02, 0, 0, 0, 0, 0x02]),
-        IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
-        1234,
-        5001,
-    );
+    let l = bench_cases::build(&case)?;
     let mut frames: Vec<Vec<u8>> = (0..BATCH)
-        .map(|_| {
-            let mut f = vec![0u8; 64];
-            write_udp_frame(&spec, &mut f, 64).map(|_| f)
-        })
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("frame: {e:?}"))?;
-    for (i, f) in frames.iter_mut().enumerate() {
-        let port = 1234 + (i as u16 % flows);
-        f[34..36].copy_from_slice(&port.to_be_bytes());
-    }
+        .map(|i| bench_cases::udp_frame(64, bench_cases::SRC_PORT + (i as u16 % flows)))
+        .collect();
     let mut v = vec![Verdict::Flood; BATCH];
     let ctx = Ctx {
         now_ns: 0,

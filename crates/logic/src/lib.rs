@@ -25,6 +25,7 @@ pub use fabric::{
     CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict,
 };
 
+pub mod bench_cases;
 pub mod bridge;
 pub mod demux;
 pub mod flows;

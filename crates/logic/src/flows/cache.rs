@@ -30,10 +30,11 @@
 //! mapping made when the logic is built (zero pages that take memory only
 //! once a worker touches them: an unused worker's entries cost nothing).
 
+use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::key::Key;
+use super::key::{Header, Key};
 use super::Rule;
 use crate::Verdict;
 
@@ -67,9 +68,38 @@ pub struct Entry {
     pub verdict: MaybeUninit<Verdict>,
 }
 
+/// Where a worker's last batch left off, for the next one: the entry the
+/// last frame used and, when the batch ended in a run of one flow, that
+/// run (so it goes on in the next batch without a lookup).
+#[derive(Clone, Copy, Default)]
+pub struct Resume {
+    /// The entry the batch's last frame used (the first frame of the next
+    /// batch tries it first).
+    pub last: usize,
+    /// The run the batch ended in, if it did.
+    pub run: Option<RunEnd>,
+}
+
+/// A run of one flow that reached the end of its batch: its frames had
+/// header `h`, were received on `ingress` and served by the pure entry at
+/// `at`, then holding `key`, `meta` and `gen`. The next batch continues it
+/// only if that entry still holds them (any write to it, by this worker
+/// or a later claim of its slot, changes them) and `gen` is the loaded
+/// snapshot's.
+#[derive(Clone, Copy)]
+pub struct RunEnd {
+    pub at: usize,
+    pub ingress: u16,
+    pub h: Header,
+    pub key: Key,
+    pub meta: u32,
+    pub gen: u64,
+}
+
+/// A worker's claim flag and what its last batch left for the next.
 #[derive(Default)]
 #[repr(align(64))]
-struct Flag(AtomicBool);
+struct Flag(AtomicBool, UnsafeCell<Resume>);
 
 /// Every worker's entries.
 pub struct Cache {
@@ -80,8 +110,8 @@ pub struct Cache {
     busy: Box<[Flag]>,
 }
 
-// SAFETY: an entry range is only accessed through a `Claim`, of which at
-// most one exists per worker at a time (the `busy` flag, taken with
+// SAFETY: an entry range (and a worker's `Resume`) is only accessed
+// through a `Claim`, of which at most one exists per worker at a time (the `busy` flag, taken with
 // Acquire and released with Release, orders successive claims). The raw
 // flow pointers are only dereferenced while the snapshot holding the flows
 // is loaded (see the module comment).
@@ -170,6 +200,14 @@ impl Claim<'_> {
     #[inline]
     pub fn index(&self, hash: u64) -> usize {
         (hash as usize) & (self.cache.per - 1)
+    }
+
+    /// What the worker's previous batch left for this one.
+    #[inline]
+    pub fn resume(&mut self) -> &mut Resume {
+        // SAFETY: only a claim reads or writes a worker's `Resume`, and this
+        // claim is the worker's only one (busy flag, as in `entry`).
+        unsafe { &mut *self.cache.busy[self.w].1.get() }
     }
 
     /// The entry at `i` (taken modulo the entries per worker).

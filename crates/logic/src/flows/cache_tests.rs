@@ -488,6 +488,14 @@ proptest! {
             b[at] = x;
         }
         let (a, b) = (&a[..len], &b[..len2]);
+        // The run loop's compares agree with comparing built headers, at
+        // every length (under 38, 38..54, 54 and more).
+        if let Some(ha) = Header::of(a) {
+            let same = Header::of(b) == Some(ha);
+            prop_assert_eq!(ha.matches(b), same);
+            prop_assert_eq!(ha.for_run().matches(b), same);
+            prop_assert!(ha.for_run().matches(a));
+        }
         let (Some(ha), Some(hb)) = (Header::of(a), Header::of(b)) else {
             prop_assert!(a.len() < 38 || b.len() < 38);
             return Ok(());
@@ -778,4 +786,68 @@ fn the_ttl_and_the_headers_rewrites_need_are_part_of_the_cache_key() {
         assert_eq!(v, [Verdict::Port(2), Verdict::Port(3)]);
     }
     assert!(g.dump(None)["cache"]["hits"].as_u64().unwrap() > 0);
+}
+
+/// The n_packets of the flow whose text is `text`.
+fn packets_of(f: &Flows, text: &str) -> u64 {
+    let d = f.dump(None);
+    let flows = d["flows"].as_array().unwrap();
+    let e = flows.iter().find(|e| e["flow"] == text);
+    e.unwrap_or_else(|| panic!("no flow {text} in {d}"))["n_packets"]
+        .as_u64()
+        .unwrap()
+}
+
+/// A run of one flow that ends a batch goes on in the next batch of the
+/// worker without a lookup (cache::Resume), but only for frames of that
+/// flow, from the same port, under the same snapshot; its counters are
+/// those of the classifier.
+#[test]
+fn a_run_goes_on_into_the_next_batch_only_while_nothing_changed() {
+    let f = build(64);
+    let low = "table=0,priority=1,udp,actions=output:2";
+    let port3 = "table=0,priority=5,in_port=3,udp,actions=output:4";
+    assert!(add(&f, low));
+    assert!(add(&f, port3));
+    let batch = vec![udp_to(80); 5];
+    let all = |p: PortId| vec![Verdict::Port(p); 5];
+    // Two batches from port 1: the second starts inside the first's run.
+    for _ in 0..2 {
+        assert_eq!(run(&f, 1, &batch).0, all(2));
+    }
+    assert_eq!(packets_of(&f, low), 10);
+    // The same frames from port 3 hit another flow.
+    assert_eq!(run(&f, 3, &batch).0, all(4));
+    assert_eq!(run(&f, 3, &batch).0, all(4));
+    assert_eq!(packets_of(&f, port3), 10);
+    assert_eq!(run(&f, 1, &batch).0, all(2));
+    // A flow-mod between batches: the run does not outlive its snapshot.
+    let high = "table=0,priority=9,udp,tp_dst=80,actions=output:3";
+    assert!(add(&f, high));
+    assert_eq!(run(&f, 1, &batch).0, all(3));
+    assert_eq!(run(&f, 1, &batch).0, all(3));
+    // A frame of another flow first: the previous batch's run stops at
+    // once; the rest start a run of their own.
+    let mut mixed = batch.clone();
+    mixed[0] = udp_to(81);
+    let (v, _) = run(&f, 1, &mixed);
+    assert_eq!(v[0], Verdict::Port(2));
+    assert_eq!(&v[1..], &all(3)[1..]);
+    // ... and a run that stops inside a batch is not carried over.
+    let mut tail = batch.clone();
+    tail[4] = udp_to(81);
+    let (v, _) = run(&f, 1, &tail);
+    assert_eq!(&v[..4], &all(3)[..4]);
+    assert_eq!(v[4], Verdict::Port(2));
+    assert_eq!(run(&f, 1, &[udp_to(81)]).0, vec![Verdict::Port(2)]);
+    assert_eq!(packets_of(&f, low), 15 + 3);
+    assert_eq!(packets_of(&f, high), 10 + 4 + 4);
+    assert_eq!(packets_of(&f, port3), 10);
+    let c = &f.dump(None)["cache"];
+    let frames = 5 * 9 + 1;
+    assert_eq!(
+        c["hits"].as_u64().unwrap() + c["misses"].as_u64().unwrap(),
+        frames,
+        "{c}"
+    );
 }

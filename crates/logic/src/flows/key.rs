@@ -337,6 +337,28 @@ impl Header {
         ]))
     }
 
+    /// Whether `frame` has this header (`Header::of(frame) == Some(*self)`),
+    /// without building its header: five word loads, two masks, one length
+    /// compare, no branch but the length check.
+    #[inline(always)]
+    pub fn matches(&self, frame: &[u8]) -> bool {
+        let Some(Ok::<&[u8; 38], _>(h)) = frame.get(..38).map(TryInto::try_into) else {
+            return false;
+        };
+        let w = |o: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&h[o..o + 8]);
+            u64::from_ne_bytes(a)
+        };
+        let d = (w(0) ^ self.0[0])
+            | (w(8) ^ self.0[1])
+            | ((w(16) & HDR_MASK_16) ^ self.0[2])
+            | ((w(24) & HDR_MASK_24) ^ self.0[3])
+            | (w(30) ^ self.0[4])
+            | (frame.len().min(54) as u64 ^ self.0[5]);
+        d == 0
+    }
+
     /// Whether [`extract_fast`] takes a frame with this header.
     #[inline]
     pub fn is_fast(&self) -> bool {
@@ -358,6 +380,125 @@ impl PartialEq for Header {
 }
 
 impl Eq for Header {}
+
+/// A [`Header`] made ready ([`Header::for_run`]) to be compared with many
+/// frames: the length rule as one range check, the bytes as two 16-byte
+/// vector compares and one word compare (SSE2, part of every x86_64; word
+/// compares elsewhere).
+#[derive(Clone, Copy, Debug)]
+pub struct RunHeader {
+    h: Header,
+    /// Lengths `lo..=lo + span` have the header's length word; `lo` is at
+    /// least 38 and `lo + span` does not wrap.
+    lo: usize,
+    span: usize,
+    #[cfg(target_arch = "x86_64")]
+    v: RunVec,
+}
+
+/// The header's bytes 0..32 (16..32 masked) and the bytes of 16..32 it
+/// leaves out, as vectors.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+struct RunVec {
+    a: std::arch::x86_64::__m128i,
+    b: std::arch::x86_64::__m128i,
+    /// The bytes of 16..32 not compared (all ones).
+    unmasked_b: std::arch::x86_64::__m128i,
+}
+
+impl Header {
+    /// This header, ready to be compared with the frames of a run.
+    #[inline]
+    pub fn for_run(&self) -> RunHeader {
+        // Frames of at least 54 bytes all have the length word 54; shorter
+        // ones (at least 38: `of`) only their own length.
+        let len = self.0[5] as usize;
+        let (lo, span) = if len >= 54 {
+            (54, usize::MAX - 54)
+        } else if len >= 38 {
+            (len, 0)
+        } else {
+            // No frame has this header (no slice is usize::MAX long).
+            (usize::MAX, 0)
+        };
+        RunHeader {
+            h: *self,
+            lo,
+            span,
+            #[cfg(target_arch = "x86_64")]
+            v: {
+                use std::arch::x86_64::_mm_set_epi64x;
+                let w = |i: usize| self.0[i] as i64;
+                // SAFETY: SSE2 is part of x86_64; no memory is touched.
+                unsafe {
+                    RunVec {
+                        a: _mm_set_epi64x(w(1), w(0)),
+                        b: _mm_set_epi64x(w(3), w(2)),
+                        unmasked_b: _mm_set_epi64x(!HDR_MASK_24 as i64, !HDR_MASK_16 as i64),
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl RunHeader {
+    /// Whether frames of `len` bytes can have this header (its length
+    /// word). True only for lengths of at least 38.
+    #[inline(always)]
+    pub fn len_ok(&self, len: usize) -> bool {
+        let ok = len.wrapping_sub(self.lo) <= self.span;
+        if ok && len < 38 {
+            // SAFETY: lo >= 38 and lo + span cannot wrap (`for_run`), so
+            // `ok` implies len >= 38. (Tells the optimiser so.)
+            unsafe { std::hint::unreachable_unchecked() }
+        }
+        ok
+    }
+
+    /// Same as [`Header::matches`].
+    #[inline(always)]
+    pub fn matches(&self, frame: &[u8]) -> bool {
+        if !self.len_ok(frame.len()) {
+            return false;
+        }
+        // Here frame.len() >= lo >= 38 (for_run).
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            let p = frame.as_ptr();
+            // SAFETY: SSE2 is part of x86_64; the loads read bytes 0..16,
+            // 16..32 and 30..38 of the frame, which has at least 38.
+            unsafe {
+                // Bytes equal, or masked out: all ones.
+                let x = _mm_cmpeq_epi8(_mm_loadu_si128(p.cast()), self.v.a);
+                let y = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(16).cast()), self.v.b);
+                let eq = _mm_and_si128(x, _mm_or_si128(y, self.v.unmasked_b));
+                _mm_movemask_epi8(eq) == 0xffff
+                    && std::ptr::read_unaligned(p.add(30).cast::<u64>()) == self.h.0[4]
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let Some(Ok::<&[u8; 38], _>(b)) = frame.get(..38).map(TryInto::try_into) else {
+                return false;
+            };
+            let w = |o: usize| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&b[o..o + 8]);
+                u64::from_ne_bytes(a)
+            };
+            let h = &self.h.0;
+            let d = (w(0) ^ h[0])
+                | (w(8) ^ h[1])
+                | ((w(16) & HDR_MASK_16) ^ h[2])
+                | ((w(24) & HDR_MASK_24) ^ h[3])
+                | (w(30) ^ h[4]);
+            d == 0
+        }
+    }
+}
 
 /// Any frame (the reference for [`extract_fast`]).
 #[inline]

@@ -1352,6 +1352,26 @@ fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     (key::extract_general(b, in_port), m)
 }
 
+/// The frames at the start of `pkts` with header `h` (a run of one flow):
+/// their number and their bytes in all. Not inlined: called once per run,
+/// it keeps its loop in registers.
+#[inline(never)]
+fn run_of(pkts: &[crate::Pkt], h: &Header) -> (usize, u64) {
+    let h = h.for_run();
+    let mut bytes = 0u64;
+    let mut it = pkts.iter();
+    while let Some(p) = it.next() {
+        // The length first: a frame of the right length is not empty,
+        // which `data` then need not check.
+        let len = p.len();
+        if !h.len_ok(len) || !h.matches(p.data()) {
+            return (pkts.len() - it.len() - 1, bytes);
+        }
+        bytes += len as u64;
+    }
+    (pkts.len(), bytes)
+}
+
 impl Flows {
     /// Runs the tables on one packet from table 0 with the classifier,
     /// recording in `t` the flows hit for the cache.
@@ -1641,58 +1661,104 @@ impl Logic for Flows {
         let mut acc = Acc::default();
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
-                // The entry of the previous packet is tried first (a burst
-                // of one flow skips the hash).
-                let mut last = 0usize;
                 let (mut hits, mut misses) = (0u64, 0u64);
-                // A run of one flow: after a frame that a pure entry (only
-                // an output or a drop) served, the frames with the same
-                // `Header` have its key and meta bits, so the same entry
-                // would serve them: they take its verdict, and its counters
-                // are added once for the whole run, when it ends.
-                let mut same: Option<(Header, Verdict)> = None;
-                let (mut same_at, mut same_n, mut same_bytes) = (0usize, 0u32, 0u64);
-                for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
-                    if let Some((h, verdict)) = same {
-                        let d = p.data();
-                        if Header::of(d).is_some_and(|x| x == h) {
-                            *v = verdict;
-                            same_n += 1;
-                            same_bytes += d.len() as u64;
-                            continue;
+                let n = pkts.len().min(verdicts.len());
+                let verdicts = &mut verdicts[..n];
+                let mut i = 0usize;
+                let resume = std::mem::take(c.resume());
+                // The entry of the previous frame (of the previous batch,
+                // for the first) is tried first: a burst of one flow skips
+                // the hash.
+                let mut last = resume.last;
+                // The previous batch ended in a run of one flow: it goes on
+                // while the frames have its header, if its entry still
+                // holds what served it (same snapshot, same key) and the
+                // frames come from the same port.
+                if let Some(r) = resume.run {
+                    let e = c.entry(r.at);
+                    if r.ingress == ingress
+                        && r.gen == snap.gen
+                        && e.gen == r.gen
+                        && e.pure
+                        && e.meta == r.meta
+                        && e.key == r.key
+                    {
+                        let (m, bytes) = run_of(&pkts[..n], &r.h);
+                        if m > 0 {
+                            // SAFETY: written with `pure` (cache.rs), which
+                            // a run's entry is.
+                            let v = unsafe { e.verdict.assume_init() };
+                            verdicts[..m].fill(v);
+                            Self::count(e, &mut acc, ctx.worker, m as u32, bytes);
+                            hits += m as u64;
+                            i = m;
+                            if m == n {
+                                *c.resume() = resume;
+                            }
                         }
-                        Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
-                        hits += same_n as u64;
-                        (same, same_n, same_bytes) = (None, 0, 0);
                     }
+                }
+                while i < n {
+                    let Some(mut p) = pkts.get_mut(i) else { break };
                     let (k, meta) = key_meta(p.data(), ingress);
-                    let valid =
-                        |e: &cache::Entry| e.gen == snap.gen && e.meta == meta && e.key == k;
-                    let mut i = last;
+                    // (The L4 ports first: flows interleaved mostly differ
+                    // there, so the previous frame's entry fails early.)
+                    let valid = |e: &cache::Entry| {
+                        e.gen == snap.gen && e.key.0[7] == k.0[7] && e.meta == meta && e.key == k
+                    };
+                    let mut at = last;
                     // The previous frame's entry serves this one: a run may
                     // be starting (with flows interleaved, no header is
                     // taken or compared).
-                    let again = valid(c.entry(i));
+                    let again = valid(c.entry(at));
                     if !again {
-                        i = c.index(k.hash_with(meta as u64));
-                        last = i;
+                        at = c.index(k.hash_with(meta as u64));
+                        last = at;
                     }
-                    let e = c.entry(i);
+                    let e = c.entry(at);
                     if again || valid(e) {
-                        *v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
+                        let v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
+                        verdicts[i] = v;
                         hits += 1;
-                        if again && e.pure {
-                            // (A pure pipeline left the frame unchanged.)
-                            same = Header::of(p.data())
-                                .filter(Header::is_fast)
-                                .map(|h| (h, *v));
-                            same_at = i;
+                        i += 1;
+                        // A run of one flow: after a frame that a pure entry
+                        // (only an output or a drop; it left the frame
+                        // unchanged) served, the frames that follow with the
+                        // same `Header` have its key and meta bits, so the
+                        // same entry would serve them: they take its verdict
+                        // (written as one range), and its counters are added
+                        // once for the whole run.
+                        let run = if again && e.pure {
+                            Header::of(p.data()).filter(Header::is_fast)
+                        } else {
+                            None
+                        };
+                        if let Some(h) = run {
+                            let (m, bytes) = run_of(&pkts[i..n], &h);
+                            if m > 0 {
+                                verdicts[i..i + m].fill(v);
+                                Self::count(c.entry(at), &mut acc, ctx.worker, m as u32, bytes);
+                                hits += m as u64;
+                                i += m;
+                            }
+                            if i == n {
+                                // The batch ends in this run: the next one
+                                // may go on with it.
+                                c.resume().run = Some(cache::RunEnd {
+                                    at,
+                                    ingress,
+                                    h,
+                                    key: k,
+                                    meta,
+                                    gen: snap.gen,
+                                });
+                            }
                         }
                         continue;
                     }
                     misses += 1;
                     let mut t = Trace::default();
-                    *v = self.pipeline(
+                    let v = self.pipeline(
                         &snap,
                         &mut p,
                         ingress,
@@ -1702,6 +1768,8 @@ impl Logic for Flows {
                         &mut t,
                         &mut (),
                     );
+                    verdicts[i] = v;
+                    i += 1;
                     // An entry of the current snapshot is replaced by one
                     // miss in 8 only: more flows than entries would
                     // otherwise evict each other on every packet (a
@@ -1716,14 +1784,11 @@ impl Logic for Flows {
                             miss: t.miss,
                             rules: t.rules,
                             pure: t.pure && t.outputs <= 1,
-                            verdict: std::mem::MaybeUninit::new(*v),
+                            verdict: std::mem::MaybeUninit::new(v),
                         };
                     }
                 }
-                if same.is_some() {
-                    Self::count(c.entry(same_at), &mut acc, ctx.worker, same_n, same_bytes);
-                    hits += same_n as u64;
-                }
+                c.resume().last = last;
                 self.cache_stats.add(ctx.worker, hits, misses);
             }
             None => {

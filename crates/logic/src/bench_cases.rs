@@ -1,0 +1,167 @@
+//! The logic set-ups the benches and the instruction-count instruments
+//! share: one definition of the traffic and of the rule sets, so the
+//! criterion figures (`crates/fabric/benches/fabric.rs` group `e_logic`,
+//! `crates/logic/benches/logics.rs`) and the callgrind counts
+//! (`crates/logic/examples/classify_loop.rs`,
+//! `crates/fabric/examples/fabric_loop.rs`) measure the same thing.
+//!
+//! Traffic: 64-byte UDP/IPv4 frames 02:..:01 10.0.0.1:1234 → 02:..:02
+//! 10.0.0.2:5001 received on port 0. Every case forwards them to port 1.
+
+use serde_json::{json, Value};
+
+use crate::{Ctx, Logic, Pkt, Pkts, Verdict};
+
+/// Source port of [`udp_frame`]'s frames.
+pub const SRC_PORT: u16 = 1234;
+/// Destination port of [`udp_frame`]'s frames.
+pub const DST_PORT: u16 = 5001;
+
+/// The cases of [`build`], with the names the fabric bench's `e_logic`
+/// group reports them under.
+pub const E_LOGIC: &[(&str, &str)] = &[
+    ("patch", "patch"),
+    ("bridge", "bridge"),
+    ("l4filter", "l4filter"),
+    ("demux", "demux"),
+    ("flows 3 rules", "flows3"),
+    ("flows 10k rules 8 masks", "flows10k"),
+];
+
+/// Every case [`build`] knows (the `e_logic` ones and `flows3-nocache`).
+pub const CASES: &[&str] = &[
+    "patch",
+    "bridge",
+    "l4filter",
+    "demux",
+    "flows3",
+    "flows3-nocache",
+    "flows10k",
+];
+
+/// `flows` with a few rules: the frames hit the first one.
+pub const FEW_FLOWS: [&str; 3] = [
+    "priority=10,in_port=0,udp,nw_dst=10.0.0.2,actions=output:1",
+    "priority=10,in_port=1,actions=output:0",
+    "priority=0,actions=drop",
+];
+
+/// `n` flows over `masks` distinct masks that [`udp_frame`]'s frames miss
+/// when `tp_src_base` puts their source ports past [`SRC_PORT`] (udp,
+/// `tp_src` = `tp_src_base + i / masks`, nw_dst=10.0.0.2 with a prefix of
+/// 17 + mask number bits), at priorities 1..=1000, plus the flow every
+/// frame hits: priority 0, `udp,actions=output:1`, in a mask of its own.
+/// So a lookup probes all `masks + 1` subtables (no early exit).
+pub fn many_flows(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
+    let masks = masks.max(1);
+    let mut texts: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "priority={},udp,nw_dst=10.0.0.2/{},tp_src={},actions=output:2",
+                1 + i % 1000,
+                17 + i % masks,
+                tp_src_base + i / masks
+            )
+        })
+        .collect();
+    texts.push("priority=0,udp,actions=output:1".into());
+    texts
+}
+
+/// The logic name and configuration of `case` (one of [`CASES`]).
+pub fn config(case: &str) -> Result<(&'static str, Value), String> {
+    Ok(match case {
+        "patch" => ("patch", json!({"pairs": [[0, 1]]})),
+        "bridge" => ("bridge", Value::Null),
+        "l4filter" => (
+            "l4filter",
+            json!({"rules": [{"proto": "udp", "port": DST_PORT, "to": 1}]}),
+        ),
+        "demux" => (
+            "demux",
+            json!({"default": 2, "uplink": 0, "entries": [
+                {"proto": "udp", "ip": "10.0.0.2", "port": DST_PORT, "to": 1}]}),
+        ),
+        "flows3" => ("flows", json!({ "flows": FEW_FLOWS })),
+        "flows3-nocache" => ("flows", json!({ "flows": FEW_FLOWS, "cache": 0 })),
+        // 10 000 rules over 8 masks (source ports 2000.., never 1234).
+        "flows10k" => ("flows", json!({ "flows": many_flows(10_000, 8, 2000) })),
+        _ => {
+            return Err(format!(
+                "unknown case {case:?} (known: {})",
+                CASES.join(", ")
+            ))
+        }
+    })
+}
+
+/// Builds `case`, ready for [`udp_frame`]'s traffic: the bridge has
+/// learned that 02:..:02 is on port 1.
+pub fn build(case: &str) -> Result<Box<dyn Logic>, String> {
+    let (name, cfg) = config(case)?;
+    let l = crate::build(name, &cfg).map_err(|e| format!("{case}: {e}"))?;
+    if name == "bridge" {
+        // A broadcast from 02:..:02 on port 1.
+        let mut learn = udp_frame(64, SRC_PORT);
+        learn[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+        learn[0..6].fill(0xff);
+        // SAFETY: the buffer outlives the view, used only in this call.
+        let mut p = [unsafe { Pkt::new(learn.as_mut_ptr(), 64, 1, 0) }];
+        let mut v = [Verdict::Flood];
+        let ctx = Ctx {
+            now_ns: 1,
+            worker: 0,
+        };
+        l.classify(&ctx, 1, Pkts::new_mut(&mut p), &mut v);
+    }
+    Ok(l)
+}
+
+/// A `len`-byte UDP/IPv4 frame 10.0.0.1:`src_port` → 10.0.0.2:5001.
+///
+/// Panics if `len` is outside 42..=1514 (bench set-up, never the data path).
+pub fn udp_frame(len: usize, src_port: u16) -> Vec<u8> {
+    use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
+    use wire::MacAddr;
+    let spec = UdpFrameSpec::new(
+        MacAddr([0x02, 0, 0, 0, 0, 0x01]),
+        MacAddr([0x02, 0, 0, 0, 0, 0x02]),
+        IpPair::V4([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
+        src_port,
+        DST_PORT,
+    );
+    let mut f = vec![0u8; len];
+    write_udp_frame(&spec, &mut f, len).expect("a UDP frame of 42..=1514 bytes");
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every case sends the bench's frames to port 1 (what the benches and
+    /// instruments assume).
+    #[test]
+    fn every_case_forwards_to_port_1() {
+        for case in CASES {
+            let l = build(case).unwrap();
+            let mut frames: Vec<Vec<u8>> = (0..8).map(|_| udp_frame(64, SRC_PORT)).collect();
+            let mut p: Vec<Pkt> = frames
+                .iter_mut()
+                // SAFETY: the frames outlive the views.
+                .map(|f| unsafe { Pkt::new(f.as_mut_ptr(), 64, 0, 0) })
+                .collect();
+            let mut v = [Verdict::Flood; 8];
+            let ctx = Ctx {
+                now_ns: 2,
+                worker: 0,
+            };
+            l.classify(&ctx, 0, Pkts::new_mut(&mut p), &mut v);
+            assert_eq!(v, [Verdict::Port(1); 8], "{case}");
+        }
+        assert!(config("nope").is_err());
+        for (_, c) in E_LOGIC {
+            assert!(CASES.contains(c));
+        }
+    }
+}
