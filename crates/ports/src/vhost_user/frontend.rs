@@ -719,6 +719,124 @@ impl FrontendRx {
     }
 }
 
+/// What became of a frame over several mergeable buffers.
+enum Merged {
+    /// Left whole for the next burst (the batch's scratch is used up).
+    Wait,
+    /// The backend lied (counted); what it named is taken.
+    Lie,
+    /// Taken and re-posted on release, not delivered (counted).
+    Dropped,
+    /// Lent in place across adjacent buffers.
+    InPlace,
+    /// Copied into the batch's scratch.
+    Copied,
+}
+
+/// The frame of `nb` (2 or more, all published) used entries from
+/// position `at`, whose first id is checked held and first length in
+/// range. Reads the entries, checks them all before taking any, then
+/// takes them (entries consumed: `nb` unless `Wait`).
+#[inline(never)]
+fn merged(
+    heads: &mut [u16],
+    nheads: &mut usize,
+    fault: &FrontendFault,
+    s: &RxSession,
+    batch: &mut RxFill<'_>,
+    at: u16,
+    nb: u16,
+) -> Merged {
+    let size = s.ring.size() as u32;
+    let (id, len) = s.ring.used_entry(at);
+    let mut total = len as usize;
+    let mut adjacent = true;
+    let (mut prev, mut prev_len) = (id, len);
+    let mut lie = None;
+    for k in 1..nb {
+        let (idk, lenk) = s.ring.used_entry(at.wrapping_add(k));
+        if idk >= size || !s.held[idk as usize].load(Relaxed) {
+            lie = Some((k, BackendLie::UsedId));
+            break;
+        }
+        if lenk as u64 > s.buf_b {
+            lie = Some((k + 1, BackendLie::UsedLen));
+            break;
+        }
+        // An empty buffer adds nothing (turnoutd's device may reserve
+        // one more than it fills).
+        if lenk != 0 {
+            adjacent &= idk == prev + 1 && prev_len as u64 == s.buf_b;
+            total += lenk as usize;
+            (prev, prev_len) = (idk, lenk);
+        }
+    }
+    let flen = total.saturating_sub(HDR_LEN);
+    let copy = !adjacent && flen >= 14 && flen <= s.max_frame_b;
+    if lie.is_none() && copy && batch.scratch(flen).is_none() {
+        return Merged::Wait;
+    }
+    // Take what was named (up to the lie), each id once: a backend
+    // naming one twice in a frame, or rewriting the ring meanwhile,
+    // is caught here.
+    let upto = lie.map_or(nb, |(k, _)| k);
+    let mut twice = false;
+    for k in 0..upto {
+        let (idk, _) = s.ring.used_entry(at.wrapping_add(k));
+        if idk < size && s.held[idk as usize].load(Relaxed) {
+            take(heads, nheads, s, idk);
+        } else {
+            twice = true;
+        }
+    }
+    if let Some((_, why)) = lie {
+        fault.lie(why, &s.broken);
+        return Merged::Lie;
+    }
+    if twice {
+        fault.lie(BackendLie::UsedId, &s.broken);
+        return Merged::Lie;
+    }
+    if flen > s.max_frame_b {
+        fault.rx_oversize.fetch_add(1, Relaxed);
+        return Merged::Dropped;
+    }
+    if flen < 14 {
+        fault.rx_runt.fetch_add(1, Relaxed);
+        return Merged::Dropped;
+    }
+    if !copy {
+        return match s.bufs.span(id, HDR_LEN, flen) {
+            Some(g) if push_guest(batch, &g, 0, flen) => Merged::InPlace,
+            _ => Merged::Dropped,
+        };
+    }
+    // Not adjacent (the ring's wrap): copy the pieces out.
+    let Some(dst) = batch.scratch(flen) else {
+        return Merged::Dropped;
+    };
+    let mut w = 0;
+    for k in 0..nb {
+        let (idk, lenk) = s.ring.used_entry(at.wrapping_add(k));
+        let (off, l) = if k == 0 {
+            (HDR_LEN, (lenk as usize).saturating_sub(HDR_LEN))
+        } else {
+            (0, lenk as usize)
+        };
+        // Lengths re-read: never past what was checked.
+        let l = l.min(flen - w);
+        match s.bufs.span(idk, off, l) {
+            Some(g) if g.read(0, &mut dst[w..w + l]) => w += l,
+            _ => break,
+        }
+    }
+    if w == flen && batch.push_scratch(flen) {
+        Merged::Copied
+    } else {
+        Merged::Dropped
+    }
+}
+
 impl RxQueue for FrontendRx {
     fn notify_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.call.as_raw_fd())
@@ -760,29 +878,37 @@ impl RxQueue for FrontendRx {
         // Entries, not frames: a frame over mergeable buffers takes
         // several, and is taken whole or not at all.
         let n = (pending as usize).min(self.heads.len() - self.nheads) as u16;
+        let room = batch.room();
         let size = s.ring.size() as u32;
         let mut pushed = 0;
         let mut consumed = 0u16;
         let mut linear = 0u64;
         let nheads0 = self.nheads;
-        while consumed < n && batch.room() != 0 {
+        while consumed < n && pushed < room {
             let at = last.wrapping_add(consumed);
             let (id, len) = s.ring.used_entry(at);
             if id >= size || !s.held[id as usize].load(Relaxed) {
                 self.fault.lie(BackendLie::UsedId, &s.broken);
                 break;
             }
-            if (len as usize) < HDR_LEN || len as u64 > s.buf_b {
-                // Ours from here: re-posted on release.
+            // With mergeable buffers the header says how many used
+            // entries the frame spans (read once).
+            let nb = if s.mrg {
+                s.bufs.read_u16(id, NUM_BUFFERS_OFF).unwrap_or(0)
+            } else {
+                1
+            };
+            if nb == 1 || (len as usize) < HDR_LEN || len as u64 > s.buf_b {
+                // Ours from here: re-posted on release whatever becomes
+                // of the frame.
                 take(&mut self.heads, &mut self.nheads, s, id);
                 consumed += 1;
-                self.fault.lie(BackendLie::UsedLen, &s.broken);
-                break;
-            }
-            if !s.mrg {
-                // One owner: a load and a store, not a locked swap.
-                take(&mut self.heads, &mut self.nheads, s, id);
-                consumed += 1;
+                if (len as usize) < HDR_LEN || len as u64 > s.buf_b {
+                    self.fault.lie(BackendLie::UsedLen, &s.broken);
+                    break;
+                }
+                // One buffer: the frame fits (buffers hold the largest
+                // frame, or are smaller than it with mergeable buffers).
                 let flen = len as usize - HDR_LEN;
                 if flen < 14 {
                     self.fault.rx_runt.fetch_add(1, Relaxed);
@@ -793,10 +919,8 @@ impl RxQueue for FrontendRx {
                 }
                 continue;
             }
-            // Mergeable buffers: the header says how many used entries
-            // the frame spans; every one of them is published with it
-            // (as Linux's virtio-net expects).
-            let nb = s.bufs.read_u16(id, NUM_BUFFERS_OFF).unwrap_or(0);
+            // Every entry of the frame is published with the first (as
+            // Linux's virtio-net expects).
             if nb == 0 || nb > pending - consumed {
                 take(&mut self.heads, &mut self.nheads, s, id);
                 consumed += 1;
@@ -807,98 +931,30 @@ impl RxQueue for FrontendRx {
                 // Not enough room for its heads in this burst.
                 break;
             }
-            // Read (once) and check the rest before taking anything, so
-            // that a frame that must wait for scratch is left whole.
-            let mut total = len as usize;
-            let mut adjacent = true;
-            let (mut prev, mut prev_len) = (id, len);
-            let mut lie = None;
-            for k in 1..nb {
-                let (idk, lenk) = s.ring.used_entry(at.wrapping_add(k));
-                if idk >= size || !s.held[idk as usize].load(Relaxed) {
-                    lie = Some((k, BackendLie::UsedId));
+            match merged(
+                &mut self.heads,
+                &mut self.nheads,
+                &self.fault,
+                s,
+                batch,
+                at,
+                nb,
+            ) {
+                Merged::Wait => break,
+                Merged::Lie => {
+                    consumed += nb;
                     break;
                 }
-                if lenk as u64 > s.buf_b {
-                    lie = Some((k + 1, BackendLie::UsedLen));
-                    break;
+                Merged::Dropped => consumed += nb,
+                Merged::InPlace => {
+                    consumed += nb;
+                    pushed += 1;
                 }
-                // An empty buffer adds nothing (turnoutd's device may
-                // reserve one more than it fills).
-                if lenk != 0 {
-                    adjacent &= idk == prev + 1 && prev_len as u64 == s.buf_b;
-                    total += lenk as usize;
-                    (prev, prev_len) = (idk, lenk);
+                Merged::Copied => {
+                    consumed += nb;
+                    pushed += 1;
+                    linear += 1;
                 }
-            }
-            if let Some((took, why)) = lie {
-                for k in 0..took {
-                    let (idk, _) = s.ring.used_entry(at.wrapping_add(k));
-                    // A duplicate inside the frame is taken once.
-                    if s.held[idk as usize].load(Relaxed) {
-                        take(&mut self.heads, &mut self.nheads, s, idk);
-                    }
-                }
-                consumed += took;
-                self.fault.lie(why, &s.broken);
-                break;
-            }
-            let flen = total - HDR_LEN;
-            let copy = !adjacent && flen >= 14 && flen <= s.max_frame_b;
-            if copy && batch.scratch(flen).is_none() {
-                // The batch's scratch is used up: the frame waits.
-                break;
-            }
-            for k in 0..nb {
-                let (idk, _) = s.ring.used_entry(at.wrapping_add(k));
-                // Checked above; a backend rewriting the ring meanwhile
-                // could name an id twice: taken once, and a lie.
-                if !s.held[idk as usize].load(Relaxed) {
-                    self.fault.lie(BackendLie::UsedId, &s.broken);
-                    continue;
-                }
-                take(&mut self.heads, &mut self.nheads, s, idk);
-            }
-            consumed += nb;
-            if s.broken.load(Relaxed) {
-                break;
-            }
-            if flen > s.max_frame_b {
-                self.fault.rx_oversize.fetch_add(1, Relaxed);
-                continue;
-            }
-            if flen < 14 {
-                self.fault.rx_runt.fetch_add(1, Relaxed);
-                continue;
-            }
-            if !copy {
-                if let Some(g) = s.bufs.span(id, HDR_LEN, flen) {
-                    pushed += push_guest(batch, &g, 0, flen) as usize;
-                }
-                continue;
-            }
-            // Not adjacent (the ring's wrap): copy the pieces out.
-            let Some(dst) = batch.scratch(flen) else {
-                continue;
-            };
-            let mut w = 0;
-            for k in 0..nb {
-                let (idk, lenk) = s.ring.used_entry(at.wrapping_add(k));
-                let (off, l) = if k == 0 {
-                    (HDR_LEN, (lenk as usize).saturating_sub(HDR_LEN))
-                } else {
-                    (0, lenk as usize)
-                };
-                // Lengths re-read: never past what was checked.
-                let l = l.min(flen - w);
-                match s.bufs.span(idk, off, l) {
-                    Some(g) if g.read(0, &mut dst[w..w + l]) => w += l,
-                    _ => break,
-                }
-            }
-            if w == flen && batch.push_scratch(flen) {
-                pushed += 1;
-                linear += 1;
             }
         }
         if linear != 0 {

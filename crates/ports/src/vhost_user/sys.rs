@@ -685,9 +685,13 @@ impl Buffers {
     /// unless all of it lies inside the area.
     #[inline]
     pub fn span(&self, i: u32, off: usize, len: usize) -> Option<GuestSlice<'_>> {
-        let start = (i as usize).checked_mul(self.stride)?.checked_add(off)?;
+        if i >= self.count {
+            return None;
+        }
+        // i < count: i * stride is inside the area (checked in `new`).
+        let start = (i as usize * self.stride).checked_add(off)?;
         let end = start.checked_add(len)?;
-        if i >= self.count || end > self.count as usize * self.stride {
+        if end > self.count as usize * self.stride {
             return None;
         }
         Some(GuestSlice {
