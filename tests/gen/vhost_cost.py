@@ -80,6 +80,15 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
                    f"--callgrind-out-file={out_file}", *cmd]
         gp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(warm_s)
+        # Under valgrind on a loaded host turnout-gen may take longer than
+        # the warm-up to connect: wait until frames flow.
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            _, rx, tx = srv.stats()
+            if (tx if direction == "receive" else rx) > 0:
+                break
+            time.sleep(0.5)
+        time.sleep(1.0 if callgrind else 0.0)
         if callgrind:
             subprocess.run(["callgrind_control", "-i", "on", str(gp.pid)], check=True,
                            capture_output=True)

@@ -679,6 +679,46 @@ impl Buffers {
     }
 }
 
+impl Buffers {
+    /// The `len` bytes at offset `off` of buffer `i`, running on into the
+    /// buffers after it (a frame over several adjacent buffers); `None`
+    /// unless all of it lies inside the area.
+    #[inline]
+    pub fn span(&self, i: u32, off: usize, len: usize) -> Option<GuestSlice<'_>> {
+        if i >= self.count {
+            return None;
+        }
+        // i < count: i * stride is inside the area (checked in `new`).
+        let start = (i as usize * self.stride).checked_add(off)?;
+        let end = start.checked_add(len)?;
+        if end > self.count as usize * self.stride {
+            return None;
+        }
+        Some(GuestSlice {
+            // SAFETY: start <= end <= count * stride: inside the checked
+            // area, mapped while _mem lives.
+            ptr: unsafe { self.ptr.add(start) },
+            len,
+            _mem: std::marker::PhantomData,
+        })
+    }
+
+    /// The little-endian `u16` at offset `off` of buffer `i`, read once
+    /// (the peer may be writing it); `None` if it does not fit.
+    #[inline]
+    pub fn read_u16(&self, i: u32, off: usize) -> Option<u16> {
+        if i >= self.count || off.checked_add(2)? > self.stride {
+            return None;
+        }
+        // SAFETY: inside buffer i (checked above), mapped while _mem
+        // lives; a volatile read of plain bytes, alignment 1.
+        let b = unsafe {
+            std::ptr::read_volatile(self.ptr.add(i as usize * self.stride + off) as *const [u8; 2])
+        };
+        Some(u16::from_le_bytes(b))
+    }
+}
+
 /// An anonymous shared memory file (`memfd_create`) of `size`
 /// bytes: the frontend's memory, mapped here and passed to the backend.
 pub fn memfd(name: &str, size: u64) -> io::Result<File> {
