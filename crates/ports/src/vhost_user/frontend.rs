@@ -46,7 +46,7 @@ use arc_swap::ArcSwapOption;
 use crate::retire::Retired;
 use fabric::batch::MAX_BATCH;
 use fabric::{
-    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxLock,
+    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFill, TxFrames, TxLock,
     TxProducer, TxQueue,
 };
 use vhost::vhost_user::message::VhostUserHeaderFlag;
@@ -213,6 +213,9 @@ struct TxSession {
     /// The length last written into descriptor `i` (writers of disjoint
     /// reserved positions touch disjoint entries).
     lens: Box<[AtomicU32]>,
+    /// What buffer `i` holds, as its last in-place writer described it
+    /// (`TxFill`; 0: unknown, e.g. after a copy). Fresh memory: all 0.
+    tags: Box<[AtomicU64]>,
     /// Oldest position not yet back (every position before it is free).
     tail: AtomicU16,
     /// Position after the last one reserved.
@@ -251,6 +254,7 @@ impl TxSession {
             base: AtomicU64::new(u64::MAX),
             held: (0..n).map(|_| AtomicBool::new(false)).collect(),
             lens: (0..n).map(|_| AtomicU32::new(HDR_LEN as u32)).collect(),
+            tags: (0..n).map(|_| AtomicU64::new(0)).collect(),
             tail: AtomicU16::new(0),
             head: AtomicU16::new(0),
             last_used: AtomicU16::new(0),
@@ -367,10 +371,25 @@ impl FrontendTx {
     #[inline]
     fn write_one(&self, s: &TxSession, id: u16, frame: &[u8]) -> bool {
         let ok = frame.len() <= self.max_frame_b && s.bufs.write(id as u32, HDR_LEN, frame);
+        if ok {
+            // A copied frame: no in-place writer's template any more.
+            let tag = &s.tags[id as usize];
+            if tag.load(Relaxed) != 0 {
+                tag.store(0, Relaxed);
+            }
+        }
+        self.set_len(s, id, ok, frame.len());
+        ok
+    }
+
+    /// Sets descriptor `id`'s length for a frame of `frame_len` bytes
+    /// written (`ok`) or not.
+    #[inline]
+    fn set_len(&self, s: &TxSession, id: u16, ok: bool, frame_len: usize) {
         // A frame that cannot be written is published all the same, as a
         // header alone (an empty frame the backend drops), never as the
         // buffer's last one.
-        let len = if ok { HDR_LEN + frame.len() } else { HDR_LEN } as u32;
+        let len = if ok { HDR_LEN + frame_len } else { HDR_LEN } as u32;
         // Only a changed length is written: the descriptor table is a line
         // the backend reads for every frame, and traffic of one size
         // leaves it alone after the first lap (the shadow is ours; the
@@ -380,7 +399,6 @@ impl FrontendTx {
             shadow.store(len, Relaxed);
             s.ring.set_desc_len(id, len);
         }
-        ok
     }
 }
 
@@ -502,6 +520,59 @@ impl TxQueue for FrontendTx {
         if let Some(s) = self.session.load().as_ref() {
             self.fault.kicks.fetch_add(1, Relaxed);
             let _ = s.kick.write(1);
+        }
+    }
+
+    fn fills_in_place(&self) -> bool {
+        true
+    }
+
+    unsafe fn fill_in_place(
+        &self,
+        lease: &Lease,
+        n: u32,
+        fill: &mut dyn TxFill,
+        drops: &mut TxDrops,
+    ) {
+        // As write_burst: the pinned session, checked once per call.
+        let mut slot = lease.first;
+        let s = match lease.pinned::<TxSession>() {
+            Some(s) if slot >= lease.base && !s.broken.load(Relaxed) => s,
+            _ => {
+                for _ in 0..n {
+                    let len = fill.skip();
+                    self.stale(drops, len);
+                }
+                return;
+            }
+        };
+        let mask = s.ring.size() - 1;
+        // The frame area of a buffer: after the header, up to the largest
+        // frame of the port.
+        let cap = self
+            .max_frame_b
+            .min(s.bufs.stride().saturating_sub(HDR_LEN));
+        for _ in 0..n {
+            let id = (slot - lease.base) as u16 & mask;
+            // SAFETY: position `id` is reserved by this caller and not yet
+            // published (write_burst's contract): the backend does not hold
+            // its buffer and no other writer of ours touches it.
+            let (len, ok) = match unsafe { s.bufs.slice_mut(id as u32, HDR_LEN, cap) } {
+                Some(buf) => {
+                    let t = &s.tags[id as usize];
+                    let mut tag = t.load(Relaxed);
+                    let len = fill.fill(buf, &mut tag);
+                    t.store(tag, Relaxed);
+                    (len, len <= cap)
+                }
+                // (not reached: id < size and cap fits the stride)
+                None => (fill.skip(), false),
+            };
+            self.set_len(s, id, ok, len);
+            if !ok {
+                self.stale(drops, len);
+            }
+            slot += 1;
         }
     }
 }
