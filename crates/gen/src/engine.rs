@@ -292,15 +292,20 @@ impl<'a> Sender<'a> {
             }
             return 0;
         }
-        let mut slots = 0u64;
-        let mut k = 0u64;
-        while k < n {
-            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
-            if slots + s > free {
-                break;
+        let (mut slots, mut k) = (0u64, 0u64);
+        if self.in_place {
+            // One slot per frame.
+            k = n.min(free);
+            slots = k;
+        } else {
+            while k < n {
+                let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
+                if slots + s > free {
+                    break;
+                }
+                slots += s;
+                k += 1;
             }
-            slots += s;
-            k += 1;
         }
         if k < n && !warm {
             self.stats.pushback += 1;

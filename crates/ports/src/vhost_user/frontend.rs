@@ -332,26 +332,83 @@ impl TxSession {
 /// they were made against in the [`Lease`], so writers copy frames
 /// without loading the current session per frame.
 pub struct FrontendTx {
-    session: Arc<ArcSwapOption<TxSession>>,
+    session: Arc<TxSlot>,
     lock: TxLock<FrontendProducer>,
     max_frame_b: usize,
     fault: Arc<FrontendFault>,
 }
 
+/// Where the control thread puts transmit queue `q`'s current session,
+/// with a generation number that changes after every store (as
+/// [`RxSlot`]): the producer keeps the session it loaded and loads the
+/// `ArcSwap` again only when the number moved, instead of on every look
+/// at free slots, reservation and publish.
+#[derive(Default)]
+struct TxSlot {
+    session: ArcSwapOption<TxSession>,
+    generation: AtomicU64,
+}
+
+impl TxSlot {
+    fn store(&self, s: Option<Arc<TxSession>>) {
+        self.session.store(s);
+        self.generation.fetch_add(1, Release);
+    }
+
+    fn take(&self) -> Option<Arc<TxSession>> {
+        let old = self.session.swap(None);
+        self.generation.fetch_add(1, Release);
+        old
+    }
+}
+
 /// The reservation state of a transmit queue (inside its `TxLock`).
 struct FrontendProducer {
-    session: Arc<ArcSwapOption<TxSession>>,
+    slot: Arc<TxSlot>,
+    /// The slot's generation `held` was loaded at.
+    seen: u64,
+    /// The session current at `seen`. A departed session held here is
+    /// never dropped last by the producer: teardown hands it to the
+    /// port's `Retired` list first, which keeps it while we hold it.
+    held: Option<Arc<TxSession>>,
     /// Next fabric slot.
     next_slot: u64,
     fault: Arc<FrontendFault>,
 }
 
+impl FrontendProducer {
+    /// The current session: one load of the slot's generation, the
+    /// `ArcSwap` only after a (re)connect or teardown.
+    #[inline]
+    fn current(&mut self) -> Option<&Arc<TxSession>> {
+        current(&self.slot, &mut self.seen, &mut self.held)
+    }
+}
+
+/// [`FrontendProducer::current`] on the producer's fields, so that its
+/// other fields stay usable while the session is borrowed.
+#[inline]
+fn current<'a>(
+    slot: &TxSlot,
+    seen: &mut u64,
+    held: &'a mut Option<Arc<TxSession>>,
+) -> Option<&'a Arc<TxSession>> {
+    let g = slot.generation.load(Acquire);
+    if g != *seen {
+        *seen = g;
+        *held = slot.session.load_full();
+    }
+    held.as_ref()
+}
+
 impl FrontendTx {
     fn new(max_frame_b: usize, fault: Arc<FrontendFault>) -> Self {
-        let session = Arc::new(ArcSwapOption::empty());
+        let session = Arc::new(TxSlot::default());
         Self {
             lock: TxLock::new(FrontendProducer {
-                session: session.clone(),
+                slot: session.clone(),
+                seen: u64::MAX,
+                held: None,
                 next_slot: 0,
                 fault: fault.clone(),
             }),
@@ -411,8 +468,9 @@ fn reclaim_below(size: u16) -> u32 {
 
 impl TxProducer for FrontendProducer {
     fn free_slots(&mut self) -> u32 {
-        let g = self.session.load();
-        let Some(s) = g.as_ref() else { return 0 };
+        let Some(s) = current(&self.slot, &mut self.seen, &mut self.held) else {
+            return 0;
+        };
         s.base_or(self.next_slot);
         if s.free() < reclaim_below(s.ring.size()) {
             s.reclaim(&self.fault);
@@ -426,7 +484,7 @@ impl TxProducer for FrontendProducer {
     fn reserve(&mut self, n: u32) -> Lease {
         let first = self.next_slot;
         self.next_slot += n as u64;
-        let Some(s) = self.session.load_full() else {
+        let Some(s) = self.current().cloned() else {
             return Lease::at(first);
         };
         let base = s.base_or(first);
@@ -454,8 +512,9 @@ impl TxProducer for FrontendProducer {
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
-        let g = self.session.load();
-        let Some(s) = g.as_ref() else { return false };
+        let Some(s) = self.current() else {
+            return false;
+        };
         let base = s.base.load(Relaxed);
         // A session that started after the reservation has its base at or
         // past it: nothing of it to publish.
@@ -517,7 +576,7 @@ impl TxQueue for FrontendTx {
     }
 
     fn kick(&self, _drops: &mut TxDrops) {
-        if let Some(s) = self.session.load().as_ref() {
+        if let Some(s) = self.session.session.load().as_ref() {
             self.fault.kicks.fetch_add(1, Relaxed);
             let _ = s.kick.write(1);
         }
@@ -1020,7 +1079,8 @@ impl Port for VhostFrontendPort {
     }
 
     fn link_up(&self) -> bool {
-        self.shared.tx[0].session.load().is_some() && self.shared.rx[0].session.load().is_some()
+        self.shared.tx[0].session.session.load().is_some()
+            && self.shared.rx[0].session.load().is_some()
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
@@ -1144,7 +1204,7 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
 /// is unmapped when the last holder lets go).
 fn teardown(s: &Shared) {
     for t in s.tx.iter() {
-        if let Some(old) = t.session.swap(None) {
+        if let Some(old) = t.session.take() {
             s.retired.retire(old);
         }
     }
