@@ -516,21 +516,15 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         (Some(t), Some(g2)) => Some(sender(&rx_port, rx_spec, g2, t, start)?),
         _ => None,
     };
-    let (stopped_by, error) = send_until_done(
-        &mut s,
-        port.as_ref(),
-        &a.traffic,
-        &a.general,
-        start,
-        || {
+    let (stopped_by, error) =
+        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
             r.poll(rxq.as_mut(), &mut batch);
             if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
                 r.poll(q2.as_mut(), &mut batch);
                 s2.poll(now_ns());
             }
             (r.packets + r.warmup, r.lost())
-        },
-    );
+        });
     let now = now_ns();
     if let Some(s2) = s2.as_mut() {
         // The reverse ends with the forward direction (signal, stall or done).

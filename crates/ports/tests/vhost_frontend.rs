@@ -230,9 +230,11 @@ struct Templates {
 }
 
 impl Templates {
+    /// Frame `seq`'s length and its template's tag (the template is
+    /// `frame(len, 0)`: one per length).
     fn template(&self, seq: u32) -> (usize, u64) {
-        let i = seq as usize % self.sizes.len();
-        (self.sizes[i], i as u64 + 1)
+        let len = self.sizes[seq as usize % self.sizes.len()];
+        (len, len as u64)
     }
 }
 
@@ -312,10 +314,11 @@ fn pump_in_place(
 fn frames_written_in_place_arrive_exactly() {
     let dir = TempDir::new("frontinpl");
     let (backend, front) = pair(&dir, 1, 1518);
-    // Three templates over a 256-entry ring: a position gets another
-    // template on each lap, the same one every third lap.
+    // Four frames per pattern over a 256-entry ring: a position gets the
+    // same template on every lap (patched) unless a copied burst passed
+    // through it since.
     let mut t = Templates {
-        sizes: vec![64, 1518, 200],
+        sizes: vec![64, 1518, 200, 64],
         next: 0,
         whole: 0,
         patched: 0,
@@ -327,9 +330,23 @@ fn frames_written_in_place_arrive_exactly() {
             pump_in_place(front.tx(0), brx.as_mut(), &mut t, 20_000, 7),
             20_000
         );
+        assert!(
+            t.patched > 10_000,
+            "patched {} whole {}",
+            t.patched,
+            t.whole
+        );
+        assert!(t.whole > 1000, "patched {} whole {}", t.patched, t.whole);
+        // Three per pattern: a position's template changes on every lap
+        // (256 = 1 mod 3), whole frames over another template.
+        t.sizes = vec![64, 1518, 200];
+        let whole = t.whole;
+        assert_eq!(
+            pump_in_place(front.tx(0), brx.as_mut(), &mut t, 3000, u32::MAX),
+            3000
+        );
+        assert!(t.whole - whole > 2000, "{}", t.whole - whole);
     }
-    assert!(t.patched > 1000, "patched {} whole {}", t.patched, t.whole);
-    assert!(t.whole > 1000, "patched {} whole {}", t.patched, t.whole);
     assert_eq!(t.skipped, 0);
     // A new session (new memory): every buffer's template is unknown
     // again, so the first lap writes whole frames.
@@ -337,6 +354,7 @@ fn frames_written_in_place_arrive_exactly() {
     let backend = restart_backend(&dir, &front);
     let mut brx = backend.take_rx(0).unwrap();
     let (whole, patched) = (t.whole, t.patched);
+    t.sizes = vec![64];
     assert_eq!(
         pump_in_place(front.tx(0), brx.as_mut(), &mut t, 255, u32::MAX),
         255

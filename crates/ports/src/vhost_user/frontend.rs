@@ -1677,6 +1677,96 @@ mod tests {
         assert_eq!(fault.tx_stale.load(Relaxed), 0);
     }
 
+    /// Writes 5-byte frames `[tag, 0, 0, 0, seq]` in place: whole when the
+    /// buffer's tag differs, only the last byte when it matches.
+    struct Tagged {
+        tag: u64,
+        seq: u8,
+        whole: u32,
+        skipped: u32,
+    }
+
+    impl TxFill for Tagged {
+        fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize {
+            if *tag != self.tag {
+                buf[..4].copy_from_slice(&[self.tag as u8, 0, 0, 0]);
+                *tag = self.tag;
+                self.whole += 1;
+            }
+            buf[4] = self.seq;
+            self.seq += 1;
+            5
+        }
+
+        fn skip(&mut self) -> usize {
+            self.seq += 1;
+            self.skipped += 1;
+            5
+        }
+    }
+
+    #[test]
+    fn transmit_in_place_keeps_each_buffers_template_until_a_copy() {
+        let fault = Arc::new(FrontendFault::default());
+        let (mem, tx, s) = tx_queue(&fault);
+        let dev = device_ring(&mem);
+        let frame_at = |i: u16| {
+            let d = dev.desc(i);
+            let mut got = vec![0u8; d.len as usize - HDR_LEN];
+            assert!(mem
+                .gpa(d.addr + HDR_LEN as u64, got.len() as u64)
+                .unwrap()
+                .read(0, &mut got));
+            got
+        };
+        let mut f = Tagged {
+            tag: 9,
+            seq: 0,
+            whole: 0,
+            skipped: 0,
+        };
+        let mut used = 0u16;
+        // SAFETY: this test is the queue's only user.
+        let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+        assert!(o.fills_in_place());
+        for lap in 0..3u16 {
+            assert_eq!(o.free_slots(), N as u32, "lap {lap}");
+            let first = o.reserve(N as u32);
+            if lap == 1 {
+                // A copied frame in position 2: its template is unknown.
+                o.fill(first, 2, &mut f);
+                o.write(first + 2, 1, &[1, 2, 3, 4, 5, 6]);
+                f.seq += 1;
+                o.fill(first + 3, N as u32 - 3, &mut f);
+            } else {
+                o.fill(first, N as u32, &mut f);
+            }
+            o.publish(first + N as u64);
+            for i in 0..N {
+                let want = if lap == 1 && i == 2 {
+                    vec![1, 2, 3, 4, 5, 6]
+                } else {
+                    vec![9, 0, 0, 0, (lap * N + i) as u8]
+                };
+                assert_eq!(frame_at(i), want, "lap {lap} position {i}");
+                let tag = s.tags[i as usize].load(Relaxed);
+                assert_eq!(tag, if lap == 1 && i == 2 { 0 } else { 9 });
+                dev.set_used(used, i, 0);
+                used = used.wrapping_add(1);
+            }
+            dev.set_used_idx(used);
+        }
+        // Whole on the first lap and in the copied position after it.
+        assert_eq!((f.whole, f.skipped), (N as u32 + 1, 0));
+        // A lease of no session: every frame skipped, counted stale.
+        tx.session.store(None);
+        let first = o.reserve(2);
+        o.fill(first, 2, &mut f);
+        assert_eq!((f.skipped, o.refused()), (2, 2));
+        assert_eq!(fault.tx_stale.load(Relaxed), 2);
+        assert_eq!(fault.total_lies(), 0);
+    }
+
     #[test]
     fn transmit_reclaims_lazily_in_bulk_and_out_of_order() {
         let fault = Arc::new(FrontendFault::default());
