@@ -16,12 +16,18 @@ CPU 0, 1024-entry rings), and over a window we read
   is the receiver-bound cost, independent of the host's load. Kernel
   work (the kicks) is not in it.
 
+GEN ``testpmd`` runs testpmd's ``net_virtio_user`` (txonly when sending,
+rxonly when receiving, forwarding lcore on CPU 0) instead of turnout-gen,
+under callgrind too (``--callgrind``: its counts include testpmd's main
+and interrupt threads, which mostly sleep; ``instr_frontend`` is then its
+``virtio_*`` functions).
+
 A poll-mode receiver that keeps up spins between bursts, so its CPU time
 per frame is an upper bound; the instruction count is what to compare
 between builds. Several binaries may be given; runs are interleaved.
 
 usage: vhost_cost.py [--dir receive|send] [--size 64] [--window-s 4]
-                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS] [GEN...]
+                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS]|testpmd [GEN...]
 """
 
 from __future__ import annotations
