@@ -58,8 +58,8 @@ class Testpmd:
                  wrap: list[str] | None = None) -> None:
         self.prefix = prefix
         # wrap: a command testpmd runs under (e.g. valgrind's callgrind)
-        cmd = ["stdbuf", "-oL", *(wrap or []), "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-pci", "-l", lcores,
-               "--main-lcore", str(main), f"--file-prefix={prefix}"]
+        cmd = ["stdbuf", "-oL", *(wrap or []), "dpdk-testpmd", "--no-huge", "-m", "1024",
+               "--no-pci", "-l", lcores, "--main-lcore", str(main), f"--file-prefix={prefix}"]
         cmd += [f"--vdev={v}" for v in vdevs]
         cmd += ["--", "--total-num-mbufs=16384", "-i", *(extra or [])]
         if netns:
