@@ -258,11 +258,13 @@ impl FrameGen {
     #[inline]
     pub fn next(&mut self, stream_word: u32, seq: u64, ts_ns: u64) -> &[u8] {
         let (ti, flow) = self.advance();
-        let v = self.vary;
-        let t = &mut self.templates[ti];
+        let Self {
+            templates, vary, ..
+        } = self;
+        let t = &mut templates[ti];
         let (l, udp_base, ip_base) = (t.layout, t.udp_base, t.ip_base);
         stamp(
-            &v,
+            vary,
             &l,
             udp_base,
             ip_base,
@@ -345,7 +347,7 @@ impl FrameGen {
 /// laid out as `l` (any values in the variable bytes): payload header
 /// (stream word, sequence number, timestamp), the flow's fields, the
 /// checksums from the template's precomputed sums.
-#[inline]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn stamp(
     v: &Vary,
