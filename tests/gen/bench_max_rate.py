@@ -54,10 +54,12 @@ class Testpmd:
     """An interactive testpmd whose statistics are read from its stdout."""
 
     def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str],
-                 netns: str | None = None, extra: list[str] | None = None) -> None:
+                 netns: str | None = None, extra: list[str] | None = None,
+                 wrap: list[str] | None = None) -> None:
         self.prefix = prefix
-        cmd = ["stdbuf", "-oL", "dpdk-testpmd", "--no-huge", "-m", "1024", "--no-pci", "-l", lcores,
-               "--main-lcore", str(main), f"--file-prefix={prefix}"]
+        # wrap: a command testpmd runs under (e.g. valgrind's callgrind)
+        cmd = ["stdbuf", "-oL", *(wrap or []), "dpdk-testpmd", "--no-huge", "-m", "1024",
+               "--no-pci", "-l", lcores, "--main-lcore", str(main), f"--file-prefix={prefix}"]
         cmd += [f"--vdev={v}" for v in vdevs]
         cmd += ["--", "--total-num-mbufs=16384", "-i", *(extra or [])]
         if netns:
@@ -103,14 +105,14 @@ class Testpmd:
         tx = int(re.search(r"TX-packets:\s+(\d+)", out).group(1))
         return t, rx, tx
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5) -> None:
         # "quit" lets testpmd close its ports (and detach an AF_XDP
         # program); kill only if it does not exit.
         if self.p.poll() is None:
             try:
                 self.cmd("stop")
                 self.cmd("quit")
-                self.p.wait(timeout=5)
+                self.p.wait(timeout=timeout)
             except (OSError, subprocess.TimeoutExpired):
                 self.p.kill()
                 self.p.wait()

@@ -16,12 +16,18 @@ CPU 0, 1024-entry rings), and over a window we read
   is the receiver-bound cost, independent of the host's load. Kernel
   work (the kicks) is not in it.
 
+GEN ``testpmd`` runs testpmd's ``net_virtio_user`` (txonly when sending,
+rxonly when receiving, forwarding lcore on CPU 0) instead of turnout-gen,
+under callgrind too (``--callgrind``: its counts include testpmd's main
+and interrupt threads, which mostly sleep; ``instr_frontend`` is then its
+``virtio_*`` functions).
+
 A poll-mode receiver that keeps up spins between bursts, so its CPU time
 per frame is an upper bound; the instruction count is what to compare
 between builds. Several binaries may be given; runs are interleaved.
 
 usage: vhost_cost.py [--dir receive|send] [--size 64] [--window-s 4]
-                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS] [GEN...]
+                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS]|testpmd [GEN...]
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
     srv = Testpmd(prefix, "0,1", 0, [f"net_vhost0,iface={sock},queues=1"],
                   extra=[f"--txpkts={size}"])
     gp = None
+    pmd = None
     out_file = Path(f"/tmp/{prefix}.callgrind")
     try:
         srv._read_until(r"testpmd> ", 60)
@@ -78,7 +85,22 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         if callgrind:
             cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                    f"--callgrind-out-file={out_file}", *cmd]
-        gp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if path == "testpmd":
+            # testpmd's virtio-user on the same path as the reference
+            # (forwarding lcore on CPU 0, as in bench_max_rate.py)
+            wrap = (["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                     f"--callgrind-out-file={out_file}"] if callgrind else None)
+            pmd = Testpmd(f"vhc{PID}c{n}", "0,1", 1,
+                          [f"net_virtio_user0,path={sock},queues=1,queue_size=1024"],
+                          extra=[f"--txpkts={size}"], wrap=wrap)
+            pmd._read_until(r"testpmd> ", 600 if callgrind else 60)
+            pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
+            pmd.cmd("start")
+            gpid = pmd.p.pid
+        else:
+            gp = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+            gpid = gp.pid
         time.sleep(warm_s)
         # Under valgrind on a loaded host turnout-gen may take longer than
         # the warm-up to connect: wait until frames flow.
@@ -90,26 +112,34 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
             time.sleep(0.5)
         time.sleep(1.0 if callgrind else 0.0)
         if callgrind:
-            subprocess.run(["callgrind_control", "-i", "on", str(gp.pid)], check=True,
+            subprocess.run(["callgrind_control", "-i", "on", str(gpid)], check=True,
                            capture_output=True)
         _, rx0, tx0 = srv.stats()
-        c0 = proc_cpu(gp.pid)
+        c0 = proc_cpu(gpid)
         time.sleep(window_s)
         _, rx1, tx1 = srv.stats()
-        c1 = proc_cpu(gp.pid)
+        c1 = proc_cpu(gpid)
         if callgrind:
-            subprocess.run(["callgrind_control", "-i", "off", str(gp.pid)], check=True,
+            subprocess.run(["callgrind_control", "-i", "off", str(gpid)], check=True,
                            capture_output=True)
-        out, err = gp.communicate(timeout=120 if callgrind else 30)
         frames = (tx1 - tx0) if direction == "receive" else (rx1 - rx0)
-        if frames <= 0:
-            raise RuntimeError(f"no frames in the window; turnout-gen said {err[-400:]}")
-        doc = json.loads(out)
-        sec = doc["rx"] if direction == "receive" else doc["tx"]
-        counters = {}
-        for p in doc.get("ports", []):
-            counters.update(p.get("counters", {}))
-        all_frames = sec["packets"] + sec.get("foreign", 0)
+        if pmd:
+            # callgrind writes its profile when testpmd exits
+            pmd.close(timeout=300 if callgrind else 5)
+            counters: dict[str, int] = {}
+            all_frames = 1
+            if frames <= 0:
+                raise RuntimeError("no frames in the window (testpmd)")
+        else:
+            out, err = gp.communicate(timeout=120 if callgrind else 30)
+            if frames <= 0:
+                raise RuntimeError(f"no frames in the window; turnout-gen said {err[-400:]}")
+            doc = json.loads(out)
+            sec = doc["rx"] if direction == "receive" else doc["tx"]
+            counters = {}
+            for p in doc.get("ports", []):
+                counters.update(p.get("counters", {}))
+            all_frames = sec["packets"] + sec.get("foreign", 0)
         r = {
             "mpps": frames / window_s / 1e6,
             "user_ns": (c1[0] - c0[0]) * 1e9 / frames,
@@ -126,7 +156,8 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
             ann = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no",
                                   "--threshold=100", str(out_file)],
                                  capture_output=True, text=True).stdout
-            q = "FrontendRx" if direction == "receive" else "FrontendT"
+            q = ("virtio_" if pmd else
+                 "FrontendRx" if direction == "receive" else "FrontendT")
             own = sum(int(x.group(1).replace(",", "")) for x in
                       re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:.*" + q, ann, re.M))
             r["instr_frontend"] = own / frames
@@ -135,6 +166,8 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         if gp and gp.poll() is None:
             gp.kill()
             gp.wait()
+        if pmd:
+            pmd.close()
         srv.close()
         Path(sock).unlink(missing_ok=True)
         if not os.environ.get("VHC_KEEP"):

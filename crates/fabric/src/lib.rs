@@ -43,7 +43,7 @@ pub use fabric::{Forwarder, Injector, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{
-    Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFrames, TxLock,
+    Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFill, TxFrames, TxLock,
     TxProducer, TxQueue,
 };
 pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats, CONTROL_WORKER};

@@ -368,6 +368,62 @@ pub trait TxQueue: Send + Sync {
     /// that left frames in its ring) notifies it again here, checking
     /// shared state only (no system call unless one is needed).
     fn kick_stalled(&self, _drops: &mut TxDrops) {}
+
+    /// Whether [`TxQueue::fill_in_place`] writes into this queue's own
+    /// buffers (frames of one slot each). False by default: the caller
+    /// then writes with [`TxQueue::write_burst`].
+    fn fills_in_place(&self) -> bool {
+        false
+    }
+
+    /// Writes `n` frames of one slot each into the slots of `lease` from
+    /// `lease.first` on, in place: `fill` writes each frame straight into
+    /// the slot's buffer (no copy from a buffer of the caller's), which
+    /// still holds the last frame written into it in place (see
+    /// [`TxFill`]). A frame the backend cannot deliver (stale session) is
+    /// passed to [`TxFill::skip`] and counted in `drops`; its slot is still
+    /// consumed. Only for queues whose [`TxQueue::fills_in_place`] is
+    /// true; the default passes every frame to `skip` and counts it as
+    /// [`DropReason::TxError`].
+    ///
+    /// # Safety
+    /// As [`TxQueue::write_burst`], for the `n` slots from `lease.first`.
+    unsafe fn fill_in_place(
+        &self,
+        _lease: &Lease,
+        n: u32,
+        fill: &mut dyn TxFill,
+        drops: &mut TxDrops,
+    ) {
+        for _ in 0..n {
+            drops.add(DropReason::TxError, fill.skip());
+        }
+    }
+}
+
+/// The writer of frames built in place ([`TxQueue::fill_in_place`]): a
+/// sender whose frames are templates with a few bytes that change per
+/// frame (turnout-gen) writes only those bytes when the slot's buffer
+/// still holds the same template, instead of building each frame in a
+/// buffer of its own and copying it.
+///
+/// A queue keeps one tag per buffer: what the last in-place writer said
+/// the buffer holds (0: unknown, e.g. after a copy by `write_burst` or in
+/// a new session's fresh memory). The tag describes content only a
+/// malfunctioning peer would change (buffers are the peer's to read, not
+/// to write, between our writes).
+pub trait TxFill {
+    /// Writes the next frame into `buf` (the slot's buffer, as long as the
+    /// largest frame the queue carries) and returns its length. `tag` is
+    /// the buffer's tag on entry; the writer sets it to describe what the
+    /// buffer holds on return. A frame longer than `buf` is not written
+    /// (the buffer and the tag are left alone) and its length returned:
+    /// the queue counts it as not delivered.
+    fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize;
+
+    /// The next frame cannot be delivered: advance past it as if it had
+    /// been written, and return its length (counted in the drops).
+    fn skip(&mut self) -> usize;
 }
 
 /// A transmit queue driven by one sender alone (tools, tests, turnout-gen's
@@ -472,6 +528,28 @@ impl<'a> OwnedTx<'a> {
             self.q
                 .write_burst(&self.lease, &TxFrames::one(frame, nslots), &mut d)
         };
+        self.refused += d.frames() as u64;
+    }
+
+    /// Whether [`OwnedTx::fill`] writes in place on this queue.
+    #[inline]
+    pub fn fills_in_place(&self) -> bool {
+        self.q.fills_in_place()
+    }
+
+    /// Writes `n` one-slot frames from `slot` on in place through `fill`
+    /// ([`TxQueue::fill_in_place`]).
+    #[inline]
+    pub fn fill(&mut self, slot: u64, n: u32, fill: &mut dyn TxFill) {
+        assert!(
+            slot >= self.published && slot + n as u64 <= self.reserved,
+            "write outside the reservation"
+        );
+        self.lease.first = slot;
+        let mut d = TxDrops::default();
+        // SAFETY: as in `write`: reserved by this only sender, unpublished,
+        // checked just above; the lease is that reservation's.
+        unsafe { self.q.fill_in_place(&self.lease, n, fill, &mut d) };
         self.refused += d.frames() as u64;
     }
 

@@ -8,7 +8,7 @@
 //! (once per burst). A frame that is not sent or not forwarded is counted
 //! under a named reason.
 
-use fabric::{RxBatch, RxQueue};
+use fabric::{RxBatch, RxQueue, TxFill};
 use serde::Serialize;
 use wire::{ethernet, MacAddr};
 
@@ -122,6 +122,9 @@ pub struct Sender<'a> {
     gen: FrameGen,
     nslots: Vec<u32>,
     lens: Vec<u32>,
+    /// Frames are stamped in the port's own buffers (one slot each, a
+    /// queue that fills in place) instead of copied from the templates.
+    in_place: bool,
     plan: SendPlan,
     pacer: Pacer,
     start_ns: u64,
@@ -164,11 +167,13 @@ impl<'a> Sender<'a> {
             }
             nslots.push(n);
         }
+        let in_place = tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
         Ok(Self {
             tx,
             gen,
             nslots,
             lens,
+            in_place,
             pacer: Pacer::new(start_ns, plan.rate_pps),
             plan,
             start_ns,
@@ -287,15 +292,20 @@ impl<'a> Sender<'a> {
             }
             return 0;
         }
-        let mut slots = 0u64;
-        let mut k = 0u64;
-        while k < n {
-            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
-            if slots + s > free {
-                break;
+        let (mut slots, mut k) = (0u64, 0u64);
+        if self.in_place {
+            // One slot per frame.
+            k = n.min(free);
+            slots = k;
+        } else {
+            while k < n {
+                let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
+                if slots + s > free {
+                    break;
+                }
+                slots += s;
+                k += 1;
             }
-            slots += s;
-            k += 1;
         }
         if k < n && !warm {
             self.stats.pushback += 1;
@@ -306,21 +316,35 @@ impl<'a> Sender<'a> {
             // The caller read the clock just before calling: the send
             // timestamp of the whole burst (one clock read per burst).
             let ts = now;
+            let (word, seq) = if warm {
+                (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
+            } else {
+                (self.plan.stream, &mut self.seq)
+            };
             let mut bytes = 0u64;
-            for _ in 0..k {
-                let ti = self.gen.peek_template(0);
-                let (word, seq) = if warm {
-                    self.warm_seq += 1;
-                    (self.plan.stream | WARMUP_BIT, self.warm_seq - 1)
-                } else {
-                    self.seq += 1;
-                    (self.plan.stream, self.seq - 1)
+            if self.in_place {
+                // Stamped straight into the port's buffers: only the bytes
+                // that change when a buffer still holds the template.
+                let mut f = Stamp {
+                    gen: &mut self.gen,
+                    word,
+                    seq: *seq,
+                    ts,
+                    bytes: 0,
                 };
-                let f = self.gen.next(word, seq, ts);
-                let ns = self.nslots[ti];
-                self.tx.write(slot, ns, f);
-                slot += ns as u64;
-                bytes += self.lens[ti] as u64;
+                self.tx.fill(slot, k as u32, &mut f);
+                bytes = f.bytes;
+                *seq += k;
+            } else {
+                for _ in 0..k {
+                    let ti = self.gen.peek_template(0);
+                    let f = self.gen.next(word, *seq, ts);
+                    *seq += 1;
+                    let ns = self.nslots[ti];
+                    self.tx.write(slot, ns, f);
+                    slot += ns as u64;
+                    bytes += self.lens[ti] as u64;
+                }
             }
             self.tx.publish(first + slots);
             self.last_send_ns = ts;
@@ -340,6 +364,34 @@ impl<'a> Sender<'a> {
             self.pacer.advance(n);
         }
         k
+    }
+}
+
+/// One burst's frames stamped in place ([`TxFill`]): consecutive sequence
+/// numbers from `seq`, one stream word and timestamp.
+struct Stamp<'g> {
+    gen: &'g mut FrameGen,
+    word: u32,
+    seq: u64,
+    ts: u64,
+    /// Bytes of the frames filled or skipped.
+    bytes: u64,
+}
+
+impl TxFill for Stamp<'_> {
+    #[inline]
+    fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize {
+        let n = self.gen.next_into(buf, tag, self.word, self.seq, self.ts);
+        self.seq += 1;
+        self.bytes += n as u64;
+        n
+    }
+
+    fn skip(&mut self) -> usize {
+        let n = self.gen.skip();
+        self.seq += 1;
+        self.bytes += n as u64;
+        n
     }
 }
 

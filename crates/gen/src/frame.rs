@@ -137,6 +137,13 @@ struct Template {
 }
 
 /// Stamps frames from templates: the sender's only per-frame work.
+///
+/// A frame is stamped either in the template's own buffer ([`FrameGen::next`],
+/// then copied by the port) or in place, in a port's transmit buffer
+/// ([`FrameGen::next_into`]): a buffer that still holds the template from
+/// the last frame written into it gets only the variable bytes; any other
+/// gets the whole template first. Either way the frame's bytes are the same:
+/// every variable byte is rewritten for every frame.
 pub struct FrameGen {
     templates: Vec<Template>,
     /// Template index per position of the size pattern.
@@ -144,9 +151,18 @@ pub struct FrameGen {
     pos: usize,
     flow: u32,
     flows: u32,
-    vary_ports: bool,
-    vary_ips: bool,
-    vary_macs: bool,
+    vary: Vary,
+    /// Tag of template 0 in port buffers (`TxFill`); template `i` is
+    /// `tag_base + i`. Unique per generator of this process, never 0.
+    tag_base: u64,
+}
+
+/// Which fields vary with the flow index, and from what.
+#[derive(Clone, Copy, Debug)]
+struct Vary {
+    ports: bool,
+    ips: bool,
+    macs: bool,
     base_ports: (u16, u16),
     step_ports: (u16, u16),
     base_ip: IpPair,
@@ -154,6 +170,10 @@ pub struct FrameGen {
     base_macs: (u64, u64),
     step_macs: (bool, bool),
 }
+
+/// Tag bases handed out so far, in units of 256 (one per possible
+/// template of a generator).
+static TAGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl FrameGen {
     /// Builds one template per distinct size in `sizes` (the pattern the
@@ -200,21 +220,24 @@ impl FrameGen {
             pos: 0,
             flow: 0,
             flows: spec.flows.max(1),
-            vary_ports,
-            vary_ips,
-            vary_macs,
-            base_ports: (spec.src_port, spec.dst_port),
-            step_ports: (
-                spec.varies(VaryField::SrcPort) as u16,
-                spec.varies(VaryField::DstPort) as u16,
-            ),
-            base_ip: ws.ip,
-            step_ips: (spec.varies(VaryField::SrcIp), spec.varies(VaryField::DstIp)),
-            base_macs: (spec.src_mac.to_u64(), spec.dst_mac.to_u64()),
-            step_macs: (
-                spec.varies(VaryField::SrcMac),
-                spec.varies(VaryField::DstMac),
-            ),
+            vary: Vary {
+                ports: vary_ports,
+                ips: vary_ips,
+                macs: vary_macs,
+                base_ports: (spec.src_port, spec.dst_port),
+                step_ports: (
+                    spec.varies(VaryField::SrcPort) as u16,
+                    spec.varies(VaryField::DstPort) as u16,
+                ),
+                base_ip: ws.ip,
+                step_ips: (spec.varies(VaryField::SrcIp), spec.varies(VaryField::DstIp)),
+                base_macs: (spec.src_mac.to_u64(), spec.dst_mac.to_u64()),
+                step_macs: (
+                    spec.varies(VaryField::SrcMac),
+                    spec.varies(VaryField::DstMac),
+                ),
+            },
+            tag_base: TAGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 8,
         })
     }
 
@@ -234,6 +257,78 @@ impl FrameGen {
     /// flow index.
     #[inline]
     pub fn next(&mut self, stream_word: u32, seq: u64, ts_ns: u64) -> &[u8] {
+        let (ti, flow) = self.advance();
+        let Self {
+            templates, vary, ..
+        } = self;
+        let t = &mut templates[ti];
+        let (l, udp_base, ip_base) = (t.layout, t.udp_base, t.ip_base);
+        stamp(
+            vary,
+            &l,
+            udp_base,
+            ip_base,
+            &mut t.buf,
+            flow,
+            stream_word,
+            seq,
+            ts_ns,
+        );
+        &t.buf[..]
+    }
+
+    /// Writes the next frame into `buf` in place and returns its length:
+    /// as [`FrameGen::next`], but when `*tag` says `buf` already holds this
+    /// frame's template (this generator wrote it there), only the variable
+    /// bytes are written; otherwise the whole template first, and `*tag`
+    /// is set. A frame longer than `buf` is not written (`buf` and `*tag`
+    /// left alone); its length is returned all the same.
+    #[inline]
+    pub fn next_into(
+        &mut self,
+        buf: &mut [u8],
+        tag: &mut u64,
+        stream_word: u32,
+        seq: u64,
+        ts_ns: u64,
+    ) -> usize {
+        let (ti, flow) = self.advance();
+        let t = &self.templates[ti];
+        let len = t.buf.len();
+        let Some(dst) = buf.get_mut(..len) else {
+            return len;
+        };
+        let want = self.tag_base + ti as u64;
+        if *tag != want {
+            dst.copy_from_slice(&t.buf);
+            *tag = want;
+        }
+        stamp(
+            &self.vary,
+            &t.layout,
+            t.udp_base,
+            t.ip_base,
+            dst,
+            flow,
+            stream_word,
+            seq,
+            ts_ns,
+        );
+        len
+    }
+
+    /// Passes over the next frame (one that will not be sent): advances
+    /// the size pattern and the flow index as [`FrameGen::next`] does and
+    /// returns the frame's length.
+    #[inline]
+    pub fn skip(&mut self) -> usize {
+        let (ti, _) = self.advance();
+        self.templates[ti].buf.len()
+    }
+
+    /// The next frame's template and flow index; moves both on.
+    #[inline]
+    fn advance(&mut self) -> (usize, u32) {
         let ti = self.pattern[self.pos] as usize;
         self.pos += 1;
         if self.pos == self.pattern.len() {
@@ -244,69 +339,80 @@ impl FrameGen {
         if self.flow == self.flows {
             self.flow = 0;
         }
-        let (vary_ports, vary_ips, vary_macs) = (self.vary_ports, self.vary_ips, self.vary_macs);
-        let (base_ports, step_ports) = (self.base_ports, self.step_ports);
-        let (base_ip, step_ips) = (self.base_ip, self.step_ips);
-        let (base_macs, step_macs) = (self.base_macs, self.step_macs);
-        let t = &mut self.templates[ti];
-        let l = t.layout;
-        let buf = &mut t.buf[..];
-
-        let mut h = Header::new_unchecked(&mut buf[l.payload_offset..]);
-        h.init(stream_word);
-        h.set_seq(seq);
-        h.set_timestamp_ns(ts_ns);
-        // The sum of the fields just written, from their values: reading
-        // them back would load across the fresh stores, which the CPU
-        // cannot forward (a stall that was half the sender's time).
-        let mut udp_sum = t.udp_base + var_sum(stream_word, seq, ts_ns);
-
-        if vary_macs {
-            let mut eth = ethernet::Frame::new_unchecked(&mut *buf);
-            if step_macs.0 {
-                eth.set_src_addr(MacAddr::from_u64(base_macs.0.wrapping_add(flow as u64)));
-            }
-            if step_macs.1 {
-                eth.set_dst_addr(MacAddr::from_u64(base_macs.1.wrapping_add(flow as u64)));
-            }
-        }
-        if vary_ports {
-            let f = flow as u16;
-            let mut u = udp::Packet::new_unchecked(&mut buf[l.l4_offset..]);
-            u.set_src_port(base_ports.0.wrapping_add(f.wrapping_mul(step_ports.0)));
-            u.set_dst_port(base_ports.1.wrapping_add(f.wrapping_mul(step_ports.1)));
-            udp_sum += checksum::add(0, &buf[l.l4_offset..l.l4_offset + 4]);
-        }
-        if vary_ips {
-            let add = |on: bool| if on { flow } else { 0 };
-            match base_ip {
-                IpPair::V4(s, d) => {
-                    let mut ip = ipv4::Packet::new_unchecked(&mut buf[l.l3_offset..]);
-                    ip.set_src_addr(Ipv4Addr::from(u32::from(s).wrapping_add(add(step_ips.0))));
-                    ip.set_dst_addr(Ipv4Addr::from(u32::from(d).wrapping_add(add(step_ips.1))));
-                    let addr_sum = checksum::add(0, &buf[l.l3_offset + 12..l.l3_offset + 20]);
-                    ip_set_checksum(buf, l.l3_offset, !checksum::fold(t.ip_base + addr_sum));
-                    udp_sum += addr_sum;
-                }
-                IpPair::V6(s, d) => {
-                    let mut ip = ipv6::Packet::new_unchecked(&mut buf[l.l3_offset..]);
-                    ip.set_src_addr(&Ipv6Addr::from(
-                        u128::from(s).wrapping_add(add(step_ips.0) as u128),
-                    ));
-                    ip.set_dst_addr(&Ipv6Addr::from(
-                        u128::from(d).wrapping_add(add(step_ips.1) as u128),
-                    ));
-                    udp_sum += checksum::add(0, &buf[l.l3_offset + 8..l.l3_offset + 40]);
-                }
-            }
-        }
-        let mut c = !checksum::fold(udp_sum);
-        if c == 0 {
-            c = 0xffff; // RFC 768: a computed 0 is sent as all ones
-        }
-        udp::Packet::new_unchecked(&mut buf[l.l4_offset..]).set_checksum(c);
-        &t.buf[..]
+        (ti, flow)
     }
+}
+
+/// Writes a frame's variable bytes into `buf`, which holds the template
+/// laid out as `l` (any values in the variable bytes): payload header
+/// (stream word, sequence number, timestamp), the flow's fields, the
+/// checksums from the template's precomputed sums.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn stamp(
+    v: &Vary,
+    l: &Layout,
+    udp_base: u64,
+    ip_base: u64,
+    buf: &mut [u8],
+    flow: u32,
+    stream_word: u32,
+    seq: u64,
+    ts_ns: u64,
+) {
+    let mut h = Header::new_unchecked(&mut buf[l.payload_offset..]);
+    h.init(stream_word);
+    h.set_seq(seq);
+    h.set_timestamp_ns(ts_ns);
+    // The sum of the fields just written, from their values: reading
+    // them back would load across the fresh stores, which the CPU
+    // cannot forward (a stall that was half the sender's time).
+    let mut udp_sum = udp_base + var_sum(stream_word, seq, ts_ns);
+
+    if v.macs {
+        let mut eth = ethernet::Frame::new_unchecked(&mut *buf);
+        if v.step_macs.0 {
+            eth.set_src_addr(MacAddr::from_u64(v.base_macs.0.wrapping_add(flow as u64)));
+        }
+        if v.step_macs.1 {
+            eth.set_dst_addr(MacAddr::from_u64(v.base_macs.1.wrapping_add(flow as u64)));
+        }
+    }
+    if v.ports {
+        let f = flow as u16;
+        let mut u = udp::Packet::new_unchecked(&mut buf[l.l4_offset..]);
+        u.set_src_port(v.base_ports.0.wrapping_add(f.wrapping_mul(v.step_ports.0)));
+        u.set_dst_port(v.base_ports.1.wrapping_add(f.wrapping_mul(v.step_ports.1)));
+        udp_sum += checksum::add(0, &buf[l.l4_offset..l.l4_offset + 4]);
+    }
+    if v.ips {
+        let add = |on: bool| if on { flow } else { 0 };
+        match v.base_ip {
+            IpPair::V4(s, d) => {
+                let mut ip = ipv4::Packet::new_unchecked(&mut buf[l.l3_offset..]);
+                ip.set_src_addr(Ipv4Addr::from(u32::from(s).wrapping_add(add(v.step_ips.0))));
+                ip.set_dst_addr(Ipv4Addr::from(u32::from(d).wrapping_add(add(v.step_ips.1))));
+                let addr_sum = checksum::add(0, &buf[l.l3_offset + 12..l.l3_offset + 20]);
+                ip_set_checksum(buf, l.l3_offset, !checksum::fold(ip_base + addr_sum));
+                udp_sum += addr_sum;
+            }
+            IpPair::V6(s, d) => {
+                let mut ip = ipv6::Packet::new_unchecked(&mut buf[l.l3_offset..]);
+                ip.set_src_addr(&Ipv6Addr::from(
+                    u128::from(s).wrapping_add(add(v.step_ips.0) as u128),
+                ));
+                ip.set_dst_addr(&Ipv6Addr::from(
+                    u128::from(d).wrapping_add(add(v.step_ips.1) as u128),
+                ));
+                udp_sum += checksum::add(0, &buf[l.l3_offset + 8..l.l3_offset + 40]);
+            }
+        }
+    }
+    let mut c = !checksum::fold(udp_sum);
+    if c == 0 {
+        c = 0xffff; // RFC 768: a computed 0 is sent as all ones
+    }
+    udp::Packet::new_unchecked(&mut buf[l.l4_offset..]).set_checksum(c);
 }
 
 /// The ones' complement sum (unfolded) of the payload header's variable
@@ -573,6 +679,82 @@ mod tests {
                 assert_eq!(parse_tags(&f).unwrap().inner_vid(), Some(42));
             }
         }
+    }
+
+    #[test]
+    fn frames_stamped_in_place_equal_the_copied_ones() {
+        // Two generators of the same frames: one stamps its templates (the
+        // copy path), the other stamps into a few reused buffers, as a port
+        // lends them (in place). Sizes, flows and buffers out of step, so
+        // a buffer holds another template, the same one, another
+        // generator's frame or garbage.
+        let all = vec![
+            VaryField::SrcPort,
+            VaryField::DstPort,
+            VaryField::SrcIp,
+            VaryField::DstIp,
+            VaryField::SrcMac,
+            VaryField::DstMac,
+        ];
+        for (v6, vlan, vary) in [
+            (false, None, vec![]),
+            (false, Some(7), all.clone()),
+            (true, None, all.clone()),
+            (true, Some(9), vec![VaryField::DstIp]),
+        ] {
+            let mut s = spec(v6);
+            s.flows = 5;
+            s.vlan = vlan;
+            s.vary = vary;
+            let sizes = [100, 1518, 100, 570, 200];
+            let mut copy = FrameGen::new(&s, &sizes).unwrap();
+            let mut inpl = FrameGen::new(&s, &sizes).unwrap();
+            let mut other = FrameGen::new(&s, &sizes).unwrap();
+            let mut bufs = vec![[0u8; 1518]; 7];
+            let mut tags = [0u64; 7];
+            let (mut whole, mut patched) = (0, 0);
+            for i in 0..400u64 {
+                let b = (i % 7) as usize;
+                match i % 53 {
+                    // Garbage the tag does not know of is the caller's
+                    // business; a 0 tag says "unknown".
+                    13 => {
+                        bufs[b].fill(0xa5);
+                        tags[b] = 0;
+                    }
+                    // Another generator's frame, with its own tag.
+                    29 => {
+                        other.next_into(&mut bufs[b], &mut tags[b], 3, i, 1);
+                    }
+                    _ => {}
+                }
+                let before = tags[b];
+                let want = copy.next(2, i, 5000 + i).to_vec();
+                let n = inpl.next_into(&mut bufs[b], &mut tags[b], 2, i, 5000 + i);
+                assert_eq!(n, want.len());
+                assert_eq!(&bufs[b][..n], &want[..], "frame {i} (v6 {v6})");
+                check_frame(&bufs[b][..n]);
+                if before == tags[b] {
+                    patched += 1;
+                } else {
+                    whole += 1;
+                }
+            }
+            assert!(
+                patched > 20 && whole > 20,
+                "patched {patched} whole {whole}"
+            );
+        }
+        // A buffer too short for the frame: nothing written, length said.
+        let mut g = FrameGen::new(&spec(false), &[300]).unwrap();
+        let mut small = [0u8; 100];
+        let mut tag = 0;
+        assert_eq!(g.next_into(&mut small, &mut tag, 0, 0, 0), 300);
+        assert_eq!((small, tag), ([0u8; 100], 0));
+        // skip moves the pattern on like next.
+        let mut g = FrameGen::new(&spec(false), &[100, 200]).unwrap();
+        assert_eq!(g.skip(), 100);
+        assert_eq!(g.next(0, 0, 0).len(), 200);
     }
 
     #[test]

@@ -409,13 +409,14 @@ fn send_until_done(
     t: &Traffic,
     g: &General,
     start: u64,
-    mut each: impl FnMut(u64) -> (u64, u64),
+    mut each: impl FnMut() -> (u64, u64),
 ) -> (&'static str, Option<String>) {
     let mut iv = Interval::new(g, start);
     let mut stall = Stall::new(start, g);
     loop {
-        // Receive first: `now` then stamps the burst sent right after it.
-        let (rx, lost) = each(now_ns());
+        // Receive first: `now` then stamps the burst sent right after it
+        // (one clock read per round: `each` reads its own if it sends).
+        let (rx, lost) = each();
         let now = now_ns();
         if stop_requested() {
             s.stop(now);
@@ -448,7 +449,7 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
     let (stopped_by, error) =
-        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, |_| {
+        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
             (0, 0)
         });
     let window = s.window(now_ns());
@@ -515,21 +516,15 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         (Some(t), Some(g2)) => Some(sender(&rx_port, rx_spec, g2, t, start)?),
         _ => None,
     };
-    let (stopped_by, error) = send_until_done(
-        &mut s,
-        port.as_ref(),
-        &a.traffic,
-        &a.general,
-        start,
-        |now| {
+    let (stopped_by, error) =
+        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
             r.poll(rxq.as_mut(), &mut batch);
             if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
                 r.poll(q2.as_mut(), &mut batch);
-                s2.poll(now);
+                s2.poll(now_ns());
             }
             (r.packets + r.warmup, r.lost())
-        },
-    );
+        });
     let now = now_ns();
     if let Some(s2) = s2.as_mut() {
         // The reverse ends with the forward direction (signal, stall or done).

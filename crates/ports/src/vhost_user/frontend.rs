@@ -50,7 +50,7 @@ use arc_swap::ArcSwapOption;
 use crate::retire::Retired;
 use fabric::batch::MAX_BATCH;
 use fabric::{
-    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFrames, TxLock,
+    DropReason, Lease, Port, PortInfo, QueueId, RxFill, RxQueue, TxDrops, TxFill, TxFrames, TxLock,
     TxProducer, TxQueue,
 };
 use vhost::vhost_user::message::VhostUserHeaderFlag;
@@ -256,6 +256,9 @@ struct TxSession {
     /// The length last written into descriptor `i` (writers of disjoint
     /// reserved positions touch disjoint entries).
     lens: Box<[AtomicU32]>,
+    /// What buffer `i` holds, as its last in-place writer described it
+    /// (`TxFill`; 0: unknown, e.g. after a copy). Fresh memory: all 0.
+    tags: Box<[AtomicU64]>,
     /// Oldest position not yet back (every position before it is free).
     tail: AtomicU16,
     /// Position after the last one reserved.
@@ -294,6 +297,7 @@ impl TxSession {
             base: AtomicU64::new(u64::MAX),
             held: (0..n).map(|_| AtomicBool::new(false)).collect(),
             lens: (0..n).map(|_| AtomicU32::new(HDR_LEN as u32)).collect(),
+            tags: (0..n).map(|_| AtomicU64::new(0)).collect(),
             tail: AtomicU16::new(0),
             head: AtomicU16::new(0),
             last_used: AtomicU16::new(0),
@@ -371,26 +375,83 @@ impl TxSession {
 /// they were made against in the [`Lease`], so writers copy frames
 /// without loading the current session per frame.
 pub struct FrontendTx {
-    session: Arc<ArcSwapOption<TxSession>>,
+    session: Arc<TxSlot>,
     lock: TxLock<FrontendProducer>,
     max_frame_b: usize,
     fault: Arc<FrontendFault>,
 }
 
+/// Where the control thread puts transmit queue `q`'s current session,
+/// with a generation number that changes after every store (as
+/// [`RxSlot`]): the producer keeps the session it loaded and loads the
+/// `ArcSwap` again only when the number moved, instead of on every look
+/// at free slots, reservation and publish.
+#[derive(Default)]
+struct TxSlot {
+    session: ArcSwapOption<TxSession>,
+    generation: AtomicU64,
+}
+
+impl TxSlot {
+    fn store(&self, s: Option<Arc<TxSession>>) {
+        self.session.store(s);
+        self.generation.fetch_add(1, Release);
+    }
+
+    fn take(&self) -> Option<Arc<TxSession>> {
+        let old = self.session.swap(None);
+        self.generation.fetch_add(1, Release);
+        old
+    }
+}
+
 /// The reservation state of a transmit queue (inside its `TxLock`).
 struct FrontendProducer {
-    session: Arc<ArcSwapOption<TxSession>>,
+    slot: Arc<TxSlot>,
+    /// The slot's generation `held` was loaded at.
+    seen: u64,
+    /// The session current at `seen`. A departed session held here is
+    /// never dropped last by the producer: teardown hands it to the
+    /// port's `Retired` list first, which keeps it while we hold it.
+    held: Option<Arc<TxSession>>,
     /// Next fabric slot.
     next_slot: u64,
     fault: Arc<FrontendFault>,
 }
 
+impl FrontendProducer {
+    /// The current session: one load of the slot's generation, the
+    /// `ArcSwap` only after a (re)connect or teardown.
+    #[inline]
+    fn current(&mut self) -> Option<&Arc<TxSession>> {
+        current(&self.slot, &mut self.seen, &mut self.held)
+    }
+}
+
+/// [`FrontendProducer::current`] on the producer's fields, so that its
+/// other fields stay usable while the session is borrowed.
+#[inline]
+fn current<'a>(
+    slot: &TxSlot,
+    seen: &mut u64,
+    held: &'a mut Option<Arc<TxSession>>,
+) -> Option<&'a Arc<TxSession>> {
+    let g = slot.generation.load(Acquire);
+    if g != *seen {
+        *seen = g;
+        *held = slot.session.load_full();
+    }
+    held.as_ref()
+}
+
 impl FrontendTx {
     fn new(max_frame_b: usize, fault: Arc<FrontendFault>) -> Self {
-        let session = Arc::new(ArcSwapOption::empty());
+        let session = Arc::new(TxSlot::default());
         Self {
             lock: TxLock::new(FrontendProducer {
-                session: session.clone(),
+                slot: session.clone(),
+                seen: u64::MAX,
+                held: None,
                 next_slot: 0,
                 fault: fault.clone(),
             }),
@@ -410,10 +471,25 @@ impl FrontendTx {
     #[inline]
     fn write_one(&self, s: &TxSession, id: u16, frame: &[u8]) -> bool {
         let ok = frame.len() <= self.max_frame_b && s.bufs.write(id as u32, HDR_LEN, frame);
+        if ok {
+            // A copied frame: no in-place writer's template any more.
+            let tag = &s.tags[id as usize];
+            if tag.load(Relaxed) != 0 {
+                tag.store(0, Relaxed);
+            }
+        }
+        self.set_len(s, id, ok, frame.len());
+        ok
+    }
+
+    /// Sets descriptor `id`'s length for a frame of `frame_len` bytes
+    /// written (`ok`) or not.
+    #[inline]
+    fn set_len(&self, s: &TxSession, id: u16, ok: bool, frame_len: usize) {
         // A frame that cannot be written is published all the same, as a
         // header alone (an empty frame the backend drops), never as the
         // buffer's last one.
-        let len = if ok { HDR_LEN + frame.len() } else { HDR_LEN } as u32;
+        let len = if ok { HDR_LEN + frame_len } else { HDR_LEN } as u32;
         // Only a changed length is written: the descriptor table is a line
         // the backend reads for every frame, and traffic of one size
         // leaves it alone after the first lap (the shadow is ours; the
@@ -423,7 +499,6 @@ impl FrontendTx {
             shadow.store(len, Relaxed);
             s.ring.set_desc_len(id, len);
         }
-        ok
     }
 }
 
@@ -436,8 +511,9 @@ fn reclaim_below(size: u16) -> u32 {
 
 impl TxProducer for FrontendProducer {
     fn free_slots(&mut self) -> u32 {
-        let g = self.session.load();
-        let Some(s) = g.as_ref() else { return 0 };
+        let Some(s) = current(&self.slot, &mut self.seen, &mut self.held) else {
+            return 0;
+        };
         s.base_or(self.next_slot);
         if s.free() < reclaim_below(s.ring.size()) {
             s.reclaim(&self.fault);
@@ -451,7 +527,7 @@ impl TxProducer for FrontendProducer {
     fn reserve(&mut self, n: u32) -> Lease {
         let first = self.next_slot;
         self.next_slot += n as u64;
-        let Some(s) = self.session.load_full() else {
+        let Some(s) = self.current().cloned() else {
             return Lease::at(first);
         };
         let base = s.base_or(first);
@@ -479,8 +555,9 @@ impl TxProducer for FrontendProducer {
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
-        let g = self.session.load();
-        let Some(s) = g.as_ref() else { return false };
+        let Some(s) = self.current() else {
+            return false;
+        };
         let base = s.base.load(Relaxed);
         // A session that started after the reservation has its base at or
         // past it: nothing of it to publish.
@@ -542,9 +619,62 @@ impl TxQueue for FrontendTx {
     }
 
     fn kick(&self, _drops: &mut TxDrops) {
-        if let Some(s) = self.session.load().as_ref() {
+        if let Some(s) = self.session.session.load().as_ref() {
             self.fault.kicks.fetch_add(1, Relaxed);
             let _ = s.kick.write(1);
+        }
+    }
+
+    fn fills_in_place(&self) -> bool {
+        true
+    }
+
+    unsafe fn fill_in_place(
+        &self,
+        lease: &Lease,
+        n: u32,
+        fill: &mut dyn TxFill,
+        drops: &mut TxDrops,
+    ) {
+        // As write_burst: the pinned session, checked once per call.
+        let mut slot = lease.first;
+        let s = match lease.pinned::<TxSession>() {
+            Some(s) if slot >= lease.base && !s.broken.load(Relaxed) => s,
+            _ => {
+                for _ in 0..n {
+                    let len = fill.skip();
+                    self.stale(drops, len);
+                }
+                return;
+            }
+        };
+        let mask = s.ring.size() - 1;
+        // The frame area of a buffer: after the header, up to the largest
+        // frame of the port.
+        let cap = self
+            .max_frame_b
+            .min(s.bufs.stride().saturating_sub(HDR_LEN));
+        for _ in 0..n {
+            let id = (slot - lease.base) as u16 & mask;
+            // SAFETY: position `id` is reserved by this caller and not yet
+            // published (write_burst's contract): the backend does not hold
+            // its buffer and no other writer of ours touches it.
+            let (len, ok) = match unsafe { s.bufs.slice_mut(id as u32, HDR_LEN, cap) } {
+                Some(buf) => {
+                    let t = &s.tags[id as usize];
+                    let mut tag = t.load(Relaxed);
+                    let len = fill.fill(buf, &mut tag);
+                    t.store(tag, Relaxed);
+                    (len, len <= cap)
+                }
+                // (not reached: id < size and cap fits the stride)
+                None => (fill.skip(), false),
+            };
+            self.set_len(s, id, ok, len);
+            if !ok {
+                self.stale(drops, len);
+            }
+            slot += 1;
         }
     }
 }
@@ -1189,7 +1319,8 @@ impl Port for VhostFrontendPort {
     }
 
     fn link_up(&self) -> bool {
-        self.shared.tx[0].session.load().is_some() && self.shared.rx[0].session.load().is_some()
+        self.shared.tx[0].session.session.load().is_some()
+            && self.shared.rx[0].session.load().is_some()
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
@@ -1315,7 +1446,7 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
 /// is unmapped when the last holder lets go).
 fn teardown(s: &Shared) {
     for t in s.tx.iter() {
-        if let Some(old) = t.session.swap(None) {
+        if let Some(old) = t.session.take() {
             s.retired.retire(old);
         }
     }
@@ -1908,6 +2039,96 @@ mod tests {
         }
         assert_eq!(fault.total_lies(), 0);
         assert_eq!(fault.tx_stale.load(Relaxed), 0);
+    }
+
+    /// Writes 5-byte frames `[tag, 0, 0, 0, seq]` in place: whole when the
+    /// buffer's tag differs, only the last byte when it matches.
+    struct Tagged {
+        tag: u64,
+        seq: u8,
+        whole: u32,
+        skipped: u32,
+    }
+
+    impl TxFill for Tagged {
+        fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize {
+            if *tag != self.tag {
+                buf[..4].copy_from_slice(&[self.tag as u8, 0, 0, 0]);
+                *tag = self.tag;
+                self.whole += 1;
+            }
+            buf[4] = self.seq;
+            self.seq += 1;
+            5
+        }
+
+        fn skip(&mut self) -> usize {
+            self.seq += 1;
+            self.skipped += 1;
+            5
+        }
+    }
+
+    #[test]
+    fn transmit_in_place_keeps_each_buffers_template_until_a_copy() {
+        let fault = Arc::new(FrontendFault::default());
+        let (mem, tx, s) = tx_queue(&fault);
+        let dev = device_ring(&mem);
+        let frame_at = |i: u16| {
+            let d = dev.desc(i);
+            let mut got = vec![0u8; d.len as usize - HDR_LEN];
+            assert!(mem
+                .gpa(d.addr + HDR_LEN as u64, got.len() as u64)
+                .unwrap()
+                .read(0, &mut got));
+            got
+        };
+        let mut f = Tagged {
+            tag: 9,
+            seq: 0,
+            whole: 0,
+            skipped: 0,
+        };
+        let mut used = 0u16;
+        // SAFETY: this test is the queue's only user.
+        let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+        assert!(o.fills_in_place());
+        for lap in 0..3u16 {
+            assert_eq!(o.free_slots(), N as u32, "lap {lap}");
+            let first = o.reserve(N as u32);
+            if lap == 1 {
+                // A copied frame in position 2: its template is unknown.
+                o.fill(first, 2, &mut f);
+                o.write(first + 2, 1, &[1, 2, 3, 4, 5, 6]);
+                f.seq += 1;
+                o.fill(first + 3, N as u32 - 3, &mut f);
+            } else {
+                o.fill(first, N as u32, &mut f);
+            }
+            o.publish(first + N as u64);
+            for i in 0..N {
+                let want = if lap == 1 && i == 2 {
+                    vec![1, 2, 3, 4, 5, 6]
+                } else {
+                    vec![9, 0, 0, 0, (lap * N + i) as u8]
+                };
+                assert_eq!(frame_at(i), want, "lap {lap} position {i}");
+                let tag = s.tags[i as usize].load(Relaxed);
+                assert_eq!(tag, if lap == 1 && i == 2 { 0 } else { 9 });
+                dev.set_used(used, i, 0);
+                used = used.wrapping_add(1);
+            }
+            dev.set_used_idx(used);
+        }
+        // Whole on the first lap and in the copied position after it.
+        assert_eq!((f.whole, f.skipped), (N as u32 + 1, 0));
+        // A lease of no session: every frame skipped, counted stale.
+        tx.session.store(None);
+        let first = o.reserve(2);
+        o.fill(first, 2, &mut f);
+        assert_eq!((f.skipped, o.refused()), (2, 2));
+        assert_eq!(fault.tx_stale.load(Relaxed), 2);
+        assert_eq!(fault.total_lies(), 0);
     }
 
     #[test]

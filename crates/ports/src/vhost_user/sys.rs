@@ -677,6 +677,35 @@ impl Buffers {
         };
         true
     }
+
+    /// Bytes per buffer.
+    #[inline]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Bytes `off..off + len` of buffer `i`, to be written in place;
+    /// `None` if `i` is out of range or the range does not fit in the
+    /// buffer.
+    ///
+    /// # Safety
+    /// Nothing else of ours reads or writes that range while the slice
+    /// lives (the caller holds buffer `i`: a reserved, unpublished
+    /// transmit position). The peer maps the same memory: an honest peer
+    /// does not touch a buffer it does not hold; a dishonest one can only
+    /// change bytes of frames addressed to itself.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, i: u32, off: usize, len: usize) -> Option<&mut [u8]> {
+        if i >= self.count || off > self.stride || len > self.stride - off {
+            return None;
+        }
+        // SAFETY: i < count and off + len <= stride: inside the checked
+        // area, mapped while _mem lives; exclusive by the caller's contract.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(self.ptr.add(i as usize * self.stride + off), len)
+        })
+    }
 }
 
 impl Buffers {
