@@ -25,6 +25,25 @@ from turnout.sut import make_sut
 REAL_GEN = REPO / "target" / "release" / "turnout-gen"
 
 
+def _hit_rule_only(before: list, after: list, c, warmup_s: float) -> list[int]:
+    """The 300 rules over 8 masks were all dumped with zero counters before
+    the trial; after it only the hit rule counted frames: the receiver's
+    (warm-up included in the rule's counter) and no more than the sender
+    sent. Returns the hit rule's packet count, in a list of one."""
+    assert len(before) == 300, len(before)
+    assert all(n == 0 for _, _, n in before), "counters before any traffic"
+    # the hit rule and 299 that never match
+    prios = sorted({p for p, _, _ in after})
+    assert prios == [HIT_PRIORITY, *range(MISS_PRIORITY, MISS_PRIORITY + 8)], prios
+    hit = [n for p, _, n in after if p == HIT_PRIORITY]
+    missed = [n for p, _, n in after if p != HIT_PRIORITY]
+    assert len(hit) == 1 and len(missed) == 299
+    assert sum(missed) == 0, "a frame matched a rule the tester's flows never hit"
+    assert c.received > 0.9 * c.sent > 0, (c.received, c.sent)
+    assert c.received <= hit[0] <= c.sent + 20000 * warmup_s * 1.1 + 64, (hit, c.sent)
+    return hit
+
+
 @needs_root
 @pytest.mark.system
 @pytest.mark.parametrize(("sut", "options"), [
@@ -62,19 +81,7 @@ def test_openflow_rules_installed_and_hit(sut, options):
         c = session.measurer.measure(spec.duration_s, 20000)
         after = session.adapter.dump_flows()
         copies = mirrored() - m0
-    assert len(before) == 300, len(before)
-    assert all(n == 0 for _, _, n in before), "counters before any traffic"
-    # 300 rules over 8 masks: the hit rule and 299 that never match
-    prios = sorted({p for p, _, _ in after})
-    assert prios == [HIT_PRIORITY, *range(MISS_PRIORITY, MISS_PRIORITY + 8)], prios
-    hit = [n for p, _, n in after if p == HIT_PRIORITY]
-    missed = [n for p, _, n in after if p != HIT_PRIORITY]
-    assert len(hit) == 1 and len(missed) == 299
-    assert sum(missed) == 0, "a frame matched a rule the tester's flows never hit"
-    # the trial went through the hit rule: the receiver's frames (warm-up
-    # included in the rule's counter) and no more than the sender sent
-    assert c.received > 0.9 * c.sent > 0, (c.received, c.sent)
-    assert c.received <= hit[0] <= c.sent + 20000 * spec.warmup_s * 1.1 + 64, (hit, c.sent)
+    hit = _hit_rule_only(before, after, c, spec.warmup_s)
     # the hit rule's second output: every frame went to the mirror port too
     # (no IPv6 or IGMP chatter in the SUT's namespace: scenarios.build)
     assert 0.9 * hit[0] <= copies <= hit[0] + 10, (copies, hit)
@@ -113,16 +120,7 @@ def test_openflow_v2v_rules_installed_and_hit(sut, vport):
         before = session.adapter.dump_flows()
         c = session.measurer.measure(spec.duration_s, 20000)
         after = session.adapter.dump_flows()
-    assert len(before) == 300, len(before)
-    assert all(n == 0 for _, _, n in before), "counters before any traffic"
-    prios = sorted({p for p, _, _ in after})
-    assert prios == [HIT_PRIORITY, *range(MISS_PRIORITY, MISS_PRIORITY + 8)], prios
-    hit = [n for p, _, n in after if p == HIT_PRIORITY]
-    missed = [n for p, _, n in after if p != HIT_PRIORITY]
-    assert len(hit) == 1 and len(missed) == 299
-    assert sum(missed) == 0, "a frame matched a rule the tester's flows never hit"
-    assert c.received > 0.9 * c.sent > 0, (c.received, c.sent)
-    assert c.received <= hit[0] <= c.sent + 20000 * spec.warmup_s * 1.1 + 64, (hit, c.sent)
+    hit = _hit_rule_only(before, after, c, spec.warmup_s)
     # the mirror's sink (turnout-gen rx, snapshots around the trial): the copies
     sinks = [v for v in c.extra["vnfs"] if v.get("name") == "mirror m1"]
     assert len(sinks) == 1, c.extra["vnfs"]

@@ -647,20 +647,25 @@ mod tests {
         ));
     }
 
+    /// Every field a generator can vary.
+    fn every_field() -> Vec<VaryField> {
+        vec![
+            VaryField::SrcPort,
+            VaryField::DstPort,
+            VaryField::SrcIp,
+            VaryField::DstIp,
+            VaryField::SrcMac,
+            VaryField::DstMac,
+        ]
+    }
+
     #[test]
     fn flows_vary_every_requested_field_with_valid_checksums() {
         for v6 in [false, true] {
             let mut s = spec(v6);
             s.flows = 5;
             s.vlan = Some(42);
-            s.vary = vec![
-                VaryField::SrcPort,
-                VaryField::DstPort,
-                VaryField::SrcIp,
-                VaryField::DstIp,
-                VaryField::SrcMac,
-                VaryField::DstMac,
-            ];
+            s.vary = every_field();
             let mut g = FrameGen::new(&s, &[128, 300]).unwrap();
             for i in 0..12u64 {
                 let f = g.next(1, i, 1000 + i).to_vec();
@@ -688,14 +693,7 @@ mod tests {
         // lends them (in place). Sizes, flows and buffers out of step, so
         // a buffer holds another template, the same one, another
         // generator's frame or garbage.
-        let all = vec![
-            VaryField::SrcPort,
-            VaryField::DstPort,
-            VaryField::SrcIp,
-            VaryField::DstIp,
-            VaryField::SrcMac,
-            VaryField::DstMac,
-        ];
+        let all = every_field();
         for (v6, vlan, vary) in [
             (false, None, vec![]),
             (false, Some(7), all.clone()),
