@@ -444,20 +444,16 @@ impl Shared {
     /// producer that kept it past `release_pins`'s wait) has let go, by
     /// this control thread: here, or at a later [`Shared::sweep`].
     fn detach(&self, reason: &str, hangup: bool) {
+        // Status and counters first: whoever sees the link go down sees
+        // why, and the disconnect counted (release_pins below may wait for
+        // a producer's reservation in flight).
+        self.core.set_status(|s| {
+            s.connected = false;
+            s.last_disconnect = reason.to_string();
+        });
         self.core.up.store(false, Ordering::Release);
         let old = self.conn.swap(None);
-        let departed = old.is_some();
         if let Some(c) = old {
-            c.unhook();
-            let producers = self
-                .producers
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            ring::release_pins(&producers);
-            self.retired.retire(c);
-        }
-        if departed {
             self.core
                 .counters
                 .disconnects
@@ -468,11 +464,15 @@ impl Shared {
                     .peer_hangups
                     .fetch_add(1, Ordering::Relaxed);
             }
+            c.unhook();
+            let producers = self
+                .producers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            ring::release_pins(&producers);
+            self.retired.retire(c);
         }
-        self.core.set_status(|s| {
-            s.connected = false;
-            s.last_disconnect = reason.to_string();
-        });
     }
 
     /// Control thread, periodically: unmaps departed connections nobody
