@@ -291,3 +291,113 @@ def test_compare_flags_a_slower_rule_update_as_a_regression(tmp_path):
     upd = {r.sut: r for r in rows if r.method == "rule update"}
     assert upd["turnoutd"].verdict == "regression"
     assert upd["bridge"].verdict == "within noise"
+
+
+class BulkModel(ModelSwitch):
+    """ModelSwitch whose stream can be ended early, with a bulk install that
+    takes ``install_s`` and loses ``lost`` frames (counted at A)."""
+
+    def __init__(self, install_s: float, lost: int = 0) -> None:
+        super().__init__(delay_s=0.0, gap_s=0.0)
+        self.install_s, self.lost = install_s, lost
+        self.installed: list[tuple[str, int]] = []
+        self.removed = 0
+
+    def start(self, duration_s: float, rate: float):
+        self.rate, self.duration = rate, duration_s
+        self.t_start = time.monotonic()
+
+        def finish() -> tuple[int, int]:
+            time.sleep(max(0.0, self.t_start + self.duration - time.monotonic()))
+            return round(self.duration * rate), 1
+        return finish
+
+    def stop(self) -> None:
+        self.duration = time.monotonic() - self.t_start
+
+    def counts(self) -> list[int]:
+        a, b = super().counts()
+        return [max(0, a - (self.lost if self.installed else 0)), b]
+
+    def bulk(self, interface: str, n: int):
+        time.sleep(self.install_s)
+        self.installed.append((interface, n))
+        return f"model add {n}"
+
+    def unbulk(self) -> None:
+        self.removed += 1
+
+
+def test_measure_bulk_times_the_install_and_counts_the_loss_meanwhile():
+    sw = BulkModel(install_s=0.1, lost=7)
+    m = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
+                       restore=sw.restore, bulk=sw.bulk, unbulk=sw.unbulk, stop_traffic=sw.stop,
+                       lead_s=0.05, settle_s=0.02, bulk_timeout_s=30.0)
+    t0 = time.monotonic()
+    c = m.measure_bulk("ovs-ofctl", 1000, 20_000)
+    assert time.monotonic() - t0 < 5  # the stream ended with the install, not after 30 s
+    assert sw.installed == [("ovs-ofctl", 1000)] and sw.removed == 1
+    assert sw.moves == ["restore"]
+    assert c.extra["bulk_command_ns"] == pytest.approx(0.1e9, rel=0.5)
+    assert c.extra["flow_mods_per_s"] == pytest.approx(1000 / (c.extra["bulk_command_ns"] / 1e9))
+    assert c.extra["bulk_interface"] == "ovs-ofctl" and c.extra["bulk_flows"] == 1000
+    assert c.lost == pytest.approx(7, abs=25)  # the model's frames, rounded at 20 kpps
+    no_bulk = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
+                             restore=sw.restore)
+    with pytest.raises(UpdateError, match="in bulk"):
+        no_bulk.measure_bulk("ovs-ofctl", 10, 10_000)
+
+
+def test_campaign_stores_flow_mod_trials_per_interface_and_reports_them(tmp_path):
+    doc = _doc(update_bulk_flows=[100, 1000])
+    doc["matrix"]["scenarios"] = ["rule_update"]
+    doc["campaign"]["repetitions"] = 2
+    rate = {"bridge": 1e3, "turnoutd": 1e5}
+
+    class Adapter:
+        def __init__(self, sut: str) -> None:
+            self.bulk_interfaces = ("ovs-ofctl", "json-rpc") if sut == "turnoutd" else ()
+
+    class Bulk(UpdateBench):
+        @contextlib.contextmanager
+        def session(self, sut, point, spec):
+            with super().session(sut, point, spec) as s:
+                upd = s.rule_update
+
+                class Upd:
+                    measure = upd.measure
+
+                    def measure_bulk(self, iface: str, n: int, r: float) -> TrialCounts:
+                        if (iface, n) == ("json-rpc", 1000):
+                            raise UpdateError("model: install timed out")
+                        ns = n / rate[sut] * 1e9
+                        return TrialCounts(offered_total_pps=r, duration_s=1.0, sent=100,
+                                           received=100, lost=0,
+                                           extra={"bulk_interface": iface, "bulk_flows": n,
+                                                  "bulk_command_ns": ns,
+                                                  "bulk_command": f"{iface} add",
+                                                  "flow_mods_per_s": n / (ns / 1e9)})
+                s.rule_update = Upd()
+                s.adapter = Adapter(sut)
+                yield s
+
+    with ResultsDB(tmp_path / "b.db") as db:
+        c = run_campaign(parse(doc), db, Bulk())
+        fm = db.trials(c.id, method="flow_mods")
+        # turnoutd: 2 interfaces x 2 sizes x 2 repetitions; bridge: none
+        assert len(fm) == 8 and {t.sut for t in fm} == {"turnoutd"}
+        assert len({t.key for t in fm}) == 8  # one key per interface, size and repetition
+        failed = [t for t in fm if t.status == "failed"]
+        assert len(failed) == 2 and all("timed out" in t.reason for t in failed)
+        assert all(t.extra["bulk_interface"] == "json-rpc" for t in failed)
+        # the rule-update trials themselves are kept
+        assert len(db.trials(c.id, method="rule_update", status="ok")) == 4
+        out = build_report(db, c.id, tmp_path / "rep")
+    t = next(x for x in out.section("rule-update").tables if x.key == "flow-mods")
+    assert [r[1:3] for r in t.rows] == [["json-rpc", "100"], ["ovs-ofctl", "100"],
+                                        ["ovs-ofctl", "1,000"]]
+    assert all(r[5].startswith("100000") for r in t.rows), t.rows
+    for bad in ([0], [2_000_000], ["x"]):
+        with pytest.raises(CampaignError, match="update_bulk_flows"):
+            parse(_doc(update_bulk_flows=bad))
+    assert parse(_doc()).update_bulk_flows == ()

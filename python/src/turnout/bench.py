@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -205,6 +206,7 @@ class RealBench:
         holder = tb.spawn(["sleep", "infinity"], netns=s.rx_ns, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL)
         ifaces = [built.ifaces[old], built.ifaces[new]]
+        running: list[subprocess.Popen[bytes]] = []  # the stream of the trial under way
 
         def start(duration_s: float, rate_pps: float) -> Callable[[], tuple[int, int]]:
             args = [*self.gen, "tx", "--port", s.tx_port, "--size", str(gen.size_b),
@@ -215,6 +217,7 @@ class RealBench:
             if s.tx_cpu is not None:
                 args += ["--cpu", str(s.tx_cpu)]
             proc = tb.spawn(args, netns=s.tx_ns)
+            running[:] = [proc]
 
             def finish() -> tuple[int, int]:
                 doc = gen._collect(proc, time.monotonic() + duration_s + gen.timeout_margin_s)
@@ -224,6 +227,14 @@ class RealBench:
                         int(tx.get("behind_max", 0)))
             return finish
 
+        def stop() -> None:
+            """Ends the stream now (turnout-gen reports what it sent on SIGINT)."""
+            for p in running:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+
         return UpdateMeasurer(
             start_traffic=start, read_counts=lambda: netdev_counts(holder.pid, ifaces),
-            move=lambda: sut.move_rule(src, old, new), restore=lambda: sut.move_rule(src, old, old))
+            move=lambda: sut.move_rule(src, old, new), restore=lambda: sut.move_rule(src, old, old),
+            bulk=sut.bulk_flows if sut.bulk_interfaces else None,
+            unbulk=sut.remove_bulk_flows if sut.bulk_interfaces else None, stop_traffic=stop)

@@ -36,8 +36,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "RuleSet", "check_point",
-           "dump_flows", "install", "mask_of", "rule_set"]
+__all__ = ["BULK_COOKIE", "HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "RuleSet",
+           "bulk_lines", "check_point", "dump_flows", "install", "mask_of", "rule_set"]
 
 #: the tester's frames (turnout-gen's defaults)
 TESTER_DST_IP = "10.0.0.2"
@@ -177,6 +177,22 @@ def install(rs: RuleSet, target: str, directory: Path, netns: str = "",
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()[-500:]}")
     return " ".join(cmd)
+
+
+#: the cookie of ``bulk_lines``' flows (``del-flows cookie=0xb0b/-1`` removes them)
+BULK_COOKIE = 0xB0B
+
+
+def bulk_lines(n: int) -> list[str]:
+    """``n`` distinct flows no frame of the bench hits, for timing flow-mods
+    (``update_bulk_flows``): priority 1 (below the bench's own rules), IPv4
+    destinations from 172.16.0.0 up (the tester sends to 10.0.0.0/8), drop,
+    cookie ``BULK_COOKIE``; one mask (``ip,nw_dst`` exact). At most 2^20."""
+    if not 1 <= n <= 1 << 20:
+        raise ValueError(f"bulk of {n} flows: 1..{1 << 20}")
+    return [f"cookie={BULK_COOKIE:#x},priority=1,ip,"
+            f"nw_dst=172.{16 + (i >> 16)}.{(i >> 8) & 255}.{i & 255},actions=drop"
+            for i in range(n)]
 
 
 _N_PACKETS = re.compile(r"\bn_packets=(\d+)")

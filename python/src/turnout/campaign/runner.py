@@ -54,9 +54,11 @@ class Session:
     #: restarts the SUT on the same testbed after its ports stopped taking
     #: peers (a trial failed with ``PeerAbsent``); returns what it did
     recover: Callable[[], str] | None = None
-    #: a rule-update trial (measure/update.py: duration_s, rate_pps), at
-    #: points of the ``rule_update`` scenario on SUTs that have rules
-    rule_update: Measurer | None = None
+    #: a rule-update trial (measure/update.py: ``measure(duration_s,
+    #: rate_pps)``, and ``measure_bulk(interface, n, rate_pps)`` for the
+    #: campaign's ``update_bulk_flows``), at points of the ``rule_update``
+    #: scenario on SUTs that have rules
+    rule_update: Any = None
     #: the SUT adapter (sut/), for tests that look at the switch's own state
     adapter: Any = None
 
@@ -120,18 +122,20 @@ def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Resul
     )
 
 
-def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reason: str) -> None:
+def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reason: str,
+          key: str | None = None, method: str | None = None,
+          extra: dict[str, Any] | None = None) -> None:
     p = item.point
     db.add_trial(Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx.get("sut_id"), host_id=ctx["host_id"],
-        key=item.key, sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
+        key=key or item.key, sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
         frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
         pairs=p.pairs, virtual_port=ctx.get("virtual_port", "") or p.virtual_port,
-        method=item.method,
+        method=method or item.method,
         load_fraction=item.arg if item.method in ("latency", "sweep") else None,
         offered_total_pps=item.arg if item.method in ("fixed", "rule_update") else 0.0,
         repetition=item.repetition,
-        status=status, reason=reason, started_at=time.time(),
+        status=status, reason=reason, started_at=time.time(), extra=extra or {},
     ))
 
 
@@ -376,6 +380,20 @@ def _run_item(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Sessio
             raise SkipSession(f"{item.sut} has no rules to update here")
         c = session.rule_update.measure(spec.duration_s, item.arg)
         db.add_trial(_trial(item, c, ctx, "rule_update"))
+        ifaces = session.adapter.bulk_interfaces if session.adapter is not None else ()
+        for n in spec.update_bulk_flows:
+            for iface in ifaces:
+                ctx["t"] = time.time()
+                key = f"{item.key}/flow_mods/{iface}/{n}"
+                try:
+                    c = session.rule_update.measure_bulk(iface, n, item.arg)
+                except Exception as e:  # recorded; the other sizes and interfaces go on
+                    if isinstance(e, KeyboardInterrupt):
+                        raise
+                    _skip(db, item, ctx, "failed", f"{type(e).__name__}: {e}", key=key,
+                          method="flow_mods", extra={"bulk_interface": iface, "bulk_flows": n})
+                    continue
+                db.add_trial(_trial(item, c, ctx, "flow_mods", key=key))
         return
     if item.method == "fixed":
         c = session.measurer.measure(spec.duration_s, item.arg)

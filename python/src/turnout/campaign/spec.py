@@ -84,6 +84,10 @@ class CampaignSpec:
     sweep_fractions: tuple[float, ...] = SWEEP_FRACTIONS
     #: the stream's rate in rule-update trials (scenario ``rule_update``)
     update_rate_pps: float = 10000.0
+    #: rule-update points also time installing this many flows at once
+    #: under the same stream (flow-mods per second, frames lost meanwhile),
+    #: through each rule interface the SUT has (measure/update.py)
+    update_bulk_flows: tuple[int, ...] = ()
     rates_pps: tuple[float, ...] = ()
     suts: tuple[str, ...] = ("wire",)
     sut_options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -344,7 +348,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
              "virtual_port", "vnf_wakeup", "vnf_priority",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
-             "interleave"}
+             "update_bulk_flows", "interleave"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -435,6 +439,10 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if not isinstance(update_rate, int | float) or isinstance(update_rate, bool) \
             or update_rate <= 0:
         raise CampaignError("campaign.update_rate_pps: a positive rate (pps)")
+    bulk = _list(c, "update_bulk_flows", [], int, "campaign") if "update_bulk_flows" in c else []
+    for n in bulk:
+        if not 1 <= n <= 1_000_000:
+            raise CampaignError(f"campaign.update_bulk_flows: {n} outside 1..1000000")
     points = []
     odirs, osizes = _overlay_cell(m, scenarios, directions, sizes)
     sc_sizes = _scenario_sizes(m, scenarios, sizes)
@@ -523,7 +531,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         min_load_pps=float(c.get("min_load_pps", 1000.0)),
         max_load_pps=float(c.get("max_load_pps", 0.0)),
         latency_fractions=tuple(fractions), sweep_fractions=tuple(sweep),
-        update_rate_pps=float(update_rate), rates_pps=tuple(rates), suts=tuple(suts),
+        update_rate_pps=float(update_rate), update_bulk_flows=tuple(bulk),
+        rates_pps=tuple(rates), suts=tuple(suts),
         sut_options=sut_opts, variants=variants, points=points,
         sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,

@@ -205,7 +205,12 @@ class UpdateMeasurer:
     (turnout-gen ``tx.behind_max``: a sender the host descheduled);
     ``read_counts()`` -> [arrived at A, arrived at B];
     ``move()`` issues the update (A -> B) and returns the command it ran;
-    ``restore()`` moves the stream back to A before the trial. The real
+    ``restore()`` moves the stream back to A before the trial;
+    ``bulk(interface, n)`` installs n flows the stream does not hit at once
+    and returns the command, ``unbulk()`` removes them (the SUT adapter's
+    ``bulk_flows`` / ``remove_bulk_flows``, for ``measure_bulk``);
+    ``stop_traffic`` (None: cannot)
+    ends a stream started with ``start_traffic`` early. The real
     bench passes turnout-gen and the SUT adapter (``bench.py``); tests pass
     a model."""
 
@@ -213,7 +218,12 @@ class UpdateMeasurer:
     read_counts: Callable[[], list[int]]
     move: Callable[[], str]
     restore: Callable[[], str]
+    bulk: Callable[[str, int], str] | None = None
+    unbulk: Callable[[], None] | None = None
+    stop_traffic: Callable[[], None] | None = None
     period_s: float = 0.001
+    #: longest a bulk install may take (the stream runs this long at most)
+    bulk_timeout_s: float = 300.0
     #: traffic must have flowed at A this long before t0
     lead_s: float = 0.3
     #: the update must take effect within this long (else the trial fails)
@@ -285,4 +295,65 @@ class UpdateMeasurer:
                    "sampled_s": round(span, 3),
                    "method": "kernel rx counters of the destinations, interpolated at the "
                              "stream's rate (measure/update.py)"},
+        )
+
+    def measure_bulk(self, interface: str, n: int, rate_pps: float) -> TrialCounts:
+        """Flow-mods per second under traffic (issue 16 (c)): with the stream
+        flowing to A, ``bulk(interface, n)`` installs n flows it does not hit;
+        the command's time from t0 until it returned (the switch accepted
+        them: ovs-ofctl waits for its barrier reply, a JSON-RPC call for its
+        answer) gives n / time flow-mods per second; frames lost meanwhile:
+        sent minus arrived at A and B over the whole stream, which ends
+        ``lead_s`` after the command returned. The flows are removed after."""
+        if self.bulk is None or self.unbulk is None or self.stop_traffic is None:
+            raise UpdateError("this SUT cannot install flows in bulk")
+        if rate_pps <= 0:
+            raise UpdateError("a flow-mod trial needs a fixed rate (update_rate_pps > 0)")
+        self.restore()
+        time.sleep(self.settle_s)
+        poller = CounterPoller(self.read_counts, self.period_s).start()
+        finish = self.start_traffic(self.lead_s * 2 + self.bulk_timeout_s, rate_pps)
+        try:
+            deadline = time.monotonic() + self.started_timeout_s
+            while poller.count_a() == 0:
+                if time.monotonic() > deadline or poller.error:
+                    self.stop_traffic()
+                    raise UpdateError("no frame reached destination A before the flow-mods "
+                                      f"(waited {self.started_timeout_s:g} s)"
+                                      + (f": {poller.error}" if poller.error else ""))
+                time.sleep(0.005)
+            time.sleep(self.lead_s)
+            t0 = time.monotonic_ns()
+            try:
+                what = self.bulk(interface, n)
+            finally:
+                cmd_ns = time.monotonic_ns() - t0
+                time.sleep(self.lead_s)
+                self.stop_traffic()
+                sent, behind = finish()
+            time.sleep(self.settle_s)  # stragglers
+        finally:
+            poller.stop()
+            self.unbulk()  # also what a failed install left
+        if poller.error:
+            raise UpdateError(f"reading the destinations' counters failed: {poller.error}")
+        first, last = poller.samples[0], poller.samples[-1]
+        received = (last[1] - first[1]) + (last[2] - first[2])
+        behind_ns = behind * 1e9 / rate_pps
+        stalled = behind_ns >= SENDER_STALL_NS
+        span_s = (last[0] - first[0]) / 1e9
+        return TrialCounts(
+            offered_total_pps=rate_pps, duration_s=span_s, sent=sent, received=received,
+            lost=max(0, sent - received), streams=1, tester_bound=stalled,
+            extra={"bulk_interface": interface, "bulk_flows": n, "bulk_command": what,
+                   "bulk_command_ns": cmd_ns,
+                   "flow_mods_per_s": n / (cmd_ns / 1e9) if cmd_ns > 0 else 0.0,
+                   "sender_behind_max": behind, "sender_behind_max_ns": behind_ns,
+                   "tester_bound_why": (f"the sender fell {behind_ns / 1e6:.1f} ms behind its "
+                                        "schedule (the host descheduled it): its catch-up "
+                                        "burst may have overflowed the SUT's receive ring"
+                                        if stalled else ""),
+                   "method": "the install command's time; lost: sent minus the "
+                             "destinations' kernel rx counters over the stream "
+                             "(measure/update.py)"},
         )

@@ -25,7 +25,7 @@ __all__ = [
 #: Directions of a scenario: one way, or both ways at once.
 DIRECTIONS = ("uni", "bi")
 #: Methods a trial or a result can come from.
-METHODS = ("fixed", "rplus", "ndr", "pdr", "latency", "sweep", "rule_update")
+METHODS = ("fixed", "rplus", "ndr", "pdr", "latency", "sweep", "rule_update", "flow_mods")
 #: ``ok`` measured; ``skipped`` not run (reason given); ``failed`` error (reason
 #: given); ``running`` a search that has not finished (left by an interrupted run).
 STATUSES = ("ok", "skipped", "failed", "running", "interrupted")

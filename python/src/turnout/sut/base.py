@@ -132,6 +132,20 @@ class SutAdapter(ABC):
         Synchronous: it returns when the switch's control plane accepted it."""
         raise SutError(f"{self.name} has no rules to update")
 
+    #: rule interfaces through which ``bulk_flows`` can install flows
+    #: ("ovs-ofctl", "json-rpc"); none: flow-mods per second not measured
+    bulk_interfaces: tuple[str, ...] = ()
+
+    def bulk_flows(self, interface: str, n: int) -> str:
+        """Install ``n`` flows that no frame of the bench hits (lower
+        priority than its rules, ``ofrules.bulk_lines``) at once through
+        ``interface``; return the command when the switch accepted them."""
+        raise SutError(f"{self.name} cannot install flows in bulk")
+
+    def remove_bulk_flows(self) -> None:
+        """Remove every flow ``bulk_flows`` installed (also after a failed one)."""
+        raise SutError(f"{self.name} cannot install flows in bulk")
+
     def variant(self) -> str:
         """A short name of a configuration the SUT fell back to at set-up
         instead of the one the campaign asked for ("" when none). Stored as

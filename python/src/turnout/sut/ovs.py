@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..measure.cost import CostSample, cpu_list
-from ..ofrules import dump_flows, install
+from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, SutPort, Topology, command_version
 
@@ -112,10 +112,11 @@ class Ovs(SutAdapter):
             raise SutError(f"ovs-vsctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout.strip()
 
-    def ofctl(self, *args: str) -> str:
+    def ofctl(self, *args: str, timeout_s: float = 30.0) -> str:
         assert self.topo is not None
         cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-ofctl", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=30)
+        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(),
+                           timeout=timeout_s)
         if r.returncode != 0:
             raise SutError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
         return r.stdout.strip()
@@ -213,6 +214,21 @@ class Ovs(SutAdapter):
         flow = f"in_port={self.ofport[src]},actions=output:{self.ofport[to]}"
         self.ofctl("mod-flows", self.bridge, flow)
         return f"ovs-ofctl mod-flows {self.bridge} {flow}"
+
+    bulk_interfaces = ("ovs-ofctl",)
+
+    def bulk_flows(self, interface: str, n: int) -> str:
+        """``ovs-ofctl -O OpenFlow13 add-flows BRIDGE FILE``, as turnoutd gets
+        them; removed with ``del-flows cookie=...``."""
+        if interface != "ovs-ofctl":
+            raise SutError(f"{self.name}: no bulk interface {interface!r}")
+        f = self.dir / f"bulk{n}.txt"
+        f.write_text("".join(x + "\n" for x in bulk_lines(n)))
+        self.ofctl("-O", "OpenFlow13", "add-flows", self.bridge, str(f), timeout_s=300.0)
+        return f"ovs-ofctl -O OpenFlow13 add-flows {self.bridge} {f.name}"
+
+    def remove_bulk_flows(self) -> None:
+        self.ofctl("-O", "OpenFlow13", "del-flows", self.bridge, f"cookie={BULK_COOKIE:#x}/-1")
 
     def _wait_ports(self, topo: Topology) -> None:
         deadline = time.monotonic() + 15

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
-from ..ofrules import dump_flows, install
+from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
@@ -39,6 +39,10 @@ __all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
+#: flows per JSON-RPC call in ``bulk_flows`` (~70 B each: under the 1 MiB request limit)
+BULK_CHUNK = 10_000
+#: longest one bulk install may take (ovs-ofctl add-flows, a JSON-RPC call)
+BULK_TIMEOUT_S = 300.0
 
 
 def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
@@ -172,11 +176,11 @@ class Turnoutd(SutAdapter):
             c["openflow_install"] = self.of_install
         return c
 
-    def ofctl(self, *args: str) -> str:
+    def ofctl(self, *args: str, timeout_s: float = 60.0) -> str:
         """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its listener."""
         cmd = ["ovs-ofctl", "-O", "OpenFlow13", args[0], f"unix:{self.of_sock(self.sock)}",
                *args[1:]]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         if r.returncode != 0:
             raise SutError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
         return r.stdout.strip()
@@ -256,6 +260,36 @@ class Turnoutd(SutAdapter):
         for c in cmds:
             rpc(self.sock, "logic.command", c)
         return "; ".join(f"logic.command {json.dumps(c)}" for c in cmds)
+
+    @property
+    def bulk_interfaces(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("ovs-ofctl", "json-rpc") if self.logic() == "flows" else ()
+
+    def bulk_flows(self, interface: str, n: int) -> str:
+        """``ovs-ofctl -O OpenFlow13 add-flows`` of a file on the OpenFlow
+        listener, or the flows logic's ``add`` command on the control socket
+        (JSON-RPC ``logic.command``, ``BULK_CHUNK`` flows a call: a request
+        is at most 1 MiB); removed with ``del-flows cookie=...``."""
+        assert self.tb is not None
+        lines = bulk_lines(n)
+        if interface == "ovs-ofctl":
+            f = self.tb.directory(self.name) / f"bulk{n}.txt"
+            f.write_text("".join(x + "\n" for x in lines))
+            self.ofctl("add-flows", str(f), timeout_s=BULK_TIMEOUT_S)
+            what = f"ovs-ofctl -O OpenFlow13 add-flows unix:SOCK {f.name}"
+        elif interface == "json-rpc":
+            for i in range(0, n, BULK_CHUNK):
+                rpc(self.sock, "logic.command",
+                    {"cmd": "add", "args": {"flows": lines[i:i + BULK_CHUNK]}},
+                    timeout_s=BULK_TIMEOUT_S)
+            what = (f"logic.command add {{flows: [...]}} x {-(-n // BULK_CHUNK)} "
+                    f"(<= {BULK_CHUNK} flows a call)")
+        else:
+            raise SutError(f"turnoutd: no bulk interface {interface!r}")
+        return what
+
+    def remove_bulk_flows(self) -> None:
+        self.ofctl("del-flows", f"cookie={BULK_COOKIE:#x}/-1")
 
     def teardown(self) -> None:
         if self.tb is not None and getattr(self, "proc", None) is not None:
