@@ -114,3 +114,34 @@ def test_one_write_of_flow_mods_keeps_each_error_and_order(bulk: Lab) -> None:
     s.close()
     fl = flows_of(bulk)
     assert len(fl) == 1 and "in_port=2" in fl[0] and "output:1" in fl[0], fl
+
+
+def test_barriers_between_flow_mods_are_answered_in_order(bulk: Lab) -> None:
+    """ovs-ofctl add-flows sends a barrier after every flow-mod; turnoutd
+    applies the run as one swap but answers as if one message at a time:
+    each barrier after the errors of the flow-mods before it and before
+    those after it, and a flow-mod after a barrier sees the ones before."""
+    s = raw_conn(bulk)
+    add, delete_strict = 0, 4
+
+    def barrier(xid: int) -> bytes:
+        return struct.pack("!BBHI", 4, 20, 8, xid)
+
+    s.sendall(
+        _flow_mod(31, add, 10, _oxm_in_port(1), _output(2)) + barrier(32)
+        # Refused (goto_table:0 from table 0), between two barriers.
+        + _flow_mod(33, add, 10, _oxm_in_port(3), _output(2) + _goto(0)) + barrier(34)
+        + _flow_mod(35, add, 10, _oxm_in_port(2), _output(1)) + barrier(36)
+        # Sees xid 31's flow, two barriers later.
+        + _flow_mod(37, delete_strict, 10, _oxm_in_port(1), b"") + barrier(38))
+    got = []
+    for _ in range(5):
+        m = recv_msg(s)
+        xid = struct.unpack("!I", m[4:8])[0]
+        got.append(("barrier" if m[1] == 21 else f"error {struct.unpack('!HH', m[8:12])}",
+                    xid))
+    assert got == [("barrier", 32), ("error (3, 2)", 33), ("barrier", 34), ("barrier", 36),
+                   ("barrier", 38)], got
+    s.close()
+    fl = flows_of(bulk)
+    assert len(fl) == 1 and "in_port=2" in fl[0] and "output:1" in fl[0], fl

@@ -17,7 +17,9 @@
 //! [`logic::flows::ofp::MAX_FLOW_MODS`]) are one transaction and one
 //! snapshot swap, applied before the next other message (a barrier sees
 //! them), each with its own error: the workers never wait, and a bulk
-//! load (`ovs-ofctl add-flows`) is not one swap per flow. A message that cannot be
+//! load (`ovs-ofctl add-flows`, which sends a barrier after every
+//! flow-mod: the barriers join the batch and are answered in order after
+//! the swap) is not one swap per flow. A message that cannot be
 //! framed (length below 8) closes the connection; any other bad message is
 //! answered with the spec's `OFPT_ERROR` and the connection goes on.
 
@@ -438,16 +440,19 @@ impl Session {
             }
             let mut off = 0;
             // Consecutive flow-mods read so far: one batch (one swap),
-            // applied before any other message and at the end of the read.
+            // applied before any other message and at the end of the read;
+            // barrier requests between them (ovs-ofctl add-flows sends one
+            // after every flow-mod) join the batch, each answered after the
+            // replies of the flow-mods before it (`barriers`: how many
+            // flow-mods precede it, its xid).
             let mut mods: Vec<(&[u8], FlowMod)> = Vec::new();
+            let mut barriers: Vec<(usize, u32)> = Vec::new();
             loop {
                 let n = match openflow::frame_len(&buf[off..]) {
                     Ok(Some(n)) if buf.len() - off >= n => n,
                     Ok(_) => break,
                     Err(e) => {
-                        for r in self.flow_mods(&mods) {
-                            let _ = write(&r);
-                        }
+                        let _ = write(&self.flush(&mods, &barriers));
                         let h = Header::peek(&buf[off..]).map_or(0, |h| h.xid);
                         let _ = write(&openflow::error(h, e.kind, e.code, &buf[off..]));
                         return "message shorter than its header: cannot frame".into();
@@ -473,13 +478,22 @@ impl Session {
                     if mods.len() < MAX_FLOW_MODS {
                         continue;
                     }
-                }
-                for r in self.flow_mods(&mods) {
-                    if let Err(e) = write(&r) {
-                        return format!("write: {e}");
+                } else if !mods.is_empty() && msg.len() == 8 {
+                    // A well-formed barrier (header only, version 4) after
+                    // flow-mods: answered in order at the flush.
+                    if let Some(h) = Header::peek(msg) {
+                        if h.kind == t::BARRIER_REQUEST && h.version == openflow::VERSION {
+                            barriers.push((mods.len(), h.xid));
+                            continue;
+                        }
                     }
                 }
+                let r = self.flush(&mods, &barriers);
+                if let Err(e) = write(&r) {
+                    return format!("write: {e}");
+                }
                 mods.clear();
+                barriers.clear();
                 if batched {
                     continue;
                 }
@@ -496,10 +510,8 @@ impl Session {
                     registered = Some(self.hub.register(w.clone(), self.conn.clone()));
                 }
             }
-            for r in self.flow_mods(&mods) {
-                if let Err(e) = write(&r) {
-                    return format!("write: {e}");
-                }
+            if let Err(e) = write(&self.flush(&mods, &barriers)) {
+                return format!("write: {e}");
             }
             drop(mods);
             buf.drain(..off);
@@ -612,7 +624,7 @@ impl Session {
                 self.miss_send_len = miss_send_len;
                 vec![]
             }
-            Message::FlowMod(fm) => self.flow_mods(&[(b, fm)]),
+            Message::FlowMod(fm) => self.flow_mods(&[(b, fm)]).into_iter().flatten().collect(),
             Message::Multipart { flags, req } => {
                 if flags & mp::MORE != 0 {
                     return (
@@ -654,9 +666,9 @@ impl Session {
     }
 
     /// Runs flow-mods (each with its message) as one transaction and one
-    /// swap ([`Flows::flow_mods`]); the error replies of those refused, in
-    /// order, each with its own xid (none for those applied).
-    fn flow_mods(&self, batch: &[(&[u8], FlowMod)]) -> Vec<Vec<u8>> {
+    /// swap ([`Flows::flow_mods`]); per flow-mod, the error reply if it was
+    /// refused, with its own xid (None: applied).
+    fn flow_mods(&self, batch: &[(&[u8], FlowMod)]) -> Vec<Option<Vec<u8>>> {
         if batch.is_empty() {
             return Vec::new();
         }
@@ -665,7 +677,7 @@ impl Session {
         batch
             .iter()
             .enumerate()
-            .filter_map(|(i, (b, _))| {
+            .map(|(i, (b, _))| {
                 let e = match &res {
                     Some(r) => *r.get(i)?.as_ref().err()?,
                     None => OfpError::new(et::FLOW_MOD_FAILED, 4), // OFPFMFC_EPERM
@@ -674,6 +686,31 @@ impl Session {
                 Some(openflow::error(xid, e.kind, e.code, b))
             })
             .collect()
+    }
+
+    /// Runs `mods` as one transaction ([`Session::flow_mods`]) and returns
+    /// the replies in the order processing one message at a time would
+    /// send them: each refused flow-mod's error, and each barrier of
+    /// `barriers` (flow-mods before it, xid) answered after the errors of
+    /// the flow-mods before it. The barrier replies are written after the
+    /// swap: everything before each barrier is in effect when it is read.
+    /// All in one buffer, one write (ovs-ofctl add-flows: a barrier reply
+    /// per flow).
+    fn flush(&self, mods: &[(&[u8], FlowMod)], barriers: &[(usize, u32)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut b = barriers.iter().peekable();
+        for (i, e) in self.flow_mods(mods).into_iter().enumerate() {
+            while let Some(&(_, xid)) = b.next_if(|&&(at, _)| at <= i) {
+                out.extend_from_slice(&openflow::barrier_reply(xid));
+            }
+            if let Some(e) = e {
+                out.extend_from_slice(&e);
+            }
+        }
+        for &(_, xid) in b {
+            out.extend_from_slice(&openflow::barrier_reply(xid));
+        }
+        out
     }
 
     /// Sends `OFPT_FLOW_REMOVED` for the flows removed with
