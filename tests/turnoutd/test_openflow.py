@@ -7,7 +7,9 @@ namespace (a port drawn per test) and on a unix socket. `ovs-ofctl -O
 OpenFlow13` (run in the switch namespace) adds, modifies and deletes flows
 (add-flow, add-flows from a file, mod-flows, del-flows), and ping checks
 each rule's effect; dump-flows, dump-ports and show are checked against
-the ports and counters. Refusals are checked through ovs-ofctl's exit
+the ports and counters. A mod-flows under a ~1 kpps stream of numbered
+frames must be in effect when ovs-ofctl returns (every frame sent after
+reaches the new port, none the old) with nothing lost. Refusals are checked through ovs-ofctl's exit
 status and message (unknown action, goto to a lower table, output to
 NORMAL) and through a raw socket for what ovs-ofctl will not send (a
 bad prerequisite, a bad length, a stream that cannot be framed). Flows

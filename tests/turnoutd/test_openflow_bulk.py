@@ -12,7 +12,9 @@ flows logic in the switch namespace of test_openflow.py's three-host lab:
 - flow-mods sent back to back in one write, one of them refused, then a
   barrier: only the refused one gets an error, with its own xid, before the
   barrier reply; the others (an add, and a delete that sees an earlier add
-  of the same batch) are in effect.
+  of the same batch) are in effect;
+- flow-mods each followed by a barrier (as ovs-ofctl add-flows sends them;
+  the barriers join the batch): the replies in message order.
 
 Needs root and ovs-ofctl (scripts/setup.sh installs openvswitch-switch):
 missing, it skips, or fails under TURNOUT_REQUIRE_PEERS=1. Run:
