@@ -73,6 +73,46 @@ def test_rule_update_moves_the_stream_and_is_timed(tmp_path, sut, options):
 
 @needs_root
 @pytest.mark.system
+@pytest.mark.parametrize(("sut", "options"), [
+    ("turnoutd", {"logic": "flows", "kernel_port": "af_xdp"}), ("ovs", {})])
+def test_flow_mods_per_second_under_traffic(tmp_path, sut, options):
+    """update_bulk_flows: 2,000 flows installed at once through each rule
+    interface (turnoutd: ovs-ofctl and JSON-RPC; OVS: ovs-ofctl) while the
+    stream flows, then removed: the next rule-update trial still moves the
+    stream (the bulk flows did not get in its way, nor stayed behind)."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut(sut, options).available()
+    if why:
+        testpeers.need(False, f"{sut}: {why}")
+    spec = {
+        "campaign": {"name": f"bulk-{sut}", "duration_s": 0.3, "repetitions": 2,
+                     "update_rate_pps": 10000, "update_bulk_flows": [2000],
+                     "layout": "auto"},
+        "matrix": {"suts": [sut], "scenarios": ["rule_update"], "frame_sizes_b": [64]},
+        "sut": {sut: options},
+    }
+    with ResultsDB(tmp_path / "b.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+    bad = [t.reason for t in trials if t.status != "ok"]
+    assert not bad, bad
+    assert len([t for t in trials if t.method == "rule_update"]) == 2
+    fm = [t for t in trials if t.method == "flow_mods"]
+    ifaces = {"turnoutd": {"ovs-ofctl", "json-rpc"}, "ovs": {"ovs-ofctl"}}[sut]
+    assert len(fm) == 2 * len(ifaces) and {t.extra["bulk_interface"] for t in fm} == ifaces
+    for t in fm:
+        x = t.extra
+        assert x["bulk_flows"] == 2000 and x["bulk_command_ns"] > 0
+        assert x["flow_mods_per_s"] == pytest.approx(2000 / (x["bulk_command_ns"] / 1e9))
+        # the stream ran over the install and stopped soon after it
+        assert t.sent > 0 and t.lost == max(0, t.sent - t.received)
+        assert t.received > 0.5 * t.sent, (t.received, t.sent)
+        assert t.duration_s < x["bulk_command_ns"] / 1e9 + 10
+
+
+@needs_root
+@pytest.mark.system
 def test_offered_load_sweep_on_the_bridge(tmp_path):
     """Method sweep: trials at fractions of the bridge's own R+, stored with
     their fraction, and the report's received-vs-offered figure drawn."""

@@ -87,8 +87,9 @@ def rule_update_section(data: CampaignData) -> Section:
                "first frame at B by that much; sender behind: the longest the sender was "
                "behind its schedule anywhere in the trial, from turnout-gen). Command: "
                "until the update command returned "
-               "(a process start for bridge and ovs-ofctl, as a user would run them; one "
-               "JSON-RPC call for turnoutd). Arrivals are the destinations' kernel receive "
+               "(a process start for bridge and ovs-ofctl — turnoutd's flows logic included —, "
+               "as a user would run them; one JSON-RPC call for turnoutd's other logics). "
+               "Arrivals are the destinations' kernel receive "
                "counters sampled every ~1 ms and placed at the stream's rate "
                "(measure/update.py). Median [min–max] over repetitions."),
     )
