@@ -84,8 +84,9 @@ bench-overlay: setup
 # time split into user and system vs rules, masks, concurrent flows and
 # mirror outputs, with turnoutd's cost over the same path's OVS printed per
 # path (campaigns/flows.toml, docs/bench.md "OpenFlow rule sets"); then the
-# rule-update time through ovs-ofctl mod-flows, turnoutd vs OVS
-# (campaigns/flows-update.toml); about 10 minutes.
+# rule-update time through ovs-ofctl mod-flows and flow-mods per second
+# (10^4 and 10^5 flows by ovs-ofctl add-flows, and turnoutd's JSON-RPC),
+# turnoutd vs OVS (campaigns/flows-update.toml, ~3 min); about 13 minutes.
 bench-flows: setup
 	mkdir -p results
 	$(PY)/turnout bench run campaigns/flows.toml --db results/flows.db --resume
