@@ -330,8 +330,10 @@ class BulkModel(ModelSwitch):
 
 def test_measure_bulk_times_the_install_and_counts_the_loss_meanwhile():
     sw = BulkModel(install_s=0.1, lost=7)
+    drops = iter([{"tx_full": 3, "no_match": 1}, {"tx_full": 10, "no_match": 1, "runt": 2}])
     m = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
                        restore=sw.restore, bulk=sw.bulk, unbulk=sw.unbulk, stop_traffic=sw.stop,
+                       sut_drops=lambda: next(drops),
                        lead_s=0.05, settle_s=0.02, bulk_timeout_s=30.0)
     t0 = time.monotonic()
     c = m.measure_bulk("ovs-ofctl", 1000, 20_000)
@@ -342,6 +344,7 @@ def test_measure_bulk_times_the_install_and_counts_the_loss_meanwhile():
     assert c.extra["flow_mods_per_s"] == pytest.approx(1000 / (c.extra["bulk_command_ns"] / 1e9))
     assert c.extra["bulk_interface"] == "ovs-ofctl" and c.extra["bulk_flows"] == 1000
     assert c.lost == pytest.approx(7, abs=25)  # the model's frames, rounded at 20 kpps
+    assert c.extra["sut_drops"] == {"tx_full": 7, "runt": 2}  # counted over the trial
     no_bulk = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
                              restore=sw.restore)
     with pytest.raises(UpdateError, match="in bulk"):
@@ -376,6 +379,7 @@ def test_campaign_stores_flow_mod_trials_per_interface_and_reports_them(tmp_path
                                            extra={"bulk_interface": iface, "bulk_flows": n,
                                                   "bulk_command_ns": ns,
                                                   "bulk_command": f"{iface} add",
+                                                  "sut_drops": {"tx_full": 1},
                                                   "flow_mods_per_s": n / (ns / 1e9)})
                 s.rule_update = Upd()
                 s.adapter = Adapter(sut)
@@ -397,6 +401,7 @@ def test_campaign_stores_flow_mod_trials_per_interface_and_reports_them(tmp_path
     assert [r[1:3] for r in t.rows] == [["json-rpc", "100"], ["ovs-ofctl", "100"],
                                         ["ovs-ofctl", "1,000"]]
     assert all(r[5].startswith("100000") for r in t.rows), t.rows
+    assert all(r[8] == "tx_full 2" for r in t.rows), t.rows  # over both repetitions
     for bad in ([0], [2_000_000], ["x"]):
         with pytest.raises(CampaignError, match="update_bulk_flows"):
             parse(_doc(update_bulk_flows=bad))

@@ -236,5 +236,6 @@ class RealBench:
         return UpdateMeasurer(
             start_traffic=start, read_counts=lambda: netdev_counts(holder.pid, ifaces),
             move=lambda: sut.move_rule(src, old, new), restore=lambda: sut.move_rule(src, old, old),
+            sut_drops=getattr(sut, "drop_counts", None),
             bulk=sut.bulk_flows if sut.bulk_interfaces else None,
             unbulk=sut.remove_bulk_flows if sut.bulk_interfaces else None, stop_traffic=stop)

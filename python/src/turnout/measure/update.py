@@ -218,6 +218,9 @@ class UpdateMeasurer:
     read_counts: Callable[[], list[int]]
     move: Callable[[], str]
     restore: Callable[[], str]
+    #: the switch's own drop counters by reason (None: it has none to read),
+    #: read around a flow-mod trial to tell where frames lost meanwhile went
+    sut_drops: Callable[[], dict[str, int]] | None = None
     bulk: Callable[[str, int], str] | None = None
     unbulk: Callable[[], None] | None = None
     stop_traffic: Callable[[], None] | None = None
@@ -311,6 +314,7 @@ class UpdateMeasurer:
             raise UpdateError("a flow-mod trial needs a fixed rate (update_rate_pps > 0)")
         self.restore()
         time.sleep(self.settle_s)
+        drops0 = self.sut_drops() if self.sut_drops is not None else {}
         poller = CounterPoller(self.read_counts, self.period_s).start()
         finish = self.start_traffic(self.lead_s * 2 + self.bulk_timeout_s, rate_pps)
         try:
@@ -337,6 +341,8 @@ class UpdateMeasurer:
             self.unbulk()  # also what a failed install left
         if poller.error:
             raise UpdateError(f"reading the destinations' counters failed: {poller.error}")
+        drops1 = self.sut_drops() if self.sut_drops is not None else {}
+        sut_drops = {k: n - drops0.get(k, 0) for k, n in drops1.items() if n > drops0.get(k, 0)}
         first, last = poller.samples[0], poller.samples[-1]
         received = (last[1] - first[1]) + (last[2] - first[2])
         behind_ns = behind * 1e9 / rate_pps
@@ -349,6 +355,7 @@ class UpdateMeasurer:
                    "bulk_command_ns": cmd_ns,
                    "flow_mods_per_s": n / (cmd_ns / 1e9) if cmd_ns > 0 else 0.0,
                    "sender_behind_max": behind, "sender_behind_max_ns": behind_ns,
+                   "sut_drops": sut_drops,
                    "tester_bound_why": (f"the sender fell {behind_ns / 1e6:.1f} ms behind its "
                                         "schedule (the host descheduled it): its catch-up "
                                         "burst may have overflowed the SUT's receive ring"

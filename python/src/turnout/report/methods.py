@@ -129,14 +129,27 @@ def rule_update_section(data: CampaignData) -> Section:
     return sec
 
 
+def _drops(st: list[Trial]) -> str:
+    """The switch's drops over the trials by reason ("0": none; "–": not read)."""
+    seen = [x.extra["sut_drops"] for x in st if isinstance(x.extra.get("sut_drops"), dict)]
+    if not seen:
+        return "–"
+    tot: dict[str, int] = defaultdict(int)
+    for d in seen:
+        for k, n in d.items():
+            tot[k] += int(n)
+    return ", ".join(f"{k} {n}" for k, n in sorted(tot.items())) or "0"
+
+
 def flow_mods_table(data: CampaignData) -> Table:
     """Flow-mods per second under traffic (method ``flow_mods``: campaign
     ``update_bulk_flows``), per SUT, rule interface and number of flows."""
     t = Table(
         key="flow-mods", title="Flow-mods per second under traffic",
         columns=["SUT", "interface", "flows", "rate", "n", "flow-mods/s [min–max]",
-                 "install s [min–max]", "lost in trial [min–max]", "command"],
-        mono=[8],
+                 "install s [min–max]", "lost in trial [min–max]", "switch drops",
+                 "command"],
+        mono=[9],
         note=("With the rule-update stream flowing to port A, N flows that no frame hits "
               "(priority 1, IPv4 destinations in 172.16.0.0/12, one mask, a cookie) are "
               "installed at once through the SUT's rule interface, then removed: ovs-ofctl "
@@ -146,7 +159,9 @@ def flow_mods_table(data: CampaignData) -> Table:
               "flow-mods/s: N over the time from t0 until the command returned, a process "
               "start and parsing the file included, as a user would run it. Lost in trial: "
               "frames sent minus those that arrived at A and B over the whole stream, which "
-              "ends 0.3 s after the command. Median [min–max] over repetitions."),
+              "ends 0.3 s after the command; switch drops: what the switch itself counted "
+              "as dropped over the trials, by reason (turnoutd; – where it has no such "
+              "counters). Median [min–max] over repetitions."),
     )
     by: dict[tuple[str, str, int, float], list[Trial]] = defaultdict(list)
     for tr in data.ok_trials:
@@ -160,6 +175,7 @@ def flow_mods_table(data: CampaignData) -> Table:
             fmt_spread(spread_of([float(x.extra["flow_mods_per_s"]) for x in st])),
             fmt_spread(spread_of([float(x.extra["bulk_command_ns"]) / 1e9 for x in st])),
             fmt_spread(spread_of([float(x.lost) for x in st]), 0),
+            _drops(st),
             str(st[0].extra.get("bulk_command", ""))[:160]])
         t.flags.append(_flag(st))
     return t

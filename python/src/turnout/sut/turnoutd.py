@@ -288,6 +288,15 @@ class Turnoutd(SutAdapter):
             raise SutError(f"turnoutd: no bulk interface {interface!r}")
         return what
 
+    def drop_counts(self) -> dict[str, int]:
+        """Frames turnoutd dropped, by reason, summed over its ports (JSON-RPC
+        ``stats``): where frames lost in a flow-mod trial went, if here."""
+        out: dict[str, int] = {}
+        for p in rpc(self.sock, "stats")["ports"]:
+            for k, n in p.get("drops", {}).items():
+                out[k] = out.get(k, 0) + int(n)
+        return out
+
     def remove_bulk_flows(self) -> None:
         self.ofctl("del-flows", f"cookie={BULK_COOKIE:#x}/-1")
 
