@@ -345,6 +345,10 @@ def test_measure_bulk_times_the_install_and_counts_the_loss_meanwhile():
     assert c.extra["bulk_interface"] == "ovs-ofctl" and c.extra["bulk_flows"] == 1000
     assert c.lost == pytest.approx(7, abs=25)  # the model's frames, rounded at 20 kpps
     assert c.extra["sut_drops"] == {"tx_full": 7, "runt": 2}  # counted over the trial
+    quiet = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
+                           restore=sw.restore, bulk=sw.bulk, unbulk=sw.unbulk,
+                           stop_traffic=sw.stop, lead_s=0.02, settle_s=0.01)
+    assert "sut_drops" not in quiet.measure_bulk("json-rpc", 10, 20_000).extra  # not read
     no_bulk = UpdateMeasurer(start_traffic=sw.start, read_counts=sw.counts, move=sw.move,
                              restore=sw.restore)
     with pytest.raises(UpdateError, match="in bulk"):

@@ -109,8 +109,8 @@ def test_flow_mods_per_second_under_traffic(tmp_path, sut, options):
         assert t.sent > 0 and t.lost == max(0, t.sent - t.received)
         assert t.received > 0.5 * t.sent, (t.received, t.sent)
         assert t.duration_s < x["bulk_command_ns"] / 1e9 + 10
-        # turnoutd's own drop counters were read around the trial
-        assert isinstance(x["sut_drops"], dict) and (sut != "turnoutd" or "sut_drops" in x)
+        # turnoutd's own drop counters were read around the trial (OVS: none)
+        assert isinstance(x["sut_drops"], dict) if sut == "turnoutd" else "sut_drops" not in x
 
 
 @needs_root

@@ -355,7 +355,7 @@ class UpdateMeasurer:
                    "bulk_command_ns": cmd_ns,
                    "flow_mods_per_s": n / (cmd_ns / 1e9) if cmd_ns > 0 else 0.0,
                    "sender_behind_max": behind, "sender_behind_max_ns": behind_ns,
-                   "sut_drops": sut_drops,
+                   **({"sut_drops": sut_drops} if self.sut_drops is not None else {}),
                    "tester_bound_why": (f"the sender fell {behind_ns / 1e6:.1f} ms behind its "
                                         "schedule (the host descheduled it): its catch-up "
                                         "burst may have overflowed the SUT's receive ring"

@@ -159,9 +159,10 @@ def flow_mods_table(data: CampaignData) -> Table:
               "flow-mods/s: N over the time from t0 until the command returned, a process "
               "start and parsing the file included, as a user would run it. Lost in trial: "
               "frames sent minus those that arrived at A and B over the whole stream, which "
-              "ends 0.3 s after the command; switch drops: what the switch itself counted "
-              "as dropped over the trials, by reason (turnoutd; – where it has no such "
-              "counters). Median [min–max] over repetitions."),
+              "ends 0.3 s after the command; switch drops: what the switch counted as dropped "
+              "over the trials, by reason, with what the kernel dropped before its receive "
+              "rings (turnoutd; – where they are not read). Median [min–max] over "
+              "repetitions."),
     )
     by: dict[tuple[str, str, int, float], list[Trial]] = defaultdict(list)
     for tr in data.ok_trials:

@@ -41,6 +41,9 @@ REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
 #: flows per JSON-RPC call in ``bulk_flows`` (~70 B each: under the 1 MiB request limit)
 BULK_CHUNK = 10_000
+#: backend counters of frames the kernel dropped before turnoutd's rings
+#: (AF_XDP: XDP_STATISTICS; AF_PACKET: PACKET_STATISTICS)
+KERNEL_DROPS = ("kernel_rx_dropped", "kernel_rx_ring_full", "kernel_rx_drops")
 #: longest one bulk install may take (ovs-ofctl add-flows, a JSON-RPC call)
 BULK_TIMEOUT_S = 300.0
 
@@ -290,11 +293,16 @@ class Turnoutd(SutAdapter):
 
     def drop_counts(self) -> dict[str, int]:
         """Frames turnoutd dropped, by reason, summed over its ports (JSON-RPC
-        ``stats``): where frames lost in a flow-mod trial went, if here."""
+        ``stats``), and those the kernel dropped before its receive rings
+        (the backends' ``KERNEL_DROPS`` counters): where frames lost in a
+        flow-mod trial went, if here."""
         out: dict[str, int] = {}
         for p in rpc(self.sock, "stats")["ports"]:
             for k, n in p.get("drops", {}).items():
                 out[k] = out.get(k, 0) + int(n)
+            for k, n in p.get("backend", {}).items():
+                if k in KERNEL_DROPS:
+                    out[k] = out.get(k, 0) + int(n)
         return out
 
     def remove_bulk_flows(self) -> None:
