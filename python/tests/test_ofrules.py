@@ -12,7 +12,7 @@ import pytest
 
 from turnout import ofrules
 from turnout.campaign import CampaignError, parse
-from turnout.ofrules import HIT_PRIORITY, check_point, rule_set
+from turnout.ofrules import BULK_COOKIE, HIT_PRIORITY, bulk_lines, check_point, rule_set
 from turnout.scenarios import Point
 
 
@@ -289,3 +289,19 @@ def test_report_rows_cost_over_ovs():
     assert parse_label(v) == (100, 1, 1) and parse_path(v) == "v2v" and parse_path(a) == "p2p"
     assert openflow_text(CampaignData(db=None, campaign=Campaign(name="x"),  # type: ignore[arg-type]
                                       results=results[-1:], trials=[])) == ""
+
+
+def test_bulk_lines_are_distinct_low_priority_and_miss_the_tester():
+    lines = bulk_lines(70_000)  # past one /16: the second octet moves on
+    assert len(set(lines)) == 70_000
+    for line in (lines[0], lines[65_536], lines[-1]):
+        assert line.startswith(f"cookie={BULK_COOKIE:#x},priority=1,ip,nw_dst=172.")
+        assert line.endswith(",actions=drop")
+    assert "nw_dst=172.17.0.0," in lines[65_536]
+    # every destination inside 172.16.0.0/12, none in the tester's 10.0.0.0/8
+    net = ipaddress.ip_network("172.16.0.0/12")
+    assert all(ipaddress.ip_address(x.split("nw_dst=")[1].split(",")[0]) in net
+               for x in lines[::997])
+    for bad in (0, (1 << 20) + 1):
+        with pytest.raises(ValueError):
+            bulk_lines(bad)
