@@ -492,6 +492,15 @@ impl Session {
         if slave && Header::peek(b).is_some_and(|h| matches!(h.kind, t::PORT_MOD | t::TABLE_MOD)) {
             return (is_slave(), None);
         }
+        if let Some(kind) = Header::peek(b)
+            .map(|h| h.kind)
+            .filter(|&k| self.hello && matches!(k, t::PORT_MOD | t::TABLE_MOD))
+        {
+            return (
+                self.port_or_table_mod(kind, b).map(err).unwrap_or_default(),
+                None,
+            );
+        }
         let (h, m) = match openflow::decode(b) {
             Ok(x) => x,
             Err(e) => {
@@ -626,6 +635,48 @@ impl Session {
             },
         };
         (replies, None)
+    }
+
+    /// The error for a port-mod or table-mod (`kind`), which turnoutd does
+    /// not carry out but answers with the spec's class rather than "bad
+    /// type": a port-mod of a port that does not exist `OFPPMFC_BAD_PORT`,
+    /// of one that does `OFPPMFC_EPERM` (turnoutd does not change port
+    /// configuration over OpenFlow); a table-mod of a table outside 0..254
+    /// (and not `OFPTT_ALL`) `OFPTMFC_BAD_TABLE`, any config bit
+    /// `OFPTMFC_BAD_CONFIG` (OpenFlow 1.3 defines none; 0 is accepted as
+    /// the no-op it is).
+    fn port_or_table_mod(&self, kind: u8, b: &[u8]) -> Option<OfpError> {
+        let u32_at = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if kind == t::PORT_MOD {
+            if b.len() != 40 {
+                return Some(OfpError::new(et::BAD_REQUEST, brc::BAD_LEN));
+            }
+            let exists = port_id(u32_at(8))
+                .is_some_and(|id| self.daemon.switch().port_stats().iter().any(|s| s.id == id));
+            let code = if exists {
+                openflow::pmfc::EPERM
+            } else {
+                openflow::pmfc::BAD_PORT
+            };
+            return Some(OfpError::new(et::PORT_MOD_FAILED, code));
+        }
+        if b.len() != 16 {
+            return Some(OfpError::new(et::BAD_REQUEST, brc::BAD_LEN));
+        }
+        let table = b[8];
+        if table > logic::flows::MAX_TABLE && table != 0xff {
+            return Some(OfpError::new(
+                et::TABLE_MOD_FAILED,
+                openflow::tmfc::BAD_TABLE,
+            ));
+        }
+        if u32_at(12) != 0 {
+            return Some(OfpError::new(
+                et::TABLE_MOD_FAILED,
+                openflow::tmfc::BAD_CONFIG,
+            ));
+        }
+        None
     }
 
     /// Runs flow-mods (each with its message) as one transaction and one
@@ -846,6 +897,7 @@ impl Session {
                             apply_actions: vec![
                                 openflow::at::OUTPUT,
                                 openflow::at::GROUP,
+                                openflow::at::PUSH_VLAN,
                                 openflow::at::POP_VLAN,
                                 openflow::at::DEC_NW_TTL,
                                 openflow::at::SET_FIELD,
