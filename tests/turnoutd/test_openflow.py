@@ -317,10 +317,11 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
 
 
 
-def turnout_ctl(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def turnout_ctl(lab: Lab, *args: str, check: bool = True,
+                as_json: bool = True) -> subprocess.CompletedProcess:
     assert lab.daemon is not None
-    return run(sys.executable, "-m", "turnout.cli", "ctl", "--socket", lab.daemon.sock, "--json",
-               *args, check=check)
+    return run(sys.executable, "-m", "turnout.cli", "ctl", "--socket", lab.daemon.sock,
+               *(["--json"] if as_json else []), *args, check=check)
 
 
 def ctl_groups(lab: Lab) -> dict[int, dict]:
@@ -369,13 +370,13 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     g5 = ctl_groups(lab)[5]
     assert g5["ref_count"] == 1 and g5["n_packets"] >= 5, g5
     # The same as text, as ovs-ofctl's dump-groups / dump-flows print them.
-    text = turnout_ctl(lab, "dump-groups").stdout
+    text = turnout_ctl(lab, "dump-groups", as_json=False).stdout
     assert f" group_id=5,type=all,bucket=output:{p2},bucket=output:{p3}\n" in text, text
     assert f"ref_count=1, n_packets={g5['n_packets']}," in text, text
-    text = turnout_ctl(lab, "dump-flows").stdout
+    text = turnout_ctl(lab, "dump-flows", as_json=False).stdout
     assert f"table=0,priority=10,in_port={p1},actions=group:5" in text, text
     assert "table 0: flows=3," in text, text
-    r = turnout_ctl(lab, "dump-flows", "300", check=False)
+    r = turnout_ctl(lab, "dump-flows", "300", check=False, as_json=False)
     assert r.returncode == 1 and "table" in r.stderr, (r.returncode, r.stderr)
     assert len(g5["buckets"]) == 2 and g5["buckets"][0]["n_packets"] == g5["n_packets"], g5
 

@@ -39,6 +39,7 @@ use openflow::{
 use crate::daemon::Daemon;
 use crate::log::Level;
 use crate::ofasync::{AsyncKind, ConnState, Hub, Registration, Writer};
+use crate::offail::{FailMode, FailOpen};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -134,8 +135,13 @@ pub struct OfChannel {
 
 impl OfChannel {
     /// Opens every endpoint (all or none) and starts serving `daemon`.
-    pub fn start(endpoints: &[String], daemon: Arc<Daemon>) -> io::Result<OfChannel> {
+    pub fn start(
+        endpoints: &[String],
+        fail_mode: FailMode,
+        daemon: Arc<Daemon>,
+    ) -> io::Result<OfChannel> {
         let stop = Arc::new(AtomicBool::new(false));
+        let fail = Arc::new(FailOpen::new(fail_mode));
         let conns = Arc::new(AtomicUsize::new(0));
         let hub = Arc::new(Hub::default());
         let mut ch = OfChannel {
@@ -168,9 +174,12 @@ impl OfChannel {
                         accept_loop(&what, || l.accept().map(|(s, _)| s), d, s, c, h)
                     })?
                 }
-                Endpoint::Tcp(hp) => std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || active_loop(&hp, d, s, h))?,
+                Endpoint::Tcp(hp) => {
+                    let f = fail.clone();
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(move || active_loop(&hp, d, s, h, f))?
+                }
             };
             ch.threads.push(t);
         }
@@ -275,7 +284,13 @@ fn accept_loop<C: Conn + 'static>(
     }
 }
 
-fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: Arc<Hub>) {
+fn active_loop(
+    hostport: &str,
+    daemon: Arc<Daemon>,
+    stop: Arc<AtomicBool>,
+    hub: Arc<Hub>,
+    fail: Arc<FailOpen>,
+) {
     let mut backoff = Duration::from_secs(1);
     while !stop.load(Ordering::Acquire) {
         let started = Instant::now();
@@ -293,7 +308,11 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: 
                     "connected to controller",
                     controller = hostport
                 );
+                // Fail-standalone: the flow tables come back before the
+                // controller's first message is read.
+                fail.connected(&daemon);
                 let why = Session::new(daemon.clone(), hub.clone()).run(c, &stop);
+                fail.disconnected();
                 crate::log!(
                     Level::Info,
                     "openflow",
@@ -317,6 +336,7 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: 
         }
         let until = Instant::now() + backoff;
         while Instant::now() < until && !stop.load(Ordering::Acquire) {
+            fail.tick(&daemon);
             std::thread::sleep(TICK);
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
