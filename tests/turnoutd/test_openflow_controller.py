@@ -25,6 +25,7 @@ cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_ope
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -219,7 +220,7 @@ def test_controller_gone_tables_stay_and_turnoutd_reconnects_with_backoff(lab: L
 
     wait_for("three failed reconnects", 30, lambda: len(attempts()) >= 3, every_s=0.5)
     a = attempts()
-    gaps = [b - x for x, b in zip(a, a[1:], strict=False)]
+    gaps = [b - x for x, b in itertools.pairwise(a)]
     # Sleeps are only ever late: 2 s then 4 s at least (1 s before the first).
     assert gaps[0] >= 1.9 and gaps[1] >= 3.8, gaps
     connected = len(lab.events("connected"))
@@ -241,7 +242,8 @@ def test_fail_standalone_bridges_until_the_controller_is_back(tmp_path: Path) ->
         stop_pid(lab.ctl)
         lab.ctl = None
         daemon = lab.daemon
-        wait_for("fail-standalone", 20, lambda: "fail-standalone, a learning bridge" in daemon.log())
+        wait_for("fail-standalone", 20,
+                 lambda: "fail-standalone, a learning bridge" in daemon.log())
         assert lab.turnout_ctl("logic", "show")["name"] == "bridge"
         # h3: os-ken learned no flow for it (the secure test finds it unreachable).
         assert not [f for f in flows if "02:00:00:0f:00:03" in f], flows
