@@ -734,6 +734,8 @@ def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> N
     s.sendall(_msg(16, 6, struct.pack(port_mod, 77, bytes(6), 1, 1, 0)))
     s.sendall(_msg(17, 7, struct.pack("!B3xI", 0, 0)))
     s.sendall(_msg(17, 8, struct.pack("!B3xI", 0, 4)))
+    for xid, frags in [(15, 2), (16, 1), (17, 3), (18, 0)]:  # reasm, drop, nx-match, normal
+        s.sendall(_msg(9, xid, struct.pack("!HH", frags, 128)))
     assert _errors_until_barrier(s) == [
         (1, 2, 2),  # OFPBAC_BAD_EXPERIMENTER
         (2, 3, 5),  # OFPBIC_BAD_EXPERIMENTER
@@ -742,7 +744,12 @@ def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> N
         (5, 7, 4),  # OFPPMFC_EPERM
         (6, 7, 0),  # OFPPMFC_BAD_PORT
         (8, 8, 1),  # OFPTMFC_BAD_CONFIG (the table-mod of config 0 is a no-op)
+        (15, 10, 0),  # OFPSCFC_BAD_FLAGS: no reassembly
+        (16, 10, 0),  # nor dropping fragments
     ]
+    r = lab.ofctl("set-frags", "reassemble", check=False)
+    assert r.returncode != 0 and "OFPSCFC_BAD_FLAGS" in r.stderr, r.stderr
+    assert lab.ofctl("get-frags").stdout.strip() == "normal"
     r = lab.ofctl("mod-port", "1", "down", check=False)
     assert r.returncode != 0 and "OFPPMFC_EPERM" in r.stderr, r.stderr
 

@@ -608,6 +608,16 @@ impl Session {
                     self.miss_send_len,
                 )]
             }
+            // Fragments: turnoutd matches the first fragment's L4 ports
+            // and none of later ones, whatever the flags (docs/flows.md);
+            // OFPC_FRAG_NORMAL (0) and OVS's nx-match (3) say so, DROP (1)
+            // and REASM (2), which it does not do, are refused.
+            Message::SetConfig { flags, .. } if matches!(flags & 3, 1 | 2) || flags & !3 != 0 => {
+                err(OfpError::new(
+                    et::SWITCH_CONFIG_FAILED,
+                    openflow::scfc::BAD_FLAGS,
+                ))
+            }
             Message::SetConfig {
                 flags,
                 miss_send_len,
