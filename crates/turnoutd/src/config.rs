@@ -849,6 +849,7 @@ client = true
             ("[[workers]]\ncpu = 4096\n", "config: workers[0].cpu: cpu 4096 does not exist (this machine has cpus 0..="),
             ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` or `cpu_idle` (line 2)"),
             ("[switch]\nlatency_budget_us = 20000\n", "config: switch.latency_budget_us: 20000 not in 0..=10000"),
+            ("[switch]\nopenflow_fail_mode = \"open\"\n", "config: switch.openflow_fail_mode: \"open\": must be \"secure\""),
             ("[[workers]]\ncpu_idle = \"poll\"\n", "config: workers[0].cpu_idle: needs the worker pinned (cpu = N)"),
             ("[[workers]]\ncpu = 0\ncpu_idle = \"halt\"\n", "config: workers[0].cpu_idle: unknown variant `halt`, expected `poll` (line 3)"),
             ("[routing]\n", "config: routing: unknown field `routing`, expected one of `switch`, `workers`, `logic`, `ports` (line 1)"),
