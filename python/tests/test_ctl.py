@@ -215,3 +215,47 @@ def test_worker_rates_between_snapshots():
     p = snap(0, 0, 0, 0, 0, 0, False)
     p["workers"][0]["policy"] = {}
     assert worker_rates(p, p) == [] or worker_rates(p, p)[0]["policy"] == "-"
+
+
+def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
+    dump = {
+        "flows": [
+            {"flow": "table=0,priority=10,in_port=0,actions=output:1", "cookie": 26,
+             "n_packets": 3, "n_bytes": 180, "duration": 1.5},
+        ],
+        "tables": [{"table": 0, "flows": 1, "subtables": 1, "lookups": 4, "matched": 3,
+                    "missed": 1}],
+    }
+    groups = {"groups": [{"group": "group_id=5,type=all,bucket=output:1,bucket=output:2",
+                          "group_id": 5, "type": "all", "ref_count": 1, "n_packets": 7,
+                          "n_bytes": 420, "duration": 2.0,
+                          "buckets": [{"n_packets": 7, "n_bytes": 420},
+                                      {"n_packets": 7, "n_bytes": 420}]}]}
+    err = lambda req: {"jsonrpc": "2.0", "id": req["id"],  # noqa: E731
+                       "error": {"code": 4, "message": "flows dump: table must be 0..254"}}
+    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(groups), ok({"flows": [], "tables": []}),
+                                       err])
+    assert cli.main(["ctl", "--socket", fake.path, "dump-flows"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        " cookie=0x1a, duration=1.5s, n_packets=3, n_bytes=180,"
+        " table=0,priority=10,in_port=0,actions=output:1",
+        "table 0: flows=1, subtables=1, lookups=4, matched=3, missed=1",
+    ]
+    assert cli.main(["ctl", "--socket", fake.path, "dump-groups", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        " group_id=5,type=all,bucket=output:1,bucket=output:2",
+        "    duration=2.0s, ref_count=1, n_packets=7, n_bytes=420,"
+        " bucket0:n_packets=7,n_bytes=420,bucket1:n_packets=7,n_bytes=420",
+    ]
+    assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "3"]) == 0
+    assert capsys.readouterr().out.strip() == "(no flows)"
+    assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "300"]) == 1
+    assert "table must be" in capsys.readouterr().err
+    assert [r["params"] for r in fake.requests] == [
+        {"cmd": "dump", "args": {}},
+        {"cmd": "dump_groups", "args": {"group": "group_id=5"}},
+        {"cmd": "dump", "args": {"table": 3}},
+        {"cmd": "dump", "args": {"table": 300}},
+    ]

@@ -32,6 +32,7 @@ cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_ope
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -131,7 +132,8 @@ def test_ovs_ofctl_programs_turnoutd(lab: Lab) -> None:
 def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
     lab.ofctl("add-flow", "priority=10,actions=output:2")
     cases = [
-        ("actions=resubmit(,3)", "OFPBAC_BAD_TYPE"),
+        # OFPBAC_BAD_EXPERIMENTER (2, 2), which ovs-ofctl names BAD_VENDOR.
+        ("actions=resubmit(,3)", "OFPBAC_BAD_VENDOR"),
         ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
         ("actions=normal", "OFPBAC_BAD_OUT_PORT"),
         ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
@@ -318,10 +320,11 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
 
 
 
-def turnout_ctl(lab: Lab, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def turnout_ctl(lab: Lab, *args: str, check: bool = True,
+                as_json: bool = True) -> subprocess.CompletedProcess:
     assert lab.daemon is not None
-    return run(sys.executable, "-m", "turnout.cli", "ctl", "--socket", lab.daemon.sock, "--json",
-               *args, check=check)
+    return run(sys.executable, "-m", "turnout.cli", "ctl", "--socket", lab.daemon.sock,
+               *(["--json"] if as_json else []), *args, check=check)
 
 
 def ctl_groups(lab: Lab) -> dict[int, dict]:
@@ -369,6 +372,15 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
         (before, after)
     g5 = ctl_groups(lab)[5]
     assert g5["ref_count"] == 1 and g5["n_packets"] >= 5, g5
+    # The same as text, as ovs-ofctl's dump-groups / dump-flows print them.
+    text = turnout_ctl(lab, "dump-groups", as_json=False).stdout
+    assert f" group_id=5,type=all,bucket=output:{p2},bucket=output:{p3}\n" in text, text
+    assert f"ref_count=1, n_packets={g5['n_packets']}," in text, text
+    text = turnout_ctl(lab, "dump-flows", as_json=False).stdout
+    assert f"table=0,priority=10,in_port={p1},actions=group:5" in text, text
+    assert "table 0: flows=3," in text, text
+    r = turnout_ctl(lab, "dump-flows", "300", check=False, as_json=False)
+    assert r.returncode == 1 and "table" in r.stderr, (r.returncode, r.stderr)
     assert len(g5["buckets"]) == 2 and g5["buckets"][0]["n_packets"] == g5["n_packets"], g5
 
     # The reverse: a group added by ovs-ofctl, seen and changed by turnout ctl.
@@ -783,3 +795,132 @@ def test_mod_flows_under_traffic_in_effect_when_ovs_ofctl_returns(lab: Lab) -> N
     print(f"\nmod-flows under traffic: mark #{mark}, last at the old port "
           f"#{max(got[2])}, first at the new #{min(got[3])}; {frames - len(seen)} of "
           f"{frames} frames missed by the receivers over the trial")
+
+
+def _errors_until_barrier(s: socket.socket, xid: int = 0xB0) -> list[tuple[int, int, int]]:
+    """Sends a barrier on ``s``; the (xid, type, code) of every error before its reply."""
+    s.sendall(struct.pack("!BBHI", 4, 20, 8, xid))
+    errs = []
+    while True:
+        m = recv_msg(s)
+        if m[1] == 21 and struct.unpack("!I", m[4:8])[0] == xid:
+            return errs
+        if m[1] == 1:
+            errs.append(struct.unpack("!IHH", m[4:12]))
+
+
+def _msg(kind: int, xid: int, body: bytes) -> bytes:
+    return struct.pack("!BBHI", 4, kind, 8 + len(body), xid) + body
+
+
+def _flow_mod_insts(xid: int, insts: bytes, table: int = 0, prio: int = 100) -> bytes:
+    body = struct.pack("!QQBBHHHIIIH2x", 0, 0, table, 0, 0, 0, prio, NO_BUFFER, 0xFFFFFFFF,
+                       0xFFFFFFFF, 0)
+    return _msg(14, xid, body + struct.pack("!HH4x", 1, 4) + insts)
+
+
+def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> None:
+    """Audit of issue 16's "Bad input" with raw peers: experimenter actions,
+    instructions and multiparts (OVS's resubmit, NXST), setting table
+    features, port-mod and table-mod get the spec's codes; a message
+    split into 1-byte writes, a 64 KiB message, more connections than the
+    limit and a peer that stops reading leave the connection (or the
+    others) working, and h1 <-> h2 keeps forwarding throughout."""
+    h = lab.hosts
+    lab.ofctl("add-flow", "priority=1,actions=flood")
+    assert ping(h[1], "10.0.0.2", 2)
+    tf = lab.ofctl("dump-table-features").stdout
+    assert "push_vlan" in tf and "vlan_{vid,pcp}" in tf.split("Set-Field:")[1].splitlines()[0], tf
+
+    s = raw_conn(lab)
+    resubmit = struct.pack("!HHIHH4x", 0xFFFF, 16, 0x2320, 1, 0xFFF8)
+    apply = struct.pack("!HH4x", 4, 8 + len(resubmit)) + resubmit
+    s.sendall(_flow_mod_insts(1, apply))
+    s.sendall(_flow_mod_insts(2, struct.pack("!HHI", 0xFFFF, 8, 0x2320)))
+    s.sendall(_msg(18, 3, struct.pack("!HH4xII", 0xFFFF, 0, 0x2320, 1)))
+    s.sendall(_msg(18, 4, struct.pack("!HH4x", 12, 0) + struct.pack("!HB5x", 64, 0) + bytes(56)))
+    port_mod = "!I4x6s2xIII4x"
+    s.sendall(_msg(16, 5, struct.pack(port_mod, 1, bytes(6), 1, 1, 0)))
+    s.sendall(_msg(16, 6, struct.pack(port_mod, 77, bytes(6), 1, 1, 0)))
+    s.sendall(_msg(17, 7, struct.pack("!B3xI", 0, 0)))
+    s.sendall(_msg(17, 8, struct.pack("!B3xI", 0, 4)))
+    for xid, frags in [(15, 2), (16, 1), (17, 3), (18, 0)]:  # reasm, drop, nx-match, normal
+        s.sendall(_msg(9, xid, struct.pack("!HH", frags, 128)))
+    assert _errors_until_barrier(s) == [
+        (1, 2, 2),  # OFPBAC_BAD_EXPERIMENTER
+        (2, 3, 5),  # OFPBIC_BAD_EXPERIMENTER
+        (3, 1, 3),  # OFPBRC_BAD_EXPERIMENTER
+        (4, 13, 5),  # OFPTFFC_EPERM
+        (5, 7, 4),  # OFPPMFC_EPERM
+        (6, 7, 0),  # OFPPMFC_BAD_PORT
+        (8, 8, 1),  # OFPTMFC_BAD_CONFIG (the table-mod of config 0 is a no-op)
+        (15, 10, 0),  # OFPSCFC_BAD_FLAGS: no reassembly
+        (16, 10, 0),  # nor dropping fragments
+    ]
+    r = lab.ofctl("set-frags", "reassemble", check=False)
+    assert r.returncode != 0 and "OFPSCFC_BAD_FLAGS" in r.stderr, r.stderr
+    assert lab.ofctl("get-frags").stdout.strip() == "normal"
+    r = lab.ofctl("mod-port", "1", "down", check=False)
+    assert r.returncode != 0 and "OFPPMFC_EPERM" in r.stderr, r.stderr
+
+    # One flow-mod and a barrier, one byte per write.
+    out2 = struct.pack("!HHIH6x", 0, 16, 2, 0xFFFF)
+    fm = _flow_mod_insts(9, struct.pack("!HH4x", 4, 8 + len(out2)) + out2, table=7, prio=77)
+    for b in fm + struct.pack("!BBHI", 4, 20, 8, 10):
+        s.sendall(bytes([b]))
+        time.sleep(0.0005)
+    assert recv_msg(s)[1] == 21
+    assert any("table=7" in f and "priority=77" in f for f in flows_of(lab)), flows_of(lab)
+
+    # A 64 KiB flow-mod (4091 outputs): applied or refused, the connection goes on.
+    big = _flow_mod_insts(11, struct.pack("!HH4x", 4, 8 + 16 * 4091) + out2 * 4091, table=8)
+    assert 65500 < len(big) <= 65535
+    s.sendall(big)
+    assert [e for e in _errors_until_barrier(s) if e[1] != 2] == []
+    s.sendall(struct.pack("!BBHI", 4, 2, 12, 12) + b"ping")
+    assert recv_msg(s)[8:] == b"ping"
+
+    # More connections than the limit: the extra ones are closed, the rest
+    # work, and once they go ovs-ofctl connects again.
+    many = []
+    for _ in range(24):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.settimeout(3)
+        c.connect(str(lab.tmp / "of.sock"))
+        c.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))
+        many.append(c)
+    served = 0
+    for c in many:
+        with contextlib.suppress(OSError):
+            served += len(c.recv(8)) == 8
+    assert 1 <= served < 24, served
+    assert ping(h[1], "10.0.0.2", 2)
+    for c in many:
+        c.close()
+    wait_for("ovs-ofctl served again", 10,
+             lambda: lab.ofctl("show", check=False).returncode == 0, every_s=0.3)
+
+    # A peer that stops reading: its replies pile up until the write
+    # timeout ends its connection; ovs-ofctl and forwarding go on meanwhile.
+    stuck = raw_conn(lab)
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    flow_req = _msg(18, 13, struct.pack("!HH4xB3xII4xQQ", 1, 0, 0xFF, 0xFFFFFFFF, 0xFFFFFFFF,
+                                        0, 0) + struct.pack("!HH4x", 1, 4))
+    stuck.settimeout(0.5)
+    sent = 0
+    try:
+        for _ in range(20000):
+            stuck.sendall(flow_req)
+            sent += 1
+    except OSError:
+        pass  # our own send buffer filled: turnoutd stopped reading too
+    assert ping(h[1], "10.0.0.2", 3)
+    assert lab.ofctl("dump-flows", check=False).returncode == 0
+    assert lab.daemon is not None
+    wait_for("the stuck peer's connection ended", 30,
+             lambda: "reason=\"write:" in lab.daemon.log(), every_s=0.5)
+    stuck.close()
+    assert ping(h[1], "10.0.0.2", 2)
+    s.sendall(struct.pack("!BBHI", 4, 2, 12, 14) + b"ping")
+    assert recv_msg(s)[8:] == b"ping", "the first raw connection still works"
+    s.close()

@@ -25,6 +25,7 @@ cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_ope
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +75,25 @@ class Lab:
         self.sw = ""
         self.hosts: dict[int, str] = {}
         self.events_path = tmp / "events.jsonl"
+        self.port = 0
 
     def events(self, kind: str | None = None) -> list[dict[str, Any]]:
         if not self.events_path.exists():
             return []
         evs = [json.loads(x) for x in self.events_path.read_text().splitlines() if x.strip()]
         return [e for e in evs if kind is None or e["event"] == kind]
+
+    def start_controller(self) -> None:
+        """Starts the os-ken learning switch on 127.0.0.1:``port`` in ``sw``."""
+        py = osken_python()
+        assert py is not None
+        env = dict(os.environ, OFPKT_EVENTS=str(self.events_path))
+        log = open(self.tmp / "osken.log", "ab")  # noqa: SIM115 - lives with the process
+        self.ctl = subprocess.Popen(
+            ["ip", "netns", "exec", self.sw, py, str(APP), "127.0.0.1", str(self.port)],
+            stdout=log, stderr=log, env=env)
+        wait_for("os-ken listening", 20, lambda: f":{self.port} " in nx(
+            self.sw, "ss", "-ltn").stdout)
 
     def turnout_ctl(self, *args: str) -> Any:
         assert self.daemon is not None
@@ -94,33 +109,33 @@ class Lab:
         self.net.close()
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
+@contextmanager
+def controller_lab(tmp: Path, switch_extra: str = "") -> Iterator[Lab]:
+    """turnoutd connected (active mode) to the os-ken learning switch;
+    ``switch_extra``: more [switch] lines."""
     try:
         turnoutd_binary()
     except FileNotFoundError as e:
         pytest.fail(str(e))
-    py = osken_python()
-    assert py is not None
-    lab = Lab(tmp_path)
+    lab = Lab(tmp)
     try:
         lab.net.setup()
         lab.sw, lab.hosts = lab.net.sw, lab.net.hosts
-        port = random.randint(20000, 60000)
-        env = dict(os.environ, OFPKT_EVENTS=str(lab.events_path))
-        log = open(tmp_path / "osken.log", "wb")  # noqa: SIM115 - lives with the process
-        lab.ctl = subprocess.Popen(
-            ["ip", "netns", "exec", lab.sw, py, str(APP), "127.0.0.1", str(port)],
-            stdout=log, stderr=log, env=env)
-        wait_for("os-ken listening", 20, lambda: f":{port} " in nx(
-            lab.sw, "ss", "-ltn").stdout)
-        config = ThreeHosts.config(f'openflow = ["tcp:127.0.0.1:{port}"]\n',
+        lab.port = random.randint(20000, 60000)
+        lab.start_controller()
+        config = ThreeHosts.config(f'openflow = ["tcp:127.0.0.1:{lab.port}"]\n{switch_extra}',
                                    f"packet_in_rate = {RATE}\npacket_in_burst = {BURST}\n")
-        lab.daemon = Turnoutd(tmp_path / "sw", config, netns=lab.sw).start()
+        lab.daemon = Turnoutd(tmp / "sw", config, netns=lab.sw).start()
         wait_for("turnoutd connected to os-ken", 20, lambda: lab.events("connected"))
         yield lab
     finally:
         lab.close()
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    with controller_lab(tmp_path) as lab:
+        yield lab
 
 
 def drops(lab: Lab, name: str) -> dict[str, int]:
@@ -170,6 +185,78 @@ def test_learning_switch_ping_flows_and_port_status(lab: Lab) -> None:
     lab.turnout_ctl("port", "remove", "p4")
     wait_for("port-status DELETE", 10, lambda: [
         e for e in lab.events("port_status") if e["name"] == "p4" and e["reason"] == 1])
+
+
+def test_controller_gone_tables_stay_and_turnoutd_reconnects_with_backoff(lab: Lab) -> None:
+    """Fail-secure (issue 16, "Bad input"): the controller going away
+    leaves the flows it installed in effect; turnoutd retries after 1 s,
+    doubling (docs/flows.md, `tcp:HOST:PORT`), and reconnects to the
+    controller once it is back."""
+    h = lab.hosts
+    learn(lab)
+    assert lab.ctl is not None and lab.daemon is not None
+    flows = lab.turnout_ctl("logic", "cmd", "dump")["flows"]
+    stop_pid(lab.ctl)
+    lab.ctl = None
+    daemon = lab.daemon
+    wait_for("turnoutd saw the controller go", 20,
+             lambda: "controller connection ended" in daemon.log())
+    # The learned flows stay and forward; nothing new goes to a controller.
+    assert [f["flow"] for f in lab.turnout_ctl("logic", "cmd", "dump")["flows"]] == [
+        f["flow"] for f in flows]
+    assert ping(h[1], "10.0.0.2", 3) and ping(h[2], "10.0.0.1", 2)
+    # h3 was never learned: its misses find no controller (and no bridge).
+    assert not ping(h[1], "10.0.0.3", 1)
+    assert lab.turnout_ctl("logic", "show")["name"] == "flows"
+
+    def attempts() -> list[float]:
+        stamps = []
+        for line in daemon.log().splitlines():
+            if "cannot reach controller" in line:
+                t = line.split()[0]  # 2026-11-27T08:46:05.134Z
+                hms = t.split("T")[1].rstrip("Z").split(":")
+                stamps.append(int(hms[0]) * 3600 + int(hms[1]) * 60 + float(hms[2]))
+        return stamps
+
+    wait_for("three failed reconnects", 30, lambda: len(attempts()) >= 3, every_s=0.5)
+    a = attempts()
+    gaps = [b - x for x, b in itertools.pairwise(a)]
+    # Sleeps are only ever late: 2 s then 4 s at least (1 s before the first).
+    assert gaps[0] >= 1.9 and gaps[1] >= 3.8, gaps
+    connected = len(lab.events("connected"))
+    lab.start_controller()
+    wait_for("turnoutd reconnected", 40, lambda: len(lab.events("connected")) > connected,
+             every_s=0.5)
+    assert ping(h[1], "10.0.0.2", 2)
+
+
+def test_fail_standalone_bridges_until_the_controller_is_back(tmp_path: Path) -> None:
+    """`openflow_fail_mode = "standalone"`: with the controller gone a
+    learning bridge forwards (h3, never learned by os-ken, is reached);
+    with it back, the flow tables it installed are in effect again."""
+    with controller_lab(tmp_path, 'openflow_fail_mode = "standalone"\n') as lab:
+        h = lab.hosts
+        assert lab.daemon is not None and lab.ctl is not None
+        learn(lab)
+        flows = [f["flow"] for f in lab.turnout_ctl("logic", "cmd", "dump")["flows"]]
+        stop_pid(lab.ctl)
+        lab.ctl = None
+        daemon = lab.daemon
+        wait_for("fail-standalone", 20,
+                 lambda: "fail-standalone, a learning bridge" in daemon.log())
+        assert lab.turnout_ctl("logic", "show")["name"] == "bridge"
+        # h3: os-ken learned no flow for it (the secure test finds it unreachable).
+        assert not [f for f in flows if "02:00:00:0f:00:03" in f], flows
+        assert ping(h[1], "10.0.0.3", 3) and ping(h[3], "10.0.0.2", 2)
+        connected = len(lab.events("connected"))
+        lab.start_controller()
+        wait_for("turnoutd reconnected", 40, lambda: len(lab.events("connected")) > connected,
+                 every_s=0.5)
+        assert "the flow tables forward again" in daemon.log()
+        assert lab.turnout_ctl("logic", "show")["name"] == "flows"
+        now = [f["flow"] for f in lab.turnout_ctl("logic", "cmd", "dump")["flows"]]
+        assert set(flows) <= set(now), (flows, now)
+        assert ping(h[1], "10.0.0.2", 2)
 
 
 FLOOD = """

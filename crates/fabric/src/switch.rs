@@ -64,6 +64,20 @@ impl std::fmt::Display for SwitchError {
 
 impl std::error::Error for SwitchError {}
 
+/// A logic taken out of service by [`Switch::park_logic`], kept whole,
+/// and the stand-in that replaced it.
+pub struct ParkedLogic {
+    parked: Arc<LogicSlot>,
+    ours: Arc<LogicSlot>,
+}
+
+impl ParkedLogic {
+    /// Name of the parked logic.
+    pub fn name(&self) -> &'static str {
+        self.parked.0.name()
+    }
+}
+
 /// Switch settings.
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {
@@ -423,6 +437,33 @@ impl Switch {
         let _g = self.control.lock();
         self.logic.store(Arc::new(LogicSlot(logic)));
         self.sync_workers()
+    }
+
+    /// Replaces the logic with `logic` but keeps the one it replaces, with
+    /// all its state (flow tables, counters), in the returned
+    /// [`ParkedLogic`] for [`Switch::restore_logic`]. For turnoutd's
+    /// OpenFlow fail-standalone mode: a learning bridge stands in while no
+    /// controller is connected. Synchronised with the workers as
+    /// [`Switch::replace_logic`] (on a timeout the stand-in is installed
+    /// all the same).
+    pub fn park_logic(&self, logic: Box<dyn Logic>) -> (ParkedLogic, Result<(), SwitchError>) {
+        let _g = self.control.lock();
+        let ours = Arc::new(LogicSlot(logic));
+        let parked = self.logic.swap(ours.clone());
+        (ParkedLogic { parked, ours }, self.sync_workers())
+    }
+
+    /// Puts back the logic [`Switch::park_logic`] parked, if the stand-in
+    /// is still the running logic (Ok(false) if it was replaced since,
+    /// e.g. by `logic.replace`: that one stays and the parked one is
+    /// dropped).
+    pub fn restore_logic(&self, p: ParkedLogic) -> Result<bool, SwitchError> {
+        let _g = self.control.lock();
+        let prev = self.logic.compare_and_swap(&p.ours, p.parked);
+        if !Arc::ptr_eq(&*prev, &p.ours) {
+            return Ok(false);
+        }
+        self.sync_workers().map(|()| true)
     }
 
     /// Runs `f` with the current logic (for its commands).

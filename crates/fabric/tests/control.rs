@@ -259,3 +259,93 @@ fn removing_a_port_leaves_the_other_queues_registrations_alone() {
     );
     sw.shutdown();
 }
+
+/// Floods; `id` tells instances apart, `dropped` says when it is dropped.
+struct Marked {
+    name: &'static str,
+    id: u32,
+    dropped: Arc<AtomicBool>,
+}
+
+impl Logic for Marked {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
+        v.fill(Verdict::Flood);
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl Drop for Marked {
+    fn drop(&mut self) {
+        self.dropped.store(true, Ordering::SeqCst);
+    }
+}
+
+fn marked(name: &'static str, id: u32) -> (Box<Marked>, Arc<AtomicBool>) {
+    let dropped = Arc::new(AtomicBool::new(false));
+    (
+        Box::new(Marked {
+            name,
+            id,
+            dropped: dropped.clone(),
+        }),
+        dropped,
+    )
+}
+
+fn running_id(sw: &Switch) -> (&'static str, u32) {
+    sw.with_logic(|l| {
+        let id = l
+            .as_any()
+            .and_then(|a| a.downcast_ref::<Marked>())
+            .map_or(0, |m| m.id);
+        (l.name(), id)
+    })
+}
+
+/// turnoutd's fail-standalone: a stand-in runs while the logic is parked
+/// whole, the very instance comes back, and a logic replaced meanwhile is
+/// not overridden by the parked one.
+#[test]
+fn parked_logic_comes_back_whole_unless_replaced_meanwhile() {
+    let (tables, tables_dropped) = marked("flows", 7);
+    let sw = Switch::new(SwitchConfig::default(), tables).unwrap();
+    let (a, _pa) = pipe("a", PipeConfig::default()).unwrap();
+    sw.add_port("a", Arc::new(a), None).unwrap();
+
+    let (bridge, bridge_dropped) = marked("bridge", 1);
+    let (parked, synced) = sw.park_logic(bridge);
+    synced.expect("workers take the stand-in");
+    assert_eq!(parked.name(), "flows");
+    assert_eq!(running_id(&sw), ("bridge", 1));
+    assert!(
+        !tables_dropped.load(Ordering::SeqCst),
+        "parked, not dropped"
+    );
+    assert!(sw.restore_logic(parked).expect("restored"));
+    assert_eq!(running_id(&sw), ("flows", 7), "the same instance is back");
+    assert!(
+        bridge_dropped.load(Ordering::SeqCst),
+        "the stand-in is gone"
+    );
+    assert!(!tables_dropped.load(Ordering::SeqCst));
+
+    // Replaced while parked: the replacement stays, the parked one goes.
+    let (bridge, _) = marked("bridge", 2);
+    let (parked, synced) = sw.park_logic(bridge);
+    synced.unwrap();
+    let (other, other_dropped) = marked("patch", 3);
+    sw.replace_logic(other).unwrap();
+    assert!(!sw.restore_logic(parked).expect("nothing to sync"));
+    assert_eq!(running_id(&sw), ("patch", 3));
+    assert!(
+        tables_dropped.load(Ordering::SeqCst),
+        "the parked tables are dropped"
+    );
+    assert!(!other_dropped.load(Ordering::SeqCst));
+    sw.shutdown();
+}

@@ -76,6 +76,25 @@ pub mod et {
     pub const SWITCH_CONFIG_FAILED: u16 = 10;
     pub const ROLE_REQUEST_FAILED: u16 = 11;
     pub const METER_MOD_FAILED: u16 = 12;
+    pub const TABLE_FEATURES_FAILED: u16 = 13;
+}
+
+/// `OFPET_PORT_MOD_FAILED` codes.
+pub mod pmfc {
+    pub const BAD_PORT: u16 = 0;
+    pub const BAD_CONFIG: u16 = 2;
+    pub const EPERM: u16 = 4;
+}
+
+/// `OFPET_TABLE_MOD_FAILED` codes.
+pub mod tmfc {
+    pub const BAD_TABLE: u16 = 0;
+    pub const BAD_CONFIG: u16 = 1;
+}
+
+/// `OFPET_TABLE_FEATURES_FAILED` codes.
+pub mod tffc {
+    pub const EPERM: u16 = 5;
 }
 
 /// `OFPET_METER_MOD_FAILED` codes.
@@ -135,6 +154,7 @@ pub mod bic {
     pub const UNSUP_INST: u16 = 1;
     pub const BAD_TABLE_ID: u16 = 2;
     pub const UNSUP_METADATA: u16 = 3;
+    pub const BAD_EXPERIMENTER: u16 = 5;
     pub const BAD_LEN: u16 = 7;
 }
 
@@ -243,6 +263,7 @@ pub mod mp {
     pub const METER_FEATURES: u16 = 11;
     pub const TABLE_FEATURES: u16 = 12;
     pub const PORT_DESC: u16 = 13;
+    pub const EXPERIMENTER: u16 = 0xffff;
     /// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.
     pub const MORE: u16 = 1;
 }

@@ -362,8 +362,11 @@ pub fn decode_actions(b: &[u8]) -> Result<Vec<Action>, OfpError> {
                 }
                 Action::SetField(o)
             }
-            // Experimenter actions (OVS's resubmit, learn, ...) and the
-            // MPLS/PBB/queue/TTL-copy actions: not supported.
+            // Experimenter actions (OVS's resubmit, learn, ...): turnoutd
+            // knows no experimenter id, so the spec's code is "unknown
+            // experimenter id" (OVS answers the same).
+            at::EXPERIMENTER => return Err(bad_action(bac::BAD_EXPERIMENTER)),
+            // The MPLS/PBB/queue/TTL-copy actions: not supported.
             _ => return Err(bad_action(bac::BAD_TYPE)),
         });
     }
@@ -449,6 +452,7 @@ pub fn decode_instructions(b: &[u8]) -> Result<Vec<Instruction>, OfpError> {
                 fixed(8)?;
                 Instruction::Meter(a.u32(e)?)
             }
+            it::EXPERIMENTER => return Err(bad_inst(bic::BAD_EXPERIMENTER)),
             _ => return Err(bad_inst(bic::UNKNOWN_INST)),
         };
         if out.iter().any(|x| x.kind() == i.kind()) {
@@ -605,8 +609,10 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
             MultipartRequest::PortDesc
         }
         mp::TABLE_FEATURES => {
+            // A body would set the tables' features: not allowed here
+            // (OpenFlow 1.3, 7.3.5.18: OFPTFFC_EPERM).
             if !r.is_empty() {
-                return Err(OfpError::new(et::BAD_REQUEST, brc::EPERM));
+                return Err(OfpError::new(et::TABLE_FEATURES_FAILED, tffc::EPERM));
             }
             MultipartRequest::TableFeatures
         }
@@ -668,6 +674,7 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
                 MultipartRequest::Aggregate(f)
             }
         }
+        mp::EXPERIMENTER => return Err(OfpError::new(et::BAD_REQUEST, brc::BAD_EXPERIMENTER)),
         _ => return Err(OfpError::new(et::BAD_REQUEST, brc::BAD_MULTIPART)),
     };
     Ok((flags, req))

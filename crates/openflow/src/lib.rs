@@ -139,6 +139,28 @@ impl OfpError {
             ),
             et::GROUP_MOD_FAILED => ("OFPGMFC", group::GMFC_NAMES),
             et::SWITCH_CONFIG_FAILED => ("OFPSCFC", &["BAD_FLAGS", "BAD_LEN", "EPERM"]),
+            et::PORT_MOD_FAILED => (
+                "OFPPMFC",
+                &[
+                    "BAD_PORT",
+                    "BAD_HW_ADDR",
+                    "BAD_CONFIG",
+                    "BAD_ADVERTISE",
+                    "EPERM",
+                ],
+            ),
+            et::TABLE_MOD_FAILED => ("OFPTMFC", &["BAD_TABLE", "BAD_CONFIG", "EPERM"]),
+            et::TABLE_FEATURES_FAILED => (
+                "OFPTFFC",
+                &[
+                    "BAD_TABLE",
+                    "BAD_METADATA",
+                    "BAD_TYPE",
+                    "BAD_LEN",
+                    "BAD_ARGUMENT",
+                    "EPERM",
+                ],
+            ),
             _ => ("OFPET", &[]),
         };
         match codes.get(self.code as usize) {

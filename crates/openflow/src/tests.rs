@@ -261,7 +261,22 @@ fn instruction_and_action_errors_follow_the_spec() {
     let resubmit = [
         0, 4, 0, 24, 0, 0, 0, 0, 0xff, 0xff, 0, 16, 0, 0, 0x23, 0x20, 0, 1, 0, 1, 0, 0, 0, 0,
     ];
-    assert_eq!(err_of(&with_instructions(&resubmit)), ba(bac::BAD_TYPE));
+    // turnoutd knows no experimenter: "unknown experimenter id".
+    assert_eq!(
+        err_of(&with_instructions(&resubmit)),
+        ba(bac::BAD_EXPERIMENTER)
+    );
+    assert_eq!(ba(bac::BAD_EXPERIMENTER).name(), "OFPBAC_BAD_EXPERIMENTER");
+    // An MPLS action (push-mpls): not supported, BAD_TYPE.
+    let push_mpls = [0, 4, 0, 16, 0, 0, 0, 0, 0, 19, 0, 8, 0x88, 0x47, 0, 0];
+    assert_eq!(err_of(&with_instructions(&push_mpls)), ba(bac::BAD_TYPE));
+    // An experimenter instruction: BAD_EXPERIMENTER.
+    let exp_inst = [0xff, 0xff, 0, 8, 0, 0, 0x23, 0x20];
+    assert_eq!(
+        err_of(&with_instructions(&exp_inst)),
+        bi(bic::BAD_EXPERIMENTER)
+    );
+    assert_eq!(bi(bic::BAD_EXPERIMENTER).name(), "OFPBIC_BAD_EXPERIMENTER");
     // An action of a bad length.
     let short = [0, 4, 0, 16, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 2];
     assert_eq!(err_of(&with_instructions(&short)), ba(bac::BAD_LEN));
@@ -491,6 +506,23 @@ fn multipart_requests() {
         }
     );
     assert_eq!(meter_features_body(0, 0, 0, 0, 0), vec![0; 16]);
+    // An experimenter multipart (OVS's NXST_*): BAD_EXPERIMENTER.
+    let mut x = hdr(t::MULTIPART_REQUEST, 0, 4);
+    x.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x23, 0x20, 0, 0, 0, 1]);
+    set_len(&mut x);
+    assert_eq!(
+        err_of(&x),
+        OfpError::new(et::BAD_REQUEST, brc::BAD_EXPERIMENTER)
+    );
+    // Table features with a body (setting features): OFPTFFC_EPERM.
+    let mut tf = hdr(t::MULTIPART_REQUEST, 0, 4);
+    tf.extend_from_slice(&[0, 12, 0, 0, 0, 0, 0, 0]);
+    tf.extend_from_slice(&[0, 64, 0, 0, 0, 0, 0, 0]);
+    tf.extend_from_slice(&[0; 56]);
+    set_len(&mut tf);
+    let e = err_of(&tf);
+    assert_eq!(e, OfpError::new(et::TABLE_FEATURES_FAILED, tffc::EPERM));
+    assert_eq!(e.name(), "OFPTFFC_EPERM");
     // Unknown multipart type (queue stats, 5): BAD_MULTIPART.
     let mut u = hdr(t::MULTIPART_REQUEST, 16, 4);
     u.extend_from_slice(&[0, 5, 0, 0, 0, 0, 0, 0]);

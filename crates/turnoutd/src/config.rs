@@ -122,6 +122,15 @@ pub struct SwitchSection {
     /// `tcp:HOST:PORT`); none by default (docs/flows.md, "OpenFlow").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub openflow: Vec<String>,
+    /// What the switch does while no controller of the active endpoints
+    /// is connected: `secure` (default: the flow tables stay in effect)
+    /// or `standalone` (a learning bridge forwards; docs/flows.md).
+    #[serde(default = "default_fail_mode")]
+    pub openflow_fail_mode: String,
+}
+
+fn default_fail_mode() -> String {
+    "secure".into()
 }
 
 fn default_socket() -> PathBuf {
@@ -151,6 +160,7 @@ impl Default for SwitchSection {
             latency_budget_us: default_budget(),
             metrics_listen: None,
             openflow: Vec::new(),
+            openflow_fail_mode: default_fail_mode(),
         }
     }
 }
@@ -480,6 +490,8 @@ impl Config {
             crate::ofchannel::Endpoint::parse(e)
                 .map_err(|m| ConfigError::new(format!("switch.openflow[{i}]"), m))?;
         }
+        crate::offail::FailMode::parse(&sw.openflow_fail_mode)
+            .map_err(|m| ConfigError::new("switch.openflow_fail_mode", m))?;
         let mut workers = raw.workers;
         if workers.is_empty() {
             workers.push(WorkerSection::default());
@@ -827,7 +839,7 @@ client = true
     #[test]
     fn bad_configs_name_the_key_and_the_reason() {
         let cases: &[(&str, &str)] = &[
-            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow` (line 2)"),
+            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow`, `openflow_fail_mode` (line 2)"),
             ("[switch]\nwakeup = \"pol\"\n", "config: switch.wakeup: unknown variant `pol`, expected `adaptive` or `poll` (line 2)"),
             ("[switch]\nbatch = 8\n", "config: switch.batch: 8 not in 32..=1024"),
             ("[switch]\nbatch = \"big\"\n", "config: switch.batch: invalid type: string \"big\", expected usize (line 2)"),
@@ -837,6 +849,7 @@ client = true
             ("[[workers]]\ncpu = 4096\n", "config: workers[0].cpu: cpu 4096 does not exist (this machine has cpus 0..="),
             ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` or `cpu_idle` (line 2)"),
             ("[switch]\nlatency_budget_us = 20000\n", "config: switch.latency_budget_us: 20000 not in 0..=10000"),
+            ("[switch]\nopenflow_fail_mode = \"open\"\n", "config: switch.openflow_fail_mode: \"open\": must be \"secure\""),
             ("[[workers]]\ncpu_idle = \"poll\"\n", "config: workers[0].cpu_idle: needs the worker pinned (cpu = N)"),
             ("[[workers]]\ncpu = 0\ncpu_idle = \"halt\"\n", "config: workers[0].cpu_idle: unknown variant `halt`, expected `poll` (line 3)"),
             ("[routing]\n", "config: routing: unknown field `routing`, expected one of `switch`, `workers`, `logic`, `ports` (line 1)"),

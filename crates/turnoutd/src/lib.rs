@@ -25,6 +25,7 @@ pub mod logics;
 pub mod metrics;
 pub mod ofasync;
 pub mod ofchannel;
+pub mod offail;
 pub mod server;
 pub mod sys;
 

@@ -42,6 +42,7 @@ use openflow::{
 use crate::daemon::Daemon;
 use crate::log::Level;
 use crate::ofasync::{AsyncKind, ConnState, Hub, Registration, Writer};
+use crate::offail::{FailMode, FailOpen};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -137,8 +138,13 @@ pub struct OfChannel {
 
 impl OfChannel {
     /// Opens every endpoint (all or none) and starts serving `daemon`.
-    pub fn start(endpoints: &[String], daemon: Arc<Daemon>) -> io::Result<OfChannel> {
+    pub fn start(
+        endpoints: &[String],
+        fail_mode: FailMode,
+        daemon: Arc<Daemon>,
+    ) -> io::Result<OfChannel> {
         let stop = Arc::new(AtomicBool::new(false));
+        let fail = Arc::new(FailOpen::new(fail_mode));
         let conns = Arc::new(AtomicUsize::new(0));
         let hub = Arc::new(Hub::default());
         let mut ch = OfChannel {
@@ -173,9 +179,12 @@ impl OfChannel {
                         accept_loop(&what, fd, || l.accept().map(|(s, _)| s), d, s, c, h)
                     })?
                 }
-                Endpoint::Tcp(hp) => std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || active_loop(&hp, d, s, h))?,
+                Endpoint::Tcp(hp) => {
+                    let f = fail.clone();
+                    std::thread::Builder::new()
+                        .name(name)
+                        .spawn(move || active_loop(&hp, d, s, h, f))?
+                }
             };
             ch.threads.push(t);
         }
@@ -302,7 +311,13 @@ fn accept_loop<C: Conn + 'static>(
     }
 }
 
-fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: Arc<Hub>) {
+fn active_loop(
+    hostport: &str,
+    daemon: Arc<Daemon>,
+    stop: Arc<AtomicBool>,
+    hub: Arc<Hub>,
+    fail: Arc<FailOpen>,
+) {
     let mut backoff = Duration::from_secs(1);
     while !stop.load(Ordering::Acquire) {
         let started = Instant::now();
@@ -320,7 +335,11 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: 
                     "connected to controller",
                     controller = hostport
                 );
+                // Fail-standalone: the flow tables come back before the
+                // controller's first message is read.
+                fail.connected(&daemon);
                 let why = Session::new(daemon.clone(), hub.clone()).run(c, &stop);
+                fail.disconnected();
                 crate::log!(
                     Level::Info,
                     "openflow",
@@ -344,6 +363,7 @@ fn active_loop(hostport: &str, daemon: Arc<Daemon>, stop: Arc<AtomicBool>, hub: 
         }
         let until = Instant::now() + backoff;
         while Instant::now() < until && !stop.load(Ordering::Acquire) {
+            fail.tick(&daemon);
             std::thread::sleep(TICK);
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -529,6 +549,15 @@ impl Session {
         if slave && Header::peek(b).is_some_and(|h| matches!(h.kind, t::PORT_MOD | t::TABLE_MOD)) {
             return (is_slave(), None);
         }
+        if let Some(kind) = Header::peek(b)
+            .map(|h| h.kind)
+            .filter(|&k| self.hello && matches!(k, t::PORT_MOD | t::TABLE_MOD))
+        {
+            return (
+                self.port_or_table_mod(kind, b).map(err).unwrap_or_default(),
+                None,
+            );
+        }
         let (h, m) = match openflow::decode(b) {
             Ok(x) => x,
             Err(e) => {
@@ -616,6 +645,16 @@ impl Session {
                     self.miss_send_len,
                 )]
             }
+            // Fragments: turnoutd matches the first fragment's L4 ports
+            // and none of later ones, whatever the flags (docs/flows.md);
+            // OFPC_FRAG_NORMAL (0) and OVS's nx-match (3) say so, DROP (1)
+            // and REASM (2), which it does not do, are refused.
+            Message::SetConfig { flags, .. } if matches!(flags & 3, 1 | 2) || flags & !3 != 0 => {
+                err(OfpError::new(
+                    et::SWITCH_CONFIG_FAILED,
+                    openflow::scfc::BAD_FLAGS,
+                ))
+            }
             Message::SetConfig {
                 flags,
                 miss_send_len,
@@ -663,6 +702,48 @@ impl Session {
             },
         };
         (replies, None)
+    }
+
+    /// The error for a port-mod or table-mod (`kind`), which turnoutd does
+    /// not carry out but answers with the spec's class rather than "bad
+    /// type": a port-mod of a port that does not exist `OFPPMFC_BAD_PORT`,
+    /// of one that does `OFPPMFC_EPERM` (turnoutd does not change port
+    /// configuration over OpenFlow); a table-mod of a table outside 0..254
+    /// (and not `OFPTT_ALL`) `OFPTMFC_BAD_TABLE`, any config bit
+    /// `OFPTMFC_BAD_CONFIG` (OpenFlow 1.3 defines none; 0 is accepted as
+    /// the no-op it is).
+    fn port_or_table_mod(&self, kind: u8, b: &[u8]) -> Option<OfpError> {
+        let u32_at = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        if kind == t::PORT_MOD {
+            if b.len() != 40 {
+                return Some(OfpError::new(et::BAD_REQUEST, brc::BAD_LEN));
+            }
+            let exists = port_id(u32_at(8))
+                .is_some_and(|id| self.daemon.switch().port_stats().iter().any(|s| s.id == id));
+            let code = if exists {
+                openflow::pmfc::EPERM
+            } else {
+                openflow::pmfc::BAD_PORT
+            };
+            return Some(OfpError::new(et::PORT_MOD_FAILED, code));
+        }
+        if b.len() != 16 {
+            return Some(OfpError::new(et::BAD_REQUEST, brc::BAD_LEN));
+        }
+        let table = b[8];
+        if table > logic::flows::MAX_TABLE && table != 0xff {
+            return Some(OfpError::new(
+                et::TABLE_MOD_FAILED,
+                openflow::tmfc::BAD_TABLE,
+            ));
+        }
+        if u32_at(12) != 0 {
+            return Some(OfpError::new(
+                et::TABLE_MOD_FAILED,
+                openflow::tmfc::BAD_CONFIG,
+            ));
+        }
+        None
     }
 
     /// Runs flow-mods (each with its message) as one transaction and one
@@ -908,6 +989,7 @@ impl Session {
                             apply_actions: vec![
                                 openflow::at::OUTPUT,
                                 openflow::at::GROUP,
+                                openflow::at::PUSH_VLAN,
                                 openflow::at::POP_VLAN,
                                 openflow::at::DEC_NW_TTL,
                                 openflow::at::SET_FIELD,

@@ -395,6 +395,47 @@ def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def flows_text(dump: dict[str, Any]) -> str:
+    """The flows logic's `dump` answer as ovs-ofctl's dump-flows prints
+    flows (one line each, the flow in the text `add` accepts back, port ids
+    not OpenFlow numbers), then one line per table in use."""
+    lines = []
+    for f in dump.get("flows", []):
+        lines.append(
+            f" cookie={int(f.get('cookie', 0)):#x}, duration={f.get('duration', 0)}s,"
+            f" n_packets={f.get('n_packets', 0)}, n_bytes={f.get('n_bytes', 0)}, {f['flow']}"
+        )
+    if not lines:
+        lines.append(" (no flows)")
+    for t in dump.get("tables", []):
+        lines.append(
+            f"table {t['table']}: flows={t['flows']}, subtables={t['subtables']},"
+            f" lookups={t['lookups']}, matched={t['matched']}, missed={t['missed']}"
+        )
+    return "\n".join(lines)
+
+
+def groups_text(dump: dict[str, Any]) -> str:
+    """The flows logic's `dump_groups` answer as ovs-ofctl's dump-groups and
+    dump-group-stats print groups: the group's text (which `add_group`
+    accepts back), then its statistics and each bucket's."""
+    lines = []
+    for g in dump.get("groups", []):
+        lines.append(f" {g['group']}")
+        buckets = ",".join(
+            f"bucket{i}:n_packets={b.get('n_packets', 0)},n_bytes={b.get('n_bytes', 0)}"
+            for i, b in enumerate(g.get("buckets", []))
+        )
+        lines.append(
+            f"    duration={g.get('duration', 0)}s, ref_count={g.get('ref_count', 0)},"
+            f" n_packets={g.get('n_packets', 0)}, n_bytes={g.get('n_bytes', 0)}"
+            + (f", {buckets}" if buckets else "")
+        )
+    if not lines:
+        lines.append(" (no groups)")
+    return "\n".join(lines)
+
+
 def _policy_text(p: dict[str, Any]) -> str:
     """The adaptive policy's state in a few words ('-' in poll mode)."""
     budget = p.get("budget_ns", 0)
@@ -507,6 +548,15 @@ def _configure(p: argparse.ArgumentParser) -> None:
     cmd = lsub.add_parser("cmd", help="run a logic command: CMD [JSON | key=value…]")
     cmd.add_argument("cmd")
     cmd.add_argument("args", nargs="*", help="a JSON object, or key=value pairs")
+
+    dflows = sub.add_parser(
+        "dump-flows", help="the flows logic's flows and tables, as ovs-ofctl dump-flows prints them"
+    )
+    dflows.add_argument("table", nargs="?", type=int, help="only this table (0-254)")
+    dgroups = sub.add_parser(
+        "dump-groups", help="the flows logic's OpenFlow groups with their statistics"
+    )
+    dgroups.add_argument("group_id", nargs="?", type=int, help="only this group")
 
     stats = sub.add_parser("stats", help="counters; 'stats reset' zeroes them")
     stats.add_argument("action", nargs="?", choices=["reset"], help="zero every counter")
@@ -646,6 +696,22 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
             _print_json(c.call("logic.command", params))
             return 0
         raise _Usage("logic needs show, replace or cmd")
+    if cmd == "dump-flows":
+        fargs: dict[str, Any] = {} if a.table is None else {"table": a.table}
+        r = c.call("logic.command", {"cmd": "dump", "args": fargs})
+        if a.json:
+            _print_json(r)
+        else:
+            print(flows_text(r))
+        return 0
+    if cmd == "dump-groups":
+        gargs: dict[str, Any] = {} if a.group_id is None else {"group": f"group_id={a.group_id}"}
+        r = c.call("logic.command", {"cmd": "dump_groups", "args": gargs})
+        if a.json:
+            _print_json(r)
+        else:
+            print(groups_text(r))
+        return 0
     if cmd == "stats":
         if a.action == "reset":
             if a.watch is not None:

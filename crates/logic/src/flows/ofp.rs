@@ -56,6 +56,8 @@ pub fn supported_fields() -> (&'static [u8], &'static [u8]) {
         &[
             oxm::ETH_SRC,
             oxm::ETH_DST,
+            oxm::VLAN_VID,
+            oxm::VLAN_PCP,
             oxm::IPV4_SRC,
             oxm::IPV4_DST,
             oxm::TCP_SRC,
