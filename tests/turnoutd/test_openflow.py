@@ -900,6 +900,19 @@ def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> N
     wait_for("ovs-ofctl served again", 10,
              lambda: lab.ofctl("show", check=False).returncode == 0, every_s=0.3)
 
+    # Connections that never say hello hold no slot for long: after
+    # HELLO_WITHIN (5 s) they are closed and ovs-ofctl gets in again.
+    silent = []
+    for _ in range(24):
+        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        c.connect(str(lab.tmp / "of.sock"))
+        silent.append(c)
+    wait_for("ovs-ofctl served while silent peers stay connected", 20,
+             lambda: lab.ofctl("show", check=False).returncode == 0, every_s=0.5)
+    assert "no hello within" in lab.daemon.log()
+    for c in silent:
+        c.close()
+
     # A peer that stops reading: its replies pile up until the write
     # timeout ends its connection; ovs-ofctl and forwarding go on meanwhile.
     stuck = raw_conn(lab)

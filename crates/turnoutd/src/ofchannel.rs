@@ -52,6 +52,10 @@ pub const TICK: Duration = Duration::from_millis(200);
 pub const ECHO_AFTER: Duration = Duration::from_secs(15);
 /// ... and dropped after this long without any message.
 pub const DEAD_AFTER: Duration = Duration::from_secs(45);
+/// A peer that has not sent its hello within this long is dropped: silent
+/// connections would otherwise hold the [`MAX_CONNS`] slots for
+/// [`DEAD_AFTER`] and lock `ovs-ofctl` out.
+pub const HELLO_WITHIN: Duration = Duration::from_secs(5);
 /// A peer that does not take our replies within this long is dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -417,12 +421,16 @@ impl Session {
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_rx = Instant::now();
+        let opened = last_rx;
         let mut echo_sent = false;
         // Flows removed from now on are reported (after the hello).
         self.removed = self.with_flows(|f| f.notice_cursor());
         loop {
             if stop.load(Ordering::Acquire) {
                 return "switch stopping".into();
+            }
+            if !self.hello && opened.elapsed() > HELLO_WITHIN {
+                return format!("no hello within {} s", HELLO_WITHIN.as_secs());
             }
             if self.hello {
                 if let Err(e) = self.send_flow_removed(&mut c) {
