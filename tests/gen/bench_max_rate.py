@@ -94,12 +94,12 @@ class Testpmd:
             time.sleep(0.02)
         raise RuntimeError(f"testpmd {self.prefix}: no {pat!r} in output: {self.buf[-500:]}")
 
-    def stats(self) -> tuple[float, int, int]:
+    def stats(self, timeout: float = 5) -> tuple[float, int, int]:
         """(time, RX-packets, TX-packets) of port 0."""
         with self.lock:
             self.buf = ""
         self.cmd("show port stats 0")
-        out = self._read_until(r"TX-packets:\s+\d+", 5)
+        out = self._read_until(r"TX-packets:\s+\d+", timeout)
         t = time.monotonic()
         rx = int(re.search(r"RX-packets:\s+(\d+)", out).group(1))
         tx = int(re.search(r"TX-packets:\s+(\d+)", out).group(1))
