@@ -55,12 +55,12 @@ class Testpmd:
 
     def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str],
                  netns: str | None = None, extra: list[str] | None = None,
-                 wrap: list[str] | None = None) -> None:
+                 wrap: list[str] | None = None, eal: list[str] | None = None) -> None:
         self.prefix = prefix
         # wrap: a command testpmd runs under (e.g. valgrind's callgrind)
         cmd = ["stdbuf", "-oL", *(wrap or []), "dpdk-testpmd", "--no-huge", "-m", "1024",
                "--no-pci", "-l", lcores, "--main-lcore", str(main), f"--file-prefix={prefix}"]
-        cmd += [f"--vdev={v}" for v in vdevs]
+        cmd += [f"--vdev={v}" for v in vdevs] + (eal or [])
         cmd += ["--", "--total-num-mbufs=16384", "-i", *(extra or [])]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
@@ -119,6 +119,22 @@ class Testpmd:
         shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
 
 
+def wait_flowing(pmd: Testpmd, field: int, timeout: float,
+                 cli: subprocess.Popen | None = None) -> None:
+    """Waits until port 0's counter ``field`` (0 RX, 1 TX) moves."""
+    _, *a = pmd.stats()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        _, *b = pmd.stats()
+        if b[field] != a[field]:
+            return
+        if cli is not None and cli.poll() is not None:
+            err = cli.stderr.read().decode(errors="replace") if cli.stderr else ""
+            raise RuntimeError(f"the client exited before frames flowed: {err[-300:]}")
+    raise RuntimeError(f"no frames flowed within {timeout:.0f} s")
+
+
 def window_rate(pmd: Testpmd, window_s: float, field: int) -> float:
     t0, *a = pmd.stats()
     time.sleep(window_s)
@@ -149,9 +165,10 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
         srv.cmd(f"set fwd {server_mode}")
         srv.cmd("start")
         if client == "gen":
-            role = (["tx", "--size", str(size), "--duration-s", str(window_s + 3),
-                     "--cooldown-s", "0"]
-                    if direction == "send" else ["rx", "--duration-s", str(window_s + 3)])
+            # runs until killed after the window (start-up time varies)
+            dur = str(window_s + 120)
+            role = (["tx", "--size", str(size), "--duration-s", dur, "--cooldown-s", "0"]
+                    if direction == "send" else ["rx", "--duration-s", dur])
             cli = subprocess.Popen([GEN, *role, "--port", gen_port, "--cpu", "0"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         else:
@@ -162,8 +179,20 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
             cli_pmd._read_until(r"testpmd> ", 60)
             cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
             cli_pmd.cmd("start")
+        field = 0 if direction == "send" else 1
+        # The window starts once frames flow, plus a second, for both
+        # clients alike: testpmd's client is up when its prompt comes,
+        # turnout-gen only after exec, connection and set-up, which took
+        # ~1 s at load 10 (the fixed 1 s wait used until 2026-11-27 then
+        # put gen's start-up into its window: its low, scattered rates).
+        wait_flowing(srv, field, 60, cli)
         time.sleep(1.0)
-        return window_rate(srv, window_s, 0 if direction == "send" else 1)
+        r = window_rate(srv, window_s, field)
+        if cli is not None and cli.poll() is not None:
+            # a client that ended inside the window is a failed run, not a rate
+            err = cli.stderr.read().decode(errors="replace") if cli.stderr else ""
+            raise RuntimeError(f"turnout-gen exited (code {cli.returncode}): {err[-300:]}")
+        return r
     finally:
         if cli:
             cli.kill()

@@ -85,6 +85,8 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
     st = 120 if backend else 5  # testpmd answers slowly under valgrind
     srv = Testpmd(prefix, "0,1", 0, [f"net_vhost0,iface={sock},queues=1"],
                   extra=[f"--txpkts={size}"],
+                  # the "negotiated Virtio features" line is a debug log
+                  eal=["--log-level=lib.vhost.config:debug"],
                   wrap=(["valgrind", "--tool=callgrind", "--instr-atstart=no",
                          f"--callgrind-out-file={srv_out}"] if backend else None))
     gp = None
@@ -127,15 +129,15 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         # the warm-up to connect: wait until frames flow.
         end = time.monotonic() + 60
         while time.monotonic() < end:
+            with srv.lock:  # (stats() clears the buffer)
+                m = re.search(r"negotiated Virtio features: (0x[0-9a-f]+)", srv.buf)
+            if m and gen not in FEATURES:
+                FEATURES[gen] = m.group(1)
             _, rx, tx = srv.stats(st)
             if (tx if direction == "receive" else rx) > 0:
                 break
             time.sleep(0.5)
         time.sleep(1.0 if callgrind or backend else 0.0)
-        with srv.lock:
-            m = re.search(r"negotiated Virtio features: (0x[0-9a-f]+)", srv.buf)
-        if m and gen not in FEATURES:
-            FEATURES[gen] = m.group(1)
         if callgrind:
             subprocess.run(["callgrind_control", "-i", "on", str(gpid)], check=True,
                            capture_output=True)
@@ -253,7 +255,8 @@ def main() -> int:
     print(f"{a.dir} {a.size} B, {a.runs} interleaved runs, medians; "
           f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     for g, f in FEATURES.items():
-        print(f"features negotiated with {g}: {f}")
+        print(f"virtio features negotiated with {g}: {f} "
+              f"(bits {', '.join(str(b) for b in range(64) if int(f, 16) >> b & 1)})")
     keys = list(next(iter(res.values()))[0].keys())
     print(f"{'binary':40} " + " ".join(f"{k:>16}" for k in keys))
     for g, rs in res.items():
