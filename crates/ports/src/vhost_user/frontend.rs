@@ -2303,6 +2303,77 @@ mod tests {
 
     /// Memory for a `COST_Q`-entry ring at 0 and its buffers of `buf_b`
     /// bytes at `COST_BUFS`.
+    /// CPU time per 64 B frame of the transmit path *with a device that
+    /// reads every frame* (as a backend copies it out), at several
+    /// transmit buffer strides: 9024 B (a buffer per 9000 B `max-frame`,
+    /// what turnout-gen used before `tx_frame_b`), 2048 B (testpmd's
+    /// mbufs), 128 B (sized for the frame). Same thread, so it shows the
+    /// memory layout's cost (TLB, prefetch), not the lines that travel
+    /// between two CPUs. `cargo test --release -p ports --lib
+    /// tx_stride_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn tx_stride_cost_per_frame() {
+        let len = 60usize;
+        for buf_b in [9024u64, 2048, 128] {
+            let mem = cost_memory(buf_b);
+            let mk = || ring_at(&mem, COST_Q);
+            let tx = FrontendTx::new(1518, Arc::new(FrontendFault::default()));
+            let s = TxSession::new(mk(), GPA_BASE + COST_BUFS, buf_b, kick()).unwrap();
+            tx.session.store(Some(Arc::new(s)));
+            let dev = mk();
+            dev.set_used_flags(USED_F_NO_NOTIFY);
+            let frame = vec![0x5au8; len];
+            let mut copy = [0u8; 128];
+            let (mut seen, mut used, mut sum) = (0u16, 0u16, 0u64);
+            let frames = 4_000_000u64;
+            let mut sent = 0u64;
+            let mut drops = TxDrops::default();
+            let t0 = thread_cpu_ns();
+            while sent < frames {
+                let (k, mut lease) = {
+                    let mut l = tx.lock.lock();
+                    let k = l.producer.free_slots().min(32);
+                    (k, l.producer.reserve(k))
+                };
+                let first = lease.first;
+                for j in 0..k as u64 {
+                    lease.first = first + j;
+                    // SAFETY: reserved above, not yet published.
+                    unsafe { tx.write_burst(&lease, &TxFrames::one(&frame, 1), &mut drops) };
+                }
+                drop(lease);
+                tx.lock
+                    .lock()
+                    .producer
+                    .publish_deferred(first + k as u64, &mut drops);
+                sent += k as u64;
+                // The device: as DPDK's dequeue, descriptor, then header
+                // and frame copied out, 32 at a time, in order.
+                let a = dev.avail_idx();
+                let mut n = 0;
+                while seen != a && n < 32 {
+                    let id = dev.avail_entry(seen);
+                    let d = dev.desc(id);
+                    let g = dev.mem().gpa(d.addr, d.len as u64).unwrap();
+                    assert!(g.read(0, &mut copy[..d.len as usize]));
+                    sum += copy[HDR_LEN] as u64;
+                    dev.set_used(used, id, 0);
+                    seen = seen.wrapping_add(1);
+                    used = used.wrapping_add(1);
+                    n += 1;
+                }
+                dev.set_used_idx(used);
+            }
+            let ns = (thread_cpu_ns() - t0) as f64 / sent as f64;
+            assert_eq!(
+                sum,
+                0x5a * sent - 0x5a * (dev.avail_idx().wrapping_sub(seen)) as u64
+            );
+            eprintln!("tx {len} B, buffers {buf_b} B apart: {ns:.1} ns CPU per frame (frontend and device)");
+        }
+    }
+
     fn cost_memory(buf_b: u64) -> Arc<GuestMemory> {
         let size = COST_BUFS + COST_Q as u64 * buf_b;
         Arc::new(GuestMemory::anonymous(GPA_BASE, size).unwrap())
