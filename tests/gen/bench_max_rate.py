@@ -23,9 +23,14 @@ from the other end.
 Runs are interleaved (gen, testpmd, gen, ...) and reported as medians with
 min and max. Needs root, dpdk-testpmd, and target/release/turnout-gen.
 
-turnout-gen's vhost-user buffers hold its largest frame (``max-frame``,
-9000 by default: 9 KiB apart); testpmd's virtio-user uses 2 KiB mbufs.
-``--gen-port-opts max-frame=1518`` gives turnout-gen buffers of that class.
+turnout-gen's vhost-user transmit buffers hold its largest frame sent
+(128 B apart at 64 B), its receive buffers 2 KiB (mergeable, at the
+default ``max-frame=9000``); testpmd's virtio-user uses 2 KiB mbufs.
+``--gen-port-opts`` adds port options (e.g. ``tx-frame=9000`` for the old
+transmit layout).
+
+The window opens a second after frames flow (for both clients), not at a
+fixed time after launch: turnout-gen's start-up takes ~1 s on a loaded host.
 
 usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518]
                          [--only memif|vhost|afxdp] [--gen-port-opts OPTS]
