@@ -23,9 +23,14 @@ from the other end.
 Runs are interleaved (gen, testpmd, gen, ...) and reported as medians with
 min and max. Needs root, dpdk-testpmd, and target/release/turnout-gen.
 
-turnout-gen's vhost-user buffers hold its largest frame (``max-frame``,
-9000 by default: 9 KiB apart); testpmd's virtio-user uses 2 KiB mbufs.
-``--gen-port-opts max-frame=1518`` gives turnout-gen buffers of that class.
+turnout-gen's vhost-user transmit buffers hold its largest frame sent
+(128 B apart at 64 B), its receive buffers 2 KiB (mergeable, at the
+default ``max-frame=9000``); testpmd's virtio-user uses 2 KiB mbufs.
+``--gen-port-opts`` adds port options (e.g. ``tx-frame=9000`` for the old
+transmit layout).
+
+The window opens a second after frames flow (for both clients), not at a
+fixed time after launch: turnout-gen's start-up takes ~1 s on a loaded host.
 
 usage: bench_max_rate.py [--runs N] [--window-s S] [--sizes 64,1518]
                          [--only memif|vhost|afxdp] [--gen-port-opts OPTS]
@@ -55,12 +60,12 @@ class Testpmd:
 
     def __init__(self, prefix: str, lcores: str, main: int, vdevs: list[str],
                  netns: str | None = None, extra: list[str] | None = None,
-                 wrap: list[str] | None = None) -> None:
+                 wrap: list[str] | None = None, eal: list[str] | None = None) -> None:
         self.prefix = prefix
         # wrap: a command testpmd runs under (e.g. valgrind's callgrind)
         cmd = ["stdbuf", "-oL", *(wrap or []), "dpdk-testpmd", "--no-huge", "-m", "1024",
                "--no-pci", "-l", lcores, "--main-lcore", str(main), f"--file-prefix={prefix}"]
-        cmd += [f"--vdev={v}" for v in vdevs]
+        cmd += [f"--vdev={v}" for v in vdevs] + (eal or [])
         cmd += ["--", "--total-num-mbufs=16384", "-i", *(extra or [])]
         if netns:
             cmd = ["ip", "netns", "exec", netns, *cmd]
@@ -94,12 +99,12 @@ class Testpmd:
             time.sleep(0.02)
         raise RuntimeError(f"testpmd {self.prefix}: no {pat!r} in output: {self.buf[-500:]}")
 
-    def stats(self) -> tuple[float, int, int]:
+    def stats(self, timeout: float = 5) -> tuple[float, int, int]:
         """(time, RX-packets, TX-packets) of port 0."""
         with self.lock:
             self.buf = ""
         self.cmd("show port stats 0")
-        out = self._read_until(r"TX-packets:\s+\d+", 5)
+        out = self._read_until(r"TX-packets:\s+\d+", timeout)
         t = time.monotonic()
         rx = int(re.search(r"RX-packets:\s+(\d+)", out).group(1))
         tx = int(re.search(r"TX-packets:\s+(\d+)", out).group(1))
@@ -117,6 +122,22 @@ class Testpmd:
                 self.p.kill()
                 self.p.wait()
         shutil.rmtree(f"/var/run/dpdk/{self.prefix}", ignore_errors=True)
+
+
+def wait_flowing(pmd: Testpmd, field: int, timeout: float,
+                 cli: subprocess.Popen | None = None) -> None:
+    """Waits until port 0's counter ``field`` (0 RX, 1 TX) moves."""
+    _, *a = pmd.stats()
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        _, *b = pmd.stats()
+        if b[field] != a[field]:
+            return
+        if cli is not None and cli.poll() is not None:
+            err = cli.stderr.read().decode(errors="replace") if cli.stderr else ""
+            raise RuntimeError(f"the client exited before frames flowed: {err[-300:]}")
+    raise RuntimeError(f"no frames flowed within {timeout:.0f} s")
 
 
 def window_rate(pmd: Testpmd, window_s: float, field: int) -> float:
@@ -149,9 +170,10 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
         srv.cmd(f"set fwd {server_mode}")
         srv.cmd("start")
         if client == "gen":
-            role = (["tx", "--size", str(size), "--duration-s", str(window_s + 3),
-                     "--cooldown-s", "0"]
-                    if direction == "send" else ["rx", "--duration-s", str(window_s + 3)])
+            # runs until killed after the window (start-up time varies)
+            dur = str(window_s + 120)
+            role = (["tx", "--size", str(size), "--duration-s", dur, "--cooldown-s", "0"]
+                    if direction == "send" else ["rx", "--duration-s", dur])
             cli = subprocess.Popen([GEN, *role, "--port", gen_port, "--cpu", "0"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         else:
@@ -162,8 +184,20 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
             cli_pmd._read_until(r"testpmd> ", 60)
             cli_pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
             cli_pmd.cmd("start")
+        field = 0 if direction == "send" else 1
+        # The window starts once frames flow, plus a second, for both
+        # clients alike: testpmd's client is up when its prompt comes,
+        # turnout-gen only after exec, connection and set-up, which took
+        # ~1 s at load 10 (the fixed 1 s wait used until 2026-11-27 then
+        # put gen's start-up into its window: its low, scattered rates).
+        wait_flowing(srv, field, 60, cli)
         time.sleep(1.0)
-        return window_rate(srv, window_s, 0 if direction == "send" else 1)
+        r = window_rate(srv, window_s, field)
+        if cli is not None and cli.poll() is not None:
+            # a client that ended inside the window is a failed run, not a rate
+            err = cli.stderr.read().decode(errors="replace") if cli.stderr else ""
+            raise RuntimeError(f"turnout-gen exited (code {cli.returncode}): {err[-300:]}")
+        return r
     finally:
         if cli:
             cli.kill()

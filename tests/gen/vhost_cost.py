@@ -15,6 +15,16 @@ CPU 0, 1024-entry rings), and over a window we read
   The receiver then runs ~50x slower, so its bursts are full: the figure
   is the receiver-bound cost, independent of the host's load. Kernel
   work (the kicks) is not in it.
+- with ``--callgrind-backend``: the same count for the testpmd
+  ``net_vhost`` backend instead (the client under test runs natively and
+  keeps the backend's ring full): what the backend pays per frame for
+  what the client posts (descriptor chains, features, notifications).
+  ``instr_vhost`` is then the backend's vhost library (librte_vhost).
+  Both include the backend's empty polls: when the client is descheduled
+  (a loaded host) the slowed backend drains the ring and polls on, so
+  compare runs taken together.
+- the feature words negotiated (the backend's "negotiated Virtio
+  features" log line), printed once per client.
 
 GEN ``testpmd`` runs testpmd's ``net_virtio_user`` (txonly when sending,
 rxonly when receiving, forwarding lcore on CPU 0) instead of turnout-gen,
@@ -27,7 +37,8 @@ per frame is an upper bound; the instruction count is what to compare
 between builds. Several binaries may be given; runs are interleaved.
 
 usage: vhost_cost.py [--dir receive|send] [--size 64] [--window-s 4]
-                     [--runs 3] [--callgrind] GEN[@PORT-OPTIONS]|testpmd [GEN...]
+                     [--runs 3] [--callgrind | --callgrind-backend]
+                     GEN[@PORT-OPTIONS]|testpmd [GEN...]
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -62,26 +74,41 @@ def proc_cpu(pid: int) -> tuple[float, float, float]:
     return ut, st, run / 1e9
 
 
+FEATURES: dict[str, str] = {}
+
+
 def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
-        callgrind: bool, n: int) -> dict[str, float]:
+        callgrind: bool, n: int, backend: bool = False) -> dict[str, float]:
+    """One run; with ``backend`` the testpmd backend runs under callgrind
+    (and ``callgrind`` is false)."""
     prefix = f"vhc{PID}s{n}"
     sock = f"/tmp/{prefix}.sock"
+    srv_out = Path(f"/tmp/{prefix}.backend.callgrind")
+    st = 120 if backend else 5  # testpmd answers slowly under valgrind
     srv = Testpmd(prefix, "0,1", 0, [f"net_vhost0,iface={sock},queues=1"],
-                  extra=[f"--txpkts={size}"])
+                  extra=[f"--txpkts={size}"],
+                  # the "negotiated Virtio features" line is a debug log
+                  eal=["--log-level=lib.vhost.config:debug"],
+                  wrap=(["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                         f"--callgrind-out-file={srv_out}"] if backend else None))
     gp = None
     pmd = None
     out_file = Path(f"/tmp/{prefix}.callgrind")
     try:
-        srv._read_until(r"testpmd> ", 60)
+        srv._read_until(r"testpmd> ", 600 if backend else 60)
         srv.cmd("set fwd " + ("txonly" if direction == "receive" else "rxonly"))
         srv.cmd("start")
-        total = warm_s + window_s + 2
+        # Under a callgrind backend testpmd answers a stats request in
+        # seconds to minutes: the client runs until stopped (SIGINT).
+        total = 3600 if backend else warm_s + window_s + 2
         role = (["rx"] if direction == "receive"
                 else ["tx", "--size", str(size), "--cooldown-s", "0"])
         # GEN may carry extra port options: PATH@max-frame=1518
         path, _, opts = gen.partition("@")
         spec = f"vhost-user:{sock},queue-size=1024" + (f",{opts}" if opts else "")
-        cmd = [path, *role, "--duration-s", str(total), "--port", spec, "--cpu", "0"]
+        cmd = [path, *role, "--duration-s", str(total), "--port", spec, "--cpu", "0",
+               # a backend under valgrind takes long to answer the set-up
+               "--wait-peer-s", "300" if backend else "10"]
         if callgrind:
             cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                    f"--callgrind-out-file={out_file}", *cmd]
@@ -106,21 +133,31 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         # the warm-up to connect: wait until frames flow.
         end = time.monotonic() + 60
         while time.monotonic() < end:
-            _, rx, tx = srv.stats()
+            with srv.lock:  # (stats() clears the buffer)
+                m = re.search(r"negotiated Virtio features: (0x[0-9a-f]+)", srv.buf)
+            if m and gen not in FEATURES:
+                FEATURES[gen] = m.group(1)
+            _, rx, tx = srv.stats(st)
             if (tx if direction == "receive" else rx) > 0:
                 break
             time.sleep(0.5)
-        time.sleep(1.0 if callgrind else 0.0)
+        time.sleep(1.0 if callgrind or backend else 0.0)
         if callgrind:
             subprocess.run(["callgrind_control", "-i", "on", str(gpid)], check=True,
                            capture_output=True)
-        _, rx0, tx0 = srv.stats()
+        if backend:
+            subprocess.run(["callgrind_control", "-i", "on", str(srv.p.pid)], check=True,
+                           capture_output=True)
+        _, rx0, tx0 = srv.stats(st)
         c0 = proc_cpu(gpid)
         time.sleep(window_s)
-        _, rx1, tx1 = srv.stats()
+        _, rx1, tx1 = srv.stats(st)
         c1 = proc_cpu(gpid)
         if callgrind:
             subprocess.run(["callgrind_control", "-i", "off", str(gpid)], check=True,
+                           capture_output=True)
+        if backend:
+            subprocess.run(["callgrind_control", "-i", "off", str(srv.p.pid)], check=True,
                            capture_output=True)
         frames = (tx1 - tx0) if direction == "receive" else (rx1 - rx0)
         if pmd:
@@ -131,6 +168,8 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
             if frames <= 0:
                 raise RuntimeError("no frames in the window (testpmd)")
         else:
+            if backend:
+                gp.send_signal(signal.SIGINT)
             out, err = gp.communicate(timeout=120 if callgrind else 30)
             if frames <= 0:
                 raise RuntimeError(f"no frames in the window; turnout-gen said {err[-400:]}")
@@ -161,6 +200,19 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
             own = sum(int(x.group(1).replace(",", "")) for x in
                       re.finditer(r"^\s*([\d,]+) \([^)]*\)\s+\S*?:.*" + q, ann, re.M))
             r["instr_frontend"] = own / frames
+        if backend:
+            # callgrind writes the backend's profile when testpmd exits
+            srv.close(timeout=300)
+            text = srv_out.read_text()
+            m = re.search(r"^totals:\s+(\d+)", text, re.M)
+            r["instr_backend"] = int(m.group(1)) / frames if m else float("nan")
+            ann = subprocess.run(["callgrind_annotate", "--inclusive=no", "--auto=no",
+                                  "--threshold=100", str(srv_out)],
+                                 capture_output=True, text=True).stdout
+            # (the DPDK libraries are stripped: by object, not function)
+            own = sum(int(x.group(1).replace(",", "")) for x in re.finditer(
+                r"^\s*([\d,]+) \([^)]*\)\s+.*\[\S*librte_vhost\.so[^]]*\]\s*$", ann, re.M))
+            r["instr_vhost"] = own / frames
         return r
     finally:
         if gp and gp.poll() is None:
@@ -172,6 +224,7 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         Path(sock).unlink(missing_ok=True)
         if not os.environ.get("VHC_KEEP"):
             out_file.unlink(missing_ok=True)
+            srv_out.unlink(missing_ok=True)
 
 
 def main() -> int:
@@ -184,7 +237,11 @@ def main() -> int:
     ap.add_argument("--warm-s", type=float, default=1.5)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--callgrind-backend", action="store_true",
+                    help="count the testpmd net_vhost backend's instructions instead")
     a = ap.parse_args()
+    if a.callgrind and a.callgrind_backend:
+        ap.error("--callgrind and --callgrind-backend: one at a time")
     if os.geteuid() != 0 or not shutil.which("dpdk-testpmd"):
         print("needs root and dpdk-testpmd", file=sys.stderr)
         return 2
@@ -193,13 +250,17 @@ def main() -> int:
     for _ in range(a.runs):
         for g in a.gens:  # interleaved
             n += 1
-            r = one(g, a.dir, a.size, a.window_s, 3.0 if a.callgrind else a.warm_s,
-                    a.callgrind, n)
+            slow = a.callgrind or a.callgrind_backend
+            r = one(g, a.dir, a.size, a.window_s, 3.0 if slow else a.warm_s,
+                    a.callgrind, n, a.callgrind_backend)
             res[g].append(r)
             print(f"  {g}: " + " ".join(f"{k}={v:.3f}" for k, v in r.items()), file=sys.stderr)
     load = os.getloadavg()
     print(f"{a.dir} {a.size} B, {a.runs} interleaved runs, medians; "
           f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    for g, f in FEATURES.items():
+        print(f"virtio features negotiated with {g}: {f} "
+              f"(bits {', '.join(str(b) for b in range(64) if int(f, 16) >> b & 1)})")
     keys = list(next(iter(res.values()))[0].keys())
     print(f"{'binary':40} " + " ".join(f"{k:>16}" for k in keys))
     for g, rs in res.items():

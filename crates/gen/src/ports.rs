@@ -122,6 +122,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             queues,
             queue_size,
             max_frame,
+            tx_frame,
             interrupt: _,
         } => {
             let mut cfg = ports::vhost_user::frontend::FrontendConfig::new(socket);
@@ -129,6 +130,7 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
             cfg.queues = *queues;
             cfg.queue_size = *queue_size;
             cfg.max_frame_b = *max_frame as usize;
+            cfg.tx_frame_b = tx_frame.map(|t| t as usize);
             ports::vhost_user::frontend::VhostFrontendPort::new(name, cfg)
                 .map(|p| {
                     let p = Arc::new(p);

@@ -275,6 +275,11 @@ fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
 }
 
 /// The frame generator for the traffic options (exit 2 on a bad combination).
+/// The largest frame a generator sends (bytes, without FCS).
+fn largest(gen: &FrameGen) -> u32 {
+    gen.template_sizes().into_iter().max().unwrap_or(0) as u32
+}
+
 pub fn frame_gen(t: &Traffic) -> Result<(FrameGen, Vec<u32>), Failure> {
     let spec = frame_spec(t)?;
     let mut sizes = t.size_pattern();
@@ -444,7 +449,8 @@ fn send_until_done(
 
 fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     let (gen, sizes) = frame_gen(&a.traffic)?;
-    let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+    let spec = a.port.sized_for(largest(&gen));
+    let port = open_and_wait(&spec, "port", wait_of(&a.general))?;
     pin(&a.general)?;
     let start = now_ns();
     let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
@@ -484,15 +490,25 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     } else {
         None
     };
+    // Transmit buffers sized for the largest frame sent (the reverse
+    // stream has the same sizes).
+    let tx_spec = a.port.sized_for(largest(&gen));
     let (port, rx_port) = match &a.rx_port {
         Some(spec) => {
-            let mut v =
-                open_all_and_wait(&[(&a.port, "port"), (spec, "rx_port")], wait_of(&a.general))?;
+            let spec = if reverse.is_some() {
+                spec.sized_for(largest(&gen))
+            } else {
+                spec.clone()
+            };
+            let mut v = open_all_and_wait(
+                &[(&tx_spec, "port"), (&spec, "rx_port")],
+                wait_of(&a.general),
+            )?;
             let rx = v.pop().expect("two ports");
             (v.pop().expect("two ports"), rx)
         }
         None => {
-            let p = open_and_wait(&a.port, "port", wait_of(&a.general))?;
+            let p = open_and_wait(&tx_spec, "port", wait_of(&a.general))?;
             (p.clone(), p)
         }
     };

@@ -61,6 +61,10 @@ pub enum PortSpec {
         queue_size: u16,
         /// Largest frame in bytes (each buffer holds one).
         max_frame: u32,
+        /// Largest frame sent (`tx-frame=N`): transmit buffers are sized
+        /// for it. `None`: the traffic's largest frame in the tx and txrx
+        /// roles (`PortSpec::sized_for`), `max_frame` otherwise.
+        tx_frame: Option<u32>,
         /// Receive loops sleep on the call eventfd when idle (`mode=interrupt`).
         interrupt: bool,
     },
@@ -187,6 +191,7 @@ impl FromStr for PortSpec {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
                     (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
                 let mut interrupt = false;
+                let mut tx_frame = None;
                 for (k, v) in kv {
                     match k {
                         "server" => server = true,
@@ -217,7 +222,24 @@ impl FromStr for PortSpec {
                                 return Err(format!("max-frame={v}: must be 64..65523"));
                             }
                         }
-                        _ => return Err(unknown(k, "server, queues, queue-size, max-frame, mode")),
+                        "tx-frame" => {
+                            let t: u32 = num(k, v)?;
+                            if !(14..=65523).contains(&t) {
+                                return Err(format!("tx-frame={v}: must be 14..65523"));
+                            }
+                            tx_frame = Some(t);
+                        }
+                        _ => {
+                            return Err(unknown(
+                                k,
+                                "server, queues, queue-size, max-frame, tx-frame, mode",
+                            ))
+                        }
+                    }
+                }
+                if let Some(t) = tx_frame {
+                    if t > max_frame {
+                        return Err(format!("tx-frame={t}: larger than max-frame ({max_frame})"));
                     }
                 }
                 Ok(PortSpec::Vhost {
@@ -226,6 +248,7 @@ impl FromStr for PortSpec {
                     queues,
                     queue_size,
                     max_frame,
+                    tx_frame,
                     interrupt,
                 })
             }
@@ -300,6 +323,25 @@ impl PortSpec {
         )
     }
 
+    /// This spec for a sender whose largest frame is `largest` bytes: a
+    /// vhost-user port without `tx-frame` gets its transmit buffers sized
+    /// for that frame (dense buffers: docs/vhost-user.md) when it fits in
+    /// `max-frame`; any other spec is returned as it is.
+    pub fn sized_for(&self, largest: u32) -> PortSpec {
+        let mut s = self.clone();
+        if let PortSpec::Vhost {
+            max_frame,
+            tx_frame: t @ None,
+            ..
+        } = &mut s
+        {
+            if (14..=*max_frame).contains(&largest) {
+                *t = Some(largest);
+            }
+        }
+        s
+    }
+
     /// The port queue turnout-gen uses on this port.
     pub fn queue(&self) -> u16 {
         match self {
@@ -351,6 +393,7 @@ impl fmt::Display for PortSpec {
                 queues,
                 queue_size,
                 max_frame,
+                tx_frame,
                 interrupt,
             } => {
                 write!(f, "vhost-user:{}", socket.display())?;
@@ -365,6 +408,9 @@ impl fmt::Display for PortSpec {
                 }
                 if *max_frame != VHOST_MAX_FRAME {
                     write!(f, ",max-frame={max_frame}")?;
+                }
+                if let Some(t) = tx_frame {
+                    write!(f, ",tx-frame={t}")?;
                 }
                 if *interrupt {
                     write!(f, ",mode=interrupt")?;
@@ -476,6 +522,7 @@ mod tests {
                 queues: 1,
                 queue_size: 1024,
                 max_frame: 9000,
+                tx_frame: None,
                 interrupt: false,
             }
         );
@@ -490,6 +537,24 @@ mod tests {
         );
         assert!("vhost-user:/s,mode=sleepy".parse::<PortSpec>().is_err());
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
+        // tx-frame: kept, printed, bounded by max-frame
+        let v: PortSpec = "vhost-user:/s,max-frame=1518,tx-frame=64".parse().unwrap();
+        assert_eq!(v.to_string(), "vhost-user:/s,max-frame=1518,tx-frame=64");
+        assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
+        let e = "vhost-user:/s,max-frame=1518,tx-frame=2000"
+            .parse::<PortSpec>()
+            .unwrap_err();
+        assert!(e.contains("larger than max-frame"), "{e}");
+        // sized_for: the traffic's largest frame, unless the spec says
+        let v: PortSpec = "vhost-user:/s".parse().unwrap();
+        assert_eq!(v.sized_for(60).to_string(), "vhost-user:/s,tx-frame=60");
+        let v: PortSpec = "vhost-user:/s,tx-frame=1514".parse().unwrap();
+        assert_eq!(v.sized_for(60), v);
+        // a frame larger than max-frame: left for the sender to refuse
+        let v: PortSpec = "vhost-user:/s,max-frame=1518".parse().unwrap();
+        assert_eq!(v.sized_for(9000), v);
+        let m: PortSpec = "memif:/s".parse().unwrap();
+        assert_eq!(m.sized_for(60), m);
     }
 
     #[test]

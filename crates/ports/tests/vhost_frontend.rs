@@ -181,6 +181,41 @@ fn without_mergeable_buffers_each_buffer_holds_the_largest_frame() {
     }
 }
 
+/// Transmit buffers sized for the largest frame sent (`tx_frame_b`, 128
+/// bytes apart for 64-byte frames): frames cross exactly, over many laps
+/// of the ring and with lengths changing, a longer frame is refused by
+/// `slots_for`, and receiving still takes the port's largest frame.
+#[test]
+fn dense_transmit_buffers_carry_frames_exactly() {
+    let dir = TempDir::new("front-dense");
+    let sock = dir.path("vu.sock");
+    let backend = backend(&sock, 1, 9000, true);
+    let mut fc = FrontendConfig::new(&sock);
+    fc.max_frame_b = 9000;
+    fc.tx_frame_b = Some(64);
+    fc.queue_size = 256;
+    let front = VhostFrontendPort::new("front", fc).unwrap();
+    linked(&backend, &front, "no link");
+    let mut brx = backend.take_rx(0).unwrap();
+    for len in [64usize, 60, 18, 64] {
+        assert_eq!(
+            pump(front.tx(0), brx.as_mut(), 3_000, len),
+            3_000,
+            "{len} B"
+        );
+    }
+    assert_eq!(front.tx(0).slots_for(64), 1);
+    assert_eq!(front.tx(0).slots_for(65), 0);
+    drop(brx);
+    let mut frx = front.take_rx(0).unwrap();
+    assert_eq!(pump(backend.tx(0), frx.as_mut(), 500, 9000), 500);
+    for (k, v) in front.backend_counters() {
+        if k.starts_with("lie") || k.starts_with("disconnects") || k == "tx_stale" {
+            assert_eq!(v, 0, "{k}");
+        }
+    }
+}
+
 #[test]
 fn several_queue_pairs_each_carry_their_own_frames() {
     let dir = TempDir::new("frontmq");
