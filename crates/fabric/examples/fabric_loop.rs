@@ -58,9 +58,7 @@ fn main() -> Result<(), String> {
         return Err("FLOWS: at least 1".into());
     }
     let l = bench_cases::build(&case)?;
-    let frames: Vec<Vec<u8>> = (0..flows)
-        .map(|i| bench_cases::flow_frame(64, i))
-        .collect();
+    let frames: Vec<Vec<u8>> = (0..flows).map(|i| bench_cases::flow_frame(64, i)).collect();
     let mut r = rig::rig_with_frames(&frames, BATCH, 2, 0);
     let sent = run(&mut r, l.as_ref(), batches);
     let want = batches * BATCH as u64;

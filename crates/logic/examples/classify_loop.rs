@@ -44,9 +44,7 @@ fn main() -> Result<(), String> {
         return Err("FLOWS: at least 1".into());
     }
     let l = bench_cases::build(&case)?;
-    let mut frames: Vec<Vec<u8>> = (0..flows)
-        .map(|i| bench_cases::flow_frame(64, i))
-        .collect();
+    let mut frames: Vec<Vec<u8>> = (0..flows).map(|i| bench_cases::flow_frame(64, i)).collect();
     let n_frames = frames.len();
     let mut next = 0usize;
     let mut v = vec![Verdict::Flood; BATCH];

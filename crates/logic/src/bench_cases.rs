@@ -69,7 +69,7 @@ pub fn many_flows(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
     texts
 }
 
-/// [`many_flows`] with every flow also on `nw_src=172.16.0.0/12` (which
+/// [`many_flows`] with every flow also on `nw_src=172.16.0.1` (which
 /// no frame of [`flow_frame`] has): the flows match both fields that
 /// [`flow_frame`] varies (source address and port), so concurrent flows
 /// have distinct cache keys whatever the cache leaves out (every flow's
@@ -78,7 +78,7 @@ pub fn many_flows_src(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
     let mut t = many_flows(n, masks, tp_src_base);
     let last = t.len() - 1;
     for f in &mut t[..last] {
-        *f = f.replacen(",udp,", ",udp,nw_src=172.16.0.0/12,", 1);
+        *f = f.replacen(",udp,", ",udp,nw_src=172.16.0.1,", 1);
     }
     t
 }

@@ -34,7 +34,7 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::key::{Header, Key};
+use super::key::{Header, HeaderMask, Key};
 use super::Rule;
 use crate::Verdict;
 
@@ -81,7 +81,7 @@ pub struct Resume {
 }
 
 /// A run of one flow that reached the end of its batch: its frames had
-/// header `h`, were received on `ingress` and served by the pure entry at
+/// header `h` under `mask` (the snapshot's, for their protocol), were received on `ingress` and served by the pure entry at
 /// `at`, then holding `key`, `meta` and `gen`. The next batch continues it
 /// only if that entry still holds them (any write to it, by this worker
 /// or a later claim of its slot, changes them) and `gen` is the loaded
@@ -91,6 +91,7 @@ pub struct RunEnd {
     pub at: usize,
     pub ingress: u16,
     pub h: Header,
+    pub mask: HeaderMask,
     pub key: Key,
     pub meta: u32,
     pub gen: u64,
