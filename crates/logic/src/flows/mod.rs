@@ -1761,12 +1761,21 @@ impl Logic for Flows {
                     // be starting (with flows interleaved, no header is
                     // taken or compared).
                     let again = valid(c.entry(at));
+                    let mut hit = again;
                     if !again {
+                        // Two ways: the entry of the hash and its neighbour
+                        // (a direct-mapped cache had two of 64 flows evict
+                        // each other on one seed in four).
                         at = c.index(k.hash_with(meta as u64));
+                        hit = valid(c.entry(at));
+                        if !hit && valid(c.entry(at ^ 1)) {
+                            at ^= 1;
+                            hit = true;
+                        }
                         last = at;
                     }
-                    let e = c.entry(at);
-                    if again || valid(e) {
+                    if hit {
+                        let e = c.entry(at);
                         let v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
                         verdicts[i] = v;
                         hits += 1;
@@ -1831,9 +1840,20 @@ impl Logic for Flows {
                     // miss in 8 only: more flows than entries would
                     // otherwise evict each other on every packet (a
                     // 128-byte write per packet, and no hits at all).
-                    let free = e.gen != snap.gen;
-                    if t.cacheable && (free || misses % 8 == 1) {
-                        *e = cache::Entry {
+                    // A free or stale way first; else, one miss in 8, the
+                    // two ways in turn.
+                    let at = if c.entry(at).gen != snap.gen {
+                        Some(at)
+                    } else if c.entry(at ^ 1).gen != snap.gen {
+                        Some(at ^ 1)
+                    } else if misses % 8 == 1 {
+                        Some(at ^ ((misses >> 3) & 1) as usize)
+                    } else {
+                        None
+                    };
+                    if let (Some(at), true) = (at, t.cacheable) {
+                        last = at;
+                        *c.entry(at) = cache::Entry {
                             key: k,
                             gen: snap.gen,
                             meta,
