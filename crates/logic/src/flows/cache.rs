@@ -1,13 +1,16 @@
 //! Per-worker exact-match cache in front of the tuple-space classifier.
 //!
-//! Each worker owns a direct-mapped array of entries. An entry maps a
-//! packet's full key (in_port included) plus its [`super::key::meta`] bits
-//! to the flows the pipeline hit, in order (at most [`MAX_RULES`]), and the
+//! Each worker owns a two-way array of entries (a key's entry is the one
+//! its hash picks or that one's neighbour). An entry maps a packet's key
+//! under the snapshot's fields in use (the union of its masks, in_port
+//! and the VLAN TCI always in) plus its [`super::key::meta`] bits to the
+//! flows the pipeline hit, in order (at most [`MAX_RULES`]), and the
 //! table that missed, if any. A hit replays those flows' actions on the
 //! packet without a single classifier lookup.
 //!
-//! Why the flows hit are a function of (key, meta): a table's choice
-//! depends only on the key at that point; `mod_dl_*` sets key fields;
+//! Why the flows hit are a function of (key under the fields in use,
+//! meta): a table's choice depends only on the key at that point, under
+//! its subtables' masks (all part of the fields in use); `mod_dl_*` sets key fields;
 //! `mod_nw_*` / `mod_tp_*` change the key's field exactly when the frame
 //! has the IPv4 / TCP-UDP header they rewrite (the `IP4` / `L4` bits);
 //! whether `dec_ttl` drops (after which rewrites are skipped) depends on
