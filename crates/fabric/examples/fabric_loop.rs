@@ -17,9 +17,10 @@
 //! packet = the collected total / (batches * 256); callgrind_annotate
 //! splits them by function. The program prints the count to divide by.
 //! Cases: those of `logic::bench_cases` (`patch`, `bridge`, `l4filter`,
-//! `demux`, `flows3`, `flows3-nocache`, `flows10k`). An optional third
-//! argument, FLOWS (default 1), makes the source hand out FLOWS frames of
-//! distinct source ports in turn (flows interleaved).
+//! `demux`, `flows3`, `flows3-nocache`, `flows10k`, `flows10k-src`). An
+//! optional third argument, FLOWS (default 1), makes the source hand out
+//! the frames of FLOWS concurrent flows in turn (flows interleaved;
+//! `bench_cases::flow_frame`: distinct source ports, then addresses).
 
 use fabric::Logic;
 use logic::bench_cases;
@@ -49,7 +50,7 @@ fn main() -> Result<(), String> {
         .ok_or(usage)?
         .parse()
         .map_err(|e| format!("BATCHES: {e}"))?;
-    let flows: u16 = match a.next() {
+    let flows: u32 = match a.next() {
         Some(f) => f.parse().map_err(|e| format!("FLOWS: {e}"))?,
         None => 1,
     };
@@ -57,9 +58,7 @@ fn main() -> Result<(), String> {
         return Err("FLOWS: at least 1".into());
     }
     let l = bench_cases::build(&case)?;
-    let frames: Vec<Vec<u8>> = (0..flows)
-        .map(|i| bench_cases::udp_frame(64, bench_cases::SRC_PORT + i))
-        .collect();
+    let frames: Vec<Vec<u8>> = (0..flows).map(|i| bench_cases::flow_frame(64, i)).collect();
     let mut r = rig::rig_with_frames(&frames, BATCH, 2, 0);
     let sent = run(&mut r, l.as_ref(), batches);
     let want = batches * BATCH as u64;

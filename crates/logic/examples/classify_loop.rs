@@ -16,9 +16,12 @@
 //! `flows10k` (10^4 rules over 8 masks that the frames miss, then a
 //! priority-0 hit), `flows3-nocache`. `examples/fabric_loop.rs` in the
 //! fabric crate counts the whole fabric path instead of classify alone.
-//! An optional third argument, FLOWS (default 1), gives the frames of a
-//! batch FLOWS distinct source ports in turn (flows interleaved: no two
-//! consecutive frames of one flow when FLOWS > 1).
+//! An optional third argument, FLOWS (default 1), hands out the frames of
+//! FLOWS concurrent flows in turn, across batches
+//! (`bench_cases::flow_frame`: distinct source ports, then addresses;
+//! flows interleaved: no two consecutive frames of one flow when
+//! FLOWS > 1). `flows10k-src` is `flows10k` with the source address
+//! matched too (every varied field in the flows' masks).
 
 use logic::bench_cases;
 use logic::{Ctx, Pkt, Pkts, Verdict};
@@ -33,7 +36,7 @@ fn main() -> Result<(), String> {
         .ok_or("usage: classify_loop CASE BATCHES")?
         .parse()
         .map_err(|e| format!("BATCHES: {e}"))?;
-    let flows: u16 = match a.next() {
+    let flows: u32 = match a.next() {
         Some(f) => f.parse().map_err(|e| format!("FLOWS: {e}"))?,
         None => 1,
     };
@@ -41,17 +44,18 @@ fn main() -> Result<(), String> {
         return Err("FLOWS: at least 1".into());
     }
     let l = bench_cases::build(&case)?;
-    let mut frames: Vec<Vec<u8>> = (0..BATCH)
-        .map(|i| bench_cases::udp_frame(64, bench_cases::SRC_PORT + (i as u16 % flows)))
-        .collect();
+    let mut frames: Vec<Vec<u8>> = (0..flows).map(|i| bench_cases::flow_frame(64, i)).collect();
+    let n_frames = frames.len();
+    let mut next = 0usize;
     let mut v = vec![Verdict::Flood; BATCH];
     let ctx = Ctx {
         now_ns: 0,
         worker: 0,
     };
     for _ in 0..batches {
-        let mut pkts: [Pkt; BATCH] = std::array::from_fn(|i| {
-            let f = &mut frames[i];
+        let mut pkts: [Pkt; BATCH] = std::array::from_fn(|_| {
+            let f = &mut frames[next];
+            next = (next + 1) % n_frames;
             // SAFETY: the frames outlive the views, used only in this call.
             unsafe { Pkt::new(f.as_mut_ptr(), f.len() as u32, 0, 0) }
         });

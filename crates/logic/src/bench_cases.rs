@@ -37,6 +37,7 @@ pub const CASES: &[&str] = &[
     "flows3",
     "flows3-nocache",
     "flows10k",
+    "flows10k-src",
 ];
 
 /// `flows` with a few rules: the frames hit the first one.
@@ -68,6 +69,46 @@ pub fn many_flows(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
     texts
 }
 
+/// [`many_flows`] with every flow also on `nw_src=172.16.0.1` (which
+/// no frame of [`flow_frame`] has): the flows match both fields that
+/// [`flow_frame`] varies (source address and port), so concurrent flows
+/// have distinct cache keys whatever the cache leaves out (every flow's
+/// key a different exact-match entry: the miss path's worst case).
+pub fn many_flows_src(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
+    let mut t = many_flows(n, masks, tp_src_base);
+    let last = t.len() - 1;
+    for f in &mut t[..last] {
+        *f = f.replacen(",udp,", ",udp,nw_src=172.16.0.1,", 1);
+    }
+    t
+}
+
+/// Flows of [`flow_frame`] per source address (then the next address).
+pub const PORTS_PER_ADDR: u32 = 512;
+
+/// Frame of concurrent flow `i` (0 = [`udp_frame`]'s): source port
+/// [`SRC_PORT`] + `i % 512` (never one of [`many_flows`]' 2000..), source
+/// address 10.0.0.1 plus `i / 512` in its third byte and up (as
+/// turnout-gen's `--vary src-port,src-ip`). Distinct for `i` below 2^24.
+///
+/// Panics if `len` is outside 42..=1514 (bench set-up).
+pub fn flow_frame(len: usize, i: u32) -> Vec<u8> {
+    let mut f = udp_frame(len, SRC_PORT + (i % PORTS_PER_ADDR) as u16);
+    let src = 0x0a00_0001u32 + ((i / PORTS_PER_ADDR) << 8);
+    let old = u32::from_be_bytes([f[26], f[27], f[28], f[29]]);
+    f[26..30].copy_from_slice(&src.to_be_bytes());
+    // The IPv4 header checksum (RFC 1624), so the frame stays valid.
+    let mut sum = !u16::from_be_bytes([f[24], f[25]]) as u32;
+    for (o, n) in [(old >> 16, src >> 16), (old & 0xffff, src & 0xffff)] {
+        sum += (!o & 0xffff) + n;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f
+}
+
 /// The logic name and configuration of `case` (one of [`CASES`]).
 pub fn config(case: &str) -> Result<(&'static str, Value), String> {
     Ok(match case {
@@ -86,6 +127,8 @@ pub fn config(case: &str) -> Result<(&'static str, Value), String> {
         "flows3-nocache" => ("flows", json!({ "flows": FEW_FLOWS, "cache": 0 })),
         // 10 000 rules over 8 masks (source ports 2000.., never 1234).
         "flows10k" => ("flows", json!({ "flows": many_flows(10_000, 8, 2000) })),
+        // The same with the varied source address matched too.
+        "flows10k-src" => ("flows", json!({ "flows": many_flows_src(10_000, 8, 2000) })),
         _ => {
             return Err(format!(
                 "unknown case {case:?} (known: {})",
@@ -160,6 +203,22 @@ mod tests {
             assert_eq!(v, [Verdict::Port(1); 8], "{case}");
         }
         assert!(config("nope").is_err());
+        // Concurrent flows: flow 0 is the plain frame, the others differ,
+        // every one with a valid IPv4 header checksum.
+        assert_eq!(flow_frame(64, 0), udp_frame(64, SRC_PORT));
+        let mut seen = std::collections::HashSet::new();
+        for i in [0, 1, 511, 512, 513, 99_999, 1_000_000] {
+            let f = flow_frame(64, i);
+            let mut sum = 0u32;
+            for w in f[14..34].chunks(2) {
+                sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+            }
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            assert_eq!(sum, 0xffff, "flow {i}: IPv4 checksum");
+            assert!(seen.insert(f[26..38].to_vec()), "flow {i} not distinct");
+        }
         for (_, c) in E_LOGIC {
             assert!(CASES.contains(c));
         }

@@ -1,13 +1,16 @@
 //! Per-worker exact-match cache in front of the tuple-space classifier.
 //!
-//! Each worker owns a direct-mapped array of entries. An entry maps a
-//! packet's full key (in_port included) plus its [`super::key::meta`] bits
-//! to the flows the pipeline hit, in order (at most [`MAX_RULES`]), and the
+//! Each worker owns a two-way array of entries (a key's entry is the one
+//! its hash picks or that one's neighbour). An entry maps a packet's key
+//! under the snapshot's fields in use (the union of its masks, in_port
+//! and the VLAN TCI always in) plus its [`super::key::meta`] bits to the
+//! flows the pipeline hit, in order (at most [`MAX_RULES`]), and the
 //! table that missed, if any. A hit replays those flows' actions on the
 //! packet without a single classifier lookup.
 //!
-//! Why the flows hit are a function of (key, meta): a table's choice
-//! depends only on the key at that point; `mod_dl_*` sets key fields;
+//! Why the flows hit are a function of (key under the fields in use,
+//! meta): a table's choice depends only on the key at that point, under
+//! its subtables' masks (all part of the fields in use); `mod_dl_*` sets key fields;
 //! `mod_nw_*` / `mod_tp_*` change the key's field exactly when the frame
 //! has the IPv4 / TCP-UDP header they rewrite (the `IP4` / `L4` bits);
 //! whether `dec_ttl` drops (after which rewrites are skipped) depends on
@@ -34,7 +37,7 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::key::{Header, Key};
+use super::key::{Header, HeaderMask, Key};
 use super::Rule;
 use crate::Verdict;
 
@@ -81,7 +84,7 @@ pub struct Resume {
 }
 
 /// A run of one flow that reached the end of its batch: its frames had
-/// header `h`, were received on `ingress` and served by the pure entry at
+/// header `h` under `mask` (the snapshot's, for their protocol), were received on `ingress` and served by the pure entry at
 /// `at`, then holding `key`, `meta` and `gen`. The next batch continues it
 /// only if that entry still holds them (any write to it, by this worker
 /// or a later claim of its slot, changes them) and `gen` is the loaded
@@ -91,6 +94,7 @@ pub struct RunEnd {
     pub at: usize,
     pub ingress: u16,
     pub h: Header,
+    pub mask: HeaderMask,
     pub key: Key,
     pub meta: u32,
     pub gen: u64,

@@ -12,7 +12,7 @@ pub const WORDS: usize = 8;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Key(pub [u64; WORDS]);
 
-/// Odd constants, one per word, for [`Key`]'s hash.
+/// Constants, one per word, for [`Key`]'s hash ([`Key::nh`]).
 const MIX: [u64; WORDS] = [
     0x9e37_79b9_7f4a_7c15,
     0xc2b2_ae3d_27d4_eb4f,
@@ -24,16 +24,30 @@ const MIX: [u64; WORDS] = [
     0x5851_f42d_4c95_7f2d,
 ];
 
+impl Key {
+    /// The words compressed to one: NH (UMAC's universal hash), the sum
+    /// of the products of the words taken in pairs, each offset by its
+    /// constant, as 128-bit numbers, folded to 64 bits: four
+    /// widening multiplies, independent of each other, for eight words
+    /// (the multiply-xor of each word cost twice the instructions). Not
+    /// mixed: [`KeyHasher::finish`] mixes it.
+    #[inline(always)]
+    fn nh(&self) -> u64 {
+        let mut acc = 0u128;
+        for i in 0..WORDS / 2 {
+            let a = self.0[2 * i].wrapping_add(MIX[2 * i]);
+            let b = self.0[2 * i + 1].wrapping_add(MIX[2 * i + 1]);
+            acc = acc.wrapping_add(a as u128 * b as u128);
+        }
+        (acc >> 64) as u64 ^ acc as u64
+    }
+}
+
 impl std::hash::Hash for Key {
-    /// One word: the words multiplied independently (no serial chain of
-    /// multiplies), summed; [`KeyHasher::finish`] mixes the result.
+    /// One word ([`Key::nh`]); [`KeyHasher::finish`] mixes it.
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        let mut acc = 0u64;
-        for (w, m) in self.0.iter().zip(MIX) {
-            acc = acc.wrapping_add((w ^ (w >> 29)).wrapping_mul(m));
-        }
-        h.write_u64(acc);
+        h.write_u64(self.nh());
     }
 }
 
@@ -62,15 +76,33 @@ impl Key {
         Key(k)
     }
 
+    /// `self | other`, word by word.
+    #[inline]
+    pub fn or(&self, other: &Key) -> Key {
+        let mut k = [0u64; WORDS];
+        for (i, w) in k.iter_mut().enumerate() {
+            *w = self.0[i] | other.0[i];
+        }
+        Key(k)
+    }
+
+    /// The fields the exact-match cache keeps whatever the flows match:
+    /// the ingress port (the verdict of `output` to it, and of `in_port`,
+    /// depends on it) and the VLAN TCI (what `mod_vlan_vid`/`mod_vlan_pcp`
+    /// rewrite depends on whether the frame is tagged).
+    pub fn in_use_always() -> Key {
+        let mut k = Key::default();
+        k.set(Field::InPort, u128::MAX);
+        k.set(Field::VlanTci, u128::MAX);
+        k
+    }
+
     /// Hash of the key and `extra` (the exact-match cache's index): the
-    /// words mixed as in `Hash`, then murmur3's finaliser.
+    /// words compressed as in `Hash` ([`Key::nh`]), then murmur3's
+    /// finaliser.
     #[inline]
     pub fn hash_with(&self, extra: u64) -> u64 {
-        let mut acc = extra.wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        for (w, m) in self.0.iter().zip(MIX) {
-            acc = acc.wrapping_add((w ^ (w >> 29)).wrapping_mul(m));
-        }
-        KeyHasher(acc).finish()
+        KeyHasher(self.nh() ^ extra.wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)).finish()
     }
 
     /// Every bit of `other` is set in `self`.
@@ -359,6 +391,23 @@ impl Header {
         d == 0
     }
 
+    /// The header under `m` (its bits outside `m` cleared; the length
+    /// word kept).
+    #[inline(always)]
+    pub fn and(&self, m: &HeaderMask) -> Header {
+        let mut h = *self;
+        for (w, m) in h.0.iter_mut().zip(m.0) {
+            *w &= m;
+        }
+        h
+    }
+
+    /// The IP protocol byte (frame byte 23).
+    #[inline(always)]
+    pub fn proto(&self) -> u8 {
+        self.0[2].to_ne_bytes()[7]
+    }
+
     /// Whether [`extract_fast`] takes a frame with this header.
     #[inline]
     pub fn is_fast(&self) -> bool {
@@ -381,13 +430,63 @@ impl PartialEq for Header {
 
 impl Eq for Header {}
 
+/// The bits of a [`Header`] (its first five words) that matter to the
+/// flows of one snapshot, for frames of one IP protocol: a run of frames
+/// whose headers agree under it needs no more. Made from the snapshot's
+/// fields in use (the union of its masks, see [`HeaderMask::new`]): two
+/// frames that [`extract_fast`] takes, with equal headers under the mask
+/// of their protocol, have equal keys under `in_use` and equal meta bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderMask([u64; 5]);
+
+impl HeaderMask {
+    /// Every bit [`Header::of`] keeps (the full key).
+    pub const ALL: HeaderMask = HeaderMask([!0, !0, HDR_MASK_16, HDR_MASK_24, !0]);
+
+    /// The header bits of frames of IP protocol `proto` that the key bits
+    /// `in_use` are taken from, and those the meta bits and the shape of
+    /// the key depend on whatever `in_use` is: the EtherType and version
+    /// byte, the fragment offset, the TTL, the protocol (and the length
+    /// word, always compared).
+    pub fn new(in_use: &Key, proto: u8) -> HeaderMask {
+        let u = &in_use.0;
+        let mut b = [0u8; 38];
+        b[0..6].copy_from_slice(&(u[1] << 16).to_be_bytes()[..6]);
+        b[6..12].copy_from_slice(&(u[2] << 16).to_be_bytes()[..6]);
+        b[12..15].fill(0xff);
+        b[15] = u[0] as u8 & 0xfc;
+        b[20..24].copy_from_slice(&[0x1f, 0xff, 0xff, 0xff]);
+        b[26..30].copy_from_slice(&(u[4] as u32).to_be_bytes());
+        b[30..34].copy_from_slice(&(u[6] as u32).to_be_bytes());
+        // TpSrc at bits 48.., TpDst at 32.. of word 7.
+        let tp = (u[7] >> 32) as u32;
+        match proto {
+            num::TCP | num::UDP | num::SCTP => b[34..38].copy_from_slice(&tp.to_be_bytes()),
+            // The type (in TpSrc) and the code (in TpDst), a byte each.
+            num::ICMP | num::ICMP6 => {
+                b[34] = (tp >> 16) as u8;
+                b[35] = tp as u8;
+            }
+            _ => {}
+        }
+        let w = |o: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[o..o + 8]);
+            u64::from_ne_bytes(a)
+        };
+        HeaderMask([w(0), w(8), w(16), w(24), w(30)])
+    }
+}
+
 /// A [`Header`] made ready ([`Header::for_run`]) to be compared with many
 /// frames: the length rule as one range check, the bytes as two 16-byte
 /// vector compares and one word compare (SSE2, part of every x86_64; word
 /// compares elsewhere).
 #[derive(Clone, Copy, Debug)]
 pub struct RunHeader {
+    /// Under `m`.
     h: Header,
+    m: HeaderMask,
     /// Lengths `lo..=lo + span` have the header's length word; `lo` is at
     /// least 38 and `lo + span` does not wrap.
     lo: usize,
@@ -396,21 +495,30 @@ pub struct RunHeader {
     v: RunVec,
 }
 
-/// The header's bytes 0..32 (16..32 masked) and the bytes of 16..32 it
-/// leaves out, as vectors.
+/// The header's bytes 0..32 (masked) and the mask of each half, as
+/// vectors.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
 struct RunVec {
     a: std::arch::x86_64::__m128i,
     b: std::arch::x86_64::__m128i,
-    /// The bytes of 16..32 not compared (all ones).
-    unmasked_b: std::arch::x86_64::__m128i,
+    ma: std::arch::x86_64::__m128i,
+    mb: std::arch::x86_64::__m128i,
 }
 
 impl Header {
     /// This header, ready to be compared with the frames of a run.
     #[inline]
     pub fn for_run(&self) -> RunHeader {
+        self.for_run_under(&HeaderMask::ALL)
+    }
+
+    /// This header under `m`, ready to be compared with the frames of a
+    /// run under `m`: [`RunHeader::matches`] is then
+    /// `Header::of(frame).map(|h| h.and(m)) == Some(self.and(m))`.
+    #[inline]
+    pub fn for_run_under(&self, m: &HeaderMask) -> RunHeader {
+        let me = self.and(m);
         // Frames of at least 54 bytes all have the length word 54; shorter
         // ones (at least 38: `of`) only their own length.
         let len = self.0[5] as usize;
@@ -423,19 +531,22 @@ impl Header {
             (usize::MAX, 0)
         };
         RunHeader {
-            h: *self,
+            h: me,
+            m: *m,
             lo,
             span,
             #[cfg(target_arch = "x86_64")]
             v: {
                 use std::arch::x86_64::_mm_set_epi64x;
-                let w = |i: usize| self.0[i] as i64;
+                let w = |i: usize| me.0[i] as i64;
+                let mw = |i: usize| m.0[i] as i64;
                 // SAFETY: SSE2 is part of x86_64; no memory is touched.
                 unsafe {
                     RunVec {
                         a: _mm_set_epi64x(w(1), w(0)),
                         b: _mm_set_epi64x(w(3), w(2)),
-                        unmasked_b: _mm_set_epi64x(!HDR_MASK_24 as i64, !HDR_MASK_16 as i64),
+                        ma: _mm_set_epi64x(mw(1), mw(0)),
+                        mb: _mm_set_epi64x(mw(3), mw(2)),
                     }
                 }
             },
@@ -471,12 +582,13 @@ impl RunHeader {
             // SAFETY: SSE2 is part of x86_64; the loads read bytes 0..16,
             // 16..32 and 30..38 of the frame, which has at least 38.
             unsafe {
-                // Bytes equal, or masked out: all ones.
-                let x = _mm_cmpeq_epi8(_mm_loadu_si128(p.cast()), self.v.a);
-                let y = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(16).cast()), self.v.b);
-                let eq = _mm_and_si128(x, _mm_or_si128(y, self.v.unmasked_b));
+                // Bytes equal under the mask: all ones.
+                let x = _mm_and_si128(_mm_loadu_si128(p.cast()), self.v.ma);
+                let y = _mm_and_si128(_mm_loadu_si128(p.add(16).cast()), self.v.mb);
+                let eq = _mm_and_si128(_mm_cmpeq_epi8(x, self.v.a), _mm_cmpeq_epi8(y, self.v.b));
                 _mm_movemask_epi8(eq) == 0xffff
-                    && std::ptr::read_unaligned(p.add(30).cast::<u64>()) == self.h.0[4]
+                    && std::ptr::read_unaligned(p.add(30).cast::<u64>()) & self.m.0[4]
+                        == self.h.0[4]
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -489,12 +601,12 @@ impl RunHeader {
                 a.copy_from_slice(&b[o..o + 8]);
                 u64::from_ne_bytes(a)
             };
-            let h = &self.h.0;
-            let d = (w(0) ^ h[0])
-                | (w(8) ^ h[1])
-                | ((w(16) & HDR_MASK_16) ^ h[2])
-                | ((w(24) & HDR_MASK_24) ^ h[3])
-                | (w(30) ^ h[4]);
+            let (h, m) = (&self.h.0, &self.m.0);
+            let d = ((w(0) & m[0]) ^ h[0])
+                | ((w(8) & m[1]) ^ h[1])
+                | ((w(16) & m[2]) ^ h[2])
+                | ((w(24) & m[3]) ^ h[3])
+                | ((w(30) & m[4]) ^ h[4]);
             d == 0
         }
     }

@@ -81,7 +81,7 @@ use serde_json::{json, Value};
 
 pub use expiry::{Reason, SWEEP_EVERY};
 pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
-pub use key::{extract, extract_fast, extract_general, Field, Header, Key};
+pub use key::{extract, extract_fast, extract_general, Field, Header, HeaderMask, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
 use crate::args::Args;
@@ -338,6 +338,27 @@ struct Snapshot {
     parent: Option<u64>,
     log: Vec<Changed>,
     log_full: bool,
+    /// The bits of the key any lookup of this snapshot can depend on: the
+    /// union of every subtable's mask, with the ingress port (`output` to
+    /// it is a hairpin) and the VLAN TCI (what `mod_vlan_*` find) always
+    /// in (set by [`Snapshot::seal`]). The exact-match cache keys its
+    /// entries by the packet key under it (a coarse megaflow): packets
+    /// that differ only in bits no flow looks at share one entry.
+    in_use: Key,
+    /// [`HeaderMask`]s of `in_use` for TCP/UDP/SCTP, ICMP and any other
+    /// IP protocol ([`Snapshot::header_mask`]): what a run of one flow
+    /// compares.
+    header_masks: [HeaderMask; 3],
+}
+
+/// The [`HeaderMask`]s of [`Snapshot::header_masks`] for the fields
+/// `in_use`.
+fn header_masks(in_use: &Key) -> [HeaderMask; 3] {
+    [
+        HeaderMask::new(in_use, key::num::UDP),
+        HeaderMask::new(in_use, key::num::ICMP),
+        HeaderMask::new(in_use, 0),
+    ]
 }
 
 /// What a snapshot being built changed, for the replay on the spare.
@@ -376,6 +397,8 @@ impl Clone for Snapshot {
             parent: None,
             log: Vec::new(),
             log_full: false,
+            in_use: self.in_use,
+            header_masks: self.header_masks,
         }
     }
 }
@@ -390,6 +413,8 @@ impl Snapshot {
             parent: None,
             log: Vec::new(),
             log_full: false,
+            in_use: Key::in_use_always(),
+            header_masks: header_masks(&Key::in_use_always()),
         }
     }
 
@@ -649,6 +674,26 @@ impl Snapshot {
             }
             t.sort();
         }
+        // (A pass over every table's subtables, not over the flows: it
+        // does not grow with the number of flows.)
+        let mut u = Key::in_use_always();
+        for st in self.tables.iter().flat_map(|t| t.subtables.iter()) {
+            u = u.or(&st.mask);
+        }
+        self.in_use = u;
+        self.header_masks = header_masks(&u);
+    }
+
+    /// The [`HeaderMask`] of this snapshot for frames of IP protocol
+    /// `proto`.
+    #[inline(always)]
+    fn header_mask(&self, proto: u8) -> &HeaderMask {
+        let i = match proto {
+            key::num::TCP | key::num::UDP | key::num::SCTP => 0,
+            key::num::ICMP | key::num::ICMP6 => 1,
+            _ => 2,
+        };
+        &self.header_masks[i]
     }
 
     #[cfg(test)]
@@ -1352,12 +1397,13 @@ fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     (key::extract_general(b, in_port), m)
 }
 
-/// The frames at the start of `pkts` with header `h` (a run of one flow):
-/// their number and their bytes in all. Not inlined: called once per run,
-/// it keeps its loop in registers.
+/// The frames at the start of `pkts` with header `h` under `m` (a run of
+/// one flow, as far as the snapshot's flows can tell): their number and
+/// their bytes in all. Not inlined: called once per run, it keeps its
+/// loop in registers.
 #[inline(never)]
-fn run_of(pkts: &[crate::Pkt], h: &Header) -> (usize, u64) {
-    let h = h.for_run();
+fn run_of(pkts: &[crate::Pkt], h: &Header, m: &HeaderMask) -> (usize, u64) {
+    let h = h.for_run_under(m);
     let mut bytes = 0u64;
     let mut it = pkts.iter();
     while let Some(p) = it.next() {
@@ -1683,7 +1729,7 @@ impl Logic for Flows {
                         && e.meta == r.meta
                         && e.key == r.key
                     {
-                        let (m, bytes) = run_of(&pkts[..n], &r.h);
+                        let (m, bytes) = run_of(&pkts[..n], &r.h, &r.mask);
                         if m > 0 {
                             // SAFETY: written with `pure` (cache.rs), which
                             // a run's entry is.
@@ -1701,6 +1747,10 @@ impl Logic for Flows {
                 while i < n {
                     let Some(mut p) = pkts.get_mut(i) else { break };
                     let (k, meta) = key_meta(p.data(), ingress);
+                    // Only the bits a lookup of this snapshot can look at (a
+                    // coarse megaflow: flows that differ elsewhere share an
+                    // entry).
+                    let k = k.and(&snap.in_use);
                     // (The L4 ports first: flows interleaved mostly differ
                     // there, so the previous frame's entry fails early.)
                     let valid = |e: &cache::Entry| {
@@ -1711,12 +1761,21 @@ impl Logic for Flows {
                     // be starting (with flows interleaved, no header is
                     // taken or compared).
                     let again = valid(c.entry(at));
+                    let mut hit = again;
                     if !again {
+                        // Two ways: the entry of the hash and its neighbour
+                        // (a direct-mapped cache had two of 64 flows evict
+                        // each other on one seed in four).
                         at = c.index(k.hash_with(meta as u64));
+                        hit = valid(c.entry(at));
+                        if !hit && valid(c.entry(at ^ 1)) {
+                            at ^= 1;
+                            hit = true;
+                        }
                         last = at;
                     }
-                    let e = c.entry(at);
-                    if again || valid(e) {
+                    if hit {
+                        let e = c.entry(at);
                         let v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
                         verdicts[i] = v;
                         hits += 1;
@@ -1728,13 +1787,19 @@ impl Logic for Flows {
                         // same entry would serve them: they take its verdict
                         // (written as one range), and its counters are added
                         // once for the whole run.
+                        // Under the snapshot's header mask: frames of flows
+                        // that differ only in bits no flow looks at (whose
+                        // keys the cache does not tell apart) make one run.
                         let run = if again && e.pure {
-                            Header::of(p.data()).filter(Header::is_fast)
+                            Header::of(p.data()).filter(Header::is_fast).map(|h| {
+                                let mask = *snap.header_mask(h.proto());
+                                (h.and(&mask), mask)
+                            })
                         } else {
                             None
                         };
-                        if let Some(h) = run {
-                            let (m, bytes) = run_of(&pkts[i..n], &h);
+                        if let Some((h, mask)) = run {
+                            let (m, bytes) = run_of(&pkts[i..n], &h, &mask);
                             if m > 0 {
                                 verdicts[i..i + m].fill(v);
                                 Self::count(c.entry(at), &mut acc, ctx.worker, m as u32, bytes);
@@ -1748,6 +1813,7 @@ impl Logic for Flows {
                                     at,
                                     ingress,
                                     h,
+                                    mask,
                                     key: k,
                                     meta,
                                     gen: snap.gen,
@@ -1774,9 +1840,20 @@ impl Logic for Flows {
                     // miss in 8 only: more flows than entries would
                     // otherwise evict each other on every packet (a
                     // 128-byte write per packet, and no hits at all).
-                    let free = e.gen != snap.gen;
-                    if t.cacheable && (free || misses % 8 == 1) {
-                        *e = cache::Entry {
+                    // A free or stale way first; else, one miss in 8, the
+                    // two ways in turn.
+                    let at = if c.entry(at).gen != snap.gen {
+                        Some(at)
+                    } else if c.entry(at ^ 1).gen != snap.gen {
+                        Some(at ^ 1)
+                    } else if misses % 8 == 1 {
+                        Some(at ^ ((misses >> 3) & 1) as usize)
+                    } else {
+                        None
+                    };
+                    if let (Some(at), true) = (at, t.cacheable) {
+                        last = at;
+                        *c.entry(at) = cache::Entry {
                             key: k,
                             gen: snap.gen,
                             meta,
