@@ -1330,7 +1330,7 @@ impl Port for VhostFrontendPort {
             ("connects", s.connects.load(Relaxed)),
             ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
             ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
-            ("setup_failures", s.setup_failures.load(Relaxed)),
+            ("setup_failures", s.setup_failures.load(Acquire)),
             ("rx_runt", f.rx_runt.load(Relaxed)),
             ("rx_oversize", f.rx_oversize.load(Relaxed)),
             ("rx_linearised", f.rx_linearised.load(Relaxed)),
@@ -1387,14 +1387,16 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
         let conn = match setup(&shared, stream) {
             Ok(c) => c,
             Err(e) => {
-                shared.setup_failures.fetch_add(1, Relaxed);
                 eprintln!(
                     "vhost-user {}: set-up with the backend failed: {e}",
                     shared.name
                 );
+                // The reason first: whoever sees the failure counted reads
+                // its reason (it was written after, and read as "").
                 if let Ok(mut le) = shared.last_error.lock() {
                     *le = e;
                 }
+                shared.setup_failures.fetch_add(1, Release);
                 teardown(&shared);
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(Duration::from_millis(500));
