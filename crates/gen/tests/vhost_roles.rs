@@ -12,8 +12,8 @@
 //! - turnout-gen killed (SIGKILL) mid-run and started again: the backend
 //!   takes the new frontend and counts agree exactly again.
 //!
-//! About 33 s here at load 12 (4 tests). `cargo test --release -p turnout-gen --test vhost_roles
-//! -- --test-threads=1`
+//! About 33 s here at load 12 (4 tests).
+//! `cargo test --release -p turnout-gen --test vhost_roles -- --test-threads=1`
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
