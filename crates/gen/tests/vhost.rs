@@ -482,7 +482,7 @@ fn rx_now(g: &Gen, said: &mut Vec<String>, at_least: u64, within: Duration) -> u
 /// backend went away and that it reconnected, and frames come back through
 /// the new testpmd; then turnout-gen itself killed (SIGKILL) and started
 /// again: the same testpmd takes the new frontend and every frame comes
-/// back. About 20 s here.
+/// back. About 28 s here at load 12.
 #[test]
 fn testpmd_and_turnout_gen_each_killed_and_restarted_mid_run() {
     let _g = serial();
