@@ -7,13 +7,14 @@
 //!   table) instead of a reply: each is a clear error (`last_error`,
 //!   `setup_failures`), the frontend retries, never crashes, and attaches to
 //!   an honest backend (turnoutd's) once one serves the socket;
+//! - a message of its own on a running connection: `disconnects_protocol`;
 //! - used rings: an id outside the table, a length longer than the buffer,
 //!   a used index jumping past what the backend holds: each lie is counted
 //!   by kind, the frontend disconnects (`disconnects_lie`) and connects
 //!   again, and no frame of the lie is delivered.
 //!
-//! Runs without root or peers, in about 16 s (the unanswered-ack case waits
-//! out the frontend's 5 s reply timeout).
+//! Runs without root or peers, in about 6 s (the unanswered-ack case waits
+//! out the frontend's 5 s set-up watchdog).
 //! `cargo test --release -p ports --test vhost_frontend_hostile`
 
 mod vhost_common;
@@ -359,11 +360,12 @@ fn a_broken_negotiation_is_a_clear_error_and_the_frontend_retries() {
     let b = VhostUserPort::new("honest", VhostUserConfig::new(&sock)).unwrap();
     assert!(
         wait_until(Duration::from_secs(10), || f.link_up()
+            && f.connects() == 1
             && b.wait_running(Duration::from_millis(1))),
-        "no link after the failures: {}",
-        f.last_error()
+        "no link after the failures: {} (connects {})",
+        f.last_error(),
+        f.connects()
     );
-    assert_eq!(f.connects(), 1);
     // (A retry pending on the listener when it closed may count one more.)
     assert!(f.counter("setup_failures").unwrap() >= cases.len() as u64);
 }
@@ -397,12 +399,14 @@ fn used_ring_lies_are_counted_and_disconnect_then_the_frontend_reconnects() {
     ];
     for (i, (lie, counter)) in lies.iter().enumerate() {
         let (_s, m) = serve(accept(&l), Misbehave::Honest).expect("negotiation");
+        // (The link is up a moment before the connection is counted.)
         assert!(
-            wait_until(Duration::from_secs(10), || f.link_up()),
-            "{lie:?}: no link: {}",
-            f.last_error()
+            wait_until(Duration::from_secs(10), || f.link_up()
+                && f.connects() == i as u64 + 1),
+            "{lie:?}: no link: {} (connects {})",
+            f.last_error(),
+            f.connects()
         );
-        assert_eq!(f.connects(), i as u64 + 1, "{lie:?}");
         // The frontend posted its receive buffers on virtqueue 0.
         assert!(
             wait_until(Duration::from_secs(5), || m.avail_idx(0) > 0),
@@ -462,8 +466,50 @@ fn used_ring_lies_are_counted_and_disconnect_then_the_frontend_reconnects() {
     // And it comes back once more after the last lie.
     let (_s, _m) = serve(accept(&l), Misbehave::Honest).expect("negotiation");
     assert!(
-        wait_until(Duration::from_secs(10), || f.link_up()),
-        "no link after the lies"
+        wait_until(Duration::from_secs(10), || f.link_up()
+            && f.connects() == lies.len() as u64 + 1),
+        "no link after the lies (connects {})",
+        f.connects()
     );
-    assert_eq!(f.connects(), lies.len() as u64 + 1);
+}
+
+/// A backend that sends a message of its own on a running connection (a
+/// memory table: backends never send one) is disconnected and counted as a
+/// protocol break, not as a hang-up; the frontend connects again.
+#[test]
+fn a_message_nobody_asked_for_disconnects_and_the_frontend_reconnects() {
+    let dir = TempDir::new("vfh-msg");
+    let sock = dir.path("b.sock");
+    let l = UnixListener::bind(&sock).unwrap();
+    let f = front(&sock);
+    let (mut s, _m) = serve(accept(&l), Misbehave::Honest).expect("negotiation");
+    assert!(
+        wait_until(Duration::from_secs(10), || f.link_up()),
+        "no link: {}",
+        f.last_error()
+    );
+    let mut b = vec![0u8; 8 + 32];
+    b[0] = 1;
+    send(&mut s, SET_MEM_TABLE, FLAG_VERSION, &b);
+    assert!(
+        wait_until(Duration::from_secs(5), || f
+            .counter("disconnects_protocol")
+            .unwrap()
+            == 1),
+        "not counted; last error {:?}",
+        f.last_error()
+    );
+    assert!(
+        f.last_error().contains("nobody asked for"),
+        "{}",
+        f.last_error()
+    );
+    assert_eq!(f.counter("disconnects_hangup"), Some(0));
+    assert_eq!(f.counter("disconnects_lie"), Some(0));
+    let (_s2, _m2) = serve(accept(&l), Misbehave::Honest).expect("negotiation again");
+    assert!(
+        wait_until(Duration::from_secs(10), || f.link_up() && f.connects() == 2),
+        "no link after the disconnect (connects {})",
+        f.connects()
+    );
 }
