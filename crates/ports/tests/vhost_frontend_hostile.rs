@@ -13,7 +13,7 @@
 //!   by kind, the frontend disconnects (`disconnects_lie`) and connects
 //!   again, and no frame of the lie is delivered.
 //!
-//! Runs without root or peers, in about 6 s (the unanswered-ack case waits
+//! Runs without root or peers, in 6-11 s (the unanswered-ack case waits
 //! out the frontend's 5 s set-up watchdog).
 //! `cargo test --release -p ports --test vhost_frontend_hostile`
 
