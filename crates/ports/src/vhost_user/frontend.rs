@@ -1189,6 +1189,8 @@ struct Shared {
     connects: AtomicU64,
     disconnects_hangup: AtomicU64,
     disconnects_lie: AtomicU64,
+    /// Disconnects because the backend sent a message of its own.
+    disconnects_protocol: AtomicU64,
     setup_failures: AtomicU64,
     /// Why the last setup failed (for the peer-absent message).
     last_error: Mutex<String>,
@@ -1259,6 +1261,7 @@ impl VhostFrontendPort {
             stop: AtomicBool::new(false),
             connects: AtomicU64::new(0),
             disconnects_hangup: AtomicU64::new(0),
+            disconnects_protocol: AtomicU64::new(0),
             disconnects_lie: AtomicU64::new(0),
             setup_failures: AtomicU64::new(0),
             last_error: Mutex::new(String::new()),
@@ -1360,7 +1363,8 @@ impl Port for VhostFrontendPort {
             ("connects", s.connects.load(Relaxed)),
             ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
             ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
-            ("setup_failures", s.setup_failures.load(Relaxed)),
+            ("disconnects_protocol", s.disconnects_protocol.load(Relaxed)),
+            ("setup_failures", s.setup_failures.load(Acquire)),
             ("rx_runt", f.rx_runt.load(Relaxed)),
             ("rx_oversize", f.rx_oversize.load(Relaxed)),
             ("rx_linearised", f.rx_linearised.load(Relaxed)),
@@ -1414,17 +1418,31 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
             },
         };
         let _ = stream.set_nonblocking(false);
-        let conn = match setup(&shared, stream) {
+        let watchdog = SetupWatchdog::start(&stream);
+        let done = setup(&shared, stream);
+        let timed_out = watchdog.finish();
+        let conn = match done {
             Ok(c) => c,
             Err(e) => {
-                shared.setup_failures.fetch_add(1, Relaxed);
+                let e = if timed_out {
+                    format!(
+                        "{e} (the backend did not finish the set-up within {} s: \
+                         connection closed)",
+                        SETUP_TIMEOUT.as_secs()
+                    )
+                } else {
+                    e
+                };
                 eprintln!(
                     "vhost-user {}: set-up with the backend failed: {e}",
                     shared.name
                 );
+                // The reason first: whoever sees the failure counted reads
+                // its reason (it was written after, and read as "").
                 if let Ok(mut le) = shared.last_error.lock() {
                     *le = e;
                 }
+                shared.setup_failures.fetch_add(1, Release);
                 teardown(&shared);
                 std::thread::sleep(backoff);
                 backoff = (backoff * 2).min(Duration::from_millis(500));
@@ -1456,11 +1474,24 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
                 break;
             }
             if sys::poll_hangup(conn.watch.as_raw_fd(), 50) {
-                shared.disconnects_hangup.fetch_add(1, Relaxed);
-                eprintln!(
-                    "vhost-user {}: the backend went away; reconnecting",
-                    shared.name
-                );
+                // Bytes waiting: a message of the backend's own (backends
+                // answer requests and send nothing else on this socket).
+                // None: it hung up.
+                let mut b = [0u8; 1];
+                if matches!(sys::peek(conn.watch.as_raw_fd(), &mut b), Ok(n) if n > 0) {
+                    shared.disconnects_protocol.fetch_add(1, Relaxed);
+                    let e = "the backend sent a message nobody asked for".to_string();
+                    eprintln!("vhost-user {}: {e}; disconnecting", shared.name);
+                    if let Ok(mut le) = shared.last_error.lock() {
+                        *le = e;
+                    }
+                } else {
+                    shared.disconnects_hangup.fetch_add(1, Relaxed);
+                    eprintln!(
+                        "vhost-user {}: the backend went away; reconnecting",
+                        shared.name
+                    );
+                }
                 break;
             }
         }
@@ -1470,6 +1501,70 @@ fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
         shared.fault.pending.store(false, Release);
     }
     teardown(&shared);
+}
+
+/// How long a backend may take to answer the whole set-up.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Closes a connection whose set-up takes longer than [`SETUP_TIMEOUT`]: a
+/// backend that accepts and never answers (or never acknowledges a
+/// `REPLY_ACK` it negotiated) would otherwise hold the control thread, and
+/// the port's drop, forever. A socket read timeout does not do it: the
+/// `vhost` crate retries a read that timed out (`SocketRetry`). The
+/// shutdown makes the blocked read return end-of-file.
+struct SetupWatchdog {
+    state: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    fired: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SetupWatchdog {
+    fn start(stream: &UnixStream) -> SetupWatchdog {
+        let state = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let fired = Arc::new(AtomicBool::new(false));
+        let thread = stream.try_clone().ok().and_then(|s| {
+            let (st, f) = (state.clone(), fired.clone());
+            std::thread::Builder::new()
+                .name("vfront-setup".into())
+                .spawn(move || {
+                    let deadline = std::time::Instant::now() + SETUP_TIMEOUT;
+                    let (m, cv) = &*st;
+                    let Ok(mut finished) = m.lock() else {
+                        return;
+                    };
+                    while !*finished {
+                        let now = std::time::Instant::now();
+                        if now >= deadline {
+                            f.store(true, Relaxed);
+                            let _ = s.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                        finished = match cv.wait_timeout(finished, deadline - now) {
+                            Ok((g, _)) => g,
+                            Err(_) => return,
+                        };
+                    }
+                })
+                .ok()
+        });
+        SetupWatchdog {
+            state,
+            fired,
+            thread,
+        }
+    }
+
+    /// Stops the watchdog; whether it closed the connection.
+    fn finish(mut self) -> bool {
+        if let Ok(mut g) = self.state.0.lock() {
+            *g = true;
+        }
+        self.state.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.fired.load(Relaxed)
+    }
 }
 
 /// Removes every session (workers drop theirs at the next call; the memory
@@ -1491,8 +1586,9 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
         let what = what.to_string();
         move |err: vhost::Error| format!("{what}: {err}")
     };
-    // A backend that stops answering must not hold the thread forever.
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    // A backend that stops answering must not hold the thread forever
+    // (the read timeout alone does not: see `SetupWatchdog`).
+    let _ = stream.set_read_timeout(Some(SETUP_TIMEOUT));
     let watch = stream.try_clone().map_err(|x| format!("socket: {x}"))?;
     let nvq = 2 * cfg.queues as usize;
     let mut fe = Frontend::from_stream(stream, nvq as u64);

@@ -25,9 +25,28 @@ from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
 
-__all__ = ["Testpmd", "lcores_for"]
+__all__ = ["Testpmd", "lcores_for", "start_failure"]
 
 BINARY = "dpdk-testpmd"
+
+#: How long testpmd may take to start forwarding (seconds).
+START_TIMEOUT_S = 60.0
+
+#: EAL's start-up banner: says nothing about why testpmd failed.
+_EAL_BANNER = ("EAL: Detected ", "EAL: Multi-process socket", "EAL: Selected IOVA")
+
+
+def start_failure(log: str, rc: int | None, waited_s: float) -> str:
+    """Why testpmd did not start forwarding, in one line: whether it exited
+    (and how) or is still starting after ``waited_s``, and the last lines of
+    its output other than EAL's banner (or that it printed nothing else)."""
+    lines = [ln.strip() for ln in log.splitlines()
+             if ln.strip() and not ln.startswith(_EAL_BANNER)]
+    said = " | ".join(lines[-4:])[-600:] if lines else "nothing after EAL's banner"
+    if rc is None:
+        return (f"testpmd did not start forwarding within {waited_s:.0f} s "
+                f"(still starting; its last output: {said})")
+    return f"testpmd exited with status {rc} before forwarding: {said}"
 
 
 def lcores_for(cpus: list[int]) -> tuple[int, str]:
@@ -111,14 +130,20 @@ class Testpmd(SutAdapter):
         self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out,
                              stdin=subprocess.PIPE)
         self._cost_lock = threading.Lock()
-        deadline = time.monotonic() + 15
+        # EAL's memory set-up and the ports' probes take a few seconds, tens
+        # on a loaded 2-core host (a 15 s limit failed testpmd's p2v and v2p
+        # vhost-user cells at load 11 on 2026-11-27; started alone they came
+        # up at once).
+        t0 = time.monotonic()
         while True:
             text = self.log.read_text(errors="replace")
             if "Start automatic packet forwarding" in text or "io packet forwarding" in text \
                     or "mac packet forwarding" in text:
                 break
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SutError(f"testpmd did not start forwarding: {text[-800:]}")
+            rc = self.proc.poll()
+            waited = time.monotonic() - t0
+            if rc is not None or waited > START_TIMEOUT_S:
+                raise SutError(start_failure(text, rc, waited))
             time.sleep(0.1)
         time.sleep(0.5)
 
