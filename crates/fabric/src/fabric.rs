@@ -212,6 +212,12 @@ pub struct Forwarder {
     slots: Box<[u32]>,
     /// Ingress-side drops of the current batch.
     rx_drops: [u64; DropReason::COUNT],
+    /// Per destination: whether our transmit queue there has published
+    /// frames waiting for a kick (see [`Forwarder::retry_kicks`]).
+    stalled: Box<[bool]>,
+    /// The destinations marked in `stalled`, in marking order.
+    stalled_list: Box<[PortId]>,
+    n_stalled: usize,
 }
 
 impl Forwarder {
@@ -233,7 +239,64 @@ impl Forwarder {
             order: vec![0; batch].into_boxed_slice(),
             slots: vec![0; batch].into_boxed_slice(),
             rx_drops: [0; DropReason::COUNT],
+            stalled: vec![false; max_ports].into_boxed_slice(),
+            stalled_list: vec![0; max_ports].into_boxed_slice(),
+            n_stalled: 0,
         }
+    }
+
+    /// Whether a transmit queue this worker published to holds frames the
+    /// peer refused to take (a kick the kernel refused): they leave only
+    /// with another kick, so the worker calls [`Forwarder::retry_kicks`]
+    /// from time to time and before it sleeps.
+    #[inline]
+    pub fn has_stalled(&self) -> bool {
+        self.n_stalled > 0
+    }
+
+    /// Remembers that our queue on `dst` has frames waiting for a kick.
+    #[inline]
+    fn mark_stalled(&mut self, dst: PortId) {
+        let d = dst as usize;
+        if d < self.stalled.len() && !self.stalled[d] {
+            self.stalled[d] = true;
+            self.stalled_list[self.n_stalled] = dst;
+            self.n_stalled += 1;
+        }
+    }
+
+    /// Kicks again every transmit queue left with frames waiting for a
+    /// kick ([`TxQueue::kick_stalled`], after no lock); forgets those
+    /// that were emptied (or whose port is gone). Returns whether some are
+    /// still waiting (the peer refused again: retry later). No allocation.
+    pub fn retry_kicks(&mut self, table: &PortTable) -> bool {
+        let mut keep = 0;
+        for i in 0..self.n_stalled {
+            let d = self.stalled_list[i];
+            let pending = match table.get(d) {
+                Some(dst) if dst.port.link_up() => {
+                    let q = (self.worker % dst.queues) as usize;
+                    let txq = dst.port.tx(q as u16);
+                    let mut drops = TxDrops::default();
+                    if txq.kick_pending() {
+                        txq.kick_stalled(&mut drops);
+                    }
+                    Self::count_refused(dst, q, &mut drops);
+                    txq.kick_pending()
+                }
+                // Gone or down: its frames went with it (or wait for the
+                // link, which does not need us).
+                _ => false,
+            };
+            if pending {
+                self.stalled_list[keep] = d;
+                keep += 1;
+            } else {
+                self.stalled[d as usize] = false;
+            }
+        }
+        self.n_stalled = keep;
+        keep > 0
     }
 
     /// The worker index this scratch belongs to.
@@ -446,6 +509,9 @@ impl Forwarder {
             let mut drops = TxDrops::default();
             txq.kick_stalled(&mut drops);
             Self::count_refused(dst, q, &mut drops);
+            if txq.kick_pending() {
+                self.mark_stalled(dst.id);
+            }
             return 0;
         }
 
@@ -490,6 +556,11 @@ impl Forwarder {
             txq.kick(&mut drops);
         }
         Self::count_refused(dst, q, &mut drops);
+        // The peer refused part of it (or a kick of ours never came): the
+        // worker kicks again later, even if nothing more is sent here.
+        if txq.kick_pending() {
+            self.mark_stalled(dst.id);
+        }
         sent
     }
 

@@ -362,12 +362,24 @@ pub trait TxQueue: Send + Sync {
     /// counted in `drops`.
     fn kick(&self, _drops: &mut TxDrops) {}
 
-    /// Called without the lock by a sender that found no free slot at all,
-    /// so that no publish (and no kick) follows: a backend whose peer may
-    /// be stalled waiting for a notification (a kick that failed, a kernel
-    /// that left frames in its ring) notifies it again here, checking
-    /// shared state only (no system call unless one is needed).
+    /// Called without the lock by a sender after which no publish (and no
+    /// kick) follows: one that found no free slot at all, or a worker going
+    /// idle while [`TxQueue::kick_pending`] said frames wait. A backend
+    /// whose peer may be stalled waiting for a notification (a kick that
+    /// failed, a kernel that left frames in its ring) notifies it again
+    /// here, checking shared state only (no system call unless one is
+    /// needed).
     fn kick_stalled(&self, _drops: &mut TxDrops) {}
+
+    /// Whether published frames wait for a kick the peer refused or never
+    /// got (the kernel left them in its ring, the last `sendto` failed):
+    /// nobody sends them unless someone publishes again or calls
+    /// [`TxQueue::kick_stalled`]. Shared state only, no system call; may
+    /// be called without the lock at any time. False by default (backends
+    /// whose notification cannot fail).
+    fn kick_pending(&self) -> bool {
+        false
+    }
 
     /// Whether [`TxQueue::fill_in_place`] writes into this queue's own
     /// buffers (frames of one slot each). False by default: the caller

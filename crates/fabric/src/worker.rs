@@ -17,6 +17,14 @@
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
+//!
+//! A transmit queue whose peer refused frames after they were published
+//! (an AF_XDP or AF_PACKET kick the kernel refused: the veth peer's queue
+//! was stopped until it polls) keeps them until someone kicks again. The
+//! next publish there does; if none comes, the worker does
+//! ([`Forwarder::retry_kicks`]): between batches after a wait that starts
+//! at `KICK_RETRY_NS` and doubles while the peer keeps refusing, and
+//! always before it sleeps, whose timeout it then shortens to that wait.
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::Release};
 use std::sync::Arc;
@@ -37,6 +45,10 @@ use crate::wakeup::{Next, Policy, Slept};
 pub const EPOLL_EVERY: u32 = 64;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
+/// First wait before kicking again a transmit queue whose peer refused
+/// frames (ns); it doubles while the peer keeps refusing, up to
+/// `SLEEP_MS`.
+const KICK_RETRY_NS: u64 = 20_000;
 /// Ethernet header length: anything shorter is a runt.
 pub const ETH_HDR_B: usize = 14;
 
@@ -160,6 +172,10 @@ pub fn run(
     let mut next_token: u64 = 0;
     let mut last = sys::cycles();
     let mut policy = Policy::new(budget_us, batch_cap, sys::now_ns());
+    // Transmit queues left with frames the peer refused: when to kick them
+    // again, and the wait after that.
+    let mut retry_at_ns = 0u64;
+    let mut retry_gap_ns = KICK_RETRY_NS;
     c.publish_policy(&policy.view());
     if mode == WakeupMode::Adaptive {
         sys::set_timer_slack_ns(1_000);
@@ -228,6 +244,15 @@ pub fn run(
             now_ns: sys::coarse_now_ns(),
             worker: shared.id,
         };
+        if fwd.has_stalled() && now_ns >= retry_at_ns {
+            retry_kicks(
+                &mut fwd,
+                &table_g,
+                now_ns,
+                &mut retry_at_ns,
+                &mut retry_gap_ns,
+            );
+        }
         let spin_ns = policy.spin_ns();
         let mut moved = 0u64;
         let mut full = false;
@@ -329,7 +354,7 @@ pub fn run(
             look = any_armed;
         }
         let all_armed = unarmed == 0;
-        let timeout = if all_armed && next == Next::Sleep {
+        let mut timeout = if all_armed && next == Next::Sleep {
             SLEEP_MS
         } else if all_armed {
             // armed queues only, but the policy still spins: look, don't wait
@@ -344,6 +369,21 @@ pub fn run(
         } else {
             continue;
         };
+        if timeout > 0 && fwd.has_stalled() {
+            // Frames the peer refused would wait for the whole sleep: kick
+            // them now, and if the peer still refuses, wake up to retry.
+            let now_ns = sys::now_ns();
+            if retry_kicks(
+                &mut fwd,
+                &table.load(),
+                now_ns,
+                &mut retry_at_ns,
+                &mut retry_gap_ns,
+            ) {
+                let ms = retry_at_ns.saturating_sub(now_ns).div_ceil(1_000_000);
+                timeout = timeout.min(ms.max(1) as i32);
+            }
+        }
         let (cpu0, t0) = if timeout > 0 {
             c.sleeps.fetch_add(1, Relaxed);
             (sys::thread_cpu_ns(), sys::now_ns())
@@ -384,4 +424,25 @@ pub fn run(
             last = now;
         }
     }
+}
+
+/// Kicks again the transmit queues whose peer refused frames and schedules
+/// the next retry: `KICK_RETRY_NS` after a retry that cleared them all,
+/// else twice the last wait (at most `SLEEP_MS`). Returns whether some
+/// still wait.
+fn retry_kicks(
+    fwd: &mut Forwarder,
+    table: &PortTable,
+    now_ns: u64,
+    retry_at_ns: &mut u64,
+    retry_gap_ns: &mut u64,
+) -> bool {
+    let pending = fwd.retry_kicks(table);
+    if pending {
+        *retry_at_ns = now_ns + *retry_gap_ns;
+        *retry_gap_ns = (*retry_gap_ns * 2).min(SLEEP_MS as u64 * 1_000_000);
+    } else {
+        *retry_gap_ns = KICK_RETRY_NS;
+    }
+    pending
 }

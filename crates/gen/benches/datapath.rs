@@ -7,70 +7,23 @@
 //!
 //! Run: cargo bench -p turnout-gen --bench datapath
 
-use std::cell::UnsafeCell;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fabric::{Lease, RxBatch, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
+use fabric::{RxBatch, RxFill, RxQueue};
 use turnout_gen::cli::VaryField;
 use turnout_gen::engine::{Receiver, SendPlan, Sender};
 use turnout_gen::frame::{FrameGen, FrameSpec};
 use turnout_gen::sys::{now_ns, OwnedTx};
 use wire::MacAddr;
 
+#[allow(dead_code)] // the fabric benches use more of the rig than this
+#[path = "../../fabric/benches/rig/mod.rs"]
+mod rig;
+
 const SLOTS: usize = 1024;
+/// The rig's sink slots: the largest frame it carries.
 const SLOT_B: usize = 2048;
-
-/// A transmit queue whose peer consumes everything at once: `free_slots`
-/// is always the whole ring, `write_burst` copies into the slot like a real
-/// shared-memory ring.
-struct SinkTx {
-    mem: Box<[UnsafeCell<[u8; SLOT_B]>]>,
-    lock: TxLock<SinkProd>,
-}
-
-/// The sink's producer state (inside its lock).
-struct SinkProd {
-    next: u64,
-}
-
-// SAFETY: a slot's memory is written only by the sender it was reserved to
-// (the fabric's lease protocol: one writer per reserved range) and never
-// read.
-unsafe impl Sync for SinkTx {}
-
-impl TxProducer for SinkProd {
-    fn free_slots(&mut self) -> u32 {
-        SLOTS as u32
-    }
-    fn reserve(&mut self, n: u32) -> Lease {
-        let f = self.next;
-        self.next = f + n as u64;
-        Lease::at(f)
-    }
-    fn publish_deferred(&mut self, _tail: u64, _: &mut TxDrops) -> bool {
-        false
-    }
-}
-
-impl TxQueue for SinkTx {
-    fn slots_for(&self, len: usize) -> u32 {
-        u32::from(len <= SLOT_B)
-    }
-    fn tx_lock(&self) -> &TxLock {
-        &self.lock
-    }
-    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let s = self.mem[(lease.first + j as u64) as usize % SLOTS].get();
-            // SAFETY: the slot is SLOT_B bytes and frame.len() <= SLOT_B
-            // (slots_for); it is reserved to us (trait contract).
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), (*s).as_mut_ptr(), frame.len())
-            };
-        }
-    }
-}
 
 /// A receive queue that hands out the same burst of frames every time.
 struct LoopRx {
@@ -112,12 +65,12 @@ fn send(c: &mut Criterion) {
             BenchmarkId::new(format!("{size}B"), format!("{flows}flows")),
             &size,
             |b, &size| {
-                let q = SinkTx {
-                    mem: (0..SLOTS).map(|_| UnsafeCell::new([0u8; SLOT_B])).collect(),
-                    lock: TxLock::new(SinkProd { next: 0 }),
-                };
+                // A transmit queue whose peer consumes everything at once:
+                // the fabric benches' sink (a ring of 2 KiB slots, always
+                // free, copied into like a real shared-memory ring).
+                let q = rig::Sink::new(SLOTS);
                 // SAFETY: this thread is the only sender on `q`.
-                let tx = unsafe { OwnedTx::new(&q) };
+                let tx = unsafe { OwnedTx::new(&*q) };
                 let gen = FrameGen::new(&spec(flows), &[size]).unwrap();
                 let plan = SendPlan {
                     stream: 0,

@@ -10,194 +10,27 @@
 //!   the sink (parse and checks, view narrowed in place, MAC learned).
 //!
 //! Sources hand out the same frame forever; sinks copy into a ring nobody
-//! drains (always free), as in the fabric benches, so the measured work is
+//! drains (always free): the fabric benches' rig (`crates/fabric/benches/
+//! rig`, included), so the measured work is
 //! the fabric's and the tunnel's. 64 B and 1400 B inner frames. A summary
 //! (ns per packet, ratio to plain) is printed at the end.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
-use fabric::{
-    Ctx, Forwarder, Logic, Pkts, Port, PortEntry, PortId, PortInfo, PortTable, QueueId, RxBatch,
-    RxFill, RxQueue, TxDrops, TxFrames, TxQueue, Verdict,
-};
-use fabric::{Lease, TxLock, TxProducer};
+use fabric::{Ctx, Forwarder, Logic, Pkts, Port, PortEntry, PortId, PortTable, RxBatch, Verdict};
 use ports::tunnel::encap::{flow_sport, Outer, OuterSpec};
 use ports::tunnel::{Kind, TunnelConfig, TunnelPort};
 use wire::MacAddr;
 
+#[allow(dead_code)] // the fabric benches use more of the rig than this
+#[path = "../../fabric/benches/rig/mod.rs"]
+mod rig;
+use rig::{Sink, Source};
+
 const BATCH: usize = 256;
-const SLOT_B: usize = 2048;
-
-struct Source {
-    frame: Box<[u8]>,
-    taken: AtomicBool,
-}
-
-struct SourceRx {
-    frame: *mut u8,
-    len: u32,
-}
-
-// SAFETY: the template outlives the queue and is only read (decap does not
-// write the frame; the logic here does not either).
-unsafe impl Send for SourceRx {}
-
-impl Port for Source {
-    fn info(&self) -> PortInfo {
-        PortInfo {
-            name: "source".into(),
-            kind: "bench-source",
-            queues: 1,
-            max_frame_b: 9216,
-        }
-    }
-    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
-        if self.taken.swap(true, Ordering::AcqRel) {
-            return None;
-        }
-        Some(Box::new(SourceRx {
-            frame: self.frame.as_ptr() as *mut u8,
-            len: self.frame.len() as u32,
-        }))
-    }
-    fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        &*NOWHERE
-    }
-}
-
-impl RxQueue for SourceRx {
-    fn burst(&mut self, b: &mut RxFill<'_>) -> usize {
-        let n = b.room();
-        for _ in 0..n {
-            // SAFETY: see the Send impl.
-            unsafe { b.push(self.frame, self.len) };
-        }
-        n
-    }
-    fn release(&mut self) {}
-}
-
-/// The source's transmit side: carries nothing (every frame is oversize),
-/// so its producer never has room either.
-struct Nowhere(TxLock<NoRoom>);
-static NOWHERE: std::sync::LazyLock<Nowhere> =
-    std::sync::LazyLock::new(|| Nowhere(TxLock::new(NoRoom)));
-struct NoRoom;
-impl TxProducer for NoRoom {
-    fn free_slots(&mut self) -> u32 {
-        0
-    }
-    fn reserve(&mut self, _: u32) -> Lease {
-        unreachable!("no slot is ever free")
-    }
-    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
-        false
-    }
-}
-impl TxQueue for Nowhere {
-    fn slots_for(&self, _: usize) -> u32 {
-        0
-    }
-    fn tx_lock(&self) -> &TxLock {
-        &self.0
-    }
-    unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
-}
-
-struct Empty;
-impl RxQueue for Empty {
-    fn burst(&mut self, _: &mut RxFill<'_>) -> usize {
-        0
-    }
-    fn release(&mut self) {}
-}
-
-/// Copies into a ring of 2 KiB slots nobody drains.
-struct Sink {
-    mem: Box<[std::cell::UnsafeCell<u8>]>,
-    slots: u64,
-    lock: TxLock<SinkProd>,
-}
-
-/// The sink's producer state (inside its lock).
-struct SinkProd {
-    slots: u64,
-    reserved: u64,
-}
-
-impl TxProducer for SinkProd {
-    fn free_slots(&mut self) -> u32 {
-        self.slots as u32
-    }
-    fn reserve(&mut self, n: u32) -> Lease {
-        let first = self.reserved;
-        self.reserved += n as u64;
-        Lease::at(first)
-    }
-    fn publish_deferred(&mut self, _: u64, _: &mut TxDrops) -> bool {
-        false
-    }
-}
-
-// SAFETY: the memory of a slot range is written only by the sender the
-// fabric's lease protocol reserved it to (one writer per range), and never
-// read.
-unsafe impl Sync for Sink {}
-
-impl Sink {
-    fn new(slots: usize) -> Arc<Self> {
-        Arc::new(Self {
-            mem: (0..slots * SLOT_B)
-                .map(|_| std::cell::UnsafeCell::new(0u8))
-                .collect(),
-            slots: slots as u64,
-            lock: TxLock::new(SinkProd {
-                slots: slots as u64,
-                reserved: 0,
-            }),
-        })
-    }
-}
-
-impl Port for Sink {
-    fn info(&self) -> PortInfo {
-        PortInfo {
-            name: "sink".into(),
-            kind: "bench-sink",
-            queues: 1,
-            max_frame_b: SLOT_B as u32,
-        }
-    }
-    fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
-        Some(Box::new(Empty))
-    }
-    fn tx(&self, _: QueueId) -> &dyn TxQueue {
-        self
-    }
-}
-
-impl TxQueue for Sink {
-    fn slots_for(&self, len: usize) -> u32 {
-        u32::from(len <= SLOT_B)
-    }
-    fn tx_lock(&self) -> &TxLock {
-        &self.lock
-    }
-    unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
-        for (j, (frame, _)) in frames.iter().enumerate() {
-            let off = ((lease.first + j as u64) % self.slots) as usize * SLOT_B;
-            // SAFETY: off + len <= mem.len() (len <= SLOT_B, slots_for); the
-            // slot is ours by reservation (trait contract).
-            unsafe {
-                std::ptr::copy_nonoverlapping(frame.as_ptr(), self.mem[off].get(), frame.len())
-            };
-        }
-    }
-}
 
 struct To(PortId);
 impl Logic for To {
@@ -242,12 +75,10 @@ fn tunnel(underlay: Arc<dyn Port>, remotes: &[Ipv4Addr]) -> Arc<TunnelPort> {
     Arc::new(TunnelPort::open_parts("vx", c, underlay, MAC, 9000, None).unwrap())
 }
 
+/// The fabric benches' rig (source, sinks, forwarding step) with a logic
+/// sending everything to port 1.
 struct Rig {
-    table: PortTable,
-    rxq: Box<dyn RxQueue>,
-    fwd: Forwarder,
-    batch: RxBatch,
-    verdicts: Vec<Verdict>,
+    r: rig::Rig,
     logic: To,
 }
 
@@ -257,57 +88,30 @@ impl Rig {
         let table = PortTable::new(4)
             .with(Arc::new(PortEntry::new(0, "src", src)))
             .with(Arc::new(PortEntry::new(1, "dst", dst)));
-        Rig {
+        let r = rig::Rig {
             table,
             rxq,
             fwd: Forwarder::new(0, 4, BATCH),
             batch: RxBatch::with_capacity(BATCH),
             verdicts: vec![Verdict::Flood; BATCH],
-            logic: To(1),
-        }
+        };
+        Rig { r, logic: To(1) }
     }
 
     #[inline]
     fn step(&mut self) -> u64 {
-        let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
-        let n = rx.len();
-        let ctx = Ctx {
-            now_ns: 0,
-            worker: 0,
-        };
-        self.logic
-            .classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
-        let entry = self.table.get(0).unwrap().clone();
-        self.fwd.forward(
-            &self.table,
-            &self.logic,
-            &entry,
-            rx.pkts(),
-            &self.verdicts[..n],
-        )
+        self.r.step(&self.logic)
     }
 }
 
 fn rigs(len: usize) -> Vec<(&'static str, Rig)> {
-    let plain = Rig::new(
-        Arc::new(Source {
-            frame: inner(len, false).into(),
-            taken: AtomicBool::new(false),
-        }),
-        Sink::new(4096),
-    );
+    let plain = Rig::new(Source::new(&inner(len, false)), Sink::new(4096));
     let encap = Rig::new(
-        Arc::new(Source {
-            frame: inner(len, false).into(),
-            taken: AtomicBool::new(false),
-        }),
+        Source::new(&inner(len, false)),
         tunnel(Sink::new(4096), &[REMOTE]),
     );
     let flood2 = Rig::new(
-        Arc::new(Source {
-            frame: inner(len, true).into(),
-            taken: AtomicBool::new(false),
-        }),
+        Source::new(&inner(len, true)),
         tunnel(Sink::new(4096), &[REMOTE, REMOTE2]),
     );
     // An encapsulated frame from REMOTE to us.
@@ -328,10 +132,7 @@ fn rigs(len: usize) -> Vec<(&'static str, Rig)> {
     outer[o.len()..].copy_from_slice(&f);
     let n = o.write(&mut outer, f.len(), flow_sport(&f)).unwrap();
     outer.truncate(n);
-    let src: Arc<dyn Port> = Arc::new(Source {
-        frame: outer.into(),
-        taken: AtomicBool::new(false),
-    });
+    let src: Arc<dyn Port> = Source::new(&outer);
     let decap = Rig::new(tunnel(src, &[REMOTE]), Sink::new(4096));
     vec![
         ("plain", plain),

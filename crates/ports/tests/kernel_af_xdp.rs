@@ -163,3 +163,120 @@ fn wrong_interface_or_config_gives_clear_error() {
         "{e}"
     );
 }
+
+/// The pid of the kernel thread running `ifname`'s threaded NAPI (named
+/// `napi/{ifname}-{id}`), once it exists.
+fn napi_thread(ifname: &str) -> Option<i32> {
+    let prefix = format!("napi/{ifname}-");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        comm.trim().starts_with(&prefix).then_some(pid)
+    })
+}
+
+/// Pins thread `pid` to `cpu`.
+fn pin(pid: i32, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and
+    // sched_setaffinity get a valid set and its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let r = libc::sched_setaffinity(pid, std::mem::size_of_val(&set), &set);
+        assert_eq!(r, 0, "pin {pid}: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// A burst the kernel takes only in part (the veth peer's ring holds 256
+/// frames and its queue stops until its NAPI thread, on the worker's CPU,
+/// polls: the kick is refused with frames left in the transmit ring) and
+/// then no more traffic: the worker kicks the ring again by itself, so
+/// every frame of the last burst arrives. Without the retry the frames the
+/// kernel refused stay in the ring until the next publish, which never
+/// comes.
+#[test]
+fn frames_a_refused_kick_left_leave_without_more_traffic() {
+    use fabric::batch::MAX_BATCH;
+    use fabric::pipe::{pipe, PipeConfig};
+    use fabric::switch::{Switch, SwitchConfig};
+
+    if !require_root() {
+        return;
+    }
+    let sw = switch_ns();
+    // No IPv6 on the receiving side either: a frame it sent would reach
+    // the port's socket, and the kernel's poll of it (the worker's epoll)
+    // transmits what is left in the ring too, hiding the stall.
+    let h = switch_ns();
+    let v = Veth::new(&sw, &h, 1);
+    // The receiving end in NAPI mode (GRO on: veth then queues frames in
+    // its 256-entry ring and stops the sender's queue when it is full),
+    // polled by a kernel thread instead of the sender's softirq.
+    h.exec(&["ethtool", "-K", &v.host, "gro", "on"]);
+    h.exec(&[
+        "sh",
+        "-c",
+        &format!("echo 1 > /sys/class/net/{}/threaded", v.host),
+    ]);
+    let port: Arc<dyn Port> = Arc::new(open_cfg(&sw, AfXdpConfig::new(&v.sw)));
+    let sock = RawSock::open(&h, &v.host);
+    // One worker on CPU 0 and the receiver's NAPI thread there too: the
+    // NAPI thread cannot empty the veth ring while the worker's kick fills
+    // it, so the kernel stops the queue and refuses the rest of the burst.
+    let napi = napi_thread(&v.host).expect("threaded NAPI thread of the receiving veth");
+    pin(napi, 0);
+    let switch = Switch::new(
+        SwitchConfig {
+            batch: MAX_BATCH,
+            workers: vec![Some(0)],
+            ..SwitchConfig::default()
+        },
+        logic::build("patch", &serde_json::json!({"pairs": [[0, 1]]})).unwrap(),
+    )
+    .expect("switch");
+    let (pp, mut peer) = pipe(
+        "in",
+        PipeConfig {
+            ring_slots: MAX_BATCH,
+            ..PipeConfig::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(switch.add_port("in", Arc::new(pp), None).unwrap(), 0);
+    assert_eq!(switch.add_port("x0", port.clone(), None).unwrap(), 1);
+    // One burst of one batch (fits the transmit ring of 2048 at once),
+    // then nothing. Repeated (at most 10 times) until the kernel refused a
+    // kick during one: with other tests running the NAPI thread may still
+    // keep up once in a while.
+    let n = MAX_BATCH;
+    let mut sent = 0u64;
+    for round in 0..10u32 {
+        let refused0 = counter(&*port, "tx_kicks_refused");
+        let frames: Vec<Vec<u8>> = (0..n as u32)
+            .map(|i| test_frame(64, round * 10_000 + i))
+            .collect();
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        assert_eq!(peer.send(0, &refs), n);
+        sent += n as u64;
+        let got = sock.recv_matching(n, Duration::from_secs(5), is_test_frame);
+        let refused = counter(&*port, "tx_kicks_refused") - refused0;
+        let st = switch.port_stats();
+        let x0 = st.iter().find(|p| p.name == "x0").unwrap();
+        assert_eq!(
+            (got.len(), x0.tx_packets),
+            (n, sent),
+            "round {round}: received / sent; kicks refused {refused}, kicks {}",
+            counter(&*port, "tx_kicks")
+        );
+        assert_eq!(got, frames, "in order and intact");
+        if refused > 0 {
+            break;
+        }
+    }
+    // The case this test is about happened: the kernel refused a kick.
+    assert!(
+        counter(&*port, "tx_kicks_refused") > 0,
+        "the kernel never refused a kick in 10 bursts: no stall to test"
+    );
+    switch.shutdown();
+}

@@ -1,5 +1,6 @@
-//! The fabric benches' rig, shared by `benches/fabric.rs` and the
-//! callgrind instrument `examples/fabric_loop.rs` (included with `#[path]`):
+//! The fabric benches' rig, shared by `benches/fabric.rs`, the callgrind
+//! instrument `examples/fabric_loop.rs` and the tunnel bench
+//! (`crates/ports/benches/tunnel.rs`), which include it with `#[path]`:
 //! synthetic source ports whose receive queue hands out the same frame
 //! forever, and sinks that copy every frame into a ring of 2 KiB slots
 //! that nobody drains (always free), so the measured work is the fabric's:
@@ -127,6 +128,15 @@ impl TxQueue for Nowhere {
     unsafe fn write_burst(&self, _: &Lease, _: &TxFrames<'_>, _: &mut TxDrops) {}
 }
 
+/// A receive queue that never has a frame.
+struct Empty;
+impl RxQueue for Empty {
+    fn burst(&mut self, _: &mut RxFill<'_>) -> usize {
+        0
+    }
+    fn release(&mut self) {}
+}
+
 /// A destination that copies into a ring of 2 KiB slots nobody drains.
 pub struct Sink {
     mem: Box<[std::cell::UnsafeCell<u8>]>,
@@ -194,7 +204,8 @@ impl Port for Sink {
         }
     }
     fn take_rx(&self, _: QueueId) -> Option<Box<dyn RxQueue>> {
-        None
+        // Never receives (a tunnel bench's underlay takes its queue).
+        Some(Box::new(Empty))
     }
     fn tx(&self, _: QueueId) -> &dyn TxQueue {
         self

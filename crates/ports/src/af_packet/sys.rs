@@ -695,10 +695,15 @@ impl TxQueue for TxRing {
     }
 
     fn kick_stalled(&self, _: &mut TxDrops) {
-        // The ring is full: if the last kick failed, nothing sends the
-        // frames waiting in it and no publish follows to retry.
-        if self.sh.kick_pending.load(Ordering::Relaxed) {
+        // No publish follows (the ring is full, or the worker goes idle):
+        // if the last kick failed, nothing else sends the frames waiting
+        // in the ring.
+        if self.kick_pending() {
             self.sh.send_kick();
         }
+    }
+
+    fn kick_pending(&self) -> bool {
+        self.sh.kick_pending.load(Ordering::Relaxed)
     }
 }

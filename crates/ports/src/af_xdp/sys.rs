@@ -933,11 +933,19 @@ impl TxQueue for XskTx {
     }
 
     fn kick_stalled(&self, _: &mut TxDrops) {
-        // The ring is full and nothing will be published: if the kernel
-        // left published frames in it, only a kick sends them.
-        let tx = &self.sh.tx;
-        if tx.cons().load(Ordering::Acquire) != tx.prod().load(Ordering::Relaxed) {
+        // Nothing will be published (the ring is full, or the worker goes
+        // idle): if the kernel left published frames in it, only a kick
+        // sends them.
+        if self.kick_pending() {
             self.sh.kick_until_drained();
         }
+    }
+
+    fn kick_pending(&self) -> bool {
+        // Published frames the kernel has not taken, and it wants a kick
+        // to take them (always in copy mode; in zero-copy mode the driver
+        // consumes on its own unless it set the flag).
+        let tx = &self.sh.tx;
+        tx.cons().load(Ordering::Acquire) != tx.prod().load(Ordering::Relaxed) && tx.need_wakeup()
     }
 }

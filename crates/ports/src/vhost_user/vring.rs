@@ -22,7 +22,7 @@
 
 use std::any::Any;
 use std::fs::File;
-use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU64, Ordering::*};
+use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -52,9 +52,14 @@ pub fn need_event(event: u16, new: u16, old: u16) -> bool {
 /// Longest descriptor chain accepted (the spec bounds it by the queue
 /// size; Linux and DPDK use at most ~20 per frame).
 pub const MAX_CHAIN: u32 = 256;
-/// Guest receive buffers assumed when sizing a mergeable frame: Linux
-/// posts at least 1518 + 12 bytes, DPDK 2048 + 12.
+/// Guest receive buffers assumed when sizing a mergeable frame before the
+/// port has seen any (Linux posts at least 1518 + 12 bytes, DPDK 2048 +
+/// 12); once it has, it sizes by the smallest it saw ([`VhostTx`]).
 pub const MRG_BUF_B: usize = 1530;
+/// Smallest guest receive buffer the sizing believes: a guest posting
+/// smaller ones gets frames that do not fit handed back empty
+/// (`tx_buf_short`) rather than a frame spread over thousands of buffers.
+pub const MIN_MRG_BUF_B: usize = 256;
 
 /// What the frontend did wrong (one counter each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -587,6 +592,11 @@ pub struct VhostTx {
     max_frame_b: usize,
     /// Mergeable buffers negotiated (read per frame by `slots_for`).
     mrg: AtomicBool,
+    /// With mergeable buffers: the smallest guest receive buffer (the
+    /// bytes of one descriptor chain) this session has shown us, at least
+    /// `MIN_MRG_BUF_B`; 0 until one is seen. `slots_for` sizes frames by
+    /// it, so a frame takes as many buffers as the guest's actually need.
+    buf_b: AtomicU32,
     lock: TxLock<VhostProducer>,
 }
 
@@ -627,12 +637,62 @@ impl VhostTx {
             fault,
             max_frame_b,
             mrg: AtomicBool::new(false),
+            buf_b: AtomicU32::new(0),
         }
     }
 
     /// Called by the control thread when it installs a session.
     pub fn set_layout(&self, l: Layout) {
         self.mrg.store(l.mrg_rxbuf, Relaxed);
+        // A new session's buffers may differ: measure again.
+        self.buf_b.store(0, Relaxed);
+    }
+
+    /// Bytes of guest receive buffer `slots_for` counts per slot with
+    /// mergeable buffers: the smallest seen, or a look at the next
+    /// available chain, or [`MRG_BUF_B`] while the guest posted none.
+    #[inline]
+    fn mrg_buf_b(&self) -> usize {
+        match self.buf_b.load(Relaxed) {
+            0 => self.peek_buf_b().unwrap_or(MRG_BUF_B),
+            b => b as usize,
+        }
+    }
+
+    /// The size of the oldest available chain not yet handed back (read
+    /// only: another worker may be writing into it, the guest does not
+    /// touch it), remembered; `None` if there is none or it is a lie (the
+    /// write that reaches it counts the lie).
+    #[cold]
+    fn peek_buf_b(&self) -> Option<usize> {
+        let g = self.slot.session.load();
+        let s = g.as_ref()?;
+        if s.is_broken() || !s.layout.mrg_rxbuf {
+            return None;
+        }
+        let used = s.used_shadow.load(Relaxed);
+        let ahead = s.ring.avail_idx().wrapping_sub(used);
+        if ahead == 0 || ahead > s.ring.size() {
+            return None;
+        }
+        let head = s.ring.avail_entry(used);
+        let mut cap = 0usize;
+        s.walk(head, true, |g| cap += g.len()).ok()?;
+        self.saw_buf(cap);
+        Some(cap.max(MIN_MRG_BUF_B))
+    }
+
+    /// Remembers a guest receive buffer of `cap` bytes if it is the
+    /// smallest seen.
+    #[inline]
+    fn saw_buf(&self, cap: usize) {
+        let cap = cap.clamp(MIN_MRG_BUF_B, u32::MAX as usize) as u32;
+        let cur = self.buf_b.load(Relaxed);
+        if cur == 0 || cap < cur {
+            self.buf_b.fetch_min(cap, Relaxed);
+            // fetch_min leaves 0 (unmeasured) alone: set it.
+            let _ = self.buf_b.compare_exchange(0, cap, Relaxed, Relaxed);
+        }
     }
 
     /// The session slot.
@@ -726,7 +786,7 @@ impl TxQueue for VhostTx {
         if len > self.max_frame_b {
             0
         } else if self.mrg.load(Relaxed) {
-            (len + 12).div_ceil(MRG_BUF_B) as u32
+            (len + 12).div_ceil(self.mrg_buf_b()) as u32
         } else {
             1
         }
@@ -813,21 +873,32 @@ impl VhostTx {
             let idx = idx0.wrapping_add(j);
             let head = s.ring.avail_entry(idx);
             let mut written = 0u32;
+            let mut cap = 0usize;
+            // Each buffer after this one gets at least a byte: when the
+            // guest's buffers are larger than `slots_for` counted (its
+            // first ones, or a guest whose sizes vary), the frame is spread
+            // over every buffer it announced instead of leaving empty ones.
+            let later = (nslots - 1 - j as u32) as usize;
+            let end = total.saturating_sub(later).max(src);
             s.walk(head, true, |g| {
+                cap += g.len();
                 let mut off = 0usize;
-                while off < g.len() && src < total {
+                while off < g.len() && src < end {
                     let (part, at) = if src < hdr_len {
                         (hdr, src)
                     } else {
                         (frame, src - hdr_len)
                     };
-                    let k = (part.len() - at).min(g.len() - off);
+                    let k = (part.len() - at).min(g.len() - off).min(end - src);
                     g.write(off, &part[at..at + k]);
                     off += k;
                     src += k;
                 }
                 written += off as u32;
             })?;
+            if s.layout.mrg_rxbuf {
+                self.saw_buf(cap);
+            }
             s.ring.set_used(idx, head, written);
         }
         if src < total {
