@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the guest for the vhost-user QEMU test (crates/ports/tests/vhost_qemu.rs):
 # a Debian cloud kernel and a tiny initramfs (busybox-static + the virtio-net
-# modules + tests/vm/init). Everything comes from Debian packages; nothing
+# modules, the bridge modules for the bench's QEMU VNF + tests/vm/init). Everything comes from Debian packages; nothing
 # is installed on the host (packages are downloaded and unpacked into the
 # cache directory). Idempotent: prints the cache directory and exits early
 # when the assets exist.
@@ -19,7 +19,8 @@ set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${1:-${TURNOUT_VM_CACHE:-/var/cache/turnout-vm}}
 mkdir -p "$CACHE"
-if [ -s "$CACHE/vmlinux" ] && [ -s "$CACHE/initramfs.gz" ] && [ "$CACHE/initramfs.gz" -nt "$HERE/init" ]; then
+if [ -s "$CACHE/vmlinux" ] && [ -s "$CACHE/initramfs.gz" ] && [ "$CACHE/initramfs.gz" -nt "$HERE/init" ] \
+        && [ "$CACHE/initramfs.gz" -nt "$0" ]; then
     echo "$CACHE"
     exit 0
 fi
@@ -70,7 +71,7 @@ M=kernel/lib/modules/$KVER/kernel
 for m in drivers/virtio/virtio.ko drivers/virtio/virtio_ring.ko \
          drivers/virtio/virtio_pci_modern_dev.ko drivers/virtio/virtio_pci_legacy_dev.ko \
          drivers/virtio/virtio_pci.ko net/core/failover.ko drivers/net/net_failover.ko \
-         drivers/net/virtio_net.ko; do
+         drivers/net/virtio_net.ko net/llc/llc.ko net/802/stp.ko net/bridge/bridge.ko; do
     f=$(ls "$M/$m"* 2>/dev/null | head -n1 || true)
     [ -n "$f" ] || continue   # built in, or not split out in this kernel
     case "$f" in
