@@ -23,6 +23,7 @@ from .sut import SUTS
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
 from .testbed import Testbed, is_root
+from .vm import BridgeVm, GuestCounting, VmPlan, VmUnavailable, require_vm, start_bridge_vm
 
 __all__ = ["RealBench", "campaign_layout", "tester_roles", "tool_versions"]
 
@@ -97,6 +98,16 @@ class RealBench:
         why = sut.available()
         if why:
             raise SkipSession(f"{sut_name}: {why}")
+        vm_plan: VmPlan | None = None
+        if spec.vnf == "qemu" and point.scenario == "loopback" and point.vnfs > 0:
+            # before the testbed: a cell without KVM is skipped with the reason
+            if sut.direct or not sut.supports_vhost_user:
+                raise SkipSession(f"the QEMU VNF attaches over vhost-user: {sut_name} has no "
+                                  "vhost-user ports")
+            try:
+                vm_plan = require_vm(spec.qemu_accel)
+            except VmUnavailable as e:
+                raise SkipSession(str(e)) from None
         roles = tester_roles(self.gen)
         pygen = _is_pygen(self.gen)
         # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless
@@ -113,7 +124,8 @@ class RealBench:
             built = build(tb, sut, point, memif_tester=not pygen,
                           tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port,
                           virtual_kind=point.virtual_port or spec.virtual_port,
-                          vnf_interrupt=vnf_interrupt)
+                          vnf_interrupt=vnf_interrupt,
+                          vnf_kind="qemu" if vm_plan else "gen")
             for i, s in enumerate(built.streams):
                 # a stream and its reverse (bidirectional) run as one process
                 k = i // 2 if point.direction == "bi" else i
@@ -135,6 +147,12 @@ class RealBench:
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
                                              cpu=cpu, polls=h.polls, sched=sched.label,
                                              sched_why=sched.why))
+                vms: list[BridgeVm] = []
+                if vm_plan is not None:  # QEMU guests bridging their two NICs (turnout/vm.py)
+                    for i, nics in enumerate(built.vms):
+                        vms.append(start_bridge_vm(
+                            tb, vm_plan, nics, f"vm{i}",
+                            cpu=layout.vnf_cpu(i) if layout.vnf else None))
                 measurer = GenMeasurer(
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
@@ -157,6 +175,9 @@ class RealBench:
                 cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                                  "vnf": list(layout.vnf), "note": layout.note,
                                  "rps_cpus": layout.sut_cpus}
+                if vm_plan is not None:
+                    cfg["vnf"] = {"kind": "qemu", "accel": vm_plan.accel, "why": vm_plan.why,
+                                  "guests": len(vms)}
                 if pygen:
                     cfg["tester_note"] = (
                         "pygen fallback (turnout-gen not found): one syscall per frame, "
@@ -187,7 +208,7 @@ class RealBench:
                 updater = None
                 if built.update is not None and sut.has_rules:
                     updater = self.update_measurer(tb, sut, built, measurer)
-                yield Session(measurer=measurer,
+                yield Session(measurer=GuestCounting(measurer, vms) if vms else measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
                               virtual_port=built.virtual_port, retarget=retarget,
                               recover=recover, rule_update=updater, adapter=sut)

@@ -107,6 +107,9 @@ class Built:
     update: tuple[str, str, str] | None = None
     #: endpoint name -> its kernel interface (the tester's end of its veth)
     ifaces: dict[str, str] = field(default_factory=dict)
+    #: loopback with ``vnf_kind`` "qemu": per chain VNF, its two NICs as
+    #: (the SUT's vhost-user socket, the NIC's MAC), in chain order
+    vms: list[list[tuple[str, str]]] = field(default_factory=list)
 
 
 def excluded(point: Point, sut: SutAdapter) -> str | None:
@@ -191,7 +194,8 @@ def _mac(i: int) -> str:
 
 def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
           tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket",
-          virtual_kind: str = "memif", vnf_interrupt: bool = False) -> Built:
+          virtual_kind: str = "memif", vnf_interrupt: bool = False,
+          vnf_kind: str = "gen") -> Built:
     """Create namespaces, wires and sockets for ``point`` (see module doc).
 
     ``kernel_port`` is how the tester and the VNFs open a veth end:
@@ -201,11 +205,20 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     back to memif, then veth; ``Built.virtual_port`` says what was used).
     ``vnf_interrupt``: chain VNFs and reflectors whose ports are all memif
     sleep on the memif eventfds when idle (``mode=interrupt``) instead of
-    busy polling (``GenProc.polls`` says which did)."""
+    busy polling (``GenProc.polls`` says which did). ``vnf_kind`` "qemu":
+    the loopback chain's VNFs are QEMU guests (``Built.vms``, started by the
+    caller: turnout.vm) on vhost-user ports of the SUT instead of
+    turnout-gen ``fwd`` helpers."""
     if kernel_port not in ("afxdp", "afpacket"):
         raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
     if virtual_kind not in ("memif", "vhost-user"):
         raise Unsupported(f"virtual port kind {virtual_kind!r}: memif or vhost-user")
+    if vnf_kind not in ("gen", "qemu"):
+        raise Unsupported(f"VNF kind {vnf_kind!r}: gen or qemu")
+    qemu = vnf_kind == "qemu" and point.scenario == "loopback" and point.vnfs > 0
+    if qemu and (sut.direct or not sut.supports_vhost_user):
+        raise Unsupported(f"the QEMU VNF attaches over vhost-user: {sut.name} has no "
+                          "vhost-user ports")
     check(point, sut, tester_roles, frame=False)
     if point.scenario == "overlay":
         raise Unsupported("the overlay scenario is built by turnout.overlay (two hosts)")
@@ -294,8 +307,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
 
-    use_vhost = (virtual_kind == "vhost-user" and sut.supports_vhost_user and memif_tester
-                 and not sut.direct)
+    use_vhost = qemu or (virtual_kind == "vhost-user" and sut.supports_vhost_user
+                         and memif_tester and not sut.direct)
     use_memif = sut.supports_memif and memif_tester
     virtual_port = ""
     if any(e.virtual for e in endpoints.values()):
@@ -365,7 +378,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}
     def stream(sid: int, src: str, dst: str, reverse_of: int | None = None) -> Stream:
-        first_hop = endpoints[peer[src]]
+        # a QEMU VNF is a bridge, transparent: frames go to the receiver's
+        # MAC (its NICs' own MACs would make the guest's bridge take them)
+        first_hop = endpoints[dst] if qemu else endpoints[peer[src]]
         return Stream(
             tx_port=spec(endpoints[src]), rx_port=spec(endpoints[dst]),
             tx_ns=endpoints[src].ns, rx_ns=endpoints[dst].ns,
@@ -390,7 +405,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         return spec(e) + (",mode=interrupt" if irq else "")
 
     gen_helpers = []
-    for a, b, _ in helpers:
+    vms = [[(endpoints[a].vhost, endpoints[a].mac), (endpoints[b].vhost, endpoints[b].mac)]
+           for a, b, _ in helpers] if qemu else []
+    for a, b, _ in [] if qemu else helpers:
         nxt = endpoints[peer[b]]
         irq = sleeps(endpoints[a], endpoints[b])
         args = ["fwd", "--port", vnf_spec(endpoints[a], irq),
@@ -418,4 +435,4 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                                  [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))])
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
                  update=("t0", "t1", "t2") if s == "rule_update" else None,
-                 ifaces={e.name: e.iface for e in endpoints.values() if e.iface})
+                 ifaces={e.name: e.iface for e in endpoints.values() if e.iface}, vms=vms)

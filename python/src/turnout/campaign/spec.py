@@ -113,6 +113,14 @@ class CampaignSpec:
     #: interrupt mode while RT throttling bounds them, campaign/layout.py
     #: vnf_sched) or "normal" (SCHED_OTHER)
     vnf_priority: str = "auto"
+    #: what a loopback chain VNF is: "gen" (turnout-gen fwd) or "qemu" (a
+    #: QEMU guest bridging its two virtio-net NICs, on the SUT's vhost-user
+    #: ports: turnout/vm.py)
+    vnf: str = "gen"
+    #: with vnf = "qemu": "auto" (KVM when it works here, else the cell is
+    #: skipped with the reason) or "tcg" (run it under TCG anyway: a
+    #: functional check that measures the emulator, not the switch)
+    qemu_accel: str = "auto"
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -346,7 +354,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
-             "virtual_port", "vnf_wakeup", "vnf_priority",
+             "virtual_port", "vnf_wakeup", "vnf_priority", "vnf", "qemu_accel",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
              "update_bulk_flows", "interleave"}
     for k in c:
@@ -522,6 +530,14 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     vnf_priority = c.get("vnf_priority", "auto")
     if vnf_priority not in ("auto", "normal"):
         raise CampaignError(f"campaign.vnf_priority: {vnf_priority!r} is not auto or normal")
+    vnf = c.get("vnf", "gen")
+    if vnf not in ("gen", "qemu"):
+        raise CampaignError(f"campaign.vnf: {vnf!r} is not gen or qemu")
+    qemu_accel = c.get("qemu_accel", "auto")
+    if qemu_accel not in ("auto", "tcg"):
+        raise CampaignError(f"campaign.qemu_accel: {qemu_accel!r} is not auto or tcg")
+    if "qemu_accel" in c and vnf != "qemu":
+        raise CampaignError("campaign.qemu_accel: only with vnf = \"qemu\"")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -537,7 +553,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         sut_cpus=str(c.get("sut_cpus", "1")),
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
-        vnf_priority=vnf_priority,
+        vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
         interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
     )
 
