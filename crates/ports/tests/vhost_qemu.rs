@@ -15,6 +15,8 @@
 //! exists but the guest does not reach init within 8 s under it (nested
 //! virtualization, as on these machines) it falls back to TCG.
 //! TURNOUT_VM_ACCEL=kvm|tcg forces one. Bounded: 8 s probe + 55 s guest.
+//! The bench's QEMU VNF (python/src/turnout/vm.py, `kvm_status`) decides KVM
+//! by the same rule (init within 8 s) but skips instead of falling back.
 //!
 //! `cargo test --release -p ports --test vhost_qemu -- --nocapture`
 
