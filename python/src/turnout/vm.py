@@ -173,19 +173,33 @@ class BridgeVm:
     serial: Path
     name: str
 
-    def stats(self) -> dict[str, Any]:
-        """The guest's last NIC counters (``GUEST_COUNTERS``)."""
-        last = ""
+    def samples(self) -> list[str]:
+        """The guest's GUEST_STATS lines so far."""
         try:
-            for ln in self.serial.read_text(errors="replace").splitlines():
-                if ln.startswith("GUEST_STATS "):
-                    last = ln
+            text = self.serial.read_text(errors="replace")
         except FileNotFoundError:
-            return {}
-        v = last.split()[1:]
+            return []
+        return [ln for ln in text.splitlines() if ln.startswith("GUEST_STATS ")]
+
+    def stats(self, lines: list[str] | None = None) -> dict[str, Any]:
+        """The guest's last NIC counters (``GUEST_COUNTERS``)."""
+        lines = self.samples() if lines is None else lines
+        v = lines[-1].split()[1:] if lines else []
         if len(v) != len(GUEST_COUNTERS) or not all(x.isdigit() for x in v):
             return {}
         return dict(zip(GUEST_COUNTERS, map(int, v), strict=True))
+
+    def stats_after(self, timeout_s: float) -> dict[str, Any]:
+        """Counters read wholly after now: the second sample line to appear
+        from now on (the first may have been read before), or the last one
+        when none comes within ``timeout_s``."""
+        n0 = len(self.samples())
+        t_end = time.monotonic() + timeout_s
+        lines = self.samples()
+        while len(lines) < n0 + 2 and time.monotonic() < t_end and self.proc.poll() is None:
+            time.sleep(0.05)
+            lines = self.samples()
+        return self.stats(lines[:n0 + 2])
 
 
 def start_bridge_vm(tb: Testbed, plan: VmPlan, nics: list[tuple[str, str]], name: str,
@@ -223,11 +237,12 @@ def start_bridge_vm(tb: Testbed, plan: VmPlan, nics: list[tuple[str, str]], name
 
 class GuestCounting:
     """A Measurer whose trials also carry the guests' NIC counters over the
-    trial (``extra["guests"]``: per guest, eth0/eth1 rx/tx packets). The
-    guests print their counters every second, so the trial waits
-    ``STATS_PERIOD_S`` after its end for the last sample."""
+    trial (``extra["guests"]``: per guest, ``GUEST_COUNTERS``). The guests
+    print their counters about every second (guest time, slower under TCG):
+    the trial waits for a sample read wholly after its end (two new lines,
+    ``GuestCounting.WAIT_S`` at most: about 2 s per trial)."""
 
-    STATS_PERIOD_S = 1.2
+    WAIT_S = 10.0
 
     def __init__(self, inner: Any, vms: list[BridgeVm]) -> None:
         self.inner, self.vms = inner, vms
@@ -239,12 +254,11 @@ class GuestCounting:
         for v in self.vms:
             if v.proc.poll() is not None:
                 raise VmError(f"{v.name}: QEMU exited ({v.proc.returncode})")
-        before = [v.stats() for v in self.vms]
+        before = [v.stats() for v in self.vms]  # read before the trial: enough
         counts = self.inner.measure(duration_s, load_total_pps)
-        time.sleep(self.STATS_PERIOD_S)
         guests = []
         for v, b in zip(self.vms, before, strict=True):
-            a = v.stats()
+            a = v.stats_after(self.WAIT_S)
             guests.append({"name": v.name, **{k: a[k] - b.get(k, 0) for k in a}})
         counts.extra["guests"] = guests
         return counts
