@@ -105,10 +105,13 @@ def test_tcg_guest_forwards_through_turnoutd(tmp_path):
         assert t.received <= t.sent and t.lost == t.sent - t.received
         # the frames went through the guest: all of them (and the warm-up)
         # reached its first NIC, and its second sent at least those that
-        # came back (a TCG guest loses or delays some inside: docs/bench.md)
+        # came back
         assert g["eth0_rx"] >= t.sent, g
         assert g["eth1_tx"] >= t.received, g
         assert g["eth0_rx_dropped"] == 0 and g["eth1_tx_dropped"] == 0, g
+        # a low rate: the guest's bridge (its ports forwarding before the
+        # bench sends) loses little or nothing, even under TCG
+        assert t.received >= 0.9 * t.sent, f"{t.sent} {t.received} {g}"
         (sut,) = db.suts(run.id)
         assert sut.config["vnf"]["kind"] == "qemu" and sut.config["vnf"]["accel"] == "tcg"
         assert sut.config["vnf"]["guests"] == 1

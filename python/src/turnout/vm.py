@@ -232,6 +232,12 @@ def start_bridge_vm(tb: Testbed, plan: VmPlan, nics: list[tuple[str, str]], name
         tb.stop(proc)
         raise VmError(f"{name} ({plan.accel}): the guest's bridge did not come up in "
                       f"{BRIDGE_UP_S:g} s; qemu: {err or 'running'}; console: {log}")
+    up = [ln for ln in serial.read_text(errors="replace").splitlines()
+          if ln.startswith("TURNOUT_VM_BRIDGE_UP")]
+    if not up or up[0].split()[-2:] != ["3", "3"]:
+        tb.stop(proc)
+        raise VmError(f"{name}: the guest's bridge ports do not forward: {up[:1]} "
+                      "(STP port states, 3 = forwarding)")
     return vm
 
 
