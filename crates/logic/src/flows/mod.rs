@@ -1328,6 +1328,15 @@ struct Acc<'a> {
 
 impl Default for Acc<'_> {
     fn default() -> Self {
+        Acc::at(0)
+    }
+}
+
+impl Acc<'_> {
+    /// Empty counters of a batch at `now_s` (the data-path clock, whole
+    /// seconds).
+    #[inline]
+    fn at(now_s: u32) -> Self {
         Acc {
             // SAFETY: an array of `MaybeUninit` needs no initialisation;
             // only `0..tables` is ever read.
@@ -1337,7 +1346,7 @@ impl Default for Acc<'_> {
             tables: 0,
             run: Run::default(),
             extra: 0,
-            now_s: 0,
+            now_s,
         }
     }
 }
@@ -1764,8 +1773,7 @@ impl Logic for Flows {
 
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let snap = self.snap.load();
-        let mut acc = Acc::default();
-        acc.now_s = (ctx.now_ns / 1_000_000_000) as u32;
+        let mut acc = Acc::at((ctx.now_ns / 1_000_000_000) as u32);
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
