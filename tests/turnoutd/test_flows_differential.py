@@ -350,6 +350,8 @@ class Gen:
         elif c < 0.45:
             acts = ["drop"] if not acts or r.random() < 0.5 else acts
         elif c < 0.6:
+            # (`normal` is left out: OVS's and turnoutd's learning bridges
+            # decide by MAC tables the packets before filled differently.)
             acts.append(r.choice(["flood", "all"]))
             if r.random() < 0.2:
                 acts.append(f"output:{r.randint(1, NPORTS)}")  # covered by the flood

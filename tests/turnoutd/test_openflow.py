@@ -10,8 +10,8 @@ each rule's effect; dump-flows, dump-ports and show are checked against
 the ports and counters. A mod-flows under a ~1 kpps stream of numbered
 frames must be in effect when ovs-ofctl returns (every frame sent after
 reaches the new port, none the old) with nothing lost. Refusals are checked through ovs-ofctl's exit
-status and message (unknown action, goto to a lower table, output to
-NORMAL) and through a raw socket for what ovs-ofctl will not send (a
+status and message (unknown action, goto to a lower table, `normal` with
+another output) and through a raw socket for what ovs-ofctl will not send (a
 bad prerequisite, a bad length, a stream that cannot be framed). Flows
 with hard_timeout / idle_timeout must stop matching when they expire, and
 a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
@@ -20,6 +20,10 @@ must forward to every bucket's port, checked with the ports' counters;
 groups added with `turnout ctl logic cmd add_group` (the JSON-RPC API)
 must forward the same and show in ovs-ofctl's dump-groups, and groups
 added by ovs-ofctl in `turnout ctl`'s dump_groups, refusals alike.
+A table-miss flow `priority=0,actions=normal` makes turnoutd the
+learning bridge OVS's NORMAL is: the three hosts ping each other, a
+unicast frame once learned leaves only by its port (the ports' counters),
+dump-flows shows NORMAL and `turnout ctl logic cmd normal_show` the MACs.
 The namespace set-up is threehosts.py's (shared with test_flows.py).
 
 OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
@@ -135,7 +139,8 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
         # OFPBAC_BAD_EXPERIMENTER (2, 2), which ovs-ofctl names BAD_VENDOR.
         ("actions=resubmit(,3)", "OFPBAC_BAD_VENDOR"),
         ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
-        ("actions=normal", "OFPBAC_BAD_OUT_PORT"),
+        ("actions=output:2,normal", "OFPBAC_UNSUPPORTED_ORDER"),
+        ("actions=output:4294967289", "OFPBAC_BAD_OUT_PORT"),  # OFPP_TABLE
         ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
         ("table=3,actions=goto_table:2", "OFPBIC_BAD_TABLE_ID"),
@@ -318,6 +323,43 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
     assert not ping(h[1], "10.0.0.2", 1)
 
+
+
+def test_normal_is_a_learning_bridge(lab: Lab) -> None:
+    h = lab.hosts
+    assert lab.daemon is not None
+    ids = {p["name"]: p["id"] for p in lab.daemon.rpc("stats")["ports"]}
+    assert not ping(h[1], "10.0.0.2", 1)
+    lab.ofctl("add-flow", "priority=0,actions=normal")
+    fl = flows_of(lab)
+    assert len(fl) == 1 and "priority=0 actions=NORMAL" in fl[0], fl
+    for a, b in [(1, 2), (1, 3), (2, 3), (3, 1)]:
+        assert ping(h[a], f"10.0.0.{b}"), (a, b)
+    # Every host is learned on its port.
+    r = turnout_ctl(lab, "logic", "cmd", "normal_show")
+    table = {e["mac"]: e["port"] for e in json.loads(r.stdout)["entries"]}
+    for i in (1, 2, 3):
+        assert table.get(MAC[i]) == ids[f"p{i}"], table
+    # Learned unicast leaves by its port only: h1 -> h2 does not reach p3
+    # (flooded, all 10 would; a host's own multicast or broadcast, as an
+    # ARP refresh, may reach it).
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 10)
+    after = tx_of(lab)
+    assert after[2] - before[2] >= 10 and after[3] - before[3] <= 3, (before, after)
+    # And h1 -> h3 not p2 (the exact-match cache serves both directions).
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.3", 10)
+    after = tx_of(lab)
+    assert after[3] - before[3] >= 10 and after[2] - before[2] <= 3, (before, after)
+    fl = flows_of(lab)
+    assert "n_packets=0," not in fl[0], fl
+    # output:NORMAL is the same action; a higher flow still wins over it.
+    lab.ofctl("add-flow", "priority=10,icmp,in_port=1,nw_dst=10.0.0.2,actions=drop")
+    assert not ping(h[1], "10.0.0.2", 2)
+    lab.ofctl("mod-flows", "icmp,in_port=1,actions=output:NORMAL")
+    assert ping(h[1], "10.0.0.2")
+    assert len([x for x in flows_of(lab) if "actions=NORMAL" in x]) == 2, flows_of(lab)
 
 
 def turnout_ctl(lab: Lab, *args: str, check: bool = True,

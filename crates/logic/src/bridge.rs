@@ -137,17 +137,27 @@ impl Bridge {
     /// Builds from `{"table_size": n, "aging_s": s}`.
     pub fn from_config(config: &Value) -> Result<Bridge, String> {
         let a = Args::new("bridge config", config, &["table_size", "aging_s"])?;
+        Bridge::from_args(&a, "table_size", "aging_s")
+    }
+
+    /// Builds from the keys `size_key` (table size) and `aging_key` of `a`
+    /// (the flows logic's `normal_table_size` and `normal_aging_s`).
+    pub(crate) fn from_args(
+        a: &Args<'_>,
+        size_key: &str,
+        aging_key: &str,
+    ) -> Result<Bridge, String> {
         let size = a
-            .u64("table_size", WAYS as u64, MAX_TABLE_SIZE)?
+            .u64(size_key, WAYS as u64, MAX_TABLE_SIZE)?
             .unwrap_or(DEFAULT_TABLE_SIZE as u64);
         if !size.is_power_of_two() {
             return Err(a.err(
-                "table_size",
+                size_key,
                 &format!("must be a power of two in {WAYS}..={MAX_TABLE_SIZE}, got {size}"),
             ));
         }
         let aging = a
-            .u64("aging_s", 0, u32::MAX as u64 - 1)?
+            .u64(aging_key, 0, u32::MAX as u64 - 1)?
             .map(|n| n as u32)
             .unwrap_or(DEFAULT_AGING_S);
         Ok(Bridge::new(size as usize, aging))
@@ -361,7 +371,79 @@ impl Bridge {
         Err("bridge add: the entry kept changing under traffic, try again".to_string())
     }
 
-    fn show(&self) -> Value {
+    /// Advances the data-path clock to `now_s` (sweeping once per new
+    /// second) and returns the aging time to use.
+    #[inline]
+    fn tick(&self, now_s: u32) -> u32 {
+        let last = self.stats.now_s.load(Relaxed);
+        if now_s > last
+            && self
+                .stats
+                .now_s
+                .compare_exchange(last, now_s, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.sweep(SWEEP_BUCKETS, now_s);
+        }
+        self.aging_s.load(Relaxed)
+    }
+
+    /// Learns unicast, non-zero source `src` on `ingress`.
+    #[inline]
+    fn learn_src(&self, src: u64, ingress: PortId, now_s: u32, aging: u32) {
+        if src & GROUP_BIT == 0 && src != 0 {
+            self.learn(src, ingress, now_s, aging);
+        }
+    }
+
+    /// Where a frame to `dst` received on `ingress` goes.
+    #[inline]
+    fn forward(&self, dst: u64, ingress: PortId, now_s: u32, aging: u32) -> Verdict {
+        if dst & GROUP_BIT != 0 {
+            return Verdict::Flood;
+        }
+        match self.lookup(dst, now_s, aging) {
+            Some(p) if p == ingress => Verdict::Drop(DropReason::Hairpin),
+            Some(p) => Verdict::Port(p),
+            None => Verdict::Flood,
+        }
+    }
+
+    /// One frame through the bridge (the flows logic's `normal` action):
+    /// learns its source on `ingress`, returns where its destination goes.
+    /// `now_s`: the data-path clock in whole seconds.
+    #[inline]
+    pub(crate) fn learn_and_lookup(&self, frame: &[u8], ingress: PortId, now_s: u32) -> Verdict {
+        if frame.len() < wire::ethernet::HEADER_LEN {
+            return Verdict::Drop(DropReason::Runt);
+        }
+        let aging = self.tick(now_s);
+        self.learn_src(mac48(&frame[6..12]), ingress, now_s, aging);
+        self.forward(mac48(&frame[0..6]), ingress, now_s, aging)
+    }
+
+    /// Where `frame` received on `ingress` would go, without learning (the
+    /// flows logic's `trace`), at the latest data-path second seen.
+    pub(crate) fn peek(&self, frame: &[u8], ingress: PortId) -> Verdict {
+        if frame.len() < wire::ethernet::HEADER_LEN {
+            return Verdict::Drop(DropReason::Runt);
+        }
+        let now_s = self.stats.now_s.load(Relaxed);
+        self.forward(
+            mac48(&frame[0..6]),
+            ingress,
+            now_s,
+            self.aging_s.load(Relaxed),
+        )
+    }
+
+    /// Forgets the entries of `port`.
+    pub(crate) fn forget_port(&self, port: PortId) {
+        self.clear_if(|k, _| k as PortId == port);
+    }
+
+    /// The table and its counters (`show`).
+    pub(crate) fn show(&self) -> Value {
         let now_s = self.stats.now_s.load(Relaxed);
         let aging = self.aging_s.load(Relaxed);
         let mut entries = Vec::new();
@@ -401,17 +483,7 @@ impl Logic for Bridge {
 
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let now_s = (ctx.now_ns / 1_000_000_000) as u32;
-        let aging = self.aging_s.load(Relaxed);
-        let last = self.stats.now_s.load(Relaxed);
-        if now_s > last
-            && self
-                .stats
-                .now_s
-                .compare_exchange(last, now_s, Relaxed, Relaxed)
-                .is_ok()
-        {
-            self.sweep(SWEEP_BUCKETS, now_s);
-        }
+        let aging = self.tick(now_s);
         // Consecutive frames often share addresses: remember the last ones.
         let mut last_src = u64::MAX;
         let mut last_dst = u64::MAX;
@@ -426,24 +498,14 @@ impl Logic for Bridge {
             let src = mac48(&d[6..12]);
             if src != last_src {
                 last_src = src;
-                if src & GROUP_BIT == 0 && src != 0 {
-                    self.learn(src, ingress, now_s, aging);
-                    if src == last_dst {
-                        last_dst = u64::MAX;
-                    }
+                self.learn_src(src, ingress, now_s, aging);
+                if src == last_dst {
+                    last_dst = u64::MAX;
                 }
             }
             if dst != last_dst {
                 last_dst = dst;
-                last_verdict = if dst & GROUP_BIT != 0 {
-                    Verdict::Flood
-                } else {
-                    match self.lookup(dst, now_s, aging) {
-                        Some(p) if p == ingress => Verdict::Drop(DropReason::Hairpin),
-                        Some(p) => Verdict::Port(p),
-                        None => Verdict::Flood,
-                    }
-                };
+                last_verdict = self.forward(dst, ingress, now_s, aging);
             }
             *v = last_verdict;
         }
@@ -525,7 +587,7 @@ impl Logic for Bridge {
     }
 
     fn port_removed(&self, port: PortId) {
-        self.clear_if(|k, _| k as PortId == port);
+        self.forget_port(port);
     }
 }
 

@@ -112,6 +112,8 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Out {
                 Action::Flood | Action::All => Out::V(Verdict::Flood),
                 Action::InPort => Out::V(Verdict::Port(ingress)),
                 Action::Group(_) => unreachable!("never parsed"),
+                // Not generated here (its own test below).
+                Action::Normal => unreachable!("not generated"),
                 // No controller connected in these tests.
                 Action::Controller(_) => Out::V(Verdict::Drop(DropReason::NoController)),
                 _ if out.is_some() => continue,
@@ -946,4 +948,80 @@ fn a_run_goes_on_into_the_next_batch_only_while_nothing_changed() {
         frames,
         "{c}"
     );
+}
+
+// ------------------------------------------------------------ normal
+
+fn mac(n: u8) -> [u8; 6] {
+    [2, 0, 0, 0, 0, n]
+}
+
+/// A UDP frame from `mac(src)` to `mac(dst)` with the same L3/L4 headers
+/// whatever the addresses (what no flow here looks at).
+fn to(src: u8, dst: u8) -> Vec<u8> {
+    udp4(mac(src), mac(dst), [10, 0, 0, 1], [10, 0, 0, 2], 1000, 53)
+}
+
+/// The `normal` action's verdict depends on eth src/dst and the MAC table,
+/// which the cache's key (masked by the fields in use: here in_port and
+/// the UDP port) does not hold: two MACs behind different ports,
+/// interleaved and in runs, each go to their own port, with or without a
+/// cache, within a batch and across batches (a run resumed).
+#[test]
+fn normal_is_never_replayed_from_a_stored_verdict() {
+    for cache in [0, 64] {
+        let f = build(cache);
+        assert!(add(&f, "priority=0,actions=normal"));
+        assert!(add(&f, "priority=10,udp,tp_dst=53,actions=normal"));
+        // Learn mac 2 behind port 2, mac 3 behind port 3 (to unknown: flood).
+        assert_eq!(run(&f, 2, &[to(2, 9)]).0, vec![Verdict::Flood]);
+        assert_eq!(run(&f, 3, &[to(3, 9)]).0, vec![Verdict::Flood]);
+        let batch = [
+            to(1, 2),
+            to(1, 3),
+            to(1, 2),
+            to(1, 3),
+            to(1, 2),
+            to(1, 2),
+            to(1, 2),
+            to(1, 3),
+            to(1, 3),
+            to(1, 3),
+        ];
+        let want: Vec<Verdict> = batch
+            .iter()
+            .map(|b| Verdict::Port(b[5] as PortId))
+            .collect();
+        for _ in 0..3 {
+            assert_eq!(run(&f, 1, &batch).0, want, "cache {cache}");
+        }
+        // Runs across batches: all to 2, then all to 3.
+        for d in [2u8, 3, 2, 3] {
+            let b = vec![to(1, d); 8];
+            assert_eq!(
+                run(&f, 1, &b).0,
+                vec![Verdict::Port(d as PortId); 8],
+                "cache {cache}"
+            );
+        }
+        // Learning goes on under cached entries: mac 1 is now behind port 1,
+        // mac 2 moves to port 4, mac 3 sent to from its own port is a hairpin.
+        assert_eq!(run(&f, 2, &[to(2, 1)]).0, vec![Verdict::Port(1)]);
+        assert_eq!(run(&f, 4, &[to(2, 9)]).0, vec![Verdict::Flood]);
+        assert_eq!(
+            run(&f, 1, &[to(1, 2), to(1, 3)]).0,
+            vec![Verdict::Port(4), Verdict::Port(3)]
+        );
+        assert_eq!(
+            run(&f, 3, &[to(1, 3)]).0,
+            vec![Verdict::Drop(DropReason::Hairpin)]
+        );
+        // Broadcast floods.
+        let bcast = udp4(mac(1), [0xff; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1000, 53);
+        assert_eq!(run(&f, 1, &[bcast]).0, vec![Verdict::Flood]);
+        if cache > 0 {
+            let hits = f.dump(None)["cache"]["hits"].as_u64().unwrap();
+            assert!(hits > 0, "the cache served the normal flows");
+        }
+    }
 }

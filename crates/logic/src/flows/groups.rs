@@ -153,8 +153,9 @@ impl Flows {
                     Action::Output(_) | Action::InPort | Action::Flood | Action::All => {
                         outputs.push(a)
                     }
-                    // Packet-ins come from flows only, not from buckets.
-                    Action::Controller(_) => {
+                    // Packet-ins and the learning bridge: from flows only,
+                    // not from buckets.
+                    Action::Controller(_) | Action::Normal => {
                         return Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
                     }
                     // A rewrite would reach the other buckets' copies.

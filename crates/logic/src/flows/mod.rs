@@ -16,6 +16,16 @@
 //!   refused (one buffer carries every copy); `flood`/`all` in the same
 //!   list win over the outputs;
 //! - `flood` / `all`: `Flood` (every port but the ingress);
+//! - `normal`: the logic's learning bridge (bridge.rs, one per logic)
+//!   learns the source MAC on the ingress port and forwards by the
+//!   destination MAC: known: `Port(p)` (`Drop(Hairpin)` if p is the
+//!   ingress), unknown or group address: `Flood`. It is an output: alone
+//!   in its action list (with no other output or `controller`), and
+//!   ignored after an earlier output of the pipeline. Its verdict depends
+//!   on the MAC table and on addresses the cache key may not hold, so the
+//!   exact-match cache keeps the flows of such a pipeline but reruns its
+//!   actions (and with them the bridge) for every packet, never a stored
+//!   verdict or a run;
 //! - `in_port`: `Port(ingress)`, which the fabric counts as a `hairpin` drop;
 //! - a packet sent to one port leaves once: a later output action in the
 //!   pipeline is ignored and counted (`extra_outputs` in `dump`), and
@@ -33,9 +43,12 @@
 //!
 //! Configuration: `{"flows": ["table=0,priority=10,in_port=1,actions=output:2", ...]}`
 //! (optional; `null` = empty tables), `"cache": N` (entries per worker of
-//! the exact-match cache, a power of two; 0 = none; default 8192).
+//! the exact-match cache, a power of two; 0 = none; default 8192),
+//! `"normal_table_size"` and `"normal_aging_s"` (the `normal` action's
+//! bridge: as the bridge logic's `table_size` and `aging_s`).
 //!
-//! Commands: `add`, `modify`, `delete`, `dump`, `trace`, and the group
+//! Commands: `add`, `modify`, `delete`, `dump`, `trace`, `normal_show`
+//! (the `normal` action's MAC table), and the group
 //! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
 //! (groupcmd.rs; docs/flows.md).
 //!
@@ -724,6 +737,8 @@ pub struct Flows {
     notices: Mutex<expiry::Notices>,
     /// Tells this instance from a later one (a logic swap).
     instance: u64,
+    /// The learning bridge of the `normal` action.
+    normal: crate::bridge::Bridge,
 }
 
 /// Control-path state.
@@ -755,9 +770,22 @@ impl Writer {
         let sends = |a: &Action| {
             matches!(
                 a,
-                Action::Output(_) | Action::Flood | Action::All | Action::InPort
+                Action::Output(_) | Action::Flood | Action::All | Action::InPort | Action::Normal
             )
         };
+        if acts.iter().any(|a| matches!(a, Action::Normal))
+            && acts
+                .iter()
+                .filter(|a| sends(a) || matches!(a, Action::Controller(_)))
+                .count()
+                > 1
+        {
+            // Its port is known per packet only: no group of the logic
+            // can be set up for it beforehand.
+            return Err(
+                "normal together with another output in one action list is not supported".into(),
+            );
+        }
         let controllers = acts
             .iter()
             .filter(|a| matches!(a, Action::Controller(_)))
@@ -913,8 +941,11 @@ impl Flows {
                 "packet_in_rate",
                 "packet_in_burst",
                 "packet_in_queue",
+                "normal_table_size",
+                "normal_aging_s",
             ],
         )?;
+        let normal = crate::bridge::Bridge::from_args(&a, "normal_table_size", "normal_aging_s")?;
         let rate = a
             .u64("packet_in_rate", 1, pktin::MAX_RATE)?
             .unwrap_or(pktin::DEFAULT_RATE);
@@ -947,6 +978,7 @@ impl Flows {
             packet_ins,
             notices: Mutex::default(),
             instance: GENERATION.fetch_add(1, Relaxed),
+            normal,
         };
         let texts = flow_texts(&a, false)?;
         f.add("flows config", &texts)?;
@@ -1290,10 +1322,21 @@ struct Acc<'a> {
     run: Run<'a>,
     /// Output actions ignored (`extra_outputs`), added once per batch.
     extra: u32,
+    /// The data-path clock in whole seconds (the `normal` action's aging).
+    now_s: u32,
 }
 
 impl Default for Acc<'_> {
     fn default() -> Self {
+        Acc::at(0)
+    }
+}
+
+impl Acc<'_> {
+    /// Empty counters of a batch at `now_s` (the data-path clock, whole
+    /// seconds).
+    #[inline]
+    fn at(now_s: u32) -> Self {
         Acc {
             // SAFETY: an array of `MaybeUninit` needs no initialisation;
             // only `0..tables` is ever read.
@@ -1303,6 +1346,7 @@ impl Default for Acc<'_> {
             tables: 0,
             run: Run::default(),
             extra: 0,
+            now_s,
         }
     }
 }
@@ -1468,7 +1512,15 @@ impl Flows {
                     _ => t.pure = false,
                 }
             }
-            popped |= self.actions::<true>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
+            popped |= self.actions::<true>(
+                r,
+                p,
+                ingress,
+                &mut out,
+                &mut k,
+                &mut acc.extra,
+                H::COUNT.then_some(acc.now_s),
+            );
             h.hit(r, p.data(), out);
             match r.goto {
                 Some(g) => table = g as usize,
@@ -1534,7 +1586,15 @@ impl Flows {
             let r: &'s Rule = unsafe { &*r };
             acc.lookup(r.table as usize, 1);
             acc.run.hit(&r.stats, 1, len, worker);
-            self.actions::<false>(r, p, ingress, &mut out, &mut k, &mut acc.extra);
+            self.actions::<false>(
+                r,
+                p,
+                ingress,
+                &mut out,
+                &mut k,
+                &mut acc.extra,
+                Some(acc.now_s),
+            );
         }
         if e.miss != 0 {
             let t = (e.miss - 1) as usize;
@@ -1547,7 +1607,9 @@ impl Flows {
 
     /// Runs `r`'s apply-actions on `p` (`out`: the verdict so far); with
     /// `KEYED`, keeps `k` in step with header rewrites; counts ignored
-    /// outputs in `extra`. True if a `pop_vlan` was reached.
+    /// outputs in `extra`. True if a `pop_vlan` was reached. `now_s`: the
+    /// clock for `normal`, which learns; None: it only looks up (`trace`).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn actions<const KEYED: bool>(
         &self,
@@ -1557,6 +1619,7 @@ impl Flows {
         out: &mut Option<Verdict>,
         k: &mut Key,
         extra: &mut u32,
+        now_s: Option<u32>,
     ) -> bool {
         let mut popped = false;
         for a in r.actions.iter() {
@@ -1566,6 +1629,12 @@ impl Flows {
                 Action::Flood | Action::All => Verdict::Flood,
                 Action::Group(g) => Verdict::Group(g),
                 Action::InPort => Verdict::Port(ingress),
+                // Ignored after an output (nothing learned either).
+                Action::Normal if out.is_some() => Verdict::Flood,
+                Action::Normal => match now_s {
+                    Some(now_s) => self.normal.learn_and_lookup(p.data(), ingress, now_s),
+                    None => self.normal.peek(p.data(), ingress),
+                },
                 // Counted as an output: after one, ignored like the others.
                 Action::Controller(_) if out.is_some() => Verdict::Drop(DropReason::ToController),
                 Action::Controller(max_len) => {
@@ -1704,7 +1773,7 @@ impl Logic for Flows {
 
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let snap = self.snap.load();
-        let mut acc = Acc::default();
+        let mut acc = Acc::at((ctx.now_ns / 1_000_000_000) as u32);
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
@@ -1917,6 +1986,10 @@ impl Logic for Flows {
             "add_group" | "mod_group" | "del_groups" | "dump_groups" => {
                 self.group_command(&what, cmd, args).map_err(e)
             }
+            "normal_show" => {
+                Args::new(&what, args, &[]).map_err(e)?;
+                Ok(self.normal.show())
+            }
             "dump" => {
                 let a = Args::new(&what, args, &["table"]).map_err(e)?;
                 let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
@@ -1936,6 +2009,7 @@ impl Logic for Flows {
             ("mod_group", "{group: text}: replace a group's type and buckets; the flows using it follow"),
             ("del_groups", "{group?: \"group_id=N\"}: delete a group (none: all) and the flows using it"),
             ("dump_groups", "{group?: \"group_id=N\"}: groups with ref_count and counters"),
+            ("normal_show", "the MAC table of the normal action's learning bridge (mac, port, age_s) and its counters"),
             ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
         ]
     }
@@ -1947,7 +2021,9 @@ impl Logic for Flows {
             .map_or(&[], |b| b)
     }
 
-    fn port_removed(&self, _port: PortId) {}
+    fn port_removed(&self, port: PortId) {
+        self.normal.forget_port(port);
+    }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)

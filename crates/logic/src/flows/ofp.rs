@@ -245,6 +245,7 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                     port::CONTROLLER => Action::Controller(max_len),
                     port::FLOOD => Action::Flood,
                     port::ALL => Action::All,
+                    port::NORMAL => Action::Normal,
                     p => Action::Output(port_id(p).ok_or(bad(bac::BAD_OUT_PORT))?),
                 },
                 openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
@@ -310,6 +311,7 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                 Action::Flood => out(port::FLOOD),
                 Action::All => out(port::ALL),
                 Action::InPort => out(port::IN_PORT),
+                Action::Normal => out(port::NORMAL),
                 Action::SetDlSrc(m) => set(oxm::ETH_SRC, m as u128),
                 Action::SetDlDst(m) => set(oxm::ETH_DST, m as u128),
                 Action::DecTtl => openflow::Action::DecNwTtl,
@@ -392,6 +394,7 @@ impl Filter {
                     Action::Flood => self.out_port == port::FLOOD,
                     Action::All => self.out_port == port::ALL,
                     Action::InPort => self.out_port == port::IN_PORT,
+                    Action::Normal => self.out_port == port::NORMAL,
                     _ => false,
                 }))
             && (self.out_group == GROUP_ANY || r.shown.contains(&Action::OfGroup(self.out_group)))
@@ -815,8 +818,25 @@ mod tests {
             Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP))
         );
         assert_eq!(
-            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![out(port::NORMAL)])),
+            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![out(port::TABLE)])),
             Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_PORT))
+        );
+        assert_eq!(
+            actions_from_of(
+                &[openflow::Action::Output {
+                    port: port::NORMAL,
+                    max_len: 0
+                }],
+                &[]
+            ),
+            Ok(vec![Action::Normal])
+        );
+        assert_eq!(
+            actions_to_of(&[Action::Normal], None),
+            vec![openflow::Action::Output {
+                port: port::NORMAL,
+                max_len: 0
+            }]
         );
         let ctl = |max_len| openflow::Action::Output {
             port: port::CONTROLLER,

@@ -356,6 +356,7 @@ pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
         | A::Flood
         | A::All
         | A::InPort
+        | A::Normal
         | A::Group(_)
         | A::Controller(_)
         | A::OfGroup(_) => return None,

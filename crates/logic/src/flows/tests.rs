@@ -770,3 +770,81 @@ fn port_or_hairpin(p: u16) -> Verdict {
         port(p)
     }
 }
+
+#[test]
+fn normal_action_text_config_show_and_trace() {
+    // Parsed as `normal` and `output:NORMAL`, printed back as NORMAL.
+    for t in [
+        "priority=0,actions=normal",
+        "priority=0,actions=output:NORMAL",
+    ] {
+        let s = parse(t).unwrap();
+        assert_eq!(s.actions, Some(vec![Action::Normal]), "{t}");
+        assert_eq!(text::format_actions(&[Action::Normal], None), "NORMAL");
+    }
+    let f = flows(&["priority=0,actions=normal"]);
+    let d = f.command("dump", &json!({})).unwrap();
+    assert_eq!(d["flows"][0]["flow"], "table=0,priority=0,actions=NORMAL");
+    // Alone in its list.
+    for t in [
+        "actions=output:3,normal",
+        "actions=normal,flood",
+        "actions=normal,controller",
+    ] {
+        let e = f.command("add", &json!({ "flow": t })).unwrap_err();
+        assert!(
+            e.0.contains("normal together with another output"),
+            "{t}: {e}"
+        );
+    }
+    // Ignored after an earlier output of the pipeline (nothing learned).
+    let g = flows(&[
+        "table=0,priority=1,actions=output:5,goto_table:1",
+        "table=1,priority=1,actions=normal",
+    ]);
+    assert_eq!(v(&g, 1, &udp([10, 0, 0, 2], 53)), port(5));
+    assert_eq!(g.command("dump", &json!({})).unwrap()["extra_outputs"], 1);
+    assert_eq!(
+        g.command("normal_show", &json!({})).unwrap()["entries"],
+        json!([])
+    );
+    // Learns, shows its table; trace looks up without learning.
+    let a = udp([10, 0, 0, 2], 53); // 02:00:00:00:00:01 -> 02:00:00:00:00:02
+    let mut b = a.clone();
+    b[0..6].copy_from_slice(&a[6..12]);
+    b[6..12].copy_from_slice(&a[0..6]);
+    let tr = f
+        .command("trace", &json!({"packet": b.iter().map(|x| format!("{x:02x}")).collect::<String>(), "in_port": 2}))
+        .unwrap();
+    assert_eq!(
+        f.command("normal_show", &json!({})).unwrap()["entries"],
+        json!([]),
+        "{tr}"
+    );
+    assert_eq!(v(&f, 1, &a), Verdict::Flood);
+    assert_eq!(v(&f, 2, &b), port(1));
+    assert_eq!(v(&f, 1, &a), port(2));
+    let s = f.command("normal_show", &json!({})).unwrap();
+    let e = s["entries"].as_array().unwrap();
+    assert_eq!(e.len(), 2, "{s}");
+    assert_eq!(e[0]["mac"], "02:00:00:00:00:01");
+    assert_eq!(e[0]["port"], 1);
+    assert_eq!(s["capacity"], crate::bridge::DEFAULT_TABLE_SIZE);
+    // A removed port's entries go.
+    f.port_removed(2);
+    assert_eq!(v(&f, 1, &a), Verdict::Flood);
+    // Configuration.
+    let c = Flows::from_config(&json!({"normal_table_size": 64, "normal_aging_s": 7})).unwrap();
+    let s = c.command("normal_show", &json!({})).unwrap();
+    assert_eq!(
+        (s["capacity"].as_u64(), s["aging_s"].as_u64()),
+        (Some(64), Some(7))
+    );
+    let e = Flows::from_config(&json!({"normal_table_size": 100}))
+        .err()
+        .unwrap();
+    assert!(
+        e.contains("normal_table_size") && e.contains("power of two"),
+        "{e}"
+    );
+}

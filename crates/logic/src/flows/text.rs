@@ -23,6 +23,10 @@ pub enum Action {
     All,
     /// `in_port`: back to the ingress (the fabric drops it as `hairpin`).
     InPort,
+    /// `normal` / `output:NORMAL` (OFPP_NORMAL): the flows logic's learning
+    /// bridge learns the source MAC on the ingress port and forwards by the
+    /// destination MAC (known: its port; unknown or group: flood).
+    Normal,
     /// `mod_dl_src:MAC` / `set_field:MAC->eth_src`.
     SetDlSrc(u64),
     /// `mod_dl_dst:MAC` / `set_field:MAC->eth_dst`.
@@ -493,7 +497,11 @@ pub(super) fn parse_actions(
                 drop = true;
                 continue;
             }
-            "output" => Action::Output(uint("output", need("port")?, 65534)? as u16),
+            "output" => match need("port")? {
+                p if p.eq_ignore_ascii_case("normal") => Action::Normal,
+                p => Action::Output(uint("output", p, 65534)? as u16),
+            },
+            "normal" => Action::Normal,
             "flood" => Action::Flood,
             "all" => Action::All,
             "in_port" => Action::InPort,
@@ -742,6 +750,7 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::Flood => "FLOOD".into(),
             Action::All => "ALL".into(),
             Action::InPort => "IN_PORT".into(),
+            Action::Normal => "NORMAL".into(),
             Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
             Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
             Action::DecTtl => "dec_ttl".into(),
