@@ -116,9 +116,19 @@ pub struct SendPlan {
     pub count: Option<u64>,
 }
 
-/// The sender of one stream on one transmit queue.
+/// The sender of one stream on one transmit queue, or spread by flow over
+/// several (a multi-queue port: flow `f` always on queue `f mod N`, so
+/// each flow keeps its order, as RSS would).
 pub struct Sender<'a> {
     tx: OwnedTx<'a>,
+    /// Queues 1..N of a multi-queue sender (empty: one queue, `tx`).
+    more: Vec<OwnedTx<'a>>,
+    /// Per queue (multi-queue only, sized once): free slots, slots taken
+    /// by this burst, the burst's first slot, the next slot written.
+    qfree: Vec<u64>,
+    qused: Vec<u64>,
+    qfirst: Vec<u64>,
+    qnext: Vec<u64>,
     gen: FrameGen,
     nslots: Vec<u32>,
     lens: Vec<u32>,
@@ -155,6 +165,22 @@ impl<'a> Sender<'a> {
         start_ns: u64,
         max_frame_b: u32,
     ) -> Result<Self, Oversize> {
+        Self::multi(vec![tx], gen, plan, start_ns, max_frame_b)
+    }
+
+    /// A sender over the transmit queues `txs` (at least one): the frame
+    /// of flow `f` goes to `txs[f % txs.len()]`.
+    pub fn multi(
+        mut txs: Vec<OwnedTx<'a>>,
+        gen: FrameGen,
+        plan: SendPlan,
+        start_ns: u64,
+        max_frame_b: u32,
+    ) -> Result<Self, Oversize> {
+        assert!(!txs.is_empty(), "a sender needs a transmit queue");
+        let more = txs.split_off(1);
+        let tx = txs.pop().expect("one queue");
+        let nq = if more.is_empty() { 0 } else { more.len() + 1 };
         let lens: Vec<u32> = gen.template_sizes().iter().map(|&l| l as u32).collect();
         let mut nslots = Vec::with_capacity(lens.len());
         for &l in &lens {
@@ -167,9 +193,27 @@ impl<'a> Sender<'a> {
             }
             nslots.push(n);
         }
-        let in_place = tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
+        for q in &more {
+            for &l in &lens {
+                if q.slots_for(l as usize) != tx.slots_for(l as usize) {
+                    // (queues of one port carry the same frames)
+                    return Err(Oversize {
+                        size: l as usize,
+                        max_frame_b,
+                    });
+                }
+            }
+        }
+        // Multi-queue: frames are copied (a burst's frames go to several
+        // queues, so one in-place fill per burst does not apply).
+        let in_place = more.is_empty() && tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
         Ok(Self {
             tx,
+            more,
+            qfree: vec![0; nq],
+            qused: vec![0; nq],
+            qfirst: vec![0; nq],
+            qnext: vec![0; nq],
             gen,
             nslots,
             lens,
@@ -275,6 +319,9 @@ impl<'a> Sender<'a> {
                 self.stats.behind_max = behind;
             }
         }
+        if !self.more.is_empty() {
+            return self.poll_multi(now, n, warm, paced);
+        }
         // How many of the next n frames fit.
         let free = self.tx.free_slots() as u64;
         if !warm {
@@ -355,6 +402,13 @@ impl<'a> Sender<'a> {
                 self.stats.bytes += bytes;
             }
         }
+        self.after_burst(n, k, warm, paced);
+        k
+    }
+
+    /// Pacing counters after a burst of `k` of `n` due frames.
+    #[inline]
+    fn after_burst(&mut self, n: u64, k: u64, warm: bool, paced: bool) {
         if paced {
             if warm {
                 self.stats.warmup_full += n - k;
@@ -363,6 +417,97 @@ impl<'a> Sender<'a> {
             }
             self.pacer.advance(n);
         }
+    }
+
+    /// Transmit queue `q` of a multi-queue sender.
+    #[inline]
+    fn txq(&mut self, q: usize) -> &mut OwnedTx<'a> {
+        if q == 0 {
+            &mut self.tx
+        } else {
+            &mut self.more[q - 1]
+        }
+    }
+
+    /// [`Sender::poll`] over several queues: the next `n` frames, each on
+    /// its flow's queue, as many as fit in order (a frame whose queue is
+    /// full ends the burst, so no flow overtakes itself).
+    #[inline]
+    fn poll_multi(&mut self, now: u64, n: u64, warm: bool, paced: bool) -> u64 {
+        let nq = self.qfree.len();
+        for q in 0..nq {
+            self.qfree[q] = self.txq(q).free_slots() as u64;
+            self.qused[q] = 0;
+        }
+        if !warm {
+            self.stats.attempts += 1;
+        }
+        let mut k = 0u64;
+        while k < n {
+            let q = self.gen.peek_flow(k as usize) as usize % nq;
+            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
+            if self.qused[q] + s > self.qfree[q] {
+                break;
+            }
+            self.qused[q] += s;
+            k += 1;
+        }
+        if k < n && !warm {
+            self.stats.pushback += 1;
+        }
+        if k == 0 && !paced {
+            for _ in 0..FULL_BACKOFF_SPINS {
+                std::hint::spin_loop();
+            }
+            return 0;
+        }
+        if k > 0 {
+            for q in 0..nq {
+                let used = self.qused[q];
+                if used > 0 {
+                    let first = self.txq(q).reserve(used as u32);
+                    self.qfirst[q] = first;
+                    self.qnext[q] = first;
+                }
+            }
+            let ts = now;
+            let (word, seq) = if warm {
+                (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
+            } else {
+                (self.plan.stream, &mut self.seq)
+            };
+            let mut bytes = 0u64;
+            for _ in 0..k {
+                let ti = self.gen.peek_template(0);
+                let q = self.gen.peek_flow(0) as usize % nq;
+                let f = self.gen.next(word, *seq, ts);
+                *seq += 1;
+                let ns = self.nslots[ti];
+                let tx = if q == 0 {
+                    &mut self.tx
+                } else {
+                    &mut self.more[q - 1]
+                };
+                tx.write(self.qnext[q], ns, f);
+                self.qnext[q] += ns as u64;
+                bytes += self.lens[ti] as u64;
+            }
+            for q in 0..nq {
+                let used = self.qused[q];
+                if used > 0 {
+                    let end = self.qfirst[q] + used;
+                    self.txq(q).publish(end);
+                }
+            }
+            self.last_send_ns = ts;
+            if warm {
+                self.stats.warmup_packets += k;
+            } else {
+                self.stats.packets += k;
+                self.stats.bytes += bytes;
+            }
+        }
+        self.after_burst(n, k, warm, paced);
         k
     }
 }
