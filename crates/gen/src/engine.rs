@@ -1112,6 +1112,47 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_queue_sender_keeps_each_flow_on_its_queue_in_order() {
+        let (port, peer) = pipe(
+            "mq",
+            PipeConfig {
+                queues: 2,
+                ring_slots: 128,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
+        let gen = FrameGen::new(&spec(), &[100, 1500]).unwrap();
+        // SAFETY: the test thread is the only sender on these queues.
+        let txs = unsafe { vec![OwnedTx::new(port.tx(0)), OwnedTx::new(port.tx(1))] };
+        let n = 10_000u64;
+        let mut s = Sender::multi(txs, gen, plan(0.0, Some(n), 0, 0), now_ns(), 2048).unwrap();
+        let mut peer = peer;
+        // Per queue: frames, last sequence number + 1.
+        let mut got = [(0u64, 0u64); 2];
+        let t0 = now_ns();
+        while (got[0].0 + got[1].0 < n) && now_ns() - t0 < 20_000_000_000 {
+            s.poll(now_ns());
+            for (q, g) in got.iter_mut().enumerate() {
+                peer.recv(q, 64, |d| {
+                    let o = frame::parse(d).unwrap();
+                    // flow = UDP source port - 1000 (spec: 4 flows).
+                    let flow = u16::from_be_bytes([d[34], d[35]]) - 1000;
+                    assert_eq!(flow as u64, o.seq % 4, "frame {} flow", o.seq);
+                    assert_eq!(flow as usize % 2, q, "flow {flow} on queue {q}");
+                    assert!(g.0 == 0 || o.seq >= g.1, "order on queue {q}");
+                    *g = (g.0 + 1, o.seq + 1);
+                });
+            }
+        }
+        s.poll(now_ns());
+        assert!(s.done());
+        assert_eq!(s.stats.packets, n);
+        assert_eq!(got[0].0, n / 2);
+        assert_eq!(got[1].0, n / 2);
+    }
+
+    #[test]
     fn txrx_over_a_lossy_reordering_wire_counts_exactly() {
         let (port, peer) = pipe(
             "t",

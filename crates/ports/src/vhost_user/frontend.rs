@@ -1844,6 +1844,7 @@ mod tests {
             slot: Arc::new(RxSlot {
                 session: ArcSwapOption::new(Some(s)),
                 generation: AtomicU64::new(0),
+                frames: AtomicU64::new(0),
             }),
             seen: u64::MAX,
             held: None,
