@@ -713,3 +713,93 @@ fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
     assert_eq!(sum, count, "{what}");
     drop(tp);
 }
+
+/// `fwd` over two `queues=2` ports of testpmd: turnout-gen txrx sends on
+/// testpmd port 0 (flows over both queues), testpmd forwards queue q to
+/// port 1's queue q, turnout-gen fwd takes port 1's queue q to port 2's
+/// queue q, testpmd forwards that to port 3, where txrx receives. Every
+/// frame arrives; per queue, the counts agree at every hop.
+#[test]
+fn fwd_keeps_each_queue_pair_through_testpmd() {
+    let _g = serial();
+    let dir = TempDir::new("mqfwd");
+    let socks: Vec<PathBuf> = (0..4).map(|i| dir.0.join(format!("f{i}.sock"))).collect();
+    let refs: Vec<&std::path::Path> = socks.iter().map(|s| s.as_path()).collect();
+    let Some(mut tp) = Testpmd::start_ports(&refs, 2, "io") else {
+        return;
+    };
+    tp.cmd("start");
+    let spec = |i: usize| format!("vhost-user:{},queues=2,queue-size=4096", socks[i].display());
+    let (p0, p1, p2, p3) = (spec(0), spec(1), spec(2), spec(3));
+    let mut fwd = Gen::spawn(&[
+        "fwd",
+        "--port",
+        &p1,
+        "--port2",
+        &p2,
+        "--duration-s",
+        "60",
+        "--wait-peer-s",
+        "20",
+        "--interval-s",
+        "1",
+    ]);
+    fwd.wait_running();
+    let count = 20_000u64;
+    let doc = gen(&[
+        "txrx",
+        "--port",
+        &p0,
+        "--rx-port",
+        &p3,
+        "--flows",
+        "4",
+        "--rate-pps",
+        "20000",
+        "--count",
+        &count.to_string(),
+        "--wait-peer-s",
+        "20",
+        "--cooldown-s",
+        "2",
+    ]);
+    fwd.interrupt();
+    let f = fwd.finish(Duration::from_secs(20)).0;
+    let (tx, rx) = (&doc["tx"], &doc["rx"]);
+    let (sent_c, got_c) = (&doc["ports"][0]["counters"], &doc["ports"][1]["counters"]);
+    let (fin, fout) = (&f["ports"][0]["counters"], &f["ports"][1]["counters"]);
+    let fs = tp.cmd_out("show fwd stats all");
+    let what = format!(
+        "tx {} rx {} lost {}; txrx ports {sent_c} / {got_c}; fwd {} ports {fin} / {fout}",
+        tx["packets"], rx["packets"], rx["lost"], f["fwd"]
+    );
+    eprintln!("{what}");
+    assert_eq!(n(&tx["packets"]), count, "sent, {what}");
+    assert_eq!(n(&rx["packets"]), count, "arrived, {what}");
+    assert_eq!(n(&rx["lost"]), 0, "{what}");
+    for q in 0..2u16 {
+        let sent = n(&sent_c[format!("txq{q}_frames")]);
+        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
+        assert_eq!(
+            n(&fin[format!("rxq{q}_frames")]),
+            sent,
+            "fwd in q{q}, {what}"
+        );
+        assert_eq!(
+            n(&fout[format!("txq{q}_frames")]),
+            sent,
+            "fwd out q{q}, {what}"
+        );
+        assert_eq!(
+            n(&got_c[format!("rxq{q}_frames")]),
+            sent,
+            "txrx rx q{q}, {what}"
+        );
+        for p in [0u16, 2] {
+            let got = fwd_stream_rx(&fs, p, q)
+                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
+            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
+        }
+    }
+    drop(tp);
+}
