@@ -193,15 +193,17 @@ impl<'a> Sender<'a> {
             }
             nslots.push(n);
         }
+        // The queues of one port carry the same frames in as many slots.
         for q in &more {
-            for &l in &lens {
-                if q.slots_for(l as usize) != tx.slots_for(l as usize) {
-                    // (queues of one port carry the same frames)
+            for (&l, &n) in lens.iter().zip(&nslots) {
+                let m = q.slots_for(l as usize);
+                if m == 0 {
                     return Err(Oversize {
                         size: l as usize,
                         max_frame_b,
                     });
                 }
+                debug_assert_eq!(m, n, "queues of one port differ");
             }
         }
         // Multi-queue: frames are copied (a burst's frames go to several
