@@ -9,7 +9,10 @@
 //!   (over mergeable receive buffers); testpmd killed and started again
 //!   mid-run (turnout-gen reconnects and says so), then turnout-gen killed
 //!   and started again (testpmd takes the new one, every frame comes
-//!   back). testpmd is a system peer:
+//!   back); `queues=2` ports (testpmd `--rxq=2 --txq=2`) between txrx and
+//!   reflect, and around fwd: flows spread over both queue pairs, every
+//!   frame arrives, per-queue counts agree at every hop. testpmd is a
+//!   system peer:
 //!   missing, the test skips with a message or fails under
 //!   `TURNOUT_REQUIRE_PEERS=1` (crates/testpeers). Each test kills its own
 //!   testpmd by PID and removes its sockets and /var/run/dpdk/<prefix>.

@@ -4,7 +4,9 @@
 //! - `reflect` and `fwd` on vhost-user ports, at 64, 1518 and 9000 B: every
 //!   frame sent comes back or is counted as a drop by the switch or the
 //!   reflector/forwarder, the receiver's `lost` equals those drops;
-//! - `queues=2` and `queues=4` against ports with as many queue pairs,
+//! - `queues=2` and `queues=4` against ports with as many queue pairs
+//!   (8 flows: every queue pair carries its equal share, and turnout-gen's
+//!   per-queue counts equal turnoutd's per-queue counts exactly),
 //!   `queue-size` 256, 1024 and 4096, and a bad queue size (a clear error,
 //!   exit status 2, before any socket is touched);
 //! - `server` (turnout-gen listens, turnoutd's ports in client mode
