@@ -116,9 +116,19 @@ pub struct SendPlan {
     pub count: Option<u64>,
 }
 
-/// The sender of one stream on one transmit queue.
+/// The sender of one stream on one transmit queue, or spread by flow over
+/// several (a multi-queue port: flow `f` always on queue `f mod N`, so
+/// each flow keeps its order, as RSS would).
 pub struct Sender<'a> {
     tx: OwnedTx<'a>,
+    /// Queues 1..N of a multi-queue sender (empty: one queue, `tx`).
+    more: Vec<OwnedTx<'a>>,
+    /// Per queue (multi-queue only, sized once): free slots, slots taken
+    /// by this burst, the burst's first slot, the next slot written.
+    qfree: Vec<u64>,
+    qused: Vec<u64>,
+    qfirst: Vec<u64>,
+    qnext: Vec<u64>,
     gen: FrameGen,
     nslots: Vec<u32>,
     lens: Vec<u32>,
@@ -155,6 +165,22 @@ impl<'a> Sender<'a> {
         start_ns: u64,
         max_frame_b: u32,
     ) -> Result<Self, Oversize> {
+        Self::multi(vec![tx], gen, plan, start_ns, max_frame_b)
+    }
+
+    /// A sender over the transmit queues `txs` (at least one): the frame
+    /// of flow `f` goes to `txs[f % txs.len()]`.
+    pub fn multi(
+        mut txs: Vec<OwnedTx<'a>>,
+        gen: FrameGen,
+        plan: SendPlan,
+        start_ns: u64,
+        max_frame_b: u32,
+    ) -> Result<Self, Oversize> {
+        assert!(!txs.is_empty(), "a sender needs a transmit queue");
+        let more = txs.split_off(1);
+        let tx = txs.pop().expect("one queue");
+        let nq = if more.is_empty() { 0 } else { more.len() + 1 };
         let lens: Vec<u32> = gen.template_sizes().iter().map(|&l| l as u32).collect();
         let mut nslots = Vec::with_capacity(lens.len());
         for &l in &lens {
@@ -167,9 +193,29 @@ impl<'a> Sender<'a> {
             }
             nslots.push(n);
         }
-        let in_place = tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
+        // The queues of one port carry the same frames in as many slots.
+        for q in &more {
+            for (&l, &n) in lens.iter().zip(&nslots) {
+                let m = q.slots_for(l as usize);
+                if m == 0 {
+                    return Err(Oversize {
+                        size: l as usize,
+                        max_frame_b,
+                    });
+                }
+                debug_assert_eq!(m, n, "queues of one port differ");
+            }
+        }
+        // Multi-queue: frames are copied (a burst's frames go to several
+        // queues, so one in-place fill per burst does not apply).
+        let in_place = more.is_empty() && tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
         Ok(Self {
             tx,
+            more,
+            qfree: vec![0; nq],
+            qused: vec![0; nq],
+            qfirst: vec![0; nq],
+            qnext: vec![0; nq],
             gen,
             nslots,
             lens,
@@ -275,6 +321,9 @@ impl<'a> Sender<'a> {
                 self.stats.behind_max = behind;
             }
         }
+        if !self.more.is_empty() {
+            return self.poll_multi(now, n, warm, paced);
+        }
         // How many of the next n frames fit.
         let free = self.tx.free_slots() as u64;
         if !warm {
@@ -355,6 +404,13 @@ impl<'a> Sender<'a> {
                 self.stats.bytes += bytes;
             }
         }
+        self.after_burst(n, k, warm, paced);
+        k
+    }
+
+    /// Pacing counters after a burst of `k` of `n` due frames.
+    #[inline]
+    fn after_burst(&mut self, n: u64, k: u64, warm: bool, paced: bool) {
         if paced {
             if warm {
                 self.stats.warmup_full += n - k;
@@ -363,6 +419,97 @@ impl<'a> Sender<'a> {
             }
             self.pacer.advance(n);
         }
+    }
+
+    /// Transmit queue `q` of a multi-queue sender.
+    #[inline]
+    fn txq(&mut self, q: usize) -> &mut OwnedTx<'a> {
+        if q == 0 {
+            &mut self.tx
+        } else {
+            &mut self.more[q - 1]
+        }
+    }
+
+    /// [`Sender::poll`] over several queues: the next `n` frames, each on
+    /// its flow's queue, as many as fit in order (a frame whose queue is
+    /// full ends the burst, so no flow overtakes itself).
+    #[inline]
+    fn poll_multi(&mut self, now: u64, n: u64, warm: bool, paced: bool) -> u64 {
+        let nq = self.qfree.len();
+        for q in 0..nq {
+            self.qfree[q] = self.txq(q).free_slots() as u64;
+            self.qused[q] = 0;
+        }
+        if !warm {
+            self.stats.attempts += 1;
+        }
+        let mut k = 0u64;
+        while k < n {
+            let q = self.gen.peek_flow(k as usize) as usize % nq;
+            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
+            if self.qused[q] + s > self.qfree[q] {
+                break;
+            }
+            self.qused[q] += s;
+            k += 1;
+        }
+        if k < n && !warm {
+            self.stats.pushback += 1;
+        }
+        if k == 0 && !paced {
+            for _ in 0..FULL_BACKOFF_SPINS {
+                std::hint::spin_loop();
+            }
+            return 0;
+        }
+        if k > 0 {
+            for q in 0..nq {
+                let used = self.qused[q];
+                if used > 0 {
+                    let first = self.txq(q).reserve(used as u32);
+                    self.qfirst[q] = first;
+                    self.qnext[q] = first;
+                }
+            }
+            let ts = now;
+            let (word, seq) = if warm {
+                (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
+            } else {
+                (self.plan.stream, &mut self.seq)
+            };
+            let mut bytes = 0u64;
+            for _ in 0..k {
+                let ti = self.gen.peek_template(0);
+                let q = self.gen.peek_flow(0) as usize % nq;
+                let f = self.gen.next(word, *seq, ts);
+                *seq += 1;
+                let ns = self.nslots[ti];
+                let tx = if q == 0 {
+                    &mut self.tx
+                } else {
+                    &mut self.more[q - 1]
+                };
+                tx.write(self.qnext[q], ns, f);
+                self.qnext[q] += ns as u64;
+                bytes += self.lens[ti] as u64;
+            }
+            for q in 0..nq {
+                let used = self.qused[q];
+                if used > 0 {
+                    let end = self.qfirst[q] + used;
+                    self.txq(q).publish(end);
+                }
+            }
+            self.last_send_ns = ts;
+            if warm {
+                self.stats.warmup_packets += k;
+            } else {
+                self.stats.packets += k;
+                self.stats.bytes += bytes;
+            }
+        }
+        self.after_burst(n, k, warm, paced);
         k
     }
 }
@@ -964,6 +1111,47 @@ mod tests {
         }
         r.finish_stream(9, s.sent_seq());
         (s.stats.clone(), r, window)
+    }
+
+    #[test]
+    fn a_multi_queue_sender_keeps_each_flow_on_its_queue_in_order() {
+        let (port, peer) = pipe(
+            "mq",
+            PipeConfig {
+                queues: 2,
+                ring_slots: 128,
+                slot_b: 2048,
+            },
+        )
+        .unwrap();
+        let gen = FrameGen::new(&spec(), &[100, 1500]).unwrap();
+        // SAFETY: the test thread is the only sender on these queues.
+        let txs = unsafe { vec![OwnedTx::new(port.tx(0)), OwnedTx::new(port.tx(1))] };
+        let n = 10_000u64;
+        let mut s = Sender::multi(txs, gen, plan(0.0, Some(n), 0, 0), now_ns(), 2048).unwrap();
+        let mut peer = peer;
+        // Per queue: frames, last sequence number + 1.
+        let mut got = [(0u64, 0u64); 2];
+        let t0 = now_ns();
+        while (got[0].0 + got[1].0 < n) && now_ns() - t0 < 20_000_000_000 {
+            s.poll(now_ns());
+            for (q, g) in got.iter_mut().enumerate() {
+                peer.recv(q, 64, |d| {
+                    let o = frame::parse(d).unwrap();
+                    // flow = UDP source port - 1000 (spec: 4 flows).
+                    let flow = u16::from_be_bytes([d[34], d[35]]) - 1000;
+                    assert_eq!(flow as u64, o.seq % 4, "frame {} flow", o.seq);
+                    assert_eq!(flow as usize % 2, q, "flow {flow} on queue {q}");
+                    assert!(g.0 == 0 || o.seq >= g.1, "order on queue {q}");
+                    *g = (g.0 + 1, o.seq + 1);
+                });
+            }
+        }
+        s.poll(now_ns());
+        assert!(s.done());
+        assert_eq!(s.stats.packets, n);
+        assert_eq!(got[0].0, n / 2);
+        assert_eq!(got[1].0, n / 2);
     }
 
     #[test]

@@ -252,6 +252,12 @@ impl FrameGen {
         self.pattern[(self.pos + ahead) % self.pattern.len()] as usize
     }
 
+    /// Flow index of the frame `ahead` frames from the next.
+    #[inline]
+    pub fn peek_flow(&self, ahead: usize) -> u32 {
+        ((self.flow as usize + ahead) % self.flows as usize) as u32
+    }
+
     /// Stamps the next frame (stream word, sequence number, timestamp, flow
     /// fields, checksums) and returns it, advancing the size pattern and the
     /// flow index.

@@ -17,6 +17,7 @@ use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSe
 use crate::spec::PortSpec;
 use crate::sys::{
     now_ns, pin_to_cpu, snapshot_requested, stop_requested, thread_cpu_ns, wait_readable, OwnedTx,
+    MAX_WAIT_FDS,
 };
 
 /// Frames per receive burst.
@@ -114,8 +115,8 @@ struct Idle {
 }
 
 impl Idle {
-    fn new(interrupt: bool, queues: &mut [&mut dyn RxQueue]) -> Self {
-        for q in queues.iter_mut() {
+    fn new(interrupt: bool, a: &mut [RxQ], b: &mut [RxQ]) -> Self {
+        for q in a.iter_mut().chain(b.iter_mut()) {
             q.set_notify(false);
         }
         Idle {
@@ -125,7 +126,7 @@ impl Idle {
     }
 
     #[inline]
-    fn after_poll(&mut self, got: usize, queues: &mut [&mut dyn RxQueue]) {
+    fn after_poll(&mut self, got: usize, a: &mut [RxQ], b: &mut [RxQ]) {
         if got > 0 || !self.on {
             self.empty = 0;
             return;
@@ -136,9 +137,9 @@ impl Idle {
         }
         self.empty = 0;
         let mut waiting = false;
-        let mut fds = [0; 2];
+        let mut fds = [0; MAX_WAIT_FDS];
         let mut n = 0;
-        for q in queues.iter_mut() {
+        for q in a.iter_mut().chain(b.iter_mut()) {
             waiting |= q.set_notify(true);
             if let Some(fd) = q.notify_fd() {
                 if n < fds.len() {
@@ -150,7 +151,7 @@ impl Idle {
         if !waiting && n > 0 {
             wait_readable(&fds[..n], SLEEP_MS);
         }
-        for q in queues.iter_mut() {
+        for q in a.iter_mut().chain(b.iter_mut()) {
             q.ack_notify();
             q.set_notify(false);
         }
@@ -238,10 +239,62 @@ fn wait_of(g: &General) -> Duration {
     Duration::from_secs_f64(g.wait_peer_s)
 }
 
-fn take_rx(port: &Arc<dyn Port>, spec: &PortSpec, what: &str) -> Result<Box<dyn RxQueue>, Failure> {
-    let q = spec.queue();
-    port.take_rx(q)
-        .ok_or_else(|| Failure::runtime(format!("{what}: receive queue {q} is not available")))
+/// An owned receive queue.
+type RxQ = Box<dyn RxQueue>;
+
+/// Every receive queue the role uses on `port` (all queue pairs of a
+/// multi-queue vhost-user port, polled in turn: one burst each per round).
+fn take_rx(port: &Arc<dyn Port>, spec: &PortSpec, what: &str) -> Result<Vec<RxQ>, Failure> {
+    spec.queue_ids()
+        .map(|q| {
+            port.take_rx(q).ok_or_else(|| {
+                Failure::runtime(format!("{what}: receive queue {q} is not available"))
+            })
+        })
+        .collect()
+}
+
+/// Every transmit queue the role uses on `port`, in queue order.
+///
+/// # Safety
+/// The calling thread must be the only sender on these queues for as long
+/// as the result lives (turnout-gen's data path is one thread).
+unsafe fn owned_txs<'a>(port: &'a Arc<dyn Port>, spec: &PortSpec) -> Vec<OwnedTx<'a>> {
+    spec.queue_ids()
+        // SAFETY: the caller's contract.
+        .map(|q| unsafe { OwnedTx::new(port.tx(q)) })
+        .collect()
+}
+
+/// One burst from each of `qs` (round robin over the queues, one burst
+/// each per call); frames received.
+#[inline]
+fn poll_all(r: &mut Receiver, qs: &mut [RxQ], batch: &mut RxBatch) -> usize {
+    let mut got = 0;
+    for q in qs.iter_mut() {
+        got += r.poll(q.as_mut(), batch);
+    }
+    got
+}
+
+/// Forwards one burst from each receive queue `rx[q]` to transmit queue
+/// `tx[q % tx.len()]`: a frame leaves on the queue pair it came in on
+/// (reflect) or its counterpart on the other port (fwd).
+#[inline]
+fn forward_all(
+    rx: &mut [RxQ],
+    batch: &mut RxBatch,
+    tx: &mut [OwnedTx<'_>],
+    rewrite: Rewrite,
+    touch: bool,
+    st: &mut FwdStats,
+) -> usize {
+    let n = tx.len();
+    let mut got = 0;
+    for (q, rxq) in rx.iter_mut().enumerate() {
+        got += forward_burst(rxq.as_mut(), batch, &mut tx[q % n], rewrite, touch, st);
+    }
+    got
 }
 
 fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
@@ -385,11 +438,11 @@ fn sender<'a>(
     t: &Traffic,
     start: u64,
 ) -> Result<Sender<'a>, Failure> {
-    // SAFETY: this thread is the only user of the port's transmit queue
+    // SAFETY: this thread is the only user of the port's transmit queues
     // for the whole run (turnout-gen is single-threaded on its data path).
-    let tx = unsafe { OwnedTx::new(port.tx(spec.queue())) };
+    let txs = unsafe { owned_txs(port, spec) };
     let max = port.info().max_frame_b;
-    Sender::new(tx, gen, plan(t), start, max).map_err(|o| {
+    Sender::multi(txs, gen, plan(t), start, max).map_err(|o| {
         Failure::usage(format!(
             "frame size {} B is larger than the port carries ({} B)",
             o.size, o.max_frame_b
@@ -534,9 +587,9 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     };
     let (stopped_by, error) =
         send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
-            r.poll(rxq.as_mut(), &mut batch);
+            poll_all(&mut r, &mut rxq, &mut batch);
             if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
-                r.poll(q2.as_mut(), &mut batch);
+                poll_all(&mut r, q2, &mut batch);
                 s2.poll(now_ns());
             }
             (r.packets + r.warmup, r.lost())
@@ -550,9 +603,9 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     // Cool-down: keep receiving the frames still in flight.
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
     while !stop_requested() {
-        r.poll(rxq.as_mut(), &mut batch);
+        poll_all(&mut r, &mut rxq, &mut batch);
         if let Some(q2) = rxq2.as_mut() {
-            r.poll(q2.as_mut(), &mut batch);
+            poll_all(&mut r, q2, &mut batch);
         }
         if now_ns() >= end {
             break;
@@ -594,15 +647,15 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let cpu0 = thread_cpu_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
-    let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
+    let mut idle = Idle::new(a.port.interrupt(), &mut rxq, &mut []);
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        let got = r.poll(rxq.as_mut(), &mut batch);
-        idle.after_poll(got, &mut [rxq.as_mut()]);
+        let got = poll_all(&mut r, &mut rxq, &mut batch);
+        idle.after_poll(got, &mut rxq, &mut []);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
             stopped_by = "duration";
@@ -632,30 +685,30 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let port = open_and_wait(&a.port, "port", wait_of(&a.general))?;
     let mut rxq = take_rx(&port, &a.port, "port")?;
     pin(&a.general)?;
-    // SAFETY: this thread is the only sender on the port's queue.
-    let mut tx = unsafe { OwnedTx::new(port.tx(a.port.queue())) };
+    // SAFETY: this thread is the only sender on the port's queues.
+    let mut tx = unsafe { owned_txs(&port, &a.port) };
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut st = FwdStats::default();
     let start = now_ns();
     let cpu0 = thread_cpu_ns();
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
-    let mut idle = Idle::new(a.port.interrupt(), &mut [rxq.as_mut()]);
+    let mut idle = Idle::new(a.port.interrupt(), &mut rxq, &mut []);
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        let got = forward_burst(
-            rxq.as_mut(),
+        let got = forward_all(
+            &mut rxq,
             &mut batch,
             &mut tx,
             Rewrite::SwapMacs,
             false,
             &mut st,
         );
-        idle.after_poll(got, &mut [rxq.as_mut()]);
+        idle.after_poll(got, &mut rxq, &mut []);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
             stopped_by = "duration";
@@ -719,16 +772,16 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let pa = both.pop().expect("two ports");
     let mut rx_a = take_rx(&pa, &a.port, "port")?;
     let mut rx_b = if a.bidir {
-        Some(take_rx(&pb, &a.port2, "port2")?)
+        take_rx(&pb, &a.port2, "port2")?
     } else {
-        None
+        Vec::new()
     };
     pin(&a.general)?;
     // SAFETY: this thread is the only sender on the used queue of both
     // ports.
-    let mut tx_b = unsafe { OwnedTx::new(pb.tx(a.port2.queue())) };
+    let mut tx_b = unsafe { owned_txs(&pb, &a.port2) };
     // SAFETY: as above.
-    let mut tx_a = unsafe { OwnedTx::new(pa.tx(a.port.queue())) };
+    let mut tx_a = unsafe { owned_txs(&pa, &a.port) };
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let (mut ab, mut ba) = (FwdStats::default(), FwdStats::default());
     let start = now_ns();
@@ -736,38 +789,31 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     let end = a.duration_s.map(|d| start + (d * 1e9) as u64);
     let mut iv = Interval::new(&a.general, start);
     let interrupt = a.port.interrupt() && (!a.bidir || a.port2.interrupt());
-    let mut idle = match rx_b.as_mut() {
-        Some(rb) => Idle::new(interrupt, &mut [rx_a.as_mut(), rb.as_mut()]),
-        None => Idle::new(interrupt, &mut [rx_a.as_mut()]),
-    };
+    let mut idle = Idle::new(interrupt, &mut rx_a, &mut rx_b);
     let stopped_by;
     loop {
         if stop_requested() {
             stopped_by = "signal";
             break;
         }
-        let mut got = forward_burst(
-            rx_a.as_mut(),
+        let mut got = forward_all(
+            &mut rx_a,
             &mut batch,
             &mut tx_b,
             Rewrite::SetDst(a.dst_mac),
             a.touch,
             &mut ab,
         );
-        match rx_b.as_mut() {
-            Some(rb) => {
-                got += forward_burst(
-                    rb.as_mut(),
-                    &mut batch,
-                    &mut tx_a,
-                    Rewrite::SetDst(a.dst_mac2),
-                    a.touch,
-                    &mut ba,
-                );
-                idle.after_poll(got, &mut [rx_a.as_mut(), rb.as_mut()]);
-            }
-            None => idle.after_poll(got, &mut [rx_a.as_mut()]),
-        }
+        // (rx_b is empty without --bidir)
+        got += forward_all(
+            &mut rx_b,
+            &mut batch,
+            &mut tx_a,
+            Rewrite::SetDst(a.dst_mac2),
+            a.touch,
+            &mut ba,
+        );
+        idle.after_poll(got, &mut rx_a, &mut rx_b);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
             stopped_by = "duration";

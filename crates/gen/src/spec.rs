@@ -342,7 +342,16 @@ impl PortSpec {
         s
     }
 
-    /// The port queue turnout-gen uses on this port.
+    /// The port queues turnout-gen uses on this port: every queue pair of
+    /// a vhost-user port (`queues=N`), else the one [`PortSpec::queue`].
+    pub fn queue_ids(&self) -> std::ops::Range<u16> {
+        match self {
+            PortSpec::Vhost { queues, .. } => 0..(*queues).max(1),
+            _ => self.queue()..self.queue() + 1,
+        }
+    }
+
+    /// The (first) port queue turnout-gen uses on this port.
     pub fn queue(&self) -> u16 {
         match self {
             PortSpec::AfXdp { queue, .. } => *queue,

@@ -69,6 +69,10 @@ pub fn cpu_allowed(cpu: usize) -> bool {
     rc == 0 && unsafe { libc::CPU_ISSET(cpu, &set) }
 }
 
+/// Most fds [`wait_readable`] waits on (every receive queue of two
+/// 16-queue ports).
+pub const MAX_WAIT_FDS: usize = 32;
+
 /// Waits until one of `fds` is readable or `timeout_ms` passed (idle
 /// receivers in interrupt mode). Returns true if one is readable.
 pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
@@ -76,7 +80,7 @@ pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
         fd: -1,
         events: 0,
         revents: 0,
-    }; 2];
+    }; MAX_WAIT_FDS];
     let n = fds.len().min(p.len());
     for (slot, &fd) in p.iter_mut().zip(fds) {
         *slot = libc::pollfd {

@@ -9,7 +9,10 @@
 //!   (over mergeable receive buffers); testpmd killed and started again
 //!   mid-run (turnout-gen reconnects and says so), then turnout-gen killed
 //!   and started again (testpmd takes the new one, every frame comes
-//!   back). testpmd is a system peer:
+//!   back); `queues=2` ports (testpmd `--rxq=2 --txq=2`) between txrx and
+//!   reflect, and around fwd: flows spread over both queue pairs, every
+//!   frame arrives, per-queue counts agree at every hop. testpmd is a
+//!   system peer:
 //!   missing, the test skips with a message or fails under
 //!   `TURNOUT_REQUIRE_PEERS=1` (crates/testpeers). Each test kills its own
 //!   testpmd by PID and removes its sockets and /var/run/dpdk/<prefix>.
@@ -173,6 +176,13 @@ struct Testpmd {
 
 impl Testpmd {
     fn start(sock: &std::path::Path, fwd: &str) -> Option<Testpmd> {
+        Self::start_ports(&[sock], 1, fwd)
+    }
+
+    /// testpmd with one `net_vhost` port per socket, `queues` queue pairs
+    /// each (`--rxq`/`--txq`: rx queue q forwards to tx queue q); one port
+    /// loops back to itself, two are paired.
+    fn start_ports(socks: &[&std::path::Path], queues: u16, fwd: &str) -> Option<Testpmd> {
         let bin = testpeers::testpmd()?;
         let prefix = format!("tgvh{}", std::process::id());
         let mut cmd = Command::new("stdbuf");
@@ -187,22 +197,26 @@ impl Testpmd {
             "--main-lcore",
             "0",
         ])
-        .arg(format!("--file-prefix={prefix}"))
-        .arg(format!(
-            "--vdev=net_vhost0,iface={},queues=1",
-            sock.display()
-        ))
-        .args([
-            "--",
-            "-i",
-            "--total-num-mbufs=8192",
-            "--port-topology=loop",
-            "--no-lsc-interrupt",
-        ])
-        .arg(format!("--forward-mode={fwd}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .arg(format!("--file-prefix={prefix}"));
+        for (i, sock) in socks.iter().enumerate() {
+            cmd.arg(format!(
+                "--vdev=net_vhost{i},iface={},queues={queues}",
+                sock.display()
+            ));
+        }
+        let topology = if socks.len() == 1 { "loop" } else { "paired" };
+        cmd.args(["--", "-i", "--no-lsc-interrupt"])
+            .arg(format!(
+                "--total-num-mbufs={}",
+                8192 * socks.len() * queues as usize
+            ))
+            .arg(format!("--port-topology={topology}"))
+            .arg(format!("--rxq={queues}"))
+            .arg(format!("--txq={queues}"))
+            .arg(format!("--forward-mode={fwd}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
         let stdout = child.stdout.take().unwrap();
         let out = Arc::new(Mutex::new(String::new()));
@@ -238,6 +252,11 @@ impl Testpmd {
     }
 
     fn cmd(&mut self, c: &str) {
+        self.cmd_out(c);
+    }
+
+    /// Runs `c`; what testpmd printed up to its next prompt.
+    fn cmd_out(&mut self, c: &str) -> String {
         let from = self.out.lock().unwrap().len();
         let _ = writeln!(self.stdin, "{c}");
         let _ = self.stdin.flush();
@@ -245,11 +264,12 @@ impl Testpmd {
         while t0.elapsed() < Duration::from_secs(20) {
             let o = self.out.lock().unwrap();
             if o.len() > from && o[from..].contains("testpmd>") {
-                return;
+                return o[from..].to_string();
             }
             drop(o);
             std::thread::sleep(Duration::from_millis(20));
         }
+        String::new()
     }
 }
 
@@ -578,5 +598,211 @@ fn testpmd_and_turnout_gen_each_killed_and_restarted_mid_run() {
     assert_eq!(n(&tx["packets"]), count, "{what}");
     assert_eq!(n(&rx["packets"]), count, "{what}");
     assert_eq!(n(&rx["lost"]), 0, "{what}");
+    drop(tp);
+}
+
+/// From testpmd's `show fwd stats all`: the frames its forwarding stream
+/// from rx queue `q` of port `p` received (`RX-packets` under the stream's
+/// heading `RX Port= p/Queue= q -> ...`).
+fn fwd_stream_rx(out: &str, p: u16, q: u16) -> Option<u64> {
+    let head = format!("RX Port={p:>2}/Queue={q:>2}");
+    let mut lines = out.lines().skip_while(|l| !l.contains(&head));
+    lines.next()?;
+    let l = lines.find(|l| l.contains("RX-packets:"))?;
+    l.split("RX-packets:")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `queues=2` against testpmd's `net_vhost` ports with two queue pairs:
+/// turnout-gen `txrx` spreads its flows over both transmit queues (flow f
+/// on queue f mod 2), testpmd forwards rx queue q of one port to tx queue
+/// q of the other, turnout-gen `reflect` answers each frame on the queue
+/// pair it came in on, and testpmd brings it back the same way. Every
+/// frame comes back; per queue, the counts agree exactly at every hop
+/// (turnout-gen's `txqN_frames`/`rxqN_frames`, testpmd's per-queue
+/// xstats) and every queue carried frames.
+#[test]
+fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
+    let _g = serial();
+    let dir = TempDir::new("mq");
+    let (s0, s1) = (dir.0.join("p0.sock"), dir.0.join("p1.sock"));
+    let Some(mut tp) = Testpmd::start_ports(&[&s0, &s1], 2, "io") else {
+        return;
+    };
+    tp.cmd("start");
+    let opts = ",queues=2,queue-size=4096";
+    let (p0, p1) = (
+        format!("vhost-user:{}{opts}", s0.display()),
+        format!("vhost-user:{}{opts}", s1.display()),
+    );
+    let mut refl = Gen::spawn(&[
+        "reflect",
+        "--port",
+        &p1,
+        "--duration-s",
+        "60",
+        "--wait-peer-s",
+        "20",
+        "--interval-s",
+        "1",
+    ]);
+    // testpmd drops what it would forward to a port nobody attached yet.
+    refl.wait_running();
+    let count = 20_000u64;
+    let doc = gen(&[
+        "txrx",
+        "--port",
+        &p0,
+        "--flows",
+        "4",
+        "--rate-pps",
+        "20000",
+        "--count",
+        &count.to_string(),
+        "--wait-peer-s",
+        "20",
+        "--cooldown-s",
+        "2",
+    ]);
+    refl.interrupt();
+    let f = refl.finish(Duration::from_secs(20)).0;
+    let (tx, rx) = (&doc["tx"], &doc["rx"]);
+    let gc = &doc["ports"][0]["counters"];
+    let rc = &f["ports"][0]["counters"];
+    let fs = tp.cmd_out("show fwd stats all");
+    let what = format!(
+        "tx {} rx {} lost {} reordered {}; txrx port {gc}; reflect {} port {rc}",
+        tx["packets"], rx["packets"], rx["lost"], rx["reordered"], f["fwd"]
+    );
+    eprintln!("{what}");
+    assert_eq!(n(&tx["packets"]), count, "sent, {what}");
+    assert_eq!(n(&rx["packets"]), count, "came back, {what}");
+    assert_eq!(n(&rx["lost"]), 0, "{what}");
+    assert_eq!(n(&f["fwd"]["packets"]), count, "reflected, {what}");
+    let mut sum = 0;
+    for q in 0..2 {
+        let sent = n(&gc[format!("txq{q}_frames")]);
+        // 4 flows over 2 queues: half each.
+        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
+        assert_eq!(
+            n(&rc[format!("rxq{q}_frames")]),
+            sent,
+            "reflect rx q{q}, {what}"
+        );
+        assert_eq!(
+            n(&rc[format!("txq{q}_frames")]),
+            sent,
+            "reflect tx q{q}, {what}"
+        );
+        assert_eq!(
+            n(&gc[format!("rxq{q}_frames")]),
+            sent,
+            "txrx rx q{q}, {what}"
+        );
+        // testpmd's own count per queue (its forwarding stream from
+        // each rx queue: port 0 got turnout-gen txrx's frames, port 1 the
+        // reflected ones).
+        for p in 0..2 {
+            let got = fwd_stream_rx(&fs, p, q)
+                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
+            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
+        }
+        sum += sent;
+    }
+    assert_eq!(sum, count, "{what}");
+    drop(tp);
+}
+
+/// `fwd` over two `queues=2` ports of testpmd: turnout-gen txrx sends on
+/// testpmd port 0 (flows over both queues), testpmd forwards queue q to
+/// port 1's queue q, turnout-gen fwd takes port 1's queue q to port 2's
+/// queue q, testpmd forwards that to port 3, where txrx receives. Every
+/// frame arrives; per queue, the counts agree at every hop.
+#[test]
+fn fwd_keeps_each_queue_pair_through_testpmd() {
+    let _g = serial();
+    let dir = TempDir::new("mqfwd");
+    let socks: Vec<PathBuf> = (0..4).map(|i| dir.0.join(format!("f{i}.sock"))).collect();
+    let refs: Vec<&std::path::Path> = socks.iter().map(|s| s.as_path()).collect();
+    let Some(mut tp) = Testpmd::start_ports(&refs, 2, "io") else {
+        return;
+    };
+    tp.cmd("start");
+    let spec = |i: usize| format!("vhost-user:{},queues=2,queue-size=4096", socks[i].display());
+    let (p0, p1, p2, p3) = (spec(0), spec(1), spec(2), spec(3));
+    let mut fwd = Gen::spawn(&[
+        "fwd",
+        "--port",
+        &p1,
+        "--port2",
+        &p2,
+        "--duration-s",
+        "60",
+        "--wait-peer-s",
+        "20",
+        "--interval-s",
+        "1",
+    ]);
+    fwd.wait_running();
+    let count = 20_000u64;
+    let doc = gen(&[
+        "txrx",
+        "--port",
+        &p0,
+        "--rx-port",
+        &p3,
+        "--flows",
+        "4",
+        "--rate-pps",
+        "20000",
+        "--count",
+        &count.to_string(),
+        "--wait-peer-s",
+        "20",
+        "--cooldown-s",
+        "2",
+    ]);
+    fwd.interrupt();
+    let f = fwd.finish(Duration::from_secs(20)).0;
+    let (tx, rx) = (&doc["tx"], &doc["rx"]);
+    let (sent_c, got_c) = (&doc["ports"][0]["counters"], &doc["ports"][1]["counters"]);
+    let (fin, fout) = (&f["ports"][0]["counters"], &f["ports"][1]["counters"]);
+    let fs = tp.cmd_out("show fwd stats all");
+    let what = format!(
+        "tx {} rx {} lost {}; txrx ports {sent_c} / {got_c}; fwd {} ports {fin} / {fout}",
+        tx["packets"], rx["packets"], rx["lost"], f["fwd"]
+    );
+    eprintln!("{what}");
+    assert_eq!(n(&tx["packets"]), count, "sent, {what}");
+    assert_eq!(n(&rx["packets"]), count, "arrived, {what}");
+    assert_eq!(n(&rx["lost"]), 0, "{what}");
+    for q in 0..2u16 {
+        let sent = n(&sent_c[format!("txq{q}_frames")]);
+        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
+        assert_eq!(
+            n(&fin[format!("rxq{q}_frames")]),
+            sent,
+            "fwd in q{q}, {what}"
+        );
+        assert_eq!(
+            n(&fout[format!("txq{q}_frames")]),
+            sent,
+            "fwd out q{q}, {what}"
+        );
+        assert_eq!(
+            n(&got_c[format!("rxq{q}_frames")]),
+            sent,
+            "txrx rx q{q}, {what}"
+        );
+        for p in [0u16, 2] {
+            let got = fwd_stream_rx(&fs, p, q)
+                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
+            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
+        }
+    }
     drop(tp);
 }

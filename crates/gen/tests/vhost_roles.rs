@@ -4,7 +4,9 @@
 //! - `reflect` and `fwd` on vhost-user ports, at 64, 1518 and 9000 B: every
 //!   frame sent comes back or is counted as a drop by the switch or the
 //!   reflector/forwarder, the receiver's `lost` equals those drops;
-//! - `queues=2` and `queues=4` against ports with as many queue pairs,
+//! - `queues=2` and `queues=4` against ports with as many queue pairs
+//!   (8 flows: every queue pair carries its equal share, and turnout-gen's
+//!   per-queue counts equal turnoutd's per-queue counts exactly),
 //!   `queue-size` 256, 1024 and 4096, and a bad queue size (a clear error,
 //!   exit status 2, before any socket is touched);
 //! - `server` (turnout-gen listens, turnoutd's ports in client mode
@@ -128,7 +130,19 @@ fn n(v: &serde_json::Value) -> u64 {
 /// `txrx` of `count` frames at 20 kpps; its document.
 /// (`rx_port` == `tx_port`: both ways on one port.)
 fn txrx(tx_port: &str, rx_port: &str, size: u32, count: u64) -> serde_json::Value {
+    txrx_with(tx_port, rx_port, size, count, &[])
+}
+
+/// [`txrx`] with more options.
+fn txrx_with(
+    tx_port: &str,
+    rx_port: &str,
+    size: u32,
+    count: u64,
+    more: &[&str],
+) -> serde_json::Value {
     let mut args = vec!["txrx", "--port", tx_port];
+    args.extend(more);
     if rx_port != tx_port {
         args.extend(["--rx-port", rx_port]);
     }
@@ -236,12 +250,37 @@ fn queue_pairs_queue_sizes_and_server_mode_carry_exact_counts() {
         let opts = format!("{server},queues={queues},queue-size={qsize}");
         let (a, b) = (rig.spec("a", &opts), rig.spec("b", &opts));
         let count = 10_000;
-        let doc = txrx(&a, &b, 64, count);
+        // 8 flows: flow f leaves on queue f mod queues, so every queue
+        // pair carries frames.
+        let doc = txrx_with(&a, &b, 64, count, &["--flows", "8"]);
         let drops = rig.settled_drops();
         conserved(&format!("{opts} {mode:?}"), &doc, count, drops, 0);
         for p in doc["ports"].as_array().unwrap() {
             assert_eq!(n(&p["counters"]["connects"]), 1, "{opts}: {p}");
         }
+        // Per queue, what turnout-gen says it sent on each transmit queue
+        // is exactly what turnoutd's port received on that queue pair, and
+        // every queue got its share (8 flows over 1, 2 or 4 queues: equal
+        // shares). What turnoutd sent on each of b's queues is what
+        // turnout-gen's receive queue got.
+        let st = rig.sw.port_stats();
+        let sent = &doc["ports"][0]["counters"];
+        let got = &doc["ports"][1]["counters"];
+        let all = count + n(&doc["tx"]["warmup_packets"]);
+        let mut sum = 0;
+        for q in 0..queues as usize {
+            let tq = n(&sent[format!("txq{q}_frames")]);
+            assert_eq!(st[0].queues[q][0], tq, "{opts}: a's queue {q}: {sent}");
+            assert_eq!(tq, all / queues as u64, "{opts}: queue {q}'s share: {sent}");
+            assert_eq!(
+                st[1].queues[q][2],
+                n(&got[format!("rxq{q}_frames")]),
+                "{opts}: b's queue {q}: {got}"
+            );
+            sum += tq;
+        }
+        assert_eq!(sum, all, "{opts}: {sent}");
+        assert!(sent.get(format!("txq{queues}_frames")).is_none(), "{sent}");
         for p in &rig.ports {
             assert_eq!(p.counter("disconnects_lie"), Some(0), "{opts}");
         }

@@ -413,6 +413,9 @@ pub struct FrontendTx {
 struct TxSlot {
     session: ArcSwapOption<TxSession>,
     generation: AtomicU64,
+    /// Frames published on this queue (`txqN_frames`; written under the
+    /// queue's `TxLock` only, once per publish).
+    frames: AtomicU64,
 }
 
 impl TxSlot {
@@ -578,7 +581,7 @@ impl TxProducer for FrontendProducer {
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
-        let Some(s) = self.current() else {
+        let Some(s) = current(&self.slot, &mut self.seen, &mut self.held) else {
             return false;
         };
         let base = s.base.load(Relaxed);
@@ -594,6 +597,10 @@ impl TxProducer for FrontendProducer {
         }
         s.ring.set_avail_idx(idx);
         s.published.store(idx, Relaxed);
+        // One slot is one frame here (`slots_for` is 0 or 1). Single
+        // writer (the TxLock): a load and a store, not a locked add.
+        let f = &self.slot.frames;
+        f.store(f.load(Relaxed) + idx.wrapping_sub(old) as u64, Relaxed);
         // The index store before the backend's suppression is read (the
         // backend orders its side the same way).
         fence(SeqCst);
@@ -801,6 +808,9 @@ impl RxSession {
 struct RxSlot {
     session: ArcSwapOption<RxSession>,
     generation: AtomicU64,
+    /// Frames delivered by this queue (`rxqN_frames`; written by the
+    /// queue's single owner, once per burst).
+    frames: AtomicU64,
 }
 
 impl RxSlot {
@@ -1117,6 +1127,9 @@ impl RxQueue for FrontendRx {
         // Buffers taken: used entries, less any a lying backend named twice.
         let taken = (self.nheads - nheads0) as u16;
         s.posted.store(s.posted.load(Relaxed) - taken, Relaxed);
+        // One owner: a load and a store, not a locked add.
+        let f = &self.slot.frames;
+        f.store(f.load(Relaxed) + pushed as u64, Relaxed);
         if pushed == 0 {
             // Nothing lent out: give the buffers back now.
             self.release();
@@ -1374,9 +1387,54 @@ impl Port for VhostFrontendPort {
         for (i, name) in BackendLie::NAMES.iter().enumerate() {
             v.push((name, f.lies[i].load(Relaxed)));
         }
+        // Per queue pair: frames each queue carried (a multi-queue
+        // frontend spreads flows over them; docs/vhost-user.md).
+        for (q, (tx, rx)) in s.tx.iter().zip(s.rx.iter()).enumerate() {
+            v.push((TXQ_FRAMES[q], tx.session.frames.load(Relaxed)));
+            v.push((RXQ_FRAMES[q], rx.frames.load(Relaxed)));
+        }
         v
     }
 }
+
+/// Counter names of the frames each transmit queue published.
+const TXQ_FRAMES: [&str; MAX_QUEUES as usize] = [
+    "txq0_frames",
+    "txq1_frames",
+    "txq2_frames",
+    "txq3_frames",
+    "txq4_frames",
+    "txq5_frames",
+    "txq6_frames",
+    "txq7_frames",
+    "txq8_frames",
+    "txq9_frames",
+    "txq10_frames",
+    "txq11_frames",
+    "txq12_frames",
+    "txq13_frames",
+    "txq14_frames",
+    "txq15_frames",
+];
+/// Counter names of the frames each receive queue delivered.
+const RXQ_FRAMES: [&str; MAX_QUEUES as usize] = [
+    "rxq0_frames",
+    "rxq1_frames",
+    "rxq2_frames",
+    "rxq3_frames",
+    "rxq4_frames",
+    "rxq5_frames",
+    "rxq6_frames",
+    "rxq7_frames",
+    "rxq8_frames",
+    "rxq9_frames",
+    "rxq10_frames",
+    "rxq11_frames",
+    "rxq12_frames",
+    "rxq13_frames",
+    "rxq14_frames",
+    "rxq15_frames",
+];
 
 /// One set-up connection: what must live as long as it runs.
 struct Conn {
@@ -1786,6 +1844,7 @@ mod tests {
             slot: Arc::new(RxSlot {
                 session: ArcSwapOption::new(Some(s)),
                 generation: AtomicU64::new(0),
+                frames: AtomicU64::new(0),
             }),
             seen: u64::MAX,
             held: None,
