@@ -5,8 +5,8 @@
 //!   (turnout-gen serves, OVS connects: `vhost-user:SOCK,server`), both at
 //!   `mtu_request=9000`, patched by two OpenFlow rules
 //!   (`in_port=1,actions=output:2` and back). turnout-gen sends on one and
-//!   receives on the other: counts agree exactly at a fixed rate, at 64,
-//!   1518 and 9000 B, with OVS's own port counters (`ovs-ofctl
+//!   receives on the other, then the other way round: counts agree exactly
+//!   at a fixed rate, at 64, 1518 and 9000 B, both directions, with OVS's own port counters (`ovs-ofctl
 //!   dump-ports`, read live);
 //! - ovs-vswitchd stopped and started again mid-run (same database, the
 //!   patch rules added again): turnout-gen reconnects on both ports
@@ -451,18 +451,24 @@ fn txrx_through_ovs_dpdk_vhostuser_and_vhostuserclient_ports_counts_agree_exactl
     };
     o.add_ports();
     o.prime();
-    let (tx_port, rx_port) = specs(&o);
+    let (server_port, client_port) = specs(&o);
     let count = 20_000u64;
-    for size in [64u32, 1518, 9000] {
+    // Both directions: into dpdkvhostuser and out of dpdkvhostuserclient,
+    // then the other way round.
+    let ways = [(&server_port, &client_port), (&client_port, &server_port)];
+    for (size, (tx_port, rx_port)) in [64u32, 1518, 9000]
+        .into_iter()
+        .flat_map(|s| ways.iter().map(move |w| (s, *w)))
+    {
         // The warm-up (not measured) brings both links up in OVS before
         // the measured frames: a vhost port's queues are enabled some time
         // after the device is set up.
         let g = Gen::spawn(&[
             "txrx",
             "--port",
-            &tx_port,
+            tx_port,
             "--rx-port",
-            &rx_port,
+            rx_port,
             "--size",
             &size.to_string(),
             "--rate-pps",
@@ -478,7 +484,10 @@ fn txrx_through_ovs_dpdk_vhostuser_and_vhostuserclient_ports_counts_agree_exactl
         ]);
         let (doc, errs) = g.finish(Duration::from_secs(120));
         let (tx, rx) = (&doc["tx"], &doc["rx"]);
-        let what = format!("{size} B: {} stderr {errs:?}", summary(&doc));
+        let what = format!(
+            "{size} B, {tx_port} -> {rx_port}: {} stderr {errs:?}",
+            summary(&doc)
+        );
         eprintln!("{what}");
         assert_eq!(n(&tx["packets"]), count, "sent, {what}");
         assert_eq!(n(&rx["packets"]), count, "received, {what}");
