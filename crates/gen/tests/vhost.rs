@@ -617,6 +617,40 @@ fn fwd_stream_rx(out: &str, p: u16, q: u16) -> Option<u64> {
         .ok()
 }
 
+/// Two queue pairs, `count` frames of flows spread evenly: the first hop's
+/// transmit queue q carried half of them, every later hop (counters, `txq`
+/// or `rxq`, label) counted the same on queue q, and so did testpmd's
+/// forwarding stream from queue q of each of `tp_ports` (`show fwd stats
+/// all` in `fs`).
+fn assert_each_queue(
+    count: u64,
+    hops: &[(&serde_json::Value, &str, &str)],
+    fs: &str,
+    tp_ports: &[u16],
+    what: &str,
+) {
+    let mut sum = 0;
+    for q in 0..2u16 {
+        let (first, kind, _) = hops[0];
+        let sent = n(&first[format!("{kind}{q}_frames")]);
+        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
+        for &(c, kind, label) in &hops[1..] {
+            assert_eq!(
+                n(&c[format!("{kind}{q}_frames")]),
+                sent,
+                "{label} q{q}, {what}"
+            );
+        }
+        for &p in tp_ports {
+            let got = fwd_stream_rx(fs, p, q)
+                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
+            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
+        }
+        sum += sent;
+    }
+    assert_eq!(sum, count, "{what}");
+}
+
 /// `queues=2` against testpmd's `net_vhost` ports with two queue pairs:
 /// turnout-gen `txrx` spreads its flows over both transmit queues (flow f
 /// on queue f mod 2), testpmd forwards rx queue q of one port to tx queue
@@ -683,37 +717,18 @@ fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
     assert_eq!(n(&rx["packets"]), count, "came back, {what}");
     assert_eq!(n(&rx["lost"]), 0, "{what}");
     assert_eq!(n(&f["fwd"]["packets"]), count, "reflected, {what}");
-    let mut sum = 0;
-    for q in 0..2 {
-        let sent = n(&gc[format!("txq{q}_frames")]);
-        // 4 flows over 2 queues: half each.
-        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
-        assert_eq!(
-            n(&rc[format!("rxq{q}_frames")]),
-            sent,
-            "reflect rx q{q}, {what}"
-        );
-        assert_eq!(
-            n(&rc[format!("txq{q}_frames")]),
-            sent,
-            "reflect tx q{q}, {what}"
-        );
-        assert_eq!(
-            n(&gc[format!("rxq{q}_frames")]),
-            sent,
-            "txrx rx q{q}, {what}"
-        );
-        // testpmd's own count per queue (its forwarding stream from
-        // each rx queue: port 0 got turnout-gen txrx's frames, port 1 the
-        // reflected ones).
-        for p in 0..2 {
-            let got = fwd_stream_rx(&fs, p, q)
-                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
-            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
-        }
-        sum += sent;
-    }
-    assert_eq!(sum, count, "{what}");
+    assert_each_queue(
+        count,
+        &[
+            (gc, "txq", "txrx"),
+            (rc, "rxq", "reflect rx"),
+            (rc, "txq", "reflect tx"),
+            (gc, "rxq", "txrx rx"),
+        ],
+        &fs,
+        &[0, 1],
+        &what,
+    );
     drop(tp);
 }
 
@@ -780,29 +795,17 @@ fn fwd_keeps_each_queue_pair_through_testpmd() {
     assert_eq!(n(&tx["packets"]), count, "sent, {what}");
     assert_eq!(n(&rx["packets"]), count, "arrived, {what}");
     assert_eq!(n(&rx["lost"]), 0, "{what}");
-    for q in 0..2u16 {
-        let sent = n(&sent_c[format!("txq{q}_frames")]);
-        assert_eq!(sent, count / 2, "txrx queue {q}, {what}");
-        assert_eq!(
-            n(&fin[format!("rxq{q}_frames")]),
-            sent,
-            "fwd in q{q}, {what}"
-        );
-        assert_eq!(
-            n(&fout[format!("txq{q}_frames")]),
-            sent,
-            "fwd out q{q}, {what}"
-        );
-        assert_eq!(
-            n(&got_c[format!("rxq{q}_frames")]),
-            sent,
-            "txrx rx q{q}, {what}"
-        );
-        for p in [0u16, 2] {
-            let got = fwd_stream_rx(&fs, p, q)
-                .unwrap_or_else(|| panic!("no stream of port {p} queue {q} in: {fs}"));
-            assert_eq!(got, sent, "testpmd port {p} rx queue {q}, {what}");
-        }
-    }
+    assert_each_queue(
+        count,
+        &[
+            (sent_c, "txq", "txrx"),
+            (fin, "rxq", "fwd in"),
+            (fout, "txq", "fwd out"),
+            (got_c, "rxq", "txrx rx"),
+        ],
+        &fs,
+        &[0, 2],
+        &what,
+    );
     drop(tp);
 }
