@@ -2412,18 +2412,7 @@ mod tests {
             while sent < frames {
                 // As turnout-gen drives it: reserve under the lock, write
                 // frame by frame against the lease, publish.
-                let (k, mut lease) = {
-                    let mut l = tx.lock.lock();
-                    let k = l.producer.free_slots().min(32);
-                    (k, l.producer.reserve(k))
-                };
-                let first = lease.first;
-                for j in 0..k as u64 {
-                    lease.first = first + j;
-                    // SAFETY: reserved above, not yet published.
-                    unsafe { tx.write_burst(&lease, &TxFrames::one(&frame, 1), &mut drops) };
-                }
-                drop(lease);
+                let (k, first) = cost_write(&tx, &frame, &mut drops);
                 // Every slot before it was written.
                 if tx
                     .lock
@@ -2447,6 +2436,24 @@ mod tests {
             assert_eq!(tx.fault.total_lies(), 0);
             eprintln!("tx {len} B: {ns:.1} ns CPU per frame (frontend and device)");
         }
+    }
+
+    /// The cost benches' transmit step: reserves up to 32 slots under the
+    /// lock and writes `frame` into each against the lease (unpublished);
+    /// the number reserved and the first slot.
+    fn cost_write(tx: &FrontendTx, frame: &[u8], drops: &mut TxDrops) -> (u32, u64) {
+        let (k, mut lease) = {
+            let mut l = tx.lock.lock();
+            let k = l.producer.free_slots().min(32);
+            (k, l.producer.reserve(k))
+        };
+        let first = lease.first;
+        for j in 0..k as u64 {
+            lease.first = first + j;
+            // SAFETY: reserved above, not yet published.
+            unsafe { tx.write_burst(&lease, &TxFrames::one(frame, 1), drops) };
+        }
+        (k, first)
     }
 
     /// Ring size and buffer offset of the cost benches.
@@ -2486,18 +2493,7 @@ mod tests {
             let mut drops = TxDrops::default();
             let t0 = thread_cpu_ns();
             while sent < frames {
-                let (k, mut lease) = {
-                    let mut l = tx.lock.lock();
-                    let k = l.producer.free_slots().min(32);
-                    (k, l.producer.reserve(k))
-                };
-                let first = lease.first;
-                for j in 0..k as u64 {
-                    lease.first = first + j;
-                    // SAFETY: reserved above, not yet published.
-                    unsafe { tx.write_burst(&lease, &TxFrames::one(&frame, 1), &mut drops) };
-                }
-                drop(lease);
+                let (k, first) = cost_write(&tx, &frame, &mut drops);
                 tx.lock
                     .lock()
                     .producer
