@@ -929,7 +929,10 @@ def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> N
         c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         c.settimeout(3)
         c.connect(str(lab.tmp / "of.sock"))
-        c.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))
+        # An extra connection may already be closed by turnoutd (accept
+        # on readiness): writing to it then fails, which is the point.
+        with contextlib.suppress(OSError):
+            c.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))
         many.append(c)
     served = 0
     for c in many:
