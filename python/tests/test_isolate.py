@@ -1,0 +1,226 @@
+"""SUT CPU isolation (system/isolate.py): save, move, restore; on a fake
+sysfs tree, and once for real (root)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_root
+
+from turnout.system.isolate import (
+    IsolationBusy,
+    IsolationError,
+    SutIsolation,
+    Sysfs,
+    format_cpus,
+    parse_cpu_list,
+    parse_cpu_mask,
+    recover_stale,
+    restore_file,
+)
+
+PF_KTHREAD = 0x00200000
+
+
+def _stat(pid: int, comm: str, flags: int, start: int) -> str:
+    # pid (comm) state ppid pgrp session tty tpgid flags ... field 22 = start
+    rest = ["S", "2", "0", "0", "0", "-1", str(flags)] + ["0"] * 12 + [str(start)] + ["0"] * 5
+    return f"{pid} ({comm}) " + " ".join(rest) + "\n"
+
+
+class FakeHost:
+    """A sysfs/procfs-like tree in tmp and an affinity table."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.aff: dict[int, set[int]] = {}
+        self.fixed: set[int] = set()  # PF_NO_SETAFFINITY
+        (root / "sys/devices/virtual/workqueue").mkdir(parents=True)
+        (root / "sys/devices/virtual/workqueue/cpumask").write_text("3\n")
+        (root / "proc/irq").mkdir(parents=True)
+        (root / "proc/irq/default_smp_affinity").write_text("3\n")
+        for irq, aff in ((36, "0-1"), (39, "0"), (40, "1")):
+            (root / f"proc/irq/{irq}").mkdir()
+            (root / f"proc/irq/{irq}/smp_affinity_list").write_text(aff + "\n")
+        self.thread(15, "rcu_preempt", {0, 1})
+        self.thread(22, "ksoftirqd/1", {1})
+        self.thread(35, "kcompactd0", {0, 1})
+        self.thread(90, "kworker/u8:3", {0, 1}, fixed=True)
+        self.thread(14, "ksoftirqd/0", {0})
+        self.thread(500, "bash", {0, 1}, flags=0)  # a user process: never touched
+
+    def thread(self, pid: int, comm: str, cpus: set[int], fixed: bool = False,
+               flags: int = PF_KTHREAD) -> None:
+        (self.root / f"proc/{pid}").mkdir(parents=True)
+        (self.root / f"proc/{pid}/stat").write_text(_stat(pid, comm, flags, 1000 + pid))
+        self.aff[pid] = set(cpus)
+        if fixed:
+            self.fixed.add(pid)
+
+    def getaff(self, pid: int) -> set[int]:
+        if pid not in self.aff:
+            raise ProcessLookupError(errno.ESRCH, "No such process")
+        return set(self.aff[pid])
+
+    def setaff(self, pid: int, cpus: set[int]) -> None:
+        if pid in self.fixed:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        self.aff[pid] = set(cpus)
+
+    def fs(self) -> Sysfs:
+        return Sysfs(root=self.root, getaff=self.getaff, setaff=self.setaff)
+
+    def snapshot(self) -> dict[str, object]:
+        files = {str(p.relative_to(self.root)): p.read_text() for p in self.root.rglob("*")
+                 if p.is_file() and "stat" not in p.name}
+        return {"files": files, "aff": {k: sorted(v) for k, v in self.aff.items()}}
+
+
+def test_cpu_formats():
+    assert parse_cpu_list("0-2,5") == {0, 1, 2, 5}
+    assert parse_cpu_mask("00000000,00000003") == {0, 1}
+    assert parse_cpu_mask("a") == {1, 3}
+    assert format_cpus({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+
+
+def test_moves_and_restores(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    before = h.snapshot()
+    state = tmp_path / "state"
+    with SutIsolation({1}, {0, 1}, state, fs=h.fs()) as iso:
+        # the restore file holds the originals while isolated
+        doc = json.loads(restore_file(state).read_text())
+        assert doc["workqueue_cpumask"] == "3" and doc["irqs"] == {"36": "0-1", "40": "1"}
+        assert h.root.joinpath("sys/devices/virtual/workqueue/cpumask").read_text() == "1\n"
+        assert h.root.joinpath("proc/irq/default_smp_affinity").read_text() == "1\n"
+        assert h.root.joinpath("proc/irq/36/smp_affinity_list").read_text() == "0\n"
+        assert h.root.joinpath("proc/irq/40/smp_affinity_list").read_text() == "0\n"
+        assert h.aff[15] == {0} and h.aff[35] == {0}
+        assert h.aff[22] == {1} and h.aff[500] == {0, 1}  # bound; not a kthread
+        s = iso.summary()
+        assert "rcu_preempt" in s["moved"] and "kcompactd0" in s["moved"]
+        why = {w["why"]: w["what"] for w in s["not_moved"]}
+        assert why["per-CPU, bound to CPU 1"] == ["ksoftirqd/1"]
+        assert any("kworker/u8:3" in v for k, v in why.items() if "EINVAL" in k)
+        assert "ksoftirqd/0" not in str(s)  # never on the SUT's CPU
+    assert h.snapshot() == before
+    assert not restore_file(state).exists()
+    assert iso.restore_problems == []
+
+
+def test_restores_when_the_body_raises(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    before = h.snapshot()
+    with pytest.raises(RuntimeError, match="boom"), \
+            SutIsolation({1}, {0, 1}, tmp_path / "state", fs=h.fs()):
+        assert h.aff[15] == {0}
+        raise RuntimeError("boom")
+    assert h.snapshot() == before
+    assert not restore_file(tmp_path / "state").exists()
+
+
+def test_restores_when_applying_fails_half_way(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    before = h.snapshot()
+    calls = []
+
+    def setaff(pid: int, cpus: set[int]) -> None:
+        calls.append(pid)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C between two kthreads
+        h.setaff(pid, cpus)
+
+    fs = Sysfs(root=h.root, getaff=h.getaff, setaff=setaff)
+    with pytest.raises(KeyboardInterrupt):
+        SutIsolation({1}, {0, 1}, tmp_path / "state", fs=fs).__enter__()
+    assert h.snapshot() == before
+
+
+def test_no_cpu_left(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    with pytest.raises(IsolationError, match="no CPU left"):
+        SutIsolation({0, 1}, {0, 1}, tmp_path / "state", fs=h.fs()).__enter__()
+    assert not restore_file(tmp_path / "state").exists()
+
+
+def test_stale_file_is_restored_and_a_live_one_refused(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    state = tmp_path / "state"
+    before = h.snapshot()
+    iso = SutIsolation({1}, {0, 1}, state, fs=h.fs())
+    iso.__enter__()
+    # a live owner (this process): a second isolation is refused, nothing restored
+    with pytest.raises(IsolationBusy):
+        SutIsolation({1}, {0, 1}, state, fs=h.fs()).__enter__()
+    assert recover_stale(state, h.fs()) == []
+    assert h.aff[15] == {0}
+    # the owner "dies" (another pid in the file): the next start restores
+    doc = json.loads(restore_file(state).read_text())
+    doc["owner_pid"], doc["owner_start"] = 2**22 + 7, 1
+    restore_file(state).write_text(json.dumps(doc))
+    lines = recover_stale(state, h.fs())
+    assert lines and "died with the SUT's CPUs isolated" in lines[0]
+    assert h.snapshot() == before
+    assert not restore_file(state).exists()
+
+
+def test_restore_skips_a_reused_pid(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    state = tmp_path / "state"
+    with SutIsolation({1}, {0, 1}, state, fs=h.fs()):
+        # kcompactd0 exits and its pid goes to another thread (another start time)
+        (h.root / "proc/35/stat").write_text(_stat(35, "other", PF_KTHREAD, 9))
+        h.aff[35] = {0}
+    assert h.aff[35] == {0}  # left alone
+    assert h.aff[15] == {0, 1}
+
+
+# ---------------------------------------------------------------- for real
+
+def _kthread(name: str) -> int | None:
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if (d / "comm").read_text().strip() == name:
+                    return int(d.name)
+            except OSError:
+                continue
+    return None
+
+
+@needs_root
+def test_real_isolation_moves_and_restores(tmp_path):
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip("one CPU: nothing to isolate from")
+    wq = Path("/sys/devices/virtual/workqueue/cpumask")
+    if not wq.exists():
+        pytest.fail("no /sys/devices/virtual/workqueue/cpumask on this kernel")
+    pid = next((p for n in ("kcompactd0", "rcu_preempt", "kswapd0", "khugepaged")
+                if (p := _kthread(n)) is not None), None)
+    assert pid is not None, "no movable kernel thread found"
+    sut = {max(cpus)}
+    wq_before, aff_before = wq.read_text(), os.sched_getaffinity(pid)
+    irq_before = {p: p.read_text() for p in Path("/proc/irq").glob("*/smp_affinity_list")}
+    state = tmp_path / "state"
+    with pytest.raises(RuntimeError, match="body failed"), \
+            SutIsolation(sut, set(cpus), state) as iso:
+        assert not parse_cpu_mask(wq.read_text()) & sut
+        if aff_before & sut and not aff_before <= sut:
+            assert not os.sched_getaffinity(pid) & sut, iso.summary()
+        assert json.loads(restore_file(state).read_text())["workqueue_cpumask"] == \
+            wq_before.strip()
+        time.sleep(0.05)
+        raise RuntimeError("body failed")
+    assert wq.read_text() == wq_before
+    assert os.sched_getaffinity(pid) == aff_before
+    # every IRQ affinity we could change is back (a managed one never changed)
+    for p, text in irq_before.items():
+        if p.exists():
+            assert p.read_text() == text, p
+    assert not restore_file(state).exists()
