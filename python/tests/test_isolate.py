@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_root
 
+from conftest import needs_root
 from turnout.system.isolate import (
     IsolationBusy,
     IsolationError,
@@ -224,3 +224,56 @@ def test_real_isolation_moves_and_restores(tmp_path):
         if p.exists():
             assert p.read_text() == text, p
     assert not restore_file(state).exists()
+
+
+# ------------------------------------------------- other threads on the SUT CPU
+
+def test_others_in_window_counts_bound_and_unbound_on_the_sut_cpu():
+    from turnout.measure.others import Candidate, others_in_window
+
+    cands = [Candidate(22, 22, "ksoftirqd/1", True), Candidate(15, 15, "rcu_preempt", False),
+             Candidate(90, 90, "kworker/u8:3", False)]
+    ms = 1_000_000
+    samples = [
+        (0.9, {22: (0, 0, -1), 15: (0, 0, 0), 90: (0, 0, 0)}),  # before the window
+        (1.0, {22: (1 * ms, 1, -1), 15: (0, 0, 1), 90: (0, 0, 0)}),
+        (1.1, {22: (2 * ms, 3, -1), 15: (8 * ms, 1, 1), 90: (5 * ms, 2, 0)}),  # u8:3 on CPU 0
+        (1.2, {22: (2 * ms, 3, -1), 15: (9 * ms, 2, 0), 90: (5 * ms, 2, 0)}),
+        (1.3, {22: (9 * ms, 4, -1), 15: (9 * ms, 2, 0)}),  # u8:3 exited
+    ]
+    r = others_in_window(cands, samples, {1}, 1.0, 1.25)
+    # ksoftirqd/1 1 ms; rcu_preempt 8 ms (on CPU 1 at both ends) + 1 ms (left at the end)
+    assert r["ms"] == 10.0
+    assert r["threads"][0] == ["rcu_preempt", 9.0, 2]
+    assert r["max_interval"] == {"comm": "rcu_preempt", "ms": 8.0, "runs": 1}
+    assert r["span_s"] == 0.2 and r["candidates"] == 3 and r["unbound"] == 2
+    assert "why" in others_in_window(cands, samples, {1}, 1.01, 1.05)
+
+
+def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
+    """A real busy thread of a child process pinned to the 'SUT' CPU shows up."""
+    import subprocess
+    import sys
+
+    from turnout.measure.others import OthersSampler, others_in_window
+
+    cpu = max(os.sched_getaffinity(0))
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import os,time\nos.sched_setaffinity(0,{{{cpu}}})\n"
+                              "t=time.time()\nwhile time.time()-t<3: pass"])
+    try:
+        time.sleep(0.3)
+        s = OthersSampler({cpu}, set(), every_s=0.05).start()
+        t0 = time.monotonic()
+        time.sleep(0.6)
+        t1 = time.monotonic()
+        s.stop()
+    finally:
+        child.kill()
+        child.wait()
+    r = others_in_window(s.cands, s.samples, {cpu}, t0, t1)
+    assert any(c.pid == child.pid for c in s.cands)
+    mine = [t for t in r["threads"] if t[0].startswith("python")]
+    # it spun on that CPU for the 0.5 s, sharing it with whatever else runs there
+    assert mine and mine[0][1] > 10, r
+    assert r["ms"] >= mine[0][1]

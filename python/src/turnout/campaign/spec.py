@@ -561,7 +561,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
-        isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
+        isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout,
+        sut_cores=sut_cores,
     )
 
 

@@ -22,7 +22,7 @@ to a SUT CPU (ksoftirqd/N, kworker/N:*, migration/N, cpuhp/N), threads the
 kernel keeps its own affinity for (PF_NO_SETAFFINITY: EINVAL), managed IRQs
 (EIO). Everything moved lands on the other CPUs: on 2 CPUs the tester's.
 
-Every original value is written to a restore file (``isolation.json`` in
+Every original value is written to a restore file (``sut-isolation.restore`` in
 the bench's state dir, testbed/state.py) *before* anything is changed, and
 put back on exit, on exceptions and on SIGINT/SIGTERM; a run that died
 without restoring leaves the file, and the next ``turnout bench run`` (or
@@ -52,7 +52,7 @@ __all__ = ["IsolationBusy", "IsolationError", "SutIsolation", "Sysfs", "format_c
 PF_KTHREAD = 0x00200000
 WQ_CPUMASK = "sys/devices/virtual/workqueue/cpumask"
 IRQ_DEFAULT = "proc/irq/default_smp_affinity"
-STATE_NAME = "isolation.json"
+STATE_NAME = "sut-isolation.restore"  # not *.json: those are testbed state files
 
 
 class IsolationError(RuntimeError):
