@@ -231,22 +231,25 @@ def test_real_isolation_moves_and_restores(tmp_path):
 def test_others_in_window_counts_bound_and_unbound_on_the_sut_cpu():
     from turnout.measure.others import Candidate, others_in_window
 
-    cands = [Candidate(22, 22, "ksoftirqd/1", True), Candidate(15, 15, "rcu_preempt", False),
-             Candidate(90, 90, "kworker/u8:3", False)]
+    cands = [Candidate(22, 22, "ksoftirqd/1", True, True),
+             Candidate(15, 15, "rcu_preempt", False, True),
+             Candidate(90, 90, "kworker/u8:3", False, True), Candidate(7, 8, "cc1", False)]
     ms = 1_000_000
     samples = [
         (0.9, {22: (0, 0, -1), 15: (0, 0, 0), 90: (0, 0, 0)}),  # before the window
         (1.0, {22: (1 * ms, 1, -1), 15: (0, 0, 1), 90: (0, 0, 0)}),
         (1.1, {22: (2 * ms, 3, -1), 15: (8 * ms, 1, 1), 90: (5 * ms, 2, 0)}),  # u8:3 on CPU 0
-        (1.2, {22: (2 * ms, 3, -1), 15: (9 * ms, 2, 0), 90: (5 * ms, 2, 0)}),
-        (1.3, {22: (9 * ms, 4, -1), 15: (9 * ms, 2, 0)}),  # u8:3 exited
+        (1.2, {22: (2 * ms, 3, -1), 15: (9 * ms, 2, 0), 90: (5 * ms, 2, 0), 8: (0, 0, 1)}),
+        (1.25, {22: (2 * ms, 3, -1), 15: (9 * ms, 2, 0), 8: (3 * ms, 1, 0)}),  # u8:3 exited
+        (1.3, {22: (9 * ms, 4, -1), 15: (9 * ms, 2, 0)}),
     ]
     r = others_in_window(cands, samples, {1}, 1.0, 1.25)
-    # ksoftirqd/1 1 ms; rcu_preempt 8 ms (on CPU 1 at both ends) + 1 ms (left at the end)
-    assert r["ms"] == 10.0
+    # ksoftirqd/1 1 ms; rcu_preempt 8 ms (on CPU 1 at both ends) + 1 ms (left at the
+    # end); cc1, a user process, 3 ms (on CPU 1 at the interval's start)
+    assert r["ms"] == 13.0 and r["kernel_ms"] == 10.0
     assert r["threads"][0] == ["rcu_preempt", 9.0, 2]
     assert r["max_interval"] == {"comm": "rcu_preempt", "ms": 8.0, "runs": 1}
-    assert r["span_s"] == 0.2 and r["candidates"] == 3 and r["unbound"] == 2
+    assert r["span_s"] == 0.25 and r["candidates"] == 4 and r["unbound"] == 3
     assert "why" in others_in_window(cands, samples, {1}, 1.01, 1.05)
 
 

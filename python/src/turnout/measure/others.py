@@ -45,6 +45,8 @@ class Candidate:
     #: affinity within the SUT's CPUs only (a per-CPU kthread there, or a
     #: thread pinned there): all its time is on them
     bound: bool
+    #: a kernel thread (PF_KTHREAD), not a process's
+    kthread: bool = False
 
 
 def _comm(pid: int, tid: int) -> str:
@@ -53,6 +55,17 @@ def _comm(pid: int, tid: int) -> str:
             return f.read().strip()
     except OSError:
         return "?"
+
+
+PF_KTHREAD = 0x00200000
+
+
+def _is_kthread(pid: int) -> bool:
+    st = _read(f"/proc/{pid}/stat", 1024)
+    try:
+        return bool(st) and bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
+    except (ValueError, IndexError):
+        return False
 
 
 def candidates(sut_cpus: set[int], skip_pids: set[int]) -> list[Candidate]:
@@ -65,13 +78,17 @@ def candidates(sut_cpus: set[int], skip_pids: set[int]) -> list[Candidate]:
             tids = os.listdir(f"/proc/{p}/task")
         except OSError:
             continue
+        kthread: bool | None = None
         for t in tids:
             try:
                 aff = os.sched_getaffinity(int(t))
             except OSError:
                 continue
             if aff & sut_cpus:
-                out.append(Candidate(int(p), int(t), _comm(int(p), int(t)), aff <= sut_cpus))
+                if kthread is None:
+                    kthread = _is_kthread(int(p))
+                out.append(Candidate(int(p), int(t), _comm(int(p), int(t)), aff <= sut_cpus,
+                                     kthread))
     return out
 
 
@@ -158,7 +175,8 @@ def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int
                      top: int = 5) -> dict[str, Any]:
     """What the candidates ran on the SUT's CPUs between the first and the
     last sample inside [start, end] (module doc): total ms, the threads
-    with the most, and the most one thread ran in one sample interval."""
+    with the most, and the most one thread ran in one sample interval;
+    ``kernel_ms`` is the kernel threads' part of the total."""
     inside = [s for s in samples if start <= s[0] <= end]
     if len(inside) < 2:
         return {"why": f"{len(inside)} samples inside the traffic window"}
@@ -182,9 +200,12 @@ def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int
             if dns > worst[0]:
                 worst = (dns, druns, c.comm)
     total = sum(v[0] for v in per.values())
+    kernel = sum(v[0] for t, v in per.items() if by_tid[t].kthread)
     ranked = sorted(per.items(), key=lambda kv: -kv[1][0])[:top]
     return {
         "ms": round(total / 1e6, 3),
+        # of which kernel threads (the part isolate_sut_cpus can act on)
+        "kernel_ms": round(kernel / 1e6, 3),
         "span_s": round(inside[-1][0] - inside[0][0], 3),
         "threads": [[by_tid[t].comm, round(v[0] / 1e6, 3), int(v[1])] for t, v in ranked],
         # the most one thread ran in one interval, and in how many runs
