@@ -62,8 +62,10 @@ PF_KTHREAD = 0x00200000
 
 def _is_kthread(pid: int) -> bool:
     st = _read(f"/proc/{pid}/stat", 1024)
+    if not st:
+        return False
     try:
-        return bool(st) and bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
+        return bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
     except (ValueError, IndexError):
         return False
 
