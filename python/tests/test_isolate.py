@@ -280,3 +280,47 @@ def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
     # it spun on that CPU for the 0.5 s, sharing it with whatever else runs there
     assert mine and mine[0][1] > 10, r
     assert r["ms"] >= mine[0][1]
+
+
+def test_sigterm_restores(tmp_path):
+    """A run killed with SIGTERM while isolated puts everything back."""
+    import signal
+    import subprocess
+    import sys
+
+    h = FakeHost(tmp_path / "root")
+    before = h.snapshot()
+    state = tmp_path / "state"
+    # the child isolates the fake tree (its affinities in a JSON file) and waits
+    code = f"""
+import json, sys, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from test_isolate import FakeHost
+from turnout.system.isolate import SutIsolation, Sysfs
+aff = {{15: {{0, 1}}, 35: {{0, 1}}, 22: {{1}}, 90: {{0, 1}}, 14: {{0}}, 500: {{0, 1}}}}
+out = Path({str(tmp_path / "aff.json")!r})
+def setaff(pid, cpus):
+    aff[pid] = set(cpus)
+    out.write_text(json.dumps({{k: sorted(v) for k, v in aff.items()}}))
+fs = Sysfs(root=Path({str(h.root)!r}), getaff=lambda p: set(aff[p]), setaff=setaff)
+with SutIsolation({{1}}, {{0, 1}}, Path({str(state)!r}), fs=fs):
+    print("isolated", flush=True)
+    time.sleep(30)
+"""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "isolated"
+        assert (h.root / "sys/devices/virtual/workqueue/cpumask").read_text() == "1\n"
+        assert restore_file(state).exists()
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=10) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    aff = json.loads((tmp_path / "aff.json").read_text())
+    assert aff["15"] == [0, 1] and aff["35"] == [0, 1]
+    files = h.snapshot()["files"]
+    assert files == before["files"]
+    assert not restore_file(state).exists()
