@@ -605,6 +605,7 @@ def verdict_section(data: CampaignData) -> Section:
                 *([lt] if (lt := latency_trials_table(data)).rows else []),
                 cost_check_table(data), *([updates] if updates.rows else [])],
     )
-    if not rows:
+    if not rows and not any(t.rows for t in sec.tables):
+        # a fixed-rate latency campaign has no R+ but its latency tables
         sec.empty = "No R+ result in this campaign: nothing to rank."
     return sec
