@@ -47,6 +47,8 @@ class FakeHost:
         for irq, aff in ((36, "0-1"), (39, "0"), (40, "1")):
             (root / f"proc/irq/{irq}").mkdir()
             (root / f"proc/irq/{irq}/smp_affinity_list").write_text(aff + "\n")
+        (root / "proc/uptime").write_text("15.00 20.00\n")  # 1500 ticks
+        self.thread(2, "kthreadd", {0, 1})
         self.thread(15, "rcu_preempt", {0, 1})
         self.thread(22, "ksoftirqd/1", {1})
         self.thread(35, "kcompactd0", {0, 1})
@@ -111,6 +113,16 @@ def test_moves_and_restores(tmp_path):
     assert h.snapshot() == before
     assert not restore_file(state).exists()
     assert iso.restore_problems == []
+
+
+def test_kthreads_started_while_isolated_get_kthreadds_affinity_back(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    with SutIsolation({1}, {0, 1}, tmp_path / "state", fs=h.fs()):
+        assert h.aff[2] == {0}
+        h.thread(1600, "kworker/R-new", {0})  # start 2600 ticks: after isolating
+        h.thread(1601, "kworker/0:3", {0}, fixed=True)  # per-CPU 0 (EINVAL): left
+    assert h.aff[2] == {0, 1} and h.aff[1600] == {0, 1} and h.aff[1601] == {0}
+    assert h.aff[14] == {0}  # ksoftirqd/0 started before: untouched
 
 
 def test_restores_when_the_body_raises(tmp_path):
@@ -298,7 +310,7 @@ sys.path.insert(0, {str(Path(__file__).parent)!r})
 from pathlib import Path
 from test_isolate import FakeHost
 from turnout.system.isolate import SutIsolation, Sysfs
-aff = {{15: {{0, 1}}, 35: {{0, 1}}, 22: {{1}}, 90: {{0, 1}}, 14: {{0}}, 500: {{0, 1}}}}
+aff = {{2: {{0, 1}}, 15: {{0, 1}}, 35: {{0, 1}}, 22: {{1}}, 90: {{0, 1}}, 14: {{0}}, 500: {{0, 1}}}}
 out = Path({str(tmp_path / "aff.json")!r})
 def setaff(pid, cpus):
     aff[pid] = set(cpus)

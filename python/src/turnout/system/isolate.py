@@ -134,6 +134,13 @@ class Sysfs:
                 out.append((int(d.name), st[0], st[2]))
         return sorted(out)
 
+    def uptime_ticks(self) -> int | None:
+        """Clock ticks since boot (the unit of a /proc stat's start time)."""
+        try:
+            return int(float(self.read("proc/uptime").split()[0]) * os.sysconf("SC_CLK_TCK"))
+        except (OSError, ValueError, IndexError):
+            return None
+
     def start_time(self, pid: int) -> int | None:
         st = _stat(self.path(f"proc/{pid}/stat"))
         return None if st is None else st[2]
@@ -173,6 +180,7 @@ def restore(doc: dict[str, Any], fs: Sysfs) -> list[str]:
     problems (an empty list: everything is back). Threads that exited are
     not a problem; a pid reused by another thread is left alone."""
     problems: list[str] = []
+    problems += _widen_new_kthreads(doc, fs)
     for k in doc.get("kthreads", []):
         pid = int(k["pid"])
         if fs.start_time(pid) != k["start"]:
@@ -203,6 +211,28 @@ def restore(doc: dict[str, Any], fs: Sysfs) -> list[str]:
                     fs.write(rel, doc[key])
             except OSError as e:
                 problems.append(f"/{rel} {doc[key]}: {e.strerror}")
+    return problems
+
+
+def _widen_new_kthreads(doc: dict[str, Any], fs: Sysfs) -> list[str]:
+    """Kernel threads kthreadd started while it was moved inherited its
+    narrowed affinity: give those still on exactly the kept CPUs kthreadd's
+    original affinity back."""
+    parent = next((k for k in doc.get("kthreads", []) if k["comm"] == "kthreadd"), None)
+    since = doc.get("isolated_at")
+    if parent is None or since is None:
+        return []
+    keep, known = set(doc.get("keep_cpus", [])), {int(k["pid"]) for k in doc["kthreads"]}
+    problems = []
+    for pid, comm, start in fs.kthreads():
+        if start < since or pid in known:
+            continue
+        try:
+            if set(fs.getaff(pid)) == keep:
+                fs.setaff(pid, set(parent["cpus"]))
+        except OSError as e:
+            if e.errno not in (errno.EINVAL, errno.ESRCH):
+                problems.append(f"{comm} ({pid}, started while isolated): {e.strerror}")
     return problems
 
 
@@ -266,7 +296,10 @@ class SutIsolation:
         doc: dict[str, Any] = {"owner_pid": me, "owner_start": pid_start_time(me),
                                "sut_cpus": sorted(sut), "keep_cpus": sorted(keep),
                                "workqueue_cpumask": None, "irq_default": None,
-                               "irqs": {}, "kthreads": []}
+                               "irqs": {}, "kthreads": [],
+                               # kthreads started after this (ticks since boot) were
+                               # started by a moved kthreadd (_widen_new_kthreads)
+                               "isolated_at": self.fs.uptime_ticks()}
         for rel, key in ((WQ_CPUMASK, "workqueue_cpumask"), (IRQ_DEFAULT, "irq_default")):
             try:
                 if parse_cpu_mask(self.fs.read(rel)) & sut:
