@@ -260,6 +260,7 @@ def test_others_in_window_counts_bound_and_unbound_on_the_sut_cpu():
     # end); cc1, a user process, 3 ms (on CPU 1 at the interval's start)
     assert r["ms"] == 13.0 and r["kernel_ms"] == 10.0
     assert r["threads"][0] == ["rcu_preempt", 9.0, 2]
+    assert [t[0] for t in r["kernel_threads"]] == ["rcu_preempt", "ksoftirqd/1"]
     assert r["max_interval"] == {"comm": "rcu_preempt", "ms": 8.0, "runs": 1}
     assert r["span_s"] == 0.25 and r["candidates"] == 4 and r["unbound"] == 3
     assert "why" in others_in_window(cands, samples, {1}, 1.01, 1.05)

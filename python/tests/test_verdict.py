@@ -497,7 +497,7 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
     db = ResultsDB(tmp_path / "l.db")
     cid = done_campaign(db, "l")
     iso = {"sut_cpus": "1", "to_cpus": "0", "moved": ["rcu_preempt"], "not_moved": []}
-    others = [{"ms": 12.5, "kernel_ms": 12.5,
+    others = [{"ms": 12.5, "kernel_ms": 12.5, "kernel_threads": [["rcu_preempt", 8.0, 1]],
                "threads": [["rcu_preempt", 8.0, 1], ["ksoftirqd/1", 4.5, 9]],
                "max_interval": {"comm": "rcu_preempt", "ms": 8.0, "runs": 1}},
               {"ms": 0.5, "threads": [["ksoftirqd/1", 0.5, 3]],
@@ -518,7 +518,8 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
     assert t.rows[0][10] == "off/on"  # mixed: one repetition without isolation
     assert t.rows[0][11] == "6 [0.5–12]"  # median, min, max of 12.5 and 0.5 ms
     rows = {r[4]: r for r in trials.rows}
-    assert rows["0"][5] == "9000" and rows["0"][7] == "off" and rows["0"][8] == "12.5 (kernel 12.5)"
+    assert rows["0"][5] == "9000" and rows["0"][7] == "off"
+    assert rows["0"][8] == "12.5 (kernel 12.5: rcu_preempt 8.0)"
     assert rows["0"][9] == "rcu_preempt 8.0/1, ksoftirqd/1 4.5/9"
     assert rows["0"][10] == "rcu_preempt 8.0/1"
     assert rows["1"][7] == "on" and rows["1"][8] == "0.5"

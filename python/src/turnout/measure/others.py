@@ -210,6 +210,9 @@ def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int
         "kernel_ms": round(kernel / 1e6, 3),
         "span_s": round(inside[-1][0] - inside[0][0], 3),
         "threads": [[by_tid[t].comm, round(v[0] / 1e6, 3), int(v[1])] for t, v in ranked],
+        "kernel_threads": [[by_tid[t].comm, round(v[0] / 1e6, 3), int(v[1])]
+                           for t, v in sorted(per.items(), key=lambda kv: -kv[1][0])
+                           if by_tid[t].kthread][:top],
         # the most one thread ran in one interval, and in how many runs
         "max_interval": {"comm": worst[2], "ms": round(worst[0] / 1e6, 3), "runs": worst[1]},
         "interval_s": round((inside[-1][0] - inside[0][0]) / (len(inside) - 1), 3),

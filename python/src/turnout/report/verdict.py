@@ -528,8 +528,11 @@ def latency_trials_table(data: CampaignData) -> Table:
             mi = ot.get("max_interval") or {}
             one = f"{mi.get('comm')} {float(mi.get('ms', 0)):.1f}/{mi.get('runs')}" if mi.get(
                 "comm") else "–"
+            kt = ot.get("kernel_threads") or []
             total = f"{float(ot['ms']):.1f}" + (
-                f" (kernel {float(ot['kernel_ms']):.1f})" if "kernel_ms" in ot else "")
+                f" (kernel {float(ot['kernel_ms']):.1f}"
+                + (f": {kt[0][0]} {float(kt[0][1]):.1f}" if kt else "") + ")"
+                if "kernel_ms" in ot else "")
         else:
             most, one, total = "–", "–", str(ot.get("why", "–"))
         rows.append((tr.sut, tr.scenario, int(tr.frame_size_b), tr.offered_total_pps,
