@@ -337,3 +337,32 @@ with SutIsolation({{1}}, {{0, 1}}, Path({str(state)!r}), fs=fs):
     files = h.snapshot()["files"]
     assert files == before["files"]
     assert not restore_file(state).exists()
+
+
+def test_bench_run_refuses_a_second_isolation(tmp_path, monkeypatch, capsys):
+    """`turnout bench run` of a campaign with isolate_sut_cpus while another
+    live run holds the isolation: exit 2 with the reason, nothing changed."""
+    from turnout.cli import main
+    from turnout.testbed.state import pid_start_time, state_dir
+
+    repo = Path(__file__).resolve().parents[2]
+    toml = (repo / "campaigns/latency.toml").read_text().replace(
+        "isolate_sut_cpus = false", "isolate_sut_cpus = true")
+    assert "isolate_sut_cpus = true" in toml
+    f = tmp_path / "c.toml"
+    f.write_text(toml)
+    d = state_dir()
+    d.mkdir(parents=True)
+    holder = {"owner_pid": os.getpid(), "owner_start": pid_start_time(os.getpid()),
+              "sut_cpus": [1], "keep_cpus": [0], "kthreads": [], "irqs": {}}
+    restore_file(d).write_text(json.dumps(holder))
+    wq = Path("/sys/devices/virtual/workqueue/cpumask")
+    before = wq.read_text() if wq.exists() else None
+    rc = main(["bench", "run", str(f), "--db", str(tmp_path / "r.db"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "isolate_sut_cpus:" in err
+    assert ("already isolates" in err) if os.geteuid() == 0 else ("needs root" in err)
+    assert json.loads(restore_file(d).read_text()) == holder  # the holder's file untouched
+    if before is not None:
+        assert wq.read_text() == before

@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
         if spec.isolate_sut_cpus:
             try:
                 iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
-            except (IsolationError, OSError) as e:
+            except (IsolationError, OSError, ValueError) as e:  # ValueError: LayoutError
                 print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
                 return 2
             bench.isolation = iso.summary()
@@ -73,8 +73,9 @@ def _run(args: argparse.Namespace) -> int:
         rc = _run_with(args, spec, bench)
         if spec.isolate_sut_cpus:
             stack.close()
-            for p in iso.restore_problems:
-                print(f"turnout bench: isolate_sut_cpus: could not restore {p}", file=sys.stderr)
+            for p in iso.restore_problems:  # the restore file stays: the next run retries
+                print(f"turnout bench: isolate_sut_cpus: could not restore {p} (the next "
+                      "`turnout bench run` or `bench cleanup` tries again)", file=sys.stderr)
         return rc
 
 
