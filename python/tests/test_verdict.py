@@ -488,3 +488,39 @@ def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
                       "ovs": "scheduler (SUT waited 100 µs per run for a CPU)",
                       "testpmd": "SUT"}  # 99 µs, then no run at all
     assert sched_wait((0, 0), (0, 0), 1.0)["mean_wait_us"] == 0.0
+
+
+def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path):
+    from turnout.report.verdict import latency_trials_table, latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = done_campaign(db, "l")
+    iso = {"sut_cpus": "1", "to_cpus": "0", "moved": ["rcu_preempt"], "not_moved": []}
+    others = [{"ms": 12.5, "kernel_ms": 12.5, "kernel_threads": [["rcu_preempt", 8.0, 1]],
+               "threads": [["rcu_preempt", 8.0, 1], ["ksoftirqd/1", 4.5, 9]],
+               "max_interval": {"comm": "rcu_preempt", "ms": 8.0, "runs": 1}},
+              {"ms": 0.5, "threads": [["ksoftirqd/1", 0.5, 3]],
+               "max_interval": {"comm": "ksoftirqd/1", "ms": 0.5, "runs": 3}},
+              {"why": "1 samples inside the traffic window"}]
+    for rep, ot in enumerate(others):
+        extra: dict = {"sut_cpu_others": ot}
+        if rep:
+            extra["isolation"] = iso
+        db.add_trial(Trial(campaign_id=cid, key=f"t{rep}", sut="testpmd", scenario="p2p",
+                           method="fixed", repetition=rep, offered_total_pps=1e4, sent=4000,
+                           received=4000, latency_p99_ns=(9e6, 95e3, 90e3)[rep],
+                           latency_max_ns=11e6, status="ok", extra=extra))
+    with db:
+        data = load_campaign(db, "l")
+        t = latency_verdict_table(data)
+        trials = latency_trials_table(data)
+    assert t.rows[0][10] == "off/on"  # mixed: one repetition without isolation
+    assert t.rows[0][11] == "6 [0.5–12]"  # median, min, max of 12.5 and 0.5 ms
+    rows = {r[4]: r for r in trials.rows}
+    assert rows["0"][5] == "9000" and rows["0"][7] == "off"
+    assert rows["0"][8] == "12.5 (kernel 12.5: rcu_preempt 8.0)"
+    assert rows["0"][9] == "rcu_preempt 8.0/1, ksoftirqd/1 4.5/9"
+    assert rows["0"][10] == "rcu_preempt 8.0/1"
+    assert rows["1"][7] == "on" and rows["1"][8] == "0.5"
+    assert rows["2"][8] == "1 samples inside the traffic window"

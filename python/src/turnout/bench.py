@@ -73,6 +73,9 @@ class RealBench:
         self.gen = gen_cmd or find_gen() or []
         self.spec = spec
         self._host: Host | None = None
+        #: what the campaign's isolate_sut_cpus moved (system/isolate.py
+        #: summary), set by the caller for the campaign's duration
+        self.isolation: dict[str, Any] | None = None
 
     def host(self) -> Host:
         if self._host is None:
@@ -160,7 +163,7 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
-                    avoid_cpus=list(layout.sut),
+                    avoid_cpus=list(layout.sut), isolation=self.isolation,
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
                     vary="src-port,src-ip" if point.scenario == "openflow" else "",
@@ -175,6 +178,8 @@ class RealBench:
                 cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                                  "vnf": list(layout.vnf), "note": layout.note,
                                  "rps_cpus": layout.sut_cpus}
+                if self.isolation is not None:
+                    cfg["isolation"] = self.isolation
                 if vm_plan is not None:
                     cfg["vnf"] = {"kind": "qemu", "accel": vm_plan.accel, "why": vm_plan.why,
                                   "guests": len(vms)}

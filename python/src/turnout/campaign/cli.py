@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
+from typing import Any
 
 from ..cli import Command
 from ..results import ResultsDB
 from ..results.cli import DEFAULT_DB
+from ..system.isolate import IsolationError, SutIsolation
 from .runner import run_campaign
 from .spec import CampaignError, WorkItem, load
 
@@ -53,9 +57,59 @@ def _run(args: argparse.Namespace) -> int:
             print(_describe(item))
         print(f"{len(spec.work())} work items")
         return 0
-    from ..bench import RealBench
+    from ..bench import RealBench, campaign_layout
 
+    _recover_isolation()
     bench = RealBench(spec=spec)
+    with contextlib.ExitStack() as stack:
+        if spec.isolate_sut_cpus:
+            try:
+                iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
+            except (IsolationError, OSError, ValueError) as e:  # ValueError: LayoutError
+                print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
+                return 2
+            bench.isolation = iso.summary()
+            _say_isolation(bench.isolation)
+        rc = _run_with(args, spec, bench)
+        if spec.isolate_sut_cpus:
+            stack.close()
+            for p in iso.restore_problems:  # the restore file stays: the next run retries
+                print(f"turnout bench: isolate_sut_cpus: could not restore {p} (the next "
+                      "`turnout bench run` or `bench cleanup` tries again)", file=sys.stderr)
+        return rc
+
+
+def _recover_isolation() -> None:
+    """A run that died with the SUT's CPUs isolated left its restore file:
+    warn and put everything back (system/isolate.py)."""
+    from ..system.isolate import recover_stale
+    from ..testbed.state import state_dir
+
+    if os.geteuid() != 0:
+        return
+    for line in recover_stale(state_dir()):
+        print(f"turnout bench: warning: {line}", file=sys.stderr)
+
+
+def _isolation(sut: tuple[int, ...]) -> contextlib.AbstractContextManager[SutIsolation]:
+    from ..campaign.layout import available_cpus
+    from ..testbed.state import state_dir
+
+    if os.geteuid() != 0:
+        raise IsolationError("needs root")
+    return SutIsolation(set(sut), set(available_cpus()), state_dir())
+
+
+def _say_isolation(s: dict[str, Any]) -> None:
+    """One paragraph on stderr: what moved off the SUT's CPUs and what stayed."""
+    print(f"isolate_sut_cpus: moved {len(s['moved'])} items off CPU {s['sut_cpus']} onto CPU "
+          f"{s['to_cpus']} (the tester's share of it rises): {', '.join(s['moved'][:12])}"
+          + (" ..." if len(s["moved"]) > 12 else ""), file=sys.stderr)
+    for n in s["not_moved"]:
+        print(f"  not moved ({n['why']}): {', '.join(n['what'])}", file=sys.stderr)
+
+
+def _run_with(args: argparse.Namespace, spec: Any, bench: Any) -> int:
     with ResultsDB(args.db) as db:
         if args.no_progress or not sys.stderr.isatty():
             t0 = time.monotonic()
@@ -128,12 +182,12 @@ def _cleanup(args: argparse.Namespace) -> int:
         print(f"{f.name}: leftovers of run {st.prefix}: {len(st.netns)} namespaces, "
               f"{len(st.links)} links, {len(st.pids)} processes, {len(st.mounts)} mounts, "
               f"{len(st.hugepages)} hugepage reservations, {len(st.dirs)} dirs")
+    if os.geteuid() == 0 and not args.dry_run:
+        _recover_isolation()
     if args.dry_run or not stale:
         if not stale:
             print(f"nothing to clean up in {d}")
         return 0
-    import os
-
     if os.geteuid() != 0:
         print("turnout bench cleanup: needs root", file=sys.stderr)
         return 1

@@ -121,6 +121,10 @@ class CampaignSpec:
     #: skipped with the reason) or "tcg" (run it under TCG anyway: a
     #: functional check that measures the emulator, not the switch)
     qemu_accel: str = "auto"
+    #: for the campaign's duration, move what can move off the SUT's CPUs
+    #: (unbound workqueues, movable kernel threads, IRQs; system/isolate.py)
+    #: and restore it afterwards
+    isolate_sut_cpus: bool = False
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -356,7 +360,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
              "virtual_port", "vnf_wakeup", "vnf_priority", "vnf", "qemu_accel",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
-             "update_bulk_flows", "interleave"}
+             "update_bulk_flows", "interleave", "isolate_sut_cpus"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -538,6 +542,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError(f"campaign.qemu_accel: {qemu_accel!r} is not auto or tcg")
     if "qemu_accel" in c and vnf != "qemu":
         raise CampaignError("campaign.qemu_accel: only with vnf = \"qemu\"")
+    isolate = c.get("isolate_sut_cpus", False)
+    if not isinstance(isolate, bool):
+        raise CampaignError(f"campaign.isolate_sut_cpus: {isolate!r} is not true or false")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
@@ -554,7 +561,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
-        interleave=bool(c.get("interleave", True)), layout=layout, sut_cores=sut_cores,
+        isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout,
+        sut_cores=sut_cores,
     )
 
 

@@ -46,6 +46,7 @@ from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
 from .cpu import CpuSampler, nominal_hz, off_cpus, pinned_threads, run_queue_wait, sched_wait
 from .kernel import KernelShare, kernel_share
+from .others import OthersSampler, others_in_window
 
 __all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
            "gen_version", "merge_latency", "tester_bound"]
@@ -365,6 +366,12 @@ class GenMeasurer:
     vary: str = ""
     wait_peer_s: float = 5.0
     timeout_margin_s: float = 15.0
+    #: what the campaign's ``isolate_sut_cpus`` moved off the SUT's CPUs and
+    #: what it could not (system/isolate.py summary), stored on every trial;
+    #: None: isolation off
+    isolation: dict[str, Any] | None = None
+    #: sample what else runs on the SUT's CPUs (measure/others.py)
+    count_others: bool = True
 
     def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
@@ -428,6 +435,10 @@ class GenMeasurer:
         rq_before, rq_t0 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
         sampler = CpuSampler({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
+        # not in saturating trials (R+), where the tester needs all of its CPU
+        # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
+        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids)).start()
+                  if self.count_others and self.avoid_cpus and load_total_pps > 0 else None)
         kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
         coster = CostSampler(kshare).start() if kshare is not None else None
         try:
@@ -453,6 +464,8 @@ class GenMeasurer:
                 t.doc = self._collect(t.proc, time.monotonic() + 5)
         finally:
             sampler.stop()
+            if others is not None:
+                others.stop()
             if coster is not None:
                 coster.stop()
             for t in tasks:
@@ -470,6 +483,10 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        if others is not None:
+            apply_others(counts, others)
+        if self.isolation is not None:
+            counts.extra["isolation"] = self.isolation
         # the host's 1-minute load and CPU count at the trial's end: a load at
         # or above the CPUs means the scheduler, not the SUT, sets its latency
         counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
@@ -564,6 +581,16 @@ def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: st
         return
     c.busy_cycles_per_frame = cost.cycles_per_frame
     c.extra.update(cost_source=source, cost_frames=cost.frames, cost_span_s=cost.span_s)
+
+
+def apply_others(c: TrialCounts, s: OthersSampler) -> None:
+    """Store what else ran on the SUT's CPUs inside the trial's traffic
+    window (measure/others.py) in ``c.extra["sut_cpu_others"]``."""
+    win = traffic_window(c)
+    if win is None:
+        c.extra["sut_cpu_others"] = {"why": "the tester reported no traffic window"}
+        return
+    c.extra["sut_cpu_others"] = others_in_window(s.cands, s.samples, s.sut_cpus, win[0], win[1])
 
 
 def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],

@@ -121,7 +121,7 @@ def summary_text(data: CampaignData) -> str:
         if len(failed) > 20:
             out.append(f"... and {len(failed) - 20} more (see the report)")
     from .methods import rule_update_verdict_table
-    from .verdict import latency_verdict_table, verdict_table
+    from .verdict import latency_trials_table, latency_verdict_table, verdict_table
 
     ut = rule_update_verdict_table(data)
     if not points and not lat and not bad and not ut.rows:
@@ -133,6 +133,9 @@ def summary_text(data: CampaignData) -> str:
     lt = latency_verdict_table(data)
     if lt.rows:
         out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
+    tt = latency_trials_table(data)
+    if tt.rows:  # each trial's p99 next to what else ran on the SUT's CPU
+        out += ["", tt.title, format_table(tt.columns, tt.rows)]
     if ut.rows:
         out += ["", ut.title, format_table(ut.columns, ut.rows), ut.note]
     return "\n".join(out) + "\n"

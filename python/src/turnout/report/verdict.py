@@ -428,16 +428,24 @@ def latency_verdict_table(data: CampaignData) -> Table:
     t = Table(
         key="latency-verdict", title="Latency at fixed rates (p99; one way, round trip for rtt)",
         columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]", "n",
-                 "× next", "wire floor µs", "limited by"],
+                 "× next", "wire floor µs", "limited by", "SUT CPU isolated",
+                 "other threads on SUT CPU ms [min–max]"],
         note=("Every SUT offered the same absolute rate, below every tester ceiling. "
               "Ranked by p99 (lower first) with the overlap rule of the verdict. The wire "
               "floor is the bare wire's p99 at that rate on the same path: what the tester "
               "and the kernel add without any switch. Scheduler: more busy-polling tester/VNF "
               "processes than tester cores, or the SUT's threads waited on average "
               f"≥ {SCHED_WAIT_FLAG_US:g} µs for a CPU each time they were to run in a "
-              "repetition (/proc schedstat): the latency is the scheduler's."),
+              "repetition (/proc schedstat): the latency is the scheduler's. SUT CPU isolated: "
+              "whether the campaign moved the movable kernel work (unbound workqueues, "
+              "kernel threads, IRQs) off the SUT's CPUs (isolate_sut_cpus); other threads: "
+              "the CPU time other threads ran on the SUT's CPUs inside each repetition's "
+              "traffic window, per trial in the next table (docs/bench.md, \"What else runs "
+              "on the SUT's CPU\")."),
     )
     lat: dict[tuple, dict[int, float]] = defaultdict(dict)
+    iso: dict[tuple, set[str]] = defaultdict(set)
+    others: dict[tuple, list[float]] = defaultdict(list)
     shared: dict[tuple, int] = defaultdict(lambda: 1)
     waited: dict[tuple, float] = {}  # the SUT's largest mean run-queue wait ≥ the flag, µs
     for tr in data.ok_trials:
@@ -448,6 +456,10 @@ def latency_verdict_table(data: CampaignData) -> Table:
                int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
         shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
+        iso[key].add(isolation_of(tr.extra))
+        ot = tr.extra.get("sut_cpu_others")
+        if isinstance(ot, dict) and "ms" in ot:
+            others[key].append(float(ot["ms"]))
         ss = tr.extra.get("sut_sched")
         if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
             waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
@@ -465,14 +477,74 @@ def latency_verdict_table(data: CampaignData) -> Table:
             if k in waited:
                 e.limit = f"scheduler (SUT waited {waited[k]:.0f} µs per run for a CPU)"
             entries.append(e)
+        by_label = {k[6]: k for k in suts}
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
             rate = f"{g[2] / 1e3:g} kpps" + (f", bursts of {g[3]}" if g[0][1] == "rtt" else "")
             t.rows.append([g[0][1], str(g[1]), rate, e.rank, e.sut,
                            fmt_spread(e.cost.scaled(1e-3)), str(e.cost.n),
                            _ratio_cell(e.ratio_next),
-                           fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit])
+                           fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit,
+                           "/".join(sorted(iso[by_label[e.sut]])),
+                           fmt_spread(spread_or_none(others[by_label[e.sut]]), 1)
+                           if others[by_label[e.sut]] else "–"])
             t.flags.append("" if e.limit == "SUT" else e.limit)
+    return t
+
+
+def isolation_of(extra: dict) -> str:
+    """"on" when the trial ran with the SUT's CPUs isolated (system/isolate.py), else "off"."""
+    return "on" if isinstance(extra.get("isolation"), dict) else "off"
+
+
+def latency_trials_table(data: CampaignData) -> Table:
+    """Every fixed-rate latency trial's p99 next to what else ran on the
+    SUT's CPUs in its traffic window (measure/others.py), so a reader sees
+    why a p99 is what it is."""
+    t = Table(
+        key="latency-trials",
+        title="Latency trials: p99 next to what else ran on the SUT's CPU",
+        columns=["SUT", "scenario", "size B", "rate", "rep", "p99 µs", "max µs",
+                 "SUT CPU isolated", "other threads ms (kernel threads)", "most (ms/runs)",
+                 "most in one 0.1 s (ms/runs)"],
+        note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's "
+              "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.1 s; a "
+              "thread that may also run elsewhere counts for the intervals it was seen on a "
+              "SUT CPU). A busy poller at SCHED_OTHER shares its CPU with them, and frames "
+              "wait while they run: a p99 of milliseconds next to a thread's run of "
+              "milliseconds is that thread, not the switch. Isolated: the campaign moved "
+              "the movable kernel work elsewhere (isolate_sut_cpus); what could not move "
+              "(per-CPU ksoftirqd, kworker/N:*, managed IRQs) and other users' processes "
+              "still run there."),
+    )
+    rows = []
+    for tr in data.ok_trials:
+        ot = tr.extra.get("sut_cpu_others")
+        if tr.method != "fixed" or tr.latency_p99_ns is None or not isinstance(ot, dict):
+            continue
+        if "ms" in ot:
+            top = ot.get("threads") or []
+            most = ", ".join(f"{c} {ms:.1f}/{n}" for c, ms, n in top[:2]) or "–"
+            mi = ot.get("max_interval") or {}
+            one = f"{mi.get('comm')} {float(mi.get('ms', 0)):.1f}/{mi.get('runs')}" if mi.get(
+                "comm") else "–"
+            kt = ot.get("kernel_threads") or []
+            total = f"{float(ot['ms']):.1f}" + (
+                f" (kernel {float(ot['kernel_ms']):.1f}"
+                + (f": {kt[0][0]} {float(kt[0][1]):.1f}" if kt else "") + ")"
+                if "kernel_ms" in ot else "")
+        else:
+            most, one, total = "–", "–", str(ot.get("why", "–"))
+        rows.append((tr.sut, tr.scenario, int(tr.frame_size_b), tr.offered_total_pps,
+                     int(tr.repetition), [
+                         sut_label(tr.sut, tr.virtual_port), tr.scenario, str(tr.frame_size_b),
+                         f"{tr.offered_total_pps / 1e3:g} kpps", str(tr.repetition),
+                         f"{tr.latency_p99_ns / 1e3:.0f}",
+                         f"{tr.latency_max_ns / 1e3:.0f}" if tr.latency_max_ns else "–",
+                         isolation_of(tr.extra), total, most, one]))
+    for *_, r in sorted(rows, key=lambda x: x[:5]):
+        t.rows.append(r)
+        t.flags.append("")
     return t
 
 
@@ -532,9 +604,11 @@ def verdict_section(data: CampaignData) -> Section:
         intro=("Which switch for which use case, by how much, and what limited each number. "
                "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
                "order by the measure that holds there. Details follow below."),
-        tables=[verdict_table(data, rows), latency_verdict_table(data), cost_check_table(data),
-                *([updates] if updates.rows else [])],
+        tables=[verdict_table(data, rows), latency_verdict_table(data),
+                *([lt] if (lt := latency_trials_table(data)).rows else []),
+                cost_check_table(data), *([updates] if updates.rows else [])],
     )
-    if not rows:
+    if not rows and not any(t.rows for t in sec.tables):
+        # a fixed-rate latency campaign has no R+ but its latency tables
         sec.empty = "No R+ result in this campaign: nothing to rank."
     return sec

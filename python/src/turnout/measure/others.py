@@ -1,0 +1,221 @@
+"""What else ran on the SUT's CPUs during a trial's traffic window.
+
+A busy poller at SCHED_OTHER shares its CPU with every thread the
+scheduler puts there; while one of them runs, every frame waits, so a p99
+of milliseconds at 10 kpps may be a kernel thread's 8 ms slice, not the
+switch (docs/bench.md, "What else runs on the SUT's CPU"). ``OthersSampler``
+says so for each trial, cheaply and without perf:
+
+- at the trial's start it lists every thread whose CPU affinity includes
+  a SUT CPU, except the SUT's own (its processes' threads) and the bench's:
+  those are the candidates;
+- every ``every_s`` (0.1 s) it reads each candidate's
+  ``/proc/PID/task/TID/schedstat`` (ns on a CPU, number of runs) and, for
+  a thread that may also run elsewhere, ``stat``'s "processor" (the CPU it
+  last ran on);
+- ``others_in_window`` sums, between the first and the last sample inside
+  the traffic window, the time of the threads bound to the SUT's CPUs and,
+  for the others, of each interval at whose start or end /proc said they
+  were on a SUT CPU (an approximation: such a thread's interval may have
+  been partly elsewhere). With ``isolate_sut_cpus`` (system/isolate.py)
+  only bound threads and strays are left, and the figure is exact.
+
+Threads started during the trial are not counted (the list is made once,
+at its start, so the samples stay cheap: about 2 ms for 100 threads, on
+the tester's CPU).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Candidate", "OthersSampler", "candidates", "others_in_window"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    pid: int
+    tid: int
+    comm: str
+    #: affinity within the SUT's CPUs only (a per-CPU kthread there, or a
+    #: thread pinned there): all its time is on them
+    bound: bool
+    #: a kernel thread (PF_KTHREAD), not a process's
+    kthread: bool = False
+
+
+def _comm(pid: int, tid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+PF_KTHREAD = 0x00200000
+
+
+def _is_kthread(pid: int) -> bool:
+    st = _read(f"/proc/{pid}/stat", 1024)
+    if not st:
+        return False
+    try:
+        return bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
+    except (ValueError, IndexError):
+        return False
+
+
+def candidates(sut_cpus: set[int], skip_pids: set[int]) -> list[Candidate]:
+    """Every thread that may run on a SUT CPU, but the ``skip_pids``' ones."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) in skip_pids:
+            continue
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        kthread: bool | None = None
+        for t in tids:
+            try:
+                aff = os.sched_getaffinity(int(t))
+            except OSError:
+                continue
+            if aff & sut_cpus:
+                if kthread is None:
+                    kthread = _is_kthread(int(p))
+                out.append(Candidate(int(p), int(t), _comm(int(p), int(t)), aff <= sut_cpus,
+                                     kthread))
+    return out
+
+
+def _read(path: str, n: int) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, n).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+#: one reading of a thread: (ns on a CPU, runs, the CPU it last ran on or -1)
+Reading = tuple[int, int, int]
+
+
+def read_thread(c: Candidate) -> Reading | None:
+    s = _read(f"/proc/{c.pid}/task/{c.tid}/schedstat", 128)
+    if not s:
+        return None
+    f = s.split()
+    cpu = -1
+    if not c.bound:
+        st = _read(f"/proc/{c.pid}/task/{c.tid}/stat", 1024)
+        if st:
+            try:
+                cpu = int(st[st.rindex(")") + 2:].split()[36])
+            except (ValueError, IndexError):
+                cpu = -1
+    try:
+        return int(f[0]), int(f[2]), cpu
+    except (ValueError, IndexError):
+        return None
+
+
+@dataclass
+class OthersSampler:
+    """Samples the candidates every ``every_s`` from a thread of its own
+    (which inherits the caller's CPUs: the bench keeps itself off the
+    SUT's, measure/cpu.py off_cpus)."""
+
+    sut_cpus: set[int]
+    skip_pids: set[int]
+    every_s: float = 0.1
+    cands: list[Candidate] = field(default_factory=list)
+    #: (monotonic s, tid -> Reading)
+    samples: list[tuple[float, dict[int, Reading]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def _take(self) -> None:
+        got = {}
+        for c in self.cands:
+            r = read_thread(c)
+            if r is not None:
+                got[c.tid] = r
+        self.samples.append((time.monotonic(), got))
+
+    def start(self) -> OthersSampler:
+        self.cands = candidates(self.sut_cpus, self.skip_pids | {os.getpid()})
+        self._take()
+        self._thread = threading.Thread(target=self._run, name="others-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._take()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._take()
+
+
+def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int, Reading]]],
+                     sut_cpus: set[int], start: float, end: float,
+                     top: int = 5) -> dict[str, Any]:
+    """What the candidates ran on the SUT's CPUs between the first and the
+    last sample inside [start, end] (module doc): total ms, the threads
+    with the most, and the most one thread ran in one sample interval;
+    ``kernel_ms`` is the kernel threads' part of the total."""
+    inside = [s for s in samples if start <= s[0] <= end]
+    if len(inside) < 2:
+        return {"why": f"{len(inside)} samples inside the traffic window"}
+    by_tid = {c.tid: c for c in cands}
+    per: dict[int, list[float]] = {}  # tid -> [ns, runs]
+    worst: tuple[float, int, str] = (0.0, 0, "")
+    for (_, a), (_, b) in itertools.pairwise(inside):
+        for tid, (ns1, runs1, cpu1) in b.items():
+            if tid not in a:
+                continue
+            ns0, runs0, cpu0 = a[tid]
+            c = by_tid[tid]
+            if not c.bound and cpu0 not in sut_cpus and cpu1 not in sut_cpus:
+                continue
+            dns, druns = ns1 - ns0, runs1 - runs0
+            if dns <= 0:
+                continue
+            acc = per.setdefault(tid, [0.0, 0])
+            acc[0] += dns
+            acc[1] += druns
+            if dns > worst[0]:
+                worst = (dns, druns, c.comm)
+    total = sum(v[0] for v in per.values())
+    kernel = sum(v[0] for t, v in per.items() if by_tid[t].kthread)
+    ranked = sorted(per.items(), key=lambda kv: -kv[1][0])[:top]
+    return {
+        "ms": round(total / 1e6, 3),
+        # of which kernel threads (the part isolate_sut_cpus can act on)
+        "kernel_ms": round(kernel / 1e6, 3),
+        "span_s": round(inside[-1][0] - inside[0][0], 3),
+        "threads": [[by_tid[t].comm, round(v[0] / 1e6, 3), int(v[1])] for t, v in ranked],
+        "kernel_threads": [[by_tid[t].comm, round(v[0] / 1e6, 3), int(v[1])]
+                           for t, v in sorted(per.items(), key=lambda kv: -kv[1][0])
+                           if by_tid[t].kthread][:top],
+        # the most one thread ran in one interval, and in how many runs
+        "max_interval": {"comm": worst[2], "ms": round(worst[0] / 1e6, 3), "runs": worst[1]},
+        "interval_s": round((inside[-1][0] - inside[0][0]) / (len(inside) - 1), 3),
+        "candidates": len(cands),
+        "unbound": sum(1 for c in cands if not c.bound),
+    }
