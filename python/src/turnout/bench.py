@@ -17,6 +17,7 @@ from .campaign.spec import CampaignSpec
 from .measure.cost import cpu_list
 from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
+from .ofrules import TESTER_VARY
 from .results.models import Host, Sut
 from .scenarios import Built, Point, build, check, excluded
 from .sut import SUTS
@@ -166,7 +167,7 @@ class RealBench:
                     avoid_cpus=list(layout.sut), isolation=self.isolation,
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
-                    vary="src-port,src-ip" if point.scenario == "openflow" else "",
+                    vary=TESTER_VARY if point.scenario == "openflow" else "",
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)

@@ -72,15 +72,21 @@ class Point:
     rules: int = 0
     masks: int = 0
     outputs: int = 0
+    #: openflow: ACL rules that tell the tester's flows apart and match none
+    #: of them, "above" or "below" the hit rule (turnout.ofrules; 0, "")
+    acl: int = 0
+    acl_at: str = ""
 
     def stored_scenario(self) -> str:
         """The scenario as results store it: an openflow point names its
         rule set (``openflow/r100/m8/o2``), so the report never pools two
-        rule sets as repetitions of one point."""
+        rule sets as repetitions of one point; ``/acl1000-above`` when it has
+        ACL rules)."""
         if self.scenario != "openflow":
             return self.scenario
         path = "v2v/" if self.virtual_port else ""
-        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}"
+        acl = f"/acl{self.acl}-{self.acl_at}" if self.acl else ""
+        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}{acl}"
 
 
 @dataclass
@@ -156,7 +162,7 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
             raise Unsupported("the rule set forwards one stream: direction must be uni")
         from .ofrules import check_point
 
-        why = check_point(point.rules, point.masks, point.outputs)
+        why = check_point(point.rules, point.masks, point.outputs, point.acl, point.acl_at)
         if why:
             raise Unsupported(why)
         if point.virtual_port == "memif" and not sut.supports_memif:
@@ -432,7 +438,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         # OpenFlow port N is the SUT's port N - 1 in this order (both SUTs)
         of = {p.name: i + 1 for i, p in enumerate(ports)}
         topo.openflow = rule_set(point.rules, point.masks, of["t0"],
-                                 [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))])
+                                 [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))],
+                                 acl=point.acl, acl_at=point.acl_at)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
                  update=("t0", "t1", "t2") if s == "rule_update" else None,
                  ifaces={e.name: e.iface for e in endpoints.values() if e.iface}, vms=vms)
