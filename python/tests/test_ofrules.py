@@ -134,8 +134,8 @@ def test_acl_rules_tell_the_flows_apart_and_match_none(acl, at):
         cand = parsed[:100] + by_src.get(base_src + i, [])
         hits = [(p, a) for p, f, a in cand if _matches(f, *frame)]
         assert hits == [(HIT_PRIORITY, ["output:2"])], (i, hits)
-    # but each ACL rule is one port away from a frame the tester sends
-    p0, f0, _ = acls[-1]
+    # yet an ACL rule matches its source with another port (it does look)
+    _, f0, _ = acls[-1]
     i = int(ipaddress.IPv4Address(f0["nw_src"])) - base_src
     assert _matches(f0, 1, base_src + i, dst, (1024 + i + 0x8000) & 0xFFFF, 1024)
     assert check_point(100, 1, 1, acl, at) is None
