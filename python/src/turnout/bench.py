@@ -19,7 +19,7 @@ from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
 from .ofrules import TESTER_VARY
 from .results.models import Host, Sut
-from .scenarios import Built, Point, build, check, excluded
+from .scenarios import Built, Point, build, cell_port, check, excluded
 from .sut import SUTS
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
@@ -94,14 +94,15 @@ class RealBench:
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = spec.make_sut(sut_name)
-        why = excluded(point, sut)
+        why = excluded(point, sut, spec.virtual_port)
         if why:  # before anything is set up: the campaign cut this cell
-            raise SkipSession(why)
+            raise SkipSession(why, cell_port(point, spec.virtual_port))
         if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
-            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
+            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)",
+                              "vhost-user")
         why = sut.available()
         if why:
-            raise SkipSession(f"{sut_name}: {why}")
+            raise SkipSession(f"{sut_name}: {why}", cell_port(point, spec.virtual_port, sut))
         vm_plan: VmPlan | None = None
         if spec.vnf == "qemu" and point.scenario == "loopback" and point.vnfs > 0:
             # before the testbed: a cell without KVM is skipped with the reason
