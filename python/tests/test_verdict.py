@@ -620,3 +620,37 @@ def test_a_cut_memif_cell_is_stored_as_memif_and_says_the_sut_has_no_memif(tmp_p
     (e,) = [e for e in mem.entries if e.sut.startswith("ovs-dpdk")]
     assert e.sut == "ovs-dpdk [memif]" and e.limit == "skipped"
     assert "no memif ports" in e.note
+
+
+def test_rows_with_a_qemu_guest_as_vnf_are_labelled(tmp_path):
+    """``[campaign] vnf = "qemu"``: the loopback cells' VNFs were QEMU guests
+    (the session's SUT config has ``vnf``, bench.py); every table names
+    those rows "(QEMU VNF kvm)" (or tcg), the same SUT's other rows stay
+    unlabelled, and the summary and verdict show which is which."""
+    from turnout.results import Sut
+
+    db = ResultsDB(tmp_path / "q.db")
+    cid = done_campaign(db, "q")
+    plain = db.add_sut(Sut(name="turnoutd", version="1", config={"logic": "patch"}))
+    guest = db.add_sut(Sut(name="turnoutd", version="1", config={
+        "logic": "patch", "vnf": {"kind": "qemu", "accel": "kvm", "why": "", "guests": 1}}))
+    tcg = db.add_sut(Sut(name="ovs-dpdk", version="1", config={
+        "vnf": {"kind": "qemu", "accel": "tcg", "why": "no KVM", "guests": 1}}))
+    for rep in range(3):
+        for sid, sut, scen, vnfs, vp in ((plain, "turnoutd", "p2p", 0, ""),
+                                         (guest, "turnoutd", "loopback", 1, "vhost-user"),
+                                         (tcg, "ovs-dpdk", "loopback", 1, "vhost-user")):
+            db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"{sut}{scen}{rep}", sut=sut,
+                                 scenario=scen, vnfs=vnfs, virtual_port=vp, method="rplus",
+                                 repetition=rep, rate_total_pps=1e6, rx_total_pps=1e6,
+                                 status="ok", tester_bound=0, busy_cycles_per_frame=500.0))
+    with db:
+        data = load_campaign(db, "q")
+        rows = verdict_rows(data)
+        text = summary_text(data)
+    labels = {v.scenario: sorted(e.sut for e in v.entries) for v in rows}
+    assert labels == {"p2p": ["turnoutd"],
+                      "loopback": ["ovs-dpdk (QEMU VNF tcg) [vhost-user]",
+                                   "turnoutd (QEMU VNF kvm) [vhost-user]"]}
+    assert "turnoutd (QEMU VNF kvm) [vhost-user]" in text
+    assert "ovs-dpdk (QEMU VNF tcg) [vhost-user]" in text
