@@ -170,6 +170,8 @@ def test_openflow_acl_rules_never_hit(sut, options, at):
     assert sum(acl) == 0, "an ACL rule matched a frame of the tester"
     assert sum(n for _, _, n in after) == hit[0]
     # more frames than the port's wrap: every flow index up to 70000 went
-    # (loss is not the point here: 140 kpps on a loaded 2-CPU machine)
-    assert c.sent >= 70000 and c.received > 0.2 * c.sent, (c.sent, c.received)
+    # out; loss is not the point here (140 kpps on a loaded 2-CPU machine
+    # lost up to 60 %): the switch classified at least a tenth of them, each
+    # on the hit rule
+    assert c.sent >= 70000 and hit[0] >= 7000, (c.sent, c.received, hit)
     assert c.received <= hit[0], (c.received, hit)
