@@ -34,11 +34,12 @@ def _covers(net: str, addr: int) -> bool:
 def _matches(fields: dict[str, str], in_port: int, src: int, dst: int, sport: int,
              dport: int) -> bool:
     """The subset of the flow syntax the generator writes, on a UDP frame."""
-    assert set(fields) <= {"udp", "in_port", "nw_src", "nw_dst", "tp_dst"}, fields
+    assert set(fields) <= {"udp", "in_port", "nw_src", "nw_dst", "tp_src", "tp_dst"}, fields
     assert "udp" in fields  # every rule is on UDP
     return (int(fields["in_port"]) == in_port
             and ("nw_src" not in fields or _covers(fields["nw_src"], src))
             and ("nw_dst" not in fields or _covers(fields["nw_dst"], dst))
+            and ("tp_src" not in fields or int(fields["tp_src"]) == sport)
             and ("tp_dst" not in fields or int(fields["tp_dst"]) == dport))
 
 
@@ -90,6 +91,65 @@ def test_rule_set_outputs_and_errors():
             rule_set(*args)
     assert check_point(100, 8, 4) is None
     assert "at most 8" in (check_point(100, 8, 9) or "")
+
+
+@pytest.mark.parametrize(("acl", "at"), [(1, "above"), (1000, "above"), (1000, "below"),
+                                         (100_000, "above")])
+def test_acl_rules_tell_the_flows_apart_and_match_none(acl, at):
+    """The ACL option: A more rules on nw_src/32 + nw_dst + tp_src, above
+    or below the hit rule, sources spread over the tester's first 2^20
+    flows; no flow of the tester matches one, the hit rule still takes
+    them all. (The real tester through real switches: test_openflow_system's
+    ACL case counts the rules' packets.)"""
+    rs = rule_set(100, 1, 1, [2], acl=acl, acl_at=at)
+    lines = rs.lines()
+    assert len(lines) == 100 + acl and (rs.acl, rs.acl_at) == (acl, at)
+    parsed = [_parse(x) for x in lines]
+    acls = parsed[100:]
+    prio = ofrules.ACL_ABOVE_PRIORITY if at == "above" else ofrules.ACL_BELOW_PRIORITY
+    assert {p for p, _, _ in acls} == {prio}
+    if at == "above":
+        assert prio > max(p for p, _, _ in parsed[:100])
+    else:
+        assert prio < HIT_PRIORITY
+    # one more mask, the ACL's: it looks at the source address and port
+    assert {_mask(f) for _, f, _ in acls} == {
+        ("in_port", "nw_dst", "nw_src", "tp_src", "udp")}
+    assert len({(p, tuple(sorted(f.items()))) for p, f, _ in parsed}) == 100 + acl
+    # the tester's flows (turnout-gen --vary src-port,src-ip, the bench's
+    # TESTER_VARY): flow i from 10.0.0.1 + i, UDP 1024 + i (mod 2^16)
+    assert ofrules.TESTER_VARY == "src-port,src-ip"
+    base_src = int(ipaddress.IPv4Address("10.0.0.1"))
+    dst = int(ipaddress.IPv4Address("10.0.0.2"))
+    srcs = {int(ipaddress.IPv4Address(f["nw_src"])) - base_src for _, f, _ in acls}
+    assert len(srcs) == acl and max(srcs) < ofrules.ACL_SPAN
+    # flows on and next to every ACL source (and past the port's wrap)
+    idx = sorted({i + d for i in srcs for d in (-1, 0, 1) if i + d >= 0}
+                 | {0, 64_511, 64_512, 65_536, 999_999})[:3000]
+    by_src: dict[int, list] = {}
+    for p, f, a in acls:  # an ACL rule can only match a frame from its source
+        by_src.setdefault(int(ipaddress.IPv4Address(f["nw_src"])), []).append((p, f, a))
+    for i in idx:
+        frame = (1, base_src + i, dst, (1024 + i) & 0xFFFF, 1024)
+        cand = parsed[:100] + by_src.get(base_src + i, [])
+        hits = [(p, a) for p, f, a in cand if _matches(f, *frame)]
+        assert hits == [(HIT_PRIORITY, ["output:2"])], (i, hits)
+    # yet an ACL rule matches its source with another port (it does look)
+    _, f0, _ = acls[-1]
+    i = int(ipaddress.IPv4Address(f0["nw_src"])) - base_src
+    assert _matches(f0, 1, base_src + i, dst, (1024 + i + 0x8000) & 0xFFFF, 1024)
+    assert check_point(100, 1, 1, acl, at) is None
+
+
+def test_acl_errors():
+    for kw, msg in [({"acl": 10}, "both or neither"), ({"acl_at": "above"}, "both or neither"),
+                    ({"acl": 10, "acl_at": "middle"}, "above or below"),
+                    ({"acl": (1 << 20) + 1, "acl_at": "above"}, "1..")]:
+        with pytest.raises(ValueError, match=msg):
+            rule_set(10, 1, 1, [2], **kw)
+    assert "not above or below" in (check_point(10, 1, 1, 5, "") or "")
+    assert "without acl" in (check_point(10, 1, 1, 0, "below") or "")
+    assert "0.." in (check_point(10, 1, 1, -1, "below") or "")
 
 
 def test_every_sut_gets_the_same_text(tmp_path, monkeypatch):
@@ -177,6 +237,10 @@ def test_campaign_openflow_paths_and_set_tables():
     assert Point(scenario="openflow", rules=100, masks=1, outputs=2,
                  virtual_port="vhost-user").stored_scenario() == "openflow/v2v/r100/m1/o2"
     for bad, msg in (
+            ({"openflow_sets": [{"rules": 10, "masks": 1, "outputs": 1, "acl": 5}]},
+             "not above or below"),
+            ({"openflow_sets": [{"rules": 10, "masks": 1, "outputs": 1, "acl": "5",
+                                 "acl_at": "above"}]}, "acl an integer"),
             ({"openflow_paths": ["p2v"]}, "is not one of"),
             ({"openflow_paths": ["p2p"], "openflow_sets": [
                 {"rules": 10, "masks": 1, "outputs": 1, "paths": ["v2v/memif"]}]},
@@ -191,6 +255,35 @@ def test_campaign_openflow_paths_and_set_tables():
     with pytest.raises(CampaignError, match="openflow scenario is not in"):
         parse({"campaign": {"name": "x"},
                "matrix": {"scenarios": ["p2p"], "openflow_paths": ["p2p"]}})
+
+
+def test_campaign_openflow_acl_sets():
+    """A set's table may add ACL rules (acl, acl_at): a point, a stored
+    scenario and a work key of its own; sets may come next to the product
+    of rules/masks/outputs (flows-full.toml)."""
+    spec = parse({"campaign": {"name": "of"},
+                  "matrix": {"suts": ["turnoutd", "ovs"], "scenarios": ["openflow"],
+                             "flows": [1, 1000], "rules": [100], "masks": [1], "outputs": [1],
+                             "openflow_paths": ["p2p", "v2v/vhost-user"],
+                             "openflow_sets": [
+                                 {"rules": 100, "masks": 1, "outputs": 1, "acl": 1000,
+                                  "acl_at": "above", "flows": [1, 1000000]},
+                                 {"rules": 100, "masks": 1, "outputs": 1, "acl": 1000,
+                                  "acl_at": "below", "paths": ["p2p"]}]}})
+    got = {(p.rules, p.acl, p.acl_at, p.flows, p.virtual_port) for p in spec.points}
+    assert got == ({(100, 0, "", f, vp) for f in (1, 1000) for vp in ("", "vhost-user")}
+                   | {(100, 1000, "above", f, vp) for f in (1, 1000000)
+                      for vp in ("", "vhost-user")}
+                   | {(100, 1000, "below", f, "") for f in (1, 1000)})
+    keys = [w.key for w in spec.work()]
+    assert len(keys) == len(set(keys))
+    p = next(p for p in spec.points if p.acl_at == "below")
+    assert p.stored_scenario() == "openflow/r100/m1/o1/acl1000-below"
+    # the listed set equal to the product's: listed twice
+    with pytest.raises(CampaignError, match="listed twice"):
+        parse({"campaign": {"name": "x"},
+               "matrix": {"scenarios": ["openflow"], "rules": [100],
+                          "openflow_sets": [[100, 1, 1]]}})
 
 
 def test_openflow_v2v_cells_skip_suts_without_the_ports():
@@ -220,6 +313,7 @@ def test_report_rows_cost_over_ovs():
     from turnout.report.openflow import (
         openflow_table,
         openflow_text,
+        parse_acl,
         parse_label,
         parse_path,
         ratio_table,
@@ -255,36 +349,54 @@ def test_report_rows_cost_over_ovs():
     r("turnoutd", v, 1, 0, 5e6, 50.0, vp="vhost-user", cpu=(0.001, 0.0))
     r("ovs-dpdk", v, 1, 0, 4e6, 200.0, vp="vhost-user")
     r("turnoutd", v, 1, 0, 6e6, 40.0, vp="memif")
+    # the same rules with 1000 ACL rules over the hit rule: a point of its own
+    acl = "openflow/r100/m1/o1/acl1000-above"
+    r("turnoutd", acl, 1, 0, 1e6, 300.0, cpu=(0.003, 0.006))
+    r("ovs", acl, 1, 0, 5e5, 600.0, cpu=(0.012, 0.004))
     r("bridge", "p2p", 1, 0, 1e6, 50.0)  # not an openflow point
     data = CampaignData(db=None, campaign=Campaign(name="flows"),  # type: ignore[arg-type]
                         results=results, trials=trials)
     t = openflow_table(data)
-    assert [row[:7] for row in t.rows] == [
-        ["p2p veth", "100", "1", "1", "1", "64", "turnoutd"],
-        ["p2p veth", "100", "1", "1", "1", "64", "ovs"],
-        ["p2p veth", "100", "1", "1", "1", "64", "ovs-dpdk"],
-        ["p2p veth", "10000", "8", "4", "1000", "64", "turnoutd"],
-        ["v2v vhost-user", "100", "1", "1", "1", "64", "turnoutd [vhost-user]"],
-        ["v2v vhost-user", "100", "1", "1", "1", "64", "ovs-dpdk [vhost-user]"],
-        ["v2v memif", "100", "1", "1", "1", "64", "turnoutd [memif]"]]
-    # p2p: turnoutd median 110 over OVS's 420, OVS-DPDK 210 / 420;
-    # v2v vhost-user: 50 over OVS-DPDK's 200; memif: nothing to compare with
-    assert [row[13] for row in t.rows] == ["0.262", "–", "0.5", "–", "0.25", "–", "–"]
-    assert t.rows[0][8] == "2.1 [2–2.2]" and t.rows[0][9] == "110 [100–120]"
+    assert t.columns[4] == "ACL" and t.columns[14:] == ["cost ÷ OVS (total)",
+                                                         "user ÷ OVS (own)"]
+    assert [row[:8] for row in t.rows] == [
+        ["p2p veth", "100", "1", "1", "–", "1", "64", "turnoutd"],
+        ["p2p veth", "100", "1", "1", "–", "1", "64", "ovs"],
+        ["p2p veth", "100", "1", "1", "–", "1", "64", "ovs-dpdk"],
+        ["p2p veth", "100", "1", "1", "1000 above", "1", "64", "turnoutd"],
+        ["p2p veth", "100", "1", "1", "1000 above", "1", "64", "ovs"],
+        ["p2p veth", "10000", "8", "4", "–", "1000", "64", "turnoutd"],
+        ["v2v vhost-user", "100", "1", "1", "–", "1", "64", "turnoutd [vhost-user]"],
+        ["v2v vhost-user", "100", "1", "1", "–", "1", "64", "ovs-dpdk [vhost-user]"],
+        ["v2v memif", "100", "1", "1", "–", "1", "64", "turnoutd [memif]"]]
+    # p2p: turnoutd median 110 over OVS's 420, OVS-DPDK 210 / 420; with the
+    # ACL: 300 / 600; v2v vhost-user: 50 over OVS-DPDK's 200; memif: nothing
+    assert [row[14] for row in t.rows] == ["0.262", "–", "0.5", "0.5", "–", "–", "0.25", "–",
+                                           "–"]
+    # the user-space (own work) ratio next to it: turnoutd's 2000 user
+    # cycles per frame over OVS's 4000; 3000 / 12000 with the ACL; "–"
+    # where either has no CPU sample
+    assert [row[15] for row in t.rows] == ["0.5", "–", "–", "0.25", "–", "–", "–", "–", "–"]
+    assert t.rows[0][9] == "2.1 [2–2.2]" and t.rows[0][10] == "110 [100–120]"
     # user / system cycles per frame of the SUT's threads only (not the tester's)
-    assert t.rows[0][10:13] == ["2000 [2000–2000]", "6000 [6000–6000]", "75"]
-    assert t.rows[1][10:13] == ["4000", "4000", "50"]
-    assert t.rows[2][10:13] == ["–", "–", "–"]
-    assert t.rows[4][10:13] == ["1000", "0", "0"]
-    assert t.flags == ["tester", "", "", "", "", "", ""]
+    assert t.rows[0][11:14] == ["2000 [2000–2000]", "6000 [6000–6000]", "75"]
+    assert t.rows[1][11:14] == ["4000", "4000", "50"]
+    assert t.rows[2][11:14] == ["–", "–", "–"]
+    assert t.rows[6][11:14] == ["1000", "0", "0"]
+    assert t.flags == ["tester", "", "", "", "", "", "", "", ""]
     rt = ratio_table(data)
-    assert [row[:4] for row in rt.rows] == [
-        ["p2p veth", "OVS userspace (dpif-netdev, afxdp ports)", "1", "0.262"],
-        ["v2v vhost-user", "OVS-DPDK (dpif-netdev, dpdkvhostuser ports)", "1", "0.25"],
-        ["v2v memif", "no OVS row: OVS has no memif ports", "0", "–"]]
-    assert [row[4:] for row in rt.rows] == [["75", "50"], ["0", "–"], ["–", "–"]]
+    assert [row[:5] for row in rt.rows] == [
+        ["p2p veth", "OVS userspace (dpif-netdev, afxdp ports)", "2", "0.381 [0.262–0.5]",
+         "0.375 [0.25–0.5]"],
+        ["v2v vhost-user", "OVS-DPDK (dpif-netdev, dpdkvhostuser ports)", "1", "0.25", "–"],
+        ["v2v memif", "no OVS row: OVS has no memif ports", "0", "–", "–"]]
+    assert [row[5:] for row in rt.rows] == [["71", "38"], ["0", "–"], ["–", "–"]]
     text = openflow_text(data)
-    assert "cost ÷ OVS" in text and "turnoutd's cost ÷ OVS's, per path" in text
+    assert "cost ÷ OVS (total)" in text and "turnoutd's cost ÷ OVS's, per path" in text
+    assert "user ÷ OVS (own)" in text
+    assert parse_label(acl) == (100, 1, 1) and parse_acl(acl) == "1000 above"
+    assert parse_acl(a) == "–" and parse_acl("p2p") == "–"
+    assert parse_acl("openflow/v2v/r1/m1/o1/acl7-below") == "7 below"
     assert parse_label(b) == (10000, 8, 4) and parse_label("p2p") is None
     assert parse_label(v) == (100, 1, 1) and parse_path(v) == "v2v" and parse_path(a) == "p2p"
     assert openflow_text(CampaignData(db=None, campaign=Campaign(name="x"),  # type: ignore[arg-type]

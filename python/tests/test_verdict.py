@@ -524,3 +524,133 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
     assert rows["0"][10] == "rcu_preempt 8.0/1"
     assert rows["1"][7] == "on" and rows["1"][8] == "0.5"
     assert rows["2"][8] == "1 samples inside the traffic window"
+
+
+# ------------------------------------------------- cells of another port
+
+
+def _cell(db, cid, sut, rep, vp, named, rate=None, status="ok", reason=""):
+    """An R+ repetition of a v2v cell as the runner stores it: the work key
+    names the port only when the point does (the vhost-user cell next to
+    the campaign's memif ones: WorkItem.key)."""
+    from turnout.results import Trial
+
+    port = f"|{vp}" if named else ""
+    key = f"{sut}|v2v|uni|64|f1|b32|v0|p2|s1{port}|rplus|0|r{rep}"
+    db.add_result(Result(campaign_id=cid, key=key, sut=sut, scenario="v2v", frame_size_b=64,
+                         virtual_port=vp, method="rplus", repetition=rep,
+                         rate_total_pps=rate or 0.0, rx_total_pps=rate or 0.0, status=status,
+                         reason=reason, busy_cycles_per_frame=(500.0 if rate else None),
+                         tester_bound=0))
+    if status != "ok":
+        db.add_trial(Trial(campaign_id=cid, key=key, sut=sut, scenario="v2v",
+                           frame_size_b=64, virtual_port=vp, method="rplus", repetition=rep,
+                           status=status, reason=reason))
+
+
+def test_a_skipped_cell_of_another_port_does_not_count_against_this_row(tmp_path):
+    """This morning's default campaign (results/turnout.db): OVS-DPDK ran the
+    v2v vhost-user cell and its memif cell was cut, stored with no port
+    (runs before the runner recorded the cell's port). The OVS-DPDK
+    vhost-user row said "3 of 6 repetitions skipped": the memif cell's skips
+    counted against it. They are not that row's: they get an entry of their
+    own, and the vhost-user row has its 3 of 3."""
+    db = ResultsDB(tmp_path / "a.db")
+    cid = done_campaign(db, "a")
+    why = ("the default campaign runs OVS-DPDK only in v2v over vhost-user: its veth cells "
+           "use DPDK's net_af_packet, its slow path; campaigns/full.toml runs them")
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        _cell(db, cid, "turnoutd", rep, "memif", False, rate=6e6 * k)
+        _cell(db, cid, "turnoutd", rep, "vhost-user", True, rate=5e6 * k)
+        _cell(db, cid, "ovs-dpdk", rep, "vhost-user", True, rate=4e6 * k)
+        _cell(db, cid, "ovs-dpdk", rep, "", False, status="skipped", reason=why)
+    with db:
+        rows = verdict_rows(load_campaign(db, "a"))
+    (vh,) = [v for v in rows if v.use_case.endswith("[vhost-user]")]
+    dpdk = {e.sut: e for e in vh.entries}["ovs-dpdk [vhost-user]"]
+    assert dpdk.rate is not None and dpdk.rate.n == 3
+    assert "skipped" not in dpdk.note, dpdk.note
+    # the cut cell is still in the verdict, on its own, with its reason
+    cut = [e for v in rows for e in v.entries if e.sut == "ovs-dpdk"]
+    assert len(cut) == 1 and cut[0].limit == "skipped" and "net_af_packet" in cut[0].note
+    assert all("skipped" not in e.note for v in rows for e in v.entries if e.rate is not None)
+
+
+def test_a_cut_memif_cell_is_stored_as_memif_and_says_the_sut_has_no_memif(tmp_path,
+                                                                           monkeypatch):
+    """A campaign that runs OVS-DPDK only in v2v/vhost-user: its memif cell
+    is cut before any set-up; the runner stores it under the memif port
+    (RealBench.session names the cell's port) with the reason OVS-DPDK has
+    no memif ports, not the campaign's reason about its veth cells; the
+    verdict files it in the memif row as skipped, and the vhost-user row of
+    OVS-DPDK has none of it."""
+    from turnout import bench as bench_mod
+    from turnout.bench import RealBench
+    from turnout.campaign import parse, run_campaign
+    from turnout.results import Host
+
+    monkeypatch.setattr(bench_mod, "is_root", lambda: True)
+
+    class Cut(RealBench):
+        def host(self) -> Host:
+            return Host(hostname="t")
+
+    spec = parse({
+        "campaign": {"name": "cut", "methods": ["rplus"], "repetitions": 2},
+        "matrix": {"suts": ["ovs-dpdk"], "scenarios": ["v2v", "p2p"], "frame_sizes_b": [64]},
+        "sut": {"ovs-dpdk": {"scenarios": ["v2v/vhost-user"], "scenarios_reason":
+                             "its veth cells use DPDK's net_af_packet, its slow path"}},
+    })
+    db = ResultsDB(tmp_path / "c.db")
+    with db:
+        run_campaign(spec, db, Cut(["turnout-gen"]))
+        data = load_campaign(db, "cut")
+        by = {t.scenario: t for t in data.trials}
+        assert by["v2v"].status == "skipped" and by["v2v"].virtual_port == "memif"
+        assert by["v2v"].reason.startswith("ovs-dpdk has no memif ports")
+        assert "net_af_packet" not in by["v2v"].reason
+        # p2p has no virtual port: the campaign's own reason
+        assert by["p2p"].virtual_port == "" and "net_af_packet" in by["p2p"].reason
+        # with turnoutd's memif data next to it: the memif row
+        for rep in range(2):
+            _cell(db, data.campaign.id, "turnoutd", rep, "memif", False, rate=6e6)
+        rows = verdict_rows(load_campaign(db, "cut"))
+    (mem,) = [v for v in rows if v.scenario == "v2v"]
+    assert mem.use_case.endswith("[memif]")
+    (e,) = [e for e in mem.entries if e.sut.startswith("ovs-dpdk")]
+    assert e.sut == "ovs-dpdk [memif]" and e.limit == "skipped"
+    assert "no memif ports" in e.note
+
+
+def test_rows_with_a_qemu_guest_as_vnf_are_labelled(tmp_path):
+    """``[campaign] vnf = "qemu"``: the loopback cells' VNFs were QEMU guests
+    (the session's SUT config has ``vnf``, bench.py); every table names
+    those rows "(QEMU VNF kvm)" (or tcg), the same SUT's other rows stay
+    unlabelled, and the summary and verdict show which is which."""
+    from turnout.results import Sut
+
+    db = ResultsDB(tmp_path / "q.db")
+    cid = done_campaign(db, "q")
+    plain = db.add_sut(Sut(name="turnoutd", version="1", config={"logic": "patch"}))
+    guest = db.add_sut(Sut(name="turnoutd", version="1", config={
+        "logic": "patch", "vnf": {"kind": "qemu", "accel": "kvm", "why": "", "guests": 1}}))
+    tcg = db.add_sut(Sut(name="ovs-dpdk", version="1", config={
+        "vnf": {"kind": "qemu", "accel": "tcg", "why": "no KVM", "guests": 1}}))
+    for rep in range(3):
+        for sid, sut, scen, vnfs, vp in ((plain, "turnoutd", "p2p", 0, ""),
+                                         (guest, "turnoutd", "loopback", 1, "vhost-user"),
+                                         (tcg, "ovs-dpdk", "loopback", 1, "vhost-user")):
+            db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"{sut}{scen}{rep}", sut=sut,
+                                 scenario=scen, vnfs=vnfs, virtual_port=vp, method="rplus",
+                                 repetition=rep, rate_total_pps=1e6, rx_total_pps=1e6,
+                                 status="ok", tester_bound=0, busy_cycles_per_frame=500.0))
+    with db:
+        data = load_campaign(db, "q")
+        rows = verdict_rows(data)
+        text = summary_text(data)
+    labels = {v.scenario: sorted(e.sut for e in v.entries) for v in rows}
+    assert labels == {"p2p": ["turnoutd"],
+                      "loopback": ["ovs-dpdk (QEMU VNF tcg) [vhost-user]",
+                                   "turnoutd (QEMU VNF kvm) [vhost-user]"]}
+    assert "turnoutd (QEMU VNF kvm) [vhost-user]" in text
+    assert "ovs-dpdk (QEMU VNF tcg) [vhost-user]" in text

@@ -17,8 +17,9 @@ from .campaign.spec import CampaignSpec
 from .measure.cost import cpu_list
 from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
 from .measure.update import UpdateMeasurer, netdev_counts
+from .ofrules import TESTER_VARY
 from .results.models import Host, Sut
-from .scenarios import Built, Point, build, check, excluded
+from .scenarios import Built, Point, build, cell_port, check, excluded
 from .sut import SUTS
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
@@ -93,14 +94,15 @@ class RealBench:
         if not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = spec.make_sut(sut_name)
-        why = excluded(point, sut)
+        why = excluded(point, sut, spec.virtual_port)
         if why:  # before anything is set up: the campaign cut this cell
-            raise SkipSession(why)
+            raise SkipSession(why, cell_port(point, spec.virtual_port))
         if point.virtual_port == "vhost-user" and not sut.supports_vhost_user:
-            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)")
+            raise SkipSession(f"{sut_name} has no vhost-user ports (the vhost-user cell)",
+                              "vhost-user")
         why = sut.available()
         if why:
-            raise SkipSession(f"{sut_name}: {why}")
+            raise SkipSession(f"{sut_name}: {why}", cell_port(point, spec.virtual_port, sut))
         vm_plan: VmPlan | None = None
         if spec.vnf == "qemu" and point.scenario == "loopback" and point.vnfs > 0:
             # before the testbed: a cell without KVM is skipped with the reason
@@ -166,7 +168,7 @@ class RealBench:
                     avoid_cpus=list(layout.sut), isolation=self.isolation,
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
-                    vary="src-port,src-ip" if point.scenario == "openflow" else "",
+                    vary=TESTER_VARY if point.scenario == "openflow" else "",
                 )
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)

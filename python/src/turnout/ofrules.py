@@ -25,6 +25,21 @@ The set:
   (never used). The hit rule's mask is mask 0 (``nw_dst/32`` with
   ``tp_dst``), so a set with ``masks`` M has exactly M distinct masks when
   N ≥ M.
+- optionally **A ACL rules** (``acl``, ``acl_at``): rules that tell the
+  tester's flows apart without matching any of them, so a cache keyed by
+  the fields the rules look at (turnoutd's exact-match cache) or one that
+  must keep the bits that ruled a rule out (OVS's megaflows) can no longer
+  fold every flow into one entry. ACL rule g is
+  ``udp,in_port=IN,nw_src=S/32,nw_dst=10.0.0.2,tp_src=P``, where S is the
+  source address turnout-gen gives flow ``g × stride`` (stride
+  ``ACL_SPAN // A``, so the sources spread over the first 2^20 flows) and P
+  is the UDP source port it pairs with that address plus 2^15 (mod 2^16):
+  the tester sends from S, and from P, but never from both. ``acl_at``
+  ``above`` puts them at ``ACL_ABOVE_PRIORITY``, over the hit rule (every
+  packet must be checked against them and found not to match); ``below``
+  at ``ACL_BELOW_PRIORITY``, under it (a classifier that skips subtables
+  whose rules rank below a match it already has, as OVS's does, never
+  visits them). Output to ``outputs[0]``, as the miss rules.
 """
 
 from __future__ import annotations
@@ -36,14 +51,26 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BULK_COOKIE", "HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "RuleSet",
-           "bulk_lines", "check_point", "dump_flows", "install", "mask_of", "rule_set"]
+__all__ = ["ACL_ABOVE_PRIORITY", "ACL_AT", "ACL_BELOW_PRIORITY", "ACL_SPAN", "BULK_COOKIE",
+           "HIT_PRIORITY", "MASKS", "MAX_MASKS", "MISS_PRIORITY", "TESTER_VARY", "RuleSet",
+           "acl_lines", "bulk_lines", "check_point", "dump_flows", "install", "mask_of", "rule_set"]
 
 #: the tester's frames (turnout-gen's defaults)
+TESTER_SRC_IP = "10.0.0.1"
 TESTER_DST_IP = "10.0.0.2"
+TESTER_SRC_PORT = 1024
 TESTER_DST_PORT = 1024
+#: turnout-gen ``--vary`` of the bench's openflow trials: flow i sends from
+#: TESTER_SRC_IP + i and UDP port TESTER_SRC_PORT + i (mod 2^16)
+TESTER_VARY = "src-port,src-ip"
 HIT_PRIORITY = 10
 MISS_PRIORITY = 100
+#: the ACL rules' priorities: over every other rule, or under the hit rule
+ACL_ABOVE_PRIORITY = 1000
+ACL_BELOW_PRIORITY = 5
+ACL_AT = ("above", "below")
+#: the flow indices the ACL rules' sources spread over (2^20 > 10^6 flows)
+ACL_SPAN = 1 << 20
 #: masks available (16 nw_dst prefix lengths × 4 combinations of other fields)
 MAX_MASKS = 64
 
@@ -102,16 +129,42 @@ class RuleSet:
     hit_match: str
     hit_priority: int
     outputs: tuple[int, ...]
+    #: ACL rules (module doc) and where they rank: "above" | "below" | ""
+    acl: int = 0
+    acl_at: str = ""
 
     def lines(self) -> list[str]:
         return self.text.splitlines()
 
 
-def rule_set(rules: int, masks: int, in_port: int, outputs: list[int] | tuple[int, ...]
-             ) -> RuleSet:
-    """N = ``rules`` flows over ``masks`` distinct masks (module doc). Ports
+def acl_lines(acl: int, acl_at: str, in_port: int, output: int) -> list[str]:
+    """The ``acl`` ACL rules (module doc), ``acl_at`` "above" or "below" the
+    hit rule; none of them matches a frame of the tester's flows."""
+    if acl < 1 or acl > ACL_SPAN:
+        raise ValueError(f"acl {acl}: 1..{ACL_SPAN}")
+    if acl_at not in ACL_AT:
+        raise ValueError(f"acl_at {acl_at!r}: above or below (the hit rule)")
+    prio = ACL_ABOVE_PRIORITY if acl_at == "above" else ACL_BELOW_PRIORITY
+    stride = ACL_SPAN // acl
+    base = int(ipaddress.IPv4Address(TESTER_SRC_IP))
+    out = []
+    for g in range(acl):
+        f = g * stride
+        src = ipaddress.IPv4Address(base + f)
+        sport = (TESTER_SRC_PORT + f + 0x8000) & 0xFFFF
+        out.append(f"priority={prio},udp,in_port={in_port},nw_src={src},"
+                   f"nw_dst={TESTER_DST_IP},tp_src={sport},actions=output:{output}")
+    return out
+
+
+def rule_set(rules: int, masks: int, in_port: int, outputs: list[int] | tuple[int, ...],
+             acl: int = 0, acl_at: str = "") -> RuleSet:
+    """N = ``rules`` flows over ``masks`` distinct masks (module doc), plus
+    ``acl`` ACL rules ``acl_at`` "above" or "below" the hit rule. Ports
     are OpenFlow port numbers (1-based); ``outputs`` are where the hit rule
     sends the tester's frames (the first is the receiver, more are mirrors)."""
+    if acl < 0 or (acl == 0) != (acl_at == ""):
+        raise ValueError(f"acl {acl} acl_at {acl_at!r}: both or neither")
     if rules < 1:
         raise ValueError(f"rules {rules}: at least 1 (the hit rule)")
     if not 1 <= masks <= MAX_MASKS:
@@ -145,12 +198,22 @@ def rule_set(rules: int, masks: int, in_port: int, outputs: list[int] | tuple[in
         if m.tp_dst:
             parts.append(f"tp_dst={TESTER_DST_PORT}")
         lines.append(",".join(parts) + f",actions=output:{outputs[0]}")
+    if acl:
+        lines += acl_lines(acl, acl_at, in_port, outputs[0])
     return RuleSet(text="\n".join(lines) + "\n", rules=rules, masks=masks,
-                   hit_match=hit_match, hit_priority=HIT_PRIORITY, outputs=tuple(outputs))
+                   hit_match=hit_match, hit_priority=HIT_PRIORITY, outputs=tuple(outputs),
+                   acl=acl, acl_at=acl_at)
 
 
-def check_point(rules: int, masks: int, outputs: int) -> str | None:
+def check_point(rules: int, masks: int, outputs: int, acl: int = 0, acl_at: str = ""
+                ) -> str | None:
     """Why an openflow point cannot be made (None when it can)."""
+    if acl < 0 or acl > ACL_SPAN:
+        return f"acl {acl}: 0..{ACL_SPAN}"
+    if acl and acl_at not in ACL_AT:
+        return f"acl {acl}: acl_at {acl_at!r} is not above or below (the hit rule)"
+    if not acl and acl_at:
+        return f"acl_at {acl_at!r} without acl rules"
     if rules < 1 or masks < 1 or outputs < 1:
         return f"openflow point rules={rules} masks={masks} outputs={outputs}: each at least 1"
     if masks > MAX_MASKS:

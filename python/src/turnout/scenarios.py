@@ -40,7 +40,8 @@ from .measure.gen import GenProc, Stream
 from .sut.base import SutAdapter, SutPort, Topology
 from .testbed import Testbed
 
-__all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "check"]
+__all__ = ["SCENARIOS", "Built", "Point", "Unsupported", "build", "cell_port", "check",
+           "excluded"]
 
 SCENARIOS = (
     "p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density", "rtt", "rule_update", "overlay",
@@ -72,15 +73,21 @@ class Point:
     rules: int = 0
     masks: int = 0
     outputs: int = 0
+    #: openflow: ACL rules that tell the tester's flows apart and match none
+    #: of them, "above" or "below" the hit rule (turnout.ofrules; 0, "")
+    acl: int = 0
+    acl_at: str = ""
 
     def stored_scenario(self) -> str:
         """The scenario as results store it: an openflow point names its
         rule set (``openflow/r100/m8/o2``), so the report never pools two
-        rule sets as repetitions of one point."""
+        rule sets as repetitions of one point; ``/acl1000-above`` when it has
+        ACL rules)."""
         if self.scenario != "openflow":
             return self.scenario
         path = "v2v/" if self.virtual_port else ""
-        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}"
+        acl = f"/acl{self.acl}-{self.acl_at}" if self.acl else ""
+        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}{acl}"
 
 
 @dataclass
@@ -112,14 +119,44 @@ class Built:
     vms: list[list[tuple[str, str]]] = field(default_factory=list)
 
 
-def excluded(point: Point, sut: SutAdapter) -> str | None:
+#: scenarios whose every point has virtual endpoints (VNF ports)
+_VIRTUAL = ("p2v", "v2p", "v2v", "rtt", "nvsn")
+
+
+def cell_port(point: Point, campaign_kind: str, sut: SutAdapter | None = None) -> str:
+    """The kind of virtual port the campaign's cell asks for: the point's own
+    (``virtual_port``) or the campaign's (``campaign_kind``) when the
+    scenario has virtual endpoints, else "" (none). With ``sut``: the kind
+    ``build`` would give that SUT (memif for vhost-user it lacks, veth for
+    memif it lacks), as a session that could not be set up never learns
+    it (results store it: the report files the cell under that port)."""
+    virtual = (point.scenario in _VIRTUAL or (point.scenario == "loopback" and point.vnfs > 0)
+               or (point.scenario == "openflow" and bool(point.virtual_port)))
+    if not virtual:
+        return ""
+    kind = point.virtual_port or campaign_kind
+    if sut is None or point.scenario == "openflow":  # openflow: no fallback (build)
+        return kind
+    if kind == "vhost-user" and (sut.direct or not sut.supports_vhost_user):
+        kind = "memif"
+    if kind == "memif" and not sut.supports_memif:
+        kind = "veth"
+    return kind
+
+
+def excluded(point: Point, sut: SutAdapter, campaign_kind: str = "memif") -> str | None:
     """Why the campaign leaves this SUT out of the point's scenario
     (``[sut.NAME] scenarios``: a scenario's name runs all its cells,
-    "v2v/vhost-user" only its vhost-user cell), or None."""
+    "v2v/vhost-user" only its vhost-user cell), or None. A memif cell of a
+    SUT without memif ports says that, not the campaign's reason (which is
+    about the cells it would run: OVS-DPDK's veths)."""
     only = sut.options.get("scenarios")
     if only is None or point.scenario in only or (
             point.virtual_port and f"{point.scenario}/{point.virtual_port}" in only):
         return None
+    if cell_port(point, campaign_kind) == "memif" and not sut.supports_memif:
+        return (f"{sut.name} has no memif ports (this campaign runs it only in "
+                f"{', '.join(only)}: [sut.{sut.name}] scenarios)")
     return str(sut.options.get("scenarios_reason")
                or f"{sut.name} runs only {', '.join(only)} in this campaign "
                f"([sut.{sut.name}] scenarios)")
@@ -156,7 +193,7 @@ def check(point: Point, sut: SutAdapter, tester_roles: set[str], *, frame: bool 
             raise Unsupported("the rule set forwards one stream: direction must be uni")
         from .ofrules import check_point
 
-        why = check_point(point.rules, point.masks, point.outputs)
+        why = check_point(point.rules, point.masks, point.outputs, point.acl, point.acl_at)
         if why:
             raise Unsupported(why)
         if point.virtual_port == "memif" and not sut.supports_memif:
@@ -432,7 +469,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         # OpenFlow port N is the SUT's port N - 1 in this order (both SUTs)
         of = {p.name: i + 1 for i, p in enumerate(ports)}
         topo.openflow = rule_set(point.rules, point.masks, of["t0"],
-                                 [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))])
+                                 [of["t1"], *(of[f"m{i}"] for i in range(1, point.outputs))],
+                                 acl=point.acl, acl_at=point.acl_at)
     return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
                  update=("t0", "t1", "t2") if s == "rule_update" else None,
                  ifaces={e.name: e.iface for e in endpoints.values() if e.iface}, vms=vms)

@@ -38,7 +38,14 @@ __all__ = ["Bench", "Session", "SkipSession", "resume_key", "run_campaign"]
 
 
 class SkipSession(Exception):
-    """The session cannot run (SUT missing, scenario unsupported): skip its items."""
+    """The session cannot run (SUT missing, scenario unsupported): skip its
+    items. ``virtual_port``: the kind of virtual port the cell has (or
+    would have), stored with the skipped items, as a session that never
+    came up cannot say ("" = none or unknown)."""
+
+    def __init__(self, reason: str, virtual_port: str = "") -> None:
+        super().__init__(reason)
+        self.virtual_port = virtual_port
 
 
 @dataclass
@@ -337,6 +344,8 @@ def run_campaign(spec: CampaignSpec, db: ResultsDB, bench: Bench, *, resume: boo
                         done.add(item.key)
                         finished += 1
             except (SkipSession, Unsupported) as e:
+                if isinstance(e, SkipSession) and e.virtual_port and not ctx["virtual_port"]:
+                    ctx["virtual_port"] = e.virtual_port
                 for item in group:
                     if item.key not in done:
                         _skip(db, item, ctx, "skipped", str(e))

@@ -53,6 +53,8 @@ class WorkItem:
         p = self.point
         vp = f"|{p.virtual_port}" if p.virtual_port else ""
         of = f"|o{p.rules}x{p.masks}x{p.outputs}" if p.scenario == "openflow" else ""
+        if p.acl:
+            of += f"|acl{p.acl}-{p.acl_at}"
         return (f"{self.sut}|{p.scenario}|{p.direction}|{p.frame_size_b}|f{p.flows}|b{p.burst}"
                 f"|v{p.vnfs}|p{p.ports}|s{p.pairs}{vp}{of}|{self.method}|{self.arg:g}"
                 f"|r{self.repetition}")
@@ -178,7 +180,7 @@ def topology_key(p: Point) -> tuple[object, ...]:
     """What a testbed depends on: points with the same key can share one
     set-up of the SUT (frame size, flows and burst are the tester's)."""
     return (p.scenario, p.direction, p.vnfs, p.ports, p.pairs, p.virtual_port, p.rules,
-            p.masks, p.outputs)
+            p.masks, p.outputs, p.acl, p.acl_at)
 
 
 #: matrix keys of the openflow scenario (docs/bench.md, "OpenFlow rule sets")
@@ -200,8 +202,11 @@ def _openflow_cells(m: dict[str, Any], scenarios: list[str],
     masks than rules (each mask needs a rule), which are left out; or,
     instead of the product, the ``openflow_sets`` listed as [rules, masks,
     outputs] triples (cross-sections of the product) or as tables
-    ``{rules, masks, outputs, flows, paths}`` whose ``flows`` and ``paths``
-    narrow the matrix's for that set. Every set runs on every path of
+    ``{rules, masks, outputs, flows, paths, acl, acl_at}`` whose ``flows``
+    and ``paths`` narrow the matrix's for that set and whose ``acl`` (with
+    ``acl_at`` "above" or "below") adds that many ACL rules
+    (turnout.ofrules). With both ``openflow_sets`` and rules/masks/outputs,
+    the product and the listed sets. Every set runs on every path of
     ``openflow_paths`` (default ["p2p"]) at every one of ``flows``, unless
     its table says otherwise."""
     from ..ofrules import check_point
@@ -218,21 +223,30 @@ def _openflow_cells(m: dict[str, Any], scenarios: list[str],
                                 f"{', '.join(OPENFLOW_PATHS)}")
     if len(set(paths)) != len(paths):
         raise CampaignError("matrix.openflow_paths: a path is listed twice")
-    sets: list[tuple[int, int, int, list[int], list[str]]] = []
+    sets: list[tuple[int, int, int, list[int], list[str], int, str]] = []
+    if "openflow_sets" not in m or any(k in m for k in ("rules", "masks", "outputs")):
+        rules = _list(m, "rules", [100], int, "matrix")
+        masks = _list(m, "masks", [1], int, "matrix")
+        outputs = _list(m, "outputs", [1], int, "matrix")
+        sets = [(r, k, o, flows, paths, 0, "")
+                for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
     if "openflow_sets" in m:
-        if any(k in m for k in ("rules", "masks", "outputs")):
-            raise CampaignError("matrix.openflow_sets lists the sets: leave out rules, masks "
-                                "and outputs")
         listed = m["openflow_sets"]
         if not isinstance(listed, list) or not listed:
             raise CampaignError("matrix.openflow_sets: a non-empty list of [rules, masks, "
                                 "outputs] or {rules, masks, outputs, flows, paths}")
         for x in listed:
             if isinstance(x, dict):
-                bad = sorted(set(x) - {"rules", "masks", "outputs", "flows", "paths"})
+                bad = sorted(set(x) - {"rules", "masks", "outputs", "flows", "paths", "acl",
+                                       "acl_at"})
                 if bad or not all(_of_int(x.get(k)) for k in ("rules", "masks", "outputs")):
                     raise CampaignError(f"matrix.openflow_sets: {x!r}: a table of rules, masks, "
-                                        "outputs (integers) and optionally flows, paths")
+                                        "outputs (integers) and optionally flows, paths, acl, "
+                                        "acl_at")
+                acl, acl_at = x.get("acl", 0), x.get("acl_at", "")
+                if not _of_int(acl) or not isinstance(acl_at, str):
+                    raise CampaignError(f"matrix.openflow_sets: {x!r}: acl an integer, acl_at "
+                                        "\"above\" or \"below\"")
                 fl = _list(x, "flows", flows, int, "matrix.openflow_sets")
                 if min(fl) < 1:
                     raise CampaignError(f"matrix.openflow_sets: {x!r}: flows must be ≥ 1")
@@ -243,31 +257,26 @@ def _openflow_cells(m: dict[str, Any], scenarios: list[str],
                                             "not in matrix.openflow_paths")
                 trip = (x["rules"], x["masks"], x["outputs"])
             elif isinstance(x, list) and len(x) == 3 and all(_of_int(v) for v in x):
-                trip, fl, ps = (x[0], x[1], x[2]), flows, paths
+                trip, fl, ps, acl, acl_at = (x[0], x[1], x[2]), flows, paths, 0, ""
             else:
                 raise CampaignError(f"matrix.openflow_sets: {x!r} is not [rules, masks, "
                                     "outputs] (integers)")
             if trip[1] > trip[0]:
                 raise CampaignError(f"matrix.openflow_sets: {x!r} has more masks than rules")
-            sets.append((*trip, fl, ps))
-        keys = [(r, k, o, pa) for r, k, o, _, ps in sets for pa in ps]
+            sets.append((*trip, fl, ps, acl, acl_at))
+        keys = [(r, k, o, pa, a, at) for r, k, o, _, ps, a, at in sets for pa in ps]
         if len(set(keys)) != len(keys):
             raise CampaignError("matrix.openflow_sets: a set is listed twice (on one path)")
-    else:
-        rules = _list(m, "rules", [100], int, "matrix")
-        masks = _list(m, "masks", [1], int, "matrix")
-        outputs = _list(m, "outputs", [1], int, "matrix")
-        sets = [(r, k, o, flows, paths)
-                for r, k, o in itertools.product(rules, masks, outputs) if k <= r]
     cells = []
-    for r, k, o, fl, ps in sets:
-        why = check_point(r, k, o)
+    for r, k, o, fl, ps, acl, acl_at in sets:
+        why = check_point(r, k, o, acl, acl_at)
         if why:
             raise CampaignError(f"matrix: {why}")
         if r > 1_000_000:
             raise CampaignError(f"matrix.rules: {r} over 10^6")
-        cells += [{"rules": r, "masks": k, "outputs": o, "flows": f,
-                   "virtual_port": OPENFLOW_PATHS[pa]} for pa in ps for f in fl]
+        cells += [{"rules": r, "masks": k, "outputs": o, "flows": f, "acl": acl,
+                   "acl_at": acl_at, "virtual_port": OPENFLOW_PATHS[pa]}
+                  for pa in ps for f in fl]
     if not cells:
         raise CampaignError("matrix.rules/masks: every combination has more masks than rules")
     return cells

@@ -219,9 +219,19 @@ def load_campaign(db: ResultsDB, campaign: Any = None) -> CampaignData:
     results, trials = db.results(c.id), db.trials(c.id)
     # a SUT that fell back to another configuration at set-up (its config's
     # ``variant``, SutAdapter.variant) is another SUT for every table:
-    # "testpmd (no-huge)" is never pooled with "testpmd"
-    variants = {s.id: str(s.config["variant"]) for s in db.suts(c.id)
-                if isinstance(s.config, dict) and s.config.get("variant")}
+    # "testpmd (no-huge)" is never pooled with "testpmd"; a session whose
+    # chain VNFs were QEMU guests (``[campaign] vnf = "qemu"``, the config's
+    # ``vnf``: turnout/vm.py) says so in every row: "turnoutd (QEMU VNF kvm)"
+    variants: dict[int | None, str] = {}
+    for s in db.suts(c.id):
+        if not isinstance(s.config, dict):
+            continue
+        tags = [str(s.config["variant"])] if s.config.get("variant") else []
+        vnf = s.config.get("vnf")
+        if isinstance(vnf, dict) and vnf.get("kind") == "qemu":
+            tags.append(f"QEMU VNF {vnf.get('accel') or '?'}")
+        if tags:
+            variants[s.id] = ", ".join(tags)
     rows: list[Result | Trial] = [*results, *trials]
     for x in rows:
         if x.sut_id in variants:

@@ -217,14 +217,22 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             if k.sut not in data.reference_suts:
                 by_port[k.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
-        # a session that could not be set up never learnt its virtual port:
-        # its label has none; it belongs with that SUT's data or, when the
-        # SUT has none here, with the only port type the others used
+        # a session that could not be set up never learnt its virtual port
+        # (results stored before the runner recorded the cell's port): its
+        # label has none; it belongs with that SUT's data from a cell of the
+        # campaign's own kind (not with a cell that named its port, as the
+        # vhost-user cell next to memif ones: that cell's misses carry its
+        # port) or, when the SUT has none here, with the only port type the
+        # others used
         ports = sorted(by_port)
+        named = {(r.sut, r.virtual_port) for r in data.ok_results
+                 if r.method == "rplus" and PointKey.of(r).group() == g
+                 and r.virtual_port in r.key.split("|")}
         for (sut, vp), why in list(todo.items()):
             if vp or sut in data.reference_suts:
                 continue
-            mine = [p for p in ports if any(k.sut == sut for k in by_port[p])]
+            mine = [p for p in ports if any(k.sut == sut for k in by_port[p])
+                    and (sut, p) not in named]
             to = mine[0] if mine else ports[0] if len(ports) == 1 else None
             if to:
                 del todo[(sut, vp)]
