@@ -297,15 +297,20 @@ impl Ovs {
     /// runs until one comes back whole (or a minute passed).
     fn prime(&self) {
         let (tx_port, rx_port) = specs(self);
+        self.prime_ports(&tx_port, &rx_port);
+    }
+
+    /// [`Ovs::prime`] with these turnout-gen port specs.
+    fn prime_ports(&self, tx_port: &str, rx_port: &str) {
         let t0 = Instant::now();
         loop {
             let out = Command::new(GEN)
                 .args([
                     "txrx",
                     "--port",
-                    &tx_port,
+                    tx_port,
                     "--rx-port",
-                    &rx_port,
+                    rx_port,
                     "--rate-pps",
                     "10000",
                     "--count",
@@ -431,13 +436,18 @@ fn n(v: &serde_json::Value) -> u64 {
 /// Deep rings: on a loaded 2-core host OVS's PMD thread or ours may be
 /// descheduled for tens of ms; the rings hold what arrives meanwhile.
 fn specs(o: &Ovs) -> (String, String) {
+    specs_with(o, "")
+}
+
+/// [`specs`] with more options (`,queues=2`).
+fn specs_with(o: &Ovs, more: &str) -> (String, String) {
     (
         format!(
-            "vhost-user:{},max-frame=9000,queue-size=8192",
+            "vhost-user:{},max-frame=9000,queue-size=8192{more}",
             o.server_sock().display()
         ),
         format!(
-            "vhost-user:{},server,max-frame=9000,queue-size=8192",
+            "vhost-user:{},server,max-frame=9000,queue-size=8192{more}",
             o.client_sock().display()
         ),
     )
@@ -619,4 +629,98 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
         got - n(&rx["duplicated"]) + n(&rx["lost"]) <= sent,
         "{what}"
     );
+}
+
+/// Several queue pairs against OVS-DPDK: turnout-gen with `queues=2` on
+/// both ports. OVS takes the number of queue pairs of a vhost-user port
+/// from the frontend (no `n_rxq` to set) and its PMD thread polls every
+/// receive queue the frontend enabled; with `other_config:tx-steering=hash`
+/// it spreads what it sends over the frontend's queues by flow hash. Both
+/// directions, 64 and 1518 B, 32 flows: every frame through; turnout-gen
+/// sent each queue its equal share (flow f on queue f mod 2), OVS polled
+/// both receive queues of both ports (`pmd-rxq-show`), and turnout-gen
+/// received on both its queues, their counts adding up to what it
+/// received.
+#[test]
+fn queue_pairs_through_ovs_dpdk_carry_every_frame_on_every_queue() {
+    let _g = serial();
+    let Some(o) = Ovs::start("mq") else {
+        return;
+    };
+    o.add_ports();
+    for i in ["vu1", "vu2"] {
+        o.vsctl(&["set", "interface", i, "other_config:tx-steering=hash"]);
+    }
+    let queues = 2u64;
+    let (server_port, client_port) = specs_with(&o, &format!(",queues={queues}"));
+    o.prime_ports(&server_port, &client_port);
+    let rxqs = o.tool("ovs-appctl", &["dpif-netdev/pmd-rxq-show"]);
+    eprintln!("{rxqs}");
+    for port in ["vu1", "vu2"] {
+        for q in 0..queues {
+            assert!(
+                rxqs.lines().any(|l| l.contains(&format!("port: {port} "))
+                    && l.split_whitespace()
+                        .skip_while(|w| *w != "queue-id:")
+                        .nth(1)
+                        == Some(&q.to_string())),
+                "OVS does not poll {port}'s queue {q}: {rxqs}"
+            );
+        }
+    }
+    let count = 20_000u64;
+    let ways = [(&server_port, &client_port), (&client_port, &server_port)];
+    for (size, (tx_port, rx_port)) in [64u32, 1518]
+        .into_iter()
+        .flat_map(|s| ways.iter().map(move |w| (s, *w)))
+    {
+        let g = Gen::spawn(&[
+            "txrx",
+            "--port",
+            tx_port,
+            "--rx-port",
+            rx_port,
+            "--size",
+            &size.to_string(),
+            "--flows",
+            "32",
+            "--rate-pps",
+            "20000",
+            "--count",
+            &count.to_string(),
+            "--cooldown-s",
+            "0.5",
+            "--wait-peer-s",
+            "60",
+        ]);
+        let (doc, errs) = g.finish(Duration::from_secs(120));
+        let (tx, rx) = (&doc["tx"], &doc["rx"]);
+        let what = format!(
+            "{size} B, {tx_port} -> {rx_port}: {} stderr {errs:?}",
+            summary(&doc)
+        );
+        eprintln!("{what}");
+        assert_eq!(n(&tx["packets"]), count, "sent, {what}");
+        assert_eq!(n(&rx["packets"]), count, "received, {what}");
+        assert_eq!(n(&rx["lost"]), 0, "{what}");
+        assert_eq!(n(&rx["foreign"]), 0, "{what}");
+        let sent = &doc["ports"][0]["counters"];
+        let got = &doc["ports"][1]["counters"];
+        let all_sent = count + n(&tx["warmup_packets"]);
+        let all_got = count + n(&rx["warmup"]);
+        let mut got_sum = 0;
+        for q in 0..queues {
+            let tq = n(&sent[format!("txq{q}_frames")]);
+            assert_eq!(tq, all_sent / queues, "queue {q}'s share, {what}");
+            let rq = n(&got[format!("rxq{q}_frames")]);
+            assert!(rq > 0, "OVS sent nothing on queue {q}, {what}");
+            got_sum += rq;
+        }
+        assert_eq!(got_sum, all_got, "{what}");
+        for p in doc["ports"].as_array().unwrap() {
+            let c = &p["counters"];
+            assert_eq!(n(&c["disconnects_lie"]), 0, "{what}");
+            assert_eq!(n(&c["connects"]), 1, "{what}");
+        }
+    }
 }
