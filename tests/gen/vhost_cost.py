@@ -36,8 +36,12 @@ A poll-mode receiver that keeps up spins between bursts, so its CPU time
 per frame is an upper bound; the instruction count is what to compare
 between builds. Several binaries may be given; runs are interleaved.
 
+With ``--queues N`` both ends have N queue pairs (testpmd ``--rxq/--txq
+N``, one forwarding lcore polling them all) and turnout-gen sends N flows
+(flow f on queue f mod N).
+
 usage: vhost_cost.py [--dir receive|send] [--size 64] [--window-s 4]
-                     [--runs 3] [--callgrind | --callgrind-backend]
+                     [--runs 3] [--queues 1] [--callgrind | --callgrind-backend]
                      GEN[@PORT-OPTIONS]|testpmd [GEN...]
 """
 
@@ -78,15 +82,15 @@ FEATURES: dict[str, str] = {}
 
 
 def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
-        callgrind: bool, n: int, backend: bool = False) -> dict[str, float]:
+        callgrind: bool, n: int, backend: bool = False, queues: int = 1) -> dict[str, float]:
     """One run; with ``backend`` the testpmd backend runs under callgrind
-    (and ``callgrind`` is false)."""
+    (and ``callgrind`` is false). ``queues``: queue pairs of both ends."""
     prefix = f"vhc{PID}s{n}"
     sock = f"/tmp/{prefix}.sock"
     srv_out = Path(f"/tmp/{prefix}.backend.callgrind")
     st = 120 if backend else 5  # testpmd answers slowly under valgrind
-    srv = Testpmd(prefix, "0,1", 0, [f"net_vhost0,iface={sock},queues=1"],
-                  extra=[f"--txpkts={size}"],
+    srv = Testpmd(prefix, "0,1", 0, [f"net_vhost0,iface={sock},queues={queues}"],
+                  extra=[f"--txpkts={size}", f"--rxq={queues}", f"--txq={queues}"],
                   # the "negotiated Virtio features" line is a debug log
                   eal=["--log-level=lib.vhost.config:debug"],
                   wrap=(["valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -102,10 +106,13 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
         # seconds to minutes: the client runs until stopped (SIGINT).
         total = 3600 if backend else warm_s + window_s + 2
         role = (["rx"] if direction == "receive"
-                else ["tx", "--size", str(size), "--cooldown-s", "0"])
+                else ["tx", "--size", str(size), "--cooldown-s", "0",
+                      # flow f on queue f mod queues: every queue used
+                      "--flows", str(max(queues, 1))])
         # GEN may carry extra port options: PATH@max-frame=1518
         path, _, opts = gen.partition("@")
-        spec = f"vhost-user:{sock},queue-size=1024" + (f",{opts}" if opts else "")
+        spec = (f"vhost-user:{sock},queue-size=1024,queues={queues}"
+                + (f",{opts}" if opts else ""))
         cmd = [path, *role, "--duration-s", str(total), "--port", spec, "--cpu", "0",
                # a backend under valgrind takes long to answer the set-up
                "--wait-peer-s", "300" if backend else "10"]
@@ -118,8 +125,9 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
             wrap = (["valgrind", "--tool=callgrind", "--instr-atstart=no",
                      f"--callgrind-out-file={out_file}"] if callgrind else None)
             pmd = Testpmd(f"vhc{PID}c{n}", "0,1", 1,
-                          [f"net_virtio_user0,path={sock},queues=1,queue_size=1024"],
-                          extra=[f"--txpkts={size}"], wrap=wrap)
+                          [f"net_virtio_user0,path={sock},queues={queues},queue_size=1024"],
+                          extra=[f"--txpkts={size}", f"--rxq={queues}", f"--txq={queues}"],
+                          wrap=wrap)
             pmd._read_until(r"testpmd> ", 600 if callgrind else 60)
             pmd.cmd("set fwd " + ("txonly" if direction == "send" else "rxonly"))
             pmd.cmd("start")
@@ -237,6 +245,8 @@ def main() -> int:
     ap.add_argument("--warm-s", type=float, default=1.5)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--queues", type=int, default=1,
+                    help="queue pairs of the backend and the client (flows: as many)")
     ap.add_argument("--callgrind-backend", action="store_true",
                     help="count the testpmd net_vhost backend's instructions instead")
     a = ap.parse_args()
@@ -252,11 +262,11 @@ def main() -> int:
             n += 1
             slow = a.callgrind or a.callgrind_backend
             r = one(g, a.dir, a.size, a.window_s, 3.0 if slow else a.warm_s,
-                    a.callgrind, n, a.callgrind_backend)
+                    a.callgrind, n, a.callgrind_backend, a.queues)
             res[g].append(r)
             print(f"  {g}: " + " ".join(f"{k}={v:.3f}" for k, v in r.items()), file=sys.stderr)
     load = os.getloadavg()
-    print(f"{a.dir} {a.size} B, {a.runs} interleaved runs, medians; "
+    print(f"{a.dir} {a.size} B, {a.queues} queue pair(s), {a.runs} interleaved runs, medians; "
           f"load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     for g, f in FEATURES.items():
         print(f"virtio features negotiated with {g}: {f} "

@@ -275,7 +275,7 @@ impl Forwarder {
             let d = self.stalled_list[i];
             let pending = match table.get(d) {
                 Some(dst) if dst.port.link_up() => {
-                    let q = (self.worker % dst.queues) as usize;
+                    let q = self.tx_queue(dst);
                     let txq = dst.port.tx(q as u16);
                     let mut drops = TxDrops::default();
                     if txq.kick_pending() {
@@ -444,6 +444,17 @@ impl Forwarder {
         n
     }
 
+    /// The transmit queue this worker uses on `dst`: worker `w` sends on
+    /// queue `w mod n`, n the queues the peer has enabled
+    /// ([`Port::tx_queues_up`], at least 1, at most the port's queues). So
+    /// one worker always sends on queue 0, and several workers spread over
+    /// the queues a peer takes frames on, never onto one it left disabled.
+    #[inline]
+    fn tx_queue(&self, dst: &PortEntry) -> usize {
+        let up = dst.port.tx_queues_up().clamp(1, dst.queues);
+        (self.worker % up) as usize
+    }
+
     /// Sends one list to one destination: reserve, copy, publish.
     fn send_list(&mut self, dst: &PortEntry, pkts: &[Pkt], head: u16) -> u64 {
         if !dst.port.link_up() {
@@ -451,7 +462,7 @@ impl Forwarder {
                 .add_drops(DropReason::LinkDown, self.list_len(head));
             return 0;
         }
-        let q = (self.worker % dst.queues) as usize;
+        let q = self.tx_queue(dst);
         let txq: &dyn TxQueue = dst.port.tx(q as u16);
 
         // Flatten the list; frames the destination cannot carry are dropped.

@@ -69,6 +69,17 @@ pub trait Port: Send + Sync {
         true
     }
 
+    /// How many transmit queues, counted from queue 0, the peer takes
+    /// frames on now; senders spread over these only. A vhost-user guest
+    /// may enable fewer queue pairs than the port has (a DPDK
+    /// `net_virtio_user` with `queues=1`, a Linux guest after `ethtool -L
+    /// combined 1`): frames put on a queue it never enabled would be
+    /// dropped. Called per list sent: no allocation, no lock. Default
+    /// `u16::MAX`: every queue (the caller bounds it by `info().queues`).
+    fn tx_queues_up(&self) -> u16 {
+        u16::MAX
+    }
+
     /// Backend-specific counters (e.g. memif descriptors rejected), as
     /// `(name, value)` pairs for stats output. Control path only.
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {

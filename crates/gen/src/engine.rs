@@ -123,8 +123,8 @@ pub struct Sender<'a> {
     tx: OwnedTx<'a>,
     /// Queues 1..N of a multi-queue sender (empty: one queue, `tx`).
     more: Vec<OwnedTx<'a>>,
-    /// Per queue (multi-queue only, sized once): free slots, slots taken
-    /// by this burst, the burst's first slot, the next slot written.
+    /// Per queue (sized once): free slots, slots taken by this burst, the
+    /// burst's first slot, the next slot written.
     qfree: Vec<u64>,
     qused: Vec<u64>,
     qfirst: Vec<u64>,
@@ -180,7 +180,7 @@ impl<'a> Sender<'a> {
         assert!(!txs.is_empty(), "a sender needs a transmit queue");
         let more = txs.split_off(1);
         let tx = txs.pop().expect("one queue");
-        let nq = if more.is_empty() { 0 } else { more.len() + 1 };
+        let nq = more.len() + 1;
         let lens: Vec<u32> = gen.template_sizes().iter().map(|&l| l as u32).collect();
         let mut nslots = Vec::with_capacity(lens.len());
         for &l in &lens {
@@ -206,9 +206,12 @@ impl<'a> Sender<'a> {
                 debug_assert_eq!(m, n, "queues of one port differ");
             }
         }
-        // Multi-queue: frames are copied (a burst's frames go to several
-        // queues, so one in-place fill per burst does not apply).
-        let in_place = more.is_empty() && tx.fills_in_place() && nslots.iter().all(|&n| n == 1);
+        // In place when every queue fills in place and every frame takes
+        // one slot; with several queues one fill per run of frames on one
+        // queue (2026-11-27; before, several queues were copied into).
+        let in_place = tx.fills_in_place()
+            && more.iter().all(|q| q.fills_in_place())
+            && nslots.iter().all(|&n| n == 1);
         Ok(Self {
             tx,
             more,
@@ -321,56 +324,85 @@ impl<'a> Sender<'a> {
                 self.stats.behind_max = behind;
             }
         }
-        if !self.more.is_empty() {
-            return self.poll_multi(now, n, warm, paced);
+        // How many of the next n frames fit, each on its flow's queue
+        // (one queue: all of them on it), as many as fit in order: a frame
+        // whose queue is full ends the burst, so no flow overtakes itself.
+        let nq = self.qfree.len();
+        for q in 0..nq {
+            self.qfree[q] = pick(&mut self.tx, &mut self.more, q).free_slots() as u64;
+            self.qused[q] = 0;
         }
-        // How many of the next n frames fit.
-        let free = self.tx.free_slots() as u64;
         if !warm {
             self.stats.attempts += 1;
         }
-        if free == 0 && !paced {
-            if !warm {
-                self.stats.pushback += 1;
-            }
-            // Full ring, nothing due by a schedule: let the consumer work
-            // for a moment instead of pulling its index's cache line over
-            // again at once (~1 µs, about one burst of 64 B frames).
-            for _ in 0..FULL_BACKOFF_SPINS {
-                std::hint::spin_loop();
-            }
-            return 0;
-        }
-        let (mut slots, mut k) = (0u64, 0u64);
-        if self.in_place {
+        let mut k = 0u64;
+        if nq == 1 && self.in_place {
             // One slot per frame.
-            k = n.min(free);
-            slots = k;
+            k = n.min(self.qfree[0]);
+            self.qused[0] = k;
         } else {
             while k < n {
+                let q = if nq == 1 {
+                    0
+                } else {
+                    self.gen.peek_flow(k as usize) as usize % nq
+                };
                 let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
-                if slots + s > free {
+                if self.qused[q] + s > self.qfree[q] {
                     break;
                 }
-                slots += s;
+                self.qused[q] += s;
                 k += 1;
             }
         }
         if k < n && !warm {
             self.stats.pushback += 1;
         }
-        if k > 0 {
-            let first = self.tx.reserve(slots as u32);
-            let mut slot = first;
-            // The caller read the clock just before calling: the send
-            // timestamp of the whole burst (one clock read per burst).
-            let ts = now;
-            let (word, seq) = if warm {
-                (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
+        if k == 0 {
+            if !paced {
+                // Full ring, nothing due by a schedule: let the consumer
+                // work for a moment instead of pulling its index's cache
+                // line over again at once (~1 µs, about one burst of 64 B
+                // frames).
+                for _ in 0..FULL_BACKOFF_SPINS {
+                    std::hint::spin_loop();
+                }
+                return 0;
+            }
+            self.after_burst(n, 0, warm, paced);
+            return 0;
+        }
+        for q in 0..nq {
+            let used = self.qused[q];
+            if used > 0 {
+                let first = pick(&mut self.tx, &mut self.more, q).reserve(used as u32);
+                self.qfirst[q] = first;
+                self.qnext[q] = first;
+            }
+        }
+        // The caller read the clock just before calling: the send
+        // timestamp of the whole burst (one clock read per burst).
+        let ts = now;
+        let (word, seq) = if warm {
+            (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
+        } else {
+            (self.plan.stream, &mut self.seq)
+        };
+        let mut bytes = 0u64;
+        let mut left = k;
+        while left > 0 {
+            // A run of frames on one queue: the whole burst on one queue,
+            // else consecutive frames whose flows share a queue (with
+            // flows cycling frame by frame, one frame).
+            let (q, mut run) = (self.gen.peek_flow(0) as usize % nq, 1);
+            if nq == 1 {
+                run = left;
             } else {
-                (self.plan.stream, &mut self.seq)
-            };
-            let mut bytes = 0u64;
+                while run < left && self.gen.peek_flow(run as usize) as usize % nq == q {
+                    run += 1;
+                }
+            }
+            let tx = pick(&mut self.tx, &mut self.more, q);
             if self.in_place {
                 // Stamped straight into the port's buffers: only the bytes
                 // that change when a buffer still holds the template.
@@ -381,28 +413,36 @@ impl<'a> Sender<'a> {
                     ts,
                     bytes: 0,
                 };
-                self.tx.fill(slot, k as u32, &mut f);
-                bytes = f.bytes;
-                *seq += k;
+                tx.fill(self.qnext[q], run as u32, &mut f);
+                bytes += f.bytes;
+                *seq += run;
+                self.qnext[q] += run;
             } else {
-                for _ in 0..k {
+                for _ in 0..run {
                     let ti = self.gen.peek_template(0);
                     let f = self.gen.next(word, *seq, ts);
                     *seq += 1;
                     let ns = self.nslots[ti];
-                    self.tx.write(slot, ns, f);
-                    slot += ns as u64;
+                    tx.write(self.qnext[q], ns, f);
+                    self.qnext[q] += ns as u64;
                     bytes += self.lens[ti] as u64;
                 }
             }
-            self.tx.publish(first + slots);
-            self.last_send_ns = ts;
-            if warm {
-                self.stats.warmup_packets += k;
-            } else {
-                self.stats.packets += k;
-                self.stats.bytes += bytes;
+            left -= run;
+        }
+        for q in 0..nq {
+            let used = self.qused[q];
+            if used > 0 {
+                let end = self.qfirst[q] + used;
+                pick(&mut self.tx, &mut self.more, q).publish(end);
             }
+        }
+        self.last_send_ns = ts;
+        if warm {
+            self.stats.warmup_packets += k;
+        } else {
+            self.stats.packets += k;
+            self.stats.bytes += bytes;
         }
         self.after_burst(n, k, warm, paced);
         k
@@ -420,97 +460,21 @@ impl<'a> Sender<'a> {
             self.pacer.advance(n);
         }
     }
+}
 
-    /// Transmit queue `q` of a multi-queue sender.
-    #[inline]
-    fn txq(&mut self, q: usize) -> &mut OwnedTx<'a> {
-        if q == 0 {
-            &mut self.tx
-        } else {
-            &mut self.more[q - 1]
-        }
-    }
-
-    /// [`Sender::poll`] over several queues: the next `n` frames, each on
-    /// its flow's queue, as many as fit in order (a frame whose queue is
-    /// full ends the burst, so no flow overtakes itself).
-    #[inline]
-    fn poll_multi(&mut self, now: u64, n: u64, warm: bool, paced: bool) -> u64 {
-        let nq = self.qfree.len();
-        for q in 0..nq {
-            self.qfree[q] = self.txq(q).free_slots() as u64;
-            self.qused[q] = 0;
-        }
-        if !warm {
-            self.stats.attempts += 1;
-        }
-        let mut k = 0u64;
-        while k < n {
-            let q = self.gen.peek_flow(k as usize) as usize % nq;
-            let s = self.nslots[self.gen.peek_template(k as usize)] as u64;
-            if self.qused[q] + s > self.qfree[q] {
-                break;
-            }
-            self.qused[q] += s;
-            k += 1;
-        }
-        if k < n && !warm {
-            self.stats.pushback += 1;
-        }
-        if k == 0 && !paced {
-            for _ in 0..FULL_BACKOFF_SPINS {
-                std::hint::spin_loop();
-            }
-            return 0;
-        }
-        if k > 0 {
-            for q in 0..nq {
-                let used = self.qused[q];
-                if used > 0 {
-                    let first = self.txq(q).reserve(used as u32);
-                    self.qfirst[q] = first;
-                    self.qnext[q] = first;
-                }
-            }
-            let ts = now;
-            let (word, seq) = if warm {
-                (self.plan.stream | WARMUP_BIT, &mut self.warm_seq)
-            } else {
-                (self.plan.stream, &mut self.seq)
-            };
-            let mut bytes = 0u64;
-            for _ in 0..k {
-                let ti = self.gen.peek_template(0);
-                let q = self.gen.peek_flow(0) as usize % nq;
-                let f = self.gen.next(word, *seq, ts);
-                *seq += 1;
-                let ns = self.nslots[ti];
-                let tx = if q == 0 {
-                    &mut self.tx
-                } else {
-                    &mut self.more[q - 1]
-                };
-                tx.write(self.qnext[q], ns, f);
-                self.qnext[q] += ns as u64;
-                bytes += self.lens[ti] as u64;
-            }
-            for q in 0..nq {
-                let used = self.qused[q];
-                if used > 0 {
-                    let end = self.qfirst[q] + used;
-                    self.txq(q).publish(end);
-                }
-            }
-            self.last_send_ns = ts;
-            if warm {
-                self.stats.warmup_packets += k;
-            } else {
-                self.stats.packets += k;
-                self.stats.bytes += bytes;
-            }
-        }
-        self.after_burst(n, k, warm, paced);
-        k
+/// Transmit queue `q` of a sender: `tx` (queue 0) or `more[q - 1]`. (A
+/// function of the two fields, not a method, so that a frame borrowed from
+/// the generator can be written meanwhile.)
+#[inline]
+fn pick<'s, 'a>(
+    tx: &'s mut OwnedTx<'a>,
+    more: &'s mut [OwnedTx<'a>],
+    q: usize,
+) -> &'s mut OwnedTx<'a> {
+    if q == 0 {
+        tx
+    } else {
+        &mut more[q - 1]
     }
 }
 

@@ -297,15 +297,20 @@ impl Ovs {
     /// runs until one comes back whole (or a minute passed).
     fn prime(&self) {
         let (tx_port, rx_port) = specs(self);
+        self.prime_ports(&tx_port, &rx_port);
+    }
+
+    /// [`Ovs::prime`] with these turnout-gen port specs.
+    fn prime_ports(&self, tx_port: &str, rx_port: &str) {
         let t0 = Instant::now();
         loop {
             let out = Command::new(GEN)
                 .args([
                     "txrx",
                     "--port",
-                    &tx_port,
+                    tx_port,
                     "--rx-port",
-                    &rx_port,
+                    rx_port,
                     "--rate-pps",
                     "10000",
                     "--count",
@@ -431,13 +436,18 @@ fn n(v: &serde_json::Value) -> u64 {
 /// Deep rings: on a loaded 2-core host OVS's PMD thread or ours may be
 /// descheduled for tens of ms; the rings hold what arrives meanwhile.
 fn specs(o: &Ovs) -> (String, String) {
+    specs_with(o, "")
+}
+
+/// [`specs`] with more options (`,queues=2`).
+fn specs_with(o: &Ovs, more: &str) -> (String, String) {
     (
         format!(
-            "vhost-user:{},max-frame=9000,queue-size=8192",
+            "vhost-user:{},max-frame=9000,queue-size=8192{more}",
             o.server_sock().display()
         ),
         format!(
-            "vhost-user:{},server,max-frame=9000,queue-size=8192",
+            "vhost-user:{},server,max-frame=9000,queue-size=8192{more}",
             o.client_sock().display()
         ),
     )
@@ -463,47 +473,62 @@ fn txrx_through_ovs_dpdk_vhostuser_and_vhostuserclient_ports_counts_agree_exactl
         // The warm-up (not measured) brings both links up in OVS before
         // the measured frames: a vhost port's queues are enabled some time
         // after the device is set up.
-        let g = Gen::spawn(&[
-            "txrx",
-            "--port",
-            tx_port,
-            "--rx-port",
-            rx_port,
-            "--size",
-            &size.to_string(),
-            "--rate-pps",
-            "20000",
-            "--count",
-            &count.to_string(),
-            "--warmup-s",
-            "0.5",
-            "--cooldown-s",
-            "0.5",
-            "--wait-peer-s",
-            "60",
-        ]);
-        let (doc, errs) = g.finish(Duration::from_secs(120));
-        let (tx, rx) = (&doc["tx"], &doc["rx"]);
-        let what = format!(
-            "{size} B, {tx_port} -> {rx_port}: {} stderr {errs:?}",
-            summary(&doc)
-        );
-        eprintln!("{what}");
-        assert_eq!(n(&tx["packets"]), count, "sent, {what}");
-        assert_eq!(n(&rx["packets"]), count, "received, {what}");
-        assert_eq!(n(&rx["lost"]), 0, "{what}");
-        assert_eq!(n(&rx["foreign"]), 0, "{what}");
+        every_frame(tx_port, rx_port, size, count, &["--warmup-s", "0.5"]);
         if size == 64 {
             // OVS accepted the jumbo MTU once the devices were up.
             assert_eq!(o.vsctl(&["get", "interface", "vu1", "mtu"]), "9000");
             assert_eq!(o.vsctl(&["get", "interface", "vu2", "mtu"]), "9000");
         }
-        for p in doc["ports"].as_array().unwrap() {
-            let c = &p["counters"];
-            assert_eq!(n(&c["disconnects_lie"]), 0, "{what}");
-            assert_eq!(n(&c["connects"]), 1, "{what}");
-        }
     }
+}
+
+/// `txrx` of `count` frames of `size` B at 20 kpps from `tx_port` to
+/// `rx_port` (with `more` options): every frame through, none foreign, one
+/// connection per port and no lying backend. Its document and a summary.
+fn every_frame(
+    tx_port: &str,
+    rx_port: &str,
+    size: u32,
+    count: u64,
+    more: &[&str],
+) -> (serde_json::Value, String) {
+    let size_s = size.to_string();
+    let count_s = count.to_string();
+    let mut args = vec![
+        "txrx",
+        "--port",
+        tx_port,
+        "--rx-port",
+        rx_port,
+        "--size",
+        &size_s,
+        "--rate-pps",
+        "20000",
+        "--count",
+        &count_s,
+        "--cooldown-s",
+        "0.5",
+        "--wait-peer-s",
+        "60",
+    ];
+    args.extend(more);
+    let (doc, errs) = Gen::spawn(&args).finish(Duration::from_secs(120));
+    let (tx, rx) = (&doc["tx"], &doc["rx"]);
+    let what = format!(
+        "{size} B, {tx_port} -> {rx_port}: {} stderr {errs:?}",
+        summary(&doc)
+    );
+    eprintln!("{what}");
+    assert_eq!(n(&tx["packets"]), count, "sent, {what}");
+    assert_eq!(n(&rx["packets"]), count, "received, {what}");
+    assert_eq!(n(&rx["lost"]), 0, "{what}");
+    assert_eq!(n(&rx["foreign"]), 0, "{what}");
+    for p in doc["ports"].as_array().unwrap() {
+        let c = &p["counters"];
+        assert_eq!(n(&c["disconnects_lie"]), 0, "{what}");
+        assert_eq!(n(&c["connects"]), 1, "{what}");
+    }
+    (doc, what)
 }
 
 /// The cumulative `rx_packets` of the last interval line on `err`.
@@ -619,4 +644,74 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
         got - n(&rx["duplicated"]) + n(&rx["lost"]) <= sent,
         "{what}"
     );
+}
+
+/// Several queue pairs against OVS-DPDK: turnout-gen with `queues=2` on
+/// both ports. OVS takes the number of queue pairs of a vhost-user port
+/// from the frontend (no `n_rxq` to set) and its PMD thread polls every
+/// receive queue the frontend enabled; with `other_config:tx-steering=hash`
+/// it spreads what it sends over the frontend's queues by flow hash. Both
+/// directions, 64 and 1518 B, 32 flows: every frame through; turnout-gen
+/// sent each queue its equal share (flow f on queue f mod 2), OVS polled
+/// both receive queues of both ports (its log), and turnout-gen
+/// received on both its queues, their counts adding up to what it
+/// received.
+#[test]
+fn queue_pairs_through_ovs_dpdk_carry_every_frame_on_every_queue() {
+    let _g = serial();
+    let Some(o) = Ovs::start("mq") else {
+        return;
+    };
+    o.add_ports();
+    for i in ["vu1", "vu2"] {
+        o.vsctl(&["set", "interface", i, "other_config:tx-steering=hash"]);
+    }
+    let queues = 2u64;
+    let (server_port, client_port) = specs_with(&o, &format!(",queues={queues}"));
+    o.prime_ports(&server_port, &client_port);
+    // OVS's PMD thread took both receive queues of both ports (its log:
+    // "Core 1 on numa node 0 assigned port 'vu1' rx queue 1 ...").
+    let log = std::fs::read_to_string(o.dir.join("ovs-vswitchd.log")).unwrap_or_default();
+    for port in ["vu1", "vu2"] {
+        for q in 0..queues {
+            assert!(
+                log.contains(&format!("assigned port '{port}' rx queue {q} ")),
+                "OVS does not poll {port}'s queue {q}: {}",
+                o.log_tail()
+            );
+        }
+    }
+    let count = 20_000u64;
+    let ways = [(&server_port, &client_port), (&client_port, &server_port)];
+    for (size, (tx_port, rx_port)) in [64u32, 1518]
+        .into_iter()
+        .flat_map(|s| ways.iter().map(move |w| (s, *w)))
+    {
+        // (The warm-up as above: without it, the first few hundred frames
+        // were lost here while OVS brought the second port's queues up.)
+        let (doc, what) = every_frame(
+            tx_port,
+            rx_port,
+            size,
+            count,
+            &["--flows", "32", "--warmup-s", "0.5"],
+        );
+        let (tx, rx) = (&doc["tx"], &doc["rx"]);
+        let sent = &doc["ports"][0]["counters"];
+        let got = &doc["ports"][1]["counters"];
+        let all_sent = count + n(&tx["warmup_packets"]);
+        let all_got = count + n(&rx["warmup"]);
+        let mut got_sum = 0;
+        for q in 0..queues {
+            // Flows cycle frame by frame from flow 0, warm-up included:
+            // queue q gets every queues-th frame from the q-th on.
+            let tq = n(&sent[format!("txq{q}_frames")]);
+            let share = (all_sent + queues - 1 - q) / queues;
+            assert_eq!(tq, share, "queue {q}'s share, {what}");
+            let rq = n(&got[format!("rxq{q}_frames")]);
+            assert!(rq > 0, "OVS sent nothing on queue {q}, {what}");
+            got_sum += rq;
+        }
+        assert_eq!(got_sum, all_got, "{what}");
+    }
 }

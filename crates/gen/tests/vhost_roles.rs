@@ -14,7 +14,10 @@
 //! - turnout-gen killed (SIGKILL) mid-run and started again: the backend
 //!   takes the new frontend and counts agree exactly again.
 //!
-//! About 33 s here at load 12 (4 tests).
+//! - a frontend enabling fewer queue pairs than the port has (turnoutd
+//!   with two workers): every frame leaves on a queue it enabled.
+//!
+//! About 33 s here at load 12 (4 tests, before the fifth).
 //! `cargo test --release -p turnout-gen --test vhost_roles -- --test-threads=1`
 
 use std::path::PathBuf;
@@ -78,8 +81,18 @@ struct Rig {
 
 impl Rig {
     fn new(tag: &str, names: &[&str], queues: u16, mode: Mode) -> Rig {
+        Rig::on_workers(tag, names, queues, mode, &[])
+    }
+
+    /// [`Rig::new`] with `owners.len()` workers (at least one), port i's
+    /// receive queues on worker `owners[i]`.
+    fn on_workers(tag: &str, names: &[&str], queues: u16, mode: Mode, owners: &[usize]) -> Rig {
         let dir = TempDir::new(tag);
-        let sw = Switch::new(SwitchConfig::default(), Box::new(Pairs)).unwrap();
+        let cfg = SwitchConfig {
+            workers: vec![None; owners.len().max(1)],
+            ..SwitchConfig::default()
+        };
+        let sw = Switch::new(cfg, Box::new(Pairs)).unwrap();
         let mut ports = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let mut c = VhostUserConfig::new(dir.sock(name));
@@ -87,7 +100,8 @@ impl Rig {
             c.max_frame_b = 9000;
             c.mode = mode;
             let p = Arc::new(VhostUserPort::new(name, c).unwrap());
-            assert_eq!(sw.add_port(name, p.clone(), None).unwrap(), i as PortId);
+            let owner = owners.get(i).copied();
+            assert_eq!(sw.add_port(name, p.clone(), owner).unwrap(), i as PortId);
             ports.push(p);
         }
         Rig { sw, ports, dir }
@@ -281,8 +295,87 @@ fn queue_pairs_queue_sizes_and_server_mode_carry_exact_counts() {
         }
         assert_eq!(sum, all, "{opts}: {sent}");
         assert!(sent.get(format!("txq{queues}_frames")).is_none(), "{sent}");
+        // One worker: turnoutd sends every frame on queue 0 (worker w
+        // sends on queue w mod the queues the guest enabled), so a
+        // multi-queue guest gets nothing on its other queues.
+        for q in 1..queues as usize {
+            assert_eq!(n(&got[format!("rxq{q}_frames")]), 0, "{opts}: {got}");
+        }
         for p in &rig.ports {
             assert_eq!(p.counter("disconnects_lie"), Some(0), "{opts}");
+        }
+    }
+}
+
+/// turnoutd with two workers and ports of 4 queue pairs, port a owned by
+/// worker 1: frames from a leave b on queue `1 mod` the queue pairs b's
+/// frontend enabled. A frontend with one queue pair gets them on queue 0
+/// (before 2026-11-27 worker 1 sent on queue 1, which such a guest never
+/// enabled: every frame was dropped as tx_full); one with 2 or 4 on
+/// queue 1. Whatever the frontend sends on, on 1..4 queues, is received.
+#[test]
+fn a_frontend_enabling_fewer_queue_pairs_than_the_port_gets_every_frame() {
+    let _g = serial();
+    for (a_queues, b_queues, out_q) in [(1u16, 1u16, 0usize), (4, 1, 0), (2, 2, 1), (4, 4, 1)] {
+        let rig = Rig::on_workers("few", &["a", "b"], 4, Mode::Server, &[1, 0]);
+        let a = rig.spec("a", &format!(",queues={a_queues}"));
+        let b = rig.spec("b", &format!(",queues={b_queues}"));
+        let what = format!("a queues={a_queues}, b queues={b_queues}");
+        let count = 10_000;
+        // The most transmit queues b's port saw running during the run.
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = {
+            let (p, stop) = (rig.ports[1].clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut most = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    most = most.max(p.counter("tx_queues_up").unwrap());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                most
+            })
+        };
+        let doc = txrx_with(&a, &b, 64, count, &["--flows", "8"]);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(seen.join().unwrap(), b_queues as u64, "{what}");
+        let drops = rig.settled_drops();
+        conserved(&what, &doc, count, drops, 0);
+        // turnout-gen has left: no queue runs.
+        for p in &rig.ports {
+            assert!(
+                gen_common_wait(|| p.counter("tx_queues_up") == Some(0)),
+                "{what}"
+            );
+        }
+        // Not conserved's "some": on a loaded host a few may be tx_full,
+        // but a queue nobody polls would lose them all.
+        let got_n = n(&doc["rx"]["packets"]);
+        assert!(
+            got_n >= count * 9 / 10,
+            "{what}: received {got_n} of {count}"
+        );
+        let st = rig.sw.port_stats();
+        let sent = &doc["ports"][0]["counters"];
+        let got = &doc["ports"][1]["counters"];
+        let all = count + n(&doc["tx"]["warmup_packets"]);
+        for q in 0..4usize {
+            if q < a_queues as usize {
+                let tq = n(&sent[format!("txq{q}_frames")]);
+                assert_eq!(st[0].queues[q][0], tq, "{what}: a's queue {q}: {sent}");
+                assert_eq!(tq, all / a_queues as u64, "{what}: a's queue {q}: {sent}");
+            } else {
+                assert_eq!(st[0].queues[q][0], 0, "{what}: a's queue {q}");
+            }
+            let out = st[1].queues[q][2];
+            if q == out_q {
+                assert_eq!(out, st[1].tx_packets, "{what}: b's queue {q}");
+                assert_eq!(out, n(&got[format!("rxq{q}_frames")]), "{what}: {got}");
+            } else {
+                assert_eq!(out, 0, "{what}: b's queue {q}");
+            }
+        }
+        for p in &rig.ports {
+            assert_eq!(p.counter("disconnects_lie"), Some(0), "{what}");
         }
     }
 }

@@ -140,6 +140,9 @@ impl Device {
     fn stop(&mut self, i: usize) {
         let slot = &self.shared.slots[i];
         let Some(old) = slot.remove() else { return };
+        if i.is_multiple_of(2) {
+            self.count_tx_up();
+        }
         if let Some(k) = &old.kick {
             slot.epoll.remove(k.as_raw_fd());
         }
@@ -195,7 +198,27 @@ impl Device {
         }
         slot.install(Arc::new(s));
         slot.wake.notify();
+        if i.is_multiple_of(2) {
+            self.count_tx_up();
+        }
         Ok(())
+    }
+
+    /// Publishes how many transmit queues from 0 on run (the guest's
+    /// receive virtqueues `0, 2, ..` with a session), for the fabric's
+    /// queue choice ([`fabric::Port::tx_queues_up`]): a guest that enabled
+    /// fewer queue pairs than the port has gets frames on those only.
+    /// Queue pairs past a gap are not counted (Linux and DPDK enable a
+    /// prefix).
+    fn count_tx_up(&self) {
+        let n = self
+            .shared
+            .slots
+            .iter()
+            .step_by(2)
+            .take_while(|s| s.session.load().is_some())
+            .count();
+        self.shared.tx_up.store(n as u16, Relaxed);
     }
 
     fn restart(&mut self, i: usize) -> VuResult<()> {

@@ -38,7 +38,7 @@ pub mod vring;
 use std::fmt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering::*};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -189,6 +189,10 @@ pub struct Shared {
     /// and were kept (see device.rs).
     early_enables: AtomicU64,
     rejected: AtomicU64,
+    /// Transmit queues `0..tx_up` run (the guest's receive virtqueues
+    /// `0, 2, ..`): what [`Port::tx_queues_up`] answers. Written by the
+    /// control thread after each start or stop of a virtqueue.
+    tx_up: AtomicU16,
     /// Stopped sessions a worker still held when the stop's quiesce timed
     /// out: the control thread drops the last reference (see
     /// `crate::retire`), so unmapping guest memory and closing eventfds
@@ -233,6 +237,7 @@ impl Shared {
             protocol_errors: AtomicU64::new(0),
             early_enables: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
+            tx_up: AtomicU16::new(0),
             retired: Retired::default(),
         });
         Ok((shared, listener))
@@ -346,6 +351,10 @@ impl Port for VhostUserPort {
         self.shared.slots[0].session.load().is_some()
     }
 
+    fn tx_queues_up(&self) -> u16 {
+        self.shared.tx_up.load(Relaxed)
+    }
+
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
         counters_of(&self.shared)
     }
@@ -363,6 +372,7 @@ fn counters_of(s: &Shared) -> Vec<(&'static str, u64)> {
         ("protocol_errors", s.protocol_errors.load(Relaxed)),
         ("early_vring_enables", s.early_enables.load(Relaxed)),
         ("rejected_frontends", s.rejected.load(Relaxed)),
+        ("tx_queues_up", s.tx_up.load(Relaxed) as u64),
         ("rx_oversize", f.rx_oversize.load(Relaxed)),
         ("rx_short", f.rx_short.load(Relaxed)),
         ("rx_linearised", f.rx_linearised.load(Relaxed)),
