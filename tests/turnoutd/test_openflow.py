@@ -533,7 +533,7 @@ def test_packet_out_normal_and_normal_with_a_mirror(lab: Lab) -> None:
     # Now known: only port 2.
     s.sendall(packet_out(42, NO_BUFFER, OFPP_CONTROLLER, output(OFPP_NORMAL), to_x))
     wait_for("normal packet-out to the learned port", 5, lambda: sent({1: 2, 2: 2, 3: 2}))
-    assert "02:00:00:0e:00:99" in turnout_ctl(lab, "logic", "cmd", "normal_show").stdout
+    assert "02:00:00:00:0e:99" in turnout_ctl(lab, "logic", "cmd", "normal_show").stdout
     s.sendall(struct.pack("!BBHI", 4, 20, 8, 43))  # barrier: nothing refused
     assert recv_msg(s)[1] == 21
     s.close()

@@ -810,7 +810,7 @@ mod tests {
     fn refresh_writes_at_most_once_per_second() {
         let b = Bridge::new(64, 300);
         classify1(&b, 1, 5 * S, &frame(1, BCAST));
-        let bk = b.bucket(MacAddr(mac(1)).to_u64());
+        let bk = b.bucket(MacAddr(mac(1)).to_u64(), 0);
         let slot = (0..WAYS).find(|&i| bk.keys[i].load(Relaxed) != 0).unwrap();
         assert_eq!(bk.stamps[slot].load(Relaxed), 5);
         classify1(&b, 1, 5 * S + S / 2, &frame(1, BCAST));
