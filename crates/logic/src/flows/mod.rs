@@ -854,7 +854,8 @@ impl Writer {
             .map(|(i, _)| i)
             .collect();
         // Without normal one output stays an output; with it, a group.
-        if outs.len() < 2 && !(normal && !outs.is_empty()) {
+        let grouped = outs.len() >= 2 || (normal && !outs.is_empty());
+        if !grouped {
             return Ok(acts.into());
         }
         let all: Vec<usize> = acts
