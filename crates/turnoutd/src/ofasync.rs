@@ -594,6 +594,54 @@ mod tests {
         assert!(port_changes(&b, &b).is_empty());
     }
 
+    /// Runs `idle` (20 s timeout) on a thread, does `poke` 50 ms later,
+    /// and returns how long `idle` slept.
+    fn idle_until(hub: &Arc<Hub>, q: &Arc<pktin::PacketIns>, poke: impl FnOnce()) -> Duration {
+        let (h, q2) = (hub.clone(), q.clone());
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            idle(Some(&q2), &h, Duration::from_secs(20));
+            t0.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        poke();
+        t.join().unwrap()
+    }
+
+    #[test]
+    fn idle_wakes_on_a_packet_in_and_on_a_new_connection() {
+        let hub = Arc::new(Hub::new());
+        assert!(hub.wake.is_some());
+        let q = Arc::new(pktin::PacketIns::new(8, 1000, 10).unwrap());
+        q.set_controllers(1);
+        // A worker's packet-in wakes it (not the 20 s timeout).
+        let slept = idle_until(&hub, &q, || {
+            q.push(0, 0, 0, 0, 64, &[0; 64]);
+        });
+        assert!(
+            slept >= Duration::from_millis(40),
+            "did not sleep: {slept:?}"
+        );
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        assert_eq!(q.wakeups(), 1);
+        assert!(q.pop().is_some());
+        // A connection registering wakes it (it must count the controller).
+        let w: Writer = Arc::new(Mutex::new(Box::new(Vec::<u8>::new())));
+        let mut reg = None;
+        let slept = idle_until(&hub, &q, || {
+            reg = Some(hub.register(w, Arc::new(ConnState::default())));
+        });
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        // So does its going away.
+        let slept = idle_until(&hub, &q, || drop(reg.take()));
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        // Something queued already: no sleep at all.
+        q.push(0, 0, 0, 0, 64, &[0; 64]);
+        let t0 = Instant::now();
+        idle(Some(&q), &hub, Duration::from_secs(20));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
     #[test]
     fn roles_generation_ids_and_async_masks() {
         let hub = Arc::new(Hub::new());
