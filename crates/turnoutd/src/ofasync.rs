@@ -110,8 +110,8 @@ pub struct Hub {
     next: AtomicU64,
     /// The last generation id of a master or slave role request.
     generation: Mutex<Option<u64>>,
-    /// The switch configuration of set-config: `flags << 16 |
-    /// miss_send_len`, one for the switch (OpenFlow 1.3, 7.3.2: the
+    /// The switch configuration of set-config, (flags, miss_send_len),
+    /// one for the switch (OpenFlow 1.3, 7.3.2: the
     /// configuration parameters "in the switch"), so every connection's
     /// get-config sees the last set-config of any; None: never set
     /// (flags 0, [`DEFAULT_MISS_SEND_LEN`]).
