@@ -701,3 +701,95 @@ def test_flows_trace_agrees_with_ovs(peers: tuple[Ovs, Turnoutd, str], tmp_path:
     # many reach a port (a generator that only drops compares nothing).
     assert outputs > compared // 4, f"seed {seed}: only {outputs} outputs in {compared} frames"
     assert rewritten > outputs // 10, f"seed {seed}: only {rewritten} rewritten outputs"
+
+
+NORMAL_SETS = [
+    ["priority=0,actions=NORMAL"],
+    ["priority=0,actions=output:3,NORMAL"],
+    ["priority=0,actions=NORMAL,output:1"],
+    ["priority=0,actions=output:2,output:4,NORMAL"],
+    ["priority=5,udp,actions=output:4,NORMAL", "priority=0,actions=NORMAL"],
+]
+NVLANS = [None, 10, 20]
+
+
+def normal_frame(src: str, dst: str, vlan: int | None, udp: bool) -> bytes:
+    f: dict[str, Any] = {"eth_dst": dst, "eth_src": src, "vlan": None if vlan is None else vlan,
+                         "vlan2": None, "type": 0x0800, "tos": 0, "ttl": 64,
+                         "proto": 17 if udp else 6, "src": "10.0.0.1", "dst": "10.0.0.2",
+                         "tp_src": 1000, "tp_dst": 53}
+    return build_frame(f)
+
+
+def test_normal_agrees_with_ovs(peers: tuple[Ovs, Turnoutd, str], tmp_path: Path) -> None:
+    """NORMAL (OVS's, on a bridge whose ports have no VLAN configuration)
+    against turnoutd's `normal`: alone, with outputs in either order
+    (`output:3,NORMAL`), per VLAN. Both MAC tables get the same (VLAN, MAC,
+    port) entries: OVS's with `ovs-appctl fdb/add`, turnoutd's by
+    `ovs-ofctl packet-out in_port=P ... actions=NORMAL` (which learns the
+    source where it came from). Every traced frame comes from a MAC seeded
+    on its in_port and VLAN (so neither side learns anything new while
+    tracing) to a MAC known in its VLAN, known only in another VLAN,
+    unknown, on the ingress itself, or broadcast: the same output ports,
+    unmodified frames."""
+    ovs, daemon, target = peers
+    seed = int(os.environ.get("TURNOUT_OFDIFF_SEED", str(random.randrange(1 << 30))))
+    print(f"normal differential seed {seed}")
+    rng = random.Random(seed)
+    ovs.vsctl("set", "bridge", ovs.br, "other_config:mac-aging-time=3600")
+    # (vlan, mac) -> OpenFlow port: MACs 02:00:00:00:aa:NN, each seeded on
+    # a random port in 1..3 VLANs; one MAC on two VLANs at two ports.
+    table: dict[tuple[int, str], int] = {}
+    for n in range(1, 9):
+        mac = f"02:00:00:00:aa:{n:02x}"
+        for v in rng.sample([0, 10, 20], rng.randint(1, 3)):
+            table[(v, mac)] = rng.randint(1, NPORTS)
+    for (v, mac), p in sorted(table.items()):
+        ovs.appctl("fdb/add", ovs.br, f"{TAG}p{p}", str(v), mac)
+        frame = normal_frame(mac, "ff:ff:ff:ff:ff:ff", v or None, False)
+        ofctl("packet-out", target, f"in_port={p} packet={frame.hex()} actions=NORMAL")
+    shown = daemon.rpc("logic.command", {"cmd": "normal_show", "args": {}})["entries"]
+    got_table = {(e["vlan"], e["mac"]): e["port"] + 1 for e in shown}
+    assert got_table == table, f"seed {seed}: turnoutd learned {got_table}, want {table}"
+    fdb = ovs.appctl("fdb/show", ovs.br)
+    assert fdb.count("02:00:00:00:aa:") == len(table), fdb
+    unknown = "02:00:00:00:bb:01"
+    compared = kinds = 0
+    seen: dict[str, int] = {}
+    for flows in NORMAL_SETS:
+        path = tmp_path / "normal.txt"
+        path.write_text("\n".join(flows) + "\n")
+        for t in (ovs.mgmt, target):
+            ofctl("del-flows", t)
+            ofctl("add-flows", t, str(path))
+        for _ in range(60):
+            (v, src), in_port = rng.choice(sorted(table.items()))
+            same = [m for (vv, m), p in table.items() if vv == v and m != src]
+            other = [m for (vv, m) in table if vv != v and (v, m) not in table]
+            kind = rng.choice(["known", "other_vlan", "unknown", "broadcast", "known"])
+            if kind == "known" and same:
+                dst = rng.choice(same)
+                kind = "hairpin" if table[(v, dst)] == in_port else kind
+            elif kind == "other_vlan" and other:
+                dst = rng.choice(other)
+            elif kind == "broadcast":
+                dst = "ff:ff:ff:ff:ff:ff"
+            else:
+                kind, dst = "unknown", unknown
+            seen[kind] = seen.get(kind, 0) + 1
+            frame = normal_frame(src, dst, v or None, rng.random() < 0.5)
+            want_in = view(parse_frame(frame))
+            tr = ovs.appctl("ofproto/trace", ovs.br, f"in_port={in_port}", frame.hex())
+            want = {p: view(f) for p, f in ovs_outputs(ovs, tr, want_in).items()}
+            got_t = daemon.rpc("logic.command", {"cmd": "trace", "args": {
+                "packet": frame.hex(), "in_port": in_port - 1}})
+            got = {o["port"] + 1: view(parse_frame(bytes.fromhex(o["frame"])))
+                   for o in got_t["outputs"]}
+            compared += 1
+            kinds += len(want)
+            assert got == want, (
+                f"seed {seed}, flows {flows}, {kind}: in_port={in_port} vlan={v} "
+                f"{src} -> {dst}\nOVS: {sorted(want)}\nturnoutd: {sorted(got)}\n"
+                f"OVS trace:\n{tr}\nturnoutd trace: {json.dumps(got_t, indent=1)}")
+    print(f"normal: {compared} frames compared, {kinds} outputs, kinds {seen}")
+    assert seen.get("known", 0) > 10 and seen.get("other_vlan", 0) > 5, seen

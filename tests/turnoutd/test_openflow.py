@@ -11,7 +11,7 @@ the ports and counters. A mod-flows under a ~1 kpps stream of numbered
 frames must be in effect when ovs-ofctl returns (every frame sent after
 reaches the new port, none the old) with nothing lost. Refusals are checked through ovs-ofctl's exit
 status and message (unknown action, goto to a lower table, `normal` with
-another output) and through a raw socket for what ovs-ofctl will not send (a
+output:in_port) and through a raw socket for what ovs-ofctl will not send (a
 bad prerequisite, a bad length, a stream that cannot be framed). Flows
 with hard_timeout / idle_timeout must stop matching when they expire, and
 a raw connection must receive their OFPT_FLOW_REMOVED (and DELETE's);
@@ -24,6 +24,9 @@ A table-miss flow `priority=0,actions=normal` makes turnoutd the
 learning bridge OVS's NORMAL is: the three hosts ping each other, a
 unicast frame once learned leaves only by its port (the ports' counters),
 dump-flows shows NORMAL and `turnout ctl logic cmd normal_show` the MACs.
+Packet-out to NORMAL goes where that bridge says, and `output:3,NORMAL`
+mirrors to port 3 while switching by MAC. Set-config is switch-wide: two
+raw connections see each other's (a slave's is refused).
 The namespace set-up is threehosts.py's (shared with test_flows.py).
 
 OpenFlow port N is turnoutd port id N - 1 (docs/flows.md, "OpenFlow").
@@ -139,7 +142,7 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
         # OFPBAC_BAD_EXPERIMENTER (2, 2), which ovs-ofctl names BAD_VENDOR.
         ("actions=resubmit(,3)", "OFPBAC_BAD_VENDOR"),
         ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
-        ("actions=output:2,normal", "OFPBAC_UNSUPPORTED_ORDER"),
+        ("actions=in_port,normal", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=output:4294967289", "OFPBAC_BAD_OUT_PORT"),  # OFPP_TABLE
         ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
@@ -500,6 +503,97 @@ def test_packet_out(lab: Lab) -> None:
     s.sendall(struct.pack("!BBHI", 4, 20, 8, 33))  # barrier
     assert recv_msg(s)[1] == 21
     s.close()
+
+
+OFPP_NORMAL = 0xFFFFFFFA
+
+
+def test_packet_out_normal_and_normal_with_a_mirror(lab: Lab) -> None:
+    """Packet-out to OFPP_NORMAL goes where the flows logic's learning
+    bridge says (learning from a real in_port, not from CONTROLLER); a flow
+    `output:3,NORMAL` mirrors every frame to port 3 and switches it by MAC
+    (docs/flows.md, "The `normal` action")."""
+    assert lab.daemon is not None
+    d = lab.daemon
+    s = raw_conn(lab)
+    tx = {i: d.port(f"p{i}")["tx_packets"] for i in (1, 2, 3)}
+
+    def sent(want: dict[int, int]) -> bool:
+        return {i: d.port(f"p{i}")["tx_packets"] - tx[i] for i in (1, 2, 3)} == want
+
+    x = "020000000e99"  # a MAC no host has
+    to_x = bytes.fromhex(x) + bytes.fromhex(MAC[1].replace(":", "")) + b"\x88\xb5" + bytes(46)
+    from_x = b"\xff" * 6 + bytes.fromhex(x) + b"\x88\xb5" + bytes(46)
+    # Unknown destination, from the controller: every port.
+    s.sendall(packet_out(40, NO_BUFFER, OFPP_CONTROLLER, output(OFPP_NORMAL), to_x))
+    wait_for("normal packet-out flooded", 5, lambda: sent({1: 1, 2: 1, 3: 1}))
+    # From port 2 (OpenFlow 2): learned there, broadcast to the others.
+    s.sendall(packet_out(41, NO_BUFFER, 2, output(OFPP_NORMAL), from_x))
+    wait_for("normal packet-out from port 2", 5, lambda: sent({1: 2, 2: 1, 3: 2}))
+    # Now known: only port 2.
+    s.sendall(packet_out(42, NO_BUFFER, OFPP_CONTROLLER, output(OFPP_NORMAL), to_x))
+    wait_for("normal packet-out to the learned port", 5, lambda: sent({1: 2, 2: 2, 3: 2}))
+    assert "02:00:00:00:0e:99" in turnout_ctl(lab, "logic", "cmd", "normal_show").stdout
+    s.sendall(struct.pack("!BBHI", 4, 20, 8, 43))  # barrier: nothing refused
+    assert recv_msg(s)[1] == 21
+    s.close()
+    # output:3,NORMAL: h1 <-> h2 switched by MAC, all of it copied to port 3.
+    h = lab.hosts
+    lab.ofctl("add-flow", "priority=0,actions=output:3,NORMAL")
+    fl = flows_of(lab)
+    assert len(fl) == 1 and "actions=output:3,NORMAL" in fl[0], fl
+    assert ping(h[1], "10.0.0.2", 2)
+    before = tx_of(lab)
+    assert ping(h[1], "10.0.0.2", 10)
+    after = tx_of(lab)
+    got = {p: after[p] - before[p] for p in (1, 2, 3)}
+    # Requests to 2, replies to 1, both to 3 (a few ARP/ND frames more).
+    assert 10 <= got[2] <= 14 and 10 <= got[1] <= 14 and got[3] >= 20, got
+    # Not refused by ovs-ofctl either in the other order.
+    lab.ofctl("add-flow", "priority=1,icmp,actions=NORMAL,output:1")
+    assert ping(h[2], "10.0.0.3", 2)
+
+
+def test_set_config_is_switch_wide(lab: Lab) -> None:
+    """OpenFlow 1.3 (7.3.2): one switch configuration; what one connection
+    sets, another's get-config reads; a slave may not set it."""
+    a, b = raw_conn(lab), raw_conn(lab)
+
+    def get(c: socket.socket, xid: int) -> tuple[int, int]:
+        c.sendall(struct.pack("!BBHI", 4, 7, 8, xid))
+        r = recv_msg(c)
+        assert r[1] == 8 and struct.unpack("!I", r[4:8])[0] == xid, r.hex()
+        return struct.unpack("!HH", r[8:12])
+
+    def set_(c: socket.socket, xid: int, flags: int, msl: int) -> bytes:
+        # Set-config has no reply and connections are served by threads of
+        # their own: a barrier says it was done before the other reads.
+        c.sendall(struct.pack("!BBHIHH", 4, 9, 12, xid, flags, msl)
+                  + struct.pack("!BBHI", 4, 20, 8, xid + 1000))
+        r = recv_msg(c)
+        if r[1] == 1:  # an error first: the barrier reply follows
+            assert recv_msg(c)[1] == 21
+        else:
+            assert r[1] == 21, r.hex()
+        return r
+
+    assert get(a, 60) == (0, 128) and get(b, 61) == (0, 128)
+    set_(a, 62, 0, 0xFFFF)
+    assert get(b, 63) == (0, 0xFFFF) and get(a, 64) == (0, 0xFFFF)
+    set_(b, 65, 0, 200)
+    assert get(a, 66) == (0, 200)
+    # A slave: OFPBRC_IS_SLAVE, nothing changed.
+    r = role_request(b, 67, ROLE_SLAVE, 1)
+    assert struct.unpack("!I", r[8:12])[0] == ROLE_SLAVE
+    e = set_(b, 68, 0, 300)
+    assert e[1] == 1 and struct.unpack("!IHH", e[4:12]) == (68, 1, 10), e.hex()
+    assert get(a, 69) == (0, 200)
+    # A closed connection leaves it.
+    a.close()
+    c = raw_conn(lab)
+    assert get(c, 70) == (0, 200)
+    b.close()
+    c.close()
 
 
 def apply_actions(actions: bytes) -> bytes:

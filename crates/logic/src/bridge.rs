@@ -28,11 +28,27 @@
 //! both insert it, and the later duplicate is removed by the next learn;
 //! a lost compare-exchange just learns on a later frame.
 //!
+//! # VLANs (the flows logic's `normal` only)
+//! Made with [`Bridge::per_vlan`], the table learns and looks up (VLAN,
+//! MAC) pairs, as Open vSwitch's NORMAL on a bridge whose ports have no
+//! VLAN configuration (every port a trunk of every VLAN): a MAC learned on
+//! VLAN 10 does not steer a frame of VLAN 20, which floods; an untagged or
+//! priority-tagged frame is VLAN 0. A slot's VLAN id sits beside its key
+//! (`vids`); the key stays the commit point: a slot is (re)filled by
+//! swapping its key to `CLAIM` (no other writer touches a claimed slot),
+//! writing the VLAN id and stamp, and releasing the new key; a reader
+//! loads key, VLAN id, then the key again, and trusts the VLAN id only if
+//! the key did not change. The `bridge` logic is VLAN-blind (VLAN 0 for
+//! every frame), as before.
+//!
 //! Expiry is lazy (an expired entry is a miss) plus a sweep: once per
 //! second of data-path time, one worker clears expired entries from the next
 //! 256 buckets, so stale slots are freed and `show` stays short.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 use serde_json::{json, Value};
 use wire::MacAddr;
@@ -58,7 +74,12 @@ const GROUP_BIT: u64 = 1 << 40;
 struct Bucket {
     keys: [AtomicU64; WAYS],
     stamps: [AtomicU32; WAYS],
+    vids: [AtomicU16; WAYS],
 }
+
+/// A slot being (re)filled by one writer: never a learned key (its MAC,
+/// all ones, is a group address, never learned).
+const CLAIM: u64 = u64::MAX;
 
 /// Counters and control state written rarely (learn events, once a second),
 /// kept off the buckets' and the configuration's cache lines.
@@ -77,6 +98,8 @@ struct Stats {
 /// The learning bridge.
 pub struct Bridge {
     buckets: Box<[Bucket]>,
+    /// Learns per (VLAN, MAC): [`Bridge::per_vlan`].
+    vlans: AtomicBool,
     mask: usize,
     aging_s: AtomicU32,
     stats: Stats,
@@ -124,10 +147,12 @@ impl Bridge {
             .map(|_| Bucket {
                 keys: Default::default(),
                 stamps: Default::default(),
+                vids: Default::default(),
             })
             .collect();
         Bridge {
             buckets,
+            vlans: AtomicBool::new(false),
             mask: n - 1,
             aging_s: AtomicU32::new(aging_s),
             stats: Stats::default(),
@@ -168,19 +193,67 @@ impl Bridge {
         self.buckets.len() * WAYS
     }
 
+    /// Learns and looks up per (VLAN, MAC) from now on (the flows
+    /// logic's `normal`; made so before any traffic).
+    pub fn per_vlan(self) -> Bridge {
+        self.vlans.store(true, Relaxed);
+        self
+    }
+
+    /// The VLAN id a frame is learned and looked up in: its outer 802.1Q
+    /// (or 802.1ad) tag's, 0 untagged or VLAN-blind.
     #[inline]
-    fn bucket(&self, mac: u64) -> &Bucket {
-        let h = mac.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    fn vid_of(&self, frame: &[u8]) -> u16 {
+        if !self.vlans.load(Relaxed) || frame.len() < 18 {
+            return 0;
+        }
+        if !wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([frame[12], frame[13]])) {
+            return 0;
+        }
+        u16::from_be_bytes([frame[14], frame[15]]) & 0x0fff
+    }
+
+    #[inline]
+    fn bucket(&self, mac: u64, vid: u16) -> &Bucket {
+        let h = (mac | (vid as u64) << 48).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         &self.buckets[(h >> 32) as usize & self.mask]
     }
 
-    /// The port `mac` was learned on, if the entry is live.
+    /// Slot `i` of `b` from `old` (its key as read) to `new` of `vid`
+    /// stamped `stamp`; false if another writer changed it first.
+    fn install(b: &Bucket, i: usize, old: u64, new: u64, vid: u16, stamp: u32) -> bool {
+        if old == CLAIM
+            || b.keys[i]
+                .compare_exchange(old, CLAIM, Acquire, Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        // A reader that sees the VLAN id below then sees CLAIM (or later)
+        // on its second look at the key (see the module's doc).
+        fence(Release);
+        b.vids[i].store(vid, Relaxed);
+        b.stamps[i].store(stamp, Relaxed);
+        b.keys[i].store(new, Release);
+        true
+    }
+
+    /// The VLAN id of slot `i` whose key was read as `k`, if `k` still
+    /// holds (else the slot changed under the reader).
     #[inline]
-    fn lookup(&self, mac: u64, now_s: u32, aging_s: u32) -> Option<PortId> {
-        let b = self.bucket(mac);
+    fn vid_at(b: &Bucket, i: usize, k: u64) -> Option<u16> {
+        let v = b.vids[i].load(Relaxed);
+        fence(Acquire);
+        (b.keys[i].load(Relaxed) == k).then_some(v)
+    }
+
+    /// The port `mac` was learned on in `vid`, if the entry is live.
+    #[inline]
+    fn lookup(&self, mac: u64, vid: u16, now_s: u32, aging_s: u32) -> Option<PortId> {
+        let b = self.bucket(mac, vid);
         for i in 0..WAYS {
-            let k = b.keys[i].load(Relaxed);
-            if k != 0 && k >> 16 == mac {
+            let k = b.keys[i].load(Acquire);
+            if k != 0 && k != CLAIM && k >> 16 == mac && Self::vid_at(b, i, k) == Some(vid) {
                 if expired(b.stamps[i].load(Relaxed), now_s, aging_s) {
                     return None;
                 }
@@ -190,23 +263,26 @@ impl Bridge {
         None
     }
 
-    /// Records that `mac` (unicast, non-zero) was seen on `port`.
+    /// Records that `mac` (unicast, non-zero) of `vid` was seen on `port`.
     #[inline]
-    fn learn(&self, mac: u64, port: PortId, now_s: u32, aging_s: u32) {
-        let b = self.bucket(mac);
+    fn learn(&self, mac: u64, vid: u16, port: PortId, now_s: u32, aging_s: u32) {
+        let b = self.bucket(mac, vid);
         let new = pack(mac, port);
         let mut found: Option<(usize, u64, u32)> = None;
         let mut empty = None;
         let mut stale = None;
         let mut oldest: Option<(usize, u64, u32)> = None;
         for i in 0..WAYS {
-            let k = b.keys[i].load(Relaxed);
+            let k = b.keys[i].load(Acquire);
             if k == 0 {
                 empty = empty.or(Some(i));
                 continue;
             }
+            if k == CLAIM {
+                continue; // another writer's, for a moment
+            }
             let s = b.stamps[i].load(Relaxed);
-            if k >> 16 == mac {
+            if k >> 16 == mac && Self::vid_at(b, i, k) == Some(vid) {
                 if found.is_none() {
                     found = Some((i, k, s));
                 } else {
@@ -250,13 +326,8 @@ impl Bridge {
                 return;
             }
         };
-        // Stamp first: a reader that sees the new key then sees a fresh stamp
-        // (or the old one, making the new entry a harmless miss for a moment).
-        b.stamps[i].store(now_s, Relaxed);
-        if b.keys[i]
-            .compare_exchange(old, new, Relaxed, Relaxed)
-            .is_ok()
-        {
+        // Stamp and VLAN id before the key (`install`).
+        if Self::install(b, i, old, new, vid, now_s) {
             self.stats.learned.fetch_add(1, Relaxed);
             if evicts {
                 self.stats.evicted.fetch_add(1, Relaxed);
@@ -276,6 +347,7 @@ impl Bridge {
             for i in 0..WAYS {
                 let k = b.keys[i].load(Relaxed);
                 if k != 0
+                    && k != CLAIM
                     && expired(b.stamps[i].load(Relaxed), now_s, aging)
                     && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok()
                 {
@@ -293,6 +365,7 @@ impl Bridge {
             for i in 0..WAYS {
                 let k = b.keys[i].load(Relaxed);
                 if k != 0
+                    && k != CLAIM
                     && pred(k, b.stamps[i].load(Relaxed))
                     && b.keys[i].compare_exchange(k, 0, Relaxed, Relaxed).is_ok()
                 {
@@ -305,19 +378,18 @@ impl Bridge {
 
     /// Adds (or replaces) a static entry.
     fn add_static(&self, mac: u64, port: PortId) -> Result<(), String> {
-        let b = self.bucket(mac);
+        let b = self.bucket(mac, 0);
         let new = pack(mac, port);
         let now_s = self.stats.now_s.load(Relaxed);
         let aging = self.aging_s.load(Relaxed);
         for _attempt in 0..8 {
             // Replace an existing entry for this MAC.
             if let Some(i) = (0..WAYS).find(|&i| {
-                let k = b.keys[i].load(Relaxed);
-                k != 0 && k >> 16 == mac
+                let k = b.keys[i].load(Acquire);
+                k != 0 && k != CLAIM && k >> 16 == mac && Self::vid_at(b, i, k) == Some(0)
             }) {
-                let k = b.keys[i].load(Relaxed);
-                b.stamps[i].store(STATIC, Relaxed);
-                if b.keys[i].compare_exchange(k, new, Relaxed, Relaxed).is_ok() {
+                let k = b.keys[i].load(Acquire);
+                if Self::install(b, i, k, new, 0, STATIC) {
                     return Ok(());
                 }
                 continue;
@@ -327,7 +399,7 @@ impl Bridge {
             for i in 0..WAYS {
                 let k = b.keys[i].load(Relaxed);
                 let s = if k == 0 { 0 } else { b.stamps[i].load(Relaxed) };
-                if k != 0 && s == STATIC {
+                if k == CLAIM || (k != 0 && s == STATIC) {
                     continue;
                 }
                 let rank = if k == 0 {
@@ -360,8 +432,7 @@ impl Bridge {
                     MacAddr::from_u64(mac)
                 ));
             };
-            b.stamps[i].store(STATIC, Relaxed);
-            if b.keys[i].compare_exchange(k, new, Relaxed, Relaxed).is_ok() {
+            if Self::install(b, i, k, new, 0, STATIC) {
                 if k != 0 {
                     self.stats.evicted.fetch_add(1, Relaxed);
                 }
@@ -390,19 +461,19 @@ impl Bridge {
 
     /// Learns unicast, non-zero source `src` on `ingress`.
     #[inline]
-    fn learn_src(&self, src: u64, ingress: PortId, now_s: u32, aging: u32) {
+    fn learn_src(&self, src: u64, vid: u16, ingress: PortId, now_s: u32, aging: u32) {
         if src & GROUP_BIT == 0 && src != 0 {
-            self.learn(src, ingress, now_s, aging);
+            self.learn(src, vid, ingress, now_s, aging);
         }
     }
 
     /// Where a frame to `dst` received on `ingress` goes.
     #[inline]
-    fn forward(&self, dst: u64, ingress: PortId, now_s: u32, aging: u32) -> Verdict {
+    fn forward(&self, dst: u64, vid: u16, ingress: PortId, now_s: u32, aging: u32) -> Verdict {
         if dst & GROUP_BIT != 0 {
             return Verdict::Flood;
         }
-        match self.lookup(dst, now_s, aging) {
+        match self.lookup(dst, vid, now_s, aging) {
             Some(p) if p == ingress => Verdict::Drop(DropReason::Hairpin),
             Some(p) => Verdict::Port(p),
             None => Verdict::Flood,
@@ -418,8 +489,15 @@ impl Bridge {
             return Verdict::Drop(DropReason::Runt);
         }
         let aging = self.tick(now_s);
-        self.learn_src(mac48(&frame[6..12]), ingress, now_s, aging);
-        self.forward(mac48(&frame[0..6]), ingress, now_s, aging)
+        let vid = self.vid_of(frame);
+        self.learn_src(mac48(&frame[6..12]), vid, ingress, now_s, aging);
+        self.forward(mac48(&frame[0..6]), vid, ingress, now_s, aging)
+    }
+
+    /// [`Bridge::learn_and_lookup`] at the latest data-path second seen
+    /// (the control path: an OpenFlow packet-out to `NORMAL`).
+    pub(crate) fn learn_now(&self, frame: &[u8], ingress: PortId) -> Verdict {
+        self.learn_and_lookup(frame, ingress, self.stats.now_s.load(Relaxed))
     }
 
     /// Where `frame` received on `ingress` would go, without learning (the
@@ -431,6 +509,7 @@ impl Bridge {
         let now_s = self.stats.now_s.load(Relaxed);
         self.forward(
             mac48(&frame[0..6]),
+            self.vid_of(frame),
             ingress,
             now_s,
             self.aging_s.load(Relaxed),
@@ -449,21 +528,30 @@ impl Bridge {
         let mut entries = Vec::new();
         for b in self.buckets.iter() {
             for i in 0..WAYS {
-                let k = b.keys[i].load(Relaxed);
+                let k = b.keys[i].load(Acquire);
                 let s = b.stamps[i].load(Relaxed);
-                if k == 0 || expired(s, now_s, aging) {
+                if k == 0 || k == CLAIM || expired(s, now_s, aging) {
                     continue;
                 }
+                let Some(vid) = Self::vid_at(b, i, k) else {
+                    continue;
+                };
                 let st = s == STATIC;
-                entries.push(json!({
+                let mut e = json!({
                     "mac": MacAddr::from_u64(k >> 16).to_string(),
                     "port": k as PortId,
                     "static": st,
                     "age_s": if st { Value::Null } else { json!(now_s.saturating_sub(s)) },
-                }));
+                });
+                if self.vlans.load(Relaxed) {
+                    e["vlan"] = json!(vid);
+                }
+                entries.push(e);
             }
         }
-        entries.sort_by(|a, b| a["mac"].as_str().cmp(&b["mac"].as_str()));
+        entries.sort_by(|a, b| {
+            (a["mac"].as_str(), a["vlan"].as_u64()).cmp(&(b["mac"].as_str(), b["vlan"].as_u64()))
+        });
         json!({
             "entries": entries,
             "capacity": self.capacity(),
@@ -498,14 +586,14 @@ impl Logic for Bridge {
             let src = mac48(&d[6..12]);
             if src != last_src {
                 last_src = src;
-                self.learn_src(src, ingress, now_s, aging);
+                self.learn_src(src, 0, ingress, now_s, aging);
                 if src == last_dst {
                     last_dst = u64::MAX;
                 }
             }
             if dst != last_dst {
                 last_dst = dst;
-                last_verdict = self.forward(dst, ingress, now_s, aging);
+                last_verdict = self.forward(dst, 0, ingress, now_s, aging);
             }
             *v = last_verdict;
         }
@@ -722,7 +810,7 @@ mod tests {
     fn refresh_writes_at_most_once_per_second() {
         let b = Bridge::new(64, 300);
         classify1(&b, 1, 5 * S, &frame(1, BCAST));
-        let bk = b.bucket(MacAddr(mac(1)).to_u64());
+        let bk = b.bucket(MacAddr(mac(1)).to_u64(), 0);
         let slot = (0..WAYS).find(|&i| bk.keys[i].load(Relaxed) != 0).unwrap();
         assert_eq!(bk.stamps[slot].load(Relaxed), 5);
         classify1(&b, 1, 5 * S + S / 2, &frame(1, BCAST));
@@ -744,9 +832,9 @@ mod tests {
 
     /// MACs that all hash to the bucket of `mac(0)`.
     fn same_bucket(b: &Bridge, n: usize) -> Vec<u32> {
-        let target = b.bucket(MacAddr(mac(0)).to_u64()) as *const Bucket;
+        let target = b.bucket(MacAddr(mac(0)).to_u64(), 0) as *const Bucket;
         (0u32..)
-            .filter(|&i| std::ptr::eq(b.bucket(MacAddr(mac(i)).to_u64()), target))
+            .filter(|&i| std::ptr::eq(b.bucket(MacAddr(mac(i)).to_u64(), 0), target))
             .take(n)
             .collect()
     }
@@ -941,6 +1029,59 @@ mod tests {
                 assert_eq!(show_port(&b, mac(w * 1000 + i)), Some(w as u64));
             }
         }
+    }
+
+    /// `frame(src, dst)` tagged with VLAN `vid`.
+    fn tagged(src: u32, dst: [u8; 6], vid: u16) -> Vec<u8> {
+        let f = frame(src, dst);
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00]);
+        t.extend_from_slice(&vid.to_be_bytes());
+        t.extend_from_slice(&f[12..]);
+        t
+    }
+
+    #[test]
+    fn per_vlan_entries_never_answer_for_another_vlan_under_races() {
+        // A small table (16 entries) so slots are evicted and refilled all
+        // the time: 4 workers learn the same 8 MACs, each on its own VLAN
+        // (10 + w) from its own port w, and look them up in that VLAN. A
+        // reader that took a slot's VLAN id from a refill of another VLAN
+        // would forward to another worker's port.
+        let b = std::sync::Arc::new(Bridge::new(16, 300).per_vlan());
+        let threads: Vec<_> = (0..4u16)
+            .map(|w| {
+                let b = b.clone();
+                std::thread::spawn(move || {
+                    for round in 0..3000u32 {
+                        for i in 0..8u32 {
+                            let vid = 10 + w;
+                            // Learned from port w + 4 ...
+                            b.learn_and_lookup(&tagged(i, [0xff; 6], vid), w + 4, 1);
+                            // ... looked up from port 100 + w (learning a
+                            // source of its own there: more churn).
+                            let dst = mac((i + round) % 8);
+                            let v =
+                                b.learn_and_lookup(&tagged(1000 + w as u32, dst, vid), 100 + w, 1);
+                            assert!(
+                                matches!(v, Verdict::Flood) || v == Verdict::Port(w + 4),
+                                "worker {w}: {v:?}"
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // VLAN-blind (the bridge logic): the tag does not matter.
+        let blind = Bridge::new(64, 300);
+        blind.learn_and_lookup(&tagged(1, mac(2), 10), 1, 1);
+        assert_eq!(
+            blind.learn_and_lookup(&tagged(2, mac(1), 20), 2, 1),
+            Verdict::Port(1)
+        );
     }
 
     proptest! {

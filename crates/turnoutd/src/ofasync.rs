@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fabric::sys::EventFd;
 use fabric::{DropReason, PortId, PortStats, Verdict};
 use logic::flows::ofp::{actions_from_of, of_port, port_id};
 use logic::flows::{extract, pktin, Action, Field, Flows};
@@ -27,6 +28,11 @@ use crate::log::Level;
 pub const PORT_POLL: Duration = Duration::from_millis(100);
 /// Most packet-ins carried per round before looking at the ports again.
 const BATCH: usize = 256;
+/// `miss_send_len` until a set-config (`OFP_DEFAULT_MISS_SEND_LEN`).
+pub const DEFAULT_MISS_SEND_LEN: u16 = 128;
+/// How long the dispatcher naps when it cannot sleep until woken (no
+/// eventfd for the hub, or `poll` failed).
+pub const FALLBACK_NAP: Duration = Duration::from_millis(2);
 
 /// `OFPPR_ADD`, `OFPPR_DELETE`, `OFPPR_MODIFY`.
 pub const PPR_ADD: u8 = 0;
@@ -95,10 +101,21 @@ impl ConnState {
 /// The connections that receive asynchronous messages.
 #[derive(Default)]
 pub struct Hub {
+    /// Wakes the dispatcher when the receivers change (a connection came
+    /// or went, a role or set-async changed) or the channel stops; None if
+    /// no eventfd could be made (the dispatcher then looks every
+    /// [`FALLBACK_NAP`]).
+    wake: Option<EventFd>,
     conns: Mutex<Vec<(u64, Writer, Arc<ConnState>)>>,
     next: AtomicU64,
     /// The last generation id of a master or slave role request.
     generation: Mutex<Option<u64>>,
+    /// The switch configuration of set-config, (flags, miss_send_len),
+    /// one for the switch (OpenFlow 1.3, 7.3.2: the
+    /// configuration parameters "in the switch"), so every connection's
+    /// get-config sees the last set-config of any; None: never set
+    /// (flags 0, [`DEFAULT_MISS_SEND_LEN`]).
+    switch_config: Mutex<Option<(u16, u16)>>,
     /// Packet-ins and port-status messages written.
     pub sent: AtomicU64,
     /// Asynchronous messages a connection did not take (write failed).
@@ -118,10 +135,28 @@ impl Drop for Registration {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|(i, _, _)| *i != self.id);
+        self.hub.changed();
     }
 }
 
 impl Hub {
+    /// A hub with its wake-up eventfd (without one if it cannot be made:
+    /// the dispatcher then naps instead of sleeping until woken).
+    pub fn new() -> Hub {
+        Hub {
+            wake: EventFd::new().ok(),
+            ..Hub::default()
+        }
+    }
+
+    /// Wakes the dispatcher: the receivers of packet-ins changed, or the
+    /// channel is stopping.
+    pub fn changed(&self) {
+        if let Some(w) = &self.wake {
+            w.notify();
+        }
+    }
+
     /// Adds a connection; it receives messages until the registration drops.
     pub fn register(self: &Arc<Self>, w: Writer, state: Arc<ConnState>) -> Registration {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
@@ -129,10 +164,26 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push((id, w, state));
+        self.changed();
         Registration {
             hub: self.clone(),
             id,
         }
+    }
+
+    /// The switch configuration (flags, miss_send_len).
+    pub fn switch_config(&self) -> (u16, u16) {
+        self.switch_config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or((0, DEFAULT_MISS_SEND_LEN))
+    }
+
+    /// A set-config: replaces the switch configuration for every
+    /// connection.
+    pub fn set_switch_config(&self, flags: u16, miss_send_len: u16) {
+        *self.switch_config.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((flags, miss_send_len));
     }
 
     /// Connections registered.
@@ -188,6 +239,7 @@ impl Hub {
             }
             _ => return Err(OfpError::new(et::ROLE_REQUEST_FAILED, rrfc::BAD_ROLE)),
         }
+        self.changed();
         Ok((state.role(), g.unwrap_or(0)))
     }
 
@@ -276,7 +328,11 @@ fn snapshot(ports: &[PortStats]) -> PortMap {
 }
 
 /// The dispatcher: until `stop`, carries packet-ins and port changes to
-/// every registered connection.
+/// every registered connection. Idle, it sleeps in `poll` on the packet-in
+/// queue's eventfd (written by the worker that queues into an empty queue
+/// while it sleeps: `pktin::PacketIns::sleep_begin`) and the hub's (a
+/// connection came or went, a role or async config changed, the channel
+/// stops), at most until the next port comparison ([`PORT_POLL`]).
 pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
     let mut ports = snapshot(&daemon.switch().port_stats());
     let mut polled = Instant::now();
@@ -332,12 +388,40 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
                 );
             }
         }
-        if moved == 0 {
-            std::thread::sleep(Duration::from_millis(2));
+        if moved == 0 && !stop.load(Ordering::Acquire) {
+            idle(
+                q.as_deref(),
+                &hub,
+                PORT_POLL.saturating_sub(polled.elapsed()),
+            );
         }
     }
     if let Some(q) = &q {
         q.set_controllers(0);
+    }
+}
+
+/// Sleeps until a packet-in is queued, the hub is woken, or `timeout`.
+fn idle(q: Option<&pktin::PacketIns>, hub: &Hub, timeout: Duration) {
+    let Some(hw) = &hub.wake else {
+        std::thread::sleep(FALLBACK_NAP.min(timeout));
+        return;
+    };
+    let mut fds = vec![hw.fd()];
+    if let Some(q) = q {
+        if !q.sleep_begin() {
+            return;
+        }
+        fds.push(q.wake_fd());
+    }
+    // Rounded up: a 0 ms poll before the port comparison would spin.
+    let ms = (timeout.as_micros().div_ceil(1000) as i32).max(1);
+    if crate::sys::poll_any(&fds, ms).is_err() {
+        std::thread::sleep(FALLBACK_NAP);
+    }
+    hw.drain();
+    if let Some(q) = q {
+        q.sleep_end();
     }
 }
 
@@ -348,6 +432,8 @@ enum Out {
     Flood,
     /// Through the flow tables.
     Table,
+    /// Where the `flows` logic's learning bridge says (`OFPP_NORMAL`).
+    Normal,
 }
 
 /// Executes a packet-out: the frame (no buffering: `buffer_id` must be
@@ -392,6 +478,8 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
                 port::TABLE => Out::Table,
                 port::IN_PORT if ingress != PortId::MAX => Out::Port(ingress),
                 port::FLOOD | port::ALL => Out::Flood,
+                // Only the flows logic has the learning bridge.
+                port::NORMAL if queue(daemon).is_some() => Out::Normal,
                 p => match port_id(p) {
                     Some(id) if ports.contains(&id) => Out::Port(id),
                     _ => return Err(bad_act(bac::BAD_OUT_PORT)),
@@ -420,6 +508,24 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }
             Ok(Out::Flood) => {
                 for d in sw.port_ids() {
+                    if d != ingress {
+                        let _ = sw.inject(d, &mut frame);
+                    }
+                }
+            }
+            Ok(Out::Normal) => {
+                let from = (ingress != PortId::MAX).then_some(ingress);
+                let v = sw.with_logic(|l| {
+                    l.as_any()
+                        .and_then(|a| a.downcast_ref::<Flows>())
+                        .map(|f| f.normal_packet_out(&frame, from))
+                });
+                let dsts: Vec<PortId> = match v {
+                    Some(Verdict::Port(d)) => vec![d],
+                    Some(Verdict::Flood) => sw.port_ids(),
+                    _ => vec![],
+                };
+                for d in dsts {
                     if d != ingress {
                         let _ = sw.inject(d, &mut frame);
                     }
@@ -488,9 +594,57 @@ mod tests {
         assert!(port_changes(&b, &b).is_empty());
     }
 
+    /// Runs `idle` (20 s timeout) on a thread, does `poke` 50 ms later,
+    /// and returns how long `idle` slept.
+    fn idle_until(hub: &Arc<Hub>, q: &Arc<pktin::PacketIns>, poke: impl FnOnce()) -> Duration {
+        let (h, q2) = (hub.clone(), q.clone());
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            idle(Some(&q2), &h, Duration::from_secs(20));
+            t0.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        poke();
+        t.join().unwrap()
+    }
+
+    #[test]
+    fn idle_wakes_on_a_packet_in_and_on_a_new_connection() {
+        let hub = Arc::new(Hub::new());
+        assert!(hub.wake.is_some());
+        let q = Arc::new(pktin::PacketIns::new(8, 1000, 10).unwrap());
+        q.set_controllers(1);
+        // A worker's packet-in wakes it (not the 20 s timeout).
+        let slept = idle_until(&hub, &q, || {
+            q.push(0, 0, 0, 0, 64, &[0; 64]);
+        });
+        assert!(
+            slept >= Duration::from_millis(40),
+            "did not sleep: {slept:?}"
+        );
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        assert_eq!(q.wakeups(), 1);
+        assert!(q.pop().is_some());
+        // A connection registering wakes it (it must count the controller).
+        let w: Writer = Arc::new(Mutex::new(Box::new(Vec::<u8>::new())));
+        let mut reg = None;
+        let slept = idle_until(&hub, &q, || {
+            reg = Some(hub.register(w, Arc::new(ConnState::default())));
+        });
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        // So does its going away.
+        let slept = idle_until(&hub, &q, || drop(reg.take()));
+        assert!(slept < Duration::from_secs(10), "{slept:?}");
+        // Something queued already: no sleep at all.
+        q.push(0, 0, 0, 0, 64, &[0; 64]);
+        let t0 = Instant::now();
+        idle(Some(&q), &hub, Duration::from_secs(20));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
     #[test]
     fn roles_generation_ids_and_async_masks() {
-        let hub = Arc::new(Hub::default());
+        let hub = Arc::new(Hub::new());
         let w = || -> Writer { Arc::new(Mutex::new(Box::new(Vec::<u8>::new()))) };
         let (a, b) = (
             Arc::new(ConnState::default()),

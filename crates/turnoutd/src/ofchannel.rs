@@ -135,6 +135,8 @@ impl Conn for UnixStream {
 /// The running channel.
 pub struct OfChannel {
     stop: Arc<AtomicBool>,
+    /// Woken on stop (the dispatcher sleeps on it).
+    hub: Arc<Hub>,
     threads: Vec<JoinHandle<()>>,
     unix_paths: Vec<PathBuf>,
     tcp_addrs: Vec<SocketAddr>,
@@ -150,9 +152,10 @@ impl OfChannel {
         let stop = Arc::new(AtomicBool::new(false));
         let fail = Arc::new(FailOpen::new(fail_mode));
         let conns = Arc::new(AtomicUsize::new(0));
-        let hub = Arc::new(Hub::default());
+        let hub = Arc::new(Hub::new());
         let mut ch = OfChannel {
             stop: stop.clone(),
+            hub: hub.clone(),
             threads: Vec::new(),
             unix_paths: Vec::new(),
             tcp_addrs: Vec::new(),
@@ -215,6 +218,7 @@ impl OfChannel {
 
     fn halt(&mut self) {
         self.stop.store(true, Ordering::Release);
+        self.hub.changed();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -380,8 +384,6 @@ struct Session {
     /// Where this connection registers for packet-ins and port-status.
     hub: Arc<Hub>,
     hello: bool,
-    flags: u16,
-    miss_send_len: u16,
     xid: u32,
     /// Flow-removed notices: (logic instance, next notice to send).
     removed: Option<(u64, u64)>,
@@ -395,8 +397,6 @@ impl Session {
             daemon,
             hub,
             hello: false,
-            flags: 0,
-            miss_send_len: 128,
             xid: 1,
             removed: None,
             conn: Arc::default(),
@@ -621,6 +621,7 @@ impl Session {
             Message::GetAsyncRequest => vec![openflow::get_async_reply(xid, &self.conn.config())],
             Message::SetAsync(c) => {
                 self.conn.set_config(c);
+                self.hub.changed();
                 vec![]
             }
             Message::Hello(_) => vec![],
@@ -647,12 +648,13 @@ impl Session {
                     | openflow::cap::GROUP_STATS,
             )],
             Message::GetConfigRequest => {
-                vec![openflow::get_config_reply(
-                    xid,
-                    self.flags,
-                    self.miss_send_len,
-                )]
+                let (flags, miss_send_len) = self.hub.switch_config();
+                vec![openflow::get_config_reply(xid, flags, miss_send_len)]
             }
+            // A slave has read-only access to the switch (OpenFlow 1.3,
+            // 6.3.5); the configuration is the switch's (below). OVS
+            // refuses it too.
+            Message::SetConfig { .. } if slave => is_slave(),
             // Fragments: turnoutd matches the first fragment's L4 ports
             // and none of later ones, whatever the flags (docs/flows.md);
             // OFPC_FRAG_NORMAL (0) and OVS's nx-match (3) say so, DROP (1)
@@ -663,12 +665,13 @@ impl Session {
                     openflow::scfc::BAD_FLAGS,
                 ))
             }
+            // One configuration for the switch, not per connection: what
+            // one controller sets, another's get-config reads.
             Message::SetConfig {
                 flags,
                 miss_send_len,
             } => {
-                self.flags = flags;
-                self.miss_send_len = miss_send_len;
+                self.hub.set_switch_config(flags, miss_send_len);
                 vec![]
             }
             Message::FlowMod(fm) => self.flow_mods(&[(b, fm)]).into_iter().flatten().collect(),

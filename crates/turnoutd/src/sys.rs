@@ -86,6 +86,29 @@ pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
     Ok(r > 0)
 }
 
+/// Waits until one of `fds` is readable or `timeout_ms` passed; true if
+/// one is (an interrupted wait counts as a timeout).
+pub fn poll_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<bool> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` holds `p.len()` valid pollfds and outlives the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
 /// CPU time (user + system) of thread `tid` of this process, in clock ticks,
 /// read from /proc; `None` if the thread is gone.
 pub fn thread_cpu_ticks(tid: i32) -> Option<u64> {

@@ -1025,3 +1025,60 @@ fn normal_is_never_replayed_from_a_stored_verdict() {
         }
     }
 }
+
+/// The same for `normal` with a mirror output (`output:7,normal`, a group
+/// per learned port) and per VLAN: the VLAN id is not in the cache's key
+/// here (no flow matches it), yet a MAC learned on VLAN 10 steers VLAN 10
+/// frames only, batch after batch, with or without a cache.
+#[test]
+fn normal_with_a_mirror_and_per_vlan_is_never_replayed() {
+    let tag = |vid: u16, f: Vec<u8>| {
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00]);
+        t.extend_from_slice(&vid.to_be_bytes());
+        t.extend_from_slice(&f[12..]);
+        t
+    };
+    for cache in [0, 64] {
+        let f = build(cache);
+        assert!(add(&f, "priority=0,actions=output:7,normal"));
+        // mac 2 behind port 2 on VLAN 10, behind port 3 on VLAN 20.
+        run(&f, 2, &[tag(10, to(2, 9))]);
+        run(&f, 3, &[tag(20, to(2, 9))]);
+        let batch = [
+            tag(10, to(1, 2)),
+            tag(20, to(1, 2)),
+            tag(30, to(1, 2)),
+            tag(10, to(1, 2)),
+            tag(10, to(1, 2)),
+            tag(20, to(1, 2)),
+        ];
+        for _ in 0..3 {
+            let got: Vec<Option<Vec<PortId>>> = run(&f, 1, &batch)
+                .0
+                .into_iter()
+                .map(|v| match v {
+                    Verdict::Group(g) => Some(f.group_members(g).to_vec()),
+                    Verdict::Flood => None,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    Some(vec![2, 7]),
+                    Some(vec![3, 7]),
+                    None,
+                    Some(vec![2, 7]),
+                    Some(vec![2, 7]),
+                    Some(vec![3, 7]),
+                ],
+                "cache {cache}"
+            );
+        }
+        if cache > 0 {
+            let hits = f.dump(None)["cache"]["hits"].as_u64().unwrap();
+            assert!(hits > 0, "the cache served the normal flow");
+        }
+    }
+}

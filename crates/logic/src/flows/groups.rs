@@ -191,7 +191,7 @@ impl Flows {
         let mut compiled: HashMap<u64, Box<[Action]>> = HashMap::new();
         let using = users(&snap, &HashSet::from([g.group_id]));
         for r in &using {
-            match w.compile(&self.groups, &r.shown) {
+            match w.compile(&self.groups, &self.mixed, &r.shown) {
                 Ok(c) => {
                     compiled.insert(r.seq, c);
                 }

@@ -103,6 +103,13 @@ use crate::{CommandError, Ctx, DropReason, Logic, LogicError, PktMut, Pkts, Port
 const STRIPES: usize = 4;
 /// Distinct output sets of multi-output action lists, over the logic's life.
 pub const MAX_GROUPS: usize = 4096;
+/// `normal` in a list with outputs (`output:3,NORMAL`) can add a copy to
+/// ports `0..MIXED_PORTS` (OpenFlow ports 1..=64): each output set mixed
+/// with `normal` takes this many groups. A port learned beyond is not
+/// sent to by such a list (counted as an ignored output, `extra_outputs`).
+pub const MIXED_PORTS: usize = 64;
+/// In a `mixed` table: the port is one of the outputs already.
+const MIXED_SAME: u16 = u16::MAX;
 
 #[derive(Default)]
 #[repr(align(64))]
@@ -725,6 +732,9 @@ pub struct Flows {
     /// Output sets of multi-output action lists, by group id; set once,
     /// never changed (so `group_members` can lend them out).
     groups: Box<[OnceLock<Box<[PortId]>>]>,
+    /// Per group made for a list of outputs and `normal`: the group of its
+    /// ports plus port `p`, by `p` (`MIXED_SAME`: `p` is one of them).
+    mixed: Box<[OnceLock<Box<[u16]>>]>,
     /// Serialises commands (never taken by `classify`).
     writer: Mutex<Writer>,
     /// Per-worker exact-match cache (`cache.rs`).
@@ -759,10 +769,34 @@ struct Writer {
 }
 
 impl Writer {
+    /// The group of output set `ports` (sorted, deduplicated), made if new.
+    fn group_of(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        ports: Vec<PortId>,
+    ) -> Result<u16, String> {
+        if let Some(&g) = self.groups.get(ports.as_slice()) {
+            return Ok(g);
+        }
+        let g = self.groups.len();
+        if g >= MAX_GROUPS {
+            return Err(format!("more than {MAX_GROUPS} distinct sets of outputs"));
+        }
+        let _ = groups[g].set(ports.clone().into_boxed_slice());
+        self.groups.insert(ports.into_boxed_slice(), g as u16);
+        Ok(g as u16)
+    }
+
     /// Actions as run by `classify`: several outputs become one group.
+    /// `normal` with outputs (`output:3,NORMAL`: a copy to port 3 and one
+    /// where the learning bridge says) becomes the outputs' group followed
+    /// by `normal`, and the group gets a table in `mixed` of the group of
+    /// its ports plus each port below [`MIXED_PORTS`] (filled here, read by
+    /// the workers: see `Flows::mix`).
     fn compile(
         &mut self,
         groups: &[OnceLock<Box<[PortId]>>],
+        mixed: &[OnceLock<Box<[u16]>>],
         acts: &[Action],
     ) -> Result<Box<[Action]>, String> {
         let expanded = self.expand_groups(acts)?;
@@ -773,17 +807,12 @@ impl Writer {
                 Action::Output(_) | Action::Flood | Action::All | Action::InPort | Action::Normal
             )
         };
-        if acts.iter().any(|a| matches!(a, Action::Normal))
-            && acts
-                .iter()
-                .filter(|a| sends(a) || matches!(a, Action::Controller(_)))
-                .count()
-                > 1
-        {
-            // Its port is known per packet only: no group of the logic
-            // can be set up for it beforehand.
+        let normal = acts.iter().any(|a| matches!(a, Action::Normal));
+        if normal && acts.iter().any(|a| matches!(a, Action::InPort)) {
+            // Its port is known per packet only, as normal's: no group of
+            // the logic can be set up for the pair beforehand.
             return Err(
-                "normal together with another output in one action list is not supported".into(),
+                "normal together with output:in_port in one action list is not supported".into(),
             );
         }
         let controllers = acts
@@ -800,12 +829,23 @@ impl Writer {
             .iter()
             .any(|a| matches!(a, Action::Flood | Action::All))
         {
-            // Flood reaches every port the outputs name.
-            return Ok(acts
-                .iter()
-                .filter(|a| !matches!(a, Action::Output(_)))
-                .copied()
-                .collect());
+            // Flood reaches every port the outputs name (and normal's,
+            // which still learns: it runs after the flood).
+            let mut out: Vec<Action> = Vec::with_capacity(acts.len());
+            for a in acts {
+                match a {
+                    Action::Output(_) | Action::Normal => {}
+                    Action::Flood | Action::All => {
+                        let first = !out.iter().any(|a| matches!(a, Action::Flood | Action::All));
+                        out.push(*a);
+                        if first && normal {
+                            out.push(Action::Normal);
+                        }
+                    }
+                    other => out.push(*other),
+                }
+            }
+            return Ok(out.into_boxed_slice());
         }
         let outs: Vec<usize> = acts
             .iter()
@@ -813,13 +853,25 @@ impl Writer {
             .filter(|(_, a)| matches!(a, Action::Output(_)))
             .map(|(i, _)| i)
             .collect();
-        if outs.len() < 2 {
+        // Without normal one output stays an output; with it, a group.
+        let grouped = outs.len() >= 2 || (normal && !outs.is_empty());
+        if !grouped {
             return Ok(acts.into());
         }
-        let (first, last) = (outs[0], outs[outs.len() - 1]);
+        let all: Vec<usize> = acts
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, Action::Output(_) | Action::Normal))
+            .map(|(i, _)| i)
+            .collect();
+        let (first, last) = if normal {
+            (all[0], all[all.len() - 1])
+        } else {
+            (outs[0], outs[outs.len() - 1])
+        };
         if acts[first..last]
             .iter()
-            .any(|a| !matches!(a, Action::Output(_) | Action::InPort))
+            .any(|a| !matches!(a, Action::Output(_) | Action::InPort | Action::Normal))
         {
             return Err("header rewrites between two outputs are not supported (every copy leaves from one buffer)".into());
         }
@@ -832,23 +884,30 @@ impl Writer {
             .collect();
         ports.sort_unstable();
         ports.dedup();
-        let g = match self.groups.get(ports.as_slice()) {
-            Some(&g) => g,
-            None => {
-                let g = self.groups.len();
-                if g >= MAX_GROUPS {
-                    return Err(format!("more than {MAX_GROUPS} distinct sets of outputs"));
+        let g = self.group_of(groups, ports.clone())?;
+        if normal && mixed[g as usize].get().is_none() {
+            let mut t = vec![MIXED_SAME; MIXED_PORTS];
+            for (p, slot) in t.iter_mut().enumerate() {
+                let p = p as PortId;
+                if ports.binary_search(&p).is_err() {
+                    let mut with = ports.clone();
+                    with.push(p);
+                    with.sort_unstable();
+                    *slot = self.group_of(groups, with)?;
                 }
-                let _ = groups[g].set(ports.clone().into_boxed_slice());
-                self.groups.insert(ports.into_boxed_slice(), g as u16);
-                g as u16
             }
-        };
+            let _ = mixed[g as usize].set(t.into_boxed_slice());
+        }
         let mut out: Vec<Action> = Vec::with_capacity(acts.len());
         for (i, a) in acts.iter().enumerate() {
             match a {
-                Action::Output(_) if i == first => out.push(Action::Group(g)),
-                Action::Output(_) => {}
+                _ if i == first => {
+                    out.push(Action::Group(g));
+                    if normal {
+                        out.push(Action::Normal);
+                    }
+                }
+                Action::Output(_) | Action::Normal => {}
                 other => out.push(*other),
             }
         }
@@ -945,7 +1004,9 @@ impl Flows {
                 "normal_aging_s",
             ],
         )?;
-        let normal = crate::bridge::Bridge::from_args(&a, "normal_table_size", "normal_aging_s")?;
+        // OVS's NORMAL with no per-port VLAN configuration: per (VLAN, MAC).
+        let normal =
+            crate::bridge::Bridge::from_args(&a, "normal_table_size", "normal_aging_s")?.per_vlan();
         let rate = a
             .u64("packet_in_rate", 1, pktin::MAX_RATE)?
             .unwrap_or(pktin::DEFAULT_RATE);
@@ -972,6 +1033,7 @@ impl Flows {
                 .collect(),
             extra_outputs: AtomicU64::new(0),
             groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
+            mixed: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
@@ -1008,7 +1070,11 @@ impl Flows {
         for (s, t) in specs.into_iter().zip(texts) {
             w.seq += 1;
             let compiled = w
-                .compile(&self.groups, s.actions.as_deref().unwrap_or_default())
+                .compile(
+                    &self.groups,
+                    &self.mixed,
+                    s.actions.as_deref().unwrap_or_default(),
+                )
                 .map_err(|e| bad(what, t, e))?;
             let r = rule_of(s, w.seq, compiled, Arc::default(), now);
             w.idle.installed(&r);
@@ -1050,7 +1116,9 @@ impl Flows {
         let mut removed = Vec::new();
         for (s, t) in specs.iter().zip(texts) {
             let compiled = match &s.actions {
-                Some(a) => w.compile(&self.groups, a).map_err(|e| bad(what, t, e))?,
+                Some(a) => w
+                    .compile(&self.groups, &self.mixed, a)
+                    .map_err(|e| bad(what, t, e))?,
                 None => Box::default(),
             };
             let tables = match s.table {
@@ -1629,12 +1697,23 @@ impl Flows {
                 Action::Flood | Action::All => Verdict::Flood,
                 Action::Group(g) => Verdict::Group(g),
                 Action::InPort => Verdict::Port(ingress),
-                // Ignored after an output (nothing learned either).
-                Action::Normal if out.is_some() => Verdict::Flood,
-                Action::Normal => match now_s {
-                    Some(now_s) => self.normal.learn_and_lookup(p.data(), ingress, now_s),
-                    None => self.normal.peek(p.data(), ingress),
-                },
+                Action::Normal => {
+                    let n = match now_s {
+                        Some(now_s) => self.normal.learn_and_lookup(p.data(), ingress, now_s),
+                        None => self.normal.peek(p.data(), ingress),
+                    };
+                    match *out {
+                        None => n,
+                        // After outputs: both, when a group can say so.
+                        Some(prev) => {
+                            match self.mix(prev, n) {
+                                Some(v) => *out = Some(v),
+                                None => *extra += 1,
+                            }
+                            continue;
+                        }
+                    }
+                }
                 // Counted as an output: after one, ignored like the others.
                 Action::Controller(_) if out.is_some() => Verdict::Drop(DropReason::ToController),
                 Action::Controller(max_len) => {
@@ -1746,6 +1825,40 @@ impl Flows {
 }
 
 impl Flows {
+    /// The verdict of outputs `prev` and then `normal`'s `n` in one list:
+    /// None if no verdict holds both (`prev` a single port from an earlier
+    /// table, or `n` a port beyond [`MIXED_PORTS`]).
+    #[inline]
+    fn mix(&self, prev: Verdict, n: Verdict) -> Option<Verdict> {
+        match (prev, n) {
+            (Verdict::Flood, _) => Some(Verdict::Flood),
+            (Verdict::Group(g), n) => {
+                let t = self.mixed.get(g as usize)?.get()?;
+                match n {
+                    Verdict::Flood => Some(Verdict::Flood),
+                    Verdict::Port(p) => match *t.get(p as usize)? {
+                        MIXED_SAME => Some(Verdict::Group(g)),
+                        h => Some(Verdict::Group(h)),
+                    },
+                    // Hairpin (learned on the ingress), runt: the outputs.
+                    _ => Some(prev),
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The `normal` action for a packet-out (control path): learns the
+    /// source on `ingress` (None: sent by the controller, nothing learned,
+    /// as OVS's `OFPP_CONTROLLER` in_port) and returns where the
+    /// destination goes, at the data path's latest second.
+    pub fn normal_packet_out(&self, frame: &[u8], ingress: Option<PortId>) -> Verdict {
+        match ingress {
+            Some(i) => self.normal.learn_now(frame, i),
+            None => self.normal.peek(frame, PortId::MAX),
+        }
+    }
+
     /// The packet-in queue the OpenFlow channel reads.
     pub fn packet_ins(&self) -> &Arc<pktin::PacketIns> {
         &self.packet_ins

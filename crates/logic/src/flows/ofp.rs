@@ -513,7 +513,7 @@ impl Flows {
             }
         }
         let compiled = if adds {
-            w.compile(&self.groups, &shown).map_err(|e| {
+            w.compile(&self.groups, &self.mixed, &shown).map_err(|e| {
                 if e.starts_with("more than") {
                     fmf(fmfc::TABLE_FULL)
                 } else if e.starts_with("group") {

@@ -13,10 +13,25 @@
 //! `to_controller`. So every packet sent to the controller is counted under
 //! exactly one reason, and a flood of packet-ins costs the workers one
 //! atomic load each beyond the limit.
+//!
+//! Waking the dispatcher (docs/flows.md, "Packet-in latency"): the queue
+//! owns an eventfd. The dispatcher, finding the queue empty, raises
+//! `asleep`, fences, looks once more, and only then sleeps in `poll` on the
+//! eventfd ([`PacketIns::sleep_begin`], [`PacketIns::wake_fd`],
+//! [`PacketIns::sleep_end`]). A producer, after publishing its slot,
+//! fences and looks at `asleep`: only when it is raised does it take it
+//! down (one swap, so one producer per sleep) and write the eventfd. Either
+//! the dispatcher sees the slot or the producer sees the flag (both fence
+//! between their store and their load), so no packet-in waits for a
+//! timeout; a busy dispatcher costs the workers a fence and a load, no
+//! syscall, and no producer ever waits for another.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::os::fd::RawFd;
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
+
+use fabric::sys::EventFd;
 
 use crate::{DropReason, PortId};
 
@@ -98,6 +113,12 @@ pub struct PacketIns {
     tail: Padded<AtomicUsize>,
     /// Connected controllers (set by the channel).
     controllers: AtomicUsize,
+    /// The consumer sleeps (or is about to) on `wake`.
+    asleep: Padded<AtomicBool>,
+    /// Written by a producer that found `asleep` raised.
+    wake: EventFd,
+    /// Eventfd writes by producers (dispatcher wake-ups).
+    wakeups: AtomicU64,
     /// GCRA: theoretical arrival time of the next packet-in, ns since `epoch`.
     tat: Padded<AtomicU64>,
     interval_ns: u64,
@@ -136,6 +157,7 @@ impl PacketIns {
             return Err(format!("packet_in_burst must be in 1..={MAX_RATE}"));
         }
         let interval_ns = 1_000_000_000 / rate;
+        let wake = EventFd::new().map_err(|e| format!("packet-in queue: eventfd: {e}"))?;
         Ok(PacketIns {
             slots: (0..slots)
                 .map(|i| Slot {
@@ -148,6 +170,9 @@ impl PacketIns {
             head: Padded(AtomicUsize::new(0)),
             tail: Padded(AtomicUsize::new(0)),
             controllers: AtomicUsize::new(0),
+            asleep: Padded(AtomicBool::new(false)),
+            wake,
+            wakeups: AtomicU64::new(0),
             tat: Padded(AtomicU64::new(0)),
             interval_ns,
             tau_ns: interval_ns * (burst - 1),
@@ -279,7 +304,53 @@ impl PacketIns {
         }
         slot.seq.store(pos + 1, Ordering::Release);
         self.queued.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `sleep_begin` (see the module's doc).
+        fence(Ordering::SeqCst);
+        if self.asleep.0.load(Ordering::Relaxed) && self.asleep.0.swap(false, Ordering::AcqRel) {
+            self.wakeups.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify();
+        }
         DropReason::ToController
+    }
+
+    /// Whether a packet-in is ready to pop (control path).
+    fn ready(&self) -> bool {
+        let pos = self.tail.0.load(Ordering::Relaxed);
+        let seq = self.slots[pos & self.mask].seq.load(Ordering::Acquire);
+        seq as isize - (pos + 1) as isize >= 0
+    }
+
+    /// Control path, the consumer only: about to sleep on [`wake_fd`]
+    /// (`poll` for readable). False: a packet-in is ready, do not sleep.
+    /// True: sleep, then call [`sleep_end`].
+    ///
+    /// [`wake_fd`]: PacketIns::wake_fd
+    /// [`sleep_end`]: PacketIns::sleep_end
+    pub fn sleep_begin(&self) -> bool {
+        self.asleep.0.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        if self.ready() {
+            self.asleep.0.store(false, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Control path: after the sleep that [`PacketIns::sleep_begin`]
+    /// allowed: lowers the flag and clears the eventfd.
+    pub fn sleep_end(&self) {
+        self.asleep.0.store(false, Ordering::Relaxed);
+        self.wake.drain();
+    }
+
+    /// The eventfd a producer writes when the consumer sleeps.
+    pub fn wake_fd(&self) -> RawFd {
+        self.wake.fd()
+    }
+
+    /// Times a producer woke the consumer (eventfd writes).
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups.load(Ordering::Relaxed)
     }
 
     /// Control path: the oldest packet-in, if any.
@@ -435,6 +506,94 @@ mod tests {
             3
         );
         assert_eq!(q.stats().rate_limited, 3);
+    }
+
+    fn poll_in(fd: RawFd, ms: i32) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd that outlives the call.
+        unsafe { libc::poll(&mut p, 1, ms) > 0 }
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_woken_once_and_a_busy_one_never() {
+        let q = PacketIns::new(8, MAX_RATE, MAX_RATE).unwrap();
+        q.set_controllers(1);
+        // Not asleep: a push writes nothing.
+        q.push(0, 0, 0, 0, 64, &[0; 64]);
+        assert_eq!(q.wakeups(), 0);
+        assert!(!poll_in(q.wake_fd(), 0));
+        // Something queued: no sleep.
+        assert!(!q.sleep_begin());
+        assert!(q.pop().is_some());
+        // Empty: sleep; the first push wakes, the next ones do not write.
+        assert!(q.sleep_begin());
+        assert!(!poll_in(q.wake_fd(), 0));
+        for _ in 0..3 {
+            q.push(0, 0, 0, 0, 64, &[0; 64]);
+        }
+        assert!(poll_in(q.wake_fd(), 0));
+        assert_eq!(q.wakeups(), 1);
+        q.sleep_end();
+        assert!(!poll_in(q.wake_fd(), 0), "sleep_end clears the eventfd");
+        // A refused push (no controller) never wakes.
+        while q.pop().is_some() {}
+        q.set_controllers(0);
+        assert!(q.sleep_begin());
+        q.push(0, 0, 0, 0, 64, &[0; 64]);
+        assert!(!poll_in(q.wake_fd(), 0));
+        q.sleep_end();
+    }
+
+    #[test]
+    fn no_packet_in_waits_for_the_timeout() {
+        // The consumer sleeps with a 20 s timeout; producers push with
+        // pauses so it is asleep for most pushes. A lost wake-up (the race
+        // between its last look and a push) would hold a packet-in for the
+        // timeout; the whole run must take far less.
+        let q = Arc::new(PacketIns::new(1024, MAX_RATE, MAX_RATE).unwrap());
+        q.set_controllers(1);
+        const EACH: u64 = 2000;
+        let t0 = Instant::now();
+        let producers: Vec<_> = (0..2u16)
+            .map(|w| {
+                let q = q.clone();
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        assert_eq!(q.push(w, 0, 0, i, 64, &[0; 64]), DropReason::ToController);
+                        if i % 16 == 0 {
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut got = 0;
+        let mut slept = 0;
+        while got < 2 * EACH {
+            if let Some(_p) = q.pop() {
+                got += 1;
+                continue;
+            }
+            if q.sleep_begin() {
+                slept += 1;
+                let t = Instant::now();
+                poll_in(q.wake_fd(), 20_000);
+                assert!(
+                    t.elapsed().as_secs() < 10,
+                    "a packet-in waited for the timeout (lost wake-up)"
+                );
+                q.sleep_end();
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert!(slept > 0 && q.wakeups() > 0, "never slept: not a test");
+        assert!(t0.elapsed().as_secs() < 10);
     }
 
     #[test]

@@ -276,6 +276,118 @@ fn several_outputs_are_one_group_per_output_set() {
     assert_eq!(f.group_members(g3), &[5, 6]);
 }
 
+/// A frame from `src` to `dst` (UDP), tagged with `vid` if given.
+fn mac_frame(src: [u8; 6], dst: [u8; 6], vid: Option<u16>) -> Vec<u8> {
+    let f = udp4(src, dst, [10, 0, 0, 1], [10, 0, 0, 2], 1000, 53);
+    match vid {
+        Some(vid) => vlan(vid, 0, &f),
+        None => f,
+    }
+}
+
+fn members(f: &Flows, v: Verdict) -> Vec<PortId> {
+    match v {
+        Verdict::Group(g) => f.group_members(g).to_vec(),
+        other => panic!("not a group: {other:?}"),
+    }
+}
+
+#[test]
+fn normal_with_outputs_mirrors_and_forwards_where_it_learned() {
+    // output:3,NORMAL (OVS: a copy to port 3, then NORMAL's).
+    const C: [u8; 6] = [2, 0, 0, 0, 0, 3];
+    for list in [
+        "priority=0,actions=output:3,normal",
+        "priority=0,actions=normal,output:3",
+        "priority=0,actions=output:3,output:3,normal",
+    ] {
+        let f = flows(&[list]);
+        // Unknown destination: NORMAL floods (covers 3).
+        assert_eq!(v(&f, 0, &mac_frame(A, B, None)), Verdict::Flood, "{list}");
+        // B learned on 1: 3 and 1.
+        v(&f, 1, &mac_frame(B, A, None));
+        assert_eq!(
+            members(&f, v(&f, 0, &mac_frame(A, B, None))),
+            [1, 3],
+            "{list}"
+        );
+        // C learned on 3: only 3.
+        v(&f, 3, &mac_frame(C, A, None));
+        assert_eq!(members(&f, v(&f, 2, &mac_frame(A, C, None))), [3], "{list}");
+        // Learned on the ingress (NORMAL drops it): the mirror still gets it.
+        assert_eq!(members(&f, v(&f, 1, &mac_frame(C, B, None))), [3], "{list}");
+        // Broadcast: flood.
+        assert_eq!(
+            v(&f, 0, &mac_frame(A, [0xff; 6], None)),
+            Verdict::Flood,
+            "{list}"
+        );
+        // Printed back as written.
+        let d = f.dump(None);
+        assert!(
+            d["flows"][0]["flow"].as_str().unwrap().contains("NORMAL"),
+            "{d}"
+        );
+    }
+    // With two outputs; a rewrite before them reaches every copy; one
+    // between an output and NORMAL is refused like between two outputs.
+    let f = flows(&["priority=0,actions=mod_vlan_pcp:3,output:4,output:5,normal"]);
+    v(&f, 1, &mac_frame(B, A, None));
+    assert_eq!(members(&f, v(&f, 0, &mac_frame(A, B, None))), [1, 4, 5]);
+    let e = f
+        .command(
+            "add",
+            &json!({"flow": "priority=1,actions=output:4,dec_ttl,normal"}),
+        )
+        .unwrap_err();
+    assert!(e.0.contains("rewrites between two outputs"), "{e}");
+    // With flood: flood, and it learns.
+    let g = flows(&["priority=0,actions=normal,flood"]);
+    assert_eq!(v(&g, 1, &mac_frame(B, A, None)), Verdict::Flood);
+    assert_eq!(v(&g, 0, &mac_frame(A, B, None)), Verdict::Flood);
+    let e = g.command("normal_show", &json!({})).unwrap()["entries"].clone();
+    assert_eq!(e.as_array().unwrap().len(), 2, "{e}");
+    // A port beyond MIXED_PORTS cannot be added: the outputs only, counted.
+    let h = flows(&["priority=0,actions=output:3,normal"]);
+    let far = MIXED_PORTS as PortId + 1;
+    v(&h, far, &mac_frame(B, A, None));
+    assert_eq!(members(&h, v(&h, 0, &mac_frame(A, B, None))), [3]);
+    assert_eq!(h.command("dump", &json!({})).unwrap()["extra_outputs"], 1);
+}
+
+#[test]
+fn normal_learns_per_vlan() {
+    // OVS's NORMAL on a bridge without per-port VLAN configuration: the
+    // table is per (VLAN, MAC); untagged and priority-tagged are VLAN 0.
+    let f = flows(&["priority=0,actions=normal"]);
+    v(&f, 1, &mac_frame(B, A, Some(10)));
+    assert_eq!(v(&f, 0, &mac_frame(A, B, Some(10))), port(1));
+    assert_eq!(v(&f, 0, &mac_frame(A, B, Some(20))), Verdict::Flood);
+    assert_eq!(v(&f, 0, &mac_frame(A, B, None)), Verdict::Flood);
+    // B on VLAN 20 at port 2 does not move B of VLAN 10.
+    v(&f, 2, &mac_frame(B, A, Some(20)));
+    assert_eq!(v(&f, 0, &mac_frame(A, B, Some(20))), port(2));
+    assert_eq!(v(&f, 0, &mac_frame(A, B, Some(10))), port(1));
+    // Untagged and VLAN 0 (priority tag) are one.
+    v(&f, 3, &mac_frame(B, A, None));
+    assert_eq!(v(&f, 0, &mac_frame(A, B, Some(0))), port(3));
+    let s = f.command("normal_show", &json!({})).unwrap();
+    let bs: Vec<(u64, u64)> = s["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["mac"] == "02:00:00:00:00:02")
+        .map(|e| (e["vlan"].as_u64().unwrap(), e["port"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(bs, [(0, 3), (10, 1), (20, 2)], "{s}");
+    // trace looks up in the frame's VLAN too.
+    let t = f
+        .command("trace", &json!({"packet": mac_frame(A, B, Some(20)).iter().map(|x| format!("{x:02x}")).collect::<String>(), "in_port": 0}))
+        .unwrap();
+    assert_eq!(t["outputs"][0]["port"], 2, "{t}");
+    assert!(t.get("flood").is_none(), "{t}");
+}
+
 /// The frame's IPv4 header and TCP/UDP checksums are valid.
 fn checksums_ok(f: &[u8]) -> bool {
     use wire::checksum::{add, checksum, fold, pseudo_v4};
@@ -785,28 +897,33 @@ fn normal_action_text_config_show_and_trace() {
     let f = flows(&["priority=0,actions=normal"]);
     let d = f.command("dump", &json!({})).unwrap();
     assert_eq!(d["flows"][0]["flow"], "table=0,priority=0,actions=NORMAL");
-    // Alone in its list.
-    for t in [
-        "actions=output:3,normal",
-        "actions=normal,flood",
-        "actions=normal,controller",
+    // Not with output:in_port or controller (no group can say so).
+    for (t, why) in [
+        (
+            "actions=in_port,normal",
+            "normal together with output:in_port",
+        ),
+        (
+            "actions=normal,controller",
+            "controller together with another output",
+        ),
     ] {
         let e = f.command("add", &json!({ "flow": t })).unwrap_err();
-        assert!(
-            e.0.contains("normal together with another output"),
-            "{t}: {e}"
-        );
+        assert!(e.0.contains(why), "{t}: {e}");
     }
-    // Ignored after an earlier output of the pipeline (nothing learned).
+    // After an output of an earlier table it cannot add its port (one
+    // verdict): ignored and counted, but it learns (as OVS's would).
     let g = flows(&[
         "table=0,priority=1,actions=output:5,goto_table:1",
         "table=1,priority=1,actions=normal",
     ]);
     assert_eq!(v(&g, 1, &udp([10, 0, 0, 2], 53)), port(5));
     assert_eq!(g.command("dump", &json!({})).unwrap()["extra_outputs"], 1);
+    let e = g.command("normal_show", &json!({})).unwrap()["entries"].clone();
     assert_eq!(
-        g.command("normal_show", &json!({})).unwrap()["entries"],
-        json!([])
+        (e[0]["mac"].as_str(), e[0]["port"].as_u64()),
+        (Some("02:00:00:00:00:01"), Some(1)),
+        "{e}"
     );
     // Learns, shows its table; trace looks up without learning.
     let a = udp([10, 0, 0, 2], 53); // 02:00:00:00:00:01 -> 02:00:00:00:00:02
