@@ -581,3 +581,93 @@ fn mergeable_frame_in_larger_buffers_than_counted_leaves_none_empty() {
     assert_eq!(&got[12..], &f[..]);
     assert_eq!(g.fault.tx_buf_short.load(Ordering::Relaxed), 0);
 }
+
+/// The single-buffer fast paths (receive: header and frame in one
+/// readable descriptor; transmit: one writable descriptor holds both) at
+/// their edges: a frame of exactly the port's largest size is delivered and
+/// one byte more is oversize; a guest buffer of exactly header + frame is
+/// filled and one byte less is returned empty; a set flag the fast path
+/// does not expect (NEXT on the last buffer of a chain) goes through the
+/// full walk, which still counts its lie.
+#[test]
+fn single_buffer_frames_at_their_limits() {
+    let mut g = Guest::new(256);
+    let mut rx = g.rx();
+    let mut batch = RxBatch::with_capacity(64);
+    let max = frame(1518, 4);
+    let l = put_packet(&g, BUFS, &max);
+    g.desc(0, BUFS, l, 0, 0);
+    g.offer(0);
+    let l = put_packet(&g, BUFS + 0x1000, &frame(1519, 4));
+    g.desc(1, BUFS + 0x1000, l, 0, 0);
+    g.offer(1);
+    let b = batch.receive(&mut rx, 0, 0);
+    assert_eq!(b.received(), 1);
+    assert_eq!(b.pkts()[0].data(), &max[..]);
+    drop(b);
+    assert_eq!(g.used_idx(), 2);
+    assert_eq!(g.fault.rx_oversize.load(Ordering::Relaxed), 1);
+    // A readable buffer that claims a next one outside the table.
+    let l = put_packet(&g, BUFS + 0x2000, &frame(60, 4));
+    g.desc(2, BUFS + 0x2000, l, DESC_F_NEXT, 999);
+    g.offer(2);
+    assert_eq!(batch.receive(&mut rx, 0, 0).received(), 0);
+    assert_eq!(g.lies(Lie::DescIndex), 1);
+
+    let mut g = Guest::new(256);
+    let tx = g.tx();
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+    let f = frame(200, 8);
+    g.desc(0, BUFS, 212, DESC_F_WRITE, 0);
+    g.offer(0);
+    g.desc(1, BUFS + 0x1000, 211, DESC_F_WRITE, 0);
+    g.offer(1);
+    assert_eq!(o.free_slots(), 2);
+    let s = o.reserve(2);
+    o.write(s, 1, &f);
+    o.write(s + 1, 1, &f);
+    o.publish(s + 2);
+    assert_eq!(g.used_idx(), 2);
+    assert_eq!(g.used_elem(0), (0, 212));
+    assert_eq!(g.read(BUFS + 12, 200), f);
+    assert_eq!(g.used_elem(1), (1, 0), "one byte short: returned empty");
+    assert_eq!(g.fault.tx_buf_short.load(Ordering::Relaxed), 1);
+    assert_eq!(g.fault.total_lies(), 0);
+}
+
+/// Without mergeable buffers or VERSION_1 the header is 10 bytes: the
+/// frame follows it directly and the used length counts 10 + frame.
+#[test]
+fn transmit_with_the_legacy_header() {
+    let mut g = Guest::new(256);
+    let layout = Layout {
+        hdr_len: 10,
+        mrg_rxbuf: false,
+        event_idx: false,
+    };
+    let ring = Ring::new(g.mem.clone(), DESC, AVAIL, USED, 256).unwrap();
+    g.slot.install(Arc::new(Session::new(
+        ring,
+        layout,
+        None,
+        None,
+        0,
+        g.fault.clone(),
+    )));
+    let tx = VhostTx::new(g.slot.clone(), 1518, g.fault.clone());
+    tx.set_layout(layout);
+    // SAFETY: single-threaded test: this thread is the only transmitter.
+    let mut o = unsafe { fabric::OwnedTx::new(&tx) };
+    g.write(BUFS, &[0xee; 16]);
+    g.desc(0, BUFS, 2048, DESC_F_WRITE, 0);
+    g.offer(0);
+    assert_eq!(o.free_slots(), 1);
+    let f = frame(64, 3);
+    let s = o.reserve(1);
+    o.write(s, 1, &f);
+    o.publish(s + 1);
+    assert_eq!(g.used_elem(0), (0, 74));
+    assert_eq!(g.read(BUFS, 10), vec![0u8; 10], "header zeroed");
+    assert_eq!(g.read(BUFS + 10, 64), f);
+}
