@@ -78,6 +78,7 @@ mod expiry;
 mod groupcmd;
 mod groups;
 mod key;
+mod megaflow;
 pub mod ofp;
 pub mod pktin;
 mod text;
@@ -275,8 +276,12 @@ struct Table {
 }
 
 impl Table {
+    /// The best flow matching `k`. With `MF`, adds to `consulted` the
+    /// bits of `k` the result depends on: the masks of the subtables
+    /// probed (not those after the early exit), for the megaflow cache
+    /// (`megaflow.rs`).
     #[inline]
-    fn lookup(&self, k: &Key) -> Option<&Rule> {
+    fn lookup<const MF: bool>(&self, k: &Key, consulted: &mut Key) -> Option<&Rule> {
         let mut best: Option<&Rule> = None;
         for st in &self.subtables {
             if let Some(b) = best {
@@ -285,6 +290,9 @@ impl Table {
                 {
                     break;
                 }
+            }
+            if MF {
+                *consulted = consulted.or(&st.mask);
             }
             if let Some(rs) = st.map.get(&k.and(&st.mask)) {
                 let r = &*rs[0];
@@ -731,6 +739,8 @@ pub struct Flows {
     cache: cache::Cache,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
+    /// Megaflow cache (on an exact-match miss) hits, misses.
+    mf_stats: Counters,
     /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
     packet_ins: Arc<pktin::PacketIns>,
     /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
@@ -975,6 +985,7 @@ impl Flows {
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
+            mf_stats: Counters::default(),
             packet_ins,
             notices: Mutex::default(),
             instance: GENERATION.fetch_add(1, Relaxed),
@@ -1141,8 +1152,9 @@ impl Flows {
             })
             .collect();
         let (hits, misses) = self.cache_stats.get();
-        let cache =
-            json!({"entries_per_worker": self.cache.per_worker(), "hits": hits, "misses": misses});
+        let (mf_hits, mf_misses) = self.mf_stats.get();
+        let cache = json!({"entries_per_worker": self.cache.per_worker(), "hits": hits,
+            "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses});
         let pi = self.packet_ins.stats();
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
             "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
@@ -1394,6 +1406,9 @@ struct Trace {
     pure: bool,
     /// ... this many outputs.
     outputs: u32,
+    /// The bits of the key the lookups consulted (the megaflow mask, but
+    /// for `Key::in_use_always`), when `pipeline` tracks them.
+    mask: Key,
 }
 
 impl Default for Trace {
@@ -1405,6 +1420,7 @@ impl Default for Trace {
             cacheable: true,
             pure: true,
             outputs: 0,
+            mask: Key::default(),
         }
     }
 }
@@ -1441,6 +1457,24 @@ fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     (key::extract_general(b, in_port), m)
 }
 
+/// The exact-match way to fill after the `misses`-th miss of a batch at
+/// hash index `at`: a free or stale way of the two first; else an entry
+/// of the current snapshot, by one miss in 8 only (the two ways in turn):
+/// more flows than entries would otherwise evict each other on every
+/// packet (a 128-byte write per packet, and no hits at all).
+#[inline(always)]
+fn emc_way(c: &mut cache::Claim<'_>, at: usize, gen: u64, misses: u64) -> Option<usize> {
+    if c.entry(at).gen != gen {
+        Some(at)
+    } else if c.entry(at ^ 1).gen != gen {
+        Some(at ^ 1)
+    } else if misses % 8 == 1 {
+        Some(at ^ ((misses >> 3) & 1) as usize)
+    } else {
+        None
+    }
+}
+
 /// The frames at the start of `pkts` with header `h` under `m` (a run of
 /// one flow, as far as the snapshot's flows can tell): their number and
 /// their bytes in all. Not inlined: called once per run, it keeps its
@@ -1467,7 +1501,7 @@ impl Flows {
     /// recording in `t` the flows hit for the cache.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn pipeline<'s, H: Hook>(
+    fn pipeline<'s, H: Hook, const MF: bool>(
         &self,
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
@@ -1487,7 +1521,7 @@ impl Flows {
             // A lookup after pop_vlan depends on the inner tag (not in the
             // key): not cacheable.
             t.cacheable &= !popped;
-            let Some(r) = snap.tables[table].lookup(&k) else {
+            let Some(r) = snap.tables[table].lookup::<MF>(&k, &mut t.mask) else {
                 acc.miss(table, 1);
                 t.miss = table as u8 + 1;
                 h.miss(table as u8);
@@ -1777,6 +1811,8 @@ impl Logic for Flows {
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
+                let (mut mf_hits, mut mf_misses) = (0u64, 0u64);
+                let always = Key::in_use_always();
                 let n = pkts.len().min(verdicts.len());
                 let verdicts = &mut verdicts[..n];
                 let mut i = 0usize;
@@ -1892,8 +1928,27 @@ impl Logic for Flows {
                         continue;
                     }
                     misses += 1;
+                    // The megaflow cache: the key under the bits some
+                    // pipeline's lookups consulted (megaflow.rs).
+                    if let Some(mi) = c.mf_lookup(&k, meta, snap.gen) {
+                        mf_hits += 1;
+                        let e = c.mf_entry(mi);
+                        verdicts[i] = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
+                        i += 1;
+                        if let Some(at) = emc_way(&mut c, at, snap.gen, misses) {
+                            last = at;
+                            let e = *c.mf_entry(mi);
+                            *c.entry(at) = cache::Entry {
+                                key: k,
+                                mask: 0,
+                                ..e
+                            };
+                        }
+                        continue;
+                    }
+                    mf_misses += 1;
                     let mut t = Trace::default();
-                    let v = self.pipeline(
+                    let v = self.pipeline::<_, true>(
                         &snap,
                         &mut p,
                         ingress,
@@ -1905,43 +1960,37 @@ impl Logic for Flows {
                     );
                     verdicts[i] = v;
                     i += 1;
-                    // An entry of the current snapshot is replaced by one
-                    // miss in 8 only: more flows than entries would
-                    // otherwise evict each other on every packet (a
-                    // 128-byte write per packet, and no hits at all).
-                    // A free or stale way first; else, one miss in 8, the
-                    // two ways in turn.
-                    let at = if c.entry(at).gen != snap.gen {
-                        Some(at)
-                    } else if c.entry(at ^ 1).gen != snap.gen {
-                        Some(at ^ 1)
-                    } else if misses % 8 == 1 {
-                        Some(at ^ ((misses >> 3) & 1) as usize)
-                    } else {
-                        None
+                    if !t.cacheable {
+                        continue;
+                    }
+                    let e = cache::Entry {
+                        key: k,
+                        gen: snap.gen,
+                        meta,
+                        n: t.n,
+                        miss: t.miss,
+                        mask: 0,
+                        rules: t.rules,
+                        pure: t.pure && t.outputs <= 1,
+                        verdict: std::mem::MaybeUninit::new(v),
                     };
-                    if let (Some(at), true) = (at, t.cacheable) {
+                    c.mf_insert(&e, &t.mask.or(&always), mf_misses);
+                    if let Some(at) = emc_way(&mut c, at, snap.gen, misses) {
                         last = at;
-                        *c.entry(at) = cache::Entry {
-                            key: k,
-                            gen: snap.gen,
-                            meta,
-                            n: t.n,
-                            miss: t.miss,
-                            rules: t.rules,
-                            pure: t.pure && t.outputs <= 1,
-                            verdict: std::mem::MaybeUninit::new(v),
-                        };
+                        *c.entry(at) = e;
                     }
                 }
                 c.resume().last = last;
                 self.cache_stats.add(ctx.worker, hits, misses);
+                if mf_hits + mf_misses > 0 {
+                    self.mf_stats.add(ctx.worker, mf_hits, mf_misses);
+                }
             }
             None => {
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
                     let k = extract(p.data(), ingress);
                     let mut t = Trace::default();
-                    *v = self.pipeline(
+                    *v = self.pipeline::<_, false>(
                         &snap,
                         &mut p,
                         ingress,
@@ -2034,6 +2083,8 @@ impl Logic for Flows {
 mod bulk_tests;
 #[cfg(test)]
 mod cache_tests;
+#[cfg(test)]
+mod megaflow_tests;
 #[cfg(test)]
 mod pktin_tests;
 #[cfg(test)]
