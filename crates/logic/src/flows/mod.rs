@@ -243,6 +243,15 @@ struct Subtable {
     first_seq: u64,
     /// Masked key → flows with that exact match, best first.
     map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+    /// The staged probe's earlier stages (`key::STAGE_WORDS`: metadata
+    /// and L2, then L3 too), those of them that are neither empty nor the
+    /// whole mask nor the previous stage: the mask's words below the
+    /// stage's end, and the number of buckets of `map` per key under it.
+    /// With the megaflow cache (`megaflow.rs`), a probe checks them in
+    /// turn and stops at the first with no flow: the megaflow then needs
+    /// only the bits up to that stage (a packet whose source address no
+    /// flow has never makes the ports part of its megaflow).
+    stages: Vec<Stage>,
     /// While a snapshot is being built: its best flow went, so
     /// (`max_priority`, `first_seq`) may rank above every flow left (never
     /// below). [`Snapshot::seal`] recomputes it before the snapshot is
@@ -264,6 +273,74 @@ impl Subtable {
     /// `r` is the flow the rank was taken from.
     fn is_best(&self, r: &Rule) -> bool {
         r.priority == self.max_priority && r.seq == self.first_seq
+    }
+}
+
+/// One earlier stage of a subtable's staged probe.
+#[derive(Clone)]
+struct Stage {
+    mask: Key,
+    keys: HashMap<Key, u32, key::BuildKeyHasher>,
+}
+
+impl Subtable {
+    /// An empty subtable of `mask`.
+    fn new(mask: Key) -> Subtable {
+        let mut stages: Vec<Stage> = Vec::new();
+        for w in key::STAGE_WORDS {
+            let m = mask.words_below(w);
+            let prev = stages.last().map_or(Key::default(), |s| s.mask);
+            if m != Key::default() && m != mask && m != prev {
+                stages.push(Stage {
+                    mask: m,
+                    keys: HashMap::default(),
+                });
+            }
+        }
+        Subtable {
+            mask,
+            max_priority: 0,
+            first_seq: 0,
+            map: HashMap::default(),
+            stages,
+            stale: false,
+        }
+    }
+
+    /// Sets the flows of masked key `k` (`v` not empty).
+    fn put(&mut self, k: Key, v: Box<[Arc<Rule>]>) {
+        if self.map.insert(k, v).is_none() {
+            stage_add(&mut self.stages, &k);
+        }
+    }
+
+    /// Removes the flows of masked key `k`.
+    fn take(&mut self, k: &Key) -> Option<Box<[Arc<Rule>]>> {
+        let v = self.map.remove(k);
+        if v.is_some() {
+            stage_remove(&mut self.stages, k);
+        }
+        v
+    }
+}
+
+/// A bucket of masked key `k` was added: counted in every stage.
+fn stage_add(stages: &mut [Stage], k: &Key) {
+    for s in stages {
+        *s.keys.entry(k.and(&s.mask)).or_insert(0) += 1;
+    }
+}
+
+/// The bucket of masked key `k` went.
+fn stage_remove(stages: &mut [Stage], k: &Key) {
+    for s in stages {
+        let sk = k.and(&s.mask);
+        if let Some(n) = s.keys.get_mut(&sk) {
+            *n -= 1;
+            if *n == 0 {
+                s.keys.remove(&sk);
+            }
+        }
     }
 }
 
@@ -292,6 +369,16 @@ impl Table {
                 }
             }
             if MF {
+                // Staged: the first stage with no flow for the key ends
+                // the probe, and the megaflow needs the bits up to it.
+                let failed = st
+                    .stages
+                    .iter()
+                    .find(|s| !s.keys.contains_key(&k.and(&s.mask)));
+                if let Some(s) = failed {
+                    *consulted = consulted.or(&s.mask);
+                    continue;
+                }
                 *consulted = consulted.or(&st.mask);
             }
             if let Some(rs) = st.map.get(&k.and(&st.mask)) {
@@ -310,13 +397,7 @@ impl Table {
         match self.subtables.iter().position(|s| s.mask == *mask) {
             Some(i) => i,
             None => {
-                self.subtables.push(Arc::new(Subtable {
-                    mask: *mask,
-                    max_priority: 0,
-                    first_seq: 0,
-                    map: HashMap::default(),
-                    stale: false,
-                }));
+                self.subtables.push(Arc::new(Subtable::new(*mask)));
                 self.subtables.len() - 1
             }
         }
@@ -491,8 +572,8 @@ impl Snapshot {
                     let i = t.subtable_index(mask);
                     let st = Arc::make_mut(&mut t.subtables[i]);
                     match bucket {
-                        Some(b) => st.map.insert(*key, b),
-                        None => st.map.remove(key),
+                        Some(b) => st.put(*key, b),
+                        None => drop(st.take(key)),
                     };
                 }
                 (Changed::Subtable(..), Some(s)) => {
@@ -531,7 +612,7 @@ impl Snapshot {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
         let idx = t.subtable_index(&r.mask);
         let st = Arc::make_mut(&mut t.subtables[idx]);
-        let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
+        let mut v: Vec<Arc<Rule>> = st.take(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
         if let Some(i) = replaced {
             let old = v.remove(i);
@@ -548,7 +629,7 @@ impl Snapshot {
         let r = Arc::new(r);
         let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
         v.insert(pos, r.clone());
-        st.map.insert(r.key, v.into_boxed_slice());
+        st.put(r.key, v.into_boxed_slice());
         t.sort();
         self.logged(Changed::Bucket(r.table, r.mask, r.key));
         replaced.is_some()
@@ -659,17 +740,21 @@ impl Snapshot {
                 };
                 match only {
                     Some(k) => {
-                        let v = st.map.remove(&k).unwrap_or_default();
+                        let v = st.take(&k).unwrap_or_default();
                         let out = edit(&v);
                         if !out.is_empty() {
-                            st.map.insert(k, out);
+                            st.put(k, out);
                         }
                         st.stale |= lost_best;
                     }
                     None => {
                         // A pass over the subtable anyway: rank it now.
-                        st.map.retain(|_, v| {
+                        let stages = &mut st.stages;
+                        st.map.retain(|k, v| {
                             *v = edit(v);
+                            if v.is_empty() {
+                                stage_remove(stages, k);
+                            }
                             !v.is_empty()
                         });
                         st.recompute();
