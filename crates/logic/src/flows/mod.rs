@@ -1582,6 +1582,67 @@ fn run_of(pkts: &[crate::Pkt], h: &Header, m: &HeaderMask) -> (usize, u64) {
 }
 
 impl Flows {
+    /// A packet whose key `k` (under the fields in use) and `meta` missed
+    /// the exact-match cache at hash index `at`, on the `misses`-th miss of
+    /// the batch: served by the megaflow cache (megaflow.rs) or else by the
+    /// classifier, whose pipeline then fills both caches. Its verdict, and
+    /// the exact-match entry filled, if any. `mf`: megaflow hits, misses.
+    /// Not inlined: the exact-match hits' loop keeps its registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn cache_miss<'s>(
+        &self,
+        c: &mut cache::Claim<'_>,
+        snap: &'s Snapshot,
+        p: &mut PktMut<'_>,
+        ingress: PortId,
+        k: Key,
+        meta: u32,
+        at: usize,
+        misses: u64,
+        acc: &mut Acc<'s>,
+        worker: u16,
+        mf: &mut [u64; 2],
+    ) -> (Verdict, Option<usize>) {
+        if let Some(mi) = c.mf_lookup(&k, meta, snap.gen) {
+            mf[0] += 1;
+            let v = self.replay(c.mf_entry(mi), p, ingress, acc, worker);
+            let filled = emc_way(c, at, snap.gen, misses);
+            if let Some(at) = filled {
+                let e = *c.mf_entry(mi);
+                *c.entry(at) = cache::Entry {
+                    key: k,
+                    mask: 0,
+                    ..e
+                };
+            }
+            return (v, filled);
+        }
+        mf[1] += 1;
+        let mut t = Trace::default();
+        let v = self.pipeline::<_, true>(snap, p, ingress, k, acc, worker, &mut t, &mut ());
+        if !t.cacheable {
+            return (v, None);
+        }
+        let e = cache::Entry {
+            key: k,
+            gen: snap.gen,
+            meta,
+            n: t.n,
+            miss: t.miss,
+            mask: 0,
+            rules: t.rules,
+            pure: t.pure && t.outputs <= 1,
+            verdict: std::mem::MaybeUninit::new(v),
+        };
+        c.mf_insert(&e, &t.mask.or(&Key::in_use_always()), mf[1]);
+        let filled = emc_way(c, at, snap.gen, misses);
+        if let Some(at) = filled {
+            *c.entry(at) = e;
+        }
+        (v, filled)
+    }
+
     /// Runs the tables on one packet from table 0 with the classifier,
     /// recording in `t` the flows hit for the cache.
     #[allow(clippy::too_many_arguments)]
@@ -1896,8 +1957,8 @@ impl Logic for Flows {
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
-                let (mut mf_hits, mut mf_misses) = (0u64, 0u64);
-                let always = Key::in_use_always();
+                // Megaflow hits, misses.
+                let mut mf = [0u64; 2];
                 let n = pkts.len().min(verdicts.len());
                 let verdicts = &mut verdicts[..n];
                 let mut i = 0usize;
@@ -2013,62 +2074,20 @@ impl Logic for Flows {
                         continue;
                     }
                     misses += 1;
-                    // The megaflow cache: the key under the bits some
-                    // pipeline's lookups consulted (megaflow.rs).
-                    if let Some(mi) = c.mf_lookup(&k, meta, snap.gen) {
-                        mf_hits += 1;
-                        let e = c.mf_entry(mi);
-                        verdicts[i] = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
-                        i += 1;
-                        if let Some(at) = emc_way(&mut c, at, snap.gen, misses) {
-                            last = at;
-                            let e = *c.mf_entry(mi);
-                            *c.entry(at) = cache::Entry {
-                                key: k,
-                                mask: 0,
-                                ..e
-                            };
-                        }
-                        continue;
-                    }
-                    mf_misses += 1;
-                    let mut t = Trace::default();
-                    let v = self.pipeline::<_, true>(
-                        &snap,
-                        &mut p,
-                        ingress,
-                        k,
-                        &mut acc,
-                        ctx.worker,
-                        &mut t,
-                        &mut (),
+                    let (v, filled) = self.cache_miss(
+                        &mut c, &snap, &mut p, ingress, k, meta, at, misses, &mut acc, ctx.worker,
+                        &mut mf,
                     );
                     verdicts[i] = v;
                     i += 1;
-                    if !t.cacheable {
-                        continue;
-                    }
-                    let e = cache::Entry {
-                        key: k,
-                        gen: snap.gen,
-                        meta,
-                        n: t.n,
-                        miss: t.miss,
-                        mask: 0,
-                        rules: t.rules,
-                        pure: t.pure && t.outputs <= 1,
-                        verdict: std::mem::MaybeUninit::new(v),
-                    };
-                    c.mf_insert(&e, &t.mask.or(&always), mf_misses);
-                    if let Some(at) = emc_way(&mut c, at, snap.gen, misses) {
+                    if let Some(at) = filled {
                         last = at;
-                        *c.entry(at) = e;
                     }
                 }
                 c.resume().last = last;
                 self.cache_stats.add(ctx.worker, hits, misses);
-                if mf_hits + mf_misses > 0 {
-                    self.mf_stats.add(ctx.worker, mf_hits, mf_misses);
+                if mf != [0, 0] {
+                    self.mf_stats.add(ctx.worker, mf[0], mf[1]);
                 }
             }
             None => {
