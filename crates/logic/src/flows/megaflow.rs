@@ -37,8 +37,10 @@
 //! the exact-match cache). Nothing is allocated or locked on the packet
 //! path: the masks live in the worker's claim slot (built with the logic).
 
+use std::collections::BTreeMap;
+
 use super::cache::{Claim, Entry};
-use super::key::Key;
+use super::key::{Field, Key};
 
 /// Distinct megaflow masks per worker (per snapshot).
 pub const MASKS: usize = 16;
@@ -178,5 +180,95 @@ impl Claim<'_> {
             ..*e
         };
         true
+    }
+}
+
+/// The fields a subtable keeps a [`Prefix`] index of, when its mask on
+/// them is a prefix: the IPv4 addresses and the L4 ports.
+const PREFIX_FIELDS: [Field; 4] = [Field::Ip4Src, Field::Ip4Dst, Field::TpSrc, Field::TpDst];
+
+/// The distinct values of one field among a subtable's flows, in order:
+/// what Open vSwitch's prefix tries give, from an ordered map. The flows'
+/// values closest to a packet's (its neighbours in the order) share the
+/// longest prefix with it; when that is shorter than the subtable's
+/// prefix length, no flow of the subtable can match, and the packet's
+/// megaflow needs only the field's bits up to the first that differs from
+/// every flow (an ACL of /32 source addresses: a few top bits, not 32).
+#[derive(Clone)]
+pub(super) struct Prefix {
+    pub(super) field: Field,
+    /// Prefix length of the subtable's mask on the field.
+    plen: u32,
+    /// Field value (under the mask) → buckets with it.
+    pub(super) values: BTreeMap<u64, u32>,
+}
+
+impl Prefix {
+    /// Indices for the prefix-shaped fields of `mask`.
+    pub(super) fn for_mask(mask: &Key) -> Vec<Prefix> {
+        PREFIX_FIELDS
+            .iter()
+            .filter_map(|&field| {
+                let bits = field.bits();
+                let m = mask.get(field) as u64;
+                let plen = m.leading_zeros().saturating_sub(64 - bits);
+                let plen = bits - plen;
+                // Prefix-shaped and not empty: the top `plen` bits.
+                let want = ((1u64 << plen) - 1) << (bits - plen);
+                (m != 0 && m == want).then(|| Prefix {
+                    field,
+                    plen,
+                    values: BTreeMap::new(),
+                })
+            })
+            .collect()
+    }
+
+    /// A bucket of masked key `k` was added.
+    pub(super) fn add(ps: &mut [Prefix], k: &Key) {
+        for p in ps {
+            *p.values.entry(k.get(p.field) as u64).or_insert(0) += 1;
+        }
+    }
+
+    /// The bucket of masked key `k` went.
+    pub(super) fn remove(ps: &mut [Prefix], k: &Key) {
+        for p in ps {
+            let v = k.get(p.field) as u64;
+            if let Some(n) = p.values.get_mut(&v) {
+                *n -= 1;
+                if *n == 0 {
+                    p.values.remove(&v);
+                }
+            }
+        }
+    }
+
+    /// If no flow's value shares this index's prefix with `k`'s: the bits
+    /// of the field that tell so (its top bits down to the first that
+    /// differs from every flow's value).
+    #[inline]
+    pub(super) fn rules_out(&self, k: &Key) -> Option<Key> {
+        let bits = self.field.bits();
+        let top = bits - self.plen;
+        let v = (k.get(self.field) as u64) >> top << top;
+        // Common prefix length within the field's `bits`.
+        let lcp = |r: u64| ((r ^ v) << (64 - bits)).leading_zeros().min(bits);
+        let below = self
+            .values
+            .range(..=v)
+            .next_back()
+            .map_or(0, |(&r, _)| lcp(r));
+        if below >= self.plen {
+            return None;
+        }
+        let above = self.values.range(v..).next().map_or(0, |(&r, _)| lcp(r));
+        if above >= self.plen {
+            return None;
+        }
+        let need = below.max(above) + 1;
+        let mut m = Key::default();
+        m.set(self.field, (((1u64 << need) - 1) << (bits - need)) as u128);
+        Some(m)
     }
 }

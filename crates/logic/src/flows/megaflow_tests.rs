@@ -161,6 +161,13 @@ fn stage_counts_follow_every_change() {
                     let got: HashMap<Key, u32> = s.keys.iter().map(|(k, n)| (*k, *n)).collect();
                     assert_eq!(got, want, "{what}");
                 }
+                for p in &st.prefixes {
+                    let mut want: std::collections::BTreeMap<u64, u32> = Default::default();
+                    for k in st.map.keys() {
+                        *want.entry(k.get(p.field) as u64).or_insert(0) += 1;
+                    }
+                    assert_eq!(p.values, want, "{what}");
+                }
             }
         }
     };

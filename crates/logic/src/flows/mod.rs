@@ -252,6 +252,11 @@ struct Subtable {
     /// only the bits up to that stage (a packet whose source address no
     /// flow has never makes the ports part of its megaflow).
     stages: Vec<Stage>,
+    /// Ordered values of the prefix-shaped address and port fields of the
+    /// mask (`megaflow::Prefix`): checked before the stages, a field whose
+    /// value no flow's shares rules the subtable out with a few of its top
+    /// bits in the megaflow.
+    prefixes: Vec<megaflow::Prefix>,
     /// While a snapshot is being built: its best flow went, so
     /// (`max_priority`, `first_seq`) may rank above every flow left (never
     /// below). [`Snapshot::seal`] recomputes it before the snapshot is
@@ -290,7 +295,10 @@ impl Subtable {
         for w in key::STAGE_WORDS {
             let m = mask.words_below(w);
             let prev = stages.last().map_or(Key::default(), |s| s.mask);
-            if m != Key::default() && m != mask && m != prev {
+            // (Metadata alone, without the MACs, is seldom what tells
+            // flows apart: not worth a probe.)
+            let macs = m.0[1] | m.0[2] != 0;
+            if m != Key::default() && m != mask && m != prev && (w > key::STAGE_WORDS[0] || macs) {
                 stages.push(Stage {
                     mask: m,
                     keys: HashMap::default(),
@@ -303,6 +311,7 @@ impl Subtable {
             first_seq: 0,
             map: HashMap::default(),
             stages,
+            prefixes: megaflow::Prefix::for_mask(&mask),
             stale: false,
         }
     }
@@ -311,6 +320,7 @@ impl Subtable {
     fn put(&mut self, k: Key, v: Box<[Arc<Rule>]>) {
         if self.map.insert(k, v).is_none() {
             stage_add(&mut self.stages, &k);
+            megaflow::Prefix::add(&mut self.prefixes, &k);
         }
     }
 
@@ -319,6 +329,7 @@ impl Subtable {
         let v = self.map.remove(k);
         if v.is_some() {
             stage_remove(&mut self.stages, k);
+            megaflow::Prefix::remove(&mut self.prefixes, k);
         }
         v
     }
@@ -369,6 +380,12 @@ impl Table {
                 }
             }
             if MF {
+                // A field whose value no flow here shares: the subtable is
+                // ruled out by a few top bits of it.
+                if let Some(m) = st.prefixes.iter().find_map(|p| p.rules_out(k)) {
+                    *consulted = consulted.or(&m);
+                    continue;
+                }
                 // Staged: the first stage with no flow for the key ends
                 // the probe, and the megaflow needs the bits up to it.
                 let failed = st
@@ -749,11 +766,12 @@ impl Snapshot {
                     }
                     None => {
                         // A pass over the subtable anyway: rank it now.
-                        let stages = &mut st.stages;
+                        let (stages, prefixes) = (&mut st.stages, &mut st.prefixes);
                         st.map.retain(|k, v| {
                             *v = edit(v);
                             if v.is_empty() {
                                 stage_remove(stages, k);
+                                megaflow::Prefix::remove(prefixes, k);
                             }
                             !v.is_empty()
                         });
