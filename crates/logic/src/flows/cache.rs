@@ -26,6 +26,10 @@
 //! holds are alive whenever they are used (the worker holds the snapshot
 //! they belong to).
 //!
+//! Behind it, on a miss, the megaflow cache (`megaflow.rs`): entries of
+//! the same layout in the same mapping (a second `per` entries per
+//! worker), keyed by the key under the bits the lookups consulted.
+//!
 //! Ownership: a worker claims its slot for a batch with an atomic flag
 //! (`claim`); a second caller with the same worker index at the same time
 //! (never the fabric's own workers) goes through the classifier instead. No

@@ -71,7 +71,10 @@
 //! packet's key to the flows its pipeline hits, valid for one snapshot;
 //! after a hit on the previous packet's entry that only outputs or drops,
 //! the following packets with the same [`Header`] (a run of one flow) take
-//! its verdict without extraction or probe, counted once per run.
+//! its verdict without extraction or probe, counted once per run. On an
+//! exact-match miss, the megaflow cache (`megaflow.rs`) keys the pipeline
+//! by the bits the lookups consulted (early exit, prefix indices, staged
+//! probes), so flows the rules do not tell apart share an entry.
 
 mod cache;
 mod expiry;
