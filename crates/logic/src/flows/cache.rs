@@ -159,7 +159,9 @@ impl Cache {
                 std::ptr::null_mut(),
                 c.bytes(),
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                // Not reserved: only the pages workers touch take memory
+                // (the largest configuration maps 16 GiB of address space).
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
