@@ -17,7 +17,8 @@
 //! packet = the collected total / (batches * 256); callgrind_annotate
 //! splits them by function. The program prints the count to divide by.
 //! Cases: those of `logic::bench_cases` (`patch`, `bridge`, `l4filter`,
-//! `demux`, `flows3`, `flows3-nocache`, `flows10k`, `flows10k-src`). An
+//! `demux`, `flows3`, `flows3-nocache`, `flows10k`, `flows10k-src`,
+//! `flows10k-acl`, `flows10k-acl-high`). An
 //! optional third argument, FLOWS (default 1), makes the source hand out
 //! the frames of FLOWS concurrent flows in turn (flows interleaved;
 //! `bench_cases::flow_frame`: distinct source ports, then addresses).

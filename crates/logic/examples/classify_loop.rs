@@ -21,7 +21,9 @@
 //! (`bench_cases::flow_frame`: distinct source ports, then addresses;
 //! flows interleaved: no two consecutive frames of one flow when
 //! FLOWS > 1). `flows10k-src` is `flows10k` with the source address
-//! matched too (every varied field in the flows' masks).
+//! matched too (every varied field in the flows' masks); `flows10k-acl`
+//! and `flows10k-acl-high` add 10^4 ACL flows (nw_src/32 + tp_src) below /
+//! above the hit flow (`bench_cases::acl_flows`).
 
 use logic::bench_cases;
 use logic::{Ctx, Pkt, Pkts, Verdict};

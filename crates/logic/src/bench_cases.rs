@@ -38,6 +38,8 @@ pub const CASES: &[&str] = &[
     "flows3-nocache",
     "flows10k",
     "flows10k-src",
+    "flows10k-acl",
+    "flows10k-acl-high",
 ];
 
 /// `flows` with a few rules: the frames hit the first one.
@@ -81,6 +83,46 @@ pub fn many_flows_src(n: u32, masks: u32, tp_src_base: u32) -> Vec<String> {
         *f = f.replacen(",udp,", ",udp,nw_src=172.16.0.1,", 1);
     }
     t
+}
+
+/// Priority of the flow every frame hits in [`acl_flows`].
+pub const ACL_HIT_PRIORITY: u32 = 2000;
+
+/// The shape of a real ACL next to [`many_flows`]: `many_flows(n, masks,
+/// tp_src_base)` with its unhittable flows at priorities 2001..=3000 and
+/// the flow every frame hits (`udp,actions=output:1`) at
+/// [`ACL_HIT_PRIORITY`], plus `acl` unhittable ACL flows matching
+/// `nw_src`/32 (172.16.0.0 + i, never a source of [`flow_frame`]) and
+/// `tp_src` (1024 + i % 4096), every other one `nw_dst=10.0.0.2`/32 too (two
+/// masks), at priorities 1..=1000 (`higher` false: below the hit flow, so a
+/// lookup that respects the priority order never needs them) or
+/// 3001..=4000 (`higher`: above it, probed on every lookup).
+pub fn acl_flows(n: u32, masks: u32, tp_src_base: u32, acl: u32, higher: bool) -> Vec<String> {
+    let mut texts = many_flows(n, masks, tp_src_base);
+    let hit = texts.pop().expect("many_flows ends with the hit flow");
+    debug_assert!(hit.starts_with("priority=0,"));
+    for t in &mut texts {
+        let rest = t.strip_prefix("priority=").expect("priority first");
+        let (p, rest) = rest.split_once(',').expect("more after the priority");
+        let p: u32 = p.parse().expect("a number");
+        *t = format!("priority={},{rest}", ACL_HIT_PRIORITY + p);
+    }
+    texts.push(format!("priority={ACL_HIT_PRIORITY},udp,actions=output:1"));
+    let base = if higher { 3001 } else { 1 };
+    for i in 0..acl {
+        let src = 0xac10_0000u32 + i;
+        let dst = if i % 2 == 1 { ",nw_dst=10.0.0.2" } else { "" };
+        texts.push(format!(
+            "priority={},udp,nw_src={}.{}.{}.{}{dst},tp_src={},actions=drop",
+            base + i % 1000,
+            src >> 24,
+            (src >> 16) & 0xff,
+            (src >> 8) & 0xff,
+            src & 0xff,
+            1024 + i % 4096,
+        ));
+    }
+    texts
 }
 
 /// Flows of [`flow_frame`] per source address (then the next address).
@@ -129,6 +171,16 @@ pub fn config(case: &str) -> Result<(&'static str, Value), String> {
         "flows10k" => ("flows", json!({ "flows": many_flows(10_000, 8, 2000) })),
         // The same with the varied source address matched too.
         "flows10k-src" => ("flows", json!({ "flows": many_flows_src(10_000, 8, 2000) })),
+        // The same 10^4 flows above the hit flow, and 10^4 ACL flows
+        // (nw_src/32 + tp_src) below it / above it.
+        "flows10k-acl" => (
+            "flows",
+            json!({ "flows": acl_flows(10_000, 8, 2000, 10_000, false) }),
+        ),
+        "flows10k-acl-high" => (
+            "flows",
+            json!({ "flows": acl_flows(10_000, 8, 2000, 10_000, true) }),
+        ),
         _ => {
             return Err(format!(
                 "unknown case {case:?} (known: {})",

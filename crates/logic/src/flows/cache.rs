@@ -26,6 +26,10 @@
 //! holds are alive whenever they are used (the worker holds the snapshot
 //! they belong to).
 //!
+//! Behind it, on a miss, the megaflow cache (`megaflow.rs`): entries of
+//! the same layout in the same mapping (a second `per` entries per
+//! worker), keyed by the key under the bits the lookups consulted.
+//!
 //! Ownership: a worker claims its slot for a batch with an atomic flag
 //! (`claim`); a second caller with the same worker index at the same time
 //! (never the fabric's own workers) goes through the classifier instead. No
@@ -38,6 +42,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::key::{Header, HeaderMask, Key};
+use super::megaflow::Masks;
 use super::Rule;
 use crate::Verdict;
 
@@ -63,6 +68,9 @@ pub struct Entry {
     pub n: u8,
     /// 1 + the table that missed at the end, or 0.
     pub miss: u8,
+    /// In the megaflow array: the slot of the mask `key` is under
+    /// (`megaflow.rs`); 0 in the exact-match array.
+    pub mask: u8,
     pub rules: [*const Rule; MAX_RULES],
     /// The pipeline only outputs (at most once) or drops: `verdict` is its
     /// verdict, no action needs to run.
@@ -70,6 +78,8 @@ pub struct Entry {
     /// Written whenever `pure` is (zeroed entries never read it).
     pub verdict: MaybeUninit<Verdict>,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 128);
 
 /// Where a worker's last batch left off, for the next one: the entry the
 /// last frame used and, when the batch ended in a run of one flow, that
@@ -100,15 +110,17 @@ pub struct RunEnd {
     pub gen: u64,
 }
 
-/// A worker's claim flag and what its last batch left for the next.
+/// A worker's claim flag, what its last batch left for the next, and its
+/// megaflow masks.
 #[derive(Default)]
 #[repr(align(64))]
-struct Flag(AtomicBool, UnsafeCell<Resume>);
+struct Flag(AtomicBool, UnsafeCell<Resume>, UnsafeCell<Masks>);
 
 /// Every worker's entries.
 pub struct Cache {
-    /// `WORKERS * per` entries (an anonymous mapping, or null when `per`
-    /// is 0), worker `w`'s at `w * per ..`.
+    /// `2 * WORKERS * per` entries (an anonymous mapping, or null when
+    /// `per` is 0): worker `w`'s exact-match entries at `w * per ..`, its
+    /// megaflow entries at `(WORKERS + w) * per ..`.
     entries: *mut Entry,
     per: usize,
     busy: Box<[Flag]>,
@@ -125,7 +137,7 @@ unsafe impl Send for Cache {}
 
 impl Cache {
     fn bytes(&self) -> usize {
-        self.per * WORKERS * std::mem::size_of::<Entry>()
+        2 * self.per * WORKERS * std::mem::size_of::<Entry>()
     }
 
     /// `per` entries per worker (a power of two, or 0: no cache).
@@ -147,7 +159,9 @@ impl Cache {
                 std::ptr::null_mut(),
                 c.bytes(),
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                // Not reserved: only the pages workers touch take memory
+                // (the largest configuration maps 16 GiB of address space).
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -155,7 +169,7 @@ impl Cache {
         if p == libc::MAP_FAILED {
             let e = std::io::Error::last_os_error();
             return Err(format!(
-                "cannot map {} MiB for the exact-match cache: {e}",
+                "cannot map {} MiB for the exact-match and megaflow caches: {e}",
                 c.bytes() >> 20
             ));
         }
@@ -212,6 +226,28 @@ impl Claim<'_> {
         // SAFETY: only a claim reads or writes a worker's `Resume`, and this
         // claim is the worker's only one (busy flag, as in `entry`).
         unsafe { &mut *self.cache.busy[self.w].1.get() }
+    }
+
+    /// Whether there are megaflow entries (there are with a cache).
+    #[inline]
+    pub fn has_mf(&self) -> bool {
+        self.cache.per != 0
+    }
+
+    /// The worker's megaflow masks.
+    #[inline]
+    pub fn masks(&mut self) -> &mut Masks {
+        // SAFETY: as `resume`: only this claim touches the worker's slot.
+        unsafe { &mut *self.cache.busy[self.w].2.get() }
+    }
+
+    /// The megaflow entry at `i` (taken modulo the entries per worker).
+    #[inline]
+    pub fn mf_entry(&mut self, i: usize) -> &mut Entry {
+        let i = WORKERS * self.cache.per + self.base + (i & (self.cache.per - 1));
+        // SAFETY: i < 2 * WORKERS * per, inside the mapping; exclusive as in
+        // `entry`.
+        unsafe { &mut *self.cache.entries.add(i) }
     }
 
     /// The entry at `i` (taken modulo the entries per worker).

@@ -9,17 +9,17 @@ use crate::testutil::{udp4, udp_to};
 use proptest::prelude::*;
 use serde_json::json;
 
-fn build(cache: usize) -> Flows {
+pub(super) fn build(cache: usize) -> Flows {
     Flows::from_config(&json!({ "cache": cache })).unwrap()
 }
 
-fn add(f: &Flows, t: &str) -> bool {
+pub(super) fn add(f: &Flows, t: &str) -> bool {
     f.command("add", &json!({ "flow": t })).is_ok()
 }
 
 /// Verdicts of one batch of copies of `frames` (worker 0), and the frames
 /// after (as the views show them: a popped tag is gone).
-fn run(f: &Flows, ingress: PortId, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
+pub(super) fn run(f: &Flows, ingress: PortId, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
     let mut frames = frames.to_vec();
     let mut v = vec![Verdict::Flood; frames.len()];
     let after = fabric::with_frames(&mut frames, ingress, 0, |pkts| {
@@ -236,7 +236,7 @@ fn action_text(kind: u8, a: u8, ip: bool, l4: bool) -> Option<String> {
 }
 
 /// A flow text: table, priority, match shape and values, actions, goto.
-type FlowGen = (u8, u8, u8, u8, u8, Vec<(u8, u8)>, u8);
+pub(super) type FlowGen = (u8, u8, u8, u8, u8, Vec<(u8, u8)>, u8);
 
 fn flow_text(g: &FlowGen) -> String {
     let &(table, prio, shape, a, b, ref acts, goto) = g;
@@ -291,7 +291,7 @@ fn packet(g: &PktGen) -> (PortId, Vec<u8>) {
 }
 
 /// Up to `max - 1` flow texts' generators.
-fn flow_gens(max: usize) -> impl Strategy<Value = Vec<FlowGen>> {
+pub(super) fn flow_gens(max: usize) -> impl Strategy<Value = Vec<FlowGen>> {
     proptest::collection::vec(
         (
             any::<u8>(),
@@ -322,7 +322,7 @@ fn ip4_shape(b: &mut [u8], proto: u8) {
 /// A cached and an uncached logic with the flows of `gens` added to both
 /// (each accepted by both or refused by both); `added` sees each accepted
 /// flow text, in order.
-fn cached_and_plain(
+pub(super) fn cached_and_plain(
     gens: &[FlowGen],
     mut added: impl FnMut(&str),
 ) -> Result<(Flows, Flows), TestCaseError> {
@@ -341,7 +341,7 @@ fn cached_and_plain(
 /// Classifies `frames` `passes` times on each logic, checks that every
 /// verdict and byte agrees, adds the frames classified by each to `total`
 /// and returns the uncached logic's answer.
-fn agree(
+pub(super) fn agree(
     cached: &Flows,
     plain: &Flows,
     ingress: PortId,
@@ -374,7 +374,11 @@ fn agree(
 
 /// The two logics' dumps agree (flows with their counters, tables,
 /// outputs), and the cache saw `total` frames.
-fn same_counters(cached: &Flows, plain: &Flows, total: u64) -> Result<(), TestCaseError> {
+pub(super) fn same_counters(
+    cached: &Flows,
+    plain: &Flows,
+    total: u64,
+) -> Result<(), TestCaseError> {
     let (mut dc, mut dp) = (cached.dump(None), plain.dump(None));
     // Durations differ between the two instances.
     for d in [&mut dc, &mut dp] {

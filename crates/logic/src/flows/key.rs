@@ -133,6 +133,24 @@ impl Key {
     }
 }
 
+/// The stages of a staged subtable probe (`Subtable::stages` in
+/// `mod.rs`): stage `s` takes the key's words below `STAGE_WORDS[s]`, so
+/// metadata and L2 (in_port, EtherType, VLAN, IP protocol and TOS, the
+/// MACs: words 0..3), then L3 as well (the addresses: words 3..7); the
+/// last stage is the whole mask (with the L4 ports, word 7).
+pub const STAGE_WORDS: [usize; 2] = [3, 7];
+
+impl Key {
+    /// The key's words below `words` (the others zero).
+    pub fn words_below(&self, words: usize) -> Key {
+        let mut k = *self;
+        for w in k.0.iter_mut().skip(words) {
+            *w = 0;
+        }
+        k
+    }
+}
+
 /// A matchable field and where it sits in the [`Key`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {

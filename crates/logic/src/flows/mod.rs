@@ -71,13 +71,17 @@
 //! packet's key to the flows its pipeline hits, valid for one snapshot;
 //! after a hit on the previous packet's entry that only outputs or drops,
 //! the following packets with the same [`Header`] (a run of one flow) take
-//! its verdict without extraction or probe, counted once per run.
+//! its verdict without extraction or probe, counted once per run. On an
+//! exact-match miss, the megaflow cache (`megaflow.rs`) keys the pipeline
+//! by the bits the lookups consulted (early exit, prefix indices, staged
+//! probes), so flows the rules do not tell apart share an entry.
 
 mod cache;
 mod expiry;
 mod groupcmd;
 mod groups;
 mod key;
+mod megaflow;
 pub mod ofp;
 pub mod pktin;
 mod text;
@@ -249,6 +253,20 @@ struct Subtable {
     first_seq: u64,
     /// Masked key → flows with that exact match, best first.
     map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+    /// The staged probe's earlier stages (`key::STAGE_WORDS`: metadata
+    /// and L2, then L3 too), those of them that are neither empty nor the
+    /// whole mask nor the previous stage: the mask's words below the
+    /// stage's end, and the number of buckets of `map` per key under it.
+    /// With the megaflow cache (`megaflow.rs`), a probe checks them in
+    /// turn and stops at the first with no flow: the megaflow then needs
+    /// only the bits up to that stage (a packet whose source address no
+    /// flow has never makes the ports part of its megaflow).
+    stages: Vec<Stage>,
+    /// Ordered values of the prefix-shaped address and port fields of the
+    /// mask (`megaflow::Prefix`): checked before the stages, a field whose
+    /// value no flow's shares rules the subtable out with a few of its top
+    /// bits in the megaflow.
+    prefixes: Vec<megaflow::Prefix>,
     /// While a snapshot is being built: its best flow went, so
     /// (`max_priority`, `first_seq`) may rank above every flow left (never
     /// below). [`Snapshot::seal`] recomputes it before the snapshot is
@@ -273,6 +291,80 @@ impl Subtable {
     }
 }
 
+/// One earlier stage of a subtable's staged probe.
+#[derive(Clone)]
+struct Stage {
+    mask: Key,
+    keys: HashMap<Key, u32, key::BuildKeyHasher>,
+}
+
+impl Subtable {
+    /// An empty subtable of `mask`.
+    fn new(mask: Key) -> Subtable {
+        let mut stages: Vec<Stage> = Vec::new();
+        for w in key::STAGE_WORDS {
+            let m = mask.words_below(w);
+            let prev = stages.last().map_or(Key::default(), |s| s.mask);
+            // (Metadata alone, without the MACs, is seldom what tells
+            // flows apart: not worth a probe.)
+            let macs = m.0[1] | m.0[2] != 0;
+            if m != Key::default() && m != mask && m != prev && (w > key::STAGE_WORDS[0] || macs) {
+                stages.push(Stage {
+                    mask: m,
+                    keys: HashMap::default(),
+                });
+            }
+        }
+        Subtable {
+            mask,
+            max_priority: 0,
+            first_seq: 0,
+            map: HashMap::default(),
+            stages,
+            prefixes: megaflow::Prefix::for_mask(&mask),
+            stale: false,
+        }
+    }
+
+    /// Sets the flows of masked key `k` (`v` not empty).
+    fn put(&mut self, k: Key, v: Box<[Arc<Rule>]>) {
+        if self.map.insert(k, v).is_none() {
+            stage_add(&mut self.stages, &k);
+            megaflow::Prefix::add(&mut self.prefixes, &k);
+        }
+    }
+
+    /// Removes the flows of masked key `k`.
+    fn take(&mut self, k: &Key) -> Option<Box<[Arc<Rule>]>> {
+        let v = self.map.remove(k);
+        if v.is_some() {
+            stage_remove(&mut self.stages, k);
+            megaflow::Prefix::remove(&mut self.prefixes, k);
+        }
+        v
+    }
+}
+
+/// A bucket of masked key `k` was added: counted in every stage.
+fn stage_add(stages: &mut [Stage], k: &Key) {
+    for s in stages {
+        *s.keys.entry(k.and(&s.mask)).or_insert(0) += 1;
+    }
+}
+
+/// The bucket of masked key `k` went.
+fn stage_remove(stages: &mut [Stage], k: &Key) {
+    for s in stages {
+        let sk = k.and(&s.mask);
+        if let Some(n) = s.keys.get_mut(&sk) {
+            *n -= 1;
+            if *n == 0 {
+                s.keys.remove(&sk);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Default)]
 struct Table {
     /// Ordered by the rank of their best flow (`max_priority` descending,
@@ -282,8 +374,12 @@ struct Table {
 }
 
 impl Table {
+    /// The best flow matching `k`. With `MF`, adds to `consulted` the
+    /// bits of `k` the result depends on: the masks of the subtables
+    /// probed (not those after the early exit), for the megaflow cache
+    /// (`megaflow.rs`).
     #[inline]
-    fn lookup(&self, k: &Key) -> Option<&Rule> {
+    fn lookup<const MF: bool>(&self, k: &Key, consulted: &mut Key) -> Option<&Rule> {
         let mut best: Option<&Rule> = None;
         for st in &self.subtables {
             if let Some(b) = best {
@@ -292,6 +388,25 @@ impl Table {
                 {
                     break;
                 }
+            }
+            if MF {
+                // A field whose value no flow here shares: the subtable is
+                // ruled out by a few top bits of it.
+                if let Some(m) = st.prefixes.iter().find_map(|p| p.rules_out(k)) {
+                    *consulted = consulted.or(&m);
+                    continue;
+                }
+                // Staged: the first stage with no flow for the key ends
+                // the probe, and the megaflow needs the bits up to it.
+                let failed = st
+                    .stages
+                    .iter()
+                    .find(|s| !s.keys.contains_key(&k.and(&s.mask)));
+                if let Some(s) = failed {
+                    *consulted = consulted.or(&s.mask);
+                    continue;
+                }
+                *consulted = consulted.or(&st.mask);
             }
             if let Some(rs) = st.map.get(&k.and(&st.mask)) {
                 let r = &*rs[0];
@@ -309,13 +424,7 @@ impl Table {
         match self.subtables.iter().position(|s| s.mask == *mask) {
             Some(i) => i,
             None => {
-                self.subtables.push(Arc::new(Subtable {
-                    mask: *mask,
-                    max_priority: 0,
-                    first_seq: 0,
-                    map: HashMap::default(),
-                    stale: false,
-                }));
+                self.subtables.push(Arc::new(Subtable::new(*mask)));
                 self.subtables.len() - 1
             }
         }
@@ -490,8 +599,8 @@ impl Snapshot {
                     let i = t.subtable_index(mask);
                     let st = Arc::make_mut(&mut t.subtables[i]);
                     match bucket {
-                        Some(b) => st.map.insert(*key, b),
-                        None => st.map.remove(key),
+                        Some(b) => st.put(*key, b),
+                        None => drop(st.take(key)),
                     };
                 }
                 (Changed::Subtable(..), Some(s)) => {
@@ -530,7 +639,7 @@ impl Snapshot {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
         let idx = t.subtable_index(&r.mask);
         let st = Arc::make_mut(&mut t.subtables[idx]);
-        let mut v: Vec<Arc<Rule>> = st.map.remove(&r.key).map(Vec::from).unwrap_or_default();
+        let mut v: Vec<Arc<Rule>> = st.take(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
         if let Some(i) = replaced {
             let old = v.remove(i);
@@ -547,7 +656,7 @@ impl Snapshot {
         let r = Arc::new(r);
         let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
         v.insert(pos, r.clone());
-        st.map.insert(r.key, v.into_boxed_slice());
+        st.put(r.key, v.into_boxed_slice());
         t.sort();
         self.logged(Changed::Bucket(r.table, r.mask, r.key));
         replaced.is_some()
@@ -658,17 +767,22 @@ impl Snapshot {
                 };
                 match only {
                     Some(k) => {
-                        let v = st.map.remove(&k).unwrap_or_default();
+                        let v = st.take(&k).unwrap_or_default();
                         let out = edit(&v);
                         if !out.is_empty() {
-                            st.map.insert(k, out);
+                            st.put(k, out);
                         }
                         st.stale |= lost_best;
                     }
                     None => {
                         // A pass over the subtable anyway: rank it now.
-                        st.map.retain(|_, v| {
+                        let (stages, prefixes) = (&mut st.stages, &mut st.prefixes);
+                        st.map.retain(|k, v| {
                             *v = edit(v);
+                            if v.is_empty() {
+                                stage_remove(stages, k);
+                                megaflow::Prefix::remove(prefixes, k);
+                            }
                             !v.is_empty()
                         });
                         st.recompute();
@@ -741,6 +855,8 @@ pub struct Flows {
     cache: cache::Cache,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
+    /// Megaflow cache (on an exact-match miss) hits, misses.
+    mf_stats: Counters,
     /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
     packet_ins: Arc<pktin::PacketIns>,
     /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
@@ -1037,6 +1153,7 @@ impl Flows {
             writer: Mutex::new(Writer::default()),
             cache: cache::Cache::new(per)?,
             cache_stats: Counters::default(),
+            mf_stats: Counters::default(),
             packet_ins,
             notices: Mutex::default(),
             instance: GENERATION.fetch_add(1, Relaxed),
@@ -1209,8 +1326,9 @@ impl Flows {
             })
             .collect();
         let (hits, misses) = self.cache_stats.get();
-        let cache =
-            json!({"entries_per_worker": self.cache.per_worker(), "hits": hits, "misses": misses});
+        let (mf_hits, mf_misses) = self.mf_stats.get();
+        let cache = json!({"entries_per_worker": self.cache.per_worker(), "hits": hits,
+            "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses});
         let pi = self.packet_ins.stats();
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
             "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
@@ -1462,6 +1580,9 @@ struct Trace {
     pure: bool,
     /// ... this many outputs.
     outputs: u32,
+    /// The bits of the key the lookups consulted (the megaflow mask, but
+    /// for `Key::in_use_always`), when `pipeline` tracks them.
+    mask: Key,
 }
 
 impl Default for Trace {
@@ -1473,6 +1594,7 @@ impl Default for Trace {
             cacheable: true,
             pure: true,
             outputs: 0,
+            mask: Key::default(),
         }
     }
 }
@@ -1509,6 +1631,24 @@ fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
     (key::extract_general(b, in_port), m)
 }
 
+/// The exact-match way to fill after the `misses`-th miss of a batch at
+/// hash index `at`: a free or stale way of the two first; else an entry
+/// of the current snapshot, by one miss in 8 only (the two ways in turn):
+/// more flows than entries would otherwise evict each other on every
+/// packet (a 128-byte write per packet, and no hits at all).
+#[inline(always)]
+fn emc_way(c: &mut cache::Claim<'_>, at: usize, gen: u64, misses: u64) -> Option<usize> {
+    if c.entry(at).gen != gen {
+        Some(at)
+    } else if c.entry(at ^ 1).gen != gen {
+        Some(at ^ 1)
+    } else if misses % 8 == 1 {
+        Some(at ^ ((misses >> 3) & 1) as usize)
+    } else {
+        None
+    }
+}
+
 /// The frames at the start of `pkts` with header `h` under `m` (a run of
 /// one flow, as far as the snapshot's flows can tell): their number and
 /// their bytes in all. Not inlined: called once per run, it keeps its
@@ -1531,11 +1671,72 @@ fn run_of(pkts: &[crate::Pkt], h: &Header, m: &HeaderMask) -> (usize, u64) {
 }
 
 impl Flows {
+    /// A packet whose key `k` (under the fields in use) and `meta` missed
+    /// the exact-match cache at hash index `at`, on the `misses`-th miss of
+    /// the batch: served by the megaflow cache (megaflow.rs) or else by the
+    /// classifier, whose pipeline then fills both caches. Its verdict, and
+    /// the exact-match entry filled, if any. `mf`: megaflow hits, misses.
+    /// Not inlined: the exact-match hits' loop keeps its registers.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn cache_miss<'s>(
+        &self,
+        c: &mut cache::Claim<'_>,
+        snap: &'s Snapshot,
+        p: &mut PktMut<'_>,
+        ingress: PortId,
+        k: Key,
+        meta: u32,
+        at: usize,
+        misses: u64,
+        acc: &mut Acc<'s>,
+        worker: u16,
+        mf: &mut [u64; 2],
+    ) -> (Verdict, Option<usize>) {
+        if let Some(mi) = c.mf_lookup(&k, meta, snap.gen) {
+            mf[0] += 1;
+            let v = self.replay(c.mf_entry(mi), p, ingress, acc, worker);
+            let filled = emc_way(c, at, snap.gen, misses);
+            if let Some(at) = filled {
+                let e = *c.mf_entry(mi);
+                *c.entry(at) = cache::Entry {
+                    key: k,
+                    mask: 0,
+                    ..e
+                };
+            }
+            return (v, filled);
+        }
+        mf[1] += 1;
+        let mut t = Trace::default();
+        let v = self.pipeline::<_, true>(snap, p, ingress, k, acc, worker, &mut t, &mut ());
+        if !t.cacheable {
+            return (v, None);
+        }
+        let e = cache::Entry {
+            key: k,
+            gen: snap.gen,
+            meta,
+            n: t.n,
+            miss: t.miss,
+            mask: 0,
+            rules: t.rules,
+            pure: t.pure && t.outputs <= 1,
+            verdict: std::mem::MaybeUninit::new(v),
+        };
+        c.mf_insert(&e, &t.mask.or(&Key::in_use_always()), mf[1]);
+        let filled = emc_way(c, at, snap.gen, misses);
+        if let Some(at) = filled {
+            *c.entry(at) = e;
+        }
+        (v, filled)
+    }
+
     /// Runs the tables on one packet from table 0 with the classifier,
     /// recording in `t` the flows hit for the cache.
     #[allow(clippy::too_many_arguments)]
     #[inline]
-    fn pipeline<'s, H: Hook>(
+    fn pipeline<'s, H: Hook, const MF: bool>(
         &self,
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
@@ -1555,7 +1756,7 @@ impl Flows {
             // A lookup after pop_vlan depends on the inner tag (not in the
             // key): not cacheable.
             t.cacheable &= !popped;
-            let Some(r) = snap.tables[table].lookup(&k) else {
+            let Some(r) = snap.tables[table].lookup::<MF>(&k, &mut t.mask) else {
                 acc.miss(table, 1);
                 t.miss = table as u8 + 1;
                 h.miss(table as u8);
@@ -1890,6 +2091,8 @@ impl Logic for Flows {
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
+                // Megaflow hits, misses.
+                let mut mf = [0u64; 2];
                 let n = pkts.len().min(verdicts.len());
                 let verdicts = &mut verdicts[..n];
                 let mut i = 0usize;
@@ -2005,56 +2208,27 @@ impl Logic for Flows {
                         continue;
                     }
                     misses += 1;
-                    let mut t = Trace::default();
-                    let v = self.pipeline(
-                        &snap,
-                        &mut p,
-                        ingress,
-                        k,
-                        &mut acc,
-                        ctx.worker,
-                        &mut t,
-                        &mut (),
+                    let (v, filled) = self.cache_miss(
+                        &mut c, &snap, &mut p, ingress, k, meta, at, misses, &mut acc, ctx.worker,
+                        &mut mf,
                     );
                     verdicts[i] = v;
                     i += 1;
-                    // An entry of the current snapshot is replaced by one
-                    // miss in 8 only: more flows than entries would
-                    // otherwise evict each other on every packet (a
-                    // 128-byte write per packet, and no hits at all).
-                    // A free or stale way first; else, one miss in 8, the
-                    // two ways in turn.
-                    let at = if c.entry(at).gen != snap.gen {
-                        Some(at)
-                    } else if c.entry(at ^ 1).gen != snap.gen {
-                        Some(at ^ 1)
-                    } else if misses % 8 == 1 {
-                        Some(at ^ ((misses >> 3) & 1) as usize)
-                    } else {
-                        None
-                    };
-                    if let (Some(at), true) = (at, t.cacheable) {
+                    if let Some(at) = filled {
                         last = at;
-                        *c.entry(at) = cache::Entry {
-                            key: k,
-                            gen: snap.gen,
-                            meta,
-                            n: t.n,
-                            miss: t.miss,
-                            rules: t.rules,
-                            pure: t.pure && t.outputs <= 1,
-                            verdict: std::mem::MaybeUninit::new(v),
-                        };
                     }
                 }
                 c.resume().last = last;
                 self.cache_stats.add(ctx.worker, hits, misses);
+                if mf != [0, 0] {
+                    self.mf_stats.add(ctx.worker, mf[0], mf[1]);
+                }
             }
             None => {
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
                     let k = extract(p.data(), ingress);
                     let mut t = Trace::default();
-                    *v = self.pipeline(
+                    *v = self.pipeline::<_, false>(
                         &snap,
                         &mut p,
                         ingress,
@@ -2147,6 +2321,8 @@ impl Logic for Flows {
 mod bulk_tests;
 #[cfg(test)]
 mod cache_tests;
+#[cfg(test)]
+mod megaflow_tests;
 #[cfg(test)]
 mod pktin_tests;
 #[cfg(test)]

@@ -119,7 +119,8 @@ impl Flows {
             };
             let k = extract(p.data(), in_port);
             let mut t = Trace::default();
-            let v = self.pipeline(&snap, &mut p, in_port, k, &mut acc, 0, &mut t, &mut rec);
+            let v =
+                self.pipeline::<_, false>(&snap, &mut p, in_port, k, &mut acc, 0, &mut t, &mut rec);
             (v, p.data().to_vec())
         });
         // What the fabric does with the verdict.
