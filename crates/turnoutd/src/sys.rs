@@ -69,36 +69,24 @@ pub fn signal_name(sig: i32) -> &'static str {
 
 /// Waits up to `timeout_ms` for `fd` to become readable.
 pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd that outlives the call.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
-    }
-    Ok(r > 0)
+    poll_any(&[fd], timeout_ms)
 }
 
-/// Waits until one of `fds` is readable or `timeout_ms` passed; true if
-/// one is (an interrupted wait counts as a timeout).
+/// Waits until one of `fds` (at most 8) is readable or `timeout_ms`
+/// passed; true if one is (an interrupted wait counts as a timeout).
 pub fn poll_any(fds: &[RawFd], timeout_ms: i32) -> io::Result<bool> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    // SAFETY: `p` holds `p.len()` valid pollfds and outlives the call.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    const MAX: usize = 8;
+    assert!(fds.len() <= MAX, "poll_any takes at most {MAX} fds");
+    let mut p = [libc::pollfd {
+        fd: -1,
+        events: libc::POLLIN,
+        revents: 0,
+    }; MAX];
+    for (slot, &fd) in p.iter_mut().zip(fds) {
+        slot.fd = fd;
+    }
+    // SAFETY: `p` holds `fds.len()` valid pollfds and outlives the call.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {

@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
            "run_queue_wait", "sample_threads"]
@@ -161,31 +162,21 @@ class CpuSampler:
         self.pids_by_role = {r: list(p) for r, p in pids_by_role.items() if p}
         self.every_s = every_s
         self.samples: list[tuple[int, dict[int, CpuSample]]] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._clock: Periodic | None = None
 
     def _take(self) -> None:
         pids = [p for ps in self.pids_by_role.values() for p in ps]
         self.samples.append((time.monotonic_ns(), sample_threads(pids)))
 
     def start(self) -> CpuSampler:
-        if not self.pids_by_role:
-            return self
-        self._take()
-        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
-        self._thread.start()
+        if self.pids_by_role:
+            self._clock = Periodic(self._take, self.every_s, "cpu-sampler").start()
         return self
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self._take()
-
     def stop(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._take()
+        if self._clock is not None:
+            self._clock.stop()
+            self._clock = None
 
     def _at(self, tid: int, t_ns: int, field: str) -> float:
         """Cumulative ticks of ``field`` of thread ``tid`` at ``t_ns``,

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import itertools
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .periodic import Periodic
 
 __all__ = ["Candidate", "OthersSampler", "candidates", "others_in_window"]
 
@@ -142,8 +143,7 @@ class OthersSampler:
     cands: list[Candidate] = field(default_factory=list)
     #: (monotonic s, tid -> Reading)
     samples: list[tuple[float, dict[int, Reading]]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    _clock: Periodic | None = None
 
     def _take(self) -> None:
         got = {}
@@ -155,22 +155,13 @@ class OthersSampler:
 
     def start(self) -> OthersSampler:
         self.cands = candidates(self.sut_cpus, self.skip_pids | {os.getpid()})
-        self._take()
-        self._thread = threading.Thread(target=self._run, name="others-sampler", daemon=True)
-        self._thread.start()
+        self._clock = Periodic(self._take, self.every_s, "others-sampler").start()
         return self
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self._take()
-
     def stop(self) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-            self._thread = None
-            self._take()
-
+        if self._clock is not None:
+            self._clock.stop()
+            self._clock = None
 
 def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int, Reading]]],
                      sut_cpus: set[int], start: float, end: float,
