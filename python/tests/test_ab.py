@@ -196,7 +196,10 @@ def test_a_sut_may_run_only_a_scenarios_vhost_user_cell():
     sut = spec.make_sut("ovs-dpdk")
     ran = {(p.scenario, p.virtual_port) for p in spec.points if excluded(p, sut) is None}
     assert ran == {("v2v", "vhost-user")}
-    assert excluded(Point(scenario="v2v"), sut) == "slow path"
+    # The campaign's reason is about the cells it would run (p2p); v2v's
+    # memif cell is left out because OVS-DPDK has no memif ports.
+    assert excluded(Point(scenario="p2p"), sut) == "slow path"
+    assert (excluded(Point(scenario="v2v"), sut) or "").startswith("ovs-dpdk has no memif ports")
     with pytest.raises(CampaignError, match="SCENARIO/vhost-user"):
         parse({"campaign": {"name": "o"}, "matrix": {"suts": ["ovs-dpdk"]},
                "sut": {"ovs-dpdk": {"scenarios": ["v2v/memif"]}}})
