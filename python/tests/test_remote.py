@@ -257,3 +257,57 @@ def test_agent_once_facts() -> None:
     assert f["sha256"][str(AGENT)] == agent.sha256(str(AGENT))
     assert f["cpus"] == sorted(os.sched_getaffinity(0))
     assert abs(f["real_ns"] - time.time_ns()) < 60e9
+
+
+def test_two_tester_hosts_are_cross_host() -> None:
+    """t0 on one tester host, t1 on another: separate tx and rx processes
+    on their hosts, and the latency mode says their clocks differ."""
+    from turnout.measure.gen import plan_tasks
+
+    d = doc()
+    d["hosts"]["u"] = {"ssh": "root@192.0.2.3", "roles": ["tester"]}  # type: ignore[index]
+    d["campaign"]["wires"] = [["t:ens1f0", "s:ens1f0"], ["u:ens1f1", "s:ens1f1"]]  # type: ignore[index]
+    spec = parse(d)
+    setup = _FakeSetup(spec)
+    bed = RemoteBed(setup, 1)  # type: ignore[arg-type]
+    built = build(bed, make_sut("turnoutd"), Point(scenario="p2p"),  # type: ignore[arg-type]
+                  memif_tester=True, tester_roles={"txrx", "tx", "rx"}, kernel_port="afxdp")
+    s = built.streams[0]
+    assert (s.tx_ns, s.rx_ns) == ("@t", "@u")
+    assert latency_mode(built.streams) == CROSS_HOST
+    assert [(t.role, t.netns) for t in plan_tasks(built.streams)] == [("rx", "@u"), ("tx", "@t")]
+
+
+def test_cross_host_trials_keep_no_latency() -> None:
+    """RemoteMeasurer: a cross-host trial keeps its rates and drops its
+    latency (two clocks), saying why; a same-host one keeps it."""
+    from turnout.hosts.remote import RemoteMeasurer
+    from turnout.measure.counts import TrialCounts
+
+    class Inner:
+        clock_shift_ns = 0
+
+        def measure(self, duration_s: float, load: float) -> TrialCounts:
+            return TrialCounts(offered_total_pps=load, duration_s=duration_s, sent=10,
+                               received=10, lost=0, latency_ns={"p50": 5.0}, jitter_ns=1.0)
+
+    class Bed:
+        def __init__(self) -> None:
+            self.setup = self
+            self.hosts = {"t": self}
+
+        def check_alive(self) -> None:
+            return None
+
+        def lost(self) -> list[str]:
+            return []
+
+        def clock(self, n: int) -> tuple[int, int]:
+            return 1000, 10
+
+    for mode, kept in ((SAME_HOST, True), (CROSS_HOST, False)):
+        inner = Inner()
+        c = RemoteMeasurer(inner, Bed(), mode, "t").measure(1.0, 100.0)  # type: ignore[arg-type]
+        assert bool(c.latency_ns) is kept and c.received == 10
+        assert c.extra["latency_mode"] == mode and inner.clock_shift_ns == 1000
+        assert ("latency_why" in c.extra) is not kept

@@ -46,12 +46,9 @@ TURNOUT = [sys.executable, "-m", "turnout.cli"]
 WIRES = [("tester:ens1f0", "sut:ens1f0"), ("tester:ens1f1", "sut:ens1f1")]
 TESTER = {"roles": ["tester"], "grace_s": 4, "connect_timeout_s": 5}
 SUT = {"roles": ["sut", "vnf"], "grace_s": 4, "connect_timeout_s": 5}
-BODY = """
-duration_s = 0.5
-warmup_s = 0.3
-methods = ["rplus", "fixed"]
-tester_cpu = 0
-sut_cpus = "1"
+CAMPAIGN = {"duration_s": 0.5, "warmup_s": 0.3, "methods": ["rplus", "fixed"],
+            "tester_cpu": 0, "sut_cpus": "1"}
+MATRIX = """
 [matrix]
 suts = SUTS
 scenarios = SCENARIOS
@@ -64,9 +61,10 @@ kernel_port = "af_xdp"
 
 
 def body(suts: list[str], scenarios: list[str], **campaign: object) -> str:
-    b = BODY.replace("SUTS", json.dumps(suts)).replace("SCENARIOS", json.dumps(scenarios))
-    extra = "".join(f"{k} = {json.dumps(v)}\n" for k, v in campaign.items())
-    return extra + b
+    """[campaign] keys (CAMPAIGN, with ``campaign`` over them), [matrix], [sut.turnoutd]."""
+    keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in (CAMPAIGN | campaign).items())
+    return keys + MATRIX.replace("SUTS", json.dumps(suts)).replace("SCENARIOS",
+                                                                    json.dumps(scenarios))
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +104,17 @@ def nothing_left(lab: Lab, hosts: tuple[str, ...] = ("tester", "sut")) -> None:
         assert not left, f"left running on host {h}: {left}"
 
 
-def wait_for(lab: Lab, host: str, what: str, deadline_s: float = 120) -> None:
+def wait_for(lab: Lab, host: str, what: str, campaign: subprocess.Popen[str],
+             deadline_s: float = 120) -> None:
     """Until a process of the run whose command line has ``what`` runs on
     the host (looked up through its sshd)."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        if any(what in ln and "TURNOUT" not in ln for ln in lab.run_procs(host)):
+        if any(what in ln for ln in lab.run_procs(host)):
             return
+        if campaign.poll() is not None:
+            _, err = campaign.communicate()
+            raise AssertionError(f"the campaign ended before {what} ran: {err[-2000:]}")
         time.sleep(0.2)
     raise AssertionError(f"no {what} on host {host} within {deadline_s} s")
 
@@ -176,6 +178,14 @@ def test_refuses_missing_package(lab: Lab, tmp_path: Path) -> None:
     err = refused(lab, tmp_path, "nopkg", {"bare": TESTER, "sut": SUT},
                   [("bare:ens1f0", "sut:ens1f0"), ("bare:ens1f1", "sut:ens1f1")])
     assert "host bare (root@10.231.3.2:22): missing packages: taskset (util-linux)" in err, err
+    # the same problem from `turnout system check --campaign` (it starts nothing either)
+    c = lab.dir / "nopkg.toml"
+    r = subprocess.run(["ip", "netns", "exec", lab.ctl, *TURNOUT, "system", "check", "--campaign",
+                        str(c)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "python" / "src")})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "MISSING host bare (root@10.231.3.2:22): missing packages: taskset" in r.stdout
+    assert "host sut (root@10.231.2.2:22; sut, vnf)" in r.stdout and "ens1f0: veth" in r.stdout
 
 
 # ------------------------------------------------------------------ end to end
@@ -251,7 +261,7 @@ def test_host_dropping_off(lab: Lab, tmp_path: Path) -> None:
     db = tmp_path / "drop.db"
     p = spawn(lab, c, db)
     try:
-        wait_for(lab, "tester", "txrx")
+        wait_for(lab, "tester", "txrx", p)
         lab.link("sut", up=False)
         _, err = p.communicate(timeout=300)
     finally:
@@ -265,6 +275,8 @@ def test_host_dropping_off(lab: Lab, tmp_path: Path) -> None:
         trials = rdb.trials("drop")
         camp = rdb.campaign("drop")
     assert camp is not None and camp.status == "done"
+    for t in trials:
+        print(t.repetition, t.status, t.reason)
     failed = [t for t in trials if t.status == "failed"]
     assert failed and "host sut (root@10.231.2.2:22) dropped off" in (failed[0].reason or ""), \
         [t.reason for t in trials]
@@ -285,7 +297,7 @@ def test_controller_stopped_mid_trial(lab: Lab, tmp_path: Path, sig: signal.Sign
                      {"tester": TESTER, "sut": SUT}, WIRES)
     p = spawn(lab, c, tmp_path / "stop.db")
     try:
-        wait_for(lab, "tester", "txrx")
+        wait_for(lab, "tester", "txrx", p)
         assert lab.run_procs("sut"), "nothing of the run on the sut host mid-trial"
         p.send_signal(sig)
         p.communicate(timeout=120)

@@ -182,7 +182,7 @@ class SshHost(Host):
         except paramiko.SSHException as e:
             raise HostError(f"{self.describe()}: SSH: {e}") from e
         except (OSError, TimeoutError) as e:
-            raise HostError(f"{self.describe()}: unreachable: {e or type(e).__name__}") from e
+            raise HostError(f"{self.describe()}: unreachable: {str(e) or type(e).__name__}") from e
         t = c.get_transport()
         if t is not None:
             t.set_keepalive(2)
@@ -241,7 +241,7 @@ class SshHost(Host):
             rc = int(chan.recv_exit_status())
         except (TimeoutError, OSError, EOFError) as e:
             raise HostError(f"{self.describe()}: {_join(full)}: no answer in "
-                            f"{timeout_s:g} s ({e or type(e).__name__})") from e
+                            f"{timeout_s:g} s ({str(e) or type(e).__name__})") from e
         finally:
             chan.close()
         res = subprocess.CompletedProcess(full, rc, data.decode(errors="replace"),
@@ -384,7 +384,7 @@ class SshHost(Host):
                 line = self._aout.readline()
             except (TimeoutError, OSError, EOFError) as e:
                 raise self.lose(f"its agent did not answer {op} in {wait:g} s "
-                                f"({e or type(e).__name__})") from e
+                                f"({str(e) or type(e).__name__})") from e
             except Exception as e:  # paramiko.SSHException and kin
                 raise self.lose(f"{op}: {type(e).__name__}: {e}") from e
         if not line:
