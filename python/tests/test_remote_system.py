@@ -232,6 +232,9 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
         assert cfg["sut_host"] == "sut" and cfg["tester_host"] == "tester"
         assert any("turnoutd" in x for x in cfg["ran"]["sut"])
         assert any("turnout-gen txrx" in x for x in cfg["ran"]["tester"])
+        # turnoutd's log, fetched from the SUT's host before its run directory went
+        logs = Path(cfg["logs"])
+        assert logs.is_relative_to(tmp_path) and (logs / "turnoutd" / "turnoutd.log").exists()
         host = rdb.hosts()[-1]
         remote = host.extra["remote_hosts"]
         assert remote["sut"]["nics"]["ens1f0"]["driver"] == "veth"

@@ -276,6 +276,7 @@ class RealBench:
         cfg = {"location": "remote", "sut_host": rs.sut_host, "tester_host": tester,
                "wires": list(bed.used), "ran": ran, "latency_mode": mode,
                "layout_note": layout.note, "notes": list(bed.notes),
+               "logs": str(bed.logs) if bed.logs is not None else "",
                "hosts": {n: h.spec.target() for n, h in self.remote.hosts.items()}}
         return RemoteMeasurer(measurer, bed, mode, tester), cfg
 

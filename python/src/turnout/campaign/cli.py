@@ -63,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         remote = None
         if spec.location == "remote":
-            remote = _remote_setup(spec)
+            remote = _remote_setup(spec, args)
             if remote is None:
                 return 2
             stack.enter_context(remote)  # bye to every agent on every way out
@@ -85,17 +85,21 @@ def _run(args: argparse.Namespace) -> int:
         return rc
 
 
-def _remote_setup(spec: Any) -> Any:
+def _remote_setup(spec: Any, args: argparse.Namespace) -> Any:
     """Check every host of a remote campaign (turnout.hosts.remote); when
     one has a problem, print every problem (each names its host) and return
     None: the campaign does not start and nothing was started anywhere.
     Otherwise put the builds on the hosts, start their agents and return
     the RemoteSetup."""
+    from pathlib import Path
+
     from ..hosts.base import HostError
     from ..hosts.remote import RemoteSetup
     from ..measure.gen import find_gen
 
-    remote = RemoteSetup(spec, find_gen(allow_pygen=False) or [], _turnoutd_builds(spec))
+    db = Path(args.db)
+    remote = RemoteSetup(spec, find_gen(allow_pygen=False) or [], _turnoutd_builds(spec),
+                         logs=db.with_name(f"{db.stem}-remote-logs"))
     problems = remote.preflight()
     if problems:
         print("turnout bench: the remote campaign does not start (nothing was started on "
@@ -115,6 +119,7 @@ def _remote_setup(spec: Any) -> Any:
         builds = ", ".join(f"{b} {v['how']} {v['path']}" for b, v in h["builds"].items())
         print(f"host {name} ({h['ssh']}, {', '.join(h['roles'])}): {h['cpu_model']}, kernel "
               f"{h['kernel']}, CPUs {h['online']}; {builds or 'no build'}", file=sys.stderr)
+    print(f"the hosts' logs go to {remote.logs_dir}", file=sys.stderr)
     return remote
 
 

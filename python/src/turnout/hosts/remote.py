@@ -101,7 +101,8 @@ class Build:
 class RemoteSetup:
     """The hosts of a remote campaign, from pre-flight to the last bye."""
 
-    def __init__(self, spec: CampaignSpec, gen: list[str], turnoutd: list[str]) -> None:
+    def __init__(self, spec: CampaignSpec, gen: list[str], turnoutd: list[str],
+                 logs: Path | None = None) -> None:
         assert spec.remote is not None
         self.spec = spec
         self.rs: RemoteSpec = spec.remote
@@ -115,6 +116,8 @@ class RemoteSetup:
         self._gen = gen
         self._turnoutd = turnoutd
         self._runs = 0
+        #: where each session's logs from the hosts are kept (None: not kept)
+        self.logs_dir = logs / f"{spec.name}-{self.token}" if logs is not None else None
 
     # ------------------------------------------------------------ pre-flight
     def _needs(self, host: HostSpec) -> list[Build]:
@@ -497,7 +500,26 @@ class RemoteBed:
                     h.call("cleanup")
         with contextlib.suppress(HostError):
             if not self.host.lost:
+                self.fetch_logs()
                 self.host.run(["rm", "-rf", "--", str(self.workdir)])
+
+    @property
+    def logs(self) -> Path | None:
+        """This session's logs on this machine (None when not kept)."""
+        d = self.setup.logs_dir
+        return d / self.host.name / self.workdir.name if d is not None else None
+
+    def fetch_logs(self) -> list[Path]:
+        """Copy every ``*.log`` of the run directory (turnoutd's) here."""
+        if self.logs is None:
+            return []
+        out = []
+        for f in self.host.files(str(self.workdir), ".log"):
+            local = self.logs / posixpath.relpath(f, str(self.workdir))
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(self.host.read_text(f))
+            out.append(local)
+        return out
 
     def check_alive(self) -> None:
         self.setup.check_alive()

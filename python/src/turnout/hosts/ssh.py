@@ -305,6 +305,28 @@ class SshHost(Host):
         finally:
             sftp.close()
 
+    def files(self, top: str, suffix: str = "") -> list[str]:
+        """Every file under ``top`` whose name ends with ``suffix`` (SFTP walk)."""
+        import stat as st
+
+        sftp = self._sftp()
+        out: list[str] = []
+        try:
+            todo = [top]
+            while todo:
+                d = todo.pop()
+                for a in sftp.listdir_attr(d):
+                    p = posixpath.join(d, a.filename)
+                    if st.S_ISDIR(a.st_mode or 0):
+                        todo.append(p)
+                    elif a.filename.endswith(suffix):
+                        out.append(p)
+        except OSError as e:
+            raise HostError(f"{self.describe()}: listing {top}: {e}") from e
+        finally:
+            sftp.close()
+        return sorted(out)
+
     def write_text(self, path: str | Path, text: str) -> None:
         sftp = self._sftp()
         try:
