@@ -192,7 +192,8 @@ def test_refuses_missing_package(lab: Lab, tmp_path: Path) -> None:
 
 
 def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
-    c = lab.campaign("remote-ns", body(["turnoutd", "bridge"], ["p2p", "loopback"]),
+    c = lab.campaign("remote-ns", body(["turnoutd", "turnoutd-poll", "bridge"],
+                                       ["p2p", "loopback"]),
                      {"tester": TESTER, "sut": SUT}, WIRES)
     db = tmp_path / "remote.db"
     r = run(lab, c, db)
@@ -224,6 +225,9 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
                                     for x in sut_rows)
         loop = [t for t in ok if t.scenario == "loopback" and t.method == "fixed"][-1]
         assert loop.extra["vnfs"] and loop.extra["vnfs"][0]["received"] > 0
+        poll = [t for t in ok if t.sut == "turnoutd-poll" and t.method == "fixed"]
+        assert {t.scenario for t in poll} == {"p2p", "loopback"}
+        assert all(t.extra["latency_mode"] == "same-host" for t in poll)
         skipped = [t for t in trials if t.sut == "bridge"]
         assert skipped and all(t.status == "skipped" and "no remote adapter" in (t.reason or "")
                                for t in skipped)
@@ -250,6 +254,7 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
     keep = os.environ.get("TURNOUT_REMOTE_KEEP")
     if keep:  # the namespace run's database and report, for the docs
         shutil.copy(db, Path(keep) / "remote.db")
+        shutil.copy(c, Path(keep) / "remote-ns.toml")
         shutil.copytree(tmp_path / "report", Path(keep) / "report", dirs_exist_ok=True)
     nothing_left(lab)
 
@@ -316,3 +321,6 @@ def test_controller_stopped_mid_trial(lab: Lab, tmp_path: Path, sig: signal.Sign
     while (lab.run_procs("sut") or lab.run_procs("tester")) and time.monotonic() < deadline:
         time.sleep(0.5)
     nothing_left(lab)
+    # and the agent removed the run's directory on the SUT's host
+    runs = lab.ssh("sut", f"ls {lab.hosts['sut'].install_dir}").split()
+    assert not [r for r in runs if r.startswith("run-")], runs

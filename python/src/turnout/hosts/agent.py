@@ -175,6 +175,13 @@ def stop_marked(token: str, grace_s: float = 2.0) -> list[dict[str, Any]]:
     return procs
 
 
+def remove_runs(install_dir: str, token: str) -> None:
+    """Remove the run directories of this token (``run-<token tail>-N``,
+    turnout.hosts.remote.RemoteBed) from the install directory."""
+    for d in Path(install_dir).glob(f"run-{token[-8:]}-*"):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def unix_call(path: str, data: str, timeout_s: float) -> str:
     """One request line to a Unix stream socket, its answer line back."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -269,6 +276,9 @@ def serve(token: str, grace_s: float) -> int:
         if stop:
             break
     stopped = stop_marked(token)
+    if why != "bye":
+        # the controller is gone: nobody will fetch the run's files
+        remove_runs(os.path.dirname(os.path.abspath(__file__)), token)
     with contextlib.suppress(OSError):
         sys.stderr.write(f"turnout agent: {why}; stopped {len(stopped)} processes\n")
         out.write(json.dumps({"bye": True, "stopped": stopped}) + "\n")

@@ -57,7 +57,7 @@ def remote_host_tables(data: CampaignData) -> list[Table]:
             modes[s.name] = str(r["latency_mode"])
     t = Table(key="remote-hosts", title="Hosts (location = remote)",
               columns=["host", "ssh, roles", "CPU", "kernel", "NICs (driver, MAC, MTU)",
-                       "builds", "clock vs controller", "ran there"], mono=[4, 5])
+                       "builds", "clock vs controller", "ran there"], mono=[1, 2, 4, 5, 6, 7])
     for name, h in sorted(hosts.items()):
         clock = h.get("clock") or {}
         builds = "\n".join(f"{b}: {v.get('how')} {v.get('path')} ({str(v.get('sha256'))[:12]})"
