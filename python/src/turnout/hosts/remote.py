@@ -111,6 +111,8 @@ class RemoteSetup:
         self.facts: dict[str, dict[str, Any]] = {}
         self.clock: dict[str, tuple[int, int]] = {}
         self.real_offset_ns: dict[str, int] = {}
+        #: the CPUs each host's agent runs on
+        self.agent_cpus: dict[str, str] = {}
         self.warnings: list[str] = []
         self.builds: list[Build] = []
         self._gen = gen
@@ -241,7 +243,12 @@ class RemoteSetup:
                     raise HostError(f"{host.describe()}: the copy of {b.name} at {path} has "
                                     f"SHA-256 {got}, not {b.sha256}")
                 b.on[name] = (path, "copied")
-            host.start_agent()
+            # off the SUT's CPUs, as the bench's own samplers are locally
+            cpus = [int(c) for c in self.facts[name]["cpus"]]
+            sut = set(self.layout_of(spec, cpus).sut) if "sut" in spec.roles else set()
+            rest = [c for c in cpus if c not in sut]
+            host.start_agent(",".join(map(str, rest)) if sut and rest else None)
+            self.agent_cpus[name] = ",".join(map(str, rest if sut and rest else cpus))
             self.clock[name] = host.clock()
             self.real_offset_ns[name] = int(host.call("time")["real_ns"]) - time.time_ns()
 
@@ -334,7 +341,7 @@ class RemoteSetup:
                            {"path": b.on[name][0], "how": b.on[name][1], "sha256": b.sha256,
                             "version": b.version}
                            for b in self.builds if name in b.on},
-                "install_dir": spec.install_dir,
+                "install_dir": spec.install_dir, "agent_cpus": self.agent_cpus.get(name),
                 "clock": {"monotonic_offset_ns": off, "monotonic_error_ns": err,
                           "wall_offset_ns": self.real_offset_ns.get(name)},
             }

@@ -354,9 +354,11 @@ class SshHost(Host):
         self.run(["rm", "-f", str(path)])
 
     # ---------------------------------------------------------------- agent
-    def start_agent(self) -> None:
+    def start_agent(self, cpus: str | None = None) -> None:
         """Put the agent in the install directory and start it resident
-        (module doc); a heartbeat thread keeps it from timing out."""
+        (module doc), on ``cpus`` when given (off the SUT's: its /proc
+        reads and socket calls must not preempt a busy-polling switch); a
+        heartbeat thread keeps it from timing out."""
         self.mkdirs(self.spec.install_dir)
         sftp = self._sftp()
         try:
@@ -365,8 +367,9 @@ class SshHost(Host):
         finally:
             sftp.close()
         chan = self._session()
-        chan.exec_command(_join([*self._sudo(), "python3", "-u", self.agent_path, "serve",
-                                 self.token, f"{self.spec.grace_s:g}"]))
+        chan.exec_command(_join([*self._sudo(), *wrap(
+            ["python3", "-u", self.agent_path, "serve", self.token, f"{self.spec.grace_s:g}"],
+            cpus=cpus)]))
         self._agent = chan
         self._ain = chan.makefile("wb")
         self._aout = chan.makefile("rb")
