@@ -1,6 +1,6 @@
 """Hosts for the remote campaign's system tests: each "host" is a network
-namespace with a PID namespace and a mount namespace of its own (its own
-/proc: its processes, its PIDs), running its own sshd (Debian's
+namespace with a PID, a mount and a UTS namespace of its own (its own
+/proc: its processes, its PIDs; its host name lab-NAME), running its own sshd (Debian's
 openssh-server) with a config, host key and authorized key this lab makes
 in a temporary directory, listening on a private address of a management
 veth to a controller namespace. The data wires are veth pairs between the
@@ -166,9 +166,11 @@ class Lab:
     def start(self, h: LabHost) -> None:
         """Start the host's sshd as PID 1 of a new PID and mount namespace."""
         log = h.dir / "sshd.log"
-        inner = "".join(f"mount --bind /dev/null {f} && " for f in h.hide)
+        inner = f"hostname lab-{h.name} && " + "".join(
+            f"mount --bind /dev/null {f} && " for f in h.hide)
         cmd = ["ip", "netns", "exec", h.ns, "unshare", "--pid", "--fork", "--mount-proc",
-               "--kill-child", "sh", "-c", f"{inner}exec {SSHD} -D -e -f {h.dir / 'sshd_config'}"]
+               "--uts", "--kill-child", "sh", "-c",
+               f"{inner}exec {SSHD} -D -e -f {h.dir / 'sshd_config'}"]
         with open(log, "wb") as f:
             h.proc = subprocess.Popen(cmd, stdout=f, stderr=f, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 30

@@ -252,6 +252,7 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
         assert remote["sut"]["nics"]["ens1f0"]["driver"] == "veth"
         assert remote["tester"]["builds"]["turnout-gen"]["how"] in ("copied", "found")
         assert remote["sut"]["agent_cpus"] == "0"  # off the SUT's CPU 1
+        assert remote["sut"]["hostname"] == "lab-sut"  # the facts come from that host
     from turnout.report.build import build_report
 
     out = build_report(db, "remote-ns", tmp_path / "report")
