@@ -14,6 +14,7 @@ APT_PACKAGES=(
   chromium                     # report rendering test
   qemu-system-x86 busybox-static lz4           # vhost-user guest test (tests/vm)
   containernetworking-plugins  # host-local / static IPAM, tuning: turnout-cni tests (tests/turnoutd/test_cni.py)
+  openssh-server               # sshd of the remote campaign's namespace hosts (python/tests/test_remote_system.py)
 )
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: must run as root (apt, namespaces, hugepages)" >&2; exit 1; }; }
@@ -58,7 +59,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, pytest, mypy, ruff" 2>/dev/null; then
+if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, paramiko, pytest, mypy, ruff" 2>/dev/null; then
   echo "setup: installing the Python workbench into .venv"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e 'python[dev]'

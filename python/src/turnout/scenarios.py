@@ -392,7 +392,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=e.name, kind="memif", socket=e.memif, macs=[e.mac]))
             else:
                 v = tb.veth(e.ns, sut_ns, tag="p")
-                e.iface, e.mac = v.a, v.mac_a
+                # across hosts the wire says which tester host the end is on
+                e.iface, e.mac, e.ns = v.a, v.mac_a, getattr(v, "ns_a", None) or e.ns
                 # the SUT's kernel-side receive work on the SUT's CPUs
                 tb.steer_rps(sut_ns, v.b, sut_cpus)
                 ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))

@@ -372,6 +372,16 @@ class GenMeasurer:
     isolation: dict[str, Any] | None = None
     #: sample what else runs on the SUT's CPUs (measure/others.py)
     count_others: bool = True
+    #: the SUT's processes are this machine's (their /proc is read here: run
+    #: queue waits); False across hosts, where ``cpu_sampler`` reads theirs
+    local_procs: bool = True
+    #: makes the CPU sampler of a trial (``CpuSampler``, or one that reads
+    #: another host's /proc: turnout.hosts.remote.RemoteCpuSampler)
+    cpu_sampler: Callable[[dict[str, list[int]]], CpuSampler] | None = None
+    #: the tester's CLOCK_MONOTONIC minus this machine's (0 when the tester
+    #: runs here): its traffic windows are moved to this machine's clock,
+    #: where the SUT's samples are stamped
+    clock_shift_ns: int = 0
 
     def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
@@ -431,9 +441,10 @@ class GenMeasurer:
         # the SUT's CPUs when it has such (its other threads live on the
         # tester's core and wait behind its busy loop: not the SUT's
         # latency); all its threads otherwise
-        rq_tids = pinned_threads(sut_pids, self.avoid_cpus)
-        rq_before, rq_t0 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
-        sampler = CpuSampler({"sut": sut_pids,
+        local = sut_pids if self.local_procs else []
+        rq_tids = pinned_threads(local, self.avoid_cpus)
+        rq_before, rq_t0 = run_queue_wait(local, rq_tids), time.monotonic()
+        sampler = (self.cpu_sampler or CpuSampler)({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
@@ -473,7 +484,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        rq_after, rq_t1 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
+        rq_after, rq_t1 = run_queue_wait(local, rq_tids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -490,7 +501,7 @@ class GenMeasurer:
         # the host's 1-minute load and CPU count at the trial's end: a load at
         # or above the CPUs means the scheduler, not the SUT, sets its latency
         counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
-        if sut_pids:
+        if local:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
             counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
@@ -532,7 +543,8 @@ class GenMeasurer:
     def _combine(self, tasks: list[_Task], duration_s: float, load_total_pps: float,
                  sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
-                            tester=os.path.basename(self.cmd[-1]))
+                            tester=os.path.basename(self.cmd[-1]),
+                            clock_shift_ns=self.clock_shift_ns)
 
 
 def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
@@ -630,9 +642,10 @@ def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:
 
 def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                  sampler: CpuSampler | None, vnfs: list[dict[str, Any]],
-                 tester: str = "turnout-gen") -> TrialCounts:
+                 tester: str = "turnout-gen", clock_shift_ns: int = 0) -> TrialCounts:
     """One TrialCounts from the documents of a trial's processes (see the
-    module doc for the conventions)."""
+    module doc for the conventions). ``clock_shift_ns``: the tester's
+    CLOCK_MONOTONIC minus this machine's, taken off its windows."""
     sent_of = _sent_by_stream(tasks)
     wanted = {s.id: s for t in tasks for s in t.streams}
     attempts = pushback = bursts = backlog = 0
@@ -649,6 +662,8 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
             pushback += int(tx.get("pushback", 0))
             tx_dur = max(tx_dur, float(tx.get("duration_s", 0.0)))
             ws, we = tx.get("window_start_ns"), tx.get("window_end_ns")
+            if ws and we and clock_shift_ns:
+                ws, we = int(ws) - clock_shift_ns, int(we) - clock_shift_ns
             if ws and we:
                 windows.append([int(ws), int(we)])
                 win_start = ws if win_start is None else min(win_start, ws)

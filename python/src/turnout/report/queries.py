@@ -1036,6 +1036,9 @@ def fingerprint_section(data: CampaignData) -> Section:
             t.rows.append([k, v or "–"])
             t.flags.append("")
         sec.tables.append(t)
+    from .hosts import remote_host_tables  # a remote campaign's hosts (turnout.hosts)
+
+    sec.tables.extend(remote_host_tables(data))
     suts = data.db.suts(data.campaign.id)
     st = Table(key="suts", title="SUTs", columns=["SUT", "version", "configuration"], mono=[2])
     for s in suts:

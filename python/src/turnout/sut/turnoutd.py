@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
 from ..measure.cpu import nominal_hz
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
@@ -48,11 +49,19 @@ KERNEL_DROPS = ("kernel_rx_dropped", "kernel_rx_ring_full", "kernel_rx_drops")
 BULK_TIMEOUT_S = 300.0
 
 
-def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
-    """One JSON-RPC 2.0 call over turnoutd's unix socket; raises SutError on error."""
+def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0,
+        host: Host | None = None) -> Any:
+    """One JSON-RPC 2.0 call over turnoutd's unix socket (on ``host``: this
+    machine when None); raises SutError on error."""
     req = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
         req["params"] = params
+    if host is not None and not isinstance(host, LocalHost):
+        resp = json.loads(host.unix_call(sock_path, json.dumps(req), timeout_s))
+        if "error" in resp:
+            e = resp["error"]
+            raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
+        return resp.get("result")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         s.connect(sock_path)
@@ -212,27 +221,34 @@ class Turnoutd(SutAdapter):
             self.ofctl("add-flow", f)
         self.of_install = "ovs-ofctl -O OpenFlow13 add-flow " + " ; ".join(flows)
 
+    #: the host turnoutd runs on (the testbed's: this machine, or the SUT's
+    #: host of a remote campaign, turnout.hosts)
+    host: Host = LocalHost()
+
+    def _rpc(self, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
+        return rpc(self.sock, method, params, timeout_s, host=self.host)
+
     def setup(self, tb: Testbed, topo: Topology) -> None:
         self.tb, self.topo = tb, topo
+        self.host = tb.host
         d = tb.directory(self.name)  # the overlay's hosts: one each
         self.sock = str(d / "turnoutd.sock")
         self._toml = self.render_config(topo, self.sock)
         cfg = d / "turnoutd.toml"
-        cfg.write_text(self._toml)
-        log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.host.write_text(cfg, self._toml)
         self._built = self.build_version()
         self.proc = tb.spawn([str(self.binary), "--config", str(cfg)], netns=topo.ns,
-                             stdout=log, stderr=log)
+                             log=d / "turnoutd.log")
         deadline = time.monotonic() + 10
-        while not Path(self.sock).exists():
+        while not self.host.exists(self.sock):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                tail = (d / "turnoutd.log").read_text(errors="replace")[-600:]
+                tail = self.host.read_text(d / "turnoutd.log")[-600:]
                 raise SutError(f"turnoutd did not open its control socket: {tail}")
             time.sleep(0.05)
-        v = rpc(self.sock, "version")
+        v = self._rpc("version")
         self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
                          f"{self._where()}")
-        ports = rpc(self.sock, "port.list")
+        ports = self._rpc("port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
         if missing:
@@ -261,7 +277,7 @@ class Turnoutd(SutAdapter):
             cmds = [{"cmd": "add", "args": {"mac": mac, "port": to}}
                     for mac in self.topo.port(dst).macs]
         for c in cmds:
-            rpc(self.sock, "logic.command", c)
+            self._rpc("logic.command", c)
         return "; ".join(f"logic.command {json.dumps(c)}" for c in cmds)
 
     @property
@@ -297,7 +313,7 @@ class Turnoutd(SutAdapter):
         (the backends' ``KERNEL_DROPS`` counters): where frames lost in a
         flow-mod trial went, if here."""
         out: dict[str, int] = {}
-        for p in rpc(self.sock, "stats")["ports"]:
+        for p in self._rpc("stats")["ports"]:
             for k, n in p.get("drops", {}).items():
                 out[k] = out.get(k, 0) + int(n)
             for k, n in p.get("backend", {}).items():
@@ -322,7 +338,7 @@ class Turnoutd(SutAdapter):
     def cost_sample(self) -> CostSample | None:
         if not getattr(self, "sock", "") or not self.pids():
             return None
-        stats = rpc(self.sock, "stats", timeout_s=1.0)
+        stats = self._rpc("stats", timeout_s=1.0)
         hz = nominal_hz()[0]
         workers = stats.get("workers", [])
         cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9

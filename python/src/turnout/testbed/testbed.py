@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from ..hosts.base import LocalHost
 from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
 
 __all__ = ["Testbed", "TestbedError", "Veth", "is_root"]
@@ -58,6 +59,9 @@ class Testbed:
     """Owns every object of one run; use as a context manager."""
 
     __test__ = False  # not a pytest class
+    #: where the SUT adapters write files and call sockets (this machine;
+    #: a remote campaign's RemoteBed has the SUT's host: turnout.hosts)
+    host = LocalHost()
 
     def __init__(self, *, cleanup_leftovers: bool = True) -> None:
         if not is_root():
@@ -267,8 +271,14 @@ class Testbed:
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
               cgroup: Path | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
               stderr: int | IO[Any] | None = subprocess.PIPE, env: dict[str, str] | None = None,
-              stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-        """Start a long-running process we own (stopped at close)."""
+              stdin: int | None = subprocess.DEVNULL,
+              log: str | Path | None = None) -> subprocess.Popen[bytes]:
+        """Start a long-running process we own (stopped at close); ``log``:
+        its stdout and stderr go to that file."""
+        if log is not None:
+            with open(log, "wb") as f:  # the child keeps its own descriptor
+                return self.spawn(cmd, netns=netns, cpus=cpus, cgroup=cgroup, stdout=f,
+                                  stderr=f, env=env, stdin=stdin)
         full = [*(["ip", "netns", "exec", netns] if netns else []),
                 *(["taskset", "-c", cpus] if cpus else []), *cmd]
 
