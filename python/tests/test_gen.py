@@ -39,7 +39,8 @@ def test_pygen_only_when_turnout_gen_is_missing(tmp_path, monkeypatch):
     (0, 1000, 0, 0, 40, 5, False),      # lossless but pushed back on 12 %: the SUT
     (0, 0, 0, 0, 0, 0, True),           # nothing at all: not the SUT's doing
     (20_000, 19_900, 0, 100, 400, 0, False),  # kept (almost) the rate
-    (20_000, 10_000, 0, 10_000, 400, 0, True),  # could not make the rate on its own
+    (20_000, 10_000, 0, 0, 400, 0, True),  # could not make the rate on its own (behind)
+    (20_000, 10_000, 0, 10_000, 400, 0, False),  # frames did not fit the port: the SUT
     (20_000, 10_000, 0, 10_000, 400, 300, False),  # slowed by back-pressure: the SUT
 ])
 def test_tester_bound(load, sent, lost, unsent, attempts, pushback, bound):

@@ -30,7 +30,7 @@ from typing import Any
 from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
-           "run_queue_wait", "sample_threads"]
+           "run_queue_wait", "sample_threads", "thread_placement"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -116,6 +116,40 @@ def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
                         out.append(int(task.name))
                     break
     return out
+
+
+def thread_placement(pids: list[int], cpus: list[int]) -> dict[str, Any]:
+    """Where the threads of these processes may run, against the SUT's
+    ``cpus``: ``on`` the threads allowed on them only (its data path),
+    ``both`` those allowed on them and elsewhere (they can preempt the data
+    path), ``off`` how many are allowed elsewhere only; names with their
+    counts (/proc/PID/task/TID/status and comm). The same rule holds for
+    every SUT (docs/bench.md, "Placement"): the report checks it."""
+    want = set(cpus)
+    on: dict[str, int] = {}
+    both: dict[str, int] = {}
+    off = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                status = (task / "status").read_text()
+                name = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+            allowed: set[int] = set()
+            for line in status.splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    allowed = _cpu_list(line.split(":", 1)[1])
+                    break
+            if not allowed:
+                continue
+            if allowed <= want:
+                on[name] = on.get(name, 0) + 1
+            elif allowed & want:
+                both[name] = both.get(name, 0) + 1
+            else:
+                off += 1
+    return {"on": on, "both": both, "off": off}
 
 
 def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
