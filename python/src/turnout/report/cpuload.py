@@ -8,7 +8,7 @@ Two questions, two numbers (docs/bench.md, "Capacity and CPU at this load"):
   would forward at saturation (``TSC rate / capacity`` frames per second).
 - **CPU at this load** is everything the SUT consumed in the trial's traffic
   window, idle handling included, from the OS: the CPU time of all its
-  threads (/proc utime + stime, ``cycles_per_packet``) — for a kernel
+  threads (their run time from /proc schedstat, ``cycles_per_packet``) — for a kernel
   switch, which has no threads, the kernel time of its CPUs (its own
   account, which has no idle polling to leave out). Per frame and in % of
   one core. A busy poller's CPU at a low load is a whole core over few
