@@ -123,6 +123,7 @@ def summary_text(data: CampaignData) -> str:
     from .glance import glance_matrix, matrix_text
     from .methods import rule_update_verdict_table
     from .verdict import (
+        cost_check_table,
         latency_trials_table,
         latency_verdict_table,
         refused_table,
@@ -138,6 +139,9 @@ def summary_text(data: CampaignData) -> str:
     vt = verdict_table(data, vrows)
     if vt.rows:
         out += ["", vt.title, format_table(vt.columns, vt.rows), vt.note]
+    ct = cost_check_table(data)
+    if ct.rows:  # capacity next to its second source, the OS's CPU time
+        out += ["", ct.title, format_table(ct.columns, ct.rows)]
     lt = latency_verdict_table(data)
     if lt.rows:
         out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
