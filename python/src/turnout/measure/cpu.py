@@ -3,12 +3,17 @@
 A trial's processes start, wait for their peers, warm up, send, cool down
 and exit; only the measured window (what turnout-gen reports as
 ``tx.window_start_ns``..``window_end_ns`` on CLOCK_MONOTONIC) is traffic.
-``CpuSampler`` reads every thread's utime/stime of the watched processes
+``CpuSampler`` reads every thread's run time of the watched processes
 every ``every_s`` in a background thread, with the monotonic time of each
 reading; ``window`` interpolates each thread's cumulative CPU time linearly
-to the window's edges. /proc counts in ticks (``SC_CLK_TCK``, 10 ms here),
-so a thread's figure over a window of T seconds is within ±2 ticks: ±2 %
-of a core over 1 s.
+to the window's edges. The run time is the scheduler's own account,
+``/proc/PID/task/TID/schedstat`` (ns on a CPU, exact); utime/stime of
+``stat`` count in ticks (``SC_CLK_TCK``, 10 ms here) and only split it into
+user and system time (a thread's split over a window of T seconds is within
+±2 ticks: ±2 % of a core over 1 s). Before 2026-11-29 the total came from
+the ticks too: a thread that ran under 10 ms in a 0.4 s window (turnoutd
+asleep between frames at 10 kpps) read 0. Without schedstat (a kernel
+without CONFIG_SCHED_INFO) the ticks are the total.
 
 Cycles are CPU seconds times ``nominal_hz()``: the TSC's (constant) rate,
 not the current clock of some CPU, so a figure does not move with
@@ -30,7 +35,7 @@ from typing import Any
 from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
-           "run_queue_wait", "sample_threads"]
+           "run_queue_wait", "sample_threads", "thread_placement"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -45,6 +50,8 @@ class CpuSample:
     utime: int
     stime: int
     cpu: int
+    #: ns it ran on a CPU (schedstat's first field); -1 when unreadable
+    run_ns: int = -1
 
 
 def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
@@ -59,7 +66,11 @@ def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
             name = stat[stat.index("(") + 1 : stat.rindex(")")]
             f = stat[stat.rindex(")") + 2 :].split()
             tid = int(task.name)
-            out[tid] = CpuSample(pid, tid, name, int(f[11]), int(f[12]), int(f[36]))
+            try:
+                run_ns = int((task / "schedstat").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                run_ns = -1
+            out[tid] = CpuSample(pid, tid, name, int(f[11]), int(f[12]), int(f[36]), run_ns)
     return out
 
 
@@ -116,6 +127,40 @@ def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
                         out.append(int(task.name))
                     break
     return out
+
+
+def thread_placement(pids: list[int], cpus: list[int]) -> dict[str, Any]:
+    """Where the threads of these processes may run, against the SUT's
+    ``cpus``: ``on`` the threads allowed on them only (its data path),
+    ``both`` those allowed on them and elsewhere (they can preempt the data
+    path), ``off`` how many are allowed elsewhere only; names with their
+    counts (/proc/PID/task/TID/status and comm). The same rule holds for
+    every SUT (docs/bench.md, "Placement"): the report checks it."""
+    want = set(cpus)
+    on: dict[str, int] = {}
+    both: dict[str, int] = {}
+    off = 0
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                status = (task / "status").read_text()
+                name = (task / "comm").read_text().strip()
+            except OSError:
+                continue
+            allowed: set[int] = set()
+            for line in status.splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    allowed = _cpu_list(line.split(":", 1)[1])
+                    break
+            if not allowed:
+                continue
+            if allowed <= want:
+                on[name] = on.get(name, 0) + 1
+            elif allowed & want:
+                both[name] = both.get(name, 0) + 1
+            else:
+                off += 1
+    return {"on": on, "both": both, "off": off}
 
 
 def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
@@ -206,14 +251,20 @@ class CpuSampler:
         threads: dict[int, CpuSample] = {}
         for _, smp in self.samples:
             threads.update(smp)
+        exact = {tid for tid in threads
+                 if all(smp[tid].run_ns >= 0 for _, smp in self.samples if tid in smp)}
         rows = []
         for tid, s in sorted(threads.items()):
             u = (self._at(tid, end_ns, "utime") - self._at(tid, start_ns, "utime")) / CLK_TCK
             k = (self._at(tid, end_ns, "stime") - self._at(tid, start_ns, "stime")) / CLK_TCK
+            cpu_s = u + k
+            if tid in exact:  # the scheduler's ns, not the ticks
+                cpu_s = max(0.0, self._at(tid, end_ns, "run_ns")
+                            - self._at(tid, start_ns, "run_ns")) / 1e9
             rows.append({
                 "role": role_of.get(s.pid, "sut"), "pid": s.pid, "tid": tid, "name": s.name,
                 "cpu": s.cpu, "user_s": round(u, 6), "sys_s": round(k, 6),
-                "cpu_s": round(u + k, 6), "util": round((u + k) / span_s, 4) if span_s else 0.0,
+                "cpu_s": round(cpu_s, 6), "util": round(cpu_s / span_s, 4) if span_s else 0.0,
             })
         return rows
 

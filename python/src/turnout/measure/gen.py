@@ -44,12 +44,32 @@ from typing import Any
 
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, off_cpus, pinned_threads, run_queue_wait, sched_wait
+from .cpu import (
+    CpuSampler,
+    nominal_hz,
+    off_cpus,
+    pinned_threads,
+    run_queue_wait,
+    sched_wait,
+    thread_placement,
+)
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
-           "gen_version", "merge_latency", "tester_bound"]
+__all__ = [
+    "REFUSED",
+    "GenError",
+    "GenMeasurer",
+    "GenProc",
+    "PeerAbsent",
+    "Stream",
+    "VnfHandle",
+    "find_gen",
+    "gen_version",
+    "load_refused",
+    "merge_latency",
+    "tester_bound",
+]
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -310,8 +330,10 @@ def tester_bound(load_total_pps: float, duration_s: float, sent: int, lost: int,
       Otherwise the SUT took what the tester could make: tester-bound, the
       rate a lower bound of the SUT's (parity counts as tester-bound, the
       conservative reading).
-    - At a given load: the tester sent under 97 % of it without being
-      pushed back: it could not offer the load.
+    - At a given load: the tester sent under 97 % of it and the SUT's port
+      was not why (``load_refused``): it could not offer the load. When the
+      port was why, the trial is not tester-bound and its reason says
+      "SUT could not take the load".
     """
     if bursts > 0 and backlog_bursts >= RX_BEHIND_MIN * bursts:
         return True, f"receiver behind on {backlog_bursts}/{bursts} bursts"
@@ -324,10 +346,43 @@ def tester_bound(load_total_pps: float, duration_s: float, sent: int, lost: int,
             return False, f"the SUT lost {sut_lost / sent:.2%} of what was sent"
         return True, (f"the SUT kept up with the tester (lost {max(0, lost - vnf_dropped)}, "
                       f"pushback on {pushback}/{attempts} attempts)")
+    refused = load_refused(load_total_pps, duration_s, sent, unsent, attempts, pushback)
+    if refused:
+        return False, refused
     intended = load_total_pps * duration_s
-    if intended > 0 and sent < OFFERED_MIN * intended and not pushed:
+    if intended > 0 and sent < OFFERED_MIN * intended:
         return True, f"the tester offered {sent / intended:.1%} of the load ({unsent} unsent)"
     return False, ""
+
+
+#: the words every report and table uses for a trial whose SUT refused part
+#: of the load it was offered (``load_refused``)
+REFUSED = "SUT could not take the load"
+
+
+def load_refused(load_total_pps: float, duration_s: float, sent: int, unsent: int,
+                 attempts: int = 0, pushback: int = 0) -> str:
+    """Why the SUT could not take a given load, or "" when it took it (or
+    when the tester, not the SUT, fell short).
+
+    The tester sent less than ``OFFERED_MIN`` of the frames the load asked
+    for in its window, and the SUT's port is why: it pushed back on at
+    least ``PUSHBACK_MIN`` of the send attempts, or the frames that were due
+    but did not fit the port (``unsent``, turnout-gen's ``full``) are at
+    least half of the frames missing. A paced sender that was merely behind
+    its schedule (descheduled) leaves no unsent frames: that shortfall is
+    the tester's. Saturating trials (load 0) are judged by ``tester_bound``.
+    """
+    if load_total_pps <= 0 or duration_s <= 0:
+        return ""
+    intended = load_total_pps * duration_s
+    if sent >= OFFERED_MIN * intended:
+        return ""
+    pushed = attempts > 0 and pushback >= PUSHBACK_MIN * attempts
+    if not pushed and unsent < 0.5 * (intended - sent):
+        return ""
+    return (f"{REFUSED}: the tester sent {sent / intended:.1%} of it, {unsent} frames did "
+            f"not fit the SUT's port (pushback on {pushback}/{attempts} attempts)")
 
 
 @dataclass
@@ -501,6 +556,12 @@ class GenMeasurer:
         # the host's 1-minute load and CPU count at the trial's end: a load at
         # or above the CPUs means the scheduler, not the SUT, sets its latency
         counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
+        # the same tester, buffers and placement for every SUT of a cell:
+        # what this trial ran, comparable across SUTs (the report's set-up
+        # section checks it: report/setup.py)
+        counts.extra["tester_setup"] = tester_setup(self.cmd, tasks, self.helpers)
+        if local and self.avoid_cpus:
+            counts.extra["sut_placement"] = thread_placement(local, self.avoid_cpus)
         if local:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
@@ -545,6 +606,48 @@ class GenMeasurer:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
                             tester=os.path.basename(self.cmd[-1]),
                             clock_shift_ns=self.clock_shift_ns)
+
+
+def normalized_spec(spec: str, endpoint: str) -> str:
+    """A port spec with its path or interface replaced by the endpoint's
+    name ("memif:/run/…/t0.sock,role=server" -> "memif:t0,role=server"):
+    what is the same for every SUT of a cell."""
+    kind, _, rest = spec.partition(":")
+    return ",".join([f"{kind}:{endpoint}", *rest.split(",")[1:]])
+
+
+def tester_setup(cmd: list[str], tasks: list[_Task], helpers: list[VnfHandle]) -> dict[str, Any]:
+    """The tester's processes of a trial as every SUT of its cell must see
+    them: each process's arguments with its ports named by endpoint (paths
+    and interface names differ per testbed, nothing else may), the rate
+    left out (a fraction of each SUT's own R+ differs by design), and the
+    chain VNFs' names, CPUs and scheduling."""
+    names: dict[str, str] = {}
+    for t in tasks:
+        for s in t.streams:
+            src, _, dst = s.name.partition(">")
+            names.setdefault(s.tx_port, src)
+            names.setdefault(s.rx_port, dst or src)
+    procs = []
+    for t in tasks:
+        args = [os.path.basename(a) if i < len(cmd) else a for i, a in enumerate(t.args)]
+        out: list[str] = []
+        prev = ""
+        for a in args:
+            if a == "--rate-pps":
+                pass
+            elif prev == "--rate-pps":
+                a = ""
+            elif prev in ("--src-mac", "--dst-mac", "--src-mac2", "--dst-mac2"):
+                a = "MAC"  # veth addresses are random per testbed
+            elif a in names:
+                a = normalized_spec(a, names[a])
+            prev = a if a.startswith("--") else ""
+            if a and a != "--rate-pps":
+                out.append(a)
+        procs.append(" ".join(out))
+    return {"processes": sorted(procs),
+            "vnfs": [[h.name, h.cpu, h.sched] for h in helpers]}
 
 
 def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
@@ -771,5 +874,7 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                "window_ns": [win_start, win_end], "windows_ns": windows,
                "cpu_window": cpu_window,
                "cycles_hz": hz, "cycles_hz_source": hz_source,
-               "per_stream_pps": load_total_pps / max(1, len(wanted))},
+               "per_stream_pps": load_total_pps / max(1, len(wanted)),
+               # a load the SUT pushed back on: not the tester's limit
+               **({"load_refused": why} if why.startswith(REFUSED) else {})},
     )

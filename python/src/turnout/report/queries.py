@@ -1013,12 +1013,21 @@ def fingerprint_section(data: CampaignData) -> Section:
     """Host fingerprint(s) and every SUT's version and configuration."""
     import json
 
+    from .setup import fairness_table
+
     sec = Section(
         key="setup", title="Host and SUT configuration",
-        intro="The host fingerprint stored with the results (CPU, kernel, frequency "
-              "governor, turbo, SMT, THP, git commit, tool versions, CPU pinning of every "
-              "process) and the version and configuration of every SUT measured.",
+        intro="First the check that nothing in the set-up favours one SUT: per verdict cell, "
+              "the same tester build, the same tester processes, ports and buffers, the same "
+              "chain VNFs and the same placement (the SUT's data path on its CPUs, its other "
+              "threads off them) for every SUT. Then the host fingerprint stored with the "
+              "results (CPU, kernel, frequency governor, turbo, SMT, THP, git commit, tool "
+              "versions, CPU pinning of every process) and the version and configuration of "
+              "every SUT measured.",
     )
+    fair = fairness_table(data)
+    if fair.rows:
+        sec.tables.append(fair)
     host_ids = {data.campaign.host_id} | {r.host_id for r in data.results} | \
         {t.host_id for t in data.trials}
     for hid in sorted(h for h in host_ids if h is not None):
@@ -1074,6 +1083,26 @@ def not_measured_section(data: CampaignData) -> Section:
     t = Table(key="not-measured-table", title="Skipped, failed or unfinished",
               columns=["kind", "SUT", "scenario", "dir", "size B", "method", "status", "reason"])
     again = retried(data)
+    # the same reason for many cells once, with the cells it covers
+    grouped: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    rows: list[Result | Trial] = [*data.results,
+                                  *[tr for tr in data.trials if tr.result_id is None]]
+    for x in rows:
+        kind = "result" if isinstance(x, Result) else "trial"
+        if x.status == "ok" or (kind, x.id or 0) in again:
+            continue
+        cell = (f"{x.scenario}{f' [{x.virtual_port}]' if x.virtual_port else ''} "
+                f"{x.frame_size_b} B")
+        cells = grouped[(x.sut, x.status, x.reason or "–")]
+        if cell not in cells:
+            cells.append(cell)
+    if grouped:
+        g = Table(key="not-measured-by-reason", title="Not measured, by SUT and reason",
+                  columns=["SUT", "status", "cells", "reason"])
+        for (sut, status, reason), cells in sorted(grouped.items()):
+            g.rows.append([sut, status, ", ".join(cells), reason])
+            g.flags.append("")
+        sec.tables.append(g)
     for r in data.results:
         if r.status != "ok":
             t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
@@ -1096,16 +1125,19 @@ def all_sections(data: CampaignData) -> list[Section]:
     from .methods import rule_update_section, sweep_section  # they build on this module
     from .openflow import openflow_section
     from .overlay import overlay_section
+    from .usecases import cpu_latency_section, usecase_section
     from .verdict import verdict_section  # verdict builds on this module
 
     points = throughput_points(data)
     return [
         verdict_section(data),
+        usecase_section(data),
         campaign_section(data),
         throughput_section(data, points),
         loopback_section(data, points),
         latency_cdf_section(data),
         latency_load_section(data),
+        cpu_latency_section(data),
         rtt_section(data),
         overlay_section(data),
         sweep_section(data),

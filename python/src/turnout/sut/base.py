@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
@@ -12,7 +13,7 @@ from ..measure.cost import CostSample
 from ..ofrules import RuleSet
 from ..testbed import Testbed
 
-__all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
+__all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version", "off_sut_cpus"]
 
 
 class SutError(RuntimeError):
@@ -52,6 +53,18 @@ class Topology:
             if p.name == name:
                 return p
         raise KeyError(name)
+
+
+def off_sut_cpus(sut_cpus: str, allowed: set[int] | None = None) -> str:
+    """The CPUs (taskset list) a SUT's threads that are not its data path
+    run on: every CPU this process may use but the SUT's own, as turnoutd
+    places its API threads and testpmd its main lcore (docs/bench.md,
+    "Placement"); "" when the SUT has them all (then nothing is pinned)."""
+    from ..measure.cost import cpu_list
+
+    mine = set(cpu_list(sut_cpus))
+    pool = allowed if allowed is not None else os.sched_getaffinity(0)
+    return ",".join(str(c) for c in sorted(pool - mine))
 
 
 def command_version(cmd: list[str], line: int = 0) -> str:

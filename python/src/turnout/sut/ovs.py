@@ -28,7 +28,7 @@ from typing import Any
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, SutPort, Topology, command_version
+from .base import SutAdapter, SutError, SutPort, Topology, command_version, off_sut_cpus
 
 __all__ = ["Ovs", "OvsDpdk"]
 
@@ -90,7 +90,9 @@ class Ovs(SutAdapter):
 
     def config(self) -> dict[str, Any]:
         return {"datapath": "netdev", "port_type": self.port_type_name(),
-                "pmd_cpu_mask": getattr(self, "mask", ""), "flows": getattr(self, "flows", []),
+                "pmd_cpu_mask": getattr(self, "mask", ""),
+                "other_threads_cpus": getattr(self, "off_cpus", ""),
+                "flows": getattr(self, "flows", []),
                 "options": self.options}
 
     def port_type_name(self) -> str:
@@ -148,14 +150,22 @@ class Ovs(SutAdapter):
                            f"(only {', '.join(self.port_kinds)})")
         self.dir = tb.directory(self.name)
         self.db = str(self.dir / "db.sock")
+        # Placement as for every SUT: the data path (the PMD threads,
+        # pmd-cpu-mask) on the SUT's CPUs, everything else (ovsdb-server,
+        # ovs-vswitchd's main, handler, revalidator and urcu threads) off
+        # them, as turnoutd keeps its API threads and testpmd its main
+        # lcore. Started unpinned, those threads ran on the SUT's CPU next
+        # to the PMD (2026-11-29, each trial's cpu rows). A PMD thread
+        # sets its own affinity to its core, outside the process's mask.
+        self.off_cpus = off_sut_cpus(topo.cpus)
         conf = self.dir / "conf.db"
         subprocess.run(["ovsdb-tool", "create", str(conf), SCHEMA], check=True,
                        capture_output=True)
         self.ovsdb = tb.spawn(["ovsdb-server", str(conf), f"--remote=punix:{self.db}",
                                f"--pidfile={self.dir}/ovsdb-server.pid",
                                f"--log-file={self.dir}/ovsdb-server.log", "--no-chdir"],
-                              netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              netns=topo.ns, cpus=self.off_cpus or None, env=self._env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while not Path(self.db).exists():
             if self.ovsdb.poll() is not None or time.monotonic() > deadline:
@@ -169,8 +179,8 @@ class Ovs(SutAdapter):
         self.vswitchd_proc = tb.spawn(
             [self.vswitchd, f"unix:{self.db}", f"--pidfile={self.dir}/ovs-vswitchd.pid",
              f"--log-file={self.dir}/ovs-vswitchd.log", "--no-chdir"],
-            netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            netns=topo.ns, cpus=self.off_cpus or None, env=self._env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.bridge = f"{tb.prefix}o"
         tb.state.add("ovs", [self.db, self.bridge])
         self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,

@@ -31,7 +31,6 @@ from typing import Any
 
 from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
-from ..measure.cpu import nominal_hz
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
@@ -332,17 +331,19 @@ class Turnoutd(SutAdapter):
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
 
-    cost_source = ("turnoutd workers: busy_cycles (TSC) + CPU spent in sleeps and wake-ups, "
-                   "over frames received (API `stats`)")
+    cost_source = ("turnoutd workers: busy_cycles (TSC cycles of batches that moved frames; "
+                   "empty polls, sleeps and wake-ups excluded) over frames received (API `stats`)")
 
     def cost_sample(self) -> CostSample | None:
+        """Capacity: the workers' cycles of work on frames only, as testpmd's
+        and OVS's accounts count them. What idle polling, sleeping and
+        waking cost is in the CPU at this load (the threads' OS CPU time),
+        never here: docs/bench.md, "Capacity and CPU at this load"."""
         if not getattr(self, "sock", "") or not self.pids():
             return None
         stats = self._rpc("stats", timeout_s=1.0)
-        hz = nominal_hz()[0]
         workers = stats.get("workers", [])
-        cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9
-                     for w in workers)
+        cycles = sum(float(w["busy_cycles"]) for w in workers)
         return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
 
 
