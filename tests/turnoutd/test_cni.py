@@ -233,12 +233,25 @@ def test_version_and_bad_input_give_spec_errors_and_leave_nothing(lab: Lab) -> N
     rc, out = lab.cni("VERSION", "")
     assert rc == 0 and out["cniVersion"] == "1.1.0"
     assert "1.1.0" in out["supportedVersions"] and "0.4.0" in out["supportedVersions"]
+    # Run by hand (no CNI_COMMAND, or an empty one): an about line with its
+    # versions on stderr, as the reference plugins print, exit 0, nothing
+    # read or done.
+    for env_command in (None, ""):
+        env = lab.cni_env()
+        if env_command is not None:
+            env["CNI_COMMAND"] = env_command
+        p = subprocess.run([str(CNI_BIN)], input="", capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert (p.returncode, p.stdout) == (0, ""), (p.returncode, p.stdout, p.stderr)
+        about = p.stderr.splitlines()
+        assert about[0].startswith("CNI turnout-cni plugin v"), p.stderr
+        assert about[1] == ("CNI protocol versions supported: "
+                            + ", ".join(out["supportedVersions"])), p.stderr
 
     pod = lab.pod()
     good = lab.conf()
     links_before = lab.host_links()
     cases: list[tuple[str, Any, dict[str, str], int]] = [
-        ("no CNI_COMMAND", good, {"command": ""}, 4),
         ("unknown command", good, {"command": "FROB"}, 4),
         ("no container id", good, {"cid": ""}, 4),
         ("bad ifname", good, {"ifname": "a/b"}, 4),
