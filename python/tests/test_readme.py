@@ -34,6 +34,7 @@ Not run in full, and why:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -44,6 +45,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -445,3 +447,88 @@ def test_every_command_of_the_readme_as_written(sandbox: Sandbox):
         if s.daemon is not None and s.daemon.poll() is None:
             os.killpg(s.daemon.pid, signal.SIGKILL)
             s.daemon.wait(timeout=30)
+
+
+# ------------------------------------------------- the examples on one CPU
+
+
+class OneCpu:
+    """A cpuset cgroup holding CPU 0 alone: what runs in it sees a one-CPU
+    host (`nproc` 1; pinning to another CPU fails). cgroup v2, or v1's
+    cpuset hierarchy."""
+
+    def __init__(self, name: str) -> None:
+        v2, v1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpuset")
+        if "cpuset" in _read(v2 / "cgroup.controllers"):
+            with contextlib.suppress(OSError):
+                (v2 / "cgroup.subtree_control").write_text("+cpuset")
+            self.dir = v2 / name
+        elif (v1 / "cpuset.cpus").exists():
+            self.dir = v1 / name
+        else:
+            testpeers.need(False, "no cpuset cgroup (v1 or v2) on this host")
+        self.dir.mkdir()
+        (self.dir / "cpuset.cpus").write_text("0")
+        if (self.dir / "cpuset.mems").exists() and not _read(self.dir / "cpuset.mems").strip():
+            (self.dir / "cpuset.mems").write_text(_read(self.dir.parent / "cpuset.mems"))
+
+    def enter(self) -> str:
+        """Shell words that move the shell running them into the cgroup."""
+        return f"echo $$ > {self.dir}/cgroup.procs"
+
+    def close(self) -> None:
+        deadline = time.monotonic() + 10
+        while True:  # empty once the processes that ran in it are gone
+            try:
+                self.dir.rmdir()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text()
+    except OSError:
+        return ""
+
+
+@needs_root
+@pytest.mark.system
+@pytest.mark.parametrize("example", ["turnoutd.toml", "flows.toml", "vxlan.toml"])
+def test_the_examples_run_on_a_one_cpu_host(sandbox: Sandbox, example: str):
+    """Each docs/examples file starts turnoutd with every port of the file on
+    a host of one CPU, with no warning about a CPU it cannot use; the same
+    file with `[[workers]] cpu = 1` (as the examples had) does warn."""
+    path = REPO / "docs" / "examples" / example
+    names = [p["name"] for p in tomllib.loads(path.read_text())["ports"]]
+    # the interfaces vxlan.toml's ports open, in the sandbox's network namespace
+    for a in ("eth1", "veth-pod0", "veth-pod1"):
+        r = sandbox.run(f"ip link add {a} type veth peer name {a}p && ip link set {a} up "
+                        f"&& ip link set {a}p up")
+        assert r.returncode == 0, r.stderr
+    cg = OneCpu(f"turnout-onecpu-{os.getpid()}")
+    try:
+        pinned = sandbox.dir / "pinned.toml"
+        pinned.write_text(path.read_text() + "\n[[workers]]\ncpu = 1\n")
+        for config, warns in ((f"docs/examples/{example}", False), (pinned.name, True)):
+            d = sandbox.start(f"{cg.enter()} && test $(nproc) = 1 && "
+                              f"exec target/release/turnoutd --config {config}",
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            try:
+                def up(d: subprocess.Popen[str] = d) -> object:
+                    assert d.poll() is None, d.stderr.read() if d.stderr else ""
+                    r = sandbox.run(".venv/bin/turnout ctl --json ports")
+                    return r.returncode == 0 and [p["name"] for p in json.loads(r.stdout)]
+
+                assert wait_for(f"turnoutd with {config}", 60, up) == names
+            finally:
+                rc = ctrl_c(d)
+            log = d.stderr.read() if d.stderr else ""
+            assert rc == 0, log[-2000:]
+            said = "a worker's cpu is not one this process may run on" in log
+            assert said == warns, (config, log[-2000:])
+    finally:
+        cg.close()
