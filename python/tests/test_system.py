@@ -251,8 +251,9 @@ def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
 @pytest.mark.system
 @pytest.mark.parametrize("sut", ["wire", "turnoutd", "bridge"])
 def test_round_trips_over_burst_sizes(tmp_path, sut):
-    """Scenario rtt (seeds/001 §4.5): bursts of N frames to a reflect server
-    and back; every frame returns, and the round trip is measured."""
+    """Scenario rtt ("Virtualized networking framework" §4.5): bursts of N
+    frames to a reflect server and back; every frame returns, and the round
+    trip is measured."""
     if not REAL_GEN.exists():
         testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut(sut).available()

@@ -1,5 +1,5 @@
 //! The worker loop: receive a burst, drop runts, classify, forward,
-//! release; and the wake-up model of DESIGN.md.
+//! release; and the wake-up model (docs/architecture.md, "Wake-up").
 //!
 //! - `Poll`: every owned receive queue is polled on every iteration; the
 //!   worker never sleeps (what DPDK-style switches do).

@@ -1,6 +1,9 @@
 //! Port specifications on the command line (docs/turnout-gen.md, "PORT
-//! SPEC"): `memif:SOCKET[,key=value...]`, `afxdp:IFACE[,...]`,
-//! `afpacket:IFACE[,...]`, `vhost-user:SOCKET[,...]`.
+//! SPEC"): `memif:SOCKET[,key=value...]`, `af_xdp:IFACE[,...]`,
+//! `af_packet:IFACE[,...]`, `vhost_user:SOCKET[,...]`. The kinds are
+//! spelled as turnoutd's `[[ports]] kind`; the older spellings `afxdp`,
+//! `afpacket`, `vhost-user` and `vhost` are accepted as aliases
+//! ([`KIND_ALIASES`]).
 //!
 //! The memif, AF_XDP and AF_PACKET specs are compact spellings of the port
 //! configurations turnoutd's `[[ports]]` tables use (crates/ports:
@@ -82,6 +85,29 @@ pub const VHOST_QUEUE_SIZE: u16 = 1024;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;
 
+/// Other spellings of the port kinds, accepted and read as turnoutd's
+/// (the canonical one, which [`PortSpec`]'s `Display` prints).
+pub const KIND_ALIASES: &[(&str, &str)] = &[
+    ("afxdp", "af_xdp"),
+    ("afpacket", "af_packet"),
+    ("vhost-user", "vhost_user"),
+    ("vhost", "vhost_user"),
+];
+
+/// The port kinds, as turnoutd spells them.
+pub const KINDS: &[&str] = &["memif", "vhost_user", "af_xdp", "af_packet"];
+
+/// The canonical spelling of a port kind (`afxdp` → `af_xdp`), or None
+/// for a kind turnout-gen does not open.
+pub fn canonical_kind(kind: &str) -> Option<&'static str> {
+    KINDS.iter().copied().find(|k| *k == kind).or_else(|| {
+        KIND_ALIASES
+            .iter()
+            .find(|(a, _)| *a == kind)
+            .map(|(_, k)| *k)
+    })
+}
+
 /// Short spellings of the memif keys (`rings=2` is `queues=2`).
 const MEMIF_ALIASES: &[(&str, &str)] = &[
     ("rings", "queues"),
@@ -131,7 +157,7 @@ impl FromStr for PortSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, rest) = s.split_once(':').ok_or_else(|| {
             format!(
-                "'{s}': expected memif:SOCKET, vhost-user:SOCKET, afxdp:IFACE or afpacket:IFACE"
+                "'{s}': expected memif:SOCKET, vhost_user:SOCKET, af_xdp:IFACE or af_packet:IFACE"
             )
         })?;
         let mut parts = rest.split(',');
@@ -156,7 +182,7 @@ impl FromStr for PortSpec {
         let unknown = |k: &str, allowed: &str| {
             format!("unknown option '{k}' for {kind} ports (allowed: {allowed})")
         };
-        match kind {
+        match canonical_kind(kind).unwrap_or(kind) {
             "memif" => {
                 let (mut mode, mut server) = (MemifMode::Poll, false);
                 let mut rest = Vec::new();
@@ -187,7 +213,7 @@ impl FromStr for PortSpec {
                     server,
                 })
             }
-            "vhost-user" | "vhost" => {
+            "vhost_user" => {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
                     (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
                 let mut interrupt = false;
@@ -252,7 +278,7 @@ impl FromStr for PortSpec {
                     interrupt,
                 })
             }
-            "afxdp" => {
+            "af_xdp" => {
                 let mut queue = None;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
@@ -288,7 +314,7 @@ impl FromStr for PortSpec {
                 }
                 Ok(PortSpec::AfXdp { config, queue })
             }
-            "afpacket" => {
+            "af_packet" => {
                 let mut queue = 0u16;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
@@ -302,7 +328,7 @@ impl FromStr for PortSpec {
                 Ok(PortSpec::AfPacket { config, queue })
             }
             _ => Err(format!(
-                "unknown port kind '{kind}' (expected memif, vhost-user, afxdp or afpacket)"
+                "unknown port kind '{kind}' (expected memif, vhost_user, af_xdp or af_packet)"
             )),
         }
     }
@@ -405,7 +431,7 @@ impl fmt::Display for PortSpec {
                 tx_frame,
                 interrupt,
             } => {
-                write!(f, "vhost-user:{}", socket.display())?;
+                write!(f, "vhost_user:{}", socket.display())?;
                 if *server {
                     write!(f, ",server")?;
                 }
@@ -427,7 +453,7 @@ impl fmt::Display for PortSpec {
                 Ok(())
             }
             PortSpec::AfXdp { config, queue } => {
-                write!(f, "afxdp:{}", config.ifname)?;
+                write!(f, "af_xdp:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
@@ -439,7 +465,7 @@ impl fmt::Display for PortSpec {
                 Ok(())
             }
             PortSpec::AfPacket { config, queue } => {
-                write!(f, "afpacket:{}", config.ifname)?;
+                write!(f, "af_packet:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
@@ -501,7 +527,7 @@ mod tests {
                 queue: 1,
             }
         );
-        assert_eq!(x.to_string(), "afxdp:veth0,queue=1,mode=zc");
+        assert_eq!(x.to_string(), "af_xdp:veth0,queue=1,mode=zc");
         let x: PortSpec = "afxdp:veth0".parse().unwrap();
         assert_eq!(
             x,
@@ -521,7 +547,7 @@ mod tests {
                 queue: 0
             }
         );
-        assert_eq!(p.to_string(), "afpacket:eth0");
+        assert_eq!(p.to_string(), "af_packet:eth0");
         let v: PortSpec = "vhost-user:/run/vu.sock".parse().unwrap();
         assert_eq!(
             v,
@@ -542,13 +568,13 @@ mod tests {
         assert!(v.interrupt());
         assert_eq!(
             v.to_string(),
-            "vhost-user:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
+            "vhost_user:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
         );
         assert!("vhost-user:/s,mode=sleepy".parse::<PortSpec>().is_err());
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
         // tx-frame: kept, printed, bounded by max-frame
         let v: PortSpec = "vhost-user:/s,max-frame=1518,tx-frame=64".parse().unwrap();
-        assert_eq!(v.to_string(), "vhost-user:/s,max-frame=1518,tx-frame=64");
+        assert_eq!(v.to_string(), "vhost_user:/s,max-frame=1518,tx-frame=64");
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
         let e = "vhost-user:/s,max-frame=1518,tx-frame=2000"
             .parse::<PortSpec>()
@@ -556,7 +582,7 @@ mod tests {
         assert!(e.contains("larger than max-frame"), "{e}");
         // sized_for: the traffic's largest frame, unless the spec says
         let v: PortSpec = "vhost-user:/s".parse().unwrap();
-        assert_eq!(v.sized_for(60).to_string(), "vhost-user:/s,tx-frame=60");
+        assert_eq!(v.sized_for(60).to_string(), "vhost_user:/s,tx-frame=60");
         let v: PortSpec = "vhost-user:/s,tx-frame=1514".parse().unwrap();
         assert_eq!(v.sized_for(60), v);
         // a frame larger than max-frame: left for the sender to refuse
@@ -567,9 +593,48 @@ mod tests {
     }
 
     #[test]
+    fn turnoutds_spelling_of_a_kind_and_the_older_ones_mean_the_same() {
+        for (canonical, aliases) in [
+            (
+                "af_xdp:veth0,queue=1,mode=zc",
+                &["afxdp:veth0,queue=1,mode=zc"][..],
+            ),
+            ("af_packet:eth0", &["afpacket:eth0"]),
+            (
+                "vhost_user:/s,queues=2",
+                &["vhost-user:/s,queues=2", "vhost:/s,queues=2"],
+            ),
+        ] {
+            let c: PortSpec = canonical.parse().unwrap();
+            // printed as turnoutd spells it, and read back the same
+            assert!(c
+                .to_string()
+                .starts_with(canonical.split(':').next().unwrap()));
+            assert_eq!(c.to_string().parse::<PortSpec>().unwrap(), c);
+            for a in aliases {
+                assert_eq!(a.parse::<PortSpec>().unwrap(), c, "{a}");
+            }
+        }
+        assert_eq!(
+            "afpacket:eth0,fanout=lb".parse::<PortSpec>().unwrap(),
+            "af_packet:eth0,fanout=lb".parse::<PortSpec>().unwrap()
+        );
+        for k in KINDS {
+            assert_eq!(canonical_kind(k), Some(*k));
+        }
+        assert_eq!(canonical_kind("tap"), None);
+        let e = "af_xdp:v0,mode=native".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("copy or zc"), "{e}");
+    }
+
+    #[test]
     fn rejects_bad_specs_with_a_reason() {
         for (bad, why) in [
-            ("veth0", "expected memif"),
+            (
+                "veth0",
+                "expected memif:SOCKET, vhost_user:SOCKET, af_xdp:IFACE",
+            ),
+            ("tap:t0", "expected memif, vhost_user, af_xdp or af_packet"),
             ("memif:", "missing"),
             ("tap:x", "unknown port kind"),
             ("memif:/s,ring-size=1000", "power of two"),

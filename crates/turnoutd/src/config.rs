@@ -99,8 +99,14 @@ pub struct SwitchSection {
     /// Path of the JSON-RPC control socket.
     #[serde(default = "default_socket")]
     pub control_socket: PathBuf,
-    /// Permission bits of the control socket.
-    #[serde(default = "default_socket_mode")]
+    /// Permission bits of the control socket. Written `0o600` in TOML;
+    /// `config.show` prints it as the string `"0o600"` (JSON has no octal
+    /// numbers), which a config given as JSON may use too.
+    #[serde(
+        default = "default_socket_mode",
+        serialize_with = "octal_mode",
+        deserialize_with = "mode_from"
+    )]
     pub control_socket_mode: u32,
     /// Frames per batch.
     #[serde(default = "default_batch")]
@@ -127,6 +133,33 @@ pub struct SwitchSection {
     /// or `standalone` (a learning bridge forwards; docs/flows.md).
     #[serde(default = "default_fail_mode")]
     pub openflow_fail_mode: String,
+}
+
+/// A permission mode as `"0o600"`.
+fn octal_mode<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{mode:#o}"))
+}
+
+/// A permission mode: a number (`0o600` in TOML) or its octal text
+/// (`"0o600"`, `"0600"`, `"600"`, as `config.show` prints it).
+fn mode_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Mode {
+        Number(u32),
+        Text(String),
+    }
+    match Mode::deserialize(d)? {
+        Mode::Number(n) => Ok(n),
+        Mode::Text(t) => {
+            let digits = t.strip_prefix("0o").unwrap_or(&t);
+            u32::from_str_radix(digits, 8).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "{t:?} is not an octal permission mode (e.g. 0o600)"
+                ))
+            })
+        }
+    }
 }
 
 fn default_fail_mode() -> String {
@@ -343,6 +376,24 @@ impl PortConfig {
         }
         if let Ok(Value::Object(spec)) = serde_json::to_value(&self.spec) {
             m.extend(spec);
+        }
+        // A tunnel's unset keys print as the values it runs with (what
+        // `config.show` promises: every key, defaults included).
+        if let PortSpec::Vxlan(t) | PortSpec::Geneve(t) = &self.spec {
+            let kind = match &self.spec {
+                PortSpec::Vxlan(_) => ports::tunnel::Kind::Vxlan,
+                _ => ports::tunnel::Kind::Geneve,
+            };
+            if let Ok(c) = t.tunnel_config(kind) {
+                for (k, v) in [
+                    ("dst_port", Value::from(c.dst_port)),
+                    ("fdb_size", Value::from(c.fdb_size)),
+                    ("staging", Value::from(c.staging)),
+                    ("ttl", Value::from(c.ttl)),
+                ] {
+                    m.entry(k).or_insert(v);
+                }
+            }
         }
         Value::Object(m)
     }
@@ -808,6 +859,8 @@ client = true
             PathBuf::from(DEFAULT_CONTROL_SOCKET)
         );
         assert_eq!(c.switch.control_socket_mode, 0o600);
+        // shown in octal, as it is written
+        assert_eq!(c.to_json()["switch"]["control_socket_mode"], "0o600");
         assert_eq!(c.switch.wakeup, Wakeup::Adaptive);
         assert_eq!(c.switch.metrics_addr(), None);
         assert_eq!(c.workers, vec![WorkerSection::default()]);
@@ -920,8 +973,24 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         assert_eq!(v.underlay.iface(), "uplink0");
         assert_eq!(c.ports[1].spec.kind(), "geneve");
         assert_eq!(c.ports[1].spec.queues(), 2);
+        // The JSON form (config.show) has every key, the defaults the
+        // tunnel runs with included, and reads back to the same port.
+        let j = c.ports[0].to_json();
+        assert_eq!(
+            (&j["dst_port"], &j["fdb_size"], &j["staging"], &j["ttl"]),
+            (&json!(4789), &json!(4096), &json!(1024), &json!(64)),
+            "{j}"
+        );
+        assert_eq!(
+            c.ports[1].to_json()["dst_port"],
+            7000,
+            "given, not the default"
+        );
+        assert_eq!(c.ports[1].to_json()["learning"], false);
         for p in &c.ports {
-            assert_eq!(&PortConfig::from_json(&p.to_json(), "", 1).unwrap(), p);
+            let back = PortConfig::from_json(&p.to_json(), "", 1).unwrap();
+            assert_eq!(back.to_json(), p.to_json());
+            assert_eq!(back.name, p.name);
         }
         let base = "[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nunderlay = { kind = \"af_packet\", iface = \"u0\" }\n";
         let cases: &[(&str, &str)] = &[
@@ -952,6 +1021,31 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         assert!(
             got.starts_with("config: ports[1].iface: interface u0 is already used by port \"t\""),
             "{got}"
+        );
+    }
+
+    #[test]
+    fn socket_modes_read_as_octal_numbers_or_text_and_show_as_text() {
+        for (toml, mode) in [
+            ("control_socket_mode = 0o660", 0o660),
+            ("control_socket_mode = 432", 0o660),
+            ("control_socket_mode = \"0o660\"", 0o660),
+            ("control_socket_mode = \"0660\"", 0o660),
+            ("control_socket_mode = \"600\"", 0o600),
+        ] {
+            let c = Config::parse_str(&format!("[switch]\n{toml}\n")).unwrap();
+            assert_eq!(c.switch.control_socket_mode, mode, "{toml}");
+            let shown = c.to_json()["switch"]["control_socket_mode"].clone();
+            assert_eq!(shown, json!(format!("{mode:#o}")));
+            // what config.show prints reads back
+            let back: SwitchSection =
+                serde_json::from_value(c.to_json()["switch"].clone()).unwrap();
+            assert_eq!(back.control_socket_mode, mode);
+        }
+        let e = Config::parse_str("[switch]\ncontrol_socket_mode = \"rw\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("not an octal permission mode"),
+            "{e}"
         );
     }
 

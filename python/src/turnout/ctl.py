@@ -43,8 +43,11 @@ __all__ = [
     "CtlClient",
     "CtlConnectionError",
     "CtlError",
+    "flows_text",
     "format_table",
+    "groups_text",
     "parse_kv",
+    "port_numbers_note",
     "rates",
     "worker_rates",
 ]
@@ -395,10 +398,20 @@ def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def port_numbers_note(ports: Sequence[dict[str, Any]]) -> str:
+    """The first line of ``dump-flows`` / ``dump-groups``: the numbers in
+    the flow texts are turnoutd's port ids (what `add` takes back), not the
+    OpenFlow port numbers ovs-ofctl shows for the same flows (id + 1)."""
+    ids = ", ".join(f"{p['id']}={p['name']}" for p in sorted(ports, key=lambda p: int(p["id"])))
+    return (f"NOTE: port numbers below are turnoutd port ids ({ids or 'no ports'}), not "
+            "OpenFlow's: ovs-ofctl shows port id N as N+1 (in_port=1, output:2 for ids 0, 1)")
+
+
 def flows_text(dump: dict[str, Any]) -> str:
     """The flows logic's `dump` answer as ovs-ofctl's dump-flows prints
     flows (one line each, the flow in the text `add` accepts back, port ids
-    not OpenFlow numbers), then one line per table in use."""
+    not OpenFlow numbers: :func:`port_numbers_note`), then one line per
+    table in use."""
     lines = []
     for f in dump.get("flows", []):
         lines.append(
@@ -702,6 +715,7 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         if a.json:
             _print_json(r)
         else:
+            print(port_numbers_note(c.call("port.list")))
             print(flows_text(r))
         return 0
     if cmd == "dump-groups":
@@ -710,6 +724,7 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         if a.json:
             _print_json(r)
         else:
+            print(port_numbers_note(c.call("port.list")))
             print(groups_text(r))
         return 0
     if cmd == "stats":

@@ -1,4 +1,5 @@
-"""Scenarios (seeds/000 §4.1, seeds/001 Fig. 3): who sends where through the SUT.
+"""Scenarios ("Software switches for NFV" §4.1, "Virtualized networking
+framework" Fig. 3; docs/references.md): who sends where through the SUT.
 
 A scenario is described as *endpoints* (interfaces of the tester or of a
 VNF, each in a namespace) and *links* (pairs of endpoints the SUT must
@@ -15,10 +16,10 @@ connect, both ways). ``build`` turns that into a testbed:
 Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
 turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
 ``density`` (p2p plus idle ports up to ``ports``), ``rtt`` (client/server
-round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
+round trips, "Virtualized networking framework" §4.5: the tester sends bursts of ``burst`` frames
 through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
 which sends each frame back; the tester's latency is the round trip),
-``rule_update`` (seeds/003: a stream t0 → A through the SUT, and a third
+``rule_update`` ("Hard or hopeless" §3.5: a stream t0 → A through the SUT, and a third
 port B the SUT's rule update moves it to; measure/update.py),
 ``overlay`` (two hosts joined by a VXLAN tunnel: built by ``turnout.overlay``,
 not here), ``openflow`` (p2p through an OpenFlow rule set of ``rules`` flows

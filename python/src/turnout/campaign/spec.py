@@ -1,4 +1,5 @@
-"""Campaign files (TOML): the (D, L, S, V, P, R, B) tuple of seeds/001 plus
+"""Campaign files (TOML): the (D, L, S, V, P, R, B) tuple of "Virtualized
+networking framework" Table 1 (docs/references.md) plus
 flows, repetitions, methods and scenarios, expanded into work items.
 
 See docs/bench.md for the format; campaigns/smoke.toml is the smallest one.
@@ -27,7 +28,8 @@ __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "pars
 #: first); ``rule_update`` runs only at points of the ``rule_update`` scenario,
 #: which run nothing else (measure/update.py)
 METHODS = ("rplus", "ndr", "pdr", "latency", "sweep", "fixed", "rule_update")
-#: the offered-load sweep's default ladder, fractions of R+ (seeds/004 Fig. 8)
+#: the offered-load sweep's default ladder, fractions of R+ ("Open vSwitch
+#: throughput and latency" Fig. 8)
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
 DIMENSIONS = {"throughput": ("rplus", "ndr", "pdr", "fixed"), "latency": ("rplus", "latency")}
 

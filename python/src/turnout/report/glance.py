@@ -19,7 +19,7 @@ from .verdict import MEASURE_LABEL, Entry, Verdict, _ratio, verdict_rows
 
 __all__ = ["glance_matrix", "matrix_text", "row_label", "sentence"]
 
-#: short names of the use cases (seeds/000 Table 3)
+#: short names of the use cases (Software switches for NFV Table 3)
 SHORT = {"p2p": "p2p", "p2v": "p2v", "v2p": "v2p", "v2v": "v2v", "loopback": "chain",
          "nvsn": "NvsN", "density": "density", "overlay": "overlay", "rtt": "rtt"}
 

@@ -1,6 +1,6 @@
 """The verdict: which switch for which use case, by how much, and what limited it.
 
-For every use case (seeds/000 Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
+For every use case (Software switches for NFV Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
 scale) and frame size, the SUTs measured at the same R+ test point are put
 in order by the measure that holds there:
 
@@ -52,7 +52,7 @@ from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
 
-#: scenario -> use case (seeds/000 Table 3)
+#: scenario -> use case (Software switches for NFV Table 3)
 USE_CASES = {
     "p2p": "p2p: physical to physical",
     "p2v": "p2v: physical to virtual",
@@ -736,7 +736,7 @@ def verdict_section(data: CampaignData) -> Section:
     sec = Section(
         key="verdict", title="Verdict",
         intro=("Which switch for which use case, by how much, and what limited each number "
-               "(use cases of seeds/000 Table 3; tables in detail below)."),
+               "(use cases of Software switches for NFV Table 3; tables in detail below)."),
         matrices=[m] if (m := glance_matrix(data, rows)).rows else [],
         tables=[verdict_table(data, rows), latency_verdict_table(data),
                 *([refused] if refused.rows else []),

@@ -1,5 +1,5 @@
 """Open vSwitch, userspace datapath, with a private ovsdb-server and
-ovs-vswitchd (everything in the run's work dir; /work/shared/PEERS.md).
+ovs-vswitchd (everything in the run's work dir; docs/peers.md).
 
 ``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
 (``ovs-vswitchd-dpdk``) with hugepages reserved for the run and given

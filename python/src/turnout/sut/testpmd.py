@@ -1,7 +1,8 @@
 """DPDK testpmd io/mac forwarding: the no-logic baseline (like basicfwd in
-seeds/001). Ports are vdevs — ``net_memif`` (server) for memif ports,
-``net_af_packet`` (or ``net_af_xdp``) for veths — ordered so that
-``--port-topology=paired`` forwards exactly the cross-connects. Its
+"Virtualized networking framework", docs/references.md). Ports are vdevs —
+``net_memif`` (server) for memif ports, ``net_af_packet`` (or
+``net_af_xdp``) for veths — ordered so that ``--port-topology=paired``
+forwards exactly the cross-connects. Its
 memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
 documented configuration); when the kernel cannot give them it runs with
 ``--no-huge`` and its config says so.
