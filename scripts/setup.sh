@@ -27,8 +27,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   need_root
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Install without starting the packages' services (sshd on port 22, the
+  # system Open vSwitch): the tests and the bench start private instances of
+  # their own. policy-rc.d is Debian's switch for that; one the machine
+  # already has is left as it is.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ -n "$(trap -p EXIT)" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 
 # Rust: the machine image ships rustup's toolchain; fall back to Debian's.
