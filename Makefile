@@ -8,7 +8,7 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python test-openflow test-openflow-compare bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-flows-full bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
+.PHONY: setup build test test-rust test-python test-openflow test-openflow-compare test-faucet-compare bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-flows-full bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
@@ -51,6 +51,12 @@ test-openflow-compare: setup
 	mkdir -p results
 	$(PY)/python tests/turnoutd/osken_suite.py --target turnoutd --target ovs \
 		--json results/osken-suite.json
+
+# Faucet's checks (tests/turnoutd/test_faucet.py) against turnoutd and Open
+# vSwitch, TURNOUT_FAUCET_RUNS runs each (default 10), for comparison.
+test-faucet-compare: setup
+	TURNOUT_FAUCET_TARGETS=turnoutd,ovs TURNOUT_FAUCET_RUNS=$${TURNOUT_FAUCET_RUNS:-10} \
+		$(PY)/pytest -q -s tests/turnoutd/test_faucet.py
 
 # The main job: the default campaign (every scenario, every available SUT,
 # 64 B and 1518 B) and its report.
