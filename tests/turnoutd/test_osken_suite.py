@@ -4,13 +4,16 @@ against turnoutd, held to a floor (issue 37).
 The suite runs as osken_suite.py wires it (a tester Open vSwitch bridge
 port by port to turnoutd, both connected to the tester app); the number of
 tests passed per folder (action, group, match, meter) is printed and must
-be at least the floor in osken_suite_floor.json. The floor only goes up:
+be at least the floor in osken_suite_floor.json. A test counts as passed
+if it passed in the run or in the one retry of the files whose errors
+were timing (a throughput test whose sender fell behind on a loaded
+machine, a reply later than the tester's wait: osken_suite.TIMING). The floor only goes up:
 when turnoutd passes more, raise it to the new counts in the same commit
 (the test says so when it sees more). `make test-openflow` runs this;
 `make test-openflow-compare` runs the same suite against OVS too.
 
 Needs root, Open vSwitch and .venv-osken (scripts/setup.sh): missing, it
-skips, or fails under TURNOUT_REQUIRE_PEERS=1. About 3 minutes.
+skips, or fails under TURNOUT_REQUIRE_PEERS=1. About 4 to 5 minutes now.
 """
 
 from __future__ import annotations
