@@ -85,4 +85,17 @@ if ! .venv-osken/bin/python -c "import os_ken" 2>/dev/null; then
   echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
   .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
 fi
+# Faucet, the production OpenFlow controller of tests/turnoutd/test_faucet.py,
+# on os-ken too, but in a venv of its own: faucet 1.10.12 pins os_ken==3.1.0
+# (the os-ken switch suite above runs on 4.2.2). Every dependency resolves
+# from PyPI on Python 3.11.
+FAUCET_VERSION=1.10.12
+if [ ! -x .venv-faucet/bin/python ]; then
+  python3 -m venv .venv-faucet
+fi
+if ! .venv-faucet/bin/python -c "import faucet, os_ken" 2>/dev/null \
+    || [ ! -x .venv-faucet/bin/osken-manager ]; then
+  echo "setup: installing faucet $FAUCET_VERSION into .venv-faucet"
+  .venv-faucet/bin/pip install -q "faucet==$FAUCET_VERSION"
+fi
 echo "setup: done"

@@ -369,10 +369,12 @@ class OpenflowLab:
 
 
 @contextmanager
-def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[OpenflowLab]:
+def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str],
+                 switch_extra: str = "") -> Iterator[OpenflowLab]:
     """An OpenflowLab with namespaces named ``prefix``*, host MACs ``macs``
-    (1..3) and a TCP port drawn at random; turnoutd is stopped by PID and the
-    namespaces deleted on leaving, also after a failed set-up. Needs root,
+    (1..3), more [switch] lines ``switch_extra`` and a TCP port drawn at
+    random; turnoutd is stopped by PID and the namespaces deleted on
+    leaving, also after a failed set-up. Needs root,
     ovs-ofctl and a built turnoutd (missing peers: testpeers' skip or fail;
     no binary: the test fails)."""
     import pytest  # only here: soak.py and the benches use harness without it
@@ -390,7 +392,8 @@ def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[Openf
         lab.port = random.randint(20000, 60000)
         lab.target = f"tcp:127.0.0.1:{lab.port}"
         unix = tmp / "of.sock"
-        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
+        config = ThreeHosts.config(
+            f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n{switch_extra}')
         lab.daemon = Turnoutd(tmp / "sw", config, netns=lab.sw).start()
         yield lab
     finally:

@@ -90,10 +90,14 @@ pub enum Call {
     StatsReset,
     /// `tunnel.show`: a vxlan / geneve port's endpoints and learned MACs.
     TunnelShow(PortRemoveParams),
+    /// `switch.show`: the switch-wide settings that can change at run time.
+    SwitchShow,
+    /// `switch.set`: change them.
+    SwitchSet(SwitchSetParams),
 }
 
 /// Method names, in documentation order.
-pub const METHODS: [&str; 11] = [
+pub const METHODS: [&str; 13] = [
     "version",
     "config.show",
     "port.list",
@@ -105,6 +109,8 @@ pub const METHODS: [&str; 11] = [
     "stats",
     "stats.reset",
     "tunnel.show",
+    "switch.show",
+    "switch.set",
 ];
 
 /// One endpoint in `tunnel.show`.
@@ -148,6 +154,24 @@ pub struct TunnelShowResult {
 pub struct PortRemoveParams {
     /// Port name.
     pub name: String,
+}
+
+/// `switch.set` parameters: the keys to change (at least one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSetParams {
+    /// The OpenFlow datapath id, in any form `[switch] datapath_id` takes.
+    pub datapath_id: Value,
+}
+
+/// `switch.show` and `switch.set` result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SwitchShowResult {
+    /// The OpenFlow datapath id in use, 16 hex digits.
+    pub datapath_id: String,
+    /// Whether it was configured (`[switch] datapath_id` or `switch.set`)
+    /// rather than derived from the control socket's path.
+    pub datapath_id_configured: bool,
 }
 
 /// `logic.command` parameters.
@@ -196,6 +220,8 @@ impl Call {
             "stats" => none(Call::Stats),
             "stats.reset" => none(Call::StatsReset),
             "tunnel.show" => Ok(Call::TunnelShow(typed(method, object(params)?)?)),
+            "switch.show" => none(Call::SwitchShow),
+            "switch.set" => Ok(Call::SwitchSet(typed(method, object(params)?)?)),
             other => Err(ApiError::new(
                 code::METHOD_NOT_FOUND,
                 format!("unknown method {other:?} (methods: {})", METHODS.join(", ")),
@@ -490,6 +516,17 @@ pub struct StatsResult {
     pub tsc_hz: u64,
     /// Monotonic time of the snapshot, ns since the daemon started (for rates).
     pub time_ns: u64,
+    /// The OpenFlow channel's counters.
+    #[serde(default)]
+    pub openflow: OpenflowStats,
+}
+
+/// `stats`' `openflow`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OpenflowStats {
+    /// Refused messages: `flow_mod`, `group_mod`, `meter_mod` (each always
+    /// there) → error name (`OFPBAC_BAD_TYPE`) → count.
+    pub refused: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
 }
 
 #[cfg(test)]

@@ -133,6 +133,35 @@ pub struct SwitchSection {
     /// or `standalone` (a learning bridge forwards; docs/flows.md).
     #[serde(default = "default_fail_mode")]
     pub openflow_fail_mode: String,
+    /// The OpenFlow datapath id (features reply): an integer, 16 hex
+    /// digits, `0x…` or 8 colon-separated bytes; absent: derived from the
+    /// control socket's path (docs/flows.md, "OpenFlow").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "datapath_id_serde"
+    )]
+    pub datapath_id: Option<u64>,
+}
+
+/// `[switch] datapath_id` in any form [`crate::ofswitch::parse_datapath_id`]
+/// takes; written as 16 hex digits (as `ovs-ofctl show` prints it).
+mod datapath_id_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => s.serialize_str(&crate::ofswitch::format_datapath_id(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        crate::ofswitch::parse_datapath_id(&v)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// A permission mode as `"0o600"`.
@@ -194,6 +223,7 @@ impl Default for SwitchSection {
             metrics_listen: None,
             openflow: Vec::new(),
             openflow_fail_mode: default_fail_mode(),
+            datapath_id: None,
         }
     }
 }
@@ -892,7 +922,7 @@ client = true
     #[test]
     fn bad_configs_name_the_key_and_the_reason() {
         let cases: &[(&str, &str)] = &[
-            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow`, `openflow_fail_mode` (line 2)"),
+            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow`, `openflow_fail_mode`, `datapath_id` (line 2)"),
             ("[switch]\nwakeup = \"pol\"\n", "config: switch.wakeup: unknown variant `pol`, expected `adaptive` or `poll` (line 2)"),
             ("[switch]\nbatch = 8\n", "config: switch.batch: 8 not in 32..=1024"),
             ("[switch]\nbatch = \"big\"\n", "config: switch.batch: invalid type: string \"big\", expected usize (line 2)"),
@@ -903,6 +933,13 @@ client = true
             ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` or `cpu_idle` (line 2)"),
             ("[switch]\nlatency_budget_us = 20000\n", "config: switch.latency_budget_us: 20000 not in 0..=10000"),
             ("[switch]\nopenflow_fail_mode = \"open\"\n", "config: switch.openflow_fail_mode: \"open\": must be \"secure\""),
+            ("[switch]\ndatapath_id = 0\n", "config: switch.datapath_id: 0 is not a datapath id (1..=2^64-1)"),
+            ("[switch]\ndatapath_id = -5\n", "config: switch.datapath_id: -5 is not a datapath id (an integer 1..=2^64-1, 16 hex digits, 0x and 1..=16 hex digits, or 8 colon-separated hex bytes)"),
+            ("[switch]\ndatapath_id = \"12\"\n", "config: switch.datapath_id: \"12\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = \"0x1g\"\n", "config: switch.datapath_id: \"0x1g\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = \"0x10000000000000000\"\n", "config: switch.datapath_id: \"0x10000000000000000\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = 1.5\n", "config: switch.datapath_id: 1.5 is not a datapath id ("),
+            ("[switch]\ndatapath_id = true\n", "config: switch.datapath_id: expected a datapath id ("),
             ("[[workers]]\ncpu_idle = \"poll\"\n", "config: workers[0].cpu_idle: needs the worker pinned (cpu = N)"),
             ("[[workers]]\ncpu = 0\ncpu_idle = \"halt\"\n", "config: workers[0].cpu_idle: unknown variant `halt`, expected `poll` (line 3)"),
             ("[routing]\n", "config: routing: unknown field `routing`, expected one of `switch`, `workers`, `logic`, `ports` (line 1)"),
@@ -939,6 +976,32 @@ client = true
                 "config {text:?}\n got: {got}\nwant: {want}"
             );
         }
+    }
+
+    #[test]
+    fn datapath_id_forms_and_round_trip() {
+        for (v, want) in [
+            ("1", 1u64),
+            ("0xa1", 0xa1),
+            ("\"00000000000000a1\"", 0xa1),
+            ("\"0x00000000000000a1\"", 0xa1),
+            ("\"00:00:00:00:00:00:00:a1\"", 0xa1),
+            ("\"0xffffffffffffffff\"", u64::MAX),
+        ] {
+            let c = Config::parse_str(&format!("[switch]\ndatapath_id = {v}\n")).unwrap();
+            assert_eq!(c.switch.datapath_id, Some(want), "{v}");
+            // config.show writes it as 16 hex digits, which parse back.
+            let j = serde_json::to_value(&c.switch).unwrap();
+            assert_eq!(j["datapath_id"], json!(format!("{want:016x}")));
+            let back: SwitchSection = serde_json::from_value(j).unwrap();
+            assert_eq!(back.datapath_id, Some(want));
+        }
+        let c = Config::parse_str("").unwrap();
+        assert_eq!(c.switch.datapath_id, None);
+        assert!(serde_json::to_value(&c.switch)
+            .unwrap()
+            .get("datapath_id")
+            .is_none());
     }
 
     #[test]

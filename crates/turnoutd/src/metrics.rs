@@ -250,6 +250,20 @@ pub fn render(s: &StatsResult) -> String {
         "Frequency of the cycle counter used for busy and idle cycles.",
     );
     f.sample("turnout_tsc_hz", &[], s.tsc_hz);
+    f.head(
+        "turnout_openflow_refused_total",
+        "counter",
+        "Flow-, group- and meter-mods the OpenFlow channel refused, by error.",
+    );
+    for (m, errors) in &s.openflow.refused {
+        for (e, n) in errors {
+            f.sample(
+                "turnout_openflow_refused_total",
+                &[("message", m), ("error", e)],
+                n,
+            );
+        }
+    }
     f.head("turnout_info", "gauge", "Version information (always 1).");
     f.sample(
         "turnout_info",

@@ -366,6 +366,13 @@ def _show_stats(s: dict[str, Any]) -> None:
             wrows,
         )
     )
+    refused = [
+        [m, sum(errors.values()), ", ".join(f"{e}={n}" for e, n in sorted(errors.items())) or "-"]
+        for m, errors in sorted((s.get("openflow") or {}).get("refused", {}).items())
+    ]
+    if any(r[1] for r in refused):
+        print()
+        print(format_table(["openflow refused", "count", "by error"], refused))
 
 
 def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
@@ -571,6 +578,15 @@ def _configure(p: argparse.ArgumentParser) -> None:
     )
     dgroups.add_argument("group_id", nargs="?", type=int, help="only this group")
 
+    dpid = sub.add_parser(
+        "datapath-id", help="the OpenFlow datapath id; with ID, set it (controllers reconnect)"
+    )
+    dpid.add_argument(
+        "id",
+        nargs="?",
+        help="an integer, 16 hex digits, 0x… or 8 colon-separated hex bytes",
+    )
+
     stats = sub.add_parser("stats", help="counters; 'stats reset' zeroes them")
     stats.add_argument("action", nargs="?", choices=["reset"], help="zero every counter")
     stats.add_argument(
@@ -726,6 +742,19 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         else:
             print(port_numbers_note(c.call("port.list")))
             print(groups_text(r))
+        return 0
+    if cmd == "datapath-id":
+        if a.id is None:
+            r = c.call("switch.show")
+        else:
+            # Decimal digits are an integer; anything else goes as text.
+            dp: Any = int(a.id) if a.id.isdigit() and len(a.id) != 16 else a.id
+            r = c.call("switch.set", {"datapath_id": dp})
+        if a.json:
+            _print_json(r)
+        else:
+            how = "configured" if r["datapath_id_configured"] else "derived from the control socket"
+            print(f"datapath id {r['datapath_id']} ({how})")
         return 0
     if cmd == "stats":
         if a.action == "reset":
