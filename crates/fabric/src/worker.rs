@@ -22,7 +22,9 @@
 //!   signals an eventfd in the worker's epoll set while the worker sleeps,
 //!   with the time it did, so the worker measures what a wake-up costs on
 //!   this host: [`CALIBRATION_PROBES`] at start, then one every
-//!   [`PROBE_EVERY_NS`] while it sleeps.
+//!   [`WAKE_PROBE_EVERY_NS`] while it sleeps; while it is awake, a time it
+//!   clears at its next pass every [`POLL_PROBE_EVERY_NS`] (what polling
+//!   costs a frame when other threads hold its CPU).
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
@@ -58,11 +60,11 @@ pub const EPOLL_EVERY: u32 = 64;
 /// Wake-up probes at a worker's start (while it has no traffic: its first
 /// tens of milliseconds), spaced 200 µs – 1 ms.
 pub const CALIBRATION_PROBES: u32 = 64;
-/// Then a poll probe this often when the worker is awake ...
-pub const PROBE_EVERY_NS: u64 = 5_000_000;
-/// ... and a wake probe every this many periods when it sleeps (a wake
-/// probe costs it a wake-up: 20 a second).
-pub const WAKE_PROBE_EVERY: u32 = 10;
+/// Then a wake probe this often while the worker sleeps (each costs it a
+/// wake-up: 20 a second) ...
+pub const WAKE_PROBE_EVERY_NS: u64 = 50_000_000;
+/// ... and a poll probe this often while it is awake (a cache line).
+pub const POLL_PROBE_EVERY_NS: u64 = 5_000_000;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
 /// First wait before kicking again a transmit queue whose peer refused
@@ -210,11 +212,12 @@ pub struct WorkerShared {
 /// worker clears at its next pass: the *poll probe*, what a frame waits
 /// for a polling worker (a pass, or the time other threads hold its CPU).
 /// `CALIBRATION_PROBES` probes 200 µs – 1 ms apart first (wake probes:
-/// the worker has no ports yet and sleeps), then a poll probe every
-/// `PROBE_EVERY_NS` while the worker is awake and a wake probe every
-/// `WAKE_PROBE_EVERY` of those periods while it sleeps. A wake probe costs the worker a wake-up, a poll probe
-/// one cache line. Runs on the threads' CPUs, not the worker's (the
-/// caller starts it before the worker pins itself). Ends when
+/// the worker has no ports yet and sleeps), then a wake probe every
+/// `WAKE_PROBE_EVERY_NS` while the worker sleeps and a poll probe every
+/// `POLL_PROBE_EVERY_NS` while it is awake. A wake probe costs the worker
+/// a wake-up, a poll probe one cache line; an idle worker and its prober
+/// wake 20 times a second. Runs on the threads' CPUs, not the worker's
+/// (the caller starts it before the worker pins itself). Ends when
 /// [`Probe::stop`] was called and the thread unparked.
 pub fn probe(shared: Arc<WorkerShared>) {
     let p = &shared.probe;
@@ -227,19 +230,18 @@ pub fn probe(shared: Arc<WorkerShared>) {
             x ^= x >> 7;
             x ^= x << 17;
             200_000 + x % 800_000
+        } else if p.asleep_since_ns.load(Acquire) != 0 {
+            WAKE_PROBE_EVERY_NS
         } else {
-            PROBE_EVERY_NS
+            POLL_PROBE_EVERY_NS
         };
         std::thread::park_timeout(std::time::Duration::from_nanos(gap_ns));
         if p.stop.load(Acquire) {
             break;
         }
-        let wake_turn = sent < CALIBRATION_PROBES || sent.is_multiple_of(WAKE_PROBE_EVERY);
         if p.asleep_since_ns.load(Acquire) != 0 {
-            if wake_turn {
-                p.stamp_ns.store(sys::now_ns(), Release);
-                p.fd.notify();
-            }
+            p.stamp_ns.store(sys::now_ns(), Release);
+            p.fd.notify();
         } else if p.poll_stamp_ns.load(Relaxed) == 0 {
             p.poll_stamp_ns.store(sys::now_ns(), Release);
         }
