@@ -15,6 +15,7 @@ from turnout.ctl import (
     CtlClient,
     CtlConnectionError,
     CtlError,
+    _policy_text,
     format_table,
     parse_kv,
     rates,
@@ -266,3 +267,16 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
         {"cmd": "dump", "args": {"table": 3}},
         {"cmd": "dump", "args": {"table": 300}},
     ]
+
+
+def test_policy_text_says_the_regime_and_why():
+    assert _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",
+                         "wake_p99_ns": 140_000, "sleep_after_ns": 1_000_000}) == (
+        "poll (wake-up p99 140us over the budget; budget 100us), sleeps after 1000us idle")
+    t = _policy_text({"budget_ns": 1_000_000, "regime": "moderate", "why": "naps_cheaper",
+                      "moderating": True, "nap_ns": 700_000, "sleep_after_ns": 2_000})
+    assert t.startswith("moderate, nap 700us (naps fit and cost less; budget 1000us)")
+    t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
+                      "wake_p99_ns": 4_000_000, "poll_p99_ns": 30_000_000})
+    assert "poll p99 30000us, wake-up p99 4000us" in t
+    assert _policy_text({"why": "poll_mode"}) == "-"

@@ -98,13 +98,16 @@ class Turnoutd:
         self.config_path.write_text(text)
         self.log_path = self.dir / "turnoutd.log"
         self.binary = binary or turnoutd_binary()
+        #: run the daemon under this command (e.g. ``["chrt", "-f", "1"]``)
+        self.prefix: list[str] = []
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Turnoutd:
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.proc = subprocess.Popen(
-            [*(["ip", "netns", "exec", self.netns] if self.netns else []), str(self.binary),
+            [*self.prefix, *(["ip", "netns", "exec", self.netns] if self.netns else []),
+             str(self.binary),
              "--config", str(self.config_path), "--log-level", "debug"],
             stdout=log,
             stderr=log,

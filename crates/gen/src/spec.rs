@@ -51,6 +51,9 @@ pub enum PortSpec {
         config: AfXdpConfig,
         /// Queue id turnout-gen uses.
         queue: u16,
+        /// Receive loops sleep on the socket when idle (`wakeup=interrupt`;
+        /// `mode` is the bind mode here).
+        interrupt: bool,
     },
     /// vhost-user frontend (the VM side) on a backend's socket.
     Vhost {
@@ -80,8 +83,20 @@ pub enum PortSpec {
     },
 }
 
-/// Default vhost-user virtqueue size.
-pub const VHOST_QUEUE_SIZE: u16 = 1024;
+/// Default vhost-user virtqueue size. Receive rings absorb what arrives
+/// while turnout-gen waits for a CPU (a core shared with its own sender,
+/// another process, a hog): 8192 entries are 8 ms at 1 Mpps, 80 ms at
+/// 100 kpps; a 1024-entry ring lost up to 10 777 of 200 000 frames at
+/// 100 kpps on a quiet host (issue 31). Transmit rings the same, so a
+/// switch that stalls does not push the sender back as soon.
+pub const VHOST_QUEUE_SIZE: u16 = 8192;
+/// Default memif ring size of turnout-gen's ports (turnoutd's and the
+/// memif default is 1024; the client chooses): as `VHOST_QUEUE_SIZE`.
+pub const MEMIF_RING_SIZE: u32 = 8192;
+/// Default UMEM chunks per AF_XDP queue of turnout-gen's ports (half
+/// receive, half transmit; turnoutd's default 4096): a receive ring of
+/// 8192, as `VHOST_QUEUE_SIZE`.
+pub const AFXDP_FRAMES_PER_QUEUE: u32 = 16384;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;
 
@@ -205,6 +220,13 @@ impl FromStr for PortSpec {
                         _ => rest.push((k, v)),
                     }
                 }
+                let ring = MEMIF_RING_SIZE.to_string();
+                if !rest
+                    .iter()
+                    .any(|(k, _)| *k == "ring_size" || *k == "ring-size")
+                {
+                    rest.push(("ring_size", ring.as_str()));
+                }
                 let pairs = fields("socket", target, &rest, MEMIF_ALIASES);
                 let config = port_config(&pairs, MemifSpec::validate)?;
                 Ok(PortSpec::Memif {
@@ -280,10 +302,18 @@ impl FromStr for PortSpec {
             }
             "af_xdp" => {
                 let mut queue = None;
+                let mut interrupt = false;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
                     match k {
                         "queue" => queue = Some(num::<u16>(k, v)?),
+                        "wakeup" => {
+                            interrupt = match v {
+                                "poll" => false,
+                                "interrupt" => true,
+                                _ => return Err(format!("wakeup={v}: must be poll or interrupt")),
+                            }
+                        }
                         // turnout-gen's spelling of `bind`
                         "mode" => rest.push((
                             "bind",
@@ -307,12 +337,20 @@ impl FromStr for PortSpec {
                 if !rest.iter().any(|(k, _)| *k == "bind") {
                     rest.push(("bind", "copy"));
                 }
+                let frames = AFXDP_FRAMES_PER_QUEUE.to_string();
+                if !rest.iter().any(|(k, _)| *k == "frames_per_queue") {
+                    rest.push(("frames_per_queue", frames.as_str()));
+                }
                 let pairs = fields("iface", target, &rest, &[]);
                 let config = port_config(&pairs, AfXdpConfig::validate)?;
                 if queue >= config.queues {
                     return Err(format!("queue={queue}: not below queues={}", config.queues));
                 }
-                Ok(PortSpec::AfXdp { config, queue })
+                Ok(PortSpec::AfXdp {
+                    config,
+                    queue,
+                    interrupt,
+                })
             }
             "af_packet" => {
                 let mut queue = 0u16;
@@ -343,6 +381,9 @@ impl PortSpec {
                 mode: MemifMode::Interrupt,
                 ..
             } | PortSpec::Vhost {
+                interrupt: true,
+                ..
+            } | PortSpec::AfXdp {
                 interrupt: true,
                 ..
             }
@@ -405,7 +446,7 @@ impl fmt::Display for PortSpec {
                 if c.queues != d.queues {
                     write!(f, ",rings={}", c.queues)?;
                 }
-                if c.ring_size != d.ring_size {
+                if c.ring_size != MEMIF_RING_SIZE {
                     write!(f, ",ring-size={}", c.ring_size)?;
                 }
                 if c.buffer_size != d.buffer_size {
@@ -452,7 +493,11 @@ impl fmt::Display for PortSpec {
                 }
                 Ok(())
             }
-            PortSpec::AfXdp { config, queue } => {
+            PortSpec::AfXdp {
+                config,
+                queue,
+                interrupt,
+            } => {
                 write!(f, "af_xdp:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
@@ -461,6 +506,9 @@ impl fmt::Display for PortSpec {
                     XdpBind::Copy => {}
                     XdpBind::ZeroCopy => write!(f, ",mode=zc")?,
                     XdpBind::Auto => write!(f, ",bind=auto")?,
+                }
+                if *interrupt {
+                    write!(f, ",wakeup=interrupt")?;
                 }
                 Ok(())
             }
@@ -485,7 +533,10 @@ mod tests {
         assert_eq!(
             m,
             PortSpec::Memif {
-                config: MemifSpec::new("/run/t.sock"),
+                config: MemifSpec {
+                    ring_size: MEMIF_RING_SIZE,
+                    ..MemifSpec::new("/run/t.sock")
+                },
                 mode: MemifMode::Poll,
                 server: false,
             }
@@ -522,21 +573,29 @@ mod tests {
                 config: AfXdpConfig {
                     queues: 2,
                     bind: XdpBind::ZeroCopy,
+                    frames_per_queue: AFXDP_FRAMES_PER_QUEUE,
                     ..AfXdpConfig::new("veth0")
                 },
                 queue: 1,
+                interrupt: false,
             }
         );
         assert_eq!(x.to_string(), "af_xdp:veth0,queue=1,mode=zc");
+        let x: PortSpec = "af_xdp:veth0,wakeup=interrupt".parse().unwrap();
+        assert!(x.interrupt());
+        assert_eq!(x.to_string(), "af_xdp:veth0,wakeup=interrupt");
+        assert!("af_xdp:veth0,wakeup=nap".parse::<PortSpec>().is_err());
         let x: PortSpec = "afxdp:veth0".parse().unwrap();
         assert_eq!(
             x,
             PortSpec::AfXdp {
                 config: AfXdpConfig {
                     bind: XdpBind::Copy,
+                    frames_per_queue: AFXDP_FRAMES_PER_QUEUE,
                     ..AfXdpConfig::new("veth0")
                 },
                 queue: 0,
+                interrupt: false,
             }
         );
         let p: PortSpec = "afpacket:eth0".parse().unwrap();
@@ -555,7 +614,7 @@ mod tests {
                 socket: "/run/vu.sock".into(),
                 server: false,
                 queues: 1,
-                queue_size: 1024,
+                queue_size: VHOST_QUEUE_SIZE,
                 max_frame: 9000,
                 tx_frame: None,
                 interrupt: false,

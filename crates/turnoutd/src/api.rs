@@ -426,6 +426,10 @@ pub struct QueueStats {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive bursts that found this queue's ring full: the peer could
+    /// add nothing until the worker drained it (push-back).
+    #[serde(default)]
+    pub rx_ring_full: u64,
 }
 
 /// One port's counters in `stats`.
@@ -447,6 +451,10 @@ pub struct PortStatsResult {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive bursts that found a ring full, all queues (push-back: the
+    /// peer could not add frames until the switch drained them).
+    #[serde(default)]
+    pub rx_ring_full: u64,
     /// Per queue.
     pub queues: Vec<QueueStats>,
     /// Drops by reason: every reason, zero or not.
@@ -498,9 +506,12 @@ pub struct WorkerStatsResult {
     /// CPU time the thread used since it started (user + system, from its
     /// per-thread CPU clock), ns; not reset by `stats.reset`.
     pub cpu_ns: u64,
-    /// The adaptive wake-up policy's state (all zero in poll mode):
-    /// `budget_ns`, `moderating`, `nap_ns`, and its measured costs
-    /// `sleep_cpu_ns`, `nap_cpu_ns`, `nap_overshoot_ns`, `wake_latency_ns`.
+    /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
+    /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
+    /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
+    /// `wake_p99_ns`, `wake_samples`), the timer overshoot (`timer_p50_ns`,
+    /// `timer_p99_ns`), `ring_fill_ns`, and the CPU costs `sleep_cpu_ns`,
+    /// `nap_cpu_ns` (docs/turnoutd.md).
     #[serde(default)]
     pub policy: fabric::PolicyView,
 }

@@ -583,6 +583,7 @@ impl Daemon {
                     rx_bytes: p.rx_bytes,
                     tx_packets: p.tx_packets,
                     tx_bytes: p.tx_bytes,
+                    rx_ring_full: p.rx_ring_full,
                     queues: p
                         .queues
                         .iter()
@@ -593,6 +594,7 @@ impl Daemon {
                             rx_bytes: q[1],
                             tx_packets: q[2],
                             tx_bytes: q[3],
+                            rx_ring_full: q[4],
                         })
                         .collect(),
                     drops,

@@ -286,6 +286,7 @@ def _show_stats(s: dict[str, Any]) -> None:
             p["rx_bytes"],
             p["tx_packets"],
             p["tx_bytes"],
+            p.get("rx_ring_full", 0),
             sum(p["drops"].values()),
             _drops_text(p["drops"]),
         ]
@@ -301,6 +302,7 @@ def _show_stats(s: dict[str, Any]) -> None:
                 "rx_bytes",
                 "tx_pkts",
                 "tx_bytes",
+                "rx_full",
                 "drops",
                 "by reason",
             ],
@@ -456,17 +458,48 @@ def groups_text(dump: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: why the adaptive policy is in its regime (crates/fabric/src/wakeup.rs: Why)
+_WHY = {
+    "measuring": "wake-ups not measured yet",
+    "no_budget": "budget 0",
+    "wake_over_budget": "wake-up p99 over the budget",
+    "wake_fits": "wake-up p99 fits the budget",
+    "naps_cheaper": "naps fit and cost less",
+    "only_naps_fit": "naps fit, wake-ups do not",
+    "contended": "polling waits longer for the CPU than a wake-up",
+}
+
+
 def _policy_text(p: dict[str, Any]) -> str:
-    """The adaptive policy's state in a few words ('-' in poll mode)."""
+    """The adaptive policy's regime and why, in a few words ('-' in poll
+    mode): e.g. "poll (wake-up p99 140us over the budget; budget 100us),
+    sleeps after 1000us idle; sleep 18.0us cpu"."""
     budget = p.get("budget_ns", 0)
-    if not budget and not p.get("sleep_cpu_ns") and not p.get("nap_cpu_ns"):
+    why = p.get("why", "")
+    if why == "poll_mode" or (not budget and not why and not p.get("sleep_cpu_ns")
+                              and not p.get("nap_cpu_ns")):
         return "-"
-    mode = f"nap {p.get('nap_ns', 0) / 1e3:.0f}us" if p.get("moderating") else "interrupt"
+    regime = p.get("regime") or ("moderate" if p.get("moderating") else "interrupt")
+    if regime == "moderate":
+        regime = f"moderate, nap {p.get('nap_ns', 0) / 1e3:.0f}us"
+    reason = _WHY.get(why, why)
+    wake = p.get("wake_p99_ns", 0)
+    if wake and why in ("wake_over_budget", "wake_fits", "only_naps_fit", "naps_cheaper"):
+        reason = reason.replace("wake-up p99", f"wake-up p99 {wake / 1e3:.0f}us")
+    if why == "contended":
+        reason += (f" (poll p99 {p.get('poll_p99_ns', 0) / 1e3:.0f}us,"
+                   f" wake-up p99 {wake / 1e3:.0f}us)")
+    text = f"{regime} ({reason}; budget {budget / 1e3:.0f}us)" if reason else \
+        f"{regime} (budget {budget / 1e3:.0f}us)"
+    if p.get("sleep_after_ns"):
+        text += f", sleeps after {p['sleep_after_ns'] / 1e3:.0f}us idle"
     sleep_us = p.get("sleep_cpu_ns", 0) / 1e3
-    nap_us = p.get("nap_cpu_ns", 0) / 1e3
-    over_us = p.get("nap_overshoot_ns", 0) / 1e3
-    return (f"budget {budget / 1e3:.0f}us, {mode}; sleep {sleep_us:.1f}us cpu, "
-            f"nap {nap_us:.1f}us cpu +{over_us:.0f}us")
+    if sleep_us:
+        text += f"; sleep {sleep_us:.1f}us cpu"
+    if p.get("nap_cpu_ns"):
+        text += (f", nap {p['nap_cpu_ns'] / 1e3:.1f}us cpu"
+                 f" +{p.get('nap_overshoot_ns', 0) / 1e3:.0f}us")
+    return text
 
 
 def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:
