@@ -530,6 +530,15 @@ def test_agent_procfs_and_tail(tmp_path: Path) -> None:
         assert call(op="tail", path=str(f), offset=4) == {"ok": True, "text": "def\n", "size": 8}
         assert call(op="which", cmd="sh")["path"]
         assert call(op="listdir", path=str(tmp_path))["names"] == ["log"]
+        # short commands, directories and files, without an SSH session each
+        r = call(op="run", cmd=["sh", "-c", "echo out; echo err >&2; exit 3"])
+        assert (r["rc"], r["stdout"], r["stderr"]) == (3, "out\n", "err\n")
+        assert call(op="run", cmd=["sleep", "5"], inner_timeout_s=0.2)["timeout"] is True
+        assert call(op="run", cmd=["no-such-command-x"])["rc"] == 127
+        assert call(op="mkdirs", path=str(tmp_path / "a" / "b"))["ok"]
+        assert call(op="write", path=str(tmp_path / "a" / "b" / "f"), text="x=1\n")["ok"]
+        assert call(op="read", path=str(tmp_path / "a" / "b" / "f"))["text"] == "x=1\n"
+        assert "FileNotFoundError" in str(call(op="read", path=str(tmp_path / "nope"))["error"])
     finally:
         a.stdin.close()
         a.wait(timeout=30)

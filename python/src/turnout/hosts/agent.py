@@ -138,6 +138,24 @@ def facts(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _own(path: str) -> None:
+    """Give a file or directory the bench made to the owner of the agent's
+    install directory (the SSH user: files it copies and reads are its)."""
+    st = os.stat(os.path.dirname(os.path.abspath(__file__)))
+    with contextlib.suppress(OSError):
+        os.chown(path, st.st_uid, st.st_gid)
+
+
+def _mkdirs(path: str) -> None:
+    """A directory and its parents, each one made here given to that owner."""
+    parent = os.path.dirname(path.rstrip("/"))
+    if parent and parent != path and not os.path.isdir(parent):
+        _mkdirs(parent)
+    if not os.path.isdir(path):
+        os.mkdir(path)
+        _own(path)
+
+
 def _tail(path: str, offset: int, most: int = 1 << 20) -> tuple[str, int]:
     """A file's text from ``offset`` and the offset after it (hosts/base.py read_from)."""
     try:
@@ -414,6 +432,31 @@ def handle(req: dict[str, Any], token: str) -> dict[str, Any]:
     if op == "tail":
         return dict(zip(("text", "size"), _tail(str(req["path"]), int(req.get("offset", 0))),
                         strict=True))
+    if op == "run":
+        # a short command, as root; inner_timeout_s: it is killed after that
+        try:
+            r = subprocess.run([str(c) for c in req["cmd"]], capture_output=True, text=True,
+                               timeout=float(req.get("inner_timeout_s", 30)),
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return {"timeout": True}
+        except OSError as e:  # no such command: as a shell says it
+            return {"rc": 127, "stdout": "", "stderr": f"{req['cmd'][0]}: {e.strerror}"}
+        return {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
+    if op == "mkdirs":
+        _mkdirs(str(req["path"]))
+        return {}
+    if op == "write":
+        path = str(req["path"])
+        with open(path, "w") as f:
+            f.write(str(req["text"]))
+        _own(path)
+        return {}
+    if op == "read":
+        try:
+            return {"text": Path(req["path"]).read_text(errors="replace")}
+        except OSError as e:
+            return {"error": f"{type(e).__name__}: {e.strerror}"}
     if op == "listdir":
         try:
             return {"names": sorted(os.listdir(req["path"]))}
