@@ -181,12 +181,11 @@ class Lab:
 
     def stop(self, h: LabHost) -> None:
         if h.proc is not None and h.proc.poll() is None:
-            h.proc.terminate()  # unshare: its child (the namespace's init) is killed with it
-            try:
-                h.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                h.proc.kill()
-                h.proc.wait(timeout=10)
+            # SIGKILL: unshare --fork ignores SIGTERM while it waits for its
+            # child (each host cost 10 s of waiting); --kill-child then kills
+            # the namespace's init (sshd), which ends every process in it
+            h.proc.kill()
+            h.proc.wait(timeout=10)
         h.proc = None
 
     def link(self, host: str, up: bool) -> None:

@@ -4,17 +4,27 @@ the campaign runs with ``location = "remote"`` from a controller namespace
 through the real CLI, with this checkout's turnout-gen and turnoutd copied
 to each host's install directory.
 
-- p2p and a one-VNF loopback chain through turnoutd on the SUT host, the
-  tester on the tester host: rates, latency (same-host mode), the SUT's
-  cost and CPU read on its host, the builds on the hosts, the report's
-  host listing, nothing left running on any host;
+- every kind of SUT on the SUT host, the tester on the tester host: p2p
+  through turnoutd, the Linux bridge, OVS and testpmd, a one-VNF loopback
+  chain and p2v (memif) through turnoutd, v2v through the bridge (veth
+  pairs made on the SUT host): rates, latency and its
+  mode (same-host; p2v cross-host, its latency not taken), the SUT's cost,
+  CPU, run-queue waits and what else ran on its CPUs read on its host, the
+  builds on the hosts, the report's host listing and latency labels, and
+  nothing left on any host (processes, interfaces, redirects, promiscuous
+  NICs, hugepages);
+- the cross-host latency mode: the sender on one tester host, the
+  receiver on another, through turnoutd and the bare wire (two wires joined
+  on the SUT host), with the SUT's CPUs isolated on its host: rates kept,
+  latency dropped with the reason, the isolation put back;
 - bad input: an unreachable host, a wrong key, a missing interface, a
   build mismatch, a host without a required package: refused, naming the
   host and the problem, nothing started or written on any host;
 - a host that drops off mid-campaign (its links down): the trial fails
   naming it, the campaign goes on to its end, and once the host is back
   nothing of the run is running there (its agent's dead man's switch);
-- Ctrl-C and SIGKILL of the controller mid-trial: nothing left running.
+- Ctrl-C and SIGKILL of the controller mid-trial, with the SUT's CPUs
+  isolated: nothing left running, the isolation put back.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from sshlab import Lab
 from turnout import testpeers
 from turnout.hosts.remote import sha256_file
 from turnout.results import ResultsDB
+from turnout.sut import make_sut
 
 pytestmark = [pytest.mark.system, needs_root]
 
@@ -50,7 +61,7 @@ SUT = {"roles": ["sut", "vnf"], "grace_s": 4, "connect_timeout_s": 5}
 #: CPU 0 is the tester's CPU 0, so it sleeps on its memif eventfds as a
 #: local 2-CPU layout would make it (a busy-polling VNF and tester on one
 #: core lose frames to the scheduler)
-CAMPAIGN = {"duration_s": 0.5, "warmup_s": 0.3, "methods": ["rplus", "fixed"],
+CAMPAIGN = {"duration_s": 0.3, "warmup_s": 0.2, "methods": ["rplus", "fixed"],
             "tester_cpu": 0, "sut_cpus": "1", "vnf_wakeup": "interrupt"}
 MATRIX = """
 [matrix]
@@ -59,16 +70,21 @@ scenarios = SCENARIOS
 vnfs = [1]
 frame_sizes_b = [64]
 rates_pps = [10000]
-[sut.turnoutd]
-kernel_port = "af_xdp"
 """
 
 
-def body(suts: list[str], scenarios: list[str], **campaign: object) -> str:
-    """[campaign] keys (CAMPAIGN, with ``campaign`` over them), [matrix], [sut.turnoutd]."""
+def body(suts: list[str], scenarios: list[str], suts_opts: dict[str, dict[str, object]] | None
+         = None, **campaign: object) -> str:
+    """[campaign] keys (CAMPAIGN, with ``campaign`` over them), [matrix], and
+    a [sut.NAME] table per SUT (turnoutd's kernel_port af_xdp, ``suts_opts`` over them)."""
     keys = "".join(f"{k} = {json.dumps(v)}\n" for k, v in (CAMPAIGN | campaign).items())
-    return keys + MATRIX.replace("SUTS", json.dumps(suts)).replace("SCENARIOS",
-                                                                    json.dumps(scenarios))
+    tables = {"turnoutd": {"kernel_port": "af_xdp"}}
+    for n, o in (suts_opts or {}).items():
+        tables[n] = tables.get(n, {}) | o
+    text = "".join(f"[sut.{n}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in o.items())
+                   for n, o in tables.items())
+    return keys + MATRIX.replace("SUTS", json.dumps(suts)).replace(
+        "SCENARIOS", json.dumps(scenarios)) + text
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +94,10 @@ def lab() -> Iterator[Lab]:
     testpeers.need(shutil.which("unshare") is not None, "unshare not installed (util-linux)")
     testpeers.need(GEN.exists() and TURNOUTD.exists(),
                    "release binaries not built (cargo build --release)")
-    with Lab({"tester": ["ens1f0", "ens1f1"], "sut": ["ens1f0", "ens1f1"],
-              "bare": ["ens1f0", "ens1f1"]},
+    with Lab({"tester": ["ens1f0", "ens1f1"], "sut": ["ens1f0", "ens1f1", "ens2f0"],
+              "bare": ["ens1f0", "ens1f1"], "far": ["ens2f0"]},
              [("tester", "ens1f0", "sut", "ens1f0"), ("tester", "ens1f1", "sut", "ens1f1"),
-              ("bare", "ens1f0", "bare", "ens1f1")],
+              ("bare", "ens1f0", "bare", "ens1f1"), ("far", "ens2f0", "sut", "ens2f0")],
              hide={"bare": ["/usr/bin/taskset"]}) as lab:
         yield lab
 
@@ -106,6 +122,22 @@ def nothing_left(lab: Lab, hosts: tuple[str, ...] = ("tester", "sut")) -> None:
     for h in hosts:
         left = lab.run_procs(h)
         assert not left, f"left running on host {h}: {left}"
+
+
+def host_state(lab: Lab, host: str) -> str:
+    """A host's interfaces (names, flags, XDP), qdiscs and the mounts under
+    its install directory, through its sshd: what the bench may change
+    there. (Its hugepages are this machine's, which other tests change.)"""
+    return lab.ssh(host, f"ip -o link | cut -d: -f2,3; tc qdisc show; "
+                         f"grep -c ' {lab.hosts[host].install_dir}' /proc/self/mounts")
+
+
+def isolation_state(lab: Lab) -> str:
+    """The SUT host's unbound-workqueue CPU mask and whether an isolation's
+    restore file is there (system/isolate.py; its state dir is this
+    machine's, the hosts share its kernel)."""
+    return lab.ssh("sut", "cat /sys/devices/virtual/workqueue/cpumask; "
+                          "ls /run/turnout-bench/sut-isolation.restore 2>&1 | grep -c 'No such'")
 
 
 def wait_for(lab: Lab, host: str, what: str, campaign: subprocess.Popen[str],
@@ -137,7 +169,7 @@ def refused(lab: Lab, tmp_path: Path, name: str, hosts: dict[str, dict[str, obje
     r = run(lab, c, tmp_path / f"{name}.db", timeout_s=120)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "does not start (nothing was started on any host)" in r.stderr, r.stderr
-    for n in ("tester", "sut", "bare"):
+    for n in ("tester", "sut", "bare", "far"):
         assert not lab.exists(n, f"{lab.hosts[n].dir}/refused"), f"{n}: install dir made"
         left = lab.run_procs(n)
         assert not left, f"{n}: {left}"
@@ -195,12 +227,25 @@ def test_refuses_missing_package(lab: Lab, tmp_path: Path) -> None:
 # ------------------------------------------------------------------ end to end
 
 
-def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
-    c = lab.campaign("remote-ns", body(["turnoutd", "turnoutd-poll", "bridge"],
-                                       ["p2p", "loopback"]),
+#: the end-to-end campaign's cells: SUT -> the scenarios it runs
+CELLS = {"turnoutd": ["p2p", "loopback", "p2v"], "bridge": ["p2p", "v2v"], "ovs": ["p2p"],
+         "testpmd": ["p2p"]}
+
+
+def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
+    for sut in ("bridge", "ovs", "testpmd"):  # the peers the setup installs
+        why = make_sut(sut).available()
+        testpeers.need(why is None, f"{sut}: {why}")
+    opts: dict[str, dict[str, object]] = {n: {"scenarios": sc} for n, sc in CELLS.items()}
+    opts["testpmd"]["hugepages"] = 64
+    c = lab.campaign("remote-ns", body(list(CELLS), sorted({x for v in CELLS.values() for x in v}),
+                                       opts),
                      {"tester": TESTER, "sut": SUT}, WIRES)
     db = tmp_path / "remote.db"
+    before = {h: host_state(lab, h) for h in ("tester", "sut")}
+    t0 = time.monotonic()
     r = run(lab, c, db)
+    print(f"campaign wall time {time.monotonic() - t0:.0f} s")
     print(r.stderr[-3000:])
     assert r.returncode == 0, r.stdout + r.stderr
     gen_sha, tnd_sha = sha256_file(GEN)[:16], sha256_file(TURNOUTD)[:16]
@@ -213,37 +258,62 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
     assert not lab.exists("tester", f"{lab.hosts['tester'].install_dir}/{tnd_sha}/turnoutd")
     with ResultsDB(db) as rdb:
         trials = rdb.trials("remote-ns")
-        ok = [t for t in trials if t.status == "ok" and t.sut == "turnoutd"]
-        for sc in ("p2p", "loopback"):
-            rp = [t for t in ok if t.scenario == sc and t.method == "rplus"]
-            assert rp and max(t.rx_total_pps for t in rp) > 1000, (sc, rp)
-            fixed = [t for t in ok if t.scenario == sc and t.method == "fixed"]
-            assert fixed, sc
-            f = fixed[-1]
-            # frames cross the remote switch (loss on this shared, loaded
-            # machine is the scheduler's, not what is tested here)
-            assert f.received > 0.5 * f.sent > 0, (sc, f.sent, f.received, f.lost)
-            assert f.latency_p50_ns is not None and f.latency_p50_ns > 0
-            assert f.extra["latency_mode"] == "same-host"
-            assert f.busy_cycles_per_frame is not None, f.extra.get("cost_why")
-            # the SUT's threads, read from the SUT host's /proc (its PIDs are
-            # that host's: read here, they would be other processes)
-            names = {x["name"] for x in f.cpu if x["role"] == "sut"}
-            assert "turnoutd" in names and "turnout-w0" in names, names
-        loop = [t for t in ok if t.scenario == "loopback" and t.method == "fixed"][-1]
+        for t in trials:
+            print(t.sut, t.scenario, t.virtual_port, t.method, t.status, t.reason)
+        ok = [t for t in trials if t.status == "ok"]
+        for sut, scenarios in CELLS.items():
+            for sc in scenarios:
+                cell = [t for t in ok if t.sut == sut and t.scenario == sc]
+                rp = [t for t in cell if t.method == "rplus"]
+                assert rp and max(t.rx_total_pps for t in rp) > 1000, (sut, sc, rp)
+                f = [t for t in cell if t.method == "fixed"][-1]
+                # frames cross the remote switch (loss on this shared, loaded
+                # machine is the scheduler's, not what is tested here)
+                assert f.received > 0.5 * f.sent > 0, (sut, sc, f.sent, f.received, f.lost)
+                cross = sc == "p2v"  # sent on the tester host, received on the SUT's
+                assert f.extra["latency_mode"] == ("cross-host" if cross else "same-host")
+                if cross:
+                    assert f.latency_p50_ns is None and "two hosts" in f.extra["latency_why"]
+                else:
+                    assert f.latency_p50_ns is not None and f.latency_p50_ns > 0, (sut, sc)
+                # the kernel-path accounting, read on the SUT's host: the
+                # kernel share of its CPU, its CPU's other threads, its load
+                assert f.extra["kernel_cpus"] == "1", (sut, sc)
+                assert "kernel_cycles_per_frame" in f.extra or f.extra.get("kernel_why")
+                assert "ms" in f.extra["sut_cpu_others"], f.extra["sut_cpu_others"]
+                assert f.extra["host_load"][1] == 2
+                if sut != "bridge":  # a kernel switch has no process: its CPUs' kernel time
+                    assert f.busy_cycles_per_frame is not None, (sut, sc, f.extra.get("cost_why"))
+                    # its threads, read from the SUT host's /proc (its PIDs are
+                    # that host's: read here, they would be other processes)
+                    assert [x for x in f.cpu if x["role"] == "sut"], (sut, sc)
+                    # its data path's run-queue waits: its thread pinned to CPU 1 there
+                    assert "pinned to the SUT's CPUs" in f.extra["sut_sched"]["threads"], \
+                        (sut, sc, f.extra["sut_sched"])
+                    assert "on" in f.extra["sut_placement"]
+        p2p = next(t for t in ok if t.sut == "turnoutd" and t.scenario == "p2p"
+                   and t.method == "fixed")
+        names = {x["name"] for x in p2p.cpu if x["role"] == "sut"}
+        assert "turnoutd" in names and "turnout-w0" in names, names
+        assert p2p.extra["sut_placement"]["on"].get("turnout-w0") == 1
+        loop = next(t for t in ok if t.scenario == "loopback" and t.method == "fixed")
         assert loop.extra["vnfs"] and loop.extra["vnfs"][0]["received"] > 0
-        poll = [t for t in trials if t.sut == "turnoutd-poll" and t.method == "fixed"
-                and t.status == "ok"]
-        assert {t.scenario for t in poll} == {"p2p", "loopback"}
-        assert all(t.extra["latency_mode"] == "same-host" for t in poll)
-        skipped = [t for t in trials if t.sut == "bridge"]
-        assert skipped and all(t.status == "skipped" and "no remote adapter" in (t.reason or "")
-                               for t in skipped)
+        kinds = {(t.sut, t.scenario): t.virtual_port for t in ok}
+        assert kinds[("bridge", "v2v")] == "veth"
+        assert kinds[("turnoutd", "p2v")] == "memif"
         suts = {s.name: s for s in rdb.suts()}
+        cfgs = [s.config["remote"] for s in rdb.suts() if s.name == "turnoutd"]
+        for cfg in cfgs:  # what ran where, per session
+            assert cfg["sut_host"] == "sut" and cfg["tester_host"] == "tester"
+            assert any("turnoutd" in x for x in cfg["ran"]["sut"])
+        ran = [(" ".join(c["ran"]["tester"]), " ".join(c["ran"]["sut"])) for c in cfgs]
+        assert any("turnout-gen txrx" in t for t, _ in ran), ran  # p2p, loopback
+        # p2v: the sender on the tester host, the receiver on the SUT's
+        assert any("turnout-gen tx " in t and "turnout-gen rx " in u for t, u in ran), ran
         cfg = suts["turnoutd"].config["remote"]
-        assert cfg["sut_host"] == "sut" and cfg["tester_host"] == "tester"
-        assert any("turnoutd" in x for x in cfg["ran"]["sut"])
-        assert any("turnout-gen txrx" in x for x in cfg["ran"]["tester"])
+        # the SUTs' versions come from the SUT's host
+        assert suts["ovs"].version.startswith("ovs-vswitchd") and suts["bridge"].version \
+            .startswith("linux ")
         # turnoutd's log, fetched from the SUT's host before its run directory went
         logs = Path(cfg["logs"])
         assert logs.is_relative_to(tmp_path) and (logs / "turnoutd" / "turnoutd.log").exists()
@@ -261,12 +331,66 @@ def test_remote_p2p_and_loopback(lab: Lab, tmp_path: Path) -> None:
     text = "\n".join(" | ".join(r) for r in t.rows)
     print(text)
     assert "veth" in text and "turnoutd (CPUs 1)" in text and "turnout-gen txrx" in text
+    # every latency figure says its mode
+    latency = [x for s in out.sections for x in [*s.tables, *s.figures]
+               if ("p99" in x.title or "latency" in x.title.lower())
+               and not x.key.startswith("remote-")]
+    assert latency and all("latency mode: same-host" in x.title for x in latency), \
+        [x.title for x in latency]
+    assert all("cross-host trials without latency" in x.title for x in latency)
     keep = os.environ.get("TURNOUT_REMOTE_KEEP")
     if keep:  # the namespace run's database and report, for the docs
         shutil.copy(db, Path(keep) / "remote.db")
         shutil.copy(c, Path(keep) / "remote-ns.toml")
         shutil.copytree(tmp_path / "report", Path(keep) / "report", dirs_exist_ok=True)
     nothing_left(lab)
+    # the hosts as they were: no veth, bridge, redirect, promiscuous NIC,
+    # XDP program, hugepage or hugetlbfs mount of the run left
+    assert {h: host_state(lab, h) for h in ("tester", "sut")} == before
+
+
+def test_cross_host_latency_and_isolation(lab: Lab, tmp_path: Path) -> None:
+    """Two tester hosts: t0 on tester, t1 on far. The trials keep their
+    rates and drop their latency, saying why; the SUT's CPUs are isolated
+    on its host for the campaign and put back at its end."""
+    iso_before = isolation_state(lab)
+    wires = [("tester:ens1f0", "sut:ens1f0"), ("far:ens2f0", "sut:ens2f0")]
+    c = lab.campaign("cross", body(["turnoutd", "wire"], ["p2p"], isolate_sut_cpus=True),
+                     {"tester": TESTER, "far": TESTER, "sut": SUT}, wires)
+    db = tmp_path / "cross.db"
+    r = run(lab, c, db)
+    print(r.stderr[-3000:])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "isolate_sut_cpus on host sut: moved" in r.stderr
+    with ResultsDB(db) as rdb:
+        trials = rdb.trials("cross")
+        for t in trials:
+            print(t.sut, t.scenario, t.method, t.status, t.reason)
+        for sut in ("turnoutd", "wire"):
+            ok = [t for t in trials if t.sut == sut and t.status == "ok"]
+            rp = [t for t in ok if t.method == "rplus"]
+            assert rp and max(t.rx_total_pps for t in rp) > 1000, (sut, rp)
+            f = [t for t in ok if t.method == "fixed"][-1]
+            assert f.received > 0.5 * f.sent > 0, (sut, f.sent, f.received)
+            for t in ok:  # rates kept, latency dropped with the reason
+                assert t.extra["latency_mode"] == "cross-host"
+                assert t.latency_p50_ns is None and t.latency_p99_ns is None
+                assert "two hosts" in t.extra["latency_why"]
+            iso = f.extra["isolation"]
+            assert iso["host"] == "sut" and iso["sut_cpus"] == "1" and iso["moved"]
+        cfg = {s.name: s.config["remote"] for s in rdb.suts()}
+        ran = cfg["turnoutd"]["ran"]
+        assert any("turnout-gen tx " in x for x in ran["tester"]), ran
+        assert any("turnout-gen rx " in x for x in ran["far"]), ran
+        assert cfg["turnoutd"]["latency_mode"] == "cross-host"
+        assert any("tc mirred" in n for n in cfg["wire"]["notes"]), cfg["wire"]["notes"]
+    from turnout.report.build import build_report
+
+    out = build_report(db, "cross", tmp_path / "report")
+    mode = next(x for x in out.section("setup").tables if x.key == "remote-latency-mode")
+    assert any(row[0].startswith("cross-host") for row in mode.rows), mode.rows
+    nothing_left(lab, ("tester", "far", "sut"))
+    assert isolation_state(lab) == iso_before, "the SUT host's isolation was not put back"
 
 
 def test_host_dropping_off(lab: Lab, tmp_path: Path) -> None:
@@ -310,8 +434,10 @@ def test_host_dropping_off(lab: Lab, tmp_path: Path) -> None:
 def test_controller_stopped_mid_trial(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C: every session and agent cleans up before the CLI exits;
     SIGKILL: the agents notice the connection gone and stop the run."""
+    iso_before = isolation_state(lab)
     c = lab.campaign(f"stop{int(sig)}", body(["turnoutd"], ["loopback"], duration_s=3.0,
-                                             repetitions=3, methods=["fixed"]),
+                                             repetitions=3, methods=["fixed"],
+                                             isolate_sut_cpus=True),
                      {"tester": TESTER, "sut": SUT}, WIRES)
     p = spawn(lab, c, tmp_path / "stop.db")
     try:
@@ -326,11 +452,14 @@ def test_controller_stopped_mid_trial(lab: Lab, tmp_path: Path, sig: signal.Sign
     if sig == signal.SIGINT:
         assert p.returncode == 130
         nothing_left(lab)
+        assert isolation_state(lab) == iso_before, "the isolation was not put back"
         return
     deadline = time.monotonic() + 60
     while (lab.run_procs("sut") or lab.run_procs("tester")) and time.monotonic() < deadline:
         time.sleep(0.5)
     nothing_left(lab)
+    # the SUT host's agent put the isolation back when the controller was gone
+    assert isolation_state(lab) == iso_before, "the isolation was not put back"
     # and the agent removed the run's directory on the SUT's host
     runs = lab.ssh("sut", f"ls {lab.hosts['sut'].install_dir}").split()
     assert not [r for r in runs if r.startswith("run-")], runs

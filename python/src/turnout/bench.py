@@ -112,6 +112,8 @@ class RealBench:
         if self.remote is None and not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = spec.make_sut(sut_name)
+        if self.remote is not None:  # it runs on the SUT's host: it is checked there
+            sut.host = self.remote.hosts[self.remote.rs.sut_host]
         why = excluded(point, sut, spec.virtual_port)
         if why:  # before anything is set up: the campaign cut this cell
             raise SkipSession(why, cell_port(point, spec.virtual_port))
@@ -161,6 +163,8 @@ class RealBench:
                 s.tx_cpu = s.rx_cpu = layout.tester_cpu(k) if layout.tester else None
                 if spec.tester_rx_cpu is not None:
                     s.rx_cpu = spec.tester_rx_cpu  # separate rx processes (measure/gen.py)
+                if self.remote is not None:  # ends on the SUT's host: the VNFs' CPUs there
+                    self.remote.place(s, k, layout)
             sut.setup(tb, built.topology)
             try:
                 helpers = []
@@ -173,11 +177,11 @@ class RealBench:
                     if cpu is not None:
                         args += ["--cpu", str(cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
-                    # across hosts a VNF's core is on the SUT's host: not the tester's
+                    # (across hosts its CPU is the SUT host's: ``where`` says so)
+                    where = (h.netns or "") if self.remote is not None else ""
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
-                                             cpu=cpu if self.remote is None else None,
-                                             polls=h.polls, sched=sched.label,
-                                             sched_why=sched.why))
+                                             cpu=cpu, polls=h.polls, sched=sched.label,
+                                             sched_why=sched.why, where=where))
                 vms: list[BridgeVm] = []
                 if vm_plan is not None:  # QEMU guests bridging their two NICs (turnout/vm.py)
                     for i, nics in enumerate(built.vms):
@@ -191,9 +195,10 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source,
-                    # this machine's /proc/stat and CPUs: not across hosts
-                    kernel_cpus=cpu_list(layout.sut_cpus) if self.remote is None else [],
-                    avoid_cpus=list(layout.sut) if self.remote is None else [],
+                    # the SUT host's /proc/stat and CPUs (this machine's, or
+                    # read by the SUT host's agent: measure/gen.py sut_host)
+                    kernel_cpus=cpu_list(layout.sut_cpus),
+                    avoid_cpus=list(layout.sut), sut_host=tb.host,
                     isolation=self.isolation,
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
@@ -268,7 +273,6 @@ class RealBench:
         assert self.remote is not None
         rs = self.remote.rs
         sut_host = self.remote.hosts[rs.sut_host]
-        measurer.local_procs = False
         measurer.cpu_sampler = lambda pids: RemoteCpuSampler(sut_host, pids)
         mode = latency_mode(built.streams)
         tester = host_of(built.streams[0].tx_ns)

@@ -277,6 +277,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     reflectors: list[str] = []  # reflect servers: their endpoint
     sinks: list[str] = []  # turnout-gen rx on a virtual port nobody else reads (mirrors)
     ns_cache: dict[str, str] = {"tester": tester}
+    virtual_home = getattr(tb, "virtual_home", lambda n: n)
 
     def ns(role: str) -> str:
         if role not in ns_cache:
@@ -289,7 +290,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         # separate receiver process time-shares the tester's core with the
         # sender and its ring overflows while the sender runs (the tester,
         # not the SUT, would drop). Chain VNFs keep their own namespaces.
-        endpoints[name] = _Endpoint(name, tester if traffic else ns(role), virtual)
+        # Virtual endpoints the tester drives run where VNFs run (here: the
+        # tester's namespace; across hosts: the SUT's host, testbed doc).
+        home = (virtual_home(tester) if virtual else tester) if traffic else ns(role)
+        endpoints[name] = _Endpoint(name, home, virtual)
         return name
 
     s = point.scenario
@@ -376,6 +380,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             v = tb.veth(ea.ns, eb.ns, tag="w")
             ea.iface, ea.mac = v.a, v.mac_a
             eb.iface, eb.mac = v.b, v.mac_b
+            # across hosts a link's ends are where its wires are
+            ea.ns = getattr(v, "ns_a", None) or ea.ns
+            eb.ns = getattr(v, "ns_b", None) or eb.ns
         if virtual_port == "memif" and memif_links == 0:
             virtual_port = "veth"
     else:

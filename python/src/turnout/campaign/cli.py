@@ -68,6 +68,27 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
             stack.enter_context(remote)  # bye to every agent on every way out
         bench = RealBench(spec=spec, remote=remote)
+        if spec.isolate_sut_cpus and remote is not None:
+            # on the SUT's host, by its agent: restored on every way out
+            # (hosts/agent.py), the restore file in that host's state dir
+            from ..hosts.base import HostError
+
+            try:
+                bench.isolation = remote.isolate()
+            except HostError as e:
+                print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
+                return 2
+            _say_isolation(bench.isolation)
+            rc = _run_with(args, spec, bench)
+            try:
+                problems = remote.unisolate()
+            except HostError as e:  # its agent puts it back when it notices the controller gone
+                problems = [str(e)]
+            for p in problems:
+                print(f"turnout bench: isolate_sut_cpus: could not restore {p} on host "
+                      f"{remote.rs.sut_host} (its next bench agent tries again)",
+                      file=sys.stderr)
+            return rc
         if spec.isolate_sut_cpus:
             try:
                 iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
@@ -115,6 +136,8 @@ def _remote_setup(spec: Any, args: argparse.Namespace) -> Any:
         remote.close()
         print(f"turnout bench: preparing the hosts: {e}", file=sys.stderr)
         return None
+    for w in remote.recovered():
+        print(f"turnout bench: warning: {w}", file=sys.stderr)
     for name, h in remote.summary().items():
         builds = ", ".join(f"{b} {v['how']} {v['path']}" for b, v in h["builds"].items())
         print(f"host {name} ({h['ssh']}, {', '.join(h['roles'])}): {h['cpu_model']}, kernel "
@@ -158,8 +181,10 @@ def _isolation(sut: tuple[int, ...]) -> contextlib.AbstractContextManager[SutIso
 
 def _say_isolation(s: dict[str, Any]) -> None:
     """One paragraph on stderr: what moved off the SUT's CPUs and what stayed."""
-    print(f"isolate_sut_cpus: moved {len(s['moved'])} items off CPU {s['sut_cpus']} onto CPU "
-          f"{s['to_cpus']} (the tester's share of it rises): {', '.join(s['moved'][:12])}"
+    on = f" on host {s['host']}" if s.get("host") else ""
+    share = "its agent's and VNFs' share" if on else "the tester's share"
+    print(f"isolate_sut_cpus{on}: moved {len(s['moved'])} items off CPU {s['sut_cpus']} onto "
+          f"CPU {s['to_cpus']} ({share} of it rises): {', '.join(s['moved'][:12])}"
           + (" ..." if len(s["moved"]) > 12 else ""), file=sys.stderr)
     for n in s["not_moved"]:
         print(f"  not moved ({n['why']}): {', '.join(n['what'])}", file=sys.stderr)

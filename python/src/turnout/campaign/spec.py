@@ -593,9 +593,6 @@ def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec
         if "hosts" in doc or "wires" in c:
             raise CampaignError("[hosts] and campaign.wires: only with location = \"remote\"")
         return None
-    if c.get("isolate_sut_cpus"):
-        raise CampaignError("campaign.isolate_sut_cpus: not with location = \"remote\" yet "
-                            "(it moves this machine's kernel threads and IRQs)")
     try:
         return parse_remote(c, doc.get("hosts"))
     except RemoteSpecError as e:

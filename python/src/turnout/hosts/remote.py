@@ -48,11 +48,25 @@ if TYPE_CHECKING:
 __all__ = ["RemoteBed", "RemoteCpuSampler", "RemoteMeasurer", "RemoteSetup", "latency_mode",
            "sha256_file"]
 
-#: scenarios a remote campaign runs (the tester's ports on the wires)
-REMOTE_SCENARIOS = ("p2p", "loopback")
+#: scenarios a remote campaign runs, and the wires each needs (the tester's
+#: ports on the wires; VNF ports and the virtual endpoints the tester drives
+#: on the SUT's host)
+REMOTE_SCENARIOS = {"p2p": 2, "loopback": 2, "density": 2, "p2v": 1, "v2p": 1, "rtt": 1,
+                    "v2v": 0, "nvsn": 0}
+#: why the other scenarios do not run across hosts
+LOCAL_ONLY = {
+    "overlay": "the overlay scenario simulates two hosts with namespaces on this machine",
+    "rule_update": "the rule update reads the destinations' counters in namespaces of this "
+                   "machine",
+    "openflow": "the openflow scenario's rule sets go in with ovs-ofctl from this machine's "
+                "files, and its mirror ports are namespaces here",
+}
 #: commands the bench runs on every host, and the package that has them
 COMMANDS = {"sh": "dash", "env": "coreutils", "mkdir": "coreutils", "rm": "coreutils",
-            "ip": "iproute2", "taskset": "util-linux"}
+            "cat": "coreutils", "ln": "coreutils", "uname": "coreutils", "ip": "iproute2",
+            "taskset": "util-linux"}
+#: net_device flag of a promiscuous NIC (/sys/class/net/IFACE/flags)
+IFF_PROMISC = 0x100
 #: one-way latency from a sender and a receiver on one host: one clock, exact
 SAME_HOST = "same-host"
 #: a sender and a receiver on two hosts: their CLOCK_MONOTONIC are not comparable
@@ -115,6 +129,10 @@ class RemoteSetup:
         self.agent_cpus: dict[str, str] = {}
         self.warnings: list[str] = []
         self.builds: list[Build] = []
+        #: SUT name -> what it needs on the SUT's host (SutAdapter.requires)
+        self.sut_needs: dict[str, list[tuple[str, str]]] = {}
+        #: where the SUT host's agent keeps the isolation's restore file ("": none)
+        self.isolated = ""
         self._gen = gen
         self._turnoutd = turnoutd
         self._runs = 0
@@ -171,11 +189,21 @@ class RemoteSetup:
             self.builds.append(Build(name, path, sha256_file(path), _version(path)))
         if problems:
             return problems
+        self.sut_requirements()
         for name, spec in self.rs.hosts.items():
             problems += self._check_host(self.hosts[name], spec)
         for h in self.hosts.values():
             h.close()
         return problems
+
+    def sut_requirements(self) -> dict[str, list[tuple[str, str]]]:
+        """What each of the campaign's SUTs needs on the SUT's host."""
+        sut_host = self.hosts[self.rs.sut_host]
+        for name in self.spec.suts:
+            sut = self.spec.make_sut(name)
+            sut.host = sut_host  # what it needs there (its requires() may depend on it)
+            self.sut_needs[name] = sut.requires()
+        return self.sut_needs
 
     def _check_host(self, host: SshHost, spec: HostSpec) -> list[str]:
         where = host.describe()
@@ -187,13 +215,21 @@ class RemoteSetup:
         ifaces = [w.tester_iface if w.tester_host == spec.name else w.sut_iface for w in wires]
         needs = self._needs(spec)
         cmds = list(COMMANDS) + (["sudo"] if spec.sudo else [])
+        sut_needs = sorted({w for ws in self.sut_needs.values() for w, _ in ws}) \
+            if "sut" in spec.roles else []
         try:
             f = host.once({"op": "facts", "nics": ifaces, "commands": cmds,
-                           "files": [b.remote_path(spec) for b in needs]})
+                           "files": [b.remote_path(spec) for b in needs], "needs": sut_needs})
         except HostError as e:
             return [str(e)]
         self.facts[spec.name] = f
         out: list[str] = []
+        lacking = set(f.get("needs_missing") or [])
+        for sut, ws in sorted(self.sut_needs.items()) if "sut" in spec.roles else []:
+            miss = [f"{w} not installed (apt {pkg})" for w, pkg in ws if w in lacking]
+            if miss:
+                self.warnings.append(f"{where}: SUT {sut} cannot run there: {'; '.join(miss)} "
+                                     "(its cells are skipped with that reason)")
         if f["missing"]:
             out.append(f"{where}: missing packages: " + ", ".join(
                 f"{c} ({COMMANDS.get(c, c)})" for c in f["missing"]))
@@ -252,6 +288,34 @@ class RemoteSetup:
             self.clock[name] = host.clock()
             self.real_offset_ns[name] = int(host.call("time")["real_ns"]) - time.time_ns()
 
+    def recovered(self) -> list[str]:
+        """What each agent put back at its start that a dead run had left."""
+        return [f"host {n}: {line}" for n, h in self.hosts.items() for line in h.recovered]
+
+    def isolate(self) -> dict[str, Any]:
+        """``isolate_sut_cpus`` on the SUT's host: its agent moves what can
+        move off the SUT's CPUs there (system/isolate.py), the restore file
+        in that host's state dir, restored by ``unisolate`` or, on any other
+        way out, by the agent itself. What moved and what could not."""
+        name = self.rs.sut_host
+        spec = self.rs.hosts[name]
+        cpus = [int(c) for c in self.facts[name]["cpus"]]
+        lay = self.layout_of(spec, cpus)
+        r = self.hosts[name].call("isolate", sut_cpus=list(lay.sut), all_cpus=cpus,
+                                  timeout_s=120)
+        self.isolated = str(r["state_dir"])
+        return {**r["summary"], "host": name, "restore_file_dir": self.isolated}
+
+    def unisolate(self) -> list[str]:
+        """Put the SUT host's isolation back; the problems."""
+        if not self.isolated:
+            return []
+        h = self.hosts[self.rs.sut_host]
+        problems = [str(p) for p in h.call("unisolate", state_dir=self.isolated,
+                                           timeout_s=120)["problems"]]
+        self.isolated = ""
+        return problems
+
     def close(self) -> None:
         """Bye to every agent (each stops what of the run is left) and disconnect."""
         for h in self.hosts.values():
@@ -275,25 +339,51 @@ class RemoteSetup:
     # ------------------------------------------------------------- sessions
     def unsupported(self, point: Point, sut: SutAdapter) -> str:
         """Why this cell does not run across hosts ("" when it does)."""
-        from ..sut.turnoutd import Turnoutd
-
         if point.scenario not in REMOTE_SCENARIOS:
-            return (f"{point.scenario}: not with location = remote yet (across hosts: "
+            why = LOCAL_ONLY.get(point.scenario, "")
+            return (f"{point.scenario}: not with location = remote ({why}; across hosts: "
+                    f"{', '.join(REMOTE_SCENARIOS)})" if why else
+                    f"{point.scenario}: not with location = remote (across hosts: "
                     f"{', '.join(REMOTE_SCENARIOS)})")
-        if not isinstance(sut, Turnoutd):
-            return (f"{sut.name}: no remote adapter yet (across hosts: turnoutd and its "
-                    "variants)")
-        if sut.logic() == "flows":
-            return "turnoutd's flows logic takes its rules from ovs-ofctl: not across hosts yet"
         if self.spec.vnf == "qemu" and point.vnfs > 0:
-            return "the QEMU VNF: not across hosts yet"
-        if len(self.rs.wires) < 2:
-            return f"{point.scenario} needs 2 wires; campaign.wires has {len(self.rs.wires)}"
+            return ("the QEMU VNF: not with location = remote (its image, KVM and vhost-user "
+                    "sockets are this machine's)")
+        need = self.wires_needed(point)
+        if len(self.rs.wires) < need:
+            return (f"{point.scenario} needs {need} wires; campaign.wires has "
+                    f"{len(self.rs.wires)}")
+        if point.direction == "bi" and self.cross_host(point):
+            return ("bidirectional with the two ends on two hosts: each end's port would be "
+                    "opened by two processes (the sender of one stream, the receiver of the "
+                    "other; turnout-gen's txrx --bidir needs both ends on one host)")
         return self.frame_problem(point)
+
+    def cross_host(self, point: Point) -> bool:
+        """Whether a point's streams are sent on one host and received on
+        another (its latency is then not taken: ``latency_mode``)."""
+        if point.scenario in ("p2v", "v2p"):
+            return True
+        ends = {w.tester_host for w in self.rs.wires[:self.wires_needed(point)]}
+        return point.scenario in ("p2p", "density", "loopback") and len(ends) > 1
+
+    def wires_needed(self, point: Point) -> int:
+        """The wires a point's scenario uses (the first ones of campaign.wires)."""
+        return REMOTE_SCENARIOS.get(point.scenario, 2)
+
+    def place(self, s: Stream, k: int, layout: Layout) -> None:
+        """A stream's processes on the SUT's host (the virtual endpoints the
+        tester drives: v2v, NvsN, a p2v receiver) take the VNFs' CPUs there,
+        as the tester's take the tester's on a tester host."""
+        sut = "@" + self.rs.sut_host
+        vnf = layout.vnf_cpu(k) if layout.vnf else None
+        if s.tx_ns == sut:
+            s.tx_cpu = vnf
+        if s.rx_ns == sut:
+            s.rx_cpu = vnf
 
     def frame_problem(self, point: Point) -> str:
         """A frame larger than a wire's MTU carries (layer 2: MTU + 14)."""
-        for w in self.rs.wires[:2]:
+        for w in self.rs.wires[:self.wires_needed(point)]:
             for h, i in ((w.tester_host, w.tester_iface), (w.sut_host, w.sut_iface)):
                 mtu = int(self.facts.get(h, {}).get("nics", {}).get(i, {}).get("mtu") or 0)
                 if mtu and point.frame_size_b > mtu + 14:
@@ -391,7 +481,21 @@ def _version(path: str) -> str:
 
 
 class RemoteBed:
-    """The testbed of one remote session (what ``Testbed`` is locally)."""
+    """The testbed of one remote session (what ``Testbed`` is locally): the
+    scenario builder and the SUT adapters ask it for the same things, and
+    it answers with the campaign's hosts and wires.
+
+    Its "namespaces" are hosts (``@HOST``): the tester's endpoints on a
+    tester host, the SUT, its VNFs and the virtual endpoints the tester
+    drives (``virtual_home``: memif and vhost-user are shared memory) on
+    the SUT's host. A "veth" (``veth``) between a tester host and the SUT's
+    is the next wire; between two tester endpoints, two wires joined on the
+    SUT's host by a tc redirect (the bare wire across hosts); between two
+    endpoints on the SUT's host, a veth pair made there. Every change it
+    makes to a host (veths, bridges, redirects, RPS masks, hugepages and
+    their mount, directories) is first written to that host's agent's undo
+    journal (hosts/agent.py), undone at ``close`` and, if the controller is
+    gone, by the agent itself."""
 
     def __init__(self, setup: RemoteSetup, n: int) -> None:
         self.setup = setup
@@ -400,6 +504,9 @@ class RemoteBed:
         self.host = setup.hosts[self.rs.sut_host]
         spec = self.rs.hosts[self.rs.sut_host]
         self.workdir = PurePosixPath(spec.install_dir) / f"run-{setup.token[-8:]}-{n}"
+        #: names this session gives on the hosts (interfaces, DPDK file prefixes)
+        self.prefix = f"t{setup.token[-4:]}{n}"
+        self._names = 0
         self._free = list(self.rs.wires)
         self.used: list[str] = []
         self._procs: list[tuple[str, HostProc]] = []
@@ -407,6 +514,8 @@ class RemoteBed:
         self.ran: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self._dirs: set[str] = set()
+        #: the hosts whose undo journal holds changes of this session
+        self._touched: set[str] = set()
 
     def __enter__(self) -> RemoteBed:
         self.host.mkdirs(str(self.workdir))
@@ -416,32 +525,170 @@ class RemoteBed:
         with _no_sigint():
             self.close()
 
+    @property
+    def sut_ns(self) -> str:
+        return "@" + self.rs.sut_host
+
     # -------------------------------------------------------- what build asks
     def namespace(self, role: str) -> str:
         """A role's "namespace": the host it runs on (``@HOST``)."""
         if role == "tester":
             return "@" + self.rs.tester_hosts[0]
-        return "@" + self.rs.sut_host  # the SUT, its VNFs, their sinks
+        return self.sut_ns  # the SUT, its VNFs, their sinks
 
-    def veth(self, ns_a: str | None, ns_b: str | None, tag: str = "v", mtu: int = 3000) -> Veth:
-        """The next wire of the campaign instead of a new veth pair: end a on
-        a tester host, end b on the SUT's host."""
-        if ns_b != "@" + self.rs.sut_host or not self._free:
+    def virtual_home(self, ns: str) -> str:
+        """Where a virtual endpoint the tester drives runs: on the VNFs' host
+        (the SUT's: memif and vhost-user are shared memory with the switch)."""
+        return "@" + self.rs.vnf_host()
+
+    def ifname(self, tag: str = "") -> str:
+        """A name for an interface this session makes on the SUT's host."""
+        self._names += 1
+        name = f"{self.prefix}{tag}{self._names}"
+        if len(name) > 15:
+            raise HostError(f"interface name {name!r} longer than 15 characters")
+        return name
+
+    def undo_later(self, host: str, action: dict[str, Any]) -> None:
+        """Journal how to undo a change on ``host`` before making it."""
+        self._touched.add(host)
+        self.setup.hosts[host].undo_later(self.workdir.name, action)
+
+    def _wire(self) -> Any:
+        if not self._free:
             raise Unsupported(f"the scenario needs a wire to the SUT where campaign.wires has "
                               f"none left ({len(self.rs.wires)} wires)")
         w = self._free.pop(0)
         self.used.append(str(w))
-        nics = self.setup.facts
-        return Veth(w.tester_iface, w.sut_iface, "@" + w.tester_host, "@" + w.sut_host,
-                    str(nics[w.tester_host]["nics"][w.tester_iface]["mac"]),
-                    str(nics[w.sut_host]["nics"][w.sut_iface]["mac"]))
+        # whatever XDP program a SUT or the tester left on a wire's NIC is
+        # gone after the session (a process killed outright leaves it), and
+        # a NIC that was not promiscuous is not afterwards (DPDK's af_packet
+        # PMD sets IFF_PROMISC and leaves it)
+        for h, i in ((w.tester_host, w.tester_iface), (w.sut_host, w.sut_iface)):
+            self.undo_later(h, {"run": ["ip", "link", "set", "dev", i, "xdp", "off"],
+                                "may_fail": True})
+            flags = self.setup.hosts[h].run(["cat", f"/sys/class/net/{i}/flags"],
+                                            check=False).stdout.strip()
+            if flags.startswith("0x") and not int(flags, 16) & IFF_PROMISC:
+                self.undo_later(h, {"run": ["ip", "link", "set", "dev", i, "promisc", "off"],
+                                    "may_fail": True})
+        return w
 
-    def steer_rps(self, ns: str | None, iface: str, cpus: str) -> str:
-        """Not on a remote host's NICs (their settings are the host's): noted."""
-        note = "RPS of the SUT host's NICs left as the host has it"
+    def _mac(self, host: str, iface: str) -> str:
+        return str(self.setup.facts[host]["nics"][iface]["mac"])
+
+    def veth(self, ns_a: str | None, ns_b: str | None, tag: str = "v", mtu: int = 3000) -> Veth:
+        """A link between two endpoints (class doc): the next wire, two wires
+        joined on the SUT's host, or a veth pair made on the SUT's host."""
+        sut = self.sut_ns
+        if ns_a == sut and ns_b == sut:
+            return self._sut_veth(tag, mtu)
+        if sut in (ns_a, ns_b):
+            w = self._wire()
+            t = (w.tester_iface, "@" + w.tester_host, self._mac(w.tester_host, w.tester_iface))
+            u = (w.sut_iface, sut, self._mac(w.sut_host, w.sut_iface))
+            a, b = (t, u) if ns_b == sut else (u, t)
+            return Veth(a[0], b[0], a[1], b[1], a[2], b[2])
+        # two tester endpoints (the bare wire): two wires, joined on the
+        # SUT's host by a redirect each way at their ingress
+        w1, w2 = self._wire(), self._wire()
+        for x, y in ((w1.sut_iface, w2.sut_iface), (w2.sut_iface, w1.sut_iface)):
+            self.undo_later(self.rs.sut_host, {"run": ["tc", "qdisc", "del", "dev", x,
+                                                       "clsact"], "may_fail": True})
+            self.host.run(["tc", "qdisc", "add", "dev", x, "clsact"])
+            self.host.run(["tc", "filter", "add", "dev", x, "ingress", "protocol", "all", "u32",
+                           "match", "u32", "0", "0", "action", "mirred", "egress", "redirect",
+                           "dev", y])
+        note = (f"bare wire: {w1.sut_host}:{w1.sut_iface} and {w2.sut_iface} joined by tc "
+                "mirred redirects at their ingress (no switch)")
         if note not in self.notes:
             self.notes.append(note)
-        return ""
+        return Veth(w1.tester_iface, w2.tester_iface, "@" + w1.tester_host,
+                    "@" + w2.tester_host, self._mac(w1.tester_host, w1.tester_iface),
+                    self._mac(w2.tester_host, w2.tester_iface))
+
+    def _sut_veth(self, tag: str, mtu: int) -> Veth:
+        """A veth pair on the SUT's host (a VNF's port: end a the VNF's, end
+        b the switch's), both in the host's own network namespace."""
+        a, b = self.ifname(tag), self.ifname(tag)
+        self.undo_later(self.rs.sut_host, {"run": ["ip", "link", "del", a], "may_fail": True})
+        r = self.host.run(["sh", "-c", f"ip link add {a} mtu {mtu} type veth peer name {b} mtu "
+                          f"{mtu} && ip link set {a} up && ip link set {b} up && "
+                          f"cat /sys/class/net/{a}/address /sys/class/net/{b}/address"])
+        macs = r.stdout.split()
+        return Veth(a, b, self.sut_ns, self.sut_ns, macs[0], macs[1])
+
+    def bridge(self, ns: str | None, members: Sequence[str], tag: str = "br") -> str:
+        """A Linux bridge on the SUT's host (STP off, forward delay 0) with
+        these members (Testbed.bridge)."""
+        name = self.ifname(tag)
+        self.undo_later(self.rs.sut_host, {"run": ["ip", "link", "del", name], "may_fail": True})
+        script = [f"ip link add {name} type bridge stp_state 0 forward_delay 0"]
+        script += [f"ip link set {m} master {name} && ip link set {m} up" for m in members]
+        script.append(f"ip link set {name} up")
+        self.host.run(["sh", "-c", " && ".join(script)])
+        return name
+
+    def fdb_static(self, ns: str | None, mac: str, port: str) -> None:
+        self.run(["bridge", "fdb", "replace", mac, "dev", port, "master", "static"], netns=ns)
+
+    def steer_rps(self, ns: str | None, iface: str, cpus: str) -> str:
+        """RPS of a SUT-side interface to the SUT's CPUs, as locally
+        (Testbed.steer_rps): every receive queue's mask, the old one
+        journalled first. Returns the mask written ("" when the NIC has none)."""
+        mask = f"{sum(1 << c for c in set(cpu_list(cpus))):x}"
+        host = host_of(ns) if ns else self.rs.sut_host
+        h = self.setup.hosts[host]
+        r = h.run(["sh", "-c", f"for q in /sys/class/net/{iface}/queues/rx-*/rps_cpus; do "
+                   "[ -e \"$q\" ] && echo \"$q $(cat $q)\"; done"], check=False)
+        queues = [ln.split() for ln in r.stdout.splitlines() if len(ln.split()) == 2]
+        if not queues:
+            note = f"RPS: {host}:{iface} has no rps_cpus (left as the host has it)"
+            if note not in self.notes:
+                self.notes.append(note)
+            return ""
+        for path, old in queues:
+            self.undo_later(host, {"write": path, "value": old})
+        h.run(["sh", "-c", " && ".join(f"echo {mask} > {path}" for path, _ in queues)])
+        return mask
+
+    def reserve_hugepages(self, pages: int) -> PurePosixPath:
+        """2 MiB hugepages on the SUT's host and a hugetlbfs mount of them
+        (Testbed.reserve_hugepages); both undone at close."""
+        nr = "/proc/sys/vm/nr_hugepages"
+        prev = int(self.host.run(["cat", nr]).stdout.strip() or 0)
+        self.undo_later(self.rs.sut_host, {"write": nr, "value": str(prev)})
+        self.host.run(["sh", "-c", f"echo {prev + pages} > {nr}"])
+        got = int(self.host.run(["cat", nr]).stdout.strip() or 0) - prev
+        if got < pages:
+            raise HostError(f"{self.host.describe()}: asked for {pages} hugepages, the kernel "
+                            f"gave {got}")
+        mnt = self.directory("huge")
+        self.undo_later(self.rs.sut_host, {"run": ["umount", "-l", str(mnt)], "may_fail": True})
+        self.host.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)])
+        return mnt
+
+    def remember(self, kind: str, item: Any) -> None:
+        """What the local testbed records in its state file to remove at
+        close (Testbed.remember), journalled on the SUT's host instead:
+        ``dirs`` (a directory), ``ovs`` ([db socket, bridge]: del-br)."""
+        if kind == "dirs":
+            self.undo_later(self.rs.sut_host, {"rmtree": str(item)})
+        elif kind == "ovs":
+            db, br = item
+            self.undo_later(self.rs.sut_host, {"run": [
+                "ovs-vsctl", f"--db=unix:{db}", "--timeout=5", "--if-exists", "del-br", br],
+                "may_fail": True})
+        else:
+            raise HostError(f"remote testbed: cannot remember {kind!r}")
+
+    def forget_object(self, kind: str, item: Any) -> None:
+        """Removed already (its undo may run again: harmless)."""
+        return None
+
+    def allowed_cpus(self) -> list[int]:
+        """The CPUs the bench may use on the SUT's host (its pre-flight facts)."""
+        return [int(c) for c in self.setup.facts[self.rs.sut_host]["cpus"]]
 
     def directory(self, name: str) -> PurePosixPath:
         d = self.workdir / name
@@ -451,9 +698,11 @@ class RemoteBed:
         return d
 
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
+            check: bool = True, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """A command on the host ``netns`` names (``@HOST``; the SUT's when None)."""
         h = self.setup.hosts[host_of(netns)] if netns else self.host
-        return h.run(cmd, timeout_s=timeout_s, check=check)
+        return h.run(cmd, timeout_s=timeout_s, check=check, env=env)
 
     # ---------------------------------------------------------------- procs
     def _mapped(self, host: str, cmd: Sequence[str]) -> list[str]:
@@ -463,13 +712,17 @@ class RemoteBed:
 
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
               cgroup: Any = None, stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
-              env: Any = None, stdin: Any = None, log: str | PurePosixPath | None = None
-              ) -> HostProc:
+              env: dict[str, str] | None = None, stdin: Any = None,
+              log: str | PurePosixPath | None = None) -> HostProc:
         """Start ``cmd`` on the host ``netns`` names (``@HOST``; the SUT's
-        host when None)."""
+        host when None). ``env``: the variables it sets over this process's
+        environment (a full environment as Testbed.spawn takes: only what
+        differs goes to the host); ``stdin`` subprocess.PIPE: a pipe to it."""
         name = host_of(netns) if netns else self.rs.sut_host
         full = self._mapped(name, cmd)
-        p = self.setup.hosts[name].spawn(full, cpus=cpus, log=log)
+        extra = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
+        p = self.setup.hosts[name].spawn(full, cpus=cpus, log=log, env=extra or None,
+                                         stdin=stdin == subprocess.PIPE)
         self._procs.append((name, p))
         return p
 
@@ -496,7 +749,8 @@ class RemoteBed:
 
     def close(self) -> None:
         """Stop every process of the session, check each host has none of
-        the run left (the agent stops stragglers), remove the run directory."""
+        the run left (the agent stops stragglers), undo the session's
+        changes on every host, remove the run directory."""
         for _, p in reversed(self._procs):
             self.stop(p)
         for h in self.setup.hosts.values():
@@ -505,6 +759,13 @@ class RemoteBed:
             with contextlib.suppress(HostError):
                 if h.call("procs")["procs"]:
                     h.call("cleanup")
+        for name in sorted(self._touched):
+            h = self.setup.hosts[name]
+            if h.lost or h._agent is None:
+                continue  # its agent undoes it when it notices the controller gone
+            with contextlib.suppress(HostError):
+                for why in h.undo(self.workdir.name):
+                    self.notes.append(f"{name}: undo: {why}")
         with contextlib.suppress(HostError):
             if not self.host.lost:
                 self.fetch_logs()
@@ -517,7 +778,7 @@ class RemoteBed:
         return d / self.host.name / self.workdir.name if d is not None else None
 
     def fetch_logs(self) -> list[Path]:
-        """Copy every ``*.log`` of the run directory (turnoutd's) here."""
+        """Copy every ``*.log`` of the run directory (the SUT's) here."""
         if self.logs is None:
             return []
         out = []
@@ -550,13 +811,14 @@ class RemoteCpuSampler(CpuSampler):
         pids = [p for ps in self.pids_by_role.values() for p in ps]
         t0 = time.monotonic_ns()
         try:
-            r = self.host.call("threads", pids=pids)["threads"]
+            r = self.host.procfs("sample_threads", pids=pids)
         except HostError as e:
             self.error = str(e)
             return
         t1 = time.monotonic_ns()
         self.samples.append(((t0 + t1) // 2, {
-            int(tid): CpuSample(int(v[0]), int(tid), str(v[1]), int(v[2]), int(v[3]), int(v[4]))
+            int(tid): CpuSample(int(v[0]), int(tid), str(v[1]), int(v[2]), int(v[3]), int(v[4]),
+                                int(v[5]))
             for tid, v in r.items()}))
 
 
@@ -576,6 +838,13 @@ class RemoteMeasurer:
         self.bed.check_alive()
         off, err = self.bed.setup.hosts[self.tester_host].clock(3)
         self.inner.clock_shift_ns = off
+        # senders on another host (v2v's on the SUT's, a bidirectional p2v's
+        # on both): each window moved by its own host's offset
+        shifts = {"@" + self.tester_host: off}
+        for s in getattr(self.inner, "streams", []):
+            if s.tx_ns and s.tx_ns not in shifts:
+                shifts[s.tx_ns] = self.bed.setup.hosts[host_of(s.tx_ns)].clock(3)[0]
+        self.inner.clock_shifts = shifts
         try:
             c = self.inner.measure(duration_s, load_total_pps)
         except Exception as e:

@@ -29,6 +29,10 @@ from .config import HostSpec
 __all__ = ["SshHost", "SshProc", "agent_source"]
 
 AGENT = Path(__file__).with_name("agent.py")
+#: the standard-library modules the resident agent imports, shipped next to
+#: it (name on the host -> this checkout's file)
+AGENT_MODULES = {"procfs.py": Path(__file__).with_name("procfs.py"),
+                 "isolate.py": Path(__file__).parents[1] / "system" / "isolate.py"}
 
 
 def agent_source() -> bytes:
@@ -39,15 +43,23 @@ def _join(cmd: Sequence[str]) -> str:
     return " ".join(shlex.quote(str(c)) for c in cmd)
 
 
+def _env(env: dict[str, str] | None) -> list[str]:
+    """``env K=V ...`` before a command that sets variables (none: nothing)."""
+    return ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+
+
 class SshProc:
     """A process on a remote host, Popen-like (what GenMeasurer, VnfHandle
     and the SUT adapters use): ``pid`` is its PID on that host."""
 
-    def __init__(self, host: SshHost, chan: Any, args: list[str], start_timeout_s: float) -> None:
+    def __init__(self, host: SshHost, chan: Any, args: list[str], start_timeout_s: float,
+                 stdin: bool = False) -> None:
         self.host = host
         self.chan = chan
         self.args = args
         self.returncode: int | None = None
+        #: its standard input (spawned with stdin=True): the channel's write side
+        self.stdin: Any = chan.makefile("wb") if stdin else None
         self.stdout = chan.makefile("rb")
         self.stderr = chan.makefile_stderr("rb")
         chan.settimeout(start_timeout_s)
@@ -142,6 +154,11 @@ class SshHost(Host):
         self._beat: threading.Thread | None = None
         self._stop = threading.Event()
         self.agent_path = posixpath.join(spec.install_dir, "agent.py")
+        self._which: dict[str, str | None] = {}
+        self.recovered: list[str] = []
+        #: the agent's last answer: (its request, when) — said when it stops answering
+        self._answered: tuple[str, float] = ("", 0.0)
+        self._release = ""
 
     def describe(self) -> str:
         return f"host {self.name} ({self.spec.target()})"
@@ -221,9 +238,25 @@ class SshHost(Host):
 
     # ------------------------------------------------------------- commands
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
-            check: bool = True, stdin: bytes | None = None,
+            check: bool = True, env: dict[str, str] | None = None, stdin: bytes | None = None,
             sudo: bool = True) -> subprocess.CompletedProcess[str]:
-        full = [*(self._sudo() if sudo else []), *wrap(cmd, netns=netns)]
+        """A short command: through the resident agent when it runs (as root:
+        a process of its own, no SSH session to open: an SSH exec costs
+        0.1-0.5 s on a loaded host), else on an SSH session of its own."""
+        if self._agent is not None and sudo and stdin is None:
+            full = [*_env(env), *wrap(cmd, netns=netns)]
+            r = self.call("run", timeout_s=timeout_s + self.spec.grace_s, cmd=full,
+                          inner_timeout_s=timeout_s)
+            if r.get("timeout"):
+                raise HostError(f"{self.describe()}: {_join(full)}: no answer in "
+                                f"{timeout_s:g} s")
+            res = subprocess.CompletedProcess(full, int(r["rc"]), str(r["stdout"]),
+                                              str(r["stderr"]))
+            if check and res.returncode != 0:
+                raise HostError(f"{self.describe()}: {_join(full)} exited {res.returncode}: "
+                                f"{res.stderr.strip()[-400:]}")
+            return res
+        full = [*(self._sudo() if sudo else []), *_env(env), *wrap(cmd, netns=netns)]
         chan = self._session()
         try:
             chan.settimeout(timeout_s)
@@ -270,15 +303,19 @@ class SshHost(Host):
 
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
               log: str | PurePath | None = None, stdout: Any = subprocess.PIPE,
-              stderr: Any = subprocess.PIPE) -> HostProc:
-        script = f'echo $$; exec env TURNOUT_RUN={self.token} "$@"'
+              stderr: Any = subprocess.PIPE, env: dict[str, str] | None = None,
+              stdin: bool = False) -> HostProc:
+        script = (f'echo $$; exec env TURNOUT_RUN={self.token} '
+                  + "".join(f"{shlex.quote(f'{k}={v}')} " for k, v in (env or {}).items())
+                  + '"$@"')
         if log is not None:
             script += f" >{shlex.quote(str(log))} 2>&1"
         args = [str(c) for c in wrap(cmd, netns=netns, cpus=cpus)]
         chan = self._session()
         chan.exec_command(_join([*self._sudo(), "sh", "-c", script, "sh", *args]))
-        chan.shutdown_write()
-        return SshProc(self, chan, args, self.spec.connect_timeout_s)
+        if not stdin:
+            chan.shutdown_write()
+        return SshProc(self, chan, args, self.spec.connect_timeout_s, stdin=stdin)
 
     # ---------------------------------------------------------------- files
     def _sftp(self) -> Any:
@@ -289,8 +326,51 @@ class SshHost(Host):
         except Exception as e:
             raise HostError(f"{self.describe()}: SFTP: {e}") from e
 
-    def mkdirs(self, path: str) -> None:
-        self.run(["mkdir", "-p", path], sudo=False)
+    def mkdirs(self, path: str | PurePath) -> None:
+        """A directory and its parents, the SSH user's (the agent makes them
+        and gives them the owner of its install directory)."""
+        if self._agent is not None:
+            self.call("mkdirs", path=str(path))
+            return
+        self.run(["mkdir", "-p", str(path)], sudo=False)
+
+    def listdir(self, path: str | PurePath) -> list[str]:
+        return [str(x) for x in self.call("listdir", path=str(path))["names"]]
+
+    def symlink(self, target: str | PurePath, link: str | PurePath) -> None:
+        self.run(["ln", "-sfn", str(target), str(link)])
+
+    def rmtree(self, path: str | PurePath) -> None:
+        self.run(["rm", "-rf", "--", str(path)])
+
+    def which(self, cmd: str) -> str | None:
+        if cmd not in self._which:
+            found = self.call("which", cmd=cmd)["path"]
+            self._which[cmd] = str(found) if found else None
+        return self._which[cmd]
+
+    def tail(self, path: str | PurePath, offset: int) -> tuple[str, int]:
+        r = self.call("tail", path=str(path), offset=int(offset))
+        return str(r["text"]), int(r["size"])
+
+    def kernel_release(self) -> str:
+        if not self._release:
+            self._release = self.run(["uname", "-r"], sudo=False).stdout.strip()
+        return self._release
+
+    def procfs(self, fn: str, **kw: Any) -> Any:
+        return self.call("procfs", fn=fn, kw=kw)["result"]
+
+    def undo_later(self, scope: str, action: dict[str, Any]) -> None:
+        """Tell the agent how to undo a change to the host before making it
+        (a ``write`` of a file's old value, a ``run`` of a command, an
+        ``rmtree``): it undoes the scope's changes when asked (``undo``) and
+        every change left when the controller goes away (hosts/agent.py)."""
+        self.call("undo_push", scope=scope, action=action)
+
+    def undo(self, scope: str) -> list[str]:
+        """Undo a scope's changes (latest first); the problems."""
+        return [str(p) for p in self.call("undo", scope=scope, timeout_s=120)["problems"]]
 
     def put(self, local: str | Path, remote: str, mode: int = 0o644) -> None:
         """Copy a local file to the host (atomically: a temporary name, then renamed)."""
@@ -328,6 +408,9 @@ class SshHost(Host):
         return sorted(out)
 
     def write_text(self, path: str | Path, text: str) -> None:
+        if self._agent is not None:  # the install directory's owner's, as over SFTP
+            self.call("write", path=str(path), text=text)
+            return
         sftp = self._sftp()
         try:
             with sftp.open(str(path), "w") as f:
@@ -338,6 +421,11 @@ class SshHost(Host):
             sftp.close()
 
     def read_text(self, path: str | Path) -> str:
+        if self._agent is not None:
+            r = self.call("read", path=str(path))
+            if r.get("error"):
+                raise HostError(f"{self.describe()}: reading {path}: {r['error']}")
+            return str(r["text"])
         sftp = self._sftp()
         try:
             with sftp.open(str(path), "r") as f:
@@ -364,6 +452,9 @@ class SshHost(Host):
         try:
             with sftp.open(self.agent_path, "w") as f:
                 f.write(agent_source())
+            for name, src in AGENT_MODULES.items():
+                with sftp.open(posixpath.join(self.spec.install_dir, name), "w") as f:
+                    f.write(src.read_bytes())
         finally:
             sftp.close()
         chan = self._session()
@@ -381,6 +472,9 @@ class SshHost(Host):
         if not first.get("ready"):
             err = chan.makefile_stderr("rb").read().decode(errors="replace")[-400:]
             raise HostError(f"{self.describe()}: the agent did not start: {err}")
+        #: what the agent put back at its start that a dead run had left
+        #: changed (its undo journal, an isolation's restore file)
+        self.recovered = [str(x) for x in first.get("recovered", [])]
         self._stop = threading.Event()  # a new one: close() set the last
         self._beat = threading.Thread(target=self._heartbeat, name=f"beat-{self.name}",
                                       daemon=True)
@@ -402,16 +496,20 @@ class SshHost(Host):
             raise HostError(f"{self.describe()}: the agent is not running")
         wait = timeout_s if timeout_s is not None else self.spec.grace_s
         with self._lock:
+            t0 = time.monotonic()
             try:
                 self._agent.settimeout(wait)
                 self._ain.write(json_line({"op": op, **kw}) + "\n")
                 self._ain.flush()
                 line = self._aout.readline()
             except (TimeoutError, OSError, EOFError) as e:
+                op0, t = self._answered
+                last = f"; its last answer: {op0}, {t0 - t:.1f} s before" if op0 else ""
                 raise self.lose(f"its agent did not answer {op} in {wait:g} s "
-                                f"({str(e) or type(e).__name__})") from e
+                                f"({str(e) or type(e).__name__}{last})") from e
             except Exception as e:  # paramiko.SSHException and kin
                 raise self.lose(f"{op}: {type(e).__name__}: {e}") from e
+            self._answered = (op, time.monotonic())
         if not line:
             raise self.lose("its agent's connection closed")
         ans = json.loads(line)
@@ -422,9 +520,10 @@ class SshHost(Host):
     def kill(self, pid: int, sig: int) -> None:
         self.call("kill", pid=pid, sig=int(sig))
 
-    def unix_call(self, path: str, line: str, timeout_s: float = 5.0) -> str:
+    def unix_call(self, path: str, line: str, timeout_s: float = 5.0,
+                  framing: str = "line") -> str:
         return str(self.call("unix", timeout_s=timeout_s + self.spec.grace_s, path=path,
-                             data=line, inner_timeout_s=timeout_s)["reply"])
+                             data=line, inner_timeout_s=timeout_s, framing=framing)["reply"])
 
     def clock(self, samples: int = 5) -> tuple[int, int]:
         """(this host's CLOCK_MONOTONIC − the controller's, ± half the best

@@ -184,12 +184,7 @@ def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
 
 def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
     """Frames received by these interfaces, in the network namespace of
-    process ``pid`` (/proc/PID/net/dev)."""
-    text = dev if dev is not None else Path(f"/proc/{pid}/net/dev").read_text()
-    want = set(ifaces)
-    total = 0
-    for line in text.splitlines()[2:]:
-        name, _, rest = line.partition(":")
-        if name.strip() in want:
-            total += int(rest.split()[1])
-    return total
+    process ``pid`` (/proc/PID/net/dev; hosts/procfs.py)."""
+    from ..hosts import procfs
+
+    return procfs.netdev_rx_packets(pid, ifaces, dev)

@@ -23,21 +23,19 @@ frequency scaling.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ..hosts import procfs
 from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
            "run_queue_wait", "sample_threads", "thread_placement"]
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLK_TCK = procfs.CLK_TCK
 
 
 @dataclass(frozen=True)
@@ -56,22 +54,9 @@ class CpuSample:
 
 def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
     """tid -> sample for every thread of these processes (gone ones skipped)."""
-    out: dict[int, CpuSample] = {}
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                stat = (task / "stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            f = stat[stat.rindex(")") + 2 :].split()
-            tid = int(task.name)
-            try:
-                run_ns = int((task / "schedstat").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                run_ns = -1
-            out[tid] = CpuSample(pid, tid, name, int(f[11]), int(f[12]), int(f[36]), run_ns)
-    return out
+    return {int(tid): CpuSample(int(v[0]), int(tid), str(v[1]), int(v[2]), int(v[3]), int(v[4]),
+                                int(v[5]))
+            for tid, v in procfs.sample_threads(pids).items()}
 
 
 @contextmanager
@@ -94,93 +79,13 @@ def off_cpus(avoid: list[int]) -> Iterator[list[int]]:
         os.sched_setaffinity(0, before)
 
 
-def _cpu_list(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part:
-            out.add(int(part))
-    return out
-
-
-def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
-    """The threads of these processes that may run on ``cpus`` only (the
-    SUT's data path: workers, PMD threads, forwarding lcores), from
-    /proc/PID/task/TID/status; empty when none is (nothing pinned, or no
-    ``cpus``)."""
-    if not cpus:
-        return []
-    want = set(cpus)
-    out = []
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                status = (task / "status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("Cpus_allowed_list:"):
-                    allowed = _cpu_list(line.split(":", 1)[1])
-                    if allowed and allowed <= want:
-                        out.append(int(task.name))
-                    break
-    return out
-
-
-def thread_placement(pids: list[int], cpus: list[int]) -> dict[str, Any]:
-    """Where the threads of these processes may run, against the SUT's
-    ``cpus``: ``on`` the threads allowed on them only (its data path),
-    ``both`` those allowed on them and elsewhere (they can preempt the data
-    path), ``off`` how many are allowed elsewhere only; names with their
-    counts (/proc/PID/task/TID/status and comm). The same rule holds for
-    every SUT (docs/bench.md, "Placement"): the report checks it."""
-    want = set(cpus)
-    on: dict[str, int] = {}
-    both: dict[str, int] = {}
-    off = 0
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                status = (task / "status").read_text()
-                name = (task / "comm").read_text().strip()
-            except OSError:
-                continue
-            allowed: set[int] = set()
-            for line in status.splitlines():
-                if line.startswith("Cpus_allowed_list:"):
-                    allowed = _cpu_list(line.split(":", 1)[1])
-                    break
-            if not allowed:
-                continue
-            if allowed <= want:
-                on[name] = on.get(name, 0) + 1
-            elif allowed & want:
-                both[name] = both.get(name, 0) + 1
-            else:
-                off += 1
-    return {"on": on, "both": both, "off": off}
-
-
-def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
-    """(ns spent runnable but waiting for a CPU, times run on a CPU) summed
-    over every thread of these processes, or over the threads ``tids`` of
-    them when given (/proc/PID/task/TID/schedstat; gone threads skipped):
-    the scheduler's delay, whatever the thread waited for."""
-    wait = slices = 0
-    only = set(tids) if tids else None
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            if only is not None and int(task.name) not in only:
-                continue
-            try:
-                f = (task / "schedstat").read_text().split()
-                wait += int(f[1])
-                slices += int(f[2])
-            except (OSError, ValueError, IndexError):
-                continue
-    return wait, slices
+_cpu_list = procfs.cpu_set
+#: the threads of these processes pinned to ``cpus`` only, where their
+#: threads may run, their run-queue waits (hosts/procfs.py: the same
+#: readers run on a remote campaign's SUT host)
+pinned_threads = procfs.pinned_threads
+thread_placement = procfs.thread_placement
+run_queue_wait = procfs.run_queue_wait
 
 
 #: a SUT whose threads waited this long on average for a CPU each time they
@@ -269,43 +174,5 @@ class CpuSampler:
         return rows
 
 
-_HZ: tuple[float, str] | None = None
-
-
-def nominal_hz() -> tuple[float, str]:
-    """The TSC's rate in Hz and where it was read: the kernel's TSC
-    calibration (dmesg), else the model name's nominal clock ("@ 2.30GHz"),
-    else cpufreq's base frequency, else CPU 0's current "cpu MHz" (the
-    last resort, which moves with frequency scaling: the source says so).
-    (0, "unknown") when none is readable."""
-    global _HZ
-    if _HZ is not None:
-        return _HZ
-    found: tuple[float, str] = (0.0, "unknown")
-    try:
-        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
-        m = re.findall(r"tsc: Refined TSC clocksource calibration: ([\d.]+) MHz", out) or \
-            re.findall(r"tsc: Detected ([\d.]+) MHz", out)
-        if m:
-            found = (float(m[-1]) * 1e6, "tsc (dmesg)")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    if not found[0]:
-        try:
-            info = Path("/proc/cpuinfo").read_text()
-            m2 = re.search(r"model name\s*:.*@\s*([\d.]+)\s*GHz", info)
-            if m2:
-                found = (float(m2.group(1)) * 1e9, "model name")
-            else:
-                base = Path("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency")
-                if base.exists():
-                    found = (float(base.read_text()) * 1e3, "cpufreq base_frequency")
-                else:
-                    m3 = re.search(r"cpu MHz\s*:\s*([\d.]+)", info)
-                    if m3:
-                        found = (float(m3.group(1)) * 1e6,
-                                 "cpu MHz of CPU 0 (current, not nominal)")
-        except OSError:
-            pass
-    _HZ = found
-    return found
+#: the TSC's rate in Hz and where it was read (hosts/procfs.py)
+nominal_hz = procfs.nominal_hz

@@ -42,17 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..hosts.base import Host, LocalHost
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import (
-    CpuSampler,
-    nominal_hz,
-    off_cpus,
-    pinned_threads,
-    run_queue_wait,
-    sched_wait,
-    thread_placement,
-)
+from .cpu import CpuSampler, nominal_hz, off_cpus, sched_wait
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
 
@@ -183,8 +176,10 @@ class VnfHandle:
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
                  cpu: int | None = None, polls: bool = True, sched: str = "other",
-                 sched_why: str = "") -> None:
+                 sched_why: str = "", where: str = "") -> None:
         self.proc = proc
+        #: the host it runs on across hosts (``@HOST``; "" here): its CPU is that host's
+        self.where = where
         self.sched = sched  # its scheduling policy: "other" or "fifo:PRIO"
         self.sched_why = sched_why
         self.name = name or _cmdline(proc)[-60:]
@@ -427,9 +422,12 @@ class GenMeasurer:
     isolation: dict[str, Any] | None = None
     #: sample what else runs on the SUT's CPUs (measure/others.py)
     count_others: bool = True
-    #: the SUT's processes are this machine's (their /proc is read here: run
-    #: queue waits); False across hosts, where ``cpu_sampler`` reads theirs
-    local_procs: bool = True
+    #: the host the SUT runs on: its /proc (run-queue waits, placement, what
+    #: else runs on the SUT's CPUs, their kernel time, its TSC rate and load)
+    #: is read there (hosts/procfs.py; a remote host's agent answers). On
+    #: another host ``avoid_cpus`` are that host's CPUs, and this process
+    #: keeps its own CPUs (the agent there runs off the SUT's)
+    sut_host: Host = field(default_factory=LocalHost)
     #: makes the CPU sampler of a trial (``CpuSampler``, or one that reads
     #: another host's /proc: turnout.hosts.remote.RemoteCpuSampler)
     cpu_sampler: Callable[[dict[str, list[int]]], CpuSampler] | None = None
@@ -437,6 +435,11 @@ class GenMeasurer:
     #: runs here): its traffic windows are moved to this machine's clock,
     #: where the SUT's samples are stamped
     clock_shift_ns: int = 0
+    #: the same per namespace of a sender (``@HOST`` across hosts: senders
+    #: on two hosts, each window moved by its host's offset); a sender whose
+    #: namespace is not here takes ``clock_shift_ns``
+    clock_shifts: dict[str, int] = field(default_factory=dict)
+    _hz: tuple[float, str] | None = None
 
     def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
@@ -484,12 +487,25 @@ class GenMeasurer:
 
     def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         self.check_helpers()
-        with off_cpus(self.avoid_cpus) as cpus:
+        here = self.sut_host.is_local
+        with off_cpus(self.avoid_cpus if here else []) as cpus:
             counts = self._measure(duration_s, load_total_pps)
-        if self.avoid_cpus:
+        if self.avoid_cpus and here:
             # where the bench's threads ran ("": on the SUT's too, no other CPU allowed)
             counts.extra["bench_cpus"] = ",".join(str(c) for c in cpus)
         return counts
+
+    def _run_queue_wait(self, pids: list[int], tids: list[int]) -> tuple[int, int]:
+        """(ns waiting for a CPU, runs) of these threads, on the SUT's host."""
+        wait, runs = self.sut_host.procfs("run_queue_wait", pids=pids, tids=tids)
+        return int(wait), int(runs)
+
+    def hz(self) -> tuple[float, str]:
+        """The TSC rate of the SUT's host (cycles from its CPU seconds)."""
+        if self._hz is None:
+            hz, src = self.sut_host.procfs("nominal_hz")
+            self._hz = (float(hz), str(src))
+        return self._hz
 
     def _measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
@@ -500,16 +516,18 @@ class GenMeasurer:
         # the SUT's CPUs when it has such (its other threads live on the
         # tester's core and wait behind its busy loop: not the SUT's
         # latency); all its threads otherwise
-        local = sut_pids if self.local_procs else []
-        rq_tids = pinned_threads(local, self.avoid_cpus)
-        rq_before, rq_t0 = run_queue_wait(local, rq_tids), time.monotonic()
+        host = self.sut_host  # its /proc: this machine's, or the SUT host's agent's
+        rq_tids = [int(t) for t in host.procfs("pinned_threads", pids=sut_pids,
+                                               cpus=list(self.avoid_cpus))]
+        rq_before, rq_t0 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
         sampler = (self.cpu_sampler or CpuSampler)({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
-        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids)).start()
+        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids), host=host).start()
                   if self.count_others and self.avoid_cpus and load_total_pps > 0 else None)
-        kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
+        kshare = (KernelShare(self.sut_cost, self.kernel_cpus, host=host)
+                  if self.sut_cost else None)
         coster = CostSampler(kshare).start() if kshare is not None else None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
@@ -543,7 +561,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        rq_after, rq_t1 = run_queue_wait(local, rq_tids), time.monotonic()
+        rq_after, rq_t1 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -551,7 +569,7 @@ class GenMeasurer:
         if coster is not None:
             apply_cost(counts, coster.samples, self.cost_source, coster.error)
         if kshare is not None and self.kernel_cpus:
-            apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
+            apply_kernel_share(counts, kshare.samples, self.kernel_cpus, hz=self.hz()[0])
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
         if others is not None:
             apply_others(counts, others)
@@ -559,14 +577,16 @@ class GenMeasurer:
             counts.extra["isolation"] = self.isolation
         # the host's 1-minute load and CPU count at the trial's end: a load at
         # or above the CPUs means the scheduler, not the SUT, sets its latency
-        counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
+        load, ncpu = host.procfs("loadavg")  # the SUT's host's
+        counts.extra["host_load"] = [round(float(load), 2), int(ncpu)]
         # the same tester, buffers and placement for every SUT of a cell:
         # what this trial ran, comparable across SUTs (the report's set-up
         # section checks it: report/setup.py)
         counts.extra["tester_setup"] = tester_setup(self.cmd, tasks, self.helpers)
-        if local and self.avoid_cpus:
-            counts.extra["sut_placement"] = thread_placement(local, self.avoid_cpus)
-        if local:
+        if sut_pids and self.avoid_cpus:
+            counts.extra["sut_placement"] = host.procfs("thread_placement", pids=sut_pids,
+                                                        cpus=list(self.avoid_cpus))
+        if sut_pids:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
             counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
@@ -609,7 +629,8 @@ class GenMeasurer:
                  sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
                             tester=os.path.basename(self.cmd[-1]),
-                            clock_shift_ns=self.clock_shift_ns)
+                            clock_shift_ns=self.clock_shift_ns, clock_shifts=self.clock_shifts,
+                            hz=self.hz())
 
 
 def normalized_spec(spec: str, endpoint: str) -> str:
@@ -658,20 +679,28 @@ def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
     """The most tester and VNF processes pinned to one CPU in a trial (1:
     each has a core of its own; VNFs in interrupt mode included). More than one: the scheduler, not
     the switch, sets the rate and the latency of that trial."""
-    per: dict[int, int] = {}
+    per: dict[tuple[str, int], int] = {}
     for t in tasks:
         s = t.streams[0]
         cpu = s.rx_cpu if t.role == "rx" else s.tx_cpu
         if cpu is not None:
-            per[cpu] = per.get(cpu, 0) + 1
+            k = (_machine(t.netns), cpu)
+            per[k] = per.get(k, 0) + 1
     for h in helpers:
         # a VNF in interrupt mode counts too: woken on its core, it waits
         # for the busy-polling tester's time slice (4 ms p99 at 10 kpps in a
         # 2-CPU loopback chain, 2026-11-26), so the scheduler still sets the
         # latency and, under load, the rate
         if h.cpu is not None:
-            per[h.cpu] = per.get(h.cpu, 0) + 1
+            k = (h.where, h.cpu)
+            per[k] = per.get(k, 0) + 1
     return max(per.values(), default=1)
+
+
+def _machine(ns: str | None) -> str:
+    """The machine a namespace is on: another host's (``@HOST``, across
+    hosts), else "" (every namespace here is on this machine)."""
+    return ns if ns and ns.startswith("@") else ""
 
 
 def traffic_window(c: TrialCounts) -> tuple[float, float] | None:
@@ -713,7 +742,7 @@ def apply_others(c: TrialCounts, s: OthersSampler) -> None:
 
 
 def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],
-                       cpus: list[int]) -> None:
+                       cpus: list[int], hz: float | None = None) -> None:
     """Store the kernel share (measure/kernel.py) in ``c.extra``:
     ``kernel_cycles_per_frame`` and ``kernel_s`` on ``kernel_cpus``, or
     ``kernel_why``."""
@@ -722,7 +751,7 @@ def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],
     if win is None:
         c.extra["kernel_why"] = "the tester reported no traffic window"
         return
-    share, busy_s, why = kernel_share(samples, win[0], win[1])
+    share, busy_s, why = kernel_share(samples, win[0], win[1], hz=hz)
     c.extra["kernel_s"] = busy_s
     if share is None:
         c.extra["kernel_why"] = why
@@ -749,10 +778,14 @@ def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:
 
 def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                  sampler: CpuSampler | None, vnfs: list[dict[str, Any]],
-                 tester: str = "turnout-gen", clock_shift_ns: int = 0) -> TrialCounts:
+                 tester: str = "turnout-gen", clock_shift_ns: int = 0,
+                 clock_shifts: dict[str, int] | None = None,
+                 hz: tuple[float, str] | None = None) -> TrialCounts:
     """One TrialCounts from the documents of a trial's processes (see the
     module doc for the conventions). ``clock_shift_ns``: the tester's
-    CLOCK_MONOTONIC minus this machine's, taken off its windows."""
+    CLOCK_MONOTONIC minus this machine's, taken off its windows (per
+    sender namespace: ``clock_shifts``). ``hz``: the SUT host's TSC rate
+    (``nominal_hz`` of this machine when None)."""
     sent_of = _sent_by_stream(tasks)
     wanted = {s.id: s for t in tasks for s in t.streams}
     attempts = pushback = bursts = backlog = 0
@@ -769,8 +802,9 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
             pushback += int(tx.get("pushback", 0))
             tx_dur = max(tx_dur, float(tx.get("duration_s", 0.0)))
             ws, we = tx.get("window_start_ns"), tx.get("window_end_ns")
-            if ws and we and clock_shift_ns:
-                ws, we = int(ws) - clock_shift_ns, int(we) - clock_shift_ns
+            shift = (clock_shifts or {}).get(t.netns or "", clock_shift_ns)
+            if ws and we and shift:
+                ws, we = int(ws) - shift, int(we) - shift
             if ws and we:
                 windows.append([int(ws), int(we)])
                 win_start = ws if win_start is None else min(win_start, ws)
@@ -860,9 +894,9 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
     if sampler is not None and win_start is not None and win_end is not None:
         cpu_rows = sampler.window(win_start, win_end)
     cpu_rows += tester_cpu
-    hz, hz_source = nominal_hz()
+    rate, hz_source = hz if hz is not None else nominal_hz()
     sut_cpu_s = sum(r["cpu_s"] for r in cpu_rows if r.get("role") == "sut")
-    cycles = sut_cpu_s * hz / received if received > 0 and hz > 0 and cpu_rows else None
+    cycles = sut_cpu_s * rate / received if received > 0 and rate > 0 and cpu_rows else None
     vnf_dropped = sum(int(v.get("dropped", 0)) for v in vnfs)
     tb, why = tester_bound(load_total_pps, dur, sent, lost, unsent, attempts, pushback,
                            bursts, backlog, vnf_dropped)
@@ -877,7 +911,7 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                "rx_bursts": bursts, "rx_backlog_bursts": backlog, "vnfs": vnfs,
                "window_ns": [win_start, win_end], "windows_ns": windows,
                "cpu_window": cpu_window,
-               "cycles_hz": hz, "cycles_hz_source": hz_source,
+               "cycles_hz": rate, "cycles_hz_source": hz_source,
                "per_stream_pps": load_total_pps / max(1, len(wanted)),
                # a load the SUT pushed back on: not the tester's limit
                **({"load_refused": why} if why.startswith(REFUSED) else {})},

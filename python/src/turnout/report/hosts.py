@@ -15,12 +15,52 @@ from .model import Table
 if TYPE_CHECKING:
     from .queries import CampaignData
 
-__all__ = ["remote_host_tables"]
+__all__ = ["label_latency", "latency_label", "remote_host_tables"]
 
 MODE_TEXT = {
     "same-host": "same-host: the tester sends and receives on one host (one clock): exact",
     "cross-host": "cross-host: sender and receiver on two hosts (two clocks): not taken",
 }
+#: words in a table's or figure's title that say it shows latency figures
+LATENCY_WORDS = ("latency", "p99", "round trip")
+
+
+def _is_remote(data: CampaignData) -> bool:
+    hid = data.campaign.host_id
+    row = data.db.host(hid) if hid is not None else None
+    return row is not None and (row.extra or {}).get("location") == "remote"
+
+
+def latency_label(data: CampaignData) -> str:
+    """What every latency figure of a remote campaign is: the mode of the
+    trials it comes from ("" for a local campaign). Cross-host trials have
+    none (their latency is not taken, RemoteMeasurer), so every figure
+    shown is from same-host trials; the label says how many were left out."""
+    if not _is_remote(data):
+        return ""
+    shown = Counter(str((t.extra or {}).get("latency_mode") or "?") for t in data.ok_trials
+                    if t.latency_p50_ns is not None)
+    dropped = sum(1 for t in data.ok_trials if t.latency_p50_ns is None
+                  and (t.extra or {}).get("latency_mode") == "cross-host")
+    parts = [f"latency mode: {m}" + (" (one clock: exact)" if m == "same-host" else "")
+             for m in sorted(shown)] or ["no latency figure"]
+    if dropped:
+        parts.append(f"{dropped} cross-host trials without latency (two clocks)")
+    return "; ".join(parts)
+
+
+def label_latency(data: CampaignData, sections: list[Any]) -> None:
+    """Append the latency mode (``latency_label``) to the title of every
+    table and figure of a remote campaign that shows latency."""
+    label = latency_label(data)
+    if not label:
+        return
+    for sec in sections:
+        for x in [*sec.tables, *sec.figures]:
+            if x.key.startswith("remote-") or label in x.title:
+                continue  # the hosts' own tables say it already
+            if any(w in x.title.lower() for w in LATENCY_WORDS):
+                x.title = f"{x.title} [{label}]"
 
 
 def _nics(nics: dict[str, Any] | None) -> str:

@@ -1129,6 +1129,7 @@ def not_measured_section(data: CampaignData) -> Section:
 
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
+    from .hosts import label_latency  # a remote campaign's latency mode on every figure
     from .methods import rule_update_section, sweep_section  # they build on this module
     from .openflow import openflow_section
     from .overlay import overlay_section
@@ -1136,7 +1137,7 @@ def all_sections(data: CampaignData) -> list[Section]:
     from .verdict import verdict_section  # verdict builds on this module
 
     points = throughput_points(data)
-    return [
+    sections = [
         verdict_section(data),
         usecase_section(data),
         campaign_section(data),
@@ -1156,3 +1157,5 @@ def all_sections(data: CampaignData) -> list[Section]:
         fingerprint_section(data),
         not_measured_section(data),
     ]
+    label_latency(data, sections)
+    return sections

@@ -93,7 +93,11 @@ def summary_text(data: CampaignData) -> str:
             rows.append([key[0], key[1], str(key[2]), key[3],
                          *[fmt_spread(spread_of(per[f]).scaled(1e-3)) if f in per else "–"
                            for f in fractions]])
-        out += ["", "Latency p99 (µs) at fractions of R+", format_table(
+        from .hosts import latency_label
+
+        mode = latency_label(data)  # a remote campaign: the mode of every figure
+        out += ["", "Latency p99 (µs) at fractions of R+" + (f" [{mode}]" if mode else ""),
+                format_table(
             ["scenario", "dir", "size", "SUT", *[f"{fmt(f)}xR+" for f in fractions]], rows)]
     from .overlay import overlay_section
 

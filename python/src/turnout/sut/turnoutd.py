@@ -108,12 +108,18 @@ class Turnoutd(SutAdapter):
         return p if p.is_absolute() else REPO / p
 
     def available(self) -> str | None:
+        """This checkout's build (a remote campaign copies it to the SUT's
+        host), and with the flows logic ovs-ofctl on the SUT's host."""
         b = self.binary
         if not b.exists():
             if b == BINARY:
                 return f"{BINARY} not built (cargo build --release -p turnoutd)"
             return f"binary {b} does not exist (option binary = {self.options['binary']!r})"
-        return None
+        return super().available()
+
+    def requires(self) -> list[tuple[str, str]]:
+        return [("ovs-ofctl", "openvswitch-common")] if self.options.get("logic") == "flows" \
+            else []
 
     def build_version(self) -> str:
         """What the executable says of itself (``--version``: its version,
@@ -188,13 +194,18 @@ class Turnoutd(SutAdapter):
         return c
 
     def ofctl(self, *args: str, timeout_s: float = 60.0) -> str:
-        """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its listener."""
+        """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its
+        listener, run where turnoutd runs (its socket is a file there)."""
         cmd = ["ovs-ofctl", "-O", "OpenFlow13", args[0], f"unix:{self.of_sock(self.sock)}",
                *args[1:]]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        if self.host.is_local:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        else:
+            assert self.tb is not None and self.topo is not None
+            r = self.tb.run(cmd, netns=self.topo.ns, check=False, timeout_s=timeout_s)
         if r.returncode != 0:
             raise SutError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
-        return r.stdout.strip()
+        return str(r.stdout).strip()
 
     def dump_flows(self) -> list[tuple[int, str, int]]:
         """Its flows as ``ovs-ofctl dump-flows`` sees them (ofrules.dump_flows)."""
@@ -203,7 +214,7 @@ class Turnoutd(SutAdapter):
     def _install_rules(self, topo: Topology, d: Path) -> None:
         """The flows logic's rules through its OpenFlow listener (class doc)."""
         deadline = time.monotonic() + 10
-        while not Path(self.of_sock(self.sock)).exists():
+        while not self.host.exists(self.of_sock(self.sock)):
             if time.monotonic() > deadline:
                 raise SutError("turnoutd did not open its OpenFlow socket")
             time.sleep(0.05)
@@ -220,16 +231,11 @@ class Turnoutd(SutAdapter):
             self.ofctl("add-flow", f)
         self.of_install = "ovs-ofctl -O OpenFlow13 add-flow " + " ; ".join(flows)
 
-    #: the host turnoutd runs on (the testbed's: this machine, or the SUT's
-    #: host of a remote campaign, turnout.hosts)
-    host: Host = LocalHost()
-
     def _rpc(self, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
         return rpc(self.sock, method, params, timeout_s, host=self.host)
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.tb, self.topo = tb, topo
-        self.host = tb.host
+        self.attach(tb, topo)
         d = tb.directory(self.name)  # the overlay's hosts: one each
         self.sock = str(d / "turnoutd.sock")
         self._toml = self.render_config(topo, self.sock)

@@ -114,6 +114,25 @@ class Testbed:
                 with contextlib.suppress(ValueError):
                     signal.signal(signal.SIGINT, old_int)
 
+    def remember(self, kind: str, item: Any) -> None:
+        """Record an object ``close`` removes (also after a crash: the state
+        file), ``kind`` a RunState list: "dirs", "ovs" ([db socket, bridge])."""
+        self.state.add(kind, item)
+
+    def forget_object(self, kind: str, item: Any) -> None:
+        """An object ``remember`` recorded is gone already."""
+        self.state.discard(kind, item)
+
+    def virtual_home(self, ns: str) -> str:
+        """Where a virtual endpoint the tester drives runs: its own namespace
+        (memif and vhost-user sockets are files of this machine); a remote
+        campaign's testbed puts it on the VNFs' host."""
+        return ns
+
+    def allowed_cpus(self) -> list[int]:
+        """The CPUs the bench may use on the testbed's host."""
+        return sorted(os.sched_getaffinity(0))
+
     # ------------------------------------------------------------- naming
     def ifname(self, tag: str = "") -> str:
         """A unique interface name of at most 15 characters."""
@@ -258,10 +277,13 @@ class Testbed:
         return f"{mask:x}"
 
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run a short command to completion (in a namespace when given)."""
+            check: bool = True, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """Run a short command to completion (in a namespace when given;
+        ``env``: variables set for it on top of this process's)."""
         full = [*(["ip", "netns", "exec", netns] if netns else []), *cmd]
-        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
+        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False,
+                             env={**os.environ, **env} if env else None)
         if check and res.returncode != 0:
             raise TestbedError(
                 f"{' '.join(full)} exited {res.returncode}: {res.stderr.strip()[-400:]}"
