@@ -175,15 +175,14 @@ class _Host(abc.ABC):
 
 class _TurnoutdHost(_Host):
     def __init__(self, base: Turnoutd, host: str) -> None:
-        self.d = type(base)(dict(base.options))
+        # the pod and the tunnel port cross-connected: the patch logic
+        self.d = type(base)({**base.options, "logic": "patch"})
         self.d.name = f"{base.name}-host{host}"  # its work directory
-        self.underlay_port = str(base.options.get("underlay_port",
-                                                   base.options.get("kernel_port", "af_packet")))
+        self.underlay_port = str(base.opts.underlay_port or base.opts.kernel_port)
 
     def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
         self.w = w
         d = self.d
-        d.options["logic"] = "patch"
         topo = Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth", iface=w.pod_iface)],
                         xconnects=[("pod", "overlay")], cpus=cpus)
         # the tunnel port (docs/overlay.md), on the pod's worker

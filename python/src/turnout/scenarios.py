@@ -151,15 +151,15 @@ def excluded(point: Point, sut: SutAdapter, campaign_kind: str = "memif") -> str
     "v2v/vhost-user" only its vhost-user cell), or None. A memif cell of a
     SUT without memif ports says that, not the campaign's reason (which is
     about the cells it would run: OVS-DPDK's veths)."""
-    only = sut.options.get("scenarios")
+    only = sut.opts.scenarios
     if only is None or point.scenario in only or (
             point.virtual_port and f"{point.scenario}/{point.virtual_port}" in only):
         return None
     if cell_port(point, campaign_kind) == "memif" and not sut.supports_memif:
         return (f"{sut.name} has no memif ports (this campaign runs it only in "
                 f"{', '.join(only)}: [sut.{sut.name}] scenarios)")
-    return str(sut.options.get("scenarios_reason")
-               or f"{sut.name} runs only {', '.join(only)} in this campaign "
+    return (sut.opts.scenarios_reason
+            or f"{sut.name} runs only {', '.join(only)} in this campaign "
                f"([sut.{sut.name}] scenarios)")
 
 

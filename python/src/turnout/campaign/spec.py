@@ -600,7 +600,8 @@ def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec
 
 
 def load(path: str | Path) -> CampaignSpec:
-    """Read and validate a campaign file."""
+    """Read and validate a campaign file; a CampaignError names the file,
+    the key and why."""
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text())
@@ -608,7 +609,10 @@ def load(path: str | Path) -> CampaignSpec:
         raise CampaignError(f"cannot read {p}: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{p}: {e}") from e
-    return parse(doc, str(p))
+    try:
+        return parse(doc, str(p))
+    except CampaignError as e:  # every error names the file
+        raise CampaignError(f"{p}: {e}") from None
 
 
 def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -655,8 +659,21 @@ def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]
                 raise CampaignError(f"sut.{k}.binary: a path (absolute or relative to "
                                     "this checkout)")
         _sut_scenarios(k, o)
-        opts[k] = o
+        opts[k] = _sut_options(k, SUTS[variants.get(k, k)], o)
     return opts, variants
+
+
+def _sut_options(name: str, cls: type[SutAdapter], opts: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``[sut.NAME]`` checked against the adapter's options
+    dataclass (sut/options.py), each value in its canonical spelling
+    (``kernel_port = "afxdp"`` is af_xdp); an unknown key or a bad value is
+    refused, naming the key and what it accepts."""
+    from ..sut.options import OptionError
+
+    try:
+        return cls.Options.canonical(opts)
+    except OptionError as e:
+        raise CampaignError(f"sut.{name}.{e.key}: {e.why}") from None
 
 
 def _sut_scenarios(name: str, opts: Any) -> None:

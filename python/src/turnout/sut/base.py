@@ -7,12 +7,13 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..hosts.base import Host, HostError, LocalHost
 from ..measure.cost import CostSample
 from ..ofrules import RuleSet
 from ..testbed import Testbed
+from .options import SutOptions
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version", "off_sut_cpus"]
 
@@ -103,6 +104,12 @@ class SutAdapter(ABC):
 
     #: name used in campaigns and results
     name: str = ""
+    #: the options it takes (``[sut.NAME]`` of a campaign), a dataclass of
+    #: sut/options.py: the campaign parser refuses any other key or value
+    Options: ClassVar[type[SutOptions]] = SutOptions
+    #: the reference every ratio is taken against (the bare wire): the
+    #: report ranks the others by it and leaves it out of the verdict
+    reference: ClassVar[bool] = False
     #: whether it can serve memif ports (virtual ports are veths otherwise)
     supports_memif: bool = False
     #: whether it can serve vhost-user ports (backend, server mode)
@@ -124,7 +131,11 @@ class SutAdapter(ABC):
     host: Host = LocalHost()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
-        self.options = dict(options or {})
+        #: the options the campaign gave, each in its canonical spelling (stored
+        #: with every result); ``opts`` the same, typed, defaults filled in.
+        #: OptionError (sut/options.py) on a key or value it does not take.
+        self.options = self.Options.canonical(options)
+        self.opts = self.Options.parse(self.options)
         self.tb: Testbed | None = None
         self.topo: Topology | None = None
 

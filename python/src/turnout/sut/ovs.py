@@ -21,16 +21,18 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 from ..hosts.base import Host, HostError
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, SutPort, Topology, command_version, off_sut_cpus
+from .options import Choice, Int, SutOptions, opt
 
-__all__ = ["Ovs", "OvsDpdk"]
+__all__ = ["Ovs", "OvsDpdk", "OvsDpdkOptions", "OvsOptions"]
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
@@ -85,8 +87,24 @@ def appctl_at(directory: Path | PurePath, command: str, *args: str, timeout_s: f
     return str(msg.get("result", ""))
 
 
+@dataclass(frozen=True)
+class OvsOptions(SutOptions):
+    """``[sut.ovs]``."""
+
+    xdp_mode: str = opt("native", Choice("native", "native-with-zerocopy", "generic",
+                                         "best-effort"), "its afxdp ports' options:xdp-mode")
+
+
+@dataclass(frozen=True)
+class OvsDpdkOptions(SutOptions):
+    """``[sut.ovs-dpdk]``."""
+
+    vhost_mtu: int = opt(9000, Int(1500, 9702, "B"), "mtu_request of its dpdkvhostuser ports")
+
+
 class Ovs(SutAdapter):
     name = "ovs"
+    Options: ClassVar[type[SutOptions]] = OvsOptions
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
     openflow = True
@@ -142,7 +160,8 @@ class Ovs(SutAdapter):
         """Hook for the DPDK build (vhost-user sockets)."""
 
     def port_args(self, i: int, p: SutPort) -> list[str]:
-        mode = self.options.get("xdp_mode", "native")
+        assert isinstance(self.opts, OvsOptions)
+        mode = self.opts.xdp_mode
         return ["type=afxdp", f"options:xdp-mode={mode}"]
 
     #: the SutPort kinds it can attach
@@ -304,6 +323,7 @@ class Ovs(SutAdapter):
 
 class OvsDpdk(Ovs):
     name = "ovs-dpdk"
+    Options = OvsDpdkOptions
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
@@ -322,10 +342,8 @@ class OvsDpdk(Ovs):
         return " + ".join(names[k] for k in sorted(kinds) if k in names)
 
     def vhost_mtu(self) -> int:
-        mtu = int(self.options.get("vhost_mtu", 9000))
-        if not 1500 <= mtu <= 9702:
-            raise SutError(f"ovs-dpdk vhost_mtu {mtu}: 1500..9702")
-        return mtu
+        assert isinstance(self.opts, OvsDpdkOptions)
+        return self.opts.vhost_mtu
 
     def extra_config(self, tb: Testbed) -> None:
         huge = tb.reserve_hugepages(self.hugepages)
