@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnout.cli import Command
+from turnout.portkind import PortKind, PortKindError
 
 __all__ = [
     "COMMANDS",
@@ -159,6 +160,16 @@ def parse_value(text: str) -> Any:
     try:
         return json.loads(text)
     except ValueError:
+        return text
+
+
+def _port_kind(text: str) -> str:
+    """A port kind as turnoutd spells it (turnout.portkind; ``afxdp`` is
+    ``af_xdp``). A name the workbench does not know goes as it is: the
+    daemon's answer lists the kinds it has."""
+    try:
+        return str(PortKind.parse(text))
+    except PortKindError:
         return text
 
 
@@ -586,7 +597,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     psub = port.add_subparsers(dest="port_cmd", metavar="add|remove")
     add = psub.add_parser("add", help="add a port: NAME KIND key=value…")
     add.add_argument("name")
-    add.add_argument("kind", help="memif, af_xdp, af_packet, tap, vhost_user")
+    add.add_argument("kind", help="memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve "
+                     "(afxdp, afpacket, vhost-user, vhost: the older spellings)")
     add.add_argument("keys", nargs="*", metavar="key=value", help="the rest of its [[ports]] table")
     rm = psub.add_parser("remove", help="remove a port")
     rm.add_argument("name")
@@ -712,7 +724,7 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
                 table = parse_kv(a.keys)
             except ValueError as e:
                 raise _Usage(str(e)) from e
-            table = {"name": a.name, "kind": a.kind, **table}
+            table = {"name": a.name, "kind": _port_kind(a.kind), **table}
             r = c.call("port.add", table)
             if a.json:
                 _print_json(r)

@@ -52,6 +52,7 @@ from .measure.counts import TrialCounts
 from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
 from .measure.kernel import KernelClock
+from .portkind import KERNEL, PortKind, PortKindError
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
 from .sut.base import SutAdapter, SutError, SutPort, Topology
@@ -110,13 +111,16 @@ class Wiring:
     streams: list[Stream]
 
 
-def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: str) -> Wiring:
+def build_overlay(tb: Testbed, direction: str, *, kernel_port: PortKind | str,
+                  sut_cpus: str) -> Wiring:
     """Namespaces tester, hostA, hostB; veths t0 ↔ host A's pod port, t1 ↔
     host B's pod port, host A ↔ host B (the underlay). Every host-side veth
     end gets RPS to the SUT's CPUs (a kernel switch's receive work, the
     decapsulation included, runs there: testbed.steer_rps)."""
-    if kernel_port not in ("afxdp", "afpacket"):
-        raise SutError(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
+    try:
+        kind = PortKind.parse(kernel_port, KERNEL)
+    except PortKindError as e:
+        raise SutError(f"tester kernel port: {e}") from None
     tester = tb.namespace("tester")
     ha, hb = tb.namespace("hostA"), tb.namespace("hostB")
     t0 = tb.veth(tester, ha, tag="p")
@@ -133,7 +137,7 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: st
                    {t0.mac_a: "pod", t1.mac_a: "tunnel"})
     b = HostWiring("B", hb, t1.b, under.b, OVERLAY_IPS[1], OVERLAY_IPS[0],
                    {t1.mac_a: "pod", t0.mac_a: "tunnel"})
-    spec0, spec1 = f"{kernel_port}:{t0.a}", f"{kernel_port}:{t1.a}"
+    spec0, spec1 = f"{kind}:{t0.a}", f"{kind}:{t1.a}"
     fwd = Stream(tx_port=spec0, rx_port=spec1, tx_ns=tester, rx_ns=tester, src_mac=t0.mac_a,
                  dst_mac=t1.mac_a, id=0, name="t0>t1")
     streams = [fwd]
@@ -495,7 +499,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
             cfg: dict[str, Any] = dict(sut.config())
             cfg["tester"] = " ".join(gen_cmd[-1:])
             cfg["tester_version"] = gen_version(gen_cmd)
-            cfg["tester_kernel_port"] = spec.tester_port
+            cfg["tester_kernel_port"] = str(spec.tester_port)
             cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                              "note": layout.note, "rps_cpus": layout.sut_cpus}
             note = sut.kernel_threads_note()

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-__all__ = ["ALIASES", "KERNEL", "PortKind", "PortKindError"]
+__all__ = ["ALIASES", "KERNEL", "VIRTUAL", "PortKind", "PortKindError", "describe"]
 
 
 class PortKindError(ValueError):
@@ -77,6 +77,8 @@ ALIASES: dict[str, PortKind] = {
 
 #: the kinds that open a kernel interface (a veth end)
 KERNEL: tuple[PortKind, ...] = (PortKind.AF_XDP, PortKind.AF_PACKET)
+#: the kinds of a virtual endpoint (shared memory with the switch)
+VIRTUAL: tuple[PortKind, ...] = (PortKind.MEMIF, PortKind.VHOST_USER)
 
 _LABELS = {PortKind.AF_XDP: "AF_XDP", PortKind.AF_PACKET: "AF_PACKET",
            PortKind.VHOST_USER: "vhost-user"}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..portkind import KERNEL, VIRTUAL, PortKind, PortKindError
 from ..scenarios import SCENARIOS, Point
 
 if TYPE_CHECKING:
@@ -107,9 +108,10 @@ class CampaignSpec:
     #: separate tx and rx processes instead of one txrx thread (None: txrx
     #: on tester_cpu, what a 2-core machine can afford)
     tester_rx_cpu: int | None = None
-    tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
-    #: what virtual endpoints are when the SUT has both: memif | vhost-user
-    virtual_port: str = "memif"
+    #: how turnout-gen opens veth ends: af_xdp | af_packet
+    tester_port: PortKind = PortKind.AF_XDP
+    #: what virtual endpoints are when the SUT has both: memif | vhost_user
+    virtual_port: PortKind = PortKind.MEMIF
     #: how chain VNFs and reflectors wait for frames: "auto" (on the memif
     #: eventfd when they share a core with the tester or each other, busy
     #: polling when each has a core), "poll" or "interrupt"
@@ -506,7 +508,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if sc not in ("p2v", "v2p", "v2v", "loopback", "nvsn"):
             raise CampaignError(f"matrix.vhost_user_scenarios: {sc!r} has no virtual ports "
                                 "(p2v, v2p, v2v, loopback, nvsn)")
-    if vhost_scenarios and c.get("virtual_port", "memif") == "vhost-user":
+    virtual_port = _port_kind(c, "virtual_port", PortKind.MEMIF, VIRTUAL)
+    if vhost_scenarios and virtual_port is PortKind.VHOST_USER:
         raise CampaignError("matrix.vhost_user_scenarios: campaign.virtual_port is "
                             "vhost-user already")
     for sc, d, sz, fl, b in itertools.product(vhost_scenarios, directions, sizes, flows, bursts):
@@ -538,12 +541,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
                                   or not layout):
         raise CampaignError(f"campaign.sut_cores: {sut_cores!r}: a positive number of cores, "
                             "with layout = \"auto\"")
-    tester_port = c.get("tester_port", "afxdp")
-    if tester_port not in ("afxdp", "afpacket"):
-        raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
-    virtual_port = c.get("virtual_port", "memif")
-    if virtual_port not in ("memif", "vhost-user"):
-        raise CampaignError(f"campaign.virtual_port: {virtual_port!r} is not memif or vhost-user")
+    # the tester (turnout-gen) opens veth ends with AF_XDP or AF_PACKET only
+    tester_port = _port_kind(c, "tester_port", PortKind.AF_XDP, KERNEL)
     vnf_wakeup = c.get("vnf_wakeup", "auto")
     if vnf_wakeup not in ("auto", "poll", "interrupt"):
         raise CampaignError(f"campaign.vnf_wakeup: {vnf_wakeup!r} is not auto, poll or interrupt")
@@ -580,6 +579,16 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout,
         sut_cores=sut_cores, location=location, remote=remote,
     )
+
+
+def _port_kind(c: dict[str, Any], key: str, default: PortKind,
+               accepted: tuple[PortKind, ...]) -> PortKind:
+    """``campaign.KEY``: a port kind (turnout.portkind: turnoutd's spelling or
+    an older one) among ``accepted``."""
+    try:
+        return PortKind.parse(c.get(key, default), accepted)
+    except PortKindError as e:
+        raise CampaignError(f"campaign.{key}: {e}") from None
 
 
 def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec | None:

@@ -7,11 +7,12 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from ..hosts.base import Host, HostError, LocalHost
 from ..measure.cost import CostSample
 from ..ofrules import RuleSet
+from ..portkind import VIRTUAL, PortKind
 from ..testbed import Testbed
 from .options import SutOptions
 
@@ -25,16 +26,23 @@ class SutError(RuntimeError):
 @dataclass
 class SutPort:
     """A port of the SUT. ``kind`` is ``veth`` (``iface`` in the SUT's
-    namespace), ``memif`` (the SUT is the server at ``socket``) or
-    ``vhost-user`` (the SUT is the vhost-user backend serving ``socket``).
+    namespace: the SUT opens it as its options say), ``PortKind.MEMIF`` (the
+    SUT is the server at ``socket``) or ``PortKind.VHOST_USER`` (the SUT is
+    the vhost-user backend serving ``socket``).
     ``macs`` are the MAC addresses reachable behind it (for static FDBs)."""
 
     name: str
-    kind: str
+    kind: PortKind | Literal["veth"]
     iface: str = ""
     socket: str = ""
     macs: list[str] = field(default_factory=list)
     idle: bool = False
+
+    def __post_init__(self) -> None:
+        # one spelling whatever the caller wrote ("vhost-user" is vhost_user);
+        # a kind no SUT port can be is an error, never a veth by default
+        if self.kind != "veth":
+            self.kind = PortKind.parse(self.kind, VIRTUAL)
 
 
 @dataclass

@@ -105,12 +105,12 @@ class Testpmd(SutAdapter):
         vdevs = []
         for i, name in enumerate(order):
             p = topo.port(name)
-            if p.kind == "memif":
+            if p.kind is PortKind.MEMIF:
                 # socket-abstract=no: a socket *file* (turnout-gen's memif
                 # client does not use the abstract namespace)
                 vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},"
                              "socket-abstract=no,id=0")
-            elif p.kind == "vhost-user":
+            elif p.kind is PortKind.VHOST_USER:
                 vdevs.append(f"--vdev=net_vhost{i},iface={p.socket},queues=1")
             elif self.opts.kernel_port is PortKind.AF_XDP:
                 vdevs.append(f"--vdev=net_af_xdp{i},iface={p.iface},start_queue=0,queue_count=1")

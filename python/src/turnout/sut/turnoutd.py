@@ -191,9 +191,9 @@ class Turnoutd(SutAdapter):
                 lines.append(f"{k} = {_toml_value(v)}")
         for i, p in enumerate(topo.ports):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
-            if p.kind == "memif":
+            if p.kind is PortKind.MEMIF:
                 lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
-            elif p.kind == "vhost-user":
+            elif p.kind is PortKind.VHOST_USER:
                 lines += ['kind = "vhost_user"', f"socket = {_toml_value(p.socket)}",
                           "max_frame_b = 9000"]
             else:
