@@ -17,13 +17,13 @@ cross-connects as ``in_port=a,actions=output:b`` flows, which the
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..ctl.client import CtlError, call, request_line, result_of
 from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
@@ -48,31 +48,16 @@ BULK_TIMEOUT_S = 300.0
 def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0,
         host: Host | None = None) -> Any:
     """One JSON-RPC 2.0 call over turnoutd's unix socket (on ``host``: this
-    machine when None); raises SutError on error."""
-    req = {"jsonrpc": "2.0", "id": 1, "method": method}
-    if params is not None:
-        req["params"] = params
-    if host is not None and not isinstance(host, LocalHost):
-        resp = json.loads(host.unix_call(sock_path, json.dumps(req), timeout_s))
-        if "error" in resp:
-            e = resp["error"]
-            raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
-        return resp.get("result")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        s.connect(sock_path)
-        s.sendall(json.dumps(req).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    resp = json.loads(buf)
-    if "error" in resp:
-        e = resp["error"]
-        raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
-    return resp.get("result")
+    machine when None), through the workbench's one client (turnout.ctl);
+    raises SutError on an error answer, CtlConnectionError (an OSError)
+    when turnoutd cannot be reached or answers no JSON-RPC."""
+    try:
+        if host is not None and not isinstance(host, LocalHost):
+            line = request_line(method, params, 1).decode()
+            return result_of(host.unix_call(sock_path, line.rstrip("\n"), timeout_s), 1)
+        return call(sock_path, method, params, timeout_s)
+    except CtlError as e:
+        raise SutError(f"turnoutd {method}: {e.message} (code {e.code})") from None
 
 
 def _toml_value(v: Any) -> str:
