@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..methods import campaign_methods
 from ..portkind import KERNEL, VIRTUAL, PortKind, PortKindError
 from ..scenarios import SCENARIOS, Point
 
@@ -26,9 +27,9 @@ __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "pars
            "topology_key"]
 
 #: methods in the order they run at a test point (latency and sweep need R+
-#: first); ``rule_update`` runs only at points of the ``rule_update`` scenario,
-#: which run nothing else (measure/update.py)
-METHODS = ("rplus", "ndr", "pdr", "latency", "sweep", "fixed", "rule_update")
+#: first: turnout/methods.py); ``rule_update`` runs only at points of the
+#: ``rule_update`` scenario, which run nothing else (measure/update.py)
+METHODS = campaign_methods()
 #: the offered-load sweep's default ladder, fractions of R+ ("Open vSwitch
 #: throughput and latency" Fig. 8)
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
