@@ -1,8 +1,8 @@
 """``turnout report`` of the same database gives the same numbers: the
 summary and OpenFlow text of a synthetic default-like campaign
-(synth_db.default_like) against the text the release before issue 34's
-types printed for it (golden/report-default-like.txt, written by
-``turnout report`` of commit f2cf42f on that database)."""
+(synth_db.default_like) against the text the workbench printed for it
+before its vocabulary became types (golden/report-default-like.txt,
+written by ``turnout report`` of commit f2cf42f on that database)."""
 
 from __future__ import annotations
 
