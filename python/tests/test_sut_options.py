@@ -139,3 +139,18 @@ def test_the_reference_is_declared_by_its_adapter() -> None:
     refs = [n for n, c in SUTS.items() if c.reference]
     assert refs == ["wire"]
     assert REFERENCE_SUTS[0] == "wire"
+
+
+def test_each_adapter_declares_its_overlay_host() -> None:
+    """overlay.py takes the two-host set-up from the adapter's declaration
+    (no list of classes of its own); the reasons are those it gave before."""
+    from turnout.overlay import overlay_support
+
+    assert {n: c.overlay_host for n, c in SUTS.items()} == {
+        "wire": "", "turnoutd": "turnoutd", "turnoutd-poll": "turnoutd", "bridge": "bridge",
+        "ovs": "ovs", "ovs-dpdk": "", "testpmd": ""}
+    assert overlay_support(make_sut("ovs-dpdk")) == (
+        "overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same datapath, is)")
+    assert overlay_support(make_sut("testpmd")) == (
+        "overlay: no two-host set-up for testpmd (turnoutd, ovs, bridge have one)")
+    assert "bare wire has none" in overlay_support(make_sut("wire"))

@@ -57,7 +57,7 @@ from .results.models import Sut
 from .scenarios import Point, Unsupported, check
 from .sut.base import SutAdapter, SutError, SutPort, Topology
 from .sut.linux_bridge import LinuxBridge
-from .sut.ovs import Ovs, OvsDpdk
+from .sut.ovs import Ovs
 from .sut.turnoutd import Turnoutd, rpc
 from .testbed import Testbed, is_root
 
@@ -77,15 +77,18 @@ MAX_FRAME_B = UNDERLAY_MTU - 36
 HOSTS = ("A", "B")
 
 
+#: the two-host set-ups there are (``SutAdapter.overlay_host``)
+OVERLAY_HOSTS = ("turnoutd", "ovs", "bridge")
+
+
 def overlay_support(sut: SutAdapter) -> str:
     """'' when this SUT can run the overlay scenario, else why not."""
     if sut.direct:
         return "the overlay scenario needs a switch on each host (the bare wire has none)"
-    if isinstance(sut, OvsDpdk):
-        return "overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same datapath, is)"
-    if isinstance(sut, Turnoutd | Ovs | LinuxBridge):
+    if sut.overlay_host in OVERLAY_HOSTS:  # each adapter says which (SutAdapter.overlay_host)
         return ""
-    return f"overlay: no two-host set-up for {sut.name} (turnoutd, ovs, bridge have one)"
+    return sut.overlay_reason or (f"overlay: no two-host set-up for {sut.name} (turnoutd, "
+                                  "ovs, bridge have one)")
 
 
 @dataclass
@@ -326,13 +329,14 @@ class OverlaySut:
         if why:
             raise SutError(why)
         self.base = base
-        self.kind = ("turnoutd" if isinstance(base, Turnoutd)
-                     else "ovs" if isinstance(base, Ovs) else "bridge")
+        self.kind = base.overlay_host
         self.hosts: list[_Host] = []
         for h in HOSTS:
-            if isinstance(base, Turnoutd):
+            if self.kind == "turnoutd":
+                assert isinstance(base, Turnoutd), base
                 self.hosts.append(_TurnoutdHost(base, h))
-            elif isinstance(base, Ovs):
+            elif self.kind == "ovs":
+                assert isinstance(base, Ovs), base
                 self.hosts.append(_OvsHost(base, h))
             else:
                 self.hosts.append(_KernelHost())

@@ -118,6 +118,12 @@ class SutAdapter(ABC):
     #: the reference every ratio is taken against (the bare wire): the
     #: report ranks the others by it and leaves it out of the verdict
     reference: ClassVar[bool] = False
+    #: its switch on each host of the overlay scenario (overlay.py):
+    #: "turnoutd", "ovs" or "bridge" (the kernel's); "" when it has no
+    #: two-host set-up, ``overlay_reason`` then says why when it is not
+    #: the default one
+    overlay_host: ClassVar[str] = ""
+    overlay_reason: ClassVar[str] = ""
     #: whether it can serve memif ports (virtual ports are veths otherwise)
     supports_memif: bool = False
     #: whether it can serve vhost-user ports (backend, server mode)

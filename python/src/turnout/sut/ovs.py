@@ -106,6 +106,7 @@ class OvsDpdkOptions(SutOptions):
 class Ovs(SutAdapter):
     name = "ovs"
     Options: ClassVar[type[SutOptions]] = OvsOptions
+    overlay_host = "ovs"
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
     openflow = True
@@ -325,6 +326,9 @@ class Ovs(SutAdapter):
 class OvsDpdk(Ovs):
     name = "ovs-dpdk"
     Options = OvsDpdkOptions
+    overlay_host = ""
+    overlay_reason = ("overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same "
+                      "datapath, is)")
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run

@@ -99,6 +99,7 @@ class TurnoutdPollOptions(TurnoutdOptions):
 class Turnoutd(SutAdapter):
     name = "turnoutd"
     Options = TurnoutdOptions
+    overlay_host = "turnoutd"
     opts: TurnoutdOptions
     supports_memif = True
     supports_vhost_user = True
