@@ -135,6 +135,7 @@ impl Testpmd {
 
 impl Drop for Testpmd {
     fn drop(&mut self) {
+#[ignore = "system: dpdk-testpmd"]
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
@@ -142,6 +143,7 @@ impl Drop for Testpmd {
             let _ = std::fs::remove_file(s);
         }
     }
+#[ignore = "system: dpdk-testpmd"]
 }
 
 fn within(a: u64, b: u64, frac: f64) -> bool {
@@ -235,6 +237,7 @@ fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
 fn rx_once_sending_ended(pmd: &mut Testpmd, gen: &Gen) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+#[ignore = "system: dpdk-testpmd"]
         assert!(Instant::now() < deadline, "turnout-gen kept sending");
         if gen.err.recv_timeout(Duration::from_millis(500)).is_ok() {
             continue;
@@ -271,6 +274,7 @@ fn testpmd_txonly_counts_agree_with_rx() {
     pmd.cmd("start");
     std::thread::sleep(Duration::from_millis(800));
     pmd.cmd("stop");
+#[ignore = "system: dpdk-testpmd"]
     std::thread::sleep(Duration::from_millis(300));
     let stats = pmd.port_stats(1);
     let doc = gen.finish(Duration::from_secs(30)).0;
@@ -325,6 +329,7 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     // Conservation: every measured frame is received once or lost.
     assert_eq!(received - rx["duplicated"].as_u64().unwrap() + lost, 20_000);
     // testpmd may drop when it is starved of CPU on a loaded machine; the
+#[ignore = "system: dpdk-testpmd"]
     // exact check is conservation above, this one that traffic passes.
     assert!(
         received >= 10_000,
@@ -367,6 +372,7 @@ fn reflect_passes_traffic_through_testpmd() {
     let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
+#[ignore = "system: dpdk-testpmd"]
     let reflected = f["packets"].as_u64().unwrap();
     assert!(stats[0].0 > 1000, "testpmd got {} frames back", stats[0].0);
     assert!(
