@@ -11,7 +11,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -35,21 +35,7 @@ impl Testpmd {
         let socks: Vec<PathBuf> = (0..nports)
             .map(|i| dir.join(format!("{prefix}-{i}.sock")))
             .collect();
-        // testpmd writes through stdio: line-buffer it so statistics arrive
-        // while it runs (stdbuf execs it, so the PID stays testpmd's).
-        let mut cmd = Command::new("stdbuf");
-        cmd.arg("-oL").arg(bin);
-        cmd.args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-        ])
-        .arg(format!("--file-prefix={prefix}"));
+        let mut cmd = testpeers::testpmd_command(&bin, &prefix, 0);
         for (i, s) in socks.iter().enumerate() {
             cmd.arg(format!(
                 "--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0",
@@ -135,7 +121,6 @@ impl Testpmd {
 
 impl Drop for Testpmd {
     fn drop(&mut self) {
-#[ignore = "system: dpdk-testpmd"]
         let _ = self.child.kill();
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(format!("/var/run/dpdk/{}", self.prefix));
@@ -143,7 +128,6 @@ impl Drop for Testpmd {
             let _ = std::fs::remove_file(s);
         }
     }
-#[ignore = "system: dpdk-testpmd"]
 }
 
 fn within(a: u64, b: u64, frac: f64) -> bool {
@@ -151,6 +135,7 @@ fn within(a: u64, b: u64, frac: f64) -> bool {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn tx_counts_and_rate_agree_with_testpmd_rxonly() {
     // A low rate and the largest ring, so a consumer starved for a few
     // hundred ms by other load on this 2-core machine does not refuse frames.
@@ -158,6 +143,7 @@ fn tx_counts_and_rate_agree_with_testpmd_rxonly() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn tx_counts_and_rate_agree_with_testpmd_rxonly_at_half_a_mpps() {
     // The ring (16384 frames) covers a consumer stalled for 30 ms.
     tx_at_rate_agrees_with_testpmd_rxonly(500_000);
@@ -237,7 +223,6 @@ fn tx_at_rate_agrees_with_testpmd_rxonly(rate: u64) {
 fn rx_once_sending_ended(pmd: &mut Testpmd, gen: &Gen) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-#[ignore = "system: dpdk-testpmd"]
         assert!(Instant::now() < deadline, "turnout-gen kept sending");
         if gen.err.recv_timeout(Duration::from_millis(500)).is_ok() {
             continue;
@@ -252,6 +237,7 @@ fn rx_once_sending_ended(pmd: &mut Testpmd, gen: &Gen) -> u64 {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_txonly_counts_agree_with_rx() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("txonly", 1) else {
@@ -274,7 +260,6 @@ fn testpmd_txonly_counts_agree_with_rx() {
     pmd.cmd("start");
     std::thread::sleep(Duration::from_millis(800));
     pmd.cmd("stop");
-#[ignore = "system: dpdk-testpmd"]
     std::thread::sleep(Duration::from_millis(300));
     let stats = pmd.port_stats(1);
     let doc = gen.finish(Duration::from_secs(30)).0;
@@ -289,6 +274,7 @@ fn testpmd_txonly_counts_agree_with_rx() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("macswap", 1) else {
@@ -329,7 +315,6 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     // Conservation: every measured frame is received once or lost.
     assert_eq!(received - rx["duplicated"].as_u64().unwrap() + lost, 20_000);
     // testpmd may drop when it is starved of CPU on a loaded machine; the
-#[ignore = "system: dpdk-testpmd"]
     // exact check is conservation above, this one that traffic passes.
     assert!(
         received >= 10_000,
@@ -344,6 +329,7 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn reflect_passes_traffic_through_testpmd() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("reflect", 1) else {
@@ -372,7 +358,6 @@ fn reflect_passes_traffic_through_testpmd() {
     let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
-#[ignore = "system: dpdk-testpmd"]
     let reflected = f["packets"].as_u64().unwrap();
     assert!(stats[0].0 > 1000, "testpmd got {} frames back", stats[0].0);
     assert!(
@@ -387,6 +372,7 @@ fn reflect_passes_traffic_through_testpmd() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn fwd_chains_two_testpmd_ports() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("fwd", 2) else {

@@ -19,39 +19,18 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::{Ctx, Logic, Pkts, Port, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{VhostUserConfig, VhostUserPort};
 
+use testpeers::TempDir;
+
 mod gen_common;
 use gen_common::{serial, Gen};
-
-/// A private directory, removed on drop (also when the test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "tgen-vhost-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// a <-> b.
 struct Patch(PortId, PortId);
@@ -185,19 +164,7 @@ impl Testpmd {
     fn start_ports(socks: &[&std::path::Path], queues: u16, fwd: &str) -> Option<Testpmd> {
         let bin = testpeers::testpmd()?;
         let prefix = format!("tgvh{}", std::process::id());
-        let mut cmd = Command::new("stdbuf");
-        cmd.arg("-o0").arg(bin);
-        cmd.args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-        ])
-        .arg(format!("--file-prefix={prefix}"));
+        let mut cmd = testpeers::testpmd_command(&bin, &prefix, 0);
         for (i, sock) in socks.iter().enumerate() {
             cmd.arg(format!(
                 "--vdev=net_vhost{i},iface={},queues={queues}",
@@ -259,7 +226,6 @@ impl Testpmd {
     fn cmd_out(&mut self, c: &str) -> String {
         let from = self.out.lock().unwrap().len();
         let _ = writeln!(self.stdin, "{c}");
-#[ignore = "system: dpdk-testpmd"]
         let _ = self.stdin.flush();
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(20) {
@@ -293,6 +259,7 @@ impl Drop for Testpmd {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn txrx_looped_by_testpmd_net_vhost_comes_back_whole() {
     let _g = serial();
     let dir = TempDir::new("tp");
@@ -472,7 +439,6 @@ fn an_interrupt_mode_receiver_sleeps_when_idle_and_wakes_for_frames() {
     let cpu = n(&doc["thread_cpu_ns"]);
     eprintln!(
         "interrupt-mode receiver: {got} frames, {} ms CPU in 3 s",
-#[ignore = "system: dpdk-testpmd"]
         cpu / 1_000_000
     );
     assert!(
@@ -506,6 +472,7 @@ fn rx_now(g: &Gen, said: &mut Vec<String>, at_least: u64, within: Duration) -> u
 /// again: the same testpmd takes the new frontend and every frame comes
 /// back. About 28 s here at load 12.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_and_turnout_gen_each_killed_and_restarted_mid_run() {
     let _g = serial();
     let dir = TempDir::new("tpre");
@@ -629,7 +596,6 @@ fn assert_each_queue(
     hops: &[(&serde_json::Value, &str, &str)],
     fs: &str,
     tp_ports: &[u16],
-#[ignore = "system: dpdk-testpmd"]
     what: &str,
 ) {
     let mut sum = 0;
@@ -663,6 +629,7 @@ fn assert_each_queue(
 /// (turnout-gen's `txqN_frames`/`rxqN_frames`, testpmd's per-queue
 /// xstats) and every queue carried frames.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
     let _g = serial();
     let dir = TempDir::new("mq");
@@ -708,7 +675,6 @@ fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
     refl.interrupt();
     let f = refl.finish(Duration::from_secs(20)).0;
     let (tx, rx) = (&doc["tx"], &doc["rx"]);
-#[ignore = "system: dpdk-testpmd"]
     let gc = &doc["ports"][0]["counters"];
     let rc = &f["ports"][0]["counters"];
     let fs = tp.cmd_out("show fwd stats all");
@@ -742,6 +708,7 @@ fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
 /// queue q, testpmd forwards that to port 3, where txrx receives. Every
 /// frame arrives; per queue, the counts agree at every hop.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn fwd_keeps_each_queue_pair_through_testpmd() {
     let _g = serial();
     let dir = TempDir::new("mqfwd");
