@@ -20,42 +20,17 @@
 //! About 33 s here at load 12 (4 tests, before the fifth).
 //! `cargo test --release -p turnout-gen --test vhost_roles -- --test-threads=1`
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::{Ctx, Logic, Pkts, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
 
+use testpeers::TempDir;
+
 mod gen_common;
 use gen_common::{serial, Gen, GEN};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "tgen-vroles-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn sock(&self, name: &str) -> PathBuf {
-        self.0.join(format!("{name}.sock"))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Port 2k <-> port 2k+1.
 struct Pairs;
