@@ -268,9 +268,8 @@ def step_python_system(log: TextIO, out: Outcome) -> None:
     """The Python system tests (marked `system`; all of tests/turnoutd), one
     at a time."""
     pytest(["-m", "system", "python/tests"], "python-system", log, out)
-    pytest(
-        ["tests/turnoutd", "--ignore=tests/turnoutd/test_osken_suite.py"], "turnoutd-system", log, out
-    )
+    suite = "--ignore=tests/turnoutd/test_osken_suite.py"  # make test-openflow's
+    pytest(["tests/turnoutd", suite], "turnoutd-system", log, out)
 
 
 # --- the steps ----------------------------------------------------------------------

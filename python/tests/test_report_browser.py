@@ -23,6 +23,7 @@ import shutil
 import subprocess
 
 import pytest
+
 from synth_db import default_like
 from test_report import fill_campaign
 from turnout import testpeers
