@@ -367,7 +367,7 @@ class Session:
         expect = {
             "bench-rust": ["cargo bench -p fabric --bench fabric", "cargo bench -p logic",
                            "cargo bench -p ports --bench tunnel"],
-            "bench-wakeup": ["tests/turnoutd/bench_wakeup.py"],
+            "bench-wakeup": ["scripts/bench/bench_wakeup.py"],
             "bench-latency": ["campaigns/latency.toml"],
             "bench-overlay": ["campaigns/overlay.toml"],
             "bench-flows": ["campaigns/flows.toml"],
