@@ -105,7 +105,7 @@ bench-overlay: setup
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
 
-# OpenFlow rule sets (issue 16): the same generated rules installed with
+# OpenFlow rule sets: the same generated rules installed with
 # ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS
 # userspace (p2p over veths, AF_XDP) and OVS-DPDK (v2v over vhost-user), and
 # turnoutd alone over memif; R+, each SUT's own cost per frame and its CPU

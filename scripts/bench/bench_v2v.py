@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""v2v cost per frame over memif, turnoutd patch vs testpmd io (issue 3;
-issue 14 item 8): a thin wrapper around the bench.
+"""v2v cost per frame over memif, turnoutd patch vs testpmd io: a thin
+wrapper around the bench.
 
 Runs ``turnout bench run campaigns/v2v.toml`` (turnout-gen memif endpoints
 through each SUT's memif server ports, R+ with every SUT's busy cycles per

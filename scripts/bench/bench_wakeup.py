@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU vs latency of the wake-up settings (issue 21, docs/architecture.md "Wake-up").
+"""CPU vs latency of the wake-up settings (docs/architecture.md "Wake-up").
 
 For each path — memif v2v (turnout-gen txrx on two memif ports through
 the switch) and AF_XDP p2p (turnout-gen txrx on two veths, the switch on

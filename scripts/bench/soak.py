@@ -1,7 +1,7 @@
 """Soak: turnoutd with every port kind under mixed traffic while ports are
 added and removed, logics replaced and peers killed and restarted, in a
 loop; at the end RSS and open fds flat, counters conserve, and a final
-clean stream loses nothing (issue 18). Outside `make test`:
+clean stream loses nothing. Outside `make test`:
 
     make soak                      # SOAK_SECS=3600 by default
     SOAK_SECS=600 .venv/bin/python scripts/bench/soak.py --json results/soak.json
