@@ -83,7 +83,7 @@ bench-rust:
 # (docs/architecture.md, "Wake-up"); about 25 minutes.
 bench-wakeup: setup
 	mkdir -p results
-	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
+	$(PY)/python scripts/bench/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
 
 # p2p latency at 10 and 100 kpps for every SUT, the wire as the floor and
 # turnoutd adaptive vs poll side by side: campaigns/latency.toml and its
@@ -105,7 +105,7 @@ bench-overlay: setup
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
 
-# OpenFlow rule sets (issue 16): the same generated rules installed with
+# OpenFlow rule sets: the same generated rules installed with
 # ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS
 # userspace (p2p over veths, AF_XDP) and OVS-DPDK (v2v over vhost-user), and
 # turnoutd alone over memif; R+, each SUT's own cost per frame and its CPU
@@ -151,7 +151,7 @@ bench-ab: setup
 # quiet window, about 3 minutes.
 bench-vhost-gen: build
 	mkdir -p results
-	python3 tests/gen/bench_max_rate.py --only vhost --runs 5 --window-s 2 --sizes 64,1518 \
+	python3 scripts/bench/bench_max_rate.py --only vhost --runs 5 --window-s 2 --sizes 64,1518 \
 		| tee results/vhost-gen.txt
 
 # Coverage-guided fuzzing (docs/fuzzing.md): every target in fuzz/ one after
@@ -175,7 +175,7 @@ SOAK_SECS ?= 3600
 soak: setup
 	cargo build --release -p turnoutd -p turnout-gen
 	mkdir -p results
-	SOAK_SECS=$(SOAK_SECS) $(PY)/python tests/turnoutd/soak.py --json results/soak.json
+	SOAK_SECS=$(SOAK_SECS) $(PY)/python scripts/bench/soak.py --json results/soak.json
 
 # The lint gate (also steps of `make test`): rustfmt, clippy with warnings as
 # errors (every target and feature, the tests' profile), ruff on every

@@ -1,4 +1,4 @@
-"""Hostile peers against a turnoutd process (issue 18).
+"""Hostile peers against a turnoutd process.
 
 turnoutd (bridge logic) serves four ports on unix sockets in a private
 directory: two honest memif interfaces (m0, m1) carrying a turnout-gen

@@ -285,8 +285,8 @@ fn queue_pairs_queue_sizes_and_server_mode_carry_exact_counts() {
 /// turnoutd with two workers and ports of 4 queue pairs, port a owned by
 /// worker 1: frames from a leave b on queue `1 mod` the queue pairs b's
 /// frontend enabled. A frontend with one queue pair gets them on queue 0
-/// (before 2026-11-27 worker 1 sent on queue 1, which such a guest never
-/// enabled: every frame was dropped as tx_full); one with 2 or 4 on
+/// (sending on queue 1, which such a guest never enabled, would drop
+/// every frame as tx_full); one with 2 or 4 on
 /// queue 1. Whatever the frontend sends on, on 1..4 queues, is received.
 #[test]
 fn a_frontend_enabling_fewer_queue_pairs_than_the_port_gets_every_frame() {
