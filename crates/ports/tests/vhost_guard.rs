@@ -552,14 +552,13 @@ fn a_call_fd_that_blocks_cannot_freeze_the_worker() {
         fill(f.call_fd(q as usize));
         let rx0 = rig.port_rx("h0");
         waits_for(
-            &format!("full eventfd on ring {q}: nothing dropped"),
+            &format!("full eventfd on ring {q}: nothing dropped, or no frame arrived"),
             Duration::from_secs(10),
             || {
                 f.send_frames(4, 60, 0x44);
-                rig.c(0, "call_dropped") > dropped
+                rig.c(0, "call_dropped") > dropped && rig.port_rx("h0") > rx0
             },
         );
-        assert!(rig.port_rx("h0") > rx0);
         assert!(
             rig.h(0).connected(),
             "a full eventfd is no reason to disconnect"
