@@ -1,4 +1,4 @@
-"""Hostile peers against a turnoutd process (issues 18 and 38).
+"""Hostile peers against a turnoutd process.
 
 turnoutd (bridge logic) serves four ports on unix sockets in a private
 directory: two honest memif interfaces (m0, m1) carrying a turnout-gen
@@ -30,7 +30,7 @@ honest stream's two memif connections (each its control socket and the
 interrupt eventfds of its two rings) and nothing more after each attack
 (docs/fuzzing.md).
 
-The second test (issue 38) gives turnoutd one worker, the honest memif
+The second test gives turnoutd one worker, the honest memif
 stream as a bystander pair on it and four hostile vhost-user ports
 (hv0..hv3) whose guests turn what they share into a weapon
 (`hostile_peer guard`): memory truncated to zero, to the middle of a

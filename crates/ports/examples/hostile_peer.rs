@@ -23,7 +23,7 @@
 //!   connection, waiting until the switch closes it (or, for our own
 //!   hang-ups, a moment for it to notice).
 //!
-//! - guard (issue 38): guests that turn what they share into a weapon, on
+//! - guard: guests that turn what they share into a weapon, on
 //!   the vhost-user ports at SOCKET...: memory truncated to zero, to the
 //!   middle of a ring, under the receive buffers, after a remap (each
 //!   must end in `disconnects_mem_fault`); a full blocking pipe as the

@@ -1,4 +1,4 @@
-//! A guest cannot take the switch down (issue 38): hostile vhost-user
+//! A guest cannot take the switch down: hostile vhost-user
 //! frontends that shrink the memory they shared, hand over a call fd that
 //! blocks, or stop in the middle of a control message, each on a port of
 //! a running switch (one worker) beside a bystander pair on the same

@@ -463,7 +463,7 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
 
-/// Issue 38: a client's regions (turnout-gen's memory, sent to the
+/// A client's regions (turnout-gen's memory, sent to the
 /// server) are sealed against shrinking: a server holding the fd cannot
 /// truncate them under the client.
 #[test]
@@ -479,7 +479,7 @@ fn a_clients_regions_cannot_be_shrunk_by_its_peer() {
     assert_eq!(seals & libc::F_SEAL_SHRINK, libc::F_SEAL_SHRINK);
 }
 
-/// Issue 38: a client that makes the interrupt eventfd of the server's
+/// A client that makes the interrupt eventfd of the server's
 /// transmit ring blocking again after handing it over (it shares the file
 /// description) and fills its counter. The server's next kick would wait
 /// for ever in `write`, holding the worker (here: the test's thread). The

@@ -1122,7 +1122,7 @@ mod tests {
         }
     }
 
-    /// Issue 38: the memory turnout-gen's frontend shares with a backend
+    /// The memory turnout-gen's frontend shares with a backend
     /// is sealed against shrinking, so the backend (which holds the fd)
     /// cannot truncate it under the frontend; it may still grow.
     #[test]

@@ -690,7 +690,7 @@ pub fn scenarios() -> Vec<(&'static str, Act, Want)> {
 }
 
 // ---------------------------------------------------------------------------
-// Guests that turn what they share into a weapon (issue 38): the pieces the
+// Guests that turn what they share into a weapon: the pieces the
 // in-process test (`tests/vhost_guard.rs`) and the hostile peer example
 // (`examples/hostile_peer.rs guard`) share.
 // ---------------------------------------------------------------------------
