@@ -535,7 +535,10 @@ thread_local! {
     static MINE: Mine = const { Mine(std::cell::Cell::new(std::ptr::null())) };
 }
 
-fn start_watchdog() {
+/// Starts the writers' watchdog of [`notify`] (once per process; later
+/// calls do nothing). Call it from a control thread: the watchdog inherits
+/// the caller's CPU affinity. [`adopt_eventfd`] calls it.
+pub fn start_watchdog() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         install_unstick();
