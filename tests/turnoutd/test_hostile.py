@@ -45,8 +45,8 @@ all of it at once (`hostile_peer hold`), stop within 5 s of SIGTERM.
 
 Needs root (memif sockets under the test's directory, like the other
 system tests) and the release binaries turnoutd, turnout-gen and the
-example hostile_peer (`cargo build --release --workspace --bins
---examples`, done by scripts/setup.sh).
+example hostile_peer (built with the ports crate's test-utils feature by
+`make build` and scripts/setup.sh).
 """
 
 from __future__ import annotations

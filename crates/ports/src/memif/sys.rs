@@ -689,6 +689,7 @@ pub fn unlink_if(path: &Path, ino: Option<u64>) {
 
 /// A memfd without seals (what a careless or lying peer sends; tests of
 /// the seal check).
+#[cfg(any(test, feature = "test-utils"))]
 pub fn memfd_unsealed(len: usize) -> io::Result<OwnedFd> {
     let name =
         CString::new("unsealed").map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
@@ -704,6 +705,7 @@ pub fn memfd_unsealed(len: usize) -> io::Result<OwnedFd> {
 /// A pipe whose buffer is full, its write end left blocking: a write to
 /// it waits until someone reads (what a lying peer passes as an interrupt
 /// fd; tests of the eventfd check). Returns (read end, write end).
+#[cfg(any(test, feature = "test-utils"))]
 pub fn full_blocking_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 fills two descriptors into our array.

@@ -548,7 +548,7 @@ fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     assert_eq!(s1.counter("irq_made_blocking"), 0);
 }
 
-/// The race of issue 15's follow-up: a disconnect while a reservation is
+/// The race: a disconnect while a reservation is
 /// in flight for longer than `release_pins` waits (a preempted worker)
 /// leaves the departed connection pinned in the producer. The producer
 /// lets go of it at its next look, under the transmit lock; that must not
