@@ -30,6 +30,19 @@ honest stream's two memif connections (each its control socket and the
 interrupt eventfds of its two rings) and nothing more after each attack
 (docs/fuzzing.md).
 
+The second test gives turnoutd one worker, the honest memif
+stream as a bystander pair on it and four hostile vhost-user ports
+(hv0..hv3) whose guests turn what they share into a weapon
+(`hostile_peer guard`): memory truncated to zero, to the middle of a
+ring, under the receive buffers and after a remap; a full blocking pipe
+as the call fd of each virtqueue, a call eventfd made blocking and full
+after the handover, a full non-blocking one; control messages cut at
+every byte boundary of a header and a body, and replies left unread.
+turnoutd must survive, count each as the reason it is (exactly, per
+port), lose nothing of the honest stream, serve honest guests on every
+hostile port afterwards, keep no descriptor, and, with guests holding
+all of it at once (`hostile_peer hold`), stop within 5 s of SIGTERM.
+
 Needs root (memif sockets under the test's directory, like the other
 system tests) and the release binaries turnoutd, turnout-gen and the
 example hostile_peer (built with the ports crate's test-utils feature by
@@ -40,6 +53,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -266,4 +280,114 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
             d.port(n)["link_up"] for n in ("m0", "m1", "hm", "hv")))
         fds_settle(pid, kinds_idle, "with every peer gone")
         assert d.proc.poll() is None
+
+
+def guard_config(d: Path) -> str:
+    ports = "".join(
+        f'[[ports]]\nname = "{n}"\nkind = "memif"\nsocket = "{d}/memif.sock"\nid = {i}\n'
+        for n, i in (("m0", 0), ("m1", 1))
+    )
+    ports += "".join(
+        f'[[ports]]\nname = "hv{i}"\nkind = "vhost_user"\nsocket = "{d}/hv{i}.sock"\n'
+        for i in range(4)
+    )
+    # One worker: the honest pair and every hostile port share it.
+    return ('[switch]\ncontrol_socket = "@CTL@"\nwakeup = "adaptive"\n[[workers]]\n'
+            '[logic]\nname = "bridge"\n' + ports)
+
+
+def test_guests_that_shrink_memory_block_fds_or_stall_cannot_take_turnoutd_down(
+        tmp_path: Path) -> None:
+    d = Turnoutd(tmp_path / "d", guard_config(tmp_path))
+    memif = f"memif:{tmp_path}/memif.sock"
+    hv = [f"{tmp_path}/hv{i}.sock" for i in range(4)]
+    names = {sock: f"hv{i}" for i, sock in enumerate(hv)}
+    with d:
+        assert d.proc is not None
+        pid = d.proc.pid
+        kinds_idle = fds_steady(pid)
+        honest0 = {n: dict(d.port(n)["drops"]) for n in ("m0", "m1")}
+        # The bystander pair: an honest stream m0 -> m1 on the same worker,
+        # flooded to the hostile ports too (its destination is never
+        # learned), so the worker writes into their guests' memory and
+        # signals their call fds.
+        honest_out = tmp_path / "honest.json"
+        honest = txrx(tmp_path, f"{memif},id=0", f"{memif},id=1", honest_out,
+                      "--duration-s", "40")
+        wait_for("the honest ports' link", 10,
+                 lambda: d.port("m0")["link_up"] and d.port("m1")["link_up"])
+        before = {n: backend(d, n) for n in names.values()}
+        liar = hostile("guard", *hv)
+        try:
+            out, err = liar.communicate(timeout=150)
+        finally:
+            stop_pid(liar)
+        assert d.proc.poll() is None, f"turnoutd died ({d.proc.returncode}): {d.log()[-1500:]}"
+        doc = json.loads(out)
+        bad = [x for x in doc["lies"] if not x["ok"]]
+        assert liar.returncode == 0 and not bad, f"attacks not ended as they must: {bad}\n{err}"
+        assert honest.poll() is None, "the honest stream ended before the guard attacks did: " \
+            "lengthen it"
+        seen = {}
+        for sock, want in doc["ports"].items():
+            n = names[sock]
+            after = backend(d, n)
+            delta = {k: after.get(k, 0) - before[n].get(k, 0) for k in after}
+            seen[n] = {k: v for k, v in delta.items() if v}
+            for k, v in want["expected"].items():
+                assert delta.get(k) == v, f"{n}: {k} rose by {delta.get(k)}, expected {v}; " \
+                    f"all increases: {seen[n]}"
+            for k, v in want["at_least"].items():
+                assert delta.get(k, 0) >= v, f"{n}: {k} rose by {delta.get(k)}, expected >= {v}"
+            lies = {k: v for k, v in delta.items() if k.startswith("lie_") and v}
+            assert not lies, f"{n}: counted as lies: {lies}"
+        print(json.dumps({"attacks": len(doc["lies"]), "increases": seen}))
+        doc = finish(honest, honest_out, 60)
+        # The honest stream's frames go m0 -> m1. (What the hostile guests
+        # send is flooded to m0 too, whose turnout-gen only sends: m0 drops
+        # those as tx_full, foreign frames, not the stream's.)
+        drops = {k: v - honest0["m1"].get(k, 0) for k, v in d.port("m1")["drops"].items()
+                 if v != honest0["m1"].get(k, 0)}
+        stream = {k: doc["tx"][k] for k in ("packets", "full", "behind_max")}
+        stream.update({k: doc["rx"][k] for k in ("lost", "reordered", "duplicated", "foreign")})
+        print(json.dumps({"honest_stream": stream, "m1_drops": drops}))
+        assert not drops, f"honest port m1 dropped {drops} during the attacks: {stream}"
+        lossless(doc, "honest stream m0 -> m1 beside the guard attacks")
+        # Every attacked port serves an honest guest again.
+        for i, sock in enumerate(hv):
+            out_i = tmp_path / f"after-hv{i}.json"
+            doc = finish(txrx(tmp_path, f"vhost-user:{sock}", f"{memif},id=1", out_i,
+                              "--count", "2000"), out_i, 60)
+            lossless(doc, f"honest guest on hv{i} after the attacks")
+        wait_for("every peer gone", 10, lambda: not any(
+            d.port(n)["link_up"] for n in ("m0", "m1", *names.values())))
+        fds_settle(pid, kinds_idle, "after the guard attacks")
+
+        # All of it at once, held, with traffic flooded to the guests:
+        # turnoutd still stops promptly.
+        flood_out = tmp_path / "flood.json"
+        flood = txrx(tmp_path, f"{memif},id=0", f"{memif},id=1", flood_out, "--duration-s", "60")
+        wait_for("the honest ports' link again", 10,
+                 lambda: d.port("m0")["link_up"] and d.port("m1")["link_up"])
+        with open(tmp_path / "hold.err", "wb") as herr:
+            holder = subprocess.Popen([str(HOSTILE), "hold", *hv], stdout=subprocess.PIPE,
+                                      stderr=herr, text=True)
+        try:
+            assert holder.stdout is not None
+            line = holder.stdout.readline()
+            assert line.strip() == "ready", \
+                f"the holding guests never got ready: {(tmp_path / 'hold.err').read_text()}"
+            t0 = time.monotonic()
+            os.kill(pid, signal.SIGTERM)
+            try:
+                rc = d.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"turnoutd still running 5 s after SIGTERM: "
+                                     f"{d.log()[-1500:]}") from None
+            took = time.monotonic() - t0
+            assert rc == 0, f"turnoutd exited with {rc}: {d.log()[-1500:]}"
+            print(json.dumps({"sigterm_exit_s": round(took, 3)}))
+        finally:
+            stop_pid(holder)
+            stop_pid(flood)
 

@@ -5,6 +5,8 @@
 //! ```text
 //! hostile_peer memif SOCKET ID [ROUNDS]   # lying memif client on interface ID
 //! hostile_peer vhost SOCKET [ROUNDS]      # lying vhost-user frontend (a hostile VM)
+//! hostile_peer guard SOCKET...            # guests that shrink memory, block fds, stall
+//! hostile_peer hold S1 S2 S3 S4           # all of it at once, held until killed
 //! ```
 //!
 //! - memif: a client ([`MemifPort::client`]) writes each [`RingLie`] into
@@ -21,20 +23,39 @@
 //!   connection, waiting until the switch closes it (or, for our own
 //!   hang-ups, a moment for it to notice).
 //!
+//! - guard: guests that turn what they share into a weapon, on
+//!   the vhost-user ports at SOCKET...: memory truncated to zero, to the
+//!   middle of a ring, under the receive buffers, after a remap (each
+//!   must end in `disconnects_mem_fault`); a full blocking pipe as the
+//!   call fd of each virtqueue (refused: `disconnects_protocol`), an
+//!   eventfd made blocking and filled after the handover
+//!   (`disconnects_notify_fd`), a full non-blocking one (`call_dropped`,
+//!   the guest stays); messages cut at every byte boundary of a header
+//!   and a body, and replies left unread (`disconnects_stall`, after the
+//!   2 s deadline and not before), spread over all the sockets at once;
+//! - hold: on four vhost-user ports at once, a message stopped after 8
+//!   header bytes, a call eventfd made blocking and full, memory truncated
+//!   to zero, replies left unread; prints `ready` and waits to be killed
+//!   (the switch must still stop promptly on SIGTERM).
+//!
 //! The switch runs the data path itself, so lies that need traffic towards
-//! the guest (a read-only receive buffer) rely on the switch sending to
-//! this port (a bridge floods unknown destinations to it).
+//! the guest (a read-only receive buffer, the receive buffers and call fd
+//! of the guard kinds) rely on the switch sending to this port (a bridge
+//! floods unknown destinations to it).
 //!
 //! Output: one JSON document on stdout, `{"lies": [{"name", "ok",
 //! "detail"}...], "expected": {counter: n}, "at_least": {counter: n}}`:
 //! how each lie ended from the peer's side and, per backend counter of the
 //! attacked port, the increase the switch must show (exactly, or at
-//! least). Exit status 0 if every lie ended as it must.
+//! least); in guard mode `"ports": {SOCKET: {"expected", "at_least"}}`
+//! instead, per attacked port. Exit status 0 if every lie ended as it
+//! must.
 //!
 //! `cargo build --release -p ports --example hostile_peer`; used by
 //! `tests/turnoutd/test_hostile.py`.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -45,6 +66,10 @@ use ports::memif::{ClientConfig, MemifConfig, MemifPort};
 #[path = "../tests/vhost_common/liar.rs"]
 mod liar;
 use liar::{scenarios, DataPath, Frontend, Want};
+
+/// The control deadline turnoutd promises (a stalled message or unread
+/// replies end the connection after it).
+const DEADLINE: Duration = Duration::from_secs(2);
 
 /// One lie's outcome, seen from the peer.
 struct Outcome {
@@ -58,7 +83,12 @@ struct Report {
     lies: Vec<Outcome>,
     expected: BTreeMap<String, u64>,
     at_least: BTreeMap<String, u64>,
+    /// Guard mode: per attacked socket, (expected, at_least).
+    ports: BTreeMap<String, (Counts, Counts)>,
 }
+
+/// Counter increases by counter name.
+type Counts = BTreeMap<String, u64>;
 
 impl Report {
     fn add(&mut self, name: &str, res: Result<(), String>) {
@@ -84,14 +114,26 @@ impl Report {
         *self.at_least.entry(counter.to_string()).or_default() += n;
     }
 
+    /// What the switch must count on the port at `socket` (guard mode).
+    fn expect_on(&mut self, socket: &Path, counter: &str, n: u64, exactly: bool) {
+        let p = self.ports.entry(socket.display().to_string()).or_default();
+        let m = if exactly { &mut p.0 } else { &mut p.1 };
+        *m.entry(counter.to_string()).or_default() += n;
+    }
+
     fn print(&self) -> bool {
         let lies: Vec<_> = self
             .lies
             .iter()
             .map(|o| serde_json::json!({"name": o.name, "ok": o.ok, "detail": o.detail}))
             .collect();
+        let ports: BTreeMap<_, _> = self
+            .ports
+            .iter()
+            .map(|(k, (e, a))| (k.clone(), serde_json::json!({"expected": e, "at_least": a})))
+            .collect();
         let doc = serde_json::json!({
-            "lies": lies, "expected": self.expected, "at_least": self.at_least,
+            "lies": lies, "expected": self.expected, "at_least": self.at_least, "ports": ports,
         });
         println!("{doc}");
         self.lies.iter().all(|o| o.ok)
@@ -223,8 +265,196 @@ fn vhost(socket: &Path, rounds: usize, rep: &mut Report) {
     }
 }
 
+/// A running guest on `socket`, or why not.
+fn running(socket: &Path) -> Result<Frontend, String> {
+    std::panic::catch_unwind(|| Frontend::running(socket, true))
+        .map_err(|_| "the guest's set-up was refused (see the panic above)".to_string())?
+        .ok_or_else(|| "the switch never wrote to the guest's receive ring".to_string())
+}
+
+/// Kicks (and `each`) until the switch closes the connection (10 s);
+/// Err if it did not.
+fn until_closed(f: &mut Frontend, mut each: impl FnMut(&mut Frontend)) -> Result<(), String> {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        each(f);
+        f.kick(1);
+        if f.closed_within(Duration::from_millis(20)) {
+            return Ok(());
+        }
+    }
+    Err("the switch did not close the connection".into())
+}
+
+/// Runs one guard case on a fresh guest of `socket`.
+fn guard_case(
+    rep: &mut Report,
+    socket: &Path,
+    name: &str,
+    act: impl FnOnce(Frontend) -> Result<(), String>,
+) {
+    let res = running(socket).and_then(act);
+    rep.add(&format!("guard: {name}"), res);
+    // The switch sees our hang-up before the next connection (it refuses
+    // a second frontend meanwhile).
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn guard(sockets: &[PathBuf], rep: &mut Report) {
+    let s0 = &sockets[0];
+    // Memory that shrinks under the switch.
+    for (what, len) in [
+        ("memory truncated to zero", 0),
+        (
+            "memory truncated to the middle of a ring",
+            liar::ring_gpa(1).1,
+        ),
+        ("memory truncated under the receive buffers", liar::RX_BUF),
+    ] {
+        guard_case(rep, s0, what, |mut f| {
+            f.truncate(len);
+            until_closed(&mut f, |f| {
+                if len >= liar::RX_BUF {
+                    f.refill_rx();
+                }
+            })
+        });
+        rep.expect_on(s0, "disconnects_mem_fault", 1, true);
+    }
+    guard_case(rep, s0, "memory truncated after a remap", |mut f| {
+        f.remap();
+        f.send_frames(16, 60, 0x66);
+        std::thread::sleep(Duration::from_millis(50));
+        f.truncate(0);
+        until_closed(&mut f, |_| {})
+    });
+    rep.expect_on(s0, "disconnects_mem_fault", 1, true);
+    // Call fds that block.
+    for q in [0u64, 1] {
+        guard_case(
+            rep,
+            s0,
+            &format!("full blocking pipe as call fd {q}"),
+            |mut f| {
+                let (_r, w) = liar::full_blocking_pipe();
+                let _ = f.send(liar::SET_VRING_CALL, &q.to_le_bytes(), &[w.as_raw_fd()]);
+                until_closed(&mut f, |_| {})
+            },
+        );
+        rep.expect_on(s0, "disconnects_protocol", 1, true);
+        rep.expect_on(s0, "protocol_errors", 1, false);
+        guard_case(
+            rep,
+            s0,
+            &format!("call eventfd {q} made blocking and full"),
+            |mut f| {
+                let call = f.call_fd(q as usize);
+                liar::fill(call);
+                liar::set_nonblocking(call, false);
+                f.send_frames(8, 60, 0x33);
+                until_closed(&mut f, |_| {})
+            },
+        );
+        rep.expect_on(s0, "disconnects_notify_fd", 1, true);
+        guard_case(rep, s0, &format!("call eventfd {q} full"), |mut f| {
+            liar::fill(f.call_fd(q as usize));
+            for _ in 0..50 {
+                f.send_frames(4, 60, 0x44);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if f.closed_within(Duration::from_millis(10)) {
+                return Err("a full eventfd ended the connection".into());
+            }
+            Ok(())
+        });
+        rep.expect_on(s0, "call_dropped", 1, false);
+        rep.expect_on(s0, "disconnects_hangup", 1, true);
+    }
+    // Messages that stop midway and replies left unread, spread over the
+    // sockets, all at once.
+    let mut cases: Vec<(String, Vec<u8>, bool)> = liar::stall_cuts();
+    cases.push(("replies left unread".into(), Vec::new(), false));
+    let per: Vec<Vec<(String, Vec<u8>, bool)>> = {
+        let mut v = vec![Vec::new(); sockets.len()];
+        for (i, c) in cases.into_iter().enumerate() {
+            v[i % sockets.len()].push(c);
+        }
+        v
+    };
+    let threads: Vec<_> = sockets
+        .iter()
+        .cloned()
+        .zip(per)
+        .map(|(sock, cases)| {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for (what, piece, with_fd) in cases {
+                    let res = running(&sock).and_then(|f| {
+                        if piece.is_empty() {
+                            liar::flood_unread(&f, 3000);
+                        } else if !liar::send_cut(&f, &piece, with_fd) {
+                            return Err("could not send".into());
+                        }
+                        let t0 = Instant::now();
+                        if !f.hung_up_within(DEADLINE + Duration::from_secs(8)) {
+                            return Err("not disconnected".into());
+                        }
+                        let took = t0.elapsed();
+                        if took + Duration::from_millis(300) < DEADLINE {
+                            return Err(format!(
+                                "disconnected after {took:?}, before the deadline"
+                            ));
+                        }
+                        Ok(())
+                    });
+                    std::thread::sleep(Duration::from_millis(300));
+                    out.push((format!("guard: stall, {what}"), sock.clone(), res));
+                }
+                out
+            })
+        })
+        .collect();
+    for t in threads {
+        for (name, sock, res) in t.join().unwrap() {
+            rep.add(&name, res);
+            rep.expect_on(&sock, "disconnects_stall", 1, true);
+        }
+    }
+}
+
+/// Everything at once on four ports, held until we are killed.
+fn hold(sockets: &[PathBuf]) -> Result<(), String> {
+    let mut guests = Vec::new();
+    let f = running(&sockets[1])?;
+    liar::fill(f.call_fd(0));
+    liar::set_nonblocking(f.call_fd(0), false);
+    guests.push(f);
+    let f = running(&sockets[2])?;
+    f.truncate(0);
+    f.kick(1);
+    guests.push(f);
+    let f = running(&sockets[3])?;
+    liar::flood_unread(&f, 3000);
+    guests.push(f);
+    let f = running(&sockets[0])?;
+    let num = liar::message(liar::SET_VRING_NUM, &liar::state(1, 256));
+    if !liar::send_cut(&f, &num[..8], false) {
+        return Err("could not send".into());
+    }
+    guests.push(f);
+    println!("ready");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
 fn usage() -> ! {
-    eprintln!("usage: hostile_peer memif SOCKET ID [ROUNDS] | hostile_peer vhost SOCKET [ROUNDS]");
+    eprintln!(
+        "usage: hostile_peer memif SOCKET ID [ROUNDS] | hostile_peer vhost SOCKET [ROUNDS] \
+         | hostile_peer guard SOCKET... | hostile_peer hold S1 S2 S3 S4"
+    );
     std::process::exit(2)
 }
 
@@ -246,6 +476,17 @@ fn main() {
         Some("vhost") if args.len() >= 2 => {
             let socket = PathBuf::from(&args[1]);
             vhost(&socket, num(args.get(2), 1), &mut rep);
+        }
+        Some("guard") if args.len() >= 2 => {
+            let sockets: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
+            guard(&sockets, &mut rep);
+        }
+        Some("hold") if args.len() == 5 => {
+            let sockets: Vec<PathBuf> = args[1..].iter().map(PathBuf::from).collect();
+            if let Err(e) = hold(&sockets) {
+                eprintln!("hostile_peer: hold: {e}");
+                std::process::exit(1);
+            }
         }
         _ => usage(),
     }

@@ -2,6 +2,7 @@
 pub mod af_packet;
 pub mod af_xdp;
 pub mod config;
+pub mod guard;
 pub mod memif;
 pub mod netdev;
 mod retire;

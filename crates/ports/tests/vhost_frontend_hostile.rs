@@ -33,6 +33,7 @@ const GET_FEATURES: u32 = 1;
 const SET_MEM_TABLE: u32 = 5;
 const SET_VRING_NUM: u32 = 8;
 const SET_VRING_ADDR: u32 = 9;
+const SET_VRING_KICK: u32 = 12;
 const GET_PROTOCOL_FEATURES: u32 = 15;
 const SET_VRING_ENABLE: u32 = 18;
 
@@ -148,6 +149,8 @@ struct Mapped {
     /// (desc, avail, used) uva of each virtqueue.
     rings: Vec<(u64, u64, u64)>,
     qsize: u16,
+    /// The kick eventfd of each virtqueue (shared with the frontend).
+    kicks: Vec<Option<OwnedFd>>,
 }
 
 impl Mapped {
@@ -217,6 +220,7 @@ fn serve(mut s: UnixStream, how: Misbehave) -> Option<(UnixStream, Mapped)> {
     let mut reply_ack = false;
     let mut mem: Option<(OwnedFd, u64, u64, u64, u64)> = None;
     let mut rings = vec![(0, 0, 0); 2];
+    let mut kicks: Vec<Option<OwnedFd>> = vec![None, None];
     let mut qsize = 0u16;
     let mut enabled = 0;
     while let Some(m) = recv(&mut s) {
@@ -252,6 +256,9 @@ fn serve(mut s: UnixStream, how: Misbehave) -> Option<(UnixStream, Mapped)> {
                         u64_at(b, 24),
                         u64_at(b, 32),
                     ));
+                } else if m.req == SET_VRING_KICK {
+                    let i = (u64_at(&m.body, 0) & 0xff) as usize;
+                    kicks[i] = m.fds.into_iter().next();
                 } else if m.req == SET_VRING_NUM {
                     qsize = u32_at(&m.body, 4) as u16;
                 } else if m.req == SET_VRING_ADDR {
@@ -288,6 +295,7 @@ fn serve(mut s: UnixStream, how: Misbehave) -> Option<(UnixStream, Mapped)> {
                         gpa: gpa - off,
                         rings: std::mem::take(&mut rings),
                         qsize,
+                        kicks: std::mem::take(&mut kicks),
                     };
                     return Some((s, m));
                 }
@@ -511,5 +519,53 @@ fn a_message_nobody_asked_for_disconnects_and_the_frontend_reconnects() {
         wait_until(Duration::from_secs(10), || f.link_up() && f.connects() == 2),
         "no link after the disconnect (connects {})",
         f.connects()
+    );
+}
+
+/// A backend that makes the frontend's transmit kick eventfd blocking again
+/// (it shares the file description) and fills its counter: the frontend's
+/// next kick would wait in `write` for ever, holding the transmitting
+/// thread. The watchdog interrupts it; the transmit returns.
+#[test]
+fn a_backend_that_makes_a_kick_fd_blocking_cannot_hold_the_transmitter() {
+    let dir = TempDir::new("vfh-kick");
+    let sock = dir.path("b.sock");
+    let l = UnixListener::bind(&sock).unwrap();
+    let f = std::sync::Arc::new(front(&sock));
+    let (_s, m) = serve(accept(&l), Misbehave::Honest).expect("negotiation");
+    assert!(
+        wait_until(Duration::from_secs(10), || f.link_up()),
+        "no link: {}",
+        f.last_error()
+    );
+    let kick = m.kicks[1].as_ref().expect("a kick fd for virtqueue 1");
+    let max = u64::MAX - 1;
+    // SAFETY: 8 bytes from a local to the (still non-blocking) eventfd;
+    // then fcntl on it, no pointers.
+    unsafe {
+        libc::write(
+            kick.as_raw_fd(),
+            &max as *const u64 as *const libc::c_void,
+            8,
+        );
+        let fl = libc::fcntl(kick.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(kick.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    let freed = ports::guard::interrupted();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f2 = f.clone();
+    std::thread::spawn(move || {
+        // SAFETY: this thread is the only user of the transmit queue.
+        let mut q = unsafe { fabric::OwnedTx::new(f2.tx(0)) };
+        let first = q.reserve(1);
+        q.write(first, 1, &[0x5a; 60]);
+        q.publish(first + 1);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the kick still blocks the transmitting thread after 10 s");
+    assert!(
+        ports::guard::interrupted() > freed,
+        "no write was interrupted"
     );
 }

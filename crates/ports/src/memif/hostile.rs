@@ -249,13 +249,16 @@ fn init(version: u16, id: u32) -> Init {
 }
 
 /// What a control lie uses besides its connection: a sealed 1 MiB region
-/// with a cookie at 0 and 4096, an eventfd, an unsealed memfd.
+/// with a cookie at 0 and 4096, an eventfd, an unsealed memfd, a full
+/// blocking pipe.
 pub struct Kit {
     /// Interface id the lies aim at (must be free).
     pub id: u32,
     region: Region,
     irq: EventFd,
     unsealed: OwnedFd,
+    /// (read end, write end).
+    pipe: (OwnedFd, OwnedFd),
 }
 
 impl Kit {
@@ -268,6 +271,7 @@ impl Kit {
             region,
             irq: EventFd::new()?,
             unsealed: sys::memfd_unsealed(4096)?,
+            pipe: sys::full_blocking_pipe()?,
         })
     }
 
@@ -387,6 +391,11 @@ pub const CONTROL_LIES: &[ControlLie] = &[
     ("interrupt fd not an eventfd", "not an eventfd", |r, k| {
         k.setup_then_ring(r, 0, 0, 10, k.region.raw_fd())
     }),
+    (
+        "interrupt fd a full blocking pipe",
+        "not an eventfd (pipe:",
+        |r, k| k.setup_then_ring(r, 0, 0, 10, Some(k.pipe.1.as_raw_fd())),
+    ),
     (
         "ring without interrupt fd",
         "missing interrupt fd",

@@ -324,6 +324,12 @@ pub(crate) struct Counters {
     rx_chained: AtomicU64,
     rx_oversize: AtomicU64,
     tx_kicks: AtomicU64,
+    /// Kicks that could not be written (the peer's interrupt counter full,
+    /// or it made the eventfd blocking): dropped, never waited for.
+    kicks_dropped: AtomicU64,
+    /// Connections ended because the peer made an interrupt eventfd
+    /// blocking again after handing it over.
+    irq_made_blocking: AtomicU64,
     rx_kicks_masked: AtomicU64,
 }
 
@@ -346,6 +352,8 @@ impl Counters {
             ("rx_chained", g(&self.rx_chained)),
             ("rx_oversize", g(&self.rx_oversize)),
             ("tx_kicks", g(&self.tx_kicks)),
+            ("kicks_dropped", g(&self.kicks_dropped)),
+            ("irq_made_blocking", g(&self.irq_made_blocking)),
         ]);
         let _ = &self.rx_kicks_masked;
         v

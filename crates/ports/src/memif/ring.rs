@@ -141,6 +141,25 @@ impl Connection {
 }
 
 impl Connection {
+    /// An interrupt eventfd the peer made blocking again after handing it
+    /// over (it shares the file description and its `O_NONBLOCK`): which
+    /// one, if any. (A worker blocked writing to it meanwhile, the peer
+    /// having filled its counter too, is freed by `crate::guard`'s
+    /// watchdog, its kick dropped and counted in `kicks_dropped`.) Control
+    /// path.
+    pub fn blocking_irq(&self) -> Option<String> {
+        let (rx, tx) = (self.rx.iter(), self.tx.iter());
+        let (q, dir) = rx
+            .enumerate()
+            .map(|(q, r)| (q, "receive", r))
+            .chain(tx.enumerate().map(|(q, r)| (q, "transmit", r)))
+            .find(|(_, _, r)| !r.irq.is_nonblocking())
+            .map(|(q, d, _)| (q, d))?;
+        Some(format!(
+            "the peer made the interrupt fd of {dir} queue {q} blocking"
+        ))
+    }
+
     /// Removes our receive interrupts from the queues' notify fds (on
     /// detach: a dead connection may live on a while, e.g. pinned by a
     /// transmit queue, and a pending kick must not keep waking workers).
@@ -748,12 +767,19 @@ impl TxQueue for MemifTx {
         // of the new one, which the receiver's re-check absorbs).
         let cur = self.shared.conn.load();
         if let Some(ring) = cur.as_ref().and_then(|c| c.tx.get(self.q as usize)) {
-            ring.irq.signal();
-            self.shared
-                .core
-                .counters
-                .tx_kicks
-                .fetch_add(1, Ordering::Relaxed);
+            let c = &self.shared.core.counters;
+            if ring.irq.signal() {
+                c.tx_kicks.fetch_add(1, Ordering::Relaxed);
+            } else {
+                // Never waited for: the peer's counter is full (it has a
+                // wake-up pending anyway), or the write was interrupted
+                // (the peer made the eventfd blocking: the control thread
+                // is told at once).
+                c.kicks_dropped.fetch_add(1, Ordering::Relaxed);
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    self.shared.core.wake.signal();
+                }
+            }
         }
     }
 }

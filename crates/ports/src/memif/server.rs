@@ -353,11 +353,19 @@ fn run(inner: Arc<Inner>, ep: sys::Epoll) {
                 if !inner.registered(sh) {
                     Some(End::Local("interface removed".into()))
                 } else {
-                    sh.conn
-                        .load()
-                        .as_ref()
-                        .and_then(|c| c.violated())
-                        .map(|v| End::Local(v.reason().into()))
+                    let c = sh.conn.load();
+                    c.as_ref().and_then(|c| {
+                        c.violated()
+                            .map(|v| End::Local(v.reason().into()))
+                            .or_else(|| {
+                                let why = c.blocking_irq()?;
+                                sh.core
+                                    .counters
+                                    .irq_made_blocking
+                                    .fetch_add(1, Ordering::Relaxed);
+                                Some(End::Local(why))
+                            })
+                    })
                 }
             } else {
                 None

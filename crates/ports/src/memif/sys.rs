@@ -336,17 +336,9 @@ impl EventFd {
 
     /// Adopts an eventfd received from a peer: checks it really is an
     /// eventfd (a pipe or socket could block or be misused) and makes it
-    /// non-blocking.
+    /// non-blocking ([`crate::guard::adopt_eventfd`]).
     pub fn from_peer(fd: OwnedFd) -> Result<EventFd, String> {
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|e| format!("interrupt fd: {e}"))?;
-        if link.as_os_str().as_bytes() != b"anon_inode:[eventfd]" {
-            return Err(format!(
-                "interrupt fd is not an eventfd ({})",
-                link.display()
-            ));
-        }
-        set_nonblocking(fd.as_raw_fd()).map_err(|e| format!("interrupt fd: {e}"))?;
+        crate::guard::adopt_eventfd(fd.as_raw_fd()).map_err(|e| format!("interrupt fd is {e}"))?;
         Ok(EventFd(fd))
     }
 
@@ -356,35 +348,27 @@ impl EventFd {
         self.0.as_raw_fd()
     }
 
-    /// Adds 1 to the counter (one `write`); false if it failed.
+    /// Adds 1 to the counter (one `write` that never waits for long, even
+    /// on a peer's eventfd the peer made blocking: [`crate::guard::notify`]);
+    /// false if it failed.
     #[inline]
     pub fn signal(&self) -> bool {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a local into our descriptor.
-        let r = unsafe { libc::write(self.raw(), &one as *const u64 as *const libc::c_void, 8) };
-        r == 8
+        crate::guard::notify(self.raw())
     }
 
-    /// Reads and clears the counter (one `read`); 0 if it was clear.
+    /// Reads and clears the counter (one read that never waits, whatever
+    /// a peer sharing the eventfd did to its `O_NONBLOCK`:
+    /// [`crate::guard::drain`]); 0 if it was clear.
     #[inline]
     pub fn drain(&self) -> u64 {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a local from our descriptor.
-        let r = unsafe { libc::read(self.raw(), &mut v as *mut u64 as *mut libc::c_void, 8) };
-        if r == 8 {
-            v
-        } else {
-            0
-        }
+        crate::guard::drain(self.raw())
     }
-}
 
-fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain fcntl calls on a descriptor the caller owns.
-    let fl = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
-    // SAFETY: as above.
-    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) })?;
-    Ok(())
+    /// Whether the eventfd is still non-blocking (a peer sharing it can
+    /// clear the flag).
+    pub fn is_nonblocking(&self) -> bool {
+        crate::guard::is_nonblocking(self.raw())
+    }
 }
 
 /// An epoll instance. A receive queue's notify fd is one of these: the
@@ -716,4 +700,24 @@ pub fn memfd_unsealed(len: usize) -> io::Result<OwnedFd> {
     // SAFETY: plain syscall on our descriptor.
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
     Ok(fd)
+}
+
+/// A pipe whose buffer is full, its write end left blocking: a write to
+/// it waits until someone reads (what a lying peer passes as an interrupt
+/// fd; tests of the eventfd check). Returns (read end, write end).
+#[cfg(any(test, feature = "test-utils"))]
+pub fn full_blocking_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two descriptors into our array.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) })?;
+    let (r, w) = (own(fds[0]), own(fds[1]));
+    let chunk = [0u8; 4096];
+    // SAFETY: writes from a local buffer until the (non-blocking) pipe is
+    // full.
+    while unsafe { libc::write(w.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) } > 0 {}
+    // SAFETY: plain fcntl calls on our descriptor.
+    let fl = cvt(unsafe { libc::fcntl(w.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK) })?;
+    Ok((r, w))
 }

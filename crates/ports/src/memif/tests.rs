@@ -463,6 +463,91 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
 
+/// A client's regions (turnout-gen's memory, sent to the
+/// server) are sealed against shrinking: a server holding the fd cannot
+/// truncate them under the client.
+#[test]
+fn a_clients_regions_cannot_be_shrunk_by_its_peer() {
+    let r = Region::create("seal-test", 3 * 4096).unwrap();
+    let fd = r.raw_fd().unwrap();
+    // SAFETY: plain syscall on a descriptor the region owns.
+    let rc = unsafe { libc::ftruncate(fd, 4096) };
+    let err = std::io::Error::last_os_error().raw_os_error();
+    assert_eq!((rc, err), (-1, Some(libc::EPERM)), "a sealed region shrank");
+    // SAFETY: as above.
+    let seals = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    assert_eq!(seals & libc::F_SEAL_SHRINK, libc::F_SEAL_SHRINK);
+}
+
+/// A client that makes the interrupt eventfd of the server's
+/// transmit ring blocking again after handing it over (it shares the file
+/// description) and fills its counter. The server's next kick would wait
+/// for ever in `write`, holding the worker (here: the test's thread). The
+/// server's control thread finds the flag cleared, interrupts the writer
+/// (the kick is dropped and counted) and disconnects the client; another
+/// interface keeps forwarding.
+#[test]
+fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
+    let dir = Dir::new("irqblock");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = Arc::new(server.add_interface(MemifConfig::new("victim", 0)).unwrap());
+    let s1 = server.add_interface(MemifConfig::new("good", 1)).unwrap();
+    let liar = MemifPort::client(MemifConfig::new("liar", 0), ClientConfig::new(&path)).unwrap();
+    let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up()
+        && s1.link_up()
+        && liar.link_up()
+        && c1.link_up()));
+    let mut s1rx = s1.take_rx(0).unwrap();
+    let mut c1rx = c1.take_rx(0).unwrap();
+    healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 1);
+    // The client's receive ring is the server's transmit ring: the server
+    // kicks its eventfd (the client never masked its interrupts).
+    let irq = conn_of(&liar).rx[0].irq.raw();
+    let max = u64::MAX - 1;
+    loop {
+        let _ = crate::guard::drain(irq);
+        // SAFETY: 8 bytes from a local to the (still non-blocking) eventfd.
+        if unsafe { libc::write(irq, &max as *const u64 as *const libc::c_void, 8) } == 8 {
+            break;
+        }
+    }
+    // SAFETY: fcntl on a descriptor this process holds; no pointers.
+    unsafe {
+        let fl = libc::fcntl(irq, libc::F_GETFL);
+        libc::fcntl(irq, libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    let before = s0.counter("kicks_dropped");
+    // The transmit (and its kick) in a thread of its own: without the
+    // fix it never returns.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s0t = s0.clone();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let sent = send(&s0t, &[5u8; 100]);
+        let _ = tx.send((sent, t0.elapsed()));
+    });
+    let (sent, took) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the kick still blocks the transmitting thread after 10 s");
+    assert!(sent);
+    assert!(
+        wait(3000, || s0.counter("irq_made_blocking") == 1),
+        "not disconnected: {:?}",
+        s0.backend_counters()
+    );
+    assert!(s0.counter("kicks_dropped") > before);
+    assert!(
+        s0.status().last_disconnect.contains("blocking"),
+        "{:?}",
+        s0.status()
+    );
+    eprintln!("the blocked kick was interrupted after {took:?}");
+    healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 2);
+    assert_eq!(s1.counter("irq_made_blocking"), 0);
+}
+
 /// The race: a disconnect while a reservation is
 /// in flight for longer than `release_pins` waits (a preempted worker)
 /// leaves the departed connection pinned in the producer. The producer

@@ -12,6 +12,7 @@
 //! cursor back as the ring's base. That is also what `GET_VRING_BASE`
 //! answers.
 
+use std::any::Any;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -53,6 +54,11 @@ pub const F_RING_PACKED: u64 = 1 << 34;
 /// How long a stop waits for workers to let go of a session.
 const QUIESCE: Duration = Duration::from_secs(1);
 
+/// How long a message may take to arrive whole once its first byte is
+/// there, and how long a frontend may leave our reply unread (its socket
+/// full): past it, the frontend is disconnected as stalled.
+pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+
 #[derive(Default, Debug)]
 struct VringCfg {
     num: u16,
@@ -68,6 +74,9 @@ struct VringCfg {
 /// The device state of one connection.
 pub struct Device {
     shared: Arc<Shared>,
+    /// Set by the SIGBUS guard when any memory this connection mapped
+    /// faulted (the current table, or one being replaced).
+    mem_fault: Arc<std::sync::atomic::AtomicBool>,
     features: u64,
     protocol: u64,
     mem: Option<Arc<GuestMemory>>,
@@ -80,6 +89,7 @@ impl Device {
         let n = shared.slots.len();
         Self {
             shared,
+            mem_fault: Arc::default(),
             features: 0,
             protocol: 0,
             mem: None,
@@ -251,6 +261,41 @@ impl Device {
     pub fn any_live(&self) -> bool {
         self.shared.slots.iter().any(|s| s.session.load().is_some())
     }
+
+    /// Whether the guest memory faulted (the frontend shrank a file
+    /// under us: it reads zeroes now).
+    pub fn mem_faulted(&self) -> bool {
+        self.mem_fault.load(Acquire)
+    }
+
+    /// A kick or call eventfd the frontend made blocking again after
+    /// handing it over (it shares the file description and its
+    /// `O_NONBLOCK`): which one, if any.
+    pub fn blocking_notify_fd(&self) -> Option<String> {
+        for (i, v) in self.vrings.iter().enumerate() {
+            for (what, fd) in [("call", &v.call), ("kick", &v.kick)] {
+                if let Some(f) = fd {
+                    if !crate::guard::is_nonblocking(f.as_raw_fd()) {
+                        return Some(format!("the {what} eventfd of virtqueue {i}"));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// Checks a notification descriptor the frontend passed (an eventfd,
+    /// made non-blocking here); refuses anything else with the reason.
+    fn adopt(&self, what: &str, index: usize, fd: &File) -> VuResult<()> {
+        crate::guard::adopt_eventfd(fd.as_raw_fd()).map_err(|why| {
+            self.shared.protocol_errors.fetch_add(1, Relaxed);
+            eprintln!(
+                "vhost-user port {}: {what} fd of virtqueue {index} refused: {why}",
+                self.shared.name
+            );
+            VuError::InvalidParam
+        })
+    }
 }
 
 fn unsupported<T>() -> VuResult<T> {
@@ -310,9 +355,18 @@ impl VhostUserBackendReqHandlerMut for Device {
         for i in 0..self.vrings.len() {
             self.stop(i);
         }
-        match GuestMemory::map(specs) {
+        // The SIGBUS guard wakes this port's control thread when the
+        // frontend shrinks a region under us.
+        let wake = &self.shared.fault.wake;
+        let keep = wake.clone() as Arc<dyn Any + Send + Sync>;
+        let flag = Some(self.mem_fault.clone());
+        match GuestMemory::map_guarded(specs, flag, Some((wake.fd(), keep))) {
             Ok(m) => self.mem = Some(Arc::new(m)),
-            Err(_) => {
+            Err(e) => {
+                eprintln!(
+                    "vhost-user port {}: memory table refused: {e}",
+                    self.shared.name
+                );
                 self.shared.protocol_errors.fetch_add(1, Relaxed);
                 self.mem = None;
                 return Err(VuError::InvalidParam);
@@ -373,7 +427,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             self.shared.protocol_errors.fetch_add(1, Relaxed);
             return Err(VuError::InvalidParam);
         };
-        sys::set_nonblocking(fd.as_raw_fd()).map_err(|_| VuError::InvalidParam)?;
+        self.adopt("kick", i, &fd)?;
         self.stop(i);
         self.vrings[i].kick = Some(Arc::new(fd));
         self.vrings[i].started = true;
@@ -382,6 +436,13 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
         let i = self.check_index(index as u32)?;
+        // A pipe or socket here would block the worker writing to it (a
+        // full pipe froze every port of the worker): eventfds only, made
+        // non-blocking; an interrupt that still cannot be written is
+        // dropped and counted (`call_dropped`).
+        if let Some(f) = &fd {
+            self.adopt("call", i, f)?;
+        }
         self.stop(i);
         self.vrings[i].call = fd.map(Arc::new);
         self.start(i)
@@ -498,6 +559,13 @@ pub(super) enum End {
     HangUp,
     Lie,
     Protocol,
+    /// A message stopped arriving midway, or our reply stayed unread,
+    /// for [`READ_DEADLINE`].
+    Stall,
+    /// The guest memory faulted (a region's file shrunk under us).
+    MemFault,
+    /// The frontend made a notification eventfd blocking again.
+    NotifyFd,
 }
 
 /// The control thread of one port: accept or connect, serve, tear down,
@@ -512,7 +580,7 @@ pub fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
                 Some(s) => s,
                 None => continue,
             },
-            None => match UnixStream::connect(&shared.cfg.socket) {
+            None => match sys::connect_unix(&shared.cfg.socket) {
                 Ok(s) => {
                     backoff = Duration::from_millis(20);
                     s
@@ -541,6 +609,15 @@ pub(super) fn count_end(shared: &Shared, end: &End) {
         }
         End::Protocol => {
             shared.disconnects_protocol.fetch_add(1, Relaxed);
+        }
+        End::Stall => {
+            shared.disconnects_stall.fetch_add(1, Relaxed);
+        }
+        End::MemFault => {
+            shared.disconnects_mem_fault.fetch_add(1, Relaxed);
+        }
+        End::NotifyFd => {
+            shared.disconnects_notify_fd.fetch_add(1, Relaxed);
         }
     }
 }
@@ -573,37 +650,75 @@ pub(super) fn serve(
     stream: UnixStream,
     listener: Option<&UnixListener>,
 ) -> End {
-    // A frontend that stops mid-message must not hold the control thread.
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    // The `vhost` crate reads a message in blocking reads and retries a
+    // read that timed out, so a frontend that stops mid-message would hold
+    // this thread (and the port's drop) for ever. It is therefore handed a
+    // message only once all of it is in the socket (peeked), and only when
+    // its reply cannot block (room in the send buffer): neither its reads
+    // nor its write ever wait. A message that stays incomplete, or a reply
+    // that stays unread, for READ_DEADLINE ends the connection (`Stall`).
+    // The socket timeouts are a second line only.
+    let _ = stream.set_read_timeout(Some(READ_DEADLINE));
+    let _ = stream.set_write_timeout(Some(READ_DEADLINE));
     let _ = stream.set_nonblocking(false);
     shared.connects.fetch_add(1, Relaxed);
     shared.fault.pending.store(false, Release);
     let dev = Arc::new(Mutex::new(Device::new(shared.clone())));
     let mut h = BackendReqHandler::from_stream(stream, dev.clone());
     shared.connected.store(true, Release);
+    // Since when the socket has held an incomplete message (or a complete
+    // one whose reply would not fit), and whether it is the reply.
+    let mut stalled: Option<(Instant, bool)> = None;
     let end = loop {
         shared.retired.sweep();
         if shared.stop.load(Acquire) {
             break End::Stop;
         }
+        {
+            let d = dev.lock().unwrap_or_else(|p| p.into_inner());
+            if d.mem_faulted() {
+                eprintln!(
+                    "vhost-user port {}: frontend disconnected: its memory went away \
+                     under us (a region's file shrunk)",
+                    shared.name
+                );
+                break End::MemFault;
+            }
+            if let Some(which) = d.blocking_notify_fd() {
+                eprintln!(
+                    "vhost-user port {}: frontend disconnected: it made {which} blocking",
+                    shared.name
+                );
+                break End::NotifyFd;
+            }
+        }
         if shared.fault.pending.load(Acquire) {
             break End::Lie;
         }
-        let fds = [
-            h.as_raw_fd(),
+        let fd = h.as_raw_fd();
+        let others = [
             shared.fault.wake.fd(),
             listener.map_or(-1, |l| l.as_raw_fd()),
         ];
-        let mut ready = [false; 3];
-        let nfds = if listener.is_some() { 3 } else { 2 };
-        if sys::poll_readable(&fds[..nfds], 200, &mut ready[..nfds]).is_err() {
-            break End::HangUp;
-        }
-        if ready[1] {
+        let mut ready = [false; 2];
+        let nothers = if listener.is_some() { 2 } else { 1 };
+        // While a message is incomplete the socket stays readable: watch
+        // it for a hang-up only (or for room for the reply), and look
+        // again every few milliseconds.
+        let (events, timeout) = match stalled {
+            None => (libc::POLLIN | libc::POLLRDHUP, 200),
+            Some((_, false)) => (libc::POLLRDHUP, 5),
+            Some((_, true)) => (libc::POLLOUT, 5),
+        };
+        let rev = match sys::poll_socket(fd, events, &others[..nothers], timeout, &mut ready) {
+            Ok(r) => r,
+            Err(_) => break End::HangUp,
+        };
+        if ready[0] {
             shared.fault.wake.drain();
             continue;
         }
-        if ready[2] {
+        if ready[1] {
             // One frontend per port: refuse the others.
             if let Some(l) = listener {
                 if let Ok((s, _)) = l.accept() {
@@ -612,43 +727,79 @@ pub(super) fn serve(
                 }
             }
         }
-        if ready[0] {
-            let early = peek_vring_enable(h.as_raw_fd());
-            if let Err(e) = h.handle_request() {
-                // QEMU 7.2 sends SET_VRING_ENABLE before SET_FEATURES (so
-                // before PROTOCOL_FEATURES is acked): it restores the
-                // enable state before starting the device and does not
-                // repeat it after. The vhost crate refuses such a message
-                // without replying (it was consumed whole). Keep its value
-                // (as DPDK's vhost library does): it takes effect once
-                // PROTOCOL_FEATURES is negotiated. Without this, QEMU's
-                // rings never run.
-                if let (VuError::InactiveFeature(_), Some((index, enable))) = (&e, early) {
-                    let mut d = dev.lock().unwrap_or_else(|p| p.into_inner());
-                    if d.set_vring_enable(index, enable).is_ok() {
-                        shared.early_enables.fetch_add(1, Relaxed);
-                        continue;
-                    }
-                }
-                if matches!(
-                    e,
-                    VuError::InactiveFeature(_) | VuError::InactiveOperation(_)
-                ) {
-                    shared.protocol_errors.fetch_add(1, Relaxed);
+        if rev == 0 && stalled.is_none() {
+            continue;
+        }
+        // A peer that hung up (or shut its sending side) mid-message is
+        // handed to the crate as it is: its reads end at the hang-up,
+        // they cannot wait.
+        let hup = rev & (libc::POLLHUP | libc::POLLRDHUP | libc::POLLERR) != 0;
+        let blocked = match waiting(fd) {
+            Waiting::Nothing if !hup => {
+                stalled = None;
+                continue;
+            }
+            Waiting::Part if !hup => Some(false),
+            Waiting::Whole if rev & libc::POLLHUP == 0 && !sys::writable(fd) => Some(true),
+            _ => None,
+        };
+        if let Some(reply) = blocked {
+            let since = match stalled {
+                Some((t, r)) if r == reply => t,
+                _ => Instant::now(),
+            };
+            if since.elapsed() >= READ_DEADLINE {
+                eprintln!(
+                    "vhost-user port {}: frontend disconnected: {} for {} ms",
+                    shared.name,
+                    if reply {
+                        "it left our replies unread"
+                    } else {
+                        "its message stopped arriving midway"
+                    },
+                    READ_DEADLINE.as_millis()
+                );
+                break End::Stall;
+            }
+            stalled = Some((since, reply));
+            continue;
+        }
+        stalled = None;
+        let early = peek_vring_enable(fd);
+        if let Err(e) = h.handle_request() {
+            // QEMU 7.2 sends SET_VRING_ENABLE before SET_FEATURES (so
+            // before PROTOCOL_FEATURES is acked): it restores the
+            // enable state before starting the device and does not
+            // repeat it after. The vhost crate refuses such a message
+            // without replying (it was consumed whole). Keep its value
+            // (as DPDK's vhost library does): it takes effect once
+            // PROTOCOL_FEATURES is negotiated. Without this, QEMU's
+            // rings never run.
+            if let (VuError::InactiveFeature(_), Some((index, enable))) = (&e, early) {
+                let mut d = dev.lock().unwrap_or_else(|p| p.into_inner());
+                if d.set_vring_enable(index, enable).is_ok() {
+                    shared.early_enables.fetch_add(1, Relaxed);
                     continue;
                 }
-                eprintln!(
-                    "vhost-user port {}: frontend disconnected: {e}",
-                    shared.name
-                );
-                break match e {
-                    VuError::Disconnected
-                    | VuError::PartialMessage
-                    | VuError::SocketBroken(_)
-                    | VuError::SocketError(_) => End::HangUp,
-                    _ => End::Protocol,
-                };
             }
+            if matches!(
+                e,
+                VuError::InactiveFeature(_) | VuError::InactiveOperation(_)
+            ) {
+                shared.protocol_errors.fetch_add(1, Relaxed);
+                continue;
+            }
+            eprintln!(
+                "vhost-user port {}: frontend disconnected: {e}",
+                shared.name
+            );
+            break match e {
+                VuError::Disconnected
+                | VuError::PartialMessage
+                | VuError::SocketBroken(_)
+                | VuError::SocketError(_) => End::HangUp,
+                _ => End::Protocol,
+            };
         }
     };
     shared.connected.store(false, Release);
@@ -661,6 +812,44 @@ pub(super) fn serve(
 
 /// `VHOST_USER_SET_VRING_ENABLE`.
 const REQ_SET_VRING_ENABLE: u32 = 18;
+
+/// Bytes of a vhost-user message header (request, flags, size).
+const HDR_B: usize = 12;
+/// Largest body the `vhost` crate reads (a larger size field is refused
+/// from the header alone, without reading on).
+const MAX_BODY_B: usize = 0x1000;
+
+/// What the control socket holds.
+enum Waiting {
+    /// Nothing.
+    Nothing,
+    /// The start of a message.
+    Part,
+    /// A whole message (or a header the crate refuses by itself).
+    Whole,
+}
+
+/// Looks at what waits on the control socket without consuming it.
+/// A message whose descriptors came with its first bytes and whose rest
+/// came in another write shows only its first part (a peek stops after
+/// the bytes that carry descriptors); no frontend sends that way, and it
+/// ends as a stall.
+fn waiting(fd: std::os::fd::RawFd) -> Waiting {
+    let mut b = [0u8; HDR_B + MAX_BODY_B];
+    let n = sys::peek(fd, &mut b).unwrap_or(0);
+    if n == 0 {
+        return Waiting::Nothing;
+    }
+    if n < HDR_B {
+        return Waiting::Part;
+    }
+    let size = u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize;
+    if size > MAX_BODY_B || n >= HDR_B + size {
+        Waiting::Whole
+    } else {
+        Waiting::Part
+    }
+}
 
 /// When the next message on the control socket is a complete
 /// `SET_VRING_ENABLE` header and body (12 + 8 bytes: request, flags, size;

@@ -651,7 +651,7 @@ impl TxQueue for FrontendTx {
     fn kick(&self, _drops: &mut TxDrops) {
         if let Some(s) = self.session.session.load().as_ref() {
             self.fault.kicks.fetch_add(1, Relaxed);
-            let _ = s.kick.write(1);
+            crate::guard::notify(s.kick.as_raw_fd());
         }
     }
 
@@ -1018,7 +1018,7 @@ impl RxQueue for FrontendRx {
     }
 
     fn ack_notify(&mut self) {
-        let _ = self.call.read();
+        crate::guard::drain(self.call.as_raw_fd());
     }
 
     fn fill_level(&self) -> Option<(u32, u32)> {
@@ -1185,7 +1185,7 @@ impl RxQueue for FrontendRx {
         };
         if wanted {
             self.fault.kicks.fetch_add(1, Relaxed);
-            let _ = s.kick.write(1);
+            crate::guard::notify(s.kick.as_raw_fd());
         }
     }
 }
@@ -1654,6 +1654,10 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
         let what = what.to_string();
         move |err: vhost::Error| format!("{what}: {err}")
     };
+    // The backend shares our eventfds and can make them blocking again:
+    // kicks go through `guard::notify`, whose watchdog frees a thread
+    // stuck writing one (started here, on the control thread).
+    crate::guard::start_watchdog();
     // A backend that stops answering must not hold the thread forever
     // (the read timeout alone does not: see `SetupWatchdog`).
     let _ = stream.set_read_timeout(Some(SETUP_TIMEOUT));
@@ -1783,12 +1787,12 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
     }
     for (q, (t, r)) in txs.into_iter().zip(rxs).enumerate() {
         // Tell the backend about the posted receive buffers.
-        let _ = r.kick.write(1);
+        crate::guard::notify(r.kick.as_raw_fd());
         shared.rx[q].store(Some(r));
         shared.tx[q].session.store(Some(t));
         // A receiver asleep on the call eventfd wakes, follows the new
         // session and asks it for notifications (spurious wake-up, once).
-        let _ = shared.calls[2 * q].write(1);
+        crate::guard::notify(shared.calls[2 * q].as_raw_fd());
     }
     Ok(Conn { _fe: fe, watch })
 }

@@ -31,7 +31,8 @@ impl Backend {
 
     /// Serves one frontend connection until it hangs up or is refused, as
     /// the control thread does, and returns how it ended: `"hangup"`,
-    /// `"lie"`, `"protocol"` (or `"stop"`).
+    /// `"lie"`, `"protocol"`, `"stall"`, `"mem_fault"`, `"notify_fd"` (or
+    /// `"stop"`).
     pub fn serve(&self, stream: UnixStream) -> &'static str {
         let end = device::serve(&self.shared, stream, None);
         device::count_end(&self.shared, &end);
@@ -40,6 +41,9 @@ impl Backend {
             End::HangUp => "hangup",
             End::Lie => "lie",
             End::Protocol => "protocol",
+            End::Stall => "stall",
+            End::MemFault => "mem_fault",
+            End::NotifyFd => "notify_fd",
         }
     }
 

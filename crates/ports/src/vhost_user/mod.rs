@@ -185,6 +185,13 @@ pub struct Shared {
     disconnects_hangup: AtomicU64,
     disconnects_lie: AtomicU64,
     disconnects_protocol: AtomicU64,
+    /// Frontends whose message stopped midway, or who left our replies
+    /// unread, for `device::READ_DEADLINE`.
+    disconnects_stall: AtomicU64,
+    /// Frontends whose memory faulted under us (a file shrunk).
+    disconnects_mem_fault: AtomicU64,
+    /// Frontends that made a kick or call eventfd blocking again.
+    disconnects_notify_fd: AtomicU64,
     protocol_errors: AtomicU64,
     /// SET_VRING_ENABLE messages that came before SET_FEATURES (QEMU 7.2)
     /// and were kept (see device.rs).
@@ -235,6 +242,9 @@ impl Shared {
             disconnects_hangup: AtomicU64::new(0),
             disconnects_lie: AtomicU64::new(0),
             disconnects_protocol: AtomicU64::new(0),
+            disconnects_stall: AtomicU64::new(0),
+            disconnects_mem_fault: AtomicU64::new(0),
+            disconnects_notify_fd: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             early_enables: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
@@ -370,6 +380,15 @@ fn counters_of(s: &Shared) -> Vec<(&'static str, u64)> {
         ("disconnects_hangup", s.disconnects_hangup.load(Relaxed)),
         ("disconnects_lie", s.disconnects_lie.load(Relaxed)),
         ("disconnects_protocol", s.disconnects_protocol.load(Relaxed)),
+        ("disconnects_stall", s.disconnects_stall.load(Relaxed)),
+        (
+            "disconnects_mem_fault",
+            s.disconnects_mem_fault.load(Relaxed),
+        ),
+        (
+            "disconnects_notify_fd",
+            s.disconnects_notify_fd.load(Relaxed),
+        ),
         ("protocol_errors", s.protocol_errors.load(Relaxed)),
         ("early_vring_enables", s.early_enables.load(Relaxed)),
         ("rejected_frontends", s.rejected.load(Relaxed)),
@@ -379,6 +398,7 @@ fn counters_of(s: &Shared) -> Vec<(&'static str, u64)> {
         ("rx_linearised", f.rx_linearised.load(Relaxed)),
         ("tx_buf_short", f.tx_buf_short.load(Relaxed)),
         ("tx_stale", f.tx_stale.load(Relaxed)),
+        ("call_dropped", f.call_dropped.load(Relaxed)),
     ];
     for (i, name) in Lie::NAMES.iter().enumerate() {
         v.push((name, f.lies[i].load(Relaxed)));

@@ -13,8 +13,13 @@
 //!
 //! The frontend writes its memory concurrently with us: every value read
 //! from it is read once into a local and validated there (descriptor
-//! fields, ring indexes), never re-read after validation.
+//! fields, ring indexes), never re-read after validation. It can also
+//! shrink the files behind it: every mapping is registered with
+//! [`crate::guard`], so an access past the new end of a file reads zeroes
+//! and flags the memory ([`GuestMemory::faulted`]) instead of ending the
+//! process with `SIGBUS`.
 
+use std::any::Any;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -22,6 +27,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
 use fabric::RxFill;
+
+use crate::guard::MemGuard;
 
 /// Most memory regions in one table (the vhost-user limit without
 /// `CONFIGURE_MEM_SLOTS`).
@@ -56,6 +63,9 @@ struct Region {
 #[derive(Debug)]
 pub struct GuestMemory {
     regions: Vec<Region>,
+    /// The mappings' registration with the `SIGBUS` guard (none for
+    /// anonymous memory). Dropped before the regions are unmapped.
+    guard: MemGuard,
 }
 
 // SAFETY: GuestMemory owns the mappings (unmapped when the last owner drops
@@ -83,6 +93,26 @@ fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
     a.0 < b.0 + b.1 && b.0 < a.0 + a.1
 }
 
+/// `statfs` magic of hugetlbfs.
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// The unit a mapping of `file` is made of: the huge page size for a
+/// hugetlbfs file (its `st_blksize`), else the page size. A mapping's
+/// length is rounded up to it, so what we register, replace and unmap is
+/// the whole mapping.
+fn map_unit(file: &File, st: &libc::stat) -> u64 {
+    // SAFETY: fstatfs fills a plain struct we own; the fd is valid.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let huge = unsafe { libc::fstatfs(file.as_raw_fd(), &mut fs) } == 0
+        && fs.f_type as i64 == HUGETLBFS_MAGIC;
+    if huge && st.st_blksize > 0 && (st.st_blksize as u64).is_power_of_two() {
+        (st.st_blksize as u64).max(page_size())
+    } else {
+        page_size()
+    }
+}
+
 impl GuestMemory {
     /// Maps the regions of a memory table. Regions must be non-empty, must
     /// not overflow or overlap (in guest-physical or frontend-virtual
@@ -91,7 +121,23 @@ impl GuestMemory {
     /// Each region is mapped from file offset 0 to `offset + size` (as
     /// DPDK's vhost library does), so an `offset` that is not a multiple of
     /// the hugepage size of a hugetlbfs file still maps.
+    ///
+    /// Every mapping is registered with the `SIGBUS` guard: a frontend
+    /// that shrinks a file under us makes that memory read zeroes and
+    /// [`GuestMemory::faulted`] true, nothing worse.
     pub fn map(specs: Vec<RegionSpec>) -> io::Result<Self> {
+        Self::map_guarded(specs, None, None)
+    }
+
+    /// As [`GuestMemory::map`]; a fault sets `flag` (shared by every
+    /// memory table of one connection, so a fault in memory being replaced
+    /// counts too) and writes `wake` (a non-blocking eventfd, and what
+    /// keeps it open) so its owner hears of it at once.
+    pub fn map_guarded(
+        specs: Vec<RegionSpec>,
+        flag: Option<Arc<std::sync::atomic::AtomicBool>>,
+        wake: Option<(RawFd, Arc<dyn Any + Send + Sync>)>,
+    ) -> io::Result<Self> {
         let bad = |m: &str| io::Error::new(io::ErrorKind::InvalidInput, m.to_string());
         if specs.is_empty() || specs.len() > MAX_REGIONS {
             return Err(bad("memory table must have 1..=8 regions"));
@@ -115,11 +161,12 @@ impl GuestMemory {
             }
         }
         // A region must lie inside its file: a mapping past the end of the
-        // file maps, but the first access there raises SIGBUS and kills the
-        // whole daemon (found by fuzzing: a frontend that announces more
-        // memory than its memfd holds). A frontend that shrinks its file
-        // after this check can still do that; QEMU seals its memfds, and
-        // hugetlbfs files cannot shrink under a mapping (docs/vhost-user.md).
+        // file maps, but the first access there raises SIGBUS (found by
+        // fuzzing: a frontend that announces more memory than its memfd
+        // holds). A frontend that shrinks its file after this check is
+        // caught by the SIGBUS guard (crate::guard): that memory reads
+        // zeroes and the port disconnects it.
+        let mut units = Vec::with_capacity(specs.len());
         for s in &specs {
             // SAFETY: fstat fills a plain struct we own; the fd is valid.
             let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -133,14 +180,19 @@ impl GuestMemory {
             if (st.st_size as u64) < s.offset + s.size {
                 return Err(bad("memory region extends past the end of its file"));
             }
+            units.push(map_unit(&s.file, &st));
         }
-        let page = page_size();
         let mut mem = GuestMemory {
             regions: Vec::with_capacity(specs.len()),
+            guard: MemGuard::new(flag, wake),
         };
-        for s in specs {
+        for (s, unit) in specs.into_iter().zip(units) {
             let want = s.offset + s.size;
-            let map_len = want.div_ceil(page) * page;
+            let map_len = want
+                .div_ceil(unit)
+                .checked_mul(unit)
+                .filter(|l| *l <= isize::MAX as u64)
+                .ok_or_else(|| bad("memory region is empty or overflows"))?;
             // SAFETY: a fresh shared mapping of the frontend's file; the
             // kernel picks the address; the result is checked below.
             let base = unsafe {
@@ -167,8 +219,21 @@ impl GuestMemory {
                 map_base: base,
                 map_len: map_len as usize,
             });
+            // Registered before anything can touch it (the memory is not
+            // handed out before this returns).
+            // SAFETY: exactly the mapping just made (its length rounded to
+            // the mapping's unit); Drop drops the guard before unmapping.
+            unsafe { mem.guard.add(base as *mut u8, map_len as usize)? };
         }
         Ok(mem)
+    }
+
+    /// Whether an access to this memory (or to another memory sharing its
+    /// flag) faulted (a file shrunk under us): the memory may read zeroes
+    /// now, and its frontend must be disconnected.
+    #[inline]
+    pub fn faulted(&self) -> bool {
+        self.guard.faulted()
     }
 
     /// Anonymous zeroed memory at guest-physical (and frontend-virtual)
@@ -204,6 +269,7 @@ impl GuestMemory {
                 map_base: base,
                 map_len: map_len as usize,
             }],
+            guard: MemGuard::new(None, None),
         })
     }
 
@@ -255,6 +321,11 @@ impl GuestMemory {
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
+        // Unregistered first: a range is never registered while unmapped.
+        drop(std::mem::replace(
+            &mut self.guard,
+            MemGuard::new(None, None),
+        ));
         for r in &self.regions {
             // SAFETY: map_base/map_len are exactly what mmap returned; no
             // GuestSlice or Ring can outlive self (lifetimes / Arc).
@@ -770,19 +841,33 @@ impl Buffers {
     }
 }
 
-/// An anonymous shared memory file (`memfd_create`) of `size`
-/// bytes: the frontend's memory, mapped here and passed to the backend.
+/// An anonymous shared memory file (`memfd_create`) of `size` bytes,
+/// sealed against shrinking: the frontend's memory, mapped here and passed
+/// to the backend, which therefore cannot truncate it under us (that would
+/// turn our next access into `SIGBUS`).
 pub fn memfd(name: &str, size: u64) -> io::Result<File> {
     use std::os::fd::FromRawFd;
     let cname = std::ffi::CString::new(name).map_err(|_| io::ErrorKind::InvalidInput)?;
     // SAFETY: cname is a valid NUL-terminated string for the call.
-    let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd is a fresh descriptor we own.
     let f = unsafe { File::from_raw_fd(fd) };
     f.set_len(size)?;
+    // SAFETY: fcntl on a descriptor we own; no pointers.
+    if unsafe {
+        libc::fcntl(
+            f.as_raw_fd(),
+            libc::F_ADD_SEALS,
+            libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
     Ok(f)
 }
 
@@ -793,36 +878,27 @@ pub fn poll_hangup(fd: RawFd, timeout_ms: i32) -> bool {
     poll_readable(&[fd], timeout_ms, &mut out).is_ok() && out[0]
 }
 
-/// Adds 1 to an eventfd (wakes the frontend). A full counter (EAGAIN)
-/// leaves it readable, which is all that matters.
+/// Adds 1 to an eventfd (wakes the frontend); false if that failed. The
+/// frontend's eventfds were made non-blocking when they arrived
+/// ([`crate::guard::adopt_eventfd`]), so a full counter fails with EAGAIN
+/// instead of waiting (and leaves the eventfd readable: the frontend has
+/// an interrupt pending anyway); a frontend that made it blocking again
+/// has the write interrupted within milliseconds ([`crate::guard::notify`]).
 #[inline]
-pub fn signal(fd: &File) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a valid u64 to an fd we hold open.
-    unsafe { libc::write(fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+pub fn signal(fd: &File) -> bool {
+    crate::guard::notify(fd.as_raw_fd())
 }
 
-/// Reads and clears an eventfd (non-blocking: see [`set_nonblocking`]).
+/// Reads and clears an eventfd, never waiting whatever its `O_NONBLOCK`
+/// flag says ([`crate::guard::drain`]).
 #[inline]
 pub fn drain(fd: RawFd) {
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a valid u64 from an fd the caller holds.
-    unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+    crate::guard::drain(fd);
 }
 
-/// Sets `O_NONBLOCK` on a descriptor (kick eventfds, so draining one that
-/// is empty never blocks a worker).
+/// Sets `O_NONBLOCK` on a descriptor.
 pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
-    // SAFETY: fcntl on an fd the caller holds; no pointers.
-    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if fl < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::guard::set_nonblocking(fd)
 }
 
 /// Waits up to `timeout_ms` for any of `fds` to become readable (or hang
@@ -850,6 +926,108 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, out: &mut [bool]) -> io::Re
         *o = p.revents != 0;
     }
     Ok(())
+}
+
+/// `poll(2)` of one descriptor for `events` (`POLLIN`, `POLLOUT`,
+/// `POLLRDHUP`, ...) and of `others` for input, up to `timeout_ms`.
+/// Returns the first one's `revents` and one readiness flag per other;
+/// an interrupted wait is a timeout.
+pub fn poll_socket(
+    fd: RawFd,
+    events: i16,
+    others: &[RawFd],
+    timeout_ms: i32,
+    ready: &mut [bool],
+) -> io::Result<i16> {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 4];
+    let n = 1 + others.len().min(3);
+    pfds[0] = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    };
+    for (p, &o) in pfds[1..n].iter_mut().zip(others) {
+        *p = libc::pollfd {
+            fd: o,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+    }
+    // SAFETY: pfds is a valid array of at least n entries.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            ready.iter_mut().for_each(|o| *o = false);
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    for (o, p) in ready.iter_mut().zip(&pfds[1..n]) {
+        *o = p.revents != 0;
+    }
+    Ok(pfds[0].revents)
+}
+
+/// Whether a send on `fd` finds room now (`POLLOUT`: for a unix stream
+/// socket, at most a quarter of the send buffer is in flight, so one
+/// control reply cannot block).
+pub fn writable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLOUT != 0
+}
+
+/// Connects a unix stream socket to `path` without waiting: a listener
+/// whose backlog is full (a frontend that never accepts) is an error
+/// (`EAGAIN`), not a wait. The stream is returned in blocking mode.
+pub fn connect_unix(path: &std::path::Path) -> io::Result<std::os::unix::net::UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
+    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let b = path.as_os_str().as_bytes();
+    if b.is_empty() || b.len() >= a.sun_path.len() || b.contains(&0) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "bad unix socket path",
+        ));
+    }
+    for (d, s) in a.sun_path.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain syscall; the fd is owned below.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    // SAFETY: a valid socket and address of `len` bytes. A unix stream
+    // connect completes at once or fails (EAGAIN: backlog full).
+    if unsafe { libc::connect(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let s = std::os::unix::net::UnixStream::from(fd);
+    s.set_nonblocking(false)?;
+    Ok(s)
 }
 
 /// Copies the start of the next message waiting on the control socket
@@ -942,6 +1120,22 @@ mod tests {
             offset,
             file,
         }
+    }
+
+    /// The memory turnout-gen's frontend shares with a backend
+    /// is sealed against shrinking, so the backend (which holds the fd)
+    /// cannot truncate it under the frontend; it may still grow.
+    #[test]
+    fn the_frontends_memory_cannot_be_shrunk_by_its_peer() {
+        let f = super::memfd("seal-test", 3 * 4096).unwrap();
+        // The peer's copy of the descriptor: the same file.
+        let peer = f.try_clone().unwrap();
+        let e = peer.set_len(4096).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+        assert_eq!(peer.metadata().unwrap().len(), 3 * 4096);
+        // SAFETY: fcntl on our descriptor; no pointers.
+        let seals = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GET_SEALS) };
+        assert_eq!(seals, libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL);
     }
 
     /// Regression (found by the vhost_msg fuzz target): a region larger

@@ -99,8 +99,9 @@ impl Lie {
 pub struct Fault {
     /// A session saw a lie: the control thread must disconnect.
     pub pending: AtomicBool,
-    /// Wakes the control thread.
-    pub wake: EventFd,
+    /// Wakes the control thread (shared with the `SIGBUS` guard of the
+    /// port's guest memory, which writes it when that memory faults).
+    pub wake: Arc<EventFd>,
     /// Lies by kind.
     pub lies: [AtomicU64; Lie::COUNT],
     /// Guest frames longer than the port's largest frame (consumed, dropped).
@@ -114,6 +115,10 @@ pub struct Fault {
     pub tx_buf_short: AtomicU64,
     /// Frames reserved on a ring that stopped before they were written.
     pub tx_stale: AtomicU64,
+    /// Interrupts for the frontend that could not be delivered (its call
+    /// eventfd's counter full, or the write interrupted because the
+    /// frontend made the eventfd blocking): dropped, never waited for.
+    pub call_dropped: AtomicU64,
 }
 
 impl Fault {
@@ -121,13 +126,14 @@ impl Fault {
     pub fn new() -> std::io::Result<Self> {
         Ok(Self {
             pending: AtomicBool::new(false),
-            wake: EventFd::new()?,
+            wake: Arc::new(EventFd::new()?),
             lies: Default::default(),
             rx_oversize: AtomicU64::new(0),
             rx_short: AtomicU64::new(0),
             rx_linearised: AtomicU64::new(0),
             tx_buf_short: AtomicU64::new(0),
             tx_stale: AtomicU64::new(0),
+            call_dropped: AtomicU64::new(0),
         })
     }
 
@@ -207,9 +213,14 @@ impl Session {
     }
 
     /// Records a lie: the session stops, the control thread disconnects.
+    /// Memory that faulted (a file shrunk under us) reads zeroes, which
+    /// look like lies: those are not counted as lies (the control thread
+    /// counts the fault).
     #[cold]
     pub fn lie(&self, why: Lie) {
-        self.fault.lies[why as usize].fetch_add(1, Relaxed);
+        if !self.ring.mem().faulted() {
+            self.fault.lies[why as usize].fetch_add(1, Relaxed);
+        }
         if !self.broken.swap(true, Relaxed) {
             self.fault.pending.store(true, Release);
             self.fault.wake.notify();
@@ -240,11 +251,25 @@ impl Session {
         }
     }
 
-    /// Interrupts the frontend (eventfd write).
+    /// Interrupts the frontend (eventfd write, never waited for: an
+    /// interrupt that cannot be delivered is dropped and counted).
     #[inline]
     fn signal_call(&self) {
         if let Some(call) = &self.call {
-            sys::signal(call);
+            if !sys::signal(call) {
+                self.call_failed();
+            }
+        }
+    }
+
+    #[cold]
+    fn call_failed(&self) {
+        self.fault.call_dropped.fetch_add(1, Relaxed);
+        // Interrupted (not merely full): the frontend made its call
+        // eventfd blocking and filled it, and the watchdog freed us. Tell
+        // the control thread now rather than at its next look.
+        if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            self.fault.wake.notify();
         }
     }
 
@@ -409,7 +434,9 @@ impl RxQueue for VhostRx {
             self.held = self.slot.session.load_full();
         }
         let Some(s) = self.held.clone() else { return 0 };
-        if s.is_broken() {
+        // Once per burst: a lie, or memory that faulted (the port's
+        // control thread disconnects either).
+        if s.is_broken() || s.ring.mem().faulted() {
             self.held = None;
             return 0;
         }
@@ -750,7 +777,7 @@ impl TxProducer for VhostProducer {
         let Some(s) = s else {
             return 0;
         };
-        if s.is_broken() {
+        if s.is_broken() || s.ring.mem().faulted() {
             return 0;
         }
         if self.cur_session != s.id {

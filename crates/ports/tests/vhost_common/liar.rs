@@ -45,6 +45,11 @@ pub const F_PROTOCOL_FEATURES: u64 = 1 << 30;
 pub const F_MRG_RXBUF: u64 = 1 << 15;
 
 pub const DESC_F_NEXT: u16 = 1;
+pub const DESC_F_WRITE: u16 = 2;
+/// Guest-physical address of the receive buffers `refill_rx` posts.
+pub const RX_BUF: u64 = 0x8_0000;
+/// Receive buffers `refill_rx` keeps offered.
+pub const RX_BUFS: u16 = 64;
 
 /// Guest memory: 1 MiB at guest-physical 0, "mapped" by the frontend at
 /// `UVA` (only a label for the backend).
@@ -262,6 +267,91 @@ impl Frontend {
             self.desc(1, slot as u16, buf, f.len() as u32, 0, 0);
             self.offer(1, slot as u16);
         }
+    }
+
+    /// Keeps 64 writable 2 KiB receive buffers offered on ring 0 (the
+    /// guest's receive queue: where the switch transmits to): posts what
+    /// the backend used since (descriptor `k % 64`, its buffer at
+    /// `RX_BUF + (k % 64) * 2048`).
+    pub fn refill_rx(&mut self) {
+        let used = self.rx_used();
+        let (_, a, _) = ring_gpa(0);
+        while self.avail[0].wrapping_sub(used) < RX_BUFS {
+            let k = self.avail[0];
+            let id = k % RX_BUFS;
+            self.desc(0, id, RX_BUF + id as u64 * 2048, 2048, DESC_F_WRITE, 0);
+            self.write(a + 4 + 2 * (k % QSIZE) as u64, &id.to_le_bytes());
+            self.avail[0] = k.wrapping_add(1);
+        }
+        self.write(a + 2, &self.avail[0].to_le_bytes());
+    }
+
+    /// The used index of ring 0 as the backend wrote it (frames it put
+    /// in our receive buffers).
+    pub fn rx_used(&self) -> u16 {
+        let mut b = [0u8; 2];
+        let off = ring_gpa(0).2 + 2;
+        // SAFETY: inside our mapping (the rings are below MEM_B).
+        unsafe { std::ptr::copy_nonoverlapping(self.map.add(off as usize), b.as_mut_ptr(), 2) };
+        u16::from_le_bytes(b)
+    }
+
+    /// Shrinks (or grows) our memory file: the backend's mapping of it
+    /// faults past the new end. Our own mapping too: touch nothing past
+    /// it afterwards.
+    pub fn truncate(&self, len: u64) {
+        self.mem.set_len(len).unwrap();
+    }
+
+    /// Moves to a new memory file holding a copy of the memory, announced
+    /// with a new memory table (a remap); returns once the backend handled
+    /// it (the reply to a request sent after it arrived).
+    pub fn remap(&mut self) {
+        self.remap_only();
+        assert!(self.send(GET_FEATURES, &[], &[]));
+        let _ = self.reply_u64();
+    }
+
+    /// A remap whose new file is truncated to nothing as soon as the
+    /// table is sent, while the backend maps it.
+    pub fn remap_then_truncate(&mut self) {
+        self.remap_only();
+        self.truncate(0);
+    }
+
+    fn remap_only(&mut self) {
+        let mem = memfd(MEM_B);
+        // SAFETY: our whole mapping, read as bytes.
+        let copy = unsafe { std::slice::from_raw_parts(self.map, MEM_B as usize) };
+        std::io::Write::write_all(&mut &mem, copy).unwrap();
+        // SAFETY: a fresh shared mapping of our memfd; checked.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                MEM_B as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                mem.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED);
+        let t = self.mem_table();
+        assert!(self.send(SET_MEM_TABLE, &t, &[mem.as_raw_fd()]));
+        // SAFETY: exactly the old mapping.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, MEM_B as usize) };
+        self.map = map as *mut u8;
+        self.mem = mem;
+    }
+
+    /// The call eventfd of ring `q` (ours; the backend shares it).
+    pub fn call_fd(&self, q: usize) -> RawFd {
+        self.calls[q].as_raw_fd()
+    }
+
+    /// Sends raw bytes with `fds` attached (a message in pieces).
+    pub fn send_raw(&self, bytes: &[u8], fds: &[RawFd]) -> bool {
+        send_fds(self.sock.as_raw_fd(), bytes, fds)
     }
 
     /// Whether the backend closed the connection (within `t`).
@@ -597,4 +687,145 @@ pub fn scenarios() -> Vec<(&'static str, Act, Want)> {
             Want::Hangup,
         ),
     ]
+}
+
+// ---------------------------------------------------------------------------
+// Guests that turn what they share into a weapon: the pieces the
+// in-process test (`tests/vhost_guard.rs`) and the hostile peer example
+// (`examples/hostile_peer.rs guard`) share.
+// ---------------------------------------------------------------------------
+
+/// A message: header (request, flags 1, size) and body.
+pub fn message(req: u32, body: &[u8]) -> Vec<u8> {
+    let mut m = Vec::new();
+    for w in [req, 1, body.len() as u32] {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
+    m.extend_from_slice(body);
+    m
+}
+
+/// Where to cut a message and stall: (what, the bytes sent, whether the
+/// guest's memfd goes with them). SET_VRING_NUM (12 + 8 bytes) after each
+/// of its bytes but the last (every byte boundary of a header and a body);
+/// SET_MEM_TABLE (12 + 40) in its header, at its end, and in its body,
+/// with its memfd attached to the first piece.
+pub fn stall_cuts() -> Vec<(String, Vec<u8>, bool)> {
+    let num = message(SET_VRING_NUM, &state(1, QSIZE as u32));
+    let table = message(SET_MEM_TABLE, &region_table(&[(0, MEM_B, UVA, 0)]));
+    let mut cuts: Vec<(String, Vec<u8>, bool)> = (1..num.len())
+        .map(|k| {
+            (
+                format!("SET_VRING_NUM cut after {k} bytes"),
+                num[..k].to_vec(),
+                false,
+            )
+        })
+        .collect();
+    for k in [5, 12, 36] {
+        cuts.push((
+            format!("SET_MEM_TABLE with its fd, cut after {k} bytes"),
+            table[..k].to_vec(),
+            true,
+        ));
+    }
+    cuts
+}
+
+/// Sends the piece of a cut message (with the memfd if asked).
+pub fn send_cut(f: &Frontend, piece: &[u8], with_fd: bool) -> bool {
+    let fds = [f.mem.as_raw_fd()];
+    f.send_raw(piece, if with_fd { &fds[..] } else { &[] })
+}
+
+/// Sends requests that need a reply and never reads one, until the
+/// socket takes no more (or `max` were sent).
+pub fn flood_unread(f: &Frontend, max: usize) {
+    f.sock.set_nonblocking(true).unwrap();
+    let get = message(GET_FEATURES, &[]);
+    for _ in 0..max {
+        if !f.send_raw(&get, &[]) {
+            break;
+        }
+    }
+}
+
+/// Sets or clears `O_NONBLOCK` on one of our descriptors.
+pub fn set_nonblocking(fd: RawFd, on: bool) {
+    // SAFETY: fcntl on our descriptor; no pointers.
+    unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        let fl = if on {
+            fl | libc::O_NONBLOCK
+        } else {
+            fl & !libc::O_NONBLOCK
+        };
+        libc::fcntl(fd, libc::F_SETFL, fl);
+    }
+}
+
+/// A pipe's write end, full, left blocking: a write to it waits until
+/// someone reads the pipe (nobody will). Returns (read end, write end).
+pub fn full_blocking_pipe() -> (OwnedFd, OwnedFd) {
+    let (r, w) = std::io::pipe().unwrap();
+    let (r, w) = (OwnedFd::from(r), OwnedFd::from(w));
+    set_nonblocking(w.as_raw_fd(), true);
+    let chunk = [0u8; 4096];
+    // SAFETY: writes from a local buffer until the pipe is full.
+    while unsafe { libc::write(w.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) } > 0 {}
+    set_nonblocking(w.as_raw_fd(), false);
+    (r, w)
+}
+
+/// Fills a non-blocking eventfd's counter to its maximum: a write of one
+/// more fails with EAGAIN, or waits once the descriptor is blocking.
+pub fn fill(fd: RawFd) {
+    let max = u64::MAX - 1;
+    loop {
+        let mut v = 0u64;
+        // SAFETY: 8 bytes into / from locals, on our non-blocking eventfd.
+        unsafe { libc::read(fd, &mut v as *mut u64 as *mut libc::c_void, 8) };
+        // SAFETY: as above.
+        if unsafe { libc::write(fd, &max as *const u64 as *const libc::c_void, 8) } == 8 {
+            return;
+        }
+    }
+}
+
+impl Frontend {
+    /// Whether the backend closed the connection within `t`, seen without
+    /// reading what it sent (a guest that leaves its replies unread).
+    pub fn hung_up_within(&self, t: Duration) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        let ms = t.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        n == 1 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+    }
+
+    /// A guest with running rings, receive buffers offered, and frames
+    /// both ways: `wait_rx` waits (10 s) until the switch wrote into its
+    /// receive ring (someone transmits to its port). None if that never
+    /// happened.
+    pub fn running(path: &Path, wait_rx: bool) -> Option<Frontend> {
+        let mut f = Frontend::connect(path);
+        f.setup_device();
+        f.setup_rings();
+        f.refill_rx();
+        f.send_frames(32, 60, 0x55);
+        if wait_rx {
+            let t0 = Instant::now();
+            while f.rx_used() == 0 {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    return None;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Some(f)
+    }
 }
