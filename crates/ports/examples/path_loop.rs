@@ -57,8 +57,12 @@ fn step(
     if n == 0 {
         return 0;
     }
-    let bytes: u64 = rx.pkts().iter().map(|p| p.len() as u64).sum();
-    let runts = rx.retain(|p| p.len() >= fabric::worker::ETH_HDR_B);
+    let (bytes, runts) = rx.bytes_and_runts(fabric::worker::ETH_HDR_B);
+    let runts = if runts > 0 {
+        rx.retain(|p| p.len() >= fabric::worker::ETH_HDR_B)
+    } else {
+        0
+    };
     let m = rx.len();
     if m > 0 {
         logic.classify(&ctx, 0, rx.pkts_mut(), &mut verdicts[..m]);
