@@ -466,6 +466,10 @@ impl Forwarder {
     #[inline]
     fn tx_queue(&self, dst: &PortEntry) -> usize {
         let up = dst.port.tx_queues_up().clamp(1, dst.queues);
+        if up == 1 {
+            // The usual case: no division per batch.
+            return 0;
+        }
         (self.worker % up) as usize
     }
 

@@ -572,6 +572,10 @@ impl Xsk {
             _umem: self.umem,
             frame_size: self.frame_size,
             n: self.tx_frames as u64,
+            n_mask: {
+                debug_assert!(self.tx_frames.is_power_of_two());
+                self.tx_frames as u64 - 1
+            },
             tx: self.tx,
             stats: tx_stats,
         });
@@ -794,6 +798,9 @@ struct XskTxShared {
     tx_base: u64,
     frame_size: u32,
     n: u64,
+    /// `n - 1`: `n` is a power of two (half of `frames_per_queue`), so a
+    /// slot's chunk is `slot & n_mask` (no division per frame).
+    n_mask: u64,
     tx: Ring<XdpDesc>,
     stats: Arc<TxStats>,
 }
@@ -902,10 +909,11 @@ impl TxQueue for XskTx {
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
         let sh = &*self.sh;
         let first = lease.first;
-        for (j, (frame, _)) in frames.iter().enumerate() {
+        for j in 0..frames.len() {
+            let (frame, _) = frames.get(j);
             let slot = first + j as u64;
             let len = frame.len().min(sh.frame_size as usize);
-            let addr = sh.tx_base + (slot % sh.n) * sh.frame_size as u64;
+            let addr = sh.tx_base + (slot & sh.n_mask) * sh.frame_size as u64;
             // SAFETY: the slot was reserved to this caller (trait
             // contract), so its chunk was completed by the kernel and its
             // ring entry is not yet published (the kernel reads neither

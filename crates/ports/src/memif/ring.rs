@@ -275,14 +275,17 @@ impl MemifRx {
             c.fail(Violation::BadRingIndex);
             return 0;
         }
+        let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
+            return 0;
+        };
         let mut pos = self.pending;
         let (mut n, mut chained, mut oversize) = (0usize, 0u64, 0u64);
         'frames: while todo > 0 && batch.room() > 0 {
             // The peer core wrote these descriptors: fetch ahead.
-            region.prefetch_read(ring.desc_off(pos.wrapping_add(RX_PREFETCH_AHEAD)));
+            descs.prefetch(pos.wrapping_add(RX_PREFETCH_AHEAD));
             // Flags, region, length, offset (the unused metadata word is
             // not read): three loads, each field read once.
-            let d = Desc::from_words(region.read_words(ring.desc_off(pos)));
+            let d = Desc::from_words(descs.read(pos));
             let (r, off, len) = match check_desc(&d, &c.region_lens) {
                 Ok(x) => x,
                 Err(v) => {
@@ -324,7 +327,7 @@ impl MemifRx {
                     c.fail(Violation::ChainTooLong);
                     break 'frames;
                 }
-                dk = Desc::from_words(region.read_words(ring.desc_off(pos.wrapping_add(k as u16))));
+                dk = Desc::from_words(descs.read(pos.wrapping_add(k as u16)));
                 piece = match check_desc(&dk, &c.region_lens) {
                     Ok(x) => x,
                     Err(v) => {
@@ -720,8 +723,10 @@ impl TxQueue for MemifTx {
     fn slots_for(&self, len: usize) -> u32 {
         if len > self.max_frame {
             0
+        } else if len <= self.buf_b {
+            1
         } else {
-            len.div_ceil(self.buf_b).max(1) as u32
+            len.div_ceil(self.buf_b) as u32
         }
     }
 
@@ -797,19 +802,22 @@ impl MemifTx {
         drops: &mut TxDrops,
     ) {
         let region = &c.regions[ring.region];
+        let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
+            return refuse(frames, 0, DropReason::PeerFault, drops);
+        };
         let mut slot = lease.first;
         for j in 0..frames.len() {
+            let pos = slot.wrapping_sub(lease.base) as u16;
             let (frame, nslots) = frames.get(j);
             let ok = if nslots == 1 {
-                let doff = ring.desc_off(slot.wrapping_sub(lease.base) as u16);
-                let d = Desc::from_words(region.read_words(doff));
+                let d = Desc::from_words(descs.read(pos));
                 // The offered buffer: its flags are left over from a
                 // previous use and do not matter.
                 match check_desc(&Desc { flags: 0, ..d }, &c.region_lens) {
                     // `slots_for` gave one slot: the frame fits `buf_b`.
                     Ok((r, off, cap)) if cap >= self.buf_b => {
                         c.regions[r].copy_in(off, frame);
-                        region.write_words::<2>(doff, [(r as u32) << 16, frame.len() as u32]);
+                        descs.write::<2>(pos, [(r as u32) << 16, frame.len() as u32]);
                         true
                     }
                     Ok(_) => {

@@ -808,7 +808,12 @@ impl TxQueue for VhostTx {
         if len > self.max_frame_b {
             0
         } else if self.mrg.load(Relaxed) {
-            (len + 12).div_ceil(self.mrg_buf_b()) as u32
+            let b = self.mrg_buf_b();
+            if len + 12 <= b {
+                1
+            } else {
+                (len + 12).div_ceil(b) as u32
+            }
         } else {
             1
         }
