@@ -394,7 +394,9 @@ def main() -> int:
                          "the bench's, 16384 (32768) in callgrind mode, so that a switch "
                          "under callgrind is never left without frames while the tester "
                          "is descheduled; 0: the bench's")
-    ap.add_argument("--keep", default="", help="copy the callgrind file(s) here")
+    ap.add_argument("--keep", default="",
+                    help="copy the callgrind file(s) here (turnoutd's with --dump-instr=yes: "
+                         "per instruction)")
     ap.add_argument("--json", default="", help="append the result as a JSON line here")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -413,6 +415,7 @@ def main() -> int:
         if a.mode == "callgrind":
             opts["binary"] = str(wrapper(tmp / "turnoutd", target, [
                 "valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                *(["--dump-instr=yes"] if a.keep else []),
                 f"--callgrind-out-file={cg_out}"], []))
         elif a.binary:
             opts["binary"] = a.binary

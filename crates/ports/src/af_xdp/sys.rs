@@ -714,9 +714,13 @@ impl RxQueue for XskRx {
         }
         self.pending = n;
         if n > 0 {
-            self.stats
-                .frames
-                .fetch_add((n - bad) as u64, Ordering::Relaxed);
+            // Only this queue's owner writes its counters (readers load
+            // them): a plain add, no locked instruction per burst.
+            let f = &self.stats.frames;
+            f.store(
+                f.load(Ordering::Relaxed) + (n - bad) as u64,
+                Ordering::Relaxed,
+            );
             if bad > 0 {
                 self.stats
                     .bad_descs
@@ -886,10 +890,12 @@ impl TxProducer for XskProd {
         if tail <= self.published {
             return false;
         }
-        self.sh
-            .stats
-            .frames
-            .fetch_add(tail - self.published, Ordering::Relaxed);
+        // Under the transmit lock: one writer at a time, a plain add.
+        let f = &self.sh.stats.frames;
+        f.store(
+            f.load(Ordering::Relaxed) + (tail - self.published),
+            Ordering::Relaxed,
+        );
         self.published = tail;
         self.sh.tx.prod().store(tail as u32, Ordering::Release);
         std::mem::take(&mut self.left_in_ring) || self.sh.tx.need_wakeup()
