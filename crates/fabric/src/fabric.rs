@@ -35,6 +35,15 @@ const MAX_LEASES: usize = MAX_WORKERS + 1;
 
 const NIL: u16 = u16::MAX;
 
+/// The frames a [`Forwarder::send_flat`] sends.
+#[derive(Clone, Copy)]
+enum Flat {
+    /// All of the batch, in order, one slot each.
+    Run,
+    /// The first `n` entries of the order and slot lists.
+    Lists(usize),
+}
+
 /// One port as the fabric holds it: the backend and its counters.
 pub struct PortEntry {
     /// Index in the port table.
@@ -510,7 +519,7 @@ impl Forwarder {
             i = self.next[i as usize];
         }
         dst.counters.add_drops(DropReason::Oversize, oversize);
-        self.send_flat(dst, q, txq, pkts, n, need, bytes)
+        self.send_flat(dst, q, txq, pkts, Flat::Lists(n), need, bytes)
     }
 
     /// Sends `pkts`, all of them, in order, to one destination (a batch
@@ -524,9 +533,32 @@ impl Forwarder {
         }
         let q = self.tx_queue(dst);
         let txq: &dyn TxQueue = dst.port.tx(q as u16);
-        let mut n = 0usize;
+        // One pass for the slots and bytes; frames of one batch mostly
+        // share a length, so the port is asked once per distinct length in
+        // a row. When every frame takes one slot (the usual case), the
+        // batch goes out as it is: no order or slot list.
         let mut oversize = 0u64;
         let (mut need, mut bytes) = (0u64, 0u64);
+        let (mut last_len, mut last_s) = (usize::MAX, 0);
+        for p in pkts {
+            let len = p.len();
+            if len != last_len {
+                last_len = len;
+                last_s = txq.slots_for(len);
+            }
+            if last_s == 0 {
+                oversize += 1;
+            } else {
+                need += last_s as u64;
+                bytes += len as u64;
+            }
+        }
+        if oversize == 0 && need == pkts.len() as u64 {
+            return self.send_flat(dst, q, txq, pkts, Flat::Run, need, bytes);
+        }
+        // Some frame is oversize or takes several slots: flatten into the
+        // lists, dropping what the destination cannot carry.
+        let mut n = 0usize;
         let (mut last_len, mut last_s) = (usize::MAX, 0);
         let order = &mut self.order[..pkts.len()];
         let slots = &mut self.slots[..pkts.len()];
@@ -536,23 +568,18 @@ impl Forwarder {
                 last_len = len;
                 last_s = txq.slots_for(len);
             }
-            let s = last_s;
-            if s == 0 {
-                oversize += 1;
-            } else {
+            if last_s != 0 {
                 order[n] = i as u16;
-                slots[n] = s;
+                slots[n] = last_s;
                 n += 1;
-                need += s as u64;
-                bytes += len as u64;
             }
         }
         dst.counters.add_drops(DropReason::Oversize, oversize);
-        self.send_flat(dst, q, txq, pkts, n, need, bytes)
+        self.send_flat(dst, q, txq, pkts, Flat::Lists(n), need, bytes)
     }
 
-    /// Sends the flattened frames `order[..n]` (taking `slots[..n]`,
-    /// `need` slots and `bytes` bytes in all) to queue `q` of `dst`.
+    /// Sends the frames `flat` names (taking `need` slots and `bytes`
+    /// bytes in all) to queue `q` of `dst`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn send_flat(
@@ -561,10 +588,14 @@ impl Forwarder {
         q: usize,
         txq: &dyn TxQueue,
         pkts: &[Pkt],
-        n: usize,
+        flat: Flat,
         need: u64,
         bytes: u64,
     ) -> u64 {
+        let n = match flat {
+            Flat::Run => pkts.len(),
+            Flat::Lists(n) => n,
+        };
         if n == 0 {
             return 0;
         }
@@ -578,11 +609,20 @@ impl Forwarder {
             let (mut need, mut fit) = (need, n);
             if need > free {
                 // Not all: as many whole frames as fit, in order.
-                need = 0;
-                fit = 0;
-                while fit < n && need + self.slots[fit] as u64 <= free {
-                    need += self.slots[fit] as u64;
-                    fit += 1;
+                match flat {
+                    Flat::Run => {
+                        // One slot each.
+                        need = free;
+                        fit = free as usize;
+                    }
+                    Flat::Lists(_) => {
+                        need = 0;
+                        fit = 0;
+                        while fit < n && need + self.slots[fit] as u64 <= free {
+                            need += self.slots[fit] as u64;
+                            fit += 1;
+                        }
+                    }
                 }
             }
             if fit == 0 {
@@ -615,10 +655,13 @@ impl Forwarder {
         let bytes = if fit == n {
             bytes
         } else {
-            self.order[..fit]
-                .iter()
-                .map(|&i| pkts[i as usize].len() as u64)
-                .sum()
+            match flat {
+                Flat::Run => pkts[..fit].iter().map(|p| p.len() as u64).sum(),
+                Flat::Lists(_) => self.order[..fit]
+                    .iter()
+                    .map(|&i| pkts[i as usize].len() as u64)
+                    .sum(),
+            }
         };
         let qc = &dst.counters.queues[q];
         qc.tx_packets.fetch_add(fit as u64, Relaxed);
@@ -627,7 +670,10 @@ impl Forwarder {
         // Copy without the lock into our own slot range: one call for the
         // whole lease.
         let mut drops = TxDrops::default();
-        let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
+        let frames = match flat {
+            Flat::Run => TxFrames::run(&pkts[..fit]),
+            Flat::Lists(_) => TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]),
+        };
         // SAFETY: the lease was reserved for us above and is not published
         // until it is marked done.
         unsafe { txq.write_burst(&lease, &frames, &mut drops) };
