@@ -30,8 +30,11 @@ use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxQueue};
 
 /// Most workers that may send to one destination at once.
 pub const MAX_WORKERS: usize = 64;
-/// Leases per lock: every worker and the control path's [`Injector`].
-const MAX_LEASES: usize = MAX_WORKERS + 1;
+/// Lease records per lock: room for every worker and the control path's
+/// [`Injector`], rounded up to a power of two so that a sequence number's
+/// record (`seq % MAX_LEASES`, twice per batch and destination) is a mask,
+/// not a division.
+const MAX_LEASES: usize = (MAX_WORKERS + 1).next_power_of_two();
 
 const NIL: u16 = u16::MAX;
 
