@@ -244,6 +244,17 @@ impl<'a> TxFrames<'a> {
         }
     }
 
+    /// The frames, when each takes one slot and they are a plain run of
+    /// received frames (no index per frame): a backend's loop over them
+    /// needs no slot count or list look-up.
+    #[inline]
+    pub fn as_run(&self) -> Option<&'a [Pkt]> {
+        match self.src {
+            Src::Run { pkts } => Some(pkts),
+            _ => None,
+        }
+    }
+
     /// Hints the CPU to fetch frame `j`'s first cache line, if it exists.
     #[inline]
     pub fn prefetch(&self, j: usize) {

@@ -24,7 +24,7 @@ use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
     RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR_B, RING_HEAD_OFF, RING_TAIL_OFF,
 };
-use super::sys::{self, EventFd, Region};
+use super::sys::{self, Descs, EventFd, Region};
 use super::{Core, Role, Shared};
 
 /// One ring of a connection.
@@ -805,30 +805,23 @@ impl MemifTx {
         let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
             return refuse(frames, 0, DropReason::PeerFault, drops);
         };
+        if let Some(pkts) = frames.as_run() {
+            // One slot each, in slot order: no slot count or index per frame.
+            let mut pos = lease.first.wrapping_sub(lease.base) as u16;
+            for (j, p) in pkts.iter().enumerate() {
+                if !self.offer_one(c, &descs, pos, p.data()) {
+                    return refuse(frames, j, DropReason::PeerFault, drops);
+                }
+                pos = pos.wrapping_add(1);
+            }
+            return;
+        }
         let mut slot = lease.first;
         for j in 0..frames.len() {
             let pos = slot.wrapping_sub(lease.base) as u16;
             let (frame, nslots) = frames.get(j);
             let ok = if nslots == 1 {
-                let d = Desc::from_words(descs.read(pos));
-                // The offered buffer: its flags are left over from a
-                // previous use and do not matter.
-                match check_desc(&Desc { flags: 0, ..d }, &c.region_lens) {
-                    // `slots_for` gave one slot: the frame fits `buf_b`.
-                    Ok((r, off, cap)) if cap >= self.buf_b => {
-                        c.regions[r].copy_in(off, frame);
-                        descs.write::<2>(pos, [(r as u32) << 16, frame.len() as u32]);
-                        true
-                    }
-                    Ok(_) => {
-                        c.fail(Violation::SmallBuffer);
-                        false
-                    }
-                    Err(v) => {
-                        c.fail(v);
-                        false
-                    }
-                }
+                self.offer_one(c, &descs, pos, frame)
             } else {
                 self.write_one(c, ring, lease.base, slot, nslots, frame)
                     .is_ok()
@@ -839,6 +832,32 @@ impl MemifTx {
                 return refuse(frames, j, DropReason::PeerFault, drops);
             }
             slot += nslots as u64;
+        }
+    }
+
+    /// Server: writes a frame that fits one buffer (`slots_for` gave one
+    /// slot) into the buffer the client offered at ring position `pos`.
+    /// False when the peer broke the protocol (the connection is failed).
+    #[inline(always)]
+    fn offer_one(&self, c: &Connection, descs: &Descs<'_>, pos: u16, frame: &[u8]) -> bool {
+        let d = Desc::from_words(descs.read(pos));
+        // The offered buffer: its flags are left over from a previous use
+        // and do not matter.
+        match check_desc(&Desc { flags: 0, ..d }, &c.region_lens) {
+            // One slot: the frame fits `buf_b`.
+            Ok((r, off, cap)) if cap >= self.buf_b => {
+                c.regions[r].copy_in(off, frame);
+                descs.write::<2>(pos, [(r as u32) << 16, frame.len() as u32]);
+                true
+            }
+            Ok(_) => {
+                c.fail(Violation::SmallBuffer);
+                false
+            }
+            Err(v) => {
+                c.fail(v);
+                false
+            }
         }
     }
 
