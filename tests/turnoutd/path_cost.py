@@ -481,11 +481,14 @@ def main() -> int:
                 print(f"testpmd ({ad.proc.poll()}):", ad.log.read_text(errors="replace")[-3000:],
                       file=sys.stderr)
             raise
+        # The result before the teardown: a switch under valgrind on a busy
+        # machine may take longer to stop than the testbed waits, and the
+        # teardown's error must not lose the measurement.
+        print(json.dumps(res, indent=1, default=str), flush=True)
+        if a.json:
+            with open(a.json, "a") as f:
+                f.write(json.dumps(res, default=str) + "\n")
     shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps(res, indent=1, default=str))
-    if a.json:
-        with open(a.json, "a") as f:
-            f.write(json.dumps(res, default=str) + "\n")
     return 0
 
 
