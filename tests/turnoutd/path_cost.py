@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What a shared-memory (or AF_XDP) path costs a switch per frame, on the
-bench's own set-up (issue 30): the testbed, ports, tester and placement of
+bench's own set-up: the testbed, ports, tester and placement of
 ``make bench``'s default campaign (campaigns/default.toml, through
 ``turnout.bench.RealBench``: the same ``scenarios.build``, SUT adapters and
 ``GenMeasurer``), one cell at a time, with the switch's process watched
