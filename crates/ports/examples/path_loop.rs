@@ -20,7 +20,7 @@
 //! Only `step` is counted (not the peers, not the set-up). Instructions per
 //! frame = the collected total / (ROUNDS × BATCH), which the program prints;
 //! two batch sizes separate the cost of a frame from the fixed cost of a
-//! batch (docs/memif.md, "Cost per frame"). The worker's own loop
+//! batch (docs/results/2026-11-29-capacity-per-frame.md). The worker's own loop
 //! (epoch, port table and logic loads, clock reads, wake-up policy, its
 //! counters) is not in `step`: it is the same for every path, and is
 //! counted by tests/turnoutd/path_cost.py, which runs turnoutd itself.
