@@ -53,6 +53,7 @@ bigger batches): say the load with the figures.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -405,6 +406,8 @@ def main() -> int:
     spec = load(REPO / "campaigns" / "default.toml")
     point = Point(frame_size_b=a.size, **PATHS[a.path])
     tmp = Path(tempfile.mkdtemp(prefix=f"path-cost-{os.getpid()}-"))
+    # removed at exit, also when the run or the teardown fails
+    atexit.register(shutil.rmtree, tmp, True)
     cg_out = tmp / "cg.out"
     opts = spec.sut_options.setdefault(a.sut, {})
     if a.sut == "turnoutd":
@@ -488,7 +491,6 @@ def main() -> int:
         if a.json:
             with open(a.json, "a") as f:
                 f.write(json.dumps(res, default=str) + "\n")
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
