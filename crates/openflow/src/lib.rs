@@ -138,6 +138,23 @@ impl OfpError {
                 ],
             ),
             et::GROUP_MOD_FAILED => ("OFPGMFC", group::GMFC_NAMES),
+            et::METER_MOD_FAILED => (
+                "OFPMMFC",
+                &[
+                    "UNKNOWN",
+                    "METER_EXISTS",
+                    "INVALID_METER",
+                    "UNKNOWN_METER",
+                    "BAD_COMMAND",
+                    "BAD_FLAGS",
+                    "BAD_RATE",
+                    "BAD_BURST",
+                    "BAD_BAND",
+                    "BAD_BAND_VALUE",
+                    "OUT_OF_METERS",
+                    "OUT_OF_BANDS",
+                ],
+            ),
             et::SWITCH_CONFIG_FAILED => ("OFPSCFC", &["BAD_FLAGS", "BAD_LEN", "EPERM"]),
             et::PORT_MOD_FAILED => (
                 "OFPPMFC",

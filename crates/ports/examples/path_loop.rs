@@ -23,7 +23,7 @@
 //! batch (docs/results/2026-11-29-capacity-per-frame.md). The worker's own loop
 //! (epoch, port table and logic loads, clock reads, wake-up policy, its
 //! counters) is not in `step`: it is the same for every path, and is
-//! counted by tests/turnoutd/path_cost.py, which runs turnoutd itself.
+//! counted by scripts/bench/path_cost.py, which runs turnoutd itself.
 //!
 //! usage: path_loop memif|vhost SIZE BATCH ROUNDS
 

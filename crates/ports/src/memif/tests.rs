@@ -505,7 +505,7 @@ fn a_receive_queue_holds_its_connection_only_while_frames_flow() {
     }
 }
 
-/// The race of issue 15's follow-up: a disconnect while a reservation is
+/// The race: a disconnect while a reservation is
 /// in flight for longer than `release_pins` waits (a preempted worker)
 /// leaves the departed connection pinned in the producer. The producer
 /// lets go of it at its next look, under the transmit lock; that must not

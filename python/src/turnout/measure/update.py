@@ -1,4 +1,5 @@
-"""Rule-update time under traffic (seeds/003 §3.5: "rule-update-time").
+"""Rule-update time under traffic ("Hard or hopeless" §3.5, docs/references.md:
+"rule-update-time").
 
 A steady stream at a fixed rate goes through the SUT to destination A; at
 ``t0`` the bench issues the SUT's own rule update (``SutAdapter.move_rule``:
@@ -301,7 +302,7 @@ class UpdateMeasurer:
         )
 
     def measure_bulk(self, interface: str, n: int, rate_pps: float) -> TrialCounts:
-        """Flow-mods per second under traffic (issue 16 (c)): with the stream
+        """Flow-mods per second under traffic: with the stream
         flowing to A, ``bulk(interface, n)`` installs n flows it does not hit;
         the command's time from t0 until it returned (the switch accepted
         them: ovs-ofctl waits for its barrier reply, a JSON-RPC call for its

@@ -38,9 +38,9 @@ switch → memif → tester), ``v2v`` (memif both ends), ``v2v-vhost``
 ``p2p`` (AF_XDP on veths).
 
     cargo build --release -p turnoutd -p turnout-gen
-    sudo .venv/bin/python tests/turnoutd/path_cost.py v2v --sut turnoutd --size 64
-    sudo .venv/bin/python tests/turnoutd/path_cost.py v2v --sut testpmd --mode callgrind
-    sudo .venv/bin/python tests/turnoutd/path_cost.py p2v --mode callgrind --batch 32 \\
+    sudo .venv/bin/python scripts/bench/path_cost.py v2v --sut turnoutd --size 64
+    sudo .venv/bin/python scripts/bench/path_cost.py v2v --sut testpmd --mode callgrind
+    sudo .venv/bin/python scripts/bench/path_cost.py p2v --mode callgrind --batch 32 \\
         --binary /path/to/other/turnoutd
 
 Needs root, dpdk-testpmd, valgrind (callgrind mode) and perf (native mode).
