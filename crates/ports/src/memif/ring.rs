@@ -421,6 +421,7 @@ impl MemifRx {
 impl MemifRx {
     /// Lets go of the connection kept between bursts (the fuzzing harness,
     /// before it rebuilds one).
+    #[cfg(any(test, feature = "test-utils"))]
     pub(crate) fn let_go(&mut self) {
         self.release();
         self.held = None;
