@@ -158,6 +158,11 @@ def libtest(binary: TestBinary, args: list[str], log: TextIO, out: Outcome) -> t
             continue
         if ev.get("type") != "test" or ev.get("event") not in ("ok", "failed", "timeout"):
             continue
+        if ev["event"] == "timeout":
+            # libtest's notice that a test has run for over 60 s; its
+            # "ok" or "failed" follows.
+            log.write(f"slow (over 60 s, still running): {ev.get('name', '?')}\n")
+            continue
         name, secs = ev.get("name", "?"), float(ev.get("exec_time", 0.0))
         out.tests.append((secs, f"{binary.label}: {name}"))
         if ev["event"] == "ok":

@@ -28,7 +28,9 @@ fuzz_target!(|data: &[u8]| {
                 );
                 let back = PortConfig::from_json(&p.to_json(), "", cfg.workers.len())
                     .expect("a port's JSON is accepted back");
-                assert_eq!(&back, p, "port JSON round trip");
+                // config.show writes the defaults out: what it shows is
+                // accepted back and shows the same.
+                assert_eq!(back.to_json(), p.to_json(), "port JSON round trip");
             }
             let l = LogicConfig::from_json(&cfg.logic.to_json(), "logic").expect("logic JSON");
             assert_eq!(l, cfg.logic);
