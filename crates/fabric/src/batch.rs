@@ -418,8 +418,12 @@ impl RxBatch {
     #[inline]
     fn retain_from(&mut self, from: usize, mut keep: impl FnMut(&Pkt) -> bool) -> usize {
         let from = from.min(self.len);
-        let mut w = from;
-        for r in from..self.len {
+        // Frames before the first removed one stay where they are.
+        let Some(first) = (from..self.len).find(|&r| !keep(&self.pkts[r])) else {
+            return 0;
+        };
+        let mut w = first;
+        for r in first + 1..self.len {
             if keep(&self.pkts[r]) {
                 self.pkts.swap(w, r);
                 w += 1;
@@ -665,6 +669,18 @@ impl<Q: RxQueue + ?Sized> Burst<'_, Q> {
         Pkts::new_mut(&mut self.batch.pkts[..n])
     }
 
+    /// The held frames' bytes, and how many are shorter than `min` bytes
+    /// (one pass: the worker's receive count and its runt check).
+    #[inline]
+    pub fn bytes_and_runts(&self, min: usize) -> (u64, usize) {
+        let (mut bytes, mut short) = (0u64, 0usize);
+        for p in &self.batch.pkts[..self.batch.len] {
+            bytes += p.len() as u64;
+            short += (p.len() < min) as usize;
+        }
+        (bytes, short)
+    }
+
     /// Keeps only the frames for which `keep` is true, preserving order, and
     /// returns how many were removed. The removed frames are still released
     /// with the rest.
@@ -737,6 +753,32 @@ mod tests {
         assert_eq!(q.released, 1);
         assert_eq!(q.bufs[0][0], 9);
         assert_eq!(q.bufs[1][0], 9);
+    }
+
+    #[test]
+    fn runts_are_counted_and_removed_in_one_pass_each() {
+        // Frames of 20, 3, 14, 13, 60 bytes, then Q's scratch frames of 2
+        // and 3: four shorter than 14.
+        let mut q = Q {
+            bufs: [20usize, 3, 14, 13, 60]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| vec![i as u8; n])
+                .collect(),
+            released: 0,
+        };
+        let mut batch = RxBatch::with_capacity(8);
+        let mut b = batch.receive(&mut q, 0, 0);
+        assert_eq!(b.bytes_and_runts(14), (115, 4));
+        // The first removed frame is not the first frame: those before it
+        // stay, those after it move up, in order.
+        assert_eq!(b.retain(|p| p.len() >= 14), 4);
+        let firsts: Vec<u8> = b.pkts().iter().map(|p| p.data()[0]).collect();
+        assert_eq!(firsts, [0, 2, 4]);
+        assert_eq!(b.bytes_and_runts(14), (94, 0));
+        // Nothing to remove: nothing moves.
+        assert_eq!(b.retain(|p| p.len() >= 14), 0);
+        assert_eq!(b.len(), 3);
     }
 
     #[test]

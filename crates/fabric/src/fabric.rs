@@ -30,10 +30,22 @@ use crate::port::{Lease, Port, PortId, TxDrops, TxFrames, TxLock, TxQueue};
 
 /// Most workers that may send to one destination at once.
 pub const MAX_WORKERS: usize = 64;
-/// Leases per lock: every worker and the control path's [`Injector`].
-const MAX_LEASES: usize = MAX_WORKERS + 1;
+/// Lease records per lock: room for every worker and the control path's
+/// [`Injector`], rounded up to a power of two so that a sequence number's
+/// record (`seq % MAX_LEASES`, twice per batch and destination) is a mask,
+/// not a division.
+const MAX_LEASES: usize = (MAX_WORKERS + 1).next_power_of_two();
 
 const NIL: u16 = u16::MAX;
+
+/// The frames a [`Forwarder::send_flat`] sends.
+#[derive(Clone, Copy)]
+enum Flat {
+    /// All of the batch, in order, one slot each.
+    Run,
+    /// The first `n` entries of the order and slot lists.
+    Lists(usize),
+}
 
 /// One port as the fabric holds it: the backend and its counters.
 pub struct PortEntry {
@@ -326,6 +338,20 @@ impl Forwarder {
         verdicts: &[Verdict],
     ) -> u64 {
         let n = pkts.len().min(verdicts.len()).min(self.next.len());
+        // The usual batch (a patch, a flow, a learned destination): every
+        // frame to one port. It is sent in received order without building
+        // a list: the same frames, slots and counters as pass 2 gives.
+        if let Some(&Verdict::Port(d)) = verdicts.first() {
+            if n > 0 && d != ingress.id && verdicts[..n].iter().all(|v| *v == Verdict::Port(d)) {
+                return match table.get(d) {
+                    Some(dst) => self.send_run(dst, &pkts[..n]),
+                    None => {
+                        ingress.counters.add_drops(DropReason::NoPort, n as u64);
+                        0
+                    }
+                };
+            }
+        }
         // Pass 1: one list per destination.
         for (i, &v) in verdicts[..n].iter().enumerate() {
             match v {
@@ -452,6 +478,10 @@ impl Forwarder {
     #[inline]
     fn tx_queue(&self, dst: &PortEntry) -> usize {
         let up = dst.port.tx_queues_up().clamp(1, dst.queues);
+        if up == 1 {
+            // The usual case: no division per batch.
+            return 0;
+        }
         (self.worker % up) as usize
     }
 
@@ -468,6 +498,7 @@ impl Forwarder {
         // Flatten the list; frames the destination cannot carry are dropped.
         let mut n = 0usize;
         let mut oversize = 0u64;
+        let (mut need, mut bytes) = (0u64, 0u64);
         let mut i = head;
         // Frames of one batch mostly share a length: ask the port once per
         // distinct length in a row, not once per frame.
@@ -485,10 +516,89 @@ impl Forwarder {
                 self.order[n] = i;
                 self.slots[n] = s;
                 n += 1;
+                need += s as u64;
+                bytes += len as u64;
             }
             i = self.next[i as usize];
         }
         dst.counters.add_drops(DropReason::Oversize, oversize);
+        self.send_flat(dst, q, txq, pkts, Flat::Lists(n), need, bytes)
+    }
+
+    /// Sends `pkts`, all of them, in order, to one destination (a batch
+    /// whose every verdict is that port): what `send_list` does with the
+    /// list 0, 1, .. n-1, without the list.
+    fn send_run(&mut self, dst: &PortEntry, pkts: &[Pkt]) -> u64 {
+        if !dst.port.link_up() {
+            dst.counters
+                .add_drops(DropReason::LinkDown, pkts.len() as u64);
+            return 0;
+        }
+        let q = self.tx_queue(dst);
+        let txq: &dyn TxQueue = dst.port.tx(q as u16);
+        // One pass for the slots and bytes; frames of one batch mostly
+        // share a length, so the port is asked once per distinct length in
+        // a row. When every frame takes one slot (the usual case), the
+        // batch goes out as it is: no order or slot list.
+        let mut oversize = 0u64;
+        let (mut need, mut bytes) = (0u64, 0u64);
+        let (mut last_len, mut last_s) = (usize::MAX, 0);
+        for p in pkts {
+            let len = p.len();
+            if len != last_len {
+                last_len = len;
+                last_s = txq.slots_for(len);
+            }
+            if last_s == 0 {
+                oversize += 1;
+            } else {
+                need += last_s as u64;
+                bytes += len as u64;
+            }
+        }
+        if oversize == 0 && need == pkts.len() as u64 {
+            return self.send_flat(dst, q, txq, pkts, Flat::Run, need, bytes);
+        }
+        // Some frame is oversize or takes several slots: flatten into the
+        // lists, dropping what the destination cannot carry.
+        let mut n = 0usize;
+        let (mut last_len, mut last_s) = (usize::MAX, 0);
+        let order = &mut self.order[..pkts.len()];
+        let slots = &mut self.slots[..pkts.len()];
+        for (i, p) in pkts.iter().enumerate() {
+            let len = p.len();
+            if len != last_len {
+                last_len = len;
+                last_s = txq.slots_for(len);
+            }
+            if last_s != 0 {
+                order[n] = i as u16;
+                slots[n] = last_s;
+                n += 1;
+            }
+        }
+        dst.counters.add_drops(DropReason::Oversize, oversize);
+        self.send_flat(dst, q, txq, pkts, Flat::Lists(n), need, bytes)
+    }
+
+    /// Sends the frames `flat` names (taking `need` slots and `bytes`
+    /// bytes in all) to queue `q` of `dst`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn send_flat(
+        &mut self,
+        dst: &PortEntry,
+        q: usize,
+        txq: &dyn TxQueue,
+        pkts: &[Pkt],
+        flat: Flat,
+        need: u64,
+        bytes: u64,
+    ) -> u64 {
+        let n = match flat {
+            Flat::Run => pkts.len(),
+            Flat::Lists(n) => n,
+        };
         if n == 0 {
             return 0;
         }
@@ -499,11 +609,24 @@ impl Forwarder {
             let mut l = lock.lock();
             let st = &mut *l;
             let free = st.producer.free_slots() as u64;
-            let mut need = 0u64;
-            let mut fit = 0usize;
-            while fit < n && need + self.slots[fit] as u64 <= free {
-                need += self.slots[fit] as u64;
-                fit += 1;
+            let (mut need, mut fit) = (need, n);
+            if need > free {
+                // Not all: as many whole frames as fit, in order.
+                match flat {
+                    Flat::Run => {
+                        // One slot each.
+                        need = free;
+                        fit = free as usize;
+                    }
+                    Flat::Lists(_) => {
+                        need = 0;
+                        fit = 0;
+                        while fit < n && need + self.slots[fit] as u64 <= free {
+                            need += self.slots[fit] as u64;
+                            fit += 1;
+                        }
+                    }
+                }
             }
             if fit == 0 {
                 (Lease::default(), 0, 0)
@@ -532,10 +655,17 @@ impl Forwarder {
         // already holds them, so it never goes below zero. (Counting here
         // rather than after the copy also keeps the locked add away from
         // the copy's pending stores.)
-        let mut bytes = 0u64;
-        for j in 0..fit {
-            bytes += pkts[self.order[j] as usize].len() as u64;
-        }
+        let bytes = if fit == n {
+            bytes
+        } else {
+            match flat {
+                Flat::Run => pkts[..fit].iter().map(|p| p.len() as u64).sum(),
+                Flat::Lists(_) => self.order[..fit]
+                    .iter()
+                    .map(|&i| pkts[i as usize].len() as u64)
+                    .sum(),
+            }
+        };
         let qc = &dst.counters.queues[q];
         qc.tx_packets.fetch_add(fit as u64, Relaxed);
         qc.tx_bytes.fetch_add(bytes, Relaxed);
@@ -543,7 +673,10 @@ impl Forwarder {
         // Copy without the lock into our own slot range: one call for the
         // whole lease.
         let mut drops = TxDrops::default();
-        let frames = TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]);
+        let frames = match flat {
+            Flat::Run => TxFrames::run(&pkts[..fit]),
+            Flat::Lists(_) => TxFrames::batch(pkts, &self.order[..fit], &self.slots[..fit]),
+        };
         // SAFETY: the lease was reserved for us above and is not published
         // until it is marked done.
         unsafe { txq.write_burst(&lease, &frames, &mut drops) };
@@ -744,6 +877,48 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_all_to_one_port_counts_like_the_lists() {
+        // Every verdict the same port: sent without lists (`send_run`);
+        // what the lists would do, frame for frame.
+        let mut r = rig(
+            3,
+            PipeConfig {
+                ring_slots: 8,
+                ..PipeConfig::default()
+            },
+        );
+        let logic = FromFrame(vec![]);
+        // All to the ingress: hairpin, each.
+        r.run(&logic, 0, &[frame(0, 0, 64), frame(0, 0, 64)]);
+        assert_eq!(r.drops(0, DropReason::Hairpin), 2);
+        // All to a missing port: no_port, each, on the ingress.
+        r.run(
+            &logic,
+            0,
+            &[frame(0, 9, 64), frame(0, 9, 64), frame(0, 9, 64)],
+        );
+        assert_eq!(r.drops(0, DropReason::NoPort), 3);
+        // In order (an oversize one among them: the next test).
+        let frames: Vec<_> = (0..5).map(|i| frame(0, 2, 60 + i)).collect();
+        assert_eq!(r.run(&logic, 0, &frames), 5);
+        assert_eq!(r.drain(2), frames);
+        // More than the ring has room for: the first go, the rest tx_full.
+        let frames: Vec<_> = (0..13).map(|i| frame(0, 1, 60 + i)).collect();
+        assert_eq!(r.run(&logic, 0, &frames[..5]), 5);
+        assert_eq!(r.run(&logic, 0, &frames[5..]), 3);
+        assert_eq!(r.drops(1, DropReason::TxFull), 5);
+        assert_eq!(r.drain(1), frames[..8].to_vec());
+        let e1 = r.table.get(1).unwrap().clone();
+        assert_eq!(e1.counters.queues[0].tx_packets.load(Relaxed), 8);
+        let bytes: u64 = frames[..8].iter().map(|f| f.len() as u64).sum();
+        assert_eq!(e1.counters.queues[0].tx_bytes.load(Relaxed), bytes);
+        // Link down: every frame counted there.
+        r.peers[1].set_link(false);
+        assert_eq!(r.run(&logic, 0, &[frame(0, 1, 64), frame(0, 1, 64)]), 0);
+        assert_eq!(r.drops(1, DropReason::LinkDown), 2);
+    }
+
+    #[test]
     fn hairpin_and_missing_port_are_dropped_with_reasons() {
         let mut r = rig(2, PipeConfig::default());
         let logic = FromFrame(vec![]);
@@ -826,8 +1001,19 @@ mod tests {
         r.peers[0] = peer;
         r.table = r.table.with(Arc::new(PortEntry::new(0, "jumbo", port)));
         let logic = FromFrame(vec![]);
+        // Both to port 1 (sent without lists), then mixed verdicts (lists).
         assert_eq!(r.run(&logic, 0, &[frame(0, 1, 9000), frame(0, 1, 2048)]), 1);
         assert_eq!(r.drops(1, DropReason::Oversize), 1);
+        assert_eq!(r.drain(1).len(), 1);
+        assert_eq!(
+            r.run(
+                &logic,
+                0,
+                &[frame(0, 1, 9000), frame(0, 1, 2048), frame(3, 0, 64)]
+            ),
+            1
+        );
+        assert_eq!(r.drops(1, DropReason::Oversize), 2);
         let got = r.drain(1);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].len(), 2048);

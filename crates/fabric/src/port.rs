@@ -192,6 +192,11 @@ enum Src<'a> {
         order: &'a [u16],
         slots: &'a [u32],
     },
+    /// `pkts[j]`, one slot each (a single-destination batch whose frames
+    /// all fit one slot: no lists, no index per frame).
+    Run {
+        pkts: &'a [Pkt],
+    },
     One {
         frame: &'a [u8],
         nslots: u32,
@@ -208,6 +213,15 @@ impl<'a> TxFrames<'a> {
         }
     }
 
+    /// `pkts[j]`, each taking one slot (the fabric's single-destination
+    /// batches).
+    #[inline]
+    pub(crate) fn run(pkts: &'a [Pkt]) -> Self {
+        Self {
+            src: Src::Run { pkts },
+        }
+    }
+
     /// One frame taking `nslots` slots.
     #[inline]
     pub fn one(frame: &'a [u8], nslots: u32) -> Self {
@@ -221,6 +235,7 @@ impl<'a> TxFrames<'a> {
     pub fn len(&self) -> usize {
         match self.src {
             Src::Batch { order, .. } => order.len(),
+            Src::Run { pkts } => pkts.len(),
             Src::One { .. } => 1,
         }
     }
@@ -236,17 +251,37 @@ impl<'a> TxFrames<'a> {
     pub fn get(&self, j: usize) -> (&'a [u8], u32) {
         match self.src {
             Src::Batch { pkts, order, slots } => (pkts[order[j] as usize].data(), slots[j]),
+            Src::Run { pkts } => (pkts[j].data(), 1),
             Src::One { frame, nslots } => (frame, nslots),
+        }
+    }
+
+    /// The frames, when each takes one slot and they are a plain run of
+    /// received frames (no index per frame): a backend's loop over them
+    /// needs no slot count or list look-up.
+    #[inline]
+    pub fn as_run(&self) -> Option<&'a [Pkt]> {
+        match self.src {
+            Src::Run { pkts } => Some(pkts),
+            _ => None,
         }
     }
 
     /// Hints the CPU to fetch frame `j`'s first cache line, if it exists.
     #[inline]
     pub fn prefetch(&self, j: usize) {
-        if let Src::Batch { pkts, order, .. } = self.src {
-            if let Some(&i) = order.get(j) {
-                pkts[i as usize].prefetch();
+        match self.src {
+            Src::Batch { pkts, order, .. } => {
+                if let Some(&i) = order.get(j) {
+                    pkts[i as usize].prefetch();
+                }
             }
+            Src::Run { pkts } => {
+                if let Some(p) = pkts.get(j) {
+                    p.prefetch();
+                }
+            }
+            Src::One { .. } => {}
         }
     }
 

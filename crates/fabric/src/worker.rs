@@ -421,8 +421,12 @@ pub fn run(
             s.last_rx_ns = now_ns;
             moved += n as u64;
             full |= n >= batch_cap;
-            let bytes: u64 = rx.pkts().iter().map(|p| p.len() as u64).sum();
-            let runts = rx.retain(|p| p.len() >= ETH_HDR_B);
+            let (bytes, runts) = rx.bytes_and_runts(ETH_HDR_B);
+            let runts = if runts > 0 {
+                rx.retain(|p| p.len() >= ETH_HDR_B)
+            } else {
+                0
+            };
             let m = rx.len();
             if m > 0 {
                 logic_g

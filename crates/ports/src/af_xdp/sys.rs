@@ -575,6 +575,10 @@ impl Xsk {
             _umem: self.umem,
             frame_size: self.frame_size,
             n: self.tx_frames as u64,
+            n_mask: {
+                debug_assert!(self.tx_frames.is_power_of_two());
+                self.tx_frames as u64 - 1
+            },
             tx: self.tx,
             stats: tx_stats,
         });
@@ -719,9 +723,13 @@ impl RxQueue for XskRx {
         }
         self.pending = n;
         if n > 0 {
-            self.stats
-                .frames
-                .fetch_add((n - bad) as u64, Ordering::Relaxed);
+            // Only this queue's owner writes its counters (readers load
+            // them): a plain add, no locked instruction per burst.
+            let f = &self.stats.frames;
+            f.store(
+                f.load(Ordering::Relaxed) + (n - bad) as u64,
+                Ordering::Relaxed,
+            );
             if bad > 0 {
                 self.stats
                     .bad_descs
@@ -807,6 +815,9 @@ struct XskTxShared {
     tx_base: u64,
     frame_size: u32,
     n: u64,
+    /// `n - 1`: `n` is a power of two (half of `frames_per_queue`), so a
+    /// slot's chunk is `slot & n_mask` (no division per frame).
+    n_mask: u64,
     tx: Ring<XdpDesc>,
     stats: Arc<TxStats>,
 }
@@ -892,10 +903,12 @@ impl TxProducer for XskProd {
         if tail <= self.published {
             return false;
         }
-        self.sh
-            .stats
-            .frames
-            .fetch_add(tail - self.published, Ordering::Relaxed);
+        // Under the transmit lock: one writer at a time, a plain add.
+        let f = &self.sh.stats.frames;
+        f.store(
+            f.load(Ordering::Relaxed) + (tail - self.published),
+            Ordering::Relaxed,
+        );
         self.published = tail;
         self.sh.tx.prod().store(tail as u32, Ordering::Release);
         std::mem::take(&mut self.left_in_ring) || self.sh.tx.need_wakeup()
@@ -915,10 +928,11 @@ impl TxQueue for XskTx {
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, _: &mut TxDrops) {
         let sh = &*self.sh;
         let first = lease.first;
-        for (j, (frame, _)) in frames.iter().enumerate() {
+        for j in 0..frames.len() {
+            let (frame, _) = frames.get(j);
             let slot = first + j as u64;
             let len = frame.len().min(sh.frame_size as usize);
-            let addr = sh.tx_base + (slot % sh.n) * sh.frame_size as u64;
+            let addr = sh.tx_base + (slot & sh.n_mask) * sh.frame_size as u64;
             // SAFETY: the slot was reserved to this caller (trait
             // contract), so its chunk was completed by the kernel and its
             // ring entry is not yet published (the kernel reads neither

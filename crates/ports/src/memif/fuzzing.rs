@@ -65,6 +65,7 @@ impl Harness {
         let shared = Arc::new(Shared {
             core,
             conn: ArcSwapOption::empty(),
+            cur_gen: std::sync::atomic::AtomicU64::new(0),
             producers: Default::default(),
             retired: Default::default(),
         });
@@ -118,6 +119,10 @@ impl Harness {
         self.violations_seen = self.violations();
         self.shared.core.up.store(false, Ordering::Release);
         let old = self.shared.conn.swap(None);
+        self.shared.cur_gen.store(0, Ordering::Release);
+        // The receive queue keeps the connection between bursts while
+        // frames flow: let it go.
+        self.rx.let_go();
         // Let the transmit queue drop its pin on the old connection.
         self.tx.tx_lock().lock().producer.free_slots();
         let mut old = old.expect("a connection is installed");

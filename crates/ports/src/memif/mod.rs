@@ -425,6 +425,11 @@ impl Core {
 pub(crate) struct Shared {
     core: Arc<Core>,
     conn: ArcSwapOption<Connection>,
+    /// The generation of the connection in `conn` (0: none), stored after
+    /// it is swapped in or out: a queue that holds a connection checks it
+    /// is still the current one with this plain load instead of a load of
+    /// `conn` (two atomic read-modify-writes each batch).
+    cur_gen: AtomicU64,
     /// The transmit queues' producers (weak: they hold this `Shared`), for
     /// `detach` to unpin the old connection.
     producers: Mutex<Vec<std::sync::Weak<fabric::TxLock<ring::MemifProducer>>>>,
@@ -438,7 +443,10 @@ impl Shared {
     /// Installs a new connection: bumps the generation, publishes it and
     /// raises the link.
     fn attach(&self, conn: Connection) {
-        if let Some(stale) = self.conn.swap(Some(Arc::new(conn))) {
+        let gen = conn.gen;
+        let stale = self.conn.swap(Some(Arc::new(conn)));
+        self.cur_gen.store(gen, Ordering::Release);
+        if let Some(stale) = stale {
             // Not expected (a detach comes first), but never dropped here.
             stale.unhook();
             self.retired.retire(stale);
@@ -463,6 +471,7 @@ impl Shared {
         });
         self.core.up.store(false, Ordering::Release);
         let old = self.conn.swap(None);
+        self.cur_gen.store(0, Ordering::Release);
         if let Some(c) = old {
             self.core
                 .counters
@@ -522,6 +531,7 @@ impl MemifPort {
         let shared = Arc::new(Shared {
             core,
             conn: ArcSwapOption::empty(),
+            cur_gen: AtomicU64::new(0),
             producers: Mutex::default(),
             retired: Retired::default(),
         });

@@ -403,6 +403,30 @@ impl Desc {
         b
     }
 
+    /// Decodes the first three 4-byte words of the wire form (flags and
+    /// region, length, offset: what the data path reads; `metadata` is 0).
+    #[inline]
+    pub fn from_words(w: [u32; 3]) -> Desc {
+        Desc {
+            flags: w[0] as u16,
+            region: (w[0] >> 16) as u16,
+            length: w[1],
+            offset: w[2],
+            metadata: 0,
+        }
+    }
+
+    /// The first three 4-byte words of the wire form (`metadata`, the
+    /// fourth, is not written by the data path: nobody reads it).
+    #[inline]
+    pub fn to_words(&self) -> [u32; 3] {
+        [
+            self.flags as u32 | (self.region as u32) << 16,
+            self.length,
+            self.offset,
+        ]
+    }
+
     /// True if the frame continues in the next descriptor.
     #[inline]
     pub fn has_next(&self) -> bool {
@@ -682,6 +706,11 @@ mod tests {
         );
         assert!(d.has_next());
         assert_eq!(d.to_bytes(), raw);
+        // The data path's words: the same fields from the same bytes.
+        let words: [u32; 3] =
+            std::array::from_fn(|i| u32::from_le_bytes(raw[4 * i..4 * i + 4].try_into().unwrap()));
+        assert_eq!(Desc::from_words(words), Desc { metadata: 0, ..d });
+        assert_eq!(d.to_words(), words);
     }
 
     #[test]

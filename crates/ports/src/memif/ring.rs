@@ -24,7 +24,7 @@ use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
     RING_FLAGS_OFF, RING_FLAG_MASK_INT, RING_HDR_B, RING_HEAD_OFF, RING_TAIL_OFF,
 };
-use super::sys::{self, EventFd, Region};
+use super::sys::{self, Descs, EventFd, Region};
 use super::{Core, Role, Shared};
 
 /// One ring of a connection.
@@ -299,12 +299,17 @@ impl MemifRx {
             c.fail(Violation::BadRingIndex);
             return 0;
         }
+        let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
+            return 0;
+        };
         let mut pos = self.pending;
         let (mut n, mut chained, mut oversize) = (0usize, 0u64, 0u64);
         'frames: while todo > 0 && batch.room() > 0 {
             // The peer core wrote these descriptors: fetch ahead.
-            region.prefetch_read(ring.desc_off(pos.wrapping_add(RX_PREFETCH_AHEAD)));
-            let d = Desc::from_bytes(region.read16(ring.desc_off(pos)));
+            descs.prefetch(pos.wrapping_add(RX_PREFETCH_AHEAD));
+            // Flags, region, length, offset (the unused metadata word is
+            // not read): three loads, each field read once.
+            let d = Desc::from_words(descs.read(pos));
             let (r, off, len) = match check_desc(&d, &c.region_lens) {
                 Ok(x) => x,
                 Err(v) => {
@@ -346,7 +351,7 @@ impl MemifRx {
                     c.fail(Violation::ChainTooLong);
                     break 'frames;
                 }
-                dk = Desc::from_bytes(region.read16(ring.desc_off(pos.wrapping_add(k as u16))));
+                dk = Desc::from_words(descs.read(pos.wrapping_add(k as u16)));
                 piece = match check_desc(&dk, &c.region_lens) {
                     Ok(x) => x,
                     Err(v) => {
@@ -420,7 +425,9 @@ impl MemifRx {
                         offset: (ring.buf_base + (s & ring.mask) as usize * c.buffer_b) as u32,
                         metadata: 0,
                     };
-                    region.write16(ring.desc_off(s), d.to_bytes());
+                    // The metadata word stays 0 (written at the offer,
+                    // never read).
+                    region.write_words(ring.desc_off(s), d.to_words());
                     s = s.wrapping_add(1);
                 }
                 region.store_u16(ring.off + RING_HEAD_OFF, end, Ordering::Release);
@@ -430,14 +437,29 @@ impl MemifRx {
     }
 }
 
+impl MemifRx {
+    /// Lets go of the connection kept between bursts (the fuzzing harness,
+    /// before it rebuilds one).
+    #[cfg(any(test, feature = "test-utils"))]
+    pub(crate) fn let_go(&mut self) {
+        self.release();
+        self.held = None;
+    }
+}
+
 impl RxQueue for MemifRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        if !self.shared.core.up.load(Ordering::Acquire) {
+            // Down: let go of a departed connection at once.
+            self.held = None;
+            return 0;
+        }
+        // While frames flow, the connection of the last burst is kept
+        // (released frames included: `release` does not let go of it) as
+        // long as it is the current one, which a plain load tells.
         let c = match self.held.take() {
-            Some(c) => c,
-            None => {
-                if !self.shared.core.up.load(Ordering::Acquire) {
-                    return 0;
-                }
+            Some(c) if self.shared.cur_gen.load(Ordering::Acquire) == c.gen => c,
+            _ => {
                 let Some(c) = self.shared.conn.load_full() else {
                     return 0;
                 };
@@ -450,7 +472,7 @@ impl RxQueue for MemifRx {
         let n = self.burst_on(&c, batch);
         if n == 0 {
             // Nothing handed out: release at once (dropped frames included)
-            // so an idle queue holds no connection.
+            // and let go of the connection, so an idle queue holds none.
             self.commit(&c);
         } else {
             self.held = Some(c);
@@ -459,8 +481,10 @@ impl RxQueue for MemifRx {
     }
 
     fn release(&mut self) {
+        // Moved out and back: no reference count changes.
         if let Some(c) = self.held.take() {
             self.commit(&c);
+            self.held = Some(c);
         }
     }
 
@@ -541,6 +565,9 @@ const TX_PREFETCH_AHEAD: u16 = 8;
 pub(crate) struct MemifProducer {
     shared: Arc<Shared>,
     q: u16,
+    /// The generation of `conn` (0: none), to tell with a plain load
+    /// whether it is still the current connection.
+    conn_gen: u64,
     /// Fabric slots reserved so far.
     reserved: u64,
     /// Fabric slots published so far.
@@ -570,6 +597,7 @@ impl MemifTx {
         let lock = Arc::new(TxLock::new(MemifProducer {
             shared: shared.clone(),
             q,
+            conn_gen: 0,
             reserved: 0,
             published: 0,
             conn: None,
@@ -620,6 +648,7 @@ pub(crate) fn release_pins(producers: &[std::sync::Weak<TxLock<MemifProducer>>])
                 let mut g = l.lock();
                 let p = &mut g.producer;
                 if p.reserved == p.published {
+                    p.conn_gen = 0;
                     Some(p.conn.take())
                 } else {
                     None
@@ -639,22 +668,18 @@ pub(crate) fn release_pins(producers: &[std::sync::Weak<TxLock<MemifProducer>>])
 
 impl TxProducer for MemifProducer {
     fn free_slots(&mut self) -> u32 {
-        if self.reserved == self.published {
+        if self.reserved == self.published
+            && self.shared.cur_gen.load(Ordering::Acquire) != self.conn_gen
+        {
             // No reservation in flight: follow a reconnect.
-            let cur = self.shared.conn.load();
-            let same = match (&*cur, &self.conn) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (None, None) => true,
-                _ => false,
-            };
-            if !same {
-                // Replacing the pin drops our reference to a departed
-                // connection here, under the lock: never the last one, the
-                // control thread keeps one until it is (`crate::retire`),
-                // so no unmap or close runs here.
-                self.conn = (*cur).clone();
-                self.base = self.reserved;
-            }
+            let cur = self.shared.conn.load_full();
+            // Replacing the pin drops our reference to a departed
+            // connection here, under the lock: never the last one, the
+            // control thread keeps one until it is (`crate::retire`), so no
+            // unmap or close runs here.
+            self.conn_gen = cur.as_ref().map_or(0, |c| c.gen);
+            self.conn = cur;
+            self.base = self.reserved;
         }
         let Some(c) = &self.conn else { return 0 };
         if c.violated().is_some() {
@@ -727,8 +752,10 @@ impl TxQueue for MemifTx {
     fn slots_for(&self, len: usize) -> u32 {
         if len > self.max_frame {
             0
+        } else if len <= self.buf_b {
+            1
         } else {
-            len.div_ceil(self.buf_b).max(1) as u32
+            len.div_ceil(self.buf_b) as u32
         }
     }
 
@@ -746,6 +773,9 @@ impl TxQueue for MemifTx {
         let Some(ring) = c.tx.get(self.q as usize) else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
+        if c.role == Role::Server {
+            return self.write_offered(c, ring, lease, frames, drops);
+        }
         let mut slot = lease.first;
         for j in 0..frames.len() {
             let (frame, nslots) = frames.get(j);
@@ -793,6 +823,80 @@ fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDro
 }
 
 impl MemifTx {
+    /// Server: writes the lease's frames into the buffers the client
+    /// offered. A frame of one slot (it fits one buffer: the usual case)
+    /// takes three loads of the offered descriptor, its checks, one copy
+    /// and two stores (flags and region, length: the buffer stays where the
+    /// client put it); a chained one goes through `write_one`.
+    #[inline]
+    fn write_offered(
+        &self,
+        c: &Connection,
+        ring: &Ring,
+        lease: &Lease,
+        frames: &TxFrames<'_>,
+        drops: &mut TxDrops,
+    ) {
+        let region = &c.regions[ring.region];
+        let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
+            return refuse(frames, 0, DropReason::PeerFault, drops);
+        };
+        if let Some(pkts) = frames.as_run() {
+            // One slot each, in slot order: no slot count or index per frame.
+            let mut pos = lease.first.wrapping_sub(lease.base) as u16;
+            for (j, p) in pkts.iter().enumerate() {
+                if !self.offer_one(c, &descs, pos, p.data()) {
+                    return refuse(frames, j, DropReason::PeerFault, drops);
+                }
+                pos = pos.wrapping_add(1);
+            }
+            return;
+        }
+        let mut slot = lease.first;
+        for j in 0..frames.len() {
+            let pos = slot.wrapping_sub(lease.base) as u16;
+            let (frame, nslots) = frames.get(j);
+            let ok = if nslots == 1 {
+                self.offer_one(c, &descs, pos, frame)
+            } else {
+                self.write_one(c, ring, lease.base, slot, nslots, frame)
+                    .is_ok()
+            };
+            if !ok {
+                // The peer broke the protocol: the connection is failed and
+                // nothing more of this burst can be delivered.
+                return refuse(frames, j, DropReason::PeerFault, drops);
+            }
+            slot += nslots as u64;
+        }
+    }
+
+    /// Server: writes a frame that fits one buffer (`slots_for` gave one
+    /// slot) into the buffer the client offered at ring position `pos`.
+    /// False when the peer broke the protocol (the connection is failed).
+    #[inline(always)]
+    fn offer_one(&self, c: &Connection, descs: &Descs<'_>, pos: u16, frame: &[u8]) -> bool {
+        let d = Desc::from_words(descs.read(pos));
+        // The offered buffer: its flags are left over from a previous use
+        // and do not matter.
+        match check_desc(&Desc { flags: 0, ..d }, &c.region_lens) {
+            // One slot: the frame fits `buf_b`.
+            Ok((r, off, cap)) if cap >= self.buf_b => {
+                c.regions[r].copy_in(off, frame);
+                descs.write::<2>(pos, [(r as u32) << 16, frame.len() as u32]);
+                true
+            }
+            Ok(_) => {
+                c.fail(Violation::SmallBuffer);
+                false
+            }
+            Err(v) => {
+                c.fail(v);
+                false
+            }
+        }
+    }
+
     /// Writes one frame into `nslots` descriptors from fabric slot `slot`.
     /// Err when the peer broke the protocol (the connection is failed).
     #[inline]
@@ -815,7 +919,7 @@ impl MemifTx {
                 Role::Server => {
                     // The client offered this buffer: check it (flags left
                     // over from a previous use are irrelevant here).
-                    let d = Desc::from_bytes(region.read16(doff));
+                    let d = Desc::from_words(region.read_words(doff));
                     let offered = Desc { flags: 0, ..d };
                     match check_desc(&offered, &c.region_lens) {
                         Ok((r, off, cap)) if cap >= self.buf_b => (r, off, cap),
@@ -857,7 +961,14 @@ impl MemifTx {
                 offset: boff as u32,
                 metadata: 0,
             };
-            region.write16(doff, d.to_bytes());
+            match c.role {
+                // Flags, region and length: the buffer's place is the one
+                // the client offered (DPDK's server writes the same).
+                Role::Server => region.write_words::<2>(doff, [d.to_words()[0], d.to_words()[1]]),
+                // Our own ring: the whole descriptor but the metadata word,
+                // which stays 0.
+                Role::Client => region.write_words(doff, d.to_words()),
+            }
             rest = &rest[take..];
             pos = pos.wrapping_add(1);
         }

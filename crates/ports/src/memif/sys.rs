@@ -164,15 +164,6 @@ impl Region {
         }
     }
 
-    /// Hints the CPU to fetch the cache line at `off` for reading. Out of
-    /// bounds: nothing.
-    #[inline]
-    pub fn prefetch_read(&self, off: usize) {
-        if off < self.len {
-            fabric::sys::prefetch_read(self.ptr.as_ptr().wrapping_add(off));
-        }
-    }
-
     #[inline]
     fn fits(&self, off: usize, n: usize) -> bool {
         off <= self.len && n <= self.len - off
@@ -223,15 +214,80 @@ impl Region {
         unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }.store(v, Ordering::Relaxed)
     }
 
-    /// Copies out 16 bytes (a descriptor) with one volatile read, so the
-    /// value validated is the value used. Zeroes if out of bounds.
+    /// Reads the first `N` 4-byte little-endian words of a descriptor at
+    /// `off`, each with one volatile load (so the value validated is the
+    /// value used, and a descriptor costs `N` loads, not 16 byte loads and
+    /// their reassembly). Zeroes if out of bounds. Descriptors lie 4-byte
+    /// aligned (ring offsets are checked when a ring is added); a
+    /// misaligned `off` is read byte by byte.
     #[inline]
-    pub fn read16(&self, off: usize) -> [u8; 16] {
-        if !self.fits(off, 16) {
-            return [0; 16];
+    pub fn read_words<const N: usize>(&self, off: usize) -> [u32; N] {
+        let mut w = [0u32; N];
+        if !self.fits(off, 4 * N) {
+            return w;
         }
-        // SAFETY: in bounds; [u8; 16] has alignment 1.
-        unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off) as *const [u8; 16]) }
+        if off % 4 != 0 {
+            for (i, x) in w.iter_mut().enumerate() {
+                let mut b = [0u8; 4];
+                for (j, y) in b.iter_mut().enumerate() {
+                    // SAFETY: in bounds (checked above); u8 has alignment 1.
+                    *y = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off + 4 * i + j)) };
+                }
+                *x = u32::from_le_bytes(b);
+            }
+            return w;
+        }
+        // SAFETY: in bounds and 4-byte aligned (the mapping is page aligned).
+        let p = unsafe { self.ptr.as_ptr().add(off) } as *const u32;
+        for (i, x) in w.iter_mut().enumerate() {
+            // SAFETY: word i of the checked range.
+            *x = u32::from_le(unsafe { std::ptr::read_volatile(p.add(i)) });
+        }
+        w
+    }
+
+    /// Writes `w` as little-endian 4-byte words at `off` (the first fields
+    /// of a descriptor), one volatile store each. Ignored if out of
+    /// bounds; byte by byte if `off` is misaligned (see `read_words`).
+    #[inline]
+    pub fn write_words<const N: usize>(&self, off: usize, w: [u32; N]) {
+        if !self.fits(off, 4 * N) {
+            return;
+        }
+        if off % 4 != 0 {
+            for (i, x) in w.iter().enumerate() {
+                for (j, y) in x.to_le_bytes().into_iter().enumerate() {
+                    // SAFETY: in bounds (checked above); u8 has alignment 1.
+                    unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off + 4 * i + j), y) };
+                }
+            }
+            return;
+        }
+        // SAFETY: in bounds and 4-byte aligned.
+        let p = unsafe { self.ptr.as_ptr().add(off) } as *mut u32;
+        for (i, x) in w.into_iter().enumerate() {
+            // SAFETY: word i of the checked range.
+            unsafe { std::ptr::write_volatile(p.add(i), x.to_le()) };
+        }
+    }
+
+    /// The descriptor table of a ring: `size` (a power of two) 16-byte
+    /// descriptors at `off`, checked once to lie inside the mapping and
+    /// 4-byte aligned, so that a burst reads and writes them without a
+    /// check per access. `None` if they do not (ring placements are
+    /// validated when a ring is added: not expected).
+    #[inline]
+    pub fn descs(&self, off: usize, size: u32) -> Option<Descs<'_>> {
+        let bytes = (size as usize).checked_mul(16)?;
+        if !size.is_power_of_two() || size > 1 << 16 || off % 4 != 0 || !self.fits(off, bytes) {
+            return None;
+        }
+        Some(Descs {
+            // SAFETY: off + bytes <= len (checked above).
+            base: unsafe { self.ptr.as_ptr().add(off) } as *mut u32,
+            mask: (size - 1) as u16,
+            _region: std::marker::PhantomData,
+        })
     }
 
     /// Writes 16 bytes (a descriptor). Ignored if out of bounds.
@@ -301,6 +357,56 @@ fn map(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
         return Err(io::Error::last_os_error());
     }
     NonNull::new(p as *mut u8).ok_or_else(|| io::Error::from(io::ErrorKind::Other))
+}
+
+/// A ring's descriptor table inside a [`Region`] (see [`Region::descs`]):
+/// descriptor `i & mask` is read and written as 4-byte words with volatile
+/// accesses, with no bounds check (the table was checked once). Borrows
+/// the region, so it cannot outlive the mapping.
+pub struct Descs<'a> {
+    base: *mut u32,
+    mask: u16,
+    _region: std::marker::PhantomData<&'a Region>,
+}
+
+impl Descs<'_> {
+    /// Word offset of descriptor `slot`'s first word.
+    #[inline]
+    fn at(&self, slot: u16) -> usize {
+        (slot & self.mask) as usize * 4
+    }
+
+    /// The first `N` (at most 4) words of descriptor `slot`, one volatile
+    /// load each (see [`Region::read_words`]).
+    #[inline]
+    pub fn read<const N: usize>(&self, slot: u16) -> [u32; N] {
+        let mut w = [0u32; N];
+        let at = self.at(slot);
+        for (i, x) in w.iter_mut().enumerate().take(4) {
+            // SAFETY: word at + i < 4 * (mask + 1) lies in the table checked
+            // by `Region::descs` (4-byte aligned), which the borrow keeps
+            // mapped.
+            *x = u32::from_le(unsafe { std::ptr::read_volatile(self.base.add(at + i)) });
+        }
+        w
+    }
+
+    /// Writes the first `N` (at most 4) words of descriptor `slot`, one
+    /// volatile store each.
+    #[inline]
+    pub fn write<const N: usize>(&self, slot: u16, w: [u32; N]) {
+        let at = self.at(slot);
+        for (i, x) in w.into_iter().enumerate().take(4) {
+            // SAFETY: as in `read`.
+            unsafe { std::ptr::write_volatile(self.base.add(at + i), x.to_le()) };
+        }
+    }
+
+    /// Hints the CPU to fetch descriptor `slot`.
+    #[inline]
+    pub fn prefetch(&self, slot: u16) {
+        fabric::sys::prefetch_read(self.base.wrapping_add(self.at(slot)) as *const u8);
+    }
 }
 
 /// Appends a zero-copy view of `len` bytes of `region` at `off` to `batch`.

@@ -463,6 +463,7 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
 
+<<<<<<< HEAD
 /// A client's regions (turnout-gen's memory, sent to the
 /// server) are sealed against shrinking: a server holding the fd cannot
 /// truncate them under the client.
@@ -546,6 +547,48 @@ fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     eprintln!("the blocked kick was interrupted after {took:?}");
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 2);
     assert_eq!(s1.counter("irq_made_blocking"), 0);
+=======
+/// A receive queue keeps its connection from one burst to the next while
+/// frames flow (no reference count per batch), and lets go of it at its
+/// first empty burst: an idle queue holds no connection, so a departed
+/// peer's region is unmapped with nothing more from the worker; a busy one
+/// lets go at its next burst, which sees the link down.
+#[test]
+fn a_receive_queue_holds_its_connection_only_while_frames_flow() {
+    let dir = Dir::new("rxhold");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = server
+        .add_interface(MemifConfig::new("rxhold-s", 0))
+        .unwrap();
+    let mut s0rx = s0.take_rx(0).unwrap();
+    let mut b = RxBatch::with_capacity(32);
+    for (round, idle_first) in [(0u8, true), (1, false)] {
+        let name = format!("rxhold{}-{round}", std::process::id());
+        let tag = format!("memif-{name}-region");
+        let c0 = MemifPort::client(MemifConfig::new(&name, 0), ClientConfig::new(&path)).unwrap();
+        assert!(wait(5000, || s0.link_up() && c0.link_up()));
+        let f = [round; 100];
+        assert!(send(&c0, &f));
+        assert_eq!(recv_one(s0rx.as_mut()).as_deref(), Some(&f[..]));
+        if idle_first {
+            // An empty burst: the queue is idle now.
+            assert_eq!(b.receive(&mut *s0rx, 0, 0).received(), 0);
+        }
+        drop(c0);
+        assert!(wait(5000, || !s0.link_up()), "the server saw no disconnect");
+        if !idle_first {
+            // The queue last had frames and still holds the connection;
+            // its next burst sees the link down.
+            assert_eq!(b.receive(&mut *s0rx, 0, 0).received(), 0);
+        }
+        assert!(
+            wait(3000, || mappings(&tag) == 0),
+            "round {round}: the departed peer's region is still mapped {} time(s)",
+            mappings(&tag)
+        );
+    }
+>>>>>>> capacityports
 }
 
 /// The race: a disconnect while a reservation is

@@ -844,7 +844,12 @@ impl TxQueue for VhostTx {
         if len > self.max_frame_b {
             0
         } else if self.mrg.load(Relaxed) {
-            (len + 12).div_ceil(self.mrg_buf_b()) as u32
+            let b = self.mrg_buf_b();
+            if len + 12 <= b {
+                1
+            } else {
+                (len + 12).div_ceil(b) as u32
+            }
         } else {
             1
         }
@@ -869,6 +874,34 @@ impl TxQueue for VhostTx {
         if base == u64::MAX || first < base {
             self.fault.tx_stale.fetch_add(frames.len() as u64, Relaxed);
             return refuse(frames, 0, DropReason::TxStale, drops);
+        }
+        if let Some(pkts) = frames.as_run() {
+            // One slot each, in slot order: no slot count or index per
+            // frame, and `write_one` compiled for one buffer.
+            for (j, p) in pkts.iter().enumerate() {
+                if s.is_broken() {
+                    return refuse(frames, j, DropReason::PeerFault, drops);
+                }
+                let frame = p.data();
+                let slot = first + j as u64;
+                let r = match self.write_single(
+                    s,
+                    s.start_idx.wrapping_add((slot - base) as u16),
+                    frame,
+                ) {
+                    Some(r) => r,
+                    None => self.write_one(s, base, slot, 1, frame),
+                };
+                match r {
+                    Ok(true) => {}
+                    Ok(false) => drops.add(DropReason::PeerFault, frame.len()),
+                    Err(lie) => {
+                        s.lie(lie);
+                        return refuse(frames, j, DropReason::PeerFault, drops);
+                    }
+                }
+            }
+            return;
         }
         let mut slot = first;
         for j in 0..frames.len() {
@@ -906,6 +939,45 @@ fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDro
 }
 
 impl VhostTx {
+    /// The usual case of `write_one`: a frame of one slot into one guest
+    /// buffer (one device-writable descriptor) that holds header and frame
+    /// (Linux, DPDK and turnout-gen post buffers of 1.5 KiB or more), with
+    /// the checks `walk` makes on it. None when the buffer is anything
+    /// else: `write_one`'s loop takes it.
+    #[inline(always)]
+    fn write_single(&self, s: &Session, idx0: u16, frame: &[u8]) -> Option<Result<bool, Lie>> {
+        let hdr_len = s.layout.hdr_len;
+        let total = hdr_len + frame.len();
+        let head = s.ring.avail_entry(idx0);
+        if head >= s.ring.size() {
+            return None;
+        }
+        let d = s.ring.desc(head);
+        if d.flags != DESC_F_WRITE || total > d.len as usize {
+            return None;
+        }
+        let Some(g) = s.ring.mem().gpa(d.addr, d.len as u64) else {
+            return Some(Err(Lie::OutOfMemory));
+        };
+        let mut hdr = [0u8; 12];
+        if s.layout.mrg_rxbuf {
+            // num_buffers: 1.
+            hdr[10] = 1;
+        }
+        // Constant-length header copies (no memcpy call).
+        let ok = if hdr_len == 12 {
+            g.write(0, &hdr)
+        } else {
+            g.write(0, &hdr[..10])
+        } && g.write(hdr_len, frame);
+        debug_assert!(ok);
+        if s.layout.mrg_rxbuf {
+            self.saw_buf(g.len());
+        }
+        s.ring.set_used(idx0, head, total as u32);
+        Some(Ok(true))
+    }
+
     /// Writes one frame into the guest buffers of `nslots` available
     /// entries from fabric slot `slot`. Ok(false) if the guest's buffers
     /// were too small (handed back empty, counted); Err on a guest lie.
@@ -926,32 +998,8 @@ impl VhostTx {
         }
         let total = hdr_len + frame.len();
         if nslots == 1 {
-            // Fast path: one guest buffer (one device-writable descriptor)
-            // holds header and frame, the usual case (Linux, DPDK and
-            // turnout-gen post buffers of 1.5 KiB or more), with the checks
-            // `walk` makes on it; anything else takes the loop below.
-            let head = s.ring.avail_entry(idx0);
-            if head < s.ring.size() {
-                let d = s.ring.desc(head);
-                if d.flags == DESC_F_WRITE && total <= d.len as usize {
-                    let g = s
-                        .ring
-                        .mem()
-                        .gpa(d.addr, d.len as u64)
-                        .ok_or(Lie::OutOfMemory)?;
-                    // Constant-length header copies (no memcpy call).
-                    let ok = if hdr_len == 12 {
-                        g.write(0, &hdr)
-                    } else {
-                        g.write(0, &hdr[..10])
-                    } && g.write(hdr_len, frame);
-                    debug_assert!(ok);
-                    if s.layout.mrg_rxbuf {
-                        self.saw_buf(g.len());
-                    }
-                    s.ring.set_used(idx0, head, total as u32);
-                    return Ok(true);
-                }
+            if let Some(r) = self.write_single(s, idx0, frame) {
+                return r;
             }
         }
         let hdr = &hdr[..hdr_len];
