@@ -436,6 +436,28 @@ enum Out {
     Normal,
 }
 
+/// Where a verdict of the tables sends a packet-out's frame (never back to
+/// its ingress).
+fn table_targets(sw: &fabric::Switch, v: Verdict, ingress: PortId) -> Vec<PortId> {
+    let dsts: Vec<PortId> = match v {
+        Verdict::Port(d) => vec![d],
+        Verdict::Flood => sw.port_ids(),
+        Verdict::Group(g) => sw.group_members(g),
+        Verdict::Drop(r) => {
+            if !matches!(r, DropReason::ToController) {
+                crate::log!(
+                    Level::Debug,
+                    "openflow",
+                    "packet-out to the tables dropped",
+                    reason = r.name()
+                );
+            }
+            vec![]
+        }
+    };
+    dsts.into_iter().filter(|&d| d != ingress).collect()
+}
+
 /// Executes a packet-out: the frame (no buffering: `buffer_id` must be
 /// `OFP_NO_BUFFER`) runs through the actions in order; each output sends
 /// the frame as modified so far. Everything is checked before anything is
@@ -533,28 +555,16 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }
             Ok(Out::Table) => {
                 let mut f = frame.clone();
-                let (v, range) = sw.classify_one(ingress, &mut f);
-                let dsts: Vec<PortId> = match v {
-                    Verdict::Port(d) if d != ingress => vec![d],
-                    Verdict::Port(_) => vec![],
-                    Verdict::Flood => sw.port_ids(),
-                    Verdict::Group(g) => sw.group_members(g),
-                    Verdict::Drop(r) => {
-                        if !matches!(r, DropReason::ToController) {
-                            crate::log!(
-                                Level::Debug,
-                                "openflow",
-                                "packet-out to the tables dropped",
-                                reason = r.name()
-                            );
-                        }
-                        vec![]
+                let (v, range, copies) = sw.classify_one(ingress, &mut f);
+                // The copies made on the way (an output before a header
+                // change), then the frame itself.
+                for (cv, mut c) in copies {
+                    for d in table_targets(sw, cv, ingress) {
+                        let _ = sw.inject(d, &mut c);
                     }
-                };
-                for d in dsts {
-                    if d != ingress {
-                        let _ = sw.inject(d, &mut f[range.clone()]);
-                    }
+                }
+                for d in table_targets(sw, v, ingress) {
+                    let _ = sw.inject(d, &mut f[range.clone()]);
                 }
             }
         }
