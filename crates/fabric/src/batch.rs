@@ -1116,7 +1116,10 @@ mod tests {
                 .zip(cp)
                 .map(|(v, c)| (*v, c.data().to_vec()))
                 .collect();
-            (copies, p.iter().map(|x| x.data().to_vec()).collect::<Vec<_>>())
+            (
+                copies,
+                p.iter().map(|x| x.data().to_vec()).collect::<Vec<_>>(),
+            )
         });
         let mut grown = vec![1u8; 12];
         grown[0] = 9;

@@ -500,7 +500,7 @@ impl Switch {
         &self,
         ingress: PortId,
         frame: &mut Vec<u8>,
-    ) -> (Verdict, std::ops::Range<usize>, Vec<(Verdict, Vec<u8>)>) {
+    ) -> (Verdict, std::ops::Range<usize>, Copies) {
         let ctx = Ctx {
             now_ns: sys::now_ns(),
             worker: CONTROL_WORKER,
@@ -688,3 +688,7 @@ fn libc_cpus() -> usize {
         1
     }
 }
+
+/// Copies of a frame the logic made on the control path, each with its
+/// verdict and its bytes ([`Switch::classify_one`]).
+pub type Copies = Vec<(Verdict, Vec<u8>)>;

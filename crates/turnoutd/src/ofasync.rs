@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use fabric::sys::EventFd;
 use fabric::{DropReason, PortId, PortStats, Verdict};
-use logic::flows::ofp::{actions_from_of, of_port, port_id};
-use logic::flows::{extract, pktin, Action, Field, Flows};
+use logic::flows::ofp::{actions_from_of, of_port, packet_out_prereqs, port_id};
+use logic::flows::{pktin, Action, Flows};
 use openflow::{bac, brc, et, oxm, port, role, rrfc, AsyncConfig, OfpError, Oxm, PacketOut};
 
 use crate::daemon::Daemon;
@@ -481,17 +481,6 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
     if po.data.len() < 14 {
         return Err(bad_req(brc::BAD_PACKET));
     }
-    // Set-fields are checked against the packet's own headers.
-    let k = extract(&po.data, ingress);
-    let mut pkt_match = vec![Oxm::exact(oxm::ETH_TYPE, k.get(Field::DlType))];
-    if matches!(k.get(Field::DlType), 0x0800 | 0x86dd) {
-        pkt_match.push(Oxm::exact(oxm::IP_PROTO, k.get(Field::NwProto)));
-    }
-    // A VLAN set-field needs a tag: the packet's, or one pushed before.
-    let tag = Oxm::exact(oxm::VLAN_VID, oxm::VID_PRESENT as u128);
-    if k.get(Field::VlanTci) & oxm::VID_PRESENT as u128 != 0 {
-        pkt_match.push(tag);
-    }
     let ports = sw.port_ids();
     let mut steps: Vec<Result<Out, Action>> = Vec::new();
     for a in &po.actions {
@@ -509,14 +498,20 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }));
             continue;
         }
-        let acts = actions_from_of(std::slice::from_ref(a), &pkt_match)?;
-        match a {
-            openflow::Action::PushVlan(_) => pkt_match.push(tag),
-            openflow::Action::PopVlan => pkt_match.retain(|o| o.field != oxm::VLAN_VID),
-            _ => {}
+        let acts = actions_from_of(std::slice::from_ref(a))?;
+        // (A group or a packet-in has no place in a packet-out.)
+        if acts.iter().any(|x| !x.is_rewrite()) {
+            return Err(bad_act(bac::BAD_TYPE));
         }
         steps.extend(acts.into_iter().map(Err));
     }
+    // Set-fields are checked against the packet's own headers, in order
+    // (a push_vlan before a VLAN set-field, ...).
+    let rewrites: Vec<Action> = steps
+        .iter()
+        .filter_map(|s| s.as_ref().err().copied())
+        .collect();
+    packet_out_prereqs(&rewrites, &po.data, ingress)?;
     let mut frame = po.data.clone();
     for s in steps {
         match s {
