@@ -231,10 +231,13 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
                           "n_bytes": 420, "duration": 2.0,
                           "buckets": [{"n_packets": 7, "n_bytes": 420},
                                       {"n_packets": 7, "n_bytes": 420}]}]}
+    meters = {"meters": [{"meter": "meter=1,kbps,bands=type=drop,rate=1000", "meter_id": 1,
+                          "flow_count": 2, "n_packets": 9, "n_bytes": 540, "duration": 3.5,
+                          "bands": [{"n_packets": 4, "n_bytes": 240}]}]}
     err = lambda req: {"jsonrpc": "2.0", "id": req["id"],  # noqa: E731
                        "error": {"code": 4, "message": "flows dump: table must be 0..254"}}
-    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(groups), ok({"flows": [], "tables": []}),
-                                       err])
+    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(groups), ok(meters),
+                                       ok({"flows": [], "tables": []}), err])
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
@@ -249,6 +252,13 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
         "    duration=2.0s, ref_count=1, n_packets=7, n_bytes=420,"
         " bucket0:n_packets=7,n_bytes=420,bucket1:n_packets=7,n_bytes=420",
     ]
+    assert cli.main(["ctl", "--socket", fake.path, "dump-meters", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        " meter=1,kbps,bands=type=drop,rate=1000",
+        "    duration=3.5s, flow_count=2, n_packets=9, n_bytes=540,"
+        " band0:n_packets=4,n_bytes=240",
+    ]
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "3"]) == 0
     assert capsys.readouterr().out.strip() == "(no flows)"
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "300"]) == 1
@@ -256,6 +266,7 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
     assert [r["params"] for r in fake.requests] == [
         {"cmd": "dump", "args": {}},
         {"cmd": "dump_groups", "args": {"group": "group_id=5"}},
+        {"cmd": "dump_meters", "args": {"meter": "meter=1"}},
         {"cmd": "dump", "args": {"table": 3}},
         {"cmd": "dump", "args": {"table": 300}},
     ]

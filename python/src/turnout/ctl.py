@@ -436,6 +436,27 @@ def groups_text(dump: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def meters_text(dump: dict[str, Any]) -> str:
+    """The flows logic's `dump_meters` answer as ovs-ofctl's dump-meters
+    and meter-stats print meters: the meter's text (which `add_meter`
+    accepts back), then its statistics and each band's."""
+    lines = []
+    for m in dump.get("meters", []):
+        lines.append(f" {m['meter']}")
+        bands = ",".join(
+            f"band{i}:n_packets={b.get('n_packets', 0)},n_bytes={b.get('n_bytes', 0)}"
+            for i, b in enumerate(m.get("bands", []))
+        )
+        lines.append(
+            f"    duration={m.get('duration', 0)}s, flow_count={m.get('flow_count', 0)},"
+            f" n_packets={m.get('n_packets', 0)}, n_bytes={m.get('n_bytes', 0)}"
+            + (f", {bands}" if bands else "")
+        )
+    if not lines:
+        lines.append(" (no meters)")
+    return "\n".join(lines)
+
+
 def _policy_text(p: dict[str, Any]) -> str:
     """The adaptive policy's state in a few words ('-' in poll mode)."""
     budget = p.get("budget_ns", 0)
@@ -557,6 +578,10 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "dump-groups", help="the flows logic's OpenFlow groups with their statistics"
     )
     dgroups.add_argument("group_id", nargs="?", type=int, help="only this group")
+    dmeters = sub.add_parser(
+        "dump-meters", help="the flows logic's OpenFlow meters with their statistics"
+    )
+    dmeters.add_argument("meter_id", nargs="?", type=int, help="only this meter")
 
     stats = sub.add_parser("stats", help="counters; 'stats reset' zeroes them")
     stats.add_argument("action", nargs="?", choices=["reset"], help="zero every counter")
@@ -711,6 +736,14 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
             _print_json(r)
         else:
             print(groups_text(r))
+        return 0
+    if cmd == "dump-meters":
+        margs: dict[str, Any] = {} if a.meter_id is None else {"meter": f"meter={a.meter_id}"}
+        r = c.call("logic.command", {"cmd": "dump_meters", "args": margs})
+        if a.json:
+            _print_json(r)
+        else:
+            print(meters_text(r))
         return 0
     if cmd == "stats":
         if a.action == "reset":
