@@ -14,6 +14,7 @@ APT_PACKAGES=(
   chromium                     # report rendering test
   qemu-system-x86 busybox-static lz4           # vhost-user guest test (tests/vm)
   containernetworking-plugins  # host-local / static IPAM, tuning: turnout-cni tests (tests/turnoutd/test_cni.py)
+  openssh-server               # sshd of the remote campaign's namespace hosts (python/tests/test_remote_system.py)
 )
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "setup: must run as root (apt, namespaces, hugepages)" >&2; exit 1; }; }
@@ -26,8 +27,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   need_root
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # Install without starting the packages' services (sshd on port 22, the
+  # system Open vSwitch): the tests and the bench start private instances of
+  # their own. policy-rc.d is Debian's switch for that; one the machine
+  # already has is left as it is.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ -n "$(trap -p EXIT)" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT; fi
 fi
 
 # Rust: the machine image ships rustup's toolchain; fall back to Debian's.
@@ -58,7 +69,7 @@ fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, pytest, mypy, ruff" 2>/dev/null; then
+if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, paramiko, pytest, mypy, ruff" 2>/dev/null; then
   echo "setup: installing the Python workbench into .venv"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e 'python[dev]'
@@ -73,5 +84,18 @@ fi
 if ! .venv-osken/bin/python -c "import os_ken" 2>/dev/null; then
   echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
   .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
+fi
+# Faucet, the production OpenFlow controller of tests/turnoutd/test_faucet.py,
+# on os-ken too, but in a venv of its own: faucet 1.10.12 pins os_ken==3.1.0
+# (the os-ken switch suite above runs on 4.2.2). Every dependency resolves
+# from PyPI on Python 3.11.
+FAUCET_VERSION=1.10.12
+if [ ! -x .venv-faucet/bin/python ]; then
+  python3 -m venv .venv-faucet
+fi
+if ! .venv-faucet/bin/python -c "import faucet, os_ken" 2>/dev/null \
+    || [ ! -x .venv-faucet/bin/osken-manager ]; then
+  echo "setup: installing faucet $FAUCET_VERSION into .venv-faucet"
+  .venv-faucet/bin/pip install -q "faucet==$FAUCET_VERSION"
 fi
 echo "setup: done"

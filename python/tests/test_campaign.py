@@ -102,7 +102,8 @@ def test_sessions_are_shared_across_frame_sizes(tmp_path):
     ({"campaign": {"name": "x"}, "matrix": {"frame_sizes_b": [32]}}, r"outside 64\.\.9000"),
     ({"campaign": {"name": "x"}, "matrix": {"scenarios": ["p3p"]}}, "unknown 'p3p'"),
     ({"campaign": {"name": "x", "methods": ["magic"]}}, "unknown 'magic'"),
-    ({"campaign": {"name": "x", "location": "remote"}}, "only 'local'"),
+    ({"campaign": {"name": "x", "location": "remote"}}, r"needs \[hosts\.NAME\]"),
+    ({"campaign": {"name": "x", "location": "moon"}}, "campaign.location"),
     ({"campaign": {"name": "x"}, "extra": {}}, "unknown table"),
     ({"campaign": {"name": "x"}, "matrix": {"flows": ["a"]}}, "expected int"),
 ])

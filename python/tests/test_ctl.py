@@ -15,6 +15,7 @@ from turnout.ctl import (
     CtlClient,
     CtlConnectionError,
     CtlError,
+    _policy_text,
     format_table,
     parse_kv,
     rates,
@@ -236,11 +237,15 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
                           "bands": [{"n_packets": 4, "n_bytes": 240}]}]}
     err = lambda req: {"jsonrpc": "2.0", "id": req["id"],  # noqa: E731
                        "error": {"code": 4, "message": "flows dump: table must be 0..254"}}
-    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(groups), ok(meters),
-                                       ok({"flows": [], "tables": []}), err])
+    ports = [{"id": 1, "name": "vnf1"}, {"id": 0, "name": "vnf0"}]
+    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(ports), ok(groups), ok(ports), ok(meters),
+                                       ok({"flows": [], "tables": []}), ok(ports), err])
+    note = ("NOTE: port numbers below are turnoutd port ids (0=vnf0, 1=vnf1), not OpenFlow's:"
+            " ovs-ofctl shows port id N as N+1 (in_port=1, output:2 for ids 0, 1)")
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
+        note,
         " cookie=0x1a, duration=1.5s, n_packets=3, n_bytes=180,"
         " table=0,priority=10,in_port=0,actions=output:1",
         "table 0: flows=1, subtables=1, lookups=4, matched=3, missed=1",
@@ -248,6 +253,7 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
     assert cli.main(["ctl", "--socket", fake.path, "dump-groups", "5"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines() == [
+        note,
         " group_id=5,type=all,bucket=output:1,bucket=output:2",
         "    duration=2.0s, ref_count=1, n_packets=7, n_bytes=420,"
         " bucket0:n_packets=7,n_bytes=420,bucket1:n_packets=7,n_bytes=420",
@@ -260,13 +266,28 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
         " band0:n_packets=4,n_bytes=240",
     ]
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "3"]) == 0
-    assert capsys.readouterr().out.strip() == "(no flows)"
+    assert capsys.readouterr().out.splitlines() == [note, " (no flows)"]
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "300"]) == 1
     assert "table must be" in capsys.readouterr().err
-    assert [r["params"] for r in fake.requests] == [
+    assert [r["method"] for r in fake.requests] == ["logic.command", "port.list"] * 2 + [
+        "logic.command"] + ["logic.command", "port.list"] + ["logic.command"]
+    assert [r["params"] for r in fake.requests if r["method"] == "logic.command"] == [
         {"cmd": "dump", "args": {}},
         {"cmd": "dump_groups", "args": {"group": "group_id=5"}},
         {"cmd": "dump_meters", "args": {"meter": "meter=1"}},
         {"cmd": "dump", "args": {"table": 3}},
         {"cmd": "dump", "args": {"table": 300}},
     ]
+
+
+def test_policy_text_says_the_regime_and_why():
+    assert _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",
+                         "wake_p99_ns": 140_000, "sleep_after_ns": 1_000_000}) == (
+        "poll (wake-up p99 140us over the budget; budget 100us), sleeps after 1000us idle")
+    t = _policy_text({"budget_ns": 1_000_000, "regime": "moderate", "why": "naps_cheaper",
+                      "moderating": True, "nap_ns": 700_000, "sleep_after_ns": 2_000})
+    assert t.startswith("moderate, nap 700us (naps fit and cost less; budget 1000us)")
+    t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
+                      "wake_p99_ns": 4_000_000, "poll_p99_ns": 30_000_000})
+    assert "poll p99 30000us, wake-up p99 4000us" in t
+    assert _policy_text({"why": "poll_mode"}) == "-"

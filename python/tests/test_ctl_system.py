@@ -260,7 +260,7 @@ def test_metrics_endpoint(daemon):
     assert types["turnout_port_drops_total"] == "counter"
     samples = [x for x in body.splitlines() if x and not x.startswith("#")]
     for x in samples:
-        name = re.match(r"[a-z_]+", x).group(0)
+        name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", x).group(0)  # Prometheus's grammar
         assert name in types, x
         float(x.rsplit(" ", 1)[1])
     assert 'turnout_port_drops_total{port="vnf0",reason="tx_full"} 0' in samples

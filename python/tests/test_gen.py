@@ -6,6 +6,7 @@ what it says). The documents here are what turnout-gen prints
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import ClassVar
 
@@ -39,7 +40,8 @@ def test_pygen_only_when_turnout_gen_is_missing(tmp_path, monkeypatch):
     (0, 1000, 0, 0, 40, 5, False),      # lossless but pushed back on 12 %: the SUT
     (0, 0, 0, 0, 0, 0, True),           # nothing at all: not the SUT's doing
     (20_000, 19_900, 0, 100, 400, 0, False),  # kept (almost) the rate
-    (20_000, 10_000, 0, 10_000, 400, 0, True),  # could not make the rate on its own
+    (20_000, 10_000, 0, 0, 400, 0, True),  # could not make the rate on its own (behind)
+    (20_000, 10_000, 0, 10_000, 400, 0, False),  # frames did not fit the port: the SUT
     (20_000, 10_000, 0, 10_000, 400, 300, False),  # slowed by back-pressure: the SUT
 ])
 def test_tester_bound(load, sent, lost, unsent, attempts, pushback, bound):
@@ -265,6 +267,29 @@ def test_cpu_is_cut_to_the_traffic_window():
     # interpolated between samples
     (row,) = s.window(1_050_000_000, 1_150_000_000)
     assert row["cpu_s"] == pytest.approx(0.1)
+
+
+def test_cpu_counts_the_schedulers_ns_not_the_ticks():
+    """A thread asleep between frames runs 2 ms in a 0.4 s window: no 10 ms
+    tick of utime/stime moves, schedstat's run time does. The total comes
+    from it; the ticks only split user and system time."""
+    s = CpuSampler({"sut": [7]})
+    for i in range(5):  # every 100 ms: 0.5 ms more on a CPU, no tick
+        t = 1_000_000_000 + i * 100_000_000
+        s.samples.append((t, {70: CpuSample(7, 70, "w", utime=3, stime=1, cpu=1,
+                                            run_ns=5_000_000 + 500_000 * i)}))
+    (row,) = s.window(1_000_000_000, 1_400_000_000)
+    assert row["cpu_s"] == pytest.approx(0.002) and row["util"] == pytest.approx(0.005)
+    assert row["user_s"] == 0 and row["sys_s"] == 0
+    # a thread whose schedstat could not be read in one sample keeps the ticks
+    s.samples[2][1][70] = CpuSample(7, 70, "w", utime=3, stime=1, cpu=1)
+    (row,) = s.window(1_000_000_000, 1_400_000_000)
+    assert row["cpu_s"] == 0
+    # the real /proc: this thread's own run time is there and grows
+    from turnout.measure.cpu import sample_threads
+
+    me = sample_threads([os.getpid()])
+    assert all(x.run_ns > 0 for x in me.values())
 
 
 def test_trial_cpu_rows_name_their_role():

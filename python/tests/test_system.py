@@ -251,8 +251,9 @@ def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
 @pytest.mark.system
 @pytest.mark.parametrize("sut", ["wire", "turnoutd", "bridge"])
 def test_round_trips_over_burst_sizes(tmp_path, sut):
-    """Scenario rtt (seeds/001 §4.5): bursts of N frames to a reflect server
-    and back; every frame returns, and the round trip is measured."""
+    """Scenario rtt ("Virtualized networking framework" §4.5): bursts of N
+    frames to a reflect server and back; every frame returns, and the round
+    trip is measured."""
     if not REAL_GEN.exists():
         testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
     why = make_sut(sut).available()
@@ -305,3 +306,39 @@ def test_ovs_dpdk_vhost_user_v2v_cell(tmp_path):
             assert t.received <= t.sent
         (sut,) = {s.name: s for s in db.suts(c.id)}.values()
         assert "dpdkvhostuser" in str(sut.config), sut.config
+
+
+@needs_root
+@pytest.mark.system
+def test_every_sut_gets_the_same_tester_buffers_and_placement(tmp_path):
+    """Issue 30, deliver 3, against the real switches: in one p2p cell
+    turnoutd, OVS and testpmd get the same tester processes, ports and CPUs,
+    each SUT's data path is pinned to the SUT's CPU and none of its other
+    threads may run there (OVS's main, handler and revalidator threads did,
+    until ovsdb-server and ovs-vswitchd were started off the SUT's CPUs);
+    the report's set-up check says "yes"."""
+    from turnout.report.queries import load_campaign
+    from turnout.report.setup import fairness_table
+
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    suts = ["turnoutd", "ovs", "testpmd"]
+    for sut in suts:
+        why = make_sut(sut).available()
+        if why:
+            testpeers.need(False, f"{sut}: {why}")
+    spec = _tiny("same", ["p2p"], ["rplus"])
+    spec["matrix"]["suts"] = suts
+    spec["matrix"]["frame_sizes_b"] = [64]
+    spec["sut"] = {"turnoutd": {"kernel_port": "af_xdp"}, "testpmd": {"kernel_port": "af_xdp"}}
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+        assert all(t.status == "ok" for t in trials), [t.reason for t in trials]
+        assert sorted(t.sut for t in trials) == sorted(suts)
+        for t in trials:
+            p = t.extra["sut_placement"]
+            assert p["on"] and p["both"] == {}, (t.sut, p)
+            assert t.extra["tester_setup"]["processes"], t.extra
+        (row,) = fairness_table(load_campaign(db, c.id)).rows
+        assert row[-1] == "yes", row

@@ -250,7 +250,8 @@ def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
         t = latency_verdict_table(load_campaign(db, "l"))
     assert [(r[3], r[4]) for r in t.rows] == [("=1", "turnoutd"), ("=1", "bridge"),
                                               ("3", "ovs")]
-    assert all(r[8].startswith("52") for r in t.rows)  # the wire's median p99, µs
+    floor = t.columns.index("wire floor µs")
+    assert all(r[floor].startswith("52") for r in t.rows)  # the wire's median p99, µs
     assert t.rows[0][2] == "10 kpps"
 
 
@@ -307,20 +308,33 @@ def test_a_retried_repetition_is_one_row_and_unmeasured_cells_say_why(tmp_path):
         from turnout.report.verdict import verdict_table
 
         t = verdict_table(data, rows)
+        n = t.columns.index("n")
         for row in t.rows:
-            assert row[7] != "0", row  # no "n=0" row
-        (dp,) = [r for r in t.rows if r[4] == "ovs-dpdk [memif]"]
-        assert dp[6] == "failed: RuntimeError: mbuf too small for 1518 B"
-        (br,) = [r for r in t.rows if r[4].startswith("bridge")]
-        assert br[6] == "skipped: bridge: no memif ports" and br[3] == "–"
+            assert row[n] != "0", row  # no "n=0" row
+        # the detailed table holds only SUTs with a value; the others are
+        # cells of the matrix that say what happened (the reason on hover)
+        # and rows of "Not measured"
+        assert sorted(r[4] for r in t.rows) == ["testpmd [memif]", "turnoutd [memif]"]
+        from turnout.report.glance import glance_matrix
+
+        m = glance_matrix(data, rows)
+        (row,) = m.rows
+        cell = dict(zip(m.columns, row.cells, strict=True))
+        assert cell["ovs-dpdk"].cls == "failed"
+        assert "failed: RuntimeError: mbuf too small for 1518 B" in cell["ovs-dpdk"].title
+        assert cell["bridge"].cls == "skipped" and "no memif ports" in cell["bridge"].title
+        assert cell["turnoutd"].cls == "best" and cell["turnoutd"].ratio == "best"
+        assert cell["testpmd"].ratio == "0.5×"  # its R+ over the best's, paired
+        assert row.sentence == ("v2v over memif, 1518 B: turnoutd first, testpmd 0.5× its "
+                                "rate; bridge skipped, ovs-dpdk failed.")
         text = summary_text(data)
-        assert "failed: RuntimeError: mbuf too small" in text
+        assert "RuntimeError: mbuf too small" in text and "=1" not in row.cells[0].rank
         # the retried attempt is listed as such, not as a missing value
         assert "Not measured: 12 (and 2 failed attempts retried with success" in text
         assert "failed, retried: ok  PeerAbsent" in text
         from turnout.report.queries import not_measured_section
 
-        nm = not_measured_section(data).tables[0]
+        (nm,) = [t for t in not_measured_section(data).tables if t.key == "not-measured-table"]
         flagged = [f for r, f in zip(nm.rows, nm.flags, strict=True) if "refused" in r[7]]
         assert flagged and all(f == "retried: ok" for f in flagged)
 
@@ -482,7 +496,8 @@ def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
                                status="ok", extra={"sut_sched": sched_wait(a, b, 1.0)}))
     with db:
         t = latency_verdict_table(load_campaign(db, "l"))
-    limits = {r[4]: r[9] for r in t.rows}
+    lim = t.columns.index("limited by")
+    limits = {r[4]: r[lim] for r in t.rows}
     # turnoutd: 10 µs then 300 µs per run; ovs: 100 µs (≥ the flag), then 99 µs
     assert limits == {"turnoutd": "scheduler (SUT waited 300 µs per run for a CPU)",
                       "ovs": "scheduler (SUT waited 100 µs per run for a CPU)",
@@ -515,8 +530,10 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
         data = load_campaign(db, "l")
         t = latency_verdict_table(data)
         trials = latency_trials_table(data)
-    assert t.rows[0][10] == "off/on"  # mixed: one repetition without isolation
-    assert t.rows[0][11] == "6 [0.5–12]"  # median, min, max of 12.5 and 0.5 ms
+    col = {c: i for i, c in enumerate(t.columns)}
+    assert t.rows[0][col["SUT CPU isolated"]] == "off/on"  # one repetition without isolation
+    # median, min, max of 12.5 and 0.5 ms
+    assert t.rows[0][col["other threads on SUT CPU ms [min–max]"]] == "6 [0.5–12]"
     rows = {r[4]: r for r in trials.rows}
     assert rows["0"][5] == "9000" and rows["0"][7] == "off"
     assert rows["0"][8] == "12.5 (kernel 12.5: rcu_preempt 8.0)"

@@ -98,13 +98,16 @@ class Turnoutd:
         self.config_path.write_text(text)
         self.log_path = self.dir / "turnoutd.log"
         self.binary = binary or turnoutd_binary()
+        #: run the daemon under this command (e.g. ``["chrt", "-f", "1"]``)
+        self.prefix: list[str] = []
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Turnoutd:
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self._log = log
         self.proc = subprocess.Popen(
-            [*(["ip", "netns", "exec", self.netns] if self.netns else []), str(self.binary),
+            [*self.prefix, *(["ip", "netns", "exec", self.netns] if self.netns else []),
+             str(self.binary),
              "--config", str(self.config_path), "--log-level", "debug"],
             stdout=log,
             stderr=log,
@@ -369,10 +372,12 @@ class OpenflowLab:
 
 
 @contextmanager
-def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[OpenflowLab]:
+def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str],
+                 switch_extra: str = "") -> Iterator[OpenflowLab]:
     """An OpenflowLab with namespaces named ``prefix``*, host MACs ``macs``
-    (1..3) and a TCP port drawn at random; turnoutd is stopped by PID and the
-    namespaces deleted on leaving, also after a failed set-up. Needs root,
+    (1..3), more [switch] lines ``switch_extra`` and a TCP port drawn at
+    random; turnoutd is stopped by PID and the namespaces deleted on
+    leaving, also after a failed set-up. Needs root,
     ovs-ofctl and a built turnoutd (missing peers: testpeers' skip or fail;
     no binary: the test fails)."""
     import pytest  # only here: soak.py and the benches use harness without it
@@ -390,7 +395,8 @@ def openflow_lab(tmp: Path, prefix: str, macs: dict[int, str]) -> Iterator[Openf
         lab.port = random.randint(20000, 60000)
         lab.target = f"tcp:127.0.0.1:{lab.port}"
         unix = tmp / "of.sock"
-        config = ThreeHosts.config(f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n')
+        config = ThreeHosts.config(
+            f'openflow = ["ptcp:{lab.port}", "punix:{unix}"]\n{switch_extra}')
         lab.daemon = Turnoutd(tmp / "sw", config, netns=lab.sw).start()
         yield lab
     finally:

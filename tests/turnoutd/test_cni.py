@@ -31,6 +31,7 @@ import contextlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -233,12 +234,25 @@ def test_version_and_bad_input_give_spec_errors_and_leave_nothing(lab: Lab) -> N
     rc, out = lab.cni("VERSION", "")
     assert rc == 0 and out["cniVersion"] == "1.1.0"
     assert "1.1.0" in out["supportedVersions"] and "0.4.0" in out["supportedVersions"]
+    # Run by hand (no CNI_COMMAND, or an empty one): an about line with its
+    # versions on stderr, as the reference plugins print, exit 0, nothing
+    # read or done.
+    for env_command in (None, ""):
+        env = lab.cni_env()
+        if env_command is not None:
+            env["CNI_COMMAND"] = env_command
+        p = subprocess.run([str(CNI_BIN)], input="", capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert (p.returncode, p.stdout) == (0, ""), (p.returncode, p.stdout, p.stderr)
+        about = p.stderr.splitlines()
+        assert about[0].startswith("CNI turnout-cni plugin v"), p.stderr
+        assert about[1] == ("CNI protocol versions supported: "
+                            + ", ".join(out["supportedVersions"])), p.stderr
 
     pod = lab.pod()
     good = lab.conf()
     links_before = lab.host_links()
     cases: list[tuple[str, Any, dict[str, str], int]] = [
-        ("no CNI_COMMAND", good, {"command": ""}, 4),
         ("unknown command", good, {"command": "FROB"}, 4),
         ("no container id", good, {"cid": ""}, 4),
         ("bad ifname", good, {"ifname": "a/b"}, 4),
@@ -609,3 +623,67 @@ def test_del_after_the_pod_namespace_is_gone(lab: Lab) -> None:
         rc, out = lab.cni("DEL", lab.conf(), "gpod", pod)
         assert rc == 0, out
     assert lab.ports() == {} and lab.leases() == {} and lab.records() == []
+
+
+def kubernetes_md_recipe() -> str:
+    """The shell block of docs/kubernetes.md's "On one machine, with cnitool"."""
+    text = (REPO / "docs" / "kubernetes.md").read_text()
+    section = text.split("## On one machine, with cnitool", 1)[1]
+    return section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_the_one_machine_cnitool_recipe_of_the_docs_as_written() -> None:
+    """docs/kubernetes.md's recipe, as written, by `bash -e` in namespaces
+    of its own: mount (a private tmpfs on /run, /tmp and /var/lib, so its
+    /run/turnout, netns names, records and leases are its own), network
+    (its veths) and PID (whatever it started dies with it, also when it
+    fails). Checks what its comments say, and that DEL left nothing."""
+    testpeers.need(CNITOOL.is_file(), f"{CNITOOL} not built (scripts/setup.sh)")
+    testpeers.need(shutil.which("ping"), "ping not installed (iputils-ping)")
+    script = "\n".join([
+        "set -e",
+        "mount -t tmpfs tmpfs /run",
+        "mount -t tmpfs tmpfs /tmp",
+        "mount -t tmpfs tmpfs /var/lib",
+        "ip link set lo up",
+        f"cd {REPO}",
+        "set -x",
+        kubernetes_md_recipe(),
+        "set +x",
+        "echo '== left behind'",
+        "ls /var/lib/cni/turnout/tnet 2>/dev/null || true",
+        "ls /var/lib/cni/networks/tnet",
+        "ip -o link show | grep ' tn' || true",
+        "ip netns list",
+    ])
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CNI_") and k not in ("TURNOUT_CTL_SOCKET", "NETCONFPATH")}
+    p = subprocess.run(
+        ["unshare", "--fork", "--pid", "--mount-proc", "--kill-child", "--mount",
+         "--propagation", "private", "--net", "--", "bash", "-c", script],
+        capture_output=True, text=True, env=env, timeout=300)
+    log = p.stdout + "\n" + p.stderr[-4000:]
+    assert p.returncode == 0, log
+    out, left = p.stdout.split("== left behind\n")
+    # cnitool add: eth0 in each pod, 10.20.0.2 and 10.20.0.3
+    dec, results, at = json.JSONDecoder(), [], out.find("{")
+    while at >= 0:  # cnitool ends its JSON without a newline: decode in place
+        try:
+            v, end = dec.raw_decode(out, at)
+        except ValueError:
+            v, end = None, at + 1
+        if isinstance(v, dict) and "ips" in v:
+            results.append(v)
+        at = out.find("{", end)
+    assert [r["ips"][0]["address"] for r in results] == ["10.20.0.2/24", "10.20.0.3/24"], out
+    assert all(r["interfaces"][-1]["name"] == "eth0" for r in results), out
+    # turnout ctl ports: the two ports turnout-cni added
+    rows = [ln.split() for ln in out.splitlines() if " af_packet " in f" {ln} "]
+    assert len(rows) == 2, out
+    # ping pod to pod through turnoutd
+    m = re.search(r"(\d+) packets transmitted, (\d+) received", out)
+    assert m and m.group(1) == "3" and int(m.group(2)) >= 1, out
+    # DEL left no record, no lease, no veth, and the pods went too
+    lines = left.splitlines()
+    assert not [n for n in lines if re.fullmatch(r"10\.20\.0\.\d+|.*@eth0\.json", n)], left
+    assert not [ln for ln in lines if re.match(r"\d+: tn", ln) or ln.startswith("pod-")], left

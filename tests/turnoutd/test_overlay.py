@@ -386,7 +386,7 @@ def test_turnoutd_to_turnoutd_and_kernel_to_kernel(net: Net, underlay: str) -> N
 
 @contextmanager
 def ovs(net: Net, ns: str, name: str = "ovs") -> Iterator[callable]:
-    """A private OVS userspace instance inside `ns` (docs: PEERS.md)."""
+    """A private OVS userspace instance inside `ns` (docs/peers.md)."""
     for t in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-appctl"):
         need(t)
     d = net.tmp / name

@@ -4,7 +4,8 @@
 //! The runtime runs it with CNI_COMMAND (ADD, DEL, CHECK, VERSION, STATUS,
 //! GC) and the other CNI_* variables in the environment and the network
 //! configuration on stdin; it answers on stdout (a result, or an error
-//! object and exit code 1).
+//! object and exit code 1). Without CNI_COMMAND (run by hand) it prints
+//! its version and the CNI versions it speaks on stderr and exits 0.
 
 mod ctl;
 mod ipam;
@@ -44,7 +45,25 @@ fn run(stdin: &str, env: &Env) -> Result<Option<serde_json::Value>> {
     }
 }
 
+/// What the plugin prints when it is run by hand (no CNI_COMMAND), on
+/// stderr like the CNI project's reference plugins: its version and the
+/// CNI versions it speaks.
+fn about() -> String {
+    format!(
+        "CNI turnout-cni plugin v{} (attaches pods to turnoutd: docs/kubernetes.md)\n\
+         CNI protocol versions supported: {}",
+        env!("CARGO_PKG_VERSION"),
+        version::SUPPORTED.join(", ")
+    )
+}
+
 fn main() {
+    // Run by hand, not by a runtime: say what this is, as the reference
+    // plugins do, and touch nothing.
+    if std::env::var_os("CNI_COMMAND").is_none_or(|c| c.is_empty()) {
+        eprintln!("{}", about());
+        return;
+    }
     let env = Env::read(|k| std::env::var(k).ok());
     let mut stdin = String::new();
     let needs_stdin = env.as_ref().map(|e| e.command != "VERSION").unwrap_or(true);

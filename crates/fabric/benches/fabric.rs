@@ -1,5 +1,6 @@
 //! Criterion benches reproducing mSwitch's fabric figures in-process, each
-//! next to a reference measured in the same run (seeds/002 §4):
+//! next to a reference measured in the same run (mSwitch §4;
+//! docs/references.md):
 //!
 //! - (a) `size_batch`: one source → one destination, 60/508/1514 B frames,
 //!   batches 32..1024 (Fig. 5b); reference: a bare memcpy of the same
@@ -15,8 +16,8 @@
 //!   rules over 8 masks, every subtable probed) vs `patch` cost per packet
 //!   through the whole fabric, on 64 B UDP frames (Fig. 16).
 //! - (f) `f_mirror`: `flows` mirroring each frame to 1, 2 and 4 ports
-//!   (`actions=output:1,output:2,...`, one group per output set; seeds/004
-//!   §5.3 (d)), cost per received frame (all copies included) vs `patch`.
+//!   (`actions=output:1,output:2,...`, one group per output set; "Open vSwitch
+//!   throughput and latency" §5.3 (d)), cost per received frame (all copies included) vs `patch`.
 //!
 //! Sources are synthetic ports whose receive queue hands out the same frame
 //! forever (no sender thread competing for the 2 cores); sinks copy every

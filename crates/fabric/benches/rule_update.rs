@@ -1,4 +1,5 @@
-//! Rule-update time under traffic (seeds/003 §3.5; CSIT's "reconf"): how
+//! Rule-update time under traffic ("Hard or hopeless" §3.5,
+//! docs/references.md; CSIT's "reconf"): how
 //! long until N new `l4filter` or `demux` entries are in effect while
 //! traffic flows, for N = 1, 100, 10 000.
 //!

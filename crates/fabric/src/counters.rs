@@ -18,6 +18,11 @@ pub struct QueueCounters {
     pub tx_packets: AtomicU64,
     /// Bytes written to this queue's transmit ring.
     pub tx_bytes: AtomicU64,
+    /// Receive bursts that found this queue's ring full
+    /// ([`crate::RxQueue::fill_level`]): the peer could add no frame until
+    /// the worker drained it — the switch pushed back (or the peer
+    /// dropped). 0 for kernel queues, whose ring level is not known.
+    pub rx_ring_full: AtomicU64,
 }
 
 /// Counters of one port. Drops on the way in (runt, the logic's reasons,
@@ -77,6 +82,7 @@ impl PortCounters {
             q.rx_bytes.store(0, Relaxed);
             q.tx_packets.store(0, Relaxed);
             q.tx_bytes.store(0, Relaxed);
+            q.rx_ring_full.store(0, Relaxed);
         }
         for d in self.drops.iter() {
             d.0.store(0, Relaxed);
@@ -114,15 +120,36 @@ pub struct WorkerCounters {
     pub policy: PolicyCounters,
 }
 
-/// The adaptive policy's state, published by the worker after each sleep.
+/// The adaptive policy's state, published by the worker after each sleep
+/// and once per decision window (see [`crate::wakeup::PolicyView`]).
 #[derive(Default, Debug)]
 pub struct PolicyCounters {
     /// Latency budget, ns.
     pub budget_ns: AtomicU64,
+    /// The regime ([`crate::wakeup::Regime::to_code`]).
+    pub regime: AtomicU64,
+    /// Why ([`crate::wakeup::Why::to_code`]).
+    pub why: AtomicU64,
     /// 1 while moderating (napping after batches), else 0.
     pub moderating: AtomicU64,
     /// Current nap length, ns.
     pub nap_ns: AtomicU64,
+    /// How long the queues must be idle before the worker sleeps, ns.
+    pub sleep_after_ns: AtomicU64,
+    /// Wake-up latency, median and p99 of the last samples, ns.
+    pub wake_p50_ns: AtomicU64,
+    /// See `wake_p50_ns`.
+    pub wake_p99_ns: AtomicU64,
+    /// Wake-up latency samples taken.
+    pub wake_samples: AtomicU64,
+    /// Poll latency p99 of the recent samples, ns.
+    pub poll_p99_ns: AtomicU64,
+    /// Timer overshoot, median and p99 of the last samples, ns.
+    pub timer_p50_ns: AtomicU64,
+    /// See `timer_p50_ns`.
+    pub timer_p99_ns: AtomicU64,
+    /// Shortest ring fill time at the measured arrival rates, ns.
+    pub ring_fill_ns: AtomicU64,
     /// Estimated CPU cost of one sleep on notifications, ns.
     pub sleep_cpu_ns: AtomicU64,
     /// Estimated CPU cost of one nap, ns.
@@ -138,8 +165,18 @@ impl PolicyCounters {
     pub fn view(&self) -> crate::wakeup::PolicyView {
         crate::wakeup::PolicyView {
             budget_ns: self.budget_ns.load(Relaxed),
+            regime: crate::wakeup::Regime::from_code(self.regime.load(Relaxed)),
+            why: crate::wakeup::Why::from_code(self.why.load(Relaxed)),
             moderating: self.moderating.load(Relaxed) != 0,
             nap_ns: self.nap_ns.load(Relaxed),
+            sleep_after_ns: self.sleep_after_ns.load(Relaxed),
+            wake_p50_ns: self.wake_p50_ns.load(Relaxed),
+            wake_p99_ns: self.wake_p99_ns.load(Relaxed),
+            wake_samples: self.wake_samples.load(Relaxed),
+            poll_p99_ns: self.poll_p99_ns.load(Relaxed),
+            timer_p50_ns: self.timer_p50_ns.load(Relaxed),
+            timer_p99_ns: self.timer_p99_ns.load(Relaxed),
+            ring_fill_ns: self.ring_fill_ns.load(Relaxed),
             sleep_cpu_ns: self.sleep_cpu_ns.load(Relaxed),
             nap_cpu_ns: self.nap_cpu_ns.load(Relaxed),
             nap_overshoot_ns: self.nap_overshoot_ns.load(Relaxed),
@@ -170,8 +207,18 @@ impl WorkerCounters {
     pub fn publish_policy(&self, v: &crate::wakeup::PolicyView) {
         let p = &self.policy;
         p.budget_ns.store(v.budget_ns, Relaxed);
+        p.regime.store(v.regime.to_code(), Relaxed);
+        p.why.store(v.why.to_code(), Relaxed);
         p.moderating.store(v.moderating as u64, Relaxed);
         p.nap_ns.store(v.nap_ns, Relaxed);
+        p.sleep_after_ns.store(v.sleep_after_ns, Relaxed);
+        p.wake_p50_ns.store(v.wake_p50_ns, Relaxed);
+        p.wake_p99_ns.store(v.wake_p99_ns, Relaxed);
+        p.wake_samples.store(v.wake_samples, Relaxed);
+        p.poll_p99_ns.store(v.poll_p99_ns, Relaxed);
+        p.timer_p50_ns.store(v.timer_p50_ns, Relaxed);
+        p.timer_p99_ns.store(v.timer_p99_ns, Relaxed);
+        p.ring_fill_ns.store(v.ring_fill_ns, Relaxed);
         p.sleep_cpu_ns.store(v.sleep_cpu_ns, Relaxed);
         p.nap_cpu_ns.store(v.nap_cpu_ns, Relaxed);
         p.nap_overshoot_ns.store(v.nap_overshoot_ns, Relaxed);

@@ -1,4 +1,4 @@
-//! The turnoutd switching fabric (after mSwitch, seeds/002 §3).
+//! The turnoutd switching fabric (after mSwitch §3, docs/references.md).
 //!
 //! - [`port`]: the contract every port backend implements (burst receive;
 //!   reserve / write / publish transmit).

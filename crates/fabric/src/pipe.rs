@@ -228,6 +228,7 @@ impl Port for PipePort {
             q: q as usize,
             head: 0,
             taken: 0,
+            filled: 0,
         }))
     }
 
@@ -248,6 +249,8 @@ struct PipeRx {
     head: u64,
     /// Frames handed out by the last burst.
     taken: u64,
+    /// Frames in the ring at the last burst.
+    filled: u32,
 }
 
 impl RxQueue for PipeRx {
@@ -257,6 +260,7 @@ impl RxQueue for PipeRx {
         if self.head == tail {
             self.head = ring.head.0.load(Ordering::Acquire);
         }
+        self.filled = (self.head - (tail - self.taken)) as u32;
         let avail = (self.head - tail).min(rx.room() as u64);
         for i in 0..avail {
             let idx = tail + i;
@@ -288,6 +292,11 @@ impl RxQueue for PipeRx {
 
     fn ack_notify(&mut self) {
         self.shared.queues[self.q].inbound.notify.drain();
+    }
+
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        let size = self.shared.queues[self.q].inbound.size() as u32;
+        Some((self.filled, size))
     }
 }
 

@@ -117,6 +117,18 @@ pub trait RxQueue: Send {
 
     /// Clears a pending notification after the fd became readable.
     fn ack_notify(&mut self) {}
+
+    /// How full the queue's ring was when the last [`RxQueue::burst`]
+    /// looked: `(filled, capacity)` in frames the peer can put in it
+    /// without our consuming any (`filled` counts those the burst took).
+    /// `filled >= capacity` means the peer could add nothing: it was
+    /// pushed back, or dropped. The worker uses it to count push-back
+    /// (`rx_ring_full`) and to bound its naps so no ring fills during one
+    /// (`crate::wakeup`). Must be cheap: a backend saves what its burst
+    /// computed anyway. `None` (the default): unknown (a kernel queue).
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// Frames a backend refused after they were reserved (write, publish or

@@ -110,6 +110,8 @@ struct Worker {
     shared: Arc<WorkerShared>,
     cpu: Option<usize>,
     thread: Option<JoinHandle<()>>,
+    /// Its wake-up prober (adaptive mode).
+    prober: Option<JoinHandle<()>>,
 }
 
 /// A running switch.
@@ -146,8 +148,10 @@ pub struct PortStats {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
-    /// Per queue: (rx_packets, rx_bytes, tx_packets, tx_bytes).
-    pub queues: Vec<[u64; 4]>,
+    /// Receive bursts that found a ring full (push-back), all queues.
+    pub rx_ring_full: u64,
+    /// Per queue: (rx_packets, rx_bytes, tx_packets, tx_bytes, rx_ring_full).
+    pub queues: Vec<[u64; 5]>,
     /// Drops by reason name (only non-zero).
     pub drops: Vec<(&'static str, u64)>,
     /// Backend counters.
@@ -238,7 +242,21 @@ impl Switch {
                 mailbox: Mailbox::new().map_err(|e| SwitchError::Os(e.to_string()))?,
                 tid: AtomicI32::new(0),
                 epoch: AtomicU64::new(0),
+                probe: worker::Probe::new().map_err(|e| SwitchError::Os(e.to_string()))?,
             });
+            // Started from here, not from the worker: it runs where this
+            // thread may (turnoutd keeps that off the workers' CPUs).
+            let prober = if cfg.wakeup == WakeupMode::Adaptive {
+                let s = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name(format!("turnout-p{i}"))
+                        .spawn(move || worker::probe(s))
+                        .map_err(|e| SwitchError::Os(e.to_string()))?,
+                )
+            } else {
+                None
+            };
             let (s, t, l, b, m, cpu) = (
                 shared.clone(),
                 table.clone(),
@@ -261,6 +279,7 @@ impl Switch {
                 shared,
                 cpu,
                 thread: Some(thread),
+                prober,
             });
         }
         Ok(Self {
@@ -576,6 +595,7 @@ impl Switch {
                     rx_bytes: c.sum(|q| &q.rx_bytes),
                     tx_packets: c.sum(|q| &q.tx_packets),
                     tx_bytes: c.sum(|q| &q.tx_bytes),
+                    rx_ring_full: c.sum(|q| &q.rx_ring_full),
                     queues: c
                         .queues
                         .iter()
@@ -585,6 +605,7 @@ impl Switch {
                                 q.rx_bytes.load(Ordering::Relaxed),
                                 q.tx_packets.load(Ordering::Relaxed),
                                 q.tx_bytes.load(Ordering::Relaxed),
+                                q.rx_ring_full.load(Ordering::Relaxed),
                             ]
                         })
                         .collect(),
@@ -630,7 +651,10 @@ impl Switch {
                     policy: if self.cfg.wakeup == WakeupMode::Adaptive {
                         c.policy.view()
                     } else {
-                        crate::wakeup::PolicyView::default()
+                        crate::wakeup::PolicyView {
+                            why: crate::wakeup::Why::PollMode,
+                            ..Default::default()
+                        }
                     },
                     cycles_per_packet: if pk == 0 {
                         0.0
@@ -666,6 +690,11 @@ impl Switch {
         }
         for w in &mut self.workers {
             if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+            w.shared.probe.stop();
+            if let Some(t) = w.prober.take() {
+                t.thread().unpark();
                 let _ = t.join();
             }
         }

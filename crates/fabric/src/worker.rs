@@ -1,19 +1,30 @@
 //! The worker loop: receive a burst, drop runts, classify, forward,
-//! release; and the wake-up model of DESIGN.md.
+//! release; and the wake-up model (docs/architecture.md, "Wake-up").
 //!
 //! - `Poll`: every owned receive queue is polled on every iteration; the
 //!   worker never sleeps (what DPDK-style switches do).
 //! - `Adaptive` (default): the policy of [`crate::wakeup`] with the
-//!   worker's latency budget. A queue that stayed empty for the policy's
-//!   spin time is *armed* — its notifications are enabled, with the
-//!   re-check that prevents a lost wake-up — and no longer polled. Armed
-//!   queues are watched through epoll (looked at without waiting every
-//!   `EPOLL_EVERY` iterations while other queues are busy). When every queue
-//!   is armed the worker sleeps in epoll; a queue whose fd fires is disarmed
-//!   and polled again. Under dense traffic, when the policy finds naps
-//!   cheaper than wake-ups, it naps after each batch for up to the latency
-//!   budget (interrupt moderation). Every sleep's CPU cost is measured and
-//!   fed back to the policy.
+//!   worker's latency budget, in one of its regimes. A queue that stayed
+//!   empty for the policy's spin time is *armed* — its notifications are
+//!   enabled, with the re-check that prevents a lost wake-up — and no
+//!   longer polled: one at a time in the regimes where a wake-up fits in
+//!   the budget, all at once when the whole worker idled that long in the
+//!   poll regime (an armed queue is only looked at now and then, which
+//!   would hold its first frame back). Armed queues are watched through
+//!   epoll (looked at without waiting every `EPOLL_EVERY` iterations, and
+//!   at least every half budget, while other queues are busy). When every
+//!   queue is armed the worker sleeps in epoll; a queue whose fd fires is
+//!   disarmed and polled again. In the moderate regime it naps after each
+//!   batch. Every sleep's CPU cost is measured and fed back to the policy,
+//!   with the naps' overshoot, each queue's arrival rate and ring level
+//!   ([`RxQueue::fill_level`]), and the wake-up latency its prober measures.
+//! - The prober ([`probe`], a thread of its own started with the worker):
+//!   signals an eventfd in the worker's epoll set while the worker sleeps,
+//!   with the time it did, so the worker measures what a wake-up costs on
+//!   this host: [`CALIBRATION_PROBES`] at start, then one every
+//!   [`WAKE_PROBE_EVERY_NS`] while it sleeps; while it is awake, a time it
+//!   clears at its next pass every [`POLL_PROBE_EVERY_NS`] (what polling
+//!   costs a frame when other threads hold its CPU).
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
@@ -26,7 +37,9 @@
 //! at `KICK_RETRY_NS` and doubles while the peer keeps refusing, and
 //! always before it sleeps, whose timeout it then shortens to that wait.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -39,10 +52,19 @@ use crate::fabric::{Forwarder, PortTable};
 use crate::logic::{Ctx, Logic, Verdict};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
-use crate::wakeup::{Next, Policy, Slept};
+use crate::wakeup::{Inflow, Next, Pass, Policy, Regime, Slept};
 
-/// While some queues are busy, look at armed queues every this many loops.
+/// While some queues are busy, look at armed queues every this many loops
+/// (and at least every half latency budget).
 pub const EPOLL_EVERY: u32 = 64;
+/// Wake-up probes at a worker's start (while it has no traffic: its first
+/// tens of milliseconds), spaced 200 µs – 1 ms.
+pub const CALIBRATION_PROBES: u32 = 64;
+/// Then a wake probe this often while the worker sleeps (each costs it a
+/// wake-up: 20 a second) ...
+pub const WAKE_PROBE_EVERY_NS: u64 = 50_000_000;
+/// ... and a poll probe this often while it is awake (a cache line).
+pub const POLL_PROBE_EVERY_NS: u64 = 5_000_000;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
 /// First wait before kicking again a transmit queue whose peer refused
@@ -123,11 +145,45 @@ struct RxSlot {
     rxq: Box<dyn RxQueue>,
     /// When this queue last had frames (or was disarmed), ns.
     last_rx_ns: u64,
+    /// Its arrival rate, and how long its ring takes to fill at that rate
+    /// from the level the last burst saw, ns.
+    inflow: Inflow,
+    fill_ns: u64,
     armed: bool,
     fd: Option<i32>,
     /// Its epoll token: unique for the worker's life and never re-registered,
     /// so removing another port cannot leave this queue deaf.
     token: u64,
+}
+
+/// The worker's side of its prober: an eventfd in the worker's epoll set,
+/// when the prober last signalled it, when the worker went to sleep, and
+/// the poll probe (a time the awake worker clears when it sees it).
+pub struct Probe {
+    fd: EventFd,
+    stamp_ns: AtomicU64,
+    poll_stamp_ns: AtomicU64,
+    /// When the worker went to sleep in epoll; 0 while it is awake.
+    asleep_since_ns: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Probe {
+    /// A probe for a new worker.
+    pub fn new() -> std::io::Result<Self> {
+        Ok(Self {
+            fd: EventFd::new()?,
+            stamp_ns: AtomicU64::new(0),
+            poll_stamp_ns: AtomicU64::new(0),
+            asleep_since_ns: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    /// Tells the prober to end (then unpark its thread).
+    pub fn stop(&self) {
+        self.stop.store(true, Release);
+    }
 }
 
 /// Everything a worker thread needs, shared with the switch.
@@ -144,6 +200,53 @@ pub struct WorkerShared {
     /// and the port table and logic are loaded: once it has moved past a
     /// value read after a change, the worker sees the change.
     pub epoch: std::sync::atomic::AtomicU64,
+    /// Its wake-up prober's side.
+    pub probe: Probe,
+}
+
+/// The prober of one adaptive worker. While the worker sleeps in epoll,
+/// it notes the time and signals the worker's probe eventfd, so the worker
+/// measures its own wake-up latency on this host (from another thread's
+/// signal to running again, what a peer's kick costs a frame): the *wake
+/// probe*. While the worker is awake it notes the time in a word the
+/// worker clears at its next pass: the *poll probe*, what a frame waits
+/// for a polling worker (a pass, or the time other threads hold its CPU).
+/// `CALIBRATION_PROBES` probes 200 µs – 1 ms apart first (wake probes:
+/// the worker has no ports yet and sleeps), then a wake probe every
+/// `WAKE_PROBE_EVERY_NS` while the worker sleeps and a poll probe every
+/// `POLL_PROBE_EVERY_NS` while it is awake. A wake probe costs the worker
+/// a wake-up, a poll probe one cache line; an idle worker and its prober
+/// wake 20 times a second. Runs on the threads' CPUs, not the worker's
+/// (the caller starts it before the worker pins itself). Ends when
+/// [`Probe::stop`] was called and the thread unparked.
+pub fn probe(shared: Arc<WorkerShared>) {
+    let p = &shared.probe;
+    let mut sent = 0u32;
+    // Pseudo-random gaps, so the probes keep no step with any timer.
+    let mut x = sys::now_ns() | 1;
+    while !p.stop.load(Acquire) {
+        let gap_ns = if sent < CALIBRATION_PROBES {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            200_000 + x % 800_000
+        } else if p.asleep_since_ns.load(Acquire) != 0 {
+            WAKE_PROBE_EVERY_NS
+        } else {
+            POLL_PROBE_EVERY_NS
+        };
+        std::thread::park_timeout(std::time::Duration::from_nanos(gap_ns));
+        if p.stop.load(Acquire) {
+            break;
+        }
+        if p.asleep_since_ns.load(Acquire) != 0 {
+            p.stamp_ns.store(sys::now_ns(), Release);
+            p.fd.notify();
+        } else if p.poll_stamp_ns.load(Relaxed) == 0 {
+            p.poll_stamp_ns.store(sys::now_ns(), Release);
+        }
+        sent = sent.saturating_add(1);
+    }
 }
 
 /// Runs the worker loop until a `Stop` command.
@@ -163,21 +266,34 @@ pub fn run(
     let mut slots: Vec<RxSlot> = Vec::with_capacity(64);
     let epoll = Epoll::new().expect("epoll_create1");
     const WAKE_TOKEN: u64 = u64::MAX;
+    const PROBE_TOKEN: u64 = u64::MAX - 1;
     epoll
         .add(shared.mailbox.wake.fd(), WAKE_TOKEN)
         .expect("epoll add eventfd");
+    let probe = &shared.probe;
+    epoll
+        .add(probe.fd.fd(), PROBE_TOKEN)
+        .expect("epoll add eventfd");
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
     let c = &shared.counters;
+    let adaptive = mode == WakeupMode::Adaptive;
     let mut iter: u32 = 0;
     let mut next_token: u64 = 0;
     let mut last = sys::cycles();
     let mut policy = Policy::new(budget_us, batch_cap, sys::now_ns());
+    // Armed queues are looked at, while others are busy, at least this
+    // often: half the budget (they cost their first frame that much).
+    let look_every_ns = (budget_us as u64 * 500).max(10_000);
+    let mut looked_ns = 0u64;
+    // Since when the worker has been awake (poll probes set before are
+    // not samples of polling).
+    let mut awake_since_ns = 0u64;
     // Transmit queues left with frames the peer refused: when to kick them
     // again, and the wait after that.
     let mut retry_at_ns = 0u64;
     let mut retry_gap_ns = KICK_RETRY_NS;
     c.publish_policy(&policy.view());
-    if mode == WakeupMode::Adaptive {
+    if adaptive {
         sys::set_timer_slack_ns(1_000);
     }
 
@@ -196,11 +312,7 @@ pub fn run(
             for cmd in cmds {
                 match cmd {
                     WorkerCmd::AddRx { port, queue, rxq } => {
-                        let fd = if mode == WakeupMode::Adaptive {
-                            rxq.notify_fd()
-                        } else {
-                            None
-                        };
+                        let fd = if adaptive { rxq.notify_fd() } else { None };
                         let token = next_token;
                         next_token += 1;
                         // A queue epoll does not take is polled, never armed.
@@ -211,6 +323,8 @@ pub fn run(
                             queue,
                             rxq,
                             last_rx_ns,
+                            inflow: Inflow::default(),
+                            fill_ns: u64::MAX,
                             armed: false,
                             fd,
                             token,
@@ -253,9 +367,25 @@ pub fn run(
                 &mut retry_gap_ns,
             );
         }
+        // A poll probe: how long the prober's mark waited for this pass.
+        if adaptive {
+            let ps = probe.poll_stamp_ns.load(Relaxed);
+            if ps != 0 {
+                probe.poll_stamp_ns.store(0, Relaxed);
+                if ps >= awake_since_ns {
+                    policy.poll_sample(now_ns.saturating_sub(ps));
+                }
+            }
+        }
+        // A queue idle this long is armed: alone where a wake-up fits in
+        // the budget (the interrupt and moderate regimes), else only once
+        // the whole worker idled that long (it is about to sleep).
         let spin_ns = policy.spin_ns();
+        let arm_alone = policy.regime() != Regime::Poll;
+        let worker_idle = policy.idle_ns(now_ns) >= spin_ns;
         let mut moved = 0u64;
         let mut full = false;
+        let mut fill_ns = u64::MAX;
         let mut unarmed = 0usize;
         for s in slots.iter_mut() {
             if s.armed {
@@ -269,17 +399,21 @@ pub fn run(
             let n = rx.received();
             if n == 0 {
                 drop(rx);
-                if mode == WakeupMode::Adaptive
-                    && s.fd.is_some()
-                    && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns
-                {
-                    if s.rxq.set_notify(true) {
-                        // Frames slipped in: keep polling.
-                        s.rxq.set_notify(false);
-                        s.last_rx_ns = now_ns;
-                    } else {
-                        s.armed = true;
-                        unarmed -= 1;
+                if adaptive {
+                    s.inflow.polled(now_ns, 0, true);
+                    fill_ns = fill_ns.min(s.fill_ns);
+                    if s.fd.is_some()
+                        && (arm_alone || worker_idle)
+                        && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns
+                    {
+                        if s.rxq.set_notify(true) {
+                            // Frames slipped in: keep polling.
+                            s.rxq.set_notify(false);
+                            s.last_rx_ns = now_ns;
+                        } else {
+                            s.armed = true;
+                            unarmed -= 1;
+                        }
                     }
                 }
                 continue;
@@ -317,6 +451,24 @@ pub fn run(
                 &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
             qc.rx_bytes.fetch_add(bytes, Relaxed);
             qc.rx_packets.fetch_add(n as u64, Release);
+            // How full its ring was: push-back, and how long a nap it allows.
+            let (filled, cap) = s.rxq.fill_level().unwrap_or((0, 0));
+            if cap > 0 && filled >= cap {
+                qc.rx_ring_full.fetch_add(1, Relaxed);
+                full = true;
+            }
+            if adaptive {
+                let drained = n < batch_cap && (cap == 0 || filled <= n as u32);
+                s.inflow.polled(now_ns, n as u64, drained);
+                // Unknown rings are assumed to hold one batch.
+                let room = if cap > 0 {
+                    cap.saturating_sub(filled.saturating_sub(n as u32))
+                } else {
+                    batch_cap as u32
+                };
+                s.fill_ns = s.inflow.fill_ns(room);
+                fill_ns = fill_ns.min(s.fill_ns);
+            }
         }
         drop(logic_g);
         drop(table_g);
@@ -332,7 +484,7 @@ pub fn run(
         }
         last = now;
 
-        if mode == WakeupMode::Poll {
+        if !adaptive {
             if slots.is_empty() {
                 // Nothing to poll: wait for a command instead of spinning.
                 epoll.wait(&mut events, SLEEP_MS);
@@ -341,12 +493,25 @@ pub fn run(
             continue;
         }
 
-        // Adaptive: the policy decides between polling on, a nap (interrupt
-        // moderation under dense traffic) and sleeping on notifications.
+        // Adaptive: the policy decides between polling on, a nap (the
+        // moderate regime) and sleeping on notifications.
         iter = iter.wrapping_add(1);
         let any_armed = unarmed < slots.len();
-        let next = policy.after_poll(now_ns, moved, full);
-        let mut look = any_armed && iter.is_multiple_of(EPOLL_EVERY);
+        let regime = policy.regime();
+        let next = policy.after_poll(
+            now_ns,
+            Pass {
+                moved,
+                full,
+                fill_ns,
+            },
+        );
+        if policy.regime() != regime || iter.is_multiple_of(4096) {
+            c.publish_policy(&policy.view());
+        }
+        let mut look = any_armed
+            && (iter.is_multiple_of(EPOLL_EVERY)
+                || now_ns.saturating_sub(looked_ns) >= look_every_ns);
         if let Next::Nap(ns) = next {
             c.naps.fetch_add(1, Relaxed);
             let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
@@ -358,6 +523,7 @@ pub fn run(
             c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
             last = now;
             look = any_armed;
+            awake_since_ns = t1;
         }
         let all_armed = unarmed == 0;
         let mut timeout = if all_armed && next == Next::Sleep {
@@ -369,6 +535,7 @@ pub fn run(
             // Only queues without notifications are left and they are idle:
             // back off instead of spinning.
             std::thread::sleep(std::time::Duration::from_micros(50));
+            awake_since_ns = sys::now_ns();
             continue;
         } else if look {
             0
@@ -392,17 +559,28 @@ pub fn run(
         }
         let (cpu0, t0) = if timeout > 0 {
             c.sleeps.fetch_add(1, Relaxed);
-            (sys::thread_cpu_ns(), sys::now_ns())
+            let t0 = (sys::thread_cpu_ns(), sys::now_ns());
+            probe.asleep_since_ns.store(t0.1, Release);
+            t0
         } else {
             (0, 0)
         };
         let n = epoll.wait(&mut events, timeout);
         let woke_ns = sys::now_ns();
-        let mut woken = false;
+        looked_ns = woke_ns;
+        if timeout > 0 {
+            probe.asleep_since_ns.store(0, Release);
+            awake_since_ns = woke_ns;
+        }
+        let (mut woken, mut probed, mut other) = (false, false, false);
         for ev in &events[..n] {
             let tok = ev.u64;
             if tok == WAKE_TOKEN {
                 shared.mailbox.wake.drain();
+                other = true;
+            } else if tok == PROBE_TOKEN {
+                probe.fd.drain();
+                probed = true;
             } else if let Some(s) = slots.iter_mut().find(|s| s.token == tok) {
                 s.rxq.ack_notify();
                 if s.armed {
@@ -416,10 +594,18 @@ pub fn run(
         if timeout > 0 {
             let cpu1 = sys::thread_cpu_ns();
             let cpu = cpu1.saturating_sub(cpu0);
+            if probed && !woken && !other {
+                // Woken by the prober alone: a sample of this host's
+                // wake-up latency (a probe sent before this sleep is not).
+                let stamp = probe.stamp_ns.load(Acquire);
+                if stamp >= t0 {
+                    policy.wake_sample(woke_ns.saturating_sub(stamp));
+                }
+            }
             if woken {
                 c.wakeups.fetch_add(1, Relaxed);
-                // Sleeps cut short by the 100 ms cap or a command are not
-                // what a wake-up on traffic costs.
+                // Sleeps cut short by the 100 ms cap, a command or a probe
+                // are not what a wake-up on traffic costs.
                 policy.slept(Slept::Interrupt, 0, woke_ns - t0, cpu, woke_ns);
             } else {
                 policy.slept_idle(woke_ns - t0, cpu, woke_ns);

@@ -19,18 +19,45 @@ pub struct Cli {
     pub role: Role,
 }
 
+/// How a port is named on the command line, shown under every role's
+/// `--help` (docs/turnout-gen.md, "PORT SPEC", has every key).
+pub const PORT_SPEC_HELP: &str = "\
+PORT SPEC (--port, --rx-port, --port2): KIND:TARGET[,KEY=VALUE...], KIND as in turnoutd's [[ports]]
+  memif:SOCKET[,id=N][,secret=S][,rings=N][,ring-size=N][,buf-size=N][,mode=poll|interrupt][,role=server]
+      memif client of the server at SOCKET (turnoutd's memif port, testpmd net_memif);
+      defaults id=0 rings=1 ring-size=1024 buf-size=2048 mode=poll; role=server serves SOCKET
+  vhost_user:SOCKET[,server][,queues=N][,queue-size=N][,max-frame=N][,tx-frame=N][,mode=poll|interrupt]
+      vhost-user frontend (the VM side) of the backend at SOCKET (turnoutd's vhost_user port)
+  af_xdp:IFACE[,queue=Q][,mode=copy|zc][,KEY=VALUE...]
+      AF_XDP socket on queue Q of a kernel interface; any key of turnoutd's af_xdp ports
+  af_packet:IFACE[,KEY=VALUE...]
+      AF_PACKET socket on a kernel interface; any key of turnoutd's af_packet ports
+  The older spellings afxdp, afpacket, vhost-user and vhost are accepted too.
+
+Example, through the two memif ports of docs/examples/turnoutd.toml:
+  turnout-gen txrx --port memif:/run/turnout/memif.sock,id=0 \\
+      --rx-port memif:/run/turnout/memif.sock,id=1 --rate-pps 1000000 --duration-s 5
+
+On a terminal it prints a short summary; the JSON document goes to stdout when stdout
+is not a terminal, or to --json FILE. Every key and field: docs/turnout-gen.md.";
+
 /// The roles.
 #[derive(Subcommand, Debug)]
 pub enum Role {
     /// Send frames on --port.
+    #[command(after_help = PORT_SPEC_HELP)]
     Tx(TxArgs),
     /// Receive on --port, count and time them.
+    #[command(after_help = PORT_SPEC_HELP)]
     Rx(RxArgs),
     /// Send on --port and receive on --rx-port (default --port) in one thread.
+    #[command(after_help = PORT_SPEC_HELP)]
     Txrx(TxrxArgs),
     /// Receive on --port, swap source/destination MAC, send back on it.
+    #[command(after_help = PORT_SPEC_HELP)]
     Reflect(ReflectArgs),
     /// Chain VNF: receive on --port, rewrite the destination MAC, send on --port2.
+    #[command(after_help = PORT_SPEC_HELP)]
     Fwd(FwdArgs),
 }
 
@@ -61,7 +88,7 @@ impl Role {
 /// `tx` options.
 #[derive(Args, Debug)]
 pub struct TxArgs {
-    /// Port to send on (memif:SOCKET[,..] | afxdp:IFACE[,..] | afpacket:IFACE[,..]).
+    /// Port to send on (PORT SPEC below).
     #[arg(long, value_name = "SPEC")]
     pub port: PortSpec,
     #[command(flatten)]
@@ -75,7 +102,7 @@ pub struct TxArgs {
 /// `rx` options.
 #[derive(Args, Debug)]
 pub struct RxArgs {
-    /// Port to receive on.
+    /// Port to receive on (PORT SPEC below).
     #[arg(long, value_name = "SPEC")]
     pub port: PortSpec,
     /// Read every payload byte (checksum), to model a real VNF.
@@ -92,12 +119,19 @@ pub struct RxArgs {
 /// `txrx` options.
 #[derive(Args, Debug)]
 pub struct TxrxArgs {
-    /// Port to send on.
+    /// Port to send on (PORT SPEC below).
     #[arg(long, value_name = "SPEC")]
     pub port: PortSpec,
-    /// Port to receive on (default: --port).
+    /// Port to receive on (default: --port, for a peer that sends the
+    /// frames back, as a reflector does; a switch never sends a frame back
+    /// to the port it came from).
     #[arg(long, value_name = "SPEC")]
     pub rx_port: Option<PortSpec>,
+    /// Exit 0 even when none of the frames sent came back (without it,
+    /// receiving nothing is exit code 4): for a test whose switch is meant
+    /// to drop everything.
+    #[arg(long)]
+    pub allow_no_rx: bool,
     /// Also send the reverse direction at the same rate: stream --stream + 1
     /// from --rx-port to --port, with MACs and IPs swapped (or --src-mac2,
     /// --dst-mac2); both received and reported per stream.
@@ -123,7 +157,7 @@ pub struct TxrxArgs {
 /// `reflect` options.
 #[derive(Args, Debug)]
 pub struct ReflectArgs {
-    /// Port to receive on and send back on.
+    /// Port to receive on and send back on (PORT SPEC below).
     #[arg(long, value_name = "SPEC")]
     pub port: PortSpec,
     /// Stop after S seconds (default: until SIGINT/SIGTERM).
@@ -137,7 +171,7 @@ pub struct ReflectArgs {
 /// `fwd` options.
 #[derive(Args, Debug)]
 pub struct FwdArgs {
-    /// Port A (frames received here go to port B).
+    /// Port A (frames received here go to port B; PORT SPEC below).
     #[arg(long, value_name = "SPEC")]
     pub port: PortSpec,
     /// Port B.
@@ -243,8 +277,9 @@ pub struct Traffic {
     pub burst: u32,
     /// Paced: send every --burst frames back to back, when the last of them
     /// is due (bursts at --rate-pps / --burst per second), instead of
-    /// evenly spaced frames (client/server round trips over burst sizes,
-    /// seeds/001 §4.5).
+    /// evenly spaced frames (client/server round trips over burst sizes, as
+    /// in "A Framework for Comparative Evaluation of High-Performance
+    /// Virtualized Networking Mechanisms", §4.5).
     #[arg(long)]
     pub bunch: bool,
     /// How long to send, in seconds (after the warm-up).
@@ -292,9 +327,11 @@ pub struct General {
     /// mid-run and may take long to come back (OVS-DPDK on a loaded host).
     #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = pos_f64)]
     pub stall_s: f64,
-    /// Write the final document to FILE ('-' = stdout).
-    #[arg(long, value_name = "FILE", default_value = "-")]
-    pub json: String,
+    /// Write the final JSON document to FILE ('-' = stdout). Without it
+    /// the document goes to stdout when stdout is not a terminal, and a
+    /// terminal gets a short summary instead.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
 }
 
 fn parse_f64(s: &str) -> Result<f64, String> {
@@ -347,7 +384,7 @@ mod tests {
             (32, 1, 10.0)
         );
         assert_eq!(a.traffic.vary, vec![VaryField::SrcPort]);
-        assert_eq!(a.general.json, "-");
+        assert_eq!(a.general.json, None);
         assert_eq!(a.traffic.cooldown_s, 0.2);
     }
 

@@ -1,8 +1,8 @@
 //! turnout-gen as a library: the roles' data path (sender, receiver,
 //! forwarder), frame templates, sequence/latency accounting, pacing, the
-//! command line and the JSON document. The `turnout-gen` binary is a thin
-//! `main` over [`run::run`]; the library exists so benches and tests can
-//! drive the data path directly.
+//! command line, the JSON document and the terminal summary. The
+//! `turnout-gen` binary is a thin `main` over [`run::run`]; the library
+//! exists so benches and tests can drive the data path directly.
 //!
 //! Invariants: one thread per role; the data path never allocates per
 //! frame, blocks, or makes a system call other than the vDSO clock read;
@@ -19,4 +19,5 @@ pub mod report;
 pub mod run;
 pub mod seq;
 pub mod spec;
+pub mod summary;
 pub mod sys;

@@ -8,12 +8,18 @@
 //! not forwarded is counted under a reason.
 //!
 //! Exit codes: 0 success, 1 error while running, 2 bad command line,
-//! 3 the port's peer never came up.
+//! 3 the port's peer never came up, 4 `txrx` received none of the frames
+//! it sent (unless `--allow-no-rx`).
+//!
+//! Output: the JSON document on stdout when stdout is not a terminal (the
+//! bench reads it from a pipe), or in `--json FILE`; a terminal gets a
+//! short summary instead (`summary.rs`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use clap::Parser;
-use turnout_gen::{cli, run, sys};
+use turnout_gen::cli::Role;
+use turnout_gen::{cli, run, summary, sys};
 
 fn main() {
     let cli = match cli::Cli::try_parse() {
@@ -51,19 +57,42 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let target = &cli.role.general().json;
-    let res = if target == "-" {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{text}").and_then(|_| out.flush())
-    } else {
-        std::fs::write(target, format!("{text}\n"))
+    let terminal = std::io::stdout().is_terminal();
+    // --json FILE: there; '-' or no --json with stdout not a terminal: stdout
+    let target = match cli.role.general().json.as_deref() {
+        Some(t) => Some(t),
+        None if !terminal => Some("-"),
+        None => None,
+    };
+    let value = serde_json::to_value(&doc).unwrap_or_default();
+    let res = match target {
+        Some("-") => {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{text}").and_then(|_| out.flush())
+        }
+        Some(file) => std::fs::write(file, format!("{text}\n")),
+        None => Ok(()),
     };
     if let Err(e) = res {
-        eprintln!("turnout-gen: cannot write the document to {target}: {e}");
+        let to = target.unwrap_or("-");
+        eprintln!("turnout-gen: cannot write the document to {to}: {e}");
         std::process::exit(1);
+    }
+    if terminal && target != Some("-") {
+        let mut out = std::io::stdout().lock();
+        let _ = out
+            .write_all(summary::summary(&value).as_bytes())
+            .and_then(|_| out.flush());
     }
     if let Some(e) = &doc.error {
         eprintln!("turnout-gen {}: {e}", cli.role.name());
         std::process::exit(1);
+    }
+    let allow_no_rx = matches!(&cli.role, Role::Txrx(a) if a.allow_no_rx);
+    if !allow_no_rx {
+        if let Some(why) = summary::nothing_received(&value) {
+            eprintln!("turnout-gen {}: {why}", cli.role.name());
+            std::process::exit(summary::EXIT_NOTHING_RECEIVED);
+        }
     }
 }

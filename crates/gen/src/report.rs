@@ -42,6 +42,10 @@ pub struct Doc {
     /// CPU time of the (single) thread since it started its loop, ns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_cpu_ns: Option<u64>,
+    /// Interrupt-mode receive loops: sleeps after which a receive ring
+    /// was half full or more (the receiver then polled for a second).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_wakes: Option<u64>,
 }
 
 /// `tx`.

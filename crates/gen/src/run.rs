@@ -104,17 +104,35 @@ fn stall_error(port: &dyn Port, g: &General) -> String {
 const IDLE_POLLS: u32 = 256;
 /// Longest sleep, so duration ends and signals are noticed promptly.
 const SLEEP_MS: i32 = 10;
+/// An interrupt-mode receiver that woke to a ring half full polls this
+/// long before it sleeps again.
+const POLL_AFTER_LATE_WAKE_NS: u64 = 1_000_000_000;
 
-/// Interrupt-mode idling of the receive queues of a role (memif
-/// `mode=interrupt`): after [`IDLE_POLLS`] empty polls, enable
-/// notifications, re-check (no lost wake-up), and sleep on the fds.
-/// Poll mode keeps notifications off and never sleeps.
+/// Interrupt-mode idling of the receive queues of a role (`mode=interrupt`):
+/// after [`IDLE_POLLS`] empty polls, enable notifications, re-check (no
+/// lost wake-up), and sleep on the fds. A sleep must never cost a frame:
+/// when the first poll after one finds a ring half full or more
+/// ([`RxQueue::fill_level`]), waking up took longer here than the ring
+/// lasts at this rate, and the receiver polls for
+/// [`POLL_AFTER_LATE_WAKE_NS`] before it sleeps again (counted in
+/// `late_wakes`). Poll mode keeps notifications off and never sleeps.
 struct Idle {
     on: bool,
     empty: u32,
+    /// The last poll ended a sleep.
+    woke: bool,
+    /// No sleep before this time (ns).
+    poll_until_ns: u64,
+    /// Sleeps after which a ring was half full.
+    late_wakes: u64,
 }
 
 impl Idle {
+    /// `late_wakes` for the document (interrupt mode only).
+    fn late_wakes(&self) -> Option<u64> {
+        self.on.then_some(self.late_wakes)
+    }
+
     fn new(interrupt: bool, a: &mut [RxQ], b: &mut [RxQ]) -> Self {
         for q in a.iter_mut().chain(b.iter_mut()) {
             q.set_notify(false);
@@ -122,11 +140,26 @@ impl Idle {
         Idle {
             on: interrupt,
             empty: 0,
+            woke: false,
+            poll_until_ns: 0,
+            late_wakes: 0,
         }
     }
 
     #[inline]
     fn after_poll(&mut self, got: usize, a: &mut [RxQ], b: &mut [RxQ]) {
+        if self.woke {
+            self.woke = false;
+            let late = a
+                .iter()
+                .chain(b.iter())
+                .filter_map(|q| q.fill_level())
+                .any(|(filled, cap)| filled * 2 >= cap);
+            if late {
+                self.late_wakes += 1;
+                self.poll_until_ns = now_ns() + POLL_AFTER_LATE_WAKE_NS;
+            }
+        }
         if got > 0 || !self.on {
             self.empty = 0;
             return;
@@ -136,6 +169,12 @@ impl Idle {
             return;
         }
         self.empty = 0;
+        if self.poll_until_ns != 0 {
+            if now_ns() < self.poll_until_ns {
+                return;
+            }
+            self.poll_until_ns = 0;
+        }
         let mut waiting = false;
         let mut fds = [0; MAX_WAIT_FDS];
         let mut n = 0;
@@ -150,6 +189,7 @@ impl Idle {
         }
         if !waiting && n > 0 {
             wait_readable(&fds[..n], SLEEP_MS);
+            self.woke = true;
         }
         for q in a.iter_mut().chain(b.iter_mut()) {
             q.ack_notify();
@@ -418,6 +458,7 @@ fn doc(role: &'static str, stopped_by: &'static str, config: serde_json::Value) 
         ports: Vec::new(),
         error: None,
         thread_cpu_ns: None,
+        late_wakes: None,
     }
 }
 
@@ -677,6 +718,7 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let mut d = doc("rx", stopped_by, config);
     d.rx = Some(RxSection::new(&r, a.touch));
     d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+    d.late_wakes = idle.late_wakes();
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
 }
@@ -731,6 +773,7 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let mut d = doc("reflect", stopped_by, config);
     d.fwd = Some(FwdSection::new(vec![("reflect", st)], dur));
     d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+    d.late_wakes = idle.late_wakes();
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
 }
@@ -835,6 +878,7 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     }
     let dur = (now_ns() - start) as f64 / 1e9;
     let mut d = fwd_doc(a, stopped_by, &ab, &ba, dur, cpu0);
+    d.late_wakes = idle.late_wakes();
     d.ports.push(PortSection::of("port", pa.as_ref()));
     d.ports.push(PortSection::of("port2", pb.as_ref()));
     Ok(d)

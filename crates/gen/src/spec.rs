@@ -1,6 +1,9 @@
 //! Port specifications on the command line (docs/turnout-gen.md, "PORT
-//! SPEC"): `memif:SOCKET[,key=value...]`, `afxdp:IFACE[,...]`,
-//! `afpacket:IFACE[,...]`, `vhost-user:SOCKET[,...]`.
+//! SPEC"): `memif:SOCKET[,key=value...]`, `af_xdp:IFACE[,...]`,
+//! `af_packet:IFACE[,...]`, `vhost_user:SOCKET[,...]`. The kinds are
+//! spelled as turnoutd's `[[ports]] kind`; the older spellings `afxdp`,
+//! `afpacket`, `vhost-user` and `vhost` are accepted as aliases
+//! ([`KIND_ALIASES`]).
 //!
 //! The memif, AF_XDP and AF_PACKET specs are compact spellings of the port
 //! configurations turnoutd's `[[ports]]` tables use (crates/ports:
@@ -48,6 +51,9 @@ pub enum PortSpec {
         config: AfXdpConfig,
         /// Queue id turnout-gen uses.
         queue: u16,
+        /// Receive loops sleep on the socket when idle (`wakeup=interrupt`;
+        /// `mode` is the bind mode here).
+        interrupt: bool,
     },
     /// vhost-user frontend (the VM side) on a backend's socket.
     Vhost {
@@ -77,10 +83,45 @@ pub enum PortSpec {
     },
 }
 
-/// Default vhost-user virtqueue size.
-pub const VHOST_QUEUE_SIZE: u16 = 1024;
+/// Default vhost-user virtqueue size. Receive rings absorb what arrives
+/// while turnout-gen waits for a CPU (a core shared with its own sender,
+/// another process, a hog): 8192 entries are 8 ms at 1 Mpps, 80 ms at
+/// 100 kpps; a 1024-entry ring lost up to 10 777 of 200 000 frames at
+/// 100 kpps on a quiet host (issue 31). Transmit rings the same, so a
+/// switch that stalls does not push the sender back as soon.
+pub const VHOST_QUEUE_SIZE: u16 = 8192;
+/// Default memif ring size of turnout-gen's ports (turnoutd's and the
+/// memif default is 1024; the client chooses): as `VHOST_QUEUE_SIZE`.
+pub const MEMIF_RING_SIZE: u32 = 8192;
+/// Default UMEM chunks per AF_XDP queue of turnout-gen's ports (half
+/// receive, half transmit; turnoutd's default 4096): a receive ring of
+/// 8192, as `VHOST_QUEUE_SIZE`.
+pub const AFXDP_FRAMES_PER_QUEUE: u32 = 16384;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;
+
+/// Other spellings of the port kinds, accepted and read as turnoutd's
+/// (the canonical one, which [`PortSpec`]'s `Display` prints).
+pub const KIND_ALIASES: &[(&str, &str)] = &[
+    ("afxdp", "af_xdp"),
+    ("afpacket", "af_packet"),
+    ("vhost-user", "vhost_user"),
+    ("vhost", "vhost_user"),
+];
+
+/// The port kinds, as turnoutd spells them.
+pub const KINDS: &[&str] = &["memif", "vhost_user", "af_xdp", "af_packet"];
+
+/// The canonical spelling of a port kind (`afxdp` → `af_xdp`), or None
+/// for a kind turnout-gen does not open.
+pub fn canonical_kind(kind: &str) -> Option<&'static str> {
+    KINDS.iter().copied().find(|k| *k == kind).or_else(|| {
+        KIND_ALIASES
+            .iter()
+            .find(|(a, _)| *a == kind)
+            .map(|(_, k)| *k)
+    })
+}
 
 /// Short spellings of the memif keys (`rings=2` is `queues=2`).
 const MEMIF_ALIASES: &[(&str, &str)] = &[
@@ -131,7 +172,7 @@ impl FromStr for PortSpec {
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, rest) = s.split_once(':').ok_or_else(|| {
             format!(
-                "'{s}': expected memif:SOCKET, vhost-user:SOCKET, afxdp:IFACE or afpacket:IFACE"
+                "'{s}': expected memif:SOCKET, vhost_user:SOCKET, af_xdp:IFACE or af_packet:IFACE"
             )
         })?;
         let mut parts = rest.split(',');
@@ -156,7 +197,7 @@ impl FromStr for PortSpec {
         let unknown = |k: &str, allowed: &str| {
             format!("unknown option '{k}' for {kind} ports (allowed: {allowed})")
         };
-        match kind {
+        match canonical_kind(kind).unwrap_or(kind) {
             "memif" => {
                 let (mut mode, mut server) = (MemifMode::Poll, false);
                 let mut rest = Vec::new();
@@ -179,6 +220,13 @@ impl FromStr for PortSpec {
                         _ => rest.push((k, v)),
                     }
                 }
+                let ring = MEMIF_RING_SIZE.to_string();
+                if !rest
+                    .iter()
+                    .any(|(k, _)| *k == "ring_size" || *k == "ring-size")
+                {
+                    rest.push(("ring_size", ring.as_str()));
+                }
                 let pairs = fields("socket", target, &rest, MEMIF_ALIASES);
                 let config = port_config(&pairs, MemifSpec::validate)?;
                 Ok(PortSpec::Memif {
@@ -187,7 +235,7 @@ impl FromStr for PortSpec {
                     server,
                 })
             }
-            "vhost-user" | "vhost" => {
+            "vhost_user" => {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
                     (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
                 let mut interrupt = false;
@@ -252,12 +300,20 @@ impl FromStr for PortSpec {
                     interrupt,
                 })
             }
-            "afxdp" => {
+            "af_xdp" => {
                 let mut queue = None;
+                let mut interrupt = false;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
                     match k {
                         "queue" => queue = Some(num::<u16>(k, v)?),
+                        "wakeup" => {
+                            interrupt = match v {
+                                "poll" => false,
+                                "interrupt" => true,
+                                _ => return Err(format!("wakeup={v}: must be poll or interrupt")),
+                            }
+                        }
                         // turnout-gen's spelling of `bind`
                         "mode" => rest.push((
                             "bind",
@@ -281,14 +337,22 @@ impl FromStr for PortSpec {
                 if !rest.iter().any(|(k, _)| *k == "bind") {
                     rest.push(("bind", "copy"));
                 }
+                let frames = AFXDP_FRAMES_PER_QUEUE.to_string();
+                if !rest.iter().any(|(k, _)| *k == "frames_per_queue") {
+                    rest.push(("frames_per_queue", frames.as_str()));
+                }
                 let pairs = fields("iface", target, &rest, &[]);
                 let config = port_config(&pairs, AfXdpConfig::validate)?;
                 if queue >= config.queues {
                     return Err(format!("queue={queue}: not below queues={}", config.queues));
                 }
-                Ok(PortSpec::AfXdp { config, queue })
+                Ok(PortSpec::AfXdp {
+                    config,
+                    queue,
+                    interrupt,
+                })
             }
-            "afpacket" => {
+            "af_packet" => {
                 let mut queue = 0u16;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
@@ -302,7 +366,7 @@ impl FromStr for PortSpec {
                 Ok(PortSpec::AfPacket { config, queue })
             }
             _ => Err(format!(
-                "unknown port kind '{kind}' (expected memif, vhost-user, afxdp or afpacket)"
+                "unknown port kind '{kind}' (expected memif, vhost_user, af_xdp or af_packet)"
             )),
         }
     }
@@ -317,6 +381,9 @@ impl PortSpec {
                 mode: MemifMode::Interrupt,
                 ..
             } | PortSpec::Vhost {
+                interrupt: true,
+                ..
+            } | PortSpec::AfXdp {
                 interrupt: true,
                 ..
             }
@@ -379,7 +446,7 @@ impl fmt::Display for PortSpec {
                 if c.queues != d.queues {
                     write!(f, ",rings={}", c.queues)?;
                 }
-                if c.ring_size != d.ring_size {
+                if c.ring_size != MEMIF_RING_SIZE {
                     write!(f, ",ring-size={}", c.ring_size)?;
                 }
                 if c.buffer_size != d.buffer_size {
@@ -405,7 +472,7 @@ impl fmt::Display for PortSpec {
                 tx_frame,
                 interrupt,
             } => {
-                write!(f, "vhost-user:{}", socket.display())?;
+                write!(f, "vhost_user:{}", socket.display())?;
                 if *server {
                     write!(f, ",server")?;
                 }
@@ -426,8 +493,12 @@ impl fmt::Display for PortSpec {
                 }
                 Ok(())
             }
-            PortSpec::AfXdp { config, queue } => {
-                write!(f, "afxdp:{}", config.ifname)?;
+            PortSpec::AfXdp {
+                config,
+                queue,
+                interrupt,
+            } => {
+                write!(f, "af_xdp:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
@@ -436,10 +507,13 @@ impl fmt::Display for PortSpec {
                     XdpBind::ZeroCopy => write!(f, ",mode=zc")?,
                     XdpBind::Auto => write!(f, ",bind=auto")?,
                 }
+                if *interrupt {
+                    write!(f, ",wakeup=interrupt")?;
+                }
                 Ok(())
             }
             PortSpec::AfPacket { config, queue } => {
-                write!(f, "afpacket:{}", config.ifname)?;
+                write!(f, "af_packet:{}", config.ifname)?;
                 if *queue != 0 {
                     write!(f, ",queue={queue}")?;
                 }
@@ -459,7 +533,10 @@ mod tests {
         assert_eq!(
             m,
             PortSpec::Memif {
-                config: MemifSpec::new("/run/t.sock"),
+                config: MemifSpec {
+                    ring_size: MEMIF_RING_SIZE,
+                    ..MemifSpec::new("/run/t.sock")
+                },
                 mode: MemifMode::Poll,
                 server: false,
             }
@@ -496,21 +573,29 @@ mod tests {
                 config: AfXdpConfig {
                     queues: 2,
                     bind: XdpBind::ZeroCopy,
+                    frames_per_queue: AFXDP_FRAMES_PER_QUEUE,
                     ..AfXdpConfig::new("veth0")
                 },
                 queue: 1,
+                interrupt: false,
             }
         );
-        assert_eq!(x.to_string(), "afxdp:veth0,queue=1,mode=zc");
+        assert_eq!(x.to_string(), "af_xdp:veth0,queue=1,mode=zc");
+        let x: PortSpec = "af_xdp:veth0,wakeup=interrupt".parse().unwrap();
+        assert!(x.interrupt());
+        assert_eq!(x.to_string(), "af_xdp:veth0,wakeup=interrupt");
+        assert!("af_xdp:veth0,wakeup=nap".parse::<PortSpec>().is_err());
         let x: PortSpec = "afxdp:veth0".parse().unwrap();
         assert_eq!(
             x,
             PortSpec::AfXdp {
                 config: AfXdpConfig {
                     bind: XdpBind::Copy,
+                    frames_per_queue: AFXDP_FRAMES_PER_QUEUE,
                     ..AfXdpConfig::new("veth0")
                 },
                 queue: 0,
+                interrupt: false,
             }
         );
         let p: PortSpec = "afpacket:eth0".parse().unwrap();
@@ -521,7 +606,7 @@ mod tests {
                 queue: 0
             }
         );
-        assert_eq!(p.to_string(), "afpacket:eth0");
+        assert_eq!(p.to_string(), "af_packet:eth0");
         let v: PortSpec = "vhost-user:/run/vu.sock".parse().unwrap();
         assert_eq!(
             v,
@@ -529,7 +614,7 @@ mod tests {
                 socket: "/run/vu.sock".into(),
                 server: false,
                 queues: 1,
-                queue_size: 1024,
+                queue_size: VHOST_QUEUE_SIZE,
                 max_frame: 9000,
                 tx_frame: None,
                 interrupt: false,
@@ -542,13 +627,13 @@ mod tests {
         assert!(v.interrupt());
         assert_eq!(
             v.to_string(),
-            "vhost-user:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
+            "vhost_user:/s,server,queues=2,queue-size=256,max-frame=1518,mode=interrupt"
         );
         assert!("vhost-user:/s,mode=sleepy".parse::<PortSpec>().is_err());
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
         // tx-frame: kept, printed, bounded by max-frame
         let v: PortSpec = "vhost-user:/s,max-frame=1518,tx-frame=64".parse().unwrap();
-        assert_eq!(v.to_string(), "vhost-user:/s,max-frame=1518,tx-frame=64");
+        assert_eq!(v.to_string(), "vhost_user:/s,max-frame=1518,tx-frame=64");
         assert_eq!(v.to_string().parse::<PortSpec>().unwrap(), v);
         let e = "vhost-user:/s,max-frame=1518,tx-frame=2000"
             .parse::<PortSpec>()
@@ -556,7 +641,7 @@ mod tests {
         assert!(e.contains("larger than max-frame"), "{e}");
         // sized_for: the traffic's largest frame, unless the spec says
         let v: PortSpec = "vhost-user:/s".parse().unwrap();
-        assert_eq!(v.sized_for(60).to_string(), "vhost-user:/s,tx-frame=60");
+        assert_eq!(v.sized_for(60).to_string(), "vhost_user:/s,tx-frame=60");
         let v: PortSpec = "vhost-user:/s,tx-frame=1514".parse().unwrap();
         assert_eq!(v.sized_for(60), v);
         // a frame larger than max-frame: left for the sender to refuse
@@ -567,9 +652,48 @@ mod tests {
     }
 
     #[test]
+    fn turnoutds_spelling_of_a_kind_and_the_older_ones_mean_the_same() {
+        for (canonical, aliases) in [
+            (
+                "af_xdp:veth0,queue=1,mode=zc",
+                &["afxdp:veth0,queue=1,mode=zc"][..],
+            ),
+            ("af_packet:eth0", &["afpacket:eth0"]),
+            (
+                "vhost_user:/s,queues=2",
+                &["vhost-user:/s,queues=2", "vhost:/s,queues=2"],
+            ),
+        ] {
+            let c: PortSpec = canonical.parse().unwrap();
+            // printed as turnoutd spells it, and read back the same
+            assert!(c
+                .to_string()
+                .starts_with(canonical.split(':').next().unwrap()));
+            assert_eq!(c.to_string().parse::<PortSpec>().unwrap(), c);
+            for a in aliases {
+                assert_eq!(a.parse::<PortSpec>().unwrap(), c, "{a}");
+            }
+        }
+        assert_eq!(
+            "afpacket:eth0,fanout=lb".parse::<PortSpec>().unwrap(),
+            "af_packet:eth0,fanout=lb".parse::<PortSpec>().unwrap()
+        );
+        for k in KINDS {
+            assert_eq!(canonical_kind(k), Some(*k));
+        }
+        assert_eq!(canonical_kind("tap"), None);
+        let e = "af_xdp:v0,mode=native".parse::<PortSpec>().unwrap_err();
+        assert!(e.contains("copy or zc"), "{e}");
+    }
+
+    #[test]
     fn rejects_bad_specs_with_a_reason() {
         for (bad, why) in [
-            ("veth0", "expected memif"),
+            (
+                "veth0",
+                "expected memif:SOCKET, vhost_user:SOCKET, af_xdp:IFACE",
+            ),
+            ("tap:t0", "expected memif, vhost_user, af_xdp or af_packet"),
             ("memif:", "missing"),
             ("tap:x", "unknown port kind"),
             ("memif:/s,ring-size=1000", "power of two"),

@@ -1,5 +1,6 @@
 //! The binary's command line and exit codes (docs/turnout-gen.md):
-//! 0 success, 1 error while running, 2 bad option, 3 peer never came up.
+//! 0 success, 1 error while running, 2 bad option, 3 peer never came up,
+//! 4 txrx received nothing; the summary on a terminal, JSON elsewhere.
 
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -182,4 +183,194 @@ fn sigterm_ends_a_receiver_with_its_document() {
         assert!(doc["rx"]["packets"].is_u64());
         assert!(doc.get("tx").is_none());
     }
+}
+
+/// A memif socket path of this test process.
+fn sock(tag: &str) -> String {
+    format!("/tmp/turnout-gen-{tag}-{}.sock", std::process::id())
+}
+
+/// Runs `args` with stdout on a terminal (util-linux `script` gives the
+/// command a pseudo-terminal); returns (exit code, what the terminal showed).
+fn on_a_terminal(args: &[&str]) -> (Option<i32>, String) {
+    let cmd = std::iter::once(GEN)
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run script (util-linux)");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).replace('\r', ""),
+    )
+}
+
+#[test]
+fn every_roles_help_shows_how_a_port_is_named() {
+    for role in ["tx", "rx", "txrx", "reflect", "fwd"] {
+        let o = run(&[role, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{role}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        for says in [
+            "PORT SPEC",
+            "memif:SOCKET[,id=N]",
+            "vhost_user:SOCKET",
+            "af_xdp:IFACE[,queue=Q]",
+            "af_packet:IFACE",
+            "afxdp, afpacket, vhost-user and vhost are accepted",
+        ] {
+            assert!(out.contains(says), "{role} --help lacks {says:?}:\n{out}");
+        }
+    }
+}
+
+#[test]
+fn turnoutds_spelling_of_a_port_kind_is_accepted() {
+    // Parsed and opened (the interface is missing: a run-time error, 1),
+    // not refused as a bad option (2).
+    for spec in ["af_xdp:tgen-none0", "af_packet:tgen-none0,fanout=lb"] {
+        let o = run(&["rx", "--port", spec, "--wait-peer-s", "0.2"]);
+        assert_eq!(o.status.code(), Some(1), "{spec}: {}", stderr(&o));
+        assert!(stderr(&o).contains("tgen-none0"), "{spec}: {}", stderr(&o));
+    }
+    let o = run(&["rx", "--port", "tap:t0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("expected memif, vhost_user, af_xdp or af_packet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_terminal_gets_a_summary_and_a_pipe_or_file_the_json() {
+    // A memif link between two ports of one turnout-gen: every frame comes back.
+    let s = sock("summary");
+    let link = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "txrx",
+            "--port",
+            &format!("memif:{s}"),
+            "--rx-port",
+            &format!("memif:{s},role=server"),
+            "--count",
+            "2000",
+            "--rate-pps",
+            "20000",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    // stdout a pipe: the document, nothing else
+    let args = link(&[]);
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["config"]["port"], format!("memif:{s}"));
+    assert_eq!(doc["tx"]["packets"], 2000);
+    let got = doc["rx"]["packets"].as_u64().unwrap();
+    // a terminal: the summary, no JSON
+    let (code, out) = on_a_terminal(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "turnout-gen txrx: memif:{s} -> memif:{s},role=server, 64 B frames\n"
+        )),
+        "{out}"
+    );
+    for line in ["  sent ", "  received ", "  lost ", "  latency   p50 "] {
+        assert!(out.contains(line), "no {line:?} line:\n{out}");
+    }
+    assert!(out.contains("2 000 frames"), "{out}");
+    assert!(!out.contains('{'), "JSON on a terminal:\n{out}");
+    // --json FILE: the document there, the summary still on the terminal
+    let file = format!("/tmp/turnout-gen-summary-{}.json", std::process::id());
+    let args = link(&["--json", &file]);
+    let (code, out) = on_a_terminal(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("  received "), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(doc["schema"], "turnout-gen/1");
+    assert!(got > 0 && doc["rx"]["packets"].as_u64().unwrap() > 0);
+    // --json -: the document on the terminal too
+    let args = link(&["--json", "-"]);
+    let (code, out) = on_a_terminal(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.trim_start().starts_with('{') && !out.contains("  received "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_txrx_that_receives_nothing_exits_4_unless_told_it_is_expected() {
+    // A sink serving the socket: it takes every frame and sends none back,
+    // so a txrx without --rx-port (receiving on the port it sends on, as
+    // the README's old line did) gets nothing.
+    let s = sock("sink");
+    let sink = Command::new(GEN)
+        .args(["rx", "--port", &format!("memif:{s},role=server")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::path::Path::new(&s).exists() {
+        assert!(Instant::now() < deadline, "the sink never served {s}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let port = format!("memif:{s}");
+    let args = [
+        "txrx",
+        "--port",
+        &port,
+        "--count",
+        "2000",
+        "--rate-pps",
+        "20000",
+    ];
+    let o = run(&args);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(&format!(
+            "received none of the 2 000 frames it sent on {port} (no --rx-port"
+        )) && err
+            .trim_end()
+            .ends_with("--allow-no-rx if that is expected"),
+        "{err}"
+    );
+    // the document is still there, for whoever reads it
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (doc["tx"]["packets"].as_u64(), doc["rx"]["packets"].as_u64()),
+        (Some(2000), Some(0))
+    );
+    let mut told = args.to_vec();
+    told.push("--allow-no-rx");
+    let o = run(&told);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stderr(&o), "");
+    let st = Command::new("kill")
+        .args(["-TERM", &sink.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = sink.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // only txrx checks what came back: the sink (rx) exits 0
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let took = doc["rx"]["packets"].as_u64().unwrap();
+    assert!(
+        took > 0 && took <= 4000,
+        "the sink took {took} of both runs' 4000"
+    );
 }

@@ -1,5 +1,5 @@
 //! The `flows` logic alone (classify of 256 64-byte UDP/IPv4 frames),
-//! seeds/004 §5.3, each case with the exact-match cache (default size) and
+//! "Open vSwitch throughput and latency" §5.3 (docs/references.md), each case with the exact-match cache (default size) and
 //! without it (`"cache": 0`, the tuple-space classifier alone):
 //!
 //! - `flows_a_concurrent`: 1 .. 10^6 concurrent flows (distinct source

@@ -40,7 +40,7 @@ ip -n $SND link set $S up
 ip -n $RCV link set $R up
 ip -n $SW link set $A up
 ip -n $SW link set $B up
-# trafgen cannot raise its socket memory inside a namespace (PEERS.md).
+# trafgen cannot raise its socket memory inside a namespace (docs/peers.md).
 sysctl -qw net.core.wmem_default=4194304
 
 mac() { ip netns exec "$1" cat "/sys/class/net/$2/address"; }

@@ -90,10 +90,14 @@ pub enum Call {
     StatsReset,
     /// `tunnel.show`: a vxlan / geneve port's endpoints and learned MACs.
     TunnelShow(PortRemoveParams),
+    /// `switch.show`: the switch-wide settings that can change at run time.
+    SwitchShow,
+    /// `switch.set`: change them.
+    SwitchSet(SwitchSetParams),
 }
 
 /// Method names, in documentation order.
-pub const METHODS: [&str; 11] = [
+pub const METHODS: [&str; 13] = [
     "version",
     "config.show",
     "port.list",
@@ -105,6 +109,8 @@ pub const METHODS: [&str; 11] = [
     "stats",
     "stats.reset",
     "tunnel.show",
+    "switch.show",
+    "switch.set",
 ];
 
 /// One endpoint in `tunnel.show`.
@@ -148,6 +154,24 @@ pub struct TunnelShowResult {
 pub struct PortRemoveParams {
     /// Port name.
     pub name: String,
+}
+
+/// `switch.set` parameters: the keys to change (at least one).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchSetParams {
+    /// The OpenFlow datapath id, in any form `[switch] datapath_id` takes.
+    pub datapath_id: Value,
+}
+
+/// `switch.show` and `switch.set` result.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SwitchShowResult {
+    /// The OpenFlow datapath id in use, 16 hex digits.
+    pub datapath_id: String,
+    /// Whether it was configured (`[switch] datapath_id` or `switch.set`)
+    /// rather than derived from the control socket's path.
+    pub datapath_id_configured: bool,
 }
 
 /// `logic.command` parameters.
@@ -196,6 +220,8 @@ impl Call {
             "stats" => none(Call::Stats),
             "stats.reset" => none(Call::StatsReset),
             "tunnel.show" => Ok(Call::TunnelShow(typed(method, object(params)?)?)),
+            "switch.show" => none(Call::SwitchShow),
+            "switch.set" => Ok(Call::SwitchSet(typed(method, object(params)?)?)),
             other => Err(ApiError::new(
                 code::METHOD_NOT_FOUND,
                 format!("unknown method {other:?} (methods: {})", METHODS.join(", ")),
@@ -400,6 +426,10 @@ pub struct QueueStats {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive bursts that found this queue's ring full: the peer could
+    /// add nothing until the worker drained it (push-back).
+    #[serde(default)]
+    pub rx_ring_full: u64,
 }
 
 /// One port's counters in `stats`.
@@ -421,6 +451,10 @@ pub struct PortStatsResult {
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive bursts that found a ring full, all queues (push-back: the
+    /// peer could not add frames until the switch drained them).
+    #[serde(default)]
+    pub rx_ring_full: u64,
     /// Per queue.
     pub queues: Vec<QueueStats>,
     /// Drops by reason: every reason, zero or not.
@@ -472,9 +506,12 @@ pub struct WorkerStatsResult {
     /// CPU time the thread used since it started (user + system, from its
     /// per-thread CPU clock), ns; not reset by `stats.reset`.
     pub cpu_ns: u64,
-    /// The adaptive wake-up policy's state (all zero in poll mode):
-    /// `budget_ns`, `moderating`, `nap_ns`, and its measured costs
-    /// `sleep_cpu_ns`, `nap_cpu_ns`, `nap_overshoot_ns`, `wake_latency_ns`.
+    /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
+    /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
+    /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
+    /// `wake_p99_ns`, `wake_samples`), the timer overshoot (`timer_p50_ns`,
+    /// `timer_p99_ns`), `ring_fill_ns`, and the CPU costs `sleep_cpu_ns`,
+    /// `nap_cpu_ns` (docs/turnoutd.md).
     #[serde(default)]
     pub policy: fabric::PolicyView,
 }
@@ -490,6 +527,17 @@ pub struct StatsResult {
     pub tsc_hz: u64,
     /// Monotonic time of the snapshot, ns since the daemon started (for rates).
     pub time_ns: u64,
+    /// The OpenFlow channel's counters.
+    #[serde(default)]
+    pub openflow: OpenflowStats,
+}
+
+/// `stats`' `openflow`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct OpenflowStats {
+    /// Refused messages: `flow_mod`, `group_mod`, `meter_mod` (each always
+    /// there) → error name (`OFPBAC_BAD_TYPE`) → count.
+    pub refused: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
 }
 
 #[cfg(test)]

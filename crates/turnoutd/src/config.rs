@@ -99,8 +99,14 @@ pub struct SwitchSection {
     /// Path of the JSON-RPC control socket.
     #[serde(default = "default_socket")]
     pub control_socket: PathBuf,
-    /// Permission bits of the control socket.
-    #[serde(default = "default_socket_mode")]
+    /// Permission bits of the control socket. Written `0o600` in TOML;
+    /// `config.show` prints it as the string `"0o600"` (JSON has no octal
+    /// numbers), which a config given as JSON may use too.
+    #[serde(
+        default = "default_socket_mode",
+        serialize_with = "octal_mode",
+        deserialize_with = "mode_from"
+    )]
     pub control_socket_mode: u32,
     /// Frames per batch.
     #[serde(default = "default_batch")]
@@ -127,6 +133,62 @@ pub struct SwitchSection {
     /// or `standalone` (a learning bridge forwards; docs/flows.md).
     #[serde(default = "default_fail_mode")]
     pub openflow_fail_mode: String,
+    /// The OpenFlow datapath id (features reply): an integer, 16 hex
+    /// digits, `0x…` or 8 colon-separated bytes; absent: derived from the
+    /// control socket's path (docs/flows.md, "OpenFlow").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "datapath_id_serde"
+    )]
+    pub datapath_id: Option<u64>,
+}
+
+/// `[switch] datapath_id` in any form [`crate::ofswitch::parse_datapath_id`]
+/// takes; written as 16 hex digits (as `ovs-ofctl show` prints it).
+mod datapath_id_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(d) => s.serialize_str(&crate::ofswitch::format_datapath_id(*d)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        crate::ofswitch::parse_datapath_id(&v)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// A permission mode as `"0o600"`.
+fn octal_mode<S: serde::Serializer>(mode: &u32, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format!("{mode:#o}"))
+}
+
+/// A permission mode: a number (`0o600` in TOML) or its octal text
+/// (`"0o600"`, `"0600"`, `"600"`, as `config.show` prints it).
+fn mode_from<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Mode {
+        Number(u32),
+        Text(String),
+    }
+    match Mode::deserialize(d)? {
+        Mode::Number(n) => Ok(n),
+        Mode::Text(t) => {
+            let digits = t.strip_prefix("0o").unwrap_or(&t);
+            u32::from_str_radix(digits, 8).map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "{t:?} is not an octal permission mode (e.g. 0o600)"
+                ))
+            })
+        }
+    }
 }
 
 fn default_fail_mode() -> String {
@@ -161,6 +223,7 @@ impl Default for SwitchSection {
             metrics_listen: None,
             openflow: Vec::new(),
             openflow_fail_mode: default_fail_mode(),
+            datapath_id: None,
         }
     }
 }
@@ -343,6 +406,24 @@ impl PortConfig {
         }
         if let Ok(Value::Object(spec)) = serde_json::to_value(&self.spec) {
             m.extend(spec);
+        }
+        // A tunnel's unset keys print as the values it runs with (what
+        // `config.show` promises: every key, defaults included).
+        if let PortSpec::Vxlan(t) | PortSpec::Geneve(t) = &self.spec {
+            let kind = match &self.spec {
+                PortSpec::Vxlan(_) => ports::tunnel::Kind::Vxlan,
+                _ => ports::tunnel::Kind::Geneve,
+            };
+            if let Ok(c) = t.tunnel_config(kind) {
+                for (k, v) in [
+                    ("dst_port", Value::from(c.dst_port)),
+                    ("fdb_size", Value::from(c.fdb_size)),
+                    ("staging", Value::from(c.staging)),
+                    ("ttl", Value::from(c.ttl)),
+                ] {
+                    m.entry(k).or_insert(v);
+                }
+            }
         }
         Value::Object(m)
     }
@@ -808,6 +889,8 @@ client = true
             PathBuf::from(DEFAULT_CONTROL_SOCKET)
         );
         assert_eq!(c.switch.control_socket_mode, 0o600);
+        // shown in octal, as it is written
+        assert_eq!(c.to_json()["switch"]["control_socket_mode"], "0o600");
         assert_eq!(c.switch.wakeup, Wakeup::Adaptive);
         assert_eq!(c.switch.metrics_addr(), None);
         assert_eq!(c.workers, vec![WorkerSection::default()]);
@@ -839,7 +922,7 @@ client = true
     #[test]
     fn bad_configs_name_the_key_and_the_reason() {
         let cases: &[(&str, &str)] = &[
-            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow`, `openflow_fail_mode` (line 2)"),
+            ("[switch]\nbatchh = 3\n", "config: switch.batchh: unknown field `batchh`, expected one of `control_socket`, `control_socket_mode`, `batch`, `max_ports`, `wakeup`, `latency_budget_us`, `metrics_listen`, `openflow`, `openflow_fail_mode`, `datapath_id` (line 2)"),
             ("[switch]\nwakeup = \"pol\"\n", "config: switch.wakeup: unknown variant `pol`, expected `adaptive` or `poll` (line 2)"),
             ("[switch]\nbatch = 8\n", "config: switch.batch: 8 not in 32..=1024"),
             ("[switch]\nbatch = \"big\"\n", "config: switch.batch: invalid type: string \"big\", expected usize (line 2)"),
@@ -850,6 +933,13 @@ client = true
             ("[[workers]]\ncore = 1\n", "config: workers[0].core: unknown field `core`, expected `cpu` or `cpu_idle` (line 2)"),
             ("[switch]\nlatency_budget_us = 20000\n", "config: switch.latency_budget_us: 20000 not in 0..=10000"),
             ("[switch]\nopenflow_fail_mode = \"open\"\n", "config: switch.openflow_fail_mode: \"open\": must be \"secure\""),
+            ("[switch]\ndatapath_id = 0\n", "config: switch.datapath_id: 0 is not a datapath id (1..=2^64-1)"),
+            ("[switch]\ndatapath_id = -5\n", "config: switch.datapath_id: -5 is not a datapath id (an integer 1..=2^64-1, 16 hex digits, 0x and 1..=16 hex digits, or 8 colon-separated hex bytes)"),
+            ("[switch]\ndatapath_id = \"12\"\n", "config: switch.datapath_id: \"12\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = \"0x1g\"\n", "config: switch.datapath_id: \"0x1g\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = \"0x10000000000000000\"\n", "config: switch.datapath_id: \"0x10000000000000000\" is not a datapath id ("),
+            ("[switch]\ndatapath_id = 1.5\n", "config: switch.datapath_id: 1.5 is not a datapath id ("),
+            ("[switch]\ndatapath_id = true\n", "config: switch.datapath_id: expected a datapath id ("),
             ("[[workers]]\ncpu_idle = \"poll\"\n", "config: workers[0].cpu_idle: needs the worker pinned (cpu = N)"),
             ("[[workers]]\ncpu = 0\ncpu_idle = \"halt\"\n", "config: workers[0].cpu_idle: unknown variant `halt`, expected `poll` (line 3)"),
             ("[routing]\n", "config: routing: unknown field `routing`, expected one of `switch`, `workers`, `logic`, `ports` (line 1)"),
@@ -889,6 +979,32 @@ client = true
     }
 
     #[test]
+    fn datapath_id_forms_and_round_trip() {
+        for (v, want) in [
+            ("1", 1u64),
+            ("0xa1", 0xa1),
+            ("\"00000000000000a1\"", 0xa1),
+            ("\"0x00000000000000a1\"", 0xa1),
+            ("\"00:00:00:00:00:00:00:a1\"", 0xa1),
+            ("\"0xffffffffffffffff\"", u64::MAX),
+        ] {
+            let c = Config::parse_str(&format!("[switch]\ndatapath_id = {v}\n")).unwrap();
+            assert_eq!(c.switch.datapath_id, Some(want), "{v}");
+            // config.show writes it as 16 hex digits, which parse back.
+            let j = serde_json::to_value(&c.switch).unwrap();
+            assert_eq!(j["datapath_id"], json!(format!("{want:016x}")));
+            let back: SwitchSection = serde_json::from_value(j).unwrap();
+            assert_eq!(back.datapath_id, Some(want));
+        }
+        let c = Config::parse_str("").unwrap();
+        assert_eq!(c.switch.datapath_id, None);
+        assert!(serde_json::to_value(&c.switch)
+            .unwrap()
+            .get("datapath_id")
+            .is_none());
+    }
+
+    #[test]
     fn tunnel_ports() {
         let text = r#"
 [[ports]]
@@ -920,8 +1036,24 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         assert_eq!(v.underlay.iface(), "uplink0");
         assert_eq!(c.ports[1].spec.kind(), "geneve");
         assert_eq!(c.ports[1].spec.queues(), 2);
+        // The JSON form (config.show) has every key, the defaults the
+        // tunnel runs with included, and reads back to the same port.
+        let j = c.ports[0].to_json();
+        assert_eq!(
+            (&j["dst_port"], &j["fdb_size"], &j["staging"], &j["ttl"]),
+            (&json!(4789), &json!(4096), &json!(1024), &json!(64)),
+            "{j}"
+        );
+        assert_eq!(
+            c.ports[1].to_json()["dst_port"],
+            7000,
+            "given, not the default"
+        );
+        assert_eq!(c.ports[1].to_json()["learning"], false);
         for p in &c.ports {
-            assert_eq!(&PortConfig::from_json(&p.to_json(), "", 1).unwrap(), p);
+            let back = PortConfig::from_json(&p.to_json(), "", 1).unwrap();
+            assert_eq!(back.to_json(), p.to_json());
+            assert_eq!(back.name, p.name);
         }
         let base = "[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nunderlay = { kind = \"af_packet\", iface = \"u0\" }\n";
         let cases: &[(&str, &str)] = &[
@@ -952,6 +1084,31 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         assert!(
             got.starts_with("config: ports[1].iface: interface u0 is already used by port \"t\""),
             "{got}"
+        );
+    }
+
+    #[test]
+    fn socket_modes_read_as_octal_numbers_or_text_and_show_as_text() {
+        for (toml, mode) in [
+            ("control_socket_mode = 0o660", 0o660),
+            ("control_socket_mode = 432", 0o660),
+            ("control_socket_mode = \"0o660\"", 0o660),
+            ("control_socket_mode = \"0660\"", 0o660),
+            ("control_socket_mode = \"600\"", 0o600),
+        ] {
+            let c = Config::parse_str(&format!("[switch]\n{toml}\n")).unwrap();
+            assert_eq!(c.switch.control_socket_mode, mode, "{toml}");
+            let shown = c.to_json()["switch"]["control_socket_mode"].clone();
+            assert_eq!(shown, json!(format!("{mode:#o}")));
+            // what config.show prints reads back
+            let back: SwitchSection =
+                serde_json::from_value(c.to_json()["switch"].clone()).unwrap();
+            assert_eq!(back.control_socket_mode, mode);
+        }
+        let e = Config::parse_str("[switch]\ncontrol_socket_mode = \"rw\"\n").unwrap_err();
+        assert!(
+            e.to_string().contains("not an octal permission mode"),
+            "{e}"
         );
     }
 

@@ -63,6 +63,8 @@ pub struct Daemon {
     factory: Arc<dyn LogicFactory>,
     state: Mutex<State>,
     started: Instant,
+    /// Datapath id and refusal counters of the OpenFlow channel.
+    openflow: crate::ofswitch::OfSwitch,
     /// CPUs held in polling idle (`[[workers]] cpu_idle = "poll"`), released
     /// at shutdown.
     _idle: Vec<crate::sys::CpuIdlePoll>,
@@ -149,6 +151,9 @@ impl Daemon {
                 ports: Vec::new(),
             }),
             started: Instant::now(),
+            openflow: crate::ofswitch::OfSwitch::new(cfg.switch.datapath_id.unwrap_or_else(|| {
+                crate::ofswitch::derived_datapath_id(&cfg.switch.control_socket)
+            })),
         };
         let mut moved = false;
         for (i, pc) in cfg.ports.iter().enumerate() {
@@ -195,6 +200,11 @@ impl Daemon {
     /// Path of the control socket (as configured).
     pub fn control_socket(&self) -> std::path::PathBuf {
         self.state.lock().config.switch.control_socket.clone()
+    }
+
+    /// The OpenFlow channel's switch-wide state (datapath id, refusals).
+    pub fn openflow(&self) -> &crate::ofswitch::OfSwitch {
+        &self.openflow
     }
 
     /// The switch (for tests and the metrics endpoint).
@@ -471,9 +481,34 @@ impl Daemon {
             Call::StatsReset => {
                 let _st = self.state.lock();
                 self.switch.reset_stats();
+                self.openflow.reset();
                 Ok(json!({}))
             }
+            Call::SwitchShow => Ok(self.switch_show(&self.state.lock())),
+            Call::SwitchSet(p) => {
+                let d = crate::ofswitch::parse_datapath_id(&p.datapath_id)
+                    .map_err(|m| ApiError::params(format!("switch.set: datapath_id: {m}")))?;
+                let mut st = self.state.lock();
+                st.config.switch.datapath_id = Some(d);
+                if self.openflow.set_datapath_id(d) {
+                    crate::log!(
+                        crate::log::Level::Info,
+                        "openflow",
+                        "datapath id changed; OpenFlow connections end so that controllers \
+                         reconnect and read it",
+                        datapath_id = crate::ofswitch::format_datapath_id(d)
+                    );
+                }
+                Ok(self.switch_show(&st))
+            }
         }
+    }
+
+    fn switch_show(&self, st: &State) -> Value {
+        to_value(api::SwitchShowResult {
+            datapath_id: crate::ofswitch::format_datapath_id(self.openflow.datapath_id()),
+            datapath_id_configured: st.config.switch.datapath_id.is_some(),
+        })
     }
 
     fn port_add(&self, v: &Value) -> Result<Value, ApiError> {
@@ -548,6 +583,7 @@ impl Daemon {
                     rx_bytes: p.rx_bytes,
                     tx_packets: p.tx_packets,
                     tx_bytes: p.tx_bytes,
+                    rx_ring_full: p.rx_ring_full,
                     queues: p
                         .queues
                         .iter()
@@ -558,6 +594,7 @@ impl Daemon {
                             rx_bytes: q[1],
                             tx_packets: q[2],
                             tx_bytes: q[3],
+                            rx_ring_full: q[4],
                         })
                         .collect(),
                     drops,
@@ -606,6 +643,9 @@ impl Daemon {
             workers,
             tsc_hz: self.switch.cycles_hz(),
             time_ns: self.started.elapsed().as_nanos() as u64,
+            openflow: api::OpenflowStats {
+                refused: self.openflow.refusals(),
+            },
         }
     }
 }

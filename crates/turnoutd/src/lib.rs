@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod ofasync;
 pub mod ofchannel;
 pub mod offail;
+pub mod ofswitch;
 pub mod server;
 pub mod sys;
 

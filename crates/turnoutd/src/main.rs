@@ -119,6 +119,23 @@ fn run(path: &std::path::Path) -> ExitCode {
     // never waits for a CPU behind them (docs/bench.md, "Latency at low
     // rates"). Workers pin themselves, which overrides what they inherit.
     let pinned: Vec<usize> = cfg.workers.iter().filter_map(|w| w.cpu).collect();
+    // A worker CPU this process may not run on (a one-CPU host given a
+    // config written for two, a cpuset): the worker cannot pin itself and
+    // runs on the CPUs it inherits. Said once, at start.
+    if let Ok(allowed) = sys::allowed_cpus() {
+        for (i, w) in cfg.workers.iter().enumerate() {
+            if let Some(cpu) = w.cpu.filter(|c| !allowed.contains(c)) {
+                turnoutd::log!(
+                    Level::Warn,
+                    "main",
+                    "a worker's cpu is not one this process may run on: it runs unpinned",
+                    worker = i,
+                    cpu = cpu,
+                    allowed = sys::cpu_list(&allowed)
+                );
+            }
+        }
+    }
     match sys::keep_off_worker_cpus(&pinned) {
         Ok(sys::Housekeeping::Unpinned) => {}
         Ok(sys::Housekeeping::Moved(cpus)) => turnoutd::log!(

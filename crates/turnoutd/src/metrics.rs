@@ -75,7 +75,7 @@ pub fn render(s: &StatsResult) -> String {
         );
     }
     type QField = fn(&crate::api::QueueStats) -> u64;
-    let per_queue: [(&str, &str, QField); 4] = [
+    let per_queue: [(&str, &str, QField); 5] = [
         (
             "turnout_port_rx_packets_total",
             "Frames received from the port (entering the switch), per queue.",
@@ -95,6 +95,11 @@ pub fn render(s: &StatsResult) -> String {
             "turnout_port_tx_bytes_total",
             "Bytes sent to the port, per queue.",
             |q| q.tx_bytes,
+        ),
+        (
+            "turnout_port_rx_ring_full_total",
+            "Receive bursts that found the queue's ring full (the switch pushed the peer back).",
+            |q| q.rx_ring_full,
         ),
     ];
     for (name, help, get) in per_queue {
@@ -136,7 +141,7 @@ pub fn render(s: &StatsResult) -> String {
     }
 
     type WField = fn(&crate::api::WorkerStatsResult) -> f64;
-    let per_worker: [(&str, &str, &str, WField); 15] = [
+    let per_worker: [(&str, &str, &str, WField); 17] = [
         (
             "turnout_worker_packets_total",
             "counter",
@@ -216,6 +221,18 @@ pub fn render(s: &StatsResult) -> String {
             |w| w.policy.nap_ns as f64 / 1e9,
         ),
         (
+            "turnout_worker_wake_p99_seconds",
+            "gauge",
+            "Wake-up latency the worker measured on this host, p99 of the last samples.",
+            |w| w.policy.wake_p99_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_regime",
+            "gauge",
+            "The wake-up regime in force: 0 poll, 1 interrupt, 2 moderate.",
+            |w| w.policy.regime.to_code() as f64,
+        ),
+        (
             "turnout_worker_cpu_seconds_total",
             "counter",
             "CPU time (user + system) used by the worker thread.",
@@ -250,6 +267,20 @@ pub fn render(s: &StatsResult) -> String {
         "Frequency of the cycle counter used for busy and idle cycles.",
     );
     f.sample("turnout_tsc_hz", &[], s.tsc_hz);
+    f.head(
+        "turnout_openflow_refused_total",
+        "counter",
+        "Flow-, group- and meter-mods the OpenFlow channel refused, by error.",
+    );
+    for (m, errors) in &s.openflow.refused {
+        for (e, n) in errors {
+            f.sample(
+                "turnout_openflow_refused_total",
+                &[("message", m), ("error", e)],
+                n,
+            );
+        }
+    }
     f.head("turnout_info", "gauge", "Version information (always 1).");
     f.sample(
         "turnout_info",

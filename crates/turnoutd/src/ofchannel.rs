@@ -107,11 +107,17 @@ impl Endpoint {
 /// A byte stream the channel runs on.
 trait Conn: Read + Write + Send {
     fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()>;
+    /// Who is at the other end, for logs.
+    fn peer(&self) -> String;
     /// A second handle for writing (shared with the dispatcher).
     fn writer(&self) -> io::Result<Box<dyn Write + Send>>;
 }
 
 impl Conn for TcpStream {
+    fn peer(&self) -> String {
+        self.peer_addr()
+            .map_or_else(|_| "tcp".into(), |a| format!("tcp:{a}"))
+    }
     fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
         self.set_nodelay(true)?;
         self.set_read_timeout(Some(read))?;
@@ -123,6 +129,9 @@ impl Conn for TcpStream {
 }
 
 impl Conn for UnixStream {
+    fn peer(&self) -> String {
+        "unix".into()
+    }
     fn timeouts(&self, read: Duration, write: Duration) -> io::Result<()> {
         self.set_read_timeout(Some(read))?;
         self.set_write_timeout(Some(write))
@@ -389,6 +398,8 @@ struct Session {
     removed: Option<(u64, u64)>,
     /// Role and set-async configuration (shared with the dispatcher).
     conn: Arc<ConnState>,
+    /// The peer, for the log lines of refusals.
+    peer: String,
 }
 
 impl Session {
@@ -400,6 +411,7 @@ impl Session {
             xid: 1,
             removed: None,
             conn: Arc::default(),
+            peer: String::new(),
         }
     }
 
@@ -408,6 +420,10 @@ impl Session {
         if let Err(e) = c.timeouts(TICK, WRITE_TIMEOUT) {
             return format!("socket setup: {e}");
         }
+        self.peer = c.peer();
+        // A new datapath id (`switch.set`) ends the session: the
+        // controller reconnects and reads it in its features reply.
+        let dpid_gen = self.daemon.openflow().generation();
         // Replies and the dispatcher's messages share one writer.
         let w: Writer = match c.writer() {
             Ok(w) => Arc::new(Mutex::new(w)),
@@ -428,6 +444,9 @@ impl Session {
         loop {
             if stop.load(Ordering::Acquire) {
                 return "switch stopping".into();
+            }
+            if self.daemon.openflow().generation() != dpid_gen {
+                return "datapath id changed".into();
             }
             if !self.hello && opened.elapsed() > HELLO_WITHIN {
                 return format!("no hello within {} s", HELLO_WITHIN.as_secs());
@@ -526,6 +545,9 @@ impl Session {
                     continue;
                 }
                 let (replies, end) = self.handle(msg);
+                self.daemon
+                    .openflow()
+                    .refused_replies(msg, &replies, &self.peer);
                 for r in replies {
                     if let Err(e) = write(&r) {
                         return format!("write: {e}");
@@ -787,6 +809,11 @@ impl Session {
                 out.extend_from_slice(&openflow::barrier_reply(xid));
             }
             if let Some(e) = e {
+                self.daemon.openflow().refused_replies(
+                    mods[i].0,
+                    std::slice::from_ref(&e),
+                    &self.peer,
+                );
                 out.extend_from_slice(&e);
             }
         }
@@ -830,18 +857,11 @@ impl Session {
             .with_logic(|l| l.as_any().and_then(|a| a.downcast_ref::<Flows>()).map(f))
     }
 
-    /// Datapath id: the low 48 bits of a hash of the control socket path
-    /// (stable for one configuration, distinct between instances).
+    /// Datapath id: `[switch] datapath_id` or `switch.set`'s, else the
+    /// low 48 bits of a hash of the control socket path (stable for one
+    /// configuration, distinct between instances; crate::ofswitch).
     fn dpid(&self) -> u64 {
-        let p = self.daemon.control_socket();
-        let h = p
-            .as_os_str()
-            .as_encoded_bytes()
-            .iter()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-            });
-        h & 0xffff_ffff_ffff
+        self.daemon.openflow().datapath_id()
     }
 
     fn multipart(&self, xid: u32, req: MultipartRequest) -> Result<Vec<Vec<u8>>, OfpError> {

@@ -8,18 +8,26 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from .campaign.layout import Layout, available_cpus, host_vnf_sched, plan
 from .campaign.runner import Session, SkipSession
 from .campaign.spec import CampaignSpec
+from .hosts.remote import (
+    RemoteBed,
+    RemoteCpuSampler,
+    RemoteMeasurer,
+    RemoteSetup,
+    host_of,
+    latency_mode,
+    ran_on,
+)
 from .measure.cost import cpu_list
-from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version
+from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version, plan_tasks
 from .measure.update import UpdateMeasurer, netdev_counts
 from .ofrules import TESTER_VARY
 from .results.models import Host, Sut
-from .scenarios import Built, Point, build, cell_port, check, excluded
+from .scenarios import Built, Point, Unsupported, build, cell_port, check, excluded
 from .sut import SUTS
 from .sut.base import SutAdapter
 from .system.fingerprint import fingerprint
@@ -70,9 +78,12 @@ class RealBench:
     it runs, whose SUT variants the host fingerprint records."""
 
     def __init__(self, gen_cmd: list[str] | None = None,
-                 spec: CampaignSpec | None = None) -> None:
+                 spec: CampaignSpec | None = None, remote: RemoteSetup | None = None) -> None:
         self.gen = gen_cmd or find_gen() or []
         self.spec = spec
+        #: the hosts of a ``location = "remote"`` campaign, checked and
+        #: prepared (turnout.hosts.remote); None: everything here
+        self.remote = remote
         self._host: Host | None = None
         #: what the campaign's isolate_sut_cpus moved (system/isolate.py
         #: summary), set by the caller for the campaign's duration
@@ -80,20 +91,29 @@ class RealBench:
 
     def host(self) -> Host:
         if self._host is None:
-            self._host = fingerprint(tool_versions(self.spec))
+            tools = tool_versions(self.spec)
+            if self.remote is not None:
+                tools |= self.remote.tools()
+            self._host = fingerprint(tools)
+            if self.remote is not None:
+                # every host of the campaign (the report's setup section)
+                self._host.extra["location"] = "remote"
+                self._host.extra["remote_hosts"] = self.remote.summary()
         return self._host
 
     @contextlib.contextmanager
     def session(self, sut_name: str, point: Point, spec: CampaignSpec) -> Iterator[Session]:
-        if point.scenario == "overlay":  # two hosts: turnout.overlay
+        if point.scenario == "overlay" and self.remote is None:  # two hosts: turnout.overlay
             from .overlay import overlay_session
 
             with overlay_session(self.gen, sut_name, point, spec) as ov:
                 yield ov
             return
-        if not is_root():
+        if self.remote is None and not is_root():
             raise SkipSession("the bench needs root (namespaces, veths)")
         sut = spec.make_sut(sut_name)
+        if self.remote is not None:  # it runs on the SUT's host: it is checked there
+            sut.host = self.remote.hosts[self.remote.rs.sut_host]
         why = excluded(point, sut, spec.virtual_port)
         if why:  # before anything is set up: the campaign cut this cell
             raise SkipSession(why, cell_port(point, spec.virtual_port))
@@ -103,6 +123,10 @@ class RealBench:
         why = sut.available()
         if why:
             raise SkipSession(f"{sut_name}: {why}", cell_port(point, spec.virtual_port, sut))
+        if self.remote is not None:
+            why = self.remote.unsupported(point, sut)
+            if why:
+                raise SkipSession(why, cell_port(point, spec.virtual_port, sut))
         vm_plan: VmPlan | None = None
         if spec.vnf == "qemu" and point.scenario == "loopback" and point.vnfs > 0:
             # before the testbed: a cell without KVM is skipped with the reason
@@ -119,13 +143,15 @@ class RealBench:
         # the campaign says otherwise (AF_PACKET's TPACKET_V3 blocks add up to
         # a block timeout of latency, and it is slower: docs/bench.md)
         kernel_port = "afpacket" if pygen else spec.tester_port
-        layout = campaign_layout(spec)
+        layout = campaign_layout(spec) if self.remote is None else self.remote.layout()
         # VNFs that share a core with the tester (or with each other) busy
         # polling would let the scheduler set the rate: they sleep on their
         # memif eventfds instead, and the trial says so (issue 14, layouts)
         vnf_interrupt = spec.vnf_wakeup == "interrupt" or (
             spec.vnf_wakeup == "auto" and layout.vnfs_crowded(max(point.vnfs, 1)))
-        with Testbed() as tb:
+        # this machine's namespaces, or the remote campaign's hosts (RemoteBed)
+        bed: Any = Testbed() if self.remote is None else self.remote.bed()
+        with bed as tb:
             built = build(tb, sut, point, memif_tester=not pygen,
                           tester_roles=roles, sut_cpus=layout.sut_cpus, kernel_port=kernel_port,
                           virtual_kind=point.virtual_port or spec.virtual_port,
@@ -137,6 +163,8 @@ class RealBench:
                 s.tx_cpu = s.rx_cpu = layout.tester_cpu(k) if layout.tester else None
                 if spec.tester_rx_cpu is not None:
                     s.rx_cpu = spec.tester_rx_cpu  # separate rx processes (measure/gen.py)
+                if self.remote is not None:  # ends on the SUT's host: the VNFs' CPUs there
+                    self.remote.place(s, k, layout)
             sut.setup(tb, built.topology)
             try:
                 helpers = []
@@ -149,9 +177,11 @@ class RealBench:
                     if cpu is not None:
                         args += ["--cpu", str(cpu)]
                     # stdout: their snapshots (SIGUSR1) before and after every trial
+                    # (across hosts its CPU is the SUT host's: ``where`` says so)
+                    where = (h.netns or "") if self.remote is not None else ""
                     helpers.append(VnfHandle(tb.spawn(args, netns=h.netns), name=h.name,
                                              cpu=cpu, polls=h.polls, sched=sched.label,
-                                             sched_why=sched.why))
+                                             sched_why=sched.why, where=where))
                 vms: list[BridgeVm] = []
                 if vm_plan is not None:  # QEMU guests bridging their two NICs (turnout/vm.py)
                     for i, nics in enumerate(built.vms):
@@ -164,12 +194,20 @@ class RealBench:
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
-                    cost_source=sut.cost_source, kernel_cpus=cpu_list(layout.sut_cpus),
-                    avoid_cpus=list(layout.sut), isolation=self.isolation,
+                    cost_source=sut.cost_source,
+                    # the SUT host's /proc/stat and CPUs (this machine's, or
+                    # read by the SUT host's agent: measure/gen.py sut_host)
+                    kernel_cpus=cpu_list(layout.sut_cpus),
+                    avoid_cpus=list(layout.sut), sut_host=tb.host,
+                    isolation=self.isolation,
                     # openflow: more than 65536 distinct 5-tuples (the source
                     # IP too), none of which the hit rule looks at
                     vary=TESTER_VARY if point.scenario == "openflow" else "",
                 )
+                session_measurer: Any = measurer
+                if isinstance(tb, RemoteBed):
+                    session_measurer, remote_cfg = self._remote_session(
+                        tb, measurer, built, layout, sut_name, len(helpers))
                 if helpers:  # let the chain's memif/AF_XDP ports come up
                     time.sleep(1.5)
                     measurer.check_helpers()
@@ -182,6 +220,8 @@ class RealBench:
                                  "rps_cpus": layout.sut_cpus}
                 if self.isolation is not None:
                     cfg["isolation"] = self.isolation
+                if isinstance(tb, RemoteBed):
+                    cfg["remote"] = remote_cfg
                 if vm_plan is not None:
                     cfg["vnf"] = {"kind": "qemu", "accel": vm_plan.accel, "why": vm_plan.why,
                                   "guests": len(vms)}
@@ -192,6 +232,8 @@ class RealBench:
 
                 def retarget(p: Point) -> None:
                     check(p, sut, roles)
+                    if self.remote is not None and self.remote.frame_problem(p):
+                        raise Unsupported(self.remote.frame_problem(p))
                     measurer.size_b, measurer.flows, measurer.burst = (
                         p.frame_size_b, p.flows, p.burst)
 
@@ -199,7 +241,7 @@ class RealBench:
                     sut.teardown()
                     for port in built.topology.ports:  # a dead server's socket files
                         if port.kind in ("memif", "vhost-user") and port.socket:
-                            Path(port.socket).unlink(missing_ok=True)
+                            tb.host.remove(port.socket)
                     sut.setup(tb, built.topology)
                     if helpers:
                         time.sleep(1.5)
@@ -215,12 +257,32 @@ class RealBench:
                 updater = None
                 if built.update is not None and sut.has_rules:
                     updater = self.update_measurer(tb, sut, built, measurer)
-                yield Session(measurer=GuestCounting(measurer, vms) if vms else measurer,
+                yield Session(measurer=GuestCounting(measurer, vms) if vms else session_measurer,
                               sut=Sut(name=sut_name, version=sut.version(), config=cfg),
                               virtual_port=built.virtual_port, retarget=retarget,
                               recover=recover, rule_update=updater, adapter=sut)
             finally:
                 sut.teardown()
+
+    def _remote_session(self, bed: RemoteBed, measurer: GenMeasurer, built: Built,
+                        layout: Layout, sut_name: str,
+                        helpers: int) -> tuple[RemoteMeasurer, dict[str, Any]]:
+        """A session across hosts: the SUT's threads sampled on its host,
+        the trial checked against hosts that dropped off, and what ran where
+        (the SUT's configuration ``remote``)."""
+        assert self.remote is not None
+        rs = self.remote.rs
+        sut_host = self.remote.hosts[rs.sut_host]
+        measurer.cpu_sampler = lambda pids: RemoteCpuSampler(sut_host, pids)
+        mode = latency_mode(built.streams)
+        tester = host_of(built.streams[0].tx_ns)
+        ran = ran_on(bed, built.streams, layout, sut_name, helpers, plan_tasks)
+        cfg = {"location": "remote", "sut_host": rs.sut_host, "tester_host": tester,
+               "wires": list(bed.used), "ran": ran, "latency_mode": mode,
+               "layout_note": layout.note, "notes": list(bed.notes),
+               "logs": str(bed.logs) if bed.logs is not None else "",
+               "hosts": {n: h.spec.target() for n, h in self.remote.hosts.items()}}
+        return RemoteMeasurer(measurer, bed, mode, tester), cfg
 
     def update_measurer(self, tb: Testbed, sut: SutAdapter, built: Built,
                         gen: GenMeasurer) -> UpdateMeasurer:

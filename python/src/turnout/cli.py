@@ -12,11 +12,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMAND_MODULES", "Command", "build_parser", "load_commands", "main"]
+__all__ = [
+    "COMMAND_MODULES",
+    "EXIT_BROKEN_PIPE",
+    "Command",
+    "build_parser",
+    "load_commands",
+    "main",
+]
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         (group or parser).print_help()
         return 2
     try:
-        return int(run(args) or 0)
+        rc = int(run(args) or 0)
+        # what is still buffered fails here, not in the interpreter's exit
+        sys.stdout.flush()
+        return rc
     except KeyboardInterrupt:
         print("turnout: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`turnout ctl dump-flows | head`): stop
+        # quietly, as a process that SIGPIPE ended would
+        _stdout_gone()
+        return EXIT_BROKEN_PIPE
+
+
+#: Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell
+#: shows for a process that SIGPIPE ended (``yes | head``).
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_gone() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what is
+    still buffered finds no closed pipe (and prints no traceback)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (embedded, or replaced)
+        pass
 
 
 if __name__ == "__main__":

@@ -43,8 +43,11 @@ __all__ = [
     "CtlClient",
     "CtlConnectionError",
     "CtlError",
+    "flows_text",
     "format_table",
+    "groups_text",
     "parse_kv",
+    "port_numbers_note",
     "rates",
     "worker_rates",
 ]
@@ -283,6 +286,7 @@ def _show_stats(s: dict[str, Any]) -> None:
             p["rx_bytes"],
             p["tx_packets"],
             p["tx_bytes"],
+            p.get("rx_ring_full", 0),
             sum(p["drops"].values()),
             _drops_text(p["drops"]),
         ]
@@ -298,6 +302,7 @@ def _show_stats(s: dict[str, Any]) -> None:
                 "rx_bytes",
                 "tx_pkts",
                 "tx_bytes",
+                "rx_full",
                 "drops",
                 "by reason",
             ],
@@ -363,6 +368,13 @@ def _show_stats(s: dict[str, Any]) -> None:
             wrows,
         )
     )
+    refused = [
+        [m, sum(errors.values()), ", ".join(f"{e}={n}" for e, n in sorted(errors.items())) or "-"]
+        for m, errors in sorted((s.get("openflow") or {}).get("refused", {}).items())
+    ]
+    if any(r[1] for r in refused):
+        print()
+        print(format_table(["openflow refused", "count", "by error"], refused))
 
 
 def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, Any]]:
@@ -395,10 +407,20 @@ def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, An
     return out
 
 
+def port_numbers_note(ports: Sequence[dict[str, Any]]) -> str:
+    """The first line of ``dump-flows`` / ``dump-groups``: the numbers in
+    the flow texts are turnoutd's port ids (what `add` takes back), not the
+    OpenFlow port numbers ovs-ofctl shows for the same flows (id + 1)."""
+    ids = ", ".join(f"{p['id']}={p['name']}" for p in sorted(ports, key=lambda p: int(p["id"])))
+    return (f"NOTE: port numbers below are turnoutd port ids ({ids or 'no ports'}), not "
+            "OpenFlow's: ovs-ofctl shows port id N as N+1 (in_port=1, output:2 for ids 0, 1)")
+
+
 def flows_text(dump: dict[str, Any]) -> str:
     """The flows logic's `dump` answer as ovs-ofctl's dump-flows prints
     flows (one line each, the flow in the text `add` accepts back, port ids
-    not OpenFlow numbers), then one line per table in use."""
+    not OpenFlow numbers: :func:`port_numbers_note`), then one line per
+    table in use."""
     lines = []
     for f in dump.get("flows", []):
         lines.append(
@@ -457,17 +479,48 @@ def meters_text(dump: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: why the adaptive policy is in its regime (crates/fabric/src/wakeup.rs: Why)
+_WHY = {
+    "measuring": "wake-ups not measured yet",
+    "no_budget": "budget 0",
+    "wake_over_budget": "wake-up p99 over the budget",
+    "wake_fits": "wake-up p99 fits the budget",
+    "naps_cheaper": "naps fit and cost less",
+    "only_naps_fit": "naps fit, wake-ups do not",
+    "contended": "polling waits longer for the CPU than a wake-up",
+}
+
+
 def _policy_text(p: dict[str, Any]) -> str:
-    """The adaptive policy's state in a few words ('-' in poll mode)."""
+    """The adaptive policy's regime and why, in a few words ('-' in poll
+    mode): e.g. "poll (wake-up p99 140us over the budget; budget 100us),
+    sleeps after 1000us idle; sleep 18.0us cpu"."""
     budget = p.get("budget_ns", 0)
-    if not budget and not p.get("sleep_cpu_ns") and not p.get("nap_cpu_ns"):
+    why = p.get("why", "")
+    if why == "poll_mode" or (not budget and not why and not p.get("sleep_cpu_ns")
+                              and not p.get("nap_cpu_ns")):
         return "-"
-    mode = f"nap {p.get('nap_ns', 0) / 1e3:.0f}us" if p.get("moderating") else "interrupt"
+    regime = p.get("regime") or ("moderate" if p.get("moderating") else "interrupt")
+    if regime == "moderate":
+        regime = f"moderate, nap {p.get('nap_ns', 0) / 1e3:.0f}us"
+    reason = _WHY.get(why, why)
+    wake = p.get("wake_p99_ns", 0)
+    if wake and why in ("wake_over_budget", "wake_fits", "only_naps_fit", "naps_cheaper"):
+        reason = reason.replace("wake-up p99", f"wake-up p99 {wake / 1e3:.0f}us")
+    if why == "contended":
+        reason += (f" (poll p99 {p.get('poll_p99_ns', 0) / 1e3:.0f}us,"
+                   f" wake-up p99 {wake / 1e3:.0f}us)")
+    text = f"{regime} ({reason}; budget {budget / 1e3:.0f}us)" if reason else \
+        f"{regime} (budget {budget / 1e3:.0f}us)"
+    if p.get("sleep_after_ns"):
+        text += f", sleeps after {p['sleep_after_ns'] / 1e3:.0f}us idle"
     sleep_us = p.get("sleep_cpu_ns", 0) / 1e3
-    nap_us = p.get("nap_cpu_ns", 0) / 1e3
-    over_us = p.get("nap_overshoot_ns", 0) / 1e3
-    return (f"budget {budget / 1e3:.0f}us, {mode}; sleep {sleep_us:.1f}us cpu, "
-            f"nap {nap_us:.1f}us cpu +{over_us:.0f}us")
+    if sleep_us:
+        text += f"; sleep {sleep_us:.1f}us cpu"
+    if p.get("nap_cpu_ns"):
+        text += (f", nap {p['nap_cpu_ns'] / 1e3:.1f}us cpu"
+                 f" +{p.get('nap_overshoot_ns', 0) / 1e3:.0f}us")
+    return text
 
 
 def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:
@@ -582,6 +635,15 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "dump-meters", help="the flows logic's OpenFlow meters with their statistics"
     )
     dmeters.add_argument("meter_id", nargs="?", type=int, help="only this meter")
+
+    dpid = sub.add_parser(
+        "datapath-id", help="the OpenFlow datapath id; with ID, set it (controllers reconnect)"
+    )
+    dpid.add_argument(
+        "id",
+        nargs="?",
+        help="an integer, 16 hex digits, 0x… or 8 colon-separated hex bytes",
+    )
 
     stats = sub.add_parser("stats", help="counters; 'stats reset' zeroes them")
     stats.add_argument("action", nargs="?", choices=["reset"], help="zero every counter")
@@ -727,6 +789,7 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         if a.json:
             _print_json(r)
         else:
+            print(port_numbers_note(c.call("port.list")))
             print(flows_text(r))
         return 0
     if cmd == "dump-groups":
@@ -735,6 +798,7 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         if a.json:
             _print_json(r)
         else:
+            print(port_numbers_note(c.call("port.list")))
             print(groups_text(r))
         return 0
     if cmd == "dump-meters":
@@ -744,6 +808,19 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
             _print_json(r)
         else:
             print(meters_text(r))
+        return 0
+    if cmd == "datapath-id":
+        if a.id is None:
+            r = c.call("switch.show")
+        else:
+            # Decimal digits are an integer; anything else goes as text.
+            dp: Any = int(a.id) if a.id.isdigit() and len(a.id) != 16 else a.id
+            r = c.call("switch.set", {"datapath_id": dp})
+        if a.json:
+            _print_json(r)
+        else:
+            how = "configured" if r["datapath_id_configured"] else "derived from the control socket"
+            print(f"datapath id {r['datapath_id']} ({how})")
         return 0
     if cmd == "stats":
         if a.action == "reset":

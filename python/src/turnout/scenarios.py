@@ -1,4 +1,5 @@
-"""Scenarios (seeds/000 §4.1, seeds/001 Fig. 3): who sends where through the SUT.
+"""Scenarios ("Software switches for NFV" §4.1, "Virtualized networking
+framework" Fig. 3; docs/references.md): who sends where through the SUT.
 
 A scenario is described as *endpoints* (interfaces of the tester or of a
 VNF, each in a namespace) and *links* (pairs of endpoints the SUT must
@@ -15,10 +16,10 @@ connect, both ways). ``build`` turns that into a testbed:
 Scenarios: ``p2p``, ``p2v``, ``v2p``, ``v2v``, ``loopback`` (``vnfs`` chained
 turnout-gen ``fwd`` VNFs), ``nvsn`` (``pairs`` sender/receiver containers),
 ``density`` (p2p plus idle ports up to ``ports``), ``rtt`` (client/server
-round trips, seeds/001 §4.5: the tester sends bursts of ``burst`` frames
+round trips, "Virtualized networking framework" §4.5: the tester sends bursts of ``burst`` frames
 through the SUT to a turnout-gen ``reflect`` server in a VNF namespace,
 which sends each frame back; the tester's latency is the round trip),
-``rule_update`` (seeds/003: a stream t0 → A through the SUT, and a third
+``rule_update`` ("Hard or hopeless" §3.5: a stream t0 → A through the SUT, and a third
 port B the SUT's rule update moves it to; measure/update.py),
 ``overlay`` (two hosts joined by a VXLAN tunnel: built by ``turnout.overlay``,
 not here), ``openflow`` (p2p through an OpenFlow rule set of ``rules`` flows
@@ -276,6 +277,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     reflectors: list[str] = []  # reflect servers: their endpoint
     sinks: list[str] = []  # turnout-gen rx on a virtual port nobody else reads (mirrors)
     ns_cache: dict[str, str] = {"tester": tester}
+    virtual_home = getattr(tb, "virtual_home", lambda n: n)
 
     def ns(role: str) -> str:
         if role not in ns_cache:
@@ -288,7 +290,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         # separate receiver process time-shares the tester's core with the
         # sender and its ring overflows while the sender runs (the tester,
         # not the SUT, would drop). Chain VNFs keep their own namespaces.
-        endpoints[name] = _Endpoint(name, tester if traffic else ns(role), virtual)
+        # Virtual endpoints the tester drives run where VNFs run (here: the
+        # tester's namespace; across hosts: the SUT's host, testbed doc).
+        home = (virtual_home(tester) if virtual else tester) if traffic else ns(role)
+        endpoints[name] = _Endpoint(name, home, virtual)
         return name
 
     s = point.scenario
@@ -375,6 +380,9 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             v = tb.veth(ea.ns, eb.ns, tag="w")
             ea.iface, ea.mac = v.a, v.mac_a
             eb.iface, eb.mac = v.b, v.mac_b
+            # across hosts a link's ends are where its wires are
+            ea.ns = getattr(v, "ns_a", None) or ea.ns
+            eb.ns = getattr(v, "ns_b", None) or eb.ns
         if virtual_port == "memif" and memif_links == 0:
             virtual_port = "veth"
     else:
@@ -392,7 +400,8 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                 ports.append(SutPort(name=e.name, kind="memif", socket=e.memif, macs=[e.mac]))
             else:
                 v = tb.veth(e.ns, sut_ns, tag="p")
-                e.iface, e.mac = v.a, v.mac_a
+                # across hosts the wire says which tester host the end is on
+                e.iface, e.mac, e.ns = v.a, v.mac_a, getattr(v, "ns_a", None) or e.ns
                 # the SUT's kernel-side receive work on the SUT's CPUs
                 tb.steer_rps(sut_ns, v.b, sut_cpus)
                 ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))

@@ -192,6 +192,11 @@ struct Rule {
     actions: Box<[Action]>,
     /// As given, for `dump`.
     shown: Box<[Action]>,
+    /// The `max_len` of each output to a port (not the controller's) of
+    /// `shown`, in order, as an OpenFlow flow-mod gave them (flow stats
+    /// echo them; `ovs-ofctl` sends 0, os-ken and Faucet `OFPCML_MAX`).
+    /// Empty: all 0 (the text syntax).
+    out_max_len: Box<[u16]>,
     goto: Option<u8>,
     /// packets, bytes.
     stats: Arc<Counters>,
@@ -225,6 +230,7 @@ impl Rule {
             shown,
             goto,
             stats,
+            out_max_len: self.out_max_len.clone(),
             ..*self
         }
     }
@@ -1361,12 +1367,15 @@ impl Flows {
             };
             let f = |r: &Rule| -> Option<Rule> {
                 let shown = s.actions.as_ref()?;
-                Some(r.with_actions(
-                    compiled.clone(),
-                    shown.clone().into_boxed_slice(),
-                    s.goto,
-                    r.stats.clone(),
-                ))
+                Some(Rule {
+                    out_max_len: Box::default(),
+                    ..r.with_actions(
+                        compiled.clone(),
+                        shown.clone().into_boxed_slice(),
+                        s.goto,
+                        r.stats.clone(),
+                    )
+                })
             };
             if let Some(g) = s.goto {
                 if snap.tables.iter().enumerate().any(|(ti, t)| {
@@ -1470,6 +1479,7 @@ fn rule_of(
         mask: s.mask,
         actions,
         shown: s.actions.unwrap_or_default().into_boxed_slice(),
+        out_max_len: Box::default(),
         goto: s.goto,
         stats,
     }

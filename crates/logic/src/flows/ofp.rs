@@ -609,10 +609,41 @@ impl Filter {
     }
 }
 
+/// The `max_len` of each output to a port (not to the controller, whose
+/// action keeps its own) in `acts`, in order; empty when all are 0.
+fn out_max_lens(acts: &[openflow::Action]) -> Box<[u16]> {
+    let v: Vec<u16> = acts
+        .iter()
+        .filter_map(|a| match *a {
+            openflow::Action::Output { port, max_len } if port != port::CONTROLLER => Some(max_len),
+            _ => None,
+        })
+        .collect();
+    if v.iter().all(|&m| m == 0) {
+        Box::default()
+    } else {
+        v.into_boxed_slice()
+    }
+}
+
 /// A flow as OpenFlow reports it (flow stats, flow-removed).
 fn rule_stats(x: &Rule, d: std::time::Duration, packets: u64, bytes: u64) -> FlowStats {
     let proto = (x.mask.get(Field::NwProto) == 0xff).then(|| x.key.get(Field::NwProto) as u8);
     let dl_type = (x.mask.get(Field::DlType) == 0xffff).then(|| x.key.get(Field::DlType) as u16);
+    let mut instructions = instructions_to_of(&x.shown, x.goto, dl_type, proto);
+    // Outputs echo the max_len they were installed with.
+    let mut given = x.out_max_len.iter();
+    for i in &mut instructions {
+        if let Instruction::ApplyActions(acts) = i {
+            for a in acts {
+                if let openflow::Action::Output { port, max_len } = a {
+                    if *port != port::CONTROLLER {
+                        *max_len = given.next().copied().unwrap_or(0);
+                    }
+                }
+            }
+        }
+    }
     FlowStats {
         table_id: x.table,
         duration_sec: d.as_secs() as u32,
@@ -625,7 +656,7 @@ fn rule_stats(x: &Rule, d: std::time::Duration, packets: u64, bytes: u64) -> Flo
         packet_count: packets,
         byte_count: bytes,
         matches: key_to_match(&x.key, &x.mask),
-        instructions: instructions_to_of(&x.shown, x.goto, dl_type, proto),
+        instructions,
     }
 }
 
@@ -699,13 +730,17 @@ impl Flows {
         }
         let (key, mask) = match_to_key(&m.matches)?;
         let mut shown: Vec<Action> = Vec::new();
+        let mut out_max_len: Box<[u16]> = Box::default();
         let mut goto = None;
         if adds {
             let (mut meter, mut apply, mut metadata) = (None, Vec::new(), None);
             for i in &m.instructions {
                 match i {
                     Instruction::Meter(id) => meter = Some(Action::Meter(*id)),
-                    Instruction::ApplyActions(a) => apply = actions_from_of(a)?,
+                    Instruction::ApplyActions(a) => {
+                        apply = actions_from_of(a)?;
+                        out_max_len = out_max_lens(a);
+                    }
                     Instruction::WriteMetadata(v, mk) => {
                         metadata = Some(Action::WriteMetadata(v & mk, *mk))
                     }
@@ -756,6 +791,7 @@ impl Flows {
                     mask,
                     actions: compiled,
                     shown: shown.into_boxed_slice(),
+                    out_max_len,
                     goto,
                     stats,
                     idle_timeout: m.idle_timeout,
@@ -790,12 +826,15 @@ impl Flows {
                     } else {
                         r.stats.clone()
                     };
-                    Some(r.with_actions(
-                        compiled.clone(),
-                        shown.clone().into_boxed_slice(),
-                        goto,
-                        stats,
-                    ))
+                    Some(Rule {
+                        out_max_len: out_max_len.clone(),
+                        ..r.with_actions(
+                            compiled.clone(),
+                            shown.clone().into_boxed_slice(),
+                            goto,
+                            stats,
+                        )
+                    })
                 };
                 snap.update_within(
                     tables_of(m.table_id),
@@ -1243,5 +1282,72 @@ mod tests {
             crate::testutil::Batch::new(vec![eth([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], 0x88b5)]);
         assert_eq!(b.classify(&f, 0, 0), vec![Verdict::Port(1)]);
         assert_eq!(&b.views[0][12..18], &[0x88, 0xa8, 0x60, 0x07, 0x88, 0xb5]);
+    }
+
+    /// Flow statistics give back the `max_len` each output was installed
+    /// with (os-ken's tester and Faucet send `OFPCML_MAX`, 0xffe5, and
+    /// check the flow by its statistics), through modify too; a flow
+    /// added in the text syntax shows 0, as ovs-ofctl sends it.
+    #[test]
+    fn flow_stats_echo_the_installed_max_len() {
+        use crate::Logic as _;
+        let f = flows();
+        let o = |port, max_len| openflow::Action::Output { port, max_len };
+        let ctl = o(port::CONTROLLER, 128);
+        let acts = vec![o(2, 0xffe5), o(3, 0), o(port::FLOOD, 7)];
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            5,
+            inp(1),
+            vec![Instruction::ApplyActions(acts.clone())],
+        ))
+        .unwrap();
+        f.flow_mod(&fm(
+            fc::ADD,
+            0,
+            6,
+            inp(2),
+            vec![Instruction::ApplyActions(vec![ctl])],
+        ))
+        .unwrap();
+        let insts = || -> Vec<Vec<Instruction>> {
+            f.flow_stats(&all())
+                .unwrap()
+                .into_iter()
+                .map(|s| s.instructions)
+                .collect()
+        };
+        assert_eq!(
+            insts(),
+            vec![
+                vec![Instruction::ApplyActions(vec![ctl])],
+                vec![Instruction::ApplyActions(acts)],
+            ]
+        );
+        let mut m = fm(
+            fc::MODIFY_STRICT,
+            0,
+            5,
+            inp(1),
+            vec![Instruction::ApplyActions(vec![o(3, 0xffe5)])],
+        );
+        assert_eq!(f.flow_mod(&m), Ok(1));
+        assert_eq!(
+            insts()[1],
+            vec![Instruction::ApplyActions(vec![o(3, 0xffe5)])]
+        );
+        m.instructions = vec![Instruction::ApplyActions(vec![o(4, 0)])];
+        assert_eq!(f.flow_mod(&m), Ok(1));
+        assert_eq!(insts()[1], vec![Instruction::ApplyActions(vec![o(4, 0)])]);
+        // The text syntax replaces the actions: 0 again.
+        m.instructions = vec![Instruction::ApplyActions(vec![o(4, 0xffe5)])];
+        assert_eq!(f.flow_mod(&m), Ok(1));
+        f.command(
+            "modify",
+            &serde_json::json!({"flow": "priority=5,in_port=0,actions=output:2", "strict": true}),
+        )
+        .unwrap();
+        assert_eq!(insts()[1], vec![Instruction::ApplyActions(vec![o(3, 0)])]);
     }
 }

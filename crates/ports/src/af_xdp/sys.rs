@@ -553,12 +553,15 @@ impl Xsk {
         rx_stats: Arc<RxStats>,
         tx_stats: Arc<TxStats>,
     ) -> (XskRx, XskTx) {
+        let cap = (self.rx.mask + 1).min(self.rx_frames);
         let rx = XskRx {
             sock: self.sock.clone(),
             umem: self.umem.clone(),
             cons: 0,
             fill_prod: self.rx_frames,
             pending: 0,
+            filled: 0,
+            cap,
             rx: self.rx,
             fill: self.fill,
             chunk_mask: !(self.frame_size as u64 - 1),
@@ -684,6 +687,11 @@ pub struct XskRx {
     chunk_mask: u64,
     umem_len: u64,
     stats: Arc<RxStats>,
+    /// Frames in the receive ring at the last burst, and how many it can
+    /// hold: the kernel drops when the receive ring is full or the fill
+    /// ring (our receive chunks) is empty, whichever comes first.
+    filled: u32,
+    cap: u32,
 }
 
 impl RxQueue for XskRx {
@@ -694,6 +702,7 @@ impl RxQueue for XskRx {
             .prod()
             .load(Ordering::Acquire)
             .wrapping_sub(self.cons);
+        self.filled = avail;
         let n = (avail as usize).min(batch.room()) as u32;
         let mut bad = 0;
         for i in 0..n {
@@ -744,6 +753,10 @@ impl RxQueue for XskRx {
             self.stats.wakeups.fetch_add(1, Ordering::Relaxed);
             rx_wakeup(self.sock.as_raw_fd());
         }
+    }
+
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        Some((self.filled, self.cap))
     }
 
     fn notify_fd(&self) -> Option<RawFd> {

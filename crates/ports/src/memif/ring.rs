@@ -216,6 +216,9 @@ pub(crate) struct MemifRx {
     chain: Box<[(usize, usize, usize)]>,
     max_frame: usize,
     max_chain: usize,
+    /// The ring's level at the last burst: slots the peer had filled, and
+    /// its size ([`RxQueue::fill_level`]).
+    level: (u32, u32),
 }
 
 impl MemifRx {
@@ -234,6 +237,7 @@ impl MemifRx {
             chain,
             max_frame,
             max_chain,
+            level: (0, 0),
         }
     }
 
@@ -269,6 +273,7 @@ impl MemifRx {
                 return 0;
             }
         };
+        self.level = (filled, ring.size);
         let mut todo = prod.wrapping_sub(self.pending) as u32;
         if todo > filled {
             // The producer moved its index backwards past frames we hold.
@@ -485,6 +490,10 @@ impl RxQueue for MemifRx {
         if let Some(ring) = c.as_ref().and_then(|c| c.rx.get(self.q as usize)) {
             ring.irq.drain();
         }
+    }
+
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        (self.level.1 > 0).then_some(self.level)
     }
 }
 

@@ -846,6 +846,9 @@ pub struct FrontendRx {
     call: Arc<EventFd>,
     /// Notifications asked for (`set_notify`), applied to every session.
     notify_on: bool,
+    /// Used entries waiting at the last burst, and buffers the backend
+    /// held ([`RxQueue::fill_level`]).
+    level: (u32, u32),
 }
 
 impl FrontendRx {
@@ -1018,6 +1021,10 @@ impl RxQueue for FrontendRx {
         let _ = self.call.read();
     }
 
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        (self.level.1 > 0).then_some(self.level)
+    }
+
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         self.follow();
         let Some(s) = self.held.as_deref() else {
@@ -1034,10 +1041,12 @@ impl RxQueue for FrontendRx {
         if pending == 0 {
             return 0;
         }
-        if pending > s.posted.load(Relaxed) {
+        let posted = s.posted.load(Relaxed);
+        if pending > posted {
             self.fault.lie(BackendLie::UsedIdx, &s.broken);
             return 0;
         }
+        self.level = (pending as u32, posted as u32);
         // Entries, not frames: a frame over mergeable buffers takes
         // several, and is taken whole or not at all.
         let n = (pending as usize).min(self.heads.len() - self.nheads) as u16;
@@ -1356,6 +1365,7 @@ impl Port for VhostFrontendPort {
             taken: taken.clone(),
             call: self.shared.calls[2 * q as usize].clone(),
             notify_on: false,
+            level: (0, 0),
         }))
     }
 
@@ -1854,6 +1864,7 @@ mod tests {
             taken: Arc::new(AtomicBool::new(true)),
             call: kick(),
             notify_on: false,
+            level: (0, 0),
         };
         (rx, fault)
     }

@@ -352,6 +352,9 @@ pub struct VhostRx {
     max_frame_b: usize,
     /// Released on drop so the port can hand the queue out again.
     taken: Arc<AtomicBool>,
+    /// Entries the guest had made available at the last burst, and the
+    /// ring's size ([`RxQueue::fill_level`]).
+    level: (u32, u32),
 }
 
 impl VhostRx {
@@ -372,6 +375,7 @@ impl VhostRx {
             fault,
             max_frame_b,
             taken,
+            level: (0, 0),
         }
     }
 
@@ -421,6 +425,7 @@ impl RxQueue for VhostRx {
             self.held = None;
             return 0;
         }
+        self.level = (pending as u32, size as u32);
         let n = (pending as usize)
             .min(batch.room())
             .min(self.heads.len() - self.nheads);
@@ -590,6 +595,10 @@ impl RxQueue for VhostRx {
                 sys::drain(k.as_raw_fd());
             }
         }
+    }
+
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        (self.level.1 > 0).then_some(self.level)
     }
 }
 

@@ -60,8 +60,35 @@ def _run(args: argparse.Namespace) -> int:
     from ..bench import RealBench, campaign_layout
 
     _recover_isolation()
-    bench = RealBench(spec=spec)
     with contextlib.ExitStack() as stack:
+        remote = None
+        if spec.location == "remote":
+            remote = _remote_setup(spec, args)
+            if remote is None:
+                return 2
+            stack.enter_context(remote)  # bye to every agent on every way out
+        bench = RealBench(spec=spec, remote=remote)
+        if spec.isolate_sut_cpus and remote is not None:
+            # on the SUT's host, by its agent: restored on every way out
+            # (hosts/agent.py), the restore file in that host's state dir
+            from ..hosts.base import HostError
+
+            try:
+                bench.isolation = remote.isolate()
+            except HostError as e:
+                print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
+                return 2
+            _say_isolation(bench.isolation)
+            rc = _run_with(args, spec, bench)
+            try:
+                problems = remote.unisolate()
+            except HostError as e:  # its agent puts it back when it notices the controller gone
+                problems = [str(e)]
+            for p in problems:
+                print(f"turnout bench: isolate_sut_cpus: could not restore {p} on host "
+                      f"{remote.rs.sut_host} (its next bench agent tries again)",
+                      file=sys.stderr)
+            return rc
         if spec.isolate_sut_cpus:
             try:
                 iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
@@ -77,6 +104,58 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"turnout bench: isolate_sut_cpus: could not restore {p} (the next "
                       "`turnout bench run` or `bench cleanup` tries again)", file=sys.stderr)
         return rc
+
+
+def _remote_setup(spec: Any, args: argparse.Namespace) -> Any:
+    """Check every host of a remote campaign (turnout.hosts.remote); when
+    one has a problem, print every problem (each names its host) and return
+    None: the campaign does not start and nothing was started anywhere.
+    Otherwise put the builds on the hosts, start their agents and return
+    the RemoteSetup."""
+    from pathlib import Path
+
+    from ..hosts.base import HostError
+    from ..hosts.remote import RemoteSetup
+    from ..measure.gen import find_gen
+
+    db = Path(args.db)
+    remote = RemoteSetup(spec, find_gen(allow_pygen=False) or [], _turnoutd_builds(spec),
+                         logs=db.with_name(f"{db.stem}-remote-logs"))
+    problems = remote.preflight()
+    if problems:
+        print("turnout bench: the remote campaign does not start (nothing was started on "
+              "any host):", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return None
+    for w in remote.warnings:
+        print(f"turnout bench: warning: {w}", file=sys.stderr)
+    try:
+        remote.prepare()
+    except HostError as e:
+        remote.close()
+        print(f"turnout bench: preparing the hosts: {e}", file=sys.stderr)
+        return None
+    for w in remote.recovered():
+        print(f"turnout bench: warning: {w}", file=sys.stderr)
+    for name, h in remote.summary().items():
+        builds = ", ".join(f"{b} {v['how']} {v['path']}" for b, v in h["builds"].items())
+        print(f"host {name} ({h['ssh']}, {', '.join(h['roles'])}): {h['cpu_model']}, kernel "
+              f"{h['kernel']}, CPUs {h['online']}; {builds or 'no build'}", file=sys.stderr)
+    print(f"the hosts' logs go to {remote.logs_dir}", file=sys.stderr)
+    return remote
+
+
+def _turnoutd_builds(spec: Any) -> list[str]:
+    """The turnoutd executables a campaign's SUTs run (variants may name another build)."""
+    from ..sut.turnoutd import Turnoutd
+
+    out = []
+    for name in spec.suts:
+        sut = spec.make_sut(name)
+        if isinstance(sut, Turnoutd):
+            out.append(str(sut.binary))
+    return out
 
 
 def _recover_isolation() -> None:
@@ -102,8 +181,10 @@ def _isolation(sut: tuple[int, ...]) -> contextlib.AbstractContextManager[SutIso
 
 def _say_isolation(s: dict[str, Any]) -> None:
     """One paragraph on stderr: what moved off the SUT's CPUs and what stayed."""
-    print(f"isolate_sut_cpus: moved {len(s['moved'])} items off CPU {s['sut_cpus']} onto CPU "
-          f"{s['to_cpus']} (the tester's share of it rises): {', '.join(s['moved'][:12])}"
+    on = f" on host {s['host']}" if s.get("host") else ""
+    share = "its agent's and VNFs' share" if on else "the tester's share"
+    print(f"isolate_sut_cpus{on}: moved {len(s['moved'])} items off CPU {s['sut_cpus']} onto "
+          f"CPU {s['to_cpus']} ({share} of it rises): {', '.join(s['moved'][:12])}"
           + (" ..." if len(s["moved"]) > 12 else ""), file=sys.stderr)
     for n in s["not_moved"]:
         print(f"  not moved ({n['why']}): {', '.join(n['what'])}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Campaign files (TOML): the (D, L, S, V, P, R, B) tuple of seeds/001 plus
+"""Campaign files (TOML): the (D, L, S, V, P, R, B) tuple of "Virtualized
+networking framework" Table 1 (docs/references.md) plus
 flows, repetitions, methods and scenarios, expanded into work items.
 
 See docs/bench.md for the format; campaigns/smoke.toml is the smallest one.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..scenarios import SCENARIOS, Point
 
 if TYPE_CHECKING:
+    from ..hosts.config import RemoteSpec
     from ..sut.base import SutAdapter
 
 __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
@@ -26,7 +28,8 @@ __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "pars
 #: first); ``rule_update`` runs only at points of the ``rule_update`` scenario,
 #: which run nothing else (measure/update.py)
 METHODS = ("rplus", "ndr", "pdr", "latency", "sweep", "fixed", "rule_update")
-#: the offered-load sweep's default ladder, fractions of R+ (seeds/004 Fig. 8)
+#: the offered-load sweep's default ladder, fractions of R+ ("Open vSwitch
+#: throughput and latency" Fig. 8)
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
 DIMENSIONS = {"throughput": ("rplus", "ndr", "pdr", "fixed"), "latency": ("rplus", "latency")}
 
@@ -132,6 +135,10 @@ class CampaignSpec:
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
     layout: str = ""
     sut_cores: int | None = None  # with layout = "auto": the SUT's share of the CPUs
+    #: "local" (everything on this machine) or "remote" (turnout.hosts: the
+    #: tester and the switch on hosts driven over SSH, ``remote``)
+    location: str = "local"
+    remote: RemoteSpec | None = None
 
     def make_sut(self, name: str) -> SutAdapter:
         """The adapter of a SUT of this campaign (a registered one or a
@@ -355,10 +362,10 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     """Validate a campaign document (already read from TOML)."""
     from ..sut import SUTS
 
-    known = {"campaign", "matrix", "sut"}
+    known = {"campaign", "matrix", "sut", "hosts"}
     for k in doc:
         if k not in known:
-            raise CampaignError(f"unknown table [{k}] (expected campaign, matrix, sut)")
+            raise CampaignError(f"unknown table [{k}] (expected campaign, matrix, sut, hosts)")
     c = doc.get("campaign", {})
     m = doc.get("matrix", {})
     if "name" not in c or not isinstance(c["name"], str) or not c["name"]:
@@ -369,7 +376,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
              "virtual_port", "vnf_wakeup", "vnf_priority", "vnf", "qemu_accel",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
-             "update_bulk_flows", "interleave", "isolate_sut_cpus"}
+             "update_bulk_flows", "interleave", "isolate_sut_cpus", "wires"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -379,8 +386,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     for k in m:
         if k not in mkeys:
             raise CampaignError(f"matrix.{k}: unknown key")
-    if c.get("location", "local") != "local":
-        raise CampaignError("campaign.location: only 'local' (one host) is supported")
+    location = c.get("location", "local")
+    remote = _remote(c, doc, location)
     dims = _list(c, "dimension", ["throughput"], str, "campaign")
     for d in dims:
         if d not in DIMENSIONS:
@@ -571,8 +578,25 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
         isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout,
-        sut_cores=sut_cores,
+        sut_cores=sut_cores, location=location, remote=remote,
     )
+
+
+def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec | None:
+    """``location``: "local" (the default: everything on this machine) or
+    "remote" (``[hosts.NAME]`` and ``campaign.wires``: turnout.hosts)."""
+    from ..hosts.config import RemoteSpecError, parse_remote
+
+    if location not in ("local", "remote"):
+        raise CampaignError(f"campaign.location: {location!r} is not \"local\" or \"remote\"")
+    if location == "local":
+        if "hosts" in doc or "wires" in c:
+            raise CampaignError("[hosts] and campaign.wires: only with location = \"remote\"")
+        return None
+    try:
+        return parse_remote(c, doc.get("hosts"))
+    except RemoteSpecError as e:
+        raise CampaignError(str(e)) from None
 
 
 def load(path: str | Path) -> CampaignSpec:

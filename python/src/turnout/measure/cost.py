@@ -1,12 +1,17 @@
-"""Cost per packet: the SUT's busy CPU cycles per frame, from its own accounting.
+"""Capacity: the SUT's busy CPU cycles per frame, from its own accounting.
+
+Idle handling (empty polls, sleeps, wake-ups) is left out for every SUT
+alike: the figure says what one core would forward at saturation. What the
+SUT's threads really consumed at the trial's load, idle handling included,
+is the *CPU at this load* (their OS CPU time, measure/cpu.py; docs/bench.md
+"Capacity and CPU at this load").
 
 When the tester, not the switch, sets the rate (a saturating trial that is
 tester-bound), the rate says nothing about the switch; what it spent on each
 frame does. Every SUT that keeps such an account is read the same way:
 
 - turnoutd: its workers' ``busy_cycles`` (TSC cycles of batches that moved
-  frames) plus the CPU its sleeps and wake-ups cost (``sleep_cpu_ns``), over
-  ``packets`` (frames its workers received);
+  frames) over ``packets`` (frames its workers received);
 - DPDK testpmd with ``--record-core-cycles``: ``total cycles`` (TSC cycles of
   bursts that brought frames) over ``total io packets`` (``show fwd stats``);
 - OVS and OVS-DPDK: the PMD threads' ``processing cycles`` over ``packets
@@ -179,12 +184,7 @@ def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
 
 def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
     """Frames received by these interfaces, in the network namespace of
-    process ``pid`` (/proc/PID/net/dev)."""
-    text = dev if dev is not None else Path(f"/proc/{pid}/net/dev").read_text()
-    want = set(ifaces)
-    total = 0
-    for line in text.splitlines()[2:]:
-        name, _, rest = line.partition(":")
-        if name.strip() in want:
-            total += int(rest.split()[1])
-    return total
+    process ``pid`` (/proc/PID/net/dev; hosts/procfs.py)."""
+    from ..hosts import procfs
+
+    return procfs.netdev_rx_packets(pid, ifaces, dev)

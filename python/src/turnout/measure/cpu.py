@@ -3,12 +3,17 @@
 A trial's processes start, wait for their peers, warm up, send, cool down
 and exit; only the measured window (what turnout-gen reports as
 ``tx.window_start_ns``..``window_end_ns`` on CLOCK_MONOTONIC) is traffic.
-``CpuSampler`` reads every thread's utime/stime of the watched processes
+``CpuSampler`` reads every thread's run time of the watched processes
 every ``every_s`` in a background thread, with the monotonic time of each
 reading; ``window`` interpolates each thread's cumulative CPU time linearly
-to the window's edges. /proc counts in ticks (``SC_CLK_TCK``, 10 ms here),
-so a thread's figure over a window of T seconds is within ±2 ticks: ±2 %
-of a core over 1 s.
+to the window's edges. The run time is the scheduler's own account,
+``/proc/PID/task/TID/schedstat`` (ns on a CPU, exact); utime/stime of
+``stat`` count in ticks (``SC_CLK_TCK``, 10 ms here) and only split it into
+user and system time (a thread's split over a window of T seconds is within
+±2 ticks: ±2 % of a core over 1 s). Before 2026-11-29 the total came from
+the ticks too: a thread that ran under 10 ms in a 0.4 s window (turnoutd
+asleep between frames at 10 kpps) read 0. Without schedstat (a kernel
+without CONFIG_SCHED_INFO) the ticks are the total.
 
 Cycles are CPU seconds times ``nominal_hz()``: the TSC's (constant) rate,
 not the current clock of some CPU, so a figure does not move with
@@ -18,21 +23,19 @@ frequency scaling.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ..hosts import procfs
 from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
-           "run_queue_wait", "sample_threads"]
+           "run_queue_wait", "sample_threads", "thread_placement"]
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+CLK_TCK = procfs.CLK_TCK
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,15 @@ class CpuSample:
     utime: int
     stime: int
     cpu: int
+    #: ns it ran on a CPU (schedstat's first field); -1 when unreadable
+    run_ns: int = -1
 
 
 def sample_threads(pids: list[int]) -> dict[int, CpuSample]:
     """tid -> sample for every thread of these processes (gone ones skipped)."""
-    out: dict[int, CpuSample] = {}
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                stat = (task / "stat").read_text()
-            except OSError:
-                continue
-            name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            f = stat[stat.rindex(")") + 2 :].split()
-            tid = int(task.name)
-            out[tid] = CpuSample(pid, tid, name, int(f[11]), int(f[12]), int(f[36]))
-    return out
+    return {int(tid): CpuSample(int(v[0]), int(tid), str(v[1]), int(v[2]), int(v[3]), int(v[4]),
+                                int(v[5]))
+            for tid, v in procfs.sample_threads(pids).items()}
 
 
 @contextmanager
@@ -83,59 +79,13 @@ def off_cpus(avoid: list[int]) -> Iterator[list[int]]:
         os.sched_setaffinity(0, before)
 
 
-def _cpu_list(text: str) -> set[int]:
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.update(range(int(a), int(b) + 1))
-        elif part:
-            out.add(int(part))
-    return out
-
-
-def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
-    """The threads of these processes that may run on ``cpus`` only (the
-    SUT's data path: workers, PMD threads, forwarding lcores), from
-    /proc/PID/task/TID/status; empty when none is (nothing pinned, or no
-    ``cpus``)."""
-    if not cpus:
-        return []
-    want = set(cpus)
-    out = []
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                status = (task / "status").read_text()
-            except OSError:
-                continue
-            for line in status.splitlines():
-                if line.startswith("Cpus_allowed_list:"):
-                    allowed = _cpu_list(line.split(":", 1)[1])
-                    if allowed and allowed <= want:
-                        out.append(int(task.name))
-                    break
-    return out
-
-
-def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
-    """(ns spent runnable but waiting for a CPU, times run on a CPU) summed
-    over every thread of these processes, or over the threads ``tids`` of
-    them when given (/proc/PID/task/TID/schedstat; gone threads skipped):
-    the scheduler's delay, whatever the thread waited for."""
-    wait = slices = 0
-    only = set(tids) if tids else None
-    for pid in pids:
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            if only is not None and int(task.name) not in only:
-                continue
-            try:
-                f = (task / "schedstat").read_text().split()
-                wait += int(f[1])
-                slices += int(f[2])
-            except (OSError, ValueError, IndexError):
-                continue
-    return wait, slices
+_cpu_list = procfs.cpu_set
+#: the threads of these processes pinned to ``cpus`` only, where their
+#: threads may run, their run-queue waits (hosts/procfs.py: the same
+#: readers run on a remote campaign's SUT host)
+pinned_threads = procfs.pinned_threads
+thread_placement = procfs.thread_placement
+run_queue_wait = procfs.run_queue_wait
 
 
 #: a SUT whose threads waited this long on average for a CPU each time they
@@ -206,55 +156,23 @@ class CpuSampler:
         threads: dict[int, CpuSample] = {}
         for _, smp in self.samples:
             threads.update(smp)
+        exact = {tid for tid in threads
+                 if all(smp[tid].run_ns >= 0 for _, smp in self.samples if tid in smp)}
         rows = []
         for tid, s in sorted(threads.items()):
             u = (self._at(tid, end_ns, "utime") - self._at(tid, start_ns, "utime")) / CLK_TCK
             k = (self._at(tid, end_ns, "stime") - self._at(tid, start_ns, "stime")) / CLK_TCK
+            cpu_s = u + k
+            if tid in exact:  # the scheduler's ns, not the ticks
+                cpu_s = max(0.0, self._at(tid, end_ns, "run_ns")
+                            - self._at(tid, start_ns, "run_ns")) / 1e9
             rows.append({
                 "role": role_of.get(s.pid, "sut"), "pid": s.pid, "tid": tid, "name": s.name,
                 "cpu": s.cpu, "user_s": round(u, 6), "sys_s": round(k, 6),
-                "cpu_s": round(u + k, 6), "util": round((u + k) / span_s, 4) if span_s else 0.0,
+                "cpu_s": round(cpu_s, 6), "util": round(cpu_s / span_s, 4) if span_s else 0.0,
             })
         return rows
 
 
-_HZ: tuple[float, str] | None = None
-
-
-def nominal_hz() -> tuple[float, str]:
-    """The TSC's rate in Hz and where it was read: the kernel's TSC
-    calibration (dmesg), else the model name's nominal clock ("@ 2.30GHz"),
-    else cpufreq's base frequency, else CPU 0's current "cpu MHz" (the
-    last resort, which moves with frequency scaling: the source says so).
-    (0, "unknown") when none is readable."""
-    global _HZ
-    if _HZ is not None:
-        return _HZ
-    found: tuple[float, str] = (0.0, "unknown")
-    try:
-        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
-        m = re.findall(r"tsc: Refined TSC clocksource calibration: ([\d.]+) MHz", out) or \
-            re.findall(r"tsc: Detected ([\d.]+) MHz", out)
-        if m:
-            found = (float(m[-1]) * 1e6, "tsc (dmesg)")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    if not found[0]:
-        try:
-            info = Path("/proc/cpuinfo").read_text()
-            m2 = re.search(r"model name\s*:.*@\s*([\d.]+)\s*GHz", info)
-            if m2:
-                found = (float(m2.group(1)) * 1e9, "model name")
-            else:
-                base = Path("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency")
-                if base.exists():
-                    found = (float(base.read_text()) * 1e3, "cpufreq base_frequency")
-                else:
-                    m3 = re.search(r"cpu MHz\s*:\s*([\d.]+)", info)
-                    if m3:
-                        found = (float(m3.group(1)) * 1e6,
-                                 "cpu MHz of CPU 0 (current, not nominal)")
-        except OSError:
-            pass
-    _HZ = found
-    return found
+#: the TSC's rate in Hz and where it was read (hosts/procfs.py)
+nominal_hz = procfs.nominal_hz

@@ -42,14 +42,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..hosts.base import Host, LocalHost
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, off_cpus, pinned_threads, run_queue_wait, sched_wait
+from .cpu import CpuSampler, nominal_hz, off_cpus, sched_wait
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
 
-__all__ = ["GenError", "GenMeasurer", "GenProc", "PeerAbsent", "Stream", "VnfHandle", "find_gen",
-           "gen_version", "merge_latency", "tester_bound"]
+__all__ = [
+    "REFUSED",
+    "GenError",
+    "GenMeasurer",
+    "GenProc",
+    "PeerAbsent",
+    "Stream",
+    "VnfHandle",
+    "find_gen",
+    "gen_version",
+    "load_refused",
+    "merge_latency",
+    "tester_bound",
+]
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -163,8 +176,10 @@ class VnfHandle:
 
     def __init__(self, proc: subprocess.Popen[bytes], name: str = "",
                  cpu: int | None = None, polls: bool = True, sched: str = "other",
-                 sched_why: str = "") -> None:
+                 sched_why: str = "", where: str = "") -> None:
         self.proc = proc
+        #: the host it runs on across hosts (``@HOST``; "" here): its CPU is that host's
+        self.where = where
         self.sched = sched  # its scheduling policy: "other" or "fifo:PRIO"
         self.sched_why = sched_why
         self.name = name or _cmdline(proc)[-60:]
@@ -310,8 +325,10 @@ def tester_bound(load_total_pps: float, duration_s: float, sent: int, lost: int,
       Otherwise the SUT took what the tester could make: tester-bound, the
       rate a lower bound of the SUT's (parity counts as tester-bound, the
       conservative reading).
-    - At a given load: the tester sent under 97 % of it without being
-      pushed back: it could not offer the load.
+    - At a given load: the tester sent under 97 % of it and the SUT's port
+      was not why (``load_refused``): it could not offer the load. When the
+      port was why, the trial is not tester-bound and its reason says
+      "SUT could not take the load".
     """
     if bursts > 0 and backlog_bursts >= RX_BEHIND_MIN * bursts:
         return True, f"receiver behind on {backlog_bursts}/{bursts} bursts"
@@ -324,10 +341,43 @@ def tester_bound(load_total_pps: float, duration_s: float, sent: int, lost: int,
             return False, f"the SUT lost {sut_lost / sent:.2%} of what was sent"
         return True, (f"the SUT kept up with the tester (lost {max(0, lost - vnf_dropped)}, "
                       f"pushback on {pushback}/{attempts} attempts)")
+    refused = load_refused(load_total_pps, duration_s, sent, unsent, attempts, pushback)
+    if refused:
+        return False, refused
     intended = load_total_pps * duration_s
-    if intended > 0 and sent < OFFERED_MIN * intended and not pushed:
+    if intended > 0 and sent < OFFERED_MIN * intended:
         return True, f"the tester offered {sent / intended:.1%} of the load ({unsent} unsent)"
     return False, ""
+
+
+#: the words every report and table uses for a trial whose SUT refused part
+#: of the load it was offered (``load_refused``)
+REFUSED = "SUT could not take the load"
+
+
+def load_refused(load_total_pps: float, duration_s: float, sent: int, unsent: int,
+                 attempts: int = 0, pushback: int = 0) -> str:
+    """Why the SUT could not take a given load, or "" when it took it (or
+    when the tester, not the SUT, fell short).
+
+    The tester sent less than ``OFFERED_MIN`` of the frames the load asked
+    for in its window, and the SUT's port is why: it pushed back on at
+    least ``PUSHBACK_MIN`` of the send attempts, or the frames that were due
+    but did not fit the port (``unsent``, turnout-gen's ``full``) are at
+    least half of the frames missing. A paced sender that was merely behind
+    its schedule (descheduled) leaves no unsent frames: that shortfall is
+    the tester's. Saturating trials (load 0) are judged by ``tester_bound``.
+    """
+    if load_total_pps <= 0 or duration_s <= 0:
+        return ""
+    intended = load_total_pps * duration_s
+    if sent >= OFFERED_MIN * intended:
+        return ""
+    pushed = attempts > 0 and pushback >= PUSHBACK_MIN * attempts
+    if not pushed and unsent < 0.5 * (intended - sent):
+        return ""
+    return (f"{REFUSED}: the tester sent {sent / intended:.1%} of it, {unsent} frames did "
+            f"not fit the SUT's port (pushback on {pushback}/{attempts} attempts)")
 
 
 @dataclass
@@ -372,6 +422,24 @@ class GenMeasurer:
     isolation: dict[str, Any] | None = None
     #: sample what else runs on the SUT's CPUs (measure/others.py)
     count_others: bool = True
+    #: the host the SUT runs on: its /proc (run-queue waits, placement, what
+    #: else runs on the SUT's CPUs, their kernel time, its TSC rate and load)
+    #: is read there (hosts/procfs.py; a remote host's agent answers). On
+    #: another host ``avoid_cpus`` are that host's CPUs, and this process
+    #: keeps its own CPUs (the agent there runs off the SUT's)
+    sut_host: Host = field(default_factory=LocalHost)
+    #: makes the CPU sampler of a trial (``CpuSampler``, or one that reads
+    #: another host's /proc: turnout.hosts.remote.RemoteCpuSampler)
+    cpu_sampler: Callable[[dict[str, list[int]]], CpuSampler] | None = None
+    #: the tester's CLOCK_MONOTONIC minus this machine's (0 when the tester
+    #: runs here): its traffic windows are moved to this machine's clock,
+    #: where the SUT's samples are stamped
+    clock_shift_ns: int = 0
+    #: the same per namespace of a sender (``@HOST`` across hosts: senders
+    #: on two hosts, each window moved by its host's offset); a sender whose
+    #: namespace is not here takes ``clock_shift_ns``
+    clock_shifts: dict[str, int] = field(default_factory=dict)
+    _hz: tuple[float, str] | None = None
 
     def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
@@ -403,6 +471,10 @@ class GenMeasurer:
                 args += ["--cpu", str(s.rx_cpu)]
             return args
         args = [*self.cmd, t.role, "--port", s.tx_port]
+        if t.role == "txrx":
+            # a trial in which nothing came through is a result (all lost),
+            # not a failure of the tester (turnout-gen exits 4 without it)
+            args.append("--allow-no-rx")
         if t.role == "txrx" and s.rx_port != s.tx_port:  # a round trip returns on --port
             args += ["--rx-port", s.rx_port]
             if len(t.streams) == 2:
@@ -415,12 +487,25 @@ class GenMeasurer:
 
     def measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         self.check_helpers()
-        with off_cpus(self.avoid_cpus) as cpus:
+        here = self.sut_host.is_local
+        with off_cpus(self.avoid_cpus if here else []) as cpus:
             counts = self._measure(duration_s, load_total_pps)
-        if self.avoid_cpus:
+        if self.avoid_cpus and here:
             # where the bench's threads ran ("": on the SUT's too, no other CPU allowed)
             counts.extra["bench_cpus"] = ",".join(str(c) for c in cpus)
         return counts
+
+    def _run_queue_wait(self, pids: list[int], tids: list[int]) -> tuple[int, int]:
+        """(ns waiting for a CPU, runs) of these threads, on the SUT's host."""
+        wait, runs = self.sut_host.procfs("run_queue_wait", pids=pids, tids=tids)
+        return int(wait), int(runs)
+
+    def hz(self) -> tuple[float, str]:
+        """The TSC rate of the SUT's host (cycles from its CPU seconds)."""
+        if self._hz is None:
+            hz, src = self.sut_host.procfs("nominal_hz")
+            self._hz = (float(hz), str(src))
+        return self._hz
 
     def _measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
@@ -431,15 +516,18 @@ class GenMeasurer:
         # the SUT's CPUs when it has such (its other threads live on the
         # tester's core and wait behind its busy loop: not the SUT's
         # latency); all its threads otherwise
-        rq_tids = pinned_threads(sut_pids, self.avoid_cpus)
-        rq_before, rq_t0 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
-        sampler = CpuSampler({"sut": sut_pids,
+        host = self.sut_host  # its /proc: this machine's, or the SUT host's agent's
+        rq_tids = [int(t) for t in host.procfs("pinned_threads", pids=sut_pids,
+                                               cpus=list(self.avoid_cpus))]
+        rq_before, rq_t0 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
+        sampler = (self.cpu_sampler or CpuSampler)({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
-        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids)).start()
+        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids), host=host).start()
                   if self.count_others and self.avoid_cpus and load_total_pps > 0 else None)
-        kshare = KernelShare(self.sut_cost, self.kernel_cpus) if self.sut_cost else None
+        kshare = (KernelShare(self.sut_cost, self.kernel_cpus, host=host)
+                  if self.sut_cost else None)
         coster = CostSampler(kshare).start() if kshare is not None else None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
@@ -473,7 +561,7 @@ class GenMeasurer:
                     t.proc.kill()
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
-        rq_after, rq_t1 = run_queue_wait(sut_pids, rq_tids), time.monotonic()
+        rq_after, rq_t1 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -481,7 +569,7 @@ class GenMeasurer:
         if coster is not None:
             apply_cost(counts, coster.samples, self.cost_source, coster.error)
         if kshare is not None and self.kernel_cpus:
-            apply_kernel_share(counts, kshare.samples, self.kernel_cpus)
+            apply_kernel_share(counts, kshare.samples, self.kernel_cpus, hz=self.hz()[0])
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
         if others is not None:
             apply_others(counts, others)
@@ -489,7 +577,15 @@ class GenMeasurer:
             counts.extra["isolation"] = self.isolation
         # the host's 1-minute load and CPU count at the trial's end: a load at
         # or above the CPUs means the scheduler, not the SUT, sets its latency
-        counts.extra["host_load"] = [round(os.getloadavg()[0], 2), os.cpu_count() or 0]
+        load, ncpu = host.procfs("loadavg")  # the SUT's host's
+        counts.extra["host_load"] = [round(float(load), 2), int(ncpu)]
+        # the same tester, buffers and placement for every SUT of a cell:
+        # what this trial ran, comparable across SUTs (the report's set-up
+        # section checks it: report/setup.py)
+        counts.extra["tester_setup"] = tester_setup(self.cmd, tasks, self.helpers)
+        if sut_pids and self.avoid_cpus:
+            counts.extra["sut_placement"] = host.procfs("thread_placement", pids=sut_pids,
+                                                        cpus=list(self.avoid_cpus))
         if sut_pids:
             # how long the SUT's threads waited for a CPU (docs/bench.md,
             # "Latency at low rates"): the latency verdict flags a large mean
@@ -532,27 +628,79 @@ class GenMeasurer:
     def _combine(self, tasks: list[_Task], duration_s: float, load_total_pps: float,
                  sampler: CpuSampler, vnfs: list[dict[str, Any]]) -> TrialCounts:
         return combine_docs(tasks, duration_s, load_total_pps, sampler, vnfs,
-                            tester=os.path.basename(self.cmd[-1]))
+                            tester=os.path.basename(self.cmd[-1]),
+                            clock_shift_ns=self.clock_shift_ns, clock_shifts=self.clock_shifts,
+                            hz=self.hz())
+
+
+def normalized_spec(spec: str, endpoint: str) -> str:
+    """A port spec with its path or interface replaced by the endpoint's
+    name ("memif:/run/…/t0.sock,role=server" -> "memif:t0,role=server"):
+    what is the same for every SUT of a cell."""
+    kind, _, rest = spec.partition(":")
+    return ",".join([f"{kind}:{endpoint}", *rest.split(",")[1:]])
+
+
+def tester_setup(cmd: list[str], tasks: list[_Task], helpers: list[VnfHandle]) -> dict[str, Any]:
+    """The tester's processes of a trial as every SUT of its cell must see
+    them: each process's arguments with its ports named by endpoint (paths
+    and interface names differ per testbed, nothing else may), the rate
+    left out (a fraction of each SUT's own R+ differs by design), and the
+    chain VNFs' names, CPUs and scheduling."""
+    names: dict[str, str] = {}
+    for t in tasks:
+        for s in t.streams:
+            src, _, dst = s.name.partition(">")
+            names.setdefault(s.tx_port, src)
+            names.setdefault(s.rx_port, dst or src)
+    procs = []
+    for t in tasks:
+        args = [os.path.basename(a) if i < len(cmd) else a for i, a in enumerate(t.args)]
+        out: list[str] = []
+        prev = ""
+        for a in args:
+            if a == "--rate-pps":
+                pass
+            elif prev == "--rate-pps":
+                a = ""
+            elif prev in ("--src-mac", "--dst-mac", "--src-mac2", "--dst-mac2"):
+                a = "MAC"  # veth addresses are random per testbed
+            elif a in names:
+                a = normalized_spec(a, names[a])
+            prev = a if a.startswith("--") else ""
+            if a and a != "--rate-pps":
+                out.append(a)
+        procs.append(" ".join(out))
+    return {"processes": sorted(procs),
+            "vnfs": [[h.name, h.cpu, h.sched] for h in helpers]}
 
 
 def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
     """The most tester and VNF processes pinned to one CPU in a trial (1:
     each has a core of its own; VNFs in interrupt mode included). More than one: the scheduler, not
     the switch, sets the rate and the latency of that trial."""
-    per: dict[int, int] = {}
+    per: dict[tuple[str, int], int] = {}
     for t in tasks:
         s = t.streams[0]
         cpu = s.rx_cpu if t.role == "rx" else s.tx_cpu
         if cpu is not None:
-            per[cpu] = per.get(cpu, 0) + 1
+            k = (_machine(t.netns), cpu)
+            per[k] = per.get(k, 0) + 1
     for h in helpers:
         # a VNF in interrupt mode counts too: woken on its core, it waits
         # for the busy-polling tester's time slice (4 ms p99 at 10 kpps in a
         # 2-CPU loopback chain, 2026-11-26), so the scheduler still sets the
         # latency and, under load, the rate
         if h.cpu is not None:
-            per[h.cpu] = per.get(h.cpu, 0) + 1
+            k = (h.where, h.cpu)
+            per[k] = per.get(k, 0) + 1
     return max(per.values(), default=1)
+
+
+def _machine(ns: str | None) -> str:
+    """The machine a namespace is on: another host's (``@HOST``, across
+    hosts), else "" (every namespace here is on this machine)."""
+    return ns if ns and ns.startswith("@") else ""
 
 
 def traffic_window(c: TrialCounts) -> tuple[float, float] | None:
@@ -594,7 +742,7 @@ def apply_others(c: TrialCounts, s: OthersSampler) -> None:
 
 
 def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],
-                       cpus: list[int]) -> None:
+                       cpus: list[int], hz: float | None = None) -> None:
     """Store the kernel share (measure/kernel.py) in ``c.extra``:
     ``kernel_cycles_per_frame`` and ``kernel_s`` on ``kernel_cpus``, or
     ``kernel_why``."""
@@ -603,7 +751,7 @@ def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],
     if win is None:
         c.extra["kernel_why"] = "the tester reported no traffic window"
         return
-    share, busy_s, why = kernel_share(samples, win[0], win[1])
+    share, busy_s, why = kernel_share(samples, win[0], win[1], hz=hz)
     c.extra["kernel_s"] = busy_s
     if share is None:
         c.extra["kernel_why"] = why
@@ -630,9 +778,14 @@ def _sent_by_stream(tasks: list[_Task]) -> dict[int, tuple[int, int]]:
 
 def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                  sampler: CpuSampler | None, vnfs: list[dict[str, Any]],
-                 tester: str = "turnout-gen") -> TrialCounts:
+                 tester: str = "turnout-gen", clock_shift_ns: int = 0,
+                 clock_shifts: dict[str, int] | None = None,
+                 hz: tuple[float, str] | None = None) -> TrialCounts:
     """One TrialCounts from the documents of a trial's processes (see the
-    module doc for the conventions)."""
+    module doc for the conventions). ``clock_shift_ns``: the tester's
+    CLOCK_MONOTONIC minus this machine's, taken off its windows (per
+    sender namespace: ``clock_shifts``). ``hz``: the SUT host's TSC rate
+    (``nominal_hz`` of this machine when None)."""
     sent_of = _sent_by_stream(tasks)
     wanted = {s.id: s for t in tasks for s in t.streams}
     attempts = pushback = bursts = backlog = 0
@@ -649,6 +802,9 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
             pushback += int(tx.get("pushback", 0))
             tx_dur = max(tx_dur, float(tx.get("duration_s", 0.0)))
             ws, we = tx.get("window_start_ns"), tx.get("window_end_ns")
+            shift = (clock_shifts or {}).get(t.netns or "", clock_shift_ns)
+            if ws and we and shift:
+                ws, we = int(ws) - shift, int(we) - shift
             if ws and we:
                 windows.append([int(ws), int(we)])
                 win_start = ws if win_start is None else min(win_start, ws)
@@ -738,9 +894,9 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
     if sampler is not None and win_start is not None and win_end is not None:
         cpu_rows = sampler.window(win_start, win_end)
     cpu_rows += tester_cpu
-    hz, hz_source = nominal_hz()
+    rate, hz_source = hz if hz is not None else nominal_hz()
     sut_cpu_s = sum(r["cpu_s"] for r in cpu_rows if r.get("role") == "sut")
-    cycles = sut_cpu_s * hz / received if received > 0 and hz > 0 and cpu_rows else None
+    cycles = sut_cpu_s * rate / received if received > 0 and rate > 0 and cpu_rows else None
     vnf_dropped = sum(int(v.get("dropped", 0)) for v in vnfs)
     tb, why = tester_bound(load_total_pps, dur, sent, lost, unsent, attempts, pushback,
                            bursts, backlog, vnf_dropped)
@@ -755,6 +911,8 @@ def combine_docs(tasks: list[_Task], duration_s: float, load_total_pps: float,
                "rx_bursts": bursts, "rx_backlog_bursts": backlog, "vnfs": vnfs,
                "window_ns": [win_start, win_end], "windows_ns": windows,
                "cpu_window": cpu_window,
-               "cycles_hz": hz, "cycles_hz_source": hz_source,
-               "per_stream_pps": load_total_pps / max(1, len(wanted))},
+               "cycles_hz": rate, "cycles_hz_source": hz_source,
+               "per_stream_pps": load_total_pps / max(1, len(wanted)),
+               # a load the SUT pushed back on: not the tester's limit
+               **({"load_refused": why} if why.startswith(REFUSED) else {})},
     )

@@ -32,10 +32,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..hosts import procfs
 from .cost import CostSample, cost_in_window
 from .cpu import CLK_TCK, nominal_hz
+
+if TYPE_CHECKING:
+    from ..hosts.base import Host
 
 __all__ = ["KernelClock", "KernelShare", "kernel_busy_s", "kernel_share"]
 
@@ -47,10 +51,16 @@ class KernelClock:
 
     cpus: list[int]
     last: float | None = None
+    #: the host whose CPUs these are (this machine when None; another's
+    #: agent reads them there, with its own clock: hosts/procfs.py)
+    host: Host | None = None
 
     def read(self, now: float | None = None) -> float:
         """Kernel busy seconds of ``cpus`` so far (not below the last reading)."""
-        v = kernel_busy_s(self.cpus, now=now)
+        if self.host is not None and not self.host.is_local:
+            v = float(self.host.procfs("kernel_busy_s", cpus=list(self.cpus)))
+        else:
+            v = kernel_busy_s(self.cpus, now=now)
         self.last = v if self.last is None else max(self.last, v)
         return self.last
 
@@ -64,13 +74,15 @@ class KernelShare:
     #: (monotonic t, kernel busy seconds, the SUT's frames) at every probe
     samples: list[tuple[float, float, int]] = field(default_factory=list)
     clock: KernelClock | None = None
+    #: the SUT's host (this machine when None)
+    host: Host | None = None
 
     def __call__(self) -> CostSample | None:
         s = self.probe()
         if s is None or not self.cpus:
             return s
         if self.clock is None:
-            self.clock = KernelClock(self.cpus)
+            self.clock = KernelClock(self.cpus, host=self.host)
         now = time.monotonic()
         self.samples.append((now, self.clock.read(now), s.frames))
         return s
@@ -107,18 +119,6 @@ def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = 
     switch on its own core then costs "0 cycles per frame" (CI, overlay
     bridge at 20 kpps). Idle time is exact (ns, printed in 10 ms units);
     user and system are tick samples of processes, so what other processes
-    do on these CPUs is subtracted statistically."""
-    text = stat if stat is not None else Path("/proc/stat").read_text()
-    t = time.monotonic() if now is None else now
-    want = {f"cpu{c}" for c in cpus}
-    away = 0
-    seen = 0
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] in want:
-            seen += 1
-            # user nice system idle iowait irq softirq steal guest guest_nice
-            v = [int(x) for x in f[1:]] + [0] * 10
-            # guest time is already inside user (and guest_nice inside nice)
-            away += v[0] + v[1] + v[2] + v[3] + v[4] + v[7]
-    return t * seen - away / CLK_TCK
+    do on these CPUs is subtracted statistically. (hosts/procfs.py: on a
+    remote campaign's SUT host its agent reads it, with that host's clock.)"""
+    return procfs.kernel_busy_s(cpus, stat, now)

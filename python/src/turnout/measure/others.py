@@ -31,9 +31,13 @@ import itertools
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..hosts import procfs
 from .periodic import Periodic
+
+if TYPE_CHECKING:
+    from ..hosts.base import Host
 
 __all__ = ["Candidate", "OthersSampler", "candidates", "others_in_window"]
 
@@ -50,62 +54,11 @@ class Candidate:
     kthread: bool = False
 
 
-def _comm(pid: int, tid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/task/{tid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
-
-
-PF_KTHREAD = 0x00200000
-
-
-def _is_kthread(pid: int) -> bool:
-    st = _read(f"/proc/{pid}/stat", 1024)
-    if not st:
-        return False
-    try:
-        return bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
-    except (ValueError, IndexError):
-        return False
-
-
 def candidates(sut_cpus: set[int], skip_pids: set[int]) -> list[Candidate]:
-    """Every thread that may run on a SUT CPU, but the ``skip_pids``' ones."""
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit() or int(p) in skip_pids:
-            continue
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:
-            continue
-        kthread: bool | None = None
-        for t in tids:
-            try:
-                aff = os.sched_getaffinity(int(t))
-            except OSError:
-                continue
-            if aff & sut_cpus:
-                if kthread is None:
-                    kthread = _is_kthread(int(p))
-                out.append(Candidate(int(p), int(t), _comm(int(p), int(t)), aff <= sut_cpus,
-                                     kthread))
-    return out
-
-
-def _read(path: str, n: int) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, n).decode(errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    """Every thread that may run on a SUT CPU, but the ``skip_pids``' ones
+    (and this process's: hosts/procfs.py)."""
+    return [Candidate(int(p), int(t), str(c), bool(b), bool(k))
+            for p, t, c, b, k in procfs.candidates(sorted(sut_cpus), sorted(skip_pids))]
 
 
 #: one reading of a thread: (ns on a CPU, runs, the CPU it last ran on or -1)
@@ -113,22 +66,8 @@ Reading = tuple[int, int, int]
 
 
 def read_thread(c: Candidate) -> Reading | None:
-    s = _read(f"/proc/{c.pid}/task/{c.tid}/schedstat", 128)
-    if not s:
-        return None
-    f = s.split()
-    cpu = -1
-    if not c.bound:
-        st = _read(f"/proc/{c.pid}/task/{c.tid}/stat", 1024)
-        if st:
-            try:
-                cpu = int(st[st.rindex(")") + 2:].split()[36])
-            except (ValueError, IndexError):
-                cpu = -1
-    try:
-        return int(f[0]), int(f[2]), cpu
-    except (ValueError, IndexError):
-        return None
+    r = procfs.read_thread(c.pid, c.tid, c.bound)
+    return None if r is None else (r[0], r[1], r[2])
 
 
 @dataclass
@@ -144,17 +83,41 @@ class OthersSampler:
     #: (monotonic s, tid -> Reading)
     samples: list[tuple[float, dict[int, Reading]]] = field(default_factory=list)
     _clock: Periodic | None = None
+    #: the SUT's host (this machine when None): a remote one's agent lists
+    #: and reads its threads (hosts/procfs.py); the samples are stamped with
+    #: this machine's clock at the request's midpoint, as RemoteCpuSampler's
+    host: Host | None = None
+    #: the last error of a remote read ("" when none)
+    error: str = ""
 
     def _take(self) -> None:
+        if self.host is not None and not self.host.is_local:
+            t0 = time.monotonic()
+            try:
+                r = self.host.procfs("read_threads",
+                                     threads=[[c.pid, c.tid, c.bound] for c in self.cands])
+            except Exception as e:  # a host that dropped off: the trial says so
+                self.error = f"{type(e).__name__}: {e}"
+                return
+            mid = (t0 + time.monotonic()) / 2
+            self.samples.append((mid, {int(t): (int(v[0]), int(v[1]), int(v[2]))
+                                       for t, v in r.items()}))
+            return
         got = {}
         for c in self.cands:
-            r = read_thread(c)
-            if r is not None:
-                got[c.tid] = r
+            rd = read_thread(c)
+            if rd is not None:
+                got[c.tid] = rd
         self.samples.append((time.monotonic(), got))
 
     def start(self) -> OthersSampler:
-        self.cands = candidates(self.sut_cpus, self.skip_pids | {os.getpid()})
+        if self.host is not None and not self.host.is_local:
+            self.cands = [Candidate(int(p), int(t), str(c), bool(b), bool(k))
+                          for p, t, c, b, k in self.host.procfs(
+                              "candidates", sut_cpus=sorted(self.sut_cpus),
+                              skip_pids=sorted(self.skip_pids))]
+        else:
+            self.cands = candidates(self.sut_cpus, self.skip_pids | {os.getpid()})
         self._clock = Periodic(self._take, self.every_s, "others-sampler").start()
         return self
 

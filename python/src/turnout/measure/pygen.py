@@ -1,6 +1,6 @@
 """A slow reference tester speaking turnout-gen's command line and JSON.
 
-Implements the ``tx``, ``rx`` and ``txrx`` roles on ``afpacket:IFACE``
+Implements the ``tx``, ``rx`` and ``txrx`` roles on ``af_packet:IFACE``
 ports only, with the payload header of docs/turnout-gen.md (magic, stream,
 sequence, CLOCK_MONOTONIC send time). It exists so the bench can run end to
 end before (or without) the Rust turnout-gen; being Python with one syscall
@@ -65,7 +65,7 @@ def build_frame(
 
 def _iface(spec: str) -> str:
     kind, _, rest = spec.partition(":")
-    if kind != "afpacket" or not rest:
+    if kind not in ("af_packet", "afpacket") or not rest:
         raise SystemExit(2)
     return rest.split(",")[0]
 
@@ -227,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", type=int)
     p.add_argument("--wait-peer-s", type=float, default=10)
     p.add_argument("--json", default="-")
+    p.add_argument("--allow-no-rx", action="store_true",
+                   help="txrx: exit 0 even when none of the frames sent came back (else 4)")
     args = p.parse_args(argv)
     if not 64 <= args.size <= 9000:
         print("pygen: --size must be 64..9000", file=sys.stderr)
@@ -279,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         with open(args.json, "w") as f:
             f.write(out)
+    if args.role == "txrx" and not args.allow_no_rx and doc["tx"]["packets"] > 0 \
+            and doc["rx"]["packets"] == 0:
+        print(f"pygen txrx: received none of the {doc['tx']['packets']} frames it sent "
+              "(--allow-no-rx if that is expected)", file=sys.stderr)
+        return 4
     return 0
 
 

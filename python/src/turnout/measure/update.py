@@ -1,4 +1,5 @@
-"""Rule-update time under traffic (seeds/003 §3.5: "rule-update-time").
+"""Rule-update time under traffic ("Hard or hopeless" §3.5, docs/references.md:
+"rule-update-time").
 
 A steady stream at a fixed rate goes through the SUT to destination A; at
 ``t0`` the bench issues the SUT's own rule update (``SutAdapter.move_rule``:

@@ -49,8 +49,10 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def _configure_compare(p: argparse.ArgumentParser) -> None:
-    p.add_argument("a", metavar="A", help="baseline campaign: name (latest run) or run id")
-    p.add_argument("b", metavar="B", help="campaign compared with A: name or run id")
+    p.add_argument("a", metavar="A", nargs="?",
+                   help="baseline campaign: name (latest run) or run id; with neither A nor B: "
+                        "list the campaigns in --db (as `turnout bench list` does)")
+    p.add_argument("b", metavar="B", nargs="?", help="campaign compared with A: name or run id")
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     p.add_argument("--db-b", metavar="FILE", help="read B from this database instead of --db")
     p.add_argument("--fail-on-regression", action="store_true",
@@ -59,18 +61,29 @@ def _configure_compare(p: argparse.ArgumentParser) -> None:
 
 def _run_compare(args: argparse.Namespace) -> int:
     from ..results import ResultsDB
+    from ..results.listing import campaign_rows, format_campaigns, known_campaigns
     from .compare import compare_campaigns, format_compare
 
     for path in (args.db, args.db_b):
         if path is not None and not Path(path).exists():
             print(f"turnout compare: no results database at {path}", file=sys.stderr)
             return 2
+    if args.a is None or args.b is None:
+        with ResultsDB(args.db) as db:
+            if args.a is None:
+                sys.stdout.write(format_campaigns(campaign_rows(db), args.db))
+                return 0
+            print(f"turnout compare: compare A with what? {known_campaigns(db)}",
+                  file=sys.stderr)
+            return 2
     with ResultsDB(args.db) as db_a:
         db_b = ResultsDB(args.db_b) if args.db_b else None
         try:
             da, dbb, rows = compare_campaigns(db_a, args.a, args.b, db_b)
         except KeyError as e:
-            print(f"turnout compare: {e.args[0]}", file=sys.stderr)
+            # say which campaigns there are, in the database(s) asked
+            known = [known_campaigns(d) for d in (db_a, db_b) if d is not None]
+            print(f"turnout compare: {e.args[0]}; {'; '.join(known)}", file=sys.stderr)
             return 2
         finally:
             if db_b is not None:

@@ -1,7 +1,7 @@
-"""Report sections of the methods seeds/003 and seeds/004 call for:
+"""Report sections of the methods Hard or hopeless and Open vSwitch throughput and latency call for:
 rule-update time under traffic (scenario ``rule_update``, method
 ``rule_update``) and the offered-load sweep (method ``sweep``: received
-against offered, seeds/004 Fig. 8)."""
+against offered, Open vSwitch throughput and latency Fig. 8)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
         key=key, title="Rule-update time under traffic (t0 → first frame at the new port)",
         columns=["size B", "rank", "SUT", "update ms [min–max]", "n", "× next",
                  "lost at switch-over [min–max]"],
-        note=("seeds/003: at t0 the SUT's own rule interface moves a steady stream to another "
+        note=("Hard or hopeless: at t0 the SUT's own rule interface moves a steady stream to "
+              "another "
               "port (bridge fdb replace, ovs-ofctl mod-flows, a turnoutd logic command); the "
               "time includes the command's own start-up, as a user would issue it. Ranked "
               "lower first; overlapping ranges share a rank. testerK/N: in K of N trials the "
@@ -188,7 +189,8 @@ def sweep_section(data: CampaignData) -> Section:
     frame size, median over repetitions with min–max bars."""
     sec = Section(
         key="sweep", title="Offered-load sweep: received vs offered",
-        intro=("Trials at fixed fractions of each SUT's R+ (method sweep; seeds/004 Fig. 8): "
+        intro=("Trials at fixed fractions of each SUT's R+ (method sweep; Open vSwitch "
+               "throughput and latency Fig. 8): "
                "the aggregate rate that arrived against the rate the tester really offered. "
                "On the diagonal the SUT forwards everything; where a curve bends away it "
                "starts to drop, and past R+ it shows whether the switch holds its rate or "

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Figure",
+    "Matrix",
+    "MatrixCell",
+    "MatrixRow",
     "Panel",
     "Point",
     "Section",
@@ -103,6 +106,11 @@ class Point:
     hi: float | None = None
     n: int = 1
     noisy: bool = False
+    #: written next to the point (``xy`` panels: the load it was taken at)
+    label: str = ""
+    #: range of x (``xy`` panels: the CPU's min..max over repetitions)
+    xlo: float | None = None
+    xhi: float | None = None
 
 
 @dataclass
@@ -129,7 +137,10 @@ class Panel:
 
     ``kind``: ``line`` (lines with min..max error bars), ``cdf`` (step
     curves), ``scatter`` (markers joined in x order), ``errbar`` (categorical
-    x, median marker with min..max bar: parameter error bars).
+    x, median marker with min..max bar: parameter error bars), ``cat`` (one
+    category per series along x — a SUT each —, its median marker with the
+    min..max bar), ``xy`` (markers joined in the order given, each labelled
+    with ``Point.label``, bars in x and y).
     """
 
     title: str
@@ -140,6 +151,8 @@ class Panel:
     xlog: bool = False
     ylog: bool = False
     hline: float | None = None  # a reference line (1.0 for normalised plots)
+    #: labelled horizontal reference lines (the wire's p99: the floor)
+    hlines: list[tuple[float, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -185,6 +198,53 @@ class Table:
 
 
 @dataclass
+class MatrixCell:
+    """One SUT at one row of the verdict matrix.
+
+    ``cls``: how it is coloured — ``best`` (ranked first alone), ``tie``
+    (shares the first rank), ``mid``, ``last`` (the last rank, below the
+    first), ``unranked`` (a value but no rank: one repetition, or no
+    account of the row's measure), ``skipped``, ``failed``, or ``""`` (the
+    SUT has no place in this row: another port type, not in the campaign).
+    """
+
+    value: str = ""  # the row's measure, median ("202", "0.71")
+    ratio: str = ""  # to the best: "best", "1.36×"
+    rank: str = ""  # "1", "=1", "3", "–"
+    cls: str = ""
+    title: str = ""  # the full story, shown on hover
+
+    def text(self) -> str:
+        """The cell as plain text (terminal)."""
+        if self.cls in ("skipped", "failed"):
+            return self.cls
+        if not self.value:
+            return ""
+        return " ".join(x for x in (self.rank, self.value, self.ratio) if x)
+
+
+@dataclass
+class MatrixRow:
+    """One use case at one frame size and port type: a cell per SUT."""
+
+    label: str
+    measure: str  # what the cells hold: "cyc/frame ↓" | "Mpps ↑"
+    cells: list[MatrixCell] = field(default_factory=list)
+    sentence: str = ""
+
+
+@dataclass
+class Matrix:
+    """The verdict at a glance: use cases × frame sizes down, SUTs across."""
+
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[MatrixRow] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
 class Section:
     """A heading with its explanation, figures and tables; ``empty`` says
     why there is nothing to show (the page prints it instead of plots)."""
@@ -195,10 +255,13 @@ class Section:
     figures: list[Figure] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     empty: str = ""
+    #: shown first, before figures and tables (the verdict's matrix)
+    matrices: list[Matrix] = field(default_factory=list)
 
     def has_data(self) -> bool:
-        """True when the section has at least one non-empty figure or table row."""
-        return any(not f.is_empty() for f in self.figures) or any(t.rows for t in self.tables)
+        """True when the section has at least one non-empty figure, table row or matrix row."""
+        return (any(not f.is_empty() for f in self.figures) or any(t.rows for t in self.tables)
+                or any(m.rows for m in self.matrices))
 
 
 _SLUG = re.compile(r"[^a-z0-9]+")

@@ -43,7 +43,7 @@ def _sut_of(label: str) -> str:
         if label.endswith(suffix):
             label = label[: -len(suffix)]
             break
-    return label.split(" [", 1)[0]
+    return label.split(" @", 1)[0].split(" [", 1)[0]
 
 
 def _errs(series: Series) -> tuple[list[float], list[float]] | None:
@@ -72,9 +72,63 @@ def _draw_xy(ax, s: Series, color, kind: str) -> None:
         ax.errorbar(xs, ys, yerr=errs, fmt="none", ecolor=color, elinewidth=1, capsize=3)
 
 
+def _draw_cat(ax, panel: Panel, colors: dict[str, tuple]) -> None:
+    """One category per series along x (a SUT each): its median marker with
+    the min..max bar, hollow when ``noisy``."""
+    names = [s.label for s in panel.series if s.points]
+    for i, s in enumerate(x for x in panel.series if x.points):
+        color = colors[_sut_of(s.label)]
+        for p in s.points:
+            lo = p.y - (p.lo if p.lo is not None else p.y)
+            hi = (p.hi if p.hi is not None else p.y) - p.y
+            ax.errorbar([i], [p.y], yerr=[[max(lo, 0.0)], [max(hi, 0.0)]], fmt="none",
+                        ecolor=color, elinewidth=1.6, capsize=5)
+            ax.plot([i], [p.y], linestyle="none", marker="o", markersize=7, color=color,
+                    markerfacecolor="white" if p.noisy else color, markeredgewidth=1.6)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, fontsize=8, rotation=15 if len(names) > 3 else 0, ha="right"
+                       if len(names) > 3 else "center")
+    ax.set_xlim(-0.6, len(names) - 0.4)
+
+
+def _draw_labelled(ax, panel: Panel, colors: dict[str, tuple]) -> None:
+    """Markers joined in the order given (a SUT's loads), each labelled."""
+    for s in panel.series:
+        if not s.points:
+            continue
+        color = colors[_sut_of(s.label)]
+        xs = [float(p.x) for p in s.points]
+        ys = [p.y for p in s.points]
+        ax.plot(xs, ys, linestyle="-", linewidth=1.0, color=color, alpha=0.6, label=s.label)
+        for p, x, y in zip(s.points, xs, ys, strict=True):
+            xerr = None
+            if p.xlo is not None and p.xhi is not None and p.xhi > p.xlo:
+                xerr = [[max(x - p.xlo, 0.0)], [max(p.xhi - x, 0.0)]]
+            yerr = None
+            if p.lo is not None and p.hi is not None and p.hi > p.lo:
+                yerr = [[max(y - p.lo, 0.0)], [max(p.hi - y, 0.0)]]
+            ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", color=color, capsize=3,
+                        elinewidth=1, markersize=6,
+                        markerfacecolor="white" if p.noisy else color)
+            if p.label:
+                ax.annotate(p.label, (x, y), textcoords="offset points", xytext=(5, 4),
+                            fontsize=7, color=color)
+
+
 def _draw_panel(ax, panel: Panel, colors: dict[str, tuple]) -> None:
     if panel.kind == "errbar":
         _draw_errbar(ax, panel)
+    elif panel.kind in ("cat", "xy"):
+        if panel.kind == "cat":
+            _draw_cat(ax, panel, colors)
+        else:
+            _draw_labelled(ax, panel, colors)
+        if panel.ylog and _all_positive(panel, "y"):
+            ax.set_yscale("log")
+        elif panel.kind == "cat":
+            ax.set_ylim(bottom=0)
+        if panel.kind == "xy":
+            ax.set_xlim(left=0)
     else:
         for s in panel.series:
             if not s.points:
@@ -103,6 +157,10 @@ def _draw_panel(ax, panel: Panel, colors: dict[str, tuple]) -> None:
             ax.axvline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
         else:
             ax.axhline(panel.hline, color="grey", linewidth=0.8, linestyle=":")
+    for y, text in panel.hlines:
+        ax.axhline(y, color="black", linewidth=1.0, linestyle="--")
+        ax.annotate(text, (0.01, y), xycoords=("axes fraction", "data"), textcoords="offset points",
+                    xytext=(0, 3), fontsize=7, color="black")
     ax.set_title(panel.title, fontsize=10)
     if panel.kind == "errbar":  # drawn sideways
         ax.set_xlabel(panel.ylabel)
@@ -110,12 +168,16 @@ def _draw_panel(ax, panel: Panel, colors: dict[str, tuple]) -> None:
         ax.set_xlabel(panel.xlabel)
         ax.set_ylabel(panel.ylabel)
     ax.grid(True, which="major", alpha=0.3)
-    if any(s.points for s in panel.series) and panel.kind != "errbar":
+    if any(s.points for s in panel.series) and panel.kind not in ("errbar", "cat"):
         ax.legend(fontsize=7, loc="best")
 
 
 def _all_positive(panel: Panel, axis: str) -> bool:
+    if axis == "x" and panel.kind == "cat":
+        return False
     vals = [float(p.x) if axis == "x" else p.y for s in panel.series for p in s.points]
+    if axis == "y":
+        vals += [y for y, _ in panel.hlines]
     return bool(vals) and all(v > 0 for v in vals)
 
 

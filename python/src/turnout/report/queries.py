@@ -81,7 +81,7 @@ METHOD_LABEL = {"rplus": "R+", "pdr": "PDR", "ndr": "NDR", "fixed": "fixed", "la
 METHOD_STYLE = {"rplus": "-", "pdr": "--", "ndr": ":"}
 #: SUT names taken as the physical reference every ratio is taken against.
 REFERENCE_SUTS = ("wire", "bare-wire", "bare_wire", "barewire")
-#: Latency loads of seeds/000 §4.4, as fractions of R+.
+#: Latency loads of Software switches for NFV §4.4, as fractions of R+.
 LOAD_FRACTIONS = (0.1, 0.5, 0.99)
 
 _DEFAULTS = {"flows": 1, "burst": 32, "vnfs": 0, "ports": 2, "pairs": 1}
@@ -452,7 +452,8 @@ def loopback_section(data: CampaignData, points: list[ThroughputPoint]) -> Secti
     """Loopback throughput vs the number of chained VNFs, a panel per frame size."""
     sec = Section(
         key="loopback", title="Loopback throughput vs chain length",
-        intro="tester → SUT → VNF₁ → SUT → … → VNF_N → SUT → tester (seeds/000 Fig. 7): "
+        intro="tester → SUT → VNF₁ → SUT → … → VNF_N → SUT → tester (Software switches for NFV "
+              "Fig. 7): "
               "median throughput with min–max bars against the number of chained VNFs, "
               "one panel per frame size.",
     )
@@ -495,7 +496,8 @@ def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Se
     """NvsN (throughput vs sender/receiver pairs) and port density (vs ports attached)."""
     out = []
     for key, title, intro, attr, names, default, xlabel in (
-        ("nvsn", "NvsN scale", "N sender/receiver pairs through one SUT (seeds/001): "
+        ("nvsn", "NvsN scale", "N sender/receiver pairs through one SUT (Virtualized "
+         "networking framework): "
          "aggregate received throughput against N.", "pairs", ("nvsn", "pairs"), 1,
          "sender/receiver pairs"),
         ("density", "Port density", "Ports attached to the SUT with one pair active "
@@ -530,13 +532,13 @@ def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Se
 
 # ---------------------------------------------------------------- error bars
 def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Section:
-    """Parameter error bars (seeds/003 §3.2) per SUT and scenario."""
+    """Parameter error bars (Hard or hopeless §3.2) per SUT and scenario."""
     sec = Section(
         key="stability", title="Performance stability: parameter error bars",
         intro="For each SUT and scenario, the throughput (median of repetitions) at every "
               "measured combination of frame size, flows and burst; the marker is the median "
               "over those combinations, the bar spans the minimum and maximum, all "
-              "normalised to that median (seeds/003 §3.2). A short bar means the switch "
+              "normalised to that median (Hard or hopeless §3.2). A short bar means the switch "
               "behaves the same whatever the traffic; one combination gives no bar. Uses R+ "
               "where measured, else PDR, else NDR.",
     )
@@ -753,14 +755,16 @@ def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
 
 
 def latency_cdf_section(data: CampaignData) -> Section:
-    """Latency CDFs at each load fraction of R+ (seeds/000 Fig. 8) and percentile tables."""
+    """Latency CDFs at each load fraction of R+
+    (Software switches for NFV Fig. 8) and percentile tables."""
     sec = Section(
         key="latency-cdf", title="Latency CDFs at 0.1, 0.5 and 0.99 × R+",
         intro="One-way latency measured by turnout-gen (send and receive timestamps on the "
               "same monotonic clock, every stream's histogram merged), at aggregate loads of "
               "0.99, 0.5 and 0.1 × the SUT's own R+; 'asked' is that load, 'offered' what "
               "the tester really sent (a flag says when R+ itself was the tester's limit) "
-              "(seeds/000 §4.4, Fig. 8): one row of panels per frame size, one panel per "
+              "(Software switches for NFV §4.4, Fig. 8): one row of panels per frame size, one "
+              "panel per "
               "load. Each curve pools the repetitions' CDFs weighted by their received "
               "packets; x is logarithmic. The tables give each percentile as the median over "
               "repetitions [min–max]; a flagged row's p99 is within noise of the next SUT's "
@@ -807,7 +811,8 @@ def load_bin(offered_pps: float) -> int:
 
 
 def latency_load_section(data: CampaignData) -> Section:
-    """Latency against offered load (seeds/004 Fig. 13), p50 and p99 per SUT."""
+    """Latency against offered load (Open vSwitch throughput and latency
+    Fig. 13), p50 and p99 per SUT."""
     sec = Section(
         key="latency-load", title="Latency vs offered load",
         intro="Median (solid) and 99th percentile (dashed) one-way latency against the "
@@ -815,7 +820,8 @@ def latency_load_section(data: CampaignData) -> Section:
               "latency (latency trials at "
               "fractions of R+, fixed-rate trials, search trials), grouped into offered-load "
               "bins 10 % wide; the point is the median of the trials in a bin at their median "
-              "load, bars span their min–max (seeds/004 Fig. 13). One panel per frame "
+              "load, bars span their min–max (Open vSwitch throughput and latency Fig. 13). "
+              "One panel per frame "
               "size. The y axis is logarithmic: overload shows as a step up by orders of "
               "magnitude.",
     )
@@ -857,12 +863,13 @@ def latency_load_section(data: CampaignData) -> Section:
 
 
 def rtt_section(data: CampaignData) -> Section:
-    """Client/server round-trip latency against burst size (seeds/001 §4.5,
+    """Client/server round-trip latency against burst size (Virtualized networking framework §4.5,
     Fig. 5): scenario ``rtt``, mean and p99 per SUT, one panel per frame size."""
     sec = Section(
         key="rtt", title="Round-trip latency vs burst size",
         intro="A client sends bursts of N frames back to back at a low rate through the SUT "
-              "to a turnout-gen reflect server, which sends each frame back (seeds/001 §4.5). "
+              "to a turnout-gen reflect server, which sends each frame back (Virtualized "
+              "networking framework §4.5). "
               "The latency is the round trip; mean (solid) and p99 (dashed) against the burst "
               "size, median over repetitions with min–max bars: how each switch spreads its "
               "per-burst costs over the frames of a burst.",
@@ -921,12 +928,12 @@ def cpu_util(t: Trial, role: str = "sut") -> float | None:
 
 
 def cpu_section(data: CampaignData) -> Section:
-    """CPU of the SUT against received throughput (seeds/001 Fig. 6)."""
+    """CPU of the SUT against received throughput (Virtualized networking framework Fig. 6)."""
     sec = Section(
         key="cpu", title="CPU vs throughput",
         intro="CPU time of every SUT thread (from /proc, user + system) per second of the "
               "trial's traffic window (not its set-up or cool-down), summed, in % of one "
-              "core, against the aggregate received rate (seeds/001 "
+              "core, against the aggregate received rate (Virtualized networking framework "
               "Fig. 6). Trials of one method in the same 10 % offered-load bin are one "
               "point (median, min–max bars); saturating trials are at the right end of "
               "each line. A switch whose CPU follows load rises with throughput; a "
@@ -1013,12 +1020,21 @@ def fingerprint_section(data: CampaignData) -> Section:
     """Host fingerprint(s) and every SUT's version and configuration."""
     import json
 
+    from .setup import fairness_table
+
     sec = Section(
         key="setup", title="Host and SUT configuration",
-        intro="The host fingerprint stored with the results (CPU, kernel, frequency "
-              "governor, turbo, SMT, THP, git commit, tool versions, CPU pinning of every "
-              "process) and the version and configuration of every SUT measured.",
+        intro="First the check that nothing in the set-up favours one SUT: per verdict cell, "
+              "the same tester build, the same tester processes, ports and buffers, the same "
+              "chain VNFs and the same placement (the SUT's data path on its CPUs, its other "
+              "threads off them) for every SUT. Then the host fingerprint stored with the "
+              "results (CPU, kernel, frequency governor, turbo, SMT, THP, git commit, tool "
+              "versions, CPU pinning of every process) and the version and configuration of "
+              "every SUT measured.",
     )
+    fair = fairness_table(data)
+    if fair.rows:
+        sec.tables.append(fair)
     host_ids = {data.campaign.host_id} | {r.host_id for r in data.results} | \
         {t.host_id for t in data.trials}
     for hid in sorted(h for h in host_ids if h is not None):
@@ -1036,6 +1052,9 @@ def fingerprint_section(data: CampaignData) -> Section:
             t.rows.append([k, v or "–"])
             t.flags.append("")
         sec.tables.append(t)
+    from .hosts import remote_host_tables  # a remote campaign's hosts (turnout.hosts)
+
+    sec.tables.extend(remote_host_tables(data))
     suts = data.db.suts(data.campaign.id)
     st = Table(key="suts", title="SUTs", columns=["SUT", "version", "configuration"], mono=[2])
     for s in suts:
@@ -1071,6 +1090,26 @@ def not_measured_section(data: CampaignData) -> Section:
     t = Table(key="not-measured-table", title="Skipped, failed or unfinished",
               columns=["kind", "SUT", "scenario", "dir", "size B", "method", "status", "reason"])
     again = retried(data)
+    # the same reason for many cells once, with the cells it covers
+    grouped: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    rows: list[Result | Trial] = [*data.results,
+                                  *[tr for tr in data.trials if tr.result_id is None]]
+    for x in rows:
+        kind = "result" if isinstance(x, Result) else "trial"
+        if x.status == "ok" or (kind, x.id or 0) in again:
+            continue
+        cell = (f"{x.scenario}{f' [{x.virtual_port}]' if x.virtual_port else ''} "
+                f"{x.frame_size_b} B")
+        cells = grouped[(x.sut, x.status, x.reason or "–")]
+        if cell not in cells:
+            cells.append(cell)
+    if grouped:
+        g = Table(key="not-measured-by-reason", title="Not measured, by SUT and reason",
+                  columns=["SUT", "status", "cells", "reason"])
+        for (sut, status, reason), cells in sorted(grouped.items()):
+            g.rows.append([sut, status, ", ".join(cells), reason])
+            g.flags.append("")
+        sec.tables.append(g)
     for r in data.results:
         if r.status != "ok":
             t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
@@ -1090,19 +1129,23 @@ def not_measured_section(data: CampaignData) -> Section:
 
 def all_sections(data: CampaignData) -> list[Section]:
     """The sections of the page, in order."""
+    from .hosts import label_latency  # a remote campaign's latency mode on every figure
     from .methods import rule_update_section, sweep_section  # they build on this module
     from .openflow import openflow_section
     from .overlay import overlay_section
+    from .usecases import cpu_latency_section, usecase_section
     from .verdict import verdict_section  # verdict builds on this module
 
     points = throughput_points(data)
-    return [
+    sections = [
         verdict_section(data),
+        usecase_section(data),
         campaign_section(data),
         throughput_section(data, points),
         loopback_section(data, points),
         latency_cdf_section(data),
         latency_load_section(data),
+        cpu_latency_section(data),
         rtt_section(data),
         overlay_section(data),
         sweep_section(data),
@@ -1114,3 +1157,5 @@ def all_sections(data: CampaignData) -> list[Section]:
         fingerprint_section(data),
         not_measured_section(data),
     ]
+    label_latency(data, sections)
+    return sections

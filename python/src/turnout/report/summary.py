@@ -93,7 +93,11 @@ def summary_text(data: CampaignData) -> str:
             rows.append([key[0], key[1], str(key[2]), key[3],
                          *[fmt_spread(spread_of(per[f]).scaled(1e-3)) if f in per else "–"
                            for f in fractions]])
-        out += ["", "Latency p99 (µs) at fractions of R+", format_table(
+        from .hosts import latency_label
+
+        mode = latency_label(data)  # a remote campaign: the mode of every figure
+        out += ["", "Latency p99 (µs) at fractions of R+" + (f" [{mode}]" if mode else ""),
+                format_table(
             ["scenario", "dir", "size", "SUT", *[f"{fmt(f)}xR+" for f in fractions]], rows)]
     from .overlay import overlay_section
 
@@ -120,24 +124,42 @@ def summary_text(data: CampaignData) -> str:
                                 rows))
         if len(failed) > 20:
             out.append(f"... and {len(failed) - 20} more (see the report)")
+    from .glance import glance_matrix, matrix_text
     from .methods import rule_update_verdict_table
-    from .verdict import latency_trials_table, latency_verdict_table, verdict_table
+    from .verdict import (
+        cost_check_table,
+        latency_trials_table,
+        latency_verdict_table,
+        refused_table,
+        verdict_rows,
+        verdict_table,
+    )
 
     ut = rule_update_verdict_table(data)
     if not points and not lat and not bad and not ut.rows:
         out.append("no results in this campaign")
 
-    vt = verdict_table(data)
+    vrows = verdict_rows(data)
+    vt = verdict_table(data, vrows)
     if vt.rows:
-        out += ["", "Verdict", format_table(vt.columns, vt.rows), vt.note]
+        out += ["", vt.title, format_table(vt.columns, vt.rows), vt.note]
+    ct = cost_check_table(data)
+    if ct.rows:  # capacity next to its second source, the OS's CPU time
+        out += ["", ct.title, format_table(ct.columns, ct.rows)]
     lt = latency_verdict_table(data)
     if lt.rows:
         out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
     tt = latency_trials_table(data)
     if tt.rows:  # each trial's p99 next to what else ran on the SUT's CPU
         out += ["", tt.title, format_table(tt.columns, tt.rows)]
+    rt = refused_table(data)
+    if rt.rows:
+        out += ["", rt.title, format_table(rt.columns, rt.rows)]
     if ut.rows:
         out += ["", ut.title, format_table(ut.columns, ut.rows), ut.note]
+    m = glance_matrix(data, vrows)
+    if m.rows:  # last, where a terminal shows it after a run
+        out += ["", matrix_text(m)]
     return "\n".join(out) + "\n"
 
 

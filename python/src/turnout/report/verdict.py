@@ -1,17 +1,24 @@
 """The verdict: which switch for which use case, by how much, and what limited it.
 
-For every use case (seeds/000 Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
+For every use case (Software switches for NFV Table 3: p2p, p2v/v2p, v2v, chain, NvsN,
 scale) and frame size, the SUTs measured at the same R+ test point are put
 in order by the measure that holds there:
 
-- **rate** (R+, Mpps, higher is better) when every SUT set its own rate;
-- **cost per packet** (the SUT's busy cycles per frame from its own
-  accounting, lower is better) as soon as one of them was limited by the
-  tester or the scheduler: a tester-bound rate is the tester's, a lower
-  bound of the SUT's, and ranks nothing; what each switch spent per frame
-  still does. The scheduler sets the rate where more busy-polling tester
-  and VNF processes (a loopback chain's VNFs, NvsN's pairs) than the
-  tester has cores share them.
+- **rate** (R+, Mpps, higher is better) when every SUT set its own rate:
+  what one core forwarded at saturation, measured;
+- **capacity** (the SUT's busy cycles per frame from its own accounting,
+  idle handling excluded for every SUT: lower is better; ``TSC rate /
+  capacity`` is what one core would forward at saturation) as soon as one
+  of them was limited by the tester or the scheduler: a tester-bound rate
+  is the tester's, a lower bound of the SUT's, and ranks nothing; what each
+  switch spent per frame still does. The scheduler sets the rate where
+  more busy-polling tester and VNF processes (a loopback chain's VNFs,
+  NvsN's pairs) than the tester has cores share them.
+
+Next to it, never ranked, each SUT's **CPU at this load** (report/cpuload.py):
+everything its threads consumed in the R+ trial's traffic window per frame,
+empty polls and wake-ups included, from the OS (a kernel switch: its CPUs'
+kernel time).
 
 A SUT is *tester-limited* when most of its repetitions were flagged
 tester-bound (measure/gen.py ``tester_bound``) or when its rate reaches the
@@ -37,13 +44,15 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
+from ..results import Trial
+from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share
 from .model import Section, Spread, Table, spread_of, spread_or_none
 from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
 
-#: scenario -> use case (seeds/000 Table 3)
+#: scenario -> use case (Software switches for NFV Table 3)
 USE_CASES = {
     "p2p": "p2p: physical to physical",
     "p2v": "p2v: physical to virtual",
@@ -62,7 +71,14 @@ class Entry:
 
     sut: str
     rate: Spread | None = None  # R+, frames/s
-    cost: Spread | None = None  # busy cycles per frame
+    cost: Spread | None = None  # capacity: busy cycles per frame (the ranking measure)
+    #: the SUT's name without its port ("turnoutd", "testpmd (no-huge)") and
+    #: the kind of its virtual ports ("" on veth-only paths)
+    name: str = ""
+    port: str = ""
+    #: CPU at this load (R+ trial): cycles per frame and % of one core
+    cpu: Spread | None = None
+    cpu_pct: Spread | None = None
     #: kernel share: the kernel's cycles per frame on the SUT's CPUs, next to
     #: (never in) its own account (measure/kernel.py)
     kernel: Spread | None = None
@@ -187,6 +203,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if t.method == "rplus" and "tester_core_sharing" in t.extra:
             k = PointKey.of(t)
             sharing[k] = max(sharing.get(k, 1), int(t.extra["tester_core_sharing"]))
+    cpu: dict[PointKey, list[tuple[float | None, float | None]]] = defaultdict(list)
+    notes: dict[PointKey, str] = {}
+    at = rplus_trials(data)
     for r in data.ok_results:
         if r.method != "rplus":
             continue
@@ -194,6 +213,13 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         rate[k][int(r.repetition)] = float(r.rate_total_pps)
         if r.busy_cycles_per_frame:
             cost[k][int(r.repetition)] = float(r.busy_cycles_per_frame)
+            if capacity_note(r.extra):
+                notes[k] = capacity_note(r.extra)
+        elif (r.extra or {}).get("cost_why") and k not in notes:
+            notes[k] = f"no capacity figure in some repetitions: {r.extra['cost_why']}"
+        if r.id in at:
+            c = cpu_at_load(at[r.id])
+            cpu[k].append((c.cycles_per_frame, c.pct))
         if (r.extra or {}).get("kernel_cycles_per_frame"):
             kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
         if r.tester_bound:
@@ -239,12 +265,16 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
                 todo.setdefault((sut, to), []).extend(why)
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
-                              cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k])
+                              cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k],
+                              cpu[k], notes.get(k, ""))
                        for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
+            # the bare wire is the ceiling, not a SUT: its misses are only
+            # under "Not measured"
             entries += [_unmeasured(sut, v, todo.pop((sut, v)))
-                        for sut, v in sorted(todo) if v == vp]
+                        for sut, v in sorted(todo) if v == vp
+                        and sut not in data.reference_suts]
             out.append(Verdict(
                 use_case=USE_CASES.get(suts[0].scenario, suts[0].scenario)
                 + (f" [{vp}]" if vp else ""),
@@ -300,7 +330,16 @@ def _unmeasured(sut: str, vp: str, misses: list[Miss]) -> Entry:
     """The entry of a SUT with no value at a verdict row: never ranked, its
     cell says what happened and why (the stored status and reason)."""
     status = "failed" if any(m[1] == "failed" for m in misses) else misses[0][1]
-    return Entry(sut=sut_label(sut, vp), limit=status, note=_why(misses))
+    return Entry(sut=sut_label(sut, vp), name=sut, port=vp, limit=status, note=_why(misses))
+
+
+def rplus_trials(data: CampaignData) -> dict[int, Trial]:
+    """result id -> the R+ trial that set it (its CPU and cost samples)."""
+    out: dict[int, Trial] = {}
+    for t in data.ok_trials:
+        if t.method == "rplus" and t.result_id is not None:
+            out[t.result_id] = t
+    return out
 
 
 def tester_processes(k: PointKey) -> int:
@@ -324,14 +363,19 @@ def tester_cores(spec: dict) -> int:
 
 def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: int,
            ceil: Spread | None, cores: int = 1, sharing: int | None = None,
-           misses: list[Miss] | None = None, kernel: list[float] | None = None) -> Entry:
-    """One SUT's entry: its rate and cost over repetitions, what limited it,
-    and the repetitions that gave no value (``misses``) with their reason."""
-    e = Entry(sut=k.sut_label(), by_rep_rate=dict(rate), by_rep_cost=dict(cost),
-              tester_bound=bound)
+           misses: list[Miss] | None = None, kernel: list[float] | None = None,
+           cpu: list[tuple[float | None, float | None]] | None = None,
+           cap_note: str = "") -> Entry:
+    """One SUT's entry: its rate, capacity and CPU at this load over
+    repetitions, what limited it, and the repetitions that gave no value
+    (``misses``) with their reason."""
+    e = Entry(sut=k.sut_label(), name=k.sut, port=k.virtual_port, by_rep_rate=dict(rate),
+              by_rep_cost=dict(cost), tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
     e.cost = spread_or_none(list(cost.values()))
     e.kernel = spread_or_none(kernel or [])
+    e.cpu = spread_or_none([c for c, _ in cpu or [] if c is not None])
+    e.cpu_pct = spread_or_none([p for _, p in cpu or [] if p is not None])
     limited = []
     if bound and bound * 2 >= e.rate.n:
         limited.append(f"tester-bound in {bound}/{e.rate.n}")
@@ -358,6 +402,9 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
         else:
             what = f"without a value: {_why(misses)}"
         e.note = _join(e.note, f"{len(misses)} of {reps} repetitions {what}")
+    if cap_note:
+        e.note = _join(e.note, cap_note if cap_note.startswith("no capacity")
+                       else f"capacity {cap_note}")
     return e
 
 
@@ -366,13 +413,24 @@ def _scenario_of(group: tuple) -> str:
     return str(group[0][1])
 
 
-def _measure_cell(e: Entry, measure: str, hz: float) -> str:
-    if measure == "rate":
-        return fmt_spread(e.rate.scaled(1e-6)) + " Mpps" if e.rate else "–"
+#: how tables name the two ranking measures
+MEASURE_LABEL = {"rate": "R+", "cost": "capacity"}
+
+
+def capacity_cell(e: Entry, hz: float) -> str:
+    """'202 [189–275] (14.8 Mpps/core)': capacity with its projected rate per core."""
     if e.cost is None:
         return "–"
     proj = f" ({fmt(hz / e.cost.median / 1e6, 2)} Mpps/core)" if hz > 0 and e.cost.median else ""
-    return fmt_spread(e.cost, 0) + " cyc/frame" + proj
+    return fmt_spread(e.cost, 0) + proj
+
+
+def cpu_cell(cyc: Spread | None, pct: Spread | None) -> str:
+    """'410 [380–455] (38 %)': CPU at this load per frame and in % of a core."""
+    if cyc is None and pct is None:
+        return "–"
+    head = fmt_spread(cyc, 0) if cyc is not None else "–"
+    return head + (f" ({fmt(pct.median, 2)} % of a core)" if pct is not None else "")
 
 
 def _ratio_cell(r: Spread | None) -> str:
@@ -389,41 +447,50 @@ def _hz(data: CampaignData) -> float:
     return 0.0
 
 
+VERDICT_NOTE = (
+    "Ranked by R+ where every SUT set its own rate; by capacity as soon as one of them was "
+    "limited by the tester or the scheduler. Capacity: the SUT's own account of the cycles "
+    "it spent working on frames, per frame, with idle handling (empty polls, sleeps, "
+    "wake-ups) left out for every SUT alike — lower is better; Mpps/core is the TSC rate "
+    "over it, what one core would forward at saturation doing only this work (an upper "
+    "bound). CPU at this load: everything the SUT's threads consumed in the same R+ trial's "
+    "traffic window per frame, empty polls and wake-ups included (OS CPU time; a kernel "
+    "switch: its CPUs' kernel time), and in % of a core; not ranked. Two SUTs share a rank "
+    "(=) when their min–max ranges overlap; with one repetition nothing is ranked (–). "
+    "× next: how many times better than the next SUT, repetition by repetition. of "
+    "ceiling: R+ over the bare wire's on the same path and port type (the tester's own "
+    "ceiling). Kernel share: the kernel's work on the SUT's CPUs per frame outside any "
+    "process (on veth, the receive its transmits cause, the tester's AF_XDP copy "
+    "included), next to the others, never added (docs/bench.md, \"Kernel share\"). SUTs "
+    "without a value are in the matrix above and under \"Not measured\".")
+
+
 def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Table:
-    """The verdict as one table (the page's first section and the end of the
-    terminal summary)."""
+    """The verdict in detail: one row per SUT with a value at each verdict row
+    (SUTs without one are in the matrix and under "Not measured")."""
     rows = verdict_rows(data) if rows is None else rows
     hz = _hz(data)
     t = Table(
-        key="verdict-table", title="Verdict",
-        columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "value [min–max]",
-                 "n", "× next [min–max]", "R+ Mpps", "of ceiling", "limited by", "why",
-                 "kernel share cyc/frame"],
-        note=("Ranked by R+ where every SUT set its own rate; by the SUT's busy cycles per "
-              "frame (its own accounting, lower is better) as soon as one of them was limited "
-              "by the tester. Two SUTs share a rank (=) when their min–max ranges overlap; "
-              "with one repetition nothing is ranked (–). × next: how many times better than "
-              "the next SUT, repetition by repetition. Mpps/core: the TSC rate over the cost, "
-              "what one core would forward doing only this work at this cost — an upper "
-              "bound. of ceiling: R+ over the bare wire's on the same path and port type "
-              "(the tester's own ceiling). Kernel share: the kernel's work on the SUT's CPUs "
-              "per frame (interrupts and softirqs: on veth, the receive its transmits cause, "
-              "the tester's AF_XDP copy included), shown next to the cost, never added to it; "
-              "for the Linux bridge it is its cost (docs/bench.md, \"Kernel share\")."),
+        key="verdict-table", title="Verdict in detail",
+        columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "R+ Mpps",
+                 "capacity cyc/frame", "CPU at this load cyc/frame", "kernel share cyc/frame",
+                 "n", "× next", "of ceiling", "limited by", "why"],
+        note=VERDICT_NOTE,
     )
     for v in rows:
         for e in v.entries:
+            if not e.measured:
+                continue
             t.rows.append([
                 v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
-                e.rank, e.sut, v.measure if e.measured else "–",
-                # a SUT without a value says what happened instead (never "n=0")
-                _measure_cell(e, v.measure, hz) if e.measured else e.note or e.limit or "–",
+                e.rank, e.sut, MEASURE_LABEL.get(v.measure, v.measure),
+                fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
+                capacity_cell(e, hz), cpu_cell(e.cpu, e.cpu_pct),
+                fmt_spread(e.kernel, 0) if e.kernel else "–",
                 str(e.rate.n) if e.rate else "–",
                 _ratio_cell(e.ratio_next),
-                fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
                 fmt_spread(e.headroom, 2) if e.headroom else "–",
-                e.limit or "–", (e.note or "–") if e.measured else "–",
-                fmt_spread(e.kernel, 0) if e.kernel else "–",
+                e.limit or "–", e.note or "–",
             ])
             t.flags.append("" if e.limit == "SUT" else (e.limit or ""))
     return t
@@ -435,9 +502,9 @@ def latency_verdict_table(data: CampaignData) -> Table:
     wire's p99 at the same rate as the floor, and what set each figure."""
     t = Table(
         key="latency-verdict", title="Latency at fixed rates (p99; one way, round trip for rtt)",
-        columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]", "n",
-                 "× next", "wire floor µs", "limited by", "SUT CPU isolated",
-                 "other threads on SUT CPU ms [min–max]"],
+        columns=["scenario", "size B", "rate", "rank", "SUT", "p99 µs [min–max]",
+                 "CPU at this load cyc/frame", "n", "× next", "wire floor µs", "limited by",
+                 "SUT CPU isolated", "other threads on SUT CPU ms [min–max]"],
         note=("Every SUT offered the same absolute rate, below every tester ceiling. "
               "Ranked by p99 (lower first) with the overlap rule of the verdict. The wire "
               "floor is the bare wire's p99 at that rate on the same path: what the tester "
@@ -449,9 +516,15 @@ def latency_verdict_table(data: CampaignData) -> Table:
               "kernel threads, IRQs) off the SUT's CPUs (isolate_sut_cpus); other threads: "
               "the CPU time other threads ran on the SUT's CPUs inside each repetition's "
               "traffic window, per trial in the next table (docs/bench.md, \"What else runs "
-              "on the SUT's CPU\")."),
+              "on the SUT's CPU\"). CPU at this load: everything the SUT's threads consumed "
+              "in the traffic window per frame, polling and wake-ups included, and in % of a "
+              "core (a kernel switch: its CPUs' kernel time). SUT could not take the load: "
+              "the SUT pushed back so that the tester sent less than the rate (the share it "
+              "sent in brackets); its p99 is at the load it got."),
     )
     lat: dict[tuple, dict[int, float]] = defaultdict(dict)
+    cpu: dict[tuple, list[tuple[float | None, float | None]]] = defaultdict(list)
+    refused: dict[tuple, list[str]] = defaultdict(list)
     iso: dict[tuple, set[str]] = defaultdict(set)
     others: dict[tuple, list[float]] = defaultdict(list)
     shared: dict[tuple, int] = defaultdict(lambda: 1)
@@ -463,6 +536,10 @@ def latency_verdict_table(data: CampaignData) -> Table:
         key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
                int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
+        c = cpu_at_load(tr)
+        cpu[key].append((c.cycles_per_frame, c.pct))
+        if why := refusal(tr):
+            refused[key].append(why)
         shared[key] = max(shared[key], int(tr.extra.get("tester_core_sharing", 1)))
         iso[key].add(isolation_of(tr.extra))
         ot = tr.extra.get("sut_cpu_others")
@@ -484,13 +561,20 @@ def latency_verdict_table(data: CampaignData) -> Table:
             e.limit = "scheduler" if shared[k] > 1 else "SUT"
             if k in waited:
                 e.limit = f"scheduler (SUT waited {waited[k]:.0f} µs per run for a CPU)"
+            if refused[k]:
+                shares = ", ".join(sent_share(w) or "?" for w in refused[k])
+                e.limit = (f"SUT could not take the load in {len(refused[k])}/{len(lat[k])} "
+                           f"(sent {shares})")
+            e.cpu = spread_or_none([c for c, _ in cpu[k] if c is not None])
+            e.cpu_pct = spread_or_none([p for _, p in cpu[k] if p is not None])
             entries.append(e)
         by_label = {k[6]: k for k in suts}
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
             rate = f"{g[2] / 1e3:g} kpps" + (f", bursts of {g[3]}" if g[0][1] == "rtt" else "")
             t.rows.append([g[0][1], str(g[1]), rate, e.rank, e.sut,
-                           fmt_spread(e.cost.scaled(1e-3)), str(e.cost.n),
+                           fmt_spread(e.cost.scaled(1e-3)), cpu_cell(e.cpu, e.cpu_pct),
+                           str(e.cost.n),
                            _ratio_cell(e.ratio_next),
                            fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit,
                            "/".join(sorted(iso[by_label[e.sut]])),
@@ -557,43 +641,51 @@ def latency_trials_table(data: CampaignData) -> Table:
 
 
 def cost_check_table(data: CampaignData) -> Table:
-    """Each SUT's own account of busy cycles per frame next to a second
-    source: the CPU time the OS gave its threads in the same traffic window,
-    at the same TSC rate, per frame received (R+ trials)."""
+    """Capacity (the SUT's own account of its busy cycles per frame) next to
+    its second source: the CPU time the OS gave its threads in the same R+
+    traffic window, at the same TSC rate, per frame received (its CPU at
+    this load)."""
     t = Table(
-        key="cost-check", title="Cost per frame: the SUT's own account vs the OS's CPU time",
-        columns=["SUT", "scenario", "size B", "n", "own account cyc/frame",
-                 "OS CPU time cyc/frame", "own / OS [min–max]", "limited by",
-                 "kernel share cyc/frame"],
-        note=("Own account: busy cycles (work on frames) per frame the SUT received, from its "
-              "counters. OS: CPU time of its threads in the traffic window × the TSC rate per "
-              "frame the tester received. They agree (≈ 1) when the SUT is busy all the time "
-              "(it set the rate) or sleeps when idle; a busy-polling SUT the tester held back "
-              "spends the rest polling, which the OS counts and its own account does not "
-              "(< 1). Kernel switches have no threads of their own: their only account is "
-              "the kernel time of their CPUs (this host's PMU gives perf no cycle counter). "
-              "Kernel share: the kernel's work on the SUT's CPUs per frame in the same "
-              "window, which neither the own account nor the OS's thread times contain."),
+        key="cost-check",
+        title="Capacity and CPU at this load: the SUT's own account vs the OS's CPU time",
+        columns=["SUT", "scenario", "size B", "n", "capacity cyc/frame (own account)",
+                 "CPU at this load cyc/frame (OS)", "CPU % of a core", "capacity ÷ CPU",
+                 "limited by", "kernel share cyc/frame"],
+        note=("R+ trials. Capacity: busy cycles (work on frames) per frame the SUT received, "
+              "from its own counters, idle handling left out. CPU at this load: CPU time of "
+              "all its threads in the traffic window × the TSC rate per frame the tester "
+              "received (a kernel switch has no threads: its CPUs' kernel time, which is "
+              "also its capacity). capacity ÷ CPU is the share of its CPU that was work on "
+              "frames: ≈ 1 when the SUT was busy all the time (it set the rate) or sleeps "
+              "when idle; a busy-polling SUT the tester held back spends the rest polling, "
+              "which the OS counts and its own account does not (< 1); above 1 where the "
+              "host preempted it inside a batch (TSC cycles count wall time). This host's "
+              "PMU gives perf no cycle counter, so the OS's accounting is the second "
+              "source. Kernel share: the kernel's work on the SUT's CPUs per frame outside "
+              "any process, in neither figure."),
     )
-    by: dict[tuple, list[tuple[float, float, bool]]] = defaultdict(list)
+    by: dict[tuple, list[tuple[float, float | None, float | None, bool]]] = defaultdict(list)
     kern: dict[tuple, list[float]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
         label = sut_label(tr.sut, tr.virtual_port)
         key = (label, tr.scenario, int(tr.frame_size_b))
-        by[key].append((float(tr.busy_cycles_per_frame), float(tr.cycles_per_packet or 0.0),
+        c = cpu_at_load(tr)
+        by[key].append((float(tr.busy_cycles_per_frame), c.cycles_per_frame, c.pct,
                         bool(tr.tester_bound)))
         if tr.extra.get("kernel_cycles_per_frame"):
             kern[key].append(float(tr.extra["kernel_cycles_per_frame"]))
     for (label, scen, size), vals in sorted(by.items()):
         ks = kern.get((label, scen, size))
         own = spread_of([v[0] for v in vals])
-        os_vals = [v[1] for v in vals if v[1] > 0]
-        ratio = spread_of([v[0] / v[1] for v in vals if v[1] > 0]) if os_vals else None
-        bound = sum(v[2] for v in vals)
+        os_vals = [v[1] for v in vals if v[1]]
+        pct = [v[2] for v in vals if v[2] is not None]
+        ratio = spread_or_none([v[0] / v[1] for v in vals if v[1]])
+        bound = sum(v[3] for v in vals)
         t.rows.append([label, scen, str(size), str(len(vals)), fmt_spread(own, 0),
                        fmt_spread(spread_or_none(os_vals), 0),
+                       fmt_spread(spread_or_none(pct), 2),
                        fmt_spread(ratio, 2) if ratio else "–",
                        f"tester in {bound}/{len(vals)}" if bound else "SUT",
                        fmt_spread(spread_or_none(ks or []), 0)])
@@ -601,18 +693,53 @@ def cost_check_table(data: CampaignData) -> Table:
     return t
 
 
+def refused_table(data: CampaignData) -> Table:
+    """Every trial at a given load (fixed rate or a fraction of R+) in which
+    the SUT pushed back so that the tester sent less than the load."""
+    t = Table(
+        key="refused", title="Loads a SUT could not take",
+        columns=["SUT", "scenario", "dir", "size B", "load asked", "sent kpps", "share sent",
+                 "rep", "p99 µs", "why"],
+        note=("The SUT pushed back (its port was full) so that the tester sent less than "
+              "97 % of the load it asked for: not the tester's limit. Its latency and CPU "
+              "figures are at the load it really got, and plots draw it there (hollow)."),
+    )
+    rows = []
+    for tr in data.ok_trials:
+        why = refusal(tr)
+        if not why:
+            continue
+        asked = (f"{fmt(tr.load_fraction)} × R+ ({tr.offered_total_pps / 1e3:.4g} kpps)"
+                 if tr.load_fraction is not None else f"{tr.offered_total_pps / 1e3:.4g} kpps")
+        sent_pps = tr.tx_total_pps or (tr.sent / tr.duration_s if tr.duration_s else 0.0)
+        rows.append(((scenario_rank(tr.scenario), tr.sut, int(tr.frame_size_b),
+                      tr.offered_total_pps, int(tr.repetition)), [
+            sut_label(tr.sut, tr.virtual_port), tr.scenario, tr.direction,
+            str(tr.frame_size_b), asked, f"{sent_pps / 1e3:.4g}", sent_share(why) or "–",
+            str(tr.repetition),
+            f"{tr.latency_p99_ns / 1e3:.0f}" if tr.latency_p99_ns else "–", why]))
+    for _, r in sorted(rows, key=lambda x: x[0]):
+        t.rows.append(r)
+        t.flags.append(REFUSED)
+    return t
+
+
 def verdict_section(data: CampaignData) -> Section:
-    """The report's first section (HTML id ``verdict``)."""
+    """The report's first section (HTML id ``verdict``): the matrix at a
+    glance with a sentence per use case, then the tables in detail."""
+    from .glance import glance_matrix
     from .methods import rule_update_verdict_table  # builds on this module
 
     rows = verdict_rows(data)
     updates = rule_update_verdict_table(data)
+    refused = refused_table(data)
     sec = Section(
         key="verdict", title="Verdict",
-        intro=("Which switch for which use case, by how much, and what limited each number. "
-               "Rows follow the use cases of seeds/000 (Table 3); within a row the SUTs are in "
-               "order by the measure that holds there. Details follow below."),
+        intro=("Which switch for which use case, by how much, and what limited each number "
+               "(use cases of Software switches for NFV Table 3; tables in detail below)."),
+        matrices=[m] if (m := glance_matrix(data, rows)).rows else [],
         tables=[verdict_table(data, rows), latency_verdict_table(data),
+                *([refused] if refused.rows else []),
                 *([lt] if (lt := latency_trials_table(data)).rows else []),
                 cost_check_table(data), *([updates] if updates.rows else [])],
     )

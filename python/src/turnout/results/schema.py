@@ -147,7 +147,7 @@ ALTER TABLE trials ADD COLUMN busy_cycles_per_frame REAL;
 ALTER TABLE results ADD COLUMN busy_cycles_per_frame REAL;
 """
 
-# v4 (issue 14, seeds/003 rule-update time): a rule-update trial's times
+# v4 (issue 14, "Hard or hopeless" §3.5 rule-update time): a rule-update trial's times
 # from the update to the first frame at the new destination and to the last
 # at the old one (measure/update.py).
 _V4 = """

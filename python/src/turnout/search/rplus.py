@@ -1,4 +1,5 @@
-"""R+: the average received rate under saturating input (seeds/000 §4.4)."""
+"""R+: the average received rate under saturating input ("Software switches for
+NFV" §4.4, docs/references.md)."""
 
 from __future__ import annotations
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..hosts.base import Host, HostError, LocalHost
 from ..measure.cost import CostSample
 from ..ofrules import RuleSet
 from ..testbed import Testbed
 
-__all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version"]
+__all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version", "off_sut_cpus"]
 
 
 class SutError(RuntimeError):
@@ -54,8 +56,28 @@ class Topology:
         raise KeyError(name)
 
 
-def command_version(cmd: list[str], line: int = 0) -> str:
-    """First (or given) line of a command's version output; '' when it fails."""
+def off_sut_cpus(sut_cpus: str, allowed: set[int] | None = None) -> str:
+    """The CPUs (taskset list) a SUT's threads that are not its data path
+    run on: every CPU this process may use but the SUT's own, as turnoutd
+    places its API threads and testpmd its main lcore (docs/bench.md,
+    "Placement"); "" when the SUT has them all (then nothing is pinned)."""
+    from ..measure.cost import cpu_list
+
+    mine = set(cpu_list(sut_cpus))
+    pool = allowed if allowed is not None else os.sched_getaffinity(0)
+    return ",".join(str(c) for c in sorted(pool - mine))
+
+
+def command_version(cmd: list[str], line: int = 0, host: Host | None = None) -> str:
+    """First (or given) line of a command's version output (run on
+    ``host``: this machine when None); '' when it fails."""
+    if host is not None and not host.is_local:
+        try:
+            out = host.run(cmd, check=False, timeout_s=20)
+        except (HostError, subprocess.TimeoutExpired):
+            return ""
+        lines = (out.stdout or out.stderr).strip().splitlines() if out.returncode == 0 else []
+        return lines[line].strip() if len(lines) > line else ""
     if shutil.which(cmd[0]) is None and not cmd[0].startswith("/"):
         return ""
     try:
@@ -68,7 +90,16 @@ def command_version(cmd: list[str], line: int = 0) -> str:
 
 class SutAdapter(ABC):
     """One switch under test. ``available()`` returns None when it can run,
-    else the reason it cannot (then it is skipped, never failed)."""
+    else the reason it cannot (then it is skipped, never failed).
+
+    One shape for every adapter, local or across hosts (docs/bench.md,
+    "Across hosts"): it runs commands and starts processes through its
+    testbed (``tb.run``, ``tb.spawn``: the testbed knows the namespaces, or
+    the hosts), and does its file, socket, /proc and PID work through the
+    testbed's host (``self.host``: ``write_text``, ``read_text``, ``tail``,
+    ``exists``, ``unix_call``, ``procfs``, ``which``), so the same code
+    drives a switch here and on a remote campaign's SUT host. ``attach``
+    sets both at set-up; the bench sets ``host`` before ``available()``."""
 
     #: name used in campaigns and results
     name: str = ""
@@ -88,14 +119,32 @@ class SutAdapter(ABC):
     max_frame_b: int = 9000
     max_frame_reason: str = ""
 
+    #: the host the switch runs on: this machine, or a remote campaign's
+    #: SUT host (turnout.hosts)
+    host: Host = LocalHost()
+
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
         self.tb: Testbed | None = None
         self.topo: Topology | None = None
 
-    @abstractmethod
+    def attach(self, tb: Testbed, topo: Topology) -> None:
+        """The testbed and topology of a set-up, and the testbed's host."""
+        self.tb, self.topo, self.host = tb, topo, tb.host
+
+    def requires(self) -> list[tuple[str, str]]:
+        """What it needs on its host: (command, or an absolute path, and the
+        Debian package that has it). A remote campaign's pre-flight checks
+        them on the SUT's host."""
+        return []
+
     def available(self) -> str | None:
-        """None if the software is there, else why not."""
+        """None if the software is there (on ``host``), else why not."""
+        for what, package in self.requires():
+            if self.host.which(what) is None:
+                where = "" if self.host.is_local else f" on {self.host.describe()}"
+                return f"{what} not installed{where} (apt {package})"
+        return None
 
     @abstractmethod
     def version(self) -> str:

@@ -3,12 +3,11 @@ MACs behind every port so nothing is flooded."""
 
 from __future__ import annotations
 
-import platform
 import subprocess
 from typing import Any
 
-from ..measure.cost import CostSample, cpu_list, netdev_rx_packets
-from ..measure.cpu import CLK_TCK, nominal_hz
+from ..measure.cost import CostSample, cpu_list
+from ..measure.cpu import CLK_TCK
 from ..measure.kernel import KernelClock
 from ..testbed import Testbed
 from .base import SutAdapter, Topology
@@ -20,18 +19,18 @@ class LinuxBridge(SutAdapter):
     name = "bridge"
     max_ports = 1024
 
-    def available(self) -> str | None:
-        return None if __import__("shutil").which("bridge") else "iproute2 'bridge' not found"
+    def requires(self) -> list[tuple[str, str]]:
+        return [("bridge", "iproute2")]
 
     def version(self) -> str:
-        return f"linux {platform.release()}"
+        return f"linux {self.host.kernel_release()}"
 
     def config(self) -> dict[str, Any]:
         return {"stp": False, "forward_delay": 0, "fdb": "static per port", "learning": False,
                 "ports": len(self.topo.ports) if self.topo else 0, "options": self.options}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.tb, self.topo = tb, topo
+        self.attach(tb, topo)
         members = [p.iface for p in topo.ports]
         self.br = tb.bridge(topo.ns, members)
         for p in topo.ports:
@@ -47,7 +46,8 @@ class LinuxBridge(SutAdapter):
         self.holder = tb.spawn(["sleep", "infinity"], netns=topo.ns,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.cpus = cpu_list(topo.cpus)
-        self.kernel = KernelClock(self.cpus)
+        self.kernel = KernelClock(self.cpus, host=self.host)
+        self.hz = float(self.host.procfs("nominal_hz")[0])  # the SUT host's TSC
 
     cost_source = ("kernel time of the SUT's CPUs outside processes (/proc/stat: wall - idle - "
                    "process time; interrupts that woke an idle CPU included) over frames its "
@@ -58,9 +58,10 @@ class LinuxBridge(SutAdapter):
         if holder is None or holder.poll() is not None or self.topo is None:
             return None
         busy_s = self.kernel.read()
-        frames = netdev_rx_packets(holder.pid, [p.iface for p in self.topo.ports])
-        tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
-        return CostSample(0.0, busy_s * nominal_hz()[0], frames, tick)
+        frames = int(self.host.procfs("netdev_rx_packets", pid=holder.pid,
+                                      ifaces=[p.iface for p in self.topo.ports]))
+        tick = self.hz / CLK_TCK  # /proc/stat counts in these steps
+        return CostSample(0.0, busy_s * self.hz, frames, tick)
 
     has_rules = True
 

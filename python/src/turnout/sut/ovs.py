@@ -1,5 +1,5 @@
 """Open vSwitch, userspace datapath, with a private ovsdb-server and
-ovs-vswitchd (everything in the run's work dir; /work/shared/PEERS.md).
+ovs-vswitchd (everything in the run's work dir; docs/peers.md).
 
 ``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
 (``ovs-vswitchd-dpdk``) with hugepages reserved for the run and given
@@ -18,17 +18,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
+from ..hosts.base import Host, HostError
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, SutPort, Topology, command_version
+from .base import SutAdapter, SutError, SutPort, Topology, command_version, off_sut_cpus
 
 __all__ = ["Ovs", "OvsDpdk"]
 
@@ -40,11 +40,27 @@ def _mask(cpus: str) -> str:
     return hex(sum(1 << c for c in set(cpu_list(cpus))))
 
 
-def appctl_at(directory: Path, command: str, *args: str, timeout_s: float = 2.0) -> str:
+def appctl_at(directory: Path | PurePath, command: str, *args: str, timeout_s: float = 2.0,
+              host: Host | None = None) -> str:
     """One ovs-appctl command over the control socket of the ovs-vswitchd
-    whose run directory is ``directory`` (JSON-RPC, no process spawned);
-    raises SutError when there is no socket, the connection closes or OVS
-    answers an error."""
+    whose run directory is ``directory`` (JSON-RPC, no process spawned; on
+    ``host``, this machine when None); raises SutError when there is no
+    socket, the connection closes or OVS answers an error."""
+    if host is not None and not host.is_local:
+        ctls = [n for n in host.listdir(directory) if n.startswith("ovs-vswitchd")
+                and n.endswith(".ctl")]
+        if not ctls:
+            raise SutError("ovs-vswitchd has no control socket")
+        req = json.dumps({"method": command, "params": list(args), "id": 0})
+        try:
+            reply = host.unix_call(str(PurePath(directory) / sorted(ctls)[-1]), req, timeout_s,
+                                   framing="json")
+            msg, _ = json.JSONDecoder().raw_decode(reply)
+        except (HostError, ValueError) as e:
+            raise SutError(f"ovs-appctl {command}: {e}") from e
+        if msg.get("error"):
+            raise SutError(f"ovs-appctl {command}: {msg['error']}")
+        return str(msg.get("result", ""))
     ctl = sorted(Path(directory).glob("ovs-vswitchd*.ctl"))
     if not ctl:
         raise SutError("ovs-vswitchd has no control socket")
@@ -77,49 +93,47 @@ class Ovs(SutAdapter):
     #: how long ovs-vsctl waits for ovs-vswitchd (its --timeout, seconds)
     vsctl_timeout_s = 20
 
-    def available(self) -> str | None:
-        for tool in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl", "ovs-ofctl", self.vswitchd):
-            if not (shutil.which(tool) or Path(tool).exists()):
-                return f"{tool} not installed (apt openvswitch-switch)"
-        if not Path(SCHEMA).exists():
-            return f"{SCHEMA} missing"
-        return None
+    def requires(self) -> list[tuple[str, str]]:
+        return [(t, "openvswitch-switch") for t in ("ovsdb-server", "ovsdb-tool", "ovs-vsctl",
+                                                   "ovs-ofctl", self.vswitchd, SCHEMA)]
 
     def version(self) -> str:
-        return command_version([self.vswitchd, "--version"])
+        return command_version([self.vswitchd, "--version"], host=self.host)
 
     def config(self) -> dict[str, Any]:
         return {"datapath": "netdev", "port_type": self.port_type_name(),
-                "pmd_cpu_mask": getattr(self, "mask", ""), "flows": getattr(self, "flows", []),
+                "pmd_cpu_mask": getattr(self, "mask", ""),
+                "other_threads_cpus": getattr(self, "off_cpus", ""),
+                "flows": getattr(self, "flows", []),
                 "options": self.options}
 
     def port_type_name(self) -> str:
         return "afxdp"
 
+    def _vars(self) -> dict[str, str]:
+        """Its private run, log, database and config directory (every OVS tool reads these)."""
+        return {k: str(self.dir) for k in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR",
+                                           "OVS_SYSCONFDIR")}
+
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        for k in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"):
-            env[k] = str(self.dir)
-        return env
+        return {**os.environ, **self._vars()}
+
+    def _tool(self, tool: str, args: list[str], timeout_s: float) -> str:
+        """An OVS tool in the SUT's namespace (on its host), with its directories."""
+        assert self.tb is not None and self.topo is not None
+        r = self.tb.run([tool, *args], netns=self.topo.ns, env=self._vars(), check=False,
+                        timeout_s=timeout_s)
+        if r.returncode != 0:
+            raise SutError(f"{tool} {' '.join(args)}: {r.stderr.strip()}")
+        return str(r.stdout).strip()
 
     def vsctl(self, *args: str) -> str:
-        assert self.tb is not None and self.topo is not None
-        cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-vsctl", f"--db=unix:{self.db}",
-               f"--timeout={self.vsctl_timeout_s}", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(),
-                           timeout=self.vsctl_timeout_s + 10)
-        if r.returncode != 0:
-            raise SutError(f"ovs-vsctl {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout.strip()
+        return self._tool("ovs-vsctl", [f"--db=unix:{self.db}",
+                                        f"--timeout={self.vsctl_timeout_s}", *args],
+                          self.vsctl_timeout_s + 10)
 
     def ofctl(self, *args: str, timeout_s: float = 30.0) -> str:
-        assert self.topo is not None
-        cmd = ["ip", "netns", "exec", self.topo.ns, "ovs-ofctl", *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(),
-                           timeout=timeout_s)
-        if r.returncode != 0:
-            raise SutError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout.strip()
+        return self._tool("ovs-ofctl", list(args), timeout_s)
 
     def extra_config(self, tb: Testbed) -> None:
         """Hook for the DPDK build."""
@@ -141,23 +155,30 @@ class Ovs(SutAdapter):
         return p.iface or p.name
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.tb, self.topo = tb, topo
+        self.attach(tb, topo)
         bad = sorted({p.kind for p in topo.ports if p.kind not in self.port_kinds})
         if bad:
             raise SutError(f"{self.name} cannot attach {', '.join(bad)} ports "
                            f"(only {', '.join(self.port_kinds)})")
         self.dir = tb.directory(self.name)
         self.db = str(self.dir / "db.sock")
+        # Placement as for every SUT: the data path (the PMD threads,
+        # pmd-cpu-mask) on the SUT's CPUs, everything else (ovsdb-server,
+        # ovs-vswitchd's main, handler, revalidator and urcu threads) off
+        # them, as turnoutd keeps its API threads and testpmd its main
+        # lcore. Started unpinned, those threads ran on the SUT's CPU next
+        # to the PMD (2026-11-29, each trial's cpu rows). A PMD thread
+        # sets its own affinity to its core, outside the process's mask.
+        self.off_cpus = off_sut_cpus(topo.cpus, set(tb.allowed_cpus()))
         conf = self.dir / "conf.db"
-        subprocess.run(["ovsdb-tool", "create", str(conf), SCHEMA], check=True,
-                       capture_output=True)
+        tb.run(["ovsdb-tool", "create", str(conf), SCHEMA])
         self.ovsdb = tb.spawn(["ovsdb-server", str(conf), f"--remote=punix:{self.db}",
                                f"--pidfile={self.dir}/ovsdb-server.pid",
                                f"--log-file={self.dir}/ovsdb-server.log", "--no-chdir"],
-                              netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              netns=topo.ns, cpus=self.off_cpus or None, env=self._env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
-        while not Path(self.db).exists():
+        while not self.host.exists(self.db):
             if self.ovsdb.poll() is not None or time.monotonic() > deadline:
                 raise SutError("ovsdb-server did not start")
             time.sleep(0.05)
@@ -169,10 +190,10 @@ class Ovs(SutAdapter):
         self.vswitchd_proc = tb.spawn(
             [self.vswitchd, f"unix:{self.db}", f"--pidfile={self.dir}/ovs-vswitchd.pid",
              f"--log-file={self.dir}/ovs-vswitchd.log", "--no-chdir"],
-            netns=topo.ns, env=self._env(), stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL)
+            netns=topo.ns, cpus=self.off_cpus or None, env=self._env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.bridge = f"{tb.prefix}o"
-        tb.state.add("ovs", [self.db, self.bridge])
+        tb.remember("ovs", [self.db, self.bridge])
         self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
                    "datapath_type=netdev", "fail_mode=secure",
                    "protocols=OpenFlow10,OpenFlow13")
@@ -249,8 +270,8 @@ class Ovs(SutAdapter):
         try:
             if getattr(self, "bridge", None):
                 self.vsctl("--if-exists", "del-br", self.bridge)
-                self.tb.state.discard("ovs", [self.db, self.bridge])
-        except (SutError, subprocess.TimeoutExpired):
+                self.tb.forget_object("ovs", [self.db, self.bridge])
+        except (SutError, HostError, subprocess.TimeoutExpired):
             pass
         for attr in ("vswitchd_proc", "ovsdb"):
             p = getattr(self, attr, None)
@@ -267,7 +288,7 @@ class Ovs(SutAdapter):
     def appctl(self, command: str, *args: str, timeout_s: float = 2.0) -> str:
         """One ovs-appctl command over ovs-vswitchd's control socket (JSON-RPC,
         no process spawned: cheap enough to call during a trial)."""
-        return appctl_at(Path(self.dir), command, *args, timeout_s=timeout_s)
+        return appctl_at(self.dir, command, *args, timeout_s=timeout_s, host=self.host)
 
     _RECEIVED = re.compile(r"packets received:\s*(\d+)")
     _PROCESSING = re.compile(r"processing cycles:\s*(\d+)")
@@ -292,10 +313,8 @@ class OvsDpdk(Ovs):
     supports_vhost_user = True
     port_kinds = ("veth", "vhost-user")
 
-    def available(self) -> str | None:
-        if not Path(DPDK_BINARY).exists():
-            return f"{DPDK_BINARY} not installed (apt openvswitch-switch-dpdk)"
-        return super().available()
+    def requires(self) -> list[tuple[str, str]]:
+        return [(DPDK_BINARY, "openvswitch-switch-dpdk"), *super().requires()]
 
     def port_type_name(self) -> str:
         kinds = {p.kind for p in self.topo.ports} if self.topo is not None else {"veth"}
@@ -311,7 +330,7 @@ class OvsDpdk(Ovs):
     def extra_config(self, tb: Testbed) -> None:
         huge = tb.reserve_hugepages(self.hugepages)
         self.prefix = f"{tb.prefix}od"
-        tb.state.add("dirs", f"/var/run/dpdk/{self.prefix}")
+        tb.remember("dirs", f"/var/run/dpdk/{self.prefix}")
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
                    "other_config:dpdk-socket-mem=1024",
                    f'other_config:dpdk-extra="--huge-dir={huge} --file-prefix={self.prefix} '
@@ -355,9 +374,12 @@ class OvsDpdk(Ovs):
         gen = find_gen(allow_pygen=False)
         if not vhost or not gen:
             return
-        procs = [subprocess.Popen([*gen, "rx", "--port", f"vhost-user:{p.socket}",
-                                   "--duration-s", "1", "--wait-peer-s", "60"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert self.tb is not None
+        # on its host (the testbed maps this checkout's turnout-gen to the host's copy)
+        procs = [self.tb.spawn([*gen, "rx", "--port", f"vhost-user:{p.socket}",
+                                "--duration-s", "1", "--wait-peer-s", "60"],
+                               netns=None if self.host.is_local else topo.ns,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for p in vhost]
         try:
             for pr in procs:
@@ -376,17 +398,15 @@ class OvsDpdk(Ovs):
         under the interface's name; the scenario's socket path links to it."""
         if p.kind != "vhost-user":
             return
-        real = Path(self.dir) / self.iface_of(p)
+        real = self.dir / self.iface_of(p)
         deadline = time.monotonic() + 15
-        while not real.exists():
+        while not self.host.exists(real):
             if time.monotonic() > deadline:
                 raise SutError(f"OVS did not create the vhost-user socket {real}")
             time.sleep(0.05)
-        link = Path(p.socket)
-        link.unlink(missing_ok=True)
-        link.symlink_to(real)
+        self.host.symlink(real, p.socket)
 
     def teardown(self) -> None:
         super().teardown()
         if self.tb is not None and getattr(self, "prefix", None):
-            shutil.rmtree(Path("/var/run/dpdk") / self.prefix, ignore_errors=True)
+            self.host.rmtree(f"/var/run/dpdk/{self.prefix}")

@@ -1,7 +1,8 @@
 """DPDK testpmd io/mac forwarding: the no-logic baseline (like basicfwd in
-seeds/001). Ports are vdevs — ``net_memif`` (server) for memif ports,
-``net_af_packet`` (or ``net_af_xdp``) for veths — ordered so that
-``--port-topology=paired`` forwards exactly the cross-connects. Its
+"Virtualized networking framework", docs/references.md). Ports are vdevs —
+``net_memif`` (server) for memif ports, ``net_af_packet`` (or
+``net_af_xdp``) for veths — ordered so that ``--port-topology=paired``
+forwards exactly the cross-connects. Its
 memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
 documented configuration); when the kernel cannot give them it runs with
 ``--no-huge`` and its config says so.
@@ -14,13 +15,12 @@ Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from ..hosts.base import HostError
 from ..measure.cost import CostSample, cpu_list
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
@@ -63,23 +63,24 @@ class Testpmd(SutAdapter):
     supports_vhost_user = True
     max_ports = 16
 
-    def available(self) -> str | None:
-        return None if shutil.which(BINARY) else "dpdk-testpmd not installed (apt dpdk-dev)"
+    def requires(self) -> list[tuple[str, str]]:
+        return [(BINARY, "dpdk-dev")]
 
     def version(self) -> str:
-        import subprocess
-
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "dpdk-dev"],
-                             capture_output=True, text=True)
-        return f"dpdk {out.stdout.strip()}" if out.returncode == 0 else command_version(
-            [BINARY, "--version"])
+        try:
+            out = self.host.run(["dpkg-query", "-W", "-f=${Version}", "dpdk-dev"], check=False)
+        except (OSError, HostError):
+            out = None
+        if out is not None and out.returncode == 0:
+            return f"dpdk {out.stdout.strip()}"
+        return command_version([BINARY, "--version"], host=self.host)
 
     def config(self) -> dict[str, Any]:
         return {"options": self.options, "argv": getattr(self, "argv", []),
                 "memory": getattr(self, "memory", "")}
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.tb, self.topo = tb, topo
+        self.attach(tb, topo)
         order: list[str] = []
         for a, b in topo.xconnects:
             order += [a, b]
@@ -99,7 +100,7 @@ class Testpmd(SutAdapter):
             else:
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
         prefix = f"{tb.prefix}tp"
-        tb.state.add("dirs", f"/var/run/dpdk/{prefix}")
+        tb.remember("dirs", f"/var/run/dpdk/{prefix}")
         cpus = cpu_list(topo.cpus) or [1]
         main, lcores = lcores_for(cpus)
         mode = self.options.get("forward_mode", "io")
@@ -107,7 +108,7 @@ class Testpmd(SutAdapter):
             raise SutError(f"testpmd forward_mode {mode!r}: io or mac")
         # stdbuf: testpmd's stdout is a file; line-buffered, the answers to
         # interactive commands appear when given, not at exit
-        stdbuf = shutil.which("stdbuf")
+        stdbuf = self.host.which("stdbuf")
         pages = int(self.options.get("hugepages", 512))
         self.memory = "--no-huge (4 KiB pages)"
         mem = ["--no-huge", "-m", "1024"]
@@ -126,17 +127,19 @@ class Testpmd(SutAdapter):
                      "--record-core-cycles", f"--nb-cores={len(cpus)}"]
         d = tb.directory("testpmd")
         self.log = d / "testpmd.log"
-        out = open(self.log, "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = tb.spawn(self.argv, netns=topo.ns, stdout=out, stderr=out,
-                             stdin=subprocess.PIPE)
+        self.proc = tb.spawn(self.argv, netns=topo.ns, log=self.log, stdin=subprocess.PIPE)
         self._cost_lock = threading.Lock()
+        #: how far the log has been read (the cost probe reads what follows)
+        self._log_at = 0
         # EAL's memory set-up and the ports' probes take a few seconds, tens
         # on a loaded 2-core host (a 15 s limit failed testpmd's p2v and v2p
         # vhost-user cells at load 11 on 2026-11-27; started alone they came
         # up at once).
         t0 = time.monotonic()
+        text = ""
         while True:
-            text = self.log.read_text(errors="replace")
+            more, self._log_at = self.host.tail(self.log, self._log_at)
+            text += more
             if "Start automatic packet forwarding" in text or "io packet forwarding" in text \
                     or "mac packet forwarding" in text:
                 break
@@ -154,7 +157,7 @@ class Testpmd(SutAdapter):
     def teardown(self) -> None:
         if self.tb is not None and getattr(self, "proc", None) is not None:
             self.tb.stop(self.proc)
-            shutil.rmtree(Path("/var/run/dpdk") / f"{self.tb.prefix}tp", ignore_errors=True)
+            self.host.rmtree(f"/var/run/dpdk/{self.tb.prefix}tp")
 
     def pids(self) -> list[int]:
         p = getattr(self, "proc", None)
@@ -170,15 +173,18 @@ class Testpmd(SutAdapter):
         if p is None or p.poll() is not None or p.stdin is None:
             return None
         with self._cost_lock:
-            before = self.log.stat().st_size
+            _, before = self.host.tail(self.log, self._log_at)  # what came meanwhile: skipped
             p.stdin.write(b"show fwd stats all\n")
             p.stdin.flush()
             deadline = time.monotonic() + 0.5
+            text = ""
             while time.monotonic() < deadline:
-                with open(self.log, "rb") as f:
-                    f.seek(before)
-                    m = self._CYCLES.search(f.read().decode(errors="replace"))
+                more, before = self.host.tail(self.log, before)
+                text += more
+                m = self._CYCLES.search(text)
                 if m:
+                    self._log_at = before
                     return CostSample(0.0, float(m.group(1)), int(m.group(2)))
                 time.sleep(0.005)
+            self._log_at = before
         return None

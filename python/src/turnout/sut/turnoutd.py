@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
-from ..measure.cpu import nominal_hz
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
@@ -48,11 +48,19 @@ KERNEL_DROPS = ("kernel_rx_dropped", "kernel_rx_ring_full", "kernel_rx_drops")
 BULK_TIMEOUT_S = 300.0
 
 
-def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
-    """One JSON-RPC 2.0 call over turnoutd's unix socket; raises SutError on error."""
+def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0,
+        host: Host | None = None) -> Any:
+    """One JSON-RPC 2.0 call over turnoutd's unix socket (on ``host``: this
+    machine when None); raises SutError on error."""
     req = {"jsonrpc": "2.0", "id": 1, "method": method}
     if params is not None:
         req["params"] = params
+    if host is not None and not isinstance(host, LocalHost):
+        resp = json.loads(host.unix_call(sock_path, json.dumps(req), timeout_s))
+        if "error" in resp:
+            e = resp["error"]
+            raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
+        return resp.get("result")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         s.connect(sock_path)
@@ -100,12 +108,18 @@ class Turnoutd(SutAdapter):
         return p if p.is_absolute() else REPO / p
 
     def available(self) -> str | None:
+        """This checkout's build (a remote campaign copies it to the SUT's
+        host), and with the flows logic ovs-ofctl on the SUT's host."""
         b = self.binary
         if not b.exists():
             if b == BINARY:
                 return f"{BINARY} not built (cargo build --release -p turnoutd)"
             return f"binary {b} does not exist (option binary = {self.options['binary']!r})"
-        return None
+        return super().available()
+
+    def requires(self) -> list[tuple[str, str]]:
+        return [("ovs-ofctl", "openvswitch-common")] if self.options.get("logic") == "flows" \
+            else []
 
     def build_version(self) -> str:
         """What the executable says of itself (``--version``: its version,
@@ -180,13 +194,18 @@ class Turnoutd(SutAdapter):
         return c
 
     def ofctl(self, *args: str, timeout_s: float = 60.0) -> str:
-        """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its listener."""
+        """``ovs-ofctl -O OpenFlow13 CMD unix:SOCK ARGS`` against its
+        listener, run where turnoutd runs (its socket is a file there)."""
         cmd = ["ovs-ofctl", "-O", "OpenFlow13", args[0], f"unix:{self.of_sock(self.sock)}",
                *args[1:]]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        if self.host.is_local:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        else:
+            assert self.tb is not None and self.topo is not None
+            r = self.tb.run(cmd, netns=self.topo.ns, check=False, timeout_s=timeout_s)
         if r.returncode != 0:
             raise SutError(f"{' '.join(cmd)}: {r.stderr.strip()[-400:]}")
-        return r.stdout.strip()
+        return str(r.stdout).strip()
 
     def dump_flows(self) -> list[tuple[int, str, int]]:
         """Its flows as ``ovs-ofctl dump-flows`` sees them (ofrules.dump_flows)."""
@@ -195,7 +214,7 @@ class Turnoutd(SutAdapter):
     def _install_rules(self, topo: Topology, d: Path) -> None:
         """The flows logic's rules through its OpenFlow listener (class doc)."""
         deadline = time.monotonic() + 10
-        while not Path(self.of_sock(self.sock)).exists():
+        while not self.host.exists(self.of_sock(self.sock)):
             if time.monotonic() > deadline:
                 raise SutError("turnoutd did not open its OpenFlow socket")
             time.sleep(0.05)
@@ -212,27 +231,29 @@ class Turnoutd(SutAdapter):
             self.ofctl("add-flow", f)
         self.of_install = "ovs-ofctl -O OpenFlow13 add-flow " + " ; ".join(flows)
 
+    def _rpc(self, method: str, params: Any = None, timeout_s: float = 5.0) -> Any:
+        return rpc(self.sock, method, params, timeout_s, host=self.host)
+
     def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.tb, self.topo = tb, topo
+        self.attach(tb, topo)
         d = tb.directory(self.name)  # the overlay's hosts: one each
         self.sock = str(d / "turnoutd.sock")
         self._toml = self.render_config(topo, self.sock)
         cfg = d / "turnoutd.toml"
-        cfg.write_text(self._toml)
-        log = open(d / "turnoutd.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.host.write_text(cfg, self._toml)
         self._built = self.build_version()
         self.proc = tb.spawn([str(self.binary), "--config", str(cfg)], netns=topo.ns,
-                             stdout=log, stderr=log)
+                             log=d / "turnoutd.log")
         deadline = time.monotonic() + 10
-        while not Path(self.sock).exists():
+        while not self.host.exists(self.sock):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                tail = (d / "turnoutd.log").read_text(errors="replace")[-600:]
+                tail = self.host.read_text(d / "turnoutd.log")[-600:]
                 raise SutError(f"turnoutd did not open its control socket: {tail}")
             time.sleep(0.05)
-        v = rpc(self.sock, "version")
+        v = self._rpc("version")
         self._version = (f"{v.get('version')} api {v.get('api')} git {v.get('git')} "
                          f"{self._where()}")
-        ports = rpc(self.sock, "port.list")
+        ports = self._rpc("port.list")
         names = {p["name"] for p in ports}
         missing = [p.name for p in topo.ports if p.name not in names]
         if missing:
@@ -261,7 +282,7 @@ class Turnoutd(SutAdapter):
             cmds = [{"cmd": "add", "args": {"mac": mac, "port": to}}
                     for mac in self.topo.port(dst).macs]
         for c in cmds:
-            rpc(self.sock, "logic.command", c)
+            self._rpc("logic.command", c)
         return "; ".join(f"logic.command {json.dumps(c)}" for c in cmds)
 
     @property
@@ -297,7 +318,7 @@ class Turnoutd(SutAdapter):
         (the backends' ``KERNEL_DROPS`` counters): where frames lost in a
         flow-mod trial went, if here."""
         out: dict[str, int] = {}
-        for p in rpc(self.sock, "stats")["ports"]:
+        for p in self._rpc("stats")["ports"]:
             for k, n in p.get("drops", {}).items():
                 out[k] = out.get(k, 0) + int(n)
             for k, n in p.get("backend", {}).items():
@@ -316,17 +337,19 @@ class Turnoutd(SutAdapter):
         p = getattr(self, "proc", None)
         return [p.pid] if p is not None and p.poll() is None else []
 
-    cost_source = ("turnoutd workers: busy_cycles (TSC) + CPU spent in sleeps and wake-ups, "
-                   "over frames received (API `stats`)")
+    cost_source = ("turnoutd workers: busy_cycles (TSC cycles of batches that moved frames; "
+                   "empty polls, sleeps and wake-ups excluded) over frames received (API `stats`)")
 
     def cost_sample(self) -> CostSample | None:
+        """Capacity: the workers' cycles of work on frames only, as testpmd's
+        and OVS's accounts count them. What idle polling, sleeping and
+        waking cost is in the CPU at this load (the threads' OS CPU time),
+        never here: docs/bench.md, "Capacity and CPU at this load"."""
         if not getattr(self, "sock", "") or not self.pids():
             return None
-        stats = rpc(self.sock, "stats", timeout_s=1.0)
-        hz = nominal_hz()[0]
+        stats = self._rpc("stats", timeout_s=1.0)
         workers = stats.get("workers", [])
-        cycles = sum(float(w["busy_cycles"]) + float(w.get("sleep_cpu_ns", 0)) * hz / 1e9
-                     for w in workers)
+        cycles = sum(float(w["busy_cycles"]) for w in workers)
         return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
 
 

@@ -1,4 +1,5 @@
-"""Host fingerprint stored with every result (seeds/003 §3.1)."""
+"""Host fingerprint stored with every result ("Hard or hopeless" §3.1,
+docs/references.md)."""
 
 from __future__ import annotations
 

@@ -29,6 +29,10 @@ without restoring leaves the file, and the next ``turnout bench run`` (or
 ``turnout bench cleanup``) warns and restores from it (``recover_stale``).
 One isolation at a time: a second run that asks for it while the first
 is alive is refused (its "originals" would be the first run's changes).
+
+Standard library only (and hosts/procfs.py): a remote campaign's agent
+runs it on the SUT's host (hosts/agent.py ``isolate``), with the restore
+file in that host's state dir.
 """
 
 from __future__ import annotations
@@ -44,7 +48,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from ..testbed.state import pid_start_time
+try:
+    from ..hosts.procfs import pid_start_time
+except ImportError:  # shipped next to the bench's agent on a remote host (hosts/agent.py)
+    from procfs import pid_start_time  # type: ignore[import-not-found,no-redef]
 
 __all__ = ["IsolationBusy", "IsolationError", "SutIsolation", "Sysfs", "format_cpus",
            "parse_cpu_list", "parse_cpu_mask", "recover_stale", "restore_file"]

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
+from ..hosts.base import LocalHost
 from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
 
 __all__ = ["Testbed", "TestbedError", "Veth", "is_root"]
@@ -58,6 +59,9 @@ class Testbed:
     """Owns every object of one run; use as a context manager."""
 
     __test__ = False  # not a pytest class
+    #: where the SUT adapters write files and call sockets (this machine;
+    #: a remote campaign's RemoteBed has the SUT's host: turnout.hosts)
+    host = LocalHost()
 
     def __init__(self, *, cleanup_leftovers: bool = True) -> None:
         if not is_root():
@@ -109,6 +113,25 @@ class Testbed:
             if old_int is not None:
                 with contextlib.suppress(ValueError):
                     signal.signal(signal.SIGINT, old_int)
+
+    def remember(self, kind: str, item: Any) -> None:
+        """Record an object ``close`` removes (also after a crash: the state
+        file), ``kind`` a RunState list: "dirs", "ovs" ([db socket, bridge])."""
+        self.state.add(kind, item)
+
+    def forget_object(self, kind: str, item: Any) -> None:
+        """An object ``remember`` recorded is gone already."""
+        self.state.discard(kind, item)
+
+    def virtual_home(self, ns: str) -> str:
+        """Where a virtual endpoint the tester drives runs: its own namespace
+        (memif and vhost-user sockets are files of this machine); a remote
+        campaign's testbed puts it on the VNFs' host."""
+        return ns
+
+    def allowed_cpus(self) -> list[int]:
+        """The CPUs the bench may use on the testbed's host."""
+        return sorted(os.sched_getaffinity(0))
 
     # ------------------------------------------------------------- naming
     def ifname(self, tag: str = "") -> str:
@@ -254,10 +277,13 @@ class Testbed:
         return f"{mask:x}"
 
     def run(self, cmd: Sequence[str], *, netns: str | None = None, timeout_s: float = 30,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run a short command to completion (in a namespace when given)."""
+            check: bool = True, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        """Run a short command to completion (in a namespace when given;
+        ``env``: variables set for it on top of this process's)."""
         full = [*(["ip", "netns", "exec", netns] if netns else []), *cmd]
-        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False)
+        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout_s, check=False,
+                             env={**os.environ, **env} if env else None)
         if check and res.returncode != 0:
             raise TestbedError(
                 f"{' '.join(full)} exited {res.returncode}: {res.stderr.strip()[-400:]}"
@@ -267,8 +293,14 @@ class Testbed:
     def spawn(self, cmd: Sequence[str], *, netns: str | None = None, cpus: str | None = None,
               cgroup: Path | None = None, stdout: int | IO[Any] | None = subprocess.PIPE,
               stderr: int | IO[Any] | None = subprocess.PIPE, env: dict[str, str] | None = None,
-              stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
-        """Start a long-running process we own (stopped at close)."""
+              stdin: int | None = subprocess.DEVNULL,
+              log: str | Path | None = None) -> subprocess.Popen[bytes]:
+        """Start a long-running process we own (stopped at close); ``log``:
+        its stdout and stderr go to that file."""
+        if log is not None:
+            with open(log, "wb") as f:  # the child keeps its own descriptor
+                return self.spawn(cmd, netns=netns, cpus=cpus, cgroup=cgroup, stdout=f,
+                                  stderr=f, env=env, stdin=stdin)
         full = [*(["ip", "netns", "exec", netns] if netns else []),
                 *(["taskset", "-c", cpus] if cpus else []), *cmd]
 

@@ -1,0 +1,313 @@
+"""What the bench reads of a host's /proc and /sys while a trial runs: the
+SUT's threads (CPU time, placement, run-queue waits), the kernel time of
+the SUT's CPUs, an interface's receive counter, what else runs on the
+SUT's CPUs, the TSC's rate.
+
+Python standard library only, and every answer plain JSON (lists, dicts,
+numbers, strings): the same functions run here for a local campaign
+(``measure/cpu.py``, ``kernel.py``, ``others.py``, ``cost.py`` call them)
+and, for a remote one, in the agent on the SUT's host (``hosts/agent.py``
+ships this file next to itself and answers ``{"op": "procfs", "fn": NAME,
+"kw": {...}}`` with ``NAME(**kw)``; ``Host.procfs`` is the call on either).
+One implementation, so a figure means the same on both.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from typing import Any
+
+__all__ = ["PUBLIC", "candidates", "kernel_busy_s", "loadavg", "netdev_rx_packets", "nominal_hz",
+           "pid_start_time", "pinned_threads", "read_threads", "run_queue_wait",
+           "sample_threads", "thread_placement"]
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PF_KTHREAD = 0x00200000
+
+
+def _read(path: str, n: int = 65536) -> str | None:
+    """A small /proc file in one read (None when it is gone or unreadable)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, n).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def cpu_set(text: str) -> set[int]:
+    """"0-2,5" -> {0, 1, 2, 5}."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.update(range(int(a), int(b) + 1))
+        elif part:
+            out.add(int(part))
+    return out
+
+
+def _allowed(pid: int, tid: str) -> set[int]:
+    status = _read(f"/proc/{pid}/task/{tid}/status") or ""
+    for line in status.splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return cpu_set(line.split(":", 1)[1])
+    return set()
+
+
+def pid_start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (None if it is gone)."""
+    stat = _read(f"/proc/{pid}/stat", 4096)
+    if not stat:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def sample_threads(pids: list[int]) -> dict[str, list[Any]]:
+    """tid -> [pid, name, utime, stime, last CPU, run ns] of every thread of
+    ``pids`` (gone ones skipped): utime/stime in clock ticks, run ns from
+    schedstat (-1 when unreadable: a kernel without CONFIG_SCHED_INFO)."""
+    out: dict[str, list[Any]] = {}
+    for pid in pids:
+        for tid in _tasks(pid):
+            stat = _read(f"/proc/{pid}/task/{tid}/stat", 4096)
+            if not stat:
+                continue
+            try:
+                name = stat[stat.index("(") + 1:stat.rindex(")")]
+                f = stat[stat.rindex(")") + 2:].split()
+                utime, stime, cpu = int(f[11]), int(f[12]), int(f[36])
+            except (ValueError, IndexError):
+                continue
+            try:
+                run_ns = int((_read(f"/proc/{pid}/task/{tid}/schedstat", 256) or "").split()[0])
+            except (ValueError, IndexError):
+                run_ns = -1
+            out[tid] = [pid, name, utime, stime, cpu, run_ns]
+    return out
+
+
+def pinned_threads(pids: list[int], cpus: list[int]) -> list[int]:
+    """The threads of these processes that may run on ``cpus`` only (the
+    SUT's data path: workers, PMD threads, forwarding lcores); empty when
+    none is (nothing pinned, or no ``cpus``)."""
+    if not cpus:
+        return []
+    want = set(cpus)
+    out = []
+    for pid in pids:
+        for tid in _tasks(pid):
+            allowed = _allowed(pid, tid)
+            if allowed and allowed <= want:
+                out.append(int(tid))
+    return out
+
+
+def thread_placement(pids: list[int], cpus: list[int]) -> dict[str, Any]:
+    """Where the threads of these processes may run, against the SUT's
+    ``cpus``: ``on`` the threads allowed on them only (its data path),
+    ``both`` those allowed on them and elsewhere (they can preempt the data
+    path), ``off`` how many are allowed elsewhere only; names with their
+    counts."""
+    want = set(cpus)
+    on: dict[str, int] = {}
+    both: dict[str, int] = {}
+    off = 0
+    for pid in pids:
+        for tid in _tasks(pid):
+            allowed = _allowed(pid, tid)
+            name = (_read(f"/proc/{pid}/task/{tid}/comm", 256) or "").strip()
+            if not allowed or not name:
+                continue
+            if allowed <= want:
+                on[name] = on.get(name, 0) + 1
+            elif allowed & want:
+                both[name] = both.get(name, 0) + 1
+            else:
+                off += 1
+    return {"on": on, "both": both, "off": off}
+
+
+def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int, int]:
+    """(ns spent runnable but waiting for a CPU, times run on a CPU) summed
+    over every thread of these processes, or over the threads ``tids`` of
+    them when given (schedstat; gone threads skipped)."""
+    wait = slices = 0
+    only = {str(t) for t in tids} if tids else None
+    for pid in pids:
+        for tid in _tasks(pid):
+            if only is not None and tid not in only:
+                continue
+            f = (_read(f"/proc/{pid}/task/{tid}/schedstat", 256) or "").split()
+            try:
+                wait += int(f[1])
+                slices += int(f[2])
+            except (ValueError, IndexError):
+                continue
+    return wait, slices
+
+
+def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = None) -> float:
+    """Seconds these CPUs were busy outside any process, cumulative: the
+    monotonic clock (this host's) times the number of CPUs, minus their
+    idle, iowait, user, nice, system and steal time (/proc/stat). See
+    measure/kernel.py for why it is read this way."""
+    import time
+
+    text = stat if stat is not None else (_read("/proc/stat", 1 << 20) or "")
+    t = time.monotonic() if now is None else now
+    want = {f"cpu{c}" for c in cpus}
+    away = 0
+    seen = 0
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] in want:
+            seen += 1
+            # user nice system idle iowait irq softirq steal guest guest_nice
+            v = [int(x) for x in f[1:]] + [0] * 10
+            # guest time is already inside user (and guest_nice inside nice)
+            away += v[0] + v[1] + v[2] + v[3] + v[4] + v[7]
+    return t * seen - away / CLK_TCK
+
+
+def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
+    """Frames received by these interfaces, in the network namespace of
+    process ``pid`` (/proc/PID/net/dev)."""
+    text = dev if dev is not None else (_read(f"/proc/{pid}/net/dev", 1 << 20) or "")
+    want = set(ifaces)
+    total = 0
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() in want:
+            total += int(rest.split()[1])
+    return total
+
+
+def _is_kthread(pid: int) -> bool:
+    st = _read(f"/proc/{pid}/stat", 1024)
+    if not st:
+        return False
+    try:
+        return bool(int(st[st.rindex(")") + 2:].split()[6]) & PF_KTHREAD)
+    except (ValueError, IndexError):
+        return False
+
+
+def candidates(sut_cpus: list[int], skip_pids: list[int]) -> list[list[Any]]:
+    """[pid, tid, comm, bound, kthread] of every thread that may run on a
+    SUT CPU, but the ``skip_pids``' ones (measure/others.py): ``bound``
+    when its affinity is within the SUT's CPUs."""
+    sut = set(sut_cpus)
+    skip = set(skip_pids) | {os.getpid()}
+    out: list[list[Any]] = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) in skip:
+            continue
+        kthread: bool | None = None
+        for t in _tasks(int(p)):
+            try:
+                aff = os.sched_getaffinity(int(t))
+            except OSError:
+                continue
+            if aff & sut:
+                if kthread is None:
+                    kthread = _is_kthread(int(p))
+                comm = (_read(f"/proc/{p}/task/{t}/comm", 256) or "?").strip() or "?"
+                out.append([int(p), int(t), comm, aff <= sut, kthread])
+    return out
+
+
+def read_thread(pid: int, tid: int, bound: bool) -> list[int] | None:
+    """[ns on a CPU, runs, the CPU it last ran on or -1] of one thread (the
+    CPU only for a thread not bound to the SUT's CPUs)."""
+    s = _read(f"/proc/{pid}/task/{tid}/schedstat", 128)
+    if not s:
+        return None
+    f = s.split()
+    cpu = -1
+    if not bound:
+        st = _read(f"/proc/{pid}/task/{tid}/stat", 1024)
+        if st:
+            try:
+                cpu = int(st[st.rindex(")") + 2:].split()[36])
+            except (ValueError, IndexError):
+                cpu = -1
+    try:
+        return [int(f[0]), int(f[2]), cpu]
+    except (ValueError, IndexError):
+        return None
+
+
+def read_threads(threads: list[list[Any]]) -> dict[str, list[int]]:
+    """tid -> ``read_thread`` of each [pid, tid, bound] (gone ones left out)."""
+    out: dict[str, list[int]] = {}
+    for pid, tid, bound in threads:
+        r = read_thread(int(pid), int(tid), bool(bound))
+        if r is not None:
+            out[str(tid)] = r
+    return out
+
+
+def loadavg() -> list[float]:
+    """[1-minute load average, CPUs online]."""
+    return [os.getloadavg()[0], float(os.cpu_count() or 0)]
+
+
+_HZ: tuple[float, str] | None = None
+
+
+def nominal_hz() -> tuple[float, str]:
+    """The TSC's rate in Hz and where it was read: the kernel's TSC
+    calibration (dmesg), else the model name's nominal clock ("@ 2.30GHz"),
+    else cpufreq's base frequency, else CPU 0's current "cpu MHz" (the
+    last resort, which moves with frequency scaling: the source says so).
+    (0, "unknown") when none is readable."""
+    global _HZ
+    if _HZ is not None:
+        return _HZ
+    found: tuple[float, str] = (0.0, "unknown")
+    try:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
+        m = re.findall(r"tsc: Refined TSC clocksource calibration: ([\d.]+) MHz", out) or \
+            re.findall(r"tsc: Detected ([\d.]+) MHz", out)
+        if m:
+            found = (float(m[-1]) * 1e6, "tsc (dmesg)")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not found[0]:
+        info = _read("/proc/cpuinfo", 1 << 22) or ""
+        m2 = re.search(r"model name\s*:.*@\s*([\d.]+)\s*GHz", info)
+        base = _read("/sys/devices/system/cpu/cpu0/cpufreq/base_frequency", 64)
+        if m2:
+            found = (float(m2.group(1)) * 1e9, "model name")
+        elif base:
+            found = (float(base) * 1e3, "cpufreq base_frequency")
+        else:
+            m3 = re.search(r"cpu MHz\s*:\s*([\d.]+)", info)
+            if m3:
+                found = (float(m3.group(1)) * 1e6, "cpu MHz of CPU 0 (current, not nominal)")
+    _HZ = found
+    return found
+
+
+#: what the agent answers for (``Host.procfs``): name -> function
+PUBLIC = {f.__name__: f for f in (sample_threads, pinned_threads, thread_placement,
+                                  run_queue_wait, kernel_busy_s, netdev_rx_packets,
+                                  candidates, read_threads, nominal_hz, pid_start_time,
+                                  loadavg)}

@@ -1,0 +1,203 @@
+"""The tester absorbs the host (issue 31, Deliver 4).
+
+turnout-gen sends 10^6 frames at 100 kpps and at 1 Mpps through turnoutd
+(the `patch` logic between two ports of one kind, its default wake-up
+policy, its worker on CPU 1) to a turnout-gen receiver, on each port kind
+the tester receives over: memif, vhost-user and AF_XDP (two veth pairs in
+a namespace of the test's own). Sender and receiver run as two processes
+on CPU 0 next to a CPU hog there: each waits for the CPU for whole
+scheduler slices (and longer on a machine busy with other work), which is
+what a tester sharing its core meets. Every frame must arrive: the
+receiver's rings hold what comes while it waits (turnout-gen's default
+rings, docs/turnout-gen.md), turnoutd drops nothing toward it (`tx_full`
+at its port to the receiver was the symptom: the tester's receive ring had
+overflowed), and the receiver counts no loss. The sender runs with
+`--count`: a port that pushes back delays frames, it loses none.
+
+turnoutd's own rings toward the sender are sized up in the test (AF_XDP
+`frames_per_queue`), because on a busy machine its worker waits for CPU 1
+too, and an AF_XDP receive ring that overflows is a kernel drop the sender
+never sees: that is the switch's budget, not the tester's.
+
+About 40 s (the 100 kpps runs are 10 s each). Needs root (namespace and
+veths for AF_XDP; the memif and vhost-user sockets live in the test's
+directory) and the release binaries turnoutd and turnout-gen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import REPO, Turnoutd, stop_pid, wait_for
+
+from turnout import testpeers
+
+pytestmark = pytest.mark.system
+
+RELEASE = REPO / "target" / "release"
+GEN = RELEASE / "turnout-gen"
+FRAMES = 1_000_000
+RATES = (100_000, 1_000_000)
+KINDS = ("memif", "vhost-user", "afxdp")
+#: the receiver's port option for interrupt mode
+IRQ = {"memif": ",mode=interrupt", "vhost-user": ",mode=interrupt", "afxdp": ",wakeup=interrupt"}
+
+
+@pytest.fixture(autouse=True)
+def _peers():
+    testpeers.need_root()
+    for b in (RELEASE / "turnoutd", GEN):
+        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release "
+                                    "-p turnoutd -p turnout-gen)")
+
+
+def _cpus() -> tuple[str | None, str | None]:
+    """(tester's CPU, turnoutd's CPU): 0 and 1 when this process may use
+    both, else no pinning."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        return None, None
+    return str(allowed[0]), str(allowed[1])
+
+
+class Netns:
+    """A namespace with two veth pairs (switch side swa/swb, tester side
+    ga/gb), removed on exit."""
+
+    def __init__(self) -> None:
+        self.name = f"tabs{os.getpid()}{uuid.uuid4().hex[:6]}"
+
+    def __enter__(self) -> Netns:
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        try:
+            for a, b in (("swa", "ga"), ("swb", "gb")):
+                self.ip("link", "add", a, "type", "veth", "peer", "name", b)
+                for i in (a, b):
+                    self.ip("link", "set", i, "up")
+            subprocess.run(["ip", "netns", "exec", self.name, "sysctl", "-qw",
+                            "net.ipv6.conf.all.disable_ipv6=1"], check=True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def ip(self, *args: str) -> None:
+        subprocess.run(["ip", "-n", self.name, *args], check=True)
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], check=False)
+
+
+def _config(kind: str, d: Path, cpu: str | None) -> str:
+    worker = f"[[workers]]\ncpu = {cpu}\n\n" if cpu is not None else ""
+    budget = "latency_budget_us = 1000\n"
+    if kind == "memif":
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "memif"\nsocket = "{d}/{n}.sock"\n'
+                        f"id = 0\n\n" for n in "ab")
+    elif kind == "vhost-user":
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "vhost_user"\n'
+                        f'socket = "{d}/{n}.sock"\n\n' for n in "ab")
+    else:
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "af_xdp"\niface = "sw{n}"\n'
+                        f"frames_per_queue = 16384\n\n" for n in "ab")
+    return ('[switch]\ncontrol_socket = "@CTL@"\n' + budget + "\n" + worker +
+            '[logic]\nname = "patch"\npairs = [["a", "b"]]\n\n' + ports)
+
+
+def _spec(kind: str, d: Path, name: str) -> str:
+    if kind == "memif":
+        return f"memif:{d}/{name}.sock"
+    if kind == "vhost-user":
+        return f"vhost_user:{d}/{name}.sock"
+    return f"af_xdp:g{name}"
+
+
+def _doc(out: str) -> dict[str, Any]:
+    lines = [x for x in out.splitlines() if x.startswith("{")]
+    assert lines, f"no document from turnout-gen: {out[-500:]!r}"
+    return json.loads(lines[-1])
+
+
+def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
+    tester, switch = _cpus()
+    pin = ["--cpu", tester] if tester is not None else []
+    exe = ["ip", "netns", "exec", ns] if ns else []
+    sw = Turnoutd(d / f"sw-{rate}", _config(kind, d, switch), binary=RELEASE / "turnoutd",
+                  netns=ns)
+    sw.prefix = ["chrt", "-f", "1"]
+    sw.start()
+    procs: list[subprocess.Popen] = []
+    try:
+        hog = subprocess.Popen([*(["taskset", "-c", tester] if tester else []), "sh", "-c",
+                                "while :; do :; done"])
+        procs.append(hog)
+        rx = subprocess.Popen(["chrt", "-f", "1", *exe, str(GEN), "rx", "--port",
+                               _spec(kind, d, "b") + IRQ[kind], "--interval-s", "0.1",
+                               *pin],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs.append(rx)
+        # Its interval lines start once its port is open and its loop runs;
+        # its document (tens of KiB) is read while it is written.
+        running = threading.Event()
+        out: list[str] = []
+
+        def watch(err: Any = rx.stderr) -> None:
+            for line in err:
+                if line.startswith("{"):
+                    running.set()
+
+        def read(o: Any = rx.stdout) -> None:
+            out.append(o.read())
+
+        threading.Thread(target=watch, daemon=True).start()
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        wait_for("the receiver to run", 30, running.is_set)
+        wait_for("the receiver's port", 20, lambda: sw.port("b")["link_up"])
+        tx = subprocess.run([*exe, str(GEN), "tx", "--port", _spec(kind, d, "a"),
+                             "--rate-pps", str(rate), "--count", str(FRAMES), "--wait-peer-s", "20",
+                             *pin], capture_output=True, text=True, timeout=600)
+        assert tx.returncode == 0, tx.stderr[-2000:]
+        sent = _doc(tx.stdout)["tx"]["packets"]
+        assert sent == FRAMES, f"{kind} {rate} pps: sent {sent}"
+        # Everything turnoutd took has left it (or was dropped, counted).
+        def settled() -> bool:
+            b = sw.port("b")
+            return b["tx_packets"] + sum(b["drops"].values()) >= FRAMES
+        wait_for("turnoutd to pass every frame on", 30, settled)
+        stats = sw.rpc("stats")
+        stop_pid(rx)
+        reader.join(30)
+        rxd = _doc("".join(out))
+    finally:
+        for p in procs:
+            stop_pid(p)
+        sw.stop()
+    ports = {p["name"]: p for p in stats["ports"]}
+    what = f"{kind} at {rate} pps"
+    assert ports["a"]["rx_packets"] >= FRAMES, f"{what}: turnoutd received {ports['a']}"
+    drops = {n: {r: v for r, v in p["drops"].items() if v} for n, p in ports.items()}
+    assert drops == {"a": {}, "b": {}}, f"{what}: turnoutd dropped {drops}"
+    r = rxd["rx"]
+    # Only the stream's frames count (a kernel port may see others too).
+    got = sum(s["received"] for s in r["streams"] if s["id"] == 0)
+    assert (got, r["lost"]) == (FRAMES, 0), f"{what}: receiver {r}"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_receiver_takes_every_frame_next_to_a_cpu_hog(kind, tmp_path):
+    d = Path(tmp_path)
+    if kind == "afxdp":
+        with Netns() as ns:
+            for rate in RATES:
+                _run(kind, rate, d, ns.name)
+    else:
+        for rate in RATES:
+            _run(kind, rate, d, None)
