@@ -7,32 +7,31 @@
 //! (always to a later table) continues the pipeline with the packet as
 //! modified so far.
 //!
-//! Verdicts, per frame:
+//! Verdicts, per frame (exec.rs runs the actions, OpenFlow 1.3 5.10/5.12):
 //! - the first `output:N` of the pipeline: `Port(N)`; `output:N` with N the
 //!   ingress: `Drop(Hairpin)` (OpenFlow sends back only with `in_port`);
-//! - several `output:N` in one action list (mirroring): `Group(g)`, a group
+//! - outputs not separated by a header change share the frame: several
+//!   `output:N` in one action list (mirroring) become `Group(g)`, a group
 //!   of those ports the logic keeps for the action list (the fabric skips
-//!   the ingress); header rewrites between two outputs of one list are
-//!   refused (one buffer carries every copy); `flood`/`all` in the same
-//!   list win over the outputs;
+//!   the ingress); `flood`/`all` in the same list win over the outputs;
+//! - an output followed by a header change, or by an output of another
+//!   list or table, gets a copy of the frame as it is then (one more frame
+//!   of the batch with its own verdict, counted in `dump`'s `copies`); the
+//!   frame goes on, changed, to the outputs after;
 //! - `flood` / `all`: `Flood` (every port but the ingress);
 //! - `normal`: the logic's learning bridge (bridge.rs, one per logic)
 //!   learns the source MAC on the ingress port and forwards by the
 //!   destination MAC: known: `Port(p)` (`Drop(Hairpin)` if p is the
-//!   ingress), unknown or group address: `Flood`. It is an output: alone
-//!   in its action list (with no other output or `controller`), and
-//!   ignored after an earlier output of the pipeline. Its verdict depends
+//!   ingress), unknown or group address: `Flood`. Its verdict depends
 //!   on the MAC table and on addresses the cache key may not hold, so the
 //!   exact-match cache keeps the flows of such a pipeline but reruns its
 //!   actions (and with them the bridge) for every packet, never a stored
 //!   verdict or a run;
 //! - `in_port`: `Port(ingress)`, which the fabric counts as a `hairpin` drop;
-//! - a packet sent to one port leaves once: a later output action in the
-//!   pipeline is ignored and counted (`extra_outputs` in `dump`), and
-//!   header rewrites after the output are skipped (the output carries the
-//!   packet as it was then);
-//! - rewrites (MACs, IPv4 addresses and TCP/UDP ports with checksums, VLAN
-//!   pop, TTL) apply in place, and later tables match the rewritten packet;
+//! - header changes (rewrite.rs: MACs, VLAN and MPLS push/pop/set, IPv4
+//!   and IPv6 fields with incremental checksums, ARP and ND fields, TTLs)
+//!   apply in place, and later tables match the changed packet; meters
+//!   (meters.rs) drop or remark;
 //! - the pipeline ends without an output (`actions=drop`, an empty list, a
 //!   `dec_ttl` of a TTL of 1 or 0): `Drop(Policy)`;
 //! - no flow matches in a table (table miss) and nothing was output yet:
@@ -48,13 +47,14 @@
 //! bridge: as the bridge logic's `table_size` and `aging_s`).
 //!
 //! Commands: `add`, `modify`, `delete`, `dump`, `trace`, `normal_show`
-//! (the `normal` action's MAC table), and the group
+//! (the `normal` action's MAC table), the group
 //! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
-//! (groupcmd.rs; docs/flows.md).
+//! (groupcmd.rs) and the meter table's `add_meter`, `mod_meter`,
+//! `del_meters`, `dump_meters` (metercmd.rs; docs/flows.md).
 //!
 //! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
 //! a control-plane timer, never by the workers). The OpenFlow group table
-//! (ALL, INDIRECT): `groups.rs`.
+//! (ALL, INDIRECT, SELECT): `groups.rs`; meters: `meters.rs`.
 //!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
@@ -119,7 +119,7 @@ pub const MAX_GROUPS: usize = 4096;
 /// `normal` in a list with outputs (`output:3,NORMAL`) can add a copy to
 /// ports `0..MIXED_PORTS` (OpenFlow ports 1..=64): each output set mixed
 /// with `normal` takes this many groups. A port learned beyond is not
-/// sent to by such a list (counted as an ignored output, `extra_outputs`).
+/// sent to by the group of such a list: it gets a copy of the frame.
 pub const MIXED_PORTS: usize = 64;
 /// In a `mixed` table: the port is one of the outputs already.
 const MIXED_SAME: u16 = u16::MAX;
