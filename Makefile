@@ -8,32 +8,37 @@ DB    ?= results/turnout.db
 OUT   ?= results/report
 CAMPAIGN ?= campaigns/default.toml
 
-.PHONY: setup build test test-rust test-python test-openflow test-openflow-compare test-faucet-compare bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-flows-full bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
+.PHONY: setup build test test-unit test-rust test-python test-openflow test-openflow-compare test-faucet-compare bench bench-rust bench-wakeup bench-latency bench-overlay bench-flows bench-flows-full bench-vhost-gen bench-ab lint fuzz fuzz-replay soak
 
 setup:
 	bash scripts/setup.sh
 
 build:
 	cargo build --release --workspace --bins --examples
+	cargo build --release -p ports --example hostile_peer --features test-utils
 
-# Every test: the lint gate first (a minute), then Rust unit, property and
-# system tests (real peers: testpmd, namespaces), then the Python
-# workbench's tests (real SUTs, Chromium). A system test whose peer the
-# setup installs fails when it is missing (TURNOUT_REQUIRE_PEERS=1;
-# docs/testing.md); `make test-rust` / `test-python` alone skip instead.
+# Every test (scripts/test.py): set-up, the lint gate (fmt, clippy, ruff,
+# mypy), Rust unit, property and in-process tests in parallel, Rust system
+# tests (real peers: testpmd, namespaces, OVS-DPDK, QEMU) one at a time,
+# the fuzz corpora, then the Python workbench's tests without and with
+# peers. Every step runs even when one failed; the end prints the time of
+# each step, the ten slowest tests and every failure, and the exit status
+# is 1 if anything failed (docs/testing.md). A system test whose peer the
+# setup installs fails when it is missing (TURNOUT_REQUIRE_PEERS=1);
+# `make test-rust` / `test-python` / `test-unit` alone skip instead.
 test: export TURNOUT_REQUIRE_PEERS ?= 1
-test: setup
-	$(MAKE) lint
-	$(MAKE) test-rust
-	$(MAKE) fuzz-replay
-	$(MAKE) test-python
+test:
+	python3 scripts/test.py
+
+# The quick loop: unit, property and in-process tests of both languages.
+test-unit:
+	python3 scripts/test.py rust-build rust python
 
 test-rust:
-	cargo test --release --workspace -- --test-threads=1
+	python3 scripts/test.py rust-build rust rust-system
 
 test-python:
-	$(PY)/pytest -q python/tests
-	$(PY)/pytest -q tests/turnoutd --ignore=tests/turnoutd/test_osken_suite.py
+	python3 scripts/test.py python python-system
 
 # os-ken's OpenFlow 1.3 switch test suite (991 tests) against turnoutd,
 # held to the floor of tests/turnoutd/osken_suite_floor.json (docs/flows.md,
@@ -78,7 +83,7 @@ bench-rust:
 # (docs/architecture.md, "Wake-up"); about 25 minutes.
 bench-wakeup: setup
 	mkdir -p results
-	$(PY)/python tests/turnoutd/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
+	$(PY)/python scripts/bench/bench_wakeup.py --rounds 3 --json results/wakeup.json --plot results/wakeup.png
 
 # p2p latency at 10 and 100 kpps for every SUT, the wire as the floor and
 # turnoutd adaptive vs poll side by side: campaigns/latency.toml and its
@@ -100,7 +105,7 @@ bench-overlay: setup
 	$(PY)/turnout report --db results/overlay.db --campaign overlay -o results/overlay-report
 	@echo "report: $(abspath results/overlay-report)/index.html"
 
-# OpenFlow rule sets (issue 16): the same generated rules installed with
+# OpenFlow rule sets: the same generated rules installed with
 # ovs-ofctl -O OpenFlow13 add-flows into turnoutd (flows logic), OVS
 # userspace (p2p over veths, AF_XDP) and OVS-DPDK (v2v over vhost-user), and
 # turnoutd alone over memif; R+, each SUT's own cost per frame and its CPU
@@ -146,7 +151,7 @@ bench-ab: setup
 # quiet window, about 3 minutes.
 bench-vhost-gen: build
 	mkdir -p results
-	python3 tests/gen/bench_max_rate.py --only vhost --runs 5 --window-s 2 --sizes 64,1518 \
+	python3 scripts/bench/bench_max_rate.py --only vhost --runs 5 --window-s 2 --sizes 64,1518 \
 		| tee results/vhost-gen.txt
 
 # Coverage-guided fuzzing (docs/fuzzing.md): every target in fuzz/ one after
@@ -157,19 +162,12 @@ fuzz:
 	FUZZ_SECS=$(FUZZ_SECS) scripts/fuzz.sh
 
 # Every fuzz target over its checked-in corpus once (seeds, the inputs the
-# campaigns grew, past crashes): stable Rust, no instrumentation, seconds
-# once built. Part of `make test`.
-FUZZ_TARGETS = $(basename $(notdir $(wildcard fuzz/fuzz_targets/*.rs)))
+# campaigns grew, past crashes): the target files compiled into the test
+# crates/fuzzreplay/tests/corpus.rs of the workspace's test build (stable
+# Rust, no libFuzzer), seconds once built. Part of `make test`.
 fuzz-replay:
 	python3 fuzz/seeds.py
-	cargo build --release --manifest-path fuzz/Cargo.toml
-	for t in $(FUZZ_TARGETS); do \
-		log=fuzz/target/replay-$$t.log; \
-		if ! fuzz/target/release/$$t -runs=0 fuzz/corpus/$$t >$$log 2>&1; then \
-			tail -40 $$log; echo "fuzz-replay: $$t FAILED (log: $$log)"; exit 1; \
-		fi; \
-		echo "fuzz-replay: $$t: $$(grep -h '^Done' $$log)"; \
-	done
+	cargo test --profile test-release -p fuzz-replay
 
 # Soak (docs/testing.md): every port kind under mixed traffic while ports,
 # logics and peers churn, for SOAK_SECS; root, testpmd. Not in `make test`.
@@ -177,14 +175,14 @@ SOAK_SECS ?= 3600
 soak: setup
 	cargo build --release -p turnoutd -p turnout-gen
 	mkdir -p results
-	SOAK_SECS=$(SOAK_SECS) $(PY)/python tests/turnoutd/soak.py --json results/soak.json
+	SOAK_SECS=$(SOAK_SECS) $(PY)/python scripts/bench/soak.py --json results/soak.json
 
-# The gate `make test` runs first: rustfmt, clippy with warnings as errors
-# (release profile: it shares the test build's dependencies), ruff on every
+# The lint gate (also steps of `make test`): rustfmt, clippy with warnings as
+# errors (every target and feature, the tests' profile), ruff on every
 # Python file, mypy on the workbench (settings in python/pyproject.toml).
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets --release -q -- -D warnings
-	$(PY)/ruff check python tests
+	cargo clippy --workspace --all-targets --all-features --profile test-release -q -- -D warnings
+	$(PY)/ruff check python tests scripts
 	cd python && ../$(PY)/mypy
 

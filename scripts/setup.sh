@@ -51,8 +51,53 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 
+# The Python environments (mostly downloads) install while cargo builds;
+# their output goes to target/setup-python.log.
+python_envs() {
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, paramiko, pytest, xdist, mypy, ruff" 2>/dev/null; then
+    echo "setup: installing the Python workbench into .venv"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e 'python[dev]'
+  fi
+  # os-ken, the OpenFlow controller of tests/turnoutd/test_openflow_controller.py,
+  # in a venv of its own (its eventlet/oslo dependencies stay out of the
+  # workbench's). Ryu does not run on Python 3.11.
+  OSKEN_VERSION=4.2.2
+  if [ ! -x .venv-osken/bin/python ]; then
+    python3 -m venv .venv-osken
+  fi
+  if ! .venv-osken/bin/python -c "import os_ken" 2>/dev/null; then
+    echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
+    .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
+  fi
+  # Faucet, the production OpenFlow controller of tests/turnoutd/test_faucet.py,
+  # on os-ken too, but in a venv of its own: faucet 1.10.12 pins os_ken==3.1.0
+  # (the os-ken switch suite above runs on 4.2.2). Every dependency resolves
+  # from PyPI on Python 3.11.
+  FAUCET_VERSION=1.10.12
+  if [ ! -x .venv-faucet/bin/python ]; then
+    python3 -m venv .venv-faucet
+  fi
+  if ! .venv-faucet/bin/python -c "import faucet, os_ken" 2>/dev/null \
+      || [ ! -x .venv-faucet/bin/osken-manager ]; then
+    echo "setup: installing faucet $FAUCET_VERSION into .venv-faucet"
+    .venv-faucet/bin/pip install -q "faucet==$FAUCET_VERSION"
+  fi
+}
+mkdir -p target
+python_envs >target/setup-python.log 2>&1 &
+python_pid=$!
+
+# The release binaries, and the one example a test runs: the lying memif /
+# vhost-user peer of tests/turnoutd/test_hostile.py, with the ports crate's
+# test-utils feature (which the binaries never carry). The other examples
+# (callgrind instruments, loops) are `make build`'s.
 echo "setup: building the Rust workspace (release)"
-cargo build --release --workspace --bins --examples -q
+cargo build --release --workspace --bins -q
+cargo build --release -p ports --example hostile_peer --features test-utils -q
 
 # cnitool (the CNI project's own runtime stand-in) for turnout-cni's tests.
 CNITOOL_VERSION=v1.3.1
@@ -66,36 +111,10 @@ if [ ! -x target/tools/cnitool ]; then
   GOBIN="$PWD/target/tools" go install "github.com/containernetworking/cni/cnitool@$CNITOOL_VERSION"
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+if ! wait "$python_pid"; then
+  cat target/setup-python.log >&2
+  echo "setup: installing the Python environments failed (target/setup-python.log)" >&2
+  exit 1
 fi
-if ! .venv/bin/python -c "import turnout, pyroute2, matplotlib, rich, paramiko, pytest, mypy, ruff" 2>/dev/null; then
-  echo "setup: installing the Python workbench into .venv"
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e 'python[dev]'
-fi
-# os-ken, the OpenFlow controller of tests/turnoutd/test_openflow_controller.py,
-# in a venv of its own (its eventlet/oslo dependencies stay out of the
-# workbench's). Ryu does not run on Python 3.11.
-OSKEN_VERSION=4.2.2
-if [ ! -x .venv-osken/bin/python ]; then
-  python3 -m venv .venv-osken
-fi
-if ! .venv-osken/bin/python -c "import os_ken" 2>/dev/null; then
-  echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
-  .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
-fi
-# Faucet, the production OpenFlow controller of tests/turnoutd/test_faucet.py,
-# on os-ken too, but in a venv of its own: faucet 1.10.12 pins os_ken==3.1.0
-# (the os-ken switch suite above runs on 4.2.2). Every dependency resolves
-# from PyPI on Python 3.11.
-FAUCET_VERSION=1.10.12
-if [ ! -x .venv-faucet/bin/python ]; then
-  python3 -m venv .venv-faucet
-fi
-if ! .venv-faucet/bin/python -c "import faucet, os_ken" 2>/dev/null \
-    || [ ! -x .venv-faucet/bin/osken-manager ]; then
-  echo "setup: installing faucet $FAUCET_VERSION into .venv-faucet"
-  .venv-faucet/bin/pip install -q "faucet==$FAUCET_VERSION"
-fi
+cat target/setup-python.log
 echo "setup: done"

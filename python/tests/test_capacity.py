@@ -29,7 +29,7 @@ from turnout.sut.base import off_sut_cpus
 @pytest.mark.parametrize(("sent", "unsent", "attempts", "pushback", "refused", "bound"), [
     (4000, 0, 4000, 0, False, False),        # took the load
     (3320, 680, 3400, 680, True, False),     # pushed back on 20 %: the SUT
-    # issue 31: pushback on 6 % of the attempts, the tester sent 67 %: the
+    # pushback on 6 % of the attempts, the tester sent 67 %: the
     # 1320 frames that did not fit are the SUT's doing, not the tester's
     (2680, 1320, 2900, 174, True, False),
     (2680, 0, 2680, 0, False, True),         # behind its schedule, nothing refused
@@ -66,7 +66,7 @@ def _trial(**kw) -> Trial:
 
 def test_trials_stored_before_the_rule_get_the_label_from_their_counts():
     # stored by main before the rule: "tester-bound", though 160k frames did
-    # not fit turnoutd's port (issue 31's NvsN at 0.5 × R+)
+    # not fit turnoutd's port (NvsN at 0.5 × R+)
     why = refusal(_trial())
     assert why.startswith("SUT could not take the load: the tester sent 81.4% of it")
     assert refusal(_trial(extra={"tester_bound_why": "receiver behind on 50/100 bursts",

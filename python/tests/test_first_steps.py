@@ -1,4 +1,4 @@
-"""The first steps of a new user with the workbench (issue 32): ``turnout
+"""The first steps of a new user with the workbench: ``turnout
 bench list`` (and ``compare`` with no names) lists a database's campaigns,
 ``compare``'s error names the ones that exist, and ``turnout ctl ... | head``
 ends quietly (no BrokenPipeError traceback)."""

@@ -1,5 +1,5 @@
 """The turnout-gen driver: which tester runs, how a trial's documents become
-counts, and when the tester limited a trial (issue 13: every number means
+counts, and when the tester limited a trial (every number means
 what it says). The documents here are what turnout-gen prints
 (docs/turnout-gen.md); each test names the defect it guards against."""
 

@@ -275,22 +275,31 @@ def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
 
     cpu = max(os.sched_getaffinity(0))
     child = subprocess.Popen([sys.executable, "-c",
-                              f"import os,time\nos.sched_setaffinity(0,{{{cpu}}})\n"
-                              "t=time.time()\nwhile time.time()-t<3: pass"])
+                              f"import os\nos.sched_setaffinity(0,{{{cpu}}})\n"
+                              "while True: pass"])
     try:
-        time.sleep(0.3)
+        # Pinned before the sampler lists its candidates.
+        deadline = time.monotonic() + 20
+        while os.sched_getaffinity(child.pid) != {cpu} and time.monotonic() < deadline:
+            time.sleep(0.01)
         s = OthersSampler({cpu}, set(), every_s=0.05).start()
         t0 = time.monotonic()
-        time.sleep(0.6)
-        t1 = time.monotonic()
+        # It spins on that CPU, sharing it with whatever else runs there (on a
+        # busy machine a small share): sample until it has run 10 ms there,
+        # every thread ranked (not only the top five), with a deadline.
+        deadline = t0 + 20
+        while True:
+            time.sleep(0.2)
+            t1 = time.monotonic()
+            r = others_in_window(s.cands, s.samples, {cpu}, t0, t1, top=len(s.cands))
+            mine = [t for t in r.get("threads", []) if t[0].startswith("python")]
+            if (mine and mine[0][1] > 10) or t1 > deadline:
+                break
         s.stop()
     finally:
         child.kill()
         child.wait()
-    r = others_in_window(s.cands, s.samples, {cpu}, t0, t1)
     assert any(c.pid == child.pid for c in s.cands)
-    mine = [t for t in r["threads"] if t[0].startswith("python")]
-    # it spun on that CPU for the 0.5 s, sharing it with whatever else runs there
     assert mine and mine[0][1] > 10, r
     assert r["ms"] >= mine[0][1]
 

@@ -1,4 +1,4 @@
-"""The openflow scenario on real namespaces (issue 16): the same generated
+"""The openflow scenario on real namespaces: the same generated
 rule set installed with ``ovs-ofctl -O OpenFlow13 add-flows`` into turnoutd
 (its flows logic's OpenFlow listener) and OVS userspace, a short fixed-rate
 trial through each, then ``ovs-ofctl dump-flows``: every rule is there and
@@ -92,7 +92,7 @@ def test_openflow_rules_installed_and_hit(sut, options):
 @pytest.mark.parametrize(("sut", "vport"), [
     ("turnoutd", "vhost-user"), ("ovs-dpdk", "vhost-user"), ("turnoutd", "memif")])
 def test_openflow_v2v_rules_installed_and_hit(sut, vport):
-    """The v2v path (issue 16): turnout-gen's vhost-user frontend (or memif
+    """The v2v path: turnout-gen's vhost-user frontend (or memif
     client) as the VMs, the same 300 rules into turnoutd and OVS-DPDK
     (dpdkvhostuser ports), the hit rule's second output a mirror port of the
     same kind drained by a turnout-gen rx: every rule dumped, the frames

@@ -1,5 +1,5 @@
 """Every command of README.md's "Using the pieces" block, as a new user runs
-it (issue 32), and a check that each did what its comment says.
+it, and a check that each did what its comment says.
 
 The block is read from README.md, so the test follows the README: a line
 added there without a check here fails ``test_every_readme_command_has_a_check``.
@@ -367,7 +367,7 @@ class Session:
         expect = {
             "bench-rust": ["cargo bench -p fabric --bench fabric", "cargo bench -p logic",
                            "cargo bench -p ports --bench tunnel"],
-            "bench-wakeup": ["tests/turnoutd/bench_wakeup.py"],
+            "bench-wakeup": ["scripts/bench/bench_wakeup.py"],
             "bench-latency": ["campaigns/latency.toml"],
             "bench-overlay": ["campaigns/overlay.toml"],
             "bench-flows": ["campaigns/flows.toml"],

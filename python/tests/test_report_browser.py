@@ -22,11 +22,16 @@ import re
 import shutil
 import subprocess
 
+import pytest
+
 from synth_db import default_like
 from test_report import fill_campaign
 from turnout import testpeers
 from turnout.report import build_report
 from turnout.results import ResultsDB
+
+#: Chromium, a process of its own (docs/testing.md, system tests).
+pytestmark = pytest.mark.system
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

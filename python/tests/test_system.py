@@ -311,7 +311,7 @@ def test_ovs_dpdk_vhost_user_v2v_cell(tmp_path):
 @needs_root
 @pytest.mark.system
 def test_every_sut_gets_the_same_tester_buffers_and_placement(tmp_path):
-    """Issue 30, deliver 3, against the real switches: in one p2p cell
+    """Against the real switches: in one p2p cell
     turnoutd, OVS and testpmd get the same tester processes, ports and CPUs,
     each SUT's data path is pinned to the SUT's CPU and none of its other
     threads may run there (OVS's main, handler and revalidator threads did,

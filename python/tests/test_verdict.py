@@ -1,4 +1,4 @@
-"""Cost per packet and the verdict (issue 14): arithmetic and ranking rules
+"""Cost per packet and the verdict: arithmetic and ranking rules
 on recorded samples and a synthetic results database. The values are
 invented for the tests; nothing here is a measurement."""
 

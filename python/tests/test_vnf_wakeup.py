@@ -1,5 +1,5 @@
 """Chain VNFs that would share a core sleep on their memif eventfds
-(``vnf_wakeup``, issue 14 "core layouts"): the helpers' port specs say
+(``vnf_wakeup``, docs/bench.md "Core layouts"): the helpers' port specs say
 ``mode=interrupt``, they no longer count as busy-polling processes on the
 tester's core, and the trial says so. No root: a recording testbed."""
 

@@ -1,5 +1,5 @@
 """os-ken's OpenFlow 1.3 switch test suite against turnoutd (or Open
-vSwitch), the way the suite expects to be wired (issue 37):
+vSwitch), the way the suite expects to be wired:
 
     tester app (os_ken.tests.switch.tester, 127.0.0.1:PORT)
         |                                  |

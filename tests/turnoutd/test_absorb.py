@@ -1,4 +1,4 @@
-"""The tester absorbs the host (issue 31, Deliver 4).
+"""The tester absorbs the host.
 
 turnout-gen sends 10^6 frames at 100 kpps and at 1 Mpps through turnoutd
 (the `patch` logic between two ports of one kind, its default wake-up

@@ -1,5 +1,5 @@
 """Faucet (PyPI faucet 1.10, the production OpenFlow controller, on os-ken)
-controls turnoutd over OpenFlow (issue 37): two VLANs, a trunk and an ACL.
+controls turnoutd over OpenFlow: two VLANs, a trunk and an ACL.
 
     h1 (VLAN 100, ACL in: UDP to port 5001 dropped) -- port 1 \\
     h2 (VLAN 100)                                   -- port 2  > turnoutd -- Faucet

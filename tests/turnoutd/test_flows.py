@@ -1,5 +1,5 @@
 """The `flows` logic programmed over turnoutd's control socket, checked with
-real traffic (issue 16).
+real traffic.
 
 Three host namespaces h1, h2, h3 (10.0.0.1..3/24), each wired by a veth to
 a switch namespace where turnoutd runs the `flows` logic over three

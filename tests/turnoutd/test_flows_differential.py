@@ -1,4 +1,4 @@
-"""Differential test of the `flows` logic against Open vSwitch (issue 16).
+"""Differential test of the `flows` logic against Open vSwitch.
 
 Open vSwitch's userspace datapath is the oracle: a private ovsdb-server and
 ovs-vswitchd (``--enable-dummy=override --disable-system``: every port is a

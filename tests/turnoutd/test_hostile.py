@@ -1,4 +1,4 @@
-"""Hostile peers against a turnoutd process (issue 18).
+"""Hostile peers against a turnoutd process.
 
 turnoutd (bridge logic) serves four ports on unix sockets in a private
 directory: two honest memif interfaces (m0, m1) carrying a turnout-gen
@@ -32,8 +32,8 @@ interrupt eventfds of its two rings) and nothing more after each attack
 
 Needs root (memif sockets under the test's directory, like the other
 system tests) and the release binaries turnoutd, turnout-gen and the
-example hostile_peer (`cargo build --release --workspace --bins
---examples`, done by scripts/setup.sh).
+example hostile_peer (built with the ports crate's test-utils feature by
+`make build` and scripts/setup.sh).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""turnoutd's OpenFlow 1.3 channel driven by the real ovs-ofctl (issue 16).
+"""turnoutd's OpenFlow 1.3 channel driven by the real ovs-ofctl.
 
 Three host namespaces h1, h2, h3 (10.0.0.1..3/24), each wired by a veth to
 a switch namespace where turnoutd runs the `flows` logic over three
@@ -960,7 +960,7 @@ def _flow_mod_insts(xid: int, insts: bytes, table: int = 0, prio: int = 100) -> 
 
 
 def test_hostile_peers_get_the_spec_errors_and_forwarding_goes_on(lab: Lab) -> None:
-    """Audit of issue 16's "Bad input" with raw peers: experimenter actions,
+    """Bad input with raw peers: experimenter actions,
     instructions and multiparts (OVS's resubmit, NXST), setting table
     features, port-mod and table-mod get the spec's codes; a message
     split into 1-byte writes, a 64 KiB message, more connections than the

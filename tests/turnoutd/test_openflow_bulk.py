@@ -1,4 +1,4 @@
-"""Bulk flow-mods into turnoutd (issue 16: "bulk changes are one swap").
+"""Bulk flow-mods into turnoutd ("bulk changes are one swap").
 
 turnoutd applies the consecutive flow-mods it has read as one transaction
 and one snapshot swap (crates/turnoutd/src/ofchannel.rs, Flows::flow_mods),

@@ -1,4 +1,4 @@
-"""turnoutd under a real OpenFlow controller: os-ken (issue 16).
+"""turnoutd under a real OpenFlow controller: os-ken.
 
 Three host namespaces h1..h3 (10.0.0.1..3/24) wired by veths to a switch
 namespace where turnoutd runs the `flows` logic over af_packet ports with
@@ -188,7 +188,7 @@ def test_learning_switch_ping_flows_and_port_status(lab: Lab) -> None:
 
 
 def test_controller_gone_tables_stay_and_turnoutd_reconnects_with_backoff(lab: Lab) -> None:
-    """Fail-secure (issue 16, "Bad input"): the controller going away
+    """Fail-secure: the controller going away
     leaves the flows it installed in effect; turnoutd retries after 1 s,
     doubling (docs/flows.md, `tcp:HOST:PORT`), and reconnects to the
     controller once it is back."""
@@ -213,7 +213,7 @@ def test_controller_gone_tables_stay_and_turnoutd_reconnects_with_backoff(lab: L
         stamps = []
         for line in daemon.log().splitlines():
             if "cannot reach controller" in line:
-                t = line.split()[0]  # 2026-11-27T08:46:05.134Z
+                t = line.split()[0]  # e.g. 2026-11-27T08:46:05.134Z: the log's timestamp
                 hms = t.split("T")[1].rstrip("Z").split(":")
                 stamps.append(int(hms[0]) * 3600 + int(hms[1]) * 60 + float(hms[2]))
         return stamps

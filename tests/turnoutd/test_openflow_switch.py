@@ -1,4 +1,4 @@
-"""turnoutd's switch-wide OpenFlow state against real peers (issue 37):
+"""turnoutd's switch-wide OpenFlow state against real peers:
 
 - the datapath id from `[switch] datapath_id`, as `ovs-ofctl show` and an
   os-ken controller see it, changed at run time by `turnout ctl

@@ -1,5 +1,5 @@
 """os-ken's OpenFlow 1.3 switch test suite (991 tests, PyPI os-ken 4.2.2)
-against turnoutd, held to a floor (issue 37).
+against turnoutd, held to a floor.
 
 The suite runs as osken_suite.py wires it (a tester Open vSwitch bridge
 port by port to turnoutd, both connected to the tester app); the number of

@@ -1,4 +1,4 @@
-"""turnoutd's vxlan and geneve ports against real peers (issue 19).
+"""turnoutd's vxlan and geneve ports against real peers.
 
 Every "host" is a network namespace this test creates, its underlay a veth
 (two hosts) or a Linux bridge in an underlay namespace (three hosts);

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use fabric::{Ctx, Logic, OwnedTx, PortId, Switch, SwitchConfig, Verdict, WakeupMode};
-use logic::bench_cases;
+use testpeers::bench_cases;
 
 mod rig;
 use rig::{frame, rig, rig_with, Rig, Sink, Source};
@@ -271,7 +271,7 @@ fn incast(c: &mut Criterion) {
 fn logics(c: &mut Criterion) {
     let mut g = c.benchmark_group("e_logic");
     g.throughput(Throughput::Elements(256));
-    // The cases and their rule sets are logic::bench_cases's (shared with
+    // The cases and their rule sets are testpeers::bench_cases's (shared with
     // the callgrind instruments classify_loop and fabric_loop).
     for &(name, case) in bench_cases::E_LOGIC {
         let l = bench_cases::build(case).unwrap();

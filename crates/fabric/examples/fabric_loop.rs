@@ -16,7 +16,7 @@
 //! Only `run` (the batches, not the set-up) is counted. Instructions per
 //! packet = the collected total / (batches * 256); callgrind_annotate
 //! splits them by function. The program prints the count to divide by.
-//! Cases: those of `logic::bench_cases` (`patch`, `bridge`, `l4filter`,
+//! Cases: those of `testpeers::bench_cases` (`patch`, `bridge`, `l4filter`,
 //! `demux`, `flows3`, `flows3-nocache`, `flows10k`, `flows10k-src`,
 //! `flows10k-acl`, `flows10k-acl-high`). An
 //! optional third argument, FLOWS (default 1), makes the source hand out
@@ -24,7 +24,7 @@
 //! `bench_cases::flow_frame`: distinct source ports, then addresses).
 
 use fabric::Logic;
-use logic::bench_cases;
+use testpeers::bench_cases;
 
 #[allow(dead_code)] // the bench uses more of the rig than this
 #[path = "../benches/rig/mod.rs"]

@@ -1,4 +1,4 @@
-//! Bad input against the worker loop and its wake-up policy (issue 31): a
+//! Bad input against the worker loop and its wake-up policy: a
 //! peer that stops reading, a queue that never drains, a burst of ten
 //! times a ring. The switch drops what cannot go with a reason and a
 //! counter, never blocks another port, and goes back to its regime (and to

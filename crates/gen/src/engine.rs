@@ -208,7 +208,7 @@ impl<'a> Sender<'a> {
         }
         // In place when every queue fills in place and every frame takes
         // one slot; with several queues one fill per run of frames on one
-        // queue (2026-11-27; before, several queues were copied into).
+        // queue.
         let in_place = tx.fills_in_place()
             && more.iter().all(|q| q.fills_in_place())
             && nslots.iter().all(|&n| n == 1);

@@ -87,7 +87,7 @@ pub enum PortSpec {
 /// while turnout-gen waits for a CPU (a core shared with its own sender,
 /// another process, a hog): 8192 entries are 8 ms at 1 Mpps, 80 ms at
 /// 100 kpps; a 1024-entry ring lost up to 10 777 of 200 000 frames at
-/// 100 kpps on a quiet host (issue 31). Transmit rings the same, so a
+/// 100 kpps on a quiet host. Transmit rings the same, so a
 /// switch that stalls does not push the sender back as soon.
 pub const VHOST_QUEUE_SIZE: u16 = 8192;
 /// Default memif ring size of turnout-gen's ports (turnoutd's and the

@@ -159,6 +159,7 @@ fn a_missing_interface_is_a_run_time_error() {
 }
 
 #[test]
+#[ignore = "system: root, AF_PACKET"]
 fn sigterm_ends_a_receiver_with_its_document() {
     if testpeers::need(testpeers::is_root(), "needs root for AF_PACKET") {
         // AF_PACKET on the loopback interface: needs CAP_NET_RAW.

@@ -454,6 +454,7 @@ fn specs_with(o: &Ovs, more: &str) -> (String, String) {
 }
 
 #[test]
+#[ignore = "system: root, OVS-DPDK"]
 fn txrx_through_ovs_dpdk_vhostuser_and_vhostuserclient_ports_counts_agree_exactly() {
     let _g = serial();
     let Some(o) = Ovs::start("xc") else {
@@ -543,6 +544,7 @@ fn last_rx(err: &Receiver<String>) -> u64 {
 }
 
 #[test]
+#[ignore = "system: root, OVS-DPDK"]
 fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
     let _g = serial();
     let Some(mut o) = Ovs::start("re") else {
@@ -657,6 +659,7 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
 /// received on both its queues, their counts adding up to what it
 /// received.
 #[test]
+#[ignore = "system: root, OVS-DPDK"]
 fn queue_pairs_through_ovs_dpdk_carry_every_frame_on_every_queue() {
     let _g = serial();
     let Some(o) = Ovs::start("mq") else {

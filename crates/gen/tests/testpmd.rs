@@ -11,7 +11,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -35,21 +35,7 @@ impl Testpmd {
         let socks: Vec<PathBuf> = (0..nports)
             .map(|i| dir.join(format!("{prefix}-{i}.sock")))
             .collect();
-        // testpmd writes through stdio: line-buffer it so statistics arrive
-        // while it runs (stdbuf execs it, so the PID stays testpmd's).
-        let mut cmd = Command::new("stdbuf");
-        cmd.arg("-oL").arg(bin);
-        cmd.args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-        ])
-        .arg(format!("--file-prefix={prefix}"));
+        let mut cmd = testpeers::testpmd_command(&bin, &prefix, 0);
         for (i, s) in socks.iter().enumerate() {
             cmd.arg(format!(
                 "--vdev=net_memif{i},role=server,socket={},socket-abstract=no,id=0",
@@ -149,6 +135,7 @@ fn within(a: u64, b: u64, frac: f64) -> bool {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn tx_counts_and_rate_agree_with_testpmd_rxonly() {
     // A low rate and the largest ring, so a consumer starved for a few
     // hundred ms by other load on this 2-core machine does not refuse frames.
@@ -156,6 +143,7 @@ fn tx_counts_and_rate_agree_with_testpmd_rxonly() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn tx_counts_and_rate_agree_with_testpmd_rxonly_at_half_a_mpps() {
     // The ring (16384 frames) covers a consumer stalled for 30 ms.
     tx_at_rate_agrees_with_testpmd_rxonly(500_000);
@@ -249,6 +237,7 @@ fn rx_once_sending_ended(pmd: &mut Testpmd, gen: &Gen) -> u64 {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_txonly_counts_agree_with_rx() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("txonly", 1) else {
@@ -285,6 +274,7 @@ fn testpmd_txonly_counts_agree_with_rx() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("macswap", 1) else {
@@ -339,6 +329,7 @@ fn txrx_through_testpmd_macswap_measures_loss_and_latency() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn reflect_passes_traffic_through_testpmd() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("reflect", 1) else {
@@ -381,6 +372,7 @@ fn reflect_passes_traffic_through_testpmd() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn fwd_chains_two_testpmd_ports() {
     let _g = serial();
     let Some(mut pmd) = Testpmd::start("fwd", 2) else {

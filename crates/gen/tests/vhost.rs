@@ -19,39 +19,18 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::{Ctx, Logic, Pkts, Port, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{VhostUserConfig, VhostUserPort};
 
+use testpeers::TempDir;
+
 mod gen_common;
 use gen_common::{serial, Gen};
-
-/// A private directory, removed on drop (also when the test fails).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "tgen-vhost-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// a <-> b.
 struct Patch(PortId, PortId);
@@ -185,19 +164,7 @@ impl Testpmd {
     fn start_ports(socks: &[&std::path::Path], queues: u16, fwd: &str) -> Option<Testpmd> {
         let bin = testpeers::testpmd()?;
         let prefix = format!("tgvh{}", std::process::id());
-        let mut cmd = Command::new("stdbuf");
-        cmd.arg("-o0").arg(bin);
-        cmd.args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "0",
-        ])
-        .arg(format!("--file-prefix={prefix}"));
+        let mut cmd = testpeers::testpmd_command(&bin, &prefix, 0);
         for (i, sock) in socks.iter().enumerate() {
             cmd.arg(format!(
                 "--vdev=net_vhost{i},iface={},queues={queues}",
@@ -292,6 +259,7 @@ impl Drop for Testpmd {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn txrx_looped_by_testpmd_net_vhost_comes_back_whole() {
     let _g = serial();
     let dir = TempDir::new("tp");
@@ -504,6 +472,7 @@ fn rx_now(g: &Gen, said: &mut Vec<String>, at_least: u64, within: Duration) -> u
 /// again: the same testpmd takes the new frontend and every frame comes
 /// back. About 28 s here at load 12.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_and_turnout_gen_each_killed_and_restarted_mid_run() {
     let _g = serial();
     let dir = TempDir::new("tpre");
@@ -660,6 +629,7 @@ fn assert_each_queue(
 /// (turnout-gen's `txqN_frames`/`rxqN_frames`, testpmd's per-queue
 /// xstats) and every queue carried frames.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
     let _g = serial();
     let dir = TempDir::new("mq");
@@ -738,6 +708,7 @@ fn queue_pairs_through_testpmd_carry_each_flow_on_its_queue_and_back() {
 /// queue q, testpmd forwards that to port 3, where txrx receives. Every
 /// frame arrives; per queue, the counts agree at every hop.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn fwd_keeps_each_queue_pair_through_testpmd() {
     let _g = serial();
     let dir = TempDir::new("mqfwd");

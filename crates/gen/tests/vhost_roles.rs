@@ -20,42 +20,17 @@
 //! About 33 s here at load 12 (4 tests, before the fifth).
 //! `cargo test --release -p turnout-gen --test vhost_roles -- --test-threads=1`
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric::{Ctx, Logic, Pkts, PortId, Switch, SwitchConfig, Verdict};
 use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
 
+use testpeers::TempDir;
+
 mod gen_common;
 use gen_common::{serial, Gen, GEN};
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "tgen-vroles-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn sock(&self, name: &str) -> PathBuf {
-        self.0.join(format!("{name}.sock"))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Port 2k <-> port 2k+1.
 struct Pairs;
@@ -310,8 +285,8 @@ fn queue_pairs_queue_sizes_and_server_mode_carry_exact_counts() {
 /// turnoutd with two workers and ports of 4 queue pairs, port a owned by
 /// worker 1: frames from a leave b on queue `1 mod` the queue pairs b's
 /// frontend enabled. A frontend with one queue pair gets them on queue 0
-/// (before 2026-11-27 worker 1 sent on queue 1, which such a guest never
-/// enabled: every frame was dropped as tx_full); one with 2 or 4 on
+/// (sending on queue 1, which such a guest never enabled, would drop
+/// every frame as tx_full); one with 2 or 4 on
 /// queue 1. Whatever the frontend sends on, on 1..4 queues, is received.
 #[test]
 fn a_frontend_enabling_fewer_queue_pairs_than_the_port_gets_every_frame() {

@@ -116,10 +116,10 @@ fn cases(dir: &std::path::Path) -> Vec<Case> {
 
 /// `flows` with `n` flows over `masks` distinct masks that the frames
 /// miss, plus a priority-0 flow every frame hits
-/// ([`logic::bench_cases::many_flows`], source ports from 0): every lookup
+/// ([`testpeers::bench_cases::many_flows`], source ports from 0): every lookup
 /// probes all `masks + 1` subtables (no early exit), whatever `n`.
 fn flows_case(name: &'static str, n: u32, masks: u32) -> Case {
-    let texts = logic::bench_cases::many_flows(n, masks, 0);
+    let texts = testpeers::bench_cases::many_flows(n, masks, 0);
     Case {
         name,
         logic: logic::build("flows", &json!({ "flows": texts })).unwrap(),
@@ -154,7 +154,7 @@ fn views(frames: &mut [Vec<u8>], ingress: PortId) -> Vec<Pkt> {
 }
 
 fn bench(c: &mut Criterion) {
-    let dir = logic::plugin::build::TempDir::new("logic-bench");
+    let dir = testpeers::TempDir::new("logic-bench");
     let mut cases = cases(&dir.0);
     let ctx = Ctx {
         now_ns: 1_000_000_000,

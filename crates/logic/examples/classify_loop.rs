@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Instructions per packet = the collected total / (batches * 256).
-//! Cases (`logic::bench_cases`, the same set-ups as the fabric bench's
+//! Cases (`testpeers::bench_cases`, the same set-ups as the fabric bench's
 //! `e_logic`): `patch`, `bridge`, `l4filter`, `demux`, `flows3` (3 rules),
 //! `flows10k` (10^4 rules over 8 masks that the frames miss, then a
 //! priority-0 hit), `flows3-nocache`. `examples/fabric_loop.rs` in the
@@ -25,8 +25,8 @@
 //! and `flows10k-acl-high` add 10^4 ACL flows (nw_src/32 + tp_src) below /
 //! above the hit flow (`bench_cases::acl_flows`).
 
-use logic::bench_cases;
 use logic::{Ctx, Pkt, Pkts, Verdict};
+use testpeers::bench_cases;
 
 const BATCH: usize = 256;
 

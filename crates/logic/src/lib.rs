@@ -25,7 +25,6 @@ pub use fabric::{
     CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict,
 };
 
-pub mod bench_cases;
 pub mod bridge;
 pub mod demux;
 pub mod flows;
@@ -184,7 +183,7 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), LOGICS.len());
-        let dir = plugin::build::TempDir::new("logic-table");
+        let dir = testpeers::TempDir::new("logic-table");
         for (e, l) in examples(&dir.0) {
             assert_eq!(l.name(), e.name);
         }
@@ -202,7 +201,7 @@ mod tests {
 
     #[test]
     fn every_logic_lists_its_commands() {
-        let dir = plugin::build::TempDir::new("logic-commands");
+        let dir = testpeers::TempDir::new("logic-commands");
         for (_, l) in examples(&dir.0) {
             for (cmd, help) in l.commands() {
                 assert!(!cmd.is_empty() && !help.is_empty());
@@ -218,7 +217,7 @@ mod tests {
     fn every_example_forwards_the_example_frames() {
         use wire::build::{write_udp_frame, IpPair, UdpFrameSpec};
         use wire::MacAddr;
-        let dir = plugin::build::TempDir::new("logic-example");
+        let dir = testpeers::TempDir::new("logic-example");
         let spec = UdpFrameSpec::new(
             MacAddr([2, 0, 0, 0, 0, 1]),
             MacAddr([2, 0, 0, 0, 0, 2]),

@@ -52,7 +52,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 fn classify_does_not_allocate() {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = logic::plugin::build::TempDir::new("logic-noalloc");
+    let dir = testpeers::TempDir::new("logic-noalloc");
     // Every logic of the table, built from its example configuration.
     let logics: Vec<_> = logic::LOGICS
         .iter()

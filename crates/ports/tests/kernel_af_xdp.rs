@@ -1,5 +1,5 @@
 //! AF_XDP port against the real kernel stack (needs root):
-//! `cargo test -p ports --test kernel_af_xdp`.
+//! `cargo test -p ports --test kernel_af_xdp -- --ignored`.
 
 mod kernel_util;
 
@@ -23,6 +23,7 @@ fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
 kernel_port_tests!(opener);
 
 #[test]
+#[ignore = "system: root, veths in namespaces"]
 fn native_copy_mode_on_veth_and_detach_on_drop() {
     if !require_root() {
         return;
@@ -106,6 +107,7 @@ fn counter(port: &dyn Port, name: &str) -> u64 {
 /// kernel takes a budget above its default 32 (XDP_MAX_TX_SKB_BUDGET,
 /// Linux 6.17), else one per 32 frames; every frame arrives either way.
 #[test]
+#[ignore = "system: root, veths in namespaces"]
 fn copy_mode_sends_a_burst_per_kick() {
     if !require_root() {
         return;
@@ -136,6 +138,7 @@ fn copy_mode_sends_a_burst_per_kick() {
 }
 
 #[test]
+#[ignore = "system: root, veths in namespaces"]
 fn wrong_interface_or_config_gives_clear_error() {
     if !require_root() {
         return;
@@ -195,6 +198,7 @@ fn pin(pid: i32, cpu: usize) {
 /// kernel refused stay in the ring until the next publish, which never
 /// comes.
 #[test]
+#[ignore = "system: root, veths in namespaces"]
 fn frames_a_refused_kick_left_leave_without_more_traffic() {
     use fabric::batch::MAX_BATCH;
     use fabric::pipe::{pipe, PipeConfig};

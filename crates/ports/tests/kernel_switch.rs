@@ -1,6 +1,6 @@
 //! The kernel ports in the real switch (fabric `Switch` + `bridge` logic),
 //! with the kernel stack of four namespaces on the other side (needs root):
-//! `cargo test -p ports --test kernel_switch`.
+//! `cargo test -p ports --test kernel_switch -- --ignored`.
 
 mod kernel_util;
 
@@ -208,16 +208,19 @@ fn run_switch(kinds: &[Kind]) {
 }
 
 #[test]
+#[ignore = "system: root, veths in namespaces, TAP"]
 fn four_namespaces_over_af_xdp() {
     run_switch(&[Kind::Xdp, Kind::Xdp, Kind::Xdp, Kind::Xdp]);
 }
 
 #[test]
+#[ignore = "system: root, veths in namespaces, TAP"]
 fn four_namespaces_over_af_packet() {
     run_switch(&[Kind::Packet, Kind::Packet, Kind::Packet, Kind::Packet]);
 }
 
 #[test]
+#[ignore = "system: root, veths in namespaces, TAP"]
 fn mixed_backends_with_a_tap_host_port() {
     run_switch(&[Kind::Xdp, Kind::Packet, Kind::Tap]);
 }
@@ -230,6 +233,7 @@ fn mixed_backends_with_a_tap_host_port() {
 /// `l4filter`, which parses L2–L4), and a 4000 B frame from a 9000 B-MTU
 /// wire to a 1500 B-MTU one (`oversize` at the destination).
 #[test]
+#[ignore = "system: root, veths in namespaces, TAP"]
 fn malformed_frames_from_a_namespace_are_dropped_with_reasons() {
     if !require_root() {
         return;

@@ -1,5 +1,5 @@
 //! TAP port against the real kernel stack (needs root):
-//! `cargo test -p ports --test kernel_tap`.
+//! `cargo test -p ports --test kernel_tap -- --ignored`.
 //!
 //! The TAP port is the host-stack port: it is opened inside a namespace
 //! standing for the host, whose stack then talks through it.
@@ -38,6 +38,7 @@ fn host_with_tap(queues: u16) -> (Netns, TapPort, String) {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn rx_delivers_frames_from_the_host_stack_intact() {
     if !require_root() {
         return;
@@ -65,6 +66,7 @@ fn rx_delivers_frames_from_the_host_stack_intact() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn tx_frames_enter_the_host_stack() {
     if !require_root() {
         return;
@@ -85,6 +87,7 @@ fn tx_frames_enter_the_host_stack() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn jumbo_frames_with_9000_mtu() {
     if !require_root() {
         return;
@@ -110,6 +113,7 @@ fn jumbo_frames_with_9000_mtu() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn several_queues_share_the_traffic() {
     if !require_root() {
         return;
@@ -152,6 +156,7 @@ fn several_queues_share_the_traffic() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn link_down_up_and_removal_are_noticed() {
     if !require_root() {
         return;
@@ -184,6 +189,7 @@ fn link_down_up_and_removal_are_noticed() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn forwards_ping_and_tcp_between_two_host_stacks() {
     if !require_root() {
         return;
@@ -234,6 +240,7 @@ fn forwards_ping_and_tcp_between_two_host_stacks() {
 }
 
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn missing_device_or_bad_name_gives_clear_error() {
     if !require_root() {
         return;
@@ -258,6 +265,7 @@ fn missing_device_or_bad_name_gives_clear_error() {
 /// Without CAP_NET_ADMIN the tun ioctl is refused: the error says so. Runs
 /// itself again as user nobody.
 #[test]
+#[ignore = "system: root, TAP devices"]
 fn without_permission_gives_clear_error() {
     if !require_root() {
         return;

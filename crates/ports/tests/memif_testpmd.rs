@@ -280,11 +280,13 @@ fn txonly_to_our_server(len: usize, tp_vdev_extra: &str, tp_extra: &[&str]) {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_client_txonly_64b_into_our_server() {
     txonly_to_our_server(64, "", &[]);
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_client_txonly_9000b_into_our_server() {
     // testpmd's own tx overruns the ring with multi-descriptor frames when
     // it is nearly full (see docs/memif.md), so its buffers hold a whole
@@ -324,17 +326,20 @@ fn our_server_to_rxonly(len: usize, tp_vdev_extra: &str, tp_extra: &[&str]) {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn our_server_sends_64b_to_testpmd_rxonly() {
     our_server_to_rxonly(64, "", &[]);
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn our_server_sends_9000b_chained_to_testpmd() {
     // We chain in 2048-byte pieces into testpmd's (larger) buffers.
     our_server_to_rxonly(9000, ",bsize=9216", &["--mbuf-size=10240"]);
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_killed_then_restarted_reconnects() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if !have_testpmd() {
@@ -449,11 +454,13 @@ fn testpmd_server_txonly_to_our_client(len: usize, buffer_size: u32, extra: &[&s
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_server_txonly_64b_into_our_client() {
     testpmd_server_txonly_to_our_client(64, 2048, &[]);
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_server_txonly_9000b_into_our_client() {
     testpmd_server_txonly_to_our_client(9000, 9216, &["--mbuf-size=10240", "--txpkts=9000"]);
 }
@@ -487,11 +494,13 @@ fn our_client_to_testpmd_server_rxonly(len: usize, extra: &[&str]) {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn our_client_sends_64b_to_testpmd_server() {
     our_client_to_testpmd_server_rxonly(64, &[]);
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn our_client_sends_9000b_chained_to_testpmd_server() {
     our_client_to_testpmd_server_rxonly(9000, &["--mbuf-size=10240"]);
 }

@@ -240,7 +240,13 @@ fn reconnects_after_the_backend_restarts() {
     }
     kill_backend(&front, backend);
     let backend = restart_backend(&dir, &front);
-    assert_eq!(front.connects(), 2);
+    // The control thread counts the connection after the set-up that
+    // brought the link up: wait for the count, not just the link.
+    assert!(
+        wait_until(Duration::from_secs(10), || front.connects() == 2),
+        "connects {} after the restart",
+        front.connects()
+    );
     both_ways(&backend, &front, 0, 5000, 1518);
 }
 

@@ -18,7 +18,7 @@
 //! The bench's QEMU VNF (python/src/turnout/vm.py, `kvm_status`) decides KVM
 //! by the same rule (init within 8 s) but skips instead of falling back.
 //!
-//! `cargo test --release -p ports --test vhost_qemu -- --nocapture`
+//! `cargo test --release -p ports --test vhost_qemu -- --ignored --nocapture`
 
 #[path = "kernel_util/mod.rs"]
 mod kernel_util;
@@ -71,6 +71,7 @@ impl Drop for Kill {
 }
 
 #[test]
+#[ignore = "system: root, QEMU"]
 fn qemu_guest_reaches_a_namespace_through_turnoutd() {
     if !Path::new("/dev/kvm").exists() {
         testpeers::optional_missing("/dev/kvm is missing (no KVM on this machine)");

@@ -5,7 +5,7 @@
 //! testpmd followed by a reconnect. Skipped (with a message) when
 //! dpdk-testpmd is not installed.
 //!
-//! `cargo test -p ports --test vhost_testpmd -- --test-threads=1`
+//! `cargo test -p ports --test vhost_testpmd -- --ignored --test-threads=1`
 //! (the tests also serialise themselves).
 
 mod vhost_common;
@@ -92,6 +92,7 @@ fn settle(mut f: impl FnMut() -> u64) -> u64 {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn testpmd_txonly_into_port() {
     need_testpmd!();
     let _g = serial();
@@ -141,6 +142,7 @@ fn testpmd_txonly_into_port() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn port_into_testpmd_rxonly() {
     need_testpmd!();
     let _g = serial();
@@ -232,6 +234,7 @@ fn two_ports_txonly_rxonly(size: usize) {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn two_ports_txonly_rxonly_64() {
     need_testpmd!();
     let _g = serial();
@@ -239,6 +242,7 @@ fn two_ports_txonly_rxonly_64() {
 }
 
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn two_ports_txonly_rxonly_1518() {
     need_testpmd!();
     let _g = serial();
@@ -248,6 +252,7 @@ fn two_ports_txonly_rxonly_1518() {
 /// A loop: both testpmds in mac forwarding, seeded with `start tx_first`;
 /// frames circulate testpmd A -> switch -> testpmd B -> switch -> A.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn mac_forwarding_loop() {
     need_testpmd!();
     let _g = serial();
@@ -288,6 +293,7 @@ fn mac_forwarding_loop() {
 /// hang-up), the other port is unaffected, and a new testpmd on the same
 /// socket reconnects and carries traffic again.
 #[test]
+#[ignore = "system: dpdk-testpmd"]
 fn kill9_and_reconnect() {
     need_testpmd!();
     let _g = serial();

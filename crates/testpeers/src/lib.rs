@@ -1,5 +1,8 @@
-//! The one place where a Rust system test decides what a missing peer
-//! means (docs/testing.md).
+//! The shared test kit of the workspace (a dev-dependency only): the one
+//! place where a Rust system test decides what a missing peer means
+//! (docs/testing.md), and the set-ups every crate's tests share
+//! ([`TempDir`], [`wait_until`], [`testpmd_command`]) and the logic set-ups
+//! of the benches and instruction-count instruments ([`bench_cases`]).
 //!
 //! A system test needs something outside the process: root (namespaces,
 //! veths, raw sockets), DPDK testpmd, QEMU with KVM. When it is missing the
@@ -21,6 +24,10 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+
+pub mod bench_cases;
+mod kit;
+pub use kit::{testpmd_command, wait_until, TempDir};
 
 /// The environment variable that turns missing required peers into
 /// failures.

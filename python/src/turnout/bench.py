@@ -146,7 +146,7 @@ class RealBench:
         layout = campaign_layout(spec) if self.remote is None else self.remote.layout()
         # VNFs that share a core with the tester (or with each other) busy
         # polling would let the scheduler set the rate: they sleep on their
-        # memif eventfds instead, and the trial says so (issue 14, layouts)
+        # memif eventfds instead, and the trial says so (campaign/layout.py)
         vnf_interrupt = spec.vnf_wakeup == "interrupt" or (
             spec.vnf_wakeup == "auto" and layout.vnfs_crowded(max(point.vnfs, 1)))
         # this machine's namespaces, or the remote campaign's hosts (RemoteBed)

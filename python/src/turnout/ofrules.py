@@ -1,5 +1,5 @@
 """Deterministic OpenFlow rule sets for the ``openflow`` scenario
-(issue 16: turnoutd's ``flows`` logic vs OVS with the same rules).
+(turnoutd's ``flows`` logic vs OVS with the same rules).
 
 ``rule_set(rules, masks, in_port, outputs)`` returns the text of N flows in
 the syntax of ``ovs-ofctl add-flows`` (one flow a line), the same bytes for

@@ -1,4 +1,4 @@
-"""The two-host overlay scenario (issue 19; docs/bench.md, "Overlay").
+"""The two-host overlay scenario (docs/bench.md, "Overlay").
 
 Two emulated hosts, namespaces ``hostA`` and ``hostB``, joined by an
 underlay veth (``192.168.77.1`` ↔ ``192.168.77.2``, MTU 3000: inner frames

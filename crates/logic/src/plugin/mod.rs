@@ -133,41 +133,17 @@ pub fn example(dir: &std::path::Path) -> Result<serde_json::Value, String> {
     Ok(serde_json::json!({"path": so.to_string_lossy()}))
 }
 
-/// Test and bench support: compiles C sources into shared libraries.
-#[doc(hidden)]
-pub mod build {
+/// Compiles the plug-ins' C sources into shared libraries (the table's
+/// example configuration above; this module's tests).
+mod build {
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
-    /// The repository's plugins/ and include/ directories.
+    /// The repository's directory `sub` (plugins/, include/, target/).
     pub fn repo_dir(sub: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")
             .join(sub)
-    }
-
-    /// A directory removed (with its contents) on drop.
-    pub struct TempDir(pub PathBuf);
-
-    impl TempDir {
-        /// Creates `$TMPDIR/turnout-<tag>-<pid>-<n>`.
-        pub fn new(tag: &str) -> TempDir {
-            use std::sync::atomic::{AtomicU32, Ordering};
-            static N: AtomicU32 = AtomicU32::new(0);
-            let p = std::env::temp_dir().join(format!(
-                "turnout-{tag}-{}-{}",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::create_dir_all(&p).expect("create temp dir");
-            TempDir(p)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 
     /// Compiles C source `src` into `dir/name` with `cc -shared -fPIC`.
@@ -192,6 +168,7 @@ pub mod build {
     }
 
     /// Writes `code` to `dir/name.c` and compiles it into `dir/lib<name>.so`.
+    #[cfg(test)]
     pub fn cc_source(code: &str, dir: &Path, name: &str) -> Result<PathBuf, String> {
         let src = dir.join(format!("{name}.c"));
         std::fs::write(&src, code).map_err(|e| e.to_string())?;
@@ -206,6 +183,7 @@ mod tests {
     use crate::testutil::{classify1, eth, random_frames, udp4, Batch};
     use proptest::prelude::*;
     use std::sync::OnceLock;
+    use testpeers::TempDir;
 
     const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 2];

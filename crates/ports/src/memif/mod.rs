@@ -26,8 +26,10 @@
 //! system calls are in `sys.rs`.
 
 mod client;
+#[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod hostile;
 pub mod proto;

@@ -256,6 +256,7 @@ fn hello(inner: &Inner) -> Msg {
     })
 }
 
+#[cfg(any(test, feature = "test-utils"))]
 impl MemifServer {
     /// Fuzzing (see `memif::fuzzing`): serves one control connection in the
     /// calling thread as the control thread does (hello, then every message

@@ -705,6 +705,7 @@ pub fn unlink_if(path: &Path, ino: Option<u64>) {
 
 /// A memfd without seals (what a careless or lying peer sends; tests of
 /// the seal check).
+#[cfg(any(test, feature = "test-utils"))]
 pub fn memfd_unsealed(len: usize) -> io::Result<OwnedFd> {
     let name =
         CString::new("unsealed").map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;

@@ -463,7 +463,7 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
 
-/// The race of issue 15's follow-up: a disconnect while a reservation is
+/// The race: a disconnect while a reservation is
 /// in flight for longer than `release_pins` waits (a preempted worker)
 /// leaves the departed connection pinned in the producer. The producer
 /// lets go of it at its next look, under the transmit lock; that must not

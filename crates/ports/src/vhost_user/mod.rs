@@ -30,6 +30,7 @@
 
 pub mod device;
 pub mod frontend;
+#[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod sys;

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,29 +65,16 @@ impl Testpmd {
             "net_virtio_user0,path={},queues=1,queue_size=1024",
             sock.display()
         );
-        // stdbuf: testpmd's statistics go through stdio, buffered on a pipe,
-        // while its prompt is written directly; unbuffered keeps them in order.
-        let mut cmd = Command::new("stdbuf");
-        cmd.arg("-o0").arg(testpmd_bin().expect("dpdk-testpmd"));
-        cmd.args([
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "-l",
-            "0,1",
-            "--main-lcore",
-            "1",
-            "--log-level=user1,6",
-        ])
-        .arg(format!("--file-prefix={prefix}"))
-        .arg(format!("--vdev={vdev}"))
-        .args(["--", "-i", "--total-num-mbufs=8192", "--no-lsc-interrupt"])
-        .arg(format!("--forward-mode={fwd}"))
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        let bin = testpmd_bin().expect("dpdk-testpmd");
+        let mut cmd = testpeers::testpmd_command(&bin, &prefix, 1);
+        cmd.arg("--log-level=user1,6")
+            .arg(format!("--vdev={vdev}"))
+            .args(["--", "-i", "--total-num-mbufs=8192", "--no-lsc-interrupt"])
+            .arg(format!("--forward-mode={fwd}"))
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         let mut child = cmd.spawn().expect("spawn dpdk-testpmd");
         let stdout = child.stdout.take().unwrap();
         let out = Arc::new(Mutex::new(String::new()));

@@ -10,9 +10,9 @@ to the window's edges. The run time is the scheduler's own account,
 ``/proc/PID/task/TID/schedstat`` (ns on a CPU, exact); utime/stime of
 ``stat`` count in ticks (``SC_CLK_TCK``, 10 ms here) and only split it into
 user and system time (a thread's split over a window of T seconds is within
-±2 ticks: ±2 % of a core over 1 s). Before 2026-11-29 the total came from
-the ticks too: a thread that ran under 10 ms in a 0.4 s window (turnoutd
-asleep between frames at 10 kpps) read 0. Without schedstat (a kernel
+±2 ticks: ±2 % of a core over 1 s). The total does not come from the
+ticks: a thread that ran under 10 ms in a 0.4 s window (turnoutd
+asleep between frames at 10 kpps) would read 0. Without schedstat (a kernel
 without CONFIG_SCHED_INFO) the ticks are the total.
 
 Cycles are CPU seconds times ``nominal_hz()``: the TSC's (constant) rate,

@@ -689,7 +689,7 @@ def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
     for h in helpers:
         # a VNF in interrupt mode counts too: woken on its core, it waits
         # for the busy-polling tester's time slice (4 ms p99 at 10 kpps in a
-        # 2-CPU loopback chain, 2026-11-26), so the scheduler still sets the
+        # 2-CPU loopback chain), so the scheduler still sets the
         # latency and, under load, the rate
         if h.cpu is not None:
             k = (h.where, h.cpu)

@@ -3,7 +3,7 @@
 A busy poller at SCHED_OTHER shares its CPU with every thread the
 scheduler puts there; while one of them runs, every frame waits, so a p99
 of milliseconds at 10 kpps may be a kernel thread's 8 ms slice, not the
-switch (docs/bench.md, "What else runs on the SUT's CPU"). ``OthersSampler``
+switch (docs/results/2026-11-27-kernel-threads-on-sut-cpu.md). ``OthersSampler``
 says so for each trial, cheaply and without perf:
 
 - at the trial's start it lists every thread whose CPU affinity includes

@@ -302,7 +302,7 @@ class UpdateMeasurer:
         )
 
     def measure_bulk(self, interface: str, n: int, rate_pps: float) -> TrialCounts:
-        """Flow-mods per second under traffic (issue 16 (c)): with the stream
+        """Flow-mods per second under traffic: with the stream
         flowing to A, ``bulk(interface, n)`` installs n flows it does not hit;
         the command's time from t0 until it returned (the switch accepted
         them: ovs-ofctl waits for its barrier reply, a JSON-RPC call for its

@@ -1,4 +1,4 @@
-"""The report rows of the ``openflow`` scenario (issue 16, `make
+"""The report rows of the ``openflow`` scenario (`make
 bench-flows`): per path, rule set, concurrent flows and SUT, R+ and the
 SUT's own cost per frame at R+, with turnoutd's cost over OVS's on the same
 path (the target: at most half), and where the cost goes: the SUT threads'
@@ -188,7 +188,7 @@ def ratio_table(data: CampaignData) -> Table:
                  "turnoutd ÷ OVS (total) median [min–max]",
                  "turnoutd ÷ OVS (user, own) median [min–max]", "turnoutd sys %", "OVS sys %"],
         note=("Each point's total ratio is turnoutd's median own-account cost over the OVS's "
-              "median at the same rule set, flows and size (table above); issue 16's target "
+              "median at the same rule set, flows and size (table above); the target "
               "(at most 0.5) is on this headline ratio. The user ratio is the same over the "
               "SUT threads' CPU user cycles per frame: what the switches' own work compares "
               "at when the kernel's path (sys %, most of both on veth) is left out. sys %: the "

@@ -20,7 +20,7 @@ compares, over the cell's R+ trials, what every SUT got:
 - the **placement**: the same SUT CPUs, its data path pinned there and
   none of its other threads allowed on them (measure/cpu.py
   ``thread_placement``), as turnoutd places its API threads, testpmd its
-  main lcore and (since 2026-11-29) OVS its non-PMD threads.
+  main lcore and OVS its non-PMD threads.
 
 Trials stored before this was recorded say "not recorded".
 """

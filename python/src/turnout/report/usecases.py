@@ -5,7 +5,7 @@
   size and kind of port of the use case's verdict rows, and its p99 at
   every fixed rate every SUT was offered, with the bare wire's p99 at that
   rate drawn as a line: the floor no switch can go below.
-- **CPU vs p99** (``cpu_latency_section``, issue 31): at each load a SUT was
+- **CPU vs p99** (``cpu_latency_section``): at each load a SUT was
   offered (fixed rates and fractions of its R+), its p99 next to its CPU at
   that load, in a table and in one picture per path (x: CPU in % of a
   core, y: p99; a point per SUT and load, labelled with the load), so a

@@ -119,7 +119,7 @@ CREATE INDEX trials_campaign ON trials(campaign_id, key);
 CREATE INDEX trials_result ON trials(result_id);
 """
 
-# v2 (issue 13, "every number means what it says"): every rate is the
+# v2 ("every number means what it says"): every rate is the
 # aggregate over all streams and says so in its name; what the tester could
 # not send, what chain VNFs dropped, duplicates and reordering are stored
 # apart from the switch's loss; whether the tester limited a trial; and
@@ -140,14 +140,14 @@ ALTER TABLE results ADD COLUMN tester_bound INTEGER;
 ALTER TABLE campaigns ADD COLUMN resume_key TEXT NOT NULL DEFAULT '';
 """
 
-# v3 (issue 14, "a verdict that holds"): the SUT's busy cycles per frame
+# v3 ("a verdict that holds"): the SUT's busy cycles per frame
 # from its own accounting (measure/cost.py), for trials and R+ results.
 _V3 = """
 ALTER TABLE trials ADD COLUMN busy_cycles_per_frame REAL;
 ALTER TABLE results ADD COLUMN busy_cycles_per_frame REAL;
 """
 
-# v4 (issue 14, "Hard or hopeless" §3.5 rule-update time): a rule-update trial's times
+# v4 (rule-update time, "Hard or hopeless" §3.5): a rule-update trial's times
 # from the update to the first frame at the new destination and to the last
 # at the old one (measure/update.py).
 _V4 = """

@@ -37,7 +37,7 @@ class LinuxBridge(SutAdapter):
             # learning off: with it on, a frame a chain VNF sends on with a
             # foreign source MAC moves that MAC's *static* entry to the VNF's
             # port (the kernel lets learning move non-sticky static entries),
-            # and the loopback chain delivered nothing (2026-11-21)
+            # and the loopback chain delivers nothing
             tb.run(["bridge", "link", "set", "dev", p.iface, "learning", "off"], netns=topo.ns)
             for mac in p.macs:
                 tb.fdb_static(topo.ns, mac, p.iface)

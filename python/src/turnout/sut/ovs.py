@@ -167,7 +167,7 @@ class Ovs(SutAdapter):
         # ovs-vswitchd's main, handler, revalidator and urcu threads) off
         # them, as turnoutd keeps its API threads and testpmd its main
         # lcore. Started unpinned, those threads ran on the SUT's CPU next
-        # to the PMD (2026-11-29, each trial's cpu rows). A PMD thread
+        # to the PMD (each trial's cpu rows showed it). A PMD thread
         # sets its own affinity to its core, outside the process's mask.
         self.off_cpus = off_sut_cpus(topo.cpus, set(tb.allowed_cpus()))
         conf = self.dir / "conf.db"
@@ -308,7 +308,7 @@ class OvsDpdk(Ovs):
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
     # DPDK's initialisation delays the first add-br: at load 11-13 on 2 cores
-    # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml, 2026-11-27)
+    # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml)
     vsctl_timeout_s = 90
     supports_vhost_user = True
     port_kinds = ("veth", "vhost-user")
@@ -338,8 +338,8 @@ class OvsDpdk(Ovs):
 
     # DPDK 22.11's net_af_packet ports stay at MTU 1500: mtu_request=1600 is
     # refused ("could not add network device ... (Invalid argument)") and
-    # without it 1518 B frames (1504 B of L3) are all dropped (measured
-    # 2026-11-21). Larger frames are skipped with this reason.
+    # without it 1518 B frames (1504 B of L3) are all dropped (measured).
+    # Larger frames are skipped with this reason.
     max_frame_b = 1514
     max_frame_reason = ("OVS-DPDK's net_af_packet ports keep MTU 1500 (mtu_request=1600 is "
                         "refused with EINVAL): frames over 1514 B are dropped")

@@ -133,7 +133,7 @@ class Testpmd(SutAdapter):
         self._log_at = 0
         # EAL's memory set-up and the ports' probes take a few seconds, tens
         # on a loaded 2-core host (a 15 s limit failed testpmd's p2v and v2p
-        # vhost-user cells at load 11 on 2026-11-27; started alone they came
+        # vhost-user cells at load 11; started alone they came
         # up at once).
         t0 = time.monotonic()
         text = ""

@@ -4,7 +4,7 @@ A busy poller at SCHED_OTHER shares its CPU with every kernel thread that
 runs there: on the 2-CPU VM `perf sched` saw rcu_preempt in back-to-back
 8 ms slices, unbound workqueue kworkers up to 63 ms a run, kdamond and
 kcompactd for tens of ms on the SUT's CPU, and every frame meanwhile waits
-(docs/bench.md, "What else runs on the SUT's CPU"). With the campaign
+(docs/results/2026-11-27-kernel-threads-on-sut-cpu.md). With the campaign
 option ``isolate_sut_cpus = true``, for the campaign's duration
 ``SutIsolation``:
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU cost per frame of turnout-gen's vhost-user frontend (issue 17), as a
+"""CPU cost per frame of turnout-gen's vhost-user frontend, as a
 figure that a loaded host moves less than a rate: turnout-gen receives from
 (or sends to) a testpmd ``net_vhost`` backend in txonly (rxonly) mode, set
 up as in bench_max_rate.py (testpmd forwarding on CPU 1, turnout-gen on

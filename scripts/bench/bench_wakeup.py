@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU vs latency of the wake-up settings (issue 21, docs/architecture.md "Wake-up").
+"""CPU vs latency of the wake-up settings (docs/architecture.md "Wake-up").
 
 For each path — memif v2v (turnout-gen txrx on two memif ports through
 the switch) and AF_XDP p2p (turnout-gen txrx on two veths, the switch on
@@ -25,7 +25,7 @@ figures the median [min–max] over rounds. R+ of each path is measured
 first with `turnoutd:poll` (unpaced); the fractions are of that R+.
 
     cargo build --release -p turnoutd -p turnout-gen
-    sudo .venv/bin/python tests/turnoutd/bench_wakeup.py --rounds 3 \\
+    sudo .venv/bin/python scripts/bench/bench_wakeup.py --rounds 3 \\
         [--paths memif,afxdp] [--loads 10k,100k,0.1,0.5,0.9] \\
         [--configs CONFIGS] [--json out.json] [--plot out.png]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Maximum send and receive rate of turnout-gen per core, next to DPDK
-testpmd on the same path (issue 5's benchmark).
+testpmd on the same path.
 
 memif: a testpmd memif server on CPU 1 is the counterpart and the
 instrument: its port counters, read twice over a window while the client
@@ -188,8 +188,8 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
         # The window starts once frames flow, plus a second, for both
         # clients alike: testpmd's client is up when its prompt comes,
         # turnout-gen only after exec, connection and set-up, which took
-        # ~1 s at load 10 (the fixed 1 s wait used until 2026-11-27 then
-        # put gen's start-up into its window: its low, scattered rates).
+        # ~1 s at load 10 (a fixed 1 s wait would put gen's start-up into
+        # its window: low, scattered rates).
         wait_flowing(srv, field, 60, cli)
         time.sleep(1.0)
         r = window_rate(srv, window_s, field)

@@ -1,10 +1,10 @@
 """Soak: turnoutd with every port kind under mixed traffic while ports are
 added and removed, logics replaced and peers killed and restarted, in a
 loop; at the end RSS and open fds flat, counters conserve, and a final
-clean stream loses nothing (issue 18). Outside `make test`:
+clean stream loses nothing. Outside `make test`:
 
     make soak                      # SOAK_SECS=3600 by default
-    SOAK_SECS=600 .venv/bin/python tests/turnoutd/soak.py --json results/soak.json
+    SOAK_SECS=600 .venv/bin/python scripts/bench/soak.py --json results/soak.json
 
 Needs root, dpdk-testpmd (vhost-user peer) and the release binaries
 (`cargo build --release -p turnoutd -p turnout-gen`). Topology, all in
@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "turnoutd"))
 from harness import Testpmd, Turnoutd, stop_pid, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

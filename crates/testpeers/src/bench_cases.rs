@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::{Ctx, Logic, Pkt, Pkts, Verdict};
+use logic::{Ctx, Logic, Pkt, Pkts, Verdict};
 
 /// Source port of [`udp_frame`]'s frames.
 pub const SRC_PORT: u16 = 1234;
@@ -194,7 +194,7 @@ pub fn config(case: &str) -> Result<(&'static str, Value), String> {
 /// learned that 02:..:02 is on port 1.
 pub fn build(case: &str) -> Result<Box<dyn Logic>, String> {
     let (name, cfg) = config(case)?;
-    let l = crate::build(name, &cfg).map_err(|e| format!("{case}: {e}"))?;
+    let l = logic::build(name, &cfg).map_err(|e| format!("{case}: {e}"))?;
     if name == "bridge" {
         // A broadcast from 02:..:02 on port 1.
         let mut learn = udp_frame(64, SRC_PORT);

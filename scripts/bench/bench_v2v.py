@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""v2v cost per frame over memif, turnoutd patch vs testpmd io (issue 3;
-issue 14 item 8): a thin wrapper around the bench.
+"""v2v cost per frame over memif, turnoutd patch vs testpmd io: a thin
+wrapper around the bench.
 
 Runs ``turnout bench run campaigns/v2v.toml`` (turnout-gen memif endpoints
 through each SUT's memif server ports, R+ with every SUT's busy cycles per
@@ -12,8 +12,8 @@ printed too, with whether the tester limited it (on 2 vCPUs it does: the
 cycles per frame, not the rate, compare the switches; docs/bench.md).
 
     cargo build --release -p turnoutd -p turnout-gen
-    sudo python3 tests/turnoutd/bench_v2v.py [--db results/v2v.db] [--campaign FILE]
-    sudo python3 tests/turnoutd/bench_v2v.py --report-only --db results/v2v.db
+    sudo python3 scripts/bench/bench_v2v.py [--db results/v2v.db] [--campaign FILE]
+    sudo python3 scripts/bench/bench_v2v.py --report-only --db results/v2v.db
 
 The CPU of turnoutd's adaptive vs poll wake-up at low load is the
 ``turnoutd`` vs ``turnoutd-poll`` rows of the bench's latency and CPU

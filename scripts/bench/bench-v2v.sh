@@ -7,7 +7,7 @@
 # both: VNF forwarding lcore on CPU 0, switch on CPU 1. Runs are interleaved
 # (turnout, testpmd, turnout, ...); prints one line per run and medians.
 #
-#   tests/vm/bench-v2v.sh [RUNS=3] [SECONDS=5] [SIZES="64 1518"]
+#   scripts/bench/bench-v2v.sh [RUNS=3] [SECONDS=5] [SIZES="64 1518"]
 set -u
 RUNS=${1:-3}; SECS=${2:-5}; SIZES=${3:-"64 1518"}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""`make test`: every step of the test suite, timed, run to the end.
+
+Each step runs even when an earlier one failed (a Rust failure must not hide
+the Python results); the run ends with the time of each step, the ten
+slowest tests and one list of every failure, and exits 1 if anything failed.
+The steps, how they are split and the time budget: docs/testing.md.
+
+    scripts/test.py                 # every step
+    scripts/test.py rust python     # only these steps (names as --list prints)
+    scripts/test.py --list          # the steps
+
+Standard library only: the first step installs everything else. Every
+step's whole output goes to target/test-logs/STEP.log.
+
+The Rust test executables are started here, not through `cargo test`, so
+that each test's time is known: `cargo test --profile test-release
+--no-run` builds them, then each runs with libtest's JSON report
+(`-Z unstable-options --format json --report-time`, which stable libtest
+accepts under `RUSTC_BOOTSTRAP=1`: set for the test processes only, never
+for the compiler), in its package's directory as cargo would. Tests marked
+`#[ignore = "system: ..."]` run in their own step, one at a time; other
+ignored tests (measurements run by hand) are not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "target" / "test-logs"
+PY = ROOT / ".venv" / "bin"
+#: The cargo profile of the tests' build (Cargo.toml: release without LTO).
+PROFILE = "test-release"
+#: The reason of a Rust system test's mark: `#[ignore = "system: ..."]`.
+SYSTEM_PREFIX = "system:"
+#: The package whose single test replays the fuzz corpora (its own step).
+FUZZ_PACKAGE = "fuzzreplay"
+
+
+@dataclass
+class Outcome:
+    """What a step found: failures (one line each; details in its log) and
+    the time of each test it ran."""
+
+    failures: list[str] = field(default_factory=list)
+    tests: list[tuple[float, str]] = field(default_factory=list)
+
+
+def echo(log: TextIO, line: str) -> None:
+    """A line to the terminal and the step's log."""
+    print(line, flush=True)
+    log.write(line + "\n")
+    log.flush()
+
+
+def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "") -> int:
+    """Runs `cmd` in the checkout, its output streamed to the terminal and
+    the log; a non-zero exit is a failure named `what` (else the command)."""
+    echo(log, "+ " + " ".join(cmd))
+    p = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        errors="replace",
+    )
+    assert p.stdout is not None
+    for line in p.stdout:
+        sys.stdout.write(line)
+        log.write(line)
+    p.wait()
+    sys.stdout.flush()
+    if p.returncode != 0:
+        out.failures.append(f"{what or ' '.join(cmd)}: exit {p.returncode}")
+    return p.returncode
+
+
+# --- Rust ---------------------------------------------------------------------------
+
+
+@dataclass
+class TestBinary:
+    """One test executable cargo built, named by its source file, and the
+    package directory cargo runs it in."""
+
+    label: str
+    path: str
+    cwd: Path
+
+
+_BINARIES: list[TestBinary] = []
+
+
+def test_binaries(log: TextIO, out: Outcome) -> list[TestBinary]:
+    """Builds every test target of the workspace once per run (`cargo test
+    --profile test-release --no-run`) and returns its executables."""
+    if _BINARIES:
+        return _BINARIES
+    cmd = [
+        "cargo", "test", "--profile", PROFILE, "--workspace", "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]
+    echo(log, "+ " + " ".join(cmd))
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, errors="replace")
+    assert p.stdout is not None
+    for line in p.stdout:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") == "compiler-message":
+            text = msg.get("message", {}).get("rendered") or ""
+            sys.stdout.write(text)
+            log.write(text)
+        if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+            continue
+        if not msg.get("profile", {}).get("test"):
+            continue
+        target = msg["target"]
+        src = Path(target["src_path"])
+        label = str(src.relative_to(ROOT)) if src.is_relative_to(ROOT) else str(src)
+        if target["kind"][0] in ("lib", "bin"):
+            label += f" ({target['kind'][0]})"
+        cwd = Path(msg["manifest_path"]).parent
+        _BINARIES.append(TestBinary(label, msg["executable"], cwd))
+    p.wait()
+    if p.returncode != 0:
+        out.failures.append(f"cargo test --no-run: exit {p.returncode}")
+    _BINARIES.sort(key=lambda b: b.label)
+    return _BINARIES
+
+
+def libtest(binary: TestBinary, args: list[str], log: TextIO, out: Outcome) -> tuple[int, int]:
+    """Runs one test executable with libtest's JSON report and `args`;
+    records each test's time and each failure (with its output, printed);
+    returns (passed, failed)."""
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1", CARGO_MANIFEST_DIR=str(binary.cwd))
+    cmd = [binary.path, "-Z", "unstable-options", "--format", "json", "--report-time", *args]
+    log.write(f"+ (in {binary.cwd}) {' '.join(cmd)}\n")
+    p = subprocess.Popen(
+        cmd, cwd=binary.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, errors="replace",
+    )
+    assert p.stdout is not None
+    passed = failed = 0
+    for line in p.stdout:
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            log.write(line)  # what a test printed outside libtest's capture
+            continue
+        if ev.get("type") != "test" or ev.get("event") not in ("ok", "failed", "timeout"):
+            continue
+        name, secs = ev.get("name", "?"), float(ev.get("exec_time", 0.0))
+        out.tests.append((secs, f"{binary.label}: {name}"))
+        if ev["event"] == "ok":
+            passed += 1
+            log.write(f"ok     {secs:8.2f} s  {name}\n")
+        else:
+            failed += 1
+            text = ev.get("stdout", "")
+            echo(log, f"---- {binary.label}: {name} FAILED after {secs:.1f} s ----\n{text}")
+            out.failures.append(f"{binary.label}: {name}")
+    p.wait()
+    if p.returncode != 0 and failed == 0:
+        out.failures.append(f"{binary.label}: exit {p.returncode} (crashed; see the log)")
+    return passed, failed
+
+
+def listed(binary: TestBinary) -> list[tuple[str, bool, str]]:
+    """The tests of an executable: (name, ignored, the ignore's reason)."""
+    env = dict(os.environ, RUSTC_BOOTSTRAP="1")
+    cmd = [binary.path, "-Z", "unstable-options", "--format", "json", "--list"]
+    p = subprocess.run(cmd, cwd=binary.cwd, env=env, capture_output=True, text=True)
+    tests = []
+    for line in p.stdout.splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if ev.get("type") == "test" and ev.get("event") == "discovered":
+            tests.append((ev["name"], bool(ev.get("ignore")), ev.get("ignore_message") or ""))
+    return tests
+
+
+def run_binaries(
+    binaries: list[TestBinary], args: Callable[[TestBinary], list[str] | None], log: TextIO,
+    out: Outcome,
+) -> None:
+    """Each executable in turn with the arguments `args` gives it (None:
+    skip it); one line per executable."""
+    for b in binaries:
+        a = args(b)
+        if a is None:
+            continue
+        t0 = time.monotonic()
+        p, f = libtest(b, a, log, out)
+        echo(log, f"{b.label}: {p} passed, {f} failed, {time.monotonic() - t0:.1f} s")
+
+
+def step_rust_build(log: TextIO, out: Outcome) -> None:
+    """Every test executable of the workspace, with the `test-release`
+    profile (release without LTO)."""
+    test_binaries(log, out)
+
+
+def step_rust(log: TextIO, out: Outcome) -> None:
+    """Unit, property and in-process integration tests (no peer): each
+    executable's tests in parallel (libtest: one thread per CPU); then the
+    doc tests."""
+    binaries = [b for b in test_binaries(log, out) if FUZZ_PACKAGE not in b.label]
+    run_binaries(binaries, lambda b: [], log, out)
+    run(["cargo", "test", "--profile", PROFILE, "--workspace", "--doc", "-q"], log, out,
+        "doc tests")
+
+
+def step_rust_system(log: TextIO, out: Outcome) -> None:
+    """Tests marked `#[ignore = "system: ..."]` (root and namespaces,
+    testpmd, OVS-DPDK, QEMU): one at a time."""
+
+    def system(b: TestBinary) -> list[str] | None:
+        names = [n for n, ign, why in listed(b) if ign and why.startswith(SYSTEM_PREFIX)]
+        return ["--ignored", "--exact", "--test-threads=1", *names] if names else None
+
+    run_binaries(test_binaries(log, out), system, log, out)
+
+
+def step_fuzz_replay(log: TextIO, out: Outcome) -> None:
+    """Every fuzz target over its checked-in corpus (fuzz/seeds.py first)."""
+    run(["python3", "fuzz/seeds.py"], log, out)
+    binaries = [b for b in test_binaries(log, out) if FUZZ_PACKAGE in b.label]
+    if not binaries:
+        out.failures.append("no fuzz-replay test executable was built")
+    run_binaries(binaries, lambda b: [], log, out)
+
+
+# --- Python -------------------------------------------------------------------------
+
+
+def pytest(args: list[str], name: str, log: TextIO, out: Outcome) -> None:
+    """pytest with a JUnit XML report, from which each test's time is read."""
+    xml = LOGS / f"{name}.xml"
+    xml.unlink(missing_ok=True)
+    cmd = [str(PY / "pytest"), "-q", "-rfEs", f"--junitxml={xml}", *args]
+    run(cmd, log, out, f"pytest {' '.join(args)}")
+    if not xml.exists():
+        return
+    for case in ET.parse(xml).getroot().iter("testcase"):
+        label = f"{case.get('classname', '')}::{case.get('name', '')}"
+        out.tests.append((float(case.get("time") or 0.0), label))
+        if case.find("failure") is not None or case.find("error") is not None:
+            out.failures.append(label)
+
+
+def step_python(log: TextIO, out: Outcome) -> None:
+    """The workbench's tests without peers, two at a time (pytest-xdist)."""
+    pytest(["-m", "not system", "-n", "2", "python/tests"], "python", log, out)
+
+
+def step_python_system(log: TextIO, out: Outcome) -> None:
+    """The Python system tests (marked `system`; all of tests/turnoutd), one
+    at a time."""
+    pytest(["-m", "system", "python/tests"], "python-system", log, out)
+    suite = "--ignore=tests/turnoutd/test_osken_suite.py"  # make test-openflow's
+    pytest(["tests/turnoutd", suite], "turnoutd-system", log, out)
+
+
+# --- the steps ----------------------------------------------------------------------
+
+
+def commands(*cmds: list[str]) -> Callable[[TextIO, Outcome], None]:
+    def step(log: TextIO, out: Outcome) -> None:
+        for c in cmds:
+            run(c, log, out)
+
+    return step
+
+
+CLIPPY = [
+    "cargo", "clippy", "--workspace", "--all-targets", "--all-features", "--profile", PROFILE,
+    "-q", "--", "-D", "warnings",
+]
+STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
+    ("setup", commands(["bash", "scripts/setup.sh"])),
+    ("fmt", commands(["cargo", "fmt", "--all", "--", "--check"])),
+    ("clippy", commands(CLIPPY)),
+    ("ruff", commands([str(PY / "ruff"), "check", "python", "tests", "scripts"])),
+    ("mypy", commands(["bash", "-c", "cd python && ../.venv/bin/mypy"])),
+    ("rust-build", step_rust_build),
+    ("rust", step_rust),
+    ("rust-system", step_rust_system),
+    ("fuzz-replay", step_fuzz_replay),
+    ("python", step_python),
+    ("python-system", step_python_system),
+]
+
+
+def main(argv: list[str]) -> int:
+    names = [n for n, _ in STEPS]
+    if "--list" in argv:
+        print("\n".join(names))
+        return 0
+    unknown = [a for a in argv if a not in names]
+    if unknown:
+        print(f"unknown step {', '.join(unknown)}; steps: {', '.join(names)}", file=sys.stderr)
+        return 2
+    LOGS.mkdir(parents=True, exist_ok=True)
+    results: list[tuple[str, float, tuple[float, ...], Outcome]] = []
+    t_all = time.monotonic()
+    for name, fn in STEPS:
+        if argv and name not in argv:
+            continue
+        print(f"\n=== {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
+        out = Outcome()
+        t0 = time.monotonic()
+        with open(LOGS / f"{name}.log", "w") as log:
+            try:
+                fn(log, out)
+            except Exception as e:  # a broken step is a failure, not the end of the run
+                out.failures.append(f"{type(e).__name__}: {e}")
+        secs = time.monotonic() - t0
+        print(f"=== {name}: {'FAILED' if out.failures else 'ok'} in {secs:.0f} s", flush=True)
+        results.append((name, secs, os.getloadavg(), out))
+    total = time.monotonic() - t_all
+
+    print("\n=== time per step (load average over the last minute at its end)")
+    for name, secs, load, out in results:
+        verdict = "FAILED" if out.failures else "ok"
+        print(f"  {name:14s} {secs:6.0f} s  load {load[0]:4.1f}  {verdict}")
+    print(f"  {'total':14s} {total:6.0f} s  ({total / 60:.1f} min)")
+    tests = sorted((t for *_, o in results for t in o.tests), reverse=True)
+    if tests:
+        print("\n=== the ten slowest tests")
+        for secs, label in tests[:10]:
+            print(f"  {secs:6.1f} s  {label}")
+    failures = [(name, f) for name, *_, o in results for f in o.failures]
+    if failures:
+        print(f"\n=== {len(failures)} failure(s); the logs are in {LOGS.relative_to(ROOT)}/")
+        for name, f in failures:
+            print(f"  [{name}] {f}")
+        return 1
+    print("\n=== every step passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
