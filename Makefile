@@ -167,7 +167,7 @@ fuzz:
 # Rust, no libFuzzer), seconds once built. Part of `make test`.
 fuzz-replay:
 	python3 fuzz/seeds.py
-	cargo test --profile test-release -p fuzz-replay
+	cargo test --profile test-release -p fuzz-replay -- --test-threads=1
 
 # Soak (docs/testing.md): every port kind under mixed traffic while ports,
 # logics and peers churn, for SOAK_SECS; root, testpmd. Not in `make test`.

@@ -24,7 +24,7 @@
 use std::time::{Duration, Instant};
 
 use fabric::{pipe, PipeConfig, Switch, SwitchConfig, WakeupMode};
-use logic::bench_cases;
+use testpeers::bench_cases;
 
 fn main() -> Result<(), String> {
     let usage = "usage: worker_loop adaptive|poll FRAMES";

@@ -53,37 +53,39 @@ fn replay(target: &str, run: fn(&[u8])) {
     );
 }
 
-#[allow(unused_attributes)]
+// Each target is a crate of its own in fuzz/ with its own `mod common;`;
+// compiled together here, that module is loaded once per target.
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/cni_stdin.rs"]
 mod cni_stdin;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/config_toml.rs"]
 mod config_toml;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/control_json.rs"]
 mod control_json;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/gen_rx.rs"]
 mod gen_rx;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/memif_msg.rs"]
 mod memif_msg;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/memif_ring.rs"]
 mod memif_ring;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/openflow_msg.rs"]
 mod openflow_msg;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/tunnel_decap.rs"]
 mod tunnel_decap;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/vhost_msg.rs"]
 mod vhost_msg;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/vhost_vring.rs"]
 mod vhost_vring;
-#[allow(unused_attributes)]
+#[allow(unused_attributes, clippy::duplicate_mod)]
 #[path = "../../../fuzz/fuzz_targets/wire_headers.rs"]
 mod wire_headers;
 
