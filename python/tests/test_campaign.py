@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -117,20 +118,33 @@ def test_latency_implies_rplus():
     assert spec.methods == ("rplus", "latency")
 
 
-def test_shipped_campaigns_parse(tmp_path):
-    from pathlib import Path
+SHIPPED = sorted((Path(__file__).resolve().parents[2] / "campaigns").glob("*.toml"))
 
-    root = Path(__file__).resolve().parents[2] / "campaigns"
-    files = sorted(root.glob("*.toml"))
-    assert {f.name for f in files} >= {"smoke.toml", "default.toml"}
-    for f in files:
-        assert load(f).work()
+
+def test_the_shipped_campaigns_are_there():
+    assert {f.name for f in SHIPPED} >= {"smoke.toml", "default.toml"}
+
+
+@pytest.mark.parametrize("f", SHIPPED, ids=lambda f: f.name)
+def test_shipped_campaign_parses(f):
+    """Every campaign in campaigns/ parses, has work, and each of its SUTs'
+    adapters takes its [sut.NAME] options."""
+    spec = load(f)
+    assert spec.work()
+    for name in (*spec.suts, *spec.variants):
+        assert spec.make_sut(name).name == name
+
+
+def test_unreadable_campaigns_are_named(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[campaign\nname=")
     with pytest.raises(CampaignError, match=r"bad\.toml"):
         load(bad)
     with pytest.raises(CampaignError, match="cannot read"):
         load(tmp_path / "missing.toml")
+    bad.write_text('[campaign]\nname = "b"\nsearch = "fast"\n')
+    with pytest.raises(CampaignError, match=r"bad\.toml: campaign\.search"):
+        load(bad)
 
 
 def _small() -> dict:

@@ -291,3 +291,47 @@ def test_policy_text_says_the_regime_and_why():
                       "wake_p99_ns": 4_000_000, "poll_p99_ns": 30_000_000})
     assert "poll p99 30000us, wake-up p99 4000us" in t
     assert _policy_text({"why": "poll_mode"}) == "-"
+
+
+def test_the_sut_adapter_calls_through_the_same_client(tmp_path):
+    """sut/turnoutd.py's ``rpc`` is the ctl client: an error answer is a
+    SutError naming the method, an unreachable daemon a CtlConnectionError
+    (an OSError, as the socket's own errors were)."""
+    from turnout.ctl import client
+    from turnout.sut.base import SutError
+    from turnout.sut.turnoutd import rpc
+
+    err = {"jsonrpc": "2.0", "id": 1, "error": {"code": 2, "message": "no logic command 'x'"}}
+    fake = FakeDaemon(tmp_path / "s", [ok({"ports": []}), err, b"not json"])
+    assert rpc(fake.path, "stats") == {"ports": []}
+    with pytest.raises(SutError, match=r"turnoutd logic.command: no logic command 'x' \(code 2\)"):
+        rpc(fake.path, "logic.command", {"cmd": "x"})
+    with pytest.raises(CtlConnectionError, match="not json"):
+        rpc(fake.path, "stats")
+    with pytest.raises(OSError, match="cannot connect to turnoutd"):
+        rpc(str(tmp_path / "gone.sock"), "stats")
+    assert issubclass(client.CtlConnectionError, OSError)
+
+
+def test_the_sut_adapter_on_a_remote_host_decodes_with_the_client():
+    """Across hosts the request goes through the host's unix_call; the line
+    and the answer are the client's (request_line, result_of)."""
+    from turnout.sut.base import SutError
+    from turnout.sut.turnoutd import rpc
+
+    class Host:
+        is_local = False
+
+        def __init__(self, answer):
+            self.answer, self.sent = answer, []
+
+        def unix_call(self, path, line, timeout_s):
+            self.sent.append((path, line))
+            return self.answer
+
+    h = Host('{"jsonrpc": "2.0", "id": 1, "result": {"api": 1}}')
+    assert rpc("/r/t.sock", "version", host=h) == {"api": 1}  # type: ignore[arg-type]
+    assert json.loads(h.sent[0][1]) == {"jsonrpc": "2.0", "id": 1, "method": "version"}
+    h = Host('{"jsonrpc": "2.0", "id": 1, "error": {"code": 3, "message": "busy"}}')
+    with pytest.raises(SutError, match=r"turnoutd stats: busy \(code 3\)"):
+        rpc("/r/t.sock", "stats", host=h)  # type: ignore[arg-type]

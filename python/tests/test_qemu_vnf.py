@@ -45,7 +45,7 @@ def test_loopback_vnfs_become_vhost_user_guests(tmp_path, sut_name):
     assert built.virtual_port == "vhost-user"
     ports = {p.name: p for p in built.topology.ports}
     assert [p.kind for p in built.topology.ports] == [
-        "veth", "vhost-user", "vhost-user", "vhost-user", "vhost-user", "veth"]
+        "veth", "vhost_user", "vhost_user", "vhost_user", "vhost_user", "veth"]
     assert built.vms == [[(ports["v0a"].socket, ports["v0a"].macs[0]),
                           (ports["v0b"].socket, ports["v0b"].macs[0])],
                          [(ports["v1a"].socket, ports["v1a"].macs[0]),

@@ -148,7 +148,7 @@ def test_bed_hands_out_the_wires() -> None:
     assert [p.iface for p in built.topology.ports] == ["ens1f0", "ens1f1"]
     assert built.topology.ns == "@s"
     s = built.streams[0]
-    assert (s.tx_port, s.rx_port, s.tx_ns, s.rx_ns) == ("afxdp:ens1f0", "afxdp:ens1f1", "@t",
+    assert (s.tx_port, s.rx_port, s.tx_ns, s.rx_ns) == ("af_xdp:ens1f0", "af_xdp:ens1f1", "@t",
                                                        "@t")
     # a third wire the campaign does not have
     with pytest.raises(Unsupported, match="none left"):
@@ -386,7 +386,7 @@ def test_kernel_switch_v2v_gets_veth_pairs_on_the_sut_host() -> None:
             ["ip", "link", "del"]]
     assert len(adds) == 2 and len(dels) == 2 and all(d < a for d, a in zip(dels, adds, strict=True))
     s = built.streams[0]
-    assert (s.tx_ns, s.rx_ns) == ("@s", "@s") and s.tx_port.startswith("afxdp:t")
+    assert (s.tx_ns, s.rx_ns) == ("@s", "@s") and s.tx_port.startswith("af_xdp:t")
     assert [p.kind for p in built.topology.ports] == ["veth", "veth"]
     assert all(p.iface.startswith(bed.prefix) and len(p.iface) <= 15
                for p in built.topology.ports)
@@ -401,7 +401,7 @@ def test_bare_wire_joins_two_wires_on_the_sut_host() -> None:
     built = build(bed, make_sut("wire"), Point(scenario="p2p"),  # type: ignore[arg-type]
                   memif_tester=True, tester_roles=ALL_ROLES, kernel_port="afxdp")
     s = built.streams[0]
-    assert (s.tx_port, s.rx_port, s.tx_ns, s.rx_ns) == ("afxdp:ens1f0", "afxdp:ens1f1", "@t",
+    assert (s.tx_port, s.rx_port, s.tx_ns, s.rx_ns) == ("af_xdp:ens1f0", "af_xdp:ens1f1", "@t",
                                                        "@t")
     runs = setup.hosts["s"].runs()
     assert "tc filter add dev ens1f0 ingress protocol all u32 match u32 0 0 action mirred " \

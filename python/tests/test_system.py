@@ -66,7 +66,7 @@ def test_pygen_p2p_rplus_ndr_latency(tmp_path, sut):
     assert lat[0].latency_p50_ns and lat[0].latency_cdf
     assert suts[0].config.get("tester", "").endswith("pygen")
     assert "measure the tester" in suts[0].config["tester_note"]
-    assert suts[0].config["tester_kernel_port"] == "afpacket"
+    assert suts[0].config["tester_kernel_port"] == "af_packet"
 
 
 @needs_root
@@ -166,8 +166,34 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
         sut = db.suts(c.id)[0]
         assert f'kind = "{kernel_port}"' in sut.config["toml"]
         assert f'name = "{logic}"' in sut.config["toml"]
-        assert sut.config["tester_kernel_port"] == "afxdp"
+        assert sut.config["tester_kernel_port"] == "af_xdp"
         assert not sut.config["tester"].endswith("pygen") and "tester_note" not in sut.config
+
+
+@needs_root
+@pytest.mark.system
+def test_testpmd_kernel_port_afxdp_runs_af_xdp(tmp_path):
+    """``[sut.testpmd] kernel_port = "afxdp"`` (the spelling of tester_port
+    in the same file) runs testpmd's net_af_xdp PMD on the veths, stored as
+    af_xdp; before the options were typed it silently ran net_af_packet."""
+    if not REAL_GEN.exists():
+        testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")
+    why = make_sut("testpmd").available()
+    if why:
+        testpeers.need(False, f"testpmd: {why}")
+    spec = _tiny("testpmd", ["p2p"], ["rplus"])
+    spec["campaign"]["tester_port"] = "afxdp"
+    spec["sut"] = {"testpmd": {"kernel_port": "afxdp"}}
+    with ResultsDB(tmp_path / "r.db") as db:
+        c = run_campaign(parse(spec), db, RealBench([str(REAL_GEN)]))
+        trials = db.trials(c.id)
+        bad = [t.reason for t in trials if t.status != "ok"]
+        assert not bad, bad
+        assert trials and all(t.received > 0 for t in trials)
+        sut = db.suts(c.id)[0]
+        vdevs = [a for a in sut.config["argv"] if a.startswith("--vdev=")]
+        assert len(vdevs) == 2 and all(a.startswith("--vdev=net_af_xdp") for a in vdevs), vdevs
+        assert sut.config["options"] == {"kernel_port": "af_xdp"}
 
 
 @needs_root

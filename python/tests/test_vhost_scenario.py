@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from turnout.campaign.spec import CampaignError, parse
+from turnout.portkind import PortKind
 from turnout.scenarios import Point, Unsupported, build
 from turnout.sut import make_sut
 
@@ -51,8 +52,8 @@ class FakeTestbed:
 def test_campaign_key_is_checked():
     assert parse({"campaign": {"name": "x"}}).virtual_port == "memif"
     spec = parse({"campaign": {"name": "x", "virtual_port": "vhost-user"}})
-    assert spec.virtual_port == "vhost-user"
-    with pytest.raises(CampaignError, match="memif or vhost-user"):
+    assert spec.virtual_port is PortKind.VHOST_USER
+    with pytest.raises(CampaignError, match="memif or vhost_user"):
         parse({"campaign": {"name": "x", "virtual_port": "tap"}})
 
 
@@ -65,12 +66,12 @@ def test_v2v_over_vhost_user(tmp_path, sut_name):
     assert built.virtual_port == "vhost-user"
     assert tb.veths == 0, "v2v needs no veth"
     ports = built.topology.ports
-    assert [p.kind for p in ports] == ["vhost-user", "vhost-user"]
+    assert [p.kind for p in ports] == [PortKind.VHOST_USER, PortKind.VHOST_USER]
     assert all(p.socket.startswith(str(tmp_path / "vhost")) for p in ports)
     # turnout-gen connects its frontend to the socket the SUT serves
     (s,) = built.streams
-    assert s.tx_port == f"vhost-user:{ports[0].socket}"
-    assert s.rx_port == f"vhost-user:{ports[1].socket}"
+    assert s.tx_port == f"vhost_user:{ports[0].socket}"
+    assert s.rx_port == f"vhost_user:{ports[1].socket}"
     if sut_name == "turnoutd":
         toml = sut.render_config(built.topology, str(tmp_path / "ctl.sock"))
         assert toml.count('kind = "vhost_user"') == 2
@@ -82,7 +83,7 @@ def test_p2v_keeps_veths_for_physical_ends(tmp_path):
     tb = FakeTestbed(tmp_path)
     built = build(tb, sut, Point(scenario="p2v"), memif_tester=True, tester_roles=ROLES,
                   virtual_kind="vhost-user")
-    assert sorted(p.kind for p in built.topology.ports) == ["veth", "vhost-user"]
+    assert sorted(p.kind for p in built.topology.ports) == ["veth", PortKind.VHOST_USER]
     assert tb.veths == 1
 
 
@@ -95,7 +96,7 @@ def test_falls_back_where_there_is_no_vhost_user(tmp_path):
     built = build(FakeTestbed(tmp_path), make_sut("turnoutd"), Point(scenario="v2v"),
                   memif_tester=False, tester_roles=ROLES, virtual_kind="vhost-user")
     assert built.virtual_port == "veth"
-    with pytest.raises(Unsupported, match="memif or vhost-user"):
+    with pytest.raises(Unsupported, match="memif or vhost_user"):
         build(FakeTestbed(tmp_path), make_sut("turnoutd"), Point(scenario="v2v"),
               memif_tester=True, tester_roles=ROLES, virtual_kind="tap")
 
@@ -107,7 +108,7 @@ def test_ovs_dpdk_has_vhost_user_ports(tmp_path):
                   tester_roles=ROLES, virtual_kind="vhost-user")
     assert built.virtual_port == "vhost-user"
     ports = built.topology.ports
-    assert [p.kind for p in ports] == ["vhost-user", "vhost-user"]
+    assert [p.kind for p in ports] == [PortKind.VHOST_USER, PortKind.VHOST_USER]
     # dpdkvhostuser ports at the MTU of the option (1518 B frames pass)
     assert sut.port_args(0, ports[0]) == ["type=dpdkvhostuser", "mtu_request=9000"]
     sut = make_sut("ovs-dpdk", {"vhost_mtu": 2000})
@@ -152,16 +153,17 @@ def test_openflow_v2v_topology(tmp_path, sut_name, kind):
                       tester_roles=ROLES, virtual_kind=kind, vnf_interrupt=irq)
         assert built.virtual_port == kind
         ports = built.topology.ports
+        pk = PortKind.parse(kind)  # the SUT's ports and the tester's specs: turnoutd's spelling
         assert [(p.name, p.kind) for p in ports] == [
-            ("t0", kind), ("t1", kind), ("m1", kind), ("m2", kind)]
+            ("t0", pk), ("t1", pk), ("m1", pk), ("m2", pk)]
         (s,) = built.streams
-        assert s.tx_port.startswith(f"{kind}:") and s.rx_port.startswith(f"{kind}:")
+        assert s.tx_port.startswith(f"{pk}:") and s.rx_port.startswith(f"{pk}:")
         assert s.tx_ns == s.rx_ns == "ns-tester"
         sinks = [h for h in built.helpers if h.name.startswith("mirror")]
         assert [h.name for h in sinks] == ["mirror m1", "mirror m2"]
         for h, p in zip(sinks, ports[2:], strict=True):
             assert h.args[:2] == ["rx", "--port"] and h.netns == "ns-mirror"
-            assert h.args[2] == f"{kind}:{p.socket}" + (",mode=interrupt" if irq else "")
+            assert h.args[2] == f"{pk}:{p.socket}" + (",mode=interrupt" if irq else "")
             assert h.polls is not irq
         assert built.topology.openflow is not None
         hit = [ln for ln in built.topology.openflow.text.splitlines()

@@ -52,7 +52,7 @@ def test_veth_vnfs_keep_polling(tmp_path):
                   memif_tester=True, tester_roles=ROLES, vnf_interrupt=True)
     (h,) = built.helpers
     assert h.polls and not any("mode=interrupt" in a for a in h.args)
-    assert any(a.startswith(("afxdp:", "afpacket:")) for a in h.args)
+    assert any(a.startswith(("af_xdp:", "af_packet:")) for a in h.args)
 
 
 def test_sleeping_vnfs_still_share_the_core_and_the_trial_says_so():

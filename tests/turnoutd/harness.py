@@ -16,7 +16,6 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from typing import Any
 from threehosts import ThreeHosts, nx
 
 from turnout import testpeers
+from turnout.ctl.client import CtlError, call
 
 REPO = Path(__file__).resolve().parents[2]
 TESTPMD = shutil.which("dpdk-testpmd")
@@ -73,13 +73,8 @@ def stop_pid(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float
     return proc.wait()
 
 
-class RpcError(Exception):
-    """A JSON-RPC error answer."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(f"{message} (code {code})")
-        self.code = code
-        self.message = message
+#: A JSON-RPC error answer (``code``, ``message``): the workbench's client's
+RpcError = CtlError
 
 
 class Turnoutd:
@@ -135,24 +130,10 @@ class Turnoutd:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def rpc(self, method: str, params: Any = None, timeout_s: float = 10.0) -> Any:
-        """One call on a fresh connection; raises RpcError on an error answer."""
-        req: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": method}
-        if params is not None:
-            req["params"] = params
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(timeout_s)
-            s.connect(self.sock)
-            s.sendall(json.dumps(req).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise OSError("turnoutd closed the connection")
-                buf += chunk
-        resp = json.loads(buf)
-        if "error" in resp:
-            raise RpcError(resp["error"]["code"], resp["error"]["message"])
-        return resp["result"]
+        """One call on a fresh connection, through the workbench's client
+        (turnout.ctl); raises RpcError on an error answer, an OSError
+        (CtlConnectionError) when turnoutd cannot be reached or hangs up."""
+        return call(self.sock, method, params, timeout_s)
 
     def port(self, name: str) -> dict[str, Any]:
         for p in self.rpc("stats")["ports"]:

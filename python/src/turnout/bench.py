@@ -26,6 +26,7 @@ from .measure.cost import cpu_list
 from .measure.gen import GenMeasurer, Stream, VnfHandle, find_gen, gen_version, plan_tasks
 from .measure.update import UpdateMeasurer, netdev_counts
 from .ofrules import TESTER_VARY
+from .portkind import VIRTUAL, PortKind
 from .results.models import Host, Sut
 from .scenarios import Built, Point, Unsupported, build, cell_port, check, excluded
 from .sut import SUTS
@@ -142,7 +143,7 @@ class RealBench:
         # pygen speaks AF_PACKET only; turnout-gen uses AF_XDP on veths unless
         # the campaign says otherwise (AF_PACKET's TPACKET_V3 blocks add up to
         # a block timeout of latency, and it is slower: docs/bench.md)
-        kernel_port = "afpacket" if pygen else spec.tester_port
+        kernel_port = PortKind.AF_PACKET if pygen else spec.tester_port
         layout = campaign_layout(spec) if self.remote is None else self.remote.layout()
         # VNFs that share a core with the tester (or with each other) busy
         # polling would let the scheduler set the rate: they sleep on their
@@ -214,7 +215,7 @@ class RealBench:
                 cfg: dict[str, Any] = dict(sut.config())
                 cfg["tester"] = " ".join(self.gen[-1:])
                 cfg["tester_version"] = gen_version(self.gen)
-                cfg["tester_kernel_port"] = kernel_port
+                cfg["tester_kernel_port"] = str(kernel_port)
                 cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                                  "vnf": list(layout.vnf), "note": layout.note,
                                  "rps_cpus": layout.sut_cpus}
@@ -240,7 +241,7 @@ class RealBench:
                 def recover() -> str:
                     sut.teardown()
                     for port in built.topology.ports:  # a dead server's socket files
-                        if port.kind in ("memif", "vhost-user") and port.socket:
+                        if port.kind in VIRTUAL and port.socket:
                             tb.host.remove(port.socket)
                     sut.setup(tb, built.topology)
                     if helpers:

@@ -52,11 +52,12 @@ from .measure.counts import TrialCounts
 from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
 from .measure.kernel import KernelClock
+from .portkind import KERNEL, PortKind, PortKindError
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
 from .sut.base import SutAdapter, SutError, SutPort, Topology
 from .sut.linux_bridge import LinuxBridge
-from .sut.ovs import Ovs, OvsDpdk
+from .sut.ovs import Ovs
 from .sut.turnoutd import Turnoutd, rpc
 from .testbed import Testbed, is_root
 
@@ -76,15 +77,18 @@ MAX_FRAME_B = UNDERLAY_MTU - 36
 HOSTS = ("A", "B")
 
 
+#: the two-host set-ups there are (``SutAdapter.overlay_host``)
+OVERLAY_HOSTS = ("turnoutd", "ovs", "bridge")
+
+
 def overlay_support(sut: SutAdapter) -> str:
     """'' when this SUT can run the overlay scenario, else why not."""
     if sut.direct:
         return "the overlay scenario needs a switch on each host (the bare wire has none)"
-    if isinstance(sut, OvsDpdk):
-        return "overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same datapath, is)"
-    if isinstance(sut, Turnoutd | Ovs | LinuxBridge):
+    if sut.overlay_host in OVERLAY_HOSTS:  # each adapter says which (SutAdapter.overlay_host)
         return ""
-    return f"overlay: no two-host set-up for {sut.name} (turnoutd, ovs, bridge have one)"
+    return sut.overlay_reason or (f"overlay: no two-host set-up for {sut.name} (turnoutd, "
+                                  "ovs, bridge have one)")
 
 
 @dataclass
@@ -110,13 +114,16 @@ class Wiring:
     streams: list[Stream]
 
 
-def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: str) -> Wiring:
+def build_overlay(tb: Testbed, direction: str, *, kernel_port: PortKind | str,
+                  sut_cpus: str) -> Wiring:
     """Namespaces tester, hostA, hostB; veths t0 ↔ host A's pod port, t1 ↔
     host B's pod port, host A ↔ host B (the underlay). Every host-side veth
     end gets RPS to the SUT's CPUs (a kernel switch's receive work, the
     decapsulation included, runs there: testbed.steer_rps)."""
-    if kernel_port not in ("afxdp", "afpacket"):
-        raise SutError(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
+    try:
+        kind = PortKind.parse(kernel_port, KERNEL)
+    except PortKindError as e:
+        raise SutError(f"tester kernel port: {e}") from None
     tester = tb.namespace("tester")
     ha, hb = tb.namespace("hostA"), tb.namespace("hostB")
     t0 = tb.veth(tester, ha, tag="p")
@@ -133,7 +140,7 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: str, sut_cpus: st
                    {t0.mac_a: "pod", t1.mac_a: "tunnel"})
     b = HostWiring("B", hb, t1.b, under.b, OVERLAY_IPS[1], OVERLAY_IPS[0],
                    {t1.mac_a: "pod", t0.mac_a: "tunnel"})
-    spec0, spec1 = f"{kernel_port}:{t0.a}", f"{kernel_port}:{t1.a}"
+    spec0, spec1 = f"{kind}:{t0.a}", f"{kind}:{t1.a}"
     fwd = Stream(tx_port=spec0, rx_port=spec1, tx_ns=tester, rx_ns=tester, src_mac=t0.mac_a,
                  dst_mac=t1.mac_a, id=0, name="t0>t1")
     streams = [fwd]
@@ -175,15 +182,14 @@ class _Host(abc.ABC):
 
 class _TurnoutdHost(_Host):
     def __init__(self, base: Turnoutd, host: str) -> None:
-        self.d = type(base)(dict(base.options))
+        # the pod and the tunnel port cross-connected: the patch logic
+        self.d = type(base)({**base.options, "logic": "patch"})
         self.d.name = f"{base.name}-host{host}"  # its work directory
-        self.underlay_port = str(base.options.get("underlay_port",
-                                                   base.options.get("kernel_port", "af_packet")))
+        self.underlay_port = str(base.opts.underlay_port or base.opts.kernel_port)
 
     def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
         self.w = w
         d = self.d
-        d.options["logic"] = "patch"
         topo = Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth", iface=w.pod_iface)],
                         xconnects=[("pod", "overlay")], cpus=cpus)
         # the tunnel port (docs/overlay.md), on the pod's worker
@@ -323,13 +329,14 @@ class OverlaySut:
         if why:
             raise SutError(why)
         self.base = base
-        self.kind = ("turnoutd" if isinstance(base, Turnoutd)
-                     else "ovs" if isinstance(base, Ovs) else "bridge")
+        self.kind = base.overlay_host
         self.hosts: list[_Host] = []
         for h in HOSTS:
-            if isinstance(base, Turnoutd):
+            if self.kind == "turnoutd":
+                assert isinstance(base, Turnoutd), base
                 self.hosts.append(_TurnoutdHost(base, h))
-            elif isinstance(base, Ovs):
+            elif self.kind == "ovs":
+                assert isinstance(base, Ovs), base
                 self.hosts.append(_OvsHost(base, h))
             else:
                 self.hosts.append(_KernelHost())
@@ -496,7 +503,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
             cfg: dict[str, Any] = dict(sut.config())
             cfg["tester"] = " ".join(gen_cmd[-1:])
             cfg["tester_version"] = gen_version(gen_cmd)
-            cfg["tester_kernel_port"] = spec.tester_port
+            cfg["tester_kernel_port"] = str(spec.tester_port)
             cfg["layout"] = {"tester": list(layout.tester), "sut": list(layout.sut),
                              "note": layout.note, "rps_cpus": layout.sut_cpus}
             note = sut.kernel_threads_note()

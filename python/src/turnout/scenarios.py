@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .measure.gen import GenProc, Stream
+from .portkind import KERNEL, VIRTUAL, PortKind, PortKindError
 from .sut.base import SutAdapter, SutPort, Topology
 from .testbed import Testbed
 
@@ -124,7 +125,8 @@ class Built:
 _VIRTUAL = ("p2v", "v2p", "v2v", "rtt", "nvsn")
 
 
-def cell_port(point: Point, campaign_kind: str, sut: SutAdapter | None = None) -> str:
+def cell_port(point: Point, campaign_kind: PortKind | str,
+              sut: SutAdapter | None = None) -> str:
     """The kind of virtual port the campaign's cell asks for: the point's own
     (``virtual_port``) or the campaign's (``campaign_kind``) when the
     scenario has virtual endpoints, else "" (none). With ``sut``: the kind
@@ -135,7 +137,7 @@ def cell_port(point: Point, campaign_kind: str, sut: SutAdapter | None = None) -
                or (point.scenario == "openflow" and bool(point.virtual_port)))
     if not virtual:
         return ""
-    kind = point.virtual_port or campaign_kind
+    kind = point.virtual_port or PortKind.parse(campaign_kind, VIRTUAL).stored
     if sut is None or point.scenario == "openflow":  # openflow: no fallback (build)
         return kind
     if kind == "vhost-user" and (sut.direct or not sut.supports_vhost_user):
@@ -145,21 +147,22 @@ def cell_port(point: Point, campaign_kind: str, sut: SutAdapter | None = None) -
     return kind
 
 
-def excluded(point: Point, sut: SutAdapter, campaign_kind: str = "memif") -> str | None:
+def excluded(point: Point, sut: SutAdapter,
+             campaign_kind: PortKind | str = PortKind.MEMIF) -> str | None:
     """Why the campaign leaves this SUT out of the point's scenario
     (``[sut.NAME] scenarios``: a scenario's name runs all its cells,
     "v2v/vhost-user" only its vhost-user cell), or None. A memif cell of a
     SUT without memif ports says that, not the campaign's reason (which is
     about the cells it would run: OVS-DPDK's veths)."""
-    only = sut.options.get("scenarios")
+    only = sut.opts.scenarios
     if only is None or point.scenario in only or (
             point.virtual_port and f"{point.scenario}/{point.virtual_port}" in only):
         return None
     if cell_port(point, campaign_kind) == "memif" and not sut.supports_memif:
         return (f"{sut.name} has no memif ports (this campaign runs it only in "
                 f"{', '.join(only)}: [sut.{sut.name}] scenarios)")
-    return str(sut.options.get("scenarios_reason")
-               or f"{sut.name} runs only {', '.join(only)} in this campaign "
+    return (sut.opts.scenarios_reason
+            or f"{sut.name} runs only {', '.join(only)} in this campaign "
                f"([sut.{sut.name}] scenarios)")
 
 
@@ -231,15 +234,17 @@ def _mac(i: int) -> str:
 
 
 def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
-          tester_roles: set[str], sut_cpus: str = "1", kernel_port: str = "afpacket",
-          virtual_kind: str = "memif", vnf_interrupt: bool = False,
+          tester_roles: set[str], sut_cpus: str = "1",
+          kernel_port: PortKind | str = PortKind.AF_PACKET,
+          virtual_kind: PortKind | str = PortKind.MEMIF, vnf_interrupt: bool = False,
           vnf_kind: str = "gen") -> Built:
     """Create namespaces, wires and sockets for ``point`` (see module doc).
 
     ``kernel_port`` is how the tester and the VNFs open a veth end:
-    ``afxdp`` (turnout-gen's default in the bench) or ``afpacket``.
+    ``af_xdp`` (turnout-gen's default in the bench) or ``af_packet``
+    (turnout.portkind; the older spellings are taken too).
     ``virtual_kind`` is what a virtual endpoint prefers: ``memif`` or
-    ``vhost-user`` (a SUT without vhost-user ports, or the bare wire, falls
+    ``vhost_user`` (a SUT without vhost-user ports, or the bare wire, falls
     back to memif, then veth; ``Built.virtual_port`` says what was used).
     ``vnf_interrupt``: chain VNFs and reflectors whose ports are all memif
     sleep on the memif eventfds when idle (``mode=interrupt``) instead of
@@ -247,10 +252,14 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
     the loopback chain's VNFs are QEMU guests (``Built.vms``, started by the
     caller: turnout.vm) on vhost-user ports of the SUT instead of
     turnout-gen ``fwd`` helpers."""
-    if kernel_port not in ("afxdp", "afpacket"):
-        raise Unsupported(f"tester kernel port {kernel_port!r}: afxdp or afpacket")
-    if virtual_kind not in ("memif", "vhost-user"):
-        raise Unsupported(f"virtual port kind {virtual_kind!r}: memif or vhost-user")
+    try:
+        tester_kind = PortKind.parse(kernel_port, KERNEL)
+    except PortKindError as why:
+        raise Unsupported(f"tester kernel port: {why}") from None
+    try:
+        virtual = PortKind.parse(virtual_kind, VIRTUAL)
+    except PortKindError as why:
+        raise Unsupported(f"virtual port kind: {why}") from None
     if vnf_kind not in ("gen", "qemu"):
         raise Unsupported(f"VNF kind {vnf_kind!r}: gen or qemu")
     qemu = vnf_kind == "qemu" and point.scenario == "loopback" and point.vnfs > 0
@@ -349,7 +358,7 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             links.append((ep(f"s{i}", f"snd{i}", True), ep(f"r{i}", f"rcv{i}", True)))
             flows.append((f"s{i}", f"r{i}"))
 
-    use_vhost = qemu or (virtual_kind == "vhost-user" and sut.supports_vhost_user
+    use_vhost = qemu or (virtual is PortKind.VHOST_USER and sut.supports_vhost_user
                          and memif_tester and not sut.direct)
     use_memif = sut.supports_memif and memif_tester
     virtual_port = ""
@@ -392,12 +401,13 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             if e.virtual and vhost_dir is not None:
                 e.vhost = str(vhost_dir / f"{e.name}.sock")
                 e.mac = _mac(i + 1)
-                ports.append(SutPort(name=e.name, kind="vhost-user", socket=e.vhost,
+                ports.append(SutPort(name=e.name, kind=PortKind.VHOST_USER, socket=e.vhost,
                                      macs=[e.mac]))
             elif e.virtual and memif_dir is not None:
                 e.memif = str(memif_dir / f"{e.name}.sock")
                 e.mac = _mac(i + 1)
-                ports.append(SutPort(name=e.name, kind="memif", socket=e.memif, macs=[e.mac]))
+                ports.append(SutPort(name=e.name, kind=PortKind.MEMIF, socket=e.memif,
+                                     macs=[e.mac]))
             else:
                 v = tb.veth(e.ns, sut_ns, tag="p")
                 # across hosts the wire says which tester host the end is on
@@ -416,10 +426,10 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         if e.vhost:
             # turnout-gen's default buffers hold 9000 B frames: every frame
             # size a shared testbed retargets to fits
-            return f"vhost-user:{e.vhost}"
+            return f"{PortKind.VHOST_USER}:{e.vhost}"
         if e.memif:
-            return f"memif:{e.memif}" + (",role=server" if e.memif_server else "")
-        return f"{kernel_port}:{e.iface}"
+            return f"{PortKind.MEMIF}:{e.memif}" + (",role=server" if e.memif_server else "")
+        return f"{tester_kind}:{e.iface}"
 
     # the next hop of a frame leaving endpoint x is the endpoint linked to it
     peer = {a: b for a, b in links} | {b: a for a, b in links}

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..methods import campaign_methods
+from ..portkind import KERNEL, VIRTUAL, PortKind, PortKindError
 from ..scenarios import SCENARIOS, Point
 
 if TYPE_CHECKING:
@@ -25,9 +27,9 @@ __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "pars
            "topology_key"]
 
 #: methods in the order they run at a test point (latency and sweep need R+
-#: first); ``rule_update`` runs only at points of the ``rule_update`` scenario,
-#: which run nothing else (measure/update.py)
-METHODS = ("rplus", "ndr", "pdr", "latency", "sweep", "fixed", "rule_update")
+#: first: turnout/methods.py); ``rule_update`` runs only at points of the
+#: ``rule_update`` scenario, which run nothing else (measure/update.py)
+METHODS = campaign_methods()
 #: the offered-load sweep's default ladder, fractions of R+ ("Open vSwitch
 #: throughput and latency" Fig. 8)
 SWEEP_FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2)
@@ -107,9 +109,10 @@ class CampaignSpec:
     #: separate tx and rx processes instead of one txrx thread (None: txrx
     #: on tester_cpu, what a 2-core machine can afford)
     tester_rx_cpu: int | None = None
-    tester_port: str = "afxdp"  # how turnout-gen opens veth ends: afxdp | afpacket
-    #: what virtual endpoints are when the SUT has both: memif | vhost-user
-    virtual_port: str = "memif"
+    #: how turnout-gen opens veth ends: af_xdp | af_packet
+    tester_port: PortKind = PortKind.AF_XDP
+    #: what virtual endpoints are when the SUT has both: memif | vhost_user
+    virtual_port: PortKind = PortKind.MEMIF
     #: how chain VNFs and reflectors wait for frames: "auto" (on the memif
     #: eventfd when they share a core with the tester or each other, busy
     #: polling when each has a core), "poll" or "interrupt"
@@ -506,7 +509,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         if sc not in ("p2v", "v2p", "v2v", "loopback", "nvsn"):
             raise CampaignError(f"matrix.vhost_user_scenarios: {sc!r} has no virtual ports "
                                 "(p2v, v2p, v2v, loopback, nvsn)")
-    if vhost_scenarios and c.get("virtual_port", "memif") == "vhost-user":
+    virtual_port = _port_kind(c, "virtual_port", PortKind.MEMIF, VIRTUAL)
+    if vhost_scenarios and virtual_port is PortKind.VHOST_USER:
         raise CampaignError("matrix.vhost_user_scenarios: campaign.virtual_port is "
                             "vhost-user already")
     for sc, d, sz, fl, b in itertools.product(vhost_scenarios, directions, sizes, flows, bursts):
@@ -538,12 +542,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
                                   or not layout):
         raise CampaignError(f"campaign.sut_cores: {sut_cores!r}: a positive number of cores, "
                             "with layout = \"auto\"")
-    tester_port = c.get("tester_port", "afxdp")
-    if tester_port not in ("afxdp", "afpacket"):
-        raise CampaignError(f"campaign.tester_port: {tester_port!r} is not afxdp or afpacket")
-    virtual_port = c.get("virtual_port", "memif")
-    if virtual_port not in ("memif", "vhost-user"):
-        raise CampaignError(f"campaign.virtual_port: {virtual_port!r} is not memif or vhost-user")
+    # the tester (turnout-gen) opens veth ends with AF_XDP or AF_PACKET only
+    tester_port = _port_kind(c, "tester_port", PortKind.AF_XDP, KERNEL)
     vnf_wakeup = c.get("vnf_wakeup", "auto")
     if vnf_wakeup not in ("auto", "poll", "interrupt"):
         raise CampaignError(f"campaign.vnf_wakeup: {vnf_wakeup!r} is not auto, poll or interrupt")
@@ -582,6 +582,16 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     )
 
 
+def _port_kind(c: dict[str, Any], key: str, default: PortKind,
+               accepted: tuple[PortKind, ...]) -> PortKind:
+    """``campaign.KEY``: a port kind (turnout.portkind: turnoutd's spelling or
+    an older one) among ``accepted``."""
+    try:
+        return PortKind.parse(c.get(key, default), accepted)
+    except PortKindError as e:
+        raise CampaignError(f"campaign.{key}: {e}") from None
+
+
 def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec | None:
     """``location``: "local" (the default: everything on this machine) or
     "remote" (``[hosts.NAME]`` and ``campaign.wires``: turnout.hosts)."""
@@ -600,7 +610,8 @@ def _remote(c: dict[str, Any], doc: dict[str, Any], location: Any) -> RemoteSpec
 
 
 def load(path: str | Path) -> CampaignSpec:
-    """Read and validate a campaign file."""
+    """Read and validate a campaign file; a CampaignError names the file,
+    the key and why."""
     p = Path(path)
     try:
         doc = tomllib.loads(p.read_text())
@@ -608,7 +619,10 @@ def load(path: str | Path) -> CampaignSpec:
         raise CampaignError(f"cannot read {p}: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
         raise CampaignError(f"{p}: {e}") from e
-    return parse(doc, str(p))
+    try:
+        return parse(doc, str(p))
+    except CampaignError as e:  # every error names the file
+        raise CampaignError(f"{p}: {e}") from None
 
 
 def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -655,8 +669,21 @@ def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]
                 raise CampaignError(f"sut.{k}.binary: a path (absolute or relative to "
                                     "this checkout)")
         _sut_scenarios(k, o)
-        opts[k] = o
+        opts[k] = _sut_options(k, SUTS[variants.get(k, k)], o)
     return opts, variants
+
+
+def _sut_options(name: str, cls: type[SutAdapter], opts: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``[sut.NAME]`` checked against the adapter's options
+    dataclass (sut/options.py), each value in its canonical spelling
+    (``kernel_port = "afxdp"`` is af_xdp); an unknown key or a bad value is
+    refused, naming the key and what it accepts."""
+    from ..sut.options import OptionError
+
+    try:
+        return cls.Options.canonical(opts)
+    except OptionError as e:
+        raise CampaignError(f"sut.{name}.{e.key}: {e.why}") from None
 
 
 def _sut_scenarios(name: str, opts: Any) -> None:

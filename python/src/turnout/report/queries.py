@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
+from ..methods import labels, styles, throughput_methods
 from ..results import Campaign, Result, ResultsDB, Trial
+from ..sut import SUTS
 from .model import (
     Figure,
     Panel,
@@ -76,11 +78,14 @@ __all__ = [
 ]
 
 #: Search methods whose rate_total_pps is a throughput, in order of preference.
-THROUGHPUT_METHODS = ("rplus", "pdr", "ndr")
-METHOD_LABEL = {"rplus": "R+", "pdr": "PDR", "ndr": "NDR", "fixed": "fixed", "latency": "latency"}
-METHOD_STYLE = {"rplus": "-", "pdr": "--", "ndr": ":"}
-#: SUT names taken as the physical reference every ratio is taken against.
-REFERENCE_SUTS = ("wire", "bare-wire", "bare_wire", "barewire")
+THROUGHPUT_METHODS = throughput_methods()  # turnout/methods.py, as the two below
+METHOD_LABEL = labels()
+METHOD_STYLE = styles()
+#: SUT names taken as the physical reference every ratio is taken against:
+#: the adapters that say they are (``SutAdapter.reference``), and older
+#: spellings of the bare wire a database may hold.
+REFERENCE_SUTS = (*(n for n, a in SUTS.items() if a.reference), "bare-wire", "bare_wire",
+                  "barewire")
 #: Latency loads of Software switches for NFV §4.4, as fractions of R+.
 LOAD_FRACTIONS = (0.1, 0.5, 0.99)
 

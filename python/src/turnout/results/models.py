@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..methods import METHOD_TABLE
+
 __all__ = [
     "DIRECTIONS",
     "METHODS",
@@ -25,7 +27,7 @@ __all__ = [
 #: Directions of a scenario: one way, or both ways at once.
 DIRECTIONS = ("uni", "bi")
 #: Methods a trial or a result can come from.
-METHODS = ("fixed", "rplus", "ndr", "pdr", "latency", "sweep", "rule_update", "flow_mods")
+METHODS = tuple(m.name for m in METHOD_TABLE)  # turnout/methods.py
 #: ``ok`` measured; ``skipped`` not run (reason given); ``failed`` error (reason
 #: given); ``running`` a search that has not finished (left by an interrupted run).
 STATUSES = ("ok", "skipped", "failed", "running", "interrupted")

@@ -7,12 +7,14 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from ..hosts.base import Host, HostError, LocalHost
 from ..measure.cost import CostSample
 from ..ofrules import RuleSet
+from ..portkind import VIRTUAL, PortKind
 from ..testbed import Testbed
+from .options import SutOptions
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version", "off_sut_cpus"]
 
@@ -24,16 +26,23 @@ class SutError(RuntimeError):
 @dataclass
 class SutPort:
     """A port of the SUT. ``kind`` is ``veth`` (``iface`` in the SUT's
-    namespace), ``memif`` (the SUT is the server at ``socket``) or
-    ``vhost-user`` (the SUT is the vhost-user backend serving ``socket``).
+    namespace: the SUT opens it as its options say), ``PortKind.MEMIF`` (the
+    SUT is the server at ``socket``) or ``PortKind.VHOST_USER`` (the SUT is
+    the vhost-user backend serving ``socket``).
     ``macs`` are the MAC addresses reachable behind it (for static FDBs)."""
 
     name: str
-    kind: str
+    kind: PortKind | Literal["veth"]
     iface: str = ""
     socket: str = ""
     macs: list[str] = field(default_factory=list)
     idle: bool = False
+
+    def __post_init__(self) -> None:
+        # one spelling whatever the caller wrote ("vhost-user" is vhost_user);
+        # a kind no SUT port can be is an error, never a veth by default
+        if self.kind != "veth":
+            self.kind = PortKind.parse(self.kind, VIRTUAL)
 
 
 @dataclass
@@ -103,6 +112,18 @@ class SutAdapter(ABC):
 
     #: name used in campaigns and results
     name: str = ""
+    #: the options it takes (``[sut.NAME]`` of a campaign), a dataclass of
+    #: sut/options.py: the campaign parser refuses any other key or value
+    Options: ClassVar[type[SutOptions]] = SutOptions
+    #: the reference every ratio is taken against (the bare wire): the
+    #: report ranks the others by it and leaves it out of the verdict
+    reference: ClassVar[bool] = False
+    #: its switch on each host of the overlay scenario (overlay.py):
+    #: "turnoutd", "ovs" or "bridge" (the kernel's); "" when it has no
+    #: two-host set-up, ``overlay_reason`` then says why when it is not
+    #: the default one
+    overlay_host: ClassVar[str] = ""
+    overlay_reason: ClassVar[str] = ""
     #: whether it can serve memif ports (virtual ports are veths otherwise)
     supports_memif: bool = False
     #: whether it can serve vhost-user ports (backend, server mode)
@@ -124,7 +145,11 @@ class SutAdapter(ABC):
     host: Host = LocalHost()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
-        self.options = dict(options or {})
+        #: the options the campaign gave, each in its canonical spelling (stored
+        #: with every result); ``opts`` the same, typed, defaults filled in.
+        #: OptionError (sut/options.py) on a key or value it does not take.
+        self.options = self.Options.canonical(options)
+        self.opts = self.Options.parse(self.options)
         self.tb: Testbed | None = None
         self.topo: Topology | None = None
 

@@ -17,6 +17,7 @@ __all__ = ["LinuxBridge"]
 
 class LinuxBridge(SutAdapter):
     name = "bridge"
+    overlay_host = "bridge"
     max_ports = 1024
 
     def requires(self) -> list[tuple[str, str]]:

@@ -21,16 +21,19 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
+from typing import Any, ClassVar
 
 from ..hosts.base import Host, HostError
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
+from ..portkind import PortKind
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, SutPort, Topology, command_version, off_sut_cpus
+from .options import Choice, Int, SutOptions, opt
 
-__all__ = ["Ovs", "OvsDpdk"]
+__all__ = ["Ovs", "OvsDpdk", "OvsDpdkOptions", "OvsOptions"]
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
@@ -85,8 +88,25 @@ def appctl_at(directory: Path | PurePath, command: str, *args: str, timeout_s: f
     return str(msg.get("result", ""))
 
 
+@dataclass(frozen=True)
+class OvsOptions(SutOptions):
+    """``[sut.ovs]``."""
+
+    xdp_mode: str = opt("native", Choice("native", "native-with-zerocopy", "generic",
+                                         "best-effort"), "its afxdp ports' options:xdp-mode")
+
+
+@dataclass(frozen=True)
+class OvsDpdkOptions(SutOptions):
+    """``[sut.ovs-dpdk]``."""
+
+    vhost_mtu: int = opt(9000, Int(1500, 9702, "B"), "mtu_request of its dpdkvhostuser ports")
+
+
 class Ovs(SutAdapter):
     name = "ovs"
+    Options: ClassVar[type[SutOptions]] = OvsOptions
+    overlay_host = "ovs"
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
     openflow = True
@@ -142,11 +162,12 @@ class Ovs(SutAdapter):
         """Hook for the DPDK build (vhost-user sockets)."""
 
     def port_args(self, i: int, p: SutPort) -> list[str]:
-        mode = self.options.get("xdp_mode", "native")
+        assert isinstance(self.opts, OvsOptions)
+        mode = self.opts.xdp_mode
         return ["type=afxdp", f"options:xdp-mode={mode}"]
 
     #: the SutPort kinds it can attach
-    port_kinds: tuple[str, ...] = ("veth",)
+    port_kinds: tuple[str, ...] = ("veth",)  # and PortKind values
 
     @staticmethod
     def iface_of(p: SutPort) -> str:
@@ -304,6 +325,10 @@ class Ovs(SutAdapter):
 
 class OvsDpdk(Ovs):
     name = "ovs-dpdk"
+    Options = OvsDpdkOptions
+    overlay_host = ""
+    overlay_reason = ("overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same "
+                      "datapath, is)")
     vswitchd = DPDK_BINARY
     max_ports = 16
     hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
@@ -311,21 +336,19 @@ class OvsDpdk(Ovs):
     # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml)
     vsctl_timeout_s = 90
     supports_vhost_user = True
-    port_kinds = ("veth", "vhost-user")
+    port_kinds = ("veth", PortKind.VHOST_USER)
 
     def requires(self) -> list[tuple[str, str]]:
         return [(DPDK_BINARY, "openvswitch-switch-dpdk"), *super().requires()]
 
     def port_type_name(self) -> str:
         kinds = {p.kind for p in self.topo.ports} if self.topo is not None else {"veth"}
-        names = {"veth": "dpdk net_af_packet", "vhost-user": "dpdkvhostuser"}
+        names = {"veth": "dpdk net_af_packet", PortKind.VHOST_USER: "dpdkvhostuser"}
         return " + ".join(names[k] for k in sorted(kinds) if k in names)
 
     def vhost_mtu(self) -> int:
-        mtu = int(self.options.get("vhost_mtu", 9000))
-        if not 1500 <= mtu <= 9702:
-            raise SutError(f"ovs-dpdk vhost_mtu {mtu}: 1500..9702")
-        return mtu
+        assert isinstance(self.opts, OvsDpdkOptions)
+        return self.opts.vhost_mtu
 
     def extra_config(self, tb: Testbed) -> None:
         huge = tb.reserve_hugepages(self.hugepages)
@@ -345,13 +368,13 @@ class OvsDpdk(Ovs):
                         "refused with EINVAL): frames over 1514 B are dropped")
 
     def port_args(self, i: int, p: SutPort) -> list[str]:
-        if p.kind == "vhost-user":
+        if p.kind is PortKind.VHOST_USER:
             return ["type=dpdkvhostuser", f"mtu_request={self.vhost_mtu()}"]
         return ["type=dpdk", f"options:dpdk-devargs=net_af_packet{i},iface={p.iface}"]
 
     def setup(self, tb: Testbed, topo: Topology) -> None:
         # Frames over 1514 B pass only when no port is a net_af_packet one.
-        if all(p.kind == "vhost-user" for p in topo.ports):
+        if all(p.kind is PortKind.VHOST_USER for p in topo.ports):
             self.max_frame_b = min(9000, self.vhost_mtu() + 14)
             self.max_frame_reason = (f"OVS-DPDK's vhost-user ports here have MTU "
                                      f"{self.vhost_mtu()} (option vhost_mtu)")
@@ -370,13 +393,13 @@ class OvsDpdk(Ovs):
         main thread is done."""
         from ..measure.gen import find_gen
 
-        vhost = [p for p in topo.ports if p.kind == "vhost-user"]
+        vhost = [p for p in topo.ports if p.kind is PortKind.VHOST_USER]
         gen = find_gen(allow_pygen=False)
         if not vhost or not gen:
             return
         assert self.tb is not None
         # on its host (the testbed maps this checkout's turnout-gen to the host's copy)
-        procs = [self.tb.spawn([*gen, "rx", "--port", f"vhost-user:{p.socket}",
+        procs = [self.tb.spawn([*gen, "rx", "--port", f"{PortKind.VHOST_USER}:{p.socket}",
                                 "--duration-s", "1", "--wait-peer-s", "60"],
                                netns=None if self.host.is_local else topo.ns,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -396,7 +419,7 @@ class OvsDpdk(Ovs):
     def port_added(self, p: SutPort) -> None:
         """OVS serves a ``dpdkvhostuser`` port's socket in its run directory
         under the interface's name; the scenario's socket path links to it."""
-        if p.kind != "vhost-user":
+        if p.kind is not PortKind.VHOST_USER:
             return
         real = self.dir / self.iface_of(p)
         deadline = time.monotonic() + 15

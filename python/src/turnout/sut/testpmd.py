@@ -7,9 +7,7 @@ memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
 documented configuration); when the kernel cannot give them it runs with
 ``--no-huge`` and its config says so.
 
-Options: ``forward_mode`` (io | mac; default io), ``kernel_port``
-(af_packet | af_xdp: the PMD on veths; default af_packet), ``hugepages``
-(2 MiB pages to reserve, default 512; 0 = ``--no-huge``).
+Options: ``TestpmdOptions``.
 """
 
 from __future__ import annotations
@@ -18,14 +16,17 @@ import re
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from ..hosts.base import HostError
 from ..measure.cost import CostSample, cpu_list
+from ..portkind import PortKind
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
+from .options import KERNEL_PORTS, Choice, Int, SutOptions, opt
 
-__all__ = ["Testpmd", "lcores_for", "start_failure"]
+__all__ = ["Testpmd", "TestpmdOptions", "lcores_for", "start_failure"]
 
 BINARY = "dpdk-testpmd"
 
@@ -57,8 +58,23 @@ def lcores_for(cpus: list[int]) -> tuple[int, str]:
     return main, ",".join(str(c) for c in [main, *cpus])
 
 
+@dataclass(frozen=True)
+class TestpmdOptions(SutOptions):
+    """``[sut.testpmd]``."""
+
+    __test__ = False  # not a pytest class
+
+    forward_mode: str = opt("io", Choice("io", "mac"), "testpmd's --forward-mode")
+    kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS,
+                                "the PMD on veths: net_af_xdp or net_af_packet")
+    hugepages: int = opt(512, Int(0, 65536), "2 MiB pages reserved for the run and given "
+                         "back; 0: --no-huge")
+
+
 class Testpmd(SutAdapter):
     name = "testpmd"
+    Options = TestpmdOptions
+    opts: TestpmdOptions
     supports_memif = True
     supports_vhost_user = True
     max_ports = 16
@@ -79,8 +95,9 @@ class Testpmd(SutAdapter):
         return {"options": self.options, "argv": getattr(self, "argv", []),
                 "memory": getattr(self, "memory", "")}
 
-    def setup(self, tb: Testbed, topo: Topology) -> None:
-        self.attach(tb, topo)
+    def vdevs(self, topo: Topology) -> list[str]:
+        """Its ``--vdev`` arguments, one per port, ordered so that
+        ``--port-topology=paired`` forwards exactly the cross-connects."""
         order: list[str] = []
         for a, b in topo.xconnects:
             order += [a, b]
@@ -88,28 +105,31 @@ class Testpmd(SutAdapter):
         vdevs = []
         for i, name in enumerate(order):
             p = topo.port(name)
-            if p.kind == "memif":
+            if p.kind is PortKind.MEMIF:
                 # socket-abstract=no: a socket *file* (turnout-gen's memif
                 # client does not use the abstract namespace)
                 vdevs.append(f"--vdev=net_memif{i},role=server,socket={p.socket},"
                              "socket-abstract=no,id=0")
-            elif p.kind == "vhost-user":
+            elif p.kind is PortKind.VHOST_USER:
                 vdevs.append(f"--vdev=net_vhost{i},iface={p.socket},queues=1")
-            elif self.options.get("kernel_port", "af_packet") == "af_xdp":
+            elif self.opts.kernel_port is PortKind.AF_XDP:
                 vdevs.append(f"--vdev=net_af_xdp{i},iface={p.iface},start_queue=0,queue_count=1")
             else:
                 vdevs.append(f"--vdev=net_af_packet{i},iface={p.iface}")
+        return vdevs
+
+    def setup(self, tb: Testbed, topo: Topology) -> None:
+        self.attach(tb, topo)
+        vdevs = self.vdevs(topo)
         prefix = f"{tb.prefix}tp"
         tb.remember("dirs", f"/var/run/dpdk/{prefix}")
         cpus = cpu_list(topo.cpus) or [1]
         main, lcores = lcores_for(cpus)
-        mode = self.options.get("forward_mode", "io")
-        if mode not in ("io", "mac"):
-            raise SutError(f"testpmd forward_mode {mode!r}: io or mac")
+        mode = self.opts.forward_mode
         # stdbuf: testpmd's stdout is a file; line-buffered, the answers to
         # interactive commands appear when given, not at exit
         stdbuf = self.host.which("stdbuf")
-        pages = int(self.options.get("hugepages", 512))
+        pages = self.opts.hugepages
         self.memory = "--no-huge (4 KiB pages)"
         mem = ["--no-huge", "-m", "1024"]
         if pages > 0:

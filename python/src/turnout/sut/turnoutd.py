@@ -1,15 +1,9 @@
 """turnoutd (docs/turnoutd.md): writes its TOML, starts target/release/turnoutd
 in the SUT namespace, checks it through the JSON-RPC control socket.
 
-Options: ``logic`` (patch | bridge | any name turnoutd knows; default
-patch: the cross-connects), ``kernel_port`` (af_xdp | af_packet, for veth
-ports; default af_packet), ``wakeup`` (adaptive | poll), ``latency_budget_us``
-(adaptive wake-up: the longest the worker may hold frames to save CPU),
-``cpu_idle`` ("poll": the worker's CPU idles by polling, docs/turnoutd.md),
-``batch``, ``underlay_port`` (the overlay scenario's tunnel underlay,
-turnout/overlay.py; default ``kernel_port``), ``binary`` (another build's
-turnoutd, absolute or relative to this checkout; default
-target/release/turnoutd: ``make bench-ab`` runs two builds side by side).
+Options: ``TurnoutdOptions`` (``binary``: another build's turnoutd,
+absolute or relative to this checkout; default target/release/turnoutd:
+``make bench-ab`` runs two builds side by side).
 
 With ``logic = "flows"``, or at a point of the ``openflow`` scenario
 (whatever ``logic`` says), turnoutd runs the ``flows`` logic with its
@@ -23,19 +17,22 @@ cross-connects as ``in_port=a,actions=output:b`` flows, which the
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..ctl.client import CtlError, call, request_line, result_of
 from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
+from ..portkind import PortKind
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, Topology, command_version
+from .options import KERNEL_PORTS, Choice, Int, SutOptions, Table, Text, opt
 
-__all__ = ["Turnoutd", "TurnoutdPoll", "rpc"]
+__all__ = ["Turnoutd", "TurnoutdOptions", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
@@ -51,31 +48,16 @@ BULK_TIMEOUT_S = 300.0
 def rpc(sock_path: str, method: str, params: Any = None, timeout_s: float = 5.0,
         host: Host | None = None) -> Any:
     """One JSON-RPC 2.0 call over turnoutd's unix socket (on ``host``: this
-    machine when None); raises SutError on error."""
-    req = {"jsonrpc": "2.0", "id": 1, "method": method}
-    if params is not None:
-        req["params"] = params
-    if host is not None and not isinstance(host, LocalHost):
-        resp = json.loads(host.unix_call(sock_path, json.dumps(req), timeout_s))
-        if "error" in resp:
-            e = resp["error"]
-            raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
-        return resp.get("result")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        s.connect(sock_path)
-        s.sendall(json.dumps(req).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            buf += chunk
-    resp = json.loads(buf)
-    if "error" in resp:
-        e = resp["error"]
-        raise SutError(f"turnoutd {method}: {e.get('message')} (code {e.get('code')})")
-    return resp.get("result")
+    machine when None), through the workbench's one client (turnout.ctl);
+    raises SutError on an error answer, CtlConnectionError (an OSError)
+    when turnoutd cannot be reached or answers no JSON-RPC."""
+    try:
+        if host is not None and not isinstance(host, LocalHost):
+            line = request_line(method, params, 1).decode()
+            return result_of(host.unix_call(sock_path, line.rstrip("\n"), timeout_s), 1)
+        return call(sock_path, method, params, timeout_s)
+    except CtlError as e:
+        raise SutError(f"turnoutd {method}: {e.message} (code {e.code})") from None
 
 
 def _toml_value(v: Any) -> str:
@@ -88,8 +70,37 @@ def _toml_value(v: Any) -> str:
     return json.dumps(str(v))
 
 
+@dataclass(frozen=True)
+class TurnoutdOptions(SutOptions):
+    """``[sut.turnoutd]``: the keys of the TOML it gets (docs/turnoutd.md)."""
+
+    logic: str = opt("patch", Text(), "the logic it runs (patch: the cross-connects; bridge, "
+                     "flows or any logic turnoutd knows: it refuses an unknown one at start)")
+    logic_options: dict[str, Any] | None = opt(None, Table(), "keys of its [logic] table")
+    kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS, "the kind of its veth ports")
+    underlay_port: PortKind | None = opt(None, KERNEL_PORTS, "the overlay scenario's tunnel "
+                                         "underlay (default: kernel_port)")
+    wakeup: str = opt("adaptive", Choice("adaptive", "poll"), "[switch] wakeup")
+    latency_budget_us: int | None = opt(None, Int(0, 10_000, "µs"), "[switch] "
+                                        "latency_budget_us (default: turnoutd's)")
+    cpu_idle: str | None = opt(None, Choice("poll"), "[[workers]] cpu_idle")
+    batch: int = opt(256, Int(32, 1024, "frames"), "[switch] batch")
+    binary: str | None = opt(None, Text(), "another build's turnoutd (absolute or relative "
+                             "to this checkout)")
+
+
+@dataclass(frozen=True)
+class TurnoutdPollOptions(TurnoutdOptions):
+    """``[sut.turnoutd-poll]``: turnoutd's, busy-polling by default."""
+
+    wakeup: str = opt("poll", Choice("adaptive", "poll"), "[switch] wakeup")
+
+
 class Turnoutd(SutAdapter):
     name = "turnoutd"
+    Options = TurnoutdOptions
+    overlay_host = "turnoutd"
+    opts: TurnoutdOptions
     supports_memif = True
     supports_vhost_user = True
     takes_binary = True
@@ -101,10 +112,10 @@ class Turnoutd(SutAdapter):
     def binary(self) -> Path:
         """The executable this adapter runs: option ``binary`` (relative to
         this checkout) or this checkout's release build."""
-        b = self.options.get("binary")
+        b = self.opts.binary
         if not b:
             return BINARY
-        p = Path(str(b))
+        p = Path(b)
         return p if p.is_absolute() else REPO / p
 
     def available(self) -> str | None:
@@ -118,8 +129,7 @@ class Turnoutd(SutAdapter):
         return super().available()
 
     def requires(self) -> list[tuple[str, str]]:
-        return [("ovs-ofctl", "openvswitch-common")] if self.options.get("logic") == "flows" \
-            else []
+        return [("ovs-ofctl", "openvswitch-common")] if self.opts.logic == "flows" else []
 
     def build_version(self) -> str:
         """What the executable says of itself (``--version``: its version,
@@ -140,41 +150,40 @@ class Turnoutd(SutAdapter):
     def logic(self, topo: Topology | None = None) -> str:
         """The logic it runs: ``flows`` at an openflow point."""
         t = topo or self.topo
-        return "flows" if t is not None and t.openflow is not None else \
-            str(self.options.get("logic", "patch"))
+        return "flows" if t is not None and t.openflow is not None else self.opts.logic
 
     def render_config(self, topo: Topology, sock: str) -> str:
-        o = self.options
+        o = self.opts
         logic = self.logic(topo)
         cpus = cpu_list(topo.cpus) or [1]
         lines = ["[switch]", f"control_socket = {_toml_value(sock)}",
-                 f"batch = {int(o.get('batch', 256))}",
+                 f"batch = {o.batch}",
                  f"max_ports = {max(64, len(topo.ports) + 8)}",
-                 f"wakeup = {_toml_value(o.get('wakeup', 'adaptive'))}"]
-        if "latency_budget_us" in o:
-            lines.append(f"latency_budget_us = {int(o['latency_budget_us'])}")
+                 f"wakeup = {_toml_value(o.wakeup)}"]
+        if o.latency_budget_us is not None:
+            lines.append(f"latency_budget_us = {o.latency_budget_us}")
         if logic == "flows":
             lines.append(f"openflow = {_toml_value(['punix:' + self.of_sock(sock)])}")
         # one worker per SUT CPU; ports spread over them round robin
         for cpu in cpus:
             lines += ["", "[[workers]]", f"cpu = {cpu}"]
-            if o.get("cpu_idle"):
-                lines.append(f"cpu_idle = {_toml_value(o['cpu_idle'])}")
+            if o.cpu_idle:
+                lines.append(f"cpu_idle = {_toml_value(o.cpu_idle)}")
         lines += ["", "[logic]", f"name = {_toml_value(logic)}"]
         if logic == "patch":
             lines.append(f"pairs = {_toml_value([list(x) for x in topo.xconnects])}")
-        if logic == o.get("logic", "patch"):  # not the patch's options at an openflow point
-            for k, v in o.get("logic_options", {}).items():
+        if logic == o.logic:  # not the patch's options at an openflow point
+            for k, v in (o.logic_options or {}).items():
                 lines.append(f"{k} = {_toml_value(v)}")
         for i, p in enumerate(topo.ports):
             lines += ["", "[[ports]]", f"name = {_toml_value(p.name)}"]
-            if p.kind == "memif":
+            if p.kind is PortKind.MEMIF:
                 lines += ['kind = "memif"', f"socket = {_toml_value(p.socket)}", "id = 0"]
-            elif p.kind == "vhost-user":
+            elif p.kind is PortKind.VHOST_USER:
                 lines += ['kind = "vhost_user"', f"socket = {_toml_value(p.socket)}",
                           "max_frame_b = 9000"]
             else:
-                lines += [f"kind = {_toml_value(o.get('kernel_port', 'af_packet'))}",
+                lines += [f"kind = {_toml_value(str(o.kernel_port))}",
                           f"iface = {_toml_value(p.iface)}"]
             lines.append(f"worker = {i % len(cpus)}")
         return "\n".join(lines) + "\n" + self.extra_toml
@@ -276,7 +285,7 @@ class Turnoutd(SutAdapter):
             flow = f"in_port={ofport[src]},actions=output:{ofport[to]}"
             self.ofctl("mod-flows", flow)
             return f"ovs-ofctl -O OpenFlow13 mod-flows unix:SOCK {flow}"
-        if self.options.get("logic", "patch") == "patch":
+        if self.opts.logic == "patch":
             cmds = [{"cmd": "set", "args": {"from": src, "to": to, "bidirectional": False}}]
         else:
             cmds = [{"cmd": "add", "args": {"mac": mac, "port": to}}
@@ -359,6 +368,8 @@ class TurnoutdPoll(Turnoutd):
     adaptive wake-up in the same campaign."""
 
     name = "turnoutd-poll"
+    Options = TurnoutdPollOptions
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
+        # stored with its results as before: the wake-up it runs is in its options
         super().__init__({"wakeup": "poll", **(options or {})})

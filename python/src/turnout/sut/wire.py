@@ -19,6 +19,7 @@ __all__ = ["BareWire"]
 
 class BareWire(SutAdapter):
     name = "wire"
+    reference = True
     direct = True
     supports_memif = True
     max_ports = 2
