@@ -232,10 +232,13 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
                           "n_bytes": 420, "duration": 2.0,
                           "buckets": [{"n_packets": 7, "n_bytes": 420},
                                       {"n_packets": 7, "n_bytes": 420}]}]}
+    meters = {"meters": [{"meter": "meter=1,kbps,bands=type=drop,rate=1000", "meter_id": 1,
+                          "flow_count": 2, "n_packets": 9, "n_bytes": 540, "duration": 3.5,
+                          "bands": [{"n_packets": 4, "n_bytes": 240}]}]}
     err = lambda req: {"jsonrpc": "2.0", "id": req["id"],  # noqa: E731
                        "error": {"code": 4, "message": "flows dump: table must be 0..254"}}
     ports = [{"id": 1, "name": "vnf1"}, {"id": 0, "name": "vnf0"}]
-    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(ports), ok(groups), ok(ports),
+    fake = FakeDaemon(tmp_path / "s", [ok(dump), ok(ports), ok(groups), ok(ports), ok(meters),
                                        ok({"flows": [], "tables": []}), ok(ports), err])
     note = ("NOTE: port numbers below are turnoutd port ids (0=vnf0, 1=vnf1), not OpenFlow's:"
             " ovs-ofctl shows port id N as N+1 (in_port=1, output:2 for ids 0, 1)")
@@ -255,15 +258,23 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
         "    duration=2.0s, ref_count=1, n_packets=7, n_bytes=420,"
         " bucket0:n_packets=7,n_bytes=420,bucket1:n_packets=7,n_bytes=420",
     ]
+    assert cli.main(["ctl", "--socket", fake.path, "dump-meters", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        " meter=1,kbps,bands=type=drop,rate=1000",
+        "    duration=3.5s, flow_count=2, n_packets=9, n_bytes=540,"
+        " band0:n_packets=4,n_bytes=240",
+    ]
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "3"]) == 0
     assert capsys.readouterr().out.splitlines() == [note, " (no flows)"]
     assert cli.main(["ctl", "--socket", fake.path, "dump-flows", "300"]) == 1
     assert "table must be" in capsys.readouterr().err
-    assert [r["method"] for r in fake.requests] == ["logic.command", "port.list"] * 3 + [
-        "logic.command"]
+    assert [r["method"] for r in fake.requests] == ["logic.command", "port.list"] * 2 + [
+        "logic.command"] + ["logic.command", "port.list"] + ["logic.command"]
     assert [r["params"] for r in fake.requests if r["method"] == "logic.command"] == [
         {"cmd": "dump", "args": {}},
         {"cmd": "dump_groups", "args": {"group": "group_id=5"}},
+        {"cmd": "dump_meters", "args": {"meter": "meter=1"}},
         {"cmd": "dump", "args": {"table": 3}},
         {"cmd": "dump", "args": {"table": 300}},
     ]

@@ -142,10 +142,8 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
     cases = [
         # OFPBAC_BAD_EXPERIMENTER (2, 2), which ovs-ofctl names BAD_VENDOR.
         ("actions=resubmit(,3)", "OFPBAC_BAD_VENDOR"),
-        ("ip,actions=mod_nw_ttl:9,output:2", "OFPBAC_BAD_TYPE"),  # set-nw-ttl
-        ("actions=in_port,normal", "OFPBAC_UNSUPPORTED_ORDER"),
+        ("actions=set_queue:1,output:2", "OFPBAC_BAD_TYPE"),  # no queues
         ("actions=output:4294967289", "OFPBAC_BAD_OUT_PORT"),  # OFPP_TABLE
-        ("actions=controller,output:2", "OFPBAC_UNSUPPORTED_ORDER"),
         ("actions=group:1", "OFPBAC_BAD_OUT_GROUP"),
         ("table=3,actions=goto_table:2", "OFPBIC_BAD_TABLE_ID"),
         ("actions=write_actions(output:1)", "OFPBIC_UNSUP_INST"),
@@ -155,6 +153,17 @@ def test_refusals_reach_ovs_ofctl(lab: Lab) -> None:
         assert r.returncode != 0, flow
         assert err in r.stderr, (flow, r.stderr)
     # Refused flow-mods change nothing.
+    assert len(flows_of(lab)) == 1
+    # Action lists in any order, as OVS takes them (refused before as
+    # OFPBAC_UNSUPPORTED_ORDER): outputs around header changes, controller
+    # with another output, in_port with normal.
+    for flow in ("priority=7,ip,actions=output:3,mod_nw_ttl:9,output:2,dec_ttl,output:1",
+                 "priority=7,in_port=1,actions=controller,output:2",
+                 "priority=7,in_port=2,actions=in_port,normal"):
+        lab.ofctl("add-flow", flow)
+    assert len(flows_of(lab)) == 4
+    for m in ("priority=7,ip", "priority=7,in_port=1", "priority=7,in_port=2"):
+        lab.ofctl("del-flows", m, opts=("--strict",))
     assert len(flows_of(lab)) == 1
     # A field without its prerequisite: ovs-ofctl drops it (and sends OVS's
     # packet_type=(0,0), which is accepted); the raw test sends it as is.
@@ -297,7 +306,7 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2,bucket=output:3")
     r = lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2", check=False)
     assert r.returncode != 0 and "OFPGMFC_GROUP_EXISTS" in r.stderr, r.stderr
-    r = lab.ofctl("add-group", "group_id=2,type=select,bucket=output:2", check=False)
+    r = lab.ofctl("add-group", "group_id=2,type=ff,bucket=watch_port:2,output:2", check=False)
     assert r.returncode != 0 and "OFPGMFC_BAD_TYPE" in r.stderr, r.stderr
     r = lab.ofctl("add-flow", "in_port=1,actions=group:9", check=False)
     assert r.returncode != 0 and "OFPBAC_BAD_OUT_GROUP" in r.stderr, r.stderr
@@ -389,9 +398,10 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     assert json.loads(r.stdout) == {"added": 1}
     for text, want in [
         (f"group_id=5,type=all,bucket=output:{p2}", "OFPGMFC_GROUP_EXISTS"),
-        (f"group_id=6,type=select,bucket=output:{p2}", "OFPGMFC_BAD_TYPE"),
+        (f"group_id=6,type=ff,bucket=watch_port:{p2},output:{p2}", "OFPGMFC_BAD_TYPE"),
         ("group_id=6,type=all,bucket=group:5", "OFPGMFC_CHAINING_UNSUPPORTED"),
-        (f"group_id=6,type=all,bucket=dec_ttl,output:{p2}", "OFPGMFC_BAD_BUCKET"),
+        (f"group_id=6,type=indirect,bucket=output:{p2},bucket=output:{p3}",
+         "OFPGMFC_BAD_BUCKET"),
         ("group_id=6,type=all,bucket=resubmit:1", "unknown or unsupported action"),
     ]:
         r = turnout_ctl(lab, "logic", "cmd", "add_group", f"group={text}", check=False)
@@ -730,23 +740,33 @@ def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
     s.close()
 
 
-def test_meters_none_and_refused_cleanly(lab: Lab) -> None:
-    """turnoutd has no meter table: meter-features says 0 meters,
-    dump-meters lists none, add-meter and mod-meter fail with the spec's
-    error, del-meters succeeds (nothing to delete); the connection and
-    the switch stay in service."""
+def test_meters_through_ovs_ofctl(lab: Lab) -> None:
+    """Meters over OpenFlow as ovs-ofctl drives them: meter-features, an
+    add-meter that dump-meters shows back, a flow using it, meter stats;
+    the spec's errors for a meter that exists, a modify of one that does
+    not, an absurd burst and a flow naming a missing meter; del-meters
+    deletes the meter and its flows. The connection and the switch stay
+    in service."""
     feat = lab.ofctl("meter-features").stdout
-    assert "max_meter:0" in feat, feat
+    assert "max_meter:1024" in feat and "drop" in feat and "dscp_remark" in feat, feat
+    lab.ofctl("add-meter", "meter=1,kbps,burst,stats,band=type=drop,rate=1000,burst_size=64")
     dump = lab.ofctl("dump-meters").stdout
-    assert "meter=" not in dump, dump
+    assert "meter=1" in dump and "rate=1000" in dump and "burst_size=64" in dump, dump
     r = lab.ofctl("add-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
-    assert r.returncode != 0 and "OFPMMFC_OUT_OF_METERS" in r.stderr, r
-    r = lab.ofctl("mod-meter", "meter=1,kbps,band=type=drop,rate=1000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_METER_EXISTS" in r.stderr, r
+    r = lab.ofctl("mod-meter", "meter=2,kbps,band=type=drop,rate=1000", check=False)
     assert r.returncode != 0 and "OFPMMFC_UNKNOWN_METER" in r.stderr, r
+    r = lab.ofctl("add-meter", "meter=3,kbps,burst,band=type=drop,rate=1000,"
+                  "burst_size=4000000000", check=False)
+    assert r.returncode != 0 and "OFPMMFC_BAD_BURST" in r.stderr, r
+    lab.ofctl("add-flow", "priority=3,in_port=1,actions=meter:1,output:2")
+    r = lab.ofctl("add-flow", "priority=3,in_port=2,actions=meter:9,output:1", check=False)
+    assert r.returncode != 0 and "OFPMMFC_UNKNOWN_METER" in r.stderr, r
+    stats = lab.ofctl("meter-stats").stdout
+    assert "meter:1 flow_count:1" in stats, stats
     lab.ofctl("del-meters")
-    # A flow with a meter instruction is refused as before.
-    r = lab.ofctl("add-flow", "actions=meter:1,output:2", check=False)
-    assert r.returncode != 0, r
+    assert "meter=" not in lab.ofctl("dump-meters").stdout
+    assert not [f for f in flows_of(lab) if "meter" in f], "its flow went with it"
     assert "n_tables:255" in lab.ofctl("show").stdout
 
 

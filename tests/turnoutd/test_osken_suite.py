@@ -13,7 +13,8 @@ when turnoutd passes more, raise it to the new counts in the same commit
 `make test-openflow-compare` runs the same suite against OVS too.
 
 Needs root, Open vSwitch and .venv-osken (scripts/setup.sh): missing, it
-skips, or fails under TURNOUT_REQUIRE_PEERS=1. About 4 to 5 minutes now.
+skips, or fails under TURNOUT_REQUIRE_PEERS=1. About half an hour (the SELECT
+group and meter throughput tests send for 30 s each), plus the retry.
 """
 
 from __future__ import annotations

@@ -24,12 +24,22 @@
 //!   same scratch memory and points the view at the copy. Each view records
 //!   the scratch of the batch it lives in (never another batch's), and the
 //!   copy stays valid until the batch is received into again, by which time
-//!   the view is gone.
+//!   the view is gone;
+//! - a logic that sends differently modified copies of one frame (an
+//!   output, then a header change, then another output) calls
+//!   [`PktMut::copy_out`] / [`PktMut::copy_with`]: the frame as it is then
+//!   is copied into the same scratch memory and becomes one more frame of
+//!   the batch, with its own verdict, which the fabric forwards after the
+//!   batch's own frames ([`Burst::copies`], [`Pkts::copies`]). The copies'
+//!   views live in the scratch's fixed slots (allocated with the batch), so
+//!   nothing is allocated on the data path.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
+use crate::drop::DropReason;
+use crate::logic::Verdict;
 use crate::port::{PortId, QueueId, RxQueue};
 
 /// Smallest batch capacity accepted by the configuration.
@@ -44,28 +54,52 @@ pub const DEFAULT_BATCH: usize = 256;
 /// not fit waits for the next burst. Allocated once per worker; pages that
 /// are never written are never backed.
 pub const SCRATCH_B: usize = 1 << 20;
+/// Copies of frames ([`PktMut::copy_out`]) one batch can hold, per frame
+/// of its capacity (a batch of 256 frames: 512 copies).
+pub const COPIES_PER_FRAME: usize = 2;
 
 /// Scratch memory of one batch: `cap` bytes at `base`, the first `used`
 /// handed out (to frames a backend linearised, or a logic lengthened).
 /// Owned by its [`RxBatch`] (or by [`with_frames`]) at a stable address,
 /// touched only by the thread holding the batch.
+///
+/// It also holds the copies of frames a logic made ([`PktMut::copy_out`]):
+/// `copy_cap` slots of a view and a verdict each, `copies` of them in use,
+/// in the order they were made.
 #[derive(Debug)]
 struct Scratch {
     base: NonNull<u8>,
     cap: usize,
     used: Cell<usize>,
+    copy_pkts: NonNull<Pkt>,
+    copy_verdicts: NonNull<Verdict>,
+    copy_cap: usize,
+    copies: Cell<usize>,
 }
 
 impl Scratch {
-    /// `cap` zeroed bytes, leaked until [`Scratch::free`].
-    fn alloc(cap: usize) -> NonNull<Scratch> {
+    /// `cap` zeroed bytes and `copy_cap` copy slots, leaked until
+    /// [`Scratch::free`].
+    fn alloc(cap: usize, copy_cap: usize) -> NonNull<Scratch> {
         let buf: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
         let raw = Box::into_raw(buf) as *mut u8;
+        let pkts: Box<[Pkt]> = (0..copy_cap).map(|_| Pkt::empty()).collect();
+        let verdicts: Box<[Verdict]> =
+            vec![Verdict::Drop(DropReason::NoDestination); copy_cap].into_boxed_slice();
         let s = Box::new(Scratch {
             // SAFETY: Box::into_raw never returns null.
             base: unsafe { NonNull::new_unchecked(raw) },
             cap,
             used: Cell::new(0),
+            // SAFETY: Box::into_raw never returns null (a dangling but
+            // non-null pointer for an empty slice).
+            copy_pkts: unsafe { NonNull::new_unchecked(Box::into_raw(pkts) as *mut Pkt) },
+            // SAFETY: as above.
+            copy_verdicts: unsafe {
+                NonNull::new_unchecked(Box::into_raw(verdicts) as *mut Verdict)
+            },
+            copy_cap,
+            copies: Cell::new(0),
         });
         // SAFETY: Box::into_raw never returns null.
         unsafe { NonNull::new_unchecked(Box::into_raw(s)) }
@@ -77,11 +111,37 @@ impl Scratch {
     /// `s` came from `alloc`, is freed once, and no view into it is used
     /// afterwards.
     unsafe fn free(s: NonNull<Scratch>) {
-        // SAFETY: the caller's contract; both boxes were made in `alloc`.
+        // SAFETY: the caller's contract; the boxes were made in `alloc`.
         unsafe {
             let s = Box::from_raw(s.as_ptr());
             let slice = std::ptr::slice_from_raw_parts_mut(s.base.as_ptr(), s.cap);
             drop(Box::from_raw(slice));
+            let p = std::ptr::slice_from_raw_parts_mut(s.copy_pkts.as_ptr(), s.copy_cap);
+            drop(Box::from_raw(p));
+            let v = std::ptr::slice_from_raw_parts_mut(s.copy_verdicts.as_ptr(), s.copy_cap);
+            drop(Box::from_raw(v));
+        }
+    }
+
+    /// Empties the scratch: nothing handed out, no copies.
+    #[inline]
+    fn reset(&self) {
+        self.used.set(0);
+        self.copies.set(0);
+    }
+
+    /// The copies made so far: their views and verdicts.
+    #[inline]
+    fn copies(&self) -> (&[Pkt], &[Verdict]) {
+        let n = self.copies.get();
+        // SAFETY: slots 0..n were written by `PktMut::copy_with`; the
+        // caller holds the batch (or `Pkts`) by shared reference, so no
+        // `PktMut`, and with it no new copy, exists while these live.
+        unsafe {
+            (
+                std::slice::from_raw_parts(self.copy_pkts.as_ptr(), n),
+                std::slice::from_raw_parts(self.copy_verdicts.as_ptr(), n),
+            )
         }
     }
 
@@ -123,6 +183,17 @@ pub struct Pkt {
 unsafe impl Send for Pkt {}
 
 impl Pkt {
+    /// A view of nothing (unused slots).
+    fn empty() -> Pkt {
+        Pkt {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            port: 0,
+            queue: 0,
+            scratch: std::ptr::null(),
+        }
+    }
+
     /// Builds a view of `len` bytes at `ptr` (tests and benches building
     /// views over their own buffers; backends use [`RxFill`]).
     ///
@@ -291,6 +362,116 @@ impl PktMut<'_> {
     }
 }
 
+impl PktMut<'_> {
+    /// Sends a copy of the frame as it is now with verdict `v`: the copy
+    /// goes into the batch's scratch memory and is forwarded after the
+    /// batch's own frames (see [`PktMut::copy_with`]). False, and nothing
+    /// made, when there is no room.
+    #[inline]
+    pub fn copy_out(&mut self, v: Verdict) -> bool {
+        self.copy_with(|_| Some(v))
+    }
+
+    /// Copies the frame as it is now into the unused rest of its batch's
+    /// scratch memory, as one more frame of the batch, and lends the copy
+    /// to `f`, which may rewrite, lengthen, shorten or copy it in turn, and
+    /// answers its verdict: the fabric forwards the copy with it after the
+    /// batch's own frames ([`Burst::copies`]). `None`: no copy after all
+    /// (its slot is freed; its scratch bytes stay used until the batch is
+    /// received into again). The frame itself is not touched. False, and
+    /// `f` not called, when there is no room: the scratch left is too
+    /// small, the batch's copy slots are taken, or the view has no scratch
+    /// ([`Pkt::new`]). Never allocates; costs one copy of the frame.
+    pub fn copy_with(&mut self, f: impl FnOnce(&mut PktMut<'_>) -> Option<Verdict>) -> bool {
+        if self.0.scratch.is_null() {
+            return false;
+        }
+        // SAFETY: a non-null `scratch` is that of the batch (or
+        // `with_frames` call) the view lives in, which outlives the view.
+        let s = unsafe { &*self.0.scratch };
+        let k = s.copies.get();
+        let len = self.0.len as usize;
+        if k >= s.copy_cap {
+            return false;
+        }
+        let Some(dst) = s.peek(len) else {
+            return false;
+        };
+        // SAFETY: `dst..dst+len` is scratch no view refers to (views into
+        // scratch lie below `used`); the source is this view's frame,
+        // disjoint from it.
+        unsafe { std::ptr::copy_nonoverlapping(self.0.ptr, dst, len) };
+        s.used.set(s.used.get() + len);
+        // SAFETY: k < copy_cap: slot k of the scratch's copy views, which
+        // no reference points to (slots at or above `copies` are unused,
+        // and shared slices of the used ones exist only while no PktMut
+        // of the batch does).
+        let slot = unsafe { &mut *s.copy_pkts.as_ptr().add(k) };
+        *slot = Pkt {
+            ptr: dst,
+            len: self.0.len,
+            port: self.0.port,
+            queue: self.0.queue,
+            scratch: self.0.scratch,
+        };
+        s.copies.set(k + 1);
+        match f(&mut PktMut(slot)) {
+            // SAFETY: k < copy_cap, a slot of the verdicts no reference
+            // points to.
+            Some(v) => unsafe { *s.copy_verdicts.as_ptr().add(k) = v },
+            None => {
+                // Copies `f` made of the copy moved down one slot.
+                let n = s.copies.get();
+                // SAFETY: slots k+1..n are used, k..n-1 inside the arrays;
+                // `copy` handles the overlap; `slot` is no longer used.
+                unsafe {
+                    std::ptr::copy(
+                        s.copy_pkts.as_ptr().add(k + 1),
+                        s.copy_pkts.as_ptr().add(k),
+                        n - k - 1,
+                    );
+                    std::ptr::copy(
+                        s.copy_verdicts.as_ptr().add(k + 1),
+                        s.copy_verdicts.as_ptr().add(k),
+                        n - k - 1,
+                    );
+                }
+                s.copies.set(n - 1);
+            }
+        }
+        true
+    }
+
+    /// Takes back the last copy made in the batch (the caller made it of
+    /// this frame, and none after it): this view becomes that copy (its
+    /// bytes, as the copy's rewrites left them) and the copy's verdict is
+    /// returned, the copy no longer sent on its own. None if the batch has
+    /// no copy. (A logic that copied a frame for an output before a header
+    /// change, and found no output after it, sends the copy as the frame
+    /// itself: one frame received, one verdict.)
+    pub fn take_back_copy(&mut self) -> Option<Verdict> {
+        if self.0.scratch.is_null() {
+            return None;
+        }
+        // SAFETY: as in `copy_with`.
+        let s = unsafe { &*self.0.scratch };
+        let n = s.copies.get();
+        if n == 0 {
+            return None;
+        }
+        // SAFETY: slot n-1 is used and no reference points to it (as in
+        // `copy_with`).
+        let (ptr, len, v) = unsafe {
+            let p = &*s.copy_pkts.as_ptr().add(n - 1);
+            (p.ptr, p.len, *s.copy_verdicts.as_ptr().add(n - 1))
+        };
+        self.0.ptr = ptr;
+        self.0.len = len;
+        s.copies.set(n - 1);
+        Some(v)
+    }
+}
+
 impl std::ops::Deref for PktMut<'_> {
     type Target = Pkt;
     #[inline]
@@ -335,6 +516,19 @@ impl Pkts {
         self.0.iter_mut().map(PktMut)
     }
 
+    /// The copies a logic made of these frames ([`PktMut::copy_out`]),
+    /// in the order made: their views and verdicts (none for views
+    /// without scratch).
+    #[inline]
+    pub fn copies(&self) -> (&[Pkt], &[Verdict]) {
+        match self.0.first() {
+            // SAFETY: a non-null `scratch` is the batch's, alive while the
+            // views are; `&self` keeps any PktMut (and new copy) away.
+            Some(p) if !p.scratch.is_null() => unsafe { (*p.scratch).copies() },
+            _ => (&[], &[]),
+        }
+    }
+
     /// Consecutive runs of at most `n` frames, each as `Pkts` (`n > 0`).
     #[inline]
     pub fn chunks_mut(&mut self, n: usize) -> impl Iterator<Item = &mut Pkts> + '_ {
@@ -353,11 +547,16 @@ impl std::ops::Deref for Pkts {
 /// Bytes of scratch memory [`with_frames`] gives each frame, beyond its
 /// length, for [`PktMut::insert`].
 pub const WITH_FRAMES_ROOM: usize = 64;
+/// Copies ([`PktMut::copy_out`]) [`with_frames`] has room for per frame.
+pub const WITH_FRAMES_COPIES: usize = 8;
 
 /// Owned frames lent to `f` as one batch of views (tests and control-path
 /// tools: allocates), with scratch memory of twice the frames' length plus
-/// [`WITH_FRAMES_ROOM`] bytes per frame. A frame lengthened by the logic
-/// lives in that scratch: read the views (not `frames`) to see it.
+/// [`WITH_FRAMES_ROOM`] bytes per frame, and room for
+/// [`WITH_FRAMES_COPIES`] copies of each frame (each as long as the frame
+/// plus that room). A frame lengthened by the logic lives in that scratch:
+/// read the views (not `frames`) to see it; the copies are
+/// [`Pkts::copies`].
 pub fn with_frames<R>(
     frames: &mut [Vec<u8>],
     port: PortId,
@@ -373,8 +572,14 @@ pub fn with_frames<R>(
             unsafe { Scratch::free(self.0) }
         }
     }
-    let cap: usize = frames.iter().map(|b| 2 * b.len() + WITH_FRAMES_ROOM).sum();
-    let free = Free(Scratch::alloc(cap.max(1)));
+    let cap: usize = frames
+        .iter()
+        .map(|b| (2 + WITH_FRAMES_COPIES) * (b.len() + WITH_FRAMES_ROOM))
+        .sum();
+    let free = Free(Scratch::alloc(
+        cap.max(1),
+        WITH_FRAMES_COPIES * frames.len().max(1),
+    ));
     let mut pkts: Vec<Pkt> = frames
         .iter_mut()
         .map(|b| {
@@ -437,19 +642,11 @@ impl RxBatch {
     /// A batch of `capacity` frames (clamped to `1..=MAX_BATCH`).
     pub fn with_capacity(capacity: usize) -> Self {
         let cap = capacity.clamp(1, MAX_BATCH);
-        let pkts = (0..cap)
-            .map(|_| Pkt {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-                port: 0,
-                queue: 0,
-                scratch: std::ptr::null(),
-            })
-            .collect();
+        let pkts = (0..cap).map(|_| Pkt::empty()).collect();
         Self {
             pkts,
             len: 0,
-            scratch: Scratch::alloc(SCRATCH_B),
+            scratch: Scratch::alloc(SCRATCH_B, cap * COPIES_PER_FRAME),
         }
     }
 
@@ -487,7 +684,7 @@ impl RxBatch {
     #[inline]
     fn clear(&mut self) {
         self.len = 0;
-        self.scratch().used.set(0);
+        self.scratch().reset();
     }
 
     #[inline]
@@ -660,6 +857,13 @@ impl<Q: RxQueue + ?Sized> Burst<'_, Q> {
     #[inline]
     pub fn pkts(&self) -> &Pkts {
         Pkts::new(&self.batch.pkts[..self.batch.len])
+    }
+
+    /// The copies the logic made of the held frames ([`PktMut::copy_out`]),
+    /// in the order made, with their verdicts: forwarded after the frames.
+    #[inline]
+    pub fn copies(&self) -> (&[Pkt], &[Verdict]) {
+        self.batch.scratch().copies()
     }
 
     /// The held frames, writable one at a time.
@@ -914,6 +1118,109 @@ mod tests {
         });
         assert_eq!(lens, vec![18, 64]);
         assert_eq!(frames[0], vec![2u8; 14], "the owned buffers are untouched");
+    }
+
+    #[test]
+    fn copies_are_frames_of_the_batch_with_their_own_verdicts() {
+        use crate::logic::Verdict;
+        let mut frames = vec![vec![1u8; 20], vec![2u8; 30]];
+        let (copies, views) = with_frames(&mut frames, 0, 0, |p| {
+            assert_eq!(p.copies().0.len(), 0);
+            {
+                let mut a = p.get_mut(0).unwrap();
+                // The frame as it is now goes to port 5; then it changes.
+                assert!(a.copy_out(Verdict::Port(5)));
+                a.data_mut()[0] = 9;
+                // A copy that lengthens itself and copies itself in turn.
+                assert!(a.copy_with(|c| {
+                    assert!(c.insert(12, 4));
+                    assert!(c.copy_out(Verdict::Port(7)));
+                    c.data_mut()[1] = 8;
+                    Some(Verdict::Flood)
+                }));
+                // A copy given up: its slot goes, the later ones move down.
+                assert!(a.copy_with(|c| {
+                    assert!(c.copy_out(Verdict::Port(6)));
+                    None
+                }));
+            }
+            {
+                // The last copy taken back as the frame itself.
+                let mut b = p.get_mut(1).unwrap();
+                assert!(b.copy_out(Verdict::Port(3)));
+                b.data_mut()[0] = 4;
+                assert_eq!(b.take_back_copy(), Some(Verdict::Port(3)));
+                assert_eq!(b.data(), &[2u8; 30][..], "the copy's bytes");
+            }
+            let (cp, cv) = p.copies();
+            let copies: Vec<(Verdict, Vec<u8>)> = cv
+                .iter()
+                .zip(cp)
+                .map(|(v, c)| (*v, c.data().to_vec()))
+                .collect();
+            (
+                copies,
+                p.iter().map(|x| x.data().to_vec()).collect::<Vec<_>>(),
+            )
+        });
+        let mut grown = vec![1u8; 12];
+        grown[0] = 9;
+        grown.extend([0, 0, 0, 0]);
+        grown.extend([1u8; 8]);
+        let mut grown8 = grown.clone();
+        grown8[1] = 8;
+        assert_eq!(
+            copies,
+            vec![
+                (Verdict::Port(5), vec![1u8; 20]),
+                (Verdict::Flood, grown8),
+                (Verdict::Port(7), grown),
+                (Verdict::Port(6), {
+                    let mut v = vec![1u8; 20];
+                    v[0] = 9;
+                    v
+                }),
+            ]
+        );
+        assert_eq!(views[0][0], 9);
+        // (The write before the take-back went to the received buffer.)
+        assert_eq!(frames[1][0], 4);
+    }
+
+    #[test]
+    fn copies_run_out_cleanly_and_a_new_burst_has_none() {
+        use crate::logic::Verdict;
+        struct One(Vec<u8>);
+        impl RxQueue for One {
+            fn burst(&mut self, rx: &mut RxFill<'_>) -> usize {
+                // SAFETY: owned by self, borrowed by the Burst.
+                unsafe { rx.push(self.0.as_mut_ptr(), self.0.len() as u32) };
+                1
+            }
+            fn release(&mut self) {}
+        }
+        let mut q = One(vec![5u8; 1000]);
+        let mut batch = RxBatch::with_capacity(2);
+        {
+            let mut b = batch.receive(&mut q, 0, 0);
+            let mut p = b.pkts_mut().get_mut(0).unwrap();
+            // 2 frames of capacity: 4 copy slots.
+            for _ in 0..4 {
+                assert!(p.copy_out(Verdict::Port(1)));
+            }
+            assert!(!p.copy_out(Verdict::Port(1)), "slots taken");
+            assert_eq!(b.copies().0.len(), 4);
+        }
+        let b = batch.receive(&mut q, 0, 0);
+        assert_eq!(b.copies().0.len(), 0);
+        // Views without scratch make no copy.
+        let mut buf = vec![1u8; 16];
+        // SAFETY: `buf` outlives the view and is not touched meanwhile.
+        let mut v = [unsafe { Pkt::new(buf.as_mut_ptr(), 16, 0, 0) }];
+        let pk = Pkts::new_mut(&mut v);
+        assert!(!pk.get_mut(0).unwrap().copy_out(Verdict::Port(1)));
+        assert_eq!(pk.get_mut(0).unwrap().take_back_copy(), None);
+        assert_eq!(pk.copies().0.len(), 0);
     }
 
     #[test]

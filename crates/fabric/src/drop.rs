@@ -45,14 +45,17 @@ pub enum DropReason {
     ControllerRateLimit,
     /// Meant for the controller, but no controller is connected.
     NoController,
-    /// The logic had to lengthen the frame (push a VLAN tag) and its
-    /// batch's scratch memory was used up (`PktMut::insert`).
+    /// The logic had to lengthen the frame (push a VLAN or MPLS tag), or
+    /// copy it (an output before a header change), and its batch's
+    /// scratch memory was used up (`PktMut::insert`, `PktMut::copy_out`).
     NoRoom,
+    /// Over the rate of an OpenFlow meter's drop band (the `flows` logic).
+    Meter,
 }
 
 impl DropReason {
     /// Number of reasons (size of counter arrays).
-    pub const COUNT: usize = 19;
+    pub const COUNT: usize = 20;
 
     /// Every reason, in counter order.
     pub const ALL: [DropReason; Self::COUNT] = [
@@ -75,6 +78,7 @@ impl DropReason {
         DropReason::ControllerRateLimit,
         DropReason::NoController,
         DropReason::NoRoom,
+        DropReason::Meter,
     ];
 
     /// Stable lower-case name used in stats and metrics.
@@ -99,6 +103,7 @@ impl DropReason {
             DropReason::ControllerRateLimit => "controller_rate_limit",
             DropReason::NoController => "no_controller",
             DropReason::NoRoom => "no_room",
+            DropReason::Meter => "meter",
         }
     }
 

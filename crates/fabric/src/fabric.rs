@@ -18,6 +18,13 @@
 //!
 //! A packet is never sent back to its ingress port: a unicast verdict for
 //! the ingress is dropped as `hairpin`, flood and groups skip it.
+//!
+//! Copies: a logic that sends differently modified copies of one frame
+//! (an output, a header change, another output) makes each earlier copy
+//! one more frame of the batch, in the batch's scratch memory, with its
+//! own verdict ([`crate::PktMut::copy_out`]); the worker forwards them
+//! with [`Forwarder::forward_copies`] after the batch, by the same two
+//! passes. A batch without copies costs one load and a branch more.
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -459,6 +466,25 @@ impl Forwarder {
             }
         }
         delivered
+    }
+
+    /// Forwards the copies a logic made of a batch's frames
+    /// ([`crate::Burst::copies`]), after the batch itself: each copy as one
+    /// more frame with its own verdict, in runs of at most the batch size.
+    /// Returns the number of frame copies delivered.
+    pub fn forward_copies(
+        &mut self,
+        table: &PortTable,
+        logic: &dyn Logic,
+        ingress: &PortEntry,
+        pkts: &[Pkt],
+        verdicts: &[Verdict],
+    ) -> u64 {
+        let n = self.next.len().max(1);
+        pkts.chunks(n)
+            .zip(verdicts.chunks(n))
+            .map(|(p, v)| self.forward(table, logic, ingress, p, v))
+            .sum()
     }
 
     fn list_len(&self, mut i: u16) -> u64 {
@@ -954,6 +980,60 @@ mod tests {
         assert!(r.drain(0).is_empty());
         // member 40 is absent (1 frame), group 8 has no members (1 frame)
         assert_eq!(r.drops(0, DropReason::NoPort), 2);
+    }
+
+    /// Test logic: every frame to port 2, a copy of it to port 1 first.
+    struct CopyThenPort2;
+
+    impl Logic for CopyThenPort2 {
+        fn name(&self) -> &'static str {
+            "copy-then-2"
+        }
+        fn classify(
+            &self,
+            _: &crate::logic::Ctx,
+            _: PortId,
+            pkts: &mut crate::Pkts,
+            v: &mut [Verdict],
+        ) {
+            for (mut p, v) in pkts.iter_mut().zip(v.iter_mut()) {
+                assert!(p.copy_out(Verdict::Port(1)));
+                p.data_mut()[0] = 0xcc;
+                *v = Verdict::Port(2);
+            }
+        }
+    }
+
+    #[test]
+    fn copies_go_after_the_batch_with_their_own_verdicts() {
+        let mut r = rig(3, PipeConfig::default());
+        let frames: Vec<_> = (0..5).map(|i| frame(0, 0, 60 + i)).collect();
+        let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
+        assert_eq!(r.peers[0].send(0, &refs), 5);
+        let logic = CopyThenPort2;
+        let mut rx = r.batch.receive(&mut *r.rxqs[0], 0, 0);
+        let mut v = vec![Verdict::Flood; rx.len()];
+        let ctx = crate::logic::Ctx {
+            now_ns: 0,
+            worker: 0,
+        };
+        logic.classify(&ctx, 0, rx.pkts_mut(), &mut v);
+        let entry = r.table.get(0).unwrap().clone();
+        let mut sent = r.fwd.forward(&r.table, &logic, &entry, rx.pkts(), &v);
+        let (cp, cv) = rx.copies();
+        sent += r.fwd.forward_copies(&r.table, &logic, &entry, cp, cv);
+        drop(rx);
+        assert_eq!(sent, 10);
+        assert_eq!(r.drain(1), frames, "the copies, as they were");
+        let changed: Vec<Vec<u8>> = frames
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f[0] = 0xcc;
+                f
+            })
+            .collect();
+        assert_eq!(r.drain(2), changed);
     }
 
     #[test]

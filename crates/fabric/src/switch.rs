@@ -510,13 +510,16 @@ impl Switch {
     /// on `ingress` (an OpenFlow packet-out to `OFPP_TABLE`); the frame is
     /// rewritten in place and may shrink (`pop_vlan`) or grow (`push_vlan`:
     /// `frame` is then replaced by the longer frame): what is left of it
-    /// afterwards is `frame[range]`, returned with the verdict. Classified as worker [`CONTROL_WORKER`], which owns no
-    /// per-worker state.
+    /// afterwards is `frame[range]`, returned with the verdict, and with
+    /// the copies the logic made of it on the way (an output before a
+    /// header change: [`crate::PktMut::copy_out`]), each with its verdict.
+    /// Classified as worker [`CONTROL_WORKER`], which owns no per-worker
+    /// state.
     pub fn classify_one(
         &self,
         ingress: PortId,
         frame: &mut Vec<u8>,
-    ) -> (Verdict, std::ops::Range<usize>) {
+    ) -> (Verdict, std::ops::Range<usize>, Copies) {
         let ctx = Ctx {
             now_ns: sys::now_ns(),
             worker: CONTROL_WORKER,
@@ -528,19 +531,25 @@ impl Switch {
         // A view inside the buffer (rewritten, maybe narrowed) is returned
         // as a range of it; one the logic lengthened lives in the call's
         // scratch and is copied out.
-        let (range, grown) = crate::batch::with_frames(&mut frames, ingress, 0, |pkts| {
+        let (range, grown, copies) = crate::batch::with_frames(&mut frames, ingress, 0, |pkts| {
             self.with_logic(|l| l.classify(&ctx, ingress, pkts, &mut v));
             let d = pkts[0].data();
             let start = (d.as_ptr() as usize).wrapping_sub(base);
+            let (cp, cv) = pkts.copies();
+            let copies: Vec<(Verdict, Vec<u8>)> = cv
+                .iter()
+                .zip(cp)
+                .map(|(v, p)| (*v, p.data().to_vec()))
+                .collect();
             if start <= cap && d.len() <= cap - start {
-                (start..start + d.len(), None)
+                (start..start + d.len(), None, copies)
             } else {
-                (0..d.len(), Some(d.to_vec()))
+                (0..d.len(), Some(d.to_vec()), copies)
             }
         });
         let [f] = frames;
         *frame = grown.unwrap_or(f);
-        (v[0], range)
+        (v[0], range, copies)
     }
 
     /// Members of the current logic's group `g`.
@@ -556,6 +565,17 @@ impl Switch {
     /// Measured cycle-counter frequency.
     pub fn cycles_hz(&self) -> u64 {
         self.cycles_hz
+    }
+
+    /// Every port's id and whether its link is up (control path; lighter
+    /// than [`Switch::port_stats`]).
+    pub fn port_links(&self) -> Vec<(PortId, bool)> {
+        let t = self.table.load();
+        t.present()
+            .iter()
+            .filter_map(|id| t.get(*id))
+            .map(|e| (e.id, e.port.link_up()))
+            .collect()
     }
 
     /// Counters of every port.
@@ -697,3 +717,7 @@ fn libc_cpus() -> usize {
         1
     }
 }
+
+/// Copies of a frame the logic made on the control path, each with its
+/// verdict and its bytes ([`Switch::classify_one`]).
+pub type Copies = Vec<(Verdict, Vec<u8>)>;

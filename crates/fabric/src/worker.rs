@@ -439,6 +439,12 @@ pub fn run(
                     rx.pkts(),
                     &verdicts[..m],
                 );
+                // Differently modified copies of frames (an output, a
+                // header change, another output), after the batch.
+                let (cp, cv) = rx.copies();
+                if !cp.is_empty() {
+                    fwd.forward_copies(&table_g, logic_g.0.as_ref(), entry, cp, cv);
+                }
             }
             // Releases the frames to the queue.
             drop(rx);

@@ -9,6 +9,9 @@ pub struct Batch {
     /// popped tag gone, a pushed one there: a lengthened frame lives in
     /// the batch's scratch, not in `frames`).
     pub views: Vec<Vec<u8>>,
+    /// The copies the logic made of the frames in the last `classify`
+    /// (an output before a header change...): verdict and bytes, in order.
+    pub copies: Vec<(Verdict, Vec<u8>)>,
 }
 
 impl Batch {
@@ -16,15 +19,23 @@ impl Batch {
         Batch {
             frames,
             views: Vec::new(),
+            copies: Vec::new(),
         }
     }
 
     /// Classifies every frame as received on `ingress` at `now_ns`.
     pub fn classify(&mut self, logic: &dyn Logic, ingress: PortId, now_ns: u64) -> Vec<Verdict> {
         let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); self.frames.len()];
-        self.views = fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
+        (self.views, self.copies) = fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
             logic.classify(&Ctx { now_ns, worker: 0 }, ingress, pkts, &mut v);
-            pkts.iter().map(|p| p.data().to_vec()).collect()
+            let (cp, cv) = pkts.copies();
+            (
+                pkts.iter().map(|p| p.data().to_vec()).collect(),
+                cv.iter()
+                    .zip(cp)
+                    .map(|(v, p)| (*v, p.data().to_vec()))
+                    .collect(),
+            )
         });
         v
     }

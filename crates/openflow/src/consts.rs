@@ -99,10 +99,18 @@ pub mod tffc {
 
 /// `OFPET_METER_MOD_FAILED` codes.
 pub mod mmfc {
+    pub const UNKNOWN: u16 = 0;
+    pub const METER_EXISTS: u16 = 1;
     pub const INVALID_METER: u16 = 2;
     pub const UNKNOWN_METER: u16 = 3;
     pub const BAD_COMMAND: u16 = 4;
+    pub const BAD_FLAGS: u16 = 5;
+    pub const BAD_RATE: u16 = 6;
+    pub const BAD_BURST: u16 = 7;
+    pub const BAD_BAND: u16 = 8;
+    pub const BAD_BAND_VALUE: u16 = 9;
     pub const OUT_OF_METERS: u16 = 10;
+    pub const OUT_OF_BANDS: u16 = 11;
 }
 
 /// `enum ofp_meter_mod_command`.

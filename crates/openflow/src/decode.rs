@@ -300,6 +300,18 @@ pub enum Action {
     DecNwTtl,
     /// `OFPAT_SET_NW_TTL`.
     SetNwTtl(u8),
+    /// `OFPAT_PUSH_MPLS` with its EtherType.
+    PushMpls(u16),
+    /// `OFPAT_POP_MPLS` with the EtherType the frame gets.
+    PopMpls(u16),
+    /// `OFPAT_SET_MPLS_TTL`.
+    SetMplsTtl(u8),
+    /// `OFPAT_DEC_MPLS_TTL`.
+    DecMplsTtl,
+    /// `OFPAT_COPY_TTL_OUT`.
+    CopyTtlOut,
+    /// `OFPAT_COPY_TTL_IN`.
+    CopyTtlIn,
 }
 
 fn bad_action(code: u16) -> OfpError {
@@ -353,6 +365,34 @@ pub fn decode_actions(b: &[u8]) -> Result<Vec<Action>, OfpError> {
                 fixed(8)?;
                 Action::SetNwTtl(a.u8(e)?)
             }
+            at::PUSH_MPLS => {
+                fixed(8)?;
+                let et = a.u16(e)?;
+                if et != 0x8847 && et != 0x8848 {
+                    return Err(bad_action(bac::BAD_ARGUMENT));
+                }
+                Action::PushMpls(et)
+            }
+            at::POP_MPLS => {
+                fixed(8)?;
+                Action::PopMpls(a.u16(e)?)
+            }
+            at::SET_MPLS_TTL => {
+                fixed(8)?;
+                Action::SetMplsTtl(a.u8(e)?)
+            }
+            at::DEC_MPLS_TTL => {
+                fixed(8)?;
+                Action::DecMplsTtl
+            }
+            at::COPY_TTL_OUT => {
+                fixed(8)?;
+                Action::CopyTtlOut
+            }
+            at::COPY_TTL_IN => {
+                fixed(8)?;
+                Action::CopyTtlIn
+            }
             at::SET_FIELD => {
                 let o = oxm_tlv(&mut a, true)?;
                 // The rest is padding to 8 bytes: at most 7 zero bytes.
@@ -366,7 +406,8 @@ pub fn decode_actions(b: &[u8]) -> Result<Vec<Action>, OfpError> {
             // knows no experimenter id, so the spec's code is "unknown
             // experimenter id" (OVS answers the same).
             at::EXPERIMENTER => return Err(bad_action(bac::BAD_EXPERIMENTER)),
-            // The MPLS/PBB/queue/TTL-copy actions: not supported.
+            // PBB, set-queue, and types 1 to 10 (OpenFlow 1.0's): not
+            // supported.
             _ => return Err(bad_action(bac::BAD_TYPE)),
         });
     }
@@ -746,13 +787,8 @@ pub enum Message {
     },
     GetAsyncRequest,
     SetAsync(AsyncConfig),
-    /// `OFPT_METER_MOD`: command, flags, meter id (the bands are not
-    /// decoded: turnoutd has no meters to give them to).
-    MeterMod {
-        command: u16,
-        flags: u16,
-        meter_id: u32,
-    },
+    /// `OFPT_METER_MOD`.
+    MeterMod(crate::meter::MeterMod),
 }
 
 /// Decodes one whole message `b` (exactly its header's length). A hello is
@@ -846,26 +882,7 @@ pub fn decode(b: &[u8]) -> Result<(Header, Message), OfpError> {
                 flow_removed: [m[4], m[5]],
             })
         }
-        t::METER_MOD => {
-            let command = r.u16(e)?;
-            let flags = r.u16(e)?;
-            let meter_id = r.u32(e)?;
-            // Bands: whole `ofp_meter_band_header`s (type, len, rate, burst).
-            let mut bands = Reader::new(r.rest());
-            while !bands.is_empty() {
-                bands.u16(e)?;
-                let len = bands.u16(e)? as usize;
-                if len < 16 || !len.is_multiple_of(8) {
-                    return Err(e);
-                }
-                bands.take(len - 4, e)?;
-            }
-            Message::MeterMod {
-                command,
-                flags,
-                meter_id,
-            }
-        }
+        t::METER_MOD => Message::MeterMod(crate::meter::decode_meter_mod(&mut r)?),
         t::MULTIPART_REQUEST => {
             let (flags, req) = decode_multipart(&mut r)?;
             Message::Multipart { flags, req }

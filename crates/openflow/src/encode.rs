@@ -177,6 +177,24 @@ pub fn put_actions(m: &mut Msg, acts: &[Action]) {
             Action::SetNwTtl(ttl) => {
                 m.u16(at::SET_NW_TTL).u16(8).u8(ttl).zeros(3);
             }
+            Action::PushMpls(t) => {
+                m.u16(at::PUSH_MPLS).u16(8).u16(t).zeros(2);
+            }
+            Action::PopMpls(t) => {
+                m.u16(at::POP_MPLS).u16(8).u16(t).zeros(2);
+            }
+            Action::SetMplsTtl(ttl) => {
+                m.u16(at::SET_MPLS_TTL).u16(8).u8(ttl).zeros(3);
+            }
+            Action::DecMplsTtl => {
+                m.u16(at::DEC_MPLS_TTL).u16(8).zeros(4);
+            }
+            Action::CopyTtlOut => {
+                m.u16(at::COPY_TTL_OUT).u16(8).zeros(4);
+            }
+            Action::CopyTtlIn => {
+                m.u16(at::COPY_TTL_IN).u16(8).zeros(4);
+            }
             Action::SetField(o) => {
                 let size = oxm::shape(o.field).map_or(0, |s| s.0) as usize;
                 let len = (4 + 4 + size).div_ceil(8) * 8;

@@ -11,23 +11,27 @@
 //! features request, get-config request, set-config, flow-mod (OXM match
 //! with masks and prerequisites; instructions goto-table, apply-actions,
 //! write-actions, clear-actions, write-metadata, meter; actions output,
-//! group, set-field, push-vlan, pop-vlan, dec-nw-ttl), multipart requests
+//! group, set-field, push-vlan, pop-vlan, dec-nw-ttl, set-nw-ttl, push-mpls,
+//! pop-mpls, set-mpls-ttl, dec-mpls-ttl, copy-ttl-out/in), meter-mod with
+//! its bands, multipart requests
 //! (desc, flow, aggregate, table, port stats, port desc, table features),
 //! barrier request, packet-out. What is encoded: hello, error, echo reply,
 //! features reply, get-config reply, multipart replies (split into several
 //! messages with `OFPMPF_REPLY_MORE` past 64 KiB), barrier reply,
-//! port-status, packet-in, flow-removed, and the match/instruction/action
-//! structures of flow stats.
+//! port-status, packet-in, flow-removed, the match/instruction/action
+//! structures of flow stats, and the group and meter replies.
 
 pub mod consts;
 mod decode;
 mod encode;
 mod group;
+mod meter;
 
 pub use consts::*;
 pub use decode::*;
 pub use encode::*;
 pub use group::*;
+pub use meter::*;
 
 /// An error to answer with: `OFPT_ERROR` type and code (section 7.4.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,23 +142,7 @@ impl OfpError {
                 ],
             ),
             et::GROUP_MOD_FAILED => ("OFPGMFC", group::GMFC_NAMES),
-            et::METER_MOD_FAILED => (
-                "OFPMMFC",
-                &[
-                    "UNKNOWN",
-                    "METER_EXISTS",
-                    "INVALID_METER",
-                    "UNKNOWN_METER",
-                    "BAD_COMMAND",
-                    "BAD_FLAGS",
-                    "BAD_RATE",
-                    "BAD_BURST",
-                    "BAD_BAND",
-                    "BAD_BAND_VALUE",
-                    "OUT_OF_METERS",
-                    "OUT_OF_BANDS",
-                ],
-            ),
+            et::METER_MOD_FAILED => ("OFPMMFC", meter::MMFC_NAMES),
             et::SWITCH_CONFIG_FAILED => ("OFPSCFC", &["BAD_FLAGS", "BAD_LEN", "EPERM"]),
             et::PORT_MOD_FAILED => (
                 "OFPPMFC",

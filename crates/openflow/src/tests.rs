@@ -267,9 +267,15 @@ fn instruction_and_action_errors_follow_the_spec() {
         ba(bac::BAD_EXPERIMENTER)
     );
     assert_eq!(ba(bac::BAD_EXPERIMENTER).name(), "OFPBAC_BAD_EXPERIMENTER");
-    // An MPLS action (push-mpls): not supported, BAD_TYPE.
-    let push_mpls = [0, 4, 0, 16, 0, 0, 0, 0, 0, 19, 0, 8, 0x88, 0x47, 0, 0];
-    assert_eq!(err_of(&with_instructions(&push_mpls)), ba(bac::BAD_TYPE));
+    // An MPLS push of another EtherType: BAD_ARGUMENT; a PBB push (26):
+    // not supported, BAD_TYPE.
+    let push_mpls = [0, 4, 0, 16, 0, 0, 0, 0, 0, 19, 0, 8, 0x88, 0x00, 0, 0];
+    assert_eq!(
+        err_of(&with_instructions(&push_mpls)),
+        ba(bac::BAD_ARGUMENT)
+    );
+    let push_pbb = [0, 4, 0, 16, 0, 0, 0, 0, 0, 26, 0, 8, 0x88, 0xe7, 0, 0];
+    assert_eq!(err_of(&with_instructions(&push_pbb)), ba(bac::BAD_TYPE));
     // An experimenter instruction: BAD_EXPERIMENTER.
     let exp_inst = [0xff, 0xff, 0, 8, 0, 0, 0x23, 0x20];
     assert_eq!(
@@ -541,11 +547,18 @@ fn meter_mod_decodes_with_its_bands_checked() {
     set_len(&mut v);
     assert_eq!(
         decode(&v).unwrap().1,
-        Message::MeterMod {
+        Message::MeterMod(MeterMod {
             command: mc::ADD,
             flags: 1,
-            meter_id: 1
-        }
+            meter_id: 1,
+            bands: vec![Band {
+                kind: mbt::DROP,
+                rate: 1000,
+                burst: 0,
+                prec_level: 0,
+                experimenter: 0
+            }],
+        })
     );
     // A band whose length is not a multiple of 8, or runs past the end.
     let mut b = v.clone();
@@ -560,10 +573,10 @@ fn meter_mod_decodes_with_its_bands_checked() {
     set_len(&mut d);
     assert!(matches!(
         decode(&d).unwrap().1,
-        Message::MeterMod {
+        Message::MeterMod(MeterMod {
             command: mc::DELETE,
             ..
-        }
+        })
     ));
     d.truncate(12);
     set_len(&mut d);
@@ -650,4 +663,49 @@ fn multipart_replies_split_past_64k() {
     assert_eq!(total, 200_000);
     // No entries: one empty reply.
     assert_eq!(multipart_reply(1, mp::TABLE, &[]).len(), 1);
+}
+
+#[test]
+fn mpls_and_ttl_actions_round_trip() {
+    let acts = vec![
+        Action::PushMpls(0x8847),
+        Action::SetMplsTtl(9),
+        Action::DecMplsTtl,
+        Action::CopyTtlOut,
+        Action::CopyTtlIn,
+        Action::PopMpls(0x0800),
+        Action::SetNwTtl(3),
+        Action::SetField(Oxm::exact(oxm::MPLS_LABEL, 0xf_ffff)),
+        Action::SetField(Oxm::exact(oxm::IPV6_ND_TARGET, 0x20 << 120)),
+        Action::SetField(Oxm::exact(oxm::TUNNEL_ID, 12345)),
+    ];
+    let fm = FlowMod {
+        cookie: 1,
+        cookie_mask: 0,
+        table_id: 0,
+        command: fc::ADD,
+        idle_timeout: 0,
+        hard_timeout: 0,
+        priority: 5,
+        buffer_id: NO_BUFFER,
+        out_port: port::ANY,
+        out_group: GROUP_ANY,
+        flags: 0,
+        matches: vec![Oxm::exact(oxm::ETH_TYPE, 0x8847)],
+        instructions: vec![
+            Instruction::Meter(4),
+            Instruction::ApplyActions(acts),
+            Instruction::WriteMetadata(0x10, 0xff),
+        ],
+    };
+    let b = encode::flow_mod(3, &fm);
+    assert_eq!(decode(&b).unwrap().1, Message::FlowMod(fm));
+    // Each action has one length: a set-MPLS-TTL of 16 bytes is refused.
+    let bad = [
+        0, 4, 0, 24, 0, 0, 0, 0, 0, 15, 0, 16, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ];
+    assert_eq!(
+        err_of(&with_instructions(&bad)),
+        OfpError::new(et::BAD_ACTION, bac::BAD_LEN)
+    );
 }

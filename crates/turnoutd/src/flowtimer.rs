@@ -4,7 +4,9 @@
 //! thread: the workers only count packets, and each sweep that removes
 //! flows is one snapshot swap. A sweep visits only the flows with a
 //! timeout (the logic keeps their index); with another logic, or no
-//! flow with a timeout, it costs a lock and an emptiness test.
+//! flow with a timeout, it costs a lock and an emptiness test. Each sweep
+//! also tells the logic which ports' links are up
+//! ([`Flows::set_port_live`]: the watch ports of SELECT groups).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,10 +24,16 @@ impl FlowTimer {
     /// Starts sweeping `daemon`'s logic.
     pub fn start(daemon: Arc<Daemon>) -> std::io::Result<FlowTimer> {
         BgThread::every("turnout-flowtimer", SWEEP_EVERY, move || {
-            let n = daemon.switch().with_logic(|l| {
+            let sw = daemon.switch();
+            let n = sw.with_logic(|l| {
                 l.as_any()
                     .and_then(|a| a.downcast_ref::<Flows>())
-                    .map_or(0, |f| f.expire(Instant::now()))
+                    .map_or(0, |f| {
+                        for (id, up) in sw.port_links() {
+                            f.set_port_live(id, up);
+                        }
+                        f.expire(Instant::now())
+                    })
             });
             if n > 0 {
                 crate::log!(Level::Debug, "flows", "flows expired", count = n);

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use fabric::sys::EventFd;
 use fabric::{DropReason, PortId, PortStats, Verdict};
-use logic::flows::ofp::{actions_from_of, of_port, port_id};
-use logic::flows::{extract, pktin, Action, Field, Flows};
+use logic::flows::ofp::{actions_from_of, of_port, packet_out_prereqs, port_id};
+use logic::flows::{pktin, Action, Flows};
 use openflow::{bac, brc, et, oxm, port, role, rrfc, AsyncConfig, OfpError, Oxm, PacketOut};
 
 use crate::daemon::Daemon;
@@ -436,6 +436,28 @@ enum Out {
     Normal,
 }
 
+/// Where a verdict of the tables sends a packet-out's frame (never back to
+/// its ingress).
+fn table_targets(sw: &fabric::Switch, v: Verdict, ingress: PortId) -> Vec<PortId> {
+    let dsts: Vec<PortId> = match v {
+        Verdict::Port(d) => vec![d],
+        Verdict::Flood => sw.port_ids(),
+        Verdict::Group(g) => sw.group_members(g),
+        Verdict::Drop(r) => {
+            if !matches!(r, DropReason::ToController) {
+                crate::log!(
+                    Level::Debug,
+                    "openflow",
+                    "packet-out to the tables dropped",
+                    reason = r.name()
+                );
+            }
+            vec![]
+        }
+    };
+    dsts.into_iter().filter(|&d| d != ingress).collect()
+}
+
 /// Executes a packet-out: the frame (no buffering: `buffer_id` must be
 /// `OFP_NO_BUFFER`) runs through the actions in order; each output sends
 /// the frame as modified so far. Everything is checked before anything is
@@ -459,17 +481,6 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
     if po.data.len() < 14 {
         return Err(bad_req(brc::BAD_PACKET));
     }
-    // Set-fields are checked against the packet's own headers.
-    let k = extract(&po.data, ingress);
-    let mut pkt_match = vec![Oxm::exact(oxm::ETH_TYPE, k.get(Field::DlType))];
-    if matches!(k.get(Field::DlType), 0x0800 | 0x86dd) {
-        pkt_match.push(Oxm::exact(oxm::IP_PROTO, k.get(Field::NwProto)));
-    }
-    // A VLAN set-field needs a tag: the packet's, or one pushed before.
-    let tag = Oxm::exact(oxm::VLAN_VID, oxm::VID_PRESENT as u128);
-    if k.get(Field::VlanTci) & oxm::VID_PRESENT as u128 != 0 {
-        pkt_match.push(tag);
-    }
     let ports = sw.port_ids();
     let mut steps: Vec<Result<Out, Action>> = Vec::new();
     for a in &po.actions {
@@ -487,14 +498,20 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }));
             continue;
         }
-        let acts = actions_from_of(std::slice::from_ref(a), &pkt_match)?;
-        match a {
-            openflow::Action::PushVlan(_) => pkt_match.push(tag),
-            openflow::Action::PopVlan => pkt_match.retain(|o| o.field != oxm::VLAN_VID),
-            _ => {}
+        let acts = actions_from_of(std::slice::from_ref(a))?;
+        // (A group or a packet-in has no place in a packet-out.)
+        if acts.iter().any(|x| !x.is_rewrite()) {
+            return Err(bad_act(bac::BAD_TYPE));
         }
         steps.extend(acts.into_iter().map(Err));
     }
+    // Set-fields are checked against the packet's own headers, in order
+    // (a push_vlan before a VLAN set-field, ...).
+    let rewrites: Vec<Action> = steps
+        .iter()
+        .filter_map(|s| s.as_ref().err().copied())
+        .collect();
+    packet_out_prereqs(&rewrites, &po.data, ingress)?;
     let mut frame = po.data.clone();
     for s in steps {
         match s {
@@ -533,28 +550,16 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }
             Ok(Out::Table) => {
                 let mut f = frame.clone();
-                let (v, range) = sw.classify_one(ingress, &mut f);
-                let dsts: Vec<PortId> = match v {
-                    Verdict::Port(d) if d != ingress => vec![d],
-                    Verdict::Port(_) => vec![],
-                    Verdict::Flood => sw.port_ids(),
-                    Verdict::Group(g) => sw.group_members(g),
-                    Verdict::Drop(r) => {
-                        if !matches!(r, DropReason::ToController) {
-                            crate::log!(
-                                Level::Debug,
-                                "openflow",
-                                "packet-out to the tables dropped",
-                                reason = r.name()
-                            );
-                        }
-                        vec![]
+                let (v, range, copies) = sw.classify_one(ingress, &mut f);
+                // The copies made on the way (an output before a header
+                // change), then the frame itself.
+                for (cv, mut c) in copies {
+                    for d in table_targets(sw, cv, ingress) {
+                        let _ = sw.inject(d, &mut c);
                     }
-                };
-                for d in dsts {
-                    if d != ingress {
-                        let _ = sw.inject(d, &mut f[range.clone()]);
-                    }
+                }
+                for d in table_targets(sw, v, ingress) {
+                    let _ = sw.inject(d, &mut f[range.clone()]);
                 }
             }
         }

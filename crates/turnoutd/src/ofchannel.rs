@@ -628,7 +628,7 @@ impl Session {
             Message::FlowMod(_)
             | Message::GroupMod(_)
             | Message::PacketOut(_)
-            | Message::MeterMod { .. }
+            | Message::MeterMod(_)
                 if slave =>
             {
                 is_slave()
@@ -714,20 +714,11 @@ impl Session {
                 Some(Err(e)) => err(e),
                 None => err(OfpError::new(et::GROUP_MOD_FAILED, openflow::gmfc::EPERM)),
             },
-            // turnoutd has no meter table (docs/flows.md): nothing can be
-            // added or modified; deleting finds nothing to delete.
-            Message::MeterMod {
-                command, meter_id, ..
-            } => {
-                let mm = |c| err(OfpError::new(et::METER_MOD_FAILED, c));
-                match command {
-                    _ if meter_id == 0 => mm(openflow::mmfc::INVALID_METER),
-                    openflow::mc::ADD => mm(openflow::mmfc::OUT_OF_METERS),
-                    openflow::mc::MODIFY => mm(openflow::mmfc::UNKNOWN_METER),
-                    openflow::mc::DELETE => vec![],
-                    _ => mm(openflow::mmfc::BAD_COMMAND),
-                }
-            }
+            Message::MeterMod(m) => match self.with_flows(|f| f.meter_mod(&m)) {
+                Some(Ok(())) => vec![],
+                Some(Err(e)) => err(e),
+                None => err(OfpError::new(et::METER_MOD_FAILED, openflow::mmfc::UNKNOWN)),
+            },
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
             Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
                 Ok(()) => vec![],
@@ -931,24 +922,53 @@ impl Session {
                 let parts: Vec<Vec<u8>> = stats.iter().map(openflow::group_stats_entry).collect();
                 reply(mp::GROUP, &parts)
             }
-            // No meters: none to list, and features saying so.
-            MultipartRequest::Meter(_) => reply(mp::METER, &[]),
-            MultipartRequest::MeterConfig(_) => reply(mp::METER_CONFIG, &[]),
-            MultipartRequest::MeterFeatures => reply(
-                mp::METER_FEATURES,
-                &[openflow::meter_features_body(0, 0, 0, 0, 0)],
-            ),
+            MultipartRequest::Meter(id) => {
+                let parts: Vec<Vec<u8>> = self
+                    .with_flows(|f| f.meter_stats(id))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(openflow::meter_stats_entry)
+                    .collect();
+                reply(mp::METER, &parts)
+            }
+            MultipartRequest::MeterConfig(id) => {
+                let parts: Vec<Vec<u8>> = self
+                    .with_flows(|f| f.meter_config(id))
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(flags, id, bands)| openflow::meter_config_entry(*flags, *id, bands))
+                    .collect();
+                reply(mp::METER_CONFIG, &parts)
+            }
+            MultipartRequest::MeterFeatures => {
+                let (max, types, caps, bands, colors) =
+                    self.with_flows(|f| f.meter_features()).unwrap_or_default();
+                reply(
+                    mp::METER_FEATURES,
+                    &[openflow::meter_features_body(
+                        max, types, caps, bands, colors,
+                    )],
+                )
+            }
             MultipartRequest::GroupFeatures => {
                 use logic::flows::MAX_OF_GROUPS as M;
-                let (all, ind) = (openflow::gt::ALL, openflow::gt::INDIRECT);
-                let out = 1u32 << openflow::at::OUTPUT;
+                let (all, sel, ind) = (
+                    openflow::gt::ALL,
+                    openflow::gt::SELECT,
+                    openflow::gt::INDIRECT,
+                );
+                let acts = logic::flows::ofp::supported_actions()
+                    .iter()
+                    .filter(|&&a| a != openflow::at::GROUP)
+                    .fold(0u32, |m, &a| m | 1 << a);
                 reply(
                     mp::GROUP_FEATURES,
                     &[openflow::group_features_body(
-                        (1 << all) | (1 << ind),
-                        0,
-                        [M as u32, 0, M as u32, 0],
-                        [out, 0, out, 0],
+                        (1 << all) | (1 << sel) | (1 << ind),
+                        // OFPGFC_SELECT_WEIGHT | OFPGFC_SELECT_LIVENESS.
+                        0b11,
+                        [M as u32, M as u32, M as u32, 0],
+                        [acts, acts, acts, 0],
                     )],
                 )
             }
@@ -1012,19 +1032,14 @@ impl Session {
                             max_entries: u32::MAX,
                             instructions: vec![
                                 openflow::it::GOTO_TABLE,
+                                openflow::it::WRITE_METADATA,
                                 openflow::it::APPLY_ACTIONS,
+                                openflow::it::METER,
                             ],
                             next_tables: (t.saturating_add(1)..=logic::flows::MAX_TABLE)
                                 .filter(|&n| n > t)
                                 .collect(),
-                            apply_actions: vec![
-                                openflow::at::OUTPUT,
-                                openflow::at::GROUP,
-                                openflow::at::PUSH_VLAN,
-                                openflow::at::POP_VLAN,
-                                openflow::at::DEC_NW_TTL,
-                                openflow::at::SET_FIELD,
-                            ],
+                            apply_actions: logic::flows::ofp::supported_actions().to_vec(),
                             matches: matches.to_vec(),
                             set_fields: set_fields.to_vec(),
                         })

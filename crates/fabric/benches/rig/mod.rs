@@ -300,7 +300,14 @@ impl Rig {
         };
         logic.classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
         let entry = self.table.get(0).unwrap().clone();
-        self.fwd
-            .forward(&self.table, logic, &entry, rx.pkts(), &self.verdicts[..n])
+        let mut sent = self
+            .fwd
+            .forward(&self.table, logic, &entry, rx.pkts(), &self.verdicts[..n]);
+        // As the worker does: the copies the logic made, after the batch.
+        let (cp, cv) = rx.copies();
+        if !cp.is_empty() {
+            sent += self.fwd.forward_copies(&self.table, logic, &entry, cp, cv);
+        }
+        sent
     }
 }

@@ -41,7 +41,7 @@ use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::key::{Header, HeaderMask, Key};
+use super::key::{CKey, Header, HeaderMask};
 use super::megaflow::Masks;
 use super::Rule;
 use crate::Verdict;
@@ -60,7 +60,7 @@ pub const MAX_ENTRIES: usize = 1 << 20;
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 pub struct Entry {
-    pub key: Key,
+    pub key: CKey,
     /// Snapshot generation; 0 (never a snapshot's) = empty.
     pub gen: u64,
     pub meta: u32,
@@ -105,7 +105,7 @@ pub struct RunEnd {
     pub ingress: u16,
     pub h: Header,
     pub mask: HeaderMask,
-    pub key: Key,
+    pub key: CKey,
     pub meta: u32,
     pub gen: u64,
 }

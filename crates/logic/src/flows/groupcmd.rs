@@ -25,8 +25,17 @@ pub(super) struct GroupSpec {
     pub(super) id: Option<u32>,
     /// `type=`: `OFPGT_*`.
     pub(super) kind: Option<u8>,
-    /// One action list per `bucket=`.
-    pub(super) buckets: Vec<Vec<Action>>,
+    /// One per `bucket=`.
+    pub(super) buckets: Vec<TextBucket>,
+}
+
+/// One `bucket=[weight:W,][watch_port:P,]ACTIONS`.
+#[derive(Debug, PartialEq, Default)]
+pub(super) struct TextBucket {
+    pub(super) weight: u16,
+    /// A port id.
+    pub(super) watch_port: Option<u16>,
+    pub(super) actions: Vec<Action>,
 }
 
 fn type_name(kind: u8) -> &'static str {
@@ -90,9 +99,43 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
         .iter()
         .enumerate()
         .map(|(i, b)| {
-            // Prerequisites do not apply: a rewrite in a bucket is refused
-            // as the group-mod would refuse it (OFPGMFC_BAD_BUCKET).
-            let (acts, goto) = parse_actions(&b.join(","), 0, true, true, true)
+            // A bucket's parameters come first (weight, watch_port; with
+            // `:` or `=`), then its actions (`actions=` optional).
+            let mut tb = TextBucket::default();
+            let mut acts: Vec<&str> = Vec::new();
+            for t in b.iter().flat_map(|x| tokens(x)) {
+                if let Some(a) = t
+                    .strip_prefix("actions=")
+                    .or_else(|| t.strip_prefix("action="))
+                {
+                    if !a.is_empty() {
+                        acts.push(a);
+                    }
+                    continue;
+                }
+                let (k, v) = t
+                    .split_once(':')
+                    .or_else(|| t.split_once('='))
+                    .unwrap_or((t, ""));
+                match k {
+                    "weight" if acts.is_empty() => {
+                        tb.weight = uint("weight", v, 0xffff)
+                            .map_err(|e| format!("bucket {}: {e}", i + 1))?
+                            as u16
+                    }
+                    "watch_port" if acts.is_empty() => {
+                        tb.watch_port = Some(
+                            uint("watch_port", v, 65534)
+                                .map_err(|e| format!("bucket {}: {e}", i + 1))?
+                                as u16,
+                        )
+                    }
+                    _ => acts.push(t),
+                }
+            }
+            // Prerequisites do not apply: buckets run on copies, and a
+            // rewrite of a header a frame lacks does nothing.
+            let (actions, goto) = parse_actions(&acts.join(","), 0, true)
                 .map_err(|e| format!("bucket {}: {e}", i + 1))?;
             if goto.is_some() {
                 return Err(format!(
@@ -100,7 +143,18 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
                     i + 1
                 ));
             }
-            Ok(acts)
+            if let Some(a) = actions
+                .iter()
+                .find(|a| matches!(a, Action::Meter(_) | Action::WriteMetadata(..)))
+            {
+                return Err(format!(
+                    "bucket {}: {} is an instruction of flows, not an action of buckets",
+                    i + 1,
+                    format_actions(std::slice::from_ref(a), None)
+                ));
+            }
+            tb.actions = actions;
+            Ok(tb)
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok(GroupSpec { id, kind, buckets })
@@ -111,8 +165,14 @@ fn format_group(id: u32, kind: u8, buckets: &[Bucket]) -> String {
     let mut s = format!("group_id={id},type={}", type_name(kind));
     for b in buckets {
         // Buckets were converted from these actions when installed.
-        let acts = actions_from_of(&b.actions, &[]).unwrap_or_default();
+        let acts = actions_from_of(&b.actions).unwrap_or_default();
         s += ",bucket=";
+        if kind == gt::SELECT {
+            s += &format!("weight:{},", b.weight);
+            if let Some(p) = super::ofp::port_id(b.watch_port) {
+                s += &format!("watch_port:{p},");
+            }
+        }
         s += &format_actions(&acts, None);
     }
     s
@@ -128,13 +188,19 @@ fn explain(e: OfpError, g: &GroupMod) -> String {
             format!("group id {id} is out of range (0..={GROUP_MAX})")
         }
         (et::GROUP_MOD_FAILED, gmfc::BAD_TYPE) => format!(
-            "type {} is not supported (all, indirect)",
+            "type {} is not supported (all, indirect, select)",
             type_name(g.kind)
         ),
-        (et::GROUP_MOD_FAILED, gmfc::BAD_BUCKET) if g.kind == gt::INDIRECT && g.buckets.len() != 1 => {
-            format!("an indirect group has exactly one bucket, not {}", g.buckets.len())
+        (et::GROUP_MOD_FAILED, gmfc::BAD_WATCH) => "a bucket's watch_port is not a port".into(),
+        (et::GROUP_MOD_FAILED, gmfc::BAD_BUCKET)
+            if g.kind == gt::INDIRECT && g.buckets.len() != 1 =>
+        {
+            format!(
+                "an indirect group has exactly one bucket, not {}",
+                g.buckets.len()
+            )
         }
-        (et::GROUP_MOD_FAILED, gmfc::BAD_BUCKET) => "a bucket may only output (output:N, in_port, flood, all): every copy leaves from one buffer, so a rewrite would reach the other buckets' copies".into(),
+        (et::GROUP_MOD_FAILED, gmfc::BAD_BUCKET) => "a bad bucket".into(),
         (et::GROUP_MOD_FAILED, gmfc::CHAINING_UNSUPPORTED) => {
             "a bucket cannot use a group (chained groups, and so loops, are not supported)".into()
         }
@@ -147,18 +213,11 @@ fn explain(e: OfpError, g: &GroupMod) -> String {
             super::MAX_GROUPS
         ),
         (et::BAD_ACTION, openflow::bac::BAD_OUT_PORT) => {
-            "a bucket cannot output to the controller (packet-ins come from flows)".into()
+            "a bucket cannot output to normal (the learning bridge is for flows)".into()
         }
-        (et::BAD_ACTION, openflow::bac::UNSUPPORTED_ORDER) => format!(
-            "a flow using group {id} rewrites headers between the group and another output (every copy leaves from one buffer)"
-        ),
         _ => "refused".into(),
     };
-    let name = match (e.kind, e.code) {
-        (et::BAD_ACTION, openflow::bac::BAD_OUT_PORT) => "OFPBAC_BAD_OUT_PORT".into(),
-        (et::BAD_ACTION, openflow::bac::UNSUPPORTED_ORDER) => "OFPBAC_UNSUPPORTED_ORDER".into(),
-        _ => e.name(),
-    };
+    let name = e.name();
     format!("{why} ({name})")
 }
 
@@ -231,7 +290,7 @@ impl Flows {
         }
         let kind = spec
             .kind
-            .ok_or_else(|| bad("needs type=all or type=indirect".into()))?;
+            .ok_or_else(|| bad("needs type=all, indirect or select".into()))?;
         let g = GroupMod {
             command: if cmd == "add_group" {
                 gc::ADD
@@ -243,11 +302,11 @@ impl Flows {
             buckets: spec
                 .buckets
                 .iter()
-                .map(|acts| Bucket {
-                    weight: 0,
-                    watch_port: port::ANY,
+                .map(|b| Bucket {
+                    weight: b.weight,
+                    watch_port: b.watch_port.map_or(port::ANY, super::ofp::of_port),
                     watch_group: GROUP_ANY,
-                    actions: actions_to_of(acts, None),
+                    actions: actions_to_of(&b.actions, None, None),
                 })
                 .collect(),
         };
@@ -314,11 +373,30 @@ mod tests {
         assert_eq!(g.id, Some(7));
         assert_eq!(g.kind, Some(gt::ALL));
         assert_eq!(
-            g.buckets,
+            g.buckets
+                .iter()
+                .map(|b| b.actions.clone())
+                .collect::<Vec<_>>(),
             vec![
                 vec![Action::Output(1)],
                 vec![Action::Output(2), Action::InPort],
                 vec![]
+            ]
+        );
+        let s = parse_group("group_id=2,type=select,bucket=weight:2,watch_port:3,actions=output:1,bucket=weight=1,output:2").unwrap();
+        assert_eq!(
+            s.buckets,
+            vec![
+                TextBucket {
+                    weight: 2,
+                    watch_port: Some(3),
+                    actions: vec![Action::Output(1)]
+                },
+                TextBucket {
+                    weight: 1,
+                    watch_port: None,
+                    actions: vec![Action::Output(2)]
+                },
             ]
         );
         assert_eq!(parse_group("group_id=all").unwrap().id, Some(GROUP_ALL));
@@ -366,7 +444,7 @@ mod tests {
             ),
             (
                 "add_group",
-                "group_id=3,type=select,bucket=output:1",
+                "group_id=3,type=ff,bucket=output:1",
                 "OFPGMFC_BAD_TYPE",
             ),
             (
@@ -374,16 +452,16 @@ mod tests {
                 "group_id=3,type=indirect,bucket=output:1,bucket=output:2",
                 "exactly one bucket",
             ),
-            (
-                "add_group",
-                "group_id=3,type=all,bucket=mod_dl_src:02:00:00:00:00:01,output:1",
-                "OFPGMFC_BAD_BUCKET",
-            ),
             ("add_group", "group_id=3,type=all,bucket=group:1", "loops"),
             (
                 "add_group",
-                "group_id=3,type=all,bucket=controller",
-                "controller",
+                "group_id=3,type=all,bucket=normal",
+                "OFPBAC_BAD_OUT_PORT",
+            ),
+            (
+                "add_group",
+                "group_id=3,type=all,bucket=meter:1,output:1",
+                "instruction of flows",
             ),
             ("add_group", "type=all,bucket=output:1", "needs group_id"),
             ("add_group", "group_id=3,bucket=output:1", "needs type"),
@@ -419,26 +497,20 @@ mod tests {
         let f2 = Flows::from_config(&json!(null)).unwrap();
         cmd(&f2, "add_group", &text).unwrap();
         assert_eq!(f2.group_desc(), f.group_desc());
-        // A modify that a flow using the group cannot take is refused, and
-        // nothing changes.
+        // A group used after a rewrite: the output before gets the frame
+        // as it was, the group's bucket the rewritten one; a modify follows.
         cmd(&f, "add_group", "group_id=2,type=all").unwrap();
         f.command(
             "add",
             &json!({"flow": "in_port=2,actions=output:0,mod_dl_src:02:00:00:00:00:09,group:2"}),
         )
         .unwrap();
-        let e = cmd(&f, "mod_group", "group_id=2,type=all,bucket=output:1").unwrap_err();
-        assert!(
-            e.contains("rewrites headers") && e.contains("OFPBAC_UNSUPPORTED_ORDER"),
-            "{e}"
-        );
         assert_eq!(classify1(&f, 2, 0, &frame), Verdict::Port(0));
-        assert!(f
-            .command("dump_groups", &json!({"group": "group_id=2"}))
-            .unwrap()["groups"][0]["group"]
-            .as_str()
-            .unwrap()
-            .ends_with("type=all"));
+        cmd(&f, "mod_group", "group_id=2,type=all,bucket=output:1").unwrap();
+        let mut b = crate::testutil::Batch::new(vec![frame.clone()]);
+        assert_eq!(b.classify(&f, 2, 0), vec![Verdict::Port(1)]);
+        assert_eq!(b.copies, vec![(Verdict::Port(0), frame.clone())]);
+        assert_eq!(&b.views[0][6..12], &[2, 0, 0, 0, 0, 9]);
         let m = cmd(&f, "mod_group", "group_id=1,type=indirect,bucket=output:2").unwrap();
         assert_eq!(m, json!({"modified": 1, "flows_recompiled": 1}));
         assert_eq!(classify1(&f, 0, 0, &frame), Verdict::Port(2));

@@ -1,70 +1,62 @@
-//! The OpenFlow group table: groups of type ALL (every bucket gets a copy)
-//! and INDIRECT (one bucket), programmed with `OFPT_GROUP_MOD` (and the
+//! The OpenFlow group table: groups of type ALL (every bucket gets a copy),
+//! INDIRECT (one bucket) and SELECT (one bucket per packet, chosen by a
+//! hash of the packet's addresses and ports among the live buckets, in
+//! proportion to their weights), programmed with `OFPT_GROUP_MOD` (and the
 //! same group-mods from the logic's group commands, groupcmd.rs) and used
 //! by flows with the `group:N` action (docs/flows.md, "Groups").
 //!
-//! A bucket may only output (a port, `in_port`, `flood`, `all`): every
-//! copy leaves from the one buffer the fabric lends the logic, so a
-//! rewrite in one bucket would show in the others. A flow's `group:N` is
-//! compiled into the group's outputs, which the existing multi-output path
-//! turns into one `Verdict::Group` of the fabric; a group-mod that changes
-//! or deletes a group recompiles or deletes the flows that use it, in one
-//! snapshot swap. The data path has no group table of its own: group
-//! counters are those of the flows that reference the group.
+//! A flow's `group:N` is compiled into the group's buckets
+//! (`Writer::compile` in mod.rs): the outputs of buckets that only output
+//! join the flow's own (one `Verdict::Group` of the fabric for them all),
+//! a bucket with header changes runs on a copy of the frame
+//! (`Action::Bucket`, exec.rs), a SELECT group becomes a block of its
+//! buckets (`Action::Select`). A group-mod that changes or deletes a group
+//! recompiles or deletes the flows that use it, in one snapshot swap. The
+//! data path has no group table of its own: group counters are those of
+//! the flows that reference the group.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use openflow::{et, gc, gmfc, gt, Bucket, GroupMod, GroupStats, OfpError, GROUP_ALL, GROUP_MAX};
+use openflow::{
+    et, gc, gmfc, gt, port, Bucket, GroupMod, GroupStats, OfpError, GROUP_ALL, GROUP_ANY, GROUP_MAX,
+};
 
-use super::ofp::actions_from_of;
-use super::{Action, Flows, Reason, Rule, Snapshot, Writer};
+use super::ofp::{actions_from_of, port_id};
+use super::{Action, Flows, Reason, Rule, Snapshot};
 
 /// Most groups in the table.
 pub const MAX_OF_GROUPS: usize = 1024;
 /// Most buckets in a group.
 pub const MAX_BUCKETS: usize = 64;
 
+/// One bucket as the flows' compiler takes it.
+#[derive(Clone, Debug)]
+pub(super) struct GBucket {
+    /// SELECT: its share.
+    pub(super) weight: u16,
+    /// SELECT: the port id whose link must be up for it to be chosen
+    /// (`u16::MAX`: none).
+    pub(super) watch: u16,
+    /// Its actions, as the logic's.
+    pub(super) acts: Vec<Action>,
+}
+
 /// One group.
 pub(super) struct OfGroup {
     kind: u8,
-    /// The buckets' actions, as the logic's.
-    outputs: Vec<Action>,
+    /// The buckets, for the compiler.
+    compiled: Vec<GBucket>,
     /// As given (group desc).
     buckets: Vec<Bucket>,
     installed: Instant,
 }
 
-impl Writer {
-    /// `acts` with every `group:N` replaced by the group's outputs.
-    pub(super) fn expand_groups<'a>(
-        &self,
-        acts: &'a [Action],
-    ) -> Result<Cow<'a, [Action]>, String> {
-        if !acts.iter().any(|a| matches!(a, Action::OfGroup(_))) {
-            return Ok(Cow::Borrowed(acts));
-        }
-        let mut out = Vec::with_capacity(acts.len() + 4);
-        for a in acts {
-            match a {
-                Action::OfGroup(g) => {
-                    let grp = self
-                        .of_groups
-                        .get(g)
-                        .ok_or_else(|| format!("group {g} does not exist"))?;
-                    out.extend_from_slice(&grp.outputs);
-                }
-                a => out.push(*a),
-            }
-        }
-        Ok(Cow::Owned(out))
-    }
-}
-
 impl OfGroup {
-    /// Its statistics at `now`: those of the flows of `snap` using it.
+    /// Its statistics at `now`: those of the flows of `snap` using it
+    /// (the buckets of a SELECT group, of which each packet goes to one,
+    /// are not counted apart: all ones, the spec's "unavailable").
     pub(super) fn stats(&self, gid: u32, snap: &Snapshot, now: Instant) -> GroupStats {
         let us = users(snap, &HashSet::from([gid]));
         let (p, b) = us.iter().fold((0, 0), |(p, b), r| {
@@ -72,6 +64,11 @@ impl OfGroup {
             (p + rp, b + rb)
         });
         let d = now.saturating_duration_since(self.installed);
+        let per_bucket = if self.kind == gt::SELECT {
+            (u64::MAX, u64::MAX)
+        } else {
+            (p, b)
+        };
         GroupStats {
             group_id: gid,
             ref_count: us.len() as u32,
@@ -79,7 +76,7 @@ impl OfGroup {
             byte_count: b,
             duration_sec: d.as_secs() as u32,
             duration_nsec: d.subsec_nanos(),
-            buckets: vec![(p, b); self.buckets.len()],
+            buckets: vec![per_bucket; self.buckets.len()],
         }
     }
 
@@ -88,9 +85,19 @@ impl OfGroup {
         self.kind
     }
 
+    /// A SELECT group.
+    pub(super) fn is_select(&self) -> bool {
+        self.kind == gt::SELECT
+    }
+
     /// The buckets as given.
     pub(super) fn buckets(&self) -> &[Bucket] {
         &self.buckets
+    }
+
+    /// The buckets for the compiler.
+    pub(super) fn compiled_buckets(&self) -> &[GBucket] {
+        &self.compiled
     }
 }
 
@@ -132,7 +139,7 @@ impl Flows {
             return Err(gmf(gmfc::INVALID_GROUP));
         }
         match g.kind {
-            gt::ALL => {}
+            gt::ALL | gt::SELECT => {}
             gt::INDIRECT if g.buckets.len() == 1 => {}
             gt::INDIRECT => return Err(gmf(gmfc::BAD_BUCKET)),
             _ => return Err(gmf(gmfc::BAD_TYPE)),
@@ -140,7 +147,7 @@ impl Flows {
         if g.buckets.len() > MAX_BUCKETS {
             return Err(gmf(gmfc::OUT_OF_BUCKETS));
         }
-        let mut outputs = Vec::new();
+        let mut compiled = Vec::with_capacity(g.buckets.len());
         for b in &g.buckets {
             if b.actions
                 .iter()
@@ -148,24 +155,32 @@ impl Flows {
             {
                 return Err(gmf(gmfc::CHAINING_UNSUPPORTED));
             }
-            for a in actions_from_of(&b.actions, &[])? {
-                match a {
-                    Action::Output(_) | Action::InPort | Action::Flood | Action::All => {
-                        outputs.push(a)
-                    }
-                    // Packet-ins and the learning bridge: from flows only,
-                    // not from buckets.
-                    Action::Controller(_) | Action::Normal => {
-                        return Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
-                    }
-                    // A rewrite would reach the other buckets' copies.
-                    _ => return Err(gmf(gmfc::BAD_BUCKET)),
-                }
+            let acts = actions_from_of(&b.actions)?;
+            // The learning bridge: from flows only, not from buckets.
+            if acts.contains(&Action::Normal) {
+                return Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT));
             }
+            let watch = if g.kind != gt::SELECT {
+                // Weights and watches mean something for SELECT (and
+                // fast failover) only.
+                u16::MAX
+            } else if b.watch_group != GROUP_ANY {
+                // A bucket watching a group: chained groups.
+                return Err(gmf(gmfc::WATCH_UNSUPPORTED));
+            } else if b.watch_port == port::ANY {
+                u16::MAX
+            } else {
+                port_id(b.watch_port).ok_or(gmf(gmfc::BAD_WATCH))?
+            };
+            compiled.push(GBucket {
+                weight: b.weight,
+                watch,
+                acts,
+            });
         }
         let new = OfGroup {
             kind: g.kind,
-            outputs,
+            compiled,
             buckets: g.buckets.clone(),
             installed: Instant::now(),
         };
@@ -191,7 +206,7 @@ impl Flows {
         let mut compiled: HashMap<u64, Box<[Action]>> = HashMap::new();
         let using = users(&snap, &HashSet::from([g.group_id]));
         for r in &using {
-            match w.compile(&self.groups, &self.mixed, &r.shown) {
+            match w.compile(&self.groups, &self.mixed, &snap.meters, &r.shown, r.goto) {
                 Ok(c) => {
                     compiled.insert(r.seq, c);
                 }
@@ -199,11 +214,11 @@ impl Flows {
                     if let Some(o) = old {
                         w.of_groups.insert(g.group_id, o);
                     }
-                    return Err(if e.starts_with("more than") {
+                    // The only way left: the logic's output sets ran out.
+                    return Err(if e.of.kind == et::FLOW_MOD_FAILED {
                         gmf(gmfc::OUT_OF_GROUPS)
                     } else {
-                        // A flow rewrites between the group and another output.
-                        OfpError::new(et::BAD_ACTION, openflow::bac::UNSUPPORTED_ORDER)
+                        e.of
                     });
                 }
             }
@@ -379,8 +394,20 @@ mod tests {
             err(gmfc::BAD_COMMAND)
         );
         assert_eq!(
-            f.group_mod(&gm(gc::ADD, gt::SELECT, 1, one.clone())),
+            f.group_mod(&gm(gc::ADD, gt::FF, 1, one.clone())),
             err(gmfc::BAD_TYPE)
+        );
+        let mut watching = bucket(vec![out(2)]);
+        watching.watch_group = 7;
+        assert_eq!(
+            f.group_mod(&gm(gc::ADD, gt::SELECT, 1, vec![watching])),
+            err(gmfc::WATCH_UNSUPPORTED)
+        );
+        let mut watching = bucket(vec![out(2)]);
+        watching.watch_port = port::CONTROLLER;
+        assert_eq!(
+            f.group_mod(&gm(gc::ADD, gt::SELECT, 1, vec![watching])),
+            err(gmfc::BAD_WATCH)
         );
         assert_eq!(
             f.group_mod(&gm(gc::ADD, gt::ALL, GROUP_MAX + 1, one.clone())),
@@ -404,18 +431,20 @@ mod tests {
                 gc::ADD,
                 gt::ALL,
                 1,
-                vec![bucket(vec![openflow::Action::PopVlan, out(2)])]
+                vec![bucket(vec![out(port::NORMAL)])]
             )),
-            err(gmfc::BAD_BUCKET)
+            Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
         );
         assert_eq!(
             f.group_mod(&gm(
                 gc::ADD,
                 gt::ALL,
                 1,
-                vec![bucket(vec![out(port::CONTROLLER)])]
+                vec![bucket(vec![openflow::Action::SetField(
+                    openflow::Oxm::exact(openflow::oxm::METADATA, 1)
+                )])]
             )),
-            Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT))
+            Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_SET_TYPE))
         );
         assert!(
             f.group_desc().is_empty(),

@@ -1,18 +1,40 @@
-//! The flow key: every header field a flow can match, packed into eight
-//! 64-bit words so that masking and hashing are a few word operations, and
-//! its extraction from frame bytes (never panics, never allocates).
+//! The flow key: every header field a flow can match, packed into 64-bit
+//! words so that masking and hashing are a few word operations, and its
+//! extraction from frame bytes (never panics, never allocates).
+//!
+//! Two widths of one layout: [`Key`], the classifier's (every field, the
+//! pipeline registers `metadata` and `tunnel_id` and the IPv6 neighbour
+//! discovery fields included), and [`CKey`], its first [`CWORDS`] words,
+//! the caches' (the fields a frame has at the start of the pipeline; see
+//! `Snapshot::nd_in_use` in `mod.rs` for why the rest is never needed
+//! there).
 
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Number of 64-bit words in a [`Key`].
-pub const WORDS: usize = 8;
+pub const WORDS: usize = 14;
+/// Number of 64-bit words in a [`CKey`] (the first of a [`Key`]'s).
+pub const CWORDS: usize = 8;
 
-/// Packed header fields (layout: see [`Field`]). Fields a frame does not
-/// have (no VLAN tag, no IP header...) are zero.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Key(pub [u64; WORDS]);
+/// Packed header fields and pipeline registers (layout: see [`Field`]).
+/// Fields a frame does not have (no VLAN tag, no IP header...) are zero.
+pub type Key = Words<WORDS>;
+/// The first [`CWORDS`] words of a [`Key`]: the packet fields the
+/// exact-match and megaflow caches key their entries by.
+pub type CKey = Words<CWORDS>;
 
-/// Constants, one per word, for [`Key`]'s hash ([`Key::nh`]).
+/// `N` words of a key.
+#[derive(Clone, Copy, Debug)]
+pub struct Words<const N: usize>(pub [u64; N]);
+
+impl<const N: usize> Default for Words<N> {
+    #[inline]
+    fn default() -> Self {
+        Words([0; N])
+    }
+}
+
+/// Constants, one per word, for the keys' hash ([`Words::nh`]).
 const MIX: [u64; WORDS] = [
     0x9e37_79b9_7f4a_7c15,
     0xc2b2_ae3d_27d4_eb4f,
@@ -22,39 +44,57 @@ const MIX: [u64; WORDS] = [
     0xff51_afd7_ed55_8ccd,
     0xc4ce_b9fe_1a85_ec53,
     0x5851_f42d_4c95_7f2d,
+    0x2545_f491_4f6c_dd1d,
+    0x9fb2_1c65_1e98_df25,
+    0xd6e8_feb8_6659_fd93,
+    0xa076_1d64_78bd_642f,
+    0xe703_7ed1_a0b4_28db,
+    0x8ebc_6af0_9c88_c6e3,
 ];
 
-impl Key {
+impl<const N: usize> Words<N> {
     /// The words compressed to one: NH (UMAC's universal hash), the sum
     /// of the products of the words taken in pairs, each offset by its
-    /// constant, as 128-bit numbers, folded to 64 bits: four
-    /// widening multiplies, independent of each other, for eight words
-    /// (the multiply-xor of each word cost twice the instructions). Not
-    /// mixed: [`KeyHasher::finish`] mixes it.
+    /// constant, as 128-bit numbers, folded to 64 bits: N/2 widening
+    /// multiplies, independent of each other (the multiply-xor of each
+    /// word cost twice the instructions). Not mixed: [`KeyHasher::finish`]
+    /// mixes it.
+    ///
+    /// The words past the [`CKey`]'s (the registers and the neighbour
+    /// discovery fields) are zero in most keys: their pairs are added only
+    /// when one is not (a test instead of three multiplies; the hash is
+    /// still a function of the words alone).
     #[inline(always)]
     fn nh(&self) -> u64 {
         let mut acc = 0u128;
-        for i in 0..WORDS / 2 {
+        for i in 0..N.min(CWORDS) / 2 {
             let a = self.0[2 * i].wrapping_add(MIX[2 * i]);
             let b = self.0[2 * i + 1].wrapping_add(MIX[2 * i + 1]);
             acc = acc.wrapping_add(a as u128 * b as u128);
+        }
+        if N > CWORDS && self.0[CWORDS.min(N)..].iter().fold(0, |a, w| a | w) != 0 {
+            for i in CWORDS / 2..N / 2 {
+                let a = self.0[2 * i].wrapping_add(MIX[2 * i]);
+                let b = self.0[2 * i + 1].wrapping_add(MIX[2 * i + 1]);
+                acc = acc.wrapping_add(a as u128 * b as u128);
+            }
         }
         (acc >> 64) as u64 ^ acc as u64
     }
 }
 
-impl std::hash::Hash for Key {
-    /// One word ([`Key::nh`]); [`KeyHasher::finish`] mixes it.
+impl<const N: usize> std::hash::Hash for Words<N> {
+    /// One word ([`Words::nh`]); [`KeyHasher::finish`] mixes it.
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
         h.write_u64(self.nh());
     }
 }
 
-impl PartialEq for Key {
+impl<const N: usize> PartialEq for Words<N> {
     /// Branch-free over the words (a derived `==` calls `memcmp`).
     #[inline]
-    fn eq(&self, o: &Key) -> bool {
+    fn eq(&self, o: &Self) -> bool {
         self.0
             .iter()
             .zip(o.0.iter())
@@ -63,60 +103,48 @@ impl PartialEq for Key {
     }
 }
 
-impl Eq for Key {}
+impl<const N: usize> Eq for Words<N> {}
 
-impl Key {
+impl<const N: usize> Words<N> {
     /// `self & mask`, word by word.
     #[inline]
-    pub fn and(&self, mask: &Key) -> Key {
-        let mut k = [0u64; WORDS];
+    pub fn and(&self, mask: &Self) -> Self {
+        let mut k = [0u64; N];
         for (i, w) in k.iter_mut().enumerate() {
             *w = self.0[i] & mask.0[i];
         }
-        Key(k)
+        Words(k)
     }
 
     /// `self | other`, word by word.
     #[inline]
-    pub fn or(&self, other: &Key) -> Key {
-        let mut k = [0u64; WORDS];
+    pub fn or(&self, other: &Self) -> Self {
+        let mut k = [0u64; N];
         for (i, w) in k.iter_mut().enumerate() {
             *w = self.0[i] | other.0[i];
         }
-        Key(k)
+        Words(k)
     }
 
-    /// The fields the exact-match cache keeps whatever the flows match:
-    /// the ingress port (the verdict of `output` to it, and of `in_port`,
-    /// depends on it) and the VLAN TCI (what `mod_vlan_vid`/`mod_vlan_pcp`
-    /// rewrite depends on whether the frame is tagged).
-    pub fn in_use_always() -> Key {
-        let mut k = Key::default();
-        k.set(Field::InPort, u128::MAX);
-        k.set(Field::VlanTci, u128::MAX);
-        k
-    }
-
-    /// Hash of the key and `extra` (the exact-match cache's index): the
-    /// words compressed as in `Hash` ([`Key::nh`]), then murmur3's
-    /// finaliser.
+    /// Hash of the key and `extra` (the caches' index): the words
+    /// compressed as in `Hash` ([`Words::nh`]), then murmur3's finaliser.
     #[inline]
     pub fn hash_with(&self, extra: u64) -> u64 {
         KeyHasher(self.nh() ^ extra.wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)).finish()
     }
 
     /// Every bit of `other` is set in `self`.
-    pub fn covers(&self, other: &Key) -> bool {
+    pub fn covers(&self, other: &Self) -> bool {
         self.0.iter().zip(other.0.iter()).all(|(a, b)| a & b == *b)
     }
 
-    /// The bits of field `f`.
+    /// The bits of field `f` (which must lie in these words).
     pub fn get(&self, f: Field) -> u128 {
         let (w, shift, bits) = f.layout();
         if bits == 128 {
             ((self.0[w] as u128) << 64) | self.0[w + 1] as u128
         } else {
-            ((self.0[w] >> shift) & ((1u64 << bits) - 1)) as u128
+            ((self.0[w] >> shift) & ((1u64 << (bits - 1) << 1).wrapping_sub(1))) as u128
         }
     }
 
@@ -127,9 +155,56 @@ impl Key {
             self.0[w] = (v >> 64) as u64;
             self.0[w + 1] = v as u64;
         } else {
-            let m = ((1u64 << bits) - 1) << shift;
+            let m = ((1u64 << (bits - 1) << 1).wrapping_sub(1)) << shift;
             self.0[w] = (self.0[w] & !m) | (((v as u64) << shift) & m);
         }
+    }
+
+    /// The key's words below `words` (the others zero).
+    pub fn words_below(&self, words: usize) -> Self {
+        let mut k = *self;
+        for w in k.0.iter_mut().skip(words) {
+            *w = 0;
+        }
+        k
+    }
+}
+
+impl Key {
+    /// The fields the caches keep whatever the flows match: the ingress
+    /// port (the verdict of `output` to it, and of `in_port`, depends on
+    /// it) and the VLAN TCI (what `mod_vlan_vid`/`mod_vlan_pcp` rewrite
+    /// depends on whether the frame is tagged).
+    pub fn in_use_always() -> Key {
+        let mut k = Key::default();
+        k.set(Field::InPort, u128::MAX);
+        k.set(Field::VlanTci, u128::MAX);
+        k
+    }
+
+    /// Its first [`CWORDS`] words (the packet fields the caches key by).
+    #[inline(always)]
+    pub fn narrow(&self) -> CKey {
+        let mut k = [0u64; CWORDS];
+        k.copy_from_slice(&self.0[..CWORDS]);
+        Words(k)
+    }
+
+    /// Whether any bit beyond the first [`CWORDS`] words is set.
+    pub fn has_wide(&self) -> bool {
+        self.0[CWORDS..].iter().any(|w| *w != 0)
+    }
+}
+
+impl CKey {
+    /// The whole [`Key`] of these words: the pipeline registers and the
+    /// neighbour discovery fields zero (as at the start of the pipeline,
+    /// for a frame that is not a neighbour solicitation or advertisement).
+    #[inline(always)]
+    pub fn widen(&self) -> Key {
+        let mut k = [0u64; WORDS];
+        k[..CWORDS].copy_from_slice(&self.0);
+        Words(k)
     }
 }
 
@@ -140,18 +215,15 @@ impl Key {
 /// last stage is the whole mask (with the L4 ports, word 7).
 pub const STAGE_WORDS: [usize; 2] = [3, 7];
 
-impl Key {
-    /// The key's words below `words` (the others zero).
-    pub fn words_below(&self, words: usize) -> Key {
-        let mut k = *self;
-        for w in k.0.iter_mut().skip(words) {
-            *w = 0;
-        }
-        k
-    }
-}
-
-/// A matchable field and where it sits in the [`Key`].
+/// A matchable field and where it sits in the [`Key`]. Some share bits:
+/// those of frames of different EtherTypes (the ARP hardware addresses sit
+/// where an IPv6 frame has the upper halves of its addresses; the flow
+/// label, the MPLS label, TC and bottom of stack and the ARP opcode share
+/// the low half of word 7), which a flow can tell apart because matching
+/// one needs a match on the EtherType (OpenFlow's prerequisites); and the
+/// neighbour discovery link-layer addresses (the source's in a
+/// solicitation, the target's in an advertisement: the ICMPv6 type
+/// tells).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
     /// Ingress port (16 bits).
@@ -163,7 +235,8 @@ pub enum Field {
     VlanTci,
     /// IP protocol, or the low 8 bits of the ARP opcode (8 bits).
     NwProto,
-    /// IP TOS / traffic class byte with the ECN bits cleared (8 bits).
+    /// IP TOS / traffic class byte: DSCP in the top 6 bits, ECN in the
+    /// low 2 (8 bits).
     NwTos,
     /// Destination MAC (48 bits).
     DlDst,
@@ -177,12 +250,35 @@ pub enum Field {
     Ip6Src,
     /// IPv6 destination (128 bits).
     Ip6Dst,
-    /// TCP/UDP source port, or ICMP type (16 bits).
+    /// TCP/UDP/SCTP source port, or ICMP type (16 bits).
     TpSrc,
-    /// TCP/UDP destination port, or ICMP code (16 bits).
+    /// TCP/UDP/SCTP destination port, or ICMP code (16 bits).
     TpDst,
     /// ARP opcode (16 bits).
     ArpOp,
+    /// ARP sender hardware address (48 bits; ARP frames).
+    ArpSha,
+    /// ARP target hardware address (48 bits; ARP frames).
+    ArpTha,
+    /// IPv6 flow label (20 bits; IPv6 frames).
+    Ip6Flabel,
+    /// Outermost MPLS label (20 bits; MPLS frames).
+    MplsLabel,
+    /// Outermost MPLS traffic class (3 bits).
+    MplsTc,
+    /// Outermost MPLS bottom-of-stack bit (1 bit).
+    MplsBos,
+    /// The pipeline's metadata register (64 bits; 0 at table 0).
+    Metadata,
+    /// The tunnel id register (64 bits; 0 at table 0: no port of
+    /// turnoutd is a tunnel).
+    TunnelId,
+    /// IPv6 neighbour discovery target (128 bits; ND frames).
+    NdTarget,
+    /// ND source link-layer address option (48 bits; solicitations).
+    NdSll,
+    /// ND target link-layer address option (48 bits; advertisements).
+    NdTll,
 }
 
 impl Field {
@@ -197,18 +293,37 @@ impl Field {
             Field::DlDst => (1, 0, 48),
             Field::DlSrc => (2, 0, 48),
             Field::Ip6Src => (3, 0, 128),
+            Field::ArpSha => (3, 0, 48),
             Field::Ip4Src => (4, 0, 32),
             Field::Ip6Dst => (5, 0, 128),
+            Field::ArpTha => (5, 0, 48),
             Field::Ip4Dst => (6, 0, 32),
             Field::TpSrc => (7, 48, 16),
             Field::TpDst => (7, 32, 16),
             Field::ArpOp => (7, 16, 16),
+            Field::Ip6Flabel => (7, 0, 20),
+            Field::MplsLabel => (7, 4, 20),
+            Field::MplsTc => (7, 1, 3),
+            Field::MplsBos => (7, 0, 1),
+            Field::Metadata => (8, 0, 64),
+            Field::TunnelId => (9, 0, 64),
+            Field::NdTarget => (10, 0, 128),
+            Field::NdSll | Field::NdTll => (12, 0, 48),
         }
     }
 
     /// Width in bits.
     pub fn bits(self) -> u32 {
         self.layout().2
+    }
+
+    /// Every bit of the field.
+    pub fn full(self) -> u128 {
+        if self.bits() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.bits()) - 1
+        }
     }
 }
 
@@ -257,6 +372,14 @@ pub mod num {
     pub const SCTP: u8 = 132;
     /// ICMPv6.
     pub const ICMP6: u8 = 58;
+    /// MPLS unicast EtherType.
+    pub const MPLS: u16 = 0x8847;
+    /// MPLS multicast EtherType.
+    pub const MPLS_MC: u16 = 0x8848;
+    /// ICMPv6 neighbour solicitation.
+    pub const ND_NS: u8 = 135;
+    /// ICMPv6 neighbour advertisement.
+    pub const ND_NA: u8 = 136;
 }
 
 /// Size of the L4 header of `proto` whose fields the key holds (ports,
@@ -276,62 +399,68 @@ pub fn l4_header_len(proto: u8) -> usize {
 /// shorter than [`l4_header_len`] included); a VLAN stack
 /// the wire crate refuses leaves everything past the MACs zero. IPv4
 /// fragments other than the first have no L4 fields; IPv6 extension
-/// headers are not walked (the next-header value is the protocol).
+/// headers are not walked (the next-header value is the protocol); an
+/// MPLS frame has the outermost label stack entry's fields and nothing
+/// behind it (as in OpenFlow and Open vSwitch). The pipeline registers
+/// (metadata, tunnel id) are zero.
 #[inline]
 pub fn extract(frame: &[u8], in_port: u16) -> Key {
     match extract_fast(frame, in_port) {
-        Some((k, _)) => k,
+        Some((k, _)) => k.widen(),
         None => extract_general(frame, in_port),
     }
 }
 
-/// Bits of [`extract_fast`]'s second value (and of the cache's `meta`):
+/// Bits of [`extract_fast`]'s second value (and of the caches' `meta`):
 /// what the rewriting actions will find in the frame beyond its key.
 pub mod meta {
-    // Low 8 bits: the TTL / hop limit `dec_ttl` reads (0: none).
-    /// An IPv4 header `mod_nw_src`/`mod_nw_dst` rewrite.
-    pub const IP4: u32 = 1 << 8;
-    /// A TCP/UDP header (first fragment, whole) `mod_tp_src`/`mod_tp_dst` rewrite.
+    // Low 8 bits: the IPv4 TTL, IPv6 hop limit or outermost MPLS TTL that
+    // `dec_ttl` / `dec_mpls_ttl` read (0: none).
+    /// The L3 header the key's L3 fields come from is whole (IPv4, IPv6,
+    /// ARP, or an MPLS label stack entry): what the L3 rewrites rewrite.
+    pub const L3: u32 = 1 << 8;
+    /// The L4 header whose fields the key holds is whole (TCP, UDP, SCTP,
+    /// ICMP; of a first fragment): what the L4 rewrites rewrite.
     pub const L4: u32 = 1 << 9;
+    /// An ICMPv6 neighbour solicitation or advertisement (its target and
+    /// link-layer address are in the [`super::Key`]'s words beyond the
+    /// [`super::CKey`]'s).
+    pub const ND: u32 = 1 << 10;
+    /// The TTL in the low 8 bits is an MPLS label stack entry's (an IP
+    /// TTL otherwise): `dec_ttl` drops what `dec_mpls_ttl` decrements.
+    pub const MPLS: u32 = 1 << 11;
 }
 
 /// The common case in straight-line code: an untagged IPv4 frame with a
 /// 20-byte header, whole (at least 34 bytes). Returns the same key as
-/// [`extract_general`] and the frame's [`meta`] bits; None for any other
-/// frame.
+/// [`extract_general`] (its [`CKey`] part: the rest is zero for such a
+/// frame) and the frame's [`meta`] bits; None for any other frame.
 #[inline(always)]
-pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(Key, u32)> {
+pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(CKey, u32)> {
     let h: &[u8; 34] = frame.get(..34)?.try_into().ok()?;
     if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 {
         return None;
     }
     let rd = |o: usize| u64::from_be_bytes(h[o..o + 8].try_into().unwrap_or([0; 8]));
     let proto = h[23];
-    let mut k = [0u64; WORDS];
+    let mut k = [0u64; CWORDS];
     k[0] = ((in_port as u64) << 48)
         | ((num::IPV4 as u64) << 32)
         | ((proto as u64) << 8)
-        | (h[15] & 0xfc) as u64;
+        | h[15] as u64;
     k[1] = rd(0) >> 16;
     k[2] = rd(6) >> 16;
     let addrs = rd(26);
     k[4] = addrs >> 32;
     k[6] = addrs & 0xffff_ffff;
-    let mut m = h[22] as u32 | meta::IP4;
+    let mut m = h[22] as u32 | meta::L3;
     let frag = u16::from_be_bytes([h[20], h[21]]) & 0x1fff;
     if frag == 0 {
-        let l4 = match proto {
-            num::TCP => frame.len() >= 54,
-            num::UDP => frame.len() >= 42,
-            _ => false,
-        };
-        if l4 {
-            m |= meta::L4;
-        }
         match proto {
             num::TCP | num::UDP | num::SCTP | num::ICMP | num::ICMP6 => {
                 let icmp = proto == num::ICMP || proto == num::ICMP6;
                 if frame.len() >= 34 + l4_header_len(proto) {
+                    m |= meta::L4;
                     let p = &frame[34..38];
                     let (a, b) = if icmp {
                         (p[0] as u64, p[1] as u64)
@@ -347,7 +476,7 @@ pub fn extract_fast(frame: &[u8], in_port: u16) -> Option<(Key, u32)> {
             _ => {}
         }
     }
-    Some((Key(k), m))
+    Some((Words(k), m))
 }
 
 /// The bytes of a frame that its key (for a given ingress) and its
@@ -466,13 +595,13 @@ impl HeaderMask {
     /// the key depend on whatever `in_use` is: the EtherType and version
     /// byte, the fragment offset, the TTL, the protocol (and the length
     /// word, always compared).
-    pub fn new(in_use: &Key, proto: u8) -> HeaderMask {
+    pub fn new(in_use: &CKey, proto: u8) -> HeaderMask {
         let u = &in_use.0;
         let mut b = [0u8; 38];
         b[0..6].copy_from_slice(&(u[1] << 16).to_be_bytes()[..6]);
         b[6..12].copy_from_slice(&(u[2] << 16).to_be_bytes()[..6]);
         b[12..15].fill(0xff);
-        b[15] = u[0] as u8 & 0xfc;
+        b[15] = u[0] as u8;
         b[20..24].copy_from_slice(&[0x1f, 0xff, 0xff, 0xff]);
         b[26..30].copy_from_slice(&(u[4] as u32).to_be_bytes());
         b[30..34].copy_from_slice(&(u[6] as u32).to_be_bytes());
@@ -633,13 +762,18 @@ impl RunHeader {
 /// Any frame (the reference for [`extract_fast`]).
 #[inline]
 pub fn extract_general(frame: &[u8], in_port: u16) -> Key {
+    extract_general_meta(frame, in_port).0
+}
+
+/// [`extract_general`] with the frame's [`meta`] bits.
+pub fn extract_general_meta(frame: &[u8], in_port: u16) -> (Key, u32) {
     let mut k = [0u64; WORDS];
     k[0] = (in_port as u64) << 48;
     k[1] = mac(frame, 0);
     k[2] = mac(frame, 6);
     let tags = match wire::ethernet::parse_tags(frame) {
         Ok(t) => t,
-        Err(_) => return Key(k),
+        Err(_) => return (Words(k), 0),
     };
     let tci = if tags.count > 0 {
         (tags.tags[0].tci() & 0xefff) | 0x1000
@@ -649,67 +783,116 @@ pub fn extract_general(frame: &[u8], in_port: u16) -> Key {
     let et = tags.ethertype;
     k[0] |= ((et as u64) << 32) | ((tci as u64) << 16);
     let l3 = tags.l3_offset;
+    let mut m = 0u32;
     let (proto, l4) = match et {
         num::IPV4 => {
             let (Some(&vihl), Some(&tos)) = (frame.get(l3), frame.get(l3 + 1)) else {
-                return Key(k);
+                return (Words(k), m);
             };
             if vihl >> 4 != 4 || frame.len() < l3 + 20 {
-                return Key(k);
+                return (Words(k), m);
             }
+            m = frame[l3 + 8] as u32 | meta::L3;
             let proto = frame[l3 + 9];
-            k[0] |= ((proto as u64) << 8) | (tos & 0xfc) as u64;
+            k[0] |= ((proto as u64) << 8) | tos as u64;
             k[4] = be32(frame, l3 + 12).unwrap_or(0) as u64;
             k[6] = be32(frame, l3 + 16).unwrap_or(0) as u64;
             let frag = be16(frame, l3 + 6).unwrap_or(0) & 0x1fff;
             if frag != 0 {
-                return Key(k);
+                return (Words(k), m);
             }
             (proto, l3 + ((vihl & 0x0f) as usize) * 4)
         }
         num::IPV6 => {
             if frame.len() < l3 + 40 || frame[l3] >> 4 != 6 {
-                return Key(k);
+                return (Words(k), m);
             }
-            let tc = ((be16(frame, l3).unwrap_or(0) >> 4) & 0xfc) as u8;
+            m = frame[l3 + 7] as u32 | meta::L3;
+            let tc = (be16(frame, l3).unwrap_or(0) >> 4) as u8;
             let proto = frame[l3 + 6];
             k[0] |= ((proto as u64) << 8) | tc as u64;
             k[3] = be64(frame, l3 + 8).unwrap_or(0);
             k[4] = be64(frame, l3 + 16).unwrap_or(0);
             k[5] = be64(frame, l3 + 24).unwrap_or(0);
             k[6] = be64(frame, l3 + 32).unwrap_or(0);
+            k[7] = (be32(frame, l3).unwrap_or(0) & 0xf_ffff) as u64;
             (proto, l3 + 40)
         }
         num::ARP => {
             if frame.len() < l3 + 28 {
-                return Key(k);
+                return (Words(k), m);
             }
             let op = be16(frame, l3 + 6).unwrap_or(0);
             k[0] |= ((op & 0xff) as u64) << 8;
+            k[3] = mac(frame, l3 + 8);
             k[4] = be32(frame, l3 + 14).unwrap_or(0) as u64;
+            k[5] = mac(frame, l3 + 18);
             k[6] = be32(frame, l3 + 24).unwrap_or(0) as u64;
             k[7] = (op as u64) << 16;
-            return Key(k);
+            return (Words(k), meta::L3);
         }
-        _ => return Key(k),
+        num::MPLS | num::MPLS_MC => {
+            let Some(lse) = be32(frame, l3) else {
+                return (Words(k), m);
+            };
+            k[7] = (lse >> 8) as u64;
+            return (Words(k), (lse & 0xff) | meta::L3 | meta::MPLS);
+        }
+        _ => return (Words(k), m),
     };
     if frame.len() < l4 + l4_header_len(proto) {
-        return Key(k);
+        return (Words(k), m);
     }
     match proto {
         num::TCP | num::UDP | num::SCTP => {
             if let (Some(s), Some(d)) = (be16(frame, l4), be16(frame, l4 + 2)) {
-                k[7] = ((s as u64) << 48) | ((d as u64) << 32);
+                k[7] |= ((s as u64) << 48) | ((d as u64) << 32);
+                m |= meta::L4;
             }
         }
         num::ICMP | num::ICMP6 => {
             if let (Some(&t), Some(&c)) = (frame.get(l4), frame.get(l4 + 1)) {
-                k[7] = ((t as u64) << 48) | ((c as u64) << 32);
+                k[7] |= ((t as u64) << 48) | ((c as u64) << 32);
+                m |= meta::L4;
+                if et == num::IPV6 && proto == num::ICMP6 {
+                    m |= nd(frame, l4, t, &mut k);
+                }
             }
         }
         _ => {}
     }
-    Key(k)
+    (Words(k), m)
+}
+
+/// An IPv6 neighbour solicitation or advertisement whose ICMPv6 header is
+/// at `l4` (type `t`): its target into the key's words 10 and 11, the
+/// first link-layer address option of its kind (source in a solicitation,
+/// target in an advertisement) into word 12; [`meta::ND`], or 0 for
+/// another message or one cut short before the target.
+fn nd(frame: &[u8], l4: usize, t: u8, k: &mut [u64; WORDS]) -> u32 {
+    if t != num::ND_NS && t != num::ND_NA {
+        return 0;
+    }
+    let (Some(hi), Some(lo)) = (be64(frame, l4 + 8), be64(frame, l4 + 16)) else {
+        return 0;
+    };
+    k[10] = hi;
+    k[11] = lo;
+    let want = if t == num::ND_NS { 1 } else { 2 };
+    let mut off = l4 + 24;
+    // Options: type, length in units of 8 bytes (0 is invalid), value.
+    while let (Some(&ot), Some(&ol)) = (frame.get(off), frame.get(off + 1)) {
+        let len = ol as usize * 8;
+        if len == 0 || off + len > frame.len() {
+            break;
+        }
+        if ot == want && len == 8 {
+            k[12] = mac(frame, off + 2);
+            break;
+        }
+        off += len;
+    }
+    meta::ND
 }
 
 /// Hasher for keys: [`Key`]'s `Hash` hands it one pre-mixed word, which

@@ -40,7 +40,7 @@
 use std::collections::BTreeMap;
 
 use super::cache::{Claim, Entry};
-use super::key::{Field, Key};
+use super::key::{CKey, Field, Key};
 
 /// Distinct megaflow masks per worker (per snapshot).
 pub const MASKS: usize = 16;
@@ -55,7 +55,7 @@ pub struct Masks {
     /// Slots by hits, most first (a lookup tries them in this order).
     order: [u8; MASKS],
     hits: [u32; MASKS],
-    masks: [Key; MASKS],
+    masks: [CKey; MASKS],
 }
 
 impl Default for Masks {
@@ -65,7 +65,7 @@ impl Default for Masks {
             n: 0,
             order: std::array::from_fn(|i| i as u8),
             hits: [0; MASKS],
-            masks: [Key::default(); MASKS],
+            masks: [CKey::default(); MASKS],
         }
     }
 }
@@ -83,7 +83,7 @@ impl Masks {
     }
 
     /// The slot of `m`, added if there is room.
-    fn slot_of(&mut self, m: &Key) -> Option<u8> {
+    fn slot_of(&mut self, m: &CKey) -> Option<u8> {
         let n = self.n as usize;
         if let Some(s) = self.masks[..n].iter().position(|x| x == m) {
             return Some(s as u8);
@@ -112,12 +112,12 @@ impl Masks {
 
 /// The hash of a megaflow entry's key, meta bits and mask slot.
 #[inline]
-fn hash(mk: &Key, meta: u32, slot: u8) -> u64 {
+fn hash(mk: &CKey, meta: u32, slot: u8) -> u64 {
     mk.hash_with(meta as u64 | (slot as u64) << 32)
 }
 
 #[inline]
-fn valid(e: &Entry, mk: &Key, meta: u32, slot: u8, gen: u64) -> bool {
+fn valid(e: &Entry, mk: &CKey, meta: u32, slot: u8, gen: u64) -> bool {
     e.gen == gen && e.mask == slot && e.meta == meta && e.key == *mk
 }
 
@@ -126,7 +126,7 @@ impl Claim<'_> {
     /// the megaflow masks) with `meta` under snapshot `gen`: its index for
     /// [`Claim::mf_entry`].
     #[inline]
-    pub fn mf_lookup(&mut self, k: &Key, meta: u32, gen: u64) -> Option<usize> {
+    pub fn mf_lookup(&mut self, k: &CKey, meta: u32, gen: u64) -> Option<usize> {
         if !self.has_mf() {
             return None;
         }
@@ -156,7 +156,7 @@ impl Claim<'_> {
     /// of `mask`) as the megaflow of `mask`; `turn` picks the way to
     /// replace when both hold entries of this snapshot. False if the
     /// worker's mask slots are full.
-    pub fn mf_insert(&mut self, e: &Entry, mask: &Key, turn: u64) -> bool {
+    pub fn mf_insert(&mut self, e: &Entry, mask: &CKey, turn: u64) -> bool {
         if !self.has_mf() {
             return false;
         }

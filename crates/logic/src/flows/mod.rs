@@ -7,32 +7,31 @@
 //! (always to a later table) continues the pipeline with the packet as
 //! modified so far.
 //!
-//! Verdicts, per frame:
+//! Verdicts, per frame (exec.rs runs the actions, OpenFlow 1.3 5.10/5.12):
 //! - the first `output:N` of the pipeline: `Port(N)`; `output:N` with N the
 //!   ingress: `Drop(Hairpin)` (OpenFlow sends back only with `in_port`);
-//! - several `output:N` in one action list (mirroring): `Group(g)`, a group
+//! - outputs not separated by a header change share the frame: several
+//!   `output:N` in one action list (mirroring) become `Group(g)`, a group
 //!   of those ports the logic keeps for the action list (the fabric skips
-//!   the ingress); header rewrites between two outputs of one list are
-//!   refused (one buffer carries every copy); `flood`/`all` in the same
-//!   list win over the outputs;
+//!   the ingress); `flood`/`all` in the same list win over the outputs;
+//! - an output followed by a header change, or by an output of another
+//!   list or table, gets a copy of the frame as it is then (one more frame
+//!   of the batch with its own verdict, counted in `dump`'s `copies`); the
+//!   frame goes on, changed, to the outputs after;
 //! - `flood` / `all`: `Flood` (every port but the ingress);
 //! - `normal`: the logic's learning bridge (bridge.rs, one per logic)
 //!   learns the source MAC on the ingress port and forwards by the
 //!   destination MAC: known: `Port(p)` (`Drop(Hairpin)` if p is the
-//!   ingress), unknown or group address: `Flood`. It is an output: alone
-//!   in its action list (with no other output or `controller`), and
-//!   ignored after an earlier output of the pipeline. Its verdict depends
+//!   ingress), unknown or group address: `Flood`. Its verdict depends
 //!   on the MAC table and on addresses the cache key may not hold, so the
 //!   exact-match cache keeps the flows of such a pipeline but reruns its
 //!   actions (and with them the bridge) for every packet, never a stored
 //!   verdict or a run;
 //! - `in_port`: `Port(ingress)`, which the fabric counts as a `hairpin` drop;
-//! - a packet sent to one port leaves once: a later output action in the
-//!   pipeline is ignored and counted (`extra_outputs` in `dump`), and
-//!   header rewrites after the output are skipped (the output carries the
-//!   packet as it was then);
-//! - rewrites (MACs, IPv4 addresses and TCP/UDP ports with checksums, VLAN
-//!   pop, TTL) apply in place, and later tables match the rewritten packet;
+//! - header changes (rewrite.rs: MACs, VLAN and MPLS push/pop/set, IPv4
+//!   and IPv6 fields with incremental checksums, ARP and ND fields, TTLs)
+//!   apply in place, and later tables match the changed packet; meters
+//!   (meters.rs) drop or remark;
 //! - the pipeline ends without an output (`actions=drop`, an empty list, a
 //!   `dec_ttl` of a TTL of 1 or 0): `Drop(Policy)`;
 //! - no flow matches in a table (table miss) and nothing was output yet:
@@ -48,13 +47,14 @@
 //! bridge: as the bridge logic's `table_size` and `aging_s`).
 //!
 //! Commands: `add`, `modify`, `delete`, `dump`, `trace`, `normal_show`
-//! (the `normal` action's MAC table), and the group
+//! (the `normal` action's MAC table), the group
 //! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
-//! (groupcmd.rs; docs/flows.md).
+//! (groupcmd.rs) and the meter table's `add_meter`, `mod_meter`,
+//! `del_meters`, `dump_meters` (metercmd.rs; docs/flows.md).
 //!
 //! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
 //! a control-plane timer, never by the workers). The OpenFlow group table
-//! (ALL, INDIRECT): `groups.rs`.
+//! (ALL, INDIRECT, SELECT): `groups.rs`; meters: `meters.rs`.
 //!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
@@ -77,13 +77,18 @@
 //! probes), so flows the rules do not tell apart share an entry.
 
 mod cache;
+mod exec;
 mod expiry;
 mod groupcmd;
 mod groups;
 mod key;
 mod megaflow;
+mod metercmd;
+pub mod meters;
 pub mod ofp;
 pub mod pktin;
+mod prereq;
+mod rewrite;
 mod text;
 mod trace;
 
@@ -94,15 +99,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use openflow::{et, OfpError};
 use serde_json::{json, Value};
 
 pub use expiry::{Reason, SWEEP_EVERY};
 pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
-pub use key::{extract, extract_fast, extract_general, Field, Header, HeaderMask, Key};
+pub use key::{extract, extract_fast, extract_general, CKey, Field, Header, HeaderMask, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
 use crate::args::Args;
 use crate::{CommandError, Ctx, DropReason, Logic, LogicError, PktMut, Pkts, PortId, Verdict};
+use exec::Exec;
+#[cfg(test)]
+use rewrite::{dec_ttl, set_ip4, set_tp, ttl_at, write_mac};
 
 const STRIPES: usize = 4;
 /// Distinct output sets of multi-output action lists, over the logic's life.
@@ -110,7 +119,7 @@ pub const MAX_GROUPS: usize = 4096;
 /// `normal` in a list with outputs (`output:3,NORMAL`) can add a copy to
 /// ports `0..MIXED_PORTS` (OpenFlow ports 1..=64): each output set mixed
 /// with `normal` takes this many groups. A port learned beyond is not
-/// sent to by such a list (counted as an ignored output, `extra_outputs`).
+/// sent to by the group of such a list: it gets a copy of the frame.
 pub const MIXED_PORTS: usize = 64;
 /// In a `mixed` table: the port is one of the outputs already.
 const MIXED_SAME: u16 = u16::MAX;
@@ -480,15 +489,27 @@ struct Snapshot {
     /// entries by the packet key under it (a coarse megaflow): packets
     /// that differ only in bits no flow looks at share one entry.
     in_use: Key,
+    /// `in_use`'s words the caches key by ([`CKey`]).
+    in_use_c: CKey,
+    /// Some flow matches an IPv6 neighbour discovery field (target,
+    /// link-layer address). Those are beyond the caches' key words: a
+    /// solicitation or advertisement (`key::meta::ND`) then goes through
+    /// the classifier and is never cached. (The other fields beyond them,
+    /// the metadata and tunnel id registers, are 0 when the pipeline
+    /// starts and written with constants: functions of the key at table 0,
+    /// which the caches hold.)
+    nd_in_use: bool,
     /// [`HeaderMask`]s of `in_use` for TCP/UDP/SCTP, ICMP and any other
     /// IP protocol ([`Snapshot::header_mask`]): what a run of one flow
     /// compares.
     header_masks: [HeaderMask; 3],
+    /// The meter table's configuration (meters.rs).
+    meters: Arc<meters::Table>,
 }
 
 /// The [`HeaderMask`]s of [`Snapshot::header_masks`] for the fields
 /// `in_use`.
-fn header_masks(in_use: &Key) -> [HeaderMask; 3] {
+fn header_masks(in_use: &CKey) -> [HeaderMask; 3] {
     [
         HeaderMask::new(in_use, key::num::UDP),
         HeaderMask::new(in_use, key::num::ICMP),
@@ -533,7 +554,10 @@ impl Clone for Snapshot {
             log: Vec::new(),
             log_full: false,
             in_use: self.in_use,
+            in_use_c: self.in_use_c,
+            nd_in_use: self.nd_in_use,
             header_masks: self.header_masks,
+            meters: self.meters.clone(),
         }
     }
 }
@@ -549,7 +573,10 @@ impl Snapshot {
             log: Vec::new(),
             log_full: false,
             in_use: Key::in_use_always(),
-            header_masks: header_masks(&Key::in_use_always()),
+            in_use_c: Key::in_use_always().narrow(),
+            nd_in_use: false,
+            header_masks: header_masks(&Key::in_use_always().narrow()),
+            meters: Arc::default(),
         }
     }
 
@@ -821,7 +848,12 @@ impl Snapshot {
             u = u.or(&st.mask);
         }
         self.in_use = u;
-        self.header_masks = header_masks(&u);
+        self.in_use_c = u.narrow();
+        let mut nd = Key::default();
+        nd.set(Field::NdTarget, u128::MAX);
+        nd.set(Field::NdSll, u128::MAX);
+        self.nd_in_use = u.and(&nd) != Key::default();
+        self.header_masks = header_masks(&self.in_use_c);
     }
 
     /// The [`HeaderMask`] of this snapshot for frames of IP protocol
@@ -847,8 +879,15 @@ pub struct Flows {
     snap: ArcSwap<Snapshot>,
     /// Per table: lookups, misses.
     table_stats: Box<[Counters]>,
-    /// Output actions ignored because the packet was already output.
-    extra_outputs: AtomicU64,
+    /// Copies of frames sent beyond the frames themselves (an output
+    /// before a header change, outputs in two tables, group buckets with
+    /// header changes).
+    copies: AtomicU64,
+    /// The meters' running state (meters.rs).
+    meter_state: meters::State,
+    /// Per port id, a bit: its link is up (the watch ports of SELECT
+    /// groups; all up until told otherwise, [`Flows::set_port_live`]).
+    live: Box<[AtomicU64]>,
     /// Output sets of multi-output action lists, by group id; set once,
     /// never changed (so `group_members` can lend them out).
     groups: Box<[OnceLock<Box<[PortId]>>]>,
@@ -909,132 +948,192 @@ impl Writer {
         Ok(g as u16)
     }
 
-    /// Actions as run by `classify`: several outputs become one group.
-    /// `normal` with outputs (`output:3,NORMAL`: a copy to port 3 and one
-    /// where the learning bridge says) becomes the outputs' group followed
-    /// by `normal`, and the group gets a table in `mixed` of the group of
-    /// its ports plus each port below [`MIXED_PORTS`] (filled here, read by
-    /// the workers: see `Flows::mix`).
+    /// Actions as run by `classify` (exec.rs), for a flow with `goto`
+    /// (or a group bucket: None), the meter table being `meters`:
+    ///
+    /// - outputs not separated by a header change (a segment) become one
+    ///   output: the flood if one floods, else a port or a group of the
+    ///   logic of their ports (several outputs to one port: one copy);
+    ///   `normal` with outputs of its segment (`output:3,NORMAL`) becomes
+    ///   the outputs' group followed by `normal`, and the group gets a
+    ///   table in `mixed` of the group of its ports plus each port below
+    ///   [`MIXED_PORTS`] (filled here, read by the workers: `Flows::mix`);
+    /// - `group:N` becomes its buckets: the outputs of those that only
+    ///   output join the segment, a bucket with header changes becomes a
+    ///   `Bucket` run on a copy of the frame, a SELECT group a `Select`
+    ///   block of its buckets;
+    /// - `meter:N` becomes the meter's slot;
+    /// - without `goto`, header changes after the last output are dropped
+    ///   (nothing would see them).
     fn compile(
         &mut self,
         groups: &[OnceLock<Box<[PortId]>>],
         mixed: &[OnceLock<Box<[u16]>>],
+        meters: &meters::Table,
         acts: &[Action],
-    ) -> Result<Box<[Action]>, String> {
-        let expanded = self.expand_groups(acts)?;
-        let acts: &[Action] = &expanded;
-        let sends = |a: &Action| {
-            matches!(
-                a,
-                Action::Output(_) | Action::Flood | Action::All | Action::InPort | Action::Normal
-            )
+        goto: Option<u8>,
+    ) -> Result<Box<[Action]>, Refused> {
+        Ok(self
+            .compile_list(groups, mixed, meters, acts, goto.is_none())?
+            .into_boxed_slice())
+    }
+
+    fn compile_list(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        mixed: &[OnceLock<Box<[u16]>>],
+        meters: &meters::Table,
+        acts: &[Action],
+        trim: bool,
+    ) -> Result<Vec<Action>, Refused> {
+        let mut out: Vec<Action> = Vec::with_capacity(acts.len());
+        let mut seg = Segment::default();
+        for &a in acts {
+            match a {
+                Action::Output(p) => seg.ports.push(p),
+                Action::Flood | Action::All => seg.flood = Some(a),
+                Action::Normal => seg.normal = true,
+                Action::InPort => seg.in_port = true,
+                Action::Meter(id) => {
+                    let slot = meters.slot(id).ok_or_else(|| Refused {
+                        text: format!("meter {id} does not exist"),
+                        of: OfpError::new(et::METER_MOD_FAILED, openflow::mmfc::UNKNOWN_METER),
+                    })?;
+                    out.push(Action::Meter(slot));
+                }
+                Action::OfGroup(g) => {
+                    let grp = self.of_groups.get(&g).ok_or_else(|| Refused {
+                        text: format!("group {g} does not exist"),
+                        of: OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_GROUP),
+                    })?;
+                    let (select, buckets) = (grp.is_select(), grp.compiled_buckets().to_vec());
+                    if select {
+                        out.push(Action::Select(buckets.len() as u16));
+                    }
+                    for b in buckets {
+                        let outputs_only = b.acts.iter().all(|a| {
+                            matches!(
+                                a,
+                                Action::Output(_) | Action::InPort | Action::Flood | Action::All
+                            )
+                        });
+                        if outputs_only && !select {
+                            for &x in &b.acts {
+                                match x {
+                                    Action::Output(p) => seg.ports.push(p),
+                                    Action::InPort => seg.in_port = true,
+                                    _ => seg.flood = Some(x),
+                                }
+                            }
+                            continue;
+                        }
+                        let body = self.compile_list(groups, mixed, meters, &b.acts, true)?;
+                        if select {
+                            out.push(Action::SelBucket {
+                                weight: b.weight,
+                                watch: b.watch,
+                                len: body.len() as u16,
+                                copy: !outputs_only,
+                            });
+                        } else {
+                            out.push(Action::Bucket(body.len() as u16));
+                        }
+                        out.extend(body);
+                    }
+                }
+                // Not header changes: the segment goes on.
+                Action::Controller(_) | Action::WriteMetadata(..) | Action::SetTunnelId(_) => {
+                    out.push(a)
+                }
+                _ => {
+                    self.flush(groups, mixed, &mut seg, &mut out)?;
+                    out.push(a);
+                }
+            }
+        }
+        self.flush(groups, mixed, &mut seg, &mut out)?;
+        if trim {
+            while out.last().is_some_and(|a| a.is_rewrite()) {
+                out.pop();
+            }
+        }
+        Ok(out)
+    }
+
+    /// The outputs of a segment as one output (see [`Writer::compile`]).
+    fn flush(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        mixed: &[OnceLock<Box<[u16]>>],
+        seg: &mut Segment,
+        out: &mut Vec<Action>,
+    ) -> Result<(), Refused> {
+        let seg = std::mem::take(seg);
+        let full = |e: String| Refused {
+            text: e,
+            of: OfpError::new(et::FLOW_MOD_FAILED, openflow::fmfc::TABLE_FULL),
         };
-        let normal = acts.iter().any(|a| matches!(a, Action::Normal));
-        if normal && acts.iter().any(|a| matches!(a, Action::InPort)) {
-            // Its port is known per packet only, as normal's: no group of
-            // the logic can be set up for the pair beforehand.
-            return Err(
-                "normal together with output:in_port in one action list is not supported".into(),
-            );
-        }
-        let controllers = acts
-            .iter()
-            .filter(|a| matches!(a, Action::Controller(_)))
-            .count();
-        if controllers > 1 || (controllers == 1 && acts.iter().any(sends)) {
-            return Err(
-                "controller together with another output in one action list is not supported"
-                    .into(),
-            );
-        }
-        if acts
-            .iter()
-            .any(|a| matches!(a, Action::Flood | Action::All))
-        {
+        if let Some(f) = seg.flood {
             // Flood reaches every port the outputs name (and normal's,
             // which still learns: it runs after the flood).
-            let mut out: Vec<Action> = Vec::with_capacity(acts.len());
-            for a in acts {
-                match a {
-                    Action::Output(_) | Action::Normal => {}
-                    Action::Flood | Action::All => {
-                        let first = !out.iter().any(|a| matches!(a, Action::Flood | Action::All));
-                        out.push(*a);
-                        if first && normal {
-                            out.push(Action::Normal);
-                        }
-                    }
-                    other => out.push(*other),
-                }
+            out.push(f);
+            if seg.normal {
+                out.push(Action::Normal);
             }
-            return Ok(out.into_boxed_slice());
-        }
-        let outs: Vec<usize> = acts
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| matches!(a, Action::Output(_)))
-            .map(|(i, _)| i)
-            .collect();
-        // Without normal one output stays an output; with it, a group.
-        let grouped = outs.len() >= 2 || (normal && !outs.is_empty());
-        if !grouped {
-            return Ok(acts.into());
-        }
-        let all: Vec<usize> = acts
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| matches!(a, Action::Output(_) | Action::Normal))
-            .map(|(i, _)| i)
-            .collect();
-        let (first, last) = if normal {
-            (all[0], all[all.len() - 1])
         } else {
-            (outs[0], outs[outs.len() - 1])
-        };
-        if acts[first..last]
-            .iter()
-            .any(|a| !matches!(a, Action::Output(_) | Action::InPort | Action::Normal))
-        {
-            return Err("header rewrites between two outputs are not supported (every copy leaves from one buffer)".into());
-        }
-        let mut ports: Vec<PortId> = outs
-            .iter()
-            .map(|&i| match acts[i] {
-                Action::Output(p) => p,
-                _ => unreachable!("filtered above"),
-            })
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
-        let g = self.group_of(groups, ports.clone())?;
-        if normal && mixed[g as usize].get().is_none() {
-            let mut t = vec![MIXED_SAME; MIXED_PORTS];
-            for (p, slot) in t.iter_mut().enumerate() {
-                let p = p as PortId;
-                if ports.binary_search(&p).is_err() {
-                    let mut with = ports.clone();
-                    with.push(p);
-                    with.sort_unstable();
-                    *slot = self.group_of(groups, with)?;
-                }
-            }
-            let _ = mixed[g as usize].set(t.into_boxed_slice());
-        }
-        let mut out: Vec<Action> = Vec::with_capacity(acts.len());
-        for (i, a) in acts.iter().enumerate() {
-            match a {
-                _ if i == first => {
+            let mut ports = seg.ports;
+            ports.sort_unstable();
+            ports.dedup();
+            match (ports.len(), seg.normal) {
+                (0, false) => {}
+                (0, true) => out.push(Action::Normal),
+                (1, false) => out.push(Action::Output(ports[0])),
+                (_, normal) => {
+                    let g = self.group_of(groups, ports.clone()).map_err(full)?;
+                    if normal && mixed[g as usize].get().is_none() {
+                        let mut t = vec![MIXED_SAME; MIXED_PORTS];
+                        for (p, slot) in t.iter_mut().enumerate() {
+                            let p = p as PortId;
+                            if ports.binary_search(&p).is_err() {
+                                let mut with = ports.clone();
+                                with.push(p);
+                                with.sort_unstable();
+                                *slot = self.group_of(groups, with).map_err(full)?;
+                            }
+                        }
+                        let _ = mixed[g as usize].set(t.into_boxed_slice());
+                    }
                     out.push(Action::Group(g));
                     if normal {
                         out.push(Action::Normal);
                     }
                 }
-                Action::Output(_) | Action::Normal => {}
-                other => out.push(*other),
             }
         }
-        Ok(out.into_boxed_slice())
+        if seg.in_port {
+            // A hairpin: counted as one when nothing else sends the frame.
+            out.push(Action::InPort);
+        }
+        Ok(())
     }
+}
+
+/// The outputs of one segment of an action list (no header change
+/// between them), being compiled.
+#[derive(Default)]
+struct Segment {
+    ports: Vec<PortId>,
+    flood: Option<Action>,
+    normal: bool,
+    in_port: bool,
+}
+
+/// Why a flow's (or group's) actions cannot be compiled: the text
+/// syntax's sentence and the OpenFlow error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Refused {
+    pub text: String,
+    pub of: OfpError,
 }
 
 /// Table constructor.
@@ -1093,6 +1192,9 @@ impl Flows {
         next.parent = Some(cur.gen);
         next.log.clear();
         next.log_full = false;
+        // (The replay brings the flows up to date; the meters are taken as
+        // they are.)
+        next.meters = cur.meters.clone();
         next
     }
 
@@ -1153,7 +1255,11 @@ impl Flows {
             table_stats: (0..=MAX_TABLE as usize)
                 .map(|_| Counters::default())
                 .collect(),
-            extra_outputs: AtomicU64::new(0),
+            copies: AtomicU64::new(0),
+            meter_state: meters::State::default(),
+            live: (0..=PortId::MAX as usize / 64)
+                .map(|_| AtomicU64::new(!0))
+                .collect(),
             groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             mixed: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             writer: Mutex::new(Writer::default()),
@@ -1196,9 +1302,11 @@ impl Flows {
                 .compile(
                     &self.groups,
                     &self.mixed,
+                    &snap.meters,
                     s.actions.as_deref().unwrap_or_default(),
+                    s.goto,
                 )
-                .map_err(|e| bad(what, t, e))?;
+                .map_err(|e| bad(what, t, e.text))?;
             let r = rule_of(s, w.seq, compiled, Arc::default(), now);
             w.idle.installed(&r);
             replaced += snap.insert(r) as usize;
@@ -1240,8 +1348,8 @@ impl Flows {
         for (s, t) in specs.iter().zip(texts) {
             let compiled = match &s.actions {
                 Some(a) => w
-                    .compile(&self.groups, &self.mixed, a)
-                    .map_err(|e| bad(what, t, e))?,
+                    .compile(&self.groups, &self.mixed, &snap.meters, a, s.goto)
+                    .map_err(|e| bad(what, t, e.text))?,
                 None => Box::default(),
             };
             let tables = match s.table {
@@ -1342,7 +1450,7 @@ impl Flows {
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
             "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
             "no_controller": pi.no_controller, "controllers": self.packet_ins.controllers()});
-        json!({"flows": flows, "tables": tables, "extra_outputs": self.extra_outputs.load(Relaxed), "cache": cache,
+        json!({"flows": flows, "tables": tables, "copies": self.copies.load(Relaxed), "cache": cache,
                "packet_ins": packet_ins})
     }
 }
@@ -1377,132 +1485,6 @@ fn rule_of(
     }
 }
 
-/// Decrements the IPv4 TTL (incremental checksum, RFC 1624) or IPv6 hop
-/// limit at `l3`; false if the packet must be dropped (TTL ≤ 1 or no IP).
-#[inline]
-fn dec_ttl(b: &mut [u8]) -> bool {
-    let Some((at, v4)) = ttl_at(b) else {
-        return false;
-    };
-    let ttl = b[at];
-    if ttl <= 1 {
-        return false;
-    }
-    b[at] = ttl - 1;
-    if v4 {
-        let old = u16::from_be_bytes([ttl, b[at + 1]]);
-        let c = u16::from_be_bytes([b[at + 2], b[at + 3]]);
-        let c = wire::checksum::update(c, old, old - 0x0100);
-        b[at + 2..at + 4].copy_from_slice(&c.to_be_bytes());
-    }
-    true
-}
-
-/// Offset of the IPv4 TTL (true) or IPv6 hop limit (false) `dec_ttl`
-/// decrements, if the frame has one.
-#[inline]
-fn ttl_at(b: &[u8]) -> Option<(usize, bool)> {
-    let t = wire::ethernet::parse_tags(b).ok()?;
-    let l3 = t.l3_offset;
-    match t.ethertype {
-        key::num::IPV4 if b.len() >= l3 + 20 => Some((l3 + 8, true)),
-        key::num::IPV6 if b.len() >= l3 + 40 => Some((l3 + 7, false)),
-        _ => None,
-    }
-}
-
-/// Offsets of the IPv4 header and, for the first fragment of TCP/UDP, of
-/// the L4 header with its protocol.
-#[inline]
-fn ip4_offsets(b: &[u8]) -> Option<(usize, Option<(usize, u8)>)> {
-    let t = wire::ethernet::parse_tags(b).ok()?;
-    let l3 = t.l3_offset;
-    if t.ethertype != key::num::IPV4 || b.len() < l3 + 20 || b[l3] >> 4 != 4 {
-        return None;
-    }
-    let l4 = l3 + ((b[l3] & 0x0f) as usize) * 4;
-    let frag = u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x1fff;
-    let proto = b[l3 + 9];
-    let l4 = match proto {
-        key::num::TCP if frag == 0 && b.len() >= l4 + 20 => Some((l4, proto)),
-        key::num::UDP if frag == 0 && b.len() >= l4 + 8 => Some((l4, proto)),
-        _ => None,
-    };
-    Some((l3, l4))
-}
-
-/// Updates the 16-bit checksum at `off` for a word changing `old` → `new`
-/// (a UDP checksum of 0, "none", stays 0; a computed 0 is sent as 0xffff).
-#[inline]
-fn fix_csum(b: &mut [u8], off: usize, old: u16, new: u16, udp: bool) {
-    let c = u16::from_be_bytes([b[off], b[off + 1]]);
-    if udp && c == 0 {
-        return;
-    }
-    let mut c = wire::checksum::update(c, old, new);
-    if udp && c == 0 {
-        c = 0xffff;
-    }
-    b[off..off + 2].copy_from_slice(&c.to_be_bytes());
-}
-
-/// L4 checksum offset of (l4, proto).
-#[inline]
-fn l4_csum(l4: usize, proto: u8) -> (usize, bool) {
-    if proto == key::num::TCP {
-        (l4 + 16, false)
-    } else {
-        (l4 + 6, true)
-    }
-}
-
-/// Rewrites the IPv4 address at `l3 + at` (12 source, 16 destination).
-#[inline]
-fn set_ip4(b: &mut [u8], at: usize, a: u32) {
-    let Some((l3, l4)) = ip4_offsets(b) else {
-        return;
-    };
-    let old = u32::from_be_bytes([b[l3 + at], b[l3 + at + 1], b[l3 + at + 2], b[l3 + at + 3]]);
-    b[l3 + at..l3 + at + 4].copy_from_slice(&a.to_be_bytes());
-    for (o, n) in [
-        ((old >> 16) as u16, (a >> 16) as u16),
-        (old as u16, a as u16),
-    ] {
-        fix_csum(b, l3 + 10, o, n, false);
-        if let Some((l4, proto)) = l4 {
-            let (c, udp) = l4_csum(l4, proto);
-            fix_csum(b, c, o, n, udp);
-        }
-    }
-}
-
-/// Rewrites the TCP/UDP port at `l4 + at` (0 source, 2 destination).
-#[inline]
-fn set_tp(b: &mut [u8], at: usize, p: u16) {
-    let Some((_, Some((l4, proto)))) = ip4_offsets(b) else {
-        return;
-    };
-    let old = u16::from_be_bytes([b[l4 + at], b[l4 + at + 1]]);
-    b[l4 + at..l4 + at + 2].copy_from_slice(&p.to_be_bytes());
-    let (c, udp) = l4_csum(l4, proto);
-    fix_csum(b, c, old, p, udp);
-}
-
-#[inline]
-fn write_mac(b: &mut [u8], off: usize, m: u64) {
-    b[off..off + 6].copy_from_slice(&m.to_be_bytes()[2..]);
-}
-
-/// Sets the bits `mask` of the outer VLAN tag's TCI to `v`; nothing if the
-/// frame has no tag.
-#[inline]
-fn set_tci(b: &mut [u8], mask: u16, v: u16) {
-    if b.len() >= 18 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
-        let tci = u16::from_be_bytes([b[14], b[15]]);
-        b[14..16].copy_from_slice(&((tci & !mask) | (v & mask)).to_be_bytes());
-    }
-}
-
 /// Counters of one batch, added to the shared atomics once at its end
 /// (atomic read-modify-writes cost more than a lookup): per table in two
 /// arrays, per flow over runs of consecutive hits on the same flow.
@@ -1516,10 +1498,12 @@ struct Acc<'a> {
     /// Tables `0..tables` have initialised counters.
     tables: usize,
     run: Run<'a>,
-    /// Output actions ignored (`extra_outputs`), added once per batch.
-    extra: u32,
+    /// Copies of frames sent (`copies` in `dump`), added once per batch.
+    copies: u32,
     /// The data-path clock in whole seconds (the `normal` action's aging).
     now_s: u32,
+    /// The data-path clock in nanoseconds (meters).
+    now_ns: u64,
 }
 
 impl Default for Acc<'_> {
@@ -1529,10 +1513,9 @@ impl Default for Acc<'_> {
 }
 
 impl Acc<'_> {
-    /// Empty counters of a batch at `now_s` (the data-path clock, whole
-    /// seconds).
+    /// Empty counters of a batch at `now_ns` (the data-path clock).
     #[inline]
-    fn at(now_s: u32) -> Self {
+    fn at(now_ns: u64) -> Self {
         Acc {
             // SAFETY: an array of `MaybeUninit` needs no initialisation;
             // only `0..tables` is ever read.
@@ -1541,8 +1524,18 @@ impl Acc<'_> {
             misses: unsafe { MaybeUninit::uninit().assume_init() },
             tables: 0,
             run: Run::default(),
-            extra: 0,
-            now_s,
+            copies: 0,
+            now_s: (now_ns / 1_000_000_000) as u32,
+            now_ns,
+        }
+    }
+
+    /// The clock the actions see (`normal` learns, meters take tokens).
+    #[inline(always)]
+    fn clock(&self) -> exec::Clock {
+        exec::Clock::Data {
+            now_s: self.now_s,
+            now_ns: self.now_ns,
         }
     }
 }
@@ -1625,20 +1618,14 @@ trait Hook {
 
 impl Hook for () {}
 
-/// The frame's key and its [`key::meta`] bits (the cache's key).
+/// The frame's cache key and its [`key::meta`] bits.
 #[inline(always)]
-fn key_meta(b: &[u8], in_port: u16) -> (Key, u32) {
+fn key_meta(b: &[u8], in_port: u16) -> (CKey, u32) {
     if let Some(x) = key::extract_fast(b, in_port) {
         return x;
     }
-    let mut m = ttl_at(b).map_or(0, |(o, _)| b[o] as u32);
-    if let Some((_, l4)) = ip4_offsets(b) {
-        m |= key::meta::IP4;
-        if l4.is_some() {
-            m |= key::meta::L4;
-        }
-    }
-    (key::extract_general(b, in_port), m)
+    let (k, m) = key::extract_general_meta(b, in_port);
+    (k.narrow(), m)
 }
 
 /// The exact-match way to fill after the `misses`-th miss of a batch at
@@ -1695,7 +1682,7 @@ impl Flows {
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
         ingress: PortId,
-        k: Key,
+        k: CKey,
         meta: u32,
         at: usize,
         misses: u64,
@@ -1703,9 +1690,20 @@ impl Flows {
         worker: u16,
         mf: &mut [u64; 2],
     ) -> (Verdict, Option<usize>) {
+        if meta & key::meta::ND != 0 && snap.nd_in_use {
+            // A neighbour solicitation or advertisement whose ND fields
+            // some flow matches: those are not in the caches' key, so it
+            // goes through the classifier, and fills nothing.
+            let k = extract(p.data(), ingress).and(&snap.in_use);
+            let mut t = Trace::default();
+            // (The megaflow's instance of the pipeline: the other is the
+            // uncached logic's, inlined there.)
+            let v = self.pipeline::<_, true>(snap, p, ingress, k, acc, worker, &mut t, &mut ());
+            return (v, None);
+        }
         if let Some(mi) = c.mf_lookup(&k, meta, snap.gen) {
             mf[0] += 1;
-            let v = self.replay(c.mf_entry(mi), p, ingress, acc, worker);
+            let v = self.replay(snap, c.mf_entry(mi), p, ingress, acc, worker);
             let filled = emc_way(c, at, snap.gen, misses);
             if let Some(at) = filled {
                 let e = *c.mf_entry(mi);
@@ -1719,7 +1717,7 @@ impl Flows {
         }
         mf[1] += 1;
         let mut t = Trace::default();
-        let v = self.pipeline::<_, true>(snap, p, ingress, k, acc, worker, &mut t, &mut ());
+        let v = self.pipeline::<_, true>(snap, p, ingress, k.widen(), acc, worker, &mut t, &mut ());
         if !t.cacheable {
             return (v, None);
         }
@@ -1734,7 +1732,10 @@ impl Flows {
             pure: t.pure && t.outputs <= 1,
             verdict: std::mem::MaybeUninit::new(v),
         };
-        c.mf_insert(&e, &t.mask.or(&Key::in_use_always()), mf[1]);
+        // The megaflow: the bits consulted in the caches' words (those of
+        // the registers are functions of them: a register is 0 at table 0
+        // and written with constants).
+        c.mf_insert(&e, &t.mask.or(&Key::in_use_always()).narrow(), mf[1]);
         let filled = emc_way(c, at, snap.gen, misses);
         if let Some(at) = filled {
             *c.entry(at) = e;
@@ -1759,18 +1760,23 @@ impl Flows {
     ) -> Verdict {
         let len = p.len() as u64;
         let mut table = 0usize;
-        let mut out: Option<Verdict> = None;
-        let mut popped = false;
-        loop {
+        let mut x = Exec::default();
+        let clock = if H::COUNT {
+            acc.clock()
+        } else {
+            exec::Clock::Trace
+        };
+        let v = loop {
             acc.lookup(table, 1);
-            // A lookup after pop_vlan depends on the inner tag (not in the
-            // key): not cacheable.
-            t.cacheable &= !popped;
+            // A lookup after a pop, a push or a change of EtherType or
+            // protocol depends on more than the key at table 0 holds: not
+            // cacheable.
+            t.cacheable &= !x.reparse;
             let Some(r) = snap.tables[table].lookup::<MF>(&k, &mut t.mask) else {
                 acc.miss(table, 1);
                 t.miss = table as u8 + 1;
                 h.miss(table as u8);
-                break out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
+                break self.finish(&mut x, p, DropReason::NoMatch);
             };
             if (t.n as usize) < cache::MAX_RULES {
                 t.rules[t.n as usize] = r;
@@ -1791,21 +1797,25 @@ impl Flows {
                     _ => t.pure = false,
                 }
             }
-            popped |= self.actions::<true>(
-                r,
-                p,
-                ingress,
-                &mut out,
-                &mut k,
-                &mut acc.extra,
-                H::COUNT.then_some(acc.now_s),
-            );
-            h.hit(r, p.data(), out);
+            self.run::<true>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
+            h.hit(r, p.data(), x.out);
+            if let Some(why) = x.stop {
+                // A meter's drop or a batch out of room is not a function
+                // of the key: never cached (an invalid TTL is: the TTL is
+                // in the meta bits).
+                if matches!(why, DropReason::Meter | DropReason::NoRoom) {
+                    t.cacheable = false;
+                }
+                break self.finish(&mut x, p, DropReason::Policy);
+            }
             match r.goto {
                 Some(g) => table = g as usize,
-                None => break out.unwrap_or(Verdict::Drop(DropReason::Policy)),
+                None => break self.finish(&mut x, p, DropReason::Policy),
             }
-        }
+        };
+        t.cacheable &= !x.nocache;
+        acc.copies += x.copies;
+        v
     }
 
     /// Replays a cached pipeline: the same counters and actions as
@@ -1813,6 +1823,7 @@ impl Flows {
     #[inline(always)]
     fn replay<'s>(
         &self,
+        snap: &'s Snapshot,
         e: &cache::Entry,
         p: &mut PktMut<'_>,
         ingress: PortId,
@@ -1824,7 +1835,7 @@ impl Flows {
             // SAFETY: written with `pure` (cache.rs).
             return unsafe { e.verdict.assume_init() };
         }
-        self.replay_actions(e, p, ingress, acc, worker)
+        self.replay_actions(snap, e, p, ingress, acc, worker)
     }
 
     /// The counters of `packets` frames of `bytes` bytes in all through
@@ -1847,10 +1858,12 @@ impl Flows {
         }
     }
 
-    /// `replay` of a pipeline with actions to run.
+    /// `replay` of a pipeline with actions to run. A packet stopped on the
+    /// way (an invalid TTL, a meter) is not counted on the flows after.
     #[inline(never)]
     fn replay_actions<'s>(
         &self,
+        snap: &'s Snapshot,
         e: &cache::Entry,
         p: &mut PktMut<'_>,
         ingress: PortId,
@@ -1858,180 +1871,32 @@ impl Flows {
         worker: u16,
     ) -> Verdict {
         let len = p.len() as u64;
-        let mut out: Option<Verdict> = None;
+        let mut x = Exec::default();
         let mut k = Key::default();
+        let clock = acc.clock();
+        let mut stopped = false;
         for &r in &e.rules[..e.n as usize] {
             // SAFETY: as in `count`.
             let r: &'s Rule = unsafe { &*r };
             acc.lookup(r.table as usize, 1);
             acc.run.hit(&r.stats, 1, len, worker);
-            self.actions::<false>(
-                r,
-                p,
-                ingress,
-                &mut out,
-                &mut k,
-                &mut acc.extra,
-                Some(acc.now_s),
-            );
+            self.run::<false>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
+            if x.stop.is_some() {
+                stopped = true;
+                break;
+            }
         }
-        if e.miss != 0 {
+        let end = if e.miss != 0 && !stopped {
             let t = (e.miss - 1) as usize;
             acc.lookup(t, 1);
             acc.miss(t, 1);
-            return out.unwrap_or(Verdict::Drop(DropReason::NoMatch));
-        }
-        out.unwrap_or(Verdict::Drop(DropReason::Policy))
-    }
-
-    /// Runs `r`'s apply-actions on `p` (`out`: the verdict so far); with
-    /// `KEYED`, keeps `k` in step with header rewrites; counts ignored
-    /// outputs in `extra`. True if a `pop_vlan` was reached. `now_s`: the
-    /// clock for `normal`, which learns; None: it only looks up (`trace`).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn actions<const KEYED: bool>(
-        &self,
-        r: &Rule,
-        p: &mut PktMut<'_>,
-        ingress: PortId,
-        out: &mut Option<Verdict>,
-        k: &mut Key,
-        extra: &mut u32,
-        now_s: Option<u32>,
-    ) -> bool {
-        let mut popped = false;
-        for a in r.actions.iter() {
-            let o = match *a {
-                Action::Output(port) if port == ingress => Verdict::Drop(DropReason::Hairpin),
-                Action::Output(port) => Verdict::Port(port),
-                Action::Flood | Action::All => Verdict::Flood,
-                Action::Group(g) => Verdict::Group(g),
-                Action::InPort => Verdict::Port(ingress),
-                Action::Normal => {
-                    let n = match now_s {
-                        Some(now_s) => self.normal.learn_and_lookup(p.data(), ingress, now_s),
-                        None => self.normal.peek(p.data(), ingress),
-                    };
-                    match *out {
-                        None => n,
-                        // After outputs: both, when a group can say so.
-                        Some(prev) => {
-                            match self.mix(prev, n) {
-                                Some(v) => *out = Some(v),
-                                None => *extra += 1,
-                            }
-                            continue;
-                        }
-                    }
-                }
-                // Counted as an output: after one, ignored like the others.
-                Action::Controller(_) if out.is_some() => Verdict::Drop(DropReason::ToController),
-                Action::Controller(max_len) => {
-                    Verdict::Drop(self.packet_in(r, p.data(), ingress, max_len))
-                }
-                // Compiled into its outputs (never run).
-                Action::OfGroup(_) => continue,
-                _ if out.is_some() => continue,
-                Action::SetDlSrc(m) => {
-                    write_mac(p.data_mut(), 6, m);
-                    if KEYED {
-                        k.set(Field::DlSrc, m as u128);
-                    }
-                    continue;
-                }
-                Action::SetDlDst(m) => {
-                    write_mac(p.data_mut(), 0, m);
-                    if KEYED {
-                        k.set(Field::DlDst, m as u128);
-                    }
-                    continue;
-                }
-                Action::DecTtl => {
-                    if !dec_ttl(p.data_mut()) {
-                        *out = Some(Verdict::Drop(DropReason::Policy));
-                    }
-                    continue;
-                }
-                Action::SetNwSrc(a) => {
-                    set_ip4(p.data_mut(), 12, a);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::SetNwDst(a) => {
-                    set_ip4(p.data_mut(), 16, a);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::SetTpSrc(port) => {
-                    set_tp(p.data_mut(), 0, port);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::SetTpDst(port) => {
-                    set_tp(p.data_mut(), 2, port);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::PushVlan(tpid) => {
-                    // The key does not tell how many tags the frame had: a
-                    // lookup after a push is not cached (as after a pop).
-                    popped = true;
-                    if !p.insert(12, 4) {
-                        *out = Some(Verdict::Drop(DropReason::NoRoom));
-                        continue;
-                    }
-                    p.data_mut()[12..16].copy_from_slice(&[(tpid >> 8) as u8, tpid as u8, 0, 0]);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::SetVlanVid(vid) => {
-                    set_tci(p.data_mut(), 0x0fff, vid);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::SetVlanPcp(pcp) => {
-                    set_tci(p.data_mut(), 0xe000, (pcp as u16) << 13);
-                    if KEYED {
-                        *k = extract(p.data(), ingress);
-                    }
-                    continue;
-                }
-                Action::PopVlan => {
-                    popped = true;
-                    let d = p.data();
-                    if d.len() >= 18
-                        && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([d[12], d[13]]))
-                    {
-                        p.data_mut().copy_within(0..12, 4);
-                        let n = p.len() - 4;
-                        p.narrow(4, n);
-                        if KEYED {
-                            *k = extract(p.data(), ingress);
-                        }
-                    }
-                    continue;
-                }
-            };
-            if out.is_some() {
-                *extra += 1;
-            } else {
-                *out = Some(o);
-            }
-        }
-        popped
+            DropReason::NoMatch
+        } else {
+            DropReason::Policy
+        };
+        let v = self.finish(&mut x, p, end);
+        acc.copies += x.copies;
+        v
     }
 }
 
@@ -2090,6 +1955,27 @@ impl Flows {
     }
 }
 
+impl Flows {
+    /// Tells the logic whether port `port`'s link is up (SELECT groups
+    /// choose among the buckets whose watch port is live); all are until
+    /// told otherwise.
+    pub fn set_port_live(&self, port: PortId, up: bool) {
+        let w = &self.live[port as usize / 64];
+        let bit = 1u64 << (port % 64);
+        if up {
+            w.fetch_or(bit, Relaxed);
+        } else {
+            w.fetch_and(!bit, Relaxed);
+        }
+    }
+
+    /// Whether `port` (a bucket's watch port; `u16::MAX`: none) is live.
+    #[inline]
+    fn live(&self, port: u16) -> bool {
+        port == u16::MAX || self.live[port as usize / 64].load(Relaxed) & (1 << (port % 64)) != 0
+    }
+}
+
 impl Logic for Flows {
     fn name(&self) -> &'static str {
         "flows"
@@ -2097,7 +1983,7 @@ impl Logic for Flows {
 
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         let snap = self.snap.load();
-        let mut acc = Acc::at((ctx.now_ns / 1_000_000_000) as u32);
+        let mut acc = Acc::at(ctx.now_ns);
         match self.cache.claim(ctx.worker) {
             Some(mut c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
@@ -2145,7 +2031,7 @@ impl Logic for Flows {
                     // Only the bits a lookup of this snapshot can look at (a
                     // coarse megaflow: flows that differ elsewhere share an
                     // entry).
-                    let k = k.and(&snap.in_use);
+                    let k = k.and(&snap.in_use_c);
                     // (The L4 ports first: flows interleaved mostly differ
                     // there, so the previous frame's entry fails early.)
                     let valid = |e: &cache::Entry| {
@@ -2171,7 +2057,7 @@ impl Logic for Flows {
                     }
                     if hit {
                         let e = c.entry(at);
-                        let v = self.replay(e, &mut p, ingress, &mut acc, ctx.worker);
+                        let v = self.replay(&snap, e, &mut p, ingress, &mut acc, ctx.worker);
                         verdicts[i] = v;
                         hits += 1;
                         i += 1;
@@ -2252,8 +2138,8 @@ impl Logic for Flows {
             }
         }
         acc.run.flush(ctx.worker);
-        if acc.extra > 0 {
-            self.extra_outputs.fetch_add(acc.extra as u64, Relaxed);
+        if acc.copies > 0 {
+            self.copies.fetch_add(acc.copies as u64, Relaxed);
         }
         for (t, lookups, misses) in acc.tables() {
             self.table_stats[t].add(ctx.worker, lookups as u64, misses as u64);
@@ -2283,6 +2169,9 @@ impl Logic for Flows {
             "add_group" | "mod_group" | "del_groups" | "dump_groups" => {
                 self.group_command(&what, cmd, args).map_err(e)
             }
+            "add_meter" | "mod_meter" | "del_meters" | "dump_meters" => {
+                self.meter_command(&what, cmd, args).map_err(e)
+            }
             "normal_show" => {
                 Args::new(&what, args, &[]).map_err(e)?;
                 Ok(self.normal.show())
@@ -2306,6 +2195,10 @@ impl Logic for Flows {
             ("mod_group", "{group: text}: replace a group's type and buckets; the flows using it follow"),
             ("del_groups", "{group?: \"group_id=N\"}: delete a group (none: all) and the flows using it"),
             ("dump_groups", "{group?: \"group_id=N\"}: groups with ref_count and counters"),
+            ("add_meter", "{meter: \"meter=N,kbps|pktps[,burst][,stats],bands=type=drop|dscp_remark,rate=R[,burst_size=B][,prec_level=P]\"}: add an OpenFlow meter"),
+            ("mod_meter", "{meter: text}: replace a meter's flags and bands"),
+            ("del_meters", "{meter?: \"meter=N\"}: delete a meter (none: all) and the flows using it"),
+            ("dump_meters", "{meter?: \"meter=N\"}: meters with their counters"),
             ("normal_show", "the MAC table of the normal action's learning bridge (mac, port, age_s) and its counters"),
             ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
         ]
@@ -2320,6 +2213,7 @@ impl Logic for Flows {
 
     fn port_removed(&self, port: PortId) {
         self.normal.forget_port(port);
+        self.set_port_live(port, false);
     }
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
@@ -2333,6 +2227,8 @@ mod bulk_tests;
 mod cache_tests;
 #[cfg(test)]
 mod megaflow_tests;
+#[cfg(test)]
+mod of13_tests;
 #[cfg(test)]
 mod pktin_tests;
 #[cfg(test)]

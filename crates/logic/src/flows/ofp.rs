@@ -28,12 +28,14 @@ pub fn supported_fields() -> (&'static [u8], &'static [u8]) {
     (
         &[
             oxm::IN_PORT,
+            oxm::METADATA,
             oxm::ETH_DST,
             oxm::ETH_SRC,
             oxm::ETH_TYPE,
             oxm::VLAN_VID,
             oxm::VLAN_PCP,
             oxm::IP_DSCP,
+            oxm::IP_ECN,
             oxm::IP_PROTO,
             oxm::IPV4_SRC,
             oxm::IPV4_DST,
@@ -48,24 +50,79 @@ pub fn supported_fields() -> (&'static [u8], &'static [u8]) {
             oxm::ARP_OP,
             oxm::ARP_SPA,
             oxm::ARP_TPA,
+            oxm::ARP_SHA,
+            oxm::ARP_THA,
             oxm::IPV6_SRC,
             oxm::IPV6_DST,
+            oxm::IPV6_FLABEL,
             oxm::ICMPV6_TYPE,
             oxm::ICMPV6_CODE,
+            oxm::IPV6_ND_TARGET,
+            oxm::IPV6_ND_SLL,
+            oxm::IPV6_ND_TLL,
+            oxm::MPLS_LABEL,
+            oxm::MPLS_TC,
+            oxm::MPLS_BOS,
+            oxm::TUNNEL_ID,
         ],
         &[
-            oxm::ETH_SRC,
             oxm::ETH_DST,
+            oxm::ETH_SRC,
+            oxm::ETH_TYPE,
             oxm::VLAN_VID,
             oxm::VLAN_PCP,
+            oxm::IP_DSCP,
+            oxm::IP_ECN,
+            oxm::IP_PROTO,
             oxm::IPV4_SRC,
             oxm::IPV4_DST,
             oxm::TCP_SRC,
             oxm::TCP_DST,
             oxm::UDP_SRC,
             oxm::UDP_DST,
+            oxm::SCTP_SRC,
+            oxm::SCTP_DST,
+            oxm::ICMPV4_TYPE,
+            oxm::ICMPV4_CODE,
+            oxm::ARP_OP,
+            oxm::ARP_SPA,
+            oxm::ARP_TPA,
+            oxm::ARP_SHA,
+            oxm::ARP_THA,
+            oxm::IPV6_SRC,
+            oxm::IPV6_DST,
+            oxm::IPV6_FLABEL,
+            oxm::ICMPV6_TYPE,
+            oxm::ICMPV6_CODE,
+            oxm::IPV6_ND_TARGET,
+            oxm::IPV6_ND_SLL,
+            oxm::IPV6_ND_TLL,
+            oxm::MPLS_LABEL,
+            oxm::MPLS_TC,
+            oxm::MPLS_BOS,
+            oxm::TUNNEL_ID,
         ],
     )
+}
+
+/// The action types a flow's apply-actions may hold (`OFPAT_*`).
+pub fn supported_actions() -> &'static [u16] {
+    use openflow::at;
+    &[
+        at::OUTPUT,
+        at::COPY_TTL_OUT,
+        at::COPY_TTL_IN,
+        at::SET_MPLS_TTL,
+        at::DEC_MPLS_TTL,
+        at::PUSH_VLAN,
+        at::POP_VLAN,
+        at::PUSH_MPLS,
+        at::POP_MPLS,
+        at::GROUP,
+        at::SET_NW_TTL,
+        at::DEC_NW_TTL,
+        at::SET_FIELD,
+    ]
 }
 
 /// OpenFlow port number of switch port `id`.
@@ -83,11 +140,7 @@ pub fn port_id(p: u32) -> Option<PortId> {
 }
 
 fn full(f: Field) -> u128 {
-    if f.bits() == 128 {
-        u128::MAX
-    } else {
-        (1u128 << f.bits()) - 1
-    }
+    f.full()
 }
 
 /// ORs `v` under `m` into field `f` of (key, mask).
@@ -96,7 +149,9 @@ fn put(key: &mut Key, mask: &mut Key, f: Field, v: u128, m: u128) {
     key.set(f, key.get(f) | (v & m));
 }
 
-/// An OXM match as the flows logic's (key, mask).
+/// An OXM match as the flows logic's (key, mask). (The decoder checked
+/// duplicates, widths and prerequisites, which keep the fields that share
+/// bits apart: each needs its EtherType or ICMPv6 type.)
 pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
     let (mut key, mut mask) = (Key::default(), Key::default());
     let bad = |c| OfpError::new(et::BAD_MATCH, c);
@@ -126,6 +181,11 @@ pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
                 put(&mut key, &mut mask, Field::NwTos, o.value << 2, 0xfc);
                 continue;
             }
+            oxm::IP_ECN => {
+                put(&mut key, &mut mask, Field::NwTos, o.value, 0x03);
+                continue;
+            }
+            oxm::METADATA => Field::Metadata,
             oxm::ETH_DST => Field::DlDst,
             oxm::ETH_SRC => Field::DlSrc,
             oxm::ETH_TYPE => Field::DlType,
@@ -139,10 +199,20 @@ pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
                 Field::TpDst
             }
             oxm::ARP_OP => Field::ArpOp,
+            oxm::ARP_SHA => Field::ArpSha,
+            oxm::ARP_THA => Field::ArpTha,
             oxm::IPV6_SRC => Field::Ip6Src,
             oxm::IPV6_DST => Field::Ip6Dst,
-            // metadata, in_phy_port, ECN, ARP hardware addresses, flow
-            // label, ND, MPLS, PBB, tunnel id, extension headers.
+            oxm::IPV6_FLABEL => Field::Ip6Flabel,
+            oxm::IPV6_ND_TARGET => Field::NdTarget,
+            oxm::IPV6_ND_SLL => Field::NdSll,
+            oxm::IPV6_ND_TLL => Field::NdTll,
+            oxm::MPLS_LABEL => Field::MplsLabel,
+            oxm::MPLS_TC => Field::MplsTc,
+            oxm::MPLS_BOS => Field::MplsBos,
+            oxm::TUNNEL_ID => Field::TunnelId,
+            // in_phy_port (no port of turnoutd has a physical port below
+            // it), PBB, IPv6 extension headers.
             _ => return Err(bad(bmc::BAD_FIELD)),
         };
         put(&mut key, &mut mask, f, o.value, o.mask.unwrap_or(full(f)));
@@ -150,7 +220,8 @@ pub fn match_to_key(m: &[Oxm]) -> Result<(Key, Key), OfpError> {
     Ok((key, mask))
 }
 
-/// The OXM match of (key, mask), in the prerequisite order ovs-ofctl prints.
+/// The OXM match of (key, mask), in the order of the fields' numbers (as
+/// os-ken orders a match, and the prerequisites' order).
 pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
     let mut out = Vec::new();
     if mask.get(Field::InPort) != 0 {
@@ -166,7 +237,14 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
         if f == Field::VlanTci {
             fm &= if shift == 0 { 0x1fff } else { 0x7 };
         }
-        let mask = (maskable && m & fm != fm).then_some(m & fm);
+        if f == Field::NwTos {
+            fm &= if shift == 0 { 0x3 } else { 0x3f };
+        }
+        let m = m & fm;
+        if m == 0 {
+            return;
+        }
+        let mask = (maskable && m != fm).then_some(m);
         out.push(Oxm {
             field,
             value: v & fm & mask.unwrap_or(fm),
@@ -175,6 +253,7 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
     };
     let dl_type = (mask.get(Field::DlType) == 0xffff).then(|| key.get(Field::DlType) as u16);
     let proto = (mask.get(Field::NwProto) == 0xff).then(|| key.get(Field::NwProto) as u8);
+    field(oxm::METADATA, Field::Metadata, 0, true);
     field(oxm::ETH_DST, Field::DlDst, 0, true);
     field(oxm::ETH_SRC, Field::DlSrc, 0, true);
     field(oxm::ETH_TYPE, Field::DlType, 0, false);
@@ -185,27 +264,42 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
         field(oxm::VLAN_PCP, Field::VlanTci, 13, false);
     }
     field(oxm::IP_DSCP, Field::NwTos, 2, false);
-    if dl_type != Some(num::ARP) {
+    field(oxm::IP_ECN, Field::NwTos, 0, false);
+    let arp = dl_type == Some(num::ARP);
+    if !arp {
         field(oxm::IP_PROTO, Field::NwProto, 0, false);
     }
-    // IPv6 addresses share words with the IPv4/ARP ones: the EtherType says which.
-    let arp = dl_type == Some(num::ARP);
-    if dl_type == Some(num::IPV6) {
-        field(oxm::IPV6_SRC, Field::Ip6Src, 0, true);
-        field(oxm::IPV6_DST, Field::Ip6Dst, 0, true);
-    } else {
-        field(
-            if arp { oxm::ARP_SPA } else { oxm::IPV4_SRC },
-            Field::Ip4Src,
-            0,
-            true,
-        );
-        field(
-            if arp { oxm::ARP_TPA } else { oxm::IPV4_DST },
-            Field::Ip4Dst,
-            0,
-            true,
-        );
+    // Fields that share bits: the EtherType (and ICMPv6 type) says which.
+    match dl_type {
+        Some(num::IPV6) => {
+            field(oxm::IPV6_SRC, Field::Ip6Src, 0, true);
+            field(oxm::IPV6_DST, Field::Ip6Dst, 0, true);
+            field(oxm::IPV6_FLABEL, Field::Ip6Flabel, 0, true);
+        }
+        Some(num::MPLS | num::MPLS_MC) => {
+            field(oxm::MPLS_LABEL, Field::MplsLabel, 0, false);
+            field(oxm::MPLS_TC, Field::MplsTc, 0, false);
+            field(oxm::MPLS_BOS, Field::MplsBos, 0, false);
+        }
+        _ => {
+            field(
+                if arp { oxm::ARP_SPA } else { oxm::IPV4_SRC },
+                Field::Ip4Src,
+                0,
+                true,
+            );
+            field(
+                if arp { oxm::ARP_TPA } else { oxm::IPV4_DST },
+                Field::Ip4Dst,
+                0,
+                true,
+            );
+        }
+    }
+    if arp {
+        field(oxm::ARP_OP, Field::ArpOp, 0, false);
+        field(oxm::ARP_SHA, Field::ArpSha, 0, true);
+        field(oxm::ARP_THA, Field::ArpTha, 0, true);
     }
     let (src, dst) = match proto {
         Some(num::UDP) => (oxm::UDP_SRC, oxm::UDP_DST),
@@ -216,7 +310,20 @@ pub fn key_to_match(key: &Key, mask: &Key) -> Vec<Oxm> {
     };
     field(src, Field::TpSrc, 0, false);
     field(dst, Field::TpDst, 0, false);
-    field(oxm::ARP_OP, Field::ArpOp, 0, false);
+    field(oxm::IPV6_ND_TARGET, Field::NdTarget, 0, false);
+    let sll = key.get(Field::TpSrc) == num::ND_NS as u128;
+    field(
+        if sll {
+            oxm::IPV6_ND_SLL
+        } else {
+            oxm::IPV6_ND_TLL
+        },
+        Field::NdSll,
+        0,
+        false,
+    );
+    field(oxm::TUNNEL_ID, Field::TunnelId, 0, true);
+    out.sort_by_key(|o| o.field);
     out
 }
 
@@ -230,13 +337,18 @@ pub fn match_tagged(m: &[Oxm]) -> bool {
     })
 }
 
-/// OpenFlow actions as the logic's; `m` is the flow's match (a set-field
-/// needs its prerequisites there: `OFPBAC_MATCH_INCONSISTENT`; a VLAN
-/// set-field needs a tag, from the match or a push-vlan before it, as in
-/// Open vSwitch).
-pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Action>, OfpError> {
+/// An IPv6 address (or ND target) from an OXM value.
+fn ip6(v: u128) -> [u8; 16] {
+    v.to_be_bytes()
+}
+
+/// OpenFlow actions as the logic's. Their prerequisites are checked
+/// against a flow's match by [`super::prereq::check`]
+/// (`OFPBAC_MATCH_INCONSISTENT`); values are checked here: a field that
+/// set-field cannot write `OFPBAC_BAD_SET_TYPE`, a value outside the
+/// field `OFPBAC_BAD_SET_ARGUMENT` (the decoder checked the widths).
+pub fn actions_from_of(acts: &[openflow::Action]) -> Result<Vec<Action>, OfpError> {
     let bad = |c| OfpError::new(et::BAD_ACTION, c);
-    let mut tagged = match_tagged(m);
     acts.iter()
         .map(|a| {
             Ok(match *a {
@@ -250,60 +362,82 @@ pub fn actions_from_of(acts: &[openflow::Action], m: &[Oxm]) -> Result<Vec<Actio
                 },
                 openflow::Action::Group(g) if g <= openflow::GROUP_MAX => Action::OfGroup(g),
                 openflow::Action::Group(_) => return Err(bad(bac::BAD_OUT_GROUP)),
-                openflow::Action::PopVlan => {
-                    // The inner tag, if any, is not known.
-                    tagged = false;
-                    Action::PopVlan
-                }
+                openflow::Action::PopVlan => Action::PopVlan,
                 // Checked by the decoder: 0x8100 or 0x88a8.
-                openflow::Action::PushVlan(t) => {
-                    tagged = true;
-                    Action::PushVlan(t)
-                }
+                openflow::Action::PushVlan(t) => Action::PushVlan(t),
                 openflow::Action::DecNwTtl => Action::DecTtl,
-                openflow::Action::SetField(o)
-                    if matches!(o.field, oxm::VLAN_VID | oxm::VLAN_PCP) =>
-                {
-                    if !tagged {
-                        return Err(bad(bac::MATCH_INCONSISTENT));
-                    }
-                    if o.field == oxm::VLAN_VID {
-                        Action::SetVlanVid(o.value as u16 & 0xfff)
-                    } else if o.value <= 7 {
-                        Action::SetVlanPcp(o.value as u8)
-                    } else {
-                        return Err(bad(bac::BAD_SET_ARGUMENT));
-                    }
-                }
+                openflow::Action::SetNwTtl(t) => Action::SetNwTtl(t),
+                // Checked by the decoder: 0x8847 or 0x8848.
+                openflow::Action::PushMpls(t) => Action::PushMpls(t),
+                openflow::Action::PopMpls(t) => Action::PopMpls(t),
+                openflow::Action::SetMplsTtl(t) => Action::SetMplsTtl(t),
+                openflow::Action::DecMplsTtl => Action::DecMplsTtl,
+                openflow::Action::CopyTtlOut => Action::CopyTtlOut,
+                openflow::Action::CopyTtlIn => Action::CopyTtlIn,
                 openflow::Action::SetField(o) => {
-                    let mut with = m.to_vec();
-                    with.push(o);
-                    if openflow::check_prereqs(&with).is_err() {
-                        return Err(bad(bac::MATCH_INCONSISTENT));
-                    }
                     let v = o.value;
                     match o.field {
                         oxm::ETH_SRC => Action::SetDlSrc(v as u64),
                         oxm::ETH_DST => Action::SetDlDst(v as u64),
+                        oxm::ETH_TYPE => Action::SetEthType(v as u16),
+                        oxm::VLAN_VID => Action::SetVlanVid(v as u16 & 0xfff),
+                        oxm::VLAN_PCP if v <= 7 => Action::SetVlanPcp(v as u8),
+                        oxm::VLAN_PCP => return Err(bad(bac::BAD_SET_ARGUMENT)),
+                        oxm::IP_DSCP => Action::SetIpDscp(v as u8),
+                        oxm::IP_ECN => Action::SetIpEcn(v as u8),
+                        oxm::IP_PROTO => Action::SetNwProto(v as u8),
                         oxm::IPV4_SRC => Action::SetNwSrc(v as u32),
                         oxm::IPV4_DST => Action::SetNwDst(v as u32),
-                        oxm::TCP_SRC | oxm::UDP_SRC => Action::SetTpSrc(v as u16),
-                        oxm::TCP_DST | oxm::UDP_DST => Action::SetTpDst(v as u16),
+                        oxm::TCP_SRC | oxm::UDP_SRC | oxm::SCTP_SRC => Action::SetTpSrc(v as u16),
+                        oxm::TCP_DST | oxm::UDP_DST | oxm::SCTP_DST => Action::SetTpDst(v as u16),
+                        oxm::ICMPV4_TYPE | oxm::ICMPV6_TYPE => Action::SetIcmpType(v as u8),
+                        oxm::ICMPV4_CODE | oxm::ICMPV6_CODE => Action::SetIcmpCode(v as u8),
+                        oxm::ARP_OP => Action::SetArpOp(v as u16),
+                        oxm::ARP_SPA => Action::SetArpSpa(v as u32),
+                        oxm::ARP_TPA => Action::SetArpTpa(v as u32),
+                        oxm::ARP_SHA => Action::SetArpSha(v as u64),
+                        oxm::ARP_THA => Action::SetArpTha(v as u64),
+                        oxm::IPV6_SRC => Action::SetIp6Src(ip6(v)),
+                        oxm::IPV6_DST => Action::SetIp6Dst(ip6(v)),
+                        oxm::IPV6_FLABEL => Action::SetIp6Flabel(v as u32),
+                        oxm::IPV6_ND_TARGET => Action::SetNdTarget(ip6(v)),
+                        oxm::IPV6_ND_SLL => Action::SetNdSll(v as u64),
+                        oxm::IPV6_ND_TLL => Action::SetNdTll(v as u64),
+                        oxm::MPLS_LABEL => Action::SetMplsLabel(v as u32),
+                        oxm::MPLS_TC => Action::SetMplsTc(v as u8),
+                        oxm::MPLS_BOS => Action::SetMplsBos(v as u8),
+                        oxm::TUNNEL_ID => Action::SetTunnelId(v as u64),
+                        // in_port, in_phy_port, metadata (write-metadata
+                        // writes it), PBB, IPv6 extension headers.
                         _ => return Err(bad(bac::BAD_SET_TYPE)),
                     }
                 }
-                openflow::Action::SetNwTtl(_) => return Err(bad(bac::BAD_TYPE)),
             })
         })
         .collect()
 }
 
-/// The logic's actions as OpenFlow's (`proto`: the flow's IP protocol,
-/// which tells TCP from UDP port rewrites).
-pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action> {
+/// The logic's actions as OpenFlow's: the apply-actions list, and the
+/// meter and write-metadata instructions (`dl_type` and `proto`: the
+/// flow's EtherType and IP protocol, which tell TCP from UDP or SCTP port
+/// rewrites and ICMPv4 from ICMPv6).
+pub fn actions_to_of(
+    acts: &[Action],
+    dl_type: Option<u16>,
+    proto: Option<u8>,
+) -> Vec<openflow::Action> {
     let out = |port| openflow::Action::Output { port, max_len: 0 };
     let set = |field, v: u128| openflow::Action::SetField(Oxm::exact(field, v));
-    let udp = proto == Some(num::UDP);
+    let (tp_src, tp_dst) = match proto {
+        Some(num::UDP) => (oxm::UDP_SRC, oxm::UDP_DST),
+        Some(num::SCTP) => (oxm::SCTP_SRC, oxm::SCTP_DST),
+        _ => (oxm::TCP_SRC, oxm::TCP_DST),
+    };
+    let (icmp_type, icmp_code) = if dl_type == Some(num::IPV6) {
+        (oxm::ICMPV6_TYPE, oxm::ICMPV6_CODE)
+    } else {
+        (oxm::ICMPV4_TYPE, oxm::ICMPV4_CODE)
+    };
     acts.iter()
         .filter_map(|a| {
             Some(match *a {
@@ -317,25 +451,99 @@ pub fn actions_to_of(acts: &[Action], proto: Option<u8>) -> Vec<openflow::Action
                 Action::DecTtl => openflow::Action::DecNwTtl,
                 Action::SetNwSrc(a) => set(oxm::IPV4_SRC, a as u128),
                 Action::SetNwDst(a) => set(oxm::IPV4_DST, a as u128),
-                Action::SetTpSrc(p) => {
-                    set(if udp { oxm::UDP_SRC } else { oxm::TCP_SRC }, p as u128)
-                }
-                Action::SetTpDst(p) => {
-                    set(if udp { oxm::UDP_DST } else { oxm::TCP_DST }, p as u128)
-                }
+                Action::SetTpSrc(p) => set(tp_src, p as u128),
+                Action::SetTpDst(p) => set(tp_dst, p as u128),
                 Action::PopVlan => openflow::Action::PopVlan,
                 Action::PushVlan(t) => openflow::Action::PushVlan(t),
                 Action::SetVlanVid(v) => set(oxm::VLAN_VID, (oxm::VID_PRESENT | v) as u128),
                 Action::SetVlanPcp(p) => set(oxm::VLAN_PCP, p as u128),
-                Action::Group(_) => return None,
                 Action::Controller(m) => openflow::Action::Output {
                     port: port::CONTROLLER,
                     max_len: m,
                 },
                 Action::OfGroup(g) => openflow::Action::Group(g),
+                Action::SetEthType(t) => set(oxm::ETH_TYPE, t as u128),
+                Action::SetIpDscp(d) => set(oxm::IP_DSCP, d as u128),
+                Action::SetIpEcn(e) => set(oxm::IP_ECN, e as u128),
+                Action::SetNwProto(p) => set(oxm::IP_PROTO, p as u128),
+                Action::SetIcmpType(t) => set(icmp_type, t as u128),
+                Action::SetIcmpCode(c) => set(icmp_code, c as u128),
+                Action::SetArpOp(o) => set(oxm::ARP_OP, o as u128),
+                Action::SetArpSpa(a) => set(oxm::ARP_SPA, a as u128),
+                Action::SetArpTpa(a) => set(oxm::ARP_TPA, a as u128),
+                Action::SetArpSha(m) => set(oxm::ARP_SHA, m as u128),
+                Action::SetArpTha(m) => set(oxm::ARP_THA, m as u128),
+                Action::SetIp6Src(a) => set(oxm::IPV6_SRC, u128::from_be_bytes(a)),
+                Action::SetIp6Dst(a) => set(oxm::IPV6_DST, u128::from_be_bytes(a)),
+                Action::SetIp6Flabel(l) => set(oxm::IPV6_FLABEL, l as u128),
+                Action::SetNdTarget(a) => set(oxm::IPV6_ND_TARGET, u128::from_be_bytes(a)),
+                Action::SetNdSll(m) => set(oxm::IPV6_ND_SLL, m as u128),
+                Action::SetNdTll(m) => set(oxm::IPV6_ND_TLL, m as u128),
+                Action::SetMplsLabel(l) => set(oxm::MPLS_LABEL, l as u128),
+                Action::SetMplsTc(t) => set(oxm::MPLS_TC, t as u128),
+                Action::SetMplsBos(b) => set(oxm::MPLS_BOS, b as u128),
+                Action::SetTunnelId(t) => set(oxm::TUNNEL_ID, t as u128),
+                Action::SetNwTtl(t) => openflow::Action::SetNwTtl(t),
+                Action::PushMpls(t) => openflow::Action::PushMpls(t),
+                Action::PopMpls(t) => openflow::Action::PopMpls(t),
+                Action::SetMplsTtl(t) => openflow::Action::SetMplsTtl(t),
+                Action::DecMplsTtl => openflow::Action::DecMplsTtl,
+                Action::CopyTtlOut => openflow::Action::CopyTtlOut,
+                Action::CopyTtlIn => openflow::Action::CopyTtlIn,
+                // Instructions (`instructions_to_of`), or compiled only.
+                Action::Meter(_)
+                | Action::WriteMetadata(..)
+                | Action::Group(_)
+                | Action::Bucket(_)
+                | Action::Select(_)
+                | Action::SelBucket { .. } => return None,
             })
         })
         .collect()
+}
+
+/// A flow's instructions as OpenFlow's: its meter, apply-actions,
+/// write-metadata and goto-table (`dl_type`, `proto` as for
+/// [`actions_to_of`]).
+pub fn instructions_to_of(
+    shown: &[Action],
+    goto: Option<u8>,
+    dl_type: Option<u16>,
+    proto: Option<u8>,
+) -> Vec<Instruction> {
+    let mut out = Vec::new();
+    for a in shown {
+        if let Action::Meter(m) = a {
+            out.push(Instruction::Meter(*m));
+        }
+    }
+    let acts = actions_to_of(shown, dl_type, proto);
+    if !acts.is_empty() {
+        out.push(Instruction::ApplyActions(acts));
+    }
+    for a in shown {
+        if let Action::WriteMetadata(v, m) = a {
+            out.push(Instruction::WriteMetadata(*v, *m));
+        }
+    }
+    if let Some(g) = goto {
+        out.push(Instruction::GotoTable(g));
+    }
+    out
+}
+
+/// A packet-out's header changes `acts` (in order) have their
+/// prerequisites in the packet itself, `frame` (from `ingress`):
+/// `OFPBAC_MATCH_INCONSISTENT` if not.
+pub fn packet_out_prereqs(acts: &[Action], frame: &[u8], ingress: PortId) -> Result<(), OfpError> {
+    let key = super::extract(frame, ingress);
+    let mut mask = Key::default();
+    mask.set(Field::DlType, u128::MAX);
+    mask.set(Field::NwProto, u128::MAX);
+    mask.set(Field::TpSrc, u128::MAX);
+    mask.set(Field::VlanTci, 0x1000);
+    super::prereq::check(acts, &key, &mask)
+        .map_err(|_| OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT))
 }
 
 /// Some packet could match both (key, mask) pairs.
@@ -421,22 +629,20 @@ fn out_max_lens(acts: &[openflow::Action]) -> Box<[u16]> {
 /// A flow as OpenFlow reports it (flow stats, flow-removed).
 fn rule_stats(x: &Rule, d: std::time::Duration, packets: u64, bytes: u64) -> FlowStats {
     let proto = (x.mask.get(Field::NwProto) == 0xff).then(|| x.key.get(Field::NwProto) as u8);
-    let mut instructions = Vec::new();
-    if !x.shown.is_empty() {
-        let mut acts = actions_to_of(&x.shown, proto);
-        // Outputs echo the max_len they were installed with.
-        let mut given = x.out_max_len.iter();
-        for a in &mut acts {
-            if let openflow::Action::Output { port, max_len } = a {
-                if *port != port::CONTROLLER {
-                    *max_len = given.next().copied().unwrap_or(0);
+    let dl_type = (x.mask.get(Field::DlType) == 0xffff).then(|| x.key.get(Field::DlType) as u16);
+    let mut instructions = instructions_to_of(&x.shown, x.goto, dl_type, proto);
+    // Outputs echo the max_len they were installed with.
+    let mut given = x.out_max_len.iter();
+    for i in &mut instructions {
+        if let Instruction::ApplyActions(acts) = i {
+            for a in acts {
+                if let openflow::Action::Output { port, max_len } = a {
+                    if *port != port::CONTROLLER {
+                        *max_len = given.next().copied().unwrap_or(0);
+                    }
                 }
             }
         }
-        instructions.push(Instruction::ApplyActions(acts));
-    }
-    if let Some(g) = x.goto {
-        instructions.push(Instruction::GotoTable(g));
     }
     FlowStats {
         table_id: x.table,
@@ -527,11 +733,16 @@ impl Flows {
         let mut out_max_len: Box<[u16]> = Box::default();
         let mut goto = None;
         if adds {
+            let (mut meter, mut apply, mut metadata) = (None, Vec::new(), None);
             for i in &m.instructions {
                 match i {
+                    Instruction::Meter(id) => meter = Some(Action::Meter(*id)),
                     Instruction::ApplyActions(a) => {
-                        shown = actions_from_of(a, &m.matches)?;
+                        apply = actions_from_of(a)?;
                         out_max_len = out_max_lens(a);
+                    }
+                    Instruction::WriteMetadata(v, mk) => {
+                        metadata = Some(Action::WriteMetadata(v & mk, *mk))
                     }
                     Instruction::GotoTable(t) => {
                         if *t <= m.table_id || *t > MAX_TABLE {
@@ -539,20 +750,21 @@ impl Flows {
                         }
                         goto = Some(*t);
                     }
+                    // Write-actions and clear-actions: no action set.
                     _ => return Err(OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST)),
                 }
             }
+            // The instructions' order (5.9): meter, apply-actions,
+            // write-metadata, goto-table.
+            shown.extend(meter);
+            shown.extend(apply);
+            shown.extend(metadata);
+            super::prereq::check(&shown, &key, &mask)
+                .map_err(|_| OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT))?;
         }
         let compiled = if adds {
-            w.compile(&self.groups, &self.mixed, &shown).map_err(|e| {
-                if e.starts_with("more than") {
-                    fmf(fmfc::TABLE_FULL)
-                } else if e.starts_with("group") {
-                    OfpError::new(et::BAD_ACTION, bac::BAD_OUT_GROUP)
-                } else {
-                    OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER)
-                }
-            })?
+            w.compile(&self.groups, &self.mixed, &snap.meters, &shown, goto)
+                .map_err(|e| e.of)?
         } else {
             Box::default()
         };
@@ -857,17 +1069,14 @@ mod tests {
             Err(OfpError::new(et::BAD_ACTION, bac::BAD_OUT_PORT))
         );
         assert_eq!(
-            actions_from_of(
-                &[openflow::Action::Output {
-                    port: port::NORMAL,
-                    max_len: 0
-                }],
-                &[]
-            ),
+            actions_from_of(&[openflow::Action::Output {
+                port: port::NORMAL,
+                max_len: 0
+            }]),
             Ok(vec![Action::Normal])
         );
         assert_eq!(
-            actions_to_of(&[Action::Normal], None),
+            actions_to_of(&[Action::Normal], None, None),
             vec![openflow::Action::Output {
                 port: port::NORMAL,
                 max_len: 0
@@ -878,11 +1087,11 @@ mod tests {
             max_len,
         };
         assert_eq!(
-            actions_from_of(&[ctl(128)], &[]),
+            actions_from_of(&[ctl(128)]),
             Ok(vec![Action::Controller(128)])
         );
         assert_eq!(
-            actions_to_of(&[Action::Controller(128)], None),
+            actions_to_of(&[Action::Controller(128)], None, None),
             vec![ctl(128)]
         );
         let both = Instruction::ApplyActions(vec![
@@ -892,16 +1101,20 @@ mod tests {
                 max_len: 0,
             },
         ]);
-        assert_eq!(
-            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![both])),
-            Err(OfpError::new(et::BAD_ACTION, bac::UNSUPPORTED_ORDER))
-        );
+        // A packet-in and an output in one list: both (Faucet's way with
+        // the first frame of a new host).
+        assert_eq!(f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![both])), Ok(1));
+        f.flow_mod(&fm(fc::DELETE_STRICT, 0, 1, vec![], vec![]))
+            .unwrap();
         assert_eq!(
             f.flow_mod(&fm(
                 fc::ADD,
                 0,
                 1,
-                vec![Oxm::exact(oxm::METADATA, 1)],
+                vec![
+                    Oxm::exact(oxm::ETH_TYPE, 0x88e7),
+                    Oxm::exact(oxm::PBB_ISID, 1)
+                ],
                 vec![]
             )),
             Err(OfpError::new(et::BAD_MATCH, bmc::BAD_FIELD))

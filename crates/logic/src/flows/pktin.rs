@@ -395,44 +395,30 @@ impl PacketIns {
     }
 }
 
-/// Control path (an OpenFlow packet-out): runs the header rewrite `a` on
-/// `frame` as a flow's action would. None: `a` is not a rewrite (an
-/// output); Some(false): the packet is to be dropped (`dec_ttl` of a TTL of
-/// 1 or 0, or of a non-IP packet).
+/// Control path (an OpenFlow packet-out): runs the header change `a` on
+/// `frame` as a flow's action would (the same code). None: `a` is not a
+/// header change (an output, a group, a register); Some(false): the packet
+/// is to be dropped (`dec_ttl` of a TTL of 1 or 0, or of a non-IP packet,
+/// `dec_mpls_ttl` likewise).
 pub fn rewrite(frame: &mut Vec<u8>, a: &super::Action) -> Option<bool> {
-    use super::Action as A;
-    match *a {
-        A::SetDlSrc(m) if frame.len() >= 12 => super::write_mac(frame, 6, m),
-        A::SetDlDst(m) if frame.len() >= 6 => super::write_mac(frame, 0, m),
-        A::SetDlSrc(_) | A::SetDlDst(_) => {}
-        A::DecTtl => return Some(super::dec_ttl(frame)),
-        A::SetNwSrc(x) => super::set_ip4(frame, 12, x),
-        A::SetNwDst(x) => super::set_ip4(frame, 16, x),
-        A::SetTpSrc(x) => super::set_tp(frame, 0, x),
-        A::SetTpDst(x) => super::set_tp(frame, 2, x),
-        A::PopVlan => {
-            if frame.len() >= 18
-                && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([frame[12], frame[13]]))
-            {
-                frame.drain(12..16);
-            }
-        }
-        A::PushVlan(t) if frame.len() >= 12 => {
-            frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
-        }
-        A::PushVlan(_) => {}
-        A::SetVlanVid(v) => super::set_tci(frame, 0x0fff, v),
-        A::SetVlanPcp(p) => super::set_tci(frame, 0xe000, (p as u16) << 13),
-        A::Output(_)
-        | A::Flood
-        | A::All
-        | A::InPort
-        | A::Normal
-        | A::Group(_)
-        | A::Controller(_)
-        | A::OfGroup(_) => return None,
+    if !a.is_rewrite()
+        || matches!(
+            a,
+            super::Action::WriteMetadata(..) | super::Action::SetTunnelId(_)
+        )
+    {
+        return None;
     }
-    Some(true)
+    let mut frames = [std::mem::take(frame)];
+    let (ok, out) = fabric::with_frames(&mut frames, 0, 0, |pkts| {
+        let Some(mut p) = pkts.get_mut(0) else {
+            return (false, Vec::new());
+        };
+        let ok = super::exec::apply_change(&mut p, *a).is_ok();
+        (ok, p.data().to_vec())
+    });
+    *frame = out;
+    Some(ok)
 }
 
 #[cfg(test)]

@@ -80,10 +80,18 @@ fn rate_limit_and_queue_full_are_counted_verdicts() {
 }
 
 #[test]
-fn controller_with_outputs_and_bad_settings_are_refused() {
+fn controller_with_outputs_and_bad_settings() {
+    // A packet-in and an output (Faucet's first frame of a new host: to
+    // the controller and to the flood), and two packet-ins: taken.
+    let f = Flows::from_config(&json!({
+        "flows": ["in_port=0,actions=controller,output:1", "in_port=2,actions=controller,controller,goto_table:1", "table=1,actions=flood"],
+    }))
+    .unwrap();
+    f.packet_ins().set_controllers(1);
+    assert_eq!(classify1(&f, 0, 0, &frame()), Verdict::Port(1));
+    assert_eq!(classify1(&f, 2, 0, &frame()), Verdict::Flood);
+    assert_eq!(f.packet_ins().stats().queued, 3);
     for bad in [
-        json!({"flows": ["actions=controller,output:1"]}),
-        json!({"flows": ["actions=controller,controller"]}),
         json!({"flows": ["actions=controller:70000"]}),
         json!({"packet_in_rate": 0}),
         json!({"packet_in_queue": 3}),

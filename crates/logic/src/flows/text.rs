@@ -12,7 +12,11 @@ pub const MAX_TABLE: u8 = 254;
 /// Default priority of a flow without `priority=`, as in OpenFlow.
 pub const DEFAULT_PRIORITY: u16 = 32768;
 
-/// One action of an apply-actions list.
+/// An IPv6 address (or ND target) as an action's value.
+pub type Ip6 = [u8; 16];
+
+/// One action of an apply-actions list (or one of the two instructions
+/// that go with it: `meter`, first, and `write_metadata`, last).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     /// `output:N`: to port N.
@@ -39,10 +43,10 @@ pub enum Action {
     SetNwSrc(u32),
     /// `mod_nw_dst:A` / `set_field:A->ip_dst`.
     SetNwDst(u32),
-    /// `mod_tp_src:N` / `set_field:N->tcp_src|udp_src`: TCP/UDP source
-    /// port, checksum updated.
+    /// `mod_tp_src:N` / `set_field:N->tcp_src|udp_src|sctp_src`: TCP, UDP
+    /// or SCTP source port over IPv4 or IPv6, checksum updated.
     SetTpSrc(u16),
-    /// `mod_tp_dst:N` / `set_field:N->tcp_dst|udp_dst`.
+    /// `mod_tp_dst:N` / `set_field:N->tcp_dst|udp_dst|sctp_dst`.
     SetTpDst(u16),
     /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
     PopVlan,
@@ -66,8 +70,140 @@ pub enum Action {
     /// default: all of it, up to the queue's slot size).
     Controller(u16),
     /// `group:N`: OpenFlow group N of the group table (groups.rs),
-    /// compiled into its buckets' outputs.
+    /// compiled into its buckets.
     OfGroup(u32),
+    /// `set_field:T->eth_type`: the EtherType behind the VLAN tags.
+    SetEthType(u16),
+    /// `set_field:D->ip_dscp` / `mod_nw_tos:D<<2`: the DSCP (0..63) of
+    /// IPv4 (checksum updated) or IPv6.
+    SetIpDscp(u8),
+    /// `set_field:E->ip_ecn` / `mod_nw_ecn:E`: the ECN bits (0..3).
+    SetIpEcn(u8),
+    /// `set_field:P->ip_proto`: the IP protocol / IPv6 next header (the
+    /// IPv4 header checksum and the L4 checksum over the pseudo-header
+    /// updated).
+    SetNwProto(u8),
+    /// `set_field:N->icmp_type|icmpv6_type`: ICMP type, checksum updated.
+    SetIcmpType(u8),
+    /// `set_field:N->icmp_code|icmpv6_code`.
+    SetIcmpCode(u8),
+    /// `set_field:N->arp_op`.
+    SetArpOp(u16),
+    /// `set_field:A->arp_spa`.
+    SetArpSpa(u32),
+    /// `set_field:A->arp_tpa`.
+    SetArpTpa(u32),
+    /// `set_field:MAC->arp_sha`.
+    SetArpSha(u64),
+    /// `set_field:MAC->arp_tha`.
+    SetArpTha(u64),
+    /// `set_field:A->ipv6_src` (TCP/UDP/ICMPv6 checksum updated).
+    SetIp6Src(Ip6),
+    /// `set_field:A->ipv6_dst`.
+    SetIp6Dst(Ip6),
+    /// `set_field:N->ipv6_label`: the IPv6 flow label (20 bits).
+    SetIp6Flabel(u32),
+    /// `set_field:A->nd_target` (ICMPv6 checksum updated).
+    SetNdTarget(Ip6),
+    /// `set_field:MAC->nd_sll`: a solicitation's source link-layer
+    /// address option, if it has one.
+    SetNdSll(u64),
+    /// `set_field:MAC->nd_tll`: an advertisement's target link-layer
+    /// address option, if it has one.
+    SetNdTll(u64),
+    /// `set_field:N->mpls_label` / `set_mpls_label:N`: the outermost
+    /// MPLS label (20 bits).
+    SetMplsLabel(u32),
+    /// `set_field:N->mpls_tc` / `set_mpls_tc:N` (0..7).
+    SetMplsTc(u8),
+    /// `set_field:N->mpls_bos` (0 or 1).
+    SetMplsBos(u8),
+    /// `set_field:N->tun_id` / `set_tunnel:N`: the tunnel id register
+    /// (turnoutd has no tunnel port: later tables match it, no frame
+    /// carries it).
+    SetTunnelId(u64),
+    /// `set_nw_ttl:N` / `mod_nw_ttl:N`: the IPv4 TTL (checksum updated) or
+    /// IPv6 hop limit.
+    SetNwTtl(u8),
+    /// `push_mpls:ETHERTYPE` (0x8847 or 0x8848): a new outermost MPLS
+    /// label stack entry behind the VLAN tags (OpenFlow 1.3's values: a
+    /// copy of the outermost entry onto MPLS, else label 0, TC 0, the IP
+    /// TTL or 0); the frame grows by 4 bytes.
+    PushMpls(u16),
+    /// `pop_mpls:ETHERTYPE`: removes the outermost entry; the frame's
+    /// EtherType becomes ETHERTYPE.
+    PopMpls(u16),
+    /// `set_mpls_ttl:N`.
+    SetMplsTtl(u8),
+    /// `dec_mpls_ttl`: minus one; a TTL that would reach zero drops.
+    DecMplsTtl,
+    /// `copy_ttl_out`: the next-to-outermost TTL (MPLS or IP) to the
+    /// outermost MPLS entry.
+    CopyTtlOut,
+    /// `copy_ttl_in`: the outermost MPLS TTL to the next-to-outermost.
+    CopyTtlIn,
+    /// `meter:N` (the meter instruction, first): meter N's bands decide
+    /// whether the packet goes on (meters.rs).
+    Meter(u32),
+    /// `write_metadata:V[/M]` (the instruction, last before goto): the
+    /// metadata register's bits M become V's.
+    WriteMetadata(u64, u64),
+    /// Compiled: the next N actions are a group bucket with header
+    /// changes, run on a copy of the frame (never parsed or printed).
+    Bucket(u16),
+    /// Compiled: a SELECT group of N buckets, each a `SelBucket` followed
+    /// by its actions: one bucket is chosen per packet (groups.rs).
+    Select(u16),
+    /// Compiled: one bucket of a `Select`: its weight, watch port (or
+    /// `u16::MAX`: none), the number of its actions, and whether they
+    /// change headers (then run on a copy of the frame).
+    SelBucket {
+        /// Its share of the packets.
+        weight: u16,
+        /// The port id that must be up (`u16::MAX`: none).
+        watch: u16,
+        /// Actions after it that are its.
+        len: u16,
+        /// They change headers: run on a copy of the frame.
+        copy: bool,
+    },
+}
+
+impl Action {
+    /// An output (of a copy of the frame as it is then).
+    #[inline]
+    pub fn is_output(&self) -> bool {
+        matches!(
+            self,
+            Action::Output(_)
+                | Action::Flood
+                | Action::All
+                | Action::InPort
+                | Action::Normal
+                | Action::Group(_)
+        )
+    }
+
+    /// Changes the frame or the pipeline's registers (what an output
+    /// before it must not see).
+    #[inline]
+    pub fn is_rewrite(&self) -> bool {
+        !matches!(
+            self,
+            Action::Output(_)
+                | Action::Flood
+                | Action::All
+                | Action::InPort
+                | Action::Normal
+                | Action::Group(_)
+                | Action::Controller(_)
+                | Action::OfGroup(_)
+                | Action::Meter(_)
+                | Action::Bucket(_)
+                | Action::Select(_)
+                | Action::SelBucket { .. }
+        )
+    }
 }
 
 /// A parsed flow: match, priority, table and instructions.
@@ -204,9 +340,29 @@ fn parse_masked(field: &str, s: &str, bits: u32) -> Result<(u128, u128), String>
 struct Builder {
     key: Key,
     mask: Key,
-    /// IPv4/ARP and IPv6 addresses share key words: which were given.
+    /// IPv4/ARP and IPv6 addresses share key words (and the ARP opcode,
+    /// the IPv6 flow label and the MPLS fields share bits; the ND
+    /// link-layer addresses too): which were given.
     v4_addr: bool,
     v6_addr: bool,
+    arp_op: bool,
+    arp_ha: bool,
+    flabel: bool,
+    mpls: bool,
+    nd_target: bool,
+    nd_sll: bool,
+    nd_tll: bool,
+}
+
+/// `MAC[/mask]`.
+fn parse_mac_masked(k: &str, v: &str) -> Result<(u128, u128), String> {
+    let (a, mk) = v.split_once('/').map_or((v, None), |(a, m)| (a, Some(m)));
+    let a = parse_mac(k, a)? as u128;
+    let mk = match mk {
+        Some(mk) => parse_mac(k, mk)? as u128,
+        None => 0xffff_ffff_ffff,
+    };
+    Ok((a & mk, mk))
 }
 
 impl Builder {
@@ -245,6 +401,8 @@ fn shorthand(w: &str) -> Option<(u16, Option<u8>)> {
         "udp6" => (num::IPV6, Some(num::UDP)),
         "sctp6" => (num::IPV6, Some(num::SCTP)),
         "icmp6" => (num::IPV6, Some(num::ICMP6)),
+        "mpls" => (num::MPLS, None),
+        "mplsm" => (num::MPLS_MC, None),
         _ => return None,
     })
 }
@@ -271,6 +429,13 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
         mask: Key::default(),
         v4_addr: false,
         v6_addr: false,
+        arp_op: false,
+        arp_ha: false,
+        flabel: false,
+        mpls: false,
+        nd_target: false,
+        nd_sll: false,
+        nd_tll: false,
     };
     let (mut table, mut priority, mut cookie) = (None, None, 0u64);
     let (mut idle_timeout, mut hard_timeout, mut send_flow_rem) = (0u16, 0u16, false);
@@ -303,19 +468,63 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
                 b.set(k, Field::InPort, p as u128, 0xffff)?;
             }
             "dl_src" | "eth_src" | "dl_dst" | "eth_dst" => {
-                let (a, mk) = v.split_once('/').map_or((v, None), |(a, m)| (a, Some(m)));
-                let a = parse_mac(k, a)? as u128;
-                let mk = match mk {
-                    Some(mk) => parse_mac(k, mk)? as u128,
-                    None => 0xffff_ffff_ffff,
-                };
+                let (a, mk) = parse_mac_masked(k, v)?;
                 let f = if k.ends_with("src") {
                     Field::DlSrc
                 } else {
                     Field::DlDst
                 };
-                b.set(k, f, a & mk, mk)?;
+                b.set(k, f, a, mk)?;
             }
+            "arp_sha" | "arp_tha" => {
+                let (a, mk) = parse_mac_masked(k, v)?;
+                let f = if k == "arp_sha" {
+                    Field::ArpSha
+                } else {
+                    Field::ArpTha
+                };
+                b.arp_ha = true;
+                b.set(k, f, a, mk)?;
+            }
+            "nd_sll" | "ipv6_nd_sll" | "nd_tll" | "ipv6_nd_tll" => {
+                let (a, mk) = parse_mac_masked(k, v)?;
+                let f = if k.ends_with("sll") {
+                    b.nd_sll = true;
+                    Field::NdSll
+                } else {
+                    b.nd_tll = true;
+                    Field::NdTll
+                };
+                b.set(k, f, a, mk)?;
+            }
+            "nd_target" | "ipv6_nd_target" => {
+                let (a, mk) = parse_ip6(k, v)?;
+                b.nd_target = true;
+                b.set(k, Field::NdTarget, a, mk)?;
+            }
+            "ipv6_label" | "ipv6_flabel" => {
+                let (val, mk) = parse_masked(k, v, 20)?;
+                b.flabel = true;
+                b.set(k, Field::Ip6Flabel, val, mk)?;
+            }
+            "mpls_label" | "mpls_tc" | "mpls_bos" => {
+                let (f, max) = match k {
+                    "mpls_label" => (Field::MplsLabel, 0xf_ffff),
+                    "mpls_tc" => (Field::MplsTc, 7),
+                    _ => (Field::MplsBos, 1),
+                };
+                b.mpls = true;
+                b.set(k, f, uint(k, v, max)? as u128, max as u128)?;
+            }
+            "metadata" => {
+                let (val, mk) = parse_masked(k, v, 64)?;
+                b.set(k, Field::Metadata, val, mk)?;
+            }
+            "tun_id" | "tunnel_id" => {
+                let (val, mk) = parse_masked(k, v, 64)?;
+                b.set(k, Field::TunnelId, val, mk)?;
+            }
+            "ip_ecn" | "nw_ecn" => b.set(k, Field::NwTos, uint(k, v, 3)? as u128, 0x03)?,
             "dl_type" | "eth_type" => {
                 b.set(k, Field::DlType, uint(k, v, 0xffff)? as u128, 0xffff)?;
             }
@@ -386,7 +595,10 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
             "icmp_code" | "icmpv6_code" => {
                 b.set(k, Field::TpDst, uint(k, v, 255)? as u128, 0xffff)?
             }
-            "arp_op" => b.set(k, Field::ArpOp, uint(k, v, 0xffff)? as u128, 0xffff)?,
+            "arp_op" => {
+                b.arp_op = true;
+                b.set(k, Field::ArpOp, uint(k, v, 0xffff)? as u128, 0xffff)?
+            }
             _ => return Err(format!("unknown field {k:?}")),
         }
     }
@@ -394,12 +606,10 @@ pub fn parse(text: &str) -> Result<FlowSpec, String> {
     let (actions, goto) = match actions {
         None => (None, None),
         Some(a) => {
-            let ip4 = b.exact(Field::DlType) == Some(num::IPV4 as u128);
-            let l4 = ip4
-                && matches!(b.exact(Field::NwProto), Some(p) if p == num::TCP as u128 || p == num::UDP as u128);
             let tagged =
                 b.mask.get(Field::VlanTci) & 0x1000 != 0 && b.key.get(Field::VlanTci) & 0x1000 != 0;
-            let (acts, goto) = parse_actions(a, table.unwrap_or(0), ip4, l4, tagged)?;
+            let (acts, goto) = parse_actions(a, table.unwrap_or(0), tagged)?;
+            super::prereq::check(&acts, &b.key, &b.mask)?;
             (Some(acts), goto)
         }
     };
@@ -444,10 +654,47 @@ fn prerequisites(b: &Builder) -> Result<(), String> {
         need(ip4 || ip6 || arp, "nw_proto", "dl_type ip, ipv6 or arp")?;
     }
     if b.has(Field::NwTos) {
-        need(ip4 || ip6, "nw_tos/ip_dscp", "dl_type ip or ipv6")?;
+        need(ip4 || ip6, "nw_tos/ip_dscp/ip_ecn", "dl_type ip or ipv6")?;
     }
-    if b.has(Field::ArpOp) {
+    if b.arp_op {
         need(arp, "arp_op", "dl_type=0x0806 (arp)")?;
+    }
+    let mpls = matches!(et, Some(num::MPLS | num::MPLS_MC));
+    let icmp_type = b.exact(Field::TpSrc).map(|v| v as u8);
+    let nd = ip6 && proto == Some(num::ICMP6);
+    if b.nd_target {
+        need(
+            nd && matches!(icmp_type, Some(num::ND_NS | num::ND_NA)),
+            "nd_target",
+            "icmp6 with icmp_type=135 or 136",
+        )?;
+    }
+    if b.nd_sll {
+        need(
+            nd && icmp_type == Some(num::ND_NS),
+            "nd_sll",
+            "icmp6 with icmp_type=135",
+        )?;
+    }
+    if b.nd_tll {
+        need(
+            nd && icmp_type == Some(num::ND_NA),
+            "nd_tll",
+            "icmp6 with icmp_type=136",
+        )?;
+    }
+    if b.arp_ha {
+        need(arp, "arp_sha/arp_tha", "dl_type=0x0806 (arp)")?;
+    }
+    if b.flabel {
+        need(ip6, "ipv6_label", "dl_type=0x86dd (ipv6)")?;
+    }
+    if b.mpls {
+        need(
+            mpls,
+            "mpls_label/mpls_tc/mpls_bos",
+            "dl_type=0x8847 or 0x8848 (mpls)",
+        )?;
     }
     if b.has(Field::TpSrc) || b.has(Field::TpDst) {
         need(
@@ -469,14 +716,85 @@ fn ip4_value(what: &str, s: &str) -> Result<u32, String> {
         .map_err(|_| format!("action {what}: {s:?} is not an IPv4 address"))
 }
 
-/// Parses an action list; `ip4` / `l4`: the match guarantees IPv4 / IPv4
-/// TCP or UDP (prerequisites of the L3 / L4 rewrites); `tagged`: it
-/// guarantees a VLAN tag (of the VLAN rewrites).
+fn ip6_value(what: &str, s: &str) -> Result<Ip6, String> {
+    s.parse::<Ipv6Addr>()
+        .map(|a| a.octets())
+        .map_err(|_| format!("action {what}: {s:?} is not an IPv6 address"))
+}
+
+/// `V[/M]` of a 64-bit register (`write_metadata`).
+fn value_mask64(what: &str, s: &str) -> Result<(u64, u64), String> {
+    let (v, m) = s.split_once('/').map_or((s, None), |(a, m)| (a, Some(m)));
+    let v = uint(what, v, u64::MAX)?;
+    let m = match m {
+        Some(m) => uint(what, m, u64::MAX)?,
+        None => u64::MAX,
+    };
+    Ok((v & m, m))
+}
+
+/// An MPLS EtherType (push_mpls).
+fn mpls_ethertype(what: &str, s: &str) -> Result<u16, String> {
+    match uint(what, s, 0xffff)? as u16 {
+        t @ (num::MPLS | num::MPLS_MC) => Ok(t),
+        t => Err(format!(
+            "action {what}:0x{t:04x}: the ethertype must be 0x8847 or 0x8848"
+        )),
+    }
+}
+
+/// The action `set_field:V->F` (`v` and `f` already split).
+fn set_field(v: &str, f: &str) -> Result<Action, String> {
+    let w = "set_field";
+    let n = |max: u64| uint(w, v, max);
+    Ok(match f {
+        "eth_src" | "dl_src" => Action::SetDlSrc(parse_mac(w, v)?),
+        "eth_dst" | "dl_dst" => Action::SetDlDst(parse_mac(w, v)?),
+        "eth_type" | "dl_type" => Action::SetEthType(n(0xffff)? as u16),
+        "ip_src" | "nw_src" | "ipv4_src" => Action::SetNwSrc(ip4_value(w, v)?),
+        "ip_dst" | "nw_dst" | "ipv4_dst" => Action::SetNwDst(ip4_value(w, v)?),
+        "tcp_src" | "udp_src" | "sctp_src" | "tp_src" => Action::SetTpSrc(n(65535)? as u16),
+        "tcp_dst" | "udp_dst" | "sctp_dst" | "tp_dst" => Action::SetTpDst(n(65535)? as u16),
+        // OpenFlow's value, with OFPVID_PRESENT (0x1000) or without.
+        "vlan_vid" => Action::SetVlanVid(n(0x1fff)? as u16 & 0xfff),
+        "vlan_pcp" => Action::SetVlanPcp(n(7)? as u8),
+        "ip_dscp" => Action::SetIpDscp(n(63)? as u8),
+        "ip_ecn" | "nw_ecn" => Action::SetIpEcn(n(3)? as u8),
+        "ip_proto" | "nw_proto" => Action::SetNwProto(n(255)? as u8),
+        "nw_ttl" => Action::SetNwTtl(n(255)? as u8),
+        "icmp_type" | "icmpv4_type" | "icmpv6_type" => Action::SetIcmpType(n(255)? as u8),
+        "icmp_code" | "icmpv4_code" | "icmpv6_code" => Action::SetIcmpCode(n(255)? as u8),
+        "arp_op" => Action::SetArpOp(n(0xffff)? as u16),
+        "arp_spa" => Action::SetArpSpa(ip4_value(w, v)?),
+        "arp_tpa" => Action::SetArpTpa(ip4_value(w, v)?),
+        "arp_sha" => Action::SetArpSha(parse_mac(w, v)?),
+        "arp_tha" => Action::SetArpTha(parse_mac(w, v)?),
+        "ipv6_src" => Action::SetIp6Src(ip6_value(w, v)?),
+        "ipv6_dst" => Action::SetIp6Dst(ip6_value(w, v)?),
+        "ipv6_label" | "ipv6_flabel" => Action::SetIp6Flabel(n(0xf_ffff)? as u32),
+        "nd_target" | "ipv6_nd_target" => Action::SetNdTarget(ip6_value(w, v)?),
+        "nd_sll" | "ipv6_nd_sll" => Action::SetNdSll(parse_mac(w, v)?),
+        "nd_tll" | "ipv6_nd_tll" => Action::SetNdTll(parse_mac(w, v)?),
+        "mpls_label" => Action::SetMplsLabel(n(0xf_ffff)? as u32),
+        "mpls_tc" => Action::SetMplsTc(n(7)? as u8),
+        "mpls_bos" => Action::SetMplsBos(n(1)? as u8),
+        "mpls_ttl" => Action::SetMplsTtl(n(255)? as u8),
+        "tun_id" | "tunnel_id" => Action::SetTunnelId(n(u64::MAX)?),
+        _ => {
+            return Err(format!(
+                "action set_field: field {f:?} is not supported (docs/flows.md lists the fields)"
+            ))
+        }
+    })
+}
+
+/// Parses an action list (and the `meter` and `write_metadata`
+/// instructions that go with it, first and last, and `goto_table`);
+/// `tagged`: the match guarantees a VLAN tag (`mod_vlan_vid` then pushes
+/// none). Prerequisites are [`super::prereq::check`]'s.
 pub(super) fn parse_actions(
     s: &str,
     table: u8,
-    ip4: bool,
-    l4: bool,
     mut tagged: bool,
 ) -> Result<(Vec<Action>, Option<u8>), String> {
     let mut acts = Vec::new();
@@ -486,6 +804,11 @@ pub(super) fn parse_actions(
         if goto.is_some() {
             return Err(format!(
                 "action {t:?} after goto_table (goto_table must be last)"
+            ));
+        }
+        if matches!(acts.last(), Some(Action::WriteMetadata(..))) && !t.starts_with("goto_table") {
+            return Err(format!(
+                "action {t:?} after write_metadata (only goto_table may follow it)"
             ));
         }
         let (name, arg) = t.split_once(':').map_or((t, None), |(a, b)| (a, Some(b)));
@@ -510,9 +833,36 @@ pub(super) fn parse_actions(
                 None => 0xffff,
             }),
             "group" => Action::OfGroup(uint(name, need("group id")?, 0xffff_ff00)? as u32),
+            "meter" => {
+                if !acts.is_empty() {
+                    return Err(format!(
+                        "action {t:?}: the meter instruction must come first"
+                    ));
+                }
+                let id = uint(name, need("meter id")?, super::meters::MAX_METER_ID as u64)? as u32;
+                if id == 0 {
+                    return Err("action meter:0: meter ids start at 1".into());
+                }
+                Action::Meter(id)
+            }
+            "write_metadata" => {
+                let (v, m) = value_mask64(name, need("value[/mask]")?)?;
+                Action::WriteMetadata(v, m)
+            }
             "mod_dl_src" => Action::SetDlSrc(parse_mac("mod_dl_src", need("mac")?)?),
             "mod_dl_dst" => Action::SetDlDst(parse_mac("mod_dl_dst", need("mac")?)?),
-            "dec_ttl" => Action::DecTtl,
+            "dec_ttl" | "dec_nw_ttl" => Action::DecTtl,
+            "set_nw_ttl" | "mod_nw_ttl" => Action::SetNwTtl(uint(name, need("ttl")?, 255)? as u8),
+            "mod_nw_tos" => {
+                let tos = uint(name, need("tos")?, 255)? as u8;
+                if tos & 3 != 0 {
+                    return Err(format!(
+                        "action {t:?}: has ECN bits set (mod_nw_tos takes DSCP << 2)"
+                    ));
+                }
+                Action::SetIpDscp(tos >> 2)
+            }
+            "mod_nw_ecn" => Action::SetIpEcn(uint(name, need("ecn")?, 3)? as u8),
             "strip_vlan" | "pop_vlan" => Action::PopVlan,
             "push_vlan" => match uint(name, need("ethertype")?, 0xffff)? as u16 {
                 t @ (0x8100 | 0x88a8) => Action::PushVlan(t),
@@ -522,6 +872,17 @@ pub(super) fn parse_actions(
                     ))
                 }
             },
+            "push_mpls" => Action::PushMpls(mpls_ethertype(name, need("ethertype")?)?),
+            "pop_mpls" => Action::PopMpls(uint(name, need("ethertype")?, 0xffff)? as u16),
+            "set_mpls_label" => Action::SetMplsLabel(uint(name, need("label")?, 0xf_ffff)? as u32),
+            "set_mpls_tc" => Action::SetMplsTc(uint(name, need("tc")?, 7)? as u8),
+            "set_mpls_ttl" => Action::SetMplsTtl(uint(name, need("ttl")?, 255)? as u8),
+            "dec_mpls_ttl" => Action::DecMplsTtl,
+            "copy_ttl_out" => Action::CopyTtlOut,
+            "copy_ttl_in" => Action::CopyTtlIn,
+            "set_tunnel" | "set_tunnel64" => {
+                Action::SetTunnelId(uint(name, need("id")?, u64::MAX)?)
+            }
             // ovs-ofctl's OpenFlow 1.0 actions: a tag is pushed first
             // unless the frame is known to have one.
             "mod_vlan_vid" | "mod_vlan_pcp" => {
@@ -545,18 +906,7 @@ pub(super) fn parse_actions(
                 let (v, f) = a
                     .split_once("->")
                     .ok_or_else(|| format!("action set_field: {a:?} is not value->field"))?;
-                match f {
-                    "eth_src" | "dl_src" => Action::SetDlSrc(parse_mac("set_field", v)?),
-                    "eth_dst" | "dl_dst" => Action::SetDlDst(parse_mac("set_field", v)?),
-                    "ip_src" | "nw_src" | "ipv4_src" => Action::SetNwSrc(ip4_value("set_field", v)?),
-                    "ip_dst" | "nw_dst" | "ipv4_dst" => Action::SetNwDst(ip4_value("set_field", v)?),
-                    "tcp_src" | "udp_src" | "tp_src" => Action::SetTpSrc(uint("set_field", v, 65535)? as u16),
-                    "tcp_dst" | "udp_dst" | "tp_dst" => Action::SetTpDst(uint("set_field", v, 65535)? as u16),
-                    // OpenFlow's value, with OFPVID_PRESENT (0x1000) or without.
-                    "vlan_vid" => Action::SetVlanVid(uint("set_field", v, 0x1fff)? as u16 & 0xfff),
-                    "vlan_pcp" => Action::SetVlanPcp(uint("set_field", v, 7)? as u8),
-                    _ => return Err(format!("action set_field: field {f:?} is not supported (eth_src, eth_dst, ip_src, ip_dst, tcp/udp_src, tcp/udp_dst, vlan_vid, vlan_pcp)")),
-                }
+                set_field(v, f)?
             }
             "goto_table" => {
                 let n = uint("goto_table", need("table")?, MAX_TABLE as u64)? as u8;
@@ -574,21 +924,6 @@ pub(super) fn parse_actions(
             _ => return Err(format!("unknown or unsupported action {t:?}")),
         };
         match a {
-            Action::SetNwSrc(_) | Action::SetNwDst(_) if !ip4 => {
-                return Err(format!(
-                    "action {t:?} requires a match on ip (dl_type=0x0800) (missing prerequisite)"
-                ));
-            }
-            Action::SetTpSrc(_) | Action::SetTpDst(_) if !l4 => {
-                return Err(format!(
-                    "action {t:?} requires a match on tcp or udp over ip (missing prerequisite)"
-                ));
-            }
-            Action::SetVlanVid(_) | Action::SetVlanPcp(_) if !tagged => {
-                return Err(format!(
-                    "action {t:?} requires a VLAN tag: a match on one (dl_vlan, vlan_tci=0x1000/0x1000) or a push_vlan before (missing prerequisite)"
-                ));
-            }
             Action::PushVlan(_) => tagged = true,
             // The inner tag, if any, is not known.
             Action::PopVlan => tagged = false,
@@ -596,7 +931,10 @@ pub(super) fn parse_actions(
         }
         acts.push(a);
     }
-    if drop && (!acts.is_empty() || goto.is_some()) {
+    if drop && acts.iter().any(|a| !matches!(a, Action::Meter(_))) {
+        return Err("action drop must be the only action".into());
+    }
+    if drop && goto.is_some() {
         return Err("action drop must be the only action".into());
     }
     Ok((acts, goto))
@@ -687,6 +1025,8 @@ pub fn format_match(key: &Key, mask: &Key) -> String {
         (None, Some(num::IPV4)) => o.push_str(",ip"),
         (None, Some(num::IPV6)) => o.push_str(",ipv6"),
         (None, Some(num::ARP)) => o.push_str(",arp"),
+        (None, Some(num::MPLS)) => o.push_str(",mpls"),
+        (None, Some(num::MPLS_MC)) => o.push_str(",mplsm"),
         (None, Some(e)) => {
             let _ = write!(o, ",dl_type=0x{e:04x}");
         }
@@ -716,11 +1056,45 @@ pub fn format_match(key: &Key, mask: &Key) -> String {
             }
         }
     }
-    if mask.get(Field::NwTos) != 0 {
-        let _ = write!(o, ",nw_tos={}", key.get(Field::NwTos));
+    let tm = mask.get(Field::NwTos);
+    if tm & 0xfc != 0 {
+        let _ = write!(o, ",nw_tos={}", key.get(Field::NwTos) & 0xfc);
     }
-    if mask.get(Field::ArpOp) != 0 {
-        let _ = write!(o, ",arp_op={}", key.get(Field::ArpOp));
+    if tm & 0x03 != 0 {
+        let _ = write!(o, ",nw_ecn={}", key.get(Field::NwTos) & 0x03);
+    }
+    if arp {
+        if mask.get(Field::ArpOp) != 0 {
+            let _ = write!(o, ",arp_op={}", key.get(Field::ArpOp));
+        }
+        for (name, f) in [("arp_sha", Field::ArpSha), ("arp_tha", Field::ArpTha)] {
+            let (v, m) = g(f);
+            if m != 0 {
+                let _ = write!(o, ",{name}={}", mac_str(v as u64));
+                if m != full(f) {
+                    let _ = write!(o, "/{}", mac_str(m as u64));
+                }
+            }
+        }
+    }
+    if ip6 {
+        let (v, m) = g(Field::Ip6Flabel);
+        if m == full(Field::Ip6Flabel) {
+            let _ = write!(o, ",ipv6_label=0x{v:05x}");
+        } else if m != 0 {
+            let _ = write!(o, ",ipv6_label=0x{v:05x}/0x{m:05x}");
+        }
+    }
+    if matches!(et, Some(num::MPLS | num::MPLS_MC)) {
+        for (name, f) in [
+            ("mpls_label", Field::MplsLabel),
+            ("mpls_tc", Field::MplsTc),
+            ("mpls_bos", Field::MplsBos),
+        ] {
+            if mask.get(f) != 0 {
+                let _ = write!(o, ",{name}={}", key.get(f));
+            }
+        }
     }
     let icmp = matches!(proto, Some(num::ICMP | num::ICMP6));
     for (nt, ni, f) in [
@@ -733,6 +1107,31 @@ pub fn format_match(key: &Key, mask: &Key) -> String {
             if m != 0xffff {
                 let _ = write!(o, "/0x{m:04x}");
             }
+        }
+    }
+    let (v, m) = g(Field::NdTarget);
+    if m != 0 {
+        ip6_str(&mut o, "nd_target", v, m);
+    }
+    let (v, m) = g(Field::NdSll);
+    if m != 0 {
+        let sll = key.get(Field::TpSrc) == num::ND_NS as u128;
+        let _ = write!(
+            o,
+            ",{}={}",
+            if sll { "nd_sll" } else { "nd_tll" },
+            mac_str(v as u64)
+        );
+        if m != full(Field::NdSll) {
+            let _ = write!(o, "/{}", mac_str(m as u64));
+        }
+    }
+    for (name, f) in [("metadata", Field::Metadata), ("tun_id", Field::TunnelId)] {
+        let (v, m) = g(f);
+        if m == full(f) {
+            let _ = write!(o, ",{name}=0x{v:x}");
+        } else if m != 0 {
+            let _ = write!(o, ",{name}=0x{v:x}/0x{m:x}");
         }
     }
     if o.starts_with(',') {
@@ -765,6 +1164,40 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::Group(g) => format!("(outputs of set {g})"),
             Action::OfGroup(g) => format!("group:{g}"),
             Action::Controller(m) => format!("CONTROLLER:{m}"),
+            Action::SetEthType(t) => format!("set_field:0x{t:04x}->eth_type"),
+            Action::SetIpDscp(d) => format!("set_field:{d}->ip_dscp"),
+            Action::SetIpEcn(e) => format!("set_field:{e}->ip_ecn"),
+            Action::SetNwProto(p) => format!("set_field:{p}->ip_proto"),
+            Action::SetIcmpType(t) => format!("set_field:{t}->icmp_type"),
+            Action::SetIcmpCode(c) => format!("set_field:{c}->icmp_code"),
+            Action::SetArpOp(op) => format!("set_field:{op}->arp_op"),
+            Action::SetArpSpa(a) => format!("set_field:{}->arp_spa", Ipv4Addr::from(*a)),
+            Action::SetArpTpa(a) => format!("set_field:{}->arp_tpa", Ipv4Addr::from(*a)),
+            Action::SetArpSha(m) => format!("set_field:{}->arp_sha", mac_str(*m)),
+            Action::SetArpTha(m) => format!("set_field:{}->arp_tha", mac_str(*m)),
+            Action::SetIp6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
+            Action::SetIp6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
+            Action::SetIp6Flabel(l) => format!("set_field:{l}->ipv6_label"),
+            Action::SetNdTarget(a) => format!("set_field:{}->nd_target", Ipv6Addr::from(*a)),
+            Action::SetNdSll(m) => format!("set_field:{}->nd_sll", mac_str(*m)),
+            Action::SetNdTll(m) => format!("set_field:{}->nd_tll", mac_str(*m)),
+            Action::SetMplsLabel(l) => format!("set_field:{l}->mpls_label"),
+            Action::SetMplsTc(t) => format!("set_field:{t}->mpls_tc"),
+            Action::SetMplsBos(b) => format!("set_field:{b}->mpls_bos"),
+            Action::SetTunnelId(t) => format!("set_field:0x{t:x}->tun_id"),
+            Action::SetNwTtl(t) => format!("set_nw_ttl:{t}"),
+            Action::PushMpls(t) => format!("push_mpls:0x{t:04x}"),
+            Action::PopMpls(t) => format!("pop_mpls:0x{t:04x}"),
+            Action::SetMplsTtl(t) => format!("set_mpls_ttl:{t}"),
+            Action::DecMplsTtl => "dec_mpls_ttl".into(),
+            Action::CopyTtlOut => "copy_ttl_out".into(),
+            Action::CopyTtlIn => "copy_ttl_in".into(),
+            Action::Meter(m) => format!("meter:{m}"),
+            Action::WriteMetadata(v, m) if *m == u64::MAX => format!("write_metadata:0x{v:x}"),
+            Action::WriteMetadata(v, m) => format!("write_metadata:0x{v:x}/0x{m:x}"),
+            Action::Bucket(n) => format!("(bucket of {n})"),
+            Action::Select(n) => format!("(select of {n})"),
+            Action::SelBucket { weight, .. } => format!("(select bucket, weight {weight})"),
         })
         .collect();
     if let Some(g) = goto {

@@ -2,7 +2,7 @@
 //! tables by the classifier's own pipeline (`Flows::pipeline`, the code
 //! `classify` runs on a cache miss), with a [`Hook`] that records the flow
 //! hit in each table and the frame after its actions. Nothing is sent and
-//! no counter moves (flows, tables, `extra_outputs`, cache).
+//! no counter moves (flows, tables, `copies`, cache).
 
 use serde_json::{json, Value};
 
@@ -113,45 +113,66 @@ impl Flows {
         let mut frames = vec![frame];
         let mut rec = Recorder::default();
         let mut acc = Acc::default();
-        let (verdict, out_frame) = fabric::with_frames(&mut frames, in_port, 0, |pkts| {
+        // (verdict, frame) of each copy sent on the way, then of the frame.
+        let sent: Vec<(Verdict, Vec<u8>)> = fabric::with_frames(&mut frames, in_port, 0, |pkts| {
             let Some(mut p) = pkts.get_mut(0) else {
-                return (Verdict::Drop(DropReason::NoDestination), Vec::new());
+                return vec![(Verdict::Drop(DropReason::NoDestination), Vec::new())];
             };
             let k = extract(p.data(), in_port);
             let mut t = Trace::default();
             let v =
                 self.pipeline::<_, false>(&snap, &mut p, in_port, k, &mut acc, 0, &mut t, &mut rec);
-            (v, p.data().to_vec())
+            let last = (v, p.data().to_vec());
+            let (cp, cv) = pkts.copies();
+            let mut all: Vec<(Verdict, Vec<u8>)> = cv
+                .iter()
+                .zip(cp)
+                .map(|(v, c)| (*v, c.data().to_vec()))
+                .collect();
+            all.push(last);
+            all
         });
-        // What the fabric does with the verdict.
-        let (targets, mut drop): (Vec<PortId>, Option<DropReason>) = match verdict {
-            Verdict::Port(p) if p == in_port => (vec![], Some(DropReason::Hairpin)),
-            Verdict::Port(p) => (vec![p], None),
-            Verdict::Group(g) => {
-                let m: Vec<PortId> = self
+        let mut outputs = Vec::new();
+        let mut missing = Vec::new();
+        let mut drop: Option<DropReason> = None;
+        let mut flood = None;
+        for (verdict, out_frame) in &sent {
+            // What the fabric does with the verdict.
+            let targets: Vec<PortId> = match *verdict {
+                Verdict::Port(p) if p == in_port => {
+                    drop = Some(DropReason::Hairpin);
+                    vec![]
+                }
+                Verdict::Port(p) => vec![p],
+                Verdict::Group(g) => self
                     .group_members(g)
                     .iter()
                     .copied()
                     .filter(|&p| p != in_port)
-                    .collect();
-                (m, None)
-            }
-            Verdict::Flood => match ports {
-                Some(ps) => (ps.iter().copied().filter(|&p| p != in_port).collect(), None),
-                None => (vec![], None),
-            },
-            Verdict::Drop(r) => (vec![], Some(r)),
-        };
-        let mut outputs = Vec::new();
-        let mut missing = Vec::new();
-        for p in targets {
-            if ports.is_some_and(|ps| !ps.contains(&p)) {
-                missing.push(p);
-            } else {
-                outputs.push(json!({"port": p, "frame": hex(&out_frame)}));
+                    .collect(),
+                Verdict::Flood => match ports {
+                    Some(ps) => ps.iter().copied().filter(|&p| p != in_port).collect(),
+                    None => {
+                        flood = Some(json!({"frame": hex(out_frame)}));
+                        vec![]
+                    }
+                },
+                Verdict::Drop(r) => {
+                    drop = Some(r);
+                    vec![]
+                }
+            };
+            for p in targets {
+                if ports.is_some_and(|ps| !ps.contains(&p)) {
+                    missing.push(p);
+                } else {
+                    outputs.push(json!({"port": p, "frame": hex(out_frame)}));
+                }
             }
         }
-        if outputs.is_empty() && !missing.is_empty() && drop.is_none() {
+        if !outputs.is_empty() || flood.is_some() {
+            drop = None;
+        } else if !missing.is_empty() && drop.is_none() {
             drop = Some(DropReason::NoPort);
         }
         let mut ans = json!({
@@ -159,10 +180,10 @@ impl Flows {
             "tables": rec.steps,
             "outputs": outputs,
             "drop": drop.map(|r| r.name()),
-            "extra_outputs": acc.extra,
+            "copies": sent.len() - 1,
         });
-        if verdict == Verdict::Flood && ports.is_none() {
-            ans["flood"] = json!({"frame": hex(&out_frame)});
+        if let Some(f) = flood {
+            ans["flood"] = f;
         }
         if !missing.is_empty() {
             ans["no_port"] = json!(missing);
@@ -273,12 +294,14 @@ mod tests {
             (t["drop"].clone(), t["no_port"].clone()),
             (json!("no_port"), json!([7]))
         );
-        // The output of table 0 decides; table 1's is counted as extra.
+        // An output in table 0 and another in table 1: both, table 0's
+        // as a copy.
         let t = trace(&f, &frame, 4, Some(ports));
         assert_eq!(t["outputs"][0]["port"], 1);
-        assert_eq!(t["extra_outputs"], 1);
+        assert_eq!(t["outputs"][1]["port"], 2);
+        assert_eq!(t["copies"], 1);
         assert_eq!(t["tables"].as_array().unwrap().len(), 2);
-        assert_eq!(f.dump(None)["extra_outputs"], 0);
+        assert_eq!(f.dump(None)["copies"], 0, "trace counts nothing");
         let t = trace(&f, &frame, 5, Some(ports));
         assert_eq!(t["drop"], "no_match");
         assert_eq!(t["tables"], json!([{"table": 0, "miss": true}]));

@@ -20,6 +20,7 @@ from .views import (
     flows_text,
     format_table,
     groups_text,
+    meters_text,
     port_numbers_note,
 )
 
@@ -118,6 +119,10 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "dump-groups", help="the flows logic's OpenFlow groups with their statistics"
     )
     dgroups.add_argument("group_id", nargs="?", type=int, help="only this group")
+    dmeters = sub.add_parser(
+        "dump-meters", help="the flows logic's OpenFlow meters with their statistics"
+    )
+    dmeters.add_argument("meter_id", nargs="?", type=int, help="only this meter")
 
     dpid = sub.add_parser(
         "datapath-id", help="the OpenFlow datapath id; with ID, set it (controllers reconnect)"
@@ -283,6 +288,14 @@ def _dispatch(c: CtlClient, a: argparse.Namespace) -> int:
         else:
             print(port_numbers_note(c.call("port.list")))
             print(groups_text(r))
+        return 0
+    if cmd == "dump-meters":
+        margs: dict[str, Any] = {} if a.meter_id is None else {"meter": f"meter={a.meter_id}"}
+        r = c.call("logic.command", {"cmd": "dump_meters", "args": margs})
+        if a.json:
+            _print_json(r)
+        else:
+            print(meters_text(r))
         return 0
     if cmd == "datapath-id":
         if a.id is None:

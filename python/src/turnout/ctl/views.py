@@ -11,8 +11,8 @@ from typing import Any
 
 from .client import CtlClient
 
-__all__ = ["PortRate", "flows_text", "format_table", "groups_text", "port_numbers_note", "rates",
-           "worker_rates"]
+__all__ = ["PortRate", "flows_text", "format_table", "groups_text", "meters_text",
+           "port_numbers_note", "rates", "worker_rates"]
 
 
 
@@ -296,6 +296,27 @@ def groups_text(dump: dict[str, Any]) -> str:
         )
     if not lines:
         lines.append(" (no groups)")
+    return "\n".join(lines)
+
+
+def meters_text(dump: dict[str, Any]) -> str:
+    """The flows logic's `dump_meters` answer as ovs-ofctl's dump-meters
+    and meter-stats print meters: the meter's text (which `add_meter`
+    accepts back), then its statistics and each band's."""
+    lines = []
+    for m in dump.get("meters", []):
+        lines.append(f" {m['meter']}")
+        bands = ",".join(
+            f"band{i}:n_packets={b.get('n_packets', 0)},n_bytes={b.get('n_bytes', 0)}"
+            for i, b in enumerate(m.get("bands", []))
+        )
+        lines.append(
+            f"    duration={m.get('duration', 0)}s, flow_count={m.get('flow_count', 0)},"
+            f" n_packets={m.get('n_packets', 0)}, n_bytes={m.get('n_bytes', 0)}"
+            + (f", {bands}" if bands else "")
+        )
+    if not lines:
+        lines.append(" (no meters)")
     return "\n".join(lines)
 
 
