@@ -463,7 +463,6 @@ fn departed_peer_memory_is_unmapped_on_disconnect() {
     assert_eq!(recv_one(c1rx.as_mut()).as_deref(), Some(&f[..]));
 }
 
-<<<<<<< HEAD
 /// A client's regions (turnout-gen's memory, sent to the
 /// server) are sealed against shrinking: a server holding the fd cannot
 /// truncate them under the client.
@@ -547,7 +546,8 @@ fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     eprintln!("the blocked kick was interrupted after {took:?}");
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 2);
     assert_eq!(s1.counter("irq_made_blocking"), 0);
-=======
+}
+
 /// A receive queue keeps its connection from one burst to the next while
 /// frames flow (no reference count per batch), and lets go of it at its
 /// first empty burst: an idle queue holds no connection, so a departed
@@ -588,7 +588,6 @@ fn a_receive_queue_holds_its_connection_only_while_frames_flow() {
             mappings(&tag)
         );
     }
->>>>>>> capacityports
 }
 
 /// The race: a disconnect while a reservation is
