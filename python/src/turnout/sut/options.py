@@ -11,6 +11,7 @@ the campaign before any trial instead of running the SUT in its default.
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -31,14 +32,15 @@ class OptionError(ValueError):
         self.why = why
 
 
-class Check:
+class Check(ABC):
     """What one option accepts: ``__call__`` returns the value in its
     canonical form or raises ValueError; ``accepts`` says what it takes."""
 
     accepts = ""
 
+    @abstractmethod
     def __call__(self, v: object) -> Any:
-        raise NotImplementedError
+        """The value in its canonical form; ValueError if not accepted."""
 
     def stored(self, v: Any) -> Any:
         """The canonical value as stored with the SUT's configuration."""
