@@ -64,6 +64,54 @@ pub(super) struct Exec {
     pub tunnel: u64,
 }
 
+/// What a flow's actions come to when they send the frame, unchanged, to
+/// one place (or nowhere) and end the pipeline (no `goto_table`): known
+/// when the flow is installed, so that the classifier's pipeline gives a
+/// packet that reaches such a flow with no output waiting (`Exec::out`,
+/// the common forwarding flow `actions=output:N`) its verdict without
+/// running the actions ([`Flows::run`] and [`Flows::finish`] would give
+/// the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Plain {
+    /// Anything else: the actions run.
+    No,
+    /// `output:N` alone: `Port(N)`, or a hairpin from port N.
+    Port(PortId),
+    /// The same verdict from every ingress: one group of outputs, the
+    /// flood, `in_port` (a hairpin), or no action (`Drop(Policy)`).
+    Is(Verdict),
+}
+
+impl Plain {
+    /// Of a flow's compiled actions and its `goto_table`.
+    pub(super) fn of(acts: &[Action], goto: Option<u8>) -> Plain {
+        if goto.is_some() {
+            return Plain::No;
+        }
+        match *acts {
+            [] => Plain::Is(Verdict::Drop(DropReason::Policy)),
+            [Action::Output(p)] => Plain::Port(p),
+            [Action::Flood | Action::All] => Plain::Is(Verdict::Flood),
+            [Action::Group(g)] => Plain::Is(Verdict::Group(g)),
+            [Action::InPort] => Plain::Is(Verdict::Drop(DropReason::Hairpin)),
+            _ => Plain::No,
+        }
+    }
+
+    /// The verdict of a packet from `ingress` that reaches the flow with
+    /// nothing output yet (`Exec` as new), and whether it is an output;
+    /// None: the actions must run.
+    #[inline(always)]
+    pub(super) fn verdict(self, ingress: PortId) -> Option<(Verdict, bool)> {
+        match self {
+            Plain::No => None,
+            Plain::Port(p) if p == ingress => Some((Verdict::Drop(DropReason::Hairpin), true)),
+            Plain::Port(p) => Some((Verdict::Port(p), true)),
+            Plain::Is(v) => Some((v, v != Verdict::Drop(DropReason::Policy))),
+        }
+    }
+}
+
 /// Whether a verdict sends the frame somewhere.
 #[inline(always)]
 fn real(v: Verdict) -> bool {

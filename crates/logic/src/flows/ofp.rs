@@ -789,6 +789,7 @@ impl Flows {
                     cookie: m.cookie,
                     key,
                     mask,
+                    plain: super::exec::Plain::of(&compiled, goto),
                     actions: compiled,
                     shown: shown.into_boxed_slice(),
                     out_max_len,
