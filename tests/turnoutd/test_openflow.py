@@ -668,8 +668,9 @@ def marked(src: str, mark: bytes) -> bytes:
 
 def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
     """mod_vlan_vid/mod_vlan_pcp on untagged frames (ovs-ofctl sends a
-    push_vlan and set-fields) and push_vlan:0x88a8 with a set-field, each
-    checked by the tag tcpdump sees at h2 (this kernel has no VLAN
+    push_vlan and set-fields), push_vlan:0x88a8 with a set-field, and
+    push_vlan:0x88a8 onto a C-tagged frame (the new tag copies its VID and
+    PCP), each checked by the tags tcpdump sees at h2 (this kernel has no VLAN
     interfaces, so frames are sent raw from h1); set-field of vlan_vid
     without a tag refused (raw flow-mod); push and set-field in a
     packet-out."""
@@ -705,6 +706,21 @@ def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
         seen = cap.stop()
     lines = [x for x in seen.splitlines() if MAC[1] in x]
     assert len(lines) >= 3 and all("0x88a8" in x and "vlan 7, p 0," in x for x in lines), seen
+
+    # An S-tag pushed onto a C-tagged frame takes the C-tag's VID and PCP
+    # (OpenFlow 1.3's default field values for a push).
+    lab.ofctl("add-flow", "priority=30,in_port=1,dl_vlan=5,actions=push_vlan:0x88a8,output:2")
+    tagged = marked(MAC[1], b"turnout-qinq")
+    tagged = tagged[:12] + struct.pack("!HH", 0x8100, (3 << 13) | 5) + tagged[12:]
+    cap = Capture(h[2], lab.tmp / "qinq.txt")
+    try:
+        send_raw(h[1], tagged)
+        wait_for("the double-tagged frames at h2", 5, lambda: cap.text().count(MAC[1]) >= 3)
+    finally:
+        seen = cap.stop()
+    lines = [x for x in seen.splitlines() if MAC[1] in x]
+    assert len(lines) >= 3 and all("0x88a8" in x and x.count("vlan 5, p 3,") == 2
+                                   and "0x88b5" in x for x in lines), seen
 
     # A set-field of vlan_vid on a flow that does not say the frame is
     # tagged: OFPET_BAD_ACTION / OFPBAC_MATCH_INCONSISTENT (ovs-ofctl

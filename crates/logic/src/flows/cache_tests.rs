@@ -251,7 +251,16 @@ fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
         Action::SetTpSrc(p) => set_tp(frame, 0, p),
         Action::SetTpDst(p) => set_tp(frame, 2, p),
         Action::PushVlan(t) => {
-            frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
+            // OpenFlow 1.3: the outer tag's VID and PCP, if there is one.
+            let tci = if tagged(frame) {
+                u16::from_be_bytes([frame[14], frame[15]]) & 0xefff
+            } else {
+                0
+            };
+            frame.splice(
+                12..12,
+                [(t >> 8) as u8, t as u8, (tci >> 8) as u8, tci as u8],
+            );
         }
         Action::SetVlanVid(v) if tagged(frame) => {
             frame[14] = (frame[14] & 0xf0) | (v >> 8) as u8;

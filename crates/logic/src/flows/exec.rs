@@ -561,11 +561,14 @@ fn change<const KEYED: bool>(
             // The key does not tell how many tags the frame had: a lookup
             // after a push is not cached (as after a pop).
             x.reparse = true;
+            let tci = rw::push_vlan_tci(b);
             if !p.insert(12, 4) {
                 x.no_room();
                 return;
             }
-            p.data_mut()[12..16].copy_from_slice(&[(tpid >> 8) as u8, tpid as u8, 0, 0]);
+            let [t0, t1] = tpid.to_be_bytes();
+            let [c0, c1] = tci.to_be_bytes();
+            p.data_mut()[12..16].copy_from_slice(&[t0, t1, c0, c1]);
         }
         Action::PopVlan => {
             x.reparse = true;

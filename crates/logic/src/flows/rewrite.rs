@@ -526,6 +526,19 @@ pub(super) fn new_lse(b: &[u8]) -> u32 {
     }
 }
 
+/// The TCI of a tag pushed onto `b` (`push_vlan`): OpenFlow 1.3 gives
+/// the new outer tag the VID and PCP of the outer tag the frame has, if it
+/// has one (0 otherwise; the DEI bit 0 in both cases).
+#[inline]
+pub(super) fn push_vlan_tci(b: &[u8]) -> u16 {
+    // (A tag as `pop_vlan` takes it: at least 18 bytes.)
+    if b.len() >= 18 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]])) {
+        u16::from_be_bytes([b[14], b[15]]) & 0xefff
+    } else {
+        0
+    }
+}
+
 /// CRC32c (Castagnoli, RFC 3309) of `d` as SCTP stores it (the value
 /// written little-endian).
 pub(super) fn sctp_crc(d: &[u8]) -> u32 {

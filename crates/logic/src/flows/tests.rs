@@ -490,8 +490,8 @@ fn strip_vlan_removes_the_outer_tag() {
 #[test]
 fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
     let u = udp([10, 0, 0, 2], 53);
-    // push_vlan: a tag of VID 0, PCP 0 (as Open vSwitch pushes it), then
-    // set the VID and PCP; the next table matches the new tag.
+    // push_vlan onto an untagged frame: a tag of VID 0, PCP 0, then set
+    // the VID and PCP; the next table matches the new tag.
     let f = flows(&[
         "in_port=1,actions=push_vlan:0x8100,set_field:4101->vlan_vid,set_field:3->vlan_pcp,goto_table:1",
         "in_port=2,actions=push_vlan:0x88a8,output:1",
@@ -507,13 +507,24 @@ fn push_vlan_and_vlan_rewrites_lengthen_and_edit_the_outer_tag() {
     s_tag.extend([0x88, 0xa8, 0, 0]);
     s_tag.extend(&u[12..]);
     assert_eq!(b.views[0], s_tag);
+    // Onto a tagged frame: the new outer tag takes the VID and PCP of the
+    // old outer tag (OpenFlow 1.3's default field values for a push), not
+    // its DEI bit.
     let mut stacked = u[..12].to_vec();
-    stacked.extend([0x88, 0xa8, 0, 0]);
+    stacked.extend([0x88, 0xa8, 0x20, 0x07]);
     stacked.extend(&vlan(7, 1, &u)[12..]);
     assert_eq!(
         b.views[1], stacked,
-        "a new outer tag in front of the old one"
+        "a new outer tag in front of the old one, with its VID and PCP"
     );
+    let mut dei = vlan(4095, 7, &u);
+    dei[14] |= 0x10;
+    let mut b = Batch::new(vec![dei.clone()]);
+    assert_eq!(b.classify(&f, 2, 0), vec![port(1)]);
+    let mut stacked = u[..12].to_vec();
+    stacked.extend([0x88, 0xa8, 0xef, 0xff]);
+    stacked.extend(&dei[12..]);
+    assert_eq!(b.views[0], stacked, "VID 4095, PCP 7, DEI not copied");
 
     // mod_vlan_vid / mod_vlan_pcp: push a tag unless the match says there
     // is one (ovs-ofctl's translation), else rewrite it in place.

@@ -50,9 +50,10 @@ pub enum Action {
     SetTpDst(u16),
     /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
     PopVlan,
-    /// `push_vlan:TPID` (0x8100 or 0x88a8): a new outer VLAN tag with VID
-    /// 0 and PCP 0, as Open vSwitch pushes it (the frame grows by 4 bytes,
-    /// copied into the batch's scratch memory).
+    /// `push_vlan:TPID` (0x8100 or 0x88a8): a new outer VLAN tag with the
+    /// VID and PCP of the outer tag the frame has (OpenFlow 1.3), VID 0 and
+    /// PCP 0 if it has none (the frame grows by 4 bytes, copied into the
+    /// batch's scratch memory).
     PushVlan(u16),
     /// `set_field:V->vlan_vid` (the outer tag's VID; the frame must be
     /// tagged: by the match or a `push_vlan` before). `mod_vlan_vid:V`
