@@ -268,7 +268,12 @@ impl Flows {
                     self.bucket(snap, r, &acts[i..end], p, ingress, x, clock);
                     i = end;
                 }
-                Action::Select(n) => i = self.select(snap, r, acts, i, n, p, ingress, x, clock),
+                Action::Select(n) => {
+                    i = self.select(snap, r, acts, i, n, false, p, ingress, x, clock)
+                }
+                Action::Failover(n) => {
+                    i = self.select(snap, r, acts, i, n, true, p, ingress, x, clock)
+                }
                 Action::WriteMetadata(v, m) => {
                     x.metadata = (x.metadata & !m) | (v & m);
                     if KEYED {
@@ -345,8 +350,9 @@ impl Flows {
 
     /// A SELECT group of `n` buckets starting at `acts[i]`: runs the one
     /// chosen for the frame (by a hash of its addresses and ports, among
-    /// the live buckets, in proportion to their weights; none live: none).
-    /// Returns the index after the group.
+    /// the live buckets, in proportion to their weights; none live: none);
+    /// with `first_live`, a fast-failover group: runs the first live
+    /// bucket (weights play no part). Returns the index after the group.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn select(
@@ -356,6 +362,7 @@ impl Flows {
         acts: &[Action],
         start: usize,
         n: u16,
+        first_live: bool,
         p: &mut PktMut<'_>,
         ingress: PortId,
         x: &mut Exec,
@@ -372,7 +379,7 @@ impl Flows {
                 break;
             };
             if self.live(watch) {
-                total += weight as u64;
+                total += if first_live { 1 } else { weight as u64 };
             }
             j += 1 + len as usize;
         }
@@ -380,7 +387,11 @@ impl Flows {
         if total == 0 {
             return end;
         }
-        let pick = select_hash(p.data()) % total;
+        let pick = if first_live {
+            0
+        } else {
+            select_hash(p.data()) % total
+        };
         let mut sum = 0u64;
         let mut j = start;
         while j < end {
@@ -395,7 +406,7 @@ impl Flows {
             };
             let body = &acts[j + 1..(j + 1 + len as usize).min(end)];
             if self.live(watch) {
-                sum += weight as u64;
+                sum += if first_live { 1 } else { weight as u64 };
                 if pick < sum {
                     if copy {
                         self.bucket(snap, r, body, p, ingress, x, clock);
@@ -614,6 +625,7 @@ fn change<const KEYED: bool>(
         | Action::SetTunnelId(_)
         | Action::Bucket(_)
         | Action::Select(_)
+        | Action::Failover(_)
         | Action::SelBucket { .. } => return,
     }
     if KEYED {

@@ -1014,8 +1014,14 @@ impl Writer {
                         text: format!("group {g} does not exist"),
                         of: OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_GROUP),
                     })?;
-                    let (select, buckets) = (grp.is_select(), grp.compiled_buckets().to_vec());
-                    if select {
+                    // SELECT and fast failover: one bucket per packet.
+                    let (select, buckets) = (
+                        grp.is_select() || grp.is_ff(),
+                        grp.compiled_buckets().to_vec(),
+                    );
+                    if grp.is_ff() {
+                        out.push(Action::Failover(buckets.len() as u16));
+                    } else if select {
                         out.push(Action::Select(buckets.len() as u16));
                     }
                     for b in buckets {

@@ -496,6 +496,7 @@ pub fn actions_to_of(
                 | Action::Group(_)
                 | Action::Bucket(_)
                 | Action::Select(_)
+                | Action::Failover(_)
                 | Action::SelBucket { .. } => return None,
             })
         })

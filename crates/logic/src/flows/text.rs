@@ -155,7 +155,10 @@ pub enum Action {
     /// Compiled: a SELECT group of N buckets, each a `SelBucket` followed
     /// by its actions: one bucket is chosen per packet (groups.rs).
     Select(u16),
-    /// Compiled: one bucket of a `Select`: its weight, watch port (or
+    /// Compiled: a fast-failover group of N buckets, each a `SelBucket`
+    /// followed by its actions: the first live one runs (groups.rs).
+    Failover(u16),
+    /// Compiled: one bucket of a `Select` or `Failover`: its weight, watch port (or
     /// `u16::MAX`: none), the number of its actions, and whether they
     /// change headers (then run on a copy of the frame).
     SelBucket {
@@ -202,6 +205,7 @@ impl Action {
                 | Action::Meter(_)
                 | Action::Bucket(_)
                 | Action::Select(_)
+                | Action::Failover(_)
                 | Action::SelBucket { .. }
         )
     }
@@ -1198,6 +1202,7 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::WriteMetadata(v, m) => format!("write_metadata:0x{v:x}/0x{m:x}"),
             Action::Bucket(n) => format!("(bucket of {n})"),
             Action::Select(n) => format!("(select of {n})"),
+            Action::Failover(n) => format!("(fast failover of {n})"),
             Action::SelBucket { weight, .. } => format!("(select bucket, weight {weight})"),
         })
         .collect();
