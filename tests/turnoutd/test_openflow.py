@@ -412,7 +412,6 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     assert json.loads(r.stdout) == {"added": 1}
     for text, want in [
         (f"group_id=5,type=all,bucket=output:{p2}", "OFPGMFC_GROUP_EXISTS"),
-        (f"group_id=6,type=ff,bucket=watch_port:{p2},output:{p2}", "OFPGMFC_BAD_TYPE"),
         ("group_id=6,type=all,bucket=group:5", "OFPGMFC_CHAINING_UNSUPPORTED"),
         (f"group_id=6,type=indirect,bucket=output:{p2},bucket=output:{p3}",
          "OFPGMFC_BAD_BUCKET"),
@@ -477,6 +476,17 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     assert not ping(h[1], "10.0.0.2", 1)
     lab.ofctl("del-groups")
     assert ctl_groups(lab) == {}
+
+    # A fast-failover group through turnout ctl, as ovs-ofctl sees it.
+    r = turnout_ctl(lab, "logic", "cmd", "add_group",
+                    f"group=group_id=6,type=ff,bucket=watch_port:{p2},output:{p2},"
+                    f"bucket=watch_port:{p3},output:{p3}")
+    assert json.loads(r.stdout) == {"added": 1}
+    assert ctl_groups(lab)[6]["group"] == (f"group_id=6,type=ff,bucket=watch_port:{p2},"
+                                           f"output:{p2},bucket=watch_port:{p3},output:{p3}")
+    groups = lab.ofctl("dump-groups").stdout
+    assert (f"group_id=6,type=ff,bucket=watch_port:{p2 + 1},actions=output:{p2 + 1},"
+            f"bucket=watch_port:{p3 + 1},actions=output:{p3 + 1}") in groups, groups
 
 NO_BUFFER, OFPP_CONTROLLER, OFPP_TABLE, OFPP_FLOOD = 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFF9, 0xFFFFFFFB
 
