@@ -54,7 +54,7 @@
 //!
 //! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
 //! a control-plane timer, never by the workers). The OpenFlow group table
-//! (ALL, INDIRECT, SELECT): `groups.rs`; meters: `meters.rs`.
+//! (ALL, INDIRECT, SELECT, FAST_FAILOVER): `groups.rs`; meters: `meters.rs`.
 //!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
@@ -893,8 +893,8 @@ pub struct Flows {
     copies: AtomicU64,
     /// The meters' running state (meters.rs).
     meter_state: meters::State,
-    /// Per port id, a bit: its link is up (the watch ports of SELECT
-    /// groups; all up until told otherwise, [`Flows::set_port_live`]).
+    /// Per port id, a bit: its link is up (the watch ports of SELECT and
+    /// fast-failover groups; all up until told otherwise, [`Flows::set_port_live`]).
     live: Box<[AtomicU64]>,
     /// Output sets of multi-output action lists, by group id; set once,
     /// never changed (so `group_members` can lend them out).
@@ -969,7 +969,7 @@ impl Writer {
     /// - `group:N` becomes its buckets: the outputs of those that only
     ///   output join the segment, a bucket with header changes becomes a
     ///   `Bucket` run on a copy of the frame, a SELECT group a `Select`
-    ///   block of its buckets;
+    ///   block of its buckets, a fast-failover group a `Failover` block;
     /// - `meter:N` becomes the meter's slot;
     /// - without `goto`, header changes after the last output are dropped
     ///   (nothing would see them).
@@ -1995,8 +1995,8 @@ impl Flows {
 
 impl Flows {
     /// Tells the logic whether port `port`'s link is up (SELECT groups
-    /// choose among the buckets whose watch port is live); all are until
-    /// told otherwise.
+    /// choose among the buckets whose watch port is live, fast-failover
+    /// groups take the first of them); all are until told otherwise.
     pub fn set_port_live(&self, port: PortId, up: bool) {
         let w = &self.live[port as usize / 64];
         let bit = 1u64 << (port % 64);
