@@ -473,6 +473,29 @@ pub(super) fn apply_change(p: &mut PktMut<'_>, a: Action) -> Result<(), DropReas
     }
 }
 
+/// Ethernet's smallest frame without its FCS.
+const MIN_FRAME: usize = 60;
+
+/// Takes the 4 bytes at `at` (a VLAN tag, an MPLS label stack entry) out
+/// of the frame, which has at least `at + 4`. A frame of Ethernet's
+/// smallest size or more stays at least that long, as it would go on a
+/// wire: under 64 bytes, the bytes after `at` move up and the frame ends
+/// in zeros (padding) at 60 bytes; otherwise the bytes before `at` move
+/// down and the view starts 4 bytes later (no copy of the rest).
+#[inline]
+fn pop4(p: &mut PktMut<'_>, at: usize) {
+    let len = p.len();
+    let b = p.data_mut();
+    if len < MIN_FRAME || len - 4 >= MIN_FRAME {
+        b.copy_within(0..at, 4);
+        p.narrow(4, len - 4);
+    } else {
+        b.copy_within(at + 4..len, at);
+        b[len - 4..].fill(0);
+        p.narrow(0, MIN_FRAME);
+    }
+}
+
 /// The key after a header change: extracted again from the frame, with
 /// the pipeline's registers.
 #[inline]
@@ -586,9 +609,7 @@ fn change<const KEYED: bool>(
             if b.len() >= 18
                 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]]))
             {
-                b.copy_within(0..12, 4);
-                let n = p.len() - 4;
-                p.narrow(4, n);
+                pop4(p, 12);
             }
         }
         Action::PushMpls(et) => {
@@ -607,9 +628,7 @@ fn change<const KEYED: bool>(
             x.reparse = true;
             let Some(at) = rw::lse(b) else { return };
             b[at - 2..at].copy_from_slice(&et.to_be_bytes());
-            b.copy_within(0..at, 4);
-            let n = p.len() - 4;
-            p.narrow(4, n);
+            pop4(p, at);
         }
         // Not header changes: handled by `Flows::run`.
         Action::Output(_)
