@@ -37,6 +37,7 @@ from typing import Any
 
 from ..methods import labels, styles, throughput_methods
 from ..results import Campaign, Result, ResultsDB, Trial
+from ..scenarios import scenario_rank
 from ..sut import SUTS
 from .model import (
     Figure,
@@ -71,6 +72,7 @@ __all__ = [
     "not_measured_section",
     "retried",
     "scale_sections",
+    "scenario_rank",
     "sut_label",
     "throughput_points",
     "throughput_section",
@@ -90,21 +92,11 @@ REFERENCE_SUTS = (*(n for n, a in SUTS.items() if a.reference), "bare-wire", "ba
 LOAD_FRACTIONS = (0.1, 0.5, 0.99)
 
 _DEFAULTS = {"flows": 1, "burst": 32, "vnfs": 0, "ports": 2, "pairs": 1}
-#: Scenarios in the order the page shows them (others follow, by name).
-SCENARIO_ORDER = ("p2p", "p2v", "v2p", "v2v", "loopback", "nvsn", "density")
 
 
 def _by_scenario(item: tuple[tuple, Any]) -> tuple:
     """Sort key for (group tuple starting with the scenario, value) items."""
     return (scenario_rank(item[0][0]), *item[0][1:])
-
-
-def scenario_rank(scenario: str) -> tuple[int, str]:
-    """Sort key putting scenarios in the order of SCENARIO_ORDER."""
-    try:
-        return (SCENARIO_ORDER.index(scenario), scenario)
-    except ValueError:
-        return (len(SCENARIO_ORDER), scenario)
 
 
 def sut_label(sut: str, virtual_port: str = "") -> str:
