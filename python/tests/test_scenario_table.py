@@ -1,5 +1,7 @@
-"""The scenario table (turnout/scenarios/table.py): every scenario is listed
-once and builds from its family's plan."""
+"""The scenario table (turnout/scenarios/table.py) and the report's sections
+table (turnout/report/sections.py): every scenario is listed once, builds
+from its family's plan, and names a section the page has; the page is made
+of the table's sections in the table's order."""
 
 from __future__ import annotations
 
@@ -7,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from synth_db import default_like
 from test_vhost_scenario import ROLES, FakeTestbed
+from turnout.report.points import load_campaign
+from turnout.report.sections import SECTIONS, all_sections, section_keys
+from turnout.results import ResultsDB
 from turnout.scenarios import (
     SCENARIO_ORDER,
     SCENARIOS,
@@ -34,6 +40,13 @@ POINTS = {
 def test_every_scenario_is_in_the_table_once_and_in_the_test_above() -> None:
     assert len(SCENARIOS) == len(set(SCENARIOS)) == len(TABLE)
     assert set(POINTS) == set(SCENARIOS)
+
+
+def test_every_scenario_names_a_section_of_the_page() -> None:
+    keys = section_keys()
+    assert len(keys) == len(set(keys)), "a section key twice"
+    for sc in TABLE:
+        assert sc.section in keys, f"{sc.name}: no section {sc.section!r}"
 
 
 def test_report_order_comes_from_the_table() -> None:
@@ -84,3 +97,10 @@ def test_a_family_check_refuses_what_it_cannot_run() -> None:
     with pytest.raises(Unsupported, match="unknown scenario"):
         check(Point("p3p"), wire, ROLES)
 
+
+def test_the_page_is_the_sections_table_in_order(tmp_path: Path) -> None:
+    with ResultsDB(tmp_path / "r.db") as db:
+        default_like(db)
+        sections = all_sections(load_campaign(db, None))
+    assert [s.key for s in sections] == section_keys()
+    assert len(SECTIONS) < len(sections)  # one row makes two (nvsn, density)

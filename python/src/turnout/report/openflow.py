@@ -23,8 +23,9 @@ import re
 from collections import defaultdict
 
 from ..results import Result, Trial
+from .formatting import fmt, fmt_spread
 from .model import Section, Spread, Table, spread_of
-from .queries import CampaignData, fmt, fmt_spread, sut_label
+from .points import CampaignData, sut_label
 
 __all__ = ["BASELINES", "cpu_split", "openflow_section", "openflow_table", "openflow_text",
            "parse_acl", "parse_label", "parse_path", "ratio_table"]
