@@ -1,6 +1,7 @@
-"""The words every scenario family uses: a test point (``Point``), what a
-scenario asks the testbed for (``Plan``), what ``build`` hands the bench
-(``Built``), and one row of the scenario table (``Scenario``)."""
+"""The words every scenario family uses: a test point (``Point``, the
+workbench's ``TestPoint``), what a scenario asks the testbed for
+(``Plan``), what ``build`` hands the bench (``Built``), and one row of the
+scenario table (``Scenario``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from ..measure.gen import GenProc, Stream
 from ..sut.base import SutAdapter, Topology
 from ..testbed import Testbed
+from ..testpoint import TestPoint
 
 __all__ = ["Built", "Endpoint", "Plan", "Point", "Scenario", "Unsupported", "no_check",
            "no_virtual"]
@@ -19,41 +21,8 @@ class Unsupported(Exception):
     """This scenario cannot run with this SUT/tester (the reason is the message)."""
 
 
-@dataclass(frozen=True)
-class Point:
-    """The parameters that select one test point (besides SUT and method)."""
-
-    scenario: str = "p2p"
-    direction: str = "uni"
-    frame_size_b: int = 64
-    flows: int = 1
-    burst: int = 32
-    vnfs: int = 0
-    ports: int = 2
-    pairs: int = 1
-    #: what the virtual endpoints of this point are (memif | vhost-user);
-    #: "" = the campaign's ``virtual_port``
-    virtual_port: str = ""
-    #: openflow: the rule set (turnout.ofrules) and the hit rule's outputs
-    #: (0 at the other scenarios)
-    rules: int = 0
-    masks: int = 0
-    outputs: int = 0
-    #: openflow: ACL rules that tell the tester's flows apart and match none
-    #: of them, "above" or "below" the hit rule (turnout.ofrules; 0, "")
-    acl: int = 0
-    acl_at: str = ""
-
-    def stored_scenario(self) -> str:
-        """The scenario as results store it: an openflow point names its
-        rule set (``openflow/r100/m8/o2``), so the report never pools two
-        rule sets as repetitions of one point; ``/acl1000-above`` when it has
-        ACL rules)."""
-        if self.scenario != "openflow":
-            return self.scenario
-        path = "v2v/" if self.virtual_port else ""
-        acl = f"/acl{self.acl}-{self.acl_at}" if self.acl else ""
-        return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}{acl}"
+#: a test point (turnout.testpoint: defined there, once)
+Point = TestPoint
 
 
 @dataclass
