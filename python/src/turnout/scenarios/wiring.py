@@ -146,78 +146,111 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
                           f"cannot open {point.virtual_port} ports here (would be "
                           f"{virtual_port})")
 
-    ports: list[SutPort] = []
-    xconnects: list[tuple[str, str]] = []
     if sut.direct:
-        # The bare wire: a veth pair per link, or, when both ends are
-        # virtual ports and the tester speaks memif, a memif link served by
-        # one end (the tester's own ceiling over shared memory).
-        memif_links = 0
-        for i, (a, b) in enumerate(links):
-            ea, eb = endpoints[a], endpoints[b]
-            if use_memif and ea.virtual and eb.virtual:
-                sock = str(tb.directory("memif") / f"{a}.sock")
-                ea.memif = eb.memif = sock
-                eb.memif_server = True
-                ea.mac, eb.mac = _mac(2 * i + 1), _mac(2 * i + 2)
-                memif_links += 1
-                continue
-            v = tb.veth(ea.ns, eb.ns, tag="w")
-            ea.iface, ea.mac = v.a, v.mac_a
-            eb.iface, eb.mac = v.b, v.mac_b
-            # across hosts a link's ends are where its wires are
-            ea.ns = getattr(v, "ns_a", None) or ea.ns
-            eb.ns = getattr(v, "ns_b", None) or eb.ns
-        if virtual_port == "memif" and memif_links == 0:
+        if _wire_direct(tb, plan, use_memif) == 0 and virtual_port == "memif":
             virtual_port = "veth"
+        ports: list[SutPort] = []
+        xconnects: list[tuple[str, str]] = []
     else:
-        memif_dir = tb.directory("memif") if use_memif else None
-        vhost_dir = tb.directory("vhost") if use_vhost else None
-        for i, e in enumerate(endpoints.values()):
-            if e.virtual and vhost_dir is not None:
-                e.vhost = str(vhost_dir / f"{e.name}.sock")
-                e.mac = _mac(i + 1)
-                ports.append(SutPort(name=e.name, kind=PortKind.VHOST_USER, socket=e.vhost,
-                                     macs=[e.mac]))
-            elif e.virtual and memif_dir is not None:
-                e.memif = str(memif_dir / f"{e.name}.sock")
-                e.mac = _mac(i + 1)
-                ports.append(SutPort(name=e.name, kind=PortKind.MEMIF, socket=e.memif,
-                                     macs=[e.mac]))
-            else:
-                v = tb.veth(e.ns, sut_ns, tag="p")
-                # across hosts the wire says which tester host the end is on
-                e.iface, e.mac, e.ns = v.a, v.mac_a, getattr(v, "ns_a", None) or e.ns
-                # the SUT's kernel-side receive work on the SUT's CPUs
-                tb.steer_rps(sut_ns, v.b, sut_cpus)
-                ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))
+        ports = _sut_ports(tb, plan, sut_ns, sut_cpus, use_memif=use_memif, use_vhost=use_vhost)
         xconnects = list(links)
+    streams = _streams(plan, point, tester_kind, qemu)
+    vms = [[(endpoints[a].vhost, endpoints[a].mac), (endpoints[b].vhost, endpoints[b].mac)]
+           for a, b in plan.helpers] if qemu else []
+    helpers = _helpers(plan, point, tester_kind, vnf_interrupt, fwd=not qemu)
+    topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
+    if sc.finish is not None:
+        sc.finish(plan, topo, point)
+    return Built(topology=topo, streams=streams, helpers=helpers, virtual_port=virtual_port,
+                 update=sc.update, ifaces={e.name: e.iface for e in endpoints.values() if e.iface},
+                 vms=vms)
 
-    def spec(e: Endpoint) -> str:
-        if e.vhost:
-            # turnout-gen's default buffers hold 9000 B frames: every frame
-            # size a shared testbed retargets to fits
-            return f"{PortKind.VHOST_USER}:{e.vhost}"
-        if e.memif:
-            return f"{PortKind.MEMIF}:{e.memif}" + (",role=server" if e.memif_server else "")
-        return f"{tester_kind}:{e.iface}"
 
-    # the next hop of a frame leaving endpoint x is the endpoint linked to it
-    peer = {a: b for a, b in links} | {b: a for a, b in links}
+def _wire_direct(tb: Testbed, plan: Plan, use_memif: bool) -> int:
+    """The bare wire: a veth pair per link, or, when both ends are virtual
+    ports and the tester speaks memif, a memif link served by one end (the
+    tester's own ceiling over shared memory). Returns the memif links."""
+    endpoints = plan.endpoints
+    memif_links = 0
+    for i, (a, b) in enumerate(plan.links):
+        ea, eb = endpoints[a], endpoints[b]
+        if use_memif and ea.virtual and eb.virtual:
+            sock = str(tb.directory("memif") / f"{a}.sock")
+            ea.memif = eb.memif = sock
+            eb.memif_server = True
+            ea.mac, eb.mac = _mac(2 * i + 1), _mac(2 * i + 2)
+            memif_links += 1
+            continue
+        v = tb.veth(ea.ns, eb.ns, tag="w")
+        ea.iface, ea.mac = v.a, v.mac_a
+        eb.iface, eb.mac = v.b, v.mac_b
+        # across hosts a link's ends are where its wires are
+        ea.ns = getattr(v, "ns_a", None) or ea.ns
+        eb.ns = getattr(v, "ns_b", None) or eb.ns
+    return memif_links
+
+
+def _sut_ports(tb: Testbed, plan: Plan, sut_ns: str, sut_cpus: str, *, use_memif: bool,
+               use_vhost: bool) -> list[SutPort]:
+    """A SUT port for every endpoint: a vhost-user or memif socket the SUT
+    serves for a virtual endpoint, else a veth into the SUT's namespace."""
+    ports: list[SutPort] = []
+    memif_dir = tb.directory("memif") if use_memif else None
+    vhost_dir = tb.directory("vhost") if use_vhost else None
+    for i, e in enumerate(plan.endpoints.values()):
+        if e.virtual and vhost_dir is not None:
+            e.vhost = str(vhost_dir / f"{e.name}.sock")
+            e.mac = _mac(i + 1)
+            ports.append(SutPort(name=e.name, kind=PortKind.VHOST_USER, socket=e.vhost,
+                                 macs=[e.mac]))
+        elif e.virtual and memif_dir is not None:
+            e.memif = str(memif_dir / f"{e.name}.sock")
+            e.mac = _mac(i + 1)
+            ports.append(SutPort(name=e.name, kind=PortKind.MEMIF, socket=e.memif,
+                                 macs=[e.mac]))
+        else:
+            v = tb.veth(e.ns, sut_ns, tag="p")
+            # across hosts the wire says which tester host the end is on
+            e.iface, e.mac, e.ns = v.a, v.mac_a, getattr(v, "ns_a", None) or e.ns
+            # the SUT's kernel-side receive work on the SUT's CPUs
+            tb.steer_rps(sut_ns, v.b, sut_cpus)
+            ports.append(SutPort(name=e.name, kind="veth", iface=v.b, macs=[e.mac]))
+    return ports
+
+
+def _spec(e: Endpoint, tester_kind: PortKind) -> str:
+    """turnout-gen's port argument for an endpoint."""
+    if e.vhost:
+        # turnout-gen's default buffers hold 9000 B frames: every frame
+        # size a shared testbed retargets to fits
+        return f"{PortKind.VHOST_USER}:{e.vhost}"
+    if e.memif:
+        return f"{PortKind.MEMIF}:{e.memif}" + (",role=server" if e.memif_server else "")
+    return f"{tester_kind}:{e.iface}"
+
+
+def _peers(plan: Plan) -> dict[str, str]:
+    """The next hop of a frame leaving endpoint x: the endpoint linked to it."""
+    return {a: b for a, b in plan.links} | {b: a for a, b in plan.links}
+
+
+def _streams(plan: Plan, point: Point, tester_kind: PortKind, qemu: bool) -> list[Stream]:
+    """The tester's streams. Bidirectional: every flow and its reverse, ids
+    2k and 2k + 1 (the tester runs each pair as one process that opens each
+    port once)."""
+    endpoints, peer = plan.endpoints, _peers(plan)
 
     def stream(sid: int, src: str, dst: str, reverse_of: int | None = None) -> Stream:
         # a QEMU VNF is a bridge, transparent: frames go to the receiver's
         # MAC (its NICs' own MACs would make the guest's bridge take them)
         first_hop = endpoints[dst] if qemu else endpoints[peer[src]]
         return Stream(
-            tx_port=spec(endpoints[src]), rx_port=spec(endpoints[dst]),
+            tx_port=_spec(endpoints[src], tester_kind), rx_port=_spec(endpoints[dst], tester_kind),
             tx_ns=endpoints[src].ns, rx_ns=endpoints[dst].ns,
             src_mac=endpoints[src].mac, dst_mac=first_hop.mac, id=sid, reverse_of=reverse_of,
             name=f"{src}>{dst}",
         )
 
-    # Bidirectional: every flow and its reverse, ids 2k and 2k + 1 (the
-    # tester runs each pair as one process that opens each port once).
     streams = []
     for i, (src, dst) in enumerate(plan.flows):
         if point.direction == "bi":
@@ -225,18 +258,25 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
             streams.append(stream(2 * i + 1, dst, src, reverse_of=2 * i))
         else:
             streams.append(stream(i, src, dst))
+    return streams
+
+
+def _helpers(plan: Plan, point: Point, tester_kind: PortKind, vnf_interrupt: bool, *,
+             fwd: bool) -> list[GenProc]:
+    """The turnout-gen helpers: ``fwd`` chain VNFs (``fwd``: not QEMU
+    guests), ``reflect`` servers and ``rx`` sinks. ``vnf_interrupt``: those
+    whose ports are all memif sleep on their eventfds when idle."""
+    endpoints, peer = plan.endpoints, _peers(plan)
 
     def sleeps(*es: Endpoint) -> bool:
         """A helper on these endpoints waits on eventfds (memif only)."""
         return vnf_interrupt and all(e.memif for e in es)
 
     def vnf_spec(e: Endpoint, irq: bool) -> str:
-        return spec(e) + (",mode=interrupt" if irq else "")
+        return _spec(e, tester_kind) + (",mode=interrupt" if irq else "")
 
-    gen_helpers = []
-    vms = [[(endpoints[a].vhost, endpoints[a].mac), (endpoints[b].vhost, endpoints[b].mac)]
-           for a, b in plan.helpers] if qemu else []
-    for a, b in [] if qemu else plan.helpers:
+    out = []
+    for a, b in plan.helpers if fwd else []:
         nxt = endpoints[peer[b]]
         irq = sleeps(endpoints[a], endpoints[b])
         args = ["fwd", "--port", vnf_spec(endpoints[a], irq),
@@ -244,19 +284,14 @@ def build(tb: Testbed, sut: SutAdapter, point: Point, *, memif_tester: bool,
         if point.direction == "bi":
             # B → A: to the hop before this VNF
             args += ["--bidir", "--dst-mac2", endpoints[peer[a]].mac]
-        gen_helpers.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}",
-                                   polls=not irq))
+        out.append(GenProc(args=args, netns=endpoints[a].ns, name=f"fwd {a}>{b}",
+                           polls=not irq))
     for r in plan.reflectors:
         irq = sleeps(endpoints[r])
-        gen_helpers.append(GenProc(args=["reflect", "--port", vnf_spec(endpoints[r], irq)],
-                                   netns=endpoints[r].ns, name=f"reflect {r}", polls=not irq))
+        out.append(GenProc(args=["reflect", "--port", vnf_spec(endpoints[r], irq)],
+                           netns=endpoints[r].ns, name=f"reflect {r}", polls=not irq))
     for r in plan.sinks:
         irq = vnf_interrupt and bool(endpoints[r].memif or endpoints[r].vhost)
-        gen_helpers.append(GenProc(args=["rx", "--port", vnf_spec(endpoints[r], irq)],
-                                   netns=endpoints[r].ns, name=f"mirror {r}", polls=not irq))
-    topo = Topology(ns=sut_ns, ports=ports, xconnects=xconnects, cpus=sut_cpus)
-    if sc.finish is not None:
-        sc.finish(plan, topo, point)
-    return Built(topology=topo, streams=streams, helpers=gen_helpers, virtual_port=virtual_port,
-                 update=sc.update, ifaces={e.name: e.iface for e in endpoints.values() if e.iface},
-                 vms=vms)
+        out.append(GenProc(args=["rx", "--port", vnf_spec(endpoints[r], irq)],
+                           netns=endpoints[r].ns, name=f"mirror {r}", polls=not irq))
+    return out
