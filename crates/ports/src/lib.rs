@@ -1,4 +1,6 @@
 //! Port backends.
+#![warn(missing_docs)]
+
 pub mod af_packet;
 pub mod af_xdp;
 pub mod config;
