@@ -306,8 +306,6 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2,bucket=output:3")
     r = lab.ofctl("add-group", "group_id=1,type=all,bucket=output:2", check=False)
     assert r.returncode != 0 and "OFPGMFC_GROUP_EXISTS" in r.stderr, r.stderr
-    r = lab.ofctl("add-group", "group_id=2,type=ff,bucket=watch_port:2,output:2", check=False)
-    assert r.returncode != 0 and "OFPGMFC_BAD_TYPE" in r.stderr, r.stderr
     r = lab.ofctl("add-flow", "in_port=1,actions=group:9", check=False)
     assert r.returncode != 0 and "OFPBAC_BAD_OUT_GROUP" in r.stderr, r.stderr
     groups = lab.ofctl("dump-groups").stdout
@@ -335,6 +333,22 @@ def test_groups_all_and_indirect(lab: Lab) -> None:
     assert not [x for x in flows_of(lab) if "group:1" in x], flows_of(lab)
     assert lab.ofctl("dump-groups").stdout.count("group_id") == 0
     assert not ping(h[1], "10.0.0.2", 1)
+
+    # FAST_FAILOVER: the first live bucket only (h3 is not reached while
+    # h2's link is up); h2's link down hands over to h3's bucket within
+    # a sweep of the flow timer, and back when it comes up.
+    lab.ofctl("add-group", "group_id=2,type=ff,bucket=watch_port:2,output:2,"
+                           "bucket=watch_port:3,output:3")
+    assert "type=ff" in lab.ofctl("dump-groups").stdout
+    lab.ofctl("add-flow", "priority=10,in_port=1,actions=group:2")
+    assert ping(h[1], "10.0.0.2", 3)
+    assert not ping(h[1], "10.0.0.3", 1)
+    nx(h[2], "ip", "link", "set", "eth0", "down")
+    try:
+        wait_for("h3 through the second bucket", 15, lambda: ping(h[1], "10.0.0.3", 1))
+    finally:
+        nx(h[2], "ip", "link", "set", "eth0", "up")
+    wait_for("h2 through the first bucket again", 15, lambda: ping(h[1], "10.0.0.2", 1))
 
 
 
@@ -398,7 +412,6 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     assert json.loads(r.stdout) == {"added": 1}
     for text, want in [
         (f"group_id=5,type=all,bucket=output:{p2}", "OFPGMFC_GROUP_EXISTS"),
-        (f"group_id=6,type=ff,bucket=watch_port:{p2},output:{p2}", "OFPGMFC_BAD_TYPE"),
         ("group_id=6,type=all,bucket=group:5", "OFPGMFC_CHAINING_UNSUPPORTED"),
         (f"group_id=6,type=indirect,bucket=output:{p2},bucket=output:{p3}",
          "OFPGMFC_BAD_BUCKET"),
@@ -463,6 +476,17 @@ def test_groups_through_turnout_ctl_and_ovs_ofctl(lab: Lab) -> None:
     assert not ping(h[1], "10.0.0.2", 1)
     lab.ofctl("del-groups")
     assert ctl_groups(lab) == {}
+
+    # A fast-failover group through turnout ctl, as ovs-ofctl sees it.
+    r = turnout_ctl(lab, "logic", "cmd", "add_group",
+                    f"group=group_id=6,type=ff,bucket=watch_port:{p2},output:{p2},"
+                    f"bucket=watch_port:{p3},output:{p3}")
+    assert json.loads(r.stdout) == {"added": 1}
+    assert ctl_groups(lab)[6]["group"] == (f"group_id=6,type=ff,bucket=watch_port:{p2},"
+                                           f"output:{p2},bucket=watch_port:{p3},output:{p3}")
+    groups = lab.ofctl("dump-groups").stdout
+    assert (f"group_id=6,type=ff,bucket=watch_port:{p2 + 1},actions=output:{p2 + 1},"
+            f"bucket=watch_port:{p3 + 1},actions=output:{p3 + 1}") in groups, groups
 
 NO_BUFFER, OFPP_CONTROLLER, OFPP_TABLE, OFPP_FLOOD = 0xFFFFFFFF, 0xFFFFFFFD, 0xFFFFFFF9, 0xFFFFFFFB
 
@@ -668,8 +692,9 @@ def marked(src: str, mark: bytes) -> bytes:
 
 def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
     """mod_vlan_vid/mod_vlan_pcp on untagged frames (ovs-ofctl sends a
-    push_vlan and set-fields) and push_vlan:0x88a8 with a set-field, each
-    checked by the tag tcpdump sees at h2 (this kernel has no VLAN
+    push_vlan and set-fields), push_vlan:0x88a8 with a set-field, and
+    push_vlan:0x88a8 onto a C-tagged frame (the new tag copies its VID and
+    PCP), each checked by the tags tcpdump sees at h2 (this kernel has no VLAN
     interfaces, so frames are sent raw from h1); set-field of vlan_vid
     without a tag refused (raw flow-mod); push and set-field in a
     packet-out."""
@@ -705,6 +730,21 @@ def test_push_vlan_and_vlan_set_fields_reach_the_peer_tagged(lab: Lab) -> None:
         seen = cap.stop()
     lines = [x for x in seen.splitlines() if MAC[1] in x]
     assert len(lines) >= 3 and all("0x88a8" in x and "vlan 7, p 0," in x for x in lines), seen
+
+    # An S-tag pushed onto a C-tagged frame takes the C-tag's VID and PCP
+    # (OpenFlow 1.3's default field values for a push).
+    lab.ofctl("add-flow", "priority=30,in_port=1,dl_vlan=5,actions=push_vlan:0x88a8,output:2")
+    tagged = marked(MAC[1], b"turnout-qinq")
+    tagged = tagged[:12] + struct.pack("!HH", 0x8100, (3 << 13) | 5) + tagged[12:]
+    cap = Capture(h[2], lab.tmp / "qinq.txt")
+    try:
+        send_raw(h[1], tagged)
+        wait_for("the double-tagged frames at h2", 5, lambda: cap.text().count(MAC[1]) >= 3)
+    finally:
+        seen = cap.stop()
+    lines = [x for x in seen.splitlines() if MAC[1] in x]
+    assert len(lines) >= 3 and all("0x88a8" in x and x.count("vlan 5, p 3,") == 2
+                                   and "0x88b5" in x for x in lines), seen
 
     # A set-field of vlan_vid on a flow that does not say the frame is
     # tagged: OFPET_BAD_ACTION / OFPBAC_MATCH_INCONSISTENT (ovs-ofctl

@@ -6,7 +6,8 @@
 //! timeout (the logic keeps their index); with another logic, or no
 //! flow with a timeout, it costs a lock and an emptiness test. Each sweep
 //! also tells the logic which ports' links are up
-//! ([`Flows::set_port_live`]: the watch ports of SELECT groups).
+//! ([`Flows::set_port_live`]: the watch ports of SELECT and fast-failover
+//! groups).
 
 use std::sync::Arc;
 use std::time::Instant;

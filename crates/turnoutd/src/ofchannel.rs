@@ -952,10 +952,11 @@ impl Session {
             }
             MultipartRequest::GroupFeatures => {
                 use logic::flows::MAX_OF_GROUPS as M;
-                let (all, sel, ind) = (
+                let (all, sel, ind, ff) = (
                     openflow::gt::ALL,
                     openflow::gt::SELECT,
                     openflow::gt::INDIRECT,
+                    openflow::gt::FF,
                 );
                 let acts = logic::flows::ofp::supported_actions()
                     .iter()
@@ -964,11 +965,11 @@ impl Session {
                 reply(
                     mp::GROUP_FEATURES,
                     &[openflow::group_features_body(
-                        (1 << all) | (1 << sel) | (1 << ind),
+                        (1 << all) | (1 << sel) | (1 << ind) | (1 << ff),
                         // OFPGFC_SELECT_WEIGHT | OFPGFC_SELECT_LIVENESS.
                         0b11,
-                        [M as u32, M as u32, M as u32, 0],
-                        [acts, acts, acts, 0],
+                        [M as u32, M as u32, M as u32, M as u32],
+                        [acts, acts, acts, acts],
                     )],
                 )
             }

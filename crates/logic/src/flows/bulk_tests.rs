@@ -31,8 +31,8 @@ fn buckets(f: &Flows) -> Vec<(usize, Key, Key, Vec<u64>)> {
     let mut out = Vec::new();
     for (ti, t) in snap.tables.iter().enumerate() {
         for st in &t.subtables {
-            for (k, v) in &st.map {
-                out.push((ti, st.mask, *k, v.iter().map(|r| r.seq).collect()));
+            for (k, v) in st.map.iter() {
+                out.push((ti, st.mask, k, v.iter().map(|r| r.seq).collect()));
             }
         }
     }

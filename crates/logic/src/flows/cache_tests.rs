@@ -235,6 +235,16 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
     o
 }
 
+/// 4 bytes out of `frame` at `at`; a frame of Ethernet's 60 bytes or more
+/// padded back to 60 with zeros if it falls under.
+fn pop4(frame: &mut Vec<u8>, at: usize) {
+    let len = frame.len();
+    frame.drain(at..at + 4);
+    if len >= 60 && frame.len() < 60 {
+        frame.resize(60, 0);
+    }
+}
+
 /// A header change on a `Vec`, written here from the formats (not the
 /// logic's code, but for the checksummed fields); false: the packet is
 /// dropped (invalid TTL).
@@ -251,7 +261,16 @@ fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
         Action::SetTpSrc(p) => set_tp(frame, 0, p),
         Action::SetTpDst(p) => set_tp(frame, 2, p),
         Action::PushVlan(t) => {
-            frame.splice(12..12, [(t >> 8) as u8, t as u8, 0, 0]);
+            // OpenFlow 1.3: the outer tag's VID and PCP, if there is one.
+            let tci = if tagged(frame) {
+                u16::from_be_bytes([frame[14], frame[15]]) & 0xefff
+            } else {
+                0
+            };
+            frame.splice(
+                12..12,
+                [(t >> 8) as u8, t as u8, (tci >> 8) as u8, tci as u8],
+            );
         }
         Action::SetVlanVid(v) if tagged(frame) => {
             frame[14] = (frame[14] & 0xf0) | (v >> 8) as u8;
@@ -259,9 +278,7 @@ fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
         }
         Action::SetVlanPcp(p) if tagged(frame) => frame[14] = (frame[14] & 0x1f) | (p << 5),
         Action::SetVlanVid(_) | Action::SetVlanPcp(_) => {}
-        Action::PopVlan if tagged(frame) => {
-            frame.drain(12..16);
-        }
+        Action::PopVlan if tagged(frame) => pop4(frame, 12),
         Action::PopVlan => {}
         // (The checksummed fields by rewrite.rs's helpers, which have
         // their own tests: here the pipeline's semantics are checked.)
@@ -293,7 +310,7 @@ fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
             let l3 = t.l3_offset;
             if matches!(t.ethertype, 0x8847 | 0x8848) && frame.len() >= l3 + 4 {
                 frame[l3 - 2..l3].copy_from_slice(&et.to_be_bytes());
-                frame.drain(l3..l3 + 4);
+                pop4(frame, l3);
             }
         }
         Action::SetMplsTtl(_) | Action::SetMplsLabel(_) | Action::DecMplsTtl => {

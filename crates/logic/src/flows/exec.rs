@@ -64,6 +64,54 @@ pub(super) struct Exec {
     pub tunnel: u64,
 }
 
+/// What a flow's actions come to when they send the frame, unchanged, to
+/// one place (or nowhere) and end the pipeline (no `goto_table`): known
+/// when the flow is installed, so that the classifier's pipeline gives a
+/// packet that reaches such a flow with no output waiting (`Exec::out`,
+/// the common forwarding flow `actions=output:N`) its verdict without
+/// running the actions ([`Flows::run`] and [`Flows::finish`] would give
+/// the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Plain {
+    /// Anything else: the actions run.
+    No,
+    /// `output:N` alone: `Port(N)`, or a hairpin from port N.
+    Port(PortId),
+    /// The same verdict from every ingress: one group of outputs, the
+    /// flood, `in_port` (a hairpin), or no action (`Drop(Policy)`).
+    Is(Verdict),
+}
+
+impl Plain {
+    /// Of a flow's compiled actions and its `goto_table`.
+    pub(super) fn of(acts: &[Action], goto: Option<u8>) -> Plain {
+        if goto.is_some() {
+            return Plain::No;
+        }
+        match *acts {
+            [] => Plain::Is(Verdict::Drop(DropReason::Policy)),
+            [Action::Output(p)] => Plain::Port(p),
+            [Action::Flood | Action::All] => Plain::Is(Verdict::Flood),
+            [Action::Group(g)] => Plain::Is(Verdict::Group(g)),
+            [Action::InPort] => Plain::Is(Verdict::Drop(DropReason::Hairpin)),
+            _ => Plain::No,
+        }
+    }
+
+    /// The verdict of a packet from `ingress` that reaches the flow with
+    /// nothing output yet (`Exec` as new), and whether it is an output;
+    /// None: the actions must run.
+    #[inline(always)]
+    pub(super) fn verdict(self, ingress: PortId) -> Option<(Verdict, bool)> {
+        match self {
+            Plain::No => None,
+            Plain::Port(p) if p == ingress => Some((Verdict::Drop(DropReason::Hairpin), true)),
+            Plain::Port(p) => Some((Verdict::Port(p), true)),
+            Plain::Is(v) => Some((v, v != Verdict::Drop(DropReason::Policy))),
+        }
+    }
+}
+
 /// Whether a verdict sends the frame somewhere.
 #[inline(always)]
 fn real(v: Verdict) -> bool {
@@ -220,7 +268,12 @@ impl Flows {
                     self.bucket(snap, r, &acts[i..end], p, ingress, x, clock);
                     i = end;
                 }
-                Action::Select(n) => i = self.select(snap, r, acts, i, n, p, ingress, x, clock),
+                Action::Select(n) => {
+                    i = self.select(snap, r, acts, i, n, false, p, ingress, x, clock)
+                }
+                Action::Failover(n) => {
+                    i = self.select(snap, r, acts, i, n, true, p, ingress, x, clock)
+                }
                 Action::WriteMetadata(v, m) => {
                     x.metadata = (x.metadata & !m) | (v & m);
                     if KEYED {
@@ -297,8 +350,9 @@ impl Flows {
 
     /// A SELECT group of `n` buckets starting at `acts[i]`: runs the one
     /// chosen for the frame (by a hash of its addresses and ports, among
-    /// the live buckets, in proportion to their weights; none live: none).
-    /// Returns the index after the group.
+    /// the live buckets, in proportion to their weights; none live: none);
+    /// with `first_live`, a fast-failover group: runs the first live
+    /// bucket (weights play no part). Returns the index after the group.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn select(
@@ -308,6 +362,7 @@ impl Flows {
         acts: &[Action],
         start: usize,
         n: u16,
+        first_live: bool,
         p: &mut PktMut<'_>,
         ingress: PortId,
         x: &mut Exec,
@@ -324,7 +379,7 @@ impl Flows {
                 break;
             };
             if self.live(watch) {
-                total += weight as u64;
+                total += if first_live { 1 } else { weight as u64 };
             }
             j += 1 + len as usize;
         }
@@ -332,7 +387,11 @@ impl Flows {
         if total == 0 {
             return end;
         }
-        let pick = select_hash(p.data()) % total;
+        let pick = if first_live {
+            0
+        } else {
+            select_hash(p.data()) % total
+        };
         let mut sum = 0u64;
         let mut j = start;
         while j < end {
@@ -347,7 +406,7 @@ impl Flows {
             };
             let body = &acts[j + 1..(j + 1 + len as usize).min(end)];
             if self.live(watch) {
-                sum += weight as u64;
+                sum += if first_live { 1 } else { weight as u64 };
                 if pick < sum {
                     if copy {
                         self.bucket(snap, r, body, p, ingress, x, clock);
@@ -411,6 +470,29 @@ pub(super) fn apply_change(p: &mut PktMut<'_>, a: Action) -> Result<(), DropReas
     match x.stop {
         Some(why) => Err(why),
         None => Ok(()),
+    }
+}
+
+/// Ethernet's smallest frame without its FCS.
+const MIN_FRAME: usize = 60;
+
+/// Takes the 4 bytes at `at` (a VLAN tag, an MPLS label stack entry) out
+/// of the frame, which has at least `at + 4`. A frame of Ethernet's
+/// smallest size or more stays at least that long, as it would go on a
+/// wire: under 64 bytes, the bytes after `at` move up and the frame ends
+/// in zeros (padding) at 60 bytes; otherwise the bytes before `at` move
+/// down and the view starts 4 bytes later (no copy of the rest).
+#[inline]
+fn pop4(p: &mut PktMut<'_>, at: usize) {
+    let len = p.len();
+    let b = p.data_mut();
+    if len < MIN_FRAME || len - 4 >= MIN_FRAME {
+        b.copy_within(0..at, 4);
+        p.narrow(4, len - 4);
+    } else {
+        b.copy_within(at + 4..len, at);
+        b[len - 4..].fill(0);
+        p.narrow(0, MIN_FRAME);
     }
 }
 
@@ -513,20 +595,21 @@ fn change<const KEYED: bool>(
             // The key does not tell how many tags the frame had: a lookup
             // after a push is not cached (as after a pop).
             x.reparse = true;
+            let tci = rw::push_vlan_tci(b);
             if !p.insert(12, 4) {
                 x.no_room();
                 return;
             }
-            p.data_mut()[12..16].copy_from_slice(&[(tpid >> 8) as u8, tpid as u8, 0, 0]);
+            let [t0, t1] = tpid.to_be_bytes();
+            let [c0, c1] = tci.to_be_bytes();
+            p.data_mut()[12..16].copy_from_slice(&[t0, t1, c0, c1]);
         }
         Action::PopVlan => {
             x.reparse = true;
             if b.len() >= 18
                 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([b[12], b[13]]))
             {
-                b.copy_within(0..12, 4);
-                let n = p.len() - 4;
-                p.narrow(4, n);
+                pop4(p, 12);
             }
         }
         Action::PushMpls(et) => {
@@ -545,9 +628,7 @@ fn change<const KEYED: bool>(
             x.reparse = true;
             let Some(at) = rw::lse(b) else { return };
             b[at - 2..at].copy_from_slice(&et.to_be_bytes());
-            b.copy_within(0..at, 4);
-            let n = p.len() - 4;
-            p.narrow(4, n);
+            pop4(p, at);
         }
         // Not header changes: handled by `Flows::run`.
         Action::Output(_)
@@ -563,6 +644,7 @@ fn change<const KEYED: bool>(
         | Action::SetTunnelId(_)
         | Action::Bucket(_)
         | Action::Select(_)
+        | Action::Failover(_)
         | Action::SelBucket { .. } => return,
     }
     if KEYED {

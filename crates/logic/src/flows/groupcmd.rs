@@ -89,7 +89,7 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
                 Some(b) => b.push(t),
                 None => {
                     return Err(format!(
-                        "{t:?}: expected group_id=N, type=all|indirect or bucket=ACTIONS"
+                        "{t:?}: expected group_id=N, type=all|indirect|select|ff or bucket=ACTIONS"
                     ))
                 }
             },
@@ -169,6 +169,8 @@ fn format_group(id: u32, kind: u8, buckets: &[Bucket]) -> String {
         s += ",bucket=";
         if kind == gt::SELECT {
             s += &format!("weight:{},", b.weight);
+        }
+        if kind == gt::SELECT || kind == gt::FF {
             if let Some(p) = super::ofp::port_id(b.watch_port) {
                 s += &format!("watch_port:{p},");
             }
@@ -188,7 +190,7 @@ fn explain(e: OfpError, g: &GroupMod) -> String {
             format!("group id {id} is out of range (0..={GROUP_MAX})")
         }
         (et::GROUP_MOD_FAILED, gmfc::BAD_TYPE) => format!(
-            "type {} is not supported (all, indirect, select)",
+            "type {} is not supported (all, indirect, select, ff)",
             type_name(g.kind)
         ),
         (et::GROUP_MOD_FAILED, gmfc::BAD_WATCH) => "a bucket's watch_port is not a port".into(),
@@ -290,7 +292,7 @@ impl Flows {
         }
         let kind = spec
             .kind
-            .ok_or_else(|| bad("needs type=all, indirect or select".into()))?;
+            .ok_or_else(|| bad("needs type=all, indirect, select or ff".into()))?;
         let g = GroupMod {
             command: if cmd == "add_group" {
                 gc::ADD
@@ -441,11 +443,6 @@ mod tests {
                 "mod_group",
                 "group_id=2,type=all,bucket=output:1",
                 "group 2 does not exist (OFPGMFC_UNKNOWN_GROUP)",
-            ),
-            (
-                "add_group",
-                "group_id=3,type=ff,bucket=output:1",
-                "OFPGMFC_BAD_TYPE",
             ),
             (
                 "add_group",

@@ -1,7 +1,9 @@
 //! The OpenFlow group table: groups of type ALL (every bucket gets a copy),
-//! INDIRECT (one bucket) and SELECT (one bucket per packet, chosen by a
+//! INDIRECT (one bucket), SELECT (one bucket per packet, chosen by a
 //! hash of the packet's addresses and ports among the live buckets, in
-//! proportion to their weights), programmed with `OFPT_GROUP_MOD` (and the
+//! proportion to their weights) and FF, fast failover (the first live
+//! bucket; a bucket is live when its watch port's link is up, or when it
+//! watches no port), programmed with `OFPT_GROUP_MOD` (and the
 //! same group-mods from the logic's group commands, groupcmd.rs) and used
 //! by flows with the `group:N` action (docs/flows.md, "Groups").
 //!
@@ -9,8 +11,8 @@
 //! (`Writer::compile` in mod.rs): the outputs of buckets that only output
 //! join the flow's own (one `Verdict::Group` of the fabric for them all),
 //! a bucket with header changes runs on a copy of the frame
-//! (`Action::Bucket`, exec.rs), a SELECT group becomes a block of its
-//! buckets (`Action::Select`). A group-mod that changes or deletes a group
+//! (`Action::Bucket`, exec.rs), a SELECT or fast-failover group becomes a
+//! block of its buckets (`Action::Select`, `Action::Failover`). A group-mod that changes or deletes a group
 //! recompiles or deletes the flows that use it, in one snapshot swap. The
 //! data path has no group table of its own: group counters are those of
 //! the flows that reference the group.
@@ -36,8 +38,8 @@ pub const MAX_BUCKETS: usize = 64;
 pub(super) struct GBucket {
     /// SELECT: its share.
     pub(super) weight: u16,
-    /// SELECT: the port id whose link must be up for it to be chosen
-    /// (`u16::MAX`: none).
+    /// SELECT and FF: the port id whose link must be up for it to be
+    /// chosen (`u16::MAX`: none).
     pub(super) watch: u16,
     /// Its actions, as the logic's.
     pub(super) acts: Vec<Action>,
@@ -64,7 +66,7 @@ impl OfGroup {
             (p + rp, b + rb)
         });
         let d = now.saturating_duration_since(self.installed);
-        let per_bucket = if self.kind == gt::SELECT {
+        let per_bucket = if self.kind == gt::SELECT || self.kind == gt::FF {
             (u64::MAX, u64::MAX)
         } else {
             (p, b)
@@ -88,6 +90,11 @@ impl OfGroup {
     /// A SELECT group.
     pub(super) fn is_select(&self) -> bool {
         self.kind == gt::SELECT
+    }
+
+    /// A fast-failover group.
+    pub(super) fn is_ff(&self) -> bool {
+        self.kind == gt::FF
     }
 
     /// The buckets as given.
@@ -139,7 +146,7 @@ impl Flows {
             return Err(gmf(gmfc::INVALID_GROUP));
         }
         match g.kind {
-            gt::ALL | gt::SELECT => {}
+            gt::ALL | gt::SELECT | gt::FF => {}
             gt::INDIRECT if g.buckets.len() == 1 => {}
             gt::INDIRECT => return Err(gmf(gmfc::BAD_BUCKET)),
             _ => return Err(gmf(gmfc::BAD_TYPE)),
@@ -160,9 +167,9 @@ impl Flows {
             if acts.contains(&Action::Normal) {
                 return Err(OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_PORT));
             }
-            let watch = if g.kind != gt::SELECT {
-                // Weights and watches mean something for SELECT (and
-                // fast failover) only.
+            let watch = if g.kind != gt::SELECT && g.kind != gt::FF {
+                // Watches mean something for SELECT and fast failover
+                // only (weights for SELECT only).
                 u16::MAX
             } else if b.watch_group != GROUP_ANY {
                 // A bucket watching a group: chained groups.
@@ -394,7 +401,7 @@ mod tests {
             err(gmfc::BAD_COMMAND)
         );
         assert_eq!(
-            f.group_mod(&gm(gc::ADD, gt::FF, 1, one.clone())),
+            f.group_mod(&gm(gc::ADD, gt::FF + 1, 1, one.clone())),
             err(gmfc::BAD_TYPE)
         );
         let mut watching = bucket(vec![out(2)]);

@@ -190,6 +190,17 @@ impl Key {
         Words(k)
     }
 
+    /// The first [`CWORDS`] words of `self & mask` (a masked key of a
+    /// mask without bits past them: `submap.rs`'s narrow probe).
+    #[inline(always)]
+    pub fn and_narrow(&self, mask: &Key) -> CKey {
+        let mut k = [0u64; CWORDS];
+        for (i, w) in k.iter_mut().enumerate() {
+            *w = self.0[i] & mask.0[i];
+        }
+        Words(k)
+    }
+
     /// Whether any bit beyond the first [`CWORDS`] words is set.
     pub fn has_wide(&self) -> bool {
         self.0[CWORDS..].iter().any(|w| *w != 0)

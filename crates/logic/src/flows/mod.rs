@@ -54,7 +54,7 @@
 //!
 //! Idle and hard timeouts and flow-removed notices: `expiry.rs` (swept by
 //! a control-plane timer, never by the workers). The OpenFlow group table
-//! (ALL, INDIRECT, SELECT): `groups.rs`; meters: `meters.rs`.
+//! (ALL, INDIRECT, SELECT, FAST_FAILOVER): `groups.rs`; meters: `meters.rs`.
 //!
 //! Fast path: each table is a tuple-space classifier: one hash table per
 //! distinct mask (subtable), keyed by the masked packet key; subtables are
@@ -89,6 +89,7 @@ pub mod ofp;
 pub mod pktin;
 mod prereq;
 mod rewrite;
+mod submap;
 mod text;
 mod trace;
 
@@ -190,6 +191,9 @@ struct Rule {
     mask: Key,
     /// Compiled (several outputs as one group).
     actions: Box<[Action]>,
+    /// What `actions` and `goto` come to if they only send the frame as
+    /// it is (`Plain::of`; kept with them).
+    plain: exec::Plain,
     /// As given, for `dump`.
     shown: Box<[Action]>,
     /// The `max_len` of each output to a port (not the controller's) of
@@ -226,6 +230,7 @@ impl Rule {
         stats: Arc<Counters>,
     ) -> Rule {
         Rule {
+            plain: exec::Plain::of(&actions, goto),
             actions,
             shown,
             goto,
@@ -266,8 +271,9 @@ struct Subtable {
     max_priority: u16,
     /// Installation number of that flow.
     first_seq: u64,
-    /// Masked key → flows with that exact match, best first.
-    map: HashMap<Key, Box<[Arc<Rule>]>, key::BuildKeyHasher>,
+    /// Masked key → flows with that exact match, best first (narrow for
+    /// a mask in the caches' words: submap.rs).
+    map: submap::SubMap<Box<[Arc<Rule>]>>,
     /// The staged probe's earlier stages (`key::STAGE_WORDS`: metadata
     /// and L2, then L3 too), those of them that are neither empty nor the
     /// whole mask nor the previous stage: the mask's words below the
@@ -310,7 +316,9 @@ impl Subtable {
 #[derive(Clone)]
 struct Stage {
     mask: Key,
-    keys: HashMap<Key, u32, key::BuildKeyHasher>,
+    /// Masked keys (of words below `key::STAGE_WORDS`' ends: all in the
+    /// caches' words) → buckets of the subtable under each.
+    keys: HashMap<CKey, u32, key::BuildKeyHasher>,
 }
 
 impl Subtable {
@@ -334,7 +342,7 @@ impl Subtable {
             mask,
             max_priority: 0,
             first_seq: 0,
-            map: HashMap::default(),
+            map: submap::SubMap::new(&mask),
             stages,
             prefixes: megaflow::Prefix::for_mask(&mask),
             stale: false,
@@ -363,14 +371,14 @@ impl Subtable {
 /// A bucket of masked key `k` was added: counted in every stage.
 fn stage_add(stages: &mut [Stage], k: &Key) {
     for s in stages {
-        *s.keys.entry(k.and(&s.mask)).or_insert(0) += 1;
+        *s.keys.entry(k.and_narrow(&s.mask)).or_insert(0) += 1;
     }
 }
 
 /// The bucket of masked key `k` went.
 fn stage_remove(stages: &mut [Stage], k: &Key) {
     for s in stages {
-        let sk = k.and(&s.mask);
+        let sk = k.and_narrow(&s.mask);
         if let Some(n) = s.keys.get_mut(&sk) {
             *n -= 1;
             if *n == 0 {
@@ -416,14 +424,14 @@ impl Table {
                 let failed = st
                     .stages
                     .iter()
-                    .find(|s| !s.keys.contains_key(&k.and(&s.mask)));
+                    .find(|s| !s.keys.contains_key(&k.and_narrow(&s.mask)));
                 if let Some(s) = failed {
                     *consulted = consulted.or(&s.mask);
                     continue;
                 }
                 *consulted = consulted.or(&st.mask);
             }
-            if let Some(rs) = st.map.get(&k.and(&st.mask)) {
+            if let Some(rs) = st.map.probe(k, &st.mask) {
                 let r = &*rs[0];
                 if best.is_none_or(|b| r.outranks(b)) {
                     best = Some(r);
@@ -885,8 +893,8 @@ pub struct Flows {
     copies: AtomicU64,
     /// The meters' running state (meters.rs).
     meter_state: meters::State,
-    /// Per port id, a bit: its link is up (the watch ports of SELECT
-    /// groups; all up until told otherwise, [`Flows::set_port_live`]).
+    /// Per port id, a bit: its link is up (the watch ports of SELECT and
+    /// fast-failover groups; all up until told otherwise, [`Flows::set_port_live`]).
     live: Box<[AtomicU64]>,
     /// Output sets of multi-output action lists, by group id; set once,
     /// never changed (so `group_members` can lend them out).
@@ -961,7 +969,7 @@ impl Writer {
     /// - `group:N` becomes its buckets: the outputs of those that only
     ///   output join the segment, a bucket with header changes becomes a
     ///   `Bucket` run on a copy of the frame, a SELECT group a `Select`
-    ///   block of its buckets;
+    ///   block of its buckets, a fast-failover group a `Failover` block;
     /// - `meter:N` becomes the meter's slot;
     /// - without `goto`, header changes after the last output are dropped
     ///   (nothing would see them).
@@ -1006,8 +1014,14 @@ impl Writer {
                         text: format!("group {g} does not exist"),
                         of: OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_GROUP),
                     })?;
-                    let (select, buckets) = (grp.is_select(), grp.compiled_buckets().to_vec());
-                    if select {
+                    // SELECT and fast failover: one bucket per packet.
+                    let (select, buckets) = (
+                        grp.is_select() || grp.is_ff(),
+                        grp.compiled_buckets().to_vec(),
+                    );
+                    if grp.is_ff() {
+                        out.push(Action::Failover(buckets.len() as u16));
+                    } else if select {
                         out.push(Action::Select(buckets.len() as u16));
                     }
                     for b in buckets {
@@ -1477,6 +1491,7 @@ fn rule_of(
         cookie: s.cookie,
         key: s.key,
         mask: s.mask,
+        plain: exec::Plain::of(&actions, s.goto),
         actions,
         shown: s.actions.unwrap_or_default().into_boxed_slice(),
         out_max_len: Box::default(),
@@ -1743,8 +1758,10 @@ impl Flows {
         (v, filled)
     }
 
-    /// Runs the tables on one packet from table 0 with the classifier,
-    /// recording in `t` the flows hit for the cache.
+    /// Runs the tables on one packet from table 0 with the classifier;
+    /// with `MF` (the caches' miss path), records in `t` what the caches
+    /// need (the flows hit, the megaflow's bits); without, `t` is left as
+    /// it is (the uncached logic, `trace`).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn pipeline<'s, H: Hook, const MF: bool>(
@@ -1771,30 +1788,49 @@ impl Flows {
             // A lookup after a pop, a push or a change of EtherType or
             // protocol depends on more than the key at table 0 holds: not
             // cacheable.
-            t.cacheable &= !x.reparse;
+            if MF {
+                t.cacheable &= !x.reparse;
+            }
             let Some(r) = snap.tables[table].lookup::<MF>(&k, &mut t.mask) else {
                 acc.miss(table, 1);
-                t.miss = table as u8 + 1;
+                if MF {
+                    t.miss = table as u8 + 1;
+                }
                 h.miss(table as u8);
                 break self.finish(&mut x, p, DropReason::NoMatch);
             };
-            if (t.n as usize) < cache::MAX_RULES {
-                t.rules[t.n as usize] = r;
-                t.n += 1;
-            } else {
-                t.cacheable = false;
+            if MF {
+                if (t.n as usize) < cache::MAX_RULES {
+                    t.rules[t.n as usize] = r;
+                    t.n += 1;
+                } else {
+                    t.cacheable = false;
+                }
             }
             if H::COUNT {
                 acc.run.hit(&r.stats, 1, len, worker);
             }
-            for a in r.actions.iter() {
-                match a {
-                    Action::Output(_)
-                    | Action::Flood
-                    | Action::All
-                    | Action::InPort
-                    | Action::Group(_) => t.outputs += 1,
-                    _ => t.pure = false,
+            // A flow that only sends the frame as it is, reached with
+            // nothing output yet: its verdict, known at installation.
+            if x.out.is_none() && x.copies == 0 {
+                if let Some((v, output)) = r.plain.verdict(ingress) {
+                    if MF {
+                        t.outputs += output as u32;
+                    }
+                    h.hit(r, p.data(), output.then_some(v));
+                    break v;
+                }
+            }
+            if MF {
+                for a in r.actions.iter() {
+                    match a {
+                        Action::Output(_)
+                        | Action::Flood
+                        | Action::All
+                        | Action::InPort
+                        | Action::Group(_) => t.outputs += 1,
+                        _ => t.pure = false,
+                    }
                 }
             }
             self.run::<true>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
@@ -1803,7 +1839,7 @@ impl Flows {
                 // A meter's drop or a batch out of room is not a function
                 // of the key: never cached (an invalid TTL is: the TTL is
                 // in the meta bits).
-                if matches!(why, DropReason::Meter | DropReason::NoRoom) {
+                if MF && matches!(why, DropReason::Meter | DropReason::NoRoom) {
                     t.cacheable = false;
                 }
                 break self.finish(&mut x, p, DropReason::Policy);
@@ -1813,7 +1849,9 @@ impl Flows {
                 None => break self.finish(&mut x, p, DropReason::Policy),
             }
         };
-        t.cacheable &= !x.nocache;
+        if MF {
+            t.cacheable &= !x.nocache;
+        }
         acc.copies += x.copies;
         v
     }
@@ -1957,8 +1995,8 @@ impl Flows {
 
 impl Flows {
     /// Tells the logic whether port `port`'s link is up (SELECT groups
-    /// choose among the buckets whose watch port is live); all are until
-    /// told otherwise.
+    /// choose among the buckets whose watch port is live, fast-failover
+    /// groups take the first of them); all are until told otherwise.
     pub fn set_port_live(&self, port: PortId, up: bool) {
         let w = &self.live[port as usize / 64];
         let bit = 1u64 << (port % 64);
@@ -2121,9 +2159,10 @@ impl Logic for Flows {
                 }
             }
             None => {
+                // (Not written without `MF`.)
+                let mut t = Trace::default();
                 for (mut p, v) in pkts.iter_mut().zip(verdicts.iter_mut()) {
                     let k = extract(p.data(), ingress);
-                    let mut t = Trace::default();
                     *v = self.pipeline::<_, false>(
                         &snap,
                         &mut p,

@@ -995,6 +995,78 @@ fn select_groups_spread_by_flow_by_weight_among_live_buckets() {
     );
 }
 
+#[test]
+fn fast_failover_groups_take_the_first_live_bucket() {
+    let out = |p| openflow::Action::Output {
+        port: p,
+        max_len: 0,
+    };
+    let f = crate::testutil::flows();
+    // Bucket 1 watches OpenFlow port 2 (id 1), bucket 2 port 3 (id 2) and
+    // pops the tag (run on a copy), bucket 3 watches nothing (always live).
+    f.group_mod(&GroupMod {
+        command: gc::ADD,
+        kind: gt::FF,
+        group_id: 4,
+        buckets: vec![
+            bucket(0, 2, vec![out(2)]),
+            bucket(0, 3, vec![openflow::Action::PopVlan, out(3)]),
+            bucket(0, openflow::port::ANY, vec![out(4)]),
+        ],
+    })
+    .unwrap();
+    f.command("add", &json!({"flow": "in_port=0,actions=group:4"}))
+        .unwrap();
+    let inner = eth(
+        &[],
+        0x0800,
+        &ip4(6, 0, 64, "10.0.0.1", "10.0.0.2", tcp(1, 2)),
+    );
+    let tagged = eth(
+        &[(0x8100, 5)],
+        0x0800,
+        &ip4(6, 0, 64, "10.0.0.1", "10.0.0.2", tcp(1, 2)),
+    );
+    // Twice each: the second through the exact-match cache, which must
+    // follow the links too.
+    let twice = |want: &[(&str, &[u8])]| {
+        for _ in 0..2 {
+            let (s, _) = sent(&f, &tagged);
+            let s: Vec<(&str, &[u8])> = s.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+            assert_eq!(s, want);
+        }
+    };
+    twice(&[("1", &tagged)]);
+    f.set_port_live(1, false);
+    twice(&[("2", &inner)]);
+    f.set_port_live(2, false);
+    twice(&[("3", &tagged)]);
+    f.set_port_live(1, true);
+    twice(&[("1", &tagged)]);
+    f.set_port_live(2, true);
+    assert_eq!(f.group_desc()[0].0, gt::FF);
+    assert_eq!(
+        f.group_stats(4).unwrap()[0].buckets[2],
+        (u64::MAX, u64::MAX)
+    );
+    // Through the text syntax too.
+    let g = crate::testutil::flows();
+    g.command("add_group", &json!({"group": "group_id=3,type=ff,bucket=watch_port:1,output:1,bucket=watch_port:2,output:2"}))
+        .unwrap();
+    g.command("add", &json!({"flow": "in_port=0,actions=group:3"}))
+        .unwrap();
+    assert_eq!(sent(&g, &inner).0, vec![("1".to_string(), inner.clone())]);
+    g.set_port_live(1, false);
+    assert_eq!(sent(&g, &inner).0, vec![("2".to_string(), inner.clone())]);
+    g.set_port_live(2, false);
+    assert_eq!(sent(&g, &inner), (vec![], Some(DropReason::Policy)));
+    let d = g.command("dump_groups", &json!({})).unwrap();
+    assert_eq!(
+        d["groups"][0]["group"],
+        "group_id=3,type=ff,bucket=watch_port:1,output:1,bucket=watch_port:2,output:2"
+    );
+}
+
 // ------------------------------------------------------------ meters
 
 #[test]
@@ -1200,8 +1272,9 @@ fn what_is_still_missing_is_refused_with_its_code_and_nothing_else_changes() {
         group_id: 1,
         buckets: vec![],
     };
+    // (Fast failover is taken: a type past it is not.)
     assert_eq!(
-        f.group_mod(&g(gt::FF)),
+        f.group_mod(&g(gt::FF + 1)),
         Err(OfpError::new(et::GROUP_MOD_FAILED, gmfc::BAD_TYPE))
     );
     assert_eq!(f.flow_count(), 1);

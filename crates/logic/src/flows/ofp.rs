@@ -496,6 +496,7 @@ pub fn actions_to_of(
                 | Action::Group(_)
                 | Action::Bucket(_)
                 | Action::Select(_)
+                | Action::Failover(_)
                 | Action::SelBucket { .. } => return None,
             })
         })
@@ -789,6 +790,7 @@ impl Flows {
                     cookie: m.cookie,
                     key,
                     mask,
+                    plain: super::exec::Plain::of(&compiled, goto),
                     actions: compiled,
                     shown: shown.into_boxed_slice(),
                     out_max_len,

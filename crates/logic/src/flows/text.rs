@@ -50,9 +50,10 @@ pub enum Action {
     SetTpDst(u16),
     /// `strip_vlan` / `pop_vlan`: removes the outer VLAN tag, if any.
     PopVlan,
-    /// `push_vlan:TPID` (0x8100 or 0x88a8): a new outer VLAN tag with VID
-    /// 0 and PCP 0, as Open vSwitch pushes it (the frame grows by 4 bytes,
-    /// copied into the batch's scratch memory).
+    /// `push_vlan:TPID` (0x8100 or 0x88a8): a new outer VLAN tag with the
+    /// VID and PCP of the outer tag the frame has (OpenFlow 1.3), VID 0 and
+    /// PCP 0 if it has none (the frame grows by 4 bytes, copied into the
+    /// batch's scratch memory).
     PushVlan(u16),
     /// `set_field:V->vlan_vid` (the outer tag's VID; the frame must be
     /// tagged: by the match or a `push_vlan` before). `mod_vlan_vid:V`
@@ -154,7 +155,10 @@ pub enum Action {
     /// Compiled: a SELECT group of N buckets, each a `SelBucket` followed
     /// by its actions: one bucket is chosen per packet (groups.rs).
     Select(u16),
-    /// Compiled: one bucket of a `Select`: its weight, watch port (or
+    /// Compiled: a fast-failover group of N buckets, each a `SelBucket`
+    /// followed by its actions: the first live one runs (groups.rs).
+    Failover(u16),
+    /// Compiled: one bucket of a `Select` or `Failover`: its weight, watch port (or
     /// `u16::MAX`: none), the number of its actions, and whether they
     /// change headers (then run on a copy of the frame).
     SelBucket {
@@ -201,6 +205,7 @@ impl Action {
                 | Action::Meter(_)
                 | Action::Bucket(_)
                 | Action::Select(_)
+                | Action::Failover(_)
                 | Action::SelBucket { .. }
         )
     }
@@ -1197,6 +1202,7 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
             Action::WriteMetadata(v, m) => format!("write_metadata:0x{v:x}/0x{m:x}"),
             Action::Bucket(n) => format!("(bucket of {n})"),
             Action::Select(n) => format!("(select of {n})"),
+            Action::Failover(n) => format!("(fast failover of {n})"),
             Action::SelBucket { weight, .. } => format!("(select bucket, weight {weight})"),
         })
         .collect();
