@@ -631,9 +631,14 @@ class Capture:
     def __init__(self, ns: str, out: Path) -> None:
         self.out = out
         self.f = out.open("w")
-        self.p = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", "eth0", "-e", "-nn",
-                                   "-l", "-U"], stdout=self.f, stderr=subprocess.DEVNULL)
-        time.sleep(1.0)  # tcpdump opens its socket
+        err = out.with_suffix(".err")
+        with err.open("w") as e:
+            self.p = subprocess.Popen(["ip", "netns", "exec", ns, "tcpdump", "-i", "eth0", "-e",
+                                       "-nn", "-l", "-U"], stdout=self.f, stderr=e)
+        # tcpdump says "listening on eth0" once its socket is open.
+        wait_for("tcpdump listening", 20, lambda: "listening on" in err.read_text()
+                 or self.p.poll() is not None)
+        assert self.p.poll() is None, err.read_text()
 
     def text(self) -> str:
         return self.out.read_text()
@@ -917,7 +922,18 @@ def test_mod_flows_under_traffic_in_effect_when_ovs_ofctl_returns(lab: Lab) -> N
         tx.stdin.flush()
         sent = json.loads(tx.stdout.readline())
         tx.wait(30)
-        time.sleep(0.5)  # the last frames reach the receivers
+        # The last frames cross turnoutd: waited for (counted in at p1, all
+        # of them, and out at p2 or p3), not slept for — on a loaded
+        # machine they may sit in p1's socket for a while. The receivers
+        # read what their sockets hold before they report.
+        def through() -> bool:
+            assert lab.daemon is not None
+            st = {p: lab.daemon.port(p) for p in ("p1", "p2", "p3")}
+            return (st["p1"]["rx_packets"] >= frames and st["p1"]["rx_packets"]
+                    == st["p2"]["tx_packets"] + st["p3"]["tx_packets"])
+        deadline = time.monotonic() + 20  # a drop: the counts below say which
+        while not through() and time.monotonic() < deadline:
+            time.sleep(0.05)
         got: dict[int, list[int]] = {}
         for n, p in rx.items():
             assert p.stdin is not None and p.stdout is not None
