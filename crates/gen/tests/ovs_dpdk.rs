@@ -36,7 +36,6 @@ use gen_common::{serial, stop, Gen, GEN};
 /// 2 MiB hugepages each test reserves for OVS's memory (given back).
 const HUGEPAGES: u64 = 256;
 
-
 /// A private OVS-DPDK: ovsdb-server and ovs-vswitchd in their own network
 /// namespace, everything else in `dir`. Dropping it stops both and removes
 /// what it made.

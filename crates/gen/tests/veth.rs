@@ -82,6 +82,31 @@ fn stop(c: &Child) {
         .status();
 }
 
+/// Whether a receiver's socket in namespace `ns` is bound to an interface:
+/// an AF_PACKET socket with an interface index (`/proc/net/packet`), or an
+/// AF_XDP socket (`ss --xdp`). The namespace is the test's own: any such
+/// socket there is the receiver's.
+fn receiver_bound(ns: &str, kind: &str) -> bool {
+    let out = |args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    if kind == "afxdp" {
+        out(&["ss", "--xdp", "-n", "-H"])
+            .lines()
+            .any(|l| !l.trim().is_empty())
+    } else {
+        out(&["cat", "/proc/net/packet"])
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0"))
+    }
+}
+
 /// tx in namespace a → veth → rx in namespace b: the receiver counts every
 /// frame the sender handed to its port, with nothing lost or foreign.
 fn one_way(tag: &str, kind: &str, extra: &[&str]) {
@@ -96,7 +121,13 @@ fn one_way(tag: &str, kind: &str, extra: &[&str]) {
         &w.b,
         &["rx", "--port", &format!("{kind}:vb"), "--wait-peer-s", "5"],
     );
-    std::thread::sleep(Duration::from_millis(700)); // receiver bound
+    // The receiver's socket bound in namespace b (waited for: a fixed
+    // pause is too short on a loaded machine, and the sender's warm-up
+    // frames must arrive too).
+    assert!(
+        testpeers::wait_until(Duration::from_secs(20), || receiver_bound(&w.b, kind)),
+        "the {kind} receiver did not bind in 20 s"
+    );
     let mut args = vec![
         "tx",
         "--port",
