@@ -27,9 +27,10 @@ build:
 # A system test whose peer the setup installs fails when it is missing
 # (TURNOUT_REQUIRE_PEERS=1);
 # `make test-rust` / `test-python` / `test-unit` alone skip instead.
+# TEST_FLAGS=--serial: one step at a time, as before the lanes.
 test: export TURNOUT_REQUIRE_PEERS ?= 1
 test:
-	python3 scripts/test.py
+	python3 scripts/test.py $(TEST_FLAGS)
 
 # The quick loop: unit, property and in-process tests of both languages.
 test-unit:
