@@ -23,6 +23,7 @@
 //!     // ...
 //! }
 //! ```
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 
