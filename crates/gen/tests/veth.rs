@@ -95,7 +95,7 @@ fn receiver_bound(ns: &str, kind: &str) -> bool {
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default()
     };
-    if kind == "afxdp" {
+    if kind.contains("xdp") {
         out(&["ss", "--xdp", "-n", "-H"])
             .lines()
             .any(|l| !l.trim().is_empty())
