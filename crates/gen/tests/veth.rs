@@ -82,10 +82,10 @@ fn stop(c: &Child) {
         .status();
 }
 
-/// Whether a receiver's socket in namespace `ns` is bound to an interface:
-/// an AF_PACKET socket with an interface index (`/proc/net/packet`), or an
-/// AF_XDP socket (`ss --xdp`). The namespace is the test's own: any such
-/// socket there is the receiver's.
+/// Whether a receiver in namespace `ns` is bound to `vb`: an AF_PACKET
+/// socket with an interface index (`/proc/net/packet`), or, for AF_XDP, the
+/// XDP program attached to `vb` (the last step of the receiver's set-up).
+/// The namespace is the test's own: anything there is the receiver's.
 fn receiver_bound(ns: &str, kind: &str) -> bool {
     let out = |args: &[&str]| {
         Command::new("ip")
@@ -96,9 +96,7 @@ fn receiver_bound(ns: &str, kind: &str) -> bool {
             .unwrap_or_default()
     };
     if kind.contains("xdp") {
-        out(&["ss", "--xdp", "-n", "-H"])
-            .lines()
-            .any(|l| !l.trim().is_empty())
+        out(&["ip", "link", "show", "dev", "vb"]).contains(" xdp")
     } else {
         out(&["cat", "/proc/net/packet"])
             .lines()
