@@ -122,10 +122,10 @@ fn one_way(tag: &str, kind: &str, extra: &[&str]) {
     // The receiver's socket bound in namespace b (waited for: a fixed
     // pause is too short on a loaded machine, and the sender's warm-up
     // frames must arrive too).
-    assert!(
-        testpeers::wait_until(Duration::from_secs(20), || receiver_bound(&w.b, kind)),
-        "the {kind} receiver did not bind in 20 s"
-    );
+    if !testpeers::wait_until(Duration::from_secs(20), || receiver_bound(&w.b, kind)) {
+        stop(&rx);
+        panic!("the {kind} receiver did not bind in 20 s");
+    }
     let mut args = vec![
         "tx",
         "--port",
