@@ -17,18 +17,20 @@ build:
 	cargo build --release --workspace --bins --examples
 	cargo build --release -p ports --example hostile_peer --features test-utils
 
-# Every test (scripts/test.py): set-up, the lint gate (fmt, clippy, ruff,
-# mypy), Rust unit, property and in-process tests in parallel, Rust system
-# tests (real peers: testpmd, namespaces, OVS-DPDK, QEMU) one at a time,
-# the fuzz corpora, then the Python workbench's tests without and with
-# peers. Every step runs even when one failed; the end prints the time of
-# each step, the ten slowest tests and every failure, and the exit status
-# is 1 if anything failed (docs/testing.md). A system test whose peer the
-# setup installs fails when it is missing (TURNOUT_REQUIRE_PEERS=1);
+# Every test (scripts/test.py): set-up, then three lanes at once: the lint
+# gate (fmt, clippy, ruff, mypy), Rust unit, property and in-process tests,
+# the fuzz corpora and the Python tests without peers; the Rust system tests
+# (real peers: testpmd, namespaces, OVS-DPDK, QEMU) once their build is
+# there; the Python system tests. Every step runs even when one failed; the
+# end prints the time of each step, the ten slowest tests and every
+# failure, and the exit status is 1 if anything failed (docs/testing.md).
+# A system test whose peer the setup installs fails when it is missing
+# (TURNOUT_REQUIRE_PEERS=1);
 # `make test-rust` / `test-python` / `test-unit` alone skip instead.
+# TEST_FLAGS=--serial: one step at a time, as before the lanes.
 test: export TURNOUT_REQUIRE_PEERS ?= 1
 test:
-	python3 scripts/test.py
+	python3 scripts/test.py $(TEST_FLAGS)
 
 # The quick loop: unit, property and in-process tests of both languages.
 test-unit:

@@ -9,9 +9,21 @@ The steps, how they are split and the time budget: docs/testing.md.
     scripts/test.py                 # every step
     scripts/test.py rust python     # only these steps (names as --list prints)
     scripts/test.py --list          # the steps
+    scripts/test.py --serial        # one step at a time (each step's time alone)
 
 Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
+
+After `setup` the steps run in three lanes at once (LANES; `--serial`:
+one step at a time, in the order --list prints): the checks and builds,
+then the tests without peers; the Rust system tests, as soon as their
+build is there; the Python system tests. The system tests mostly wait
+(on namespaces, daemons, traffic at a set rate, timeouts), so they share
+the two CPUs with the compiler and with each other; each waits for the
+event it checks with a deadline, and what cannot share (hugepages) takes
+a lock. The compiler runs at a lower priority (`nice`), so a system
+test's threads get the CPU when they wake. The terminal shows each lane's
+lines prefixed with its step; each step's log is whole.
 
 The Rust test executables are started here, not through `cargo test`, so
 that each test's time is known: `cargo test --profile test-release
@@ -29,6 +41,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -45,6 +58,14 @@ PROFILE = "test-release"
 SYSTEM_PREFIX = "system:"
 #: The package whose single test replays the fuzz corpora (its own step).
 FUZZ_PACKAGE = "fuzzreplay"
+#: Compilers and type checkers run under `nice -n NICE` while system tests
+#: run beside them.
+NICE = ["nice", "-n", "5"]
+
+_PRINT = threading.Lock()
+_LANE = threading.local()
+#: `--serial`: one step at a time, one test tree at a time.
+SERIAL = False
 
 
 @dataclass
@@ -56,9 +77,22 @@ class Outcome:
     tests: list[tuple[float, str]] = field(default_factory=list)
 
 
+def say(text: str) -> None:
+    """Text to the terminal, each line prefixed with the lane's step when
+    lanes run at once."""
+    tag = getattr(_LANE, "tag", "")
+    if tag:
+        text = "".join(f"{tag:>13} | {ln}\n" for ln in text.splitlines())
+    elif not text.endswith("\n"):
+        text += "\n"
+    with _PRINT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
 def echo(log: TextIO, line: str) -> None:
     """A line to the terminal and the step's log."""
-    print(line, flush=True)
+    say(line)
     log.write(line + "\n")
     log.flush()
 
@@ -73,10 +107,9 @@ def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "") -> int:
     )
     assert p.stdout is not None
     for line in p.stdout:
-        sys.stdout.write(line)
+        say(line)
         log.write(line)
     p.wait()
-    sys.stdout.flush()
     if p.returncode != 0:
         out.failures.append(f"{what or ' '.join(cmd)}: exit {p.returncode}")
     return p.returncode
@@ -96,15 +129,21 @@ class TestBinary:
 
 
 _BINARIES: list[TestBinary] = []
+_BUILD = threading.Lock()
 
 
 def test_binaries(log: TextIO, out: Outcome) -> list[TestBinary]:
     """Builds every test target of the workspace once per run (`cargo test
     --profile test-release --no-run`) and returns its executables."""
-    if _BINARIES:
-        return _BINARIES
+    with _BUILD:
+        if not _BINARIES:
+            _build_test_binaries(log, out)
+    return _BINARIES
+
+
+def _build_test_binaries(log: TextIO, out: Outcome) -> None:
     cmd = [
-        "cargo", "test", "--profile", PROFILE, "--workspace", "--no-run",
+        *NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--no-run",
         "--message-format=json-render-diagnostics",
     ]
     echo(log, "+ " + " ".join(cmd))
@@ -117,7 +156,8 @@ def test_binaries(log: TextIO, out: Outcome) -> list[TestBinary]:
             continue
         if msg.get("reason") == "compiler-message":
             text = msg.get("message", {}).get("rendered") or ""
-            sys.stdout.write(text)
+            if text:
+                say(text)
             log.write(text)
         if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
             continue
@@ -134,7 +174,6 @@ def test_binaries(log: TextIO, out: Outcome) -> list[TestBinary]:
     if p.returncode != 0:
         out.failures.append(f"cargo test --no-run: exit {p.returncode}")
     _BINARIES.sort(key=lambda b: b.label)
-    return _BINARIES
 
 
 def libtest(binary: TestBinary, args: list[str], log: TextIO, out: Outcome) -> tuple[int, int]:
@@ -222,7 +261,7 @@ def step_rust(log: TextIO, out: Outcome) -> None:
     doc tests."""
     binaries = [b for b in test_binaries(log, out) if FUZZ_PACKAGE not in b.label]
     run_binaries(binaries, lambda b: [], log, out)
-    run(["cargo", "test", "--profile", PROFILE, "--workspace", "--doc", "-q"], log, out,
+    run([*NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--doc", "-q"], log, out,
         "doc tests")
 
 
@@ -272,11 +311,33 @@ def step_python(log: TextIO, out: Outcome) -> None:
 
 
 def step_python_system(log: TextIO, out: Outcome) -> None:
-    """The Python system tests (marked `system`; all of tests/turnoutd), one
-    at a time."""
-    pytest(["-m", "system", "python/tests"], "python-system", log, out)
+    """The Python system tests (marked `system`; all of tests/turnoutd):
+    the two trees at once, each one test at a time."""
     suite = "--ignore=tests/turnoutd/test_osken_suite.py"  # make test-openflow's
-    pytest(["tests/turnoutd", suite], "turnoutd-system", log, out)
+    runs = [(["-m", "system", "python/tests"], "python-system"),
+            (["tests/turnoutd", suite], "turnoutd-system")]
+    outs = [Outcome() for _ in runs]
+    tag = getattr(_LANE, "tag", "")
+
+    def one(i: int) -> None:
+        args, name = runs[i]
+        _LANE.tag = name if tag else ""
+        try:
+            pytest(args, name, log, outs[i])
+        except Exception as e:  # a broken run is a failure, not the end of the step
+            outs[i].failures.append(f"{name}: {type(e).__name__}: {e}")
+
+    if SERIAL:
+        for i in range(len(runs)):
+            one(i)
+    threads = [] if SERIAL else [threading.Thread(target=one, args=(i,)) for i in range(len(runs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for o in outs:
+        out.failures += o.failures
+        out.tests += o.tests
 
 
 # --- the steps ----------------------------------------------------------------------
@@ -291,15 +352,15 @@ def commands(*cmds: list[str]) -> Callable[[TextIO, Outcome], None]:
 
 
 CLIPPY = [
-    "cargo", "clippy", "--workspace", "--all-targets", "--all-features", "--profile", PROFILE,
-    "-q", "--", "-D", "warnings",
+    *NICE, "cargo", "clippy", "--workspace", "--all-targets", "--all-features",
+    "--profile", PROFILE, "-q", "--", "-D", "warnings",
 ]
 STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
     ("setup", commands(["bash", "scripts/setup.sh"])),
     ("fmt", commands(["cargo", "fmt", "--all", "--", "--check"])),
     ("clippy", commands(CLIPPY)),
     ("ruff", commands([str(PY / "ruff"), "check", "python", "tests", "scripts"])),
-    ("mypy", commands(["bash", "-c", "cd python && ../.venv/bin/mypy"])),
+    ("mypy", commands([*NICE, "bash", "-c", "cd python && ../.venv/bin/mypy"])),
     ("rust-build", step_rust_build),
     ("rust", step_rust),
     ("rust-system", step_rust_system),
@@ -309,38 +370,89 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
 ]
 
 
+#: After `setup`, the lanes that run at once, each its steps in order. A
+#: step listed in AFTER starts when that step (if selected) has ended.
+LANES: list[list[str]] = [
+    ["fmt", "ruff", "mypy", "rust-build", "clippy", "rust", "fuzz-replay", "python"],
+    ["rust-system"],
+    ["python-system"],
+]
+AFTER = {"rust-system": "rust-build"}
+
+Result = tuple[str, float, float, tuple[float, ...], Outcome]
+
+
+def run_step(name: str, t_all: float, results: list[Result]) -> None:
+    """One step: its log, its time (and when it started), its outcome."""
+    fn = dict(STEPS)[name]
+    say(f"=== {name} (load average {os.getloadavg()[0]:.1f})")
+    out = Outcome()
+    t0 = time.monotonic()
+    with open(LOGS / f"{name}.log", "w") as log:
+        try:
+            fn(log, out)
+        except Exception as e:  # a broken step is a failure, not the end of the run
+            out.failures.append(f"{type(e).__name__}: {e}")
+    secs = time.monotonic() - t0
+    say(f"=== {name}: {'FAILED' if out.failures else 'ok'} in {secs:.0f} s")
+    results.append((name, t0 - t_all, secs, os.getloadavg(), out))
+
+
+def run_lanes(selected: list[str], t_all: float, results: list[Result]) -> None:
+    """The selected steps of each lane in order, the lanes at once."""
+    done = {n: threading.Event() for n in selected}
+
+    def lane(steps: list[str]) -> None:
+        for name in steps:
+            before = AFTER.get(name)
+            if before in done:
+                done[before].wait()
+            _LANE.tag = name
+            try:
+                run_step(name, t_all, results)
+            finally:
+                done[name].set()
+
+    lanes = [[n for n in ln if n in selected] for ln in LANES]
+    threads = [threading.Thread(target=lane, args=(ln,)) for ln in lanes if ln]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main(argv: list[str]) -> int:
+    global SERIAL
     names = [n for n, _ in STEPS]
     if "--list" in argv:
         print("\n".join(names))
         return 0
+    SERIAL = "--serial" in argv
+    argv = [a for a in argv if a != "--serial"]
     unknown = [a for a in argv if a not in names]
     if unknown:
         print(f"unknown step {', '.join(unknown)}; steps: {', '.join(names)}", file=sys.stderr)
         return 2
     LOGS.mkdir(parents=True, exist_ok=True)
-    results: list[tuple[str, float, tuple[float, ...], Outcome]] = []
+    selected = [n for n in names if not argv or n in argv]
+    results: list[Result] = []
     t_all = time.monotonic()
-    for name, fn in STEPS:
-        if argv and name not in argv:
-            continue
-        print(f"\n=== {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
-        out = Outcome()
-        t0 = time.monotonic()
-        with open(LOGS / f"{name}.log", "w") as log:
-            try:
-                fn(log, out)
-            except Exception as e:  # a broken step is a failure, not the end of the run
-                out.failures.append(f"{type(e).__name__}: {e}")
-        secs = time.monotonic() - t0
-        print(f"=== {name}: {'FAILED' if out.failures else 'ok'} in {secs:.0f} s", flush=True)
-        results.append((name, secs, os.getloadavg(), out))
+    if "setup" in selected:
+        run_step("setup", t_all, results)
+    rest = [n for n in selected if n != "setup"]
+    if SERIAL or len(rest) < 2:
+        for name in rest:
+            run_step(name, t_all, results)
+    else:
+        run_lanes(rest, t_all, results)
     total = time.monotonic() - t_all
 
-    print("\n=== time per step (load average over the last minute at its end)")
-    for name, secs, load, out in results:
+    results.sort(key=lambda r: names.index(r[0]))
+    print("\n=== time per step (started at, after the run's start; load average over the last "
+          "minute at its end)")
+    for name, start, secs, load, out in results:
         verdict = "FAILED" if out.failures else "ok"
-        print(f"  {name:14s} {secs:6.0f} s  load {load[0]:4.1f}  {verdict}")
+        print(f"  {name:14s} {secs:6.0f} s  at {start:5.0f} s  load {load[0]:4.1f}  {verdict}")
     print(f"  {'total':14s} {total:6.0f} s  ({total / 60:.1f} min)")
     tests = sorted((t for *_, o in results for t in o.tests), reverse=True)
     if tests:

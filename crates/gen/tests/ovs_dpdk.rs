@@ -36,15 +36,6 @@ use gen_common::{serial, stop, Gen, GEN};
 /// 2 MiB hugepages each test reserves for OVS's memory (given back).
 const HUGEPAGES: u64 = 256;
 
-const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
-
-fn nr_hugepages() -> u64 {
-    std::fs::read_to_string(NR_HUGEPAGES)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// A private OVS-DPDK: ovsdb-server and ovs-vswitchd in their own network
 /// namespace, everything else in `dir`. Dropping it stops both and removes
 /// what it made.
@@ -53,7 +44,7 @@ struct Ovs {
     dir: PathBuf,
     prefix: String,
     huge: PathBuf,
-    pages: u64,
+    pages: Option<testpeers::Hugepages>,
     mounted: bool,
     ovsdb: Option<Child>,
     vswitchd: Option<Child>,
@@ -82,7 +73,7 @@ impl Ovs {
             huge: dir.join("huge"),
             dir,
             prefix: format!("tgovs{}", id.replace('-', "x")),
-            pages: 0,
+            pages: None,
             mounted: false,
             ovsdb: None,
             vswitchd: None,
@@ -90,13 +81,11 @@ impl Ovs {
         };
         run(Command::new("ip").args(["netns", "add", &o.ns]));
         // Hugepages: OVS-DPDK adds --in-memory, which --no-huge refuses.
-        let before = nr_hugepages();
-        std::fs::write(NR_HUGEPAGES, (before + HUGEPAGES).to_string()).expect("reserve hugepages");
-        o.pages = HUGEPAGES;
-        let got = nr_hugepages().saturating_sub(before);
-        assert!(
-            got >= HUGEPAGES,
-            "asked the kernel for {HUGEPAGES} hugepages, got {got}"
+        // testpeers serialises the reservation with every other test's
+        // (they run beside this one) and waits for fragmented memory.
+        o.pages = Some(
+            testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("reserve hugepages: {e}")),
         );
         std::fs::create_dir_all(&o.huge).unwrap();
         run(Command::new("mount")
@@ -391,10 +380,7 @@ impl Drop for Ovs {
         if self.mounted {
             let _ = Command::new("umount").arg(&self.huge).status();
         }
-        if self.pages > 0 {
-            let now = nr_hugepages();
-            let _ = std::fs::write(NR_HUGEPAGES, now.saturating_sub(self.pages).to_string());
-        }
+        drop(self.pages.take()); // given back after the unmount
         let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(&self.prefix));
         let _ = Command::new("ip")
             .args(["netns", "del", &self.ns])

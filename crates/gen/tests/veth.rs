@@ -82,6 +82,29 @@ fn stop(c: &Child) {
         .status();
 }
 
+/// Whether a receiver in namespace `ns` is bound to `vb`: an AF_PACKET
+/// socket with an interface index (`/proc/net/packet`), or, for AF_XDP, the
+/// XDP program attached to `vb` (the last step of the receiver's set-up).
+/// The namespace is the test's own: anything there is the receiver's.
+fn receiver_bound(ns: &str, kind: &str) -> bool {
+    let out = |args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    if kind.contains("xdp") {
+        out(&["ip", "link", "show", "dev", "vb"]).contains(" xdp")
+    } else {
+        out(&["cat", "/proc/net/packet"])
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(4).is_some_and(|i| i != "0"))
+    }
+}
+
 /// tx in namespace a → veth → rx in namespace b: the receiver counts every
 /// frame the sender handed to its port, with nothing lost or foreign.
 fn one_way(tag: &str, kind: &str, extra: &[&str]) {
@@ -96,7 +119,13 @@ fn one_way(tag: &str, kind: &str, extra: &[&str]) {
         &w.b,
         &["rx", "--port", &format!("{kind}:vb"), "--wait-peer-s", "5"],
     );
-    std::thread::sleep(Duration::from_millis(700)); // receiver bound
+    // The receiver's socket bound in namespace b (waited for: a fixed
+    // pause is too short on a loaded machine, and the sender's warm-up
+    // frames must arrive too).
+    if !testpeers::wait_until(Duration::from_secs(20), || receiver_bound(&w.b, kind)) {
+        stop(&rx);
+        panic!("the {kind} receiver did not bind in 20 s");
+    }
     let mut args = vec![
         "tx",
         "--port",

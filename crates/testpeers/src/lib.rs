@@ -1,8 +1,9 @@
 //! The shared test kit of the workspace (a dev-dependency only): the one
 //! place where a Rust system test decides what a missing peer means
 //! (docs/testing.md), and the set-ups every crate's tests share
-//! ([`TempDir`], [`wait_until`], [`testpmd_command`]) and the logic set-ups
-//! of the benches and instruction-count instruments ([`bench_cases`]).
+//! ([`TempDir`], [`wait_until`], [`testpmd_command`], [`reserve_hugepages`])
+//! and the logic set-ups of the benches and instruction-count instruments
+//! ([`bench_cases`]).
 //!
 //! A system test needs something outside the process: root (namespaces,
 //! veths, raw sockets), DPDK testpmd, QEMU with KVM. When it is missing the
@@ -27,7 +28,9 @@
 use std::path::{Path, PathBuf};
 
 pub mod bench_cases;
+mod hugepages;
 mod kit;
+pub use hugepages::{reserve_hugepages, Hugepages};
 pub use kit::{testpmd_command, wait_until, TempDir};
 
 /// The environment variable that turns missing required peers into

@@ -35,6 +35,7 @@ from ..measure.cost import cpu_list
 from ..measure.counts import TrialCounts
 from ..measure.cpu import CpuSample, CpuSampler
 from ..scenarios import Point, Unsupported
+from ..testbed.state import HUGEPAGE_LOCK
 from ..testbed.testbed import Veth
 from .base import HostError, HostLost, HostProc
 from .config import HostSpec, RemoteSpec
@@ -656,13 +657,22 @@ class RemoteBed:
         """2 MiB hugepages on the SUT's host and a hugetlbfs mount of them
         (Testbed.reserve_hugepages); both undone at close."""
         nr = "/proc/sys/vm/nr_hugepages"
-        prev = int(self.host.run(["cat", nr]).stdout.strip() or 0)
-        self.undo_later(self.rs.sut_host, {"write": nr, "value": str(prev)})
-        self.host.run(["sh", "-c", f"echo {prev + pages} > {nr}"])
-        got = int(self.host.run(["cat", nr]).stdout.strip() or 0) - prev
-        if got < pages:
-            raise HostError(f"{self.host.describe()}: asked for {pages} hugepages, the kernel "
-                            f"gave {got}")
+        # Added and given back under the lock of every reservation
+        # (testbed/state.py: HUGEPAGE_LOCK), and only what was added: other
+        # runs may reserve on the same host meanwhile. A short reservation
+        # gives back what it got, compacts memory and tries again.
+        lock = ["flock", HUGEPAGE_LOCK, "sh", "-c"]
+        add = (f"p=$(cat {nr}); echo $((p + {pages})) > {nr}; g=$(($(cat {nr}) - p)); "
+               f"[ $g -ge {pages} ] || echo $(($(cat {nr}) - g)) > {nr}; echo $g")
+        deadline = time.monotonic() + 30
+        while (got := int(self.host.run([*lock, add]).stdout.strip() or 0)) < pages:
+            if time.monotonic() >= deadline:
+                raise HostError(f"{self.host.describe()}: asked for {pages} hugepages, the "
+                                f"kernel gave {got}")
+            self.host.run(["sh", "-c", "echo 1 > /proc/sys/vm/compact_memory"], check=False)
+            time.sleep(0.2)
+        self.undo_later(self.rs.sut_host, {"run": [
+            *lock, f"p=$(cat {nr}); echo $((p > {pages} ? p - {pages} : 0)) > {nr}"]})
         mnt = self.directory("huge")
         self.undo_later(self.rs.sut_host, {"run": ["umount", "-l", str(mnt)], "may_fail": True})
         self.host.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)])

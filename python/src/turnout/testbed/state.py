@@ -10,21 +10,26 @@ behind. The state dir is ``$TURNOUT_STATE_DIR`` or ``/run/turnout-bench``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "HUGEPAGE_LOCK",
     "RunState",
     "cleanup_stale",
+    "give_back_hugepages",
     "pid_start_time",
     "remove_objects",
+    "reserve_hugepages",
     "state_dir",
     "stop_pid",
 ]
@@ -64,6 +69,56 @@ def stop_pid(pid: int, start_time: int | None, timeout_s: float = 3.0) -> bool:
     return pid_start_time(pid) is None
 
 
+#: The lock every hugepage reservation and give-back holds around its
+#: read-modify-write of ``nr_hugepages`` (one number for the machine): the
+#: Rust tests' (crates/testpeers), this module's and the hosts' across SSH
+#: (hosts/remote.py, with flock(1)), so reservations of tests running at
+#: once never interleave (one would count fewer pages than the kernel gave,
+#: or give back another's).
+HUGEPAGE_LOCK = "/run/lock/turnout-hugepages.lock"
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+
+
+@contextlib.contextmanager
+def _hugepage_lock() -> Iterator[None]:
+    Path(HUGEPAGE_LOCK).parent.mkdir(parents=True, exist_ok=True)
+    with open(HUGEPAGE_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _nr() -> int:
+    return int(Path(NR_HUGEPAGES).read_text().strip() or 0)
+
+
+def reserve_hugepages(pages: int, timeout_s: float = 30.0) -> int:
+    """Adds ``pages`` 2 MiB hugepages to the machine's pool; returns how
+    many the kernel gave (``pages``, or fewer when it still could not at
+    the deadline: each short try gives back what it got, compacts memory
+    and tries again)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with _hugepage_lock():
+            before = _nr()
+            Path(NR_HUGEPAGES).write_text(str(before + pages))
+            got = _nr() - before
+            if got >= pages:
+                return pages
+            Path(NR_HUGEPAGES).write_text(str(max(0, _nr() - got)))
+        if time.monotonic() >= deadline:
+            return got
+        with contextlib.suppress(OSError):
+            Path("/proc/sys/vm/compact_memory").write_text("1")
+        time.sleep(0.2)
+
+
+def give_back_hugepages(pages: int) -> None:
+    """Takes ``pages`` hugepages out of the pool (what a reservation added),
+    leaving whatever other tests reserved meanwhile."""
+    with _hugepage_lock():
+        Path(NR_HUGEPAGES).write_text(str(max(0, _nr() - pages)))
+
+
 @dataclass
 class RunState:
     """The objects of one run; every add_* is written to disk at once."""
@@ -76,7 +131,7 @@ class RunState:
     pids: list[list[int]] = field(default_factory=list)  # [pid, start_time]
     dirs: list[str] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)
-    hugepages: list[list[Any]] = field(default_factory=list)  # [sysfs path, previous value]
+    hugepages: list[list[Any]] = field(default_factory=list)  # [sysfs path, previous, pages]
     sysctls: list[list[str]] = field(default_factory=list)  # [path, previous value]
     ovs: list[list[str]] = field(default_factory=list)  # [db socket, bridge]
     cgroups: list[str] = field(default_factory=list)  # cgroup v2 directories
@@ -156,10 +211,14 @@ def remove_objects(st: RunState) -> list[str]:
         if os.path.ismount(m):
             _run("umount", "-l", m)
             done.append(f"mount {m}")
-    for path, previous in reversed(st.hugepages):
+    for path, previous, *added in reversed(st.hugepages):
         with contextlib.suppress(OSError):
-            Path(path).write_text(str(previous))
-            done.append(f"hugepages {path}={previous}")
+            if added:  # give back what was added, not the value read before
+                give_back_hugepages(int(added[0]))
+                done.append(f"hugepages {path} -{added[0]}")
+            else:
+                Path(path).write_text(str(previous))
+                done.append(f"hugepages {path}={previous}")
     for path, previous in reversed(st.sysctls):
         with contextlib.suppress(OSError):
             Path(path).write_text(previous)

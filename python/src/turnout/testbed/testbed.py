@@ -22,7 +22,14 @@ from types import FrameType
 from typing import IO, Any
 
 from ..hosts.base import LocalHost
-from .state import RunState, cleanup_stale, pid_start_time, remove_objects, stop_pid
+from .state import (
+    RunState,
+    cleanup_stale,
+    pid_start_time,
+    remove_objects,
+    reserve_hugepages,
+    stop_pid,
+)
 
 __all__ = ["Testbed", "TestbedError", "Veth", "is_root"]
 
@@ -237,11 +244,13 @@ class Testbed:
     def reserve_hugepages(self, pages: int) -> Path:
         """Reserve 2 MiB hugepages (given back at close) and mount a hugetlbfs."""
         nr = "/proc/sys/vm/nr_hugepages"
-        previous = int(Path(nr).read_text())
-        self.state.add("hugepages", [nr, previous])
-        Path(nr).write_text(str(previous + pages))
-        got = int(Path(nr).read_text()) - previous
-        if got < pages:
+        # Recorded first (a crash in between gives back what it may have
+        # added); the reservation holds the lock other tests' do.
+        record = [nr, int(Path(nr).read_text()), pages]
+        self.state.add("hugepages", record)
+        got = reserve_hugepages(pages)
+        if got < pages:  # nothing kept
+            self.state.discard("hugepages", record)
             raise TestbedError(f"asked for {pages} hugepages, the kernel gave {got}")
         mnt = self.directory("huge")
         self.state.add("mounts", str(mnt))
