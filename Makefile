@@ -17,17 +17,17 @@ build:
 	cargo build --release --workspace --bins --examples
 	cargo build --release -p ports --example hostile_peer --features test-utils
 
-# Every test (scripts/test.py): set-up, then three lanes at once: the lint
-# gate (fmt, clippy, ruff, mypy), Rust unit, property and in-process tests,
-# the fuzz corpora and the Python tests without peers; the Rust system tests
-# (real peers: testpmd, namespaces, OVS-DPDK, QEMU) once their build is
-# there; the Python system tests. Every step runs even when one failed; the
+# Every test (scripts/test.py), one step at a time: set-up, the lint gate
+# (fmt, clippy, ruff, mypy), Rust unit, property and in-process tests, the
+# Rust system tests (real peers: testpmd, namespaces, OVS-DPDK, QEMU), the
+# fuzz corpora and the Python tests without and with peers. Every step runs even when one failed; the
 # end prints the time of each step, the ten slowest tests and every
 # failure, and the exit status is 1 if anything failed (docs/testing.md).
 # A system test whose peer the setup installs fails when it is missing
 # (TURNOUT_REQUIRE_PEERS=1);
 # `make test-rust` / `test-python` / `test-unit` alone skip instead.
-# TEST_FLAGS=--serial: one step at a time, as before the lanes.
+# TEST_FLAGS=--lanes: after the set-up, three lanes at once (checks and
+# builds, Rust system tests, Python system tests; docs/testing.md).
 test: export TURNOUT_REQUIRE_PEERS ?= 1
 test:
 	python3 scripts/test.py $(TEST_FLAGS)

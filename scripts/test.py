@@ -9,13 +9,14 @@ The steps, how they are split and the time budget: docs/testing.md.
     scripts/test.py                 # every step
     scripts/test.py rust python     # only these steps (names as --list prints)
     scripts/test.py --list          # the steps
-    scripts/test.py --serial        # one step at a time (each step's time alone)
+    scripts/test.py --lanes         # after setup, three lanes at once (below)
 
 Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
 
-After `setup` the steps run in three lanes at once (LANES; `--serial`:
-one step at a time, in the order --list prints): the checks and builds,
+By default the steps run one at a time, in the order --list prints, one
+test tree at a time. With `--lanes`, after `setup` they run in three
+lanes at once (LANES): the checks and builds,
 then the tests without peers; the Rust system tests, as soon as their
 build is there; the Python system tests. The system tests mostly wait
 (on namespaces, daemons, traffic at a set rate, timeouts), so they share
@@ -64,8 +65,9 @@ NICE = ["nice", "-n", "5"]
 
 _PRINT = threading.Lock()
 _LANE = threading.local()
-#: `--serial`: one step at a time, one test tree at a time.
-SERIAL = False
+#: One step at a time, one test tree at a time (the default; `--lanes`
+#: runs the lanes at once).
+SERIAL = True
 
 
 @dataclass
@@ -427,8 +429,8 @@ def main(argv: list[str]) -> int:
     if "--list" in argv:
         print("\n".join(names))
         return 0
-    SERIAL = "--serial" in argv
-    argv = [a for a in argv if a != "--serial"]
+    SERIAL = "--lanes" not in argv
+    argv = [a for a in argv if a not in ("--serial", "--lanes")]
     unknown = [a for a in argv if a not in names]
     if unknown:
         print(f"unknown step {', '.join(unknown)}; steps: {', '.join(names)}", file=sys.stderr)
