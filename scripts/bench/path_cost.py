@@ -139,7 +139,8 @@ def turnoutd_stats(adapter: Any) -> dict[str, Any]:
 def stats_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Worker and port counters of b minus a (turnoutd's ``stats``)."""
     w = {}
-    for k in ("packets", "batches", "busy_cycles", "sleeps", "wakeups", "naps", "sleep_cpu_ns",
+    for k in ("packets", "batches", "busy_cycles", "sleeps", "wakeups", "naps", "gaps",
+              "sleep_cpu_ns",
               "asleep_ns"):
         w[k] = sum(int(x.get(k, 0)) for x in b["workers"]) - sum(
             int(x.get(k, 0)) for x in a["workers"])
