@@ -109,7 +109,8 @@ pub struct WorkerCounters {
     pub wakeups: AtomicU64,
     /// Naps after a batch (interrupt moderation under dense traffic).
     pub naps: AtomicU64,
-    /// Gaps after a small batch in the poll regime (spins before the next
+    /// Gaps after a small batch of a dense flow, poll or interrupt regime
+    /// (spins before the next
     /// poll, counted in `idle_cycles`).
     pub gaps: AtomicU64,
     /// Wall time spent sleeping or napping, ns.
@@ -137,7 +138,8 @@ pub struct PolicyCounters {
     pub moderating: AtomicU64,
     /// Current nap length, ns.
     pub nap_ns: AtomicU64,
-    /// The poll regime's gap chosen after the last small batch, ns.
+    /// The gap chosen after the last small batch, ns (poll and interrupt
+    /// regimes).
     pub gap_ns: AtomicU64,
     /// How long the queues must be idle before the worker sleeps, ns.
     pub sleep_after_ns: AtomicU64,

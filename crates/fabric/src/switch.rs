@@ -187,7 +187,7 @@ pub struct WorkerStats {
     pub wakeups: u64,
     /// Naps after a batch (interrupt moderation).
     pub naps: u64,
-    /// Gaps (spins) after a small batch in the poll regime.
+    /// Gaps (spins) after a small batch of a dense flow.
     pub gaps: u64,
     /// Wall time asleep (sleeps and naps), ns.
     pub asleep_ns: u64,

@@ -27,7 +27,9 @@
 //!   measured. After a small batch at a rate that would fill a bigger one
 //!   soon, the worker spins for a *gap* before it polls again
 //!   ([`Policy::gap_for`]: the polling analogue of a nap, without a system
-//!   call), so that the fixed cost of a batch is shared by more frames.
+//!   call), so that the fixed cost of a batch is shared by more frames;
+//!   the same in the interrupt regime while frames come densely (it does
+//!   not sleep then either).
 //! - **interrupt**: a queue empty for [`SPIN_NS`] is armed (the peer's
 //!   eventfd or socket readiness) and the worker sleeps until frames
 //!   come. Allowed when the wake-up p99 fits in the budget. CPU follows
@@ -93,9 +95,9 @@ pub enum Next {
     Poll,
     /// Nap this many nanoseconds, then poll.
     Nap(u64),
-    /// Poll regime, after a small batch: spin (no system call, the time
-    /// is idle) until this many nanoseconds have passed since the pass
-    /// began, then poll.
+    /// Poll or interrupt regime, after a small batch of a dense flow: spin
+    /// (no system call, the time is idle) until this many nanoseconds have
+    /// passed since the pass began, then poll.
     Gap(u64),
     /// Arm every queue and sleep until one signals.
     Sleep,
@@ -290,6 +292,7 @@ pub struct Inflow {
     start_ns: u64,
     frames: u64,
     peak_fps: u64,
+    last_fps: u64,
 }
 
 impl Inflow {
@@ -316,7 +319,15 @@ impl Inflow {
     fn close(&mut self, span: u64) {
         let fps = (self.frames as u128 * 1_000_000_000 / span as u128).min(u64::MAX as u128) as u64;
         self.peak_fps = fps.max(self.peak_fps - self.peak_fps / 8);
+        self.last_fps = fps;
         self.frames = 0;
+    }
+
+    /// The arrival rate of the last window, frames per second (0: none
+    /// measured): what the queue gets now, where the peak remembers a
+    /// burst (a gap sized by the peak would outlive a flow that thinned).
+    pub fn rate_fps(&self) -> u64 {
+        self.last_fps
     }
 
     /// The peak arrival rate, frames per second (0: none measured).
@@ -346,8 +357,9 @@ pub struct Pass {
     /// How long until the first of the polled rings is full at its measured
     /// arrival rate, ns (`u64::MAX`: no rate measured).
     pub fill_ns: u64,
-    /// The highest measured arrival rate ([`Inflow::peak_fps`]) of the
-    /// queues that gave frames, frames per second (0: none measured).
+    /// The highest current arrival rate ([`Inflow::rate_fps`], the last
+    /// window's) of the queues that gave frames, frames per second (0:
+    /// none measured).
     pub rate_fps: u64,
 }
 
@@ -368,7 +380,8 @@ impl Pass {
 pub struct Policy {
     budget_ns: u64,
     batch_cap: u64,
-    /// The gap chosen after the last small batch in the poll regime, ns
+    /// The gap chosen after the last small batch (poll and interrupt
+    /// regimes), ns
     /// (0: none).
     gap_ns: u64,
     regime: Regime,
@@ -595,7 +608,7 @@ impl Policy {
             } else {
                 0
             },
-            gap_ns: if self.regime == Regime::Poll {
+            gap_ns: if self.regime != Regime::Moderate {
                 self.gap_ns
             } else {
                 0
@@ -629,7 +642,7 @@ impl Policy {
             self.last_work_ns = now_ns;
             self.win_frames += pass.moved;
             self.win_busy_ns += took;
-            if self.regime == Regime::Poll {
+            if self.regime != Regime::Moderate {
                 self.gap_ns = if pass.full { 0 } else { self.gap_for(&pass) };
                 return match self.gap_ns {
                     0 => Next::Poll,
@@ -651,10 +664,12 @@ impl Policy {
         }
     }
 
-    /// The poll regime's gap after a pass that moved frames without filling
-    /// a batch: the interval from the start of this pass to the next, ns,
-    /// such that the next finds about a full batch at the measured arrival
-    /// rate of the busiest queue, but at most a quarter of the budget
+    /// The gap after a pass that moved frames without filling a batch, in
+    /// the poll regime and in the interrupt regime (which, while frames
+    /// come closer than [`SPIN_NS`], never sleeps and polls just the same;
+    /// the moderate regime naps instead): the interval from the start of this pass to the next, ns,
+    /// such that the next finds about a full batch at the current arrival
+    /// rate of the busiest queue (its last window's), but at most a quarter of the budget
     /// ([`GAP_BUDGET_DIV`]: what a frame may wait more) and at most three
     /// quarters of the time the first ring takes to fill (the rest for the
     /// rate's jitter, as for naps: no ring fills, no push-back). 0 — poll
@@ -674,6 +689,12 @@ impl Policy {
         // below most × batch_cap / GAP_MIN_FRAMES: it fits in a u64.
         let want = (self.batch_cap as u128 * 1_000_000_000 / rate) as u64;
         want.min(most)
+    }
+
+    /// The worker spun for a gap until `end_ns`: that time is overhead
+    /// (CPU not spent on frames), not the next pass's processing.
+    pub fn gapped(&mut self, end_ns: u64) {
+        self.prev_ns = self.prev_ns.max(end_ns);
     }
 
     /// A wake-up latency sample: from another thread's signal to this
@@ -925,7 +946,7 @@ mod tests {
         /// Naps taken, and the longest.
         naps: u64,
         max_nap: u64,
-        /// Gaps taken (poll regime), the longest interval asked, and the
+        /// Gaps taken, the longest interval asked, and the
         /// longest time spun.
         gaps: u64,
         max_gap: u64,
@@ -1034,7 +1055,7 @@ mod tests {
                     moved,
                     full: moved == 256,
                     fill_ns: self.inflow.fill_ns((h.ring - left) as u32),
-                    rate_fps: if moved > 0 { self.inflow.peak_fps() } else { 0 },
+                    rate_fps: if moved > 0 { self.inflow.rate_fps() } else { 0 },
                 };
                 match self.p.after_poll(now, pass) {
                     Next::Poll => {}
@@ -1046,6 +1067,7 @@ mod tests {
                         r.max_spin = r.max_spin.max(until - now);
                         r.cpu += until - now;
                         now = until;
+                        self.p.gapped(now);
                     }
                     Next::Nap(n) => {
                         r.naps += 1;
@@ -1422,6 +1444,27 @@ mod tests {
     }
 
     #[test]
+    fn the_interrupt_regime_gathers_dense_flows_too() {
+        // Metal with a 10 µs budget: an 8 µs wake-up p99 fits, a nap does
+        // not (interrupts_when_only_a_wakeup_fits). At 4 Mpps frames come
+        // closer than SPIN_NS, so the worker never sleeps: without a gap a
+        // pass every 100 ns finds one frame; with it (at most 2.5 µs, a
+        // quarter of the budget) about 10.
+        let mut s = Sim::new(&METAL, 10);
+        s.run(|_| 250, 0, MS);
+        let mut r = s.run(|_| 250, MS, 20 * MS);
+        assert_eq!(
+            (s.p.regime(), s.p.why()),
+            (Regime::Interrupt, Why::WakeFits)
+        );
+        assert!(r.gaps > 0);
+        assert!(r.max_gap <= 2_500, "gap {}", r.max_gap);
+        assert!(r.per_batch_x10() >= 80, "{} ×10", r.per_batch_x10());
+        assert!(r.p99() <= 2_500, "p99 {}", r.p99());
+        assert_eq!(r.refused, 0);
+    }
+
+    #[test]
     fn a_light_load_pays_no_gap() {
         // 10 kpps and 100 kpps: 25 µs would gather 0.25 and 2.5 frames,
         // fewer than GAP_MIN_FRAMES: poll at once, frames wait a pass.
@@ -1477,13 +1520,22 @@ mod tests {
         // budget 0: never
         let mut q = Policy::new(0, 256, 0);
         assert_eq!(q.after_poll(10, pass(3, MPPS, u64::MAX)), Next::Poll);
-        // a regime that sleeps does not gap
+        // the interrupt regime gaps a dense flow too (it would not sleep);
+        // the moderate regime naps instead
         let mut m = Policy::new(100, 256, 0);
         for _ in 0..MIN_SAMPLES {
             m.wake_sample(20 * US);
         }
         assert_eq!(m.regime(), Regime::Interrupt);
-        assert_eq!(m.after_poll(10, pass(3, MPPS, u64::MAX)), Next::Poll);
+        assert_eq!(
+            m.after_poll(10, pass(3, MPPS, u64::MAX)),
+            Next::Gap(25 * US)
+        );
+        m.regime = Regime::Moderate;
+        assert!(matches!(
+            m.after_poll(20, pass(3, MPPS, u64::MAX)),
+            Next::Nap(_)
+        ));
         assert_eq!(m.view().gap_ns, 0);
     }
 

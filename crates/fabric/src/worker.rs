@@ -15,7 +15,8 @@
 //!   at least every half budget, while other queues are busy). When every
 //!   queue is armed the worker sleeps in epoll; a queue whose fd fires is
 //!   disarmed and polled again. In the moderate regime it naps after each
-//!   batch; in the poll regime it may spin for a *gap* after a small batch
+//!   batch; in the poll and interrupt regimes it may spin for a *gap*
+//!   after a small batch of a dense flow
 //!   ([`crate::wakeup::Policy::gap_for`]: no system call, counted as idle
 //!   time, `gaps` in its counters) so the next batch is bigger. Every
 //!   sleep's CPU cost is measured and fed back to the policy,
@@ -479,7 +480,7 @@ pub fn run(
                 };
                 s.fill_ns = s.inflow.fill_ns(room);
                 fill_ns = fill_ns.min(s.fill_ns);
-                rate_fps = rate_fps.max(s.inflow.peak_fps());
+                rate_fps = rate_fps.max(s.inflow.rate_fps());
             }
         }
         drop(logic_g);
@@ -526,15 +527,20 @@ pub fn run(
             && (iter.is_multiple_of(EPOLL_EVERY)
                 || now_ns.saturating_sub(looked_ns) >= look_every_ns);
         if let Next::Gap(ns) = next {
-            // Poll regime, a small batch at a rate that fills a bigger one
-            // soon: wait, spinning, until `ns` after this pass began (the
-            // policy bounds it by the budget and the rings' fill time). The
-            // core is the worker's in this regime anyway; no system call.
+            // A small batch of a flow dense enough to fill a bigger one
+            // soon (poll or interrupt regime): wait, spinning, until `ns`
+            // after this pass began (the policy bounds it by the budget and
+            // the rings' fill time). The worker would have polled on
+            // anyway; no system call.
             c.gaps.fetch_add(1, Relaxed);
             let until = now_ns.saturating_add(ns);
-            while sys::now_ns() < until {
+            let mut t = sys::now_ns();
+            while t < until {
                 core::hint::spin_loop();
+                t = sys::now_ns();
             }
+            // Overhead, not the next pass's processing.
+            policy.gapped(t);
             let now = sys::cycles();
             c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
             last = now;

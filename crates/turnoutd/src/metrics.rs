@@ -199,7 +199,7 @@ pub fn render(s: &StatsResult) -> String {
         (
             "turnout_worker_gaps_total",
             "counter",
-            "Gaps after a small batch in the poll regime (spins before the next poll).",
+            "Gaps after a small batch of a dense flow (spins before the next poll).",
             |w| w.gaps as f64,
         ),
         (
