@@ -291,7 +291,8 @@ def test_check_config_exit_codes(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip() == (
         'config: ports[0].kind: unknown port kind "memfi" '
-        "(expected one of memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve)"
+        "(expected one of memif, af_xdp (or afxdp), af_packet (or afpacket), tap, "
+        "vhost_user (or vhost-user, vhost), vxlan, geneve)"
     )
     good = tmp_path / "good.toml"
     good.write_text(CONFIG.replace("@CTL@", "/tmp/x.sock").replace("@DIR@", str(tmp_path)))

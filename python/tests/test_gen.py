@@ -370,3 +370,63 @@ def test_the_run_queue_wait_is_the_data_paths_when_the_sut_pins_threads():
     finally:
         done.set()
         t.join()
+
+
+def test_a_trial_keeps_how_the_sut_waited():
+    """extra.sut_wake: the SUT's wake-up state after the traffic (turnoutd's
+    regime, why, the wake-up p99 it decided on) and its sleep counters over
+    the traffic, read before and after it (issue 31: the regime a trial
+    really ran in, not guessed from its CPU)."""
+    reads: list[int] = []
+
+    def state() -> dict:
+        n = len(reads)
+        reads.append(n)
+        return {"workers": [{"packets": 1000 * n, "sleeps": 7 * n, "wakeups": 5 * n,
+                             "naps": 0, "batches": 3 * n, "wake_samples": 64 + 2 * n,
+                             "regime": ["interrupt", "poll"][min(n, 1)],
+                             "why": ["wake_fits", "wake_over_budget"][min(n, 1)],
+                             "wake_p99_ns": 40_000 + 1_000_000 * n}]}
+
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[s],
+                        spawn=lambda args, netns=None: _FakeProc(list(args)), cooldown_s=0,
+                        sut_wake=state)
+    c = m.measure(1.0, 10_000)
+    assert len(reads) == 2
+    (w,) = c.extra["sut_wake"]["workers"]
+    assert (w["packets"], w["sleeps"], w["wakeups"], w["wake_samples"]) == (1000, 7, 5, 2)
+    assert (w["regime"], w["why"], w["wake_p99_ns"]) == ("poll", "wake_over_budget", 1_040_000)
+
+    def gone() -> dict:
+        raise OSError("connection refused")
+
+    m.sut_wake = gone
+    assert "connection refused" in m.measure(1.0, 10_000).extra["sut_wake"]["error"]
+    m.sut_wake = None
+    assert "sut_wake" not in m.measure(1.0, 10_000).extra
+    assert gen.wake_delta(None, None) is None
+
+
+def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypatch):
+    import os
+
+    from turnout.sut import turnoutd
+
+    stats = {"workers": [
+        {"packets": 5_000, "batches": 4_000, "sleeps": 3_000, "wakeups": 2_900, "naps": 0,
+         "busy_cycles": 1, "policy": {"regime": "interrupt", "why": "wake_fits",
+                                      "wake_p99_ns": 90_000, "wake_samples": 80}}]}
+    monkeypatch.setattr(turnoutd, "rpc", lambda sock, method, *a, **k: stats)
+    t = turnoutd.Turnoutd()
+    t.sock = "/nonexistent"
+    monkeypatch.setattr(t, "pids", lambda: [os.getpid()])
+    st = t.wake_state()
+    assert st is not None
+    (w,) = st["workers"]
+    assert (w["packets"], w["sleeps"], w["wakeups"], w["wake_samples"]) == (5_000, 3_000,
+                                                                            2_900, 80)
+    assert (w["regime"], w["why"], w["wake_p99_ns"]) == ("interrupt", "wake_fits", 90_000)
+    assert "busy_cycles" not in w
+    monkeypatch.setattr(t, "pids", lambda: [])
+    assert t.wake_state() is None

@@ -5,6 +5,7 @@ port add``; the SUT's ports and the tester's port specs use it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from test_ctl import FakeDaemon, ok
 from turnout import cli
 from turnout.campaign.spec import CampaignError, load, parse
-from turnout.portkind import KERNEL, VIRTUAL, PortKind, PortKindError
+from turnout.portkind import ALIASES, KERNEL, VIRTUAL, PortKind, PortKindError
 from turnout.sut.base import SutPort
 
 
@@ -28,12 +29,26 @@ def test_every_spelling_names_one_kind(text: str, kind: PortKind) -> None:
     assert str(kind) == kind.value and f"{kind}:x" == f"{kind.value}:x"
 
 
-def test_values_are_turnoutds() -> None:
-    """The kinds turnoutd's config knows (crates/ports/src/config.rs KINDS)."""
+def _rust_fn(src: str, name: str) -> str:
+    m = re.search(rf"pub const fn {name}\(self\).*?\n    }}\n", src, re.S)
+    assert m, name
+    return m.group(0)
+
+
+def test_values_and_aliases_are_turnoutds() -> None:
+    """The kinds and older spellings of the Rust parser turnoutd, turnout-gen
+    and turnout-cni share (crates/ports/src/kind.rs ``PortKind``)."""
     src = (Path(__file__).resolve().parents[2] / "crates" / "ports" / "src" /
-           "config.rs").read_text()
-    for k in PortKind:
-        assert f'"{k.value}"' in src, k
+           "kind.rs").read_text()
+    names = dict(re.findall(r'PortKind::(\w+) => "([a-z_]+)"', _rust_fn(src, "name")))
+    assert sorted(names.values()) == sorted(k.value for k in PortKind)
+    for variant, value in names.items():
+        assert PortKind[re.sub(r"(?<!^)([A-Z])", r"_\1", variant).upper()].value == value
+    rust_aliases = {alias: PortKind(names[variant])
+                    for variant, listed in re.findall(r"PortKind::(\w+) => &\[([^\]]*)\]",
+                                                      _rust_fn(src, "aliases"))
+                    for alias in re.findall(r'"([^"]+)"', listed)}
+    assert rust_aliases == ALIASES
 
 
 @pytest.mark.parametrize("text", ["af-xdp", "xdp", "", "veth", None, 3])

@@ -465,12 +465,13 @@ def _point_db(tmp_path, rows):
 def test_one_repetition_is_spread_unknown_and_never_ranked(tmp_path):
     """n = 1 has no spread: nothing may be ranked on it (was: within_noise
     returned None, read as 'not noisy', and the ranking looked clean)."""
-    from turnout.report.queries import _throughput_table, load_campaign, throughput_points
+    from turnout.report.points import load_campaign, throughput_points
+    from turnout.report.throughput import throughput_table
 
     with _point_db(tmp_path, [("ovs", "p2p", "", 0, 1.0e6), ("bridge", "p2p", "", 0, 0.5e6)]) as db:
         pts = throughput_points(load_campaign(db, "pts"))
         assert all(p.unknown and not p.noisy for p in pts)
-        t = _throughput_table("t", "t", pts)
+        t = throughput_table("t", "t", pts)
         assert all("not ranked" in f for f in t.flags)
         assert all(r[8] == "unknown" for r in t.rows)  # the spread column
 
@@ -500,7 +501,8 @@ def test_ratios_only_to_a_reference_on_the_same_port_type(tmp_path):
 
 
 def test_gbps_is_layer_1_only_on_ethernet_paths(tmp_path):
-    from turnout.report.queries import _throughput_table, load_campaign, throughput_points
+    from turnout.report.points import load_campaign, throughput_points
+    from turnout.report.throughput import throughput_table
     from turnout.report.units import gbps_l1
 
     rows = [("turnoutd", "v2v", "memif", 0, 1e6), ("bridge", "v2v", "veth", 0, 1e6)]
@@ -508,6 +510,6 @@ def test_gbps_is_layer_1_only_on_ethernet_paths(tmp_path):
         by = {p.key.sut: p for p in throughput_points(load_campaign(db, "pts"))}
         assert by["bridge"].gbps.median == pytest.approx(gbps_l1(1e6, 64))
         assert by["turnoutd"].gbps.median == pytest.approx(1e6 * 64 * 8 / 1e9)  # layer 2
-        t = _throughput_table("t", "t", list(by.values()))
+        t = throughput_table("t", "t", list(by.values()))
         gb = {r[4]: r[9] for r in t.rows}
         assert gb["turnoutd [memif]"].endswith("L2") and not gb["bridge [veth]"].endswith("L2")

@@ -12,7 +12,7 @@ import pytest
 from turnout.campaign.layout import RtBudget, rt_budget, vnf_sched
 from turnout.campaign.spec import CampaignError, parse
 from turnout.measure.gen import VnfHandle
-from turnout.report.queries import _trial_marks
+from turnout.report.formatting import trial_marks
 from turnout.results import Trial
 
 DEFAULT_RT = RtBudget(950_000, 1_000_000)  # the kernel's default throttling
@@ -74,5 +74,5 @@ def test_trial_records_each_vnfs_scheduling_and_the_table_says_so():
                  status="ok", extra={"vnf_sched": [{"name": "vnf0", "sched": "fifo:1"}]})
     other = Trial(campaign_id=1, sut="turnoutd", scenario="loopback", method="fixed",
                   status="ok", extra={"vnf_sched": [{"name": "vnf0", "sched": "other"}]})
-    assert "SCHED_FIFO in 1/2" in _trial_marks([fifo, other])
-    assert "SCHED_FIFO" not in _trial_marks([other])
+    assert "SCHED_FIFO in 1/2" in trial_marks([fifo, other])
+    assert "SCHED_FIFO" not in trial_marks([other])

@@ -11,7 +11,7 @@ from test_vhost_scenario import ROLES, FakeTestbed
 from turnout.campaign.layout import Layout
 from turnout.campaign.spec import CampaignError, parse
 from turnout.measure.gen import Stream, VnfHandle, _Task, core_sharing
-from turnout.report.queries import _trial_marks
+from turnout.report.formatting import trial_marks
 from turnout.results import Trial
 from turnout.scenarios import Point, build
 from turnout.sut import make_sut
@@ -74,5 +74,5 @@ def test_sleeping_vnfs_still_share_the_core_and_the_trial_says_so():
     assert core_sharing([task], [elsewhere]) == 1
     t = Trial(campaign_id=1, sut="turnoutd", scenario="loopback", method="latency",
               status="ok", extra={"tester_core_sharing": 2, "vnf_wakeup": "interrupt"})
-    marks = _trial_marks([t])
+    marks = trial_marks([t])
     assert "interrupt mode" in marks and "scheduler:" in marks

@@ -12,7 +12,7 @@ rxonly) drains it. The client runs on CPU 0.
 
 vhost-user: the same with a testpmd ``net_vhost`` backend on CPU 1 as the
 counterpart and instrument, and as the client under test turnout-gen's
-vhost-user frontend (``vhost-user:SOCK``) or testpmd's virtio-user
+vhost-user frontend (``vhost_user:SOCK``) or testpmd's virtio-user
 (``net_virtio_user``), both with 1024-entry rings, on CPU 0.
 
 AF_XDP on a veth between two namespaces: send rate = turnout-gen tx's own
@@ -161,7 +161,7 @@ def shm_run(path: str, client: str, direction: str, size: int, window_s: float,
     else:
         srv_vdev = f"net_vhost0,iface={sock},queues=1"
         cli_vdev = f"net_virtio_user0,path={sock},queues=1,queue_size=1024"
-        gen_port = f"vhost-user:{sock},queue-size=1024" + (f",{gen_opts}" if gen_opts else "")
+        gen_port = f"vhost_user:{sock},queue-size=1024" + (f",{gen_opts}" if gen_opts else "")
     srv = Testpmd(prefix, "0,1", 0, [srv_vdev], extra=[f"--txpkts={size}"])
     cli = None
     cli_pmd = None
@@ -233,7 +233,7 @@ class Veth:
 def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, n: int) -> float:
     if direction == "send":
         if client == "gen":
-            out = subprocess.run(["ip", "netns", "exec", v.a, GEN, "tx", "--port", "afxdp:va",
+            out = subprocess.run(["ip", "netns", "exec", v.a, GEN, "tx", "--port", "af_xdp:va",
                                   "--size", str(size), "--duration-s", str(window_s),
                                   "--warmup-s", "0.5", "--cpu", "0", "--cooldown-s", "0"],
                                  capture_output=True, text=True, timeout=60)
@@ -254,7 +254,7 @@ def afxdp_run(v: Veth, client: str, direction: str, size: int, window_s: float, 
     try:
         snd._read_until(r"testpmd> ", 15)
         if client == "gen":
-            rx = subprocess.Popen(["ip", "netns", "exec", v.b, GEN, "rx", "--port", "afxdp:vb",
+            rx = subprocess.Popen(["ip", "netns", "exec", v.b, GEN, "rx", "--port", "af_xdp:vb",
                                    "--cpu", "0", "--duration-s", str(window_s + 0.5)],
                                   stdout=subprocess.PIPE, text=True)
             time.sleep(0.5)

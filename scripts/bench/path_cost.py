@@ -75,6 +75,7 @@ sys.path.insert(0, str(REPO / "python" / "src"))
 from turnout.bench import RealBench, campaign_layout  # noqa: E402
 from turnout.campaign.spec import load  # noqa: E402
 from turnout.measure.cpu import pinned_threads  # noqa: E402
+from turnout.portkind import PortKind, PortKindError  # noqa: E402
 from turnout.scenarios import Point  # noqa: E402
 from turnout.sut import testpmd as testpmd_mod  # noqa: E402
 from turnout.sut.turnoutd import rpc  # noqa: E402
@@ -459,9 +460,14 @@ def main() -> int:
             for st in meas.streams:
                 for attr in ("tx_port", "rx_port"):
                     spec_ = getattr(st, attr)
-                    if spec_.startswith("memif:"):
+                    # the workbench writes vhost_user:, older specs vhost-user:
+                    try:
+                        kind: PortKind | None = PortKind.parse(spec_.partition(":")[0])
+                    except PortKindError:
+                        kind = None
+                    if kind is PortKind.MEMIF:
                         setattr(st, attr, f"{spec_},ring-size={min(ring, 16384)}")
-                    elif spec_.startswith("vhost-user:"):
+                    elif kind is PortKind.VHOST_USER:
                         setattr(st, attr, f"{spec_},queue-size={min(2 * ring, 32768)}")
         res["tester_ring"] = ring
         # a first trial: the peers connect, rings fill, code is warm (not

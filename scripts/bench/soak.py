@@ -152,10 +152,10 @@ class Soak:
                                    "--duration-s", long, "--json", str(self.dir / "mem.json")))
         self.spawn_m2()
         self.spawn_wa()
-        self.spawn("wx", self.gen("rx", "--port", "afpacket:x0p"), ns=G)
-        self.spawn("tap", self.gen("tx", "--port", "afpacket:stap0", "--rate-pps", "5000",
+        self.spawn("wx", self.gen("rx", "--port", "af_packet:x0p"), ns=G)
+        self.spawn("tap", self.gen("tx", "--port", "af_packet:stap0", "--rate-pps", "5000",
                                    "--size", "128", "--duration-s", long), ns=SW)
-        self.spawn("vx", self.gen("tx", "--port", "afpacket:vx0", "--rate-pps", "5000",
+        self.spawn("vx", self.gen("tx", "--port", "af_packet:vx0", "--rate-pps", "5000",
                                   "--src-mac", "02:00:00:00:77:02", "--duration-s", long), ns=G)
         self.start_testpmd()
 
@@ -163,7 +163,7 @@ class Soak:
         self.spawn("m2", self.gen("rx", "--port", self.memif(2)))
 
     def spawn_wa(self) -> None:
-        self.spawn("wa", self.gen("tx", "--port", "afpacket:a0p", "--rate-pps", "10000",
+        self.spawn("wa", self.gen("tx", "--port", "af_packet:a0p", "--rate-pps", "10000",
                                   "--ipv6", "--vlan", "7", "--size", "512",
                                   "--duration-s", "100000"), ns=G)
 

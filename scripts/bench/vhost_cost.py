@@ -111,7 +111,7 @@ def one(gen: str, direction: str, size: int, window_s: float, warm_s: float,
                       "--flows", str(max(queues, 1))])
         # GEN may carry extra port options: PATH@max-frame=1518
         path, _, opts = gen.partition("@")
-        spec = (f"vhost-user:{sock},queue-size=1024,queues={queues}"
+        spec = (f"vhost_user:{sock},queue-size=1024,queues={queues}"
                 + (f",{opts}" if opts else ""))
         cmd = [path, *role, "--duration-s", str(total), "--port", spec, "--cpu", "0",
                # a backend under valgrind takes long to answer the set-up

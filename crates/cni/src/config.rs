@@ -1,5 +1,7 @@
 //! The network configuration on stdin and the CNI_* environment.
 
+use ports::kind::KindError;
+use ports::PortKind;
 use serde_json::{Map, Value};
 
 use crate::error::{code, CniError, Result};
@@ -42,7 +44,7 @@ const KNOWN_KEYS: [&str; 20] = [
 pub enum Mode {
     /// A kernel interface in the pod (veth or tap), its host side a port.
     Kernel,
-    /// A shared-memory port (memif, vhost-user) whose socket the pod opens.
+    /// A shared-memory port (memif, vhost_user) whose socket the pod opens.
     Userspace,
 }
 
@@ -62,34 +64,54 @@ pub enum PortType {
 }
 
 impl PortType {
-    /// The netconf spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            PortType::AfXdp => "af_xdp",
-            PortType::AfPacket => "af_packet",
-            PortType::Tap => "tap",
-            PortType::Memif => "memif",
-            PortType::VhostUser => "vhost-user",
-        }
-    }
+    /// The port kinds a netconf may name, kernel mode's then userspace's.
+    pub const KINDS: [PortKind; 5] = [
+        PortKind::AfXdp,
+        PortKind::AfPacket,
+        PortKind::Tap,
+        PortKind::Memif,
+        PortKind::VhostUser,
+    ];
 
     /// turnoutd's port kind.
-    pub fn kind(self) -> &'static str {
+    pub fn port_kind(self) -> PortKind {
         match self {
-            PortType::VhostUser => "vhost_user",
-            other => other.name(),
+            PortType::AfXdp => PortKind::AfXdp,
+            PortType::AfPacket => PortKind::AfPacket,
+            PortType::Tap => PortKind::Tap,
+            PortType::Memif => PortKind::Memif,
+            PortType::VhostUser => PortKind::VhostUser,
         }
     }
 
-    /// Parses the netconf spelling.
-    pub fn parse(s: &str) -> Option<PortType> {
-        Some(match s {
-            "af_xdp" => PortType::AfXdp,
-            "af_packet" => PortType::AfPacket,
-            "tap" => PortType::Tap,
-            "memif" => PortType::Memif,
-            "vhost-user" | "vhost_user" => PortType::VhostUser,
-            _ => return None,
+    /// The spelling written back (attachment records, messages):
+    /// turnoutd's.
+    pub fn name(self) -> &'static str {
+        self.port_kind().name()
+    }
+
+    /// turnoutd's port kind, as its `kind` key spells it.
+    pub fn kind(self) -> &'static str {
+        self.port_kind().name()
+    }
+
+    /// Parses the netconf spelling: turnoutd's (`af_xdp`, `vhost_user`) or
+    /// an older one `ports::PortKind` reads (`afxdp`, `vhost-user`); the
+    /// error lists the accepted spellings.
+    pub fn parse(s: &str) -> std::result::Result<PortType, KindError> {
+        Ok(match PortKind::parse_among(s, &Self::KINDS)? {
+            PortKind::AfXdp => PortType::AfXdp,
+            PortKind::AfPacket => PortType::AfPacket,
+            PortKind::Tap => PortType::Tap,
+            PortKind::Memif => PortType::Memif,
+            PortKind::VhostUser => PortType::VhostUser,
+            other => {
+                return Err(KindError {
+                    text: s.to_string(),
+                    known: Some(other),
+                    accepted: Self::KINDS.to_vec(),
+                })
+            }
         })
     }
 }
@@ -210,12 +232,7 @@ impl NetConf {
                 Mode::Kernel => PortType::AfPacket,
                 Mode::Userspace => PortType::Memif,
             },
-            Some(s) => PortType::parse(s).ok_or_else(|| {
-                invalid(format!(
-                    "portType: unknown port type {s:?} (kernel: af_xdp, af_packet, tap; \
-                     userspace: memif, vhost-user)"
-                ))
-            })?,
+            Some(s) => PortType::parse(s).map_err(|e| invalid(format!("portType: {e}")))?,
         };
         let fits = match mode {
             Mode::Kernel => matches!(
@@ -429,6 +446,50 @@ mod tests {
             code::INVALID_CONFIG
         );
         assert_eq!(code_of(r#"{"cniVersion":"1.1.0"}"#), code::INVALID_CONFIG);
+    }
+
+    #[test]
+    fn every_spelling_of_a_port_type_is_read_as_turnoutds_kind() {
+        let conf = |mode: &str, pt: &str| {
+            NetConf::parse(&format!(
+                r#"{{"cniVersion":"1.1.0","name":"n","mode":"{mode}","portType":"{pt}"}}"#
+            ))
+        };
+        for (mode, spelling, want) in [
+            ("kernel", "af_xdp", PortType::AfXdp),
+            ("kernel", "afxdp", PortType::AfXdp),
+            ("kernel", "af_packet", PortType::AfPacket),
+            ("kernel", "afpacket", PortType::AfPacket),
+            ("kernel", "tap", PortType::Tap),
+            ("userspace", "memif", PortType::Memif),
+            ("userspace", "vhost_user", PortType::VhostUser),
+            ("userspace", "vhost-user", PortType::VhostUser),
+            ("userspace", "vhost", PortType::VhostUser),
+        ] {
+            let c = conf(mode, spelling).unwrap();
+            assert_eq!(c.port_type, want, "{spelling}");
+            // what the plugin asks turnoutd for and records: one spelling
+            assert_eq!(c.port_type.kind(), want.port_kind().name());
+            assert_eq!(PortType::parse(c.port_type.name()), Ok(want));
+        }
+        assert_eq!(PortType::VhostUser.kind(), "vhost_user");
+        // a record written with the older spelling still reads
+        assert_eq!(PortType::parse("vhost-user"), Ok(PortType::VhostUser));
+        let accepted = "one of af_xdp (or afxdp), af_packet (or afpacket), tap, memif, \
+                        vhost_user (or vhost-user, vhost)";
+        let e = conf("kernel", "af-xdp").unwrap_err();
+        assert_eq!(e.code, code::INVALID_CONFIG);
+        assert_eq!(
+            e.msg,
+            format!("portType: unknown port kind \"af-xdp\" (expected {accepted})")
+        );
+        let e = conf("kernel", "vxlan").unwrap_err();
+        assert_eq!(
+            e.msg,
+            format!("portType: port kind vxlan is not accepted here (expected {accepted})")
+        );
+        let e = conf("kernel", "vhost").unwrap_err();
+        assert_eq!(e.msg, "portType vhost_user does not go with mode kernel");
     }
 
     #[test]

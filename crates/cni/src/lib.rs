@@ -4,6 +4,7 @@
 //! (no file, socket, process or namespace is touched), so the fuzz target
 //! `cni_stdin` drives exactly what the plugin does with its untrusted input
 //! before its first side effect.
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod error;

@@ -23,6 +23,7 @@
 //! shared by all workers through the fabric's per-queue lease lock; the port
 //! table and the logic are immutable snapshots swapped atomically between
 //! batches (arc-swap), never locked by workers.
+#![warn(missing_docs)]
 
 pub mod batch;
 pub mod counters;

@@ -56,7 +56,7 @@ use crate::fabric::{Forwarder, PortTable};
 use crate::logic::{Ctx, Logic, Verdict};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
-use crate::wakeup::{Inflow, Next, Pass, Policy, Regime, Slept};
+use crate::wakeup::{probe_sample, Inflow, Next, Pass, Policy, Regime, Slept};
 
 /// While some queues are busy, look at armed queues every this many loops
 /// (and at least every half latency budget).
@@ -613,12 +613,11 @@ pub fn run(
             probe.asleep_since_ns.store(0, Release);
             awake_since_ns = woke_ns;
         }
-        let (mut woken, mut probed, mut other) = (false, false, false);
+        let (mut woken, mut probed) = (false, false);
         for ev in &events[..n] {
             let tok = ev.u64;
             if tok == WAKE_TOKEN {
                 shared.mailbox.wake.drain();
-                other = true;
             } else if tok == PROBE_TOKEN {
                 probe.fd.drain();
                 probed = true;
@@ -635,12 +634,13 @@ pub fn run(
         if timeout > 0 {
             let cpu1 = sys::thread_cpu_ns();
             let cpu = cpu1.saturating_sub(cpu0);
-            if probed && !woken && !other {
-                // Woken by the prober alone: a sample of this host's
-                // wake-up latency (a probe sent before this sleep is not).
+            if probed {
+                // A sample of this host's wake-up latency, also when
+                // traffic ended the sleep too (wakeup::probe_sample: else
+                // the slow wake-ups are never sampled under traffic).
                 let stamp = probe.stamp_ns.load(Acquire);
-                if stamp >= t0 {
-                    policy.wake_sample(woke_ns.saturating_sub(stamp));
+                if let Some(ns) = probe_sample(stamp, t0, woke_ns) {
+                    policy.wake_sample(ns);
                 }
             }
             if woken {

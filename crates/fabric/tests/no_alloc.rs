@@ -18,13 +18,19 @@ static ALLOCS: AtomicU64 = AtomicU64::new(0);
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: our caller upholds `GlobalAlloc::alloc`'s contract,
+        // which is the system allocator's too.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: our caller upholds `GlobalAlloc::dealloc`'s contract,
+        // which is the system allocator's too.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: our caller upholds `GlobalAlloc::realloc`'s contract,
+        // which is the system allocator's too.
         unsafe { System.realloc(p, l, n) }
     }
 }

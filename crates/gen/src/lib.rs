@@ -6,8 +6,11 @@
 //!
 //! Invariants: one thread per role; the data path never allocates per
 //! frame, blocks, or makes a system call other than the vDSO clock read;
-//! every frame not sent or forwarded is counted under a reason. All
-//! `unsafe` of the crate is in [`sys`].
+//! every frame not sent or forwarded is counted under a reason. Every
+//! direct (libc) system call of the crate is in [`sys`]; elsewhere `unsafe` only states
+//! that the role's thread is the sole sender on its queues
+//! ([`fabric::OwnedTx::new`]).
+#![warn(missing_docs)]
 
 pub mod cli;
 pub mod engine;

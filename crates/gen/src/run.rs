@@ -367,12 +367,14 @@ fn frame_spec(t: &Traffic) -> Result<FrameSpec, Failure> {
     })
 }
 
-/// The frame generator for the traffic options (exit 2 on a bad combination).
 /// The largest frame a generator sends (bytes, without FCS).
 fn largest(gen: &FrameGen) -> u32 {
     gen.template_sizes().into_iter().max().unwrap_or(0) as u32
 }
 
+/// The frame generator for the traffic options, and the frame sizes it
+/// cycles through (bytes, without FCS; IMIX's smallest raised to fit the
+/// payload header). A bad combination is a usage failure (exit 2).
 pub fn frame_gen(t: &Traffic) -> Result<(FrameGen, Vec<u32>), Failure> {
     let spec = frame_spec(t)?;
     let mut sizes = t.size_pattern();

@@ -2,8 +2,8 @@
 //! SPEC"): `memif:SOCKET[,key=value...]`, `af_xdp:IFACE[,...]`,
 //! `af_packet:IFACE[,...]`, `vhost_user:SOCKET[,...]`. The kinds are
 //! spelled as turnoutd's `[[ports]] kind`; the older spellings `afxdp`,
-//! `afpacket`, `vhost-user` and `vhost` are accepted as aliases
-//! ([`KIND_ALIASES`]).
+//! `afpacket`, `vhost-user` and `vhost` are accepted as aliases (one
+//! parser for turnoutd, turnout-gen and turnout-cni: `ports::PortKind`).
 //!
 //! The memif, AF_XDP and AF_PACKET specs are compact spellings of the port
 //! configurations turnoutd's `[[ports]]` tables use (crates/ports:
@@ -20,6 +20,7 @@ use std::str::FromStr;
 use ports::af_packet::AfPacketConfig;
 use ports::af_xdp::{AfXdpConfig, XdpBind};
 use ports::memif::MemifSpec;
+use ports::PortKind;
 
 /// memif wake-up mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,28 +101,14 @@ pub const AFXDP_FRAMES_PER_QUEUE: u32 = 16384;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;
 
-/// Other spellings of the port kinds, accepted and read as turnoutd's
-/// (the canonical one, which [`PortSpec`]'s `Display` prints).
-pub const KIND_ALIASES: &[(&str, &str)] = &[
-    ("afxdp", "af_xdp"),
-    ("afpacket", "af_packet"),
-    ("vhost-user", "vhost_user"),
-    ("vhost", "vhost_user"),
+/// The port kinds turnout-gen opens (read with `ports::PortKind`, so
+/// turnoutd's spelling and the older ones are accepted alike).
+pub const KINDS: [PortKind; 4] = [
+    PortKind::Memif,
+    PortKind::VhostUser,
+    PortKind::AfXdp,
+    PortKind::AfPacket,
 ];
-
-/// The port kinds, as turnoutd spells them.
-pub const KINDS: &[&str] = &["memif", "vhost_user", "af_xdp", "af_packet"];
-
-/// The canonical spelling of a port kind (`afxdp` → `af_xdp`), or None
-/// for a kind turnout-gen does not open.
-pub fn canonical_kind(kind: &str) -> Option<&'static str> {
-    KINDS.iter().copied().find(|k| *k == kind).or_else(|| {
-        KIND_ALIASES
-            .iter()
-            .find(|(a, _)| *a == kind)
-            .map(|(_, k)| *k)
-    })
-}
 
 /// Short spellings of the memif keys (`rings=2` is `queues=2`).
 const MEMIF_ALIASES: &[(&str, &str)] = &[
@@ -194,11 +181,12 @@ impl FromStr for PortSpec {
                 .ok_or_else(|| format!("'{p}' in '{s}': expected key=value"))?;
             kv.push((k, v));
         }
+        let kind = PortKind::parse_among(kind, &KINDS).map_err(|e| format!("'{s}': {e}"))?;
         let unknown = |k: &str, allowed: &str| {
             format!("unknown option '{k}' for {kind} ports (allowed: {allowed})")
         };
-        match canonical_kind(kind).unwrap_or(kind) {
-            "memif" => {
+        match kind {
+            PortKind::Memif => {
                 let (mut mode, mut server) = (MemifMode::Poll, false);
                 let mut rest = Vec::new();
                 for (k, v) in kv {
@@ -235,7 +223,7 @@ impl FromStr for PortSpec {
                     server,
                 })
             }
-            "vhost_user" => {
+            PortKind::VhostUser => {
                 let (mut server, mut queues, mut queue_size, mut max_frame) =
                     (false, 1u16, VHOST_QUEUE_SIZE, VHOST_MAX_FRAME);
                 let mut interrupt = false;
@@ -300,7 +288,7 @@ impl FromStr for PortSpec {
                     interrupt,
                 })
             }
-            "af_xdp" => {
+            PortKind::AfXdp => {
                 let mut queue = None;
                 let mut interrupt = false;
                 let mut rest = Vec::new();
@@ -352,7 +340,7 @@ impl FromStr for PortSpec {
                     interrupt,
                 })
             }
-            "af_packet" => {
+            PortKind::AfPacket => {
                 let mut queue = 0u16;
                 let mut rest = Vec::new();
                 for (k, v) in kv {
@@ -365,9 +353,8 @@ impl FromStr for PortSpec {
                 let config = port_config(&pairs, AfPacketConfig::validate)?;
                 Ok(PortSpec::AfPacket { config, queue })
             }
-            _ => Err(format!(
-                "unknown port kind '{kind}' (expected memif, vhost_user, af_xdp or af_packet)"
-            )),
+            // parse_among took only KINDS
+            other => Err(format!("'{s}': turnout-gen does not open {other} ports")),
         }
     }
 }
@@ -678,10 +665,20 @@ mod tests {
             "afpacket:eth0,fanout=lb".parse::<PortSpec>().unwrap(),
             "af_packet:eth0,fanout=lb".parse::<PortSpec>().unwrap()
         );
+        // every spelling of every kind turnout-gen opens (ports::PortKind's
+        // list), printed back as turnoutd spells it
         for k in KINDS {
-            assert_eq!(canonical_kind(k), Some(*k));
+            let target = match k {
+                PortKind::Memif | PortKind::VhostUser => "/s",
+                _ => "v0",
+            };
+            let want: PortSpec = format!("{k}:{target}").parse().unwrap();
+            assert!(want.to_string().starts_with(&format!("{k}:")), "{want}");
+            for a in k.aliases() {
+                let got: PortSpec = format!("{a}:{target}").parse().unwrap();
+                assert_eq!(got, want, "{a}");
+            }
         }
-        assert_eq!(canonical_kind("tap"), None);
         let e = "af_xdp:v0,mode=native".parse::<PortSpec>().unwrap_err();
         assert!(e.contains("copy or zc"), "{e}");
     }
@@ -693,9 +690,18 @@ mod tests {
                 "veth0",
                 "expected memif:SOCKET, vhost_user:SOCKET, af_xdp:IFACE",
             ),
-            ("tap:t0", "expected memif, vhost_user, af_xdp or af_packet"),
+            (
+                "tap:t0",
+                "'tap:t0': port kind tap is not accepted here (expected one of memif, \
+                 vhost_user (or vhost-user, vhost), af_xdp (or afxdp), af_packet (or afpacket))",
+            ),
             ("memif:", "missing"),
-            ("tap:x", "unknown port kind"),
+            (
+                "af-xdp:v0",
+                "'af-xdp:v0': unknown port kind \"af-xdp\" (expected one of memif, \
+                 vhost_user (or vhost-user, vhost), af_xdp (or afxdp), af_packet (or afpacket))",
+            ),
+            ("tapp:x", "unknown port kind \"tapp\""),
             ("memif:/s,ring-size=1000", "power of two"),
             ("memif:/s,ring-size=32768", "power of two"),
             ("memif:/s,rings=0", "queues: 0 not in 1..=256"),

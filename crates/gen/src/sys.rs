@@ -1,6 +1,7 @@
 //! Every system call turnout-gen makes itself (the ports make their own in
 //! their `sys.rs`): the monotonic clock, CPU pinning and the SIGINT/SIGTERM
-//! flag. All `unsafe` of the crate lives here.
+//! flag. Every libc call of the crate is here; the crate's other
+//! `unsafe` blocks only call `fabric::OwnedTx::new`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

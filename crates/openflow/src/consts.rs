@@ -1,5 +1,8 @@
-//! Numbers of the OpenFlow 1.3 spec (`openflow.h`), grouped by enum.
-#![allow(missing_docs)]
+//! Numbers of the OpenFlow 1.3 spec (`openflow.h`), grouped by enum: one
+//! module per C enum, each member named as in the spec without the
+//! enum's prefix (`t::HELLO` is `OFPT_HELLO`). The members carry no doc
+//! comment of their own (each module allows `missing_docs`): their meaning
+//! is the spec's, under the name the module's doc gives.
 
 /// Wire version of OpenFlow 1.3.
 pub const VERSION: u8 = 4;
@@ -16,7 +19,8 @@ pub const TABLE_MAX: u8 = 0xfe;
 /// `OFPG_ANY`.
 pub const GROUP_ANY: u32 = 0xffff_ffff;
 
-/// Message types (`enum ofp_type`).
+/// Message types (`enum ofp_type`); members `OFPT_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod t {
     pub const HELLO: u8 = 0;
     pub const ERROR: u8 = 1;
@@ -48,7 +52,8 @@ pub mod t {
     pub const METER_MOD: u8 = 29;
 }
 
-/// `enum ofp_controller_role`.
+/// `enum ofp_controller_role`; members `OFPCR_ROLE_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod role {
     pub const NOCHANGE: u32 = 0;
     pub const EQUAL: u32 = 1;
@@ -56,13 +61,15 @@ pub mod role {
     pub const SLAVE: u32 = 3;
 }
 
-/// `OFPET_ROLE_REQUEST_FAILED` codes.
+/// `OFPET_ROLE_REQUEST_FAILED` codes; members `OFPRRFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod rrfc {
     pub const STALE: u16 = 0;
     pub const BAD_ROLE: u16 = 2;
 }
 
-/// Error types (`enum ofp_error_type`).
+/// Error types (`enum ofp_error_type`); members `OFPET_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod et {
     pub const HELLO_FAILED: u16 = 0;
     pub const BAD_REQUEST: u16 = 1;
@@ -79,25 +86,29 @@ pub mod et {
     pub const TABLE_FEATURES_FAILED: u16 = 13;
 }
 
-/// `OFPET_PORT_MOD_FAILED` codes.
+/// `OFPET_PORT_MOD_FAILED` codes; members `OFPPMFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod pmfc {
     pub const BAD_PORT: u16 = 0;
     pub const BAD_CONFIG: u16 = 2;
     pub const EPERM: u16 = 4;
 }
 
-/// `OFPET_TABLE_MOD_FAILED` codes.
+/// `OFPET_TABLE_MOD_FAILED` codes; members `OFPTMFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod tmfc {
     pub const BAD_TABLE: u16 = 0;
     pub const BAD_CONFIG: u16 = 1;
 }
 
-/// `OFPET_TABLE_FEATURES_FAILED` codes.
+/// `OFPET_TABLE_FEATURES_FAILED` codes; members `OFPTFFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod tffc {
     pub const EPERM: u16 = 5;
 }
 
-/// `OFPET_METER_MOD_FAILED` codes.
+/// `OFPET_METER_MOD_FAILED` codes; members `OFPMMFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod mmfc {
     pub const UNKNOWN: u16 = 0;
     pub const METER_EXISTS: u16 = 1;
@@ -113,19 +124,22 @@ pub mod mmfc {
     pub const OUT_OF_BANDS: u16 = 11;
 }
 
-/// `enum ofp_meter_mod_command`.
+/// `enum ofp_meter_mod_command`; members `OFPMC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod mc {
     pub const ADD: u16 = 0;
     pub const MODIFY: u16 = 1;
     pub const DELETE: u16 = 2;
 }
 
-/// `OFPET_HELLO_FAILED` codes.
+/// `OFPET_HELLO_FAILED` codes; members `OFPHFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod hfc {
     pub const INCOMPATIBLE: u16 = 0;
 }
 
-/// `OFPET_BAD_REQUEST` codes.
+/// `OFPET_BAD_REQUEST` codes; members `OFPBRC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod brc {
     pub const BAD_VERSION: u16 = 0;
     pub const BAD_TYPE: u16 = 1;
@@ -140,7 +154,8 @@ pub mod brc {
     pub const BAD_PACKET: u16 = 12;
 }
 
-/// `OFPET_BAD_ACTION` codes.
+/// `OFPET_BAD_ACTION` codes; members `OFPBAC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod bac {
     pub const BAD_TYPE: u16 = 0;
     pub const BAD_LEN: u16 = 1;
@@ -156,7 +171,8 @@ pub mod bac {
     pub const BAD_SET_ARGUMENT: u16 = 15;
 }
 
-/// `OFPET_BAD_INSTRUCTION` codes.
+/// `OFPET_BAD_INSTRUCTION` codes; members `OFPBIC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod bic {
     pub const UNKNOWN_INST: u16 = 0;
     pub const UNSUP_INST: u16 = 1;
@@ -166,7 +182,8 @@ pub mod bic {
     pub const BAD_LEN: u16 = 7;
 }
 
-/// `OFPET_BAD_MATCH` codes.
+/// `OFPET_BAD_MATCH` codes; members `OFPBMC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod bmc {
     pub const BAD_TYPE: u16 = 0;
     pub const BAD_LEN: u16 = 1;
@@ -178,7 +195,8 @@ pub mod bmc {
     pub const DUP_FIELD: u16 = 10;
 }
 
-/// `OFPET_FLOW_MOD_FAILED` codes.
+/// `OFPET_FLOW_MOD_FAILED` codes; members `OFPFMFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod fmfc {
     pub const UNKNOWN: u16 = 0;
     pub const TABLE_FULL: u16 = 1;
@@ -189,12 +207,14 @@ pub mod fmfc {
     pub const BAD_FLAGS: u16 = 7;
 }
 
-/// `OFPET_SWITCH_CONFIG_FAILED` codes.
+/// `OFPET_SWITCH_CONFIG_FAILED` codes; members `OFPSCFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod scfc {
     pub const BAD_FLAGS: u16 = 0;
 }
 
-/// Flow-mod commands (`enum ofp_flow_mod_command`).
+/// Flow-mod commands (`enum ofp_flow_mod_command`); members `OFPFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod fc {
     pub const ADD: u8 = 0;
     pub const MODIFY: u8 = 1;
@@ -203,17 +223,21 @@ pub mod fc {
     pub const DELETE_STRICT: u8 = 4;
 }
 
-/// Flow-mod flags (`enum ofp_flow_mod_flags`).
+/// Flow-mod flags (`enum ofp_flow_mod_flags`); members `OFPFF_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod ff {
     pub const SEND_FLOW_REM: u16 = 1 << 0;
     pub const CHECK_OVERLAP: u16 = 1 << 1;
     pub const RESET_COUNTS: u16 = 1 << 2;
     pub const NO_PKT_COUNTS: u16 = 1 << 3;
     pub const NO_BYT_COUNTS: u16 = 1 << 4;
+    /// Not the spec's: every flag above; a flow-mod with a bit outside it
+    /// is refused (`OFPFMFC_BAD_FLAGS`).
     pub const ALL: u16 = 0x1f;
 }
 
-/// Reserved port numbers (`enum ofp_port_no`).
+/// Reserved port numbers (`enum ofp_port_no`); members `OFPP_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod port {
     pub const MAX: u32 = 0xffff_ff00;
     pub const IN_PORT: u32 = 0xffff_fff8;
@@ -226,7 +250,8 @@ pub mod port {
     pub const ANY: u32 = 0xffff_ffff;
 }
 
-/// Instruction types (`enum ofp_instruction_type`).
+/// Instruction types (`enum ofp_instruction_type`); members `OFPIT_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod it {
     pub const GOTO_TABLE: u16 = 1;
     pub const WRITE_METADATA: u16 = 2;
@@ -237,7 +262,8 @@ pub mod it {
     pub const EXPERIMENTER: u16 = 0xffff;
 }
 
-/// Action types (`enum ofp_action_type`).
+/// Action types (`enum ofp_action_type`); members `OFPAT_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod at {
     pub const OUTPUT: u16 = 0;
     pub const COPY_TTL_OUT: u16 = 11;
@@ -256,7 +282,8 @@ pub mod at {
     pub const EXPERIMENTER: u16 = 0xffff;
 }
 
-/// Multipart types (`enum ofp_multipart_type`).
+/// Multipart types (`enum ofp_multipart_type`); members `OFPMP_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod mp {
     pub const DESC: u16 = 0;
     pub const FLOW: u16 = 1;
@@ -276,7 +303,9 @@ pub mod mp {
     pub const MORE: u16 = 1;
 }
 
-/// OXM classes and `OFPXMC_OPENFLOW_BASIC` fields (`enum oxm_ofb_match_fields`).
+/// OXM class `OFPXMC_OPENFLOW_BASIC` (`CLASS_BASIC`) and its fields
+/// (`enum oxm_ofb_match_fields`); members `OFPXMT_OFB_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod oxm {
     pub const CLASS_BASIC: u16 = 0x8000;
     pub const IN_PORT: u8 = 0;

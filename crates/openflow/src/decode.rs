@@ -507,20 +507,39 @@ pub fn decode_instructions(b: &[u8]) -> Result<Vec<Instruction>, OfpError> {
 /// `struct ofp_flow_mod`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowMod {
+    /// Opaque value the controller chose; stored with the flow and shown in
+    /// its stats, flow-removed and packet-ins.
     pub cookie: u64,
+    /// Modify and delete: the cookie bits a flow must match (`cookie &
+    /// cookie_mask`); 0 matches any cookie.
     pub cookie_mask: u64,
+    /// Table the flow goes into (add) or is looked up in; `TABLE_ALL`
+    /// selects every table for a delete.
     pub table_id: u8,
     /// `OFPFC_*`.
     pub command: u8,
+    /// Seconds without a matching packet before the flow is removed; 0:
+    /// never.
     pub idle_timeout: u16,
+    /// Seconds after installation before the flow is removed; 0: never.
     pub hard_timeout: u16,
+    /// Among flows whose matches overlap, the higher priority wins; strict
+    /// modify and delete compare it too.
     pub priority: u16,
+    /// A packet buffered by the switch to run through the flow once added;
+    /// `NO_BUFFER` for none.
     pub buffer_id: u32,
+    /// Delete: only flows with an output to this port (`port::ANY`: no
+    /// such condition).
     pub out_port: u32,
+    /// Delete: only flows with an output to this group (`GROUP_ANY`: no
+    /// such condition).
     pub out_group: u32,
     /// `OFPFF_*`.
     pub flags: u16,
+    /// The match, as OXM fields in the order received.
     pub matches: Vec<Oxm>,
+    /// Instructions, at most one of each kind.
     pub instructions: Vec<Instruction>,
 }
 
@@ -599,34 +618,50 @@ fn decode_flow_mod(r: &mut Reader<'_>) -> Result<FlowMod, OfpError> {
 /// Body of a flow or aggregate stats request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowStatsRequest {
+    /// Table to report (`TABLE_ALL`: every table).
     pub table_id: u8,
+    /// Only flows with an output to this port (`port::ANY`: any).
     pub out_port: u32,
+    /// Only flows with an output to this group (`GROUP_ANY`: any).
     pub out_group: u32,
+    /// Only flows whose cookie equals this under `cookie_mask`.
     pub cookie: u64,
+    /// Cookie bits compared; 0 compares none.
     pub cookie_mask: u64,
+    /// Only flows whose match is this one or narrower (non-strict).
     pub matches: Vec<Oxm>,
 }
 
 /// A multipart request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MultipartRequest {
+    /// Switch description (`OFPMP_DESC`).
     Desc,
+    /// Statistics of each flow selected (`OFPMP_FLOW`).
     Flow(FlowStatsRequest),
+    /// Packet, byte and flow counts summed over the flows selected
+    /// (`OFPMP_AGGREGATE`).
     Aggregate(FlowStatsRequest),
+    /// Statistics of each table (`OFPMP_TABLE`).
     Table,
     /// Port stats of one port (`OFPP_ANY`: all).
     PortStats(u32),
+    /// Description of every port (`OFPMP_PORT_DESC`).
     PortDesc,
     /// Table features (a request with a body, which would set features, is refused).
     TableFeatures,
     /// Group statistics of one group (`OFPG_ALL`: all).
     Group(u32),
+    /// Buckets of every group (`OFPMP_GROUP_DESC`).
     GroupDesc,
+    /// Group types and limits the switch supports (`OFPMP_GROUP_FEATURES`).
     GroupFeatures,
     /// Meter statistics of one meter (`OFPM_ALL`: all).
     Meter(u32),
     /// Meter configuration of one meter (`OFPM_ALL`: all).
     MeterConfig(u32),
+    /// Meter band types and limits the switch supports
+    /// (`OFPMP_METER_FEATURES`).
     MeterFeatures,
 }
 
@@ -724,9 +759,15 @@ fn decode_multipart(r: &mut Reader<'_>) -> Result<(u16, MultipartRequest), OfpEr
 /// `struct ofp_packet_out`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PacketOut {
+    /// A packet buffered by the switch to send; `NO_BUFFER`: the packet is
+    /// `data`.
     pub buffer_id: u32,
+    /// Port the packet is taken to have come in on (`port::CONTROLLER`
+    /// for none), for `IN_PORT` outputs and flooding.
     pub in_port: u32,
+    /// Actions applied to the packet.
     pub actions: Vec<Action>,
+    /// The frame, when `buffer_id` is `NO_BUFFER`.
     pub data: Vec<u8>,
 }
 
@@ -735,8 +776,11 @@ pub struct PacketOut {
 /// slave role (`[1]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AsyncConfig {
+    /// Packet-in reasons (`OFPR_*`).
     pub packet_in: [u32; 2],
+    /// Port-status reasons (`OFPPR_*`).
     pub port_status: [u32; 2],
+    /// Flow-removed reasons (`OFPRR_*`).
     pub flow_removed: [u32; 2],
 }
 
@@ -759,33 +803,58 @@ pub enum Message {
     /// Versions from the bitmap element, if the hello carried one (bit n =
     /// version n, versions 0..=31).
     Hello(Option<u32>),
+    /// An error message (`OFPT_ERROR`).
     Error {
+        /// Error type (`et::*`).
         kind: u16,
+        /// Error code, per type (`brc::*`, `bac::*`, ...).
         code: u16,
+        /// What the type says; for most, the start of the message that
+        /// failed.
         data: Vec<u8>,
     },
+    /// An echo request with its arbitrary payload.
     EchoRequest(Vec<u8>),
+    /// An echo reply with the payload of the request.
     EchoReply(Vec<u8>),
+    /// Asks for the datapath id, buffer and table counts and capabilities.
     FeaturesRequest,
+    /// Asks for the switch configuration (flags, `miss_send_len`).
     GetConfigRequest,
+    /// Sets the switch configuration.
     SetConfig {
+        /// `OFPC_FRAG_*` (IP fragment handling); only bits 0 and 1 are accepted.
         flags: u16,
+        /// Bytes of a frame sent in a packet-in (`OFPCML_NO_BUFFER`: the whole
+        /// frame).
         miss_send_len: u16,
     },
+    /// Adds, modifies or deletes flows.
     FlowMod(FlowMod),
+    /// A multipart (statistics or description) request.
     Multipart {
+        /// `OFPMPF_REQ_MORE` if more parts of the request follow.
         flags: u16,
+        /// What is asked.
         req: MultipartRequest,
     },
+    /// Asks for a reply once every earlier message is processed.
     BarrierRequest,
+    /// Sends a frame through a list of actions.
     PacketOut(PacketOut),
+    /// Adds, modifies or deletes a group.
     GroupMod(crate::group::GroupMod),
     /// `OFPT_ROLE_REQUEST` (`role::*`).
     RoleRequest {
+        /// The role asked for (`role::*`).
         role: u32,
+        /// The controllers' election generation; a master or slave request
+        /// with an older one than seen before is refused as stale.
         generation_id: u64,
     },
+    /// Asks for the connection's asynchronous message filter.
     GetAsyncRequest,
+    /// Sets the connection's asynchronous message filter.
     SetAsync(AsyncConfig),
     /// `OFPT_METER_MOD`.
     MeterMod(crate::meter::MeterMod),

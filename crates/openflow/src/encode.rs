@@ -14,26 +14,32 @@ impl Msg {
         v.extend_from_slice(&xid.to_be_bytes());
         Msg(v)
     }
+    /// Appends one byte.
     pub fn u8(&mut self, x: u8) -> &mut Msg {
         self.0.push(x);
         self
     }
+    /// Appends `x` in network byte order (2 bytes).
     pub fn u16(&mut self, x: u16) -> &mut Msg {
         self.0.extend_from_slice(&x.to_be_bytes());
         self
     }
+    /// Appends `x` in network byte order (4 bytes).
     pub fn u32(&mut self, x: u32) -> &mut Msg {
         self.0.extend_from_slice(&x.to_be_bytes());
         self
     }
+    /// Appends `x` in network byte order (8 bytes).
     pub fn u64(&mut self, x: u64) -> &mut Msg {
         self.0.extend_from_slice(&x.to_be_bytes());
         self
     }
+    /// Appends `b` as is.
     pub fn bytes(&mut self, b: &[u8]) -> &mut Msg {
         self.0.extend_from_slice(b);
         self
     }
+    /// Appends `n` zero bytes (padding, reserved fields).
     pub fn zeros(&mut self, n: usize) -> &mut Msg {
         self.0.resize(self.0.len() + n, 0);
         self
@@ -95,9 +101,13 @@ pub fn barrier_reply(xid: u32) -> Vec<u8> {
 
 /// Capability bits of the features reply (`enum ofp_capabilities`).
 pub mod cap {
+    /// `OFPC_FLOW_STATS`: flow statistics.
     pub const FLOW_STATS: u32 = 1 << 0;
+    /// `OFPC_TABLE_STATS`: table statistics.
     pub const TABLE_STATS: u32 = 1 << 1;
+    /// `OFPC_PORT_STATS`: port statistics.
     pub const PORT_STATS: u32 = 1 << 2;
+    /// `OFPC_GROUP_STATS`: group statistics.
     pub const GROUP_STATS: u32 = 1 << 3;
 }
 
@@ -302,17 +312,29 @@ pub fn desc_body(mfr: &str, hw: &str, sw: &str, serial: &str, dp: &str) -> Vec<u
 /// One flow's statistics (`struct ofp_flow_stats`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowStats {
+    /// Table the flow is in.
     pub table_id: u8,
+    /// Whole seconds since the flow was installed.
     pub duration_sec: u32,
+    /// Nanoseconds beyond `duration_sec`.
     pub duration_nsec: u32,
+    /// The flow's priority.
     pub priority: u16,
+    /// Idle timeout in seconds (0: none).
     pub idle_timeout: u16,
+    /// Hard timeout in seconds (0: none).
     pub hard_timeout: u16,
+    /// `OFPFF_*` the flow was added with.
     pub flags: u16,
+    /// The controller's cookie of the flow.
     pub cookie: u64,
+    /// Packets that matched the flow.
     pub packet_count: u64,
+    /// Bytes of those packets.
     pub byte_count: u64,
+    /// The flow's match (OXM fields).
     pub matches: Vec<Oxm>,
+    /// The flow's instructions.
     pub instructions: Vec<Instruction>,
 }
 
@@ -340,8 +362,11 @@ pub fn flow_stats_entry(f: &FlowStats) -> Vec<u8> {
 /// What one table supports, for a table features reply.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TableFeatures {
+    /// The table's number.
     pub table_id: u8,
+    /// Its name (at most 31 bytes are sent).
     pub name: String,
+    /// Most flows it holds.
     pub max_entries: u32,
     /// `OFPIT_*` the table takes.
     pub instructions: Vec<u16>,
@@ -418,14 +443,23 @@ pub fn table_stats_entry(table: u8, active: u32, lookups: u64, matched: u64) -> 
 /// on the wire as the spec asks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortStats {
+    /// OpenFlow port number.
     pub port_no: u32,
+    /// Frames received.
     pub rx_packets: u64,
+    /// Frames sent.
     pub tx_packets: u64,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Received frames dropped.
     pub rx_dropped: u64,
+    /// Frames dropped on their way out.
     pub tx_dropped: u64,
+    /// Whole seconds the port has been alive.
     pub duration_sec: u32,
+    /// Nanoseconds beyond `duration_sec`.
     pub duration_nsec: u32,
 }
 
@@ -448,13 +482,17 @@ pub fn port_stats_entry(p: &PortStats) -> Vec<u8> {
 /// A port's description (`struct ofp_port`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortDesc {
+    /// OpenFlow port number.
     pub port_no: u32,
+    /// The port's MAC address.
     pub hw_addr: [u8; 6],
+    /// Its name (at most 15 bytes are sent).
     pub name: String,
     /// `OFPPC_*`.
     pub config: u32,
     /// `OFPPS_*` (`OFPPS_LINK_DOWN` = 1, `OFPPS_LIVE` = 4).
     pub state: u32,
+    /// Speed in kbit/s, sent as both current and maximum speed.
     pub curr_speed_kbps: u32,
 }
 

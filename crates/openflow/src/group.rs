@@ -11,14 +11,16 @@ pub const GROUP_MAX: u32 = 0xffff_ff00;
 /// `OFPG_ALL`: every group (group-mod delete, group stats).
 pub const GROUP_ALL: u32 = 0xffff_fffc;
 
-/// `enum ofp_group_mod_command`.
+/// `enum ofp_group_mod_command`; members `OFPGC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod gc {
     pub const ADD: u16 = 0;
     pub const MODIFY: u16 = 1;
     pub const DELETE: u16 = 2;
 }
 
-/// `enum ofp_group_type`.
+/// `enum ofp_group_type`; members `OFPGT_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod gt {
     pub const ALL: u8 = 0;
     pub const SELECT: u8 = 1;
@@ -26,7 +28,8 @@ pub mod gt {
     pub const FF: u8 = 3;
 }
 
-/// `OFPET_GROUP_MOD_FAILED` codes.
+/// `OFPET_GROUP_MOD_FAILED` codes; members `OFPGMFC_*`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod gmfc {
     pub const GROUP_EXISTS: u16 = 0;
     pub const INVALID_GROUP: u16 = 1;
@@ -67,18 +70,29 @@ pub const GMFC_NAMES: &[&str] = &[
 /// `struct ofp_bucket`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bucket {
+    /// Select groups: the bucket's share of traffic, relative to the
+    /// other buckets' weights (defined for select groups only).
     pub weight: u16,
+    /// Fast-failover: the port whose liveness decides whether the bucket is
+    /// used (`port::ANY`: none).
     pub watch_port: u32,
+    /// Fast-failover: the group whose liveness decides whether the bucket
+    /// is used (`GROUP_ANY`: none).
     pub watch_group: u32,
+    /// Actions applied to the packet copy this bucket gets.
     pub actions: Vec<Action>,
 }
 
 /// `struct ofp_group_mod`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupMod {
+    /// `OFPGC_*` (`gc::*`).
     pub command: u16,
+    /// `OFPGT_*` (`gt::*`).
     pub kind: u8,
+    /// The group (at most [`GROUP_MAX`]; [`GROUP_ALL`] in a delete).
     pub group_id: u32,
+    /// The buckets, in order.
     pub buckets: Vec<Bucket>,
 }
 
@@ -156,11 +170,17 @@ pub fn group_desc_entry(kind: u8, group_id: u32, buckets: &[Bucket]) -> Vec<u8> 
 /// One group's statistics (`struct ofp_group_stats`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupStats {
+    /// The group.
     pub group_id: u32,
+    /// Flows and groups that forward to it.
     pub ref_count: u32,
+    /// Packets it processed.
     pub packet_count: u64,
+    /// Bytes of those packets.
     pub byte_count: u64,
+    /// Whole seconds since the group was added.
     pub duration_sec: u32,
+    /// Nanoseconds beyond `duration_sec`.
     pub duration_nsec: u32,
     /// (packets, bytes) per bucket.
     pub buckets: Vec<(u64, u64)>,

@@ -20,6 +20,7 @@
 //! messages with `OFPMPF_REPLY_MORE` past 64 KiB), barrier reply,
 //! port-status, packet-in, flow-removed, the match/instruction/action
 //! structures of flow stats, and the group and meter replies.
+#![warn(missing_docs)]
 
 pub mod consts;
 mod decode;

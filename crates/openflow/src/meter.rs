@@ -31,6 +31,7 @@ pub mod mbt {
 
 /// `OFPM_MAX`, the highest meter id a meter-mod may name; and the
 /// virtual meters `OFPM_SLOWPATH`, `OFPM_CONTROLLER`, `OFPM_ALL`.
+#[allow(missing_docs)] // spec names, documented by the spec (module doc)
 pub mod meter_id {
     pub const MAX: u32 = 0xffff_0000;
     pub const SLOWPATH: u32 = 0xffff_fffd;
@@ -76,7 +77,9 @@ pub struct MeterMod {
     pub command: u16,
     /// `OFPMF_*`.
     pub flags: u16,
+    /// The meter (1 to `meter_id::MAX`; `meter_id::ALL` in a delete).
     pub meter_id: u32,
+    /// Its bands, as given.
     pub bands: Vec<Band>,
 }
 
@@ -159,11 +162,17 @@ pub fn meter_config_entry(flags: u16, meter_id: u32, bands: &[Band]) -> Vec<u8> 
 /// One meter's statistics (`struct ofp_meter_stats`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MeterStats {
+    /// The meter.
     pub meter_id: u32,
+    /// Flows that use it.
     pub flow_count: u32,
+    /// Packets that entered it.
     pub packet_in_count: u64,
+    /// Bytes of those packets.
     pub byte_in_count: u64,
+    /// Whole seconds since the meter was added.
     pub duration_sec: u32,
+    /// Nanoseconds beyond `duration_sec`.
     pub duration_nsec: u32,
     /// (packets, bytes) per band: what the band acted on.
     pub bands: Vec<(u64, u64)>,

@@ -138,7 +138,7 @@ print(json.dumps(json.loads(buf)["result"]))
 PY
 }
 
-ip netns exec "$RCV" "$GEN" rx --port "afxdp:$R" --cpu 0 --json "$TMP/rx.json" > /dev/null 2>&1 &
+ip netns exec "$RCV" "$GEN" rx --port "af_xdp:$R" --cpu 0 --json "$TMP/rx.json" > /dev/null 2>&1 &
 RXPID=$!; BG+=("$RXPID")
 sleep 1
 if [ -n "${RX_THREADED:-}" ]; then
@@ -171,7 +171,7 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 sleep 0.5
 T1=$(date +%s.%N)
-ip netns exec "$SND" "$GEN" tx --port "afxdp:$S" --size "$SIZE" --rate-pps "$RATE" --count "$FRAMES" \
+ip netns exec "$SND" "$GEN" tx --port "af_xdp:$S" --size "$SIZE" --rate-pps "$RATE" --count "$FRAMES" \
     --cpu 0 --json "$TMP/tx.json" > /dev/null 2> "$TMP/tx.err" || { echo "tx failed: $(cat "$TMP/tx.err")" >&2; exit 1; }
 sleep 0.5
 T2=$(date +%s.%N)

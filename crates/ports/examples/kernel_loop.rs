@@ -76,24 +76,27 @@ fn parse() -> Result<Args, String> {
 }
 
 fn open(args: &Args, name: &str, ifname: &str) -> Result<Arc<dyn Port>, String> {
-    let r: Arc<dyn Port> = match args.kind.as_str() {
-        "af_xdp" => {
+    use ports::PortKind;
+    let kinds = [PortKind::AfXdp, PortKind::AfPacket, PortKind::Tap];
+    let kind = PortKind::parse_among(&args.kind, &kinds).map_err(|e| format!("--type: {e}"))?;
+    let r: Arc<dyn Port> = match kind {
+        PortKind::AfXdp => {
             let mut c = AfXdpConfig::new(ifname);
             c.queues = args.queues;
             c.attach = args.attach;
             Arc::new(AfXdpPort::open(name, c).map_err(|e| e.to_string())?)
         }
-        "af_packet" => {
+        PortKind::AfPacket => {
             let mut c = AfPacketConfig::new(ifname);
             c.queues = args.queues;
             Arc::new(AfPacketPort::open(name, c).map_err(|e| e.to_string())?)
         }
-        "tap" => {
+        PortKind::Tap => {
             let mut c = TapConfig::new(ifname);
             c.queues = args.queues;
             Arc::new(TapPort::open(name, c).map_err(|e| e.to_string())?)
         }
-        o => return Err(format!("unknown port type {o}")),
+        o => return Err(format!("--type: {o} is not a kernel port")),
     };
     Ok(r)
 }

@@ -54,12 +54,12 @@ one() {
     local vp=$!
     PIDS+=("$vp")
     for _ in $(seq 1 600); do [ -S "$a" ] && [ -S "$b" ] && break; sleep 0.1; done
-    "$GEN" rx --port "vhost-user:$b,queue-size=32768" --duration-s $((SECS + 6)) --wait-peer-s 30 \
+    "$GEN" rx --port "vhost_user:$b,queue-size=32768" --duration-s $((SECS + 6)) --wait-peer-s 30 \
         --json "$D/$tag-rx.json" >/dev/null 2>"$D/$tag-rx.err" &
     local rp=$!
     PIDS+=("$rp")
     sleep 1
-    "$GEN" tx --port "vhost-user:$a" --size "$size" --duration-s "$SECS" --wait-peer-s 30 \
+    "$GEN" tx --port "vhost_user:$a" --size "$size" --duration-s "$SECS" --wait-peer-s 30 \
         --stall-s 30 --json "$D/$tag-tx.json" >/dev/null 2>"$D/$tag-tx.err"
     wait "$rp"
     wait "$vp"

@@ -17,6 +17,8 @@ use std::path::Path;
 use serde::de::{self, IntoDeserializer, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::kind::PortKind;
+
 /// A configuration value out of range: the key and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ConfigError {
@@ -59,20 +61,26 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The settings of one port, tagged by `kind`.
+/// The settings of one port, tagged by `kind`. Read through
+/// [`PortConfig::from_kind`] (turnoutd, turnout-gen) or serde (the
+/// variants carry [`PortKind::aliases`] as serde aliases too; a test
+/// checks that the two lists agree).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PortConfig {
     /// memif interface (turnoutd serves the socket).
     Memif(crate::memif::MemifSpec),
     /// AF_XDP sockets on a kernel interface.
+    #[serde(alias = "afxdp")]
     AfXdp(crate::af_xdp::AfXdpConfig),
     /// AF_PACKET (TPACKET_V3) sockets on a kernel interface.
+    #[serde(alias = "afpacket")]
     AfPacket(crate::af_packet::AfPacketConfig),
     /// TAP device: the host-stack port.
     Tap(crate::tap::TapConfig),
     /// vhost-user backend.
     #[cfg(feature = "vhost")]
+    #[serde(alias = "vhost-user", alias = "vhost")]
     VhostUser(crate::vhost_user::VhostUserConfig),
     /// VXLAN tunnel endpoint.
     Vxlan(crate::tunnel::TunnelSpec),
@@ -80,51 +88,53 @@ pub enum PortConfig {
     Geneve(crate::tunnel::TunnelSpec),
 }
 
-/// Every port kind, as the `kind` key spells it.
-#[cfg(feature = "vhost")]
-pub const KINDS: &[&str] = &[
-    "memif",
-    "af_xdp",
-    "af_packet",
-    "tap",
-    "vhost_user",
-    "vxlan",
-    "geneve",
-];
-/// Every port kind, as the `kind` key spells it.
-#[cfg(not(feature = "vhost"))]
-pub const KINDS: &[&str] = &["memif", "af_xdp", "af_packet", "tap", "vxlan", "geneve"];
+/// Every port kind, as the `kind` key spells it (whether this build has
+/// its backend or not: [`PortKind::built`]); derived from [`PortKind`],
+/// which also knows the older spellings.
+pub const KINDS: &[&str] = &crate::kind::NAMES;
 
 impl PortConfig {
-    /// Deserializes the settings of a port of kind `kind` from `d` (a table
-    /// without the `kind` key). An unknown kind is an error listing
-    /// [`KINDS`].
+    /// Deserializes the settings of a port of kind `kind` (any spelling
+    /// [`PortKind::parse`] reads) from `d` (a table without the `kind`
+    /// key). An unknown kind is an error listing the accepted spellings.
     pub fn from_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
+        let kind = PortKind::parse(kind).map_err(<D::Error as de::Error>::custom)?;
         Ok(match kind {
-            "memif" => Self::Memif(Deserialize::deserialize(d)?),
-            "af_xdp" => Self::AfXdp(Deserialize::deserialize(d)?),
-            "af_packet" => Self::AfPacket(Deserialize::deserialize(d)?),
-            "tap" => Self::Tap(Deserialize::deserialize(d)?),
+            PortKind::Memif => Self::Memif(Deserialize::deserialize(d)?),
+            PortKind::AfXdp => Self::AfXdp(Deserialize::deserialize(d)?),
+            PortKind::AfPacket => Self::AfPacket(Deserialize::deserialize(d)?),
+            PortKind::Tap => Self::Tap(Deserialize::deserialize(d)?),
             #[cfg(feature = "vhost")]
-            "vhost_user" => Self::VhostUser(Deserialize::deserialize(d)?),
-            "vxlan" => Self::Vxlan(Deserialize::deserialize(d)?),
-            "geneve" => Self::Geneve(Deserialize::deserialize(d)?),
-            other => return Err(de::Error::custom(unknown_kind(other))),
+            PortKind::VhostUser => Self::VhostUser(Deserialize::deserialize(d)?),
+            #[cfg(not(feature = "vhost"))]
+            PortKind::VhostUser => {
+                return Err(de::Error::custom(
+                    "port kind vhost_user is not available in this build (the ports crate \
+                     without its vhost feature)",
+                ))
+            }
+            PortKind::Vxlan => Self::Vxlan(Deserialize::deserialize(d)?),
+            PortKind::Geneve => Self::Geneve(Deserialize::deserialize(d)?),
         })
     }
 
-    /// The `kind` key.
-    pub fn kind(&self) -> &'static str {
+    /// The port's kind.
+    pub fn port_kind(&self) -> PortKind {
         match self {
-            Self::Memif(_) => "memif",
-            Self::AfXdp(_) => "af_xdp",
-            Self::AfPacket(_) => "af_packet",
-            Self::Tap(_) => "tap",
+            Self::Memif(_) => PortKind::Memif,
+            Self::AfXdp(_) => PortKind::AfXdp,
+            Self::AfPacket(_) => PortKind::AfPacket,
+            Self::Tap(_) => PortKind::Tap,
             #[cfg(feature = "vhost")]
-            Self::VhostUser(_) => "vhost_user",
-            Self::Vxlan(_) => "vxlan",
-            Self::Geneve(_) => "geneve",
+            Self::VhostUser(_) => PortKind::VhostUser,
+            Self::Vxlan(_) => PortKind::Vxlan,
+            Self::Geneve(_) => PortKind::Geneve,
         }
+    }
+
+    /// The `kind` key, as turnoutd spells it.
+    pub fn kind(&self) -> &'static str {
+        self.port_kind().name()
     }
 
     /// Configured queue pairs.
@@ -175,14 +185,6 @@ impl PortConfig {
             }
         }
     }
-}
-
-/// The error for a `kind` that is none of [`KINDS`].
-pub fn unknown_kind(kind: &str) -> String {
-    format!(
-        "unknown port kind {kind:?} (expected one of {})",
-        KINDS.join(", ")
-    )
 }
 
 /// `value` in `1..=max` queue pairs.
@@ -426,6 +428,66 @@ mod tests {
         assert!(
             e.to_string().starts_with("unknown port kind \"memfi\""),
             "{e}"
+        );
+    }
+
+    /// A table of each kind (the least it needs), with `kind` spelled `spelling`.
+    fn table(kind: PortKind, spelling: &str) -> serde_json::Value {
+        use serde_json::json;
+        let underlay = json!({"kind": "af_packet", "iface": "u0"});
+        let mut t = match kind {
+            PortKind::Memif | PortKind::VhostUser => json!({"socket": "/s"}),
+            PortKind::AfXdp | PortKind::AfPacket | PortKind::Tap => json!({"iface": "v0"}),
+            PortKind::Vxlan | PortKind::Geneve => {
+                json!({"vni": 5, "local_ip": "192.0.2.1", "underlay": underlay})
+            }
+        };
+        t["kind"] = spelling.into();
+        t
+    }
+
+    #[test]
+    fn every_spelling_of_a_kind_reads_as_the_kind() {
+        for kind in crate::kind::ALL.into_iter().filter(|k| k.built()) {
+            let canonical = table(kind, kind.name());
+            let mut rest = canonical.clone();
+            rest.as_object_mut().unwrap().remove("kind");
+            let want = PortConfig::from_kind(kind.name(), rest.clone()).unwrap();
+            assert_eq!(want.port_kind(), kind);
+            assert_eq!(want.kind(), kind.name());
+            // serde's tag and from_kind agree, for every spelling: the serde
+            // aliases on the variants are PortKind's aliases
+            assert_eq!(
+                serde_json::from_value::<PortConfig>(canonical).unwrap(),
+                want
+            );
+            for a in kind.aliases() {
+                let got = PortConfig::from_kind(a, rest.clone()).unwrap();
+                assert_eq!(got, want, "{a}");
+                assert_eq!(got.kind(), kind.name(), "{a}");
+                let by_serde: PortConfig = serde_json::from_value(table(kind, a)).unwrap();
+                assert_eq!(by_serde, want, "{a}");
+                // written back in the canonical spelling
+                assert_eq!(serde_json::to_value(&got).unwrap()["kind"], kind.name());
+            }
+        }
+        // a tunnel's underlay takes the same spellings of its two kinds
+        for kind in [PortKind::AfPacket, PortKind::AfXdp] {
+            let want: crate::tunnel::UnderlaySpec =
+                serde_json::from_value(table(kind, kind.name())).unwrap();
+            for a in kind.aliases() {
+                let got: crate::tunnel::UnderlaySpec =
+                    serde_json::from_value(table(kind, a)).unwrap();
+                assert_eq!(got, want, "{a}");
+            }
+        }
+        let e = PortConfig::from_kind("af-xdp", serde_json::json!({"iface": "v0"}))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "unknown port kind \"af-xdp\" (expected one of memif, af_xdp (or afxdp), \
+             af_packet (or afpacket), tap, vhost_user (or vhost-user, vhost), vxlan, geneve)"
         );
     }
 

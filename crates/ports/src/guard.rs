@@ -646,8 +646,8 @@ mod tests {
         assert!(fd >= 0);
         // SAFETY: a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: plain syscall on our descriptor.
         assert_eq!(
+            // SAFETY: plain syscall on our descriptor.
             unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) },
             0
         );
@@ -671,8 +671,8 @@ mod tests {
     }
 
     fn truncate(fd: &OwnedFd, len: usize) {
-        // SAFETY: plain syscall on our descriptor.
         assert_eq!(
+            // SAFETY: plain syscall on our descriptor.
             unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) },
             0
         );

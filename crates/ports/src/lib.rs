@@ -1,8 +1,11 @@
 //! Port backends.
+#![warn(missing_docs)]
+
 pub mod af_packet;
 pub mod af_xdp;
 pub mod config;
 pub mod guard;
+pub mod kind;
 pub mod memif;
 pub mod netdev;
 mod retire;
@@ -12,3 +15,4 @@ pub mod tunnel;
 pub mod vhost_user;
 
 pub use config::{ConfigError, PortConfig};
+pub use kind::PortKind;

@@ -22,6 +22,7 @@
 //!     // ...
 //! }
 //! ```
+#![warn(missing_docs)]
 
 use std::path::{Path, PathBuf};
 

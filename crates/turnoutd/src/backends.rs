@@ -16,27 +16,27 @@ use ports::memif::{MemifServer, ServerConfig};
 
 use crate::config::{PortConfig, PortSpec, TunnelSpec, UnderlaySpec};
 
-/// Port kinds this build can open.
-pub const AVAILABLE: &[&str] = &[
-    "memif",
-    "af_xdp",
-    "af_packet",
-    "tap",
-    "vhost_user",
-    "vxlan",
-    "geneve",
-];
-
-/// Whether `kind` is built in.
+/// Whether `kind` (any spelling `ports::PortKind::parse` reads) is built
+/// in: every kind of `ports::PortConfig` is opened by [`Backends::open`],
+/// so this is what the `ports` crate was built with.
 pub fn available(kind: &str) -> bool {
-    AVAILABLE.contains(&kind)
+    ports::PortKind::parse(kind).is_ok_and(ports::PortKind::built)
+}
+
+/// Port kinds this build can open, derived from `ports::PortKind`.
+pub fn available_kinds() -> Vec<&'static str> {
+    ports::kind::ALL
+        .into_iter()
+        .filter(|k| k.built())
+        .map(ports::PortKind::name)
+        .collect()
 }
 
 /// The error for a kind that is not built in.
 pub fn unavailable_message(kind: &str) -> String {
     format!(
         "port kind {kind} is not available in this build (available: {})",
-        AVAILABLE.join(", ")
+        available_kinds().join(", ")
     )
 }
 

@@ -35,7 +35,8 @@ pub const DEFAULT_CONTROL_SOCKET: &str = "/run/turnout/turnoutd.sock";
 pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
 /// Default metrics port when only a port is given.
 pub const DEFAULT_METRICS_PORT: u16 = 9469;
-/// Port kinds the config knows, built in or not.
+/// Port kinds the config knows, built in or not, as `kind` spells them
+/// (the older spellings `ports::PortKind::parse` reads are accepted too).
 pub const PORT_KINDS: &[&str] = ports::config::KINDS;
 /// Longest port name.
 pub const MAX_PORT_NAME: usize = 64;
@@ -372,15 +373,11 @@ impl PortConfig {
                 ))
             }
         };
-        if !PORT_KINDS.contains(&kind.as_str()) {
-            return Err(ConfigError::new(
-                join(path, "kind"),
-                ports::config::unknown_kind(&kind),
-            ));
-        }
+        let kind = ports::PortKind::parse(&kind)
+            .map_err(|e| ConfigError::new(join(path, "kind"), e.to_string()))?;
         let mut track = serde_path_to_error::Track::new();
         let de = serde_path_to_error::Deserializer::new(Value::Object(rest), &mut track);
-        let spec = PortSpec::from_kind(&kind, de).map_err(|e| {
+        let spec = PortSpec::from_kind(kind.name(), de).map_err(|e| {
             let p = track.path().to_string();
             ConfigError::new(
                 if p == "." {
@@ -948,7 +945,7 @@ client = true
             ("[[ports]]\nkind = \"memif\"\n", "config: ports[0]: missing key \"name\""),
             ("[[ports]]\nname = \"a b\"\nkind = \"memif\"\n", "config: ports[0].name: \"a b\" contains ' ' (allowed: letters, digits, '_', '.', ':', '-')"),
             ("[[ports]]\nname = \"a\"\n", "config: ports[0]: missing key \"kind\""),
-            ("[[ports]]\nname = \"a\"\nkind = \"memfi\"\n", "config: ports[0].kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve)"),
+            ("[[ports]]\nname = \"a\"\nkind = \"memfi\"\n", "config: ports[0].kind: unknown port kind \"memfi\" (expected one of memif, af_xdp (or afxdp), af_packet (or afpacket), tap, vhost_user (or vhost-user, vhost), vxlan, geneve)"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\n", "config: ports[0]: missing field `socket`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nrings = 4\n", "config: ports[0].rings: unknown field `rings`, expected one of `socket`, `id`, `secret`, `queues`, `ring_size`, `buffer_size`, `max_frame_b`"),
             ("[[ports]]\nname = \"a\"\nkind = \"memif\"\nsocket = \"/s\"\nring_size = 1000\n", "config: ports[0].ring_size: 1000 is not a power of two in 2..=16384"),
@@ -1154,6 +1151,80 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         assert_eq!(
             validate_port_name(&"x".repeat(65)).unwrap_err(),
             "must be 1..=64 bytes long"
+        );
+    }
+    #[test]
+    fn older_spellings_of_a_kind_are_read_and_shown_as_turnoutd_spells_it() {
+        let text = r#"
+[[ports]]
+name = "x"
+kind = "afxdp"
+iface = "v0"
+
+[[ports]]
+name = "p"
+kind = "afpacket"
+iface = "v1"
+
+[[ports]]
+name = "vu"
+kind = "vhost-user"
+socket = "/s1"
+
+[[ports]]
+name = "vh"
+kind = "vhost"
+socket = "/s2"
+
+[[ports]]
+name = "vx"
+kind = "vxlan"
+vni = 1
+local_ip = "192.168.50.1"
+underlay = { kind = "afpacket", iface = "u0" }
+
+[[ports]]
+name = "gn"
+kind = "geneve"
+vni = 2
+local_ip = "192.168.50.1"
+underlay = { kind = "afxdp", iface = "u1" }
+"#;
+        let c = Config::parse_str(text).unwrap();
+        let kinds: Vec<_> = c.ports.iter().map(|p| p.spec.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "af_xdp",
+                "af_packet",
+                "vhost_user",
+                "vhost_user",
+                "vxlan",
+                "geneve"
+            ]
+        );
+        let shown = c.to_json();
+        let shown: Vec<_> = shown["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["kind"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(shown, kinds);
+        assert_eq!(c.to_json()["ports"][4]["underlay"]["kind"], "af_packet");
+        assert_eq!(c.to_json()["ports"][5]["underlay"]["kind"], "af_xdp");
+        // the same through the API's JSON form
+        let p = PortConfig::from_json(&json!({"name": "p", "kind": "afxdp", "iface": "v0"}), "", 1)
+            .unwrap();
+        assert_eq!(p.spec.kind(), "af_xdp");
+        assert_eq!(p.to_json()["kind"], "af_xdp");
+        let e = PortConfig::from_json(&json!({"name": "p", "kind": "af-xdp"}), "", 1).unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::new(
+                "kind",
+                "unknown port kind \"af-xdp\" (expected one of memif, af_xdp (or afxdp), af_packet (or afpacket), tap, vhost_user (or vhost-user, vhost), vxlan, geneve)"
+            )
         );
     }
 }

@@ -13,6 +13,7 @@
 //! control connections and one serves each; one thread serves metrics; the
 //! daemon state behind [`daemon::Daemon`] is behind one lock that only
 //! control threads take.
+#![warn(missing_docs)]
 
 pub mod api;
 pub mod backends;

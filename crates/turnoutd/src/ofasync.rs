@@ -47,8 +47,11 @@ pub type Writer = Arc<Mutex<Box<dyn Write + Send>>>;
 /// Kinds of asynchronous messages a connection can filter (set-async).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncKind {
+    /// Packet-in messages (`OFPT_PACKET_IN`).
     PacketIn,
+    /// Port-status messages (`OFPT_PORT_STATUS`).
     PortStatus,
+    /// Flow-removed messages (`OFPT_FLOW_REMOVED`).
     FlowRemoved,
 }
 

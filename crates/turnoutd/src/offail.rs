@@ -29,11 +29,17 @@ pub const STANDALONE_AFTER: Duration = Duration::from_secs(3);
 /// `[switch] openflow_fail_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailMode {
+    /// The flow tables stay in effect: without a controller, only what
+    /// they already say is forwarded.
     Secure,
+    /// After [`STANDALONE_AFTER`] without a controller, a learning bridge
+    /// forwards instead of the flow tables, until a controller is back.
     Standalone,
 }
 
 impl FailMode {
+    /// The mode named by `s` (`secure` or `standalone`); an error naming
+    /// both otherwise.
     pub fn parse(s: &str) -> Result<FailMode, String> {
         match s {
             "secure" => Ok(FailMode::Secure),
@@ -61,6 +67,8 @@ pub struct FailOpen {
 }
 
 impl FailOpen {
+    /// The state of a switch in `mode`, starting with no controller
+    /// connected (the standalone clock runs from now).
     pub fn new(mode: FailMode) -> FailOpen {
         FailOpen {
             mode,

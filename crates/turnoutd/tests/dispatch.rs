@@ -302,7 +302,7 @@ fn every_method_and_its_errors() {
     );
     assert_eq!(
         e(rpc(&d, "port.add", json!({"name": "c", "kind": "memfi"}))),
-        (code::INVALID_PARAMS, "kind: unknown port kind \"memfi\" (expected one of memif, af_xdp, af_packet, tap, vhost_user, vxlan, geneve)".into())
+        (code::INVALID_PARAMS, "kind: unknown port kind \"memfi\" (expected one of memif, af_xdp (or afxdp), af_packet (or afpacket), tap, vhost_user (or vhost-user, vhost), vxlan, geneve)".into())
     );
     assert_eq!(
         e(rpc(

@@ -195,7 +195,7 @@ class RealBench:
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
-                    cost_source=sut.cost_source,
+                    cost_source=sut.cost_source, sut_wake=sut.wake_state,
                     # the SUT host's /proc/stat and CPUs (this machine's, or
                     # read by the SUT host's agent: measure/gen.py sut_host)
                     kernel_cpus=cpu_list(layout.sut_cpus),

@@ -5,7 +5,10 @@ Every module of the workbench names a port kind with ``PortKind``; what a
 user writes (a campaign's ``tester_port``, ``[sut.NAME] kernel_port``, a
 command-line option) goes through ``PortKind.parse``, which also takes the
 older spellings (``afxdp``, ``afpacket``, ``vhost-user``, ``vhost``) and
-refuses anything else with the accepted names.
+refuses anything else with the accepted names. The Rust side reads a kind
+name with one parser too (``ports::PortKind``, crates/ports/src/kind.rs:
+turnoutd, turnout-gen, turnout-cni), with the same kinds and older spellings
+(test_portkind checks that they agree).
 
 Two spellings stay as they were where they are stored rather than written:
 a test point's ``virtual_port`` and the scenario cell names keep

@@ -138,6 +138,8 @@ pub struct PacketIns {
 // that won it on `tail`, each ordered by the slot's `seq` (release after
 // writing, acquire before reading), as in Vyukov's bounded queue.
 unsafe impl Sync for PacketIns {}
+// SAFETY: the queue owns everything it holds (the slots' bytes, atomics,
+// its eventfd); moving it to another thread moves no reference.
 unsafe impl Send for PacketIns {}
 
 impl PacketIns {

@@ -588,6 +588,8 @@ fn a_push_without_room_is_dropped_as_no_room() {
     let f = flows(&["actions=push_vlan:0x8100,output:2"]);
     let mut u = udp([10, 0, 0, 2], 53);
     let orig = u.clone();
+    // SAFETY: the view covers `u`, which outlives it and nothing else
+    // touches while it is used.
     let mut p = [unsafe { fabric::Pkt::new(u.as_mut_ptr(), u.len() as u32, 1, 0) }];
     let mut vs = [Verdict::Flood];
     f.classify(

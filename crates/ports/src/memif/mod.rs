@@ -22,8 +22,9 @@
 //!
 //! Everything the peer writes into shared memory is untrusted and validated
 //! (see `docs/memif.md`); a violation disconnects that peer with a reason and
-//! is counted in [`fabric::Port::backend_counters`]. All `unsafe` code and
-//! system calls are in `sys.rs`.
+//! is counted in [`fabric::Port::backend_counters`]. Every `unsafe` block
+//! and system call of the port is in `sys.rs` (the unit tests and the
+//! test-only `fuzzing` facade have their own).
 
 mod client;
 #[cfg(any(test, feature = "test-utils"))]

@@ -93,44 +93,6 @@ pub fn errno_text(e: &io::Error) -> String {
     }
 }
 
-/// Configuration of any kernel port: what turnoutd's config chooses per
-/// port. A type that cannot work on the interface fails to open with a
-/// [`KernelPortError`] naming the interface and the reason; nothing else is
-/// affected.
-#[derive(Clone, Debug)]
-pub enum KernelPortConfig {
-    /// An AF_XDP port.
-    AfXdp(crate::af_xdp::AfXdpConfig),
-    /// An AF_PACKET port.
-    AfPacket(crate::af_packet::AfPacketConfig),
-    /// A TAP (host-stack) port.
-    Tap(crate::tap::TapConfig),
-}
-
-impl KernelPortConfig {
-    /// Defaults of backend `kind` ("af_xdp", "af_packet", "tap") on
-    /// `ifname`, or `None` for an unknown kind.
-    pub fn new(kind: &str, ifname: &str) -> Option<Self> {
-        Some(match kind {
-            "af_xdp" => Self::AfXdp(crate::af_xdp::AfXdpConfig::new(ifname)),
-            "af_packet" => Self::AfPacket(crate::af_packet::AfPacketConfig::new(ifname)),
-            "tap" => Self::Tap(crate::tap::TapConfig::new(ifname)),
-            _ => return None,
-        })
-    }
-
-    /// Opens the port `name`.
-    pub fn open(self, name: &str) -> Result<std::sync::Arc<dyn fabric::Port>, KernelPortError> {
-        Ok(match self {
-            Self::AfXdp(c) => std::sync::Arc::new(crate::af_xdp::AfXdpPort::open(name, c)?),
-            Self::AfPacket(c) => {
-                std::sync::Arc::new(crate::af_packet::AfPacketPort::open(name, c)?)
-            }
-            Self::Tap(c) => std::sync::Arc::new(crate::tap::TapPort::open(name, c)?),
-        })
-    }
-}
-
 /// The index of interface `name`.
 pub fn ifindex(name: &str) -> io::Result<u32> {
     sys::if_nametoindex(name)
@@ -636,25 +598,13 @@ mod tests {
     }
 
     #[test]
-    fn kernel_port_config_names_the_backends() {
-        assert!(matches!(
-            KernelPortConfig::new("af_xdp", "x"),
-            Some(KernelPortConfig::AfXdp(_))
-        ));
-        assert!(matches!(
-            KernelPortConfig::new("af_packet", "x"),
-            Some(KernelPortConfig::AfPacket(_))
-        ));
-        assert!(matches!(
-            KernelPortConfig::new("tap", "x"),
-            Some(KernelPortConfig::Tap(_))
-        ));
-        assert!(KernelPortConfig::new("memif", "x").is_none());
-        let e = KernelPortConfig::new("af_packet", "nosuch0")
-            .unwrap()
-            .open("p")
-            .err()
-            .unwrap();
+    fn a_missing_interface_is_named_in_the_error() {
+        let e = crate::af_packet::AfPacketPort::open(
+            "p",
+            crate::af_packet::AfPacketConfig::new("nosuch0"),
+        )
+        .err()
+        .unwrap();
         assert_eq!(
             e.to_string(),
             "af_packet on nosuch0: interface not found: no such device"

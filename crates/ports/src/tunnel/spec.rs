@@ -12,13 +12,17 @@ use crate::af_xdp::AfXdpConfig;
 use crate::config::{self, ConfigError};
 
 /// The port a tunnel sends and receives its outer frames on (`underlay`,
-/// a table with its own `kind`).
+/// a table with its own `kind`: `af_packet` or `af_xdp`, or their older
+/// spellings, the serde aliases below; `crate::config`'s tests check them
+/// against [`crate::PortKind::aliases`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum UnderlaySpec {
     /// AF_PACKET on the uplink.
+    #[serde(alias = "afpacket")]
     AfPacket(AfPacketConfig),
     /// AF_XDP on the uplink.
+    #[serde(alias = "afxdp")]
     AfXdp(AfXdpConfig),
 }
 

@@ -12,7 +12,9 @@
 //!   guest's transmit virtqueue `2q+1`, transmit queue `q` the guest's
 //!   receive virtqueue `2q`. Every descriptor is validated; a frontend that
 //!   lies is disconnected and counted; one that hangs up is disconnected.
-//! - [`sys`]: every `unsafe` and system call (mmap, ring accesses, eventfd).
+//! - [`sys`]: every system call and raw-memory access (mmap, ring
+//!   accesses, eventfd); the other files' `unsafe` blocks call its
+//!   `unsafe fn`s or the fabric's under their contracts.
 //! - [`frontend`]: the other end, a vhost-user *frontend* (driver side,
 //!   what DPDK calls virtio-user) sharing `sys`'s memory and ring code:
 //!   turnout-gen attaches to a switch's vhost-user port with it.

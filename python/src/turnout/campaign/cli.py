@@ -320,7 +320,8 @@ def _configure_ab(p: argparse.ArgumentParser) -> None:
 def _ab(args: argparse.Namespace) -> int:
     """After/before per cell of a campaign that ran two builds (report/ab.py)."""
     from ..report.ab import ab_table
-    from ..report.queries import load_campaign, wall_time
+    from ..report.campaign import wall_time
+    from ..report.points import load_campaign
     from ..report.summary import format_table
 
     try:

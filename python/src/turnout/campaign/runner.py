@@ -32,6 +32,7 @@ from ..results import Campaign, Result, ResultsDB, Sut, Trial
 from ..scenarios import Point, Unsupported
 from ..search import MlrGoals, ndr_pdr, rplus
 from ..search.base import LoggingMeasurer, SearchResult
+from ..testpoint import OPENFLOW_FIELDS
 from .spec import CampaignSpec, WorkItem, topology_key
 
 __all__ = ["Bench", "Session", "SkipSession", "resume_key", "run_campaign"]
@@ -83,6 +84,11 @@ class Bench(Protocol):
 Progress = Callable[[int, int, WorkItem | None, str], None]
 
 
+def _rule_set(p: Point) -> dict[str, Any]:
+    """An openflow point's rule set, as the columns of its trials and results."""
+    return {f: getattr(p, f) for f in OPENFLOW_FIELDS}
+
+
 def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
            result_id: int | None = None, key: str | None = None,
            load_fraction: float | None = None) -> Trial:
@@ -99,7 +105,8 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.stored_scenario(),
         direction=p.direction, frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst,
         vnfs=p.vnfs, ports=p.ports, pairs=p.pairs, virtual_port=ctx["virtual_port"],
-        method=method, load_fraction=load_fraction, offered_total_pps=c.offered_total_pps,
+        **_rule_set(p), method=method, load_fraction=load_fraction,
+        offered_total_pps=c.offered_total_pps,
         tx_total_pps=c.tx_total_pps, streams=c.streams, repetition=item.repetition,
         sent=c.sent, received=c.received, lost=c.lost, duplicated=c.duplicated,
         reordered=c.reordered, unsent=c.unsent, vnf_dropped=c.vnf_dropped,
@@ -124,8 +131,8 @@ def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Resul
         sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
         frame_size_b=p.frame_size_b,
         flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports, pairs=p.pairs,
-        virtual_port=ctx["virtual_port"], method=method, repetition=item.repetition,
-        status="running", started_at=time.time(),
+        virtual_port=ctx["virtual_port"], **_rule_set(p), method=method,
+        repetition=item.repetition, status="running", started_at=time.time(),
     )
 
 
@@ -138,7 +145,7 @@ def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reaso
         key=key or item.key, sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
         frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
         pairs=p.pairs, virtual_port=ctx.get("virtual_port", "") or p.virtual_port,
-        method=method or item.method,
+        **_rule_set(p), method=method or item.method,
         load_fraction=item.arg if item.method in ("latency", "sweep") else None,
         offered_total_pps=item.arg if item.method in ("fixed", "rule_update") else 0.0,
         repetition=item.repetition,

@@ -259,6 +259,30 @@ class _Task:
     doc: dict[str, Any] | None = None
 
 
+#: counters of a SUT's ``wake_state`` workers that wake_delta subtracts;
+#: every other field is the state after the traffic
+WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "wake_samples")
+
+
+def wake_delta(before: dict[str, Any] | None,
+               after: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``extra.sut_wake``: per worker of the SUT, its wake-up state after the
+    traffic (turnoutd: the regime, why, the wake-up p99 it decided on) and
+    its counters over the traffic (sleeps, sleeps ended by frames, wake-up
+    samples taken...). None when the SUT keeps no such account."""
+    if after is None:
+        return None
+    if "error" in after or before is None or "error" in before:
+        return {"error": (after.get("error") or (before or {}).get("error")
+                          or "no state before the traffic")}
+    rows = []
+    for i, w in enumerate(after.get("workers", [])):
+        b = (before.get("workers") or [])[i] if i < len(before.get("workers") or []) else {}
+        rows.append({k: (int(v) - int(b.get(k, 0)) if k in WAKE_COUNTERS else v)
+                     for k, v in w.items()})
+    return {"workers": rows}
+
+
 def plan_tasks(streams: list[Stream]) -> list[_Task]:
     """Group streams into processes: a stream and its reverse in one
     ``txrx --bidir`` (each port opened once); other unsplit streams one
@@ -395,6 +419,9 @@ class GenMeasurer:
     #: sampled through every trial: its cost per frame (measure/cost.py)
     sut_cost: Callable[[], CostSample | None] | None = None
     cost_source: str = ""
+    #: how the SUT waits for frames, by its own account (SutAdapter.wake_state),
+    #: read before and after the traffic: ``extra.sut_wake`` (wake_delta)
+    sut_wake: Callable[[], dict[str, Any] | None] | None = None
     #: the SUT's CPUs: each own-account sample is paired with their irq +
     #: softirq ticks, the kernel share (measure/kernel.py)
     kernel_cpus: list[int] = field(default_factory=list)
@@ -529,6 +556,8 @@ class GenMeasurer:
         kshare = (KernelShare(self.sut_cost, self.kernel_cpus, host=host)
                   if self.sut_cost else None)
         coster = CostSampler(kshare).start() if kshare is not None else None
+        wake_before = self._wake_state()
+        wake_after: dict[str, Any] | None = None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
             for t in receivers:  # receivers first, so nothing sent is missed
@@ -545,6 +574,7 @@ class GenMeasurer:
             for t in senders:
                 assert t.proc is not None
                 t.doc = self._collect(t.proc, deadline)
+            wake_after = self._wake_state()
             time.sleep(self.cooldown_s)
             for t in receivers:
                 assert t.proc is not None
@@ -571,6 +601,9 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus, hz=self.hz()[0])
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        wake = wake_delta(wake_before, wake_after)
+        if wake is not None:
+            counts.extra["sut_wake"] = wake
         if others is not None:
             apply_others(counts, others)
         if self.isolation is not None:
@@ -600,6 +633,14 @@ class GenMeasurer:
             counts.extra["vnf_sched"] = [{"name": h.name, "sched": h.sched, "why": h.sched_why}
                                          for h in self.helpers]
         return counts
+
+    def _wake_state(self) -> dict[str, Any] | None:
+        if self.sut_wake is None:
+            return None
+        try:
+            return self.sut_wake()
+        except Exception as e:  # the SUT may be gone: the trial says so elsewhere
+            return {"error": f"{type(e).__name__}: {e}"}
 
     @staticmethod
     def _collect(p: subprocess.Popen[bytes], deadline: float) -> dict[str, Any]:

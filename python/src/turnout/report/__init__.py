@@ -6,9 +6,10 @@
   every campaign);
 - :func:`compare_campaigns` puts two campaigns side by side.
 
-Query functions (``queries``) turn the database into plain data
-(``model``); plot functions (``plots``) only draw that data. matplotlib is
-imported only when a report is built.
+``points`` loads a campaign's test points; one module per section
+(``sections`` lists them in order) turns them into plain data (``model``);
+plot functions (``plots``) only draw that data. matplotlib is imported only
+when a report is built.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .formatting import fmt_spread
 from .model import Spread, Table, spread_of
-from .queries import CampaignData, PointKey, fmt_spread, scenario_rank
+from .points import CampaignData, PointKey, scenario_rank
 from .verdict import _ratio
 
 __all__ = ["AbRow", "ab_rows", "ab_table", "compare_builds"]

@@ -11,7 +11,8 @@ from ..results import ResultsDB
 from .model import Figure, Section
 from .page import render_page
 from .plots import palette, render_figure
-from .queries import CampaignData, all_sections, load_campaign
+from .points import CampaignData, load_campaign
+from .sections import all_sections
 
 __all__ = ["PAGE_NAME", "ReportOutput", "build_report"]
 

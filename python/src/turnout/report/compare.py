@@ -24,16 +24,9 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ..results import ResultsDB
+from .formatting import fmt, fmt_spread
 from .model import Spread, spread_of, within_noise
-from .queries import (
-    METHOD_LABEL,
-    CampaignData,
-    PointKey,
-    fmt,
-    fmt_spread,
-    load_campaign,
-    throughput_points,
-)
+from .points import METHOD_LABEL, CampaignData, PointKey, load_campaign, throughput_points
 from .summary import format_table
 
 __all__ = ["VERDICTS", "CompareRow", "compare_campaigns", "compare_data", "format_compare"]

@@ -13,8 +13,9 @@ kind of port, e.g. the kernel switches' veth row next to the memif one).
 
 from __future__ import annotations
 
+from .formatting import fmt, fmt_spread
 from .model import Matrix, MatrixCell, MatrixRow, Spread
-from .queries import CampaignData, fmt, fmt_spread
+from .points import CampaignData
 from .verdict import MEASURE_LABEL, Entry, Verdict, _ratio, verdict_rows
 
 __all__ = ["glance_matrix", "matrix_text", "row_label", "sentence"]
@@ -204,7 +205,7 @@ def glance_matrix(data: CampaignData, rows: list[Verdict] | None = None) -> Matr
 
 
 def _rank_of(scenario: str) -> tuple[int, str]:
-    from .queries import scenario_rank
+    from .points import scenario_rank
 
     return scenario_rank(scenario)
 

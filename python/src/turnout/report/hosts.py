@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .model import Table
 
 if TYPE_CHECKING:
-    from .queries import CampaignData
+    from .points import CampaignData
 
 __all__ = ["label_latency", "latency_label", "remote_host_tables"]
 

@@ -8,16 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..results import Trial
+from .formatting import fmt, fmt_spread
 from .model import Figure, Panel, Point, Section, Series, Table, spread_of, spread_or_none
-from .queries import (
-    CampaignData,
-    _fig_group,
-    _group_key,
-    _group_title,
-    _sut_label,
-    fmt,
-    fmt_spread,
-)
+from .points import CampaignData, fig_group, group_key, group_title, trial_label
 from .verdict import Entry, _ratio_cell, rank_entries
 
 __all__ = ["flow_mods_table", "rule_update_section", "rule_update_verdict_table",
@@ -55,7 +48,7 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
     by: dict[tuple[int, float], dict[str, dict[int, Trial]]] = defaultdict(dict)
     for tr in _updates(data):
         g = (int(tr.frame_size_b), round(tr.offered_total_pps))
-        by[g].setdefault(_sut_label(tr), {})[int(tr.repetition)] = tr
+        by[g].setdefault(trial_label(tr), {})[int(tr.repetition)] = tr
     for (size, rate), suts in sorted(by.items()):
         entries = []
         for label, reps in sorted(suts.items()):
@@ -110,7 +103,7 @@ def rule_update_section(data: CampaignData) -> Section:
                    mono=[11])
     by: dict[tuple[str, int, float], list[Trial]] = defaultdict(list)
     for tr in trials:
-        by[(_sut_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
+        by[(trial_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
     for (label, size, rate), st in sorted(by.items()):
         first = spread_of([float(x.update_first_ns or 0) / 1e6 for x in st])
         lasts = [float(x.update_last_ns) / 1e6 for x in st if x.update_last_ns is not None]
@@ -168,7 +161,7 @@ def flow_mods_table(data: CampaignData) -> Table:
     by: dict[tuple[str, str, int, float], list[Trial]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method == "flow_mods" and tr.extra.get("bulk_command_ns"):
-            by[(_sut_label(tr), str(tr.extra.get("bulk_interface", "")),
+            by[(trial_label(tr), str(tr.extra.get("bulk_interface", "")),
                 int(tr.extra.get("bulk_flows", 0)), round(tr.offered_total_pps))].append(tr)
     for (label, iface, n, rate), st in sorted(by.items(), key=lambda kv: (kv[0][2], kv[0][0],
                                                                            kv[0][1])):
@@ -202,7 +195,7 @@ def sweep_section(data: CampaignData) -> Section:
         return sec
     groups: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
-        groups[_fig_group(t)].append(t)
+        groups[fig_group(t)].append(t)
     table = Table(key="sweep-table", title="Received vs offered",
                   columns=["scenario", "SUT", "size B", "× R+", "n", "offered Mpps",
                            "received Mpps [min–max]", "loss % [min–max]"])
@@ -212,7 +205,7 @@ def sweep_section(data: CampaignData) -> Section:
             cells: dict[tuple[str, float], list[Trial]] = defaultdict(list)
             for t in gt:
                 if int(t.frame_size_b) == size:
-                    cells[(_sut_label(t), float(t.load_fraction or 0.0))].append(t)
+                    cells[(trial_label(t), float(t.load_fraction or 0.0))].append(t)
             series = []
             for label in sorted({k[0] for k in cells}):
                 pts = []
@@ -233,7 +226,7 @@ def sweep_section(data: CampaignData) -> Section:
             series.append(Series("offered = received", [Point(0.0, 0.0), Point(diag, diag)],
                                  style=":"))
             panels.append(Panel(f"{size} B", "offered (Mpps)", "received (Mpps)", series))
-        sec.figures.append(Figure(key=_group_key("sweep", g),
-                                  title=f"Received vs offered: {_group_title(g)}", panels=panels))
+        sec.figures.append(Figure(key=group_key("sweep", g),
+                                  title=f"Received vs offered: {group_title(g)}", panels=panels))
     sec.tables.append(table)
     return sec

@@ -1,7 +1,7 @@
 """Plain data behind every plot and table of the report.
 
-Query functions (``queries.py``) turn the results database into these
-dataclasses; plot functions (``plots.py``) and the page (``page.py``) only
+The section modules (``sections.py`` lists them) turn the results
+database into these dataclasses; plot functions (``plots.py``) and the page (``page.py``) only
 read them. Tests check these objects, never pixels.
 """
 

@@ -10,7 +10,10 @@ over veths) or ``openflow/v2v/rN/mM/oK`` (v2v over the result's
 ``virtual_port``: vhost-user or memif), ``Point.stored_scenario``: N rules
 over M masks, the hit rule sending to K ports (K − 1 mirrors); with A ACL
 rules above or below the hit rule, ``/aclA-above`` or ``/aclA-below`` after
-it (turnout.ofrules).
+it (turnout.ofrules). The rule set is also in columns of its own (``rules``,
+``masks``, ``outputs``, ``acl``, ``acl_at``: TestPoint's fields; a database
+from before them gets them from the name when it is opened, schema v5),
+and this report reads those.
 
 The OVS each path compares with is the one with that path's ports: OVS
 userspace (dpif-netdev, ``afxdp`` ports) on p2p; OVS-DPDK (the same
@@ -19,17 +22,17 @@ dpif-netdev, ``dpdkvhostuser`` ports) on v2v/vhost-user; none on v2v/memif
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from ..results import Result, Trial
+from ..testpoint import openflow_fields
+from .formatting import fmt, fmt_spread
 from .model import Section, Spread, Table, spread_of
-from .queries import CampaignData, fmt, fmt_spread, sut_label
+from .points import CampaignData, sut_label
 
 __all__ = ["BASELINES", "cpu_split", "openflow_section", "openflow_table", "openflow_text",
            "parse_acl", "parse_label", "parse_path", "ratio_table"]
 
-_LABEL = re.compile(r"^openflow/(?:(v2v)/)?r(\d+)/m(\d+)/o(\d+)(?:/acl(\d+)-(above|below))?$")
 #: per path (the result's virtual_port; "" = p2p over veths): the SUT label
 #: every cost on that path is taken against, and what it is
 BASELINES: dict[str, tuple[str, str]] = {
@@ -42,21 +45,25 @@ _NO_BASELINE = {"memif": "no OVS row: OVS has no memif ports"}
 
 def parse_label(scenario: str) -> tuple[int, int, int] | None:
     """(rules, masks, outputs) of a stored openflow scenario, else None."""
-    m = _LABEL.match(scenario)
-    return (int(m[2]), int(m[3]), int(m[4])) if m else None
+    of = openflow_fields(scenario)
+    return (of["rules"], of["masks"], of["outputs"]) if of else None
+
+
+def _acl_text(acl: int, acl_at: str) -> str:
+    return f"{acl} {acl_at}" if acl else "–"
 
 
 def parse_acl(scenario: str) -> str:
     """The ACL rules of a stored openflow scenario as the report shows them:
     "1000 above", "1000 below", or "–" (none, or not an openflow scenario)."""
-    m = _LABEL.match(scenario)
-    return f"{m[5]} {m[6]}" if m and m[5] else "–"
+    of = openflow_fields(scenario)
+    return _acl_text(of["acl"], of["acl_at"]) if of else "–"
 
 
 def parse_path(scenario: str) -> str | None:
     """"p2p" or "v2v" of a stored openflow scenario, else None."""
-    m = _LABEL.match(scenario)
-    return (m[1] or "p2p") if m else None
+    of = openflow_fields(scenario)
+    return str(of["path"]) if of else None
 
 
 def path_label(r: Result) -> str:
@@ -84,8 +91,9 @@ def cpu_split(r: Result, trials: list[Trial]) -> tuple[float, float] | None:
 
 
 def _rplus(data: CampaignData) -> list[Result]:
+    # an openflow point's rule set is in its columns (TestPoint's fields)
     return [r for r in data.ok_results
-            if r.method == "rplus" and parse_label(r.scenario) is not None]
+            if r.method == "rplus" and r.point.scenario == "openflow" and r.outputs > 0]
 
 
 _Key = tuple[str, int, int, int, str, int, int]
@@ -96,11 +104,9 @@ def _grouped(data: CampaignData) -> dict[_Key, dict[str, list[Result]]]:
     results. The path key is the virtual port ("" = p2p over veths)."""
     by: dict[_Key, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in _rplus(data):
-        lab = parse_label(r.scenario)
-        assert lab is not None
         path = r.virtual_port if parse_path(r.scenario) == "v2v" else ""
-        by[(path, *lab, parse_acl(r.scenario), int(r.frame_size_b), int(r.flows))][
-            sut_label(r.sut, r.virtual_port)].append(r)
+        by[(path, r.rules, r.masks, r.outputs, _acl_text(r.acl, r.acl_at), int(r.frame_size_b),
+            int(r.flows))][sut_label(r.sut, r.virtual_port)].append(r)
     return by
 
 

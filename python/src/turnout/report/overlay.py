@@ -112,7 +112,7 @@ def encap_rows(trials: list[Trial]) -> list[EncapRow]:
 
 
 def _f(s: Spread | None, k: float = 1.0, digits: int = 3) -> str:
-    from .queries import fmt_spread
+    from .formatting import fmt_spread
 
     return "–" if s is None else fmt_spread(s.scaled(k), digits)
 

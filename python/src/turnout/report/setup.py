@@ -31,7 +31,7 @@ from collections import defaultdict
 from typing import Any
 
 from .model import Table
-from .queries import CampaignData, PointKey, sut_label
+from .points import CampaignData, PointKey, sut_label
 
 __all__ = ["fairness_table"]
 

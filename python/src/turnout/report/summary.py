@@ -8,19 +8,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..results import ResultsDB
+from .campaign import wall_time
+from .formatting import fmt, fmt_pct, fmt_spread
 from .model import spread_of
-from .queries import (
-    METHOD_LABEL,
-    CampaignData,
-    fmt,
-    fmt_pct,
-    fmt_spread,
-    load_campaign,
-    retried,
-    sut_label,
-    throughput_points,
-    wall_time,
-)
+from .points import METHOD_LABEL, CampaignData, load_campaign, retried, sut_label, throughput_points
 from .units import GBPS_DEFINITION, is_ethernet_path
 
 __all__ = ["format_table", "print_summary", "summary_text"]

@@ -22,9 +22,10 @@ from collections import defaultdict
 
 from ..results import Trial
 from .cpuload import capacity_note, cpu_at_load, refusal, sent_share
+from .formatting import fmt, fmt_spread
 from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
 from .model import spread_or_none as _sn
-from .queries import CampaignData, _offered_pps, fmt, fmt_spread, scenario_rank, sut_label
+from .points import CampaignData, offered_pps, scenario_rank, sut_label
 from .verdict import Verdict, verdict_rows
 
 __all__ = ["cpu_latency_section", "usecase_section"]
@@ -116,7 +117,7 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
 
 
 def _extras_of(t: Trial) -> str:
-    from .queries import PointKey
+    from .points import PointKey
 
     return PointKey.of(t).extras()
 
@@ -176,7 +177,7 @@ def cpu_latency_section(data: CampaignData) -> Section:
             rows = []
             for (lab, load), g in sorted(groups.items()):
                 p99 = spread_of([float(t.latency_p99_ns or 0) / 1e3 for t in g])
-                got = spread_of([_offered_pps(t) for t in g])
+                got = spread_of([offered_pps(t) for t in g])
                 cpus = [cpu_at_load(t) for t in g]
                 pct = _sn([c.pct for c in cpus if c.pct is not None])
                 cyc = _sn([c.cycles_per_frame for c in cpus if c.cycles_per_frame])

@@ -46,8 +46,9 @@ from dataclasses import dataclass, field
 from ..measure.cpu import SCHED_WAIT_FLAG_US
 from ..results import Trial
 from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share
+from .formatting import fmt, fmt_spread
 from .model import Section, Spread, Table, spread_of, spread_or_none
-from .queries import CampaignData, PointKey, fmt, fmt_spread, scenario_rank, sut_label
+from .points import CampaignData, PointKey, scenario_rank, sut_label
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]

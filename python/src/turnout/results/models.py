@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..methods import METHOD_TABLE
+from ..testpoint import POINT_FIELDS, TestPoint, openflow_fields
 
 __all__ = [
     "DIRECTIONS",
@@ -35,6 +36,34 @@ STATUSES = ("ok", "skipped", "failed", "running", "interrupted")
 
 def _canon(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class _PointColumns:
+    """What trials and results share about their test point: its fields are
+    TestPoint's (the scenario as stored: ``TestPoint.stored_scenario``), one
+    column each (results/schema.py)."""
+
+    scenario: str
+    rules: int
+    masks: int
+    outputs: int
+    acl: int
+    acl_at: str
+
+    def __post_init__(self) -> None:
+        of = openflow_fields(self.scenario)
+        if of is not None and not self.rules:
+            # written by code that knew the rule set only by its name
+            self.rules, self.masks, self.outputs = of["rules"], of["masks"], of["outputs"]
+            self.acl, self.acl_at = of["acl"], of["acl_at"]
+
+    @property
+    def point(self) -> TestPoint:
+        """The test point (its scenario the family's: "openflow", not the
+        stored name with the rule set)."""
+        kw = {f: getattr(self, f) for f in POINT_FIELDS}
+        kw["scenario"] = self.scenario.split("/", 1)[0]
+        return TestPoint(**kw)
 
 
 @dataclass
@@ -93,7 +122,7 @@ class Sut:
 
 
 @dataclass
-class Trial:
+class Trial(_PointColumns):
     """One measurement at a fixed offered load.
 
     Every rate is the **aggregate over all streams** of the trial (``streams``
@@ -137,6 +166,13 @@ class Trial:
     ports: int = 2
     pairs: int = 1
     virtual_port: str = ""  # memif | veth | "" (no virtual port)
+    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
+    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
+    rules: int = 0
+    masks: int = 0
+    outputs: int = 0
+    acl: int = 0
+    acl_at: str = ""
     method: str = "fixed"
     load_fraction: float | None = None  # of R+ (aggregate), for latency trials
     offered_total_pps: float = 0.0  # requested aggregate load; 0 = as fast as possible
@@ -180,7 +216,7 @@ class Trial:
 
 
 @dataclass
-class Result:
+class Result(_PointColumns):
     """The outcome of a search (R+, NDR, PDR) at one test point.
 
     ``rate_total_pps`` is the found rate, aggregate over all streams: for
@@ -208,6 +244,13 @@ class Result:
     ports: int = 2
     pairs: int = 1
     virtual_port: str = ""
+    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
+    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
+    rules: int = 0
+    masks: int = 0
+    outputs: int = 0
+    acl: int = 0
+    acl_at: str = ""
     method: str = "rplus"
     repetition: int = 0
     loss_target: float = 0.0

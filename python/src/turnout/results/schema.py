@@ -2,12 +2,18 @@
 
 Each entry of ``MIGRATIONS`` moves the database from version ``i`` to
 ``i + 1``; a database is migrated forward on open, in one transaction per
-step. Never edit a released migration: append a new one.
+step. Never edit a released migration: append a new one. The columns of a
+test point are TestPoint's fields (turnout.testpoint); v5 added the ones
+the first four versions lacked.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from dataclasses import fields
+
+from ..testpoint import OPENFLOW_FIELDS, TestPoint, openflow_fields
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "user_version"]
 
@@ -155,8 +161,36 @@ ALTER TABLE trials ADD COLUMN update_first_ns REAL;
 ALTER TABLE trials ADD COLUMN update_last_ns REAL;
 """
 
-#: MIGRATIONS[i] takes a database at user_version i to i + 1.
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+
+def _column(name: str) -> str:
+    """The column of a TestPoint field: its type and default from the dataclass."""
+    f = next(f for f in fields(TestPoint) if f.name == name)
+    if f.type in (int, "int"):
+        return f"{name} INTEGER NOT NULL DEFAULT {f.default}"
+    return f"{name} TEXT NOT NULL DEFAULT '{f.default}'"
+
+
+def _v5(conn: sqlite3.Connection) -> None:
+    """v5 (the test point as columns, issue 34): an openflow point's rule
+    set (rules, masks, outputs, acl, acl_at: TestPoint's fields) in columns
+    of its own, filled in from the scenario name rows stored it in
+    (``openflow/r100/m8/o2/acl1000-above``, TestPoint.stored_scenario)."""
+    for table in ("trials", "results"):
+        for name in OPENFLOW_FIELDS:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {_column(name)}")
+        rows = conn.execute(f"SELECT id, scenario FROM {table} WHERE scenario LIKE 'openflow/%'")
+        for rid, scenario in rows.fetchall():
+            of = openflow_fields(scenario)
+            if of is None:
+                continue
+            conn.execute(
+                f"UPDATE {table} SET {', '.join(f'{n} = ?' for n in OPENFLOW_FIELDS)}"
+                " WHERE id = ?", (*(of[n] for n in OPENFLOW_FIELDS), rid))
+
+
+#: MIGRATIONS[i] takes a database at user_version i to i + 1: an SQL script,
+#: or a function (run in the step's transaction).
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1, _V2, _V3, _V4, _v5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -177,11 +211,16 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"({SCHEMA_VERSION}); upgrade turnout"
         )
     for version in range(start, SCHEMA_VERSION):
-        script = (
-            "BEGIN;\n" + MIGRATIONS[version] + f"\nPRAGMA user_version = {version + 1};\nCOMMIT;\n"
-        )
+        step = MIGRATIONS[version]
         try:  # one transaction per step: a failed step leaves the previous version
-            conn.executescript(script)
+            if isinstance(step, str):
+                conn.executescript(
+                    "BEGIN;\n" + step + f"\nPRAGMA user_version = {version + 1};\nCOMMIT;\n")
+            else:
+                conn.execute("BEGIN")
+                step(conn)
+                conn.execute(f"PRAGMA user_version = {version + 1}")
+                conn.commit()
         except BaseException:
             if conn.in_transaction:
                 conn.rollback()

@@ -231,6 +231,14 @@ class SutAdapter(ABC):
         """Where the switch's CPU goes when it has no process of its own."""
         return ""
 
+    def wake_state(self) -> dict[str, Any] | None:
+        """How the SUT waits for frames, by its own account: ``{"workers":
+        [{...}]}`` with cumulative counters (``measure.gen.WAKE_COUNTERS``)
+        and its current state (turnoutd: the wake-up regime and why). Read
+        before and after a trial's traffic (``extra.sut_wake``); None when
+        the SUT keeps no such account."""
+        return None
+
     #: where ``cost_sample`` reads its account ("" when the SUT keeps none)
     cost_source: str = ""
 

@@ -362,6 +362,26 @@ class Turnoutd(SutAdapter):
         return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
 
 
+    #: fields of a worker's ``policy`` (API ``stats``) kept in ``extra.sut_wake``
+    WAKE_FIELDS = ("regime", "why", "wake_p50_ns", "wake_p99_ns", "poll_p99_ns",
+                   "timer_p99_ns", "sleep_after_ns", "nap_ns")
+
+    def wake_state(self) -> dict[str, Any] | None:
+        """Each worker's wake-up regime, why, the p99s it decided on, and
+        its sleep counters (docs/turnoutd.md, "Wake-up and the latency
+        budget")."""
+        if not getattr(self, "sock", "") or not self.pids():
+            return None
+        rows = []
+        for w in self._rpc("stats", timeout_s=1.0).get("workers", []):
+            pol = w.get("policy") or {}
+            rows.append({k: w.get(k, 0) for k in ("packets", "batches", "sleeps", "wakeups",
+                                                  "naps")}
+                        | {"wake_samples": pol.get("wake_samples", 0)}
+                        | {k: pol.get(k) for k in self.WAKE_FIELDS})
+        return {"workers": rows}
+
+
 class TurnoutdPoll(Turnoutd):
     """turnoutd with its workers busy-polling (``wakeup = "poll"``): the
     latency end of its CPU-vs-latency trade-off, next to the default
