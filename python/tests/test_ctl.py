@@ -201,7 +201,7 @@ def test_worker_rates_between_snapshots():
     def snap(t_ns, cpu_ns, sleeps, wakeups, naps, asleep_ns, moderating):
         return {"time_ns": t_ns, "ports": [], "workers": [{
             "id": 0, "cpu_ns": cpu_ns, "busy_ns": cpu_ns // 2, "sleeps": sleeps,
-            "wakeups": wakeups, "naps": naps, "asleep_ns": asleep_ns,
+            "wakeups": wakeups, "naps": naps, "gaps": 2 * naps, "asleep_ns": asleep_ns,
             "policy": {"budget_ns": 100_000, "moderating": moderating, "nap_ns": 70_000,
                        "sleep_cpu_ns": 17_000, "nap_cpu_ns": 25_000,
                        "nap_overshoot_ns": 30_000}}]}
@@ -211,6 +211,7 @@ def test_worker_rates_between_snapshots():
     assert len(w) == 1
     assert w[0]["cpu_pct"] == 15.0 and w[0]["asleep_pct"] == 75.0
     assert (w[0]["sleeps_ps"], w[0]["wakeups_ps"], w[0]["naps_ps"]) == (500.0, 450.0, 2000.0)
+    assert w[0]["gaps_ps"] == 4000.0
     assert "nap 70us" in w[0]["policy"] and "budget 100us" in w[0]["policy"]
     # poll mode: no policy
     p = snap(0, 0, 0, 0, 0, 0, False)
@@ -291,6 +292,10 @@ def test_policy_text_says_the_regime_and_why():
                       "wake_p99_ns": 4_000_000, "poll_p99_ns": 30_000_000})
     assert "poll p99 30000us, wake-up p99 4000us" in t
     assert _policy_text({"why": "poll_mode"}) == "-"
+    # the poll regime's gap between polls after a small batch
+    t = _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",
+                      "wake_p99_ns": 140_000, "gap_ns": 25_000})
+    assert t.startswith("poll, gap 25.0us (wake-up p99 140us over the budget")
 
 
 def test_the_sut_adapter_calls_through_the_same_client(tmp_path):

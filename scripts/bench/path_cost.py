@@ -11,8 +11,9 @@ Modes:
 - ``native`` (default): the switch as the bench runs it. Over a trial at
   ``--rate`` (0: as fast as the tester sends, which is about the R+ of a
   tester-bound cell) it reads the switch's own counters before and after
-  (turnoutd: worker packets, batches, busy cycles, sleeps, naps,
-  wake-ups, and every port's backend counters such as memif ``tx_kicks``,
+  (turnoutd: worker packets, batches, busy cycles, sleeps, naps, gaps,
+  wake-ups, the wake-up policy's state at the end — regime, why, gap —
+  and every port's backend counters such as memif ``tx_kicks``,
   AF_XDP ``rx_wakeups``/``tx_kicks``; testpmd: ``show fwd stats all``
   with ``--record-burst-stats``), and counts the system calls of the
   switch's data-path thread (the one pinned to the SUT's CPU: turnoutd's
@@ -140,7 +141,8 @@ def turnoutd_stats(adapter: Any) -> dict[str, Any]:
 def stats_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Worker and port counters of b minus a (turnoutd's ``stats``)."""
     w = {}
-    for k in ("packets", "batches", "busy_cycles", "sleeps", "wakeups", "naps", "sleep_cpu_ns",
+    for k in ("packets", "batches", "busy_cycles", "sleeps", "wakeups", "naps", "gaps",
+              "sleep_cpu_ns",
               "asleep_ns"):
         w[k] = sum(int(x.get(k, 0)) for x in b["workers"]) - sum(
             int(x.get(k, 0)) for x in a["workers"])
@@ -156,7 +158,9 @@ def stats_delta(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                         for k, v in p.get("backend", {}).items()
                         if isinstance(v, int) and int(v) - int(q.get("backend", {}).get(k, 0))}
         ports[p["name"]] = d
-    return {"worker": w, "ports": ports}
+    # the wake-up policy's state at the end (regime, why, gap): what the
+    # batch sizes above were taken under
+    return {"worker": w, "policy": [x.get("policy", {}) for x in b["workers"]], "ports": ports}
 
 
 _BURSTS = re.compile(r"RX-bursts\s*:\s*(\d+)\s*\[([^\]]*)\]")

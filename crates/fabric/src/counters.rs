@@ -109,6 +109,10 @@ pub struct WorkerCounters {
     pub wakeups: AtomicU64,
     /// Naps after a batch (interrupt moderation under dense traffic).
     pub naps: AtomicU64,
+    /// Gaps after a small batch of a dense flow, poll or interrupt regime
+    /// (spins before the next
+    /// poll, counted in `idle_cycles`).
+    pub gaps: AtomicU64,
     /// Wall time spent sleeping or napping, ns.
     pub asleep_ns: AtomicU64,
     /// The worker's own CPU time inside sleeps and naps, ns (the price of
@@ -134,6 +138,9 @@ pub struct PolicyCounters {
     pub moderating: AtomicU64,
     /// Current nap length, ns.
     pub nap_ns: AtomicU64,
+    /// The gap chosen after the last small batch, ns (poll and interrupt
+    /// regimes).
+    pub gap_ns: AtomicU64,
     /// How long the queues must be idle before the worker sleeps, ns.
     pub sleep_after_ns: AtomicU64,
     /// Wake-up latency, median and p99 of the last samples, ns.
@@ -169,6 +176,7 @@ impl PolicyCounters {
             why: crate::wakeup::Why::from_code(self.why.load(Relaxed)),
             moderating: self.moderating.load(Relaxed) != 0,
             nap_ns: self.nap_ns.load(Relaxed),
+            gap_ns: self.gap_ns.load(Relaxed),
             sleep_after_ns: self.sleep_after_ns.load(Relaxed),
             wake_p50_ns: self.wake_p50_ns.load(Relaxed),
             wake_p99_ns: self.wake_p99_ns.load(Relaxed),
@@ -196,6 +204,7 @@ impl WorkerCounters {
             &self.sleeps,
             &self.wakeups,
             &self.naps,
+            &self.gaps,
             &self.asleep_ns,
             &self.sleep_cpu_ns,
         ] {
@@ -211,6 +220,7 @@ impl WorkerCounters {
         p.why.store(v.why.to_code(), Relaxed);
         p.moderating.store(v.moderating as u64, Relaxed);
         p.nap_ns.store(v.nap_ns, Relaxed);
+        p.gap_ns.store(v.gap_ns, Relaxed);
         p.sleep_after_ns.store(v.sleep_after_ns, Relaxed);
         p.wake_p50_ns.store(v.wake_p50_ns, Relaxed);
         p.wake_p99_ns.store(v.wake_p99_ns, Relaxed);

@@ -187,6 +187,8 @@ pub struct WorkerStats {
     pub wakeups: u64,
     /// Naps after a batch (interrupt moderation).
     pub naps: u64,
+    /// Gaps (spins) after a small batch of a dense flow.
+    pub gaps: u64,
     /// Wall time asleep (sleeps and naps), ns.
     pub asleep_ns: u64,
     /// Its own CPU time inside sleeps and naps, ns.
@@ -646,6 +648,7 @@ impl Switch {
                     sleeps: c.sleeps.load(Ordering::Relaxed),
                     wakeups: c.wakeups.load(Ordering::Relaxed),
                     naps: c.naps.load(Ordering::Relaxed),
+                    gaps: c.gaps.load(Ordering::Relaxed),
                     asleep_ns: c.asleep_ns.load(Ordering::Relaxed),
                     sleep_cpu_ns: c.sleep_cpu_ns.load(Ordering::Relaxed),
                     policy: if self.cfg.wakeup == WakeupMode::Adaptive {

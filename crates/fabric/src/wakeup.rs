@@ -24,7 +24,12 @@
 //!   [`Policy::spin_ns`] (the larger of [`IDLE_NS`] and the wake-up p99,
 //!   so idle ports cost nothing). Chosen when neither of the others fits
 //!   the budget, with a budget of 0, and until enough wake-ups were
-//!   measured.
+//!   measured. After a small batch at a rate that would fill a bigger one
+//!   soon, the worker spins for a *gap* before it polls again
+//!   ([`Policy::gap_for`]: the polling analogue of a nap, without a system
+//!   call), so that the fixed cost of a batch is shared by more frames;
+//!   the same in the interrupt regime while frames come densely (it does
+//!   not sleep then either).
 //! - **interrupt**: a queue empty for [`SPIN_NS`] is armed (the peer's
 //!   eventfd or socket readiness) and the worker sleeps until frames
 //!   come. Allowed when the wake-up p99 fits in the budget. CPU follows
@@ -75,6 +80,13 @@ pub const INFLOW_WINDOW_NS: u64 = 100_000;
 /// Poll-latency samples older than this are forgotten (then the worker
 /// polls again to measure afresh).
 pub const POLL_STALE_NS: u64 = 5_000_000_000;
+/// Poll regime: a gap between polls is at most the latency budget divided
+/// by this (25 µs of the default 100 µs).
+pub const GAP_BUDGET_DIV: u64 = 4;
+/// Poll regime: no gap unless its longest allowed length gathers at least
+/// this many frames at the measured arrival rate (below, a batch of one
+/// or two frames is what the traffic is, and waiting only adds latency).
+pub const GAP_MIN_FRAMES: u64 = 4;
 
 /// What the worker should do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +95,10 @@ pub enum Next {
     Poll,
     /// Nap this many nanoseconds, then poll.
     Nap(u64),
+    /// Poll or interrupt regime, after a small batch of a dense flow: spin
+    /// (no system call, the time is idle) until this many nanoseconds have
+    /// passed since the pass began, then poll.
+    Gap(u64),
     /// Arm every queue and sleep until one signals.
     Sleep,
 }
@@ -276,6 +292,7 @@ pub struct Inflow {
     start_ns: u64,
     frames: u64,
     peak_fps: u64,
+    last_fps: u64,
 }
 
 impl Inflow {
@@ -302,7 +319,15 @@ impl Inflow {
     fn close(&mut self, span: u64) {
         let fps = (self.frames as u128 * 1_000_000_000 / span as u128).min(u64::MAX as u128) as u64;
         self.peak_fps = fps.max(self.peak_fps - self.peak_fps / 8);
+        self.last_fps = fps;
         self.frames = 0;
+    }
+
+    /// The arrival rate of the last window, frames per second (0: none
+    /// measured): what the queue gets now, where the peak remembers a
+    /// burst (a gap sized by the peak would outlive a flow that thinned).
+    pub fn rate_fps(&self) -> u64 {
+        self.last_fps
     }
 
     /// The peak arrival rate, frames per second (0: none measured).
@@ -353,6 +378,10 @@ pub struct Pass {
     /// How long until the first of the polled rings is full at its measured
     /// arrival rate, ns (`u64::MAX`: no rate measured).
     pub fill_ns: u64,
+    /// The highest current arrival rate ([`Inflow::rate_fps`], the last
+    /// window's) of the queues that gave frames, frames per second (0:
+    /// none measured).
+    pub rate_fps: u64,
 }
 
 impl Pass {
@@ -362,6 +391,7 @@ impl Pass {
             moved,
             full,
             fill_ns: u64::MAX,
+            rate_fps: 0,
         }
     }
 }
@@ -370,6 +400,11 @@ impl Pass {
 #[derive(Clone, Debug)]
 pub struct Policy {
     budget_ns: u64,
+    batch_cap: u64,
+    /// The gap chosen after the last small batch (poll and interrupt
+    /// regimes), ns
+    /// (0: none).
+    gap_ns: u64,
     regime: Regime,
     why: Why,
     /// Last poll that moved frames, and the previous call's time.
@@ -419,6 +454,11 @@ pub struct PolicyView {
     pub moderating: bool,
     /// Current nap length, ns (0 when not moderating).
     pub nap_ns: u64,
+    /// Poll regime: the interval between polls chosen after the last small
+    /// batch (a spin gap), ns; 0 when none (low rate, budget 0, other
+    /// regimes).
+    #[serde(default)]
+    pub gap_ns: u64,
     /// How long every queue must be idle before the worker sleeps, ns.
     #[serde(default)]
     pub sleep_after_ns: u64,
@@ -461,10 +501,12 @@ pub struct PolicyView {
 impl Policy {
     /// A policy with a latency budget of `budget_us` for batches of up to
     /// `batch_cap` frames, starting at `now_ns`.
-    pub fn new(budget_us: u32, _batch_cap: usize, now_ns: u64) -> Self {
+    pub fn new(budget_us: u32, batch_cap: usize, now_ns: u64) -> Self {
         let budget_ns = budget_us.min(MAX_BUDGET_US) as u64 * 1_000;
         Self {
             budget_ns,
+            batch_cap: batch_cap.max(1) as u64,
+            gap_ns: 0,
             regime: Regime::Poll,
             why: if budget_ns == 0 {
                 Why::NoBudget
@@ -587,6 +629,11 @@ impl Policy {
             } else {
                 0
             },
+            gap_ns: if self.regime != Regime::Moderate {
+                self.gap_ns
+            } else {
+                0
+            },
             sleep_after_ns: self.spin_ns(),
             wake_p50_ns: self.wake.p50,
             wake_p99_ns: self.wake.p99,
@@ -616,6 +663,13 @@ impl Policy {
             self.last_work_ns = now_ns;
             self.win_frames += pass.moved;
             self.win_busy_ns += took;
+            if self.regime != Regime::Moderate {
+                self.gap_ns = if pass.full { 0 } else { self.gap_for(&pass) };
+                return match self.gap_ns {
+                    0 => Next::Poll,
+                    g => Next::Gap(g),
+                };
+            }
             if pass.full || self.regime != Regime::Moderate {
                 return Next::Poll;
             }
@@ -629,6 +683,39 @@ impl Policy {
         } else {
             Next::Poll
         }
+    }
+
+    /// The gap after a pass that moved frames without filling a batch, in
+    /// the poll regime and in the interrupt regime (which, while frames
+    /// come closer than [`SPIN_NS`], never sleeps and polls just the same;
+    /// the moderate regime naps instead): the interval from the start of this pass to the next, ns,
+    /// such that the next finds about a full batch at the current arrival
+    /// rate of the busiest queue (its last window's), but at most a quarter of the budget
+    /// ([`GAP_BUDGET_DIV`]: what a frame may wait more) and at most three
+    /// quarters of the time the first ring takes to fill (the rest for the
+    /// rate's jitter, as for naps: no ring fills, no push-back). 0 — poll
+    /// at once — with a budget of 0, with no rate measured, and when the
+    /// longest allowed gap would gather fewer than [`GAP_MIN_FRAMES`]
+    /// frames (a light load pays no latency for it).
+    pub fn gap_for(&self, pass: &Pass) -> u64 {
+        if self.budget_ns == 0 || pass.rate_fps == 0 {
+            return 0;
+        }
+        let most = (self.budget_ns / GAP_BUDGET_DIV).min(pass.fill_ns - pass.fill_ns / 4);
+        let rate = pass.rate_fps as u128;
+        if rate * (most as u128) < GAP_MIN_FRAMES as u128 * 1_000_000_000 {
+            return 0;
+        }
+        // At least GAP_MIN_FRAMES / most > 0 frames per second, so this is
+        // below most × batch_cap / GAP_MIN_FRAMES: it fits in a u64.
+        let want = (self.batch_cap as u128 * 1_000_000_000 / rate) as u64;
+        want.min(most)
+    }
+
+    /// The worker spun for a gap until `end_ns`: that time is overhead
+    /// (CPU not spent on frames), not the next pass's processing.
+    pub fn gapped(&mut self, end_ns: u64) {
+        self.prev_ns = self.prev_ns.max(end_ns);
     }
 
     /// A wake-up latency sample: from another thread's signal to this
@@ -880,9 +967,22 @@ mod tests {
         /// Naps taken, and the longest.
         naps: u64,
         max_nap: u64,
+        /// Gaps taken, the longest interval asked, and the
+        /// longest time spun.
+        gaps: u64,
+        max_gap: u64,
+        max_spin: u64,
+        /// Passes that moved frames, and the frames they moved.
+        batches: u64,
+        moved: u64,
     }
 
     impl Run {
+        /// Frames per batch, ×10.
+        fn per_batch_x10(&self) -> u64 {
+            self.moved * 10 / self.batches.max(1)
+        }
+
         fn p99(&mut self) -> u64 {
             self.waits.sort_unstable();
             if self.waits.is_empty() {
@@ -989,6 +1089,11 @@ mod tests {
                     r.max_wait = r.max_wait.max(now - t);
                     r.waits.push(now - t);
                 }
+                if moved > 0 {
+                    r.batches += 1;
+                    r.moved += moved;
+                }
+                let start = now;
                 r.cpu += h.poll;
                 now += h.poll;
                 self.inflow.polled(now, moved, moved < 256);
@@ -997,9 +1102,20 @@ mod tests {
                     moved,
                     full: moved == 256,
                     fill_ns: self.inflow.fill_ns((h.ring - left) as u32),
+                    rate_fps: if moved > 0 { self.inflow.rate_fps() } else { 0 },
                 };
                 match self.p.after_poll(now, pass) {
                     Next::Poll => {}
+                    Next::Gap(g) => {
+                        // spin until `g` after the pass began
+                        r.gaps += 1;
+                        r.max_gap = r.max_gap.max(g);
+                        let until = (start + g).max(now);
+                        r.max_spin = r.max_spin.max(until - now);
+                        r.cpu += until - now;
+                        now = until;
+                        self.p.gapped(now);
+                    }
                     Next::Nap(n) => {
                         r.naps += 1;
                         r.max_nap = r.max_nap.max(n);
@@ -1378,16 +1494,160 @@ mod tests {
         let r = s.run(|_| 100 * US, 0, 20 * MS);
         assert_eq!((s.p.regime(), s.p.why()), (Regime::Poll, Why::NoBudget));
         assert!(r.max_wait <= 2 * METAL.poll, "wait {}", r.max_wait);
-        // never naps, even with naps measured cheap
+        // never naps, even with naps measured cheap, and never leaves a gap
+        // between polls at 1 Mpps: pure polling
         s.p.slept(Slept::Nap, 1, 100 * US, 1, 21 * MS);
-        s.run(|_| US, 21 * MS, 30 * MS);
+        let r = s.run(|_| US, 21 * MS, 30 * MS);
         assert_eq!(s.p.regime(), Regime::Poll);
         assert_eq!(s.p.nap_ns(), 0);
+        assert_eq!((r.gaps, s.p.view().gap_ns), (0, 0));
         // and idle queues still cost nothing: it sleeps after IDLE_NS
         assert_eq!(
             s.p.after_poll(31 * MS + IDLE_NS, Pass::moved(0, false)),
             Next::Sleep
         );
+    }
+
+    #[test]
+    fn a_dense_flow_gathers_batches_in_the_poll_regime() {
+        // The VM with the default budget polls (a wake-up does not fit).
+        // A pass every 100 ns finds one frame at 1 Mpps; with the gap the
+        // worker waits (spinning) up to a quarter of the budget, 25 µs,
+        // between polls: ~25 frames a batch at 1 Mpps, ~10 at 400 kpps,
+        // no frame waits longer than the gap and a pass, nothing refused.
+        for (gap, min_x10) in [(US, 200), (2_500, 80)] {
+            let mut s = Sim::new(&VM, 100);
+            // the first 100 µs measure the rate, polling
+            s.run(|_| gap, 0, MS);
+            let mut r = s.run(|_| gap, MS, 50 * MS);
+            assert_eq!(
+                (s.p.regime(), s.p.why()),
+                (Regime::Poll, Why::WakeOverBudget)
+            );
+            assert!(r.gaps > 0, "gap {gap}");
+            assert!(r.max_gap <= 25 * US, "gap {gap}: {}", r.max_gap);
+            assert!(
+                r.per_batch_x10() >= min_x10,
+                "gap {gap}: {} per batch ×10",
+                r.per_batch_x10()
+            );
+            assert!(r.max_wait <= 25 * US + 2 * VM.poll, "wait {}", r.max_wait);
+            assert!(r.p99() <= 25 * US, "p99 {}", r.p99());
+            assert_eq!(r.refused, 0, "gap {gap}");
+            let g = s.p.view().gap_ns;
+            assert!(g > 0 && g <= 25 * US, "gap_ns {g}");
+        }
+    }
+
+    #[test]
+    fn a_gap_never_lets_the_ring_fill() {
+        // 1 Mpps into a 16-slot ring: it fills in 16 µs, less than the 25 µs
+        // the budget allows; gaps stay within three quarters of that (at
+        // the measured rate, within 1 % of the real one) and nothing is
+        // refused.
+        const SMALL: Host = Host { ring: 16, ..VM };
+        let mut s = Sim::new(&SMALL, 100);
+        let r = s.run(|_| US, 0, 30 * MS);
+        assert_eq!(s.p.regime(), Regime::Poll);
+        assert!(r.gaps > 100, "{} gaps", r.gaps);
+        assert!(r.max_gap <= 12 * US * 101 / 100, "gap {}", r.max_gap);
+        assert_eq!(r.refused, 0, "of {}", r.offered);
+    }
+
+    #[test]
+    fn the_interrupt_regime_gathers_dense_flows_too() {
+        // Metal with a 10 µs budget: an 8 µs wake-up p99 fits, a nap does
+        // not (interrupts_when_only_a_wakeup_fits). At 4 Mpps frames come
+        // closer than SPIN_NS, so the worker never sleeps: without a gap a
+        // pass every 100 ns finds one frame; with it (at most 2.5 µs, a
+        // quarter of the budget) about 10.
+        let mut s = Sim::new(&METAL, 10);
+        s.run(|_| 250, 0, MS);
+        let mut r = s.run(|_| 250, MS, 20 * MS);
+        assert_eq!(
+            (s.p.regime(), s.p.why()),
+            (Regime::Interrupt, Why::WakeFits)
+        );
+        assert!(r.gaps > 0);
+        assert!(r.max_gap <= 2_500, "gap {}", r.max_gap);
+        assert!(r.per_batch_x10() >= 80, "{} ×10", r.per_batch_x10());
+        assert!(r.p99() <= 2_500, "p99 {}", r.p99());
+        assert_eq!(r.refused, 0);
+    }
+
+    #[test]
+    fn a_light_load_pays_no_gap() {
+        // 10 kpps and 100 kpps: 25 µs would gather 0.25 and 2.5 frames,
+        // fewer than GAP_MIN_FRAMES: poll at once, frames wait a pass.
+        for gap in [100 * US, 10 * US] {
+            let mut s = Sim::new(&VM, 100);
+            // (the first window decides on the first 16 wake-ups, which fit)
+            s.run(|_| gap, 0, 2 * MS);
+            let r = s.run(|_| gap, 2 * MS, 50 * MS);
+            assert_eq!(s.p.regime(), Regime::Poll);
+            assert_eq!((r.gaps, s.p.view().gap_ns), (0, 0), "gap {gap}");
+            assert!(r.max_wait <= 2 * VM.poll, "gap {gap}: wait {}", r.max_wait);
+        }
+    }
+
+    #[test]
+    fn the_gap_is_the_smallest_of_its_bounds() {
+        const MPPS: u64 = 1_000_000;
+        let mut p = Policy::new(100, 256, 0);
+        for _ in 0..MIN_SAMPLES {
+            p.wake_sample(150 * US);
+        }
+        assert_eq!((p.regime(), p.why()), (Regime::Poll, Why::WakeOverBudget));
+        let pass = |moved, rate_fps, fill_ns| Pass {
+            moved,
+            full: moved == 256,
+            fill_ns,
+            rate_fps,
+        };
+        // a full batch: frames are waiting, poll at once
+        assert_eq!(p.after_poll(10, pass(256, MPPS, u64::MAX)), Next::Poll);
+        // 1 Mpps: a batch of 256 takes 256 µs, the budget allows 25 µs
+        assert_eq!(
+            p.after_poll(20, pass(3, MPPS, u64::MAX)),
+            Next::Gap(25 * US)
+        );
+        assert_eq!(p.view().gap_ns, 25 * US);
+        // 20 Mpps: 12.8 µs hold a batch
+        assert_eq!(
+            p.after_poll(30, pass(3, 20_000_000, u64::MAX)),
+            Next::Gap(12_800)
+        );
+        // a ring that fills in 20 µs: three quarters of it
+        assert_eq!(p.after_poll(40, pass(3, MPPS, 20 * US)), Next::Gap(15 * US));
+        // 200 kpps: 25 µs gather 5 frames, worth it; 100 kpps: 2.5, not
+        assert_eq!(
+            p.after_poll(50, pass(1, 200_000, u64::MAX)),
+            Next::Gap(25 * US)
+        );
+        assert_eq!(p.after_poll(60, pass(1, 100_000, u64::MAX)), Next::Poll);
+        assert_eq!(p.view().gap_ns, 0);
+        // no rate measured yet
+        assert_eq!(p.after_poll(70, pass(3, 0, u64::MAX)), Next::Poll);
+        // budget 0: never
+        let mut q = Policy::new(0, 256, 0);
+        assert_eq!(q.after_poll(10, pass(3, MPPS, u64::MAX)), Next::Poll);
+        // the interrupt regime gaps a dense flow too (it would not sleep);
+        // the moderate regime naps instead
+        let mut m = Policy::new(100, 256, 0);
+        for _ in 0..MIN_SAMPLES {
+            m.wake_sample(20 * US);
+        }
+        assert_eq!(m.regime(), Regime::Interrupt);
+        assert_eq!(
+            m.after_poll(10, pass(3, MPPS, u64::MAX)),
+            Next::Gap(25 * US)
+        );
+        m.regime = Regime::Moderate;
+        assert!(matches!(
+            m.after_poll(20, pass(3, MPPS, u64::MAX)),
+            Next::Nap(_)
+        ));
+        assert_eq!(m.view().gap_ns, 0);
     }
 
     #[test]
@@ -1402,9 +1662,8 @@ mod tests {
         assert_eq!(p.after_poll(20, Pass::moved(3, false)), Next::Nap(960 * US));
         // a ring that fills in 300 µs bounds the nap: 3/4 of it, less 40 µs
         let pass = Pass {
-            moved: 3,
-            full: false,
             fill_ns: 300 * US,
+            ..Pass::moved(3, false)
         };
         assert_eq!(p.after_poll(30, pass), Next::Nap(185 * US));
     }

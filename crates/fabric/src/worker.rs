@@ -15,7 +15,11 @@
 //!   at least every half budget, while other queues are busy). When every
 //!   queue is armed the worker sleeps in epoll; a queue whose fd fires is
 //!   disarmed and polled again. In the moderate regime it naps after each
-//!   batch. Every sleep's CPU cost is measured and fed back to the policy,
+//!   batch; in the poll and interrupt regimes it may spin for a *gap*
+//!   after a small batch of a dense flow
+//!   ([`crate::wakeup::Policy::gap_for`]: no system call, counted as idle
+//!   time, `gaps` in its counters) so the next batch is bigger. Every
+//!   sleep's CPU cost is measured and fed back to the policy,
 //!   with the naps' overshoot, each queue's arrival rate and ring level
 //!   ([`RxQueue::fill_level`]), and the wake-up latency its prober measures.
 //! - The prober ([`probe`], a thread of its own started with the worker):
@@ -73,6 +77,9 @@ const SLEEP_MS: i32 = 100;
 const KICK_RETRY_NS: u64 = 20_000;
 /// Ethernet header length: anything shorter is a runt.
 pub const ETH_HDR_B: usize = 14;
+/// Back-off when the only queues left are idle and have no notifications:
+/// a sleep this long between polls (µs).
+const BACKOFF_US: u64 = 50;
 
 /// How a worker waits for packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -386,6 +393,7 @@ pub fn run(
         let mut moved = 0u64;
         let mut full = false;
         let mut fill_ns = u64::MAX;
+        let mut rate_fps = 0u64;
         let mut unarmed = 0usize;
         for s in slots.iter_mut() {
             if s.armed {
@@ -472,6 +480,7 @@ pub fn run(
                 };
                 s.fill_ns = s.inflow.fill_ns(room);
                 fill_ns = fill_ns.min(s.fill_ns);
+                rate_fps = rate_fps.max(s.inflow.rate_fps());
             }
         }
         drop(logic_g);
@@ -508,6 +517,7 @@ pub fn run(
                 moved,
                 full,
                 fill_ns,
+                rate_fps,
             },
         );
         if policy.regime() != regime || iter.is_multiple_of(4096) {
@@ -516,6 +526,25 @@ pub fn run(
         let mut look = any_armed
             && (iter.is_multiple_of(EPOLL_EVERY)
                 || now_ns.saturating_sub(looked_ns) >= look_every_ns);
+        if let Next::Gap(ns) = next {
+            // A small batch of a flow dense enough to fill a bigger one
+            // soon (poll or interrupt regime): wait, spinning, until `ns`
+            // after this pass began (the policy bounds it by the budget and
+            // the rings' fill time). The worker would have polled on
+            // anyway; no system call.
+            c.gaps.fetch_add(1, Relaxed);
+            let until = now_ns.saturating_add(ns);
+            let mut t = sys::now_ns();
+            while t < until {
+                core::hint::spin_loop();
+                t = sys::now_ns();
+            }
+            // Overhead, not the next pass's processing.
+            policy.gapped(t);
+            let now = sys::cycles();
+            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            last = now;
+        }
         if let Next::Nap(ns) = next {
             c.naps.fetch_add(1, Relaxed);
             let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
@@ -537,9 +566,17 @@ pub fn run(
             0
         } else if next == Next::Sleep && moved == 0 {
             // Only queues without notifications are left and they are idle:
-            // back off instead of spinning.
-            std::thread::sleep(std::time::Duration::from_micros(50));
-            awake_since_ns = sys::now_ns();
+            // back off instead of spinning. Idle time, as a nap's: the pass
+            // that next moves frames must not be charged for it.
+            let t0 = sys::now_ns();
+            std::thread::sleep(std::time::Duration::from_micros(BACKOFF_US));
+            let t1 = sys::now_ns();
+            awake_since_ns = t1;
+            policy.slept_idle(t1 - t0, 0, t1);
+            c.asleep_ns.fetch_add(t1 - t0, Relaxed);
+            let now = sys::cycles();
+            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            last = now;
             continue;
         } else if look {
             0

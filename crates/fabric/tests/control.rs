@@ -1,6 +1,7 @@
 //! The control path against a worker that does not come round (stuck in a
-//! logic) and the worker's epoll bookkeeping when a queue's notification fd
-//! cannot be (re-)registered.
+//! logic), the worker's epoll bookkeeping when a queue's notification fd
+//! cannot be (re-)registered, and its accounting of the back-off for a
+//! queue that has no notification fd.
 //!
 //! `cargo test -p fabric --test control`
 
@@ -347,5 +348,88 @@ fn parked_logic_comes_back_whole_unless_replaced_meanwhile() {
         "the parked tables are dropped"
     );
     assert!(!other_dropped.load(Ordering::SeqCst));
+    sw.shutdown();
+}
+
+/// A receive queue without a notification fd: polled, never armed.
+struct Deaf(Box<dyn RxQueue>);
+
+impl RxQueue for Deaf {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        self.0.burst(batch)
+    }
+    fn release(&mut self) {
+        self.0.release()
+    }
+    fn notify_fd(&self) -> Option<RawFd> {
+        None
+    }
+    fn fill_level(&self) -> Option<(u32, u32)> {
+        self.0.fill_level()
+    }
+}
+
+/// A pipe port whose receive queue is [`Deaf`].
+struct DeafPort(PipePort);
+
+impl Port for DeafPort {
+    fn info(&self) -> PortInfo {
+        self.0.info()
+    }
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        Some(Box::new(Deaf(self.0.take_rx(q)?)))
+    }
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        self.0.tx(q)
+    }
+}
+
+#[test]
+fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
+    // A queue without notifications cannot be armed: once every queue has
+    // idled, the worker backs off with 50 µs sleeps between polls. Those
+    // are idle time: the pass that then moves a frame is charged its own
+    // cycles only (it used to be charged the sleep and its wake-up too,
+    // ≥ 50 µs a frame). The median over frames sent one at a time after
+    // an idle spell, so a preempted pass on a busy host cannot decide it.
+    let sw = adaptive();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    sw.add_port("s", Arc::new(DeafPort(s)), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let stats = || {
+        sw.worker_stats()
+            .into_iter()
+            .find(|w| w.id == 0)
+            .expect("worker 0")
+    };
+    let mut busy = Vec::new();
+    for _ in 0..15 {
+        // idle long enough for the worker to back off: its sleep-after
+        // time (1 ms, or the wake-up p99 if longer) three times over
+        let after_ns = stats().policy.sleep_after_ns.max(1_000_000);
+        std::thread::sleep(Duration::from_nanos(3 * after_ns).max(Duration::from_millis(5)));
+        let before = stats();
+        let asleep = before.asleep_ns;
+        assert_eq!(ps.send(0, &[&frame()]), 1);
+        wait_for("the frame at d", Duration::from_secs(5), || {
+            pd.recv(0, 8, |_| {}) > 0
+        });
+        wait_for("the frame counted", Duration::from_secs(5), || {
+            stats().packets > before.packets
+        });
+        let now = stats();
+        assert!(
+            now.asleep_ns > asleep || now.sleeps > before.sleeps,
+            "no back-off seen"
+        );
+        busy.push(now.busy_ns - before.busy_ns);
+    }
+    busy.sort_unstable();
+    let median = busy[busy.len() / 2];
+    assert!(
+        median < 40_000,
+        "a one-frame pass after a back-off charged {median} ns busy (all: {busy:?})"
+    );
     sw.shutdown();
 }

@@ -494,6 +494,11 @@ pub struct WorkerStatsResult {
     /// Naps after a batch (interrupt moderation under dense traffic).
     #[serde(default)]
     pub naps: u64,
+    /// Gaps after a small batch of a dense flow (poll and interrupt
+    /// regimes): spins before the next
+    /// poll so that it finds a bigger batch (idle time, no system call).
+    #[serde(default)]
+    pub gaps: u64,
     /// Wall time asleep (sleeps and naps), ns.
     #[serde(default)]
     pub asleep_ns: u64,

@@ -625,6 +625,7 @@ impl Daemon {
                 sleeps: w.sleeps,
                 wakeups: w.wakeups,
                 naps: w.naps,
+                gaps: w.gaps,
                 asleep_ns: w.asleep_ns,
                 sleep_cpu_ns: w.sleep_cpu_ns,
                 cycles_per_packet: w.cycles_per_packet,

@@ -141,7 +141,7 @@ pub fn render(s: &StatsResult) -> String {
     }
 
     type WField = fn(&crate::api::WorkerStatsResult) -> f64;
-    let per_worker: [(&str, &str, &str, WField); 17] = [
+    let per_worker: [(&str, &str, &str, WField); 19] = [
         (
             "turnout_worker_packets_total",
             "counter",
@@ -197,6 +197,12 @@ pub fn render(s: &StatsResult) -> String {
             |w| w.naps as f64,
         ),
         (
+            "turnout_worker_gaps_total",
+            "counter",
+            "Gaps after a small batch of a dense flow (spins before the next poll).",
+            |w| w.gaps as f64,
+        ),
+        (
             "turnout_worker_asleep_seconds_total",
             "counter",
             "Wall time the worker spent asleep or napping.",
@@ -219,6 +225,12 @@ pub fn render(s: &StatsResult) -> String {
             "gauge",
             "Current nap length (0 unless moderating).",
             |w| w.policy.nap_ns as f64 / 1e9,
+        ),
+        (
+            "turnout_worker_gap_seconds",
+            "gauge",
+            "Poll regime: the interval between polls chosen after the last small batch (0: none).",
+            |w| w.policy.gap_ns as f64 / 1e9,
         ),
         (
             "turnout_worker_wake_p99_seconds",

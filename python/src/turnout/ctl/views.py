@@ -243,6 +243,7 @@ def worker_rates(prev: dict[str, Any], cur: dict[str, Any]) -> list[dict[str, An
             "sleeps_ps": d("sleeps") / dt,
             "wakeups_ps": d("wakeups") / dt,
             "naps_ps": d("naps") / dt,
+            "gaps_ps": d("gaps") / dt,
             "policy": _policy_text(w.get("policy") or {}),
         })
     return out
@@ -344,6 +345,8 @@ def _policy_text(p: dict[str, Any]) -> str:
     regime = p.get("regime") or ("moderate" if p.get("moderating") else "interrupt")
     if regime == "moderate":
         regime = f"moderate, nap {p.get('nap_ns', 0) / 1e3:.0f}us"
+    elif regime == "poll" and p.get("gap_ns"):
+        regime = f"poll, gap {p['gap_ns'] / 1e3:.1f}us"
     reason = _WHY.get(why, why)
     wake = p.get("wake_p99_ns", 0)
     if wake and why in ("wake_over_budget", "wake_fits", "only_naps_fit", "naps_cheaper"):
@@ -405,10 +408,10 @@ def _watch(client: CtlClient, interval_s: float, as_json: bool) -> int:
                 if wr:
                     print(format_table(
                         ["worker", "cpu_%", "busy_%", "asleep_%", "sleeps/s", "wakeups/s", "naps/s",
-                         "wake-up policy"],
+                         "gaps/s", "wake-up policy"],
                         [[w["id"], round(w["cpu_pct"], 1), round(w["busy_pct"], 1),
                           round(w["asleep_pct"], 1), _si(w["sleeps_ps"]), _si(w["wakeups_ps"]),
-                          _si(w["naps_ps"]), w["policy"]] for w in wr],
+                          _si(w["naps_ps"]), _si(w["gaps_ps"]), w["policy"]] for w in wr],
                     ), flush=True)
             prev = cur
     except KeyboardInterrupt:
