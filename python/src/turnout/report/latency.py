@@ -12,9 +12,7 @@ from .formatting import fmt, fmt_spread, trial_marks
 from .model import Figure, Panel, Point, Section, Series, Spread, Table, spread_of, within_noise
 from .points import (
     CampaignData,
-    FigGroup,
-    by_scenario,
-    fig_group,
+    by_figure,
     group_key,
     group_title,
     offered_pps,
@@ -135,10 +133,7 @@ def latency_cdf_section(data: CampaignData) -> Section:
     if not trials:
         sec.empty = "No latency trials (method 'latency' at a fraction of R+) in this campaign."
         return sec
-    by_fig: dict[FigGroup, list[Trial]] = defaultdict(list)
-    for t in trials:
-        by_fig[fig_group(t)].append(t)
-    for g, ts in sorted(by_fig.items(), key=by_scenario):
+    for g, ts in by_figure(trials):
         fractions = sorted({round(float(t.load_fraction), 4) for t in ts
                             if t.load_fraction is not None}, reverse=True)
         panels = []

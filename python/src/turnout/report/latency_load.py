@@ -8,9 +8,7 @@ from ..results import Trial
 from .model import Figure, Panel, Point, Section, Series, spread_of
 from .points import (
     CampaignData,
-    FigGroup,
-    by_scenario,
-    fig_group,
+    by_figure,
     group_key,
     group_title,
     load_bin,
@@ -41,10 +39,7 @@ def latency_load_section(data: CampaignData) -> Section:
     if not trials:
         sec.empty = "No trials with latency measurements in this campaign."
         return sec
-    by_fig: dict[FigGroup, list[Trial]] = defaultdict(list)
-    for t in trials:
-        by_fig[fig_group(t)].append(t)
-    for g, ts in sorted(by_fig.items(), key=by_scenario):
+    for g, ts in by_figure(trials):
         panels = []
         for size in sorted({int(t.frame_size_b) for t in ts}):
             by: dict[tuple[str, float], list[Trial]] = defaultdict(list)

@@ -366,6 +366,14 @@ def fig_group(t: Trial) -> FigGroup:
             int(t.pairs))
 
 
+def by_figure(trials: Iterable[Trial]) -> list[tuple[FigGroup, list[Trial]]]:
+    """Trials grouped by the figure that draws them (fig_group), in report order."""
+    groups: dict[FigGroup, list[Trial]] = defaultdict(list)
+    for t in trials:
+        groups[fig_group(t)].append(t)
+    return sorted(groups.items(), key=by_scenario)
+
+
 def group_extras(g: FigGroup) -> str:
     scen, d, flows, burst, vnfs, ports, pairs = g
     return PointKey(scen, d, 0, flows, burst, vnfs, ports, pairs, "", "", "").extras()
