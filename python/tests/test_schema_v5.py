@@ -47,12 +47,12 @@ def fill(db: ResultsDB) -> None:
         ("bridge", "p2p", 1, 0, 1e6, 50.0, "", None),
     ]
     for i, (sut, scen, flows, rep, pps, cost, vp, cpu) in enumerate(rows):
-        rid = db.add_result(Result(
+        rid = db.add_result(Result.of(
             campaign_id=cid, key=f"f{i}", sut=sut, scenario=scen, flows=flows, repetition=rep,
             method="rplus", status="ok", rate_total_pps=pps, rx_total_pps=pps,
             busy_cycles_per_frame=cost, tester_bound=0, virtual_port=vp))
         if cpu is not None:  # 1000 frames received, a 1 GHz clock: 1 ms -> 1000 cyc/frame
-            db.add_trial(Trial(
+            db.add_trial(Trial.of(
                 campaign_id=cid, key=f"f{i}", sut=sut, scenario=scen, flows=flows,
                 repetition=rep, method="rplus", status="ok", result_id=rid, received=1000,
                 rx_total_pps=pps, extra={"cycles_hz": 1e9}, virtual_port=vp,
@@ -82,7 +82,12 @@ def _rows(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
 
 def test_every_test_point_field_is_a_field_and_a_column(tmp_path: Path) -> None:
     for cls in (Trial, Result):
-        assert set(POINT_FIELDS) <= {f.name for f in fields(cls)}, cls.__name__
+        # the point is held, not repeated: no field of its own is a point field
+        names = [f.name for f in fields(cls)]
+        assert not set(POINT_FIELDS) & set(names), cls.__name__
+        # its flat row (database columns, export) has them in the point's place
+        i = names.index("point")
+        assert list(cls().flat()) == [*names[:i], *POINT_FIELDS, *names[i + 1:]]
     with ResultsDB(tmp_path / "r.db") as db:
         for table in ("trials", "results"):
             cols = {r[1] for r in db.conn.execute(f"PRAGMA table_info({table})")}
@@ -107,9 +112,9 @@ def test_a_v4_database_reads_and_reports_the_same(tmp_path: Path) -> None:
         of = [r for r in db.results() if r.scenario.startswith("openflow/")]
         assert of, "the v4 database has openflow results"
         for r in of:
-            assert r.rules > 0 and r.outputs > 0
+            assert r.point.rules > 0 and r.point.outputs > 0
             assert r.point.stored_scenario() == r.scenario
-        assert all(r.rules == 0 and r.acl_at == "" for r in db.results()
+        assert all(r.point.rules == 0 and r.point.acl_at == "" for r in db.results()
                    if not r.scenario.startswith("openflow"))
         text = report_text(db)
     assert text == (GOLDEN / "report-flows-v4.txt").read_text()
@@ -137,8 +142,9 @@ def test_a_failed_step_leaves_the_version_before(tmp_path: Path) -> None:
 def test_a_test_point_comes_back_from_a_stored_row() -> None:
     p = TestPoint("openflow", frame_size_b=1518, rules=100, masks=8, outputs=2, acl=1000,
                   acl_at="above", virtual_port="vhost-user")
-    r = Result(scenario=p.stored_scenario(), frame_size_b=1518, virtual_port="vhost-user")
+    r = Result.of(scenario=p.stored_scenario(), frame_size_b=1518, virtual_port="vhost-user")
     # a row written with only the stored name gets the rule set from it
-    assert (r.rules, r.masks, r.outputs, r.acl, r.acl_at) == (100, 8, 2, 1000, "above")
+    q = r.point
+    assert (q.rules, q.masks, q.outputs, q.acl, q.acl_at) == (100, 8, 2, 1000, "above")
     assert r.point == p
-    assert Trial(scenario="p2p").point == TestPoint()
+    assert Trial.of(scenario="p2p").point == TestPoint()

@@ -69,8 +69,8 @@ def compare_builds(a: Spread | None, b: Spread | None, better: str, worse: str,
 
 
 def _cell(k: PointKey) -> str:
-    s = f"{k.scenario}/{k.direction} {k.frame_size_b} B"
-    port = k.virtual_port or ("-" if k.scenario in ("p2p", "overlay") else "")
+    s = f"{k.scenario}/{k.point.direction} {k.point.frame_size_b} B"
+    port = k.point.virtual_port or ("-" if k.scenario in ("p2p", "overlay") else "")
     if port and port != "-":
         s += f" {port}"
     return s + (f" {k.extras()}" if k.extras() else "")
@@ -86,7 +86,7 @@ def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
         if r.method != "rplus" or r.sut not in (after, before):
             continue
         k = PointKey.of(r)
-        g = (k.group(), k.virtual_port)
+        g = (k.group(), k.point.virtual_port)
         keys.setdefault(g, k)
         rate[g][r.sut][r.repetition] = r.rate_total_pps
         if r.busy_cycles_per_frame:

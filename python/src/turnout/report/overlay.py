@@ -74,9 +74,9 @@ def encap_rows(trials: list[Trial]) -> list[EncapRow]:
     for t in trials:
         if t.status != "ok" or t.method not in _METHODS or t.scenario not in ("p2p", "overlay"):
             continue
-        if t.flows != 1 or t.virtual_port:
+        if t.point.flows != 1 or t.point.virtual_port:
             continue
-        key = (t.sut, t.direction, int(t.frame_size_b), _load(t))
+        key = (t.sut, t.point.direction, int(t.point.frame_size_b), _load(t))
         by[key][t.scenario][t.repetition] = t
     rows: list[EncapRow] = []
     for (sut, d, size, load), side in sorted(by.items()):

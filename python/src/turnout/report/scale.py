@@ -34,15 +34,15 @@ def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Se
         by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
         for p in pts:
             if is_base(p.key, base, attr):
-                by_sd[(p.key.scenario, p.key.direction)].append(p)
+                by_sd[(p.key.scenario, p.key.point.direction)].append(p)
         for (scen, d), sp in sorted(by_sd.items(), key=by_scenario):
-            sizes = sorted({p.key.frame_size_b for p in sp})
-            xs = [getattr(p.key, attr) for p in sp]
+            sizes = sorted({p.key.point.frame_size_b for p in sp})
+            xs = [getattr(p.key.point, attr) for p in sp]
             xlog = min(xs) > 0 and max(xs) / min(xs) >= 20
             sec.figures.append(Figure(
                 key=slug(key, scen, d), title=f"{title}: {scen} {d}",
                 panels=[Panel(f"{size} B", xlabel, "Mpps",
-                              series_by_sut([p for p in sp if p.key.frame_size_b == size],
+                              series_by_sut([p for p in sp if p.key.point.frame_size_b == size],
                                             attr, "mpps"), xlog=xlog)
                         for size in sizes],
             ))

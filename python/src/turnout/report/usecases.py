@@ -87,14 +87,14 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
                                     "cycles per frame (lower is better)", series, kind="cat"))
         at: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
         for t in fixed:
-            if (t.scenario, t.direction) == (scen, d) and _extras_of(t) == extras:
-                at[(int(t.frame_size_b), round(t.offered_total_pps))][
-                    sut_label(t.sut, t.virtual_port)].append(t)
+            if (t.scenario, t.point.direction) == (scen, d) and _extras_of(t) == extras:
+                at[(int(t.point.frame_size_b), round(t.offered_total_pps))][
+                    sut_label(t.sut, t.point.virtual_port)].append(t)
         for (size, rate), by_sut in sorted(at.items()):
             series = []
             hl = []
             for lab, ts in sorted(by_sut.items(),
-                                  key=lambda kv: _PORT_ORDER.get(kv[1][0].virtual_port, 3)):
+                                  key=lambda kv: _PORT_ORDER.get(kv[1][0].point.virtual_port, 3)):
                 s = spread_of([float(t.latency_p99_ns or 0) / 1e3 for t in ts])
                 if ts[0].sut in data.reference_suts:
                     hl.append((s.median, f"{lab} p99 {fmt(s.median)} µs (the floor)"))
@@ -160,18 +160,18 @@ def cpu_latency_section(data: CampaignData) -> Section:
     )
     by_path: dict[tuple, list[Trial]] = defaultdict(list)
     for t in trials:
-        by_path[(scenario_rank(t.scenario), t.virtual_port or "veth", t.direction,
+        by_path[(scenario_rank(t.scenario), t.point.virtual_port or "veth", t.point.direction,
                  _extras_of(t))].append(t)
     for (rank, port, d, extras), ts in sorted(by_path.items()):
         scen = rank[1]
         path = (f"{SHORT.get(scen, scen)}{f' ({extras})' if extras else ''} {port}"
                 + (" bi" if d == "bi" else ""))
         panels = []
-        for size in sorted({int(t.frame_size_b) for t in ts}):
+        for size in sorted({int(t.point.frame_size_b) for t in ts}):
             groups: dict[tuple[str, str], list[Trial]] = defaultdict(list)
             for t in ts:
-                if int(t.frame_size_b) == size:
-                    groups[(sut_label(t.sut, t.virtual_port), _load_label(t))].append(t)
+                if int(t.point.frame_size_b) == size:
+                    groups[(sut_label(t.sut, t.point.virtual_port), _load_label(t))].append(t)
             per_sut: dict[str, list[tuple[float, Point]]] = defaultdict(list)
             floors: list[tuple[float, str]] = []
             rows = []

@@ -237,12 +237,12 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         ceiling_of: dict[str, Spread] = {}
         for k in keys:
             if k.sut in data.reference_suts:
-                ceiling_of[k.virtual_port or "veth"] = spread_of(list(rate[k].values()))
+                ceiling_of[k.point.virtual_port or "veth"] = spread_of(list(rate[k].values()))
         # SUTs are compared on one path with one kind of virtual port
         by_port: dict[str, list[PointKey]] = defaultdict(list)
         for k in keys:
             if k.sut not in data.reference_suts:
-                by_port[k.virtual_port].append(k)
+                by_port[k.point.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
         # a session that could not be set up never learnt its virtual port
         # (results stored before the runner recorded the cell's port): its
@@ -252,9 +252,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         # port) or, when the SUT has none here, with the only port type the
         # others used
         ports = sorted(by_port)
-        named = {(r.sut, r.virtual_port) for r in data.ok_results
+        named = {(r.sut, r.point.virtual_port) for r in data.ok_results
                  if r.method == "rplus" and PointKey.of(r).group() == g
-                 and r.virtual_port in r.key.split("|")}
+                 and r.point.virtual_port in r.key.split("|")}
         for (sut, vp), why in list(todo.items()):
             if vp or sut in data.reference_suts:
                 continue
@@ -313,7 +313,7 @@ def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Mis
     for (k, rep), (status, reason) in sorted(per.items()):
         if (k, rep) in ok:
             continue
-        out[k.group()].setdefault((k.sut, k.virtual_port), []).append((rep, status, reason))
+        out[k.group()].setdefault((k.sut, k.point.virtual_port), []).append((rep, status, reason))
     return out
 
 
@@ -347,9 +347,9 @@ def tester_processes(k: PointKey) -> int:
     """Busy-polling tester and VNF processes a test point runs: one turnout-gen
     per stream (or per pair of directions) plus one per chain VNF."""
     if k.scenario == "loopback":
-        return 1 + k.vnfs
+        return 1 + k.point.vnfs
     if k.scenario == "nvsn":
-        return k.pairs
+        return k.point.pairs
     return 1
 
 
@@ -370,7 +370,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     """One SUT's entry: its rate, capacity and CPU at this load over
     repetitions, what limited it, and the repetitions that gave no value
     (``misses``) with their reason."""
-    e = Entry(sut=k.sut_label(), name=k.sut, port=k.virtual_port, by_rep_rate=dict(rate),
+    e = Entry(sut=k.sut_label(), name=k.sut, port=k.point.virtual_port, by_rep_rate=dict(rate),
               by_rep_cost=dict(cost), tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
     e.cost = spread_or_none(list(cost.values()))
@@ -392,7 +392,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
                           "the scheduler sets the rate")
     e.limit = ("scheduler" if shared > 1 else "tester") if limited else "SUT"
     e.note = "; ".join(limited)
-    if ceil is None and k.virtual_port == "memif":
+    if ceil is None and k.point.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")
     if misses:
         reps = len(rate) + len(misses)
@@ -533,9 +533,9 @@ def latency_verdict_table(data: CampaignData) -> Table:
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
-        label = sut_label(tr.sut, tr.virtual_port)
-        key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
-               int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
+        label = sut_label(tr.sut, tr.point.virtual_port)
+        key = (scenario_rank(tr.scenario), int(tr.point.frame_size_b), round(tr.offered_total_pps),
+               int(tr.point.burst), tr.point.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
         c = cpu_at_load(tr)
         cpu[key].append((c.cycles_per_frame, c.pct))
@@ -628,9 +628,10 @@ def latency_trials_table(data: CampaignData) -> Table:
                 if "kernel_ms" in ot else "")
         else:
             most, one, total = "–", "–", str(ot.get("why", "–"))
-        rows.append((tr.sut, tr.scenario, int(tr.frame_size_b), tr.offered_total_pps,
+        rows.append((tr.sut, tr.scenario, int(tr.point.frame_size_b), tr.offered_total_pps,
                      int(tr.repetition), [
-                         sut_label(tr.sut, tr.virtual_port), tr.scenario, str(tr.frame_size_b),
+                         sut_label(tr.sut, tr.point.virtual_port), tr.scenario,
+                         str(tr.point.frame_size_b),
                          f"{tr.offered_total_pps / 1e3:g} kpps", str(tr.repetition),
                          f"{tr.latency_p99_ns / 1e3:.0f}",
                          f"{tr.latency_max_ns / 1e3:.0f}" if tr.latency_max_ns else "–",
@@ -670,8 +671,8 @@ def cost_check_table(data: CampaignData) -> Table:
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
-        label = sut_label(tr.sut, tr.virtual_port)
-        key = (label, tr.scenario, int(tr.frame_size_b))
+        label = sut_label(tr.sut, tr.point.virtual_port)
+        key = (label, tr.scenario, int(tr.point.frame_size_b))
         c = cpu_at_load(tr)
         by[key].append((float(tr.busy_cycles_per_frame), c.cycles_per_frame, c.pct,
                         bool(tr.tester_bound)))
@@ -713,10 +714,10 @@ def refused_table(data: CampaignData) -> Table:
         asked = (f"{fmt(tr.load_fraction)} × R+ ({tr.offered_total_pps / 1e3:.4g} kpps)"
                  if tr.load_fraction is not None else f"{tr.offered_total_pps / 1e3:.4g} kpps")
         sent_pps = tr.tx_total_pps or (tr.sent / tr.duration_s if tr.duration_s else 0.0)
-        rows.append(((scenario_rank(tr.scenario), tr.sut, int(tr.frame_size_b),
+        rows.append(((scenario_rank(tr.scenario), tr.sut, int(tr.point.frame_size_b),
                       tr.offered_total_pps, int(tr.repetition)), [
-            sut_label(tr.sut, tr.virtual_port), tr.scenario, tr.direction,
-            str(tr.frame_size_b), asked, f"{sent_pps / 1e3:.4g}", sent_share(why) or "–",
+            sut_label(tr.sut, tr.point.virtual_port), tr.scenario, tr.point.direction,
+            str(tr.point.frame_size_b), asked, f"{sent_pps / 1e3:.4g}", sent_share(why) or "–",
             str(tr.repetition),
             f"{tr.latency_p99_ns / 1e3:.0f}" if tr.latency_p99_ns else "–", why]))
     for _, r in sorted(rows, key=lambda x: x[0]):

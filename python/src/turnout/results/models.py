@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
 
 from ..methods import METHOD_TABLE
-from ..testpoint import POINT_FIELDS, TestPoint, openflow_fields
+from ..testpoint import POINT_FIELDS, AtPoint, TestPoint
 
 __all__ = [
     "DIRECTIONS",
@@ -38,32 +38,32 @@ def _canon(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-class _PointColumns:
-    """What trials and results share about their test point: its fields are
-    TestPoint's (the scenario as stored: ``TestPoint.stored_scenario``), one
-    column each (results/schema.py)."""
+class _AtPoint(AtPoint):
+    """What trials and results share about their test point: they hold it
+    (``point``, a TestPoint), stored one column per field (results/schema.py;
+    the scenario as ``TestPoint.stored_scenario`` names it)."""
 
-    scenario: str
-    rules: int
-    masks: int
-    outputs: int
-    acl: int
-    acl_at: str
+    @classmethod
+    def of(cls, **kw: Any) -> Self:
+        """A row from flat keywords, as a database row or an export has them:
+        the test point's fields (``scenario`` as stored: an openflow rule
+        set's name fills in its fields) and the row's own."""
+        cols = {f: kw.pop(f) for f in POINT_FIELDS if f in kw}
+        scenario = str(cols.pop("scenario", TestPoint.scenario))
+        point = TestPoint.from_stored(scenario, **cols)
+        return cls(point=point, **kw)  # type: ignore[call-arg]  # Trial, Result
 
-    def __post_init__(self) -> None:
-        of = openflow_fields(self.scenario)
-        if of is not None and not self.rules:
-            # written by code that knew the rule set only by its name
-            self.rules, self.masks, self.outputs = of["rules"], of["masks"], of["outputs"]
-            self.acl, self.acl_at = of["acl"], of["acl_at"]
-
-    @property
-    def point(self) -> TestPoint:
-        """The test point (its scenario the family's: "openflow", not the
-        stored name with the rule set)."""
-        kw = {f: getattr(self, f) for f in POINT_FIELDS}
-        kw["scenario"] = self.scenario.split("/", 1)[0]
-        return TestPoint(**kw)
+    def flat(self) -> dict[str, Any]:
+        """The row's fields with its test point's in its place, one each (the
+        scenario as stored), in the order of the database's columns."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]  # a dataclass: Trial, Result
+            if f.name == "point":
+                out.update({n: getattr(self.point, n) for n in POINT_FIELDS})
+                out["scenario"] = self.scenario
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
 
 
 @dataclass
@@ -122,7 +122,7 @@ class Sut:
 
 
 @dataclass
-class Trial(_PointColumns):
+class Trial(_AtPoint):
     """One measurement at a fixed offered load.
 
     Every rate is the **aggregate over all streams** of the trial (``streams``
@@ -157,22 +157,9 @@ class Trial(_PointColumns):
     result_id: int | None = None
     key: str = ""
     sut: str = ""
-    scenario: str = "p2p"
-    direction: str = "uni"
-    frame_size_b: int = 64
-    flows: int = 1
-    burst: int = 32
-    vnfs: int = 0
-    ports: int = 2
-    pairs: int = 1
-    virtual_port: str = ""  # memif | veth | "" (no virtual port)
-    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
-    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
-    rules: int = 0
-    masks: int = 0
-    outputs: int = 0
-    acl: int = 0
-    acl_at: str = ""
+    #: the test point; its ``virtual_port`` is the kind the cell really had
+    #: (memif | vhost-user | veth | "": none), which a fallback may change
+    point: TestPoint = field(default_factory=TestPoint)
     method: str = "fixed"
     load_fraction: float | None = None  # of R+ (aggregate), for latency trials
     offered_total_pps: float = 0.0  # requested aggregate load; 0 = as fast as possible
@@ -216,7 +203,7 @@ class Trial(_PointColumns):
 
 
 @dataclass
-class Result(_PointColumns):
+class Result(_AtPoint):
     """The outcome of a search (R+, NDR, PDR) at one test point.
 
     ``rate_total_pps`` is the found rate, aggregate over all streams: for
@@ -235,22 +222,9 @@ class Result(_PointColumns):
     host_id: int | None = None
     key: str = ""
     sut: str = ""
-    scenario: str = "p2p"
-    direction: str = "uni"
-    frame_size_b: int = 64
-    flows: int = 1
-    burst: int = 32
-    vnfs: int = 0
-    ports: int = 2
-    pairs: int = 1
-    virtual_port: str = ""
-    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
-    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
-    rules: int = 0
-    masks: int = 0
-    outputs: int = 0
-    acl: int = 0
-    acl_at: str = ""
+    #: the test point; its ``virtual_port`` is the kind the cell really had
+    #: (memif | vhost-user | veth | "": none), which a fallback may change
+    point: TestPoint = field(default_factory=TestPoint)
     method: str = "rplus"
     repetition: int = 0
     loss_target: float = 0.0
