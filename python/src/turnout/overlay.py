@@ -25,7 +25,9 @@ by each host (host A from the pod, host B from the underlay; both ways
 when bidirectional), so frames = (received by A + received by B) / 2 and
 the figure is comparable with the plain p2p path's cost of one switch per
 frame. Each trial also stores every host's own cycles per frame it
-received in ``extra.overlay_hosts`` (turnoutd and OVS; the kernel's
+received, in its columns ``overlay_a_cycles_per_frame`` and
+``overlay_b_cycles_per_frame`` (from ``extra.overlay_hosts``, which keeps
+each host's frames or why it has no figure; turnoutd and OVS: the kernel's
 softirq time is per CPU, not per host, so the Linux bridge has only the
 sum). The report's "Overlay" section sets these next to the same SUT's
 p2p figures of the same campaign (report/overlay.py).

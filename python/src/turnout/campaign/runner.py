@@ -29,6 +29,7 @@ from ..measure.counts import Measurer, TrialCounts
 from ..measure.gen import PeerAbsent
 from ..measure.stats import gbps
 from ..results import Campaign, Result, ResultsDB, Sut, Trial
+from ..results.models import overlay_host_columns
 from ..scenarios import Point, Unsupported
 from ..search import MlrGoals, ndr_pdr, rplus
 from ..search.base import LoggingMeasurer, SearchResult
@@ -100,6 +101,7 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
     if "rplus_tester_bound" in ctx and load_fraction is not None:
         # a latency load is a fraction of R+: say when that R+ was the tester's
         extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
+    per_host = overlay_host_columns(c.extra.get("overlay_hosts"))  # scenario overlay
     return Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"],
         result_id=result_id, key=key or item.key, sut=item.sut,
@@ -117,7 +119,9 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
         busy_cycles_per_frame=c.busy_cycles_per_frame,
         tester_bound=None if c.tester_bound is None else int(c.tester_bound),
-        update_first_ns=c.update_first_ns, update_last_ns=c.update_last_ns, status="ok",
+        update_first_ns=c.update_first_ns, update_last_ns=c.update_last_ns,
+        overlay_a_cycles_per_frame=per_host["overlay_a_cycles_per_frame"],
+        overlay_b_cycles_per_frame=per_host["overlay_b_cycles_per_frame"], status="ok",
         started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
 

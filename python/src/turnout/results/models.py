@@ -17,12 +17,14 @@ from ..testpoint import POINT_FIELDS, AtPoint, TestPoint
 __all__ = [
     "DIRECTIONS",
     "METHODS",
+    "OVERLAY_HOST_COLUMNS",
     "STATUSES",
     "Campaign",
     "Host",
     "Result",
     "Sut",
     "Trial",
+    "overlay_host_columns",
 ]
 
 #: Directions of a scenario: one way, or both ways at once.
@@ -32,6 +34,24 @@ METHODS = tuple(m.name for m in METHOD_TABLE)  # turnout/methods.py
 #: ``ok`` measured; ``skipped`` not run (reason given); ``failed`` error (reason
 #: given); ``running`` a search that has not finished (left by an interrupted run).
 STATUSES = ("ok", "skipped", "failed", "running", "interrupted")
+
+
+#: the overlay scenario's hosts (turnout/overlay.py) and the trial column
+#: holding each one's own cycles per frame it received (schema v6)
+OVERLAY_HOST_COLUMNS = {"A": "overlay_a_cycles_per_frame", "B": "overlay_b_cycles_per_frame"}
+
+
+def overlay_host_columns(hosts: Any) -> dict[str, float | None]:
+    """The per-host cost columns of a trial from the overlay's per-host
+    account (``extra["overlay_hosts"]``: a ``{"host", "cycles_per_frame",
+    "frames"}`` or ``{"host", "why"}`` per host; turnout/overlay.py): a
+    host's figure, or None when it has none."""
+    out: dict[str, float | None] = dict.fromkeys(OVERLAY_HOST_COLUMNS.values())
+    for h in hosts if isinstance(hosts, list) else []:
+        col = OVERLAY_HOST_COLUMNS.get(str(h.get("host"))) if isinstance(h, dict) else None
+        if col is not None and h.get("cycles_per_frame") is not None:
+            out[col] = float(h["cycles_per_frame"])
+    return out
 
 
 def _canon(obj: Any) -> str:
@@ -194,12 +214,29 @@ class Trial(_AtPoint):
     #: the last reached the old one; ``lost`` counts the switch-over's losses
     update_first_ns: float | None = None
     update_last_ns: float | None = None
+    #: scenario ``overlay`` (turnout/overlay.py): each host's own busy cycles
+    #: per frame it received (host A: pod in, encapsulation; host B:
+    #: decapsulation, pod out); None when its switch keeps no account per
+    #: host (the Linux bridge) or it could not be read (``extra.overlay_hosts``
+    #: says why)
+    overlay_a_cycles_per_frame: float | None = None
+    overlay_b_cycles_per_frame: float | None = None
     status: str = "ok"
     reason: str = ""
     started_at: float = 0.0
     duration_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
+
+    def overlay_host_costs(self) -> dict[str, float]:
+        """Host ("A", "B") -> its own cycles per frame, for the hosts that
+        have one (scenario ``overlay``)."""
+        out = {}
+        for host, col in OVERLAY_HOST_COLUMNS.items():
+            v = getattr(self, col)
+            if v is not None:
+                out[host] = float(v)
+        return out
 
 
 @dataclass
