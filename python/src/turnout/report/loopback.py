@@ -5,14 +5,17 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .model import Figure, Panel, Section, slug
-from .points import CampaignData, ThroughputPoint, base_values, by_scenario, is_base
+from .points import (
+    CampaignData,
+    ThroughputPoint,
+    base_values,
+    by_scenario,
+    in_section,
+    is_base,
+)
 from .throughput import series_by_sut
 
 __all__ = ["loopback_section"]
-
-
-def _is_loop(scenario: str) -> bool:
-    return "loop" in scenario.lower() or "chain" in scenario.lower()
 
 
 def loopback_section(data: CampaignData, points: list[ThroughputPoint]) -> Section:
@@ -24,7 +27,7 @@ def loopback_section(data: CampaignData, points: list[ThroughputPoint]) -> Secti
               "median throughput with min–max bars against the number of chained VNFs, "
               "one panel per frame size.",
     )
-    loop = [p for p in points if _is_loop(p.key.scenario) or p.key.point.vnfs > 0]
+    loop = in_section(points, "loopback")  # the scenario table's section
     if not loop:
         sec.empty = "No loopback (chained VNF) results in this campaign."
         return sec

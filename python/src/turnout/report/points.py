@@ -33,7 +33,7 @@ from typing import Any
 
 from ..methods import labels, styles, throughput_methods
 from ..results import Campaign, Result, ResultsDB, Trial
-from ..scenarios.table import scenario_rank
+from ..scenarios.table import scenario_rank, section_of
 from ..sut import SUTS
 from ..testpoint import AtPoint, TestPoint
 from .model import Spread, slug, spread_of, within_noise
@@ -45,6 +45,7 @@ __all__ = [
     "METHOD_LABEL",
     "METHOD_STYLE",
     "REFERENCE_SUTS",
+    "SCALE_SECTIONS",
     "THROUGHPUT_METHODS",
     "CampaignData",
     "FigGroup",
@@ -58,12 +59,12 @@ __all__ = [
     "group_extras",
     "group_key",
     "group_title",
+    "in_section",
     "is_base",
     "load_bin",
     "load_campaign",
     "offered_pps",
     "retried",
-    "scale_kind",
     "scenario_rank",
     "statistics_median",
     "sut_label",
@@ -398,18 +399,13 @@ def group_key(prefix: str, g: FigGroup) -> str:
     return slug(prefix, g[0], g[1], group_extras(g))
 
 
-def scale_kind(points: list[ThroughputPoint], attr: str, names: tuple[str, ...],
-               default: int) -> list[ThroughputPoint]:
-    """The points of the scenarios a scale section shows: the ones named
-    (``names`` in the scenario) and the ones whose ``attr`` varies away from
-    its ``default``."""
-    by_scen: dict[str, list[ThroughputPoint]] = defaultdict(list)
-    for p in points:
-        by_scen[p.key.scenario].append(p)
-    out = []
-    for scen, pts in by_scen.items():
-        named = any(n in scen.lower() for n in names)
-        varies = len({getattr(p.key.point, attr) for p in pts}) > 1
-        if named or (varies and any(getattr(p.key.point, attr) != default for p in pts)):
-            out.extend(pts)
-    return out
+#: the sections that show scenarios against their scale, at one frame size
+#: (report/scale.py): the throughput section draws no figure of theirs
+#: with a single frame size
+SCALE_SECTIONS = ("nvsn", "density")
+
+
+def in_section(points: list[ThroughputPoint], section: str) -> list[ThroughputPoint]:
+    """The points whose scenario the scenario table gives this report
+    section (scenarios.table.section_of)."""
+    return [p for p in points if section_of(p.key.scenario) == section]

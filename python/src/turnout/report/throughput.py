@@ -11,13 +11,14 @@ from .model import Figure, Panel, Point, Section, Series, Table, slug
 from .points import (
     METHOD_LABEL,
     METHOD_STYLE,
+    SCALE_SECTIONS,
     CampaignData,
     PointKey,
     ThroughputPoint,
     base_values,
     by_scenario,
+    in_section,
     is_base,
-    scale_kind,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
 
@@ -100,8 +101,7 @@ def throughput_section(data: CampaignData, points: list[ThroughputPoint]) -> Sec
     for p in points:
         if is_base(p.key, base):
             by_sd[(p.key.scenario, p.key.point.direction)].append(p)
-    scale = {p.key.scenario for p in scale_kind(points, "pairs", ("nvsn",), 1)} | \
-        {p.key.scenario for p in scale_kind(points, "ports", ("density",), 2)}
+    scale = {p.key.scenario for sec_key in SCALE_SECTIONS for p in in_section(points, sec_key)}
     for (scen, d), pts in sorted(by_sd.items(), key=by_scenario):
         if scen in scale and len({p.key.point.frame_size_b for p in pts}) < 2:
             continue  # one frame size: its own scale section shows it
