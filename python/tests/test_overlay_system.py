@@ -121,15 +121,16 @@ def test_overlay_cleans_up_when_a_host_fails(tmp_path, monkeypatch):
     gone."""
     _need("bridge")
     from turnout import overlay
+    from turnout.sut.linux_bridge import BridgeOverlayHost
 
-    real = overlay._KernelHost.setup
+    real = BridgeOverlayHost.setup
 
     def failing(self, tb, w, cpus):
         if w.name == "B":
             raise overlay.SutError("injected: host B cannot set up")
         real(self, tb, w, cpus)
 
-    monkeypatch.setattr(overlay._KernelHost, "setup", failing)
+    monkeypatch.setattr(BridgeOverlayHost, "setup", failing)
     spec = parse(_campaign("bridge", ["p2p", "overlay"]))
     spec.points = [p for p in spec.points if p.scenario == "overlay"]
     with ResultsDB(tmp_path / "r.db") as db:
