@@ -10,20 +10,18 @@ f3cdf0e (schema v5), VACUUMed and gzipped; golden/report-overlay-v5.txt is
 
 from __future__ import annotations
 
-import gzip
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from golden_db import GOLDEN, assert_kept, golden_copy, stored
 from synth_db import done_campaign
 from turnout.report.points import load_campaign
 from turnout.report.summary import summary_text
 from turnout.results import Result, ResultsDB, Trial
 from turnout.results.models import OVERLAY_HOST_COLUMNS, overlay_host_columns
 from turnout.results.schema import MIGRATIONS, SCHEMA_VERSION, migrate, user_version
-
-GOLDEN = Path(__file__).parent / "golden"
 
 #: invented cycles per frame: plain p2p, and what the overlay adds (nothing
 #: here is a measurement)
@@ -85,17 +83,6 @@ def report_text(db: ResultsDB) -> str:
     return summary_text(load_campaign(db, "overlay"))
 
 
-def _v5_copy(tmp_path: Path) -> Path:
-    path = tmp_path / "v5.db"
-    path.write_bytes(gzip.decompress((GOLDEN / "overlay-v5.db.gz").read_bytes()))
-    return path
-
-
-def _rows(conn: sqlite3.Connection, table: str) -> list[dict[str, object]]:
-    conn.row_factory = sqlite3.Row
-    return [dict(r) for r in conn.execute(f"SELECT * FROM {table} ORDER BY id")]
-
-
 def test_the_overlay_host_costs_are_columns_and_fields(tmp_path: Path) -> None:
     with ResultsDB(tmp_path / "r.db") as db:
         cols = {r[1] for r in db.conn.execute("PRAGMA table_info(trials)")}
@@ -104,19 +91,11 @@ def test_the_overlay_host_costs_are_columns_and_fields(tmp_path: Path) -> None:
 
 
 def test_a_v5_database_reads_and_reports_the_same(tmp_path: Path) -> None:
-    path = _v5_copy(tmp_path)
-    with sqlite3.connect(path) as conn:
-        assert user_version(conn) == 5
-        before = {t: _rows(conn, t) for t in ("trials", "results", "campaigns", "suts")}
-    conn.close()
+    path = golden_copy("overlay-v5", tmp_path)
+    before = stored(path, 5)
     with ResultsDB(path) as db:
         assert user_version(db.conn) == SCHEMA_VERSION
-        after = {t: _rows(db.conn, t) for t in before}
-        # every value the old release stored is still there, unchanged
-        for table, rows in before.items():
-            assert len(after[table]) == len(rows)
-            for old, new in zip(rows, after[table], strict=True):
-                assert {k: new[k] for k in old} == old
+        assert_kept(before, db.conn)
         # each host's figure is in its column; none where the host had none
         over = [t for t in db.trials() if t.scenario == "overlay"]
         assert over, "the v5 database has overlay trials"
@@ -155,7 +134,7 @@ def test_the_runner_stores_each_hosts_figure(tmp_path: Path) -> None:
 
 def test_a_failed_step_leaves_the_version_before(tmp_path: Path) -> None:
     """The v6 step runs in one transaction: a failure leaves v5 whole."""
-    path = _v5_copy(tmp_path)
+    path = golden_copy("overlay-v5", tmp_path)
     conn = sqlite3.connect(path)
     conn.execute("ALTER TABLE trials ADD COLUMN overlay_b_cycles_per_frame REAL")
     conn.commit()
