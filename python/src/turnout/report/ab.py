@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from .formatting import fmt_spread
 from .model import Spread, Table, spread_of
@@ -78,10 +79,12 @@ def _cell(k: PointKey) -> str:
 
 def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
     """Every R+ point measured on both SUTs, in scenario order."""
-    rate: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    cost: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    bound: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    keys: dict[tuple, PointKey] = {}
+    rate: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    cost: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    bound: dict[tuple[Any, ...], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    keys: dict[tuple[Any, ...], PointKey] = {}
     for r in data.ok_results:
         if r.method != "rplus" or r.sut not in (after, before):
             continue

@@ -6,6 +6,7 @@ against offered, Open vSwitch throughput and latency Fig. 8)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from ..results import Trial
 from .formatting import fmt, fmt_spread
@@ -193,7 +194,7 @@ def sweep_section(data: CampaignData) -> Section:
     if not trials:
         sec.empty = "No offered-load sweep in this campaign (method sweep)."
         return sec
-    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for t in trials:
         groups[fig_group(t)].append(t)
     table = Table(key="sweep-table", title="Received vs offered",

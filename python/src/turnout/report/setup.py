@@ -78,7 +78,7 @@ def fairness_table(data: CampaignData) -> Table:
     conf: dict[int | None, dict[str, Any]] = {}
     for s in data.db.suts(data.campaign.id):
         conf[s.id] = s.config if isinstance(s.config, dict) else {}
-    cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    cells: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for tr in data.ok_trials:
         if tr.method != "rplus" or tr.sut in data.reference_suts:
             continue

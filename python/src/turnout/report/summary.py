@@ -72,7 +72,7 @@ def summary_text(data: CampaignData) -> str:
     lat = [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None
            and t.latency_p99_ns is not None]
     if lat:
-        by: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        by: dict[tuple[Any, ...], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         fractions = sorted({round(float(t.load_fraction), 4) for t in lat
                             if t.load_fraction is not None})
         for t in lat:

@@ -19,6 +19,7 @@ is drawn at the load it really got, hollow, and says so.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from ..results import Trial
 from .cpuload import capacity_note, cpu_at_load, refusal, sent_share
@@ -66,7 +67,7 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
     )
     rows = verdict_rows(data) if rows is None else rows
     fixed = _fixed(data)
-    by_case: dict[tuple, list[Verdict]] = defaultdict(list)
+    by_case: dict[tuple[Any, ...], list[Verdict]] = defaultdict(list)
     for v in rows:
         by_case[(scenario_rank(v.scenario), v.direction, v.extras)].append(v)
     for (rank, d, extras), vs in sorted(by_case.items()):
@@ -85,7 +86,7 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
             if series:
                 panels.append(Panel(f"capacity, {size} B", "",
                                     "cycles per frame (lower is better)", series, kind="cat"))
-        at: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+        at: dict[tuple[Any, ...], dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
         for t in fixed:
             if (t.scenario, t.point.direction) == (scen, d) and _extras_of(t) == extras:
                 at[(int(t.point.frame_size_b), round(t.offered_total_pps))][
@@ -158,7 +159,7 @@ def cpu_latency_section(data: CampaignData) -> Section:
               "sleeping switch's wake-ups); capacity leaves it out (what one core would "
               "forward at saturation). got: the load the tester really sent (median)."),
     )
-    by_path: dict[tuple, list[Trial]] = defaultdict(list)
+    by_path: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for t in trials:
         by_path[(scenario_rank(t.scenario), t.point.virtual_port or "veth", t.point.direction,
                  _extras_of(t))].append(t)

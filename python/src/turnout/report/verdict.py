@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
 from ..results import Trial
@@ -226,7 +227,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if r.tester_bound:
             bound[k] += 1
     missing = unmeasured(data)
-    groups: dict[tuple, list[PointKey]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[PointKey]] = defaultdict(list)
     for k in rate:
         groups[k.group()].append(k)
     for g in missing:
@@ -296,7 +297,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
 Miss = tuple[int, str, str]
 
 
-def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Miss]]]:
+def unmeasured(data: CampaignData) -> dict[tuple[Any, ...], dict[tuple[str, str], list[Miss]]]:
     """R+ repetitions that gave no value, per test point group and (SUT,
     virtual port): failed searches and skipped or failed trials, one per
     repetition. An attempt the runner retried with success (a SUT restarted
@@ -309,7 +310,7 @@ def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Mis
     for t in data.trials:
         if t.method == "rplus" and t.status != "ok" and t.result_id is None:
             per.setdefault((PointKey.of(t), int(t.repetition)), (t.status, t.reason or "–"))
-    out: dict[tuple, dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
+    out: dict[tuple[Any, ...], dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
     for (k, rep), (status, reason) in sorted(per.items()):
         if (k, rep) in ok:
             continue
@@ -353,7 +354,7 @@ def tester_processes(k: PointKey) -> int:
     return 1
 
 
-def tester_cores(spec: dict) -> int:
+def tester_cores(spec: dict[str, Any]) -> int:
     """CPUs the campaign gives its tester (and the VNFs, which share them)."""
     c = spec.get("campaign", {}) if isinstance(spec, dict) else {}
     cpus = {c.get("tester_cpu", 0)}
@@ -409,7 +410,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     return e
 
 
-def _scenario_of(group: tuple) -> str:
+def _scenario_of(group: tuple[Any, ...]) -> str:
     """The scenario of a PointKey.group() (its first item is scenario_rank's pair)."""
     return str(group[0][1])
 
@@ -523,13 +524,14 @@ def latency_verdict_table(data: CampaignData) -> Table:
               "the SUT pushed back so that the tester sent less than the rate (the share it "
               "sent in brackets); its p99 is at the load it got."),
     )
-    lat: dict[tuple, dict[int, float]] = defaultdict(dict)
-    cpu: dict[tuple, list[tuple[float | None, float | None]]] = defaultdict(list)
-    refused: dict[tuple, list[str]] = defaultdict(list)
-    iso: dict[tuple, set[str]] = defaultdict(set)
-    others: dict[tuple, list[float]] = defaultdict(list)
-    shared: dict[tuple, int] = defaultdict(lambda: 1)
-    waited: dict[tuple, float] = {}  # the SUT's largest mean run-queue wait ≥ the flag, µs
+    lat: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
+    cpu: dict[tuple[Any, ...], list[tuple[float | None, float | None]]] = defaultdict(list)
+    refused: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+    iso: dict[tuple[Any, ...], set[str]] = defaultdict(set)
+    others: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    shared: dict[tuple[Any, ...], int] = defaultdict(lambda: 1)
+    #: the SUT's largest mean run-queue wait ≥ the flag, µs
+    waited: dict[tuple[Any, ...], float] = {}
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
@@ -549,7 +551,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
         ss = tr.extra.get("sut_sched")
         if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
             waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
-    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for key in lat:
         groups[key[:5]].append(key)
     for g, keys in sorted(groups.items()):
@@ -585,7 +587,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     return t
 
 
-def isolation_of(extra: dict) -> str:
+def isolation_of(extra: dict[str, Any]) -> str:
     """"on" when the trial ran with the SUT's CPUs isolated (system/isolate.py), else "off"."""
     return "on" if isinstance(extra.get("isolation"), dict) else "off"
 
@@ -666,8 +668,9 @@ def cost_check_table(data: CampaignData) -> Table:
               "source. Kernel share: the kernel's work on the SUT's CPUs per frame outside "
               "any process, in neither figure."),
     )
-    by: dict[tuple, list[tuple[float, float | None, float | None, bool]]] = defaultdict(list)
-    kern: dict[tuple, list[float]] = defaultdict(list)
+    by: dict[tuple[Any, ...], list[tuple[float, float | None, float | None, bool]]] = \
+        defaultdict(list)
+    kern: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
