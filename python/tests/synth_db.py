@@ -32,7 +32,7 @@ def rplus_db(path: Path, name: str, rows: list[RplusRow], *, spec: dict[str, Any
     db = ResultsDB(path)
     cid = done_campaign(db, name, spec, file, finished_at)
     for i, (sut, scen, vp, rep, rate, cost, tb) in enumerate(rows):
-        db.add_result(Result(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
+        db.add_result(Result.of(campaign_id=cid, key=f"r{i}", sut=sut, scenario=scen,
                              virtual_port=vp, method="rplus", repetition=rep, pairs=pairs,
                              rate_total_pps=rate, rx_total_pps=rate, status="ok",
                              tester_bound=tb, busy_cycles_per_frame=cost))
@@ -92,7 +92,7 @@ def default_like(db: ResultsDB, name: str = "default") -> int:
                         cost = _CAP[sut] * f * (1.4 if size == 1518 else 1.0)
                         rate = min(hz / cost, 8e6 if port else 0.8e6)
                     tb = int(sut != "wire" and rate >= (8e6 if port else 0.8e6))
-                    rid = db.add_result(Result(
+                    rid = db.add_result(Result.of(
                         campaign_id=cid, key=key, sut=sut, scenario=scen, frame_size_b=size,
                         virtual_port=port, method="rplus", repetition=rep,
                         rate_total_pps=rate, rx_total_pps=rate, status="ok", tester_bound=tb,
@@ -100,7 +100,7 @@ def default_like(db: ResultsDB, name: str = "default") -> int:
                     util = 1.0 if _POLLS.get(sut) or sut == "wire" else rate * (cost or 0) / hz
                     cpu = [] if sut in ("wire", "bridge") else [
                         {"role": "sut", "tid": 1, "name": "worker", "util": round(util, 3)}]
-                    db.add_trial(Trial(
+                    db.add_trial(Trial.of(
                         campaign_id=cid, result_id=rid, key=key, sut=sut, scenario=scen,
                         frame_size_b=size, virtual_port=port, method="rplus", repetition=rep,
                         offered_total_pps=0, tx_total_pps=rate, sent=int(rate * 0.4),
@@ -121,7 +121,7 @@ def default_like(db: ResultsDB, name: str = "default") -> int:
                         u = 1.0 if _POLLS.get(sut) else 0.05 + load * (cost or 0) / hz
                         p99 = {"wire": 12e3, "turnoutd": 900e3, "bridge": 300e3, "ovs": 90e3,
                                "ovs-dpdk": 200e3, "testpmd": 40e3}[sut] * f
-                        db.add_trial(Trial(
+                        db.add_trial(Trial.of(
                             campaign_id=cid, key=f"{key}|{method}", sut=sut, scenario=scen,
                             frame_size_b=size, virtual_port=port, method=method,
                             load_fraction=frac, repetition=rep, offered_total_pps=load,
@@ -145,7 +145,7 @@ def default_like(db: ResultsDB, name: str = "default") -> int:
             if port in ("", "memif"):
                 for rep in range(3):
                     n += 1
-                    db.add_result(Result(
+                    db.add_result(Result.of(
                         campaign_id=cid, key=f"ovs-dpdk|{scen}|{port}|{size}|{rep}",
                         sut="ovs-dpdk", scenario=scen, frame_size_b=size,
                         virtual_port=port, method="rplus",
@@ -155,7 +155,7 @@ def default_like(db: ResultsDB, name: str = "default") -> int:
                 for sut in ("bridge", "ovs", "wire"):
                     for rep in range(3):
                         n += 1
-                        db.add_result(Result(
+                        db.add_result(Result.of(
                             campaign_id=cid, key=f"{sut}|{scen}|{port}|{size}|{rep}", sut=sut,
                             scenario=scen, frame_size_b=size, virtual_port=port,
                             method="rplus", repetition=rep, status="skipped",

@@ -61,7 +61,7 @@ def _trial(**kw) -> Trial:
                                     "tester_bound_why": "the tester offered 81.4% of the load"},
                 tester_bound=1)
     base.update(kw)
-    return Trial(**base)  # type: ignore[arg-type]
+    return Trial.of(**base)  # type: ignore[arg-type]
 
 
 def test_trials_stored_before_the_rule_get_the_label_from_their_counts():
@@ -81,12 +81,12 @@ def test_trials_stored_before_the_rule_get_the_label_from_their_counts():
 # ------------------------------------------------------- the two numbers
 def test_cpu_at_load_is_every_sut_thread_or_a_kernel_switchs_cpus():
     hz = 2e9
-    t = Trial(sut="testpmd", cycles_per_packet=2e5, busy_cycles_per_frame=300.0,
+    t = Trial.of(sut="testpmd", cycles_per_packet=2e5, busy_cycles_per_frame=300.0,
               cpu=[{"role": "sut", "util": 0.98}, {"role": "sut", "util": 0.02},
                    {"role": "tester", "util": 1.0}])
     c = cpu_at_load(t)
     assert (c.cycles_per_frame, c.pct, c.source) == (2e5, pytest.approx(100.0), "threads")
-    bridge = Trial(sut="bridge", cycles_per_packet=0.0, busy_cycles_per_frame=5000.0,
+    bridge = Trial.of(sut="bridge", cycles_per_packet=0.0, busy_cycles_per_frame=5000.0,
                    rx_total_pps=1e5, cpu=[{"role": "tester", "util": 1.0}],
                    extra={"cost_source": "kernel time of the SUT's CPUs outside processes",
                           "cost_span_s": 0.4, "kernel_s": 0.1, "cycles_hz": hz})
@@ -95,7 +95,7 @@ def test_cpu_at_load_is_every_sut_thread_or_a_kernel_switchs_cpus():
     assert c.pct == pytest.approx(25.0)  # 0.1 s of kernel time in 0.4 s
     del bridge.extra["kernel_s"]
     assert cpu_at_load(bridge).pct == pytest.approx(100 * 5000 * 1e5 / hz)
-    assert cpu_at_load(Trial(sut="wire", cycles_per_packet=0.0)).source == ""
+    assert cpu_at_load(Trial.of(sut="wire", cycles_per_packet=0.0)).source == ""
 
 
 def test_turnoutds_capacity_leaves_its_sleeps_and_wakeups_out(monkeypatch):
@@ -124,7 +124,7 @@ def test_a_capacity_recorded_with_wakeups_says_so(tmp_path):
         cid = done_campaign(db, "old")
         for rep in range(3):
             for sut, cost in (("turnoutd", 1138.0), ("testpmd", 628.0)):
-                db.add_result(Result(campaign_id=cid, key=f"{sut}{rep}", sut=sut,
+                db.add_result(Result.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut,
                                      scenario="p2v", virtual_port="memif", method="rplus",
                                      repetition=rep, rate_total_pps=1e6, rx_total_pps=1e6,
                                      status="ok", tester_bound=1, busy_cycles_per_frame=cost,
@@ -195,7 +195,7 @@ def test_tied_entries_and_one_repetition(tmp_path):
         cid = done_campaign(db, "t")
         for rep, k in enumerate((0.9, 1.0, 1.1)):
             for sut, cost in (("testpmd", 149.0), ("turnoutd", 202.0)):
-                db.add_result(Result(campaign_id=cid, key=f"{sut}{rep}", sut=sut,
+                db.add_result(Result.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut,
                                      scenario="v2v", virtual_port="memif", method="rplus",
                                      repetition=rep, rate_total_pps=1e7, rx_total_pps=1e7,
                                      status="ok", tester_bound=1,
@@ -289,7 +289,7 @@ def _fair_db(path, placement_both: bool = False, other_args: bool = False) -> Re
             procs = ["turnout-gen txrx --port memif:v0 --rx-port memif:v1 --size 64 --cpu 1"]
         both = {"handler4": 1} if placement_both and sut == "testpmd" else {}
         for rep in range(2):
-            db.add_trial(Trial(campaign_id=cid, sut_id=sid, key=f"{sut}{rep}", sut=sut,
+            db.add_trial(Trial.of(campaign_id=cid, sut_id=sid, key=f"{sut}{rep}", sut=sut,
                                scenario="v2v", virtual_port="memif", method="rplus",
                                repetition=rep, status="ok",
                                extra={"tester_setup": {"processes": procs, "vnfs": []},

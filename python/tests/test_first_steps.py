@@ -28,7 +28,7 @@ def _db(path: Path) -> Path:
             cid = db.add_campaign(Campaign(name=name, file=f"campaigns/{name}.toml",
                                            status=status, started_at=1.8e9))
             for i in range(trials):
-                db.add_trial(Trial(campaign_id=cid, key=f"{name}{cid}-{i}", sut="wire"))
+                db.add_trial(Trial.of(campaign_id=cid, key=f"{name}{cid}-{i}", sut="wire"))
     return path
 
 

@@ -327,12 +327,12 @@ def test_report_rows_cost_over_ovs():
     def r(sut: str, scen: str, flows: int, rep: int, pps: float, cost: float,
           bound: int = 0, vp: str = "", cpu: tuple[float, float] | None = None) -> None:
         rid = len(results) + 1
-        results.append(Result(sut=sut, scenario=scen, flows=flows, repetition=rep,
+        results.append(Result.of(sut=sut, scenario=scen, flows=flows, repetition=rep,
                               method="rplus", status="ok", rate_total_pps=pps,
                               busy_cycles_per_frame=cost, tester_bound=bound, virtual_port=vp,
                               id=rid))
         if cpu is not None:  # 1000 frames received, a 1 GHz clock: 1 ms -> 1000 cyc/frame
-            trials.append(Trial(sut=sut, scenario=scen, method="rplus", status="ok",
+            trials.append(Trial.of(sut=sut, scenario=scen, method="rplus", status="ok",
                                 result_id=rid, received=1000, rx_total_pps=pps,
                                 extra={"cycles_hz": 1e9},
                                 cpu=[{"role": "sut", "user_s": cpu[0], "sys_s": cpu[1]},

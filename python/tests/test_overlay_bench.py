@@ -187,7 +187,7 @@ def test_report_gives_encap_cost_paired_by_repetition(tmp_path):
 
 
 def _trial(sut: str, scenario: str, rep: int, cost: float | None) -> Trial:
-    return Trial(campaign_id=1, sut=sut, scenario=scenario, method="rplus", repetition=rep,
+    return Trial.of(campaign_id=1, sut=sut, scenario=scenario, method="rplus", repetition=rep,
                  frame_size_b=64, rx_total_pps=1e5, busy_cycles_per_frame=cost, status="ok")
 
 

@@ -93,8 +93,12 @@ def test_overlay_next_to_plain(tmp_path, sut):
                 for h in hosts:
                     assert h.get("cycles_per_frame", 0) > 50, hosts
                     assert h["frames"] >= 1000, hosts
+                # each host's figure in its column (schema v6)
+                assert t.overlay_host_costs() == {h["host"]: h["cycles_per_frame"]
+                                                  for h in hosts}
             else:
                 assert "overlay_hosts" not in t.extra
+                assert t.overlay_host_costs() == {}
         # 20 kpps crosses the overlay (a loaded 2-core host may lose a little)
         fixed = [t for t in over if t.method == "fixed"]
         assert all(t.received >= 0.9 * t.sent for t in fixed), [
@@ -117,15 +121,16 @@ def test_overlay_cleans_up_when_a_host_fails(tmp_path, monkeypatch):
     gone."""
     _need("bridge")
     from turnout import overlay
+    from turnout.sut.linux_bridge import BridgeOverlayHost
 
-    real = overlay._KernelHost.setup
+    real = BridgeOverlayHost.setup
 
     def failing(self, tb, w, cpus):
         if w.name == "B":
             raise overlay.SutError("injected: host B cannot set up")
         real(self, tb, w, cpus)
 
-    monkeypatch.setattr(overlay._KernelHost, "setup", failing)
+    monkeypatch.setattr(BridgeOverlayHost, "setup", failing)
     spec = parse(_campaign("bridge", ["p2p", "overlay"]))
     spec.points = [p for p in spec.points if p.scenario == "overlay"]
     with ResultsDB(tmp_path / "r.db") as db:

@@ -105,7 +105,7 @@ def test_tcg_guest_forwards_through_turnoutd(tmp_path):
         trials = db.trials(run.id)
         assert [t.status for t in trials] == ["ok"], [t.reason for t in trials]
         (t,) = trials
-        assert t.virtual_port == "vhost-user"
+        assert t.point.virtual_port == "vhost-user"
         (g,) = t.extra["guests"]
         assert t.sent >= 1000 and t.received > 0, f"{t.sent} {t.received} {g}"
         assert t.received <= t.sent and t.lost == t.sent - t.received

@@ -259,7 +259,7 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
     with ResultsDB(db) as rdb:
         trials = rdb.trials("remote-ns")
         for t in trials:
-            print(t.sut, t.scenario, t.virtual_port, t.method, t.status, t.reason)
+            print(t.sut, t.scenario, t.point.virtual_port, t.method, t.status, t.reason)
         ok = [t for t in trials if t.status == "ok"]
         for sut, scenarios in CELLS.items():
             for sc in scenarios:
@@ -298,7 +298,7 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
         assert p2p.extra["sut_placement"]["on"].get("turnout-w0") == 1
         loop = next(t for t in ok if t.scenario == "loopback" and t.method == "fixed")
         assert loop.extra["vnfs"] and loop.extra["vnfs"][0]["received"] > 0
-        kinds = {(t.sut, t.scenario): t.virtual_port for t in ok}
+        kinds = {(t.sut, t.scenario): t.point.virtual_port for t in ok}
         assert kinds[("bridge", "v2v")] == "veth"
         assert kinds[("turnoutd", "p2v")] == "memif"
         suts = {s.name: s for s in rdb.suts()}

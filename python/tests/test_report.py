@@ -83,7 +83,7 @@ def fill_campaign(db: ResultsDB, name: str, *, scale: dict[str, float] | None = 
             v = rate_pps(sut, size, bi=bi, scale=scale.get(sut, 1.0), **kw) * f
             if method == "pdr":
                 v *= 0.9
-            db.add_result(Result(
+            db.add_result(Result.of(
                 campaign_id=cid, sut_id=sids[sut], host_id=hid, key=f"r{n}", sut=sut,
                 scenario=scenario, direction="bi" if bi else "uni", frame_size_b=size,
                 method=method, repetition=rep, rate_total_pps=v, rx_total_pps=v, status="ok",
@@ -113,7 +113,7 @@ def fill_campaign(db: ResultsDB, name: str, *, scale: dict[str, float] | None = 
             for rep, f in enumerate(REP_FACTORS):
                 p99 = p99_ns(sut, frac) * f
                 p50 = p99 / 3
-                db.add_trial(Trial(
+                db.add_trial(Trial.of(
                     campaign_id=cid, sut_id=sids[sut], host_id=hid, key=f"lat-{sut}-{frac}-{rep}",
                     sut=sut, scenario="p2p", frame_size_b=64, method="latency",
                     load_fraction=frac, offered_total_pps=frac * rplus, repetition=rep,
@@ -125,7 +125,7 @@ def fill_campaign(db: ResultsDB, name: str, *, scale: dict[str, float] | None = 
                     if sut != "wire" else [],
                     duration_s=10.0, status="ok", started_at=1.7e9))
     if with_everything:
-        db.add_result(Result(campaign_id=cid, key="skip-1", sut="ovs-dpdk", scenario="v2v",
+        db.add_result(Result.of(campaign_id=cid, key="skip-1", sut="ovs-dpdk", scenario="v2v",
                              method="rplus", status="skipped",
                              reason="ovs-vswitchd-dpdk not installed", started_at=1.7e9))
     return cid
@@ -403,9 +403,10 @@ def test_compare_latency_is_lower_better(tmp_path):
         for name, k in (("a", 1.0), ("b", 2.0)):
             cid = db.add_campaign(Campaign(name=name))
             for rep, f in enumerate(REP_FACTORS):
-                db.add_trial(Trial(campaign_id=cid, key=f"{name}{rep}", sut="x", method="latency",
-                                   load_fraction=0.5, offered_total_pps=1e5, repetition=rep,
-                                   latency_p50_ns=1e3, latency_p99_ns=5e3 * k * f))
+                db.add_trial(Trial.of(campaign_id=cid, key=f"{name}{rep}", sut="x",
+                                      method="latency", load_fraction=0.5,
+                                      offered_total_pps=1e5, repetition=rep,
+                                      latency_p50_ns=1e3, latency_p99_ns=5e3 * k * f))
         _, _, rows = compare_campaigns(db, "a", "b")
     assert [(r.metric, r.verdict) for r in rows] == [("p99 µs @ 0.5×R+", "regression")]
 
@@ -444,11 +445,11 @@ def test_tester_bound_searches_are_flagged_as_lower_bounds(tmp_path):
     with ResultsDB(tmp_path / "r.db") as db:
         cid = done_campaign(db, "tb")
         for rep, bound in enumerate((True, False)):
-            rid = db.add_result(Result(campaign_id=cid, key=f"r{rep}", sut="turnoutd",
+            rid = db.add_result(Result.of(campaign_id=cid, key=f"r{rep}", sut="turnoutd",
                                        scenario="v2v", method="rplus", repetition=rep,
                                        rate_total_pps=13e6, rx_total_pps=13e6, status="ok",
                                        tester_bound=int(bound)))
-            db.add_trial(Trial(campaign_id=cid, result_id=rid, key=f"t{rep}", sut="turnoutd",
+            db.add_trial(Trial.of(campaign_id=cid, result_id=rid, key=f"t{rep}", sut="turnoutd",
                                scenario="v2v", method="rplus", repetition=rep, sent=100,
                                received=100, status="ok", tester_bound=int(bound)))
         data = load_campaign(db, "tb")

@@ -29,18 +29,18 @@ def _fill(db: ResultsDB) -> tuple[int, int]:
                            tools={"python": "3.11"}))
     cid = db.add_campaign(Campaign(name="c1", spec={"a": 1}, host_id=hid))
     sid = db.add_sut(Sut(name="bridge", version="6.18", config={"stp": False}))
-    r = Result(campaign_id=cid, sut_id=sid, host_id=hid, key="k-ndr", sut="bridge",
+    r = Result.of(campaign_id=cid, sut_id=sid, host_id=hid, key="k-ndr", sut="bridge",
                method="ndr", frame_size_b=64, started_at=1.0)
     db.add_result(r)
     for i, load in enumerate((1e5, 2e5)):
-        db.add_trial(Trial(campaign_id=cid, sut_id=sid, host_id=hid, result_id=r.id,
+        db.add_trial(Trial.of(campaign_id=cid, sut_id=sid, host_id=hid, result_id=r.id,
                            key=f"k-ndr/{i}", sut="bridge", method="ndr", offered_total_pps=load,
                            sent=1000, received=990 + i, lost=10 - i, loss_ratio=(10 - i) / 1000,
                            latency_cdf=[[100.0, 0.5], [200.0, 1.0]],
                            cpu=[{"tid": 1, "name": "x", "util": 0.5}], started_at=2.0))
     r.status, r.rate_total_pps, r.trials_count = "ok", 1e5, 2
     db.update_result(r)
-    db.add_trial(Trial(campaign_id=cid, key="k-fixed", sut="bridge", method="fixed",
+    db.add_trial(Trial.of(campaign_id=cid, key="k-fixed", sut="bridge", method="fixed",
                        offered_total_pps=5e4, status="ok"))
     return cid, hid
 
@@ -109,7 +109,7 @@ def test_latest_campaign_of_a_name_wins(tmp_path):
 def test_interrupted_search_is_marked(tmp_path):
     with ResultsDB(tmp_path / "r.db") as db:
         cid = db.add_campaign(Campaign(name="c"))
-        db.add_result(Result(campaign_id=cid, key="k", status="running"))
+        db.add_result(Result.of(campaign_id=cid, key="k", status="running"))
         assert db.mark_interrupted(cid) == 1
         assert db.results(cid)[0].status == "interrupted"
         assert db.done_keys(cid) == set()

@@ -104,3 +104,32 @@ def test_the_page_is_the_sections_table_in_order(tmp_path: Path) -> None:
         sections = all_sections(load_campaign(db, None))
     assert [s.key for s in sections] == section_keys()
     assert len(SECTIONS) < len(sections)  # one row makes two (nvsn, density)
+
+
+def test_the_report_files_each_scenarios_points_under_its_tables_section(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loopback and scale sections show the points of the scenarios the
+    table gives them, not scenarios picked by name: a scenario moved to
+    another section in the table moves there on the page."""
+    from dataclasses import replace
+
+    from turnout.report.loopback import loopback_section
+    from turnout.report.points import in_section, throughput_points
+    from turnout.report.scale import scale_sections
+    from turnout.scenarios.table import BY_NAME, section_of
+
+    assert section_of("openflow/r100/m8/o2") == "openflow" and section_of("zz-old") == ""
+    with ResultsDB(tmp_path / "r.db") as db:
+        default_like(db)
+        data = load_campaign(db, None)
+        points = throughput_points(data)
+        assert {p.key.scenario for p in in_section(points, "loopback")} == {"loopback"}
+        assert {p.key.scenario for p in in_section(points, "nvsn")} == {"nvsn"}
+        # NvsN's row says density: its figure moves from one section to the other
+        monkeypatch.setitem(BY_NAME, "nvsn", replace(BY_NAME["nvsn"], section="density"))
+        nvsn, density = scale_sections(data, points)
+        assert not nvsn.figures and "density-nvsn-uni" in [f.key for f in density.figures]
+        # loopback's row says throughput: the loopback section has none
+        monkeypatch.setitem(BY_NAME, "loopback", replace(BY_NAME["loopback"],
+                                                         section="throughput"))
+        assert not loopback_section(data, points).figures

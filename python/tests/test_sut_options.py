@@ -145,10 +145,13 @@ def test_each_adapter_declares_its_overlay_host() -> None:
     """overlay.py takes the two-host set-up from the adapter's declaration
     (no list of classes of its own); the reasons are those it gave before."""
     from turnout.overlay import overlay_support
+    from turnout.sut.linux_bridge import BridgeOverlayHost
+    from turnout.sut.ovs import OvsOverlayHost
+    from turnout.sut.turnoutd import TurnoutdOverlayHost
 
     assert {n: c.overlay_host for n, c in SUTS.items()} == {
-        "wire": "", "turnoutd": "turnoutd", "turnoutd-poll": "turnoutd", "bridge": "bridge",
-        "ovs": "ovs", "ovs-dpdk": "", "testpmd": ""}
+        "wire": None, "turnoutd": TurnoutdOverlayHost, "turnoutd-poll": TurnoutdOverlayHost,
+        "bridge": BridgeOverlayHost, "ovs": OvsOverlayHost, "ovs-dpdk": None, "testpmd": None}
     assert overlay_support(make_sut("ovs-dpdk")) == (
         "overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same datapath, is)")
     assert overlay_support(make_sut("testpmd")) == (

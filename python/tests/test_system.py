@@ -118,10 +118,10 @@ def test_real_turnout_gen_loopback_chain(tmp_path, sut):
         trials = db.trials(c.id)
         bad = [t.reason for t in trials if t.status != "ok"]
         assert not bad, bad
-        assert {t.frame_size_b for t in trials} == {64, 1518}
+        assert {t.point.frame_size_b for t in trials} == {64, 1518}
         for t in trials:
             assert t.received > 0, t
-            assert t.virtual_port == ("memif" if sut == "turnoutd" else "veth")
+            assert t.point.virtual_port == ("memif" if sut == "turnoutd" else "veth")
             # the chain VNF's own report, per trial: what it received,
             # forwarded and dropped, apart from the switch's loss
             (vnf,) = t.extra["vnfs"]
@@ -166,7 +166,7 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
             ws = t.extra["sut_wake"]["workers"]
             assert ws and sum(w["packets"] for w in ws) > 0, ws
             assert all(w["regime"] in ("poll", "interrupt", "moderate") for w in ws), ws
-        assert {t.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
+        assert {t.point.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
         sut = db.suts(c.id)[0]
         assert f'kind = "{kernel_port}"' in sut.config["toml"]
         assert f'name = "{logic}"' in sut.config["toml"]
@@ -221,7 +221,7 @@ def test_bidirectional_with_the_real_tester(tmp_path, sut):
         assert not bad, bad
         assert {t.method for t in trials} >= {"rplus", "latency"}
         for t in trials:
-            assert t.direction == "bi" and t.streams == 2
+            assert t.point.direction == "bi" and t.streams == 2
             by = {s["name"]: s for s in t.extra["streams"]}
             assert set(by) == {"t0>t1", "t1>t0"}, by
             for s in by.values():
@@ -298,7 +298,7 @@ def test_round_trips_over_burst_sizes(tmp_path, sut):
         trials = db.trials(c.id)
         bad = [t.reason for t in trials if t.status != "ok"]
         assert not bad, bad
-        assert sorted(t.burst for t in trials) == [4, 32]
+        assert sorted(t.point.burst for t in trials) == [4, 32]
         for t in trials:
             # 1 kpps for 0.5 s, in bursts: ~500 frames out, all of them back
             assert 400 <= t.sent <= 600 and t.received == t.sent and t.lost == 0, t
@@ -329,9 +329,9 @@ def test_ovs_dpdk_vhost_user_v2v_cell(tmp_path):
         trials = [t for t in db.trials(c.id) if t.scenario == "v2v"]
         bad = [t.reason for t in trials if t.status != "ok"]
         assert not bad, bad
-        assert {t.frame_size_b for t in trials} == {64, 1518}
+        assert {t.point.frame_size_b for t in trials} == {64, 1518}
         for t in trials:
-            assert t.virtual_port == "vhost-user", t
+            assert t.point.virtual_port == "vhost-user", t
             assert t.sent > 0 and t.received > 0, t
             assert t.received <= t.sent
         (sut,) = {s.name: s for s in db.suts(c.id)}.values()

@@ -243,7 +243,7 @@ def test_latency_at_fixed_rates_is_ranked_with_the_wire_as_floor(tmp_path):
            "ovs": (300e3, 320e3, 310e3), "bridge": (92e3, 99e3, 120e3)}
     for sut, vals in p99.items():
         for rep, v in enumerate(vals):
-            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+            db.add_trial(Trial.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
                                method="fixed", repetition=rep, offered_total_pps=1e4,
                                sent=4000, received=4000, latency_p99_ns=v, status="ok"))
     with db:
@@ -262,13 +262,13 @@ def _add_rplus(db, cid, sut, rep, vp="memif", rate=None, status="ok", reason="",
     from turnout.results import Trial
 
     key = f"{sut}/{scen}/{size}/rplus/r{rep}"
-    db.add_result(Result(campaign_id=cid, key=key, sut=sut, scenario=scen, frame_size_b=size,
+    db.add_result(Result.of(campaign_id=cid, key=key, sut=sut, scenario=scen, frame_size_b=size,
                          virtual_port=vp, method="rplus", repetition=rep,
                          rate_total_pps=rate or 0.0, rx_total_pps=rate or 0.0, status=status,
                          reason=reason, busy_cycles_per_frame=(500.0 if rate else None),
                          tester_bound=0))
     if status != "ok":
-        db.add_trial(Trial(campaign_id=cid, key=key, sut=sut, scenario=scen,
+        db.add_trial(Trial.of(campaign_id=cid, key=key, sut=sut, scenario=scen,
                            frame_size_b=size, virtual_port=vp, method="rplus", repetition=rep,
                            status=status, reason=reason))
 
@@ -428,7 +428,7 @@ def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
     for rep, k in enumerate((0.98, 1.0, 1.02)):
         for sut, rate, own, kern in (("turnoutd", 1.0e6, 400, 300), ("bridge", 0.4e6, 3000,
                                                                      3000)):
-            db.add_result(Result(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+            db.add_result(Result.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
                                  method="rplus", repetition=rep, rate_total_pps=rate * k,
                                  rx_total_pps=rate * k, status="ok", tester_bound=0,
                                  busy_cycles_per_frame=own * k,
@@ -458,7 +458,7 @@ def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
                            config={"memory": "--no-huge: hugepages not available",
                                    "variant": "no-huge"}))
     for rep, sid, rate in ((0, huge, 1.0e6), (1, small, 0.5e6), (2, huge, 1.02e6)):
-        db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"t{rep}", sut="testpmd",
+        db.add_result(Result.of(campaign_id=cid, sut_id=sid, key=f"t{rep}", sut="testpmd",
                              scenario="v2v", virtual_port="memif", method="rplus",
                              repetition=rep, rate_total_pps=rate, rx_total_pps=rate,
                              status="ok", tester_bound=0, busy_cycles_per_frame=500.0))
@@ -490,7 +490,7 @@ def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
              "testpmd": (((0, 0), (990_000, 10)), ((0, 0), (0, 0)))}
     for sut, reps in waits.items():
         for rep, (a, b) in enumerate(reps):
-            db.add_trial(Trial(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
+            db.add_trial(Trial.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="p2p",
                                method="fixed", repetition=rep, offered_total_pps=1e4,
                                sent=4000, received=4000, latency_p99_ns=1e5 * (rep + 1),
                                status="ok", extra={"sut_sched": sched_wait(a, b, 1.0)}))
@@ -522,7 +522,7 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
         extra: dict = {"sut_cpu_others": ot}
         if rep:
             extra["isolation"] = iso
-        db.add_trial(Trial(campaign_id=cid, key=f"t{rep}", sut="testpmd", scenario="p2p",
+        db.add_trial(Trial.of(campaign_id=cid, key=f"t{rep}", sut="testpmd", scenario="p2p",
                            method="fixed", repetition=rep, offered_total_pps=1e4, sent=4000,
                            received=4000, latency_p99_ns=(9e6, 95e3, 90e3)[rep],
                            latency_max_ns=11e6, status="ok", extra=extra))
@@ -554,13 +554,13 @@ def _cell(db, cid, sut, rep, vp, named, rate=None, status="ok", reason=""):
 
     port = f"|{vp}" if named else ""
     key = f"{sut}|v2v|uni|64|f1|b32|v0|p2|s1{port}|rplus|0|r{rep}"
-    db.add_result(Result(campaign_id=cid, key=key, sut=sut, scenario="v2v", frame_size_b=64,
+    db.add_result(Result.of(campaign_id=cid, key=key, sut=sut, scenario="v2v", frame_size_b=64,
                          virtual_port=vp, method="rplus", repetition=rep,
                          rate_total_pps=rate or 0.0, rx_total_pps=rate or 0.0, status=status,
                          reason=reason, busy_cycles_per_frame=(500.0 if rate else None),
                          tester_bound=0))
     if status != "ok":
-        db.add_trial(Trial(campaign_id=cid, key=key, sut=sut, scenario="v2v",
+        db.add_trial(Trial.of(campaign_id=cid, key=key, sut=sut, scenario="v2v",
                            frame_size_b=64, virtual_port=vp, method="rplus", repetition=rep,
                            status=status, reason=reason))
 
@@ -623,11 +623,11 @@ def test_a_cut_memif_cell_is_stored_as_memif_and_says_the_sut_has_no_memif(tmp_p
         run_campaign(spec, db, Cut(["turnout-gen"]))
         data = load_campaign(db, "cut")
         by = {t.scenario: t for t in data.trials}
-        assert by["v2v"].status == "skipped" and by["v2v"].virtual_port == "memif"
+        assert by["v2v"].status == "skipped" and by["v2v"].point.virtual_port == "memif"
         assert by["v2v"].reason.startswith("ovs-dpdk has no memif ports")
         assert "net_af_packet" not in by["v2v"].reason
         # p2p has no virtual port: the campaign's own reason
-        assert by["p2p"].virtual_port == "" and "net_af_packet" in by["p2p"].reason
+        assert by["p2p"].point.virtual_port == "" and "net_af_packet" in by["p2p"].reason
         # with turnoutd's memif data next to it: the memif row
         for rep in range(2):
             _cell(db, data.campaign.id, "turnoutd", rep, "memif", False, rate=6e6)
@@ -657,7 +657,7 @@ def test_rows_with_a_qemu_guest_as_vnf_are_labelled(tmp_path):
         for sid, sut, scen, vnfs, vp in ((plain, "turnoutd", "p2p", 0, ""),
                                          (guest, "turnoutd", "loopback", 1, "vhost-user"),
                                          (tcg, "ovs-dpdk", "loopback", 1, "vhost-user")):
-            db.add_result(Result(campaign_id=cid, sut_id=sid, key=f"{sut}{scen}{rep}", sut=sut,
+            db.add_result(Result.of(campaign_id=cid, sut_id=sid, key=f"{sut}{scen}{rep}", sut=sut,
                                  scenario=scen, vnfs=vnfs, virtual_port=vp, method="rplus",
                                  repetition=rep, rate_total_pps=1e6, rx_total_pps=1e6,
                                  status="ok", tester_bound=0, busy_cycles_per_frame=500.0))

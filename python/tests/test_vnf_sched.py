@@ -70,9 +70,9 @@ def test_trial_records_each_vnfs_scheduling_and_the_table_says_so():
                   sched_why="w")
     assert (h.sched, h.sched_why) == ("fifo:1", "w")
     assert VnfHandle(P(), name="vnf1").sched == "other"  # type: ignore[arg-type]
-    fifo = Trial(campaign_id=1, sut="turnoutd", scenario="loopback", method="fixed",
+    fifo = Trial.of(campaign_id=1, sut="turnoutd", scenario="loopback", method="fixed",
                  status="ok", extra={"vnf_sched": [{"name": "vnf0", "sched": "fifo:1"}]})
-    other = Trial(campaign_id=1, sut="turnoutd", scenario="loopback", method="fixed",
+    other = Trial.of(campaign_id=1, sut="turnoutd", scenario="loopback", method="fixed",
                   status="ok", extra={"vnf_sched": [{"name": "vnf0", "sched": "other"}]})
     assert "SCHED_FIFO in 1/2" in trial_marks([fifo, other])
     assert "SCHED_FIFO" not in trial_marks([other])

@@ -72,7 +72,7 @@ def test_sleeping_vnfs_still_share_the_core_and_the_trial_says_so():
     # scheduler still sets its latency
     assert core_sharing([task], [sleeper]) == 2
     assert core_sharing([task], [elsewhere]) == 1
-    t = Trial(campaign_id=1, sut="turnoutd", scenario="loopback", method="latency",
+    t = Trial.of(campaign_id=1, sut="turnoutd", scenario="loopback", method="latency",
               status="ok", extra={"tester_core_sharing": 2, "vnf_wakeup": "interrupt"})
     marks = trial_marks([t])
     assert "interrupt mode" in marks and "scheduler:" in marks

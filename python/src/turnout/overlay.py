@@ -6,7 +6,9 @@ up to 2964 B fit a VXLAN header over IPv4). The tester's port ``t0`` is a
 pod behind host A, ``t1`` a pod behind host B (both in the tester's
 namespace, as in p2p: one ``txrx`` thread sends and receives each stream).
 A switch instance runs on each host and joins its pod to a VXLAN tunnel
-(VNI 100, UDP 4789) to the other host:
+(VNI 100, UDP 4789) to the other host, as the SUT's adapter declares it
+(``SutAdapter.overlay_host``, a ``sut.overlay_host.OverlayHost`` next to the
+adapter):
 
 - ``turnoutd`` (and ``turnoutd-poll``): ``patch`` logic pod ↔ a ``vxlan``
   port whose underlay is the host's end of the underlay veth
@@ -25,7 +27,9 @@ by each host (host A from the pod, host B from the underlay; both ways
 when bidirectional), so frames = (received by A + received by B) / 2 and
 the figure is comparable with the plain p2p path's cost of one switch per
 frame. Each trial also stores every host's own cycles per frame it
-received in ``extra.overlay_hosts`` (turnoutd and OVS; the kernel's
+received, in its columns ``overlay_a_cycles_per_frame`` and
+``overlay_b_cycles_per_frame`` (from ``extra.overlay_hosts``, which keeps
+each host's frames or why it has no figure; turnoutd and OVS: the kernel's
 softirq time is per CPU, not per host, so the Linux bridge has only the
 sum). The report's "Overlay" section sets these next to the same SUT's
 p2p figures of the same campaign (report/overlay.py).
@@ -33,12 +37,10 @@ p2p figures of the same campaign (report/overlay.py).
 
 from __future__ import annotations
 
-import abc
 import contextlib
-import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .campaign.runner import Session, SkipSession
@@ -46,29 +48,22 @@ from .measure.cost import (
     CostSample,
     cost_in_window,
     cpu_list,
-    netdev_rx_packets,
 )
 from .measure.counts import TrialCounts
-from .measure.cpu import CLK_TCK, nominal_hz
 from .measure.gen import GenMeasurer, Stream, gen_version
-from .measure.kernel import KernelClock
 from .portkind import KERNEL, PortKind, PortKindError
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
-from .sut.base import SutAdapter, SutError, SutPort, Topology
-from .sut.linux_bridge import LinuxBridge
-from .sut.ovs import Ovs
-from .sut.turnoutd import Turnoutd, rpc
+from .sut.base import SutAdapter, SutError
+from .sut.overlay_host import VNI, VXLAN_PORT, HostWiring, OverlayHost
 from .testbed import Testbed, is_root
 
 if TYPE_CHECKING:
     from .campaign.spec import CampaignSpec
 
-__all__ = ["OVERLAY_IPS", "VNI", "OverlayMeasurer", "OverlaySut", "Wiring", "build_overlay",
-           "host_cost", "overlay_session", "overlay_support"]
+__all__ = ["OVERLAY_IPS", "VNI", "VXLAN_PORT", "HostWiring", "OverlayMeasurer", "OverlaySut",
+           "Wiring", "build_overlay", "host_cost", "overlay_session", "overlay_support"]
 
-VNI = 100
-VXLAN_PORT = 4789
 OVERLAY_IPS = ("192.168.77.1", "192.168.77.2")
 UNDERLAY_MTU = 3000  # the testbed's veths
 #: largest inner frame: the underlay MTU - 36 (outer IPv4 20 + UDP 8 + VXLAN 8;
@@ -77,33 +72,14 @@ MAX_FRAME_B = UNDERLAY_MTU - 36
 HOSTS = ("A", "B")
 
 
-#: the two-host set-ups there are (``SutAdapter.overlay_host``)
-OVERLAY_HOSTS = ("turnoutd", "ovs", "bridge")
-
-
 def overlay_support(sut: SutAdapter) -> str:
     """'' when this SUT can run the overlay scenario, else why not."""
     if sut.direct:
         return "the overlay scenario needs a switch on each host (the bare wire has none)"
-    if sut.overlay_host in OVERLAY_HOSTS:  # each adapter says which (SutAdapter.overlay_host)
+    if sut.overlay_host is not None:  # each adapter says which (SutAdapter.overlay_host)
         return ""
     return sut.overlay_reason or (f"overlay: no two-host set-up for {sut.name} (turnoutd, "
                                   "ovs, bridge have one)")
-
-
-@dataclass
-class HostWiring:
-    """One emulated host: its namespace, its pod's veth end (the switch's
-    side), the underlay veth end, and its tunnel address and the peer's."""
-
-    name: str  # "A" | "B"
-    ns: str
-    pod_iface: str
-    underlay_iface: str
-    local_ip: str
-    remote_ip: str
-    #: destination MAC -> which side it is behind ("pod" | "tunnel")
-    macs: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -151,174 +127,6 @@ def build_overlay(tb: Testbed, direction: str, *, kernel_port: PortKind | str,
     return Wiring([a, b], streams)
 
 
-# ------------------------------------------------------------------ hosts
-class _Host(abc.ABC):
-    """A switch on one host: set up, account (``sample``: this host's own
-    cumulative cycles and received frames; None when its account is not per
-    host, as the kernel's per-CPU softirq time), torn down."""
-
-    @abc.abstractmethod
-    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None: ...
-
-    def ready(self) -> bool:
-        """The tunnel can carry frames (its remote is resolved)."""
-        return True
-
-    @abc.abstractmethod
-    def version(self) -> str: ...
-
-    def config(self) -> dict[str, Any]:
-        return {}
-
-    def pids(self) -> list[int]:
-        return []
-
-    def sample(self) -> CostSample | None:
-        return None
-
-    def teardown(self) -> None:
-        return None
-
-
-class _TurnoutdHost(_Host):
-    def __init__(self, base: Turnoutd, host: str) -> None:
-        # the pod and the tunnel port cross-connected: the patch logic
-        self.d = type(base)({**base.options, "logic": "patch"})
-        self.d.name = f"{base.name}-host{host}"  # its work directory
-        self.underlay_port = str(base.opts.underlay_port or base.opts.kernel_port)
-
-    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
-        self.w = w
-        d = self.d
-        topo = Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth", iface=w.pod_iface)],
-                        xconnects=[("pod", "overlay")], cpus=cpus)
-        # the tunnel port (docs/overlay.md), on the pod's worker
-        d.extra_toml = "\n".join([
-            "", "[[ports]]", 'name = "overlay"', 'kind = "vxlan"', f"vni = {VNI}",
-            f'local_ip = "{w.local_ip}"', f'remotes = ["{w.remote_ip}"]',
-            f'underlay = {{ kind = "{self.underlay_port}", iface = "{w.underlay_iface}" }}',
-            "worker = 0", ""])
-        d.setup(tb, topo)
-
-    def tunnel(self) -> dict[str, Any]:
-        for p in rpc(self.d.sock, "stats", timeout_s=2.0)["ports"]:
-            if p["name"] == "overlay":
-                return dict(p.get("backend", {}))
-        raise SutError("turnoutd has no port 'overlay'")
-
-    def ready(self) -> bool:
-        return int(self.tunnel().get("remotes_resolved", 0)) >= 1
-
-    def version(self) -> str:
-        return self.d.version()
-
-    def config(self) -> dict[str, Any]:
-        return {"toml": getattr(self.d, "_toml", "")}
-
-    def pids(self) -> list[int]:
-        return self.d.pids()
-
-    def sample(self) -> CostSample | None:
-        return self.d.cost_sample()
-
-    def teardown(self) -> None:
-        self.d.teardown()
-
-
-class _OvsHost(_Host):
-    def __init__(self, base: Ovs, host: str) -> None:
-        self.o = type(base)(dict(base.options))
-        self.o.name = f"{base.name}-host{host}"  # its work directory
-
-    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
-        self.w, self.tb = w, tb
-        o = self.o
-        # the integration bridge with the pod (port 1), no flows yet
-        o.setup(tb, Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth",
-                                                     iface=w.pod_iface)],
-                             xconnects=[], cpus=cpus))
-        self.phy = f"{tb.prefix}y"
-        o.vsctl("add-br", self.phy, "--", "set", "bridge", self.phy, "datapath_type=netdev")
-        o.vsctl("add-port", self.phy, w.underlay_iface, "--", "set", "interface",
-                w.underlay_iface,
-                *o.port_args(1, SutPort(name="underlay", kind="veth", iface=w.underlay_iface)))
-        tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", self.phy], netns=w.ns)
-        tb.run(["ip", "link", "set", self.phy, "up"], netns=w.ns)
-        o.vsctl("add-port", o.bridge, "tun0", "--", "set", "interface", "tun0", "type=vxlan",
-                f"options:remote_ip={w.remote_ip}", f"options:key={VNI}",
-                f"options:dst_port={VXLAN_PORT}", "ofport_request=2")
-        for x, y in ((1, 2), (2, 1)):
-            flow = f"in_port={x},actions=output:{y}"
-            o.ofctl("add-flow", o.bridge, flow)
-            o.flows.append(flow)
-        assert o.topo is not None
-        o._wait_ports(o.topo)
-
-    def phy_mac(self) -> str:
-        r = self.tb.run(["cat", f"/sys/class/net/{self.phy}/address"], netns=self.w.ns)
-        return r.stdout.strip()
-
-    def prime(self, peer: _OvsHost) -> None:
-        """Tell OVS the remote tunnel end's MAC (its br-phy), so no trial
-        starts with the tunnel's ARP round trip."""
-        self.o.appctl("tnl/neigh/set", self.phy, self.w.remote_ip, peer.phy_mac())
-
-    def version(self) -> str:
-        return self.o.version()
-
-    def config(self) -> dict[str, Any]:
-        return {**self.o.config(), "underlay_bridge": getattr(self, "phy", "")}
-
-    def pids(self) -> list[int]:
-        return self.o.pids()
-
-    def sample(self) -> CostSample | None:
-        return self.o.cost_sample()
-
-    def teardown(self) -> None:
-        self.o.teardown()
-
-
-class _KernelHost(_Host):
-    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
-        self.w, self.tb = w, tb
-        ns = w.ns
-        tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", w.underlay_iface], netns=ns)
-        self.vx = tb.ifname("x")
-        tb.run(["ip", "link", "add", self.vx, "type", "vxlan", "id", str(VNI), "local",
-                w.local_ip, "remote", w.remote_ip, "dstport", str(VXLAN_PORT), "dev",
-                w.underlay_iface, "nolearning"], netns=ns)
-        self.br = tb.bridge(ns, [w.pod_iface, self.vx])
-        for p in (w.pod_iface, self.vx):
-            tb.run(["bridge", "link", "set", "dev", p, "learning", "off"], netns=ns)
-        for mac, side in w.macs.items():
-            tb.fdb_static(ns, mac, w.pod_iface if side == "pod" else self.vx)
-        tb.link_up(self.vx, ns)
-        # a process in the host's namespace: its interfaces' counters are
-        # read from /proc/PID/net/dev during a trial, nothing spawned
-        self.holder = tb.spawn(["sleep", "infinity"], netns=ns, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-
-    def rx_frames(self) -> int:
-        """Frames this host's switch received: from its pod and from the underlay."""
-        return netdev_rx_packets(self.holder.pid, [self.w.pod_iface, self.w.underlay_iface])
-
-    def ready(self) -> bool:
-        return True
-
-    def version(self) -> str:
-        return LinuxBridge().version()
-
-    def config(self) -> dict[str, Any]:
-        return {"bridge": getattr(self, "br", ""), "vxlan": getattr(self, "vx", ""),
-                "learning": False, "fdb": "static"}
-
-    def teardown(self) -> None:
-        holder = getattr(self, "holder", None)
-        if holder is not None:
-            self.tb.stop(holder)
-
-
 # ------------------------------------------------------------- the SUT
 class OverlaySut:
     """The switch of each host as one SUT: set-up, pids, cost (both hosts
@@ -329,40 +137,29 @@ class OverlaySut:
         if why:
             raise SutError(why)
         self.base = base
-        self.kind = base.overlay_host
-        self.hosts: list[_Host] = []
-        for h in HOSTS:
-            if self.kind == "turnoutd":
-                assert isinstance(base, Turnoutd), base
-                self.hosts.append(_TurnoutdHost(base, h))
-            elif self.kind == "ovs":
-                assert isinstance(base, Ovs), base
-                self.hosts.append(_OvsHost(base, h))
-            else:
-                self.hosts.append(_KernelHost())
+        host = base.overlay_host
+        assert host is not None  # overlay_support
+        #: the switch of each host, as the adapter declares it
+        self.hosts: list[OverlayHost] = [host(base, h) for h in HOSTS]
+        self.per_host = host.per_host
+        self.kernel_note = host.kernel_note
+        self.host_source = host.cost_source
         #: every probe's per-host samples (monotonic t, cycles, frames)
         self.host_samples: list[list[CostSample]] = [[] for _ in self.hosts]
         self.cpus: list[int] = []
-        self.kernel: KernelClock | None = None
 
     @property
     def cost_source(self) -> str:
-        own = ("both hosts' switches summed: "
-               + ("their workers' busy_cycles + sleep CPU (API stats)" if self.kind == "turnoutd"
-                  else "ovs-vswitchd processing cycles (pmd-stats-show)" if self.kind == "ovs"
-                  else "kernel time of the SUT's CPUs outside processes (both hosts' bridges "
-                       "and vxlan; interrupts that woke an idle CPU included)"))
-        return own + ", over frames carried = (received by A + received by B) / 2"
+        return ("both hosts' switches summed: " + self.host_source
+                + ", over frames carried = (received by A + received by B) / 2")
 
     def setup(self, tb: Testbed, wiring: Wiring, cpus: str) -> None:
         self.cpus = cpu_list(cpus)
         for h, w in zip(self.hosts, wiring.hosts, strict=True):
             h.setup(tb, w, cpus)
-        if self.kind == "ovs":
-            a, b = self.hosts
-            assert isinstance(a, _OvsHost) and isinstance(b, _OvsHost)
-            a.prime(b)
-            b.prime(a)
+        a, b = self.hosts
+        a.pair(b)
+        b.pair(a)
         deadline = time.monotonic() + 15
         while not all(h.ready() for h in self.hosts):
             if time.monotonic() > deadline:
@@ -385,26 +182,14 @@ class OverlaySut:
         return [p for h in self.hosts for p in h.pids()]
 
     def kernel_threads_note(self) -> str:
-        if self.kind != "bridge":
-            return ""
-        return ("both hosts' bridge and vxlan forwarding runs in the receive softirq of their "
-                "ports, steered to the SUT's CPUs by RPS (testbed)")
+        return self.kernel_note
 
     def cost_sample(self) -> CostSample | None:
         """Cycles of both hosts; frames = (received by A + received by B) / 2.
         Every host's own sample is kept in ``host_samples``."""
+        if not self.per_host:  # the kernel's account: per CPU, both hosts at once
+            return self.hosts[0].joint_sample(self.hosts, self.cpus)
         now = time.monotonic()
-        if self.kind == "bridge":
-            hosts = [h for h in self.hosts if isinstance(h, _KernelHost)]
-            if any(getattr(h, "holder", None) is None or h.holder.poll() is not None
-                   for h in hosts):
-                return None
-            if self.kernel is None:
-                self.kernel = KernelClock(self.cpus)
-            tick = nominal_hz()[0] / CLK_TCK  # /proc/stat counts in these steps
-            cycles = self.kernel.read() * nominal_hz()[0]
-            rx = [h.rx_frames() for h in hosts]
-            return CostSample(now, cycles, sum(rx) // 2, tick)
         samples = [h.sample() for h in self.hosts]
         if any(s is None for s in samples):
             return None
@@ -454,7 +239,7 @@ class OverlayMeasurer:
             s.clear()
         c = self.gen.measure(duration_s, load_total_pps)
         per_host = []
-        if self.sut.kind != "bridge":  # the kernel's softirq time is per CPU, not per host
+        if self.sut.per_host:  # the kernel's softirq time is per CPU, not per host
             per_host = host_cost(self.sut.host_samples, c.extra.get("windows_ns") or [])
         if per_host:
             c.extra["overlay_hosts"] = per_host

@@ -2,12 +2,12 @@
 SUT, the method and the repetition, defined once.
 
 The scenario families (turnout.scenarios) build it, the campaign expands
-into it, the runner stores it with every trial and result (one column per
-field: results/schema.py) and the report groups by it. Results store an
-openflow point's scenario with its rule set (``openflow/r100/m8/o2``,
-``stored_scenario``) so that no report pools two rule sets; ``from_stored``
-reads that name back (a database from before the rule set had columns of
-its own).
+into it, trials and results hold it (``point``; one column per field:
+results/schema.py) and the report's point keys hold it (report/points.py).
+Results store an openflow point's scenario with its rule set
+(``openflow/r100/m8/o2``, ``stored_scenario``) so that no report pools two
+rule sets; ``from_stored`` reads that name back (also from a database from
+before the rule set had columns of its own).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["OPENFLOW_FIELDS", "POINT_FIELDS", "TestPoint", "openflow_fields"]
+__all__ = ["OPENFLOW_FIELDS", "POINT_FIELDS", "AtPoint", "TestPoint", "openflow_fields"]
 
 _STORED = re.compile(r"^openflow/(?:(v2v)/)?r(\d+)/m(\d+)/o(\d+)(?:/acl(\d+)-(above|below))?$")
 
@@ -59,11 +59,46 @@ class TestPoint:
         acl = f"/acl{self.acl}-{self.acl_at}" if self.acl else ""
         return f"openflow/{path}r{self.rules}/m{self.masks}/o{self.outputs}{acl}"
 
+    @classmethod
+    def from_stored(cls, scenario: str, **columns: Any) -> TestPoint:
+        """The test point of a stored row: its scenario as stored
+        (``stored_scenario``) and its other fields' columns (a missing one
+        takes its default). A rule set the name gives fills in columns a
+        writer left at 0 (rows from before they had columns). A name that
+        does not come back as it was stored (not written by
+        ``stored_scenario``) is kept as the point's scenario, verbatim, so a
+        row reads back and reports the same."""
+        unknown = set(columns) - set(POINT_FIELDS)
+        if unknown:
+            raise TypeError(f"not a test point field: {', '.join(sorted(unknown))}")
+        kw = {k: v for k, v in columns.items() if v is not None}
+        of = openflow_fields(scenario)
+        if of is not None:
+            if not kw.get("rules"):
+                kw.update({f: of[f] for f in OPENFLOW_FIELDS})
+            point = cls(scenario="openflow", **kw)
+            if point.stored_scenario() == scenario:
+                return point
+        return cls(scenario=scenario, **kw)
+
 
 #: the fields every trial and result stores (one column each)
 POINT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(TestPoint))
 #: the fields only an openflow point sets
 OPENFLOW_FIELDS: tuple[str, ...] = ("rules", "masks", "outputs", "acl", "acl_at")
+
+
+class AtPoint:
+    """Something taken at a test point (a trial, a result, the report's
+    point key): its ``point``, and the scenario as results store it."""
+
+    point: TestPoint
+
+    @property
+    def scenario(self) -> str:
+        """The scenario as results store it (``TestPoint.stored_scenario``:
+        an openflow point's names its rule set)."""
+        return self.point.stored_scenario()
 
 
 def openflow_fields(stored: str) -> dict[str, Any] | None:

@@ -233,7 +233,7 @@ def _run_with(args: argparse.Namespace, spec: Any, bench: Any) -> int:
               + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
               + f"; results in {args.db}")
         for t in db.trials(c.id, status=["skipped", "failed"])[:20]:
-            print(f"  {t.status}: {t.sut} {t.scenario}/{t.direction} {t.method}: {t.reason}")
+            print(f"  {t.status}: {t.sut} {t.scenario}/{t.point.direction} {t.method}: {t.reason}")
     return 0 if c.status == "done" else 1
 
 

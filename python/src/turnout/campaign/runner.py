@@ -22,17 +22,17 @@ import hashlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..measure.counts import Measurer, TrialCounts
 from ..measure.gen import PeerAbsent
 from ..measure.stats import gbps
 from ..results import Campaign, Result, ResultsDB, Sut, Trial
+from ..results.models import overlay_host_columns
 from ..scenarios import Point, Unsupported
 from ..search import MlrGoals, ndr_pdr, rplus
 from ..search.base import LoggingMeasurer, SearchResult
-from ..testpoint import OPENFLOW_FIELDS
 from .spec import CampaignSpec, WorkItem, topology_key
 
 __all__ = ["Bench", "Session", "SkipSession", "resume_key", "run_campaign"]
@@ -84,9 +84,10 @@ class Bench(Protocol):
 Progress = Callable[[int, int, WorkItem | None, str], None]
 
 
-def _rule_set(p: Point) -> dict[str, Any]:
-    """An openflow point's rule set, as the columns of its trials and results."""
-    return {f: getattr(p, f) for f in OPENFLOW_FIELDS}
+def _at(p: Point, virtual_port: str) -> Point:
+    """The point as its trials and results store it: with the kind of
+    virtual port its cell really had (``Session.virtual_port``)."""
+    return replace(p, virtual_port=virtual_port)
 
 
 def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
@@ -100,12 +101,11 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
     if "rplus_tester_bound" in ctx and load_fraction is not None:
         # a latency load is a fraction of R+: say when that R+ was the tester's
         extra["rplus_tester_bound"] = ctx["rplus_tester_bound"]
+    per_host = overlay_host_columns(c.extra.get("overlay_hosts"))  # scenario overlay
     return Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"],
-        result_id=result_id, key=key or item.key, sut=item.sut, scenario=p.stored_scenario(),
-        direction=p.direction, frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst,
-        vnfs=p.vnfs, ports=p.ports, pairs=p.pairs, virtual_port=ctx["virtual_port"],
-        **_rule_set(p), method=method, load_fraction=load_fraction,
+        result_id=result_id, key=key or item.key, sut=item.sut,
+        point=_at(p, ctx["virtual_port"]), method=method, load_fraction=load_fraction,
         offered_total_pps=c.offered_total_pps,
         tx_total_pps=c.tx_total_pps, streams=c.streams, repetition=item.repetition,
         sent=c.sent, received=c.received, lost=c.lost, duplicated=c.duplicated,
@@ -119,7 +119,9 @@ def _trial(item: WorkItem, c: TrialCounts, ctx: dict[str, Any], method: str,
         cpu=c.cpu, cycles_per_packet=c.cycles_per_packet,
         busy_cycles_per_frame=c.busy_cycles_per_frame,
         tester_bound=None if c.tester_bound is None else int(c.tester_bound),
-        update_first_ns=c.update_first_ns, update_last_ns=c.update_last_ns, status="ok",
+        update_first_ns=c.update_first_ns, update_last_ns=c.update_last_ns,
+        overlay_a_cycles_per_frame=per_host["overlay_a_cycles_per_frame"],
+        overlay_b_cycles_per_frame=per_host["overlay_b_cycles_per_frame"], status="ok",
         started_at=ctx.get("t", time.time()), duration_s=c.duration_s, extra=extra,
     )
 
@@ -128,10 +130,7 @@ def _result(item: WorkItem, ctx: dict[str, Any], method: str, key: str) -> Resul
     p = item.point
     return Result(
         campaign_id=ctx["campaign_id"], sut_id=ctx["sut_id"], host_id=ctx["host_id"], key=key,
-        sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
-        frame_size_b=p.frame_size_b,
-        flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports, pairs=p.pairs,
-        virtual_port=ctx["virtual_port"], **_rule_set(p), method=method,
+        sut=item.sut, point=_at(p, ctx["virtual_port"]), method=method,
         repetition=item.repetition, status="running", started_at=time.time(),
     )
 
@@ -142,10 +141,8 @@ def _skip(db: ResultsDB, item: WorkItem, ctx: dict[str, Any], status: str, reaso
     p = item.point
     db.add_trial(Trial(
         campaign_id=ctx["campaign_id"], sut_id=ctx.get("sut_id"), host_id=ctx["host_id"],
-        key=key or item.key, sut=item.sut, scenario=p.stored_scenario(), direction=p.direction,
-        frame_size_b=p.frame_size_b, flows=p.flows, burst=p.burst, vnfs=p.vnfs, ports=p.ports,
-        pairs=p.pairs, virtual_port=ctx.get("virtual_port", "") or p.virtual_port,
-        **_rule_set(p), method=method or item.method,
+        key=key or item.key, sut=item.sut,
+        point=_at(p, ctx.get("virtual_port", "") or p.virtual_port), method=method or item.method,
         load_fraction=item.arg if item.method in ("latency", "sweep") else None,
         offered_total_pps=item.arg if item.method in ("fixed", "rule_update") else 0.0,
         repetition=item.repetition,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from .formatting import fmt_spread
 from .model import Spread, Table, spread_of
@@ -69,8 +70,8 @@ def compare_builds(a: Spread | None, b: Spread | None, better: str, worse: str,
 
 
 def _cell(k: PointKey) -> str:
-    s = f"{k.scenario}/{k.direction} {k.frame_size_b} B"
-    port = k.virtual_port or ("-" if k.scenario in ("p2p", "overlay") else "")
+    s = f"{k.scenario}/{k.point.direction} {k.point.frame_size_b} B"
+    port = k.point.virtual_port or ("-" if k.scenario in ("p2p", "overlay") else "")
     if port and port != "-":
         s += f" {port}"
     return s + (f" {k.extras()}" if k.extras() else "")
@@ -78,15 +79,17 @@ def _cell(k: PointKey) -> str:
 
 def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
     """Every R+ point measured on both SUTs, in scenario order."""
-    rate: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    cost: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    bound: dict[tuple, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    keys: dict[tuple, PointKey] = {}
+    rate: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    cost: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    bound: dict[tuple[Any, ...], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    keys: dict[tuple[Any, ...], PointKey] = {}
     for r in data.ok_results:
         if r.method != "rplus" or r.sut not in (after, before):
             continue
         k = PointKey.of(r)
-        g = (k.group(), k.virtual_port)
+        g = (k.group(), k.point.virtual_port)
         keys.setdefault(g, k)
         rate[g][r.sut][r.repetition] = r.rate_total_pps
         if r.busy_cycles_per_frame:

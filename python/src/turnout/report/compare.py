@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..results import ResultsDB
 from .formatting import fmt, fmt_spread
@@ -61,23 +61,24 @@ class CompareRow:
         return self.b.median / self.a.median
 
 
-def _metrics(data: CampaignData) -> dict[tuple, tuple[Spread, bool]]:
-    out: dict[tuple, tuple[Spread, bool]] = {}
+def _metrics(data: CampaignData) -> dict[tuple[Any, ...], tuple[Spread, bool]]:
+    out: dict[tuple[Any, ...], tuple[Spread, bool]] = {}
     for p in throughput_points(data):
         k = p.key
-        out[(k.sut_label(), k.scenario, k.direction, k.frame_size_b, k.extras(),
+        out[(k.sut_label(), k.scenario, k.point.direction, k.point.frame_size_b, k.extras(),
              METHOD_LABEL.get(k.method, k.method), "Mpps")] = (p.mpps, True)
-    lat: dict[tuple, list[float]] = defaultdict(list)
+    lat: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for t in data.ok_trials:
         if t.method != "latency" or t.load_fraction is None or t.latency_p99_ns is None:
             continue
         k = PointKey.of(t)
-        lat[(k.sut_label(), k.scenario, k.direction, k.frame_size_b, k.extras(), "latency",
-             f"p99 µs @ {fmt(float(t.load_fraction))}×R+")].append(t.latency_p99_ns / 1e3)
+        lat[(k.sut_label(), k.scenario, k.point.direction, k.point.frame_size_b, k.extras(),
+             "latency", f"p99 µs @ {fmt(float(t.load_fraction))}×R+")].append(
+                 t.latency_p99_ns / 1e3)
     for t in data.ok_trials:  # rule-update time (measure/update.py): lower is better
         if t.method == "rule_update" and t.update_first_ns is not None:
             k = PointKey.of(t)
-            lat[(k.sut_label(), k.scenario, k.direction, k.frame_size_b, k.extras(),
+            lat[(k.sut_label(), k.scenario, k.point.direction, k.point.frame_size_b, k.extras(),
                  "rule update", f"ms @ {fmt(t.offered_total_pps / 1e3)} kpps")].append(
                 t.update_first_ns / 1e6)
     for key, vals in lat.items():

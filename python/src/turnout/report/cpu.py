@@ -46,17 +46,18 @@ def cpu_section(data: CampaignData) -> Section:
                            "tester CPU % there", "VNF CPU % there"])
     by_fig: dict[tuple[str, str], list[Trial]] = defaultdict(list)
     for t in trials:
-        by_fig[(t.scenario, t.direction)].append(t)
+        by_fig[(t.scenario, t.point.direction)].append(t)
     for (scen, d), ts in sorted(by_fig.items(), key=by_scenario):
         panels = []
-        for size in sorted({int(t.frame_size_b) for t in ts}):
+        for size in sorted({int(t.point.frame_size_b) for t in ts}):
             by: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
             for t in ts:
-                if int(t.frame_size_b) != size:
+                if int(t.point.frame_size_b) != size:
                     continue
-                label = sut_label(t.sut, t.virtual_port)
+                label = sut_label(t.sut, t.point.virtual_port)
+                p = t.point
                 by[(label, t.method, t.load_fraction, load_bin(t.offered_total_pps),
-                    t.flows, t.burst, t.vnfs, t.ports, t.pairs)].append(t)
+                    p.flows, p.burst, p.vnfs, p.ports, p.pairs)].append(t)
             per_sut: dict[str, list[tuple[Spread, Spread, list[Trial]]]] = defaultdict(list)
             for k, st in by.items():
                 rx = spread_of([t.rx_total_pps for t in st]).scaled(1e-6)

@@ -81,7 +81,7 @@ def _latency_rows(frac: float, at: list[Trial], table: Table) -> list[Series]:
         jit = [t.jitter_ns for t in st if t.jitter_ns is not None]
         rows.append((
             pct["p99"].median if pct["p99"] else math.inf,
-            [str(int(st[0].frame_size_b)), label, fmt(frac),
+            [str(int(st[0].point.frame_size_b)), label, fmt(frac),
              fmt_spread(spread_of([t.offered_total_pps for t in st]).scaled(1e-6)),
              fmt_spread(spread_of([offered_pps(t) for t in st]).scaled(1e-6)),
              str(len(st)), *[fmt_spread(pct[n]) for n, _ in _PCT_FIELDS],
@@ -142,10 +142,11 @@ def latency_cdf_section(data: CampaignData) -> Section:
             columns=["size B", "SUT", "× R+", "asked Mpps", "offered Mpps", "n",
                      *[f[0] for f in _PCT_FIELDS], "jitter µs", "loss ratio"],
         )
-        for size in sorted({int(t.frame_size_b) for t in ts}):
+        for size in sorted({int(t.point.frame_size_b) for t in ts}):
             for frac in fractions:
                 at = [t for t in ts if t.load_fraction is not None
-                      and round(float(t.load_fraction), 4) == frac and int(t.frame_size_b) == size]
+                      and round(float(t.load_fraction), 4) == frac
+                      and int(t.point.frame_size_b) == size]
                 series = _latency_rows(frac, at, table) if at else []
                 panels.append(Panel(f"{size} B, {fmt(frac)} × R+", "latency (µs)",
                                     "fraction of packets", series, kind="cdf", xlog=True))

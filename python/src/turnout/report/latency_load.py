@@ -41,10 +41,10 @@ def latency_load_section(data: CampaignData) -> Section:
         return sec
     for g, ts in by_figure(trials):
         panels = []
-        for size in sorted({int(t.frame_size_b) for t in ts}):
+        for size in sorted({int(t.point.frame_size_b) for t in ts}):
             by: dict[tuple[str, float], list[Trial]] = defaultdict(list)
             for t in ts:
-                if int(t.frame_size_b) == size:
+                if int(t.point.frame_size_b) == size:
                     by[(trial_label(t), load_bin(offered_pps(t)))].append(t)
             series = []
             for label in sorted({k[0] for k in by}):

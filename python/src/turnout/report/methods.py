@@ -6,6 +6,7 @@ against offered, Open vSwitch throughput and latency Fig. 8)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from ..results import Trial
 from .formatting import fmt, fmt_spread
@@ -47,7 +48,7 @@ def rule_update_verdict_table(data: CampaignData, key: str = "rule-update-verdic
     )
     by: dict[tuple[int, float], dict[str, dict[int, Trial]]] = defaultdict(dict)
     for tr in _updates(data):
-        g = (int(tr.frame_size_b), round(tr.offered_total_pps))
+        g = (int(tr.point.frame_size_b), round(tr.offered_total_pps))
         by[g].setdefault(trial_label(tr), {})[int(tr.repetition)] = tr
     for (size, rate), suts in sorted(by.items()):
         entries = []
@@ -103,7 +104,7 @@ def rule_update_section(data: CampaignData) -> Section:
                    mono=[11])
     by: dict[tuple[str, int, float], list[Trial]] = defaultdict(list)
     for tr in trials:
-        by[(trial_label(tr), int(tr.frame_size_b), round(tr.offered_total_pps))].append(tr)
+        by[(trial_label(tr), int(tr.point.frame_size_b), round(tr.offered_total_pps))].append(tr)
     for (label, size, rate), st in sorted(by.items()):
         first = spread_of([float(x.update_first_ns or 0) / 1e6 for x in st])
         lasts = [float(x.update_last_ns) / 1e6 for x in st if x.update_last_ns is not None]
@@ -193,7 +194,7 @@ def sweep_section(data: CampaignData) -> Section:
     if not trials:
         sec.empty = "No offered-load sweep in this campaign (method sweep)."
         return sec
-    groups: dict[tuple, list[Trial]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for t in trials:
         groups[fig_group(t)].append(t)
     table = Table(key="sweep-table", title="Received vs offered",
@@ -201,10 +202,10 @@ def sweep_section(data: CampaignData) -> Section:
                            "received Mpps [min–max]", "loss % [min–max]"])
     for g, gt in sorted(groups.items()):
         panels = []
-        for size in sorted({int(t.frame_size_b) for t in gt}):
+        for size in sorted({int(t.point.frame_size_b) for t in gt}):
             cells: dict[tuple[str, float], list[Trial]] = defaultdict(list)
             for t in gt:
-                if int(t.frame_size_b) == size:
+                if int(t.point.frame_size_b) == size:
                     cells[(trial_label(t), float(t.load_fraction or 0.0))].append(t)
             series = []
             for label in sorted({k[0] for k in cells}):

@@ -28,8 +28,8 @@ def not_measured_section(data: CampaignData) -> Section:
         kind = "result" if isinstance(x, Result) else "trial"
         if x.status == "ok" or (kind, x.id or 0) in again:
             continue
-        cell = (f"{x.scenario}{f' [{x.virtual_port}]' if x.virtual_port else ''} "
-                f"{x.frame_size_b} B")
+        cell = (f"{x.scenario}{f' [{x.point.virtual_port}]' if x.point.virtual_port else ''} "
+                f"{x.point.frame_size_b} B")
         cells = grouped[(x.sut, x.status, x.reason or "–")]
         if cell not in cells:
             cells.append(cell)
@@ -42,13 +42,15 @@ def not_measured_section(data: CampaignData) -> Section:
         sec.tables.append(g)
     for r in data.results:
         if r.status != "ok":
-            t.rows.append(["search", r.sut, r.scenario, r.direction, str(r.frame_size_b),
-                           METHOD_LABEL.get(r.method, r.method), r.status, r.reason or "–"])
+            t.rows.append(["search", r.sut, r.scenario, r.point.direction,
+                           str(r.point.frame_size_b), METHOD_LABEL.get(r.method, r.method),
+                           r.status, r.reason or "–"])
             t.flags.append("retried: ok" if ("result", r.id or 0) in again else "")
     for tr in data.trials:
         if tr.status != "ok" and tr.result_id is None:
-            t.rows.append(["trial", tr.sut, tr.scenario, tr.direction, str(tr.frame_size_b),
-                           METHOD_LABEL.get(tr.method, tr.method), tr.status, tr.reason or "–"])
+            t.rows.append(["trial", tr.sut, tr.scenario, tr.point.direction,
+                           str(tr.point.frame_size_b), METHOD_LABEL.get(tr.method, tr.method),
+                           tr.status, tr.reason or "–"])
             t.flags.append("retried: ok" if ("trial", tr.id or 0) in again else "")
     if t.rows:
         sec.tables.append(t)

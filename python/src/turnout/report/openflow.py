@@ -69,7 +69,7 @@ def parse_path(scenario: str) -> str | None:
 def path_label(r: Result) -> str:
     """The row's path: "p2p veth", "v2v vhost-user", "v2v memif"."""
     path = parse_path(r.scenario) or "?"
-    return f"{path} {r.virtual_port or 'veth'}"
+    return f"{path} {r.point.virtual_port or 'veth'}"
 
 
 def cpu_split(r: Result, trials: list[Trial]) -> tuple[float, float] | None:
@@ -93,7 +93,7 @@ def cpu_split(r: Result, trials: list[Trial]) -> tuple[float, float] | None:
 def _rplus(data: CampaignData) -> list[Result]:
     # an openflow point's rule set is in its columns (TestPoint's fields)
     return [r for r in data.ok_results
-            if r.method == "rplus" and r.point.scenario == "openflow" and r.outputs > 0]
+            if r.method == "rplus" and r.point.scenario == "openflow" and r.point.outputs > 0]
 
 
 _Key = tuple[str, int, int, int, str, int, int]
@@ -104,9 +104,10 @@ def _grouped(data: CampaignData) -> dict[_Key, dict[str, list[Result]]]:
     results. The path key is the virtual port ("" = p2p over veths)."""
     by: dict[_Key, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in _rplus(data):
-        path = r.virtual_port if parse_path(r.scenario) == "v2v" else ""
-        by[(path, r.rules, r.masks, r.outputs, _acl_text(r.acl, r.acl_at), int(r.frame_size_b),
-            int(r.flows))][sut_label(r.sut, r.virtual_port)].append(r)
+        p = r.point
+        path = p.virtual_port if parse_path(r.scenario) == "v2v" else ""
+        by[(path, p.rules, p.masks, p.outputs, _acl_text(p.acl, p.acl_at), int(p.frame_size_b),
+            int(p.flows))][sut_label(r.sut, p.virtual_port)].append(r)
     return by
 
 

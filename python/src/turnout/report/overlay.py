@@ -74,9 +74,9 @@ def encap_rows(trials: list[Trial]) -> list[EncapRow]:
     for t in trials:
         if t.status != "ok" or t.method not in _METHODS or t.scenario not in ("p2p", "overlay"):
             continue
-        if t.flows != 1 or t.virtual_port:
+        if t.point.flows != 1 or t.point.virtual_port:
             continue
-        key = (t.sut, t.direction, int(t.frame_size_b), _load(t))
+        key = (t.sut, t.point.direction, int(t.point.frame_size_b), _load(t))
         by[key][t.scenario][t.repetition] = t
     rows: list[EncapRow] = []
     for (sut, d, size, load), side in sorted(by.items()):
@@ -90,9 +90,8 @@ def encap_rows(trials: list[Trial]) -> list[EncapRow]:
         rate_pairs = [(plain[r].rx_total_pps, over[r].rx_total_pps) for r in reps]
         hosts: dict[str, list[float]] = defaultdict(list)
         for t in over.values():
-            for h in (t.extra or {}).get("overlay_hosts", []):
-                if h.get("cycles_per_frame") is not None:
-                    hosts[str(h["host"])].append(float(h["cycles_per_frame"]))
+            for h, cost in t.overlay_host_costs().items():
+                hosts[h].append(cost)
         rows.append(EncapRow(
             sut=sut, direction=d, frame_size_b=size, load=load,
             plain_rate=spread_or_none([t.rx_total_pps for t in plain.values()]),

@@ -27,13 +27,15 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import total_ordering
 from itertools import pairwise
 from typing import Any
 
 from ..methods import labels, styles, throughput_methods
 from ..results import Campaign, Result, ResultsDB, Trial
-from ..scenarios.table import scenario_rank
+from ..scenarios.table import scenario_rank, section_of
 from ..sut import SUTS
+from ..testpoint import AtPoint, TestPoint
 from .model import Spread, slug, spread_of, within_noise
 from .units import gbps_of
 
@@ -43,6 +45,7 @@ __all__ = [
     "METHOD_LABEL",
     "METHOD_STYLE",
     "REFERENCE_SUTS",
+    "SCALE_SECTIONS",
     "THROUGHPUT_METHODS",
     "CampaignData",
     "FigGroup",
@@ -56,12 +59,12 @@ __all__ = [
     "group_extras",
     "group_key",
     "group_title",
+    "in_section",
     "is_base",
     "load_bin",
     "load_campaign",
     "offered_pps",
     "retried",
-    "scale_kind",
     "scenario_rank",
     "statistics_median",
     "sut_label",
@@ -104,40 +107,46 @@ def sut_label(sut: str, virtual_port: str = "") -> str:
     return f"{sut} [{virtual_port}]" if virtual_port else sut
 
 
-@dataclass(frozen=True, order=True)
-class PointKey:
-    """A test point: everything but the repetition."""
+@total_ordering
+@dataclass(frozen=True)
+class PointKey(AtPoint):
+    """A test point: everything but the repetition (the row's TestPoint, its
+    SUT and its method). Keys sort by the stored scenario name, the point's
+    other fields, the SUT, the virtual port and the method (``sort_key``):
+    the order of every table."""
 
-    scenario: str
-    direction: str
-    frame_size_b: int
-    flows: int
-    burst: int
-    vnfs: int
-    ports: int
-    pairs: int
+    point: TestPoint
     sut: str
-    virtual_port: str
     method: str
 
     @classmethod
     def of(cls, r: Result | Trial) -> PointKey:
         """The test point of a stored result or trial."""
-        return cls(r.scenario, r.direction, int(r.frame_size_b), int(r.flows), int(r.burst),
-                   int(r.vnfs), int(r.ports), int(r.pairs), r.sut, r.virtual_port, r.method)
+        return cls(r.point, r.sut, r.method)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        """What keys sort by."""
+        p = self.point
+        return (self.scenario, p.direction, p.frame_size_b, p.flows, p.burst, p.vnfs, p.ports,
+                p.pairs, self.sut, p.virtual_port, self.method)
+
+    def __lt__(self, other: PointKey) -> bool:
+        return self.sort_key() < other.sort_key()
 
     def group(self) -> Group:
         """Everything but the SUT (and its virtual port): points comparable across SUTs."""
-        return (scenario_rank(self.scenario), self.direction, self.frame_size_b, self.flows,
-                self.burst, self.vnfs, self.ports, self.pairs, self.method)
+        p = self.point
+        return (scenario_rank(self.scenario), p.direction, p.frame_size_b, p.flows, p.burst,
+                p.vnfs, p.ports, p.pairs, self.method)
 
     def sut_label(self) -> str:
         """SUT name, with the virtual port kind when there is one."""
-        return sut_label(self.sut, self.virtual_port)
+        return sut_label(self.sut, self.point.virtual_port)
 
     def extras(self) -> str:
         """Non-default flows/burst/VNFs/ports/pairs, compactly (for tables)."""
-        parts = [f"{k}={getattr(self, k)}" for k, v in _DEFAULTS.items() if getattr(self, k) != v]
+        parts = [f"{k}={getattr(self.point, k)}" for k, v in _DEFAULTS.items()
+                 if getattr(self.point, k) != v]
         return " ".join(parts)
 
 
@@ -172,7 +181,8 @@ class ThroughputPoint:
     def gbps(self) -> Spread:
         """The spread in Gbps: layer 1 on Ethernet-like paths, layer 2 through
         shared memory (see units.py)."""
-        return self.spread.scaled(gbps_of(1.0, self.key.frame_size_b, self.key.virtual_port))
+        return self.spread.scaled(gbps_of(1.0, self.key.point.frame_size_b,
+                                              self.key.point.virtual_port))
 
 
 @dataclass
@@ -239,24 +249,24 @@ def base_values(points: Iterable[PointKey]) -> dict[tuple[str, str], dict[str, i
     """Per (scenario, direction): the base flows/burst/vnfs/ports/pairs."""
     by: dict[tuple[str, str], list[PointKey]] = defaultdict(list)
     for k in points:
-        by[(k.scenario, k.direction)].append(k)
+        by[(k.scenario, k.point.direction)].append(k)
     out = {}
     for sd, keys in by.items():
-        bursts = Counter(k.burst for k in keys)
+        bursts = Counter(k.point.burst for k in keys)
         top = max(bursts.values())
         out[sd] = {
-            "flows": min(k.flows for k in keys),
+            "flows": min(k.point.flows for k in keys),
             "burst": min(b for b, c in bursts.items() if c == top),
-            "vnfs": min(k.vnfs for k in keys),
-            "ports": min(k.ports for k in keys),
-            "pairs": min(k.pairs for k in keys),
+            "vnfs": min(k.point.vnfs for k in keys),
+            "ports": min(k.point.ports for k in keys),
+            "pairs": min(k.point.pairs for k in keys),
         }
     return out
 
 
 def is_base(k: PointKey, base: dict[tuple[str, str], dict[str, int]], *free: str) -> bool:
-    b = base[(k.scenario, k.direction)]
-    return all(getattr(k, f) == v for f, v in b.items() if f not in free)
+    b = base[(k.scenario, k.point.direction)]
+    return all(getattr(k.point, f) == v for f, v in b.items() if f not in free)
 
 
 def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
@@ -291,7 +301,7 @@ def throughput_points(data: CampaignData) -> list[ThroughputPoint]:
         for p in members:
             # a ratio only against the reference on the same path and port type
             refs = [r for r in members if r.key.sut in data.reference_suts
-                    and r.key.virtual_port == p.key.virtual_port]
+                    and r.key.point.virtual_port == p.key.point.virtual_port]
             if not refs or refs[0] is p:
                 continue
             ref = refs[0]
@@ -357,13 +367,14 @@ def cpu_util(t: Trial, role: str = "sut") -> float | None:
 
 def trial_label(t: Trial) -> str:
     """A trial's SUT as every table names it (sut_label)."""
-    return sut_label(t.sut, t.virtual_port)
+    return sut_label(t.sut, t.point.virtual_port)
 
 
 def fig_group(t: Trial) -> FigGroup:
     """Trials drawn in one figure: all but SUT, frame size (a panel row each) and load."""
-    return (t.scenario, t.direction, int(t.flows), int(t.burst), int(t.vnfs), int(t.ports),
-            int(t.pairs))
+    p = t.point
+    return (t.scenario, p.direction, int(p.flows), int(p.burst), int(p.vnfs), int(p.ports),
+            int(p.pairs))
 
 
 def by_figure(trials: Iterable[Trial]) -> list[tuple[FigGroup, list[Trial]]]:
@@ -376,7 +387,7 @@ def by_figure(trials: Iterable[Trial]) -> list[tuple[FigGroup, list[Trial]]]:
 
 def group_extras(g: FigGroup) -> str:
     scen, d, flows, burst, vnfs, ports, pairs = g
-    return PointKey(scen, d, 0, flows, burst, vnfs, ports, pairs, "", "", "").extras()
+    return PointKey(TestPoint(scen, d, 0, flows, burst, vnfs, ports, pairs), "", "").extras()
 
 
 def group_title(g: FigGroup) -> str:
@@ -388,18 +399,13 @@ def group_key(prefix: str, g: FigGroup) -> str:
     return slug(prefix, g[0], g[1], group_extras(g))
 
 
-def scale_kind(points: list[ThroughputPoint], attr: str, names: tuple[str, ...],
-               default: int) -> list[ThroughputPoint]:
-    """The points of the scenarios a scale section shows: the ones named
-    (``names`` in the scenario) and the ones whose ``attr`` varies away from
-    its ``default``."""
-    by_scen: dict[str, list[ThroughputPoint]] = defaultdict(list)
-    for p in points:
-        by_scen[p.key.scenario].append(p)
-    out = []
-    for scen, pts in by_scen.items():
-        named = any(n in scen.lower() for n in names)
-        varies = len({getattr(p.key, attr) for p in pts}) > 1
-        if named or (varies and any(getattr(p.key, attr) != default for p in pts)):
-            out.extend(pts)
-    return out
+#: the sections that show scenarios against their scale, at one frame size
+#: (report/scale.py): the throughput section draws no figure of theirs
+#: with a single frame size
+SCALE_SECTIONS = ("nvsn", "density")
+
+
+def in_section(points: list[ThroughputPoint], section: str) -> list[ThroughputPoint]:
+    """The points whose scenario the scenario table gives this report
+    section (scenarios.table.section_of)."""
+    return [p for p in points if section_of(p.key.scenario) == section]

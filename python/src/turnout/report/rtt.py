@@ -32,11 +32,11 @@ def rtt_section(data: CampaignData) -> Section:
                   columns=["SUT", "size B", "rate", "burst", "n", "mean µs [min–max]",
                            "p99 µs [min–max]"])
     panels = []
-    for size in sorted({int(t.frame_size_b) for t in trials}):
+    for size in sorted({int(t.point.frame_size_b) for t in trials}):
         by: dict[tuple[str, int], list[Trial]] = defaultdict(list)
         for t in trials:
-            if int(t.frame_size_b) == size:
-                by[(trial_label(t), int(t.burst))].append(t)
+            if int(t.point.frame_size_b) == size:
+                by[(trial_label(t), int(t.point.burst))].append(t)
         series = []
         for label in sorted({k[0] for k in by}):
             for pname, attr, style in (("mean", "latency_mean_ns", "-"),

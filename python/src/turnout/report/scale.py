@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .model import Figure, Panel, Section, slug
-from .points import CampaignData, ThroughputPoint, base_values, by_scenario, is_base, scale_kind
+from .points import (
+    CampaignData,
+    ThroughputPoint,
+    base_values,
+    by_scenario,
+    in_section,
+    is_base,
+)
 from .throughput import series_by_sut
 
 __all__ = ["scale_sections"]
@@ -15,17 +22,16 @@ __all__ = ["scale_sections"]
 def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Section]:
     """NvsN (throughput vs sender/receiver pairs) and port density (vs ports attached)."""
     out = []
-    for key, title, intro, attr, names, default, xlabel in (
+    for key, title, intro, attr, xlabel in (
         ("nvsn", "NvsN scale", "N sender/receiver pairs through one SUT (Virtualized "
          "networking framework): "
-         "aggregate received throughput against N.", "pairs", ("nvsn", "pairs"), 1,
-         "sender/receiver pairs"),
+         "aggregate received throughput against N.", "pairs", "sender/receiver pairs"),
         ("density", "Port density", "Ports attached to the SUT with one pair active "
          "(mSwitch §4.3): throughput between the active pair against the number of ports "
-         "attached.", "ports", ("density", "ports"), 2, "ports attached"),
+         "attached.", "ports", "ports attached"),
     ):
         sec = Section(key=key, title=title, intro=intro + " Median with min–max bars.")
-        pts = scale_kind(points, attr, names, default)
+        pts = in_section(points, key)  # the scenarios the scenario table shows here
         if not pts:
             sec.empty = f"No {title.lower()} results in this campaign."
             out.append(sec)
@@ -34,15 +40,15 @@ def scale_sections(data: CampaignData, points: list[ThroughputPoint]) -> list[Se
         by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
         for p in pts:
             if is_base(p.key, base, attr):
-                by_sd[(p.key.scenario, p.key.direction)].append(p)
+                by_sd[(p.key.scenario, p.key.point.direction)].append(p)
         for (scen, d), sp in sorted(by_sd.items(), key=by_scenario):
-            sizes = sorted({p.key.frame_size_b for p in sp})
-            xs = [getattr(p.key, attr) for p in sp]
+            sizes = sorted({p.key.point.frame_size_b for p in sp})
+            xs = [getattr(p.key.point, attr) for p in sp]
             xlog = min(xs) > 0 and max(xs) / min(xs) >= 20
             sec.figures.append(Figure(
                 key=slug(key, scen, d), title=f"{title}: {scen} {d}",
                 panels=[Panel(f"{size} B", xlabel, "Mpps",
-                              series_by_sut([p for p in sp if p.key.frame_size_b == size],
+                              series_by_sut([p for p in sp if p.key.point.frame_size_b == size],
                                             attr, "mpps"), xlog=xlog)
                         for size in sizes],
             ))

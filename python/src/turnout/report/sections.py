@@ -18,7 +18,7 @@ from .model import Section
 from .not_measured import not_measured_section
 from .openflow import openflow_section
 from .overlay import overlay_section
-from .points import CampaignData, ThroughputPoint, throughput_points
+from .points import SCALE_SECTIONS, CampaignData, ThroughputPoint, throughput_points
 from .rtt import rtt_section
 from .scale import scale_sections
 from .stability import error_bar_section
@@ -65,7 +65,7 @@ SECTIONS: tuple[SectionRow, ...] = (
     SectionRow(("rule-update",), _data(rule_update_section)),
     SectionRow(("openflow",), _data(openflow_section)),
     SectionRow(("cpu",), _data(cpu_section)),
-    SectionRow(("nvsn", "density"), scale_sections),
+    SectionRow(SCALE_SECTIONS, scale_sections),
     SectionRow(("stability",), _points(error_bar_section)),
     SectionRow(("setup",), _data(fingerprint_section)),
     SectionRow(("not-measured",), _data(not_measured_section)),

@@ -78,17 +78,18 @@ def fairness_table(data: CampaignData) -> Table:
     conf: dict[int | None, dict[str, Any]] = {}
     for s in data.db.suts(data.campaign.id):
         conf[s.id] = s.config if isinstance(s.config, dict) else {}
-    cells: dict[tuple, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    cells: dict[tuple[Any, ...], dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for tr in data.ok_trials:
         if tr.method != "rplus" or tr.sut in data.reference_suts:
             continue
         k = PointKey.of(tr)
-        cells[(k.group(), tr.virtual_port)][sut_label(tr.sut, tr.virtual_port)].append(tr)
+        vp = tr.point.virtual_port
+        cells[(k.group(), vp)][sut_label(tr.sut, vp)].append(tr)
     for (_, vp), by_sut in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         first = next(iter(by_sut.values()))[0]
-        cell = (f"{first.scenario} {vp or 'veth'} {first.frame_size_b} B"
+        cell = (f"{first.scenario} {vp or 'veth'} {first.point.frame_size_b} B"
                 + (f" {PointKey.of(first).extras()}" if PointKey.of(first).extras() else "")
-                + (" bi" if first.direction == "bi" else ""))
+                + (" bi" if first.point.direction == "bi" else ""))
         diffs: list[str] = []
 
         tester = {}

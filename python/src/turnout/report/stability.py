@@ -37,7 +37,7 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
     for p in points:
         if is_base(p.key, base, "frame_size_b", "flows", "burst"):
             k = p.key
-            by[(k.sut_label(), k.scenario, k.direction)][k.method].append(p)
+            by[(k.sut_label(), k.scenario, k.point.direction)][k.method].append(p)
     rows = []
     for (label, scen, d), methods in sorted(
         by.items(), key=lambda kv: (scenario_rank(kv[0][1]), kv[0][2], kv[0][0])
@@ -66,9 +66,9 @@ def error_bar_section(data: CampaignData, points: list[ThroughputPoint]) -> Sect
             gbps_s.points.append(Point(x, 1.0, g.min / g.median, g.max / g.median, g.n))
         t.rows.append([
             label, scen, d, METHOD_LABEL[method], str(m.n),
-            ",".join(str(s) for s in sorted({p.key.frame_size_b for p in combos})),
-            ",".join(str(s) for s in sorted({p.key.flows for p in combos})),
-            ",".join(str(s) for s in sorted({p.key.burst for p in combos})),
+            ",".join(str(s) for s in sorted({p.key.point.frame_size_b for p in combos})),
+            ",".join(str(s) for s in sorted({p.key.point.flows for p in combos})),
+            ",".join(str(s) for s in sorted({p.key.point.burst for p in combos})),
             fmt(m.median * 1e-6), fmt(m.min / m.median if m.median else math.nan),
             fmt(m.max / m.median if m.median else math.nan),
             fmt(g.min / g.median if g.median else math.nan),

@@ -53,11 +53,12 @@ def summary_text(data: CampaignData) -> str:
                 mark.append("n=1")
             if p.tester_bound:
                 mark.append(f"tester{p.tester_bound}/{p.spread.n}")
-            rows.append([k.scenario, k.direction, str(k.frame_size_b), k.extras(),
+            rows.append([k.scenario, k.point.direction, str(k.point.frame_size_b), k.extras(),
                          k.sut_label(), METHOD_LABEL.get(k.method, k.method), str(p.spread.n),
                          fmt_spread(p.mpps),
                          fmt_pct(p.spread.rel) if p.spread.n >= 2 else "?",
-                         fmt(p.gbps.median) + ("" if is_ethernet_path(k.virtual_port) else " L2"),
+                         fmt(p.gbps.median)
+                         + ("" if is_ethernet_path(k.point.virtual_port) else " L2"),
                          fmt_spread(p.ratio), " ".join(mark)])
         out += ["", "Throughput", format_table(
             ["scenario", "dir", "size", "point", "SUT", "method", "n", "Mpps [min-max]",
@@ -71,13 +72,13 @@ def summary_text(data: CampaignData) -> str:
     lat = [t for t in data.ok_trials if t.method == "latency" and t.load_fraction is not None
            and t.latency_p99_ns is not None]
     if lat:
-        by: dict[tuple, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+        by: dict[tuple[Any, ...], dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
         fractions = sorted({round(float(t.load_fraction), 4) for t in lat
                             if t.load_fraction is not None})
         for t in lat:
             assert t.load_fraction is not None and t.latency_p99_ns is not None  # filtered above
-            label = sut_label(t.sut, t.virtual_port)
-            key = (t.scenario, t.direction, int(t.frame_size_b), label)
+            label = sut_label(t.sut, t.point.virtual_port)
+            key = (t.scenario, t.point.direction, int(t.point.frame_size_b), label)
             by[key][round(float(t.load_fraction), 4)].append(float(t.latency_p99_ns))
         rows = []
         for key, per in sorted(by.items()):
@@ -106,7 +107,7 @@ def summary_text(data: CampaignData) -> str:
         out += ["", f"Not measured: {len(bad)}"
                 + (f" (and {len(failed) - len(bad)} failed attempts retried with success, "
                    "marked 'retried: ok')" if len(failed) > len(bad) else "")]
-        rows = [[r.sut, r.scenario, r.direction, str(r.frame_size_b),
+        rows = [[r.sut, r.scenario, r.point.direction, str(r.point.frame_size_b),
                  METHOD_LABEL.get(r.method, r.method),
                  r.status + (", retried: ok" if (kind[id(r)], r.id or 0) in again else ""),
                  r.reason or "–"]

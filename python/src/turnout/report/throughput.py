@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..testpoint import TestPoint
 from .formatting import fmt_pct, fmt_spread
 from .model import Figure, Panel, Point, Section, Series, Table, slug
 from .points import (
     METHOD_LABEL,
     METHOD_STYLE,
+    SCALE_SECTIONS,
     CampaignData,
     PointKey,
     ThroughputPoint,
     base_values,
     by_scenario,
+    in_section,
     is_base,
-    scale_kind,
 )
 from .units import GBPS_DEFINITION, is_ethernet_path
 
@@ -34,10 +36,10 @@ def series_by_sut(points: list[ThroughputPoint], xattr: str, unit: str) -> list[
         by[(p.key.sut_label(), p.key.method)].append(p)
     out = []
     for (label, method), pts in sorted(by.items()):
-        pts.sort(key=lambda p: getattr(p.key, xattr))
+        pts.sort(key=lambda p: getattr(p.key.point, xattr))
         out.append(Series(
             label=f"{label} {METHOD_LABEL.get(method, method)}",
-            points=[_tp_point(p, float(getattr(p.key, xattr)), unit) for p in pts],
+            points=[_tp_point(p, float(getattr(p.key.point, xattr)), unit) for p in pts],
             style=METHOD_STYLE.get(method, "-"),
         ))
     return out
@@ -72,10 +74,10 @@ def throughput_table(key: str, title: str, points: list[ThroughputPoint]) -> Tab
             flag.append(f"tester-bound in {p.tester_bound}/{p.spread.n} "
                         "(the tester's limit: a lower bound of the SUT's)")
         t.rows.append([
-            k.scenario, k.direction, str(k.frame_size_b), k.extras(), k.sut_label(),
+            k.scenario, k.point.direction, str(k.point.frame_size_b), k.extras(), k.sut_label(),
             METHOD_LABEL.get(k.method, k.method), str(p.spread.n), fmt_spread(p.mpps),
             fmt_pct(p.spread.rel) if p.spread.n >= 2 else "unknown",
-            fmt_spread(p.gbps) + ("" if is_ethernet_path(k.virtual_port) else " L2"),
+            fmt_spread(p.gbps) + ("" if is_ethernet_path(k.point.virtual_port) else " L2"),
             fmt_spread(p.ratio),
         ])
         t.flags.append("; ".join(flag))
@@ -98,15 +100,14 @@ def throughput_section(data: CampaignData, points: list[ThroughputPoint]) -> Sec
     by_sd: dict[tuple[str, str], list[ThroughputPoint]] = defaultdict(list)
     for p in points:
         if is_base(p.key, base):
-            by_sd[(p.key.scenario, p.key.direction)].append(p)
-    scale = {p.key.scenario for p in scale_kind(points, "pairs", ("nvsn",), 1)} | \
-        {p.key.scenario for p in scale_kind(points, "ports", ("density",), 2)}
+            by_sd[(p.key.scenario, p.key.point.direction)].append(p)
+    scale = {p.key.scenario for sec_key in SCALE_SECTIONS for p in in_section(points, sec_key)}
     for (scen, d), pts in sorted(by_sd.items(), key=by_scenario):
-        if scen in scale and len({p.key.frame_size_b for p in pts}) < 2:
+        if scen in scale and len({p.key.point.frame_size_b for p in pts}) < 2:
             continue  # one frame size: its own scale section shows it
         b = base[(scen, d)]
-        extra = PointKey(scen, d, 0, b["flows"], b["burst"], b["vnfs"], b["ports"], b["pairs"],
-                         "", "", "").extras()
+        extra = PointKey(TestPoint(scen, d, 0, b["flows"], b["burst"], b["vnfs"], b["ports"],
+                                   b["pairs"]), "", "").extras()
         title = f"{scen} {d}" + (f" ({extra})" if extra else "")
         sec.figures.append(Figure(
             key=slug("throughput", scen, d), title=f"Throughput vs frame size: {title}",

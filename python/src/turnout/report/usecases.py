@@ -19,6 +19,7 @@ is drawn at the load it really got, hollow, and says so.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from ..results import Trial
 from .cpuload import capacity_note, cpu_at_load, refusal, sent_share
@@ -66,7 +67,7 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
     )
     rows = verdict_rows(data) if rows is None else rows
     fixed = _fixed(data)
-    by_case: dict[tuple, list[Verdict]] = defaultdict(list)
+    by_case: dict[tuple[Any, ...], list[Verdict]] = defaultdict(list)
     for v in rows:
         by_case[(scenario_rank(v.scenario), v.direction, v.extras)].append(v)
     for (rank, d, extras), vs in sorted(by_case.items()):
@@ -85,16 +86,16 @@ def usecase_section(data: CampaignData, rows: list[Verdict] | None = None) -> Se
             if series:
                 panels.append(Panel(f"capacity, {size} B", "",
                                     "cycles per frame (lower is better)", series, kind="cat"))
-        at: dict[tuple, dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+        at: dict[tuple[Any, ...], dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
         for t in fixed:
-            if (t.scenario, t.direction) == (scen, d) and _extras_of(t) == extras:
-                at[(int(t.frame_size_b), round(t.offered_total_pps))][
-                    sut_label(t.sut, t.virtual_port)].append(t)
+            if (t.scenario, t.point.direction) == (scen, d) and _extras_of(t) == extras:
+                at[(int(t.point.frame_size_b), round(t.offered_total_pps))][
+                    sut_label(t.sut, t.point.virtual_port)].append(t)
         for (size, rate), by_sut in sorted(at.items()):
             series = []
             hl = []
             for lab, ts in sorted(by_sut.items(),
-                                  key=lambda kv: _PORT_ORDER.get(kv[1][0].virtual_port, 3)):
+                                  key=lambda kv: _PORT_ORDER.get(kv[1][0].point.virtual_port, 3)):
                 s = spread_of([float(t.latency_p99_ns or 0) / 1e3 for t in ts])
                 if ts[0].sut in data.reference_suts:
                     hl.append((s.median, f"{lab} p99 {fmt(s.median)} µs (the floor)"))
@@ -158,20 +159,20 @@ def cpu_latency_section(data: CampaignData) -> Section:
               "sleeping switch's wake-ups); capacity leaves it out (what one core would "
               "forward at saturation). got: the load the tester really sent (median)."),
     )
-    by_path: dict[tuple, list[Trial]] = defaultdict(list)
+    by_path: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for t in trials:
-        by_path[(scenario_rank(t.scenario), t.virtual_port or "veth", t.direction,
+        by_path[(scenario_rank(t.scenario), t.point.virtual_port or "veth", t.point.direction,
                  _extras_of(t))].append(t)
     for (rank, port, d, extras), ts in sorted(by_path.items()):
         scen = rank[1]
         path = (f"{SHORT.get(scen, scen)}{f' ({extras})' if extras else ''} {port}"
                 + (" bi" if d == "bi" else ""))
         panels = []
-        for size in sorted({int(t.frame_size_b) for t in ts}):
+        for size in sorted({int(t.point.frame_size_b) for t in ts}):
             groups: dict[tuple[str, str], list[Trial]] = defaultdict(list)
             for t in ts:
-                if int(t.frame_size_b) == size:
-                    groups[(sut_label(t.sut, t.virtual_port), _load_label(t))].append(t)
+                if int(t.point.frame_size_b) == size:
+                    groups[(sut_label(t.sut, t.point.virtual_port), _load_label(t))].append(t)
             per_sut: dict[str, list[tuple[float, Point]]] = defaultdict(list)
             floors: list[tuple[float, str]] = []
             rows = []

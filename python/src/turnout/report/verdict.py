@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
 from ..results import Trial
@@ -226,7 +227,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if r.tester_bound:
             bound[k] += 1
     missing = unmeasured(data)
-    groups: dict[tuple, list[PointKey]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[PointKey]] = defaultdict(list)
     for k in rate:
         groups[k.group()].append(k)
     for g in missing:
@@ -237,12 +238,12 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         ceiling_of: dict[str, Spread] = {}
         for k in keys:
             if k.sut in data.reference_suts:
-                ceiling_of[k.virtual_port or "veth"] = spread_of(list(rate[k].values()))
+                ceiling_of[k.point.virtual_port or "veth"] = spread_of(list(rate[k].values()))
         # SUTs are compared on one path with one kind of virtual port
         by_port: dict[str, list[PointKey]] = defaultdict(list)
         for k in keys:
             if k.sut not in data.reference_suts:
-                by_port[k.virtual_port].append(k)
+                by_port[k.point.virtual_port].append(k)
         todo = dict(missing.get(g, {}))
         # a session that could not be set up never learnt its virtual port
         # (results stored before the runner recorded the cell's port): its
@@ -252,9 +253,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         # port) or, when the SUT has none here, with the only port type the
         # others used
         ports = sorted(by_port)
-        named = {(r.sut, r.virtual_port) for r in data.ok_results
+        named = {(r.sut, r.point.virtual_port) for r in data.ok_results
                  if r.method == "rplus" and PointKey.of(r).group() == g
-                 and r.virtual_port in r.key.split("|")}
+                 and r.point.virtual_port in r.key.split("|")}
         for (sut, vp), why in list(todo.items()):
             if vp or sut in data.reference_suts:
                 continue
@@ -296,7 +297,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
 Miss = tuple[int, str, str]
 
 
-def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Miss]]]:
+def unmeasured(data: CampaignData) -> dict[tuple[Any, ...], dict[tuple[str, str], list[Miss]]]:
     """R+ repetitions that gave no value, per test point group and (SUT,
     virtual port): failed searches and skipped or failed trials, one per
     repetition. An attempt the runner retried with success (a SUT restarted
@@ -309,11 +310,11 @@ def unmeasured(data: CampaignData) -> dict[tuple, dict[tuple[str, str], list[Mis
     for t in data.trials:
         if t.method == "rplus" and t.status != "ok" and t.result_id is None:
             per.setdefault((PointKey.of(t), int(t.repetition)), (t.status, t.reason or "–"))
-    out: dict[tuple, dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
+    out: dict[tuple[Any, ...], dict[tuple[str, str], list[Miss]]] = defaultdict(dict)
     for (k, rep), (status, reason) in sorted(per.items()):
         if (k, rep) in ok:
             continue
-        out[k.group()].setdefault((k.sut, k.virtual_port), []).append((rep, status, reason))
+        out[k.group()].setdefault((k.sut, k.point.virtual_port), []).append((rep, status, reason))
     return out
 
 
@@ -347,13 +348,13 @@ def tester_processes(k: PointKey) -> int:
     """Busy-polling tester and VNF processes a test point runs: one turnout-gen
     per stream (or per pair of directions) plus one per chain VNF."""
     if k.scenario == "loopback":
-        return 1 + k.vnfs
+        return 1 + k.point.vnfs
     if k.scenario == "nvsn":
-        return k.pairs
+        return k.point.pairs
     return 1
 
 
-def tester_cores(spec: dict) -> int:
+def tester_cores(spec: dict[str, Any]) -> int:
     """CPUs the campaign gives its tester (and the VNFs, which share them)."""
     c = spec.get("campaign", {}) if isinstance(spec, dict) else {}
     cpus = {c.get("tester_cpu", 0)}
@@ -370,7 +371,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     """One SUT's entry: its rate, capacity and CPU at this load over
     repetitions, what limited it, and the repetitions that gave no value
     (``misses``) with their reason."""
-    e = Entry(sut=k.sut_label(), name=k.sut, port=k.virtual_port, by_rep_rate=dict(rate),
+    e = Entry(sut=k.sut_label(), name=k.sut, port=k.point.virtual_port, by_rep_rate=dict(rate),
               by_rep_cost=dict(cost), tester_bound=bound)
     e.rate = spread_of(list(rate.values()))
     e.cost = spread_or_none(list(cost.values()))
@@ -392,7 +393,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
                           "the scheduler sets the rate")
     e.limit = ("scheduler" if shared > 1 else "tester") if limited else "SUT"
     e.note = "; ".join(limited)
-    if ceil is None and k.virtual_port == "memif":
+    if ceil is None and k.point.virtual_port == "memif":
         e.note = _join(e.note, "the tester's ceiling over memif is not measured")
     if misses:
         reps = len(rate) + len(misses)
@@ -409,7 +410,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     return e
 
 
-def _scenario_of(group: tuple) -> str:
+def _scenario_of(group: tuple[Any, ...]) -> str:
     """The scenario of a PointKey.group() (its first item is scenario_rank's pair)."""
     return str(group[0][1])
 
@@ -523,19 +524,20 @@ def latency_verdict_table(data: CampaignData) -> Table:
               "the SUT pushed back so that the tester sent less than the rate (the share it "
               "sent in brackets); its p99 is at the load it got."),
     )
-    lat: dict[tuple, dict[int, float]] = defaultdict(dict)
-    cpu: dict[tuple, list[tuple[float | None, float | None]]] = defaultdict(list)
-    refused: dict[tuple, list[str]] = defaultdict(list)
-    iso: dict[tuple, set[str]] = defaultdict(set)
-    others: dict[tuple, list[float]] = defaultdict(list)
-    shared: dict[tuple, int] = defaultdict(lambda: 1)
-    waited: dict[tuple, float] = {}  # the SUT's largest mean run-queue wait ≥ the flag, µs
+    lat: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
+    cpu: dict[tuple[Any, ...], list[tuple[float | None, float | None]]] = defaultdict(list)
+    refused: dict[tuple[Any, ...], list[str]] = defaultdict(list)
+    iso: dict[tuple[Any, ...], set[str]] = defaultdict(set)
+    others: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    shared: dict[tuple[Any, ...], int] = defaultdict(lambda: 1)
+    #: the SUT's largest mean run-queue wait ≥ the flag, µs
+    waited: dict[tuple[Any, ...], float] = {}
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
-        label = sut_label(tr.sut, tr.virtual_port)
-        key = (scenario_rank(tr.scenario), int(tr.frame_size_b), round(tr.offered_total_pps),
-               int(tr.burst), tr.virtual_port or "veth", tr.sut, label)
+        label = sut_label(tr.sut, tr.point.virtual_port)
+        key = (scenario_rank(tr.scenario), int(tr.point.frame_size_b), round(tr.offered_total_pps),
+               int(tr.point.burst), tr.point.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
         c = cpu_at_load(tr)
         cpu[key].append((c.cycles_per_frame, c.pct))
@@ -549,7 +551,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
         ss = tr.extra.get("sut_sched")
         if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
             waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
-    groups: dict[tuple, list[tuple]] = defaultdict(list)
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for key in lat:
         groups[key[:5]].append(key)
     for g, keys in sorted(groups.items()):
@@ -585,7 +587,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     return t
 
 
-def isolation_of(extra: dict) -> str:
+def isolation_of(extra: dict[str, Any]) -> str:
     """"on" when the trial ran with the SUT's CPUs isolated (system/isolate.py), else "off"."""
     return "on" if isinstance(extra.get("isolation"), dict) else "off"
 
@@ -628,9 +630,10 @@ def latency_trials_table(data: CampaignData) -> Table:
                 if "kernel_ms" in ot else "")
         else:
             most, one, total = "–", "–", str(ot.get("why", "–"))
-        rows.append((tr.sut, tr.scenario, int(tr.frame_size_b), tr.offered_total_pps,
+        rows.append((tr.sut, tr.scenario, int(tr.point.frame_size_b), tr.offered_total_pps,
                      int(tr.repetition), [
-                         sut_label(tr.sut, tr.virtual_port), tr.scenario, str(tr.frame_size_b),
+                         sut_label(tr.sut, tr.point.virtual_port), tr.scenario,
+                         str(tr.point.frame_size_b),
                          f"{tr.offered_total_pps / 1e3:g} kpps", str(tr.repetition),
                          f"{tr.latency_p99_ns / 1e3:.0f}",
                          f"{tr.latency_max_ns / 1e3:.0f}" if tr.latency_max_ns else "–",
@@ -665,13 +668,14 @@ def cost_check_table(data: CampaignData) -> Table:
               "source. Kernel share: the kernel's work on the SUT's CPUs per frame outside "
               "any process, in neither figure."),
     )
-    by: dict[tuple, list[tuple[float, float | None, float | None, bool]]] = defaultdict(list)
-    kern: dict[tuple, list[float]] = defaultdict(list)
+    by: dict[tuple[Any, ...], list[tuple[float, float | None, float | None, bool]]] = \
+        defaultdict(list)
+    kern: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "rplus" or not tr.busy_cycles_per_frame:
             continue
-        label = sut_label(tr.sut, tr.virtual_port)
-        key = (label, tr.scenario, int(tr.frame_size_b))
+        label = sut_label(tr.sut, tr.point.virtual_port)
+        key = (label, tr.scenario, int(tr.point.frame_size_b))
         c = cpu_at_load(tr)
         by[key].append((float(tr.busy_cycles_per_frame), c.cycles_per_frame, c.pct,
                         bool(tr.tester_bound)))
@@ -713,10 +717,10 @@ def refused_table(data: CampaignData) -> Table:
         asked = (f"{fmt(tr.load_fraction)} × R+ ({tr.offered_total_pps / 1e3:.4g} kpps)"
                  if tr.load_fraction is not None else f"{tr.offered_total_pps / 1e3:.4g} kpps")
         sent_pps = tr.tx_total_pps or (tr.sent / tr.duration_s if tr.duration_s else 0.0)
-        rows.append(((scenario_rank(tr.scenario), tr.sut, int(tr.frame_size_b),
+        rows.append(((scenario_rank(tr.scenario), tr.sut, int(tr.point.frame_size_b),
                       tr.offered_total_pps, int(tr.repetition)), [
-            sut_label(tr.sut, tr.virtual_port), tr.scenario, tr.direction,
-            str(tr.frame_size_b), asked, f"{sent_pps / 1e3:.4g}", sent_share(why) or "–",
+            sut_label(tr.sut, tr.point.virtual_port), tr.scenario, tr.point.direction,
+            str(tr.point.frame_size_b), asked, f"{sent_pps / 1e3:.4g}", sent_share(why) or "–",
             str(tr.repetition),
             f"{tr.latency_p99_ns / 1e3:.0f}" if tr.latency_p99_ns else "–", why]))
     for _, r in sorted(rows, key=lambda x: x[0]):

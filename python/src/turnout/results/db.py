@@ -19,6 +19,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..testpoint import POINT_FIELDS
 from .models import Campaign, Host, Result, Sut, Trial
 from .schema import migrate
 
@@ -34,26 +35,25 @@ _JSON_FIELDS = {"latency_cdf": "latency_cdf_json", "cpu": "cpu_json", "extra": "
 
 def _to_row(obj: Trial | Result) -> dict[str, Any]:
     row: dict[str, Any] = {}
-    for f in fields(obj):
-        if f.name == "id":
+    for name, value in obj.flat().items():  # the test point's fields one column each
+        if name == "id":
             continue
-        value = getattr(obj, f.name)
-        if f.name in _JSON_FIELDS:
-            row[_JSON_FIELDS[f.name]] = json.dumps(value, sort_keys=True)
+        if name in _JSON_FIELDS:
+            row[_JSON_FIELDS[name]] = json.dumps(value, sort_keys=True)
         else:
-            row[f.name] = value
+            row[name] = value
     return row
 
 
 def _from_row(cls: type[T], row: sqlite3.Row) -> T:
     kwargs: dict[str, Any] = {}
     keys = row.keys()
-    for f in fields(cls):
-        col = _JSON_FIELDS.get(f.name, f.name)
+    for name in (*POINT_FIELDS, *(f.name for f in fields(cls) if f.name != "point")):
+        col = _JSON_FIELDS.get(name, name)
         if col in keys:
             value = row[col]
-            kwargs[f.name] = json.loads(value) if f.name in _JSON_FIELDS else value
-    return cls(**kwargs)
+            kwargs[name] = json.loads(value) if name in _JSON_FIELDS else value
+    return cls.of(**kwargs)
 
 
 class ResultsDB:

@@ -38,12 +38,12 @@ def export(
             "campaigns": [asdict(c) for c in campaigns if c is not None],
             "hosts": [asdict(h) for h in db.hosts()],
             "suts": [asdict(s) for s in db.suts()],
-            "results": [asdict(r) for r in db.results(campaign)],
-            "trials": [asdict(t) for t in db.trials(campaign)],
+            "results": [r.flat() for r in db.results(campaign)],
+            "trials": [t.flat() for t in db.trials(campaign)],
         }
         return json.dumps(doc, indent=1, sort_keys=True)
     rows = [
-        _flat(asdict(x))
+        _flat(x.flat())
         for x in (db.trials(campaign) if table == "trials" else db.results(campaign))
     ]
     out = io.StringIO()

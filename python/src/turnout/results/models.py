@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Self
 
 from ..methods import METHOD_TABLE
-from ..testpoint import POINT_FIELDS, TestPoint, openflow_fields
+from ..testpoint import POINT_FIELDS, AtPoint, TestPoint
 
 __all__ = [
     "DIRECTIONS",
     "METHODS",
+    "OVERLAY_HOST_COLUMNS",
     "STATUSES",
     "Campaign",
     "Host",
     "Result",
     "Sut",
     "Trial",
+    "overlay_host_columns",
 ]
 
 #: Directions of a scenario: one way, or both ways at once.
@@ -34,36 +36,54 @@ METHODS = tuple(m.name for m in METHOD_TABLE)  # turnout/methods.py
 STATUSES = ("ok", "skipped", "failed", "running", "interrupted")
 
 
+#: the overlay scenario's hosts (turnout/overlay.py) and the trial column
+#: holding each one's own cycles per frame it received (schema v6)
+OVERLAY_HOST_COLUMNS = {"A": "overlay_a_cycles_per_frame", "B": "overlay_b_cycles_per_frame"}
+
+
+def overlay_host_columns(hosts: Any) -> dict[str, float | None]:
+    """The per-host cost columns of a trial from the overlay's per-host
+    account (``extra["overlay_hosts"]``: a ``{"host", "cycles_per_frame",
+    "frames"}`` or ``{"host", "why"}`` per host; turnout/overlay.py): a
+    host's figure, or None when it has none."""
+    out: dict[str, float | None] = dict.fromkeys(OVERLAY_HOST_COLUMNS.values())
+    for h in hosts if isinstance(hosts, list) else []:
+        col = OVERLAY_HOST_COLUMNS.get(str(h.get("host"))) if isinstance(h, dict) else None
+        if col is not None and h.get("cycles_per_frame") is not None:
+            out[col] = float(h["cycles_per_frame"])
+    return out
+
+
 def _canon(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
 
 
-class _PointColumns:
-    """What trials and results share about their test point: its fields are
-    TestPoint's (the scenario as stored: ``TestPoint.stored_scenario``), one
-    column each (results/schema.py)."""
+class _AtPoint(AtPoint):
+    """What trials and results share about their test point: they hold it
+    (``point``, a TestPoint), stored one column per field (results/schema.py;
+    the scenario as ``TestPoint.stored_scenario`` names it)."""
 
-    scenario: str
-    rules: int
-    masks: int
-    outputs: int
-    acl: int
-    acl_at: str
+    @classmethod
+    def of(cls, **kw: Any) -> Self:
+        """A row from flat keywords, as a database row or an export has them:
+        the test point's fields (``scenario`` as stored: an openflow rule
+        set's name fills in its fields) and the row's own."""
+        cols = {f: kw.pop(f) for f in POINT_FIELDS if f in kw}
+        scenario = str(cols.pop("scenario", TestPoint.scenario))
+        point = TestPoint.from_stored(scenario, **cols)
+        return cls(point=point, **kw)  # type: ignore[call-arg]  # Trial, Result
 
-    def __post_init__(self) -> None:
-        of = openflow_fields(self.scenario)
-        if of is not None and not self.rules:
-            # written by code that knew the rule set only by its name
-            self.rules, self.masks, self.outputs = of["rules"], of["masks"], of["outputs"]
-            self.acl, self.acl_at = of["acl"], of["acl_at"]
-
-    @property
-    def point(self) -> TestPoint:
-        """The test point (its scenario the family's: "openflow", not the
-        stored name with the rule set)."""
-        kw = {f: getattr(self, f) for f in POINT_FIELDS}
-        kw["scenario"] = self.scenario.split("/", 1)[0]
-        return TestPoint(**kw)
+    def flat(self) -> dict[str, Any]:
+        """The row's fields with its test point's in its place, one each (the
+        scenario as stored), in the order of the database's columns."""
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]  # a dataclass: Trial, Result
+            if f.name == "point":
+                out.update({n: getattr(self.point, n) for n in POINT_FIELDS})
+                out["scenario"] = self.scenario
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
 
 
 @dataclass
@@ -122,7 +142,7 @@ class Sut:
 
 
 @dataclass
-class Trial(_PointColumns):
+class Trial(_AtPoint):
     """One measurement at a fixed offered load.
 
     Every rate is the **aggregate over all streams** of the trial (``streams``
@@ -157,22 +177,9 @@ class Trial(_PointColumns):
     result_id: int | None = None
     key: str = ""
     sut: str = ""
-    scenario: str = "p2p"
-    direction: str = "uni"
-    frame_size_b: int = 64
-    flows: int = 1
-    burst: int = 32
-    vnfs: int = 0
-    ports: int = 2
-    pairs: int = 1
-    virtual_port: str = ""  # memif | veth | "" (no virtual port)
-    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
-    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
-    rules: int = 0
-    masks: int = 0
-    outputs: int = 0
-    acl: int = 0
-    acl_at: str = ""
+    #: the test point; its ``virtual_port`` is the kind the cell really had
+    #: (memif | vhost-user | veth | "": none), which a fallback may change
+    point: TestPoint = field(default_factory=TestPoint)
     method: str = "fixed"
     load_fraction: float | None = None  # of R+ (aggregate), for latency trials
     offered_total_pps: float = 0.0  # requested aggregate load; 0 = as fast as possible
@@ -207,6 +214,13 @@ class Trial(_PointColumns):
     #: the last reached the old one; ``lost`` counts the switch-over's losses
     update_first_ns: float | None = None
     update_last_ns: float | None = None
+    #: scenario ``overlay`` (turnout/overlay.py): each host's own busy cycles
+    #: per frame it received (host A: pod in, encapsulation; host B:
+    #: decapsulation, pod out); None when its switch keeps no account per
+    #: host (the Linux bridge) or it could not be read (``extra.overlay_hosts``
+    #: says why)
+    overlay_a_cycles_per_frame: float | None = None
+    overlay_b_cycles_per_frame: float | None = None
     status: str = "ok"
     reason: str = ""
     started_at: float = 0.0
@@ -214,9 +228,19 @@ class Trial(_PointColumns):
     extra: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
 
+    def overlay_host_costs(self) -> dict[str, float]:
+        """Host ("A", "B") -> its own cycles per frame, for the hosts that
+        have one (scenario ``overlay``)."""
+        out = {}
+        for host, col in OVERLAY_HOST_COLUMNS.items():
+            v = getattr(self, col)
+            if v is not None:
+                out[host] = float(v)
+        return out
+
 
 @dataclass
-class Result(_PointColumns):
+class Result(_AtPoint):
     """The outcome of a search (R+, NDR, PDR) at one test point.
 
     ``rate_total_pps`` is the found rate, aggregate over all streams: for
@@ -235,22 +259,9 @@ class Result(_PointColumns):
     host_id: int | None = None
     key: str = ""
     sut: str = ""
-    scenario: str = "p2p"
-    direction: str = "uni"
-    frame_size_b: int = 64
-    flows: int = 1
-    burst: int = 32
-    vnfs: int = 0
-    ports: int = 2
-    pairs: int = 1
-    virtual_port: str = ""
-    #: an openflow point's rule set (TestPoint; 0 and "" at other scenarios);
-    #: a ``scenario`` that names one (``openflow/r100/m8/o2``) fills them in
-    rules: int = 0
-    masks: int = 0
-    outputs: int = 0
-    acl: int = 0
-    acl_at: str = ""
+    #: the test point; its ``virtual_port`` is the kind the cell really had
+    #: (memif | vhost-user | veth | "": none), which a fallback may change
+    point: TestPoint = field(default_factory=TestPoint)
     method: str = "rplus"
     repetition: int = 0
     loss_target: float = 0.0

@@ -4,16 +4,18 @@ Each entry of ``MIGRATIONS`` moves the database from version ``i`` to
 ``i + 1``; a database is migrated forward on open, in one transaction per
 step. Never edit a released migration: append a new one. The columns of a
 test point are TestPoint's fields (turnout.testpoint); v5 added the ones
-the first four versions lacked.
+the first four versions lacked; v6 the overlay's per-host costs.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import fields
 
 from ..testpoint import OPENFLOW_FIELDS, TestPoint, openflow_fields
+from .models import OVERLAY_HOST_COLUMNS, overlay_host_columns
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "user_version"]
 
@@ -188,9 +190,25 @@ def _v5(conn: sqlite3.Connection) -> None:
                 " WHERE id = ?", (*(of[n] for n in OPENFLOW_FIELDS), rid))
 
 
+def _v6(conn: sqlite3.Connection) -> None:
+    """v6 (the overlay's fields as columns, issue 34): each host's own cycles
+    per frame of an overlay trial (turnout/overlay.py) in a column of trials,
+    filled in from the per-host account older rows stored only in their
+    extra JSON (``overlay_hosts``; the JSON stays as it was)."""
+    cols = tuple(OVERLAY_HOST_COLUMNS.values())
+    for col in cols:
+        conn.execute(f"ALTER TABLE trials ADD COLUMN {col} REAL")
+    rows = conn.execute("SELECT id, extra_json FROM trials WHERE extra_json LIKE '%overlay_hosts%'")
+    for rid, text in rows.fetchall():
+        values = overlay_host_columns(json.loads(text).get("overlay_hosts"))
+        conn.execute(f"UPDATE trials SET {', '.join(f'{c} = ?' for c in cols)} WHERE id = ?",
+                     (*(values[c] for c in cols), rid))
+
+
 #: MIGRATIONS[i] takes a database at user_version i to i + 1: an SQL script,
 #: or a function (run in the step's transaction).
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1, _V2, _V3, _V4, _v5]
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_V1, _V2, _V3, _V4, _v5,
+                                                                  _v6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -14,7 +14,7 @@ from .paths import P2P, P2V, V2P, V2V
 from .rtt import RTT
 from .rule_update import RULE_UPDATE
 
-__all__ = ["BY_NAME", "SCENARIOS", "SCENARIO_ORDER", "TABLE", "scenario_rank"]
+__all__ = ["BY_NAME", "SCENARIOS", "SCENARIO_ORDER", "TABLE", "scenario_rank", "section_of"]
 
 #: every scenario, in the order a campaign's error messages list them
 TABLE: tuple[Scenario, ...] = (P2P, P2V, V2P, V2V, LOOPBACK, NVSN, DENSITY, RTT, RULE_UPDATE,
@@ -35,3 +35,12 @@ def scenario_rank(scenario: str) -> tuple[int, str]:
         return (SCENARIO_ORDER.index(scenario), scenario)
     except ValueError:
         return (len(SCENARIO_ORDER), scenario)
+
+
+def section_of(scenario: str) -> str:
+    """The key of the report section that shows a scenario (its row's
+    ``section``; a stored name, ``openflow/r100/m8/o2``, is its family's),
+    or "" for a scenario the table does not know (a database from another
+    release): only the throughput section's table shows it."""
+    row = BY_NAME.get(scenario.split("/", 1)[0])
+    return row.section if row is not None else ""

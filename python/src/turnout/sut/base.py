@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..hosts.base import Host, HostError, LocalHost
 from ..measure.cost import CostSample
@@ -15,6 +15,9 @@ from ..ofrules import RuleSet
 from ..portkind import VIRTUAL, PortKind
 from ..testbed import Testbed
 from .options import SutOptions
+
+if TYPE_CHECKING:
+    from .overlay_host import OverlayHost
 
 __all__ = ["SutAdapter", "SutError", "SutPort", "Topology", "command_version", "off_sut_cpus"]
 
@@ -118,11 +121,11 @@ class SutAdapter(ABC):
     #: the reference every ratio is taken against (the bare wire): the
     #: report ranks the others by it and leaves it out of the verdict
     reference: ClassVar[bool] = False
-    #: its switch on each host of the overlay scenario (overlay.py):
-    #: "turnoutd", "ovs" or "bridge" (the kernel's); "" when it has no
-    #: two-host set-up, ``overlay_reason`` then says why when it is not
-    #: the default one
-    overlay_host: ClassVar[str] = ""
+    #: its switch on each host of the overlay scenario (overlay.py): a
+    #: class of sut/overlay_host.py next to the adapter; None when it has no
+    #: two-host set-up, ``overlay_reason`` then says why when it is not the
+    #: default one
+    overlay_host: ClassVar[type[OverlayHost] | None] = None
     overlay_reason: ClassVar[str] = ""
     #: whether it can serve memif ports (virtual ports are veths otherwise)
     supports_memif: bool = False

@@ -32,8 +32,9 @@ from ..portkind import PortKind
 from ..testbed import Testbed
 from .base import SutAdapter, SutError, SutPort, Topology, command_version, off_sut_cpus
 from .options import Choice, Int, SutOptions, opt
+from .overlay_host import VNI, VXLAN_PORT, HostWiring, OverlayHost
 
-__all__ = ["Ovs", "OvsDpdk", "OvsDpdkOptions", "OvsOptions"]
+__all__ = ["Ovs", "OvsDpdk", "OvsDpdkOptions", "OvsOptions", "OvsOverlayHost"]
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DPDK_BINARY = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
@@ -103,10 +104,74 @@ class OvsDpdkOptions(SutOptions):
     vhost_mtu: int = opt(9000, Int(1500, 9702, "B"), "mtu_request of its dpdkvhostuser ports")
 
 
+class OvsOverlayHost(OverlayHost):
+    """Open vSwitch's userspace datapath on one host of the overlay: the
+    underlay in ``br-phy`` (whose internal port holds the tunnel address),
+    the pod and a ``vxlan`` port in the integration bridge with ``in_port``
+    flows both ways; ports of the adapter's type."""
+
+    cost_source = "ovs-vswitchd processing cycles (pmd-stats-show)"
+
+    def __init__(self, base: SutAdapter, host: str) -> None:
+        super().__init__(base, host)
+        assert isinstance(base, Ovs), base
+        self.o = type(base)(dict(base.options))
+        self.o.name = f"{base.name}-host{host}"  # its work directory
+
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        self.w, self.tb = w, tb
+        o = self.o
+        # the integration bridge with the pod (port 1), no flows yet
+        o.setup(tb, Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth",
+                                                     iface=w.pod_iface)],
+                             xconnects=[], cpus=cpus))
+        self.phy = f"{tb.prefix}y"
+        o.vsctl("add-br", self.phy, "--", "set", "bridge", self.phy, "datapath_type=netdev")
+        o.vsctl("add-port", self.phy, w.underlay_iface, "--", "set", "interface",
+                w.underlay_iface,
+                *o.port_args(1, SutPort(name="underlay", kind="veth", iface=w.underlay_iface)))
+        tb.run(["ip", "addr", "add", f"{w.local_ip}/24", "dev", self.phy], netns=w.ns)
+        tb.run(["ip", "link", "set", self.phy, "up"], netns=w.ns)
+        o.vsctl("add-port", o.bridge, "tun0", "--", "set", "interface", "tun0", "type=vxlan",
+                f"options:remote_ip={w.remote_ip}", f"options:key={VNI}",
+                f"options:dst_port={VXLAN_PORT}", "ofport_request=2")
+        for x, y in ((1, 2), (2, 1)):
+            flow = f"in_port={x},actions=output:{y}"
+            o.ofctl("add-flow", o.bridge, flow)
+            o.flows.append(flow)
+        assert o.topo is not None
+        o._wait_ports(o.topo)
+
+    def phy_mac(self) -> str:
+        r = self.tb.run(["cat", f"/sys/class/net/{self.phy}/address"], netns=self.w.ns)
+        return r.stdout.strip()
+
+    def pair(self, peer: OverlayHost) -> None:
+        """Tell OVS the remote tunnel end's MAC (its br-phy), so no trial
+        starts with the tunnel's ARP round trip."""
+        assert isinstance(peer, OvsOverlayHost), peer
+        self.o.appctl("tnl/neigh/set", self.phy, self.w.remote_ip, peer.phy_mac())
+
+    def version(self) -> str:
+        return self.o.version()
+
+    def config(self) -> dict[str, Any]:
+        return {**self.o.config(), "underlay_bridge": getattr(self, "phy", "")}
+
+    def pids(self) -> list[int]:
+        return self.o.pids()
+
+    def sample(self) -> CostSample | None:
+        return self.o.cost_sample()
+
+    def teardown(self) -> None:
+        self.o.teardown()
+
+
 class Ovs(SutAdapter):
     name = "ovs"
     Options: ClassVar[type[SutOptions]] = OvsOptions
-    overlay_host = "ovs"
+    overlay_host: ClassVar[type[OverlayHost] | None] = OvsOverlayHost
     vswitchd = "ovs-vswitchd"
     max_ports = 1024
     openflow = True
@@ -326,7 +391,7 @@ class Ovs(SutAdapter):
 class OvsDpdk(Ovs):
     name = "ovs-dpdk"
     Options = OvsDpdkOptions
-    overlay_host = ""
+    overlay_host = None
     overlay_reason = ("overlay: OVS-DPDK is not wired up for tunnels here (ovs, the same "
                       "datapath, is)")
     vswitchd = DPDK_BINARY

@@ -29,10 +29,11 @@ from ..measure.cost import CostSample, cpu_list
 from ..ofrules import BULK_COOKIE, bulk_lines, dump_flows, install
 from ..portkind import PortKind
 from ..testbed import Testbed
-from .base import SutAdapter, SutError, Topology, command_version
+from .base import SutAdapter, SutError, SutPort, Topology, command_version
 from .options import KERNEL_PORTS, Choice, Int, SutOptions, Table, Text, opt
+from .overlay_host import VNI, HostWiring, OverlayHost
 
-__all__ = ["Turnoutd", "TurnoutdOptions", "TurnoutdPoll", "rpc"]
+__all__ = ["Turnoutd", "TurnoutdOptions", "TurnoutdOverlayHost", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
 BINARY = REPO / "target" / "release" / "turnoutd"
@@ -96,10 +97,63 @@ class TurnoutdPollOptions(TurnoutdOptions):
     wakeup: str = opt("poll", Choice("adaptive", "poll"), "[switch] wakeup")
 
 
+class TurnoutdOverlayHost(OverlayHost):
+    """turnoutd on one host of the overlay: the ``patch`` logic between the
+    pod and a ``vxlan`` port whose underlay is the host's end of the
+    underlay veth (docs/overlay.md), on the adapter's ``underlay_port`` (or
+    its ``kernel_port``)."""
+
+    cost_source = "their workers' busy_cycles + sleep CPU (API stats)"
+
+    def __init__(self, base: SutAdapter, host: str) -> None:
+        super().__init__(base, host)
+        assert isinstance(base, Turnoutd), base
+        # the pod and the tunnel port cross-connected: the patch logic
+        self.d = type(base)({**base.options, "logic": "patch"})
+        self.d.name = f"{base.name}-host{host}"  # its work directory
+        self.underlay_port = str(base.opts.underlay_port or base.opts.kernel_port)
+
+    def setup(self, tb: Testbed, w: HostWiring, cpus: str) -> None:
+        d = self.d
+        topo = Topology(ns=w.ns, ports=[SutPort(name="pod", kind="veth", iface=w.pod_iface)],
+                        xconnects=[("pod", "overlay")], cpus=cpus)
+        # the tunnel port (docs/overlay.md), on the pod's worker
+        d.extra_toml = "\n".join([
+            "", "[[ports]]", 'name = "overlay"', 'kind = "vxlan"', f"vni = {VNI}",
+            f'local_ip = "{w.local_ip}"', f'remotes = ["{w.remote_ip}"]',
+            f'underlay = {{ kind = "{self.underlay_port}", iface = "{w.underlay_iface}" }}',
+            "worker = 0", ""])
+        d.setup(tb, topo)
+
+    def tunnel(self) -> dict[str, Any]:
+        for p in rpc(self.d.sock, "stats", timeout_s=2.0)["ports"]:
+            if p["name"] == "overlay":
+                return dict(p.get("backend", {}))
+        raise SutError("turnoutd has no port 'overlay'")
+
+    def ready(self) -> bool:
+        return int(self.tunnel().get("remotes_resolved", 0)) >= 1
+
+    def version(self) -> str:
+        return self.d.version()
+
+    def config(self) -> dict[str, Any]:
+        return {"toml": getattr(self.d, "_toml", "")}
+
+    def pids(self) -> list[int]:
+        return self.d.pids()
+
+    def sample(self) -> CostSample | None:
+        return self.d.cost_sample()
+
+    def teardown(self) -> None:
+        self.d.teardown()
+
+
 class Turnoutd(SutAdapter):
     name = "turnoutd"
     Options = TurnoutdOptions
-    overlay_host = "turnoutd"
+    overlay_host = TurnoutdOverlayHost
     opts: TurnoutdOptions
     supports_memif = True
     supports_vhost_user = True
