@@ -20,7 +20,6 @@
 //! A violation marks the session broken, counts it, and wakes the control
 //! thread, which disconnects the frontend; nothing else is touched.
 
-use std::any::Any;
 use std::fs::File;
 use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -673,8 +672,8 @@ struct VhostProducer {
     /// The session the reservations in flight write into: taken in
     /// `reserve` when none is in flight, dropped in `publish_deferred` when
     /// the last one is published, so a stopping ring's quiesce (strong
-    /// count back to 1) waits for bursts in flight. Each lease carries its
-    /// own clone; writers never read this field.
+    /// count back to 1) waits for bursts in flight. Each lease borrows it
+    /// ([`Lease::held`]); writers never read this field.
     pin: Option<Arc<Session>>,
 }
 
@@ -808,11 +807,12 @@ impl TxProducer for VhostProducer {
             // is unset and the writes count as stale.
             self.pin = self.slot.session.load_full();
         }
-        Lease {
-            first,
-            base: 0,
-            pin: self.pin.clone().map(|s| s as Arc<dyn Any + Send + Sync>),
-        }
+        // SAFETY: `pin` is replaced only here when no reservation is in
+        // flight, and dropped in `publish_deferred` when none is left, so
+        // it stays until this lease's range is published; the producer
+        // lives in the queue, which the fabric's port table keeps while it
+        // writes.
+        unsafe { Lease::held(first, 0, self.pin.as_deref()) }
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
@@ -831,8 +831,7 @@ impl TxProducer for VhostProducer {
             }
         }
         if idle {
-            // Nothing in flight any more: let a stopping ring's session go
-            // (leases still being dropped hold their own clones).
+            // Nothing in flight any more: let a stopping ring's session go.
             self.pin = None;
         }
         kick
@@ -861,7 +860,9 @@ impl TxQueue for VhostTx {
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // The session the reservation was made against, pinned by the lease.
-        let Some(s) = lease.pinned::<Session>() else {
+        // SAFETY: `reserve` made the lease with a held `Session`, and its
+        // range is not published yet (our caller's contract).
+        let Some(s) = (unsafe { lease.held_ref::<Session>() }) else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
         let first = lease.first;
