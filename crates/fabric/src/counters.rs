@@ -14,9 +14,11 @@ pub struct QueueCounters {
     pub rx_packets: AtomicU64,
     /// Bytes received on this queue.
     pub rx_bytes: AtomicU64,
-    /// Frames written to this queue's transmit ring.
+    /// Frames written to this queue's transmit ring. Written only under
+    /// the queue's [`crate::TxLock`] (a load and a store, no locked add):
+    /// see [`PortCounters::reset_tx`].
     pub tx_packets: AtomicU64,
-    /// Bytes written to this queue's transmit ring.
+    /// Bytes written to this queue's transmit ring (as `tx_packets`).
     pub tx_bytes: AtomicU64,
     /// Receive bursts that found this queue's ring full
     /// ([`crate::RxQueue::fill_level`]): the peer could add no frame until
@@ -75,7 +77,30 @@ impl PortCounters {
         self.queues.iter().map(|q| f(q).load(Relaxed)).sum()
     }
 
-    /// Zeroes everything (stats.reset).
+    /// Zeroes the receive counters of queue `q`. The worker owning the
+    /// queue writes them with plain stores: it calls this itself
+    /// ([`crate::worker::WorkerCmd::ResetCounters`]).
+    pub fn reset_rx(&self, q: usize) {
+        if let Some(c) = self.queues.get(q) {
+            c.rx_packets.store(0, Relaxed);
+            c.rx_bytes.store(0, Relaxed);
+            c.rx_ring_full.store(0, Relaxed);
+        }
+    }
+
+    /// Zeroes the transmit counters of queue `q`. Workers write them
+    /// under that queue's [`crate::TxLock`] with plain stores (one sender
+    /// at a time): the caller holds the lock, or a concurrent batch could
+    /// write back what it read before the reset.
+    pub fn reset_tx(&self, q: usize) {
+        if let Some(c) = self.queues.get(q) {
+            c.tx_packets.store(0, Relaxed);
+            c.tx_bytes.store(0, Relaxed);
+        }
+    }
+
+    /// Zeroes everything (stats.reset); see [`PortCounters::reset_tx`]
+    /// for the transmit counters of a port that may be sending.
     pub fn reset(&self) {
         for q in self.queues.iter() {
             q.rx_packets.store(0, Relaxed);
@@ -92,6 +117,9 @@ impl PortCounters {
 
 /// Counters of one worker thread. Cycles come from the TSC (see
 /// `sys::cycles`); busy = loop iterations that moved at least one packet.
+/// Written by the worker alone, with plain stores (no locked add): it
+/// zeroes them itself on `stats.reset`
+/// ([`crate::worker::WorkerCmd::ResetCounters`]).
 #[repr(align(64))]
 #[derive(Default, Debug)]
 pub struct WorkerCounters {
@@ -242,8 +270,8 @@ impl WorkerCounters {
     /// Accounts one sleep or nap of `wall_ns` that cost `cpu_ns`, and
     /// publishes the policy's state.
     pub fn account_sleep(&self, wall_ns: u64, cpu_ns: u64, v: &crate::wakeup::PolicyView) {
-        self.asleep_ns.fetch_add(wall_ns, Relaxed);
-        self.sleep_cpu_ns.fetch_add(cpu_ns, Relaxed);
+        crate::worker::bump(&self.asleep_ns, wall_ns);
+        crate::worker::bump(&self.sleep_cpu_ns, cpu_ns);
         self.publish_policy(v);
     }
 }

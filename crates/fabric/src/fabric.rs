@@ -300,7 +300,7 @@ impl Forwarder {
                     if txq.kick_pending() {
                         txq.kick_stalled(&mut drops);
                     }
-                    Self::count_refused(dst, q, &mut drops);
+                    Self::count_refused(dst, q, txq, &mut drops);
                     txq.kick_pending()
                 }
                 // Gone or down: its frames went with it (or wait for the
@@ -668,33 +668,12 @@ impl Forwarder {
             // may be waiting for a kick (after the lock, like every kick).
             let mut drops = TxDrops::default();
             txq.kick_stalled(&mut drops);
-            Self::count_refused(dst, q, &mut drops);
+            Self::count_refused(dst, q, txq, &mut drops);
             if txq.kick_pending() {
                 self.mark_stalled(dst.id);
             }
             return 0;
         }
-
-        // Counted now, before the copy and before the lease completes:
-        // frames refused later (at write, publish or kick time, by
-        // whichever worker publishes them) are taken out of a count that
-        // already holds them, so it never goes below zero. (Counting here
-        // rather than after the copy also keeps the locked add away from
-        // the copy's pending stores.)
-        let bytes = if fit == n {
-            bytes
-        } else {
-            match flat {
-                Flat::Run => pkts[..fit].iter().map(|p| p.len() as u64).sum(),
-                Flat::Lists(_) => self.order[..fit]
-                    .iter()
-                    .map(|&i| pkts[i as usize].len() as u64)
-                    .sum(),
-            }
-        };
-        let qc = &dst.counters.queues[q];
-        qc.tx_packets.fetch_add(fit as u64, Relaxed);
-        qc.tx_bytes.fetch_add(bytes, Relaxed);
 
         // Copy without the lock into our own slot range: one call for the
         // whole lease.
@@ -709,23 +688,48 @@ impl Forwarder {
         // Let go of what the lease pinned before publishing.
         drop(lease);
         let sent = fit as u64 - drops.frames() as u64;
-        Self::count_refused(dst, q, &mut drops);
+        let bytes = if fit == n {
+            bytes
+        } else {
+            match flat {
+                Flat::Run => pkts[..fit].iter().map(|p| p.len() as u64).sum(),
+                Flat::Lists(_) => self.order[..fit]
+                    .iter()
+                    .map(|&i| pkts[i as usize].len() as u64)
+                    .sum(),
+            }
+        };
+        let bytes = bytes - drops.bytes();
 
-        // Complete the lease; publish every finished lease in order. The
-        // peer is notified after the lock is dropped.
+        // Complete the lease; publish every finished lease in order; count
+        // what it sent. The peer is notified after the lock is dropped.
+        let mut refused = TxDrops::default();
         let kick = {
             let mut l = lock.lock();
             let st = &mut *l;
-            match st.leases.finish(seq) {
+            let kick = match st.leases.finish(seq) {
                 // Every slot before t was written by a finished lease.
-                Some(t) => st.producer.publish_deferred(t, &mut drops),
+                Some(t) => st.producer.publish_deferred(t, &mut refused),
                 None => false,
-            }
+            };
+            // The queue's transmit counters are written under its lock
+            // only (here, and for the rare refusals after it in
+            // `count_refused`): a plain load and store, no locked
+            // instruction. Frames the publish refused (ours or another
+            // lease's, counted by their own lease before) come out of the
+            // total that holds them.
+            let qc = &dst.counters.queues[q];
+            add_locked(&qc.tx_packets, sent, refused.frames() as u64);
+            add_locked(&qc.tx_bytes, bytes, refused.bytes());
+            kick
         };
+        Self::count_reasons(dst, &drops);
+        Self::count_reasons(dst, &refused);
+        let mut drops = TxDrops::default();
         if kick {
             txq.kick(&mut drops);
         }
-        Self::count_refused(dst, q, &mut drops);
+        Self::count_refused(dst, q, txq, &mut drops);
         // The peer refused part of it (or a kick of ours never came): the
         // worker kicks again later, even if nothing more is sent here.
         if txq.kick_pending() {
@@ -734,21 +738,44 @@ impl Forwarder {
         sent
     }
 
-    /// Counts frames a backend refused after reservation on `dst` under
-    /// their reasons and takes them out of `tx_packets` (which holds them).
+    /// Counts refused frames under their reasons (not in `tx_packets`).
     #[inline]
-    fn count_refused(dst: &PortEntry, q: usize, drops: &mut TxDrops) {
+    fn count_reasons(dst: &PortEntry, drops: &TxDrops) {
         if drops.frames() == 0 {
             return;
         }
         for r in DropReason::ALL {
             dst.counters.add_drops(r, drops.get(r) as u64);
         }
+    }
+
+    /// Counts frames a backend refused after they were published on queue
+    /// `q` of `dst` (at kick time: no lock held) under their reasons and
+    /// takes them out of `tx_packets` (which holds them), under the
+    /// queue's lock like every write of its transmit counters. Rare: a
+    /// refused kick.
+    #[inline]
+    fn count_refused(dst: &PortEntry, q: usize, txq: &dyn TxQueue, drops: &mut TxDrops) {
+        if drops.frames() == 0 {
+            return;
+        }
+        Self::count_reasons(dst, drops);
         let qc = &dst.counters.queues[q];
-        qc.tx_packets.fetch_sub(drops.frames() as u64, Relaxed);
-        qc.tx_bytes.fetch_sub(drops.bytes(), Relaxed);
+        {
+            let _l = txq.tx_lock().lock();
+            add_locked(&qc.tx_packets, 0, drops.frames() as u64);
+            add_locked(&qc.tx_bytes, 0, drops.bytes());
+        }
         *drops = TxDrops::default();
     }
+}
+
+/// `c += add - sub` for a counter written only under one lock, which the
+/// caller holds: a load and a store, no locked instruction. The counter
+/// holds at least `sub` (what is taken out was counted before).
+#[inline]
+fn add_locked(c: &std::sync::atomic::AtomicU64, add: u64, sub: u64) {
+    c.store(c.load(Relaxed).wrapping_add(add).wrapping_sub(sub), Relaxed);
 }
 
 /// Sends frames from the control path (an OpenFlow packet-out) to one

@@ -675,10 +675,35 @@ impl Switch {
         for id in t.present() {
             if let Some(e) = t.get(*id) {
                 e.counters.reset();
+                // Again under each queue's transmit lock, which every
+                // writer of those counters holds (a batch in flight would
+                // otherwise store back what it read before).
+                for q in 0..e.port.info().queues.min(e.counters.queues.len() as u16) {
+                    let _l = e.port.tx(q).tx_lock().lock();
+                    e.counters.reset_tx(q as usize);
+                }
             }
         }
+        // What a worker alone writes (its counters, its queues' receive
+        // counters) it zeroes itself, after the stores above: a batch in
+        // flight would otherwise store back what it read before.
+        let mut waits = Vec::new();
         for w in &self.workers {
             w.shared.counters.reset();
+            if w.thread.is_none() {
+                continue;
+            }
+            let done = Arc::new(AtomicBool::new(false));
+            w.shared
+                .mailbox
+                .post(WorkerCmd::ResetCounters { done: done.clone() });
+            waits.push(done);
+        }
+        // Bounded, like a port's removal: a worker that does not come round
+        // (stuck, stopped) zeroes them when it does.
+        let deadline = Instant::now() + SYNC_TIMEOUT;
+        while waits.iter().any(|d| !d.load(Ordering::Acquire)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 

@@ -744,9 +744,10 @@ impl Policy {
         if rate * (most as u128) < GAP_MIN_FRAMES as u128 * 1_000_000_000 {
             return 0;
         }
-        // At least GAP_MIN_FRAMES / most > 0 frames per second, so this is
-        // below most × batch_cap / GAP_MIN_FRAMES: it fits in a u64.
-        let want = (self.batch_cap as u128 * 1_000_000_000 / rate) as u64;
+        // batch_cap × 10^9 fits in a u64 for any real batch (saturating
+        // otherwise, and `most` is smaller): a 64-bit division, not a call
+        // into the 128-bit one after every small batch.
+        let want = self.batch_cap.saturating_mul(1_000_000_000) / pass.rate_fps;
         want.min(most)
     }
 

@@ -111,6 +111,13 @@ pub enum WorkerCmd {
         /// Set when done.
         done: Arc<AtomicBool>,
     },
+    /// Zero the counters this worker alone writes (its own, and the
+    /// receive counters of the queues it owns: plain stores, see
+    /// [`bump`]), then signal `done` (`stats.reset`).
+    ResetCounters {
+        /// Set when done.
+        done: Arc<AtomicBool>,
+    },
     /// Leave the loop.
     Stop,
 }
@@ -348,6 +355,16 @@ pub fn run(
                         slots.retain(|s| s.port != port);
                         done.store(true, std::sync::atomic::Ordering::Release);
                     }
+                    WorkerCmd::ResetCounters { done } => {
+                        c.reset();
+                        let t = table.load();
+                        for s in &slots {
+                            if let Some(e) = t.get(s.port) {
+                                e.counters.reset_rx(s.queue as usize);
+                            }
+                        }
+                        done.store(true, std::sync::atomic::Ordering::Release);
+                    }
                     WorkerCmd::Stop => {
                         c.rx_queues.store(0, Relaxed);
                         return;
@@ -457,16 +474,19 @@ pub fn run(
             // Releases the frames to the queue.
             drop(rx);
             // Counted once the batch is done, so received = sent + drops
-            // holds whenever the counters are read between batches.
+            // holds whenever the counters are read between batches. This
+            // worker alone writes its queues' receive counters: plain
+            // adds, no locked instruction ([`bump`]).
             entry.counters.add_drops(DropReason::Runt, runts as u64);
             let qc =
                 &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
-            qc.rx_bytes.fetch_add(bytes, Relaxed);
-            qc.rx_packets.fetch_add(n as u64, Release);
+            bump(&qc.rx_bytes, bytes);
+            qc.rx_packets
+                .store(qc.rx_packets.load(Relaxed).wrapping_add(n as u64), Release);
             // How full its ring was: push-back, and how long a nap it allows.
             let (filled, cap) = s.rxq.fill_level().unwrap_or((0, 0));
             if cap > 0 && filled >= cap {
-                qc.rx_ring_full.fetch_add(1, Relaxed);
+                bump(&qc.rx_ring_full, 1);
                 full = true;
             }
             if adaptive {
@@ -489,11 +509,11 @@ pub fn run(
         let now = sys::cycles();
         let busy_this = now.wrapping_sub(last);
         if moved > 0 {
-            c.packets.fetch_add(moved, Relaxed);
-            c.batches.fetch_add(1, Relaxed);
-            c.busy_cycles.fetch_add(busy_this, Relaxed);
+            bump(&c.packets, moved);
+            bump(&c.batches, 1);
+            bump(&c.busy_cycles, busy_this);
         } else {
-            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            bump(&c.idle_cycles, now.wrapping_sub(last));
         }
         last = now;
 
@@ -532,7 +552,7 @@ pub fn run(
             // after this pass began (the policy bounds it by the budget and
             // the rings' fill time). The worker would have polled on
             // anyway; no system call.
-            c.gaps.fetch_add(1, Relaxed);
+            bump(&c.gaps, 1);
             let until = now_ns.saturating_add(ns);
             let mut t = sys::now_ns();
             while t < until {
@@ -542,18 +562,18 @@ pub fn run(
             // Overhead, not the next pass's processing.
             policy.gapped(t);
             let now = sys::cycles();
-            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            bump(&c.idle_cycles, now.wrapping_sub(last));
             last = now;
         }
         if let Next::Nap(ns) = next {
-            c.naps.fetch_add(1, Relaxed);
+            bump(&c.naps, 1);
             let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
             std::thread::sleep(std::time::Duration::from_nanos(ns));
             let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
             policy.slept(Slept::Nap, ns, t1 - t0, cpu1.saturating_sub(cpu0), t1);
             c.account_sleep(t1 - t0, cpu1.saturating_sub(cpu0), &policy.view());
             let now = sys::cycles();
-            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            bump(&c.idle_cycles, now.wrapping_sub(last));
             last = now;
             look = any_armed;
             awake_since_ns = t1;
@@ -573,9 +593,9 @@ pub fn run(
             let t1 = sys::now_ns();
             awake_since_ns = t1;
             policy.slept_idle(t1 - t0, 0, t1);
-            c.asleep_ns.fetch_add(t1 - t0, Relaxed);
+            bump(&c.asleep_ns, t1 - t0);
             let now = sys::cycles();
-            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            bump(&c.idle_cycles, now.wrapping_sub(last));
             last = now;
             continue;
         } else if look {
@@ -599,7 +619,7 @@ pub fn run(
             }
         }
         let (cpu0, t0) = if timeout > 0 {
-            c.sleeps.fetch_add(1, Relaxed);
+            bump(&c.sleeps, 1);
             let t0 = (sys::thread_cpu_ns(), sys::now_ns());
             probe.asleep_since_ns.store(t0.1, Release);
             t0
@@ -644,7 +664,7 @@ pub fn run(
                 }
             }
             if woken {
-                c.wakeups.fetch_add(1, Relaxed);
+                bump(&c.wakeups, 1);
                 // Sleeps cut short by the 100 ms cap, a command or a probe
                 // are not what a wake-up on traffic costs.
                 policy.slept(Slept::Interrupt, 0, woke_ns - t0, cpu, woke_ns);
@@ -653,10 +673,19 @@ pub fn run(
             }
             c.account_sleep(woke_ns - t0, cpu, &policy.view());
             let now = sys::cycles();
-            c.idle_cycles.fetch_add(now.wrapping_sub(last), Relaxed);
+            bump(&c.idle_cycles, now.wrapping_sub(last));
             last = now;
         }
     }
+}
+
+/// `c += n` for a counter this worker alone writes (its own counters,
+/// the receive counters of the queues it owns): a load and a store, not a
+/// locked add. A reset comes as [`WorkerCmd::ResetCounters`], done by the
+/// worker itself, so no store of the control thread's is overwritten.
+#[inline]
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
 }
 
 /// Kicks again the transmit queues whose peer refused frames and schedules

@@ -1,7 +1,7 @@
 //! The control path against a worker that does not come round (stuck in a
 //! logic), the worker's epoll bookkeeping when a queue's notification fd
 //! cannot be (re-)registered, and its accounting of the back-off for a
-//! queue that has no notification fd.
+//! queue that has no notification fd; a counter reset under traffic.
 //!
 //! `cargo test -p fabric --test control`
 
@@ -431,5 +431,96 @@ fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
         median < 40_000,
         "a one-frame pass after a back-off charged {median} ns busy (all: {busy:?})"
     );
+    sw.shutdown();
+}
+
+#[test]
+fn a_reset_under_traffic_is_never_undone_and_counting_goes_on_from_zero() {
+    // The receive counters and the worker's own are written by the worker
+    // alone with plain stores, the transmit counters under their queue's
+    // lock: `reset_stats` has the worker zero the first itself and zeroes
+    // the others under the lock, so no batch in flight writes back a
+    // count from before the reset, and the counts after it are the frames
+    // after it, exactly.
+    let cfg = SwitchConfig {
+        wakeup: WakeupMode::Poll,
+        ..SwitchConfig::default()
+    };
+    let (logic, _, _) = gate(true);
+    let sw = Switch::new(cfg, logic).unwrap();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let f = frame();
+    let four = [&f[..]; 4];
+    let port = |name: &str| {
+        sw.port_stats()
+            .into_iter()
+            .find(|p| p.name == name)
+            .expect("port")
+    };
+    let worker = || {
+        sw.worker_stats()
+            .into_iter()
+            .find(|w| w.id == 0)
+            .expect("worker 0")
+    };
+    for round in 0..30 {
+        // Nothing in flight: every count is 0 after a reset ...
+        sw.reset_stats();
+        let (s0, d0, w0) = (port("s"), port("d"), worker());
+        assert_eq!(
+            (
+                s0.rx_packets,
+                s0.rx_bytes,
+                d0.tx_packets,
+                d0.tx_bytes,
+                w0.packets,
+                w0.batches
+            ),
+            (0, 0, 0, 0, 0, 0),
+            "round {round}: not zero after a reset"
+        );
+        // ... and the frames after it, exactly.
+        let mut sent = 0u64;
+        while sent < 512 {
+            sent += ps.send(0, &four) as u64;
+            pd.recv(0, usize::MAX, |_| {});
+        }
+        let b = sent * f.len() as u64;
+        wait_for("every frame counted", Duration::from_secs(10), || {
+            pd.recv(0, usize::MAX, |_| {});
+            let (s, d, w) = (port("s"), port("d"), worker());
+            (
+                s.rx_packets,
+                s.rx_bytes,
+                d.tx_packets,
+                d.tx_bytes,
+                w.packets,
+            ) == (sent, b, sent, b, sent)
+        });
+        // A few more, and a reset while the worker forwards them: from
+        // its return on, no count from before it (>= 512) comes back.
+        let more = ps.send(0, &four) as u64;
+        sw.reset_stats();
+        let mut got = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got < more {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: {got} of {more} frames at d"
+            );
+            got += pd.recv(0, usize::MAX, |_| {}) as u64;
+            let (s1, d1, w1) = (port("s"), port("d"), worker());
+            assert!(
+                s1.rx_packets <= more && d1.tx_packets <= more && w1.packets <= more,
+                "round {round}: after a reset under traffic, more than the {more} \
+                 frames sent around it: port s {s1:?}, port d {d1:?}, worker {} packets",
+                w1.packets
+            );
+        }
+        assert!(port("s").drops.is_empty() && port("d").drops.is_empty());
+    }
     sw.shutdown();
 }

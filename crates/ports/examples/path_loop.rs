@@ -71,8 +71,9 @@ fn step(
     drop(rx);
     entry.counters.add_drops(DropReason::Runt, runts as u64);
     let qc = &entry.counters.queues[0];
-    qc.rx_bytes.fetch_add(bytes, Relaxed);
-    qc.rx_packets.fetch_add(n as u64, Release);
+    fabric::worker::bump(&qc.rx_bytes, bytes);
+    qc.rx_packets
+        .store(qc.rx_packets.load(Relaxed).wrapping_add(n as u64), Release);
     n
 }
 

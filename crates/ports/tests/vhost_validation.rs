@@ -479,8 +479,8 @@ fn a_look_that_reserves_nothing_does_not_hold_a_stopping_session() {
         let old = g.slot.remove().expect("a running session");
         assert_eq!(
             Arc::strong_count(&old),
-            3,
-            "pinned while in flight (by the producer and by the lease)"
+            2,
+            "pinned while in flight (by the producer; the lease borrows it)"
         );
         o.write(s, 1, &frame(60, 1));
         o.publish(s + 1);

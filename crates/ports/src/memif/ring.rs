@@ -14,7 +14,6 @@
 //! of a C2S ring. Every index the peer moves is checked against the ring
 //! size; indexes we move are kept locally and never read back.
 
-use std::any::Any;
 use std::sync::atomic::{fence, AtomicU8, Ordering};
 use std::sync::Arc;
 
@@ -574,7 +573,8 @@ pub(crate) struct MemifProducer {
     published: u64,
     /// The connection reservations write into, and the fabric slot index
     /// that maps to ring position 0 of it. Changed only when no
-    /// reservation is in flight; each lease carries its own copy.
+    /// reservation is in flight, so each lease borrows it
+    /// ([`Lease::held`]).
     conn: Option<Arc<Connection>>,
     base: u64,
 }
@@ -636,7 +636,7 @@ const UNPIN_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 /// that the departed peer's regions are unmapped now (when the last
 /// reference, normally the caller's, drops) rather than when the next peer
 /// connects and frames flow. A producer with a reservation in flight keeps
-/// it until that is published (the lease pins its own copy anyway); the
+/// it until that is published (the lease borrows it meanwhile); the
 /// wait is bounded. The pin is dropped after the lock is released, so an
 /// unmap never runs under it.
 pub(crate) fn release_pins(producers: &[std::sync::Weak<TxLock<MemifProducer>>]) {
@@ -715,11 +715,13 @@ impl TxProducer for MemifProducer {
     fn reserve(&mut self, n: u32) -> Lease {
         let first = self.reserved;
         self.reserved += n as u64;
-        Lease {
-            first,
-            base: self.base,
-            pin: self.conn.clone().map(|c| c as Arc<dyn Any + Send + Sync>),
-        }
+        // SAFETY: `conn` changes only while no reservation is in flight
+        // (`free_slots` follows a reconnect, `release_pins` takes it, both
+        // only when `reserved == published`), so this one, and the
+        // connection, stay until the lease's range is published. The
+        // producer lives in the queue, which the fabric's port table keeps
+        // while it writes.
+        unsafe { Lease::held(first, self.base, self.conn.as_deref()) }
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
@@ -764,7 +766,9 @@ impl TxQueue for MemifTx {
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
-        let Some(c) = lease.pinned::<Connection>() else {
+        // SAFETY: `reserve` made the lease with a held `Connection`, and
+        // its range is not published yet (our caller's contract).
+        let Some(c) = (unsafe { lease.held_ref::<Connection>() }) else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
         if c.violated().is_some() {

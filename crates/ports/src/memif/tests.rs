@@ -627,7 +627,7 @@ fn a_producer_never_drops_the_last_reference_under_its_lock() {
         wait(5000, || s0.counter("disconnects") == 1),
         "the server saw no disconnect"
     );
-    // Publish (the lease lets go of its copy, without the lock), then the
+    // Publish (the lease only borrowed the connection), then the
     // producer's next look follows the disconnect under the lock.
     tx.publish(slot + n as u64);
     let before = super::ring::DROPS_ON_THIS_THREAD.with(|c| c.get());

@@ -573,11 +573,10 @@ impl TxProducer for FrontendProducer {
             head = head.wrapping_add(1);
         }
         s.head.store(head, Relaxed);
-        Lease {
-            first,
-            base,
-            pin: Some(s),
-        }
+        let mut lease = Lease::at(first);
+        lease.base = base;
+        lease.pin = Some(s);
+        lease
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {

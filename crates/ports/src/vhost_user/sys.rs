@@ -298,6 +298,22 @@ impl GuestMemory {
         None
     }
 
+    /// The start of the `len` bytes at guest-physical address `gpa`, if
+    /// they lie inside one region (as [`GuestMemory::gpa`], without making
+    /// a slice: the receive fast path knows the length it checked).
+    #[inline]
+    pub fn gpa_ptr(&self, gpa: u64, len: u64) -> Option<*mut u8> {
+        for r in &self.regions {
+            let off = gpa.wrapping_sub(r.gpa);
+            if gpa >= r.gpa && off < r.size && len <= r.size - off {
+                // SAFETY: off + len <= size, so the range is inside the
+                // region's mapping.
+                return Some(unsafe { r.host.add(off as usize) });
+            }
+        }
+        None
+    }
+
     /// The `len` bytes at frontend-virtual address `uva` (ring addresses
     /// of `SET_VRING_ADDR`), if they lie inside one region.
     pub fn uva(&self, uva: u64, len: u64) -> Option<GuestSlice<'_>> {
@@ -531,6 +547,20 @@ impl Ring {
         unsafe { &*(p as *const AtomicU16) }
     }
 
+    /// The ring's addresses as a copy for a loop over many entries: the
+    /// compiler keeps them in registers instead of loading them from the
+    /// (shared) ring for every entry.
+    #[inline]
+    pub fn view(&self) -> RingView<'_> {
+        RingView {
+            desc: self.desc,
+            avail: self.avail,
+            used: self.used,
+            mask: self.size - 1,
+            _ring: std::marker::PhantomData,
+        }
+    }
+
     /// `avail->flags`.
     #[inline]
     pub fn avail_flags(&self) -> u16 {
@@ -625,6 +655,63 @@ impl Ring {
     pub fn set_avail_event(&self, v: u16) {
         self.u16_at(self.used.wrapping_add(4 + 8 * self.size as usize))
             .store(v, Ordering::Relaxed);
+    }
+}
+
+/// A [`Ring`]'s addresses, copied for a loop ([`Ring::view`]): the same
+/// device-side accesses, bounds by the same mask.
+#[derive(Clone, Copy)]
+pub struct RingView<'r> {
+    desc: *mut u8,
+    avail: *mut u8,
+    used: *mut u8,
+    mask: u16,
+    _ring: std::marker::PhantomData<&'r Ring>,
+}
+
+impl RingView<'_> {
+    /// `avail->ring[i % size]`.
+    #[inline]
+    pub fn avail_entry(&self, i: u16) -> u16 {
+        let k = (i & self.mask) as usize;
+        // SAFETY: as `Ring::avail_entry`: entry k < size, 2-aligned, inside
+        // the checked range, mapped while the ring ('r) lives.
+        unsafe { &*(self.avail.wrapping_add(4 + 2 * k) as *const AtomicU16) }
+            .load(Ordering::Relaxed)
+    }
+
+    /// Descriptor `i % size`, read once (as `Ring::desc`).
+    #[inline]
+    pub fn desc(&self, i: u16) -> Desc {
+        let k = (i & self.mask) as usize;
+        // SAFETY: as `Ring::desc`: entry k < size inside the checked,
+        // 16-aligned table, mapped while the ring ('r) lives.
+        let (lo, hi) = unsafe {
+            let p = self.desc.add(16 * k) as *const u64;
+            (
+                u64::from_le(std::ptr::read_volatile(p)),
+                u64::from_le(std::ptr::read_volatile(p.add(1))),
+            )
+        };
+        Desc {
+            addr: lo,
+            len: hi as u32,
+            flags: (hi >> 32) as u16,
+            next: (hi >> 48) as u16,
+        }
+    }
+
+    /// Writes `used->ring[i % size] = {id, len}` (as `Ring::set_used`).
+    #[inline]
+    pub fn set_used(&self, i: u16, id: u16, len: u32) {
+        let k = (i & self.mask) as usize;
+        // SAFETY: as `Ring::set_used`: entry k < size inside the checked,
+        // 4-aligned used ring, mapped while the ring ('r) lives.
+        unsafe {
+            let p = self.used.add(4 + 8 * k) as *mut u32;
+            std::ptr::write_volatile(p, (id as u32).to_le());
+            std::ptr::write_volatile(p.add(1), len.to_le());
+        }
     }
 }
 

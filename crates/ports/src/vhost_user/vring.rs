@@ -20,7 +20,6 @@
 //! A violation marks the session broken, counts it, and wakes the control
 //! thread, which disconnects the frontend; nothing else is touched.
 
-use std::any::Any;
 use std::fs::File;
 use std::sync::atomic::{fence, AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Arc;
@@ -30,7 +29,7 @@ use fabric::batch::MAX_BATCH;
 use fabric::sys::EventFd;
 use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
-use super::sys::{self, Epoll, GuestSlice, Ring};
+use super::sys::{self, Epoll, GuestSlice, Ring, RingView};
 
 /// `VIRTQ_DESC_F_NEXT`.
 pub const DESC_F_NEXT: u16 = 1;
@@ -462,25 +461,35 @@ impl RxQueue for VhostRx {
         let mut consumed = 0u16;
         let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
         let mem = s.ring.mem();
+        // The ring's addresses in registers for the loop, and the heads
+        // this burst takes (`n` fit: no bounds check per frame).
+        let ring = s.ring.view();
+        let heads = &mut self.heads[self.nheads..self.nheads + n];
+        let mut nh = 0usize;
         for i in 0..n as u16 {
-            let head = s.ring.avail_entry(last.wrapping_add(i));
+            let head = ring.avail_entry(last.wrapping_add(i));
             // Fast path: the frame and its header in one device-readable
             // descriptor (DPDK, Linux and turnout-gen send that way), with
             // the checks `walk` makes on it; anything else (chains, a
             // header-only or oversize frame, a lie) takes the walk below.
             if head < size {
-                let d = s.ring.desc(head);
+                let d = ring.desc(head);
                 let len = d.len as usize;
-                if d.flags == 0 && len > hdr_len && len - hdr_len <= max_b {
-                    let Some(g) = mem.gpa(d.addr, d.len as u64) else {
+                // hdr_len < len <= hdr_len + max_b, in one comparison.
+                if d.flags == 0 && len.wrapping_sub(hdr_len + 1) < max_b {
+                    let Some(p) = mem.gpa_ptr(d.addr, d.len as u64) else {
                         s.lie(Lie::OutOfMemory);
                         break;
                     };
-                    let ok = sys::push_guest(batch, &g, hdr_len, len - hdr_len);
+                    // SAFETY: [p, p + len) is inside one mapped region
+                    // (`gpa_ptr`) and hdr_len < len <= u32::MAX; the
+                    // session (and so the mapping) and the descriptor are
+                    // held until `release` (`push_guest`'s contract).
+                    let ok = unsafe { batch.push(p.add(hdr_len), (len - hdr_len) as u32) };
                     debug_assert!(ok);
                     pushed += 1;
-                    self.heads[self.nheads] = head;
-                    self.nheads += 1;
+                    heads[nh] = head;
+                    nh += 1;
                     consumed += 1;
                     continue;
                 }
@@ -563,10 +572,11 @@ impl RxQueue for VhostRx {
                     pushed += 1;
                 }
             }
-            self.heads[self.nheads] = head;
-            self.nheads += 1;
+            heads[nh] = head;
+            nh += 1;
             consumed += 1;
         }
+        self.nheads += nh;
         if oversize | short | linear != 0 {
             self.fault.rx_oversize.fetch_add(oversize, Relaxed);
             self.fault.rx_short.fetch_add(short, Relaxed);
@@ -589,8 +599,9 @@ impl RxQueue for VhostRx {
         }
         let end = s.last_avail.load(Relaxed);
         let start = end.wrapping_sub(self.nheads as u16);
+        let ring = s.ring.view();
         for (i, h) in self.heads[..self.nheads].iter().enumerate() {
-            s.ring.set_used(start.wrapping_add(i as u16), *h, 0);
+            ring.set_used(start.wrapping_add(i as u16), *h, 0);
         }
         s.ring.set_used_idx(end);
         self.nheads = 0;
@@ -673,8 +684,8 @@ struct VhostProducer {
     /// The session the reservations in flight write into: taken in
     /// `reserve` when none is in flight, dropped in `publish_deferred` when
     /// the last one is published, so a stopping ring's quiesce (strong
-    /// count back to 1) waits for bursts in flight. Each lease carries its
-    /// own clone; writers never read this field.
+    /// count back to 1) waits for bursts in flight. Each lease borrows it
+    /// ([`Lease::held`]); writers never read this field.
     pin: Option<Arc<Session>>,
 }
 
@@ -808,11 +819,12 @@ impl TxProducer for VhostProducer {
             // is unset and the writes count as stale.
             self.pin = self.slot.session.load_full();
         }
-        Lease {
-            first,
-            base: 0,
-            pin: self.pin.clone().map(|s| s as Arc<dyn Any + Send + Sync>),
-        }
+        // SAFETY: `pin` is replaced only here when no reservation is in
+        // flight, and dropped in `publish_deferred` when none is left, so
+        // it stays until this lease's range is published; the producer
+        // lives in the queue, which the fabric's port table keeps while it
+        // writes.
+        unsafe { Lease::held(first, 0, self.pin.as_deref()) }
     }
 
     fn publish_deferred(&mut self, tail: u64, _drops: &mut TxDrops) -> bool {
@@ -831,8 +843,7 @@ impl TxProducer for VhostProducer {
             }
         }
         if idle {
-            // Nothing in flight any more: let a stopping ring's session go
-            // (leases still being dropped hold their own clones).
+            // Nothing in flight any more: let a stopping ring's session go.
             self.pin = None;
         }
         kick
@@ -861,7 +872,9 @@ impl TxQueue for VhostTx {
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // The session the reservation was made against, pinned by the lease.
-        let Some(s) = lease.pinned::<Session>() else {
+        // SAFETY: `reserve` made the lease with a held `Session`, and its
+        // range is not published yet (our caller's contract).
+        let Some(s) = (unsafe { lease.held_ref::<Session>() }) else {
             return refuse(frames, 0, DropReason::TxStale, drops);
         };
         let first = lease.first;
@@ -878,17 +891,15 @@ impl TxQueue for VhostTx {
         if let Some(pkts) = frames.as_run() {
             // One slot each, in slot order: no slot count or index per
             // frame, and `write_one` compiled for one buffer.
+            let ring = s.ring.view();
+            let idx0 = s.start_idx.wrapping_add((first - base) as u16);
             for (j, p) in pkts.iter().enumerate() {
                 if s.is_broken() {
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }
                 let frame = p.data();
                 let slot = first + j as u64;
-                let r = match self.write_single(
-                    s,
-                    s.start_idx.wrapping_add((slot - base) as u16),
-                    frame,
-                ) {
+                let r = match self.write_single(s, &ring, idx0.wrapping_add(j as u16), frame) {
                     Some(r) => r,
                     None => self.write_one(s, base, slot, 1, frame),
                 };
@@ -945,18 +956,24 @@ impl VhostTx {
     /// the checks `walk` makes on it. None when the buffer is anything
     /// else: `write_one`'s loop takes it.
     #[inline(always)]
-    fn write_single(&self, s: &Session, idx0: u16, frame: &[u8]) -> Option<Result<bool, Lie>> {
+    fn write_single(
+        &self,
+        s: &Session,
+        ring: &RingView<'_>,
+        idx0: u16,
+        frame: &[u8],
+    ) -> Option<Result<bool, Lie>> {
         let hdr_len = s.layout.hdr_len;
         let total = hdr_len + frame.len();
-        let head = s.ring.avail_entry(idx0);
+        let head = ring.avail_entry(idx0);
         if head >= s.ring.size() {
             return None;
         }
-        let d = s.ring.desc(head);
+        let d = ring.desc(head);
         if d.flags != DESC_F_WRITE || total > d.len as usize {
             return None;
         }
-        let Some(g) = s.ring.mem().gpa(d.addr, d.len as u64) else {
+        let Some(p) = s.ring.mem().gpa_ptr(d.addr, d.len as u64) else {
             return Some(Err(Lie::OutOfMemory));
         };
         let mut hdr = [0u8; 12];
@@ -964,17 +981,25 @@ impl VhostTx {
             // num_buffers: 1.
             hdr[10] = 1;
         }
-        // Constant-length header copies (no memcpy call).
-        let ok = if hdr_len == 12 {
-            g.write(0, &hdr)
-        } else {
-            g.write(0, &hdr[..10])
-        } && g.write(hdr_len, frame);
-        debug_assert!(ok);
-        if s.layout.mrg_rxbuf {
-            self.saw_buf(g.len());
+        // SAFETY: [p, p + d.len) is inside one mapped region (`gpa_ptr`),
+        // kept mapped by the session the lease holds, and
+        // hdr_len + frame.len() = total <= d.len (checked above): the
+        // header and the frame fit, without a check per write. The buffer
+        // is reserved for this writer alone (write_burst's contract); the
+        // frame is our own memory, so no overlap. (Constant-length header
+        // copies: no memcpy call.)
+        unsafe {
+            if hdr_len == 12 {
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), p, 12);
+            } else {
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), p, 10);
+            }
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(hdr_len), frame.len());
         }
-        s.ring.set_used(idx0, head, total as u32);
+        if s.layout.mrg_rxbuf {
+            self.saw_buf(d.len as usize);
+        }
+        ring.set_used(idx0, head, total as u32);
         Some(Ok(true))
     }
 
@@ -998,7 +1023,7 @@ impl VhostTx {
         }
         let total = hdr_len + frame.len();
         if nslots == 1 {
-            if let Some(r) = self.write_single(s, idx0, frame) {
+            if let Some(r) = self.write_single(s, &s.ring.view(), idx0, frame) {
                 return r;
             }
         }
