@@ -291,6 +291,9 @@ def test_policy_text_says_the_regime_and_why():
     t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
                       "wake_p99_ns": 4_000_000, "poll_p99_ns": 30_000_000})
     assert "poll p99 30000us, wake-up p99 4000us" in t
+    t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
+                      "wake_p99_ns": 233_000, "poll_p99_ns": 2_000_000, "poll_slow_epochs": 3})
+    assert "wake-up p99 233us, 3 slow epochs of 64 poll samples in a row)" in t
     assert _policy_text({"why": "poll_mode"}) == "-"
     # the poll regime's gap between polls after a small batch
     t = _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",

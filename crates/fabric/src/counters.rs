@@ -151,6 +151,8 @@ pub struct PolicyCounters {
     pub wake_samples: AtomicU64,
     /// Poll latency p99 of the recent samples, ns.
     pub poll_p99_ns: AtomicU64,
+    /// Slow poll epochs in a row (the evidence for `contended`).
+    pub poll_slow_epochs: AtomicU64,
     /// Timer overshoot, median and p99 of the last samples, ns.
     pub timer_p50_ns: AtomicU64,
     /// See `timer_p50_ns`.
@@ -182,6 +184,7 @@ impl PolicyCounters {
             wake_p99_ns: self.wake_p99_ns.load(Relaxed),
             wake_samples: self.wake_samples.load(Relaxed),
             poll_p99_ns: self.poll_p99_ns.load(Relaxed),
+            poll_slow_epochs: self.poll_slow_epochs.load(Relaxed),
             timer_p50_ns: self.timer_p50_ns.load(Relaxed),
             timer_p99_ns: self.timer_p99_ns.load(Relaxed),
             ring_fill_ns: self.ring_fill_ns.load(Relaxed),
@@ -226,6 +229,7 @@ impl WorkerCounters {
         p.wake_p99_ns.store(v.wake_p99_ns, Relaxed);
         p.wake_samples.store(v.wake_samples, Relaxed);
         p.poll_p99_ns.store(v.poll_p99_ns, Relaxed);
+        p.poll_slow_epochs.store(v.poll_slow_epochs, Relaxed);
         p.timer_p50_ns.store(v.timer_p50_ns, Relaxed);
         p.timer_p99_ns.store(v.timer_p99_ns, Relaxed);
         p.ring_fill_ns.store(v.ring_fill_ns, Relaxed);

@@ -73,17 +73,32 @@ fn wait_for(path: &Path, child: &mut Child) {
 
 #[test]
 fn non_worker_threads_stay_off_the_worker_cpu() {
+    placement("poll");
+}
+
+/// The default adaptive wake-up has one more thread per worker, its
+/// prober (`turnout-p0`): it too stays off the worker's CPU (it signals
+/// the worker from elsewhere; on the worker's CPU it would take the CPU
+/// from the worker it measures).
+#[test]
+fn the_wakeup_prober_stays_off_the_worker_cpu() {
+    placement("adaptive");
+}
+
+fn placement(wakeup: &str) {
     let allowed = turnoutd::sys::allowed_cpus().unwrap();
     let cpu = *allowed.last().unwrap();
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("turnoutd-placement-{}", std::process::id()));
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "turnoutd-placement-{}-{wakeup}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("ctl.sock");
     let cfg = dir.join("turnoutd.toml");
     std::fs::write(
         &cfg,
         format!(
-            "[switch]\ncontrol_socket = {:?}\nwakeup = \"poll\"\n\n[[workers]]\ncpu = {cpu}\n",
+            "[switch]\ncontrol_socket = {:?}\nwakeup = {wakeup:?}\n\n[[workers]]\ncpu = {cpu}\n",
             sock.to_str().unwrap()
         ),
     )
@@ -116,6 +131,15 @@ fn non_worker_threads_stay_off_the_worker_cpu() {
     assert!(
         others.len() >= 3,
         "main, control, its connection, flow timer: {ts:?}"
+    );
+    let probers = others
+        .iter()
+        .filter(|(name, _)| name.starts_with("turnout-p"))
+        .count();
+    assert_eq!(
+        probers,
+        usize::from(wakeup == "adaptive"),
+        "a prober per adaptive worker: {ts:?}"
     );
     if allowed.len() >= 2 {
         for (name, cpus) in &others {

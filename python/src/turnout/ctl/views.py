@@ -352,8 +352,11 @@ def _policy_text(p: dict[str, Any]) -> str:
     if wake and why in ("wake_over_budget", "wake_fits", "only_naps_fit", "naps_cheaper"):
         reason = reason.replace("wake-up p99", f"wake-up p99 {wake / 1e3:.0f}us")
     if why == "contended":
+        slow = p.get("poll_slow_epochs")
         reason += (f" (poll p99 {p.get('poll_p99_ns', 0) / 1e3:.0f}us,"
-                   f" wake-up p99 {wake / 1e3:.0f}us)")
+                   f" wake-up p99 {wake / 1e3:.0f}us"
+                   + (f", {slow} slow epochs of 64 poll samples in a row" if slow else "")
+                   + ")")
     text = f"{regime} ({reason}; budget {budget / 1e3:.0f}us)" if reason else \
         f"{regime} (budget {budget / 1e3:.0f}us)"
     if p.get("sleep_after_ns"):
