@@ -1,4 +1,4 @@
-//! The vhost-user frontend (crates/ports/src/vhost_user/frontend.rs)
+//! The vhost-user frontend (crates/ports/src/vhost_user/frontend/)
 //! against turnoutd's own vhost-user backend, in one process: exact counts
 //! and bytes both ways at 64, 1518 and 9000 B, several queue pairs, the
 //! backend dropped and recreated (the frontend reconnects and counts it),

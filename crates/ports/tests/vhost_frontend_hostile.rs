@@ -1,4 +1,4 @@
-//! turnout-gen's vhost-user frontend (crates/ports/src/vhost_user/frontend.rs)
+//! turnout-gen's vhost-user frontend (crates/ports/src/vhost_user/frontend/)
 //! against a hostile or broken *backend*, byte by byte over a real unix
 //! socket (a fake backend in this file):
 //! - negotiation: a backend that offers no `VIRTIO_F_VERSION_1`, one that

@@ -715,7 +715,7 @@ impl RingView<'_> {
     }
 }
 
-/// The driver (frontend) side of the same ring: what `frontend.rs` writes
+/// The driver (frontend) side of the same ring: what `frontend/` writes
 /// and reads. Indexes are taken modulo the size like the device side.
 impl Ring {
     /// Writes descriptor `i % size`.
