@@ -481,6 +481,33 @@ mod tests {
                 assert_eq!(got, want, "{a}");
             }
         }
+        // and refuses another kind naming those spellings, aliases included
+        let underlay = |kind: &str| {
+            serde_json::from_value::<crate::tunnel::UnderlaySpec>(
+                serde_json::json!({"kind": kind, "iface": "v0"}),
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        // (serde lists the aliases)
+        for k in ["tap", "af-xdp"] {
+            assert_eq!(
+                underlay(k),
+                format!(
+                    "unknown variant `{k}`, expected one of `af_packet`, `afpacket`, `af_xdp`, `afxdp`"
+                )
+            );
+        }
+        // (an unknown value of the underlay's own keys keeps serde's error)
+        let e = serde_json::from_value::<crate::tunnel::UnderlaySpec>(
+            serde_json::json!({"kind": "af_packet", "iface": "v0", "fanout": "af_xdp"}),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("unknown variant `af_xdp`, expected one of `hash`"),
+            "{e}"
+        );
         let e = PortConfig::from_kind("af-xdp", serde_json::json!({"iface": "v0"}))
             .unwrap_err()
             .to_string();

@@ -1071,7 +1071,17 @@ underlay = { kind = "af_xdp", iface = "uplink1", queues = 2 }
         }
         let got = err("[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nvni = 1\nlocal_ip = \"10.0.0.1\"\nunderlay = { kind = \"tap\", iface = \"u0\" }\n");
         assert!(
-            got.contains("ports[0].underlay") && got.contains("unknown variant `tap`"),
+            got.contains("ports[0].underlay")
+                && got.ends_with(
+                    ": unknown variant `tap`, expected one of `af_packet`, `afpacket`, `af_xdp`, `afxdp`"
+                ),
+            "{got}"
+        );
+        let got = err("[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nvni = 1\nlocal_ip = \"10.0.0.1\"\nunderlay = { kind = \"af-packet\", iface = \"u0\" }\n");
+        assert!(
+            got.ends_with(
+                ": unknown variant `af-packet`, expected one of `af_packet`, `afpacket`, `af_xdp`, `afxdp`"
+            ),
             "{got}"
         );
         let got = err("[[ports]]\nname = \"t\"\nkind = \"vxlan\"\nvni = 1\nlocal_ip = \"10.0.0.1\"\nunderlay = { kind = \"af_packet\", iface = \"u0\", colour = 1 }\n");
