@@ -16,6 +16,8 @@ import random
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -45,6 +47,25 @@ def turnoutd_binary() -> Path:
     raise FileNotFoundError(
         "turnoutd is not built: run `cargo build -p turnoutd` (or set $TURNOUTD)"
     )
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from a stream socket (a socket with a timeout may
+    return part of them even with MSG_WAITALL); fails on EOF."""
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        assert chunk, f"connection closed after {len(buf)} of {n} bytes"
+        buf += chunk
+    return buf
+
+
+def recv_ofp(s: socket.socket) -> bytes:
+    """One whole OpenFlow message (header and body) from a controller socket."""
+    hdr = recv_exact(s, 8)
+    n = struct.unpack("!H", hdr[2:4])[0]
+    assert n >= 8, f"OpenFlow length {n} < 8 in {hdr.hex()}"
+    return hdr + recv_exact(s, n - 8)
 
 
 def wait_for(what: str, timeout_s: float, cond: Callable[[], Any], every_s: float = 0.05) -> Any:

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import pytest
 from harness import OpenflowLab as Lab
-from harness import openflow_lab, wait_for
+from harness import openflow_lab, recv_ofp, wait_for
 from threehosts import nx, ping, run
 
 pytestmark = pytest.mark.system
@@ -182,17 +182,13 @@ def raw_conn(lab: Lab) -> socket.socket:
     s.settimeout(5)
     s.connect(str(lab.tmp / "of.sock"))
     s.sendall(bytes([4, 0, 0, 8, 0, 0, 0, 1]))  # hello, no bitmap
-    hdr = s.recv(8, socket.MSG_WAITALL)
-    assert hdr[:2] == bytes([4, 0]), hdr
-    s.recv(struct.unpack("!H", hdr[2:4])[0] - 8, socket.MSG_WAITALL)
+    hello = recv_ofp(s)
+    assert hello[:2] == bytes([4, 0]), hello
     return s
 
 
 def recv_msg(s: socket.socket) -> bytes:
-    hdr = s.recv(8, socket.MSG_WAITALL)
-    assert len(hdr) == 8, "connection closed"
-    n = struct.unpack("!H", hdr[2:4])[0]
-    return hdr + s.recv(n - 8, socket.MSG_WAITALL)
+    return recv_ofp(s)
 
 
 def flow_mod(xid: int, oxms: bytes) -> bytes:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Turnoutd, openflow_lab, stop_pid, turnoutd_binary, wait_for
+from harness import Turnoutd, openflow_lab, recv_ofp, stop_pid, turnoutd_binary, wait_for
 from osken_suite import osken_python
 from threehosts import nx
 
@@ -149,10 +149,7 @@ def _msg(kind: int, xid: int, body: bytes) -> bytes:
 
 
 def _recv(s: socket.socket) -> bytes:
-    hdr = s.recv(8, socket.MSG_WAITALL)
-    assert len(hdr) == 8, "connection closed"
-    n = struct.unpack("!H", hdr[2:4])[0]
-    return hdr + s.recv(n - 8, socket.MSG_WAITALL)
+    return recv_ofp(s)
 
 
 def _errors_until_barrier(s: socket.socket, xid: int) -> list[tuple[int, int, int]]:
