@@ -26,8 +26,9 @@ build:
 # A system test whose peer the setup installs fails when it is missing
 # (TURNOUT_REQUIRE_PEERS=1);
 # `make test-rust` / `test-python` / `test-unit` alone skip instead.
-# TEST_FLAGS=--lanes: after the set-up, three lanes at once (checks and
-# builds, Rust system tests, Python system tests; docs/testing.md).
+# After the set-up, three lanes at once (checks and builds, Rust system
+# tests, Python system tests), then the Python system tests marked
+# `serial` alone; TEST_FLAGS=--serial: every step alone (docs/testing.md).
 test: export TURNOUT_REQUIRE_PEERS ?= 1
 test:
 	python3 scripts/test.py $(TEST_FLAGS)
@@ -40,7 +41,7 @@ test-rust:
 	python3 scripts/test.py rust-build rust rust-system
 
 test-python:
-	python3 scripts/test.py python python-system
+	python3 scripts/test.py python python-system python-serial
 
 # os-ken's OpenFlow 1.3 switch test suite (991 tests) against turnoutd,
 # held to the floor of tests/turnoutd/osken_suite_floor.json (docs/flows.md,

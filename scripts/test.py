@@ -6,25 +6,28 @@ the Python results); the run ends with the time of each step, the ten
 slowest tests and one list of every failure, and exits 1 if anything failed.
 The steps, how they are split and the time budget: docs/testing.md.
 
-    scripts/test.py                 # every step
+    scripts/test.py                 # every step (lanes, then the serial tests)
     scripts/test.py rust python     # only these steps (names as --list prints)
     scripts/test.py --list          # the steps
-    scripts/test.py --lanes         # after setup, three lanes at once (below)
+    scripts/test.py --serial        # one step at a time, one test tree at a time
 
 Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
 
-By default the steps run one at a time, in the order --list prints, one
-test tree at a time. With `--lanes`, after `setup` they run in three
-lanes at once (LANES): the checks and builds,
-then the tests without peers; the Rust system tests, as soon as their
-build is there; the Python system tests. The system tests mostly wait
-(on namespaces, daemons, traffic at a set rate, timeouts), so they share
-the two CPUs with the compiler and with each other; each waits for the
-event it checks with a deadline, and what cannot share (hugepages) takes
-a lock. The compiler runs at a lower priority (`nice`), so a system
-test's threads get the CPU when they wake. The terminal shows each lane's
-lines prefixed with its step; each step's log is whole.
+By default, after `setup`, the steps run in three lanes at once (LANES):
+the checks and builds, then the tests without peers; the Rust system
+tests, as soon as their build is there; the Python system tests, the two
+trees at once. The system tests mostly wait (on namespaces, daemons,
+traffic at a set rate, timeouts), so they share the two CPUs with the
+compiler and with each other; each waits for the event it checks with a
+deadline, and what cannot share (hugepages) takes a lock. The compiler
+runs at a lower priority (`nice`), so a system test's threads get the CPU
+when they wake. The Python system tests that measure (rates with a loss
+bound, timing, CPU accounting) or change the whole machine (CPU
+isolation) carry the pytest marker `serial`: they run last, in the step
+`python-serial`, alone, once every lane has ended (ALONE). The terminal
+shows each lane's lines prefixed with its step; each step's log is whole.
+With `--serial` every step runs alone, in the order --list prints.
 
 The Rust test executables are started here, not through `cargo test`, so
 that each test's time is known: `cargo test --profile test-release
@@ -34,12 +37,19 @@ accepts under `RUSTC_BOOTSTRAP=1`: set for the test processes only, never
 for the compiler), in its package's directory as cargo would. Tests marked
 `#[ignore = "system: ..."]` run in their own step, one at a time; other
 ignored tests (measurements run by hand) are not run.
+
+Ctrl-C reaches the tests' children: a shell that starts this script in
+the background (`cmd &` without job control) hands it SIGINT ignored,
+which every child would inherit, and the tests that stop a command with
+SIGINT (`turnout ctl stats --watch`, a campaign) would wait for nothing;
+so the default action is put back first.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -65,9 +75,12 @@ NICE = ["nice", "-n", "5"]
 
 _PRINT = threading.Lock()
 _LANE = threading.local()
-#: One step at a time, one test tree at a time (the default; `--lanes`
-#: runs the lanes at once).
-SERIAL = True
+#: One step at a time, one test tree at a time (`--serial`; the default
+#: runs the lanes at once, then ALONE).
+SERIAL = False
+#: The pytest marker of the Python system tests that run alone (conftest.py
+#: of each tree; docs/testing.md says which and why).
+SERIAL_MARK = "serial"
 
 
 @dataclass
@@ -99,9 +112,11 @@ def echo(log: TextIO, line: str) -> None:
     log.flush()
 
 
-def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "") -> int:
+def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "",
+        ok: tuple[int, ...] = (0,)) -> int:
     """Runs `cmd` in the checkout, its output streamed to the terminal and
-    the log; a non-zero exit is a failure named `what` (else the command)."""
+    the log; an exit status not in `ok` is a failure named `what` (else the
+    command)."""
     echo(log, "+ " + " ".join(cmd))
     p = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -112,7 +127,7 @@ def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "") -> int:
         say(line)
         log.write(line)
     p.wait()
-    if p.returncode != 0:
+    if p.returncode not in ok:
         out.failures.append(f"{what or ' '.join(cmd)}: exit {p.returncode}")
     return p.returncode
 
@@ -297,7 +312,8 @@ def pytest(args: list[str], name: str, log: TextIO, out: Outcome) -> None:
     xml = LOGS / f"{name}.xml"
     xml.unlink(missing_ok=True)
     cmd = [str(PY / "pytest"), "-q", "-rfEs", f"--junitxml={xml}", *args]
-    run(cmd, log, out, f"pytest {' '.join(args)}")
+    # 5: no test selected (a tree without a test of that mark) is no failure
+    run(cmd, log, out, f"pytest {' '.join(args)}", ok=(0, 5))
     if not xml.exists():
         return
     for case in ET.parse(xml).getroot().iter("testcase"):
@@ -313,26 +329,49 @@ def step_python(log: TextIO, out: Outcome) -> None:
 
 
 def step_python_system(log: TextIO, out: Outcome) -> None:
-    """The Python system tests (marked `system`; all of tests/turnoutd):
-    the two trees at once, each one test at a time."""
+    """The Python system tests (marked `system`; all of tests/turnoutd) but
+    those marked `serial`: the two trees at once (one after the other with
+    `--serial`), each one test at a time."""
     suite = "--ignore=tests/turnoutd/test_osken_suite.py"  # make test-openflow's
-    runs = [(["-m", "system", "python/tests"], "python-system"),
-            (["tests/turnoutd", suite], "turnoutd-system")]
+    trees(log, out, [
+        (["-m", f"system and not {SERIAL_MARK}", "python/tests"], "python-system"),
+        (["-m", f"not {SERIAL_MARK}", "tests/turnoutd", suite], "turnoutd-system"),
+    ], at_once=not SERIAL)
+
+
+def step_python_serial(log: TextIO, out: Outcome) -> None:
+    """The Python system tests marked `serial` (they measure rates, timing or
+    CPU, or isolate CPUs machine-wide): one at a time, alone (after every
+    lane)."""
+    suite = "--ignore=tests/turnoutd/test_osken_suite.py"
+    trees(log, out, [
+        (["-m", f"system and {SERIAL_MARK}", "python/tests"], "python-serial"),
+        (["-m", SERIAL_MARK, "tests/turnoutd", suite], "turnoutd-serial"),
+    ], at_once=False)
+
+
+def trees(log: TextIO, out: Outcome, runs: list[tuple[list[str], str]], at_once: bool) -> None:
+    """One pytest per (arguments, name), at once or one after the other; a
+    run that breaks is a failure, the others go on."""
     outs = [Outcome() for _ in runs]
     tag = getattr(_LANE, "tag", "")
 
     def one(i: int) -> None:
         args, name = runs[i]
-        _LANE.tag = name if tag else ""
+        _LANE.tag = name if tag or at_once else ""
         try:
             pytest(args, name, log, outs[i])
         except Exception as e:  # a broken run is a failure, not the end of the step
             outs[i].failures.append(f"{name}: {type(e).__name__}: {e}")
+        finally:
+            if not at_once:
+                _LANE.tag = tag
 
-    if SERIAL:
+    if not at_once:
         for i in range(len(runs)):
             one(i)
-    threads = [] if SERIAL else [threading.Thread(target=one, args=(i,)) for i in range(len(runs))]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(runs))] if at_once \
+        else []
     for t in threads:
         t.start()
     for t in threads:
@@ -369,17 +408,21 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
     ("fuzz-replay", step_fuzz_replay),
     ("python", step_python),
     ("python-system", step_python_system),
+    ("python-serial", step_python_serial),
 ]
 
 
 #: After `setup`, the lanes that run at once, each its steps in order. A
 #: step listed in AFTER starts when that step (if selected) has ended.
 LANES: list[list[str]] = [
-    ["fmt", "ruff", "mypy", "rust-build", "clippy", "rust", "fuzz-replay", "python"],
+    # the test build first: the Rust system tests wait for it
+    ["rust-build", "fmt", "ruff", "mypy", "clippy", "rust", "fuzz-replay", "python"],
     ["rust-system"],
     ["python-system"],
 ]
 AFTER = {"rust-system": "rust-build"}
+#: After every lane has ended, one at a time with nothing beside them.
+ALONE = ["python-serial"]
 
 Result = tuple[str, float, float, tuple[float, ...], Outcome]
 
@@ -429,12 +472,15 @@ def main(argv: list[str]) -> int:
     if "--list" in argv:
         print("\n".join(names))
         return 0
-    SERIAL = "--lanes" not in argv
-    argv = [a for a in argv if a not in ("--serial", "--lanes")]
+    SERIAL = "--serial" in argv
+    argv = [a for a in argv if a not in ("--serial", "--lanes")]  # --lanes: the default
     unknown = [a for a in argv if a not in names]
     if unknown:
         print(f"unknown step {', '.join(unknown)}; steps: {', '.join(names)}", file=sys.stderr)
         return 2
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started in the background without job control (module docstring)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     LOGS.mkdir(parents=True, exist_ok=True)
     selected = [n for n in names if not argv or n in argv]
     results: list[Result] = []
@@ -442,11 +488,15 @@ def main(argv: list[str]) -> int:
     if "setup" in selected:
         run_step("setup", t_all, results)
     rest = [n for n in selected if n != "setup"]
-    if SERIAL or len(rest) < 2:
-        for name in rest:
+    laned = [n for n in rest if n not in ALONE]
+    if SERIAL or len(laned) < 2:
+        for name in laned:
             run_step(name, t_all, results)
     else:
-        run_lanes(rest, t_all, results)
+        run_lanes(laned, t_all, results)
+    for name in rest:
+        if name in ALONE:
+            run_step(name, t_all, results)
     total = time.monotonic() - t_all
 
     results.sort(key=lambda r: names.index(r[0]))

@@ -3,9 +3,20 @@ every test that needs root is a system test."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from turnout import testpeers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Started in the background without job control (`cmd &` in a script),
+    pytest inherits SIGINT ignored, and so would every command a test stops
+    with Ctrl-C (`turnout ctl stats --watch`, a campaign): they would never
+    see it. The default action back, so SIGINT reaches them."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import socket
 import stat
@@ -169,10 +170,16 @@ def test_watch_prints_rates_until_interrupted(daemon):
         text=True,
     )
     try:
-        lines = []
-        deadline = time.monotonic() + 20
+        lines: list[str] = []
+        deadline = time.monotonic() + 60
+        # until two reports, a deadline on each read (readline alone would
+        # wait for ever on a command that prints nothing)
         while sum(1 for x in lines if x.startswith("-- ")) < 2 and time.monotonic() < deadline:
-            lines.append(p.stdout.readline())
+            if select.select([p.stdout], [], [], 0.5)[0]:
+                line = p.stdout.readline()
+                assert line, f"--watch ended: {lines} {p.stderr.read()}"
+                lines.append(line)
+        assert sum(1 for x in lines if x.startswith("-- ")) >= 2, lines
         os.kill(p.pid, signal.SIGINT)
         _, err = p.communicate(timeout=10)
     finally:

@@ -205,7 +205,10 @@ def _kthread(name: str) -> int | None:
     return None
 
 
+# serial: it isolates a CPU of the whole machine (kernel threads, IRQs, the
+# workqueue mask), which the other tests' processes would feel
 @needs_root
+@pytest.mark.serial
 def test_real_isolation_moves_and_restores(tmp_path):
     cpus = os.sched_getaffinity(0)
     if len(cpus) < 2:

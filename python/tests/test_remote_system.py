@@ -232,6 +232,9 @@ CELLS = {"turnoutd": ["p2p", "loopback", "p2v"], "bridge": ["p2p", "v2v"], "ovs"
          "testpmd": ["p2p"]}
 
 
+# serial: it checks the CPU samples of the SUT's other threads inside a
+# traffic window (measure/others.py), which a loaded machine starves
+@pytest.mark.serial
 def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
     for sut in ("bridge", "ovs", "testpmd"):  # the peers the setup installs
         why = make_sut(sut).available()
@@ -349,6 +352,9 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
     assert {h: host_state(lab, h) for h in ("tester", "sut")} == before
 
 
+# serial: isolate_sut_cpus moves kernel threads, IRQs and the workqueue
+# mask of the whole machine off a CPU (one isolation at a time)
+@pytest.mark.serial
 def test_cross_host_latency_and_isolation(lab: Lab, tmp_path: Path) -> None:
     """Two tester hosts: t0 on tester, t1 on far. The trials keep their
     rates and drop their latency, saying why; the SUT's CPUs are isolated
@@ -430,6 +436,8 @@ def test_host_dropping_off(lab: Lab, tmp_path: Path) -> None:
     nothing_left(lab)
 
 
+# serial: isolate_sut_cpus, as above
+@pytest.mark.serial
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
 def test_controller_stopped_mid_trial(lab: Lab, tmp_path: Path, sig: signal.Signals) -> None:
     """Ctrl-C: every session and agent cleans up before the CLI exits;

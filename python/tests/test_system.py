@@ -102,6 +102,12 @@ def test_real_turnout_gen_wire(tmp_path):
 @needs_root
 @pytest.mark.system
 @pytest.mark.parametrize("sut", ["bridge", "turnoutd"])
+# serial: through the bridge, the chain VNF's veth ports carry few of the
+# first frames of an R+ trial (most dropped "tx full" at the VNF); beside a
+# CPU hog a trial got none back. (A VNF waited for until it forwards, not
+# for the fixed 1.5 s of bench.py, makes it get none at once: what else
+# the bridge path waits for is not known yet.)
+@pytest.mark.serial
 def test_real_turnout_gen_loopback_chain(tmp_path, sut):
     """tester -> SUT -> turnout-gen fwd VNF -> SUT -> tester delivers frames
     (bridge: veth VNF ports; turnoutd: memif VNF ports)."""
@@ -238,6 +244,9 @@ def test_bidirectional_with_the_real_tester(tmp_path, sut):
 @needs_root
 @pytest.mark.system
 @pytest.mark.parametrize("sut", [s for s in SUTS if not SUTS[s].direct])
+# serial: the bridge's figure is the kernel time of the SUT's CPU, which any
+# other test's softirqs on that CPU would add to
+@pytest.mark.serial
 def test_cost_per_packet_from_the_suts_own_accounting(tmp_path, sut):
     """Every SUT's busy cycles per frame, read from its own account during the
     traffic window of a saturating trial (measure/cost.py). For the Linux

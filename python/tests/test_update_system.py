@@ -14,6 +14,11 @@ from turnout.measure.gen import REPO
 from turnout.results import ResultsDB
 from turnout.sut import make_sut
 
+# serial: the rule-update time is a measurement (the update in effect
+# within a second, the counters read every < 5 ms), for a machine that runs
+# nothing else (docs/testing.md)
+pytestmark = pytest.mark.serial
+
 REAL_GEN = REPO / "target" / "release" / "turnout-gen"
 
 

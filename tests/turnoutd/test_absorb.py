@@ -39,7 +39,9 @@ from harness import REPO, Turnoutd, stop_pid, wait_for
 
 from turnout import testpeers
 
-pytestmark = pytest.mark.system
+# serial: it starts its own CPU hog and holds every frame of 10^6 at 1 Mpps
+# to arriving; beside other tests it would measure their load too
+pytestmark = [pytest.mark.system, pytest.mark.serial]
 
 RELEASE = REPO / "target" / "release"
 GEN = RELEASE / "turnout-gen"

@@ -934,6 +934,9 @@ def _proc(ns: str, script: str, *args: str) -> subprocess.Popen:
     return p
 
 
+# serial: every frame of a stream at a set rate must be counted at the
+# switch; beside a CPU hog the kernel dropped some before turnoutd read them
+@pytest.mark.serial
 def test_mod_flows_under_traffic_in_effect_when_ovs_ofctl_returns(lab: Lab) -> None:
     """``ovs-ofctl mod-flows`` moves a ~1 kpps stream of numbered frames from
     port 2 to port 3. ovs-ofctl returns after turnoutd's barrier reply, so

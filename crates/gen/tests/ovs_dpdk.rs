@@ -570,8 +570,13 @@ fn txrx_reconnects_when_ovs_vswitchd_restarts_mid_run_and_says_so() {
         .recv_timeout(Duration::from_secs(60))
         .expect("turnout-gen never started its loop");
     assert!(first.contains("1-interval"), "unexpected stderr: {first}");
-    std::thread::sleep(Duration::from_millis(2000));
-    let before = last_rx(&g.err);
+    // Until more than 10,000 frames came through (half a second at the
+    // rate when nothing waits for a CPU).
+    let (mut before, t0) = (0, Instant::now());
+    while before <= 10_000 && t0.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+        before = before.max(last_rx(&g.err));
+    }
     assert!(
         before > 10_000,
         "before the restart turnout-gen got {before}"

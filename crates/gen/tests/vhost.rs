@@ -264,10 +264,12 @@ fn txrx_looped_by_testpmd_net_vhost_comes_back_whole() {
     let _g = serial();
     let dir = TempDir::new("tp");
     let sock = dir.0.join("tp.sock");
+    // One testpmd for both forwarding engines (`set fwd` between them).
+    let Some(mut tp) = Testpmd::start(&sock, "io") else {
+        return;
+    };
     for fwd in ["io", "macswap"] {
-        let Some(mut tp) = Testpmd::start(&sock, fwd) else {
-            return;
-        };
+        tp.cmd(&format!("set fwd {fwd}"));
         tp.cmd("start");
         // Deep rings and a modest rate: on a loaded 2-core host testpmd's
         // forwarding thread or ours may be descheduled for hundreds of ms
@@ -313,7 +315,7 @@ fn txrx_looped_by_testpmd_net_vhost_comes_back_whole() {
                 assert!(copied > 0, "no frame over several buffers: {what}");
             }
         }
-        drop(tp);
+        tp.cmd("stop");
     }
 }
 
