@@ -22,8 +22,11 @@ use crate::worker::{self, LogicSlot, Mailbox, WakeupMode, WorkerCmd, WorkerShare
 /// Worker index the control path classifies as ([`Switch::classify_one`]):
 /// above every real worker's, so it shares no per-worker state with them.
 pub const CONTROL_WORKER: u16 = MAX_WORKERS as u16;
-/// How long a control operation waits for every worker to come round.
-pub const SYNC_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a control operation waits for every worker to come round. A
+/// worker that is merely off its CPU (a busy host, or a VM whose vCPU the
+/// hypervisor holds back) comes round well within it; one stuck in a
+/// logic or a stopped process does not.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `remove_port` waits for the workers to drop the port's queues.
 pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
 
