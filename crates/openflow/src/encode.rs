@@ -374,10 +374,14 @@ pub struct TableFeatures {
     pub next_tables: Vec<u8>,
     /// `OFPAT_*` of apply-actions.
     pub apply_actions: Vec<u16>,
+    /// `OFPAT_*` of write-actions (the action set).
+    pub write_actions: Vec<u16>,
     /// OXM fields the table matches (all may be wildcarded).
     pub matches: Vec<u8>,
-    /// OXM fields set-field may write.
+    /// OXM fields set-field may write (apply-actions).
     pub set_fields: Vec<u8>,
+    /// OXM fields set-field may write in write-actions.
+    pub write_set_fields: Vec<u8>,
 }
 
 /// Body entry of a table features reply (`struct ofp_table_features` and
@@ -410,7 +414,11 @@ pub fn table_features_entry(f: &TableFeatures) -> Vec<u8> {
     prop(&mut m, 2, &|m| {
         m.bytes(&f.next_tables);
     });
-    prop(&mut m, 4, &|_| {});
+    prop(&mut m, 4, &|m| {
+        for &a in &f.write_actions {
+            m.u16(a).u16(4);
+        }
+    });
     prop(&mut m, 6, &|m| {
         for &a in &f.apply_actions {
             m.u16(a).u16(4);
@@ -418,7 +426,7 @@ pub fn table_features_entry(f: &TableFeatures) -> Vec<u8> {
     });
     prop(&mut m, 8, &|m| oxms(m, &f.matches));
     prop(&mut m, 10, &|m| oxms(m, &f.matches));
-    prop(&mut m, 12, &|_| {});
+    prop(&mut m, 12, &|m| oxms(m, &f.write_set_fields));
     prop(&mut m, 14, &|m| oxms(m, &f.set_fields));
     let n = m.len() as u16;
     m.0[0..2].copy_from_slice(&n.to_be_bytes());

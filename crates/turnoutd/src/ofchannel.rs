@@ -1034,15 +1034,20 @@ impl Session {
                             instructions: vec![
                                 openflow::it::GOTO_TABLE,
                                 openflow::it::WRITE_METADATA,
+                                openflow::it::WRITE_ACTIONS,
                                 openflow::it::APPLY_ACTIONS,
+                                openflow::it::CLEAR_ACTIONS,
                                 openflow::it::METER,
                             ],
                             next_tables: (t.saturating_add(1)..=logic::flows::MAX_TABLE)
                                 .filter(|&n| n > t)
                                 .collect(),
                             apply_actions: logic::flows::ofp::supported_actions().to_vec(),
+                            // The action set takes the same actions.
+                            write_actions: logic::flows::ofp::supported_actions().to_vec(),
                             matches: matches.to_vec(),
                             set_fields: set_fields.to_vec(),
+                            write_set_fields: set_fields.to_vec(),
                         })
                     })
                     .collect();

@@ -390,6 +390,21 @@ fn arb_fm() -> impl Strategy<Value = FlowMod> {
         4 => (1u32..=3).prop_map(|p| vec![out(p)]),
         1 => Just(vec![]),
         1 => (0u8..=2).prop_map(|t| vec![out(1), Instruction::GotoTable(t)]),
+        // The action set: written (an output, and a set-field of eth_dst),
+        // cleared, then the next table.
+        1 => (1u32..=3, any::<bool>(), 1u8..=2).prop_map(|(p, clear, t)| {
+            let mut i = vec![out(p)];
+            if clear {
+                i.push(Instruction::ClearActions);
+            }
+            i.push(Instruction::WriteActions(vec![
+                openflow::Action::SetField(Oxm::exact(oxm::ETH_DST, 0x0200_0000_0009)),
+                openflow::Action::Output { port: 4 - p, max_len: 0 },
+            ]));
+            i.push(Instruction::GotoTable(t));
+            i
+        }),
+        1 => Just(vec![Instruction::ClearActions]),
     ];
     (
         prop_oneof![10 => 0u8..=4, 1 => Just(7u8)],

@@ -138,6 +138,9 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
     let mut soft: Option<DropReason> = None;
     let (mut metadata, mut tunnel) = (0u64, 0u64);
     let mut stop: Option<DropReason> = None;
+    // The action set: one action per type (every output one type), in
+    // the order written.
+    let mut set: Vec<Action> = Vec::new();
     let end = 'pipeline: loop {
         let mut k = key::extract_general(frame, ingress);
         k.set(Field::Metadata, metadata as u128);
@@ -186,8 +189,19 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
             *flood = false;
             *hairpin = false;
         };
-        for a in &r.actions {
+        let mut i = 0;
+        while i < r.actions.len() {
+            let a = &r.actions[i];
+            i += 1;
             match *a {
+                Action::ClearActions => set.clear(),
+                Action::WriteActions(n) => {
+                    for w in &r.actions[i..i + n as usize] {
+                        set.retain(|x| ref_type(x) != ref_type(w));
+                        set.push(*w);
+                    }
+                    i += n as usize;
+                }
                 Action::Output(p) => seg.push(Dest::Port(p)),
                 Action::Flood | Action::All => flood = true,
                 Action::InPort => hairpin = true,
@@ -228,11 +242,104 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
             None => break DropReason::Policy,
         }
     };
+    // The pipeline ended with its last flow (not a miss, not a drop): the
+    // set runs in the spec's order, if it sends the frame anywhere.
+    if end == DropReason::Policy && stop.is_none() && set.iter().any(|a| ref_rank(a) == OUT) {
+        set.sort_by_key(ref_rank);
+        let (mut seg, mut flood, mut hairpin) = (Vec::new(), false, false);
+        for a in &set {
+            match *a {
+                Action::Output(p) => seg.push(Dest::Port(p)),
+                Action::Flood | Action::All => flood = true,
+                Action::InPort => hairpin = true,
+                _ => {
+                    last = None;
+                    if !ref_change(a, frame) {
+                        stop = Some(DropReason::Policy);
+                        break;
+                    }
+                }
+            }
+        }
+        if stop.is_none() {
+            send_ref(
+                &mut seg, flood, hairpin, ingress, frame, &mut last, &mut o, &mut soft,
+            );
+        }
+    }
     o.sent.sort();
     if o.sent.is_empty() {
         o.drop = Some(soft.or(stop).unwrap_or(end));
     }
     o
+}
+
+/// The type of `a` in the reference's action set: every output one.
+fn ref_type(a: &Action) -> Option<std::mem::Discriminant<Action>> {
+    (ref_rank(a) != OUT).then(|| std::mem::discriminant(a))
+}
+
+/// The rank of the outputs in [`ref_rank`].
+const OUT: u8 = 99;
+
+/// Where `a` runs in the action set, as OpenFlow 1.3 (5.10) orders it:
+/// copy TTL inwards, pop, push-MPLS, push-VLAN, copy TTL outwards,
+/// decrement TTL, set (the set-fields in turnoutd's order of fields,
+/// docs/flows.md), output. Only the generated actions.
+fn ref_rank(a: &Action) -> u8 {
+    match a {
+        Action::PopVlan => 1,
+        Action::PopMpls(_) => 2,
+        Action::PushMpls(_) => 3,
+        Action::PushVlan(_) => 4,
+        Action::DecMplsTtl => 6,
+        Action::DecTtl => 7,
+        Action::SetNwTtl(_) => 9,
+        Action::SetDlDst(_) => 11,
+        Action::SetVlanVid(_) => 13,
+        Action::SetVlanPcp(_) => 14,
+        Action::SetIpEcn(_) => 16,
+        Action::SetNwSrc(_) => 18,
+        Action::SetNwDst(_) => 19,
+        Action::SetTpDst(_) => 21,
+        Action::SetMplsLabel(_) => 35,
+        Action::Output(_) | Action::Flood | Action::All | Action::InPort => OUT,
+        other => unreachable!("not generated in a write_actions: {other:?}"),
+    }
+}
+
+/// The reference's send of the outputs of the action set (`seg`, or the
+/// flood), as the outputs of a list.
+#[allow(clippy::too_many_arguments)]
+fn send_ref(
+    seg: &mut Vec<Dest>,
+    flood: bool,
+    hairpin: bool,
+    ingress: PortId,
+    frame: &[u8],
+    last: &mut Option<Vec<Dest>>,
+    o: &mut Outcome,
+    soft: &mut Option<DropReason>,
+) {
+    let mut set: Vec<Dest> = if flood {
+        vec![Dest::Flood]
+    } else {
+        std::mem::take(seg)
+    };
+    set.sort();
+    set.dedup();
+    let all = set.clone();
+    set.retain(|d| *d != Dest::Port(ingress));
+    if set.is_empty() {
+        if hairpin || !all.is_empty() {
+            soft.get_or_insert(DropReason::Hairpin);
+        }
+    } else if last.as_ref() != Some(&all) {
+        for d in &set {
+            o.sent.push((d.clone(), frame.to_vec()));
+        }
+        *last = Some(all);
+    }
 }
 
 /// 4 bytes out of `frame` at `at`; a frame of Ethernet's 60 bytes or more
@@ -401,10 +508,29 @@ fn flow_text(g: &FlowGen) -> String {
     let &(table, prio, shape, a, b, ref acts, goto) = g;
     let table = table % 4;
     let m = match_text(shape, a, b);
-    let mut actions: Vec<String> = acts
-        .iter()
-        .filter_map(|&(k, v)| action_text(k, v, &m))
-        .collect();
+    // Apply-actions, then clear_actions, write_actions(...) and
+    // write_metadata (ovs-ofctl's order of the instructions).
+    let (mut actions, mut written, mut metadata) = (Vec::new(), Vec::new(), None);
+    let mut clear = false;
+    for &(k, v) in acts {
+        match k % 24 {
+            20 => clear = true,
+            21..=23 => written.extend(
+                action_text(k.wrapping_add(v / 4), v, &m).filter(|t| !t.starts_with("write_")),
+            ),
+            k => match action_text(k, v, &m) {
+                Some(t) if t.starts_with("write_metadata") => metadata = Some(t),
+                t => actions.extend(t),
+            },
+        }
+    }
+    if clear {
+        actions.push("clear_actions".into());
+    }
+    if !written.is_empty() {
+        actions.push(format!("write_actions({})", written.join(",")));
+    }
+    actions.extend(metadata);
     if goto % 3 != 0 && table < 3 {
         actions.push(format!("goto_table:{}", table + 1 + goto % (3 - table)));
     }

@@ -25,6 +25,8 @@
 //! frame's addresses and ports among the live buckets, in proportion to
 //! their weights (`Action::Select`).
 
+use std::mem::MaybeUninit;
+
 use super::key::{self, Field, Key};
 use super::rewrite as rw;
 use super::{meters, Action, Flows, Rule, Snapshot};
@@ -40,8 +42,81 @@ pub(super) enum Clock {
     Trace,
 }
 
+/// Slots of the action set (OpenFlow 1.3, 5.10), one per action type and
+/// one per set-field's field, numbered in the order the set runs:
+/// copy TTL inwards, pops, push-MPLS, push-VLAN, copy TTL outwards,
+/// decrements of TTL, set-fields (and the TTL sets), group, output.
+pub(super) const SET_SLOTS: usize = 41;
+/// The group's slot: with it, the output's is ignored.
+const GROUP_SLOT: u8 = 39;
+/// The output's slot (to a port, flood, all, in_port, normal, controller).
+const OUTPUT_SLOT: u8 = 40;
+
+/// The action set's slot of `a` (None: not an action the set holds:
+/// an instruction, or compiled only).
+pub(super) fn set_slot(a: &Action) -> Option<u8> {
+    Some(match a {
+        Action::CopyTtlIn => 0,
+        Action::PopVlan => 1,
+        Action::PopMpls(_) => 2,
+        Action::PushMpls(_) => 3,
+        Action::PushVlan(_) => 4,
+        Action::CopyTtlOut => 5,
+        Action::DecMplsTtl => 6,
+        Action::DecTtl => 7,
+        Action::SetMplsTtl(_) => 8,
+        Action::SetNwTtl(_) => 9,
+        Action::SetDlSrc(_) => 10,
+        Action::SetDlDst(_) => 11,
+        Action::SetEthType(_) => 12,
+        Action::SetVlanVid(_) => 13,
+        Action::SetVlanPcp(_) => 14,
+        Action::SetIpDscp(_) => 15,
+        Action::SetIpEcn(_) => 16,
+        Action::SetNwProto(_) => 17,
+        Action::SetNwSrc(_) => 18,
+        Action::SetNwDst(_) => 19,
+        Action::SetTpSrc(_) => 20,
+        Action::SetTpDst(_) => 21,
+        Action::SetIcmpType(_) => 22,
+        Action::SetIcmpCode(_) => 23,
+        Action::SetArpOp(_) => 24,
+        Action::SetArpSpa(_) => 25,
+        Action::SetArpTpa(_) => 26,
+        Action::SetArpSha(_) => 27,
+        Action::SetArpTha(_) => 28,
+        Action::SetIp6Src(_) => 29,
+        Action::SetIp6Dst(_) => 30,
+        Action::SetIp6Flabel(_) => 31,
+        Action::SetNdTarget(_) => 32,
+        Action::SetNdSll(_) => 33,
+        Action::SetNdTll(_) => 34,
+        Action::SetMplsLabel(_) => 35,
+        Action::SetMplsTc(_) => 36,
+        Action::SetMplsBos(_) => 37,
+        Action::SetTunnelId(_) => 38,
+        Action::OfGroup(_) => GROUP_SLOT,
+        Action::Output(_)
+        | Action::Flood
+        | Action::All
+        | Action::InPort
+        | Action::Normal
+        | Action::Controller(_) => OUTPUT_SLOT,
+        Action::Group(_)
+        | Action::Meter(_)
+        | Action::WriteMetadata(..)
+        | Action::Bucket(_)
+        | Action::Select(_)
+        | Action::Failover(_)
+        | Action::SelBucket { .. }
+        | Action::ClearActions
+        | Action::WriteActions(_)
+        | Action::Write { .. } => return None,
+    })
+}
+
 /// One packet's progress through the actions of the pipeline.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Exec {
     /// The output waiting for the frame as it is now: a port, a group or
     /// the flood; or, as a `Drop`, what becomes of the frame if nothing
@@ -62,6 +137,29 @@ pub(super) struct Exec {
     pub metadata: u64,
     /// The `tunnel_id` register.
     pub tunnel: u64,
+    /// The action set: a bit per slot written ([`set_slot`]).
+    pub set: u64,
+    /// Per slot whose bit `set` has: its `Action::Write`, followed by the
+    /// entry's actions, in a flow of the snapshot the pipeline runs in
+    /// (which outlives the packet's pass); the others are not initialised.
+    slots: [MaybeUninit<*const Action>; SET_SLOTS],
+}
+
+impl Default for Exec {
+    #[inline(always)]
+    fn default() -> Exec {
+        Exec {
+            out: None,
+            copies: 0,
+            stop: None,
+            reparse: false,
+            nocache: false,
+            metadata: 0,
+            tunnel: 0,
+            set: 0,
+            slots: [MaybeUninit::uninit(); SET_SLOTS],
+        }
+    }
 }
 
 /// What a flow's actions come to when they send the frame, unchanged, to
@@ -286,6 +384,17 @@ impl Flows {
                         k.set(Field::TunnelId, t as u128);
                     }
                 }
+                Action::ClearActions => x.set = 0,
+                Action::Write { slot, len } => {
+                    // (Compiled with `slot < SET_SLOTS`: `Writer::compile`.)
+                    if let Some(e) = x.slots.get_mut(slot as usize) {
+                        *e = MaybeUninit::new(&acts[i - 1] as *const Action);
+                        x.set |= 1u64 << slot;
+                    }
+                    i = (i + len as usize).min(acts.len());
+                }
+                // (Parsed only: compiled into `Write`s.)
+                Action::WriteActions(_) => {}
                 _ => {
                     if !x.before_change(p) {
                         return;
@@ -296,6 +405,57 @@ impl Flows {
             if x.stop.is_some() {
                 return;
             }
+        }
+    }
+
+    /// The end of the pipeline of a packet whose action set is not
+    /// empty, after the actions of `r`, its last flow: the header changes
+    /// trimmed from the end of `r`'s actions (`tail`: nothing would have
+    /// seen them without a set), then the set, in its order (OpenFlow
+    /// 1.3, 5.10): its actions change the frame as the actions of a list
+    /// do, each output sends the frame as it is then; with a group, the
+    /// output is ignored; with neither, nothing runs (the changes would
+    /// go nowhere). Nothing more runs once the packet stops.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    pub(super) fn run_set(
+        &self,
+        snap: &Snapshot,
+        r: &Rule,
+        tail: &[Action],
+        p: &mut PktMut<'_>,
+        ingress: PortId,
+        x: &mut Exec,
+        clock: Clock,
+    ) {
+        let mut set = std::mem::take(&mut x.set);
+        // Neither a group nor an output: the changes would go nowhere
+        // (Open vSwitch leaves them out too).
+        if set & (1u64 << GROUP_SLOT | 1u64 << OUTPUT_SLOT) == 0 {
+            return;
+        }
+        if !tail.is_empty() {
+            self.run::<false>(snap, r, tail, p, ingress, x, &mut Key::default(), clock);
+        }
+        if set & (1u64 << GROUP_SLOT) != 0 {
+            set &= !(1u64 << OUTPUT_SLOT);
+        }
+        while set != 0 && x.stop.is_none() {
+            let slot = set.trailing_zeros() as usize;
+            set &= set - 1;
+            // SAFETY: the bit is set only with the slot (`run`), pointing
+            // at an `Action::Write` of a flow of the snapshot the caller
+            // holds for the packet's whole pass, followed by `len` actions
+            // of the same slice (`Writer::compile`).
+            let body = unsafe {
+                let w = x.slots[slot].assume_init();
+                let Action::Write { len, .. } = *w else {
+                    continue;
+                };
+                std::slice::from_raw_parts(w.add(1), len as usize)
+            };
+            self.run::<false>(snap, r, body, p, ingress, x, &mut Key::default(), clock);
         }
     }
 
@@ -645,7 +805,10 @@ fn change<const KEYED: bool>(
         | Action::Bucket(_)
         | Action::Select(_)
         | Action::Failover(_)
-        | Action::SelBucket { .. } => return,
+        | Action::SelBucket { .. }
+        | Action::ClearActions
+        | Action::WriteActions(_)
+        | Action::Write { .. } => return,
     }
     if KEYED {
         rekey(p, ingress, x, k);

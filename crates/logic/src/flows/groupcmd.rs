@@ -143,10 +143,15 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
                     i + 1
                 ));
             }
-            if let Some(a) = actions
-                .iter()
-                .find(|a| matches!(a, Action::Meter(_) | Action::WriteMetadata(..)))
-            {
+            if let Some(a) = actions.iter().find(|a| {
+                matches!(
+                    a,
+                    Action::Meter(_)
+                        | Action::WriteMetadata(..)
+                        | Action::ClearActions
+                        | Action::WriteActions(_)
+                )
+            }) {
                 return Err(format!(
                     "bucket {}: {} is an instruction of flows, not an action of buckets",
                     i + 1,

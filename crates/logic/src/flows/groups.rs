@@ -210,7 +210,7 @@ impl Flows {
         // Modify: recompile the flows that use it, all or none.
         let old = w.of_groups.insert(g.group_id, new);
         let snap = self.snap.load_full();
-        let mut compiled: HashMap<u64, Box<[Action]>> = HashMap::new();
+        let mut compiled: HashMap<u64, super::Compiled> = HashMap::new();
         let using = users(&snap, &HashSet::from([g.group_id]));
         for r in &using {
             match w.compile(&self.groups, &self.mixed, &snap.meters, &r.shown, r.goto) {

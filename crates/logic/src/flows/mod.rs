@@ -32,6 +32,10 @@
 //!   and IPv6 fields with incremental checksums, ARP and ND fields, TTLs)
 //!   apply in place, and later tables match the changed packet; meters
 //!   (meters.rs) drop or remark;
+//! - `write_actions(...)` / `clear_actions` fill and empty the packet's
+//!   action set (OpenFlow 1.3, 5.10), which runs in the spec's order when
+//!   the pipeline ends with a flow without `goto_table` (exec.rs,
+//!   `Flows::run_set`); a table miss drops it with the packet;
 //! - the pipeline ends without an output (`actions=drop`, an empty list, a
 //!   `dec_ttl` of a TTL of 1 or 0): `Drop(Policy)`;
 //! - no flow matches in a table (table miss) and nothing was output yet:
@@ -191,6 +195,10 @@ struct Rule {
     mask: Key,
     /// Compiled (several outputs as one group).
     actions: Box<[Action]>,
+    /// Header changes after the last output of a flow that ends the
+    /// pipeline, left out of `actions` (nothing would see them): run
+    /// only before a non-empty action set (`Flows::run_set`).
+    tail: Box<[Action]>,
     /// What `actions` and `goto` come to if they only send the frame as
     /// it is (`Plain::of`; kept with them).
     plain: exec::Plain,
@@ -224,14 +232,15 @@ impl Rule {
     /// cookie, installation, timeouts and flags kept.
     fn with_actions(
         &self,
-        actions: Box<[Action]>,
+        c: Compiled,
         shown: Box<[Action]>,
         goto: Option<u8>,
         stats: Arc<Counters>,
     ) -> Rule {
         Rule {
-            plain: exec::Plain::of(&actions, goto),
-            actions,
+            plain: exec::Plain::of(&c.actions, goto),
+            actions: c.actions,
+            tail: c.tail,
             shown,
             goto,
             stats,
@@ -971,8 +980,12 @@ impl Writer {
     ///   `Bucket` run on a copy of the frame, a SELECT group a `Select`
     ///   block of its buckets, a fast-failover group a `Failover` block;
     /// - `meter:N` becomes the meter's slot;
-    /// - without `goto`, header changes after the last output are dropped
-    ///   (nothing would see them).
+    /// - without `goto`, header changes after the last output go to
+    ///   `tail` (only an action set, which runs after them, sees them);
+    /// - `clear_actions` stays; `write_actions(...)` becomes a `Write` of
+    ///   each slot of the action set it writes (exec.rs, `set_slot`; the
+    ///   last written of a slot wins), followed by the slot's actions
+    ///   (a group compiled as above).
     fn compile(
         &mut self,
         groups: &[OnceLock<Box<[PortId]>>],
@@ -980,10 +993,72 @@ impl Writer {
         meters: &meters::Table,
         acts: &[Action],
         goto: Option<u8>,
-    ) -> Result<Box<[Action]>, Refused> {
-        Ok(self
-            .compile_list(groups, mixed, meters, acts, goto.is_none())?
-            .into_boxed_slice())
+    ) -> Result<Compiled, Refused> {
+        // The apply-actions (with the meter), then the instructions that
+        // deal with the action set (and write_metadata after them).
+        let split = acts
+            .iter()
+            .position(|a| matches!(a, Action::ClearActions | Action::WriteActions(_)))
+            .unwrap_or(acts.len());
+        let mut out = self.compile_list(groups, mixed, meters, &acts[..split], false)?;
+        let mut tail = Vec::new();
+        if goto.is_none() {
+            let keep = out.len() - out.iter().rev().take_while(|a| a.is_rewrite()).count();
+            tail = out.split_off(keep);
+        }
+        let mut i = split;
+        while i < acts.len() {
+            let a = acts[i];
+            i += 1;
+            match a {
+                Action::WriteActions(n) => {
+                    let end = (i + n as usize).min(acts.len());
+                    self.compile_write(groups, mixed, meters, &acts[i..end], &mut out)?;
+                    i = end;
+                }
+                _ => out.push(a),
+            }
+        }
+        Ok(Compiled {
+            actions: out.into_boxed_slice(),
+            tail: tail.into_boxed_slice(),
+        })
+    }
+
+    /// The `Write`s of the actions a `write_actions(...)` writes.
+    fn compile_write(
+        &mut self,
+        groups: &[OnceLock<Box<[PortId]>>],
+        mixed: &[OnceLock<Box<[u16]>>],
+        meters: &meters::Table,
+        written: &[Action],
+        out: &mut Vec<Action>,
+    ) -> Result<(), Refused> {
+        let mut by_slot: Vec<(u8, Action)> = Vec::with_capacity(written.len());
+        for &a in written {
+            let slot = exec::set_slot(&a).ok_or_else(|| Refused {
+                text: format!(
+                    "action {} cannot be written to the action set",
+                    text::format_actions(&[a], None)
+                ),
+                of: OfpError::new(et::BAD_ACTION, openflow::bac::UNSUPPORTED_ORDER),
+            })?;
+            by_slot.retain(|(s, _)| *s != slot);
+            by_slot.push((slot, a));
+        }
+        by_slot.sort_by_key(|(s, _)| *s);
+        for (slot, a) in by_slot {
+            let body = match a {
+                Action::OfGroup(_) => self.compile_list(groups, mixed, meters, &[a], true)?,
+                _ => vec![a],
+            };
+            out.push(Action::Write {
+                slot,
+                len: body.len() as u16,
+            });
+            out.extend(body);
+        }
+        Ok(())
     }
 
     fn compile_list(
@@ -1140,6 +1215,15 @@ struct Segment {
     flood: Option<Action>,
     normal: bool,
     in_port: bool,
+}
+
+/// A flow's compiled actions ([`Writer::compile`]).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Compiled {
+    /// What runs (`Rule::actions`).
+    pub actions: Box<[Action]>,
+    /// What runs only before an action set (`Rule::tail`).
+    pub tail: Box<[Action]>,
 }
 
 /// Why a flow's (or group's) actions cannot be compiled: the text
@@ -1364,7 +1448,7 @@ impl Flows {
                 Some(a) => w
                     .compile(&self.groups, &self.mixed, &snap.meters, a, s.goto)
                     .map_err(|e| bad(what, t, e.text))?,
-                None => Box::default(),
+                None => Compiled::default(),
             };
             let tables = match s.table {
                 Some(t) => t..=t,
@@ -1469,13 +1553,7 @@ impl Flows {
     }
 }
 
-fn rule_of(
-    s: FlowSpec,
-    seq: u64,
-    actions: Box<[Action]>,
-    stats: Arc<Counters>,
-    installed: Instant,
-) -> Rule {
+fn rule_of(s: FlowSpec, seq: u64, c: Compiled, stats: Arc<Counters>, installed: Instant) -> Rule {
     Rule {
         idle_timeout: s.idle_timeout,
         hard_timeout: s.hard_timeout,
@@ -1491,8 +1569,9 @@ fn rule_of(
         cookie: s.cookie,
         key: s.key,
         mask: s.mask,
-        plain: exec::Plain::of(&actions, s.goto),
-        actions,
+        plain: exec::Plain::of(&c.actions, s.goto),
+        actions: c.actions,
+        tail: c.tail,
         shown: s.actions.unwrap_or_default().into_boxed_slice(),
         out_max_len: Box::default(),
         goto: s.goto,
@@ -1812,7 +1891,8 @@ impl Flows {
             }
             // A flow that only sends the frame as it is, reached with
             // nothing output yet: its verdict, known at installation.
-            if x.out.is_none() && x.copies == 0 {
+            // (No copy made and an empty action set: one test.)
+            if x.out.is_none() && (x.copies as u64 | x.set) == 0 {
                 if let Some((v, output)) = r.plain.verdict(ingress) {
                     if MF {
                         t.outputs += output as u32;
@@ -1834,6 +1914,9 @@ impl Flows {
                 }
             }
             self.run::<true>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
+            if r.goto.is_none() && x.set != 0 && x.stop.is_none() {
+                self.run_set(snap, r, &r.tail, p, ingress, &mut x, clock);
+            }
             h.hit(r, p.data(), x.out);
             if let Some(why) = x.stop {
                 // A meter's drop or a batch out of room is not a function
@@ -1919,6 +2002,10 @@ impl Flows {
             acc.lookup(r.table as usize, 1);
             acc.run.hit(&r.stats, 1, len, worker);
             self.run::<false>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
+            // The pipeline's end (its last flow, and no miss after).
+            if r.goto.is_none() && x.set != 0 && x.stop.is_none() {
+                self.run_set(snap, r, &r.tail, p, ingress, &mut x, clock);
+            }
             if x.stop.is_some() {
                 stopped = true;
                 break;
@@ -2260,6 +2347,8 @@ impl Logic for Flows {
     }
 }
 
+#[cfg(test)]
+mod actset_tests;
 #[cfg(test)]
 mod bulk_tests;
 #[cfg(test)]

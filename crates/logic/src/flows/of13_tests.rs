@@ -7,7 +7,7 @@
 use super::*;
 use crate::testutil::Batch;
 use openflow::{
-    bac, bic, bmc, et, fc, gc, gmfc, gt, mc, mf, mmfc, oxm, Band, Bucket, GroupMod, Instruction,
+    bac, bmc, et, fc, gc, gmfc, gt, mc, mf, mmfc, oxm, Band, Bucket, GroupMod, Instruction,
     MeterMod, OfpError, Oxm, GROUP_ANY,
 };
 use serde_json::json;
@@ -1258,10 +1258,6 @@ fn what_is_still_missing_is_refused_with_its_code_and_nothing_else_changes() {
                 vec![],
             ),
             OfpError::new(et::BAD_MATCH, bmc::BAD_FIELD),
-        ),
-        (
-            fm(vec![], vec![Instruction::WriteActions(vec![])]),
-            OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST),
         ),
     ] {
         assert_eq!(f.flow_mod(&m), Err(err));

@@ -497,14 +497,17 @@ pub fn actions_to_of(
                 | Action::Bucket(_)
                 | Action::Select(_)
                 | Action::Failover(_)
-                | Action::SelBucket { .. } => return None,
+                | Action::SelBucket { .. }
+                | Action::ClearActions
+                | Action::WriteActions(_)
+                | Action::Write { .. } => return None,
             })
         })
         .collect()
 }
 
 /// A flow's instructions as OpenFlow's: its meter, apply-actions,
-/// write-metadata and goto-table (`dl_type`, `proto` as for
+/// clear-actions, write-actions, write-metadata and goto-table (`dl_type`, `proto` as for
 /// [`actions_to_of`]).
 pub fn instructions_to_of(
     shown: &[Action],
@@ -518,9 +521,32 @@ pub fn instructions_to_of(
             out.push(Instruction::Meter(*m));
         }
     }
-    let acts = actions_to_of(shown, dl_type, proto);
+    // The apply-actions, then clear-actions and write-actions.
+    let split = shown
+        .iter()
+        .position(|a| matches!(a, Action::ClearActions | Action::WriteActions(_)))
+        .unwrap_or(shown.len());
+    let acts = actions_to_of(&shown[..split], dl_type, proto);
     if !acts.is_empty() {
         out.push(Instruction::ApplyActions(acts));
+    }
+    let mut i = split;
+    while i < shown.len() {
+        let a = shown[i];
+        i += 1;
+        match a {
+            Action::ClearActions => out.push(Instruction::ClearActions),
+            Action::WriteActions(n) => {
+                let end = (i + n as usize).min(shown.len());
+                out.push(Instruction::WriteActions(actions_to_of(
+                    &shown[i..end],
+                    dl_type,
+                    proto,
+                )));
+                i = end;
+            }
+            _ => {}
+        }
     }
     for a in shown {
         if let Action::WriteMetadata(v, m) = a {
@@ -612,9 +638,8 @@ impl Filter {
 
 /// The `max_len` of each output to a port (not to the controller, whose
 /// action keeps its own) in `acts`, in order; empty when all are 0.
-fn out_max_lens(acts: &[openflow::Action]) -> Box<[u16]> {
+fn out_max_lens<'a>(acts: impl Iterator<Item = &'a openflow::Action>) -> Box<[u16]> {
     let v: Vec<u16> = acts
-        .iter()
         .filter_map(|a| match *a {
             openflow::Action::Output { port, max_len } if port != port::CONTROLLER => Some(max_len),
             _ => None,
@@ -635,7 +660,7 @@ fn rule_stats(x: &Rule, d: std::time::Duration, packets: u64, bytes: u64) -> Flo
     // Outputs echo the max_len they were installed with.
     let mut given = x.out_max_len.iter();
     for i in &mut instructions {
-        if let Instruction::ApplyActions(acts) = i {
+        if let Instruction::ApplyActions(acts) | Instruction::WriteActions(acts) = i {
             for a in acts {
                 if let openflow::Action::Output { port, max_len } = a {
                     if *port != port::CONTROLLER {
@@ -735,12 +760,20 @@ impl Flows {
         let mut goto = None;
         if adds {
             let (mut meter, mut apply, mut metadata) = (None, Vec::new(), None);
+            let (mut clear, mut write) = (false, None);
+            let (mut apply_of, mut write_of): (&[openflow::Action], &[openflow::Action]) =
+                (&[], &[]);
             for i in &m.instructions {
                 match i {
                     Instruction::Meter(id) => meter = Some(Action::Meter(*id)),
                     Instruction::ApplyActions(a) => {
                         apply = actions_from_of(a)?;
-                        out_max_len = out_max_lens(a);
+                        apply_of = a.as_slice();
+                    }
+                    Instruction::ClearActions => clear = true,
+                    Instruction::WriteActions(a) => {
+                        write = Some(actions_from_of(a)?);
+                        write_of = a.as_slice();
                     }
                     Instruction::WriteMetadata(v, mk) => {
                         metadata = Some(Action::WriteMetadata(v & mk, *mk))
@@ -751,15 +784,24 @@ impl Flows {
                         }
                         goto = Some(*t);
                     }
-                    // Write-actions and clear-actions: no action set.
-                    _ => return Err(OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST)),
                 }
             }
             // The instructions' order (5.9): meter, apply-actions,
-            // write-metadata, goto-table.
+            // clear-actions, write-actions, write-metadata, goto-table.
             shown.extend(meter);
             shown.extend(apply);
+            if clear {
+                shown.push(Action::ClearActions);
+            }
+            if let Some(w) = write {
+                if w.len() > u16::MAX as usize {
+                    return Err(OfpError::new(et::BAD_INSTRUCTION, bic::BAD_LEN));
+                }
+                shown.push(Action::WriteActions(w.len() as u16));
+                shown.extend(w);
+            }
             shown.extend(metadata);
+            out_max_len = out_max_lens(apply_of.iter().chain(write_of));
             super::prereq::check(&shown, &key, &mask)
                 .map_err(|_| OfpError::new(et::BAD_ACTION, bac::MATCH_INCONSISTENT))?;
         }
@@ -767,7 +809,7 @@ impl Flows {
             w.compile(&self.groups, &self.mixed, &snap.meters, &shown, goto)
                 .map_err(|e| e.of)?
         } else {
-            Box::default()
+            super::Compiled::default()
         };
         let n = match m.command {
             fc::ADD => {
@@ -790,8 +832,9 @@ impl Flows {
                     cookie: m.cookie,
                     key,
                     mask,
-                    plain: super::exec::Plain::of(&compiled, goto),
-                    actions: compiled,
+                    plain: super::exec::Plain::of(&compiled.actions, goto),
+                    actions: compiled.actions,
+                    tail: compiled.tail,
                     shown: shown.into_boxed_slice(),
                     out_max_len,
                     goto,
@@ -1056,10 +1099,6 @@ mod tests {
         assert_eq!(
             f.flow_mod(&fm(fc::ADD, 3, 1, vec![], vec![Instruction::GotoTable(2)])),
             Err(OfpError::new(et::BAD_INSTRUCTION, bic::BAD_TABLE_ID))
-        );
-        assert_eq!(
-            f.flow_mod(&fm(fc::ADD, 0, 1, vec![], vec![Instruction::ClearActions])),
-            Err(OfpError::new(et::BAD_INSTRUCTION, bic::UNSUP_INST))
         );
         let grp = Instruction::ApplyActions(vec![openflow::Action::Group(1)]);
         assert_eq!(

@@ -135,16 +135,40 @@ fn after(a: &Action, k: &mut Known) {
 
 /// Checks that every action of a flow matching (`key`, `mask`) has its
 /// prerequisites; the error names the first that does not.
+/// The actions a `write_actions(...)` writes are checked in the order the
+/// action set runs them (`exec::set_slot`: a push before the set-fields),
+/// from what the apply-actions before leave known.
 pub(super) fn check(acts: &[Action], key: &Key, mask: &Key) -> Result<(), String> {
     let mut k = Known::of(key, mask);
-    for a in acts {
-        if let Some(what) = missing(a, &k) {
-            return Err(format!(
-                "action {} requires {what} (missing prerequisite)",
-                super::text::format_actions(std::slice::from_ref(a), None)
-            ));
+    let mut i = 0;
+    while i < acts.len() {
+        let a = &acts[i];
+        i += 1;
+        if let Action::WriteActions(n) = *a {
+            let end = (i + n as usize).min(acts.len());
+            let mut written: Vec<&Action> = acts[i..end].iter().collect();
+            written.sort_by_key(|a| super::exec::set_slot(a));
+            let mut w = k;
+            for a in written {
+                need(a, &w)?;
+                after(a, &mut w);
+            }
+            i = end;
+            continue;
         }
+        need(a, &k)?;
         after(a, &mut k);
     }
     Ok(())
+}
+
+/// Err naming `a` if it misses a prerequisite.
+fn need(a: &Action, k: &Known) -> Result<(), String> {
+    match missing(a, k) {
+        Some(what) => Err(format!(
+            "action {} requires {what} (missing prerequisite)",
+            super::text::format_actions(std::slice::from_ref(a), None)
+        )),
+        None => Ok(()),
+    }
 }

@@ -171,6 +171,23 @@ pub enum Action {
         /// They change headers: run on a copy of the frame.
         copy: bool,
     },
+    /// `clear_actions` (the instruction, after the apply-actions): the
+    /// packet's action set becomes empty.
+    ClearActions,
+    /// `write_actions(...)` (the instruction, after `clear_actions`): the
+    /// next N actions are merged into the packet's action set (one per
+    /// type, one set-field per field; the last written wins), which runs
+    /// when the pipeline ends (OpenFlow 1.3, 5.10).
+    WriteActions(u16),
+    /// Compiled: the next `len` actions are the action set's entry of
+    /// `slot` (`exec::set_slot`), written there when the flow runs
+    /// (never parsed or printed).
+    Write {
+        /// The entry's slot: its place in the set's order.
+        slot: u8,
+        /// Actions after it that are the entry's.
+        len: u16,
+    },
 }
 
 impl Action {
@@ -207,6 +224,9 @@ impl Action {
                 | Action::Select(_)
                 | Action::Failover(_)
                 | Action::SelBucket { .. }
+                | Action::ClearActions
+                | Action::WriteActions(_)
+                | Action::Write { .. }
         )
     }
 }
@@ -793,8 +813,54 @@ fn set_field(v: &str, f: &str) -> Result<Action, String> {
     })
 }
 
+/// A piece of an action list: an action, or the parentheses of
+/// `write_actions(...)`.
+enum Tok<'a> {
+    Act(&'a str),
+    Open,
+    Close,
+}
+
+/// The pieces of action list `s` ([`tokens`]), with `write_actions(`
+/// and its `)` as pieces of their own.
+fn write_tokens(s: &str) -> Result<Vec<Tok<'_>>, String> {
+    const OPEN: &str = "write_actions(";
+    let mut out = Vec::new();
+    let mut open = false;
+    for t in tokens(s) {
+        let mut t = t;
+        if !open
+            && t.get(..OPEN.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(OPEN))
+        {
+            out.push(Tok::Open);
+            open = true;
+            t = &t[OPEN.len()..];
+        }
+        if open {
+            if let Some(x) = t.strip_suffix(')') {
+                if !x.is_empty() {
+                    out.push(Tok::Act(x));
+                }
+                out.push(Tok::Close);
+                open = false;
+                continue;
+            }
+        }
+        if !t.is_empty() {
+            out.push(Tok::Act(t));
+        }
+    }
+    if open {
+        return Err("write_actions( has no closing parenthesis".into());
+    }
+    Ok(out)
+}
+
 /// Parses an action list (and the `meter` and `write_metadata`
-/// instructions that go with it, first and last, and `goto_table`);
+/// instructions that go with it, first and last, `clear_actions` and
+/// `write_actions(...)` between them, and `goto_table`), in ovs-ofctl's
+/// order of the instructions;
 /// `tagged`: the match guarantees a VLAN tag (`mod_vlan_vid` then pushes
 /// none). Prerequisites are [`super::prereq::check`]'s.
 pub(super) fn parse_actions(
@@ -805,7 +871,39 @@ pub(super) fn parse_actions(
     let mut acts = Vec::new();
     let mut goto = None;
     let mut drop = false;
-    for t in tokens(s) {
+    // The `WriteActions` being filled (its index in `acts`), and whether
+    // a `clear_actions` or `write_actions` came (no apply action after).
+    let mut writing: Option<usize> = None;
+    let mut instr = false;
+    for tok in write_tokens(s)? {
+        let t = match tok {
+            Tok::Open => {
+                if goto.is_some() || acts.iter().any(|a| matches!(a, Action::WriteMetadata(..))) {
+                    return Err("write_actions after write_metadata or goto_table \
+                                (the order: meter, actions, clear_actions, write_actions, \
+                                write_metadata, goto_table)"
+                        .into());
+                }
+                if acts.iter().any(|a| matches!(a, Action::WriteActions(_))) {
+                    return Err("write_actions given twice".into());
+                }
+                writing = Some(acts.len());
+                instr = true;
+                acts.push(Action::WriteActions(0));
+                continue;
+            }
+            Tok::Close => {
+                if let Some(w) = writing.take() {
+                    let n = acts.len() - w - 1;
+                    if n > u16::MAX as usize {
+                        return Err("write_actions: too many actions".into());
+                    }
+                    acts[w] = Action::WriteActions(n as u16);
+                }
+                continue;
+            }
+            Tok::Act(t) => t,
+        };
         if goto.is_some() {
             return Err(format!(
                 "action {t:?} after goto_table (goto_table must be last)"
@@ -820,10 +918,36 @@ pub(super) fn parse_actions(
         let lower = name.to_ascii_lowercase();
         let name = lower.as_str();
         let need = |what: &str| arg.ok_or_else(|| format!("action {name}: needs :{what}"));
+        let instruction = matches!(
+            name,
+            "drop" | "meter" | "write_metadata" | "goto_table" | "clear_actions"
+        );
+        if writing.is_some() && instruction {
+            return Err(format!(
+                "action {t:?} inside write_actions(...) (it takes actions only)"
+            ));
+        }
+        if writing.is_none() && instr && !instruction {
+            return Err(format!(
+                "action {t:?} after clear_actions or write_actions (the order: meter, \
+                 actions, clear_actions, write_actions, write_metadata, goto_table)"
+            ));
+        }
         let a = match name {
             "drop" => {
                 drop = true;
                 continue;
+            }
+            "clear_actions" => {
+                if instr {
+                    return Err(
+                        "clear_actions after clear_actions or write_actions (the order: \
+                         meter, actions, clear_actions, write_actions, write_metadata, goto_table)"
+                            .into(),
+                    );
+                }
+                instr = true;
+                Action::ClearActions
             }
             "output" => match need("port")? {
                 p if p.eq_ignore_ascii_case("normal") => Action::Normal,
@@ -1146,66 +1270,23 @@ pub fn format_match(key: &Key, mask: &Key) -> String {
 }
 
 /// Actions and goto in ovs-ofctl syntax (`drop` for none).
+/// (`write_actions(...)` with the actions it writes, as ovs-ofctl
+/// prints it.)
 pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
-    let mut parts: Vec<String> = acts
-        .iter()
-        .map(|a| match a {
-            Action::Output(p) => format!("output:{p}"),
-            Action::Flood => "FLOOD".into(),
-            Action::All => "ALL".into(),
-            Action::InPort => "IN_PORT".into(),
-            Action::Normal => "NORMAL".into(),
-            Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
-            Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
-            Action::DecTtl => "dec_ttl".into(),
-            Action::SetNwSrc(a) => format!("mod_nw_src:{}", Ipv4Addr::from(*a)),
-            Action::SetNwDst(a) => format!("mod_nw_dst:{}", Ipv4Addr::from(*a)),
-            Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
-            Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
-            Action::PopVlan => "strip_vlan".into(),
-            Action::PushVlan(t) => format!("push_vlan:0x{t:04x}"),
-            Action::SetVlanVid(v) => format!("set_field:{}->vlan_vid", 0x1000 | v),
-            Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
-            Action::Group(g) => format!("(outputs of set {g})"),
-            Action::OfGroup(g) => format!("group:{g}"),
-            Action::Controller(m) => format!("CONTROLLER:{m}"),
-            Action::SetEthType(t) => format!("set_field:0x{t:04x}->eth_type"),
-            Action::SetIpDscp(d) => format!("set_field:{d}->ip_dscp"),
-            Action::SetIpEcn(e) => format!("set_field:{e}->ip_ecn"),
-            Action::SetNwProto(p) => format!("set_field:{p}->ip_proto"),
-            Action::SetIcmpType(t) => format!("set_field:{t}->icmp_type"),
-            Action::SetIcmpCode(c) => format!("set_field:{c}->icmp_code"),
-            Action::SetArpOp(op) => format!("set_field:{op}->arp_op"),
-            Action::SetArpSpa(a) => format!("set_field:{}->arp_spa", Ipv4Addr::from(*a)),
-            Action::SetArpTpa(a) => format!("set_field:{}->arp_tpa", Ipv4Addr::from(*a)),
-            Action::SetArpSha(m) => format!("set_field:{}->arp_sha", mac_str(*m)),
-            Action::SetArpTha(m) => format!("set_field:{}->arp_tha", mac_str(*m)),
-            Action::SetIp6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
-            Action::SetIp6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
-            Action::SetIp6Flabel(l) => format!("set_field:{l}->ipv6_label"),
-            Action::SetNdTarget(a) => format!("set_field:{}->nd_target", Ipv6Addr::from(*a)),
-            Action::SetNdSll(m) => format!("set_field:{}->nd_sll", mac_str(*m)),
-            Action::SetNdTll(m) => format!("set_field:{}->nd_tll", mac_str(*m)),
-            Action::SetMplsLabel(l) => format!("set_field:{l}->mpls_label"),
-            Action::SetMplsTc(t) => format!("set_field:{t}->mpls_tc"),
-            Action::SetMplsBos(b) => format!("set_field:{b}->mpls_bos"),
-            Action::SetTunnelId(t) => format!("set_field:0x{t:x}->tun_id"),
-            Action::SetNwTtl(t) => format!("set_nw_ttl:{t}"),
-            Action::PushMpls(t) => format!("push_mpls:0x{t:04x}"),
-            Action::PopMpls(t) => format!("pop_mpls:0x{t:04x}"),
-            Action::SetMplsTtl(t) => format!("set_mpls_ttl:{t}"),
-            Action::DecMplsTtl => "dec_mpls_ttl".into(),
-            Action::CopyTtlOut => "copy_ttl_out".into(),
-            Action::CopyTtlIn => "copy_ttl_in".into(),
-            Action::Meter(m) => format!("meter:{m}"),
-            Action::WriteMetadata(v, m) if *m == u64::MAX => format!("write_metadata:0x{v:x}"),
-            Action::WriteMetadata(v, m) => format!("write_metadata:0x{v:x}/0x{m:x}"),
-            Action::Bucket(n) => format!("(bucket of {n})"),
-            Action::Select(n) => format!("(select of {n})"),
-            Action::Failover(n) => format!("(fast failover of {n})"),
-            Action::SelBucket { weight, .. } => format!("(select bucket, weight {weight})"),
-        })
-        .collect();
+    let mut parts: Vec<String> = Vec::with_capacity(acts.len() + 1);
+    let mut i = 0;
+    while i < acts.len() {
+        let a = &acts[i];
+        i += 1;
+        if let Action::WriteActions(n) = *a {
+            let end = (i + n as usize).min(acts.len());
+            let inner: Vec<String> = acts[i..end].iter().map(action_str).collect();
+            parts.push(format!("write_actions({})", inner.join(",")));
+            i = end;
+        } else {
+            parts.push(action_str(a));
+        }
+    }
     if let Some(g) = goto {
         parts.push(format!("goto_table:{g}"));
     }
@@ -1213,5 +1294,68 @@ pub fn format_actions(acts: &[Action], goto: Option<u8>) -> String {
         "drop".into()
     } else {
         parts.join(",")
+    }
+}
+
+/// One action in ovs-ofctl syntax.
+fn action_str(a: &Action) -> String {
+    match a {
+        Action::Output(p) => format!("output:{p}"),
+        Action::Flood => "FLOOD".into(),
+        Action::All => "ALL".into(),
+        Action::InPort => "IN_PORT".into(),
+        Action::Normal => "NORMAL".into(),
+        Action::SetDlSrc(m) => format!("mod_dl_src:{}", mac_str(*m)),
+        Action::SetDlDst(m) => format!("mod_dl_dst:{}", mac_str(*m)),
+        Action::DecTtl => "dec_ttl".into(),
+        Action::SetNwSrc(a) => format!("mod_nw_src:{}", Ipv4Addr::from(*a)),
+        Action::SetNwDst(a) => format!("mod_nw_dst:{}", Ipv4Addr::from(*a)),
+        Action::SetTpSrc(p) => format!("mod_tp_src:{p}"),
+        Action::SetTpDst(p) => format!("mod_tp_dst:{p}"),
+        Action::PopVlan => "strip_vlan".into(),
+        Action::PushVlan(t) => format!("push_vlan:0x{t:04x}"),
+        Action::SetVlanVid(v) => format!("set_field:{}->vlan_vid", 0x1000 | v),
+        Action::SetVlanPcp(p) => format!("set_field:{p}->vlan_pcp"),
+        Action::Group(g) => format!("(outputs of set {g})"),
+        Action::OfGroup(g) => format!("group:{g}"),
+        Action::Controller(m) => format!("CONTROLLER:{m}"),
+        Action::SetEthType(t) => format!("set_field:0x{t:04x}->eth_type"),
+        Action::SetIpDscp(d) => format!("set_field:{d}->ip_dscp"),
+        Action::SetIpEcn(e) => format!("set_field:{e}->ip_ecn"),
+        Action::SetNwProto(p) => format!("set_field:{p}->ip_proto"),
+        Action::SetIcmpType(t) => format!("set_field:{t}->icmp_type"),
+        Action::SetIcmpCode(c) => format!("set_field:{c}->icmp_code"),
+        Action::SetArpOp(op) => format!("set_field:{op}->arp_op"),
+        Action::SetArpSpa(a) => format!("set_field:{}->arp_spa", Ipv4Addr::from(*a)),
+        Action::SetArpTpa(a) => format!("set_field:{}->arp_tpa", Ipv4Addr::from(*a)),
+        Action::SetArpSha(m) => format!("set_field:{}->arp_sha", mac_str(*m)),
+        Action::SetArpTha(m) => format!("set_field:{}->arp_tha", mac_str(*m)),
+        Action::SetIp6Src(a) => format!("set_field:{}->ipv6_src", Ipv6Addr::from(*a)),
+        Action::SetIp6Dst(a) => format!("set_field:{}->ipv6_dst", Ipv6Addr::from(*a)),
+        Action::SetIp6Flabel(l) => format!("set_field:{l}->ipv6_label"),
+        Action::SetNdTarget(a) => format!("set_field:{}->nd_target", Ipv6Addr::from(*a)),
+        Action::SetNdSll(m) => format!("set_field:{}->nd_sll", mac_str(*m)),
+        Action::SetNdTll(m) => format!("set_field:{}->nd_tll", mac_str(*m)),
+        Action::SetMplsLabel(l) => format!("set_field:{l}->mpls_label"),
+        Action::SetMplsTc(t) => format!("set_field:{t}->mpls_tc"),
+        Action::SetMplsBos(b) => format!("set_field:{b}->mpls_bos"),
+        Action::SetTunnelId(t) => format!("set_field:0x{t:x}->tun_id"),
+        Action::SetNwTtl(t) => format!("set_nw_ttl:{t}"),
+        Action::PushMpls(t) => format!("push_mpls:0x{t:04x}"),
+        Action::PopMpls(t) => format!("pop_mpls:0x{t:04x}"),
+        Action::SetMplsTtl(t) => format!("set_mpls_ttl:{t}"),
+        Action::DecMplsTtl => "dec_mpls_ttl".into(),
+        Action::CopyTtlOut => "copy_ttl_out".into(),
+        Action::CopyTtlIn => "copy_ttl_in".into(),
+        Action::Meter(m) => format!("meter:{m}"),
+        Action::WriteMetadata(v, m) if *m == u64::MAX => format!("write_metadata:0x{v:x}"),
+        Action::WriteMetadata(v, m) => format!("write_metadata:0x{v:x}/0x{m:x}"),
+        Action::Bucket(n) => format!("(bucket of {n})"),
+        Action::Select(n) => format!("(select of {n})"),
+        Action::Failover(n) => format!("(fast failover of {n})"),
+        Action::SelBucket { weight, .. } => format!("(select bucket, weight {weight})"),
+        Action::ClearActions => "clear_actions".into(),
+        Action::WriteActions(n) => format!("(write_actions of {n})"),
+        Action::Write { slot, len } => format!("(action set slot {slot} of {len})"),
     }
 }
