@@ -44,27 +44,27 @@ test-python:
 	python3 scripts/test.py python python-system python-serial
 
 # os-ken's OpenFlow 1.3 switch test suite (991 tests) against turnoutd,
-# held to the floor of tests/turnoutd/osken_suite_floor.json (docs/flows.md,
+# held to the floor of python/tests/turnoutd/osken_suite_floor.json (docs/flows.md,
 # "The os-ken switch test suite"). Not in `make test` (its run alone is
 # minutes, and the suite's throughput phases grow it to about half an hour
 # once groups and meters install); .ci/run runs it after `make test`.
 test-openflow: export TURNOUT_REQUIRE_PEERS ?= 1
 test-openflow: setup
-	$(PY)/pytest -q -s tests/turnoutd/test_osken_suite.py
+	$(PY)/pytest -q -s python/tests/turnoutd/test_osken_suite.py
 
 # The same suite against turnoutd and Open vSwitch (userspace) in one run,
 # per folder side by side, written to results/osken-suite.json; twice
 # `test-openflow`'s time.
 test-openflow-compare: setup
 	mkdir -p results
-	$(PY)/python tests/turnoutd/osken_suite.py --target turnoutd --target ovs \
+	$(PY)/python python/tests/turnoutd/osken_suite.py --target turnoutd --target ovs \
 		--json results/osken-suite.json
 
-# Faucet's checks (tests/turnoutd/test_faucet.py) against turnoutd and Open
+# Faucet's checks (python/tests/turnoutd/test_faucet.py) against turnoutd and Open
 # vSwitch, TURNOUT_FAUCET_RUNS runs each (default 10), for comparison.
 test-faucet-compare: setup
 	TURNOUT_FAUCET_TARGETS=turnoutd,ovs TURNOUT_FAUCET_RUNS=$${TURNOUT_FAUCET_RUNS:-10} \
-		$(PY)/pytest -q -s tests/turnoutd/test_faucet.py
+		$(PY)/pytest -q -s python/tests/turnoutd/test_faucet.py
 
 # The main job: the default campaign (every scenario, every available SUT,
 # 64 B and 1518 B) and its report.

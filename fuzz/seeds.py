@@ -458,7 +458,7 @@ for k, v in streams.items():
     put("openflow_msg", k, v)
 
 # cni_stdin: the environment lines (command, container id, ifname, netns),
-# then the network configurations of tests/turnoutd/test_cni.py.
+# then the network configurations of python/tests/turnoutd/test_cni.py.
 CNI_ENV = "ADD\nbad1\neth0\n/var/run/netns/tcni-pod\n"
 
 

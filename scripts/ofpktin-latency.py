@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "turnoutd"))
+sys.path.insert(0, str(ROOT / "python" / "tests" / "turnoutd"))
 from harness import Turnoutd, wait_for  # noqa: E402
 
 MAGIC = b"ofwake-lat"

@@ -13,7 +13,7 @@ APT_PACKAGES=(
   iperf3 iputils-ping netsniff-ng tcpdump      # kernel-stack peers and tools
   chromium                     # report rendering test
   qemu-system-x86 busybox-static lz4           # vhost-user guest test (tests/vm)
-  containernetworking-plugins  # host-local / static IPAM, tuning: turnout-cni tests (tests/turnoutd/test_cni.py)
+  containernetworking-plugins  # host-local / static IPAM, tuning: turnout-cni tests (python/tests/turnoutd/test_cni.py)
   openssh-server               # sshd of the remote campaign's namespace hosts (python/tests/test_remote_system.py)
 )
 
@@ -62,7 +62,7 @@ python_envs() {
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q -e 'python[dev]'
   fi
-  # os-ken, the OpenFlow controller of tests/turnoutd/test_openflow_controller.py,
+  # os-ken, the OpenFlow controller of python/tests/turnoutd/test_openflow_controller.py,
   # in a venv of its own (its eventlet/oslo dependencies stay out of the
   # workbench's). Ryu does not run on Python 3.11.
   OSKEN_VERSION=4.2.2
@@ -73,7 +73,7 @@ python_envs() {
     echo "setup: installing os-ken $OSKEN_VERSION into .venv-osken"
     .venv-osken/bin/pip install -q "os-ken==$OSKEN_VERSION"
   fi
-  # Faucet, the production OpenFlow controller of tests/turnoutd/test_faucet.py,
+  # Faucet, the production OpenFlow controller of python/tests/turnoutd/test_faucet.py,
   # on os-ken too, but in a venv of its own: faucet 1.10.12 pins os_ken==3.1.0
   # (the os-ken switch suite above runs on 4.2.2). Every dependency resolves
   # from PyPI on Python 3.11.
@@ -92,7 +92,7 @@ python_envs >target/setup-python.log 2>&1 &
 python_pid=$!
 
 # The release binaries, and the one example a test runs: the lying memif /
-# vhost-user peer of tests/turnoutd/test_hostile.py, with the ports crate's
+# vhost-user peer of python/tests/turnoutd/test_hostile.py, with the ports crate's
 # test-utils feature (which the binaries never carry). The other examples
 # (callgrind instruments, loops) are `make build`'s.
 echo "setup: building the Rust workspace (release)"

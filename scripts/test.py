@@ -323,19 +323,28 @@ def pytest(args: list[str], name: str, log: TextIO, out: Outcome) -> None:
             out.failures.append(label)
 
 
+#: The system tests of the real turnoutd: a tree of their own under
+#: python/tests (its own conftest and helpers), run apart from the rest of
+#: python/tests so that the two trees can run at once.
+TURNOUTD_TREE = "python/tests/turnoutd"
+#: The rest of python/tests: the workbench's tests.
+WORKBENCH = ["python/tests", f"--ignore={TURNOUTD_TREE}"]
+#: os-ken's switch suite: `make test-openflow`, not `make test`.
+OSKEN_SUITE = f"--ignore={TURNOUTD_TREE}/test_osken_suite.py"
+
+
 def step_python(log: TextIO, out: Outcome) -> None:
     """The workbench's tests without peers, two at a time (pytest-xdist)."""
-    pytest(["-m", "not system", "-n", "2", "python/tests"], "python", log, out)
+    pytest(["-m", "not system", "-n", "2", *WORKBENCH], "python", log, out)
 
 
 def step_python_system(log: TextIO, out: Outcome) -> None:
-    """The Python system tests (marked `system`; all of tests/turnoutd) but
+    """The Python system tests (marked `system`; all of python/tests/turnoutd) but
     those marked `serial`: the two trees at once (one after the other with
     `--serial`), each one test at a time."""
-    suite = "--ignore=tests/turnoutd/test_osken_suite.py"  # make test-openflow's
     trees(log, out, [
-        (["-m", f"system and not {SERIAL_MARK}", "python/tests"], "python-system"),
-        (["-m", f"not {SERIAL_MARK}", "tests/turnoutd", suite], "turnoutd-system"),
+        (["-m", f"system and not {SERIAL_MARK}", *WORKBENCH], "python-system"),
+        (["-m", f"not {SERIAL_MARK}", TURNOUTD_TREE, OSKEN_SUITE], "turnoutd-system"),
     ], at_once=not SERIAL)
 
 
@@ -343,10 +352,9 @@ def step_python_serial(log: TextIO, out: Outcome) -> None:
     """The Python system tests marked `serial` (they measure rates, timing or
     CPU, or isolate CPUs machine-wide): one at a time, alone (after every
     lane)."""
-    suite = "--ignore=tests/turnoutd/test_osken_suite.py"
     trees(log, out, [
-        (["-m", f"system and {SERIAL_MARK}", "python/tests"], "python-serial"),
-        (["-m", SERIAL_MARK, "tests/turnoutd", suite], "turnoutd-serial"),
+        (["-m", f"system and {SERIAL_MARK}", *WORKBENCH], "python-serial"),
+        (["-m", SERIAL_MARK, TURNOUTD_TREE, OSKEN_SUITE], "turnoutd-serial"),
     ], at_once=False)
 
 

@@ -22,7 +22,7 @@ import pytest
 from turnout import cli
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "turnoutd"))
+sys.path.insert(0, str(REPO / "python" / "tests" / "turnoutd"))
 from harness import Turnoutd, turnoutd_binary, wait_for  # noqa: E402
 
 pytestmark = pytest.mark.system

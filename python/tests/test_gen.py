@@ -375,8 +375,8 @@ def test_the_run_queue_wait_is_the_data_paths_when_the_sut_pins_threads():
 def test_a_trial_keeps_how_the_sut_waited():
     """extra.sut_wake: the SUT's wake-up state after the traffic (turnoutd's
     regime, why, the wake-up p99 it decided on) and its sleep counters over
-    the traffic, read before and after it (issue 31: the regime a trial
-    really ran in, not guessed from its CPU)."""
+    the traffic, read before and after it (the regime a trial really ran
+    in, not guessed from its CPU)."""
     reads: list[int] = []
 
     def state() -> dict:

@@ -21,6 +21,8 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +31,9 @@ from test_report import fill_campaign
 from turnout import testpeers
 from turnout.report import build_report
 from turnout.results import ResultsDB
+
+if TYPE_CHECKING:
+    from turnout.report.build import ReportOutput
 
 #: Chromium, a process of its own (docs/testing.md, system tests).
 pytestmark = pytest.mark.system
@@ -113,6 +118,17 @@ def _png_size(path) -> tuple[int, int]:
     return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
 
 
+@pytest.fixture(scope="module")
+def base_report(tmp_path_factory: pytest.TempPathFactory) -> ReportOutput:
+    """The report of a campaign with every kind of result, built once for
+    the tests that only read it (each writes its probe page beside it)."""
+    testpeers.need(CHROMIUM, "chromium not installed (Debian package chromium)")
+    d: Path = tmp_path_factory.mktemp("base-report")
+    with ResultsDB(d / "results.db") as db:
+        fill_campaign(db, "base")
+    return build_report(d / "results.db", "base", d / "report")
+
+
 def test_the_verdict_is_in_the_first_screen_and_nothing_scrolls_sideways(tmp_path):
     """The default campaign's shape (18 verdict rows, six SUTs, OVS-DPDK's
     long skip reason on every cell but one) at 1400 × 900: the matrix is
@@ -145,17 +161,13 @@ def test_the_verdict_is_in_the_first_screen_and_nothing_scrolls_sideways(tmp_pat
     assert _png_size(shot) == (WIDTH, HEIGHT)
 
 
-def test_the_overflow_check_sees_a_table_wider_than_the_page(tmp_path):
+def test_the_overflow_check_sees_a_table_wider_than_the_page(tmp_path, base_report):
     """The control: a table whose one cell cannot wrap and is wider than the
     window is seen overflowing, and so is the page (the checks above can
     fail)."""
-    testpeers.need(CHROMIUM, "chromium not installed (Debian package chromium)")
-    db_path = tmp_path / "results.db"
-    with ResultsDB(db_path) as db:
-        fill_campaign(db, "base", with_everything=False)
-    out = build_report(db_path, "base", tmp_path / "report")
+    out = base_report
     text = out.page.read_text(encoding="utf-8")
-    probe = out.page.with_name("browser-check.html")
+    probe = out.page.with_name("browser-check-wide.html")
     probe.write_text(text.replace("</body>", _PROBE.replace("CONTROL", "W" * 400) + "</body>"),
                      encoding="utf-8")
     dom = _dump_dom(probe, tmp_path / "chromium-profile")
@@ -167,12 +179,8 @@ def test_the_overflow_check_sees_a_table_wider_than_the_page(tmp_path):
     assert found["page"]["scroll"] > found["page"]["client"]
 
 
-def test_page_renders_in_chromium(tmp_path):
-    testpeers.need(CHROMIUM, "chromium not installed (Debian package chromium)")
-    db_path = tmp_path / "results.db"
-    with ResultsDB(db_path) as db:
-        fill_campaign(db, "base")
-    out = build_report(db_path, "base", tmp_path / "report")
+def test_page_renders_in_chromium(tmp_path, base_report):
+    out = base_report
     dom, found = _probe(out, tmp_path)
 
     images = {i["src"]: i for i in found["images"]}

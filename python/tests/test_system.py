@@ -168,7 +168,7 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
             assert t.extra["cpu_window"] == "traffic"
             roles = {c["role"] for c in t.cpu}
             assert {"sut", "tester"} <= roles, roles
-            # how its workers waited, by their own account (issue 31)
+            # how its workers waited, by their own account
             ws = t.extra["sut_wake"]["workers"]
             assert ws and sum(w["packets"] for w in ws) > 0, ws
             assert all(w["regime"] in ("poll", "interrupt", "moderate") for w in ws), ws

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "turnoutd"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "tests" / "turnoutd"))
 from harness import Testpmd, Turnoutd, stop_pid, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

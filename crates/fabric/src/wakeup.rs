@@ -398,7 +398,7 @@ impl Inflow {
 /// slower than the gap between frames was dropped — at 10 kpps anything
 /// over 100 µs, the default budget — so the measured p99 could not exceed
 /// the budget however slow this host's tail was, and the worker slept
-/// between frames that then waited milliseconds (issue 31). Kept, a probe
+/// between frames that then waited milliseconds. Kept, a probe
 /// is what a frame arriving at a random moment of the sleep sees: when a
 /// kick came first and the worker was already being woken, its sample is
 /// the rest of that wake-up, which is what such a frame waits. So the
@@ -678,7 +678,7 @@ impl Policy {
     /// signalled at random moments, weigh it by its length as the frames
     /// do (probe_sample). With the timer's p99 alone, budget 1000 napped
     /// 945 µs on this VM in a trial whose timer p99 was 55 µs and wake-up
-    /// p99 239 µs, and its p99 at 10 kpps was 1.18 ms (2026-11-29).
+    /// p99 239 µs, and its p99 at 10 kpps was 1.18 ms (quiet).
     fn overshoot(&self) -> u64 {
         self.timer.p99.max(self.wake.p99)
     }
@@ -1660,7 +1660,7 @@ mod tests {
     }
 
     /// A policy on this VM with the default budget: 128 wake-ups with a p99
-    /// of 233 µs (as measured on 2026-11-29, quiet), so neither a wake-up
+    /// of 233 µs (as measured here, quiet), so neither a wake-up
     /// nor a nap fits in 100 µs and only contention could make it sleep.
     fn vm_default_budget() -> Policy {
         let mut p = Policy::new(100, 256, 0);
@@ -1694,10 +1694,10 @@ mod tests {
     /// Poll samples of a polling worker on this idle VM (no CPU hog): a
     /// pass, under a few µs, except now and then another process's run on
     /// the worker's CPU (the VM's agent: 2–3 ms a second on the SUT's
-    /// CPU in every turnoutd trial of 2026-11-29). Those trials' poll p99
-    /// was 143–587 µs over the last 128 samples while the frames' p99 was
-    /// 50–91 µs; with p99 against p99 one of three repetitions was judged
-    /// contended. Here: 3 s of samples, the stalls (0.3–1.4 ms) in their
+    /// CPU in every turnoutd trial of a quiet default campaign). Those
+    /// trials' poll p99 was 143–587 µs over the last 128 samples while the
+    /// frames' p99 was 50–91 µs; with p99 against p99 one of three
+    /// repetitions was judged contended. Here: 3 s of samples, the stalls (0.3–1.4 ms) in their
     /// worst places: one among the first 16 samples, three within 64.
     fn idle_vm_poll_samples() -> Vec<u64> {
         let stalls = [
@@ -1780,7 +1780,7 @@ mod tests {
 
     #[test]
     fn the_nap_and_the_wakeup_p99_fit_in_the_budget() {
-        // Budget 1000 on this VM (2026-11-29, quiet): wake-up p99 239 µs,
+        // Budget 1000 on this VM (quiet): wake-up p99 239 µs,
         // the naps' timer p99 55 µs. The nap leaves room for the larger:
         // 761 µs, not 945.
         let mut p = Policy::new(1000, 256, 0);

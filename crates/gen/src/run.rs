@@ -16,8 +16,8 @@ use crate::ports::{open_all_and_wait, open_and_wait, OpenError};
 use crate::report::{interval_line, Doc, FwdSection, PortSection, RxSection, TxSection, SCHEMA};
 use crate::spec::PortSpec;
 use crate::sys::{
-    now_ns, pin_to_cpu, snapshot_requested, stop_requested, thread_cpu_ns, wait_readable, OwnedTx,
-    MAX_WAIT_FDS,
+    now_ns, pin_to_cpu, snapshot_requested, stop_requested, stops, thread_cpu_ns, wait_readable,
+    OwnedTx, MAX_WAIT_FDS,
 };
 
 /// Frames per receive burst.
@@ -493,9 +493,12 @@ fn sender<'a>(
     })
 }
 
+/// The cool-down after sending: `s` seconds, or until a signal that
+/// arrives during it (one that ended the sending does not end it).
 fn cooldown_wait(s: f64) {
     let end = now_ns() + (s * 1e9) as u64;
-    while now_ns() < end && !stop_requested() {
+    let at = stops();
+    while now_ns() < end && stops() == at {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -643,9 +646,11 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         s2.stop(now);
     }
     let window = s.window(now);
-    // Cool-down: keep receiving the frames still in flight.
+    // Cool-down: keep receiving the frames still in flight, also when a
+    // signal ended the sending (a signal during the cool-down ends it).
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
-    while !stop_requested() {
+    let at = stops();
+    while stops() == at {
         poll_all(&mut r, &mut rxq, &mut batch);
         if let Some(q2) = rxq2.as_mut() {
             poll_all(&mut r, q2, &mut batch);

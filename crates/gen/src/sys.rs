@@ -3,7 +3,7 @@
 //! flag. Every libc call of the crate is here; the crate's other
 //! `unsafe` blocks only call `fabric::OwnedTx::new`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call on Linux/x86-64).
 /// This is the clock of the payload header's send timestamp, shared by every
@@ -96,7 +96,8 @@ pub fn wait_readable(fds: &[std::os::fd::RawFd], timeout_ms: i32) -> bool {
     rc > 0
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
+/// SIGINT and SIGTERM received so far.
+static STOPS: AtomicU32 = AtomicU32::new(0);
 static SNAPSHOT: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -104,15 +105,17 @@ extern "C" fn on_signal(sig: libc::c_int) {
     if sig == libc::SIGUSR1 {
         SNAPSHOT.store(true, Ordering::Relaxed);
     } else {
-        STOP.store(true, Ordering::Relaxed);
+        // A lock-free atomic add: async-signal-safe too.
+        STOPS.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-/// Installs SIGINT and SIGTERM handlers that set the stop flag (the run then
+/// Installs SIGINT and SIGTERM handlers that count the signal (the run then
 /// ends normally and prints its document), and a SIGUSR1 handler that asks
-/// the long-running roles for a snapshot document. A second signal still
-/// only sets the flag; the loops check it every iteration so they end
-/// promptly.
+/// the long-running roles for a snapshot document. A signal while sending
+/// ends the sending; the cool-down that follows still receives the frames
+/// in flight, and a signal during the cool-down ends it (`stops` read at
+/// its start). The loops check every iteration, so they end promptly.
 pub fn install_stop_handlers() -> std::io::Result<()> {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGUSR1] {
         // SAFETY: sigaction is plain data; zeroed is a valid empty mask with
@@ -134,7 +137,14 @@ pub fn install_stop_handlers() -> std::io::Result<()> {
 /// True once SIGINT or SIGTERM arrived.
 #[inline]
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::Relaxed)
+    stops() > 0
+}
+
+/// How many SIGINT and SIGTERM have arrived: a phase that notes it at its
+/// start ends at the next one.
+#[inline]
+pub fn stops() -> u32 {
+    STOPS.load(Ordering::Relaxed)
 }
 
 /// True (once) after SIGUSR1: print a snapshot document now.

@@ -5,6 +5,8 @@
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod gen_common;
+
 const GEN: &str = env!("CARGO_BIN_EXE_turnout-gen");
 
 fn run(args: &[&str]) -> Output {
@@ -391,5 +393,44 @@ fn a_txrx_that_receives_nothing_exits_4_unless_told_it_is_expected() {
     assert!(
         took > 0 && took <= 4000,
         "the sink took {took} of both runs' 4000"
+    );
+}
+
+/// A signal while txrx sends ends the sending, not the cool-down: the
+/// frames still in flight are received, so a stream stopped by Ctrl-C (or
+/// by a test once what it checks is over) loses nothing; a second signal
+/// ends the cool-down.
+#[test]
+fn a_signal_ends_the_sending_and_a_second_one_the_cooldown() {
+    let s = sock("signal");
+    let (tx, rx) = (format!("memif:{s}"), format!("memif:{s},role=server"));
+    let mut g = gen_common::Gen::spawn(&[
+        "txrx",
+        "--port",
+        &tx,
+        "--rx-port",
+        &rx,
+        "--rate-pps",
+        "10000",
+        "--cooldown-s",
+        "600",
+        "--interval-s",
+        "0.05",
+    ]);
+    g.wait_running();
+    g.interrupt();
+    // Ended at once, it would be gone well within this; in its cool-down
+    // it stays for 600 s.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(g.running(), "the first signal ended the cool-down too");
+    g.interrupt();
+    let (doc, errs) = g.finish(Duration::from_secs(30));
+    assert_eq!(doc["stopped_by"], "signal", "{doc} {errs:?}");
+    let sent = doc["tx"]["packets"].as_u64().unwrap();
+    assert!(sent > 0, "{doc}");
+    assert_eq!(
+        (doc["rx"]["packets"].as_u64(), doc["rx"]["lost"].as_u64()),
+        (Some(sent), Some(0)),
+        "{doc}"
     );
 }

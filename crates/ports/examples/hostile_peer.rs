@@ -52,7 +52,7 @@
 //! must.
 //!
 //! `cargo build --release -p ports --example hostile_peer`; used by
-//! `tests/turnoutd/test_hostile.py`.
+//! `python/tests/turnoutd/test_hostile.py`.
 
 use std::collections::BTreeMap;
 use std::os::fd::AsRawFd;

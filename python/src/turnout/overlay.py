@@ -55,7 +55,7 @@ from .portkind import KERNEL, PortKind, PortKindError
 from .results.models import Sut
 from .scenarios import Point, Unsupported, check
 from .sut.base import SutAdapter, SutError
-from .sut.overlay_host import VNI, VXLAN_PORT, HostWiring, OverlayHost
+from .sut.overlay_host import VNI, VXLAN_PORT, HostWiring, JointAccount, OverlayHost
 from .testbed import Testbed, is_root
 
 if TYPE_CHECKING:
@@ -141,7 +141,9 @@ class OverlaySut:
         assert host is not None  # overlay_support
         #: the switch of each host, as the adapter declares it
         self.hosts: list[OverlayHost] = [host(base, h) for h in HOSTS]
-        self.per_host = host.per_host
+        #: whether each host keeps its own account (``sample``); False: one
+        #: account for both, read by the first host (``JointAccount``)
+        self.per_host = not issubclass(host, JointAccount)
         self.kernel_note = host.kernel_note
         self.host_source = host.cost_source
         #: every probe's per-host samples (monotonic t, cycles, frames)
@@ -188,7 +190,9 @@ class OverlaySut:
         """Cycles of both hosts; frames = (received by A + received by B) / 2.
         Every host's own sample is kept in ``host_samples``."""
         if not self.per_host:  # the kernel's account: per CPU, both hosts at once
-            return self.hosts[0].joint_sample(self.hosts, self.cpus)
+            joint = self.hosts[0]
+            assert isinstance(joint, JointAccount), joint
+            return joint.joint_sample(self.hosts, self.cpus)
         now = time.monotonic()
         samples = [h.sample() for h in self.hosts]
         if any(s is None for s in samples):

@@ -95,6 +95,11 @@ impl Gen {
         );
     }
 
+    /// Whether it is still running (not exited yet).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Asks it to stop early (SIGINT, as Ctrl-C): it reports what it did.
     pub fn interrupt(&mut self) {
         if let Ok(None) = self.child.try_wait() {

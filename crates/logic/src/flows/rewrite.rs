@@ -689,7 +689,7 @@ mod tests {
     /// SCTP serializer takes the CRC of the Python text of the bytes
     /// (`str(bytearray)`), so its suite's frames carry a wrong checksum,
     /// and its expected frames another wrong one that no switch can
-    /// produce (issue 37: the 12 SCTP rewrites it reports as a checksum
+    /// produce (the suite reports its 12 SCTP rewrites as a checksum
     /// mismatch).
     #[test]
     fn sctp_port_rewrites_keep_a_correct_crc_correct_and_a_wrong_one_wrong() {

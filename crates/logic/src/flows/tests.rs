@@ -490,7 +490,8 @@ fn strip_vlan_removes_the_outer_tag() {
 /// A pop never makes a frame of Ethernet's smallest size (60 bytes
 /// without FCS) shorter: under 64 bytes, it ends in zero padding at 60
 /// (os-ken's suite expects its 60-byte MPLS frames popped to 60 bytes:
-/// the 6 "malformed" of issue 37); a shorter frame just loses 4 bytes.
+/// six of its cases failed as "malformed" before); a shorter frame just
+/// loses 4 bytes.
 #[test]
 fn pops_keep_frames_at_the_ethernet_minimum() {
     let f = flows(&[

@@ -1,7 +1,7 @@
 """The one client of turnoutd's control socket (JSON-RPC 2.0 over a unix
 socket, one JSON object per line: docs/turnoutd.md), used by ``turnout
 ctl``, the turnoutd SUT adapter (sut/turnoutd.py) and the test harness
-(tests/turnoutd/harness.py)."""
+(python/tests/turnoutd/harness.py)."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def _column(name: str) -> str:
 
 
 def _v5(conn: sqlite3.Connection) -> None:
-    """v5 (the test point as columns, issue 34): an openflow point's rule
+    """v5 (the test point as columns): an openflow point's rule
     set (rules, masks, outputs, acl, acl_at: TestPoint's fields) in columns
     of its own, filled in from the scenario name rows stored it in
     (``openflow/r100/m8/o2/acl1000-above``, TestPoint.stored_scenario)."""
@@ -191,7 +191,7 @@ def _v5(conn: sqlite3.Connection) -> None:
 
 
 def _v6(conn: sqlite3.Connection) -> None:
-    """v6 (the overlay's fields as columns, issue 34): each host's own cycles
+    """v6 (the overlay's fields as columns): each host's own cycles
     per frame of an overlay trial (turnout/overlay.py) in a column of trials,
     filled in from the per-host account older rows stored only in their
     extra JSON (``overlay_hosts``; the JSON stays as it was)."""

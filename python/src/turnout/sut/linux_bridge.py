@@ -19,11 +19,11 @@ __all__ = ["BridgeOverlayHost", "LinuxBridge"]
 
 class BridgeOverlayHost(OverlayHost):
     """A Linux bridge on one host of the overlay: the pod's veth and a
-    kernel ``vxlan`` netdev (nolearning, static FDB entries)."""
+    kernel ``vxlan`` netdev (nolearning, static FDB entries). A
+    ``JointAccount``: the kernel's softirq time is per CPU, not per host."""
 
     cost_source = ("kernel time of the SUT's CPUs outside processes (both hosts' bridges "
                    "and vxlan; interrupts that woke an idle CPU included)")
-    per_host = False  # the kernel's softirq time is per CPU, not per host
     kernel_note = ("both hosts' bridge and vxlan forwarding runs in the receive softirq of "
                    "their ports, steered to the SUT's CPUs by RPS (testbed)")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from ..measure.cost import CostSample
 from ..testbed import Testbed
@@ -20,7 +20,7 @@ from ..testbed import Testbed
 if TYPE_CHECKING:
     from .base import SutAdapter
 
-__all__ = ["VNI", "VXLAN_PORT", "HostWiring", "OverlayHost"]
+__all__ = ["VNI", "VXLAN_PORT", "HostWiring", "JointAccount", "OverlayHost"]
 
 VNI = 100
 VXLAN_PORT = 4789
@@ -48,9 +48,6 @@ class OverlayHost(abc.ABC):
 
     #: what its cycles are, both hosts summed (the overlay's cost source)
     cost_source: ClassVar[str] = ""
-    #: whether each host keeps its own account (``sample``); False: the
-    #: kernel's, per CPU, which ``joint_sample`` reads for both hosts
-    per_host: ClassVar[bool] = True
     #: where its forwarding runs when not in a process of its own ("": in
     #: its processes)
     kernel_note: ClassVar[str] = ""
@@ -78,12 +75,23 @@ class OverlayHost(abc.ABC):
         return []
 
     def sample(self) -> CostSample | None:
+        """This host's own cumulative cycles and received frames (None: no
+        sample now). A switch whose hosts share one account is a
+        ``JointAccount`` instead."""
         return None
-
-    def joint_sample(self, hosts: list[OverlayHost], cpus: list[int]) -> CostSample | None:
-        """Both hosts' cycles and frames carried (received by A + by B) / 2,
-        for a switch without an account per host (``per_host`` False)."""
-        raise NotImplementedError(f"{type(self).__name__} keeps an account per host")
 
     def teardown(self) -> None:
         return None
+
+
+@runtime_checkable
+class JointAccount(Protocol):
+    """An ``OverlayHost`` whose hosts keep no account of their own: one
+    account covers both (the kernel's time per CPU, where the Linux
+    bridge's hosts both forward), read once for the pair instead of
+    ``sample`` per host. Only the Linux bridge's host is one."""
+
+    def joint_sample(self, hosts: list[OverlayHost], cpus: list[int]) -> CostSample | None:
+        """Both hosts' cycles on ``cpus`` and frames carried (received by A
+        + received by B) / 2; None: no sample now."""
+        ...

@@ -14,7 +14,7 @@ clear error while the tables stay as they were.
 Nothing outside the namespaces is touched; they (and their veths) are
 deleted and turnoutd is ended by PID, also on failure. Needs root: missing,
 it skips, or fails under TURNOUT_REQUIRE_PEERS=1 (docs/testing.md). Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_flows.py
+cargo build --release -p turnoutd && .venv/bin/pytest -s python/tests/turnoutd/test_flows.py
 """
 
 from __future__ import annotations

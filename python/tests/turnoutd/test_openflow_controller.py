@@ -3,7 +3,7 @@
 Three host namespaces h1..h3 (10.0.0.1..3/24) wired by veths to a switch
 namespace where turnoutd runs the `flows` logic over af_packet ports with
 no flows at all, and connects (active mode, `tcp:127.0.0.1:PORT`) to an
-os-ken learning switch (tests/turnoutd/apps/osken_learning.py) listening in
+os-ken learning switch (python/tests/turnoutd/apps/osken_learning.py) listening in
 that namespace. The app installs the table-miss flow to the controller,
 learns MACs from packet-ins, installs flows and forwards with packet-outs:
 
@@ -20,7 +20,8 @@ Needs root and os-ken in .venv-osken (scripts/setup.sh creates it; or
 $TURNOUT_OSKEN_PYTHON): missing, it skips, or fails under
 TURNOUT_REQUIRE_PEERS=1. Nothing outside the namespaces is touched; the
 processes are ended by PID, also on failure. Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_openflow_controller.py
+cargo build --release -p turnoutd &&
+    .venv/bin/pytest -s python/tests/turnoutd/test_openflow_controller.py
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ Nothing outside the namespaces is touched; they are deleted and turnoutd is
 ended by PID, also on failure. Needs root and ovs-ofctl (scripts/setup.sh
 installs openvswitch-switch): missing, it skips, or fails under
 TURNOUT_REQUIRE_PEERS=1. Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_openflow.py
+cargo build --release -p turnoutd && .venv/bin/pytest -s python/tests/turnoutd/test_openflow.py
 """
 
 from __future__ import annotations

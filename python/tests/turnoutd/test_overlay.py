@@ -18,7 +18,7 @@ process we started is ended by PID, also on failure.
 Needs root, iperf3 and Open vSwitch (all from scripts/setup.sh): missing,
 they skip the test, or fail it under TURNOUT_REQUIRE_PEERS=1
 (turnout.testpeers, docs/testing.md). Run: cargo build --release -p turnoutd
-&& .venv/bin/pytest -s tests/turnoutd/test_overlay.py
+&& .venv/bin/pytest -s python/tests/turnoutd/test_overlay.py
 """
 
 from __future__ import annotations

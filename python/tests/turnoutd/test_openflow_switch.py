@@ -12,7 +12,8 @@
 
 Needs root, ovs-ofctl and os-ken in .venv-osken (scripts/setup.sh):
 missing, they skip, or fail under TURNOUT_REQUIRE_PEERS=1. Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_openflow_switch.py
+cargo build --release -p turnoutd &&
+    .venv/bin/pytest -s python/tests/turnoutd/test_openflow_switch.py
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Launcher of os-ken's OpenFlow switch test suite (``os_ken.tests.switch.tester``),
-run by tests/turnoutd/osken_suite.py with the Python of .venv-osken.
+run by python/tests/turnoutd/osken_suite.py with the Python of .venv-osken.
 
 os-ken 4 has no ``osken-manager``, and its default "native" hub never
 fires ``hub.Timeout`` (the tester then waits forever for a reply that does

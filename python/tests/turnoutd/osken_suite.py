@@ -12,7 +12,7 @@ Everything in one network namespace of its own (IPv6 off, so that the
 kernel sends nothing on the veths), with a private OVS (privovs.py) for the
 tester bridge, and the target either turnoutd (the `flows` logic, three
 af_packet ports, `datapath_id = 1`, connecting to the tester app) or a
-second OVS bridge. The tester app is tests/turnoutd/apps/osken_switch_tester.py
+second OVS bridge. The tester app is python/tests/turnoutd/apps/osken_switch_tester.py
 under .venv-osken's Python (os-ken 4.2.2, eventlet hub), the suite's
 tester.py unchanged but for one step on the tester switch (its
 ``steady_tester``: between tests the tester OVS bridge keeps its one flow
@@ -29,9 +29,9 @@ Everything started is stopped by PID and the namespace deleted, also on
 failure or Ctrl-C.
 
 As a command (the comparison, `make test-openflow-compare`):
-    .venv/bin/python tests/turnoutd/osken_suite.py --target turnoutd --target ovs
+    .venv/bin/python python/tests/turnoutd/osken_suite.py --target turnoutd --target ovs
 prints each target's counts per folder and the causes of its errors, and
-with --json FILE writes them. tests/turnoutd/test_osken_suite.py runs the
+with --json FILE writes them. python/tests/turnoutd/test_osken_suite.py runs the
 turnoutd target and holds it to the floor in osken_suite_floor.json.
 """
 

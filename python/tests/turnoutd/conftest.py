@@ -1,4 +1,6 @@
-"""tests/turnoutd: system tests of the real turnoutd (see harness.py)."""
+"""python/tests/turnoutd: system tests of the real turnoutd (see harness.py),
+a tree of its own that `make test` runs apart from the rest of python/tests
+(docs/testing.md, "Where tests live")."""
 
 import signal
 import sys

@@ -1,5 +1,5 @@
 """A learning switch for os-ken (OpenFlow 1.3), the controller of
-tests/turnoutd/test_openflow_controller.py.
+python/tests/turnoutd/test_openflow_controller.py.
 
 On connect it installs the table-miss flow (priority 0, everything to the
 controller, whole frames). Each packet-in teaches it the source MAC's port;

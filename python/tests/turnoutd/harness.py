@@ -5,7 +5,7 @@ sockets, /var/run/dpdk/<prefix>) — also when a test fails.
 Also the OpenFlow lab (OpenflowLab, openflow_lab): turnoutd with an OpenFlow
 listener in the switch namespace of threehosts.py's three hosts.
 
-Used by tests/turnoutd/test_*.py and python/tests/test_ctl_system.py.
+Used by python/tests/turnoutd/test_*.py and python/tests/test_ctl_system.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from threehosts import ThreeHosts, nx
 from turnout import testpeers
 from turnout.ctl.client import CtlError, call
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TESTPMD = shutil.which("dpdk-testpmd")
 DPDK_RUN = Path("/var/run/dpdk")
 

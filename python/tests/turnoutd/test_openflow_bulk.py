@@ -18,7 +18,7 @@ flows logic in the switch namespace of test_openflow.py's three-host lab:
 
 Needs root and ovs-ofctl (scripts/setup.sh installs openvswitch-switch):
 missing, it skips, or fails under TURNOUT_REQUIRE_PEERS=1. Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_openflow_bulk.py
+cargo build --release -p turnoutd && .venv/bin/pytest -s python/tests/turnoutd/test_openflow_bulk.py
 """
 
 from __future__ import annotations

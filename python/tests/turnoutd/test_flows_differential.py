@@ -21,7 +21,8 @@ The generator keeps to what both implement with the same meaning; what it
 leaves out, and why, is commented at each place (docs/flows.md, "Compared
 with Open vSwitch"). Needs root, Open vSwitch (scripts/setup.sh installs
 openvswitch-switch) and the release turnoutd. Run:
-cargo build --release -p turnoutd && .venv/bin/pytest -s tests/turnoutd/test_flows_differential.py
+cargo build --release -p turnoutd &&
+    .venv/bin/pytest -s python/tests/turnoutd/test_flows_differential.py
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Skipped with a message when dpdk-testpmd is not installed or we are not
 root. Every process is ended by PID and every /var/run/dpdk/<prefix>
 removed, also on failure (the harness's context managers).
 
-Run: cargo build -p turnoutd && .venv/bin/pytest tests/turnoutd
+Run: cargo build -p turnoutd && .venv/bin/pytest python/tests/turnoutd
 """
 
 from __future__ import annotations

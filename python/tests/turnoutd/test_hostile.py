@@ -56,6 +56,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,36 @@ def txrx(d: Path, tx: str, rx: str, out: Path, *extra: str) -> subprocess.Popen:
             stdout=subprocess.DEVNULL, stderr=log)
 
 
+#: A stream (``start_stream``) runs until the test stops it
+#: (``end_stream``), and ends by itself after this long at most.
+STREAM_CAP_S = 600
+#: The streams of the running test, stopped when it ends (also on failure).
+STREAMS: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_streams() -> Iterator[None]:
+    yield
+    while STREAMS:
+        stop_pid(STREAMS.pop())
+
+
+def start_stream(d: Path, tx: str, rx: str, out: Path) -> subprocess.Popen:
+    """A stream for as long as the attacks take: stopped by ``end_stream``
+    once they are over, not after a guessed time."""
+    p = txrx(d, tx, rx, out, "--duration-s", str(STREAM_CAP_S))
+    STREAMS.append(p)
+    return p
+
+
+def end_stream(p: subprocess.Popen, out: Path) -> dict[str, Any]:
+    """Stops a ``start_stream`` (SIGINT ends the sending; its cool-down still
+    receives the frames in flight) and returns its document."""
+    assert p.poll() is None, "the stream ended before it was stopped"
+    os.kill(p.pid, signal.SIGINT)
+    return finish(p, out, 60)
+
+
 def finish(p: subprocess.Popen, out: Path, timeout_s: float) -> dict[str, Any]:
     try:
         rc = p.wait(timeout=timeout_s)
@@ -218,10 +249,9 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
             f"(fresh {kinds_fresh}, now {kinds_idle})"
         honest0 = {n: dict(d.port(n)["drops"]) for n in ("m0", "m1")}
 
-        # The honest stream, for longer than the attack takes.
+        # The honest stream, until the attacks are over.
         honest_out = tmp_path / "honest.json"
-        honest = txrx(tmp_path, f"{memif},id=0", f"{memif},id=1", honest_out,
-                      "--duration-s", "45")
+        honest = start_stream(tmp_path, f"{memif},id=0", f"{memif},id=1", honest_out)
         wait_for("the honest ports' link", 10,
                  lambda: d.port("m0")["link_up"] and d.port("m1")["link_up"])
         time.sleep(1.0)
@@ -243,7 +273,7 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
                 for name, p in liars.items():
                     p.wait(timeout=120)
                     assert honest.poll() is None, f"the honest stream ended before the " \
-                        f"{name} liar of attack {attack} did: lengthen it"
+                        f"{name} liar of attack {attack} did"
             finally:
                 for p in liars.values():
                     stop_pid(p)
@@ -258,7 +288,7 @@ def test_hostile_peers_against_a_turnoutd_process(tmp_path: Path) -> None:
         print(json.dumps({"attacks": seen, "fds": {"idle": [fds_start, kinds_idle],
                                                    "with_stream": kinds_stream}}))
 
-        doc = finish(honest, honest_out, 60)
+        doc = end_stream(honest, honest_out)
         lossless(doc, "honest stream m0 -> m1 during the attack")
         for n in ("m0", "m1"):
             drops = {k: v - honest0[n][k] for k, v in d.port(n)["drops"].items()
@@ -312,8 +342,7 @@ def test_guests_that_shrink_memory_block_fds_or_stall_cannot_take_turnoutd_down(
         # learned), so the worker writes into their guests' memory and
         # signals their call fds.
         honest_out = tmp_path / "honest.json"
-        honest = txrx(tmp_path, f"{memif},id=0", f"{memif},id=1", honest_out,
-                      "--duration-s", "40")
+        honest = start_stream(tmp_path, f"{memif},id=0", f"{memif},id=1", honest_out)
         wait_for("the honest ports' link", 10,
                  lambda: d.port("m0")["link_up"] and d.port("m1")["link_up"])
         before = {n: backend(d, n) for n in names.values()}
@@ -326,8 +355,7 @@ def test_guests_that_shrink_memory_block_fds_or_stall_cannot_take_turnoutd_down(
         doc = json.loads(out)
         bad = [x for x in doc["lies"] if not x["ok"]]
         assert liar.returncode == 0 and not bad, f"attacks not ended as they must: {bad}\n{err}"
-        assert honest.poll() is None, "the honest stream ended before the guard attacks did: " \
-            "lengthen it"
+        assert honest.poll() is None, "the honest stream ended before the guard attacks did"
         seen = {}
         for sock, want in doc["ports"].items():
             n = names[sock]
@@ -342,7 +370,7 @@ def test_guests_that_shrink_memory_block_fds_or_stall_cannot_take_turnoutd_down(
             lies = {k: v for k, v in delta.items() if k.startswith("lie_") and v}
             assert not lies, f"{n}: counted as lies: {lies}"
         print(json.dumps({"attacks": len(doc["lies"]), "increases": seen}))
-        doc = finish(honest, honest_out, 60)
+        doc = end_stream(honest, honest_out)
         # The honest stream's frames go m0 -> m1. (What the hostile guests
         # send is flooded to m0 too, whose turnout-gen only sends: m0 drops
         # those as tx_full, foreign frames, not the stream's.)

@@ -22,7 +22,8 @@ Every test makes its own turnoutd, directories and namespaces and removes
 them (processes by PID), also on failure. Needs root, the release binaries
 (turnoutd, turnout-cni) and what scripts/setup.sh installs.
 
-Run: cargo build --release -p turnoutd -p turnout-cni && .venv/bin/pytest tests/turnoutd/test_cni.py
+Run: cargo build --release -p turnoutd -p turnout-cni &&
+    .venv/bin/pytest python/tests/turnoutd/test_cni.py
 """
 
 from __future__ import annotations

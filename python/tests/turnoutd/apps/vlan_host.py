@@ -1,6 +1,6 @@
 """A host on an 802.1Q trunk, in user space: answers ARP requests and ICMP
 echo requests for its addresses, each on its own VLAN, with tagged frames
-(tests/turnoutd/test_faucet.py's trunk host h4; this kernel has no VLAN
+(python/tests/turnoutd/test_faucet.py's trunk host h4; this kernel has no VLAN
 devices: no 8021q, no VLAN-filtering bridge).
 
 It reads every frame of the interface from an AF_PACKET socket: the kernel
