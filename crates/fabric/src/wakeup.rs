@@ -48,10 +48,15 @@
 //! and the wake-up batching — and switches when the other is cheaper by
 //! `HYSTERESIS_PERMILLE`; a window without frames goes back to interrupt.
 //! When neither fits and polling measurably waits longer for the CPU than
-//! a wake-up takes (other threads share it: [`CONTENDED_EPOCHS`] epochs in
-//! a row of [`POLL_EPOCH`] poll samples each with at least
-//! [`POLL_EPOCH_SLOW`] slower than the wake-up p99; never one stall), the
-//! worker sleeps on notifications all the same ([`Why::Contended`]). A
+//! a wake-up takes because other threads share it ([`CONTENDED_EPOCHS`]
+//! epochs in a row of [`POLL_EPOCH`] poll samples each with at least
+//! [`POLL_EPOCH_SLOW`] slower than the wake-up p99 — never one stall —
+//! and, where the kernel accounts it ([`SchedStat`]), in which the worker
+//! waited on a run queue for at least [`RQ_WAIT_PERMILLE`] ‰ of the time
+//! it was runnable: a hypervisor that takes the virtual CPU away makes
+//! samples late too, but no thread of this system runs instead, and
+//! sleeping would not help), the worker sleeps on notifications all the
+//! same ([`Why::Contended`]). A
 //! worker that found a full batch, or a full ring, polls on (it is behind;
 //! a nap would only add latency and fill rings).
 
@@ -96,6 +101,17 @@ pub const POLL_EPOCH_SLOW: usize = 4;
 /// (about a second of repeated evidence); one epoch that is not slow ends
 /// it.
 pub const CONTENDED_EPOCHS: u32 = 3;
+/// Where the kernel accounts the worker's run-queue wait ([`SchedStat`]),
+/// an epoch is slow only if the worker also waited on a run queue for at
+/// least this share (‰) of the time it was runnable over the epoch
+/// (`HYSTERESIS_PERMILLE` more, 37.5 ‰, to become contended): another
+/// thread of this system held its CPU. A
+/// thread as busy as the worker on its CPU makes it wait about half the
+/// time (500 ‰), one busy an eighth of the time about 125 ‰; an idle
+/// host's occasional process, 2–3 ms a second, 3 ‰. A virtual CPU the
+/// hypervisor takes away (steal) makes poll samples late but adds no
+/// run-queue wait.
+pub const RQ_WAIT_PERMILLE: u64 = 30;
 const _: () = assert!(POLL_EPOCH <= SAMPLES);
 /// Poll regime: a gap between polls is at most the latency budget divided
 /// by this (25 µs of the default 100 µs).
@@ -209,6 +225,66 @@ impl Why {
             7 => Why::Contended,
             _ => Why::Measuring,
         }
+    }
+}
+
+/// What the `contended` judgement rests on (stats: `contention_signal`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// Late poll samples alone: the kernel does not account the worker's
+    /// run-queue wait (no `/proc/self/task/TID/schedstat`, or it reads
+    /// zeros), or no epoch was judged yet.
+    #[default]
+    LatePolls,
+    /// Late poll samples and the worker's run-queue wait over the same
+    /// epoch ([`RQ_WAIT_PERMILLE`]).
+    RunQueueWait,
+}
+
+impl Evidence {
+    /// Code for an atomic counter.
+    pub fn to_code(self) -> u64 {
+        match self {
+            Evidence::LatePolls => 0,
+            Evidence::RunQueueWait => 1,
+        }
+    }
+
+    /// The evidence of an [`Evidence::to_code`].
+    pub fn from_code(c: u64) -> Self {
+        match c {
+            1 => Evidence::RunQueueWait,
+            _ => Evidence::LatePolls,
+        }
+    }
+}
+
+/// The scheduler's account of the worker thread, cumulative since it
+/// started: time on a CPU and time runnable but waiting on a run queue
+/// (another thread of this system held the CPU), ns — the first two fields
+/// of `/proc/self/task/TID/schedstat`, which the worker's prober reads
+/// (never the worker). A virtual CPU taken away by the hypervisor counts
+/// in neither as waiting (it is steal, `/proc/stat`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    /// On a CPU, ns.
+    pub run_ns: u64,
+    /// Waiting on a run queue, ns.
+    pub wait_ns: u64,
+}
+
+impl SchedStat {
+    /// Parses the text of a schedstat file (`run wait timeslices`); `None`
+    /// when malformed or when the kernel does not account it (a thread
+    /// that ran reads `0 0 0` there).
+    pub fn parse(text: &[u8]) -> Option<Self> {
+        let mut f = text
+            .split(|b| b.is_ascii_whitespace())
+            .filter(|w| !w.is_empty())
+            .map(|w| std::str::from_utf8(w).ok()?.parse::<u64>().ok());
+        let (run_ns, wait_ns) = (f.next()??, f.next()??);
+        (run_ns > 0).then_some(Self { run_ns, wait_ns })
     }
 }
 
@@ -455,6 +531,13 @@ pub struct Policy {
     poll_last_ns: u64,
     /// Slow poll epochs in a row ([`POLL_EPOCH`]).
     poll_slow_epochs: u32,
+    /// The worker's scheduler account: the latest, and at the start of the
+    /// current poll epoch (`None`: not accounted here); the last epoch's
+    /// run-queue wait (‰ of its runnable time) and what it was judged on.
+    sched: Option<SchedStat>,
+    sched_epoch: Option<SchedStat>,
+    rq_wait_permille: u64,
+    evidence: Evidence,
     timer: Samples,
     sleep_cpu: Ewma,
     nap_cpu: Ewma,
@@ -509,6 +592,17 @@ pub struct PolicyView {
     /// than the wake-up p99: the evidence for `contended` (3 needed).
     #[serde(default)]
     pub poll_slow_epochs: u64,
+    /// What the last poll epoch was judged on: `run_queue_wait` (late poll
+    /// samples and the worker's run-queue wait, from the kernel's
+    /// schedstat) or `late_polls` (late samples alone: no schedstat here,
+    /// or no epoch yet).
+    #[serde(default)]
+    pub contention_signal: Evidence,
+    /// The worker's run-queue wait over the last poll epoch, ‰ of the
+    /// time it was runnable (0 with `late_polls`): a slow epoch needs 30
+    /// (37.5 to become contended).
+    #[serde(default)]
+    pub rq_wait_permille: u64,
     /// How late a timed sleep (a nap, a sleep's timeout) ended, median and
     /// p99 of the last samples, ns (0 = none yet).
     #[serde(default)]
@@ -560,6 +654,10 @@ impl Policy {
             poll: Samples::new(),
             poll_last_ns: 0,
             poll_slow_epochs: 0,
+            sched: None,
+            sched_epoch: None,
+            rq_wait_permille: 0,
+            evidence: Evidence::LatePolls,
             timer: Samples::new(),
             sleep_cpu: Ewma(None),
             nap_cpu: Ewma(None),
@@ -677,6 +775,8 @@ impl Policy {
             wake_samples: self.wake.added,
             poll_p99_ns: self.poll.p99,
             poll_slow_epochs: self.poll_slow_epochs as u64,
+            contention_signal: self.evidence,
+            rq_wait_permille: self.rq_wait_permille,
             timer_p50_ns: self.timer.p50,
             timer_p99_ns: self.timer.p99,
             ring_fill_ns: if self.fill_ns == u64::MAX {
@@ -767,6 +867,16 @@ impl Policy {
         }
     }
 
+    /// The worker's scheduler account as the prober last read it (call
+    /// before [`Policy::poll_sample`]; never, where the kernel does not
+    /// account it: then late poll samples alone judge contention).
+    pub fn sched_stat(&mut self, s: SchedStat) {
+        self.sched = Some(s);
+        if self.sched_epoch.is_none() {
+            self.sched_epoch = self.sched;
+        }
+    }
+
     /// A poll latency sample: from another thread's signal until this
     /// worker, awake and polling, saw it, ns.
     pub fn poll_sample(&mut self, ns: u64) {
@@ -779,11 +889,16 @@ impl Policy {
 
     /// An epoch of [`POLL_EPOCH`] fresh poll samples is complete: is it
     /// slow, that is did at least [`POLL_EPOCH_SLOW`] of them wait longer
-    /// than a wake-up takes at its p99 (by `HYSTERESIS_PERMILLE` unless
-    /// already contended)? Counts slow epochs in a row ([`Policy::contended`]).
+    /// than a wake-up takes at its p99, and — where the kernel accounts it
+    /// — did the worker wait on a run queue for at least
+    /// [`RQ_WAIT_PERMILLE`] ‰ of the time it was runnable meanwhile (both
+    /// by `HYSTERESIS_PERMILLE` unless already contended)? Counts slow
+    /// epochs in a row ([`Policy::contended`]).
     #[cold]
     fn poll_epoch(&mut self) {
         self.wake.refresh();
+        let (from, to) = (self.sched_epoch, self.sched);
+        self.sched_epoch = to;
         if !self.measured() {
             self.poll_slow_epochs = 0;
             return;
@@ -793,8 +908,22 @@ impl Policy {
         } else {
             (HYSTERESIS_PERMILLE as u128, 1_000)
         };
-        let slow = self.poll.over_in_last(POLL_EPOCH, self.wake.p99, num, den);
-        self.poll_slow_epochs = if slow >= POLL_EPOCH_SLOW {
+        let late = self.poll.over_in_last(POLL_EPOCH, self.wake.p99, num, den) >= POLL_EPOCH_SLOW;
+        let queued = match (from, to) {
+            (Some(a), Some(b)) if b.run_ns > a.run_ns => {
+                let wait = b.wait_ns.saturating_sub(a.wait_ns);
+                let runnable = b.run_ns - a.run_ns + wait;
+                self.rq_wait_permille = (wait as u128 * 1_000 / runnable as u128) as u64;
+                self.evidence = Evidence::RunQueueWait;
+                self.rq_wait_permille as u128 * den >= RQ_WAIT_PERMILLE as u128 * num
+            }
+            _ => {
+                self.rq_wait_permille = 0;
+                self.evidence = Evidence::LatePolls;
+                true
+            }
+        };
+        self.poll_slow_epochs = if late && queued {
             self.poll_slow_epochs.saturating_add(1)
         } else {
             0
@@ -840,6 +969,7 @@ impl Policy {
         if self.poll.len() > 0 && self.prev_ns.saturating_sub(self.poll_last_ns) > POLL_STALE_NS {
             self.poll.clear();
             self.poll_slow_epochs = 0;
+            self.sched_epoch = self.sched;
         }
         self.wake.refresh();
         self.poll.refresh();
@@ -872,6 +1002,14 @@ impl Policy {
     /// polling one (docs/results/2026-11-29-default-campaign-quiet.md). A
     /// CPU shared with a busy thread slows a tenth to a half of the samples,
     /// epoch after epoch.
+    ///
+    /// And, where the kernel accounts it, run-queue wait in each of those
+    /// epochs ([`RQ_WAIT_PERMILLE`]): on this nested VM the hypervisor
+    /// takes the virtual CPU away for milliseconds at a time, which makes
+    /// poll samples late epoch after epoch as a busy thread would; but the
+    /// worker then waits for no thread of this system, a sleeping worker
+    /// waits for the same virtual CPU, and the interrupt regime only adds
+    /// its wake-ups (its p99s were the worst, 0.1–14 ms at 10 kpps).
     fn contended(&self) -> bool {
         self.poll_slow_epochs >= CONTENDED_EPOCHS
     }
@@ -1546,10 +1684,32 @@ mod tests {
     /// returns the time after the last and the first time the policy was
     /// contended, if it was.
     fn poll_at_10kpps(p: &mut Policy, t: u64, samples: &[u64]) -> (u64, Option<u64>) {
+        poll_at_10kpps_sched(p, t, samples, None)
+    }
+
+    /// [`poll_at_10kpps`] with the worker's scheduler account as the prober
+    /// reads it before each sample: of each 5 ms, `wait_permille` ‰ waiting
+    /// on a run queue, the rest running (`None`: no schedstat here). The
+    /// account starts where an earlier run left it (`p.sched`).
+    fn poll_at_10kpps_sched(
+        p: &mut Policy,
+        t: u64,
+        samples: &[u64],
+        wait_permille: Option<u64>,
+    ) -> (u64, Option<u64>) {
         let (mut t, mut first) = (t, None);
         for &ns in samples {
             t += 5 * MS;
             p.after_poll(t, Pass::moved(1, false));
+            if let Some(w) = wait_permille {
+                let mut s = p.sched.unwrap_or(SchedStat {
+                    run_ns: 1,
+                    wait_ns: 0,
+                });
+                s.wait_ns += 5 * MS * w / 1_000;
+                s.run_ns += 5 * MS - 5 * MS * w / 1_000;
+                p.sched_stat(s);
+            }
             p.poll_sample(ns);
             p.after_poll(t + 10 * US, Pass::moved(0, false));
             if p.why() == Why::Contended && first.is_none() {
@@ -1607,12 +1767,13 @@ mod tests {
         assert_eq!(p.view().poll_slow_epochs, 0);
     }
 
-    #[test]
-    fn a_cpu_shared_with_a_busy_thread_is_contended_within_a_second() {
-        // A thread as busy as the worker at the same priority: the
-        // scheduler alternates them in slices, and about every other
-        // probe waits 0.2–3 ms. And a lighter one: 1 probe in 8 waits
-        // 1–2 ms (the thread runs an eighth of the time).
+    /// Poll samples of a worker sharing its CPU: with a thread as busy as
+    /// it at the same priority (the scheduler alternates them in slices,
+    /// about every other probe waits 0.2–3 ms), and with a lighter one (1
+    /// probe in 8 waits 1–2 ms: the thread runs an eighth of the time).
+    /// The same samples come from a virtual CPU the hypervisor takes away
+    /// as often and as long.
+    fn busy_thread_poll_samples() -> [Vec<u64>; 2] {
         let half: Vec<u64> = (0..400u64)
             .map(|i| {
                 if i % 2 == 0 {
@@ -1631,7 +1792,14 @@ mod tests {
                 }
             })
             .collect();
-        for busy in [&half, &eighth] {
+        [half, eighth]
+    }
+
+    #[test]
+    fn a_cpu_shared_with_a_busy_thread_is_contended_within_a_second() {
+        // Where the kernel keeps no run-queue account, late samples alone
+        // judge (the rule before schedstat was read).
+        for busy in &busy_thread_poll_samples() {
             let mut p = vm_default_budget();
             let (t, first) = poll_at_10kpps(&mut p, WINDOW_NS, busy);
             let first = first.expect("never contended");
@@ -1639,11 +1807,84 @@ mod tests {
             assert!(after <= 1_000 * MS, "contended after {} ms", after / MS);
             assert_eq!((p.regime(), p.why()), (Regime::Interrupt, Why::Contended));
             assert_eq!(p.spin_ns(), SPIN_NS);
+            assert_eq!(p.view().contention_signal, Evidence::LatePolls);
             // The other thread is gone: the first epoch of fast samples
             // (taken while the worker is awake) ends it.
             poll_at_10kpps(&mut p, t, &[2 * US; 2 * POLL_EPOCH]);
             assert_eq!((p.regime(), p.why()), (Regime::Poll, Why::WakeOverBudget));
         }
+    }
+
+    #[test]
+    fn a_busy_thread_shows_as_run_queue_wait_and_is_contended() {
+        // The same threads, seen by the scheduler too: the worker waits on
+        // its run queue about half and an eighth of the time.
+        for (busy, wait) in busy_thread_poll_samples().iter().zip([500, 125]) {
+            let mut p = vm_default_budget();
+            let (t, first) = poll_at_10kpps_sched(&mut p, WINDOW_NS, busy, Some(wait));
+            let first = first.expect("never contended");
+            assert!(first - WINDOW_NS <= 1_000 * MS, "after {} ms", first / MS);
+            assert_eq!((p.regime(), p.why()), (Regime::Interrupt, Why::Contended));
+            let v = p.view();
+            assert_eq!(v.contention_signal, Evidence::RunQueueWait);
+            assert_eq!(v.rq_wait_permille, wait);
+            // The thread is gone: no late sample, no run-queue wait.
+            poll_at_10kpps_sched(&mut p, t, &[2 * US; 2 * POLL_EPOCH], Some(0));
+            assert_eq!((p.regime(), p.why()), (Regime::Poll, Why::WakeOverBudget));
+        }
+    }
+
+    #[test]
+    fn a_vcpu_taken_by_the_hypervisor_is_not_contention() {
+        // Late samples exactly as a busy thread makes them, epoch after
+        // epoch, but the worker never waited on a run queue (the
+        // hypervisor ran something else on the virtual CPU: steal), or 3 ‰
+        // (an idle host's occasional process): sleeping would not give the
+        // CPU back, it stays in the poll regime. Late samples alone (the
+        // rule without schedstat) made this contended within a second.
+        for busy in &busy_thread_poll_samples() {
+            for wait in [0, 3] {
+                let mut p = vm_default_budget();
+                let (_, first) = poll_at_10kpps_sched(&mut p, WINDOW_NS, busy, Some(wait));
+                assert_eq!(first, None, "wait {wait}: contended at {:?}", first);
+                assert_eq!((p.regime(), p.why()), (Regime::Poll, Why::WakeOverBudget));
+                let v = p.view();
+                assert_eq!(v.poll_slow_epochs, 0);
+                assert_eq!(v.contention_signal, Evidence::RunQueueWait);
+                assert_eq!(v.rq_wait_permille, wait);
+            }
+        }
+    }
+
+    #[test]
+    fn run_queue_wait_has_hysteresis() {
+        // 32 ‰: under the 37.5 ‰ it takes to become contended, over the
+        // 30 ‰ it takes to stay.
+        let [half, _] = busy_thread_poll_samples();
+        let mut p = vm_default_budget();
+        let (t, first) = poll_at_10kpps_sched(&mut p, WINDOW_NS, &half, Some(32));
+        assert_eq!(first, None);
+        let (t, first) = poll_at_10kpps_sched(&mut p, t, &half, Some(500));
+        assert!(first.is_some());
+        poll_at_10kpps_sched(&mut p, t, &half, Some(32));
+        assert_eq!((p.regime(), p.why()), (Regime::Interrupt, Why::Contended));
+        assert_eq!(p.view().rq_wait_permille, 32);
+    }
+
+    #[test]
+    fn schedstat_is_parsed_or_refused() {
+        assert_eq!(
+            SchedStat::parse(b"157101 3164109 2\n"),
+            Some(SchedStat {
+                run_ns: 157_101,
+                wait_ns: 3_164_109
+            })
+        );
+        // a kernel that does not account it
+        assert_eq!(SchedStat::parse(b"0 0 0\n"), None);
+        assert_eq!(SchedStat::parse(b""), None);
+        assert_eq!(SchedStat::parse(b"12 x 3"), None);
+        assert_eq!(SchedStat::parse(b"12"), None);
     }
 
     #[test]
@@ -1968,6 +2209,9 @@ mod tests {
             Why::Contended,
         ] {
             assert_eq!(Why::from_code(w.to_code()), w);
+        }
+        for e in [Evidence::LatePolls, Evidence::RunQueueWait] {
+            assert_eq!(Evidence::from_code(e.to_code()), e);
         }
     }
 }
