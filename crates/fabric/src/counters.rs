@@ -198,6 +198,8 @@ pub struct PolicyCounters {
     pub nap_cpu_ns: AtomicU64,
     /// Estimated overshoot of a nap, ns.
     pub nap_overshoot_ns: AtomicU64,
+    /// Naps the frame-weighted nap bound is computed over (0: not yet).
+    pub nap_tail_naps: AtomicU64,
     /// Estimated wake-up latency seen by traffic, ns.
     pub wake_latency_ns: AtomicU64,
 }
@@ -228,6 +230,7 @@ impl PolicyCounters {
             sleep_cpu_ns: self.sleep_cpu_ns.load(Relaxed),
             nap_cpu_ns: self.nap_cpu_ns.load(Relaxed),
             nap_overshoot_ns: self.nap_overshoot_ns.load(Relaxed),
+            nap_tail_naps: self.nap_tail_naps.load(Relaxed),
             wake_latency_ns: self.wake_latency_ns.load(Relaxed),
         }
     }
@@ -276,6 +279,7 @@ impl WorkerCounters {
         p.sleep_cpu_ns.store(v.sleep_cpu_ns, Relaxed);
         p.nap_cpu_ns.store(v.nap_cpu_ns, Relaxed);
         p.nap_overshoot_ns.store(v.nap_overshoot_ns, Relaxed);
+        p.nap_tail_naps.store(v.nap_tail_naps, Relaxed);
         p.wake_latency_ns.store(v.wake_latency_ns, Relaxed);
     }
 
