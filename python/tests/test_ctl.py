@@ -294,6 +294,11 @@ def test_policy_text_says_the_regime_and_why():
     t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
                       "wake_p99_ns": 233_000, "poll_p99_ns": 2_000_000, "poll_slow_epochs": 3})
     assert "wake-up p99 233us, 3 slow epochs of 64 poll samples in a row)" in t
+    # judged on the scheduler's run-queue wait too (schedstat)
+    t = _policy_text({"budget_ns": 100_000, "regime": "interrupt", "why": "contended",
+                      "wake_p99_ns": 233_000, "poll_p99_ns": 2_000_000, "poll_slow_epochs": 3,
+                      "contention_signal": "run_queue_wait", "rq_wait_permille": 125})
+    assert "in a row, run-queue wait 12.5%)" in t
     assert _policy_text({"why": "poll_mode"}) == "-"
     # the poll regime's gap between polls after a small batch
     t = _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",

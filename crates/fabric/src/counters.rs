@@ -181,6 +181,11 @@ pub struct PolicyCounters {
     pub poll_p99_ns: AtomicU64,
     /// Slow poll epochs in a row (the evidence for `contended`).
     pub poll_slow_epochs: AtomicU64,
+    /// What the last poll epoch was judged on
+    /// ([`crate::wakeup::Evidence::to_code`]).
+    pub contention_signal: AtomicU64,
+    /// Run-queue wait over the last poll epoch, ‰ of the runnable time.
+    pub rq_wait_permille: AtomicU64,
     /// Timer overshoot, median and p99 of the last samples, ns.
     pub timer_p50_ns: AtomicU64,
     /// See `timer_p50_ns`.
@@ -193,6 +198,8 @@ pub struct PolicyCounters {
     pub nap_cpu_ns: AtomicU64,
     /// Estimated overshoot of a nap, ns.
     pub nap_overshoot_ns: AtomicU64,
+    /// Naps the frame-weighted nap bound is computed over (0: not yet).
+    pub nap_tail_naps: AtomicU64,
     /// Estimated wake-up latency seen by traffic, ns.
     pub wake_latency_ns: AtomicU64,
 }
@@ -213,12 +220,17 @@ impl PolicyCounters {
             wake_samples: self.wake_samples.load(Relaxed),
             poll_p99_ns: self.poll_p99_ns.load(Relaxed),
             poll_slow_epochs: self.poll_slow_epochs.load(Relaxed),
+            contention_signal: crate::wakeup::Evidence::from_code(
+                self.contention_signal.load(Relaxed),
+            ),
+            rq_wait_permille: self.rq_wait_permille.load(Relaxed),
             timer_p50_ns: self.timer_p50_ns.load(Relaxed),
             timer_p99_ns: self.timer_p99_ns.load(Relaxed),
             ring_fill_ns: self.ring_fill_ns.load(Relaxed),
             sleep_cpu_ns: self.sleep_cpu_ns.load(Relaxed),
             nap_cpu_ns: self.nap_cpu_ns.load(Relaxed),
             nap_overshoot_ns: self.nap_overshoot_ns.load(Relaxed),
+            nap_tail_naps: self.nap_tail_naps.load(Relaxed),
             wake_latency_ns: self.wake_latency_ns.load(Relaxed),
         }
     }
@@ -258,12 +270,16 @@ impl WorkerCounters {
         p.wake_samples.store(v.wake_samples, Relaxed);
         p.poll_p99_ns.store(v.poll_p99_ns, Relaxed);
         p.poll_slow_epochs.store(v.poll_slow_epochs, Relaxed);
+        p.contention_signal
+            .store(v.contention_signal.to_code(), Relaxed);
+        p.rq_wait_permille.store(v.rq_wait_permille, Relaxed);
         p.timer_p50_ns.store(v.timer_p50_ns, Relaxed);
         p.timer_p99_ns.store(v.timer_p99_ns, Relaxed);
         p.ring_fill_ns.store(v.ring_fill_ns, Relaxed);
         p.sleep_cpu_ns.store(v.sleep_cpu_ns, Relaxed);
         p.nap_cpu_ns.store(v.nap_cpu_ns, Relaxed);
         p.nap_overshoot_ns.store(v.nap_overshoot_ns, Relaxed);
+        p.nap_tail_naps.store(v.nap_tail_naps, Relaxed);
         p.wake_latency_ns.store(v.wake_latency_ns, Relaxed);
     }
 

@@ -196,6 +196,30 @@ pub fn set_timer_slack_ns(ns: u64) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
 }
 
+/// A thread's scheduler account, `/proc/self/task/TID/schedstat`, opened
+/// once and read again with `pread` (no allocation per read).
+#[derive(Debug)]
+pub struct SchedStatFile(std::fs::File);
+
+impl SchedStatFile {
+    /// Opens the account of thread `tid` of this process; `None` where the
+    /// kernel has none (built without scheduler statistics).
+    pub fn open(tid: i32) -> Option<Self> {
+        std::fs::File::open(format!("/proc/self/task/{tid}/schedstat"))
+            .ok()
+            .map(Self)
+    }
+
+    /// Reads it: `None` if the read fails (the thread ended) or the kernel
+    /// does not account it ([`crate::wakeup::SchedStat::parse`]).
+    pub fn read(&self) -> Option<crate::wakeup::SchedStat> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.read_at(&mut buf, 0).ok()?;
+        crate::wakeup::SchedStat::parse(&buf[..n])
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Prefetch hints
 // ---------------------------------------------------------------------------
@@ -228,4 +252,62 @@ pub fn prefetch_write(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_thread_sharing_its_cpu_with_a_busy_one_waits_on_the_run_queue() {
+        // Two threads pinned to one CPU, both spinning: the scheduler runs
+        // them in turns, and the account of one, read from this thread as
+        // the prober reads the worker's, shows run-queue wait. (A kernel
+        // without scheduler statistics has no account at all: then the
+        // policy keeps the late-sample rule.)
+        if std::fs::metadata("/proc/self/schedstat").is_err() {
+            assert!(SchedStatFile::open(gettid()).is_none());
+            return;
+        }
+        // SAFETY: no preconditions.
+        let cpu = unsafe { libc::sched_getcpu() }.max(0) as usize;
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicI32::new(0));
+        let spin = move |stop: Arc<AtomicBool>, tid: Option<Arc<AtomicI32>>| {
+            std::thread::spawn(move || {
+                pin_to_cpu(cpu).unwrap();
+                if let Some(t) = tid {
+                    t.store(gettid(), SeqCst);
+                }
+                while !stop.load(SeqCst) {
+                    core::hint::spin_loop();
+                }
+            })
+        };
+        let hog = spin(stop.clone(), None);
+        let worker = spin(stop.clone(), Some(tid.clone()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tid.load(SeqCst) == 0 {
+            assert!(Instant::now() < deadline);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let f = SchedStatFile::open(tid.load(SeqCst)).expect("schedstat of the thread");
+        let first = f.read().expect("an account");
+        let mut last = first;
+        while last.wait_ns < first.wait_ns + 10_000_000 {
+            if Instant::now() >= deadline {
+                stop.store(true, SeqCst);
+                panic!("no run-queue wait: {first:?} then {last:?}");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            last = f.read().expect("an account");
+        }
+        stop.store(true, SeqCst);
+        hog.join().unwrap();
+        worker.join().unwrap();
+        assert!(last.run_ns > first.run_ns, "{first:?} then {last:?}");
+    }
 }

@@ -28,7 +28,10 @@
 //!   this host: [`CALIBRATION_PROBES`] at start, then one every
 //!   [`WAKE_PROBE_EVERY_NS`] while it sleeps; while it is awake, a time it
 //!   clears at its next pass every [`POLL_PROBE_EVERY_NS`] (what polling
-//!   costs a frame when other threads hold its CPU).
+//!   costs a frame when other threads hold its CPU). With each probe it
+//!   also reads the worker's scheduler account (run-queue wait, where the
+//!   kernel keeps one), so the worker tells other threads holding its CPU
+//!   from a hypervisor holding the virtual CPU without a system call.
 //!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
@@ -56,7 +59,7 @@ use crate::fabric::{Forwarder, PortTable};
 use crate::logic::{Ctx, Logic, Verdict};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
-use crate::wakeup::{probe_sample, Inflow, Next, Pass, Policy, Regime, Slept};
+use crate::wakeup::{probe_sample, Inflow, Next, Pass, Policy, Regime, SchedStat, Slept};
 
 /// While some queues are busy, look at armed queues every this many loops
 /// (and at least every half latency budget).
@@ -179,6 +182,11 @@ pub struct Probe {
     poll_stamp_ns: AtomicU64,
     /// When the worker went to sleep in epoll; 0 while it is awake.
     asleep_since_ns: AtomicU64,
+    /// The worker's scheduler account as the prober last read it
+    /// ([`crate::wakeup::SchedStat`]; run 0: none). Written before the poll
+    /// mark, read by the worker when it takes the mark.
+    sched_run_ns: AtomicU64,
+    sched_wait_ns: AtomicU64,
     stop: AtomicBool,
 }
 
@@ -190,6 +198,8 @@ impl Probe {
             stamp_ns: AtomicU64::new(0),
             poll_stamp_ns: AtomicU64::new(0),
             asleep_since_ns: AtomicU64::new(0),
+            sched_run_ns: AtomicU64::new(0),
+            sched_wait_ns: AtomicU64::new(0),
             stop: AtomicBool::new(false),
         })
     }
@@ -230,12 +240,21 @@ pub struct WorkerShared {
 /// `WAKE_PROBE_EVERY_NS` while the worker sleeps and a poll probe every
 /// `POLL_PROBE_EVERY_NS` while it is awake. A wake probe costs the worker
 /// a wake-up, a poll probe one cache line; an idle worker and its prober
-/// wake 20 times a second. Runs on the threads' CPUs, not the worker's
-/// (the caller starts it before the worker pins itself). Ends when
-/// [`Probe::stop`] was called and the thread unparked.
+/// wake 20 times a second. Before each probe it reads the worker's
+/// scheduler account (`/proc/self/task/TID/schedstat`, opened once, read
+/// with `pread`) into [`Probe`], where the worker takes it with the poll
+/// mark: its run-queue wait tells the policy whether late poll samples
+/// were other threads of this system holding its CPU
+/// ([`crate::wakeup::RQ_WAIT_PERMILLE`]). Runs on the threads' CPUs, not
+/// the worker's (the caller starts it before the worker pins itself). Ends
+/// when [`Probe::stop`] was called and the thread unparked.
 pub fn probe(shared: Arc<WorkerShared>) {
     let p = &shared.probe;
     let mut sent = 0u32;
+    // The worker's schedstat: opened once its thread id is known (tried
+    // once: a kernel without it keeps the late-sample rule alone).
+    let mut sched: Option<sys::SchedStatFile> = None;
+    let mut sched_tried = false;
     // Pseudo-random gaps, so the probes keep no step with any timer.
     let mut x = sys::now_ns() | 1;
     while !p.stop.load(Acquire) {
@@ -252,6 +271,17 @@ pub fn probe(shared: Arc<WorkerShared>) {
         std::thread::park_timeout(std::time::Duration::from_nanos(gap_ns));
         if p.stop.load(Acquire) {
             break;
+        }
+        if !sched_tried {
+            let tid = shared.tid.load(Relaxed);
+            if tid != 0 {
+                sched = sys::SchedStatFile::open(tid);
+                sched_tried = true;
+            }
+        }
+        if let Some(s) = sched.as_ref().and_then(|f| f.read()) {
+            p.sched_run_ns.store(s.run_ns, Relaxed);
+            p.sched_wait_ns.store(s.wait_ns, Relaxed);
         }
         if p.asleep_since_ns.load(Acquire) != 0 {
             p.stamp_ns.store(sys::now_ns(), Release);
@@ -393,10 +423,18 @@ pub fn run(
         }
         // A poll probe: how long the prober's mark waited for this pass.
         if adaptive {
-            let ps = probe.poll_stamp_ns.load(Relaxed);
+            let ps = probe.poll_stamp_ns.load(Acquire);
             if ps != 0 {
                 probe.poll_stamp_ns.store(0, Relaxed);
                 if ps >= awake_since_ns {
+                    // (the prober wrote its account before the mark)
+                    let run_ns = probe.sched_run_ns.load(Relaxed);
+                    if run_ns != 0 {
+                        policy.sched_stat(SchedStat {
+                            run_ns,
+                            wait_ns: probe.sched_wait_ns.load(Relaxed),
+                        });
+                    }
                     policy.poll_sample(now_ns.saturating_sub(ps));
                 }
             }

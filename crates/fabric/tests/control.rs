@@ -385,6 +385,50 @@ impl Port for DeafPort {
 }
 
 #[test]
+fn stats_say_what_contention_is_judged_on() {
+    // The prober reads the worker's scheduler account (schedstat) and the
+    // worker judges its poll epochs on it too: once one epoch (64 poll
+    // probes, 5 ms apart while it is awake) is over, its stats say
+    // `run_queue_wait` on a kernel that accounts run-queue wait, and keep
+    // saying `late_polls` (the rule without it) on one that does not. A
+    // frame every 200 µs keeps the worker awake (budget 0: it polls, and
+    // sleeps only after 1 ms without frames).
+    let cfg = SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        latency_budget_us: 0,
+        ..SwitchConfig::default()
+    };
+    let (logic, _, _) = gate(true);
+    let sw = Switch::new(cfg, logic).unwrap();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, _pd) = pipe("d", PipeConfig::default()).unwrap();
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let accounted = fabric::sys::SchedStatFile::open(fabric::sys::gettid())
+        .and_then(|f| f.read())
+        .is_some();
+    let policy = || sw.worker_stats()[0].policy;
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
+    loop {
+        let p = policy();
+        if p.contention_signal == fabric::wakeup::Evidence::RunQueueWait {
+            assert!(accounted, "{p:?}");
+            assert!(p.rq_wait_permille <= 1_000, "{p:?}");
+            break;
+        }
+        if !accounted && start.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no epoch judged: {p:?}");
+        // (d is never read: its ring fills and the rest are tx_full drops)
+        ps.send(0, &[&frame()]);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    sw.shutdown();
+}
+
+#[test]
 fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
     // A queue without notifications cannot be armed: once every queue has
     // idled, the worker backs off with 50 µs sleeps between polls. Those

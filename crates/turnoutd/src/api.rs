@@ -514,7 +514,9 @@ pub struct WorkerStatsResult {
     /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
     /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
     /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
-    /// `wake_p99_ns`, `wake_samples`), the timer overshoot (`timer_p50_ns`,
+    /// `wake_p99_ns`, `wake_samples`), the contention evidence
+    /// (`poll_p99_ns`, `poll_slow_epochs`, `contention_signal`,
+    /// `rq_wait_permille`), the timer overshoot (`timer_p50_ns`,
     /// `timer_p99_ns`), `ring_fill_ns`, and the CPU costs `sleep_cpu_ns`,
     /// `nap_cpu_ns` (docs/turnoutd.md).
     #[serde(default)]

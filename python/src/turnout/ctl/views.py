@@ -353,10 +353,12 @@ def _policy_text(p: dict[str, Any]) -> str:
         reason = reason.replace("wake-up p99", f"wake-up p99 {wake / 1e3:.0f}us")
     if why == "contended":
         slow = p.get("poll_slow_epochs")
+        rq = (f", run-queue wait {p.get('rq_wait_permille', 0) / 10:.1f}%"
+              if p.get("contention_signal") == "run_queue_wait" else "")
         reason += (f" (poll p99 {p.get('poll_p99_ns', 0) / 1e3:.0f}us,"
                    f" wake-up p99 {wake / 1e3:.0f}us"
                    + (f", {slow} slow epochs of 64 poll samples in a row" if slow else "")
-                   + ")")
+                   + rq + ")")
     text = f"{regime} ({reason}; budget {budget / 1e3:.0f}us)" if reason else \
         f"{regime} (budget {budget / 1e3:.0f}us)"
     if p.get("sleep_after_ns"):

@@ -418,7 +418,9 @@ class Turnoutd(SutAdapter):
 
     #: fields of a worker's ``policy`` (API ``stats``) kept in ``extra.sut_wake``
     WAKE_FIELDS = ("regime", "why", "wake_p50_ns", "wake_p99_ns", "poll_p99_ns",
-                   "poll_slow_epochs", "timer_p99_ns", "sleep_after_ns", "nap_ns")
+                   "poll_slow_epochs", "contention_signal", "rq_wait_permille",
+                   "timer_p99_ns", "sleep_after_ns", "nap_ns", "nap_overshoot_ns",
+                   "nap_tail_naps")
 
     def wake_state(self) -> dict[str, Any] | None:
         """Each worker's wake-up regime, why, the p99s it decided on, and
