@@ -442,6 +442,36 @@ pub struct Desc {
     pub next: u16,
 }
 
+/// Reads descriptor `k` of the table at `table` once: two volatile 8-byte
+/// loads of plain data (a volatile `[u8; 16]` compiles to 16 byte loads and
+/// their reassembly: ~40 instructions per descriptor), then unpacked. The
+/// guest may change the entry between the two loads; the caller validates
+/// every field as read, whatever it holds.
+///
+/// # Safety
+/// `table` is the 16-aligned descriptor table of a located [`Ring`] (so
+/// both halves of an entry are 8-aligned), `k` is less than its size, and
+/// the memory is mapped for the duration of the call (the caller holds the
+/// ring, which holds the `Arc<GuestMemory>`).
+#[inline(always)]
+unsafe fn read_desc(table: *mut u8, k: usize) -> Desc {
+    // SAFETY: entry k < size lies inside the 16 * size bytes `Ring::new`
+    // checked, 8-aligned, mapped (the caller's contract).
+    let (lo, hi) = unsafe {
+        let p = table.add(16 * k) as *const u64;
+        (
+            u64::from_le(std::ptr::read_volatile(p)),
+            u64::from_le(std::ptr::read_volatile(p.add(1))),
+        )
+    };
+    Desc {
+        addr: lo,
+        len: hi as u32,
+        flags: (hi >> 32) as u16,
+        next: (hi >> 48) as u16,
+    }
+}
+
 /// A split virtqueue in guest memory, located once and bounds-checked.
 #[derive(Debug)]
 pub struct Ring {
@@ -593,25 +623,8 @@ impl Ring {
     #[inline]
     pub fn desc(&self, i: u16) -> Desc {
         let k = (i & (self.size - 1)) as usize;
-        // SAFETY: entry k < size is inside the checked 16*size range; the
-        // table is 16-aligned, so both halves are 8-aligned; two volatile
-        // 8-byte reads of plain data (a volatile [u8; 16] compiles to 16
-        // byte loads and their reassembly: ~40 instructions per
-        // descriptor). The guest may change the entry between the two
-        // reads; every field is validated as read, whatever it holds.
-        let (lo, hi) = unsafe {
-            let p = self.desc.add(16 * k) as *const u64;
-            (
-                u64::from_le(std::ptr::read_volatile(p)),
-                u64::from_le(std::ptr::read_volatile(p.add(1))),
-            )
-        };
-        Desc {
-            addr: lo,
-            len: hi as u32,
-            flags: (hi >> 32) as u16,
-            next: (hi >> 48) as u16,
-        }
+        // SAFETY: k < size: entry k of this ring's table (`read_desc`).
+        unsafe { read_desc(self.desc, k) }
     }
 
     /// `used->flags`.
@@ -684,21 +697,9 @@ impl RingView<'_> {
     #[inline]
     pub fn desc(&self, i: u16) -> Desc {
         let k = (i & self.mask) as usize;
-        // SAFETY: as `Ring::desc`: entry k < size inside the checked,
-        // 16-aligned table, mapped while the ring ('r) lives.
-        let (lo, hi) = unsafe {
-            let p = self.desc.add(16 * k) as *const u64;
-            (
-                u64::from_le(std::ptr::read_volatile(p)),
-                u64::from_le(std::ptr::read_volatile(p.add(1))),
-            )
-        };
-        Desc {
-            addr: lo,
-            len: hi as u32,
-            flags: (hi >> 32) as u16,
-            next: (hi >> 48) as u16,
-        }
+        // SAFETY: k <= mask < size: entry k of the ring's table, mapped
+        // while the ring ('r) lives (`read_desc`).
+        unsafe { read_desc(self.desc, k) }
     }
 
     /// Writes `used->ring[i % size] = {id, len}` (as `Ring::set_used`).
