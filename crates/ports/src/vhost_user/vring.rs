@@ -429,14 +429,19 @@ enum Parsed {
 
 impl RxQueue for VhostRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
-        if self.held.is_none() {
-            self.held = self.slot.session.load_full();
-        }
-        let Some(s) = self.held.clone() else { return 0 };
+        // The session held since an earlier burst not yet released, or the
+        // installed one; moved out of `held` (no reference count change)
+        // and put back below if the burst took something.
+        let s = match self.held.take() {
+            Some(s) => s,
+            None => match self.slot.session.load_full() {
+                Some(s) => s,
+                None => return 0,
+            },
+        };
         // Once per burst: a lie, or memory that faulted (the port's
         // control thread disconnects either).
         if s.is_broken() || s.ring.mem().faulted() {
-            self.held = None;
             return 0;
         }
         if s.id != self.applied {
@@ -448,7 +453,6 @@ impl RxQueue for VhostRx {
         let pending = s.ring.avail_idx().wrapping_sub(last);
         if pending > size {
             s.lie(Lie::AvailIdx);
-            self.held = None;
             return 0;
         }
         self.level = (pending as u32, size as u32);
@@ -458,12 +462,12 @@ impl RxQueue for VhostRx {
         let hdr_len = s.layout.hdr_len;
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
-        let mut consumed = 0u16;
         let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
-        let mem = s.ring.mem();
-        // The ring's addresses in registers for the loop, and the heads
-        // this burst takes (`n` fit: no bounds check per frame).
+        // The ring's addresses and the largest memory region's bounds in
+        // registers for the loop, and the heads this burst takes (`n`
+        // fit: no bounds check per frame).
         let ring = s.ring.view();
+        let mem = s.ring.mem().view();
         let heads = &mut self.heads[self.nheads..self.nheads + n];
         let mut nh = 0usize;
         for i in 0..n as u16 {
@@ -490,7 +494,6 @@ impl RxQueue for VhostRx {
                     pushed += 1;
                     heads[nh] = head;
                     nh += 1;
-                    consumed += 1;
                     continue;
                 }
             }
@@ -574,8 +577,9 @@ impl RxQueue for VhostRx {
             }
             heads[nh] = head;
             nh += 1;
-            consumed += 1;
         }
+        // Every chain taken (pushed or dropped) has its head recorded.
+        let consumed = nh as u16;
         self.nheads += nh;
         if oversize | short | linear != 0 {
             self.fault.rx_oversize.fetch_add(oversize, Relaxed);
@@ -583,6 +587,7 @@ impl RxQueue for VhostRx {
             self.fault.rx_linearised.fetch_add(linear, Relaxed);
         }
         s.last_avail.store(last.wrapping_add(consumed), Relaxed);
+        self.held = Some(s);
         if pushed == 0 {
             // Nothing for the worker (release is not called after an empty
             // burst): give dropped chains back now and let the session go.
@@ -599,10 +604,11 @@ impl RxQueue for VhostRx {
         }
         let end = s.last_avail.load(Relaxed);
         let start = end.wrapping_sub(self.nheads as u16);
-        let ring = s.ring.view();
-        for (i, h) in self.heads[..self.nheads].iter().enumerate() {
-            ring.set_used(start.wrapping_add(i as u16), *h, 0);
-        }
+        // Used entries in the order consumed (the frontend may rely on
+        // nothing else), written before the index that publishes them.
+        s.ring
+            .view()
+            .set_used_zero_len(start, &self.heads[..self.nheads]);
         s.ring.set_used_idx(end);
         self.nheads = 0;
         s.notify_frontend(start, end);
