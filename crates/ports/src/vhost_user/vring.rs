@@ -168,15 +168,31 @@ pub struct Session {
     pub kick: Option<Arc<File>>,
     /// Ring index at start (`SET_VRING_BASE`).
     pub start_idx: u16,
-    /// Receive side: next available entry to consume (owner only).
-    pub last_avail: AtomicU16,
     /// Transmit side: fabric slot that maps onto `start_idx` (set by the
     /// first `free_slots` of this session; `u64::MAX` until then).
     slot_base: AtomicU64,
-    /// Transmit side: used index last published.
-    pub used_shadow: AtomicU16,
     broken: AtomicBool,
     fault: Arc<Fault>,
+    /// The ring indexes moved per burst or per publish, on a cache line
+    /// of their own.
+    pub cur: Cursors,
+}
+
+/// The indexes of a [`Session`] written on the data path: by the receive
+/// queue's owner once per burst (`last_avail`), by the transmit lock's
+/// holder once per publish (`used_shadow`). On their own cache line
+/// (`align(64)`, and so is the `Session` around them, its reference counts
+/// on another line before it), so those writes do not take from other
+/// workers' caches the fields they read for every frame they write
+/// (`ring`, `layout`, `broken`, `start_idx`, `slot_base`, `id`).
+#[derive(Debug)]
+#[repr(align(64))]
+pub struct Cursors {
+    /// Receive side: next available entry to consume (owner only).
+    pub last_avail: AtomicU16,
+    /// Transmit side: used index last published (written under the
+    /// queue's transmit lock only).
+    pub used_shadow: AtomicU16,
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -198,11 +214,13 @@ impl Session {
             call,
             kick,
             start_idx,
-            last_avail: AtomicU16::new(start_idx),
             slot_base: AtomicU64::new(u64::MAX),
-            used_shadow: AtomicU16::new(start_idx),
             broken: AtomicBool::new(false),
             fault,
+            cur: Cursors {
+                last_avail: AtomicU16::new(start_idx),
+                used_shadow: AtomicU16::new(start_idx),
+            },
         }
     }
 
@@ -406,7 +424,7 @@ impl VhostRx {
     fn apply_notify(&self, s: &Session) {
         if s.layout.event_idx {
             if self.notify_on {
-                s.ring.set_avail_event(s.last_avail.load(Relaxed));
+                s.ring.set_avail_event(s.cur.last_avail.load(Relaxed));
             }
         } else {
             s.ring
@@ -449,7 +467,7 @@ impl RxQueue for VhostRx {
             self.apply_notify(&s);
         }
         let size = s.ring.size();
-        let last = s.last_avail.load(Relaxed);
+        let last = s.cur.last_avail.load(Relaxed);
         let pending = s.ring.avail_idx().wrapping_sub(last);
         if pending > size {
             s.lie(Lie::AvailIdx);
@@ -586,7 +604,7 @@ impl RxQueue for VhostRx {
             self.fault.rx_short.fetch_add(short, Relaxed);
             self.fault.rx_linearised.fetch_add(linear, Relaxed);
         }
-        s.last_avail.store(last.wrapping_add(consumed), Relaxed);
+        s.cur.last_avail.store(last.wrapping_add(consumed), Relaxed);
         self.held = Some(s);
         if pushed == 0 {
             // Nothing for the worker (release is not called after an empty
@@ -602,7 +620,7 @@ impl RxQueue for VhostRx {
             self.nheads = 0;
             return;
         }
-        let end = s.last_avail.load(Relaxed);
+        let end = s.cur.last_avail.load(Relaxed);
         let start = end.wrapping_sub(self.nheads as u16);
         // Used entries in the order consumed (the frontend may rely on
         // nothing else), written before the index that publishes them.
@@ -626,7 +644,7 @@ impl RxQueue for VhostRx {
         self.apply_notify(s);
         if enabled {
             fence(SeqCst);
-            return s.ring.avail_idx() != s.last_avail.load(Relaxed);
+            return s.ring.avail_idx() != s.cur.last_avail.load(Relaxed);
         }
         false
     }
@@ -745,7 +763,7 @@ impl VhostTx {
         if s.is_broken() || !s.layout.mrg_rxbuf {
             return None;
         }
-        let used = s.used_shadow.load(Relaxed);
+        let used = s.cur.used_shadow.load(Relaxed);
         let ahead = s.ring.avail_idx().wrapping_sub(used);
         if ahead == 0 || ahead > s.ring.size() {
             return None;
@@ -804,7 +822,7 @@ impl TxProducer for VhostProducer {
             s.slot_base.store(next, Release);
         }
         let taken = self.cur_start.wrapping_add((next - self.cur_base) as u16);
-        let used = s.used_shadow.load(Relaxed);
+        let used = s.cur.used_shadow.load(Relaxed);
         let avail = s.ring.avail_idx();
         let outstanding = taken.wrapping_sub(used);
         let ahead = avail.wrapping_sub(used);
@@ -841,8 +859,12 @@ impl TxProducer for VhostProducer {
             let base = s.slot_base.load(Acquire);
             if base != u64::MAX && tail > base && !s.is_broken() {
                 let new = s.start_idx.wrapping_add((tail - base) as u16);
-                let old = s.used_shadow.swap(new, Relaxed);
+                // We hold the transmit lock, under which alone
+                // `used_shadow` is written: a load and a store, not a
+                // locked exchange.
+                let old = s.cur.used_shadow.load(Relaxed);
                 if old != new {
+                    s.cur.used_shadow.store(new, Relaxed);
                     s.ring.set_used_idx(new);
                     kick = s.wants_notify(old, new);
                 }
