@@ -29,7 +29,7 @@ use fabric::batch::MAX_BATCH;
 use fabric::sys::EventFd;
 use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
-use super::sys::{self, Epoll, GuestSlice, Ring, RingView};
+use super::sys::{self, Epoll, GuestSlice, MemView, Ring, RingView};
 
 /// `VIRTQ_DESC_F_NEXT`.
 pub const DESC_F_NEXT: u16 = 1;
@@ -920,6 +920,7 @@ impl TxQueue for VhostTx {
             // One slot each, in slot order: no slot count or index per
             // frame, and `write_one` compiled for one buffer.
             let ring = s.ring.view();
+            let mem = s.ring.mem().view();
             let idx0 = s.start_idx.wrapping_add((first - base) as u16);
             for (j, p) in pkts.iter().enumerate() {
                 if s.is_broken() {
@@ -927,7 +928,8 @@ impl TxQueue for VhostTx {
                 }
                 let frame = p.data();
                 let slot = first + j as u64;
-                let r = match self.write_single(s, &ring, idx0.wrapping_add(j as u16), frame) {
+                let idx = idx0.wrapping_add(j as u16);
+                let r = match self.write_single(s, &ring, &mem, idx, frame) {
                     Some(r) => r,
                     None => self.write_one(s, base, slot, 1, frame),
                 };
@@ -988,6 +990,7 @@ impl VhostTx {
         &self,
         s: &Session,
         ring: &RingView<'_>,
+        mem: &MemView<'_>,
         idx0: u16,
         frame: &[u8],
     ) -> Option<Result<bool, Lie>> {
@@ -1001,7 +1004,7 @@ impl VhostTx {
         if d.flags != DESC_F_WRITE || total > d.len as usize {
             return None;
         }
-        let Some(p) = s.ring.mem().gpa_ptr(d.addr, d.len as u64) else {
+        let Some(p) = mem.gpa_ptr(d.addr, d.len as u64) else {
             return Some(Err(Lie::OutOfMemory));
         };
         let mut hdr = [0u8; 12];
@@ -1051,7 +1054,8 @@ impl VhostTx {
         }
         let total = hdr_len + frame.len();
         if nslots == 1 {
-            if let Some(r) = self.write_single(s, &s.ring.view(), idx0, frame) {
+            let (ring, mem) = (s.ring.view(), s.ring.mem().view());
+            if let Some(r) = self.write_single(s, &ring, &mem, idx0, frame) {
                 return r;
             }
         }
