@@ -21,8 +21,16 @@
 //!
 //! - **poll**: while frames come, look at the rings again and again; sleep
 //!   on notifications only once every queue has been idle for
-//!   [`Policy::spin_ns`] (the larger of [`IDLE_NS`] and the wake-up p99,
-//!   so idle ports cost nothing). Chosen when neither of the others fits
+//!   [`Policy::spin_ns`] (the larger of the learned idle time, at least
+//!   [`IDLE_NS`], and the wake-up p99, so idle ports cost nothing). A
+//!   sleep that a batch of frames ended (more than one frame waited for
+//!   the wake-up) interrupted a flow, not an idle port: the senders of a
+//!   dense flow pause for milliseconds (their CPU taken away), and each
+//!   such sleep holds back every frame of the catch-up behind a wake-up
+//!   over the budget. The idle time then doubles, up to [`IDLE_MAX_NS`];
+//!   it halves after [`IDLE_DECAY`] × its length spent asleep, or after
+//!   a sleep that a lone frame ended (a sparse flow, whose frames pay the
+//!   wake-up whatever the worker does). Chosen when neither of the others fits
 //!   the budget, with a budget of 0, and until enough wake-ups were
 //!   measured. After a small batch at a rate that would fill a bigger one
 //!   soon, the worker spins for a *gap* before it polls again
@@ -62,6 +70,13 @@ pub const SPIN_NS: u64 = 2_000;
 /// Poll regime: sleep only after every queue has been idle this long (or
 /// the wake-up p99, if longer).
 pub const IDLE_NS: u64 = 1_000_000;
+/// Poll regime: the longest idle time learned from sleeps that
+/// interrupted a flow (what polling costs after the traffic really
+/// stopped, at most, before the worker sleeps).
+pub const IDLE_MAX_NS: u64 = 64_000_000;
+/// Poll regime: the learned idle time halves after this many times its
+/// length asleep.
+pub const IDLE_DECAY: u64 = 8;
 /// Regime decisions are taken once per window.
 pub const WINDOW_NS: u64 = 1_000_000;
 /// Switch between interrupt and moderate only when the other is this much
@@ -465,6 +480,13 @@ pub struct Policy {
     nap_overhead: Ewma,
     /// Frames per second over the last window with traffic.
     rate_fps: u64,
+    /// Poll regime: idle time before a sleep learned from the sleeps that
+    /// interrupted a flow ([`IDLE_NS`]..=[`IDLE_MAX_NS`]); asleep since it
+    /// last changed, ns; whether traffic just ended a sleep (the next pass
+    /// says how many frames waited for the wake-up).
+    idle_after_ns: u64,
+    idle_asleep_ns: u64,
+    woken_by_traffic: bool,
 }
 
 /// A snapshot for stats.
@@ -566,19 +588,60 @@ impl Policy {
             int_overhead: Ewma(None),
             nap_overhead: Ewma(None),
             rate_fps: 0,
+            idle_after_ns: IDLE_NS,
+            idle_asleep_ns: 0,
+            woken_by_traffic: false,
         }
     }
 
     /// How long a queue must stay empty before it is armed, and every queue
     /// before the worker sleeps: [`SPIN_NS`] where a wake-up fits in the
-    /// budget; otherwise the larger of [`IDLE_NS`] and the wake-up p99
-    /// (never sleep between frames of a flow, and never before idling
-    /// longer than a wake-up takes).
+    /// budget; otherwise the larger of the learned idle time (at least
+    /// [`IDLE_NS`]) and the wake-up p99 (never sleep between frames of a
+    /// flow, and never before idling longer than a wake-up takes).
     pub fn spin_ns(&self) -> u64 {
-        if self.wake_fits() || self.why == Why::Contended {
+        if self.sleeps_between_frames() {
             SPIN_NS
         } else {
-            IDLE_NS.max(self.wake.p99)
+            self.idle_after_ns.max(self.wake.p99)
+        }
+    }
+
+    /// Whether the worker sleeps as soon as a queue is empty (a wake-up
+    /// fits in the budget, or polling waits longer for the CPU).
+    fn sleeps_between_frames(&self) -> bool {
+        self.wake_fits() || self.why == Why::Contended
+    }
+
+    /// Poll regime: a sleep that traffic ended was followed by a pass
+    /// that moved `moved` frames. More than one: the frames of a flow
+    /// queued behind the wake-up (a sender's pause, then its catch-up),
+    /// so the idle time before a sleep doubles; one: a sparse flow's
+    /// frame, which pays a wake-up whatever the idle time, so it halves.
+    fn learn_idle(&mut self, moved: u64) {
+        if self.sleeps_between_frames() {
+            return;
+        }
+        if moved > 1 {
+            self.idle_after_ns = (self.idle_after_ns * 2).min(IDLE_MAX_NS);
+            self.idle_asleep_ns = 0;
+        } else if moved == 1 {
+            self.idle_shorter();
+        }
+    }
+
+    /// Halves the learned idle time (not below [`IDLE_NS`]).
+    fn idle_shorter(&mut self) {
+        self.idle_after_ns = (self.idle_after_ns / 2).max(IDLE_NS);
+        self.idle_asleep_ns = 0;
+    }
+
+    /// Time asleep: after [`IDLE_DECAY`] × the learned idle time of it,
+    /// the ports are idle, not a paused flow.
+    fn asleep_for(&mut self, wall_ns: u64) {
+        self.idle_asleep_ns += wall_ns;
+        if self.idle_asleep_ns >= IDLE_DECAY * self.idle_after_ns {
+            self.idle_shorter();
         }
     }
 
@@ -693,6 +756,10 @@ impl Policy {
 
     /// After one pass over the worker's queues.
     pub fn after_poll(&mut self, now_ns: u64, pass: Pass) -> Next {
+        if self.woken_by_traffic {
+            self.woken_by_traffic = false;
+            self.learn_idle(pass.moved);
+        }
         let took = now_ns.saturating_sub(self.prev_ns);
         self.prev_ns = now_ns;
         self.fill_ns = pass.fill_ns;
@@ -813,6 +880,8 @@ impl Policy {
             Slept::Interrupt => {
                 self.sleep_cpu.add(cpu_ns);
                 self.win_sleeps += 1;
+                self.woken_by_traffic = true;
+                self.asleep_for(wall_ns);
             }
             Slept::Nap => {
                 self.win_naps += 1;
@@ -829,6 +898,7 @@ impl Policy {
     /// command, a probe): time asleep, not a sample of what a wake-up on
     /// traffic costs.
     pub fn slept_idle(&mut self, wall_ns: u64, cpu_ns: u64, end_ns: u64) {
+        self.asleep_for(wall_ns);
         self.win_asleep_ns += wall_ns;
         self.win_sleep_cpu_ns += cpu_ns;
         self.prev_ns = end_ns;
@@ -1323,6 +1393,68 @@ mod tests {
         let share = r.cpu * 1000 / (2_000 * MS);
         assert!(share <= 15, "cpu {share} permille");
         assert_eq!(s.p.spin_ns(), IDLE_NS);
+    }
+
+    /// A host whose every wake-up is over the default budget (this VM on
+    /// a slow day: 150 µs, one in 20 twice that).
+    const SLOW_WAKE: Host = Host {
+        wake_lat: 150 * US,
+        wake_slow: 300 * US,
+        ..VM
+    };
+
+    /// 10 kpps whose sender loses its CPU for 2.5 ms every 30 ms and then
+    /// sends the frames it owes, 1 µs apart (turnout-gen's catch-up, its
+    /// CPU taken by another thread of the tester's host).
+    fn paused_flow(t: u64) -> u64 {
+        let ph = t % (30 * MS);
+        if ph < 100 * US {
+            2_500 * US
+        } else if (2_500 * US..2_600 * US).contains(&ph) {
+            US
+        } else {
+            100 * US
+        }
+    }
+
+    #[test]
+    fn a_flow_whose_sender_pauses_is_not_slept_through() {
+        // With a fixed 1 ms idle time the worker slept in every pause and
+        // the catch-up waited for a wake-up over the budget: about a tenth
+        // of the frames, p99 ~150 µs. A sleep that several frames ended
+        // doubles the idle time; after two pauses the worker polls through
+        // them and every frame but those of the first two catch-ups is
+        // within the budget.
+        let mut s = Sim::new(&SLOW_WAKE, 100);
+        let mut r = s.run(paused_flow, 0, 3_000 * MS);
+        assert_eq!(
+            (s.p.regime(), s.p.why()),
+            (Regime::Poll, Why::WakeOverBudget)
+        );
+        assert!(r.p99() <= 100 * US, "p99 {}", r.p99());
+        assert_eq!(r.refused, 0);
+        let learned = s.p.view().sleep_after_ns;
+        assert!(
+            (2_500 * US..=IDLE_MAX_NS).contains(&learned),
+            "sleeps after {learned} ns idle"
+        );
+        // Traffic stops: a few idle multiples asleep and the ports cost
+        // nothing again after IDLE_NS.
+        let r = s.run(|_| 1_000 * MS, 3_000 * MS, 6_000 * MS);
+        assert_eq!(s.p.spin_ns(), IDLE_NS);
+        let share = r.cpu * 1000 / (3_000 * MS);
+        assert!(share <= 30, "cpu {share} permille");
+    }
+
+    #[test]
+    fn a_sparse_flow_keeps_the_shortest_idle_time() {
+        // A frame every 20 ms: each wakes the worker alone, so the idle
+        // time never grows and the worker is busy about 5 % of the time.
+        let mut s = Sim::new(&SLOW_WAKE, 100);
+        let r = s.run(|_| 20 * MS, 0, 2_000 * MS);
+        assert_eq!(s.p.spin_ns(), IDLE_NS);
+        let share = r.cpu * 1000 / (2_000 * MS);
+        assert!(share <= 60, "cpu {share} permille");
     }
 
     #[test]
