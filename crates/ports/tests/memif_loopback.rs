@@ -355,3 +355,46 @@ fn a_dead_connection_stops_waking_the_worker() {
         "the dead connection's pending kick still wakes the worker"
     );
 }
+
+#[test]
+fn rx_frames_add_up_over_queues_owned_by_different_threads() {
+    // Each receive queue counts its own frames (one writer: the queue's
+    // owner, here a thread each, as two workers); `rx_frames` is their
+    // sum.
+    let mut sc = MemifConfig::new("s0", 0);
+    sc.queues = 2;
+    let mut cc = MemifConfig::new("c0", 0);
+    cc.queues = 2;
+    let p = pair("rxframes", sc, cc);
+    const PER: usize = 5000;
+    // Sends `want` 64 B frames to the server's queue `q` and receives them
+    // on `rx`; returns how many arrived before the deadline.
+    let run = |q: u16, rx: &mut dyn fabric::RxQueue, want: usize| -> usize {
+        let f = frame(64, q as u32);
+        let (mut sent, mut got) = (0usize, 0usize);
+        let t0 = std::time::Instant::now();
+        while got < want && t0.elapsed() < Duration::from_secs(30) {
+            let chunk: Vec<&[u8]> = (0..(want - sent).min(64)).map(|_| &f[..]).collect();
+            sent += send_batch(&p.c, q, &chunk);
+            got += recv(rx, (sent - got).min(1), Duration::from_millis(100)).len();
+        }
+        got
+    };
+    std::thread::scope(|t| {
+        let threads: Vec<_> = (0..2u16)
+            .map(|q| {
+                let run = &run;
+                let s = &p.s;
+                t.spawn(move || {
+                    let mut rx = s.take_rx(q).unwrap();
+                    run(q, rx.as_mut(), PER)
+                })
+            })
+            .collect();
+        for th in threads {
+            assert_eq!(th.join().unwrap(), PER);
+        }
+    });
+    assert_eq!(p.s.counter("rx_frames"), 2 * PER as u64);
+    assert_eq!(p.s.counter("violations"), 0);
+}

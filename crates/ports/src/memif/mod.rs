@@ -312,6 +312,14 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> MemifError {
     move |e| MemifError::Io(w, e)
 }
 
+/// A receive queue's frame count, written by the one worker that owns the
+/// queue ([`fabric::worker::bump`]: a load and a store, no locked add), on
+/// a cache line of its own so queues owned by different workers do not
+/// share one.
+#[derive(Default)]
+#[repr(align(64))]
+pub(crate) struct QueueFrames(pub(crate) AtomicU64);
+
 /// Port counters (control path reads them; the data path adds once per
 /// burst or publish, never per packet).
 #[derive(Default)]
@@ -321,7 +329,11 @@ pub(crate) struct Counters {
     peer_hangups: AtomicU64,
     ctrl_errors: AtomicU64,
     violations: [AtomicU64; Violation::COUNT],
-    rx_frames: AtomicU64,
+    /// Frames received, per receive queue (summed as `rx_frames`). A queue
+    /// has one owner at a time (`Core::rx_taken`, handed over with
+    /// Release/Acquire), and backend counters are never reset, so a plain
+    /// store loses no count.
+    pub(crate) rx_frames: Box<[QueueFrames]>,
     rx_chained: AtomicU64,
     rx_oversize: AtomicU64,
     tx_kicks: AtomicU64,
@@ -335,6 +347,14 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
+    /// Counters of an interface with `queues` receive queues.
+    fn new(queues: usize) -> Self {
+        Self {
+            rx_frames: (0..queues).map(|_| QueueFrames::default()).collect(),
+            ..Self::default()
+        }
+    }
+
     fn snapshot(&self) -> Vec<(&'static str, u64)> {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut v = vec![
@@ -349,7 +369,7 @@ impl Counters {
             v.push((k.name(), g(&self.violations[k.index()])));
         }
         v.extend([
-            ("rx_frames", g(&self.rx_frames)),
+            ("rx_frames", self.rx_frames.iter().map(|q| g(&q.0)).sum()),
             ("rx_chained", g(&self.rx_chained)),
             ("rx_oversize", g(&self.rx_oversize)),
             ("tx_kicks", g(&self.tx_kicks)),
@@ -402,12 +422,12 @@ impl Core {
         }
         Ok(Core {
             rx_taken: (0..cfg.queues).map(|_| AtomicBool::new(false)).collect(),
+            counters: Counters::new(cfg.queues as usize),
             cfg,
             role,
             up: AtomicBool::new(false),
             busy: AtomicBool::new(false),
             gen: AtomicU64::new(0),
-            counters: Counters::default(),
             rx_epoll,
             wake,
             status: Mutex::new(Status::default()),

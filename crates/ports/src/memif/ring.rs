@@ -381,7 +381,11 @@ impl MemifRx {
         self.pending = pos;
         let ctr = &self.shared.core.counters;
         if n > 0 {
-            ctr.rx_frames.fetch_add(n as u64, Ordering::Relaxed);
+            // This queue's own counter: we are its one writer (we own the
+            // queue), so a load and a store, not a locked add.
+            if let Some(f) = ctr.rx_frames.get(self.q as usize) {
+                fabric::worker::bump(&f.0, n as u64);
+            }
         }
         if chained > 0 {
             ctr.rx_chained.fetch_add(chained, Ordering::Relaxed);

@@ -161,9 +161,9 @@ impl Device {
             std::thread::sleep(Duration::from_micros(50));
         }
         self.vrings[i].base = if i % 2 == 1 {
-            old.last_avail.load(Acquire)
+            old.cur.last_avail.load(Acquire)
         } else {
-            old.used_shadow.load(Acquire)
+            old.cur.used_shadow.load(Acquire)
         };
         // Past the quiesce a worker may still hold the session (a
         // preempted burst or lease): its drop, possibly under a transmit

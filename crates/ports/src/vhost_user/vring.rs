@@ -29,7 +29,7 @@ use fabric::batch::MAX_BATCH;
 use fabric::sys::EventFd;
 use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
 
-use super::sys::{self, Epoll, GuestSlice, Ring, RingView};
+use super::sys::{self, Epoll, GuestSlice, MemView, Ring, RingView};
 
 /// `VIRTQ_DESC_F_NEXT`.
 pub const DESC_F_NEXT: u16 = 1;
@@ -168,15 +168,31 @@ pub struct Session {
     pub kick: Option<Arc<File>>,
     /// Ring index at start (`SET_VRING_BASE`).
     pub start_idx: u16,
-    /// Receive side: next available entry to consume (owner only).
-    pub last_avail: AtomicU16,
     /// Transmit side: fabric slot that maps onto `start_idx` (set by the
     /// first `free_slots` of this session; `u64::MAX` until then).
     slot_base: AtomicU64,
-    /// Transmit side: used index last published.
-    pub used_shadow: AtomicU16,
     broken: AtomicBool,
     fault: Arc<Fault>,
+    /// The ring indexes moved per burst or per publish, on a cache line
+    /// of their own.
+    pub cur: Cursors,
+}
+
+/// The indexes of a [`Session`] written on the data path: by the receive
+/// queue's owner once per burst (`last_avail`), by the transmit lock's
+/// holder once per publish (`used_shadow`). On their own cache line
+/// (`align(64)`, and so is the `Session` around them, its reference counts
+/// on another line before it), so those writes do not take from other
+/// workers' caches the fields they read for every frame they write
+/// (`ring`, `layout`, `broken`, `start_idx`, `slot_base`, `id`).
+#[derive(Debug)]
+#[repr(align(64))]
+pub struct Cursors {
+    /// Receive side: next available entry to consume (owner only).
+    pub last_avail: AtomicU16,
+    /// Transmit side: used index last published (written under the
+    /// queue's transmit lock only).
+    pub used_shadow: AtomicU16,
 }
 
 static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
@@ -198,11 +214,13 @@ impl Session {
             call,
             kick,
             start_idx,
-            last_avail: AtomicU16::new(start_idx),
             slot_base: AtomicU64::new(u64::MAX),
-            used_shadow: AtomicU16::new(start_idx),
             broken: AtomicBool::new(false),
             fault,
+            cur: Cursors {
+                last_avail: AtomicU16::new(start_idx),
+                used_shadow: AtomicU16::new(start_idx),
+            },
         }
     }
 
@@ -406,7 +424,7 @@ impl VhostRx {
     fn apply_notify(&self, s: &Session) {
         if s.layout.event_idx {
             if self.notify_on {
-                s.ring.set_avail_event(s.last_avail.load(Relaxed));
+                s.ring.set_avail_event(s.cur.last_avail.load(Relaxed));
             }
         } else {
             s.ring
@@ -429,14 +447,19 @@ enum Parsed {
 
 impl RxQueue for VhostRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
-        if self.held.is_none() {
-            self.held = self.slot.session.load_full();
-        }
-        let Some(s) = self.held.clone() else { return 0 };
+        // The session held since an earlier burst not yet released, or the
+        // installed one; moved out of `held` (no reference count change)
+        // and put back below if the burst took something.
+        let s = match self.held.take() {
+            Some(s) => s,
+            None => match self.slot.session.load_full() {
+                Some(s) => s,
+                None => return 0,
+            },
+        };
         // Once per burst: a lie, or memory that faulted (the port's
         // control thread disconnects either).
         if s.is_broken() || s.ring.mem().faulted() {
-            self.held = None;
             return 0;
         }
         if s.id != self.applied {
@@ -444,11 +467,10 @@ impl RxQueue for VhostRx {
             self.apply_notify(&s);
         }
         let size = s.ring.size();
-        let last = s.last_avail.load(Relaxed);
+        let last = s.cur.last_avail.load(Relaxed);
         let pending = s.ring.avail_idx().wrapping_sub(last);
         if pending > size {
             s.lie(Lie::AvailIdx);
-            self.held = None;
             return 0;
         }
         self.level = (pending as u32, size as u32);
@@ -458,12 +480,12 @@ impl RxQueue for VhostRx {
         let hdr_len = s.layout.hdr_len;
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
-        let mut consumed = 0u16;
         let (mut oversize, mut short, mut linear) = (0u64, 0u64, 0u64);
-        let mem = s.ring.mem();
-        // The ring's addresses in registers for the loop, and the heads
-        // this burst takes (`n` fit: no bounds check per frame).
+        // The ring's addresses and the largest memory region's bounds in
+        // registers for the loop, and the heads this burst takes (`n`
+        // fit: no bounds check per frame).
         let ring = s.ring.view();
+        let mem = s.ring.mem().view();
         let heads = &mut self.heads[self.nheads..self.nheads + n];
         let mut nh = 0usize;
         for i in 0..n as u16 {
@@ -490,7 +512,6 @@ impl RxQueue for VhostRx {
                     pushed += 1;
                     heads[nh] = head;
                     nh += 1;
-                    consumed += 1;
                     continue;
                 }
             }
@@ -574,15 +595,17 @@ impl RxQueue for VhostRx {
             }
             heads[nh] = head;
             nh += 1;
-            consumed += 1;
         }
+        // Every chain taken (pushed or dropped) has its head recorded.
+        let consumed = nh as u16;
         self.nheads += nh;
         if oversize | short | linear != 0 {
             self.fault.rx_oversize.fetch_add(oversize, Relaxed);
             self.fault.rx_short.fetch_add(short, Relaxed);
             self.fault.rx_linearised.fetch_add(linear, Relaxed);
         }
-        s.last_avail.store(last.wrapping_add(consumed), Relaxed);
+        s.cur.last_avail.store(last.wrapping_add(consumed), Relaxed);
+        self.held = Some(s);
         if pushed == 0 {
             // Nothing for the worker (release is not called after an empty
             // burst): give dropped chains back now and let the session go.
@@ -597,12 +620,13 @@ impl RxQueue for VhostRx {
             self.nheads = 0;
             return;
         }
-        let end = s.last_avail.load(Relaxed);
+        let end = s.cur.last_avail.load(Relaxed);
         let start = end.wrapping_sub(self.nheads as u16);
-        let ring = s.ring.view();
-        for (i, h) in self.heads[..self.nheads].iter().enumerate() {
-            ring.set_used(start.wrapping_add(i as u16), *h, 0);
-        }
+        // Used entries in the order consumed (the frontend may rely on
+        // nothing else), written before the index that publishes them.
+        s.ring
+            .view()
+            .set_used_zero_len(start, &self.heads[..self.nheads]);
         s.ring.set_used_idx(end);
         self.nheads = 0;
         s.notify_frontend(start, end);
@@ -620,7 +644,7 @@ impl RxQueue for VhostRx {
         self.apply_notify(s);
         if enabled {
             fence(SeqCst);
-            return s.ring.avail_idx() != s.last_avail.load(Relaxed);
+            return s.ring.avail_idx() != s.cur.last_avail.load(Relaxed);
         }
         false
     }
@@ -739,7 +763,7 @@ impl VhostTx {
         if s.is_broken() || !s.layout.mrg_rxbuf {
             return None;
         }
-        let used = s.used_shadow.load(Relaxed);
+        let used = s.cur.used_shadow.load(Relaxed);
         let ahead = s.ring.avail_idx().wrapping_sub(used);
         if ahead == 0 || ahead > s.ring.size() {
             return None;
@@ -798,7 +822,7 @@ impl TxProducer for VhostProducer {
             s.slot_base.store(next, Release);
         }
         let taken = self.cur_start.wrapping_add((next - self.cur_base) as u16);
-        let used = s.used_shadow.load(Relaxed);
+        let used = s.cur.used_shadow.load(Relaxed);
         let avail = s.ring.avail_idx();
         let outstanding = taken.wrapping_sub(used);
         let ahead = avail.wrapping_sub(used);
@@ -835,8 +859,12 @@ impl TxProducer for VhostProducer {
             let base = s.slot_base.load(Acquire);
             if base != u64::MAX && tail > base && !s.is_broken() {
                 let new = s.start_idx.wrapping_add((tail - base) as u16);
-                let old = s.used_shadow.swap(new, Relaxed);
+                // We hold the transmit lock, under which alone
+                // `used_shadow` is written: a load and a store, not a
+                // locked exchange.
+                let old = s.cur.used_shadow.load(Relaxed);
                 if old != new {
+                    s.cur.used_shadow.store(new, Relaxed);
                     s.ring.set_used_idx(new);
                     kick = s.wants_notify(old, new);
                 }
@@ -892,6 +920,7 @@ impl TxQueue for VhostTx {
             // One slot each, in slot order: no slot count or index per
             // frame, and `write_one` compiled for one buffer.
             let ring = s.ring.view();
+            let mem = s.ring.mem().view();
             let idx0 = s.start_idx.wrapping_add((first - base) as u16);
             for (j, p) in pkts.iter().enumerate() {
                 if s.is_broken() {
@@ -899,7 +928,8 @@ impl TxQueue for VhostTx {
                 }
                 let frame = p.data();
                 let slot = first + j as u64;
-                let r = match self.write_single(s, &ring, idx0.wrapping_add(j as u16), frame) {
+                let idx = idx0.wrapping_add(j as u16);
+                let r = match self.write_single(s, &ring, &mem, idx, frame) {
                     Some(r) => r,
                     None => self.write_one(s, base, slot, 1, frame),
                 };
@@ -960,6 +990,7 @@ impl VhostTx {
         &self,
         s: &Session,
         ring: &RingView<'_>,
+        mem: &MemView<'_>,
         idx0: u16,
         frame: &[u8],
     ) -> Option<Result<bool, Lie>> {
@@ -973,7 +1004,7 @@ impl VhostTx {
         if d.flags != DESC_F_WRITE || total > d.len as usize {
             return None;
         }
-        let Some(p) = s.ring.mem().gpa_ptr(d.addr, d.len as u64) else {
+        let Some(p) = mem.gpa_ptr(d.addr, d.len as u64) else {
             return Some(Err(Lie::OutOfMemory));
         };
         let mut hdr = [0u8; 12];
@@ -1023,7 +1054,8 @@ impl VhostTx {
         }
         let total = hdr_len + frame.len();
         if nslots == 1 {
-            if let Some(r) = self.write_single(s, &s.ring.view(), idx0, frame) {
+            let (ring, mem) = (s.ring.view(), s.ring.mem().view());
+            if let Some(r) = self.write_single(s, &ring, &mem, idx0, frame) {
                 return r;
             }
         }
