@@ -18,6 +18,7 @@
 pub mod api;
 pub mod backends;
 pub mod bgthread;
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod flowtimer;

@@ -1,11 +1,12 @@
 //! `turnoutd --config FILE` runs the switch; `turnoutd --check-config FILE`
-//! validates a config and exits (0 good, 2 bad). See docs/turnoutd.md.
+//! validates a config and exits (0 good, 2 bad). The command line is
+//! `turnoutd::cli`; see docs/turnoutd.md.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use turnoutd::cli::{Cli, Mode};
 use turnoutd::config::Config;
 use turnoutd::daemon::{self, Daemon, StartError};
 use turnoutd::log::{self, Level};
@@ -14,70 +15,11 @@ use turnoutd::metrics::MetricsServer;
 use turnoutd::server::ControlServer;
 use turnoutd::sys;
 
-const USAGE: &str = "usage: turnoutd --config FILE [--log-level error|warn|info|debug]
-       turnoutd --check-config FILE
-       turnoutd --version";
-
-enum Mode {
-    Run(PathBuf),
-    Check(PathBuf),
-}
-
-fn parse_args() -> Result<Option<(Mode, Level)>, String> {
-    let mut args = std::env::args().skip(1);
-    let mut mode = None;
-    let mut level = Level::Info;
-    while let Some(a) = args.next() {
-        let (key, inline) = match a.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
-            _ => (a.clone(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or_else(|| format!("{what} needs a value"))
-        };
-        match key.as_str() {
-            "--config" | "-c" => mode = Some(Mode::Run(PathBuf::from(value("--config")?))),
-            "--check-config" => mode = Some(Mode::Check(PathBuf::from(value("--check-config")?))),
-            "--log-level" => {
-                let v = value("--log-level")?;
-                level = Level::parse(&v).ok_or_else(|| {
-                    format!("--log-level: {v:?} is not error, warn, info or debug")
-                })?;
-            }
-            "--version" | "-V" => {
-                println!(
-                    "turnoutd {} (api {}, git {})",
-                    env!("CARGO_PKG_VERSION"),
-                    turnoutd::api::API_VERSION,
-                    daemon::GIT
-                );
-                return Ok(None);
-            }
-            "--help" | "-h" => {
-                println!("{USAGE}");
-                return Ok(None);
-            }
-            other => return Err(format!("unknown argument {other:?}")),
-        }
-    }
-    mode.map(|m| Some((m, level)))
-        .ok_or_else(|| "--config or --check-config is required".to_string())
-}
-
 fn main() -> ExitCode {
-    let (mode, level) = match parse_args() {
-        Ok(Some(x)) => x,
-        Ok(None) => return ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("turnoutd: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    log::set_level(level);
-    match mode {
+    // --help, --version and a bad command line print and exit here (0, 0, 2).
+    let cli = Cli::parse_or_exit();
+    log::set_level(cli.log_level.0);
+    match cli.mode() {
         Mode::Check(path) => {
             match Config::load(&path).and_then(|c| daemon::check_config(&c, &Builtin).map(|_| c)) {
                 Ok(c) => {
