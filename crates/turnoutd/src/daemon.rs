@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use fabric::{DropReason, Port, PortId, Switch, SwitchError};
+use fabric::{Port, PortId, Switch, SwitchError};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -560,94 +560,9 @@ impl Daemon {
         Ok(to_value(api::PortAddResult { id }))
     }
 
-    /// A snapshot of every counter.
+    /// A snapshot of every counter (the `stats` call and the metrics).
     pub fn stats(&self) -> api::StatsResult {
-        let ports = self
-            .switch
-            .port_stats()
-            .into_iter()
-            .map(|p| {
-                let mut drops: std::collections::BTreeMap<String, u64> = DropReason::ALL
-                    .iter()
-                    .map(|r| (r.name().to_string(), 0))
-                    .collect();
-                for (r, n) in p.drops {
-                    drops.insert(r.to_string(), n);
-                }
-                api::PortStatsResult {
-                    id: p.id,
-                    name: p.name,
-                    kind: p.kind.to_string(),
-                    link_up: p.link_up,
-                    rx_packets: p.rx_packets,
-                    rx_bytes: p.rx_bytes,
-                    tx_packets: p.tx_packets,
-                    tx_bytes: p.tx_bytes,
-                    rx_ring_full: p.rx_ring_full,
-                    queues: p
-                        .queues
-                        .iter()
-                        .enumerate()
-                        .map(|(i, q)| api::QueueStats {
-                            queue: i as u16,
-                            rx_packets: q[0],
-                            rx_bytes: q[1],
-                            tx_packets: q[2],
-                            tx_bytes: q[3],
-                            rx_ring_full: q[4],
-                        })
-                        .collect(),
-                    drops,
-                    backend: p
-                        .backend
-                        .into_iter()
-                        .map(|(k, v)| (k.to_string(), v))
-                        .collect(),
-                }
-            })
-            .collect();
-        let tick_ns = 1_000_000_000 / crate::sys::clock_ticks_hz().max(1);
-        let workers = self
-            .switch
-            .worker_stats()
-            .into_iter()
-            .map(|w| api::WorkerStatsResult {
-                id: w.id,
-                cpu: w.cpu,
-                tid: w.tid,
-                rx_queues: w.rx_queues,
-                packets: w.packets,
-                batches: w.batches,
-                busy_ns: w.busy_ns,
-                idle_ns: w.idle_ns,
-                busy_cycles: w.busy_cycles,
-                idle_cycles: w.idle_cycles,
-                sleeps: w.sleeps,
-                wakeups: w.wakeups,
-                naps: w.naps,
-                gaps: w.gaps,
-                asleep_ns: w.asleep_ns,
-                sleep_cpu_ns: w.sleep_cpu_ns,
-                cycles_per_packet: w.cycles_per_packet,
-                cpu_ns: if w.tid > 0 {
-                    crate::sys::thread_cpu_ns(w.tid)
-                        .or_else(|| crate::sys::thread_cpu_ticks(w.tid).map(|t| t * tick_ns))
-                        .unwrap_or(0)
-                } else {
-                    0
-                },
-                policy: w.policy,
-            })
-            .collect();
-        api::StatsResult {
-            ports,
-            workers,
-            tsc_hz: self.switch.cycles_hz(),
-            time_ns: self.started.elapsed().as_nanos() as u64,
-            openflow: api::OpenflowStats {
-                refused: self.openflow.refusals(),
-            },
-        }
+        api::StatsResult::collect(&self.switch, self.started, &self.openflow)
     }
 }
 

@@ -30,6 +30,7 @@ pub mod ofchannel;
 pub mod offail;
 pub mod ofswitch;
 pub mod server;
+pub mod stats;
 pub mod sys;
 
 pub use daemon::Daemon;

@@ -1,5 +1,6 @@
 //! The Prometheus text exposition (format 0.0.4) of the counters `stats`
-//! returns, served over plain HTTP/1.0 on an optional TCP listener (loopback
+//! returns (one type, [`crate::stats`], which declares each per-queue and
+//! per-worker metric next to its field), served over plain HTTP/1.0 on an optional TCP listener (loopback
 //! unless configured otherwise): `GET /metrics` (or `/`).
 //!
 //! One thread serves connections one at a time, each bounded by a short
@@ -13,10 +14,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::api::StatsResult;
 use crate::bgthread::BgThread;
 use crate::daemon::Daemon;
 use crate::log::Level;
+use crate::stats::{StatsResult, QUEUE_METRICS, WORKER_METRICS};
 
 /// Longest request head read.
 const MAX_HEAD_B: usize = 8 * 1024;
@@ -74,40 +75,12 @@ pub fn render(s: &StatsResult) -> String {
             u8::from(p.link_up),
         );
     }
-    type QField = fn(&crate::api::QueueStats) -> u64;
-    let per_queue: [(&str, &str, QField); 5] = [
-        (
-            "turnout_port_rx_packets_total",
-            "Frames received from the port (entering the switch), per queue.",
-            |q| q.rx_packets,
-        ),
-        (
-            "turnout_port_rx_bytes_total",
-            "Bytes received from the port, per queue.",
-            |q| q.rx_bytes,
-        ),
-        (
-            "turnout_port_tx_packets_total",
-            "Frames sent to the port (leaving the switch), per queue.",
-            |q| q.tx_packets,
-        ),
-        (
-            "turnout_port_tx_bytes_total",
-            "Bytes sent to the port, per queue.",
-            |q| q.tx_bytes,
-        ),
-        (
-            "turnout_port_rx_ring_full_total",
-            "Receive bursts that found the queue's ring full (the switch pushed the peer back).",
-            |q| q.rx_ring_full,
-        ),
-    ];
-    for (name, help, get) in per_queue {
-        f.head(name, "counter", help);
+    for m in &QUEUE_METRICS {
+        f.head(m.name, m.kind, m.help);
         for p in &s.ports {
             for q in &p.queues {
                 let qs = q.queue.to_string();
-                f.sample(name, &[("port", &p.name), ("queue", &qs)], get(q));
+                f.sample(m.name, &[("port", &p.name), ("queue", &qs)], (m.get)(q));
             }
         }
     }
@@ -140,138 +113,12 @@ pub fn render(s: &StatsResult) -> String {
         }
     }
 
-    type WField = fn(&crate::api::WorkerStatsResult) -> f64;
-    let per_worker: [(&str, &str, &str, WField); 19] = [
-        (
-            "turnout_worker_packets_total",
-            "counter",
-            "Frames received by the worker.",
-            |w| w.packets as f64,
-        ),
-        (
-            "turnout_worker_batches_total",
-            "counter",
-            "Non-empty batches processed by the worker.",
-            |w| w.batches as f64,
-        ),
-        (
-            "turnout_worker_busy_seconds_total",
-            "counter",
-            "Time spent moving packets.",
-            |w| w.busy_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_idle_seconds_total",
-            "counter",
-            "Time spent polling empty queues or asleep.",
-            |w| w.idle_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_busy_cycles_total",
-            "counter",
-            "Cycle-counter ticks spent moving packets.",
-            |w| w.busy_cycles as f64,
-        ),
-        (
-            "turnout_worker_idle_cycles_total",
-            "counter",
-            "Cycle-counter ticks spent idle.",
-            |w| w.idle_cycles as f64,
-        ),
-        (
-            "turnout_worker_sleeps_total",
-            "counter",
-            "Times the worker went to sleep waiting for packets.",
-            |w| w.sleeps as f64,
-        ),
-        (
-            "turnout_worker_wakeups_total",
-            "counter",
-            "Sleeps ended by frames arriving.",
-            |w| w.wakeups as f64,
-        ),
-        (
-            "turnout_worker_naps_total",
-            "counter",
-            "Naps after a batch (interrupt moderation).",
-            |w| w.naps as f64,
-        ),
-        (
-            "turnout_worker_gaps_total",
-            "counter",
-            "Gaps after a small batch of a dense flow (spins before the next poll).",
-            |w| w.gaps as f64,
-        ),
-        (
-            "turnout_worker_asleep_seconds_total",
-            "counter",
-            "Wall time the worker spent asleep or napping.",
-            |w| w.asleep_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_sleep_cpu_seconds_total",
-            "counter",
-            "CPU time the worker spent inside sleeps and naps.",
-            |w| w.sleep_cpu_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_latency_budget_seconds",
-            "gauge",
-            "The adaptive wake-up policy's latency budget.",
-            |w| w.policy.budget_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_nap_seconds",
-            "gauge",
-            "Current nap length (0 unless moderating).",
-            |w| w.policy.nap_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_gap_seconds",
-            "gauge",
-            "Poll regime: the interval between polls chosen after the last small batch (0: none).",
-            |w| w.policy.gap_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_wake_p99_seconds",
-            "gauge",
-            "Wake-up latency the worker measured on this host, p99 of the last samples.",
-            |w| w.policy.wake_p99_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_regime",
-            "gauge",
-            "The wake-up regime in force: 0 poll, 1 interrupt, 2 moderate.",
-            |w| w.policy.regime.to_code() as f64,
-        ),
-        (
-            "turnout_worker_cpu_seconds_total",
-            "counter",
-            "CPU time (user + system) used by the worker thread.",
-            |w| w.cpu_ns as f64 / 1e9,
-        ),
-        (
-            "turnout_worker_cycles_per_packet",
-            "gauge",
-            "Busy cycles per received frame since the last reset.",
-            |w| w.cycles_per_packet,
-        ),
-    ];
-    for (name, kind, help, get) in per_worker {
-        f.head(name, kind, help);
+    for m in &WORKER_METRICS {
+        f.head(m.name, m.kind, m.help);
         for w in &s.workers {
             let id = w.id.to_string();
-            f.sample(name, &[("worker", &id)], get(w));
+            f.sample(m.name, &[("worker", &id)], (m.get)(w));
         }
-    }
-    f.head(
-        "turnout_worker_rx_queues",
-        "gauge",
-        "Receive queues owned by the worker.",
-    );
-    for w in &s.workers {
-        let id = w.id.to_string();
-        f.sample("turnout_worker_rx_queues", &[("worker", &id)], w.rx_queues);
     }
     f.head(
         "turnout_tsc_hz",
