@@ -172,14 +172,19 @@ fn hostile_frontend_is_disconnected_counted_and_harmless() {
             };
             let mut f = Frontend::connect(&pa);
             act(&mut f, &mut InProcess { w: &mut wa, p: &a });
-            // The backend ends the connection with the reason counted.
-            let ended = wait_until(Duration::from_secs(5), || match want {
-                Want::Protocol => counter(&a, "disconnects_protocol") == proto + 1,
-                Want::Lie(c) => {
-                    wa.spin(Duration::from_millis(1));
-                    counter(&a, "disconnects_lie") == lie + 1 && counter(&a, c) > lie_ctr
+            // The backend ends the connection with the reason counted. The
+            // worker keeps polling meanwhile, as turnoutd's do: a stop
+            // waits (up to a second per ring) for the worker to let go of
+            // the session it holds, and a worker not polled never does.
+            let ended = wait_until(Duration::from_secs(10), || {
+                wa.spin(Duration::from_millis(1));
+                match want {
+                    Want::Protocol => counter(&a, "disconnects_protocol") == proto + 1,
+                    Want::Lie(c) => {
+                        counter(&a, "disconnects_lie") == lie + 1 && counter(&a, c) > lie_ctr
+                    }
+                    Want::Hangup => counter(&a, "disconnects_hangup") == hang + 1,
                 }
-                Want::Hangup => counter(&a, "disconnects_hangup") == hang + 1,
             });
             assert!(
                 ended,
