@@ -166,25 +166,7 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
                     last: &mut Option<Vec<Dest>>,
                     o: &mut Outcome,
                     soft: &mut Option<DropReason>| {
-            let mut set: Vec<Dest> = if *flood {
-                vec![Dest::Flood]
-            } else {
-                std::mem::take(seg)
-            };
-            set.sort();
-            set.dedup();
-            let all = set.clone();
-            set.retain(|d| *d != Dest::Port(ingress));
-            if set.is_empty() {
-                if *hairpin || !all.is_empty() {
-                    soft.get_or_insert(DropReason::Hairpin);
-                }
-            } else if last.as_ref() != Some(&all) {
-                for d in &set {
-                    o.sent.push((d.clone(), frame.to_vec()));
-                }
-                *last = Some(all);
-            }
+            send_ref(seg, *flood, *hairpin, ingress, frame, last, o, soft);
             seg.clear();
             *flood = false;
             *hairpin = false;
@@ -308,8 +290,8 @@ fn ref_rank(a: &Action) -> u8 {
     }
 }
 
-/// The reference's send of the outputs of the action set (`seg`, or the
-/// flood), as the outputs of a list.
+/// The reference's send of a list's outputs since its last header change,
+/// or of the action set's (`seg`, or the flood).
 #[allow(clippy::too_many_arguments)]
 fn send_ref(
     seg: &mut Vec<Dest>,
