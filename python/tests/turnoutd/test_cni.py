@@ -219,7 +219,10 @@ def rx_packets(lab: Lab, netns: str, ifname: str = "eth0") -> int:
 
 
 def ping(lab: Lab, netns: str, ip: str, count: int = 3) -> tuple[int, int]:
-    p = lab.in_pod(netns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, timeout=30)
+    # -w: ping goes on until ``count`` replies or the deadline, so a reply a
+    # busy machine delayed still counts (a lost ping is sent again).
+    p = lab.in_pod(netns, "ping", "-c", str(count), "-i", "0.2", "-w",
+                   str(int(count * 0.2) + 10), ip, timeout=60)
     sent = recv = 0
     for line in p.stdout.splitlines():
         if "packets transmitted" in line:
@@ -358,7 +361,7 @@ def test_cnitool_pods_ping_and_iperf3_through_turnoutd(lab: Lab, port_type: str)
     assert len(ports) == 2 and {p["kind"] for p in ports.values()} == {port_type}
 
     sent, recv = ping(lab, a, pod_ip(rb), count=5)
-    assert sent == 5 and recv == 5
+    assert sent >= 5 and recv == 5, (sent, recv)
     server = subprocess.Popen(
         ["ip", "netns", "exec", Path(b).name, "iperf3", "-s", "-1", "-B", pod_ip(rb)],
         stdout=subprocess.DEVNULL,
@@ -449,7 +452,7 @@ def test_testpmd_memif_pod_exchanges_traffic_with_a_kernel_pod(lab: Lab) -> None
         time.sleep(0.3)
         flood = rx_packets(lab, kpod) - before
         assert tp.alive(), tp.log()[-2000:]
-    assert sent == 10 and recv >= 9, (sent, recv, tp.log()[-1500:])
+    assert recv == 10, (sent, recv, tp.log()[-1500:])
     st = lab.td.port(port)
     assert st["rx_packets"] >= recv and st["tx_packets"] >= recv
     assert flood > 1000, flood
@@ -493,7 +496,7 @@ def test_vhost_user_attachment(lab: Lab) -> None:
         wait_for("the vhost-user pod to connect", 20, lambda: lab.ports()["vpod.net1"]["link_up"])
         sent, recv = ping(lab, kpod, pod_ip(r), count=5)
         assert tp.alive(), tp.log()[-2000:]
-    assert sent == 5 and recv >= 4, (sent, recv, lab.td.port("vpod.net1"), tp.log()[-1500:])
+    assert recv == 5, (sent, recv, lab.td.port("vpod.net1"), tp.log()[-1500:])
     assert lab.cni("DEL", lab.conf(), "kpod", kpod)[0] == 0
     for _ in range(2):
         assert lab.cni("DEL", conf, "vpod", pod, "net1")[0] == 0

@@ -26,10 +26,25 @@ def nx(ns: str, *cmd: str, check: bool = True, timeout: float = 60) -> subproces
 
 
 def ping(ns: str, ip: str, count: int = 3) -> bool:
-    """All of ``count`` pings (0.2 s apart) from ``ns`` to ``ip`` answered."""
+    """All of ``count`` pings (0.2 s apart) from ``ns`` to ``ip`` answered.
+
+    ping goes on until ``count`` replies or a deadline of 10 s more than the
+    pings take (``-w``): without it ping waits for a late reply only twice
+    the slowest round trip so far, and a reply a busy machine delayed longer
+    than that counted as lost. A lost ping is sent again, so more than
+    ``count`` may leave. For the negative check, :func:`unanswered`.
+    """
+    deadline = str(int(count * 0.2) + 10)
+    return nx(ns, "ping", "-c", str(count), "-i", "0.2", "-w", deadline, ip, check=False,
+              timeout=60).returncode == 0
+
+
+def unanswered(ns: str, ip: str, count: int = 1) -> bool:
+    """Not all of ``count`` pings (0.2 s apart) answered, each waited for 1 s:
+    the quick check that a path is closed."""
     out = nx(ns, "ping", "-c", str(count), "-i", "0.2", "-W", "1", ip, check=False,
              timeout=30).stdout
-    return f" {count} received" in out
+    return f" {count} received" not in out
 
 
 class ThreeHosts:
