@@ -15,6 +15,7 @@ from turnout.report.page import render_page
 from turnout.report.points import CampaignData, load_campaign
 from turnout.report.regime import regime_cells, regime_table, wake_of
 from turnout.report.summary import summary_text
+from turnout.report.usecases import cpu_latency_section
 from turnout.report.verdict import latency_verdict_table, verdict_section
 from turnout.results import ResultsDB, Sut, Trial
 
@@ -134,6 +135,22 @@ def test_the_latency_verdict_shows_the_regime_next_to_the_cpu(cell: CampaignData
     assert "(98 % of a core)" in by["turnoutd [memif]"][cpu]
 
 
+def test_the_cpu_vs_p99_table_and_picture_name_the_regime(cell: CampaignData) -> None:
+    sec = cpu_latency_section(cell)
+    (t,) = sec.tables
+    col = {c: i for i, c in enumerate(t.columns)}
+    by = {r[col["SUT"]]: r for r in t.rows}
+    assert by["turnoutd [memif]"][col["wake-up regime"]] == "poll 3/3 (wake_over_budget)"
+    assert by["turnoutd [memif]"][col["CPU % of a core"]] == "98 [97–99]"
+    assert by["testpmd [memif]"][col["wake-up regime"]] == "–"
+    assert t.columns[-1] == "limited by"
+    fig = {f.key: f for f in sec.figures}["cpu-p99-v2v-memif-uni"]
+    pts = {s.label: s.points for s in fig.panels[0].series}
+    assert [p.label for p in pts["turnoutd [memif]"]] == ["10 kpps, poll 3/3"]
+    assert [p.label for p in pts["turnoutd-b1000 [memif]"]] == ["10 kpps, wake 3/3"]
+    assert [p.label for p in pts["testpmd [memif]"]] == ["10 kpps"]
+
+
 def test_the_summary_and_the_page_carry_the_sentences(cell: CampaignData) -> None:
     text = summary_text(cell)
     assert "Wake-up regime at fixed rates, and what it cost" in text
@@ -181,6 +198,7 @@ def test_without_a_wake_up_account_nothing_changes(tmp_path: Path) -> None:
         assert regime_cells(data) == []
         assert not regime_table(data).rows
         assert "wake-up regime" not in latency_verdict_table(data).columns
+        assert "wake-up regime" not in cpu_latency_section(data).tables[0].columns
         assert "Wake-up regime" not in summary_text(data)
 
 
