@@ -110,7 +110,9 @@ def test_a_polled_cell_names_its_regime_why_and_cpu_from_the_trials(cell: Campai
         in s
     # a kernel switch on veths in the same use case: its CPUs' kernel time
     assert "bridge [veth] 0.03 core, kernel time, p99 180 µs" in s
-    assert "wire" not in s
+    assert "wire" not in s.split("Same cell:")[1]  # the floor, not a SUT
+    # the contract: p99 within the wire's p99 plus the budget, and what held it
+    assert "; its budget held by polling (p99 41 µs, the wire's 15 µs + 100 µs = 115 µs)" in s
 
 
 def test_a_cell_that_woke_says_so_and_costs_a_fraction(cell: CampaignData) -> None:
@@ -122,6 +124,8 @@ def test_a_cell_that_woke_says_so_and_costs_a_fraction(cell: CampaignData) -> No
     assert "the host's wake-up p99 (241 [240–242] µs) fits its 1000 µs budget" in s
     assert "0.022× what testpmd [memif] used (1.00 core)" in s
     assert "polled" not in s.split(". Same cell")[0]
+    assert "its budget held without polling (p99 1000 µs, the wire's 15 µs + 1000 µs = " \
+        "1015 µs)" in s
 
 
 def test_the_latency_verdict_shows_the_regime_next_to_the_cpu(cell: CampaignData) -> None:
@@ -166,6 +170,7 @@ def test_the_budget_comes_from_the_options_or_says_it_is_not_stored(tmp_path: Pa
     assert _row(data, "turnoutd [memif]")["budget µs"] == "default (not stored)"
     (s,) = [x for x in regime_table(data).sentences if "turnoutd [memif] polled" in x]
     assert "exceeds its default budget (the figure is not stored in these trials)" in s
+    assert "budget held" not in s  # no budget figure: no claim about it
     assert "100 µs" not in s
 
 
@@ -212,3 +217,15 @@ def test_an_error_or_an_empty_account_is_no_regime() -> None:
     t.extra = {"sut_wake": {"workers": [_worker("poll", "no_budget", 0.0, 0.0, 1000.0, 0, 0)]}}
     w = wake_of(t)
     assert w is not None and w.polled and w.budget_ns == 0.0
+
+
+def test_a_p99_over_the_wire_plus_the_budget_is_said_not_to_hold(tmp_path: Path) -> None:
+    db = ResultsDB(tmp_path / "r.db")
+    cid = done_campaign(db, "over")
+    for rep in range(3):
+        _trial(db, cid, "turnoutd", rep, p99_us=300.0 + rep, util=0.99,
+               wake=_worker("poll", "wake_over_budget", 400.0, 100.0, 8000.0, 3, 2))
+        _trial(db, cid, "wire", rep, p99_us=20.0)
+    (s,) = regime_table(load_campaign(db, None)).sentences
+    assert "; its budget did not hold (p99 301 µs, the wire's 20 µs + 100 µs = 120 µs)" in s
+    assert "Same cell" not in s  # the wire is the floor, not another SUT

@@ -128,6 +128,8 @@ class CellRegime:
     frame_size_b: int
     rate_pps: float
     suts: list[SutAtCell] = field(default_factory=list)
+    #: the bare wire's p99 in µs at this cell, per kind of port ("" for veths)
+    floors: dict[str, Spread] = field(default_factory=dict)
 
     def sleepers(self) -> list[SutAtCell]:
         """The SUTs of the cell that keep a wake-up account."""
@@ -149,13 +151,15 @@ def regime_cells(data: CampaignData) -> list[CellRegime]:
     """Every fixed-rate cell in which some SUT kept a wake-up account, with
     every SUT measured there (the bare wire left out: it uses no CPU of its own)."""
     by: dict[tuple[Any, ...], dict[str, list[Trial]]] = defaultdict(lambda: defaultdict(list))
+    wire: dict[tuple[Any, ...], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for t in data.ok_trials:
         if t.method != "fixed" or t.latency_p99_ns is None or t.offered_total_pps <= 0:
             continue
-        if t.sut in data.reference_suts:
-            continue
         key = (scenario_rank(t.scenario), t.point.direction, int(t.point.frame_size_b),
                round(t.offered_total_pps), PointKey.of(t).extras())
+        if t.sut in data.reference_suts:
+            wire[key][t.point.virtual_port].append(float(t.latency_p99_ns) / 1e3)
+            continue
         by[key][sut_label(t.sut, t.point.virtual_port)].append(t)
     opts = _options(data) if by else {}
     cells = []
@@ -163,7 +167,9 @@ def regime_cells(data: CampaignData) -> list[CellRegime]:
         scen = rank[1]
         title = (f"{_SHORT_SCEN.get(scen, scen)}{f' ({extras})' if extras else ''} {size} B"
                  f"{' both ways' if d == 'bi' else ''} at {rate / 1e3:g} kpps")
-        cell = CellRegime(title, scen, size, float(rate))
+        cell = CellRegime(title, scen, size, float(rate),
+                          floors={p: spread_of(v) for p, v in
+                                  wire[(rank, d, size, rate, extras)].items()})
         for label, ts in sorted(suts.items()):
             cpus = [cpu_at_load(t) for t in ts]
             s = SutAtCell(
@@ -312,7 +318,25 @@ def sentence(cell: CellRegime, s: SutAtCell) -> str:
             cost += (f", {_core(s.cores.median / most.cores.median)}× what {most.label} "
                      f"used ({_core(most.cores.median)} core)")
     tail = f". Same cell: {'; '.join(_short(o) for o in others)}" if others else ""
-    return head + cost + tail + "."
+    return head + cost + _held(cell, s) + tail + "."
+
+
+def _held(cell: CellRegime, s: SutAtCell) -> str:
+    """Whether the SUT's p99 stayed within the wire's p99 plus its budget
+    (the contract of issue 31), and whether polling is what held it; "" when
+    the cell has no wire on its kind of port or the budget is not stored."""
+    b = _budget_us(s)
+    floor = cell.floors.get(s.trials[0].point.virtual_port)
+    if b is None or floor is None or b.median <= 0:
+        return ""
+    bound = floor.median + b.median
+    figures = (f"p99 {fmt(s.p99_us.median)} µs, the wire's {fmt(floor.median)} µs + "
+               f"{fmt(b.median)} µs = {fmt(bound)} µs")
+    if s.p99_us.median > bound:
+        return f"; its budget did not hold ({figures})"
+    how = (" by polling" if all(w.polled for w in s.wake) else
+           " without polling" if not any(w.polled for w in s.wake) else "")
+    return f"; its budget held{how} ({figures})"
 
 
 def regime_cell_text(trials: list[Trial]) -> str:
