@@ -14,7 +14,7 @@
 //! of a C2S ring. Every index the peer moves is checked against the ring
 //! size; indexes we move are kept locally and never read back.
 
-use std::sync::atomic::{fence, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicU16, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
@@ -66,6 +66,12 @@ pub(crate) struct Connection {
     pub tx: Vec<Ring>,
     /// Buffer size: the chaining unit on transmit.
     pub buffer_b: usize,
+    /// Per receive ring: where the last holder of its queue stopped on
+    /// this connection (the consumer position it released), written when
+    /// a [`MemifRx`] is dropped and read when the next one takes the
+    /// queue over. Kept here, not read back from the ring (whose indexes
+    /// the peer can write), and 0 on a fresh connection.
+    rx_resume: Box<[AtomicU16]>,
     violation: AtomicU8,
     core: Arc<Core>,
 }
@@ -83,11 +89,13 @@ impl Connection {
         let region_lens = regions.iter().map(|r| r.len()).collect();
         let buffer_b = core.cfg.buffer_size as usize;
         let role = core.role;
+        let rx_resume = rx.iter().map(|_| AtomicU16::new(0)).collect();
         let c = Connection {
             gen,
             role,
             regions,
             region_lens,
+            rx_resume,
             rx,
             tx,
             buffer_b,
@@ -259,12 +267,24 @@ impl MemifRx {
         }
     }
 
-    /// Starts tracking a new connection: indexes from 0, our notify wish
-    /// written into the ring.
+    /// Starts tracking a connection this queue object has not seen: from
+    /// where the previous holder of the queue stopped on it (index 0 on a
+    /// fresh connection), our notify wish written into the ring.
     fn adopt(&mut self, c: &Connection) {
         self.gen = c.gen;
-        self.cons = 0;
-        self.pending = 0;
+        // A queue taken again while its connection is up (a port removed
+        // from a switch and added again, or to another worker) continues
+        // exactly where the ring is: starting from 0 would hand out the
+        // frames in [0, cons) again, or fail the peer for a bad index once
+        // the ring has wrapped. The previous holder stored its released
+        // position before letting go of the queue (`Drop`), and that
+        // happens before this take (`Core::rx_taken`'s Release/AcqRel).
+        let start = c
+            .rx_resume
+            .get(self.q as usize)
+            .map_or(0, |r| r.load(Ordering::Acquire));
+        self.cons = start;
+        self.pending = start;
         if let Some(ring) = c.rx.get(self.q as usize) {
             let flags = if self.notify { 0 } else { RING_FLAG_MASK_INT };
             c.regions[ring.region].store_u16(ring.off + RING_FLAGS_OFF, flags, Ordering::SeqCst);
@@ -545,7 +565,16 @@ impl RxQueue for MemifRx {
 
 impl Drop for MemifRx {
     fn drop(&mut self) {
+        // Frames of the last burst go back to the peer, then where we
+        // stopped is left on the connection for the queue's next holder.
         self.release();
+        if let Some(c) = self.shared.conn.load().as_ref() {
+            if c.gen == self.gen {
+                if let Some(r) = c.rx_resume.get(self.q as usize) {
+                    r.store(self.cons, Ordering::Release);
+                }
+            }
+        }
         if let Some(t) = self.shared.core.rx_taken.get(self.q as usize) {
             t.store(false, Ordering::Release);
         }

@@ -655,3 +655,178 @@ fn a_producer_never_drops_the_last_reference_under_its_lock() {
     );
     assert_eq!(s0.shared.retired.len(), 0);
 }
+
+/// Frame `seq` of the re-take tests: 64 bytes, the sequence number first.
+fn seq_frame(seq: u32) -> [u8; 64] {
+    let mut f = [0x5au8; 64];
+    f[..4].copy_from_slice(&seq.to_le_bytes());
+    f
+}
+
+/// Sends frames `seqs` from `tx` into `rx`'s ring (while it has room) and
+/// receives bursts of at most 8 from `rx`, appending the sequence numbers
+/// received to `got`, until every frame is sent and `got` holds `want`
+/// (or 5 s passed: the caller's assertion then says what is missing).
+fn pass_through(
+    tx: &MemifPort,
+    rx: &mut dyn RxQueue,
+    seqs: std::ops::Range<u32>,
+    got: &mut Vec<u32>,
+    want: usize,
+) {
+    let mut b = RxBatch::with_capacity(8);
+    let mut next = seqs.start;
+    let t0 = Instant::now();
+    while (next < seqs.end || got.len() < want) && t0.elapsed() < Duration::from_secs(5) {
+        let sent = next;
+        while next < seqs.end && send(tx, &seq_frame(next)) {
+            next += 1;
+        }
+        let burst = b.receive(&mut *rx, 0, 0);
+        let n = burst.len();
+        got.extend(
+            burst
+                .pkts()
+                .iter()
+                .map(|p| u32::from_le_bytes(p.data()[..4].try_into().unwrap())),
+        );
+        drop(burst);
+        if n == 0 && next == sent {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Receives bursts from `rx` until one is empty, appending the sequence
+/// numbers to `got`.
+fn drain_seqs(rx: &mut dyn RxQueue, got: &mut Vec<u32>) {
+    let mut b = RxBatch::with_capacity(8);
+    loop {
+        let burst = b.receive(&mut *rx, 0, 0);
+        if burst.is_empty() {
+            return;
+        }
+        got.extend(
+            burst
+                .pkts()
+                .iter()
+                .map(|p| u32::from_le_bytes(p.data()[..4].try_into().unwrap())),
+        );
+    }
+}
+
+/// A receive queue taken again while its connection is up (a port removed
+/// from a switch and added again) continues where the ring is: frames sent
+/// before, left in the ring at the hand-over, and sent after are each
+/// delivered once, in order, and the receive counter adds up. A fresh
+/// connection then starts the queue at index 0 again. The rings (16 slots)
+/// have wrapped several times before the hand-over. Both roles receive:
+/// `server_receives` picks the direction.
+fn retaken_queue_continues(server_receives: bool) {
+    let tag = if server_receives {
+        "retake-s"
+    } else {
+        "retake-c"
+    };
+    let dir = Dir::new(tag);
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let small = |name: &str| {
+        let mut c = MemifConfig::new(name, 0);
+        c.log2_ring_size = 4;
+        c
+    };
+    let mut s0 = server.add_interface(small("retake-s")).unwrap();
+    let mut c0 = MemifPort::client(small("retake-c"), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up() && c0.link_up()));
+    let (tx, rxp) = if server_receives {
+        (&c0, &s0)
+    } else {
+        (&s0, &c0)
+    };
+    let mut got = Vec::new();
+
+    // 40 frames through the first holder: the ring wraps.
+    let mut rx1 = rxp.take_rx(0).unwrap();
+    pass_through(tx, rx1.as_mut(), 0..40, &mut got, 40);
+    assert_eq!(got, (0..40).collect::<Vec<_>>(), "first holder");
+    // 10 more, of which the holder takes one burst of 4; it lets go of the
+    // queue with 6 still in the ring.
+    for s in 40..50 {
+        assert!(send(tx, &seq_frame(s)), "frame {s} did not fit the ring");
+    }
+    let mut b4 = RxBatch::with_capacity(4);
+    assert!(wait(3000, || {
+        let burst = b4.receive(&mut *rx1, 0, 0);
+        got.extend(
+            burst
+                .pkts()
+                .iter()
+                .map(|p| u32::from_le_bytes(p.data()[..4].try_into().unwrap())),
+        );
+        !burst.is_empty()
+    }));
+    assert_eq!(
+        got,
+        (0..44).collect::<Vec<_>>(),
+        "the burst before the hand-over"
+    );
+    assert!(rxp.take_rx(0).is_none(), "the queue is taken");
+    drop(rx1);
+
+    // The next holder: the 6 left behind, then 40 more, each once.
+    let mut rx2 = rxp.take_rx(0).expect("the queue is free again");
+    pass_through(tx, rx2.as_mut(), 50..90, &mut got, 90);
+    // Anything handed out twice would be in the ring now: look again.
+    drain_seqs(rx2.as_mut(), &mut got);
+    assert_eq!(got, (0..90).collect::<Vec<_>>(), "after the hand-over");
+    assert_eq!(rxp.counter("rx_frames"), 90, "the receive counter");
+    for p in [&s0, &c0] {
+        assert_eq!(p.counter("violations"), 0, "{:?}", p.status());
+        assert_eq!(p.counter("disconnects"), 0, "{:?}", p.status());
+        assert!(p.link_up());
+    }
+
+    // Taken over once more, then the connection ends and a fresh one comes:
+    // the holder starts that one at 0.
+    drop(rx2);
+    let mut rx3 = rxp.take_rx(0).expect("the queue is free again");
+    // It starts on the old connection (where the last holder stopped)...
+    drain_seqs(rx3.as_mut(), &mut got);
+    assert_eq!(got.len(), 90);
+    if server_receives {
+        drop(c0);
+        assert!(wait(5000, || !s0.link_up()), "the server saw no disconnect");
+        c0 = MemifPort::client(small("retake-c2"), ClientConfig::new(&path)).unwrap();
+    } else {
+        drop(s0);
+        assert!(wait(5000, || !c0.link_up()), "the client saw no disconnect");
+        s0 = server.add_interface(small("retake-s2")).unwrap();
+    }
+    assert!(wait(5000, || s0.link_up() && c0.link_up()), "no reconnect");
+    let (tx, rxp) = if server_receives {
+        (&c0, &s0)
+    } else {
+        (&s0, &c0)
+    };
+    let mut fresh = Vec::new();
+    pass_through(tx, rx3.as_mut(), 0..30, &mut fresh, 30);
+    drain_seqs(rx3.as_mut(), &mut fresh);
+    assert_eq!(
+        fresh,
+        (0..30).collect::<Vec<_>>(),
+        "on the fresh connection"
+    );
+    assert_eq!(rxp.counter("violations"), 0, "{:?}", rxp.status());
+    drop(rx3);
+}
+
+#[test]
+fn a_server_receive_queue_taken_again_continues_where_the_ring_is() {
+    retaken_queue_continues(true);
+}
+
+#[test]
+fn a_client_receive_queue_taken_again_continues_where_the_ring_is() {
+    retaken_queue_continues(false);
+}
