@@ -424,9 +424,10 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
 #: step listed in AFTER starts when that step (if selected) has ended.
 LANES: list[list[str]] = [
     # the test build first: the Rust system tests wait for it
-    ["rust-build", "fmt", "ruff", "mypy", "clippy", "rust", "fuzz-replay", "python"],
+    ["rust-build", "fmt", "clippy", "rust", "fuzz-replay"],
     ["rust-system"],
-    ["python-system"],
+    # the Python steps need no test build: they end while it is still going
+    ["python-system", "ruff", "mypy", "python"],
 ]
 AFTER = {"rust-system": "rust-build"}
 #: After every lane has ended, one at a time with nothing beside them.

@@ -416,7 +416,8 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
     stats = {"workers": [
         {"packets": 5_000, "batches": 4_000, "sleeps": 3_000, "wakeups": 2_900, "naps": 0,
          "busy_cycles": 1, "policy": {"regime": "interrupt", "why": "wake_fits",
-                                      "wake_p99_ns": 90_000, "wake_samples": 80}}]}
+                                      "wake_p99_ns": 90_000, "wake_samples": 80,
+                                      "budget_ns": 100_000}}]}
     monkeypatch.setattr(turnoutd, "rpc", lambda sock, method, *a, **k: stats)
     t = turnoutd.Turnoutd()
     t.sock = "/nonexistent"
@@ -426,7 +427,8 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
     (w,) = st["workers"]
     assert (w["packets"], w["sleeps"], w["wakeups"], w["wake_samples"]) == (5_000, 3_000,
                                                                             2_900, 80)
-    assert (w["regime"], w["why"], w["wake_p99_ns"]) == ("interrupt", "wake_fits", 90_000)
+    assert (w["regime"], w["why"], w["wake_p99_ns"], w["budget_ns"]) == (
+        "interrupt", "wake_fits", 90_000, 100_000)
     assert "busy_cycles" not in w
     monkeypatch.setattr(t, "pids", lambda: [])
     assert t.wake_state() is None

@@ -172,6 +172,8 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
             ws = t.extra["sut_wake"]["workers"]
             assert ws and sum(w["packets"] for w in ws) > 0, ws
             assert all(w["regime"] in ("poll", "interrupt", "moderate") for w in ws), ws
+            # and the budget they decided against (the report's "over the budget")
+            assert all(w["budget_ns"] > 0 for w in ws), ws
         assert {t.point.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
         sut = db.suts(c.id)[0]
         assert f'kind = "{kernel_port}"' in sut.config["toml"]

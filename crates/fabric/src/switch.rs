@@ -27,6 +27,8 @@ pub const CONTROL_WORKER: u16 = MAX_WORKERS as u16;
 /// hypervisor holds back) comes round well within it; one stuck in a
 /// logic or a stopped process does not.
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long [`Switch::new`] waits for its worker threads to start.
+pub const WORKER_START_TIMEOUT: Duration = SYNC_TIMEOUT;
 /// How long `remove_port` waits for the workers to drop the port's queues.
 pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -258,6 +260,8 @@ impl Switch {
         let table = Arc::new(ArcSwap::from_pointee(PortTable::new(cfg.max_ports)));
         let logic = Arc::new(ArcSwap::from_pointee(LogicSlot(logic)));
         let mut workers = Vec::new();
+        // Each worker says when it has started (its descriptors opened).
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
         for (i, cpu) in cfg.workers.iter().enumerate() {
             let shared = Arc::new(WorkerShared {
                 id: i as u16,
@@ -289,12 +293,19 @@ impl Switch {
                 *cpu,
             );
             let budget = cfg.latency_budget_us;
+            let started = started_tx.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("turnout-w{i}"))
                 .spawn(move || {
                     if let Some(cpu) = cpu {
                         let _ = sys::pin_to_cpu(cpu);
                     }
+                    let tid = sys::gettid();
+                    s.tid.store(tid, Ordering::Relaxed);
+                    if m == WakeupMode::Adaptive {
+                        s.probe.open_sched(tid);
+                    }
+                    let _ = started.send(());
                     worker::run(s, t, l, b, m, budget)
                 })
                 .map_err(|e| SwitchError::Os(e.to_string()))?;
@@ -304,6 +315,16 @@ impl Switch {
                 thread: Some(thread),
                 prober,
             });
+        }
+        // The workers' start: what they open is open when the switch is
+        // (a worker slower than this, on a CPU taken by something else,
+        // leaves its scheduler account to its prober).
+        let deadline = Instant::now() + WORKER_START_TIMEOUT;
+        for _ in &workers {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if started_rx.recv_timeout(left).is_err() {
+                break;
+            }
         }
         Ok(Self {
             cfg,

@@ -187,6 +187,10 @@ pub struct Probe {
     /// mark, read by the worker when it takes the mark.
     sched_run_ns: AtomicU64,
     sched_wait_ns: AtomicU64,
+    /// The worker's scheduler account file, opened by the worker thread as
+    /// it starts (before the switch's constructor returns, so a running
+    /// turnoutd's descriptors do not change later), else by the prober.
+    sched: std::sync::OnceLock<sys::SchedStatFile>,
     stop: AtomicBool,
 }
 
@@ -200,8 +204,19 @@ impl Probe {
             asleep_since_ns: AtomicU64::new(0),
             sched_run_ns: AtomicU64::new(0),
             sched_wait_ns: AtomicU64::new(0),
+            sched: std::sync::OnceLock::new(),
             stop: AtomicBool::new(false),
         })
+    }
+
+    /// Opens the scheduler account of thread `tid` for the prober (once;
+    /// nothing where the kernel keeps none).
+    pub fn open_sched(&self, tid: i32) {
+        if self.sched.get().is_none() {
+            if let Some(f) = sys::SchedStatFile::open(tid) {
+                let _ = self.sched.set(f);
+            }
+        }
     }
 
     /// Tells the prober to end (then unpark its thread).
@@ -251,9 +266,10 @@ pub struct WorkerShared {
 pub fn probe(shared: Arc<WorkerShared>) {
     let p = &shared.probe;
     let mut sent = 0u32;
-    // The worker's schedstat: opened once its thread id is known (tried
-    // once: a kernel without it keeps the late-sample rule alone).
-    let mut sched: Option<sys::SchedStatFile> = None;
+    // The worker's schedstat: the worker opened it as it started; if it
+    // has not (the switch stopped waiting for it), once its thread id is
+    // known (tried once: a kernel without it keeps the late-sample rule
+    // alone).
     let mut sched_tried = false;
     // Pseudo-random gaps, so the probes keep no step with any timer.
     let mut x = sys::now_ns() | 1;
@@ -275,11 +291,11 @@ pub fn probe(shared: Arc<WorkerShared>) {
         if !sched_tried {
             let tid = shared.tid.load(Relaxed);
             if tid != 0 {
-                sched = sys::SchedStatFile::open(tid);
+                p.open_sched(tid);
                 sched_tried = true;
             }
         }
-        if let Some(s) = sched.as_ref().and_then(|f| f.read()) {
+        if let Some(s) = p.sched.get().and_then(|f| f.read()) {
             p.sched_run_ns.store(s.run_ns, Relaxed);
             p.sched_wait_ns.store(s.wait_ns, Relaxed);
         }

@@ -568,3 +568,28 @@ fn a_reset_under_traffic_is_never_undone_and_counting_goes_on_from_zero() {
     }
     sw.shutdown();
 }
+
+/// What a worker opens for its whole life (its scheduler account, read by
+/// its prober) is open when `Switch::new` returns: a running switch's
+/// descriptors do not change later unless ports come and go.
+#[test]
+fn a_new_switch_has_opened_what_its_workers_hold() {
+    let sw = adaptive();
+    let tids: Vec<i32> = sw.worker_stats().iter().map(|w| w.tid).collect();
+    assert!(tids.iter().all(|t| *t != 0), "worker thread ids: {tids:?}");
+    if std::fs::metadata("/proc/self/schedstat").is_err() {
+        return; // a kernel without scheduler statistics: nothing to open
+    }
+    let open: Vec<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    for tid in tids {
+        let want = format!("/task/{tid}/schedstat");
+        assert!(
+            open.iter().any(|p| p.ends_with(&want)),
+            "no {want} in {open:?}"
+        );
+    }
+}

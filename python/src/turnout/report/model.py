@@ -195,6 +195,8 @@ class Table:
     flags: list[str] = field(default_factory=list)
     note: str = ""
     mono: list[int] = field(default_factory=list)  # columns shown as preformatted code
+    #: the table in words, a sentence a line, shown under it (and in the summary)
+    sentences: list[str] = field(default_factory=list)
 
 
 @dataclass

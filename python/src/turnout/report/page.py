@@ -142,10 +142,12 @@ def _table(t: Table) -> str:
         cls = ' class="flag"' if flag else ""
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     note = f'<p class="note">{_e(t.note)}</p>' if t.note else ""
+    words = "".join(f"<li>{_e(x)}</li>" for x in t.sentences)
     return (
         f"<h3>{_e(t.title)}</h3>"
         f'<div class="tablewrap"><table class="data" id="tbl-{_e(t.key)}">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{note}"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        + (f'<ul class="sentences">{words}</ul>' if words else "") + note
     )
 
 

@@ -118,6 +118,7 @@ def summary_text(data: CampaignData) -> str:
             out.append(f"... and {len(failed) - 20} more (see the report)")
     from .glance import glance_matrix, matrix_text
     from .methods import rule_update_verdict_table
+    from .regime import regime_table
     from .verdict import (
         cost_check_table,
         latency_trials_table,
@@ -141,6 +142,10 @@ def summary_text(data: CampaignData) -> str:
     lt = latency_verdict_table(data)
     if lt.rows:
         out += ["", lt.title, format_table(lt.columns, lt.rows), lt.note]
+    wt = regime_table(data)
+    if wt.rows:  # how a SUT that can sleep ran, and its CPU next to the others'
+        out += ["", wt.title, format_table(wt.columns, wt.rows),
+                *[f"- {x}" for x in wt.sentences]]
     tt = latency_trials_table(data)
     if tt.rows:  # each trial's p99 next to what else ran on the SUT's CPU
         out += ["", tt.title, format_table(tt.columns, tt.rows)]

@@ -27,6 +27,7 @@ from .formatting import fmt, fmt_spread
 from .model import Figure, Panel, Point, Section, Series, Spread, Table, slug, spread_of
 from .model import spread_or_none as _sn
 from .points import CampaignData, offered_pps, scenario_rank, sut_label
+from .regime import regime_cell_text, wake_of
 from .verdict import Verdict, verdict_rows
 
 __all__ = ["cpu_latency_section", "usecase_section"]
@@ -159,6 +160,14 @@ def cpu_latency_section(data: CampaignData) -> Section:
               "sleeping switch's wake-ups); capacity leaves it out (what one core would "
               "forward at saturation). got: the load the tester really sent (median)."),
     )
+    # a SUT that chooses how it waits for frames (turnoutd): the regime its
+    # workers ran in at each load (report/regime.py), next to its CPU
+    regimes = any(wake_of(t) is not None for t in trials)
+    if regimes:
+        table.columns.insert(len(table.columns) - 1, "wake-up regime")
+        table.note += (" Wake-up regime: how a SUT that can sleep waited for frames (poll: "
+                       "kept polling, a core; wake: slept and was woken; nap) and why, in K of "
+                       "N repetitions; its points are labelled with it.")
     by_path: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for t in trials:
         by_path[(scenario_rank(t.scenario), t.point.virtual_port or "veth", t.point.direction,
@@ -189,14 +198,18 @@ def cpu_latency_section(data: CampaignData) -> Section:
                     if g[0].method == "fixed":
                         floors.append((p99.median, f"wire p99 at {load}: {fmt(p99.median)} µs"))
                     continue
+                regime = regime_cell_text(g)
                 rows.append((lab, got.median, [
                     path, str(size), lab, load, f"{got.median / 1e3:.4g}", str(len(g)),
                     fmt_spread(p99), fmt_spread(pct, 2), fmt_spread(cyc, 0),
                     fmt_spread(cap, 0) + (" (with wake-ups)" if any(
-                        capacity_note(t.extra) for t in g) else ""), limit]))
+                        capacity_note(t.extra) for t in g) else ""),
+                    *([regime] if regimes else []), limit]))
                 if pct is not None:
                     label = load + (f" (got {', '.join(sent_share(w) for w in why)})"
                                     if why else "")
+                    if regime != "–":  # "10 kpps, poll 3/3"
+                        label += ", " + regime.split(" (", 1)[0]
                     per_sut[lab].append((got.median, Point(
                         pct.median, p99.median, p99.min, p99.max, p99.n, bool(why), label,
                         pct.min, pct.max)))

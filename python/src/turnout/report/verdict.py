@@ -50,6 +50,7 @@ from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share
 from .formatting import fmt, fmt_spread
 from .model import Section, Spread, Table, spread_of, spread_or_none
 from .points import CampaignData, PointKey, scenario_rank, sut_label
+from .regime import regime_cell_text, regime_table, wake_of
 
 __all__ = ["USE_CASES", "Entry", "Verdict", "rank_entries", "verdict_rows",
            "verdict_section", "verdict_table"]
@@ -532,6 +533,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
     shared: dict[tuple[Any, ...], int] = defaultdict(lambda: 1)
     #: the SUT's largest mean run-queue wait ≥ the flag, µs
     waited: dict[tuple[Any, ...], float] = {}
+    trials: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
             continue
@@ -539,6 +541,7 @@ def latency_verdict_table(data: CampaignData) -> Table:
         key = (scenario_rank(tr.scenario), int(tr.point.frame_size_b), round(tr.offered_total_pps),
                int(tr.point.burst), tr.point.virtual_port or "veth", tr.sut, label)
         lat[key][int(tr.repetition)] = float(tr.latency_p99_ns)
+        trials[key].append(tr)
         c = cpu_at_load(tr)
         cpu[key].append((c.cycles_per_frame, c.pct))
         if why := refusal(tr):
@@ -551,6 +554,15 @@ def latency_verdict_table(data: CampaignData) -> Table:
         ss = tr.extra.get("sut_sched")
         if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
             waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
+    # a SUT that chooses how it waits for frames (turnoutd): the regime its
+    # workers ran in, next to its CPU (report/regime.py), so a p99 bought by
+    # polling shows what it cost
+    if any(wake_of(tr) is not None for ts in trials.values() for tr in ts):
+        t.columns.insert(7, "wake-up regime")
+        t.note += (" Wake-up regime: how a SUT that can sleep waited for frames in each "
+                   "repetition (poll: kept polling, a core like a busy poller; wake: slept "
+                   "and was woken; nap) and why; the table \"Wake-up regime at fixed rates\" "
+                   "below has the figures.")
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for key in lat:
         groups[key[:5]].append(key)
@@ -575,14 +587,17 @@ def latency_verdict_table(data: CampaignData) -> Table:
         for e in rank_entries(entries, "cost"):
             assert e.cost is not None
             rate = f"{g[2] / 1e3:g} kpps" + (f", bursts of {g[3]}" if g[0][1] == "rtt" else "")
-            t.rows.append([g[0][1], str(g[1]), rate, e.rank, e.sut,
-                           fmt_spread(e.cost.scaled(1e-3)), cpu_cell(e.cpu, e.cpu_pct),
-                           str(e.cost.n),
-                           _ratio_cell(e.ratio_next),
-                           fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit,
-                           "/".join(sorted(iso[by_label[e.sut]])),
-                           fmt_spread(spread_or_none(others[by_label[e.sut]]), 1)
-                           if others[by_label[e.sut]] else "–"])
+            row = [g[0][1], str(g[1]), rate, e.rank, e.sut,
+                   fmt_spread(e.cost.scaled(1e-3)), cpu_cell(e.cpu, e.cpu_pct),
+                   str(e.cost.n),
+                   _ratio_cell(e.ratio_next),
+                   fmt_spread(floor_s.scaled(1e-3)) if floor_s else "–", e.limit,
+                   "/".join(sorted(iso[by_label[e.sut]])),
+                   fmt_spread(spread_or_none(others[by_label[e.sut]]), 1)
+                   if others[by_label[e.sut]] else "–"]
+            if "wake-up regime" in t.columns:
+                row.insert(7, regime_cell_text(trials[by_label[e.sut]]))
+            t.rows.append(row)
             t.flags.append("" if e.limit == "SUT" else e.limit)
     return t
 
@@ -738,12 +753,14 @@ def verdict_section(data: CampaignData) -> Section:
     rows = verdict_rows(data)
     updates = rule_update_verdict_table(data)
     refused = refused_table(data)
+    regimes = regime_table(data)
     sec = Section(
         key="verdict", title="Verdict",
         intro=("Which switch for which use case, by how much, and what limited each number "
                "(use cases of Software switches for NFV Table 3; tables in detail below)."),
         matrices=[m] if (m := glance_matrix(data, rows)).rows else [],
         tables=[verdict_table(data, rows), latency_verdict_table(data),
+                *([regimes] if regimes.rows else []),
                 *([refused] if refused.rows else []),
                 *([lt] if (lt := latency_trials_table(data)).rows else []),
                 cost_check_table(data), *([updates] if updates.rows else [])],

@@ -417,7 +417,9 @@ class Turnoutd(SutAdapter):
 
 
     #: fields of a worker's ``policy`` (API ``stats``) kept in ``extra.sut_wake``
-    WAKE_FIELDS = ("regime", "why", "wake_p50_ns", "wake_p99_ns", "poll_p99_ns",
+    #: (``budget_ns``: the budget the worker decided against, so the report can
+    #: say "wake-up p99 over the budget" with both figures from the trial)
+    WAKE_FIELDS = ("regime", "why", "budget_ns", "wake_p50_ns", "wake_p99_ns", "poll_p99_ns",
                    "poll_slow_epochs", "contention_signal", "rq_wait_permille",
                    "timer_p99_ns", "sleep_after_ns", "nap_ns", "nap_overshoot_ns",
                    "nap_tail_naps")
