@@ -163,8 +163,10 @@ pub struct PortStats {
     pub backend: Vec<(&'static str, u64)>,
 }
 
-/// Snapshot of one worker's counters.
-#[derive(Clone, Debug, serde::Serialize)]
+/// Snapshot of one worker's counters: also the worker part of turnoutd's
+/// `stats` JSON (its keys are the field names; the fields marked default
+/// were added later, so an older snapshot still reads).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct WorkerStats {
     /// Worker index.
     pub id: usize,
@@ -172,7 +174,7 @@ pub struct WorkerStats {
     pub cpu: Option<usize>,
     /// Linux thread id.
     pub tid: i32,
-    /// Receive queues owned.
+    /// Receive queues it owns.
     pub rx_queues: u64,
     /// Frames received.
     pub packets: u64,
@@ -182,23 +184,39 @@ pub struct WorkerStats {
     pub busy_cycles: u64,
     /// Cycles idle (polling nothing or sleeping).
     pub idle_cycles: u64,
-    /// Busy time, ns.
+    /// Time spent moving packets, ns.
     pub busy_ns: u64,
-    /// Idle time, ns.
+    /// Time spent polling nothing or asleep, ns.
     pub idle_ns: u64,
-    /// Times it slept in epoll waiting for notifications.
+    /// Times it went to sleep in epoll waiting for notifications.
     pub sleeps: u64,
     /// Sleeps ended by frames arriving on a queue.
+    #[serde(default)]
     pub wakeups: u64,
-    /// Naps after a batch (interrupt moderation).
+    /// Naps after a batch (interrupt moderation under dense traffic).
+    #[serde(default)]
     pub naps: u64,
-    /// Gaps (spins) after a small batch of a dense flow.
+    /// Gaps after a small batch of a dense flow (poll and interrupt
+    /// regimes): spins before the next poll so that it finds a bigger
+    /// batch (idle time, no system call).
+    #[serde(default)]
     pub gaps: u64,
     /// Wall time asleep (sleeps and naps), ns.
+    #[serde(default)]
     pub asleep_ns: u64,
-    /// Its own CPU time inside sleeps and naps, ns.
+    /// The thread's own CPU time inside sleeps and naps, ns: what its
+    /// wake-ups cost.
+    #[serde(default)]
     pub sleep_cpu_ns: u64,
-    /// The adaptive policy's state (zeros in poll mode).
+    /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
+    /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
+    /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
+    /// `wake_p99_ns`, `wake_samples`), the contention evidence
+    /// (`poll_p99_ns`, `poll_slow_epochs`, `contention_signal`,
+    /// `rq_wait_permille`), the timer overshoot (`timer_p50_ns`,
+    /// `timer_p99_ns`), `ring_fill_ns`, and the CPU costs `sleep_cpu_ns`,
+    /// `nap_cpu_ns` (docs/turnoutd.md).
+    #[serde(default)]
     pub policy: crate::wakeup::PolicyView,
     /// busy_cycles / packets.
     pub cycles_per_packet: f64,

@@ -116,7 +116,7 @@ pub fn render(s: &StatsResult) -> String {
     for m in &WORKER_METRICS {
         f.head(m.name, m.kind, m.help);
         for w in &s.workers {
-            let id = w.id.to_string();
+            let id = w.worker.id.to_string();
             f.sample(m.name, &[("worker", &id)], (m.get)(w));
         }
     }

@@ -4,10 +4,15 @@
 //! Prometheus endpoint exports from it, each declared here next to the
 //! field it reads ([`QUEUE_METRICS`], [`WORKER_METRICS`]).
 //!
-//! Adding a worker or queue counter: a field here, its line in
-//! [`StatsResult::collect`], its metric in the table (or its key in
-//! [`WORKER_NOT_EXPORTED`] with the reason); the tests fail when a numeric
-//! key of the JSON is in neither, or a metric does not read its key.
+//! A worker's part is the fabric's own snapshot ([`fabric::WorkerStats`],
+//! its fields flattened into the worker's JSON) plus the thread's CPU time.
+//!
+//! Adding a queue counter: a field here, its line in
+//! [`StatsResult::collect`]; a worker counter: a field of
+//! [`fabric::WorkerStats`] and its line in `Switch::worker_stats`. Either
+//! way, its metric in the table (or its key in [`WORKER_NOT_EXPORTED`] with
+//! the reason); the tests fail when a numeric key of the JSON is in
+//! neither, or a metric does not read its key.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -65,64 +70,16 @@ pub struct PortStatsResult {
     pub backend: BTreeMap<String, u64>,
 }
 
-/// One worker's counters in `stats`.
+/// One worker's counters in `stats`: the fabric's snapshot, its keys at
+/// the top level of the worker's JSON, and the thread's CPU time.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerStatsResult {
-    /// Worker index.
-    pub id: usize,
-    /// Pinned CPU.
-    pub cpu: Option<usize>,
-    /// Linux thread id.
-    pub tid: i32,
-    /// Receive queues it owns.
-    pub rx_queues: u64,
-    /// Frames received.
-    pub packets: u64,
-    /// Non-empty batches.
-    pub batches: u64,
-    /// Time spent moving packets, ns.
-    pub busy_ns: u64,
-    /// Time spent polling nothing or asleep, ns.
-    pub idle_ns: u64,
-    /// Cycles spent moving packets.
-    pub busy_cycles: u64,
-    /// Cycles idle.
-    pub idle_cycles: u64,
-    /// Times it went to sleep in epoll waiting for notifications.
-    pub sleeps: u64,
-    /// Sleeps ended by frames arriving.
-    #[serde(default)]
-    pub wakeups: u64,
-    /// Naps after a batch (interrupt moderation under dense traffic).
-    #[serde(default)]
-    pub naps: u64,
-    /// Gaps after a small batch of a dense flow (poll and interrupt
-    /// regimes): spins before the next
-    /// poll so that it finds a bigger batch (idle time, no system call).
-    #[serde(default)]
-    pub gaps: u64,
-    /// Wall time asleep (sleeps and naps), ns.
-    #[serde(default)]
-    pub asleep_ns: u64,
-    /// The thread's own CPU time inside sleeps and naps, ns: what its
-    /// wake-ups cost.
-    #[serde(default)]
-    pub sleep_cpu_ns: u64,
-    /// busy_cycles / packets.
-    pub cycles_per_packet: f64,
+    /// The fabric's counters ([`fabric::WorkerStats`]).
+    #[serde(flatten)]
+    pub worker: fabric::WorkerStats,
     /// CPU time the thread used since it started (user + system, from its
     /// per-thread CPU clock), ns; not reset by `stats.reset`.
     pub cpu_ns: u64,
-    /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
-    /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
-    /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
-    /// `wake_p99_ns`, `wake_samples`), the contention evidence
-    /// (`poll_p99_ns`, `poll_slow_epochs`, `contention_signal`,
-    /// `rq_wait_permille`), the timer overshoot (`timer_p50_ns`,
-    /// `timer_p99_ns`), `ring_fill_ns`, and the CPU costs `sleep_cpu_ns`,
-    /// `nap_cpu_ns` (docs/turnoutd.md).
-    #[serde(default)]
-    pub policy: fabric::PolicyView,
 }
 
 /// `stats` result.
@@ -206,23 +163,6 @@ impl StatsResult {
             .worker_stats()
             .into_iter()
             .map(|w| WorkerStatsResult {
-                id: w.id,
-                cpu: w.cpu,
-                tid: w.tid,
-                rx_queues: w.rx_queues,
-                packets: w.packets,
-                batches: w.batches,
-                busy_ns: w.busy_ns,
-                idle_ns: w.idle_ns,
-                busy_cycles: w.busy_cycles,
-                idle_cycles: w.idle_cycles,
-                sleeps: w.sleeps,
-                wakeups: w.wakeups,
-                naps: w.naps,
-                gaps: w.gaps,
-                asleep_ns: w.asleep_ns,
-                sleep_cpu_ns: w.sleep_cpu_ns,
-                cycles_per_packet: w.cycles_per_packet,
                 cpu_ns: if w.tid > 0 {
                     crate::sys::thread_cpu_ns(w.tid)
                         .or_else(|| crate::sys::thread_cpu_ticks(w.tid).map(|t| t * tick_ns))
@@ -230,7 +170,7 @@ impl StatsResult {
                 } else {
                     0
                 },
-                policy: w.policy,
+                worker: w,
             })
             .collect();
         StatsResult {
@@ -307,98 +247,98 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 20] = [
         name: "turnout_worker_packets_total",
         kind: "counter",
         help: "Frames received by the worker.",
-        get: |w| w.packets as f64,
+        get: |w| w.worker.packets as f64,
     },
     Metric {
         key: "batches",
         name: "turnout_worker_batches_total",
         kind: "counter",
         help: "Non-empty batches processed by the worker.",
-        get: |w| w.batches as f64,
+        get: |w| w.worker.batches as f64,
     },
     Metric {
         key: "busy_ns",
         name: "turnout_worker_busy_seconds_total",
         kind: "counter",
         help: "Time spent moving packets.",
-        get: |w| w.busy_ns as f64 / 1e9,
+        get: |w| w.worker.busy_ns as f64 / 1e9,
     },
     Metric {
         key: "idle_ns",
         name: "turnout_worker_idle_seconds_total",
         kind: "counter",
         help: "Time spent polling empty queues or asleep.",
-        get: |w| w.idle_ns as f64 / 1e9,
+        get: |w| w.worker.idle_ns as f64 / 1e9,
     },
     Metric {
         key: "busy_cycles",
         name: "turnout_worker_busy_cycles_total",
         kind: "counter",
         help: "Cycle-counter ticks spent moving packets.",
-        get: |w| w.busy_cycles as f64,
+        get: |w| w.worker.busy_cycles as f64,
     },
     Metric {
         key: "idle_cycles",
         name: "turnout_worker_idle_cycles_total",
         kind: "counter",
         help: "Cycle-counter ticks spent idle.",
-        get: |w| w.idle_cycles as f64,
+        get: |w| w.worker.idle_cycles as f64,
     },
     Metric {
         key: "sleeps",
         name: "turnout_worker_sleeps_total",
         kind: "counter",
         help: "Times the worker went to sleep waiting for packets.",
-        get: |w| w.sleeps as f64,
+        get: |w| w.worker.sleeps as f64,
     },
     Metric {
         key: "wakeups",
         name: "turnout_worker_wakeups_total",
         kind: "counter",
         help: "Sleeps ended by frames arriving.",
-        get: |w| w.wakeups as f64,
+        get: |w| w.worker.wakeups as f64,
     },
     Metric {
         key: "naps",
         name: "turnout_worker_naps_total",
         kind: "counter",
         help: "Naps after a batch (interrupt moderation).",
-        get: |w| w.naps as f64,
+        get: |w| w.worker.naps as f64,
     },
     Metric {
         key: "gaps",
         name: "turnout_worker_gaps_total",
         kind: "counter",
         help: "Gaps after a small batch of a dense flow (spins before the next poll).",
-        get: |w| w.gaps as f64,
+        get: |w| w.worker.gaps as f64,
     },
     Metric {
         key: "asleep_ns",
         name: "turnout_worker_asleep_seconds_total",
         kind: "counter",
         help: "Wall time the worker spent asleep or napping.",
-        get: |w| w.asleep_ns as f64 / 1e9,
+        get: |w| w.worker.asleep_ns as f64 / 1e9,
     },
     Metric {
         key: "sleep_cpu_ns",
         name: "turnout_worker_sleep_cpu_seconds_total",
         kind: "counter",
         help: "CPU time the worker spent inside sleeps and naps.",
-        get: |w| w.sleep_cpu_ns as f64 / 1e9,
+        get: |w| w.worker.sleep_cpu_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.budget_ns",
         name: "turnout_worker_latency_budget_seconds",
         kind: "gauge",
         help: "The adaptive wake-up policy's latency budget.",
-        get: |w| w.policy.budget_ns as f64 / 1e9,
+        get: |w| w.worker.policy.budget_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.nap_ns",
         name: "turnout_worker_nap_seconds",
         kind: "gauge",
         help: "Current nap length (0 unless moderating).",
-        get: |w| w.policy.nap_ns as f64 / 1e9,
+        get: |w| w.worker.policy.nap_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.gap_ns",
@@ -406,21 +346,21 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 20] = [
         kind: "gauge",
         help:
             "Poll regime: the interval between polls chosen after the last small batch (0: none).",
-        get: |w| w.policy.gap_ns as f64 / 1e9,
+        get: |w| w.worker.policy.gap_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.wake_p99_ns",
         name: "turnout_worker_wake_p99_seconds",
         kind: "gauge",
         help: "Wake-up latency the worker measured on this host, p99 of the last samples.",
-        get: |w| w.policy.wake_p99_ns as f64 / 1e9,
+        get: |w| w.worker.policy.wake_p99_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.regime",
         name: "turnout_worker_regime",
         kind: "gauge",
         help: "The wake-up regime in force: 0 poll, 1 interrupt, 2 moderate.",
-        get: |w| w.policy.regime.to_code() as f64,
+        get: |w| w.worker.policy.regime.to_code() as f64,
     },
     Metric {
         key: "cpu_ns",
@@ -434,14 +374,14 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 20] = [
         name: "turnout_worker_cycles_per_packet",
         kind: "gauge",
         help: "Busy cycles per received frame since the last reset.",
-        get: |w| w.cycles_per_packet,
+        get: |w| w.worker.cycles_per_packet,
     },
     Metric {
         key: "rx_queues",
         name: "turnout_worker_rx_queues",
         kind: "gauge",
         help: "Receive queues owned by the worker.",
-        get: |w| w.rx_queues as f64,
+        get: |w| w.worker.rx_queues as f64,
     },
 ];
 
@@ -471,25 +411,27 @@ mod tests {
         };
         policy.regime = fabric::Regime::Moderate;
         WorkerStatsResult {
-            id: 3,
-            cpu: Some(5),
-            tid: 4242,
-            rx_queues: 7,
-            packets: 11,
-            batches: 13,
-            busy_ns: 17_000_000_001,
-            idle_ns: 19_000_000_002,
-            busy_cycles: 23,
-            idle_cycles: 29,
-            sleeps: 31,
-            wakeups: 37,
-            naps: 41,
-            gaps: 43,
-            asleep_ns: 47_000_000_003,
-            sleep_cpu_ns: 53_000_000_004,
-            cycles_per_packet: 59.5,
+            worker: fabric::WorkerStats {
+                id: 3,
+                cpu: Some(5),
+                tid: 4242,
+                rx_queues: 7,
+                packets: 11,
+                batches: 13,
+                busy_ns: 17_000_000_001,
+                idle_ns: 19_000_000_002,
+                busy_cycles: 23,
+                idle_cycles: 29,
+                sleeps: 31,
+                wakeups: 37,
+                naps: 41,
+                gaps: 43,
+                asleep_ns: 47_000_000_003,
+                sleep_cpu_ns: 53_000_000_004,
+                cycles_per_packet: 59.5,
+                policy,
+            },
             cpu_ns: 61_000_000_005,
-            policy,
         }
     }
 
@@ -603,5 +545,29 @@ mod tests {
                 "wakeups"
             ]
         );
+    }
+
+    /// A worker's JSON reads back (the fabric's fields flattened beside
+    /// `cpu_ns`), also one from before the fields marked default.
+    #[test]
+    fn the_json_reads_back() {
+        let json = serde_json::to_value(worker()).unwrap();
+        let back: WorkerStatsResult = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        let mut old = json;
+        let o = old.as_object_mut().unwrap();
+        for k in [
+            "wakeups",
+            "naps",
+            "gaps",
+            "asleep_ns",
+            "sleep_cpu_ns",
+            "policy",
+        ] {
+            o.remove(k);
+        }
+        let back: WorkerStatsResult = serde_json::from_value(old).unwrap();
+        assert_eq!((back.worker.packets, back.worker.naps), (11, 0));
+        assert_eq!(back.cpu_ns, 61_000_000_005);
     }
 }

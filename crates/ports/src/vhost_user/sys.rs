@@ -287,28 +287,20 @@ impl GuestMemory {
     }
 
     /// The `len` bytes at guest-physical address `gpa`, if they lie inside
-    /// one region.
+    /// one region ([`GuestMemory::gpa_ptr`], as a slice).
     #[inline]
     pub fn gpa(&self, gpa: u64, len: u64) -> Option<GuestSlice<'_>> {
-        for r in &self.regions {
-            let off = gpa.wrapping_sub(r.gpa);
-            if gpa >= r.gpa && off < r.size && len <= r.size - off {
-                // SAFETY: off + len <= size, so the range is inside the
-                // region's mapping.
-                let ptr = unsafe { r.host.add(off as usize) };
-                return Some(GuestSlice {
-                    ptr,
-                    len: len as usize,
-                    _mem: std::marker::PhantomData,
-                });
-            }
-        }
-        None
+        self.gpa_ptr(gpa, len).map(|ptr| GuestSlice {
+            ptr,
+            len: len as usize,
+            _mem: std::marker::PhantomData,
+        })
     }
 
     /// The start of the `len` bytes at guest-physical address `gpa`, if
     /// they lie inside one region (as [`GuestMemory::gpa`], without making
-    /// a slice: the receive fast path knows the length it checked).
+    /// a slice: the receive fast path knows the length it checked). The
+    /// one walk of the region table by guest-physical address.
     #[inline]
     pub fn gpa_ptr(&self, gpa: u64, len: u64) -> Option<*mut u8> {
         for r in &self.regions {
