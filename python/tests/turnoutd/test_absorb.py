@@ -173,7 +173,14 @@ def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
         def settled() -> bool:
             b = sw.port("b")
             return b["tx_packets"] + sum(b["drops"].values()) >= FRAMES
-        wait_for("turnoutd to pass every frame on", 30, settled)
+        try:
+            wait_for("turnoutd to pass every frame on", 30, settled)
+        except AssertionError as e:
+            # What was lost where: the ports' counters (a kernel drop on
+            # AF_XDP shows in `backend`) and the worker's sleeps.
+            st = sw.rpc("stats")
+            raise AssertionError(f"{kind} at {rate} pps: {e}; ports {json.dumps(st['ports'])}; "
+                                 f"workers {json.dumps(st.get('workers'))}") from None
         stats = sw.rpc("stats")
         stop_pid(rx)
         reader.join(30)
