@@ -335,18 +335,30 @@ class SuiteLab:
         return self.app_log.read_text(errors="replace")
 
     def close(self) -> None:
-        if self.app is not None:
-            stop_pid(self.app)
-            self.app = None
-        if self.daemon is not None:
-            self.daemon.stop()
-            self.daemon = None
-        if self.ovs is not None:
-            self.ovs.stop()
-            self.ovs = None
-        if self.ns_made:
-            subprocess.run(["ip", "netns", "del", self.ns], check=False, capture_output=True)
-            self.ns_made = False
+        """Ends what it started and deletes the namespace, also when
+        ending one of them fails (that failure is raised afterwards)."""
+        try:
+            if self.app is not None:
+                app, self.app = self.app, None
+                stop_pid(app)
+            if self.daemon is not None:
+                daemon, self.daemon = self.daemon, None
+                daemon.stop()
+            if self.ovs is not None:
+                ovs, self.ovs = self.ovs, None
+                ovs.stop()
+        finally:
+            if self.ns_made:
+                self.ns_made = False
+                end = time.monotonic() + 10
+                while subprocess.run(["ip", "netns", "del", self.ns], check=False,
+                                     capture_output=True).returncode != 0:
+                    if self.ns not in subprocess.run(["ip", "netns", "list"],
+                                                     capture_output=True, text=True).stdout:
+                        break
+                    if time.monotonic() > end:
+                        raise AssertionError(f"namespace {self.ns} could not be deleted")
+                    time.sleep(0.2)
 
 
 def run_suite(work: Path, target: str, wait_s: float | None = None,
