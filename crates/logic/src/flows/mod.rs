@@ -50,7 +50,8 @@
 //! `"normal_table_size"` and `"normal_aging_s"` (the `normal` action's
 //! bridge: as the bridge logic's `table_size` and `aging_s`).
 //!
-//! Commands: `add`, `modify`, `delete`, `dump`, `trace`, `normal_show`
+//! Commands (commands.rs): `add`, `modify`, `delete`, `dump`, `trace`,
+//! `normal_show`
 //! (the `normal` action's MAC table), the group
 //! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
 //! (groupcmd.rs) and the meter table's `add_meter`, `mod_meter`,
