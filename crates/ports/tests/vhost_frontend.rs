@@ -439,3 +439,70 @@ fn frames_written_in_place_arrive_exactly() {
         }
     }
 }
+
+/// Minor page faults of the calling thread so far.
+fn thread_minflt() -> i64 {
+    // SAFETY: getrusage fills a plain struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer; RUSAGE_THREAD is this thread.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) }, 0);
+    ru.ru_minflt as i64
+}
+
+/// The first lap of a fresh connection's queues takes no page fault on
+/// the data path, on either side: both map the memory table in when they
+/// get it (`GuestMemory::map` prefaults), not at the first frame through
+/// each buffer page (docs/vhost-user.md, "Prefaulted guest memory").
+/// Without it, 1023 frames each way through 1024-entry queues took
+/// 794 faults in this thread.
+#[test]
+fn the_first_lap_of_a_fresh_connection_takes_no_page_fault() {
+    let dir = TempDir::new("front-prefault");
+    let sock = dir.path("vu.sock");
+    let backend = backend(&sock, 1, 1518, true);
+    let mut fc = FrontendConfig::new(&sock);
+    fc.max_frame_b = 1518;
+    fc.queue_size = 1024;
+    let front = VhostFrontendPort::new("front", fc).unwrap();
+    linked(&backend, &front, "no link");
+    let mut brx = backend.take_rx(0).unwrap();
+    let mut frx = front.take_rx(0).unwrap();
+    let f = frame(64, 0);
+    let mut batch = RxBatch::with_capacity(8);
+    let mut one = |tx: &dyn TxQueue, rx: &mut dyn RxQueue| {
+        // SAFETY: this thread is the queue's only user.
+        let mut tx = unsafe { fabric::OwnedTx::new(tx) };
+        let t0 = Instant::now();
+        while tx.free_slots() == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "no room to send");
+        }
+        let s = tx.reserve(1);
+        tx.write(s, 1, &f);
+        tx.publish(s + 1);
+        loop {
+            let b = batch.receive(&mut *rx, 0, 0);
+            let n = b.len();
+            if n > 0 {
+                assert_eq!(b.pkts()[0].data(), &f[..]);
+            }
+            drop(b);
+            if n > 0 {
+                break;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "frame not received");
+        }
+    };
+    // One each way first: this thread's code and stack pages.
+    one(front.tx(0), brx.as_mut());
+    one(backend.tx(0), frx.as_mut());
+    let f0 = thread_minflt();
+    for _ in 1..1024 {
+        one(front.tx(0), brx.as_mut());
+        one(backend.tx(0), frx.as_mut());
+    }
+    let faults = thread_minflt() - f0;
+    assert!(
+        faults < 64,
+        "{faults} page faults on the data path for 1023 frames each way"
+    );
+}

@@ -14,10 +14,18 @@ at its port to the receiver was the symptom: the tester's receive ring had
 overflowed), and the receiver counts no loss. The sender runs with
 `--count`: a port that pushes back delays frames, it loses none.
 
-turnoutd's own rings toward the sender are sized up in the test (AF_XDP
-`frames_per_queue`), because on a busy machine its worker waits for CPU 1
-too, and an AF_XDP receive ring that overflows is a kernel drop the sender
-never sees: that is the switch's budget, not the tester's.
+turnoutd runs at SCHED_FIFO 1, so that other work on CPU 1 does not hold
+its worker (at normal priority, beside other builds at a load average of 15, it waited for
+the CPU 90 % of its runnable time and lost a third of the frames at
+100 kpps). Its own rings toward the sender are sized up in the test (AF_XDP
+`frames_per_queue`: 65,536 receive chunks, 65 ms at 1 Mpps), because a
+real-time worker busy for about a second (the 1 Mpps run, polled) starves
+the normal tasks of its CPU until the kernel's fair server takes the CPU
+from it for 50 ms at once (docs/turnoutd.md, "Real-time priority"), and an
+AF_XDP receive ring that overflows is a kernel drop the sender never sees:
+that is the switch's budget, not the tester's. With 8,192 receive chunks
+that dropped about 47,000 frames (`kernel_rx_fill_ring_empty` at port a)
+in about one run in ten.
 
 About 40 s (the 100 kpps runs are 10 s each). Needs root (namespace and
 veths for AF_XDP; the memif and vhost-user sockets live in the test's
@@ -108,7 +116,7 @@ def _config(kind: str, d: Path, cpu: str | None) -> str:
                         f'socket = "{d}/{n}.sock"\n\n' for n in "ab")
     else:
         ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "af_xdp"\niface = "sw{n}"\n'
-                        f"frames_per_queue = 16384\n\n" for n in "ab")
+                        f"frames_per_queue = 131072\n\n" for n in "ab")
     return ('[switch]\ncontrol_socket = "@CTL@"\n' + budget + "\n" + worker +
             '[logic]\nname = "patch"\npairs = [["a", "b"]]\n\n' + ports)
 

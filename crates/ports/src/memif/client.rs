@@ -209,6 +209,9 @@ fn handshake(
     }
     let region = Region::create(&format!("memif-{}-region-0", cfg.name), total)
         .map_err(|e| End::Local(format!("create region: {e}")))?;
+    // Every page now, not at the first frame through it (`Region::prefault`;
+    // the server prefaults its own mapping). Best effort.
+    let _ = region.prefault(total);
 
     // Rings: C2S first, then S2C; ring k's buffers follow buf0 in order.
     let mut rings = Vec::with_capacity(nrings);

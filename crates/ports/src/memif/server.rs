@@ -582,6 +582,42 @@ fn add_ring(ch: &mut Channel, ar: &AddRing, fd: OwnedFd) -> Result<(), End> {
     Ok(())
 }
 
+/// Most bytes of a peer's regions [`prefault`] maps in per connection,
+/// whatever the rings: what a client of 4 queue pairs of 16384-slot rings
+/// of 2 KiB buffers uses (turnout-gen's memif ports: 1 pair of 8192 slots,
+/// 32 MiB). A client could make us touch as much with its descriptors;
+/// this only makes it happen at once.
+pub const PREFAULT_MAX_B: usize = 256 << 20;
+
+/// What a client that keeps its rings and one buffer of `buffer_b` per
+/// slot in its regions (libmemif, DPDK, turnout-gen) has there, for rings
+/// of `2^log2` slots: each ring's header and descriptors and its buffers,
+/// at most [`PREFAULT_MAX_B`]. A client that announces more has the rest
+/// faulted in where its descriptors point, frame by frame, as before.
+pub fn prefault_budget(rings: impl Iterator<Item = u8>, buffer_b: usize) -> usize {
+    rings
+        .map(|log2| super::ring::ring_span(log2) + (1usize << log2) * buffer_b)
+        .fold(0usize, usize::saturating_add)
+        .min(PREFAULT_MAX_B)
+}
+
+/// Maps in the first `budget` bytes of the client's regions, in index
+/// order, on the control thread before the connection is handed to the
+/// workers: otherwise each buffer page costs a page fault in the worker
+/// that first touches it through our mapping, a fault per frame or two
+/// during the ring's first lap ([`Region::prefault`]). Best effort.
+fn prefault(regions: &[Region], budget: usize) {
+    let mut left = budget;
+    for r in regions {
+        if left == 0 {
+            break;
+        }
+        let n = r.len().min(left);
+        let _ = r.prefault(n);
+        left -= n;
+    }
+}
+
 /// Checks the announced rings and builds the connection (server side).
 fn build_connection(ch: &mut Channel, sh: &Arc<Shared>) -> Result<Connection, End> {
     let rej = |s: String| End::Reject(s);
@@ -600,6 +636,10 @@ fn build_connection(ch: &mut Channel, sh: &Arc<Shared>) -> Result<Connection, En
     };
     let c2s = take(&mut ch.c2s, "client-to-server")?;
     let s2c = take(&mut ch.s2c, "server-to-client")?;
+    let budget = prefault_budget(
+        c2s.iter().chain(&s2c).map(|r| r.log2),
+        sh.core.cfg.buffer_size as usize,
+    );
     // Two rings on the same header would let the peer drive both.
     let mut spans: Vec<(usize, usize, usize)> = c2s
         .iter()
@@ -651,6 +691,7 @@ fn build_connection(ch: &mut Channel, sh: &Arc<Shared>) -> Result<Connection, En
     for p in s2c {
         tx.push(mk(p, &ch.regions, false)?);
     }
+    prefault(&ch.regions, budget);
     let regions = std::mem::take(&mut ch.regions);
     let gen = sh.next_gen();
     Connection::new(sh.core.clone(), gen, regions, rx, tx).map_err(End::Local)

@@ -99,6 +99,12 @@ fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
 /// `statfs` magic of hugetlbfs.
 const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
 
+/// Most bytes of a memory table [`GuestMemory::map`] maps in at once:
+/// turnout-gen's frontend (two 8192-entry queues of buffers) whole, the
+/// first 256 MiB of a larger guest (the rest is faulted in where its
+/// buffers are, frame by frame).
+pub const PREFAULT_MAX_B: usize = 256 << 20;
+
 /// The unit a mapping of `file` is made of: the huge page size for a
 /// hugetlbfs file (its `st_blksize`), else the page size. A mapping's
 /// length is rounded up to it, so what we register, replace and unmap is
@@ -232,7 +238,37 @@ impl GuestMemory {
             // the mapping's unit); Drop drops the guard before unmapping.
             unsafe { mem.guard.add(base as *mut u8, map_len as usize)? };
         }
+        mem.prefault();
         Ok(mem)
+    }
+
+    /// Fills this process's page tables for the regions, in order, up to
+    /// [`PREFAULT_MAX_B`] in all, on the control path
+    /// (`MADV_POPULATE_WRITE`, Linux 5.14), as DPDK's vhost library maps
+    /// guest memory with `MAP_POPULATE`: otherwise every page of the other
+    /// side's buffers costs a page fault at its first touch through our
+    /// mapping, in the worker, for the rings' whole first lap (~5 µs a
+    /// frame on this project's nested VM: docs/vhost-user.md, "Prefaulted
+    /// guest memory"). Pages nobody touched yet are allocated now. Best
+    /// effort: an error (an older kernel; a file shrunk under us: EFAULT,
+    /// not a SIGBUS) leaves the faults to the data path.
+    fn prefault(&self) {
+        let page = page_size() as usize;
+        let mut left = PREFAULT_MAX_B;
+        for r in &self.regions {
+            if left == 0 {
+                break;
+            }
+            let host = r.host as usize;
+            let start = host - host % page;
+            let len = (host - start + r.size as usize).min(left);
+            // SAFETY: [start, start + len) lies inside this region's
+            // mapping (`host` is in it, page aligned down stays at or above
+            // `map_base`, which is page aligned); populating changes no
+            // byte.
+            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+            left -= len;
+        }
     }
 
     /// Whether an access to this memory (or to another memory sharing its
