@@ -152,6 +152,18 @@ def test_one_txrx_thread_unless_the_receiver_has_a_core_of_its_own():
     assert (c.sent, c.received) == (1000, 1000)
 
 
+def test_a_txrx_tester_waits_longer_for_frames_in_flight_than_a_lone_sender():
+    # txrx ends its cool-down once every frame is back: its long wait costs
+    # only lossy trials; a tx process cannot tell, and keeps the short one
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[s], spawn=lambda a, netns=None: None,
+                        cooldown_s=0.2, return_wait_s=1.0)
+    txrx = m._args(gen._Task("txrx", [s], None), 1.0, 0)
+    tx = m._args(gen._Task("tx", [s], None), 1.0, 0)
+    assert txrx[txrx.index("--cooldown-s") + 1] == "1"
+    assert tx[tx.index("--cooldown-s") + 1] == "0.2"
+
+
 def test_the_load_is_the_aggregate_split_among_streams():
     # Two pairs (NvsN): 0.99 × an aggregate R+ of 20 kpps is 19.8 kpps in
     # all, 9.9 kpps per stream (was: 19.8 kpps each, twice the load).

@@ -702,7 +702,7 @@ pub struct RxFill<'b> {
     _not_send: PhantomData<*mut u8>,
 }
 
-impl RxFill<'_> {
+impl<'b> RxFill<'b> {
     /// How many more frames fit.
     #[inline]
     pub fn room(&self) -> usize {
@@ -811,6 +811,24 @@ impl RxFill<'_> {
         self.batch.retain_from(from, keep)
     }
 
+    /// A pusher for a run of zero-copy frames: the batch's fields (where the
+    /// next view goes, how many fit, the port, queue and scratch every view
+    /// records) in locals for the whole burst instead of reloaded for each
+    /// frame ([`RxPusher`]).
+    #[inline]
+    pub fn pusher(&mut self) -> RxPusher<'_, 'b> {
+        let b = &mut *self.batch;
+        RxPusher {
+            pkts: b.pkts.as_mut_ptr(),
+            len: b.len,
+            cap: b.pkts.len(),
+            port: self.port,
+            queue: self.queue,
+            scratch: b.scratch.as_ptr(),
+            fill: self,
+        }
+    }
+
     /// Copies `frame` into scratch and appends it: `scratch` then
     /// `push_scratch` in one call.
     #[inline]
@@ -823,6 +841,97 @@ impl RxFill<'_> {
             None => return false,
         }
         self.push_scratch(frame.len())
+    }
+}
+
+/// [`RxFill::push`] for a whole burst: what every push reads of the batch
+/// is held here, in locals the compiler keeps in registers, and the count
+/// is written back once when the pusher is dropped (or around
+/// [`RxPusher::with_fill`], for the rare frame that needs the full
+/// `RxFill`, such as one linearised into scratch).
+pub struct RxPusher<'f, 'b> {
+    fill: &'f mut RxFill<'b>,
+    pkts: *mut Pkt,
+    len: usize,
+    cap: usize,
+    port: PortId,
+    queue: QueueId,
+    scratch: *const Scratch,
+}
+
+impl<'b> RxPusher<'_, 'b> {
+    /// How many more frames fit.
+    #[inline]
+    pub fn room(&self) -> usize {
+        self.cap - self.len
+    }
+
+    /// [`RxFill::push`]: appends a zero-copy view of port memory; false (and
+    /// nothing appended) if the batch is full.
+    ///
+    /// # Safety
+    /// As [`RxFill::push`].
+    #[inline]
+    pub unsafe fn push(&mut self, ptr: *mut u8, len: u32) -> bool {
+        if self.len == self.cap {
+            return false;
+        }
+        // SAFETY: len < cap, the length of the batch's `pkts`, which `pkts`
+        // points to (derived from the batch this pusher borrows mutably,
+        // after any other use of it: see `with_fill`).
+        unsafe {
+            self.pkts.add(self.len).write(Pkt {
+                ptr,
+                len,
+                port: self.port,
+                queue: self.queue,
+                scratch: self.scratch,
+            });
+        }
+        self.len += 1;
+        true
+    }
+
+    /// [`RxPusher::push`] without the room check, for a burst that sized
+    /// itself by [`RxPusher::room`] (or [`RxFill::room`]) first.
+    ///
+    /// # Safety
+    /// As [`RxFill::push`], and fewer than `room()` frames were pushed since
+    /// the caller looked (the batch is not full).
+    #[inline]
+    pub unsafe fn push_unchecked(&mut self, ptr: *mut u8, len: u32) {
+        debug_assert!(self.len < self.cap);
+        // SAFETY: len < cap (our caller's contract), the length of the
+        // batch's `pkts`, which `pkts` points to (see `push`).
+        unsafe {
+            self.pkts.add(self.len).write(Pkt {
+                ptr,
+                len,
+                port: self.port,
+                queue: self.queue,
+                scratch: self.scratch,
+            });
+        }
+        self.len += 1;
+    }
+
+    /// Runs `f` on the [`RxFill`] itself (frames pushed so far counted in
+    /// it first, and what `f` appended counted here after).
+    #[inline]
+    pub fn with_fill<R>(&mut self, f: impl FnOnce(&mut RxFill<'b>) -> R) -> R {
+        self.fill.batch.len = self.len;
+        let r = f(self.fill);
+        let b = &mut *self.fill.batch;
+        self.len = b.len;
+        self.pkts = b.pkts.as_mut_ptr();
+        r
+    }
+}
+
+impl Drop for RxPusher<'_, '_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.fill.batch.len = self.len;
     }
 }
 

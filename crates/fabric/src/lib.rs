@@ -38,7 +38,7 @@ pub mod sys;
 pub mod wakeup;
 pub mod worker;
 
-pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill};
+pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill, RxPusher};
 pub use drop::DropReason;
 pub use fabric::{Forwarder, Injector, PortEntry, PortTable};
 pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};

@@ -293,7 +293,8 @@ pub struct Traffic {
     #[arg(long, value_name = "S", default_value_t = 0.0, value_parser = nonneg_f64)]
     pub warmup_s: f64,
     /// Seconds to wait for stragglers after sending stops, also when a
-    /// signal stopped it (a second signal ends the wait).
+    /// signal stopped it (a second signal ends the wait); txrx ends it as
+    /// soon as every frame sent has come back.
     #[arg(long, value_name = "S", default_value_t = 0.2, value_parser = nonneg_f64)]
     pub cooldown_s: f64,
 }

@@ -647,15 +647,23 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     }
     let window = s.window(now);
     // Cool-down: keep receiving the frames still in flight, also when a
-    // signal ended the sending (a signal during the cool-down ends it).
+    // signal ended the sending (a signal during the cool-down ends it), until
+    // every frame sent has come back or the cool-down is over: a long one
+    // costs only the runs that lose frames.
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
     let at = stops();
+    let rev_stream = rev_traffic.as_ref().map(|t| t.stream);
     while stops() == at {
         poll_all(&mut r, &mut rxq, &mut batch);
         if let Some(q2) = rxq2.as_mut() {
             poll_all(&mut r, q2, &mut batch);
         }
-        if now_ns() >= end {
+        let back = r.all_in(a.traffic.stream, s.sent_seq())
+            && match (s2.as_ref(), rev_stream) {
+                (Some(s2), Some(id)) => r.all_in(id, s2.sent_seq()),
+                _ => true,
+            };
+        if back || now_ns() >= end {
             break;
         }
     }

@@ -402,6 +402,8 @@ fn a_txrx_that_receives_nothing_exits_4_unless_told_it_is_expected() {
 /// ends the cool-down.
 #[test]
 fn a_signal_ends_the_sending_and_a_second_one_the_cooldown() {
+    // Looped back on one memif: the cool-down receives the frames in flight
+    // and ends by itself once every frame is back.
     let s = sock("signal");
     let (tx, rx) = (format!("memif:{s}"), format!("memif:{s},role=server"));
     let mut g = gen_common::Gen::spawn(&[
@@ -419,11 +421,6 @@ fn a_signal_ends_the_sending_and_a_second_one_the_cooldown() {
     ]);
     g.wait_running();
     g.interrupt();
-    // Ended at once, it would be gone well within this; in its cool-down
-    // it stays for 600 s.
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(g.running(), "the first signal ended the cool-down too");
-    g.interrupt();
     let (doc, errs) = g.finish(Duration::from_secs(30));
     assert_eq!(doc["stopped_by"], "signal", "{doc} {errs:?}");
     let sent = doc["tx"]["packets"].as_u64().unwrap();
@@ -433,4 +430,39 @@ fn a_signal_ends_the_sending_and_a_second_one_the_cooldown() {
         (Some(sent), Some(0)),
         "{doc}"
     );
+
+    // Nothing comes back (the frames go to a sink, the receive port's peer
+    // sends nothing): the cool-down waits until the second signal.
+    let (s1, s2) = (sock("signal-sink"), sock("signal-idle"));
+    let _sink = gen_common::Gen::spawn(&["rx", "--port", &format!("memif:{s1},role=server")]);
+    let mut g = gen_common::Gen::spawn(&[
+        "txrx",
+        "--port",
+        &format!("memif:{s1}"),
+        "--rx-port",
+        &format!("memif:{s2},role=server"),
+        "--allow-no-rx",
+        "--rate-pps",
+        "10000",
+        "--cooldown-s",
+        "600",
+        "--interval-s",
+        "0.05",
+    ]);
+    let _idle = gen_common::Gen::spawn(&["rx", "--port", &format!("memif:{s2}")]);
+    g.wait_running();
+    g.interrupt();
+    // Ended at once, it would be gone well within this; in its cool-down
+    // it stays for 600 s.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(g.running(), "the first signal ended the cool-down too");
+    g.interrupt();
+    let (doc, errs) = g.finish(Duration::from_secs(30));
+    assert_eq!(doc["stopped_by"], "signal", "{doc} {errs:?}");
+    let sent = doc["tx"]["packets"].as_u64().unwrap();
+    assert!(sent > 0, "{doc}");
+    assert_eq!(doc["rx"]["packets"].as_u64(), Some(0), "{doc}");
+    for f in [&s, &s1, &s2] {
+        let _ = std::fs::remove_file(f);
+    }
 }

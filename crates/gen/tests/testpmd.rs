@@ -236,6 +236,20 @@ fn rx_once_sending_ended(pmd: &mut Testpmd, gen: &Gen) -> u64 {
     }
 }
 
+/// testpmd's (RX, TX) per port once each of its `nports` ports has
+/// received more than `n` frames, or as they are at `within` (the caller's
+/// check then says how far they got).
+fn rx_at_least(pmd: &mut Testpmd, nports: usize, n: u64, within: Duration) -> Vec<(u64, u64)> {
+    let deadline = Instant::now() + within;
+    loop {
+        let stats = pmd.port_stats(nports);
+        if stats.iter().all(|s| s.0 > n) || Instant::now() >= deadline {
+            return stats;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 #[ignore = "system: dpdk-testpmd"]
 fn testpmd_txonly_counts_agree_with_rx() {
@@ -340,12 +354,12 @@ fn reflect_passes_traffic_through_testpmd() {
     // ping-pong between testpmd and the reflector.
     pmd.cmd("set fwd io");
     let port = pmd.sock(0);
-    let gen = Gen::spawn(&[
+    // Until SIGINT, once testpmd's counters are read (it resets them when
+    // the client disconnects).
+    let mut gen = Gen::spawn(&[
         "reflect",
         "--port",
         &port,
-        "--duration-s",
-        "2",
         "--interval-s",
         "0.05",
         "--wait-peer-s",
@@ -353,8 +367,11 @@ fn reflect_passes_traffic_through_testpmd() {
     ]);
     gen.wait_running();
     pmd.cmd("start tx_first");
-    std::thread::sleep(Duration::from_millis(1000));
-    let stats = pmd.port_stats(1);
+    // The 32 frames of the first burst ping-pong as fast as both sides get
+    // a CPU: on a loaded host a few hundred round trips a second. Wait for
+    // the traffic the check needs, not for a time.
+    let stats = rx_at_least(&mut pmd, 1, 1000, Duration::from_secs(60));
+    gen.interrupt();
     let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("reflect {f}; testpmd rx/tx {stats:?}");
@@ -382,7 +399,7 @@ fn fwd_chains_two_testpmd_ports() {
     // loop port 0 -> port 1 (rewriting the destination MAC) and back.
     pmd.cmd("set fwd io");
     let (a, b) = (pmd.sock(0), pmd.sock(1));
-    let gen = Gen::spawn(&[
+    let mut gen = Gen::spawn(&[
         "fwd",
         "--port",
         &a,
@@ -393,8 +410,6 @@ fn fwd_chains_two_testpmd_ports() {
         "02:00:00:00:00:bb",
         "--dst-mac2",
         "02:00:00:00:00:aa",
-        "--duration-s",
-        "2",
         "--interval-s",
         "0.05",
         "--wait-peer-s",
@@ -402,8 +417,8 @@ fn fwd_chains_two_testpmd_ports() {
     ]);
     gen.wait_running();
     pmd.cmd("start tx_first");
-    std::thread::sleep(Duration::from_millis(1000));
-    let stats = pmd.port_stats(2);
+    let stats = rx_at_least(&mut pmd, 2, 1000, Duration::from_secs(60));
+    gen.interrupt();
     let doc = gen.finish(Duration::from_secs(30)).0;
     let f = &doc["fwd"];
     eprintln!("fwd {f}; testpmd {stats:?}");

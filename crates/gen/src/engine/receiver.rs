@@ -374,6 +374,16 @@ impl Receiver {
         }
     }
 
+    /// Whether every one of the first `sent` frames of stream `id` has
+    /// arrived (duplicates not counted): none of them is still in flight.
+    pub fn all_in(&mut self, id: u32, sent: u64) -> bool {
+        if sent == 0 {
+            return true;
+        }
+        self.stream_index(id)
+            .is_some_and(|i| self.streams[i].seq.received - self.streams[i].seq.duplicated >= sent)
+    }
+
     /// Total lost over streams.
     pub fn lost(&self) -> u64 {
         self.streams.iter().map(|s| s.seq.lost).sum()
@@ -421,6 +431,26 @@ mod tests {
         r.frame(&[0xff; 1500], 5);
         assert_eq!((r.foreign, r.packets), (3, 0));
         assert_eq!(r.foreign_bytes, 1560);
+    }
+
+    #[test]
+    fn all_in_once_every_frame_sent_arrived_duplicates_aside() {
+        let mut g = FrameGen::new(&spec(), &[64]).unwrap();
+        let mut r = Receiver::new(false);
+        assert!(r.all_in(7, 0), "nothing sent, nothing in flight");
+        assert!(!r.all_in(7, 1), "a stream never seen");
+        for seq in [0, 2, 2] {
+            let f = g.next(7, seq, 5).to_vec();
+            r.frame(&f, 10);
+        }
+        assert!(
+            !r.all_in(7, 3),
+            "1 is in flight; the duplicate of 2 is not it"
+        );
+        let f = g.next(7, 1, 5).to_vec();
+        r.frame(&f, 10);
+        assert!(r.all_in(7, 3));
+        assert!(!r.all_in(7, 4));
     }
 
     #[test]

@@ -541,8 +541,11 @@ mod tests {
         // The consumer sleeps with a 20 s timeout; producers push with
         // pauses so it is asleep for most pushes. A lost wake-up (the race
         // between its last look and a push) would hold a packet-in for the
-        // timeout; the whole run must take far less.
-        let q = Arc::new(PacketIns::new(1024, MAX_RATE, MAX_RATE).unwrap());
+        // timeout; the whole run must take far less. The queue holds every
+        // push (a consumer descheduled on a busy machine must not make a
+        // producer's push refused, which would stop that producer and
+        // leave the consumer waiting for frames never sent).
+        let q = Arc::new(PacketIns::new(4096, MAX_RATE, MAX_RATE).unwrap());
         q.set_controllers(1);
         const EACH: u64 = 2000;
         let t0 = Instant::now();

@@ -318,12 +318,18 @@ impl MemifRx {
             c.fail(Violation::BadRingIndex);
             return 0;
         }
+        if todo == 0 || batch.room() == 0 {
+            // An empty poll: nothing to take, nothing to count.
+            return 0;
+        }
         let Some(descs) = region.descs(ring.off + RING_HDR_B, ring.size) else {
             return 0;
         };
         let mut pos = self.pending;
         let (mut n, mut chained, mut oversize) = (0usize, 0u64, 0u64);
-        'frames: while todo > 0 && batch.room() > 0 {
+        // The batch's fields in registers for the burst.
+        let mut pusher = batch.pusher();
+        'frames: while todo > 0 && pusher.room() > 0 {
             // The peer core wrote these descriptors: fetch ahead.
             descs.prefetch(pos.wrapping_add(RX_PREFETCH_AHEAD));
             // Flags, region, length, offset (the unused metadata word is
@@ -339,7 +345,7 @@ impl MemifRx {
             if !d.has_next() {
                 if len > self.max_frame {
                     oversize += 1;
-                } else if sys::push_region(batch, &c.regions[r], off, len) {
+                } else if sys::push_region(&mut pusher, &c.regions[r], off, len) {
                     n += 1;
                 }
                 pos = pos.wrapping_add(1);
@@ -382,22 +388,30 @@ impl MemifRx {
             if total > self.max_frame {
                 oversize += 1;
             } else {
-                let Some(dst) = batch.scratch(total) else {
-                    break 'frames; // scratch full: the frame waits for the next burst
-                };
-                let mut at = 0;
-                for &(pr, po, pl) in &self.chain[..k] {
-                    c.regions[pr].copy_out(po, &mut dst[at..at + pl]);
-                    at += pl;
-                }
-                if batch.push_scratch(total) {
-                    n += 1;
-                    chained += 1;
+                let chain = &self.chain[..k];
+                let copied = pusher.with_fill(|batch| {
+                    // Scratch full: the frame waits for the next burst.
+                    let dst = batch.scratch(total)?;
+                    let mut at = 0;
+                    for &(pr, po, pl) in chain {
+                        c.regions[pr].copy_out(po, &mut dst[at..at + pl]);
+                        at += pl;
+                    }
+                    Some(batch.push_scratch(total))
+                });
+                match copied {
+                    None => break 'frames,
+                    Some(true) => {
+                        n += 1;
+                        chained += 1;
+                    }
+                    Some(false) => {}
                 }
             }
             pos = pos.wrapping_add(k as u16);
             todo -= k as u32;
         }
+        drop(pusher);
         self.pending = pos;
         let ctr = &self.shared.core.counters;
         if n > 0 {

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
-use fabric::RxFill;
+use fabric::RxPusher;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -445,7 +445,7 @@ impl Descs<'_> {
 /// connection (an `Arc`) until `release`, and the ring protocol gives the
 /// slot to us until we move the consumer index past it.
 #[inline]
-pub fn push_region(batch: &mut RxFill<'_>, region: &Region, off: usize, len: usize) -> bool {
+pub fn push_region(batch: &mut RxPusher<'_, '_>, region: &Region, off: usize, len: usize) -> bool {
     if !region.fits(off, len) || len > u32::MAX as usize {
         return false;
     }

@@ -435,14 +435,88 @@ impl VhostRx {
 
 /// How one transmit chain turned out.
 enum Parsed {
-    /// The frame is one guest range.
+    /// The frame is one guest range (pushed).
     Direct,
-    /// The frame was linearised into the batch's scratch.
+    /// The frame was linearised into the batch's scratch (pushed).
     Scratch,
-    /// Consumed and dropped (counted).
-    Dropped,
+    /// Consumed and dropped: shorter than the header (counted by the caller).
+    Short,
+    /// Consumed and dropped: longer than the port's largest frame.
+    Oversize,
     /// Scratch is full: leave this chain for the next burst.
     NoScratch,
+}
+
+/// The slow path of [`VhostRx::burst`]: walks the chain at `head`, skips
+/// the header, keeps the first payload range, and on a second one
+/// linearises the frame into the batch's scratch; pushes what it keeps.
+#[inline(never)]
+fn parse_chain(
+    s: &Session,
+    head: u16,
+    hdr_len: usize,
+    max_b: usize,
+    batch: &mut RxFill<'_>,
+) -> Result<Parsed, Lie> {
+    let mut skip = hdr_len;
+    let mut total = 0usize;
+    let mut first: Option<(GuestSlice<'_>, usize, usize)> = None;
+    let mut linear_frame = false;
+    let mut no_scratch = false;
+    s.walk(head, false, |g| {
+        let mut off = 0;
+        if skip > 0 {
+            let k = skip.min(g.len());
+            skip -= k;
+            off = k;
+        }
+        let len = g.len() - off;
+        if len == 0 {
+            return;
+        }
+        let new_total = total + len;
+        if new_total > max_b || no_scratch {
+            total = new_total;
+            return;
+        }
+        match &first {
+            None => first = Some((g, off, len)),
+            Some((fg, fo, fl)) => {
+                // The batch hands out the same scratch space until a
+                // frame is pushed into it.
+                let Some(dst) = batch.scratch(max_b) else {
+                    no_scratch = true;
+                    return;
+                };
+                if !linear_frame {
+                    fg.read(*fo, &mut dst[..*fl]);
+                    linear_frame = true;
+                }
+                g.read(off, &mut dst[total..total + len]);
+            }
+        }
+        total = new_total;
+    })?;
+    Ok(if no_scratch {
+        Parsed::NoScratch
+    } else if skip > 0 {
+        Parsed::Short
+    } else if total > max_b {
+        Parsed::Oversize
+    } else if linear_frame {
+        let ok = batch.push_scratch(total);
+        debug_assert!(ok);
+        Parsed::Scratch
+    } else {
+        // total == 0 (header only) pushes an empty frame: the worker drops
+        // it as a runt and counts it.
+        let ok = match &first {
+            Some((g, off, len)) => sys::push_guest(batch, g, *off, *len),
+            None => batch.push_scratch(0),
+        };
+        debug_assert!(ok);
+        Parsed::Direct
+    })
 }
 
 impl RxQueue for VhostRx {
@@ -477,6 +551,11 @@ impl RxQueue for VhostRx {
         let n = (pending as usize)
             .min(batch.room())
             .min(self.heads.len() - self.nheads);
+        if n == 0 && self.nheads == 0 {
+            // An empty poll: nothing taken, nothing held to give back (the
+            // session is let go here, as `release` would).
+            return 0;
+        }
         let hdr_len = s.layout.hdr_len;
         let max_b = self.max_frame_b;
         let mut pushed = 0usize;
@@ -488,6 +567,8 @@ impl RxQueue for VhostRx {
         let mem = s.ring.mem().view();
         let heads = &mut self.heads[self.nheads..self.nheads + n];
         let mut nh = 0usize;
+        // The batch's fields in registers for the burst, too.
+        let mut pusher = batch.pusher();
         for i in 0..n as u16 {
             let head = ring.avail_entry(last.wrapping_add(i));
             // Fast path: the frame and its header in one device-readable
@@ -506,96 +587,40 @@ impl RxQueue for VhostRx {
                     // SAFETY: [p, p + len) is inside one mapped region
                     // (`gpa_ptr`) and hdr_len < len <= u32::MAX; the
                     // session (and so the mapping) and the descriptor are
-                    // held until `release` (`push_guest`'s contract).
-                    let ok = unsafe { batch.push(p.add(hdr_len), (len - hdr_len) as u32) };
-                    debug_assert!(ok);
+                    // held until `release` (`push_guest`'s contract); at
+                    // most n <= batch.room() frames are pushed in this
+                    // loop, and this is the (i + 1)-th at most, i < n.
+                    unsafe { pusher.push_unchecked(p.add(hdr_len), (len - hdr_len) as u32) };
                     pushed += 1;
-                    heads[nh] = head;
+                    // SAFETY: nh <= i < n = heads.len() (one head per
+                    // iteration at most).
+                    unsafe { *heads.get_unchecked_mut(nh) = head };
                     nh += 1;
                     continue;
                 }
             }
-            // Walk: skip the header, keep the first payload range; on a
-            // second one, linearise into scratch.
-            let mut skip = hdr_len;
-            let mut total = 0usize;
-            let mut first: Option<(GuestSlice<'_>, usize, usize)> = None;
-            let mut linear_frame = false;
-            let mut no_scratch = false;
-            let r = s.walk(head, false, |g| {
-                let mut off = 0;
-                if skip > 0 {
-                    let k = skip.min(g.len());
-                    skip -= k;
-                    off = k;
-                }
-                let len = g.len() - off;
-                if len == 0 {
-                    return;
-                }
-                let new_total = total + len;
-                if new_total > max_b || no_scratch {
-                    total = new_total;
-                    return;
-                }
-                match &first {
-                    None => first = Some((g, off, len)),
-                    Some((fg, fo, fl)) => {
-                        // The batch hands out the same scratch space until
-                        // a frame is pushed into it.
-                        let Some(dst) = batch.scratch(max_b) else {
-                            no_scratch = true;
-                            return;
-                        };
-                        if !linear_frame {
-                            fg.read(*fo, &mut dst[..*fl]);
-                            linear_frame = true;
-                        }
-                        g.read(off, &mut dst[total..total + len]);
+            let parsed =
+                match pusher.with_fill(|batch| parse_chain(&s, head, hdr_len, max_b, batch)) {
+                    Ok(p) => p,
+                    Err(lie) => {
+                        s.lie(lie);
+                        break;
                     }
-                }
-                total = new_total;
-            });
-            if let Err(lie) = r {
-                s.lie(lie);
-                break;
-            }
-            let parsed = if no_scratch {
-                Parsed::NoScratch
-            } else if skip > 0 {
-                short += 1;
-                Parsed::Dropped
-            } else if total > max_b {
-                oversize += 1;
-                Parsed::Dropped
-            } else if linear_frame {
-                linear += 1;
-                Parsed::Scratch
-            } else {
-                Parsed::Direct
-            };
+                };
             match parsed {
                 Parsed::NoScratch => break,
-                Parsed::Dropped => {}
-                Parsed::Direct => {
-                    // total == 0 (header only) pushes an empty frame: the
-                    // worker drops it as a runt and counts it.
-                    let ok = match &first {
-                        Some((g, off, len)) => sys::push_guest(batch, g, *off, *len),
-                        None => batch.push_scratch(0),
-                    };
-                    debug_assert!(ok);
-                    pushed += 1;
-                }
+                Parsed::Direct => pushed += 1,
                 Parsed::Scratch => {
-                    let ok = batch.push_scratch(total);
-                    debug_assert!(ok);
                     pushed += 1;
+                    linear += 1;
                 }
+                Parsed::Short => short += 1,
+                Parsed::Oversize => oversize += 1,
             }
             heads[nh] = head;
             nh += 1;
         }
+        drop(pusher);
         // Every chain taken (pushed or dropped) has its head recorded.
         let consumed = nh as u16;
         self.nheads += nh;
@@ -788,6 +813,15 @@ impl VhostTx {
         }
     }
 
+    /// [`VhostTx::saw_buf`] for the smallest buffer `write_single` wrote
+    /// into (`u32::MAX`: none), with mergeable buffers.
+    #[inline]
+    fn saw_bufs(&self, s: &Session, seen: u32) {
+        if seen != u32::MAX && s.layout.mrg_rxbuf {
+            self.saw_buf(seen as usize);
+        }
+    }
+
     /// The session slot.
     pub fn slot(&self) -> &Arc<VringSlot> {
         &self.slot
@@ -922,14 +956,18 @@ impl TxQueue for VhostTx {
             let ring = s.ring.view();
             let mem = s.ring.mem().view();
             let idx0 = s.start_idx.wrapping_add((first - base) as u16);
+            // The smallest buffer written into, remembered once for the run
+            // (`saw_buf`) rather than per frame.
+            let mut seen = u32::MAX;
             for (j, p) in pkts.iter().enumerate() {
                 if s.is_broken() {
+                    self.saw_bufs(s, seen);
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }
                 let frame = p.data();
                 let slot = first + j as u64;
                 let idx = idx0.wrapping_add(j as u16);
-                let r = match self.write_single(s, &ring, &mem, idx, frame) {
+                let r = match self.write_single(s, &ring, &mem, idx, frame, &mut seen) {
                     Some(r) => r,
                     None => self.write_one(s, base, slot, 1, frame),
                 };
@@ -938,10 +976,12 @@ impl TxQueue for VhostTx {
                     Ok(false) => drops.add(DropReason::PeerFault, frame.len()),
                     Err(lie) => {
                         s.lie(lie);
+                        self.saw_bufs(s, seen);
                         return refuse(frames, j, DropReason::PeerFault, drops);
                     }
                 }
             }
+            self.saw_bufs(s, seen);
             return;
         }
         let mut slot = first;
@@ -993,6 +1033,7 @@ impl VhostTx {
         mem: &MemView<'_>,
         idx0: u16,
         frame: &[u8],
+        seen: &mut u32,
     ) -> Option<Result<bool, Lie>> {
         let hdr_len = s.layout.hdr_len;
         let total = hdr_len + frame.len();
@@ -1027,9 +1068,8 @@ impl VhostTx {
             }
             std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(hdr_len), frame.len());
         }
-        if s.layout.mrg_rxbuf {
-            self.saw_buf(d.len as usize);
-        }
+        // The caller remembers the smallest (`saw_bufs`).
+        *seen = (*seen).min(d.len);
         ring.set_used(idx0, head, total as u32);
         Some(Ok(true))
     }
@@ -1055,7 +1095,9 @@ impl VhostTx {
         let total = hdr_len + frame.len();
         if nslots == 1 {
             let (ring, mem) = (s.ring.view(), s.ring.mem().view());
-            if let Some(r) = self.write_single(s, &ring, &mem, idx0, frame) {
+            let mut seen = u32::MAX;
+            if let Some(r) = self.write_single(s, &ring, &mem, idx0, frame, &mut seen) {
+                self.saw_bufs(s, seen);
                 return r;
             }
         }

@@ -437,7 +437,15 @@ class GenMeasurer:
     warmup_s: float = 0.0
     #: paced bursts back to back (turnout-gen --bunch): round trips over burst sizes
     bunch: bool = False
+    #: after the sending: a sender's wait before it closes its port, and the
+    #: wait before the receivers of split streams (``rx``) are stopped
     cooldown_s: float = 0.2
+    #: a ``txrx`` tester's longest wait after the sending for the frames still
+    #: in flight: it ends as soon as every frame sent is back, so only a trial
+    #: that loses frames waits it all. A SUT or VNF starved for a few hundred
+    #: ms on a loaded host returns its frames late, not never: with a wait of
+    #: 0.2 s they were counted lost (docs/bench.md, "What every number means")
+    return_wait_s: float = 1.0
     #: turnout-gen ``--vary``: the fields the flow index is added to ("" =
     #: its default, the UDP source port)
     vary: str = ""
@@ -468,10 +476,11 @@ class GenMeasurer:
     clock_shifts: dict[str, int] = field(default_factory=dict)
     _hz: tuple[float, str] | None = None
 
-    def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float) -> list[str]:
+    def _traffic_args(self, s: Stream, duration_s: float, per_stream_pps: float,
+                      cooldown_s: float) -> list[str]:
         a = ["--size", str(self.size_b), "--flows", str(self.flows), "--burst", str(self.burst),
              "--src-mac", s.src_mac, "--dst-mac", s.dst_mac, "--stream", str(s.id),
-             "--duration-s", f"{duration_s:g}", "--cooldown-s", f"{self.cooldown_s:g}",
+             "--duration-s", f"{duration_s:g}", "--cooldown-s", f"{cooldown_s:g}",
              "--wait-peer-s", f"{self.wait_peer_s:g}"]
         if self.vary:
             a += ["--vary", self.vary]
@@ -507,7 +516,8 @@ class GenMeasurer:
             if len(t.streams) == 2:
                 r = t.streams[1]
                 args += ["--bidir", "--src-mac2", r.src_mac, "--dst-mac2", r.dst_mac]
-        args += self._traffic_args(s, duration_s, per_stream_pps)
+        cooldown = self.return_wait_s if t.role == "txrx" else self.cooldown_s
+        args += self._traffic_args(s, duration_s, per_stream_pps, cooldown)
         if s.tx_cpu is not None:
             args += ["--cpu", str(s.tx_cpu)]
         return args

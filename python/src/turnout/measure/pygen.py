@@ -84,6 +84,12 @@ class _Rx:
     last_ns: int | None = None
 
 
+def _all_in(rx: _Rx, stream: int, sent: int) -> bool:
+    """Every frame of the ``sent`` of ``stream`` has arrived (duplicates aside)."""
+    st = rx.streams.get(stream)
+    return sent == 0 or (st is not None and st["received"] - st["duplicated"] >= sent)
+
+
 def _receive(sock: socket.socket, stop: threading.Event, rx: _Rx, rng: random.Random) -> None:
     sock.settimeout(0.05)
     while not stop.is_set():
@@ -265,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         doc["tx"] = _send(tx_sock, args, stop)
         sent_by_stream = {args.stream: doc["tx"]["packets"]}
         if th is not None:
-            time.sleep(args.cooldown_s)
+            # as turnout-gen: the cool-down ends once every frame sent is back
+            end = time.monotonic() + args.cooldown_s
+            while time.monotonic() < end and not _all_in(rx, args.stream,
+                                                         doc["tx"]["packets"]):
+                time.sleep(0.005)
     elif th is not None:
         deadline = t0 + args.duration_s if args.duration_s else None
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
