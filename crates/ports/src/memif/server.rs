@@ -39,6 +39,10 @@ pub struct ServerConfig {
     pub handshake_timeout: Duration,
     /// Most control connections at once (connected or not).
     pub max_channels: usize,
+    /// Unit tests: the control thread waits here once it has sent a
+    /// `connected` reply (it could be preempted there for as long).
+    #[cfg(test)]
+    pub(crate) after_connected: Option<Arc<std::sync::Barrier>>,
 }
 
 impl ServerConfig {
@@ -50,6 +54,8 @@ impl ServerConfig {
             app_name: "turnout".into(),
             handshake_timeout: Duration::from_secs(5),
             max_channels: 256,
+            #[cfg(test)]
+            after_connected: None,
         }
     }
 }
@@ -528,10 +534,20 @@ fn on_msg(inner: &Inner, ch: &mut Channel, msg: Msg, fd: Option<OwnedFd>) -> Res
                     conn.rx.first().map_or(0, |r| r.size),
                 );
             });
-            let reply = Msg::Connected(sh.core.cfg.name.clone());
-            sys::send_msg(ch.sock.as_raw_fd(), &reply.encode(), None).map_err(|_| End::Hangup)?;
+            // Link up before the reply: the client starts sending as soon
+            // as it reads `connected`, and this thread may be preempted
+            // right after the send (a real-time peer on its CPU) for longer
+            // than a whole trial, whose frames would all be dropped as
+            // link_down. If the reply cannot be sent, closing this channel
+            // detaches the connection again (a connect and a disconnect).
             sh.attach(conn);
             ch.st = St::Connected;
+            let reply = Msg::Connected(sh.core.cfg.name.clone());
+            sys::send_msg(ch.sock.as_raw_fd(), &reply.encode(), None).map_err(|_| End::Hangup)?;
+            #[cfg(test)]
+            if let Some(b) = &inner.cfg.after_connected {
+                b.wait();
+            }
             Ok(())
         }
         (st, m) => {

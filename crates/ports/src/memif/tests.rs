@@ -900,3 +900,36 @@ fn the_first_lap_of_a_fresh_connection_takes_no_page_fault() {
     assert_eq!(s0.counter("rx_frames"), 1024);
     assert_eq!(c0.counter("rx_frames"), 1024);
 }
+
+/// The server's link is up by the time its client reads `connected`: the
+/// client starts sending then, and a server control thread preempted right
+/// after the reply (a real-time peer on its CPU) must not leave the link
+/// down for that long (every frame a link_down drop). The server here
+/// stops after sending `connected` until the test has looked.
+#[test]
+fn server_link_is_up_when_client_reads_connected() {
+    let dir = Dir::new("upfirst");
+    let path = dir.0.join("memif.sock");
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let mut cfg = ServerConfig::new(&path);
+    cfg.after_connected = Some(gate.clone());
+    let server = MemifServer::bind(cfg).unwrap();
+    let s0 = server.add_interface(MemifConfig::new("s0", 0)).unwrap();
+    let c0 = MemifPort::client(MemifConfig::new("c0", 0), ClientConfig::new(&path)).unwrap();
+    let client_up = wait(10_000, || c0.link_up());
+    let server_up = s0.link_up();
+    if client_up {
+        gate.wait(); // let the server's control thread go on
+    }
+    assert!(client_up, "client did not connect");
+    assert!(
+        server_up,
+        "server link still down when its client read connected"
+    );
+    let mut s0rx = s0.take_rx(0).unwrap();
+    assert!(send(&c0, &[9u8; 64]));
+    assert_eq!(recv_one(s0rx.as_mut()).as_deref(), Some(&[9u8; 64][..]));
+    let c = s0.backend_counters();
+    let get = |k: &str| c.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
+    assert_eq!((get("connects"), get("disconnects")), (Some(1), Some(0)));
+}
