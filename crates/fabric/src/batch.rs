@@ -876,19 +876,9 @@ impl<'b> RxPusher<'_, 'b> {
         if self.len == self.cap {
             return false;
         }
-        // SAFETY: len < cap, the length of the batch's `pkts`, which `pkts`
-        // points to (derived from the batch this pusher borrows mutably,
-        // after any other use of it: see `with_fill`).
-        unsafe {
-            self.pkts.add(self.len).write(Pkt {
-                ptr,
-                len,
-                port: self.port,
-                queue: self.queue,
-                scratch: self.scratch,
-            });
-        }
-        self.len += 1;
+        // SAFETY: the batch is not full (checked above); the rest is our
+        // caller's contract.
+        unsafe { self.push_unchecked(ptr, len) };
         true
     }
 
@@ -902,7 +892,9 @@ impl<'b> RxPusher<'_, 'b> {
     pub unsafe fn push_unchecked(&mut self, ptr: *mut u8, len: u32) {
         debug_assert!(self.len < self.cap);
         // SAFETY: len < cap (our caller's contract), the length of the
-        // batch's `pkts`, which `pkts` points to (see `push`).
+        // batch's `pkts`, which `pkts` points to (derived from the batch
+        // this pusher borrows mutably, after any other use of it: see
+        // `with_fill`).
         unsafe {
             self.pkts.add(self.len).write(Pkt {
                 ptr,
