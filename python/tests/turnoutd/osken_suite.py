@@ -26,13 +26,17 @@ throughput test, a reply later than its 3 s wait, a table-miss counter
 read before an earlier test's update) get one more try in the same lab; a
 test passes if it passed in either, and both counts are printed.
 Everything started is stopped by PID and the namespace deleted, also on
-failure or Ctrl-C.
+failure or Ctrl-C. ``--folder NAME`` (repeatable) runs only those folders
+(the tester app gets a copy of just them): ``--folder group`` is the 15
+group tests, ALL and SELECT groups each sending for 30 s, about 8 minutes.
 
 As a command (the comparison, `make test-openflow-compare`):
     .venv/bin/python python/tests/turnoutd/osken_suite.py --target turnoutd --target ovs
 prints each target's counts per folder and the causes of its errors, and
-with --json FILE writes them. python/tests/turnoutd/test_osken_suite.py runs the
-turnoutd target and holds it to the floor in osken_suite_floor.json.
+with --json FILE writes them. Only the group folder, against turnoutd:
+    .venv/bin/python python/tests/turnoutd/osken_suite.py --folder group
+python/tests/turnoutd/test_osken_suite.py runs the turnoutd target (the
+whole suite) and holds it to the floor in osken_suite_floor.json.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,10 +89,12 @@ def suite_dir(py: str) -> Path:
     return Path(r.stdout.strip()) / "of13"
 
 
-def folder_tests(of13: Path) -> dict[str, dict[str, tuple[Path, int]]]:
-    """Folder -> {file description -> (file, number of tests in it)}."""
+def folder_tests(of13: Path, folders: Sequence[str] = FOLDERS
+                 ) -> dict[str, dict[str, tuple[Path, int]]]:
+    """Folder -> {file description -> (file, number of tests in it)}, for
+    each of ``folders``."""
     out: dict[str, dict[str, tuple[Path, int]]] = {}
-    for f in FOLDERS:
+    for f in folders:
         files: dict[str, tuple[Path, int]] = {}
         for p in sorted((of13 / f).rglob("*.json")):
             items = json.loads(p.read_text())
@@ -95,6 +102,29 @@ def folder_tests(of13: Path) -> dict[str, dict[str, tuple[Path, int]]]:
             files[desc] = (p, sum(1 for x in items if not isinstance(x, str)))
         out[f] = files
     return out
+
+
+def chosen_folders(names: Sequence[str] | None) -> tuple[str, ...]:
+    """The folders of ``names`` (all of them when None or empty) in the
+    suite's order, each once; ValueError for one the suite lacks."""
+    if not names:
+        return FOLDERS
+    unknown = sorted(set(names) - set(FOLDERS))
+    if unknown:
+        raise ValueError(f"no folder {', '.join(unknown)} in the suite ({', '.join(FOLDERS)})")
+    return tuple(f for f in FOLDERS if f in names)
+
+
+def tests_dir(of13: Path, folders: Sequence[str], dest: Path) -> Path:
+    """The folder the tester app runs: ``of13`` itself for the whole suite,
+    else ``dest`` made afresh with copies of just ``folders`` (the tester
+    runs every JSON file under the folder it is given)."""
+    if tuple(folders) == FOLDERS:
+        return of13
+    shutil.rmtree(dest, ignore_errors=True)
+    for f in folders:
+        shutil.copytree(of13 / f, dest / f)
+    return dest
 
 
 #: Errors that say more about the machine's load than the switch: the
@@ -164,21 +194,27 @@ class Result:
             return self.retry[t]
         return self.first.get(t, "(not run)")
 
+    @property
+    def folders(self) -> tuple[str, ...]:
+        """The folders run (all four unless a run chose some)."""
+        return tuple(self.tests)
+
     def ids(self, folder: str) -> list[TestId]:
         return [(d, i) for d, (_, n) in self.tests[folder].items() for i in range(n)]
 
     @property
     def passed(self) -> dict[str, int]:
-        return {f: sum(1 for t in self.ids(f) if self.outcome(t) is None) for f in FOLDERS}
+        return {f: sum(1 for t in self.ids(f) if self.outcome(t) is None)
+                for f in self.folders}
 
     @property
     def first_passed(self) -> dict[str, int]:
         return {f: sum(1 for t in self.ids(f) if self.first.get(t, "") is None)
-                for f in FOLDERS}
+                for f in self.folders}
 
     @property
     def total(self) -> dict[str, int]:
-        return {f: len(self.ids(f)) for f in FOLDERS}
+        return {f: len(self.ids(f)) for f in self.folders}
 
     @property
     def ok(self) -> int:
@@ -193,14 +229,14 @@ class Result:
         lines = [f"os-ken OpenFlow 1.3 switch suite, target {self.target}: "
                  f"{self.ok} / {self.all} ({sum(first.values())} in the first pass; "
                  f"{self.seconds:.0f} s{'' if self.finished else ', DID NOT FINISH'})"]
-        for f in FOLDERS:
+        for f in self.folders:
             lines.append(f"  {f:<7} {self.passed[f]:>4} / {self.total[f]:<4} "
                          f"(first pass {first[f]})")
         return "\n".join(lines)
 
     def causes(self) -> dict[str, collections.Counter[str]]:
         out: dict[str, collections.Counter[str]] = {}
-        for f in FOLDERS:
+        for f in self.folders:
             c: collections.Counter[str] = collections.Counter()
             for t in self.ids(f):
                 why = self.outcome(t)
@@ -363,21 +399,23 @@ class SuiteLab:
 
 def run_suite(work: Path, target: str, wait_s: float | None = None,
               progress: bool = False, steady_tester: bool = True,
-              retry: bool = True) -> Result:
-    """One run of the whole suite against ``target``, then (``retry``) one
-    more of the files that had timing errors (``TIMING``); everything it
-    started is gone when it returns or raises."""
+              retry: bool = True, folders: Sequence[str] = FOLDERS) -> Result:
+    """One run of the suite's ``folders`` (all four by default) against
+    ``target``, then (``retry``) one more of the files that had timing
+    errors (``TIMING``); everything it started is gone when it returns or
+    raises."""
+    folders = chosen_folders(folders)
     py = osken_python()
     if py is None:
         raise RuntimeError("os-ken is not installed (scripts/setup.sh: .venv-osken)")
     of13 = suite_dir(py)
-    tests = folder_tests(of13)
+    tests = folder_tests(of13, folders)
     descs = {d for files in tests.values() for d in files}
     work.mkdir(parents=True, exist_ok=True)
     lab = SuiteLab(work, target, py, wait_s, steady_tester)
     t0 = time.monotonic()
     try:
-        lab.setup(of13, work / "tester.log")
+        lab.setup(tests_dir(of13, folders, work / "suite"), work / "tester.log")
         log = lab.wait_app(progress=progress)
         first, finished = parse(log, descs)
         r = Result(target, tests, first, finished=finished, log=log)
@@ -410,6 +448,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--target", action="append", choices=["turnoutd", "ovs"],
                    help="switch under test (repeat for both; default turnoutd)")
+    p.add_argument("--folder", action="append", choices=FOLDERS,
+                   help="run only this folder of the suite (repeat for more; default all: "
+                        "action 226, group 15, match 714, meter 36 tests)")
     p.add_argument("--work", type=Path, default=None, help="directory for logs")
     p.add_argument("--wait-s", type=float, default=None,
                    help="the tester's wait for each reply (3 s as published)")
@@ -425,10 +466,12 @@ def main() -> int:
         print("osken_suite: needs root (network namespaces)", file=sys.stderr)
         return 2
     work = a.work or Path(f"/tmp/turnout-osken-{os.getpid()}")
+    folders = chosen_folders(a.folder)
     results = []
     for t in a.target or ["turnoutd"]:
         r = run_suite(work / t, t, a.wait_s, progress=True,
-                      steady_tester=not a.published_tester, retry=not a.no_retry)
+                      steady_tester=not a.published_tester, retry=not a.no_retry,
+                      folders=folders)
         results.append(r)
         print(r.table())
         print("  errors by cause:")
@@ -436,7 +479,8 @@ def main() -> int:
         print(f"  tester logs: {work / t}/tester*.log", flush=True)
     if len(results) > 1:
         print("per folder: " + ", ".join(
-            f"{f} " + " / ".join(f"{r.target} {r.passed[f]}" for r in results) for f in FOLDERS))
+            f"{f} " + " / ".join(f"{r.target} {r.passed[f]}" for r in results)
+            for f in folders))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps([r.to_json() for r in results], indent=1) + "\n")

@@ -50,7 +50,8 @@
 //! `"normal_table_size"` and `"normal_aging_s"` (the `normal` action's
 //! bridge: as the bridge logic's `table_size` and `aging_s`).
 //!
-//! Commands: `add`, `modify`, `delete`, `dump`, `trace`, `normal_show`
+//! Commands (commands.rs): `add`, `modify`, `delete`, `dump`, `trace`,
+//! `normal_show`
 //! (the `normal` action's MAC table), the group
 //! table's `add_group`, `mod_group`, `del_groups`, `dump_groups`
 //! (groupcmd.rs) and the meter table's `add_meter`, `mod_meter`,
@@ -80,7 +81,9 @@
 //! by the bits the lookups consulted (early exit, prefix indices, staged
 //! probes), so flows the rules do not tell apart share an entry.
 
+mod actions;
 mod cache;
+mod commands;
 mod exec;
 mod expiry;
 mod groupcmd;
@@ -104,16 +107,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use openflow::{et, OfpError};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 pub use expiry::{Reason, SWEEP_EVERY};
 pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
 pub use key::{extract, extract_fast, extract_general, CKey, Field, Header, HeaderMask, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
-use crate::args::Args;
-use crate::{CommandError, Ctx, DropReason, Logic, LogicError, PktMut, Pkts, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, PktMut, Pkts, PortId, Verdict};
+use actions::Compiled;
+pub use commands::new;
+use commands::{Writer, COMMANDS};
 use exec::Exec;
 #[cfg(test)]
 use rewrite::{dec_ttl, set_ip4, set_tp, ttl_at, write_mac};
@@ -409,8 +413,11 @@ impl Table {
     /// The best flow matching `k`. With `MF`, adds to `consulted` the
     /// bits of `k` the result depends on: the masks of the subtables
     /// probed (not those after the early exit), for the megaflow cache
-    /// (`megaflow.rs`).
-    #[inline]
+    /// (`megaflow.rs`). Always inlined: LLVM's choice for an `#[inline]`
+    /// function depends on its callers in the code generation unit, which
+    /// the module layout decides (moving cold code out of this file left
+    /// the uncached pipeline calling it, +10% instructions).
+    #[inline(always)]
     fn lookup<const MF: bool>(&self, k: &Key, consulted: &mut Key) -> Option<&Rule> {
         let mut best: Option<&Rule> = None;
         for st in &self.subtables {
@@ -929,343 +936,6 @@ pub struct Flows {
     normal: crate::bridge::Bridge,
 }
 
-/// Control-path state.
-#[derive(Default)]
-struct Writer {
-    /// Flows numbered in installation order.
-    seq: u64,
-    /// Output set → group id.
-    groups: HashMap<Box<[PortId]>, u16>,
-    /// Idle-timeout bookkeeping (`expiry.rs`).
-    idle: expiry::Idle,
-    /// The OpenFlow group table (`groups.rs`).
-    of_groups: std::collections::BTreeMap<u32, groups::OfGroup>,
-    /// The snapshot retired by the last [`Flows::commit`] (left-right: it
-    /// shares no subtable with the published one), for [`Flows::begin`]
-    /// to bring up to date and edit in place.
-    spare: Option<Arc<Snapshot>>,
-}
-
-impl Writer {
-    /// The group of output set `ports` (sorted, deduplicated), made if new.
-    fn group_of(
-        &mut self,
-        groups: &[OnceLock<Box<[PortId]>>],
-        ports: Vec<PortId>,
-    ) -> Result<u16, String> {
-        if let Some(&g) = self.groups.get(ports.as_slice()) {
-            return Ok(g);
-        }
-        let g = self.groups.len();
-        if g >= MAX_GROUPS {
-            return Err(format!("more than {MAX_GROUPS} distinct sets of outputs"));
-        }
-        let _ = groups[g].set(ports.clone().into_boxed_slice());
-        self.groups.insert(ports.into_boxed_slice(), g as u16);
-        Ok(g as u16)
-    }
-
-    /// Actions as run by `classify` (exec.rs), for a flow with `goto`
-    /// (or a group bucket: None), the meter table being `meters`:
-    ///
-    /// - outputs not separated by a header change (a segment) become one
-    ///   output: the flood if one floods, else a port or a group of the
-    ///   logic of their ports (several outputs to one port: one copy);
-    ///   `normal` with outputs of its segment (`output:3,NORMAL`) becomes
-    ///   the outputs' group followed by `normal`, and the group gets a
-    ///   table in `mixed` of the group of its ports plus each port below
-    ///   [`MIXED_PORTS`] (filled here, read by the workers: `Flows::mix`);
-    /// - `group:N` becomes its buckets: the outputs of those that only
-    ///   output join the segment, a bucket with header changes becomes a
-    ///   `Bucket` run on a copy of the frame, a SELECT group a `Select`
-    ///   block of its buckets, a fast-failover group a `Failover` block;
-    /// - `meter:N` becomes the meter's slot;
-    /// - without `goto`, header changes after the last output go to
-    ///   `tail` (only an action set, which runs after them, sees them);
-    /// - `clear_actions` stays; `write_actions(...)` becomes a `Write` of
-    ///   each slot of the action set it writes (exec.rs, `set_slot`; the
-    ///   last written of a slot wins), followed by the slot's actions
-    ///   (a group compiled as above).
-    fn compile(
-        &mut self,
-        groups: &[OnceLock<Box<[PortId]>>],
-        mixed: &[OnceLock<Box<[u16]>>],
-        meters: &meters::Table,
-        acts: &[Action],
-        goto: Option<u8>,
-    ) -> Result<Compiled, Refused> {
-        // The apply-actions (with the meter), then the instructions that
-        // deal with the action set (and write_metadata after them).
-        let split = acts
-            .iter()
-            .position(|a| matches!(a, Action::ClearActions | Action::WriteActions(_)))
-            .unwrap_or(acts.len());
-        let mut out = self.compile_list(groups, mixed, meters, &acts[..split], false)?;
-        let mut tail = Vec::new();
-        if goto.is_none() {
-            let keep = out.len() - out.iter().rev().take_while(|a| a.is_rewrite()).count();
-            tail = out.split_off(keep);
-        }
-        let mut i = split;
-        while i < acts.len() {
-            let a = acts[i];
-            i += 1;
-            match a {
-                Action::WriteActions(n) => {
-                    let end = (i + n as usize).min(acts.len());
-                    self.compile_write(groups, mixed, meters, &acts[i..end], &mut out)?;
-                    i = end;
-                }
-                _ => out.push(a),
-            }
-        }
-        Ok(Compiled {
-            actions: out.into_boxed_slice(),
-            tail: tail.into_boxed_slice(),
-        })
-    }
-
-    /// The `Write`s of the actions a `write_actions(...)` writes.
-    fn compile_write(
-        &mut self,
-        groups: &[OnceLock<Box<[PortId]>>],
-        mixed: &[OnceLock<Box<[u16]>>],
-        meters: &meters::Table,
-        written: &[Action],
-        out: &mut Vec<Action>,
-    ) -> Result<(), Refused> {
-        let mut by_slot: Vec<(u8, Action)> = Vec::with_capacity(written.len());
-        for &a in written {
-            let slot = exec::set_slot(&a).ok_or_else(|| Refused {
-                text: format!(
-                    "action {} cannot be written to the action set",
-                    text::format_actions(&[a], None)
-                ),
-                of: OfpError::new(et::BAD_ACTION, openflow::bac::UNSUPPORTED_ORDER),
-            })?;
-            by_slot.retain(|(s, _)| *s != slot);
-            by_slot.push((slot, a));
-        }
-        by_slot.sort_by_key(|(s, _)| *s);
-        for (slot, a) in by_slot {
-            let body = match a {
-                Action::OfGroup(_) => self.compile_list(groups, mixed, meters, &[a], true)?,
-                _ => vec![a],
-            };
-            out.push(Action::Write {
-                slot,
-                len: body.len() as u16,
-            });
-            out.extend(body);
-        }
-        Ok(())
-    }
-
-    fn compile_list(
-        &mut self,
-        groups: &[OnceLock<Box<[PortId]>>],
-        mixed: &[OnceLock<Box<[u16]>>],
-        meters: &meters::Table,
-        acts: &[Action],
-        trim: bool,
-    ) -> Result<Vec<Action>, Refused> {
-        let mut out: Vec<Action> = Vec::with_capacity(acts.len());
-        let mut seg = Segment::default();
-        for &a in acts {
-            match a {
-                Action::Output(p) => seg.ports.push(p),
-                Action::Flood | Action::All => seg.flood = Some(a),
-                Action::Normal => seg.normal = true,
-                Action::InPort => seg.in_port = true,
-                Action::Meter(id) => {
-                    let slot = meters.slot(id).ok_or_else(|| Refused {
-                        text: format!("meter {id} does not exist"),
-                        of: OfpError::new(et::METER_MOD_FAILED, openflow::mmfc::UNKNOWN_METER),
-                    })?;
-                    out.push(Action::Meter(slot));
-                }
-                Action::OfGroup(g) => {
-                    let grp = self.of_groups.get(&g).ok_or_else(|| Refused {
-                        text: format!("group {g} does not exist"),
-                        of: OfpError::new(et::BAD_ACTION, openflow::bac::BAD_OUT_GROUP),
-                    })?;
-                    // SELECT and fast failover: one bucket per packet.
-                    let (select, buckets) = (
-                        grp.is_select() || grp.is_ff(),
-                        grp.compiled_buckets().to_vec(),
-                    );
-                    if grp.is_ff() {
-                        out.push(Action::Failover(buckets.len() as u16));
-                    } else if select {
-                        out.push(Action::Select(buckets.len() as u16));
-                    }
-                    for b in buckets {
-                        let outputs_only = b.acts.iter().all(|a| {
-                            matches!(
-                                a,
-                                Action::Output(_) | Action::InPort | Action::Flood | Action::All
-                            )
-                        });
-                        if outputs_only && !select {
-                            for &x in &b.acts {
-                                match x {
-                                    Action::Output(p) => seg.ports.push(p),
-                                    Action::InPort => seg.in_port = true,
-                                    _ => seg.flood = Some(x),
-                                }
-                            }
-                            continue;
-                        }
-                        let body = self.compile_list(groups, mixed, meters, &b.acts, true)?;
-                        if select {
-                            out.push(Action::SelBucket {
-                                weight: b.weight,
-                                watch: b.watch,
-                                len: body.len() as u16,
-                                copy: !outputs_only,
-                            });
-                        } else {
-                            out.push(Action::Bucket(body.len() as u16));
-                        }
-                        out.extend(body);
-                    }
-                }
-                // Not header changes: the segment goes on.
-                Action::Controller(_) | Action::WriteMetadata(..) | Action::SetTunnelId(_) => {
-                    out.push(a)
-                }
-                _ => {
-                    self.flush(groups, mixed, &mut seg, &mut out)?;
-                    out.push(a);
-                }
-            }
-        }
-        self.flush(groups, mixed, &mut seg, &mut out)?;
-        if trim {
-            while out.last().is_some_and(|a| a.is_rewrite()) {
-                out.pop();
-            }
-        }
-        Ok(out)
-    }
-
-    /// The outputs of a segment as one output (see [`Writer::compile`]).
-    fn flush(
-        &mut self,
-        groups: &[OnceLock<Box<[PortId]>>],
-        mixed: &[OnceLock<Box<[u16]>>],
-        seg: &mut Segment,
-        out: &mut Vec<Action>,
-    ) -> Result<(), Refused> {
-        let seg = std::mem::take(seg);
-        let full = |e: String| Refused {
-            text: e,
-            of: OfpError::new(et::FLOW_MOD_FAILED, openflow::fmfc::TABLE_FULL),
-        };
-        if let Some(f) = seg.flood {
-            // Flood reaches every port the outputs name (and normal's,
-            // which still learns: it runs after the flood).
-            out.push(f);
-            if seg.normal {
-                out.push(Action::Normal);
-            }
-        } else {
-            let mut ports = seg.ports;
-            ports.sort_unstable();
-            ports.dedup();
-            match (ports.len(), seg.normal) {
-                (0, false) => {}
-                (0, true) => out.push(Action::Normal),
-                (1, false) => out.push(Action::Output(ports[0])),
-                (_, normal) => {
-                    let g = self.group_of(groups, ports.clone()).map_err(full)?;
-                    if normal && mixed[g as usize].get().is_none() {
-                        let mut t = vec![MIXED_SAME; MIXED_PORTS];
-                        for (p, slot) in t.iter_mut().enumerate() {
-                            let p = p as PortId;
-                            if ports.binary_search(&p).is_err() {
-                                let mut with = ports.clone();
-                                with.push(p);
-                                with.sort_unstable();
-                                *slot = self.group_of(groups, with).map_err(full)?;
-                            }
-                        }
-                        let _ = mixed[g as usize].set(t.into_boxed_slice());
-                    }
-                    out.push(Action::Group(g));
-                    if normal {
-                        out.push(Action::Normal);
-                    }
-                }
-            }
-        }
-        if seg.in_port {
-            // A hairpin: counted as one when nothing else sends the frame.
-            out.push(Action::InPort);
-        }
-        Ok(())
-    }
-}
-
-/// The outputs of one segment of an action list (no header change
-/// between them), being compiled.
-#[derive(Default)]
-struct Segment {
-    ports: Vec<PortId>,
-    flood: Option<Action>,
-    normal: bool,
-    in_port: bool,
-}
-
-/// A flow's compiled actions ([`Writer::compile`]).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Compiled {
-    /// What runs (`Rule::actions`).
-    pub actions: Box<[Action]>,
-    /// What runs only before an action set (`Rule::tail`).
-    pub tail: Box<[Action]>,
-}
-
-/// Why a flow's (or group's) actions cannot be compiled: the text
-/// syntax's sentence and the OpenFlow error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Refused {
-    pub text: String,
-    pub of: OfpError,
-}
-
-/// Table constructor.
-pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(
-        Flows::from_config(config).map_err(LogicError::Config)?,
-    ))
-}
-
-/// Flow texts from `flows` (array) or `flow` (one string) of `a`.
-fn flow_texts<'a>(a: &Args<'a>, required: bool) -> Result<Vec<&'a str>, String> {
-    let mut out = Vec::new();
-    if let Some(f) = a.get("flow") {
-        out.push(
-            f.as_str()
-                .ok_or_else(|| a.err("flow", "must be a string in ovs-ofctl flow syntax"))?,
-        );
-    }
-    for (i, f) in a.array("flows")?.into_iter().flatten().enumerate() {
-        out.push(
-            f.as_str()
-                .ok_or_else(|| a.err("flows", &format!("[{i}] must be a string")))?,
-        );
-    }
-    if required && out.is_empty() {
-        return Err(a.err("flow", "or \"flows\" is required"));
-    }
-    Ok(out)
-}
-
-fn bad(what: &str, text: &str, e: String) -> String {
-    format!("{what}: flow {text:?}: {e}")
-}
-
 impl Flows {
     /// The snapshot a command edits, with the writer lock held: a copy of
     /// the published one that shares no table or subtable with it, so
@@ -1309,273 +979,6 @@ impl Flows {
         }
         next.seal();
         w.spare = Some(self.snap.swap(Arc::new(next)));
-    }
-
-    /// Builds from `{"flows": [text, ...]}`.
-    pub fn from_config(config: &Value) -> Result<Flows, String> {
-        let a = Args::new(
-            "flows config",
-            config,
-            &[
-                "flows",
-                "cache",
-                "packet_in_rate",
-                "packet_in_burst",
-                "packet_in_queue",
-                "normal_table_size",
-                "normal_aging_s",
-            ],
-        )?;
-        // OVS's NORMAL with no per-port VLAN configuration: per (VLAN, MAC).
-        let normal =
-            crate::bridge::Bridge::from_args(&a, "normal_table_size", "normal_aging_s")?.per_vlan();
-        let rate = a
-            .u64("packet_in_rate", 1, pktin::MAX_RATE)?
-            .unwrap_or(pktin::DEFAULT_RATE);
-        let burst = a
-            .u64("packet_in_burst", 1, pktin::MAX_RATE)?
-            .unwrap_or((rate / 10).max(1));
-        let slots = a
-            .u64("packet_in_queue", 1, pktin::MAX_SLOTS as u64)?
-            .map_or(pktin::DEFAULT_SLOTS, |n| n as usize);
-        let packet_ins = Arc::new(pktin::PacketIns::new(slots, rate, burst)?);
-        let per = a
-            .u64("cache", 0, cache::MAX_ENTRIES as u64)?
-            .map_or(cache::DEFAULT_ENTRIES, |n| n as usize);
-        if per != 0 && !per.is_power_of_two() {
-            return Err(a.err(
-                "cache",
-                "must be 0 (no exact-match cache) or a power of two (entries per worker)",
-            ));
-        }
-        let f = Flows {
-            snap: ArcSwap::from_pointee(Snapshot::empty()),
-            table_stats: (0..=MAX_TABLE as usize)
-                .map(|_| Counters::default())
-                .collect(),
-            copies: AtomicU64::new(0),
-            meter_state: meters::State::default(),
-            live: (0..=PortId::MAX as usize / 64)
-                .map(|_| AtomicU64::new(!0))
-                .collect(),
-            groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
-            mixed: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
-            writer: Mutex::new(Writer::default()),
-            cache: cache::Cache::new(per)?,
-            cache_stats: Counters::default(),
-            mf_stats: Counters::default(),
-            packet_ins,
-            notices: Mutex::default(),
-            instance: GENERATION.fetch_add(1, Relaxed),
-            normal,
-        };
-        let texts = flow_texts(&a, false)?;
-        f.add("flows config", &texts)?;
-        Ok(f)
-    }
-
-    /// Adds flows (all or none), one swap.
-    fn add(&self, what: &str, texts: &[&str]) -> Result<Value, String> {
-        let specs = texts
-            .iter()
-            .map(|t| {
-                let s = parse(t).map_err(|e| bad(what, t, e))?;
-                if s.actions.is_none() {
-                    return Err(bad(
-                        what,
-                        t,
-                        "must specify actions (actions=drop to drop)".into(),
-                    ));
-                }
-                Ok(s)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = self.begin(&mut w);
-        let mut replaced = 0;
-        let now = Instant::now();
-        for (s, t) in specs.into_iter().zip(texts) {
-            w.seq += 1;
-            let compiled = w
-                .compile(
-                    &self.groups,
-                    &self.mixed,
-                    &snap.meters,
-                    s.actions.as_deref().unwrap_or_default(),
-                    s.goto,
-                )
-                .map_err(|e| bad(what, t, e.text))?;
-            let r = rule_of(s, w.seq, compiled, Arc::default(), now);
-            w.idle.installed(&r);
-            replaced += snap.insert(r) as usize;
-        }
-        self.commit(&mut w, snap, true);
-        Ok(json!({"added": texts.len() - replaced, "replaced": replaced}))
-    }
-
-    /// Modifies or deletes the flows each text selects (strict: same match
-    /// and priority; else every flow whose match is at least as specific).
-    fn change(
-        &self,
-        what: &str,
-        texts: &[&str],
-        strict: bool,
-        delete: bool,
-    ) -> Result<Value, String> {
-        let specs = texts
-            .iter()
-            .map(|t| {
-                let s = parse(t).map_err(|e| bad(what, t, e))?;
-                if delete && s.actions.is_some() {
-                    return Err(bad(
-                        what,
-                        t,
-                        "delete takes a match only, not actions".into(),
-                    ));
-                }
-                if !delete && s.actions.is_none() {
-                    return Err(bad(what, t, "must specify actions".into()));
-                }
-                Ok(s)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let mut snap = self.begin(&mut w);
-        let mut n = 0;
-        let mut removed = Vec::new();
-        for (s, t) in specs.iter().zip(texts) {
-            let compiled = match &s.actions {
-                Some(a) => w
-                    .compile(&self.groups, &self.mixed, &snap.meters, a, s.goto)
-                    .map_err(|e| bad(what, t, e.text))?,
-                None => Compiled::default(),
-            };
-            let tables = match s.table {
-                Some(t) => t..=t,
-                None if strict || !delete => 0..=0,
-                None => 0..=MAX_TABLE,
-            };
-            let prio = s.priority.unwrap_or(DEFAULT_PRIORITY);
-            let pick = |r: &Rule| {
-                if strict {
-                    r.mask == s.mask && r.key == s.key && r.priority == prio
-                } else {
-                    r.mask.covers(&s.mask) && r.key.and(&s.mask) == s.key
-                }
-            };
-            let f = |r: &Rule| -> Option<Rule> {
-                let shown = s.actions.as_ref()?;
-                Some(Rule {
-                    out_max_len: Box::default(),
-                    ..r.with_actions(
-                        compiled.clone(),
-                        shown.clone().into_boxed_slice(),
-                        s.goto,
-                        r.stats.clone(),
-                    )
-                })
-            };
-            if let Some(g) = s.goto {
-                if snap.tables.iter().enumerate().any(|(ti, t)| {
-                    tables.contains(&(ti as u8)) && g <= ti as u8 && t.rules().any(|r| pick(r))
-                }) {
-                    return Err(bad(
-                        what,
-                        texts[0],
-                        format!("goto_table:{g} must go to a later table"),
-                    ));
-                }
-            }
-            let within = if strict {
-                Within::Exact(&s.key, &s.mask)
-            } else {
-                Within::Covering(&s.key, &s.mask)
-            };
-            n += snap.update_within(tables, within, &pick, &f, &mut removed);
-        }
-        self.commit(&mut w, snap, true);
-        drop(w);
-        self.notify(&removed, Reason::Delete, Instant::now());
-        Ok(if delete {
-            json!({"deleted": n})
-        } else {
-            json!({"modified": n})
-        })
-    }
-
-    fn dump(&self, table: Option<u8>) -> Value {
-        let snap = self.snap.load();
-        let mut rules: Vec<&Arc<Rule>> = snap
-            .tables
-            .iter()
-            .filter(|t| !t.subtables.is_empty())
-            .flat_map(|t| t.rules())
-            .filter(|r| table.is_none_or(|t| r.table == t))
-            .collect();
-        rules.sort_by(|a, b| {
-            a.table
-                .cmp(&b.table)
-                .then(b.priority.cmp(&a.priority))
-                .then(a.seq.cmp(&b.seq))
-        });
-        let flows: Vec<Value> = rules
-            .iter()
-            .map(|r| {
-                let (p, b) = r.stats.get();
-                let d = r.installed.elapsed().as_secs_f64();
-                json!({"flow": r.text(), "cookie": r.cookie, "n_packets": p, "n_bytes": b,
-                       "duration": (d * 1000.0).round() / 1000.0})
-            })
-            .collect();
-        let tables: Vec<Value> = self
-            .table_stats
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
-                let (lookups, missed) = c.get();
-                let n = snap.tables[i].rules().count();
-                (lookups > 0 || n > 0).then(|| {
-                    json!({"table": i, "flows": n, "subtables": snap.tables[i].subtables.len(),
-                           "lookups": lookups, "matched": lookups - missed, "missed": missed})
-                })
-            })
-            .collect();
-        let (hits, misses) = self.cache_stats.get();
-        let (mf_hits, mf_misses) = self.mf_stats.get();
-        let cache = json!({"entries_per_worker": self.cache.per_worker(), "hits": hits,
-            "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses});
-        let pi = self.packet_ins.stats();
-        let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
-            "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
-            "no_controller": pi.no_controller, "controllers": self.packet_ins.controllers()});
-        json!({"flows": flows, "tables": tables, "copies": self.copies.load(Relaxed), "cache": cache,
-               "packet_ins": packet_ins})
-    }
-}
-
-fn rule_of(s: FlowSpec, seq: u64, c: Compiled, stats: Arc<Counters>, installed: Instant) -> Rule {
-    Rule {
-        idle_timeout: s.idle_timeout,
-        hard_timeout: s.hard_timeout,
-        flags: if s.send_flow_rem {
-            expiry::SEND_FLOW_REM
-        } else {
-            0
-        },
-        installed,
-        table: s.table.unwrap_or(0),
-        priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
-        seq,
-        cookie: s.cookie,
-        key: s.key,
-        mask: s.mask,
-        plain: exec::Plain::of(&c.actions, s.goto),
-        actions: c.actions,
-        tail: c.tail,
-        shown: s.actions.unwrap_or_default().into_boxed_slice(),
-        out_max_len: Box::default(),
-        goto: s.goto,
-        stats,
     }
 }
 
@@ -2025,82 +1428,6 @@ impl Flows {
     }
 }
 
-impl Flows {
-    /// The verdict of outputs `prev` and then `normal`'s `n` in one list:
-    /// None if no verdict holds both (`prev` a single port from an earlier
-    /// table, or `n` a port beyond [`MIXED_PORTS`]).
-    #[inline]
-    fn mix(&self, prev: Verdict, n: Verdict) -> Option<Verdict> {
-        match (prev, n) {
-            (Verdict::Flood, _) => Some(Verdict::Flood),
-            (Verdict::Group(g), n) => {
-                let t = self.mixed.get(g as usize)?.get()?;
-                match n {
-                    Verdict::Flood => Some(Verdict::Flood),
-                    Verdict::Port(p) => match *t.get(p as usize)? {
-                        MIXED_SAME => Some(Verdict::Group(g)),
-                        h => Some(Verdict::Group(h)),
-                    },
-                    // Hairpin (learned on the ingress), runt: the outputs.
-                    _ => Some(prev),
-                }
-            }
-            _ => None,
-        }
-    }
-
-    /// The `normal` action for a packet-out (control path): learns the
-    /// source on `ingress` (None: sent by the controller, nothing learned,
-    /// as OVS's `OFPP_CONTROLLER` in_port) and returns where the
-    /// destination goes, at the data path's latest second.
-    pub fn normal_packet_out(&self, frame: &[u8], ingress: Option<PortId>) -> Verdict {
-        match ingress {
-            Some(i) => self.normal.learn_now(frame, i),
-            None => self.normal.peek(frame, PortId::MAX),
-        }
-    }
-
-    /// The packet-in queue the OpenFlow channel reads.
-    pub fn packet_ins(&self) -> &Arc<pktin::PacketIns> {
-        &self.packet_ins
-    }
-
-    /// Queues a packet-in for `r`'s `controller` action (data path).
-    #[inline]
-    fn packet_in(&self, r: &Rule, frame: &[u8], ingress: PortId, max_len: u16) -> DropReason {
-        // The table-miss flow (priority 0, matching everything) reports
-        // OFPR_NO_MATCH, any other flow OFPR_ACTION (OpenFlow 1.3, 6.4).
-        let reason = if r.priority == 0 && r.mask == Key::default() {
-            pktin::REASON_NO_MATCH
-        } else {
-            pktin::REASON_ACTION
-        };
-        self.packet_ins
-            .push(ingress, r.table, reason, r.cookie, max_len, frame)
-    }
-}
-
-impl Flows {
-    /// Tells the logic whether port `port`'s link is up (SELECT groups
-    /// choose among the buckets whose watch port is live, fast-failover
-    /// groups take the first of them); all are until told otherwise.
-    pub fn set_port_live(&self, port: PortId, up: bool) {
-        let w = &self.live[port as usize / 64];
-        let bit = 1u64 << (port % 64);
-        if up {
-            w.fetch_or(bit, Relaxed);
-        } else {
-            w.fetch_and(!bit, Relaxed);
-        }
-    }
-
-    /// Whether `port` (a bucket's watch port; `u16::MAX`: none) is live.
-    #[inline]
-    fn live(&self, port: u16) -> bool {
-        port == u16::MAX || self.live[port as usize / 64].load(Relaxed) & (1 << (port % 64)) != 0
-    }
-}
-
 impl Logic for Flows {
     fn name(&self) -> &'static str {
         "flows"
@@ -2273,63 +1600,12 @@ impl Logic for Flows {
     }
 
     fn command(&self, cmd: &str, args: &Value) -> Result<Value, CommandError> {
-        let e = CommandError;
-        let what = format!("flows {cmd}");
-        match cmd {
-            "add" => {
-                let a = Args::new(&what, args, &["flow", "flows"]).map_err(e)?;
-                let texts = flow_texts(&a, true).map_err(e)?;
-                self.add(&what, &texts).map_err(e)
-            }
-            "modify" | "delete" => {
-                let a = Args::new(&what, args, &["flow", "flows", "strict"]).map_err(e)?;
-                let strict = a.bool("strict").map_err(e)?.unwrap_or(false);
-                let mut texts = flow_texts(&a, cmd == "modify").map_err(e)?;
-                if texts.is_empty() {
-                    texts.push(""); // delete everything
-                }
-                self.change(&what, &texts, strict, cmd == "delete")
-                    .map_err(e)
-            }
-            "trace" => self.trace_command(&what, args).map_err(e),
-            "add_group" | "mod_group" | "del_groups" | "dump_groups" => {
-                self.group_command(&what, cmd, args).map_err(e)
-            }
-            "add_meter" | "mod_meter" | "del_meters" | "dump_meters" => {
-                self.meter_command(&what, cmd, args).map_err(e)
-            }
-            "normal_show" => {
-                Args::new(&what, args, &[]).map_err(e)?;
-                Ok(self.normal.show())
-            }
-            "dump" => {
-                let a = Args::new(&what, args, &["table"]).map_err(e)?;
-                let t = a.u64("table", 0, MAX_TABLE as u64).map_err(e)?;
-                Ok(self.dump(t.map(|t| t as u8)))
-            }
-            _ => Err(e(format!("logic flows has no command {cmd:?}"))),
-        }
+        self.run_command(cmd, args)
     }
 
     fn commands(&self) -> &'static [(&'static str, &'static str)] {
-        &[
-            ("add", "{flow: text} or {flows: [text, ...]}: add or replace flows (ovs-ofctl syntax), at once"),
-            ("modify", "{flow|flows, strict?}: replace the actions of the flows the match selects"),
-            ("delete", "{flow|flows, strict?}: delete the flows the match selects (none: all)"),
-            ("dump", "{table?}: flows with counters, and per-table lookups/matched/missed"),
-            ("add_group", "{group: \"group_id=N,type=all|indirect,bucket=ACTIONS,...\"}: add an OpenFlow group (ports are ids)"),
-            ("mod_group", "{group: text}: replace a group's type and buckets; the flows using it follow"),
-            ("del_groups", "{group?: \"group_id=N\"}: delete a group (none: all) and the flows using it"),
-            ("dump_groups", "{group?: \"group_id=N\"}: groups with ref_count and counters"),
-            ("add_meter", "{meter: \"meter=N,kbps|pktps[,burst][,stats],bands=type=drop|dscp_remark,rate=R[,burst_size=B][,prec_level=P]\"}: add an OpenFlow meter"),
-            ("mod_meter", "{meter: text}: replace a meter's flags and bands"),
-            ("del_meters", "{meter?: \"meter=N\"}: delete a meter (none: all) and the flows using it"),
-            ("dump_meters", "{meter?: \"meter=N\"}: meters with their counters"),
-            ("normal_show", "the MAC table of the normal action's learning bridge (mac, port, age_s) and its counters"),
-            ("trace", "{packet: hex, in_port: N}: the flows a frame hits, its outputs and rewritten frame (nothing sent, no counters)"),
-        ]
+        COMMANDS
     }
-
     fn group_members(&self, g: fabric::GroupId) -> &[PortId] {
         self.groups
             .get(g as usize)

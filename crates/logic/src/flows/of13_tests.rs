@@ -995,6 +995,113 @@ fn select_groups_spread_by_flow_by_weight_among_live_buckets() {
     );
 }
 
+/// os-ken's SELECT group and DSCP-remark meter throughput tests frame by
+/// frame, through the exact-match cache and without it (`"cache": 0`): a
+/// SELECT group sends each frame exactly once, by weight, a bucket's
+/// header change with valid checksums; a DSCP-remark meter passes every
+/// frame, the conforming ones as they are and the rest remarked, with a
+/// valid header checksum.
+#[test]
+fn select_groups_and_remark_meters_lose_no_frame_cached_or_not() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let big = |tos: u8, src: u32, dst: u32, sport: u16, dport: u16| {
+        let (s, d) = (
+            Ipv4Addr::from(src).to_string(),
+            Ipv4Addr::from(dst).to_string(),
+        );
+        let mut e = eth(&[], 0x0800, &ip4(6, tos, 64, &s, &d, tcp(sport, dport)));
+        e.resize(1500, 0x11);
+        e
+    };
+    for config in [json!(null), json!({"cache": 0})] {
+        // Weights 1:2, the second bucket raising AF21 (18) to AF22 (20).
+        let f = Flows::from_config(&config).unwrap();
+        f.command("add_group", &json!({"group": "group_id=1,type=select,bucket=weight:1,output:1,bucket=weight:2,mod_nw_tos:80,output:2"}))
+            .unwrap();
+        f.command("add", &json!({"flow": "in_port=0,actions=group:1"}))
+            .unwrap();
+        let mut n = [0u32; 3];
+        for i in 0..3000 {
+            let r = rnd();
+            let mut frame = big(
+                18 << 2,
+                r as u32,
+                (r >> 32) as u32,
+                (r >> 8) as u16,
+                (r >> 24) as u16,
+            );
+            if i % 2 == 0 {
+                // os-ken's SELECT_Ether: random MAC addresses too.
+                frame[0..6].copy_from_slice(&(r & !(1 << 40)).to_be_bytes()[2..]);
+                frame[6..12].copy_from_slice(&((r >> 3) & !(1 << 40)).to_be_bytes()[2..]);
+            }
+            // Twice: the second through the cache, when there is one.
+            for _ in 0..2 {
+                let (s, d) = sent(&f, &frame);
+                assert_eq!((s.len(), d), (1, None), "{config}: frame {i}");
+                let (port, bytes) = &s[0];
+                if port == "1" {
+                    assert_eq!(bytes, &frame, "{config}: frame {i}");
+                } else {
+                    assert_eq!(port, "2", "{config}: frame {i}");
+                    assert_eq!(bytes[15] >> 2, 20, "{config}: frame {i}");
+                    assert!(checksums_ok(bytes), "{config}: frame {i}");
+                    assert_eq!(bytes[16..24], frame[16..24]);
+                    assert_eq!(bytes[26..], frame[26..]);
+                }
+                n[port.parse::<usize>().unwrap()] += 1;
+            }
+        }
+        assert!(
+            n[1].abs_diff(2000) < 200 && n[2].abs_diff(4000) < 200,
+            "{config}: {n:?}"
+        );
+
+        // 10 Mb/s (no burst flag: a tenth of a second's worth), offered
+        // 20 Mb/s for 3 s: 1750 frames of 1500 bytes a second, 17 or 18
+        // every 10 ms.
+        let f = Flows::from_config(&config).unwrap();
+        f.command(
+            "add_meter",
+            &json!({"meter": "meter=1,kbps,bands=type=dscp_remark,rate=10000,prec_level=1"}),
+        )
+        .unwrap();
+        f.command(
+            "add",
+            &json!({"flow": "in_port=0,actions=meter:1,output:1"}),
+        )
+        .unwrap();
+        let frame = big(18 << 2, 0x0a00_0001, 0x0a00_0002, 1, 2);
+        let (mut kept, mut remarked) = (0u32, 0u32);
+        for step in 0..300u64 {
+            let mut b = Batch::new(vec![frame.clone(); 17 + (step % 2) as usize]);
+            let v = b.classify(&f, 0, 1_000_000_000 + step * 10_000_000);
+            for (v, bytes) in v.iter().zip(&b.views) {
+                assert_eq!(*v, Verdict::Port(1), "{config}: step {step}");
+                if bytes == &frame {
+                    kept += 1;
+                } else {
+                    assert_eq!(bytes[15] >> 2, 20, "{config}: step {step}");
+                    assert!(checksums_ok(bytes), "{config}: step {step}");
+                    remarked += 1;
+                }
+            }
+        }
+        assert_eq!(kept + remarked, 5250, "{config}");
+        // 2.99 s at 10 Mb/s and the burst (0.1 s): 2575 frames of 12 kb.
+        assert!(
+            kept.abs_diff(2575) < 10,
+            "{config}: {kept} kept, {remarked} remarked"
+        );
+    }
+}
+
 #[test]
 fn fast_failover_groups_take_the_first_live_bucket() {
     let out = |p| openflow::Action::Output {
