@@ -427,7 +427,7 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
 
     stats = {"workers": [
         {"packets": 5_000, "batches": 4_000, "sleeps": 3_000, "wakeups": 2_900, "naps": 0,
-         "busy_cycles": 1, "policy": {"regime": "interrupt", "why": "wake_fits",
+         "backoffs": 7, "busy_cycles": 1, "policy": {"regime": "interrupt", "why": "wake_fits",
                                       "wake_p99_ns": 90_000, "wake_samples": 80,
                                       "budget_ns": 100_000}}]}
     monkeypatch.setattr(turnoutd, "rpc", lambda sock, method, *a, **k: stats)
@@ -439,6 +439,7 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
     (w,) = st["workers"]
     assert (w["packets"], w["sleeps"], w["wakeups"], w["wake_samples"]) == (5_000, 3_000,
                                                                             2_900, 80)
+    assert w["backoffs"] == 7
     assert (w["regime"], w["why"], w["wake_p99_ns"], w["budget_ns"]) == (
         "interrupt", "wake_fits", 90_000, 100_000)
     assert "busy_cycles" not in w

@@ -141,6 +141,9 @@ pub struct WorkerCounters {
     /// (spins before the next
     /// poll, counted in `idle_cycles`).
     pub gaps: AtomicU64,
+    /// Back-off sleeps (50 µs, outside epoll) between polls of idle queues
+    /// that have no notifications (counted in `asleep_ns`, not `sleeps`).
+    pub backoffs: AtomicU64,
     /// Wall time spent sleeping or napping, ns.
     pub asleep_ns: AtomicU64,
     /// The worker's own CPU time inside sleeps and naps, ns (the price of
@@ -248,6 +251,7 @@ impl WorkerCounters {
             &self.wakeups,
             &self.naps,
             &self.gaps,
+            &self.backoffs,
             &self.asleep_ns,
             &self.sleep_cpu_ns,
         ] {

@@ -201,6 +201,10 @@ pub struct WorkerStats {
     /// batch (idle time, no system call).
     #[serde(default)]
     pub gaps: u64,
+    /// Back-off sleeps between polls of idle queues without notifications
+    /// (50 µs each, outside epoll; their time is in `asleep_ns`).
+    #[serde(default)]
+    pub backoffs: u64,
     /// Wall time asleep (sleeps and naps), ns.
     #[serde(default)]
     pub asleep_ns: u64,
@@ -691,6 +695,7 @@ impl Switch {
                     wakeups: c.wakeups.load(Ordering::Relaxed),
                     naps: c.naps.load(Ordering::Relaxed),
                     gaps: c.gaps.load(Ordering::Relaxed),
+                    backoffs: c.backoffs.load(Ordering::Relaxed),
                     asleep_ns: c.asleep_ns.load(Ordering::Relaxed),
                     sleep_cpu_ns: c.sleep_cpu_ns.load(Ordering::Relaxed),
                     policy: if self.cfg.wakeup == WakeupMode::Adaptive {

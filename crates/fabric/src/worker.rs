@@ -457,7 +457,10 @@ pub fn run(
         }
         // A queue idle this long is armed: alone where a wake-up fits in
         // the budget (the interrupt and moderate regimes), else only once
-        // the whole worker idled that long (it is about to sleep).
+        // the whole worker idled that long (it is about to sleep). Once the
+        // whole worker has, every empty queue is armed, also one whose fd
+        // ended a sleep without frames (its `last_rx_ns` is that wake-up's):
+        // it had nothing since the worker's last frame.
         let spin_ns = policy.spin_ns();
         let arm_alone = policy.regime() != Regime::Poll;
         let worker_idle = policy.idle_ns(now_ns) >= spin_ns;
@@ -466,6 +469,10 @@ pub fn run(
         let mut fill_ns = u64::MAX;
         let mut rate_fps = 0u64;
         let mut unarmed = 0usize;
+        // Unarmed queues that have notifications (they are armed once
+        // idle, or frames slipped in as they were): the worker never
+        // backs off blind while one is left, it polls on.
+        let mut unarmed_notified = 0usize;
         for s in slots.iter_mut() {
             if s.armed {
                 continue;
@@ -482,8 +489,8 @@ pub fn run(
                     s.inflow.polled(now_ns, 0, true);
                     fill_ns = fill_ns.min(s.fill_ns);
                     if s.fd.is_some()
-                        && (arm_alone || worker_idle)
-                        && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns
+                        && (worker_idle
+                            || (arm_alone && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns))
                     {
                         if s.rxq.set_notify(true) {
                             // Frames slipped in: keep polling.
@@ -493,6 +500,9 @@ pub fn run(
                             s.armed = true;
                             unarmed -= 1;
                         }
+                    }
+                    if !s.armed && s.fd.is_some() {
+                        unarmed_notified += 1;
                     }
                 }
                 continue;
@@ -638,10 +648,15 @@ pub fn run(
         } else if all_armed {
             // armed queues only, but the policy still spins: look, don't wait
             0
-        } else if next == Next::Sleep && moved == 0 {
+        } else if next == Next::Sleep && moved == 0 && unarmed_notified == 0 {
             // Only queues without notifications are left and they are idle:
             // back off instead of spinning. Idle time, as a nap's: the pass
-            // that next moves frames must not be charged for it.
+            // that next moves frames must not be charged for it. Never while
+            // a queue with notifications is unarmed (frames slipped in as
+            // it was armed): that one is polled again at once, and the
+            // armed ones are looked at as usual, where a back-off would
+            // look at none of them.
+            bump(&c.backoffs, 1);
             let t0 = sys::now_ns();
             std::thread::sleep(std::time::Duration::from_micros(BACKOFF_US));
             let t1 = sys::now_ns();

@@ -1,7 +1,8 @@
 //! The control path against a worker that does not come round (stuck in a
 //! logic), the worker's epoll bookkeeping when a queue's notification fd
 //! cannot be (re-)registered, and its accounting of the back-off for a
-//! queue that has no notification fd; a counter reset under traffic.
+//! queue that has no notification fd (and that it never backs off while a
+//! queue that has one is unarmed); a counter reset under traffic.
 //!
 //! `cargo test -p fabric --test control`
 
@@ -261,6 +262,77 @@ fn removing_a_port_leaves_the_other_queues_registrations_alone() {
     sw.shutdown();
 }
 
+#[test]
+fn a_wake_up_without_frames_arms_again_and_never_backs_off() {
+    // Every queue here has notifications. A wake-up that brings no frame
+    // (x's eventfd written with nothing in its ring: another virtqueue's
+    // kick on an eventfd a vhost-user frontend shares, a session's
+    // arrival) disarms x with its idle clock restarted. The worker, idle
+    // for longer than it waits before sleeping, must arm x again at once
+    // and sleep in epoll. It used to leave x unarmed for the whole
+    // sleep-after time (budget 0: 1 ms at least, up to 64 ms) and loop
+    // through 50 µs back-offs outside epoll meanwhile, never looking at
+    // the armed queues: a frame on one of them waited that long. Counted,
+    // not timed: the back-offs must stay at zero.
+    let cfg = SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        latency_budget_us: 0,
+        ..SwitchConfig::default()
+    };
+    let (logic, _, _) = gate(true);
+    let sw = Switch::new(cfg, logic).unwrap();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    let (x, _px) = pipe("x", PipeConfig::default()).unwrap();
+    let xfd = Arc::new(AtomicI32::new(-1));
+    let x = WithFd {
+        pipe: x,
+        fd: xfd.clone(),
+    };
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    sw.add_port("x", Arc::new(x), Some(0)).unwrap();
+    let xfd = xfd.load(Ordering::SeqCst);
+    assert!(xfd >= 0, "the worker took x's queue");
+    let stats = || {
+        sw.worker_stats()
+            .into_iter()
+            .find(|w| w.id == 0)
+            .expect("worker 0")
+    };
+    // Idle long enough for every queue to be armed: the sleep-after time
+    // (1 ms, or the wake-up p99 if longer) three times over.
+    let idle = || {
+        let after_ns = stats().policy.sleep_after_ns.max(1_000_000);
+        std::thread::sleep(Duration::from_nanos(3 * after_ns).max(Duration::from_millis(5)));
+    };
+    for _ in 0..20 {
+        idle();
+        let before = stats();
+        let one: u64 = 1;
+        // SAFETY: 8 bytes from a local to the eventfd x's queue watches.
+        let w = unsafe { libc::write(xfd, &one as *const u64 as *const libc::c_void, 8) };
+        assert_eq!(w, 8);
+        wait_for("the wake-up", Duration::from_secs(5), || {
+            stats().wakeups > before.wakeups
+        });
+    }
+    idle();
+    assert_eq!(ps.send(0, &[&frame()]), 1);
+    wait_for("the frame at d", Duration::from_secs(5), || {
+        pd.recv(0, 8, |_| {}) > 0
+    });
+    let st = stats();
+    assert!(st.sleeps >= 20, "{} sleeps", st.sleeps);
+    assert_eq!(
+        st.backoffs, 0,
+        "backed off {} times outside epoll with queues that have notifications \
+         ({} sleeps, {} wake-ups)",
+        st.backoffs, st.sleeps, st.wakeups
+    );
+    sw.shutdown();
+}
+
 /// Floods; `id` tells instances apart, `dropped` says when it is dropped.
 struct Marked {
     name: &'static str,
@@ -448,6 +520,7 @@ fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
             .expect("worker 0")
     };
     let mut busy = Vec::new();
+    let mut backoffs = 0;
     for _ in 0..15 {
         // idle long enough for the worker to back off: its sleep-after
         // time (1 ms, or the wake-up p99 if longer) three times over
@@ -467,8 +540,11 @@ fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
             now.asleep_ns > asleep || now.sleeps > before.sleeps,
             "no back-off seen"
         );
+        backoffs = now.backoffs;
         busy.push(now.busy_ns - before.busy_ns);
     }
+    // A queue without notifications is still backed off from (counted).
+    assert!(backoffs > 0, "no back-off counted");
     busy.sort_unstable();
     let median = busy[busy.len() / 2];
     assert!(

@@ -241,7 +241,7 @@ pub const QUEUE_METRICS: [Metric<QueueStats>; 5] = [
 ];
 
 /// Per worker, labelled `worker`.
-pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 20] = [
+pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 21] = [
     Metric {
         key: "packets",
         name: "turnout_worker_packets_total",
@@ -311,6 +311,13 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 20] = [
         kind: "counter",
         help: "Gaps after a small batch of a dense flow (spins before the next poll).",
         get: |w| w.worker.gaps as f64,
+    },
+    Metric {
+        key: "backoffs",
+        name: "turnout_worker_backoffs_total",
+        kind: "counter",
+        help: "Back-off sleeps between polls of idle queues without notifications.",
+        get: |w| w.worker.backoffs as f64,
     },
     Metric {
         key: "asleep_ns",
@@ -426,6 +433,7 @@ mod tests {
                 wakeups: 37,
                 naps: 41,
                 gaps: 43,
+                backoffs: 67,
                 asleep_ns: 47_000_000_003,
                 sleep_cpu_ns: 53_000_000_004,
                 cycles_per_packet: 59.5,
@@ -525,6 +533,7 @@ mod tests {
             keys,
             [
                 "asleep_ns",
+                "backoffs",
                 "batches",
                 "busy_cycles",
                 "busy_ns",
@@ -560,6 +569,7 @@ mod tests {
             "wakeups",
             "naps",
             "gaps",
+            "backoffs",
             "asleep_ns",
             "sleep_cpu_ns",
             "policy",

@@ -261,7 +261,8 @@ class _Task:
 
 #: counters of a SUT's ``wake_state`` workers that wake_delta subtracts;
 #: every other field is the state after the traffic
-WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "wake_samples")
+WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "backoffs",
+                 "wake_samples")
 
 
 def wake_delta(before: dict[str, Any] | None,

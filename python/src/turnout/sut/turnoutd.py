@@ -434,7 +434,7 @@ class Turnoutd(SutAdapter):
         for w in self._rpc("stats", timeout_s=1.0).get("workers", []):
             pol = w.get("policy") or {}
             rows.append({k: w.get(k, 0) for k in ("packets", "batches", "sleeps", "wakeups",
-                                                  "naps")}
+                                                  "naps", "backoffs")}
                         | {"wake_samples": pol.get("wake_samples", 0)}
                         | {k: pol.get(k) for k in self.WAKE_FIELDS})
         return {"workers": rows}
