@@ -32,7 +32,10 @@ pub(super) struct GroupSpec {
 /// One `bucket=[weight:W,][watch_port:P,]ACTIONS`.
 #[derive(Debug, PartialEq, Default)]
 pub(super) struct TextBucket {
-    pub(super) weight: u16,
+    /// None when not given: 1 in a SELECT group (as ovs-ofctl has it, so
+    /// that `type=select,bucket=output:1,bucket=output:2` shares the
+    /// frames evenly), 0 in the others (the spec's value there).
+    pub(super) weight: Option<u16>,
     /// A port id.
     pub(super) watch_port: Option<u16>,
     pub(super) actions: Vec<Action>,
@@ -119,9 +122,11 @@ pub(super) fn parse_group(text: &str) -> Result<GroupSpec, String> {
                     .unwrap_or((t, ""));
                 match k {
                     "weight" if acts.is_empty() => {
-                        tb.weight = uint("weight", v, 0xffff)
-                            .map_err(|e| format!("bucket {}: {e}", i + 1))?
-                            as u16
+                        tb.weight = Some(
+                            uint("weight", v, 0xffff)
+                                .map_err(|e| format!("bucket {}: {e}", i + 1))?
+                                as u16,
+                        )
                     }
                     "watch_port" if acts.is_empty() => {
                         tb.watch_port = Some(
@@ -310,7 +315,7 @@ impl Flows {
                 .buckets
                 .iter()
                 .map(|b| Bucket {
-                    weight: b.weight,
+                    weight: b.weight.unwrap_or(u16::from(kind == gt::SELECT)),
                     watch_port: b.watch_port.map_or(port::ANY, super::ofp::of_port),
                     watch_group: GROUP_ANY,
                     actions: actions_to_of(&b.actions, None, None),
@@ -395,12 +400,12 @@ mod tests {
             s.buckets,
             vec![
                 TextBucket {
-                    weight: 2,
+                    weight: Some(2),
                     watch_port: Some(3),
                     actions: vec![Action::Output(1)]
                 },
                 TextBucket {
-                    weight: 1,
+                    weight: Some(1),
                     watch_port: None,
                     actions: vec![Action::Output(2)]
                 },
@@ -424,6 +429,24 @@ mod tests {
             let e = parse_group(t).unwrap_err();
             assert!(e.contains(want), "{t}: {e}");
         }
+    }
+
+    #[test]
+    fn a_select_bucket_without_a_weight_weighs_one() {
+        let f = Flows::from_config(&json!(null)).unwrap();
+        for g in [
+            "group_id=1,type=select,bucket=output:1,bucket=weight:3,output:2",
+            "group_id=2,type=all,bucket=output:1,bucket=output:2",
+        ] {
+            assert_eq!(cmd(&f, "add_group", g).unwrap(), json!({"added": 1}));
+        }
+        let weights = |id: u32| -> Vec<u16> {
+            let d = f.group_desc();
+            let (_, _, b) = d.iter().find(|(_, i, _)| *i == id).unwrap();
+            b.iter().map(|b| b.weight).collect()
+        };
+        assert_eq!(weights(1), [1, 3]);
+        assert_eq!(weights(2), [0, 0]);
     }
 
     #[test]
