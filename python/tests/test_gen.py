@@ -250,7 +250,18 @@ def test_chain_vnf_drops_are_accounted_apart():
                                      "dropped_runt": 0}]}, "thread_cpu_ns": 2 * 10**9}
     d = gen.vnf_delta(before, after)
     assert (d["received"], d["forwarded"], d["dropped"], d["cpu_s"]) == (1000, 970, 30, 1.0)
+    assert "sleeps" not in d  # a polling VNF's document has none
     assert gen.vnf_delta(None, after) == {"error": "no snapshot"}
+
+
+def test_an_interrupt_mode_vnf_counts_its_sleeps():
+    """An interrupt-mode VNF's sleeps between the snapshots: each one a
+    wake-up the switch paid for with a kick (unless it timed out), to set
+    against the switch's kicks (extra.sut_wake.ports)."""
+    fwd = {"directions": [{"name": "a_to_b", "received": 0, "packets": 0}]}
+    before = {"fwd": fwd, "thread_cpu_ns": 0, "sleeps": 40}
+    after = {"fwd": fwd, "thread_cpu_ns": 0, "sleeps": 1040}
+    assert gen.vnf_delta(before, after)["sleeps"] == 1000
 
 
 def test_sink_takes_are_counted():
@@ -418,6 +429,23 @@ def test_a_trial_keeps_how_the_sut_waited():
     m.sut_wake = None
     assert "sut_wake" not in m.measure(1.0, 10_000).extra
     assert gen.wake_delta(None, None) is None
+    assert "ports" not in gen.wake_delta({"workers": []}, {"workers": []})
+
+
+def test_a_trial_keeps_the_kicks_the_sut_paid():
+    """extra.sut_wake.ports: frames sent and kicks (eventfd writes, sendto)
+    per port over the traffic; a port that appeared between the reads
+    counts from 0."""
+    before = {"workers": [], "ports": [
+        {"name": "v0a", "kind": "memif", "tx_packets": 100, "tx_kicks": 10}]}
+    after = {"workers": [], "ports": [
+        {"name": "v0a", "kind": "memif", "tx_packets": 2100, "tx_kicks": 60},
+        {"name": "t1", "kind": "af_xdp", "tx_packets": 2000, "tx_kicks": 40}]}
+    d = gen.wake_delta(before, after)
+    assert d is not None
+    assert d["ports"] == [
+        {"name": "v0a", "kind": "memif", "tx_packets": 2000, "tx_kicks": 50},
+        {"name": "t1", "kind": "af_xdp", "tx_packets": 2000, "tx_kicks": 40}]
 
 
 def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypatch):
@@ -429,7 +457,10 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
         {"packets": 5_000, "batches": 4_000, "sleeps": 3_000, "wakeups": 2_900, "naps": 0,
          "backoffs": 7, "busy_cycles": 1, "policy": {"regime": "interrupt", "why": "wake_fits",
                                       "wake_p99_ns": 90_000, "wake_samples": 80,
-                                      "budget_ns": 100_000}}]}
+                                      "budget_ns": 100_000}}],
+        "ports": [{"name": "v0a", "kind": "memif", "tx_packets": 5_000,
+                   "backend": {"tx_kicks": 70, "rx_frames": 0}},
+                  {"name": "p", "kind": "pipe", "tx_packets": 9, "backend": {}}]}
     monkeypatch.setattr(turnoutd, "rpc", lambda sock, method, *a, **k: stats)
     t = turnoutd.Turnoutd()
     t.sock = "/nonexistent"
@@ -443,5 +474,8 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
     assert (w["regime"], w["why"], w["wake_p99_ns"], w["budget_ns"]) == (
         "interrupt", "wake_fits", 90_000, 100_000)
     assert "busy_cycles" not in w
+    # the ports that kick, with their kicks (a port without the counter is left out)
+    assert st["ports"] == [{"name": "v0a", "kind": "memif", "tx_packets": 5_000,
+                            "tx_kicks": 70}]
     monkeypatch.setattr(t, "pids", lambda: [])
     assert t.wake_state() is None

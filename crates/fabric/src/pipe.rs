@@ -294,6 +294,12 @@ impl RxQueue for PipeRx {
         self.shared.queues[self.q].inbound.notify.drain();
     }
 
+    fn peek(&self) -> Option<bool> {
+        let ring = &self.shared.queues[self.q].inbound;
+        let tail = ring.tail.0.load(Ordering::Relaxed) + self.taken;
+        Some(ring.head.0.load(Ordering::Acquire) != tail)
+    }
+
     fn fill_level(&self) -> Option<(u32, u32)> {
         let size = self.shared.queues[self.q].inbound.size() as u32;
         Some((self.filled, size))

@@ -118,6 +118,16 @@ pub trait RxQueue: Send {
     /// Clears a pending notification after the fd became readable.
     fn ack_notify(&mut self) {}
 
+    /// Whether frames wait in the queue, read from memory the peer writes
+    /// (its producer index) without a system call: how the worker looks at
+    /// an armed queue while others keep it busy. `None` (the default): the
+    /// backend cannot tell, and the worker asks the queue's notify fd
+    /// through epoll. Must not consume anything or change the queue's
+    /// notification state.
+    fn peek(&self) -> Option<bool> {
+        None
+    }
+
     /// How full the queue's ring was when the last [`RxQueue::burst`]
     /// looked: `(filled, capacity)` in frames the peer can put in it
     /// without our consuming any (`filled` counts those the burst took).

@@ -12,7 +12,9 @@
 //!   poll regime (an armed queue is only looked at now and then, which
 //!   would hold its first frame back). Armed queues are watched through
 //!   epoll (looked at without waiting every `EPOLL_EVERY` iterations, and
-//!   at least every half budget, while other queues are busy). When every
+//!   at least every half budget, while other queues are busy: a look reads
+//!   the rings of queues whose backend can tell, [`RxQueue::peek`], and
+//!   asks epoll only for the others). When every
 //!   queue is armed the worker sleeps in epoll; a queue whose fd fires is
 //!   disarmed and polled again. In the moderate regime it naps after each
 //!   batch; in the poll and interrupt regimes it may spin for a *gap*
@@ -672,6 +674,15 @@ pub fn run(
         } else {
             continue;
         };
+        if timeout == 0 {
+            // A look at the armed queues: from their rings where the
+            // backends can tell, else through epoll as for a sleep.
+            let now_ns = sys::now_ns();
+            if peek_armed(&mut slots, now_ns) {
+                looked_ns = now_ns;
+                continue;
+            }
+        }
         if timeout > 0 && fwd.has_stalled() {
             // Frames the peer refused would wait for the whole sleep: kick
             // them now, and if the peer still refuses, wake up to retry.
@@ -746,6 +757,30 @@ pub fn run(
             last = now;
         }
     }
+}
+
+/// Looks at the armed queues without a system call: each one whose
+/// backend reads from its ring that frames wait ([`RxQueue::peek`]) is
+/// disarmed as a wake-up on its fd would disarm it (its notification
+/// acknowledged: the peer kicked it while it was armed) and polled from the
+/// next pass on; one that is still empty costs a load. Returns false when
+/// some armed queue cannot be peeked: the caller then asks epoll for those
+/// (the ones disarmed here it finds acknowledged, or acknowledges again).
+fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> bool {
+    let mut all = true;
+    for s in slots.iter_mut().filter(|s| s.armed) {
+        match s.rxq.peek() {
+            Some(true) => {
+                s.rxq.ack_notify();
+                s.rxq.set_notify(false);
+                s.armed = false;
+                s.last_rx_ns = now_ns;
+            }
+            Some(false) => {}
+            None => all = false,
+        }
+    }
+    all
 }
 
 /// `c += n` for a counter this worker alone writes (its own counters,

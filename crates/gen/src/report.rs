@@ -46,6 +46,10 @@ pub struct Doc {
     /// was half full or more (the receiver then polled for a second).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_wakes: Option<u64>,
+    /// Interrupt-mode receive loops: sleeps on the notify fds (a sender
+    /// kicked to end each one, unless it timed out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<u64>,
 }
 
 /// `tx`.

@@ -125,12 +125,26 @@ struct Idle {
     poll_until_ns: u64,
     /// Sleeps after which a ring was half full.
     late_wakes: u64,
+    /// Sleeps on the fds (each ended by a sender's kick unless it timed
+    /// out).
+    sleeps: u64,
 }
 
 impl Idle {
     /// `late_wakes` for the document (interrupt mode only).
     fn late_wakes(&self) -> Option<u64> {
         self.on.then_some(self.late_wakes)
+    }
+
+    /// `sleeps` for the document (interrupt mode only).
+    fn sleeps(&self) -> Option<u64> {
+        self.on.then_some(self.sleeps)
+    }
+
+    /// Writes the interrupt-mode counters into `d`.
+    fn report(&self, d: &mut Doc) {
+        d.late_wakes = self.late_wakes();
+        d.sleeps = self.sleeps();
     }
 
     fn new(interrupt: bool, a: &mut [RxQ], b: &mut [RxQ]) -> Self {
@@ -143,6 +157,7 @@ impl Idle {
             woke: false,
             poll_until_ns: 0,
             late_wakes: 0,
+            sleeps: 0,
         }
     }
 
@@ -188,6 +203,7 @@ impl Idle {
             }
         }
         if !waiting && n > 0 {
+            self.sleeps += 1;
             wait_readable(&fds[..n], SLEEP_MS);
             self.woke = true;
         }
@@ -461,6 +477,7 @@ fn doc(role: &'static str, stopped_by: &'static str, config: serde_json::Value) 
         error: None,
         thread_cpu_ns: None,
         late_wakes: None,
+        sleeps: None,
     }
 }
 
@@ -721,6 +738,7 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
             let mut d = doc("rx", "snapshot", json!({ "port": a.port.to_string() }));
             d.rx = Some(RxSection::new(&r, a.touch));
             d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+            idle.report(&mut d);
             print_snapshot(&d);
         }
         tick(&mut iv, now, 0, r.packets + r.warmup, r.lost());
@@ -733,7 +751,7 @@ fn run_rx(a: &RxArgs) -> Result<Doc, Failure> {
     let mut d = doc("rx", stopped_by, config);
     d.rx = Some(RxSection::new(&r, a.touch));
     d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
-    d.late_wakes = idle.late_wakes();
+    idle.report(&mut d);
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
 }
@@ -778,6 +796,7 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
                 (now - start) as f64 / 1e9,
             ));
             d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
+            idle.report(&mut d);
             print_snapshot(&d);
         }
         tick(&mut iv, now, st.packets, st.received, 0);
@@ -788,7 +807,7 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
     let mut d = doc("reflect", stopped_by, config);
     d.fwd = Some(FwdSection::new(vec![("reflect", st)], dur));
     d.thread_cpu_ns = Some(thread_cpu_ns().saturating_sub(cpu0));
-    d.late_wakes = idle.late_wakes();
+    idle.report(&mut d);
     d.ports.push(PortSection::of("port", port.as_ref()));
     Ok(d)
 }
@@ -881,6 +900,7 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
             let mut d = fwd_doc(a, "snapshot", &ab, &ba, (now - start) as f64 / 1e9, cpu0);
             d.ports.push(PortSection::of("port", pa.as_ref()));
             d.ports.push(PortSection::of("port2", pb.as_ref()));
+            idle.report(&mut d);
             print_snapshot(&d);
         }
         tick(
@@ -893,7 +913,7 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
     }
     let dur = (now_ns() - start) as f64 / 1e9;
     let mut d = fwd_doc(a, stopped_by, &ab, &ba, dur, cpu0);
-    d.late_wakes = idle.late_wakes();
+    idle.report(&mut d);
     d.ports.push(PortSection::of("port", pa.as_ref()));
     d.ports.push(PortSection::of("port2", pb.as_ref()));
     Ok(d)

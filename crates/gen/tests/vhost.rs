@@ -452,6 +452,10 @@ fn an_interrupt_mode_receiver_sleeps_when_idle_and_wakes_for_frames() {
     let rx = &doc["rx"];
     let got = n(&rx["foreign"]) + n(&rx["packets"]);
     assert_eq!(got, want as u64, "received; rx {rx} stderr {errs:?}");
+    // It slept in each 20 ms gap between bursts at least (its sleeps end
+    // after 10 ms at most), and says so.
+    let sleeps = n(&doc["sleeps"]);
+    assert!(sleeps >= 31, "{sleeps} sleeps for 32 bursts 20 ms apart");
     // Polling for 3 s would take the thread's whole share of a CPU; asleep
     // it takes a fraction (generous: this host is shared).
     let cpu = n(&doc["thread_cpu_ns"]);

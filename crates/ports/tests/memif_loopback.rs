@@ -130,15 +130,18 @@ fn interrupt_mode_wakes_and_poll_mode_masks() {
         drop(b.receive(&mut *rx, 0, 0)); // adopt the connection
         assert!(!rx.set_notify(true), "nothing should be waiting");
         assert!(!wait_notify(fd, 0));
+        assert_eq!(rx.peek(), Some(false), "peek: an empty ring");
         let kicks = from.counter("tx_kicks");
         assert!(send(from, 0, &frame(100, 1)));
         assert!(wait_notify(fd, 1000), "no wake-up in interrupt mode");
+        assert_eq!(rx.peek(), Some(true), "peek: a frame waits");
         assert_eq!(from.counter("tx_kicks"), kicks + 1);
         rx.ack_notify();
         assert!(!wait_notify(fd, 0), "ack_notify did not clear");
         // Re-check: enabling while a frame waits reports it.
         assert!(rx.set_notify(true));
         assert_eq!(b.receive(&mut *rx, 0, 0).received(), 1);
+        assert_eq!(rx.peek(), Some(false), "peek: taken");
         // Poll mode: the sender sees the mask and does not kick.
         rx.set_notify(false);
         let kicks = from.counter("tx_kicks");

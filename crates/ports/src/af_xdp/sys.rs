@@ -775,6 +775,11 @@ impl RxQueue for XskRx {
         // poll() on the socket is level-triggered on a non-empty rx ring.
         self.rx.prod().load(Ordering::Acquire) != self.cons
     }
+
+    fn peek(&self) -> Option<bool> {
+        // What the socket's readiness says: the rx ring is not empty.
+        Some(self.rx.prod().load(Ordering::Acquire) != self.cons)
+    }
 }
 
 /// Data-path counters of one transmit queue.

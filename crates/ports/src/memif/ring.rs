@@ -562,6 +562,31 @@ impl RxQueue for MemifRx {
         region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire) != self.pending
     }
 
+    fn peek(&self) -> Option<bool> {
+        let cur;
+        let c = match &self.held {
+            Some(c) => c,
+            None => {
+                cur = self.shared.conn.load();
+                match cur.as_ref() {
+                    Some(c) => c,
+                    // No peer: nothing waits (a peer that connects is
+                    // adopted by the next look, below).
+                    None => return Some(false),
+                }
+            }
+        };
+        if c.gen != self.gen {
+            // A connection not adopted yet: a burst adopts it.
+            return Some(true);
+        }
+        let Some(ring) = c.rx.get(self.q as usize) else {
+            return Some(false);
+        };
+        let region = &c.regions[ring.region];
+        Some(region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire) != self.pending)
+    }
+
     fn ack_notify(&mut self) {
         let c = match &self.held {
             Some(c) => Some(c.clone()),

@@ -241,6 +241,10 @@ def vnf_delta(before: dict[str, Any] | None, after: dict[str, Any] | None) -> di
     out.update(received=received, forwarded=forwarded, dropped=dropped,
                cpu_s=(int(after.get("thread_cpu_ns") or 0)
                       - int(before.get("thread_cpu_ns") or 0)) / 1e9)
+    if after.get("sleeps") is not None:
+        # interrupt mode: its sleeps on the notify fds (each ended by a
+        # sender's kick unless it timed out)
+        out["sleeps"] = int(after["sleeps"]) - int(before.get("sleeps") or 0)
     return out
 
 
@@ -263,6 +267,8 @@ class _Task:
 #: every other field is the state after the traffic
 WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "backoffs",
                  "wake_samples")
+#: counters of a SUT's ``wake_state`` ports that wake_delta subtracts
+PORT_COUNTERS = ("tx_packets", "tx_kicks")
 
 
 def wake_delta(before: dict[str, Any] | None,
@@ -281,7 +287,14 @@ def wake_delta(before: dict[str, Any] | None,
         b = (before.get("workers") or [])[i] if i < len(before.get("workers") or []) else {}
         rows.append({k: (int(v) - int(b.get(k, 0)) if k in WAKE_COUNTERS else v)
                      for k, v in w.items()})
-    return {"workers": rows}
+    out: dict[str, Any] = {"workers": rows}
+    if "ports" in after:
+        # by name: a port added or removed between the reads counts from 0
+        bports = {p.get("name"): p for p in before.get("ports") or []}
+        out["ports"] = [{k: (int(v) - int(bports.get(p.get("name"), {}).get(k, 0))
+                             if k in PORT_COUNTERS else v) for k, v in p.items()}
+                        for p in after["ports"]]
+    return out
 
 
 def plan_tasks(streams: list[Stream]) -> list[_Task]:

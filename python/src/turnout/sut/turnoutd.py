@@ -431,13 +431,20 @@ class Turnoutd(SutAdapter):
         if not getattr(self, "sock", "") or not self.pids():
             return None
         rows = []
-        for w in self._rpc("stats", timeout_s=1.0).get("workers", []):
+        st = self._rpc("stats", timeout_s=1.0)
+        for w in st.get("workers", []):
             pol = w.get("policy") or {}
             rows.append({k: w.get(k, 0) for k in ("packets", "batches", "sleeps", "wakeups",
                                                   "naps", "backoffs")}
                         | {"wake_samples": pol.get("wake_samples", 0)}
                         | {k: pol.get(k) for k in self.WAKE_FIELDS})
-        return {"workers": rows}
+        # the notifications its transmit paid for, per port that kicks
+        # (memif and vhost-user eventfd writes, AF_XDP and AF_PACKET sendto)
+        ports = [{"name": p.get("name", ""), "kind": p.get("kind", ""),
+                  "tx_packets": p.get("tx_packets", 0),
+                  "tx_kicks": (p.get("backend") or {}).get("tx_kicks", 0)}
+                 for p in st.get("ports", []) if "tx_kicks" in (p.get("backend") or {})]
+        return {"workers": rows, "ports": ports}
 
 
 class TurnoutdPoll(Turnoutd):
