@@ -17,8 +17,9 @@ step's whole output goes to target/test-logs/STEP.log.
 By default, after `setup`, the steps run in three lanes at once (LANES):
 the test build, then the tests without peers; the Rust system tests,
 each executable's as soon as cargo has linked it (beside the rest of the
-build), then clippy; the Python system tests, the two trees at once. The system tests mostly wait (on namespaces, daemons,
-traffic at a set rate, timeouts), so they share the two CPUs with the
+build), then clippy; the Python system tests, the two trees at once. The
+system tests mostly wait (on namespaces, daemons, traffic at a set rate,
+timeouts), so they share the two CPUs with the
 compiler and with each other; each waits for the event it checks with a
 deadline, and what cannot share (hugepages) takes a lock. The compiler
 runs at a lower priority (`nice`), so a system test's threads get the CPU
