@@ -194,6 +194,31 @@ class Lab:
         names = ["mgmt0", *self._ifaces[host]]
         for n in names:
             _ip("link", "set", n, "up" if up else "down", ns=h.ns)
+        if up:
+            self.wait_reachable(host)
+
+    def wait_reachable(self, host: str, deadline_s: float = 30.0) -> None:
+        """Waits until the host's sshd takes a TCP connection from the
+        controller: after its links came back up, the links' carrier and
+        the controller's neighbour entry (failed while the host was off)
+        take a moment, seconds on a busy machine, and a connection tried
+        before gets "no route to host"."""
+        import socket
+
+        h = self.hosts[host]
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                with in_netns(self.ctl):
+                    s = socket.create_connection((h.addr, 22), timeout=2)
+                s.close()
+                return
+            except OSError as e:
+                if time.monotonic() > end:
+                    raise AssertionError(
+                        f"host {host} ({h.addr}:22) not reachable {deadline_s:.0f} s after "
+                        f"its links came up: {e}") from e
+                time.sleep(0.2)
 
     # ------------------------------------------------------------- checks
     def ssh(self, host: str, cmd: str, timeout_s: float = 20) -> str:
