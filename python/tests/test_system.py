@@ -201,8 +201,13 @@ def test_testpmd_kernel_port_afxdp_runs_af_xdp(tmp_path):
         trials = db.trials(c.id)
         bad = [t.reason for t in trials if t.status != "ok"]
         assert not bad, bad
-        assert trials and all(t.received > 0 for t in trials)
         sut = db.suts(c.id)[0]
+        # what the trial saw, and testpmd's own account, when nothing came back
+        assert trials and all(t.received > 0 for t in trials), (
+            [(t.sent, t.received, t.unsent, t.tester_bound,
+              {k: t.extra.get(k) for k in ("tx_attempts", "tx_pushback", "tester_bound_why",
+                                           "streams", "cost_frames")}) for t in trials],
+            sut.config.get("argv"))
         vdevs = [a for a in sut.config["argv"] if a.startswith("--vdev=")]
         assert len(vdevs) == 2 and all(a.startswith("--vdev=net_af_xdp") for a in vdevs), vdevs
         assert sut.config["options"] == {"kernel_port": "af_xdp"}
