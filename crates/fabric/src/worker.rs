@@ -175,6 +175,17 @@ struct RxSlot {
     token: u64,
 }
 
+impl RxSlot {
+    /// An armed queue the peer notified (its fd fired, or its ring showed
+    /// frames): notifications off, polled from the next pass on, its idle
+    /// clock restarted.
+    fn disarm(&mut self, now_ns: u64) {
+        self.rxq.set_notify(false);
+        self.armed = false;
+        self.last_rx_ns = now_ns;
+    }
+}
+
 /// The worker's side of its prober: an eventfd in the worker's epoll set,
 /// when the prober last signalled it, when the worker went to sleep, and
 /// the poll probe (a time the awake worker clears when it sees it).
@@ -724,9 +735,7 @@ pub fn run(
             } else if let Some(s) = slots.iter_mut().find(|s| s.token == tok) {
                 s.rxq.ack_notify();
                 if s.armed {
-                    s.rxq.set_notify(false);
-                    s.armed = false;
-                    s.last_rx_ns = woke_ns;
+                    s.disarm(woke_ns);
                     woken = true;
                 }
             }
@@ -772,9 +781,7 @@ fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> bool {
         match s.rxq.peek() {
             Some(true) => {
                 s.rxq.ack_notify();
-                s.rxq.set_notify(false);
-                s.armed = false;
-                s.last_rx_ns = now_ns;
+                s.disarm(now_ns);
             }
             Some(false) => {}
             None => all = false,

@@ -186,13 +186,27 @@ impl Port for WithFd {
     }
 }
 
-fn adaptive() -> Switch {
-    let cfg = SwitchConfig {
-        wakeup: WakeupMode::Adaptive,
-        ..SwitchConfig::default()
-    };
+/// A switch with `cfg` and a logic that forwards everything.
+fn switch_with(cfg: SwitchConfig) -> Switch {
     let (logic, _, _) = gate(true);
     Switch::new(cfg, logic).unwrap()
+}
+
+fn adaptive() -> Switch {
+    switch_with(SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        ..SwitchConfig::default()
+    })
+}
+
+/// Adaptive with budget 0: it polls while frames come and sleeps only
+/// after its learned idle time (1 ms at least) without any.
+fn adaptive_budget_0() -> Switch {
+    switch_with(SwitchConfig {
+        wakeup: WakeupMode::Adaptive,
+        latency_budget_us: 0,
+        ..SwitchConfig::default()
+    })
 }
 
 /// Sends one frame on `src` after the worker has had time to arm idle
@@ -275,13 +289,7 @@ fn a_wake_up_without_frames_arms_again_and_never_backs_off() {
     // through 50 µs back-offs outside epoll meanwhile, never looking at
     // the armed queues: a frame on one of them waited that long. Counted,
     // not timed: the back-offs must stay at zero.
-    let cfg = SwitchConfig {
-        wakeup: WakeupMode::Adaptive,
-        latency_budget_us: 0,
-        ..SwitchConfig::default()
-    };
-    let (logic, _, _) = gate(true);
-    let sw = Switch::new(cfg, logic).unwrap();
+    let sw = adaptive_budget_0();
     let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
     let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
     let (x, _px) = pipe("x", PipeConfig::default()).unwrap();
@@ -466,13 +474,7 @@ fn stats_say_what_contention_is_judged_on() {
     // saying `late_polls` (the rule without it) on one that does not. A
     // frame every 200 µs keeps the worker awake (budget 0: it polls, and
     // sleeps only after 1 ms without frames).
-    let cfg = SwitchConfig {
-        wakeup: WakeupMode::Adaptive,
-        latency_budget_us: 0,
-        ..SwitchConfig::default()
-    };
-    let (logic, _, _) = gate(true);
-    let sw = Switch::new(cfg, logic).unwrap();
+    let sw = adaptive_budget_0();
     let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
     let (d, _pd) = pipe("d", PipeConfig::default()).unwrap();
     sw.add_port("s", Arc::new(s), Some(0)).unwrap();
@@ -563,12 +565,10 @@ fn a_reset_under_traffic_is_never_undone_and_counting_goes_on_from_zero() {
     // the others under the lock, so no batch in flight writes back a
     // count from before the reset, and the counts after it are the frames
     // after it, exactly.
-    let cfg = SwitchConfig {
+    let sw = switch_with(SwitchConfig {
         wakeup: WakeupMode::Poll,
         ..SwitchConfig::default()
-    };
-    let (logic, _, _) = gate(true);
-    let sw = Switch::new(cfg, logic).unwrap();
+    });
     let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
     let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
     sw.add_port("s", Arc::new(s), Some(0)).unwrap();
