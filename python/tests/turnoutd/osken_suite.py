@@ -17,7 +17,10 @@ under .venv-osken's Python (os-ken 4.2.2, eventlet hub), the suite's
 tester.py unchanged but for one step on the tester switch (its
 ``steady_tester``: between tests the tester OVS bridge keeps its one flow
 instead of deleting and re-adding it, which made it drop frames a fast
-target sent back; ``--published-tester`` runs the step as published). Each test of the
+target sent back; and its sender counts the packets a throughput test
+sends from the clock instead of from its 10 ms ticks, which a busy host
+stretches: ``paced_sender``; ``--published-tester`` runs both as
+published). Each test of the
 suite's four folders (of13/action, group, match, meter: 991 tests) is
 OK or ERROR; the counts are per folder, from the test files' descriptions.
 Files with errors that say more about the machine's load than about the
@@ -339,7 +342,7 @@ class SuiteLab:
         if self.wait_s is not None:
             args += ["--wait-s", str(self.wait_s)]
         if self.steady_tester:
-            args.append("--keep-tester-flow")
+            args += ["--keep-tester-flow", "--paced-sender"]
         out = open(log, "wb")  # noqa: SIM115 - lives with the process
         self.app = subprocess.Popen(["ip", "netns", "exec", self.ns, *args], stdout=out,
                                     stderr=subprocess.STDOUT, env=env)
@@ -458,9 +461,10 @@ def main() -> int:
     p.add_argument("--no-retry", action="store_true",
                    help="no second try of the files whose errors were timing")
     p.add_argument("--published-tester", action="store_true",
-                   help="initialise the tester switch as the suite does (its OVS then "
-                        "drops some frames a fast target sends back; see "
-                        "apps/osken_switch_tester.py, steady_tester)")
+                   help="initialise the tester switch and send throughput tests' frames as "
+                        "the suite does (its OVS then drops some frames a fast target sends "
+                        "back, its sender falls behind its rate on a busy host; see "
+                        "apps/osken_switch_tester.py, steady_tester and paced_sender)")
     a = p.parse_args()
     if os.geteuid() != 0:
         print("osken_suite: needs root (network namespaces)", file=sys.stderr)
