@@ -15,11 +15,12 @@ Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
 
 By default, after `setup`, the steps run in three lanes at once (LANES):
-the checks and builds, then the tests without peers; the Rust system
-tests, as soon as their build is there; the Python system tests, the two
-trees at once. The system tests mostly wait (on namespaces, daemons,
-traffic at a set rate, timeouts), so they share the two CPUs with the
-compiler and with each other; each waits for the event it checks with a
+the test build, then the tests without peers; the Rust system tests,
+each executable's as soon as cargo has linked it and its package's
+binaries (beside the rest of the build), then clippy; the Python system
+tests, the two trees at once. The system tests mostly wait (on
+namespaces, daemons, traffic at a set rate, timeouts), so they share the
+two CPUs with the compiler and with each other; each waits for the event it checks with a
 deadline, and what cannot share (hugepages) takes a lock. The compiler
 runs at a lower priority (`nice`), so a system test's threads get the CPU
 when they wake. The Python system tests that measure (rates with a loss
@@ -55,7 +56,7 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -145,20 +146,91 @@ class TestBinary:
     cwd: Path
 
 
+#: The executables of the run's test build, in the order cargo reported
+#: them; _BUILT guards them and is notified at each one and at the end.
 _BINARIES: list[TestBinary] = []
 _BUILD = threading.Lock()
+_BUILT = threading.Condition()
+_BUILD_STARTED = False
+_BUILD_DONE = False
+#: The `rust-build` step builds the tests beside `rust-system` (lanes): the
+#: system tests then start on each executable as soon as cargo has linked
+#: it, while the rest of the workspace still compiles.
+BUILD_STEP_BESIDE = False
 
 
 def test_binaries(log: TextIO, out: Outcome) -> list[TestBinary]:
     """Builds every test target of the workspace once per run (`cargo test
-    --profile test-release --no-run`) and returns its executables."""
+    --profile test-release --no-run`; the first caller builds, the others
+    wait) and returns its executables, by label."""
+    global _BUILD_STARTED, _BUILD_DONE
     with _BUILD:
-        if not _BINARIES:
-            _build_test_binaries(log, out)
-    return _BINARIES
+        with _BUILT:
+            first = not _BUILD_STARTED
+            _BUILD_STARTED = True
+            _BUILT.notify_all()
+        if first:
+            try:
+                _build_test_binaries(log, out)
+            finally:
+                with _BUILT:
+                    _BUILD_DONE = True
+                    _BUILT.notify_all()
+    return sorted(_BINARIES, key=lambda b: b.label)
+
+
+def built_binaries(log: TextIO, out: Outcome) -> Iterator[TestBinary]:
+    """The test executables one by one as cargo links them, when the
+    `rust-build` step is building them beside this one; else (a step run
+    alone or `--serial`) once they are all built, by label."""
+    if not BUILD_STEP_BESIDE:
+        yield from test_binaries(log, out)
+        return
+    i = 0
+    while True:
+        with _BUILT:
+            while not _BUILD_DONE and (not _BUILD_STARTED or i >= len(_BINARIES)):
+                _BUILT.wait()
+            if i >= len(_BINARIES):
+                return
+            b = _BINARIES[i]
+        i += 1
+        yield b
+
+
+def _package_bins() -> dict[str, set[str]] | None:
+    """The binary targets of each workspace package, by its Cargo.toml
+    (`cargo metadata`); None when cargo cannot say."""
+    r = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=ROOT,
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        return None
+    try:
+        packages = json.loads(r.stdout)["packages"]
+    except (ValueError, KeyError):
+        return None
+    return {p["manifest_path"]: {t["name"] for t in p["targets"] if "bin" in t["kind"]}
+            for p in packages}
 
 
 def _build_test_binaries(log: TextIO, out: Outcome) -> None:
+    """Runs the test build and hands out each test executable as soon as it
+    can run: cargo reports an integration test once it is linked, which can
+    be before its package's binaries (`CARGO_BIN_EXE_*` is only a path
+    compiled in), so a package's executables wait until every binary target
+    of that package has been reported; all of them once the build ends (and
+    all at the end when `cargo metadata` cannot list the binaries)."""
+    bins = _package_bins()
+    if bins is None:
+        echo(log, "cargo metadata failed: the test executables are handed out at the build's end")
+    missing = {m: set(b) for m, b in (bins or {}).items()}
+    waiting: dict[str, list[TestBinary]] = {}
+
+    def hand_out(ready: list[TestBinary]) -> None:
+        with _BUILT:
+            _BINARIES.extend(ready)
+            _BUILT.notify_all()
+
     cmd = [
         *NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--no-run",
         "--message-format=json-render-diagnostics",
@@ -178,19 +250,27 @@ def _build_test_binaries(log: TextIO, out: Outcome) -> None:
             log.write(text)
         if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
             continue
-        if not msg.get("profile", {}).get("test"):
-            continue
+        manifest = msg.get("manifest_path", "")
         target = msg["target"]
+        if not msg.get("profile", {}).get("test"):
+            if "bin" in target["kind"] and manifest in missing:
+                missing[manifest].discard(target["name"])
+                if not missing[manifest]:
+                    hand_out(waiting.pop(manifest, []))
+            continue
         src = Path(target["src_path"])
         label = str(src.relative_to(ROOT)) if src.is_relative_to(ROOT) else str(src)
         if target["kind"][0] in ("lib", "bin"):
             label += f" ({target['kind'][0]})"
-        cwd = Path(msg["manifest_path"]).parent
-        _BINARIES.append(TestBinary(label, msg["executable"], cwd))
+        b = TestBinary(label, msg["executable"], Path(manifest).parent)
+        if bins is not None and not missing.get(manifest):
+            hand_out([b])
+        else:
+            waiting.setdefault(manifest, []).append(b)
     p.wait()
+    hand_out([b for bs in waiting.values() for b in bs])
     if p.returncode != 0:
         out.failures.append(f"cargo test --no-run: exit {p.returncode}")
-    _BINARIES.sort(key=lambda b: b.label)
 
 
 def libtest(binary: TestBinary, args: list[str], log: TextIO, out: Outcome) -> tuple[int, int]:
@@ -252,8 +332,8 @@ def listed(binary: TestBinary) -> list[tuple[str, bool, str]]:
 
 
 def run_binaries(
-    binaries: list[TestBinary], args: Callable[[TestBinary], list[str] | None], log: TextIO,
-    out: Outcome,
+    binaries: Iterable[TestBinary], args: Callable[[TestBinary], list[str] | None],
+    log: TextIO, out: Outcome,
 ) -> None:
     """Each executable in turn with the arguments `args` gives it (None:
     skip it); one line per executable."""
@@ -284,13 +364,14 @@ def step_rust(log: TextIO, out: Outcome) -> None:
 
 def step_rust_system(log: TextIO, out: Outcome) -> None:
     """Tests marked `#[ignore = "system: ..."]` (root and namespaces,
-    testpmd, OVS-DPDK, QEMU): one at a time."""
+    testpmd, OVS-DPDK, QEMU): one at a time, each executable's as soon as
+    it is built (`built_binaries`)."""
 
     def system(b: TestBinary) -> list[str] | None:
         names = [n for n, ign, why in listed(b) if ign and why.startswith(SYSTEM_PREFIX)]
         return ["--ignored", "--exact", "--test-threads=1", *names] if names else None
 
-    run_binaries(test_binaries(log, out), system, log, out)
+    run_binaries(built_binaries(log, out), system, log, out)
 
 
 def step_fuzz_replay(log: TextIO, out: Outcome) -> None:
@@ -423,13 +504,14 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
 #: After `setup`, the lanes that run at once, each its steps in order. A
 #: step listed in AFTER starts when that step (if selected) has ended.
 LANES: list[list[str]] = [
-    # the test build first: the Rust system tests wait for it
-    ["rust-build", "fmt", "clippy", "rust", "fuzz-replay"],
-    ["rust-system"],
+    ["rust-build", "fmt", "rust", "fuzz-replay"],
+    # the system tests start on each test executable as soon as it is built
+    # (`built_binaries`); clippy, a compile of its own, after them
+    ["rust-system", "clippy"],
     # the Python steps need no test build: they end while it is still going
     ["python-system", "ruff", "mypy", "python"],
 ]
-AFTER = {"rust-system": "rust-build"}
+AFTER: dict[str, str] = {}
 #: After every lane has ended, one at a time with nothing beside them.
 ALONE = ["python-serial"]
 
@@ -476,7 +558,7 @@ def run_lanes(selected: list[str], t_all: float, results: list[Result]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    global SERIAL
+    global SERIAL, BUILD_STEP_BESIDE
     names = [n for n, _ in STEPS]
     if "--list" in argv:
         print("\n".join(names))
@@ -502,6 +584,7 @@ def main(argv: list[str]) -> int:
         for name in laned:
             run_step(name, t_all, results)
     else:
+        BUILD_STEP_BESIDE = "rust-build" in laned
         run_lanes(laned, t_all, results)
     for name in rest:
         if name in ALONE:
