@@ -150,7 +150,9 @@ def parse(log: str, files: set[str]) -> tuple[dict[TestId, str | None], bool]:
     index = 0
     pending: TestId | None = None
     finished = False
-    for line in log.splitlines():
+    for raw in log.splitlines():
+        # the sender's progress dots can land at the start of the next line
+        line = raw.lstrip(".")
         if pending is not None:
             m = _REASON.match(line)
             out[pending] = m[1] if m else "(no reason given)"
@@ -365,7 +367,7 @@ class SuiteLab:
             time.sleep(1)
             if progress:
                 text = self.app_log.read_text(errors="replace")
-                n = sum(1 for x in text.splitlines() if _RESULT.match(x))
+                n = sum(1 for x in text.splitlines() if _RESULT.match(x.lstrip(".")))
                 if n // 100 > seen // 100:
                     print(f"  {self.target}: {n} tests run", file=sys.stderr, flush=True)
                 seen = n
