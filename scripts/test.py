@@ -14,11 +14,12 @@ The steps, how they are split and the time budget: docs/testing.md.
 Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
 
-By default, after `setup`, the steps run in three lanes at once (LANES):
-the test build, then the tests without peers; the Rust system tests,
-each executable's as soon as cargo has linked it and its package's
-binaries (beside the rest of the build), then clippy; the Python system
-tests, the two trees at once. The system tests mostly wait (on
+By default, after `setup`, the steps run in four lanes at once (LANES):
+the test build; the Rust tests without peers, each executable's as soon
+as cargo has linked it and its package's binaries (beside the rest of
+the build), then the doc tests and the fuzz corpora; the Rust system
+tests, each executable's likewise, then clippy; the Python system tests,
+the two trees at once. The system tests mostly wait (on
 namespaces, daemons, traffic at a set rate, timeouts), so they share the
 two CPUs with the compiler and with each other; each waits for the event it checks with a
 deadline, and what cannot share (hugepages) takes a lock. The compiler
@@ -32,7 +33,8 @@ With `--serial` every step runs alone, in the order --list prints.
 
 The Rust test executables are started here, not through `cargo test`, so
 that each test's time is known: `cargo test --profile test-release
---no-run` builds them, then each runs with libtest's JSON report
+--tests --no-run` builds them (not the examples: clippy checks that they
+compile), then each runs with libtest's JSON report
 (`-Z unstable-options --format json --report-time`, which stable libtest
 accepts under `RUSTC_BOOTSTRAP=1`: set for the test processes only, never
 for the compiler), in its package's directory as cargo would. Tests marked
@@ -232,7 +234,7 @@ def _build_test_binaries(log: TextIO, out: Outcome) -> None:
             _BUILT.notify_all()
 
     cmd = [
-        *NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--no-run",
+        *NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--tests", "--no-run",
         "--message-format=json-render-diagnostics",
     ]
     echo(log, "+ " + " ".join(cmd))
@@ -356,7 +358,7 @@ def step_rust(log: TextIO, out: Outcome) -> None:
     """Unit, property and in-process integration tests (no peer): each
     executable's tests in parallel (libtest: one thread per CPU); then the
     doc tests."""
-    binaries = [b for b in test_binaries(log, out) if FUZZ_PACKAGE not in b.label]
+    binaries = (b for b in built_binaries(log, out) if FUZZ_PACKAGE not in b.label)
     run_binaries(binaries, lambda b: [], log, out)
     run([*NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--doc", "-q"], log, out,
         "doc tests")
@@ -504,7 +506,10 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
 #: After `setup`, the lanes that run at once, each its steps in order. A
 #: step listed in AFTER starts when that step (if selected) has ended.
 LANES: list[list[str]] = [
-    ["rust-build", "fmt", "rust", "fuzz-replay"],
+    ["rust-build", "fmt"],
+    # the in-process tests, like the system tests, on each executable as
+    # soon as it is built; the doc tests and the fuzz corpora after the build
+    ["rust", "fuzz-replay"],
     # the system tests start on each test executable as soon as it is built
     # (`built_binaries`); clippy, a compile of its own, after them
     ["rust-system", "clippy"],
