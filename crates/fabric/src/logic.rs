@@ -52,7 +52,8 @@ impl std::fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
-/// A switching logic.
+/// A switching logic. (A method added here is forwarded by the `Arc<T>`
+/// impl below too.)
 pub trait Logic: Send + Sync {
     /// Name as listed in the logic table.
     fn name(&self) -> &'static str;
@@ -90,11 +91,38 @@ pub trait Logic: Send + Sync {
 
     /// A port was removed: forget state that points at it.
     fn port_removed(&self, _port: PortId) {}
+}
 
-    /// The logic as [`std::any::Any`], for a control plane that speaks to
-    /// one logic type through its own typed API (turnoutd's OpenFlow
-    /// channel reaches `flows` this way). None: no such API.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
+/// A logic shared with a control plane that keeps a typed handle on it
+/// (the `logic` crate's table builds `flows` so, for turnoutd's OpenFlow
+/// agent): the fabric runs the very instance the handle reaches.
+impl<T: Logic + ?Sized> Logic for std::sync::Arc<T> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    #[inline]
+    fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
+        (**self).classify(ctx, ingress, pkts, verdicts)
+    }
+
+    fn group_members(&self, g: GroupId) -> &[PortId] {
+        (**self).group_members(g)
+    }
+
+    fn command(
+        &self,
+        cmd: &str,
+        args: &serde_json::Value,
+    ) -> Result<serde_json::Value, CommandError> {
+        (**self).command(cmd, args)
+    }
+
+    fn commands(&self) -> &'static [(&'static str, &'static str)] {
+        (**self).commands()
+    }
+
+    fn port_removed(&self, port: PortId) {
+        (**self).port_removed(port)
     }
 }

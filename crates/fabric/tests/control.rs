@@ -356,8 +356,15 @@ impl Logic for Marked {
     fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
         v.fill(Verdict::Flood);
     }
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn command(
+        &self,
+        cmd: &str,
+        _: &serde_json::Value,
+    ) -> Result<serde_json::Value, fabric::CommandError> {
+        match cmd {
+            "id" => Ok(self.id.into()),
+            _ => Err(fabric::CommandError(format!("no command {cmd:?}"))),
+        }
     }
 }
 
@@ -382,9 +389,10 @@ fn marked(name: &'static str, id: u32) -> (Box<Marked>, Arc<AtomicBool>) {
 fn running_id(sw: &Switch) -> (&'static str, u32) {
     sw.with_logic(|l| {
         let id = l
-            .as_any()
-            .and_then(|a| a.downcast_ref::<Marked>())
-            .map_or(0, |m| m.id);
+            .command("id", &serde_json::Value::Null)
+            .ok()
+            .and_then(|v| v.as_u64())
+            .map_or(0, |v| v as u32);
         (l.name(), id)
     })
 }

@@ -77,7 +77,7 @@ fn cases(dir: &std::path::Path) -> Vec<Case> {
         .iter()
         .map(|e| Case {
             name: e.name,
-            logic: (e.new)(&(e.example)(dir).unwrap()).unwrap(),
+            logic: (e.new)(&(e.example)(dir).unwrap()).unwrap().logic,
             frames: frames(64),
             ingress: 0,
         })

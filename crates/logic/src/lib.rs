@@ -4,7 +4,10 @@
 //! classifies a whole batch received on one port into verdicts, and the
 //! fabric does the rest. [`LOGICS`] lists every logic with its name, a
 //! one-line help and its constructor; [`build`] looks one up and builds it
-//! from a JSON configuration. Adding a logic touches three files: its
+//! from a JSON configuration. What a logic offers a control plane beyond
+//! its JSON commands is typed and built with it ([`Services`]: `flows`'
+//! OpenFlow tables, which turnoutd's OpenFlow agent attaches to); the
+//! fabric only ever sees a [`Logic`]. Adding a logic touches three files: its
 //! module, one line of [`LOGICS`] (constructor, the keys of its configuration
 //! that name ports, an example configuration the every-logic tests and
 //! benches use), and docs/adding-a-logic.md.
@@ -20,6 +23,7 @@
 #![warn(missing_docs)]
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use fabric::{
     CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict,
@@ -64,8 +68,40 @@ impl fmt::Display for LogicError {
 
 impl std::error::Error for LogicError {}
 
-/// Builds a logic from its JSON configuration (`null` = defaults).
-pub type Constructor = fn(&serde_json::Value) -> Result<Box<dyn Logic>, LogicError>;
+/// Builds a logic from its JSON configuration (`null` = defaults), with
+/// its services.
+pub type Constructor = fn(&serde_json::Value) -> Result<Built, LogicError>;
+
+/// A logic built from the table: what the fabric runs, and the typed
+/// interfaces a control plane may use on that same instance.
+pub struct Built {
+    /// The logic, for the fabric.
+    pub logic: Box<dyn Logic>,
+    /// What it offers the control plane beyond its commands.
+    pub services: Services,
+}
+
+impl From<Box<dyn Logic>> for Built {
+    /// A logic that offers no services.
+    fn from(logic: Box<dyn Logic>) -> Built {
+        Built {
+            logic,
+            services: Services::default(),
+        }
+    }
+}
+
+/// Typed control-plane interfaces of one logic instance, beyond its JSON
+/// commands. turnoutd attaches an agent to each one present (and to none
+/// by the logic's name): a new logic that offers one gets the agent by
+/// filling it in its constructor.
+#[derive(Clone, Default)]
+pub struct Services {
+    /// OpenFlow flow tables: turnoutd's OpenFlow agent (channel,
+    /// packet-ins, packet-outs, fail-standalone) and flow timer work on
+    /// them.
+    pub openflow: Option<Arc<flows::Flows>>,
+}
 
 /// One line of the logic table.
 pub struct LogicEntry {
@@ -78,6 +114,10 @@ pub struct LogicEntry {
     /// Keys of its configuration and command arguments whose values name
     /// ports (at any depth): turnoutd replaces port names there by ids.
     pub port_keys: &'static [&'static str],
+    /// Commands to whose arguments turnoutd adds `ports`, the ids of the
+    /// switch's ports, unless they give it (`flows trace`: a flood is
+    /// expanded and missing ports are told with them).
+    pub port_ids_for: &'static [&'static str],
     /// An example configuration over ports 0..=3 under which UDP frames
     /// 10.0.0.1 → 10.0.0.2:5001 received on port 0 are forwarded or
     /// flooded, never dropped: what the no-allocation test, the proptests
@@ -98,29 +138,33 @@ pub static LOGICS: &[LogicEntry] = &[
     LogicEntry {
         name: "patch",
         help: "static port-to-port cross-connect",
-        new: patch::new,
+        new: |c| patch::new(c).map(Built::from),
         port_keys: &["pairs", "from", "to", "port"],
+        port_ids_for: &[],
         example: |_| Ok(serde_json::json!({"pairs": [[0, 1]]})),
     },
     LogicEntry {
         name: "bridge",
         help: "learning bridge with aging and flooding (default)",
-        new: bridge::new,
+        new: |c| bridge::new(c).map(Built::from),
         port_keys: &["port"],
+        port_ids_for: &[],
         example: |_| Ok(serde_json::json!({"table_size": 64})),
     },
     LogicEntry {
         name: "l4filter",
         help: "udp/tcp port to switch port, both directions; others dropped",
-        new: l4filter::new,
+        new: |c| l4filter::new(c).map(Built::from),
         port_keys: &["to", "uplink"],
+        port_ids_for: &[],
         example: |_| Ok(serde_json::json!({"rules": [{"proto": "udp", "port": 5001, "to": 1}]})),
     },
     LogicEntry {
         name: "demux",
         help: "<proto, local ip, local port> to port, rest to the host port, output verification",
-        new: demux::new,
+        new: |c| demux::new(c).map(Built::from),
         port_keys: &["to", "default", "uplink"],
+        port_ids_for: &[],
         example: |_| {
             Ok(
                 serde_json::json!({"default": 1, "uplink": 0, "entries": [{"proto": "udp", "ip": "10.0.0.2", "port": 5001, "to": 3}]}),
@@ -132,6 +176,7 @@ pub static LOGICS: &[LogicEntry] = &[
         help: "openflow-style flow tables (ovs-ofctl flow syntax): priority match, actions, goto",
         new: flows::new,
         port_keys: &[],
+        port_ids_for: &["trace"],
         example: |_| {
             Ok(serde_json::json!({"flows": [
                 "priority=5,udp,nw_dst=10.0.0.0/24,tp_dst=5001,actions=mod_dl_src:02:00:00:00:00:09,goto_table:1",
@@ -144,8 +189,9 @@ pub static LOGICS: &[LogicEntry] = &[
     LogicEntry {
         name: "plugin",
         help: "a shared library implementing the turnout_logic.h c abi",
-        new: plugin::new,
+        new: |c| plugin::new(c).map(Built::from),
         port_keys: &[],
+        port_ids_for: &[],
         example: plugin::example,
     },
 ];
@@ -157,6 +203,11 @@ pub fn find(name: &str) -> Option<&'static LogicEntry> {
 
 /// Builds logic `name` from `config`.
 pub fn build(name: &str, config: &serde_json::Value) -> Result<Box<dyn Logic>, LogicError> {
+    build_with_services(name, config).map(|b| b.logic)
+}
+
+/// Builds logic `name` from `config`, with its services.
+pub fn build_with_services(name: &str, config: &serde_json::Value) -> Result<Built, LogicError> {
     let e = find(name).ok_or_else(|| LogicError::UnknownLogic(name.to_string()))?;
     (e.new)(config)
 }
@@ -172,7 +223,7 @@ mod tests {
             .map(|e| {
                 let cfg = (e.example)(dir).unwrap();
                 let l = (e.new)(&cfg).unwrap_or_else(|err| panic!("{}: {err}", e.name));
-                (e, l)
+                (e, l.logic)
             })
             .collect()
     }
@@ -188,6 +239,39 @@ mod tests {
             assert_eq!(l.name(), e.name);
         }
         assert!(find(DEFAULT_LOGIC).is_some());
+    }
+
+    /// Only `flows` offers OpenFlow tables, and they are the instance the
+    /// fabric runs: a flow added through the logic shows through them.
+    #[test]
+    fn openflow_tables_only_from_flows_and_the_running_instance() {
+        let dir = testpeers::TempDir::new("logic-services");
+        for e in LOGICS {
+            let b = (e.new)(&(e.example)(&dir.0).unwrap()).unwrap();
+            assert_eq!(
+                b.services.openflow.is_some(),
+                e.name == "flows",
+                "{}",
+                e.name
+            );
+            let Some(t) = &b.services.openflow else {
+                continue;
+            };
+            let count = |l: &dyn Logic| {
+                l.command("dump", &serde_json::Value::Null).unwrap()["flows"]
+                    .as_array()
+                    .unwrap()
+                    .len()
+            };
+            let before = count(&**t);
+            b.logic
+                .command(
+                    "add",
+                    &serde_json::json!({"flow": "priority=99,actions=drop"}),
+                )
+                .unwrap();
+            assert_eq!(count(&**t), before + 1);
+        }
     }
 
     #[test]

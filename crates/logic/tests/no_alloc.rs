@@ -56,7 +56,7 @@ fn classify_does_not_allocate() {
     // Every logic of the table, built from its example configuration.
     let logics: Vec<_> = logic::LOGICS
         .iter()
-        .map(|e| (e.new)(&(e.example)(&dir.0).unwrap()).unwrap())
+        .map(|e| (e.new)(&(e.example)(&dir.0).unwrap()).unwrap().logic)
         .collect();
     assert_eq!(logics.len(), logic::LOGICS.len());
     // 256 frames, many source MACs (so the bridge learns and evicts), some

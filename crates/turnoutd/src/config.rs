@@ -145,21 +145,21 @@ pub struct SwitchSection {
     pub datapath_id: Option<u64>,
 }
 
-/// `[switch] datapath_id` in any form [`crate::ofswitch::parse_datapath_id`]
+/// `[switch] datapath_id` in any form [`crate::openflow::switch::parse_datapath_id`]
 /// takes; written as 16 hex digits (as `ovs-ofctl show` prints it).
 mod datapath_id_serde {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
         match v {
-            Some(d) => s.serialize_str(&crate::ofswitch::format_datapath_id(*d)),
+            Some(d) => s.serialize_str(&crate::openflow::switch::format_datapath_id(*d)),
             None => s.serialize_none(),
         }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         let v = serde_json::Value::deserialize(d)?;
-        crate::ofswitch::parse_datapath_id(&v)
+        crate::openflow::switch::parse_datapath_id(&v)
             .map(Some)
             .map_err(serde::de::Error::custom)
     }
@@ -565,10 +565,10 @@ impl Config {
             parse_listen(m).map_err(|e| ConfigError::new("switch.metrics_listen", e))?;
         }
         for (i, e) in sw.openflow.iter().enumerate() {
-            crate::ofchannel::Endpoint::parse(e)
+            crate::openflow::channel::Endpoint::parse(e)
                 .map_err(|m| ConfigError::new(format!("switch.openflow[{i}]"), m))?;
         }
-        crate::offail::FailMode::parse(&sw.openflow_fail_mode)
+        crate::openflow::fail::FailMode::parse(&sw.openflow_fail_mode)
             .map_err(|m| ConfigError::new("switch.openflow_fail_mode", m))?;
         let mut workers = raw.workers;
         if workers.is_empty() {

@@ -12,6 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use fabric::{Port, PortId, Switch, SwitchError};
+use logic::flows::Flows;
+use logic::{Built, Services};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 
@@ -51,6 +53,19 @@ struct Attached {
     port: Arc<dyn Port>,
 }
 
+/// A logic parked by [`Daemon::park_logic`], with its services.
+pub struct ParkedLogic {
+    logic: fabric::switch::ParkedLogic,
+    services: Services,
+}
+
+impl ParkedLogic {
+    /// Name of the parked logic.
+    pub fn name(&self) -> &'static str {
+        self.logic.name()
+    }
+}
+
 struct State {
     config: Config,
     ports: Vec<Attached>,
@@ -62,9 +77,15 @@ pub struct Daemon {
     backends: crate::backends::Backends,
     factory: Arc<dyn LogicFactory>,
     state: Mutex<State>,
+    /// What the logic table built with the running logic for the control
+    /// plane (its OpenFlow tables): changed with the logic, under `swap`.
+    services: Mutex<Services>,
+    /// Serialises logic swaps (`logic.replace`, fail-standalone's park and
+    /// restore), so that `services` always belongs to the running logic.
+    swap: Mutex<()>,
     started: Instant,
     /// Datapath id and refusal counters of the OpenFlow channel.
-    openflow: crate::ofswitch::OfSwitch,
+    openflow: crate::openflow::switch::OfSwitch,
     /// CPUs held in polling idle (`[[workers]] cpu_idle = "poll"`), released
     /// at shutdown.
     _idle: Vec<crate::sys::CpuIdlePoll>,
@@ -75,7 +96,7 @@ fn build_logic(
     factory: &dyn LogicFactory,
     cfg: &LogicConfig,
     lookup: &dyn Fn(&str) -> Option<PortId>,
-) -> Result<Box<dyn fabric::Logic>, BuildError> {
+) -> Result<Built, BuildError> {
     let params = if cfg.params.is_empty() {
         Value::Null
     } else {
@@ -136,7 +157,7 @@ impl Daemon {
                 idle.push(g);
             }
         }
-        let switch = Switch::new(cfg.switch_config(), logic)
+        let switch = Switch::new(cfg.switch_config(), logic.logic)
             .map_err(|e| StartError::Runtime(e.to_string()))?;
         let d = Daemon {
             _idle: idle,
@@ -150,10 +171,14 @@ impl Daemon {
                 },
                 ports: Vec::new(),
             }),
+            services: Mutex::new(logic.services),
+            swap: Mutex::new(()),
             started: Instant::now(),
-            openflow: crate::ofswitch::OfSwitch::new(cfg.switch.datapath_id.unwrap_or_else(|| {
-                crate::ofswitch::derived_datapath_id(&cfg.switch.control_socket)
-            })),
+            openflow: crate::openflow::switch::OfSwitch::new(
+                cfg.switch.datapath_id.unwrap_or_else(|| {
+                    crate::openflow::switch::derived_datapath_id(&cfg.switch.control_socket)
+                }),
+            ),
         };
         let mut moved = false;
         for (i, pc) in cfg.ports.iter().enumerate() {
@@ -185,8 +210,7 @@ impl Daemon {
             let lookup = |n: &str| st.ports.iter().find(|p| p.name == n).map(|p| p.id);
             let logic = build_logic(d.factory.as_ref(), &st.config.logic, &lookup)
                 .map_err(|e| StartError::Config(logic_config_error(e)))?;
-            d.switch
-                .replace_logic(logic)
+            d.install(logic)
                 .map_err(|e| StartError::Runtime(e.to_string()))?;
         }
         Ok(d)
@@ -203,13 +227,57 @@ impl Daemon {
     }
 
     /// The OpenFlow channel's switch-wide state (datapath id, refusals).
-    pub fn openflow(&self) -> &crate::ofswitch::OfSwitch {
+    pub fn openflow(&self) -> &crate::openflow::switch::OfSwitch {
         &self.openflow
     }
 
-    /// The switch (for tests and the metrics endpoint).
+    /// The switch (for tests and the metrics endpoint). Logic swaps go
+    /// through the daemon ([`Daemon::park_logic`], `logic.replace`), which
+    /// keeps [`Daemon::openflow_tables`] with the running logic.
     pub fn switch(&self) -> &Switch {
         &self.switch
+    }
+
+    /// The running logic's OpenFlow tables, when its entry in the logic
+    /// table offers them ([`logic::Services::openflow`]): what the OpenFlow
+    /// agent (crate::openflow) and the flow timer work on. None with any
+    /// other logic, and while fail-standalone's bridge stands in.
+    pub fn openflow_tables(&self) -> Option<Arc<Flows>> {
+        self.services.lock().openflow.clone()
+    }
+
+    /// Runs `b` in place of the running logic, its services with it. On a
+    /// worker sync timeout the logic is installed all the same.
+    fn install(&self, b: Built) -> Result<(), SwitchError> {
+        let _swap = self.swap.lock();
+        let synced = self.switch.replace_logic(b.logic);
+        *self.services.lock() = b.services;
+        synced
+    }
+
+    /// Parks the running logic, its services with it, behind `stand_in`
+    /// (fail-standalone's bridge: it offers no services);
+    /// [`fabric::Switch::park_logic`].
+    pub fn park_logic(
+        &self,
+        stand_in: Box<dyn fabric::Logic>,
+    ) -> (ParkedLogic, Result<(), SwitchError>) {
+        let _swap = self.swap.lock();
+        let (logic, synced) = self.switch.park_logic(stand_in);
+        let services = std::mem::take(&mut *self.services.lock());
+        (ParkedLogic { logic, services }, synced)
+    }
+
+    /// Puts back what [`Daemon::park_logic`] parked, services included,
+    /// if the stand-in still runs ([`fabric::Switch::restore_logic`]).
+    pub fn restore_logic(&self, p: ParkedLogic) -> Result<bool, SwitchError> {
+        let _swap = self.swap.lock();
+        let r = self.switch.restore_logic(p.logic);
+        // Err: restored, but a worker was late to take it.
+        if !matches!(r, Ok(false)) {
+            *self.services.lock() = p.services;
+        }
+        r
     }
 
     /// Attaches an already opened port (in-process ports in tests, and the
@@ -396,11 +464,11 @@ impl Daemon {
                         BuildError::Unknown(m) => ApiError::params(m),
                         BuildError::Refused(m) => ApiError::new(code::REFUSED, m),
                     })?;
-                let name = logic.name().to_string();
+                let name = logic.logic.name().to_string();
                 // On a timeout the new logic is installed all the same (a
                 // late worker takes it at its next batch): record it, then
                 // answer the error.
-                let synced = self.switch.replace_logic(logic);
+                let synced = self.install(logic);
                 crate::log!(
                     crate::log::Level::Info,
                     "logic",
@@ -422,9 +490,10 @@ impl Daemon {
                         "args",
                     )
                     .map_err(ApiError::params)?;
-                    // `flows trace` expands a flood and tells missing
-                    // ports with the switch's port ids (docs/flows.md).
-                    if l.name() == "flows" && p.cmd == "trace" {
+                    // Commands the logic table marks get the switch's port
+                    // ids (`flows trace` expands a flood and tells missing
+                    // ports with them, docs/flows.md).
+                    if logics::port_ids_for(l.name()).contains(&p.cmd.as_str()) {
                         if let Some(o) = args.as_object_mut() {
                             let ids: Vec<u16> = st.ports.iter().map(|a| a.id).collect();
                             o.entry("ports").or_insert_with(|| ids.into());
@@ -486,7 +555,7 @@ impl Daemon {
             }
             Call::SwitchShow => Ok(self.switch_show(&self.state.lock())),
             Call::SwitchSet(p) => {
-                let d = crate::ofswitch::parse_datapath_id(&p.datapath_id)
+                let d = crate::openflow::switch::parse_datapath_id(&p.datapath_id)
                     .map_err(|m| ApiError::params(format!("switch.set: datapath_id: {m}")))?;
                 let mut st = self.state.lock();
                 st.config.switch.datapath_id = Some(d);
@@ -496,7 +565,7 @@ impl Daemon {
                         "openflow",
                         "datapath id changed; OpenFlow connections end so that controllers \
                          reconnect and read it",
-                        datapath_id = crate::ofswitch::format_datapath_id(d)
+                        datapath_id = crate::openflow::switch::format_datapath_id(d)
                     );
                 }
                 Ok(self.switch_show(&st))
@@ -506,7 +575,7 @@ impl Daemon {
 
     fn switch_show(&self, st: &State) -> Value {
         to_value(api::SwitchShowResult {
-            datapath_id: crate::ofswitch::format_datapath_id(self.openflow.datapath_id()),
+            datapath_id: crate::openflow::switch::format_datapath_id(self.openflow.datapath_id()),
             datapath_id_configured: st.config.switch.datapath_id.is_some(),
         })
     }

@@ -8,7 +8,8 @@
 //! are accepted too). Nothing else is touched, so a string elsewhere (a
 //! plug-in's config string, an l4filter's L4 `port`) stays as it is.
 
-use fabric::{Logic, PortId};
+use fabric::PortId;
+use logic::Built;
 use serde_json::{Map, Value};
 
 /// Keys whose values name switch ports, in the configs and command
@@ -16,6 +17,13 @@ use serde_json::{Map, Value};
 /// crate's table (none for a name not in it).
 pub fn port_keys(logic: &str) -> &'static [&'static str] {
     logic::find(logic).map_or(&[], |e| e.port_keys)
+}
+
+/// Commands of logic `logic` whose arguments get `ports`, the switch's
+/// port ids, unless they give it: the `port_ids_for` of its line in the
+/// `logic` crate's table (none for a name not in it).
+pub fn port_ids_for(logic: &str) -> &'static [&'static str] {
+    logic::find(logic).map_or(&[], |e| e.port_ids_for)
 }
 
 /// Why a logic could not be built.
@@ -36,19 +44,20 @@ impl std::fmt::Display for BuildError {
 }
 
 /// Builds logics by name from a JSON config whose port names are already
-/// translated to ids.
+/// translated to ids, each with the control-plane services its table
+/// entry offers ([`logic::Services`]).
 pub trait LogicFactory: Send + Sync {
     /// Builds logic `name`; `params` is the `[logic]` table without `name`
     /// (`null` when empty).
-    fn build(&self, name: &str, params: &Value) -> Result<Box<dyn Logic>, BuildError>;
+    fn build(&self, name: &str, params: &Value) -> Result<Built, BuildError>;
 }
 
 /// The logics of the `logic` crate's table.
 pub struct Builtin;
 
 impl LogicFactory for Builtin {
-    fn build(&self, name: &str, params: &Value) -> Result<Box<dyn Logic>, BuildError> {
-        logic::build(name, params).map_err(|e| match e {
+    fn build(&self, name: &str, params: &Value) -> Result<Built, BuildError> {
+        logic::build_with_services(name, params).map_err(|e| match e {
             logic::LogicError::UnknownLogic(_) => BuildError::Unknown(e.to_string()),
             other => BuildError::Refused(other.to_string()),
         })

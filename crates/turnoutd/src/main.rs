@@ -104,8 +104,8 @@ fn run(path: &std::path::Path) -> ExitCode {
     let mode = cfg.switch.control_socket_mode;
     let metrics = cfg.switch.metrics_addr();
     let openflow = cfg.switch.openflow.clone();
-    let fail_mode = turnoutd::offail::FailMode::parse(&cfg.switch.openflow_fail_mode)
-        .unwrap_or(turnoutd::offail::FailMode::Secure); // checked by Config::parse_str
+    let fail_mode = turnoutd::openflow::fail::FailMode::parse(&cfg.switch.openflow_fail_mode)
+        .unwrap_or(turnoutd::openflow::fail::FailMode::Secure); // checked by Config::parse_str
     let (workers, wakeup) = (cfg.workers.len(), cfg.switch.wakeup);
     let d = match Daemon::start(cfg, Arc::new(Builtin)) {
         Ok(d) => Arc::new(d),
@@ -163,7 +163,7 @@ fn run(path: &std::path::Path) -> ExitCode {
     let of = if openflow.is_empty() {
         None
     } else {
-        match turnoutd::ofchannel::OfChannel::start(&openflow, fail_mode, d.clone()) {
+        match turnoutd::openflow::channel::OfChannel::start(&openflow, fail_mode, d.clone()) {
             Ok(c) => {
                 turnoutd::log!(
                     Level::Info,
@@ -190,7 +190,7 @@ fn run(path: &std::path::Path) -> ExitCode {
             }
         }
     };
-    let timer = match turnoutd::flowtimer::FlowTimer::start(d.clone()) {
+    let timer = match turnoutd::openflow::timer::FlowTimer::start(d.clone()) {
         Ok(t) => Some(t),
         Err(e) => {
             // Flows without timeouts still work; timeouts do not expire.

@@ -112,7 +112,7 @@ impl StatsResult {
     pub fn collect(
         switch: &Switch,
         started: Instant,
-        openflow: &crate::ofswitch::OfSwitch,
+        openflow: &crate::openflow::switch::OfSwitch,
     ) -> StatsResult {
         let ports = switch
             .port_stats()

@@ -743,3 +743,67 @@ fn replacing_the_logic_under_traffic_loses_nothing() {
     );
     d.shutdown();
 }
+
+/// The control plane reaches a logic's OpenFlow tables only through what
+/// the logic table built with the running logic (never by its name): none
+/// for the other logics, the very instance the switch runs for `flows`,
+/// none again once it is replaced; `trace` gets the switch's port ids
+/// because the table says so (a flood comes back as outputs, not as
+/// `"flood"`).
+#[test]
+fn openflow_tables_and_trace_ports_follow_the_running_logic() {
+    let d = daemon("");
+    let (a, _pa) = attach(&d, "a");
+    let (b, _pb) = attach(&d, "b");
+    let (c, _pc) = attach(&d, "c");
+    assert!(d.openflow_tables().is_none(), "bridge");
+    for params in [
+        json!({"name": "patch", "pairs": [["a", "b"]]}),
+        json!({"name": "l4filter", "rules": [{"proto": "udp", "port": 53, "to": "b"}]}),
+        json!({"name": "demux", "default": "b"}),
+        json!({"name": "bridge"}),
+    ] {
+        rpc(&d, "logic.replace", params.clone()).unwrap();
+        assert!(d.openflow_tables().is_none(), "{params}");
+        let (_, m) = rpc(&d, "logic.command", json!({"cmd": "trace", "args": {}})).unwrap_err();
+        assert!(m.contains("has no command \"trace\""), "{m}");
+    }
+    rpc(
+        &d,
+        "logic.replace",
+        json!({"name": "flows", "flows": ["priority=1,actions=flood"]}),
+    )
+    .unwrap();
+    let t = d
+        .openflow_tables()
+        .expect("flows offers its OpenFlow tables");
+    rpc(
+        &d,
+        "logic.command",
+        json!({"cmd": "add", "args": {"flow": "priority=9,udp,actions=drop"}}),
+    )
+    .unwrap();
+    let dump = fabric::Logic::command(&*t, "dump", &Value::Null).unwrap();
+    assert_eq!(dump["flows"].as_array().unwrap().len(), 2, "{dump}");
+    let mut f = [0u8; 64];
+    frame(&mut f, 0, 1, 7);
+    let hex: String = f.iter().map(|x| format!("{x:02x}")).collect();
+    let tr = rpc(
+        &d,
+        "logic.command",
+        json!({"cmd": "trace", "args": {"packet": hex, "in_port": a}}),
+    )
+    .unwrap();
+    assert!(tr.get("flood").is_none(), "{tr}");
+    let outs: Vec<u64> = tr["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["port"].as_u64().unwrap())
+        .collect();
+    assert_eq!(outs, [b as u64, c as u64], "{tr}");
+    drop(t);
+    rpc(&d, "logic.replace", json!({"name": "bridge"})).unwrap();
+    assert!(d.openflow_tables().is_none(), "replaced by bridge");
+    d.shutdown();
+}

@@ -1,7 +1,7 @@
 """Bulk flow-mods into turnoutd ("bulk changes are one swap").
 
 turnoutd applies the consecutive flow-mods it has read as one transaction
-and one snapshot swap (crates/turnoutd/src/ofchannel.rs, Flows::flow_mods),
+and one snapshot swap (crates/turnoutd/src/openflow/channel.rs, Flows::flow_mods),
 each with its own error. Checked here against a real turnoutd running the
 flows logic in the switch namespace of test_openflow.py's three-host lab:
 

@@ -17,7 +17,7 @@ use super::{
     Rule, Snapshot, Within, DEFAULT_PRIORITY, GENERATION, MAX_GROUPS, MAX_TABLE,
 };
 use crate::args::Args;
-use crate::{CommandError, Logic, LogicError, PortId};
+use crate::{CommandError, LogicError, PortId};
 
 /// Control-path state.
 #[derive(Default)]
@@ -36,11 +36,14 @@ pub(super) struct Writer {
     pub(super) spare: Option<Arc<Snapshot>>,
 }
 
-/// Table constructor.
-pub fn new(config: &Value) -> Result<Box<dyn Logic>, LogicError> {
-    Ok(Box::new(
-        Flows::from_config(config).map_err(LogicError::Config)?,
-    ))
+/// Table constructor: the fabric runs the instance whose OpenFlow tables
+/// the control plane gets ([`crate::Services::openflow`]).
+pub fn new(config: &Value) -> Result<crate::Built, LogicError> {
+    let f = Arc::new(Flows::from_config(config).map_err(LogicError::Config)?);
+    Ok(crate::Built {
+        logic: Box::new(f.clone()),
+        services: crate::Services { openflow: Some(f) },
+    })
 }
 
 /// Flow texts from `flows` (array) or `flow` (one string) of `a`.

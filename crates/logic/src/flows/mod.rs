@@ -1617,10 +1617,6 @@ impl Logic for Flows {
         self.normal.forget_port(port);
         self.set_port_live(port, false);
     }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
 }
 
 #[cfg(test)]

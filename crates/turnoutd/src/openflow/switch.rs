@@ -1,5 +1,5 @@
 //! Switch-wide OpenFlow state the daemon keeps for the channel
-//! (ofchannel.rs): the datapath id, and the refused flow-, group- and
+//! (channel.rs): the datapath id, and the refused flow-, group- and
 //! meter-mods (docs/flows.md, "OpenFlow").
 //!
 //! - **Datapath id**: `[switch] datapath_id` when configured, else derived

@@ -1,6 +1,7 @@
 //! The OpenFlow 1.3 channel: controllers (or `ovs-ofctl -O OpenFlow13`)
-//! program the `flows` logic over TCP or a unix socket (docs/flows.md,
-//! "OpenFlow").
+//! program the running logic's OpenFlow tables (the `flows` logic's,
+//! reached through [`crate::Daemon::openflow_tables`]) over TCP or a unix
+//! socket (docs/flows.md, "OpenFlow").
 //!
 //! Endpoints (`[switch] openflow = [...]`, none by default):
 //! - `ptcp:PORT` / `ptcp:ADDR:PORT`: listen on TCP (`PORT` alone: 127.0.0.1);
@@ -34,15 +35,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use logic::flows::ofp::{of_port, port_id, MAX_FLOW_MODS};
-use logic::flows::Flows;
 use openflow::{
     brc, et, mp, port, t, FlowMod, FlowStatsRequest, Header, Message, MultipartRequest, OfpError,
 };
 
 use crate::daemon::Daemon;
 use crate::log::Level;
-use crate::ofasync::{AsyncKind, ConnState, Hub, Registration, Writer};
-use crate::offail::{FailMode, FailOpen};
+use crate::openflow::async_msgs::{AsyncKind, ConnState, Hub, Registration, Writer};
+use crate::openflow::fail::{FailMode, FailOpen};
 
 /// Most connections accepted at once, over all listeners.
 pub const MAX_CONNS: usize = 16;
@@ -209,7 +209,7 @@ impl OfChannel {
             ch.threads.push(
                 std::thread::Builder::new()
                     .name("turnout-of-async".into())
-                    .spawn(move || crate::ofasync::dispatch(d, hub, s))?,
+                    .spawn(move || crate::openflow::async_msgs::dispatch(d, hub, s))?,
             );
         }
         Ok(ch)
@@ -720,10 +720,12 @@ impl Session {
                 None => err(OfpError::new(et::METER_MOD_FAILED, openflow::mmfc::UNKNOWN)),
             },
             Message::BarrierRequest => vec![openflow::barrier_reply(xid)],
-            Message::PacketOut(po) => match crate::ofasync::packet_out(&self.daemon, &po) {
-                Ok(()) => vec![],
-                Err(e) => err(e),
-            },
+            Message::PacketOut(po) => {
+                match crate::openflow::async_msgs::packet_out(&self.daemon, &po) {
+                    Ok(()) => vec![],
+                    Err(e) => err(e),
+                }
+            }
         };
         (replies, None)
     }
@@ -771,7 +773,7 @@ impl Session {
     }
 
     /// Runs flow-mods (each with its message) as one transaction and one
-    /// swap ([`Flows::flow_mods`]); per flow-mod, the error reply if it was
+    /// swap ([`logic::flows::Flows::flow_mods`]); per flow-mod, the error reply if it was
     /// refused, with its own xid (None: applied).
     fn flow_mods(&self, batch: &[(&[u8], FlowMod)]) -> Vec<Option<Vec<u8>>> {
         if batch.is_empty() {
@@ -851,15 +853,14 @@ impl Session {
         Ok(())
     }
 
-    fn with_flows<R>(&self, f: impl FnOnce(&Flows) -> R) -> Option<R> {
-        self.daemon
-            .switch()
-            .with_logic(|l| l.as_any().and_then(|a| a.downcast_ref::<Flows>()).map(f))
+    /// `f` on the running logic's OpenFlow tables; None if it has none.
+    fn with_flows<R>(&self, f: impl FnOnce(&logic::flows::Flows) -> R) -> Option<R> {
+        self.daemon.openflow_tables().map(|t| f(&t))
     }
 
     /// Datapath id: `[switch] datapath_id` or `switch.set`'s, else the
     /// low 48 bits of a hash of the control socket path (stable for one
-    /// configuration, distinct between instances; crate::ofswitch).
+    /// configuration, distinct between instances; crate::openflow::switch).
     fn dpid(&self) -> u64 {
         self.daemon.openflow().datapath_id()
     }

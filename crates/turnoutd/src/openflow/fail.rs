@@ -16,9 +16,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use fabric::switch::ParkedLogic;
-
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, ParkedLogic};
 use crate::log::Level;
 
 /// How long no controller may be connected before `standalone` forwards
@@ -96,7 +94,7 @@ impl FailOpen {
         st.down_since = None;
         if let Some(p) = st.parked.take() {
             let name = p.name();
-            match daemon.switch().restore_logic(p) {
+            match daemon.restore_logic(p) {
                 Ok(true) => crate::log!(
                     Level::Warn,
                     "openflow",
@@ -143,7 +141,7 @@ impl FailOpen {
             return;
         }
         // Only the flow tables are the controller's to fall back from.
-        if daemon.switch().with_logic(|l| l.name()) != "flows" {
+        if daemon.openflow_tables().is_none() {
             return;
         }
         let bridge = match logic::build("bridge", &serde_json::json!({})) {
@@ -158,7 +156,7 @@ impl FailOpen {
                 return;
             }
         };
-        let (parked, synced) = daemon.switch().park_logic(bridge);
+        let (parked, synced) = daemon.park_logic(bridge);
         crate::log!(
             Level::Warn,
             "openflow",

@@ -1,18 +1,19 @@
-//! The flow timer: expires the `flows` logic's flows whose idle or hard
+//! The flow timer: expires the flows of the running logic's OpenFlow
+//! tables ([`crate::Daemon::openflow_tables`]) whose idle or hard
 //! timeout has passed ([`logic::flows::Flows::expire`], every
 //! [`logic::flows::SWEEP_EVERY`]). It runs on its own control-plane
 //! thread: the workers only count packets, and each sweep that removes
 //! flows is one snapshot swap. A sweep visits only the flows with a
-//! timeout (the logic keeps their index); with another logic, or no
-//! flow with a timeout, it costs a lock and an emptiness test. Each sweep
+//! timeout (the logic keeps their index); with a logic without tables, or
+//! no flow with a timeout, it costs a lock and an emptiness test. Each sweep
 //! also tells the logic which ports' links are up
-//! ([`Flows::set_port_live`]: the watch ports of SELECT and fast-failover
+//! ([`logic::flows::Flows::set_port_live`]: the watch ports of SELECT and fast-failover
 //! groups).
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use logic::flows::{Flows, SWEEP_EVERY};
+use logic::flows::SWEEP_EVERY;
 
 use crate::bgthread::BgThread;
 use crate::daemon::Daemon;
@@ -25,16 +26,11 @@ impl FlowTimer {
     /// Starts sweeping `daemon`'s logic.
     pub fn start(daemon: Arc<Daemon>) -> std::io::Result<FlowTimer> {
         BgThread::every("turnout-flowtimer", SWEEP_EVERY, move || {
-            let sw = daemon.switch();
-            let n = sw.with_logic(|l| {
-                l.as_any()
-                    .and_then(|a| a.downcast_ref::<Flows>())
-                    .map_or(0, |f| {
-                        for (id, up) in sw.port_links() {
-                            f.set_port_live(id, up);
-                        }
-                        f.expire(Instant::now())
-                    })
+            let n = daemon.openflow_tables().map_or(0, |f| {
+                for (id, up) in daemon.switch().port_links() {
+                    f.set_port_live(id, up);
+                }
+                f.expire(Instant::now())
             });
             if n > 0 {
                 crate::log!(Level::Debug, "flows", "flows expired", count = n);

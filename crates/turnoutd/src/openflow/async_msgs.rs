@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use fabric::sys::EventFd;
 use fabric::{DropReason, PortId, PortStats, Verdict};
 use logic::flows::ofp::{actions_from_of, of_port, packet_out_prereqs, port_id};
-use logic::flows::{pktin, Action, Flows};
+use logic::flows::{pktin, Action};
 use openflow::{bac, brc, et, oxm, port, role, rrfc, AsyncConfig, OfpError, Oxm, PacketOut};
 
 use crate::daemon::Daemon;
@@ -274,13 +274,10 @@ impl Hub {
     }
 }
 
-/// The `flows` logic's packet-in queue, if `flows` runs.
+/// The packet-in queue of the running logic's OpenFlow tables, if it has
+/// some.
 fn queue(daemon: &Daemon) -> Option<Arc<pktin::PacketIns>> {
-    daemon.switch().with_logic(|l| {
-        l.as_any()
-            .and_then(|a| a.downcast_ref::<Flows>())
-            .map(|f| f.packet_ins().clone())
-    })
+    daemon.openflow_tables().map(|f| f.packet_ins().clone())
 }
 
 /// Ports by id: name and link state.
@@ -535,11 +532,9 @@ pub fn packet_out(daemon: &Daemon, po: &PacketOut) -> Result<(), OfpError> {
             }
             Ok(Out::Normal) => {
                 let from = (ingress != PortId::MAX).then_some(ingress);
-                let v = sw.with_logic(|l| {
-                    l.as_any()
-                        .and_then(|a| a.downcast_ref::<Flows>())
-                        .map(|f| f.normal_packet_out(&frame, from))
-                });
+                let v = daemon
+                    .openflow_tables()
+                    .map(|f| f.normal_packet_out(&frame, from));
                 let dsts: Vec<PortId> = match v {
                     Some(Verdict::Port(d)) => vec![d],
                     Some(Verdict::Flood) => sw.port_ids(),
