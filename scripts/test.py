@@ -14,12 +14,11 @@ The steps, how they are split and the time budget: docs/testing.md.
 Standard library only: the first step installs everything else. Every
 step's whole output goes to target/test-logs/STEP.log.
 
-By default, after `setup`, the steps run in four lanes at once (LANES):
-the test build; the Rust tests without peers, each executable's as soon
-as cargo has linked it and its package's binaries (beside the rest of
-the build), then the doc tests and the fuzz corpora; the Rust system
-tests, each executable's likewise, then clippy; the Python system tests,
-the two trees at once. The system tests mostly wait (on
+By default, after `setup`, the steps run in three lanes at once (LANES):
+the test build, then the tests without peers; the Rust system tests,
+each executable's as soon as cargo has linked it and its package's
+binaries (beside the rest of the build), then clippy; the Python system
+tests, the two trees at once. The system tests mostly wait (on
 namespaces, daemons, traffic at a set rate, timeouts), so they share the
 two CPUs with the compiler and with each other; each waits for the event it checks with a
 deadline, and what cannot share (hugepages) takes a lock. The compiler
@@ -358,7 +357,7 @@ def step_rust(log: TextIO, out: Outcome) -> None:
     """Unit, property and in-process integration tests (no peer): each
     executable's tests in parallel (libtest: one thread per CPU); then the
     doc tests."""
-    binaries = (b for b in built_binaries(log, out) if FUZZ_PACKAGE not in b.label)
+    binaries = [b for b in test_binaries(log, out) if FUZZ_PACKAGE not in b.label]
     run_binaries(binaries, lambda b: [], log, out)
     run([*NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--doc", "-q"], log, out,
         "doc tests")
@@ -506,10 +505,10 @@ STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
 #: After `setup`, the lanes that run at once, each its steps in order. A
 #: step listed in AFTER starts when that step (if selected) has ended.
 LANES: list[list[str]] = [
-    ["rust-build", "fmt"],
-    # the in-process tests, like the system tests, on each executable as
-    # soon as it is built; the doc tests and the fuzz corpora after the build
-    ["rust", "fuzz-replay"],
+    # the tests without peers after the build, not beside it: streamed
+    # beside the build (as the system tests are) they slowed the build and
+    # the system tests more than they gained (docs/testing.md)
+    ["rust-build", "fmt", "rust", "fuzz-replay"],
     # the system tests start on each test executable as soon as it is built
     # (`built_binaries`); clippy, a compile of its own, after them
     ["rust-system", "clippy"],
