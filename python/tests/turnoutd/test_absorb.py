@@ -201,7 +201,11 @@ def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
     what = f"{kind} at {rate} pps"
     assert ports["a"]["rx_packets"] >= FRAMES, f"{what}: turnoutd received {ports['a']}"
     drops = {n: {r: v for r, v in p["drops"].items() if v} for n, p in ports.items()}
-    assert drops == {"a": {}, "b": {}}, f"{what}: turnoutd dropped {drops}"
+    # What the receiver did while frames were dropped toward it: its sleeps,
+    # the wake-ups that found a ring half full, its port's counters.
+    seen = {k: rxd.get(k) for k in ("late_wakes", "sleeps", "thread_cpu_ns", "ports")}
+    assert drops == {"a": {}, "b": {}}, (f"{what}: turnoutd dropped {drops}; receiver {seen}; "
+                                         f"workers {json.dumps(stats.get('workers'))}")
     r = rxd["rx"]
     # Only the stream's frames count (a kernel port may see others too).
     got = sum(s["received"] for s in r["streams"] if s["id"] == 0)
