@@ -729,6 +729,22 @@ impl<'a> OwnedTx<'a> {
             .publish_deferred(tail, drops)
     }
 
+    /// Kicks the peer when published frames wait in the ring for one
+    /// ([`TxQueue::kick_pending`]): a sender with nothing new to publish
+    /// (idle, or its sending over) calls it, or frames the kernel left in
+    /// an AF_XDP ring go out only with the next traffic. Returns whether it
+    /// kicked.
+    #[inline]
+    pub fn kick_if_pending(&mut self) -> bool {
+        if !self.q.kick_pending() {
+            return false;
+        }
+        let mut d = TxDrops::default();
+        self.q.kick_stalled(&mut d);
+        self.refused += d.frames() as u64;
+        true
+    }
+
     /// Frames the backend refused after they were reserved (at write,
     /// publish or kick time), since the wrapper was made.
     pub fn refused(&self) -> u64 {

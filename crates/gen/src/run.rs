@@ -343,6 +343,15 @@ fn poll_all(r: &mut Receiver, qs: &mut [RxQ], batch: &mut RxBatch) -> usize {
 /// `tx[q % tx.len()]`: a frame leaves on the queue pair it came in on
 /// (reflect) or its counterpart on the other port (fwd).
 #[inline]
+/// Kicks out what the kernel left in these transmit rings (nothing new to
+/// publish: the frames would otherwise wait for the next traffic, seconds
+/// later, or a sleep's end). Called on a poll that found nothing.
+fn kick_left(tx: &mut [OwnedTx<'_>]) {
+    for t in tx {
+        t.kick_if_pending();
+    }
+}
+
 fn forward_all(
     rx: &mut [RxQ],
     batch: &mut RxBatch,
@@ -518,10 +527,12 @@ fn sender<'a>(
 
 /// The cool-down after sending: `s` seconds, or until a signal that
 /// arrives during it (one that ended the sending does not end it).
-fn cooldown_wait(s: f64) {
+/// Frames the kernel left in the sender's rings are kicked out meanwhile.
+fn cooldown_wait(s: f64, sender: &mut Sender<'_>) {
     let end = now_ns() + (s * 1e9) as u64;
     let at = stops();
     while now_ns() < end && stops() == at {
+        sender.kick_pending();
         std::thread::sleep(Duration::from_millis(1));
     }
 }
@@ -581,7 +592,7 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
             (0, 0)
         });
     let window = s.window(now_ns());
-    cooldown_wait(a.traffic.cooldown_s);
+    cooldown_wait(a.traffic.cooldown_s, &mut s);
     let mut config = traffic_config(&a.traffic, &sizes);
     config["port"] = json!(a.port.to_string());
     general_config(&mut config, &a.general);
@@ -677,6 +688,12 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     let at = stops();
     let rev_stream = rev_traffic.as_ref().map(|t| t.stream);
     while stops() == at {
+        // What the kernel left in the transmit rings goes out now, not
+        // with the next run's traffic.
+        s.kick_pending();
+        if let Some(s2) = s2.as_mut() {
+            s2.kick_pending();
+        }
         poll_all(&mut r, &mut rxq, &mut batch);
         if let Some(q2) = rxq2.as_mut() {
             poll_all(&mut r, q2, &mut batch);
@@ -789,6 +806,9 @@ fn run_reflect(a: &ReflectArgs) -> Result<Doc, Failure> {
             false,
             &mut st,
         );
+        if got == 0 {
+            kick_left(&mut tx);
+        }
         idle.after_poll(got, &mut rxq, &mut []);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {
@@ -896,6 +916,10 @@ fn run_fwd(a: &FwdArgs) -> Result<Doc, Failure> {
             a.touch,
             &mut ba,
         );
+        if got == 0 {
+            kick_left(&mut tx_b);
+            kick_left(&mut tx_a);
+        }
         idle.after_poll(got, &mut rx_a, &mut rx_b);
         let now = now_ns();
         if end.is_some_and(|e| now >= e) {

@@ -203,6 +203,16 @@ impl<'a> Sender<'a> {
         (s, self.end_ns.unwrap_or(now).max(s))
     }
 
+    /// Kicks the peer of every queue whose published frames wait for
+    /// one ([`OwnedTx::kick_if_pending`]): after the sending, frames the
+    /// kernel left in an AF_XDP ring would wait for the next traffic.
+    pub fn kick_pending(&mut self) {
+        self.tx.kick_if_pending();
+        for t in &mut self.more {
+            t.kick_if_pending();
+        }
+    }
+
     /// Ends the run now (signal).
     pub fn stop(&mut self, now: u64) {
         if self.end_ns.is_none() {
