@@ -107,10 +107,18 @@ def test_sessions_are_shared_across_frame_sizes(tmp_path):
     ({"campaign": {"name": "x", "location": "moon"}}, "campaign.location"),
     ({"campaign": {"name": "x"}, "extra": {}}, "unknown table"),
     ({"campaign": {"name": "x"}, "matrix": {"flows": ["a"]}}, "expected int"),
+    ({"campaign": {"name": "x", "return_wait_s": -1}}, "campaign.return_wait_s"),
+    ({"campaign": {"name": "x", "return_wait_s": "2"}}, "campaign.return_wait_s"),
+    ({"campaign": {"name": "x", "return_wait_s": True}}, "campaign.return_wait_s"),
 ])
 def test_bad_campaigns_are_named(patch, message):
     with pytest.raises(CampaignError, match=message):
         parse(patch)
+
+
+def test_the_return_wait_is_the_campaigns():
+    assert parse({"campaign": {"name": "x"}}).return_wait_s == 1.0
+    assert parse({"campaign": {"name": "x", "return_wait_s": 2.5}}).return_wait_s == 2.5
 
 
 def test_latency_implies_rplus():

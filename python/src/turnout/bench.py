@@ -193,6 +193,7 @@ class RealBench:
                     cmd=self.gen, streams=built.streams, spawn=tb.spawn,
                     size_b=point.frame_size_b, flows=point.flows, burst=point.burst,
                     sut_pids=sut.pids, helpers=helpers, warmup_s=spec.warmup_s,
+                    return_wait_s=spec.return_wait_s,
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, sut_wake=sut.wake_state,

@@ -287,6 +287,7 @@ def overlay_session(gen_cmd: list[str], sut_name: str, point: Point,
             gen = GenMeasurer(
                 cmd=gen_cmd, streams=wiring.streams, spawn=tb.spawn, size_b=point.frame_size_b,
                 flows=point.flows, burst=point.burst, sut_pids=sut.pids, warmup_s=spec.warmup_s,
+                return_wait_s=spec.return_wait_s,
                 sut_cost=sut.cost_sample, cost_source=sut.cost_source,
                 kernel_cpus=cpu_list(layout.sut_cpus), avoid_cpus=list(layout.sut))
             cfg: dict[str, Any] = dict(sut.config())

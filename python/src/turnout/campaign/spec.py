@@ -75,6 +75,9 @@ class CampaignSpec:
     duration_s: float = 1.0
     #: every trial starts with this much traffic that is not measured (docs/bench.md)
     warmup_s: float = 0.5
+    #: a txrx tester's longest wait after the sending for frames still in
+    #: flight (measure/gen.py GenMeasurer.return_wait_s)
+    return_wait_s: float = 1.0
     repetitions: int = 1
     methods: tuple[str, ...] = ("rplus",)
     search: str = "auto"
@@ -374,6 +377,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if "name" not in c or not isinstance(c["name"], str) or not c["name"]:
         raise CampaignError("campaign.name: required, a non-empty string")
     ckeys = {"name", "description", "dimension", "location", "duration_s", "warmup_s",
+             "return_wait_s",
              "repetitions", "methods", "search", "search_width", "min_load_pps", "max_load_pps",
              "mlr_duration_sum_s", "mlr_exceed_ratio", "mlr_initial_trial_s", "mlr_warmup_s",
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
@@ -409,6 +413,9 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     warmup = float(c.get("warmup_s", 0.5))
     if not 0 <= warmup <= 60:
         raise CampaignError("campaign.warmup_s: must be within 0..60")
+    rw = c.get("return_wait_s", 1.0)
+    if not isinstance(rw, int | float) or isinstance(rw, bool) or not 0 <= rw <= 60:
+        raise CampaignError("campaign.return_wait_s: a number of seconds within 0..60")
     mlr: dict[str, Any] = {}
     for k in ("mlr_duration_sum_s", "mlr_initial_trial_s"):
         if k in c:
@@ -563,6 +570,7 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         raise CampaignError(f"campaign.isolate_sut_cpus: {isolate!r} is not true or false")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
+        return_wait_s=float(rw),
         mlr_duration_sum_s=mlr.get("mlr_duration_sum_s"), mlr_exceed_ratio=float(ex),
         mlr_initial_trial_s=mlr.get("mlr_initial_trial_s"), mlr_warmup_s=float(mw),
         repetitions=reps,
