@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo build --release -p logic --example classify_loop
-//! valgrind --tool=callgrind --toggle-collect='*Logic*classify*' \
+//! valgrind --tool=callgrind --toggle-collect='<logic::*Logic>::classify' \
 //!     target/release/examples/classify_loop flows3 2000
 //! ```
 //!

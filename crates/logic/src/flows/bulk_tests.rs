@@ -4,6 +4,9 @@
 //! one by one leaves (flows, results, flow-removed notices, verdicts, and
 //! exact subtable ranks).
 
+use std::time::Instant;
+
+use super::classifier::Subtable;
 use super::*;
 use crate::testutil::{classify1, flows, fm, inp, out, udp4};
 use openflow::{bic, et, fc, ff, fmfc, oxm, port, FlowMod, Instruction, OfpError, Oxm, TABLE_ALL};

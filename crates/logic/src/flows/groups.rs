@@ -8,7 +8,7 @@
 //! by flows with the `group:N` action (docs/flows.md, "Groups").
 //!
 //! A flow's `group:N` is compiled into the group's buckets
-//! (`Writer::compile` in mod.rs): the outputs of buckets that only output
+//! (`Writer::compile` in actions.rs): the outputs of buckets that only output
 //! join the flow's own (one `Verdict::Group` of the fabric for them all),
 //! a bucket with header changes runs on a copy of the frame
 //! (`Action::Bucket`, exec.rs), a SELECT or fast-failover group becomes a

@@ -220,7 +220,7 @@ impl CKey {
 }
 
 /// The stages of a staged subtable probe (`Subtable::stages` in
-/// `mod.rs`): stage `s` takes the key's words below `STAGE_WORDS[s]`, so
+/// classifier.rs): stage `s` takes the key's words below `STAGE_WORDS[s]`, so
 /// metadata and L2 (in_port, EtherType, VLAN, IP protocol and TOS, the
 /// MACs: words 0..3), then L3 as well (the addresses: words 3..7); the
 /// last stage is the whole mask (with the L4 ports, word 7).

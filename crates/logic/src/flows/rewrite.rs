@@ -8,7 +8,7 @@
 //! Open vSwitch does). A header the frame does not have, or has cut short,
 //! is left alone: the rewrite does nothing (never a panic, never an
 //! allocation). The pushes and pops that lengthen or shorten the frame are
-//! in `mod.rs` (they need the batch's scratch memory).
+//! in exec.rs (they need the batch's scratch memory).
 
 use super::key::num;
 
