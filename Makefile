@@ -76,11 +76,13 @@ bench: setup
 	@echo "report: $(abspath $(OUT))/index.html"
 
 # Criterion benches of the hot paths (fabric figures of mSwitch, logics).
+# `--features bench`: criterion is a dependency only with it (not in the
+# test build).
 bench-rust:
-	cargo bench -p fabric --bench fabric
-	cargo bench -p logic --bench logics
-	cargo bench -p logic --bench flows
-	cargo bench -p ports --bench tunnel
+	cargo bench -p fabric --bench fabric --features bench
+	cargo bench -p logic --bench logics --features bench
+	cargo bench -p logic --bench flows --features bench
+	cargo bench -p ports --bench tunnel --features bench
 
 # CPU vs p99 latency of the wake-up settings next to testpmd and OVS
 # (docs/architecture.md, "Wake-up"); about 25 minutes.

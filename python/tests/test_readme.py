@@ -365,8 +365,10 @@ class Session:
         recipe = r.stdout
         target = c.argv[1]
         expect = {
-            "bench-rust": ["cargo bench -p fabric --bench fabric", "cargo bench -p logic",
-                           "cargo bench -p ports --bench tunnel"],
+            "bench-rust": ["cargo bench -p fabric --bench fabric --features bench",
+                           "cargo bench -p logic --bench logics --features bench",
+                           "cargo bench -p logic --bench flows --features bench",
+                           "cargo bench -p ports --bench tunnel --features bench"],
             "bench-wakeup": ["scripts/bench/bench_wakeup.py"],
             "bench-latency": ["campaigns/latency.toml"],
             "bench-overlay": ["campaigns/overlay.toml"],

@@ -5,7 +5,7 @@
 //! turnout-gen's send and receive rate per core independently of any peer
 //! (on a loaded machine the peer, not the tool, decides end-to-end rates).
 //!
-//! Run: cargo bench -p turnout-gen --bench datapath
+//! Run: cargo bench -p turnout-gen --bench datapath --features bench
 
 use std::hint::black_box;
 

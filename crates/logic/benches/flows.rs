@@ -14,9 +14,9 @@
 //!   and straight-line), the cache's hash, per 256 frames.
 //!
 //! (Mirroring, (d), goes through the fabric: `cargo bench -p fabric --bench
-//! fabric -- f_mirror`.)
+//! fabric --features bench -- f_mirror`.)
 //!
-//! Run: `cargo bench -p logic --bench flows` (about a minute and a half;
+//! Run: `cargo bench -p logic --bench flows --features bench` (about a minute and a half;
 //! `-- flows_a` or `-- flows_b` for one group; FLOWS_BENCH_FULL=1 adds 10^6
 //! flows to (a) and 10^5 rules to (b)). A summary of ns/packet (best sample)
 //! is printed at the end and written to target/criterion/flows-summary.json.

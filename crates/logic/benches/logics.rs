@@ -3,11 +3,12 @@
 //! Fig. 16 at the logic level). `flows` is measured with 1 to 10 000 flows
 //! over 1 to 16 masks, in its worst case (every subtable probed).
 //!
-//! Run: `cargo bench -p logic --bench logics -- --quick`. Criterion reports
-//! the time per batch and the packet rate; a summary table at the end gives
-//! ns/packet and the ratio to `patch` from a separate timed loop (minimum
-//! and median of 15 runs of 2000 batches each; the minimum is the least
-//! disturbed by other processes on a shared machine).
+//! Run: `cargo bench -p logic --bench logics --features bench -- --quick`.
+//! Criterion reports the time per batch and the packet rate; a summary
+//! table at the end gives ns/packet and the ratio to `patch` from a
+//! separate timed loop (minimum and median of 15 runs of 2000 batches each;
+//! the minimum is the least disturbed by other processes on a shared
+//! machine).
 
 use std::hint::black_box;
 use std::time::Instant;
