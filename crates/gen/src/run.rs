@@ -339,10 +339,6 @@ fn poll_all(r: &mut Receiver, qs: &mut [RxQ], batch: &mut RxBatch) -> usize {
     got
 }
 
-/// Forwards one burst from each receive queue `rx[q]` to transmit queue
-/// `tx[q % tx.len()]`: a frame leaves on the queue pair it came in on
-/// (reflect) or its counterpart on the other port (fwd).
-#[inline]
 /// Kicks out what the kernel left in these transmit rings (nothing new to
 /// publish: the frames would otherwise wait for the next traffic, seconds
 /// later, or a sleep's end). Called on a poll that found nothing.
@@ -352,6 +348,10 @@ fn kick_left(tx: &mut [OwnedTx<'_>]) {
     }
 }
 
+/// Forwards one burst from each receive queue `rx[q]` to transmit queue
+/// `tx[q % tx.len()]`: a frame leaves on the queue pair it came in on
+/// (reflect) or its counterpart on the other port (fwd).
+#[inline]
 fn forward_all(
     rx: &mut [RxQ],
     batch: &mut RxBatch,
