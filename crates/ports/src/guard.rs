@@ -562,12 +562,18 @@ fn watchdog() {
             let tid = w.tid.load(Acquire);
             let seq = w.seq.load(Relaxed);
             if tid != 0 && seq & 1 == 1 && seq == last[i] {
+                // Counted before the signal: the interrupted thread may
+                // run (and its caller read the count) before this thread
+                // runs again.
+                INTERRUPTED.fetch_add(1, SeqCst);
                 // SAFETY: a signal to a thread of our own process, whose
                 // handler does nothing. Should the thread have left the
                 // write just now, a later interruptible call of it returns
                 // EINTR once, which every caller handles.
-                unsafe { libc::tgkill(pid, tid, UNSTICK_SIGNAL) };
-                INTERRUPTED.fetch_add(1, Relaxed);
+                if unsafe { libc::tgkill(pid, tid, UNSTICK_SIGNAL) } != 0 {
+                    // The thread is gone: nothing was interrupted.
+                    INTERRUPTED.fetch_sub(1, SeqCst);
+                }
             }
             last[i] = seq;
         }
@@ -576,7 +582,7 @@ fn watchdog() {
 
 /// Writes the watchdog interrupted since the process started.
 pub fn interrupted() -> u64 {
-    INTERRUPTED.load(Relaxed)
+    INTERRUPTED.load(SeqCst)
 }
 
 /// Adds 1 to a peer's eventfd (a notification); false if that failed.
