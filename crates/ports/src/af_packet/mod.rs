@@ -78,12 +78,18 @@ pub struct AfPacketConfig {
     #[serde(default = "one")]
     pub queues: u16,
     /// Receive ring block size in bytes (a power of two, ≥ 4096, and large
-    /// enough for one frame of the interface's MTU).
-    #[serde(default = "default_block_size")]
-    pub rx_block_size_b: u32,
-    /// Receive ring blocks per queue (≥ 2).
-    #[serde(default = "default_blocks")]
-    pub rx_blocks: u32,
+    /// enough for one frame of the interface's MTU); absent:
+    /// [`DEFAULT_RX_BLOCK_B`], or the smallest power of two that holds an
+    /// MTU-sized frame when that is larger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_block_size_b: Option<u32>,
+    /// Receive ring blocks per queue (≥ 2); absent: as many as make
+    /// [`DEFAULT_RX_RING_B`] (at least 8). Under light load the kernel
+    /// hands over a block per `rx_block_timeout_ms`, so the ring holds
+    /// that many milliseconds of traffic for a reader that was not
+    /// scheduled: many small blocks hold longer than a few large ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_blocks: Option<u32>,
     /// Milliseconds after which the kernel hands over a partly filled block
     /// (0: the kernel chooses).
     #[serde(default = "default_block_timeout")]
@@ -109,12 +115,12 @@ fn one() -> u16 {
 fn yes() -> bool {
     true
 }
-fn default_block_size() -> u32 {
-    256 * 1024
-}
-fn default_blocks() -> u32 {
-    16
-}
+/// The receive ring's block size when none is configured (and the MTU's
+/// frame fits): 64 KiB, about 500 frames of 64 B.
+pub const DEFAULT_RX_BLOCK_B: u32 = 64 * 1024;
+/// The receive ring's bytes per queue when the number of blocks is not
+/// configured: 64 blocks of the default size, 64 ms of light traffic.
+pub const DEFAULT_RX_RING_B: u32 = 4 * 1024 * 1024;
 fn default_block_timeout() -> u32 {
     1
 }
@@ -126,14 +132,15 @@ fn default_fanout() -> Fanout {
 }
 
 impl AfPacketConfig {
-    /// Defaults for interface `ifname`: one queue, 16 × 256 KiB receive
-    /// blocks, 1024 transmit frames, qdisc bypass, hash fanout.
+    /// Defaults for interface `ifname`: one queue, 64 × 64 KiB receive
+    /// blocks (larger blocks, fewer of them, for an MTU above 64 KiB),
+    /// 1024 transmit frames, qdisc bypass, hash fanout.
     pub fn new(ifname: &str) -> Self {
         Self {
             ifname: ifname.to_string(),
             queues: 1,
-            rx_block_size_b: default_block_size(),
-            rx_blocks: default_blocks(),
+            rx_block_size_b: None,
+            rx_blocks: None,
             rx_block_timeout_ms: default_block_timeout(),
             tx_frames: default_tx_frames(),
             tx_frame_size_b: None,
@@ -147,8 +154,12 @@ impl AfPacketConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         config::check_iface(&self.ifname)?;
         config::check_queues(self.queues, MAX_QUEUES)?;
-        config::check_pow2("rx_block_size_b", self.rx_block_size_b, 4096, 1 << 31)?;
-        config::check_range("rx_blocks", self.rx_blocks, 2, u32::MAX)?;
+        if let Some(b) = self.rx_block_size_b {
+            config::check_pow2("rx_block_size_b", b, 4096, 1 << 31)?;
+        }
+        if let Some(n) = self.rx_blocks {
+            config::check_range("rx_blocks", n, 2, u32::MAX)?;
+        }
         config::check_pow2("tx_frames", self.tx_frames, 8, 1 << 31)?;
         if let Some(f) = self.tx_frame_size_b {
             config::check_pow2("tx_frame_size_b", f, 2048, 1 << 31)?;
@@ -189,12 +200,20 @@ impl AfPacketPort {
                 .next_power_of_two()
                 .max(2048),
         };
-        if (cfg.rx_block_size_b as u64) < mtu as u64 + 18 + 128 {
-            return Err(bad(format!(
-                "rx_block_size_b {} cannot hold a {mtu} B MTU frame",
-                cfg.rx_block_size_b
-            )));
-        }
+        // A frame of the MTU with its headers and the block's own.
+        let need = mtu as u64 + 18 + 128;
+        let block_b = match cfg.rx_block_size_b {
+            Some(b) if (b as u64) < need => {
+                return Err(bad(format!(
+                    "rx_block_size_b {b} cannot hold a {mtu} B MTU frame"
+                )));
+            }
+            Some(b) => b,
+            None => (need.next_power_of_two() as u32).max(DEFAULT_RX_BLOCK_B),
+        };
+        let blocks = cfg
+            .rx_blocks
+            .unwrap_or_else(|| (DEFAULT_RX_RING_B / block_b).max(8));
         let os = |what: &str, e| KernelPortError::os(BACKEND, ifn, what.to_string(), e);
 
         let mut fanout_id = 0u32;
@@ -212,8 +231,8 @@ impl AfPacketPort {
             let stats = Arc::new(RxStats::default());
             let ring = sys::rx_ring(
                 sock.clone(),
-                cfg.rx_block_size_b,
-                cfg.rx_blocks,
+                block_b,
+                blocks,
                 2048,
                 cfg.rx_block_timeout_ms.max(1),
                 stats.clone(),
