@@ -362,7 +362,9 @@ def test_guests_that_shrink_memory_block_fds_or_stall_cannot_take_turnoutd_down(
         assert d.proc.poll() is None, f"turnoutd died ({d.proc.returncode}): {d.log()[-1500:]}"
         doc = json.loads(out)
         bad = [x for x in doc["lies"] if not x["ok"]]
-        assert liar.returncode == 0 and not bad, f"attacks not ended as they must: {bad}\n{err}"
+        hv0_log = "\n".join([ln for ln in d.log().splitlines() if "hv0" in ln][-40:])
+        assert liar.returncode == 0 and not bad, f"attacks not ended as they must: {bad}\n{err}\n" \
+            f"turnoutd on hv0 (the guard cases' port):\n{hv0_log}"
         assert honest.poll() is None, "the honest stream ended before the guard attacks did"
         seen = {}
         for sock, want in doc["ports"].items():
