@@ -4,6 +4,7 @@
 //! linear-scan interpreter written here, and no stale result after any
 //! command.
 
+use super::rewrite::TpSet;
 use super::*;
 use crate::testutil::{udp4, udp_to};
 use proptest::prelude::*;
@@ -137,6 +138,8 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
     let mut last: Option<Vec<Dest>> = None;
     let mut soft: Option<DropReason> = None;
     let (mut metadata, mut tunnel) = (0u64, 0u64);
+    // L4 ports set where the frame holds no such header: kept in the key.
+    let mut tp: [Option<u16>; 2] = [None; 2];
     let mut stop: Option<DropReason> = None;
     // The action set: one action per type (every output one type), in
     // the order written.
@@ -145,6 +148,13 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
         let mut k = key::extract_general(frame, ingress);
         k.set(Field::Metadata, metadata as u128);
         k.set(Field::TunnelId, tunnel as u128);
+        if matches!(k.get(Field::NwProto) as u8, 6 | 17 | 132) {
+            for (f, v) in [(Field::TpSrc, tp[0]), (Field::TpDst, tp[1])] {
+                if let Some(v) = v {
+                    k.set(f, v as u128);
+                }
+            }
+        }
         // Highest priority; equal: the earliest in `flows` (installation order).
         let mut best: Option<&RefFlow> = None;
         for r in flows.iter().filter(|r| r.table == table) {
@@ -203,7 +213,7 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
                         &mut soft,
                     );
                     last = None;
-                    if !ref_change(a, frame) {
+                    if !ref_change(a, frame, &mut tp) {
                         stop = Some(DropReason::Policy);
                         break 'pipeline DropReason::Policy;
                     }
@@ -236,7 +246,7 @@ fn reference(flows: &[RefFlow], ingress: PortId, frame: &mut Vec<u8>) -> Outcome
                 Action::InPort => hairpin = true,
                 _ => {
                     last = None;
-                    if !ref_change(a, frame) {
+                    if !ref_change(a, frame, &mut tp) {
                         stop = Some(DropReason::Policy);
                         break;
                     }
@@ -337,7 +347,7 @@ fn pop4(frame: &mut Vec<u8>, at: usize) {
 /// A header change on a `Vec`, written here from the formats (not the
 /// logic's code, but for the checksummed fields); false: the packet is
 /// dropped (invalid TTL).
-fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
+fn ref_change(a: &Action, frame: &mut Vec<u8>, tp: &mut [Option<u16>; 2]) -> bool {
     let tagged = |f: &[u8]| {
         f.len() >= 18 && wire::ethernet::EtherType::is_tpid(u16::from_be_bytes([f[12], f[13]]))
     };
@@ -347,8 +357,16 @@ fn ref_change(a: &Action, frame: &mut Vec<u8>) -> bool {
         Action::DecTtl => return dec_ttl(frame),
         Action::SetNwSrc(a) => set_ip4(frame, 12, a),
         Action::SetNwDst(a) => set_ip4(frame, 16, a),
-        Action::SetTpSrc(p) => set_tp(frame, 0, p),
-        Action::SetTpDst(p) => set_tp(frame, 2, p),
+        Action::SetTpSrc(p) => match set_tp(frame, 0, p) {
+            TpSet::Written => tp[0] = None,
+            TpSet::Truncated => tp[0] = Some(p),
+            TpSet::Ignored => {}
+        },
+        Action::SetTpDst(p) => match set_tp(frame, 2, p) {
+            TpSet::Written => tp[1] = None,
+            TpSet::Truncated => tp[1] = Some(p),
+            TpSet::Ignored => {}
+        },
         Action::PushVlan(t) => {
             // OpenFlow 1.3: the outer tag's VID and PCP, if there is one.
             let tci = if tagged(frame) {

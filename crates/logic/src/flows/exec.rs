@@ -137,6 +137,11 @@ pub(super) struct Exec {
     pub metadata: u64,
     /// The `tunnel_id` register.
     pub tunnel: u64,
+    /// L4 ports (source, destination) a `set_field` gave a frame that
+    /// holds no such header to write (a truncated one): the frame is left
+    /// as it is and the key keeps the value for later tables, as Open
+    /// vSwitch's flow does.
+    pub tp: [Option<u16>; 2],
     /// The action set: a bit per slot written ([`set_slot`]).
     pub set: u64,
     /// Per slot whose bit `set` has: its `Action::Write`, followed by the
@@ -156,6 +161,7 @@ impl Default for Exec {
             nocache: false,
             metadata: 0,
             tunnel: 0,
+            tp: [None; 2],
             set: 0,
             slots: [MaybeUninit::uninit(); SET_SLOTS],
         }
@@ -217,6 +223,18 @@ fn real(v: Verdict) -> bool {
 }
 
 impl Exec {
+    /// After a rewrite of port `i` (0 source, 1 destination) to `v`: the
+    /// key keeps `v` where the frame holds no header to write it into
+    /// ([`Exec::tp`]), and forgets it once the frame holds the value.
+    #[inline]
+    fn set_tp(&mut self, i: usize, done: rw::TpSet, v: u16) {
+        match done {
+            rw::TpSet::Written => self.tp[i] = None,
+            rw::TpSet::Truncated => self.tp[i] = Some(v),
+            rw::TpSet::Ignored => {}
+        }
+    }
+
     /// The frame goes to `o` as it is now.
     #[inline(always)]
     fn emit(&mut self, p: &mut PktMut<'_>, o: Verdict) {
@@ -663,6 +681,13 @@ fn rekey(p: &PktMut<'_>, ingress: PortId, x: &Exec, k: &mut Key) {
     *k = key::extract(p.data(), ingress);
     k.set(Field::Metadata, x.metadata as u128);
     k.set(Field::TunnelId, x.tunnel as u128);
+    if x.tp != [None; 2] && matches!(k.get(Field::NwProto) as u8, 6 | 17 | 132) {
+        for (f, v) in [(Field::TpSrc, x.tp[0]), (Field::TpDst, x.tp[1])] {
+            if let Some(v) = v {
+                k.set(f, v as u128);
+            }
+        }
+    }
 }
 
 /// A header change (`a` is none of the actions `Flows::run` handles
@@ -706,8 +731,8 @@ fn change<const KEYED: bool>(
         }
         Action::SetNwSrc(v) => rw::set_ip4(b, 12, v),
         Action::SetNwDst(v) => rw::set_ip4(b, 16, v),
-        Action::SetTpSrc(v) => rw::set_tp(b, 0, v),
-        Action::SetTpDst(v) => rw::set_tp(b, 2, v),
+        Action::SetTpSrc(v) => x.set_tp(0, rw::set_tp(b, 0, v), v),
+        Action::SetTpDst(v) => x.set_tp(1, rw::set_tp(b, 2, v), v),
         Action::SetVlanVid(v) => rw::set_tci(b, 0x0fff, v),
         Action::SetVlanPcp(v) => rw::set_tci(b, 0xe000, (v as u16) << 13),
         Action::SetEthType(t) => {

@@ -43,6 +43,8 @@ pub(super) struct Ip {
     pub proto: u8,
     /// The L4 header's offset, if whole.
     pub l4: Option<usize>,
+    /// A later fragment of an IPv4 packet (no L4 header at all).
+    pub later: bool,
     /// End of the IP packet within the frame (the IP length, bounded by
     /// the frame: Ethernet padding is not part of it).
     pub end: usize,
@@ -52,7 +54,7 @@ pub(super) struct Ip {
 pub(super) fn ip(b: &[u8]) -> Option<Ip> {
     let h = l2(b)?;
     let l3 = h.l3;
-    let (v6, proto, l4, end) = match h.et {
+    let (v6, proto, l4, end, later) = match h.et {
         num::IPV4 => {
             if b.len() < l3 + 20 || b[l3] >> 4 != 4 {
                 return None;
@@ -60,14 +62,20 @@ pub(super) fn ip(b: &[u8]) -> Option<Ip> {
             let frag = u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x1fff;
             let tot = u16::from_be_bytes([b[l3 + 2], b[l3 + 3]]) as usize;
             let l4 = l3 + ((b[l3] & 0x0f) as usize) * 4;
-            (false, b[l3 + 9], (frag == 0).then_some(l4), l3 + tot)
+            (
+                false,
+                b[l3 + 9],
+                (frag == 0).then_some(l4),
+                l3 + tot,
+                frag != 0,
+            )
         }
         num::IPV6 => {
             if b.len() < l3 + 40 || b[l3] >> 4 != 6 {
                 return None;
             }
             let plen = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]) as usize;
-            (true, b[l3 + 6], Some(l3 + 40), l3 + 40 + plen)
+            (true, b[l3 + 6], Some(l3 + 40), l3 + 40 + plen, false)
         }
         _ => return None,
     };
@@ -77,6 +85,7 @@ pub(super) fn ip(b: &[u8]) -> Option<Ip> {
         v6,
         proto,
         l4,
+        later,
         end: end.min(b.len()),
     })
 }
@@ -290,12 +299,34 @@ pub(super) fn set_flabel(b: &mut [u8], fl: u32) {
     put16(b, l3 + 2, fl as u16);
 }
 
+/// What a port rewrite ([`set_tp`]) did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TpSet {
+    /// The port and the checksum are written.
+    Written,
+    /// A TCP, UDP or SCTP packet (IPv4 first fragment or IPv6) whose
+    /// frame is too short for the header: nothing written, but the field
+    /// is there for the flow (Open vSwitch sets it in its flow and matches
+    /// later tables against it).
+    Truncated,
+    /// Not such a packet (another protocol, a later fragment): the field's
+    /// prerequisites are not met and the rewrite is ignored.
+    Ignored,
+}
+
 /// Rewrites the TCP, UDP or SCTP port at `l4 + at` (0 source, 2
 /// destination), over IPv4 (first fragment) or IPv6, with its checksum.
 #[inline]
-pub(super) fn set_tp(b: &mut [u8], at: usize, p: u16) {
-    let Some(i) = ip(b) else { return };
-    let Some(l4) = i.l4 else { return };
+pub(super) fn set_tp(b: &mut [u8], at: usize, p: u16) -> TpSet {
+    let Some(i) = ip(b) else {
+        return TpSet::Ignored;
+    };
+    if !matches!(i.proto, num::TCP | num::UDP | num::SCTP) || i.later {
+        return TpSet::Ignored;
+    }
+    let Some(l4) = i.l4 else {
+        return TpSet::Truncated;
+    };
     match i.proto {
         num::TCP | num::UDP => {
             let old = be16(b, l4 + at);
@@ -321,6 +352,7 @@ pub(super) fn set_tp(b: &mut [u8], at: usize, p: u16) {
         }
         _ => {}
     }
+    TpSet::Written
 }
 
 /// The ICMPv4 / ICMPv6 type (`code` false) or code, with the checksum.

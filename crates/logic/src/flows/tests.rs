@@ -473,6 +473,30 @@ fn l3_l4_rewrites_keep_checksums_and_feed_the_next_table() {
     }
 }
 
+/// A port set on a TCP frame too short to hold its header (46 bytes: 12
+/// of TCP) leaves the frame as it is, and the next table matches the value
+/// set, as Open vSwitch's flow does; the same flows on a whole frame write
+/// the port and take the same way.
+#[test]
+fn a_port_set_on_a_truncated_l4_header_is_matched_in_the_next_table() {
+    let f = flows(&[
+        "tcp,actions=mod_tp_src:2000,goto_table:3",
+        "table=3,priority=2,tcp,tp_src=2000,actions=output:2",
+        "table=3,priority=1,actions=output:3",
+    ]);
+    let mut l4 = [0u8; 12];
+    l4[0..2].copy_from_slice(&443u16.to_be_bytes());
+    l4[2..4].copy_from_slice(&443u16.to_be_bytes());
+    let mut short = ip4(6, 0, [10, 0, 0, 2], [10, 1, 0, 9], &l4);
+    short.truncate(14 + 20 + 12);
+    let mut b = Batch::new(vec![short.clone()]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(b.frames[0], short, "the frame is left as it is");
+    let mut b = Batch::new(vec![tcp4(80)]);
+    assert_eq!(b.classify(&f, 1, 0), vec![port(2)]);
+    assert_eq!(&b.frames[0][34..36], &2000u16.to_be_bytes());
+}
+
 #[test]
 fn strip_vlan_removes_the_outer_tag() {
     let f = flows(&[
