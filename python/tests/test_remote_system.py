@@ -61,7 +61,11 @@ SUT = {"roles": ["sut", "vnf"], "grace_s": 4, "connect_timeout_s": 5}
 #: CPU 0 is the tester's CPU 0, so it sleeps on its memif eventfds as a
 #: local 2-CPU layout would make it (a busy-polling VNF and tester on one
 #: core lose frames to the scheduler)
-CAMPAIGN = {"duration_s": 0.3, "warmup_s": 0.2, "methods": ["rplus", "fixed"],
+#: 0.5 s of traffic: at 10 kpps a capacity figure needs 1000 frames between
+#: two cost samples inside the window, and a remote SUT's sample (testpmd's
+#: "show fwd stats" read back over the agent) takes up to 0.1 s on this loaded
+#: machine: 0.3 s left 977 frames between the first and the last one
+CAMPAIGN = {"duration_s": 0.5, "warmup_s": 0.2, "methods": ["rplus", "fixed"],
             "tester_cpu": 0, "sut_cpus": "1", "vnf_wakeup": "interrupt"}
 MATRIX = """
 [matrix]
