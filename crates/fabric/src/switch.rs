@@ -22,14 +22,15 @@ use crate::worker::{self, LogicSlot, Mailbox, WakeupMode, WorkerCmd, WorkerShare
 /// Worker index the control path classifies as ([`Switch::classify_one`]):
 /// above every real worker's, so it shares no per-worker state with them.
 pub const CONTROL_WORKER: u16 = MAX_WORKERS as u16;
-/// How long a control operation waits for every worker to come round. A
-/// worker that is merely off its CPU (a busy host, or a VM whose vCPU the
-/// hypervisor holds back) comes round well within it; one stuck in a
-/// logic or a stopped process does not.
+/// How long a control operation waits for every worker to come round, by
+/// default ([`SwitchConfig::control_timeout`]). A worker that is merely off
+/// its CPU (a busy host, or a VM whose vCPU the hypervisor holds back) comes
+/// round well within it; one stuck in a logic or a stopped process does not.
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long [`Switch::new`] waits for its worker threads to start.
 pub const WORKER_START_TIMEOUT: Duration = SYNC_TIMEOUT;
-/// How long `remove_port` waits for the workers to drop the port's queues.
+/// How long `remove_port` waits for the workers to drop the port's queues,
+/// by default ([`SwitchConfig::control_timeout`]).
 pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Errors of the switch's control operations.
@@ -97,6 +98,11 @@ pub struct SwitchConfig {
     /// Adaptive mode: the longest a worker may let frames wait to save CPU,
     /// µs (`crate::wakeup`; 0 = never sleep while frames arrive).
     pub latency_budget_us: u32,
+    /// How long a control operation (adding or removing a port, replacing
+    /// the logic, resetting counters) waits for every worker to come round
+    /// before it answers `SwitchError::Timeout` naming the late ones
+    /// ([`SYNC_TIMEOUT`] by default).
+    pub control_timeout: Duration,
 }
 
 impl Default for SwitchConfig {
@@ -107,6 +113,7 @@ impl Default for SwitchConfig {
             workers: vec![None],
             wakeup: WakeupMode::Adaptive,
             latency_budget_us: crate::wakeup::DEFAULT_BUDGET_US,
+            control_timeout: SYNC_TIMEOUT,
         }
     }
 }
@@ -253,6 +260,11 @@ impl Switch {
                 cfg.max_ports
             )));
         }
+        if cfg.control_timeout.is_zero() {
+            return Err(SwitchError::BadConfig(
+                "control_timeout must be longer than 0".into(),
+            ));
+        }
         let ncpu = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -351,7 +363,7 @@ impl Switch {
     /// Adds a port; its receive queues go to `worker` (default: round-robin
     /// over workers, one port at a time). Returns its id once every worker
     /// sees the port and its owner polls its queues. When a worker does not
-    /// come round within [`SYNC_TIMEOUT`], the port is taken out again (its
+    /// come round within the control timeout, the port is taken out again (its
     /// queues are dropped by their worker when it comes round) and
     /// `SwitchError::Timeout` is returned: nothing was added.
     pub fn add_port(
@@ -404,11 +416,13 @@ impl Switch {
     /// Waits until every worker has started a loop iteration after this
     /// call: from then on each sees the current port table, logic and
     /// commands posted before. A worker asleep in epoll is woken for it.
-    /// Bounded: a worker that does not come round within [`SYNC_TIMEOUT`]
-    /// (stuck in a logic, starved of CPU, stopped process) is not waited
+    /// Bounded: a worker that does not come round within the control
+    /// timeout ([`SwitchConfig::control_timeout`]: stuck in a logic, starved
+    /// of CPU, stopped process) is not waited
     /// for, and the answer is `SwitchError::Timeout` naming it.
     fn sync_workers(&self) -> Result<(), SwitchError> {
-        let deadline = Instant::now() + SYNC_TIMEOUT;
+        let limit = self.cfg.control_timeout;
+        let deadline = Instant::now() + limit;
         let mut late = Vec::new();
         for (i, w) in self.workers.iter().enumerate() {
             let e0 = w.shared.epoch.load(Ordering::SeqCst);
@@ -425,7 +439,7 @@ impl Switch {
             Ok(())
         } else {
             Err(SwitchError::Timeout(format!(
-                "worker(s) {late:?} did not come round within {SYNC_TIMEOUT:?}"
+                "worker(s) {late:?} did not come round within {limit:?}"
             )))
         }
     }
@@ -433,7 +447,8 @@ impl Switch {
     /// Removes a port under traffic: no new frames are sent to it, its
     /// receive queues are dropped by their worker, and frames in flight
     /// finish with the table snapshot they started with. When a worker does
-    /// not confirm within [`REMOVE_TIMEOUT`] the answer is
+    /// not confirm within the control timeout
+    /// ([`SwitchConfig::control_timeout`]) the answer is
     /// `SwitchError::Timeout`: the port is out of the table all the same
     /// and that worker drops its queues when it comes round.
     pub fn remove_port(&self, name: &str) -> Result<(), SwitchError> {
@@ -453,7 +468,8 @@ impl Switch {
             });
             waits.push(done);
         }
-        let deadline = Instant::now() + REMOVE_TIMEOUT;
+        let limit = self.cfg.control_timeout;
+        let deadline = Instant::now() + limit;
         while waits.iter().any(|d| !d.load(Ordering::Acquire)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }
@@ -470,7 +486,7 @@ impl Switch {
         } else {
             Err(SwitchError::Timeout(format!(
                 "port {name:?} is out of the table but worker(s) {late:?} did not drop \
-                 its queues within {REMOVE_TIMEOUT:?}"
+                 its queues within {limit:?}"
             )))
         }
     }
@@ -497,7 +513,7 @@ impl Switch {
     /// Replaces the logic; takes effect at each worker's next batch. Batches
     /// in flight finish with the old logic, so nothing is lost or doubled.
     /// Returns once every worker classifies with the new logic. When a
-    /// worker does not come round within [`SYNC_TIMEOUT`] the answer is
+    /// worker does not come round within the control timeout the answer is
     /// `SwitchError::Timeout`: the new logic is installed all the same and
     /// that worker takes it at its next batch.
     pub fn replace_logic(&self, logic: Box<dyn Logic>) -> Result<(), SwitchError> {
@@ -748,7 +764,7 @@ impl Switch {
         }
         // Bounded, like a port's removal: a worker that does not come round
         // (stuck, stopped) zeroes them when it does.
-        let deadline = Instant::now() + SYNC_TIMEOUT;
+        let deadline = Instant::now() + self.cfg.control_timeout;
         while waits.iter().any(|d| !d.load(Ordering::Acquire)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
         }

@@ -104,6 +104,7 @@ fn run(c: &Case) {
             WakeupMode::Poll
         },
         latency_budget_us: c.adaptive.unwrap_or(0),
+        ..SwitchConfig::default()
     };
     // Count how often each frame is classified: exactly once, always.
     let classified: Arc<Vec<AtomicU32>> =

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::switch::{REMOVE_TIMEOUT, SYNC_TIMEOUT};
 use fabric::{
     pipe, Ctx, Logic, PipeConfig, PipePeer, PipePort, Pkts, Port, PortId, PortInfo, QueueId,
     RxFill, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode,
@@ -84,7 +83,14 @@ fn is_timeout(r: &Result<impl std::fmt::Debug, SwitchError>) -> bool {
 #[test]
 fn control_operations_report_a_worker_that_does_not_come_round() {
     let (logic, entered, open) = gate(false);
-    let sw = Switch::new(SwitchConfig::default(), logic).unwrap();
+    // Shorter than the default 5 s, so the three timeouts below take
+    // 1.5 s; a worker off its CPU still comes round well within it.
+    const LIMIT: Duration = Duration::from_millis(500);
+    let cfg = SwitchConfig {
+        control_timeout: LIMIT,
+        ..SwitchConfig::default()
+    };
+    let sw = Switch::new(cfg, logic).unwrap();
     let _unstick = OpenOnDrop(open.clone());
     let (a, mut pa) = pipe("a", PipeConfig::default()).unwrap();
     let (b, _pb) = pipe("b", PipeConfig::default()).unwrap();
@@ -100,7 +106,12 @@ fn control_operations_report_a_worker_that_does_not_come_round() {
     let (new_logic, _, new_open) = gate(true);
     let r = sw.replace_logic(new_logic);
     assert!(is_timeout(&r), "replace_logic: {r:?}");
-    assert!(t0.elapsed() >= SYNC_TIMEOUT);
+    assert!(t0.elapsed() >= LIMIT);
+    assert!(
+        r.as_ref()
+            .is_err_and(|e| format!("{e:?}").contains("500ms")),
+        "{r:?}"
+    );
     let _ = new_open;
 
     let (c, _pc) = pipe("c", PipeConfig::default()).unwrap();
@@ -112,7 +123,7 @@ fn control_operations_report_a_worker_that_does_not_come_round() {
     let t0 = Instant::now();
     let r = sw.remove_port("b");
     assert!(is_timeout(&r), "remove_port: {r:?}");
-    assert!(t0.elapsed() >= REMOVE_TIMEOUT);
+    assert!(t0.elapsed() >= LIMIT);
     assert_eq!(sw.port_id("b"), None, "out of the table all the same");
 
     // Unstuck, the worker catches up with the commands posted meanwhile:
@@ -755,22 +766,80 @@ fn an_armed_queue_is_found_by_its_ring_while_another_keeps_the_worker_busy() {
             }
         })
     };
-    // The busy port's floods reach "d" too: drain it, then look for the
-    // one frame "s" sends (marked by its source MAC's last byte).
+    // The busy port's floods reach "d" too: drain it, looking for the one
+    // frame "s" sends (marked by its source MAC's last byte), until the
+    // switch has received it from "s" — the event checked. "d" may have
+    // dropped it (tx_full, counted): the flood fills its ring whenever
+    // this thread is off its CPU.
     std::thread::sleep(Duration::from_millis(100));
     let mut mine = frame();
     mine[11] ^= 0x5a;
     assert_eq!(ps.send(0, &[&mine]), 1);
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let rx_of = |name: &str| {
+        sw.port_stats()
+            .into_iter()
+            .find(|p| p.name == name)
+            .map_or(0, |p| p.rx_packets)
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
     let mut found = false;
-    while !found && Instant::now() < deadline {
+    let mut taken = false;
+    while !taken && Instant::now() < deadline {
+        pd.recv(0, 256, |f| found |= f == &mine[..]);
+        taken = rx_of("s") == 1;
+    }
+    let t = Instant::now();
+    while !found && t.elapsed() < Duration::from_millis(100) {
         pd.recv(0, 256, |f| found |= f == &mine[..]);
     }
     stop.store(true, Ordering::Relaxed);
     feeder.join().unwrap();
+    let stats = sw.port_stats();
     assert!(
-        found,
-        "an armed queue was not looked at while the worker was busy"
+        taken,
+        "an armed queue was not looked at while the worker was busy: {stats:?}"
+    );
+    let d_full = stats
+        .iter()
+        .find(|p| p.name == "d")
+        .and_then(|p| p.drops.iter().find(|(r, _)| *r == "tx_full"))
+        .map_or(0, |(_, n)| *n);
+    assert!(
+        found || d_full > 0,
+        "the frame from \"s\" neither reached \"d\" nor was counted: {stats:?}"
     );
     sw.shutdown();
+}
+
+#[test]
+fn a_bad_switch_config_is_refused_with_its_reason() {
+    let bad = |cfg: SwitchConfig, what: &str| {
+        let (logic, _, _) = gate(true);
+        match Switch::new(cfg, logic) {
+            Err(SwitchError::BadConfig(why)) => assert!(why.contains(what), "{why}"),
+            Err(e) => panic!("{what}: {e:?}"),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    };
+    bad(
+        SwitchConfig {
+            control_timeout: Duration::ZERO,
+            ..SwitchConfig::default()
+        },
+        "control_timeout",
+    );
+    bad(
+        SwitchConfig {
+            max_ports: 1,
+            ..SwitchConfig::default()
+        },
+        "max_ports",
+    );
+    bad(
+        SwitchConfig {
+            workers: vec![],
+            ..SwitchConfig::default()
+        },
+        "worker",
+    );
 }

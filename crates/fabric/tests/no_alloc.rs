@@ -46,6 +46,7 @@ fn forward_rounds(mode: WakeupMode, latency_budget_us: u32) {
         workers: vec![None, None],
         wakeup: mode,
         latency_budget_us,
+        ..SwitchConfig::default()
     };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7 })).unwrap();
     let mut peers = Vec::new();

@@ -659,6 +659,7 @@ impl Config {
             workers: self.workers.iter().map(|w| w.cpu).collect(),
             wakeup: self.switch.wakeup.mode(),
             latency_budget_us: self.switch.latency_budget_us,
+            ..fabric::SwitchConfig::default()
         }
     }
 
