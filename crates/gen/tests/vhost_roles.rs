@@ -183,12 +183,27 @@ fn conserved(what: &str, doc: &serde_json::Value, count: u64, drops: u64, mid_dr
 /// For each size: the middle turnout-gen (`mid`: reflect or fwd) started,
 /// `count` frames sent from `tx` and received on `rx`, the middle one
 /// stopped; every frame accounted for.
-fn through_middle(what: &str, rig: &Rig, mid: &[&str], tx: &str, rx: &str) {
+/// `mid_ports`: the rig's ports the middle one attaches to; the traffic
+/// starts once it has (frames sent before would find no frontend there and
+/// be dropped, each counted, and the cool-down would wait for them).
+fn through_middle(what: &str, rig: &Rig, mid: &[&str], mid_ports: &[usize], tx: &str, rx: &str) {
     let mut before = rig.settled_drops();
     for size in [64u32, 1518, 9000] {
         let mut args = mid.to_vec();
         args.extend(["--duration-s", "60", "--wait-peer-s", "20"]);
+        let connects: Vec<u64> = mid_ports
+            .iter()
+            .map(|&i| rig.ports[i].counter("connects").unwrap_or(0))
+            .collect();
         let mut m = Gen::spawn(&args);
+        for (&i, &c) in mid_ports.iter().zip(&connects) {
+            let p = &rig.ports[i];
+            assert!(
+                gen_common_wait(|| p.counter("connects").unwrap_or(0) > c)
+                    && p.wait_running(Duration::from_secs(10)),
+                "{what} {size} B: the middle turnout-gen never attached to port {i}"
+            );
+        }
         let count = 10_000;
         let doc = txrx(tx, rx, size, count);
         let drops = rig.settled_drops() - before;
@@ -212,7 +227,7 @@ fn reflect_and_fwd_on_vhost_user_ports_count_every_frame() {
     // txrx <-> a | b <-> reflect
     let rig = Rig::new("refl", &["a", "b"], 1, Mode::Server);
     let (a, b) = (rig.spec("a", ""), rig.spec("b", ""));
-    through_middle("reflect", &rig, &["reflect", "--port", &b], &a, &a);
+    through_middle("reflect", &rig, &["reflect", "--port", &b], &[1], &a, &a);
 
     // txrx -> a | b -> fwd -> c | d -> txrx
     let rig = Rig::new("fwd", &["a", "b", "c", "d"], 1, Mode::Server);
@@ -222,7 +237,14 @@ fn reflect_and_fwd_on_vhost_user_ports_count_every_frame() {
         rig.spec("c", ""),
         rig.spec("d", ""),
     );
-    through_middle("fwd", &rig, &["fwd", "--port", &b, "--port2", &c], &a, &d);
+    through_middle(
+        "fwd",
+        &rig,
+        &["fwd", "--port", &b, "--port2", &c],
+        &[1, 2],
+        &a,
+        &d,
+    );
 }
 
 #[test]
