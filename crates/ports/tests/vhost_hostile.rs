@@ -203,12 +203,20 @@ fn hostile_frontend_is_disconnected_counted_and_harmless() {
                 "{name}: still connected"
             );
             // The port recovers: an honest guest gets its frames through.
+            // Its hangup counted before the next scenario reads the
+            // counters: the backend clears `connected` in its teardown and
+            // counts how the connection ended after it, so a wait on
+            // `connected` alone let a late count land in the next
+            // scenario's (which then saw two hangups where it waits for one).
             let tag = 0x10 + (round as u8);
+            let hangups = counter(&a, "disconnects_hangup");
             let fa = honest(&pa, &a, &mut wa, 32, tag);
             drop(fa);
             assert!(
-                wait_until(Duration::from_secs(5), || !a.connected()),
-                "{name}: honest frontend's hangup not seen"
+                wait_until(Duration::from_secs(5), || !a.connected()
+                    && counter(&a, "disconnects_hangup") > hangups),
+                "{name}: honest frontend's hangup not counted: {:?}",
+                a.backend_counters()
             );
             // The other port never noticed: its stream loses nothing.
             let tagb = 0xb1 + (round as u8);
