@@ -476,12 +476,26 @@ def test_vhost_user_attachment(lab: Lab) -> None:
     conf = lab.conf(
         mode="userspace", portType="vhost-user", runtimeConfig={"CNIDeviceInfoFile": str(devinfo)}
     )
+    tp: Testpmd | None = None
+
+    def why(*what: Any) -> str:
+        """What a failure needs: the values, the switch's ports, the tails of
+        turnoutd's and testpmd's logs."""
+        try:
+            ports: Any = lab.ports()
+        except Exception as e:
+            ports = f"port.list failed: {e}"
+        tp_log = tp.log()[-1500:] if tp is not None else ""
+        return (f"{what}\nports: {ports}\nturnoutd: {lab.td.log()[-2500:]}"
+                f"\ntestpmd: {tp_log}")
+
     r = lab.add(conf, "vpod", pod, ifname="net1")
     sock = r["interfaces"][0]["socketPath"]
-    assert Path(sock).exists() and r["ips"][0]["interface"] == 0
+    assert Path(sock).exists() and r["ips"][0]["interface"] == 0, why(r)
     assert json.loads(devinfo.read_text())["vhost-user"] == {"mode": "client", "path": sock}
-    assert lab.ports()["vpod.net1"]["kind"] == "vhost_user"
-    assert lab.cni("CHECK", conf, "vpod", pod, "net1")[0] == 0
+    assert lab.ports()["vpod.net1"]["kind"] == "vhost_user", why()
+    check = lab.cni("CHECK", conf, "vpod", pod, "net1")
+    assert check[0] == 0, why(check)
 
     # A virtio-user testpmd pod on it answers a kernel pod's pings.
     testpeers.need(TESTPMD, "dpdk-testpmd not installed (Debian dpdk-dev)")
@@ -495,12 +509,15 @@ def test_vhost_user_attachment(lab: Lab) -> None:
         wait_for("testpmd to start its port", 30, lambda: "Done" in tp.log())
         wait_for("the vhost-user pod to connect", 20, lambda: lab.ports()["vpod.net1"]["link_up"])
         sent, recv = ping(lab, kpod, pod_ip(r), count=5)
-        assert tp.alive(), tp.log()[-2000:]
-    assert recv == 5, (sent, recv, lab.td.port("vpod.net1"), tp.log()[-1500:])
-    assert lab.cni("DEL", lab.conf(), "kpod", kpod)[0] == 0
+        assert tp.alive(), why(sent, recv)
+        assert recv == 5, why(sent, recv)
+    rc = lab.cni("DEL", lab.conf(), "kpod", kpod)
+    assert rc[0] == 0, why(rc)
     for _ in range(2):
-        assert lab.cni("DEL", conf, "vpod", pod, "net1")[0] == 0
-    assert not Path(sock).exists() and not devinfo.exists() and lab.ports() == {}
+        rc = lab.cni("DEL", conf, "vpod", pod, "net1")
+        assert rc[0] == 0, why(rc)
+    assert not Path(sock).exists() and not devinfo.exists() and lab.ports() == {}, why(
+        Path(sock).exists(), devinfo.exists())
 
 
 def test_parallel_adds_then_gc_removes_exactly_the_unlisted_half(lab: Lab) -> None:
