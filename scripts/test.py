@@ -114,6 +114,14 @@ def echo(log: TextIO, line: str) -> None:
     log.flush()
 
 
+def excerpt(text: str, lines: int = 8, width: int = 240) -> str:
+    """The head of a failure's message for the run's summary (the whole of
+    it is in the step's log): so that a CI excerpt that shows only the end
+    of the output still says why."""
+    kept = [ln[:width] for ln in text.strip().splitlines()[:lines]]
+    return "\n".join(kept)
+
+
 def run(cmd: list[str], log: TextIO, out: Outcome, what: str = "",
         ok: tuple[int, ...] = (0,)) -> int:
     """Runs `cmd` in the checkout, its output streamed to the terminal and
@@ -309,7 +317,8 @@ def libtest(binary: TestBinary, args: list[str], log: TextIO, out: Outcome) -> t
             failed += 1
             text = ev.get("stdout", "")
             echo(log, f"---- {binary.label}: {name} FAILED after {secs:.1f} s ----\n{text}")
-            out.failures.append(f"{binary.label}: {name}")
+            panic = text[text.find("panicked at"):] if "panicked at" in text else text
+            out.failures.append(f"{binary.label}: {name} (after {secs:.1f} s)\n{excerpt(panic)}")
     p.wait()
     if p.returncode != 0 and failed == 0:
         out.failures.append(f"{binary.label}: exit {p.returncode} (crashed; see the log)")
@@ -401,8 +410,13 @@ def pytest(args: list[str], name: str, log: TextIO, out: Outcome) -> None:
     for case in ET.parse(xml).getroot().iter("testcase"):
         label = f"{case.get('classname', '')}::{case.get('name', '')}"
         out.tests.append((float(case.get("time") or 0.0), label))
-        if case.find("failure") is not None or case.find("error") is not None:
-            out.failures.append(label)
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            why = bad.get("message") or bad.text or ""
+            out.failures.append(f"{label} (after {float(case.get('time') or 0.0):.1f} s)\n"
+                                f"{excerpt(why)}")
 
 
 #: The system tests of the real turnoutd: a tree of their own under
@@ -611,7 +625,10 @@ def main(argv: list[str]) -> int:
     if failures:
         print(f"\n=== {len(failures)} failure(s); the logs are in {LOGS.relative_to(ROOT)}/")
         for name, f in failures:
-            print(f"  [{name}] {f}")
+            head, *why = f.splitlines()
+            print(f"  [{name}] {head}")
+            for ln in why:
+                print(f"      {ln}")
         return 1
     print("\n=== every step passed")
     return 0
