@@ -479,15 +479,16 @@ def test_vhost_user_attachment(lab: Lab) -> None:
     tp: Testpmd | None = None
 
     def why(*what: Any) -> str:
-        """What a failure needs: the values, the switch's ports, the tails of
-        turnoutd's and testpmd's logs."""
+        """What a failure needs: the values, the switch's ports, the pods'
+        links, the tails of testpmd's and turnoutd's logs."""
         try:
             ports: Any = lab.ports()
         except Exception as e:
             ports = f"port.list failed: {e}"
-        tp_log = tp.log()[-1500:] if tp is not None else ""
-        return (f"{what}\nports: {ports}\nturnoutd: {lab.td.log()[-2500:]}"
-                f"\ntestpmd: {tp_log}")
+        links = " | ".join(lab.in_pod(p, "ip", "-br", "addr").stdout.strip() for p in lab.pods)
+        tp_log = tp.log()[-1000:] if tp is not None else ""
+        return (f"{what}\nports: {ports}\npod links: {links}\ntestpmd: {tp_log}"
+                f"\nturnoutd: {lab.td.log()[-2500:]}")
 
     r = lab.add(conf, "vpod", pod, ifname="net1")
     sock = r["interfaces"][0]["socketPath"]
