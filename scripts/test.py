@@ -40,6 +40,12 @@ for the compiler), in its package's directory as cargo would. Tests marked
 `#[ignore = "system: ..."]` run in their own step, one at a time; other
 ignored tests (measurements run by hand) are not run.
 
+The binaries the Python system tests run are the tests' profile's
+(TURNOUT_PROFILE=test-release, set here): `setup` builds them, and the
+test build then compiles only the test executables (docs/testing.md).
+Without `setup`, a run with a Python system step builds them first (the
+step `binaries`).
+
 Ctrl-C reaches the tests' children: a shell that starts this script in
 the background (`cmd &` without job control) hands it SIGINT ignored,
 which every child would inherit, and the tests that stop a command with
@@ -500,8 +506,21 @@ CLIPPY = [
     *NICE, "cargo", "clippy", "--workspace", "--all-targets", "--all-features",
     "--profile", PROFILE, "-q", "--", "-D", "warnings",
 ]
+#: The binaries the Python system tests run (python/src/turnout/build.py):
+#: the tests' profile's, which `setup` builds (scripts/setup.sh reads
+#: TURNOUT_PROFILE) and the Rust tests' build then reuses instead of
+#: compiling every dependency and library a second time.
+BINARIES = [
+    ["cargo", "build", "--profile", PROFILE, "--workspace", "--bins", "-q"],
+    ["cargo", "build", "--profile", PROFILE, "-p", "ports", "--example", "hostile_peer",
+     "--features", "test-utils", "-q"],
+]
+#: The Python system steps, which need BINARIES.
+NEEDS_BINARIES = ("python-system", "python-serial")
 STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
     ("setup", commands(["bash", "scripts/setup.sh"])),
+    # only when `setup` does not run and a step of NEEDS_BINARIES does
+    ("binaries", commands(*BINARIES)),
     ("fmt", commands(["cargo", "fmt", "--all", "--", "--check"])),
     ("clippy", commands(CLIPPY)),
     ("ruff", commands([str(PY / "ruff"), "check", "python", "tests", "scripts"])),
@@ -591,12 +610,16 @@ def main(argv: list[str]) -> int:
         # started in the background without job control (module docstring)
         signal.signal(signal.SIGINT, signal.default_int_handler)
     LOGS.mkdir(parents=True, exist_ok=True)
-    selected = [n for n in names if not argv or n in argv]
+    os.environ.setdefault("TURNOUT_PROFILE", PROFILE)
+    selected = [n for n in names if n in argv or (not argv and n != "binaries")]
+    if "setup" not in selected and any(n in selected for n in NEEDS_BINARIES):
+        selected.insert(0, "binaries")
     results: list[Result] = []
     t_all = time.monotonic()
-    if "setup" in selected:
-        run_step("setup", t_all, results)
-    rest = [n for n in selected if n != "setup"]
+    for first in ("binaries", "setup"):
+        if first in selected:
+            run_step(first, t_all, results)
+    rest = [n for n in selected if n not in ("setup", "binaries")]
     laned = [n for n in rest if n not in ALONE]
     if SERIAL or len(laned) < 2:
         for name in laned:

@@ -11,6 +11,7 @@ import pytest
 from conftest import needs_root
 from synth_db import rplus_db
 from test_campaign import FakeBench
+from turnout.build import built
 from turnout.campaign import CampaignError, parse, run_campaign
 from turnout.report.ab import ab_rows, ab_table, compare_builds
 from turnout.report.model import Spread
@@ -40,7 +41,7 @@ def test_a_variant_takes_its_bases_options_and_its_own_binary():
     assert isinstance(before, Turnoutd) and before.name == "turnoutd-before"
     assert after.name == "turnoutd" and Turnoutd.name == "turnoutd"  # the class is untouched
     assert before.binary == REPO / "target/bench-ab/turnoutd-before"  # type: ignore[attr-defined]
-    assert after.binary == REPO / "target/release/turnoutd"  # type: ignore[attr-defined]
+    assert after.binary == built("turnoutd")  # type: ignore[attr-defined]
     topo = Topology(ns="n", ports=[SutPort(name="a", kind="veth", iface="x"),
                                    SutPort(name="b", kind="veth", iface="y")],
                     xconnects=[("a", "b")])
@@ -214,15 +215,11 @@ def test_two_builds_of_turnoutd_run_interleaved_on_real_namespaces(tmp_path):
 
     from turnout import testpeers
     from turnout.bench import RealBench
-    from turnout.measure.gen import REPO as GEN_REPO
-
-    gen = GEN_REPO / "target" / "release" / "turnout-gen"
-    built = REPO / "target" / "release" / "turnoutd"
-    testpeers.need(built.exists() and gen.exists(),
-                   "target/release/turnoutd and turnout-gen (cargo build --release)")
+    gen, td = built("turnout-gen"), built("turnoutd")
+    testpeers.need(td.exists() and gen.exists(), f"{td} and {gen} (scripts/setup.sh)")
     other = tmp_path / "build" / "turnoutd"
     other.parent.mkdir()
-    shutil.copy2(built, other)
+    shutil.copy2(td, other)
     doc = _ab(binary=str(other))
     doc["campaign"].update(repetitions=2, warmup_s=0.2)
     doc["matrix"]["scenarios"] = ["p2p"]
@@ -237,7 +234,7 @@ def test_two_builds_of_turnoutd_run_interleaved_on_real_namespaces(tmp_path):
         before = suts["turnoutd-before"]
         assert before.config["binary"] == str(other) and before.config["base"] == "turnoutd"
         assert str(other) in before.version and "git" in before.version
-        assert suts["turnoutd"].config["binary"] == str(built)
+        assert suts["turnoutd"].config["binary"] == str(td)
         host = db.host(c.host_id)
         assert host is not None and str(other) in host.tools["sut:turnoutd-before"]
         reps = sorted((r.repetition, r.sut) for r in db.results(c.id, status="ok"))

@@ -16,8 +16,8 @@ import pytest
 from conftest import needs_root
 from turnout import testpeers
 from turnout.bench import RealBench
+from turnout.build import built
 from turnout.campaign import parse
-from turnout.measure.gen import REPO
 from turnout.ofrules import HIT_PRIORITY, MISS_PRIORITY
 from turnout.portkind import PortKind
 from turnout.scenarios import Point
@@ -27,7 +27,7 @@ from turnout.sut import make_sut
 # 90 %, a bound for a machine that runs nothing else (docs/testing.md)
 pytestmark = pytest.mark.serial
 
-REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+REAL_GEN = built("turnout-gen")
 
 
 def _hit_rule_only(before: list, after: list, c, warmup_s: float) -> list[int]:

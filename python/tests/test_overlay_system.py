@@ -12,13 +12,13 @@ import pytest
 from conftest import needs_root
 from turnout import testpeers
 from turnout.bench import RealBench
+from turnout.build import built
 from turnout.campaign import parse, run_campaign
-from turnout.measure.gen import REPO
 from turnout.report.overlay import encap_rows
 from turnout.results import ResultsDB
 from turnout.sut import make_sut
 
-REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+REAL_GEN = built("turnout-gen")
 
 
 def _need(sut: str) -> None:

@@ -12,14 +12,14 @@ from conftest import needs_root
 from test_vhost_scenario import ROLES, FakeTestbed
 from turnout import testpeers, vm
 from turnout.bench import RealBench
+from turnout.build import built
 from turnout.campaign import parse, run_campaign
 from turnout.campaign.spec import CampaignError
-from turnout.measure.gen import REPO
 from turnout.results import ResultsDB
 from turnout.scenarios import Point, Unsupported, build
 from turnout.sut import make_sut
 
-REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+REAL_GEN = built("turnout-gen")
 
 
 def test_campaign_keys_are_checked():

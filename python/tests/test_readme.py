@@ -54,10 +54,11 @@ import pytest
 
 from conftest import needs_root
 from turnout import testpeers
+from turnout.build import BIN_DIR
 from turnout.measure.gen import REPO
 
 README = REPO / "README.md"
-RELEASE = REPO / "target" / "release"
+RELEASE = BIN_DIR
 
 
 @dataclass
@@ -120,8 +121,15 @@ class Sandbox:
     def __init__(self, root: Path) -> None:
         self.dir = root / "checkout"
         self.dir.mkdir()
-        for name in ("target", "docs", "campaigns", ".venv", "python", "scripts", "Makefile"):
+        for name in ("docs", "campaigns", ".venv", "python", "scripts", "Makefile"):
             (self.dir / name).symlink_to(REPO / name)
+        # target/release, as the README writes it, is this run's build
+        # (turnout.build: `make test` runs its own profile's binaries).
+        (self.dir / "target").mkdir()
+        for entry in (REPO / "target").iterdir():
+            if entry.name != "release":
+                (self.dir / "target" / entry.name).symlink_to(entry)
+        (self.dir / "target" / "release").symlink_to(BIN_DIR)
         # A private /run (tmpfs), lo up, and a /proc of the new PID
         # namespace; its init sleeps until the test kills it, and with it
         # every process started in the namespaces.
@@ -421,7 +429,7 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     testpeers.need_root()
     for binary in ("turnoutd", "turnout-gen"):
         testpeers.need((RELEASE / binary).is_file(),
-                       f"{RELEASE / binary} not built (cargo build --release)")
+                       f"{RELEASE / binary} not built (scripts/setup.sh)")
     sb = Sandbox(tmp_path)
     try:
         yield sb

@@ -44,6 +44,7 @@ import pytest
 from conftest import needs_root
 from sshlab import Lab
 from turnout import testpeers
+from turnout.build import built
 from turnout.hosts.remote import sha256_file
 from turnout.results import ResultsDB
 from turnout.sut import make_sut
@@ -51,8 +52,8 @@ from turnout.sut import make_sut
 pytestmark = [pytest.mark.system, needs_root]
 
 REPO = Path(__file__).resolve().parents[2]
-GEN = REPO / "target" / "release" / "turnout-gen"
-TURNOUTD = REPO / "target" / "release" / "turnoutd"
+GEN = built("turnout-gen")
+TURNOUTD = built("turnoutd")
 TURNOUT = [sys.executable, "-m", "turnout.cli"]
 WIRES = [("tester:ens1f0", "sut:ens1f0"), ("tester:ens1f1", "sut:ens1f1")]
 TESTER = {"roles": ["tester"], "grace_s": 4, "connect_timeout_s": 5}

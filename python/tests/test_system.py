@@ -15,13 +15,13 @@ import pytest
 from conftest import needs_root
 from turnout import testpeers
 from turnout.bench import RealBench
+from turnout.build import built
 from turnout.campaign import parse, run_campaign
-from turnout.measure.gen import REPO
 from turnout.results import ResultsDB
 from turnout.sut import SUTS, make_sut
 
 PYGEN = [sys.executable, "-m", "turnout.measure.pygen"]
-REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+REAL_GEN = built("turnout-gen")
 
 
 def _tiny(sut: str, scenarios: list[str], methods: list[str]) -> dict:

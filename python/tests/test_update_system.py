@@ -9,8 +9,8 @@ import pytest
 from conftest import needs_root
 from turnout import testpeers
 from turnout.bench import RealBench
+from turnout.build import built
 from turnout.campaign import parse, run_campaign
-from turnout.measure.gen import REPO
 from turnout.results import ResultsDB
 from turnout.sut import make_sut
 
@@ -19,7 +19,7 @@ from turnout.sut import make_sut
 # nothing else (docs/testing.md)
 pytestmark = pytest.mark.serial
 
-REAL_GEN = REPO / "target" / "release" / "turnout-gen"
+REAL_GEN = built("turnout-gen")
 
 
 @needs_root

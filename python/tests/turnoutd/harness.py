@@ -29,6 +29,7 @@ from typing import Any
 from threehosts import ThreeHosts, nx
 
 from turnout import testpeers
+from turnout.build import PROFILE, built
 from turnout.ctl.client import CtlError, call
 
 REPO = Path(__file__).resolve().parents[3]
@@ -37,15 +38,17 @@ DPDK_RUN = Path("/var/run/dpdk")
 
 
 def turnoutd_binary() -> Path:
-    """$TURNOUTD, else target/debug/turnoutd, else target/release/turnoutd."""
+    """$TURNOUTD, else this checkout's build (turnout.build: target/release
+    unless $TURNOUT_PROFILE names another profile)."""
     env = os.environ.get("TURNOUTD")
     candidates = [Path(env)] if env else []
-    candidates += [REPO / "target" / "debug" / "turnoutd", REPO / "target" / "release" / "turnoutd"]
+    candidates += [built("turnoutd")]
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c
     raise FileNotFoundError(
-        "turnoutd is not built: run `cargo build -p turnoutd` (or set $TURNOUTD)"
+        f"turnoutd is not built: run `cargo build --profile {PROFILE} -p turnoutd`"
+        " (or set $TURNOUTD)"
     )
 
 

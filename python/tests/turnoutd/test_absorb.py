@@ -43,15 +43,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REPO, Turnoutd, stop_pid, wait_for
+from harness import Turnoutd, stop_pid, wait_for
 
 from turnout import testpeers
+from turnout.build import BIN_DIR
 
 # serial: it starts its own CPU hog and holds every frame of 10^6 at 1 Mpps
 # to arriving; beside other tests it would measure their load too
 pytestmark = [pytest.mark.system, pytest.mark.serial]
 
-RELEASE = REPO / "target" / "release"
+RELEASE = BIN_DIR
 GEN = RELEASE / "turnout-gen"
 FRAMES = 1_000_000
 RATES = (100_000, 1_000_000)

@@ -47,10 +47,11 @@ import pytest
 from harness import REPO, TESTPMD, Testpmd, Turnoutd, stop_pid, wait_for
 
 from turnout import testpeers
+from turnout.build import BIN_DIR
 
 pytestmark = pytest.mark.system
 
-RELEASE = REPO / "target" / "release"
+RELEASE = BIN_DIR
 CNI_BIN = RELEASE / "turnout-cni"
 TURNOUTD = RELEASE / "turnoutd"
 PLUGINS = Path("/usr/lib/cni")

@@ -61,13 +61,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import REPO, Turnoutd, stop_pid, wait_for
+from harness import Turnoutd, stop_pid, wait_for
 
 from turnout import testpeers
+from turnout.build import BIN_DIR
 
 pytestmark = pytest.mark.system
 
-RELEASE = REPO / "target" / "release"
+RELEASE = BIN_DIR
 GEN = RELEASE / "turnout-gen"
 HOSTILE = RELEASE / "examples" / "hostile_peer"
 RATE_PPS = 10_000

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import build
 from ..hosts.base import Host, LocalHost
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
@@ -100,12 +101,13 @@ class PeerAbsent(GenError):
 
 
 def find_gen(allow_pygen: bool = True) -> list[str] | None:
-    """The turnout-gen command: $TURNOUT_GEN, target/release/turnout-gen,
+    """The turnout-gen command: $TURNOUT_GEN, this checkout's build
+    (``turnout.build``: target/release/turnout-gen by default),
     turnout-gen on PATH, else the Python reference tester (when allowed)."""
     env = os.environ.get("TURNOUT_GEN")
     if env:
         return env.split()
-    built = REPO / "target" / "release" / "turnout-gen"
+    built = build.built("turnout-gen")
     if built.exists():
         return [str(built)]
     on_path = shutil.which("turnout-gen")

@@ -1,8 +1,9 @@
-"""turnoutd (docs/turnoutd.md): writes its TOML, starts target/release/turnoutd
-in the SUT namespace, checks it through the JSON-RPC control socket.
+"""turnoutd (docs/turnoutd.md): writes its TOML, starts this checkout's turnoutd
+(``turnout.build``: target/release/turnoutd by default) in the SUT
+namespace, checks it through the JSON-RPC control socket.
 
 Options: ``TurnoutdOptions`` (``binary``: another build's turnoutd,
-absolute or relative to this checkout; default target/release/turnoutd:
+absolute or relative to this checkout; default this checkout's build:
 ``make bench-ab`` runs two builds side by side).
 
 With ``logic = "flows"``, or at a point of the ``openflow`` scenario
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import build
 from ..ctl.client import CtlError, call, request_line, result_of
 from ..hosts.base import Host, LocalHost
 from ..measure.cost import CostSample, cpu_list
@@ -36,7 +38,7 @@ from .overlay_host import VNI, HostWiring, OverlayHost
 __all__ = ["Turnoutd", "TurnoutdOptions", "TurnoutdOverlayHost", "TurnoutdPoll", "rpc"]
 
 REPO = Path(__file__).resolve().parents[4]
-BINARY = REPO / "target" / "release" / "turnoutd"
+BINARY = build.built("turnoutd")
 #: flows per JSON-RPC call in ``bulk_flows`` (~70 B each: under the 1 MiB request limit)
 BULK_CHUNK = 10_000
 #: backend counters of frames the kernel dropped before turnoutd's rings

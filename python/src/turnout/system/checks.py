@@ -12,6 +12,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import build
+
 __all__ = ["CHECKS", "Check", "Finding", "run_checks"]
 
 REPO = Path(__file__).resolve().parents[4]
@@ -173,14 +175,15 @@ class Software(Check):
     def run(self) -> list[Finding]:
         out = []
         tools = {
-            "turnoutd": REPO / "target/release/turnoutd",
-            "turnout-gen": REPO / "target/release/turnout-gen",
+            "turnoutd": build.built("turnoutd"),
+            "turnout-gen": build.built("turnout-gen"),
         }
         for name, path in tools.items():
             if path.exists():
                 out.append(self.f("ok", f"{name} built ({path})"))
             else:
-                out.append(self.f("missing", f"{name} not built (cargo build --release -p ...)"))
+                out.append(self.f(
+                    "missing", f"{name} not built (cargo build --profile {build.PROFILE} -p ...)"))
         for name, cmd in (("dpdk-testpmd", "dpdk-testpmd"), ("ovs-vswitchd", "ovs-vswitchd"),
                           ("ovsdb-server", "ovsdb-server"),
                           ("ovs-vswitchd-dpdk",
