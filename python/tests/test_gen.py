@@ -13,6 +13,7 @@ from typing import ClassVar
 import pytest
 
 import turnout.measure.gen as gen
+from turnout import build
 from turnout.measure.cpu import CpuSample, CpuSampler
 from turnout.measure.gen import find_gen
 
@@ -20,7 +21,7 @@ from turnout.measure.gen import find_gen
 def test_pygen_only_when_turnout_gen_is_missing(tmp_path, monkeypatch):
     monkeypatch.delenv("TURNOUT_GEN", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(gen, "REPO", tmp_path)
+    monkeypatch.setattr(build, "BIN_DIR", tmp_path / "target" / "release")
     assert find_gen() == [sys.executable, "-m", "turnout.measure.pygen"]
     assert find_gen(allow_pygen=False) is None
     built = tmp_path / "target" / "release" / "turnout-gen"
