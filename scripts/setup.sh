@@ -100,8 +100,16 @@ python_pid=$!
 # (docs/testing.md).
 profile=${TURNOUT_PROFILE:-release}
 echo "setup: building the Rust workspace ($profile)"
-cargo build --profile "$profile" --workspace --bins -q
-cargo build --profile "$profile" -p ports --example hostile_peer --features test-utils -q
+if [ "$profile" = release ]; then
+  cargo build --release --workspace --bins -q
+  cargo build --release -p ports --example hostile_peer --features test-utils -q
+else
+  # One command, with the example and the feature in it: then every crate
+  # gets the features the tests' build gives it (ports' test-utils, its
+  # dev-dependencies'), and `cargo test` finds each one compiled.
+  cargo build --profile "$profile" --workspace --bins --example hostile_peer \
+    --features ports/test-utils -q
+fi
 
 # cnitool (the CNI project's own runtime stand-in) for turnout-cni's tests.
 CNITOOL_VERSION=v1.3.1

@@ -511,9 +511,9 @@ CLIPPY = [
 #: TURNOUT_PROFILE) and the Rust tests' build then reuses instead of
 #: compiling every dependency and library a second time.
 BINARIES = [
-    ["cargo", "build", "--profile", PROFILE, "--workspace", "--bins", "-q"],
-    ["cargo", "build", "--profile", PROFILE, "-p", "ports", "--example", "hostile_peer",
-     "--features", "test-utils", "-q"],
+    # as scripts/setup.sh builds them: the test build's features, in one command
+    ["cargo", "build", "--profile", PROFILE, "--workspace", "--bins", "--example",
+     "hostile_peer", "--features", "ports/test-utils", "-q"],
 ]
 #: The Python system steps, which need BINARIES.
 NEEDS_BINARIES = ("python-system", "python-serial")
