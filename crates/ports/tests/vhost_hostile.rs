@@ -204,10 +204,10 @@ fn hostile_frontend_is_disconnected_counted_and_harmless() {
             );
             // The port recovers: an honest guest gets its frames through.
             // Its hangup counted before the next scenario reads the
-            // counters: the backend clears `connected` in its teardown and
-            // counts how the connection ended after it, so a wait on
-            // `connected` alone let a late count land in the next
-            // scenario's (which then saw two hangups where it waits for one).
+            // counters (else a late count lands in the next scenario's,
+            // which then sees two hangups where it waits for one). The
+            // backend counts how a connection ended before it clears
+            // `connected`; the wait asks for the count itself all the same.
             let tag = 0x10 + (round as u8);
             let hangups = counter(&a, "disconnects_hangup");
             let fa = honest(&pa, &a, &mut wa, 32, tag);

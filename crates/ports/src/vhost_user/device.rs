@@ -592,13 +592,12 @@ pub fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
                 }
             },
         };
-        let end = serve(&shared, stream, listener.as_ref());
-        count_end(&shared, &end);
+        serve(&shared, stream, listener.as_ref());
     }
 }
 
 /// Counts how a connection ended.
-pub(super) fn count_end(shared: &Shared, end: &End) {
+fn count_end(shared: &Shared, end: &End) {
     match end {
         End::Stop => {}
         End::HangUp => {
@@ -645,6 +644,8 @@ fn accept(shared: &Shared, l: &UnixListener) -> Option<UnixStream> {
     l.accept().ok().map(|(s, _)| s)
 }
 
+/// Serves one frontend connection until it ends, and returns how it
+/// ended, already counted.
 pub(super) fn serve(
     shared: &Arc<Shared>,
     stream: UnixStream,
@@ -802,6 +803,9 @@ pub(super) fn serve(
             };
         }
     };
+    // Counted before `connected` clears: whoever sees the frontend gone
+    // (Acquire) also sees why.
+    count_end(shared, &end);
     shared.connected.store(false, Release);
     drop(h);
     let mut d = dev.lock().unwrap_or_else(|p| p.into_inner());

@@ -35,7 +35,6 @@ impl Backend {
     /// `"stop"`).
     pub fn serve(&self, stream: UnixStream) -> &'static str {
         let end = device::serve(&self.shared, stream, None);
-        device::count_end(&self.shared, &end);
         match end {
             End::Stop => "stop",
             End::HangUp => "hangup",
