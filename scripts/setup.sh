@@ -91,25 +91,8 @@ mkdir -p target
 python_envs >target/setup-python.log 2>&1 &
 python_pid=$!
 
-# The binaries, and the one example a test runs: the lying memif /
-# vhost-user peer of python/tests/turnoutd/test_hostile.py, with the ports crate's
-# test-utils feature (which the binaries never carry). The other examples
-# (callgrind instruments, loops) are `make build`'s. The cargo profile is
-# $TURNOUT_PROFILE, default release (the benches'); `make test` builds its
-# own, test-release, which its Rust tests' build then reuses
-# (docs/testing.md).
-profile=${TURNOUT_PROFILE:-release}
-echo "setup: building the Rust workspace ($profile)"
-if [ "$profile" = release ]; then
-  cargo build --release --workspace --bins -q
-  cargo build --release -p ports --example hostile_peer --features test-utils -q
-else
-  # One command, with the example and the feature in it: then every crate
-  # gets the features the tests' build gives it (ports' test-utils, its
-  # dev-dependencies'), and `cargo test` finds each one compiled.
-  cargo build --profile "$profile" --workspace --bins --example hostile_peer \
-    --features ports/test-utils -q
-fi
+# The binaries and the example a test runs (profile: $TURNOUT_PROFILE).
+bash scripts/build-bins.sh
 
 # cnitool (the CNI project's own runtime stand-in) for turnout-cni's tests.
 CNITOOL_VERSION=v1.3.1

@@ -507,20 +507,16 @@ CLIPPY = [
     "--profile", PROFILE, "-q", "--", "-D", "warnings",
 ]
 #: The binaries the Python system tests run (python/src/turnout/build.py):
-#: the tests' profile's, which `setup` builds (scripts/setup.sh reads
-#: TURNOUT_PROFILE) and the Rust tests' build then reuses instead of
-#: compiling every dependency and library a second time.
-BINARIES = [
-    # as scripts/setup.sh builds them: the test build's features, in one command
-    ["cargo", "build", "--profile", PROFILE, "--workspace", "--bins", "--example",
-     "hostile_peer", "--features", "ports/test-utils", "-q"],
-]
+#: the tests' profile's (TURNOUT_PROFILE, set in main), which `setup` builds
+#: and the Rust tests' build then reuses instead of compiling every
+#: dependency and library a second time; setup.sh runs the same script.
+BINARIES = ["bash", "scripts/build-bins.sh"]
 #: The Python system steps, which need BINARIES.
 NEEDS_BINARIES = ("python-system", "python-serial")
 STEPS: list[tuple[str, Callable[[TextIO, Outcome], None]]] = [
     ("setup", commands(["bash", "scripts/setup.sh"])),
     # only when `setup` does not run and a step of NEEDS_BINARIES does
-    ("binaries", commands(*BINARIES)),
+    ("binaries", commands(BINARIES)),
     ("fmt", commands(["cargo", "fmt", "--all", "--", "--check"])),
     ("clippy", commands(CLIPPY)),
     ("ruff", commands([str(PY / "ruff"), "check", "python", "tests", "scripts"])),
