@@ -57,7 +57,7 @@ use parking_lot::Mutex;
 use crate::batch::RxBatch;
 use crate::counters::WorkerCounters;
 use crate::drop::DropReason;
-use crate::fabric::{Forwarder, PortTable};
+use crate::fabric::{Forwarder, PortEntry, PortTable};
 use crate::logic::{Ctx, Logic, Verdict};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
@@ -322,7 +322,11 @@ pub fn probe(shared: Arc<WorkerShared>) {
     }
 }
 
-/// Runs the worker loop until a `Stop` command.
+/// Runs the worker loop until a `Stop` command: each iteration takes the
+/// control commands, makes one pass over the unarmed queues, charges its
+/// cycles, and then (adaptive mode) lets the wake-up policy choose between
+/// polling on, a gap, a nap, a back-off, a look at the armed queues and a
+/// sleep on their notifications.
 pub fn run(
     shared: Arc<WorkerShared>,
     table: Arc<ArcSwap<PortTable>>,
@@ -332,197 +336,262 @@ pub fn run(
     budget_us: u32,
 ) {
     shared.tid.store(sys::gettid(), Relaxed);
-    let max_ports = table.load().capacity();
-    let mut fwd = Forwarder::new(shared.id, max_ports, batch_cap);
-    let mut batch = RxBatch::with_capacity(batch_cap);
-    let mut verdicts = vec![Verdict::Flood; batch_cap].into_boxed_slice();
-    let mut slots: Vec<RxSlot> = Vec::with_capacity(64);
-    let epoll = Epoll::new().expect("epoll_create1");
-    const WAKE_TOKEN: u64 = u64::MAX;
-    const PROBE_TOKEN: u64 = u64::MAX - 1;
-    epoll
-        .add(shared.mailbox.wake.fd(), WAKE_TOKEN)
-        .expect("epoll add eventfd");
-    let probe = &shared.probe;
-    epoll
-        .add(probe.fd.fd(), PROBE_TOKEN)
-        .expect("epoll add eventfd");
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 64];
-    let c = &shared.counters;
-    let adaptive = mode == WakeupMode::Adaptive;
-    let mut iter: u32 = 0;
-    let mut next_token: u64 = 0;
-    let mut last = sys::cycles();
-    let mut policy = Policy::new(budget_us, batch_cap, sys::now_ns());
-    // Armed queues are looked at, while others are busy, at least this
-    // often: half the budget (they cost their first frame that much).
-    let look_every_ns = (budget_us as u64 * 500).max(10_000);
-    let mut looked_ns = 0u64;
-    // Since when the worker has been awake (poll probes set before are
-    // not samples of polling).
-    let mut awake_since_ns = 0u64;
-    // Transmit queues left with frames the peer refused: when to kick them
-    // again, and the wait after that.
-    let mut retry_at_ns = 0u64;
-    let mut retry_gap_ns = KICK_RETRY_NS;
-    c.publish_policy(&policy.view());
-    if adaptive {
-        sys::set_timer_slack_ns(1_000);
-    }
-
+    let mut w = Worker::new(shared, table, logic, batch_cap, mode, budget_us);
     loop {
-        shared
+        w.shared
             .epoch
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        // Control commands, between batches.
-        if shared
-            .mailbox
-            .pending
-            .load(std::sync::atomic::Ordering::Acquire)
-        {
-            let cmds = std::mem::take(&mut *shared.mailbox.cmds.lock());
-            shared.mailbox.pending.store(false, Relaxed);
-            for cmd in cmds {
-                match cmd {
-                    WorkerCmd::AddRx { port, queue, rxq } => {
-                        let fd = if adaptive { rxq.notify_fd() } else { None };
-                        let token = next_token;
-                        next_token += 1;
-                        // A queue epoll does not take is polled, never armed.
-                        let fd = fd.filter(|fd| epoll.add(*fd, token).is_ok());
-                        let last_rx_ns = sys::now_ns();
-                        slots.push(RxSlot {
-                            port,
-                            queue,
-                            rxq,
-                            last_rx_ns,
-                            inflow: Inflow::default(),
-                            fill_ns: u64::MAX,
-                            armed: false,
-                            fd,
-                            token,
-                        });
-                    }
-                    WorkerCmd::RemovePort { port, done } => {
-                        for s in slots.iter().filter(|s| s.port == port) {
-                            if let Some(fd) = s.fd {
-                                epoll.remove(fd);
-                            }
+        if w.shared.mailbox.pending.load(Acquire) && !w.take_commands() {
+            return;
+        }
+        let pass = w.poll_pass();
+        w.charge_pass(pass.moved);
+        if w.adaptive {
+            w.wait_or_poll_on(pass);
+        } else if w.slots.is_empty() {
+            // Nothing to poll: wait for a command instead of spinning.
+            w.epoll.wait(&mut w.events, SLEEP_MS);
+            w.shared.mailbox.wake.drain();
+        }
+    }
+}
+
+/// Epoll token of the mailbox's eventfd.
+const WAKE_TOKEN: u64 = u64::MAX;
+/// Epoll token of the prober's eventfd.
+const PROBE_TOKEN: u64 = u64::MAX - 1;
+
+/// What one pass over the unarmed queues found.
+#[derive(Clone, Copy)]
+struct PassSummary {
+    /// When the pass began, ns.
+    now_ns: u64,
+    /// Frames received.
+    moved: u64,
+    /// Some queue handed out a whole batch or showed a full ring.
+    full: bool,
+    /// The shortest time some queue's ring takes to fill, ns.
+    fill_ns: u64,
+    /// The highest arrival rate among the queues, frames/s.
+    rate_fps: u64,
+    /// Queues left unarmed after the pass.
+    unarmed: usize,
+    /// Of those, the ones that have notifications: the worker never backs
+    /// off blind while one is left, it polls on.
+    unarmed_notified: usize,
+}
+
+/// When to decide, after a pass, whether a queue is armed.
+#[derive(Clone, Copy)]
+struct ArmRule {
+    /// A queue idle this long is armed ...
+    spin_ns: u64,
+    /// ... alone (a wake-up fits in the budget: the interrupt and moderate
+    /// regimes) ...
+    alone: bool,
+    /// ... or once the whole worker idled that long (it is about to sleep).
+    worker_idle: bool,
+}
+
+/// The worker loop's state: what the worker owns and what it remembers
+/// between passes. [`run`] drives it through its named steps.
+struct Worker {
+    shared: Arc<WorkerShared>,
+    table: Arc<ArcSwap<PortTable>>,
+    logic: Arc<ArcSwap<LogicSlot>>,
+    batch_cap: usize,
+    adaptive: bool,
+    fwd: Forwarder,
+    batch: RxBatch,
+    verdicts: Box<[Verdict]>,
+    slots: Vec<RxSlot>,
+    epoll: Epoll,
+    events: Vec<libc::epoll_event>,
+    policy: Policy,
+    /// Adaptive passes so far.
+    iter: u32,
+    /// The next receive queue's epoll token.
+    next_token: u64,
+    /// The cycle counter when time was last charged, as busy or idle.
+    last_cycles: u64,
+    /// Armed queues are looked at, while others are busy, at least this
+    /// often: half the budget (they cost their first frame that much).
+    look_every_ns: u64,
+    looked_ns: u64,
+    /// Since when the worker has been awake (poll probes set before are not
+    /// samples of polling).
+    awake_since_ns: u64,
+    /// Transmit queues left with frames the peer refused: when to kick them
+    /// again, and the wait after that.
+    retry_at_ns: u64,
+    retry_gap_ns: u64,
+}
+
+impl Worker {
+    fn new(
+        shared: Arc<WorkerShared>,
+        table: Arc<ArcSwap<PortTable>>,
+        logic: Arc<ArcSwap<LogicSlot>>,
+        batch_cap: usize,
+        mode: WakeupMode,
+        budget_us: u32,
+    ) -> Self {
+        let max_ports = table.load().capacity();
+        let epoll = Epoll::new().expect("epoll_create1");
+        epoll
+            .add(shared.mailbox.wake.fd(), WAKE_TOKEN)
+            .expect("epoll add eventfd");
+        epoll
+            .add(shared.probe.fd.fd(), PROBE_TOKEN)
+            .expect("epoll add eventfd");
+        let adaptive = mode == WakeupMode::Adaptive;
+        let policy = Policy::new(budget_us, batch_cap, sys::now_ns());
+        shared.counters.publish_policy(&policy.view());
+        if adaptive {
+            sys::set_timer_slack_ns(1_000);
+        }
+        Self {
+            fwd: Forwarder::new(shared.id, max_ports, batch_cap),
+            batch: RxBatch::with_capacity(batch_cap),
+            verdicts: vec![Verdict::Flood; batch_cap].into_boxed_slice(),
+            slots: Vec::with_capacity(64),
+            epoll,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+            policy,
+            iter: 0,
+            next_token: 0,
+            last_cycles: sys::cycles(),
+            look_every_ns: (budget_us as u64 * 500).max(10_000),
+            looked_ns: 0,
+            awake_since_ns: 0,
+            retry_at_ns: 0,
+            retry_gap_ns: KICK_RETRY_NS,
+            shared,
+            table,
+            logic,
+            batch_cap,
+            adaptive,
+        }
+    }
+
+    /// Takes the control commands, between batches. False on `Stop`.
+    fn take_commands(&mut self) -> bool {
+        let cmds = std::mem::take(&mut *self.shared.mailbox.cmds.lock());
+        self.shared.mailbox.pending.store(false, Relaxed);
+        for cmd in cmds {
+            match cmd {
+                WorkerCmd::AddRx { port, queue, rxq } => self.add_rx(port, queue, rxq),
+                WorkerCmd::RemovePort { port, done } => {
+                    for s in self.slots.iter().filter(|s| s.port == port) {
+                        if let Some(fd) = s.fd {
+                            self.epoll.remove(fd);
                         }
-                        // The other queues keep their registrations and
-                        // tokens: nothing to redo, nothing that can fail.
-                        slots.retain(|s| s.port != port);
-                        done.store(true, std::sync::atomic::Ordering::Release);
                     }
-                    WorkerCmd::ResetCounters { done } => {
-                        c.reset();
-                        let t = table.load();
-                        for s in &slots {
-                            if let Some(e) = t.get(s.port) {
-                                e.counters.reset_rx(s.queue as usize);
-                            }
+                    // The other queues keep their registrations and
+                    // tokens: nothing to redo, nothing that can fail.
+                    self.slots.retain(|s| s.port != port);
+                    done.store(true, Release);
+                }
+                WorkerCmd::ResetCounters { done } => {
+                    self.shared.counters.reset();
+                    let t = self.table.load();
+                    for s in &self.slots {
+                        if let Some(e) = t.get(s.port) {
+                            e.counters.reset_rx(s.queue as usize);
                         }
-                        done.store(true, std::sync::atomic::Ordering::Release);
                     }
-                    WorkerCmd::Stop => {
-                        c.rx_queues.store(0, Relaxed);
-                        return;
-                    }
+                    done.store(true, Release);
+                }
+                WorkerCmd::Stop => {
+                    self.shared.counters.rx_queues.store(0, Relaxed);
+                    return false;
                 }
             }
-            c.rx_queues.store(slots.len() as u64, Relaxed);
         }
+        self.shared
+            .counters
+            .rx_queues
+            .store(self.slots.len() as u64, Relaxed);
+        true
+    }
 
-        // One batch per unarmed queue.
-        let table_g = table.load();
-        let logic_g = logic.load();
+    /// Starts receiving on a queue: polled at once, armed once idle (a
+    /// queue epoll does not take is polled, never armed).
+    fn add_rx(&mut self, port: PortId, queue: QueueId, rxq: Box<dyn RxQueue>) {
+        let fd = if self.adaptive { rxq.notify_fd() } else { None };
+        let token = self.next_token;
+        self.next_token += 1;
+        let fd = fd.filter(|fd| self.epoll.add(*fd, token).is_ok());
+        self.slots.push(RxSlot {
+            port,
+            queue,
+            rxq,
+            last_rx_ns: sys::now_ns(),
+            inflow: Inflow::default(),
+            fill_ns: u64::MAX,
+            armed: false,
+            fd,
+            token,
+        });
+    }
+
+    /// One batch from every unarmed queue: receive, drop runts, classify,
+    /// forward, release, count; an empty queue idle long enough is armed.
+    #[inline]
+    fn poll_pass(&mut self) -> PassSummary {
+        let table_g = self.table.load();
+        let logic_g = self.logic.load();
         let now_ns = sys::now_ns();
         let ctx = Ctx {
             now_ns: sys::coarse_now_ns(),
-            worker: shared.id,
+            worker: self.shared.id,
         };
-        if fwd.has_stalled() && now_ns >= retry_at_ns {
-            retry_kicks(
-                &mut fwd,
-                &table_g,
-                now_ns,
-                &mut retry_at_ns,
-                &mut retry_gap_ns,
-            );
+        if self.fwd.has_stalled() && now_ns >= self.retry_at_ns {
+            self.retry_kicks(&table_g, now_ns);
         }
-        // A poll probe: how long the prober's mark waited for this pass.
-        if adaptive {
-            let ps = probe.poll_stamp_ns.load(Acquire);
-            if ps != 0 {
-                probe.poll_stamp_ns.store(0, Relaxed);
-                if ps >= awake_since_ns {
-                    // (the prober wrote its account before the mark)
-                    let run_ns = probe.sched_run_ns.load(Relaxed);
-                    if run_ns != 0 {
-                        policy.sched_stat(SchedStat {
-                            run_ns,
-                            wait_ns: probe.sched_wait_ns.load(Relaxed),
-                        });
-                    }
-                    policy.poll_sample(now_ns.saturating_sub(ps));
-                }
-            }
+        if self.adaptive {
+            self.take_poll_probe(now_ns);
         }
-        // A queue idle this long is armed: alone where a wake-up fits in
-        // the budget (the interrupt and moderate regimes), else only once
-        // the whole worker idled that long (it is about to sleep). Once the
-        // whole worker has, every empty queue is armed, also one whose fd
-        // ended a sleep without frames (its `last_rx_ns` is that wake-up's):
-        // it had nothing since the worker's last frame.
-        let spin_ns = policy.spin_ns();
-        let arm_alone = policy.regime() != Regime::Poll;
-        let worker_idle = policy.idle_ns(now_ns) >= spin_ns;
-        let mut moved = 0u64;
-        let mut full = false;
-        let mut fill_ns = u64::MAX;
-        let mut rate_fps = 0u64;
-        let mut unarmed = 0usize;
-        // Unarmed queues that have notifications (they are armed once
-        // idle, or frames slipped in as they were): the worker never
-        // backs off blind while one is left, it polls on.
-        let mut unarmed_notified = 0usize;
-        for s in slots.iter_mut() {
+        // Once the whole worker has idled the spin time, every empty queue
+        // is armed, also one whose fd ended a sleep without frames (its
+        // `last_rx_ns` is that wake-up's): it had nothing since the
+        // worker's last frame.
+        let spin_ns = self.policy.spin_ns();
+        let arm = ArmRule {
+            spin_ns,
+            alone: self.policy.regime() != Regime::Poll,
+            worker_idle: self.policy.idle_ns(now_ns) >= spin_ns,
+        };
+        let mut p = PassSummary {
+            now_ns,
+            moved: 0,
+            full: false,
+            fill_ns: u64::MAX,
+            rate_fps: 0,
+            unarmed: 0,
+            unarmed_notified: 0,
+        };
+        let (adaptive, batch_cap) = (self.adaptive, self.batch_cap);
+        for s in self.slots.iter_mut() {
             if s.armed {
                 continue;
             }
-            unarmed += 1;
+            p.unarmed += 1;
             let Some(entry) = table_g.get(s.port) else {
                 continue;
             };
-            let mut rx = batch.receive(&mut *s.rxq, s.port, s.queue);
+            let mut rx = self.batch.receive(&mut *s.rxq, s.port, s.queue);
             let n = rx.received();
             if n == 0 {
                 drop(rx);
                 if adaptive {
-                    s.inflow.polled(now_ns, 0, true);
-                    fill_ns = fill_ns.min(s.fill_ns);
-                    if s.fd.is_some()
-                        && (worker_idle
-                            || (arm_alone && now_ns.saturating_sub(s.last_rx_ns) >= spin_ns))
-                    {
-                        if s.rxq.set_notify(true) {
-                            // Frames slipped in: keep polling.
-                            s.rxq.set_notify(false);
-                            s.last_rx_ns = now_ns;
-                        } else {
-                            s.armed = true;
-                            unarmed -= 1;
-                        }
-                    }
-                    if !s.armed && s.fd.is_some() {
-                        unarmed_notified += 1;
-                    }
+                    idle_queue(s, now_ns, arm, &mut p);
                 }
                 continue;
             }
             s.last_rx_ns = now_ns;
-            moved += n as u64;
-            full |= n >= batch_cap;
+            p.moved += n as u64;
+            p.full |= n >= batch_cap;
             let (bytes, runts) = rx.bytes_and_runts(ETH_HDR_B);
             let runts = if runts > 0 {
                 rx.retain(|p| p.len() >= ETH_HDR_B)
@@ -531,208 +600,224 @@ pub fn run(
             };
             let m = rx.len();
             if m > 0 {
-                logic_g
-                    .0
-                    .classify(&ctx, s.port, rx.pkts_mut(), &mut verdicts[..m]);
-                fwd.forward(
-                    &table_g,
-                    logic_g.0.as_ref(),
-                    entry,
-                    rx.pkts(),
-                    &verdicts[..m],
-                );
+                let logic = logic_g.0.as_ref();
+                logic.classify(&ctx, s.port, rx.pkts_mut(), &mut self.verdicts[..m]);
+                self.fwd
+                    .forward(&table_g, logic, entry, rx.pkts(), &self.verdicts[..m]);
                 // Differently modified copies of frames (an output, a
                 // header change, another output), after the batch.
                 let (cp, cv) = rx.copies();
                 if !cp.is_empty() {
-                    fwd.forward_copies(&table_g, logic_g.0.as_ref(), entry, cp, cv);
+                    self.fwd.forward_copies(&table_g, logic, entry, cp, cv);
                 }
             }
             // Releases the frames to the queue.
             drop(rx);
-            // Counted once the batch is done, so received = sent + drops
-            // holds whenever the counters are read between batches. This
-            // worker alone writes its queues' receive counters: plain
-            // adds, no locked instruction ([`bump`]).
-            entry.counters.add_drops(DropReason::Runt, runts as u64);
-            let qc =
-                &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
-            bump(&qc.rx_bytes, bytes);
-            qc.rx_packets
-                .store(qc.rx_packets.load(Relaxed).wrapping_add(n as u64), Release);
-            // How full its ring was: push-back, and how long a nap it allows.
-            let (filled, cap) = s.rxq.fill_level().unwrap_or((0, 0));
-            if cap > 0 && filled >= cap {
-                bump(&qc.rx_ring_full, 1);
-                full = true;
-            }
-            if adaptive {
-                let drained = n < batch_cap && (cap == 0 || filled <= n as u32);
-                s.inflow.polled(now_ns, n as u64, drained);
-                // Unknown rings are assumed to hold one batch.
-                let room = if cap > 0 {
-                    cap.saturating_sub(filled.saturating_sub(n as u32))
-                } else {
-                    batch_cap as u32
-                };
-                s.fill_ns = s.inflow.fill_ns(room);
-                fill_ns = fill_ns.min(s.fill_ns);
-                rate_fps = rate_fps.max(s.inflow.rate_fps());
-            }
+            count_burst(
+                s, entry, n, bytes, runts, now_ns, adaptive, batch_cap, &mut p,
+            );
         }
-        drop(logic_g);
-        drop(table_g);
+        p
+    }
 
+    /// A poll probe: how long the prober's mark waited for this pass.
+    #[inline]
+    fn take_poll_probe(&mut self, now_ns: u64) {
+        let probe = &self.shared.probe;
+        let ps = probe.poll_stamp_ns.load(Acquire);
+        if ps == 0 {
+            return;
+        }
+        probe.poll_stamp_ns.store(0, Relaxed);
+        if ps >= self.awake_since_ns {
+            // (the prober wrote its account before the mark)
+            let run_ns = probe.sched_run_ns.load(Relaxed);
+            if run_ns != 0 {
+                self.policy.sched_stat(SchedStat {
+                    run_ns,
+                    wait_ns: probe.sched_wait_ns.load(Relaxed),
+                });
+            }
+            self.policy.poll_sample(now_ns.saturating_sub(ps));
+        }
+    }
+
+    /// Charges the cycles since the last charge to the pass: busy when it
+    /// moved frames, else idle.
+    #[inline]
+    fn charge_pass(&mut self, moved: u64) {
+        let c = &self.shared.counters;
         let now = sys::cycles();
-        let busy_this = now.wrapping_sub(last);
+        let spent = now.wrapping_sub(self.last_cycles);
         if moved > 0 {
             bump(&c.packets, moved);
             bump(&c.batches, 1);
-            bump(&c.busy_cycles, busy_this);
+            bump(&c.busy_cycles, spent);
         } else {
-            bump(&c.idle_cycles, now.wrapping_sub(last));
+            bump(&c.idle_cycles, spent);
         }
-        last = now;
+        self.last_cycles = now;
+    }
 
-        if !adaptive {
-            if slots.is_empty() {
-                // Nothing to poll: wait for a command instead of spinning.
-                epoll.wait(&mut events, SLEEP_MS);
-                shared.mailbox.wake.drain();
-            }
-            continue;
-        }
+    /// Charges the cycles since the last charge as idle: a gap, a nap, a
+    /// back-off or a sleep is overhead, not the next pass's processing.
+    #[inline]
+    fn charge_idle(&mut self) {
+        let now = sys::cycles();
+        bump(
+            &self.shared.counters.idle_cycles,
+            now.wrapping_sub(self.last_cycles),
+        );
+        self.last_cycles = now;
+    }
 
-        // Adaptive: the policy decides between polling on, a nap (the
-        // moderate regime) and sleeping on notifications.
-        iter = iter.wrapping_add(1);
-        let any_armed = unarmed < slots.len();
-        let regime = policy.regime();
-        let next = policy.after_poll(
-            now_ns,
+    /// Adaptive mode, after a pass: the policy decides between polling on,
+    /// a gap, a nap (the moderate regime), a back-off, a look at the armed
+    /// queues and sleeping on their notifications.
+    #[inline]
+    fn wait_or_poll_on(&mut self, pass: PassSummary) {
+        self.iter = self.iter.wrapping_add(1);
+        let any_armed = pass.unarmed < self.slots.len();
+        let regime = self.policy.regime();
+        let next = self.policy.after_poll(
+            pass.now_ns,
             Pass {
-                moved,
-                full,
-                fill_ns,
-                rate_fps,
+                moved: pass.moved,
+                full: pass.full,
+                fill_ns: pass.fill_ns,
+                rate_fps: pass.rate_fps,
             },
         );
-        if policy.regime() != regime || iter.is_multiple_of(4096) {
-            c.publish_policy(&policy.view());
+        if self.policy.regime() != regime || self.iter.is_multiple_of(4096) {
+            self.shared.counters.publish_policy(&self.policy.view());
         }
         let mut look = any_armed
-            && (iter.is_multiple_of(EPOLL_EVERY)
-                || now_ns.saturating_sub(looked_ns) >= look_every_ns);
-        if let Next::Gap(ns) = next {
-            // A small batch of a flow dense enough to fill a bigger one
-            // soon (poll or interrupt regime): wait, spinning, until `ns`
-            // after this pass began (the policy bounds it by the budget and
-            // the rings' fill time). The worker would have polled on
-            // anyway; no system call.
-            bump(&c.gaps, 1);
-            let until = now_ns.saturating_add(ns);
-            let mut t = sys::now_ns();
-            while t < until {
-                core::hint::spin_loop();
-                t = sys::now_ns();
+            && (self.iter.is_multiple_of(EPOLL_EVERY)
+                || pass.now_ns.saturating_sub(self.looked_ns) >= self.look_every_ns);
+        match next {
+            Next::Gap(ns) => self.gap(pass.now_ns, ns),
+            Next::Nap(ns) => {
+                self.nap(ns);
+                look = any_armed;
             }
-            // Overhead, not the next pass's processing.
-            policy.gapped(t);
-            let now = sys::cycles();
-            bump(&c.idle_cycles, now.wrapping_sub(last));
-            last = now;
+            _ => {}
         }
-        if let Next::Nap(ns) = next {
-            bump(&c.naps, 1);
-            let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
-            std::thread::sleep(std::time::Duration::from_nanos(ns));
-            let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
-            policy.slept(Slept::Nap, ns, t1 - t0, cpu1.saturating_sub(cpu0), t1);
-            c.account_sleep(t1 - t0, cpu1.saturating_sub(cpu0), &policy.view());
-            let now = sys::cycles();
-            bump(&c.idle_cycles, now.wrapping_sub(last));
-            last = now;
-            look = any_armed;
-            awake_since_ns = t1;
-        }
-        let all_armed = unarmed == 0;
-        let mut timeout = if all_armed && next == Next::Sleep {
+        let all_armed = pass.unarmed == 0;
+        let timeout = if all_armed && next == Next::Sleep {
             SLEEP_MS
         } else if all_armed {
             // armed queues only, but the policy still spins: look, don't wait
             0
-        } else if next == Next::Sleep && moved == 0 && unarmed_notified == 0 {
+        } else if next == Next::Sleep && pass.moved == 0 && pass.unarmed_notified == 0 {
             // Only queues without notifications are left and they are idle:
-            // back off instead of spinning. Idle time, as a nap's: the pass
-            // that next moves frames must not be charged for it. Never while
-            // a queue with notifications is unarmed (frames slipped in as
-            // it was armed): that one is polled again at once, and the
-            // armed ones are looked at as usual, where a back-off would
-            // look at none of them.
-            bump(&c.backoffs, 1);
-            let t0 = sys::now_ns();
-            std::thread::sleep(std::time::Duration::from_micros(BACKOFF_US));
-            let t1 = sys::now_ns();
-            awake_since_ns = t1;
-            policy.slept_idle(t1 - t0, 0, t1);
-            bump(&c.asleep_ns, t1 - t0);
-            let now = sys::cycles();
-            bump(&c.idle_cycles, now.wrapping_sub(last));
-            last = now;
-            continue;
+            // back off instead of spinning. Never while a queue with
+            // notifications is unarmed (frames slipped in as it was armed):
+            // that one is polled again at once, and the armed ones are
+            // looked at as usual, where a back-off would look at none of
+            // them.
+            self.back_off();
+            return;
         } else if look {
             0
         } else {
-            continue;
+            return;
         };
         if timeout == 0 {
             // A look at the armed queues: from their rings where the
             // backends can tell, else through epoll as for a sleep.
             let now_ns = sys::now_ns();
-            if peek_armed(&mut slots, now_ns) {
-                looked_ns = now_ns;
-                continue;
+            if peek_armed(&mut self.slots, now_ns) {
+                self.looked_ns = now_ns;
+                return;
             }
         }
-        if timeout > 0 && fwd.has_stalled() {
+        self.wait(timeout);
+    }
+
+    /// A small batch of a flow dense enough to fill a bigger one soon
+    /// (poll or interrupt regime): wait, spinning, until `ns` after the
+    /// pass began at `now_ns` (the policy bounds it by the budget and the
+    /// rings' fill time). The worker would have polled on anyway; no
+    /// system call.
+    fn gap(&mut self, now_ns: u64, ns: u64) {
+        bump(&self.shared.counters.gaps, 1);
+        let until = now_ns.saturating_add(ns);
+        let mut t = sys::now_ns();
+        while t < until {
+            core::hint::spin_loop();
+            t = sys::now_ns();
+        }
+        self.policy.gapped(t);
+        self.charge_idle();
+    }
+
+    /// A nap of `ns` (the moderate regime), its wall and CPU time fed back
+    /// to the policy.
+    fn nap(&mut self, ns: u64) {
+        let c = &self.shared.counters;
+        bump(&c.naps, 1);
+        let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
+        std::thread::sleep(std::time::Duration::from_nanos(ns));
+        let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
+        let cpu = cpu1.saturating_sub(cpu0);
+        self.policy.slept(Slept::Nap, ns, t1 - t0, cpu, t1);
+        c.account_sleep(t1 - t0, cpu, &self.policy.view());
+        self.charge_idle();
+        self.awake_since_ns = t1;
+    }
+
+    /// The only queues left are idle and have no notifications: a short
+    /// sleep between polls instead of spinning. Idle time, as a nap's: the
+    /// pass that next moves frames must not be charged for it.
+    fn back_off(&mut self) {
+        bump(&self.shared.counters.backoffs, 1);
+        let t0 = sys::now_ns();
+        std::thread::sleep(std::time::Duration::from_micros(BACKOFF_US));
+        let t1 = sys::now_ns();
+        self.awake_since_ns = t1;
+        self.policy.slept_idle(t1 - t0, 0, t1);
+        bump(&self.shared.counters.asleep_ns, t1 - t0);
+        self.charge_idle();
+    }
+
+    /// Waits in epoll up to `timeout_ms` (0: a look without waiting) and
+    /// takes what it returns: commands, a wake probe, armed queues to
+    /// disarm. A real sleep is measured and fed back to the policy.
+    fn wait(&mut self, mut timeout_ms: i32) {
+        if timeout_ms > 0 && self.fwd.has_stalled() {
             // Frames the peer refused would wait for the whole sleep: kick
             // them now, and if the peer still refuses, wake up to retry.
             let now_ns = sys::now_ns();
-            if retry_kicks(
-                &mut fwd,
-                &table.load(),
-                now_ns,
-                &mut retry_at_ns,
-                &mut retry_gap_ns,
-            ) {
-                let ms = retry_at_ns.saturating_sub(now_ns).div_ceil(1_000_000);
-                timeout = timeout.min(ms.max(1) as i32);
+            if self.retry_kicks(&self.table.load(), now_ns) {
+                let ms = self.retry_at_ns.saturating_sub(now_ns).div_ceil(1_000_000);
+                timeout_ms = timeout_ms.min(ms.max(1) as i32);
             }
         }
-        let (cpu0, t0) = if timeout > 0 {
-            bump(&c.sleeps, 1);
+        let sleeping = timeout_ms > 0;
+        let (cpu0, t0) = if sleeping {
+            bump(&self.shared.counters.sleeps, 1);
             let t0 = (sys::thread_cpu_ns(), sys::now_ns());
-            probe.asleep_since_ns.store(t0.1, Release);
+            self.shared.probe.asleep_since_ns.store(t0.1, Release);
             t0
         } else {
             (0, 0)
         };
-        let n = epoll.wait(&mut events, timeout);
+        let n = self.epoll.wait(&mut self.events, timeout_ms);
         let woke_ns = sys::now_ns();
-        looked_ns = woke_ns;
-        if timeout > 0 {
-            probe.asleep_since_ns.store(0, Release);
-            awake_since_ns = woke_ns;
+        self.looked_ns = woke_ns;
+        if sleeping {
+            self.shared.probe.asleep_since_ns.store(0, Release);
+            self.awake_since_ns = woke_ns;
         }
         let (mut woken, mut probed) = (false, false);
-        for ev in &events[..n] {
+        for ev in &self.events[..n] {
             let tok = ev.u64;
             if tok == WAKE_TOKEN {
-                shared.mailbox.wake.drain();
+                self.shared.mailbox.wake.drain();
             } else if tok == PROBE_TOKEN {
-                probe.fd.drain();
+                self.shared.probe.fd.drain();
                 probed = true;
-            } else if let Some(s) = slots.iter_mut().find(|s| s.token == tok) {
+            } else if let Some(s) = self.slots.iter_mut().find(|s| s.token == tok) {
                 s.rxq.ack_notify();
                 if s.armed {
                     s.disarm(woke_ns);
@@ -740,31 +825,122 @@ pub fn run(
                 }
             }
         }
-        if timeout > 0 {
-            let cpu1 = sys::thread_cpu_ns();
-            let cpu = cpu1.saturating_sub(cpu0);
-            if probed {
-                // A sample of this host's wake-up latency, also when
-                // traffic ended the sleep too (wakeup::probe_sample: else
-                // the slow wake-ups are never sampled under traffic).
-                let stamp = probe.stamp_ns.load(Acquire);
-                if let Some(ns) = probe_sample(stamp, t0, woke_ns) {
-                    policy.wake_sample(ns);
-                }
-            }
-            if woken {
-                bump(&c.wakeups, 1);
-                // Sleeps cut short by the 100 ms cap, a command or a probe
-                // are not what a wake-up on traffic costs.
-                policy.slept(Slept::Interrupt, 0, woke_ns - t0, cpu, woke_ns);
-            } else {
-                policy.slept_idle(woke_ns - t0, cpu, woke_ns);
-            }
-            c.account_sleep(woke_ns - t0, cpu, &policy.view());
-            let now = sys::cycles();
-            bump(&c.idle_cycles, now.wrapping_sub(last));
-            last = now;
+        if sleeping {
+            self.slept(t0, cpu0, woke_ns, woken, probed);
         }
+    }
+
+    /// Feeds a sleep in epoll from `t0` (thread CPU `cpu0`) to `woke_ns`
+    /// back to the policy and the counters: a wake probe's latency sample,
+    /// and what the sleep cost.
+    fn slept(&mut self, t0: u64, cpu0: u64, woke_ns: u64, woken: bool, probed: bool) {
+        let cpu = sys::thread_cpu_ns().saturating_sub(cpu0);
+        if probed {
+            // A sample of this host's wake-up latency, also when traffic
+            // ended the sleep too (wakeup::probe_sample: else the slow
+            // wake-ups are never sampled under traffic).
+            let stamp = self.shared.probe.stamp_ns.load(Acquire);
+            if let Some(ns) = probe_sample(stamp, t0, woke_ns) {
+                self.policy.wake_sample(ns);
+            }
+        }
+        if woken {
+            bump(&self.shared.counters.wakeups, 1);
+            // Sleeps cut short by the 100 ms cap, a command or a probe are
+            // not what a wake-up on traffic costs.
+            self.policy
+                .slept(Slept::Interrupt, 0, woke_ns - t0, cpu, woke_ns);
+        } else {
+            self.policy.slept_idle(woke_ns - t0, cpu, woke_ns);
+        }
+        self.shared
+            .counters
+            .account_sleep(woke_ns - t0, cpu, &self.policy.view());
+        self.charge_idle();
+    }
+
+    /// Kicks again the transmit queues whose peer refused frames and
+    /// schedules the next retry: `KICK_RETRY_NS` after a retry that cleared
+    /// them all, else twice the last wait (at most `SLEEP_MS`). Returns
+    /// whether some still wait.
+    fn retry_kicks(&mut self, table: &PortTable, now_ns: u64) -> bool {
+        let pending = self.fwd.retry_kicks(table);
+        if pending {
+            self.retry_at_ns = now_ns + self.retry_gap_ns;
+            self.retry_gap_ns = (self.retry_gap_ns * 2).min(SLEEP_MS as u64 * 1_000_000);
+        } else {
+            self.retry_gap_ns = KICK_RETRY_NS;
+        }
+        pending
+    }
+}
+
+/// An unarmed queue that handed out nothing this pass (adaptive mode):
+/// its arrival rate and fill time updated, and armed when it idled the
+/// spin time (alone, or because the whole worker did). Arming re-checks the
+/// ring: frames that slipped in keep it polled.
+#[inline]
+fn idle_queue(s: &mut RxSlot, now_ns: u64, arm: ArmRule, p: &mut PassSummary) {
+    s.inflow.polled(now_ns, 0, true);
+    p.fill_ns = p.fill_ns.min(s.fill_ns);
+    if s.fd.is_some()
+        && (arm.worker_idle || (arm.alone && now_ns.saturating_sub(s.last_rx_ns) >= arm.spin_ns))
+    {
+        if s.rxq.set_notify(true) {
+            // Frames slipped in: keep polling.
+            s.rxq.set_notify(false);
+            s.last_rx_ns = now_ns;
+        } else {
+            s.armed = true;
+            p.unarmed -= 1;
+        }
+    }
+    if !s.armed && s.fd.is_some() {
+        p.unarmed_notified += 1;
+    }
+}
+
+/// Counts a burst of `n` frames (`bytes` bytes, `runts` of them dropped
+/// as runts) on its queue once the batch is done, so received = sent +
+/// drops holds whenever the counters are read between batches; then how
+/// full the queue's ring was (push-back, and how long a nap it allows).
+/// This worker alone writes its queues' receive counters: plain adds, no
+/// locked instruction ([`bump`]).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn count_burst(
+    s: &mut RxSlot,
+    entry: &PortEntry,
+    n: usize,
+    bytes: u64,
+    runts: usize,
+    now_ns: u64,
+    adaptive: bool,
+    batch_cap: usize,
+    p: &mut PassSummary,
+) {
+    entry.counters.add_drops(DropReason::Runt, runts as u64);
+    let qc = &entry.counters.queues[(s.queue as usize).min(entry.counters.queues.len() - 1)];
+    bump(&qc.rx_bytes, bytes);
+    qc.rx_packets
+        .store(qc.rx_packets.load(Relaxed).wrapping_add(n as u64), Release);
+    let (filled, cap) = s.rxq.fill_level().unwrap_or((0, 0));
+    if cap > 0 && filled >= cap {
+        bump(&qc.rx_ring_full, 1);
+        p.full = true;
+    }
+    if adaptive {
+        let drained = n < batch_cap && (cap == 0 || filled <= n as u32);
+        s.inflow.polled(now_ns, n as u64, drained);
+        // Unknown rings are assumed to hold one batch.
+        let room = if cap > 0 {
+            cap.saturating_sub(filled.saturating_sub(n as u32))
+        } else {
+            batch_cap as u32
+        };
+        s.fill_ns = s.inflow.fill_ns(room);
+        p.fill_ns = p.fill_ns.min(s.fill_ns);
+        p.rate_fps = p.rate_fps.max(s.inflow.rate_fps());
     }
 }
 
@@ -797,25 +973,4 @@ fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> bool {
 #[inline]
 pub fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
-
-/// Kicks again the transmit queues whose peer refused frames and schedules
-/// the next retry: `KICK_RETRY_NS` after a retry that cleared them all,
-/// else twice the last wait (at most `SLEEP_MS`). Returns whether some
-/// still wait.
-fn retry_kicks(
-    fwd: &mut Forwarder,
-    table: &PortTable,
-    now_ns: u64,
-    retry_at_ns: &mut u64,
-    retry_gap_ns: &mut u64,
-) -> bool {
-    let pending = fwd.retry_kicks(table);
-    if pending {
-        *retry_at_ns = now_ns + *retry_gap_ns;
-        *retry_gap_ns = (*retry_gap_ns * 2).min(SLEEP_MS as u64 * 1_000_000);
-    } else {
-        *retry_gap_ns = KICK_RETRY_NS;
-    }
-    pending
 }

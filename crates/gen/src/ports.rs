@@ -1,7 +1,7 @@
 //! Opens a [`PortSpec`] with the project's port backends (crates/ports: the
 //! same code turnoutd uses) and waits for its peer.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use fabric::Port;
@@ -29,16 +29,20 @@ impl std::fmt::Display for OpenError {
     }
 }
 
-/// memif servers this process opened (`role=server`): they run the control
-/// channel of their interfaces and must live as long as the ports; dropped
-/// (socket removed) by [`close_servers`] at exit.
-static SERVERS: Mutex<Vec<ports::memif::MemifServer>> = Mutex::new(Vec::new());
+/// The opener turnoutd uses too ([`ports::open::Opener`]), for the kinds
+/// turnout-gen opens as turnoutd does (AF_PACKET, AF_XDP, a memif server).
+/// It keeps the memif servers this process opened (`role=server`, one per
+/// socket): they run the control channel of their interfaces and must live
+/// as long as the ports; closed (socket removed) by [`close_servers`] at
+/// exit.
+fn opener() -> &'static ports::open::Opener {
+    static OPENER: OnceLock<ports::open::Opener> = OnceLock::new();
+    OPENER.get_or_init(ports::open::Opener::new)
+}
 
 /// Stops the memif servers this process opened and removes their sockets.
 pub fn close_servers() {
-    if let Ok(mut s) = SERVERS.lock() {
-        s.clear();
-    }
+    opener().close_all();
 }
 
 /// Opens `spec` and waits until its link is up or `wait` passed.
@@ -112,9 +116,10 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
                     "{spec}: turnout-gen opens one AF_PACKET queue; queue must be 0"
                 )));
             }
-            ports::af_packet::AfPacketPort::open(name, config.clone())
-                .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
-                .map_err(|e| OpenError::Failed(e.to_string()))
+            opener()
+                .open(name, &ports::PortConfig::AfPacket(config.clone()))
+                .map(|p| (p, None))
+                .map_err(OpenError::Failed)
         }
         PortSpec::Vhost {
             socket,
@@ -140,25 +145,20 @@ fn open(spec: &PortSpec, name: &str) -> Result<Opened, OpenError> {
                 })
                 .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))
         }
-        PortSpec::AfXdp { config, .. } => ports::af_xdp::AfXdpPort::open(name, config.clone())
-            .map(|p| (Arc::new(p) as Arc<dyn Port>, None))
-            .map_err(|e| OpenError::Failed(e.to_string())),
+        PortSpec::AfXdp { config, .. } => opener()
+            .open(name, &ports::PortConfig::AfXdp(config.clone()))
+            .map(|p| (p, None))
+            .map_err(OpenError::Failed),
         PortSpec::Memif { config, server, .. } => {
             let socket = &config.socket;
             let cfg = config.interface(name);
             cfg.validate()
                 .map_err(|e| OpenError::Unsupported(format!("{spec}: {e}")))?;
             if *server {
-                let srv = ports::memif::MemifServer::bind(ports::memif::ServerConfig::new(socket))
-                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
-                let port = srv
-                    .add_interface(cfg)
-                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")))?;
-                SERVERS
-                    .lock()
-                    .map_err(|_| OpenError::Failed("memif server list poisoned".into()))?
-                    .push(srv);
-                return Ok((Arc::new(port) as Arc<dyn Port>, None));
+                return opener()
+                    .open(name, &ports::PortConfig::Memif(config.clone()))
+                    .map(|p| (p, None))
+                    .map_err(|e| OpenError::Failed(format!("{spec}: {e}")));
             }
             // The client keeps retrying in the background until the
             // server answers; the link comes up when it is connected.

@@ -1,58 +1,20 @@
 //! Every system call turnout-gen makes itself (the ports make their own in
-//! their `sys.rs`): the monotonic clock, CPU pinning and the SIGINT/SIGTERM
-//! flag. Every libc call of the crate is here; the crate's other
+//! their `sys.rs`, on the `floor` crate): the monotonic clock and CPU
+//! pinning (re-exported from `floor`), the CPU affinity check and the
+//! SIGINT/SIGTERM flag. Every libc call of the crate is here or in `floor`;
+//! the crate's other
 //! `unsafe` blocks only call `fabric::OwnedTx::new`.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call on Linux/x86-64).
-/// This is the clock of the payload header's send timestamp, shared by every
-/// process on the host, so one-way latency between processes is exact.
-#[inline]
-pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
-    // exists on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CPU time the calling thread has used, ns (a system call: read once per
-/// window edge or snapshot, never per frame).
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the thread CPU clock
-    // always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Pins the calling thread to `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> std::io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("cpu {cpu} is out of range"),
-        ));
-    }
-    // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` < CPU_SETSIZE was checked above, `set` is valid.
-    unsafe { libc::CPU_SET(cpu, &mut set) };
-    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the
-    // size passed.
-    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no system call on Linux/x86-64),
+/// `floor`'s. This is the clock of the payload header's send timestamp,
+/// shared by every process on the host, so one-way latency between
+/// processes is exact. Also `floor`'s: the calling thread's CPU time
+/// (`thread_cpu_ns`, a system call: read once per window edge or snapshot,
+/// never per frame) and CPU pinning (`pin_to_cpu`, which refuses a cpu
+/// beyond `CPU_SETSIZE`).
+pub use floor::{now_ns, pin_to_cpu, thread_cpu_ns};
 
 /// Whether the calling thread may run on `cpu` (it is in its affinity
 /// mask), so a bad `--cpu` is refused before any port is opened.

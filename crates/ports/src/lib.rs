@@ -8,6 +8,7 @@ pub mod guard;
 pub mod kind;
 pub mod memif;
 pub mod netdev;
+pub mod open;
 mod retire;
 pub mod tap;
 pub mod tunnel;

@@ -124,6 +124,9 @@ pub struct Cache {
     entries: *mut Entry,
     per: usize,
     busy: Box<[Flag]>,
+    /// The mapping `entries` points into (none when `per` is 0), unmapped
+    /// when the cache drops; no claim outlives `self`.
+    _map: Option<floor::Mmap>,
 }
 
 // SAFETY: an entry range (and a worker's `Resume`) is only accessed
@@ -147,38 +150,30 @@ impl Cache {
             entries: std::ptr::null_mut(),
             per,
             busy: (0..WORKERS).map(|_| Flag::default()).collect(),
+            _map: None,
         };
         if per == 0 {
             return Ok(c);
         }
-        // SAFETY: a fresh private anonymous mapping; checked below. Its
-        // zero pages are valid entries (integers, null pointers, false,
+        // Not reserved: only the pages workers touch take memory (the
+        // largest configuration maps 16 GiB of address space). Its zero
+        // pages are valid entries (integers, null pointers, false,
         // MaybeUninit), page-aligned (Entry needs 64).
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                c.bytes(),
-                libc::PROT_READ | libc::PROT_WRITE,
-                // Not reserved: only the pages workers touch take memory
-                // (the largest configuration maps 16 GiB of address space).
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            return Err(format!(
-                "cannot map {} MiB for the exact-match and megaflow caches: {e}",
-                c.bytes() >> 20
-            ));
-        }
+        let map = floor::Mmap::anonymous(c.bytes())
+            .noreserve()
+            .map()
+            .map_err(|e| {
+                format!(
+                    "cannot map {} MiB for the exact-match and megaflow caches: {e}",
+                    c.bytes() >> 20
+                )
+            })?;
         // Huge pages where the kernel has them (transparent): a worker's
         // entries in one or two TLB entries instead of hundreds (a miss of
         // the TLB costs more than the probe). Only a hint: failure is fine.
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(p, c.bytes(), libc::MADV_HUGEPAGE) };
-        c.entries = p.cast();
+        let _ = map.advise(libc::MADV_HUGEPAGE);
+        c.entries = map.as_ptr().cast();
+        c._map = Some(map);
         Ok(c)
     }
 
@@ -258,15 +253,6 @@ impl Claim<'_> {
         // the mapping; this claim is the only one of the worker (busy
         // flag), and `&mut self` makes the returned borrow unique.
         unsafe { &mut *self.cache.entries.add(i) }
-    }
-}
-
-impl Drop for Cache {
-    fn drop(&mut self) {
-        if !self.entries.is_null() {
-            // SAFETY: our mapping of this size; no claim outlives `self`.
-            unsafe { libc::munmap(self.entries.cast(), self.bytes()) };
-        }
     }
 }
 

@@ -26,7 +26,7 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, ConfigError};
-use crate::netdev::{self, KernelPortError, LinkWatch};
+use crate::netdev::{self, KernelPortError, KernelQueues, LinkWatch};
 
 pub use sys::{RxStats, TxStats};
 
@@ -170,13 +170,10 @@ impl AfPacketConfig {
 
 /// An AF_PACKET port.
 pub struct AfPacketPort {
-    name: String,
     cfg: AfPacketConfig,
-    watch: LinkWatch,
-    rx: Mutex<Vec<Option<sys::RxRing>>>,
+    base: KernelQueues<sys::RxRing, sys::TxRing>,
     rx_socks: Vec<Arc<OwnedFd>>,
     rx_stats: Vec<Arc<RxStats>>,
-    tx: Vec<sys::TxRing>,
     /// Kernel receive statistics, accumulated (reading them resets them).
     kstats: Mutex<[u64; 3]>,
 }
@@ -276,7 +273,7 @@ impl AfPacketPort {
                     .map_err(|e| os("setsockopt(PACKET_FANOUT) failed", e))?;
                 }
             }
-            rx.push(Some(ring));
+            rx.push(ring);
             rx_socks.push(sock);
             rx_stats.push(stats);
         }
@@ -307,13 +304,10 @@ impl AfPacketPort {
             tx.push(ring);
         }
         Ok(Self {
-            name: name.to_string(),
             cfg,
-            watch,
-            rx: Mutex::new(rx),
+            base: KernelQueues::new(name, watch, rx, tx),
             rx_socks,
             rx_stats,
-            tx,
             kstats: Mutex::new([0; 3]),
         })
     }
@@ -326,7 +320,7 @@ impl AfPacketPort {
     /// True once the interface was removed: the port is dead and should be
     /// taken out of the switch.
     pub fn removed(&self) -> bool {
-        self.watch.state().removed()
+        self.base.removed()
     }
 }
 
@@ -336,32 +330,23 @@ fn ring_fd(r: &sys::TxRing) -> std::os::fd::RawFd {
 
 impl Port for AfPacketPort {
     fn info(&self) -> PortInfo {
-        let mtu_max = self.watch.state().mtu() + 18;
-        PortInfo {
-            name: self.name.clone(),
-            kind: BACKEND,
-            queues: self.cfg.queues,
-            max_frame_b: mtu_max.min(self.tx[0].capacity() as u32),
-        }
+        self.base.info(BACKEND, self.base.tx[0].capacity() as u32)
     }
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
-        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?
-            .take()
-            .map(|r| Box::new(r) as Box<dyn RxQueue>)
+        self.base.take_rx(q)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
-        &self.tx[q as usize]
+        self.base.tx(q)
     }
 
     fn link_up(&self) -> bool {
-        self.watch.state().up()
+        self.base.link_up()
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = self.watch.state().counters().to_vec();
+        let mut out = self.base.counters();
         let mut k = self.kstats.lock().unwrap_or_else(|e| e.into_inner());
         for s in &self.rx_socks {
             if let Ok((p, d, f)) = sys::take_stats(s.as_raw_fd()) {
@@ -387,7 +372,8 @@ impl Port for AfPacketPort {
             "rx_csum_not_ready",
             sum(&|s| s.csum_not_ready.load(Ordering::Relaxed)),
         ));
-        let tsum = |f: &dyn Fn(&TxStats) -> u64| self.tx.iter().map(|t| f(&t.stats)).sum::<u64>();
+        let tsum =
+            |f: &dyn Fn(&TxStats) -> u64| self.base.tx.iter().map(|t| f(&t.stats)).sum::<u64>();
         out.push(("tx_frames", tsum(&|s| s.frames.load(Ordering::Relaxed))));
         out.push(("tx_kicks", tsum(&|s| s.kicks.load(Ordering::Relaxed))));
         out.push((

@@ -193,51 +193,6 @@ pub fn take_stats(fd: RawFd) -> io::Result<(u64, u64, u64)> {
     Ok((st.packets as u64, st.drops as u64, st.freeze_q_cnt as u64))
 }
 
-/// A shared memory mapping of a packet ring, unmapped on drop.
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Mmap {
-    fn map(fd: RawFd, len: usize) -> io::Result<Self> {
-        // SAFETY: maps the socket's ring with the length it was configured
-        // with; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self { ptr: p.cast(), len })
-    }
-}
-
-// SAFETY: `Mmap` owns the mapping (unmapped once, in Drop) and is only an
-// address and a length: it can move to and be shared with any thread. The
-// memory behind it is shared with the kernel, which writes it at any time;
-// every access goes through a raw pointer in an `unsafe` block whose
-// argument says why that access is race-free (status words are atomics,
-// frame contents are touched only while the status hands them to us).
-unsafe impl Send for Mmap {}
-// SAFETY: as for Send.
-unsafe impl Sync for Mmap {}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the region mapped in `map`; no view into it
-        // outlives the ring that owns this Mmap.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
 /// Data-path counters of one receive queue.
 #[derive(Default, Debug)]
 pub struct RxStats {
@@ -254,7 +209,10 @@ pub struct RxStats {
 /// The TPACKET_V3 receive ring of one queue.
 pub struct RxRing {
     sock: Arc<OwnedFd>,
-    map: Mmap,
+    /// The ring, shared with the kernel, which writes it at any time: status
+    /// words are atomics, frame contents are touched only while the status
+    /// hands them to us.
+    map: floor::Mmap,
     block_size: usize,
     block_nr: u32,
     /// Block being read.
@@ -293,7 +251,9 @@ pub fn rx_ring(
         feature_req_word: 0,
     };
     setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_RX_RING, &req)?;
-    let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
+    let map = floor::Mmap::of_fd(sock.as_raw_fd(), block_size as usize * block_nr as usize)
+        .populate()
+        .map()?;
     Ok(RxRing {
         sock,
         map,
@@ -311,7 +271,7 @@ pub fn rx_ring(
 impl RxRing {
     fn block(&self, i: u32) -> *mut BlockDesc {
         // SAFETY: i < block_nr, so the block lies inside the mapping.
-        unsafe { self.map.ptr.add(i as usize * self.block_size).cast() }
+        unsafe { self.map.as_ptr().add(i as usize * self.block_size).cast() }
     }
 
     fn block_ready(&self, i: u32) -> bool {
@@ -475,7 +435,7 @@ struct TxProd {
 /// with the kernel through atomics).
 struct TxShared {
     sock: OwnedFd,
-    map: Mmap,
+    map: floor::Mmap,
     frame_size: usize,
     block_size: usize,
     frames_per_block: usize,
@@ -514,7 +474,9 @@ pub fn tx_ring(
         frame_nr: block_nr * fpb,
     };
     setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_TX_RING, &req)?;
-    let map = Mmap::map(sock.as_raw_fd(), block_size as usize * block_nr as usize)?;
+    let map = floor::Mmap::of_fd(sock.as_raw_fd(), block_size as usize * block_nr as usize)
+        .populate()
+        .map()?;
     let sh = Arc::new(TxShared {
         sock,
         map,
@@ -556,7 +518,7 @@ impl TxShared {
         let off = (i / self.frames_per_block) * self.block_size
             + (i % self.frames_per_block) * self.frame_size;
         // SAFETY: i < nframes, so the frame lies inside the mapping.
-        unsafe { self.map.ptr.add(off) }
+        unsafe { self.map.as_ptr().add(off) }
     }
 
     fn status(&self, slot: u64) -> &AtomicU32 {

@@ -24,14 +24,14 @@ mod sys;
 
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, ConfigError};
-use crate::netdev::{self, errno_text, KernelPortError, LinkWatch};
+use crate::netdev::{self, errno_text, KernelPortError, KernelQueues, LinkWatch};
 
 pub use sys::{RxStats, TxStats, XdpStatistics};
 
@@ -143,18 +143,15 @@ pub struct AfXdpPort {
     _link: OwnedFd,
     _prog: OwnedFd,
     _map: OwnedFd,
-    name: String,
     cfg: AfXdpConfig,
     native: bool,
     zero_copy: bool,
     /// Frames one copy-mode sendto() sends (0 in zero-copy mode).
     tx_budget: u32,
-    rx: Mutex<Vec<Option<sys::XskRx>>>,
-    tx: Vec<sys::XskTx>,
+    base: KernelQueues<sys::XskRx, sys::XskTx>,
     socks: Vec<RawFd>,
     rx_stats: Vec<Arc<RxStats>>,
     tx_stats: Vec<Arc<TxStats>>,
-    watch: LinkWatch,
 }
 
 impl AfXdpPort {
@@ -228,7 +225,7 @@ impl AfXdpPort {
             socks.push(xsk.fd());
             let (rs, ts) = (Arc::new(RxStats::default()), Arc::new(TxStats::default()));
             let (r, t) = xsk.split(watch.state().clone(), rs.clone(), ts.clone());
-            rx.push(Some(r));
+            rx.push(r);
             tx.push(t);
             rx_stats.push(rs);
             tx_stats.push(ts);
@@ -282,17 +279,14 @@ impl AfXdpPort {
             _link: link,
             _prog: prog,
             _map: map,
-            name: name.to_string(),
             cfg,
             native,
             zero_copy,
             tx_budget: if zero_copy { 0 } else { tx_budget },
-            rx: Mutex::new(rx),
-            tx,
+            base: KernelQueues::new(name, watch, rx, tx),
             socks,
             rx_stats,
             tx_stats,
-            watch,
         })
     }
 
@@ -320,7 +314,7 @@ impl AfXdpPort {
 
     /// True once the interface was removed: the port is dead.
     pub fn removed(&self) -> bool {
-        self.watch.state().removed()
+        self.base.removed()
     }
 
     /// Kernel statistics of the sockets, summed.
@@ -360,33 +354,24 @@ fn bind_retrying(xsk: &sys::Xsk, ifindex: u32, q: u32, mode: u16) -> std::io::Re
 
 impl Port for AfXdpPort {
     fn info(&self) -> PortInfo {
-        let mtu_max = self.watch.state().mtu() + 18;
         let rx_max = self.cfg.frame_size_b - sys::XDP_PACKET_HEADROOM;
-        PortInfo {
-            name: self.name.clone(),
-            kind: BACKEND,
-            queues: self.cfg.queues,
-            max_frame_b: mtu_max.min(rx_max),
-        }
+        self.base.info(BACKEND, rx_max)
     }
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
-        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?
-            .take()
-            .map(|r| Box::new(r) as Box<dyn RxQueue>)
+        self.base.take_rx(q)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
-        &self.tx[q as usize]
+        self.base.tx(q)
     }
 
     fn link_up(&self) -> bool {
-        self.watch.state().up()
+        self.base.link_up()
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = self.watch.state().counters().to_vec();
+        let mut out = self.base.counters();
         out.push(("xdp_native", self.native as u64));
         out.push(("zero_copy", self.zero_copy as u64));
         out.push(("tx_budget", self.tx_budget as u64));

@@ -295,75 +295,34 @@ fn setsockopt<T>(fd: RawFd, opt: i32, v: &T) -> io::Result<()> {
     .map(|_| ())
 }
 
-/// Anonymous memory for a UMEM, unmapped on drop.
-pub struct Umem {
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the UMEM owns its anonymous mapping (unmapped once, in Drop) and
-// is only an address and a length. The kernel reads and writes its chunks
-// (DMA in zero-copy mode); who may touch which chunk is governed by the
-// rings: each chunk is owned by exactly one of the kernel, a receive queue
-// (between the rx ring and the fill ring) or a transmit slot (reserved to a
-// lease until published, then the kernel's until completed). Chunks are
-// accessed only through raw-pointer copies and views in `unsafe` blocks
-// that argue that ownership.
-unsafe impl Send for Umem {}
-// SAFETY: as for Send.
-unsafe impl Sync for Umem {}
+/// Anonymous memory for a UMEM (a `floor::Mmap`), unmapped on drop.
+///
+/// The kernel reads and writes its chunks (DMA in zero-copy mode); who may
+/// touch which chunk is governed by the rings: each chunk is owned by
+/// exactly one of the kernel, a receive queue (between the rx ring and the
+/// fill ring) or a transmit slot (reserved to a lease until published, then
+/// the kernel's until completed). Chunks are accessed only through
+/// raw-pointer copies and views in `unsafe` blocks that argue that
+/// ownership. The last `Arc` of it goes after every queue pointing into it
+/// (the kernel pins the pages it registered until the socket closes).
+pub struct Umem(floor::Mmap);
 
 impl Umem {
     /// Maps `len` bytes of zeroed, populated memory.
     pub fn new(len: usize) -> io::Result<Self> {
-        // SAFETY: anonymous private mapping; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            base: p.cast(),
-            len,
-        })
+        floor::Mmap::anonymous(len).populate().map().map(Self)
     }
-}
 
-impl Drop for Umem {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `new` mapped; the last Arc is gone, so
-        // no queue points into it (the kernel pins the pages it registered
-        // until the socket closes).
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+    /// The first byte.
+    #[inline]
+    pub fn base(&self) -> *mut u8 {
+        self.0.as_ptr()
     }
-}
 
-struct Mmap {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: `Mmap` owns the mapping (unmapped once, in Drop) and is only an
-// address and a length, usable from any thread. The memory is shared with
-// the kernel, which writes it at any time: it is accessed only through the
-// `Ring` accessors below (atomics for the indexes and flags, raw pointers
-// for entries, dereferenced in `unsafe` blocks that argue the ownership).
-unsafe impl Send for Mmap {}
-// SAFETY: as for Send.
-unsafe impl Sync for Mmap {}
-
-impl Drop for Mmap {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the ring mapped in `map_ring`.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.0.len()
     }
 }
 
@@ -374,7 +333,7 @@ struct Ring<T> {
     flags: *const AtomicU32,
     desc: *mut T,
     mask: u32,
-    _map: Mmap,
+    _map: floor::Mmap,
 }
 
 // SAFETY: the pointers point into `_map`, which the ring owns and which
@@ -408,22 +367,10 @@ impl<T> Ring<T> {
 
 fn map_ring<T>(fd: RawFd, off: &XdpRingOffset, n: u32, pgoff: i64) -> io::Result<Ring<T>> {
     let len = off.desc as usize + n as usize * std::mem::size_of::<T>();
-    // SAFETY: maps the socket's ring at its documented page offset, with the
-    // length the kernel's offsets imply; checked below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            fd,
-            pgoff,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let p = p as *mut u8;
+    // The socket's ring at its documented page offset, with the length the
+    // kernel's offsets imply.
+    let map = floor::Mmap::of_fd(fd, len).offset(pgoff).populate().map()?;
+    let p = map.as_ptr();
     // SAFETY: the offsets come from the kernel and lie inside the mapping.
     unsafe {
         Ok(Ring {
@@ -432,7 +379,7 @@ fn map_ring<T>(fd: RawFd, off: &XdpRingOffset, n: u32, pgoff: i64) -> io::Result
             flags: p.add(off.flags as usize).cast(),
             desc: p.add(off.desc as usize).cast(),
             mask: n - 1,
-            _map: Mmap { ptr: p, len },
+            _map: map,
         })
     }
 }
@@ -467,7 +414,7 @@ pub fn xsk_create(
     let len = frame_size as usize * (rx_frames + tx_frames) as usize;
     let umem = Arc::new(Umem::new(len).map_err(|e| ("mmap of the UMEM failed", e))?);
     let reg = XdpUmemReg {
-        addr: umem.base as u64,
+        addr: umem.base() as u64,
         len: len as u64,
         chunk_size: frame_size,
         headroom: 0,
@@ -565,12 +512,12 @@ impl Xsk {
             rx: self.rx,
             fill: self.fill,
             chunk_mask: !(self.frame_size as u64 - 1),
-            umem_len: self.umem.len as u64,
+            umem_len: self.umem.len() as u64,
             stats: rx_stats,
         };
         let sh = Arc::new(XskTxShared {
             sock: self.sock,
-            base: self.umem.base as usize,
+            base: self.umem.base() as usize,
             tx_base: self.rx_frames as u64 * self.frame_size as u64,
             _umem: self.umem,
             frame_size: self.frame_size,
@@ -719,7 +666,7 @@ impl RxQueue for XskRx {
             }
             // SAFETY: checked inside the UMEM; the chunk is ours until
             // release() puts it back into the fill ring.
-            unsafe { batch.push(self.umem.base.add(d.addr as usize), d.len) };
+            unsafe { batch.push(self.umem.base().add(d.addr as usize), d.len) };
         }
         self.pending = n;
         if n > 0 {

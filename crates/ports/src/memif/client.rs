@@ -7,6 +7,9 @@
 //! `buffer_size` bytes per slot of every ring, in ring order. Slot j of a
 //! ring always uses that ring's buffer j.
 
+// Safe code: what is `unsafe` of memif lives in sys.rs (and floor).
+#![deny(unsafe_code)]
+
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,8 +113,8 @@ fn run(shared: Arc<Shared>, cc: ClientConfig, stop: Arc<AtomicBool>) {
         if stop.load(Ordering::Acquire) {
             break;
         }
-        let _ = sys::wait_readable(wake.raw(), cc.retry.as_millis() as i32);
-        wake.drain();
+        let _ = sys::wait_readable(wake.fd(), cc.retry.as_millis() as i32);
+        wake.drain_nowait();
         shared.sweep();
     }
 }
@@ -279,7 +282,7 @@ fn handshake(
             log2_ring_size: log2,
             private_hdr_size: 0,
         };
-        send(sock, &Msg::AddRing(ar), Some(r.irq.raw()))?;
+        send(sock, &Msg::AddRing(ar), Some(r.irq.fd()))?;
         expect_ack(sock, cc, stop, "add_ring")?;
     }
     send(sock, &Msg::Connect(cfg.name.clone()), None)?;

@@ -17,6 +17,9 @@
 //! Everything here runs on the peer's side; nothing is used by the data
 //! path. All system calls go through `sys.rs`.
 
+// Safe code: what is `unsafe` of memif lives in sys.rs (and floor).
+#![deny(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
@@ -306,7 +309,7 @@ impl Kit {
     /// connect-time check finds what is wrong with the second ring.
     fn setup_two_rings_then_connect(&self, r: &RawClient, s2c_off: u32) -> bool {
         let acked = |m: Msg| {
-            r.send(m, Some(self.irq.raw())) && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
+            r.send(m, Some(self.irq.fd())) && r.recv(Duration::from_secs(3)) == Some(Msg::Ack)
         };
         self.setup(r)
             && acked(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4))
@@ -375,18 +378,18 @@ pub const CONTROL_LIES: &[ControlLie] = &[
         k.init_then_region(r, 0, 4096, Some(k.unsealed.as_raw_fd()))
     }),
     ("ring index out of range", "invalid ring index 1", |r, k| {
-        k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 1, 0, 0, 10), Some(k.irq.raw()))
+        k.setup(r) && r.send(ring(ADD_RING_FLAG_C2S, 1, 0, 0, 10), Some(k.irq.fd()))
     }),
     (
         "ring in a missing region",
         "ring region index 1 out of range",
-        |r, k| k.setup_then_ring(r, 1, 0, 10, Some(k.irq.raw())),
+        |r, k| k.setup_then_ring(r, 1, 0, 10, Some(k.irq.fd())),
     ),
     ("ring past the region end", "past region", |r, k| {
-        k.setup_then_ring(r, 0, (1 << 20) - 1024, 10, Some(k.irq.raw()))
+        k.setup_then_ring(r, 0, (1 << 20) - 1024, 10, Some(k.irq.fd()))
     }),
     ("ring too large", "ring size 2^15", |r, k| {
-        k.setup_then_ring(r, 0, 0, 15, Some(k.irq.raw()))
+        k.setup_then_ring(r, 0, 0, 15, Some(k.irq.fd()))
     }),
     ("interrupt fd not an eventfd", "not an eventfd", |r, k| {
         k.setup_then_ring(r, 0, 0, 10, k.region.raw_fd())

@@ -104,7 +104,7 @@ impl Connection {
         };
         for (q, r) in c.rx.iter().enumerate() {
             if let Some(ep) = c.core.rx_epoll.get(q) {
-                ep.add(r.irq.raw(), q as u64)
+                ep.add_events(r.irq.fd(), sys::WATCH, q as u64)
                     .map_err(|e| format!("epoll add interrupt fd: {e}"))?;
             }
         }
@@ -173,7 +173,7 @@ impl Connection {
     pub fn unhook(&self) {
         for (q, r) in self.rx.iter().enumerate() {
             if let Some(ep) = self.core.rx_epoll.get(q) {
-                ep.del(r.irq.raw());
+                ep.remove(r.irq.fd());
             }
         }
     }
@@ -530,7 +530,7 @@ impl RxQueue for MemifRx {
             .core
             .rx_epoll
             .get(self.q as usize)
-            .map(|e| e.raw())
+            .map(|e| e.fd())
     }
 
     fn set_notify(&mut self, enabled: bool) -> bool {
@@ -593,7 +593,7 @@ impl RxQueue for MemifRx {
             None => self.shared.conn.load_full(),
         };
         if let Some(ring) = c.as_ref().and_then(|c| c.rx.get(self.q as usize)) {
-            ring.irq.drain();
+            ring.irq.drain_nowait();
         }
     }
 

@@ -8,6 +8,9 @@
 //! checked. Anything else, at any point, ends that control connection with a
 //! `disconnect` carrying the reason; other connections are not affected.
 
+// Safe code: what is `unsafe` of memif lives in sys.rs (and floor).
+#![deny(unsafe_code)]
+
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -140,9 +143,9 @@ impl MemifServer {
         // serves, and once `bind` returns the server holds every descriptor
         // it keeps (the fuzz target `memif_msg` counts them).
         let ep = sys::Epoll::new().map_err(io_err("epoll_create"))?;
-        ep.add(inner.listener.as_raw_fd(), TOKEN_LISTEN)
+        ep.add_events(inner.listener.as_raw_fd(), sys::WATCH, TOKEN_LISTEN)
             .map_err(io_err("epoll_ctl (listener)"))?;
-        ep.add(inner.wake.raw(), TOKEN_WAKE)
+        ep.add_events(inner.wake.fd(), sys::WATCH, TOKEN_WAKE)
             .map_err(io_err("epoll_ctl (wake-up)"))?;
         let i2 = inner.clone();
         let thread = std::thread::Builder::new()
@@ -313,7 +316,7 @@ fn run(inner: Arc<Inner>, ep: sys::Epoll) {
     let mut events = Vec::new();
     while !inner.stop.load(Ordering::Acquire) {
         events.clear();
-        if ep.wait(&mut events, 500).is_err() {
+        if ep.wait_into(&mut events, 500).is_err() {
             std::thread::sleep(Duration::from_millis(50));
         }
         for &(tok, _ev) in &events {
@@ -329,7 +332,7 @@ fn run(inner: Arc<Inner>, ep: sys::Epoll) {
                         }
                         let t = next_token;
                         next_token += 1;
-                        if ep.add(sock.as_raw_fd(), t).is_err() {
+                        if ep.add_events(sock.as_raw_fd(), sys::WATCH, t).is_err() {
                             continue;
                         }
                         inner.counters.accepted.fetch_add(1, Ordering::Relaxed);
@@ -337,7 +340,7 @@ fn run(inner: Arc<Inner>, ep: sys::Epoll) {
                     }
                 }
                 TOKEN_WAKE => {
-                    inner.wake.drain();
+                    inner.wake.drain_nowait();
                 }
                 t => {
                     let Some(ch) = chans.get_mut(&t) else {
@@ -410,7 +413,7 @@ fn close(inner: &Inner, ep: &sys::Epoll, ch: Channel, end: End) {
         });
         let _ = sys::send_msg(ch.sock.as_raw_fd(), &m.encode(), None);
     }
-    ep.del(ch.sock.as_raw_fd());
+    ep.remove(ch.sock.as_raw_fd());
     match &ch.iface {
         Some(sh) => {
             if error {

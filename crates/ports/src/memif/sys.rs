@@ -1,5 +1,6 @@
 //! Everything of the memif backend that is `unsafe` or a system call:
-//! memfd regions and their mappings, eventfds, epoll, SOCK_SEQPACKET unix
+//! memfd regions and their mappings (on `floor::Mmap`), eventfds and epoll
+//! (`floor`'s, re-exported), SOCK_SEQPACKET unix
 //! sockets with `SCM_RIGHTS`, and the two places where frame views are handed
 //! to the fabric.
 //!
@@ -16,7 +17,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use fabric::RxPusher;
@@ -52,15 +52,15 @@ fn own(fd: libc::c_int) -> OwnedFd {
 /// The mapping lives as long as the `Region`; it is unmapped on drop. Every
 /// accessor checks its offset and length against the mapping.
 pub struct Region {
-    ptr: NonNull<u8>,
-    len: usize,
+    map: floor::Mmap,
     /// The memfd, kept by the side that created it (the client) so it can be
     /// sent to the server.
     fd: Option<OwnedFd>,
 }
 
-// SAFETY: the region owns its mapping (unmapped once, in Drop) and is only
-// an address and a length, usable from any thread. The memory is shared
+// SAFETY: the region owns its mapping (a `floor::Mmap`, unmapped once when
+// it drops) and is only an address
+// and a length, usable from any thread. The memory is shared
 // with the peer process, which may write any byte of it at any time, so no
 // Rust reference to it is ever formed except atomics: ring indexes, flags
 // and cookies are read and written as atomics, descriptors as volatile
@@ -96,12 +96,8 @@ impl Region {
                 libc::F_SEAL_SHRINK | libc::F_SEAL_SEAL,
             )
         })?;
-        let ptr = map(fd.as_raw_fd(), len)?;
-        Ok(Region {
-            ptr,
-            len,
-            fd: Some(fd),
-        })
+        let map = floor::Mmap::of_fd(fd.as_raw_fd(), len).map()?;
+        Ok(Region { map, fd: Some(fd) })
     }
 
     /// Maps a region received from a peer. The file must be at least `len`
@@ -134,13 +130,10 @@ impl Region {
                 return Err("region memfd is not sealed against shrinking (F_SEAL_SHRINK)".into());
             }
         }
-        let ptr =
-            map(fd.as_raw_fd(), len_us).map_err(|e| format!("mmap region of {len} bytes: {e}"))?;
-        Ok(Region {
-            ptr,
-            len: len_us,
-            fd: None,
-        })
+        let map = floor::Mmap::of_fd(fd.as_raw_fd(), len_us)
+            .map()
+            .map_err(|e| format!("mmap region of {len} bytes: {e}"))?;
+        Ok(Region { map, fd: None })
     }
 
     /// Fills this process's page tables for the first `len` bytes of the
@@ -156,26 +149,13 @@ impl Region {
     /// unsealed memfd: EFAULT instead of a SIGBUS) leaves the faults to the
     /// data path, as before.
     pub fn prefault(&self, len: usize) -> io::Result<()> {
-        let len = len.min(self.len);
-        if len == 0 {
-            return Ok(());
-        }
-        // SAFETY: the range lies inside our mapping (page aligned start);
-        // populating changes no byte of it.
-        cvt(unsafe {
-            libc::madvise(
-                self.ptr.as_ptr() as *mut libc::c_void,
-                len,
-                libc::MADV_POPULATE_WRITE,
-            )
-        })
-        .map(|_| ())
+        self.map.populate_write(0, len)
     }
 
     /// Size of the mapping.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// The memfd, if this side created the region.
@@ -188,14 +168,14 @@ impl Region {
     /// the line up). Out of bounds: nothing.
     #[inline]
     pub fn prefetch_write(&self, off: usize) {
-        if off < self.len {
-            fabric::sys::prefetch_write(self.ptr.as_ptr().wrapping_add(off));
+        if off < self.map.len() {
+            fabric::sys::prefetch_write(self.map.as_ptr().wrapping_add(off));
         }
     }
 
     #[inline]
     fn fits(&self, off: usize, n: usize) -> bool {
-        off <= self.len && n <= self.len - off
+        off <= self.map.len() && n <= self.map.len() - off
     }
 
     #[inline]
@@ -205,7 +185,7 @@ impl Region {
         }
         // SAFETY: in bounds and 2-byte aligned (the mapping is page aligned);
         // the memory lives as long as &self; AtomicU16 has u16's layout.
-        Some(unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU16) })
+        Some(unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU16) })
     }
 
     /// Atomic load of a ring index or flags word (0 if out of bounds, which
@@ -230,7 +210,7 @@ impl Region {
             return 0;
         }
         // SAFETY: in bounds, aligned, AtomicU32 has u32's layout.
-        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }.load(Ordering::Relaxed)
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU32) }.load(Ordering::Relaxed)
     }
 
     /// Stores a 32-bit word.
@@ -240,7 +220,7 @@ impl Region {
             return;
         }
         // SAFETY: in bounds, aligned, AtomicU32 has u32's layout.
-        unsafe { &*(self.ptr.as_ptr().add(off) as *const AtomicU32) }.store(v, Ordering::Relaxed)
+        unsafe { &*(self.map.as_ptr().add(off) as *const AtomicU32) }.store(v, Ordering::Relaxed)
     }
 
     /// Reads the first `N` 4-byte little-endian words of a descriptor at
@@ -260,14 +240,14 @@ impl Region {
                 let mut b = [0u8; 4];
                 for (j, y) in b.iter_mut().enumerate() {
                     // SAFETY: in bounds (checked above); u8 has alignment 1.
-                    *y = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off + 4 * i + j)) };
+                    *y = unsafe { std::ptr::read_volatile(self.map.as_ptr().add(off + 4 * i + j)) };
                 }
                 *x = u32::from_le_bytes(b);
             }
             return w;
         }
         // SAFETY: in bounds and 4-byte aligned (the mapping is page aligned).
-        let p = unsafe { self.ptr.as_ptr().add(off) } as *const u32;
+        let p = unsafe { self.map.as_ptr().add(off) } as *const u32;
         for (i, x) in w.iter_mut().enumerate() {
             // SAFETY: word i of the checked range.
             *x = u32::from_le(unsafe { std::ptr::read_volatile(p.add(i)) });
@@ -287,13 +267,13 @@ impl Region {
             for (i, x) in w.iter().enumerate() {
                 for (j, y) in x.to_le_bytes().into_iter().enumerate() {
                     // SAFETY: in bounds (checked above); u8 has alignment 1.
-                    unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off + 4 * i + j), y) };
+                    unsafe { std::ptr::write_volatile(self.map.as_ptr().add(off + 4 * i + j), y) };
                 }
             }
             return;
         }
         // SAFETY: in bounds and 4-byte aligned.
-        let p = unsafe { self.ptr.as_ptr().add(off) } as *mut u32;
+        let p = unsafe { self.map.as_ptr().add(off) } as *mut u32;
         for (i, x) in w.into_iter().enumerate() {
             // SAFETY: word i of the checked range.
             unsafe { std::ptr::write_volatile(p.add(i), x.to_le()) };
@@ -313,7 +293,7 @@ impl Region {
         }
         Some(Descs {
             // SAFETY: off + bytes <= len (checked above).
-            base: unsafe { self.ptr.as_ptr().add(off) } as *mut u32,
+            base: unsafe { self.map.as_ptr().add(off) } as *mut u32,
             mask: (size - 1) as u16,
             _region: std::marker::PhantomData,
         })
@@ -326,7 +306,7 @@ impl Region {
             return;
         }
         // SAFETY: in bounds; [u8; 16] has alignment 1.
-        unsafe { std::ptr::write_volatile(self.ptr.as_ptr().add(off) as *mut [u8; 16], v) }
+        unsafe { std::ptr::write_volatile(self.map.as_ptr().add(off) as *mut [u8; 16], v) }
     }
 
     /// Copies `src` into the region at `off`; false (nothing copied) if it
@@ -340,7 +320,7 @@ impl Region {
         // slice; they cannot overlap (the slice is not in this mapping's
         // slots being written, which the ring protocol reserves for us).
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(off), src.len())
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(off), src.len())
         };
         true
     }
@@ -354,38 +334,10 @@ impl Region {
         // SAFETY: source in bounds of the mapping; destination is a Rust
         // slice in our own memory.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
+            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(off), dst.as_mut_ptr(), dst.len())
         };
         true
     }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: ptr/len is exactly the mapping created in `map`, and no
-        // reference into it outlives the Region (frame views are released
-        // before the last Arc<Connection> drops).
-        unsafe { libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len) };
-    }
-}
-
-fn map(fd: RawFd, len: usize) -> io::Result<NonNull<u8>> {
-    // SAFETY: new shared mapping of a file we hold; the kernel picks the
-    // address.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    NonNull::new(p as *mut u8).ok_or_else(|| io::Error::from(io::ErrorKind::Other))
 }
 
 /// A ring's descriptor table inside a [`Region`] (see [`Region::descs`]):
@@ -450,119 +402,25 @@ pub fn push_region(batch: &mut RxPusher<'_, '_>, region: &Region, off: usize, le
         return false;
     }
     // SAFETY: in bounds of a mapping kept alive until release (see above).
-    unsafe { batch.push(region.ptr.as_ptr().add(off), len as u32) }
+    unsafe { batch.push(region.map.as_ptr().add(off), len as u32) }
 }
 
 // ---------------------------------------------------------------------------
 // eventfd and epoll
 // ---------------------------------------------------------------------------
 
-/// An eventfd: a ring's interrupt line, or a control thread's wake-up.
-pub struct EventFd(OwnedFd);
+/// The eventfd (a ring's interrupt line, a control thread's wake-up) and
+/// the epoll set (a receive queue's stable notify fd: the interrupt eventfd
+/// of each connection is added to it while the connection lives, so the fd
+/// the worker sleeps on never changes across reconnects) are `floor`'s.
+/// The memif side of an eventfd is shared with the peer: it is read with
+/// [`EventFd::drain_nowait`] and written with [`EventFd::signal`], which
+/// never wait whatever the peer does to the descriptor.
+pub use floor::{Epoll, EventFd};
 
-impl EventFd {
-    /// A new non-blocking eventfd.
-    pub fn new() -> io::Result<EventFd> {
-        // SAFETY: plain syscall.
-        Ok(EventFd(own(cvt(unsafe {
-            libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC)
-        })?)))
-    }
-
-    /// Adopts an eventfd received from a peer: checks it really is an
-    /// eventfd (a pipe or socket could block or be misused) and makes it
-    /// non-blocking ([`crate::guard::adopt_eventfd`]).
-    pub fn from_peer(fd: OwnedFd) -> Result<EventFd, String> {
-        crate::guard::adopt_eventfd(fd.as_raw_fd()).map_err(|e| format!("interrupt fd is {e}"))?;
-        Ok(EventFd(fd))
-    }
-
-    /// Raw descriptor (to send it, or register it in epoll).
-    #[inline]
-    pub fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-
-    /// Adds 1 to the counter (one `write` that never waits for long, even
-    /// on a peer's eventfd the peer made blocking: [`crate::guard::notify`]);
-    /// false if it failed.
-    #[inline]
-    pub fn signal(&self) -> bool {
-        crate::guard::notify(self.raw())
-    }
-
-    /// Reads and clears the counter (one read that never waits, whatever
-    /// a peer sharing the eventfd did to its `O_NONBLOCK`:
-    /// [`crate::guard::drain`]); 0 if it was clear.
-    #[inline]
-    pub fn drain(&self) -> u64 {
-        crate::guard::drain(self.raw())
-    }
-
-    /// Whether the eventfd is still non-blocking (a peer sharing it can
-    /// clear the flag).
-    pub fn is_nonblocking(&self) -> bool {
-        crate::guard::is_nonblocking(self.raw())
-    }
-}
-
-/// An epoll instance. A receive queue's notify fd is one of these: the
-/// interrupt eventfd of each connection is added to it while the connection
-/// lives, so the fd the worker sleeps on never changes across reconnects.
-pub struct Epoll(OwnedFd);
-
-impl Epoll {
-    /// A new epoll instance.
-    pub fn new() -> io::Result<Epoll> {
-        // SAFETY: plain syscall.
-        Ok(Epoll(own(cvt(unsafe {
-            libc::epoll_create1(libc::EPOLL_CLOEXEC)
-        })?)))
-    }
-
-    /// Raw descriptor.
-    pub fn raw(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-
-    /// Watches `fd` for input (level-triggered), reporting `token`.
-    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
-            u64: token,
-        };
-        // SAFETY: valid epoll fd and event struct.
-        cvt(unsafe { libc::epoll_ctl(self.raw(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
-        Ok(())
-    }
-
-    /// Stops watching `fd`.
-    pub fn del(&self, fd: RawFd) {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: valid epoll fd; a stale fd only yields an error.
-        unsafe { libc::epoll_ctl(self.raw(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
-    }
-
-    /// Waits up to `timeout_ms` and appends `(token, events)` to `out`.
-    pub fn wait(&self, out: &mut Vec<(u64, u32)>, timeout_ms: i32) -> io::Result<()> {
-        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
-        // SAFETY: the buffer holds 32 events.
-        let n = unsafe { libc::epoll_wait(self.raw(), evs.as_mut_ptr(), 32, timeout_ms) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(())
-            } else {
-                Err(e)
-            };
-        }
-        for ev in &evs[..n as usize] {
-            let (t, e) = (ev.u64, ev.events);
-            out.push((t, e));
-        }
-        Ok(())
-    }
-}
+/// What memif watches in its epoll sets: input, and a socket's peer
+/// hanging up.
+pub const WATCH: u32 = (libc::EPOLLIN | libc::EPOLLRDHUP) as u32;
 
 /// Waits until `fd` is readable (or hung up) for at most `timeout_ms`.
 pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {

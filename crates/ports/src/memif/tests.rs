@@ -375,9 +375,9 @@ fn bad_control_messages_are_refused_with_a_reason() {
     region.store_u32(4096, COOKIE);
     let r = Raw::connect(&path);
     setup(&r);
-    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(irq.raw()));
+    r.send(ring(ADD_RING_FLAG_C2S, 0, 0, 0, 4), Some(irq.fd()));
     assert_eq!(r.recv(), Some(Msg::Ack));
-    r.send(ring(0, 0, 0, 4096, 4), Some(irq.raw()));
+    r.send(ring(0, 0, 0, 4096, 4), Some(irq.fd()));
     assert_eq!(r.recv(), Some(Msg::Ack));
     r.send(Msg::Connect("x".into()), None);
     assert_eq!(r.recv(), Some(Msg::Connected("victim".into())));
@@ -511,7 +511,7 @@ fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 1);
     // The client's receive ring is the server's transmit ring: the server
     // kicks its eventfd (the client never masked its interrupts).
-    let irq = conn_of(&liar).rx[0].irq.raw();
+    let irq = conn_of(&liar).rx[0].irq.fd();
     let max = u64::MAX - 1;
     loop {
         let _ = crate::guard::drain(irq);

@@ -14,9 +14,11 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use fabric::{PortInfo, QueueId, RxQueue, TxQueue};
 
 /// A control-path failure of a kernel port, naming the backend, the
 /// interface and the reason, e.g.
@@ -348,6 +350,74 @@ pub fn query_link(ifindex: u32) -> io::Result<LinkInfo> {
                 None => {}
             }
         }
+    }
+}
+
+/// What the kernel-interface ports (AF_PACKET, AF_XDP, TAP) have and do
+/// alike: the port's name, its interface's link watch, its receive queues
+/// until the workers take them, and its transmit queues. Each of those
+/// ports hands `Port::info`, `take_rx`, `tx` and `link_up` to it, and adds
+/// its own counters to [`KernelQueues::counters`].
+pub struct KernelQueues<R, T> {
+    name: String,
+    rx: Mutex<Vec<Option<R>>>,
+    /// The transmit queues, by queue id.
+    pub tx: Vec<T>,
+    watch: LinkWatch,
+}
+
+impl<R: RxQueue + 'static, T: TxQueue> KernelQueues<R, T> {
+    /// The port `name`'s queues (`rx[q]` and `tx[q]` are queue `q`'s) on
+    /// the interface `watch` follows.
+    pub fn new(name: &str, watch: LinkWatch, rx: Vec<R>, tx: Vec<T>) -> Self {
+        Self {
+            name: name.to_string(),
+            rx: Mutex::new(rx.into_iter().map(Some).collect()),
+            tx,
+            watch,
+        }
+    }
+
+    /// The port's description: `max_frame_b` is the most the backend's
+    /// buffers take, capped by the interface's MTU plus an Ethernet header,
+    /// a VLAN tag and the FCS (18 bytes).
+    pub fn info(&self, kind: &'static str, max_frame_b: u32) -> PortInfo {
+        let mtu_max = self.watch.state().mtu() + 18;
+        PortInfo {
+            name: self.name.clone(),
+            kind,
+            queues: self.tx.len() as u16,
+            max_frame_b: mtu_max.min(max_frame_b),
+        }
+    }
+
+    /// Receive queue `q`, once (a worker owns it from then on).
+    pub fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+        rx.get_mut(q as usize)?
+            .take()
+            .map(|r| Box::new(r) as Box<dyn RxQueue>)
+    }
+
+    /// Transmit queue `q`.
+    pub fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        &self.tx[q as usize]
+    }
+
+    /// Whether the interface is up.
+    pub fn link_up(&self) -> bool {
+        self.watch.state().up()
+    }
+
+    /// True once the interface was removed (or moved away): the port is
+    /// dead.
+    pub fn removed(&self) -> bool {
+        self.watch.state().removed()
+    }
+
+    /// The link watch's counters, to which the port adds its own.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.watch.state().counters().to_vec()
     }
 }
 

@@ -17,14 +17,14 @@ mod sys;
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::{self, ConfigError};
-use crate::netdev::{self, KernelPortError, LinkWatch};
+use crate::netdev::{self, KernelPortError, KernelQueues, LinkWatch};
 
 pub use sys::{RxStats, TxStats};
 
@@ -95,12 +95,9 @@ impl TapConfig {
 
 /// A TAP port.
 pub struct TapPort {
-    name: String,
     cfg: TapConfig,
-    rx: Mutex<Vec<Option<sys::TapRx>>>,
+    base: KernelQueues<sys::TapRx, sys::TapTx>,
     rx_stats: Vec<Arc<RxStats>>,
-    tx: Vec<sys::TapTx>,
-    watch: LinkWatch,
 }
 
 impl TapPort {
@@ -127,10 +124,10 @@ impl TapPort {
         let mut tx = Vec::new();
         for fd in &fds {
             let st = Arc::new(RxStats::default());
-            rx.push(Some(
+            rx.push(
                 sys::tap_rx(fd.clone(), slots, size, st.clone())
                     .map_err(|e| os("buffer allocation failed".into(), e))?,
-            ));
+            );
             rx_stats.push(st);
             tx.push(
                 sys::tap_tx(fd.clone(), slots, size, watch.state().clone())
@@ -138,12 +135,9 @@ impl TapPort {
             );
         }
         Ok(Self {
-            name: name.to_string(),
             cfg,
-            rx: Mutex::new(rx),
+            base: KernelQueues::new(name, watch, rx, tx),
             rx_stats,
-            tx,
-            watch,
         })
     }
 
@@ -154,44 +148,35 @@ impl TapPort {
 
     /// True once the interface was removed (or moved away): the port is dead.
     pub fn removed(&self) -> bool {
-        self.watch.state().removed()
+        self.base.removed()
     }
 }
 
 impl Port for TapPort {
     fn info(&self) -> PortInfo {
-        let mtu_max = self.watch.state().mtu() + 18;
-        PortInfo {
-            name: self.name.clone(),
-            kind: BACKEND,
-            queues: self.cfg.queues,
-            max_frame_b: mtu_max.min(self.tx[0].capacity() as u32),
-        }
+        self.base.info(BACKEND, self.base.tx[0].capacity() as u32)
     }
 
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
-        let mut rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        rx.get_mut(q as usize)?
-            .take()
-            .map(|r| Box::new(r) as Box<dyn RxQueue>)
+        self.base.take_rx(q)
     }
 
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
-        &self.tx[q as usize]
+        self.base.tx(q)
     }
 
     fn link_up(&self) -> bool {
-        self.watch.state().up()
+        self.base.link_up()
     }
 
     fn backend_counters(&self) -> Vec<(&'static str, u64)> {
-        let mut out: Vec<(&'static str, u64)> = self.watch.state().counters().to_vec();
+        let mut out = self.base.counters();
         let r = |f: &dyn Fn(&RxStats) -> u64| self.rx_stats.iter().map(|s| f(s)).sum::<u64>();
         out.push(("rx_frames", r(&|s| s.frames.load(Ordering::Relaxed))));
         out.push(("rx_reads", r(&|s| s.reads.load(Ordering::Relaxed))));
         out.push(("rx_truncated", r(&|s| s.truncated.load(Ordering::Relaxed))));
         out.push(("rx_errors", r(&|s| s.errors.load(Ordering::Relaxed))));
-        let t = |f: &dyn Fn(&TxStats) -> u64| self.tx.iter().map(|q| f(&q.stats)).sum::<u64>();
+        let t = |f: &dyn Fn(&TxStats) -> u64| self.base.tx.iter().map(|q| f(&q.stats)).sum::<u64>();
         out.push(("tx_frames", t(&|s| s.frames.load(Ordering::Relaxed))));
         out.push(("tx_errors", t(&|s| s.errors.load(Ordering::Relaxed))));
         out

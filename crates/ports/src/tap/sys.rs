@@ -68,56 +68,27 @@ pub fn open_queue(
     Ok(fd)
 }
 
-/// A block of anonymous memory holding `n` buffers of `size` bytes.
+/// A block of anonymous memory (a `floor::Mmap`) holding `n` buffers of
+/// `size` bytes. Buffer contents are accessed through `buf()`'s raw
+/// pointers, each in an `unsafe` block that argues which thread owns that
+/// buffer at that moment (the receive queue's single owner; on transmit,
+/// the lease's worker until publish, then the flusher).
 struct Buffers {
-    base: *mut u8,
+    map: floor::Mmap,
     size: usize,
     n: usize,
 }
 
 impl Buffers {
     fn new(n: usize, size: usize) -> io::Result<Self> {
-        // SAFETY: anonymous private mapping; the result is checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                n * size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            base: p.cast(),
-            size,
-            n,
-        })
+        let map = floor::Mmap::anonymous(n * size).map()?;
+        Ok(Self { map, size, n })
     }
 
+    #[inline]
     fn buf(&self, i: usize) -> *mut u8 {
         // SAFETY: i % n < n, inside the mapping.
-        unsafe { self.base.add((i % self.n) * self.size) }
-    }
-}
-
-// SAFETY: `Buffers` owns its anonymous mapping (unmapped once, in Drop) and
-// is only an address and sizes, usable from any thread. Buffer contents are
-// accessed through `buf()`'s raw pointers, each in an `unsafe` block that
-// argues which thread owns that buffer at that moment (the receive queue's
-// single owner; on transmit, the lease's worker until publish, then the
-// flusher).
-unsafe impl Send for Buffers {}
-// SAFETY: as for Send.
-unsafe impl Sync for Buffers {}
-
-impl Drop for Buffers {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what `new` mapped; no view outlives self.
-        unsafe { libc::munmap(self.base.cast(), self.n * self.size) };
+        unsafe { self.map.as_ptr().add((i % self.n) * self.size) }
     }
 }
 

@@ -55,8 +55,8 @@ struct Region {
     size: u64,
     uva: u64,
     host: *mut u8,
-    map_base: *mut libc::c_void,
-    map_len: usize,
+    /// The mapping `host` points into (from file offset 0).
+    map: floor::Mmap,
 }
 
 /// The frontend's memory, mapped into this process.
@@ -83,13 +83,7 @@ unsafe impl Send for GuestMemory {}
 unsafe impl Sync for GuestMemory {}
 
 fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
+    floor::page_size() as u64
 }
 
 fn overlaps(a: (u64, u64), b: (u64, u64)) -> bool {
@@ -206,37 +200,25 @@ impl GuestMemory {
                 .checked_mul(unit)
                 .filter(|l| *l <= isize::MAX as u64)
                 .ok_or_else(|| bad("memory region is empty or overflows"))?;
-            // SAFETY: a fresh shared mapping of the frontend's file; the
-            // kernel picks the address; the result is checked below.
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_NORESERVE,
-                    s.file.as_raw_fd(),
-                    0,
-                )
-            };
-            if base == libc::MAP_FAILED {
-                // Regions mapped so far are unmapped by GuestMemory's Drop.
-                return Err(io::Error::last_os_error());
-            }
+            // Regions mapped so far are unmapped when `mem` drops.
+            let map = floor::Mmap::of_fd(s.file.as_raw_fd(), map_len as usize)
+                .noreserve()
+                .map()?;
+            let base = map.as_ptr();
             // SAFETY: offset < map_len, so the pointer stays in the mapping.
-            let host = unsafe { (base as *mut u8).add(s.offset as usize) };
+            let host = unsafe { base.add(s.offset as usize) };
             mem.regions.push(Region {
                 gpa: s.gpa,
                 size: s.size,
                 uva: s.uva,
                 host,
-                map_base: base,
-                map_len: map_len as usize,
+                map,
             });
             // Registered before anything can touch it (the memory is not
             // handed out before this returns).
             // SAFETY: exactly the mapping just made (its length rounded to
             // the mapping's unit); Drop drops the guard before unmapping.
-            unsafe { mem.guard.add(base as *mut u8, map_len as usize)? };
+            unsafe { mem.guard.add(base, map_len as usize)? };
         }
         mem.prefault();
         Ok(mem)
@@ -259,14 +241,10 @@ impl GuestMemory {
             if left == 0 {
                 break;
             }
-            let host = r.host as usize;
-            let start = host - host % page;
-            let len = (host - start + r.size as usize).min(left);
-            // SAFETY: [start, start + len) lies inside this region's
-            // mapping (`host` is in it, page aligned down stays at or above
-            // `map_base`, which is page aligned); populating changes no
-            // byte.
-            unsafe { libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+            let off = r.host as usize - r.map.as_ptr() as usize;
+            let start = off - off % page;
+            let len = (off - start + r.size as usize).min(left);
+            let _ = r.map.populate_write(start, len);
             left -= len;
         }
     }
@@ -289,28 +267,14 @@ impl GuestMemory {
             ));
         }
         let map_len = size.div_ceil(page_size()) * page_size();
-        // SAFETY: a fresh private anonymous mapping; checked below.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len as usize,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let map = floor::Mmap::anonymous(map_len as usize).map()?;
         Ok(GuestMemory {
             regions: vec![Region {
                 gpa,
                 size,
                 uva: gpa,
-                host: base as *mut u8,
-                map_base: base,
-                map_len: map_len as usize,
+                host: map.as_ptr(),
+                map,
             }],
             big: 0,
             guard: MemGuard::new(None, None),
@@ -401,11 +365,8 @@ impl Drop for GuestMemory {
             &mut self.guard,
             MemGuard::new(None, None),
         ));
-        for r in &self.regions {
-            // SAFETY: map_base/map_len are exactly what mmap returned; no
-            // GuestSlice or Ring can outlive self (lifetimes / Arc).
-            unsafe { libc::munmap(r.map_base, r.map_len) };
-        }
+        // The regions' mappings are unmapped after this, when `regions`
+        // drops; no GuestSlice or Ring can outlive self (lifetimes / Arc).
     }
 }
 
@@ -1258,47 +1219,8 @@ pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
 
 /// A small epoll set of our own: the stable `notify_fd` of a receive
 /// queue (its wake eventfd plus the frontend's current kick eventfd).
-#[derive(Debug)]
-pub struct Epoll(std::os::fd::OwnedFd);
-
-impl Epoll {
-    /// Creates one.
-    pub fn new() -> io::Result<Self> {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        Ok(Self(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
-    }
-
-    /// Watches `fd` for readability.
-    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: ev is valid for the duration of the call.
-        if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// Stops watching `fd` (no error if it was not watched).
-    pub fn remove(&self, fd: RawFd) {
-        let mut ev = libc::epoll_event { events: 0, u64: 0 };
-        // SAFETY: ev is valid for the duration of the call.
-        unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
-    }
-
-    /// The epoll descriptor (readable when a watched fd is).
-    pub fn fd(&self) -> RawFd {
-        self.0.as_raw_fd()
-    }
-}
+/// `floor`'s.
+pub use floor::Epoll;
 
 #[cfg(test)]
 mod tests {
