@@ -25,7 +25,9 @@
 # usage: vhost_callgrind.sh [SECONDS=20] [SIZES="64 1518"] [FWD...]
 #   FWD: vhost_fwd binaries to compare (default target/release/examples/
 #   vhost_fwd); with several, runs are interleaved per size.
-# needs: valgrind, cargo build --release -p ports --example vhost_fwd -p turnout-gen
+# needs: valgrind, cargo build --release -p ports --example vhost_fwd and
+#   cargo build --release -p turnout-gen (one command with both packages
+#   builds only the example: --example selects targets in every package)
 set -u
 SECS=${1:-20}
 SIZES=${2:-"64 1518"}
@@ -37,7 +39,7 @@ FWDS=("$@")
 command -v valgrind >/dev/null || { echo "valgrind missing"; exit 1; }
 command -v callgrind_annotate >/dev/null || { echo "callgrind_annotate missing"; exit 1; }
 for f in "$GEN" "${FWDS[@]}"; do
-    [ -x "$f" ] || { echo "$f missing: cargo build --release -p ports --example vhost_fwd -p turnout-gen"; exit 1; }
+    [ -x "$f" ] || { echo "$f missing: cargo build --release -p ports --example vhost_fwd; cargo build --release -p turnout-gen"; exit 1; }
 done
 D=$(mktemp -d /tmp/turnout-vhost-cg-$$-XXXX)
 PIDS=()
