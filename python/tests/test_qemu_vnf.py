@@ -69,6 +69,25 @@ def test_no_vhost_user_no_guest(tmp_path, sut_name):
               memif_tester=True, tester_roles=ROLES, vnf_kind="qemu")
 
 
+def test_guest_samples_are_whole_lines(tmp_path):
+    """The console is shared with the guest's kernel and read while the guest
+    writes: a line without its newline yet, or one a kernel message cut into,
+    is not a sample (the last whole one is)."""
+    serial = tmp_path / "vm0.log"
+    v = vm.BridgeVm(proc=None, serial=serial, name="vm0")  # type: ignore[arg-type]
+    assert v.samples() == [] and v.stats() == {}
+    whole = "GUEST_STATS 10 2 0 0 3 9 0 1"
+    serial.write_text(f"TURNOUT_VM_BRIDGE_UP ports 3 3\n{whole}\n"
+                      "GUEST_STATS 11 2 0 [   12.3] br0: port 1 entered forwarding state\n"
+                      "GUEST_STATS 12 2 0 0 3 9")
+    assert v.samples() == [whole]
+    assert v.stats() == {"eth0_rx": 10, "eth0_tx": 2, "eth0_rx_dropped": 0, "eth0_tx_dropped": 0,
+                         "eth1_rx": 3, "eth1_tx": 9, "eth1_rx_dropped": 0, "eth1_tx_dropped": 1}
+    with serial.open("a") as f:
+        f.write(" 0 0\n")
+    assert v.stats()["eth0_rx"] == 12
+
+
 def _campaign(tmp_path, accel: str | None):
     if not REAL_GEN.exists():
         testpeers.need(False, f"{REAL_GEN} not built yet (cargo build --release -p turnout-gen)")

@@ -165,6 +165,16 @@ GUEST_COUNTERS = tuple(f"{n}_{c}" for n in ("eth0", "eth1")
                        for c in ("rx", "tx", "rx_dropped", "tx_dropped"))
 
 
+def _parse_sample(line: str) -> dict[str, int]:
+    """``GUEST_STATS`` and one unsigned count per ``GUEST_COUNTERS``, or {}."""
+    v = line.split()
+    if not v or v[0] != "GUEST_STATS" or len(v) != len(GUEST_COUNTERS) + 1:
+        return {}
+    if not all(x.isdigit() for x in v[1:]):
+        return {}
+    return dict(zip(GUEST_COUNTERS, map(int, v[1:]), strict=True))
+
+
 @dataclass
 class BridgeVm:
     """A running guest bridging its two NICs."""
@@ -174,20 +184,20 @@ class BridgeVm:
     name: str
 
     def samples(self) -> list[str]:
-        """The guest's GUEST_STATS lines so far."""
+        """The guest's whole GUEST_STATS lines so far: a line the guest is
+        still writing (no newline yet) or one a kernel message cut into on
+        the shared console is not a sample."""
         try:
             text = self.serial.read_text(errors="replace")
         except FileNotFoundError:
             return []
-        return [ln for ln in text.splitlines() if ln.startswith("GUEST_STATS ")]
+        return [ln for ln in text[:text.rfind("\n") + 1].splitlines() if _parse_sample(ln)]
 
     def stats(self, lines: list[str] | None = None) -> dict[str, Any]:
-        """The guest's last NIC counters (``GUEST_COUNTERS``)."""
+        """The guest's last NIC counters (``GUEST_COUNTERS``); empty before
+        its first sample."""
         lines = self.samples() if lines is None else lines
-        v = lines[-1].split()[1:] if lines else []
-        if len(v) != len(GUEST_COUNTERS) or not all(x.isdigit() for x in v):
-            return {}
-        return dict(zip(GUEST_COUNTERS, map(int, v), strict=True))
+        return _parse_sample(lines[-1]) if lines else {}
 
     def stats_after(self, timeout_s: float) -> dict[str, Any]:
         """Counters read wholly after now: the second sample line to appear
@@ -265,6 +275,10 @@ class GuestCounting:
         guests = []
         for v, b in zip(self.vms, before, strict=True):
             a = v.stats_after(self.WAIT_S)
+            if not a:
+                raise VmError(f"{v.name}: the guest printed no NIC counters (GUEST_STATS) "
+                              f"within {self.WAIT_S:g} s of the trial's end; console: "
+                              f"{v.serial}")
             guests.append({"name": v.name, **{k: a[k] - b.get(k, 0) for k in a}})
         counts.extra["guests"] = guests
         return counts
