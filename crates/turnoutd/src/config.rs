@@ -499,7 +499,11 @@ impl Config {
         let text = std::fs::read_to_string(path).map_err(|e| {
             ConfigError::new(
                 "",
-                format!("cannot read {}: {}", path.display(), os_error_text(&e)),
+                format!(
+                    "cannot read {}: {}",
+                    path.display(),
+                    ports::netdev::errno_text(&e)
+                ),
             )
         })?;
         Self::parse_str(&text)
@@ -712,16 +716,6 @@ fn join(path: &str, key: &str) -> String {
     } else {
         format!("{path}.{key}")
     }
-}
-
-/// An I/O error as lower-case text without the "(os error N)" suffix.
-pub fn os_error_text(e: &std::io::Error) -> String {
-    let s = e.to_string();
-    let s = match s.find(" (os error") {
-        Some(i) => &s[..i],
-        None => &s,
-    };
-    lower(s)
 }
 
 /// Lower-cases the first letter of a message.
