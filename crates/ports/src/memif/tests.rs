@@ -538,13 +538,20 @@ fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     let (sent, took) = rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the kick still blocks the transmitting thread after 10 s");
-    assert!(sent);
     assert!(
         wait(3000, || s0.counter("irq_made_blocking") == 1),
         "not disconnected: {:?}",
         s0.backend_counters()
     );
-    assert!(s0.counter("kicks_dropped") > before);
+    // The server's housekeeping looks for a blocking eventfd too: on a busy
+    // machine it can find this one, and end the connection, before the
+    // thread above sends. Then the send finds the link down and there is
+    // no kick to drop; either way the transmit returned.
+    if sent {
+        assert!(s0.counter("kicks_dropped") > before);
+    } else {
+        eprintln!("the housekeeping ended the connection before the send");
+    }
     assert!(
         wait(3000, || s0.status().last_disconnect.contains("blocking")),
         "{:?}",
