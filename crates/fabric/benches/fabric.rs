@@ -277,6 +277,7 @@ fn logics(c: &mut Criterion) {
         let l = bench_cases::build(case).unwrap();
         let f = bench_cases::udp_frame(64, bench_cases::SRC_PORT);
         let mut r = rig_with(&f, 256, 2, 0);
+        r.state_of(l.as_ref());
         assert_eq!(
             r.step(l.as_ref()),
             256,
@@ -308,6 +309,7 @@ fn mirror(c: &mut Criterion) {
     for (name, l, copies) in &cases {
         let f = bench_cases::udp_frame(64, bench_cases::SRC_PORT);
         let mut r = rig_with(&f, 256, 4, 0);
+        r.state_of(l.as_ref());
         assert_eq!(
             r.step(l.as_ref()),
             256 * copies,

@@ -41,7 +41,7 @@ pub mod worker;
 pub use batch::{with_frames, Burst, Pkt, PktMut, Pkts, RxBatch, RxFill, RxPusher};
 pub use drop::DropReason;
 pub use fabric::{Forwarder, Injector, PortEntry, PortTable};
-pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict};
+pub use logic::{CommandError, Ctx, GroupId, Logic, Verdict, WorkerState};
 pub use pipe::{pipe, PipeConfig, PipePeer, PipePort};
 pub use port::{
     Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFill, TxFrames, TxLock,

@@ -9,6 +9,17 @@
 //! the workers update (a learning table) must be lock-free or read-mostly.
 //! The fabric swaps the whole logic atomically between batches; a batch is
 //! always classified by exactly one logic.
+//!
+//! Per-worker state: a logic that wants state of its own per worker (a
+//! cache) makes it in [`Logic::worker_state`]; the fabric calls that on
+//! the control path when the logic is installed, once per worker, and
+//! hands each worker's batches to [`Logic::classify_with`] with `&mut`
+//! access to that worker's object: no lock, no atomic claim. A new logic
+//! (a swap) brings new states; the old ones are dropped by their workers.
+//! Callers without a worker (tests, the control path's packet-out) keep
+//! calling [`Logic::classify`].
+
+use std::any::Any;
 
 use crate::batch::Pkts;
 use crate::drop::DropReason;
@@ -52,6 +63,9 @@ impl std::fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
+/// A logic's state for one worker ([`Logic::worker_state`]).
+pub type WorkerState = Box<dyn Any + Send>;
+
 /// A switching logic. (A method added here is forwarded by the `Arc<T>`
 /// impl below too.)
 pub trait Logic: Send + Sync {
@@ -65,6 +79,33 @@ pub trait Logic: Send + Sync {
     /// `pkts.iter_mut()`). The views live only for this call. Must not
     /// allocate or block.
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]);
+
+    /// State of one worker of this logic (a per-worker cache), or None (the
+    /// default): the logic needs none. Called on the control path when the
+    /// logic is installed, once per worker (may allocate, map memory); the
+    /// object is that worker's alone and goes to every
+    /// [`classify_with`](Logic::classify_with) of its batches until the
+    /// logic is replaced, when the worker drops it.
+    fn worker_state(&self) -> Option<WorkerState> {
+        None
+    }
+
+    /// [`classify`](Logic::classify) by a worker that holds `state`, an
+    /// object [`worker_state`](Logic::worker_state) made (of this logic,
+    /// normally; a logic handed another type's should classify without
+    /// it). Same contract as `classify`: no allocation, no blocking. The
+    /// default ignores the state.
+    #[inline]
+    fn classify_with(
+        &self,
+        _state: &mut (dyn Any + Send),
+        ctx: &Ctx,
+        ingress: PortId,
+        pkts: &mut Pkts,
+        verdicts: &mut [Verdict],
+    ) {
+        self.classify(ctx, ingress, pkts, verdicts)
+    }
 
     /// Members of group `g`, or an empty slice if there is no such group.
     fn group_members(&self, _g: GroupId) -> &[PortId] {
@@ -104,6 +145,22 @@ impl<T: Logic + ?Sized> Logic for std::sync::Arc<T> {
     #[inline]
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
         (**self).classify(ctx, ingress, pkts, verdicts)
+    }
+
+    fn worker_state(&self) -> Option<WorkerState> {
+        (**self).worker_state()
+    }
+
+    #[inline]
+    fn classify_with(
+        &self,
+        state: &mut (dyn Any + Send),
+        ctx: &Ctx,
+        ingress: PortId,
+        pkts: &mut Pkts,
+        verdicts: &mut [Verdict],
+    ) {
+        (**self).classify_with(state, ctx, ingress, pkts, verdicts)
     }
 
     fn group_members(&self, g: GroupId) -> &[PortId] {

@@ -73,14 +73,16 @@ impl std::error::Error for SwitchError {}
 /// A logic taken out of service by [`Switch::park_logic`], kept whole,
 /// and the stand-in that replaced it.
 pub struct ParkedLogic {
-    parked: Arc<LogicSlot>,
+    /// The logic (a restore puts it in a new slot, with new per-worker
+    /// states: its workers dropped theirs when it was parked).
+    parked: Arc<dyn Logic>,
     ours: Arc<LogicSlot>,
 }
 
 impl ParkedLogic {
     /// Name of the parked logic.
     pub fn name(&self) -> &'static str {
-        self.parked.0.name()
+        self.parked.name()
     }
 }
 
@@ -274,7 +276,10 @@ impl Switch {
             }
         }
         let table = Arc::new(ArcSwap::from_pointee(PortTable::new(cfg.max_ports)));
-        let logic = Arc::new(ArcSwap::from_pointee(LogicSlot(logic)));
+        let logic = Arc::new(ArcSwap::from_pointee(LogicSlot::new(
+            Arc::from(logic),
+            cfg.workers.len(),
+        )));
         let mut workers = Vec::new();
         // Each worker says when it has started (its descriptors opened).
         let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
@@ -474,7 +479,7 @@ impl Switch {
             std::thread::sleep(Duration::from_micros(200));
         }
         self.owners.lock().retain(|(p, _)| *p != id);
-        self.logic.load().0.port_removed(id);
+        self.logic.load().logic().port_removed(id);
         let late: Vec<usize> = waits
             .iter()
             .enumerate()
@@ -518,7 +523,7 @@ impl Switch {
     /// that worker takes it at its next batch.
     pub fn replace_logic(&self, logic: Box<dyn Logic>) -> Result<(), SwitchError> {
         let _g = self.control.lock();
-        self.logic.store(Arc::new(LogicSlot(logic)));
+        self.logic.store(Arc::new(self.slot(Arc::from(logic))));
         self.sync_workers()
     }
 
@@ -531,8 +536,8 @@ impl Switch {
     /// all the same).
     pub fn park_logic(&self, logic: Box<dyn Logic>) -> (ParkedLogic, Result<(), SwitchError>) {
         let _g = self.control.lock();
-        let ours = Arc::new(LogicSlot(logic));
-        let parked = self.logic.swap(ours.clone());
+        let ours = Arc::new(self.slot(Arc::from(logic)));
+        let parked = self.logic.swap(ours.clone()).logic_arc().clone();
         (ParkedLogic { parked, ours }, self.sync_workers())
     }
 
@@ -542,7 +547,9 @@ impl Switch {
     /// dropped).
     pub fn restore_logic(&self, p: ParkedLogic) -> Result<bool, SwitchError> {
         let _g = self.control.lock();
-        let prev = self.logic.compare_and_swap(&p.ours, p.parked);
+        let prev = self
+            .logic
+            .compare_and_swap(&p.ours, Arc::new(self.slot(p.parked)));
         if !Arc::ptr_eq(&*prev, &p.ours) {
             return Ok(false);
         }
@@ -552,7 +559,13 @@ impl Switch {
     /// Runs `f` with the current logic (for its commands).
     pub fn with_logic<R>(&self, f: impl FnOnce(&dyn Logic) -> R) -> R {
         let g = self.logic.load();
-        f(g.0.as_ref())
+        f(g.logic())
+    }
+
+    /// A slot for `logic` with its states for this switch's workers
+    /// (control path).
+    fn slot(&self, logic: Arc<dyn Logic>) -> LogicSlot {
+        LogicSlot::new(logic, self.workers.len())
     }
 
     /// Sends `frame` from the control path (an OpenFlow packet-out) to

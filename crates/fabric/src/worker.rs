@@ -38,6 +38,13 @@
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
 //!
+//! Per-worker state of the logic ([`crate::Logic::worker_state`]): made on
+//! the control path with the [`LogicSlot`], one per worker; a worker takes
+//! its own out of the slot the first time it sees that slot (told by the
+//! slot's generation, never by its address: a freed slot's address may
+//! come back for the next), keeps it, and classifies with it
+//! ([`crate::Logic::classify_with`]) until the logic changes.
+//!
 //! A transmit queue whose peer refused frames after they were published
 //! (an AF_XDP or AF_PACKET kick the kernel refused: the veth peer's queue
 //! was stopped until it polls) keeps them until someone kicks again. The
@@ -58,7 +65,7 @@ use crate::batch::RxBatch;
 use crate::counters::WorkerCounters;
 use crate::drop::DropReason;
 use crate::fabric::{Forwarder, PortEntry, PortTable};
-use crate::logic::{Ctx, Logic, Verdict};
+use crate::logic::{Ctx, Logic, Verdict, WorkerState};
 use crate::port::{PortId, QueueId, RxQueue};
 use crate::sys::{self, Epoll, EventFd};
 use crate::wakeup::{probe_sample, Inflow, Next, Pass, Policy, Regime, SchedStat, Slept};
@@ -95,8 +102,61 @@ pub enum WakeupMode {
     Poll,
 }
 
-/// Holder of the current logic, swapped atomically between batches.
-pub struct LogicSlot(pub Box<dyn Logic>);
+/// Generations of [`LogicSlot`]s: one per slot made, never 0 (a worker
+/// that has seen none yet holds 0).
+static SLOT_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// Holder of the current logic, swapped atomically between batches, with
+/// the logic's per-worker states ([`Logic::worker_state`]), made with it
+/// on the control path.
+pub struct LogicSlot {
+    logic: Arc<dyn Logic>,
+    /// Unique per slot: how a worker tells that the logic changed.
+    gen: u64,
+    /// Worker `w`'s state, until worker `w` takes it. Each lock is only
+    /// ever taken by its worker, once (and by no one else once the slot is
+    /// published): never contended.
+    states: Box<[Mutex<Option<WorkerState>>]>,
+}
+
+impl LogicSlot {
+    /// `logic`, with its states for workers `0..workers` (control path:
+    /// the logic may allocate and map memory for them).
+    pub fn new(logic: Arc<dyn Logic>, workers: usize) -> LogicSlot {
+        let states = (0..workers)
+            .map(|_| Mutex::new(logic.worker_state()))
+            .collect();
+        LogicSlot {
+            logic,
+            gen: SLOT_GENERATION.fetch_add(1, Relaxed),
+            states,
+        }
+    }
+
+    /// The logic.
+    #[inline]
+    pub fn logic(&self) -> &dyn Logic {
+        &*self.logic
+    }
+
+    /// The logic, shared.
+    pub fn logic_arc(&self) -> &Arc<dyn Logic> {
+        &self.logic
+    }
+
+    /// The slot's generation (unique per slot).
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.gen
+    }
+
+    /// Worker `w`'s state, taken out of the slot (None after the first
+    /// call, for a logic without state, or a worker beyond those the slot
+    /// was made for).
+    pub fn take_state(&self, w: u16) -> Option<WorkerState> {
+        self.states.get(w as usize).and_then(|s| s.lock().take())
+    }
+}
 
 /// A command for a worker.
 pub enum WorkerCmd {
@@ -425,6 +485,10 @@ struct Worker {
     /// again, and the wait after that.
     retry_at_ns: u64,
     retry_gap_ns: u64,
+    /// The generation of the [`LogicSlot`] the worker last saw (0: none
+    /// yet) and its state for that slot's logic.
+    logic_gen: u64,
+    state: Option<WorkerState>,
 }
 
 impl Worker {
@@ -466,6 +530,8 @@ impl Worker {
             awake_since_ns: 0,
             retry_at_ns: 0,
             retry_gap_ns: KICK_RETRY_NS,
+            logic_gen: 0,
+            state: None,
             shared,
             table,
             logic,
@@ -535,12 +601,29 @@ impl Worker {
         });
     }
 
+    /// The logic changed (a slot of another generation): the worker takes
+    /// its state for the new logic out of the slot (an uncontended lock:
+    /// only this worker ever takes it) and drops the old logic's state
+    /// here, on the worker, between batches. That may free memory and
+    /// unmap (a system call), which is fine: it happens once per logic
+    /// change (a rare control event), under no lock any other worker
+    /// waits on.
+    #[cold]
+    #[inline(never)]
+    fn adopt_logic(&mut self, slot: &LogicSlot) {
+        self.state = slot.take_state(self.shared.id);
+        self.logic_gen = slot.gen;
+    }
+
     /// One batch from every unarmed queue: receive, drop runts, classify,
     /// forward, release, count; an empty queue idle long enough is armed.
     #[inline]
     fn poll_pass(&mut self) -> PassSummary {
         let table_g = self.table.load();
         let logic_g = self.logic.load();
+        if logic_g.gen != self.logic_gen {
+            self.adopt_logic(&logic_g);
+        }
         let now_ns = sys::now_ns();
         let ctx = Ctx {
             now_ns: sys::coarse_now_ns(),
@@ -600,8 +683,12 @@ impl Worker {
             };
             let m = rx.len();
             if m > 0 {
-                let logic = logic_g.0.as_ref();
-                logic.classify(&ctx, s.port, rx.pkts_mut(), &mut self.verdicts[..m]);
+                let logic = logic_g.logic();
+                let v = &mut self.verdicts[..m];
+                match &mut self.state {
+                    Some(st) => logic.classify_with(&mut **st, &ctx, s.port, rx.pkts_mut(), v),
+                    None => logic.classify(&ctx, s.port, rx.pkts_mut(), v),
+                }
                 self.fwd
                     .forward(&table_g, logic, entry, rx.pkts(), &self.verdicts[..m]);
                 // Differently modified copies of frames (an output, a

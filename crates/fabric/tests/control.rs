@@ -843,3 +843,161 @@ fn a_bad_switch_config_is_refused_with_its_reason() {
         "worker",
     );
 }
+
+/// The state a [`Stateful`] logic makes per worker: which logic made it,
+/// its number among that logic's, and the batches classified with it.
+struct St {
+    logic: u32,
+    n: u32,
+    batches: u64,
+}
+
+/// A batch a [`Stateful`] logic saw: the logic, and the state it was
+/// handed (its logic, number, batches so far), if any.
+type Seen = (u32, Option<(u32, u32, u64)>);
+
+/// Floods; makes a state per worker ([`St`]) and records, per batch, the
+/// state it was handed, or that it had none ([`Seen`]).
+struct Stateful {
+    id: u32,
+    made: Arc<std::sync::atomic::AtomicU32>,
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+impl Logic for Stateful {
+    fn name(&self) -> &'static str {
+        "stateful"
+    }
+    fn classify(&self, _: &Ctx, _: PortId, _: &mut Pkts, v: &mut [Verdict]) {
+        self.seen.lock().unwrap().push((self.id, None));
+        v.fill(Verdict::Flood);
+    }
+    fn worker_state(&self) -> Option<fabric::WorkerState> {
+        let n = self.made.fetch_add(1, Ordering::SeqCst);
+        Some(Box::new(St {
+            logic: self.id,
+            n,
+            batches: 0,
+        }))
+    }
+    fn classify_with(
+        &self,
+        st: &mut (dyn std::any::Any + Send),
+        _: &Ctx,
+        _: PortId,
+        _: &mut Pkts,
+        v: &mut [Verdict],
+    ) {
+        let st = st
+            .downcast_mut::<St>()
+            .expect("a state of this logic's type");
+        st.batches += 1;
+        self.seen
+            .lock()
+            .unwrap()
+            .push((self.id, Some((st.logic, st.n, st.batches))));
+        v.fill(Verdict::Flood);
+    }
+}
+
+/// Each worker classifies with a state the running logic made for it when
+/// it was installed: one per worker, kept across batches; a swap (replace,
+/// park, restore) hands every worker the new logic's states.
+#[test]
+fn a_logic_swap_hands_workers_the_new_logics_states() {
+    use std::sync::atomic::AtomicU32;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stateful = |id: u32| {
+        let made = Arc::new(AtomicU32::new(0));
+        let l = Box::new(Stateful {
+            id,
+            made: made.clone(),
+            seen: seen.clone(),
+        });
+        (l, made)
+    };
+    let cfg = SwitchConfig {
+        workers: vec![None, None],
+        ..SwitchConfig::default()
+    };
+    let (one, made1) = stateful(1);
+    let sw = Switch::new(cfg, one).unwrap();
+    assert_eq!(made1.load(Ordering::SeqCst), 2, "one state per worker");
+    let (a, mut pa) = pipe("a", PipeConfig::default()).unwrap();
+    let (b, mut pb) = pipe("b", PipeConfig::default()).unwrap();
+    sw.add_port("a", Arc::new(a), Some(0)).unwrap();
+    sw.add_port("b", Arc::new(b), Some(1)).unwrap();
+    // Batches from both ports (one per worker) until `logic` saw `n` of
+    // them; then what it saw.
+    let traffic = |pa: &mut PipePeer, pb: &mut PipePeer, logic: u32, n: usize| {
+        wait_for("batches", Duration::from_secs(10), || {
+            pa.send(0, &[&frame()]);
+            pb.send(0, &[&frame()]);
+            pa.recv(0, 64, |_| {});
+            pb.recv(0, 64, |_| {});
+            let s = seen.lock().unwrap();
+            s.iter().filter(|(l, _)| *l == logic).count() >= n
+        });
+        let mut s = seen.lock().unwrap();
+        std::mem::take(&mut *s)
+    };
+    let check = |got: &[Seen], logic: u32| {
+        let mine: Vec<(u32, u64)> = got
+            .iter()
+            .filter(|(l, _)| *l == logic)
+            .map(|(l, st)| {
+                let (sl, n, b) = st.unwrap_or_else(|| panic!("logic {l}: a batch without state"));
+                assert_eq!(sl, logic, "logic {logic} handed a state of logic {sl}");
+                (n, b)
+            })
+            .collect();
+        // Both workers' states, each kept across batches (its count goes
+        // on 1, 2, 3... by itself).
+        for w in 0..2 {
+            let b: Vec<u64> = mine.iter().filter(|(n, _)| *n == w).map(|x| x.1).collect();
+            assert!(b.len() >= 2, "state {w} of logic {logic}: {b:?}");
+            assert!(b.windows(2).all(|x| x[1] == x[0] + 1), "{b:?}");
+        }
+    };
+    check(&traffic(&mut pa, &mut pb, 1, 8), 1);
+
+    let (two, made2) = stateful(2);
+    sw.replace_logic(two).unwrap();
+    assert_eq!(made2.load(Ordering::SeqCst), 2);
+    seen.lock().unwrap().clear();
+    check(&traffic(&mut pa, &mut pb, 2, 8), 2);
+
+    // Parked and restored: the stand-in's states, then new ones of the
+    // restored logic (its workers dropped the old ones when it left).
+    let (three, made3) = stateful(3);
+    let (parked, synced) = sw.park_logic(three);
+    synced.unwrap();
+    assert_eq!(made3.load(Ordering::SeqCst), 2);
+    seen.lock().unwrap().clear();
+    check(&traffic(&mut pa, &mut pb, 3, 8), 3);
+    assert!(sw.restore_logic(parked).unwrap());
+    assert_eq!(
+        made2.load(Ordering::SeqCst),
+        4,
+        "new states for the restored logic"
+    );
+    seen.lock().unwrap().clear();
+    let got = traffic(&mut pa, &mut pb, 2, 8);
+    for (_, st) in got.iter().filter(|(l, _)| *l == 2) {
+        let (_, n, _) = st.unwrap();
+        assert!(
+            n >= 2,
+            "a state made at the restore, not one of before: {n}"
+        );
+    }
+    // The control path's single frame has no worker: plain `classify`.
+    let mut f = frame();
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    sw.classify_one(0, &mut f);
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(l, st)| *l == 2 && st.is_none()));
+    sw.shutdown();
+}

@@ -6,6 +6,8 @@
 //! - [`Epoll`]: a small epoll set with `u64` tokens.
 //! - [`Mmap`]: an owned memory mapping (anonymous or of a descriptor,
 //!   shared or private), unmapped on drop.
+//! - [`ZeroedArray`]: a typed array of zeroed values ([`Zeroable`]) in an
+//!   anonymous mapping of its own, taking memory only where written.
 //! - [`peerfd`]: reads and writes of descriptors a peer shares with us
 //!   that never wait for long, whatever the peer does to them.
 //! - Clocks and the cycle counter ([`cycles`], [`now_ns`],
@@ -24,8 +26,10 @@ mod eventfd;
 mod mmap;
 pub mod peerfd;
 mod time;
+mod zeroed;
 
 pub use epoll::Epoll;
 pub use eventfd::EventFd;
 pub use mmap::{page_size, Mmap, MmapOptions};
 pub use time::{calibrate_cycles_hz, coarse_now_ns, cycles, now_ns, pin_to_cpu, thread_cpu_ns};
+pub use zeroed::{Zeroable, ZeroedArray};

@@ -67,7 +67,7 @@ fn cases(dir: &std::path::Path) -> Vec<Case> {
                 f
             })
             .collect();
-        classify(&*b, 1, &mut learn);
+        classify(&*b, &mut None, 1, &mut learn);
         b
     };
     let demux_entries: Vec<_> = (0..1000u32)
@@ -129,19 +129,44 @@ fn flows_case(name: &'static str, n: u32, masks: u32) -> Case {
     }
 }
 
-fn classify(l: &dyn Logic, ingress: PortId, frames: &mut [Vec<u8>]) -> [Verdict; BATCH] {
+fn classify(
+    l: &dyn Logic,
+    st: &mut Option<logic::WorkerState>,
+    ingress: PortId,
+    frames: &mut [Vec<u8>],
+) -> [Verdict; BATCH] {
     let mut views = views(frames, ingress);
     let mut v = [Verdict::Flood; BATCH];
-    l.classify(
-        &Ctx {
-            now_ns: 1_000_000_000,
-            worker: 0,
-        },
+    let ctx = Ctx {
+        now_ns: 1_000_000_000,
+        worker: 0,
+    };
+    run(
+        l,
+        st,
+        &ctx,
         ingress,
         Pkts::new_mut(&mut views),
         &mut v[..frames.len()],
     );
     v
+}
+
+/// One batch as a worker classifies it: with the logic's state if it has
+/// one (`Logic::worker_state`, made once per case, before timing).
+#[inline]
+fn run(
+    l: &dyn Logic,
+    st: &mut Option<logic::WorkerState>,
+    ctx: &Ctx,
+    ingress: PortId,
+    pkts: &mut Pkts,
+    v: &mut [Verdict],
+) {
+    match st.as_deref_mut() {
+        Some(st) => l.classify_with(st, ctx, ingress, pkts, v),
+        None => l.classify(ctx, ingress, pkts, v),
+    }
 }
 
 /// Views over `frames`, built once per case so the loop measures classify only.
@@ -164,8 +189,10 @@ fn bench(c: &mut Criterion) {
 
     // Every case must forward (or flood: the table's bridge has learned
     // nothing) every frame, else we would time drop paths.
-    for case in cases.iter_mut() {
-        let v = classify(&*case.logic, case.ingress, &mut case.frames);
+    let mut states: Vec<Option<logic::WorkerState>> =
+        cases.iter().map(|c| c.logic.worker_state()).collect();
+    for (case, st) in cases.iter_mut().zip(&mut states) {
+        let v = classify(&*case.logic, st, case.ingress, &mut case.frames);
         assert!(
             v.iter()
                 .all(|v| matches!(v, Verdict::Port(_) | Verdict::Flood | Verdict::Group(_))),
@@ -177,12 +204,14 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("classify_256");
     g.throughput(Throughput::Elements(BATCH as u64));
-    for case in cases.iter_mut() {
+    for (case, st) in cases.iter_mut().zip(&mut states) {
         let mut pkts = views(&mut case.frames, case.ingress);
         let mut v = vec![Verdict::Flood; BATCH];
         g.bench_function(case.name, |b| {
             b.iter(|| {
-                case.logic.classify(
+                run(
+                    &*case.logic,
+                    st,
                     &ctx,
                     case.ingress,
                     black_box(Pkts::new_mut(&mut pkts)),
@@ -195,14 +224,16 @@ fn bench(c: &mut Criterion) {
 
     // Summary: ns/packet and ratio to patch, measured back to back.
     let mut rows = Vec::new();
-    for case in cases.iter_mut() {
+    for (case, st) in cases.iter_mut().zip(&mut states) {
         let mut pkts = views(&mut case.frames, case.ingress);
         let mut v = vec![Verdict::Flood; BATCH];
         let mut runs: Vec<f64> = (0..15)
             .map(|_| {
                 let t = Instant::now();
                 for _ in 0..2000 {
-                    case.logic.classify(
+                    run(
+                        &*case.logic,
+                        st,
                         &ctx,
                         case.ingress,
                         black_box(Pkts::new_mut(&mut pkts)),

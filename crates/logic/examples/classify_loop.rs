@@ -1,12 +1,13 @@
-//! Runs one logic's `classify` on a batch of 256 identical 64-byte
-//! UDP/IPv4 frames (the fabric bench's `e_logic` traffic and rule sets)
-//! a given number of times, for instruction counts that do not depend on
+//! Runs one logic's `classify` (`classify_with` and the logic's worker
+//! state, as a worker runs it, when the logic has one) on a batch of 256
+//! identical 64-byte UDP/IPv4 frames (the fabric bench's `e_logic`
+//! traffic and rule sets) a given number of times, for instruction counts that do not depend on
 //! the machine's load (this VM has no hardware counters; valgrind counts
 //! the instructions):
 //!
 //! ```text
 //! cargo build --release -p logic --example classify_loop
-//! valgrind --tool=callgrind --toggle-collect='<logic::*Logic>::classify' \
+//! valgrind --tool=callgrind --toggle-collect='<logic::*Logic>::classify*' \
 //!     target/release/examples/classify_loop flows3 2000
 //! ```
 //!
@@ -54,6 +55,10 @@ fn main() -> Result<(), String> {
         now_ns: 0,
         worker: 0,
     };
+    // The worker's state of the logic (`flows`: its caches), made as the
+    // switch makes it when it installs the logic; a logic without one is
+    // classified with `classify`, as the worker does.
+    let mut st = l.worker_state();
     for _ in 0..batches {
         let mut pkts: [Pkt; BATCH] = std::array::from_fn(|_| {
             let f = &mut frames[next];
@@ -61,12 +66,12 @@ fn main() -> Result<(), String> {
             // SAFETY: the frames outlive the views, used only in this call.
             unsafe { Pkt::new(f.as_mut_ptr(), f.len() as u32, 0, 0) }
         });
-        l.classify(
-            &ctx,
-            0,
-            std::hint::black_box(Pkts::new_mut(&mut pkts)),
-            std::hint::black_box(&mut v),
-        );
+        let pkts = std::hint::black_box(Pkts::new_mut(&mut pkts));
+        let v = std::hint::black_box(&mut v);
+        match st.as_deref_mut() {
+            Some(st) => l.classify_with(st, &ctx, 0, pkts, v),
+            None => l.classify(&ctx, 0, pkts, v),
+        }
     }
     if v.iter().any(|v| *v != Verdict::Port(1)) {
         return Err(format!(

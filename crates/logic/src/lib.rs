@@ -26,7 +26,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use fabric::{
-    CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict,
+    CommandError, Ctx, DropReason, GroupId, Logic, Pkt, PktMut, Pkts, PortId, Verdict, WorkerState,
 };
 
 pub mod bridge;

@@ -1,5 +1,7 @@
 //! Test support: owned frames handed to a logic as a batch of `Pkt` views.
 
+use std::any::Any;
+
 use crate::{Ctx, Logic, PortId, Verdict};
 
 /// Owns frame buffers and classifies them as one batch.
@@ -23,11 +25,31 @@ impl Batch {
         }
     }
 
-    /// Classifies every frame as received on `ingress` at `now_ns`.
+    /// Classifies every frame as received on `ingress` at `now_ns`, as
+    /// worker 0 would with a new state of the logic, if it has one
+    /// ([`Logic::worker_state`]: a cache that starts empty; a test that
+    /// wants one kept across batches holds it, [`Batch::classify_with`]).
     pub fn classify(&mut self, logic: &dyn Logic, ingress: PortId, now_ns: u64) -> Vec<Verdict> {
+        let mut st = logic.worker_state();
+        self.classify_with(logic, st.as_deref_mut(), ingress, now_ns)
+    }
+
+    /// [`Batch::classify`] with the worker state `state` (None: through
+    /// `classify`, as a caller without a worker).
+    pub fn classify_with(
+        &mut self,
+        logic: &dyn Logic,
+        state: Option<&mut (dyn Any + Send)>,
+        ingress: PortId,
+        now_ns: u64,
+    ) -> Vec<Verdict> {
         let mut v = vec![Verdict::Drop(fabric::DropReason::NoDestination); self.frames.len()];
         (self.views, self.copies) = fabric::with_frames(&mut self.frames, ingress, 0, |pkts| {
-            logic.classify(&Ctx { now_ns, worker: 0 }, ingress, pkts, &mut v);
+            let ctx = Ctx { now_ns, worker: 0 };
+            match state {
+                Some(st) => logic.classify_with(st, &ctx, ingress, pkts, &mut v),
+                None => logic.classify(&ctx, ingress, pkts, &mut v),
+            }
             let (cp, cv) = pkts.copies();
             (
                 pkts.iter().map(|p| p.data().to_vec()).collect(),

@@ -86,27 +86,32 @@ fn classify_does_not_allocate() {
         .collect();
     let mut verdicts = vec![Verdict::Flood; pkts.len()];
     for l in &logics {
-        l.classify(
-            &Ctx {
-                now_ns: 0,
-                worker: 0,
-            },
-            0,
-            Pkts::new_mut(&mut pkts),
-            &mut verdicts,
-        ); // warm-up
+        // A worker's state (made when the logic is installed, may
+        // allocate): its batches go through `classify_with`, which must
+        // not; and through plain `classify` (no worker), which must not
+        // either.
+        let mut st = l.worker_state();
+        let ctx0 = Ctx {
+            now_ns: 0,
+            worker: 0,
+        };
+        l.classify(&ctx0, 0, Pkts::new_mut(&mut pkts), &mut verdicts); // warm-up
+        if let Some(st) = st.as_deref_mut() {
+            l.classify_with(st, &ctx0, 0, Pkts::new_mut(&mut pkts), &mut verdicts);
+        }
         COUNTING.with(|c| c.set(true));
         for round in 0..100u64 {
             let ctx = Ctx {
                 now_ns: round * 700_000_000,
                 worker: 0,
             };
-            l.classify(
-                &ctx,
-                (round % 2) as u16,
-                Pkts::new_mut(&mut pkts),
-                &mut verdicts,
-            );
+            let ingress = (round % 2) as u16;
+            match st.as_deref_mut() {
+                Some(st) if round % 3 != 0 => {
+                    l.classify_with(st, &ctx, ingress, Pkts::new_mut(&mut pkts), &mut verdicts)
+                }
+                _ => l.classify(&ctx, ingress, Pkts::new_mut(&mut pkts), &mut verdicts),
+            }
         }
         COUNTING.with(|c| c.set(false));
         assert_eq!(
@@ -163,14 +168,15 @@ fn flows_pushing_vlan_tags_into_the_batch_scratch_does_not_allocate() {
         worker: 0,
     };
     use logic::Logic;
+    let mut st = f.worker_state().unwrap();
     {
         let mut rx = batch.receive(&mut q, 0, 0);
-        f.classify(&ctx, 0, rx.pkts_mut(), &mut verdicts); // warm-up
+        f.classify_with(&mut *st, &ctx, 0, rx.pkts_mut(), &mut verdicts); // warm-up
     }
     COUNTING.with(|c| c.set(true));
     for _ in 0..100 {
         let mut rx = batch.receive(&mut q, 0, 0);
-        f.classify(&ctx, 0, rx.pkts_mut(), &mut verdicts);
+        f.classify_with(&mut *st, &ctx, 0, rx.pkts_mut(), &mut verdicts);
         assert_eq!(rx.pkts()[7].len(), 72, "two tags pushed");
     }
     COUNTING.with(|c| c.set(false));

@@ -94,6 +94,7 @@ impl Rig {
             fwd: Forwarder::new(0, 4, BATCH),
             batch: RxBatch::with_capacity(BATCH),
             verdicts: vec![Verdict::Flood; BATCH],
+            state: None,
         };
         Rig { r, logic: To(1) }
     }

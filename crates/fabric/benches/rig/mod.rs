@@ -247,6 +247,9 @@ pub struct Rig {
     pub fwd: Forwarder,
     pub batch: RxBatch,
     pub verdicts: Vec<Verdict>,
+    /// The logic's state for this (single) worker, as a worker keeps it
+    /// ([`Rig::state_of`]); None: `classify` without one.
+    pub state: Option<fabric::WorkerState>,
 }
 
 /// Port 0 is a source of `len`-byte frames, ports 1..=dests are sinks,
@@ -286,10 +289,18 @@ pub fn rig_with_frames<F: AsRef<[u8]>>(
         fwd: Forwarder::new(0, max, batch),
         batch: RxBatch::with_capacity(batch),
         verdicts: vec![Verdict::Flood; batch],
+        state: None,
     }
 }
 
 impl Rig {
+    /// Makes `logic`'s worker state (`Logic::worker_state`) for the
+    /// batches `step` classifies with it, as a worker does when a logic is
+    /// installed (outside the measured part).
+    pub fn state_of(&mut self, logic: &dyn Logic) {
+        self.state = logic.worker_state();
+    }
+
     #[inline]
     pub fn step(&mut self, logic: &dyn Logic) -> u64 {
         let mut rx = self.batch.receive(&mut *self.rxq, 0, 0);
@@ -298,7 +309,11 @@ impl Rig {
             now_ns: 0,
             worker: 0,
         };
-        logic.classify(&ctx, 0, rx.pkts_mut(), &mut self.verdicts[..n]);
+        let v = &mut self.verdicts[..n];
+        match &mut self.state {
+            Some(st) => logic.classify_with(&mut **st, &ctx, 0, rx.pkts_mut(), v),
+            None => logic.classify(&ctx, 0, rx.pkts_mut(), v),
+        }
         let entry = self.table.get(0).unwrap().clone();
         let mut sent = self
             .fwd

@@ -9,7 +9,7 @@
 //! uncached one, byte by byte; then over OpenFlow (flow-mods, flow stats
 //! echoing the instructions) and in the text syntax.
 
-use super::cache_tests::{build, run_copies};
+use super::cache_tests::{build, run_copies, Tf};
 use super::*;
 use crate::testutil::{fm, udp4};
 use openflow::{bac, fc, Instruction, Oxm};
@@ -45,7 +45,7 @@ fn tagged(f: &[u8], vid: u16) -> Vec<u8> {
 }
 
 /// Logics with `flows`: cached and uncached.
-fn logics(flows: &[&str]) -> [Flows; 2] {
+fn logics(flows: &[&str]) -> [Tf; 2] {
     let fs = [build(64), build(0)];
     for f in &fs {
         for t in flows {
@@ -59,7 +59,7 @@ fn logics(flows: &[&str]) -> [Flows; 2] {
 /// What one frame from port 0 comes to: every (verdict, bytes) sent,
 /// copies first, in the order made, then the frame's own; groups of the
 /// logic as the ports they hold (`Port`s in order).
-fn sent(f: &Flows, frame: &[u8]) -> Vec<(Verdict, Vec<u8>)> {
+fn sent(f: &Tf, frame: &[u8]) -> Vec<(Verdict, Vec<u8>)> {
     let (v, after, copies) = run_copies(f, 0, &[frame.to_vec()]);
     let mut out = Vec::new();
     for (v, b) in copies.into_iter().chain([(v[0], after[0].clone())]) {

@@ -20,35 +20,37 @@
 //!
 //! Invalidation: every entry carries the generation of the snapshot it
 //! was filled from; every snapshot gets a new generation when it is built
-//! (`Snapshot`'s `Clone` draws one), and an entry is used only while the
-//! worker's loaded snapshot has the same generation. So after a swap no
-//! entry of an older snapshot is served, and the flow pointers an entry
-//! holds are alive whenever they are used (the worker holds the snapshot
-//! they belong to).
+//! (`Snapshot`'s `Clone` draws one, from one counter for every instance of
+//! the logic), and an entry is used only while the worker's loaded
+//! snapshot has the same generation. So after a swap no entry of an older
+//! snapshot is served, and the flow pointers an entry holds (addresses of
+//! flows of the snapshot it was filled from) are alive whenever they are
+//! used: the worker holds the snapshot they belong to for the whole batch.
+//! That holds whichever `Flows` a worker's cache is used with: a
+//! generation is never drawn twice.
 //!
 //! Behind it, on a miss, the megaflow cache (`megaflow.rs`): entries of
-//! the same layout in the same mapping (a second `per` entries per
-//! worker), keyed by the key under the bits the lookups consulted.
+//! the same layout (as many again), keyed by the key under the bits the
+//! lookups consulted.
 //!
-//! Ownership: a worker claims its slot for a batch with an atomic flag
-//! (`claim`); a second caller with the same worker index at the same time
-//! (never the fabric's own workers) goes through the classifier instead. No
-//! lock is waited on, nothing is allocated: the entries are one anonymous
-//! mapping made when the logic is built (zero pages that take memory only
-//! once a worker touches them: an unused worker's entries cost nothing).
+//! Ownership: a worker's cache ([`WorkerCache`]: both arrays of entries,
+//! the megaflow masks, where its last batch left off) is one object the
+//! fabric asks the logic for when it installs it, one per worker
+//! ([`fabric::Logic::worker_state`]), and hands back to the worker's every
+//! batch with `&mut` access ([`fabric::Logic::classify_with`]): no flag,
+//! no lock, no sharing, any number of workers. A caller without one (a
+//! test, the control path's packet-out) goes through the classifier. The
+//! entries are anonymous mappings (`floor::ZeroedArray`), never written
+//! when made: zero pages that take memory only once the worker touches
+//! them.
 
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::key::{CKey, Header, HeaderMask};
 use super::megaflow::Masks;
 use super::Rule;
 use crate::Verdict;
 
-/// Workers with a cache (indices at or above go through the classifier).
-/// (The fabric runs at most 64 workers.)
-pub const WORKERS: usize = 64;
 /// Flows per cached pipeline.
 pub const MAX_RULES: usize = 4;
 /// Default entries per worker.
@@ -71,7 +73,11 @@ pub struct Entry {
     /// In the megaflow array: the slot of the mask `key` is under
     /// (`megaflow.rs`); 0 in the exact-match array.
     pub mask: u8,
-    pub rules: [*const Rule; MAX_RULES],
+    /// The flows, by address (`*const Rule` as an integer: an entry, and
+    /// with it a worker's cache, is then `Send` without an `unsafe impl`;
+    /// turned back into a reference only under the generation check: the
+    /// module comment).
+    pub rules: [usize; MAX_RULES],
     /// The pipeline only outputs (at most once) or drops: `verdict` is its
     /// verdict, no action needs to run.
     pub pure: bool,
@@ -80,6 +86,19 @@ pub struct Entry {
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 128);
+
+// SAFETY: `Entry` is `repr(C)` of integers (`CKey`'s words, the flows'
+// addresses), a `bool` and a `MaybeUninit`: all zero bytes are a valid
+// entry (generation 0: empty, never read further).
+unsafe impl floor::Zeroable for Entry {}
+
+impl Entry {
+    /// The address of flow `r`, for [`Entry::rules`].
+    #[inline(always)]
+    pub fn addr(r: &Rule) -> usize {
+        r as *const Rule as usize
+    }
+}
 
 /// Where a worker's last batch left off, for the next one: the entry the
 /// last frame used and, when the batch ended in a run of one flow, that
@@ -96,8 +115,7 @@ pub struct Resume {
 /// A run of one flow that reached the end of its batch: its frames had
 /// header `h` under `mask` (the snapshot's, for their protocol), were received on `ingress` and served by the pure entry at
 /// `at`, then holding `key`, `meta` and `gen`. The next batch continues it
-/// only if that entry still holds them (any write to it, by this worker
-/// or a later claim of its slot, changes them) and `gen` is the loaded
+/// only if that entry still holds them (any write to it changes them) and `gen` is the loaded
 /// snapshot's.
 #[derive(Clone, Copy)]
 pub struct RunEnd {
@@ -110,154 +128,75 @@ pub struct RunEnd {
     pub gen: u64,
 }
 
-/// A worker's claim flag, what its last batch left for the next, and its
-/// megaflow masks.
-#[derive(Default)]
-#[repr(align(64))]
-struct Flag(AtomicBool, UnsafeCell<Resume>, UnsafeCell<Masks>);
-
-/// Every worker's entries.
-pub struct Cache {
-    /// `2 * WORKERS * per` entries (an anonymous mapping, or null when
-    /// `per` is 0): worker `w`'s exact-match entries at `w * per ..`, its
-    /// megaflow entries at `(WORKERS + w) * per ..`.
-    entries: *mut Entry,
-    per: usize,
-    busy: Box<[Flag]>,
-    /// The mapping `entries` points into (none when `per` is 0), unmapped
-    /// when the cache drops; no claim outlives `self`.
-    _map: Option<floor::Mmap>,
+/// One worker's caches: its exact-match entries, its megaflow entries and
+/// masks, and where its last batch left off. Made by
+/// [`fabric::Logic::worker_state`] on the control path, used by one worker
+/// at a time through `&mut` (`classify_with`).
+pub struct WorkerCache {
+    /// Exact-match entries.
+    emc: floor::ZeroedArray<Entry>,
+    /// Megaflow entries (`megaflow.rs`), as many.
+    mf: floor::ZeroedArray<Entry>,
+    resume: Resume,
+    masks: Masks,
 }
 
-// SAFETY: an entry range (and a worker's `Resume`) is only accessed
-// through a `Claim`, of which at most one exists per worker at a time (the `busy` flag, taken with
-// Acquire and released with Release, orders successive claims). The raw
-// flow pointers are only dereferenced while the snapshot holding the flows
-// is loaded (see the module comment).
-unsafe impl Sync for Cache {}
-// SAFETY: as above; the pointers are never freed through the cache.
-unsafe impl Send for Cache {}
-
-impl Cache {
-    fn bytes(&self) -> usize {
-        2 * self.per * WORKERS * std::mem::size_of::<Entry>()
-    }
-
-    /// `per` entries per worker (a power of two, or 0: no cache).
-    pub fn new(per: usize) -> Result<Cache, String> {
-        assert!(per == 0 || per.is_power_of_two());
-        let mut c = Cache {
-            entries: std::ptr::null_mut(),
-            per,
-            busy: (0..WORKERS).map(|_| Flag::default()).collect(),
-            _map: None,
-        };
-        if per == 0 {
-            return Ok(c);
-        }
-        // Not reserved: only the pages workers touch take memory (the
-        // largest configuration maps 16 GiB of address space). Its zero
-        // pages are valid entries (integers, null pointers, false,
-        // MaybeUninit), page-aligned (Entry needs 64).
-        let map = floor::Mmap::anonymous(c.bytes())
-            .noreserve()
-            .map()
-            .map_err(|e| {
+impl WorkerCache {
+    /// `per` exact-match and `per` megaflow entries (a power of two).
+    pub fn new(per: usize) -> Result<WorkerCache, String> {
+        // Not reserved: only the pages the worker touches take memory (the
+        // largest configuration maps 256 MiB of address space a worker).
+        // Zero pages are valid entries (`Entry: Zeroable`), page-aligned
+        // (Entry needs 64).
+        let map = || {
+            let a = floor::ZeroedArray::<Entry>::new(per).map_err(|e| {
                 format!(
-                    "cannot map {} MiB for the exact-match and megaflow caches: {e}",
-                    c.bytes() >> 20
+                    "cannot map {} MiB for a worker's exact-match and megaflow caches: {e}",
+                    (2 * per * std::mem::size_of::<Entry>()) >> 20
                 )
             })?;
-        // Huge pages where the kernel has them (transparent): a worker's
-        // entries in one or two TLB entries instead of hundreds (a miss of
-        // the TLB costs more than the probe). Only a hint: failure is fine.
-        let _ = map.advise(libc::MADV_HUGEPAGE);
-        c.entries = map.as_ptr().cast();
-        c._map = Some(map);
-        Ok(c)
-    }
-
-    /// Entries per worker.
-    pub fn per_worker(&self) -> usize {
-        self.per
-    }
-
-    /// Worker `w`'s entries for one batch; None if there is no cache, no
-    /// slot for `w`, or another caller holds it right now.
-    #[inline]
-    pub fn claim(&self, w: u16) -> Option<Claim<'_>> {
-        let w = w as usize;
-        if self.per == 0 || w >= WORKERS {
-            return None;
-        }
-        if self.busy[w].0.swap(true, Ordering::Acquire) {
-            return None;
-        }
-        Some(Claim {
-            cache: self,
-            base: w * self.per,
-            w,
+            // Huge pages where the kernel has them (transparent): a
+            // worker's entries in one or two TLB entries instead of
+            // hundreds (a miss of the TLB costs more than the probe). Only
+            // a hint: failure is fine.
+            let _ = a.mapping().advise(libc::MADV_HUGEPAGE);
+            Ok::<_, String>(a)
+        };
+        Ok(WorkerCache {
+            emc: map()?,
+            mf: map()?,
+            resume: Resume::default(),
+            masks: Masks::default(),
         })
     }
-}
 
-/// Exclusive use of one worker's entries.
-pub struct Claim<'a> {
-    cache: &'a Cache,
-    base: usize,
-    w: usize,
-}
-
-impl Claim<'_> {
-    /// Index of `hash` in this worker's entries.
+    /// Index of `hash` in the worker's entries.
     #[inline]
     pub fn index(&self, hash: u64) -> usize {
-        (hash as usize) & (self.cache.per - 1)
+        (hash as usize) & (self.emc.len() - 1)
     }
 
     /// What the worker's previous batch left for this one.
     #[inline]
     pub fn resume(&mut self) -> &mut Resume {
-        // SAFETY: only a claim reads or writes a worker's `Resume`, and this
-        // claim is the worker's only one (busy flag, as in `entry`).
-        unsafe { &mut *self.cache.busy[self.w].1.get() }
-    }
-
-    /// Whether there are megaflow entries (there are with a cache).
-    #[inline]
-    pub fn has_mf(&self) -> bool {
-        self.cache.per != 0
+        &mut self.resume
     }
 
     /// The worker's megaflow masks.
     #[inline]
     pub fn masks(&mut self) -> &mut Masks {
-        // SAFETY: as `resume`: only this claim touches the worker's slot.
-        unsafe { &mut *self.cache.busy[self.w].2.get() }
+        &mut self.masks
     }
 
-    /// The megaflow entry at `i` (taken modulo the entries per worker).
+    /// The megaflow entry at `i` (taken modulo the entries).
     #[inline]
     pub fn mf_entry(&mut self, i: usize) -> &mut Entry {
-        let i = WORKERS * self.cache.per + self.base + (i & (self.cache.per - 1));
-        // SAFETY: i < 2 * WORKERS * per, inside the mapping; exclusive as in
-        // `entry`.
-        unsafe { &mut *self.cache.entries.add(i) }
+        self.mf.wrap_mut(i)
     }
 
-    /// The entry at `i` (taken modulo the entries per worker).
+    /// The exact-match entry at `i` (taken modulo the entries).
     #[inline]
     pub fn entry(&mut self, i: usize) -> &mut Entry {
-        let i = self.base + (i & (self.cache.per - 1));
-        // SAFETY: i < WORKERS * per (base = w * per, w < WORKERS), inside
-        // the mapping; this claim is the only one of the worker (busy
-        // flag), and `&mut self` makes the returned borrow unique.
-        unsafe { &mut *self.cache.entries.add(i) }
-    }
-}
-
-impl Drop for Claim<'_> {
-    fn drop(&mut self) {
-        self.cache.busy[self.w].0.store(false, Ordering::Release);
+        self.emc.wrap_mut(i)
     }
 }

@@ -10,17 +10,40 @@ use crate::testutil::{udp4, udp_to};
 use proptest::prelude::*;
 use serde_json::json;
 
-pub(super) fn build(cache: usize) -> Flows {
-    Flows::from_config(&json!({ "cache": cache })).unwrap()
+/// A `Flows` with the state of its worker 0 ([`Logic::worker_state`]: its
+/// caches), kept across batches as a worker keeps it; [`run`] classifies
+/// with it (through the classifier while another thread holds it, or
+/// without a cache).
+pub(super) struct Tf {
+    f: Flows,
+    st: std::sync::Mutex<Option<WorkerState>>,
+}
+
+impl std::ops::Deref for Tf {
+    type Target = Flows;
+    fn deref(&self) -> &Flows {
+        &self.f
+    }
+}
+
+impl Tf {
+    pub(super) fn new(f: Flows) -> Tf {
+        let st = std::sync::Mutex::new(f.worker_state());
+        Tf { f, st }
+    }
+}
+
+pub(super) fn build(cache: usize) -> Tf {
+    Tf::new(Flows::from_config(&json!({ "cache": cache })).unwrap())
 }
 
 pub(super) fn add(f: &Flows, t: &str) -> bool {
     f.command("add", &json!({ "flow": t })).is_ok()
 }
 
-/// Verdicts of one batch of copies of `frames` (worker 0), and the frames
-/// after (as the views show them: a popped tag is gone).
-pub(super) fn run(f: &Flows, ingress: PortId, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
+/// Verdicts of one batch of copies of `frames` (worker 0, with its state),
+/// and the frames after (as the views show them: a popped tag is gone).
+pub(super) fn run(f: &Tf, ingress: PortId, frames: &[Vec<u8>]) -> (Vec<Verdict>, Vec<Vec<u8>>) {
     let (v, after, _) = run_copies(f, ingress, frames);
     (v, after)
 }
@@ -31,22 +54,21 @@ pub(super) type Copies = Vec<(Verdict, Vec<u8>)>;
 /// [`run`], with the copies the logic made of the frames (verdict and
 /// bytes, in the order made).
 pub(super) fn run_copies(
-    f: &Flows,
+    f: &Tf,
     ingress: PortId,
     frames: &[Vec<u8>],
 ) -> (Vec<Verdict>, Vec<Vec<u8>>, Copies) {
     let mut frames = frames.to_vec();
     let mut v = vec![Verdict::Flood; frames.len()];
     let (after, copies) = fabric::with_frames(&mut frames, ingress, 0, |pkts| {
-        f.classify(
-            &Ctx {
-                now_ns: 0,
-                worker: 0,
-            },
-            ingress,
-            pkts,
-            &mut v,
-        );
+        let ctx = Ctx {
+            now_ns: 0,
+            worker: 0,
+        };
+        match f.st.try_lock().as_deref_mut() {
+            Ok(Some(st)) => f.classify_with(&mut **st, &ctx, ingress, pkts, &mut v),
+            _ => f.classify(&ctx, ingress, pkts, &mut v),
+        }
         let (cp, cv) = pkts.copies();
         let copies: Vec<(Verdict, Vec<u8>)> = cv
             .iter()
@@ -92,7 +114,7 @@ fn deliveries(f: &Flows, ingress: PortId, v: Verdict, bytes: &[u8], out: &mut Ou
 }
 
 /// The outcome of one frame through `f`, alone in its batch.
-fn outcome(f: &Flows, ingress: PortId, frame: &[u8]) -> Outcome {
+fn outcome(f: &Tf, ingress: PortId, frame: &[u8]) -> Outcome {
     let (v, after, copies) = run_copies(f, ingress, &[frame.to_vec()]);
     let mut o = Outcome {
         sent: Vec::new(),
@@ -616,7 +638,7 @@ fn ip4_shape(b: &mut [u8], proto: u8) {
 pub(super) fn cached_and_plain(
     gens: &[FlowGen],
     mut added: impl FnMut(&str),
-) -> Result<(Flows, Flows), TestCaseError> {
+) -> Result<(Tf, Tf), TestCaseError> {
     let (cached, plain) = (build(64), build(0));
     for g in gens {
         let t = flow_text(g);
@@ -642,8 +664,8 @@ fn norm_copy(f: &Flows, (v, b): &(Verdict, Vec<u8>)) -> (Result<Vec<PortId>, Ver
 /// verdict, byte and copy agrees, adds the frames classified by each to
 /// `total` and returns the uncached logic's answer.
 pub(super) fn agree(
-    cached: &Flows,
-    plain: &Flows,
+    cached: &Tf,
+    plain: &Tf,
     ingress: PortId,
     frames: &[Vec<u8>],
     passes: usize,
@@ -979,7 +1001,7 @@ proptest! {
 
 /// Classifies `frame` three times (the last two from the cache) and
 /// checks every answer.
-fn check(f: &Flows, frame: &[u8], want: Verdict, what: &str) {
+fn check(f: &Tf, frame: &[u8], want: Verdict, what: &str) {
     let hits = f.dump(None)["cache"]["hits"].as_u64().unwrap();
     for _ in 0..3 {
         let (v, _) = run(f, 1, &[frame.to_vec()]);
@@ -1397,4 +1419,46 @@ fn normal_with_a_mirror_and_per_vlan_is_never_replayed() {
             assert!(hits > 0, "the cache served the normal flow");
         }
     }
+}
+
+// ------------------------------------------------------------ worker states
+
+/// Two workers' states of one logic, used in turn: each keeps its own
+/// entries (a frame one worker cached is a miss for the other), and a
+/// state of another type is no cache at all (same verdicts, no counts).
+#[test]
+fn each_worker_state_keeps_its_own_cache() {
+    use crate::testutil::Batch;
+    let f = build(64);
+    assert!(add(&f, "udp,tp_dst=80,actions=output:2"));
+    assert!(add(&f, "udp,tp_dst=81,actions=output:3"));
+    let mut a = f.worker_state().unwrap();
+    let mut b = f.worker_state().unwrap();
+    let stats = || {
+        let c = &f.dump(None)["cache"];
+        (c["hits"].as_u64().unwrap(), c["misses"].as_u64().unwrap())
+    };
+    let go = |st: &mut WorkerState, frame: Vec<u8>, want: u16, hit: bool| {
+        let (h0, m0) = stats();
+        let v = Batch::new(vec![frame]).classify_with(&*f, Some(&mut **st), 1, 0);
+        assert_eq!(v, vec![Verdict::Port(want)]);
+        let (h1, m1) = stats();
+        assert_eq!((h1 - h0, m1 - m0), if hit { (1, 0) } else { (0, 1) });
+    };
+    go(&mut a, udp_to(80), 2, false);
+    go(&mut b, udp_to(81), 3, false);
+    go(&mut a, udp_to(80), 2, true);
+    go(&mut b, udp_to(81), 3, true);
+    go(&mut b, udp_to(80), 2, false);
+    go(&mut a, udp_to(81), 3, false);
+    go(&mut a, udp_to(80), 2, true);
+    go(&mut b, udp_to(80), 2, true);
+    // A state that is not this logic's: classified without a cache.
+    let mut other: WorkerState = Box::new(7u32);
+    let before = stats();
+    let v = Batch::new(vec![udp_to(81)]).classify_with(&*f, Some(&mut *other), 1, 0);
+    assert_eq!(v, vec![Verdict::Port(3)]);
+    assert_eq!(stats(), before);
+    // No cache configured: no state.
+    assert!(build(0).worker_state().is_none());
 }

@@ -109,6 +109,11 @@ impl Flows {
                 "must be 0 (no exact-match cache) or a power of two (entries per worker)",
             ));
         }
+        if per != 0 {
+            // Each worker's cache is mapped when the fabric installs the
+            // logic: one now tells whether it can be (then dropped).
+            cache::WorkerCache::new(per)?;
+        }
         let f = Flows {
             snap: ArcSwap::from_pointee(Snapshot::empty()),
             table_stats: (0..=MAX_TABLE as usize)
@@ -122,7 +127,7 @@ impl Flows {
             groups: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             mixed: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             writer: Mutex::new(Writer::default()),
-            cache: cache::Cache::new(per)?,
+            cache_per: per,
             cache_stats: Counters::default(),
             mf_stats: Counters::default(),
             packet_ins,
@@ -303,7 +308,7 @@ impl Flows {
             .collect();
         let (hits, misses) = self.cache_stats.get();
         let (mf_hits, mf_misses) = self.mf_stats.get();
-        let cache = json!({"entries_per_worker": self.cache.per_worker(), "hits": hits,
+        let cache = json!({"entries_per_worker": self.cache_per, "hits": hits,
             "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses});
         let pi = self.packet_ins.stats();
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,

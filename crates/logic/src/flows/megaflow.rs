@@ -23,9 +23,9 @@
 //! ordered by hits, so a lookup usually probes one or two), and a two-way
 //! array of entries (the exact-match cache's [`Entry`], keyed by the
 //! masked key, the meta bits and the mask's slot), as many as the
-//! exact-match cache has (`"cache"`), in the same anonymous mapping (128
-//! bytes each: 1 MiB per worker at the default 8192, taken only as a
-//! worker touches it). A lookup on an exact-match miss tries each mask in
+//! exact-match cache has (`"cache"`), in an anonymous mapping of its own
+//! (128 bytes each: 1 MiB per worker at the default 8192, taken only as
+//! the worker touches it). A lookup on an exact-match miss tries each mask in
 //! turn: mask the key, hash, probe two ways. A hit also fills the
 //! exact-match cache (with its replacement rule), so a working set that
 //! fits there is served there next time.
@@ -35,11 +35,13 @@
 //! the worker sees a new snapshot. Bounded: when the [`MASKS`] slots are
 //! taken, pipelines of a new mask are not cached here (they still are in
 //! the exact-match cache). Nothing is allocated or locked on the packet
-//! path: the masks live in the worker's claim slot (built with the logic).
+//! path: the masks and the entries live in the worker's own cache
+//! ([`WorkerCache`], made on the control path when the fabric installs the
+//! logic, and used by that worker alone).
 
 use std::collections::BTreeMap;
 
-use super::cache::{Claim, Entry};
+use super::cache::{Entry, WorkerCache};
 use super::key::{CKey, Field, Key};
 
 /// Distinct megaflow masks per worker (per snapshot).
@@ -121,20 +123,17 @@ fn valid(e: &Entry, mk: &CKey, meta: u32, slot: u8, gen: u64) -> bool {
     e.gen == gen && e.mask == slot && e.meta == meta && e.key == *mk
 }
 
-impl Claim<'_> {
+impl WorkerCache {
     /// The megaflow entry serving `k` (a packet key, under any superset of
     /// the megaflow masks) with `meta` under snapshot `gen`: its index for
-    /// [`Claim::mf_entry`].
+    /// [`WorkerCache::mf_entry`].
     #[inline]
     pub fn mf_lookup(&mut self, k: &CKey, meta: u32, gen: u64) -> Option<usize> {
-        if !self.has_mf() {
-            return None;
-        }
         let ms = self.masks();
         ms.sync(gen);
         let n = ms.n as usize;
         for j in 0..n {
-            // Re-borrowed per mask: `mf_entry` borrows the claim too.
+            // Re-borrowed per mask: `mf_entry` borrows the cache too.
             let ms = self.masks();
             let slot = ms.order[j];
             let mk = k.and(&ms.masks[slot as usize]);
@@ -157,9 +156,6 @@ impl Claim<'_> {
     /// replace when both hold entries of this snapshot. False if the
     /// worker's mask slots are full.
     pub fn mf_insert(&mut self, e: &Entry, mask: &CKey, turn: u64) -> bool {
-        if !self.has_mf() {
-            return false;
-        }
         let ms = self.masks();
         ms.sync(e.gen);
         let Some(slot) = ms.slot_of(mask) else {

@@ -114,6 +114,7 @@ mod submap;
 mod text;
 mod trace;
 
+use std::any::Any;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -125,7 +126,7 @@ pub use groups::{MAX_BUCKETS, MAX_OF_GROUPS};
 pub use key::{extract, extract_fast, extract_general, CKey, Field, Header, HeaderMask, Key};
 pub use text::{parse, Action, FlowSpec, DEFAULT_PRIORITY, MAX_TABLE};
 
-use crate::{CommandError, Ctx, DropReason, Logic, Pkts, PortId, Verdict};
+use crate::{CommandError, Ctx, DropReason, Logic, Pkts, PortId, Verdict, WorkerState};
 use actions::Compiled;
 use classifier::{Rule, Table};
 pub use commands::new;
@@ -212,8 +213,9 @@ pub struct Flows {
     mixed: Box<[OnceLock<Box<[u16]>>]>,
     /// Serialises commands (never taken by `classify`).
     writer: Mutex<Writer>,
-    /// Per-worker exact-match cache (`cache.rs`).
-    cache: cache::Cache,
+    /// Exact-match (and megaflow) entries per worker (`cache.rs`; 0: no
+    /// cache): the size of each worker's [`cache::WorkerCache`].
+    cache_per: usize,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
     /// Megaflow cache (on an exact-match miss) hits, misses.
@@ -233,8 +235,41 @@ impl Logic for Flows {
         "flows"
     }
 
+    /// Through the classifier (no worker cache). Not inlined: it is the
+    /// one instance of the uncached path (`classify_with` calls it for a
+    /// state that is not a cache), so the pipeline of tables stays inlined
+    /// in it.
+    #[inline(never)]
     fn classify(&self, ctx: &Ctx, ingress: PortId, pkts: &mut Pkts, verdicts: &mut [Verdict]) {
-        self.classify_batch(ctx, ingress, pkts, verdicts)
+        self.classify_batch(None, ctx, ingress, pkts, verdicts)
+    }
+
+    /// The worker's exact-match and megaflow caches ([`cache::WorkerCache`];
+    /// none with `"cache": 0`). The configuration mapped one to check
+    /// that it can; should a later one fail all the same (address space
+    /// gone since), that worker goes without a cache: it classifies
+    /// through the classifier, as a caller without state does.
+    fn worker_state(&self) -> Option<WorkerState> {
+        if self.cache_per == 0 {
+            return None;
+        }
+        let c = cache::WorkerCache::new(self.cache_per).ok()?;
+        Some(Box::new(c))
+    }
+
+    fn classify_with(
+        &self,
+        state: &mut (dyn Any + Send),
+        ctx: &Ctx,
+        ingress: PortId,
+        pkts: &mut Pkts,
+        verdicts: &mut [Verdict],
+    ) {
+        // One type test a batch; a state of another logic: no cache.
+        match state.downcast_mut::<cache::WorkerCache>() {
+            Some(c) => self.classify_batch(Some(c), ctx, ingress, pkts, verdicts),
+            None => Logic::classify(self, ctx, ingress, pkts, verdicts),
+        }
     }
 
     fn command(&self, cmd: &str, args: &Value) -> Result<Value, CommandError> {

@@ -102,7 +102,8 @@ impl Acc<'_> {
 
 /// What the classifier's pipeline did, for the exact-match cache.
 pub(super) struct Trace {
-    pub(super) rules: [*const Rule; cache::MAX_RULES],
+    /// The flows hit, by address ([`cache::Entry::rules`]).
+    pub(super) rules: [usize; cache::MAX_RULES],
     pub(super) n: u8,
     pub(super) miss: u8,
     pub(super) cacheable: bool,
@@ -118,7 +119,7 @@ pub(super) struct Trace {
 impl Default for Trace {
     fn default() -> Self {
         Trace {
-            rules: [std::ptr::null(); cache::MAX_RULES],
+            rules: [0; cache::MAX_RULES],
             n: 0,
             miss: 0,
             cacheable: true,
@@ -161,7 +162,7 @@ pub(super) fn key_meta(b: &[u8], in_port: u16) -> (CKey, u32) {
 /// more flows than entries would otherwise evict each other on every
 /// packet (a 128-byte write per packet, and no hits at all).
 #[inline(always)]
-fn emc_way(c: &mut cache::Claim<'_>, at: usize, gen: u64, misses: u64) -> Option<usize> {
+fn emc_way(c: &mut cache::WorkerCache, at: usize, gen: u64, misses: u64) -> Option<usize> {
     if c.entry(at).gen != gen {
         Some(at)
     } else if c.entry(at ^ 1).gen != gen {
@@ -205,7 +206,7 @@ impl Flows {
     #[inline(never)]
     fn cache_miss<'s>(
         &self,
-        c: &mut cache::Claim<'_>,
+        c: &mut cache::WorkerCache,
         snap: &'s Snapshot,
         p: &mut PktMut<'_>,
         ingress: PortId,
@@ -313,7 +314,7 @@ impl Flows {
             };
             if MF {
                 if (t.n as usize) < cache::MAX_RULES {
-                    t.rules[t.n as usize] = r;
+                    t.rules[t.n as usize] = cache::Entry::addr(r);
                     t.n += 1;
                 } else {
                     t.cacheable = false;
@@ -399,9 +400,9 @@ impl Flows {
     fn count<'s>(e: &cache::Entry, acc: &mut Acc<'s>, worker: u16, packets: u32, bytes: u64) {
         for &r in &e.rules[..e.n as usize] {
             // SAFETY: the entry's generation is the loaded snapshot's, which
-            // holds this flow (cache.rs); the caller holds that snapshot
-            // for the whole batch, longer than `acc` lives.
-            let r: &'s Rule = unsafe { &*r };
+            // holds this flow, at this address (cache.rs); the caller holds
+            // that snapshot for the whole batch, longer than `acc` lives.
+            let r: &'s Rule = unsafe { &*(r as *const Rule) };
             acc.lookup(r.table as usize, packets);
             acc.run.hit(&r.stats, packets as u64, bytes, worker);
         }
@@ -431,7 +432,7 @@ impl Flows {
         let mut stopped = false;
         for &r in &e.rules[..e.n as usize] {
             // SAFETY: as in `count`.
-            let r: &'s Rule = unsafe { &*r };
+            let r: &'s Rule = unsafe { &*(r as *const Rule) };
             acc.lookup(r.table as usize, 1);
             acc.run.hit(&r.stats, 1, len, worker);
             self.run::<false>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
@@ -457,10 +458,13 @@ impl Flows {
         v
     }
 
-    /// `Logic::classify` (the trait's method calls it; inlined there).
+    /// `Logic::classify` and `classify_with` (the trait's methods call it;
+    /// inlined there): with the worker's cache `cache`, or through the
+    /// classifier without one.
     #[inline(always)]
     pub(super) fn classify_batch(
         &self,
+        cache: Option<&mut cache::WorkerCache>,
         ctx: &Ctx,
         ingress: PortId,
         pkts: &mut Pkts,
@@ -468,8 +472,8 @@ impl Flows {
     ) {
         let snap = self.snap.load();
         let mut acc = Acc::at(ctx.now_ns);
-        match self.cache.claim(ctx.worker) {
-            Some(mut c) => {
+        match cache {
+            Some(c) => {
                 let (mut hits, mut misses) = (0u64, 0u64);
                 // Megaflow hits, misses.
                 let mut mf = [0u64; 2];
@@ -589,7 +593,7 @@ impl Flows {
                     }
                     misses += 1;
                     let (v, filled) = self.cache_miss(
-                        &mut c, &snap, &mut p, ingress, k, meta, at, misses, &mut acc, ctx.worker,
+                        c, &snap, &mut p, ingress, k, meta, at, misses, &mut acc, ctx.worker,
                         &mut mf,
                     );
                     verdicts[i] = v;

@@ -330,9 +330,11 @@ mod tests {
                 "table=2,priority=4,arp,actions=all",
             ]);
             let ports: &[u16] = &[0, 1, 2];
+            // One worker's cache for both passes: the second is served by it.
+            let mut st = f.worker_state().unwrap();
             for _pass in 0..2 {
                 let mut b = Batch::new(frames.clone());
-                let v = b.classify(&f, in_port, 0);
+                let v = b.classify_with(&f, Some(&mut *st), in_port, 0);
                 for (i, fr) in frames.iter().enumerate() {
                     let t = f.trace(fr.clone(), in_port, Some(ports));
                     let want: Vec<u16> = match v[i] {
