@@ -1139,6 +1139,7 @@ fn a_bad_cache_size_is_refused() {
     assert_eq!(build(0).dump(None)["cache"]["entries_per_worker"], 0);
     let d = Flows::from_config(&json!(null)).unwrap().dump(None);
     assert_eq!(d["cache"]["entries_per_worker"], cache::DEFAULT_ENTRIES);
+    assert_eq!(d["cache"]["workers_without_cache"], 0);
 }
 
 #[test]

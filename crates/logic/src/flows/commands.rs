@@ -128,6 +128,7 @@ impl Flows {
             mixed: (0..MAX_GROUPS).map(|_| OnceLock::new()).collect(),
             writer: Mutex::new(Writer::default()),
             cache_per: per,
+            workers_without_cache: AtomicU64::new(0),
             cache_stats: Counters::default(),
             mf_stats: Counters::default(),
             packet_ins,
@@ -309,7 +310,8 @@ impl Flows {
         let (hits, misses) = self.cache_stats.get();
         let (mf_hits, mf_misses) = self.mf_stats.get();
         let cache = json!({"entries_per_worker": self.cache_per, "hits": hits,
-            "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses});
+            "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses,
+            "workers_without_cache": self.workers_without_cache.load(Relaxed)});
         let pi = self.packet_ins.stats();
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
             "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,

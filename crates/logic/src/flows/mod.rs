@@ -216,6 +216,10 @@ pub struct Flows {
     /// Exact-match (and megaflow) entries per worker (`cache.rs`; 0: no
     /// cache): the size of each worker's [`cache::WorkerCache`].
     cache_per: usize,
+    /// Worker states asked for whose cache could not be mapped (address
+    /// space gone since the configuration's check): those workers
+    /// classify uncached.
+    workers_without_cache: AtomicU64,
     /// Exact-match cache hits, misses.
     cache_stats: Counters,
     /// Megaflow cache (on an exact-match miss) hits, misses.
@@ -253,8 +257,14 @@ impl Logic for Flows {
         if self.cache_per == 0 {
             return None;
         }
-        let c = cache::WorkerCache::new(self.cache_per).ok()?;
-        Some(Box::new(c))
+        match cache::WorkerCache::new(self.cache_per) {
+            Ok(c) => Some(Box::new(c)),
+            Err(_) => {
+                self.workers_without_cache
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     fn classify_with(
