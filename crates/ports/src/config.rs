@@ -8,16 +8,21 @@
 //! Each kind's struct lives in its backend's directory
 //! ([`crate::memif::MemifSpec`], [`crate::af_xdp::AfXdpConfig`],
 //! [`crate::af_packet::AfPacketConfig`], [`crate::tap::TapConfig`],
-//! [`crate::vhost_user::VhostUserConfig`], [`crate::tunnel::TunnelSpec`]);
-//! this module holds the enum, the error type and the checks they share.
+//! [`crate::vhost_user::VhostUserConfig`], [`crate::tunnel::TunnelSpec`])
+//! and implements [`KindConfig`] there; the enum over them is made in
+//! `crate::kind` from the list of kinds. This module holds the trait, the
+//! error type and the checks they share.
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use serde::de::{self, IntoDeserializer, Visitor};
+use fabric::Port;
+use serde::de::{self, DeserializeOwned, IntoDeserializer, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::kind::PortKind;
+use crate::open::Opener;
 
 /// A configuration value out of range: the key and the reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,129 +66,48 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// The settings of one port, tagged by `kind`. Read through
-/// [`PortConfig::from_kind`] (turnoutd, turnout-gen) or serde (the
-/// variants carry [`PortKind::aliases`] as serde aliases too; a test
-/// checks that the two lists agree).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PortConfig {
-    /// memif interface (turnoutd serves the socket).
-    Memif(crate::memif::MemifSpec),
-    /// AF_XDP sockets on a kernel interface.
-    #[serde(alias = "afxdp")]
-    AfXdp(crate::af_xdp::AfXdpConfig),
-    /// AF_PACKET (TPACKET_V3) sockets on a kernel interface.
-    #[serde(alias = "afpacket")]
-    AfPacket(crate::af_packet::AfPacketConfig),
-    /// TAP device: the host-stack port.
-    Tap(crate::tap::TapConfig),
-    /// vhost-user backend.
-    #[cfg(feature = "vhost")]
-    #[serde(alias = "vhost-user", alias = "vhost")]
-    VhostUser(crate::vhost_user::VhostUserConfig),
-    /// VXLAN tunnel endpoint.
-    Vxlan(crate::tunnel::TunnelSpec),
-    /// Geneve tunnel endpoint.
-    Geneve(crate::tunnel::TunnelSpec),
-}
+pub use crate::kind::PortConfig;
 
 /// Every port kind, as the `kind` key spells it (whether this build has
 /// its backend or not: [`PortKind::built`]); derived from [`PortKind`],
 /// which also knows the older spellings.
 pub const KINDS: &[&str] = &crate::kind::NAMES;
 
-impl PortConfig {
-    /// Deserializes the settings of a port of kind `kind` (any spelling
-    /// [`PortKind::parse`] reads) from `d` (a table without the `kind`
-    /// key). An unknown kind is an error listing the accepted spellings.
-    pub fn from_kind<'de, D: Deserializer<'de>>(kind: &str, d: D) -> Result<Self, D::Error> {
-        let kind = PortKind::parse(kind).map_err(<D::Error as de::Error>::custom)?;
-        Ok(match kind {
-            PortKind::Memif => Self::Memif(Deserialize::deserialize(d)?),
-            PortKind::AfXdp => Self::AfXdp(Deserialize::deserialize(d)?),
-            PortKind::AfPacket => Self::AfPacket(Deserialize::deserialize(d)?),
-            PortKind::Tap => Self::Tap(Deserialize::deserialize(d)?),
-            #[cfg(feature = "vhost")]
-            PortKind::VhostUser => Self::VhostUser(Deserialize::deserialize(d)?),
-            #[cfg(not(feature = "vhost"))]
-            PortKind::VhostUser => {
-                return Err(de::Error::custom(
-                    "port kind vhost_user is not available in this build (the ports crate \
-                     without its vhost feature)",
-                ))
-            }
-            PortKind::Vxlan => Self::Vxlan(Deserialize::deserialize(d)?),
-            PortKind::Geneve => Self::Geneve(Deserialize::deserialize(d)?),
-        })
-    }
-
-    /// The port's kind.
-    pub fn port_kind(&self) -> PortKind {
-        match self {
-            Self::Memif(_) => PortKind::Memif,
-            Self::AfXdp(_) => PortKind::AfXdp,
-            Self::AfPacket(_) => PortKind::AfPacket,
-            Self::Tap(_) => PortKind::Tap,
-            #[cfg(feature = "vhost")]
-            Self::VhostUser(_) => PortKind::VhostUser,
-            Self::Vxlan(_) => PortKind::Vxlan,
-            Self::Geneve(_) => PortKind::Geneve,
-        }
-    }
-
-    /// The `kind` key, as turnoutd spells it.
-    pub fn kind(&self) -> &'static str {
-        self.port_kind().name()
-    }
-
+/// What a kind's configuration struct does, written in the kind's
+/// directory next to the struct: the [`PortConfig`] variant of the kind
+/// hands each call to it (the arms are made from the list of kinds in
+/// `crate::kind`).
+pub trait KindConfig: Clone + fmt::Debug + Eq + Serialize + DeserializeOwned {
     /// Configured queue pairs.
-    pub fn queues(&self) -> u16 {
-        match self {
-            Self::Memif(c) => c.queues,
-            Self::AfXdp(c) => c.queues,
-            Self::AfPacket(c) => c.queues,
-            Self::Tap(c) => c.queues,
-            #[cfg(feature = "vhost")]
-            Self::VhostUser(c) => c.queues,
-            Self::Vxlan(c) | Self::Geneve(c) => c.underlay.queues(),
-        }
-    }
+    fn queues(&self) -> u16;
 
     /// Checks every value against the backend's limits; the error names
     /// the key and the allowed range.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        match self {
-            Self::Memif(c) => c.validate(),
-            Self::AfXdp(c) => c.validate(),
-            Self::AfPacket(c) => c.validate(),
-            Self::Tap(c) => c.validate(),
-            #[cfg(feature = "vhost")]
-            Self::VhostUser(c) => c.validate(),
-            Self::Vxlan(c) | Self::Geneve(c) => c.validate(),
-        }
-    }
+    fn validate(&self) -> Result<(), ConfigError>;
 
     /// What two ports must not share: the key to blame and the resource,
-    /// in words (`interface veth0`).
-    pub fn exclusive_key(&self) -> (&'static str, String) {
-        match self {
-            Self::Memif(c) => (
-                "id",
-                format!("memif id {} on socket {}", c.id, c.socket.display()),
-            ),
-            Self::AfXdp(c) => ("iface", format!("interface {}", c.ifname)),
-            Self::AfPacket(c) => ("iface", format!("interface {}", c.ifname)),
-            Self::Tap(c) => ("iface", format!("interface {}", c.ifname)),
-            #[cfg(feature = "vhost")]
-            Self::VhostUser(c) => (
-                "socket",
-                format!("vhost-user socket {}", c.socket.display()),
-            ),
-            Self::Vxlan(c) | Self::Geneve(c) => {
-                ("underlay", format!("interface {}", c.underlay.iface()))
-            }
-        }
+    /// in words (`interface veth0`, a socket, a memif id on a socket).
+    fn exclusive_key(&self) -> (&'static str, String);
+
+    /// Opens the port `name` of kind `kind` (one of the kinds whose
+    /// variant holds this struct); the message says why not. What ports
+    /// of a kind share (memif's servers, the tunnels by name) is kept in
+    /// `opener`.
+    fn open(&self, kind: PortKind, name: &str, opener: &Opener) -> Result<Arc<dyn Port>, String>;
+
+    /// The port opened from this was removed: releases what it shared in
+    /// `opener`; returns the memif socket closed, if one was. Nothing by
+    /// default.
+    fn closed(&self, opener: &Opener) -> Option<PathBuf> {
+        let _ = opener;
+        None
+    }
+}
+
+impl PortConfig {
+    /// The `kind` key, as turnoutd spells it.
+    pub fn kind(&self) -> &'static str {
+        self.port_kind().name()
     }
 }
 
@@ -516,6 +440,22 @@ mod tests {
             "unknown port kind \"af-xdp\" (expected one of memif, af_xdp (or afxdp), \
              af_packet (or afpacket), tap, vhost_user (or vhost-user, vhost), vxlan, geneve)"
         );
+    }
+
+    #[test]
+    fn a_kind_this_build_lacks_is_refused_with_its_feature() {
+        // (vhost_user without the vhost feature; nothing in a full build)
+        for kind in crate::kind::ALL.into_iter().filter(|k| !k.built()) {
+            let mut rest = table(kind, kind.name());
+            rest.as_object_mut().unwrap().remove("kind");
+            let e = PortConfig::from_kind(kind.name(), rest).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "port kind {kind} is not available in this build (the ports crate without its "
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

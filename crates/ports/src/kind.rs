@@ -9,39 +9,182 @@
 //! `vhost`) are read as the kind they name, and whatever is written back
 //! (`config.show`, a spec turnout-gen prints, a CNI record) uses the
 //! canonical one. Anything else is refused with the accepted spellings.
+//!
+//! The list below, one line per kind, is the only place a kind is named:
+//! it makes [`PortKind`] (with [`ALL`], [`NAMES`], the names, aliases and
+//! whether the build has the backend) and [`PortConfig`] (its serde tag
+//! and aliases, and the arms that hand each call to the kind's
+//! [`KindConfig`] implementation, which lives in the kind's directory;
+//! docs/adding-a-port.md).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Arc;
 
-/// A kind of port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PortKind {
-    /// memif interface.
-    Memif,
-    /// AF_XDP sockets on a kernel interface.
-    AfXdp,
-    /// AF_PACKET (TPACKET_V3) sockets on a kernel interface.
-    AfPacket,
-    /// TAP device.
-    Tap,
-    /// vhost-user.
-    VhostUser,
-    /// VXLAN tunnel endpoint.
-    Vxlan,
-    /// Geneve tunnel endpoint.
-    Geneve,
+use fabric::Port;
+use serde::{de, Deserialize, Deserializer, Serialize};
+
+use crate::config::{ConfigError, KindConfig};
+use crate::open::Opener;
+
+/// Makes [`PortKind`] and [`PortConfig`] from the list of kinds below: a
+/// line is `VARIANT(MODULE::CONFIG) = "name" | "older" | ...;`, under the
+/// kind's doc comment and, if the backend needs a feature of this crate,
+/// `#[cfg(feature = "...")]`.
+macro_rules! port_kinds {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[cfg(feature = $feature:literal)])?
+        $variant:ident($module:ident::$config:ident) = $name:literal $(| $alias:literal)*;
+    )*) => {
+        /// A kind of port.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum PortKind {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        /// Every kind, in the order messages and docs list them.
+        pub const ALL: [PortKind; [$(PortKind::$variant),*].len()] = [$(PortKind::$variant),*];
+
+        impl PortKind {
+            /// The canonical spelling (turnoutd's `kind`).
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// The older spellings read as this kind.
+            pub const fn aliases(self) -> &'static [&'static str] {
+                match self {
+                    $(Self::$variant => &[$($alias),*],)*
+                }
+            }
+
+            /// Whether this build of the `ports` crate has the backend
+            /// (vhost-user needs the `vhost` feature; the others are always
+            /// there).
+            pub const fn built(self) -> bool {
+                match self {
+                    $(Self::$variant => true $(&& cfg!(feature = $feature))?,)*
+                }
+            }
+        }
+
+        /// The settings of one port, tagged by `kind`: one variant per
+        /// kind, holding the kind's [`KindConfig`] struct. Read through
+        /// [`PortConfig::from_kind`] (turnoutd, turnout-gen) or serde (the
+        /// variants carry [`PortKind::aliases`] as serde aliases; a test
+        /// checks that the two agree).
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(tag = "kind")]
+        pub enum PortConfig {
+            $(
+                $(#[doc = $doc])*
+                $(#[cfg(feature = $feature)])?
+                #[serde(rename = $name $(, alias = $alias)*)]
+                $variant(crate::$module::$config),
+            )*
+        }
+
+        impl PortConfig {
+            /// Deserializes the settings of a port of kind `kind` (any
+            /// spelling [`PortKind::parse`] reads) from `d` (a table
+            /// without the `kind` key). An unknown kind is an error listing
+            /// the accepted spellings.
+            pub fn from_kind<'de, D: Deserializer<'de>>(
+                kind: &str,
+                d: D,
+            ) -> Result<Self, D::Error> {
+                let kind = PortKind::parse(kind).map_err(<D::Error as de::Error>::custom)?;
+                match kind {
+                    $(
+                        $(#[cfg(feature = $feature)])?
+                        PortKind::$variant => Ok(Self::$variant(Deserialize::deserialize(d)?)),
+                    )*
+                    $($(
+                        #[cfg(not(feature = $feature))]
+                        PortKind::$variant => Err(<D::Error as de::Error>::custom(concat!(
+                            "port kind ", $name, " is not available in this build ",
+                            "(the ports crate without its ", $feature, " feature)"
+                        ))),
+                    )?)*
+                }
+            }
+
+            /// The port's kind.
+            pub fn port_kind(&self) -> PortKind {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(_) => PortKind::$variant,)*
+                }
+            }
+
+            /// Configured queue pairs.
+            pub fn queues(&self) -> u16 {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(c) => KindConfig::queues(c),)*
+                }
+            }
+
+            /// Checks every value against the backend's limits; the error
+            /// names the key and the allowed range.
+            pub fn validate(&self) -> Result<(), ConfigError> {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(c) => KindConfig::validate(c),)*
+                }
+            }
+
+            /// What two ports must not share: the key to blame and the
+            /// resource, in words (`interface veth0`).
+            pub fn exclusive_key(&self) -> (&'static str, String) {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(c) => KindConfig::exclusive_key(c),)*
+                }
+            }
+
+            /// Opens the port `name` ([`Opener::open`]).
+            pub(crate) fn open_in(
+                &self,
+                name: &str,
+                opener: &Opener,
+            ) -> Result<Arc<dyn Port>, String> {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(c) => {
+                        KindConfig::open(c, PortKind::$variant, name, opener)
+                    })*
+                }
+            }
+
+            /// The port opened from this was removed ([`Opener::closed`]).
+            pub(crate) fn closed_in(&self, opener: &Opener) -> Option<PathBuf> {
+                match self {
+                    $($(#[cfg(feature = $feature)])? Self::$variant(c) => KindConfig::closed(c, opener),)*
+                }
+            }
+        }
+    };
 }
 
-/// Every kind, in the order messages and docs list them.
-pub const ALL: [PortKind; 7] = [
-    PortKind::Memif,
-    PortKind::AfXdp,
-    PortKind::AfPacket,
-    PortKind::Tap,
-    PortKind::VhostUser,
-    PortKind::Vxlan,
-    PortKind::Geneve,
-];
+// The kinds, in the order messages and docs list them: one line each
+// (docs/adding-a-port.md).
+port_kinds! {
+    /// memif interface (turnoutd serves the socket).
+    Memif(memif::MemifSpec) = "memif";
+    /// AF_XDP sockets on a kernel interface.
+    AfXdp(af_xdp::AfXdpConfig) = "af_xdp" | "afxdp";
+    /// AF_PACKET (TPACKET_V3) sockets on a kernel interface.
+    AfPacket(af_packet::AfPacketConfig) = "af_packet" | "afpacket";
+    /// TAP device: the host-stack port.
+    Tap(tap::TapConfig) = "tap";
+    /// vhost-user backend.
+    #[cfg(feature = "vhost")]
+    VhostUser(vhost_user::VhostUserConfig) = "vhost_user" | "vhost-user" | "vhost";
+    /// VXLAN tunnel endpoint.
+    Vxlan(tunnel::TunnelSpec) = "vxlan";
+    /// Geneve tunnel endpoint.
+    Geneve(tunnel::TunnelSpec) = "geneve";
+}
 
 /// The canonical names of [`ALL`], in its order.
 pub const NAMES: [&str; ALL.len()] = names();
@@ -57,38 +200,6 @@ const fn names() -> [&'static str; ALL.len()] {
 }
 
 impl PortKind {
-    /// The canonical spelling (turnoutd's `kind`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            PortKind::Memif => "memif",
-            PortKind::AfXdp => "af_xdp",
-            PortKind::AfPacket => "af_packet",
-            PortKind::Tap => "tap",
-            PortKind::VhostUser => "vhost_user",
-            PortKind::Vxlan => "vxlan",
-            PortKind::Geneve => "geneve",
-        }
-    }
-
-    /// The older spellings read as this kind.
-    pub const fn aliases(self) -> &'static [&'static str] {
-        match self {
-            PortKind::AfXdp => &["afxdp"],
-            PortKind::AfPacket => &["afpacket"],
-            PortKind::VhostUser => &["vhost-user", "vhost"],
-            _ => &[],
-        }
-    }
-
-    /// Whether this build of the `ports` crate has the backend (vhost-user
-    /// needs the `vhost` feature; the others are always there).
-    pub const fn built(self) -> bool {
-        match self {
-            PortKind::VhostUser => cfg!(feature = "vhost"),
-            _ => true,
-        }
-    }
-
     /// The kind `text` names: its canonical spelling or an alias. An
     /// unknown name is an error listing every accepted spelling.
     pub fn parse(text: &str) -> Result<Self, KindError> {

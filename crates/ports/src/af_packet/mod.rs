@@ -25,8 +25,10 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
 use crate::netdev::{self, KernelPortError, KernelQueues, LinkWatch};
+use crate::open::Opener;
 
 pub use sys::{RxStats, TxStats};
 
@@ -165,6 +167,26 @@ impl AfPacketConfig {
             config::check_pow2("tx_frame_size_b", f, 2048, 1 << 31)?;
         }
         Ok(())
+    }
+}
+
+impl KindConfig for AfPacketConfig {
+    fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        AfPacketConfig::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        ("iface", format!("interface {}", self.ifname))
+    }
+
+    fn open(&self, _: PortKind, name: &str, _: &Opener) -> Result<Arc<dyn Port>, String> {
+        Ok(Arc::new(
+            AfPacketPort::open(name, self.clone()).map_err(|e| e.to_string())?,
+        ))
     }
 }
 

@@ -30,8 +30,10 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
 use crate::netdev::{self, errno_text, KernelPortError, KernelQueues, LinkWatch};
+use crate::open::Opener;
 
 pub use sys::{RxStats, TxStats, XdpStatistics};
 
@@ -134,6 +136,26 @@ impl AfXdpConfig {
             ));
         }
         Ok(())
+    }
+}
+
+impl KindConfig for AfXdpConfig {
+    fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        AfXdpConfig::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        ("iface", format!("interface {}", self.ifname))
+    }
+
+    fn open(&self, _: PortKind, name: &str, _: &Opener) -> Result<Arc<dyn Port>, String> {
+        Ok(Arc::new(
+            AfXdpPort::open(name, self.clone()).map_err(|e| e.to_string())?,
+        ))
     }
 }
 

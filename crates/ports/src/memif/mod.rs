@@ -51,7 +51,9 @@ use arc_swap::ArcSwapOption;
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
+use crate::open::{MemifServers, Opener};
 use crate::retire::Retired;
 
 pub use client::ClientConfig;
@@ -280,6 +282,65 @@ impl MemifSpec {
         c.max_chain = need.clamp(DEFAULT_MAX_CHAIN as u32, MAX_CHAIN as u32) as u16;
         c
     }
+}
+
+impl KindConfig for MemifSpec {
+    fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        MemifSpec::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        (
+            "id",
+            format!("memif id {} on socket {}", self.id, self.socket.display()),
+        )
+    }
+
+    /// An interface on the server of its socket, which the opener binds
+    /// with the first interface on it.
+    fn open(&self, _: PortKind, name: &str, opener: &Opener) -> Result<Arc<dyn Port>, String> {
+        let mut servers = opener.memif_servers();
+        if !servers.contains_key(&self.socket) {
+            crate::open::create_parent(&self.socket)?;
+            let srv =
+                MemifServer::bind(ServerConfig::new(&self.socket)).map_err(|e| e.to_string())?;
+            servers.insert(self.socket.clone(), (srv, 0));
+        }
+        match servers[&self.socket].0.add_interface(self.interface(name)) {
+            Ok(p) => {
+                if let Some(e) = servers.get_mut(&self.socket) {
+                    e.1 += 1;
+                }
+                Ok(Arc::new(p))
+            }
+            Err(e) => {
+                // Do not leave a socket behind for a port that failed.
+                release(&mut servers, &self.socket, 0);
+                Err(e.to_string())
+            }
+        }
+    }
+
+    /// Closes the socket's server with its last interface.
+    fn closed(&self, opener: &Opener) -> Option<PathBuf> {
+        release(&mut opener.memif_servers(), &self.socket, 1)
+    }
+}
+
+/// Drops `n` users of the server on `socket`; closes it at zero and
+/// returns its path.
+fn release(servers: &mut MemifServers, socket: &std::path::Path, n: usize) -> Option<PathBuf> {
+    let e = servers.get_mut(socket)?;
+    e.1 = e.1.saturating_sub(n);
+    if e.1 > 0 {
+        return None;
+    }
+    servers.remove(socket);
+    Some(socket.to_path_buf())
 }
 
 /// Errors of the memif control path.

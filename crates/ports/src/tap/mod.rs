@@ -23,8 +23,10 @@ use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
 use crate::netdev::{self, KernelPortError, KernelQueues, LinkWatch};
+use crate::open::Opener;
 
 pub use sys::{RxStats, TxStats};
 
@@ -90,6 +92,26 @@ impl TapConfig {
         config::check_queues(self.queues, MAX_QUEUES)?;
         config::check_range("slots", self.slots, 1, u32::MAX)?;
         config::check_range("frame_size_b", self.frame_size_b, 64, MAX_FRAME_B)
+    }
+}
+
+impl KindConfig for TapConfig {
+    fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        TapConfig::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        ("iface", format!("interface {}", self.ifname))
+    }
+
+    fn open(&self, _: PortKind, name: &str, _: &Opener) -> Result<Arc<dyn Port>, String> {
+        Ok(Arc::new(
+            TapPort::open(name, self.clone()).map_err(|e| e.to_string())?,
+        ))
     }
 }
 

@@ -3,13 +3,17 @@
 //! with the underlay port's own configuration inside.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use fabric::Port;
 use serde::{Deserialize, Serialize};
 
-use super::{Kind, TunnelConfig, DEFAULT_AGING_S, DEFAULT_STAGING, MAX_REMOTES};
+use super::{Kind, TunnelConfig, TunnelPort, DEFAULT_AGING_S, DEFAULT_STAGING, MAX_REMOTES};
 use crate::af_packet::AfPacketConfig;
 use crate::af_xdp::AfXdpConfig;
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
+use crate::open::Opener;
 
 /// The port a tunnel sends and receives its outer frames on (`underlay`,
 /// a table with its own `kind`: `af_packet` or `af_xdp`, or their older
@@ -190,6 +194,46 @@ impl TunnelSpec {
             c.ttl = t;
         }
         Ok(c)
+    }
+}
+
+impl KindConfig for TunnelSpec {
+    fn queues(&self) -> u16 {
+        self.underlay.queues()
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        TunnelSpec::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        ("underlay", format!("interface {}", self.underlay.iface()))
+    }
+
+    /// Its underlay port first (not in the switch's table; the tunnel owns
+    /// it), then the tunnel over it, kept in the opener by name.
+    fn open(&self, kind: PortKind, name: &str, opener: &Opener) -> Result<Arc<dyn Port>, String> {
+        let kind = match kind {
+            PortKind::Vxlan => Kind::Vxlan,
+            PortKind::Geneve => Kind::Geneve,
+            other => return Err(format!("port kind {other} is not a tunnel")),
+        };
+        let c = self
+            .tunnel_config(kind)
+            .map_err(|e| format!("{}: {e}", kind.name()))?;
+        let iface = self.underlay.iface();
+        let uname = format!("{name}.underlay");
+        let underlay = match &self.underlay {
+            UnderlaySpec::AfPacket(u) => KindConfig::open(u, PortKind::AfPacket, &uname, opener)?,
+            UnderlaySpec::AfXdp(u) => KindConfig::open(u, PortKind::AfXdp, &uname, opener)?,
+        };
+        let mtu = crate::netdev::ifindex(iface)
+            .and_then(crate::netdev::query_link)
+            .map_err(|e| format!("{}: cannot read the MTU of {iface}: {e}", kind.name()))?
+            .mtu;
+        let t = Arc::new(TunnelPort::open(name, c, underlay, iface, mtu)?);
+        opener.tunnels().insert(name.to_string(), t.clone());
+        Ok(t)
     }
 }
 

@@ -49,7 +49,9 @@ use std::time::{Duration, Instant};
 use fabric::{Port, PortInfo, QueueId, RxQueue, TxQueue};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{self, ConfigError};
+use crate::config::{self, ConfigError, KindConfig};
+use crate::kind::PortKind;
+use crate::open::Opener;
 use crate::retire::Retired;
 
 use vring::{Fault, Lie, Session, VhostRx, VhostTx, VringSlot};
@@ -146,6 +148,33 @@ impl VhostUserConfig {
         config::check_socket(&self.socket)?;
         config::check_queues(self.queues, MAX_QUEUES)?;
         config::check_range("max_frame_b", self.max_frame_b, MIN_FRAME_B, MAX_FRAME_B)
+    }
+}
+
+impl KindConfig for VhostUserConfig {
+    fn queues(&self) -> u16 {
+        self.queues
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        VhostUserConfig::validate(self)
+    }
+
+    fn exclusive_key(&self) -> (&'static str, String) {
+        (
+            "socket",
+            format!("vhost-user socket {}", self.socket.display()),
+        )
+    }
+
+    /// A server creates the socket's directory if it is missing.
+    fn open(&self, _: PortKind, name: &str, _: &Opener) -> Result<Arc<dyn Port>, String> {
+        if self.mode == Mode::Server {
+            crate::open::create_parent(&self.socket)?;
+        }
+        Ok(Arc::new(
+            VhostUserPort::new(name, self.clone()).map_err(|e| e.to_string())?,
+        ))
     }
 }
 
