@@ -377,6 +377,7 @@ pub(super) fn rule_of(
             0
         },
         installed,
+        slot: 0,
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
         seq,

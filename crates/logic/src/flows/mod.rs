@@ -156,6 +156,14 @@ const MIXED_SAME: u16 = u16::MAX;
 /// against one file for it all; defined here: -0.8 %).
 struct Snapshot {
     tables: Vec<Arc<Table>>,
+    /// The arena of its flows: every flow the tables hold, at its
+    /// [`Rule::slot`] (a free slot, listed in `free`, holds
+    /// [`Rule::vacant`]: no test for None on the data path). The caches
+    /// refer to flows by slot, a bounds-checked index into the snapshot
+    /// the batch holds ([`Snapshot::rule`]), not by address.
+    rules: Vec<Arc<Rule>>,
+    /// The free slots of `rules`.
+    free: Vec<u32>,
     /// Unique per snapshot (never 0): the exact-match cache serves only
     /// entries filled from the snapshot it sees loaded.
     gen: u64,
