@@ -232,8 +232,9 @@ pub struct Flows {
     cache_stats: Counters,
     /// Megaflow cache (on an exact-match miss) hits, misses.
     mf_stats: Counters,
-    /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
-    packet_ins: Arc<pktin::PacketIns>,
+    /// Packet-ins on their way to the OpenFlow channel: the fabric's punt
+    /// queue, made from the `packet_in_*` settings (`pktin.rs`).
+    punt: Arc<fabric::Punt>,
     /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
     notices: Mutex<expiry::Notices>,
     /// Tells this instance from a later one (a logic swap).
@@ -307,6 +308,11 @@ impl Logic for Flows {
     fn port_removed(&self, port: PortId) {
         self.normal.forget_port(port);
         self.set_port_live(port, false);
+    }
+
+    /// The packet-in queue the OpenFlow channel reads.
+    fn punt(&self) -> Option<Arc<fabric::Punt>> {
+        Some(self.punt.clone())
     }
 }
 
