@@ -10,6 +10,8 @@
 //! - [`worker`]: the per-core loop and its wake-up model.
 //! - [`switch`]: workers + port table + logic, and the control operations.
 //! - [`pipe`]: the in-process port used by tests and benches.
+//! - [`punt`]: the bounded queue a logic punts frames to the control
+//!   plane through (OpenFlow packet-ins), with its rate limit and counters.
 //! - [`lock`]: the spin lock guarding a destination's leases.
 //! - [`drop`], [`counters`]: named drop reasons and counters.
 //!
@@ -33,6 +35,7 @@ pub mod lock;
 pub mod logic;
 pub mod pipe;
 pub mod port;
+pub mod punt;
 pub mod switch;
 pub mod sys;
 pub mod wakeup;
@@ -47,6 +50,7 @@ pub use port::{
     Lease, OwnedTx, Port, PortId, PortInfo, QueueId, RxQueue, TxDrops, TxFill, TxFrames, TxLock,
     TxProducer, TxQueue,
 };
+pub use punt::{Punt, PuntMeta, PuntSpec, PuntStats, Punted};
 pub use switch::{PortStats, Switch, SwitchConfig, SwitchError, WorkerStats, CONTROL_WORKER};
 pub use wakeup::{PolicyView, Regime, DEFAULT_BUDGET_US, MAX_BUDGET_US};
 pub use worker::WakeupMode;

@@ -18,12 +18,18 @@
 //! (a swap) brings new states; the old ones are dropped by their workers.
 //! Callers without a worker (tests, the control path's packet-out) keep
 //! calling [`Logic::classify`].
+//!
+//! Punt path: a logic that hands frames to the control plane (`flows`'
+//! packet-ins) offers its queue, a fabric [`crate::punt::Punt`], through
+//! [`Logic::punt`]; the control plane consumes the running logic's
+//! through [`crate::Switch::punt`].
 
 use std::any::Any;
 
 use crate::batch::Pkts;
 use crate::drop::DropReason;
 use crate::port::PortId;
+use crate::punt::Punt;
 
 /// Index of a port group defined by a logic (mirroring, multi-output).
 pub type GroupId = u16;
@@ -132,6 +138,16 @@ pub trait Logic: Send + Sync {
 
     /// A port was removed: forget state that points at it.
     fn port_removed(&self, _port: PortId) {}
+
+    /// The logic's punt queue, if it punts frames to the control plane
+    /// (None, the default: it does not). The logic makes it from its
+    /// configuration ([`Punt::new`]) and pushes into it from `classify`
+    /// (the push's [`DropReason`] is the frame's verdict); the control
+    /// plane takes the running logic's from the switch
+    /// ([`crate::Switch::punt`]) and pops. Called on the control path.
+    fn punt(&self) -> Option<std::sync::Arc<Punt>> {
+        None
+    }
 }
 
 /// A logic shared with a control plane that keeps a typed handle on it
@@ -181,5 +197,9 @@ impl<T: Logic + ?Sized> Logic for std::sync::Arc<T> {
 
     fn port_removed(&self, port: PortId) {
         (**self).port_removed(port)
+    }
+
+    fn punt(&self) -> Option<std::sync::Arc<Punt>> {
+        (**self).punt()
     }
 }

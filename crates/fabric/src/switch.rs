@@ -629,6 +629,12 @@ impl Switch {
         (v[0], range, copies)
     }
 
+    /// The current logic's punt queue ([`Logic::punt`]), if it has one:
+    /// what the control plane pops punted frames from.
+    pub fn punt(&self) -> Option<Arc<crate::punt::Punt>> {
+        self.with_logic(|l| l.punt())
+    }
+
     /// Members of the current logic's group `g`.
     pub fn group_members(&self, g: GroupId) -> Vec<PortId> {
         self.with_logic(|l| l.group_members(g).to_vec())

@@ -765,6 +765,7 @@ fn openflow_tables_and_trace_ports_follow_the_running_logic() {
     ] {
         rpc(&d, "logic.replace", params.clone()).unwrap();
         assert!(d.openflow_tables().is_none(), "{params}");
+        assert!(d.switch().punt().is_none(), "no punt queue: {params}");
         let (_, m) = rpc(&d, "logic.command", json!({"cmd": "trace", "args": {}})).unwrap_err();
         assert!(m.contains("has no command \"trace\""), "{m}");
     }
@@ -777,6 +778,14 @@ fn openflow_tables_and_trace_ports_follow_the_running_logic() {
     let t = d
         .openflow_tables()
         .expect("flows offers its OpenFlow tables");
+    // Its packet-in queue is the running logic's punt queue, which the
+    // OpenFlow agent takes from the switch.
+    let q = d.switch().punt().expect("flows punts");
+    assert!(std::sync::Arc::ptr_eq(
+        &q,
+        &fabric::Logic::punt(&*t).unwrap()
+    ));
+    drop(q);
     rpc(
         &d,
         "logic.command",
@@ -805,5 +814,6 @@ fn openflow_tables_and_trace_ports_follow_the_running_logic() {
     drop(t);
     rpc(&d, "logic.replace", json!({"name": "bridge"})).unwrap();
     assert!(d.openflow_tables().is_none(), "replaced by bridge");
+    assert!(d.switch().punt().is_none(), "replaced by bridge");
     d.shutdown();
 }

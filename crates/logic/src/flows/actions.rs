@@ -5,7 +5,7 @@
 //! liveness). exec.rs runs them, rewrite.rs changes the headers.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use openflow::{et, OfpError};
 
@@ -337,11 +337,6 @@ impl Flows {
         }
     }
 
-    /// The packet-in queue the OpenFlow channel reads.
-    pub fn packet_ins(&self) -> &Arc<pktin::PacketIns> {
-        &self.packet_ins
-    }
-
     /// Queues a packet-in for `r`'s `controller` action (data path).
     #[inline]
     pub(super) fn packet_in(
@@ -358,8 +353,18 @@ impl Flows {
         } else {
             pktin::REASON_ACTION
         };
-        self.packet_ins
-            .push(ingress, r.table, reason, r.cookie, max_len, frame)
+        let meta = fabric::PuntMeta {
+            ingress,
+            reason,
+            tag: r.table,
+            cookie: r.cookie,
+        };
+        let cut = if max_len == pktin::NO_BUFFER {
+            usize::MAX
+        } else {
+            max_len as usize
+        };
+        self.punt.push(meta, cut, frame)
     }
 }
 

@@ -23,11 +23,13 @@
 //! (`Snapshot`'s `Clone` draws one, from one counter for every instance of
 //! the logic), and an entry is used only while the worker's loaded
 //! snapshot has the same generation. So after a swap no entry of an older
-//! snapshot is served, and the flow pointers an entry holds (addresses of
-//! flows of the snapshot it was filled from) are alive whenever they are
-//! used: the worker holds the snapshot they belong to for the whole batch.
-//! That holds whichever `Flows` a worker's cache is used with: a
-//! generation is never drawn twice.
+//! snapshot is served, and the flows an entry holds (slots in the arena of
+//! the snapshot it was filled from, [`Rule::slot`]) are those of the
+//! snapshot the worker holds for the whole batch, looked up there with a
+//! bounds check ([`super::Snapshot::rule`]). That holds whichever `Flows`
+//! a worker's cache is used with: a generation is never drawn twice. (Were
+//! it not to, a slot would at worst name another flow or none: wrong
+//! counters, never a dangling reference.)
 //!
 //! Behind it, on a miss, the megaflow cache (`megaflow.rs`): entries of
 //! the same layout (as many again), keyed by the key under the bits the
@@ -48,6 +50,7 @@ use std::mem::MaybeUninit;
 
 use super::key::{CKey, Header, HeaderMask};
 use super::megaflow::Masks;
+#[cfg(doc)]
 use super::Rule;
 use crate::Verdict;
 
@@ -73,11 +76,9 @@ pub struct Entry {
     /// In the megaflow array: the slot of the mask `key` is under
     /// (`megaflow.rs`); 0 in the exact-match array.
     pub mask: u8,
-    /// The flows, by address (`*const Rule` as an integer: an entry, and
-    /// with it a worker's cache, is then `Send` without an `unsafe impl`;
-    /// turned back into a reference only under the generation check: the
-    /// module comment).
-    pub rules: [usize; MAX_RULES],
+    /// The flows, by slot in the snapshot's arena ([`Rule::slot`]; looked
+    /// up only under the generation check: the module comment).
+    pub rules: [u32; MAX_RULES],
     /// The pipeline only outputs (at most once) or drops: `verdict` is its
     /// verdict, no action needs to run.
     pub pure: bool,
@@ -88,17 +89,9 @@ pub struct Entry {
 const _: () = assert!(std::mem::size_of::<Entry>() == 128);
 
 // SAFETY: `Entry` is `repr(C)` of integers (`CKey`'s words, the flows'
-// addresses), a `bool` and a `MaybeUninit`: all zero bytes are a valid
+// slots), a `bool` and a `MaybeUninit`: all zero bytes are a valid
 // entry (generation 0: empty, never read further).
 unsafe impl floor::Zeroable for Entry {}
-
-impl Entry {
-    /// The address of flow `r`, for [`Entry::rules`].
-    #[inline(always)]
-    pub fn addr(r: &Rule) -> usize {
-        r as *const Rule as usize
-    }
-}
 
 /// Where a worker's last batch left off, for the next one: the entry the
 /// last frame used and, when the batch ended in a run of one flow, that

@@ -48,9 +48,42 @@ pub(super) struct Rule {
     pub(super) flags: u16,
     /// Installation (durations, hard timeout); a modify keeps it.
     pub(super) installed: Instant,
+    /// Its index in the arena of every snapshot that holds it
+    /// ([`super::Snapshot::rules`]), set by [`super::Snapshot::insert`]
+    /// (0 until then); a modify keeps it. What the caches hold.
+    pub(super) slot: u32,
 }
 
 impl Rule {
+    /// What a free slot of a snapshot's arena holds (one flow for all,
+    /// in no table; the caches' generation check keeps them from ever
+    /// looking it up).
+    pub(super) fn vacant() -> Arc<Rule> {
+        static VACANT: std::sync::LazyLock<Arc<Rule>> = std::sync::LazyLock::new(|| {
+            Arc::new(Rule {
+                table: 0,
+                priority: 0,
+                seq: 0,
+                cookie: 0,
+                key: Key::default(),
+                mask: Key::default(),
+                actions: Box::default(),
+                tail: Box::default(),
+                plain: exec::Plain::of(&[], None),
+                shown: Box::default(),
+                out_max_len: Box::default(),
+                goto: None,
+                stats: Arc::default(),
+                idle_timeout: 0,
+                hard_timeout: 0,
+                flags: 0,
+                installed: Instant::now(),
+                slot: u32::MAX,
+            })
+        });
+        VACANT.clone()
+    }
+
     #[inline]
     pub(super) fn outranks(&self, other: &Rule) -> bool {
         self.priority > other.priority || (self.priority == other.priority && self.seq < other.seq)

@@ -13,11 +13,12 @@ use arc_swap::ArcSwap;
 use serde_json::{json, Value};
 
 use super::{
-    cache, exec, expiry, groups, meters, parse, pktin, Compiled, Counters, FlowSpec, Flows, Reason,
-    Rule, Snapshot, Within, DEFAULT_PRIORITY, GENERATION, MAX_GROUPS, MAX_TABLE,
+    cache, exec, expiry, groups, meters, parse, Compiled, Counters, FlowSpec, Flows, Reason, Rule,
+    Snapshot, Within, DEFAULT_PRIORITY, GENERATION, MAX_GROUPS, MAX_TABLE,
 };
 use crate::args::Args;
 use crate::{CommandError, LogicError, PortId};
+use fabric::punt;
 
 /// Control-path state.
 #[derive(Default)]
@@ -91,15 +92,23 @@ impl Flows {
         let normal =
             crate::bridge::Bridge::from_args(&a, "normal_table_size", "normal_aging_s")?.per_vlan();
         let rate = a
-            .u64("packet_in_rate", 1, pktin::MAX_RATE)?
-            .unwrap_or(pktin::DEFAULT_RATE);
+            .u64("packet_in_rate", 1, punt::MAX_RATE)?
+            .unwrap_or(punt::DEFAULT_RATE);
         let burst = a
-            .u64("packet_in_burst", 1, pktin::MAX_RATE)?
+            .u64("packet_in_burst", 1, punt::MAX_RATE)?
             .unwrap_or((rate / 10).max(1));
         let slots = a
-            .u64("packet_in_queue", 1, pktin::MAX_SLOTS as u64)?
-            .map_or(pktin::DEFAULT_SLOTS, |n| n as usize);
-        let packet_ins = Arc::new(pktin::PacketIns::new(slots, rate, burst)?);
+            .u64("packet_in_queue", 1, punt::MAX_SLOTS as u64)?
+            .map_or(punt::DEFAULT_SLOTS, |n| n as usize);
+        if !slots.is_power_of_two() {
+            return Err(format!(
+                "packet_in_queue must be a power of two in 1..={}",
+                punt::MAX_SLOTS
+            ));
+        }
+        let punt = fabric::Punt::new(fabric::PuntSpec { slots, rate, burst })
+            .map_err(|e| format!("packet-in queue: {e}"))?;
+        let punt = Arc::new(punt);
         let per = a
             .u64("cache", 0, cache::MAX_ENTRIES as u64)?
             .map_or(cache::DEFAULT_ENTRIES, |n| n as usize);
@@ -131,7 +140,7 @@ impl Flows {
             workers_without_cache: AtomicU64::new(0),
             cache_stats: Counters::default(),
             mf_stats: Counters::default(),
-            packet_ins,
+            punt,
             notices: Mutex::default(),
             instance: GENERATION.fetch_add(1, Relaxed),
             normal,
@@ -312,10 +321,10 @@ impl Flows {
         let cache = json!({"entries_per_worker": self.cache_per, "hits": hits,
             "misses": misses, "megaflow_hits": mf_hits, "megaflow_misses": mf_misses,
             "workers_without_cache": self.workers_without_cache.load(Relaxed)});
-        let pi = self.packet_ins.stats();
+        let pi = self.punt.stats();
         let packet_ins = json!({"to_controller": pi.queued, "sent": pi.popped,
             "controller_queue_full": pi.queue_full, "controller_rate_limit": pi.rate_limited,
-            "no_controller": pi.no_controller, "controllers": self.packet_ins.controllers()});
+            "no_controller": pi.no_controller, "controllers": self.punt.controllers()});
         json!({"flows": flows, "tables": tables, "copies": self.copies.load(Relaxed), "cache": cache,
                "packet_ins": packet_ins})
     }
@@ -377,6 +386,7 @@ pub(super) fn rule_of(
             0
         },
         installed,
+        slot: 0,
         table: s.table.unwrap_or(0),
         priority: s.priority.unwrap_or(DEFAULT_PRIORITY),
         seq,

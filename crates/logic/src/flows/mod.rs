@@ -156,6 +156,14 @@ const MIXED_SAME: u16 = u16::MAX;
 /// against one file for it all; defined here: -0.8 %).
 struct Snapshot {
     tables: Vec<Arc<Table>>,
+    /// The arena of its flows: every flow the tables hold, at its
+    /// [`Rule::slot`] (a free slot, listed in `free`, holds
+    /// [`Rule::vacant`]: no test for None on the data path). The caches
+    /// refer to flows by slot, a bounds-checked index into the snapshot
+    /// the batch holds ([`Snapshot::rule`]), not by address.
+    rules: Vec<Arc<Rule>>,
+    /// The free slots of `rules`.
+    free: Vec<u32>,
     /// Unique per snapshot (never 0): the exact-match cache serves only
     /// entries filled from the snapshot it sees loaded.
     gen: u64,
@@ -224,8 +232,9 @@ pub struct Flows {
     cache_stats: Counters,
     /// Megaflow cache (on an exact-match miss) hits, misses.
     mf_stats: Counters,
-    /// Packet-ins on their way to the OpenFlow channel (`pktin.rs`).
-    packet_ins: Arc<pktin::PacketIns>,
+    /// Packet-ins on their way to the OpenFlow channel: the fabric's punt
+    /// queue, made from the `packet_in_*` settings (`pktin.rs`).
+    punt: Arc<fabric::Punt>,
     /// Flows removed with `SEND_FLOW_REM`, for the OpenFlow channel.
     notices: Mutex<expiry::Notices>,
     /// Tells this instance from a later one (a logic swap).
@@ -299,6 +308,11 @@ impl Logic for Flows {
     fn port_removed(&self, port: PortId) {
         self.normal.forget_port(port);
         self.set_port_live(port, false);
+    }
+
+    /// The packet-in queue the OpenFlow channel reads.
+    fn punt(&self) -> Option<Arc<fabric::Punt>> {
+        Some(self.punt.clone())
     }
 }
 

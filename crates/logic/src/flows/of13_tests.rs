@@ -833,12 +833,12 @@ fn outputs_and_header_changes_in_any_order_carry_the_frame_as_it_is() {
         "table=1,actions=flood",
     ]}))
     .unwrap();
-    g.packet_ins().set_controllers(1);
+    Logic::punt(&g).unwrap().set_controllers(1);
     assert_eq!(
         sent(&g, &inner),
         (vec![("flood".into(), inner.clone())], None)
     );
-    assert_eq!(g.packet_ins().stats().queued, 1);
+    assert_eq!(Logic::punt(&g).unwrap().stats().queued, 1);
     // Mirroring by two tables: each output once.
     let h = flows(&[
         "actions=output:7,goto_table:1",

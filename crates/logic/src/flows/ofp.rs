@@ -843,6 +843,7 @@ impl Flows {
                     hard_timeout: m.hard_timeout,
                     flags: m.flags,
                     installed: Instant::now(),
+                    slot: 0,
                 };
                 w.idle.installed(&r);
                 snap.insert(r);

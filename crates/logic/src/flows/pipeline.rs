@@ -102,8 +102,8 @@ impl Acc<'_> {
 
 /// What the classifier's pipeline did, for the exact-match cache.
 pub(super) struct Trace {
-    /// The flows hit, by address ([`cache::Entry::rules`]).
-    pub(super) rules: [usize; cache::MAX_RULES],
+    /// The flows hit, by slot ([`cache::Entry::rules`]).
+    pub(super) rules: [u32; cache::MAX_RULES],
     pub(super) n: u8,
     pub(super) miss: u8,
     pub(super) cacheable: bool,
@@ -314,7 +314,7 @@ impl Flows {
             };
             if MF {
                 if (t.n as usize) < cache::MAX_RULES {
-                    t.rules[t.n as usize] = cache::Entry::addr(r);
+                    t.rules[t.n as usize] = r.slot;
                     t.n += 1;
                 } else {
                     t.cacheable = false;
@@ -386,7 +386,7 @@ impl Flows {
         worker: u16,
     ) -> Verdict {
         if e.pure {
-            Self::count(e, acc, worker, 1, p.len() as u64);
+            Self::count(snap, e, acc, worker, 1, p.len() as u64);
             // SAFETY: written with `pure` (cache.rs).
             return unsafe { e.verdict.assume_init() };
         }
@@ -397,12 +397,18 @@ impl Flows {
     /// the cached pipeline `e` (of the loaded snapshot): its flows, its
     /// tables' lookups, its miss.
     #[inline(always)]
-    fn count<'s>(e: &cache::Entry, acc: &mut Acc<'s>, worker: u16, packets: u32, bytes: u64) {
+    fn count<'s>(
+        snap: &'s Snapshot,
+        e: &cache::Entry,
+        acc: &mut Acc<'s>,
+        worker: u16,
+        packets: u32,
+        bytes: u64,
+    ) {
         for &r in &e.rules[..e.n as usize] {
-            // SAFETY: the entry's generation is the loaded snapshot's, which
-            // holds this flow, at this address (cache.rs); the caller holds
-            // that snapshot for the whole batch, longer than `acc` lives.
-            let r: &'s Rule = unsafe { &*(r as *const Rule) };
+            // The entry's generation is the loaded snapshot's, which holds
+            // this flow at this slot (cache.rs).
+            let Some(r) = snap.rule(r) else { continue };
             acc.lookup(r.table as usize, packets);
             acc.run.hit(&r.stats, packets as u64, bytes, worker);
         }
@@ -431,8 +437,8 @@ impl Flows {
         let clock = acc.clock();
         let mut stopped = false;
         for &r in &e.rules[..e.n as usize] {
-            // SAFETY: as in `count`.
-            let r: &'s Rule = unsafe { &*(r as *const Rule) };
+            // As in `count`.
+            let Some(r) = snap.rule(r) else { continue };
             acc.lookup(r.table as usize, 1);
             acc.run.hit(&r.stats, 1, len, worker);
             self.run::<false>(snap, r, &r.actions, p, ingress, &mut x, &mut k, clock);
@@ -504,7 +510,7 @@ impl Flows {
                             // a run's entry is.
                             let v = unsafe { e.verdict.assume_init() };
                             verdicts[..m].fill(v);
-                            Self::count(e, &mut acc, ctx.worker, m as u32, bytes);
+                            Self::count(&snap, e, &mut acc, ctx.worker, m as u32, bytes);
                             hits += m as u64;
                             i = m;
                             if m == n {
@@ -571,7 +577,14 @@ impl Flows {
                             let (m, bytes) = run_of(&pkts[i..n], &h, &mask);
                             if m > 0 {
                                 verdicts[i..i + m].fill(v);
-                                Self::count(c.entry(at), &mut acc, ctx.worker, m as u32, bytes);
+                                Self::count(
+                                    &snap,
+                                    c.entry(at),
+                                    &mut acc,
+                                    ctx.worker,
+                                    m as u32,
+                                    bytes,
+                                );
                                 hits += m as u64;
                                 i += m;
                             }

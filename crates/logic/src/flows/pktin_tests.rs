@@ -15,7 +15,7 @@ fn controller_action_queues_a_packet_in_with_its_flow() {
         "table=0,priority=9,cookie=0x77,udp,tp_dst=5001,actions=mod_dl_src:02:00:00:00:00:09,controller:20",
     ]}))
     .unwrap();
-    let q = f.packet_ins().clone();
+    let q = Logic::punt(&f).unwrap();
     // Nobody listening: refused and counted.
     assert_eq!(
         classify1(&f, 1, 0, &frame()),
@@ -30,8 +30,8 @@ fn controller_action_queues_a_packet_in_with_its_flow() {
             Verdict::Drop(DropReason::ToController)
         );
         let p = q.pop().unwrap();
-        assert_eq!((p.in_port, p.table, p.cookie), (1, 0, 0x77));
-        assert_eq!(p.reason, pktin::REASON_ACTION);
+        assert_eq!((p.meta.ingress, p.meta.tag, p.meta.cookie), (1, 0, 0x77));
+        assert_eq!(p.meta.reason, pktin::REASON_ACTION);
         assert_eq!((p.total_len as usize, p.data.len()), (frame().len(), 20));
         // The packet as rewritten so far.
         assert_eq!(&p.data[6..12], &[2, 0, 0, 0, 0, 9]);
@@ -45,7 +45,7 @@ fn controller_action_queues_a_packet_in_with_its_flow() {
     );
     let p = q.pop().unwrap();
     assert_eq!(
-        (p.reason, p.data.len()),
+        (p.meta.reason, p.data.len()),
         (pktin::REASON_NO_MATCH, arp.len())
     );
     assert!(q.pop().is_none());
@@ -65,7 +65,7 @@ fn rate_limit_and_queue_full_are_counted_verdicts() {
         "packet_in_rate": 1, "packet_in_burst": 3, "packet_in_queue": 2,
     }))
     .unwrap();
-    f.packet_ins().set_controllers(1);
+    Logic::punt(&f).unwrap().set_controllers(1);
     let got: Vec<Verdict> = (0..4).map(|_| classify1(&f, 0, 0, &frame())).collect();
     assert_eq!(
         got,
@@ -87,10 +87,10 @@ fn controller_with_outputs_and_bad_settings() {
         "flows": ["in_port=0,actions=controller,output:1", "in_port=2,actions=controller,controller,goto_table:1", "table=1,actions=flood"],
     }))
     .unwrap();
-    f.packet_ins().set_controllers(1);
+    Logic::punt(&f).unwrap().set_controllers(1);
     assert_eq!(classify1(&f, 0, 0, &frame()), Verdict::Port(1));
     assert_eq!(classify1(&f, 2, 0, &frame()), Verdict::Flood);
-    assert_eq!(f.packet_ins().stats().queued, 3);
+    assert_eq!(Logic::punt(&f).unwrap().stats().queued, 3);
     for bad in [
         json!({"flows": ["actions=controller:70000"]}),
         json!({"packet_in_rate": 0}),

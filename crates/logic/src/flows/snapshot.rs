@@ -52,6 +52,8 @@ impl Clone for Snapshot {
     fn clone(&self) -> Snapshot {
         Snapshot {
             tables: self.tables.clone(),
+            rules: self.rules.clone(),
+            free: self.free.clone(),
             gen: GENERATION.fetch_add(1, Relaxed),
             parent: None,
             log: Vec::new(),
@@ -71,6 +73,8 @@ impl Snapshot {
             tables: (0..=MAX_TABLE)
                 .map(|_| Arc::new(Table::default()))
                 .collect(),
+            rules: Vec::new(),
+            free: Vec::new(),
             gen: GENERATION.fetch_add(1, Relaxed),
             parent: None,
             log: Vec::new(),
@@ -119,6 +123,36 @@ impl Snapshot {
     /// O(changes); a subtable changed by a pass over it is copied whole,
     /// O(its flows), as that pass cost.
     fn replay(&mut self, cur: &Snapshot) {
+        // The arena: the flows of the buckets about to change leave it
+        // first, then the flows copied in take their slots (a slot freed
+        // and taken again within `cur`'s changes ends up with the flow
+        // that took it); the free slots are then `cur`'s.
+        for c in &cur.log {
+            let (ti, mask) = match c {
+                Changed::Bucket(ti, mask, _) | Changed::Subtable(ti, mask) => (*ti, mask),
+            };
+            let Some(st) = self.tables[ti as usize]
+                .subtables
+                .iter()
+                .find(|s| s.mask == *mask)
+            else {
+                continue;
+            };
+            let old: Box<dyn Iterator<Item = &Arc<Rule>>> = match c {
+                Changed::Bucket(_, _, key) => {
+                    Box::new(st.map.get(key).into_iter().flat_map(|v| v.iter()))
+                }
+                Changed::Subtable(..) => Box::new(st.map.values().flat_map(|v| v.iter())),
+            };
+            for r in old {
+                if let Some(x) = self.rules.get_mut(r.slot as usize) {
+                    *x = Rule::vacant();
+                }
+            }
+        }
+        self.rules
+            .resize_with(self.rules.len().max(cur.rules.len()), Rule::vacant);
+        self.free.clone_from(&cur.free);
         let mut dirty: Vec<u8> = Vec::new();
         for c in &cur.log {
             let (ti, mask) = match c {
@@ -132,6 +166,9 @@ impl Snapshot {
             match (c, src) {
                 (Changed::Bucket(_, _, key), _) => {
                     let bucket = src.and_then(|s| s.map.get(key)).cloned();
+                    for r in bucket.iter().flat_map(|v| v.iter()) {
+                        self.rules[r.slot as usize] = r.clone();
+                    }
                     let i = t.subtable_index(mask);
                     let st = Arc::make_mut(&mut t.subtables[i]);
                     match bucket {
@@ -140,6 +177,9 @@ impl Snapshot {
                     };
                 }
                 (Changed::Subtable(..), Some(s)) => {
+                    for r in s.map.values().flat_map(|v| v.iter()) {
+                        self.rules[r.slot as usize] = r.clone();
+                    }
                     let i = t.subtable_index(mask);
                     // A copy: the spare shares no subtable with the published.
                     t.subtables[i] = Arc::new(Subtable::clone(s));
@@ -171,18 +211,26 @@ impl Snapshot {
     /// Costs one hash update and a sort of the table's subtables, not a
     /// pass over the subtable's flows: the rank is raised at once, and a
     /// replaced best flow leaves it for [`Snapshot::seal`].
-    pub(super) fn insert(&mut self, r: Rule) -> bool {
+    pub(super) fn insert(&mut self, mut r: Rule) -> bool {
         let t = Arc::make_mut(&mut self.tables[r.table as usize]);
         let idx = t.subtable_index(&r.mask);
         let st = Arc::make_mut(&mut t.subtables[idx]);
         let mut v: Vec<Arc<Rule>> = st.take(&r.key).map(Vec::from).unwrap_or_default();
         let replaced = v.iter().position(|x| x.priority == r.priority);
-        if let Some(i) = replaced {
-            let old = v.remove(i);
-            if st.is_best(&old) {
-                st.stale = true;
+        // Its slot: the replaced flow's, else a free one.
+        r.slot = match replaced {
+            Some(i) => {
+                let old = v.remove(i);
+                if st.is_best(&old) {
+                    st.stale = true;
+                }
+                old.slot
             }
-        }
+            None => self.free.pop().unwrap_or_else(|| {
+                self.rules.push(Rule::vacant());
+                u32::try_from(self.rules.len() - 1).expect("fewer than 2^32 flows")
+            }),
+        };
         if (st.map.is_empty() && v.is_empty())
             || r.priority > st.max_priority
             || (r.priority == st.max_priority && r.seq < st.first_seq)
@@ -190,6 +238,7 @@ impl Snapshot {
             (st.max_priority, st.first_seq) = (r.priority, r.seq);
         }
         let r = Arc::new(r);
+        self.rules[r.slot as usize] = r.clone();
         let pos = v.iter().position(|x| r.outranks(x)).unwrap_or(v.len());
         v.insert(pos, r.clone());
         st.put(r.key, v.into_boxed_slice());
@@ -279,6 +328,7 @@ impl Snapshot {
                 self.logged(c);
             }
             let t = Arc::make_mut(&mut self.tables[ti as usize]);
+            let (arena, free) = (&mut self.rules, &mut self.free);
             for (i, only) in hits {
                 let st = Arc::make_mut(&mut t.subtables[i]);
                 let best = (st.max_priority, st.first_seq);
@@ -289,9 +339,16 @@ impl Snapshot {
                         if pick(r) {
                             n += 1;
                             match f(r) {
-                                Some(nr) => out.push(Arc::new(nr)),
+                                Some(nr) => {
+                                    // The same flow: its slot.
+                                    let nr = Arc::new(Rule { slot: r.slot, ..nr });
+                                    arena[r.slot as usize] = nr.clone();
+                                    out.push(nr)
+                                }
                                 None => {
                                     lost_best |= (r.priority, r.seq) == best;
+                                    arena[r.slot as usize] = Rule::vacant();
+                                    free.push(r.slot);
                                     removed.push(r.clone());
                                 }
                             }
@@ -369,6 +426,37 @@ impl Snapshot {
             _ => 2,
         };
         &self.header_masks[i]
+    }
+
+    /// The flow at `slot` of this snapshot's arena (what the caches hold:
+    /// a flow's [`Rule::slot`]). A bounds-checked index: a slot of
+    /// another snapshot (which the caches' generation check keeps from
+    /// here) is at worst another flow, [`Rule::vacant`] or none, never a
+    /// dangling reference.
+    #[inline(always)]
+    pub(super) fn rule(&self, slot: u32) -> Option<&Rule> {
+        self.rules.get(slot as usize).map(|r| &**r)
+    }
+
+    /// The arena holds exactly the tables' flows, each at its slot, and
+    /// `free` lists exactly its other slots (tests).
+    #[cfg(test)]
+    pub(super) fn check_arena(&self) {
+        let mut seen = vec![false; self.rules.len()];
+        for r in self.tables.iter().flat_map(|t| t.rules()) {
+            let s = r.slot as usize;
+            assert!(Arc::ptr_eq(&self.rules[s], r), "flow not at its slot {s}");
+            assert!(!std::mem::replace(&mut seen[s], true), "slot {s} twice");
+        }
+        let mut free = self.free.clone();
+        free.sort_unstable();
+        let want: Vec<u32> = (0..seen.len() as u32)
+            .filter(|&s| !seen[s as usize])
+            .collect();
+        assert_eq!(free, want, "free slots");
+        for &s in &self.free {
+            assert!(Arc::ptr_eq(&self.rules[s as usize], &Rule::vacant()));
+        }
     }
 
     #[cfg(test)]

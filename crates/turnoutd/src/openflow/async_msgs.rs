@@ -1,13 +1,15 @@
 //! The OpenFlow channel's asynchronous side (docs/flows.md, "Packet-in,
 //! packet-out, port-status"): one dispatcher thread that carries the
-//! `flows` logic's packet-ins (`logic::flows::pktin`) and port-status
+//! `flows` logic's packet-ins (the running logic's punt queue,
+//! [`fabric::Switch::punt`]; `logic::flows::pktin`) and port-status
 //! messages to every connection, and the packet-out handler.
 //!
 //! Connections register their writer (a clone of the socket) with the
 //! [`Hub`] once they said hello; the session's replies and the
 //! dispatcher's messages go through the same mutex, so messages never
 //! interleave. The workers never see any of this: they only push into the
-//! logic's bounded queue and are refused (and count why) when it is full.
+//! logic's bounded queue (a `fabric::Punt`) and are refused (and count
+//! why) when it is full.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -16,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fabric::sys::EventFd;
-use fabric::{DropReason, PortId, PortStats, Verdict};
+use fabric::{DropReason, PortId, PortStats, Punt, Verdict};
 use logic::flows::ofp::{actions_from_of, of_port, packet_out_prereqs, port_id};
 use logic::flows::{pktin, Action};
 use openflow::{bac, brc, et, oxm, port, role, rrfc, AsyncConfig, OfpError, Oxm, PacketOut};
@@ -274,10 +276,10 @@ impl Hub {
     }
 }
 
-/// The packet-in queue of the running logic's OpenFlow tables, if it has
-/// some.
-fn queue(daemon: &Daemon) -> Option<Arc<pktin::PacketIns>> {
-    daemon.openflow_tables().map(|f| f.packet_ins().clone())
+/// The running logic's punt queue (`flows`: its packet-ins), if it has
+/// one ([`fabric::Switch::punt`]).
+fn queue(daemon: &Daemon) -> Option<Arc<Punt>> {
+    daemon.switch().punt()
 }
 
 /// Ports by id: name and link state.
@@ -330,7 +332,7 @@ fn snapshot(ports: &[PortStats]) -> PortMap {
 /// The dispatcher: until `stop`, carries packet-ins and port changes to
 /// every registered connection. Idle, it sleeps in `poll` on the packet-in
 /// queue's eventfd (written by the worker that queues into an empty queue
-/// while it sleeps: `pktin::PacketIns::sleep_begin`) and the hub's (a
+/// while it sleeps: `fabric::Punt::sleep_begin`) and the hub's (a
 /// connection came or went, a role or async config changed, the channel
 /// stops), at most until the next port comparison ([`PORT_POLL`]).
 pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
@@ -347,17 +349,20 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
             while moved < BATCH {
                 let Some(p) = q.pop() else { break };
                 moved += 1;
+                // `flows` punts with the OpenFlow reason, the table as the
+                // tag and the flow's cookie.
+                let m = p.meta;
                 let msg = openflow::packet_in(
                     0,
                     openflow::NO_BUFFER,
                     p.total_len,
-                    p.reason,
-                    p.table,
-                    p.cookie,
-                    &[Oxm::exact(oxm::IN_PORT, of_port(p.in_port) as u128)],
+                    m.reason,
+                    m.tag,
+                    m.cookie,
+                    &[Oxm::exact(oxm::IN_PORT, of_port(m.ingress) as u128)],
                     &p.data,
                 );
-                hub.broadcast(&msg, AsyncKind::PacketIn, p.reason);
+                hub.broadcast(&msg, AsyncKind::PacketIn, m.reason);
             }
         }
         if polled.elapsed() >= PORT_POLL {
@@ -402,7 +407,7 @@ pub fn dispatch(daemon: Arc<Daemon>, hub: Arc<Hub>, stop: Arc<AtomicBool>) {
 }
 
 /// Sleeps until a packet-in is queued, the hub is woken, or `timeout`.
-fn idle(q: Option<&pktin::PacketIns>, hub: &Hub, timeout: Duration) {
+fn idle(q: Option<&Punt>, hub: &Hub, timeout: Duration) {
     let Some(hw) = &hub.wake else {
         std::thread::sleep(FALLBACK_NAP.min(timeout));
         return;
@@ -599,7 +604,7 @@ mod tests {
 
     /// Runs `idle` (20 s timeout) on a thread, does `poke` 50 ms later,
     /// and returns how long `idle` slept.
-    fn idle_until(hub: &Arc<Hub>, q: &Arc<pktin::PacketIns>, poke: impl FnOnce()) -> Duration {
+    fn idle_until(hub: &Arc<Hub>, q: &Arc<Punt>, poke: impl FnOnce()) -> Duration {
         let (h, q2) = (hub.clone(), q.clone());
         let t = std::thread::spawn(move || {
             let t0 = Instant::now();
@@ -615,11 +620,18 @@ mod tests {
     fn idle_wakes_on_a_packet_in_and_on_a_new_connection() {
         let hub = Arc::new(Hub::new());
         assert!(hub.wake.is_some());
-        let q = Arc::new(pktin::PacketIns::new(8, 1000, 10).unwrap());
+        let q = Arc::new(
+            Punt::new(fabric::PuntSpec {
+                slots: 8,
+                rate: 1000,
+                burst: 10,
+            })
+            .unwrap(),
+        );
         q.set_controllers(1);
         // A worker's packet-in wakes it (not the 20 s timeout).
         let slept = idle_until(&hub, &q, || {
-            q.push(0, 0, 0, 0, 64, &[0; 64]);
+            q.push(fabric::PuntMeta::default(), 64, &[0; 64]);
         });
         assert!(
             slept >= Duration::from_millis(40),
@@ -639,7 +651,7 @@ mod tests {
         let slept = idle_until(&hub, &q, || drop(reg.take()));
         assert!(slept < Duration::from_secs(10), "{slept:?}");
         // Something queued already: no sleep at all.
-        q.push(0, 0, 0, 0, 64, &[0; 64]);
+        q.push(fabric::PuntMeta::default(), 64, &[0; 64]);
         let t0 = Instant::now();
         idle(Some(&q), &hub, Duration::from_secs(20));
         assert!(t0.elapsed() < Duration::from_secs(5));
