@@ -5,6 +5,7 @@
 //! `cni_stdin` drives exactly what the plugin does with its untrusted input
 //! before its first side effect.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod error;

@@ -6,11 +6,14 @@
 //! configuration on stdin; it answers on stdout (a result, or an error
 //! object and exit code 1). Without CNI_COMMAND (run by hand) it prints
 //! its version and the CNI versions it speaks on stderr and exits 0.
+#![deny(unsafe_code)]
 
 mod ctl;
 mod ipam;
+#[allow(unsafe_code)]
 mod link;
 mod plugin;
+#[allow(unsafe_code)]
 mod state;
 
 // The pure front (environment, configuration, error answer) is the

@@ -26,17 +26,26 @@
 //! table and the logic are immutable snapshots swapped atomically between
 //! batches (arc-swap), never locked by workers.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 pub mod batch;
 pub mod counters;
 pub mod drop;
+#[allow(unsafe_code)]
 pub mod fabric;
+#[allow(unsafe_code)]
 pub mod lock;
 pub mod logic;
+#[allow(unsafe_code)]
 pub mod pipe;
+#[allow(unsafe_code)]
 pub mod port;
+#[allow(unsafe_code)]
 pub mod punt;
+#[allow(unsafe_code)]
 pub mod switch;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod wakeup;
 pub mod worker;

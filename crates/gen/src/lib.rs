@@ -11,6 +11,7 @@
 //! that the role's thread is the sole sender on its queues
 //! ([`fabric::OwnedTx::new`]).
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod cli;
 pub mod engine;
@@ -19,8 +20,10 @@ pub mod latency;
 pub mod pacing;
 pub mod ports;
 pub mod report;
+#[allow(unsafe_code)]
 pub mod run;
 pub mod seq;
 pub mod spec;
 pub mod summary;
+#[allow(unsafe_code)]
 pub mod sys;

@@ -14,6 +14,7 @@
 //! Output: the JSON document on stdout when stdout is not a terminal (the
 //! bench reads it from a pipe), or in `--json FILE`; a terminal gets a
 //! short summary instead (`summary.rs`).
+#![deny(unsafe_code)]
 
 use std::io::{IsTerminal, Write};
 

@@ -21,6 +21,7 @@
 //!   `demux`); control commands never stop the data path;
 //! - port 65535 (`u16::MAX`) is never a valid port (the fabric's "none").
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 use std::fmt;
 use std::sync::Arc;

@@ -21,6 +21,7 @@
 //! port-status, packet-in, flow-removed, the match/instruction/action
 //! structures of flow stats, and the group and meter replies.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod consts;
 mod decode;

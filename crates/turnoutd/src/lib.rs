@@ -14,6 +14,7 @@
 //! daemon state behind [`daemon::Daemon`] is behind one lock that only
 //! control threads take.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod api;
 pub mod backends;
@@ -27,6 +28,7 @@ pub mod metrics;
 pub mod openflow;
 pub mod server;
 pub mod stats;
+#[allow(unsafe_code)]
 pub mod sys;
 
 pub use daemon::Daemon;

@@ -1,6 +1,7 @@
 //! `turnoutd --config FILE` runs the switch; `turnoutd --check-config FILE`
 //! validates a config and exits (0 good, 2 bad). The command line is
 //! `turnoutd::cli`; see docs/turnoutd.md.
+#![deny(unsafe_code)]
 
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -17,10 +17,13 @@
 //! - `tests.rs`: the fixtures the three files' unit tests share, and the
 //!   tests that run a sender into a receiver.
 
+#[allow(unsafe_code)]
 mod forwarder;
 mod receiver;
+#[allow(unsafe_code)]
 mod sender;
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;
 
 pub use forwarder::{forward_burst, FwdStats, Rewrite};

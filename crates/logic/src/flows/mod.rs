@@ -92,19 +92,23 @@
 //! glue.
 
 mod actions;
+#[allow(unsafe_code)]
 mod cache;
 mod classifier;
 mod commands;
 mod counters;
+#[allow(unsafe_code)]
 mod exec;
 mod expiry;
 mod groupcmd;
 mod groups;
+#[allow(unsafe_code)]
 mod key;
 mod megaflow;
 mod metercmd;
 pub mod meters;
 pub mod ofp;
+#[allow(unsafe_code)]
 mod pipeline;
 pub mod pktin;
 mod prereq;
@@ -329,4 +333,5 @@ mod of13_tests;
 #[cfg(test)]
 mod pktin_tests;
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;

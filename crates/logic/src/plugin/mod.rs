@@ -13,6 +13,7 @@
 //! kind or port 65535 and above is `Drop(NoPort)`, an unknown drop reason
 //! `Drop(Policy)`. All FFI lives in `sys.rs`.
 
+#[allow(unsafe_code)]
 mod sys;
 
 use std::ffi::CString;

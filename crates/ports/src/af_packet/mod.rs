@@ -15,6 +15,7 @@
 //! Threading: each `RxRing` belongs to one worker; `TxRing` follows the
 //! fabric's lock protocol. Link state comes from a [`LinkWatch`] thread.
 
+#[allow(unsafe_code)]
 mod sys;
 
 use std::os::fd::{AsRawFd, OwnedFd};

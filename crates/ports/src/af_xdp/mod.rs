@@ -20,6 +20,7 @@
 //! zero-copy or copy binding, each forced or chosen automatically with
 //! fallback. veth supports native XDP in copy mode only.
 
+#[allow(unsafe_code)]
 mod sys;
 
 use std::os::fd::{OwnedFd, RawFd};

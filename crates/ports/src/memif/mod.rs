@@ -29,16 +29,20 @@
 mod client;
 #[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
+#[allow(unsafe_code)]
 pub mod fuzzing;
 #[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod hostile;
 pub mod proto;
+#[allow(unsafe_code)]
 mod ring;
 mod server;
+#[allow(unsafe_code)]
 mod sys;
 
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;
 
 use std::fmt;

@@ -8,6 +8,7 @@
 //! [`LinkState`] of atomics that the port's `link_up()`, `slots_for()` (MTU)
 //! and `backend_counters()` read without any system call.
 
+#[allow(unsafe_code)]
 mod sys;
 
 use std::fmt;

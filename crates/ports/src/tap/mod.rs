@@ -13,6 +13,7 @@
 //! is empty or the batch is full, a publish writes every published frame —
 //! but this backend is the one exception to "no per-packet system call".
 
+#[allow(unsafe_code)]
 mod sys;
 
 use std::os::fd::OwnedFd;

@@ -35,7 +35,9 @@ pub mod frontend;
 #[cfg(any(test, feature = "test-utils"))]
 #[doc(hidden)]
 pub mod fuzzing;
+#[allow(unsafe_code)]
 pub mod sys;
+#[allow(unsafe_code)]
 pub mod vring;
 
 use std::fmt;

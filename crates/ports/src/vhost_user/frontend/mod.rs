@@ -63,7 +63,9 @@ use super::{Error, MAX_QUEUES};
 mod control;
 mod rx;
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod testutil;
+#[allow(unsafe_code)]
 mod tx;
 
 pub use rx::FrontendRx;
