@@ -29,25 +29,27 @@ def test_every_spelling_names_one_kind(text: str, kind: PortKind) -> None:
     assert str(kind) == kind.value and f"{kind}:x" == f"{kind.value}:x"
 
 
-def _rust_fn(src: str, name: str) -> str:
-    m = re.search(rf"pub const fn {name}\(self\).*?\n    }}\n", src, re.S)
-    assert m, name
-    return m.group(0)
+def _rust_kinds(src: str) -> list[tuple[str, list[str]]]:
+    """The lines of the ``port_kinds!`` list in kind.rs: each variant with its
+    spellings, the canonical one first."""
+    body = src.split("\nport_kinds! {", 1)[1].split("\n}\n", 1)[0]
+    lines = re.findall(r'^\s*(\w+)\(\w+::\w+\)\s*=\s*([^;]+);', body, re.M)
+    assert lines, "no line in port_kinds!"
+    return [(variant, re.findall(r'"([^"]+)"', spelled)) for variant, spelled in lines]
 
 
 def test_values_and_aliases_are_turnoutds() -> None:
     """The kinds and older spellings of the Rust parser turnoutd, turnout-gen
-    and turnout-cni share (crates/ports/src/kind.rs ``PortKind``)."""
+    and turnout-cni share (crates/ports/src/kind.rs, the ``port_kinds!`` list
+    that makes ``PortKind``)."""
     src = (Path(__file__).resolve().parents[2] / "crates" / "ports" / "src" /
            "kind.rs").read_text()
-    names = dict(re.findall(r'PortKind::(\w+) => "([a-z_]+)"', _rust_fn(src, "name")))
+    kinds = _rust_kinds(src)
+    names = {variant: spelled[0] for variant, spelled in kinds}
     assert sorted(names.values()) == sorted(k.value for k in PortKind)
     for variant, value in names.items():
         assert PortKind[re.sub(r"(?<!^)([A-Z])", r"_\1", variant).upper()].value == value
-    rust_aliases = {alias: PortKind(names[variant])
-                    for variant, listed in re.findall(r"PortKind::(\w+) => &\[([^\]]*)\]",
-                                                      _rust_fn(src, "aliases"))
-                    for alias in re.findall(r'"([^"]+)"', listed)}
+    rust_aliases = {alias: PortKind(spelled[0]) for _, spelled in kinds for alias in spelled[1:]}
     assert rust_aliases == ALIASES
 
 
