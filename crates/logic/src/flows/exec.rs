@@ -131,8 +131,14 @@ pub(super) struct Exec {
     /// (a push, a pop, a new EtherType, protocol or ICMP type).
     pub reparse: bool,
     /// The outcome depends on headers the cache's key does not hold
-    /// (`copy_ttl_in`/`copy_ttl_out`): the pipeline is not cached.
+    /// (`copy_ttl_in`/`copy_ttl_out`; a TTL decrement after a pop): the
+    /// pipeline is not cached.
     pub nocache: bool,
+    /// A `pop_mpls` exposed a header (the IPv4 packet or the next label)
+    /// whose TTL the key's meta bits do not hold, so whether a later
+    /// `dec_ttl` or `dec_mpls_ttl` stops the packet is not a function of
+    /// the key.
+    pub popped: bool,
     /// The `metadata` register.
     pub metadata: u64,
     /// The `tunnel_id` register.
@@ -159,6 +165,7 @@ impl Default for Exec {
             stop: None,
             reparse: false,
             nocache: false,
+            popped: false,
             metadata: 0,
             tunnel: 0,
             tp: [None; 2],
@@ -718,12 +725,14 @@ fn change<const KEYED: bool>(
             return;
         }
         Action::DecTtl => {
+            x.nocache |= x.popped;
             if !rw::dec_ttl(b) {
                 x.stop = Some(DropReason::Policy);
                 return;
             }
         }
         Action::DecMplsTtl => {
+            x.nocache |= x.popped;
             if !rw::dec_mpls_ttl(b) {
                 x.stop = Some(DropReason::Policy);
                 return;
@@ -811,6 +820,7 @@ fn change<const KEYED: bool>(
         }
         Action::PopMpls(et) => {
             x.reparse = true;
+            x.popped = true;
             let Some(at) = rw::lse(b) else { return };
             b[at - 2..at].copy_from_slice(&et.to_be_bytes());
             pop4(p, at);
