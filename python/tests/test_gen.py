@@ -433,6 +433,26 @@ def test_a_trial_keeps_how_the_sut_waited():
     assert "ports" not in gen.wake_delta({"workers": []}, {"workers": []})
 
 
+def test_a_trial_keeps_where_the_sut_dropped():
+    """extra.sut_drops: the SUT's drop counters over the trial, read before
+    the traffic and after the receivers' cool-down; only those that grew."""
+    reads = iter([{"t0 kernel_rx_ring_full": 5, "v0 tx_full": 1, "v0 no_route": 2},
+                  {"t0 kernel_rx_ring_full": 120, "v0 tx_full": 1, "v0 no_route": 2,
+                   "v1 oversize": 3}])
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[s],
+                        spawn=lambda args, netns=None: _FakeProc(list(args)), cooldown_s=0,
+                        sut_drops=lambda: next(reads))
+    c = m.measure(1.0, 10_000)
+    assert c.extra["sut_drops"] == {"t0 kernel_rx_ring_full": 115, "v1 oversize": 3}
+
+    def gone() -> dict:
+        raise OSError("connection refused")
+
+    m.sut_drops = gone  # a SUT that cannot say: no claim either way
+    assert "sut_drops" not in m.measure(1.0, 10_000).extra
+
+
 def test_a_trial_keeps_the_kicks_the_sut_paid():
     """extra.sut_wake.ports: frames sent and kicks (eventfd writes, sendto)
     per port over the traffic; a port that appeared between the reads

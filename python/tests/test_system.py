@@ -186,6 +186,9 @@ def test_turnoutd_real_gen(tmp_path, kernel_port, logic):
             assert all(w["regime"] in ("poll", "interrupt", "moderate") for w in ws), ws
             # and the budget they decided against (the report's "over the budget")
             assert all(w["budget_ns"] > 0 for w in ws), ws
+            # where its lost frames went, by its own drop counters ("port reason")
+            drops = t.extra["sut_drops"]
+            assert all(len(k.split()) == 2 and n > 0 for k, n in drops.items()), drops
         assert {t.point.virtual_port for t in trials if t.scenario != "p2p"} == {"memif"}
         sut = db.suts(c.id)[0]
         assert f'kind = "{kernel_port}"' in sut.config["toml"]

@@ -76,3 +76,18 @@ def test_sleeping_vnfs_still_share_the_core_and_the_trial_says_so():
               status="ok", extra={"tester_core_sharing": 2, "vnf_wakeup": "interrupt"})
     marks = trial_marks([t])
     assert "interrupt mode" in marks and "scheduler:" in marks
+
+
+def test_a_lossy_row_says_where_the_switch_counted_its_losses():
+    """A latency or CPU row that lost frames says how many, and where the
+    switch counted them (extra.sut_drops), or that it counted none."""
+    def trial(lost: int, **extra: object) -> Trial:
+        return Trial.of(campaign_id=1, sut="turnoutd", scenario="p2v", method="latency",
+                        status="ok", sent=1000, received=1000 - lost, lost=lost, extra=extra)
+
+    assert "lost" not in trial_marks([trial(0, sut_drops={})])
+    marks = trial_marks([trial(115, sut_drops={"t0 kernel_rx_ring_full": 115}),
+                         trial(0, sut_drops={})])
+    assert "115 frames lost in 1/2 (switch drops: t0 kernel_rx_ring_full 115)" in marks
+    assert "counted no drop" in trial_marks([trial(7, sut_drops={})])
+    assert trial_marks([trial(7)]) == "7 frames lost in 1/1"  # not read: no claim

@@ -65,6 +65,15 @@ def tool_versions(spec: CampaignSpec | None = None) -> dict[str, str]:
     return out
 
 
+def sut_drops_by_port(sut: SutAdapter) -> Callable[[], dict[str, int]] | None:
+    """The SUT's drop counters keyed "port reason", for every trial's
+    ``extra.sut_drops`` (None when it keeps none: only turnoutd does)."""
+    counts = getattr(sut, "drop_counts", None)
+    if counts is None:
+        return None
+    return lambda: dict(counts(by_port=True))
+
+
 def campaign_layout(spec: CampaignSpec) -> Layout:
     """The campaign's cores: planned from this machine's CPUs with
     ``layout = "auto"``, else ``tester_cpu`` (tester and VNFs) and ``sut_cpus``."""
@@ -197,6 +206,7 @@ class RealBench:
                     bunch=point.scenario == "rtt",
                     sut_cost=sut.cost_sample if sut.cost_source else None,
                     cost_source=sut.cost_source, sut_wake=sut.wake_state,
+                    sut_drops=sut_drops_by_port(sut),
                     # the SUT host's /proc/stat and CPUs (this machine's, or
                     # read by the SUT host's agent: measure/gen.py sut_host)
                     kernel_cpus=cpu_list(layout.sut_cpus),

@@ -438,6 +438,10 @@ class GenMeasurer:
     #: how the SUT waits for frames, by its own account (SutAdapter.wake_state),
     #: read before and after the traffic: ``extra.sut_wake`` (wake_delta)
     sut_wake: Callable[[], dict[str, Any] | None] | None = None
+    #: the SUT's drop counters, "port reason" -> frames (turnoutd's
+    #: drop_counts), read before the traffic and after the receivers'
+    #: cool-down: ``extra.sut_drops``, where the frames a trial lost went
+    sut_drops: Callable[[], dict[str, int]] | None = None
     #: the SUT's CPUs: each own-account sample is paired with their irq +
     #: softirq ticks, the kernel share (measure/kernel.py)
     kernel_cpus: list[int] = field(default_factory=list)
@@ -584,6 +588,8 @@ class GenMeasurer:
         coster = CostSampler(kshare).start() if kshare is not None else None
         wake_before = self._wake_state()
         wake_after: dict[str, Any] | None = None
+        drops_before = self._drops()
+        drops_after: dict[str, int] | None = None
         try:
             receivers = [t for t in tasks if t.role == "rx"]
             for t in receivers:  # receivers first, so nothing sent is missed
@@ -602,6 +608,7 @@ class GenMeasurer:
                 t.doc = self._collect(t.proc, deadline)
             wake_after = self._wake_state()
             time.sleep(self.cooldown_s)
+            drops_after = self._drops()
             for t in receivers:
                 assert t.proc is not None
                 t.proc.send_signal(signal.SIGINT)
@@ -630,6 +637,10 @@ class GenMeasurer:
         wake = wake_delta(wake_before, wake_after)
         if wake is not None:
             counts.extra["sut_wake"] = wake
+        if drops_before is not None and drops_after is not None:
+            counts.extra["sut_drops"] = {k: n - drops_before.get(k, 0)
+                                         for k, n in drops_after.items()
+                                         if n > drops_before.get(k, 0)}
         if others is not None:
             apply_others(counts, others)
         if self.isolation is not None:
@@ -659,6 +670,14 @@ class GenMeasurer:
             counts.extra["vnf_sched"] = [{"name": h.name, "sched": h.sched, "why": h.sched_why}
                                          for h in self.helpers]
         return counts
+
+    def _drops(self) -> dict[str, int] | None:
+        if self.sut_drops is None:
+            return None
+        try:
+            return self.sut_drops()
+        except Exception:  # the SUT may be gone: the trial says so elsewhere
+            return None
 
     def _wake_state(self) -> dict[str, Any] | None:
         if self.sut_wake is None:

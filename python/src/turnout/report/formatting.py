@@ -4,12 +4,13 @@ group of trials (what limited them)."""
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from datetime import UTC, datetime
 
 from ..results import Trial
 from .model import Spread
 
-__all__ = ["fmt", "fmt_pct", "fmt_spread", "fmt_time", "trial_marks"]
+__all__ = ["drops_text", "fmt", "fmt_pct", "fmt_spread", "fmt_time", "trial_marks"]
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
@@ -44,6 +45,33 @@ def fmt_time(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def drops_text(st: list[Trial]) -> str:
+    """The switch's drops over the trials by reason, summed ("0": none;
+    "–": not read): ``extra.sut_drops``, "port reason" or "reason" -> frames."""
+    seen = [x.extra["sut_drops"] for x in st if isinstance(x.extra.get("sut_drops"), dict)]
+    if not seen:
+        return "–"
+    tot: dict[str, int] = defaultdict(int)
+    for d in seen:
+        for k, n in d.items():
+            tot[k] += int(n)
+    return ", ".join(f"{k} {n}" for k, n in sorted(tot.items())) or "0"
+
+
+def _lost_mark(st: list[Trial]) -> str:
+    """Frames lost in the trials and where the switch says they went."""
+    lossy = [t for t in st if t.lost > 0]
+    if not lossy:
+        return ""
+    text = f"{sum(int(t.lost) for t in lossy)} frames lost in {len(lossy)}/{len(st)}"
+    drops = drops_text(lossy)
+    if drops == "0":
+        return text + " (the switch counted no drop: lost outside it)"
+    if drops != "–":
+        return text + f" (switch drops: {drops})"
+    return text
+
+
 def trial_marks(st: list[Trial]) -> str:
     """What limited a group of latency or CPU trials, for table flags."""
     n = len(st)
@@ -74,4 +102,7 @@ def trial_marks(st: list[Trial]) -> str:
     unsent = sum(int(t.unsent) for t in st)
     if unsent:
         marks.append(f"{unsent} frames the tester could not send")
+    lost = _lost_mark(st)
+    if lost:
+        marks.append(lost)
     return "; ".join(marks)

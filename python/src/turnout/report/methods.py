@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..results import Trial
-from .formatting import fmt, fmt_spread
+from .formatting import drops_text, fmt, fmt_spread
 from .model import Figure, Panel, Point, Section, Series, Table, spread_of, spread_or_none
 from .points import CampaignData, fig_group, group_key, group_title, trial_label
 from .verdict import Entry, _ratio_cell, rank_entries
@@ -124,18 +124,6 @@ def rule_update_section(data: CampaignData) -> Section:
     return sec
 
 
-def _drops(st: list[Trial]) -> str:
-    """The switch's drops over the trials by reason ("0": none; "–": not read)."""
-    seen = [x.extra["sut_drops"] for x in st if isinstance(x.extra.get("sut_drops"), dict)]
-    if not seen:
-        return "–"
-    tot: dict[str, int] = defaultdict(int)
-    for d in seen:
-        for k, n in d.items():
-            tot[k] += int(n)
-    return ", ".join(f"{k} {n}" for k, n in sorted(tot.items())) or "0"
-
-
 def flow_mods_table(data: CampaignData) -> Table:
     """Flow-mods per second under traffic (method ``flow_mods``: campaign
     ``update_bulk_flows``), per SUT, rule interface and number of flows."""
@@ -171,7 +159,7 @@ def flow_mods_table(data: CampaignData) -> Table:
             fmt_spread(spread_of([float(x.extra["flow_mods_per_s"]) for x in st])),
             fmt_spread(spread_of([float(x.extra["bulk_command_ns"]) / 1e9 for x in st])),
             fmt_spread(spread_of([float(x.lost) for x in st]), 0),
-            _drops(st),
+            drops_text(st),
             str(st[0].extra.get("bulk_command", ""))[:160]])
         t.flags.append(_flag(st))
     return t

@@ -377,18 +377,19 @@ class Turnoutd(SutAdapter):
             raise SutError(f"turnoutd: no bulk interface {interface!r}")
         return what
 
-    def drop_counts(self) -> dict[str, int]:
+    def drop_counts(self, by_port: bool = False) -> dict[str, int]:
         """Frames turnoutd dropped, by reason, summed over its ports (JSON-RPC
         ``stats``), and those the kernel dropped before its receive rings
         (the backends' ``KERNEL_DROPS`` counters): where frames lost in a
-        flow-mod trial went, if here."""
+        trial went, if here. ``by_port``: keyed "port reason" instead."""
         out: dict[str, int] = {}
         for p in self._rpc("stats")["ports"]:
-            for k, n in p.get("drops", {}).items():
-                out[k] = out.get(k, 0) + int(n)
-            for k, n in p.get("backend", {}).items():
-                if k in KERNEL_DROPS:
-                    out[k] = out.get(k, 0) + int(n)
+            counts = [(k, int(n)) for k, n in p.get("drops", {}).items()]
+            counts += [(k, int(n)) for k, n in p.get("backend", {}).items()
+                       if k in KERNEL_DROPS]
+            for k, n in counts:
+                key = f"{p.get('name', '?')} {k}" if by_port else k
+                out[key] = out.get(key, 0) + n
         return out
 
     def remove_bulk_flows(self) -> None:
