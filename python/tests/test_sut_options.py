@@ -122,6 +122,15 @@ def test_turnoutd_renders_the_canonical_kind() -> None:
     assert toml.count('kind = "af_packet"') == 2, toml
 
 
+def test_turnoutd_kernel_port_options_go_to_every_veth_port() -> None:
+    sut = make_sut("turnoutd", {"kernel_port": "af_xdp",
+                                "kernel_port_options": {"frames_per_queue": 4096}})
+    toml = sut.render_config(_veth_topo(), "/s")  # type: ignore[attr-defined]
+    assert toml.count('kind = "af_xdp"') == toml.count("frames_per_queue = 4096") == 2, toml
+    with pytest.raises(OptionError, match="kernel_port_options"):
+        make_sut("turnoutd", {"kernel_port_options": 3})
+
+
 def test_adapters_refuse_bad_options_built_directly() -> None:
     with pytest.raises(OptionError, match="kernel_port"):
         make_sut("testpmd", {"kernel_port": "afxpd"})

@@ -95,8 +95,9 @@ pub const VHOST_QUEUE_SIZE: u16 = 8192;
 /// memif default is 1024; the client chooses): as `VHOST_QUEUE_SIZE`.
 pub const MEMIF_RING_SIZE: u32 = 8192;
 /// Default UMEM chunks per AF_XDP queue of turnout-gen's ports (half
-/// receive, half transmit; turnoutd's default 4096): a receive ring of
-/// 8192, as `VHOST_QUEUE_SIZE`.
+/// receive, half transmit; turnoutd's default too): a receive ring of
+/// 8192, as `VHOST_QUEUE_SIZE`. Kept here so the tester's rings stay as
+/// they are whatever turnoutd's default becomes.
 pub const AFXDP_FRAMES_PER_QUEUE: u32 = 16384;
 /// Default vhost-user largest frame (the traffic sizes' maximum).
 pub const VHOST_MAX_FRAME: u32 = 9000;

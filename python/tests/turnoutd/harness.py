@@ -20,6 +20,7 @@ import socket
 import struct
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +100,36 @@ def stop_pid(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float
 
 #: A JSON-RPC error answer (``code``, ``message``): the workbench's client's
 RpcError = CtlError
+
+
+class VethNs:
+    """A namespace of the test's own (``prefix`` + PID + random) with veth
+    pairs inside it (``pairs``: (switch side, tester side) names), all up,
+    IPv6 off (no stray router solicitations); removed on exit."""
+
+    def __init__(self, prefix: str, pairs: tuple[tuple[str, str], ...]) -> None:
+        self.name = f"{prefix}{os.getpid()}{uuid.uuid4().hex[:6]}"
+        self.pairs = pairs
+
+    def __enter__(self) -> VethNs:
+        subprocess.run(["ip", "netns", "add", self.name], check=True)
+        try:
+            for a, b in self.pairs:
+                self.ip("link", "add", a, "type", "veth", "peer", "name", b)
+                for i in (a, b):
+                    self.ip("link", "set", i, "up")
+            subprocess.run(["ip", "netns", "exec", self.name, "sysctl", "-qw",
+                            "net.ipv6.conf.all.disable_ipv6=1"], check=True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def ip(self, *args: str) -> None:
+        subprocess.run(["ip", "-n", self.name, *args], check=True)
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], check=False)
 
 
 class Turnoutd:

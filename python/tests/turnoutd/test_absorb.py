@@ -38,12 +38,11 @@ import json
 import os
 import subprocess
 import threading
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Turnoutd, stop_pid, wait_for
+from harness import Turnoutd, VethNs, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -76,34 +75,6 @@ def _cpus() -> tuple[str | None, str | None]:
     if len(allowed) < 2:
         return None, None
     return str(allowed[0]), str(allowed[1])
-
-
-class Netns:
-    """A namespace with two veth pairs (switch side swa/swb, tester side
-    ga/gb), removed on exit."""
-
-    def __init__(self) -> None:
-        self.name = f"tabs{os.getpid()}{uuid.uuid4().hex[:6]}"
-
-    def __enter__(self) -> Netns:
-        subprocess.run(["ip", "netns", "add", self.name], check=True)
-        try:
-            for a, b in (("swa", "ga"), ("swb", "gb")):
-                self.ip("link", "add", a, "type", "veth", "peer", "name", b)
-                for i in (a, b):
-                    self.ip("link", "set", i, "up")
-            subprocess.run(["ip", "netns", "exec", self.name, "sysctl", "-qw",
-                            "net.ipv6.conf.all.disable_ipv6=1"], check=True)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def ip(self, *args: str) -> None:
-        subprocess.run(["ip", "-n", self.name, *args], check=True)
-
-    def __exit__(self, *exc: object) -> None:
-        subprocess.run(["ip", "netns", "del", self.name], check=False)
 
 
 def _config(kind: str, d: Path, cpu: str | None) -> str:
@@ -217,7 +188,7 @@ def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
 def test_the_receiver_takes_every_frame_next_to_a_cpu_hog(kind, tmp_path):
     d = Path(tmp_path)
     if kind == "afxdp":
-        with Netns() as ns:
+        with VethNs("tabs", (("swa", "ga"), ("swb", "gb"))) as ns:
             for rate in RATES:
                 _run(kind, rate, d, ns.name)
     else:

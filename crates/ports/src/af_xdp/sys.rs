@@ -308,9 +308,19 @@ fn setsockopt<T>(fd: RawFd, opt: i32, v: &T) -> io::Result<()> {
 pub struct Umem(floor::Mmap);
 
 impl Umem {
-    /// Maps `len` bytes of zeroed, populated memory.
+    /// Maps `len` bytes of zeroed, populated memory, in transparent huge
+    /// pages where the kernel has them: a receive ring's chunks are used in
+    /// turn (the fill ring is a FIFO), so every frame touches a page of
+    /// the whole UMEM, and 4 KiB pages of 32 MiB (the default) are more
+    /// than the TLB holds. Advised before the first touch (populating
+    /// faults it in; registering it would too), so no page is split later.
     pub fn new(len: usize) -> io::Result<Self> {
-        floor::Mmap::anonymous(len).populate().map().map(Self)
+        let map = floor::Mmap::anonymous(len).map()?;
+        // Neither is required: without THP (disabled, an older kernel) the
+        // pages are small, and faulted in when the kernel pins them.
+        let _ = map.advise(libc::MADV_HUGEPAGE);
+        let _ = map.populate_write(0, len);
+        Ok(Self(map))
     }
 
     /// The first byte.

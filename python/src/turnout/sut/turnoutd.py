@@ -81,6 +81,9 @@ class TurnoutdOptions(SutOptions):
                      "flows or any logic turnoutd knows: it refuses an unknown one at start)")
     logic_options: dict[str, Any] | None = opt(None, Table(), "keys of its [logic] table")
     kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS, "the kind of its veth ports")
+    kernel_port_options: dict[str, Any] | None = opt(
+        None, Table(), "keys added to each veth port's [[ports]] table (e.g. "
+        "{frames_per_queue = 4096} for af_xdp; docs/turnoutd.md)")
     underlay_port: PortKind | None = opt(None, KERNEL_PORTS, "the overlay scenario's tunnel "
                                          "underlay (default: kernel_port)")
     wakeup: str = opt("adaptive", Choice("adaptive", "poll"), "[switch] wakeup")
@@ -241,6 +244,8 @@ class Turnoutd(SutAdapter):
             else:
                 lines += [f"kind = {_toml_value(str(o.kernel_port))}",
                           f"iface = {_toml_value(p.iface)}"]
+                lines += [f"{k} = {_toml_value(v)}"
+                          for k, v in (o.kernel_port_options or {}).items()]
             lines.append(f"worker = {i % len(cpus)}")
         return "\n".join(lines) + "\n" + self.extra_toml
 
