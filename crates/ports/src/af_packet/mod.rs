@@ -119,10 +119,12 @@ fn yes() -> bool {
     true
 }
 /// The receive ring's block size when none is configured (and the MTU's
-/// frame fits): 64 KiB, about 500 frames of 64 B.
-pub const DEFAULT_RX_BLOCK_B: u32 = 64 * 1024;
+/// frame fits): 16 KiB, about 128 frames of 64 B, 10 of 1518 B.
+pub const DEFAULT_RX_BLOCK_B: u32 = 16 * 1024;
 /// The receive ring's bytes per queue when the number of blocks is not
-/// configured: 64 blocks of the default size, 64 ms of light traffic.
+/// configured: 256 blocks of the default size, 256 ms of light traffic
+/// (a block is handed over per `rx_block_timeout_ms` however few frames
+/// it holds), as many frames as before at high rates.
 pub const DEFAULT_RX_RING_B: u32 = 4 * 1024 * 1024;
 fn default_block_timeout() -> u32 {
     1
@@ -135,8 +137,8 @@ fn default_fanout() -> Fanout {
 }
 
 impl AfPacketConfig {
-    /// Defaults for interface `ifname`: one queue, 64 × 64 KiB receive
-    /// blocks (larger blocks, fewer of them, for an MTU above 64 KiB),
+    /// Defaults for interface `ifname`: one queue, 256 × 16 KiB receive
+    /// blocks (larger blocks, fewer of them, for an MTU above 16 KiB),
     /// 1024 transmit frames, qdisc bypass, hash fanout.
     pub fn new(ifname: &str) -> Self {
         Self {
