@@ -80,7 +80,8 @@ pub struct AfXdpConfig {
     #[serde(default = "one")]
     pub queues: u16,
     /// UMEM chunks per queue (a power of two ≥ 16): half receive, half
-    /// transmit; the ring sizes follow.
+    /// transmit up to [`MAX_TX_FRAMES`] (the rest is not allocated); the
+    /// ring sizes follow.
     #[serde(default = "default_frames")]
     pub frames_per_queue: u32,
     /// Chunk size: 2048 or 4096 bytes.
@@ -97,6 +98,12 @@ pub struct AfXdpConfig {
 fn one() -> u16 {
     1
 }
+/// Transmit chunks per queue at most. A copy-mode `sendto()` empties the
+/// ring at once, so more would only hold more frames in flight toward a
+/// zero-copy driver; the chunks are used in turn, and a larger transmit
+/// area is that much more memory each frame is written into cold.
+pub const MAX_TX_FRAMES: u32 = 2048;
+
 /// 8192 receive chunks: 20 ms at 400 kpps, what a worker kept from its
 /// CPU for milliseconds (a busy host, a vCPU taken away) needs not to
 /// drop (docs/kernel-ports.md, "AF_XDP").
@@ -205,7 +212,7 @@ impl AfXdpPort {
         let map = sys::xskmap_create(nrxq)
             .map_err(|e| os("bpf(BPF_MAP_CREATE, XSKMAP) failed".into(), e))?;
 
-        let (rx_frames, tx_frames) = (fpq / 2, fpq / 2);
+        let (rx_frames, tx_frames) = (fpq / 2, (fpq / 2).min(MAX_TX_FRAMES));
         let mut rx = Vec::new();
         let mut tx = Vec::new();
         let mut socks = Vec::new();

@@ -311,7 +311,7 @@ impl Umem {
     /// Maps `len` bytes of zeroed, populated memory, in transparent huge
     /// pages where the kernel has them: a receive ring's chunks are used in
     /// turn (the fill ring is a FIFO), so every frame touches a page of
-    /// the whole UMEM, and 4 KiB pages of 32 MiB (the default) are more
+    /// the whole UMEM, and 4 KiB pages of 20 MiB (the default) are more
     /// than the TLB holds. Advised before the first touch (populating
     /// faults it in; registering it would too), so no page is split later.
     pub fn new(len: usize) -> io::Result<Self> {
