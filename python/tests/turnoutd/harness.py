@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -130,6 +131,48 @@ class VethNs:
 
     def __exit__(self, *exc: object) -> None:
         subprocess.run(["ip", "netns", "del", self.name], check=False)
+
+
+def gen_doc(out: str) -> dict[str, Any]:
+    """The JSON document turnout-gen printed last in `out`."""
+    lines = [x for x in out.splitlines() if x.startswith("{")]
+    assert lines, f"no document from turnout-gen: {out[-500:]!r}"
+    return json.loads(lines[-1])
+
+
+class GenRx:
+    """A ``turnout-gen rx`` process (``cmd``: its command line, with
+    ``--interval-s``): its interval lines on stderr say its port is open
+    and its loop runs (``wait_running``); its document (tens of KiB) is
+    read while it is written, and returned by ``stop``."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.running = threading.Event()
+        self._out: list[str] = []
+        threading.Thread(target=self._watch, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _watch(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if line.startswith("{"):
+                self.running.set()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        self._out.append(self.proc.stdout.read())
+
+    def wait_running(self, timeout_s: float = 30) -> None:
+        wait_for("the receiver to run", timeout_s, self.running.is_set)
+
+    def stop(self) -> dict[str, Any]:
+        """Stops it (SIGTERM, by PID) and returns its document."""
+        stop_pid(self.proc)
+        self._reader.join(30)
+        return gen_doc("".join(self._out))
 
 
 class Turnoutd:

@@ -37,12 +37,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
-from harness import Turnoutd, VethNs, stop_pid, wait_for
+from harness import GenRx, Turnoutd, VethNs, gen_doc, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -101,12 +99,6 @@ def _spec(kind: str, d: Path, name: str) -> str:
     return f"af_xdp:g{name}"
 
 
-def _doc(out: str) -> dict[str, Any]:
-    lines = [x for x in out.splitlines() if x.startswith("{")]
-    assert lines, f"no document from turnout-gen: {out[-500:]!r}"
-    return json.loads(lines[-1])
-
-
 def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
     tester, switch = _cpus()
     pin = ["--cpu", tester] if tester is not None else []
@@ -120,34 +112,16 @@ def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
         hog = subprocess.Popen([*(["taskset", "-c", tester] if tester else []), "sh", "-c",
                                 "while :; do :; done"])
         procs.append(hog)
-        rx = subprocess.Popen(["chrt", "-f", "1", *exe, str(GEN), "rx", "--port",
-                               _spec(kind, d, "b") + IRQ[kind], "--interval-s", "0.1",
-                               *pin],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        procs.append(rx)
-        # Its interval lines start once its port is open and its loop runs;
-        # its document (tens of KiB) is read while it is written.
-        running = threading.Event()
-        out: list[str] = []
-
-        def watch(err: Any = rx.stderr) -> None:
-            for line in err:
-                if line.startswith("{"):
-                    running.set()
-
-        def read(o: Any = rx.stdout) -> None:
-            out.append(o.read())
-
-        threading.Thread(target=watch, daemon=True).start()
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        wait_for("the receiver to run", 30, running.is_set)
+        rx = GenRx(["chrt", "-f", "1", *exe, str(GEN), "rx", "--port",
+                    _spec(kind, d, "b") + IRQ[kind], "--interval-s", "0.1", *pin])
+        procs.append(rx.proc)
+        rx.wait_running()
         wait_for("the receiver's port", 20, lambda: sw.port("b")["link_up"])
         tx = subprocess.run([*exe, str(GEN), "tx", "--port", _spec(kind, d, "a"),
                              "--rate-pps", str(rate), "--count", str(FRAMES), "--wait-peer-s", "20",
                              *pin], capture_output=True, text=True, timeout=600)
         assert tx.returncode == 0, tx.stderr[-2000:]
-        sent = _doc(tx.stdout)["tx"]["packets"]
+        sent = gen_doc(tx.stdout)["tx"]["packets"]
         assert sent == FRAMES, f"{kind} {rate} pps: sent {sent}"
         # Everything turnoutd took has left it (or was dropped, counted).
         def settled() -> bool:
@@ -162,9 +136,7 @@ def _run(kind: str, rate: int, d: Path, ns: str | None) -> None:
             raise AssertionError(f"{kind} at {rate} pps: {e}; ports {json.dumps(st['ports'])}; "
                                  f"workers {json.dumps(st.get('workers'))}") from None
         stats = sw.rpc("stats")
-        stop_pid(rx)
-        reader.join(30)
-        rxd = _doc("".join(out))
+        rxd = rx.stop()
     finally:
         for p in procs:
             stop_pid(p)

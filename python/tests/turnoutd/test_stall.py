@@ -30,17 +30,15 @@ and the release binaries turnoutd and turnout-gen.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Turnoutd, VethNs, stop_pid, wait_for
+from harness import GenRx, Turnoutd, VethNs, gen_doc, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -65,12 +63,6 @@ def _peers():
                                     "-p turnoutd -p turnout-gen)")
 
 
-def _doc(out: str) -> dict[str, Any]:
-    lines = [x for x in out.splitlines() if x.startswith("{")]
-    assert lines, f"no document from turnout-gen: {out[-500:]!r}"
-    return json.loads(lines[-1])
-
-
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_the_default_receive_ring_holds_a_stopped_worker(kind, tmp_path):
     frames, rate, stops, stop_s = CASES[kind]
@@ -88,25 +80,10 @@ def test_the_default_receive_ring_holds_a_stopped_worker(kind, tmp_path):
         sw = Turnoutd(d / "sw", config, binary=BIN_DIR / "turnoutd", netns=ns.name).start()
         procs: list[subprocess.Popen] = []
         try:
-            rx = subprocess.Popen([str(GEN), "rx", "--port", f"memif:{d}/b.sock",
-                                   "--interval-s", "0.1", *pin],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            procs.append(rx)
-            running = threading.Event()
-            out: list[str] = []
-
-            def watch(err: Any = rx.stderr) -> None:
-                for line in err:
-                    if line.startswith("{"):
-                        running.set()
-
-            def read(o: Any = rx.stdout) -> None:
-                out.append(o.read())
-
-            threading.Thread(target=watch, daemon=True).start()
-            reader = threading.Thread(target=read, daemon=True)
-            reader.start()
-            wait_for("the receiver to run", 30, running.is_set)
+            rx = GenRx([str(GEN), "rx", "--port", f"memif:{d}/b.sock", "--interval-s", "0.1",
+                        *pin])
+            procs.append(rx.proc)
+            rx.wait_running()
             wait_for("the receiver's port", 20, lambda: sw.port("b")["link_up"])
             tx = subprocess.Popen([*exe, str(GEN), "tx", "--port", "af_xdp:ga",
                                    "--rate-pps", str(rate), "--count", str(frames), *pin],
@@ -128,7 +105,7 @@ def test_the_default_receive_ring_holds_a_stopped_worker(kind, tmp_path):
                 time.sleep(0.2)
             txo, txe = tx.communicate(timeout=60)
             assert tx.returncode == 0, txe[-2000:]
-            sent = _doc(txo)["tx"]["packets"]
+            sent = gen_doc(txo)["tx"]["packets"]
             assert sent == frames, f"sent {sent}"
 
             def settled() -> bool:
@@ -145,9 +122,7 @@ def test_the_default_receive_ring_holds_a_stopped_worker(kind, tmp_path):
                 wait_for("turnoutd to pass every frame on", 30, settled)
             finally:
                 stats = sw.rpc("stats")
-            stop_pid(rx)
-            reader.join(30)
-            rxd = _doc("".join(out))
+            rxd = rx.stop()
         finally:
             for p in procs:
                 stop_pid(p)
