@@ -276,27 +276,9 @@ impl Punt {
             self.rate_limited.fetch_add(1, Ordering::Relaxed);
             return DropReason::ControllerRateLimit;
         }
-        let mut pos = self.head.0.load(Ordering::Relaxed);
-        let slot = loop {
-            let slot = &self.slots[pos & self.mask];
-            let seq = slot.seq.load(Ordering::Acquire);
-            let dif = seq as isize - pos as isize;
-            if dif == 0 {
-                match self.head.0.compare_exchange_weak(
-                    pos,
-                    pos + 1,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => break slot,
-                    Err(p) => pos = p,
-                }
-            } else if dif < 0 {
-                self.queue_full.fetch_add(1, Ordering::Relaxed);
-                return DropReason::ControllerQueueFull;
-            } else {
-                pos = self.head.0.load(Ordering::Relaxed);
-            }
+        let Some((pos, slot)) = self.claim(&self.head.0, 0) else {
+            self.queue_full.fetch_add(1, Ordering::Relaxed);
+            return DropReason::ControllerQueueFull;
         };
         let n = frame.len().min(max_len).min(SLOT_BYTES);
         // SAFETY: we won slot `pos` (see the `Sync` impl); nobody reads it
@@ -360,29 +342,39 @@ impl Punt {
         self.wakeups.load(Ordering::Relaxed)
     }
 
-    /// Control path: the oldest punted frame, if any.
-    pub fn pop(&self) -> Option<Punted> {
-        let mut pos = self.tail.0.load(Ordering::Relaxed);
-        let slot = loop {
+    /// Wins the next position of `index` (`head` for a producer, `tail`
+    /// for the consumer) and its slot: the slot is ready when its `seq` is
+    /// the position plus `ready` (0: free to write, 1: written). None when
+    /// it is not (the queue is full, or empty); another winner of the same
+    /// position makes it try the next.
+    #[inline]
+    fn claim(&self, index: &AtomicUsize, ready: usize) -> Option<(usize, &Slot)> {
+        let mut pos = index.load(Ordering::Relaxed);
+        loop {
             let slot = &self.slots[pos & self.mask];
             let seq = slot.seq.load(Ordering::Acquire);
-            let dif = seq as isize - (pos + 1) as isize;
+            let dif = seq as isize - (pos + ready) as isize;
             if dif == 0 {
-                match self.tail.0.compare_exchange_weak(
+                match index.compare_exchange_weak(
                     pos,
                     pos + 1,
                     Ordering::Relaxed,
                     Ordering::Relaxed,
                 ) {
-                    Ok(_) => break slot,
+                    Ok(_) => return Some((pos, slot)),
                     Err(p) => pos = p,
                 }
             } else if dif < 0 {
                 return None;
             } else {
-                pos = self.tail.0.load(Ordering::Relaxed);
+                pos = index.load(Ordering::Relaxed);
             }
-        };
+        }
+    }
+
+    /// Control path: the oldest punted frame, if any.
+    pub fn pop(&self) -> Option<Punted> {
+        let (pos, slot) = self.claim(&self.tail.0, 1)?;
         // SAFETY: we won slot `pos` for reading; its producer published it
         // (acquire above) and no producer reuses it before the store below.
         let p = unsafe {
