@@ -71,7 +71,7 @@ def sut_drops_by_port(sut: SutAdapter) -> Callable[[], dict[str, int]] | None:
     counts = getattr(sut, "drop_counts", None)
     if counts is None:
         return None
-    return lambda: dict(counts(by_port=True))
+    return lambda: counts(by_port=True)
 
 
 def campaign_layout(spec: CampaignSpec) -> Layout:
