@@ -79,6 +79,7 @@ class FakeDaemon:
         self.path = str(path)
         self.replies = list(replies)
         self.requests: list[dict] = []
+        self.connections = 0
         self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.srv.bind(self.path)
         self.srv.listen(1)
@@ -90,6 +91,7 @@ class FakeDaemon:
         # until the script is used up.
         while self.replies:
             conn, _ = self.srv.accept()
+            self.connections += 1
             f = conn.makefile("rwb")
             while self.replies:
                 line = f.readline()
@@ -324,6 +326,35 @@ def test_the_sut_adapter_calls_through_the_same_client(tmp_path):
     with pytest.raises(OSError, match="cannot connect to turnoutd"):
         rpc(str(tmp_path / "gone.sock"), "stats")
     assert issubclass(client.CtlConnectionError, OSError)
+
+
+def test_the_sut_adapter_asks_stats_over_one_kept_connection(tmp_path):
+    """The cost sampler's ``stats`` every 50 ms goes over one connection
+    (a connection each made turnoutd start and end a thread each time, on
+    the worker's CPU's account); a daemon that hung up is reconnected once,
+    an error answer is still a SutError, other methods connect anew."""
+    from turnout.sut.base import SutError
+    from turnout.sut.turnoutd import Turnoutd
+
+    err = {"jsonrpc": "2.0", "id": 4, "error": {"code": 2, "message": "busy"}}
+    fake = FakeDaemon(tmp_path / "s", [ok({"n": 1}), ok({"n": 2}), ok({"n": 3}), None,
+                                       ok({"n": 4}), err, ok({"api": 1})])
+    t = Turnoutd()
+    t.sock = fake.path
+    assert [t._rpc("stats")["n"] for _ in range(3)] == [1, 2, 3]
+    assert fake.connections == 1
+    # the daemon hangs up on the next request: reconnected, asked again
+    assert t._rpc("stats") == {"n": 4}
+    assert fake.connections == 2
+    with pytest.raises(SutError, match=r"turnoutd stats: busy \(code 2\)"):
+        t._rpc("stats")
+    t._close_ctl()  # the fake serves one connection at a time
+    assert t._rpc("version") == {"api": 1}
+    assert fake.connections == 3
+    gone = Turnoutd()
+    gone.sock = str(tmp_path / "gone.sock")
+    with pytest.raises(CtlConnectionError, match="cannot connect to turnoutd"):
+        gone._rpc("stats")
 
 
 def test_the_sut_adapter_on_a_remote_host_decodes_with_the_client():

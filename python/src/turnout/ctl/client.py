@@ -72,9 +72,11 @@ class CtlClient:
             self._sock = s
         return self._sock
 
-    def call(self, method: str, params: Any = None) -> Any:
-        """Calls ``method``; returns its result or raises :class:`CtlError`."""
+    def call(self, method: str, params: Any = None, timeout_s: float | None = None) -> Any:
+        """Calls ``method``; returns its result or raises :class:`CtlError`.
+        ``timeout_s``: for this call (default: the client's)."""
         s = self._connect()
+        s.settimeout(self.timeout_s if timeout_s is None else timeout_s)
         rid = self._next_id
         self._next_id += 1
         try:
