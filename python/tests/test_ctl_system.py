@@ -310,3 +310,33 @@ def test_check_config_exit_codes(tmp_path):
     # a bad config given to --config also exits 2, before opening anything
     r = subprocess.run([str(binary), "--config", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_a_client_connecting_for_every_call_does_not_start_a_thread_each_time(daemon):
+    """A sampler that connects anew for every call (as the workbench did,
+    20 times a second) is served by the connection threads that wait for
+    the next connection: 20 calls, one after another, see a few connection
+    threads (a second one when a call came before the first thread was back
+    waiting, on a busy machine perhaps a third), not 20 that start and end."""
+    from turnout.ctl.client import CtlClient
+
+    d = daemon
+    assert d.proc is not None
+    task = Path(f"/proc/{d.proc.pid}/task")
+
+    def ctl_threads() -> set[int]:
+        out = set()
+        for t in task.iterdir():
+            try:
+                if (t / "comm").read_text().strip() == "turnout-ctl-c":
+                    out.add(int(t.name))
+            except OSError:  # ended between the listing and the read
+                pass
+        return out
+
+    seen: set[int] = set()
+    for _ in range(20):
+        with CtlClient(d.sock, timeout_s=10) as c:
+            assert c.call("version")["api"] == 1
+            seen |= ctl_threads()  # the thread serving this connection is alive
+    assert 1 <= len(seen) <= 4, sorted(seen)

@@ -8,16 +8,22 @@
 //! are told so and closed); a connection idle for [`IDLE_TIMEOUT`] is
 //! closed. The data path never waits on any of this.
 //!
-//! Threading: one accept thread, one thread per connection; all of them
-//! check a stop flag at least every [`TICK`].
+//! Threading: one accept thread and one thread per open connection, all
+//! checking a stop flag at least every [`TICK`]. A connection thread whose
+//! client left waits up to [`THREAD_KEEP`] for the next connection before it
+//! ends: a client that connects anew for every call (a sampler asking for
+//! `stats` 20 times a second) does not make the daemon start and end a
+//! thread each time, whose kernel teardown work (stack unmapping, RCU
+//! grace periods) would run on any CPU, the workers' too.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,6 +38,65 @@ pub const MAX_CLIENTS: usize = 32;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// How often blocked threads look at the stop flag.
 pub const TICK: Duration = Duration::from_millis(200);
+/// How long a connection thread with no connection waits for the next.
+pub const THREAD_KEEP: Duration = Duration::from_secs(30);
+
+/// Connections handed by the accept thread to connection threads that
+/// wait for one.
+#[derive(Default)]
+struct Handoff {
+    state: Mutex<HandoffState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct HandoffState {
+    /// Connections handed over and not yet taken.
+    streams: VecDeque<UnixStream>,
+    /// Waiting threads no connection has been handed to yet: a hand-off
+    /// counts one of them off as it queues its connection, so each queued
+    /// connection has a thread that will take it.
+    idle: usize,
+}
+
+impl Handoff {
+    /// Queues `stream` for a waiting thread; gives it back if none waits.
+    fn give(&self, stream: UnixStream) -> Option<UnixStream> {
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.idle == 0 {
+            return Some(stream);
+        }
+        st.idle -= 1;
+        st.streams.push_back(stream);
+        drop(st);
+        self.ready.notify_one();
+        None
+    }
+
+    /// The next connection handed over, waiting up to [`THREAD_KEEP`];
+    /// None when that passed or `stop` was set.
+    fn take(&self, stop: &AtomicBool) -> Option<UnixStream> {
+        let deadline = Instant::now() + THREAD_KEEP;
+        let mut st = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        st.idle += 1;
+        loop {
+            // A queued connection first: its hand-off already counted this
+            // thread (or another waiting one) off.
+            if let Some(s) = st.streams.pop_front() {
+                return Some(s);
+            }
+            if stop.load(Ordering::Acquire) || Instant::now() >= deadline {
+                st.idle -= 1;
+                return None;
+            }
+            st = self
+                .ready
+                .wait_timeout(st, TICK)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
 
 /// The running control socket server.
 pub struct ControlServer {
@@ -108,6 +173,7 @@ impl Drop for ControlServer {
 
 fn accept_loop(listener: UnixListener, daemon: Arc<Daemon>, stop: Arc<AtomicBool>) {
     let clients = Arc::new(AtomicUsize::new(0));
+    let handoff = Arc::new(Handoff::default());
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::Acquire) {
         threads.retain(|t| !t.is_finished());
@@ -146,14 +212,26 @@ fn accept_loop(listener: UnixListener, daemon: Arc<Daemon>, stop: Arc<AtomicBool
             continue;
         }
         clients.fetch_add(1, Ordering::AcqRel);
-        let (d, s, c) = (daemon.clone(), stop.clone(), clients.clone());
+        let Some(stream) = handoff.give(stream) else {
+            continue;
+        };
+        let (d, s, c, h) = (
+            daemon.clone(),
+            stop.clone(),
+            clients.clone(),
+            handoff.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name("turnout-ctl-c".into())
             .spawn(move || {
-                if let Err(e) = serve(stream, &d, &s) {
-                    crate::log!(Level::Debug, "ctl", "connection closed", reason = e);
+                let mut next = Some(stream);
+                while let Some(stream) = next {
+                    if let Err(e) = serve(stream, &d, &s) {
+                        crate::log!(Level::Debug, "ctl", "connection closed", reason = e);
+                    }
+                    c.fetch_sub(1, Ordering::AcqRel);
+                    next = h.take(&s);
                 }
-                c.fetch_sub(1, Ordering::AcqRel);
             });
         match spawned {
             Ok(t) => threads.push(t),
@@ -239,6 +317,42 @@ mod tests {
         let d = std::env::temp_dir().join(format!("turnoutd-srv-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn a_connection_goes_to_a_waiting_thread_or_back_to_the_accept_loop() {
+        let h = Arc::new(Handoff::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        // Nobody waits: the accept loop keeps it (and starts a thread).
+        let (a, _a_peer) = UnixStream::pair().unwrap();
+        assert!(h.give(a).is_some());
+        // A thread waiting: it gets the connection.
+        let (h2, s2) = (h.clone(), stop.clone());
+        let waiter = std::thread::spawn(move || h2.take(&s2));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while h.state.lock().unwrap().idle == 0 {
+            assert!(Instant::now() < deadline, "the thread never waited");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (b, b_peer) = UnixStream::pair().unwrap();
+        let b_addr = b.as_raw_fd();
+        assert!(h.give(b).is_none());
+        let got = waiter.join().unwrap().expect("the handed connection");
+        assert_eq!(got.as_raw_fd(), b_addr);
+        drop(b_peer);
+        let st = h.state.lock().unwrap();
+        assert_eq!((st.idle, st.streams.len()), (0, 0));
+        drop(st);
+        // Stopping ends a waiting thread within a tick, counted off.
+        let (h3, s3) = (h.clone(), stop.clone());
+        let waiter = std::thread::spawn(move || h3.take(&s3));
+        while h.state.lock().unwrap().idle == 0 {
+            assert!(Instant::now() < deadline, "the thread never waited");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Release);
+        assert!(waiter.join().unwrap().is_none());
+        assert_eq!(h.state.lock().unwrap().idle, 0);
     }
 
     #[test]
