@@ -128,6 +128,18 @@ pub trait RxQueue: Send {
         None
     }
 
+    /// Whether the worker should watch [`RxQueue::notify_fd`] through epoll
+    /// only while it sleeps, and look at the armed queue with
+    /// [`RxQueue::peek`] while it is awake (only honoured where `peek` can
+    /// tell). True where the fd's wait queue is woken by more than this
+    /// queue's arrivals: an XDP socket's is woken by every frame its own
+    /// transmit side completes, and an epoll entry on it turns each of
+    /// those into a wake-up call on the kernel's transmit path. The cost:
+    /// two `epoll_ctl` calls per sleep.
+    fn watch_only_asleep(&self) -> bool {
+        false
+    }
+
     /// How full the queue's ring was when the last [`RxQueue::burst`]
     /// looked: `(filled, capacity)` in frames the peer can put in it
     /// without our consuming any (`filled` counts those the burst took).

@@ -14,7 +14,9 @@
 //!   epoll (looked at without waiting every `EPOLL_EVERY` iterations, and
 //!   at least every half budget, while other queues are busy: a look reads
 //!   the rings of queues whose backend can tell, [`RxQueue::peek`], and
-//!   asks epoll only for the others). When every
+//!   asks epoll only for the others; a queue whose backend asks for it,
+//!   [`RxQueue::watch_only_asleep`], is in the epoll set only during a
+//!   sleep). When every
 //!   queue is armed the worker sleeps in epoll; a queue whose fd fires is
 //!   disarmed and polled again. In the moderate regime it naps after each
 //!   batch; in the poll and interrupt regimes it may spin for a *gap*
@@ -230,6 +232,10 @@ struct RxSlot {
     fill_ns: u64,
     armed: bool,
     fd: Option<i32>,
+    /// The fd is in the epoll set only during a sleep
+    /// ([`RxQueue::watch_only_asleep`]); `watched` says whether it is now.
+    asleep_only: bool,
+    watched: bool,
     /// Its epoll token: unique for the worker's life and never re-registered,
     /// so removing another port cannot leave this queue deaf.
     token: u64,
@@ -478,6 +484,8 @@ struct Worker {
     /// often: half the budget (they cost their first frame that much).
     look_every_ns: u64,
     looked_ns: u64,
+    /// Some queues watched only asleep are in the epoll set (a sleep's).
+    watching: bool,
     /// Since when the worker has been awake (poll probes set before are not
     /// samples of polling).
     awake_since_ns: u64,
@@ -527,6 +535,7 @@ impl Worker {
             last_cycles: sys::cycles(),
             look_every_ns: (budget_us as u64 * 500).max(10_000),
             looked_ns: 0,
+            watching: false,
             awake_since_ns: 0,
             retry_at_ns: 0,
             retry_gap_ns: KICK_RETRY_NS,
@@ -588,6 +597,12 @@ impl Worker {
         let token = self.next_token;
         self.next_token += 1;
         let fd = fd.filter(|fd| self.epoll.add(*fd, token).is_ok());
+        // A queue watched only asleep leaves the set until the first sleep
+        // (the add above showed epoll takes its fd).
+        let asleep_only = fd.is_some() && rxq.watch_only_asleep() && rxq.peek().is_some();
+        if asleep_only {
+            self.epoll.remove(fd.unwrap_or(-1));
+        }
         self.slots.push(RxSlot {
             port,
             queue,
@@ -597,6 +612,8 @@ impl Worker {
             fill_ns: u64::MAX,
             armed: false,
             fd,
+            asleep_only,
+            watched: false,
             token,
         });
     }
@@ -880,6 +897,10 @@ impl Worker {
                 timeout_ms = timeout_ms.min(ms.max(1) as i32);
             }
         }
+        if timeout_ms > 0 && !self.watch_asleep_only(true) {
+            // A queue epoll refused is polled again: look, don't sleep.
+            timeout_ms = 0;
+        }
         let sleeping = timeout_ms > 0;
         let (cpu0, t0) = if sleeping {
             bump(&self.shared.counters.sleeps, 1);
@@ -891,6 +912,7 @@ impl Worker {
         };
         let n = self.epoll.wait(&mut self.events, timeout_ms);
         let woke_ns = sys::now_ns();
+        self.watch_asleep_only(false);
         self.looked_ns = woke_ns;
         if sleeping {
             self.shared.probe.asleep_since_ns.store(0, Release);
@@ -915,6 +937,34 @@ impl Worker {
         if sleeping {
             self.slept(t0, cpu0, woke_ns, woken, probed);
         }
+    }
+
+    /// Puts the armed queues watched only asleep into the epoll set for a
+    /// sleep (`on`), or takes them out after it (`!on`: a no-op unless
+    /// some are in). Adding one whose ring already holds frames makes it
+    /// ready at once (epoll polls the fd as it adds it), so nothing that
+    /// came after the arming is slept through. One that epoll refuses is
+    /// disarmed (polled again) and the result is false: no sleep then.
+    fn watch_asleep_only(&mut self, on: bool) -> bool {
+        if !on && !self.watching {
+            return true;
+        }
+        let mut all = true;
+        for s in self.slots.iter_mut().filter(|s| s.asleep_only) {
+            let Some(fd) = s.fd else { continue };
+            if on && s.armed && !s.watched {
+                s.watched = self.epoll.add(fd, s.token).is_ok();
+                if !s.watched {
+                    s.disarm(sys::now_ns());
+                    all = false;
+                }
+            } else if !on && s.watched {
+                self.epoll.remove(fd);
+                s.watched = false;
+            }
+        }
+        self.watching = on;
+        all
     }
 
     /// Feeds a sleep in epoll from `t0` (thread CPU `cpu0`) to `woke_ns`

@@ -3,7 +3,8 @@
 //! cannot be (re-)registered, and its accounting of the back-off for a
 //! queue that has no notification fd (and that it never backs off while a
 //! queue that has one is unarmed); a counter reset under traffic; an armed
-//! queue found by peeking at its ring while another keeps the worker busy.
+//! queue found by peeking at its ring while another keeps the worker busy;
+//! a queue watched through epoll only while the worker sleeps.
 //!
 //! `cargo test -p fabric --test control`
 
@@ -999,5 +1000,146 @@ fn a_logic_swap_hands_workers_the_new_logics_states() {
         .unwrap()
         .iter()
         .any(|(l, st)| *l == 2 && st.is_none()));
+    sw.shutdown();
+}
+
+/// A pipe receive queue that asks to be watched through epoll only while
+/// the worker sleeps (as an XDP socket does), through a dup of its pipe's
+/// eventfd whose number is left in `fd`.
+struct AsleepOnly {
+    inner: Box<dyn RxQueue>,
+    fd: OwnedFd,
+}
+
+impl RxQueue for AsleepOnly {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        self.inner.burst(batch)
+    }
+    fn release(&mut self) {
+        self.inner.release()
+    }
+    fn notify_fd(&self) -> Option<RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+    fn set_notify(&mut self, enabled: bool) -> bool {
+        self.inner.set_notify(enabled)
+    }
+    fn ack_notify(&mut self) {
+        self.inner.ack_notify()
+    }
+    fn peek(&self) -> Option<bool> {
+        self.inner.peek()
+    }
+    fn watch_only_asleep(&self) -> bool {
+        true
+    }
+}
+
+struct AsleepOnlyPort(PipePort, Arc<AtomicI32>);
+
+impl Port for AsleepOnlyPort {
+    fn info(&self) -> PortInfo {
+        self.0.info()
+    }
+    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
+        let inner = self.0.take_rx(q)?;
+        // SAFETY: dup of a valid fd; the result is owned below.
+        let d = unsafe { libc::dup(inner.notify_fd()?) };
+        assert!(d >= 0);
+        self.1.store(d, Ordering::SeqCst);
+        Some(Box::new(AsleepOnly {
+            inner,
+            // SAFETY: a fresh descriptor nobody else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(d) },
+        }))
+    }
+    fn tx(&self, q: QueueId) -> &dyn TxQueue {
+        self.0.tx(q)
+    }
+}
+
+/// Whether some epoll set of this process watches `fd` (its fdinfo lists
+/// every watched descriptor as `tfd: N`).
+fn watched_by_an_epoll(fd: RawFd) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        let is_epoll = std::fs::read_link(e.path())
+            .is_ok_and(|l| l.to_string_lossy() == "anon_inode:[eventpoll]");
+        is_epoll
+            && std::fs::read_to_string(format!(
+                "/proc/self/fdinfo/{}",
+                e.file_name().to_string_lossy()
+            ))
+            .is_ok_and(|info| {
+                info.lines().any(|l| {
+                    let mut w = l.split_whitespace();
+                    w.next() == Some("tfd:") && w.next() == Some(fd.to_string().as_str())
+                })
+            })
+    })
+}
+
+#[test]
+fn a_queue_watched_only_asleep_leaves_epoll_while_the_worker_is_awake() {
+    // "s" asks to be in the worker's epoll set only for sleeps (an XDP
+    // socket: its wait queue is called for every frame its transmit side
+    // completes). While "b" keeps the worker awake, no epoll set may watch
+    // s's fd (it used to be in the set from the moment it was added);
+    // once all is idle and the worker sleeps, it must be watched, and a
+    // frame on "s" must wake the worker and get through.
+    let sw = adaptive();
+    let (b, mut pb) = pipe("b", PipeConfig::default()).unwrap();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    let fd = Arc::new(AtomicI32::new(-1));
+    sw.add_port("b", Arc::new(b), Some(0)).unwrap();
+    sw.add_port("s", Arc::new(AsleepOnlyPort(s, fd.clone())), Some(0))
+        .unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let f = frame();
+            while !stop.load(Ordering::Relaxed) {
+                pb.send(0, &[f.as_slice(); 8]);
+                std::thread::yield_now();
+            }
+        })
+    };
+    wait_for("the worker took s's queue", Duration::from_secs(5), || {
+        fd.load(Ordering::SeqCst) >= 0
+    });
+    let fd = fd.load(Ordering::SeqCst);
+    // The worker may sleep now and then when the feeder is off its CPU:
+    // what is checked is that, awake, it does not keep s's fd watched.
+    wait_for(
+        "s's fd out of every epoll set while the worker is busy",
+        Duration::from_secs(5),
+        || {
+            pd.recv(0, 256, |_| {});
+            !watched_by_an_epoll(fd)
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+    wait_for(
+        "s's fd watched while the idle worker sleeps",
+        Duration::from_secs(10),
+        || {
+            pd.recv(0, 256, |_| {});
+            watched_by_an_epoll(fd)
+        },
+    );
+    let mut mine = frame();
+    mine[11] ^= 0x5a;
+    assert_eq!(ps.send(0, &[&mine]), 1);
+    let mut found = false;
+    wait_for("s's frame at d", Duration::from_secs(5), || {
+        pd.recv(0, 256, |f| found |= f == &mine[..]);
+        found
+    });
     sw.shutdown();
 }

@@ -737,6 +737,13 @@ impl RxQueue for XskRx {
         // What the socket's readiness says: the rx ring is not empty.
         Some(self.rx.prod().load(Ordering::Acquire) != self.cons)
     }
+
+    fn watch_only_asleep(&self) -> bool {
+        // The socket is the transmit side's too: while it is in an epoll
+        // set, every frame sent on it calls the wait queue from the
+        // kernel's completion (sock_wfree), a wake-up call per frame.
+        true
+    }
 }
 
 /// Data-path counters of one transmit queue.
