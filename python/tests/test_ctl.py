@@ -286,7 +286,7 @@ def test_cli_dump_flows_and_groups_as_text(tmp_path, capsys):
 def test_policy_text_says_the_regime_and_why():
     assert _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",
                          "wake_p99_ns": 140_000, "sleep_after_ns": 1_000_000}) == (
-        "poll (wake-up p99 140us over the budget; budget 100us), sleeps after 1000us idle")
+        "poll (wake-up p99 140us over half the budget; budget 100us), sleeps after 1000us idle")
     t = _policy_text({"budget_ns": 1_000_000, "regime": "moderate", "why": "naps_cheaper",
                       "moderating": True, "nap_ns": 700_000, "sleep_after_ns": 2_000})
     assert t.startswith("moderate, nap 700us (naps fit and cost less; budget 1000us)")
@@ -305,7 +305,7 @@ def test_policy_text_says_the_regime_and_why():
     # the poll regime's gap between polls after a small batch
     t = _policy_text({"budget_ns": 100_000, "regime": "poll", "why": "wake_over_budget",
                       "wake_p99_ns": 140_000, "gap_ns": 25_000})
-    assert t.startswith("poll, gap 25.0us (wake-up p99 140us over the budget")
+    assert t.startswith("poll, gap 25.0us (wake-up p99 140us over half the budget")
 
 
 def test_the_sut_adapter_calls_through_the_same_client(tmp_path):

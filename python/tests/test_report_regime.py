@@ -102,7 +102,7 @@ def test_a_polled_cell_names_its_regime_why_and_cpu_from_the_trials(cell: Campai
     assert "testpmd [memif] 1.00 core, p99 21 µs" in r["same cell: CPU core, p99"]
     (s,) = [x for x in regime_table(cell).sentences if "turnoutd [memif] " in x.split(":")[1]]
     assert s.startswith("v2v 64 B at 10 kpps: turnoutd [memif] polled: the host's wake-up p99 "
-                        "(285 [260–310] µs) exceeds its 100 µs budget")
+                        "(285 [260–310] µs) exceeds half its 100 µs budget")
     assert "it used 0.98 [0.97–0.99] core per second of traffic (p99 41 [37–52] µs)" in s
     assert "as much as testpmd [memif]" in s
     # the same switch with a larger budget slept, and the sentence says at what cost
@@ -169,7 +169,7 @@ def test_the_budget_comes_from_the_options_or_says_it_is_not_stored(tmp_path: Pa
     assert _row(data, "turnoutd-b1000 [memif]")["budget µs"] == "1000"
     assert _row(data, "turnoutd [memif]")["budget µs"] == "default (not stored)"
     (s,) = [x for x in regime_table(data).sentences if "turnoutd [memif] polled" in x]
-    assert "exceeds its default budget (the figure is not stored in these trials)" in s
+    assert "exceeds half its default budget (the figure is not stored in these trials)" in s
     assert "budget held" not in s  # no budget figure: no claim about it
     assert "100 µs" not in s
 
@@ -187,7 +187,7 @@ def test_repetitions_in_different_regimes_are_counted_apart(tmp_path: Path) -> N
     assert [(r[2], r[3]) for r in t.rows] == [("poll 2/3", "wake_over_budget"),
                                               ("wake 1/3", "contended")]
     (s,) = t.sentences
-    assert "polled: the host's wake-up p99 (300 µs) exceeds its 100 µs budget in 2 " \
+    assert "polled: the host's wake-up p99 (300 µs) exceeds half its 100 µs budget in 2 " \
            "of 3 trials" in s
     assert "slept between frames (woken by notifications): polling waited longer for the CPU " \
            "than a wake-up takes (contended; run-queue wait 3 ‰) in 1 of 3 trials" in s

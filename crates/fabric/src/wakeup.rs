@@ -101,6 +101,16 @@ pub const SAMPLES: usize = 128;
 /// Wake-up samples needed before the policy trusts them (until then it
 /// polls while frames come).
 pub const MIN_SAMPLES: usize = 16;
+/// The interrupt regime needs the probes' wake-up p99 within the budget
+/// divided by this: frames woken in that regime wait longer than the
+/// probes say. The probes' p99 is over at most [`SAMPLES`] wake-ups, a
+/// few a second, taken while the host happened to be fast (it flips
+/// between fast and slow placements for seconds); on the 2-vCPU
+/// development VM, 9 fixed-rate trials at 10 kpps in which the worker
+/// chose interrupt on a 100 µs budget had a frame p99 of 153 µs (median;
+/// 8 of 9 over 110 µs) where the probes' p99 was 80 µs
+/// (docs/results/2026-12-01-interrupt-regime-frames-vs-probes.md).
+pub const WAKE_FIT_DIV: u64 = 2;
 /// An [`Inflow`] measures its rate over windows of at least this long.
 pub const INFLOW_WINDOW_NS: u64 = 100_000;
 /// Poll-latency samples older than this are forgotten (then the worker
@@ -925,9 +935,12 @@ impl Policy {
         self.wake.len() >= MIN_SAMPLES
     }
 
-    /// Whether a sleep on notifications fits in the budget at its p99.
+    /// Whether a sleep on notifications fits in the budget at its p99,
+    /// with the margin of [`WAKE_FIT_DIV`].
     fn wake_fits(&self) -> bool {
-        self.budget_ns > 0 && self.measured() && self.wake.p99 <= self.budget_ns
+        self.budget_ns > 0
+            && self.measured()
+            && self.wake.p99.saturating_mul(WAKE_FIT_DIV) <= self.budget_ns
     }
 
     /// Overshoot a nap leaves room for, so that a nap and its overshoot fit
@@ -1636,6 +1649,13 @@ mod tests {
         poll: 100,
         ring: 1024,
     };
+    /// Bare metal with a normal thread's default timer slack (50 µs): its
+    /// wake-ups as [`METAL`]'s, its naps end 50–60 µs late.
+    const METAL_SLACK: Host = Host {
+        over: 50 * US,
+        over_slow: 60 * US,
+        ..METAL
+    };
 
     #[test]
     fn the_vm_with_the_default_budget_polls_under_traffic() {
@@ -1652,14 +1672,14 @@ mod tests {
         }
     }
 
-    /// A nested VM on a good day: wake-ups of 30 µs, a tail of 60 µs.
+    /// A nested VM on a good day: wake-ups of 30 µs, a tail of 45 µs.
     const NESTED_QUIET: Host = Host {
         sleep_cpu: 17 * US,
         nap_cpu: 25 * US,
         over: 25 * US,
-        over_slow: 60 * US,
+        over_slow: 45 * US,
         wake_lat: 30 * US,
-        wake_slow: 60 * US,
+        wake_slow: 45 * US,
         slow_every: 20,
         poll: 100,
         ring: 1024,
@@ -1674,7 +1694,8 @@ mod tests {
 
     #[test]
     fn slow_wakeups_under_traffic_are_sampled() {
-        // Calibrated on a quiet host (p99 60 µs, within 100 µs), the worker
+        // Calibrated on a quiet host (p99 45 µs, within half of 100 µs:
+        // WAKE_FIT_DIV), the worker
         // sleeps between the frames of a 10 kpps flow. Then one wake-up in
         // 20 takes 1 ms. The prober's samples during that traffic count
         // although a frame's kick ended most of those sleeps too (the slow
@@ -1796,15 +1817,15 @@ mod tests {
 
     #[test]
     fn interrupts_when_only_a_wakeup_fits() {
-        // Budget 10 µs on metal: an 8 µs wake-up p99 fits, a nap of 2 µs
-        // is not worth its timer.
-        let mut s = Sim::new(&METAL, 10);
+        // Budget 16 µs on metal: an 8 µs wake-up p99 fits (in half the
+        // budget, WAKE_FIT_DIV), a nap does not (its timer ends 50 µs late).
+        let mut s = Sim::new(&METAL_SLACK, 16);
         let r = s.run(|_| 100 * US, 0, 20 * MS);
         assert_eq!(
             (s.p.regime(), s.p.why()),
             (Regime::Interrupt, Why::WakeFits)
         );
-        assert!(r.max_wait <= 10 * US, "wait {}", r.max_wait);
+        assert!(r.max_wait <= 16 * US, "wait {}", r.max_wait);
         let share = r.cpu * 100 / (20 * MS);
         assert!(share <= 5, "cpu {share} %");
     }
@@ -2409,22 +2430,25 @@ mod tests {
 
     #[test]
     fn the_interrupt_regime_gathers_dense_flows_too() {
-        // Metal with a 10 µs budget: an 8 µs wake-up p99 fits, a nap does
+        // Metal with a 16 µs budget: an 8 µs wake-up p99 fits, a nap does
         // not (interrupts_when_only_a_wakeup_fits). At 4 Mpps frames come
         // closer than SPIN_NS, so the worker never sleeps: without a gap a
-        // pass every 100 ns finds one frame; with it (at most 2.5 µs, a
-        // quarter of the budget) about 10.
-        let mut s = Sim::new(&METAL, 10);
-        s.run(|_| 250, 0, MS);
-        let mut r = s.run(|_| 250, MS, 20 * MS);
+        // pass every 100 ns finds one frame; with it (at most 4 µs, a
+        // quarter of the budget) about 16.
+        let mut s = Sim::new(&METAL_SLACK, 16);
+        // (the first milliseconds try naps, until their overshoot shows
+        // the timer's slack)
+        s.run(|_| 250, 0, 5 * MS);
+        let mut r = s.run(|_| 250, 5 * MS, 25 * MS);
+        assert_eq!(r.naps, 0);
         assert_eq!(
             (s.p.regime(), s.p.why()),
             (Regime::Interrupt, Why::WakeFits)
         );
         assert!(r.gaps > 0);
-        assert!(r.max_gap <= 2_500, "gap {}", r.max_gap);
+        assert!(r.max_gap <= 4_000, "gap {}", r.max_gap);
         assert!(r.per_batch_x10() >= 80, "{} ×10", r.per_batch_x10());
-        assert!(r.p99() <= 2_500, "p99 {}", r.p99());
+        assert!(r.p99() <= 4_000, "p99 {}", r.p99());
         assert_eq!(r.refused, 0);
     }
 

@@ -325,8 +325,8 @@ def meters_text(dump: dict[str, Any]) -> str:
 _WHY = {
     "measuring": "wake-ups not measured yet",
     "no_budget": "budget 0",
-    "wake_over_budget": "wake-up p99 over the budget",
-    "wake_fits": "wake-up p99 fits the budget",
+    "wake_over_budget": "wake-up p99 over half the budget",
+    "wake_fits": "wake-up p99 fits in half the budget",
     "naps_cheaper": "naps fit and cost less",
     "only_naps_fit": "naps fit, wake-ups do not",
     "contended": "polling waits longer for the CPU than a wake-up",

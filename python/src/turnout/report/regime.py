@@ -222,7 +222,8 @@ def _why_text(why: str, ws: list[WakeTrial], s: SutAtCell) -> str:
     wake = spread_or_none([w.wake_p99_ns / 1e3 for w in ws if w.wake_p99_ns > 0])
     wk = f"the host's wake-up p99 ({_fs(wake)} µs)" if wake else "the host's wake-up"
     if why == "wake_over_budget":
-        return f"{wk} exceeds {_budget_text(s)}"
+        # the worker sleeps only if its wake-up p99 fits in half the budget
+        return f"{wk} exceeds half {_budget_text(s)}"
     if why == "wake_fits":
         return f"{wk} fits {_budget_text(s)}"
     if why == "no_budget":
@@ -369,7 +370,7 @@ def regime_table(data: CampaignData, cells: list[CellRegime] | None = None) -> T
               "while frames flowed (a core, as a busy poller), wake = slept between frames "
               "and was woken by notifications, nap = napped after each batch; n/N when the "
               "repetitions differ. why: wake_over_budget (the host's wake-up p99, measured "
-              "by the worker, exceeds its latency budget), no_budget (budget 0), wake_fits, "
+              "by the worker, exceeds half its latency budget), no_budget (budget 0), wake_fits, "
               "contended (polling waited longer for the CPU than a wake-up takes), "
               "naps_cheaper, only_naps_fit, measuring, poll_mode (wakeup = \"poll\"). Idle "
               "before sleep: how long a polling worker waits with every queue empty before "
