@@ -40,7 +40,8 @@
 //!   not sleep then either).
 //! - **interrupt**: a queue empty for [`SPIN_NS`] is armed (the peer's
 //!   eventfd or socket readiness) and the worker sleeps until frames
-//!   come. Allowed when the wake-up p99 fits in the budget. CPU follows
+//!   come. Allowed when the wake-up p99 fits in half the budget
+//!   ([`WAKE_FIT_DIV`]: the margin for what the probes miss). CPU follows
 //!   the rate at which the peers signal.
 //! - **moderate**: after a batch, nap so frames gather (NIC interrupt
 //!   moderation), for `min(budget, ring fill time) − overshoot`

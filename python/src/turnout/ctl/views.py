@@ -335,7 +335,7 @@ _WHY = {
 
 def _policy_text(p: dict[str, Any]) -> str:
     """The adaptive policy's regime and why, in a few words ('-' in poll
-    mode): e.g. "poll (wake-up p99 140us over the budget; budget 100us),
+    mode): e.g. "poll (wake-up p99 140us over half the budget; budget 100us),
     sleeps after 1000us idle; sleep 18.0us cpu"."""
     budget = p.get("budget_ns", 0)
     why = p.get("why", "")
