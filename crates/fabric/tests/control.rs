@@ -691,14 +691,17 @@ fn a_new_switch_has_opened_what_its_workers_hold() {
     }
 }
 
-/// A pipe receive queue whose notification fd is an eventfd nobody ever
-/// signals: the worker can find its frames only by peeking at its ring.
-struct PeekOnly {
+/// A pipe receive queue that can peek at its ring, watched through `fd`:
+/// an eventfd nobody ever signals (the worker can find its frames only by
+/// peeking), or a dup of the pipe's own eventfd; `asleep_only` is its
+/// answer to `watch_only_asleep`.
+struct Peekable {
     inner: Box<dyn RxQueue>,
-    silent: OwnedFd,
+    fd: OwnedFd,
+    asleep_only: bool,
 }
 
-impl RxQueue for PeekOnly {
+impl RxQueue for Peekable {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         self.inner.burst(batch)
     }
@@ -706,7 +709,7 @@ impl RxQueue for PeekOnly {
         self.inner.release()
     }
     fn notify_fd(&self) -> Option<RawFd> {
-        Some(self.silent.as_raw_fd())
+        Some(self.fd.as_raw_fd())
     }
     fn set_notify(&mut self, enabled: bool) -> bool {
         self.inner.set_notify(enabled)
@@ -717,27 +720,103 @@ impl RxQueue for PeekOnly {
     fn peek(&self) -> Option<bool> {
         self.inner.peek()
     }
+    fn watch_only_asleep(&self) -> bool {
+        self.asleep_only
+    }
 }
 
-struct PeekOnlyPort(PipePort);
+/// A pipe port whose queue is a [`Peekable`]: with `asleep_only`, watched
+/// through a dup of the pipe's eventfd (its number left in `fd`), else
+/// through a silent eventfd.
+struct PeekablePort {
+    pipe: PipePort,
+    asleep_only: bool,
+    fd: Arc<AtomicI32>,
+}
 
-impl Port for PeekOnlyPort {
+impl PeekablePort {
+    fn new(pipe: PipePort, asleep_only: bool) -> (Self, Arc<AtomicI32>) {
+        let fd = Arc::new(AtomicI32::new(-1));
+        (
+            Self {
+                pipe,
+                asleep_only,
+                fd: fd.clone(),
+            },
+            fd,
+        )
+    }
+}
+
+impl Port for PeekablePort {
     fn info(&self) -> PortInfo {
-        self.0.info()
+        self.pipe.info()
     }
     fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
-        let inner = self.0.take_rx(q)?;
-        // SAFETY: plain syscall; the result is owned below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        let inner = self.pipe.take_rx(q)?;
+        let fd = if self.asleep_only {
+            // SAFETY: dup of a valid fd; the result is owned below.
+            unsafe { libc::dup(inner.notify_fd()?) }
+        } else {
+            // SAFETY: plain syscall; the result is owned below.
+            unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) }
+        };
         assert!(fd >= 0);
-        Some(Box::new(PeekOnly {
+        self.fd.store(fd, Ordering::SeqCst);
+        Some(Box::new(Peekable {
             inner,
             // SAFETY: a fresh descriptor nobody else owns.
-            silent: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            asleep_only: self.asleep_only,
         }))
     }
     fn tx(&self, q: QueueId) -> &dyn TxQueue {
-        self.0.tx(q)
+        self.pipe.tx(q)
+    }
+}
+
+/// Ports "b" (a plain pipe, to keep the worker busy), "s" (a
+/// [`PeekablePort`]) and "d" on `sw`: their peers, and where the number of
+/// s's notification fd will be.
+fn busy_peekable_sink(
+    sw: &Switch,
+    asleep_only: bool,
+) -> (PipePeer, PipePeer, PipePeer, Arc<AtomicI32>) {
+    let (b, pb) = pipe("b", PipeConfig::default()).unwrap();
+    let (s, ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, pd) = pipe("d", PipeConfig::default()).unwrap();
+    let (s, fd) = PeekablePort::new(s, asleep_only);
+    sw.add_port("b", Arc::new(b), Some(0)).unwrap();
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    (pb, ps, pd, fd)
+}
+
+/// A thread that floods a pipe peer with frames until stopped.
+struct Feeder {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Feeder {
+    fn start(mut pb: PipePeer) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let f = frame();
+                while !stop.load(Ordering::Relaxed) {
+                    pb.send(0, &[f.as_slice(); 8]);
+                    std::thread::yield_now();
+                }
+            })
+        };
+        Self { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
     }
 }
 
@@ -748,25 +827,9 @@ fn an_armed_queue_is_found_by_its_ring_while_another_keeps_the_worker_busy() {
     // notification fd never fires: its frame gets through only if the
     // worker's looks at armed queues read its ring.
     let sw = adaptive();
-    let (b, mut pb) = pipe("b", PipeConfig::default()).unwrap();
-    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
-    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
-    sw.add_port("b", Arc::new(b), Some(0)).unwrap();
-    sw.add_port("s", Arc::new(PeekOnlyPort(s)), Some(0))
-        .unwrap();
-    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let (pb, mut ps, mut pd, _) = busy_peekable_sink(&sw, false);
     std::thread::sleep(Duration::from_millis(300));
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let f = frame();
-            while !stop.load(Ordering::Relaxed) {
-                pb.send(0, &[f.as_slice(); 8]);
-                std::thread::yield_now();
-            }
-        })
-    };
+    let feeder = Feeder::start(pb);
     // The busy port's floods reach "d" too: drain it, looking for the one
     // frame "s" sends (marked by its source MAC's last byte), until the
     // switch has received it from "s" — the event checked. "d" may have
@@ -793,8 +856,7 @@ fn an_armed_queue_is_found_by_its_ring_while_another_keeps_the_worker_busy() {
     while !found && t.elapsed() < Duration::from_millis(100) {
         pd.recv(0, 256, |f| found |= f == &mine[..]);
     }
-    stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
+    feeder.stop();
     let stats = sw.port_stats();
     assert!(
         taken,
@@ -1003,61 +1065,6 @@ fn a_logic_swap_hands_workers_the_new_logics_states() {
     sw.shutdown();
 }
 
-/// A pipe receive queue that asks to be watched through epoll only while
-/// the worker sleeps (as an XDP socket does), through a dup of its pipe's
-/// eventfd whose number is left in `fd`.
-struct AsleepOnly {
-    inner: Box<dyn RxQueue>,
-    fd: OwnedFd,
-}
-
-impl RxQueue for AsleepOnly {
-    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
-        self.inner.burst(batch)
-    }
-    fn release(&mut self) {
-        self.inner.release()
-    }
-    fn notify_fd(&self) -> Option<RawFd> {
-        Some(self.fd.as_raw_fd())
-    }
-    fn set_notify(&mut self, enabled: bool) -> bool {
-        self.inner.set_notify(enabled)
-    }
-    fn ack_notify(&mut self) {
-        self.inner.ack_notify()
-    }
-    fn peek(&self) -> Option<bool> {
-        self.inner.peek()
-    }
-    fn watch_only_asleep(&self) -> bool {
-        true
-    }
-}
-
-struct AsleepOnlyPort(PipePort, Arc<AtomicI32>);
-
-impl Port for AsleepOnlyPort {
-    fn info(&self) -> PortInfo {
-        self.0.info()
-    }
-    fn take_rx(&self, q: QueueId) -> Option<Box<dyn RxQueue>> {
-        let inner = self.0.take_rx(q)?;
-        // SAFETY: dup of a valid fd; the result is owned below.
-        let d = unsafe { libc::dup(inner.notify_fd()?) };
-        assert!(d >= 0);
-        self.1.store(d, Ordering::SeqCst);
-        Some(Box::new(AsleepOnly {
-            inner,
-            // SAFETY: a fresh descriptor nobody else owns.
-            fd: unsafe { OwnedFd::from_raw_fd(d) },
-        }))
-    }
-    fn tx(&self, q: QueueId) -> &dyn TxQueue {
-        self.0.tx(q)
-    }
-}
-
 /// Whether some epoll set of this process watches `fd` (its fdinfo lists
 /// every watched descriptor as `tfd: N`).
 fn watched_by_an_epoll(fd: RawFd) -> bool {
@@ -1090,25 +1097,8 @@ fn a_queue_watched_only_asleep_leaves_epoll_while_the_worker_is_awake() {
     // once all is idle and the worker sleeps, it must be watched, and a
     // frame on "s" must wake the worker and get through.
     let sw = adaptive();
-    let (b, mut pb) = pipe("b", PipeConfig::default()).unwrap();
-    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
-    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
-    let fd = Arc::new(AtomicI32::new(-1));
-    sw.add_port("b", Arc::new(b), Some(0)).unwrap();
-    sw.add_port("s", Arc::new(AsleepOnlyPort(s, fd.clone())), Some(0))
-        .unwrap();
-    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            let f = frame();
-            while !stop.load(Ordering::Relaxed) {
-                pb.send(0, &[f.as_slice(); 8]);
-                std::thread::yield_now();
-            }
-        })
-    };
+    let (pb, mut ps, mut pd, fd) = busy_peekable_sink(&sw, true);
+    let feeder = Feeder::start(pb);
     wait_for("the worker took s's queue", Duration::from_secs(5), || {
         fd.load(Ordering::SeqCst) >= 0
     });
@@ -1123,8 +1113,7 @@ fn a_queue_watched_only_asleep_leaves_epoll_while_the_worker_is_awake() {
             !watched_by_an_epoll(fd)
         },
     );
-    stop.store(true, Ordering::Relaxed);
-    feeder.join().unwrap();
+    feeder.stop();
     wait_for(
         "s's fd watched while the idle worker sleeps",
         Duration::from_secs(10),
