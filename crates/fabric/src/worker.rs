@@ -484,7 +484,8 @@ struct Worker {
     /// often: half the budget (they cost their first frame that much).
     look_every_ns: u64,
     looked_ns: u64,
-    /// Some queues watched only asleep are in the epoll set (a sleep's).
+    /// Some queues watched only asleep are in the epoll set (a sleep's):
+    /// the pass that takes them out after the sleep has work to do.
     watching: bool,
     /// Since when the worker has been awake (poll probes set before are not
     /// samples of polling).
@@ -599,10 +600,14 @@ impl Worker {
         let fd = fd.filter(|fd| self.epoll.add(*fd, token).is_ok());
         // A queue watched only asleep leaves the set until the first sleep
         // (the add above showed epoll takes its fd).
-        let asleep_only = fd.is_some() && rxq.watch_only_asleep() && rxq.peek().is_some();
-        if asleep_only {
-            self.epoll.remove(fd.unwrap_or(-1));
-        }
+        let asleep_only = rxq.watch_only_asleep() && rxq.peek().is_some();
+        let asleep_only = match fd {
+            Some(fd) if asleep_only => {
+                self.epoll.remove(fd);
+                true
+            }
+            _ => false,
+        };
         self.slots.push(RxSlot {
             port,
             queue,
@@ -949,7 +954,7 @@ impl Worker {
         if !on && !self.watching {
             return true;
         }
-        let mut all = true;
+        let (mut all, mut any) = (true, false);
         for s in self.slots.iter_mut().filter(|s| s.asleep_only) {
             let Some(fd) = s.fd else { continue };
             if on && s.armed && !s.watched {
@@ -962,8 +967,9 @@ impl Worker {
                 self.epoll.remove(fd);
                 s.watched = false;
             }
+            any |= s.watched;
         }
-        self.watching = on;
+        self.watching = any;
         all
     }
 
