@@ -294,11 +294,15 @@ def ctl(*args: str) -> None:
 
 def thread_profile(files: list[Path], turnoutd: bool) -> tuple[int, Path]:
     """The data-path thread's profile among one dump's per-thread files:
-    turnoutd's worker (fabric::worker::run), testpmd's busiest thread (its
-    forwarding lcore)."""
-    per = sorted(((cg_total(f), f) for f in files
-                  if not turnoutd or "worker::run" in f.read_text(errors="replace")),
-                 reverse=True)
+    turnoutd's worker (fabric::worker::run), testpmd's busiest thread but
+    its main one (its forwarding lcore). testpmd's main thread runs the
+    command line (``cmdline_*``) and can outweigh a forwarding lcore held to
+    a low rate by its tester (an AF_XDP port's set-up work lands there)."""
+    def wanted(f: Path) -> bool:
+        text = f.read_text(errors="replace")
+        return "worker::run" in text if turnoutd else "cmdline_parse" not in text
+
+    per = sorted(((cg_total(f), f) for f in files if wanted(f)), reverse=True)
     if not per:
         raise SystemExit(f"no profile of the data-path thread in {files}")
     return per[0]
