@@ -290,6 +290,9 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
                 assert "kernel_cycles_per_frame" in f.extra or f.extra.get("kernel_why")
                 assert "ms" in f.extra["sut_cpu_others"], f.extra["sut_cpu_others"]
                 assert f.extra["host_load"][1] == 2
+                # the SUT's CPU's steal time, read by that host's agent
+                steal = f.extra["sut_cpu_steal"]
+                assert steal["cpus"] == [1] and steal["ms"] >= 0, (sut, sc, steal)
                 if sut != "bridge":  # a kernel switch has no process: its CPUs' kernel time
                     assert f.busy_cycles_per_frame is not None, (sut, sc, f.extra.get("cost_why"))
                     # its threads, read from the SUT host's /proc (its PIDs are

@@ -385,6 +385,22 @@ def test_kernel_time_counts_interrupt_work_that_woke_an_idle_cpu():
     assert kernel_busy_s([7], before, now=1.0) == 0.0  # no such CPU: nothing
 
 
+def test_steal_ticks_are_the_eighth_column_of_the_suts_cpus():
+    """Steal time: what the hypervisor ran elsewhere while these CPUs had
+    work (/proc/stat), summed over the CPUs asked for, 0 for a CPU the
+    host does not have."""
+    from turnout.hosts.procfs import cpu_steal_ticks
+
+    stat = ("cpu  10 0 10 100 0 0 0 9 0 0\n"
+            "cpu0 5 0 5 50 0 0 0 2 0 0\n"
+            "cpu1 5 0 5 50 0 0 0 7 0 0\n")
+    assert cpu_steal_ticks([1], stat) == 7
+    assert cpu_steal_ticks([0, 1], stat) == 9
+    assert cpu_steal_ticks([5], stat) == 0
+    assert cpu_steal_ticks([1], "cpu1 5 0 5 50\n") == 0  # a kernel without the column
+    assert cpu_steal_ticks([0]) >= 0  # this host's
+
+
 def test_kernel_share_pairs_the_suts_frames_with_its_cpus_kernel_time(monkeypatch):
     from turnout.measure import kernel
     from turnout.measure.kernel import KernelShare, kernel_share
@@ -522,6 +538,9 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
         extra: dict = {"sut_cpu_others": ot}
         if rep:
             extra["isolation"] = iso
+        if rep == 1:
+            extra["sut_cpu_steal"] = {"ms": 30.0, "span_s": 1.2, "cpus": [1],
+                                      "resolution_ms": 10.0}
         db.add_trial(Trial.of(campaign_id=cid, key=f"t{rep}", sut="testpmd", scenario="p2p",
                            method="fixed", repetition=rep, offered_total_pps=1e4, sent=4000,
                            received=4000, latency_p99_ns=(9e6, 95e3, 90e3)[rep],
@@ -541,6 +560,9 @@ def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path
     assert rows["0"][10] == "rcu_preempt 8.0/1"
     assert rows["1"][7] == "on" and rows["1"][8] == "0.5"
     assert rows["2"][8] == "1 samples inside the traffic window"
+    # the host's steal of the SUT's CPUs, where the trial measured it
+    assert trials.columns[11] == "host steal ms"
+    assert [rows[r][11] for r in "012"] == ["–", "30", "–"]
 
 
 # ------------------------------------------------- cells of another port

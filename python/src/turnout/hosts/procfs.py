@@ -19,9 +19,9 @@ import re
 import subprocess
 from typing import Any
 
-__all__ = ["PUBLIC", "candidates", "kernel_busy_s", "loadavg", "netdev_rx_packets", "nominal_hz",
-           "pid_start_time", "pinned_threads", "read_threads", "run_queue_wait",
-           "sample_threads", "thread_placement"]
+__all__ = ["PUBLIC", "candidates", "cpu_steal_ticks", "kernel_busy_s", "loadavg",
+           "netdev_rx_packets", "nominal_hz", "pid_start_time", "pinned_threads", "read_threads",
+           "run_queue_wait", "sample_threads", "thread_placement"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PF_KTHREAD = 0x00200000
@@ -186,6 +186,22 @@ def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = 
     return t * seen - away / CLK_TCK
 
 
+def cpu_steal_ticks(cpus: list[int], stat: str | None = None) -> int:
+    """Steal time of these CPUs, cumulative, in clock ticks (/proc/stat's
+    eighth column): what the hypervisor reports it ran elsewhere while the
+    guest had work for that CPU. 0 on bare metal and where the hypervisor
+    does not report it."""
+    text = stat if stat is not None else (_read("/proc/stat", 1 << 20) or "")
+    want = {f"cpu{c}" for c in cpus}
+    total = 0
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] in want and len(f) > 8:
+            # user nice system idle iowait irq softirq steal ...
+            total += int(f[8])
+    return total
+
+
 def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
     """Frames received by these interfaces, in the network namespace of
     process ``pid`` (/proc/PID/net/dev)."""
@@ -308,6 +324,7 @@ def nominal_hz() -> tuple[float, str]:
 
 #: what the agent answers for (``Host.procfs``): name -> function
 PUBLIC = {f.__name__: f for f in (sample_threads, pinned_threads, thread_placement,
-                                  run_queue_wait, kernel_busy_s, netdev_rx_packets,
+                                  run_queue_wait, kernel_busy_s, cpu_steal_ticks,
+                                  netdev_rx_packets,
                                   candidates, read_threads, nominal_hz, pid_start_time,
                                   loadavg)}

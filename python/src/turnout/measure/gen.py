@@ -44,6 +44,7 @@ from typing import Any
 
 from .. import build
 from ..hosts.base import Host, LocalHost
+from ..hosts.procfs import CLK_TCK
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
 from .cpu import CpuSampler, nominal_hz, off_cpus, sched_wait
@@ -577,6 +578,9 @@ class GenMeasurer:
         rq_tids = [int(t) for t in host.procfs("pinned_threads", pids=sut_pids,
                                                cpus=list(self.avoid_cpus))]
         rq_before, rq_t0 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
+        steal_cpus = sorted(self.avoid_cpus)
+        steal_before = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
+                        if steal_cpus and load_total_pps > 0 else None)
         sampler = (self.cpu_sampler or CpuSampler)({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         # not in saturating trials (R+), where the tester needs all of its CPU
@@ -625,6 +629,8 @@ class GenMeasurer:
                     t.proc.wait()
         vnf_after = [h.snapshot() for h in self.helpers]
         rq_after, rq_t1 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
+        steal_after = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
+                       if steal_before is not None else None)
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,
@@ -661,6 +667,16 @@ class GenMeasurer:
             # "Latency at low rates"): the latency verdict flags a large mean
             counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
                 "threads": f"{len(rq_tids)} pinned to the SUT's CPUs" if rq_tids else "all"}
+        if steal_before is not None and steal_after is not None:
+            # time the hypervisor ran something else while the SUT's CPUs had
+            # work (steal time), over the whole trial with its warm-up and
+            # cool-down: a p99 of milliseconds next to milliseconds stolen is
+            # the host, not the switch (docs/bench.md, "Steal time of the
+            # SUT's CPUs, per trial")
+            counts.extra["sut_cpu_steal"] = {
+                "ms": round(max(0, steal_after - steal_before) * 1000 / CLK_TCK, 1),
+                "span_s": round(rq_t1 - rq_t0, 3), "cpus": steal_cpus,
+                "resolution_ms": round(1000 / CLK_TCK, 1)}
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"

@@ -602,6 +602,16 @@ def latency_verdict_table(data: CampaignData) -> Table:
     return t
 
 
+def steal_cell(extra: dict[str, Any]) -> str:
+    """The SUT's CPUs' steal time in the trial (``extra.sut_cpu_steal``,
+    measure/gen.py), "–" where not measured (older databases, R+ trials, a
+    SUT without CPUs of its own)."""
+    st = extra.get("sut_cpu_steal")
+    if not isinstance(st, dict) or "ms" not in st:
+        return "–"
+    return f"{float(st['ms']):.0f}"
+
+
 def isolation_of(extra: dict[str, Any]) -> str:
     """"on" when the trial ran with the SUT's CPUs isolated (system/isolate.py), else "off"."""
     return "on" if isinstance(extra.get("isolation"), dict) else "off"
@@ -616,13 +626,17 @@ def latency_trials_table(data: CampaignData) -> Table:
         title="Latency trials: p99 next to what else ran on the SUT's CPU",
         columns=["SUT", "scenario", "size B", "rate", "rep", "p99 µs", "max µs",
                  "SUT CPU isolated", "other threads ms (kernel threads)", "most (ms/runs)",
-                 "most in one 0.1 s (ms/runs)"],
+                 "most in one 0.1 s (ms/runs)", "host steal ms"],
         note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's "
               "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.1 s; a "
               "thread that may also run elsewhere counts for the intervals it was seen on a "
               "SUT CPU). A busy poller at SCHED_OTHER shares its CPU with them, and frames "
               "wait while they run: a p99 of milliseconds next to a thread's run of "
-              "milliseconds is that thread, not the switch. Isolated: the campaign moved "
+              "milliseconds is that thread, not the switch. Host steal: the SUT's CPUs' steal "
+              "time over the whole trial, warm-up and cool-down included (/proc/stat, in 10 ms "
+              "steps): time the hypervisor gave those virtual CPUs' physical CPU to something "
+              "else while they had work; a p99 of milliseconds next to milliseconds stolen is "
+              "the host. Isolated: the campaign moved "
               "the movable kernel work elsewhere (isolate_sut_cpus); what could not move "
               "(per-CPU ksoftirqd, kworker/N:*, managed IRQs) and other users' processes "
               "still run there."),
@@ -652,7 +666,7 @@ def latency_trials_table(data: CampaignData) -> Table:
                          f"{tr.offered_total_pps / 1e3:g} kpps", str(tr.repetition),
                          f"{tr.latency_p99_ns / 1e3:.0f}",
                          f"{tr.latency_max_ns / 1e3:.0f}" if tr.latency_max_ns else "–",
-                         isolation_of(tr.extra), total, most, one]))
+                         isolation_of(tr.extra), total, most, one, steal_cell(tr.extra)]))
     for *_, r in sorted(rows, key=lambda x: x[:5]):
         t.rows.append(r)
         t.flags.append("")
