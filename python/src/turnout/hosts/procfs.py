@@ -19,7 +19,7 @@ import re
 import subprocess
 from typing import Any
 
-__all__ = ["PUBLIC", "candidates", "cpu_steal_ticks", "kernel_busy_s", "loadavg",
+__all__ = ["PUBLIC", "candidates", "cpu_columns", "cpu_steal_ticks", "kernel_busy_s", "loadavg",
            "netdev_rx_packets", "nominal_hz", "pid_start_time", "pinned_threads", "read_threads",
            "run_queue_wait", "sample_threads", "thread_placement"]
 
@@ -163,6 +163,24 @@ def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int,
     return wait, slices
 
 
+def cpu_columns(cpus: list[int], stat: str | None = None) -> tuple[int, list[int]]:
+    """How many of these CPUs /proc/stat lists, and the sums of their ten
+    time columns in clock ticks: user, nice, system, idle, iowait, irq,
+    softirq, steal, guest, guest_nice (columns a kernel does not print
+    count 0)."""
+    text = stat if stat is not None else (_read("/proc/stat", 1 << 20) or "")
+    want = {f"cpu{c}" for c in cpus}
+    seen = 0
+    sums = [0] * 10
+    for line in text.splitlines():
+        f = line.split()
+        if f and f[0] in want:
+            seen += 1
+            for i, x in enumerate(f[1:11]):
+                sums[i] += int(x)
+    return seen, sums
+
+
 def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = None) -> float:
     """Seconds these CPUs were busy outside any process, cumulative: the
     monotonic clock (this host's) times the number of CPUs, minus their
@@ -170,19 +188,10 @@ def kernel_busy_s(cpus: list[int], stat: str | None = None, now: float | None = 
     measure/kernel.py for why it is read this way."""
     import time
 
-    text = stat if stat is not None else (_read("/proc/stat", 1 << 20) or "")
     t = time.monotonic() if now is None else now
-    want = {f"cpu{c}" for c in cpus}
-    away = 0
-    seen = 0
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] in want:
-            seen += 1
-            # user nice system idle iowait irq softirq steal guest guest_nice
-            v = [int(x) for x in f[1:]] + [0] * 10
-            # guest time is already inside user (and guest_nice inside nice)
-            away += v[0] + v[1] + v[2] + v[3] + v[4] + v[7]
+    seen, v = cpu_columns(cpus, stat)
+    # guest time is already inside user (and guest_nice inside nice)
+    away = v[0] + v[1] + v[2] + v[3] + v[4] + v[7]
     return t * seen - away / CLK_TCK
 
 
@@ -191,15 +200,7 @@ def cpu_steal_ticks(cpus: list[int], stat: str | None = None) -> int:
     eighth column): what the hypervisor reports it ran elsewhere while the
     guest had work for that CPU. 0 on bare metal and where the hypervisor
     does not report it."""
-    text = stat if stat is not None else (_read("/proc/stat", 1 << 20) or "")
-    want = {f"cpu{c}" for c in cpus}
-    total = 0
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] in want and len(f) > 8:
-            # user nice system idle iowait irq softirq steal ...
-            total += int(f[8])
-    return total
+    return cpu_columns(cpus, stat)[1][7]
 
 
 def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:

@@ -41,7 +41,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+
+from ..hosts import procfs
 
 __all__ = ["Cost", "CostSample", "CostSampler", "cost_in_window", "counter_delta"]
 
@@ -171,15 +172,8 @@ def kernel_ticks(cpus: list[int], stat: str | None = None) -> int:
     """Interrupt and softirq time (irq + softirq) of these CPUs in clock ticks
     (/proc/stat): where a kernel switch forwards (the receive softirq). The
     system time of processes that happen to run there is left out."""
-    text = stat if stat is not None else Path("/proc/stat").read_text()
-    total = 0
-    want = {f"cpu{c}" for c in cpus}
-    for line in text.splitlines():
-        f = line.split()
-        if f and f[0] in want:
-            # user nice system idle iowait irq softirq steal ...
-            total += int(f[6]) + int(f[7])
-    return total
+    v = procfs.cpu_columns(cpus, stat)[1]
+    return v[5] + v[6]
 
 
 def netdev_rx_packets(pid: int, ifaces: list[str], dev: str | None = None) -> int:
