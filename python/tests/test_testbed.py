@@ -114,3 +114,59 @@ def test_sigterm_tears_down():
     child.wait(timeout=10)
     assert ns not in _netns()
     assert not list(state_dir().glob("*.json"))
+
+
+def _nr_hugepages() -> int:
+    return int(Path("/proc/sys/vm/nr_hugepages").read_text())
+
+
+@needs_root
+@pytest.mark.serial  # reads the machine's hugepage pool, which other tests change
+def test_a_campaigns_hugepages_stay_in_the_pool_between_runs_and_go_back_at_its_end():
+    from turnout.testbed.state import holding_hugepages
+
+    before = _nr_hugepages()
+    with holding_hugepages() as hold:
+        with Testbed() as tb:
+            mnt = tb.reserve_hugepages(8)
+            assert os.path.ismount(mnt) and _nr_hugepages() == before + 8
+            (mnt / "page").write_bytes(b"")  # a file on it: the mount is used
+        # the run is over: its pages went back to the hold, not to the kernel
+        assert _nr_hugepages() == before + 8 and (hold.pages, hold.lent) == (8, 0)
+        with Testbed() as tb:
+            tb.reserve_hugepages(8)
+            assert _nr_hugepages() == before + 8  # borrowed, not grown
+            with Testbed() as tb2:
+                tb2.reserve_hugepages(4)  # more than the hold has free
+                assert _nr_hugepages() == before + 12 and hold.lent == 12
+        assert (state_dir() / f"hold{os.getpid()}.json").exists()
+    assert _nr_hugepages() == before
+    assert not list(state_dir().glob("hold*.json"))
+
+
+@needs_root
+@pytest.mark.serial  # reads the machine's hugepage pool, which other tests change
+def test_the_hugepages_a_killed_campaign_held_are_given_back():
+    script = textwrap.dedent("""
+        import time
+        from turnout.testbed import Testbed
+        from turnout.testbed.state import holding_hugepages
+        with holding_hugepages():
+            with Testbed() as tb:
+                tb.reserve_hugepages(6)
+            print("held", flush=True)
+            time.sleep(60)
+    """)
+    before = _nr_hugepages()
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env=os.environ.copy())
+    try:
+        assert child.stdout.readline().strip() == "held"
+        assert _nr_hugepages() == before + 6
+    finally:
+        child.send_signal(signal.SIGKILL)  # a crash: no teardown
+        child.wait()
+    assert _nr_hugepages() == before + 6  # really left behind
+    removed = cleanup_stale()
+    assert "hugepages /proc/sys/vm/nr_hugepages -6" in removed
+    assert _nr_hugepages() == before

@@ -89,6 +89,13 @@ def _run(args: argparse.Namespace) -> int:
                       f"{remote.rs.sut_host} (its next bench agent tries again)",
                       file=sys.stderr)
             return rc
+        # testpmd's and OVS-DPDK's hugepages stay in the pool between their
+        # runs (testbed/state.py HugepageHold: given back to the kernel
+        # after each run, they were reported to the hypervisor and cost
+        # the next SUT's trial steal time)
+        from ..testbed.state import holding_hugepages
+
+        stack.enter_context(holding_hugepages())
         if spec.isolate_sut_cpus:
             try:
                 iso = stack.enter_context(_isolation(campaign_layout(spec).sut))

@@ -2,8 +2,8 @@
 ovs-vswitchd (everything in the run's work dir; docs/peers.md).
 
 ``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
-(``ovs-vswitchd-dpdk``) with hugepages reserved for the run and given
-back; kernel interfaces are DPDK ``net_af_packet`` ports, virtual ports
+(``ovs-vswitchd-dpdk``) on hugepages (the testbed's: a campaign's pool,
+testbed/state.py ``HugepageHold``); kernel interfaces are DPDK ``net_af_packet`` ports, virtual ports
 (campaign ``virtual_port = "vhost-user"``) ``dpdkvhostuser`` ports (OVS
 serves the socket, turnout-gen connects as a VM would) at
 ``mtu_request`` = option ``vhost_mtu`` (default 9000, so 1518 B frames
@@ -396,7 +396,7 @@ class OvsDpdk(Ovs):
                       "datapath, is)")
     vswitchd = DPDK_BINARY
     max_ports = 16
-    hugepages = 512  # 1 GiB of 2 MiB pages, given back after the run
+    hugepages = 512  # 1 GiB of 2 MiB pages, back to the pool after the run
     # DPDK's initialisation delays the first add-br: at load 11-13 on 2 cores
     # it took over 20 s in 2 of 10 set-ups (campaigns/flows.toml)
     vsctl_timeout_s = 90

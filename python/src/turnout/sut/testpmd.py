@@ -3,8 +3,8 @@
 ``net_memif`` (server) for memif ports, ``net_af_packet`` (or
 ``net_af_xdp``) for veths — ordered so that ``--port-topology=paired``
 forwards exactly the cross-connects. Its
-memory is on 2 MiB hugepages reserved for the run and given back (DPDK's
-documented configuration); when the kernel cannot give them it runs with
+memory is on 2 MiB hugepages (DPDK's documented configuration; the
+testbed's, from a campaign's pool: testbed/state.py ``HugepageHold``); when the kernel cannot give them it runs with
 ``--no-huge`` and its config says so.
 
 Options: ``TestpmdOptions``.
@@ -67,8 +67,8 @@ class TestpmdOptions(SutOptions):
     forward_mode: str = opt("io", Choice("io", "mac"), "testpmd's --forward-mode")
     kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS,
                                 "the PMD on veths: net_af_xdp or net_af_packet")
-    hugepages: int = opt(512, Int(0, 65536), "2 MiB pages reserved for the run and given "
-                         "back; 0: --no-huge")
+    hugepages: int = opt(512, Int(0, 65536), "2 MiB pages for the run (a campaign lends "
+                         "them from its pool); 0: --no-huge")
 
 
 class Testpmd(SutAdapter):

@@ -24,9 +24,12 @@ from typing import Any
 
 __all__ = [
     "HUGEPAGE_LOCK",
+    "HugepageHold",
     "RunState",
     "cleanup_stale",
     "give_back_hugepages",
+    "holding_hugepages",
+    "hugepage_hold",
     "pid_start_time",
     "remove_objects",
     "reserve_hugepages",
@@ -117,6 +120,94 @@ def give_back_hugepages(pages: int) -> None:
     leaving whatever other tests reserved meanwhile."""
     with _hugepage_lock():
         Path(NR_HUGEPAGES).write_text(str(max(0, _nr() - pages)))
+
+
+def _free_hugepages() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("HugePages_Free:"):
+            return int(line.split()[1])
+    return 0
+
+
+class HugepageHold:
+    """Hugepages a campaign keeps in the pool from the first run that asks
+    for them to its end, lent to each run's testbed in turn.
+
+    Growing the pool before every run and shrinking it after hands the
+    memory back to the kernel's free lists each time; on a VM with free
+    page reporting (virtio-balloon) the guest then reports it to the
+    hypervisor, which discards it two seconds later, in the next trial,
+    on the same physical CPUs: this VM's two vCPUs lost 30-40 ms of each
+    2 s window to steal in the trial after every testpmd run that gave
+    back its 1 GiB (docs/bench.md, "Hugepages"). Held, the pages go back
+    to the pool, not to the kernel, between runs.
+
+    What it added to the pool is in a state file of its own (owner: this
+    process), so a crashed campaign's pages are given back by the next
+    testbed or ``turnout bench cleanup`` as a testbed's are."""
+
+    def __init__(self) -> None:
+        #: its state file, from the first time it grows the pool
+        self.state: RunState | None = None
+        #: pages added to the pool, and of those, lent to open testbeds
+        self.pages = 0
+        self.lent = 0
+
+    def borrow(self, pages: int) -> bool:
+        """Lend ``pages`` to a testbed, growing the pool by what the hold
+        lacks (unlent pages that are not free yet, still held by a run
+        that is ending, do not count). False (nothing lent, nothing kept)
+        when the kernel would not give the rest."""
+        have = min(self.pages - self.lent, _free_hugepages())
+        if have < pages:
+            extra = pages - have
+            if self.state is None:
+                self.state = RunState(prefix=f"hold{os.getpid()}")
+            record = [NR_HUGEPAGES, _nr(), extra]
+            self.state.add("hugepages", record)  # first: a crash gives it back
+            if reserve_hugepages(extra) < extra:
+                self.state.discard("hugepages", record)
+                return False
+            self.pages += extra
+        self.lent += pages
+        return True
+
+    def give_back(self, pages: int) -> None:
+        """A testbed is done with ``pages`` it borrowed: back to the hold."""
+        self.lent = max(0, self.lent - pages)
+
+    def close(self) -> None:
+        """Give every page the hold added back to the kernel."""
+        if self.state is not None:
+            remove_objects(self.state)
+            self.state.delete()
+            self.state = None
+        self.pages = self.lent = 0
+
+
+_hold: HugepageHold | None = None
+
+
+def hugepage_hold() -> HugepageHold | None:
+    """The hold of the campaign running in this process, if any."""
+    return _hold
+
+
+@contextlib.contextmanager
+def holding_hugepages() -> Iterator[HugepageHold]:
+    """For the block's duration, testbeds of this process borrow their
+    hugepages from one hold (:class:`HugepageHold`), given back at the end."""
+    global _hold
+    if _hold is not None:  # nested: the outer hold serves
+        yield _hold
+        return
+    hold = HugepageHold()
+    _hold = hold
+    try:
+        yield hold
+    finally:
+        _hold = None
+        hold.close()
 
 
 @dataclass

@@ -23,8 +23,10 @@ from typing import IO, Any
 
 from ..hosts.base import LocalHost
 from .state import (
+    HugepageHold,
     RunState,
     cleanup_stale,
+    hugepage_hold,
     pid_start_time,
     remove_objects,
     reserve_hugepages,
@@ -79,6 +81,8 @@ class Testbed:
         self.state.save()
         self._names = itertools.count()
         self._procs: list[subprocess.Popen[bytes]] = []
+        #: hugepages borrowed from a campaign's hold (reserve_hugepages)
+        self._borrowed: tuple[HugepageHold | None, int] = (None, 0)
         self._old_term: object = None
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-"))
         self.state.add("dirs", str(self.workdir))
@@ -116,6 +120,10 @@ class Testbed:
                     p.wait(timeout=1)
             remove_objects(self.state)
             self.state.delete()
+            hold, borrowed = self._borrowed
+            if hold is not None and borrowed:  # its mount is gone: the pages are free
+                hold.give_back(borrowed)
+                self._borrowed = (None, 0)
         finally:
             if old_int is not None:
                 with contextlib.suppress(ValueError):
@@ -242,16 +250,22 @@ class Testbed:
         p.write_text(value)
 
     def reserve_hugepages(self, pages: int) -> Path:
-        """Reserve 2 MiB hugepages (given back at close) and mount a hugetlbfs."""
-        nr = "/proc/sys/vm/nr_hugepages"
-        # Recorded first (a crash in between gives back what it may have
-        # added); the reservation holds the lock other tests' do.
-        record = [nr, int(Path(nr).read_text()), pages]
-        self.state.add("hugepages", record)
-        got = reserve_hugepages(pages)
-        if got < pages:  # nothing kept
-            self.state.discard("hugepages", record)
-            raise TestbedError(f"asked for {pages} hugepages, the kernel gave {got}")
+        """Reserve 2 MiB hugepages (given back at close: to the kernel, or to the
+        campaign's hold they were borrowed from) and mount a hugetlbfs."""
+        hold = hugepage_hold()
+        if hold is not None and hold.borrow(pages):
+            # a campaign's pages, back to its hold at close (HugepageHold)
+            self._borrowed = (hold, self._borrowed[1] + pages)
+        else:
+            nr = "/proc/sys/vm/nr_hugepages"
+            # Recorded first (a crash in between gives back what it may have
+            # added); the reservation holds the lock other tests' do.
+            record = [nr, int(Path(nr).read_text()), pages]
+            self.state.add("hugepages", record)
+            got = reserve_hugepages(pages)
+            if got < pages:  # nothing kept
+                self.state.discard("hugepages", record)
+                raise TestbedError(f"asked for {pages} hugepages, the kernel gave {got}")
         mnt = self.directory("huge")
         self.state.add("mounts", str(mnt))
         self.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)])
