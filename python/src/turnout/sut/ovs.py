@@ -3,14 +3,15 @@ ovs-vswitchd (everything in the run's work dir; docs/peers.md).
 
 ``Ovs``: ``afxdp`` ports on the veths. ``OvsDpdk``: the DPDK build
 (``ovs-vswitchd-dpdk``) on hugepages (the testbed's: a campaign's pool,
-testbed/state.py ``HugepageHold``); kernel interfaces are DPDK ``net_af_packet`` ports, virtual ports
-(campaign ``virtual_port = "vhost-user"``) ``dpdkvhostuser`` ports (OVS
-serves the socket, turnout-gen connects as a VM would) at
-``mtu_request`` = option ``vhost_mtu`` (default 9000, so 1518 B frames
-and jumbo frames pass). OpenFlow rules ``in_port=a → output:b`` implement
-the cross-connects both ways; at a point of the ``openflow`` scenario the
-bridge (OpenFlow 1.0 and 1.3) gets the scenario's rule set instead, with
-``ovs-ofctl -O OpenFlow13 add-flows`` (turnout.ofrules), as turnoutd does.
+testbed/state.py ``HugepageHold``); kernel interfaces are DPDK
+``net_af_packet`` ports, virtual ports (campaign ``virtual_port =
+"vhost-user"``) ``dpdkvhostuser`` ports (OVS serves the socket,
+turnout-gen connects as a VM would) at ``mtu_request`` = option
+``vhost_mtu`` (default 9000, so 1518 B frames and jumbo frames pass).
+OpenFlow rules ``in_port=a → output:b`` implement the cross-connects
+both ways; at a point of the ``openflow`` scenario the bridge (OpenFlow
+1.0 and 1.3) gets the scenario's rule set instead, with ``ovs-ofctl -O
+OpenFlow13 add-flows`` (turnout.ofrules), as turnoutd does.
 """
 
 from __future__ import annotations

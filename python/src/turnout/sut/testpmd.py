@@ -2,10 +2,10 @@
 "Virtualized networking framework", docs/references.md). Ports are vdevs —
 ``net_memif`` (server) for memif ports, ``net_af_packet`` (or
 ``net_af_xdp``) for veths — ordered so that ``--port-topology=paired``
-forwards exactly the cross-connects. Its
-memory is on 2 MiB hugepages (DPDK's documented configuration; the
-testbed's, from a campaign's pool: testbed/state.py ``HugepageHold``); when the kernel cannot give them it runs with
-``--no-huge`` and its config says so.
+forwards exactly the cross-connects. Its memory is on 2 MiB hugepages
+(DPDK's documented configuration; the testbed's, from a campaign's pool:
+testbed/state.py ``HugepageHold``); when the kernel cannot give them it
+runs with ``--no-huge`` and its config says so.
 
 Options: ``TestpmdOptions``.
 """
