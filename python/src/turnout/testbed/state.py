@@ -33,6 +33,7 @@ __all__ = [
     "pid_start_time",
     "remove_objects",
     "reserve_hugepages",
+    "reserve_recorded",
     "state_dir",
     "stop_pid",
 ]
@@ -122,6 +123,19 @@ def give_back_hugepages(pages: int) -> None:
         Path(NR_HUGEPAGES).write_text(str(max(0, _nr() - pages)))
 
 
+def reserve_recorded(state: RunState, pages: int) -> int:
+    """Reserve ``pages`` hugepages (reserve_hugepages) recorded in
+    ``state`` first, so that a crash in between gives back what it may
+    have added; when the kernel gives fewer, nothing is kept and the
+    record goes. Returns what the kernel gave."""
+    record = [NR_HUGEPAGES, _nr(), pages]
+    state.add("hugepages", record)
+    got = reserve_hugepages(pages)
+    if got < pages:
+        state.discard("hugepages", record)
+    return got
+
+
 def _free_hugepages() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("HugePages_Free:"):
@@ -163,10 +177,7 @@ class HugepageHold:
             extra = pages - have
             if self.state is None:
                 self.state = RunState(prefix=f"hold{os.getpid()}")
-            record = [NR_HUGEPAGES, _nr(), extra]
-            self.state.add("hugepages", record)  # first: a crash gives it back
-            if reserve_hugepages(extra) < extra:
-                self.state.discard("hugepages", record)
+            if reserve_recorded(self.state, extra) < extra:
                 return False
             self.pages += extra
         self.lent += pages

@@ -29,7 +29,7 @@ from .state import (
     hugepage_hold,
     pid_start_time,
     remove_objects,
-    reserve_hugepages,
+    reserve_recorded,
     stop_pid,
 )
 
@@ -257,14 +257,8 @@ class Testbed:
             # a campaign's pages, back to its hold at close (HugepageHold)
             self._borrowed = (hold, self._borrowed[1] + pages)
         else:
-            nr = "/proc/sys/vm/nr_hugepages"
-            # Recorded first (a crash in between gives back what it may have
-            # added); the reservation holds the lock other tests' do.
-            record = [nr, int(Path(nr).read_text()), pages]
-            self.state.add("hugepages", record)
-            got = reserve_hugepages(pages)
+            got = reserve_recorded(self.state, pages)
             if got < pages:  # nothing kept
-                self.state.discard("hugepages", record)
                 raise TestbedError(f"asked for {pages} hugepages, the kernel gave {got}")
         mnt = self.directory("huge")
         self.state.add("mounts", str(mnt))
