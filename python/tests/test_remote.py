@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,7 +20,14 @@ import pytest
 
 from turnout.campaign.spec import CampaignError, parse
 from turnout.hosts import agent
-from turnout.hosts.remote import CROSS_HOST, SAME_HOST, RemoteBed, latency_mode
+from turnout.hosts.remote import (
+    CROSS_HOST,
+    HOLD_SCOPE,
+    SAME_HOST,
+    RemoteBed,
+    RemoteHugepageHold,
+    latency_mode,
+)
 from turnout.measure.gen import Stream
 from turnout.scenarios import Point, Unsupported, build
 from turnout.sut import make_sut
@@ -100,6 +108,8 @@ class _FakeSetup:
         self.builds: list[object] = []
         nic = {"exists": True, "mac": "02:00:00:00:00:01", "mtu": 1500}
         self.facts = {n: {"nics": {"ens1f0": nic, "ens1f1": nic}} for n in self.rs.hosts}
+        self.hugepages = RemoteHugepageHold(self.hosts[self.rs.sut_host])  # type: ignore[arg-type]
+        self.logs_dir = None
 
 
 class _FakeHost:
@@ -112,6 +122,22 @@ class _FakeHost:
         #: ("run", command) and ("undo", action), in the order asked
         self.log: list[tuple[str, object]] = []
         self.macs = 0
+        self._agent: object | None = None  # no agent: a closing bed skips its calls
+        #: the host's hugepage pool: pages in it, and of those, mapped by a run
+        self.nr_hugepages = 0
+        self.hugepages_in_use = 0
+        #: (scope, action) journalled, and the scopes undone, in order
+        self.journal: list[tuple[str, dict[str, object]]] = []
+        self.undone: list[str] = []
+
+    def undo(self, scope: str) -> list[str]:
+        """The pool shrinks by what the scope's journalled give-backs say."""
+        self.undone.append(scope)
+        for sc, a in self.journal:
+            m = re.search(r"p - (\d+)", " ".join(a.get("run", [])))  # type: ignore[arg-type]
+            if sc == scope and m:
+                self.nr_hugepages -= int(m.group(1))
+        return []
 
     def mkdirs(self, path: str) -> None:
         self.made.append(path)
@@ -121,6 +147,7 @@ class _FakeHost:
 
     def undo_later(self, scope: str, action: dict[str, object]) -> None:
         self.log.append(("undo", action))
+        self.journal.append((scope, action))
 
     def run(self, cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         self.log.append(("run", list(cmd)))
@@ -130,6 +157,11 @@ class _FakeHost:
         if cmd[0] == "sh" and "/address" in cmd[-1]:  # a veth pair made: its two MACs
             self.macs += 2
             out = f"02:00:00:00:01:{self.macs - 1:02x}\n02:00:00:00:01:{self.macs:02x}\n"
+        if cmd[0] == "grep" and cmd[1] == "HugePages_Free:":
+            out = f"HugePages_Free: {self.nr_hugepages - self.hugepages_in_use}\n"
+        if cmd[0] == "flock" and (m := re.search(r"echo \$\(\(p \+ (\d+)\)\)", cmd[-1])):
+            self.nr_hugepages += int(m.group(1))  # the kernel gives all it is asked
+            out = f"{m.group(1)}\n"
         return subprocess.CompletedProcess(cmd, 0, out, "")
 
     def runs(self) -> list[str]:
@@ -392,6 +424,45 @@ def test_kernel_switch_v2v_gets_veth_pairs_on_the_sut_host() -> None:
                for p in built.topology.ports)
     # RPS of the switch's ends steered to its CPUs, the old masks journalled
     assert any("rps_cpus" in r for r in setup.hosts["s"].runs())
+
+
+def test_sessions_borrow_the_campaigns_hugepages_on_the_sut_host() -> None:
+    """testpmd's hugepages on a remote SUT host stay in its pool between
+    sessions (RemoteHugepageHold): the first session grows the pool, the
+    next borrows the same pages, one that needs more grows it by the
+    shortfall only, and pages a closing run still maps are not lent. Each
+    growth's give-back is journalled under the hold's scope before the
+    campaign's end undoes it."""
+    bed, setup = _bed()
+    host = setup.hosts["s"]
+
+    def grows() -> list[str]:
+        return [r for r in host.runs() if r.startswith("flock") and "p + " in r]
+
+    bed.reserve_hugepages(64)
+    host.hugepages_in_use = 64  # testpmd maps them
+    assert host.nr_hugepages == 64 and len(grows()) == 1
+    assert [sc for sc, a in host.journal if "nr_hugepages" in str(a)] == [HOLD_SCOPE]
+    bed.close()
+    # the pages stay, but testpmd has not let go of them yet: not lendable
+    bed2 = RemoteBed(setup, 2)  # type: ignore[arg-type]
+    bed2.reserve_hugepages(32)
+    assert host.nr_hugepages == 96 and len(grows()) == 2
+    host.hugepages_in_use = 32
+    bed2.close()
+    host.hugepages_in_use = 0
+    bed3 = RemoteBed(setup, 3)  # type: ignore[arg-type]
+    bed3.reserve_hugepages(96)  # all held, all free: no growth
+    assert host.nr_hugepages == 96 and len(grows()) == 2
+    bed3.close()
+    bed4 = RemoteBed(setup, 4)  # type: ignore[arg-type]
+    bed4.reserve_hugepages(128)  # the shortfall only
+    assert host.nr_hugepages == 128 and len(grows()) == 3
+    bed4.close()
+    assert host.undone.count(HOLD_SCOPE) == 0  # sessions never give the hold's pages back
+    host._agent = object()  # connected: the campaign's end asks its agent
+    setup.hugepages.close()
+    assert host.undone == [HOLD_SCOPE] and host.nr_hugepages == 0
 
 
 def test_bare_wire_joins_two_wires_on_the_sut_host() -> None:

@@ -251,6 +251,7 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
                      {"tester": TESTER, "sut": SUT}, WIRES)
     db = tmp_path / "remote.db"
     before = {h: host_state(lab, h) for h in ("tester", "sut")}
+    nr_hugepages = Path("/proc/sys/vm/nr_hugepages").read_text()  # serial: nobody else's
     t0 = time.monotonic()
     r = run(lab, c, db)
     print(f"campaign wall time {time.monotonic() - t0:.0f} s")
@@ -358,6 +359,8 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
     # the hosts as they were: no veth, bridge, redirect, promiscuous NIC,
     # XDP program, hugepage or hugetlbfs mount of the run left
     assert {h: host_state(lab, h) for h in ("tester", "sut")} == before
+    # what the campaign's hold on the SUT host added, given back at its end
+    assert Path("/proc/sys/vm/nr_hugepages").read_text() == nr_hugepages
 
 
 # serial: isolate_sut_cpus moves kernel threads, IRQs and the workqueue

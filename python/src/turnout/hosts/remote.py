@@ -35,7 +35,7 @@ from ..measure.cost import cpu_list
 from ..measure.counts import TrialCounts
 from ..measure.cpu import CpuSample, CpuSampler
 from ..scenarios import Point, Unsupported
-from ..testbed.state import HUGEPAGE_LOCK
+from ..testbed.state import HUGEPAGE_LOCK, HugepageHold
 from ..testbed.testbed import Veth
 from .base import HostError, HostLost, HostProc
 from .config import HostSpec, RemoteSpec
@@ -113,6 +113,54 @@ class Build:
         return given or posixpath.join(spec.install_dir, self.sha256[:16], self.name)
 
 
+#: the SUT host agent's undo scope of the campaign's hugepage hold
+HOLD_SCOPE = "hugepage-hold"
+NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
+
+
+class RemoteHugepageHold(HugepageHold):
+    """The campaign's hugepages on the SUT's host (HugepageHold there):
+    lent to each session's testbed in turn, so testpmd's and OVS-DPDK's
+    gigabyte is not handed back to that host's kernel, and to its
+    hypervisor if it is a VM with free page reporting, between runs. Each
+    growth is in the agent's undo journal under its own scope, given back
+    at the campaign's end (``close``) or, if the controller is gone, by
+    the agent."""
+
+    def __init__(self, host: SshHost) -> None:
+        super().__init__()
+        self.host = host
+
+    def _free(self) -> int:
+        r = self.host.run(["grep", "HugePages_Free:", "/proc/meminfo"], check=False)
+        parts = r.stdout.split()
+        return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+    def _grow(self, extra: int) -> bool:
+        # Added and given back under the lock of every reservation
+        # (testbed/state.py: HUGEPAGE_LOCK), and only what was added: other
+        # runs may reserve on the same host meanwhile. A short reservation
+        # gives back what it got, compacts memory and tries again.
+        nr = NR_HUGEPAGES
+        lock = ["flock", HUGEPAGE_LOCK, "sh", "-c"]
+        add = (f"p=$(cat {nr}); echo $((p + {extra})) > {nr}; g=$(($(cat {nr}) - p)); "
+               f"[ $g -ge {extra} ] || echo $(($(cat {nr}) - g)) > {nr}; echo $g")
+        deadline = time.monotonic() + 30
+        while int(self.host.run([*lock, add]).stdout.strip() or 0) < extra:
+            if time.monotonic() >= deadline:
+                return False
+            self.host.run(["sh", "-c", "echo 1 > /proc/sys/vm/compact_memory"], check=False)
+            time.sleep(0.2)
+        self.host.undo_later(HOLD_SCOPE, {"run": [
+            *lock, f"p=$(cat {nr}); echo $((p > {extra} ? p - {extra} : 0)) > {nr}"]})
+        return True
+
+    def close(self) -> None:
+        if self.pages and not self.host.lost and self.host._agent is not None:
+            self.host.undo(HOLD_SCOPE)
+        self.pages = self.lent = 0
+
+
 class RemoteSetup:
     """The hosts of a remote campaign, from pre-flight to the last bye."""
 
@@ -134,6 +182,8 @@ class RemoteSetup:
         self.sut_needs: dict[str, list[tuple[str, str]]] = {}
         #: where the SUT host's agent keeps the isolation's restore file ("": none)
         self.isolated = ""
+        #: the campaign's hugepages on the SUT's host, lent to each session
+        self.hugepages = RemoteHugepageHold(self.hosts[self.rs.sut_host])
         self._gen = gen
         self._turnoutd = turnoutd
         self._runs = 0
@@ -318,7 +368,11 @@ class RemoteSetup:
         return problems
 
     def close(self) -> None:
-        """Bye to every agent (each stops what of the run is left) and disconnect."""
+        """Give back the hugepages held, bye to every agent (each stops
+        what of the run is left and undoes what is left in its journal)
+        and disconnect."""
+        with contextlib.suppress(HostError):
+            self.hugepages.close()
         for h in self.hosts.values():
             with contextlib.suppress(Exception):
                 h.close()
@@ -515,6 +569,8 @@ class RemoteBed:
         self.ran: dict[str, list[str]] = {}
         self.notes: list[str] = []
         self._dirs: set[str] = set()
+        #: hugepages borrowed from the campaign's hold (reserve_hugepages)
+        self._borrowed = 0
         #: the hosts whose undo journal holds changes of this session
         self._touched: set[str] = set()
 
@@ -654,25 +710,13 @@ class RemoteBed:
         return mask
 
     def reserve_hugepages(self, pages: int) -> PurePosixPath:
-        """2 MiB hugepages on the SUT's host and a hugetlbfs mount of them
-        (Testbed.reserve_hugepages); both undone at close."""
-        nr = "/proc/sys/vm/nr_hugepages"
-        # Added and given back under the lock of every reservation
-        # (testbed/state.py: HUGEPAGE_LOCK), and only what was added: other
-        # runs may reserve on the same host meanwhile. A short reservation
-        # gives back what it got, compacts memory and tries again.
-        lock = ["flock", HUGEPAGE_LOCK, "sh", "-c"]
-        add = (f"p=$(cat {nr}); echo $((p + {pages})) > {nr}; g=$(($(cat {nr}) - p)); "
-               f"[ $g -ge {pages} ] || echo $(($(cat {nr}) - g)) > {nr}; echo $g")
-        deadline = time.monotonic() + 30
-        while (got := int(self.host.run([*lock, add]).stdout.strip() or 0)) < pages:
-            if time.monotonic() >= deadline:
-                raise HostError(f"{self.host.describe()}: asked for {pages} hugepages, the "
-                                f"kernel gave {got}")
-            self.host.run(["sh", "-c", "echo 1 > /proc/sys/vm/compact_memory"], check=False)
-            time.sleep(0.2)
-        self.undo_later(self.rs.sut_host, {"run": [
-            *lock, f"p=$(cat {nr}); echo $((p > {pages} ? p - {pages} : 0)) > {nr}"]})
+        """2 MiB hugepages on the SUT's host, borrowed from the campaign's
+        hold there (RemoteHugepageHold, back to it at close), and a
+        hugetlbfs mount of them (undone at close)."""
+        if not self.setup.hugepages.borrow(pages):
+            raise HostError(f"{self.host.describe()}: asked for {pages} hugepages, the kernel "
+                            "would not give them in 30 s")
+        self._borrowed += pages
         mnt = self.directory("huge")
         self.undo_later(self.rs.sut_host, {"run": ["umount", "-l", str(mnt)], "may_fail": True})
         self.host.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)])
@@ -776,6 +820,8 @@ class RemoteBed:
             with contextlib.suppress(HostError):
                 for why in h.undo(self.workdir.name):
                     self.notes.append(f"{name}: undo: {why}")
+        self.setup.hugepages.give_back(self._borrowed)  # unmounted: free again
+        self._borrowed = 0
         with contextlib.suppress(HostError):
             if not self.host.lost:
                 self.fetch_logs()

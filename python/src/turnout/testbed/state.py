@@ -172,16 +172,25 @@ class HugepageHold:
         lacks (unlent pages that are not free yet, still held by a run
         that is ending, do not count). False (nothing lent, nothing kept)
         when the kernel would not give the rest."""
-        have = min(self.pages - self.lent, _free_hugepages())
+        have = min(self.pages - self.lent, self._free())
         if have < pages:
             extra = pages - have
-            if self.state is None:
-                self.state = RunState(prefix=f"hold{os.getpid()}")
-            if reserve_recorded(self.state, extra) < extra:
+            if not self._grow(extra):
                 return False
             self.pages += extra
         self.lent += pages
         return True
+
+    def _free(self) -> int:
+        """The pool's free hugepages."""
+        return _free_hugepages()
+
+    def _grow(self, extra: int) -> bool:
+        """Add ``extra`` pages to the pool, recorded to be given back
+        (close); False, nothing added, when the kernel would not give them."""
+        if self.state is None:
+            self.state = RunState(prefix=f"hold{os.getpid()}")
+        return reserve_recorded(self.state, extra) >= extra
 
     def give_back(self, pages: int) -> None:
         """A testbed is done with ``pages`` it borrowed: back to the hold."""
