@@ -221,7 +221,9 @@ def rx_packets(lab: Lab, netns: str, ifname: str = "eth0") -> int:
 
 def ping(lab: Lab, netns: str, ip: str, count: int = 3) -> tuple[int, int]:
     # -w: ping goes on until ``count`` replies or the deadline, so a reply a
-    # busy machine delayed still counts (a lost ping is sent again).
+    # busy machine delayed still counts (a lost ping is sent again). Every
+    # ping answered: ``count`` replies or, when a late one came in with the
+    # last, one more.
     p = lab.in_pod(netns, "ping", "-c", str(count), "-i", "0.2", "-w",
                    str(int(count * 0.2) + 10), ip, timeout=60)
     sent = recv = 0
@@ -362,7 +364,7 @@ def test_cnitool_pods_ping_and_iperf3_through_turnoutd(lab: Lab, port_type: str)
     assert len(ports) == 2 and {p["kind"] for p in ports.values()} == {port_type}
 
     sent, recv = ping(lab, a, pod_ip(rb), count=5)
-    assert sent >= 5 and recv == 5, (sent, recv)
+    assert sent >= 5 and recv >= 5, (sent, recv)
     server = subprocess.Popen(
         ["ip", "netns", "exec", Path(b).name, "iperf3", "-s", "-1", "-B", pod_ip(rb)],
         stdout=subprocess.DEVNULL,
@@ -453,7 +455,7 @@ def test_testpmd_memif_pod_exchanges_traffic_with_a_kernel_pod(lab: Lab) -> None
         time.sleep(0.3)
         flood = rx_packets(lab, kpod) - before
         assert tp.alive(), tp.log()[-2000:]
-    assert recv == 10, (sent, recv, tp.log()[-1500:])
+    assert recv >= 10, (sent, recv, tp.log()[-1500:])
     st = lab.td.port(port)
     assert st["rx_packets"] >= recv and st["tx_packets"] >= recv
     assert flood > 1000, flood
@@ -512,7 +514,9 @@ def test_vhost_user_attachment(lab: Lab) -> None:
         wait_for("the vhost-user pod to connect", 20, lambda: lab.ports()["vpod.net1"]["link_up"])
         sent, recv = ping(lab, kpod, pod_ip(r), count=5)
         assert tp.alive(), why(sent, recv)
-        assert recv == 5, why(sent, recv)
+        # ping -w stops at 5 replies; one more may come in the same moment
+        # (6 of 6 on a loaded machine)
+        assert recv >= 5, why(sent, recv)
     rc = lab.cni("DEL", lab.conf(), "kpod", kpod)
     assert rc[0] == 0, why(rc)
     for _ in range(2):
