@@ -35,7 +35,7 @@ from ..measure.cost import cpu_list
 from ..measure.counts import TrialCounts
 from ..measure.cpu import CpuSample, CpuSampler
 from ..scenarios import Point, Unsupported
-from ..testbed.state import HUGEPAGE_LOCK, HugepageHold
+from ..testbed.state import HUGEPAGE_LOCK, NR_HUGEPAGES, HugepageHold
 from ..testbed.testbed import Veth
 from .base import HostError, HostLost, HostProc
 from .config import HostSpec, RemoteSpec
@@ -115,7 +115,6 @@ class Build:
 
 #: the SUT host agent's undo scope of the campaign's hugepage hold
 HOLD_SCOPE = "hugepage-hold"
-NR_HUGEPAGES = "/proc/sys/vm/nr_hugepages"
 
 
 class RemoteHugepageHold(HugepageHold):
@@ -371,7 +370,7 @@ class RemoteSetup:
         """Give back the hugepages held, bye to every agent (each stops
         what of the run is left and undoes what is left in its journal)
         and disconnect."""
-        with contextlib.suppress(HostError):
+        with contextlib.suppress(Exception):  # as the byes: never skip them
             self.hugepages.close()
         for h in self.hosts.values():
             with contextlib.suppress(Exception):

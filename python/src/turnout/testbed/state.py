@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "HUGEPAGE_LOCK",
+    "NR_HUGEPAGES",
     "HugepageHold",
     "RunState",
     "cleanup_stale",
