@@ -70,6 +70,8 @@ fn layout(cfg: &FrontendConfig, rx_buf_b: u64) -> (Vec<VqLayout>, u64) {
 struct Conn {
     _fe: Frontend,
     watch: UnixStream,
+    /// Which connection this is (1: the first).
+    n: u64,
 }
 
 fn stopped(s: &Shared) -> bool {
@@ -138,7 +140,7 @@ pub(super) fn run(shared: Arc<Shared>, listener: Option<UnixListener>) {
             }
         };
         backoff = Duration::from_millis(20);
-        let n = shared.connects.fetch_add(1, Relaxed) + 1;
+        let n = conn.n;
         if n > 1 {
             eprintln!(
                 "vhost-user {}: reconnected to the backend (connection {n})",
@@ -405,6 +407,9 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
                 .map_err(e("SET_VRING_ENABLE"))?;
         }
     }
+    // Counted before the rings go live: whoever sees a frame of this
+    // connection also sees it counted.
+    let n = shared.connects.fetch_add(1, Release) + 1;
     for (q, (t, r)) in txs.into_iter().zip(rxs).enumerate() {
         // Tell the backend about the posted receive buffers.
         crate::guard::notify(r.kick.as_raw_fd());
@@ -414,7 +419,7 @@ fn setup(shared: &Shared, stream: UnixStream) -> Result<Conn, String> {
         // session and asks it for notifications (spurious wake-up, once).
         crate::guard::notify(shared.calls[2 * q].as_raw_fd());
     }
-    Ok(Conn { _fe: fe, watch })
+    Ok(Conn { _fe: fe, watch, n })
 }
 
 #[cfg(test)]

@@ -331,7 +331,7 @@ impl VhostFrontendPort {
 
     /// Connections set up so far.
     pub fn connects(&self) -> u64 {
-        self.shared.connects.load(Relaxed)
+        self.shared.connects.load(Acquire)
     }
 
     /// Why the last connection attempt failed ("" if none did).
