@@ -5,6 +5,7 @@ what it says). The documents here are what turnout-gen prints
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -92,7 +93,9 @@ class _FakeProc:
         self.returncode = 0
         role = args[1]
         sid = int(args[args.index("--stream") + 1]) if "--stream" in args else 0
-        ids = [sid, sid + 1] if "--bidir" in args else [sid]
+        mains = [sid] + [int(dict(kv.split("=", 1) for kv in a.split(";"))["stream"])
+                         for p, a in itertools.pairwise(args) if p == "--pair"]
+        ids = [i + d for i in mains for d in ((0, 1) if "--bidir" in args else (0,))]
         doc: dict = {"schema": "turnout-gen/1", "role": role}
         if role in ("tx", "txrx"):
             dirs = [{"stream": i, "packets": self.sent, "full": self.full} for i in ids]
@@ -171,7 +174,7 @@ def test_the_load_is_the_aggregate_split_among_streams():
     a = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
     b = _stream(1, "memif:/b,id=0", "memif:/b,id=1")
     spawned, c = _measure([a, b], load=19_800)
-    assert _rates(spawned) == ["9900", "9900"]
+    assert _rates(spawned) == ["9900"]  # one process per core, the rate is per stream
     assert c.offered_total_pps == 19_800 and c.streams == 2
     assert c.tx_total_pps == 2000 and c.rx_total_pps == 2000  # aggregates
 
@@ -193,6 +196,51 @@ def test_bidirectional_runs_one_process_per_port_pair():
     # loss and latency per direction
     assert [s["id"] for s in c.extra["streams"]] == [0, 1]
     assert [s["name"] for s in c.extra["streams"]] == ["t0>t1", "t1>t0"]
+
+
+def _bidir_pair(sid: int, a: str, b: str, cpu: int = 0) -> list[gen.Stream]:
+    mac = f"02:00:00:00:00:{sid:02x}"
+    peer = f"02:00:00:00:01:{sid:02x}"
+    fwd = gen.Stream(tx_port=a, rx_port=b, tx_ns="t", rx_ns="t", src_mac=mac, dst_mac=peer,
+                     id=sid, tx_cpu=cpu, rx_cpu=cpu, name=f"{sid}>")
+    rev = gen.Stream(tx_port=b, rx_port=a, tx_ns="t", rx_ns="t", src_mac=peer, dst_mac=mac,
+                     id=sid + 1, tx_cpu=cpu, rx_cpu=cpu, reverse_of=sid, name=f"{sid}<")
+    return [fwd, rev]
+
+
+def test_pairs_on_one_core_are_driven_by_one_process():
+    # NvsN on 2 CPUs: a txrx per pair, both busy-polling on the tester's
+    # core, took turns of a time slice; a frame that came back between one's
+    # slices waited for the next (ms of p99 that were the tester's)
+    streams = _bidir_pair(0, "memif:/a,id=0", "memif:/a,id=1") + \
+        _bidir_pair(2, "memif:/b,id=0", "memif:/b,id=1")
+    spawned, c = _measure(streams, load=40_000)
+    assert len(spawned) == 1
+    (args,) = spawned
+    assert args[args.index("--stream") + 1] == "0" and "--bidir" in args
+    assert args[args.index("--pair") + 1] == (
+        "port=memif:/b,id=0;rx-port=memif:/b,id=1;stream=2;src-mac=02:00:00:00:00:02;"
+        "dst-mac=02:00:00:00:01:02;src-mac2=02:00:00:00:01:02;dst-mac2=02:00:00:00:00:02")
+    assert _rates(spawned) == ["10000"]  # per stream, four streams
+    assert c.sent == 4000 and c.received == 4000
+    assert [s["id"] for s in c.extra["streams"]] == [0, 1, 2, 3]
+    assert c.extra["tester_core_sharing"] == 1
+    setup = c.extra["tester_setup"]["processes"]
+    assert len(setup) == 1 and ";src-mac=MAC;dst-mac=MAC;src-mac2=MAC;dst-mac2=MAC" in setup[0]
+    # the Python reference tester has no --pair; pairs on two cores or
+    # sharing a port stay apart
+    assert len(gen.plan_tasks(streams, multi_pair=False)) == 2
+    apart = _bidir_pair(0, "memif:/a,id=0", "memif:/a,id=1") + \
+        _bidir_pair(2, "memif:/b,id=0", "memif:/b,id=1", cpu=1)
+    assert len(gen.plan_tasks(apart)) == 2
+    shared = _bidir_pair(0, "memif:/a,id=0", "memif:/a,id=1") + \
+        _bidir_pair(2, "memif:/a,id=0", "memif:/b,id=1")
+    assert len(gen.plan_tasks(shared)) == 2
+    one_way = [streams[0], streams[2]]
+    (t,) = gen.plan_tasks(one_way)
+    assert not t.bidir and gen.pair_args(t) == [
+        "--pair", "port=memif:/b,id=0;rx-port=memif:/b,id=1;stream=2;"
+        "src-mac=02:00:00:00:00:02;dst-mac=02:00:00:00:01:02"]
 
 
 def test_duplicates_do_not_hide_losses_and_unsent_frames_are_the_testers(monkeypatch):

@@ -97,6 +97,16 @@ def test_real_turnout_gen_wire(tmp_path):
     trials, suts = _run(tmp_path, "wire", [str(REAL_GEN)], ["p2p", "p2v", "nvsn"], ["rplus"])
     assert {t.scenario for t in trials} == {"p2p", "p2v", "nvsn"}
     assert not suts[0].config["tester"].endswith("pygen")
+    for t in trials:
+        if t.scenario != "nvsn":
+            continue
+        # the pairs pinned to one tester core run in one process (--pair):
+        # every stream sent and reported, one process per core
+        procs = t.extra["tester_setup"]["processes"]
+        assert len(procs) + sum(p.count("--pair ") for p in procs) == t.point.pairs, procs
+        assert t.extra["tester_core_sharing"] == 1, procs
+        assert len(t.extra["streams"]) == t.point.pairs, t.extra["streams"]
+        assert all(s["sent"] > 0 for s in t.extra["streams"]), t.extra["streams"]
 
 
 @needs_root

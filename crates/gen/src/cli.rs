@@ -146,12 +146,98 @@ pub struct TxrxArgs {
     /// Read every payload byte (checksum), to model a real VNF.
     #[arg(long)]
     pub touch: bool,
+    /// Another pair of ports this thread drives besides --port/--rx-port
+    /// (repeatable): `port=SPEC;stream=N[;rx-port=SPEC][;src-mac=MAC]
+    /// [;dst-mac=MAC][;src-ip=A][;dst-ip=A][;src-mac2=MAC][;dst-mac2=MAC]`.
+    /// Its stream sends at --rate-pps with the other traffic options;
+    /// unnamed addresses are those of the main stream; with --bidir its
+    /// reverse is stream N + 1 (src-mac2/dst-mac2 as --src-mac2/--dst-mac2).
+    /// One tester process per core for many pairs: no time slices between them.
+    #[arg(long, value_name = "PAIR", value_parser = parse_pair)]
+    pub pair: Vec<PairSpec>,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub traffic: Traffic,
     #[command(flatten)]
     #[allow(missing_docs)]
     pub general: General,
+}
+
+/// A `txrx --pair`: another pair of ports, its stream and addresses (the
+/// main stream's where not named).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairSpec {
+    /// Port to send on.
+    pub port: PortSpec,
+    /// Port to receive on (default: `port`).
+    pub rx_port: Option<PortSpec>,
+    /// Stream id of the frames sent on `port`.
+    pub stream: u32,
+    /// Source MAC (default: --src-mac).
+    pub src_mac: Option<MacAddr>,
+    /// Destination MAC (default: --dst-mac).
+    pub dst_mac: Option<MacAddr>,
+    /// Source IP (default: --src-ip).
+    pub src_ip: Option<IpAddr>,
+    /// Destination IP (default: --dst-ip).
+    pub dst_ip: Option<IpAddr>,
+    /// Source MAC of the reverse direction (--bidir; default: its dst-mac).
+    pub src_mac2: Option<MacAddr>,
+    /// Destination MAC of the reverse direction (--bidir; default: its src-mac).
+    pub dst_mac2: Option<MacAddr>,
+}
+
+/// `port=SPEC;stream=N;...` (see `TxrxArgs::pair`).
+pub fn parse_pair(s: &str) -> Result<PairSpec, String> {
+    let (mut port, mut stream) = (None, None);
+    let (mut rx_port, mut src_mac, mut dst_mac, mut src_ip, mut dst_ip) =
+        (None, None, None, None, None);
+    let (mut src_mac2, mut dst_mac2) = (None, None);
+    for item in s.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("'{item}' in --pair is not KEY=VALUE"))?;
+        let ip = |v: &str| {
+            v.parse::<IpAddr>()
+                .map_err(|_| format!("'{v}' in --pair is not an IP address"))
+        };
+        match k.trim() {
+            "port" => port = Some(v.parse::<PortSpec>()?),
+            "rx-port" => rx_port = Some(v.parse::<PortSpec>()?),
+            "stream" => {
+                let n: u32 = v
+                    .parse()
+                    .map_err(|_| format!("stream '{v}' in --pair is not a number"))?;
+                if n > 0x7FFF {
+                    return Err(format!("stream {n} in --pair: at most 32767"));
+                }
+                stream = Some(n);
+            }
+            "src-mac" => src_mac = Some(parse_mac(v)?),
+            "dst-mac" => dst_mac = Some(parse_mac(v)?),
+            "src-mac2" => src_mac2 = Some(parse_mac(v)?),
+            "dst-mac2" => dst_mac2 = Some(parse_mac(v)?),
+            "src-ip" => src_ip = Some(ip(v)?),
+            "dst-ip" => dst_ip = Some(ip(v)?),
+            other => {
+                return Err(format!(
+                    "unknown key '{other}' in --pair (port, rx-port, stream, src-mac, \
+                     dst-mac, src-ip, dst-ip, src-mac2, dst-mac2)"
+                ))
+            }
+        }
+    }
+    Ok(PairSpec {
+        port: port.ok_or("--pair needs port=SPEC")?,
+        rx_port,
+        stream: stream.ok_or("--pair needs stream=N (unique in the run)")?,
+        src_mac,
+        dst_mac,
+        src_ip,
+        dst_ip,
+        src_mac2,
+        dst_mac2,
+    })
 }
 
 /// `reflect` options.

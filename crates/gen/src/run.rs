@@ -19,6 +19,7 @@ use crate::sys::{
     now_ns, pin_to_cpu, snapshot_requested, stop_requested, stops, thread_cpu_ns, wait_readable,
     OwnedTx, MAX_WAIT_FDS,
 };
+use wire::MacAddr;
 
 /// Frames per receive burst.
 pub const RX_BATCH: usize = 256;
@@ -603,132 +604,261 @@ fn run_tx(a: &TxArgs) -> Result<Doc, Failure> {
     Ok(d)
 }
 
+/// The reverse of `t` (`--bidir`): stream + 1, addresses swapped, MACs
+/// `src_mac2`/`dst_mac2` where given.
+fn reverse_of(
+    t: &Traffic,
+    src_mac2: Option<MacAddr>,
+    dst_mac2: Option<MacAddr>,
+) -> Result<Traffic, Failure> {
+    let mut r = t.clone();
+    r.stream = t.stream + 1;
+    r.src_mac = src_mac2.unwrap_or(t.dst_mac);
+    r.dst_mac = dst_mac2.unwrap_or(t.src_mac);
+    std::mem::swap(&mut r.src_ip, &mut r.dst_ip);
+    std::mem::swap(&mut r.src_port, &mut r.dst_port);
+    if r.stream > 0x7FFF {
+        return Err(Failure::usage(format!(
+            "--bidir uses stream {} + 1: the stream must be below 32767",
+            t.stream
+        )));
+    }
+    Ok(r)
+}
+
+/// One direction a `txrx` run sends: its traffic and the port it leaves
+/// on (an index into the run's ports).
+struct Flow {
+    traffic: Traffic,
+    tx: usize,
+}
+
+/// The ports of a `txrx` run, each once, and the flows sent on them:
+/// --port/--rx-port first, then each --pair; with --bidir each pair's
+/// reverse right after it.
+struct TxrxPlan {
+    specs: Vec<(PortSpec, String)>,
+    /// (rx port, tx port) of each pair: where its frames and, with
+    /// --bidir, its reverse's arrive.
+    pairs: Vec<(usize, usize)>,
+    flows: Vec<Flow>,
+}
+
+fn txrx_plan(a: &TxrxArgs, largest_b: u32) -> Result<TxrxPlan, Failure> {
+    let mut specs: Vec<(PortSpec, String)> = Vec::new();
+    let mut add = |spec: &PortSpec, name: String, sized: bool| -> Result<usize, Failure> {
+        let text = spec.to_string();
+        if specs.iter().any(|(s, _)| s.to_string() == text) {
+            return Err(Failure::usage(format!(
+                "{text} is named twice: each pair needs ports of its own"
+            )));
+        }
+        let spec = if sized {
+            spec.sized_for(largest_b)
+        } else {
+            spec.clone()
+        };
+        specs.push((spec, name));
+        Ok(specs.len() - 1)
+    };
+    // (traffic, tx port, rx port, src_mac2, dst_mac2) of each pair
+    let mut pairs = Vec::with_capacity(1 + a.pair.len());
+    let tx = add(&a.port, "port".into(), true)?;
+    let rx = match &a.rx_port {
+        Some(r) => add(r, "rx_port".into(), a.bidir)?,
+        None => tx,
+    };
+    pairs.push((a.traffic.clone(), tx, rx, a.src_mac2, a.dst_mac2));
+    for (i, p) in a.pair.iter().enumerate() {
+        let n = i + 1;
+        let tx = add(&p.port, format!("pair{n}.port"), true)?;
+        let rx = match &p.rx_port {
+            Some(r) => add(r, format!("pair{n}.rx_port"), a.bidir)?,
+            None if a.bidir => {
+                return Err(Failure::usage(format!(
+                    "--pair {n}: --bidir needs its rx-port=SPEC"
+                )))
+            }
+            None => tx,
+        };
+        let mut t = a.traffic.clone();
+        t.stream = p.stream;
+        t.src_mac = p.src_mac.unwrap_or(t.src_mac);
+        t.dst_mac = p.dst_mac.unwrap_or(t.dst_mac);
+        t.src_ip = p.src_ip.or(t.src_ip);
+        t.dst_ip = p.dst_ip.or(t.dst_ip);
+        pairs.push((t, tx, rx, p.src_mac2, p.dst_mac2));
+    }
+    let mut flows = Vec::with_capacity(pairs.len() * 2);
+    let mut ports = Vec::with_capacity(pairs.len());
+    for (t, tx, rx, m2s, m2d) in pairs {
+        let rev = if a.bidir {
+            Some(reverse_of(&t, m2s, m2d)?)
+        } else {
+            None
+        };
+        flows.push(Flow { traffic: t, tx });
+        if let Some(r) = rev {
+            flows.push(Flow { traffic: r, tx: rx });
+        }
+        ports.push((rx, tx));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &flows {
+        if !seen.insert(f.traffic.stream) {
+            return Err(Failure::usage(format!(
+                "stream {} is sent twice: each pair needs a stream of its own{}",
+                f.traffic.stream,
+                if a.bidir {
+                    " (with --bidir, its reverse takes the next id)"
+                } else {
+                    ""
+                }
+            )));
+        }
+    }
+    Ok(TxrxPlan {
+        specs,
+        pairs: ports,
+        flows,
+    })
+}
+
 fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     let (gen, sizes) = frame_gen(&a.traffic)?;
-    // The reverse direction (--bidir): stream + 1, addresses swapped.
-    let reverse = if a.bidir {
-        let mut t = a.traffic.clone();
-        t.stream = a.traffic.stream + 1;
-        t.src_mac = a.src_mac2.unwrap_or(a.traffic.dst_mac);
-        t.dst_mac = a.dst_mac2.unwrap_or(a.traffic.src_mac);
-        std::mem::swap(&mut t.src_ip, &mut t.dst_ip);
-        std::mem::swap(&mut t.src_port, &mut t.dst_port);
-        if t.stream > 0x7FFF {
-            return Err(Failure::usage(
-                "--bidir uses stream --stream + 1: --stream must be below 32767",
-            ));
+    // Transmit buffers sized for the largest frame sent (every flow has
+    // the same sizes).
+    let tp = txrx_plan(a, largest(&gen))?;
+    let named: Vec<(&PortSpec, &str)> = tp.specs.iter().map(|(s, n)| (s, n.as_str())).collect();
+    let ports = open_all_and_wait(&named, wait_of(&a.general))?;
+    let mut rxq = Vec::new();
+    for &(rx, tx) in &tp.pairs {
+        rxq.extend(take_rx(&ports[rx], &tp.specs[rx].0, &tp.specs[rx].1)?);
+        if a.bidir {
+            rxq.extend(take_rx(&ports[tx], &tp.specs[tx].0, &tp.specs[tx].1)?);
         }
-        let (g2, _) = frame_gen(&t)?;
-        Some((t, g2))
-    } else {
-        None
-    };
-    // Transmit buffers sized for the largest frame sent (the reverse
-    // stream has the same sizes).
-    let tx_spec = a.port.sized_for(largest(&gen));
-    let (port, rx_port) = match &a.rx_port {
-        Some(spec) => {
-            let spec = if reverse.is_some() {
-                spec.sized_for(largest(&gen))
-            } else {
-                spec.clone()
-            };
-            let mut v = open_all_and_wait(
-                &[(&tx_spec, "port"), (&spec, "rx_port")],
-                wait_of(&a.general),
-            )?;
-            let rx = v.pop().expect("two ports");
-            (v.pop().expect("two ports"), rx)
-        }
-        None => {
-            let p = open_and_wait(&tx_spec, "port", wait_of(&a.general))?;
-            (p.clone(), p)
-        }
-    };
-    let rx_spec = a.rx_port.as_ref().unwrap_or(&a.port);
-    let mut rxq = take_rx(&rx_port, rx_spec, "rx port")?;
-    let mut rxq2 = if reverse.is_some() {
-        Some(take_rx(&port, &a.port, "port")?)
-    } else {
-        None
-    };
+    }
     pin(&a.general)?;
     let mut batch = RxBatch::with_capacity(RX_BATCH);
     let mut r = Receiver::new(a.touch);
     let start = now_ns();
-    let mut s = sender(&port, &a.port, gen, &a.traffic, start)?;
-    let (rev_traffic, rev_gen) = match reverse {
-        Some((t, g2)) => (Some(t), Some(g2)),
-        None => (None, None),
-    };
-    let mut s2 = match (rev_traffic.as_ref(), rev_gen) {
-        (Some(t), Some(g2)) => Some(sender(&rx_port, rx_spec, g2, t, start)?),
-        _ => None,
-    };
-    let (stopped_by, error) =
-        send_until_done(&mut s, port.as_ref(), &a.traffic, &a.general, start, || {
+    let mut senders = Vec::with_capacity(tp.flows.len());
+    let mut first_gen = Some(gen);
+    for f in &tp.flows {
+        let g = match first_gen.take() {
+            Some(g) => g,
+            None => frame_gen(&f.traffic)?.0,
+        };
+        senders.push(sender(
+            &ports[f.tx],
+            &tp.specs[f.tx].0,
+            g,
+            &f.traffic,
+            start,
+        )?);
+    }
+    let main = &tp.flows[0];
+    let (first, rest) = senders.split_first_mut().expect("one flow at least");
+    let (stopped_by, error) = send_until_done(
+        first,
+        ports[main.tx].as_ref(),
+        &main.traffic,
+        &a.general,
+        start,
+        || {
             poll_all(&mut r, &mut rxq, &mut batch);
-            if let (Some(q2), Some(s2)) = (rxq2.as_mut(), s2.as_mut()) {
-                poll_all(&mut r, q2, &mut batch);
-                s2.poll(now_ns());
+            for s in rest.iter_mut() {
+                s.poll(now_ns());
             }
             (r.packets + r.warmup, r.lost())
-        });
-    let now = now_ns();
-    if let Some(s2) = s2.as_mut() {
-        // The reverse ends with the forward direction (signal, stall or done).
-        s2.stop(now);
+        },
+    );
+    // The other flows finish their own count or duration (they run a
+    // round behind the first), for at most a second more; a signal or a
+    // stall ends them with the first.
+    if matches!(stopped_by, "count" | "duration") {
+        let end = now_ns() + 1_000_000_000;
+        while rest.iter().any(|s| !s.done()) && !stop_requested() && now_ns() < end {
+            poll_all(&mut r, &mut rxq, &mut batch);
+            for s in rest.iter_mut() {
+                s.poll(now_ns());
+            }
+        }
     }
-    let window = s.window(now);
+    let now = now_ns();
+    for s in rest.iter_mut() {
+        s.stop(now);
+    }
+    let window = first.window(now);
     // Cool-down: keep receiving the frames still in flight, also when a
     // signal ended the sending (a signal during the cool-down ends it), until
     // every frame sent has come back or the cool-down is over: a long one
     // costs only the runs that lose frames.
     let end = now_ns() + (a.traffic.cooldown_s * 1e9) as u64;
     let at = stops();
-    let rev_stream = rev_traffic.as_ref().map(|t| t.stream);
     while stops() == at {
         // What the kernel left in the transmit rings goes out now, not
         // with the next run's traffic.
-        s.kick_pending();
-        if let Some(s2) = s2.as_mut() {
-            s2.kick_pending();
+        for s in senders.iter_mut() {
+            s.kick_pending();
         }
         poll_all(&mut r, &mut rxq, &mut batch);
-        if let Some(q2) = rxq2.as_mut() {
-            poll_all(&mut r, q2, &mut batch);
-        }
-        let back = r.all_in(a.traffic.stream, s.sent_seq())
-            && match (s2.as_ref(), rev_stream) {
-                (Some(s2), Some(id)) => r.all_in(id, s2.sent_seq()),
-                _ => true,
-            };
+        let back = tp
+            .flows
+            .iter()
+            .zip(&senders)
+            .all(|(f, s)| r.all_in(f.traffic.stream, s.sent_seq()));
         if back || now_ns() >= end {
             break;
         }
     }
-    r.finish_stream(a.traffic.stream, s.sent_seq());
     let mut config = traffic_config(&a.traffic, &sizes);
     config["port"] = json!(a.port.to_string());
-    config["rx_port"] = json!(rx_spec.to_string());
+    config["rx_port"] = json!(a.rx_port.as_ref().unwrap_or(&a.port).to_string());
     config["touch"] = json!(a.touch);
     config["bidir"] = json!(a.bidir);
+    if !a.pair.is_empty() {
+        config["pairs"] = a
+            .pair
+            .iter()
+            .zip(tp.flows.iter().step_by(if a.bidir { 2 } else { 1 }).skip(1))
+            .map(|(p, f)| {
+                json!({
+                    "port": p.port.to_string(),
+                    "rx_port": p.rx_port.as_ref().unwrap_or(&p.port).to_string(),
+                    "stream": f.traffic.stream,
+                    "src_mac": f.traffic.src_mac.to_string(),
+                    "dst_mac": f.traffic.dst_mac.to_string(),
+                })
+            })
+            .collect();
+    }
     general_config(&mut config, &a.general);
     let mut d = doc("txrx", stopped_by, config);
     d.error = error;
-    let mut tx = TxSection::new(&s.stats, window, s.requested_pps());
-    if let (Some(s2), Some(t)) = (s2.as_ref(), rev_traffic.as_ref()) {
-        r.finish_stream(t.stream, s2.sent_seq());
-        tx.stream = Some(a.traffic.stream);
-        let mut back = TxSection::new(&s2.stats, s2.window(now), s2.requested_pps());
-        back.stream = Some(t.stream);
-        tx = TxSection::sum(vec![tx, back]);
+    for (f, s) in tp.flows.iter().zip(&senders) {
+        r.finish_stream(f.traffic.stream, s.sent_seq());
     }
-    d.tx = Some(tx);
+    d.tx = Some(if senders.len() == 1 {
+        TxSection::new(&senders[0].stats, window, senders[0].requested_pps())
+    } else {
+        TxSection::sum(
+            tp.flows
+                .iter()
+                .zip(&senders)
+                .enumerate()
+                .map(|(i, (f, s))| {
+                    let w = if i == 0 { window } else { s.window(now) };
+                    let mut t = TxSection::new(&s.stats, w, s.requested_pps());
+                    t.stream = Some(f.traffic.stream);
+                    t
+                })
+                .collect(),
+        )
+    });
     d.rx = Some(RxSection::new(&r, a.touch));
-    d.ports.push(PortSection::of("port", port.as_ref()));
-    if a.rx_port.is_some() {
-        d.ports.push(PortSection::of("rx_port", rx_port.as_ref()));
+    for ((_, name), p) in tp.specs.iter().zip(&ports) {
+        d.ports.push(PortSection::of(name, p.as_ref()));
     }
     Ok(d)
 }

@@ -23,6 +23,7 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn bad_options_exit_2_with_a_message() {
     let absent = format!("memif:/tmp/turnout-gen-absent-{}.sock", std::process::id());
+    let pair_on_absent = format!("port={absent};stream=2");
     for (args, says) in [
         (vec!["tx"], "--port"),
         (
@@ -80,6 +81,64 @@ fn bad_options_exit_2_with_a_message() {
         (
             vec!["tx", "--port", "memif:/x,ring-size=1000"],
             "power of two",
+        ),
+        (
+            vec!["txrx", "--port", &absent, "--pair", "stream=2"],
+            "needs port=SPEC",
+        ),
+        (
+            vec!["txrx", "--port", &absent, "--pair", "port=memif:/y"],
+            "needs stream=N",
+        ),
+        (
+            vec![
+                "txrx",
+                "--port",
+                &absent,
+                "--pair",
+                "port=memif:/y;stream=2;vlan=3",
+            ],
+            "unknown key 'vlan'",
+        ),
+        (
+            vec!["txrx", "--port", &absent, "--pair", &pair_on_absent],
+            "named twice",
+        ),
+        (
+            vec![
+                "txrx",
+                "--port",
+                &absent,
+                "--pair",
+                "port=memif:/y;stream=0",
+            ],
+            "stream 0 is sent twice",
+        ),
+        (
+            vec![
+                "txrx",
+                "--port",
+                &absent,
+                "--rx-port",
+                "memif:/z",
+                "--bidir",
+                "--pair",
+                "port=memif:/y;rx-port=memif:/w;stream=1",
+            ],
+            "its reverse takes the next id",
+        ),
+        (
+            vec![
+                "txrx",
+                "--port",
+                &absent,
+                "--rx-port",
+                "memif:/z",
+                "--bidir",
+                "--pair",
+                "port=memif:/y;stream=2",
+            ],
+            "needs its rx-port",
         ),
     ] {
         let o = run(&args);
@@ -185,6 +244,74 @@ fn sigterm_ends_a_receiver_with_its_document() {
         assert_eq!(doc["stopped_by"], "signal");
         assert!(doc["rx"]["packets"].is_u64());
         assert!(doc.get("tx").is_none());
+    }
+}
+
+/// `txrx --pair`: one thread drives two looped-back memif links both ways;
+/// every stream is sent, received in full and reported as its own.
+#[test]
+fn one_txrx_drives_several_pairs_both_ways() {
+    let (s0, s1) = (sock("pairs0"), sock("pairs1"));
+    let pair = format!(
+        "port=memif:{s1};rx-port=memif:{s1},role=server;stream=6;src-mac=02:00:00:00:01:01;\
+         dst-mac=02:00:00:00:01:02;src-ip=10.0.1.1;dst-ip=10.0.1.2"
+    );
+    let o = run(&[
+        "txrx",
+        "--port",
+        &format!("memif:{s0}"),
+        "--rx-port",
+        &format!("memif:{s0},role=server"),
+        "--bidir",
+        "--stream",
+        "4",
+        "--count",
+        "3000",
+        "--rate-pps",
+        "30000",
+        "--pair",
+        &pair,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["config"]["pairs"][0]["stream"], 6, "{doc}");
+    assert_eq!(doc["config"]["pairs"][0]["src_mac"], "02:00:00:00:01:01");
+    let dirs = doc["tx"]["directions"].as_array().expect("per stream");
+    let sent: Vec<(u64, u64)> = dirs
+        .iter()
+        .map(|d| {
+            (
+                d["stream"].as_u64().unwrap(),
+                d["packets"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(sent, [(4, 3000), (5, 3000), (6, 3000), (7, 3000)], "{doc}");
+    assert_eq!(doc["tx"]["packets"], 12000);
+    let mut got: Vec<(u64, u64, u64)> = doc["rx"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let n = |k: &str| s[k].as_u64().unwrap();
+            (n("id"), n("received"), n("lost"))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [(4, 3000, 0), (5, 3000, 0), (6, 3000, 0), (7, 3000, 0)],
+        "{doc}"
+    );
+    let names: Vec<&str> = doc["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["port", "rx_port", "pair1.port", "pair1.rx_port"]);
+    for f in [&s0, &s1] {
+        let _ = std::fs::remove_file(f);
     }
 }
 

@@ -261,6 +261,8 @@ class _Task:
     role: str  # txrx | tx | rx
     streams: list[Stream]
     netns: str | None
+    #: txrx: each pair's stream is followed by its reverse (``--bidir``)
+    bidir: bool = False
     args: list[str] = field(default_factory=list)
     proc: subprocess.Popen[bytes] | None = None
     doc: dict[str, Any] | None = None
@@ -300,10 +302,17 @@ def wake_delta(before: dict[str, Any] | None,
     return out
 
 
-def plan_tasks(streams: list[Stream]) -> list[_Task]:
+def plan_tasks(streams: list[Stream], multi_pair: bool = True) -> list[_Task]:
     """Group streams into processes: a stream and its reverse in one
     ``txrx --bidir`` (each port opened once); other unsplit streams one
-    ``txrx`` each; split streams a ``rx`` and a ``tx`` each."""
+    ``txrx`` each; split streams a ``rx`` and a ``tx`` each.
+
+    ``multi_pair`` (turnout-gen's ``txrx --pair``): the ``txrx`` processes
+    pinned to the same CPU of one namespace become one, which drives all
+    their pairs in one thread. Two busy-polling testers on one core take
+    turns of a scheduler time slice, and a frame that returns to one
+    between its slices waits for the next (docs/bench.md, "One tester
+    process per core")."""
     by_id = {s.id: s for s in streams}
     tasks: list[_Task] = []
     taken: set[int] = set()
@@ -313,7 +322,7 @@ def plan_tasks(streams: list[Stream]) -> list[_Task]:
         rev = next((r for r in streams if r.reverse_of == s.id), None)
         if rev is not None and not s.split and not rev.split and rev.id == s.id + 1 \
                 and rev.tx_port == s.rx_port and rev.rx_port == s.tx_port:
-            tasks.append(_Task("txrx", [s, rev], s.tx_ns))
+            tasks.append(_Task("txrx", [s, rev], s.tx_ns, bidir=True))
             taken |= {s.id, rev.id}
         elif not s.split:
             tasks.append(_Task("txrx", [s], s.tx_ns))
@@ -323,7 +332,49 @@ def plan_tasks(streams: list[Stream]) -> list[_Task]:
             tasks.append(_Task("tx", [s], s.tx_ns))
             taken.add(s.id)
     assert taken == set(by_id)
-    return tasks
+    return _one_per_core(tasks) if multi_pair else tasks
+
+
+def _one_per_core(tasks: list[_Task]) -> list[_Task]:
+    """``txrx`` tasks of one namespace pinned to one CPU, all bidirectional
+    or all not and with no port in common, merged in order into the first
+    of them (its first stream is the main one, the others its ``--pair`` options)."""
+    out: list[_Task] = []
+    into: dict[tuple[str | None, int, bool], _Task] = {}
+    for t in tasks:
+        cpu = t.streams[0].tx_cpu
+        if t.role != "txrx" or cpu is None:
+            out.append(t)
+            continue
+        key = (t.netns, cpu, t.bidir)
+        host = into.get(key)
+        ports = {p for s in t.streams for p in (s.tx_port, s.rx_port)}
+        if host is not None and not ports & {p for s in host.streams
+                                             for p in (s.tx_port, s.rx_port)}:
+            host.streams.extend(t.streams)
+            continue
+        into[key] = t
+        out.append(t)
+    return out
+
+
+def pair_args(t: _Task) -> list[str]:
+    """``--pair`` of each pair of a ``txrx`` task after its first (its
+    reverse right after it with ``--bidir``): ports, stream id and MACs;
+    the IPs and every other option are the first pair's."""
+    step = 2 if t.bidir else 1
+    out: list[str] = []
+    for i in range(step, len(t.streams), step):
+        s = t.streams[i]
+        items = [f"port={s.tx_port}"]
+        if s.rx_port != s.tx_port:
+            items.append(f"rx-port={s.rx_port}")
+        items += [f"stream={s.id}", f"src-mac={s.src_mac}", f"dst-mac={s.dst_mac}"]
+        if t.bidir:
+            r = t.streams[i + 1]
+            items += [f"src-mac2={r.src_mac}", f"dst-mac2={r.dst_mac}"]
+        out += ["--pair", ";".join(items)]
+    return out
 
 
 def merge_latency(hists: list[list[list[float]]]) -> dict[str, Any]:
@@ -534,9 +585,11 @@ class GenMeasurer:
             args.append("--allow-no-rx")
         if t.role == "txrx" and s.rx_port != s.tx_port:  # a round trip returns on --port
             args += ["--rx-port", s.rx_port]
-            if len(t.streams) == 2:
+            if t.bidir:
                 r = t.streams[1]
                 args += ["--bidir", "--src-mac2", r.src_mac, "--dst-mac2", r.dst_mac]
+        if t.role == "txrx":
+            args += pair_args(t)
         cooldown = self.return_wait_s if t.role == "txrx" else self.cooldown_s
         args += self._traffic_args(s, duration_s, per_stream_pps, cooldown)
         if s.tx_cpu is not None:
@@ -567,7 +620,8 @@ class GenMeasurer:
 
     def _measure(self, duration_s: float, load_total_pps: float) -> TrialCounts:
         per_stream = load_total_pps / len(self.streams) if load_total_pps > 0 else 0.0
-        tasks = plan_tasks(self.streams)
+        # the Python reference tester has no --pair
+        tasks = plan_tasks(self.streams, multi_pair=not self.cmd[-1].endswith("pygen"))
         vnf_before = [h.snapshot() for h in self.helpers]
         sut_pids = self.sut_pids()
         # the run-queue wait of the SUT's data path: its threads pinned to
@@ -767,6 +821,8 @@ def tester_setup(cmd: list[str], tasks: list[_Task], helpers: list[VnfHandle]) -
                 a = ""
             elif prev in ("--src-mac", "--dst-mac", "--src-mac2", "--dst-mac2"):
                 a = "MAC"  # veth addresses are random per testbed
+            elif prev == "--pair":
+                a = ";".join(_normalized_pair_item(i, names) for i in a.split(";"))
             elif a in names:
                 a = normalized_spec(a, names[a])
             prev = a if a.startswith("--") else ""
@@ -775,6 +831,17 @@ def tester_setup(cmd: list[str], tasks: list[_Task], helpers: list[VnfHandle]) -
         procs.append(" ".join(out))
     return {"processes": sorted(procs),
             "vnfs": [[h.name, h.cpu, h.sched] for h in helpers]}
+
+
+def _normalized_pair_item(item: str, names: dict[str, str]) -> str:
+    """One KEY=VALUE of a ``--pair`` as tester_setup shows it: ports by
+    endpoint, MACs as "MAC"."""
+    k, _, v = item.partition("=")
+    if k in ("port", "rx-port") and v in names:
+        return f"{k}={normalized_spec(v, names[v])}"
+    if k.endswith(("mac", "mac2")):
+        return f"{k}=MAC"
+    return item
 
 
 def core_sharing(tasks: list[_Task], helpers: list[VnfHandle]) -> int:
