@@ -334,8 +334,8 @@ unsafe fn owned_txs<'a>(port: &'a Arc<dyn Port>, spec: &PortSpec) -> Vec<OwnedTx
 #[inline]
 fn poll_all(r: &mut Receiver, qs: &mut [RxQ], batch: &mut RxBatch) -> usize {
     let mut got = 0;
-    for q in qs.iter_mut() {
-        got += r.poll(q.as_mut(), batch);
+    for (i, q) in qs.iter_mut().enumerate() {
+        got += r.poll_queue(i, q.as_mut(), batch);
     }
     got
 }

@@ -147,11 +147,14 @@ pub struct Receiver {
     /// Bursts that brought frames.
     pub bursts: u64,
     /// Of those, the ones that filled the whole batch right after a burst
-    /// that did too: frames kept waiting, the receiver was behind its peer.
-    /// (One full batch alone is no sign: a peer may publish a batch's worth
-    /// at once.)
+    /// of the same queue that did too: frames kept waiting, the receiver
+    /// was behind its peer. (One full batch alone is no sign: a peer may
+    /// publish a batch's worth at once; nor is a full batch of one queue
+    /// after one of another.)
     pub backlog_bursts: u64,
-    last_full: bool,
+    /// Whether the last burst of queue `i` (bit `i % 64`, as
+    /// [`Receiver::poll_queue`] numbers them) filled the batch.
+    last_full: u64,
 }
 
 impl Receiver {
@@ -193,7 +196,7 @@ impl Receiver {
             touch_sum: 0,
             bursts: 0,
             backlog_bursts: 0,
-            last_full: false,
+            last_full: 0,
         }
     }
 
@@ -237,7 +240,7 @@ impl Receiver {
         self.touch_sum = 0;
         self.bursts = 0;
         self.backlog_bursts = 0;
-        self.last_full = false;
+        self.last_full = 0;
     }
 
     #[inline]
@@ -336,17 +339,33 @@ impl Receiver {
     /// Receives one burst from `rxq` and accounts it. Returns frames seen.
     #[inline]
     pub fn poll(&mut self, rxq: &mut dyn RxQueue, batch: &mut RxBatch) -> usize {
+        self.poll_queue(0, rxq, batch)
+    }
+
+    /// [`Receiver::poll`] of the receiver's queue number `i` (a receiver
+    /// polling several queues in turn numbers each, so that a full burst
+    /// of one after a full burst of another is not taken for a backlog).
+    #[inline]
+    pub fn poll_queue(&mut self, i: usize, rxq: &mut dyn RxQueue, batch: &mut RxBatch) -> usize {
         let cap = batch.capacity();
         let rx = batch.receive(rxq, 0, 0);
         let n = rx.received();
-        if n > 0 {
+        let bit = 1u64 << (i % 64);
+        if n == 0 {
+            // caught up: a full burst after this one is no backlog
+            self.last_full &= !bit;
+        } else {
             self.bursts += 1;
             self.burst_no += 1;
             let full = n >= cap;
-            if full && self.last_full {
+            if full && self.last_full & bit != 0 {
                 self.backlog_bursts += 1;
             }
-            self.last_full = full;
+            if full {
+                self.last_full |= bit;
+            } else {
+                self.last_full &= !bit;
+            }
             let now = now_ns();
             let pkts = rx.pkts();
             for q in pkts.iter().take(PREFETCH_AHEAD) {

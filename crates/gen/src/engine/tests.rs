@@ -271,4 +271,34 @@ fn back_pressure_is_counted_unpaced_and_a_receiver_behind_is_seen() {
     assert_eq!(r.poll(rxq.as_mut(), &mut batch), 256);
     assert_eq!(r.poll(rxq.as_mut(), &mut batch), 0);
     assert_eq!((r.bursts, r.backlog_bursts), (4, 1));
+    // Two queues polled in turn, each handing out one full batch at a
+    // time: no backlog (the full bursts alternate between queues); a
+    // second full batch of the same queue is one.
+    let (port2, mut peer2) = pipe(
+        "r2",
+        PipeConfig {
+            queues: 1,
+            ring_slots: 1024,
+            slot_b: 2048,
+        },
+    )
+    .unwrap();
+    let mut rxq2 = port2.take_rx(0).unwrap();
+    let mut r = Receiver::new(false);
+    for _ in 0..3 {
+        put(&mut peer, 256);
+        for _ in 0..256 {
+            assert_eq!(peer2.send(0, &[&f]), 1);
+        }
+        assert_eq!(r.poll_queue(0, rxq.as_mut(), &mut batch), 256);
+        assert_eq!(r.poll_queue(1, rxq2.as_mut(), &mut batch), 256);
+        assert_eq!(r.poll_queue(0, rxq.as_mut(), &mut batch), 0);
+        assert_eq!(r.poll_queue(1, rxq2.as_mut(), &mut batch), 0);
+    }
+    assert_eq!((r.bursts, r.backlog_bursts), (6, 0));
+    put(&mut peer, 512);
+    assert_eq!(r.poll_queue(0, rxq.as_mut(), &mut batch), 256);
+    assert_eq!(r.poll_queue(1, rxq2.as_mut(), &mut batch), 0);
+    assert_eq!(r.poll_queue(0, rxq.as_mut(), &mut batch), 256);
+    assert_eq!((r.bursts, r.backlog_bursts), (8, 1));
 }
