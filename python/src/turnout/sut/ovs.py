@@ -224,6 +224,22 @@ class Ovs(SutAdapter):
     def extra_config(self, tb: Testbed) -> None:
         """Hook for the DPDK build."""
 
+    def vswitchd_started(self) -> None:
+        """Hook for the DPDK build: ovs-vswitchd was just started."""
+
+    def vswitchd_state(self) -> str:
+        """Whether ovs-vswitchd runs, and the end of its log: why a command
+        that waits for it did not return."""
+        proc = getattr(self, "vswitchd_proc", None)
+        alive = ("ovs-vswitchd is running" if proc is not None and proc.poll() is None
+                 else f"ovs-vswitchd exited {proc.returncode if proc is not None else '?'}")
+        try:
+            log = self.host.read_text(self.dir / "ovs-vswitchd.log")
+        except OSError as e:
+            return f"{alive}; its log: {e}"
+        tail = " | ".join(ln.strip() for ln in log.splitlines()[-6:])
+        return f"{alive}; its log ends: {tail[-900:]}"
+
     def port_added(self, p: SutPort) -> None:
         """Hook for the DPDK build (vhost-user sockets)."""
 
@@ -281,9 +297,14 @@ class Ovs(SutAdapter):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.bridge = f"{tb.prefix}o"
         tb.remember("ovs", [self.db, self.bridge])
-        self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
-                   "datapath_type=netdev", "fail_mode=secure",
-                   "protocols=OpenFlow10,OpenFlow13")
+        self.vswitchd_started()
+        try:
+            self.vsctl("add-br", self.bridge, "--", "set", "bridge", self.bridge,
+                       "datapath_type=netdev", "fail_mode=secure",
+                       "protocols=OpenFlow10,OpenFlow13")
+        except SutError as e:
+            # add-br waits for the daemon to apply it: say what the daemon did
+            raise SutError(f"{e}; {self.vswitchd_state()}") from e
         ofport: dict[str, int] = {}
         self.ofport = ofport
         for i, p in enumerate(topo.ports):
@@ -406,6 +427,23 @@ class OvsDpdk(Ovs):
 
     def requires(self) -> list[tuple[str, str]]:
         return [(DPDK_BINARY, "openvswitch-switch-dpdk"), *super().requires()]
+
+    def vswitchd_started(self) -> None:
+        """Waits until ovs-vswitchd has initialised DPDK (``dpdk_initialized``),
+        which it does before it applies any bridge: a daemon that exits
+        meanwhile (hugepages it could not map, say) fails the set-up at
+        once with the end of its log, where an add-br would wait for it
+        until its timeout and say only that it timed out."""
+        deadline = time.monotonic() + self.vsctl_timeout_s
+        while True:
+            if self.vswitchd_proc.poll() is not None:
+                raise SutError(f"ovs-vswitchd did not initialise DPDK: {self.vswitchd_state()}")
+            if self.vsctl("get", "Open_vSwitch", ".", "dpdk_initialized") == "true":
+                return
+            if time.monotonic() > deadline:
+                raise SutError(f"ovs-vswitchd did not initialise DPDK within "
+                               f"{self.vsctl_timeout_s} s: {self.vswitchd_state()}")
+            time.sleep(0.1)
 
     def port_type_name(self) -> str:
         kinds = {p.kind for p in self.topo.ports} if self.topo is not None else {"veth"}
