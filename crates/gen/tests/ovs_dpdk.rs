@@ -123,6 +123,9 @@ impl Ovs {
             "other_config:pmd-cpu-mask=0x2",
             "other_config:dpdk-init=true",
             "other_config:dpdk-socket-mem=512",
+            // no more than its reservation: DPDK's dynamic memory would
+            // take the pages of the tests running beside it
+            "other_config:dpdk-socket-limit=512",
             &format!(
                 "other_config:dpdk-extra=--huge-dir={} --file-prefix={} --no-pci \
                  --single-file-segments",

@@ -460,6 +460,9 @@ class OvsDpdk(Ovs):
         tb.remember("dirs", f"/var/run/dpdk/{self.prefix}")
         self.vsctl("--no-wait", "set", "Open_vSwitch", ".", "other_config:dpdk-init=true",
                    "other_config:dpdk-socket-mem=1024",
+                   # no more than it preallocates (its reservation): DPDK's
+                   # dynamic memory would take other runs' pages of the pool
+                   "other_config:dpdk-socket-limit=1024",
                    f'other_config:dpdk-extra="--huge-dir={huge} --file-prefix={self.prefix} '
                    '--no-pci --single-file-segments"')
 

@@ -262,7 +262,11 @@ class Testbed:
                 raise TestbedError(f"asked for {pages} hugepages, the kernel gave {got}")
         mnt = self.directory("huge")
         self.state.add("mounts", str(mnt))
-        self.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev", str(mnt)])
+        # size=: what this run reserved and no more; a DPDK process that grows
+        # its memory past its preallocation would otherwise take pages other
+        # runs (tests running beside it) reserved from the machine's one pool
+        self.run(["mount", "-t", "hugetlbfs", "-o", f"pagesize=2M,size={pages * 2}M", "nodev",
+                  str(mnt)])
         return mnt
 
     # --------------------------------------------------------- cpuset
