@@ -236,6 +236,9 @@ def test_pairs_on_one_core_are_driven_by_one_process():
     shared = _bidir_pair(0, "memif:/a,id=0", "memif:/a,id=1") + \
         _bidir_pair(2, "memif:/a,id=0", "memif:/b,id=1")
     assert len(gen.plan_tasks(shared)) == 2
+    semicolon = _bidir_pair(0, "memif:/a,id=0", "memif:/a,id=1") + \
+        _bidir_pair(2, "memif:/b;c,id=0", "memif:/b;c,id=1")
+    assert len(gen.plan_tasks(semicolon)) == 2
     one_way = [streams[0], streams[2]]
     (t,) = gen.plan_tasks(one_way)
     assert not t.bidir and gen.pair_args(t) == [

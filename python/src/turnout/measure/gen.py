@@ -311,8 +311,8 @@ def plan_tasks(streams: list[Stream], multi_pair: bool = True) -> list[_Task]:
     pinned to the same CPU of one namespace become one, which drives all
     their pairs in one thread. Two busy-polling testers on one core take
     turns of a scheduler time slice, and a frame that returns to one
-    between its slices waits for the next (docs/bench.md, "One tester
-    process per core")."""
+    between its slices waits for the next (docs/bench.md, "Core
+    layouts")."""
     by_id = {s.id: s for s in streams}
     tasks: list[_Task] = []
     taken: set[int] = set()
@@ -349,6 +349,9 @@ def _one_per_core(tasks: list[_Task]) -> list[_Task]:
         key = (t.netns, cpu, t.bidir)
         host = into.get(key)
         ports = {p for s in t.streams for p in (s.tx_port, s.rx_port)}
+        if any(";" in p for p in ports):  # a --pair cannot carry it
+            out.append(t)
+            continue
         if host is not None and not ports & {p for s in host.streams
                                              for p in (s.tx_port, s.rx_port)}:
             host.streams.extend(t.streams)
