@@ -661,14 +661,26 @@ fn txrx_plan(a: &TxrxArgs, largest_b: u32) -> Result<TxrxPlan, Failure> {
         specs.push((spec, name));
         Ok(specs.len() - 1)
     };
-    // (traffic, tx port, rx port, src_mac2, dst_mac2) of each pair
+    let mut flows = Vec::with_capacity(2 + 2 * a.pair.len());
     let mut pairs = Vec::with_capacity(1 + a.pair.len());
+    // A pair's flow, with --bidir its reverse, and where they arrive.
+    let mut push = |t: Traffic, tx, rx, src_mac2, dst_mac2| -> Result<(), Failure> {
+        if a.bidir {
+            let r = reverse_of(&t, src_mac2, dst_mac2)?;
+            flows.push(Flow { traffic: t, tx });
+            flows.push(Flow { traffic: r, tx: rx });
+        } else {
+            flows.push(Flow { traffic: t, tx });
+        }
+        pairs.push((rx, tx));
+        Ok(())
+    };
     let tx = add(&a.port, "port".into(), true)?;
     let rx = match &a.rx_port {
         Some(r) => add(r, "rx_port".into(), a.bidir)?,
         None => tx,
     };
-    pairs.push((a.traffic.clone(), tx, rx, a.src_mac2, a.dst_mac2));
+    push(a.traffic.clone(), tx, rx, a.src_mac2, a.dst_mac2)?;
     for (i, p) in a.pair.iter().enumerate() {
         let n = i + 1;
         let tx = add(&p.port, format!("pair{n}.port"), true)?;
@@ -687,21 +699,7 @@ fn txrx_plan(a: &TxrxArgs, largest_b: u32) -> Result<TxrxPlan, Failure> {
         t.dst_mac = p.dst_mac.unwrap_or(t.dst_mac);
         t.src_ip = p.src_ip.or(t.src_ip);
         t.dst_ip = p.dst_ip.or(t.dst_ip);
-        pairs.push((t, tx, rx, p.src_mac2, p.dst_mac2));
-    }
-    let mut flows = Vec::with_capacity(pairs.len() * 2);
-    let mut ports = Vec::with_capacity(pairs.len());
-    for (t, tx, rx, m2s, m2d) in pairs {
-        let rev = if a.bidir {
-            Some(reverse_of(&t, m2s, m2d)?)
-        } else {
-            None
-        };
-        flows.push(Flow { traffic: t, tx });
-        if let Some(r) = rev {
-            flows.push(Flow { traffic: r, tx: rx });
-        }
-        ports.push((rx, tx));
+        push(t, tx, rx, p.src_mac2, p.dst_mac2)?;
     }
     let mut seen = std::collections::BTreeSet::new();
     for f in &flows {
@@ -719,7 +717,7 @@ fn txrx_plan(a: &TxrxArgs, largest_b: u32) -> Result<TxrxPlan, Failure> {
     }
     Ok(TxrxPlan {
         specs,
-        pairs: ports,
+        pairs,
         flows,
     })
 }
@@ -759,6 +757,14 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     }
     let main = &tp.flows[0];
     let (first, rest) = senders.split_first_mut().expect("one flow at least");
+    // One round besides the first flow's sending: every receive queue,
+    // then every other flow's sender.
+    let mut round = |r: &mut Receiver, rest: &mut [Sender<'_>]| {
+        poll_all(r, &mut rxq, &mut batch);
+        for s in rest.iter_mut() {
+            s.poll(now_ns());
+        }
+    };
     let (stopped_by, error) = send_until_done(
         first,
         ports[main.tx].as_ref(),
@@ -766,10 +772,7 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
         &a.general,
         start,
         || {
-            poll_all(&mut r, &mut rxq, &mut batch);
-            for s in rest.iter_mut() {
-                s.poll(now_ns());
-            }
+            round(&mut r, rest);
             (r.packets + r.warmup, r.lost())
         },
     );
@@ -779,10 +782,7 @@ fn run_txrx(a: &TxrxArgs) -> Result<Doc, Failure> {
     if matches!(stopped_by, "count" | "duration") {
         let end = now_ns() + 1_000_000_000;
         while rest.iter().any(|s| !s.done()) && !stop_requested() && now_ns() < end {
-            poll_all(&mut r, &mut rxq, &mut batch);
-            for s in rest.iter_mut() {
-                s.poll(now_ns());
-            }
+            round(&mut r, rest);
         }
     }
     let now = now_ns();
