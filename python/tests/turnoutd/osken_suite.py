@@ -275,9 +275,42 @@ def cause(reason: str) -> str:
     return reason[:160]
 
 
+#: one file per live run's namespace, holding the pid of the process that
+#: made it: a run killed before its close (SIGKILL) leaves its namespace
+#: behind, and the next run deletes it (``SuiteLab.sweep``)
+NS_MARKS = Path("/run/turnout-tests/osken-ns")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 class SuiteLab:
     """The namespace, veths, tester OVS bridge, target and tester app of
     one run (see the module's documentation)."""
+
+    @staticmethod
+    def sweep(marks: Path = NS_MARKS) -> list[str]:
+        """Deletes the namespaces of runs whose process is gone (killed
+        before their close), and their marks; returns their names."""
+        gone = []
+        for mark in sorted(marks.glob("tosk*")) if marks.is_dir() else []:
+            try:
+                pid = int(mark.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid > 0 and _pid_alive(pid):
+                continue
+            subprocess.run(["ip", "netns", "del", mark.name], check=False, capture_output=True)
+            mark.unlink(missing_ok=True)
+            gone.append(mark.name)
+        return gone
 
     def __init__(self, work: Path, target: str, py: str,
                  wait_s: float | None = None, steady_tester: bool = True) -> None:
@@ -306,6 +339,9 @@ class SuiteLab:
     def setup(self, tests_dir: Path, log: Path) -> None:
         """The namespace and veths, the tester app on ``tests_dir``, the
         tester switch and the target, connected to the app."""
+        self.sweep()
+        NS_MARKS.mkdir(parents=True, exist_ok=True)
+        (NS_MARKS / self.ns).write_text(str(os.getpid()))
         subprocess.run(["ip", "netns", "add", self.ns], check=True, capture_output=True)
         self.ns_made = True
         for k in ("all", "default"):
@@ -400,6 +436,7 @@ class SuiteLab:
                     if time.monotonic() > end:
                         raise AssertionError(f"namespace {self.ns} could not be deleted")
                     time.sleep(0.2)
+            (NS_MARKS / self.ns).unlink(missing_ok=True)
 
 
 def run_suite(work: Path, target: str, wait_s: float | None = None,
