@@ -378,3 +378,54 @@ def test_bench_run_refuses_a_second_isolation(tmp_path, monkeypatch, capsys):
     assert json.loads(restore_file(d).read_text()) == holder  # the holder's file untouched
     if before is not None:
         assert wq.read_text() == before
+
+
+def test_bench_run_auto_runs_without_an_isolation_it_cannot_have(tmp_path, monkeypatch, capsys):
+    """`isolate_sut_cpus = "auto"` (the default campaign's) when the
+    isolation cannot be had (another live run holds it; or not root): the
+    campaign runs without, says why once, and the holder's file and the
+    machine stay as they were. `"auto"` parses; anything else is refused."""
+    from turnout.campaign import cli as campaign_cli
+    from turnout.campaign.spec import CampaignError, parse
+    from turnout.cli import main
+    from turnout.testbed.state import pid_start_time, state_dir
+
+    repo = Path(__file__).resolve().parents[2]
+    toml = (repo / "campaigns/latency.toml").read_text().replace(
+        "isolate_sut_cpus = true", 'isolate_sut_cpus = "auto"')
+    assert 'isolate_sut_cpus = "auto"' in toml
+    f = tmp_path / "c.toml"
+    f.write_text(toml)
+    d = state_dir()
+    d.mkdir(parents=True)
+    holder = {"owner_pid": os.getpid(), "owner_start": pid_start_time(os.getpid()),
+              "sut_cpus": [1], "keep_cpus": [0], "kthreads": [], "irqs": {}}
+    restore_file(d).write_text(json.dumps(holder))
+    wq = Path("/sys/devices/virtual/workqueue/cpumask")
+    before = wq.read_text() if wq.exists() else None
+    ran: list[object] = []
+
+    def run_with(args, spec, bench):  # the campaign itself is not this test's
+        ran.append(bench.isolation)
+        return 0
+
+    monkeypatch.setattr(campaign_cli, "_run_with", run_with)
+    rc = main(["bench", "run", str(f), "--db", str(tmp_path / "r.db"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 0 and ran == [None]
+    assert 'isolate_sut_cpus = "auto": not isolating' in err
+    assert ("already isolates" in err) if os.geteuid() == 0 else ("needs root" in err)
+    assert json.loads(restore_file(d).read_text()) == holder
+    if before is not None:
+        assert wq.read_text() == before
+
+    import tomllib
+
+    doc = tomllib.loads(toml)
+    spec = parse(doc)
+    assert spec.isolate_sut_cpus and spec.isolate_best_effort
+    doc["campaign"]["isolate_sut_cpus"] = "yes"
+    with pytest.raises(CampaignError, match='not true, false or "auto"'):
+        parse(doc)
+    doc["campaign"]["isolate_sut_cpus"] = True
+    assert not parse(doc).isolate_best_effort

@@ -76,8 +76,11 @@ def _run(args: argparse.Namespace) -> int:
             try:
                 bench.isolation = remote.isolate()
             except HostError as e:
-                print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
-                return 2
+                if not spec.isolate_best_effort:
+                    print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
+                    return 2
+                _say_not_isolated(e)
+                return _run_with(args, spec, bench)
             _say_isolation(bench.isolation)
             rc = _run_with(args, spec, bench)
             try:
@@ -96,16 +99,21 @@ def _run(args: argparse.Namespace) -> int:
         from ..testbed.state import holding_hugepages
 
         stack.enter_context(holding_hugepages())
+        iso: SutIsolation | None = None
         if spec.isolate_sut_cpus:
             try:
                 iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
             except (IsolationError, OSError, ValueError) as e:  # ValueError: LayoutError
-                print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
-                return 2
-            bench.isolation = iso.summary()
-            _say_isolation(bench.isolation)
+                if not spec.isolate_best_effort or not isinstance(e, (IsolationError,
+                                                                      OSError)):
+                    print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
+                    return 2
+                _say_not_isolated(e)
+            else:
+                bench.isolation = iso.summary()
+                _say_isolation(bench.isolation)
         rc = _run_with(args, spec, bench)
-        if spec.isolate_sut_cpus:
+        if iso is not None:
             stack.close()
             for p in iso.restore_problems:  # the restore file stays: the next run retries
                 print(f"turnout bench: isolate_sut_cpus: could not restore {p} (the next "
@@ -184,6 +192,12 @@ def _isolation(sut: tuple[int, ...]) -> contextlib.AbstractContextManager[SutIso
     if os.geteuid() != 0:
         raise IsolationError("needs root")
     return SutIsolation(set(sut), set(available_cpus()), state_dir())
+
+
+def _say_not_isolated(e: Exception) -> None:
+    """``isolate_sut_cpus = "auto"`` on a machine that does not allow it."""
+    print(f"turnout bench: isolate_sut_cpus = \"auto\": not isolating the SUT's CPUs ({e}); "
+          "the campaign runs without (its report says isolation off)", file=sys.stderr)
 
 
 def _say_isolation(s: dict[str, Any]) -> None:

@@ -136,6 +136,10 @@ class CampaignSpec:
     #: (unbound workqueues, movable kernel threads, IRQs; system/isolate.py)
     #: and restore it afterwards
     isolate_sut_cpus: bool = False
+    #: ``isolate_sut_cpus = "auto"``: isolate when this machine lets the run
+    #: (root, writable sysfs, no other isolation alive, a CPU left for the
+    #: rest); otherwise say why and run without (the report then says "off")
+    isolate_best_effort: bool = False
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -566,8 +570,12 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if "qemu_accel" in c and vnf != "qemu":
         raise CampaignError("campaign.qemu_accel: only with vnf = \"qemu\"")
     isolate = c.get("isolate_sut_cpus", False)
+    isolate_best_effort = isolate == "auto"
+    if isolate_best_effort:
+        isolate = True
     if not isinstance(isolate, bool):
-        raise CampaignError(f"campaign.isolate_sut_cpus: {isolate!r} is not true or false")
+        raise CampaignError(f"campaign.isolate_sut_cpus: {isolate!r} is not true, false or "
+                            "\"auto\"")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         return_wait_s=float(rw),
@@ -585,7 +593,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         tester_cpu=None if tester_cpu < 0 else int(tester_cpu), tester_rx_cpu=tester_rx_cpu,
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
-        isolate_sut_cpus=isolate, interleave=bool(c.get("interleave", True)), layout=layout,
+        isolate_sut_cpus=isolate, isolate_best_effort=isolate_best_effort,
+        interleave=bool(c.get("interleave", True)), layout=layout,
         sut_cores=sut_cores, location=location, remote=remote,
     )
 
