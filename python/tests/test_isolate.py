@@ -351,33 +351,52 @@ with SutIsolation({{1}}, {{0, 1}}, Path({str(state)!r}), fs=fs):
     assert not restore_file(state).exists()
 
 
-def test_bench_run_refuses_a_second_isolation(tmp_path, monkeypatch, capsys):
-    """`turnout bench run` of a campaign with isolate_sut_cpus while another
-    live run holds the isolation: exit 2 with the reason, nothing changed."""
-    from turnout.cli import main
+def _held_isolation_campaign(tmp_path: Path, value: str) -> tuple[Path, dict[str, object]]:
+    """latency.toml with `isolate_sut_cpus = VALUE`, and a restore file that
+    says this live process holds the isolation; returns the campaign file
+    and the holder's record."""
     from turnout.testbed.state import pid_start_time, state_dir
 
     repo = Path(__file__).resolve().parents[2]
     toml = (repo / "campaigns/latency.toml").read_text().replace(
-        "isolate_sut_cpus = false", "isolate_sut_cpus = true")
-    assert "isolate_sut_cpus = true" in toml
+        "isolate_sut_cpus = true", f"isolate_sut_cpus = {value}")
+    assert f"isolate_sut_cpus = {value}" in toml
     f = tmp_path / "c.toml"
     f.write_text(toml)
     d = state_dir()
     d.mkdir(parents=True)
-    holder = {"owner_pid": os.getpid(), "owner_start": pid_start_time(os.getpid()),
-              "sut_cpus": [1], "keep_cpus": [0], "kthreads": [], "irqs": {}}
+    holder: dict[str, object] = {
+        "owner_pid": os.getpid(), "owner_start": pid_start_time(os.getpid()),
+        "sut_cpus": [1], "keep_cpus": [0], "kthreads": [], "irqs": {}}
     restore_file(d).write_text(json.dumps(holder))
+    return f, holder
+
+
+def _bench_run_beside_holder(f: Path, holder: dict[str, object], tmp_path: Path,
+                             capsys) -> tuple[int, str]:
+    """`turnout bench run F`; then the holder's file and the workqueue
+    cpumask must be as they were. Returns the exit code and stderr."""
+    from turnout.cli import main
+    from turnout.testbed.state import state_dir
+
     wq = Path("/sys/devices/virtual/workqueue/cpumask")
     before = wq.read_text() if wq.exists() else None
     rc = main(["bench", "run", str(f), "--db", str(tmp_path / "r.db"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 2
-    assert "isolate_sut_cpus:" in err
     assert ("already isolates" in err) if os.geteuid() == 0 else ("needs root" in err)
-    assert json.loads(restore_file(d).read_text()) == holder  # the holder's file untouched
+    assert json.loads(restore_file(state_dir()).read_text()) == holder  # untouched
     if before is not None:
         assert wq.read_text() == before
+    return rc, err
+
+
+def test_bench_run_refuses_a_second_isolation(tmp_path, monkeypatch, capsys):
+    """`turnout bench run` of a campaign with isolate_sut_cpus while another
+    live run holds the isolation: exit 2 with the reason, nothing changed."""
+    f, holder = _held_isolation_campaign(tmp_path, "true")
+    rc, err = _bench_run_beside_holder(f, holder, tmp_path, capsys)
+    assert rc == 2
+    assert "isolate_sut_cpus:" in err
 
 
 def test_bench_run_auto_runs_without_an_isolation_it_cannot_have(tmp_path, monkeypatch, capsys):
@@ -387,22 +406,8 @@ def test_bench_run_auto_runs_without_an_isolation_it_cannot_have(tmp_path, monke
     machine stay as they were. `"auto"` parses; anything else is refused."""
     from turnout.campaign import cli as campaign_cli
     from turnout.campaign.spec import CampaignError, parse
-    from turnout.cli import main
-    from turnout.testbed.state import pid_start_time, state_dir
 
-    repo = Path(__file__).resolve().parents[2]
-    toml = (repo / "campaigns/latency.toml").read_text().replace(
-        "isolate_sut_cpus = true", 'isolate_sut_cpus = "auto"')
-    assert 'isolate_sut_cpus = "auto"' in toml
-    f = tmp_path / "c.toml"
-    f.write_text(toml)
-    d = state_dir()
-    d.mkdir(parents=True)
-    holder = {"owner_pid": os.getpid(), "owner_start": pid_start_time(os.getpid()),
-              "sut_cpus": [1], "keep_cpus": [0], "kthreads": [], "irqs": {}}
-    restore_file(d).write_text(json.dumps(holder))
-    wq = Path("/sys/devices/virtual/workqueue/cpumask")
-    before = wq.read_text() if wq.exists() else None
+    f, holder = _held_isolation_campaign(tmp_path, '"auto"')
     ran: list[object] = []
 
     def run_with(args, spec, bench):  # the campaign itself is not this test's
@@ -410,18 +415,13 @@ def test_bench_run_auto_runs_without_an_isolation_it_cannot_have(tmp_path, monke
         return 0
 
     monkeypatch.setattr(campaign_cli, "_run_with", run_with)
-    rc = main(["bench", "run", str(f), "--db", str(tmp_path / "r.db"), "--no-progress"])
-    err = capsys.readouterr().err
+    rc, err = _bench_run_beside_holder(f, holder, tmp_path, capsys)
     assert rc == 0 and ran == [None]
-    assert 'isolate_sut_cpus = "auto": not isolating' in err
-    assert ("already isolates" in err) if os.geteuid() == 0 else ("needs root" in err)
-    assert json.loads(restore_file(d).read_text()) == holder
-    if before is not None:
-        assert wq.read_text() == before
+    assert err.count('isolate_sut_cpus = "auto": not isolating') == 1
 
     import tomllib
 
-    doc = tomllib.loads(toml)
+    doc = tomllib.loads(f.read_text())
     spec = parse(doc)
     assert spec.isolate_sut_cpus and spec.isolate_best_effort
     doc["campaign"]["isolate_sut_cpus"] = "yes"
