@@ -85,6 +85,50 @@ def wait_for(what: str, timeout_s: float, cond: Callable[[], Any], every_s: floa
         time.sleep(every_s)
 
 
+#: one file per live test namespace, named after it and holding the pid of
+#: the test process that made it: a run killed before its close (SIGKILL,
+#: a restart) leaves its namespaces behind, and the next run's set-up
+#: deletes them (``sweep_dead_netns``)
+NS_MARKS = Path("/run/turnout-tests/netns")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_netns(name: str, marks: Path = NS_MARKS) -> None:
+    """Records that this process made namespace ``name``."""
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / name).write_text(str(os.getpid()))
+
+
+def unmark_netns(name: str, marks: Path = NS_MARKS) -> None:
+    (marks / name).unlink(missing_ok=True)
+
+
+def sweep_dead_netns(prefix: str, marks: Path = NS_MARKS) -> list[str]:
+    """Deletes the marked namespaces starting with ``prefix`` whose process
+    is gone, and their marks; returns their names."""
+    gone = []
+    for mark in sorted(marks.glob(f"{prefix}*")) if marks.is_dir() else []:
+        try:
+            pid = int(mark.read_text().strip() or 0)
+        except (OSError, ValueError):
+            pid = 0
+        if pid > 0 and _pid_alive(pid):
+            continue
+        subprocess.run(["ip", "netns", "del", mark.name], check=False, capture_output=True)
+        mark.unlink(missing_ok=True)
+        gone.append(mark.name)
+    return gone
+
+
 def stop_pid(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout_s: float = 5.0) -> int:
     """Signals our own child ``proc`` by PID, escalating to SIGKILL; returns its exit code."""
     if proc.poll() is None:

@@ -59,7 +59,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import REPO, Turnoutd, stop_pid, turnoutd_binary, wait_for
+from harness import (
+    NS_MARKS,
+    REPO,
+    Turnoutd,
+    mark_netns,
+    stop_pid,
+    sweep_dead_netns,
+    turnoutd_binary,
+    unmark_netns,
+    wait_for,
+)
 from privovs import PrivateOvs
 
 FOLDERS = ("action", "group", "match", "meter")
@@ -275,22 +285,6 @@ def cause(reason: str) -> str:
     return reason[:160]
 
 
-#: one file per live run's namespace, holding the pid of the process that
-#: made it: a run killed before its close (SIGKILL) leaves its namespace
-#: behind, and the next run deletes it (``SuiteLab.sweep``)
-NS_MARKS = Path("/run/turnout-tests/osken-ns")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class SuiteLab:
     """The namespace, veths, tester OVS bridge, target and tester app of
     one run (see the module's documentation)."""
@@ -299,18 +293,7 @@ class SuiteLab:
     def sweep(marks: Path = NS_MARKS) -> list[str]:
         """Deletes the namespaces of runs whose process is gone (killed
         before their close), and their marks; returns their names."""
-        gone = []
-        for mark in sorted(marks.glob("tosk*")) if marks.is_dir() else []:
-            try:
-                pid = int(mark.read_text().strip() or 0)
-            except (OSError, ValueError):
-                pid = 0
-            if pid > 0 and _pid_alive(pid):
-                continue
-            subprocess.run(["ip", "netns", "del", mark.name], check=False, capture_output=True)
-            mark.unlink(missing_ok=True)
-            gone.append(mark.name)
-        return gone
+        return sweep_dead_netns("tosk", marks)
 
     def __init__(self, work: Path, target: str, py: str,
                  wait_s: float | None = None, steady_tester: bool = True) -> None:
@@ -340,8 +323,7 @@ class SuiteLab:
         """The namespace and veths, the tester app on ``tests_dir``, the
         tester switch and the target, connected to the app."""
         self.sweep()
-        NS_MARKS.mkdir(parents=True, exist_ok=True)
-        (NS_MARKS / self.ns).write_text(str(os.getpid()))
+        mark_netns(self.ns)
         subprocess.run(["ip", "netns", "add", self.ns], check=True, capture_output=True)
         self.ns_made = True
         for k in ("all", "default"):
@@ -436,7 +418,7 @@ class SuiteLab:
                     if time.monotonic() > end:
                         raise AssertionError(f"namespace {self.ns} could not be deleted")
                     time.sleep(0.2)
-            (NS_MARKS / self.ns).unlink(missing_ok=True)
+            unmark_netns(self.ns)
 
 
 def run_suite(work: Path, target: str, wait_s: float | None = None,

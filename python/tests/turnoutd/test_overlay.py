@@ -35,7 +35,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from harness import Turnoutd, stop_pid, turnoutd_binary, wait_for
+from harness import (
+    Turnoutd,
+    mark_netns,
+    stop_pid,
+    sweep_dead_netns,
+    turnoutd_binary,
+    unmark_netns,
+    wait_for,
+)
 
 from turnout import testpeers
 
@@ -83,6 +91,7 @@ class Net:
 
     def netns(self, short: str) -> str:
         name = P + short
+        mark_netns(name)
         run("ip", "netns", "add", name)
         self.ns.append(name)
         nx(name, "ip", "link", "set", "lo", "up")
@@ -134,6 +143,7 @@ class Net:
                 print(f"cleanup: {e}")
         for ns in reversed(self.ns):
             run("ip", "netns", "del", ns, check=False)
+            unmark_netns(ns)
 
 
 class NsTurnoutd(Turnoutd):
@@ -153,28 +163,13 @@ class NsTurnoutd(Turnoutd):
         return out
 
 
-def sweep_dead_runs() -> list[str]:
-    """Deletes the namespaces a run of this file killed before its close left
-    (`tovN-*`, N its pid modulo 100000) while no live process has such a pid
-    (a live one may be that run: kept); returns their names."""
-    live = {int(d) % 100000 for d in os.listdir("/proc") if d.isdigit()}
-    gone = []
-    for line in run("ip", "netns", "list").splitlines():
-        name = line.split()[0] if line.strip() else ""
-        tag = name[3:].split("-", 1)[0] if name.startswith("tov") and "-" in name else ""
-        if tag.isdigit() and int(tag) not in live:
-            run("ip", "netns", "del", name, check=False)
-            gone.append(name)
-    return gone
-
-
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Net]:
     try:
         turnoutd_binary()
     except FileNotFoundError as e:
         pytest.fail(str(e))
-    sweep_dead_runs()
+    sweep_dead_netns("tov")
     n = Net(tmp_path)
     try:
         yield n
@@ -545,17 +540,19 @@ def test_geneve_bad_input_is_counted_and_good_frames_pass(net: Net) -> None:
              lambda: d.port("pod0")["tx_packets"] - before_pod >= 5)
 
 
-def test_a_killed_run_leaves_no_namespace_for_good() -> None:
-    """The namespaces of a run killed before its close (named after a pid no
-    process has now) go at the next run's set-up; this run's and those of
-    live pids stay."""
-    live = {int(d) % 100000 for d in os.listdir("/proc") if d.isdigit()}
-    dead = next(n for n in range(99999, 0, -1) if n not in live)
-    stale, mine = f"tov{dead}-hA", P + "sweepcheck"
-    run("ip", "netns", "add", stale)
-    run("ip", "netns", "add", mine)
+def test_a_killed_run_leaves_no_namespace_for_good(tmp_path: Path) -> None:
+    """The namespaces of a run killed before its close (marked with a pid no
+    process has now) go at the next run's set-up; a live run's stay."""
+    marks = tmp_path / "marks"
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is gone
+    stale, mine = P + "stalecheck", P + "sweepcheck"
+    for ns in (stale, mine):
+        run("ip", "netns", "add", ns)
     try:
-        assert stale in sweep_dead_runs()
+        mark_netns(mine, marks)
+        (marks / stale).write_text(str(dead.pid))
+        assert sweep_dead_netns("tov", marks) == [stale]
         names = run("ip", "netns", "list")
         assert stale not in names and mine in names
     finally:
