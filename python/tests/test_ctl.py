@@ -215,6 +215,12 @@ def test_worker_rates_between_snapshots():
     assert (w[0]["sleeps_ps"], w[0]["wakeups_ps"], w[0]["naps_ps"]) == (500.0, 450.0, 2000.0)
     assert w[0]["gaps_ps"] == 4000.0
     assert "nap 70us" in w[0]["policy"] and "budget 100us" in w[0]["policy"]
+    # naps vetoed by their own overshoot: when they are tried again
+    v = snap(2_000_000_000, 300_000_000, 1000, 900, 4000, 1_500_000_000, False)
+    v["workers"][0]["policy"].update(regime="interrupt", why="wake_fits",
+                                     nap_pass_ns=12_000, nap_retry_in_ns=640_000_000)
+    text = worker_rates(snap(0, 0, 0, 0, 0, 0, False), v)[0]["policy"]
+    assert "+30us +12us pass" in text and "tried again in 640ms" in text, text
     # poll mode: no policy
     p = snap(0, 0, 0, 0, 0, 0, False)
     p["workers"][0]["policy"] = {}

@@ -203,6 +203,10 @@ pub struct PolicyCounters {
     pub nap_overshoot_ns: AtomicU64,
     /// Naps the frame-weighted nap bound is computed over (0: not yet).
     pub nap_tail_naps: AtomicU64,
+    /// The part of the budget left for the pass before a nap, ns.
+    pub nap_pass_ns: AtomicU64,
+    /// Until naps vetoed by their own overshoots are tried again, ns.
+    pub nap_retry_in_ns: AtomicU64,
     /// Estimated wake-up latency seen by traffic, ns.
     pub wake_latency_ns: AtomicU64,
 }
@@ -234,6 +238,8 @@ impl PolicyCounters {
             nap_cpu_ns: self.nap_cpu_ns.load(Relaxed),
             nap_overshoot_ns: self.nap_overshoot_ns.load(Relaxed),
             nap_tail_naps: self.nap_tail_naps.load(Relaxed),
+            nap_pass_ns: self.nap_pass_ns.load(Relaxed),
+            nap_retry_in_ns: self.nap_retry_in_ns.load(Relaxed),
             wake_latency_ns: self.wake_latency_ns.load(Relaxed),
         }
     }
@@ -284,6 +290,8 @@ impl WorkerCounters {
         p.nap_cpu_ns.store(v.nap_cpu_ns, Relaxed);
         p.nap_overshoot_ns.store(v.nap_overshoot_ns, Relaxed);
         p.nap_tail_naps.store(v.nap_tail_naps, Relaxed);
+        p.nap_pass_ns.store(v.nap_pass_ns, Relaxed);
+        p.nap_retry_in_ns.store(v.nap_retry_in_ns, Relaxed);
         p.wake_latency_ns.store(v.wake_latency_ns, Relaxed);
     }
 

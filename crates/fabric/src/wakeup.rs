@@ -815,6 +815,15 @@ pub struct PolicyView {
     /// Naps the frame-weighted bound is computed over (0: not yet).
     #[serde(default)]
     pub nap_tail_naps: u64,
+    /// The part of the budget left for the pass before a nap, ns (the
+    /// share of the time processing frames takes, times the budget).
+    #[serde(default)]
+    pub nap_pass_ns: u64,
+    /// While the naps' own overshoots leave no nap in the budget (and a
+    /// wake-up's would), how long until naps are tried again, ns; 0
+    /// otherwise.
+    #[serde(default)]
+    pub nap_retry_in_ns: u64,
     /// Wake-up latency (p50), ns; the same as `wake_p50_ns`.
     pub wake_latency_ns: u64,
 }
@@ -1109,6 +1118,10 @@ impl Policy {
             } else {
                 0
             },
+            nap_pass_ns: self.pass_ns(),
+            nap_retry_in_ns: self.veto_since_ns.map_or(0, |t| {
+                (t + self.retry_ns).saturating_sub(self.prev_ns).max(1)
+            }),
             wake_latency_ns: self.wake.p50,
         }
     }
@@ -2414,6 +2427,7 @@ mod tests {
         let vetoed = p.veto_since_ns.expect("veto noticed");
         windows(&mut p, 2 * WINDOW_NS, vetoed + NAP_RETRY_MIN_NS - WINDOW_NS);
         assert_eq!(p.nap_ns(), 0, "naps tried again before the wait");
+        assert_eq!(p.view().nap_retry_in_ns, WINDOW_NS);
         windows(
             &mut p,
             vetoed + NAP_RETRY_MIN_NS,
@@ -2423,6 +2437,7 @@ mod tests {
         assert_eq!(p.overshoot(), 30 * US);
         assert_eq!(p.budget_nap_ns(), 970 * US);
         assert_eq!(p.retried_ns, Some(vetoed + NAP_RETRY_MIN_NS));
+        assert_eq!(p.view().nap_retry_in_ns, 0);
     }
 
     #[test]
@@ -2471,6 +2486,7 @@ mod tests {
             t += 1_000 * US;
         }
         assert_eq!(p.pass_ns(), 100 * US);
+        assert_eq!(p.view().nap_pass_ns, 100 * US);
         p.regime = Regime::Moderate;
         assert_eq!(p.nap_ns(), 870 * US);
         // a worker busy 98 % of the time leaves no nap

@@ -369,6 +369,11 @@ def _policy_text(p: dict[str, Any]) -> str:
     if p.get("nap_cpu_ns"):
         text += (f", nap {p['nap_cpu_ns'] / 1e3:.1f}us cpu"
                  f" +{p.get('nap_overshoot_ns', 0) / 1e3:.0f}us")
+        if p.get("nap_pass_ns"):
+            text += f" +{p['nap_pass_ns'] / 1e3:.0f}us pass"
+    if p.get("nap_retry_in_ns"):
+        text += (f"; no nap fits (the naps' overshoot), tried again in"
+                 f" {p['nap_retry_in_ns'] / 1e6:.0f}ms")
     return text
 
 

@@ -466,7 +466,7 @@ class Turnoutd(SutAdapter):
     WAKE_FIELDS = ("regime", "why", "budget_ns", "wake_p50_ns", "wake_p99_ns", "poll_p99_ns",
                    "poll_slow_epochs", "contention_signal", "rq_wait_permille",
                    "timer_p99_ns", "sleep_after_ns", "nap_ns", "nap_overshoot_ns",
-                   "nap_tail_naps")
+                   "nap_tail_naps", "nap_pass_ns", "nap_retry_in_ns")
 
     def wake_state(self) -> dict[str, Any] | None:
         """Each worker's wake-up regime, why, the p99s it decided on, and
