@@ -517,6 +517,15 @@ impl NapTail {
     }
 }
 
+/// `n`, or 0 when it is shorter than [`MIN_NAP_NS`] (no nap worth taking).
+fn at_least_min_nap(n: u64) -> u64 {
+    if n >= MIN_NAP_NS {
+        n
+    } else {
+        0
+    }
+}
+
 /// The smallest overshoot `r ≥ floor_ns` to leave room for such that naps
 /// of `budget_ns − r` hold at most [`TAIL_LATE_PERMILLE`] ‰ of their frames
 /// longer than the budget, given the overshoots `sorted` (ascending) of
@@ -1000,15 +1009,13 @@ impl Policy {
         if self.budget_ns == 0 || !self.measured() {
             return 0;
         }
-        let n = self
-            .budget_ns
-            .saturating_sub(self.pass_ns())
-            .saturating_sub(self.overshoot());
-        if n >= MIN_NAP_NS {
-            n
-        } else {
-            0
-        }
+        at_least_min_nap(self.nap_room().saturating_sub(self.overshoot()))
+    }
+
+    /// The budget less the pass before a nap: what a nap and its
+    /// overshoot share.
+    fn nap_room(&self) -> u64 {
+        self.budget_ns.saturating_sub(self.pass_ns())
     }
 
     /// Nap length when moderating: the budget, or three quarters of the
@@ -1018,19 +1025,11 @@ impl Policy {
     /// pass before it (`pass_ns`); 0 when that leaves less than
     /// `MIN_NAP_NS`.
     pub fn nap_ns(&self) -> u64 {
-        if self.budget_nap_ns() == 0 {
+        if self.budget_ns == 0 || !self.measured() {
             return 0;
         }
-        let n = self
-            .budget_ns
-            .saturating_sub(self.pass_ns())
-            .min(self.fill_ns - self.fill_ns / 4)
-            .saturating_sub(self.overshoot());
-        if n >= MIN_NAP_NS {
-            n
-        } else {
-            0
-        }
+        let room = self.nap_room().min(self.fill_ns - self.fill_ns / 4);
+        at_least_min_nap(room.saturating_sub(self.overshoot()))
     }
 
     /// Whether the naps' own overshoots veto them: no nap fits the budget
@@ -1039,11 +1038,7 @@ impl Policy {
         self.budget_ns > 0
             && self.measured()
             && self.budget_nap_ns() == 0
-            && self
-                .budget_ns
-                .saturating_sub(self.pass_ns())
-                .saturating_sub(self.wake.p99)
-                >= MIN_NAP_NS
+            && self.nap_room().saturating_sub(self.wake.p99) >= MIN_NAP_NS
     }
 
     /// After [`NAP_RETRY_MIN_NS`] (doubling up to [`NAP_RETRY_MAX_NS`]
