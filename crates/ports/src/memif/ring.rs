@@ -838,33 +838,11 @@ impl TxQueue for MemifTx {
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
-        // SAFETY: `reserve` made the lease with a held `Connection`, and
-        // its range is not published yet (our caller's contract).
-        let Some(c) = (unsafe { lease.held_ref::<Connection>() }) else {
-            return refuse(frames, 0, DropReason::TxStale, drops);
-        };
-        if c.violated().is_some() {
-            return refuse(frames, 0, DropReason::PeerFault, drops);
-        }
-        let Some(ring) = c.tx.get(self.q as usize) else {
-            return refuse(frames, 0, DropReason::TxStale, drops);
-        };
-        if c.role == Role::Server {
-            return self.write_offered(c, ring, lease, frames, drops);
-        }
-        let mut slot = lease.first;
-        for j in 0..frames.len() {
-            let (frame, nslots) = frames.get(j);
-            if self
-                .write_one(c, ring, lease.base, slot, nslots, frame)
-                .is_err()
-            {
-                // The peer broke the protocol: the connection is failed and
-                // nothing more of this burst can be delivered.
-                return refuse(frames, j, DropReason::PeerFault, drops);
-            }
-            slot += nslots as u64;
-        }
+        // SAFETY: our caller's contract.
+        unsafe { self.write_frames(lease, frames, drops) };
+        // The streamed copies (`Region::copy_in`) before the ring head
+        // that publishes them.
+        fabric::sys::store_fence();
     }
 
     fn kick(&self, _drops: &mut TxDrops) {
@@ -899,6 +877,41 @@ fn refuse(frames: &TxFrames<'_>, j: usize, reason: DropReason, drops: &mut TxDro
 }
 
 impl MemifTx {
+    /// [`TxQueue::write_burst`] but for its closing fence.
+    ///
+    /// # Safety
+    /// As [`TxQueue::write_burst`].
+    #[inline(always)]
+    unsafe fn write_frames(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        // SAFETY: `reserve` made the lease with a held `Connection`, and
+        // its range is not published yet (our caller's contract).
+        let Some(c) = (unsafe { lease.held_ref::<Connection>() }) else {
+            return refuse(frames, 0, DropReason::TxStale, drops);
+        };
+        if c.violated().is_some() {
+            return refuse(frames, 0, DropReason::PeerFault, drops);
+        }
+        let Some(ring) = c.tx.get(self.q as usize) else {
+            return refuse(frames, 0, DropReason::TxStale, drops);
+        };
+        if c.role == Role::Server {
+            return self.write_offered(c, ring, lease, frames, drops);
+        }
+        let mut slot = lease.first;
+        for j in 0..frames.len() {
+            let (frame, nslots) = frames.get(j);
+            if self
+                .write_one(c, ring, lease.base, slot, nslots, frame)
+                .is_err()
+            {
+                // The peer broke the protocol: the connection is failed and
+                // nothing more of this burst can be delivered.
+                return refuse(frames, j, DropReason::PeerFault, drops);
+            }
+            slot += nslots as u64;
+        }
+    }
+
     /// Server: writes the lease's frames into the buffers the client
     /// offered. A frame of one slot (it fits one buffer: the usual case)
     /// takes three loads of the offered descriptor, its checks, one copy

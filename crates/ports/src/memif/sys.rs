@@ -310,7 +310,9 @@ impl Region {
     }
 
     /// Copies `src` into the region at `off`; false (nothing copied) if it
-    /// does not fit.
+    /// does not fit. A frame of `fabric::sys::STREAM_MIN_B` or more is written with
+    /// non-temporal stores (`fabric::sys::copy_streaming`): the caller
+    /// fences (`fabric::sys::store_fence`) before it publishes the buffer.
     #[inline]
     pub fn copy_in(&self, off: usize, src: &[u8]) -> bool {
         if !self.fits(off, src.len()) {
@@ -320,7 +322,12 @@ impl Region {
         // slice; they cannot overlap (the slice is not in this mapping's
         // slots being written, which the ring protocol reserves for us).
         unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(off), src.len())
+            let dst = self.map.as_ptr().add(off);
+            if src.len() >= fabric::sys::STREAM_MIN_B {
+                fabric::sys::copy_streaming(dst, src.as_ptr(), src.len())
+            } else {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())
+            }
         };
         true
     }

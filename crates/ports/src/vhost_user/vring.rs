@@ -933,6 +933,29 @@ impl TxQueue for VhostTx {
     }
 
     unsafe fn write_burst(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
+        // SAFETY: our caller's contract.
+        unsafe { self.write_frames(lease, frames, drops) };
+        // The streamed copies (`write_single`) before the used index that
+        // publishes them.
+        fabric::sys::store_fence();
+    }
+
+    fn kick(&self, _drops: &mut TxDrops) {
+        // Without the lock: the pin may be gone, so interrupt the installed
+        // session (after a restart, a spurious interrupt of the new one).
+        if let Some(s) = self.slot.session.load().as_ref() {
+            s.signal_call();
+        }
+    }
+}
+
+impl VhostTx {
+    /// [`TxQueue::write_burst`] but for its closing fence.
+    ///
+    /// # Safety
+    /// As [`TxQueue::write_burst`].
+    #[inline(always)]
+    unsafe fn write_frames(&self, lease: &Lease, frames: &TxFrames<'_>, drops: &mut TxDrops) {
         // The session the reservation was made against, pinned by the lease.
         // SAFETY: `reserve` made the lease with a held `Session`, and its
         // range is not published yet (our caller's contract).
@@ -1008,14 +1031,6 @@ impl TxQueue for VhostTx {
                 }
             }
             slot += nslots as u64;
-        }
-    }
-
-    fn kick(&self, _drops: &mut TxDrops) {
-        // Without the lock: the pin may be gone, so interrupt the installed
-        // session (after a restart, a spurious interrupt of the new one).
-        if let Some(s) = self.slot.session.load().as_ref() {
-            s.signal_call();
         }
     }
 }
@@ -1100,7 +1115,11 @@ impl VhostTx {
             } else {
                 std::ptr::copy_nonoverlapping(hdr.as_ptr(), p, 10);
             }
-            std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(hdr_len), frame.len());
+            if frame.len() >= fabric::sys::STREAM_MIN_B {
+                fabric::sys::copy_streaming(p.add(hdr_len), frame.as_ptr(), frame.len());
+            } else {
+                std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(hdr_len), frame.len());
+            }
         }
         // The caller remembers the smallest (`saw_bufs`).
         *seen = (*seen).min(d.len);
