@@ -697,6 +697,9 @@ pub struct Policy {
     win_start_ns: u64,
     win_frames: u64,
     win_busy_ns: u64,
+    /// When the last pass that moved frames began, until the worker says
+    /// when it ended ([`Policy::pass_ended`]).
+    pass_start_ns: Option<u64>,
     win_asleep_ns: u64,
     win_sleep_cpu_ns: u64,
     win_sleeps: u64,
@@ -858,6 +861,7 @@ impl Policy {
             win_start_ns: now_ns,
             win_frames: 0,
             win_busy_ns: 0,
+            pass_start_ns: None,
             win_asleep_ns: 0,
             win_sleep_cpu_ns: 0,
             win_sleeps: 0,
@@ -987,18 +991,17 @@ impl Policy {
         self.timer.p99.max(self.wake.p99)
     }
 
-    /// The part of the budget the pass before a nap takes, ns. A pass
-    /// reads each queue once and then forwards what it read: the frames
-    /// that come in after their queue was read wait for the rest of the
-    /// pass, then the nap and its overshoot. A moderating worker's cycle
-    /// is a pass and a nap, and the pass takes the share `u` of the time
-    /// that processing frames takes at this rate (`busy_ppm`, measured
-    /// over the last window with frames), so for the cycle to fit the
-    /// budget the nap and its overshoot get `(1 − u)` of it. At 1.4 Mpps
-    /// through one worker of the development VM, u ≈ 0.1: 100 µs of a
-    /// 1000 µs budget; at 10 kpps about 1 µs. Without it, budget 1000's
-    /// p99 there was 1.2–1.5 ms while napping (docs/results/
-    /// 2026-12-03-power-saving-naps.md).
+    /// How long a pass takes, as a part of the budget, ns. A pass reads
+    /// each queue in turn and forwards what it read before the next: a
+    /// frame that comes in after its queue was read waits for the rest of
+    /// the pass, the nap and its overshoot, and the next pass up to its
+    /// queue ([`Policy::nap_room`]). A moderating worker's cycle is a pass
+    /// and a nap, and the pass takes the share `u` of the time that
+    /// processing frames takes at this rate (`busy_ppm`, measured over the
+    /// last window with frames from each pass's start to its end:
+    /// [`Policy::pass_ended`]), about `u` × the budget when the cycle
+    /// fills it. At 1 Mpps through one worker of the development VM, u ≈
+    /// 0.06–0.1: 60–100 µs of a 1000 µs budget; at 10 kpps about 1 µs.
     fn pass_ns(&self) -> u64 {
         (self.budget_ns as u128 * self.busy_ppm.min(1_000_000) as u128 / 1_000_000) as u64
     }
@@ -1012,10 +1015,12 @@ impl Policy {
         at_least_min_nap(self.nap_room().saturating_sub(self.overshoot()))
     }
 
-    /// The budget less the pass before a nap: what a nap and its
-    /// overshoot share.
+    /// The budget less the passes around a nap: what a nap and its
+    /// overshoot share. A frame that comes just after its queue was read
+    /// waits for the rest of that pass, the nap and its overshoot, and the
+    /// next pass up to its queue: two passes at most.
     fn nap_room(&self) -> u64 {
-        self.budget_ns.saturating_sub(self.pass_ns())
+        self.budget_ns.saturating_sub(2 * self.pass_ns())
     }
 
     /// Nap length when moderating: the budget, or three quarters of the
@@ -1131,6 +1136,7 @@ impl Policy {
         self.prev_ns = now_ns;
         self.fill_ns = pass.fill_ns;
         self.window(now_ns);
+        self.pass_start_ns = (pass.moved > 0).then_some(now_ns);
         if pass.moved > 0 {
             self.last_work_ns = now_ns;
             self.win_frames += pass.moved;
@@ -1183,6 +1189,22 @@ impl Policy {
         // into the 128-bit one after every small batch.
         let want = self.batch_cap.saturating_mul(1_000_000_000) / pass.rate_fps;
         want.min(most)
+    }
+
+    /// The pass [`Policy::after_poll`] was last told about (it is given
+    /// the time a pass began) ended at `end_ns`, and the worker now spins
+    /// for a gap or naps. A pass that moved frames was processing them
+    /// until then: busy time of this window. Without it the next
+    /// `after_poll` would measure that pass from the gap's or the nap's
+    /// end, and a moderating worker, which naps after every pass, would
+    /// count no pass at all: its naps left no room for the passes, and
+    /// budget 1000's cycle was 1.03 ms in nvsn-bidir at 0.1 × R+ (p99
+    /// 1.10–1.32 ms; docs/results/2026-12-04-pass-time-in-the-nap.md).
+    pub fn pass_ended(&mut self, end_ns: u64) {
+        if let Some(start) = self.pass_start_ns.take() {
+            self.win_busy_ns += end_ns.saturating_sub(start);
+        }
+        self.prev_ns = self.prev_ns.max(end_ns);
     }
 
     /// The worker spun for a gap until `end_ns`: that time is overhead
@@ -1482,8 +1504,9 @@ mod tests {
     /// takes `wake_lat`, except every `slow_every`-th which takes
     /// `wake_slow` (the tail the p99 must see); each nap costs `nap_cpu`
     /// and overshoots by `over` (`over_slow` every `slow_every`-th). The
-    /// worker polls every `poll` ns while awake, one receive queue with a
-    /// ring of `ring` slots and batches of 256.
+    /// worker polls every `poll` ns while awake, plus `frame` ns for each
+    /// frame a pass moves, one receive queue with a ring of `ring` slots
+    /// and batches of 256.
     struct Host {
         sleep_cpu: u64,
         nap_cpu: u64,
@@ -1493,6 +1516,7 @@ mod tests {
         wake_slow: u64,
         slow_every: u64,
         poll: u64,
+        frame: u64,
         ring: u64,
     }
 
@@ -1630,17 +1654,23 @@ mod tests {
                 arrive(now, &mut next_arrival, &mut queued, &mut r);
                 let found = queued.len() as u64;
                 let moved = found.min(256);
-                for t in queued.drain(..moved as usize) {
-                    r.max_wait = r.max_wait.max(now - t);
-                    r.waits.push(now - t);
+                // each frame leaves when it is forwarded, `frame` ns
+                // after the one before it
+                for (i, t) in queued.drain(..moved as usize).enumerate() {
+                    let w = now + (i as u64 + 1) * h.frame - t;
+                    r.max_wait = r.max_wait.max(w);
+                    r.waits.push(w);
                 }
                 if moved > 0 {
                     r.batches += 1;
                     r.moved += moved;
                 }
+                // the worker tells the policy when the pass began, and
+                // when it ended if it then gaps or naps
                 let start = now;
-                r.cpu += h.poll;
-                now += h.poll;
+                let took = h.poll + moved * h.frame;
+                r.cpu += took;
+                now += took;
                 self.inflow.polled(now, moved, moved < 256);
                 let left = found - moved;
                 let pass = Pass {
@@ -1649,7 +1679,11 @@ mod tests {
                     fill_ns: self.inflow.fill_ns((h.ring - left) as u32),
                     rate_fps: if moved > 0 { self.inflow.rate_fps() } else { 0 },
                 };
-                match self.p.after_poll(now, pass) {
+                let next = self.p.after_poll(start, pass);
+                if matches!(next, Next::Gap(_) | Next::Nap(_)) {
+                    self.p.pass_ended(now);
+                }
+                match next {
                     Next::Poll => {}
                     Next::Gap(g) => {
                         // spin until `g` after the pass began
@@ -1709,6 +1743,7 @@ mod tests {
         wake_slow: 150 * US,
         slow_every: 20,
         poll: 100,
+        frame: 0,
         ring: 1024,
     };
     /// Bare metal: 2–3 µs wake-ups, a tail of 8 µs.
@@ -1721,6 +1756,7 @@ mod tests {
         wake_slow: 8 * US,
         slow_every: 20,
         poll: 100,
+        frame: 0,
         ring: 1024,
     };
     /// Bare metal with a normal thread's default timer slack (50 µs): its
@@ -1756,6 +1792,7 @@ mod tests {
         wake_slow: 45 * US,
         slow_every: 20,
         poll: 100,
+        frame: 0,
         ring: 1024,
     };
     /// The same VM when its idle vCPU is slow to come back: one wake-up
@@ -2001,6 +2038,7 @@ mod tests {
         wake_slow: 40 * US,
         slow_every: 20,
         poll: 100,
+        frame: 0,
         ring: 1024,
     };
 
@@ -2326,8 +2364,9 @@ mod tests {
         }
         p.after_poll(3 * WINDOW_NS, Pass::moved(0, false));
         p.regime = Regime::Moderate;
-        // (the three frames' pass took 10 ns of the 2 ms window)
-        assert_eq!(p.nap_ns() + p.pass_ns(), 700 * US);
+        // (the three frames' pass took 10 ns of the 2 ms window; room for
+        // two passes)
+        assert_eq!(p.nap_ns() + 2 * p.pass_ns(), 700 * US);
     }
 
     /// A nested VM whose idle virtual CPU now and then comes back very
@@ -2343,6 +2382,7 @@ mod tests {
         wake_slow: 60 * US,
         slow_every: 300,
         poll: 100,
+        frame: 0,
         ring: 1024,
     };
 
@@ -2464,12 +2504,13 @@ mod tests {
     }
 
     #[test]
-    fn the_nap_leaves_room_for_the_pass_before_it() {
+    fn the_nap_leaves_room_for_the_passes_around_it() {
         // Budget 1000, wake-ups of 30 µs; passes that move frames take
         // 100 µs of every millisecond (1.4 Mpps at ~70 ns a frame): the
         // frames that come in after their queue was read wait for the
-        // rest of the pass, then the nap and its overshoot, so the nap is
-        // 1000 − 100 − 30 µs, not 970.
+        // rest of the pass, then the nap and its overshoot, then the next
+        // pass up to their queue, so the nap is 1000 − 2 × 100 − 30 µs,
+        // not 970.
         let mut p = Policy::new(1000, 256, 0);
         for _ in 0..SAMPLES {
             p.wake_sample(30 * US);
@@ -2483,7 +2524,7 @@ mod tests {
         assert_eq!(p.pass_ns(), 100 * US);
         assert_eq!(p.view().nap_pass_ns, 100 * US);
         p.regime = Regime::Moderate;
-        assert_eq!(p.nap_ns(), 870 * US);
+        assert_eq!(p.nap_ns(), 770 * US);
         // a worker busy 98 % of the time leaves no nap
         for _ in 0..5 {
             p.after_poll(t + 20 * US, Pass::moved(0, false));
@@ -2820,6 +2861,38 @@ mod tests {
         }
         assert!(f.peak_fps() < 200_000, "{}", f.peak_fps());
         assert_eq!(Inflow::default().fill_ns(10), u64::MAX);
+    }
+
+    #[test]
+    fn naps_leave_room_for_the_passes_around_them() {
+        // Budget 1000 at 250 kpps on the VM, each frame 400 ns of work
+        // (four queues' worth of 64 B frames in one pass): the passes
+        // take a tenth of the time, and a nap gathers less than a full
+        // batch, so each nap is followed by one pass. The worker tells
+        // the policy a pass's start (`after_poll`) and, before a nap, its
+        // end (`pass_ended`); a frame that came just after its queue was
+        // read waits for the rest of that pass, the nap, its overshoot
+        // and the next pass. Before the passes were measured to their
+        // end, a moderating worker counted none of them: its naps filled
+        // the budget alone and frames waited up to the budget plus two
+        // passes.
+        const BUSY: Host = Host { frame: 400, ..VM };
+        let mut s = Sim::new(&BUSY, 1000);
+        s.run(|_| 4 * US, 0, 20 * MS);
+        let mut r = s.run(|_| 4 * US, 20 * MS, 220 * MS);
+        assert_eq!(s.p.regime(), Regime::Moderate);
+        assert!(r.naps > 100, "naps {}", r.naps);
+        let pass = s.p.view().nap_pass_ns;
+        assert!((50 * US..=150 * US).contains(&pass), "pass {pass}");
+        assert!(r.max_wait <= 1_000 * US, "longest wait {}", r.max_wait);
+        assert!(r.p99() <= 1_000 * US, "p99 {}", r.p99());
+        assert_eq!(r.refused, 0);
+        // and the CPU still follows the load: the frames' tenth, the naps
+        assert!(
+            r.cpu * 100 / (200 * MS) <= 15,
+            "cpu {} %",
+            r.cpu * 100 / (200 * MS)
+        );
     }
 
     #[test]

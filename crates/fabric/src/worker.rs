@@ -852,6 +852,7 @@ impl Worker {
         bump(&self.shared.counters.gaps, 1);
         let until = now_ns.saturating_add(ns);
         let mut t = sys::now_ns();
+        self.policy.pass_ended(t);
         while t < until {
             core::hint::spin_loop();
             t = sys::now_ns();
@@ -866,6 +867,7 @@ impl Worker {
         let c = &self.shared.counters;
         bump(&c.naps, 1);
         let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
+        self.policy.pass_ended(t0);
         std::thread::sleep(std::time::Duration::from_nanos(ns));
         let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
         let cpu = cpu1.saturating_sub(cpu0);
