@@ -1204,7 +1204,7 @@ impl Policy {
         if let Some(start) = self.pass_start_ns.take() {
             self.win_busy_ns += end_ns.saturating_sub(start);
         }
-        self.prev_ns = self.prev_ns.max(end_ns);
+        // prev_ns moves on in gapped() or slept(), which always follow
     }
 
     /// The worker spun for a gap until `end_ns`: that time is overhead
