@@ -551,3 +551,45 @@ def test_turnoutds_wake_state_is_its_workers_policy_and_sleep_counters(monkeypat
                             "tx_kicks": 70}]
     monkeypatch.setattr(t, "pids", lambda: [])
     assert t.wake_state() is None
+
+
+def test_the_regime_is_read_while_the_traffic_flows():
+    """A worker that napped under the traffic may sleep on notifications
+    once it stopped: extra.sut_wake takes regime, why and wake-up p99 from
+    a read in the traffic window's last quarter (state_at "traffic"), the
+    counters from before and after; without that read (senders done
+    first) from after (state_at "after")."""
+    import time as _time
+
+    reads: list[float] = []
+
+    def state() -> dict:
+        reads.append(_time.monotonic())
+        n = len(reads)
+        regime, why = (("moderate", "naps_cheaper") if n == 2
+                       else ("interrupt", "wake_fits"))
+        return {"workers": [{"packets": 1000 * (n - 1), "sleeps": 3 * (n - 1), "wakeups": 0,
+                             "naps": 90 * (n - 1), "batches": 90 * (n - 1), "wake_samples": 0,
+                             "regime": regime, "why": why, "wake_p99_ns": 40_000 * n}]}
+
+    class _SlowProc(_FakeProc):
+        def communicate(self, timeout=None):
+            _time.sleep(0.4)
+            return super().communicate(timeout)
+
+    s = _stream(0, "memif:/a,id=0", "memif:/a,id=1")
+    m = gen.GenMeasurer(cmd=["turnout-gen"], streams=[s],
+                        spawn=lambda args, netns=None: _SlowProc(list(args)), cooldown_s=0,
+                        sut_wake=state)
+    c = m.measure(0.2, 10_000)
+    assert len(reads) == 3  # before, in the window (0.15 s in), after
+    d = c.extra["sut_wake"]
+    (w,) = d["workers"]
+    assert d["state_at"] == "traffic"
+    assert (w["regime"], w["why"], w["wake_p99_ns"]) == ("moderate", "naps_cheaper", 80_000)
+    assert (w["packets"], w["naps"], w["sleeps"]) == (2000, 180, 6)  # after − before
+    reads.clear()
+    m.spawn = lambda args, netns=None: _FakeProc(list(args))  # done at once: no read inside
+    d = m.measure(5.0, 10_000).extra["sut_wake"]
+    assert len(reads) == 2 and d["state_at"] == "after"
+    assert d["workers"][0]["regime"] == "moderate"  # the second read, after the traffic

@@ -276,23 +276,29 @@ WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "backoffs",
 PORT_COUNTERS = ("tx_packets", "tx_kicks")
 
 
-def wake_delta(before: dict[str, Any] | None,
-               after: dict[str, Any] | None) -> dict[str, Any] | None:
-    """``extra.sut_wake``: per worker of the SUT, its wake-up state after the
-    traffic (turnoutd: the regime, why, the wake-up p99 it decided on) and
-    its counters over the traffic (sleeps, sleeps ended by frames, wake-up
-    samples taken...). None when the SUT keeps no such account."""
+def wake_delta(before: dict[str, Any] | None, after: dict[str, Any] | None,
+               during: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """``extra.sut_wake``: per worker of the SUT, its wake-up state while
+    the traffic flowed (turnoutd: the regime, why, the wake-up p99 it
+    decided on; read in the traffic window, ``during``; ``state_at``
+    "traffic") or, without that read, after it (``state_at`` "after": a
+    worker that napped under traffic may have turned to sleeping on
+    notifications once the frames stopped), and its counters over the
+    traffic (sleeps, sleeps ended by frames, naps, wake-up samples
+    taken...). None when the SUT keeps no such account."""
     if after is None:
         return None
     if "error" in after or before is None or "error" in before:
         return {"error": (after.get("error") or (before or {}).get("error")
                           or "no state before the traffic")}
+    mid = (during.get("workers") or []) if during and "error" not in during else []
     rows = []
     for i, w in enumerate(after.get("workers", [])):
         b = (before.get("workers") or [])[i] if i < len(before.get("workers") or []) else {}
-        rows.append({k: (int(v) - int(b.get(k, 0)) if k in WAKE_COUNTERS else v)
+        m = mid[i] if i < len(mid) else {}
+        rows.append({k: (int(v) - int(b.get(k, 0)) if k in WAKE_COUNTERS else m.get(k, v))
                      for k, v in w.items()})
-    out: dict[str, Any] = {"workers": rows}
+    out: dict[str, Any] = {"workers": rows, "state_at": "traffic" if mid else "after"}
     if "ports" in after:
         # by name: a port added or removed between the reads counts from 0
         bports = {p.get("name"): p for p in before.get("ports") or []}
@@ -649,6 +655,8 @@ class GenMeasurer:
         coster = CostSampler(kshare).start() if kshare is not None else None
         wake_before = self._wake_state()
         wake_after: dict[str, Any] | None = None
+        wake_during: list[dict[str, Any] | None] = []
+        wake_timer: threading.Timer | None = None
         drops_before = self._drops()
         drops_after: dict[str, int] | None = None
         try:
@@ -662,11 +670,22 @@ class GenMeasurer:
             for t in senders:
                 t.args = self._args(t, duration_s, per_stream)
                 t.proc = self.spawn(t.args, netns=t.netns)
+            # the regime a worker ran in under the traffic: read in the
+            # window's last quarter (after the traffic a worker that napped
+            # may sleep on notifications instead); once, from a timer
+            if self.sut_wake is not None and load_total_pps > 0:
+                wake_timer = threading.Timer(self.warmup_s + 0.75 * duration_s,
+                                             lambda: wake_during.append(self._wake_state()))
+                wake_timer.daemon = True
+                wake_timer.start()
             deadline = (time.monotonic() + self.warmup_s + duration_s + self.wait_peer_s
                         + self.timeout_margin_s)
             for t in senders:
                 assert t.proc is not None
                 t.doc = self._collect(t.proc, deadline)
+            if wake_timer is not None:
+                wake_timer.cancel()  # senders done first: no read in the window
+                wake_timer.join()
             wake_after = self._wake_state()
             time.sleep(self.cooldown_s)
             drops_after = self._drops()
@@ -675,6 +694,8 @@ class GenMeasurer:
                 t.proc.send_signal(signal.SIGINT)
                 t.doc = self._collect(t.proc, time.monotonic() + 5)
         finally:
+            if wake_timer is not None:
+                wake_timer.cancel()
             sampler.stop()
             if others is not None:
                 others.stop()
@@ -697,7 +718,7 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus, hz=self.hz()[0])
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
-        wake = wake_delta(wake_before, wake_after)
+        wake = wake_delta(wake_before, wake_after, wake_during[0] if wake_during else None)
         if wake is not None:
             counts.extra["sut_wake"] = wake
         if drops_before is not None and drops_after is not None:

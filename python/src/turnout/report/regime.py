@@ -8,9 +8,10 @@ they have measured a wake-up (``measuring``); they sleep on notifications
 (``interrupt``) when it fits (``wake_fits``) or when polling waits longer
 for the CPU than a wake-up takes (``contended``); they nap after each
 batch (``moderate``) when a nap fits and a wake-up does not or costs more.
-The bench stores each worker's regime, why, the wake-up p99 it decided on,
-its budget and its sleep counters with every trial (``extra.sut_wake``:
-measure/gen.py ``wake_delta``).
+The bench stores each worker's regime, why, the wake-up p99 it decided on
+and its budget as read while the traffic flowed, and its sleep counters
+over the traffic, with every trial (``extra.sut_wake``: measure/gen.py
+``wake_delta``).
 
 For every fixed-rate cell (use case, frame size, rate) and every SUT that
 keeps such an account, this module says which regime its workers ran in
