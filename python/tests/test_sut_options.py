@@ -95,7 +95,13 @@ def test_unknown_key_is_refused_with_the_accepted_keys(tmp_path: Path) -> None:
      r"1500..9702 B"),
     ("ovs-dpdk", {"xdp_mode": "native"}, r"ovs-dpdk.xdp_mode: unknown option"),
     ("bridge", {"kernel_port": "af_xdp"}, r"bridge.kernel_port: unknown option \(accepted: "
-     r"scenarios, scenarios_reason\)"),
+     r"scenarios, scenarios_reason, latency_fractions, ranked\)"),
+    ("bridge", {"ranked": "no"}, r"bridge.ranked: 'no' is not true or false"),
+    ("testpmd", {"latency_fractions": [0.1, 0]},
+     r"testpmd.latency_fractions: \[0.1, 0\] is not a non-empty list of numbers within"),
+    ("testpmd", {"latency_fractions": [1.5]}, r"testpmd.latency_fractions: \[1.5\] is not"),
+    ("testpmd", {"latency_fractions": []}, r"testpmd.latency_fractions: \[\] is not"),
+    ("testpmd", {"latency_fractions": [True]}, r"testpmd.latency_fractions: \[True\] is not"),
     ("wire", {"forward_mode": "io"}, r"wire.forward_mode: unknown option"),
 ])
 def test_bad_options_are_refused(sut: str, table: dict[str, object], message: str) -> None:
@@ -112,6 +118,20 @@ def test_a_variant_is_checked_as_its_base() -> None:
     doc["sut"]["td-x"]["wakeup"] = "spin"  # type: ignore[index]
     with pytest.raises(CampaignError, match=r"sut.td-x.wakeup: 'spin' is not adaptive or poll"):
         parse(doc)
+
+
+def test_a_sut_can_have_its_own_latency_loads() -> None:
+    doc = {"campaign": {"name": "f", "methods": ["latency"], "latency_fractions": [0.5]},
+           "matrix": {"suts": ["turnoutd", "td-1000", "testpmd"], "scenarios": ["v2v"],
+                      "frame_sizes_b": [64]},
+           "sut": {"turnoutd": {},
+                   "td-1000": {"base": "turnoutd", "latency_budget_us": 1000,
+                               "latency_fractions": [0.1, 0.5], "ranked": False}}}
+    spec = parse(doc)
+    lat = [(w.sut, w.arg) for w in spec.work() if w.method == "latency"]
+    assert lat == [("turnoutd", 0.5), ("td-1000", 0.1), ("td-1000", 0.5), ("testpmd", 0.5)]
+    assert spec.sut_options["td-1000"]["ranked"] is False
+    assert next(w.method for w in spec.work() if w.sut == "td-1000") == "rplus"
 
 
 def test_turnoutd_renders_the_canonical_kind() -> None:

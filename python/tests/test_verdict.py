@@ -693,3 +693,58 @@ def test_rows_with_a_qemu_guest_as_vnf_are_labelled(tmp_path):
                                    "turnoutd (QEMU VNF kvm) [vhost-user]"]}
     assert "turnoutd (QEMU VNF kvm) [vhost-user]" in text
     assert "ovs-dpdk (QEMU VNF tcg) [vhost-user]" in text
+
+
+def test_a_setting_left_out_of_the_ranks_is_listed_after_them():
+    best = _e("turnoutd-1000", [1, 1, 1], [50, 52, 51])
+    best.ranked = False
+    out = rank_entries([_e("x", [1, 1, 1], [300, 310, 320]), best,
+                        _e("y", [1, 1, 1], [100, 90, 95])], "cost")
+    assert [(e.sut, e.rank) for e in out] == [("y", "1"), ("x", "2"),
+                                              ("turnoutd-1000", "not ranked")]
+    assert out[0].ratio_next.median == pytest.approx(320 / 95)  # next ranked, not the setting
+    assert out[2].ratio_next is None and "ranked = false" in out[2].note
+
+
+def test_an_unranked_sut_is_drawn_but_not_judged(tmp_path):
+    from turnout.report.usecases import cpu_latency_section
+    from turnout.report.verdict import latency_verdict_table, verdict_section
+    from turnout.results import Trial
+
+    spec = {"sut": {"turnoutd": {"logic": "patch"},
+                    "turnoutd-1000": {"base": "turnoutd", "latency_budget_us": 1000,
+                                      "ranked": False}}}
+    rows = [(s, "v2v", "memif", rep, rate, cost, 0)
+            for rep in range(3)
+            for s, rate, cost in (("turnoutd", 5e6, 300.0 + rep), ("testpmd", 4e6, 400.0 + rep),
+                                  ("turnoutd-1000", 6e6, 100.0 + rep))]
+    db = rplus_db(tmp_path / "u.db", "u", rows, spec=spec)
+    cid = db.campaigns()[-1].id
+    for sut, p99 in (("turnoutd", 60e3), ("testpmd", 20e3), ("turnoutd-1000", 900e3)):
+        for rep in range(3):
+            db.add_trial(Trial.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="v2v",
+                               virtual_port="memif", method="fixed", repetition=rep,
+                               offered_total_pps=1e4, sent=4000, received=4000,
+                               latency_p99_ns=p99 + rep, status="ok"))
+    with db:
+        data = load_campaign(db, "u")
+        assert data.unranked_suts == {"turnoutd-1000"}
+        [v] = verdict_rows(data)
+        assert [e.sut for e in v.entries] == ["turnoutd [memif]", "testpmd [memif]"]
+        assert v.entries[0].rank == "1"
+        lt = latency_verdict_table(data)
+        assert [(r[3], r[4]) for r in lt.rows] == [
+            ("1", "testpmd [memif]"), ("2", "turnoutd [memif]"),
+            ("not ranked", "turnoutd-1000 [memif]")]
+        assert "turnoutd-1000" in verdict_section(data).intro
+        drawn = {r[2] for r in cpu_latency_section(data).tables[0].rows}
+        assert "turnoutd-1000 [memif]" in drawn
+
+
+def test_a_variant_takes_its_bases_ranked_flag(tmp_path):
+    spec = {"sut": {"testpmd": {"ranked": False}, "testpmd-b": {"base": "testpmd"},
+                    "turnoutd-b": {"base": "turnoutd", "ranked": True}}}
+    with rplus_db(tmp_path / "b.db", "b", [], spec=spec) as db:
+        data = load_campaign(db, "b")
+        assert data.unranked_suts == {"testpmd", "testpmd-b"}
+        assert not data.ranked("testpmd (no-huge)") and data.ranked("turnoutd-b")

@@ -157,6 +157,12 @@ class CampaignSpec:
 
         return make_sut(name, self.sut_options.get(name), base=self.variants.get(name))
 
+    def sut_latency_fractions(self, sut: str) -> tuple[float, ...]:
+        """The latency loads of one SUT: its ``[sut.NAME] latency_fractions``
+        or the campaign's."""
+        own = self.sut_options.get(sut, {}).get("latency_fractions")
+        return tuple(float(x) for x in own) if own else self.latency_fractions
+
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -182,7 +188,7 @@ class CampaignSpec:
                 for m in methods:
                     args: tuple[float, ...] = (0.0,)
                     if m == "latency":
-                        args = self.latency_fractions
+                        args = self.sut_latency_fractions(sut)
                     elif m == "sweep":
                         args = self.sweep_fractions
                     elif m == "fixed":

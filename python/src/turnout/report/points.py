@@ -196,6 +196,27 @@ class CampaignData:
     reference_suts: tuple[str, ...] = REFERENCE_SUTS
 
     @property
+    def unranked_suts(self) -> frozenset[str]:
+        """The SUTs the campaign measures and draws but leaves out of the
+        verdict's ranks (``[sut.NAME] ranked = false``: a setting of another
+        SUT shown for its trade, e.g. turnoutd at a power-saving latency
+        budget)."""
+        tables = (self.campaign.spec or {}).get("sut") or {}
+
+        def flag(o: Any) -> Any:  # a variant takes its base's table under its own
+            if not isinstance(o, dict):
+                return None
+            if "ranked" in o or not isinstance(tables.get(o.get("base")), dict):
+                return o.get("ranked")
+            return tables[o["base"]].get("ranked")
+
+        return frozenset(str(n) for n, o in tables.items() if flag(o) is False)
+
+    def ranked(self, sut: str) -> bool:
+        """Whether a SUT (its name or its label, "NAME (variant)") is ranked."""
+        return sut.split(" (")[0] not in self.unranked_suts
+
+    @property
     def ok_results(self) -> list[Result]:
         """Search results that finished."""
         return [r for r in self.results if r.status == "ok"]

@@ -93,6 +93,9 @@ class Entry:
     rank: str = "–"
     ratio_next: Spread | None = None
     note: str = ""
+    #: False: shown with its figures, left out of the ranks (``[sut.NAME]
+    #: ranked = false``)
+    ranked: bool = True
 
     @property
     def measured(self) -> bool:
@@ -146,7 +149,8 @@ def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
     def reps(e: Entry) -> dict[int, float]:
         return e.by_rep_rate if measure == "rate" else e.by_rep_cost
 
-    have = [e for e in entries if value(e) is not None]
+    have = [e for e in entries if value(e) is not None and e.ranked]
+    shown = [e for e in entries if value(e) is not None and not e.ranked]
     rest = [e for e in entries if value(e) is None]
     lower_better = measure == "cost"
     have.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
@@ -184,11 +188,15 @@ def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
             nv = value(nxt)
             assert nv is not None
             e.ratio_next = _ratio(reps(e), reps(nxt), v.median, nv.median, invert=lower_better)
+    shown.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
+    for e in shown:
+        e.rank = "not ranked"
+        e.note = _join(e.note, "not ranked: a setting shown for its trade (ranked = false)")
     for e in rest:
         e.rank = "–"
         if e.measured and measure == "cost":
             e.note = _join(e.note, "no cost account: not ranked by cost")
-    return have + rest
+    return have + shown + rest
 
 
 def _join(a: str, b: str) -> str:
@@ -210,7 +218,8 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     notes: dict[PointKey, str] = {}
     at = rplus_trials(data)
     for r in data.ok_results:
-        if r.method != "rplus":
+        # a SUT left out of the ranks (``ranked = false``) is drawn, not judged
+        if r.method != "rplus" or not data.ranked(r.sut):
             continue
         k = PointKey.of(r)
         rate[k][int(r.repetition)] = float(r.rate_total_pps)
@@ -227,7 +236,8 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
         if r.tester_bound:
             bound[k] += 1
-    missing = unmeasured(data)
+    missing = {g: {sv: why for sv, why in m.items() if data.ranked(sv[0])}
+               for g, m in unmeasured(data).items()}
     groups: dict[tuple[Any, ...], list[PointKey]] = defaultdict(list)
     for k in rate:
         groups[k.group()].append(k)
@@ -563,6 +573,9 @@ def latency_verdict_table(data: CampaignData) -> Table:
                    "repetition (poll: kept polling, a core like a busy poller; wake: slept "
                    "and was woken; nap) and why; the table \"Wake-up regime at fixed rates\" "
                    "below has the figures.")
+    if any(not data.ranked(k[5]) for k in lat):
+        t.note += (" Not ranked: a setting of another SUT the campaign shows for its trade "
+                   "([sut.NAME] ranked = false), listed after the ranked SUTs.")
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for key in lat:
         groups[key[:5]].append(key)
@@ -572,7 +585,8 @@ def latency_verdict_table(data: CampaignData) -> Table:
         floor_s = spread_of(list(lat[floor[0]].values())) if floor else None
         entries = []
         for k in suts:
-            e = Entry(sut=k[6], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())))
+            e = Entry(sut=k[6], by_rep_cost=dict(lat[k]), cost=spread_of(list(lat[k].values())),
+                      ranked=data.ranked(k[5]))
             e.limit = "scheduler" if shared[k] > 1 else "SUT"
             if k in waited:
                 e.limit = f"scheduler (SUT waited {waited[k]:.0f} µs per run for a CPU)"
@@ -771,7 +785,11 @@ def verdict_section(data: CampaignData) -> Section:
     sec = Section(
         key="verdict", title="Verdict",
         intro=("Which switch for which use case, by how much, and what limited each number "
-               "(use cases of Software switches for NFV Table 3; tables in detail below)."),
+               "(use cases of Software switches for NFV Table 3; tables in detail below)."
+               + (f" Not ranked ({', '.join(sorted(data.unranked_suts))}): measured and "
+                  "drawn in the latency tables and the CPU vs p99 pictures, left out of the "
+                  "ranks as a setting of another SUT shown for the trade it makes "
+                  "([sut.NAME] ranked = false)." if data.unranked_suts else "")),
         matrices=[m] if (m := glance_matrix(data, rows)).rows else [],
         tables=[verdict_table(data, rows), latency_verdict_table(data),
                 *([regimes] if regimes.rows else []),

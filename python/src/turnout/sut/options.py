@@ -18,8 +18,8 @@ from typing import Any, Self
 
 from ..portkind import KERNEL, PortKind, PortKindError, describe
 
-__all__ = ["KERNEL_PORTS", "Choice", "Int", "Kind", "OptionError", "Strings", "SutOptions",
-           "Table", "Text", "opt"]
+__all__ = ["KERNEL_PORTS", "Bool", "Choice", "Fractions", "Int", "Kind", "OptionError",
+           "Strings", "SutOptions", "Table", "Text", "opt"]
 
 
 class OptionError(ValueError):
@@ -94,6 +94,33 @@ class Int(Check):
         raise ValueError(f"{v!r} is not {self.accepts}")
 
 
+class Bool(Check):
+    """true or false."""
+
+    accepts = "true or false"
+
+    def __call__(self, v: object) -> bool:
+        if isinstance(v, bool):
+            return v
+        raise ValueError(f"{v!r} is not {self.accepts}")
+
+
+class Fractions(Check):
+    """A non-empty list of numbers within (0, 1]."""
+
+    accepts = "a non-empty list of numbers within (0, 1]"
+
+    def __call__(self, v: object) -> tuple[float, ...]:
+        if isinstance(v, list) and v and all(
+                isinstance(x, int | float) and not isinstance(x, bool) and 0 < x <= 1
+                for x in v):
+            return tuple(float(x) for x in v)
+        raise ValueError(f"{v!r} is not {self.accepts}")
+
+    def stored(self, v: Any) -> Any:
+        return list(v)
+
+
 class Text(Check):
     """A non-empty string."""
 
@@ -145,6 +172,13 @@ class SutOptions:
         "SCENARIO/vhost-user); the others are skipped with scenarios_reason")
     scenarios_reason: str | None = opt(
         None, Text(), "why the SUT runs only ``scenarios`` (shown in the verdict)")
+    latency_fractions: tuple[float, ...] | None = opt(
+        None, Fractions(), "this SUT's latency loads, fractions of its own R+, instead of "
+        "the campaign's latency_fractions (e.g. a power-saving setting also at 0.1)")
+    ranked: bool = opt(
+        True, Bool(), "false: measured and drawn in every table and picture (latency, CPU "
+        "vs p99) but left out of the verdict's ranks: a setting of another SUT shown for "
+        "the trade it makes, not a competitor")
 
     @classmethod
     def names(cls) -> list[str]:
