@@ -748,3 +748,23 @@ def test_a_variant_takes_its_bases_ranked_flag(tmp_path):
         data = load_campaign(db, "b")
         assert data.unranked_suts == {"testpmd", "testpmd-b"}
         assert not data.ranked("testpmd (no-huge)") and data.ranked("turnoutd-b")
+
+
+def test_the_ranked_flag_is_read_from_the_options_stored_with_each_sut(tmp_path):
+    # the options the runner stored (a variant's merged with its base's)
+    # decide, not the campaign's tables: here the tables say nothing
+    from turnout.results import Sut, Trial
+
+    spec = {"sut": {"turnoutd": {"logic": "patch"}, "turnoutd-1000": {"base": "turnoutd"}}}
+    with rplus_db(tmp_path / "s.db", "s", [], spec=spec) as db:
+        cid = db.campaigns()[-1].id
+        for name, ranked in (("turnoutd", True), ("turnoutd-1000", False)):
+            sid = db.add_sut(Sut(name=name, version="1",
+                                 config={"options": {"logic": "patch", "ranked": ranked}}))
+            db.add_trial(Trial.of(campaign_id=cid, key=name, sut=name, sut_id=sid,
+                                  scenario="v2v", virtual_port="memif", method="fixed",
+                                  repetition=0, offered_total_pps=1e4, sent=10, received=10,
+                                  status="ok"))
+        data = load_campaign(db, "s")
+        assert data.unranked_suts == {"turnoutd-1000"}
+        assert data.ranked("turnoutd") and not data.ranked("turnoutd-1000 (b)")

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..sut.base import SutAdapter
 
 __all__ = ["METHODS", "CampaignError", "CampaignSpec", "WorkItem", "load", "parse",
-           "topology_key"]
+           "sut_options", "topology_key"]
 
 #: methods in the order they run at a test point (latency and sweep need R+
 #: first: turnout/methods.py); ``rule_update`` runs only at points of the
@@ -694,6 +694,13 @@ def _sut_tables(tables: Any) -> tuple[dict[str, dict[str, Any]], dict[str, str]]
         _sut_scenarios(k, o)
         opts[k] = _sut_options(k, SUTS[variants.get(k, k)], o)
     return opts, variants
+
+
+def sut_options(tables: Any) -> dict[str, dict[str, Any]]:
+    """The options of every ``[sut.NAME]`` table, a variant's merged with
+    its base's and each checked (``_sut_tables``): what a campaign stores
+    with each SUT, for readers of a stored spec."""
+    return _sut_tables(tables)[0]
 
 
 def _sut_options(name: str, cls: type[SutAdapter], opts: dict[str, Any]) -> dict[str, Any]:

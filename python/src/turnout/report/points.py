@@ -27,10 +27,11 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import total_ordering
+from functools import cached_property, total_ordering
 from itertools import pairwise
 from typing import Any
 
+from ..campaign.spec import CampaignError, sut_options
 from ..methods import labels, styles, throughput_methods
 from ..results import Campaign, Result, ResultsDB, Trial
 from ..scenarios.table import scenario_rank, section_of
@@ -195,22 +196,23 @@ class CampaignData:
     trials: list[Trial]
     reference_suts: tuple[str, ...] = REFERENCE_SUTS
 
-    @property
+    @cached_property
     def unranked_suts(self) -> frozenset[str]:
         """The SUTs the campaign measures and draws but leaves out of the
         verdict's ranks (``[sut.NAME] ranked = false``: a setting of another
         SUT shown for its trade, e.g. turnoutd at a power-saving latency
-        budget)."""
-        tables = (self.campaign.spec or {}).get("sut") or {}
-
-        def flag(o: Any) -> Any:  # a variant takes its base's table under its own
-            if not isinstance(o, dict):
-                return None
-            if "ranked" in o or not isinstance(tables.get(o.get("base")), dict):
-                return o.get("ranked")
-            return tables[o["base"]].get("ranked")
-
-        return frozenset(str(n) for n, o in tables.items() if flag(o) is False)
+        budget). Read from the options stored with each SUT (merged with its
+        base's: campaign/spec.py); a database whose SUTs carry no options
+        falls back to the campaign's own tables."""
+        stored = [s for s in self.db.suts(self.campaign.id)
+                  if isinstance(s.config.get("options"), dict)]
+        if stored:
+            return frozenset(s.name for s in stored if s.config["options"].get("ranked") is False)
+        try:
+            opts = sut_options((self.campaign.spec or {}).get("sut") or {})
+        except CampaignError:  # a spec this version no longer reads: all ranked
+            return frozenset()
+        return frozenset(n for n, o in opts.items() if o.get("ranked") is False)
 
     def ranked(self, sut: str) -> bool:
         """Whether a SUT (its name or its label, "NAME (variant)") is ranked."""
