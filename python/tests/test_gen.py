@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from typing import ClassVar
 
 import pytest
@@ -365,6 +366,65 @@ def test_cpu_counts_the_schedulers_ns_not_the_ticks():
 
     me = sample_threads([os.getpid()])
     assert all(x.run_ns > 0 for x in me.values())
+
+
+def test_the_cpu_sampler_keeps_its_files_and_reads_stat_only_now_and_then():
+    """Samples between the first and the last read schedstat only, through
+    files kept open (a sample runs on the tester's CPU); stat comes every
+    STAT_EVERY-th sample and in the last; a thread that ends has its files
+    closed, and the window's figures stay the scheduler's ns."""
+    import threading
+
+    from turnout.hosts.procfs import Kept
+
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin)
+    short = threading.Event()
+    brief = threading.Thread(target=short.wait)
+    busy.start()
+    brief.start()
+    s = CpuSampler({"sut": [os.getpid()]}, every_s=3600)
+    try:
+        for i in range(2 * CpuSampler.STAT_EVERY):
+            s._take()
+            if i == 2:
+                short.set()
+                brief.join()
+        t0 = time.monotonic_ns()
+        time.sleep(0.05)
+        t1 = time.monotonic_ns()
+        s._take()
+        s._last = True
+        s._take()
+    finally:
+        stop.set()
+        busy.join()
+        s.stop()
+    tid = busy.native_id
+    got = [smp[tid] for _, smp in s.samples]
+    read_stat = [x.utime >= 0 for x in got]
+    assert read_stat[0] and read_stat[CpuSampler.STAT_EVERY] and read_stat[-1]
+    assert not any(read_stat[1:CpuSampler.STAT_EVERY])
+    assert all(x.run_ns > 0 and x.name == got[0].name for x in got)
+    assert [x.run_ns for x in got] == sorted(x.run_ns for x in got)
+    assert got[-1].run_ns > got[-3].run_ns  # a fresh read each time, not a cached one
+    assert brief.native_id not in s.samples[-1][1]
+    assert not s._files.fds  # closed at stop
+    (row,) = [r for r in s.window(t0, t1) if r["tid"] == tid]
+    assert 0.3 < row["util"] <= 1.01  # busy: most of the 50 ms, by schedstat
+    # a thread gone between full samples: its kept files go at the next sweep
+    k = Kept()
+    assert k.read(f"/proc/{os.getpid()}/task/{tid}/stat", 4096) is None  # ended
+    assert k.read(f"/proc/{os.getpid()}/stat", 4096) and len(k.fds) == 1
+    k.sweep()
+    assert len(k.fds) == 1
+    k.sweep()
+    assert not k.fds
 
 
 def test_trial_cpu_rows_name_their_role():

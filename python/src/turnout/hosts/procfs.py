@@ -19,16 +19,19 @@ import re
 import subprocess
 from typing import Any
 
-__all__ = ["PUBLIC", "candidates", "cpu_columns", "cpu_steal_ticks", "kernel_busy_s", "loadavg",
-           "netdev_rx_packets", "nominal_hz", "pid_start_time", "pinned_threads", "read_threads",
-           "run_queue_wait", "sample_threads", "thread_placement"]
+__all__ = ["PUBLIC", "Kept", "candidates", "cpu_columns", "cpu_steal_ticks", "kernel_busy_s",
+           "loadavg", "netdev_rx_packets", "nominal_hz", "pid_start_time", "pinned_threads",
+           "read_threads", "run_queue_wait", "sample_threads", "thread_placement"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PF_KTHREAD = 0x00200000
 
 
-def _read(path: str, n: int = 65536) -> str | None:
-    """A small /proc file in one read (None when it is gone or unreadable)."""
+def _read(path: str, n: int = 65536, files: Kept | None = None) -> str | None:
+    """A small /proc file in one read (None when it is gone or unreadable);
+    through ``files`` when given (kept open and read again in place)."""
+    if files is not None:
+        return files.read(path, n)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -39,6 +42,52 @@ def _read(path: str, n: int = 65536) -> str | None:
         return None
     finally:
         os.close(fd)
+
+
+class Kept:
+    """/proc files kept open for a sampler's life and read again with
+    ``pread`` at offset 0: procfs formats a file anew at each read from its
+    start, so each read is fresh, and it costs a fifth of an open, read and
+    close (12 threads' schedstat: ~15 µs against ~80 µs in Python here).
+    The bench samples on the tester's CPU while traffic flows: every µs a
+    sample costs is taken from the tester. ``sweep`` closes the files not
+    read since the last sweep (threads that ended); ``close`` closes all.
+    Also keeps each thread's name and last CPU from its last ``stat``, for
+    samples that read ``schedstat`` only."""
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int] = {}
+        self.touched: set[str] = set()
+        #: tid -> (name, last CPU) from the thread's last stat
+        self.seen: dict[str, tuple[str, int]] = {}
+
+    def read(self, path: str, n: int) -> str | None:
+        self.touched.add(path)
+        fd = self.fds.get(path)
+        if fd is None:
+            try:
+                fd = self.fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+        try:
+            b = os.pread(fd, n, 0)
+        except OSError:  # the thread ended (ESRCH)
+            b = b""
+        if not b:
+            os.close(self.fds.pop(path))
+            return None
+        return b.decode(errors="replace")
+
+    def sweep(self) -> None:
+        for path in [p for p in self.fds if p not in self.touched]:
+            os.close(self.fds.pop(path))
+        self.touched.clear()
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+        self.touched.clear()
 
 
 def _tasks(pid: int) -> list[str]:
@@ -79,24 +128,37 @@ def pid_start_time(pid: int) -> int | None:
         return None
 
 
-def sample_threads(pids: list[int]) -> dict[str, list[Any]]:
+def sample_threads(pids: list[int], files: Kept | None = None,
+                   with_stat: bool = True) -> dict[str, list[Any]]:
     """tid -> [pid, name, utime, stime, last CPU, run ns] of every thread of
     ``pids`` (gone ones skipped): utime/stime in clock ticks, run ns from
-    schedstat (-1 when unreadable: a kernel without CONFIG_SCHED_INFO)."""
+    schedstat (-1 when unreadable: a kernel without CONFIG_SCHED_INFO).
+
+    With kept ``files`` and not ``with_stat``, only ``schedstat`` is read of
+    the threads ``files`` has seen before: their utime and stime are -1
+    (not read), their name and CPU those of their last ``stat``."""
     out: dict[str, list[Any]] = {}
     for pid in pids:
         for tid in _tasks(pid):
-            stat = _read(f"/proc/{pid}/task/{tid}/stat", 4096)
-            if not stat:
-                continue
+            base = f"/proc/{pid}/task/{tid}/"
+            known = files.seen.get(tid) if files is not None and not with_stat else None
+            if known is not None:
+                name, cpu = known
+                utime = stime = -1
+            else:
+                stat = _read(base + "stat", 4096, files)
+                if not stat:
+                    continue
+                try:
+                    name = stat[stat.index("(") + 1:stat.rindex(")")]
+                    f = stat[stat.rindex(")") + 2:].split()
+                    utime, stime, cpu = int(f[11]), int(f[12]), int(f[36])
+                except (ValueError, IndexError):
+                    continue
+                if files is not None:
+                    files.seen[tid] = (name, cpu)
             try:
-                name = stat[stat.index("(") + 1:stat.rindex(")")]
-                f = stat[stat.rindex(")") + 2:].split()
-                utime, stime, cpu = int(f[11]), int(f[12]), int(f[36])
-            except (ValueError, IndexError):
-                continue
-            try:
-                run_ns = int((_read(f"/proc/{pid}/task/{tid}/schedstat", 256) or "").split()[0])
+                run_ns = int((_read(base + "schedstat", 256, files) or "").split()[0])
             except (ValueError, IndexError):
                 run_ns = -1
             out[tid] = [pid, name, utime, stime, cpu, run_ns]
@@ -250,16 +312,16 @@ def candidates(sut_cpus: list[int], skip_pids: list[int]) -> list[list[Any]]:
     return out
 
 
-def read_thread(pid: int, tid: int, bound: bool) -> list[int] | None:
+def read_thread(pid: int, tid: int, bound: bool, files: Kept | None = None) -> list[int] | None:
     """[ns on a CPU, runs, the CPU it last ran on or -1] of one thread (the
     CPU only for a thread not bound to the SUT's CPUs)."""
-    s = _read(f"/proc/{pid}/task/{tid}/schedstat", 128)
+    s = _read(f"/proc/{pid}/task/{tid}/schedstat", 128, files)
     if not s:
         return None
     f = s.split()
     cpu = -1
     if not bound:
-        st = _read(f"/proc/{pid}/task/{tid}/stat", 1024)
+        st = _read(f"/proc/{pid}/task/{tid}/stat", 1024, files)
         if st:
             try:
                 cpu = int(st[st.rindex(")") + 2:].split()[36])

@@ -12,7 +12,8 @@ says so for each trial, cheaply and without perf:
 - every ``every_s`` (0.1 s) it reads each candidate's
   ``/proc/PID/task/TID/schedstat`` (ns on a CPU, number of runs) and, for
   a thread that may also run elsewhere, ``stat``'s "processor" (the CPU it
-  last ran on);
+  last ran on), through files kept open between samples (hosts/procfs.py
+  ``Kept``);
 - ``others_in_window`` sums, between the first and the last sample inside
   the traffic window, the time of the threads bound to the SUT's CPUs and,
   for the others, of each interval at whose start or end /proc said they
@@ -65,8 +66,8 @@ def candidates(sut_cpus: set[int], skip_pids: set[int]) -> list[Candidate]:
 Reading = tuple[int, int, int]
 
 
-def read_thread(c: Candidate) -> Reading | None:
-    r = procfs.read_thread(c.pid, c.tid, c.bound)
+def read_thread(c: Candidate, files: procfs.Kept | None = None) -> Reading | None:
+    r = procfs.read_thread(c.pid, c.tid, c.bound, files)
     return None if r is None else (r[0], r[1], r[2])
 
 
@@ -89,6 +90,8 @@ class OthersSampler:
     host: Host | None = None
     #: the last error of a remote read ("" when none)
     error: str = ""
+    #: the candidates' files, kept open between samples (hosts/procfs.py)
+    _files: procfs.Kept = field(default_factory=procfs.Kept)
 
     def _take(self) -> None:
         if self.host is not None and not self.host.is_local:
@@ -105,7 +108,7 @@ class OthersSampler:
             return
         got = {}
         for c in self.cands:
-            rd = read_thread(c)
+            rd = read_thread(c, self._files)
             if rd is not None:
                 got[c.tid] = rd
         self.samples.append((time.monotonic(), got))
@@ -125,6 +128,7 @@ class OthersSampler:
         if self._clock is not None:
             self._clock.stop()
             self._clock = None
+        self._files.close()
 
 def others_in_window(cands: list[Candidate], samples: list[tuple[float, dict[int, Reading]]],
                      sut_cpus: set[int], start: float, end: float,
