@@ -388,13 +388,22 @@ def test_the_cpu_sampler_keeps_its_files_and_reads_stat_only_now_and_then():
     brief = threading.Thread(target=short.wait)
     busy.start()
     brief.start()
+    def gone(t: threading.Thread) -> None:
+        # join returns when Python is done with the thread; the kernel's
+        # task may still be exiting for a moment
+        t.join()
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{os.getpid()}/task/{t.native_id}"):
+            assert time.monotonic() < deadline, "the thread's task never went"
+            time.sleep(0.001)
+
     s = CpuSampler({"sut": [os.getpid()]}, every_s=3600)
     try:
         for i in range(2 * CpuSampler.STAT_EVERY):
             s._take()
             if i == 2:
                 short.set()
-                brief.join()
+                gone(brief)
         t0 = time.monotonic_ns()
         time.sleep(0.05)
         t1 = time.monotonic_ns()
@@ -403,7 +412,7 @@ def test_the_cpu_sampler_keeps_its_files_and_reads_stat_only_now_and_then():
         s._take()
     finally:
         stop.set()
-        busy.join()
+        gone(busy)
         s.stop()
     tid = busy.native_id
     got = [smp[tid] for _, smp in s.samples]
