@@ -640,9 +640,10 @@ def latency_trials_table(data: CampaignData) -> Table:
         title="Latency trials: p99 next to what else ran on the SUT's CPU",
         columns=["SUT", "scenario", "size B", "rate", "rep", "p99 µs", "max µs",
                  "SUT CPU isolated", "other threads ms (kernel threads)", "most (ms/runs)",
-                 "most in one 0.1 s (ms/runs)", "host steal ms"],
+                 "most in one sample interval (ms/runs)", "host steal ms"],
         note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's "
-              "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.1 s; a "
+              "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.15 s, "
+              "older databases every 0.1 s; a "
               "thread that may also run elsewhere counts for the intervals it was seen on a "
               "SUT CPU). A busy poller at SCHED_OTHER shares its CPU with them, and frames "
               "wait while they run: a p99 of milliseconds next to a thread's run of "
