@@ -367,11 +367,19 @@ impl AfXdpPort {
     }
 }
 
-/// Binds, retrying for up to a second while the queue is busy: the kernel
-/// releases a closed socket's hold on a queue asynchronously, so a port
-/// reopened right after another was dropped may briefly find it taken.
+/// How long [`bind_retrying`] waits for a busy queue. On a loaded 2-CPU
+/// machine (a CI run, load average 9) the kworker that frees a closed
+/// socket's queue ran more than a second after the close: a tester's next
+/// trial then failed to bind. A queue another live socket holds fails after
+/// this long, with the hint that says so.
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds, retrying for up to [`BIND_BUSY_WAIT`] while the queue is busy:
+/// the kernel releases a closed socket's hold on a queue from a workqueue
+/// (the buffer pool's deferred release), so a port reopened right after
+/// another was dropped may find it taken until a kworker runs.
 fn bind_retrying(xsk: &sys::Xsk, ifindex: u32, q: u32, mode: u16) -> std::io::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let deadline = std::time::Instant::now() + BIND_BUSY_WAIT;
     loop {
         match xsk.bind(ifindex, q, mode) {
             Err(e)
