@@ -442,6 +442,64 @@ def test_the_cpu_sampler_keeps_its_files_and_reads_stat_only_now_and_then():
     k.close()
 
 
+def test_the_native_sampler_gives_what_the_python_one_gives():
+    """turnout-sample (a process of its own) samples the same threads the
+    same way: a busy thread's run time between two samples, its name, stat
+    in the first, the last and every STAT_EVERY-th sample, and what the
+    sampling itself cost."""
+    import threading
+
+    from turnout import testpeers
+    from turnout.measure.cpu import NativeCpuSampler, find_sampler
+
+    binary = find_sampler()
+    testpeers.need(binary, "turnout-sample is not built (scripts/setup.sh builds it)")
+    assert binary is not None
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin, name="spinner")
+    busy.start()
+    s = NativeCpuSampler(binary, {"sut": [os.getpid()]}, every_s=0.005).start()
+    try:
+        assert s._proc is not None
+        # a sample is a wake-up of the sampler: wait for 30 of them
+        deadline = time.monotonic() + 60
+        while True:
+            with open(f"/proc/{s._proc.pid}/schedstat") as f:
+                runs = int(f.read().split()[2])
+            if runs >= 30:
+                break
+            assert time.monotonic() < deadline, f"turnout-sample ran {runs} times in 60 s"
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        busy.join()
+        s.stop()
+    assert not s.error, s.error
+    tid = busy.native_id
+    got = [(t, smp[tid]) for t, smp in s.samples if tid in smp]
+    assert len(got) >= 10 and all(x.name for _, x in got)
+    read_stat = [x.utime >= 0 for _, x in got]
+    assert read_stat[0] and read_stat[NativeCpuSampler.STAT_EVERY]
+    assert not any(read_stat[1:NativeCpuSampler.STAT_EVERY])
+    runs = [x.run_ns for _, x in got]
+    assert runs == sorted(runs) and runs[-1] > runs[0]
+    # the window between two samples is their difference, exactly
+    (t0, a), (t1, b) = got[1], got[-2]
+    (row,) = [r for r in s.window(t0, t1) if r["tid"] == tid]
+    assert row["cpu_s"] == pytest.approx((b.run_ns - a.run_ns) / 1e9, abs=1e-6)
+    assert row["cpu_s"] > 0 and row["role"] == "sut"
+    assert s.cost["sampling_ns"] > 0 and s.cost["cpu_ns"] > 0
+    # a process that does not exist: no rows, no error
+    gone = NativeCpuSampler(binary, {"sut": [2**22 + 1]}).start()
+    gone.stop()
+    assert not gone.error and gone.window(t0, t1) == []
+
+
 def test_trial_cpu_rows_name_their_role():
     _, c = _measure([_stream(0, "memif:/a,id=0", "memif:/a,id=1")])
     tester = [r for r in c.cpu if r["role"] == "tester"]

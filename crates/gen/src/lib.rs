@@ -22,6 +22,7 @@ pub mod ports;
 pub mod report;
 #[allow(unsafe_code)]
 pub mod run;
+pub mod sample;
 pub mod seq;
 pub mod spec;
 pub mod summary;

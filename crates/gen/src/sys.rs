@@ -96,6 +96,18 @@ pub fn install_stop_handlers() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Sleeps for `ns`, or until a signal handler ran (the stop handlers of
+/// [`install_stop_handlers`]): one system call, not resumed after EINTR as
+/// `std::thread::sleep` would.
+pub fn sleep_interruptible_ns(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec of ours; the remainder is not wanted.
+    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+}
+
 /// True once SIGINT or SIGTERM arrived.
 #[inline]
 pub fn stop_requested() -> bool {

@@ -22,7 +22,11 @@ frequency scaling.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +35,8 @@ from typing import Any, NamedTuple
 from ..hosts import procfs
 from .periodic import Periodic
 
-__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "nominal_hz", "off_cpus", "pinned_threads",
+__all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "NativeCpuSampler", "find_sampler",
+           "local_sampler", "nominal_hz", "off_cpus", "pinned_threads",
            "run_queue_wait", "sample_threads", "thread_placement"]
 
 CLK_TCK = procfs.CLK_TCK
@@ -200,6 +205,87 @@ class CpuSampler:
                 "cpu_s": round(cpu_s, 6), "util": round(cpu_s / span_s, 4) if span_s else 0.0,
             })
         return rows
+
+
+class NativeCpuSampler(CpuSampler):
+    """``CpuSampler`` through ``turnout-sample`` (crates/gen/src/sample.rs):
+    a process of its own, started with the sampler and stopped with it
+    (SIGINT), that reads the same files the same way (schedstat each
+    sample through kept descriptors, stat every ``STAT_EVERY``-th, the
+    first and the last) and prints every sample at the end. Same samples,
+    same ``window``; a sample costs the CPU it shares with the tester a
+    fraction of what Python's does (docs/bench.md, "CPU"). It inherits the
+    caller's CPUs (the bench's ``off_cpus``). ``error`` says why it gave
+    no samples (then ``window`` has no rows, as for a SUT that is gone)."""
+
+    def __init__(self, binary: str, pids_by_role: dict[str, list[int]],
+                 every_s: float = 0.02) -> None:
+        super().__init__(pids_by_role, every_s)
+        self.binary = binary
+        self.error = ""
+        #: the sampler's own cost: ns inside samples and its CPU ns
+        self.cost: dict[str, int] = {}
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> NativeCpuSampler:
+        pids = [p for ps in self.pids_by_role.values() for p in ps]
+        if pids:
+            try:
+                self._proc = subprocess.Popen(
+                    [self.binary, "--every-ms", str(max(1, round(self.every_s * 1000))),
+                     "--stat-every", str(self.STAT_EVERY), *(str(p) for p in pids)],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except OSError as e:
+                self.error = f"turnout-sample: {e}"
+        return self
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdout is not None
+        # its first line says it can be stopped (its signal handlers are in)
+        ready = proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            self.error = "turnout-sample did not stop in 10 s"
+            return
+        try:
+            doc = json.loads(out)
+            self.samples = [
+                (int(t), {int(r[1]): CpuSample(int(r[0]), int(r[1]), str(r[2]), int(r[3]),
+                                               int(r[4]), int(r[5]), int(r[6]))
+                          for r in rows})
+                for t, rows in doc["samples"]]
+            self.cost = {"sampling_ns": int(doc.get("sampling_ns", 0)),
+                         "cpu_ns": int(doc.get("cpu_ns", 0))}
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            why = err.decode(errors="replace").strip()[-300:]
+            self.error = (f"turnout-sample exited {proc.returncode}"
+                          f"{'' if ready else ' before it was ready'}: {why or e}")
+
+
+def find_sampler() -> str | None:
+    """The ``turnout-sample`` binary: this checkout's build, else on PATH."""
+    from .. import build
+
+    built = build.built("turnout-sample")
+    if built.exists():
+        return str(built)
+    return shutil.which("turnout-sample")
+
+
+def local_sampler(pids_by_role: dict[str, list[int]]) -> CpuSampler:
+    """The CPU sampler of a trial on this machine: ``NativeCpuSampler`` when
+    ``turnout-sample`` is built, else the Python one."""
+    binary = find_sampler()
+    if binary is None:
+        return CpuSampler(pids_by_role)
+    return NativeCpuSampler(binary, pids_by_role)
 
 
 #: the TSC's rate in Hz and where it was read (hosts/procfs.py)

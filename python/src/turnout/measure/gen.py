@@ -47,7 +47,7 @@ from ..hosts.base import Host, LocalHost
 from ..hosts.procfs import CLK_TCK
 from .cost import CostSample, CostSampler, cost_in_window
 from .counts import TrialCounts
-from .cpu import CpuSampler, nominal_hz, off_cpus, sched_wait
+from .cpu import CpuSampler, NativeCpuSampler, local_sampler, nominal_hz, off_cpus, sched_wait
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
 
@@ -544,8 +544,9 @@ class GenMeasurer:
     #: another host ``avoid_cpus`` are that host's CPUs, and this process
     #: keeps its own CPUs (the agent there runs off the SUT's)
     sut_host: Host = field(default_factory=LocalHost)
-    #: makes the CPU sampler of a trial (``CpuSampler``, or one that reads
-    #: another host's /proc: turnout.hosts.remote.RemoteCpuSampler)
+    #: makes the CPU sampler of a trial (None: ``local_sampler``, turnout-sample
+    #: when built; or one that reads another host's /proc:
+    #: turnout.hosts.remote.RemoteCpuSampler)
     cpu_sampler: Callable[[dict[str, list[int]]], CpuSampler] | None = None
     #: the tester's CLOCK_MONOTONIC minus this machine's (0 when the tester
     #: runs here): its traffic windows are moved to this machine's clock,
@@ -644,7 +645,7 @@ class GenMeasurer:
         steal_cpus = sorted(self.avoid_cpus)
         steal_before = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
                         if steal_cpus and load_total_pps > 0 else None)
-        sampler = (self.cpu_sampler or CpuSampler)({"sut": sut_pids,
+        sampler = (self.cpu_sampler or local_sampler)({"sut": sut_pids,
                               "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
@@ -718,6 +719,12 @@ class GenMeasurer:
         if kshare is not None and self.kernel_cpus:
             apply_kernel_share(counts, kshare.samples, self.kernel_cpus, hz=self.hz()[0])
         counts.extra["tester_core_sharing"] = core_sharing(tasks, self.helpers)
+        if isinstance(sampler, NativeCpuSampler):
+            # what the CPU sampler cost the CPU it shares (the tester's), or
+            # why it gave no samples
+            counts.extra["cpu_sampler"] = {"kind": "turnout-sample", **sampler.cost,
+                                           "samples": len(sampler.samples),
+                                           **({"error": sampler.error} if sampler.error else {})}
         wake = wake_delta(wake_before, wake_after, wake_during[0] if wake_during else None)
         if wake is not None:
             counts.extra["sut_wake"] = wake

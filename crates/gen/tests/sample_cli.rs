@@ -1,0 +1,56 @@
+//! turnout-sample's command line: it says `ready`, samples until SIGINT,
+//! then prints one document of every sample; a bad option exits 2.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+
+const SAMPLE: &str = env!("CARGO_BIN_EXE_turnout-sample");
+
+#[test]
+fn it_samples_this_process_until_sigint_and_prints_every_sample() {
+    let me = std::process::id();
+    let mut child = Command::new(SAMPLE)
+        .args(["--every-ms", "2", "--stat-every", "3", &me.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn turnout-sample");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // some work of ours for it to see, then the stop
+    let t = std::time::Instant::now();
+    while t.elapsed() < std::time::Duration::from_millis(30) {}
+    // SAFETY: a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let doc: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
+    assert_eq!(doc["schema"], "turnout-sample/1");
+    let samples = doc["samples"].as_array().unwrap();
+    assert!(samples.len() >= 2, "{doc}");
+    // [t_ns, [[pid, tid, name, utime, stime, cpu, run_ns], ...]]
+    let main = |s: &serde_json::Value| {
+        s[1].as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[1] == me)
+            .cloned()
+            .unwrap()
+    };
+    let (first, last) = (main(&samples[0]), main(samples.last().unwrap()));
+    assert!(first[3].as_i64().unwrap() >= 0 && last[3].as_i64().unwrap() >= 0);
+    assert!(last[6].as_i64() >= first[6].as_i64());
+    assert!(samples[0][0].as_u64() < samples.last().unwrap()[0].as_u64());
+    assert!(doc["cpu_ns"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_bad_option_exits_2() {
+    for args in [vec![], vec!["--every-ms", "0", "1"], vec!["x"]] {
+        let o = Command::new(SAMPLE).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+    }
+}
