@@ -59,15 +59,14 @@ fn main() {
         samples.push((t, s.sample(i.is_multiple_of(cli.stat_every))));
         busy_ns += sys::now_ns() - t;
         i += 1;
-        next += period;
-        let now = sys::now_ns();
-        if next <= now {
-            next = now + period; // late (descheduled): no burst of samples
-        }
         // one sleep a period (each wake-up takes the tester's CPU); a stop
-        // signal ends it early
+        // signal ends it early; late (descheduled): no burst of samples
         let now = sys::now_ns();
-        if next > now && !sys::stop_requested() {
+        next += period;
+        if next <= now {
+            next = now + period;
+        }
+        if !sys::stop_requested() {
             sys::sleep_interruptible_ns(next - now);
         }
     }

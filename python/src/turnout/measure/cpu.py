@@ -256,11 +256,8 @@ class NativeCpuSampler(CpuSampler):
             return
         try:
             doc = json.loads(out)
-            self.samples = [
-                (int(t), {int(r[1]): CpuSample(int(r[0]), int(r[1]), str(r[2]), int(r[3]),
-                                               int(r[4]), int(r[5]), int(r[6]))
-                          for r in rows})
-                for t, rows in doc["samples"]]
+            self.samples = [(int(t), {int(r[1]): CpuSample(*r) for r in rows})
+                            for t, rows in doc["samples"]]
             self.cost = {"sampling_ns": int(doc.get("sampling_ns", 0)),
                          "cpu_ns": int(doc.get("cpu_ns", 0))}
         except (ValueError, KeyError, TypeError, IndexError) as e:
