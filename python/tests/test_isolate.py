@@ -307,6 +307,65 @@ def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
     assert r["ms"] >= mine[0][1]
 
 
+def test_turnout_sample_takes_the_other_threads_samples():
+    """With turnout-sample built, the trial's CPU sampler samples the other
+    threads too (no Python thread of its own): the same candidates, the
+    same readings, the same figures."""
+    import subprocess
+    import sys
+
+    from turnout import testpeers
+    from turnout.measure.cpu import NativeCpuSampler, find_sampler
+    from turnout.measure.others import OthersSampler, others_in_window
+
+    binary = find_sampler()
+    testpeers.need(binary, "turnout-sample is not built (scripts/setup.sh builds it)")
+    assert binary is not None
+    cpu = max(os.sched_getaffinity(0))
+
+    def run_ns(pid: int) -> list[int]:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return [int(x) for x in f.read().split()]
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              f"import os\nos.sched_setaffinity(0,{{{cpu}}})\n"
+                              "while True: pass"])
+    try:
+        deadline = time.monotonic() + 20
+        while os.sched_getaffinity(child.pid) != {cpu} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        others = OthersSampler({cpu}, set(), every_s=0.02)
+        t0 = time.monotonic()
+        s = NativeCpuSampler(binary, {"sut": [os.getpid()]}, others=others).start()
+        try:
+            assert others.via == "turnout-sample" and s._proc is not None
+            assert any(c.pid == child.pid for c in others.cands)
+            # its first samples are taken (it woke 3 times), then the child
+            # runs 50 ms more on that CPU
+            deadline = time.monotonic() + 20
+            while run_ns(s._proc.pid)[2] < 3:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            base = run_ns(child.pid)[0]
+            while run_ns(child.pid)[0] - base < 50_000_000:
+                assert time.monotonic() < deadline, "the child did not run 50 ms in 20 s"
+                time.sleep(0.01)
+        finally:
+            s.stop()
+        t1 = time.monotonic()
+    finally:
+        child.kill()
+        child.wait()
+    assert not s.error and not others.error, (s.error, others.error)
+    assert len(others.samples) >= 2
+    # fewer samples than the CPU sampler's: their own, slower period
+    assert len(others.samples) < len(s.samples)
+    r = others_in_window(others.cands, others.samples, {cpu}, t0, t1, top=len(others.cands))
+    mine = [t for t in r["threads"] if t[0].startswith("python")]
+    assert mine and mine[0][1] >= 50, r
+    assert r["ms"] >= mine[0][1]
+
+
 def test_sigterm_restores(tmp_path):
     """A run killed with SIGTERM while isolated puts everything back."""
     import signal

@@ -9,6 +9,13 @@
 //! stime ticks, the last CPU, the name) in the first, the last and every
 //! `stat_every`-th sample: tens of µs where the bench's Python sampler took
 //! a few hundred.
+//!
+//! It also samples the bench's *other threads* ([`Others`]): threads of
+//! other processes that may run on the SUT's CPUs (the bench lists them at
+//! the trial's start, python/src/turnout/measure/others.py), read less
+//! often (`schedstat`'s run time and runs, and for a thread not bound to
+//! those CPUs `stat`'s last CPU), so that what else held the SUT's CPU is
+//! known without a Python thread on the tester's.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -138,9 +145,142 @@ impl Sampler {
     }
 }
 
+/// A thread of another process that may run on the SUT's CPUs, as the
+/// command line gives it: `PID:TID:BOUND`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OtherSpec {
+    /// its process
+    pub pid: u32,
+    /// the thread
+    pub tid: u32,
+    /// affinity within the SUT's CPUs: its last CPU is not read
+    pub bound: bool,
+}
+
+impl OtherSpec {
+    /// `PID:TID:BOUND` (BOUND 1 or 0).
+    pub fn parse(arg: &str) -> Result<OtherSpec, String> {
+        let f: Vec<&str> = arg.split(':').collect();
+        let num = |s: &str| {
+            s.parse::<u32>()
+                .map_err(|_| format!("{arg}: not PID:TID:BOUND"))
+        };
+        match f.as_slice() {
+            [p, t, b @ ("0" | "1")] => Ok(OtherSpec {
+                pid: num(p)?,
+                tid: num(t)?,
+                bound: *b == "1",
+            }),
+            _ => Err(format!("{arg}: not PID:TID:BOUND (BOUND 0 or 1)")),
+        }
+    }
+}
+
+/// An other thread being sampled; its files are opened at its first
+/// sample and kept (read by path when an open failed, e.g. out of
+/// descriptors).
+struct Other {
+    spec: OtherSpec,
+    schedstat: Option<File>,
+    stat: Option<File>,
+    /// its files were opened (or tried) once
+    opened: bool,
+}
+
+/// One other thread at one sample: `[tid, run_ns, runs, cpu]` (cpu -1 for
+/// a bound thread or an unreadable `stat`).
+pub type OtherRow = (u32, i64, i64, i64);
+
+impl Other {
+    fn read(buf: &mut [u8], kept: Option<&File>, path: &str) -> Option<String> {
+        match kept {
+            Some(f) => Sampler::read(buf, f),
+            None => std::fs::read_to_string(path).ok().filter(|s| !s.is_empty()),
+        }
+    }
+
+    /// Its row now; None when it is gone.
+    fn sample(&mut self, buf: &mut [u8]) -> Option<OtherRow> {
+        let OtherSpec { pid, tid, bound } = self.spec;
+        let base = format!("/proc/{pid}/task/{tid}/");
+        if !self.opened {
+            self.opened = true;
+            self.schedstat = File::open(format!("{base}schedstat")).ok();
+            if !bound {
+                self.stat = File::open(format!("{base}stat")).ok();
+            }
+        }
+        let ss = Self::read(buf, self.schedstat.as_ref(), &format!("{base}schedstat"))?;
+        let (ns, runs) = parse_schedstat_runs(&ss)?;
+        let mut cpu = -1;
+        if !bound {
+            if let Some(st) = Self::read(buf, self.stat.as_ref(), &format!("{base}stat")) {
+                cpu = parse_stat(&st).map_or(-1, |(_, _, _, c)| c);
+            }
+        }
+        Some((tid, ns, runs, cpu))
+    }
+}
+
+/// The other threads, sampled.
+pub struct Others {
+    threads: Vec<Other>,
+    buf: Vec<u8>,
+}
+
+impl Others {
+    /// A sampler of these threads.
+    pub fn new(threads: Vec<OtherSpec>) -> Others {
+        Others {
+            threads: threads
+                .into_iter()
+                .map(|spec| Other {
+                    spec,
+                    schedstat: None,
+                    stat: None,
+                    opened: false,
+                })
+                .collect(),
+            buf: vec![0; 4096],
+        }
+    }
+
+    /// Whether there is any thread to sample.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+
+    /// One sample of every thread still there.
+    pub fn sample(&mut self) -> Vec<OtherRow> {
+        let buf = &mut self.buf;
+        self.threads
+            .iter_mut()
+            .filter_map(|t| t.sample(buf))
+            .collect()
+    }
+}
+
+/// `schedstat`'s first and third fields: ns on a CPU and runs (times it
+/// was scheduled in).
+pub fn parse_schedstat_runs(text: &str) -> Option<(i64, i64)> {
+    let mut f = text.split_ascii_whitespace();
+    let ns = f.next()?.parse().ok()?;
+    let runs = f.nth(1)?.parse().ok()?;
+    Some((ns, runs))
+}
+
 /// The document: every sample as `[t_ns, [row, ...]]` (CLOCK_MONOTONIC ns).
-pub fn document(samples: &[(u64, Vec<Row>)], every_ms: u64, stat_every: u64) -> Value {
-    json!({
+/// With other threads sampled (`others_every_ms` > 0), also
+/// `others_every_ms` and `others`: every sample of them as
+/// `[t_ns, [[tid, run_ns, runs, cpu], ...]]`.
+pub fn document(
+    samples: &[(u64, Vec<Row>)],
+    every_ms: u64,
+    stat_every: u64,
+    others: &[(u64, Vec<OtherRow>)],
+    others_every_ms: u64,
+) -> Value {
+    let mut doc = json!({
         "schema": "turnout-sample/1",
         "every_ms": every_ms,
         "stat_every": stat_every,
@@ -148,7 +288,16 @@ pub fn document(samples: &[(u64, Vec<Row>)], every_ms: u64, stat_every: u64) -> 
             .iter()
             .map(|(t, rows)| json!([t, rows]))
             .collect::<Vec<_>>(),
-    })
+    });
+    if others_every_ms > 0 {
+        doc["others_every_ms"] = others_every_ms.into();
+        doc["others"] = others
+            .iter()
+            .map(|(t, rows)| json!([t, rows]))
+            .collect::<Vec<_>>()
+            .into();
+    }
+    doc
 }
 
 #[cfg(test)]
@@ -163,6 +312,60 @@ mod tests {
         assert_eq!(parse_schedstat("631513848 407654 92\n"), Some(631513848));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_schedstat(""), None);
+        assert_eq!(
+            parse_schedstat_runs("631513848 407654 92\n"),
+            Some((631513848, 92))
+        );
+        assert_eq!(parse_schedstat_runs("631513848 407654"), None);
+    }
+
+    #[test]
+    fn other_threads_are_given_as_pid_tid_bound() {
+        let o = OtherSpec::parse("12:34:1").unwrap();
+        assert_eq!((o.pid, o.tid, o.bound), (12, 34, true));
+        assert!(!OtherSpec::parse("12:34:0").unwrap().bound);
+        for bad in ["12:34", "12:34:2", "x:34:1", "12:34:1:0", ""] {
+            assert!(OtherSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_other_thread_is_read_and_a_gone_one_left_out() {
+        let me = std::process::id();
+        let tid: u32 = std::fs::read_link("/proc/thread-self")
+            .unwrap()
+            .file_name()
+            .and_then(|n| n.to_str()?.parse().ok())
+            .unwrap();
+        // an unbound thread has its last CPU read, a bound one not; a
+        // thread that does not exist gives no row
+        let mut o = Others::new(vec![
+            OtherSpec::parse(&format!("{me}:{tid}:0")).unwrap(),
+            OtherSpec::parse(&format!("{me}:{tid}:1")).unwrap(),
+            OtherSpec::parse(&format!("{me}:{}:0", u32::MAX - 1)).unwrap(),
+        ]);
+        let rows = o.sample();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert!(
+            rows[0].1 >= 0 && rows[0].2 > 0 && rows[0].3 >= 0,
+            "{rows:?}"
+        );
+        assert_eq!(rows[1].3, -1);
+        // this thread's run time moves as it runs (schedstat is updated at
+        // the scheduler's events): spin until a sample shows it
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let spin = std::time::Instant::now();
+            while spin.elapsed() < std::time::Duration::from_millis(5) {}
+            let again = o.sample();
+            if again[0].1 > rows[0].1 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{rows:?} then {again:?}"
+            );
+        }
     }
 
     #[test]

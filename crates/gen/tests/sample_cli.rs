@@ -45,11 +45,64 @@ fn it_samples_this_process_until_sigint_and_prints_every_sample() {
     assert!(last[6].as_i64() >= first[6].as_i64());
     assert!(samples[0][0].as_u64() < samples.last().unwrap()[0].as_u64());
     assert!(doc["cpu_ns"].as_u64().unwrap() > 0);
+    // no other threads asked for: no "others"
+    assert!(doc.get("others").is_none(), "{doc}");
+}
+
+#[test]
+fn other_threads_are_sampled_at_their_own_period() {
+    let me = std::process::id();
+    let tid: u32 = std::fs::read_link("/proc/thread-self")
+        .unwrap()
+        .file_name()
+        .and_then(|n| n.to_str()?.parse().ok())
+        .unwrap();
+    let mut child = Command::new(SAMPLE)
+        .args(["--every-ms", "2", "--others-every-ms", "10"])
+        .args(["--other", &format!("{me}:{tid}:0")])
+        .args(["--other", &format!("{me}:{}:1", u32::MAX - 1)]) // no such thread
+        .arg(me.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn turnout-sample");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let t = std::time::Instant::now();
+    while t.elapsed() < std::time::Duration::from_millis(60) {}
+    // SAFETY: a signal to the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    let doc: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
+    assert_eq!(doc["others_every_ms"], 10);
+    let others = doc["others"].as_array().unwrap();
+    let samples = doc["samples"].as_array().unwrap();
+    // [t_ns, [[tid, run_ns, runs, cpu], ...]]: fewer than the CPU samples,
+    // the one thread that exists in each, with its last CPU
+    assert!(others.len() >= 2 && others.len() < samples.len(), "{doc}");
+    for o in others {
+        let rows = o[1].as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{o}");
+        assert_eq!(rows[0][0], tid);
+        assert!(rows[0][2].as_i64().unwrap() > 0 && rows[0][3].as_i64().unwrap() >= 0);
+    }
+    let t: Vec<u64> = others.iter().map(|o| o[0].as_u64().unwrap()).collect();
+    assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
 }
 
 #[test]
 fn a_bad_option_exits_2() {
-    for args in [vec![], vec!["--every-ms", "0", "1"], vec!["x"]] {
+    for args in [
+        vec![],
+        vec!["--every-ms", "0", "1"],
+        vec!["x"],
+        vec!["--other", "1:2", "1"],
+        vec!["--other", "1:2:3", "1"],
+    ] {
         let o = Command::new(SAMPLE).args(&args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}");
     }

@@ -3,7 +3,9 @@
 //! JSON document after the line `ready` it printed once it could be
 //! stopped (crates/gen/src/sample.rs; docs/bench.md, "CPU"). The
 //! bench starts it on the tester's CPU for each trial instead of sampling
-//! from Python.
+//! from Python. With `--other PID:TID:BOUND` it also samples those
+//! threads (the others that may run on the SUT's CPUs) every
+//! `--others-every-ms`.
 //!
 //! Exit codes: 0 success, 1 the document could not be written, 2 bad
 //! command line.
@@ -12,7 +14,7 @@
 use std::io::Write;
 
 use clap::Parser;
-use turnout_gen::sample::{document, Sampler};
+use turnout_gen::sample::{document, OtherSpec, Others, Sampler};
 use turnout_gen::sys;
 
 /// Samples the threads of PIDs until SIGINT or SIGTERM; prints the samples
@@ -27,6 +29,15 @@ struct Cli {
     /// the last); `schedstat` in each.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     stat_every: u64,
+    /// Milliseconds between samples of the `--other` threads (taken at
+    /// the first sample this long after the last).
+    #[arg(long, default_value_t = 150, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    others_every_ms: u64,
+    /// A thread of another process to sample less often: `PID:TID:BOUND`,
+    /// BOUND 1 when it may run only on the SUT's CPUs (its last CPU is then
+    /// not read). Repeatable.
+    #[arg(long = "other", value_parser = OtherSpec::parse)]
+    others: Vec<OtherSpec>,
     /// The processes whose threads are sampled.
     #[arg(required = true)]
     pids: Vec<u32>,
@@ -48,8 +59,12 @@ fn main() {
     }
     let mut s = Sampler::new(cli.pids);
     let mut samples = Vec::new();
+    let mut o = Others::new(cli.others);
+    let mut others = Vec::new();
+    let others_period = cli.others_every_ms * 1_000_000;
     let period = cli.every_ms * 1_000_000;
     let mut next = sys::now_ns();
+    let mut next_others = next;
     let mut i = 0u64;
     // the time spent taking samples, and the process's own CPU time: what
     // the sampler cost the CPU it shares
@@ -57,6 +72,10 @@ fn main() {
     while !sys::stop_requested() {
         let t = sys::now_ns();
         samples.push((t, s.sample(i.is_multiple_of(cli.stat_every))));
+        if !o.is_empty() && t >= next_others {
+            others.push((sys::now_ns(), o.sample()));
+            next_others = t + others_period;
+        }
         busy_ns += sys::now_ns() - t;
         i += 1;
         // one sleep a period (each wake-up takes the tester's CPU); a stop
@@ -72,8 +91,18 @@ fn main() {
     }
     let t = sys::now_ns();
     samples.push((t, s.sample(true)));
+    if !o.is_empty() {
+        others.push((sys::now_ns(), o.sample()));
+    }
     busy_ns += sys::now_ns() - t;
-    let mut doc = document(&samples, cli.every_ms, cli.stat_every);
+    let others_every_ms = if o.is_empty() { 0 } else { cli.others_every_ms };
+    let mut doc = document(
+        &samples,
+        cli.every_ms,
+        cli.stat_every,
+        &others,
+        others_every_ms,
+    );
     doc["sampling_ns"] = busy_ns.into();
     doc["cpu_ns"] = sys::thread_cpu_ns().into();
     let mut out = std::io::stdout().lock();

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from ..hosts import procfs
+from .others import OthersSampler
 from .periodic import Periodic
 
 __all__ = ["CLK_TCK", "CpuSample", "CpuSampler", "NativeCpuSampler", "find_sampler",
@@ -216,12 +217,19 @@ class NativeCpuSampler(CpuSampler):
     same ``window``; a sample costs the CPU it shares with the tester a
     fraction of what Python's does (docs/bench.md, "CPU"). It inherits the
     caller's CPUs (the bench's ``off_cpus``). ``error`` says why it gave
-    no samples (then ``window`` has no rows, as for a SUT that is gone)."""
+    no samples (then ``window`` has no rows, as for a SUT that is gone).
+
+    Given ``others`` (an ``OthersSampler`` of this machine, not started),
+    it lists their candidates at ``start`` and samples them too, every
+    ``others.every_s``, filling ``others.samples`` at ``stop``
+    (``others.via`` is then "turnout-sample"; left empty when the process
+    did not start, so the caller starts ``others`` itself)."""
 
     def __init__(self, binary: str, pids_by_role: dict[str, list[int]],
-                 every_s: float = 0.02) -> None:
+                 every_s: float = 0.02, others: OthersSampler | None = None) -> None:
         super().__init__(pids_by_role, every_s)
         self.binary = binary
+        self.others = others
         self.error = ""
         #: the sampler's own cost: ns inside samples and its CPU ns
         self.cost: dict[str, int] = {}
@@ -230,13 +238,23 @@ class NativeCpuSampler(CpuSampler):
     def start(self) -> NativeCpuSampler:
         pids = [p for ps in self.pids_by_role.values() for p in ps]
         if pids:
+            extra: list[str] = []
+            if self.others is not None and not self.others.prepare().cands:
+                self.others = None  # nothing to sample: left to the caller
+            if self.others is not None:
+                extra = ["--others-every-ms", str(max(1, round(self.others.every_s * 1000)))]
+                for c in self.others.cands:
+                    extra += ["--other", f"{c.pid}:{c.tid}:{int(c.bound)}"]
             try:
                 self._proc = subprocess.Popen(
                     [self.binary, "--every-ms", str(max(1, round(self.every_s * 1000))),
-                     "--stat-every", str(self.STAT_EVERY), *(str(p) for p in pids)],
+                     "--stat-every", str(self.STAT_EVERY), *extra, *(str(p) for p in pids)],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             except OSError as e:
                 self.error = f"turnout-sample: {e}"
+            else:
+                if self.others is not None:
+                    self.others.via = "turnout-sample"
         return self
 
     def stop(self) -> None:
@@ -260,10 +278,19 @@ class NativeCpuSampler(CpuSampler):
                             for t, rows in doc["samples"]]
             self.cost = {"sampling_ns": int(doc.get("sampling_ns", 0)),
                          "cpu_ns": int(doc.get("cpu_ns", 0))}
+            if self.others is not None:
+                # [t_ns, [[tid, run_ns, runs, cpu], ...]] -> the Python
+                # sampler's (monotonic s, tid -> (ns, runs, cpu))
+                self.others.samples = [(int(t) / 1e9,
+                                        {int(r[0]): (int(r[1]), int(r[2]), int(r[3]))
+                                         for r in rows})
+                                       for t, rows in doc["others"]]
         except (ValueError, KeyError, TypeError, IndexError) as e:
             why = err.decode(errors="replace").strip()[-300:]
             self.error = (f"turnout-sample exited {proc.returncode}"
                           f"{'' if ready else ' before it was ready'}: {why or e}")
+            if self.others is not None:
+                self.others.error = self.error
 
 
 def find_sampler() -> str | None:
@@ -276,13 +303,15 @@ def find_sampler() -> str | None:
     return shutil.which("turnout-sample")
 
 
-def local_sampler(pids_by_role: dict[str, list[int]]) -> CpuSampler:
+def local_sampler(pids_by_role: dict[str, list[int]],
+                  others: OthersSampler | None = None) -> CpuSampler:
     """The CPU sampler of a trial on this machine: ``NativeCpuSampler`` when
-    ``turnout-sample`` is built, else the Python one."""
+    ``turnout-sample`` is built (taking ``others``' samples too), else the
+    Python one (``others`` then left to the caller to start)."""
     binary = find_sampler()
     if binary is None:
         return CpuSampler(pids_by_role)
-    return NativeCpuSampler(binary, pids_by_role)
+    return NativeCpuSampler(binary, pids_by_role, others=others)
 
 
 #: the TSC's rate in Hz and where it was read (hosts/procfs.py)

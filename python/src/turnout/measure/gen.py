@@ -645,12 +645,18 @@ class GenMeasurer:
         steal_cpus = sorted(self.avoid_cpus)
         steal_before = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
                         if steal_cpus and load_total_pps > 0 else None)
-        sampler = (self.cpu_sampler or local_sampler)({"sut": sut_pids,
-                              "vnf": [h.proc.pid for h in self.helpers if h.alive()]}).start()
+        roles = {"sut": sut_pids, "vnf": [h.proc.pid for h in self.helpers if h.alive()]}
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
-        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids), host=host).start()
+        others = (OthersSampler(set(self.avoid_cpus), set(sut_pids), host=host)
                   if self.count_others and self.avoid_cpus and load_total_pps > 0 else None)
+        if self.cpu_sampler is None and host.is_local:
+            # turnout-sample, when built, samples the other threads too
+            sampler = local_sampler(roles, others=others).start()
+        else:
+            sampler = (self.cpu_sampler or local_sampler)(roles).start()
+        if others is not None and not others.via:
+            others.start()
         kshare = (KernelShare(self.sut_cost, self.kernel_cpus, host=host)
                   if self.sut_cost else None)
         coster = CostSampler(kshare).start() if kshare is not None else None
@@ -724,6 +730,8 @@ class GenMeasurer:
             # why it gave no samples
             counts.extra["cpu_sampler"] = {"kind": "turnout-sample", **sampler.cost,
                                            "samples": len(sampler.samples),
+                                           **({"others_samples": len(others.samples)}
+                                              if others is not None and others.via else {}),
                                            **({"error": sampler.error} if sampler.error else {})}
         wake = wake_delta(wake_before, wake_after, wake_during[0] if wake_during else None)
         if wake is not None:

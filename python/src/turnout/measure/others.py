@@ -23,7 +23,10 @@ says so for each trial, cheaply and without perf:
 
 Threads started during the trial are not counted (the list is made once,
 at its start, so the samples stay cheap: about 0.6 ms for 73 threads
-here, on the tester's CPU).
+here, on the tester's CPU). On this machine, where ``turnout-sample`` is
+built, the trial's ``NativeCpuSampler`` takes these samples too (the
+same files, read the same way, from its process instead of a Python
+thread: measure/cpu.py); ``via`` then says so.
 """
 
 from __future__ import annotations
@@ -92,6 +95,9 @@ class OthersSampler:
     error: str = ""
     #: the candidates' files, kept open between samples (hosts/procfs.py)
     _files: procfs.Kept = field(default_factory=procfs.Kept)
+    #: who takes the samples when not this sampler's thread
+    #: ("turnout-sample": measure/cpu.py NativeCpuSampler fills ``samples``)
+    via: str = ""
 
     def _take(self) -> None:
         if self.host is not None and not self.host.is_local:
@@ -113,7 +119,8 @@ class OthersSampler:
                 got[c.tid] = rd
         self.samples.append((time.monotonic(), got))
 
-    def start(self) -> OthersSampler:
+    def prepare(self) -> OthersSampler:
+        """List the candidates (at the trial's start), without sampling."""
         if self.host is not None and not self.host.is_local:
             self.cands = [Candidate(int(p), int(t), str(c), bool(b), bool(k))
                           for p, t, c, b, k in self.host.procfs(
@@ -121,6 +128,11 @@ class OthersSampler:
                               skip_pids=sorted(self.skip_pids))]
         else:
             self.cands = candidates(self.sut_cpus, self.skip_pids | {os.getpid()})
+        return self
+
+    def start(self) -> OthersSampler:
+        """List the candidates and sample them from a thread of its own."""
+        self.prepare()
         self._clock = Periodic(self._take, self.every_s, "others-sampler").start()
         return self
 
