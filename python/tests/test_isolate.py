@@ -6,7 +6,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -269,22 +273,31 @@ def test_others_in_window_counts_bound_and_unbound_on_the_sut_cpu():
     assert "why" in others_in_window(cands, samples, {1}, 1.01, 1.05)
 
 
-def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
-    """A real busy thread of a child process pinned to the 'SUT' CPU shows up."""
-    import subprocess
-    import sys
-
-    from turnout.measure.others import OthersSampler, others_in_window
-
-    cpu = max(os.sched_getaffinity(0))
+@contextmanager
+def _pinned_spinner(cpu: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process that pins itself to ``cpu`` (done when this yields)
+    and spins there; killed on exit."""
     child = subprocess.Popen([sys.executable, "-c",
                               f"import os\nos.sched_setaffinity(0,{{{cpu}}})\n"
                               "while True: pass"])
     try:
-        # Pinned before the sampler lists its candidates.
         deadline = time.monotonic() + 20
-        while os.sched_getaffinity(child.pid) != {cpu} and time.monotonic() < deadline:
+        while os.sched_getaffinity(child.pid) != {cpu}:
+            assert time.monotonic() < deadline, "the child did not pin itself in 20 s"
             time.sleep(0.01)
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
+    """A real busy thread of a child process pinned to the 'SUT' CPU shows up."""
+    from turnout.measure.others import OthersSampler, others_in_window
+
+    cpu = max(os.sched_getaffinity(0))
+    with _pinned_spinner(cpu) as child:
+        # Pinned before the sampler lists its candidates.
         s = OthersSampler({cpu}, set(), every_s=0.05).start()
         t0 = time.monotonic()
         # It spins on that CPU, sharing it with whatever else runs there (on a
@@ -299,9 +312,6 @@ def test_others_sampler_sees_a_thread_pinned_to_a_cpu(tmp_path):
             if (mine and mine[0][1] > 10) or t1 > deadline:
                 break
         s.stop()
-    finally:
-        child.kill()
-        child.wait()
     assert any(c.pid == child.pid for c in s.cands)
     assert mine and mine[0][1] > 10, r
     assert r["ms"] >= mine[0][1]
@@ -311,9 +321,6 @@ def test_turnout_sample_takes_the_other_threads_samples():
     """With turnout-sample built, the trial's CPU sampler samples the other
     threads too (no Python thread of its own): the same candidates, the
     same readings, the same figures."""
-    import subprocess
-    import sys
-
     from turnout import testpeers
     from turnout.measure.cpu import NativeCpuSampler, find_sampler
     from turnout.measure.others import OthersSampler, others_in_window
@@ -327,13 +334,7 @@ def test_turnout_sample_takes_the_other_threads_samples():
         with open(f"/proc/{pid}/schedstat") as f:
             return [int(x) for x in f.read().split()]
 
-    child = subprocess.Popen([sys.executable, "-c",
-                              f"import os\nos.sched_setaffinity(0,{{{cpu}}})\n"
-                              "while True: pass"])
-    try:
-        deadline = time.monotonic() + 20
-        while os.sched_getaffinity(child.pid) != {cpu} and time.monotonic() < deadline:
-            time.sleep(0.01)
+    with _pinned_spinner(cpu) as child:
         others = OthersSampler({cpu}, set(), every_s=0.02)
         t0 = time.monotonic()
         s = NativeCpuSampler(binary, {"sut": [os.getpid()]}, others=others).start()
@@ -353,9 +354,6 @@ def test_turnout_sample_takes_the_other_threads_samples():
         finally:
             s.stop()
         t1 = time.monotonic()
-    finally:
-        child.kill()
-        child.wait()
     assert not s.error and not others.error, (s.error, others.error)
     assert len(others.samples) >= 2
     # fewer samples than the CPU sampler's: their own, slower period
@@ -369,8 +367,6 @@ def test_turnout_sample_takes_the_other_threads_samples():
 def test_sigterm_restores(tmp_path):
     """A run killed with SIGTERM while isolated puts everything back."""
     import signal
-    import subprocess
-    import sys
 
     h = FakeHost(tmp_path / "root")
     before = h.snapshot()

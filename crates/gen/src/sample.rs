@@ -332,11 +332,7 @@ mod tests {
     #[test]
     fn an_other_thread_is_read_and_a_gone_one_left_out() {
         let me = std::process::id();
-        let tid: u32 = std::fs::read_link("/proc/thread-self")
-            .unwrap()
-            .file_name()
-            .and_then(|n| n.to_str()?.parse().ok())
-            .unwrap();
+        let tid: u32 = testpeers::this_thread_id();
         // an unbound thread has its last CPU read, a bound one not; a
         // thread that does not exist gives no row
         let mut o = Others::new(vec![
@@ -370,12 +366,7 @@ mod tests {
 
     #[test]
     fn this_process_is_sampled_and_stat_is_read_when_asked() {
-        // this thread's id: /proc/thread-self is PID/task/TID
-        let me: u32 = std::fs::read_link("/proc/thread-self")
-            .unwrap()
-            .file_name()
-            .and_then(|n| n.to_str()?.parse().ok())
-            .unwrap();
+        let me: u32 = testpeers::this_thread_id();
         let mut s = Sampler::new(vec![std::process::id()]);
         let first = s.sample(false); // new threads: stat read all the same
         assert!(first.iter().any(|r| r.1 == me));

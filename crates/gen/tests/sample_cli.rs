@@ -6,11 +6,12 @@ use std::process::{Command, Stdio};
 
 const SAMPLE: &str = env!("CARGO_BIN_EXE_turnout-sample");
 
-#[test]
-fn it_samples_this_process_until_sigint_and_prints_every_sample() {
-    let me = std::process::id();
+/// Runs turnout-sample with `args` until it has woken `wakes` times (its
+/// own schedstat; while this thread spins, for it to see), stops it with
+/// SIGINT and returns its document.
+fn sample_until(args: &[String], wakes: u64) -> serde_json::Value {
     let mut child = Command::new(SAMPLE)
-        .args(["--every-ms", "2", "--stat-every", "3", &me.to_string()])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -19,15 +20,33 @@ fn it_samples_this_process_until_sigint_and_prints_every_sample() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
-    // some work of ours for it to see, then the stop
-    let t = std::time::Instant::now();
-    while t.elapsed() < std::time::Duration::from_millis(30) {}
+    let runs = || -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/schedstat", child.id())).unwrap();
+        s.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while runs() < wakes {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "it woke {} times in 60 s",
+            runs()
+        );
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(1) {}
+    }
     // SAFETY: a signal to the child we started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let mut rest = String::new();
     out.read_to_string(&mut rest).unwrap();
     assert!(child.wait().unwrap().success());
-    let doc: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
+    serde_json::from_str(rest.trim()).unwrap()
+}
+
+#[test]
+fn it_samples_this_process_until_sigint_and_prints_every_sample() {
+    let me = std::process::id();
+    let args = ["--every-ms", "2", "--stat-every", "3", &me.to_string()].map(String::from);
+    let doc = sample_until(&args, 10);
     assert_eq!(doc["schema"], "turnout-sample/1");
     let samples = doc["samples"].as_array().unwrap();
     assert!(samples.len() >= 2, "{doc}");
@@ -52,46 +71,39 @@ fn it_samples_this_process_until_sigint_and_prints_every_sample() {
 #[test]
 fn other_threads_are_sampled_at_their_own_period() {
     let me = std::process::id();
-    let tid: u32 = std::fs::read_link("/proc/thread-self")
-        .unwrap()
-        .file_name()
-        .and_then(|n| n.to_str()?.parse().ok())
-        .unwrap();
-    let mut child = Command::new(SAMPLE)
-        .args(["--every-ms", "2", "--others-every-ms", "10"])
-        .args(["--other", &format!("{me}:{tid}:0")])
-        .args(["--other", &format!("{me}:{}:1", u32::MAX - 1)]) // no such thread
-        .arg(me.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn turnout-sample");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line, "ready\n");
-    let t = std::time::Instant::now();
-    while t.elapsed() < std::time::Duration::from_millis(60) {}
-    // SAFETY: a signal to the child we started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(child.wait().unwrap().success());
-    let doc: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
+    let tid: u32 = testpeers::this_thread_id();
+    let args = [
+        "--every-ms".into(),
+        "2".into(),
+        "--others-every-ms".into(),
+        "10".into(),
+        "--other".into(),
+        format!("{me}:{tid}:0"),
+        "--other".into(),
+        format!("{me}:{}:1", u32::MAX - 1), // no such thread
+        me.to_string(),
+    ];
+    let doc = sample_until(&args, 20);
     assert_eq!(doc["others_every_ms"], 10);
     let others = doc["others"].as_array().unwrap();
     let samples = doc["samples"].as_array().unwrap();
-    // [t_ns, [[tid, run_ns, runs, cpu], ...]]: fewer than the CPU samples,
-    // the one thread that exists in each, with its last CPU
-    assert!(others.len() >= 2 && others.len() < samples.len(), "{doc}");
+    // [t_ns, [[tid, run_ns, runs, cpu], ...]]: the one thread that exists
+    // in each, with its last CPU
+    assert!(others.len() >= 2 && others.len() <= samples.len(), "{doc}");
     for o in others {
         let rows = o[1].as_array().unwrap();
         assert_eq!(rows.len(), 1, "{o}");
         assert_eq!(rows[0][0], tid);
         assert!(rows[0][2].as_i64().unwrap() > 0 && rows[0][3].as_i64().unwrap() >= 0);
     }
+    // at their own period: 10 ms apart at least, but the last (at the stop)
     let t: Vec<u64> = others.iter().map(|o| o[0].as_u64().unwrap()).collect();
-    assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+    let (periodic, _) = t.split_at(t.len() - 1);
+    assert!(
+        periodic.windows(2).all(|w| w[1] - w[0] >= 10_000_000),
+        "{t:?}"
+    );
+    assert!(t[t.len() - 1] > t[t.len() - 2]);
 }
 
 #[test]

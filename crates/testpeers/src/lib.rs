@@ -66,6 +66,14 @@ pub fn need(ok: bool, why: &str) -> bool {
     ok
 }
 
+/// The calling thread's id (`/proc/thread-self` is `PID/task/TID`).
+pub fn this_thread_id() -> u32 {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+        .expect("/proc/thread-self names this thread")
+}
+
 /// Whether the effective user is root.
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.

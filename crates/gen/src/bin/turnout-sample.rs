@@ -73,8 +73,9 @@ fn main() {
         let t = sys::now_ns();
         samples.push((t, s.sample(i.is_multiple_of(cli.stat_every))));
         if !o.is_empty() && t >= next_others {
-            others.push((sys::now_ns(), o.sample()));
-            next_others = t + others_period;
+            let at = sys::now_ns();
+            others.push((at, o.sample()));
+            next_others = at + others_period;
         }
         busy_ns += sys::now_ns() - t;
         i += 1;
