@@ -131,6 +131,10 @@ pub struct WorkerCounters {
     pub busy_cycles: AtomicU64,
     /// Cycles spent polling empty queues or sleeping.
     pub idle_cycles: AtomicU64,
+    /// Of `busy_cycles`, the cycles spent in kicks to peers (their system
+    /// calls: eventfd writes, and AF_XDP's `sendto`, which in copy mode
+    /// transmits the frames): what is left is the worker's own code.
+    pub kick_cycles: AtomicU64,
     /// Times the worker slept in epoll waiting for notifications.
     pub sleeps: AtomicU64,
     /// Sleeps that ended because a queue signalled frames.
@@ -253,6 +257,7 @@ impl WorkerCounters {
             &self.batches,
             &self.busy_cycles,
             &self.idle_cycles,
+            &self.kick_cycles,
             &self.sleeps,
             &self.wakeups,
             &self.naps,

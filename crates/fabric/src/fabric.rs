@@ -237,6 +237,10 @@ pub struct Forwarder {
     /// The destinations marked in `stalled`, in marking order.
     stalled_list: Box<[PortId]>,
     n_stalled: usize,
+    /// Cycles spent in kicks to peers since [`Forwarder::take_kick_cycles`]
+    /// (their system calls: the kernel's side of a notification, and on
+    /// AF_XDP in copy mode the transmit itself).
+    kick_cycles: u64,
 }
 
 impl Forwarder {
@@ -261,7 +265,14 @@ impl Forwarder {
             stalled: vec![false; max_ports].into_boxed_slice(),
             stalled_list: vec![0; max_ports].into_boxed_slice(),
             n_stalled: 0,
+            kick_cycles: 0,
         }
+    }
+
+    /// The cycles spent in kicks since the last call (and starts again).
+    #[inline]
+    pub fn take_kick_cycles(&mut self) -> u64 {
+        std::mem::take(&mut self.kick_cycles)
     }
 
     /// Whether a transmit queue this worker published to holds frames the
@@ -298,7 +309,9 @@ impl Forwarder {
                     let txq = dst.port.tx(q as u16);
                     let mut drops = TxDrops::default();
                     if txq.kick_pending() {
+                        let t0 = crate::sys::cycles();
                         txq.kick_stalled(&mut drops);
+                        self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
                     }
                     Self::count_refused(dst, q, txq, &mut drops);
                     txq.kick_pending()
@@ -667,7 +680,9 @@ impl Forwarder {
             // No publish follows: let the backend re-notify a peer that
             // may be waiting for a kick (after the lock, like every kick).
             let mut drops = TxDrops::default();
+            let t0 = crate::sys::cycles();
             txq.kick_stalled(&mut drops);
+            self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
             Self::count_refused(dst, q, txq, &mut drops);
             if txq.kick_pending() {
                 self.mark_stalled(dst.id);
@@ -727,7 +742,9 @@ impl Forwarder {
         Self::count_reasons(dst, &refused);
         let mut drops = TxDrops::default();
         if kick {
+            let t0 = crate::sys::cycles();
             txq.kick(&mut drops);
+            self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
         }
         Self::count_refused(dst, q, txq, &mut drops);
         // The peer refused part of it (or a kick of ours never came): the

@@ -193,6 +193,10 @@ pub struct WorkerStats {
     pub busy_cycles: u64,
     /// Cycles idle (polling nothing or sleeping).
     pub idle_cycles: u64,
+    /// Of `busy_cycles`, the cycles spent in kicks to peers (system calls:
+    /// eventfd writes, AF_XDP `sendto`).
+    #[serde(default)]
+    pub kick_cycles: u64,
     /// Time spent moving packets, ns.
     pub busy_ns: u64,
     /// Time spent polling nothing or asleep, ns.
@@ -724,6 +728,7 @@ impl Switch {
                     batches: c.batches.load(Ordering::Relaxed),
                     busy_cycles: busy,
                     idle_cycles: idle,
+                    kick_cycles: c.kick_cycles.load(Ordering::Relaxed),
                     busy_ns: (busy as u128 * 1_000_000_000 / hz) as u64,
                     idle_ns: (idle as u128 * 1_000_000_000 / hz) as u64,
                     sleeps: c.sleeps.load(Ordering::Relaxed),

@@ -758,10 +758,13 @@ impl Worker {
         let c = &self.shared.counters;
         let now = sys::cycles();
         let spent = now.wrapping_sub(self.last_cycles);
+        // kicks of an idle pass (retries) are idle time like the rest of it
+        let kicks = self.fwd.take_kick_cycles();
         if moved > 0 {
             bump(&c.packets, moved);
             bump(&c.batches, 1);
             bump(&c.busy_cycles, spent);
+            bump(&c.kick_cycles, kicks.min(spent));
         } else {
             bump(&c.idle_cycles, spent);
         }

@@ -1132,3 +1132,47 @@ fn a_queue_watched_only_asleep_leaves_epoll_while_the_worker_is_awake() {
     });
     sw.shutdown();
 }
+
+#[test]
+fn kicks_are_counted_within_the_busy_cycles() {
+    // A peer that asks to be notified is kicked (an eventfd write, a system
+    // call) after each batch the worker sends it: those cycles are counted
+    // apart in kick_cycles, as part of busy_cycles, never more. A peer that
+    // does not ask is not kicked: no kick cycles.
+    let sw = adaptive_budget_0();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    let stats = || {
+        sw.worker_stats()
+            .into_iter()
+            .find(|w| w.id == 0)
+            .expect("worker 0")
+    };
+    let send_and_take = |ps: &mut PipePeer, pd: &mut PipePeer, n: usize| {
+        let mut got = 0;
+        for _ in 0..n {
+            assert_eq!(ps.send(0, &[&frame()]), 1);
+            wait_for("the frame at d", Duration::from_secs(5), || {
+                got += pd.recv(0, 8, |_| {});
+                got > 0
+            });
+            got = 0;
+        }
+    };
+    send_and_take(&mut ps, &mut pd, 20);
+    let quiet = stats();
+    assert!(quiet.packets >= 20 && quiet.busy_cycles > 0);
+    assert_eq!(quiet.kick_cycles, 0, "{quiet:?}");
+    // d asks to be notified: every frame is kicked to it
+    pd.set_notify(0, true);
+    send_and_take(&mut ps, &mut pd, 20);
+    let after = stats();
+    let (busy, kicks) = (
+        after.busy_cycles - quiet.busy_cycles,
+        after.kick_cycles - quiet.kick_cycles,
+    );
+    assert!(kicks > 0 && kicks <= busy, "kicks {kicks} of busy {busy}");
+    sw.shutdown();
+}

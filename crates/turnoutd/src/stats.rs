@@ -241,7 +241,7 @@ pub const QUEUE_METRICS: [Metric<QueueStats>; 5] = [
 ];
 
 /// Per worker, labelled `worker`.
-pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 21] = [
+pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 22] = [
     Metric {
         key: "packets",
         name: "turnout_worker_packets_total",
@@ -283,6 +283,13 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 21] = [
         kind: "counter",
         help: "Cycle-counter ticks spent idle.",
         get: |w| w.worker.idle_cycles as f64,
+    },
+    Metric {
+        key: "kick_cycles",
+        name: "turnout_worker_kick_cycles_total",
+        kind: "counter",
+        help: "Of the busy cycles, those spent in kicks to peers (system calls).",
+        get: |w| w.worker.kick_cycles as f64,
     },
     Metric {
         key: "sleeps",
@@ -429,6 +436,7 @@ mod tests {
                 idle_ns: 19_000_000_002,
                 busy_cycles: 23,
                 idle_cycles: 29,
+                kick_cycles: 71,
                 sleeps: 31,
                 wakeups: 37,
                 naps: 41,
@@ -544,6 +552,7 @@ mod tests {
                 "id",
                 "idle_cycles",
                 "idle_ns",
+                "kick_cycles",
                 "naps",
                 "packets",
                 "policy",
