@@ -460,6 +460,48 @@ def test_the_kernel_share_is_shown_next_to_the_cost_never_in_it(tmp_path):
     assert [r[col] for r in t.rows] == ["300 [294–306]", "3000 [2940–3060]"]
 
 
+def test_the_user_space_part_is_the_capacity_less_the_kicks(tmp_path):
+    """On a veth path most of a userspace switch's capacity is the kernel's
+    AF_XDP copy path inside its kicks (sendto): turnoutd times them, the
+    cost sampler keeps them per frame, and the verdict shows what is left
+    of the capacity; SUTs that do not account their kicks show none."""
+    from turnout.measure.cost import CostSample, cost_in_window
+    from turnout.report.cpuload import user_space_part
+    from turnout.report.verdict import verdict_table
+
+    # cumulative (cycles, kicks, frames) as turnoutd's stats give them
+    samples = [CostSample(0.1 * i, 4000.0 * 10_000 * i, 10_000 * i, kicks=3700.0 * 10_000 * i)
+               for i in range(5)]
+    cost, why = cost_in_window(samples, 0.05, 0.45, "turnoutd")
+    assert why == "" and cost is not None
+    assert (cost.cycles_per_frame, cost.kick_cycles_per_frame) == (4000.0, 3700.0)
+    plain = [CostSample(s.t, s.cycles, s.frames) for s in samples]  # no kick account
+    assert cost_in_window(plain, 0.05, 0.45, "testpmd")[0].kick_cycles_per_frame is None
+    assert user_space_part(4000.0, {"kick_cycles_per_frame": 3700.0}) == 300.0
+    assert user_space_part(4000.0, {}) is None and user_space_part(None, {"x": 1}) is None
+    assert user_space_part(100.0, {"kick_cycles_per_frame": 120.0}) == 0.0  # never below 0
+
+    db = ResultsDB(tmp_path / "u.db")
+    cid = done_campaign(db, "u")
+    for rep, k in enumerate((0.98, 1.0, 1.02)):
+        for sut, extra in (("turnoutd", {"kick_cycles_per_frame": 3700.0 * k}),
+                           ("testpmd", {})):
+            db.add_result(Result.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut,
+                                    scenario="p2p", method="rplus", repetition=rep,
+                                    rate_total_pps=1e6, rx_total_pps=1e6, status="ok",
+                                    tester_bound=0, busy_cycles_per_frame=4000.0 * k,
+                                    extra=extra))
+    with db:
+        data = load_campaign(db, "u")
+        (v,) = verdict_rows(data)
+        tbl = verdict_table(data, [v])
+    by = {e.sut: e for e in v.entries}
+    assert by["turnoutd"].user.median == pytest.approx(300.0)
+    assert by["testpmd"].user is None
+    col = tbl.columns.index("of it in user space cyc/frame")
+    assert {r[4]: r[col] for r in tbl.rows} == {"turnoutd": "300 [294–306]", "testpmd": "–"}
+
+
 def test_two_configurations_of_one_sut_are_labelled_apart(tmp_path):
     """testpmd could not reserve its hugepages in one repetition and ran on
     4 KiB pages (its config's variant "no-huge"): that repetition is another

@@ -227,6 +227,8 @@ def _search(db: ResultsDB, spec: CampaignSpec, item: WorkItem, session: Session,
                       "kernel_s", "kernel_why", "kernel_cpus"):
                 if f.at.extra.get(k):
                     r.extra[k] = f.at.extra[k]
+            if "kick_cycles_per_frame" in f.at.extra:  # 0 is a figure (no kicks)
+                r.extra["kick_cycles_per_frame"] = f.at.extra["kick_cycles_per_frame"]
         if r is not first:
             r.extra["trials_of"] = first.id
         db.update_result(r)

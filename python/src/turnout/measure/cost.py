@@ -62,6 +62,9 @@ class CostSample:
     #: cycles one step of the account is worth (a /proc/stat clock tick is
     #: 1/CLK_TCK s); 0 for cycle-exact accounts
     resolution: float = 0.0
+    #: of ``cycles``, those spent in kicks to peers (system calls), where
+    #: the SUT accounts them (turnoutd's ``kick_cycles``); None elsewhere
+    kicks: float | None = None
 
 
 #: the fewest counter steps a cost is computed from: at one step the
@@ -78,6 +81,8 @@ class Cost:
     cycles: float
     span_s: float
     source: str
+    #: of ``cycles_per_frame``, the kicks' (CostSample.kicks), or None
+    kick_cycles_per_frame: float | None = None
 
 
 def counter_delta(a: int, b: int) -> int:
@@ -110,7 +115,9 @@ def cost_in_window(samples: list[CostSample], start: float, end: float, source: 
     if step > 0 and cycles < MIN_STEPS * step:
         return None, (f"{cycles / step:.0f} steps of the SUT's account ({step:.3g} cycles each) "
                       f"for {frames} frames: below its resolution (fewer than {MIN_STEPS})")
-    return Cost(cycles / frames, frames, cycles, b.t - a.t, source), ""
+    kicks = (b.kicks - a.kicks) / frames if a.kicks is not None and b.kicks is not None else None
+    return Cost(cycles / frames, frames, cycles, b.t - a.t, source,
+                kicks if kicks is None or kicks >= 0 else None), ""
 
 
 class CostSampler:
@@ -142,7 +149,7 @@ class CostSampler:
             return
         if s is not None:
             mid = (t0 + time.monotonic()) / 2
-            self.samples.append(CostSample(mid, s.cycles, s.frames, s.resolution))
+            self.samples.append(CostSample(mid, s.cycles, s.frames, s.resolution, s.kicks))
 
     def _run(self) -> None:
         while not self._stop.wait(self.every_s):

@@ -937,6 +937,9 @@ def apply_cost(c: TrialCounts, samples: list[CostSample], source: str, error: st
         return
     c.busy_cycles_per_frame = cost.cycles_per_frame
     c.extra.update(cost_source=source, cost_frames=cost.frames, cost_span_s=cost.span_s)
+    if cost.kick_cycles_per_frame is not None:
+        # of the capacity, the SUT's kicks to peers (system calls)
+        c.extra["kick_cycles_per_frame"] = cost.kick_cycles_per_frame
 
 
 def apply_others(c: TrialCounts, s: OthersSampler) -> None:

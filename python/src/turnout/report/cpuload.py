@@ -14,6 +14,15 @@ Two questions, two numbers (docs/bench.md, "Capacity and CPU at this load"):
   one core. A busy poller's CPU at a low load is a whole core over few
   frames; a switch that sleeps pays its wake-ups instead.
 
+The **user-space part** of a capacity figure is what is left of it once the
+SUT's kicks to its peers are taken out (``user_space_part``): turnoutd
+times each kick's system call (its workers' ``kick_cycles``; the bench
+stores them per frame as ``kick_cycles_per_frame``). On the kernel's port
+paths (AF_XDP on veth) a kick is a `sendto()` that copies each frame into
+an skb and runs the veth peer's receive (the tester's AF_XDP copy) before
+it returns, most of the capacity; what is left is what the switch's own
+code decides. None for SUTs that do not account their kicks.
+
 The kernel share (the kernel's work on the SUT's CPUs outside any process)
 stays next to both, never added: with tick-based accounting a softirq that
 runs inside a thread's system call is charged to that thread's system time
@@ -33,8 +42,8 @@ from typing import Any
 from ..measure.gen import REFUSED, load_refused
 from ..results import Trial
 
-__all__ = ["OLD_TURNOUTD_COST", "REFUSED", "CpuAtLoad", "capacity_note", "cpu_at_load",
-           "refusal", "refused_short", "sent_share"]
+__all__ = ["OLD_TURNOUTD_COST", "REFUSED", "CpuAtLoad", "capacity_note",
+           "cpu_at_load", "refusal", "refused_short", "sent_share", "user_space_part"]
 
 #: text of turnoutd's cost source before capacity and CPU at load were
 #: separated: its busy cycles then included its sleeps' and wake-ups' CPU
@@ -56,6 +65,16 @@ class CpuAtLoad:
 
 def _sut_rows(t: Trial) -> list[dict[str, Any]]:
     return [c for c in t.cpu if isinstance(c, dict) and c.get("role", "sut") == "sut"]
+
+
+def user_space_part(capacity: float | None, extra: dict[str, Any] | None) -> float | None:
+    """``capacity`` less the kicks' cycles per frame stored with it
+    (``extra["kick_cycles_per_frame"]``), never below 0; None without
+    either."""
+    kicks = (extra or {}).get("kick_cycles_per_frame")
+    if capacity is None or kicks is None:
+        return None
+    return max(0.0, float(capacity) - float(kicks))
 
 
 def cpu_at_load(t: Trial) -> CpuAtLoad:

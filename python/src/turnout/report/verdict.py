@@ -46,7 +46,7 @@ from typing import Any
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
 from ..results import Trial
-from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share
+from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share, user_space_part
 from .formatting import fmt, fmt_spread
 from .model import Section, Spread, Table, spread_of, spread_or_none
 from .points import CampaignData, PointKey, scenario_rank, sut_label
@@ -85,6 +85,9 @@ class Entry:
     #: kernel share: the kernel's cycles per frame on the SUT's CPUs, next to
     #: (never in) its own account (measure/kernel.py)
     kernel: Spread | None = None
+    #: the capacity's user-space part: capacity minus its threads' kernel
+    #: time per frame (report/cpuload.py ``user_space_part``)
+    user: Spread | None = None
     by_rep_rate: dict[int, float] = field(default_factory=dict)
     by_rep_cost: dict[int, float] = field(default_factory=dict)
     tester_bound: int = 0
@@ -215,6 +218,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
             k = PointKey.of(t)
             sharing[k] = max(sharing.get(k, 1), int(t.extra["tester_core_sharing"]))
     cpu: dict[PointKey, list[tuple[float | None, float | None]]] = defaultdict(list)
+    user: dict[PointKey, list[float]] = defaultdict(list)
     notes: dict[PointKey, str] = {}
     at = rplus_trials(data)
     for r in data.ok_results:
@@ -232,6 +236,12 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if r.id in at:
             c = cpu_at_load(at[r.id])
             cpu[k].append((c.cycles_per_frame, c.pct))
+        # the kicks stored with the result, else with its R+ trial (results
+        # stored before the runner copied them)
+        kx = (r.extra if "kick_cycles_per_frame" in (r.extra or {})
+              else at[r.id].extra if r.id in at else {})
+        if (u := user_space_part(r.busy_cycles_per_frame, kx)) is not None:
+            user[k].append(u)
         if (r.extra or {}).get("kernel_cycles_per_frame"):
             kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
         if r.tester_bound:
@@ -279,7 +289,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         for vp, suts in sorted(by_port.items()):
             entries = [_entry(k, rate[k], cost[k], bound[k], ceiling_of.get(vp or "veth"),
                               cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k],
-                              cpu[k], notes.get(k, ""))
+                              cpu[k], notes.get(k, ""), user[k])
                        for k in suts]
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
@@ -378,7 +388,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
            ceil: Spread | None, cores: int = 1, sharing: int | None = None,
            misses: list[Miss] | None = None, kernel: list[float] | None = None,
            cpu: list[tuple[float | None, float | None]] | None = None,
-           cap_note: str = "") -> Entry:
+           cap_note: str = "", user: list[float] | None = None) -> Entry:
     """One SUT's entry: its rate, capacity and CPU at this load over
     repetitions, what limited it, and the repetitions that gave no value
     (``misses``) with their reason."""
@@ -387,6 +397,7 @@ def _entry(k: PointKey, rate: dict[int, float], cost: dict[int, float], bound: i
     e.rate = spread_of(list(rate.values()))
     e.cost = spread_or_none(list(cost.values()))
     e.kernel = spread_or_none(kernel or [])
+    e.user = spread_or_none(user or [])
     e.cpu = spread_or_none([c for c, _ in cpu or [] if c is not None])
     e.cpu_pct = spread_or_none([p for _, p in cpu or [] if p is not None])
     limited = []
@@ -472,7 +483,11 @@ VERDICT_NOTE = (
     "(=) when their min–max ranges overlap; with one repetition nothing is ranked (–). "
     "× next: how many times better than the next SUT, repetition by repetition. of "
     "ceiling: R+ over the bare wire's on the same path and port type (the tester's own "
-    "ceiling). Kernel share: the kernel's work on the SUT's CPUs per frame outside any "
+    "ceiling). Of it in user space: the capacity less the SUT's kicks to its peers per "
+    "frame (their system calls, timed by turnoutd; – for SUTs that do not account "
+    "them): on veth a kick is AF_XDP's sendto(), which copies every frame and runs the "
+    "tester's receive, most of the capacity there; what is left is the switch's own "
+    "code. Kernel share: the kernel's work on the SUT's CPUs per frame outside any "
     "process (on veth, the receive its transmits cause, the tester's AF_XDP copy "
     "included), next to the others, never added (docs/bench.md, \"Kernel share\"). SUTs "
     "without a value are in the matrix above and under \"Not measured\".")
@@ -486,7 +501,8 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
     t = Table(
         key="verdict-table", title="Verdict in detail",
         columns=["use case", "dir", "size B", "rank", "SUT", "ranked by", "R+ Mpps",
-                 "capacity cyc/frame", "CPU at this load cyc/frame", "kernel share cyc/frame",
+                 "capacity cyc/frame", "of it in user space cyc/frame",
+                 "CPU at this load cyc/frame", "kernel share cyc/frame",
                  "n", "× next", "of ceiling", "limited by", "why"],
         note=VERDICT_NOTE,
     )
@@ -498,7 +514,8 @@ def verdict_table(data: CampaignData, rows: list[Verdict] | None = None) -> Tabl
                 v.use_case, v.direction, str(v.frame_size_b) + (f" {v.extras}" if v.extras else ""),
                 e.rank, e.sut, MEASURE_LABEL.get(v.measure, v.measure),
                 fmt_spread(e.rate.scaled(1e-6)) if e.rate else "–",
-                capacity_cell(e, hz), cpu_cell(e.cpu, e.cpu_pct),
+                capacity_cell(e, hz), fmt_spread(e.user, 0) if e.user else "–",
+                cpu_cell(e.cpu, e.cpu_pct),
                 fmt_spread(e.kernel, 0) if e.kernel else "–",
                 str(e.rate.n) if e.rate else "–",
                 _ratio_cell(e.ratio_next),

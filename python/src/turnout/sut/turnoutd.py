@@ -457,7 +457,11 @@ class Turnoutd(SutAdapter):
         stats = self._rpc("stats", timeout_s=1.0)
         workers = stats.get("workers", [])
         cycles = sum(float(w["busy_cycles"]) for w in workers)
-        return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers))
+        # of them, the kicks' (their system calls); a turnoutd without the
+        # counter has none
+        kicks = (sum(float(w["kick_cycles"]) for w in workers)
+                 if all("kick_cycles" in w for w in workers) else None)
+        return CostSample(0.0, cycles, sum(int(w["packets"]) for w in workers), kicks=kicks)
 
 
     #: fields of a worker's ``policy`` (API ``stats``) kept in ``extra.sut_wake``
