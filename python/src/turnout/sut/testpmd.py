@@ -187,6 +187,22 @@ class Testpmd(SutAdapter):
                    "frames) over total io packets received (show fwd stats all)")
     _CYCLES = re.compile(r"CPU cycles/packet=[\d.]+ \((?:total|busy) cycles=(\d+) / "
                          r"total \w+ packets=(\d+)\)")
+    #: the accumulated block of ``show fwd stats all``, closed: its RX-packets
+    _ACCUMULATED = re.compile(r"Accumulated forward statistics for all ports\+*\s*\n"
+                              r"\s*RX-packets:\s*(\d+).*?\n\s*\+{20,}\s*\n", re.S)
+
+    @classmethod
+    def parse_fwd_stats(cls, text: str) -> tuple[float, int] | None:
+        """(total cycles, total packets) from testpmd's answer to ``show fwd
+        stats all``; (0, 0) for an answer without the cycles line because
+        nothing was received yet (testpmd prints that line only once there
+        are packets: the start of a trial, before the first frame); None
+        while the answer is not complete."""
+        if m := cls._CYCLES.search(text):
+            return float(m.group(1)), int(m.group(2))
+        if (m := cls._ACCUMULATED.search(text)) and int(m.group(1)) == 0:
+            return 0.0, 0
+        return None
 
     def cost_sample(self) -> CostSample | None:
         p = getattr(self, "proc", None)
@@ -201,10 +217,10 @@ class Testpmd(SutAdapter):
             while time.monotonic() < deadline:
                 more, before = self.host.tail(self.log, before)
                 text += more
-                m = self._CYCLES.search(text)
-                if m:
+                got = self.parse_fwd_stats(text)
+                if got is not None:
                     self._log_at = before
-                    return CostSample(0.0, float(m.group(1)), int(m.group(2)))
+                    return CostSample(0.0, got[0], got[1])
                 time.sleep(0.005)
             self._log_at = before
         return None
