@@ -243,6 +243,14 @@ pub struct Forwarder {
     kick_cycles: u64,
 }
 
+/// Runs `f` (a kick) and adds the cycles it took to `acc`.
+#[inline]
+fn timed(acc: &mut u64, f: impl FnOnce()) {
+    let t0 = crate::sys::cycles();
+    f();
+    *acc += crate::sys::cycles().wrapping_sub(t0);
+}
+
 impl Forwarder {
     /// Scratch for worker `worker`, a port table of `max_ports` and batches
     /// of up to `batch` frames.
@@ -309,9 +317,7 @@ impl Forwarder {
                     let txq = dst.port.tx(q as u16);
                     let mut drops = TxDrops::default();
                     if txq.kick_pending() {
-                        let t0 = crate::sys::cycles();
-                        txq.kick_stalled(&mut drops);
-                        self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
+                        timed(&mut self.kick_cycles, || txq.kick_stalled(&mut drops));
                     }
                     Self::count_refused(dst, q, txq, &mut drops);
                     txq.kick_pending()
@@ -680,9 +686,7 @@ impl Forwarder {
             // No publish follows: let the backend re-notify a peer that
             // may be waiting for a kick (after the lock, like every kick).
             let mut drops = TxDrops::default();
-            let t0 = crate::sys::cycles();
-            txq.kick_stalled(&mut drops);
-            self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
+            timed(&mut self.kick_cycles, || txq.kick_stalled(&mut drops));
             Self::count_refused(dst, q, txq, &mut drops);
             if txq.kick_pending() {
                 self.mark_stalled(dst.id);
@@ -742,9 +746,7 @@ impl Forwarder {
         Self::count_reasons(dst, &refused);
         let mut drops = TxDrops::default();
         if kick {
-            let t0 = crate::sys::cycles();
-            txq.kick(&mut drops);
-            self.kick_cycles += crate::sys::cycles().wrapping_sub(t0);
+            timed(&mut self.kick_cycles, || txq.kick(&mut drops));
         }
         Self::count_refused(dst, q, txq, &mut drops);
         // The peer refused part of it (or a kick of ours never came): the

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use fabric::{
     pipe, Ctx, Logic, PipeConfig, PipePeer, PipePort, Pkts, Port, PortId, PortInfo, QueueId,
-    RxFill, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode,
+    RxFill, RxQueue, Switch, SwitchConfig, SwitchError, TxQueue, Verdict, WakeupMode, WorkerStats,
 };
 
 /// Floods everything; while `open` is false, the first batch it sees blocks
@@ -213,6 +213,14 @@ fn adaptive() -> Switch {
 
 /// Adaptive with budget 0: it polls while frames come and sleeps only
 /// after its learned idle time (1 ms at least) without any.
+/// Worker 0's counters.
+fn worker0(sw: &Switch) -> WorkerStats {
+    sw.worker_stats()
+        .into_iter()
+        .find(|w| w.id == 0)
+        .expect("worker 0")
+}
+
 fn adaptive_budget_0() -> Switch {
     switch_with(SwitchConfig {
         wakeup: WakeupMode::Adaptive,
@@ -315,12 +323,7 @@ fn a_wake_up_without_frames_arms_again_and_never_backs_off() {
     sw.add_port("x", Arc::new(x), Some(0)).unwrap();
     let xfd = xfd.load(Ordering::SeqCst);
     assert!(xfd >= 0, "the worker took x's queue");
-    let stats = || {
-        sw.worker_stats()
-            .into_iter()
-            .find(|w| w.id == 0)
-            .expect("worker 0")
-    };
+    let stats = || worker0(&sw);
     // Idle long enough for every queue to be armed: the sleep-after time
     // (1 ms, or the wake-up p99 if longer) three times over.
     let idle = || {
@@ -536,12 +539,7 @@ fn the_back_off_of_a_queue_without_notifications_is_idle_time() {
     let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
     sw.add_port("s", Arc::new(DeafPort(s)), Some(0)).unwrap();
     sw.add_port("d", Arc::new(d), Some(0)).unwrap();
-    let stats = || {
-        sw.worker_stats()
-            .into_iter()
-            .find(|w| w.id == 0)
-            .expect("worker 0")
-    };
+    let stats = || worker0(&sw);
     let mut busy = Vec::new();
     let mut backoffs = 0;
     for _ in 0..15 {
@@ -1144,12 +1142,7 @@ fn kicks_are_counted_within_the_busy_cycles() {
     let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
     sw.add_port("s", Arc::new(s), Some(0)).unwrap();
     sw.add_port("d", Arc::new(d), Some(0)).unwrap();
-    let stats = || {
-        sw.worker_stats()
-            .into_iter()
-            .find(|w| w.id == 0)
-            .expect("worker 0")
-    };
+    let stats = || worker0(&sw);
     let send_and_take = |ps: &mut PipePeer, pd: &mut PipePeer, n: usize| {
         let mut got = 0;
         for _ in 0..n {

@@ -181,6 +181,9 @@ impl OtherSpec {
 /// descriptors).
 struct Other {
     spec: OtherSpec,
+    /// `/proc/PID/task/TID/schedstat` and `stat`
+    schedstat_path: String,
+    stat_path: String,
     schedstat: Option<File>,
     stat: Option<File>,
     /// its files were opened (or tried) once
@@ -201,20 +204,19 @@ impl Other {
 
     /// Its row now; None when it is gone.
     fn sample(&mut self, buf: &mut [u8]) -> Option<OtherRow> {
-        let OtherSpec { pid, tid, bound } = self.spec;
-        let base = format!("/proc/{pid}/task/{tid}/");
+        let OtherSpec { tid, bound, .. } = self.spec;
         if !self.opened {
             self.opened = true;
-            self.schedstat = File::open(format!("{base}schedstat")).ok();
+            self.schedstat = File::open(&self.schedstat_path).ok();
             if !bound {
-                self.stat = File::open(format!("{base}stat")).ok();
+                self.stat = File::open(&self.stat_path).ok();
             }
         }
-        let ss = Self::read(buf, self.schedstat.as_ref(), &format!("{base}schedstat"))?;
+        let ss = Self::read(buf, self.schedstat.as_ref(), &self.schedstat_path)?;
         let (ns, runs) = parse_schedstat_runs(&ss)?;
         let mut cpu = -1;
         if !bound {
-            if let Some(st) = Self::read(buf, self.stat.as_ref(), &format!("{base}stat")) {
+            if let Some(st) = Self::read(buf, self.stat.as_ref(), &self.stat_path) {
                 cpu = parse_stat(&st).map_or(-1, |(_, _, _, c)| c);
             }
         }
@@ -236,6 +238,8 @@ impl Others {
                 .into_iter()
                 .map(|spec| Other {
                     spec,
+                    schedstat_path: format!("/proc/{}/task/{}/schedstat", spec.pid, spec.tid),
+                    stat_path: format!("/proc/{}/task/{}/stat", spec.pid, spec.tid),
                     schedstat: None,
                     stat: None,
                     opened: false,

@@ -236,11 +236,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if r.id in at:
             c = cpu_at_load(at[r.id])
             cpu[k].append((c.cycles_per_frame, c.pct))
-        # the kicks stored with the result, else with its R+ trial (results
-        # stored before the runner copied them)
-        kx = (r.extra if "kick_cycles_per_frame" in (r.extra or {})
-              else at[r.id].extra if r.id in at else {})
-        if (u := user_space_part(r.busy_cycles_per_frame, kx)) is not None:
+        if (u := user_space_part(r.busy_cycles_per_frame, r.extra)) is not None:
             user[k].append(u)
         if (r.extra or {}).get("kernel_cycles_per_frame"):
             kernel[k].append(float(r.extra["kernel_cycles_per_frame"]))
