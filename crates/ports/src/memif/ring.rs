@@ -14,10 +14,12 @@
 //! of a C2S ring. Every index the peer moves is checked against the ring
 //! size; indexes we move are kept locally and never read back.
 
-use std::sync::atomic::{fence, AtomicU16, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
+use fabric::{
+    DropReason, Lease, RxFill, RxQueue, TxDrops, TxFill, TxFrames, TxLock, TxProducer, TxQueue,
+};
 
 use super::proto::{
     self, check_desc, ring_fill, Desc, Violation, COOKIE, DESC_B, DESC_FLAG_NEXT, RING_COOKIE_OFF,
@@ -52,6 +54,34 @@ impl Ring {
     }
 }
 
+/// A client's transmit slot, for frames written in place: its buffer sits
+/// at a fixed place, so what the last writer left there is known.
+pub(crate) struct PlaceSlot {
+    /// What the last in-place writer said the buffer holds
+    /// ([`fabric::TxFill`]'s tag; 0: unknown, e.g. after a copy).
+    tag: AtomicU64,
+    /// The length the slot's descriptor was last written with by
+    /// `fill_in_place` (flags 0, the slot's own buffer); `u32::MAX`: the
+    /// descriptor is not known to be that (fresh, or written by a copy).
+    len: AtomicU32,
+}
+
+impl PlaceSlot {
+    fn new() -> Self {
+        PlaceSlot {
+            tag: AtomicU64::new(0),
+            len: AtomicU32::new(u32::MAX),
+        }
+    }
+
+    /// A copy wrote the slot: its buffer and descriptor are unknown.
+    #[inline]
+    fn forget(&self) {
+        self.tag.store(0, Ordering::Relaxed);
+        self.len.store(u32::MAX, Ordering::Relaxed);
+    }
+}
+
 /// A live connection: the mapped regions and the rings. Immutable once
 /// built, except for its violation flag; dropped (and unmapped) when the
 /// control thread and every queue holding it let go.
@@ -72,6 +102,11 @@ pub(crate) struct Connection {
     /// queue over. Kept here, not read back from the ring (whose indexes
     /// the peer can write), and 0 on a fresh connection.
     rx_resume: Box<[AtomicU16]>,
+    /// Client only (empty for a server), per transmit ring and slot: what
+    /// the slot's buffer and descriptor hold, for frames written in place
+    /// ([`TxQueue::fill_in_place`]). Fresh with each connection, as its
+    /// memory is.
+    tx_place: Box<[Box<[PlaceSlot]>]>,
     violation: AtomicU8,
     core: Arc<Core>,
 }
@@ -90,12 +125,20 @@ impl Connection {
         let buffer_b = core.cfg.buffer_size as usize;
         let role = core.role;
         let rx_resume = rx.iter().map(|_| AtomicU16::new(0)).collect();
+        let tx_place = match role {
+            Role::Client => tx
+                .iter()
+                .map(|r| (0..r.size).map(|_| PlaceSlot::new()).collect())
+                .collect(),
+            Role::Server => Box::default(),
+        };
         let c = Connection {
             gen,
             role,
             regions,
             region_lens,
             rx_resume,
+            tx_place,
             rx,
             tx,
             buffer_b,
@@ -866,6 +909,100 @@ impl TxQueue for MemifTx {
             }
         }
     }
+
+    /// A client's transmit buffers sit at fixed places (slot `j`'s at
+    /// `j × buffer_size`): it can write frames straight into them. A
+    /// server writes into the buffers the client offers, wherever they
+    /// are: it copies.
+    fn fills_in_place(&self) -> bool {
+        self.shared.core.role == Role::Client
+    }
+
+    unsafe fn fill_in_place(
+        &self,
+        lease: &Lease,
+        n: u32,
+        fill: &mut dyn TxFill,
+        drops: &mut TxDrops,
+    ) {
+        // SAFETY: as in `write_frames`: a held connection, an unpublished
+        // range (our caller's contract).
+        let c = unsafe { lease.held_ref::<Connection>() };
+        let why = match c {
+            None => Some(DropReason::TxStale),
+            Some(c) if c.violated().is_some() => Some(DropReason::PeerFault),
+            Some(_) => None,
+        };
+        let (Some(c), None) = (c, why) else {
+            return skip_all(n, fill, why.unwrap_or(DropReason::TxStale), drops);
+        };
+        let (Some(ring), Some(place)) =
+            (c.tx.get(self.q as usize), c.tx_place.get(self.q as usize))
+        else {
+            // (a server's queue: `fills_in_place` said no)
+            return skip_all(n, fill, DropReason::TxError, drops);
+        };
+        let region = &c.regions[ring.region];
+        let bufs = &c.regions[ring.buf_region as usize];
+        // A frame of one slot: up to a buffer (and the port's largest).
+        let cap = c.buffer_b.min(self.max_frame);
+        let mut pos = lease.first.wrapping_sub(lease.base) as u16;
+        for _ in 0..n {
+            // Ask for the first line of a slot a few frames ahead (the one
+            // the frame's changing bytes are in) and its descriptor.
+            let ahead = pos.wrapping_add(TX_PREFETCH_AHEAD);
+            bufs.prefetch_write(ring.buf_base + (ahead & ring.mask) as usize * c.buffer_b);
+            region.prefetch_write(ring.desc_off(ahead));
+            let i = pos & ring.mask;
+            let off = ring.buf_base + i as usize * c.buffer_b;
+            let slot = &place[i as usize];
+            // SAFETY: slot `i` is reserved by our caller and unpublished:
+            // the server does not read its buffer until we publish, and no
+            // other writer of ours holds it.
+            let (len, ok) = match unsafe { bufs.slice_mut(off, cap) } {
+                Some(buf) => {
+                    let mut tag = slot.tag.load(Ordering::Relaxed);
+                    let len = fill.fill(buf, &mut tag);
+                    slot.tag.store(tag, Ordering::Relaxed);
+                    (len, len <= cap)
+                }
+                // (not reached: the ring's buffers were checked to fit
+                // their region when it was built)
+                None => (fill.skip(), false),
+            };
+            // A frame that could not be written is published all the
+            // same, empty (the server drops it), never as the buffer's
+            // last frame.
+            let dlen = if ok { len as u32 } else { 0 };
+            // Only a changed descriptor is written: the server reads the
+            // line for every frame, and traffic of one size leaves it alone
+            // after the first lap. (A server that wrote our descriptors
+            // would mislead only itself.)
+            if slot.len.load(Ordering::Relaxed) != dlen {
+                slot.len.store(dlen, Ordering::Relaxed);
+                let d = Desc {
+                    flags: 0,
+                    region: ring.buf_region,
+                    length: dlen,
+                    offset: off as u32,
+                    metadata: 0,
+                };
+                region.write_words(ring.desc_off(pos), d.to_words());
+            }
+            if !ok {
+                drops.add(DropReason::TxError, len);
+            }
+            pos = pos.wrapping_add(1);
+        }
+    }
+}
+
+/// Passes `n` frames of `fill` as not delivered for `reason`.
+#[cold]
+fn skip_all(n: u32, fill: &mut dyn TxFill, reason: DropReason, drops: &mut TxDrops) {
+    for _ in 0..n {
+        drops.add(reason, fill.skip());
+    }
 }
 
 /// Counts frames `j..` of `frames` as refused for `reason`.
@@ -1023,6 +1160,10 @@ impl MemifTx {
                     }
                 }
                 Role::Client => {
+                    // A copy: what the slot holds is no template's.
+                    if let Some(p) = c.tx_place.get(self.q as usize) {
+                        p[(pos & ring.mask) as usize].forget();
+                    }
                     // Our own buffers sit at fixed places: ask for the lines
                     // of a slot a few frames ahead now, while the peer core
                     // may still hold them from reading them last lap.

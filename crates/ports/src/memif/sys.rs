@@ -309,6 +309,26 @@ impl Region {
         unsafe { std::ptr::write_volatile(self.map.as_ptr().add(off) as *mut [u8; 16], v) }
     }
 
+    /// The `len` bytes at `off` as a slice to write into; `None` if they
+    /// do not lie inside the mapping.
+    ///
+    /// # Safety
+    /// Nobody of ours reads or writes those bytes while the slice lives,
+    /// and the protocol keeps the peer off them too (the buffer of a
+    /// transmit slot we reserved and have not published). A peer that
+    /// breaks the protocol and writes them meanwhile changes only frames
+    /// addressed to itself.
+    #[inline]
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, off: usize, len: usize) -> Option<&mut [u8]> {
+        if !self.fits(off, len) {
+            return None;
+        }
+        // SAFETY: in bounds of the mapping (checked above), which lives as
+        // long as `self`; exclusive use is the caller's contract.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(off), len) })
+    }
+
     /// Copies `src` into the region at `off`; false (nothing copied) if it
     /// does not fit. A frame of `fabric::sys::STREAM_MIN_B` or more is written with
     /// non-temporal stores (`fabric::sys::copy_streaming`): the caller
