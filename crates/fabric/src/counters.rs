@@ -153,6 +153,10 @@ pub struct WorkerCounters {
     /// The worker's own CPU time inside sleeps and naps, ns (the price of
     /// the wake-ups).
     pub sleep_cpu_ns: AtomicU64,
+    /// Of `asleep_ns`, the time the worker, its nap over or woken by its
+    /// prober, waited on a run queue for its CPU (another thread held it),
+    /// ns: left out of the wake-up costs the policy judges sleeping by.
+    pub held_ns: AtomicU64,
     /// Receive queues currently owned.
     pub rx_queues: AtomicU64,
     /// The wake-up policy's state, as last published (see [`PolicyCounters`]).
@@ -265,6 +269,7 @@ impl WorkerCounters {
             &self.backoffs,
             &self.asleep_ns,
             &self.sleep_cpu_ns,
+            &self.held_ns,
         ] {
             c.store(0, Relaxed);
         }

@@ -225,6 +225,12 @@ pub struct WorkerStats {
     /// wake-ups cost.
     #[serde(default)]
     pub sleep_cpu_ns: u64,
+    /// Of the time asleep, what the worker waited on a run queue for its
+    /// CPU as a nap or a probed sleep ended (another thread held it), ns:
+    /// left out of the nap overshoots and wake-up latencies the policy
+    /// judges sleeping by (a polling worker waits for such a thread too).
+    #[serde(default)]
+    pub held_ns: u64,
     /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
     /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
     /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
@@ -738,6 +744,7 @@ impl Switch {
                     backoffs: c.backoffs.load(Ordering::Relaxed),
                     asleep_ns: c.asleep_ns.load(Ordering::Relaxed),
                     sleep_cpu_ns: c.sleep_cpu_ns.load(Ordering::Relaxed),
+                    held_ns: c.held_ns.load(Ordering::Relaxed),
                     policy: if self.cfg.wakeup == WakeupMode::Adaptive {
                         c.policy.view()
                     } else {

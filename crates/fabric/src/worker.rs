@@ -869,15 +869,31 @@ impl Worker {
     fn nap(&mut self, ns: u64) {
         let c = &self.shared.counters;
         bump(&c.naps, 1);
+        let wait0 = self.run_queue_wait_ns();
         let (cpu0, t0) = (sys::thread_cpu_ns(), sys::now_ns());
         self.policy.pass_ended(t0);
         std::thread::sleep(std::time::Duration::from_nanos(ns));
         let (cpu1, t1) = (sys::thread_cpu_ns(), sys::now_ns());
         let cpu = cpu1.saturating_sub(cpu0);
-        self.policy.slept(Slept::Nap, ns, t1 - t0, cpu, t1);
+        // What of the nap was waiting for the CPU another thread held.
+        let held = match (wait0, self.run_queue_wait_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        bump(&c.held_ns, held);
+        self.policy
+            .slept_held(Slept::Nap, ns, t1 - t0, held, cpu, t1);
         c.account_sleep(t1 - t0, cpu, &self.policy.view());
         self.charge_idle();
         self.awake_since_ns = t1;
+    }
+
+    /// The worker's run-queue wait so far, from its scheduler account
+    /// (one `pread`; `None` where the kernel keeps none).
+    #[inline]
+    fn run_queue_wait_ns(&self) -> Option<u64> {
+        let f = self.shared.probe.sched.get()?;
+        f.read().map(|s| s.wait_ns)
     }
 
     /// The only queues left are idle and have no notifications: a short
@@ -987,9 +1003,20 @@ impl Worker {
             // A sample of this host's wake-up latency, also when traffic
             // ended the sleep too (wakeup::probe_sample: else the slow
             // wake-ups are never sampled under traffic).
-            let stamp = self.shared.probe.stamp_ns.load(Acquire);
+            let probe = &self.shared.probe;
+            let stamp = probe.stamp_ns.load(Acquire);
             if let Some(ns) = probe_sample(stamp, t0, woke_ns) {
-                self.policy.wake_sample(ns);
+                // Less what of it the worker waited for a CPU another
+                // thread held (the prober read the account just before
+                // it signalled): as for naps (Policy::slept_held), a
+                // polling worker would have waited as long.
+                let before = probe.sched_wait_ns.load(Relaxed);
+                let held = match (probe.sched_run_ns.load(Relaxed), self.run_queue_wait_ns()) {
+                    (r, Some(now)) if r != 0 => now.saturating_sub(before),
+                    _ => 0,
+                };
+                bump(&self.shared.counters.held_ns, held);
+                self.policy.wake_sample(ns.saturating_sub(held));
             }
         }
         if woken {

@@ -241,7 +241,7 @@ pub const QUEUE_METRICS: [Metric<QueueStats>; 5] = [
 ];
 
 /// Per worker, labelled `worker`.
-pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 22] = [
+pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 23] = [
     Metric {
         key: "packets",
         name: "turnout_worker_packets_total",
@@ -339,6 +339,13 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 22] = [
         kind: "counter",
         help: "CPU time the worker spent inside sleeps and naps.",
         get: |w| w.worker.sleep_cpu_ns as f64 / 1e9,
+    },
+    Metric {
+        key: "held_ns",
+        name: "turnout_worker_held_seconds_total",
+        kind: "counter",
+        help: "Of the time asleep, the wait for a CPU another thread held as naps and probed sleeps ended.",
+        get: |w| w.worker.held_ns as f64 / 1e9,
     },
     Metric {
         key: "policy.budget_ns",
@@ -444,6 +451,7 @@ mod tests {
                 backoffs: 67,
                 asleep_ns: 47_000_000_003,
                 sleep_cpu_ns: 53_000_000_004,
+                held_ns: 73_000_000_006,
                 cycles_per_packet: 59.5,
                 policy,
             },
@@ -549,6 +557,7 @@ mod tests {
                 "cpu_ns",
                 "cycles_per_packet",
                 "gaps",
+                "held_ns",
                 "id",
                 "idle_cycles",
                 "idle_ns",
@@ -581,6 +590,7 @@ mod tests {
             "backoffs",
             "asleep_ns",
             "sleep_cpu_ns",
+            "held_ns",
             "policy",
         ] {
             o.remove(k);

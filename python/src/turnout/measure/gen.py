@@ -271,7 +271,7 @@ class _Task:
 #: counters of a SUT's ``wake_state`` workers that wake_delta subtracts;
 #: every other field is the state after the traffic
 WAKE_COUNTERS = ("packets", "batches", "sleeps", "wakeups", "naps", "backoffs",
-                 "wake_samples")
+                 "held_ns", "wake_samples")
 #: counters of a SUT's ``wake_state`` ports that wake_delta subtracts
 PORT_COUNTERS = ("tx_packets", "tx_kicks")
 

@@ -483,7 +483,7 @@ class Turnoutd(SutAdapter):
         for w in st.get("workers", []):
             pol = w.get("policy") or {}
             rows.append({k: w.get(k, 0) for k in ("packets", "batches", "sleeps", "wakeups",
-                                                  "naps", "backoffs")}
+                                                  "naps", "backoffs", "held_ns")}
                         | {"wake_samples": pol.get("wake_samples", 0)}
                         | {k: pol.get(k) for k in self.WAKE_FIELDS})
         # the notifications its transmit paid for, per port that kicks
