@@ -402,118 +402,9 @@ fn rx_frames_add_up_over_queues_owned_by_different_threads() {
     assert_eq!(p.s.counter("violations"), 0);
 }
 
-/// Frames written in place (`TxQueue::fill_in_place`) from templates, as
-/// turnout-gen writes them: frame `seq` is `frame(len, 0)` of its size
-/// with `seq` in bytes 14..18, so a buffer that still holds the size's
-/// template gets only those 4 bytes (`patched`), any other the whole
-/// template (`whole`). `too_long` makes every frame whose sequence number
-/// is a multiple of it claim one byte more than the buffer.
-struct Templates {
-    sizes: Vec<usize>,
-    next: u32,
-    whole: u32,
-    patched: u32,
-    skipped: u32,
-    too_long: u32,
-}
-
-impl Templates {
-    fn new(sizes: &[usize]) -> Self {
-        Templates {
-            sizes: sizes.to_vec(),
-            next: 0,
-            whole: 0,
-            patched: 0,
-            skipped: 0,
-            too_long: 0,
-        }
-    }
-
-    fn len(&self, seq: u32) -> usize {
-        self.sizes[seq as usize % self.sizes.len()]
-    }
-}
-
-impl fabric::TxFill for Templates {
-    fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize {
-        let seq = self.next;
-        self.next += 1;
-        if self.too_long > 0 && seq.is_multiple_of(self.too_long) {
-            return buf.len() + 1;
-        }
-        let len = self.len(seq);
-        assert!(len <= buf.len(), "buffer of {} B", buf.len());
-        if *tag == len as u64 {
-            self.patched += 1;
-        } else {
-            buf[..len].copy_from_slice(&frame(len, 0));
-            *tag = len as u64;
-            self.whole += 1;
-        }
-        buf[14..18].copy_from_slice(&seq.to_le_bytes());
-        len
-    }
-
-    fn skip(&mut self) -> usize {
-        let len = self.len(self.next);
-        self.next += 1;
-        self.skipped += 1;
-        len
-    }
-}
-
-/// What `Templates` sends as frame `seq`.
-fn templated(t: &Templates, seq: u32) -> Vec<u8> {
-    let mut f = frame(t.len(seq), 0);
-    f[14..18].copy_from_slice(&seq.to_le_bytes());
-    f
-}
-
-/// Sends `n` frames from `t` through `tx` in bursts of up to 32, every
-/// `copy_every`-th burst copied with `write` instead of filled in place
-/// (which leaves the slots' templates unknown), and checks each frame
-/// `rx` receives byte for byte. Returns (frames received, frames the
-/// queue refused).
-fn pump_in_place(
-    tx: &dyn fabric::TxQueue,
-    rx: &mut dyn fabric::RxQueue,
-    t: &mut Templates,
-    n: u32,
-    copy_every: u32,
-) -> (u32, u64) {
-    // SAFETY: this thread is the queue's only user.
-    let mut tx = unsafe { fabric::OwnedTx::new(tx) };
-    assert!(tx.fills_in_place());
-    let mut b = RxBatch::with_capacity(64);
-    let (start, mut seq, mut bursts) = (t.next, t.next, 0u32);
-    let t0 = std::time::Instant::now();
-    while seq < start + n && t0.elapsed() < Duration::from_secs(20) {
-        let free = tx.free_slots().min(32).min(start + n - t.next);
-        if free > 0 {
-            let first = tx.reserve(free);
-            bursts += 1;
-            if bursts.is_multiple_of(copy_every) {
-                for k in 0..free {
-                    tx.write(first + k as u64, 1, &templated(t, t.next));
-                    t.next += 1;
-                }
-            } else {
-                tx.fill(first, free, t);
-            }
-            tx.publish(first + free as u64);
-        }
-        let burst = b.receive(rx, 0, 0);
-        for p in burst.pkts().iter() {
-            if t.too_long > 0 && seq.is_multiple_of(t.too_long) {
-                // published empty, never as the buffer's last frame
-                assert!(p.data().is_empty(), "frame {seq}: {} B", p.data().len());
-            } else {
-                assert_eq!(p.data(), &templated(t, seq)[..], "frame {seq}");
-            }
-            seq += 1;
-        }
-    }
-    (seq - start, tx.refused())
+/// A template of `len` bytes for `Templates`.
+fn template(len: usize) -> Vec<u8> {
+    frame(len, 0)
 }
 
 #[test]
@@ -529,7 +420,7 @@ fn a_client_writes_frames_in_place_and_they_arrive_exactly() {
     assert!(p.c.tx(0).fills_in_place());
     assert!(!p.s.tx(0).fills_in_place(), "a server writes where offered");
     let mut rx = p.s.take_rx(0).unwrap();
-    let mut t = Templates::new(&[64, 1518, 200, 64]);
+    let mut t = Templates::new(&[64, 1518, 200, 64], template);
     assert_eq!(
         pump_in_place(p.c.tx(0), rx.as_mut(), &mut t, 20_000, 7),
         (20_000, 0)
@@ -576,7 +467,7 @@ fn a_reconnected_client_writes_its_fresh_buffers_whole() {
     sc.log2_ring_size = 6;
     let s = server.add_interface(sc.clone()).unwrap();
     let mut srx = s.take_rx(0).unwrap();
-    let mut t = Templates::new(&[1518]);
+    let mut t = Templates::new(&[1518], template);
     for round in 0..2 {
         let mut cc = sc.clone();
         cc.name = "c0".into();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use fabric::{Port, RxBatch, RxQueue, TxQueue};
 use ports::vhost_user::frontend::{FrontendConfig, VhostFrontendPort};
 use ports::vhost_user::{Mode, VhostUserConfig, VhostUserPort};
+use vhost_common::{pump_in_place, Templates};
 use vhost_common::{wait_until, TempDir};
 
 fn frame(len: usize, seq: u32) -> Vec<u8> {
@@ -292,98 +293,10 @@ fn an_idle_receive_queue_follows_the_session_after_a_restart() {
     assert_eq!(pump(backend.tx(0), frx.as_mut(), 5000, 1518), 5000);
 }
 
-/// Frames written in place (`TxQueue::fill_in_place`) from templates of
-/// a few sizes, as turnout-gen does: the frame's sequence number (bytes
-/// 14..18) is all that changes, so a buffer that still holds a frame's
-/// template gets only those 4 bytes (`patched`), any other the whole
-/// template (`whole`). Counts the two, and what was skipped.
-struct Templates {
-    sizes: Vec<usize>,
-    next: u32,
-    whole: u32,
-    patched: u32,
-    skipped: u32,
-}
-
-impl Templates {
-    /// Frame `seq`'s length and its template's tag (the template is
-    /// `frame(len, 0)`: one per length).
-    fn template(&self, seq: u32) -> (usize, u64) {
-        let len = self.sizes[seq as usize % self.sizes.len()];
-        (len, len as u64)
-    }
-}
-
-impl fabric::TxFill for Templates {
-    fn fill(&mut self, buf: &mut [u8], tag: &mut u64) -> usize {
-        let (len, want) = self.template(self.next);
-        assert!(len <= buf.len(), "buffer of {} B", buf.len());
-        if *tag == want {
-            self.patched += 1;
-        } else {
-            buf[..len].copy_from_slice(&frame(len, 0));
-            *tag = want;
-            self.whole += 1;
-        }
-        buf[14..18].copy_from_slice(&self.next.to_le_bytes());
-        self.next += 1;
-        len
-    }
-
-    fn skip(&mut self) -> usize {
-        let (len, _) = self.template(self.next);
-        self.next += 1;
-        self.skipped += 1;
-        len
-    }
-}
-
-/// What `Templates` sends as frame `seq`.
-fn templated(sizes: &[usize], seq: u32) -> Vec<u8> {
-    let mut f = frame(sizes[seq as usize % sizes.len()], 0);
-    f[14..18].copy_from_slice(&seq.to_le_bytes());
-    f
-}
-
-/// Sends `n` frames in place through `t` (every `copy_every`-th burst
-/// copied with `write` instead, which leaves the buffers' templates
-/// unknown), checking each frame the backend receives byte for byte.
-fn pump_in_place(
-    tx: &dyn TxQueue,
-    rx: &mut dyn RxQueue,
-    t: &mut Templates,
-    n: u32,
-    copy_every: u32,
-) -> u32 {
-    // SAFETY: this thread is the queue's only user.
-    let mut tx = unsafe { fabric::OwnedTx::new(tx) };
-    assert!(tx.fills_in_place());
-    let mut batch = RxBatch::with_capacity(64);
-    let (mut got, mut bursts, start) = (0u32, 0u32, t.next);
-    let t0 = Instant::now();
-    while got < n && t0.elapsed() < Duration::from_secs(20) {
-        let free = tx.free_slots().min(32).min(start + n - t.next);
-        if free > 0 {
-            let first = tx.reserve(free);
-            bursts += 1;
-            if bursts % copy_every == 0 {
-                for k in 0..free {
-                    tx.write(first + k as u64, 1, &templated(&t.sizes, t.next));
-                    t.next += 1;
-                }
-            } else {
-                tx.fill(first, free, t);
-            }
-            tx.publish(first + free as u64);
-        }
-        let b = batch.receive(rx, 0, 0);
-        for p in b.pkts().iter() {
-            let seq = start + got;
-            assert_eq!(p.data(), &templated(&t.sizes, seq)[..], "frame {seq}");
-            got += 1;
-        }
-    }
-    got
+/// A template of `len` bytes for `Templates` (the frame's sequence number
+/// is all that changes).
+fn template(len: usize) -> Vec<u8> {
+    frame(len, 0)
 }
 
 #[test]
@@ -393,17 +306,11 @@ fn frames_written_in_place_arrive_exactly() {
     // Four frames per pattern over a 256-entry ring: a position gets the
     // same template on every lap (patched) unless a copied burst passed
     // through it since.
-    let mut t = Templates {
-        sizes: vec![64, 1518, 200, 64],
-        next: 0,
-        whole: 0,
-        patched: 0,
-        skipped: 0,
-    };
+    let mut t = Templates::new(&[64, 1518, 200, 64], template);
     {
         let mut brx = backend.take_rx(0).unwrap();
         assert_eq!(
-            pump_in_place(front.tx(0), brx.as_mut(), &mut t, 20_000, 7),
+            pump_in_place(front.tx(0), brx.as_mut(), &mut t, 20_000, 7).0,
             20_000
         );
         assert!(
@@ -418,7 +325,7 @@ fn frames_written_in_place_arrive_exactly() {
         t.sizes = vec![64, 1518, 200];
         let whole = t.whole;
         assert_eq!(
-            pump_in_place(front.tx(0), brx.as_mut(), &mut t, 3000, u32::MAX),
+            pump_in_place(front.tx(0), brx.as_mut(), &mut t, 3000, u32::MAX).0,
             3000
         );
         assert!(t.whole - whole > 2000, "{}", t.whole - whole);
@@ -432,7 +339,7 @@ fn frames_written_in_place_arrive_exactly() {
     let (whole, patched) = (t.whole, t.patched);
     t.sizes = vec![64];
     assert_eq!(
-        pump_in_place(front.tx(0), brx.as_mut(), &mut t, 255, u32::MAX),
+        pump_in_place(front.tx(0), brx.as_mut(), &mut t, 255, u32::MAX).0,
         255
     );
     assert_eq!((t.whole - whole, t.patched - patched), (255, 0));

@@ -4,3 +4,6 @@
 #![allow(unused_imports)]
 
 pub use testpeers::{wait_until, TempDir};
+
+#[allow(dead_code)]
+pub mod in_place;

@@ -7,6 +7,8 @@ use fabric::{Port, RxBatch, RxQueue};
 
 #[path = "../common/mod.rs"]
 mod common;
+#[allow(unused_imports)]
+pub use common::in_place::{pump_in_place, Templates};
 pub use common::{wait_until, TempDir};
 
 /// Sends one frame the way the fabric does (single-threaded caller, so the

@@ -14,6 +14,8 @@ use fabric::{Ctx, Logic, Pkts, PortId, Verdict};
 
 #[path = "../common/mod.rs"]
 mod common;
+#[allow(unused_imports)]
+pub use common::in_place::{pump_in_place, Templates};
 pub use common::{wait_until, TempDir};
 
 /// Path of dpdk-testpmd, or None (crates/testpeers has said why: the test
