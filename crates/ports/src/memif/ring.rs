@@ -927,15 +927,12 @@ impl TxQueue for MemifTx {
     ) {
         // SAFETY: as in `write_frames`: a held connection, an unpublished
         // range (our caller's contract).
-        let c = unsafe { lease.held_ref::<Connection>() };
-        let why = match c {
-            None => Some(DropReason::TxStale),
-            Some(c) if c.violated().is_some() => Some(DropReason::PeerFault),
-            Some(_) => None,
+        let Some(c) = (unsafe { lease.held_ref::<Connection>() }) else {
+            return skip_all(n, fill, DropReason::TxStale, drops);
         };
-        let (Some(c), None) = (c, why) else {
-            return skip_all(n, fill, why.unwrap_or(DropReason::TxStale), drops);
-        };
+        if c.violated().is_some() {
+            return skip_all(n, fill, DropReason::PeerFault, drops);
+        }
         let (Some(ring), Some(place)) =
             (c.tx.get(self.q as usize), c.tx_place.get(self.q as usize))
         else {
