@@ -1068,6 +1068,13 @@ impl MemifTx {
             // One slot each, in slot order: no slot count or index per frame.
             let mut pos = lease.first.wrapping_sub(lease.base) as u16;
             for (j, p) in pkts.iter().enumerate() {
+                if p.len() >= fabric::sys::STREAM_MIN_B {
+                    // A large frame (a streamed copy, misses on every line):
+                    // ask for all of the next one while this one is copied.
+                    if let Some(next) = pkts.get(j + 1) {
+                        next.prefetch_all();
+                    }
+                }
                 if !self.offer_one(c, &descs, pos, p.data()) {
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }
