@@ -6,7 +6,7 @@
 # sink's line, and the instruction counts of forward() and of
 # MemifTx::tx_lock with their per-frame share.
 #
-# usage: memif_callgrind.sh [SECONDS=25]
+# usage: [LEN=64] memif_callgrind.sh [SECONDS=25]   (LEN: frame bytes)
 # needs: valgrind, cargo build --release -p ports --examples
 set -u
 SECS=${1:-25}
@@ -18,12 +18,14 @@ command -v valgrind >/dev/null || { echo "valgrind missing"; exit 1; }
 D=$(mktemp -d /tmp/turnout-memif-cg-$$-XXXX)
 trap 'rm -rf "$D"' EXIT
 S=$D/loop.sock
-valgrind --tool=callgrind --callgrind-out-file="$D/cg.out" "$T/memif_loop" --socket "$S" \
+# --fair-sched=yes: without it the polling worker holds valgrind's one
+# running thread and the server thread never answers the handshake.
+valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$D/cg.out" "$T/memif_loop" --socket "$S" \
     --duration-s $((SECS + 15)) --batch 32 --quiet >"$D/loop.json" 2>"$D/vg.err" &
 VP=$!
 for _ in $(seq 1 300); do [ -S "$S" ] && break; sleep 0.2; done
 sleep 2
-"$T/memif_gensink" --socket "$S" --duration-s "$SECS" --warmup-s 1 --len 64
+"$T/memif_gensink" --socket "$S" --duration-s "$SECS" --warmup-s 1 --len "${LEN:-64}"
 wait $VP
 cat "$D/loop.json"
 FRAMES=$(grep -o '"tx1": [0-9]*' "$D/loop.json" | grep -o '[0-9]*$')
