@@ -1070,8 +1070,14 @@ impl MemifTx {
             for (j, p) in pkts.iter().enumerate() {
                 if p.len() >= fabric::sys::STREAM_MIN_B {
                     // A large frame (a streamed copy, misses on every line):
-                    // ask for all of the next one while this one is copied.
-                    if let Some(next) = pkts.get(j + 1) {
+                    // ask for all of the one two ahead while this one is
+                    // copied (and for the next too, at the first).
+                    if j == 0 {
+                        if let Some(next) = pkts.get(1) {
+                            next.prefetch_all();
+                        }
+                    }
+                    if let Some(next) = pkts.get(j + 2) {
                         next.prefetch_all();
                     }
                 }
