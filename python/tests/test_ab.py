@@ -9,14 +9,21 @@ import stat
 import pytest
 
 from conftest import needs_root
-from synth_db import rplus_db
+from synth_db import done_campaign, rplus_db
 from test_campaign import FakeBench
 from turnout.build import built
 from turnout.campaign import CampaignError, parse, run_campaign
-from turnout.report.ab import ab_rows, ab_table, compare_builds
+from turnout.report.ab import (
+    ab_load_rows,
+    ab_load_table,
+    ab_rows,
+    ab_table,
+    compare_builds,
+    default_pair,
+)
 from turnout.report.model import Spread
 from turnout.report.queries import load_campaign, wall_time
-from turnout.results import ResultsDB
+from turnout.results import ResultsDB, Trial
 from turnout.sut.base import SutPort, Topology
 from turnout.sut.turnoutd import REPO, Turnoutd
 
@@ -243,3 +250,81 @@ def test_two_builds_of_turnoutd_run_interleaved_on_real_namespaces(tmp_path):
         rows = ab_rows(load_campaign(db, c.id), "turnoutd", "turnoutd-before")
         assert [r.cell for r in rows] == ["p2p/uni 64 B"]
         assert rows[0].rate_ratio is not None and rows[0].rate_ratio.n == 2
+
+
+def _latency_db(tmp_path, rows):
+    """Latency trials of campaign ab: (sut, scenario, vport, rep, fraction,
+    offered pps, p99 µs, CPU share of a core or None)."""
+    db = ResultsDB(tmp_path / "l.db")
+    cid = done_campaign(db, "ab")
+    for i, (sut, scen, vp, rep, frac, pps, p99, util) in enumerate(rows):
+        cpu = [] if util is None else [{"role": "sut", "name": "turnout-w0", "util": util},
+                                       {"role": "tester", "name": "gen", "util": 1.0}]
+        db.add_trial(Trial.of(campaign_id=cid, key=f"t{i}", sut=sut, scenario=scen,
+                              virtual_port=vp, repetition=rep,
+                              method="latency" if frac else "fixed", load_fraction=frac,
+                              offered_total_pps=pps, tx_total_pps=pps, rx_total_pps=pps,
+                              latency_p99_ns=p99 * 1e3, cpu=cpu, status="ok"))
+    return db
+
+
+def test_fixed_rate_points_pair_p99_and_cpu_by_repetition_and_load(tmp_path):
+    rows = []
+    for r, k in enumerate((0.9, 1.0, 1.1)):
+        # 0.1 x R+: after's p99 lower in every pair and outside before's range,
+        # its CPU the same within spread; each build at its own R+'s tenth
+        rows += [("turnoutd-1000", "v2v", "memif", r, 0.1, 1.0e6, 500.0 * k, 0.20 * k),
+                 ("turnoutd-1000-before", "v2v", "memif", r, 0.1, 0.8e6, 900.0 * k, 0.21 * k),
+                 # 10 kpps: no CPU account on one side: p99 only
+                 ("turnoutd-1000", "v2v", "memif", r, None, 1e4, 800.0 * k, 0.03),
+                 ("turnoutd-1000-before", "v2v", "memif", r, None, 1e4, 810.0 * k, None),
+                 # another SUT and a cell only one build ran are left out
+                 ("testpmd", "v2v", "memif", r, 0.1, 1e6, 10.0, 1.0),
+                 ("turnoutd-1000", "p2p", "", r, 0.1, 1e5, 50.0, 1.0)]
+    with _latency_db(tmp_path, rows) as db:
+        data = load_campaign(db)
+        got = {r.cell: r for r in ab_load_rows(data, "turnoutd-1000", "turnoutd-1000-before")}
+        t = ab_load_table(data, "turnoutd-1000", "turnoutd-1000-before")
+    assert list(got) == ["v2v/uni 64 B memif at 10 kpps", "v2v/uni 64 B memif at 0.1 × R+"]
+    tenth = got["v2v/uni 64 B memif at 0.1 × R+"]
+    assert tenth.p99_verdict == "lower" and tenth.p99_after is not None
+    assert tenth.p99_after.median == pytest.approx(500.0)
+    assert tenth.p99_ratio is not None and tenth.p99_ratio.median == pytest.approx(500 / 900)
+    # the SUT's threads only, in % of a core; paired 0.2k / 0.21k in each
+    assert tenth.cpu_after is not None and tenth.cpu_after.median == pytest.approx(20.0)
+    assert tenth.cpu_verdict == "same within spread"
+    assert tenth.cpu_ratio is not None and tenth.cpu_ratio.max == pytest.approx(0.2 / 0.21)
+    kpps = got["v2v/uni 64 B memif at 10 kpps"]
+    assert kpps.p99_verdict == "same within spread"
+    assert kpps.cpu_before is None and kpps.cpu_verdict == "not measured on both"
+    assert [r[0] for r in t.rows] == list(got) and t.rows[1][5] == "lower"
+
+
+def test_the_pair_is_found_by_its_before_name():
+    assert default_pair(["turnoutd", "turnoutd-before", "testpmd"]) == \
+        ("turnoutd", "turnoutd-before")
+    assert default_pair(["turnoutd-1000-before", "turnoutd-1000"]) == \
+        ("turnoutd-1000", "turnoutd-1000-before")
+    # ambiguous or none: the caller names them
+    assert default_pair(["a-before", "b-before"]) is None
+    assert default_pair(["turnoutd", "testpmd"]) is None
+    assert default_pair(["x", "x-before", "y"]) is None
+
+
+def test_bench_ab_pairs_a_campaigns_before_variant_by_itself(tmp_path, capsys):
+    from turnout.cli import main
+
+    rows = [(sut, "v2v", "memif", r, 0.1, 1e6, p99, 0.1)
+            for r in range(3) for sut, p99 in (("turnoutd-1000", 500.0),
+                                               ("turnoutd-1000-before", 900.0))]
+    with _latency_db(tmp_path, rows):
+        pass
+    assert main(["bench", "ab", "--db", str(tmp_path / "l.db")]) == 0
+    out = capsys.readouterr().out
+    assert "turnoutd-1000 (after) vs turnoutd-1000-before (before) at fixed rates" in out
+    assert "v2v/uni 64 B memif at 0.1 × R+" in out
+    # a pair the campaign did not run: an error that names what it ran
+    assert main(["bench", "ab", "--db", str(tmp_path / "l.db"), "--after", "turnoutd"]) == 1
+    err = capsys.readouterr().err
+    assert "nothing measured on both turnoutd and turnoutd-1000-before" in err
+    assert "turnoutd-1000, turnoutd-1000-before" in err

@@ -332,14 +332,15 @@ def _timing(args: argparse.Namespace) -> int:
 def _configure_ab(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"results database (default {DEFAULT_DB})")
     p.add_argument("--campaign", help="campaign name or id (default: the latest run)")
-    p.add_argument("--after", default="turnoutd", help="the SUT of this build (default turnoutd)")
-    p.add_argument("--before", default="turnoutd-before",
-                   help="the other build's variant (default turnoutd-before)")
+    p.add_argument("--after", help="the SUT of this build (default: turnoutd, or the SUT "
+                   "beside the campaign's one NAME-before)")
+    p.add_argument("--before", help="the other build's variant (default: turnoutd-before, or "
+                   "the campaign's one SUT named NAME-before)")
 
 
 def _ab(args: argparse.Namespace) -> int:
     """After/before per cell of a campaign that ran two builds (report/ab.py)."""
-    from ..report.ab import ab_table
+    from ..report.ab import ab_load_table, ab_table, default_pair
     from ..report.campaign import wall_time
     from ..report.points import load_campaign
     from ..report.summary import format_table
@@ -347,9 +348,13 @@ def _ab(args: argparse.Namespace) -> int:
     try:
         with ResultsDB(args.db) as db:
             data = load_campaign(db, args.campaign)
-            t = ab_table(data, args.after, args.before)
+            ran = sorted({r.sut for r in data.ok_results} | {t.sut for t in data.ok_trials})
+            pair = default_pair(ran) or ("turnoutd", "turnoutd-before")
+            after, before = args.after or pair[0], args.before or pair[1]
+            t = ab_table(data, after, before)
+            lt = ab_load_table(data, after, before)
             versions = {s.name: s.version for s in db.suts(data.campaign.id)
-                        if s.name in (args.after, args.before)}
+                        if s.name in (after, before)}
             host = db.host(data.campaign.host_id) if data.campaign.host_id else None
     except (KeyError, OSError) as e:
         print(f"turnout bench ab: {e}", file=sys.stderr)
@@ -358,12 +363,22 @@ def _ab(args: argparse.Namespace) -> int:
     load = host.extra.get("loadavg") if host is not None else None
     print(f"campaign {c.name} (run {c.id}, {c.status}), wall time {wall_time(data)}"
           + (f", load average at its start {load[0]:.2f}" if load else ""))
-    for name in (args.after, args.before):
+    for name in (after, before):
         print(f"  {name}: {versions.get(name, 'not run')}")
-    print(t.title)
-    print(format_table(t.columns, t.rows))
-    print(t.note)
-    return 0 if t.rows else 1
+    if not t.rows and not lt.rows:
+        print(f"turnout bench ab: nothing measured on both {after} and {before} (the "
+              f"campaign ran: {', '.join(ran) or 'nothing'}; --after/--before name them)",
+              file=sys.stderr)
+        return 1
+    if t.rows:
+        print(t.title)
+        print(format_table(t.columns, t.rows))
+        print(t.note)
+    if lt.rows:
+        print(lt.title)
+        print(format_table(lt.columns, lt.rows))
+        print(lt.note)
+    return 0
 
 
 COMMANDS = [

@@ -20,6 +20,18 @@ and says whether the two builds differ:
 - ``spread unknown``: a side has fewer than two repetitions;
 - ``tester-bound``: (rate only) the tester set the rate in most repetitions
   of both builds: the rate says nothing of the switch, the cost does.
+
+A campaign with fixed-rate trials (latency at a fraction of R+, or at set
+rates) gets a second table, cell by load: one-way p99 and the SUT's CPU in
+% of a core, after/before paired by repetition, under the same rule
+(``lower``/``higher``, ``less CPU``/``more CPU``). At a fraction of R+ each
+build is offered a fraction of its own R+: a faster build takes more load
+there.
+
+``default_pair`` picks the two SUTs when the caller names none:
+turnoutd and turnoutd-before when the campaign ran both, else its two SUTs
+when exactly one of them is named ``…-before`` (the build of the other
+commit, e.g. turnoutd-1000 and turnoutd-1000-before).
 """
 
 from __future__ import annotations
@@ -30,10 +42,11 @@ from typing import Any
 
 from .formatting import fmt_spread
 from .model import Spread, Table, spread_of
-from .points import CampaignData, PointKey, scenario_rank
+from .points import CampaignData, PointKey, cpu_util, scenario_rank
 from .verdict import _ratio
 
-__all__ = ["AbRow", "ab_rows", "ab_table", "compare_builds"]
+__all__ = ["AbLoadRow", "AbRow", "ab_load_rows", "ab_load_table", "ab_rows", "ab_table",
+           "compare_builds", "default_pair"]
 
 
 @dataclass
@@ -152,3 +165,105 @@ def ab_table(data: CampaignData, after: str, before: str) -> Table:
                   f"(a SUT missing or skipped?). " + t.note)
     return t
 
+
+
+@dataclass
+class AbLoadRow:
+    """One fixed-rate point measured on both builds."""
+
+    cell: str  # "v2v/uni 1518 B memif at 0.1 × R+"
+    p99_after: Spread | None  # µs
+    p99_before: Spread | None
+    p99_ratio: Spread | None  # after / before, paired by repetition
+    p99_verdict: str
+    cpu_after: Spread | None  # % of a core
+    cpu_before: Spread | None
+    cpu_ratio: Spread | None
+    cpu_verdict: str
+
+
+def _load(method: str, fraction: float | None, offered_pps: float) -> str:
+    if method == "latency" and fraction:
+        return f"at {fraction:g} × R+"
+    return f"at {offered_pps / 1e3:g} kpps"
+
+
+def ab_load_rows(data: CampaignData, after: str, before: str) -> list[AbLoadRow]:
+    """Every fixed-rate point (latency trials) measured on both SUTs, in
+    scenario order, then by load."""
+    p99: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    cpu: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(dict))
+    keys: dict[tuple[Any, ...], tuple[PointKey, str, float]] = {}
+    for t in data.ok_trials:
+        if t.method not in ("latency", "fixed") or t.sut not in (after, before):
+            continue
+        k = PointKey.of(t)
+        load = _load(t.method, t.load_fraction, t.offered_total_pps)
+        g = (k.group(), k.point.virtual_port, load)
+        keys.setdefault(g, (k, load, t.load_fraction or t.offered_total_pps))
+        if t.latency_p99_ns is not None:
+            p99[g][t.sut][t.repetition] = t.latency_p99_ns / 1e3
+        u = cpu_util(t)
+        if u is not None:
+            cpu[g][t.sut][t.repetition] = u
+    rows = []
+    order = sorted(keys, key=lambda g: (scenario_rank(keys[g][0].scenario), g[:2], keys[g][2]))
+    for g in order:
+        k, load, _ = keys[g]
+        pa, pb = p99[g].get(after, {}), p99[g].get(before, {})
+        ca, cb = cpu[g].get(after, {}), cpu[g].get(before, {})
+        if not (pa and pb) and not (ca and cb):
+            continue
+        spa = spread_of(list(pa.values())) if pa else None
+        spb = spread_of(list(pb.values())) if pb else None
+        sca = spread_of(list(ca.values())) if ca else None
+        scb = spread_of(list(cb.values())) if cb else None
+        pratio = (_ratio(pa, pb, spa.median, spb.median, invert=False)
+                  if spa is not None and spb is not None else None)
+        cratio = (_ratio(ca, cb, sca.median, scb.median, invert=False)
+                  if sca is not None and scb is not None else None)
+        rows.append(AbLoadRow(
+            cell=f"{_cell(k)} {load}", p99_after=spa, p99_before=spb, p99_ratio=pratio,
+            p99_verdict=compare_builds(spa, spb, "lower", "higher", higher_is_better=False),
+            cpu_after=sca, cpu_before=scb, cpu_ratio=cratio,
+            cpu_verdict=compare_builds(sca, scb, "less CPU", "more CPU",
+                                       higher_is_better=False)))
+    return rows
+
+
+def ab_load_table(data: CampaignData, after: str, before: str) -> Table:
+    """The after/before table of the fixed-rate points (empty when the
+    campaign had none measured on both)."""
+    t = Table(
+        key="ab-load", title=f"{after} (after) vs {before} (before) at fixed rates",
+        columns=["cell", "n", "p99 µs after", "p99 µs before", "after/before", "p99",
+                 "CPU % after", "CPU % before", "after/before", "CPU"],
+        note="One-way p99 and the SUT's CPU (its threads over the traffic window, % of "
+             "a core), medians over the repetitions [min-max], after/before paired by "
+             "repetition, the same rule as above. At a fraction of R+ each build is "
+             "offered that fraction of its own R+.")
+    for r in ab_load_rows(data, after, before):
+        n = min((x.n for x in (r.p99_after, r.p99_before, r.cpu_after, r.cpu_before)
+                 if x is not None), default=0)
+        t.rows.append([
+            r.cell, str(n), fmt_spread(r.p99_after, 4), fmt_spread(r.p99_before, 4),
+            fmt_spread(r.p99_ratio), r.p99_verdict, fmt_spread(r.cpu_after, 3),
+            fmt_spread(r.cpu_before, 3), fmt_spread(r.cpu_ratio), r.cpu_verdict])
+        t.flags.append("" if "same" in r.p99_verdict and "same" in r.cpu_verdict
+                       else f"{r.p99_verdict}; {r.cpu_verdict}")
+    return t
+
+
+def default_pair(suts: list[str]) -> tuple[str, str] | None:
+    """(after, before) of a campaign that ran ``suts`` (module doc), or None."""
+    if "turnoutd" in suts and "turnoutd-before" in suts:
+        return "turnoutd", "turnoutd-before"
+    names = sorted(set(suts))
+    if len(names) == 2:
+        befores = [n for n in names if n.endswith("-before")]
+        if len(befores) == 1:
+            other = next(n for n in names if n != befores[0])
+            return other, befores[0]
+    return None
