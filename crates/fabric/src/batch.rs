@@ -162,6 +162,9 @@ impl Scratch {
     }
 }
 
+/// How much of a frame [`Pkt::prefetch_all`] asks for.
+pub const PREFETCH_ALL_MAX_B: usize = 2048;
+
 /// A view of one received frame.
 ///
 /// Not `Copy`, not `Clone`: it lives in its batch and is lent out by
@@ -254,15 +257,18 @@ impl Pkt {
         crate::sys::prefetch_read(self.ptr);
     }
 
-    /// Hints the CPU to fetch every cache line of the frame: a copy loop
-    /// over large frames asks for frame i + 1 whole while it copies frame
-    /// i, so that the misses of the next frame overlap the work instead of
-    /// waiting for the hardware prefetcher to find each new page.
+    /// Hints the CPU to fetch every cache line of the frame (of its first
+    /// [`PREFETCH_ALL_MAX_B`] bytes): a copy loop over large frames asks
+    /// for a frame ahead whole while it copies this one, so that the misses
+    /// of the next frame overlap the work instead of waiting for the
+    /// hardware prefetcher to find each new page. (Past 2 KiB, a jumbo
+    /// frame's own first misses set the hardware prefetcher going, and more
+    /// hints than the core has miss buffers are dropped anyway.)
     #[inline]
     pub fn prefetch_all(&self) {
         // Every line from the one holding the first byte to the one holding
         // the last (any address is fine: a prefetch never faults).
-        let end = self.ptr as usize + self.len as usize;
+        let end = self.ptr as usize + (self.len as usize).min(PREFETCH_ALL_MAX_B);
         let mut line = self.ptr as usize & !63;
         while line < end {
             crate::sys::prefetch_read(line as *const u8);
