@@ -83,12 +83,14 @@ fn a_wait_for_a_cpu_another_thread_holds_is_held_time_not_wake_up_latency() {
     let stop = Arc::new(AtomicBool::new(false));
     let spin = spinner(cpu, stop.clone());
     // Three probes in five land in a spin and wait up to 20 ms: wait for
-    // 50 ms of such waits, and for samples taken after them.
+    // 50 ms of such waits, and for a whole window of samples (the policy
+    // keeps the last `SAMPLES`) taken beside the spinner.
     let deadline = Instant::now() + Duration::from_secs(30);
     let samples0 = w0().policy.wake_samples;
+    let window = fabric::wakeup::SAMPLES as u64;
     let w = loop {
         let w = w0();
-        if w.held_ns >= 50_000_000 && w.policy.wake_samples >= samples0 + 20 {
+        if w.held_ns >= 50_000_000 && w.policy.wake_samples >= samples0 + window {
             break w;
         }
         if Instant::now() > deadline {
@@ -101,11 +103,14 @@ fn a_wait_for_a_cpu_another_thread_holds_is_held_time_not_wake_up_latency() {
     stop.store(true, Ordering::Relaxed);
     spin.join().unwrap();
     // Each held wake-up waited for the CPU for up to 20 ms; the samples
-    // the policy kept are without that wait: well under a spin. (Counted
-    // in, a p99 of samples of which several waited ms would be ms.)
+    // the policy kept are without that wait: their median well under a
+    // spin. (Counted in, the median of a window of which three samples in
+    // five waited 0-20 ms would be ms; the median, not the p99, so that a
+    // single stall of the host's in the window does not fail the test.)
     assert!(
-        w.policy.wake_p99_ns < 5_000_000,
-        "wake p99 {} ns with {} ns held: the wait was counted as latency",
+        w.policy.wake_p50_ns < 1_000_000,
+        "wake p50 {} ns (p99 {}) with {} ns held: the wait was counted as latency",
+        w.policy.wake_p50_ns,
         w.policy.wake_p99_ns,
         w.held_ns
     );
