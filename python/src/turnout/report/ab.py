@@ -166,7 +166,6 @@ def ab_table(data: CampaignData, after: str, before: str) -> Table:
     return t
 
 
-
 @dataclass
 class AbLoadRow:
     """One fixed-rate point measured on both builds."""
