@@ -139,6 +139,12 @@ pub struct WorkerCounters {
     pub sleeps: AtomicU64,
     /// Sleeps that ended because a queue signalled frames.
     pub wakeups: AtomicU64,
+    /// Armed queues found holding frames after a sleep no notification
+    /// ended (its timeout or a wake probe): the peer's kick never came (a
+    /// peer that reads our interrupt flag before its index store is seen,
+    /// as DPDK's and VPP's memif transmit may). Those frames waited for
+    /// the sleep's end instead of for ever.
+    pub missed_kicks: AtomicU64,
     /// Naps after a batch (interrupt moderation under dense traffic).
     pub naps: AtomicU64,
     /// Gaps after a small batch of a dense flow, poll or interrupt regime
@@ -264,6 +270,7 @@ impl WorkerCounters {
             &self.kick_cycles,
             &self.sleeps,
             &self.wakeups,
+            &self.missed_kicks,
             &self.naps,
             &self.gaps,
             &self.backoffs,

@@ -206,6 +206,10 @@ pub struct WorkerStats {
     /// Sleeps ended by frames arriving on a queue.
     #[serde(default)]
     pub wakeups: u64,
+    /// Armed queues found holding frames after a sleep no notification
+    /// ended (timeout or wake probe): kicks the peer never sent.
+    #[serde(default)]
+    pub missed_kicks: u64,
     /// Naps after a batch (interrupt moderation under dense traffic).
     #[serde(default)]
     pub naps: u64,
@@ -739,6 +743,7 @@ impl Switch {
                     idle_ns: (idle as u128 * 1_000_000_000 / hz) as u64,
                     sleeps: c.sleeps.load(Ordering::Relaxed),
                     wakeups: c.wakeups.load(Ordering::Relaxed),
+                    missed_kicks: c.missed_kicks.load(Ordering::Relaxed),
                     naps: c.naps.load(Ordering::Relaxed),
                     gaps: c.gaps.load(Ordering::Relaxed),
                     backoffs: c.backoffs.load(Ordering::Relaxed),

@@ -838,7 +838,7 @@ impl Worker {
             // A look at the armed queues: from their rings where the
             // backends can tell, else through epoll as for a sleep.
             let now_ns = sys::now_ns();
-            if peek_armed(&mut self.slots, now_ns) {
+            if peek_armed(&mut self.slots, now_ns).all {
                 self.looked_ns = now_ns;
                 return;
             }
@@ -959,6 +959,16 @@ impl Worker {
                     woken = true;
                 }
             }
+        }
+        if sleeping && !woken {
+            // No queue's notification ended the sleep (its timeout, a wake
+            // probe or a command did): look at the armed rings all the
+            // same. A peer that reads our interrupt flag before its index
+            // store is visible (DPDK's and VPP's memif transmit order them
+            // so, without a fence) can skip the kick its frames needed;
+            // they wait for this look, not for its next burst.
+            let missed = peek_armed(&mut self.slots, woke_ns).found;
+            bump(&self.shared.counters.missed_kicks, missed);
         }
         if sleeping {
             self.slept(t0, cpu0, woke_ns, woken, probed);
@@ -1126,19 +1136,31 @@ fn count_burst(
 /// next pass on; one that is still empty costs a load. Returns false when
 /// some armed queue cannot be peeked: the caller then asks epoll for those
 /// (the ones disarmed here it finds acknowledged, or acknowledges again).
-fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> bool {
-    let mut all = true;
+fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> Peeked {
+    let mut p = Peeked {
+        all: true,
+        found: 0,
+    };
     for s in slots.iter_mut().filter(|s| s.armed) {
         match s.rxq.peek() {
             Some(true) => {
                 s.rxq.ack_notify();
                 s.disarm(now_ns);
+                p.found += 1;
             }
             Some(false) => {}
-            None => all = false,
+            None => p.all = false,
         }
     }
-    all
+    p
+}
+
+/// What [`peek_armed`] saw.
+struct Peeked {
+    /// Every armed queue could be read without epoll.
+    all: bool,
+    /// Armed queues that held frames (disarmed: polled again).
+    found: u64,
 }
 
 /// `c += n` for a counter this worker alone writes (its own counters,

@@ -881,6 +881,35 @@ fn an_armed_queue_is_found_by_its_ring_while_another_keeps_the_worker_busy() {
 }
 
 #[test]
+fn frames_whose_kick_never_came_wait_for_the_sleep_not_for_ever() {
+    // "s" is armed and the worker asleep; its frame comes without a kick
+    // (the peer read our flag before its index store was visible, as
+    // DPDK's memif transmit may). Nothing else moves: the frame gets
+    // through only if the worker looks at the armed rings when a sleep
+    // ends without their notification, and that look is counted.
+    let sw = adaptive();
+    let (s, mut ps) = pipe("s", PipeConfig::default()).unwrap();
+    let (d, mut pd) = pipe("d", PipeConfig::default()).unwrap();
+    let (s, _fd) = PeekablePort::new(s, false);
+    sw.add_port("s", Arc::new(s), Some(0)).unwrap();
+    sw.add_port("d", Arc::new(d), Some(0)).unwrap();
+    // Two sleeps begun after both ports were in: both queues armed.
+    let first = worker0(&sw).sleeps;
+    wait_for("the worker asleep", Duration::from_secs(10), || {
+        worker0(&sw).sleeps >= first + 2
+    });
+    let before = worker0(&sw).missed_kicks;
+    assert_eq!(ps.send(0, &[&frame()]), 1);
+    let mut got = 0;
+    wait_for("the unkicked frame at d", Duration::from_secs(5), || {
+        got += pd.recv(0, 8, |_| {});
+        got > 0
+    });
+    assert!(worker0(&sw).missed_kicks > before, "{:?}", worker0(&sw));
+    sw.shutdown();
+}
+
+#[test]
 fn a_bad_switch_config_is_refused_with_its_reason() {
     let bad = |cfg: SwitchConfig, what: &str| {
         let (logic, _, _) = gate(true);

@@ -241,7 +241,7 @@ pub const QUEUE_METRICS: [Metric<QueueStats>; 5] = [
 ];
 
 /// Per worker, labelled `worker`.
-pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 23] = [
+pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 24] = [
     Metric {
         key: "packets",
         name: "turnout_worker_packets_total",
@@ -304,6 +304,13 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 23] = [
         kind: "counter",
         help: "Sleeps ended by frames arriving.",
         get: |w| w.worker.wakeups as f64,
+    },
+    Metric {
+        key: "missed_kicks",
+        name: "turnout_worker_missed_kicks_total",
+        kind: "counter",
+        help: "Armed queues found holding frames after a sleep their notification did not end (a kick the peer did not send).",
+        get: |w| w.worker.missed_kicks as f64,
     },
     Metric {
         key: "naps",
@@ -446,6 +453,7 @@ mod tests {
                 kick_cycles: 71,
                 sleeps: 31,
                 wakeups: 37,
+                missed_kicks: 79,
                 naps: 41,
                 gaps: 43,
                 backoffs: 67,
@@ -562,6 +570,7 @@ mod tests {
                 "idle_cycles",
                 "idle_ns",
                 "kick_cycles",
+                "missed_kicks",
                 "naps",
                 "packets",
                 "policy",
@@ -585,6 +594,7 @@ mod tests {
         let o = old.as_object_mut().unwrap();
         for k in [
             "wakeups",
+            "missed_kicks",
             "naps",
             "gaps",
             "backoffs",
