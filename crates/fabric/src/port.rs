@@ -128,6 +128,14 @@ pub trait RxQueue: Send {
         None
     }
 
+    /// As [`RxQueue::peek`], but true only for frames: not for a change
+    /// the next burst must take up although no frame waits (memif: a new
+    /// connection not adopted yet). What the worker counts as a missed
+    /// kick when a sleep ended without this queue's notification.
+    fn peek_frames(&self) -> Option<bool> {
+        self.peek()
+    }
+
     /// Whether the worker should watch [`RxQueue::notify_fd`] through epoll
     /// only while it sleeps, and look at the armed queue with
     /// [`RxQueue::peek`] while it is awake (only honoured where `peek` can

@@ -967,7 +967,7 @@ impl Worker {
             // store is visible (DPDK's and VPP's memif transmit order them
             // so, without a fence) can skip the kick its frames needed;
             // they wait for this look, not for its next burst.
-            let missed = peek_armed(&mut self.slots, woke_ns).found;
+            let missed = peek_armed(&mut self.slots, woke_ns).frames;
             bump(&self.shared.counters.missed_kicks, missed);
         }
         if sleeping {
@@ -1139,14 +1139,14 @@ fn count_burst(
 fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> Peeked {
     let mut p = Peeked {
         all: true,
-        found: 0,
+        frames: 0,
     };
     for s in slots.iter_mut().filter(|s| s.armed) {
         match s.rxq.peek() {
             Some(true) => {
+                p.frames += u64::from(s.rxq.peek_frames() == Some(true));
                 s.rxq.ack_notify();
                 s.disarm(now_ns);
-                p.found += 1;
             }
             Some(false) => {}
             None => p.all = false,
@@ -1159,8 +1159,9 @@ fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> Peeked {
 struct Peeked {
     /// Every armed queue could be read without epoll.
     all: bool,
-    /// Armed queues that held frames (disarmed: polled again).
-    found: u64,
+    /// Of the armed queues disarmed (polled again), those that held
+    /// frames ([`RxQueue::peek_frames`]).
+    frames: u64,
 }
 
 /// `c += n` for a counter this worker alone writes (its own counters,

@@ -527,6 +527,36 @@ impl MemifRx {
     }
 }
 
+impl MemifRx {
+    /// [`RxQueue::peek`] (`adopt`: a connection not adopted yet counts as
+    /// something to take up) and [`RxQueue::peek_frames`] (it does not).
+    fn look(&self, adopt: bool) -> Option<bool> {
+        let cur;
+        let c = match &self.held {
+            Some(c) => c,
+            None => {
+                cur = self.shared.conn.load();
+                match cur.as_ref() {
+                    Some(c) => c,
+                    // No peer: nothing waits (a peer that connects is
+                    // adopted by the next look, below).
+                    None => return Some(false),
+                }
+            }
+        };
+        if c.gen != self.gen {
+            // A connection not adopted yet: a burst adopts it (fresh
+            // rings: frames on them were signalled as it was added).
+            return Some(adopt);
+        }
+        let Some(ring) = c.rx.get(self.q as usize) else {
+            return Some(false);
+        };
+        let region = &c.regions[ring.region];
+        Some(region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire) != self.pending)
+    }
+}
+
 impl RxQueue for MemifRx {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         if !self.shared.core.up.load(Ordering::Acquire) {
@@ -606,28 +636,11 @@ impl RxQueue for MemifRx {
     }
 
     fn peek(&self) -> Option<bool> {
-        let cur;
-        let c = match &self.held {
-            Some(c) => c,
-            None => {
-                cur = self.shared.conn.load();
-                match cur.as_ref() {
-                    Some(c) => c,
-                    // No peer: nothing waits (a peer that connects is
-                    // adopted by the next look, below).
-                    None => return Some(false),
-                }
-            }
-        };
-        if c.gen != self.gen {
-            // A connection not adopted yet: a burst adopts it.
-            return Some(true);
-        }
-        let Some(ring) = c.rx.get(self.q as usize) else {
-            return Some(false);
-        };
-        let region = &c.regions[ring.region];
-        Some(region.load_u16(ring.off + c.rx_prod_off(), Ordering::Acquire) != self.pending)
+        self.look(true)
+    }
+
+    fn peek_frames(&self) -> Option<bool> {
+        self.look(false)
     }
 
     fn ack_notify(&mut self) {
