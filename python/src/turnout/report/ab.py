@@ -90,6 +90,20 @@ def _cell(k: PointKey) -> str:
     return s + (f" {k.extras()}" if k.extras() else "")
 
 
+def _paired(by_sut: dict[str, dict[int, float]], after: str, before: str,
+            ) -> tuple[Spread | None, Spread | None, Spread | None]:
+    """One measure's spreads on each build (None where a build has none)
+    and their after/before ratio paired by repetition (None unless both
+    have one)."""
+    a, b = by_sut.get(after, {}), by_sut.get(before, {})
+    sa = spread_of(list(a.values())) if a else None
+    sb = spread_of(list(b.values())) if b else None
+    if sa is None or sb is None:
+        return sa, sb, None
+    # verdict.py's _ratio(a, b, ...) is a/b: after/before
+    return sa, sb, _ratio(a, b, sa.median, sb.median, invert=False)
+
+
 def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
     """Every R+ point measured on both SUTs, in scenario order."""
     rate: dict[tuple[Any, ...], dict[str, dict[int, float]]] = defaultdict(
@@ -111,17 +125,10 @@ def ab_rows(data: CampaignData, after: str, before: str) -> list[AbRow]:
             bound[g][r.sut] += 1
     rows = []
     for g in sorted(keys, key=lambda g: (scenario_rank(keys[g].scenario), g)):
-        ra, rb = rate[g].get(after, {}), rate[g].get(before, {})
-        if not ra or not rb:
+        sa, sb, rratio = _paired(rate[g], after, before)
+        if sa is None or sb is None:
             continue
-        ca, cb = cost[g].get(after, {}), cost[g].get(before, {})
-        sa, sb = spread_of(list(ra.values())), spread_of(list(rb.values()))
-        csa = spread_of(list(ca.values())) if ca else None
-        csb = spread_of(list(cb.values())) if cb else None
-        # verdict.py's _ratio(a, b, ...) is a/b: after/before
-        rratio = _ratio(ra, rb, sa.median, sb.median, invert=False)
-        cratio = (_ratio(ca, cb, csa.median, csb.median, invert=False)
-                  if csa is not None and csb is not None else None)
+        csa, csb, cratio = _paired(cost[g], after, before)
         ba, bb = bound[g].get(after, 0), bound[g].get(before, 0)
         rverdict = compare_builds(sa, sb, "faster", "slower", higher_is_better=True)
         if ba * 2 >= sa.n and bb * 2 >= sb.n and (ba or bb):
@@ -211,18 +218,10 @@ def ab_load_rows(data: CampaignData, after: str, before: str) -> list[AbLoadRow]
     order = sorted(keys, key=lambda g: (scenario_rank(keys[g][0].scenario), g[:2], keys[g][2]))
     for g in order:
         k, load, _ = keys[g]
-        pa, pb = p99[g].get(after, {}), p99[g].get(before, {})
-        ca, cb = cpu[g].get(after, {}), cpu[g].get(before, {})
-        if not (pa and pb) and not (ca and cb):
+        spa, spb, pratio = _paired(p99[g], after, before)
+        sca, scb, cratio = _paired(cpu[g], after, before)
+        if (spa is None or spb is None) and (sca is None or scb is None):
             continue
-        spa = spread_of(list(pa.values())) if pa else None
-        spb = spread_of(list(pb.values())) if pb else None
-        sca = spread_of(list(ca.values())) if ca else None
-        scb = spread_of(list(cb.values())) if cb else None
-        pratio = (_ratio(pa, pb, spa.median, spb.median, invert=False)
-                  if spa is not None and spb is not None else None)
-        cratio = (_ratio(ca, cb, sca.median, scb.median, invert=False)
-                  if sca is not None and scb is not None else None)
         rows.append(AbLoadRow(
             cell=f"{_cell(k)} {load}", p99_after=spa, p99_before=spb, p99_ratio=pratio,
             p99_verdict=compare_builds(spa, spb, "lower", "higher", higher_is_better=False),
