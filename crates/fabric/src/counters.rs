@@ -140,10 +140,10 @@ pub struct WorkerCounters {
     /// Sleeps that ended because a queue signalled frames.
     pub wakeups: AtomicU64,
     /// Armed queues found holding frames after a sleep no notification
-    /// ended (its timeout or a wake probe): the peer's kick never came (a
-    /// peer that reads our interrupt flag before its index store is seen,
-    /// as DPDK's and VPP's memif transmit may). Those frames waited for
-    /// the sleep's end instead of for ever.
+    /// ended (its timeout, a wake probe, a command): the peer's kick never
+    /// came (a peer that reads our interrupt flag before its index store
+    /// is seen, as DPDK's, VPP's and libmemif's memif transmit may). Those
+    /// frames waited for the sleep's end instead of for ever.
     pub missed_kicks: AtomicU64,
     /// Naps after a batch (interrupt moderation under dense traffic).
     pub naps: AtomicU64,

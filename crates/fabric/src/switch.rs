@@ -207,7 +207,7 @@ pub struct WorkerStats {
     #[serde(default)]
     pub wakeups: u64,
     /// Armed queues found holding frames after a sleep no notification
-    /// ended (timeout or wake probe): kicks the peer never sent.
+    /// ended (timeout, wake probe, command): kicks the peer never sent.
     #[serde(default)]
     pub missed_kicks: u64,
     /// Naps after a batch (interrupt moderation under dense traffic).

@@ -838,7 +838,7 @@ impl Worker {
             // A look at the armed queues: from their rings where the
             // backends can tell, else through epoll as for a sleep.
             let now_ns = sys::now_ns();
-            if peek_armed(&mut self.slots, now_ns).all {
+            if peek_armed(&mut self.slots, now_ns, false).all {
                 self.looked_ns = now_ns;
                 return;
             }
@@ -967,7 +967,7 @@ impl Worker {
             // store is visible (DPDK's and VPP's memif transmit order them
             // so, without a fence) can skip the kick its frames needed;
             // they wait for this look, not for its next burst.
-            let missed = peek_armed(&mut self.slots, woke_ns).frames;
+            let missed = peek_armed(&mut self.slots, woke_ns, true).frames;
             bump(&self.shared.counters.missed_kicks, missed);
         }
         if sleeping {
@@ -1136,7 +1136,7 @@ fn count_burst(
 /// next pass on; one that is still empty costs a load. Returns false when
 /// some armed queue cannot be peeked: the caller then asks epoll for those
 /// (the ones disarmed here it finds acknowledged, or acknowledges again).
-fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> Peeked {
+fn peek_armed(slots: &mut [RxSlot], now_ns: u64, count_frames: bool) -> Peeked {
     let mut p = Peeked {
         all: true,
         frames: 0,
@@ -1144,7 +1144,9 @@ fn peek_armed(slots: &mut [RxSlot], now_ns: u64) -> Peeked {
     for s in slots.iter_mut().filter(|s| s.armed) {
         match s.rxq.peek() {
             Some(true) => {
-                p.frames += u64::from(s.rxq.peek_frames() == Some(true));
+                if count_frames {
+                    p.frames += u64::from(s.rxq.peek_frames() == Some(true));
+                }
                 s.rxq.ack_notify();
                 s.disarm(now_ns);
             }
@@ -1160,7 +1162,8 @@ struct Peeked {
     /// Every armed queue could be read without epoll.
     all: bool,
     /// Of the armed queues disarmed (polled again), those that held
-    /// frames ([`RxQueue::peek_frames`]).
+    /// frames ([`RxQueue::peek_frames`]; asked only with `count_frames`,
+    /// after a sleep: the looks while awake count nothing).
     frames: u64,
 }
 

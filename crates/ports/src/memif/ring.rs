@@ -525,9 +525,7 @@ impl MemifRx {
         self.release();
         self.held = None;
     }
-}
 
-impl MemifRx {
     /// [`RxQueue::peek`] (`adopt`: a connection not adopted yet counts as
     /// something to take up) and [`RxQueue::peek_frames`] (it does not).
     fn look(&self, adopt: bool) -> Option<bool> {
