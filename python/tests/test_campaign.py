@@ -81,6 +81,29 @@ def test_parse_expands_matrix():
     assert [w.point.frame_size_b for w in first[::per_point]] == [64, 1518, 64, 1518]
 
 
+def test_each_repetition_rotates_the_sut_order():
+    """No SUT always runs first in a testbed or right after the same other
+    SUT: repetition r starts at SUT r × (n // repetitions)."""
+    doc = {"campaign": {"name": "order", "methods": ["rplus"], "repetitions": 3},
+           "matrix": {"suts": ["wire", "bridge", "ovs", "testpmd", "turnoutd", "turnoutd-poll",
+                               "ovs-dpdk"],
+                      "scenarios": ["p2p"], "frame_sizes_b": [64]}}
+    spec = parse(doc)
+    order = {r: [w.sut for w in spec.work() if w.repetition == r] for r in range(3)}
+    assert order[0] == list(spec.suts)
+    assert order[1][0] == "ovs" and order[2][0] == "turnoutd"
+    for r in range(3):  # every SUT once a repetition
+        assert sorted(order[r]) == sorted(spec.suts)
+    # each SUT at three different positions
+    for sut in spec.suts:
+        assert len({order[r].index(sut) for r in range(3)}) == 3, sut
+    # two SUTs alternate: A, B then B, A (make bench-ab's after and before)
+    two = parse({"campaign": {"name": "ab", "methods": ["rplus"], "repetitions": 5},
+                 "matrix": {"suts": ["wire", "bridge"], "scenarios": ["p2p"]}})
+    firsts = [next(w.sut for w in two.work() if w.repetition == r) for r in range(5)]
+    assert firsts == ["wire", "bridge", "wire", "bridge", "wire"]
+
+
 def test_sessions_are_shared_across_frame_sizes(tmp_path):
     """One testbed per (SUT, scenario, direction, ...): frame sizes retarget it."""
     doc = {"campaign": {"name": "share", "duration_s": 0.5, "methods": ["rplus"]},

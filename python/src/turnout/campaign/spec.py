@@ -166,20 +166,34 @@ class CampaignSpec:
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True).encode()).hexdigest()[:12]
 
+    def sut_order(self, rep: int) -> list[str]:
+        """The SUTs in the order repetition ``rep`` runs them: the matrix's
+        order rotated by ``rep`` times a stride of n // repetitions (at
+        least 1), so that over the repetitions each SUT runs at positions
+        spread over the whole order (two SUTs: A, B then B, A), not always
+        first in a testbed or always right after the same other SUT: a host
+        phase, or what one session leaves behind (a set-up's kernel work,
+        a cache the last SUT filled), then falls on every SUT in turn
+        instead of on one."""
+        n = len(self.suts)
+        k = (rep * max(1, n // max(1, self.repetitions))) % n if n else 0
+        return [*self.suts[k:], *self.suts[:k]]
+
     def work(self) -> list[WorkItem]:
         """Every work item, in run order: repetition, testbed (points that
         differ only in frame size, flows or burst share one testbed: see
         ``topology_key``), SUT (interleaved A, B, A, B when several SUTs are
-        compared), point, method."""
+        compared, in the order of ``sut_order``), point, method."""
         items: list[WorkItem] = []
         suts_outer = not self.interleave
         topos: dict[tuple[object, ...], list[Point]] = {}
         for p in self.points:
             topos.setdefault(topology_key(p), []).append(p)
         for rep in range(self.repetitions):
+            suts = self.sut_order(rep)
             groups = (
-                [(s, p) for s in self.suts for ps in topos.values() for p in ps] if suts_outer
-                else [(s, p) for ps in topos.values() for s in self.suts for p in ps]
+                [(s, p) for s in suts for ps in topos.values() for p in ps] if suts_outer
+                else [(s, p) for ps in topos.values() for s in suts for p in ps]
             )
             for sut, point in groups:
                 methods = [m for m in self.methods if m != "rule_update"]
