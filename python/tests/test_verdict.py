@@ -150,6 +150,42 @@ def test_cost_ranks_lower_first_and_one_repetition_ranks_nothing():
     assert "no cost account" in out[2].note
 
 
+def test_within_a_tie_the_paired_order_puts_first_who_won_most_repetitions():
+    # the default campaign at 7f7fdfea, v2v memif 64 B: the host's slow phase
+    # fell on turnoutd in repetitions 0 and 2 and on testpmd in 2; by medians
+    # testpmd (93) before turnoutd (132), though turnoutd was the cheaper
+    # in two repetitions of three (paired ratio 0.49)
+    out = rank_entries([_e("testpmd", None, [91, 93, 307]), _e("turnoutd", None, [132, 41, 151])],
+                       "cost")
+    assert [(e.sut, e.rank) for e in out] == [("turnoutd", "=1"), ("testpmd", "=1")]
+    # testpmd over turnoutd, repetition by repetition: 0.69, 2.27, 2.03
+    assert out[0].ratio_next.median == pytest.approx(307 / 151)
+    assert out[0].ratio_next.median > 1  # the next costs more, pair by pair
+    # rates: the same rule, higher first
+    out = rank_entries([_e("a", [10.0, 10.0, 10.0]), _e("b", [9.0, 30.0, 11.0])], "rate")
+    assert [e.sut for e in out] == ["b", "a"]
+    # ranges apart keep their order whatever the pairs; without common
+    # repetitions the medians decide
+    out = rank_entries([_e("x", None, [300, 310, 320]), _e("y", None, [100, 90, 95])], "cost")
+    assert [(e.sut, e.rank) for e in out] == [("y", "1"), ("x", "2")]
+    lone = _e("p", None, [50, 60, 70])
+    lone.by_rep_cost = {5: 50, 6: 60, 7: 70}
+    out = rank_entries([_e("q", None, [55, 56, 300]), lone], "cost")
+    assert [e.sut for e in out] == ["q", "p"]  # medians 56 < 60: no common repetition
+
+
+def test_suts_linked_by_overlapping_ranges_share_one_rank():
+    # a apart from b, c overlapping both: nobody is ranked apart from c, so
+    # a cannot be first alone (ranking only against the neighbour said so)
+    out = rank_entries([_e("b", None, [13, 14, 13.5]), _e("c", None, [11.5, 30, 40]),
+                        _e("a", None, [10, 11, 12])], "cost")
+    assert [(e.sut, e.rank) for e in out] == [("a", "=1"), ("b", "=1"), ("c", "=1")]
+    # apart from every other: alone; the others tied behind it
+    out = rank_entries([_e("b", None, [13, 14, 13.5]), _e("c", None, [13.2, 30, 40]),
+                        _e("a", None, [10, 11, 12])], "cost")
+    assert [(e.sut, e.rank) for e in out] == [("a", "1"), ("b", "=2"), ("c", "=2")]
+
+
 def _verdict_db(tmp_path, rows):
     """R+ results of campaign v: (sut, scenario, vport, rep, rate, cost, tester_bound)."""
     return rplus_db(tmp_path / "v.db", "v", rows)

@@ -28,18 +28,24 @@ its generator); its headroom is its rate over that ceiling.
 
 Ranking rule: two SUTs are ranked apart only when both were measured at
 least ``MIN_REPS_APART`` (3) times and their ranges (min..max over
-repetitions) do not overlap; otherwise they share a rank ("=") or, with a
-single repetition, are not ranked at all ("–"). Three, not two: two
+repetitions) do not overlap; otherwise they share a rank ("="), and so do
+SUTs linked through another (A overlaps B, B overlaps C), or, with a
+single repetition, none is ranked at all ("–"). Three, not two: two
 identical SUTs (an A/A run: one build twice) have non-overlapping ranges by
 chance alone one time in three with 2 repetitions each, one in ten with 3,
-one in 126 with 5. The ratio to the next SUT is taken repetition by
-repetition when both have the same repetitions (interleaved runs: host drift
-cancels), with its min..max. A SUT that was skipped or failed is listed with
-the reason. No row claims more than its data supports.
+one in 126 with 5. The order is the paired one when the SUTs share two or
+more repetitions (``_paired_order``: each SUT's value over the best of its
+repetition, median over the repetitions), else by medians; within a tie
+the first is then the SUT better in most interleaved repetitions. The ratio
+to the next SUT is taken repetition by repetition when both have the same
+repetitions (interleaved runs: host drift cancels), with its min..max. A
+SUT that was skipped or failed is listed with the reason. No row claims
+more than its data supports.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +148,33 @@ def _ratio(a: dict[int, float], b: dict[int, float], am: float, bm: float,
     return None
 
 
+def _paired_order(by_rep: list[dict[int, float]], lower_better: bool) -> list[float] | None:
+    """Each SUT's measure relative to the best of its repetition (1 = the
+    best of that repetition; higher = worse), the median over the
+    repetitions every SUT has: the order the paired ratios give. Ranges
+    that do not overlap keep their order (a SUT below another in every
+    repetition stays below it); within a tie it puts first the SUT that
+    was better in most of the interleaved repetitions, which the median
+    of each SUT's own values can reverse when the host's phase changed
+    between repetitions (the verdict then read "testpmd first, turnoutd
+    0.49 × its cost"). None — order by medians — with fewer than 2 common
+    repetitions or a value that is not positive."""
+    if not by_rep:
+        return None
+    common = sorted(set.intersection(*(set(r) for r in by_rep)))
+    if len(common) < 2:
+        return None
+    rel: list[list[float]] = [[] for _ in by_rep]
+    for i in common:
+        xs = [r[i] for r in by_rep]
+        if min(xs) <= 0:
+            return None
+        best = min(xs) if lower_better else max(xs)
+        for k, x in enumerate(xs):
+            rel[k].append(x / best if lower_better else best / x)
+    return [statistics.median(v) for v in rel]
+
+
 def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
     """Order ``entries`` by ``measure`` and give each its rank and its ratio
     to the next (see the module doc). Entries without the measure (not
@@ -156,41 +189,56 @@ def rank_entries(entries: list[Entry], measure: str) -> list[Entry]:
     shown = [e for e in entries if value(e) is not None and not e.ranked]
     rest = [e for e in entries if value(e) is None]
     lower_better = measure == "cost"
-    have.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
+    rel = _paired_order([reps(e) for e in have], lower_better) or [0.0] * len(have)
+    order = sorted(range(len(have)), key=lambda k: (
+        rel[k], value(have[k]).median if lower_better else -value(have[k]).median))  # type: ignore[union-attr]
+    have = [have[k] for k in order]
     unknown = any(value(e).n < 2 for e in have)  # type: ignore[union-attr]
-    rank = 0
-    for i, e in enumerate(have):
-        v = value(e)
-        assert v is not None
-        if unknown:
+    if unknown:
+        for e in have:
             e.rank = "–"
-            if v.n < 2:
+            if value(e).n < 2:  # type: ignore[union-attr]
                 e.note = _join(e.note, "n=1: spread unknown, not ranked")
-        elif i == 0:
-            rank = 1
-            e.rank = "1"
-        else:
-            prev = value(have[i - 1])
-            assert prev is not None
-            few = min(v.n, prev.n) < MIN_REPS_APART
-            if _overlap(v, prev) or few:
-                e.rank = f"={rank}"
-                if not have[i - 1].rank.startswith("="):
-                    have[i - 1].rank = f"={rank}"
-                if few and not _overlap(v, prev):
-                    why = (f"n={min(v.n, prev.n)}: apart from the next only with "
+    else:
+        # Two SUTs are ranked apart only when their ranges do not overlap
+        # and each has enough repetitions: the SUTs that cannot be told
+        # apart, directly or through another (A overlaps B, B overlaps C),
+        # share one rank; the groups follow the paired order of their best
+        # SUT, and the paired order holds inside each.
+        root = list(range(len(have)))
+
+        def find(k: int) -> int:
+            while root[k] != k:
+                k = root[k]
+            return k
+
+        for i, e in enumerate(have):
+            v = value(e)
+            assert v is not None
+            for j in range(i):
+                pv = value(have[j])
+                assert pv is not None
+                few = min(v.n, pv.n) < MIN_REPS_APART
+                if few or _overlap(v, pv):
+                    a, b = find(i), find(j)
+                    root[max(a, b)] = min(a, b)
+                if few and not _overlap(v, pv):
+                    why = (f"n={min(v.n, pv.n)}: apart from the next only with "
                            f"{MIN_REPS_APART} repetitions each")
-                    for x in (e, have[i - 1]):
+                    for x in (e, have[j]):
                         if why not in x.note:
                             x.note = _join(x.note, why)
-            else:
-                rank = i + 1
-                e.rank = str(rank)
-        if i + 1 < len(have):
-            nxt = have[i + 1]
-            nv = value(nxt)
-            assert nv is not None
-            e.ratio_next = _ratio(reps(e), reps(nxt), v.median, nv.median, invert=lower_better)
+        group = [find(k) for k in range(len(have))]
+        order = sorted(range(len(have)), key=lambda k: (group[k], k))
+        have, group = [have[k] for k in order], [group[k] for k in order]
+        for i, e in enumerate(have):
+            first = group.index(group[i])
+            e.rank = ("=" if group.count(group[i]) > 1 else "") + str(first + 1)
+    for i, e in enumerate(have[:-1]):
+        v, nv = value(e), value(have[i + 1])
+        assert v is not None and nv is not None
+        e.ratio_next = _ratio(reps(e), reps(have[i + 1]), v.median, nv.median,
+                              invert=lower_better)
     shown.sort(key=lambda e: value(e).median if lower_better else -value(e).median)  # type: ignore[union-attr]
     for e in shown:
         e.rank = "not ranked"
