@@ -599,6 +599,73 @@ def test_latency_of_a_sut_that_waited_for_a_cpu_is_the_schedulers(tmp_path):
     assert sched_wait((0, 0), (0, 0), 1.0)["mean_wait_us"] == 0.0
 
 
+def test_a_traced_sut_is_judged_by_the_threads_that_took_its_cpu_not_its_own_wake_ups(tmp_path):
+    """Where the trial traced the SUT's switches (extra.sut_cpu_trace), the
+    scheduler flag rests on the time other threads held its CPU per
+    preemption: a worker whose schedstat wait was its own wake-ups after
+    sleeps (4 ms in 40 runs: 100 µs "per run") is the SUT's; one a kworker
+    held for 4.8 ms is the scheduler's. The trials table shows both the
+    SUT's and the tester's account, and the tester's CPUs' steal."""
+    from turnout.measure.cpu import sched_wait
+    from turnout.report.verdict import latency_trials_table, latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "l.db")
+    cid = done_campaign(db, "l")
+    own = {"preempted": {"n": 20, "ms": 0.5, "max_us": 31.0, "by": [["memfd:sealed-91", 20, 0.5]]},
+           "woken": {"n": 6, "ms": 3.5, "max_us": 900.0}, "slept": {"n": 6, "ms": 9.0},
+           "threads": 1, "span_s": 1.0}
+    held = {"preempted": {"n": 12, "ms": 4.9, "max_us": 4817.0,
+                          "by": [["kworker/1:0", 2, 4.828], ["ksoftirqd/1", 10, 0.1]]},
+            "woken": {"n": 0, "ms": 0.0, "max_us": 0.0}, "slept": {"n": 0, "ms": 0.0},
+            "threads": 1, "span_s": 1.0}
+    tester = {"preempted": {"n": 281, "ms": 19.2, "max_us": 1303.0,
+                            "by": [["turnout-sample", 47, 6.5]]},
+              "woken": {"n": 0, "ms": 0.0, "max_us": 0.0}, "slept": {"n": 0, "ms": 0.0},
+              "threads": 1, "span_s": 1.0}
+    base = {"sut_cpu_others": {"ms": 0.5, "threads": []},
+            "sut_cpu_steal": {"ms": 0.0, "cpus": [1], "resolution_ms": 10.0},
+            "tester_cpu_steal": {"ms": 10.0, "cpus": [0], "resolution_ms": 10.0}}
+    for sut, tr in (("turnoutd", own), ("testpmd", held)):
+        db.add_trial(Trial.of(campaign_id=cid, key=sut, sut=sut, scenario="p2p",
+                           method="latency", load_fraction=0.5, repetition=0,
+                           offered_total_pps=4e5, sent=4000, received=4000,
+                           latency_p99_ns=3e5, status="ok",
+                           extra=base | {"sut_sched": sched_wait((0, 0), (4_000_000, 40), 1.0),
+                                         "sut_cpu_trace": tr, "tester_cpu_trace": tester}))
+        db.add_trial(Trial.of(campaign_id=cid, key=sut + "f", sut=sut, scenario="p2p",
+                           method="fixed", repetition=0, offered_total_pps=1e4, sent=4000,
+                           received=4000, latency_p99_ns=1e5, status="ok",
+                           extra=base | {"sut_sched": sched_wait((0, 0), (4_000_000, 40), 1.0),
+                                         "sut_cpu_trace": tr}))
+    # the same trials without a trace: schedstat's 100 µs per run flags both
+    db.add_trial(Trial.of(campaign_id=cid, key="ovsf", sut="ovs", scenario="p2p",
+                       method="fixed", repetition=0, offered_total_pps=1e4, sent=4000,
+                       received=4000, latency_p99_ns=1e5, status="ok",
+                       extra=base | {"sut_sched": sched_wait((0, 0), (4_000_000, 40), 1.0),
+                                     "sut_cpu_trace": {"why": "tracefs: Permission denied"}}))
+    with db:
+        data = load_campaign(db, "l")
+        t = latency_verdict_table(data)
+        trials = latency_trials_table(data)
+    lim = t.columns.index("limited by")
+    assert {r[4]: r[lim] for r in t.rows} == {
+        "turnoutd": "SUT", "testpmd": "scheduler (SUT waited 408 µs per run for a CPU)",
+        "ovs": "scheduler (SUT waited 100 µs per run for a CPU)"}
+    col = {c: i for i, c in enumerate(trials.columns)}
+    rows = {(r[0], r[col["rate"]]): r for r in trials.rows}
+    r = rows[("turnoutd", "0.5×R+ (400 kpps)")]
+    assert r[col["SUT thread lost its CPU ms/times"]] == (
+        "0.5/20 (31 µs; memfd:sealed-91 0.5), slept 6× (woken in ≤ 900 µs)")
+    assert r[col["tester thread lost its CPU ms/times"]] == "19.2/281 (1303 µs; turnout-sample 6.5)"
+    assert r[col["host steal ms"]] == "0 (tester 10)"
+    r = rows[("testpmd", "10 kpps")]
+    assert r[col["SUT thread lost its CPU ms/times"]] == "4.9/12 (4817 µs; kworker/1:0 4.8)"
+    assert r[col["tester thread lost its CPU ms/times"]] == "–"
+    assert rows[("ovs", "10 kpps")][col["SUT thread lost its CPU ms/times"]] == (
+        "tracefs: Permission denied")
+
+
 def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path):
     from turnout.report.verdict import latency_trials_table, latency_verdict_table
     from turnout.results import Trial

@@ -14,6 +14,7 @@ One implementation, so a figure means the same on both.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -21,8 +22,9 @@ import subprocess
 from typing import Any
 
 __all__ = ["PUBLIC", "Kept", "candidates", "cpu_columns", "cpu_steal_ticks", "kernel_busy_s",
-           "loadavg", "netdev_rx_packets", "nominal_hz", "pid_start_time", "pinned_threads",
-           "read_threads", "run_queue_wait", "sample_threads", "thread_placement"]
+           "loadavg", "netdev_rx_packets", "nominal_hz", "parse_sched_trace", "pid_start_time",
+           "pinned_threads", "read_threads", "run_queue_wait", "sample_threads",
+           "sched_trace_start", "sched_trace_stop", "thread_placement"]
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PF_KTHREAD = 0x00200000
@@ -231,6 +233,135 @@ def run_queue_wait(pids: list[int], tids: list[int] | None = None) -> tuple[int,
     return wait, slices
 
 
+#: where tracefs is mounted, newer path first
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+_SWITCH = re.compile(r"prev_comm=(.*) prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> "
+                     r"next_comm=(.*) next_pid=(\d+) next_prio=-?\d+")
+_WAKEUP = re.compile(r"comm=(.*) pid=(\d+) prio=-?\d+")
+_LINE = re.compile(r"^\s*.*-\d+\s+\[\d+\]\s+\S+\s+(\d+)\.(\d+): (sched_switch|sched_waking): (.*)$")
+
+
+def _put(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def sched_trace_start(name: str, tids: list[int], comms: list[str] | None = None
+                      ) -> dict[str, Any]:
+    """Starts recording the context switches and wake-ups of the threads
+    ``tids`` in a tracefs instance of their own, ``name`` (a trace buffer
+    apart from the system's, removed by ``sched_trace_stop``): the events
+    ``sched_switch`` where one of them leaves or takes a CPU and
+    ``sched_waking`` of them (on the waker's CPU, as the wake-up is asked
+    for: a halted virtual CPU's delay in running it again is after it),
+    filtered in the kernel, on every CPU, stamped with
+    CLOCK_MONOTONIC (``trace_clock = mono``, the tester's clock). Threads
+    named one of ``comms`` (the tester's processes, started later) are
+    recorded the same way. A few events per switch of these threads:
+    nothing per frame. Returns ``{"instance": PATH}``, or ``{"why": ...}``
+    when it cannot (no tracefs, not root, a kernel without these events)."""
+    if not tids:
+        return {"why": "no SUT thread to trace"}
+    root = next((r for r in TRACEFS if os.path.isdir(f"{r}/instances")), None)
+    if root is None:
+        return {"why": "no tracefs instances (mount tracefs on /sys/kernel/tracing)"}
+    _trace_sweep(f"{root}/instances")
+    inst = f"{root}/instances/{name}"
+    try:
+        os.mkdir(inst)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        return {"why": f"tracefs: {e.strerror or e}"}
+    try:
+        _put(f"{inst}/tracing_on", "0")
+        _put(f"{inst}/trace_clock", "mono")
+        _put(f"{inst}/buffer_size_kb", "1024")
+        _put(f"{inst}/trace", "")
+        names = [c for c in comms or [] if re.fullmatch(r"[\w.:/-]{1,15}", c)]
+        sw = " || ".join([f"prev_pid == {t} || next_pid == {t}" for t in tids]
+                         + [f'prev_comm == "{c}" || next_comm == "{c}"' for c in names])
+        _put(f"{inst}/events/sched/sched_switch/filter", sw)
+        _put(f"{inst}/events/sched/sched_waking/filter",
+             " || ".join([f"pid == {t}" for t in tids] + [f'comm == "{c}"' for c in names]))
+        _put(f"{inst}/events/sched/sched_switch/enable", "1")
+        _put(f"{inst}/events/sched/sched_waking/enable", "1")
+        _put(f"{inst}/tracing_on", "1")
+    except OSError as e:
+        _trace_remove(inst)
+        return {"why": f"tracefs: {e.strerror or e}"}
+    return {"instance": inst}
+
+
+def _trace_sweep(instances: str) -> None:
+    """Removes the instances ``turnout-PID`` of processes that are gone (a
+    campaign killed before its trial's end)."""
+    try:
+        names = os.listdir(instances)
+    except OSError:
+        return
+    for n in names:
+        pid = n.removeprefix("turnout-")
+        if n.startswith("turnout-") and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            _trace_remove(f"{instances}/{n}")
+
+
+def _trace_remove(inst: str) -> None:
+    for path, text in ((f"{inst}/tracing_on", "0"),
+                       (f"{inst}/events/sched/sched_switch/enable", "0"),
+                       (f"{inst}/events/sched/sched_waking/enable", "0")):
+        with contextlib.suppress(OSError):
+            _put(path, text)
+    with contextlib.suppress(OSError):
+        os.rmdir(inst)
+
+
+def sched_trace_stop(instance: str, most: int = 8 << 20) -> dict[str, Any]:
+    """Stops the recording ``sched_trace_start`` began, removes its
+    instance and returns its events: ``{"events": [...], "lost": N}``, each
+    event ``[ns, "s", prev_tid, prev_state, next_tid, next_comm]`` (a
+    context switch) or ``[ns, "w", tid, comm]`` (a wake-up), ``lost`` the
+    events the buffer dropped (written minus kept)."""
+    if "/instances/" not in instance:
+        return {"why": f"not a trace instance: {instance}"}
+    try:
+        _put(f"{instance}/tracing_on", "0")
+        with open(f"{instance}/trace", "rb") as f:
+            text = f.read(most).decode(errors="replace")
+    except OSError as e:
+        _trace_remove(instance)
+        return {"why": f"tracefs: {e.strerror or e}"}
+    _trace_remove(instance)
+    return parse_sched_trace(text)
+
+
+def parse_sched_trace(text: str) -> dict[str, Any]:
+    """The ``sched_switch`` and ``sched_waking`` events of a tracefs
+    ``trace`` file's text, as ``sched_trace_stop`` returns them."""
+    events: list[list[Any]] = []
+    lost = 0
+    for line in text.splitlines():
+        if line.startswith("#"):
+            m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
+            if m:
+                lost = int(m.group(2)) - int(m.group(1))
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        ns = int(m.group(1)) * 1_000_000_000 + int(m.group(2).ljust(9, "0")[:9])
+        if m.group(3) == "sched_switch":
+            s = _SWITCH.search(m.group(4))
+            if s:
+                events.append([ns, "s", int(s.group(2)), s.group(3), int(s.group(5)),
+                               s.group(4)])
+        else:
+            w = _WAKEUP.search(m.group(4))
+            if w:
+                events.append([ns, "w", int(w.group(2)), w.group(1)])
+    return {"events": events, "lost": max(0, lost)}
+
+
 def cpu_columns(cpus: list[int], stat: str | None = None) -> tuple[int, list[int]]:
     """How many of these CPUs /proc/stat lists, and the sums of their ten
     time columns in clock ticks: user, nice, system, idle, iowait, irq,
@@ -396,4 +527,4 @@ PUBLIC = {f.__name__: f for f in (sample_threads, pinned_threads, thread_placeme
                                   run_queue_wait, kernel_busy_s, cpu_steal_ticks,
                                   netdev_rx_packets,
                                   candidates, read_threads, nominal_hz, pid_start_time,
-                                  loadavg)}
+                                  loadavg, sched_trace_start, sched_trace_stop)}

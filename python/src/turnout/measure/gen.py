@@ -50,6 +50,8 @@ from .counts import TrialCounts
 from .cpu import CpuSampler, NativeCpuSampler, local_sampler, nominal_hz, off_cpus, sched_wait
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
+from .schedtrace import TESTER_COMM, named
+from .schedtrace import summarize as summarize_trace
 
 __all__ = [
     "REFUSED",
@@ -538,6 +540,9 @@ class GenMeasurer:
     isolation: dict[str, Any] | None = None
     #: sample what else runs on the SUT's CPUs (measure/others.py)
     count_others: bool = True
+    #: record the context switches and wake-ups of the SUT's pinned threads
+    #: in fixed-rate trials (measure/schedtrace.py; needs tracefs and root)
+    trace_sut: bool = True
     #: the host the SUT runs on: its /proc (run-queue waits, placement, what
     #: else runs on the SUT's CPUs, their kernel time, its TSC rate and load)
     #: is read there (hosts/procfs.py; a remote host's agent answers). On
@@ -645,6 +650,12 @@ class GenMeasurer:
         steal_cpus = sorted(self.avoid_cpus)
         steal_before = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
                         if steal_cpus and load_total_pps > 0 else None)
+        # the tester's CPUs too, when it shares the SUT's host (this machine)
+        tester_cpus = sorted({c for t in tasks for st in t.streams
+                              for c in (st.tx_cpu, st.rx_cpu) if c is not None})
+        tester_steal_before = (int(host.procfs("cpu_steal_ticks", cpus=tester_cpus))
+                               if tester_cpus and load_total_pps > 0 and host.is_local
+                               else None)
         roles = {"sut": sut_pids, "vnf": [h.proc.pid for h in self.helpers if h.alive()]}
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
@@ -660,6 +671,14 @@ class GenMeasurer:
         kshare = (KernelShare(self.sut_cost, self.kernel_cpus, host=host)
                   if self.sut_cost else None)
         coster = CostSampler(kshare).start() if kshare is not None else None
+        # who held the SUT's CPUs while its threads could run, and their own
+        # wake-ups (measure/schedtrace.py): fixed-rate trials only, on this
+        # machine (the tester's clock stamps the window)
+        trace = (host.procfs("sched_trace_start", name=f"turnout-{os.getpid()}", tids=rq_tids,
+                             comms=[TESTER_COMM])
+                 if self.trace_sut and rq_tids and load_total_pps > 0 and host.is_local
+                 else None)
+        traced: dict[str, Any] | None = None
         wake_before = self._wake_state()
         wake_after: dict[str, Any] | None = None
         wake_during: list[dict[str, Any] | None] = []
@@ -708,6 +727,8 @@ class GenMeasurer:
                 others.stop()
             if coster is not None:
                 coster.stop()
+            if trace is not None and "instance" in trace:
+                traced = host.procfs("sched_trace_stop", instance=trace["instance"])
             for t in tasks:
                 if t.proc is not None and t.proc.poll() is None:
                     t.proc.kill()
@@ -742,6 +763,8 @@ class GenMeasurer:
                                          if n > drops_before.get(k, 0)}
         if others is not None:
             apply_others(counts, others)
+        if trace is not None:
+            apply_trace(counts, traced if traced is not None else trace, rq_tids)
         if self.isolation is not None:
             counts.extra["isolation"] = self.isolation
         # the host's 1-minute load and CPU count at the trial's end: a load at
@@ -760,6 +783,11 @@ class GenMeasurer:
             # "Latency at low rates"): the latency verdict flags a large mean
             counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
                 "threads": f"{len(rq_tids)} pinned to the SUT's CPUs" if rq_tids else "all"}
+        if tester_steal_before is not None:
+            counts.extra["tester_cpu_steal"] = {
+                "ms": round(max(0, int(host.procfs("cpu_steal_ticks", cpus=tester_cpus))
+                                - tester_steal_before) * 1000 / CLK_TCK, 1),
+                "cpus": tester_cpus, "resolution_ms": round(1000 / CLK_TCK, 1)}
         if steal_before is not None and steal_after is not None:
             # time the hypervisor ran something else while the SUT's CPUs had
             # work (steal time), over the whole trial with its warm-up and
@@ -950,6 +978,25 @@ def apply_others(c: TrialCounts, s: OthersSampler) -> None:
         c.extra["sut_cpu_others"] = {"why": "the tester reported no traffic window"}
         return
     c.extra["sut_cpu_others"] = others_in_window(s.cands, s.samples, s.sut_cpus, win[0], win[1])
+
+
+def apply_trace(c: TrialCounts, traced: dict[str, Any], tids: list[int]) -> None:
+    """Store the switches and wake-ups of the SUT's threads and of the
+    tester's in the traffic window (measure/schedtrace.py) in
+    ``c.extra["sut_cpu_trace"]`` and ``["tester_cpu_trace"]``, or why not."""
+    win = traffic_window(c)
+    if "events" not in traced:
+        c.extra["sut_cpu_trace"] = {"why": str(traced.get("why", "no events"))}
+        return
+    if win is None:
+        c.extra["sut_cpu_trace"] = {"why": "the tester reported no traffic window"}
+        return
+    ev, lost = traced["events"], int(traced.get("lost", 0))
+    t0, t1 = int(win[0] * 1e9), int(win[1] * 1e9)
+    c.extra["sut_cpu_trace"] = summarize_trace(ev, tids, t0, t1, lost)
+    testers = [t for t in named(ev, TESTER_COMM) if t not in set(tids)]
+    if testers:
+        c.extra["tester_cpu_trace"] = summarize_trace(ev, testers, t0, t1, lost)
 
 
 def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],

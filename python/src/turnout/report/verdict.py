@@ -584,8 +584,10 @@ def latency_verdict_table(data: CampaignData) -> Table:
               "floor is the bare wire's p99 at that rate on the same path: what the tester "
               "and the kernel add without any switch. Scheduler: more busy-polling tester/VNF "
               "processes than tester cores, or the SUT's threads waited on average "
-              f"≥ {SCHED_WAIT_FLAG_US:g} µs for a CPU each time they were to run in a "
-              "repetition (/proc schedstat): the latency is the scheduler's. SUT CPU isolated: "
+              f"≥ {SCHED_WAIT_FLAG_US:g} µs for a CPU each time another thread took it from "
+              "them in a repetition (the kernel's context switches in the traffic window; "
+              "where not traced, each time they were to run, own wake-ups included, from "
+              "/proc schedstat): the latency is the scheduler's. SUT CPU isolated: "
               "whether the campaign moved the movable kernel work (unbound workqueues, "
               "kernel threads, IRQs) off the SUT's CPUs (isolate_sut_cpus); other threads: "
               "the CPU time other threads ran on the SUT's CPUs inside each repetition's "
@@ -622,9 +624,8 @@ def latency_verdict_table(data: CampaignData) -> Table:
         ot = tr.extra.get("sut_cpu_others")
         if isinstance(ot, dict) and "ms" in ot:
             others[key].append(float(ot["ms"]))
-        ss = tr.extra.get("sut_sched")
-        if isinstance(ss, dict) and float(ss.get("mean_wait_us", 0)) >= SCHED_WAIT_FLAG_US:
-            waited[key] = max(waited.get(key, 0.0), float(ss["mean_wait_us"]))
+        if (w := sched_wait_us(tr.extra)) is not None and w >= SCHED_WAIT_FLAG_US:
+            waited[key] = max(waited.get(key, 0.0), w)
     # a SUT that chooses how it waits for frames (turnoutd): the regime its
     # workers ran in, next to its CPU (report/regime.py), so a p99 bought by
     # polling shows what it cost
@@ -677,14 +678,54 @@ def latency_verdict_table(data: CampaignData) -> Table:
     return t
 
 
+def sched_wait_us(extra: dict[str, Any]) -> float | None:
+    """The SUT's mean wait for a CPU another thread held, µs per preemption
+    in the traffic window (``extra.sut_cpu_trace``, measure/schedtrace.py);
+    in trials without it, its run-queue wait per run over the trial
+    (``extra.sut_sched``: own wake-ups included); None when neither."""
+    tr = extra.get("sut_cpu_trace")
+    if isinstance(tr, dict) and isinstance(tr.get("preempted"), dict):
+        n = int(tr["preempted"].get("n", 0))
+        return float(tr["preempted"].get("ms", 0.0)) * 1e3 / n if n else 0.0
+    ss = extra.get("sut_sched")
+    if isinstance(ss, dict) and "mean_wait_us" in ss:
+        return float(ss["mean_wait_us"])
+    return None
+
+
+def trace_cell(extra: dict[str, Any], key: str) -> str:
+    """Who took a traced thread's CPU in the traffic window
+    (``extra.sut_cpu_trace`` / ``tester_cpu_trace``): "ms/times (longest µs;
+    most: thread ms)", the SUT's sleeps after it; "–" where not traced, the
+    reason where it could not be."""
+    tr = extra.get(key)
+    if not isinstance(tr, dict):
+        return "–"
+    p = tr.get("preempted")
+    if not isinstance(p, dict):
+        return str(tr.get("why", "–"))
+    by = p.get("by") or []
+    cell = f"{float(p['ms']):.1f}/{int(p['n'])}"
+    if int(p["n"]):
+        cell += f" ({float(p['max_us']):.0f} µs"
+        cell += f"; {by[0][0]} {float(by[0][2]):.1f})" if by else ")"
+    sl, wk = tr.get("slept") or {}, tr.get("woken") or {}
+    if key == "sut_cpu_trace" and int(sl.get("n", 0)):
+        cell += (f", slept {int(sl['n'])}× (woken in ≤ {float(wk.get('max_us', 0)):.0f} µs)")
+    return cell
+
+
 def steal_cell(extra: dict[str, Any]) -> str:
     """The SUT's CPUs' steal time in the trial (``extra.sut_cpu_steal``,
-    measure/gen.py), "–" where not measured (older databases, R+ trials, a
-    SUT without CPUs of its own)."""
+    measure/gen.py), and the tester's CPUs' in brackets where measured
+    (``extra.tester_cpu_steal``); "–" where not measured (older databases,
+    R+ trials, a SUT without CPUs of its own)."""
     st = extra.get("sut_cpu_steal")
     if not isinstance(st, dict) or "ms" not in st:
         return "–"
-    return f"{float(st['ms']):.0f}"
+    te = extra.get("tester_cpu_steal")
+    tester = f" (tester {float(te['ms']):.0f})" if isinstance(te, dict) and "ms" in te else ""
+    return f"{float(st['ms']):.0f}{tester}"
 
 
 def isolation_of(extra: dict[str, Any]) -> str:
@@ -693,15 +734,18 @@ def isolation_of(extra: dict[str, Any]) -> str:
 
 
 def latency_trials_table(data: CampaignData) -> Table:
-    """Every fixed-rate latency trial's p99 next to what else ran on the
-    SUT's CPUs in its traffic window (measure/others.py), so a reader sees
-    why a p99 is what it is."""
+    """Every fixed-rate latency trial's p99 (at an absolute rate or a
+    fraction of R+) next to what else ran on the SUT's CPUs in its traffic
+    window (measure/others.py) and what took the SUT's and the tester's
+    threads off their CPUs (measure/schedtrace.py), so a reader sees why a
+    p99 is what it is."""
     t = Table(
         key="latency-trials",
         title="Latency trials: p99 next to what else ran on the SUT's CPU",
         columns=["SUT", "scenario", "size B", "rate", "rep", "p99 µs", "max µs",
                  "SUT CPU isolated", "other threads ms (kernel threads)", "most (ms/runs)",
-                 "most in one sample interval (ms/runs)", "host steal ms"],
+                 "most in one sample interval (ms/runs)", "host steal ms",
+                 "SUT thread lost its CPU ms/times", "tester thread lost its CPU ms/times"],
         note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's "
               "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.15 s, "
               "older databases every 0.1 s; a "
@@ -711,16 +755,23 @@ def latency_trials_table(data: CampaignData) -> Table:
               "milliseconds is that thread, not the switch. Host steal: the SUT's CPUs' steal "
               "time over the whole trial, warm-up and cool-down included (/proc/stat, in 10 ms "
               "steps): time the hypervisor gave those virtual CPUs' physical CPU to something "
-              "else while they had work; a p99 of milliseconds next to milliseconds stolen is "
-              "the host. Isolated: the campaign moved "
-              "the movable kernel work elsewhere (isolate_sut_cpus); what could not move "
-              "(per-CPU ksoftirqd, kworker/N:*, managed IRQs) and other users' processes "
-              "still run there."),
+              "else while they had work, and in brackets the tester's CPUs'; a p99 of "
+              "milliseconds next to milliseconds stolen is the host. Lost its CPU: the kernel's"
+              " context switches of the SUT's threads pinned to its CPUs and of the tester's "
+              "(turnout-gen) inside the traffic window (tracefs): the time another thread held "
+              "the CPU while the thread could run, how often, the longest, and the thread that "
+              "held it longest; for the SUT also how often it went to sleep and the longest of "
+              "its own wake-ups (from the wake-up being asked to the thread running). A p99 "
+              "next to a tester that lost its CPU for milliseconds is the tester's. Isolated: "
+              "the campaign moved the movable kernel work elsewhere (isolate_sut_cpus); what "
+              "could not move (per-CPU ksoftirqd, kworker/N:*, managed IRQs) and other users' "
+              "processes still run there."),
     )
     rows = []
     for tr in data.ok_trials:
         ot = tr.extra.get("sut_cpu_others")
-        if tr.method != "fixed" or tr.latency_p99_ns is None or not isinstance(ot, dict):
+        if (tr.method not in ("fixed", "latency") or tr.latency_p99_ns is None
+                or not isinstance(ot, dict)):
             continue
         if "ms" in ot:
             top = ot.get("threads") or []
@@ -739,10 +790,14 @@ def latency_trials_table(data: CampaignData) -> Table:
                      int(tr.repetition), [
                          sut_label(tr.sut, tr.point.virtual_port), tr.scenario,
                          str(tr.point.frame_size_b),
-                         f"{tr.offered_total_pps / 1e3:g} kpps", str(tr.repetition),
+                         (f"{tr.load_fraction:g}×R+ ({tr.offered_total_pps / 1e3:.0f} kpps)"
+                          if tr.method == "latency" and tr.load_fraction
+                          else f"{tr.offered_total_pps / 1e3:g} kpps"), str(tr.repetition),
                          f"{tr.latency_p99_ns / 1e3:.0f}",
                          f"{tr.latency_max_ns / 1e3:.0f}" if tr.latency_max_ns else "–",
-                         isolation_of(tr.extra), total, most, one, steal_cell(tr.extra)]))
+                         isolation_of(tr.extra), total, most, one, steal_cell(tr.extra),
+                         trace_cell(tr.extra, "sut_cpu_trace"),
+                         trace_cell(tr.extra, "tester_cpu_trace")]))
     for *_, r in sorted(rows, key=lambda x: x[:5]):
         t.rows.append(r)
         t.flags.append("")
