@@ -81,8 +81,10 @@ pub const CALIBRATION_PROBES: u32 = 64;
 /// Then a wake probe this often while the worker sleeps (each costs it a
 /// wake-up: 20 a second) ...
 pub const WAKE_PROBE_EVERY_NS: u64 = 50_000_000;
-/// ... and a poll probe this often while it is awake (a cache line).
-pub const POLL_PROBE_EVERY_NS: u64 = 5_000_000;
+/// ... and a poll probe this often while it is awake (a cache line for
+/// the worker; for the prober a wake-up on another CPU, where the tester or
+/// the peers run: 50 a second).
+pub const POLL_PROBE_EVERY_NS: u64 = 20_000_000;
 /// Longest sleep, so commands and link changes are seen (ms).
 const SLEEP_MS: i32 = 100;
 /// First wait before kicking again a transmit queue whose peer refused

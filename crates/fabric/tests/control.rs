@@ -492,7 +492,7 @@ impl Port for DeafPort {
 fn stats_say_what_contention_is_judged_on() {
     // The prober reads the worker's scheduler account (schedstat) and the
     // worker judges its poll epochs on it too: once one epoch (64 poll
-    // probes, 5 ms apart while it is awake) is over, its stats say
+    // probes, 20 ms apart while it is awake) is over, its stats say
     // `run_queue_wait` on a kernel that accounts run-queue wait, and keep
     // saying `late_polls` (the rule without it) on one that does not. A
     // frame every 200 µs keeps the worker awake (budget 0: it polls, and
