@@ -203,9 +203,11 @@ def test_tied_entries_and_one_repetition(tmp_path):
                                                                    else 1.3 * k)))
         data = load_campaign(db, "t")
         (r,) = glance_matrix(data).rows
-    # the example: ranges overlap, so a tie, said in plain words
+    # the example: ranges overlap, so a tie, said in plain words,
+    # with how often the first was ahead in the interleaved repetitions
     assert r.sentence == ("v2v over memif, 64 B: testpmd first, turnoutd 1.04× its cost, "
-                          "tied within spread.")
+                          "tied within spread (testpmd ahead in 3 of 3 interleaved "
+                          "repetitions).")
     assert [c.cls for c in r.cells] == ["tie", "tie"]
 
 

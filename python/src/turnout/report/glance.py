@@ -80,6 +80,19 @@ def _to_best(e: Entry, best: Entry, measure: str) -> Spread | None:
     return _ratio(a, b, ev.median, bv.median, invert=False)
 
 
+def _ahead(best: Entry, e: Entry, measure: str) -> tuple[int, int] | None:
+    """In how many of the repetitions both have the best was ahead of e
+    (lower cost, higher rate), and of how many; None with fewer than 2, or
+    when they were level in every one."""
+    a, b = (best.by_rep_rate, e.by_rep_rate) if measure == "rate" else (
+        best.by_rep_cost, e.by_rep_cost)
+    common = sorted(set(a) & set(b))
+    if len(common) < 2 or all(a[i] == b[i] for i in common):
+        return None
+    won = sum(1 for i in common if (a[i] > b[i] if measure == "rate" else a[i] < b[i]))
+    return won, len(common)
+
+
 def _cell(e: Entry, v: Verdict, best: Entry | None, hz: float) -> MatrixCell:
     label = MEASURE_LABEL.get(v.measure, v.measure)
     if not e.measured:
@@ -123,7 +136,8 @@ def _cell(e: Entry, v: Verdict, best: Entry | None, hz: float) -> MatrixCell:
 
 def sentence(v: Verdict) -> str:
     """One plain sentence: "v2v over memif, 64 B: testpmd first, turnoutd
-    1.36× its cost, tied within spread"."""
+    1.36× its cost, tied within spread (testpmd ahead in 2 of 3 interleaved
+    repetitions)"."""
     ex = _extras(v.extras)
     scen = SHORT.get(v.scenario, v.scenario)
     head = (f"{scen}{f' ({ex})' if ex else ''} over {_port(v)}, {v.frame_size_b} B"
@@ -152,6 +166,9 @@ def sentence(v: Verdict) -> str:
             b = f"{e.name or e.sut} {fmt(r.median, 3)}× its {what}" if r else f"{e.name}"
             if e.rank == best.rank and e.rank.startswith("="):
                 b += ", tied within spread"
+                if (w := _ahead(best, e, v.measure)) is not None:
+                    b += (f" ({best.name or best.sut} ahead in {w[0]} of {w[1]} "
+                          "interleaved repetitions)")
             bits.append(b)
         body = "; ".join(bits) if len(bits) > 2 else ", ".join(bits)
         if len(ranked) == 1:
