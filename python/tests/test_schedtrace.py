@@ -127,8 +127,9 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
             ev = procfs.parse_sched_trace(text)["events"]
             s = summarize(ev, [spin.pid], t0, t1)
             w = summarize(ev, [wake.pid], t0, t1)
-            if (s["preempted"]["n"] >= 3 and w["slept"]["n"] >= 3 and w["woken"]["n"] >= 3) \
-                    or time.monotonic() > deadline:
+            waker = "tt-waker" in [b[0] for b in s["preempted"]["by"]]
+            if (waker and s["preempted"]["n"] >= 3 and w["slept"]["n"] >= 3
+                    and w["woken"]["n"] >= 3) or time.monotonic() > deadline:
                 break
         got = procfs.sched_trace_stop(inst)
         inst = None
@@ -137,7 +138,8 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
         s = summarize(ev, [spin.pid], t0, t1)
         w = summarize(ev, [wake.pid], t0, t1)
         assert s["preempted"]["n"] >= 3, s
-        assert s["preempted"]["by"][0][0] == "tt-waker", s
+        # (on a busy machine other threads may take the CPU too)
+        assert "tt-waker" in [b[0] for b in s["preempted"]["by"]], s
         assert s["slept"]["n"] == 0, s
         assert w["slept"]["n"] >= 3 and w["woken"]["n"] >= 3, w
     finally:
