@@ -229,14 +229,19 @@ fn a_burst_of_ten_rings_is_counted_and_the_regime_returns() {
     }
     let after = policy(&sw);
     // What the policy decides on: whether a wake-up fits (with its margin)
-    // and whether a nap and its overshoot do. The overshoot is measured
-    // anew once naps are taken (the burst's), so it may not stand where
-    // it stood; the regime is compared only where both inputs do, and
+    // and whether a nap and its overshoot do in the budget less the two
+    // passes around the nap (`nap_pass_ns`: the budget times the worker's
+    // busy share, all of it during the burst). The overshoot and the busy
+    // share are measured anew by the burst, so they may not stand where
+    // they stood; the regime is compared only where the inputs do, and
     // where they pick one regime (both fitting leaves it to CPU cost).
     let fits = |p: &fabric::PolicyView| {
         (
             p.wake_p99_ns * fabric::wakeup::WAKE_FIT_DIV <= p.budget_ns,
-            p.budget_ns.saturating_sub(p.nap_overshoot_ns) >= fabric::wakeup::MIN_NAP_NS,
+            p.budget_ns
+                .saturating_sub(2 * p.nap_pass_ns)
+                .saturating_sub(p.nap_overshoot_ns)
+                >= fabric::wakeup::MIN_NAP_NS,
         )
     };
     let contended = |p: &fabric::PolicyView| p.why == fabric::wakeup::Why::Contended;
