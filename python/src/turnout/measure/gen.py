@@ -784,20 +784,17 @@ class GenMeasurer:
             counts.extra["sut_sched"] = sched_wait(rq_before, rq_after, rq_t1 - rq_t0) | {
                 "threads": f"{len(rq_tids)} pinned to the SUT's CPUs" if rq_tids else "all"}
         if tester_steal_before is not None:
-            counts.extra["tester_cpu_steal"] = {
-                "ms": round(max(0, int(host.procfs("cpu_steal_ticks", cpus=tester_cpus))
-                                - tester_steal_before) * 1000 / CLK_TCK, 1),
-                "cpus": tester_cpus, "resolution_ms": round(1000 / CLK_TCK, 1)}
+            counts.extra["tester_cpu_steal"] = steal_of(
+                tester_cpus, tester_steal_before,
+                int(host.procfs("cpu_steal_ticks", cpus=tester_cpus)))
         if steal_before is not None and steal_after is not None:
             # time the hypervisor ran something else while the SUT's CPUs had
             # work (steal time), over the whole trial with its warm-up and
             # cool-down: a p99 of milliseconds next to milliseconds stolen is
             # the host, not the switch (docs/bench.md, "Steal time of the
             # SUT's CPUs, per trial")
-            counts.extra["sut_cpu_steal"] = {
-                "ms": round(max(0, steal_after - steal_before) * 1000 / CLK_TCK, 1),
-                "span_s": round(rq_t1 - rq_t0, 3), "cpus": steal_cpus,
-                "resolution_ms": round(1000 / CLK_TCK, 1)}
+            counts.extra["sut_cpu_steal"] = steal_of(steal_cpus, steal_before, steal_after) | {
+                "span_s": round(rq_t1 - rq_t0, 3)}
         sleepers = [h.cpu for h in self.helpers if not h.polls]
         if sleepers:
             counts.extra["vnf_wakeup"] = "interrupt"
@@ -978,6 +975,13 @@ def apply_others(c: TrialCounts, s: OthersSampler) -> None:
         c.extra["sut_cpu_others"] = {"why": "the tester reported no traffic window"}
         return
     c.extra["sut_cpu_others"] = others_in_window(s.cands, s.samples, s.sut_cpus, win[0], win[1])
+
+
+def steal_of(cpus: list[int], before: int, after: int) -> dict[str, Any]:
+    """The steal time of ``cpus`` between two readings of /proc/stat's
+    steal ticks, in ms, with its resolution (one clock tick)."""
+    return {"ms": round(max(0, after - before) * 1000 / CLK_TCK, 1), "cpus": cpus,
+            "resolution_ms": round(1000 / CLK_TCK, 1)}
 
 
 def apply_trace(c: TrialCounts, traced: dict[str, Any], tids: list[int]) -> None:
