@@ -65,9 +65,9 @@
 //! each writing thread has a slot in a fixed-size registry whose sequence
 //! number is odd while it is inside the write (two plain stores), and a
 //! watchdog thread (started by the first [`adopt_eventfd`], on the control
-//! path) looks every
-//! [`WATCHDOG_PERIOD`]; a thread inside the same write at two looks in a
-//! row gets a signal (`SIGURG`) whose handler does nothing and does not
+//! path) looks every [`WATCHDOG_IDLE_PERIOD`], and [`WATCHDOG_PERIOD`]
+//! after a look that found a thread inside a write; a thread inside the
+//! same write at two looks in a row gets a signal (`SIGURG`) whose handler does nothing and does not
 //! restart the call, so the write fails with `EINTR`: the notification is
 //! dropped and counted by the caller. The ports' control threads also see
 //! the cleared flag and disconnect such a peer.
@@ -375,7 +375,7 @@ fn install_sigbus() -> io::Result<()> {
 // pass raw descriptors.
 pub use floor::peerfd::{
     adopt_eventfd, drain, interrupted, is_nonblocking, notify, set_nonblocking, start_watchdog,
-    writers_blocked_on, MAX_WRITERS, WATCHDOG_PERIOD,
+    writers_blocked_on, MAX_WRITERS, WATCHDOG_IDLE_PERIOD, WATCHDOG_PERIOD,
 };
 
 #[cfg(test)]
