@@ -14,7 +14,7 @@ import pytest
 
 from conftest import needs_root
 from turnout.hosts import procfs
-from turnout.measure.schedtrace import named, summarize
+from turnout.measure.schedtrace import named, stolen, summarize
 
 #: a tracefs ``trace`` of a worker (tid 100) on CPU 1 and a tester (200) on
 #: CPU 0: preempted twice (by a host agent, 30 µs; by a kworker, 4 ms), to
@@ -56,6 +56,10 @@ S = 1_000_000_000
 def test_the_parser_reads_switches_and_wake_ups_and_what_the_buffer_lost():
     got = procfs.parse_sched_trace(TRACE)
     assert got["lost"] == 2
+    # a buffer that dropped events dropped its oldest: every CPU's events
+    # are there from the latest of the CPUs' first ones (CPU 0's first
+    # event, 10.202)
+    assert got["complete_from"] == 10 * S + 202_000_000
     ev = got["events"]
     assert len(ev) == 11
     assert ev[0] == [10 * S + 100_000, "s", 100, "R", 7, "memfd:sealed-91"]
@@ -84,6 +88,72 @@ def test_the_summary_splits_preemptions_from_own_sleeps_inside_the_window():
     assert summarize(ev, [4242], 10 * S, 11 * S)["preempted"]["n"] == 0
 
 
+#: a worker (tid 100) on CPU 1 with the scheduler's run-time charges: on
+#: its CPU from 20.000, charged 4 ms at the tick of 20.004 (the first
+#: charge after it took its CPU: not judged), 1 ms at 20.008 (3 ms of that
+#: tick the hypervisor ran something else), 1 ms as it left its CPU at
+#: 20.009; off its CPU until 20.020 (not stolen: another thread ran), 3.95
+#: ms at 20.024 (again the first after a switch), 3.95 ms at 20.028 (50 µs
+#: lost: under the count's threshold)
+RUNTIME = """\
+      turnout-w0-100     [001] d..2. 20.000000: sched_switch: prev_comm=other prev_pid=7 \
+prev_prio=120 prev_state=S ==> next_comm=turnout-w0 next_pid=100 next_prio=120
+      turnout-w0-100     [001] d.h2. 20.004000: sched_stat_runtime: comm=turnout-w0 pid=100 \
+runtime=4000000 [ns]
+      turnout-w0-100     [001] d.h2. 20.008000: sched_stat_runtime: comm=turnout-w0 pid=100 \
+runtime=1000000 [ns]
+      turnout-w0-100     [001] d..2. 20.009000: sched_stat_runtime: comm=turnout-w0 pid=100 \
+runtime=1000000 [ns]
+      turnout-w0-100     [001] d..2. 20.009000: sched_switch: prev_comm=turnout-w0 prev_pid=100 \
+prev_prio=120 prev_state=R ==> next_comm=other next_pid=7 next_prio=120
+           other-7       [001] d..2. 20.009000: sched_stat_runtime: comm=other pid=7 \
+runtime=11000000 [ns]
+           other-7       [001] d..2. 20.020000: sched_switch: prev_comm=other prev_pid=7 \
+prev_prio=120 prev_state=S ==> next_comm=turnout-w0 next_pid=100 next_prio=120
+      turnout-w0-100     [001] d.h2. 20.024000: sched_stat_runtime: comm=turnout-w0 pid=100 \
+runtime=3950000 [ns]
+      turnout-w0-100     [001] d.h2. 20.028000: sched_stat_runtime: comm=turnout-w0 pid=100 \
+runtime=3950000 [ns]
+"""
+
+
+def test_time_on_the_cpu_the_kernel_did_not_charge_is_the_hypervisors():
+    ev = procfs.parse_sched_trace(RUNTIME)["events"]
+    assert ev[1] == [20 * S + 4_000_000, "r", 100, 4_000_000, 1]
+    # 3 ms at once; 50 µs is noise; off its CPU is not stolen
+    assert stolen(ev, [100], 20 * S, 21 * S) == {"ms": 3.0, "n": 1, "max_us": 3000.0}
+    w = summarize(ev, [100], 20 * S, 21 * S)
+    assert w["stolen"] == {"ms": 3.0, "n": 1, "max_us": 3000.0}
+    # events before every CPU's are complete (a buffer that overflowed)
+    # are not judged
+    assert summarize(ev, [100], 20 * S, 21 * S, complete_from_ns=20 * S + 10_000_000
+                     )["stolen"]["n"] == 0
+    # the preemption by "other" is one, and its charges are not the worker's
+    assert w["preempted"]["n"] == 1 and w["preempted"]["ms"] == 11.0
+    # an interval counts when it begins and ends inside the window
+    assert stolen(ev, [100], 20 * S, 20 * S + 7_000_000) == {"ms": 0.0, "n": 0, "max_us": 0.0}
+    assert stolen(ev, [100], 20 * S + 5_000_000, 21 * S)["n"] == 0
+    # a charge another CPU recorded (a remote update of its run time)
+    # counts like its own CPU's: nothing stolen here
+    remote = [[40 * S, "s", 7, "S", 100, "turnout-w0"],
+              [40 * S + 4_000_000, "r", 100, 4_000_000, 1],
+              [40 * S + 6_000_000, "r", 100, 2_000_000, 0],
+              [40 * S + 8_000_000, "r", 100, 2_000_000, 1]]
+    assert stolen(remote, [100], 40 * S, 41 * S) == {"ms": 0.0, "n": 0, "max_us": 0.0}
+    # a charge that comes late (2 ms short at one tick, made up at the
+    # next) is the kernel's clock, not the hypervisor: nothing stolen
+    late = [[30 * S, "s", 7, "S", 100, "turnout-w0"],
+            [30 * S + 4_000_000, "r", 100, 4_000_000, 1],
+            [30 * S + 8_000_000, "r", 100, 2_000_000, 1],
+            [30 * S + 12_000_000, "r", 100, 6_000_000, 1],
+            [30 * S + 16_000_000, "r", 100, 1_500_000, 1]]
+    assert stolen(late, [100], 30 * S, 31 * S) == {"ms": 2.5, "n": 1, "max_us": 2500.0}
+    # without run-time events (a kernel without them): no figure at all
+    assert stolen(procfs.parse_sched_trace(TRACE)["events"], [100], 10 * S, 11 * S) is None
+    assert "stolen" not in summarize(procfs.parse_sched_trace(TRACE)["events"], [100],
+                                     10 * S, 11 * S)
+
+
 def _spawn(code: str, cpu: int) -> subprocess.Popen[bytes]:
     p = subprocess.Popen([sys.executable, "-c", code])
     os.sched_setaffinity(p.pid, {cpu})
@@ -96,7 +166,8 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
     every 2 ms and spins 0.5 ms. The trace must show the spinner preempted
     by the waker (by its name) and the waker's own sleeps and wake-ups, and
     leave no tracefs instance behind; a stale instance of a gone process is
-    swept."""
+    swept. The spinner's steal, per tick, is at most what /proc/stat counted
+    for its CPU (its time off the CPU is not steal)."""
     root = next((r for r in procfs.TRACEFS if os.path.isdir(f"{r}/instances")), None)
     assert root is not None, "no tracefs instances here"
     cpu = max(os.sched_getaffinity(0))
@@ -118,6 +189,7 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
         inst = started["instance"]
         assert not os.path.exists(stale), "a gone process's instance was not swept"
         t0 = time.monotonic_ns()
+        steal0 = procfs.cpu_steal_ticks([cpu])
         # wait for the events it checks, with a deadline
         deadline = time.monotonic() + 20
         while True:
@@ -131,6 +203,7 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
             if (waker and s["preempted"]["n"] >= 3 and w["slept"]["n"] >= 3
                     and w["woken"]["n"] >= 3) or time.monotonic() > deadline:
                 break
+        steal1 = procfs.cpu_steal_ticks([cpu])
         got = procfs.sched_trace_stop(inst)
         inst = None
         assert not os.path.exists(f"{root}/instances/{name}")
@@ -142,6 +215,11 @@ def test_a_real_trace_names_the_thread_that_took_the_cpu_and_removes_its_instanc
         assert "tt-waker" in [b[0] for b in s["preempted"]["by"]], s
         assert s["slept"]["n"] == 0, s
         assert w["slept"]["n"] >= 3 and w["woken"]["n"] >= 3, w
+        # the run-time charges are traced, and the spinner's steal is no
+        # more than /proc/stat's (10 ms steps: one more step, and 2 ms)
+        assert "stolen" in s, s
+        tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+        assert 0 <= s["stolen"]["ms"] <= (steal1 - steal0 + 1) * tick_ms + 2, (s, steal0, steal1)
     finally:
         for p in (spin, wake):
             p.kill()

@@ -666,6 +666,49 @@ def test_a_traced_sut_is_judged_by_the_threads_that_took_its_cpu_not_its_own_wak
         "tracefs: Permission denied")
 
 
+def test_a_latency_row_whose_vcpu_the_host_took_for_milliseconds_says_so(tmp_path):
+    """A repetition in which the hypervisor took the SUT's virtual CPU for
+    2.5 ms at once (extra.sut_cpu_trace.stolen) flags its row "host", with
+    how many repetitions and the longest; 0.3 ms at once does not. The
+    trials table shows the SUT's and the tester's steal as traced."""
+    from turnout.report.verdict import latency_trials_table, latency_verdict_table
+    from turnout.results import Trial
+
+    db = ResultsDB(tmp_path / "h.db")
+    cid = done_campaign(db, "h")
+
+    def traced(stolen_ms: float, longest_us: float) -> dict:
+        return {"preempted": {"n": 0, "ms": 0.0, "max_us": 0.0, "by": []},
+                "woken": {"n": 0, "ms": 0.0, "max_us": 0.0}, "slept": {"n": 0, "ms": 0.0},
+                "threads": 1, "span_s": 0.4,
+                "stolen": {"ms": stolen_ms, "n": 1 if longest_us > 100 else 0,
+                           "max_us": longest_us}}
+    for sut, reps in (("turnoutd", [(2.6, 2500.0), (0.2, 90.0)]),
+                      ("testpmd", [(0.4, 300.0), (0.0, 0.0)])):
+        for rep, (ms, us) in enumerate(reps):
+            db.add_trial(Trial.of(campaign_id=cid, key=f"{sut}{rep}", sut=sut, scenario="v2v",
+                               method="fixed", repetition=rep, offered_total_pps=1e4,
+                               sent=4000, received=4000, latency_p99_ns=(4e5, 9e3)[rep],
+                               status="ok",
+                               extra={"sut_cpu_others": {"ms": 0.1, "threads": []},
+                                      "sut_cpu_trace": traced(ms, us),
+                                      "tester_cpu_trace": traced(0.4, 300.0)}))
+    with db:
+        data = load_campaign(db, "h")
+        t = latency_verdict_table(data)
+        trials = latency_trials_table(data)
+    lim = t.columns.index("limited by")
+    assert {r[4]: r[lim] for r in t.rows} == {
+        "turnoutd": "host (took the SUT's vCPU ≥ 1 ms at once in 1/2, longest 2.5 ms)",
+        "testpmd": "SUT"}
+    col = {c: i for i, c in enumerate(trials.columns)}
+    rows = {(r[0], r[col["rep"]]): r for r in trials.rows}
+    assert rows[("turnoutd", "0")][col["host steal ms"]] == (
+        "2.6, longest 2.5 (tester 0.4, longest 0.3)")
+    assert rows[("testpmd", "1")][col["host steal ms"]] == (
+        "0.0, longest 0.0 (tester 0.4, longest 0.3)")
+
+
 def test_latency_tables_show_isolation_and_other_threads_on_the_sut_cpu(tmp_path):
     from turnout.report.verdict import latency_trials_table, latency_verdict_table
     from turnout.results import Trial

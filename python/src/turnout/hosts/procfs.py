@@ -238,7 +238,11 @@ TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 _SWITCH = re.compile(r"prev_comm=(.*) prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> "
                      r"next_comm=(.*) next_pid=(\d+) next_prio=-?\d+")
 _WAKEUP = re.compile(r"comm=(.*) pid=(\d+) prio=-?\d+")
-_LINE = re.compile(r"^\s*.*-\d+\s+\[\d+\]\s+\S+\s+(\d+)\.(\d+): (sched_switch|sched_waking): (.*)$")
+_RUNTIME = re.compile(r"comm=(.*) pid=(\d+) runtime=(\d+)")
+_LINE = re.compile(r"^\s*.*-\d+\s+\[(\d+)\]\s+\S+\s+(\d+)\.(\d+): "
+                   r"(sched_switch|sched_waking|sched_stat_runtime): (.*)$")
+#: the events sched_trace_start records (sched_stat_runtime where the kernel has it)
+_TRACED = ("sched_switch", "sched_waking", "sched_stat_runtime")
 
 
 def _put(path: str, text: str) -> None:
@@ -257,8 +261,8 @@ def sched_trace_start(name: str, tids: list[int], comms: list[str] | None = None
     filtered in the kernel, on every CPU, stamped with
     CLOCK_MONOTONIC (``trace_clock = mono``, the tester's clock). Threads
     named one of ``comms`` (the tester's processes, started later) are
-    recorded the same way. A few events per switch of these threads:
-    nothing per frame. Returns ``{"instance": PATH}``, or ``{"why": ...}``
+    recorded the same way. A few events per switch and per scheduler tick
+    of these threads: nothing per frame. Returns ``{"instance": PATH}``, or ``{"why": ...}``
     when it cannot (no tracefs, not root, a kernel without these events)."""
     if not tids:
         return {"why": "no SUT thread to trace"}
@@ -276,16 +280,22 @@ def sched_trace_start(name: str, tids: list[int], comms: list[str] | None = None
     try:
         _put(f"{inst}/tracing_on", "0")
         _put(f"{inst}/trace_clock", "mono")
-        _put(f"{inst}/buffer_size_kb", "1024")
+        # per CPU: a worker that naps after every frame at 10 kpps and a
+        # tester that sleeps make ~6 events a nap (~40 B each) over the
+        # trial's ~1.7 s
+        _put(f"{inst}/buffer_size_kb", "8192")
         _put(f"{inst}/trace", "")
         names = [c for c in comms or [] if re.fullmatch(r"[\w.:/-]{1,15}", c)]
         sw = " || ".join([f"prev_pid == {t} || next_pid == {t}" for t in tids]
                          + [f'prev_comm == "{c}" || next_comm == "{c}"' for c in names])
         _put(f"{inst}/events/sched/sched_switch/filter", sw)
-        _put(f"{inst}/events/sched/sched_waking/filter",
-             " || ".join([f"pid == {t}" for t in tids] + [f'comm == "{c}"' for c in names]))
+        by_pid = " || ".join([f"pid == {t}" for t in tids] + [f'comm == "{c}"' for c in names])
+        _put(f"{inst}/events/sched/sched_waking/filter", by_pid)
         _put(f"{inst}/events/sched/sched_switch/enable", "1")
         _put(f"{inst}/events/sched/sched_waking/enable", "1")
+        if os.path.isdir(f"{inst}/events/sched/sched_stat_runtime"):
+            _put(f"{inst}/events/sched/sched_stat_runtime/filter", by_pid)
+            _put(f"{inst}/events/sched/sched_stat_runtime/enable", "1")
         _put(f"{inst}/tracing_on", "1")
     except OSError as e:
         _trace_remove(inst)
@@ -307,21 +317,23 @@ def _trace_sweep(instances: str) -> None:
 
 
 def _trace_remove(inst: str) -> None:
-    for path, text in ((f"{inst}/tracing_on", "0"),
-                       (f"{inst}/events/sched/sched_switch/enable", "0"),
-                       (f"{inst}/events/sched/sched_waking/enable", "0")):
+    for path in [f"{inst}/tracing_on"] + [f"{inst}/events/sched/{e}/enable" for e in _TRACED]:
         with contextlib.suppress(OSError):
-            _put(path, text)
+            _put(path, "0")
     with contextlib.suppress(OSError):
         os.rmdir(inst)
 
 
-def sched_trace_stop(instance: str, most: int = 8 << 20) -> dict[str, Any]:
+def sched_trace_stop(instance: str, most: int = 64 << 20) -> dict[str, Any]:
     """Stops the recording ``sched_trace_start`` began, removes its
     instance and returns its events: ``{"events": [...], "lost": N}``, each
     event ``[ns, "s", prev_tid, prev_state, next_tid, next_comm]`` (a
-    context switch) or ``[ns, "w", tid, comm]`` (a wake-up), ``lost`` the
-    events the buffer dropped (written minus kept)."""
+    context switch), ``[ns, "w", tid, comm]`` (a wake-up) or ``[ns, "r",
+    tid, runtime_ns, cpu]`` (CPU time charged to the thread since its last
+    such event or its switch to a CPU, and the CPU that recorded the
+    charge), ``lost`` the events the buffer dropped (written minus kept),
+    and when it dropped some, ``complete_from``: the time from which every
+    CPU's events are there (a full buffer drops its oldest)."""
     if "/instances/" not in instance:
         return {"why": f"not a trace instance: {instance}"}
     try:
@@ -336,10 +348,12 @@ def sched_trace_stop(instance: str, most: int = 8 << 20) -> dict[str, Any]:
 
 
 def parse_sched_trace(text: str) -> dict[str, Any]:
-    """The ``sched_switch`` and ``sched_waking`` events of a tracefs
-    ``trace`` file's text, as ``sched_trace_stop`` returns them."""
+    """The ``sched_switch``, ``sched_waking`` and ``sched_stat_runtime``
+    events of a tracefs ``trace`` file's text, as ``sched_trace_stop``
+    returns them."""
     events: list[list[Any]] = []
     lost = 0
+    first: dict[str, int] = {}  # CPU -> its oldest event kept
     for line in text.splitlines():
         if line.startswith("#"):
             m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
@@ -349,17 +363,25 @@ def parse_sched_trace(text: str) -> dict[str, Any]:
         m = _LINE.match(line)
         if m is None:
             continue
-        ns = int(m.group(1)) * 1_000_000_000 + int(m.group(2).ljust(9, "0")[:9])
-        if m.group(3) == "sched_switch":
-            s = _SWITCH.search(m.group(4))
+        ns = int(m.group(2)) * 1_000_000_000 + int(m.group(3).ljust(9, "0")[:9])
+        first.setdefault(m.group(1), ns)
+        if m.group(4) == "sched_switch":
+            s = _SWITCH.search(m.group(5))
             if s:
                 events.append([ns, "s", int(s.group(2)), s.group(3), int(s.group(5)),
                                s.group(4)])
-        else:
-            w = _WAKEUP.search(m.group(4))
+        elif m.group(4) == "sched_waking":
+            w = _WAKEUP.search(m.group(5))
             if w:
                 events.append([ns, "w", int(w.group(2)), w.group(1)])
-    return {"events": events, "lost": max(0, lost)}
+        else:
+            r = _RUNTIME.search(m.group(5))
+            if r:
+                events.append([ns, "r", int(r.group(2)), int(r.group(3)), int(m.group(1))])
+    out: dict[str, Any] = {"events": events, "lost": max(0, lost)}
+    if lost > 0 and first:
+        out["complete_from"] = max(first.values())
+    return out
 
 
 def cpu_columns(cpus: list[int], stat: str | None = None) -> tuple[int, list[int]]:

@@ -996,11 +996,12 @@ def apply_trace(c: TrialCounts, traced: dict[str, Any], tids: list[int]) -> None
         c.extra["sut_cpu_trace"] = {"why": "the tester reported no traffic window"}
         return
     ev, lost = traced["events"], int(traced.get("lost", 0))
+    complete = int(traced.get("complete_from", 0))
     t0, t1 = int(win[0] * 1e9), int(win[1] * 1e9)
-    c.extra["sut_cpu_trace"] = summarize_trace(ev, tids, t0, t1, lost)
+    c.extra["sut_cpu_trace"] = summarize_trace(ev, tids, t0, t1, lost, complete)
     testers = [t for t in named(ev, TESTER_COMM) if t not in set(tids)]
     if testers:
-        c.extra["tester_cpu_trace"] = summarize_trace(ev, testers, t0, t1, lost)
+        c.extra["tester_cpu_trace"] = summarize_trace(ev, testers, t0, t1, lost, complete)
 
 
 def apply_kernel_share(c: TrialCounts, samples: list[tuple[float, float, int]],

@@ -587,7 +587,11 @@ def latency_verdict_table(data: CampaignData) -> Table:
               f"≥ {SCHED_WAIT_FLAG_US:g} µs for a CPU each time another thread took it from "
               "them in a repetition (the kernel's context switches in the traffic window; "
               "where not traced, each time they were to run, own wake-ups included, from "
-              "/proc schedstat): the latency is the scheduler's. SUT CPU isolated: "
+              "/proc schedstat): the latency is the scheduler's. Host: in a repetition the "
+              f"hypervisor ran something else for ≥ {HOST_STOLEN_FLAG_US / 1e3:g} ms at once "
+              "on the physical CPU under the SUT's virtual CPU while its thread was on it (steal, "
+              "traced per scheduler tick: the Latency trials table): frames waited that long "
+              "whatever the switch. SUT CPU isolated: "
               "whether the campaign moved the movable kernel work (unbound workqueues, "
               "kernel threads, IRQs) off the SUT's CPUs (isolate_sut_cpus); other threads: "
               "the CPU time other threads ran on the SUT's CPUs inside each repetition's "
@@ -606,6 +610,8 @@ def latency_verdict_table(data: CampaignData) -> Table:
     shared: dict[tuple[Any, ...], int] = defaultdict(lambda: 1)
     #: the SUT's largest mean run-queue wait ≥ the flag, µs
     waited: dict[tuple[Any, ...], float] = {}
+    #: the longest the hypervisor took the SUT's vCPU at once, µs, per repetition
+    stole: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     trials: dict[tuple[Any, ...], list[Trial]] = defaultdict(list)
     for tr in data.ok_trials:
         if tr.method != "fixed" or tr.latency_p99_ns is None:
@@ -626,6 +632,8 @@ def latency_verdict_table(data: CampaignData) -> Table:
             others[key].append(float(ot["ms"]))
         if (w := sched_wait_us(tr.extra)) is not None and w >= SCHED_WAIT_FLAG_US:
             waited[key] = max(waited.get(key, 0.0), w)
+        if (st := stolen_of(tr.extra)) is not None:
+            stole[key].append(float(st["max_us"]))
     # a SUT that chooses how it waits for frames (turnoutd): the regime its
     # workers ran in, next to its CPU (report/regime.py), so a p99 bought by
     # polling shows what it cost
@@ -652,6 +660,9 @@ def latency_verdict_table(data: CampaignData) -> Table:
             e.limit = "scheduler" if shared[k] > 1 else "SUT"
             if k in waited:
                 e.limit = f"scheduler (SUT waited {waited[k]:.0f} µs per run for a CPU)"
+            elif (hit := [u for u in stole[k] if u >= HOST_STOLEN_FLAG_US]) and shared[k] == 1:
+                e.limit = (f"host (took the SUT's vCPU ≥ {HOST_STOLEN_FLAG_US / 1e3:g} ms at once "
+                           f"in {len(hit)}/{len(lat[k])}, longest {max(hit) / 1e3:.1f} ms)")
             if refused[k]:
                 shares = ", ".join(sent_share(w) or "?" for w in refused[k])
                 e.limit = (f"SUT could not take the load in {len(refused[k])}/{len(lat[k])} "
@@ -676,6 +687,11 @@ def latency_verdict_table(data: CampaignData) -> Table:
             t.rows.append(row)
             t.flags.append("" if e.limit == "SUT" else e.limit)
     return t
+
+
+#: a latency row is flagged "host" when the hypervisor took the SUT's
+#: virtual CPU this long at once in one of its repetitions, µs
+HOST_STOLEN_FLAG_US = 1000.0
 
 
 def sched_wait_us(extra: dict[str, Any]) -> float | None:
@@ -715,17 +731,35 @@ def trace_cell(extra: dict[str, Any], key: str) -> str:
     return cell
 
 
+def stolen_of(extra: dict[str, Any], key: str = "sut_cpu_trace") -> dict[str, Any] | None:
+    """What the hypervisor took from a traced thread's virtual CPU in the
+    traffic window (``extra[key]["stolen"]``, measure/schedtrace.py), or
+    None where not traced to the nanosecond."""
+    tr = extra.get(key)
+    st = tr.get("stolen") if isinstance(tr, dict) else None
+    return st if isinstance(st, dict) and "ms" in st else None
+
+
 def steal_cell(extra: dict[str, Any]) -> str:
-    """The SUT's CPUs' steal time in the trial (``extra.sut_cpu_steal``,
-    measure/gen.py), and the tester's CPUs' in brackets where measured
-    (``extra.tester_cpu_steal``); "–" where not measured (older databases,
-    R+ trials, a SUT without CPUs of its own)."""
-    st = extra.get("sut_cpu_steal")
-    if not isinstance(st, dict) or "ms" not in st:
+    """The time the hypervisor took from the SUT's threads on their CPUs in
+    the traffic window and the longest single loss, "ms (longest ms)"
+    (``sut_cpu_trace.stolen``), and the tester's in brackets; in trials
+    without it, the SUT's CPUs' /proc/stat steal over the whole trial
+    (``extra.sut_cpu_steal``, 10 ms steps) and the tester's CPUs'; "–"
+    where neither (older databases, R+ trials, a SUT without CPUs of its
+    own)."""
+    st = stolen_of(extra)
+    if st is not None:
+        te = stolen_of(extra, "tester_cpu_trace")
+        tester = (f" (tester {float(te['ms']):.1f}, longest {float(te['max_us']) / 1e3:.1f})"
+                  if te is not None else "")
+        return f"{float(st['ms']):.1f}, longest {float(st['max_us']) / 1e3:.1f}{tester}"
+    old = extra.get("sut_cpu_steal")
+    if not isinstance(old, dict) or "ms" not in old:
         return "–"
     te = extra.get("tester_cpu_steal")
     tester = f" (tester {float(te['ms']):.0f})" if isinstance(te, dict) and "ms" in te else ""
-    return f"{float(st['ms']):.0f}{tester}"
+    return f"{float(old['ms']):.0f}{tester}"
 
 
 def isolation_of(extra: dict[str, Any]) -> str:
@@ -746,26 +780,26 @@ def latency_trials_table(data: CampaignData) -> Table:
                  "SUT CPU isolated", "other threads ms (kernel threads)", "most (ms/runs)",
                  "most in one sample interval (ms/runs)", "host steal ms",
                  "SUT thread lost its CPU ms/times", "tester thread lost its CPU ms/times"],
-        note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's "
-              "CPUs inside the trial's traffic window (/proc schedstat, sampled every 0.15 s, "
-              "older databases every 0.1 s; a "
-              "thread that may also run elsewhere counts for the intervals it was seen on a "
-              "SUT CPU). A busy poller at SCHED_OTHER shares its CPU with them, and frames "
-              "wait while they run: a p99 of milliseconds next to a thread's run of "
-              "milliseconds is that thread, not the switch. Host steal: the SUT's CPUs' steal "
-              "time over the whole trial, warm-up and cool-down included (/proc/stat, in 10 ms "
-              "steps): time the hypervisor gave those virtual CPUs' physical CPU to something "
-              "else while they had work, and in brackets the tester's CPUs'; a p99 of "
-              "milliseconds next to milliseconds stolen is the host. Lost its CPU: the kernel's"
-              " context switches of the SUT's threads pinned to its CPUs and of the tester's "
-              "(turnout-gen) inside the traffic window (tracefs): the time another thread held "
-              "the CPU while the thread could run, how often, the longest, and the thread that "
-              "held it longest; for the SUT also how often it went to sleep and the longest of "
-              "its own wake-ups (from the wake-up being asked to the thread running). A p99 "
-              "next to a tester that lost its CPU for milliseconds is the tester's. Isolated: "
-              "the campaign moved the movable kernel work elsewhere (isolate_sut_cpus); what "
-              "could not move (per-CPU ksoftirqd, kworker/N:*, managed IRQs) and other users' "
-              "processes still run there."),
+        note=("Other threads: CPU time of every thread but the SUT's own that ran on the SUT's CPUs"
+              " inside the trial's traffic window (/proc schedstat, sampled every 0.15 s, older "
+              "databases every 0.1 s; a thread that may also run elsewhere counts for the intervals"
+              " it was seen on a SUT CPU). A busy poller at SCHED_OTHER shares its CPU with them, "
+              "and frames wait while they run: a p99 of milliseconds next to a thread's run of "
+              "milliseconds is that thread, not the switch. Host steal: the time the hypervisor ran"
+              " something else on the physical CPU while the SUT's threads were on their virtual "
+              "CPU in the traffic window, and the longest single loss (the kernel's "
+              "sched_stat_runtime events: time on the CPU minus run time charged, per scheduler "
+              "tick), in brackets the tester's thread's; older databases: the SUT's CPUs' "
+              "/proc/stat steal over the whole trial in 10 ms steps. A p99 of milliseconds next to "
+              "a loss of milliseconds at once is the host. Lost its CPU: the kernel's context "
+              "switches of the SUT's threads pinned to its CPUs and of the tester's (turnout-gen) "
+              "inside the traffic window (tracefs): the time another thread held the CPU while the "
+              "thread could run, how often, the longest, and the thread that held it longest; for "
+              "the SUT also how often it went to sleep and the longest of its own wake-ups (from "
+              "the wake-up being asked to the thread running). A p99 next to a tester that lost its"
+              " CPU for milliseconds is the tester's. Isolated: the campaign moved the movable "
+              "kernel work elsewhere (isolate_sut_cpus); what could not move (per-CPU ksoftirqd, "
+              "kworker/N:*, managed IRQs) and other users' processes still run there."),
     )
     rows = []
     for tr in data.ok_trials:
