@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
+from ..measure.placement import SLOW_FACTOR, trial_rtt
 from ..results import Trial
 from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share, user_space_part
 from .formatting import fmt, fmt_spread
@@ -105,6 +106,9 @@ class Entry:
     #: False: shown with its figures, left out of the ranks (``[sut.NAME]
     #: ranked = false``)
     ranked: bool = True
+    #: repetitions whose R+ trial ran with the tester's and the SUT's vCPUs
+    #: placed apart by the host, of those probed (measure/placement.py)
+    apart: tuple[int, int] | None = None
 
     @property
     def measured(self) -> bool:
@@ -268,6 +272,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
     cpu: dict[PointKey, list[tuple[float | None, float | None]]] = defaultdict(list)
     user: dict[PointKey, list[float]] = defaultdict(list)
     notes: dict[PointKey, str] = {}
+    #: the cache line's round trip between tester and SUT CPUs of the R+
+    #: trial of each repetition, ns (measure/placement.py)
+    rtt: dict[PointKey, dict[int, float]] = defaultdict(dict)
     at = rplus_trials(data)
     for r in data.ok_results:
         # a SUT left out of the ranks (``ranked = false``) is drawn, not judged
@@ -284,6 +291,8 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         if r.id in at:
             c = cpu_at_load(at[r.id])
             cpu[k].append((c.cycles_per_frame, c.pct))
+            if (ns := trial_rtt(at[r.id].extra)) is not None:
+                rtt[k][int(r.repetition)] = ns
         if (u := user_space_part(r.busy_cycles_per_frame, r.extra)) is not None:
             user[k].append(u)
         if (r.extra or {}).get("kernel_cycles_per_frame"):
@@ -299,6 +308,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         groups.setdefault(g, [])
     out: list[Verdict] = []
     cores = tester_cores(data.campaign.spec)
+    fastest = min((ns for reps in rtt.values() for ns in reps.values()), default=None)
     for g, keys in sorted(groups.items(), key=lambda kv: kv[0]):
         ceiling_of: dict[str, Spread] = {}
         for k in keys:
@@ -335,6 +345,9 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
                               cores, sharing.get(k), todo.pop((k.sut, vp), []), kernel[k],
                               cpu[k], notes.get(k, ""), user[k])
                        for k in suts]
+            if fastest:
+                for e, k in zip(entries, suts, strict=True):
+                    _placement(e, rtt[k], fastest)
             measure = "rate" if all(e.limit == "SUT" for e in entries) else "cost"
             entries = rank_entries(entries, measure)
             # the bare wire is the ceiling, not a SUT: its misses are only
@@ -398,6 +411,20 @@ def _unmeasured(sut: str, vp: str, misses: list[Miss]) -> Entry:
     cell says what happened and why (the stored status and reason)."""
     status = "failed" if any(m[1] == "failed" for m in misses) else misses[0][1]
     return Entry(sut=sut_label(sut, vp), name=sut, port=vp, limit=status, note=_why(misses))
+
+
+def _placement(e: Entry, rtt: dict[int, float], fastest: float) -> None:
+    """Marks an entry whose repetitions ran with the tester's and the SUT's
+    virtual CPUs placed apart (a cache line's round trip ``SLOW_FACTOR``
+    times the campaign's fastest or more), in ``e.apart`` and its note."""
+    if not rtt:
+        return
+    slow = sorted(ns for ns in rtt.values() if ns >= SLOW_FACTOR * fastest)
+    e.apart = (len(slow), len(rtt))
+    if slow:
+        e.note = _join(e.note, f"vCPUs placed apart by the host in {len(slow)}/{len(rtt)} "
+                               f"(cache line round trip {slow[len(slow) // 2]:.0f} ns, "
+                               f"{fastest:.0f} at best)")
 
 
 def rplus_trials(data: CampaignData) -> dict[int, Trial]:
