@@ -72,6 +72,15 @@ def test_the_verdict_says_which_repetitions_the_host_placed_apart(tmp_path):
                              "turnoutd's 2 of 3, testpmd's 1 of 3 repetitions."), sentence(v)
 
 
+def test_the_same_placements_for_every_sut_are_not_repeated_in_the_sentence(tmp_path):
+    with _db(tmp_path / "r.db", {"turnoutd": [320.0, 330.0, 64.0],
+                                 "testpmd": [318.0, 325.0, 66.0]}) as db:
+        (v,) = verdict_rows(load_campaign(db, "r"))
+    assert all(x.apart == (2, 3) for x in v.entries)
+    assert "placed" not in sentence(v)
+    assert all("placed apart by the host in 2/3" in x.note for x in v.entries)
+
+
 def test_one_placement_throughout_says_nothing(tmp_path):
     with _db(tmp_path / "q.db", {"turnoutd": [64.0, 70.0, 66.0],
                                  "testpmd": [65.0, 66.0, 80.0]}) as db:

@@ -173,9 +173,11 @@ def sentence(v: Verdict) -> str:
         body = "; ".join(bits) if len(bits) > 2 else ", ".join(bits)
         if len(ranked) == 1:
             body = f"{best.name or best.sut} alone"
-        if any(e.apart and e.apart[0] for e in ranked):
+        if any(e.apart and e.apart[0] for e in ranked) and len(
+                {e.apart for e in ranked}) > 1:
             # where the host put the virtual CPUs decides shared-memory costs
-            # several times over (measure/placement.py)
+            # several times over (measure/placement.py): said where the SUTs
+            # of the row did not all run in the same placements
             tail.append("the host placed the tester's and the SUT's vCPUs apart in "
                         + ", ".join(f"{e.name or e.sut}'s {e.apart[0]} of {e.apart[1]}"
                                     for e in ranked if e.apart)
