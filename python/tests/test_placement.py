@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from synth_db import done_campaign
-from turnout.measure.placement import find_probe, probe, trial_rtt
+from turnout.measure.placement import fastest_placement, find_probe, probe, trial_rtt
 from turnout.report.glance import sentence
 from turnout.report.points import load_campaign
 from turnout.report.verdict import verdict_rows
@@ -25,6 +25,19 @@ def test_the_probe_measures_a_round_trip_between_two_cpus_of_this_machine():
     # a CPU that does not exist: the reason, not a figure
     why = probe(cpus[0], 4000, exe)
     assert isinstance(why, str) and "exited 1" in why and "4000" in why, why
+
+
+def test_the_fastest_placement_is_one_several_trials_shared():
+    # two probes on one core's hyperthreads in 300 do not make every other
+    # slow
+    many = [27.6, 40.0] + [58.0, 61.0, 64.0] * 20 + [320.0, 330.0] * 119
+    assert fastest_placement(many) == 58.0
+    # a small campaign: two alike are a placement
+    assert fastest_placement([320.0, 64.0, 66.0, 330.0]) == 64.0
+    # none alike: the smallest
+    assert fastest_placement([320.0, 61.0]) == 61.0
+    assert fastest_placement([61.0]) == 61.0
+    assert fastest_placement([]) is None
 
 
 def test_a_trial_counts_with_the_slower_of_its_two_probes():

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.cpu import SCHED_WAIT_FLAG_US
-from ..measure.placement import SLOW_FACTOR, trial_rtt
+from ..measure.placement import SLOW_FACTOR, fastest_placement, trial_rtt
 from ..results import Trial
 from .cpuload import REFUSED, capacity_note, cpu_at_load, refusal, sent_share, user_space_part
 from .formatting import fmt, fmt_spread
@@ -308,7 +308,7 @@ def verdict_rows(data: CampaignData) -> list[Verdict]:
         groups.setdefault(g, [])
     out: list[Verdict] = []
     cores = tester_cores(data.campaign.spec)
-    fastest = min((ns for reps in rtt.values() for ns in reps.values()), default=None)
+    fastest = fastest_placement([ns for reps in rtt.values() for ns in reps.values()])
     for g, keys in sorted(groups.items(), key=lambda kv: kv[0]):
         ceiling_of: dict[str, Spread] = {}
         for k in keys:
