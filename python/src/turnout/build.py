@@ -10,9 +10,10 @@ Rust tests share one compilation (docs/testing.md).
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-__all__ = ["BIN_DIR", "PROFILE", "REPO", "built"]
+__all__ = ["BIN_DIR", "PROFILE", "REPO", "built", "find"]
 
 REPO = Path(__file__).resolve().parents[3]
 #: The cargo profile whose binaries the workbench and the tests run.
@@ -24,3 +25,9 @@ BIN_DIR = REPO / "target" / ("debug" if PROFILE == "dev" else PROFILE)
 def built(name: str) -> Path:
     """The path of binary `name` of this checkout's build (it may not exist)."""
     return BIN_DIR / name
+
+
+def find(name: str) -> str | None:
+    """Binary `name`: this checkout's build, else on PATH, else None."""
+    b = built(name)
+    return str(b) if b.exists() else shutil.which(name)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -297,10 +296,7 @@ def find_sampler() -> str | None:
     """The ``turnout-sample`` binary: this checkout's build, else on PATH."""
     from .. import build
 
-    built = build.built("turnout-sample")
-    if built.exists():
-        return str(built)
-    return shutil.which("turnout-sample")
+    return build.find("turnout-sample")
 
 
 def local_sampler(pids_by_role: dict[str, list[int]],

@@ -50,7 +50,7 @@ from .counts import TrialCounts
 from .cpu import CpuSampler, NativeCpuSampler, local_sampler, nominal_hz, off_cpus, sched_wait
 from .kernel import KernelShare, kernel_share
 from .others import OthersSampler, others_in_window
-from .placement import probe as probe_placement
+from .placement import probe as cpu_rtt_probe
 from .schedtrace import TESTER_COMM, named
 from .schedtrace import summarize as summarize_trace
 
@@ -545,7 +545,7 @@ class GenMeasurer:
     #: in fixed-rate trials (measure/schedtrace.py; needs tracefs and root)
     trace_sut: bool = True
     #: a cache line's round trip between the tester's and the SUT's first
-    #: CPUs before and after each trial at a load (measure/placement.py)
+    #: CPUs before and after each trial on this machine (measure/placement.py)
     probe_placement: bool = True
     #: the host the SUT runs on: its /proc (run-queue waits, placement, what
     #: else runs on the SUT's CPUs, their kernel time, its TSC rate and load)
@@ -666,7 +666,7 @@ class GenMeasurer:
         rtt_cpus = ([tester_cpus[0], sorted(self.avoid_cpus)[0]]
                     if self.probe_placement and tester_cpus and self.avoid_cpus
                     and host.is_local else None)
-        rtt_before = probe_placement(rtt_cpus[0], rtt_cpus[1]) if rtt_cpus else None
+        rtt_before = cpu_rtt_probe(rtt_cpus[0], rtt_cpus[1]) if rtt_cpus else None
         roles = {"sut": sut_pids, "vnf": [h.proc.pid for h in self.helpers if h.alive()]}
         # not in saturating trials (R+), where the tester needs all of its CPU
         # and the figure is a rate: the samples cost ~2 ms of it per 0.1 s
@@ -748,7 +748,7 @@ class GenMeasurer:
         rq_after, rq_t1 = self._run_queue_wait(sut_pids, rq_tids), time.monotonic()
         steal_after = (int(host.procfs("cpu_steal_ticks", cpus=steal_cpus))
                        if steal_before is not None else None)
-        rtt_after = probe_placement(rtt_cpus[0], rtt_cpus[1]) if rtt_cpus else None
+        rtt_after = cpu_rtt_probe(rtt_cpus[0], rtt_cpus[1]) if rtt_cpus else None
         counts = self._combine(tasks, duration_s, load_total_pps, sampler,
                                [vnf_delta(b, a) | {"name": h.name}
                                 for h, b, a in zip(self.helpers, vnf_before, vnf_after,

@@ -22,7 +22,6 @@ fastest or more (report/verdict.py).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from typing import Any
 
@@ -37,10 +36,7 @@ SLOW_FACTOR = 2.0
 
 def find_probe() -> str | None:
     """The ``turnout-cpu-rtt`` binary: this checkout's build, else on PATH."""
-    built = build.built("turnout-cpu-rtt")
-    if built.exists():
-        return str(built)
-    return shutil.which("turnout-cpu-rtt")
+    return build.find("turnout-cpu-rtt")
 
 
 def probe(a: int, b: int, binary: str | None = None, timeout_s: float = 5.0) -> float | str:
