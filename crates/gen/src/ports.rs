@@ -34,10 +34,12 @@ impl std::fmt::Display for OpenError {
 /// It keeps the memif servers this process opened (`role=server`, one per
 /// socket): they run the control channel of their interfaces and must live
 /// as long as the ports; closed (socket removed) by [`close_servers`] at
-/// exit.
+/// exit. A tester lets no frame wait: under a zero latency budget an
+/// AF_PACKET receiver takes each frame as the kernel writes it
+/// (`rx_ring = "auto"` chooses `frames`), not a block at a time.
 fn opener() -> &'static ports::open::Opener {
     static OPENER: OnceLock<ports::open::Opener> = OnceLock::new();
-    OPENER.get_or_init(ports::open::Opener::new)
+    OPENER.get_or_init(|| ports::open::Opener::with_latency_budget(std::time::Duration::ZERO))
 }
 
 /// Stops the memif servers this process opened and removes their sockets.

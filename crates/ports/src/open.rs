@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use fabric::Port;
 
@@ -33,12 +34,30 @@ pub struct Opener {
     memif: Mutex<MemifServers>,
     /// Tunnel ports by name.
     tunnels: Mutex<HashMap<String, Arc<TunnelPort>>>,
+    /// The longest the switch lets a frame wait (its latency budget), for
+    /// backends that choose how they hand frames over by it.
+    budget: Option<Duration>,
 }
 
 impl Opener {
     /// Nothing open yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Nothing open yet, for a switch that lets frames wait at most
+    /// `budget`: a backend whose default hand-over holds frames longer
+    /// (AF_PACKET's receive blocks) takes another.
+    pub fn with_latency_budget(budget: Duration) -> Self {
+        Self {
+            budget: Some(budget),
+            ..Self::default()
+        }
+    }
+
+    /// The budget [`Opener::with_latency_budget`] set.
+    pub fn latency_budget(&self) -> Option<Duration> {
+        self.budget
     }
 
     /// Opens the port `name` described by `cfg`; the message says why not.

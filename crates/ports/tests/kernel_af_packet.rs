@@ -10,13 +10,23 @@ use fabric::Port;
 use kernel_util::*;
 use ports::af_packet::{AfPacketConfig, AfPacketPort};
 
-fn open(sw: &Netns, ifname: &str, queues: u16) -> AfPacketPort {
+/// An AF_PACKET port on `ifname` in `sw`, its config's defaults changed
+/// by `set`.
+fn open_with(
+    sw: &Netns,
+    ifname: &str,
+    set: impl FnOnce(&mut AfPacketConfig) + Send + 'static,
+) -> AfPacketPort {
     let ifname = ifname.to_string();
     sw.enter(move || {
         let mut cfg = AfPacketConfig::new(&ifname);
-        cfg.queues = queues;
+        set(&mut cfg);
         AfPacketPort::open("p0", cfg).unwrap_or_else(|e| panic!("{e}"))
     })
+}
+
+fn open(sw: &Netns, ifname: &str, queues: u16) -> AfPacketPort {
+    open_with(sw, ifname, move |c| c.queues = queues)
 }
 
 fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
@@ -25,6 +35,102 @@ fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
 
 kernel_port_tests!(opener);
 
+/// The same bodies with the TPACKET_V2 receive ring (`rx_ring = "frames"`,
+/// what turnoutd's default latency budget chooses).
+mod frames {
+    use super::*;
+    use ports::af_packet::RxHandover;
+
+    fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
+        Arc::new(open_with(sw, ifname, move |c| {
+            c.queues = queues;
+            c.rx_ring = RxHandover::Frames;
+        }))
+    }
+
+    kernel_port_tests!(opener);
+
+    /// With frames, one frame is handed over as the kernel writes it: it
+    /// arrives long before the 10 s after which a block would have been.
+    #[test]
+    #[ignore = "system: root, veths in namespaces"]
+    fn a_lone_frame_does_not_wait_for_a_block_timeout() {
+        if !require_root() {
+            return;
+        }
+        let sw = switch_ns();
+        let h = Netns::new();
+        let v = Veth::new(&sw, &h, 1);
+        let port = open_with(&sw, &v.sw, |c| {
+            c.rx_ring = RxHandover::Frames;
+            c.rx_block_timeout_ms = 10_000;
+        });
+        assert_eq!(counter(&port, "rx_ring_frames"), 1);
+        let mut rx = port.take_rx(0).unwrap();
+        let sock = RawSock::open(&h, &v.host);
+        let f = test_frame(60, 1);
+        sock.send(&f);
+        let got = rx_collect(&mut *rx, 1, Duration::from_secs(5), is_test_frame);
+        assert_eq!(got, vec![f]);
+    }
+
+    /// The frames ring holds light traffic nobody read, as blocks do.
+    #[test]
+    #[ignore = "system: root, veths in namespaces"]
+    fn the_frames_ring_holds_40_ms_of_light_traffic_nobody_read() {
+        if !require_root() {
+            return;
+        }
+        let (got, drops) = light_traffic_unread(|c| c.rx_ring = RxHandover::Frames);
+        assert_eq!((got, drops), (800, 0), "(frames received, kernel drops)");
+    }
+
+    /// A ring of 64 slots nobody read while 100 frames came: the 64 oldest
+    /// are delivered intact and in order, the kernel counts the other 36
+    /// as its drops, and the ring takes frames again once read.
+    #[test]
+    #[ignore = "system: root, veths in namespaces"]
+    fn a_full_frames_ring_drops_the_rest_and_counts_them() {
+        if !require_root() {
+            return;
+        }
+        let sw = switch_ns();
+        let h = Netns::new();
+        let v = Veth::new(&sw, &h, 1);
+        let port = open_with(&sw, &v.sw, |c| {
+            c.rx_ring = RxHandover::Frames;
+            c.rx_frames = Some(64);
+        });
+        let mut rx = port.take_rx(0).unwrap();
+        let sock = RawSock::open(&h, &v.host);
+        let frames: Vec<Vec<u8>> = (0..100).map(|i| test_frame(60, i)).collect();
+        for f in &frames {
+            sock.send(f);
+        }
+        // The kernel's count settles once every frame was delivered or
+        // dropped: wait for it to account for all 100 (or the deadline).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut k = (0, 0);
+        while Instant::now() < deadline {
+            k = (
+                counter(&port, "kernel_rx_packets"),
+                counter(&port, "kernel_rx_drops"),
+            );
+            if k.0 >= 100 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let got = rx_collect(&mut *rx, 64, Duration::from_secs(3), is_test_frame);
+        assert_eq!(got, frames[..64].to_vec());
+        assert_eq!(k.1, 36, "kernel drops (of {} packets)", k.0);
+        let again = test_frame(60, 500);
+        sock.send(&again);
+        let got = rx_collect(&mut *rx, 1, Duration::from_secs(3), is_test_frame);
+        assert_eq!(got, vec![again]);
+    }
+}
+
 /// 800 frames at 20 per millisecond for 40 ms into the port's receive
 /// ring while nobody reads it (a reader that was not scheduled); then what
 /// the ring holds, and the kernel's drops.
@@ -32,12 +138,7 @@ fn light_traffic_unread(cfg: impl FnOnce(&mut AfPacketConfig) + Send + 'static) 
     let sw = switch_ns();
     let h = Netns::new();
     let v = Veth::new(&sw, &h, 1);
-    let ifname = v.sw.clone();
-    let port = sw.enter(move || {
-        let mut c = AfPacketConfig::new(&ifname);
-        cfg(&mut c);
-        AfPacketPort::open("p0", c).unwrap_or_else(|e| panic!("{e}"))
-    });
+    let port = open_with(&sw, &v.sw, cfg);
     let mut rx = port.take_rx(0).unwrap();
     let sock = RawSock::open(&h, &v.host);
     let mut frames = Vec::new();

@@ -36,15 +36,18 @@ pub fn unavailable_message(kind: &str) -> String {
 /// The ports turnoutd opened and what they share: [`ports::open::Opener`]
 /// (one arm per backend, memif servers per socket, tunnels by name), with
 /// turnoutd's log line when a memif socket closes.
-#[derive(Default)]
 pub struct Backends {
     opener: ports::open::Opener,
 }
 
 impl Backends {
-    /// No sockets open yet.
-    pub fn new() -> Self {
-        Self::default()
+    /// No sockets open yet, for a switch whose workers let a frame wait at
+    /// most `budget` (zero when they always poll): a port kind whose
+    /// default hand-over would hold frames longer takes another.
+    pub fn new(budget: std::time::Duration) -> Self {
+        Self {
+            opener: ports::open::Opener::with_latency_budget(budget),
+        }
     }
 
     /// Opens the port described by `cfg`; the message says why not.

@@ -83,6 +83,17 @@ pub enum Wakeup {
     Poll,
 }
 
+impl SwitchSection {
+    /// The longest a worker lets a frame wait: the latency budget, zero
+    /// when it always polls.
+    pub fn latency_budget(&self) -> std::time::Duration {
+        match self.wakeup {
+            Wakeup::Poll => std::time::Duration::ZERO,
+            Wakeup::Adaptive => std::time::Duration::from_micros(self.latency_budget_us as u64),
+        }
+    }
+}
+
 impl Wakeup {
     /// The fabric's mode.
     pub fn mode(self) -> fabric::WakeupMode {
@@ -853,6 +864,9 @@ client = true
         let sc = c.switch_config();
         assert_eq!(sc.workers, vec![Some(0), None]);
         assert_eq!(sc.wakeup, fabric::WakeupMode::Poll);
+        // Always polling: frames wait for no wake-up (AF_PACKET ports take
+        // frames one by one).
+        assert_eq!(c.switch.latency_budget(), std::time::Duration::ZERO);
         // The JSON form parses back to the same config.
         let j = c.to_json();
         assert_eq!(
@@ -884,6 +898,10 @@ client = true
         // shown in octal, as it is written
         assert_eq!(c.to_json()["switch"]["control_socket_mode"], "0o600");
         assert_eq!(c.switch.wakeup, Wakeup::Adaptive);
+        assert_eq!(
+            c.switch.latency_budget(),
+            std::time::Duration::from_micros(100)
+        );
         assert_eq!(c.switch.metrics_addr(), None);
         assert_eq!(c.workers, vec![WorkerSection::default()]);
         assert_eq!(c.logic, LogicConfig::default());

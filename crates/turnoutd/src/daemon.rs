@@ -162,7 +162,7 @@ impl Daemon {
         let d = Daemon {
             _idle: idle,
             switch,
-            backends: crate::backends::Backends::new(),
+            backends: crate::backends::Backends::new(cfg.switch.latency_budget()),
             factory,
             state: Mutex::new(State {
                 config: Config {

@@ -2,7 +2,10 @@
 //!
 //! Per queue: one receive socket with a TPACKET_V3 ring (blocks of frames
 //! the kernel fills and hands over whole; a block goes back to the kernel on
-//! `release()` once every frame in it was read), joined to a
+//! `release()` once every frame in it was read) or, where a block's
+//! timeout would hold frames longer than the switch's latency budget, a
+//! TPACKET_V2 ring (each frame handed over as the kernel writes it; see
+//! [`RxHandover`]), joined to a
 //! `PACKET_FANOUT` group when there are several queues, and one transmit
 //! socket with a TPACKET_V2 ring (the fabric copies frames into ring slots
 //! and `publish()` marks them and makes one `sendto()`).
@@ -68,6 +71,27 @@ impl Fanout {
     }
 }
 
+/// How the kernel hands received frames to the port (the `rx_ring` key).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RxHandover {
+    /// `frames` where the switch's latency budget is shorter than
+    /// `rx_block_timeout_ms` (turnoutd's default budget of 100 µs, or
+    /// `wakeup = "poll"`; turnout-gen, which lets no frame wait), `blocks`
+    /// otherwise and where no budget applies ([`AfPacketPort::open`]
+    /// called directly).
+    #[default]
+    Auto,
+    /// TPACKET_V2: one slot per frame, each handed over as soon as the
+    /// kernel has written it.
+    Frames,
+    /// TPACKET_V3: blocks of frames, each handed over when full or
+    /// `rx_block_timeout_ms` after its first frame, so a frame under light
+    /// load waits up to that long; fewer hand-overs and denser packing
+    /// (more small frames per byte of ring) at high rates.
+    Blocks,
+}
+
 /// Configuration of an AF_PACKET port: the `[[ports]]` table of kind
 /// `af_packet` (docs/turnoutd.md) and turnout-gen's `afpacket:` spec.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +104,14 @@ pub struct AfPacketConfig {
     /// 1..=[`MAX_QUEUES`].
     #[serde(default = "one")]
     pub queues: u16,
+    /// How received frames are handed over: `auto` (default), `frames`
+    /// (TPACKET_V2) or `blocks` (TPACKET_V3); see [`RxHandover`].
+    #[serde(default)]
+    pub rx_ring: RxHandover,
+    /// Receive ring slots per queue with `frames` (a power of two ≥ 8);
+    /// absent: as many as make [`DEFAULT_RX_RING_B`] (at least 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_frames: Option<u32>,
     /// Receive ring block size in bytes (a power of two, ≥ 4096, and large
     /// enough for one frame of the interface's MTU); absent:
     /// [`DEFAULT_RX_BLOCK_B`], or the smallest power of two that holds an
@@ -144,6 +176,8 @@ impl AfPacketConfig {
         Self {
             ifname: ifname.to_string(),
             queues: 1,
+            rx_ring: RxHandover::Auto,
+            rx_frames: None,
             rx_block_size_b: None,
             rx_blocks: None,
             rx_block_timeout_ms: default_block_timeout(),
@@ -165,11 +199,30 @@ impl AfPacketConfig {
         if let Some(n) = self.rx_blocks {
             config::check_range("rx_blocks", n, 2, u32::MAX)?;
         }
+        if let Some(n) = self.rx_frames {
+            config::check_pow2("rx_frames", n, 8, 1 << 24)?;
+        }
         config::check_pow2("tx_frames", self.tx_frames, 8, 1 << 31)?;
         if let Some(f) = self.tx_frame_size_b {
             config::check_pow2("tx_frame_size_b", f, 2048, 1 << 31)?;
         }
         Ok(())
+    }
+}
+
+impl AfPacketConfig {
+    /// The hand-over `rx_ring` names under a switch that lets frames wait
+    /// at most `budget` (None: no budget applies): `auto` resolved.
+    pub fn handover(&self, budget: Option<std::time::Duration>) -> RxHandover {
+        match (self.rx_ring, budget) {
+            (RxHandover::Auto, Some(b))
+                if b < std::time::Duration::from_millis(self.rx_block_timeout_ms.max(1) as u64) =>
+            {
+                RxHandover::Frames
+            }
+            (RxHandover::Auto, _) => RxHandover::Blocks,
+            (h, _) => h,
+        }
     }
 }
 
@@ -186,9 +239,11 @@ impl KindConfig for AfPacketConfig {
         ("iface", format!("interface {}", self.ifname))
     }
 
-    fn open(&self, _: PortKind, name: &str, _: &Opener) -> Result<Arc<dyn Port>, String> {
+    fn open(&self, _: PortKind, name: &str, opener: &Opener) -> Result<Arc<dyn Port>, String> {
+        let mut cfg = self.clone();
+        cfg.rx_ring = cfg.handover(opener.latency_budget());
         Ok(Arc::new(
-            AfPacketPort::open(name, self.clone()).map_err(|e| e.to_string())?,
+            AfPacketPort::open(name, cfg).map_err(|e| e.to_string())?,
         ))
     }
 }
@@ -236,6 +291,13 @@ impl AfPacketPort {
         let blocks = cfg
             .rx_blocks
             .unwrap_or_else(|| (DEFAULT_RX_RING_B / block_b).max(8));
+        // With frames: a slot holds the kernel's header room and a frame
+        // of the MTU with two VLAN tags.
+        let slot_b = ((sys::RX2_NET_OFF as u32 + mtu + 8).next_power_of_two()).max(2048);
+        let slots = cfg
+            .rx_frames
+            .unwrap_or_else(|| (DEFAULT_RX_RING_B / slot_b).max(256));
+        let frames = cfg.rx_ring == RxHandover::Frames;
         let os = |what: &str, e| KernelPortError::os(BACKEND, ifn, what.to_string(), e);
 
         let mut fanout_id = 0u32;
@@ -246,19 +308,28 @@ impl AfPacketPort {
             let sock =
                 Arc::new(sys::packet_socket().map_err(|e| os("socket(AF_PACKET) failed", e))?);
             let fd = sock.as_raw_fd();
-            sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V3)
-                .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V3) failed", e))?;
+            if frames {
+                sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V2)
+                    .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V2) failed", e))?;
+            } else {
+                sys::set_int(fd, sys::PACKET_VERSION, sys::TPACKET_V3)
+                    .map_err(|e| os("setsockopt(PACKET_VERSION, TPACKET_V3) failed", e))?;
+            }
             sys::set_int(fd, sys::PACKET_IGNORE_OUTGOING, 1)
                 .map_err(|e| os("setsockopt(PACKET_IGNORE_OUTGOING) failed", e))?;
             let stats = Arc::new(RxStats::default());
-            let ring = sys::rx_ring(
-                sock.clone(),
-                block_b,
-                blocks,
-                2048,
-                cfg.rx_block_timeout_ms.max(1),
-                stats.clone(),
-            )
+            let ring = if frames {
+                sys::rx_frame_ring(sock.clone(), slot_b, slots, stats.clone())
+            } else {
+                sys::rx_ring(
+                    sock.clone(),
+                    block_b,
+                    blocks,
+                    2048,
+                    cfg.rx_block_timeout_ms.max(1),
+                    stats.clone(),
+                )
+            }
             .map_err(|e| os("setsockopt(PACKET_RX_RING) or mmap failed", e))?;
             sys::bind_ll(fd, ifindex, sys::ETH_P_ALL)
                 .map_err(|e| os("bind(AF_PACKET) failed", e))?;
@@ -397,6 +468,15 @@ impl Port for AfPacketPort {
             "rx_csum_not_ready",
             sum(&|s| s.csum_not_ready.load(Ordering::Relaxed)),
         ));
+        out.push((
+            "rx_malformed",
+            sum(&|s| s.malformed.load(Ordering::Relaxed)),
+        ));
+        // Which hand-over `auto` chose: 1 for frames (TPACKET_V2).
+        out.push((
+            "rx_ring_frames",
+            (self.cfg.rx_ring == RxHandover::Frames) as u64,
+        ));
         let tsum =
             |f: &dyn Fn(&TxStats) -> u64| self.base.tx.iter().map(|t| f(&t.stats)).sum::<u64>();
         out.push(("tx_frames", tsum(&|s| s.frames.load(Ordering::Relaxed))));
@@ -407,5 +487,53 @@ impl Port for AfPacketPort {
         ));
         out.push(("tx_rejected", tsum(&|s| s.rejected.load(Ordering::Relaxed))));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn auto_hands_frames_over_one_by_one_under_a_budget_shorter_than_a_block() {
+        let mut c = AfPacketConfig::new("v0");
+        let us = Duration::from_micros;
+        // turnoutd's default budget, and always polling.
+        assert_eq!(c.handover(Some(us(100))), RxHandover::Frames);
+        assert_eq!(c.handover(Some(Duration::ZERO)), RxHandover::Frames);
+        // A budget a block's 1 ms fits in, and no budget (turnout-gen).
+        assert_eq!(c.handover(Some(us(1000))), RxHandover::Blocks);
+        assert_eq!(c.handover(None), RxHandover::Blocks);
+        // Longer blocks: a larger budget still takes frames.
+        c.rx_block_timeout_ms = 4;
+        assert_eq!(c.handover(Some(us(3000))), RxHandover::Frames);
+        // An explicit choice stands.
+        c.rx_ring = RxHandover::Blocks;
+        assert_eq!(c.handover(Some(us(100))), RxHandover::Blocks);
+        c.rx_ring = RxHandover::Frames;
+        assert_eq!(c.handover(None), RxHandover::Frames);
+    }
+
+    #[test]
+    fn rx_ring_and_rx_frames_are_read_and_checked() {
+        let read = |v: serde_json::Value| serde_json::from_value::<AfPacketConfig>(v);
+        let c = read(serde_json::json!({"iface": "v0", "rx_ring": "frames", "rx_frames": 512}))
+            .unwrap();
+        assert_eq!((c.rx_ring, c.rx_frames), (RxHandover::Frames, Some(512)));
+        assert!(c.validate().is_ok());
+        let bad = read(serde_json::json!({"iface": "v0", "rx_frames": 500})).unwrap();
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("rx_frames: 500 is not a power of two in 8..="),
+            "{:?}",
+            bad.validate()
+        );
+        assert!(read(serde_json::json!({"iface": "v0", "rx_ring": "v2"}))
+            .unwrap_err()
+            .to_string()
+            .contains("unknown variant `v2`, expected one of `auto`, `frames`, `blocks`"));
     }
 }

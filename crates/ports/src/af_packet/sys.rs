@@ -1,6 +1,7 @@
 //! System calls and mapped-ring access of the AF_PACKET backend: the
-//! TPACKET_V3 receive ring (blocks handed between kernel and user by a status
-//! word), the TPACKET_V2 transmit ring (frames handed over one status word
+//! receive ring, TPACKET_V3 (blocks handed between kernel and user by a
+//! status word) or TPACKET_V2 (frames handed over one status word each),
+//! the TPACKET_V2 transmit ring (frames handed over one status word
 //! each, sent by one `sendto()` per publish), and the socket options. Every
 //! `unsafe` block of `af_packet` lives here.
 
@@ -41,6 +42,12 @@ pub const TX_DATA_OFF: usize = 32;
 /// Room before `tp_mac` that the kernel leaves free in a V3 receive frame:
 /// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr)) + sizeof(struct sockaddr_ll)`.
 const RX_HDR_END: usize = 48 + 20;
+/// The same in a V2 receive frame: `TPACKET2_HDRLEN`.
+const RX2_HDR_END: usize = 32 + 20;
+/// Bytes of a V2 receive frame before the network header at most: the
+/// kernel puts it at `TPACKET_ALIGN(TPACKET2_HDRLEN + max(16, link
+/// header))`, 80 for an Ethernet header with up to two VLAN tags.
+pub const RX2_NET_OFF: usize = 80;
 
 #[repr(C)]
 struct TpacketReq3 {
@@ -204,10 +211,22 @@ pub struct RxStats {
     pub truncated: AtomicU64,
     /// Frames with an unfinished checksum (peer's tx checksum offload on).
     pub csum_not_ready: AtomicU64,
+    /// Frames whose ring header placed them outside their slot: given back
+    /// unread (the kernel writes none such; counted should one appear).
+    pub malformed: AtomicU64,
+}
+
+/// The receive ring of one queue, in the layout the port chose.
+pub enum RxRing {
+    /// TPACKET_V3: blocks of frames, each handed over whole when full or
+    /// when its timeout expires.
+    Blocks(BlockRing),
+    /// TPACKET_V2: fixed slots, each frame handed over as it is written.
+    Frames(FrameRing),
 }
 
 /// The TPACKET_V3 receive ring of one queue.
-pub struct RxRing {
+pub struct BlockRing {
     sock: Arc<OwnedFd>,
     /// The ring, shared with the kernel, which writes it at any time: status
     /// words are atomics, frame contents are touched only while the status
@@ -230,7 +249,7 @@ pub struct RxRing {
 // SAFETY: `next` points into `map`, which this value owns (and which is
 // Send); the ring is used by one worker at a time (`&mut self`), so moving
 // it to another thread moves every access with it.
-unsafe impl Send for RxRing {}
+unsafe impl Send for BlockRing {}
 
 /// Configures a TPACKET_V3 receive ring on `sock` and maps it.
 pub fn rx_ring(
@@ -254,7 +273,7 @@ pub fn rx_ring(
     let map = floor::Mmap::of_fd(sock.as_raw_fd(), block_size as usize * block_nr as usize)
         .populate()
         .map()?;
-    Ok(RxRing {
+    Ok(RxRing::Blocks(BlockRing {
         sock,
         map,
         block_size: block_size as usize,
@@ -265,10 +284,10 @@ pub fn rx_ring(
         done_from: 0,
         done_count: 0,
         stats,
-    })
+    }))
 }
 
-impl RxRing {
+impl BlockRing {
     fn block(&self, i: u32) -> *mut BlockDesc {
         // SAFETY: i < block_nr, so the block lies inside the mapping.
         unsafe { self.map.as_ptr().add(i as usize * self.block_size).cast() }
@@ -288,10 +307,10 @@ impl RxRing {
     }
 }
 
-impl RxQueue for RxRing {
+impl BlockRing {
     fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
         let mut n = 0;
-        let (mut vlan, mut trunc, mut csum) = (0u64, 0u64, 0u64);
+        let mut seen = Seen::default();
         while batch.room() > 0 {
             if self.next.is_null() {
                 // Blocks read but not released are still marked USER: never
@@ -329,40 +348,23 @@ impl RxQueue for RxRing {
             let hdr_off = self.next as usize - self.block(self.cur) as usize;
             if hdr_off + mac + snaplen > self.block_size || mac < RX_HDR_END {
                 // Inconsistent header: give the rest of the block back.
+                self.stats
+                    .malformed
+                    .fetch_add(self.left as u64, Ordering::Relaxed);
                 self.finish_block();
                 continue;
             }
-            // SAFETY: checked above to lie inside our block.
-            let mut data = unsafe { self.next.add(mac) };
-            let mut flen = snaplen;
-            if (snaplen as u32) < len {
-                trunc += 1;
-            }
-            if status & TP_STATUS_CSUMNOTREADY != 0 {
-                csum += 1;
-            }
-            if status & TP_STATUS_VLAN_VALID != 0 && mac >= RX_HDR_END + 4 && snaplen >= 12 {
-                let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
-                    tpid
-                } else {
-                    0x8100
-                };
-                // SAFETY: the 4 bytes before the frame are unused room of our
-                // block (mac >= header end + 4); the 12 address bytes move
-                // back into it and the tag fills the gap.
-                unsafe {
-                    let dst = data.sub(4);
-                    std::ptr::copy(data, dst, 12);
-                    let tag = [(tpid >> 8) as u8, tpid as u8, (tci >> 8) as u8, tci as u8];
-                    std::ptr::copy_nonoverlapping(tag.as_ptr(), dst.add(12), 4);
-                    data = dst;
-                }
-                flen += 4;
-                vlan += 1;
-            }
-            // SAFETY: data..data+flen lies in our block, which stays ours
-            // until release() gives it back.
-            unsafe { batch.push(data, flen as u32) };
+            let m = RxMeta {
+                status,
+                mac,
+                snaplen,
+                len,
+                tci: tci as u16,
+                tpid,
+            };
+            // SAFETY: [next, next + mac + snaplen) lies inside our block
+            // (checked above), which stays ours until release().
+            unsafe { push_frame(batch, self.next, &m, RX_HDR_END, &mut seen) };
             n += 1;
             self.left -= 1;
             if self.left == 0 || next_off == 0 || hdr_off + next_off >= self.block_size {
@@ -372,14 +374,7 @@ impl RxQueue for RxRing {
                 self.next = unsafe { self.next.add(next_off) };
             }
         }
-        if n > 0 {
-            self.stats.frames.fetch_add(n as u64, Ordering::Relaxed);
-            if vlan | trunc | csum != 0 {
-                self.stats.vlan_restored.fetch_add(vlan, Ordering::Relaxed);
-                self.stats.truncated.fetch_add(trunc, Ordering::Relaxed);
-                self.stats.csum_not_ready.fetch_add(csum, Ordering::Relaxed);
-            }
-        }
+        seen.add_to(&self.stats, n);
         n
     }
 
@@ -394,14 +389,298 @@ impl RxQueue for RxRing {
         self.done_count = 0;
     }
 
-    fn notify_fd(&self) -> Option<RawFd> {
-        Some(self.sock.as_raw_fd())
-    }
-
-    fn set_notify(&mut self, _enabled: bool) -> bool {
+    fn ready(&self) -> bool {
         // The socket is always readable when a block is ready (level
         // triggered); the re-check is whether one is ready now.
         !self.next.is_null() || (self.done_count < self.block_nr && self.block_ready(self.cur))
+    }
+}
+
+/// What a ring header says of one received frame.
+struct RxMeta {
+    status: u32,
+    /// Offset of the frame from its header.
+    mac: usize,
+    snaplen: usize,
+    /// The frame's length on the wire.
+    len: u32,
+    tci: u16,
+    tpid: u16,
+}
+
+/// Per-burst counts of what `push_frame` saw, added to [`RxStats`] once.
+#[derive(Default)]
+struct Seen {
+    vlan: u64,
+    trunc: u64,
+    csum: u64,
+}
+
+impl Seen {
+    #[inline]
+    fn add_to(&self, stats: &RxStats, n: usize) {
+        if n > 0 {
+            stats.frames.fetch_add(n as u64, Ordering::Relaxed);
+            if self.vlan | self.trunc | self.csum != 0 {
+                stats.vlan_restored.fetch_add(self.vlan, Ordering::Relaxed);
+                stats.truncated.fetch_add(self.trunc, Ordering::Relaxed);
+                stats.csum_not_ready.fetch_add(self.csum, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Pushes the frame `m` describes, at `hdr + m.mac`, onto `batch`, with
+/// the VLAN tag the kernel stripped put back in front of its payload.
+///
+/// # Safety
+/// `[hdr, hdr + m.mac + m.snaplen)` lies in ring memory that is ours (the
+/// kernel handed it over) until the burst's `release`, `m.mac >= hdr_end`,
+/// and `batch` has room.
+#[inline(always)]
+unsafe fn push_frame(
+    batch: &mut RxFill<'_>,
+    hdr: *mut u8,
+    m: &RxMeta,
+    hdr_end: usize,
+    seen: &mut Seen,
+) {
+    // SAFETY: inside the frame's slot (our caller's contract).
+    let mut data = unsafe { hdr.add(m.mac) };
+    let mut flen = m.snaplen;
+    if (m.snaplen as u32) < m.len {
+        seen.trunc += 1;
+    }
+    if m.status & TP_STATUS_CSUMNOTREADY != 0 {
+        seen.csum += 1;
+    }
+    if m.status & TP_STATUS_VLAN_VALID != 0 && m.mac >= hdr_end + 4 && m.snaplen >= 12 {
+        let tpid = if m.status & TP_STATUS_VLAN_TPID_VALID != 0 {
+            m.tpid
+        } else {
+            0x8100
+        };
+        let tci = m.tci;
+        // SAFETY: the 4 bytes before the frame are unused room of its slot
+        // (mac >= header end + 4); the 12 address bytes move back into it
+        // and the tag fills the gap.
+        unsafe {
+            let dst = data.sub(4);
+            std::ptr::copy(data, dst, 12);
+            let tag = [(tpid >> 8) as u8, tpid as u8, (tci >> 8) as u8, tci as u8];
+            std::ptr::copy_nonoverlapping(tag.as_ptr(), dst.add(12), 4);
+            data = dst;
+        }
+        flen += 4;
+        seen.vlan += 1;
+    }
+    // SAFETY: data..data+flen lies in the slot, ours until release() gives
+    // it back; the batch has room (our caller's contract).
+    unsafe { batch.push(data, flen as u32) };
+}
+
+/// A TPACKET_V2 ring's layout: `frames` slots of `frame_size` bytes,
+/// `per_block` to a block of `block_size` (slots do not cross blocks).
+struct V2Layout {
+    map: floor::Mmap,
+    block_size: u32,
+    per_block: u32,
+    frames: u32,
+}
+
+/// Configures a TPACKET_V2 ring `opt` (`PACKET_RX_RING` or
+/// `PACKET_TX_RING`) of at least `frame_nr` slots of `frame_size` bytes on
+/// `fd` and maps it.
+fn v2_ring(fd: RawFd, opt: i32, frame_size: u32, frame_nr: u32) -> io::Result<V2Layout> {
+    let block_size = frame_size.max(page_size() as u32);
+    let per_block = block_size / frame_size;
+    let block_nr = frame_nr.div_ceil(per_block).max(1);
+    let req = TpacketReq {
+        block_size,
+        block_nr,
+        frame_size,
+        frame_nr: block_nr * per_block,
+    };
+    setsockopt_raw(fd, SOL_PACKET, opt, &req)?;
+    let map = floor::Mmap::of_fd(fd, block_size as usize * block_nr as usize)
+        .populate()
+        .map()?;
+    Ok(V2Layout {
+        map,
+        block_size,
+        per_block,
+        frames: block_nr * per_block,
+    })
+}
+
+/// The TPACKET_V2 receive ring of one queue: `nframes` slots of
+/// `frame_size` bytes, `frames_per_block` to a block of `block_size`.
+pub struct FrameRing {
+    sock: Arc<OwnedFd>,
+    /// The ring, shared with the kernel (as [`BlockRing::map`]): a slot's
+    /// contents are touched only while its status hands it to us.
+    map: floor::Mmap,
+    frame_size: usize,
+    frames_per_block: u32,
+    block_size: usize,
+    nframes: u32,
+    /// Next slot to read.
+    cur: u32,
+    /// Slots read (up to `cur`) and not yet given back.
+    taken: u32,
+    stats: Arc<RxStats>,
+}
+
+/// Configures a TPACKET_V2 receive ring of at least `frame_nr` slots of
+/// `frame_size` bytes (a power of two, ≥ 2048) on `sock` and maps it.
+pub fn rx_frame_ring(
+    sock: Arc<OwnedFd>,
+    frame_size: u32,
+    frame_nr: u32,
+    stats: Arc<RxStats>,
+) -> io::Result<RxRing> {
+    let l = v2_ring(sock.as_raw_fd(), PACKET_RX_RING, frame_size, frame_nr)?;
+    Ok(RxRing::Frames(FrameRing {
+        sock,
+        map: l.map,
+        frame_size: frame_size as usize,
+        frames_per_block: l.per_block,
+        block_size: l.block_size as usize,
+        nframes: l.frames,
+        cur: 0,
+        taken: 0,
+        stats,
+    }))
+}
+
+impl FrameRing {
+    /// Slot `i` (< nframes): frames do not cross blocks.
+    #[inline]
+    fn slot(&self, i: u32) -> *mut u8 {
+        let off = (i / self.frames_per_block) as usize * self.block_size
+            + (i % self.frames_per_block) as usize * self.frame_size;
+        // SAFETY: i < nframes, so the slot lies inside the mapping.
+        unsafe { self.map.as_ptr().add(off) }
+    }
+
+    /// The status word of slot `i`.
+    #[inline]
+    fn status(&self, i: u32) -> &AtomicU32 {
+        // SAFETY: the slot starts with its `tpacket2_hdr`, whose first word
+        // is the status the kernel and we hand the slot over with; the
+        // mapping lives as long as `self`.
+        unsafe { &(*(self.slot(i) as *const Tpacket2Hdr)).status }
+    }
+
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        let mut n = 0;
+        let mut seen = Seen::default();
+        let mut bad = 0u64;
+        while batch.room() > 0 && self.taken < self.nframes {
+            let status = self.status(self.cur).load(Ordering::Acquire);
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            let h = self.slot(self.cur) as *const Tpacket2Hdr;
+            // SAFETY: the slot is ours (status USER, read with Acquire: the
+            // kernel wrote the header and frame before it).
+            let (mac, snaplen, len, tci, tpid) = unsafe {
+                (
+                    (*h).mac as usize,
+                    (*h).snaplen as usize,
+                    (*h).len,
+                    (*h).vlan_tci,
+                    (*h).vlan_tpid,
+                )
+            };
+            let slot = self.slot(self.cur);
+            self.cur = if self.cur + 1 == self.nframes {
+                0
+            } else {
+                self.cur + 1
+            };
+            self.taken += 1;
+            if mac + snaplen > self.frame_size || mac < RX2_HDR_END {
+                // Given back unread with the others at release.
+                bad += 1;
+                continue;
+            }
+            let m = RxMeta {
+                status,
+                mac,
+                snaplen,
+                len,
+                tci,
+                tpid,
+            };
+            // SAFETY: [slot, slot + mac + snaplen) lies inside the slot
+            // (checked above), ours until release(); the batch has room.
+            unsafe { push_frame(batch, slot, &m, RX2_HDR_END, &mut seen) };
+            n += 1;
+        }
+        seen.add_to(&self.stats, n);
+        if bad != 0 {
+            self.stats.malformed.fetch_add(bad, Ordering::Relaxed);
+            if n == 0 {
+                // No release follows an empty burst: give them back now.
+                self.release();
+            }
+        }
+        n
+    }
+
+    fn release(&mut self) {
+        let mut i = (self.cur + self.nframes - self.taken) % self.nframes;
+        for _ in 0..self.taken {
+            // No view into the slot is live any more; the status store
+            // hands it back to the kernel.
+            self.status(i).store(TP_STATUS_KERNEL, Ordering::Release);
+            i = if i + 1 == self.nframes { 0 } else { i + 1 };
+        }
+        self.taken = 0;
+    }
+
+    fn ready(&self) -> bool {
+        // The socket is readable while the slot before the kernel's next
+        // is ours (level triggered); the re-check is whether ours is.
+        self.taken < self.nframes
+            && self.status(self.cur).load(Ordering::Acquire) & TP_STATUS_USER != 0
+    }
+}
+
+impl RxRing {
+    fn sock(&self) -> &Arc<OwnedFd> {
+        match self {
+            RxRing::Blocks(r) => &r.sock,
+            RxRing::Frames(r) => &r.sock,
+        }
+    }
+}
+
+impl RxQueue for RxRing {
+    fn burst(&mut self, batch: &mut RxFill<'_>) -> usize {
+        match self {
+            RxRing::Blocks(r) => r.burst(batch),
+            RxRing::Frames(r) => r.burst(batch),
+        }
+    }
+
+    fn release(&mut self) {
+        match self {
+            RxRing::Blocks(r) => r.release(),
+            RxRing::Frames(r) => r.release(),
+        }
+    }
+
+    fn notify_fd(&self) -> Option<RawFd> {
+        Some(self.sock().as_raw_fd())
+    }
+
+    fn set_notify(&mut self, _enabled: bool) -> bool {
+        match self {
+            RxRing::Blocks(r) => r.ready(),
+            RxRing::Frames(r) => r.ready(),
+        }
     }
 }
 
@@ -464,26 +743,14 @@ pub fn tx_ring(
     link: Arc<LinkState>,
     stats: Arc<TxStats>,
 ) -> io::Result<TxRing> {
-    let block_size = frame_size.max(page_size() as u32);
-    let fpb = block_size / frame_size;
-    let block_nr = frame_nr.div_ceil(fpb);
-    let req = TpacketReq {
-        block_size,
-        block_nr,
-        frame_size,
-        frame_nr: block_nr * fpb,
-    };
-    setsockopt_raw(sock.as_raw_fd(), SOL_PACKET, PACKET_TX_RING, &req)?;
-    let map = floor::Mmap::of_fd(sock.as_raw_fd(), block_size as usize * block_nr as usize)
-        .populate()
-        .map()?;
+    let l = v2_ring(sock.as_raw_fd(), PACKET_TX_RING, frame_size, frame_nr)?;
     let sh = Arc::new(TxShared {
         sock,
-        map,
+        map: l.map,
         frame_size: frame_size as usize,
-        block_size: block_size as usize,
-        frames_per_block: fpb as usize,
-        nframes: (block_nr * fpb) as u64,
+        block_size: l.block_size as usize,
+        frames_per_block: l.per_block as usize,
+        nframes: l.frames as u64,
         kick_pending: AtomicBool::new(false),
         stats: stats.clone(),
     });
