@@ -10,14 +10,16 @@ use std::time::Duration;
 use fabric::switch::{Switch, SwitchConfig};
 use fabric::Port;
 use kernel_util::*;
-use ports::af_packet::{AfPacketConfig, AfPacketPort};
+use ports::af_packet::{AfPacketConfig, AfPacketPort, RxHandover};
 use ports::af_xdp::{AfXdpConfig, AfXdpPort};
 use ports::tap::{TapConfig, TapPort};
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Xdp,
     Packet,
+    /// AF_PACKET with the TPACKET_V2 ring (`rx_ring = "frames"`).
+    PacketFrames,
     Tap,
 }
 
@@ -41,7 +43,7 @@ fn host(sw: &Netns, i: usize, kind: Kind) -> (Host, Arc<dyn Port>) {
             });
             (None, name, Arc::new(p))
         }
-        Kind::Xdp | Kind::Packet => {
+        Kind::Xdp | Kind::Packet | Kind::PacketFrames => {
             let v = Veth::new(sw, &ns, 1);
             let (sw_if, host_if) = (v.sw.clone(), v.host.clone());
             let p: Arc<dyn Port> = sw.enter(move || match kind {
@@ -49,10 +51,13 @@ fn host(sw: &Netns, i: usize, kind: Kind) -> (Host, Arc<dyn Port>) {
                     AfXdpPort::open(&sw_if, AfXdpConfig::new(&sw_if))
                         .unwrap_or_else(|e| panic!("{e}")),
                 ) as Arc<dyn Port>,
-                _ => Arc::new(
-                    AfPacketPort::open(&sw_if, AfPacketConfig::new(&sw_if))
-                        .unwrap_or_else(|e| panic!("{e}")),
-                ),
+                _ => {
+                    let mut c = AfPacketConfig::new(&sw_if);
+                    if kind == Kind::PacketFrames {
+                        c.rx_ring = RxHandover::Frames;
+                    }
+                    Arc::new(AfPacketPort::open(&sw_if, c).unwrap_or_else(|e| panic!("{e}")))
+                }
             });
             (Some(v), host_if, p)
         }
@@ -103,9 +108,11 @@ fn ping(from: &Host, dst: &str) {
     );
 }
 
-fn run_switch(kinds: &[Kind]) {
+/// Runs the checks through a switch of `kinds` and returns its workers'
+/// stats at the end (none without root).
+fn run_switch(kinds: &[Kind]) -> Vec<fabric::WorkerStats> {
     if !require_root() {
-        return;
+        return Vec::new();
     }
     let sw = switch_ns();
     let switch = Switch::new(
@@ -204,7 +211,9 @@ fn run_switch(kinds: &[Kind]) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let stats = switch.worker_stats();
     switch.shutdown();
+    stats
 }
 
 #[test]
@@ -217,6 +226,29 @@ fn four_namespaces_over_af_xdp() {
 #[ignore = "system: root, veths in namespaces, TAP"]
 fn four_namespaces_over_af_packet() {
     run_switch(&[Kind::Packet, Kind::Packet, Kind::Packet, Kind::Packet]);
+}
+
+/// The frames ring under the adaptive worker (the default switch config):
+/// between pings the worker sleeps, its sockets in epoll only then (they
+/// leave the set while it is awake), and every ping wakes it.
+#[test]
+#[ignore = "system: root, veths in namespaces, TAP"]
+fn four_namespaces_over_af_packet_frames() {
+    let stats = run_switch(&[
+        Kind::PacketFrames,
+        Kind::PacketFrames,
+        Kind::PacketFrames,
+        Kind::PacketFrames,
+    ]);
+    if stats.is_empty() {
+        return; // not root
+    }
+    // Some sleep was ended by a frame's notification, not only by the
+    // worker's own timeouts and probes: the sockets were watched asleep.
+    assert!(
+        stats.iter().map(|w| w.wakeups).sum::<u64>() > 0,
+        "{stats:?}"
+    );
 }
 
 #[test]

@@ -655,6 +655,14 @@ impl RxRing {
             RxRing::Frames(r) => &r.sock,
         }
     }
+
+    /// Whether a frame (or a block) is ours to read now.
+    fn ready(&self) -> bool {
+        match self {
+            RxRing::Blocks(r) => r.ready(),
+            RxRing::Frames(r) => r.ready(),
+        }
+    }
 }
 
 impl RxQueue for RxRing {
@@ -677,10 +685,20 @@ impl RxQueue for RxRing {
     }
 
     fn set_notify(&mut self, _enabled: bool) -> bool {
-        match self {
-            RxRing::Blocks(r) => r.ready(),
-            RxRing::Frames(r) => r.ready(),
-        }
+        self.ready()
+    }
+
+    fn peek(&self) -> Option<bool> {
+        // What the socket's readiness says, from the status words.
+        Some(self.ready())
+    }
+
+    fn watch_only_asleep(&self) -> bool {
+        // A frames ring calls the socket's wait queue for every frame the
+        // kernel writes (sk_data_ready; a blocks ring once per block):
+        // while the socket is in an epoll set, each is an epoll callback
+        // on the receive path, on the CPU that delivers the frame.
+        matches!(self, RxRing::Frames(_))
     }
 }
 
