@@ -40,10 +40,17 @@ def test_testpmd_kernel_port_afxdp_runs_af_xdp(spelling: str) -> None:
     assert vdevs and all(v.startswith("--vdev=net_af_xdp") for v in vdevs), vdevs
 
 
-def test_testpmd_kernel_port_default_is_af_packet() -> None:
+def test_kernel_port_default_is_af_xdp_for_every_sut_that_has_one() -> None:
+    """A campaign that names no kernel_port puts testpmd and turnoutd on the
+    kind of port the tester and OVS use on veths: nothing in the set-up
+    favours one SUT."""
     vdevs = parse(_campaign("testpmd", {})).make_sut("testpmd").vdevs(  # type: ignore[attr-defined]
         _veth_topo())
-    assert all(v.startswith("--vdev=net_af_packet") for v in vdevs), vdevs
+    assert vdevs and all(v.startswith("--vdev=net_af_xdp") for v in vdevs), vdevs
+    td = make_sut("turnoutd", {})
+    assert td.opts.kernel_port is PortKind.AF_XDP  # type: ignore[attr-defined]
+    toml = td.render_config(_veth_topo(), "/s")  # type: ignore[attr-defined]
+    assert toml.count('kind = "af_xdp"') == 2 and "af_packet" not in toml, toml
 
 
 @pytest.mark.parametrize("typo", ["af-xdp", "afxpd", "AF_XDPP", "xdp", "", 1])

@@ -65,8 +65,9 @@ class TestpmdOptions(SutOptions):
     __test__ = False  # not a pytest class
 
     forward_mode: str = opt("io", Choice("io", "mac"), "testpmd's --forward-mode")
-    kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS,
-                                "the PMD on veths: net_af_xdp or net_af_packet")
+    kernel_port: PortKind = opt(PortKind.AF_XDP, KERNEL_PORTS,
+                                "the PMD on veths: net_af_xdp (the kind of port the tester, "
+                                "turnoutd and OVS use there by default) or net_af_packet")
     hugepages: int = opt(512, Int(0, 65536), "2 MiB pages for the run (a campaign lends "
                          "them from its pool); 0: --no-huge")
 

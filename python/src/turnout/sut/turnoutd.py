@@ -84,7 +84,8 @@ class TurnoutdOptions(SutOptions):
     logic: str = opt("patch", Text(), "the logic it runs (patch: the cross-connects; bridge, "
                      "flows or any logic turnoutd knows: it refuses an unknown one at start)")
     logic_options: dict[str, Any] | None = opt(None, Table(), "keys of its [logic] table")
-    kernel_port: PortKind = opt(PortKind.AF_PACKET, KERNEL_PORTS, "the kind of its veth ports")
+    kernel_port: PortKind = opt(PortKind.AF_XDP, KERNEL_PORTS, "the kind of its veth ports "
+                                "(af_xdp by default, as the tester's, testpmd's and OVS's)")
     kernel_port_options: dict[str, Any] | None = opt(
         None, Table(), "keys added to each veth port's [[ports]] table (e.g. "
         "{frames_per_queue = 4096} for af_xdp; docs/turnoutd.md)")
