@@ -46,8 +46,8 @@ impl Opener {
     }
 
     /// Nothing open yet, for a switch that lets frames wait at most
-    /// `budget`: a backend whose default hand-over holds frames longer
-    /// (AF_PACKET's receive blocks) takes another.
+    /// `budget`: a backend whose default hand-over holds frames (AF_PACKET's
+    /// receive blocks) may take another (AF_PACKET: at a budget of 0).
     pub fn with_latency_budget(budget: Duration) -> Self {
         Self {
             budget: Some(budget),

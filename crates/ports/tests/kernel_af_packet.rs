@@ -36,7 +36,7 @@ fn opener(sw: &Netns, ifname: &str, queues: u16) -> Arc<dyn Port> {
 kernel_port_tests!(opener);
 
 /// The same bodies with the TPACKET_V2 receive ring (`rx_ring = "frames"`,
-/// what turnoutd's default latency budget chooses).
+/// what `auto` takes where no frame may wait).
 mod frames {
     use super::*;
     use ports::af_packet::RxHandover;

@@ -43,7 +43,8 @@ pub struct Backends {
 impl Backends {
     /// No sockets open yet, for a switch whose workers let a frame wait at
     /// most `budget` (zero when they always poll): a port kind whose
-    /// default hand-over would hold frames longer takes another.
+    /// default hand-over holds frames may take another (AF_PACKET's
+    /// `rx_ring = "auto"`).
     pub fn new(budget: std::time::Duration) -> Self {
         Self {
             opener: ports::open::Opener::with_latency_budget(budget),
