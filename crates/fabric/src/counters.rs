@@ -165,6 +165,17 @@ pub struct WorkerCounters {
     pub held_ns: AtomicU64,
     /// Receive queues currently owned.
     pub rx_queues: AtomicU64,
+    /// 1 while the worker streams its large copies into memif buffers, 0
+    /// while it uses ordinary stores ([`crate::copymode`]).
+    pub copy_stream_memif: AtomicU64,
+    /// The same for vhost-user guests' buffers.
+    pub copy_stream_vhost_user: AtomicU64,
+    /// Probes of the other way of copying completed
+    /// ([`crate::copymode::CopyChooser::probes`]), since the worker
+    /// started.
+    pub copy_probes: AtomicU64,
+    /// Of those, the ones that changed the way.
+    pub copy_switches: AtomicU64,
     /// The wake-up policy's state, as last published (see [`PolicyCounters`]).
     pub policy: PolicyCounters,
 }
@@ -280,6 +291,18 @@ impl WorkerCounters {
         ] {
             c.store(0, Relaxed);
         }
+    }
+
+    /// Publishes the copy chooser's ways and counts.
+    pub fn publish_copy(&self, c: &crate::copymode::CopyChooser) {
+        use crate::sys::CopyInto;
+        let w = c.streaming();
+        self.copy_stream_memif
+            .store(w[CopyInto::Memif as usize] as u64, Relaxed);
+        self.copy_stream_vhost_user
+            .store(w[CopyInto::VhostUser as usize] as u64, Relaxed);
+        self.copy_probes.store(c.probes(), Relaxed);
+        self.copy_switches.store(c.switches(), Relaxed);
     }
 
     /// Publishes the policy's state.

@@ -30,6 +30,7 @@
 
 #[allow(unsafe_code)]
 pub mod batch;
+pub mod copymode;
 pub mod counters;
 pub mod drop;
 #[allow(unsafe_code)]

@@ -235,6 +235,21 @@ pub struct WorkerStats {
     /// judges sleeping by (a polling worker waits for such a thread too).
     #[serde(default)]
     pub held_ns: u64,
+    /// 1 while the worker copies frames of 1 KiB or more into memif
+    /// buffers with non-temporal stores, 0 while it uses ordinary ones
+    /// (`fabric::copymode`: the way that cost its whole path less when last
+    /// probed).
+    #[serde(default)]
+    pub copy_stream_memif: u64,
+    /// The same for vhost-user guests' buffers.
+    #[serde(default)]
+    pub copy_stream_vhost_user: u64,
+    /// Probes of the other way of copying since the worker started.
+    #[serde(default)]
+    pub copy_probes: u64,
+    /// Of those, the ones that changed the way.
+    #[serde(default)]
+    pub copy_switches: u64,
     /// The adaptive wake-up policy's state (`why` = `poll_mode` and zeros
     /// in poll mode): `regime` and `why`, `budget_ns`, `nap_ns`,
     /// `sleep_after_ns`, the wake-up latency it measured (`wake_p50_ns`,
@@ -750,6 +765,10 @@ impl Switch {
                     asleep_ns: c.asleep_ns.load(Ordering::Relaxed),
                     sleep_cpu_ns: c.sleep_cpu_ns.load(Ordering::Relaxed),
                     held_ns: c.held_ns.load(Ordering::Relaxed),
+                    copy_stream_memif: c.copy_stream_memif.load(Ordering::Relaxed),
+                    copy_stream_vhost_user: c.copy_stream_vhost_user.load(Ordering::Relaxed),
+                    copy_probes: c.copy_probes.load(Ordering::Relaxed),
+                    copy_switches: c.copy_switches.load(Ordering::Relaxed),
                     policy: if self.cfg.wakeup == WakeupMode::Adaptive {
                         c.policy.view()
                     } else {

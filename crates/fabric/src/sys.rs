@@ -85,8 +85,73 @@ pub fn prefetch_write(p: *const u8) {
 
 /// Frames of at least this many bytes are copied into a peer's memory (a
 /// memif or vhost-user buffer another core reads next) with
-/// [`copy_streaming`].
+/// [`copy_streaming`] where the copying thread streams that kind of peer
+/// ([`streams`]).
 pub const STREAM_MIN_B: usize = 1024;
+
+/// The kinds of peer memory a large copy goes into, each with its own way
+/// of copying ([`streams`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyInto {
+    /// A memif client's buffer.
+    Memif = 0,
+    /// A vhost-user guest's buffer.
+    VhostUser = 1,
+}
+
+/// How many [`CopyInto`] kinds there are.
+pub const COPY_KINDS: usize = 2;
+
+/// Whether each [`CopyInto`] kind streams until a thread says otherwise
+/// ([`set_streaming`]): memif yes, vhost-user no (ordinary stores: what
+/// cost the whole path less on the last host measured; a worker's
+/// [`crate::copymode`] chooser finds what does on its own).
+pub const STREAMS_AT_FIRST: [bool; COPY_KINDS] = [true, false];
+
+std::thread_local! {
+    /// This thread's way per kind ([`set_streaming`]) and its large copies
+    /// per kind so far ([`large_copies`]).
+    static COPY_WAY: std::cell::Cell<[bool; COPY_KINDS]> =
+        const { std::cell::Cell::new(STREAMS_AT_FIRST) };
+    static LARGE_COPIES: std::cell::Cell<[u64; COPY_KINDS]> =
+        const { std::cell::Cell::new([0; COPY_KINDS]) };
+}
+
+/// Whether a frame of `len` bytes copied into peer memory of kind `into`
+/// is written with [`copy_streaming`] on this thread: it has at least
+/// [`STREAM_MIN_B`] and the thread streams that kind. Counts the large
+/// ones ([`large_copies`]). Either way the copy is the same bytes; only the
+/// stores differ.
+#[inline]
+pub fn streams(into: CopyInto, len: usize) -> bool {
+    if len < STREAM_MIN_B {
+        return false;
+    }
+    let k = into as usize;
+    LARGE_COPIES.with(|c| {
+        let mut n = c.get();
+        n[k] = n[k].wrapping_add(1);
+        c.set(n);
+    });
+    COPY_WAY.with(|w| w.get()[k])
+}
+
+/// Sets this thread's way per kind ([`streams`]).
+pub fn set_streaming(ways: [bool; COPY_KINDS]) {
+    COPY_WAY.with(|w| w.set(ways));
+}
+
+/// This thread's way per kind ([`streams`]).
+pub fn streaming() -> [bool; COPY_KINDS] {
+    COPY_WAY.with(std::cell::Cell::get)
+}
+
+/// The frames of [`STREAM_MIN_B`] or more this thread has copied into
+/// each kind of peer memory so far (wrapping).
+#[inline]
+pub fn large_copies() -> [u64; COPY_KINDS] {
+    LARGE_COPIES.with(std::cell::Cell::get)
+}
 
 /// Copies `len` bytes from `src` to `dst`, the whole 64-byte lines of `dst`
 /// with non-temporal stores: written to memory without first reading the
@@ -150,6 +215,26 @@ pub fn store_fence() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streams_follows_the_threads_way_per_kind_and_counts_large_copies() {
+        // a thread of its own: the ways and counts are per thread
+        std::thread::spawn(|| {
+            assert_eq!(streaming(), STREAMS_AT_FIRST);
+            assert_eq!(large_copies(), [0, 0]);
+            assert!(!streams(CopyInto::Memif, STREAM_MIN_B - 1));
+            assert_eq!(streams(CopyInto::Memif, 1518), STREAMS_AT_FIRST[0]);
+            assert_eq!(streams(CopyInto::VhostUser, 1518), STREAMS_AT_FIRST[1]);
+            set_streaming([false, true]);
+            assert!(!streams(CopyInto::Memif, 9000));
+            assert!(streams(CopyInto::VhostUser, STREAM_MIN_B));
+            assert!(!streams(CopyInto::VhostUser, 64));
+            assert_eq!(large_copies(), [2, 2]);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(large_copies(), [0, 0]);
+    }
     use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
     use std::sync::Arc;
 

@@ -37,6 +37,11 @@
 //!   kernel keeps one), so the worker tells other threads holding its CPU
 //!   from a hypervisor holding the virtual CPU without a system call.
 //!
+//! Every busy pass also feeds the worker's [`crate::copymode`] chooser
+//! (its cycles, frames and the thread's large copies per kind of peer),
+//! which sets the way this thread copies large frames into memif and
+//! vhost-user buffers ([`crate::sys::streams`]).
+//!
 //! Commands from the control plane (add a receive queue, remove a port,
 //! stop) are picked up between batches.
 //!
@@ -64,6 +69,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::batch::RxBatch;
+use crate::copymode::CopyChooser;
 use crate::counters::WorkerCounters;
 use crate::drop::DropReason;
 use crate::fabric::{Forwarder, PortEntry, PortTable};
@@ -413,7 +419,7 @@ pub fn run(
             return;
         }
         let pass = w.poll_pass();
-        w.charge_pass(pass.moved);
+        w.charge_pass(&pass);
         if w.adaptive {
             w.wait_or_poll_on(pass);
         } else if w.slots.is_empty() {
@@ -500,6 +506,8 @@ struct Worker {
     /// yet) and its state for that slot's logic.
     logic_gen: u64,
     state: Option<WorkerState>,
+    /// Streamed or ordinary stores for large copies into peers' memory.
+    copy: CopyChooser,
 }
 
 impl Worker {
@@ -522,6 +530,9 @@ impl Worker {
         let adaptive = mode == WakeupMode::Adaptive;
         let policy = Policy::new(budget_us, batch_cap, sys::now_ns());
         shared.counters.publish_policy(&policy.view());
+        let copy = CopyChooser::new();
+        sys::set_streaming(copy.streaming());
+        shared.counters.publish_copy(&copy);
         if adaptive {
             sys::set_timer_slack_ns(1_000);
         }
@@ -543,6 +554,7 @@ impl Worker {
             retry_at_ns: 0,
             retry_gap_ns: KICK_RETRY_NS,
             logic_gen: 0,
+            copy,
             state: None,
             shared,
             table,
@@ -756,7 +768,8 @@ impl Worker {
     /// Charges the cycles since the last charge to the pass: busy when it
     /// moved frames, else idle.
     #[inline]
-    fn charge_pass(&mut self, moved: u64) {
+    fn charge_pass(&mut self, pass: &PassSummary) {
+        let moved = pass.moved;
         let c = &self.shared.counters;
         let now = sys::cycles();
         let spent = now.wrapping_sub(self.last_cycles);
@@ -767,6 +780,12 @@ impl Worker {
             bump(&c.batches, 1);
             bump(&c.busy_cycles, spent);
             bump(&c.kick_cycles, kicks.min(spent));
+            let large = sys::large_copies();
+            if let Some(ways) = self.copy.busy_pass(pass.now_ns, spent, moved, large) {
+                // an epoch's end
+                sys::set_streaming(ways);
+                c.publish_copy(&self.copy);
+            }
         } else {
             bump(&c.idle_cycles, spent);
         }

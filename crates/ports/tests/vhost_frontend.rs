@@ -137,7 +137,11 @@ fn frames_cross_both_ways_exactly() {
     let dir = TempDir::new("front");
     // With and without EVENT_IDX: the frontend kicks by avail_event or by
     // NO_NOTIFY.
-    for event_idx in [true, false] {
+    // The backend copies 1518-byte frames into one guest buffer each with
+    // streamed stores in one round and ordinary ones in the other (a
+    // worker's copy chooser picks per thread, `fabric::copymode`).
+    for (event_idx, vhost_streams) in [(true, true), (false, false)] {
+        fabric::sys::set_streaming([true, vhost_streams]);
         for len in [64usize, 1518, 9000] {
             let (backend, front) = pair_with(&dir, 1, 9000, event_idx);
             both_ways(&backend, &front, 0, 20_000, len);

@@ -241,7 +241,7 @@ pub const QUEUE_METRICS: [Metric<QueueStats>; 5] = [
 ];
 
 /// Per worker, labelled `worker`.
-pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 24] = [
+pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 28] = [
     Metric {
         key: "packets",
         name: "turnout_worker_packets_total",
@@ -325,6 +325,34 @@ pub const WORKER_METRICS: [Metric<WorkerStatsResult>; 24] = [
         kind: "counter",
         help: "Gaps after a small batch of a dense flow (spins before the next poll).",
         get: |w| w.worker.gaps as f64,
+    },
+    Metric {
+        key: "copy_stream_memif",
+        name: "turnout_worker_copy_stream_memif",
+        kind: "gauge",
+        help: "1 while the worker copies frames of 1 KiB or more into memif buffers with non-temporal stores, 0 with ordinary ones.",
+        get: |w| w.worker.copy_stream_memif as f64,
+    },
+    Metric {
+        key: "copy_stream_vhost_user",
+        name: "turnout_worker_copy_stream_vhost_user",
+        kind: "gauge",
+        help: "1 while the worker copies frames of 1 KiB or more into vhost-user guests' buffers with non-temporal stores, 0 with ordinary ones.",
+        get: |w| w.worker.copy_stream_vhost_user as f64,
+    },
+    Metric {
+        key: "copy_probes",
+        name: "turnout_worker_copy_probes_total",
+        kind: "counter",
+        help: "Probes of the other way of copying large frames into peers' memory.",
+        get: |w| w.worker.copy_probes as f64,
+    },
+    Metric {
+        key: "copy_switches",
+        name: "turnout_worker_copy_switches_total",
+        kind: "counter",
+        help: "Probes that changed the way of copying large frames (the other way cost the worker less per frame).",
+        get: |w| w.worker.copy_switches as f64,
     },
     Metric {
         key: "backoffs",
@@ -460,6 +488,10 @@ mod tests {
                 asleep_ns: 47_000_000_003,
                 sleep_cpu_ns: 53_000_000_004,
                 held_ns: 73_000_000_006,
+                copy_stream_memif: 1,
+                copy_stream_vhost_user: 97,
+                copy_probes: 83,
+                copy_switches: 89,
                 cycles_per_packet: 59.5,
                 policy,
             },
@@ -561,6 +593,10 @@ mod tests {
                 "batches",
                 "busy_cycles",
                 "busy_ns",
+                "copy_probes",
+                "copy_stream_memif",
+                "copy_stream_vhost_user",
+                "copy_switches",
                 "cpu",
                 "cpu_ns",
                 "cycles_per_packet",
@@ -601,6 +637,10 @@ mod tests {
             "asleep_ns",
             "sleep_cpu_ns",
             "held_ns",
+            "copy_stream_memif",
+            "copy_stream_vhost_user",
+            "copy_probes",
+            "copy_switches",
             "policy",
         ] {
             o.remove(k);

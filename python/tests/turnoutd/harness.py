@@ -460,6 +460,26 @@ class Testpmd:
         self.cleanup()
 
 
+def patch_ab_config(kind: str, d: Path, cpu: str | int | None, switch: str = "",
+                    af_xdp: str = "") -> str:
+    """A turnoutd config (control socket ``@CTL@``) patching ports ``a`` and
+    ``b`` of one kind: "memif" and "vhost-user" (their sockets in ``d``) or
+    "afxdp" (veths ``swa`` and ``swb``, with the keys ``af_xdp``); ``switch``
+    adds lines to ``[switch]``, ``cpu`` pins the one worker."""
+    worker = f"[[workers]]\ncpu = {cpu}\n\n" if cpu is not None else ""
+    if kind == "memif":
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "memif"\nsocket = "{d}/{n}.sock"\n'
+                        f"id = 0\n\n" for n in "ab")
+    elif kind == "vhost-user":
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "vhost_user"\n'
+                        f'socket = "{d}/{n}.sock"\n\n' for n in "ab")
+    else:
+        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "af_xdp"\niface = "sw{n}"\n'
+                        f"{af_xdp}\n" for n in "ab")
+    return ('[switch]\ncontrol_socket = "@CTL@"\n' + switch + "\n" + worker +
+            '[logic]\nname = "patch"\npairs = [["a", "b"]]\n\n' + ports)
+
+
 def port_toml(name: str, sock: str, ifid: int, **kw: Any) -> str:
     lines = ["[[ports]]", f'name = "{name}"', 'kind = "memif"', f'socket = "{sock}"']
     lines.append(f"id = {ifid}")

@@ -40,7 +40,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import GenRx, Turnoutd, VethNs, gen_doc, stop_pid, wait_for
+from harness import GenRx, Turnoutd, VethNs, gen_doc, patch_ab_config, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -76,19 +76,8 @@ def _cpus() -> tuple[str | None, str | None]:
 
 
 def _config(kind: str, d: Path, cpu: str | None) -> str:
-    worker = f"[[workers]]\ncpu = {cpu}\n\n" if cpu is not None else ""
-    budget = "latency_budget_us = 1000\n"
-    if kind == "memif":
-        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "memif"\nsocket = "{d}/{n}.sock"\n'
-                        f"id = 0\n\n" for n in "ab")
-    elif kind == "vhost-user":
-        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "vhost_user"\n'
-                        f'socket = "{d}/{n}.sock"\n\n' for n in "ab")
-    else:
-        ports = "".join(f'[[ports]]\nname = "{n}"\nkind = "af_xdp"\niface = "sw{n}"\n'
-                        f"frames_per_queue = 131072\n\n" for n in "ab")
-    return ('[switch]\ncontrol_socket = "@CTL@"\n' + budget + "\n" + worker +
-            '[logic]\nname = "patch"\npairs = [["a", "b"]]\n\n' + ports)
+    return patch_ab_config(kind, d, cpu, switch="latency_budget_us = 1000\n",
+                           af_xdp="frames_per_queue = 131072\n")
 
 
 def _spec(kind: str, d: Path, name: str) -> str:

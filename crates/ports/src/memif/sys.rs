@@ -330,9 +330,10 @@ impl Region {
     }
 
     /// Copies `src` into the region at `off`; false (nothing copied) if it
-    /// does not fit. A frame of `fabric::sys::STREAM_MIN_B` or more is written with
-    /// non-temporal stores (`fabric::sys::copy_streaming`): the caller
-    /// fences (`fabric::sys::store_fence`) before it publishes the buffer.
+    /// does not fit. A frame `fabric::sys::streams` picks (large, on a
+    /// thread that streams) is written with non-temporal stores
+    /// (`fabric::sys::copy_streaming`): the caller fences
+    /// (`fabric::sys::store_fence`) before it publishes the buffer.
     #[inline]
     pub fn copy_in(&self, off: usize, src: &[u8]) -> bool {
         if !self.fits(off, src.len()) {
@@ -343,7 +344,7 @@ impl Region {
         // slots being written, which the ring protocol reserves for us).
         unsafe {
             let dst = self.map.as_ptr().add(off);
-            if src.len() >= fabric::sys::STREAM_MIN_B {
+            if fabric::sys::streams(fabric::sys::CopyInto::Memif, src.len()) {
                 fabric::sys::copy_streaming(dst, src.as_ptr(), src.len())
             } else {
                 std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len())

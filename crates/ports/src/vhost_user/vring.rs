@@ -1115,7 +1115,7 @@ impl VhostTx {
             } else {
                 std::ptr::copy_nonoverlapping(hdr.as_ptr(), p, 10);
             }
-            if frame.len() >= fabric::sys::STREAM_MIN_B {
+            if fabric::sys::streams(fabric::sys::CopyInto::VhostUser, frame.len()) {
                 fabric::sys::copy_streaming(p.add(hdr_len), frame.as_ptr(), frame.len());
             } else {
                 std::ptr::copy_nonoverlapping(frame.as_ptr(), p.add(hdr_len), frame.len());
