@@ -17,7 +17,7 @@
 //!
 //! What a change of way does shows slowly: for tens of milliseconds after
 //! one, either way costs more than both do later, and the difference
-//! between them builds up over a few hundred (vhost-user 1518 B at 7–9
+//! between them builds up over a few hundred (vhost-user 1518 B at 4.6–6
 //! Mpps, 2026-12-05). So the chooser cuts time into epochs of
 //! [`EPOCH_NS`] and counts only the busy passes after the first
 //! [`SETTLE_NS`] of an epoch that began with a change. An epoch judges the
