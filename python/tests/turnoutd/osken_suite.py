@@ -19,8 +19,9 @@ tester.py unchanged but for one step on the tester switch (its
 instead of deleting and re-adding it, which made it drop frames a fast
 target sent back; and its sender counts the packets a throughput test
 sends from the clock instead of from its 10 ms ticks, which a busy host
-stretches: ``paced_sender``; ``--published-tester`` runs both as
-published). Each test of the
+stretches, in ticks of 2 ms whose bursts the tester switch's socket
+holds when the target sends them straight back: ``paced_sender``;
+``--published-tester`` runs both as published). Each test of the
 suite's four folders (of13/action, group, match, meter: 991 tests) is
 OK or ERROR; the counts are per folder, from the test files' descriptions.
 Files with errors that say more about the machine's load than about the
