@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,14 @@ from turnout.ctl.client import CtlError, call
 REPO = Path(__file__).resolve().parents[3]
 TESTPMD = shutil.which("dpdk-testpmd")
 DPDK_RUN = Path("/var/run/dpdk")
+
+
+def need_built(*binaries: Path, build: str = "-p turnoutd -p turnout-gen") -> None:
+    """Each of ``binaries`` built, else the test fails (or skips outside
+    CI: testpeers.need) saying how to build them (``build``: cargo's
+    package arguments)."""
+    for b in binaries:
+        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release {build})")
 
 
 def turnoutd_binary() -> Path:
@@ -187,13 +195,16 @@ def gen_doc(out: str) -> dict[str, Any]:
 class GenRx:
     """A ``turnout-gen rx`` process (``cmd``: its command line, with
     ``--interval-s``): its interval lines on stderr say its port is open
-    and its loop runs (``wait_running``); its document (tens of KiB) is
-    read while it is written, and returned by ``stop``."""
+    and its loop runs (``wait_running``) and how many frames it has
+    received (``rx_packets``); its document (tens of KiB) is read while it
+    is written, and returned by ``stop``."""
 
     def __init__(self, cmd: list[str]) -> None:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         self.running = threading.Event()
+        #: frames received by the last interval line
+        self.rx_packets = 0
         self._out: list[str] = []
         threading.Thread(target=self._watch, daemon=True).start()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -204,6 +215,8 @@ class GenRx:
         for line in self.proc.stderr:
             if line.startswith("{"):
                 self.running.set()
+                with suppress(ValueError):
+                    self.rx_packets = int(json.loads(line).get("rx_packets", 0))
 
     def _read(self) -> None:
         assert self.proc.stdout is not None

@@ -40,7 +40,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import GenRx, Turnoutd, VethNs, gen_doc, patch_ab_config, stop_pid, wait_for
+from harness import (
+    GenRx,
+    Turnoutd,
+    VethNs,
+    gen_doc,
+    need_built,
+    patch_ab_config,
+    stop_pid,
+    wait_for,
+)
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -61,9 +70,7 @@ IRQ = {"memif": ",mode=interrupt", "vhost-user": ",mode=interrupt", "afxdp": ",w
 @pytest.fixture(autouse=True)
 def _peers():
     testpeers.need_root()
-    for b in (RELEASE / "turnoutd", GEN):
-        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release "
-                                    "-p turnoutd -p turnout-gen)")
+    need_built(RELEASE / "turnoutd", GEN)
 
 
 def _cpus() -> tuple[str | None, str | None]:

@@ -25,9 +25,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from harness import Turnoutd, gen_doc, patch_ab_config, stop_pid, wait_for
+from harness import Turnoutd, gen_doc, need_built, patch_ab_config, stop_pid, wait_for
 
-from turnout import testpeers
 from turnout.build import BIN_DIR
 
 # serial: the traffic runs at the tester's full rate on both CPUs, and the
@@ -41,9 +40,7 @@ WAY = {"memif": ("copy_stream_memif", 1), "vhost-user": ("copy_stream_vhost_user
 
 @pytest.fixture(autouse=True)
 def _peers():
-    for b in (BIN_DIR / "turnoutd", GEN):
-        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release "
-                                    "-p turnoutd -p turnout-gen)")
+    need_built(BIN_DIR / "turnoutd", GEN)
 
 
 @pytest.mark.parametrize("kind", sorted(WAY))

@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Turnoutd, stop_pid, wait_for
+from harness import Turnoutd, need_built, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -77,9 +77,7 @@ RATE_PPS = 10_000
 @pytest.fixture(autouse=True)
 def _peers():
     testpeers.need_root()
-    for b in (RELEASE / "turnoutd", GEN, HOSTILE):
-        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release "
-                                    "--workspace --bins --examples)")
+    need_built(RELEASE / "turnoutd", GEN, HOSTILE, build="--workspace --bins --examples")
 
 
 def config(d: Path) -> str:

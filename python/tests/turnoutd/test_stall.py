@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import GenRx, Turnoutd, VethNs, gen_doc, stop_pid, wait_for
+from harness import GenRx, Turnoutd, VethNs, gen_doc, need_built, stop_pid, wait_for
 
 from turnout import testpeers
 from turnout.build import BIN_DIR
@@ -58,9 +58,7 @@ KERNEL_DROPS = ("kernel_rx_dropped", "kernel_rx_ring_full", "kernel_rx_drops",
 @pytest.fixture(autouse=True)
 def _peers():
     testpeers.need_root()
-    for b in (BIN_DIR / "turnoutd", GEN):
-        testpeers.need(b.is_file(), f"{b} is not built (cargo build --release "
-                                    "-p turnoutd -p turnout-gen)")
+    need_built(BIN_DIR / "turnoutd", GEN)
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))

@@ -75,13 +75,13 @@ impl Fanout {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RxHandover {
-    /// `frames` where the switch lets no frame wait (a latency budget of
-    /// zero: turnoutd's `wakeup = "poll"` or `latency_budget_us = 0`, and
-    /// turnout-gen), `blocks` otherwise (turnoutd's default budget too:
-    /// with frames, the os-ken suite's meter tests through turnoutd counted
-    /// 12 % fewer frames remarked by a 10 kpps meter, not yet explained)
-    /// and
-    /// where no budget applies ([`AfPacketPort::open`] called directly).
+    /// `frames` where the switch lets a frame wait less than a block's
+    /// timeout (`rx_block_timeout_ms`): a latency budget shorter than it
+    /// (turnoutd's default 100 µs), or zero (`wakeup = "poll"`,
+    /// `latency_budget_us = 0`, turnout-gen); `blocks` where the budget is
+    /// at least the timeout (the power-saving `latency_budget_us = 1000`
+    /// with the default 1 ms) and where no budget applies
+    /// ([`AfPacketPort::open`] called directly).
     #[default]
     Auto,
     /// TPACKET_V2: one slot per frame, each handed over as soon as the
@@ -214,10 +214,15 @@ impl AfPacketConfig {
 
 impl AfPacketConfig {
     /// The hand-over `rx_ring` names under a switch that lets frames wait
-    /// at most `budget` (None: no budget applies): `auto` resolved.
+    /// at most `budget` (None: no budget applies): `auto` resolved. A
+    /// blocks ring holds a frame under light load for up to the block
+    /// timeout before any worker sees it, so it keeps a budget only as
+    /// long as that (with `rx_block_timeout_ms = 0` the kernel's choice,
+    /// not known here: frames under any budget).
     pub fn handover(&self, budget: Option<std::time::Duration>) -> RxHandover {
+        let timeout = std::time::Duration::from_millis(self.rx_block_timeout_ms.into());
         match (self.rx_ring, budget) {
-            (RxHandover::Auto, Some(b)) if b.is_zero() => RxHandover::Frames,
+            (RxHandover::Auto, Some(b)) if b < timeout || timeout.is_zero() => RxHandover::Frames,
             (RxHandover::Auto, _) => RxHandover::Blocks,
             (h, _) => h,
         }
@@ -494,14 +499,26 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn auto_hands_frames_over_one_by_one_where_no_frame_may_wait() {
+    fn auto_hands_frames_over_one_by_one_where_a_block_would_wait_too_long() {
         let mut c = AfPacketConfig::new("v0");
         let us = Duration::from_micros;
-        // Always polling (turnoutd's wakeup = "poll", turnout-gen).
+        assert_eq!(c.rx_block_timeout_ms, 1);
+        // Always polling (turnoutd's wakeup = "poll", turnout-gen), and a
+        // budget shorter than the block timeout (turnoutd's default).
         assert_eq!(c.handover(Some(Duration::ZERO)), RxHandover::Frames);
-        // A budget (turnoutd's default 100 µs included), and no budget.
-        assert_eq!(c.handover(Some(us(100))), RxHandover::Blocks);
+        assert_eq!(c.handover(Some(us(100))), RxHandover::Frames);
+        assert_eq!(c.handover(Some(us(999))), RxHandover::Frames);
+        // A budget the block timeout fits in (the power-saving 1000 µs),
+        // and no budget.
         assert_eq!(c.handover(Some(us(1000))), RxHandover::Blocks);
+        assert_eq!(c.handover(None), RxHandover::Blocks);
+        // A longer block timeout takes frames under a longer budget.
+        c.rx_block_timeout_ms = 4;
+        assert_eq!(c.handover(Some(us(1000))), RxHandover::Frames);
+        assert_eq!(c.handover(Some(us(4000))), RxHandover::Blocks);
+        // The kernel's own timeout (0): not known, so frames.
+        c.rx_block_timeout_ms = 0;
+        assert_eq!(c.handover(Some(us(100_000))), RxHandover::Frames);
         assert_eq!(c.handover(None), RxHandover::Blocks);
         // An explicit choice stands.
         c.rx_ring = RxHandover::Blocks;
