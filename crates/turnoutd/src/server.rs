@@ -107,6 +107,14 @@ pub struct ControlServer {
 /// Binds a unix socket at `path` with permission bits `mode`, creating the
 /// parent directory if needed and replacing a stale socket file (one nobody
 /// listens on). A live socket or a non-socket file there is an error.
+///
+/// The socket is bound and listening, with its mode set, under a temporary
+/// name in the same directory before it is linked at `path`: a client that
+/// waits for the file to appear and then connects never finds it there
+/// before it listens (binding at `path` itself made the file a moment
+/// before `listen`, and a connection in that moment was refused: a loaded
+/// host's bench setup met it). Where the temporary name would be too long
+/// for a socket address, it binds at `path` directly.
 pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
@@ -131,9 +139,34 @@ pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
         }
         Err(_) => {}
     }
-    let l = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(l)
+    let tmp = path.with_file_name(format!(
+        ".{}.{}",
+        std::process::id(),
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let l = match UnixListener::bind(&tmp) {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+            let l = UnixListener::bind(path)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+            return Ok(l);
+        }
+        Err(e) => return Err(e),
+    };
+    // The link fails where `path` exists by now (another process bound it
+    // since the check above): its socket is not taken over.
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match placed {
+        Ok(()) => Ok(l),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("{} is in use by another process", path.display()),
+        )),
+        Err(e) => Err(e),
+    }
 }
 
 impl ControlServer {
@@ -385,6 +418,33 @@ mod tests {
         let e = bind_unix(&f, 0o600).unwrap_err();
         assert!(e.to_string().ends_with("exists and is not a socket"), "{e}");
         assert_eq!(std::fs::read(&f).unwrap(), b"keep");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_socket_appears_listening_and_leaves_no_temporary_name() {
+        let d = tmpdir("bindtmp");
+        let p = d.join("ctl.sock");
+        let l = bind_unix(&p, 0o600).unwrap();
+        // Connectable as soon as it is there, before any accept.
+        let c = UnixStream::connect(&p).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        (&c).write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        a.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"x");
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["ctl.sock"]);
+        // A path too long for a temporary name beside it is bound directly.
+        let long = d.join("x".repeat(100 - d.as_os_str().len().min(90)));
+        if long.as_os_str().len() < 108 {
+            let l2 = bind_unix(&long, 0o600).unwrap();
+            UnixStream::connect(&long).unwrap();
+            drop(l2);
+        }
         let _ = std::fs::remove_dir_all(&d);
     }
 }
