@@ -1,7 +1,8 @@
 //! turnout-sample: samples the CPU time of every thread of the given
 //! processes every `--every-ms` until SIGINT or SIGTERM, then prints one
 //! JSON document after the line `ready` it printed once it could be
-//! stopped (crates/gen/src/sample.rs; docs/bench.md, "CPU"). The
+//! stopped and its first samples were taken (crates/gen/src/sample.rs;
+//! docs/bench.md, "CPU"). The
 //! bench starts it on the tester's CPU for each trial instead of sampling
 //! from Python. With `--other PID:TID:BOUND` it also samples those
 //! threads (the others that may run on the SUT's CPUs) every
@@ -49,14 +50,6 @@ fn main() {
         eprintln!("turnout-sample: cannot install signal handlers: {e}");
         std::process::exit(1);
     }
-    // the caller may stop us (SIGINT) once it has read this line: before it,
-    // a signal would end the process without its document
-    {
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "ready").and_then(|_| out.flush()).is_err() {
-            std::process::exit(1);
-        }
-    }
     let mut s = Sampler::new(cli.pids);
     let mut samples = Vec::new();
     let mut o = Others::new(cli.others);
@@ -78,6 +71,13 @@ fn main() {
             next_others = at + others_period;
         }
         busy_ns += sys::now_ns() - t;
+        if i == 0 {
+            // the caller may stop us (SIGINT) once it has read this line
+            // (before it, a signal would end the process without its
+            // document), and the first samples are taken: what runs from
+            // then on is inside the samples
+            say_ready();
+        }
         i += 1;
         // one sleep a period (each wake-up takes the tester's CPU); a stop
         // signal ends it early; late (descheduled): no burst of samples
@@ -89,6 +89,9 @@ fn main() {
         if !sys::stop_requested() {
             sys::sleep_interruptible_ns(next - now);
         }
+    }
+    if i == 0 {
+        say_ready(); // stopped before the first sample: still a document
     }
     let t = sys::now_ns();
     samples.push((t, s.sample(true)));
@@ -108,6 +111,14 @@ fn main() {
     doc["cpu_ns"] = sys::thread_cpu_ns().into();
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{doc}").and_then(|_| out.flush()).is_err() {
+        std::process::exit(1);
+    }
+}
+
+/// The line the caller waits for before it stops us (module doc).
+fn say_ready() {
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "ready").and_then(|_| out.flush()).is_err() {
         std::process::exit(1);
     }
 }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import time
@@ -222,7 +223,14 @@ class NativeCpuSampler(CpuSampler):
     it lists their candidates at ``start`` and samples them too, every
     ``others.every_s``, filling ``others.samples`` at ``stop``
     (``others.via`` is then "turnout-sample"; left empty when the process
-    did not start, so the caller starts ``others`` itself)."""
+    did not start, so the caller starts ``others`` itself).
+
+    ``start`` returns once the process said ``ready``: its first samples
+    are taken, so whatever runs after ``start`` is inside them (at most
+    ``READY_S`` later; ``stop`` still reads the document if it is late)."""
+
+    #: how long ``start`` and ``stop`` wait for the line ``ready``
+    READY_S = 10.0
 
     def __init__(self, binary: str, pids_by_role: dict[str, list[int]],
                  every_s: float = 0.02, others: OthersSampler | None = None) -> None:
@@ -233,6 +241,7 @@ class NativeCpuSampler(CpuSampler):
         #: the sampler's own cost: ns inside samples and its CPU ns
         self.cost: dict[str, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
 
     def start(self) -> NativeCpuSampler:
         pids = [p for ps in self.pids_by_role.values() for p in ps]
@@ -254,15 +263,33 @@ class NativeCpuSampler(CpuSampler):
             else:
                 if self.others is not None:
                     self.others.via = "turnout-sample"
+                self._ready = self._wait_ready(self._proc, self.READY_S)
         return self
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], within_s: float) -> bool:
+        """Read its first line, ``ready`` (its signal handlers are in and its
+        first samples taken), waiting at most ``within_s``; False when it
+        did not come (``stop`` says why)."""
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        deadline = time.monotonic() + within_s
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return False
+            chunk = os.read(fd, 1)  # one byte: the document that follows stays in the pipe
+            if not chunk:
+                return False
+            line += chunk
+        return line == b"ready\n"
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        assert proc.stdout is not None
         # its first line says it can be stopped (its signal handlers are in)
-        ready = proc.stdout.readline()
+        ready = self._ready or self._wait_ready(proc, self.READY_S)
         proc.send_signal(signal.SIGINT)
         try:
             out, err = proc.communicate(timeout=10)
