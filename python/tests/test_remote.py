@@ -157,8 +157,9 @@ class _FakeHost:
         if cmd[0] == "sh" and "/address" in cmd[-1]:  # a veth pair made: its two MACs
             self.macs += 2
             out = f"02:00:00:00:01:{self.macs - 1:02x}\n02:00:00:00:01:{self.macs:02x}\n"
-        if cmd[0] == "grep" and cmd[1] == "HugePages_Free:":
-            out = f"HugePages_Free: {self.nr_hugepages - self.hugepages_in_use}\n"
+        if cmd[0] == "grep" and cmd[1] == "^HugePages_":
+            out = (f"HugePages_Total: {self.nr_hugepages}\n"
+                   f"HugePages_Free: {self.nr_hugepages - self.hugepages_in_use}\n")
         if cmd[0] == "flock" and (m := re.search(r"echo \$\(\(p \+ (\d+)\)\)", cmd[-1])):
             self.nr_hugepages += int(m.group(1))  # the kernel gives all it is asked
             out = f"{m.group(1)}\n"

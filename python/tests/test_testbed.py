@@ -120,6 +120,38 @@ def _nr_hugepages() -> int:
     return int(Path("/proc/sys/vm/nr_hugepages").read_text())
 
 
+def test_a_hold_never_lends_pages_another_test_reserved():
+    """The pool is one for the machine: a free page may be another test's
+    reservation its DPDK has not mapped yet. The hold lends its own pages
+    only as far as the free ones exceed every page it did not add."""
+    from turnout.testbed.state import HugepageHold, _hugepage_pool
+
+    class Pool(HugepageHold):
+        def __init__(self) -> None:
+            super().__init__()
+            self.total = self.used = 0
+
+        def _pool(self) -> tuple[int, int]:
+            return self.total, self.total - self.used
+
+        def _grow(self, extra: int) -> bool:
+            self.total += extra
+            return True
+
+    h = Pool()
+    assert h.borrow(8) and (h.total, h.pages) == (8, 8)
+    h.used = 8  # its run maps them
+    h.give_back(8)  # ... and is ending: still mapped
+    h.total += 8  # another test reserved 8, not mapped yet: free
+    assert h.borrow(8) and (h.total, h.pages, h.lent) == (24, 16, 8)  # grown, not lent the other's
+    h.used = 8  # the first run let go, the second maps its 8
+    h.give_back(8)
+    h.used = 0
+    assert h.borrow(16) and (h.total, h.pages) == (24, 16)  # all its own free: no growth
+    assert _hugepage_pool("HugePages_Total:     512\nHugePages_Free:      500\n") == (512, 500)
+    assert _hugepage_pool("MemTotal: 1 kB\n") == (0, 0)
+
+
 @needs_root
 @pytest.mark.serial  # reads the machine's hugepage pool, which other tests change
 def test_a_campaigns_hugepages_stay_in_the_pool_between_runs_and_go_back_at_its_end():

@@ -35,7 +35,7 @@ from ..measure.cost import cpu_list
 from ..measure.counts import TrialCounts
 from ..measure.cpu import CpuSample, CpuSampler
 from ..scenarios import Point, Unsupported
-from ..testbed.state import HUGEPAGE_LOCK, NR_HUGEPAGES, HugepageHold
+from ..testbed.state import HUGEPAGE_LOCK, NR_HUGEPAGES, HugepageHold, _hugepage_pool
 from ..testbed.testbed import Veth
 from .base import HostError, HostLost, HostProc
 from .config import HostSpec, RemoteSpec
@@ -130,10 +130,9 @@ class RemoteHugepageHold(HugepageHold):
         super().__init__()
         self.host = host
 
-    def _free(self) -> int:
-        r = self.host.run(["grep", "HugePages_Free:", "/proc/meminfo"], check=False)
-        parts = r.stdout.split()
-        return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+    def _pool(self) -> tuple[int, int]:
+        r = self.host.run(["grep", "^HugePages_", "/proc/meminfo"], check=False)
+        return _hugepage_pool(r.stdout)
 
     def _grow(self, extra: int) -> bool:
         # Added and given back under the lock of every reservation

@@ -137,11 +137,15 @@ def reserve_recorded(state: RunState, pages: int) -> int:
     return got
 
 
-def _free_hugepages() -> int:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("HugePages_Free:"):
-            return int(line.split()[1])
-    return 0
+def _hugepage_pool(meminfo: str) -> tuple[int, int]:
+    """``HugePages_Total`` and ``HugePages_Free`` of /proc/meminfo's text
+    (0 for a line that is missing)."""
+    got = {"HugePages_Total:": 0, "HugePages_Free:": 0}
+    for line in meminfo.splitlines():
+        parts = line.split()
+        if len(parts) > 1 and parts[0] in got and parts[1].isdigit():
+            got[parts[0]] = int(parts[1])
+    return got["HugePages_Total:"], got["HugePages_Free:"]
 
 
 class HugepageHold:
@@ -170,10 +174,16 @@ class HugepageHold:
 
     def borrow(self, pages: int) -> bool:
         """Lend ``pages`` to a testbed, growing the pool by what the hold
-        lacks (unlent pages that are not free yet, still held by a run
-        that is ending, do not count). False (nothing lent, nothing kept)
-        when the kernel would not give the rest."""
-        have = min(self.pages - self.lent, self._free())
+        lacks. Its unlent pages count only as far as the pool's free pages
+        exceed every page the hold did not add: a free page may be another
+        test's reservation its DPDK has not mapped yet (the pool is one
+        for the machine), and one of the hold's may still be mapped by a
+        run that is ending. Growing more than needed costs a few pages
+        until the hold closes; lending another's pages fails that test.
+        False (nothing lent, nothing kept) when the kernel would not give
+        the rest."""
+        total, free = self._pool()
+        have = min(self.pages - self.lent, max(0, free - max(0, total - self.pages)))
         if have < pages:
             extra = pages - have
             if not self._grow(extra):
@@ -182,9 +192,9 @@ class HugepageHold:
         self.lent += pages
         return True
 
-    def _free(self) -> int:
-        """The pool's free hugepages."""
-        return _free_hugepages()
+    def _pool(self) -> tuple[int, int]:
+        """The pool's hugepages and of those the free ones."""
+        return _hugepage_pool(Path("/proc/meminfo").read_text())
 
     def _grow(self, extra: int) -> bool:
         """Add ``extra`` pages to the pool, recorded to be given back
