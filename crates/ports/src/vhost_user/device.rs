@@ -875,7 +875,12 @@ fn peek_vring_enable(fd: std::os::fd::RawFd) -> Option<(u32, bool)> {
 }
 
 /// Creates the listening socket of a server-mode port with mode 0600,
-/// replacing a stale socket file (never any other kind of file).
+/// replacing a stale socket file (never any other kind of file). It is
+/// bound and listening under a temporary name beside `path`, chmod-ed, then
+/// renamed onto `path`: a frontend that sees the file can connect at once
+/// (a file bound but not listening yet refuses it) and never finds it with
+/// looser permissions. A `path` too long for the temporary name is bound in
+/// place.
 pub fn listen(path: &Path) -> io::Result<UnixListener> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if let Ok(md) = std::fs::symlink_metadata(path) {
@@ -888,8 +893,25 @@ pub fn listen(path: &Path) -> io::Result<UnixListener> {
             ));
         }
     }
-    let l = UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let l = match UnixListener::bind(&tmp) {
+        Ok(l) => l,
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+            let l = UnixListener::bind(path)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            return Ok(l);
+        }
+        Err(e) => return Err(e),
+    };
+    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     Ok(l)
 }
 
@@ -909,6 +931,33 @@ mod tests {
             v.extend_from_slice(&w.to_le_bytes());
         }
         v
+    }
+
+    #[test]
+    fn the_socket_appears_listening_private_and_leaves_no_temporary_name() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("vu-listen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("port.sock");
+        std::fs::write(dir.join("file"), b"").unwrap();
+        let not_a_socket = listen(&dir.join("file")).unwrap_err();
+        assert_eq!(not_a_socket.kind(), io::ErrorKind::AlreadyExists);
+        let l = listen(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        UnixStream::connect(&path).expect("listening as soon as the file is there");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        drop(l);
+        // a stale socket is replaced
+        let again = listen(&path).unwrap();
+        UnixStream::connect(&path).unwrap();
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
