@@ -4,6 +4,7 @@ sysfs tree, and once for real (root)."""
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import subprocess
@@ -31,9 +32,9 @@ from turnout.system.isolate import (
 PF_KTHREAD = 0x00200000
 
 
-def _stat(pid: int, comm: str, flags: int, start: int) -> str:
+def _stat(pid: int, comm: str, flags: int, start: int, ppid: int = 2) -> str:
     # pid (comm) state ppid pgrp session tty tpgid flags ... field 22 = start
-    rest = ["S", "2", "0", "0", "0", "-1", str(flags)] + ["0"] * 12 + [str(start)] + ["0"] * 5
+    rest = ["S", str(ppid), "0", "0", "0", "-1", str(flags)] + ["0"] * 12 + [str(start)] + ["0"] * 5
     return f"{pid} ({comm}) " + " ".join(rest) + "\n"
 
 
@@ -58,15 +59,26 @@ class FakeHost:
         self.thread(35, "kcompactd0", {0, 1})
         self.thread(90, "kworker/u8:3", {0, 1}, fixed=True)
         self.thread(14, "ksoftirqd/0", {0})
-        self.thread(500, "bash", {0, 1}, flags=0)  # a user process: never touched
+        self.thread(500, "bash", {0, 1}, flags=0)  # a user process: moved
 
     def thread(self, pid: int, comm: str, cpus: set[int], fixed: bool = False,
-               flags: int = PF_KTHREAD) -> None:
+               flags: int = PF_KTHREAD, start: int | None = None, ppid: int = 2) -> None:
+        """A process (its main thread: tid = pid; a user process also has
+        /proc/PID/task/PID)."""
+        start = 1000 + pid if start is None else start
         (self.root / f"proc/{pid}").mkdir(parents=True)
-        (self.root / f"proc/{pid}/stat").write_text(_stat(pid, comm, flags, 1000 + pid))
+        (self.root / f"proc/{pid}/stat").write_text(_stat(pid, comm, flags, start, ppid))
         self.aff[pid] = set(cpus)
         if fixed:
             self.fixed.add(pid)
+        if not flags & PF_KTHREAD:
+            self.task(pid, pid, comm, cpus, start)
+
+    def task(self, pid: int, tid: int, comm: str, cpus: set[int], start: int) -> None:
+        """A thread of user process ``pid``."""
+        (self.root / f"proc/{pid}/task/{tid}").mkdir(parents=True)
+        (self.root / f"proc/{pid}/task/{tid}/stat").write_text(_stat(tid, comm, 0, start))
+        self.aff[tid] = set(cpus)
 
     def getaff(self, pid: int) -> set[int]:
         if pid not in self.aff:
@@ -85,6 +97,71 @@ class FakeHost:
         files = {str(p.relative_to(self.root)): p.read_text() for p in self.root.rglob("*")
                  if p.is_file() and "stat" not in p.name}
         return {"files": files, "aff": {k: sorted(v) for k, v in self.aff.items()}}
+
+
+def test_other_processes_threads_move_and_come_back_with_their_children(tmp_path):
+    """Every thread of another user-space process that may run on the SUT's
+    CPU moves off it (not the isolating process's own; not one its process
+    pinned to the SUT's CPU only); at the end each gets its affinity back
+    unless its owner set another meanwhile, and threads and processes a
+    moved process started while isolated get their parent's."""
+    h = FakeHost(tmp_path / "root")
+    h.thread(700, "process_api", {0, 1}, flags=0, ppid=0)
+    h.task(700, 701, "tokio-rt-worker", {0, 1}, 1701)
+    h.task(700, 702, "pinned", {1}, 1702)  # its process put it there: stays
+    h.thread(800, "sshd", {0}, flags=0)  # never on the SUT's CPU
+    me = os.getpid()
+    h.thread(me, "turnout", {0, 1}, flags=0)  # the isolating process places itself
+    state = tmp_path / "state"
+    with SutIsolation({1}, {0, 1}, state, fs=h.fs()) as iso:
+        assert h.aff[700] == h.aff[701] == {0} and h.aff[702] == {1} and h.aff[me] == {0, 1}
+        s = iso.summary()
+        assert "process process_api (700, 2 threads)" in s["moved"]
+        assert not any("sshd" in m or "turnout (" in m for m in s["moved"])
+        why = {w["why"]: w["what"] for w in s["not_moved"]}
+        assert why["pinned by its process to CPU 1"] == ["pinned (700)"]
+        doc = json.loads(restore_file(state).read_text())
+        assert {(t["pid"], t["tid"]) for t in doc["threads"]} == {
+            (500, 500), (700, 700), (700, 701)}
+        # while isolated: a new thread of a moved process, a process it
+        # started and that one's child inherit the narrowed affinity
+        h.task(700, 703, "tokio-rt-worker", {0}, 2000)
+        h.thread(1000, "bash", {0}, flags=0, start=2001, ppid=700)
+        h.thread(1001, "sleep", {0}, flags=0, start=2002, ppid=1000)
+        h.thread(1002, "gen", {0}, flags=0, start=2003, ppid=me)  # the bench's: its own
+    assert h.aff[700] == h.aff[701] == h.aff[703] == {0, 1}
+    assert h.aff[1000] == h.aff[1001] == {0, 1}
+    assert h.aff[1002] == {0} and h.aff[702] == {1} and h.aff[800] == {0}
+    assert iso.restore_problems == [] and not restore_file(state).exists()
+
+
+def test_a_moved_thread_its_owner_set_otherwise_is_left(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    h.thread(700, "app", {0, 1}, flags=0)
+    with SutIsolation({1}, {0, 1}, tmp_path / "state", fs=h.fs()):
+        assert h.aff[700] == {0}
+        h.aff[700] = {1}  # its owner moved it to the SUT's CPU on purpose
+    assert h.aff[700] == {1} and h.aff[500] == {0, 1}
+
+
+def test_processes_false_moves_kernel_work_only(tmp_path):
+    h = FakeHost(tmp_path / "root")
+    with SutIsolation({1}, {0, 1}, tmp_path / "state", fs=h.fs(), processes=False) as iso:
+        assert h.aff[500] == {0, 1} and h.aff[15] == {0}
+        assert not any(m.startswith("process ") for m in iso.summary()["moved"])
+
+
+def test_the_campaign_says_whether_other_processes_move():
+    from turnout.campaign import CampaignError, parse
+
+    def spec(**c: object) -> object:
+        return parse({"campaign": {"name": "i", "isolate_sut_cpus": True, **c},
+                      "matrix": {"suts": ["turnoutd"]}})
+
+    assert spec().isolate_processes is True  # type: ignore[attr-defined]
+    assert spec(isolate_processes=False).isolate_processes is False  # type: ignore[attr-defined]
+    with pytest.raises(CampaignError, match="isolate_processes: 'no' is not true or false"):
+        spec(isolate_processes="no")
 
 
 def test_cpu_formats():
@@ -107,9 +184,10 @@ def test_moves_and_restores(tmp_path):
         assert h.root.joinpath("proc/irq/36/smp_affinity_list").read_text() == "0\n"
         assert h.root.joinpath("proc/irq/40/smp_affinity_list").read_text() == "0\n"
         assert h.aff[15] == {0} and h.aff[35] == {0}
-        assert h.aff[22] == {1} and h.aff[500] == {0, 1}  # bound; not a kthread
+        assert h.aff[22] == {1} and h.aff[500] == {0}  # bound; a user process's thread
         s = iso.summary()
         assert "rcu_preempt" in s["moved"] and "kcompactd0" in s["moved"]
+        assert "process bash (500, 1 thread)" in s["moved"]
         why = {w["why"]: w["what"] for w in s["not_moved"]}
         assert why["per-CPU, bound to CPU 1"] == ["ksoftirqd/1"]
         assert any("kworker/u8:3" in v for k, v in why.items() if "EINVAL" in k)
@@ -227,15 +305,26 @@ def test_real_isolation_moves_and_restores(tmp_path):
     wq_before, aff_before = wq.read_text(), os.sched_getaffinity(pid)
     irq_before = {p: p.read_text() for p in Path("/proc/irq").glob("*/smp_affinity_list")}
     state = tmp_path / "state"
-    with pytest.raises(RuntimeError, match="body failed"), \
-            SutIsolation(sut, set(cpus), state) as iso:
-        assert not parse_cpu_mask(wq.read_text()) & sut
-        if aff_before & sut and not aff_before <= sut:
-            assert not os.sched_getaffinity(pid) & sut, iso.summary()
-        assert json.loads(restore_file(state).read_text())["workqueue_cpumask"] == \
-            wq_before.strip()
-        time.sleep(0.05)
-        raise RuntimeError("body failed")
+    # another process (this test's child, not the isolating process) may run
+    # on every CPU: moved off the SUT's, given its CPUs back
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        other_before = os.sched_getaffinity(other.pid)
+        with pytest.raises(RuntimeError, match="body failed"), \
+                SutIsolation(sut, set(cpus), state) as iso:
+            assert not parse_cpu_mask(wq.read_text()) & sut
+            if aff_before & sut and not aff_before <= sut:
+                assert not os.sched_getaffinity(pid) & sut, iso.summary()
+            assert os.sched_getaffinity(other.pid) == other_before - sut, iso.summary()
+            assert os.sched_getaffinity(0) == cpus  # its own: the bench places itself
+            assert json.loads(restore_file(state).read_text())["workqueue_cpumask"] == \
+                wq_before.strip()
+            time.sleep(0.05)
+            raise RuntimeError("body failed")
+        assert os.sched_getaffinity(other.pid) == other_before
+    finally:
+        other.kill()
+        other.wait()
     assert wq.read_text() == wq_before
     assert os.sched_getaffinity(pid) == aff_before
     # every IRQ affinity we could change is back (a managed one never changed)
@@ -354,8 +443,9 @@ def test_turnout_sample_takes_the_other_threads_samples():
         t1 = time.monotonic()
     assert not s.error and not others.error, (s.error, others.error)
     assert len(others.samples) >= 2
-    # fewer samples than the CPU sampler's: their own, slower period
-    assert len(others.samples) < len(s.samples)
+    # their own period: at least every_s apart (but the last, taken at stop)
+    at = [t for t, _ in others.samples[:-1]]
+    assert all(b - a >= others.every_s - 1e-6 for a, b in itertools.pairwise(at)), at
     r = others_in_window(others.cands, others.samples, {cpu}, t0, t1, top=len(others.cands))
     mine = [t for t in r["threads"] if t[0].startswith("python")]
     assert mine and mine[0][1] >= 50, r

@@ -102,7 +102,8 @@ def _run(args: argparse.Namespace) -> int:
         iso: SutIsolation | None = None
         if spec.isolate_sut_cpus:
             try:
-                iso = stack.enter_context(_isolation(campaign_layout(spec).sut))
+                iso = stack.enter_context(_isolation(campaign_layout(spec).sut,
+                                                     spec.isolate_processes))
             except (IsolationError, OSError, ValueError) as e:  # ValueError: LayoutError
                 if not spec.isolate_best_effort or isinstance(e, ValueError):
                     print(f"turnout bench: isolate_sut_cpus: {e}", file=sys.stderr)
@@ -184,13 +185,14 @@ def _recover_isolation() -> None:
         print(f"turnout bench: warning: {line}", file=sys.stderr)
 
 
-def _isolation(sut: tuple[int, ...]) -> contextlib.AbstractContextManager[SutIsolation]:
+def _isolation(sut: tuple[int, ...],
+               processes: bool = True) -> contextlib.AbstractContextManager[SutIsolation]:
     from ..campaign.layout import available_cpus
     from ..testbed.state import state_dir
 
     if os.geteuid() != 0:
         raise IsolationError("needs root")
-    return SutIsolation(set(sut), set(available_cpus()), state_dir())
+    return SutIsolation(set(sut), set(available_cpus()), state_dir(), processes=processes)
 
 
 def _say_not_isolated(e: Exception) -> None:

@@ -140,6 +140,9 @@ class CampaignSpec:
     #: (root, writable sysfs, no other isolation alive, a CPU left for the
     #: rest); otherwise say why and run without (the report then says "off")
     isolate_best_effort: bool = False
+    #: with isolate_sut_cpus: move other user-space processes' threads too
+    #: (``isolate_processes = false``: kernel threads, IRQs, workqueues only)
+    isolate_processes: bool = True
     interleave: bool = True
     #: "auto": split this machine's CPUs between tester, SUT and VNFs
     #: (campaign/layout.py) instead of tester_cpu / sut_cpus
@@ -407,7 +410,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
              "latency_fractions", "sut_cpus", "tester_cpu", "tester_rx_cpu", "tester_port",
              "virtual_port", "vnf_wakeup", "vnf_priority", "vnf", "qemu_accel",
              "layout", "sut_cores", "sweep_fractions", "update_rate_pps",
-             "update_bulk_flows", "interleave", "isolate_sut_cpus", "wires"}
+             "update_bulk_flows", "interleave", "isolate_sut_cpus", "isolate_processes",
+             "wires"}
     for k in c:
         if k not in ckeys:
             raise CampaignError(f"campaign.{k}: unknown key")
@@ -596,6 +600,10 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
     if not isinstance(isolate, bool):
         raise CampaignError(f"campaign.isolate_sut_cpus: {isolate!r} is not true, false or "
                             "\"auto\"")
+    isolate_processes = c.get("isolate_processes", True)
+    if not isinstance(isolate_processes, bool):
+        raise CampaignError(f"campaign.isolate_processes: {isolate_processes!r} is not true or "
+                            "false")
     return CampaignSpec(
         name=c["name"], file=file, raw=doc, duration_s=duration, warmup_s=warmup,
         return_wait_s=float(rw),
@@ -614,7 +622,8 @@ def parse(doc: dict[str, Any], file: str = "") -> CampaignSpec:
         tester_port=tester_port, virtual_port=virtual_port, vnf_wakeup=vnf_wakeup,
         vnf_priority=vnf_priority, vnf=vnf, qemu_accel=qemu_accel,
         isolate_sut_cpus=isolate, isolate_best_effort=isolate_best_effort,
-        interleave=bool(c.get("interleave", True)), layout=layout,
+        isolate_processes=isolate_processes, interleave=bool(c.get("interleave", True)),
+        layout=layout,
         sut_cores=sut_cores, location=location, remote=remote,
     )
 

@@ -282,11 +282,13 @@ def state_dir() -> str:
 ISOLATIONS: dict[str, Any] = {}
 
 
-def isolate(sut_cpus: list[int], all_cpus: list[int], where: str) -> dict[str, Any]:
+def isolate(sut_cpus: list[int], all_cpus: list[int], where: str,
+            processes: bool = True) -> dict[str, Any]:
     """The SUT's CPUs isolated on this host (system/isolate.py), its restore
-    file in ``where``; what moved and what could not."""
+    file in ``where``, other processes' threads moved too with
+    ``processes``; what moved and what could not."""
     mod = shipped("isolate")
-    iso = mod.SutIsolation(set(sut_cpus), set(all_cpus), Path(where))
+    iso = mod.SutIsolation(set(sut_cpus), set(all_cpus), Path(where), processes=processes)
     iso.__enter__()
     ISOLATIONS[where] = iso
     return dict(iso.summary())
@@ -480,7 +482,8 @@ def handle(req: dict[str, Any], token: str) -> dict[str, Any]:
         if JOURNAL is not None:  # restored on every way out, before it starts
             JOURNAL.push("campaign", {"isolation": where})
         return {"summary": isolate([int(c) for c in req["sut_cpus"]],
-                                   [int(c) for c in req["all_cpus"]], where), "state_dir": where}
+                                   [int(c) for c in req["all_cpus"]], where,
+                                   bool(req.get("processes", True))), "state_dir": where}
     if op == "unisolate":
         where = str(req.get("state_dir") or state_dir())
         if JOURNAL is not None:

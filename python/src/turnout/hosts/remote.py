@@ -351,7 +351,7 @@ class RemoteSetup:
         cpus = [int(c) for c in self.facts[name]["cpus"]]
         lay = self.layout_of(spec, cpus)
         r = self.hosts[name].call("isolate", sut_cpus=list(lay.sut), all_cpus=cpus,
-                                  timeout_s=120)
+                                  processes=self.spec.isolate_processes, timeout_s=120)
         self.isolated = str(r["state_dir"])
         return {**r["summary"], "host": name, "restore_file_dir": self.isolated}
 

@@ -15,12 +15,23 @@ option ``isolate_sut_cpus = true``, for the campaign's duration
   rcuog/rcuop, kdamond, kcompactd, kswapd, khugepaged, kthreadd, ...) to
   its CPUs minus the SUT's;
 - moves every IRQ whose affinity includes a SUT CPU
-  (``/proc/irq/N/smp_affinity_list``) and the default affinity of new ones.
+  (``/proc/irq/N/smp_affinity_list``) and the default affinity of new ones;
+- with ``processes`` (the default), sets the affinity of every thread of
+  every other user-space process that may run on a SUT CPU to its CPUs
+  minus the SUT's (not the isolating process's own: the bench places
+  itself, and the SUT and tester it starts later are placed explicitly).
+  A daemon woken now and then (on the 2-CPU VM the sandbox's agent, PID 1,
+  ran 2-10 ms at a time on the SUT's CPU in half of turnoutd's trials at
+  10 kpps, never in testpmd's: a worker that had slept once left the CPU
+  idle for it to settle on) preempts a busy poller as a kernel thread
+  does. Threads such a process starts while isolated inherit the narrowed
+  affinity; at restore those still on exactly it get their parent's back.
 
 What cannot move is listed with the reason: per-CPU kernel threads bound
 to a SUT CPU (ksoftirqd/N, kworker/N:*, migration/N, cpuhp/N), threads the
 kernel keeps its own affinity for (PF_NO_SETAFFINITY: EINVAL), managed IRQs
-(EIO). Everything moved lands on the other CPUs: on 2 CPUs the tester's.
+(EIO), threads a process pinned to SUT CPUs only. Everything moved lands
+on the other CPUs: on 2 CPUs the tester's.
 
 Every original value is written to a restore file (``sut-isolation.restore`` in
 the bench's state dir, testbed/state.py) *before* anything is changed, and
@@ -42,7 +53,7 @@ import errno
 import json
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -129,17 +140,36 @@ class Sysfs:
         with open(self.path(rel), "w") as f:
             f.write(text + "\n")
 
-    def kthreads(self) -> list[tuple[int, str, int]]:
-        """(pid, comm, start time in ticks) of every kernel thread."""
-        out = []
+    def _processes(self) -> Iterator[tuple[Path, tuple[str, int, int]]]:
+        """Each /proc/PID directory with its stat's (comm, flags, start)."""
         proc = self.path("proc")
         for d in proc.iterdir() if proc.is_dir() else []:
-            if not d.name.isdigit():
+            if d.name.isdigit() and (st := _stat(d / "stat")) is not None:
+                yield d, st
+
+    def kthreads(self) -> list[tuple[int, str, int]]:
+        """(pid, comm, start time in ticks) of every kernel thread."""
+        return sorted((int(d.name), st[0], st[2]) for d, st in self._processes()
+                      if st[1] & PF_KTHREAD)
+
+    def user_threads(self) -> list[tuple[int, int, str, int, int]]:
+        """(pid, tid, comm, start time in ticks, parent pid) of every thread
+        of every user-space process."""
+        out = []
+        for d, st in self._processes():
+            if st[1] & PF_KTHREAD:
                 continue
-            st = _stat(d / "stat")
-            if st is not None and st[1] & PF_KTHREAD:
-                out.append((int(d.name), st[0], st[2]))
+            ppid = _ppid(d / "stat")
+            tasks = d / "task"
+            for t in tasks.iterdir() if tasks.is_dir() else []:
+                tst = _stat(t / "stat") if t.name.isdigit() else None
+                if tst is not None:
+                    out.append((int(d.name), int(t.name), tst[0], tst[2], ppid))
         return sorted(out)
+
+    def thread_start_time(self, pid: int, tid: int) -> int | None:
+        st = _stat(self.path(f"proc/{pid}/task/{tid}/stat"))
+        return None if st is None else st[2]
 
     def uptime_ticks(self) -> int | None:
         """Clock ticks since boot (the unit of a /proc stat's start time)."""
@@ -172,6 +202,15 @@ def _stat(p: Path) -> tuple[str, int, int] | None:
         return None
 
 
+def _ppid(p: Path) -> int:
+    """The parent pid in a /proc/PID/stat file (0 when unreadable)."""
+    try:
+        text = p.read_text()
+        return int(text[text.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def restore_file(state_dir: Path) -> Path:
     return state_dir / STATE_NAME
 
@@ -188,6 +227,7 @@ def restore(doc: dict[str, Any], fs: Sysfs) -> list[str]:
     not a problem; a pid reused by another thread is left alone."""
     problems: list[str] = []
     problems += _widen_new_kthreads(doc, fs)
+    problems += _restore_user_threads(doc, fs)
     for k in doc.get("kthreads", []):
         pid = int(k["pid"])
         if fs.start_time(pid) != k["start"]:
@@ -243,6 +283,50 @@ def _widen_new_kthreads(doc: dict[str, Any], fs: Sysfs) -> list[str]:
     return problems
 
 
+def _restore_user_threads(doc: dict[str, Any], fs: Sysfs) -> list[str]:
+    """Give the user-space threads isolation moved their affinity back
+    (those their owner did not set otherwise meanwhile), and threads their
+    processes started while isolated, still on exactly the narrowed CPUs,
+    their parent's original affinity (a new thread of a moved process, or
+    a process a moved process started, and so on down)."""
+    threads = doc.get("threads", [])
+    if not threads:
+        return []
+    sut, problems = set(doc.get("sut_cpus", [])), []
+    known = {(int(t["pid"]), int(t["tid"])) for t in threads}
+    #: pid -> the affinity its threads had (its main thread's, else any)
+    orig: dict[int, set[int]] = {}
+    for t in sorted(threads, key=lambda t: t["pid"] != t["tid"]):
+        orig.setdefault(int(t["pid"]), set(t["cpus"]))
+
+    def put(pid: int, tid: int, cpus: set[int], what: str) -> None:
+        try:
+            if set(fs.getaff(tid)) == cpus - sut:
+                fs.setaff(tid, cpus)
+        except OSError as e:
+            if e.errno != errno.ESRCH:
+                problems.append(f"{what}: affinity {format_cpus(cpus)}: {e.strerror}")
+
+    for t in threads:
+        pid, tid = int(t["pid"]), int(t["tid"])
+        if fs.thread_start_time(pid, tid) == t["start"]:
+            put(pid, tid, set(t["cpus"]), f"{t['comm']} ({pid}/{tid})")
+    since = doc.get("isolated_at")
+    if since is None:
+        return problems
+    # parents before children: a pid's parent started earlier (pids wrap:
+    # ordered by start time)
+    for pid, tid, comm, start, ppid in sorted(fs.user_threads(), key=lambda r: r[3]):
+        if start < since or (pid, tid) in known:
+            continue
+        parent = orig.get(pid) if pid in orig else orig.get(ppid)
+        if parent is None:
+            continue
+        orig.setdefault(pid, parent)
+        put(pid, tid, parent, f"{comm} ({pid}/{tid}, started while isolated)")
+    return problems
+
+
 def recover_stale(state_dir: Path, fs: Sysfs | None = None) -> list[str]:
     """Restore what a dead run's isolation left (its restore file) and
     remove the file; returns lines to warn with (none when there was
@@ -259,8 +343,9 @@ def recover_stale(state_dir: Path, fs: Sysfs | None = None) -> list[str]:
         return []
     problems = restore(doc, fs)
     lines = [f"run pid {doc.get('owner_pid')} died with the SUT's CPUs isolated: restored "
-             f"the workqueue cpumask, {len(doc.get('irqs', {}))} IRQs and "
-             f"{len(doc.get('kthreads', []))} kernel threads from {f}"]
+             f"the workqueue cpumask, {len(doc.get('irqs', {}))} IRQs, "
+             f"{len(doc.get('kthreads', []))} kernel threads and "
+             f"{len(doc.get('threads', []))} threads of other processes from {f}"]
     lines += [f"  could not restore {p}" for p in problems]
     if not problems:
         f.unlink(missing_ok=True)
@@ -277,6 +362,8 @@ class SutIsolation:
     all_cpus: set[int]
     state_dir: Path
     fs: Sysfs = field(default_factory=Sysfs)
+    #: also move the threads of other user-space processes (module doc)
+    processes: bool = True
     moved: list[str] = field(default_factory=list)
     #: reason -> what could not move for it
     not_moved: dict[str, list[str]] = field(default_factory=dict)
@@ -303,7 +390,7 @@ class SutIsolation:
         doc: dict[str, Any] = {"owner_pid": me, "owner_start": pid_start_time(me),
                                "sut_cpus": sorted(sut), "keep_cpus": sorted(keep),
                                "workqueue_cpumask": None, "irq_default": None,
-                               "irqs": {}, "kthreads": [],
+                               "irqs": {}, "kthreads": [], "threads": [],
                                # kthreads started after this (ticks since boot) were
                                # started by a moved kthreadd (_widen_new_kthreads)
                                "isolated_at": self.fs.uptime_ticks()}
@@ -332,6 +419,21 @@ class SutIsolation:
                 continue
             doc["kthreads"].append({"pid": pid, "comm": comm, "start": start,
                                     "cpus": sorted(cpus)})
+        for pid, tid, comm, start, _ in self.fs.user_threads() if self.processes else []:
+            if pid == me:
+                continue  # the bench places itself
+            try:
+                cpus = set(self.fs.getaff(tid))
+            except OSError:
+                continue
+            if not cpus & sut:
+                continue
+            if cpus <= sut:
+                self._cannot(f"pinned by its process to CPU {format_cpus(cpus)}",
+                             f"{comm} ({pid})")
+                continue
+            doc["threads"].append({"pid": pid, "tid": tid, "comm": comm, "start": start,
+                                   "cpus": sorted(cpus)})
         return doc
 
     def __enter__(self) -> SutIsolation:
@@ -422,6 +524,25 @@ class SutIsolation:
                        if e.errno == errno.EINVAL else f"sched_setaffinity: {e.strerror}")
                 self._cannot(why, k["comm"])
         doc["kthreads"] = moved
+        threads: list[dict[str, Any]] = []
+        by_process: dict[int, list[dict[str, Any]]] = {}
+        for t in doc.get("threads", []):
+            try:
+                self.fs.setaff(t["tid"], set(t["cpus"]) - set(self.sut_cpus))
+            except ProcessLookupError:
+                continue
+            except OSError as e:
+                why = ("its cgroup's cpuset does not allow the other CPUs (EINVAL)"
+                       if e.errno == errno.EINVAL else f"sched_setaffinity: {e.strerror}")
+                self._cannot(why, f"{t['comm']} ({t['pid']})")
+                continue
+            threads.append(t)
+            by_process.setdefault(t["pid"], []).append(t)
+        doc["threads"] = threads
+        for pid, ts in sorted(by_process.items()):
+            main = next((t for t in ts if t["tid"] == pid), ts[0])
+            self.moved.append(f"process {main['comm']} ({pid}, {len(ts)} "
+                              f"thread{'s' if len(ts) > 1 else ''})")
 
     def __exit__(self, *exc: object) -> None:
         if self._doc is None:
