@@ -825,8 +825,9 @@ def latency_trials_table(data: CampaignData) -> Table:
               "the SUT also how often it went to sleep and the longest of its own wake-ups (from "
               "the wake-up being asked to the thread running). A p99 next to a tester that lost its"
               " CPU for milliseconds is the tester's. Isolated: the campaign moved the movable "
-              "kernel work elsewhere (isolate_sut_cpus); what could not move (per-CPU ksoftirqd, "
-              "kworker/N:*, managed IRQs) and other users' processes still run there."),
+              "kernel work and other processes' threads elsewhere (isolate_sut_cpus); what "
+              "could not move (per-CPU ksoftirqd, kworker/N:*, managed IRQs, threads pinned to "
+              "the SUT's CPUs) still runs there."),
     )
     rows = []
     for tr in data.ok_trials:
