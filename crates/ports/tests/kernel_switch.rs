@@ -99,7 +99,7 @@ fn host(sw: &Netns, i: usize, kind: Kind) -> (Host, Arc<dyn Port>) {
 fn ping(from: &Host, dst: &str) {
     let out = from
         .ns
-        .output(&["ping", "-c", "2", "-i", "0.2", "-W", "2", dst]);
+        .output(&["ping", "-c", "2", "-i", "0.2", "-w", "10", dst]);
     assert!(
         out.status.success(),
         "ping {dst}: {}{}",

@@ -207,7 +207,7 @@ fn forwards_ping_and_tcp_between_two_host_stacks() {
     b.exec(&["ip", "link", "set", &nb, "up"]);
     let _fwd = Forwarder::start(pa, pb);
     for (dst, ns) in [("10.77.0.2", &a), ("fd77::2", &a)] {
-        let out = ns.output(&["ping", "-c", "3", "-i", "0.2", "-W", "2", dst]);
+        let out = ns.output(&["ping", "-c", "3", "-i", "0.2", "-w", "10", dst]);
         assert!(
             out.status.success(),
             "ping {dst}: {}",

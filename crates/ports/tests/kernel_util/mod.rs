@@ -596,7 +596,7 @@ impl TwoHosts {
     pub fn ping_both(&self, size: Option<u32>) {
         let sz = size.map(|s| s.to_string());
         for dst in ["10.77.0.2", "fd77::2"] {
-            let mut args = vec!["ping", "-c", "3", "-i", "0.2", "-W", "2"];
+            let mut args = vec!["ping", "-c", "3", "-i", "0.2", "-w", "10"];
             if let Some(s) = &sz {
                 args.extend_from_slice(&["-s", s, "-M", "do"]);
             }
