@@ -500,6 +500,32 @@ def test_the_native_sampler_gives_what_the_python_one_gives():
     assert not gone.error and gone.window(t0, t1) == []
 
 
+def test_a_ready_line_cut_by_starts_deadline_is_finished_by_stop(tmp_path, monkeypatch):
+    """``start`` gives up on ``ready`` at its deadline, possibly mid-line;
+    ``stop`` reads on from where it stopped (not from a fresh line, which
+    would read "dy" and call the sampler never ready)."""
+    import stat
+
+    from turnout.measure.cpu import NativeCpuSampler
+
+    fake = tmp_path / "turnout-sample"
+    fake.write_text(
+        "#!/usr/bin/env python3\n"
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, lambda *_: (print('not json'), sys.exit(3)))\n"
+        "sys.stdout.write('rea'); sys.stdout.flush(); time.sleep(0.6)\n"
+        "sys.stdout.write('dy\\n'); sys.stdout.flush()\n"
+        "while True: time.sleep(1)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(NativeCpuSampler, "READY_S", 0.3)
+    s = NativeCpuSampler(str(fake), {"sut": [1]}).start()
+    assert not s._ready and s._line == b"rea"
+    monkeypatch.setattr(NativeCpuSampler, "READY_S", 10.0)
+    s.stop()
+    # ready, then a document that is not one: the error says so, not "before it was ready"
+    assert s.error.startswith("turnout-sample exited 3:"), s.error
+
+
 def test_trial_cpu_rows_name_their_role():
     _, c = _measure([_stream(0, "memif:/a,id=0", "memif:/a,id=1")])
     tester = [r for r in c.cpu if r["role"] == "tester"]

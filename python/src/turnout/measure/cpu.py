@@ -242,6 +242,8 @@ class NativeCpuSampler(CpuSampler):
         self.cost: dict[str, int] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready = False
+        #: what came of the first line so far (``start`` may give up mid-line)
+        self._line = b""
 
     def start(self) -> NativeCpuSampler:
         pids = [p for ps in self.pids_by_role.values() for p in ps]
@@ -273,16 +275,15 @@ class NativeCpuSampler(CpuSampler):
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         deadline = time.monotonic() + within_s
-        line = b""
-        while not line.endswith(b"\n"):
+        while not self._line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return False
             chunk = os.read(fd, 1)  # one byte: the document that follows stays in the pipe
             if not chunk:
                 return False
-            line += chunk
-        return line == b"ready\n"
+            self._line += chunk
+        return self._line == b"ready\n"
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
