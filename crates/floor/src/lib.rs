@@ -13,6 +13,9 @@
 //! - Clocks and the cycle counter ([`cycles`], [`now_ns`],
 //!   [`coarse_now_ns`], [`thread_cpu_ns`], [`calibrate_cycles_hz`]) and
 //!   CPU pinning ([`pin_to_cpu`]).
+//! - [`listen_unix`]: a listening unix-domain socket that appears at its
+//!   path already listening, with its mode set, never taking over a live
+//!   one; [`connect_unix`]: a connect to one that never waits.
 //!
 //! Every wrapper is small and `#[inline]` where the data path calls it:
 //! using one costs what the system call or the pointer arithmetic costs,
@@ -26,10 +29,12 @@ mod eventfd;
 mod mmap;
 pub mod peerfd;
 mod time;
+mod unixsock;
 mod zeroed;
 
 pub use epoll::Epoll;
 pub use eventfd::EventFd;
 pub use mmap::{page_size, Mmap, MmapOptions};
 pub use time::{calibrate_cycles_hz, coarse_now_ns, cycles, now_ns, pin_to_cpu, thread_cpu_ns};
+pub use unixsock::{connect_unix, listen_unix};
 pub use zeroed::{Zeroable, ZeroedArray};

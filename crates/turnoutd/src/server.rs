@@ -19,7 +19,6 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -105,68 +104,18 @@ pub struct ControlServer {
 }
 
 /// Binds a unix socket at `path` with permission bits `mode`, creating the
-/// parent directory if needed and replacing a stale socket file (one nobody
-/// listens on). A live socket or a non-socket file there is an error.
-///
-/// The socket is bound and listening, with its mode set, under a temporary
-/// name in the same directory before it is linked at `path`: a client that
-/// waits for the file to appear and then connects never finds it there
-/// before it listens (binding at `path` itself made the file a moment
-/// before `listen`, and a connection in that moment was refused: a loaded
-/// host's bench setup met it). Where the temporary name would be too long
-/// for a socket address, it binds at `path` directly.
+/// parent directory if needed ([`floor::listen_unix`]): it appears at
+/// `path` already listening with its mode set (a client that waits for the
+/// file and then connects is never refused: a loaded host's bench setup met
+/// that when the file was bound in place); a stale socket file is replaced,
+/// a live socket or a non-socket file there is an error.
 pub fn bind_unix(path: &Path, mode: u32) -> io::Result<UnixListener> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
             std::fs::create_dir_all(dir)?;
         }
     }
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_socket() => {
-            if UnixStream::connect(path).is_ok() {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    format!("{} is in use by another process", path.display()),
-                ));
-            }
-            std::fs::remove_file(path)?;
-        }
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket", path.display()),
-            ))
-        }
-        Err(_) => {}
-    }
-    let tmp = path.with_file_name(format!(
-        ".{}.{}",
-        std::process::id(),
-        path.file_name().unwrap_or_default().to_string_lossy()
-    ));
-    let _ = std::fs::remove_file(&tmp);
-    let l = match UnixListener::bind(&tmp) {
-        Ok(l) => l,
-        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-            let l = UnixListener::bind(path)?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-            return Ok(l);
-        }
-        Err(e) => return Err(e),
-    };
-    // The link fails where `path` exists by now (another process bound it
-    // since the check above): its socket is not taken over.
-    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-        .and_then(|()| std::fs::hard_link(&tmp, path));
-    let _ = std::fs::remove_file(&tmp);
-    match placed {
-        Ok(()) => Ok(l),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            format!("{} is in use by another process", path.display()),
-        )),
-        Err(e) => Err(e),
-    }
+    floor::listen_unix(path, libc::SOCK_STREAM, mode).map(UnixListener::from)
 }
 
 impl ControlServer {
@@ -345,6 +294,7 @@ fn serve(mut stream: UnixStream, daemon: &Daemon, stop: &AtomicBool) -> io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn tmpdir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("turnoutd-srv-{tag}-{}", std::process::id()));

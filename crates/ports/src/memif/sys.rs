@@ -15,7 +15,6 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
@@ -474,100 +473,18 @@ pub fn wait_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
 // SOCK_SEQPACKET unix sockets
 // ---------------------------------------------------------------------------
 
-fn sockaddr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
-    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let b = path.as_os_str().as_bytes();
-    if b.is_empty() || b.len() >= a.sun_path.len() || b.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "socket path must be 1..{} bytes without NUL",
-                a.sun_path.len() - 1
-            ),
-        ));
-    }
-    for (d, s) in a.sun_path.iter_mut().zip(b) {
-        *d = *s as libc::c_char;
-    }
-    Ok((
-        a,
-        std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
-    ))
-}
-
-fn seqpacket() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall.
-    Ok(own(cvt(unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    })?))
-}
-
-/// Connects a non-blocking SOCK_SEQPACKET socket to `path`.
+/// Connects a non-blocking SOCK_SEQPACKET socket to `path` (never waits:
+/// a full backlog is `EAGAIN`).
 pub fn connect(path: &Path) -> io::Result<OwnedFd> {
-    let (a, l) = sockaddr(path)?;
-    let fd = seqpacket()?;
-    // SAFETY: valid socket and address. A unix-domain connect completes
-    // immediately or fails (EAGAIN when the backlog is full).
-    cvt(unsafe { libc::connect(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, l) })?;
-    Ok(fd)
+    floor::connect_unix(path, libc::SOCK_SEQPACKET)
 }
 
-/// Binds and listens on `path` with permissions `mode`.
-///
-/// The socket is bound under a temporary name, chmod-ed, then renamed onto
-/// `path`, so it is never reachable with looser permissions. A stale socket
-/// file (nobody listening) is replaced; a live one is an `AddrInUse` error.
+/// Binds and listens on `path` with permissions `mode`: a non-blocking
+/// SOCK_SEQPACKET socket that appears at `path` already listening, with its
+/// mode set; a stale socket file (nobody listening) is replaced, a live one
+/// is an `AddrInUse` error ([`floor::listen_unix`]).
 pub fn listen(path: &Path, mode: u32) -> io::Result<OwnedFd> {
-    if let Ok(md) = std::fs::symlink_metadata(path) {
-        use std::os::unix::fs::FileTypeExt;
-        if !md.file_type().is_socket() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "path exists and is not a socket",
-            ));
-        }
-        match connect(path) {
-            Ok(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "a server is listening on it",
-                ))
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::AddrInUse,
-                    "a server is listening on it",
-                ))
-            }
-            Err(_) => std::fs::remove_file(path)?,
-        }
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".{}.tmp", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    let (a, l) = sockaddr(&tmp)?;
-    let fd = seqpacket()?;
-    // SAFETY: valid socket and address.
-    cvt(unsafe { libc::bind(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, l) })?;
-    let res = (|| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-        // SAFETY: valid bound socket.
-        cvt(unsafe { libc::listen(fd.as_raw_fd(), 64) })?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = res {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(fd)
+    floor::listen_unix(path, libc::SOCK_SEQPACKET | libc::SOCK_NONBLOCK, mode)
 }
 
 /// Accepts one pending connection (non-blocking); `None` if none is pending.

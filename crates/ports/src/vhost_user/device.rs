@@ -874,45 +874,14 @@ fn peek_vring_enable(fd: std::os::fd::RawFd) -> Option<(u32, bool)> {
     }
 }
 
-/// Creates the listening socket of a server-mode port with mode 0600,
-/// replacing a stale socket file (never any other kind of file). It is
-/// bound and listening under a temporary name beside `path`, chmod-ed, then
-/// renamed onto `path`: a frontend that sees the file can connect at once
-/// (a file bound but not listening yet refuses it) and never finds it with
-/// looser permissions. A `path` too long for the temporary name is bound in
-/// place.
+/// Creates the listening socket of a server-mode port with mode 0600
+/// ([`floor::listen_unix`]): it appears at `path` already listening (a
+/// frontend that sees the file can connect at once) and never with looser
+/// permissions; a stale socket file is replaced, one another process (or
+/// another port) listens on is an `AddrInUse` error, never taken over, and
+/// any other kind of file an `AlreadyExists` one.
 pub fn listen(path: &Path) -> io::Result<UnixListener> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    if let Ok(md) = std::fs::symlink_metadata(path) {
-        if md.file_type().is_socket() {
-            std::fs::remove_file(path)?;
-        } else {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket", path.display()),
-            ));
-        }
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".{}.tmp", std::process::id()));
-    let tmp = std::path::PathBuf::from(tmp);
-    let _ = std::fs::remove_file(&tmp);
-    let l = match UnixListener::bind(&tmp) {
-        Ok(l) => l,
-        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-            let l = UnixListener::bind(path)?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            return Ok(l);
-        }
-        Err(e) => return Err(e),
-    };
-    let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = placed {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    Ok(l)
+    floor::listen_unix(path, libc::SOCK_STREAM, 0o600).map(UnixListener::from)
 }
 
 /// Whether the configuration asks for a listening socket.
@@ -947,6 +916,9 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         UnixStream::connect(&path).expect("listening as soon as the file is there");
+        // a port's live socket is never taken over by another listen
+        let taken = listen(&path).unwrap_err();
+        assert_eq!(taken.kind(), io::ErrorKind::AddrInUse, "{taken}");
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())

@@ -1154,41 +1154,7 @@ pub fn writable(fd: RawFd) -> bool {
 /// whose backlog is full (a frontend that never accepts) is an error
 /// (`EAGAIN`), not a wait. The stream is returned in blocking mode.
 pub fn connect_unix(path: &std::path::Path) -> io::Result<std::os::unix::net::UnixStream> {
-    use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::ffi::OsStrExt;
-    // SAFETY: sockaddr_un is plain data; all-zero is a valid value.
-    let mut a: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    a.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    let b = path.as_os_str().as_bytes();
-    if b.is_empty() || b.len() >= a.sun_path.len() || b.contains(&0) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "bad unix socket path",
-        ));
-    }
-    for (d, s) in a.sun_path.iter_mut().zip(b) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: plain syscall; the fd is owned below.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-    // SAFETY: a valid socket and address of `len` bytes. A unix stream
-    // connect completes at once or fails (EAGAIN: backlog full).
-    if unsafe { libc::connect(fd.as_raw_fd(), &a as *const _ as *const libc::sockaddr, len) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let s = std::os::unix::net::UnixStream::from(fd);
+    let s = std::os::unix::net::UnixStream::from(floor::connect_unix(path, libc::SOCK_STREAM)?);
     s.set_nonblocking(false)?;
     Ok(s)
 }
