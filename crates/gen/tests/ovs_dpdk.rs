@@ -44,7 +44,8 @@ struct Ovs {
     dir: PathBuf,
     prefix: String,
     huge: PathBuf,
-    pages: Option<testpeers::Hugepages>,
+    /// Its reservation, and one more per restart (`restart_vswitchd`).
+    pages: Vec<testpeers::Hugepages>,
     mounted: bool,
     ovsdb: Option<Child>,
     vswitchd: Option<Child>,
@@ -73,7 +74,7 @@ impl Ovs {
             huge: dir.join("huge"),
             dir,
             prefix: format!("tgovs{}", id.replace('-', "x")),
-            pages: None,
+            pages: Vec::new(),
             mounted: false,
             ovsdb: None,
             vswitchd: None,
@@ -83,7 +84,7 @@ impl Ovs {
         // Hugepages: OVS-DPDK adds --in-memory, which --no-huge refuses.
         // testpeers serialises the reservation with every other test's
         // (they run beside this one) and waits for fragmented memory.
-        o.pages = Some(
+        o.pages.push(
             testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
                 .unwrap_or_else(|e| panic!("reserve hugepages: {e}")),
         );
@@ -263,10 +264,22 @@ impl Ovs {
 
     /// Stops ovs-vswitchd (SIGTERM, by PID) and starts it again on the same
     /// database (bridge and ports are there) with the patch rules.
+    ///
+    /// The pages the first daemon mapped are free in the pool until the new
+    /// one maps them, and the pool is one count for the machine: another
+    /// test's give-back in that moment takes free pages, whichever test
+    /// reserved them (a CI run's restarted daemon then failed "Cannot init
+    /// memory" while the Python system tests started and ended DPDK SUTs
+    /// beside it). So the restart reserves its daemon's pages anew, kept
+    /// until the end with the first reservation.
     fn restart_vswitchd(&mut self) {
         if let Some(mut c) = self.vswitchd.take() {
             stop(&mut c);
         }
+        self.pages.push(
+            testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
+                .unwrap_or_else(|e| panic!("reserve hugepages for the restart: {e}")),
+        );
         // The bridge's OpenFlow socket appears once the daemon runs.
         let mgmt = self.dir.join("br0.mgmt");
         let _ = std::fs::remove_file(&mgmt);
@@ -389,7 +402,7 @@ impl Drop for Ovs {
         if self.mounted {
             let _ = Command::new("umount").arg(&self.huge).status();
         }
-        drop(self.pages.take()); // given back after the unmount
+        self.pages.clear(); // given back after the unmount
         let _ = std::fs::remove_dir_all(Path::new("/var/run/dpdk").join(&self.prefix));
         let _ = Command::new("ip")
             .args(["netns", "del", &self.ns])
