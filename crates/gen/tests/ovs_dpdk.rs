@@ -267,31 +267,50 @@ impl Ovs {
     ///
     /// The pages the first daemon mapped are free in the pool until the new
     /// one maps them, and the pool is one count for the machine: another
-    /// test's give-back in that moment takes free pages, whichever test
-    /// reserved them (a CI run's restarted daemon then failed "Cannot init
-    /// memory" while the Python system tests started and ended DPDK SUTs
-    /// beside it). So the restart reserves its daemon's pages anew, kept
-    /// until the end with the first reservation.
+    /// test's give-back in that moment frees free pages, whichever test
+    /// reserved them (two CI rehearsals' restarted daemons failed "EAL:
+    /// Cannot init memory", each while test_system's testpmd case started
+    /// or ended beside it). So each start reserves its daemon's pages anew
+    /// (kept until the end with the first reservation), and a daemon that
+    /// exits before it serves (DPDK could not get its memory) is started
+    /// again, at most four times in the minute the restart may take.
     fn restart_vswitchd(&mut self) {
         if let Some(mut c) = self.vswitchd.take() {
             stop(&mut c);
         }
-        self.pages.push(
-            testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
-                .unwrap_or_else(|e| panic!("reserve hugepages for the restart: {e}")),
-        );
         // The bridge's OpenFlow socket appears once the daemon runs.
         let mgmt = self.dir.join("br0.mgmt");
-        let _ = std::fs::remove_file(&mgmt);
-        self.vswitchd = Some(self.spawn(&self.vswitchd_argv));
         let t0 = Instant::now();
-        while !mgmt.exists() {
+        for start in 1.. {
+            self.pages.push(
+                testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
+                    .unwrap_or_else(|e| panic!("reserve hugepages for the restart: {e}")),
+            );
+            let _ = std::fs::remove_file(&mgmt);
+            let mut child = self.spawn(&self.vswitchd_argv);
+            let serves = loop {
+                if mgmt.exists() {
+                    break true;
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break false;
+                }
+                if t0.elapsed() > Duration::from_secs(60) {
+                    stop(&mut child);
+                    panic!("ovs-vswitchd did not come back: {}", self.log_tail());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            if serves {
+                self.vswitchd = Some(child);
+                break;
+            }
             assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "ovs-vswitchd did not come back: {}",
+                start < 4,
+                "ovs-vswitchd exited at each of {start} starts: {}",
                 self.log_tail()
             );
-            std::thread::sleep(Duration::from_millis(20));
+            eprintln!("ovs-vswitchd exited at start {start}, started again");
         }
         self.add_flows();
     }
