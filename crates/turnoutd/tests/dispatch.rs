@@ -588,6 +588,15 @@ fn removing_a_port_under_traffic_leaves_the_others_alone() {
     wait_until("a→b keeps flowing", 10, || {
         counts[1].got.load(Ordering::Relaxed) > at_removal + 20_000
     });
+    // and c's frames toward the removed port are dropped (on a loaded
+    // machine c's thread may not have run while a→b carried 20,000 frames;
+    // its window, whatever d had not received, then fills with them)
+    wait_until("c's frames to the removed port dropped", 10, || {
+        let pc = port_stats(&d, "c");
+        pc["drops"]["no_port"].as_u64().unwrap_or(0)
+            + pc["drops"]["no_destination"].as_u64().unwrap_or(0)
+            > 0
+    });
     stop.store(true, Ordering::Release);
     for t in threads {
         t.join().unwrap();
