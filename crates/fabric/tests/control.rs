@@ -519,6 +519,14 @@ fn stats_say_what_contention_is_judged_on() {
             break;
         }
         assert!(Instant::now() < deadline, "no epoch judged: {p:?}");
+        if (p.wake_samples as usize) < fabric::wakeup::MIN_SAMPLES {
+            // An epoch is judged only once the worker has measured its
+            // wake-ups, which takes sleeps: on a loaded machine a start-up
+            // sample can be lost (15 of 16 in a CI run) and a worker kept
+            // awake would never get the last. A pause longer than its
+            // sleep-after lets it sleep and the prober wake it.
+            std::thread::sleep(Duration::from_nanos(p.sleep_after_ns) * 2);
+        }
         // (d is never read: its ring fills and the rest are tx_full drops)
         ps.send(0, &[&frame()]);
         std::thread::sleep(Duration::from_micros(200));
