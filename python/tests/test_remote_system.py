@@ -246,8 +246,10 @@ def test_remote_suts_and_scenarios(lab: Lab, tmp_path: Path) -> None:
         testpeers.need(why is None, f"{sut}: {why}")
     opts: dict[str, dict[str, object]] = {n: {"scenarios": sc} for n, sc in CELLS.items()}
     opts["testpmd"]["hugepages"] = 64
+    # 1 s of traffic: the SUT's other threads are sampled every 0.15 s, and
+    # a window of 0.5 s held a single sample once (a CI rehearsal)
     c = lab.campaign("remote-ns", body(list(CELLS), sorted({x for v in CELLS.values() for x in v}),
-                                       opts),
+                                       opts, duration_s=1.0),
                      {"tester": TESTER, "sut": SUT}, WIRES)
     db = tmp_path / "remote.db"
     before = {h: host_state(lab, h) for h in ("tester", "sut")}
