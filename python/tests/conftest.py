@@ -17,6 +17,17 @@ def pytest_configure(config: pytest.Config) -> None:
     see it. The default action back, so SIGINT reaches them."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (a timeout's kill, `kill` of the run's process group) ends the
+    # run as Ctrl-C does: the test's `finally` and context managers, then
+    # every fixture's teardown, run before pytest exits. Its default action
+    # ended the process at once and left what the running test had made
+    # (the remote tests' namespaces, sshds, hugepages) behind.
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _term_as_interrupt)
+
+
+def _term_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.fixture(autouse=True)
