@@ -97,6 +97,9 @@ pub struct CopyChooser {
     frames: u64,
     cycles: u64,
     large_from: Option<[u64; COPY_KINDS]>,
+    /// The large copies per kind after the last pass seen (counted or
+    /// skipped).
+    large_last: [u64; COPY_KINDS],
     /// Epochs between probes of each kind now.
     exploit: [u32; COPY_KINDS],
     /// The probe's pair in progress: cycles per frame ×1024 of its first
@@ -132,6 +135,7 @@ impl CopyChooser {
             frames: 0,
             cycles: 0,
             large_from: None,
+            large_last: [0; COPY_KINDS],
             exploit: [EXPLOIT_EPOCHS; COPY_KINDS],
             first_cpf: 0,
             cheaper: 0,
@@ -171,6 +175,7 @@ impl CopyChooser {
         frames: u64,
         large: [u64; COPY_KINDS],
     ) -> Option<[bool; COPY_KINDS]> {
+        self.large_last = large;
         if now_ns < self.counts_from_ns {
             return None;
         }
@@ -185,6 +190,21 @@ impl CopyChooser {
         self.frames += frames;
         self.cycles += cycles;
         None
+    }
+
+    /// A busy pass the worker copied in another way than [`Self::streaming`]
+    /// says (the pass after a nap streams into every kind): neither its
+    /// cycles and frames nor its large copies count in the epoch, which
+    /// then judges only passes made its way. `large` as for
+    /// [`Self::busy_pass`].
+    #[inline]
+    pub fn skip_pass(&mut self, large: [u64; COPY_KINDS]) {
+        if let Some(from) = &mut self.large_from {
+            for k in 0..COPY_KINDS {
+                from[k] = from[k].wrapping_add(large[k].wrapping_sub(self.large_last[k]));
+            }
+        }
+        self.large_last = large;
     }
 
     #[cold]
@@ -523,6 +543,34 @@ mod tests {
         }
         assert_eq!(c.probes(), 0);
         assert_eq!(c.streaming(), STREAMS_AT_FIRST);
+    }
+
+    #[test]
+    fn passes_after_naps_are_not_judged() {
+        // Passes into vhost-user, where streaming costs less; between them
+        // passes after naps (streamed into every kind, skipped) copy more
+        // large frames into memif at a cost that would favour the other
+        // way. The chooser ends where it would without them.
+        let run = |skips: bool| {
+            let mut c = CopyChooser::new();
+            let mut large = [0u64; COPY_KINDS];
+            let mut now = T0;
+            for _ in 0..epochs_to_probe(1) * EPOCH_NS / PASS_NS {
+                let s = c.streaming()[VHOST];
+                large[VHOST] += 32;
+                c.busy_pass(now, 32 * if s { 300 } else { 400 }, 32, large);
+                now += PASS_NS / 2;
+                if skips {
+                    large[MEMIF] += 64;
+                    c.skip_pass(large);
+                }
+                now += PASS_NS / 2;
+            }
+            (c.streaming(), c.probes(), c.switches())
+        };
+        let without = run(false);
+        assert_eq!(without, ([true, true], 1, 1));
+        assert_eq!(run(true), without);
     }
 
     #[test]

@@ -508,6 +508,10 @@ struct Worker {
     state: Option<WorkerState>,
     /// Streamed or ordinary stores for large copies into peers' memory.
     copy: CopyChooser,
+    /// The worker naps between its passes (the moderate regime): large
+    /// copies stream into every kind of peer memory, whatever the
+    /// chooser's ways ([`Worker::stream_while_napping`]).
+    stream_all: bool,
 }
 
 impl Worker {
@@ -554,6 +558,7 @@ impl Worker {
             retry_at_ns: 0,
             retry_gap_ns: KICK_RETRY_NS,
             logic_gen: 0,
+            stream_all: false,
             copy,
             state: None,
             shared,
@@ -781,7 +786,10 @@ impl Worker {
             bump(&c.busy_cycles, spent);
             bump(&c.kick_cycles, kicks.min(spent));
             let large = sys::large_copies();
-            if let Some(ways) = self.copy.busy_pass(pass.now_ns, spent, moved, large) {
+            if self.stream_all {
+                // not copied the chooser's way: not a pass it judges by
+                self.copy.skip_pass(large);
+            } else if let Some(ways) = self.copy.busy_pass(pass.now_ns, spent, moved, large) {
                 // an epoch's end
                 sys::set_streaming(ways);
                 c.publish_copy(&self.copy);
@@ -824,6 +832,7 @@ impl Worker {
         if self.policy.regime() != regime || self.iter.is_multiple_of(4096) {
             self.shared.counters.publish_policy(&self.policy.view());
         }
+        self.stream_while_napping(next);
         let mut look = any_armed
             && (self.iter.is_multiple_of(EPOLL_EVERY)
                 || pass.now_ns.saturating_sub(self.looked_ns) >= self.look_every_ns);
@@ -865,6 +874,27 @@ impl Worker {
             }
         }
         self.wait(timeout);
+    }
+
+    /// From a nap until the worker next gaps, sleeps or leaves the moderate
+    /// regime, large copies stream into every kind of peer memory. A nap's
+    /// frames are copied hundreds at a time, from lines the sender's core
+    /// wrote long ago into buffers their reader posted long ago: streamed
+    /// stores (no read for ownership) cost those passes less whichever way
+    /// the chooser found cheaper for a polling worker's fresh frames (v2v
+    /// vhost-user 1518 B at 0.1 x R+ under budget 1000, this host:
+    /// docs/results/2026-12-06-capacity-repeated-and-naps.md).
+    #[inline]
+    fn stream_while_napping(&mut self, next: Next) {
+        let stream_all = streams_all(self.stream_all, next, self.policy.regime());
+        if stream_all != self.stream_all {
+            self.stream_all = stream_all;
+            sys::set_streaming(if stream_all {
+                [true; sys::COPY_KINDS]
+            } else {
+                self.copy.streaming()
+            });
+        }
     }
 
     /// A small batch of a flow dense enough to fill a bigger one soon
@@ -1195,4 +1225,40 @@ struct Peeked {
 #[inline]
 pub fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+}
+
+/// Whether the worker's next passes stream every large copy
+/// ([`Worker::stream_while_napping`]): from a nap (`Next::Nap`), through the
+/// polls between naps while the regime stays moderate, until a gap, a
+/// sleep or another regime.
+#[inline]
+fn streams_all(streaming_all: bool, next: Next, regime: Regime) -> bool {
+    match next {
+        Next::Nap(_) => true,
+        Next::Poll => streaming_all && regime == Regime::Moderate,
+        Next::Gap(_) | Next::Sleep => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_copies_stream_from_a_nap_until_the_worker_stops_napping() {
+        use Regime::{Interrupt, Moderate, Poll};
+        // a nap starts it, in any regime the policy napped in
+        assert!(streams_all(false, Next::Nap(300_000), Moderate));
+        // the passes between naps keep it
+        assert!(streams_all(true, Next::Poll, Moderate));
+        assert!(streams_all(true, Next::Nap(300_000), Moderate));
+        // a gap, a sleep or another regime ends it
+        assert!(!streams_all(true, Next::Gap(20_000), Moderate));
+        assert!(!streams_all(true, Next::Sleep, Moderate));
+        assert!(!streams_all(true, Next::Poll, Poll));
+        assert!(!streams_all(true, Next::Poll, Interrupt));
+        // a polling worker never starts it
+        assert!(!streams_all(false, Next::Poll, Moderate));
+        assert!(!streams_all(false, Next::Poll, Poll));
+    }
 }
