@@ -987,6 +987,21 @@ impl VhostTx {
                     self.saw_bufs(s, seen);
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }
+                if p.len() >= fabric::sys::STREAM_MIN_B {
+                    // A large frame (misses on every line when it came
+                    // from another core, or waited through a nap): ask
+                    // for all of the one two ahead while this one is
+                    // copied (and for the next too, at the first), as the
+                    // memif server does.
+                    if j == 0 {
+                        if let Some(next) = pkts.get(1) {
+                            next.prefetch_all();
+                        }
+                    }
+                    if let Some(next) = pkts.get(j + 2) {
+                        next.prefetch_all();
+                    }
+                }
                 if let Some(q) = pkts.get(j + TX_PREFETCH_AHEAD) {
                     q.prefetch();
                     prefetch_guest_buf(
