@@ -44,7 +44,7 @@ struct Ovs {
     dir: PathBuf,
     prefix: String,
     huge: PathBuf,
-    /// Its reservation, and one more per restart (`restart_vswitchd`).
+    /// One reservation per start of ovs-vswitchd (`start_vswitchd`).
     pages: Vec<testpeers::Hugepages>,
     mounted: bool,
     ovsdb: Option<Child>,
@@ -81,13 +81,6 @@ impl Ovs {
             vswitchd_argv: Vec::new(),
         };
         run(Command::new("ip").args(["netns", "add", &o.ns]));
-        // Hugepages: OVS-DPDK adds --in-memory, which --no-huge refuses.
-        // testpeers serialises the reservation with every other test's
-        // (they run beside this one) and waits for fragmented memory.
-        o.pages.push(
-            testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
-                .unwrap_or_else(|e| panic!("reserve hugepages: {e}")),
-        );
         std::fs::create_dir_all(&o.huge).unwrap();
         run(Command::new("mount")
             .args(["-t", "hugetlbfs", "-o", "pagesize=2M", "nodev"])
@@ -140,9 +133,11 @@ impl Ovs {
             format!("--log-file={}/ovs-vswitchd.log", o.dir.display()),
             "--no-chdir".into(),
         ];
-        o.vswitchd = Some(o.spawn(&o.vswitchd_argv));
-        // Waits until ovs-vswitchd (DPDK initialised) applied it.
+        // The bridge is in the database before the daemon starts; its
+        // OpenFlow socket (br0.mgmt) appears once ovs-vswitchd, DPDK
+        // initialised, made it.
         o.vsctl(&[
+            "--no-wait",
             "add-br",
             "br0",
             "--",
@@ -152,7 +147,53 @@ impl Ovs {
             "datapath_type=netdev",
             "fail_mode=secure",
         ]);
+        o.start_vswitchd("start");
         Some(o)
+    }
+
+    /// Starts ovs-vswitchd with hugepages reserved for it, and waits until
+    /// it serves br0's OpenFlow socket. A daemon that exits first ("EAL:
+    /// Cannot init memory": the pages it was reserved went to another
+    /// test's give-back while they were free in the machine's one pool,
+    /// docs/testing.md) is started again with pages reserved anew, at most
+    /// 4 times within a minute. Hugepages: OVS-DPDK adds --in-memory,
+    /// which --no-huge refuses; testpeers serialises the reservation with
+    /// every other test's (they run beside this one) and waits for
+    /// fragmented memory.
+    fn start_vswitchd(&mut self, what: &str) {
+        let mgmt = self.dir.join("br0.mgmt");
+        let t0 = Instant::now();
+        for start in 1.. {
+            self.pages.push(
+                testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
+                    .unwrap_or_else(|e| panic!("reserve hugepages for the {what}: {e}")),
+            );
+            let _ = std::fs::remove_file(&mgmt);
+            let mut child = self.spawn(&self.vswitchd_argv);
+            let serves = loop {
+                if mgmt.exists() {
+                    break true;
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break false;
+                }
+                if t0.elapsed() > Duration::from_secs(60) {
+                    stop(&mut child);
+                    panic!("ovs-vswitchd did not come up ({what}): {}", self.log_tail());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            if serves {
+                self.vswitchd = Some(child);
+                return;
+            }
+            assert!(
+                start < 4,
+                "ovs-vswitchd exited at each of {start} starts ({what}): {}",
+                self.log_tail()
+            );
+            eprintln!("ovs-vswitchd exited at {what} {start}, started again");
+        }
     }
 
     fn spawn(&self, argv: &[String]) -> Child {
@@ -278,40 +319,7 @@ impl Ovs {
         if let Some(mut c) = self.vswitchd.take() {
             stop(&mut c);
         }
-        // The bridge's OpenFlow socket appears once the daemon runs.
-        let mgmt = self.dir.join("br0.mgmt");
-        let t0 = Instant::now();
-        for start in 1.. {
-            self.pages.push(
-                testpeers::reserve_hugepages(HUGEPAGES, Duration::from_secs(30))
-                    .unwrap_or_else(|e| panic!("reserve hugepages for the restart: {e}")),
-            );
-            let _ = std::fs::remove_file(&mgmt);
-            let mut child = self.spawn(&self.vswitchd_argv);
-            let serves = loop {
-                if mgmt.exists() {
-                    break true;
-                }
-                if let Ok(Some(_)) = child.try_wait() {
-                    break false;
-                }
-                if t0.elapsed() > Duration::from_secs(60) {
-                    stop(&mut child);
-                    panic!("ovs-vswitchd did not come back: {}", self.log_tail());
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            if serves {
-                self.vswitchd = Some(child);
-                break;
-            }
-            assert!(
-                start < 4,
-                "ovs-vswitchd exited at each of {start} starts: {}",
-                self.log_tail()
-            );
-            eprintln!("ovs-vswitchd exited at start {start}, started again");
-        }
+        self.start_vswitchd("restart");
         self.add_flows();
     }
 
