@@ -18,13 +18,16 @@ By default, after `setup`, the steps run in three lanes at once (LANES):
 the test build, then the tests without peers; the Rust system tests,
 each executable's as soon as cargo has linked it and its package's
 binaries (beside the rest of the build), then clippy; the Python system
-tests, the two trees at once. The system tests mostly wait (on
+tests, in three runs at once (the SUT adapters' file, the rest of the
+workbench's, the turnoutd tree). The system tests mostly wait (on
 namespaces, daemons, traffic at a set rate, timeouts), so they share the
 two CPUs with the compiler and with each other; each waits for the event it checks with a
-deadline, and what cannot share (hugepages) takes a lock. The compiler
-runs at a lower priority (`nice`), so a system test's threads get the CPU
-when they wake. The Python system tests that measure (rates with a loss
-bound, timing, CPU accounting) or change the whole machine (CPU
+deadline, and what cannot share (hugepages) takes a lock. The test build
+runs at normal priority (the system tests wait for its executables);
+clippy, the doc tests and mypy at a lower one (`nice`), so a system
+test's threads get the CPU before them when they wake. The Python
+system tests that measure (rates with a loss bound, timing, CPU
+accounting) or change the whole machine (CPU
 isolation) carry the pytest marker `serial`: they run last, in the step
 `python-serial`, alone, once every lane has ended (ALONE). The terminal
 shows each lane's lines prefixed with its step; each step's log is whole.
@@ -77,7 +80,7 @@ PROFILE = "test-release"
 SYSTEM_PREFIX = "system:"
 #: The package whose single test replays the fuzz corpora (its own step).
 FUZZ_PACKAGE = "fuzzreplay"
-#: Compilers and type checkers run under `nice -n NICE` while system tests
+#: Clippy, the doc tests and mypy run under `nice -n NICE` while system tests
 #: run beside them.
 NICE = ["nice", "-n", "5"]
 
@@ -246,8 +249,11 @@ def _build_test_binaries(log: TextIO, out: Outcome) -> None:
             _BINARIES.extend(ready)
             _BUILT.notify_all()
 
+    # At normal priority, unlike clippy and mypy: the system tests wait for
+    # its executables, and under `nice` it took half of one CPU for twice
+    # as long, ending after the Python system tests (docs/testing.md).
     cmd = [
-        *NICE, "cargo", "test", "--profile", PROFILE, "--workspace", "--tests", "--no-run",
+        "cargo", "test", "--profile", PROFILE, "--workspace", "--tests", "--no-run",
         "--message-format=json-render-diagnostics",
     ]
     echo(log, "+ " + " ".join(cmd))
@@ -433,6 +439,9 @@ TURNOUTD_TREE = "python/tests/turnoutd"
 WORKBENCH = ["python/tests", f"--ignore={TURNOUTD_TREE}"]
 #: os-ken's switch suite: `make test-openflow`, not `make test`.
 OSKEN_SUITE = f"--ignore={TURNOUTD_TREE}/test_osken_suite.py"
+#: The workbench's system tests of every SUT adapter: a run of their own
+#: beside the rest of the workbench's (step_python_system).
+SUTS_FILE = "python/tests/test_system.py"
 
 
 def step_python(log: TextIO, out: Outcome) -> None:
@@ -442,10 +451,14 @@ def step_python(log: TextIO, out: Outcome) -> None:
 
 def step_python_system(log: TextIO, out: Outcome) -> None:
     """The Python system tests (marked `system`; all of python/tests/turnoutd) but
-    those marked `serial`: the two trees at once (one after the other with
-    `--serial`), each one test at a time."""
+    those marked `serial`, in three runs at once (one after the other with
+    `--serial`), each one test at a time: the workbench's tests of the SUT
+    adapters (SUTS_FILE, about half the workbench's system tests' time),
+    the rest of the workbench's, the turnoutd tree."""
     trees(log, out, [
-        (["-m", f"system and not {SERIAL_MARK}", *WORKBENCH], "python-system"),
+        (["-m", f"system and not {SERIAL_MARK}", *WORKBENCH, f"--ignore={SUTS_FILE}"],
+         "python-system"),
+        (["-m", f"system and not {SERIAL_MARK}", SUTS_FILE], "suts-system"),
         (["-m", f"not {SERIAL_MARK}", TURNOUTD_TREE, OSKEN_SUITE], "turnoutd-system"),
     ], at_once=not SERIAL)
 
