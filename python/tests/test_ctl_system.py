@@ -316,8 +316,9 @@ def test_a_client_connecting_for_every_call_does_not_start_a_thread_each_time(da
     """A sampler that connects anew for every call (as the workbench did,
     20 times a second) is served by the connection threads that wait for
     the next connection: 20 calls, one after another, see a few connection
-    threads (a second one when a call came before the first thread was back
-    waiting, on a busy machine perhaps a third), not 20 that start and end."""
+    threads (another one whenever a call came before the last thread was
+    back waiting: on a busy machine that thread may wait for a CPU through
+    several calls; 5 of 20 in one `make test`), not 20 that start and end."""
     from turnout.ctl.client import CtlClient
 
     d = daemon
@@ -339,4 +340,4 @@ def test_a_client_connecting_for_every_call_does_not_start_a_thread_each_time(da
         with CtlClient(d.sock, timeout_s=10) as c:
             assert c.call("version")["api"] == 1
             seen |= ctl_threads()  # the thread serving this connection is alive
-    assert 1 <= len(seen) <= 4, sorted(seen)
+    assert 1 <= len(seen) <= 10, sorted(seen)
