@@ -275,6 +275,26 @@ impl Pkt {
             line += 64;
         }
     }
+
+    /// For a copy loop over a run of frames, at frame `j`: when that frame
+    /// is large (a copy that misses on every line when it came from
+    /// another core or waited through a nap), asks for all of the frame two
+    /// ahead (and of the next one too, at the first), so that its misses
+    /// overlap this frame's copy.
+    #[inline]
+    pub fn prefetch_ahead_of_copy(run: &[Pkt], j: usize) {
+        if run[j].len() < crate::sys::STREAM_MIN_B {
+            return;
+        }
+        if j == 0 {
+            if let Some(next) = run.get(1) {
+                next.prefetch_all();
+            }
+        }
+        if let Some(next) = run.get(j + 2) {
+            next.prefetch_all();
+        }
+    }
 }
 
 /// Exclusive access to one frame: header rewrites by a logic.

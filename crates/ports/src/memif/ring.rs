@@ -18,7 +18,7 @@ use std::sync::atomic::{fence, AtomicU16, AtomicU32, AtomicU64, AtomicU8, Orderi
 use std::sync::Arc;
 
 use fabric::{
-    DropReason, Lease, RxFill, RxQueue, TxDrops, TxFill, TxFrames, TxLock, TxProducer, TxQueue,
+    DropReason, Lease, Pkt, RxFill, RxQueue, TxDrops, TxFill, TxFrames, TxLock, TxProducer, TxQueue,
 };
 
 use super::proto::{
@@ -1079,19 +1079,7 @@ impl MemifTx {
             // One slot each, in slot order: no slot count or index per frame.
             let mut pos = lease.first.wrapping_sub(lease.base) as u16;
             for (j, p) in pkts.iter().enumerate() {
-                if p.len() >= fabric::sys::STREAM_MIN_B {
-                    // A large frame (a streamed copy, misses on every line):
-                    // ask for all of the one two ahead while this one is
-                    // copied (and for the next too, at the first).
-                    if j == 0 {
-                        if let Some(next) = pkts.get(1) {
-                            next.prefetch_all();
-                        }
-                    }
-                    if let Some(next) = pkts.get(j + 2) {
-                        next.prefetch_all();
-                    }
-                }
+                Pkt::prefetch_ahead_of_copy(pkts, j);
                 if !self.offer_one(c, &descs, pos, p.data()) {
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }

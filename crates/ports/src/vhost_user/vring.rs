@@ -27,7 +27,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use fabric::batch::MAX_BATCH;
 use fabric::sys::EventFd;
-use fabric::{DropReason, Lease, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue};
+use fabric::{
+    DropReason, Lease, Pkt, RxFill, RxQueue, TxDrops, TxFrames, TxLock, TxProducer, TxQueue,
+};
 
 use super::sys::{self, Epoll, GuestSlice, MemView, Ring, RingView};
 
@@ -987,21 +989,7 @@ impl VhostTx {
                     self.saw_bufs(s, seen);
                     return refuse(frames, j, DropReason::PeerFault, drops);
                 }
-                if p.len() >= fabric::sys::STREAM_MIN_B {
-                    // A large frame (misses on every line when it came
-                    // from another core, or waited through a nap): ask
-                    // for all of the one two ahead while this one is
-                    // copied (and for the next too, at the first), as the
-                    // memif server does.
-                    if j == 0 {
-                        if let Some(next) = pkts.get(1) {
-                            next.prefetch_all();
-                        }
-                    }
-                    if let Some(next) = pkts.get(j + 2) {
-                        next.prefetch_all();
-                    }
-                }
+                Pkt::prefetch_ahead_of_copy(pkts, j);
                 if let Some(q) = pkts.get(j + TX_PREFETCH_AHEAD) {
                     q.prefetch();
                     prefetch_guest_buf(
