@@ -193,7 +193,7 @@ impl CopyChooser {
     }
 
     /// A busy pass the worker copied in another way than [`Self::streaming`]
-    /// says (the pass after a nap streams into every kind): neither its
+    /// says (while it naps it streams into every kind): neither its
     /// cycles and frames nor its large copies count in the epoch, which
     /// then judges only passes made its way. `large` as for
     /// [`Self::busy_pass`].
