@@ -2,7 +2,9 @@
 //! peer that stops reading, a queue that never drains, a burst of ten
 //! times a ring. The switch drops what cannot go with a reason and a
 //! counter, never blocks another port, and goes back to its regime (and to
-//! sleep) once the burst is over. One worker, the default adaptive wake-up
+//! sleep) once the burst is over. Each test runs at the default latency
+//! budget and at the power-saving one (1000 µs, where the worker may nap
+//! between passes while the burst comes). One worker, the adaptive wake-up
 //! (its prober measures this host), two independent pairs of pipe ports:
 //! `a` (0) to `b` (1), `c` (2) to `d` (3); `d`'s ring holds every frame
 //! the tests send it, so a slow receiving thread on a busy machine drops
@@ -20,10 +22,15 @@ const RING: usize = 256;
 /// `d`'s ring: more than any test sends it.
 const BIG_RING: usize = 32_768;
 
-fn switch() -> (Switch, Vec<PipePeer>) {
+/// The power-saving budget (docs/turnoutd.md, "Wake-up and the latency
+/// budget").
+const POWER_SAVING_US: u32 = 1000;
+
+fn switch(latency_budget_us: u32) -> (Switch, Vec<PipePeer>) {
     let cfg = SwitchConfig {
         batch: 64,
         max_ports: 8,
+        latency_budget_us,
         ..SwitchConfig::default()
     };
     let sw = Switch::new(cfg, Box::new(FromFrame { group7: vec![] })).unwrap();
@@ -100,7 +107,16 @@ fn all_drops(sw: &Switch) -> Vec<(String, &'static str, u64)> {
 
 #[test]
 fn a_peer_that_stops_reading_costs_only_its_own_frames() {
-    let (sw, mut peers) = switch();
+    stops_reading(fabric::wakeup::DEFAULT_BUDGET_US);
+}
+
+#[test]
+fn a_peer_that_stops_reading_costs_only_its_own_frames_at_the_power_saving_budget() {
+    stops_reading(POWER_SAVING_US);
+}
+
+fn stops_reading(budget_us: u32) {
+    let (sw, mut peers) = switch(budget_us);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut d = peers.pop().unwrap();
     let mut c = peers.pop().unwrap();
@@ -135,9 +151,18 @@ fn a_peer_that_stops_reading_costs_only_its_own_frames() {
 
 #[test]
 fn a_queue_that_never_drains_leaves_the_others_their_turn() {
+    never_drains(fabric::wakeup::DEFAULT_BUDGET_US);
+}
+
+#[test]
+fn a_queue_that_never_drains_leaves_the_others_their_turn_at_the_power_saving_budget() {
+    never_drains(POWER_SAVING_US);
+}
+
+fn never_drains(budget_us: u32) {
     // a's peer keeps a's ring full for the whole test (b reads all); c's
     // frames still all arrive, in order, and nothing is dropped.
-    let (sw, mut peers) = switch();
+    let (sw, mut peers) = switch(budget_us);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut d = peers.pop().unwrap();
     let mut c = peers.pop().unwrap();
@@ -185,7 +210,16 @@ fn a_queue_that_never_drains_leaves_the_others_their_turn() {
 
 #[test]
 fn a_burst_of_ten_rings_is_counted_and_the_regime_returns() {
-    let (sw, mut peers) = switch();
+    burst_of_ten_rings(fabric::wakeup::DEFAULT_BUDGET_US);
+}
+
+#[test]
+fn a_burst_of_ten_rings_is_counted_and_the_regime_returns_at_the_power_saving_budget() {
+    burst_of_ten_rings(POWER_SAVING_US);
+}
+
+fn burst_of_ten_rings(budget_us: u32) {
+    let (sw, mut peers) = switch(budget_us);
     let deadline = Instant::now() + Duration::from_secs(60);
     // The prober measures this host's wake-ups first.
     let policy = |sw: &Switch| sw.worker_stats()[0].policy;
@@ -194,6 +228,7 @@ fn a_burst_of_ten_rings_is_counted_and_the_regime_returns() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let before = policy(&sw);
+    assert_eq!(before.budget_ns, u64::from(budget_us) * 1000);
     let mut d = peers.pop().unwrap();
     let mut c = peers.pop().unwrap();
     let mut b = peers.pop().unwrap();
