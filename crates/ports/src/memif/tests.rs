@@ -285,6 +285,109 @@ fn lying_offers_on_the_server_transmit_ring_are_caught() {
     }
 }
 
+/// Everything to port 0.
+struct ToZero;
+
+impl fabric::Logic for ToZero {
+    fn name(&self) -> &'static str {
+        "to-zero"
+    }
+    fn classify(
+        &self,
+        _: &fabric::Ctx,
+        _: fabric::PortId,
+        _: &mut fabric::Pkts,
+        v: &mut [fabric::Verdict],
+    ) {
+        v.fill(fabric::Verdict::Port(0));
+    }
+}
+
+/// A lie in the third offered buffer while the switch forwards a run of
+/// large (streamed) frames into them: caught and counted once, the two
+/// frames before it written
+/// into their buffers whole and counted as sent, the rest of the run
+/// dropped as the peer's fault, and the sending interface unharmed.
+#[test]
+fn a_lie_inside_a_run_of_large_frames_is_caught_after_the_frames_before_it() {
+    let dir = Dir::new("liar-run");
+    let path = dir.0.join("memif.sock");
+    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
+    let s0 = Arc::new(server.add_interface(MemifConfig::new("victim", 0)).unwrap());
+    let s1 = Arc::new(server.add_interface(MemifConfig::new("source", 1)).unwrap());
+    let liar = MemifPort::client(MemifConfig::new("liar", 0), ClientConfig::new(&path)).unwrap();
+    let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(&path)).unwrap();
+    assert!(wait(5000, || s0.link_up()
+        && s1.link_up()
+        && liar.link_up()
+        && c1.link_up()));
+    let sw = fabric::Switch::new(fabric::SwitchConfig::default(), Box::new(ToZero)).unwrap();
+    sw.add_port("victim", s0.clone(), None).unwrap();
+    sw.add_port("source", s1.clone(), None).unwrap();
+
+    // The liar's offers at slots 0 and 1 as they are; slot 2 too small.
+    let c = conn_of(&liar);
+    let r = &c.rx[0];
+    let offered = |slot: u16| {
+        let mut b = [0u8; DESC_B];
+        assert!(c.regions[0].copy_out(desc_off(r.off, slot, r.size), &mut b));
+        Desc::from_bytes(b)
+    };
+    let (d0, d1, d2) = (offered(0), offered(1), offered(2));
+    c.regions[0].write16(
+        desc_off(r.off, 2, r.size),
+        Desc { length: 100, ..d2 }.to_bytes(),
+    );
+    let before = s0.counter("violation_small_buffer");
+
+    let frames: Vec<Vec<u8>> = (0..8u32)
+        .map(|k| (0..1518u32).map(|i| (i * 3 + k * 101) as u8).collect())
+        .collect();
+    // SAFETY: this thread alone transmits on c1's queue 0.
+    let mut tx = unsafe { fabric::OwnedTx::new(c1.tx(0)) };
+    assert!(tx.free_slots() as usize >= frames.len());
+    let s = tx.reserve(frames.len() as u32);
+    for (k, f) in frames.iter().enumerate() {
+        tx.write(s + k as u64, 1, f);
+    }
+    tx.publish(s + frames.len() as u64);
+    drop(tx);
+
+    let t0 = Instant::now();
+    let accounted = || {
+        let st = sw.port_stats();
+        let drops: u64 = st[0].drops.iter().map(|d| d.1).sum();
+        st[1].rx_packets == 8 && st[0].tx_packets + drops == 8
+    };
+    while !accounted() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            sw.port_stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(s0.counter("violation_small_buffer"), before + 1);
+    let st = sw.port_stats();
+    // The two before the lie count as sent, the six from it on as the
+    // peer's fault: as one frame at a time would have.
+    assert_eq!(st[0].tx_packets, 2, "{st:?}");
+    assert_eq!(
+        st[0].drops.iter().map(|d| (d.0, d.1)).collect::<Vec<_>>(),
+        vec![("peer_fault", 6)],
+        "{st:?}"
+    );
+    for (d, f) in [(d0, &frames[0]), (d1, &frames[1])] {
+        let mut got = vec![0u8; f.len()];
+        assert!(c.regions[d.region as usize].copy_out(d.offset as usize, &mut got));
+        assert!(got == *f, "a frame before the lie was not written whole");
+    }
+    drop(c);
+    // The sending interface still works.
+    assert!(s1.link_up() && c1.link_up());
+    sw.shutdown();
+}
+
 // --- raw control connections ----------------------------------------------
 
 /// A raw control connection ([`hostile::RawClient`]) whose failures panic.
