@@ -105,9 +105,10 @@ fn desc_off(ring_off: usize, slot: u16, size: u32) -> usize {
     ring_off + RING_HDR_B + (slot as usize & (size as usize - 1)) * DESC_B
 }
 
-#[test]
-fn lying_client_is_disconnected_counted_and_others_keep_working() {
-    let dir = Dir::new("liar");
+/// A server with interfaces 0 ("victim") and 1 ("good"), a client of each
+/// ("liar" on 0, "c1" on 1), all four linked: (server, victim, good, liar,
+/// c1).
+fn liar_and_good(dir: &Dir) -> (MemifServer, MemifPort, MemifPort, MemifPort, MemifPort) {
     let path = dir.0.join("memif.sock");
     let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
     let s0 = server.add_interface(MemifConfig::new("victim", 0)).unwrap();
@@ -118,6 +119,13 @@ fn lying_client_is_disconnected_counted_and_others_keep_working() {
         && s1.link_up()
         && liar.link_up()
         && c1.link_up()));
+    (server, s0, s1, liar, c1)
+}
+
+#[test]
+fn lying_client_is_disconnected_counted_and_others_keep_working() {
+    let dir = Dir::new("liar");
+    let (_server, s0, s1, liar, c1) = liar_and_good(&dir);
     let mut s0rx = s0.take_rx(0).unwrap();
     let mut s1rx = s1.take_rx(0).unwrap();
     let mut c1rx = c1.take_rx(0).unwrap();
@@ -305,25 +313,17 @@ impl fabric::Logic for ToZero {
 
 /// A lie in the third offered buffer while the switch forwards a run of
 /// large (streamed) frames into them: caught and counted once, the two
-/// frames before it written
-/// into their buffers whole and counted as sent, the rest of the run
-/// dropped as the peer's fault, and the sending interface unharmed.
+/// frames before it written into their buffers whole and counted as sent,
+/// the rest of the run dropped as the peer's fault, and the sending
+/// interface unharmed.
 #[test]
 fn a_lie_inside_a_run_of_large_frames_is_caught_after_the_frames_before_it() {
     let dir = Dir::new("liar-run");
-    let path = dir.0.join("memif.sock");
-    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
-    let s0 = Arc::new(server.add_interface(MemifConfig::new("victim", 0)).unwrap());
-    let s1 = Arc::new(server.add_interface(MemifConfig::new("source", 1)).unwrap());
-    let liar = MemifPort::client(MemifConfig::new("liar", 0), ClientConfig::new(&path)).unwrap();
-    let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(&path)).unwrap();
-    assert!(wait(5000, || s0.link_up()
-        && s1.link_up()
-        && liar.link_up()
-        && c1.link_up()));
+    let (_server, s0, s1, liar, c1) = liar_and_good(&dir);
+    let (s0, s1) = (Arc::new(s0), Arc::new(s1));
     let sw = fabric::Switch::new(fabric::SwitchConfig::default(), Box::new(ToZero)).unwrap();
     sw.add_port("victim", s0.clone(), None).unwrap();
-    sw.add_port("source", s1.clone(), None).unwrap();
+    sw.add_port("good", s1.clone(), None).unwrap();
 
     // The liar's offers at slots 0 and 1 as they are; slot 2 too small.
     let c = conn_of(&liar);
@@ -599,16 +599,8 @@ fn a_clients_regions_cannot_be_shrunk_by_its_peer() {
 #[test]
 fn a_peer_that_makes_its_interrupt_fd_blocking_cannot_hold_the_worker() {
     let dir = Dir::new("irqblock");
-    let path = dir.0.join("memif.sock");
-    let server = MemifServer::bind(ServerConfig::new(&path)).unwrap();
-    let s0 = Arc::new(server.add_interface(MemifConfig::new("victim", 0)).unwrap());
-    let s1 = server.add_interface(MemifConfig::new("good", 1)).unwrap();
-    let liar = MemifPort::client(MemifConfig::new("liar", 0), ClientConfig::new(&path)).unwrap();
-    let c1 = MemifPort::client(MemifConfig::new("c1", 1), ClientConfig::new(&path)).unwrap();
-    assert!(wait(5000, || s0.link_up()
-        && s1.link_up()
-        && liar.link_up()
-        && c1.link_up()));
+    let (_server, s0, s1, liar, c1) = liar_and_good(&dir);
+    let s0 = Arc::new(s0);
     let mut s1rx = s1.take_rx(0).unwrap();
     let mut c1rx = c1.take_rx(0).unwrap();
     healthy(&s1, &c1, s1rx.as_mut(), c1rx.as_mut(), 1);
