@@ -75,6 +75,24 @@ def link_up(d: Turnoutd, name: str) -> bool:
     return any(p["name"] == name and p["link_up"] for p in d.rpc("port.list"))
 
 
+def links_up(d: Turnoutd, names: list[str], pmds: list[Testpmd], timeout_s: float) -> None:
+    """Waits until every port in ``names`` has its link up; on timeout says
+    what each side saw: each port's link and connection counters, whether
+    each testpmd still runs and the end of its log, and the end of
+    turnoutd's."""
+    try:
+        wait_for(f"memif links {', '.join(names)} up", timeout_s,
+                 lambda: all(link_up(d, n) for n in names))
+    except AssertionError as e:
+        ports = {p["name"]: (p["link_up"], {k: v for k, v in d.port(p["name"])["backend"].items()
+                                            if v and not k.startswith("rx_")})
+                 for p in d.rpc("port.list") if p["name"] in names}
+        pmd = [(t.name, "running" if t.alive() else f"exited {t.proc and t.proc.returncode}",
+                t.log()[-1500:]) for t in pmds]
+        raise AssertionError(f"{e}\nturnoutd ports: {ports}\ntestpmds: {pmd}\n"
+                             f"turnoutd log: {d.log()[-2000:]}") from None
+
+
 def settled(d: Turnoutd, names: list[str], quiet_s: float = 0.5) -> dict[str, dict]:
     """Waits until the ports' counters stop moving; returns them."""
     last = None
@@ -121,7 +139,7 @@ def test_txonly_to_rxonly(tmp_path, binary, logic, wakeup, size):
             Testpmd(tmp_path, "rx", [Testpmd.memif(sock, 1)], "rxonly") as rx,
             Testpmd(tmp_path, "tx", [Testpmd.memif(sock, 0, **gen_vdev)], "txonly", **jumbo) as tx,
         ):
-            wait_for("both memif links up", 20, lambda: link_up(d, "vnf0") and link_up(d, "vnf1"))
+            links_up(d, ["vnf0", "vnf1"], [rx, tx], 20)
             want = 20_000 if size < 2000 else 3_000
             wait_for(
                 f"{want} frames through turnoutd",
@@ -187,12 +205,10 @@ def test_kill9_one_peer_under_load(tmp_path, binary):
         sock = str(d.dir / "memif.sock")
         with contextlib.ExitStack() as st:
             sink_a = st.enter_context(Testpmd(tmp_path, "sa", [Testpmd.memif(sock, 1)], "rxonly"))
-            st.enter_context(Testpmd(tmp_path, "sb", [Testpmd.memif(sock, 3)], "rxonly"))
-            st.enter_context(Testpmd(tmp_path, "ga", [Testpmd.memif(sock, 0)], "txonly"))
-            st.enter_context(Testpmd(tmp_path, "gb", [Testpmd.memif(sock, 2)], "txonly"))
-            wait_for(
-                "four links up", 30, lambda: all(link_up(d, n) for n in ("a0", "a1", "b0", "b1"))
-            )
+            sink_b = st.enter_context(Testpmd(tmp_path, "sb", [Testpmd.memif(sock, 3)], "rxonly"))
+            gen_a = st.enter_context(Testpmd(tmp_path, "ga", [Testpmd.memif(sock, 0)], "txonly"))
+            gen_b = st.enter_context(Testpmd(tmp_path, "gb", [Testpmd.memif(sock, 2)], "txonly"))
+            links_up(d, ["a0", "a1", "b0", "b1"], [sink_a, sink_b, gen_a, gen_b], 30)
             wait_for("traffic on a1", 20, lambda: d.port("a1")["tx_packets"] > 10_000)
             sink_a.kill9()
             wait_for("a1 down after kill -9", 10, lambda: not link_up(d, "a1"))
